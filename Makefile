@@ -1,0 +1,35 @@
+# Stoke's two everyday commands are `make train` and `make test`; both work on a fresh machine with
+# only Go installed (modules and MNIST come through the Go module proxy).
+GO        ?= go
+STOKE     := $(GO) run ./cmd/stoke
+TRAINARGS ?= --data mnist --model mlp --epochs 3
+
+.PHONY: train test bench lint cuda fuzz build
+
+## train: train the MNIST MLP on the default (CPU) backend
+train:
+	$(STOKE) train $(TRAINARGS)
+
+## test: vet, the race-checked test suite, and the pure-Go build check
+test: lint
+	CGO_ENABLED=0 $(GO) build ./...
+	$(GO) build ./examples/...
+	$(GO) test -race -timeout 15m ./...
+
+## bench: the Go benchmarks of every package (one pass each)
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem ./...
+
+## lint: gofmt and go vet must be clean
+lint:
+	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
+	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet ./...
+
+## build: the stoke binary
+build:
+	$(GO) build -o bin/stoke ./cmd/stoke
+
+## cuda: build with the CUDA backend (needs the CUDA toolkit; see README "Building with CUDA")
+cuda:
+	CGO_ENABLED=1 $(GO) build -tags cuda ./...
