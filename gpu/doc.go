@@ -1,0 +1,25 @@
+// Package gpu is Stoke's backend-neutral device runtime: devices, device memory, streams, events
+// and asynchronous copies, plus the Feeder that moves batches from pinned host slots to the
+// device while the previous batch computes.
+//
+// Devices are opened by name with Open ("cpu", "cuda", "cuda:N"). The CPU backend is always built
+// in and is a real device, not a mock: device memory is Go memory (64-byte aligned), each stream
+// is an ordered executor goroutine, copies and host functions run when the stream reaches them,
+// events complete when reached, and a stream that waits on another stream's event really waits.
+// Kernels of the CPU backend are Host functions over HostBytes. The CUDA backend registers itself
+// when built with -tags cuda.
+//
+// # Concurrency
+//
+// Devices, streams and events are safe for concurrent use. Work on one stream runs in enqueue
+// order; work on different streams runs concurrently unless ordered by Stream.Wait. Enqueueing
+// never blocks on the work itself. Stream.Close and Device.Close wait for queued work and join
+// the executor goroutines, so a host function that never returns makes them hang.
+//
+// # Ownership
+//
+// Host memory handed to CopyH2D or CopyD2H belongs to the stream until an event recorded after
+// the copy has completed. A Buffer belongs to whoever allocated it, who frees it once no queued
+// work uses it any more. A stream's sticky error (a failed host function or copy) makes it skip
+// later copies and host functions; events still complete and report the error.
+package gpu
