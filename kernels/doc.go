@@ -1,0 +1,34 @@
+// Package kernels is the operation set that training needs (GEMM, elementwise ops, reductions,
+// convolution, pooling, losses, optimizer updates, uint8 -> float32 normalization), enqueued on a
+// gpu.Stream of the device it runs on.
+//
+// An op set (Ops) exists per backend: For(dev) picks the one registered for dev's backend. The CPU
+// op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU
+// buffers; it is also the reference every other backend is tested against. The CUDA op set
+// (built with the cuda tag) registers itself as "cuda" and implements the same interface and
+// semantics.
+//
+// Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
+// length, so that one allocation can hold many tensors. Matrices are row-major and packed; images
+// are NCHW.
+//
+// # Concurrency
+//
+// Ops values are safe for concurrent use. An op runs when its stream reaches it, after everything
+// enqueued before it on that stream, and an op's outputs are ready for later work on the same
+// stream; ordering across streams is by events (gpu.Stream.Wait). Shape and argument errors are
+// returned by the enqueueing call, before anything is enqueued; errors that depend on the data (a
+// label out of range) become the stream's sticky error.
+//
+// # Ownership
+//
+// Ops neither allocate nor free device memory; the caller owns every buffer and must keep it
+// alive, and unchanged where an op reads it, until the stream has run the op. Host slices given to
+// an op (NormalizeU8's mean and std) are copied when it is enqueued.
+//
+// # Determinism
+//
+// Every op gives bit-for-bit the same result on every run: parallel CPU work is split into a
+// fixed number of parts that does not depend on the number of cores, and reductions add in a fixed
+// order.
+package kernels

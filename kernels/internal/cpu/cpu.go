@@ -1,0 +1,248 @@
+// Package cpu holds the CPU arithmetic behind kernels' CPU backend: plain functions over Go slices,
+// with no knowledge of devices or streams, so that each can be tested directly against a float64
+// reference. Shapes are checked by the caller (package kernels); these functions assume them.
+//
+// # Determinism
+//
+// Work is split into a fixed number of parts that does not depend on the number of cores, and
+// every reduction adds its terms in one fixed order, so a result is bit-for-bit the same on every
+// run and machine with the same GEMM.
+package cpu
+
+import (
+	"math"
+	"runtime"
+	"sync"
+)
+
+// parts is the fixed partition count of parallel loops: a constant, so that work boundaries (and
+// so any order of floating-point additions) never depend on the machine.
+const parts = 16
+
+// minWork is the amount of work (roughly, element operations) below which a loop runs serially:
+// starting goroutines costs more than it saves.
+const minWork = 1 << 15
+
+// For runs body over [0,n) split into at most parts contiguous ranges, in parallel when n*cost
+// (the approximate work per item) is large enough. body must only write state owned by its range.
+func For(n, cost int, body func(lo, hi int)) {
+	if n <= 0 {
+		return
+	}
+	p := parts
+	if p > n {
+		p = n
+	}
+	if n*cost < minWork || p == 1 || runtime.GOMAXPROCS(0) == 1 {
+		// The same ranges as the parallel path, so results match exactly.
+		for i := range p {
+			body(i*n/p, (i+1)*n/p)
+		}
+		return
+	}
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
+	for i := range p {
+		lo, hi := i*n/p, (i+1)*n/p
+		sem <- struct{}{}
+		wg.Go(func() {
+			body(lo, hi)
+			<-sem
+		})
+	}
+	wg.Wait()
+}
+
+// Fill sets every element of x to v.
+func Fill(x []float32, v float32) {
+	for i := range x {
+		x[i] = v
+	}
+}
+
+// Axpy computes y += alpha*x.
+func Axpy(y []float32, alpha float32, x []float32) {
+	For(len(y), 2, func(lo, hi int) {
+		xs, ys := x[lo:hi], y[lo:hi]
+		for i, v := range xs {
+			ys[i] += alpha * v
+		}
+	})
+}
+
+// Scale computes x *= alpha.
+func Scale(x []float32, alpha float32) {
+	For(len(x), 1, func(lo, hi int) {
+		xs := x[lo:hi]
+		for i := range xs {
+			xs[i] *= alpha
+		}
+	})
+}
+
+// Mul computes z = x*y elementwise; z may alias x or y.
+func Mul(z, x, y []float32) {
+	For(len(z), 1, func(lo, hi int) {
+		zs, xs, ys := z[lo:hi], x[lo:hi], y[lo:hi]
+		for i := range zs {
+			zs[i] = xs[i] * ys[i]
+		}
+	})
+}
+
+// BiasAdd adds bias[c] to x viewed as [outer][len(bias)][inner].
+func BiasAdd(x, bias []float32, outer, inner int) {
+	c := len(bias)
+	For(outer*c, inner, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			b := bias[r%c]
+			row := x[r*inner : (r+1)*inner]
+			for i := range row {
+				row[i] += b
+			}
+		}
+	})
+}
+
+// BiasGrad sets dbias[c] to the sum of dy viewed as [outer][len(dbias)][inner] over outer and
+// inner, adding in index order (in float64, rounded once).
+func BiasGrad(dbias, dy []float32, outer, inner int) {
+	c := len(dbias)
+	For(c, outer*inner, func(lo, hi int) {
+		for ch := lo; ch < hi; ch++ {
+			var s float64
+			for o := range outer {
+				for _, v := range dy[(o*c+ch)*inner : (o*c+ch+1)*inner] {
+					s += float64(v)
+				}
+			}
+			dbias[ch] = float32(s)
+		}
+	})
+}
+
+// ReLU computes y = max(x, 0); y may alias x.
+func ReLU(y, x []float32) {
+	For(len(y), 1, func(lo, hi int) {
+		ys, xs := y[lo:hi], x[lo:hi]
+		for i, v := range xs {
+			if v > 0 {
+				ys[i] = v
+			} else {
+				ys[i] = 0
+			}
+		}
+	})
+}
+
+// ReLUGrad computes dx = dy where y > 0, else 0; dx may alias dy.
+func ReLUGrad(dx, dy, y []float32) {
+	For(len(dx), 1, func(lo, hi int) {
+		dxs, dys, yv := dx[lo:hi], dy[lo:hi], y[lo:hi]
+		for i, v := range yv {
+			if v > 0 {
+				dxs[i] = dys[i]
+			} else {
+				dxs[i] = 0
+			}
+		}
+	})
+}
+
+// SoftmaxCrossEntropy computes, for logits [n][classes] and labels in [0,classes), the mean
+// cross-entropy loss (in float64) and writes dlogits = (softmax - onehot)/n. It uses the
+// max-subtracted log-sum-exp, so large logits neither overflow nor lose the loss. It returns the
+// index of the first sample whose label is out of range (and leaves dlogits partly written) or -1.
+func SoftmaxCrossEntropy(dlogits, logits []float32, labels []int32, n, classes int) (loss float64, bad int) {
+	for i := range n {
+		if l := labels[i]; l < 0 || int(l) >= classes {
+			return 0, i
+		}
+	}
+	losses := make([]float64, n)
+	inv := 1 / float64(n)
+	For(n, 4*classes, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			row := logits[i*classes : (i+1)*classes]
+			drow := dlogits[i*classes : (i+1)*classes]
+			mx := row[0]
+			for _, v := range row[1:] {
+				if v > mx {
+					mx = v
+				}
+			}
+			var sum float64
+			for _, v := range row {
+				sum += math.Exp(float64(v - mx))
+			}
+			lse := math.Log(sum)
+			for j, v := range row {
+				drow[j] = float32(math.Exp(float64(v-mx)-lse) * inv)
+			}
+			l := labels[i]
+			drow[l] -= float32(inv)
+			losses[i] = lse - float64(row[l]-mx)
+		}
+	})
+	for _, v := range losses {
+		loss += v
+	}
+	return loss * inv, -1
+}
+
+// Argmax writes the index of the largest logit of each row (the lowest index on ties) to dst.
+func Argmax(dst []int32, logits []float32, n, classes int) {
+	for i := range n {
+		row := logits[i*classes : (i+1)*classes]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		dst[i] = int32(best)
+	}
+}
+
+// Correct counts the rows whose argmax equals the label.
+func Correct(logits []float32, labels []int32, n, classes int) int32 {
+	var c int32
+	for i := range n {
+		row := logits[i*classes : (i+1)*classes]
+		best := 0
+		for j, v := range row {
+			if v > row[best] {
+				best = j
+			}
+		}
+		if int32(best) == labels[i] {
+			c++
+		}
+	}
+	return c
+}
+
+// NormalizeU8 writes dst[n][c][i] = (src[n][c][i]/255 - mean[c]) / std[c] for src viewed as
+// [len(dst)/(channels*inner)][channels][inner]. mean and std have one value per channel or one
+// value for all; nil mean is 0 and nil std is 1.
+func NormalizeU8(dst []float32, src []uint8, channels, inner int, mean, std []float32) {
+	rows := len(dst) / inner
+	For(rows, inner, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			c := r % channels
+			m, s := float32(0), float32(1)
+			if len(mean) > 0 {
+				m = mean[c%len(mean)]
+			}
+			if len(std) > 0 {
+				s = std[c%len(std)]
+			}
+			mul := 1 / (255 * s)
+			add := -m / s
+			d, in := dst[r*inner:(r+1)*inner], src[r*inner:(r+1)*inner]
+			for i, v := range in {
+				d[i] = float32(v)*mul + add
+			}
+		}
+	})
+}

@@ -1,0 +1,507 @@
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// The float64 references below are the plain definitions; the float32 kernels must agree with
+// them, and every gradient must agree with central finite differences of the reference.
+
+func randVec(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+func to64(v []float32) []float64 {
+	o := make([]float64, len(v))
+	for i, x := range v {
+		o[i] = float64(x)
+	}
+	return o
+}
+
+func closeTo(t *testing.T, name string, got []float32, want []float64, tol float64) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%s: len = %d; want %d", name, len(got), len(want))
+	}
+	for i := range got {
+		d := math.Abs(float64(got[i]) - want[i])
+		if d > tol*(1+math.Abs(want[i])) || math.IsNaN(float64(got[i])) {
+			t.Fatalf("%s[%d] = %v; want %v (tol %g)", name, i, got[i], want[i], tol)
+		}
+	}
+}
+
+// numGrad returns d/dx of f at x by central differences.
+func numGrad(x []float64, f func([]float64) float64) []float64 {
+	const h = 1e-5
+	g := make([]float64, len(x))
+	for i := range x {
+		old := x[i]
+		x[i] = old + h
+		fp := f(x)
+		x[i] = old - h
+		fm := f(x)
+		x[i] = old
+		g[i] = (fp - fm) / (2 * h)
+	}
+	return g
+}
+
+func dot64(a []float64, b []float64) float64 {
+	var s float64
+	for i := range a {
+		s += a[i] * b[i]
+	}
+	return s
+}
+
+func gemm64(ta, tb bool, m, n, k int, alpha float64, a, b []float64, beta float64, c []float64) []float64 {
+	out := make([]float64, m*n)
+	for i := range m {
+		for j := range n {
+			var s float64
+			for l := range k {
+				av := a[i*k+l]
+				if ta {
+					av = a[l*m+i]
+				}
+				bv := b[l*n+j]
+				if tb {
+					bv = b[j*k+l]
+				}
+				s += av * bv
+			}
+			out[i*n+j] = alpha*s + beta*c[i*n+j]
+		}
+	}
+	return out
+}
+
+func TestGemm(t *testing.T) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, tc := range []struct {
+		name        string
+		ta, tb      bool
+		m, n, k     int
+		alpha, beta float32
+	}{
+		{"NN small", false, false, 3, 5, 7, 1, 0},
+		{"TN", true, false, 17, 9, 33, 0.5, 1},
+		{"NT", false, true, 70, 130, 65, -1, 0.25},
+		{"TT parallel", true, true, 200, 150, 90, 2, 1},
+		{"k=0 scales c", false, false, 4, 4, 0, 1, 3},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b, c := randVec(r, tc.m*tc.k), randVec(r, tc.k*tc.n), randVec(r, tc.m*tc.n)
+			want := gemm64(tc.ta, tc.tb, tc.m, tc.n, tc.k, float64(tc.alpha), to64(a), to64(b), float64(tc.beta), to64(c))
+			Gemm(tc.ta, tc.tb, tc.m, tc.n, tc.k, tc.alpha, a, b, tc.beta, c)
+			closeTo(t, "Gemm", c, want, 1e-4*float64(tc.k+1))
+		})
+	}
+}
+
+func TestElementwise(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	n := 100_000 // large enough for the parallel path
+	x, y := randVec(r, n), randVec(r, n)
+	t.Run("Axpy", func(t *testing.T) {
+		yy := append([]float32(nil), y...)
+		want := make([]float64, n)
+		for i := range want {
+			want[i] = float64(y[i]) + 0.3*float64(x[i])
+		}
+		Axpy(yy, 0.3, x)
+		closeTo(t, "Axpy", yy, want, 1e-6)
+	})
+	t.Run("Scale", func(t *testing.T) {
+		xx := append([]float32(nil), x...)
+		want := make([]float64, n)
+		for i := range want {
+			want[i] = -2.5 * float64(x[i])
+		}
+		Scale(xx, -2.5)
+		closeTo(t, "Scale", xx, want, 1e-6)
+	})
+	t.Run("Mul", func(t *testing.T) {
+		z := make([]float32, n)
+		want := make([]float64, n)
+		for i := range want {
+			want[i] = float64(x[i]) * float64(y[i])
+		}
+		Mul(z, x, y)
+		closeTo(t, "Mul", z, want, 1e-6)
+	})
+	t.Run("Fill", func(t *testing.T) {
+		z := make([]float32, 10)
+		Fill(z, 7)
+		for i, v := range z {
+			if v != 7 {
+				t.Fatalf("Fill: z[%d] = %v; want 7", i, v)
+			}
+		}
+	})
+}
+
+func TestReLU(t *testing.T) {
+	r := rand.New(rand.NewPCG(5, 6))
+	x, dy := randVec(r, 1000), randVec(r, 1000)
+	y := make([]float32, len(x))
+	ReLU(y, x)
+	for i := range x {
+		if want := math.Max(float64(x[i]), 0); float64(y[i]) != want {
+			t.Fatalf("ReLU(%v) = %v; want %v", x[i], y[i], want)
+		}
+	}
+	dx := make([]float32, len(x))
+	ReLUGrad(dx, dy, y)
+	f := func(v []float64) float64 {
+		var s float64
+		for i, xv := range v {
+			s += math.Max(xv, 0) * float64(dy[i])
+		}
+		return s
+	}
+	closeTo(t, "ReLUGrad", dx, numGrad(to64(x), f), 1e-4)
+}
+
+func TestBias(t *testing.T) {
+	r := rand.New(rand.NewPCG(7, 8))
+	outer, c, inner := 5, 3, 7
+	x, bias, dy := randVec(r, outer*c*inner), randVec(r, c), randVec(r, outer*c*inner)
+	want := make([]float64, len(x))
+	for i := range want {
+		want[i] = float64(x[i]) + float64(bias[(i/inner)%c])
+	}
+	BiasAdd(x, bias, outer, inner)
+	closeTo(t, "BiasAdd", x, want, 1e-6)
+	db := make([]float32, c)
+	BiasGrad(db, dy, outer, inner)
+	f := func(b []float64) float64 {
+		var s float64
+		for i := range dy {
+			s += b[(i/inner)%c] * float64(dy[i])
+		}
+		return s
+	}
+	closeTo(t, "BiasGrad", db, numGrad(to64(bias), f), 1e-5)
+}
+
+func ce64(logits []float64, labels []int32, n, classes int) float64 {
+	var loss float64
+	for i := range n {
+		row := logits[i*classes : (i+1)*classes]
+		mx := row[0]
+		for _, v := range row {
+			mx = math.Max(mx, v)
+		}
+		var s float64
+		for _, v := range row {
+			s += math.Exp(v - mx)
+		}
+		loss += math.Log(s) + mx - row[labels[i]]
+	}
+	return loss / float64(n)
+}
+
+func TestSoftmaxCrossEntropy(t *testing.T) {
+	r := rand.New(rand.NewPCG(9, 10))
+	for _, tc := range []struct {
+		name       string
+		n, classes int
+		scale      float32
+	}{
+		{"small", 4, 10, 1},
+		{"wide", 33, 100, 3},
+		{"huge logits stay finite", 3, 5, 1e4},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			logits := randVec(r, tc.n*tc.classes)
+			for i := range logits {
+				logits[i] *= tc.scale
+			}
+			labels := make([]int32, tc.n)
+			for i := range labels {
+				labels[i] = int32(r.IntN(tc.classes))
+			}
+			d := make([]float32, len(logits))
+			loss, bad := SoftmaxCrossEntropy(d, logits, labels, tc.n, tc.classes)
+			if bad != -1 {
+				t.Fatalf("bad = %d; want -1", bad)
+			}
+			want := ce64(to64(logits), labels, tc.n, tc.classes)
+			if math.Abs(loss-want) > 1e-5*(1+math.Abs(want)) {
+				t.Fatalf("loss = %v; want %v", loss, want)
+			}
+			if tc.scale > 100 {
+				return // finite differences are meaningless at this scale; the loss check is the point
+			}
+			g := numGrad(to64(logits), func(v []float64) float64 { return ce64(v, labels, tc.n, tc.classes) })
+			closeTo(t, "dlogits", d, g, 1e-4)
+		})
+	}
+	t.Run("label out of range", func(t *testing.T) {
+		d := make([]float32, 6)
+		if _, bad := SoftmaxCrossEntropy(d, make([]float32, 6), []int32{0, 3}, 2, 3); bad != 1 {
+			t.Fatalf("bad = %d; want 1", bad)
+		}
+	})
+}
+
+func TestArgmaxCorrect(t *testing.T) {
+	logits := []float32{1, 3, 3, 0, -1, -2, 5, 5, 5}
+	dst := make([]int32, 3)
+	Argmax(dst, logits, 3, 3)
+	for i, want := range []int32{1, 0, 0} {
+		if dst[i] != want {
+			t.Fatalf("Argmax row %d = %d; want %d", i, dst[i], want)
+		}
+	}
+	if got := Correct(logits, []int32{1, 2, 0}, 3, 3); got != 2 {
+		t.Fatalf("Correct = %d; want 2", got)
+	}
+}
+
+func TestNormalizeU8(t *testing.T) {
+	src := []uint8{0, 255, 128, 10, 20, 30, 40, 50}
+	dst := make([]float32, len(src))
+	mean, std := []float32{0.5, 0.25}, []float32{0.5, 2}
+	NormalizeU8(dst, src, 2, 2, mean, std)
+	want := make([]float64, len(src))
+	for i, v := range src {
+		c := (i / 2) % 2
+		want[i] = (float64(v)/255 - float64(mean[c])) / float64(std[c])
+	}
+	closeTo(t, "NormalizeU8", dst, want, 1e-6)
+	NormalizeU8(dst, src, 2, 2, nil, nil)
+	for i, v := range src {
+		want[i] = float64(v) / 255
+	}
+	closeTo(t, "NormalizeU8 no mean/std", dst, want, 1e-6)
+}
+
+func conv64(x, w, b []float64, g ConvGeom) []float64 {
+	oh, ow := g.OutH(), g.OutW()
+	y := make([]float64, g.N*g.OutC*oh*ow)
+	for n := range g.N {
+		for o := range g.OutC {
+			for yy := range oh {
+				for xx := range ow {
+					s := 0.0
+					if b != nil {
+						s = b[o]
+					}
+					for c := range g.InC {
+						for i := range g.KH {
+							for j := range g.KW {
+								iy, ix := yy*g.Stride-g.Pad+i, xx*g.Stride-g.Pad+j
+								if iy < 0 || iy >= g.InH || ix < 0 || ix >= g.InW {
+									continue
+								}
+								s += x[((n*g.InC+c)*g.InH+iy)*g.InW+ix] * w[((o*g.InC+c)*g.KH+i)*g.KW+j]
+							}
+						}
+					}
+					y[((n*g.OutC+o)*oh+yy)*ow+xx] = s
+				}
+			}
+		}
+	}
+	return y
+}
+
+func TestConv2D(t *testing.T) {
+	r := rand.New(rand.NewPCG(11, 12))
+	for _, tc := range []struct {
+		name string
+		g    ConvGeom
+	}{
+		{"5x5 pad 2", ConvGeom{N: 2, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2}},
+		{"3x3 stride 2 no pad", ConvGeom{N: 3, InC: 3, InH: 9, InW: 8, OutC: 2, KH: 3, KW: 3, Stride: 2, Pad: 0}},
+		{"1x1", ConvGeom{N: 1, InC: 4, InH: 3, InW: 3, OutC: 5, KH: 1, KW: 1, Stride: 1, Pad: 0}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
+			x := randVec(r, g.N*g.InC*g.InH*g.InW)
+			w := randVec(r, g.OutC*g.InC*g.KH*g.KW)
+			b := randVec(r, g.OutC)
+			outLen := g.N * g.OutC * g.OutH() * g.OutW()
+			y := make([]float32, outLen)
+			ws := make([]float32, g.N*g.ColRows()*g.ColCols())
+			Conv2D(y, x, w, b, ws, g)
+			closeTo(t, "Conv2D", y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
+
+			dy := randVec(r, outLen)
+			dx, dw, db := make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+			Conv2DBackward(dx, dw, db, dy, w, ws, g)
+			dy64 := to64(dy)
+			closeTo(t, "dx", dx, numGrad(to64(x), func(v []float64) float64 { return dot64(conv64(v, to64(w), to64(b), g), dy64) }), 1e-4)
+			closeTo(t, "dw", dw, numGrad(to64(w), func(v []float64) float64 { return dot64(conv64(to64(x), v, to64(b), g), dy64) }), 1e-4)
+			closeTo(t, "db", db, numGrad(to64(b), func(v []float64) float64 { return dot64(conv64(to64(x), to64(w), v, g), dy64) }), 1e-4)
+		})
+	}
+}
+
+func pool64(x []float64, g PoolGeom) []float64 {
+	oh, ow := g.OutH(), g.OutW()
+	y := make([]float64, g.N*g.C*oh*ow)
+	for p := range g.N * g.C {
+		for yy := range oh {
+			for xx := range ow {
+				m := math.Inf(-1)
+				for i := range g.K {
+					for j := range g.K {
+						m = math.Max(m, x[p*g.H*g.W+(yy*g.Stride+i)*g.W+xx*g.Stride+j])
+					}
+				}
+				y[(p*oh+yy)*ow+xx] = m
+			}
+		}
+	}
+	return y
+}
+
+func TestMaxPool2D(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, tc := range []struct {
+		name string
+		g    PoolGeom
+	}{
+		{"2x2", PoolGeom{N: 2, C: 3, H: 6, W: 8, K: 2, Stride: 2}},
+		{"3x3 stride 2 overlapping, odd edge", PoolGeom{N: 1, C: 2, H: 7, W: 6, K: 3, Stride: 2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			g := tc.g
+			x := randVec(r, g.N*g.C*g.H*g.W)
+			n := g.N * g.C * g.OutH() * g.OutW()
+			y, arg := make([]float32, n), make([]int32, n)
+			MaxPool2D(y, arg, x, g)
+			closeTo(t, "MaxPool2D", y, pool64(to64(x), g), 0)
+			dy := randVec(r, n)
+			dx := make([]float32, len(x))
+			MaxPool2DBackward(dx, dy, arg, g)
+			closeTo(t, "dx", dx, numGrad(to64(x), func(v []float64) float64 { return dot64(pool64(v, g), to64(dy)) }), 1e-4)
+		})
+	}
+}
+
+func TestDropout(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	x := randVec(r, 100_000)
+	y, mask := make([]float32, len(x)), make([]float32, len(x))
+	Dropout(y, mask, x, 0.25, 42)
+	dropped := 0
+	for i := range x {
+		switch mask[i] {
+		case 0:
+			dropped++
+		case 1 / 0.75:
+		default:
+			t.Fatalf("mask[%d] = %v; want 0 or %v", i, mask[i], 1/0.75)
+		}
+		if y[i] != x[i]*mask[i] {
+			t.Fatalf("y[%d] = %v; want %v", i, y[i], x[i]*mask[i])
+		}
+	}
+	if frac := float64(dropped) / float64(len(x)); math.Abs(frac-0.25) > 0.01 {
+		t.Fatalf("dropped fraction = %v; want 0.25±0.01", frac)
+	}
+	y2, mask2 := make([]float32, len(x)), make([]float32, len(x))
+	Dropout(y2, mask2, x, 0.25, 42)
+	for i := range mask {
+		if mask[i] != mask2[i] {
+			t.Fatalf("mask differs at %d for the same seed", i)
+		}
+	}
+	Dropout(y2, mask2, x, 0.25, 43)
+	same := 0
+	for i := range mask {
+		if mask[i] == mask2[i] {
+			same++
+		}
+	}
+	if same == len(mask) {
+		t.Fatalf("masks of seeds 42 and 43 are identical")
+	}
+}
+
+func TestSGD(t *testing.T) {
+	for _, tc := range []struct {
+		name        string
+		lr, mom, wd float32
+		nesterov    bool
+	}{
+		{"plain", 0.1, 0, 0, false},
+		{"momentum wd", 0.05, 0.9, 1e-2, false},
+		{"nesterov", 0.05, 0.9, 1e-3, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(17, 18))
+			w, v := randVec(r, 50), randVec(r, 50)
+			w64, v64 := to64(w), to64(v)
+			for range 3 {
+				g := randVec(r, 50)
+				SGD(w, g, v, tc.lr, tc.mom, tc.wd, tc.nesterov)
+				for i := range w64 {
+					d := float64(g[i]) + float64(tc.wd)*w64[i]
+					if tc.mom != 0 {
+						v64[i] = float64(tc.mom)*v64[i] + d
+						if tc.nesterov {
+							d += float64(tc.mom) * v64[i]
+						} else {
+							d = v64[i]
+						}
+					}
+					w64[i] -= float64(tc.lr) * d
+				}
+			}
+			closeTo(t, "w", w, w64, 1e-5)
+			if tc.mom != 0 {
+				closeTo(t, "v", v, v64, 1e-5)
+			}
+		})
+	}
+}
+
+func TestAdamW(t *testing.T) {
+	r := rand.New(rand.NewPCG(19, 20))
+	w := randVec(r, 40)
+	m, v := make([]float32, 40), make([]float32, 40)
+	w64, m64, v64 := to64(w), make([]float64, 40), make([]float64, 40)
+	lr, b1, b2, eps, wd := 1e-2, 0.9, 0.999, 1e-8, 0.01
+	for step := 1; step <= 5; step++ {
+		g := randVec(r, 40)
+		AdamW(w, g, m, v, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd), step)
+		for i := range w64 {
+			w64[i] -= lr * wd * w64[i]
+			m64[i] = b1*m64[i] + (1-b1)*float64(g[i])
+			v64[i] = b2*v64[i] + (1-b2)*float64(g[i])*float64(g[i])
+			mh := m64[i] / (1 - math.Pow(b1, float64(step)))
+			vh := v64[i] / (1 - math.Pow(b2, float64(step)))
+			w64[i] -= lr * mh / (math.Sqrt(vh) + eps)
+		}
+	}
+	closeTo(t, "w", w, w64, 1e-5)
+}
+
+func TestForCoversRangeOnce(t *testing.T) {
+	for _, n := range []int{1, 7, 16, 17, 1000} {
+		hits := make([]int32, n)
+		For(n, 1<<20, func(lo, hi int) {
+			for i := lo; i < hi; i++ {
+				hits[i]++
+			}
+		})
+		for i, h := range hits {
+			if h != 1 {
+				t.Fatalf("For(%d): index %d visited %d times; want 1", n, i, h)
+			}
+		}
+	}
+}

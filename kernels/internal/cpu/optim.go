@@ -1,0 +1,68 @@
+package cpu
+
+import (
+	"math"
+
+	"github.com/stoke-ml/stoke/internal/rng"
+)
+
+// SGD applies one step of stochastic gradient descent with momentum, PyTorch's formulation:
+// g' = g + wd*w; v = momentum*v + g'; step = nesterov ? g' + momentum*v : v; w -= lr*step.
+// With momentum 0, v is untouched (and may be nil).
+func SGD(w, g, v []float32, lr, momentum, wd float32, nesterov bool) {
+	For(len(w), 4, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := g[i] + wd*w[i]
+			if momentum != 0 {
+				v[i] = momentum*v[i] + d
+				if nesterov {
+					d += momentum * v[i]
+				} else {
+					d = v[i]
+				}
+			}
+			w[i] -= lr * d
+		}
+	})
+}
+
+// AdamW applies one step (step counts from 1) of Adam with decoupled weight decay
+// (Loshchilov & Hutter): w -= lr*wd*w; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g²;
+// w -= lr * (m/(1-b1^step)) / (sqrt(v/(1-b2^step)) + eps).
+func AdamW(w, g, m, v []float32, lr, b1, b2, eps, wd float32, step int) {
+	c1 := float32(1 - math.Pow(float64(b1), float64(step)))
+	c2 := float32(1 - math.Pow(float64(b2), float64(step)))
+	For(len(w), 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			w[i] -= lr * wd * w[i]
+			m[i] = b1*m[i] + (1-b1)*g[i]
+			v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
+			mh := m[i] / c1
+			vh := v[i] / c2
+			w[i] -= lr * mh / (float32(math.Sqrt(float64(vh))) + eps)
+		}
+	})
+}
+
+// DropoutKeep reports whether element i survives dropout with probability p under seed: a
+// counter-based hash, so any backend and any partition of the work give the same mask.
+func DropoutKeep(seed uint64, i int, p float32) bool {
+	u := float32(rng.Mix(seed, uint64(i))>>40) / (1 << 24) // uniform in [0,1) with 24 bits
+	return u >= p
+}
+
+// Dropout writes mask[i] = 1/(1-p) for kept elements and 0 for dropped ones, and y = x*mask;
+// y may alias x. p must be in [0,1).
+func Dropout(y, mask, x []float32, p float32, seed uint64) {
+	scale := 1 / (1 - p)
+	For(len(y), 16, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			if DropoutKeep(seed, i, p) {
+				mask[i] = scale
+			} else {
+				mask[i] = 0
+			}
+			y[i] = x[i] * mask[i]
+		}
+	})
+}

@@ -1,0 +1,289 @@
+package kernels
+
+import (
+	"errors"
+	"fmt"
+	"sort"
+	"sync"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+// Sentinel errors; every error of this package wraps one of them or a backend's error.
+var (
+	// ErrShape: a view's length does not match the dimensions an op was given.
+	ErrShape = errors.New("kernels: shape mismatch")
+	// ErrArgument: a bad parameter (negative size, zero stride, dropout p outside [0,1), ...).
+	ErrArgument = errors.New("kernels: invalid argument")
+	// ErrLabel: a label outside [0, classes) reached a loss or accuracy op. It surfaces as the
+	// stream's sticky error, naming the sample.
+	ErrLabel = errors.New("kernels: label out of range")
+	// ErrNoBackend: no op set is registered for the device's backend.
+	ErrNoBackend = errors.New("kernels: no op set for backend")
+	// ErrBuffer: a view's buffer is not memory of this op set's device (for example a CUDA buffer
+	// given to the CPU op set).
+	ErrBuffer = errors.New("kernels: buffer not usable by this op set")
+)
+
+// F32 is a view of Len float32 elements starting at element Off of a device buffer. The zero
+// F32 is the empty view; ops that accept an optional operand take an empty view as "none".
+type F32 struct {
+	Buf      gpu.Buffer
+	Off, Len int
+}
+
+// I32 is a view of Len int32 elements starting at element Off of a device buffer.
+type I32 struct {
+	Buf      gpu.Buffer
+	Off, Len int
+}
+
+// U8 is a view of Len bytes starting at byte Off of a device buffer.
+type U8 struct {
+	Buf      gpu.Buffer
+	Off, Len int
+}
+
+// Float32s views a whole buffer as float32 (a trailing partial element is left out).
+func Float32s(b gpu.Buffer) F32 { return F32{Buf: b, Len: b.Len() / 4} }
+
+// Int32s views a whole buffer as int32.
+func Int32s(b gpu.Buffer) I32 { return I32{Buf: b, Len: b.Len() / 4} }
+
+// Bytes views a whole buffer as uint8.
+func Bytes(b gpu.Buffer) U8 { return U8{Buf: b, Len: b.Len()} }
+
+// Slice returns elements [i, j) of v. It panics if the range is outside v, like a slice
+// expression: slicing is the caller's arithmetic, not outside input.
+func (v F32) Slice(i, j int) F32 {
+	if i < 0 || j < i || j > v.Len {
+		panic(fmt.Sprintf("kernels: F32.Slice(%d, %d) of length %d", i, j, v.Len))
+	}
+	return F32{Buf: v.Buf, Off: v.Off + i, Len: j - i}
+}
+
+// Slice returns elements [i, j) of v; it panics if the range is outside v.
+func (v I32) Slice(i, j int) I32 {
+	if i < 0 || j < i || j > v.Len {
+		panic(fmt.Sprintf("kernels: I32.Slice(%d, %d) of length %d", i, j, v.Len))
+	}
+	return I32{Buf: v.Buf, Off: v.Off + i, Len: j - i}
+}
+
+// Slice returns bytes [i, j) of v; it panics if the range is outside v.
+func (v U8) Slice(i, j int) U8 {
+	if i < 0 || j < i || j > v.Len {
+		panic(fmt.Sprintf("kernels: U8.Slice(%d, %d) of length %d", i, j, v.Len))
+	}
+	return U8{Buf: v.Buf, Off: v.Off + i, Len: j - i}
+}
+
+// Conv2D is the geometry of a 2-D convolution: input x is NCHW [N][InC][InH][InW], weights w are
+// [OutC][InC][KH][KW], bias is [OutC], output y is [N][OutC][OutH][OutW]. Stride 0 means 1.
+type Conv2D struct {
+	N, InC, InH, InW int
+	OutC, KH, KW     int
+	Stride, Pad      int
+}
+
+func (g Conv2D) stride() int { return max(g.Stride, 1) }
+
+// OutH is the output height, (InH + 2*Pad - KH)/Stride + 1.
+func (g Conv2D) OutH() int { return (g.InH+2*g.Pad-g.KH)/g.stride() + 1 }
+
+// OutW is the output width, (InW + 2*Pad - KW)/Stride + 1.
+func (g Conv2D) OutW() int { return (g.InW+2*g.Pad-g.KW)/g.stride() + 1 }
+
+// InLen, OutLen, WeightLen are the element counts of x, y and w.
+func (g Conv2D) InLen() int { return g.N * g.InC * g.InH * g.InW }
+
+// OutLen is the element count of y.
+func (g Conv2D) OutLen() int { return g.N * g.OutC * g.OutH() * g.OutW() }
+
+// WeightLen is the element count of w.
+func (g Conv2D) WeightLen() int { return g.OutC * g.InC * g.KH * g.KW }
+
+// WorkspaceLen is the float32 count of the workspace Conv2D and Conv2DBackward need: one column
+// matrix [InC*KH*KW][OutH*OutW] per sample.
+func (g Conv2D) WorkspaceLen() int { return g.N * g.InC * g.KH * g.KW * g.OutH() * g.OutW() }
+
+// Validate reports a geometry that has no output or a negative size.
+func (g Conv2D) Validate() error {
+	if g.N < 0 || g.InC <= 0 || g.InH <= 0 || g.InW <= 0 || g.OutC <= 0 || g.KH <= 0 || g.KW <= 0 ||
+		g.Stride < 0 || g.Pad < 0 || g.InH+2*g.Pad < g.KH || g.InW+2*g.Pad < g.KW {
+		return fmt.Errorf("%w: conv2d geometry %+v", ErrArgument, g)
+	}
+	return nil
+}
+
+// Pool2D is the geometry of a max pooling: x is [N][C][H][W], windows K×K every Stride pixels
+// (Stride 0 means K), no padding; a partial window at the edge is left out, as in PyTorch.
+type Pool2D struct {
+	N, C, H, W int
+	K, Stride  int
+}
+
+func (g Pool2D) stride() int {
+	if g.Stride == 0 {
+		return g.K
+	}
+	return g.Stride
+}
+
+// OutH is the output height, (H-K)/Stride + 1.
+func (g Pool2D) OutH() int { return (g.H-g.K)/g.stride() + 1 }
+
+// OutW is the output width, (W-K)/Stride + 1.
+func (g Pool2D) OutW() int { return (g.W-g.K)/g.stride() + 1 }
+
+// InLen is the element count of x.
+func (g Pool2D) InLen() int { return g.N * g.C * g.H * g.W }
+
+// OutLen is the element count of y (and of the argmax indices).
+func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
+
+// Validate reports a geometry with no output or a negative size.
+func (g Pool2D) Validate() error {
+	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.H < g.K || g.W < g.K {
+		return fmt.Errorf("%w: pool2d geometry %+v", ErrArgument, g)
+	}
+	return nil
+}
+
+// SGD holds the hyper-parameters of one SGD step (PyTorch's formulation, no dampening):
+// g' = g + WeightDecay*w; v = Momentum*v + g'; w -= LR * (Nesterov ? g' + Momentum*v : v).
+// With Momentum 0 the velocity is not used.
+type SGD struct {
+	LR, Momentum, WeightDecay float32
+	Nesterov                  bool
+}
+
+// AdamW holds the hyper-parameters of one AdamW step; Step counts from 1 (bias correction).
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float32
+	Step                               int
+}
+
+// Ops is the operation set training needs, enqueued on a stream of the device the op set was made
+// for. Every method checks its arguments' shapes and returns an error before enqueueing anything
+// when they are wrong; errors that only the data can reveal (a label out of range) become the
+// stream's sticky error, returned by the stream's Synchronize. Matrices are row-major and packed;
+// tensors are NCHW. Unless a method says otherwise, outputs must not overlap inputs.
+//
+// An Ops value is safe for concurrent use; ordering is the stream's.
+type Ops interface {
+	// Backend is the name of the gpu backend this op set runs on ("cpu", "cuda").
+	Backend() string
+
+	// Fill sets every element of x to v.
+	Fill(s gpu.Stream, x F32, v float32) error
+	// Copy copies src to dst (equal lengths).
+	Copy(s gpu.Stream, dst, src F32) error
+	// Axpy computes y += alpha*x.
+	Axpy(s gpu.Stream, y F32, alpha float32, x F32) error
+	// Scale computes x *= alpha.
+	Scale(s gpu.Stream, x F32, alpha float32) error
+	// Mul computes z = x*y elementwise; z may be x or y.
+	Mul(s gpu.Stream, z, x, y F32) error
+
+	// Gemm computes c = alpha*op(a)*op(b) + beta*c, where op(a) is m×k (a is stored k×m when
+	// transA), op(b) is k×n (stored n×k when transB) and c is m×n. With beta 0, c's old contents
+	// (even NaN) are ignored.
+	Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error
+
+	// BiasAdd adds bias[c] to x viewed as [outer][channels][inner], channels = bias.Len
+	// (Linear: outer = batch, inner = 1; Conv: outer = batch, inner = H*W).
+	BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error
+	// BiasGrad sets dbias[c] to the sum of dy over outer and inner (the shape of BiasAdd).
+	BiasGrad(s gpu.Stream, dbias, dy F32, outer, inner int) error
+
+	// ReLU computes y = max(x, 0); y may be x.
+	ReLU(s gpu.Stream, y, x F32) error
+	// ReLUGrad computes dx = dy where y > 0 and 0 elsewhere, from the ReLU's output y; dx may be dy.
+	ReLUGrad(s gpu.Stream, dx, dy, y F32) error
+
+	// SoftmaxCrossEntropy takes logits [n][classes] and labels [n], writes the batch's mean loss
+	// to loss (one element) and dlogits = (softmax(logits) - onehot(labels))/n (the gradient of
+	// the mean). It is stable for any finite logits (log-sum-exp with the row maximum subtracted).
+	// A label outside [0, classes) makes the stream's error wrap ErrLabel and name the sample.
+	SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error
+	// Argmax writes each row's index of the largest logit (the lowest on ties) to dst [n].
+	Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error
+	// CountCorrect adds to count (one element) the number of rows whose argmax equals the label.
+	CountCorrect(s gpu.Stream, count I32, logits F32, labels I32, n, classes int) error
+
+	// Conv2D computes y = conv(x, w) + bias (bias may be the empty view) and leaves in ws
+	// (g.WorkspaceLen elements) what Conv2DBackward needs: ws must reach the backward pass
+	// unchanged.
+	Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error
+	// Conv2DBackward overwrites dw, dbias (empty view: skipped) and dx (empty view: skipped, for a
+	// first layer) from dy, the weights w and the workspace ws left by Conv2D, which it overwrites.
+	Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error
+
+	// MaxPool2D writes each window's maximum to y and the maximum's index within its input plane
+	// (H*W) to arg, for the backward pass. The first maximum wins ties.
+	MaxPool2D(s gpu.Stream, y F32, arg I32, x F32, g Pool2D) error
+	// MaxPool2DBackward overwrites dx with each dy added at its window's maximum.
+	MaxPool2DBackward(s gpu.Stream, dx, dy F32, arg I32, g Pool2D) error
+
+	// Dropout zeroes each element of x with probability p and scales survivors by 1/(1-p), writing
+	// y and the multiplier mask (0 or 1/(1-p)); the backward pass is Mul(dx, dy, mask). The mask
+	// is a function of (seed, element index) only, the same on every backend. p must be in [0,1);
+	// y may be x.
+	Dropout(s gpu.Stream, y, mask, x F32, p float32, seed uint64) error
+
+	// NormalizeU8 converts uint8 src viewed as [N][channels][inner] to float32 dst:
+	// dst = (src/255 - mean[c]) / std[c]. mean and std hold one value per channel or a single
+	// value for all; an empty mean is 0 and an empty std is 1. The values are copied at enqueue.
+	NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error
+
+	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
+	// Momentum 0).
+	SGDStep(s gpu.Stream, w, g, v F32, p SGD) error
+	// AdamWStep updates w in place from g and the moment estimates m and v.
+	AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error
+}
+
+// Factory makes the op set for one opened device of its backend.
+type Factory func(dev gpu.Device) (Ops, error)
+
+var (
+	regMu    sync.RWMutex
+	registry = map[string]Factory{}
+)
+
+// Register makes f the op-set factory for devices whose Info().Backend is backend. Backends call
+// it from init; registering a name twice replaces the earlier factory.
+func Register(backend string, f Factory) {
+	regMu.Lock()
+	defer regMu.Unlock()
+	registry[backend] = f
+}
+
+// Registered lists the backends that have an op set, sorted.
+func Registered() []string {
+	regMu.RLock()
+	defer regMu.RUnlock()
+	names := make([]string, 0, len(registry))
+	for n := range registry {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	return names
+}
+
+// For returns the op set for dev. The error wraps ErrNoBackend when none is registered for dev's
+// backend (for example "cuda" in a build without the cuda tag).
+func For(dev gpu.Device) (Ops, error) {
+	if dev == nil {
+		return nil, fmt.Errorf("%w: nil device", ErrArgument)
+	}
+	name := dev.Info().Backend
+	regMu.RLock()
+	f := registry[name]
+	regMu.RUnlock()
+	if f == nil {
+		return nil, fmt.Errorf("%w %q (have %v)", ErrNoBackend, name, Registered())
+	}
+	return f(dev)
+}
