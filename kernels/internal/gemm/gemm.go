@@ -1,0 +1,347 @@
+package gemm
+
+import (
+	"fmt"
+	"runtime"
+	"sync"
+)
+
+// Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices; op(X) is X or X^T.
+// A is m x k (k x m if transA) with leading dimension lda, B is k x n (n x k if transB) with ldb,
+// C is m x n with ldc. beta == 0 means C's old contents are ignored (even NaN).
+//
+// As in the reference BLAS, alpha == 0 or k == 0 leaves C = beta*C without reading A or B, and
+// m == 0 or n == 0 returns at once. Elements of c outside the m x n matrix (the gaps a leading
+// dimension larger than the width leaves) are never touched.
+//
+// Invalid arguments are programming errors and panic with a message naming the argument:
+// negative dimensions, a leading dimension smaller than the stored row width (or than 1), or a
+// slice too short for the matrix it holds.
+func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int) {
+	check(transA, transB, m, n, k, a, lda, b, ldb, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	if alpha == 0 || k == 0 {
+		scale(m, n, beta, c, ldc)
+		return
+	}
+	multiply(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
+}
+
+// check panics, like gonum's BLAS, when the arguments do not describe valid matrices.
+func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
+	if m < 0 || n < 0 || k < 0 {
+		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
+	}
+	aRows, aCols := m, k
+	if transA {
+		aRows, aCols = k, m
+	}
+	bRows, bCols := k, n
+	if transB {
+		bRows, bCols = n, k
+	}
+	if lda < max(1, aCols) {
+		panic(fmt.Sprintf("gemm: lda=%d < max(1, %d)", lda, aCols))
+	}
+	if ldb < max(1, bCols) {
+		panic(fmt.Sprintf("gemm: ldb=%d < max(1, %d)", ldb, bCols))
+	}
+	if ldc < max(1, n) {
+		panic(fmt.Sprintf("gemm: ldc=%d < max(1, %d)", ldc, n))
+	}
+	if m == 0 || n == 0 {
+		return
+	}
+	if aRows > 0 && aCols > 0 && len(a) < (aRows-1)*lda+aCols {
+		panic(fmt.Sprintf("gemm: len(a)=%d < %d for a %dx%d matrix with lda=%d", len(a), (aRows-1)*lda+aCols, aRows, aCols, lda))
+	}
+	if bRows > 0 && bCols > 0 && len(b) < (bRows-1)*ldb+bCols {
+		panic(fmt.Sprintf("gemm: len(b)=%d < %d for a %dx%d matrix with ldb=%d", len(b), (bRows-1)*ldb+bCols, bRows, bCols, ldb))
+	}
+	if len(c) < (m-1)*ldc+n {
+		panic(fmt.Sprintf("gemm: len(c)=%d < %d for a %dx%d matrix with ldc=%d", len(c), (m-1)*ldc+n, m, n, ldc))
+	}
+}
+
+// scale sets C = beta*C; beta == 0 writes zeros whatever C held.
+func scale(m, n int, beta float32, c []float32, ldc int) {
+	if beta == 1 {
+		return
+	}
+	for i := range m {
+		row := c[i*ldc : i*ldc+n]
+		if beta == 0 {
+			clear(row)
+			continue
+		}
+		for j := range row {
+			row[j] *= beta
+		}
+	}
+}
+
+// Cache blocking. kcMax bounds the depth of one pass so that a kc x NR sliver of packed B (16 KiB
+// for the AVX2 kernel) stays in the 48 KiB L1 while A slivers stream past it; mcMax keeps the
+// packed mc x kc block of A well inside a 1.25 MiB L2; ncMax bounds the packed B block (L3).
+const (
+	kcMax = 256
+	mcMax = 192
+	ncMax = 4096
+)
+
+// serialWork is the m*n*k below which one goroutine does everything: starting another costs a
+// few microseconds, which would outweigh what it saves.
+const serialWork = 1 << 18
+
+// kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
+// depends on k alone, which is what makes results independent of the partition of C.
+func kBlock(k int) int {
+	nb := (k + kcMax - 1) / kcMax
+	return (k + nb - 1) / nb
+}
+
+// part is one goroutine's share of a multiply: the rows [m0, m1) and columns [n0, n1) of C.
+type part struct {
+	kern           *kernel
+	transA, transB bool
+	m0, m1, n0, n1 int
+	k              int
+	alpha, beta    float32
+	a, b, c        []float32
+	lda, ldb, ldc  int
+	wg             *sync.WaitGroup
+}
+
+// call holds the parts of one parallel multiply; pooled so that Sgemm allocates nothing.
+type call struct {
+	parts []part
+	wg    sync.WaitGroup
+}
+
+var calls = sync.Pool{New: func() any { return new(call) }}
+
+// work hands parts to helper goroutines. Every helper is started right before its part is sent and
+// takes exactly one part, so whichever helper receives a part (possibly one started by a
+// concurrent Sgemm call) runs it, and no helper outlives the calls that started it. Passing the
+// part through a channel rather than a closure keeps the go statement allocation-free.
+var work = make(chan *part, 64)
+
+func helper() {
+	p := <-work
+	p.run()
+	p.wg.Done()
+}
+
+// multiply computes C = alpha*op(A)*op(B) + beta*C with kernel kern on up to threads goroutines.
+func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	whole := part{kern: kern, transA: transA, transB: transB, m0: 0, m1: m, n0: 0, n1: n, k: k,
+		alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	if threads <= 1 || m*n*k < serialWork {
+		whole.run()
+		return
+	}
+	pm, pn := grid(kern, m, n, threads)
+	if pm*pn == 1 {
+		whole.run()
+		return
+	}
+	cl := calls.Get().(*call)
+	if cap(cl.parts) < pm*pn {
+		cl.parts = make([]part, pm*pn)
+	}
+	cl.parts = cl.parts[:pm*pn]
+	mt, nt := tiles(m, kern.mr), tiles(n, kern.nr)
+	for i := range pm {
+		for j := range pn {
+			p := &cl.parts[i*pn+j]
+			*p = whole
+			p.m0, p.m1 = split(i, pm, mt, kern.mr, m)
+			p.n0, p.n1 = split(j, pn, nt, kern.nr, n)
+			p.wg = &cl.wg
+		}
+	}
+	cl.wg.Add(len(cl.parts) - 1)
+	for i := 1; i < len(cl.parts); i++ {
+		go helper()
+		work <- &cl.parts[i]
+	}
+	cl.parts[0].run()
+	cl.wg.Wait()
+	for i := range cl.parts {
+		cl.parts[i] = part{} // drop the references to the caller's matrices
+	}
+	calls.Put(cl)
+}
+
+// tiles is the number of size-t tiles covering d.
+func tiles(d, t int) int { return (d + t - 1) / t }
+
+// split returns the bounds of the i-th of p nearly equal runs of whole tiles of size t covering
+// nt tiles (d elements). Only the last run can end in a partial tile.
+func split(i, p, nt, t, d int) (lo, hi int) {
+	lo = (i * nt / p) * t
+	hi = min(((i+1)*nt/p)*t, d)
+	return lo, hi
+}
+
+// grid chooses how many row and column bands (pm x pn <= threads) to cut C into. Each goroutine
+// packs the A rows and B columns of its own band, so a band shared by several goroutines is packed
+// several times: the estimate weighs the largest band's multiply-adds against that packing.
+func grid(kern *kernel, m, n, threads int) (pm, pn int) {
+	mt, nt := tiles(m, kern.mr), tiles(n, kern.nr)
+	best := -1
+	for i := 1; i <= min(threads, mt); i++ {
+		for j := 1; j <= min(threads/i, nt); j++ {
+			rm, rn := tiles(mt, i)*kern.mr, tiles(nt, j)*kern.nr
+			// Packing an element costs about as much as 8 multiply-adds of the kernel.
+			cost := rm*rn + 8*(rm+rn)
+			if best < 0 || cost < best {
+				best, pm, pn = cost, i, j
+			}
+		}
+	}
+	return pm, pn
+}
+
+// workspace holds one goroutine's packing buffers and edge tile; pooled.
+type workspace struct {
+	pa, pb []float32
+	tile   []float32
+}
+
+var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+
+func grow(s []float32, n int) []float32 {
+	if cap(s) < n {
+		return make([]float32, n)
+	}
+	return s[:n]
+}
+
+// run computes the part's block of C, GotoBLAS style: for each block of columns of B and each
+// block of k, pack B; for each block of rows of A, pack A and sweep the micro-kernel over it.
+func (p *part) run() {
+	kern := p.kern
+	mr, nr := kern.mr, kern.nr
+	kc0 := kBlock(p.k)
+	nc0 := min(ncMax, tiles(p.n1-p.n0, nr)*nr)
+	mc0 := min(mcMax/mr*mr, tiles(p.m1-p.m0, mr)*mr)
+	ws := workspaces.Get().(*workspace)
+	ws.pa = grow(ws.pa, mc0*kc0)
+	ws.pb = grow(ws.pb, nc0*kc0)
+	ws.tile = grow(ws.tile, mr*nr)
+	for jc := p.n0; jc < p.n1; jc += nc0 {
+		nc := min(nc0, p.n1-jc)
+		for pc := 0; pc < p.k; pc += kc0 {
+			kc := min(kc0, p.k-pc)
+			beta := p.beta
+			if pc > 0 {
+				beta = 1 // later passes add to what the first pass stored
+			}
+			packB(ws.pb, p.transB, p.b, p.ldb, pc, kc, jc, nc, nr)
+			for ic := p.m0; ic < p.m1; ic += mc0 {
+				mc := min(mc0, p.m1-ic)
+				packA(ws.pa, p.transA, p.a, p.lda, ic, mc, pc, kc, mr)
+				p.macro(ws, ic, mc, jc, nc, kc, beta)
+			}
+		}
+	}
+	workspaces.Put(ws)
+}
+
+// macro multiplies the packed mc x kc block of A by the packed kc x nc block of B into C at
+// (ic, jc). Tiles that stick out of C run the same kernel on a padded copy, so that every element
+// sees the same arithmetic wherever it lies.
+func (p *part) macro(ws *workspace, ic, mc, jc, nc, kc int, beta float32) {
+	kern := p.kern
+	mr, nr := kern.mr, kern.nr
+	c, ldc := p.c, p.ldc
+	for jr := 0; jr < nc; jr += nr {
+		bp := ws.pb[jr*kc : (jr+nr)*kc]
+		w := min(nr, nc-jr)
+		for ir := 0; ir < mc; ir += mr {
+			ap := ws.pa[ir*kc : (ir+mr)*kc]
+			h := min(mr, mc-ir)
+			off := (ic+ir)*ldc + jc + jr
+			if h == mr && w == nr {
+				kern.fn(kc, ap, bp, c[off:off+(mr-1)*ldc+nr], ldc, p.alpha, beta)
+				continue
+			}
+			t := ws.tile
+			if beta != 0 {
+				clear(t)
+				for i := range h {
+					copy(t[i*nr:i*nr+w], c[off+i*ldc:off+i*ldc+w])
+				}
+			}
+			kern.fn(kc, ap, bp, t, nr, p.alpha, beta)
+			for i := range h {
+				copy(c[off+i*ldc:off+i*ldc+w], t[i*nr:i*nr+w])
+			}
+		}
+	}
+}
+
+// packA copies rows [i0, i0+mc) and columns [p0, p0+kc) of op(A) into dst as consecutive mr-row
+// slivers, each stored column by column (dst[s*mr*kc + p*mr + r] = op(A)[i0+s*mr+r][p0+p]). Rows
+// past mc are zero.
+func packA(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc, mr int) {
+	for s := 0; s < mc; s += mr {
+		d := dst[s*kc : (s+mr)*kc]
+		h := min(mr, mc-s)
+		if trans {
+			// op(A)[i][p] = a[p*lda+i]: each column of the sliver is contiguous.
+			for p := range kc {
+				src := a[(p0+p)*lda+i0+s:]
+				col := d[p*mr : p*mr+mr]
+				copy(col[:h], src[:h])
+				clear(col[h:])
+			}
+			continue
+		}
+		for r := range h {
+			src := a[(i0+s+r)*lda+p0 : (i0+s+r)*lda+p0+kc]
+			for p, v := range src {
+				d[p*mr+r] = v
+			}
+		}
+		for r := h; r < mr; r++ {
+			for p := range kc {
+				d[p*mr+r] = 0
+			}
+		}
+	}
+}
+
+// packB copies rows [p0, p0+kc) and columns [j0, j0+nc) of op(B) into dst as consecutive nr-column
+// slivers, each stored row by row (dst[s*nr*kc + p*nr + c] = op(B)[p0+p][j0+s*nr+c]). Columns past
+// nc are zero.
+func packB(dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nc, nr int) {
+	for s := 0; s < nc; s += nr {
+		d := dst[s*kc : (s+nr)*kc]
+		w := min(nr, nc-s)
+		if !trans {
+			for p := range kc {
+				src := b[(p0+p)*ldb+j0+s:]
+				row := d[p*nr : p*nr+nr]
+				copy(row[:w], src[:w])
+				clear(row[w:])
+			}
+			continue
+		}
+		// op(B)[p][j] = b[j*ldb+p]: gather each column of B^T into the sliver.
+		for c := range w {
+			src := b[(j0+s+c)*ldb+p0 : (j0+s+c)*ldb+p0+kc]
+			for p, v := range src {
+				d[p*nr+c] = v
+			}
+		}
+		for c := w; c < nr; c++ {
+			for p := range kc {
+				d[p*nr+c] = 0
+			}
+		}
+	}
+}

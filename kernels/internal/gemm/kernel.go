@@ -1,0 +1,62 @@
+package gemm
+
+// kernel is a micro-kernel: fn computes C = alpha*(A sliver * B sliver) + beta*C for one mr x nr
+// tile of C (row-major, leading dimension ldc) from an mr x k sliver of packed A (column by
+// column) and a k x nr sliver of packed B (row by row). beta == 0 must not read C. k >= 1.
+type kernel struct {
+	name   string
+	mr, nr int
+	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32)
+}
+
+// generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
+// accumulators in registers on most architectures.
+var generic = &kernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
+
+// active is the kernel Sgemm uses, chosen once from the CPU's features (see selectKernel).
+var active = selectKernel()
+
+func kernelGo4x4(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+	var c00, c01, c02, c03 float32
+	var c10, c11, c12, c13 float32
+	var c20, c21, c22, c23 float32
+	var c30, c31, c32, c33 float32
+	a, b = a[:4*k], b[:4*k]
+	for p := 0; p+4 <= len(a); p += 4 {
+		ap, bp := a[p:p+4:p+4], b[p:p+4:p+4]
+		a0, a1, a2, a3 := ap[0], ap[1], ap[2], ap[3]
+		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
+		c00 += a0 * b0
+		c01 += a0 * b1
+		c02 += a0 * b2
+		c03 += a0 * b3
+		c10 += a1 * b0
+		c11 += a1 * b1
+		c12 += a1 * b2
+		c13 += a1 * b3
+		c20 += a2 * b0
+		c21 += a2 * b1
+		c22 += a2 * b2
+		c23 += a2 * b3
+		c30 += a3 * b0
+		c31 += a3 * b1
+		c32 += a3 * b2
+		c33 += a3 * b3
+	}
+	store4(c[0*ldc:0*ldc+4], alpha, beta, c00, c01, c02, c03)
+	store4(c[1*ldc:1*ldc+4], alpha, beta, c10, c11, c12, c13)
+	store4(c[2*ldc:2*ldc+4], alpha, beta, c20, c21, c22, c23)
+	store4(c[3*ldc:3*ldc+4], alpha, beta, c30, c31, c32, c33)
+}
+
+func store4(c []float32, alpha, beta, x0, x1, x2, x3 float32) {
+	c = c[:4]
+	if beta == 0 {
+		c[0], c[1], c[2], c[3] = alpha*x0, alpha*x1, alpha*x2, alpha*x3
+		return
+	}
+	c[0] = alpha*x0 + beta*c[0]
+	c[1] = alpha*x1 + beta*c[1]
+	c[2] = alpha*x2 + beta*c[2]
+	c[3] = alpha*x3 + beta*c[3]
+}
