@@ -1,0 +1,36 @@
+// Package transforms owns the per-sample work between a sample's bytes and its place in a batch:
+// decoding (JPEG, PNG, GIF, BMP, WebP, raw pixels), geometric augmentation (Resize, CenterCrop,
+// RandomResizedCrop, HorizontalFlip), colour augmentation (ColorJitter) and the output layout
+// (uint8 or float32, CHW or HWC).
+//
+// A Pipeline is an immutable description built by Compose (or the ImageNet recipes Train and
+// Eval). A Worker executes it: Apply decodes one Input and writes the transformed pixels straight
+// into the caller's slot (dst first). The geometry of the whole pipeline is planned before any
+// pixel is touched, from the image's header alone; the pixels are then resampled once, directly
+// from the decoded planes (for JPEG: the Y, Cb and Cr planes, so only output pixels are ever
+// converted to RGB), and each output pixel is written once into dst in its final layout. For JPEG
+// the decoder itself is told the crop: it inverse-transforms only the blocks the crop touches, stops
+// reading the scan after the crop's last row, and uses a reduced-size IDCT (1/2, 1/4, 1/8, as
+// libjpeg's scale_denom) when the crop is at least that many times larger than the output.
+//
+// Randomness comes from the caller's *rng.Sample, reset for (seed, epoch, sample index), so the
+// output depends only on the sample and never on the Worker that ran it. The device-side
+// normalization of Apply's uint8 output, ((float32(v)/255) - mean[c]) / std[c], is exactly what
+// ApplyFloat32 computes on the CPU.
+//
+// Bad input never panics: headers are read before decoding, images over the pipeline's pixel
+// limit (DefaultMaxPixels unless WithMaxPixels says otherwise) return an error wrapping
+// ErrTooLarge, and corrupt or truncated data returns an error wrapping ErrCorrupt.
+//
+// # Concurrency
+//
+// A Pipeline is immutable and safe for concurrent use. A Worker is not: give each goroutine its
+// own Worker (Pipeline.NewWorker). Workers share nothing, so N workers scale with N cores.
+//
+// # Ownership
+//
+// Apply reads in.Encoded or in.Pixels and writes dst; it keeps no reference to either after it
+// returns. All scratch memory belongs to the Worker and is reused from sample to sample, so a warm
+// Worker allocates nothing per JPEG or raw-pixel sample (other formats are decoded by the standard
+// library and golang.org/x/image, which allocate).
+package transforms

@@ -1,0 +1,439 @@
+package transforms
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+
+	"github.com/stoke-ml/stoke/internal/rng"
+)
+
+// Sentinel errors that callers check with errors.Is.
+var (
+	// ErrTooLarge: the image's header declares more pixels than the pipeline allows.
+	ErrTooLarge = errors.New("transforms: image too large")
+	// ErrCorrupt: the encoded bytes are not a decodable image of a supported format.
+	ErrCorrupt = errors.New("transforms: corrupt image")
+	// ErrShape: the input or the destination does not have the shape the pipeline needs.
+	ErrShape = errors.New("transforms: shape mismatch")
+	// ErrInvalid: a transform's parameters are invalid (reported by OutShape and Apply).
+	ErrInvalid = errors.New("transforms: invalid transform")
+)
+
+// DefaultMaxPixels is the pixel limit (width x height) of a Pipeline that did not set one: 100
+// megapixels, far above any photo a training set holds, far below what would exhaust memory.
+const DefaultMaxPixels = 100_000_000
+
+// Input is one sample before transformation: exactly one of Encoded or Pixels is set.
+type Input struct {
+	Encoded []byte // encoded image file bytes: JPEG, PNG, GIF, BMP or WebP
+	Pixels  []byte // raw uint8 pixels, interleaved HWC, len == H*W*C
+	H, W, C int    // shape of Pixels; C is 1 (gray), 3 (RGB) or 4 (RGBA, alpha ignored)
+}
+
+// Shape is the shape of an image in channels, height and width.
+type Shape struct{ C, H, W int }
+
+// Len returns C*H*W, the number of bytes of a uint8 image of this shape.
+func (s Shape) Len() int { return s.C * s.H * s.W }
+
+func (s Shape) String() string { return fmt.Sprintf("%dx%dx%d", s.C, s.H, s.W) }
+
+// Layout is the order of an output image's dimensions.
+type Layout uint8
+
+const (
+	CHW Layout = iota // planar: all of channel 0, then channel 1, ... (what models consume)
+	HWC               // interleaved: the channels of pixel 0, then pixel 1, ...
+)
+
+func (l Layout) String() string {
+	if l == HWC {
+		return "HWC"
+	}
+	return "CHW"
+}
+
+// Filter is the resampling filter of a resize. Downscaling widens the filter by the scale
+// (antialiasing), as PIL and torchvision do.
+type Filter uint8
+
+const (
+	Bilinear Filter = iota // triangle filter, support 1 (torchvision's default)
+	Bicubic                // cubic convolution, a = -0.5, support 2
+	Lanczos                // Lanczos-3, support 3
+)
+
+func (f Filter) String() string {
+	switch f {
+	case Bicubic:
+		return "bicubic"
+	case Lanczos:
+		return "lanczos"
+	}
+	return "bilinear"
+}
+
+// ImageNet's per-channel mean and standard deviation (RGB, on [0,1] values), as torchvision uses.
+var (
+	ImageNetMean = []float32{0.485, 0.456, 0.406}
+	ImageNetStd  = []float32{0.229, 0.224, 0.225}
+)
+
+// Transform is one step of a Pipeline. Build them with the functions of this package; a Transform
+// draws its randomness, if any, from the sample's generator in Compose order.
+type Transform interface {
+	String() string
+	// plan applies the transform to the geometry (and colour steps) of one sample.
+	plan(p *plan, r *rng.Sample) error
+}
+
+// Pipeline is an immutable sequence of transforms. The nil or empty Pipeline decodes Encoded at
+// its own size and copies Pixels HWC->CHW unchanged. Safe for concurrent use.
+type Pipeline struct {
+	ts        []Transform
+	mean, std []float32
+	maxPixels int
+}
+
+// Compose returns the pipeline that applies ts in order. Normalize may appear anywhere: it is
+// recorded for the float path and the device and never changes the uint8 output.
+func Compose(ts ...Transform) *Pipeline {
+	p := &Pipeline{ts: append([]Transform(nil), ts...), maxPixels: DefaultMaxPixels}
+	for _, t := range ts {
+		if n, ok := t.(normalize); ok {
+			p.mean, p.std = n.mean, n.std
+		}
+	}
+	return p
+}
+
+// Train is torchvision's ImageNet training transform: RandomResizedCrop(size),
+// HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd).
+func Train(size int) *Pipeline {
+	return Compose(RandomResizedCrop(size), HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd))
+}
+
+// Eval is torchvision's ImageNet evaluation transform: Resize(size*8/7) (256 for 224),
+// CenterCrop(size), Normalize(ImageNetMean, ImageNetStd).
+func Eval(size int) *Pipeline {
+	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd))
+}
+
+// WithMaxPixels returns a copy of p whose decoders reject images of more than n pixels with
+// ErrTooLarge; n <= 0 means DefaultMaxPixels.
+func (p *Pipeline) WithMaxPixels(n int) *Pipeline {
+	q := Pipeline{maxPixels: DefaultMaxPixels}
+	if p != nil {
+		q = *p
+	}
+	if n <= 0 {
+		n = DefaultMaxPixels
+	}
+	q.maxPixels = n
+	return &q
+}
+
+func (p *Pipeline) limit() int {
+	if p == nil || p.maxPixels <= 0 {
+		return DefaultMaxPixels
+	}
+	return p.maxPixels
+}
+
+func (p *Pipeline) transforms() []Transform {
+	if p == nil {
+		return nil
+	}
+	return p.ts
+}
+
+func (p *Pipeline) String() string {
+	var b strings.Builder
+	b.WriteString("Compose(")
+	for i, t := range p.transforms() {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		b.WriteString(t.String())
+	}
+	b.WriteString(")")
+	return b.String()
+}
+
+// Normalization returns the mean and standard deviation of the pipeline's Normalize step, which
+// Apply leaves for the device: out = (float32(v)/255 - mean[c]) / std[c]. ok is false when the
+// pipeline does not normalize. The slices are copies.
+func (p *Pipeline) Normalization() (mean, std []float32, ok bool) {
+	if p == nil || p.mean == nil {
+		return nil, nil, false
+	}
+	return append([]float32(nil), p.mean...), append([]float32(nil), p.std...), true
+}
+
+// OutShape returns the shape Apply produces for an input of shape in (for encoded images: the
+// decoded size and the channel count wanted, 1 or 3). Pipelines that end in a fixed-size crop or
+// resize return that size whatever in is. A 4-channel input gives 3 output channels (alpha is
+// dropped). Errors wrap ErrShape or ErrInvalid.
+func (p *Pipeline) OutShape(in Shape) (Shape, error) {
+	if in.H <= 0 || in.W <= 0 {
+		return Shape{}, fmt.Errorf("transforms: input shape %v: %w", in, ErrShape)
+	}
+	c, err := outChannels(in.C)
+	if err != nil {
+		return Shape{}, err
+	}
+	var pl plan
+	pl.reset(in.W, in.H)
+	if err := p.planAll(&pl, nil); err != nil {
+		return Shape{}, err
+	}
+	if err := p.checkNorm(c); err != nil {
+		return Shape{}, err
+	}
+	return Shape{C: c, H: pl.y.n, W: pl.x.n}, nil
+}
+
+func outChannels(c int) (int, error) {
+	switch c {
+	case 1, 3:
+		return c, nil
+	case 4:
+		return 3, nil
+	}
+	return 0, fmt.Errorf("transforms: %d channels (want 1, 3 or 4): %w", c, ErrShape)
+}
+
+func (p *Pipeline) planAll(pl *plan, r *rng.Sample) error {
+	for _, t := range p.transforms() {
+		if err := t.plan(pl, r); err != nil {
+			return err
+		}
+	}
+	if pl.x.n <= 0 || pl.y.n <= 0 {
+		return fmt.Errorf("transforms: %v: empty output: %w", p, ErrInvalid)
+	}
+	return nil
+}
+
+func (p *Pipeline) checkNorm(c int) error {
+	if p == nil || p.mean == nil {
+		return nil
+	}
+	if len(p.mean) != c && len(p.mean) != 1 {
+		return fmt.Errorf("transforms: Normalize has %d means for %d channels: %w", len(p.mean), c, ErrShape)
+	}
+	return nil
+}
+
+// Resize scales the image so that its shorter side is size pixels, keeping the aspect ratio
+// (the longer side becomes int(size*long/short), as torchvision computes it), with the Bilinear
+// filter.
+func Resize(size int) Transform { return resize{size: size, filter: Bilinear} }
+
+// ResizeFilter is Resize with the given filter.
+func ResizeFilter(size int, f Filter) Transform { return resize{size: size, filter: f} }
+
+// ResizeTo scales the image to exactly h x w pixels (aspect ratio not kept), with the Bilinear
+// filter.
+func ResizeTo(h, w int) Transform { return resize{h: h, w: w, filter: Bilinear} }
+
+type resize struct {
+	size, h, w int
+	filter     Filter
+}
+
+func (t resize) String() string {
+	if t.size == 0 {
+		return fmt.Sprintf("ResizeTo(%d, %d, %v)", t.h, t.w, t.filter)
+	}
+	return fmt.Sprintf("Resize(%d, %v)", t.size, t.filter)
+}
+
+func (t resize) plan(p *plan, _ *rng.Sample) error {
+	if t.filter > Lanczos {
+		return fmt.Errorf("transforms: %v: unknown filter: %w", t, ErrInvalid)
+	}
+	h, w := t.h, t.w
+	if t.size != 0 {
+		if t.size < 0 {
+			return fmt.Errorf("transforms: %v: negative size: %w", t, ErrInvalid)
+		}
+		W, H := p.x.n, p.y.n
+		if W <= H {
+			w, h = t.size, int(int64(t.size)*int64(H)/int64(W))
+		} else {
+			h, w = t.size, int(int64(t.size)*int64(W)/int64(H))
+		}
+	}
+	if h <= 0 || w <= 0 || h > maxSide || w > maxSide {
+		return fmt.Errorf("transforms: %v of %dx%d: output %dx%d: %w", t, p.x.n, p.y.n, w, h, ErrInvalid)
+	}
+	p.filter = t.filter
+	p.x.resize(w)
+	p.y.resize(h)
+	return nil
+}
+
+// maxSide bounds output sides so that no transform asks for an absurd allocation.
+const maxSide = 1 << 15
+
+// CenterCrop crops the central size x size pixels (top = round((H-size)/2), as torchvision); an
+// image smaller than size is padded with zeros.
+func CenterCrop(size int) Transform { return centerCrop{size} }
+
+type centerCrop struct{ size int }
+
+func (t centerCrop) String() string { return fmt.Sprintf("CenterCrop(%d)", t.size) }
+
+func (t centerCrop) plan(p *plan, _ *rng.Sample) error {
+	if t.size <= 0 || t.size > maxSide {
+		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
+	}
+	top := int(math.RoundToEven(float64(p.y.n-t.size) / 2))
+	left := int(math.RoundToEven(float64(p.x.n-t.size) / 2))
+	p.crop(left, top, t.size, t.size)
+	return nil
+}
+
+// RandomResizedCrop crops a random box and resizes it to size x size with the Bilinear filter,
+// following torchvision exactly: up to 10 attempts draw an area fraction uniform in [0.08, 1) and
+// a log-uniform aspect ratio in [3/4, 4/3); the first box that fits is placed uniformly; if none
+// fits, the central crop clamped to that ratio range is used.
+func RandomResizedCrop(size int) Transform {
+	return rrc{size: size, scale: [2]float64{0.08, 1}, ratio: [2]float64{3.0 / 4, 4.0 / 3}}
+}
+
+// RandomResizedCropWith is RandomResizedCrop with the area-fraction range scale and the aspect
+// ratio range ratio (0 < scale[0] <= scale[1] <= 1, 0 < ratio[0] <= ratio[1]).
+func RandomResizedCropWith(size int, scale, ratio [2]float64) Transform {
+	return rrc{size: size, scale: scale, ratio: ratio}
+}
+
+type rrc struct {
+	size         int
+	scale, ratio [2]float64
+}
+
+func (t rrc) String() string {
+	return fmt.Sprintf("RandomResizedCrop(%d, scale=%v, ratio=%v)", t.size, t.scale, t.ratio)
+}
+
+func (t rrc) plan(p *plan, r *rng.Sample) error {
+	if t.size <= 0 || t.size > maxSide || !(t.scale[0] > 0 && t.scale[0] <= t.scale[1] && t.scale[1] <= 1) ||
+		!(t.ratio[0] > 0 && t.ratio[0] <= t.ratio[1]) {
+		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
+	}
+	x, y, w, h := t.box(p.x.n, p.y.n, r)
+	p.crop(x, y, w, h)
+	p.filter = Bilinear
+	p.x.resize(t.size)
+	p.y.resize(t.size)
+	return nil
+}
+
+// box is torchvision's RandomResizedCrop.get_params. A nil r (shape inference) takes the fallback.
+func (t rrc) box(width, height int, r *rng.Sample) (x, y, w, h int) {
+	area := float64(width) * float64(height)
+	lr0, lr1 := math.Log(t.ratio[0]), math.Log(t.ratio[1])
+	for range 10 {
+		if r == nil {
+			break
+		}
+		target := area * (t.scale[0] + r.Float64()*(t.scale[1]-t.scale[0]))
+		aspect := math.Exp(lr0 + r.Float64()*(lr1-lr0))
+		w := int(math.RoundToEven(math.Sqrt(target * aspect)))
+		h := int(math.RoundToEven(math.Sqrt(target / aspect)))
+		if 0 < w && w <= width && 0 < h && h <= height {
+			y := r.IntN(height - h + 1)
+			x := r.IntN(width - w + 1)
+			return x, y, w, h
+		}
+	}
+	in := float64(width) / float64(height)
+	switch {
+	case in < t.ratio[0]:
+		w, h = width, int(math.RoundToEven(float64(width)/t.ratio[0]))
+	case in > t.ratio[1]:
+		h, w = height, int(math.RoundToEven(float64(height)*t.ratio[1]))
+	default:
+		w, h = width, height
+	}
+	return (width - w) / 2, (height - h) / 2, w, h
+}
+
+// HorizontalFlip mirrors the image left-right with probability p (drawn as r.Float64() < p).
+func HorizontalFlip(p float64) Transform { return hflip{p} }
+
+type hflip struct{ p float64 }
+
+func (t hflip) String() string { return fmt.Sprintf("HorizontalFlip(%g)", t.p) }
+
+func (t hflip) plan(p *plan, r *rng.Sample) error {
+	if r != nil && r.Float64() < t.p {
+		p.flip = !p.flip
+	}
+	return nil
+}
+
+// ColorJitter changes brightness, contrast and saturation by factors drawn uniformly from
+// [max(0, 1-x), 1+x], applied in a random order as torchvision does (blends with black, with the
+// mean grey level of the output image, and with each pixel's grey value). Zero disables a part.
+// It acts on the output pixels: the contrast mean is that of the final crop, whatever its
+// position in Compose. Saturation leaves 1-channel outputs unchanged.
+func ColorJitter(brightness, contrast, saturation float64) Transform {
+	return jitter{brightness, contrast, saturation}
+}
+
+type jitter struct{ b, c, s float64 }
+
+func (t jitter) String() string { return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s) }
+
+func (t jitter) plan(p *plan, r *rng.Sample) error {
+	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) {
+		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
+	}
+	if r == nil {
+		return nil
+	}
+	var f [3]float64
+	for i, x := range [3]float64{t.b, t.c, t.s} {
+		f[i] = 1
+		if x > 0 {
+			lo := max(0, 1-x)
+			f[i] = lo + r.Float64()*(1+x-lo)
+		}
+	}
+	order := [3]uint8{0, 1, 2}
+	r.Shuffle(3, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, k := range order {
+		if [3]float64{t.b, t.c, t.s}[k] > 0 {
+			p.color = append(p.color, colorOp{kind: k, f: f[k]})
+		}
+	}
+	return nil
+}
+
+// Normalize records the per-channel mean and standard deviation (of [0,1] values) that the
+// float path (ApplyFloat32) applies and that Normalization reports for the device. It does not
+// change the uint8 output. One value applies to every channel.
+func Normalize(mean, std []float32) Transform {
+	return normalize{append([]float32(nil), mean...), append([]float32(nil), std...)}
+}
+
+type normalize struct{ mean, std []float32 }
+
+func (t normalize) String() string { return fmt.Sprintf("Normalize(%v, %v)", t.mean, t.std) }
+
+func (t normalize) plan(*plan, *rng.Sample) error {
+	if len(t.mean) == 0 || len(t.mean) != len(t.std) {
+		return fmt.Errorf("transforms: %v: mean and std lengths differ: %w", t, ErrInvalid)
+	}
+	for _, s := range t.std {
+		if !(s > 0) || math.IsInf(float64(s), 0) {
+			return fmt.Errorf("transforms: %v: std must be positive: %w", t, ErrInvalid)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,301 @@
+package transforms
+
+import (
+	"bytes"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"math"
+
+	"github.com/stoke-ml/stoke/internal/rng"
+)
+
+// Worker executes a Pipeline on one sample at a time with reusable scratch memory. Not safe for
+// concurrent use; each goroutine needs its own.
+type Worker struct {
+	p    *Pipeline
+	pl   plan
+	src  source
+	rs   resampler
+	out  [3][]byte // resampled planes in the stored frame
+	conv []byte    // RGB conversion of rare image models
+	u8   []byte    // uint8 staging of the float path
+	lut  [][256]float32
+}
+
+// NewWorker returns a Worker for p with empty scratch; the first samples grow it.
+func (p *Pipeline) NewWorker() *Worker {
+	w := &Worker{p: p}
+	if p != nil && p.mean != nil {
+		w.lut = make([][256]float32, len(p.mean))
+		for c := range p.mean {
+			for v := range 256 {
+				w.lut[c][v] = (float32(v)/255 - p.mean[c]) / p.std[c]
+			}
+		}
+	}
+	return w
+}
+
+// Apply transforms in and writes uint8 CHW pixels into dst, whose length must be C*H*W for the
+// output size H x W the pipeline gives this input and C = 1 or 3 (the channels wanted: encoded
+// images are converted to RGB or to luma, raw pixels likewise). Randomness is drawn from r, which
+// the caller has Reset for the sample; r may be nil for pipelines without random transforms (they
+// then take their deterministic fallback). A warm Worker allocates nothing for JPEG and raw input.
+func (w *Worker) Apply(dst []byte, in Input, r *rng.Sample) error {
+	return w.apply(dst, CHW, in, r)
+}
+
+// ApplyLayout is Apply with the output layout l (CHW or HWC).
+func (w *Worker) ApplyLayout(dst []byte, l Layout, in Input, r *rng.Sample) error {
+	return w.apply(dst, l, in, r)
+}
+
+// ApplyFloat32 is Apply followed by the conversion to float32 in layout l:
+// (float32(v)/255 - mean[c]) / std[c] with the pipeline's Normalize, or float32(v)/255 without
+// one. The device-side normalization of Apply's output computes the same numbers.
+func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rng.Sample) error {
+	w.u8 = growBytes(w.u8, len(dst))
+	if err := w.apply(w.u8, l, in, r); err != nil {
+		return err
+	}
+	u8 := w.u8
+	if w.lut == nil {
+		for i, v := range u8 {
+			dst[i] = float32(v) / 255
+		}
+		return nil
+	}
+	// apply succeeded, so checkNorm accepted len(mean) as 1 or C.
+	nc := len(u8) / (w.pl.x.n * w.pl.y.n)
+	lut := func(c int) *[256]float32 { return &w.lut[min(c, len(w.lut)-1)] }
+	if l == HWC {
+		for i, v := range u8 {
+			dst[i] = lut(i % nc)[v]
+		}
+		return nil
+	}
+	n := len(u8) / nc
+	for c := range nc {
+		t := lut(c)
+		d, s := dst[c*n:(c+1)*n], u8[c*n:(c+1)*n]
+		for i, v := range s {
+			d[i] = t[v]
+		}
+	}
+	return nil
+}
+
+func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
+	p := w.p
+	encoded := in.Encoded != nil
+	if encoded == (in.Pixels != nil) {
+		return fmt.Errorf("transforms: input must have exactly one of Encoded and Pixels: %w", ErrShape)
+	}
+	var o orientation
+	var info ImageInfo
+	var stored [2]int
+	var jpegData bool
+	if encoded {
+		var err error
+		info, stored, err = decodeInfo(in.Encoded)
+		if err != nil {
+			return err
+		}
+		if int64(stored[0])*int64(stored[1]) > int64(p.limit()) {
+			return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, stored[0], stored[1], p.limit(), ErrTooLarge)
+		}
+		o = exifOrientation(info.Orientation)
+		jpegData = info.Format == "jpeg"
+		if !jpegData {
+			im, _, err := image.Decode(bytes.NewReader(in.Encoded))
+			if err != nil {
+				return fmt.Errorf("transforms: decoding %s: %w: %w", info.Format, ErrCorrupt, err)
+			}
+			w.src.setImage(im, &w.conv)
+			stored = [2]int{w.src.w, w.src.h}
+			info.Width, info.Height = w.src.w, w.src.h
+		}
+	} else {
+		if in.H <= 0 || in.W <= 0 || (in.C != 1 && in.C != 3 && in.C != 4) || len(in.Pixels) != in.H*in.W*in.C {
+			return fmt.Errorf("transforms: %d pixel bytes for shape %dx%dx%d (HWC, C 1, 3 or 4): %w", len(in.Pixels), in.H, in.W, in.C, ErrShape)
+		}
+		if int64(in.H)*int64(in.W) > int64(p.limit()) {
+			return fmt.Errorf("transforms: %dx%d pixels (limit %d): %w", in.W, in.H, p.limit(), ErrTooLarge)
+		}
+		if in.C == 1 {
+			w.src.setGray(in.Pixels, in.W, in.W, in.H)
+		} else {
+			w.src.setInterleaved(in.Pixels, in.W*in.C, in.C, in.W, in.H)
+		}
+		stored = [2]int{in.W, in.H}
+		info.Width, info.Height = in.W, in.H
+	}
+
+	pl := &w.pl
+	pl.reset(info.Width, info.Height)
+	if err := p.planAll(pl, r); err != nil {
+		return err
+	}
+	ow, oh := pl.x.n, pl.y.n
+	nc := len(dst) / (ow * oh)
+	if (nc != 1 && nc != 3) || nc*ow*oh != len(dst) {
+		return fmt.Errorf("transforms: dst of %d bytes for a %dx%d output (want 1 or 3 channels): %w", len(dst), ow, oh, ErrShape)
+	}
+	if err := p.checkNorm(nc); err != nil {
+		return err
+	}
+	pix, row, chanStride := 1, ow, ow*oh
+	if l == HWC {
+		pix, row, chanStride = nc, ow*nc, 1
+	}
+	m := mapPlan(pl, o, stored[0], stored[1], pix, row)
+
+	if jpegData {
+		im, err := jpeg.Decode(bytes.NewReader(in.Encoded))
+		if err != nil {
+			return fmt.Errorf("transforms: decoding jpeg: %w: %w", ErrCorrupt, err)
+		}
+		if b := im.Bounds(); b.Dx() != stored[0] || b.Dy() != stored[1] {
+			return fmt.Errorf("transforms: jpeg decodes to %v, header says %dx%d: %w", b, stored[0], stored[1], ErrCorrupt)
+		}
+		w.src.setImage(im, &w.conv)
+	}
+
+	if m.padded {
+		clear(dst)
+	}
+	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
+	if nu > 0 && nv > 0 {
+		planes := 3
+		if w.src.kind == kindGray || (w.src.kind == kindYCbCr && nc == 1) {
+			planes = 1
+		}
+		for c := range planes {
+			w.out[c] = growBytes(w.out[c], nu*nv)
+			w.rs.resample(w.out[c], &w.src.planes[c], &m)
+		}
+		w.write(dst, &m, nc, chanStride)
+	}
+	if len(pl.color) > 0 {
+		jitterPixels(dst, pl.color, nc, ow*oh, pix, chanStride)
+	}
+	return nil
+}
+
+// write converts the resampled planes to the output colour model and stores each pixel at its
+// place in dst: one pass, one write per output byte.
+func (w *Worker) write(dst []byte, m *mapping, nc, chanStride int) {
+	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
+	kind := w.src.kind
+	p0, p1, p2 := w.out[0], w.out[1], w.out[2]
+	for k := range nv {
+		o := m.base + (k+m.v.lo)*m.dv + m.u.lo*m.du
+		s := k * nu
+		switch {
+		case nc == 1 && kind == kindRGB:
+			for j := range nu {
+				r, g, b := uint32(p0[s+j]), uint32(p1[s+j]), uint32(p2[s+j])
+				dst[o+j*m.du] = byte((r*19595 + g*38470 + b*7471 + 1<<15) >> 16)
+			}
+		case nc == 1 || (kind == kindGray && nc == 3):
+			for c := range nc {
+				d := o + c*chanStride
+				if m.du == 1 {
+					copy(dst[d:d+nu], p0[s:s+nu])
+					continue
+				}
+				for j := range nu {
+					dst[d+j*m.du] = p0[s+j]
+				}
+			}
+		case kind == kindRGB:
+			for c, pc := range [3][]byte{p0, p1, p2} {
+				d := o + c*chanStride
+				if m.du == 1 {
+					copy(dst[d:d+nu], pc[s:s+nu])
+					continue
+				}
+				for j := range nu {
+					dst[d+j*m.du] = pc[s+j]
+				}
+			}
+		default: // YCbCr -> RGB, the standard library's integer conversion (image/color).
+			for j := range nu {
+				yy1 := int32(p0[s+j]) * 0x10101
+				cb1 := int32(p1[s+j]) - 128
+				cr1 := int32(p2[s+j]) - 128
+				d := o + j*m.du
+				dst[d] = clampShift(yy1 + 91881*cr1)
+				dst[d+chanStride] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
+				dst[d+2*chanStride] = clampShift(yy1 + 116130*cb1)
+			}
+		}
+	}
+}
+
+func clampShift(v int32) byte {
+	if uint32(v)&0xff000000 == 0 {
+		return byte(v >> 16)
+	}
+	return byte(^(v >> 31))
+}
+
+// jitterPixels applies ColorJitter's steps to the n pixels of dst in place. Brightness and
+// contrast are lookup tables; saturation blends each pixel with its own grey value.
+func jitterPixels(dst []byte, ops []colorOp, nc, n, pix, chanStride int) {
+	var lut [256]byte
+	for _, op := range ops {
+		switch op.kind {
+		case 0, 1:
+			mean := 0.0
+			if op.kind == 1 {
+				var sum uint64
+				for i := range n {
+					sum += uint64(grey(dst, i*pix, nc, chanStride))
+				}
+				mean = math.Floor(float64(sum)/float64(n) + 0.5)
+			}
+			for v := range lut {
+				lut[v] = round8(mean + op.f*(float64(v)-mean))
+			}
+			for c := range nc {
+				for i := range n {
+					d := i*pix + c*chanStride
+					dst[d] = lut[dst[d]]
+				}
+			}
+		case 2:
+			if nc != 3 {
+				continue
+			}
+			f := float32(op.f)
+			for i := range n {
+				g := float32(grey(dst, i*pix, 3, chanStride))
+				for c := range 3 {
+					d := i*pix + c*chanStride
+					dst[d] = round8(float64(g + f*(float32(dst[d])-g)))
+				}
+			}
+		}
+	}
+}
+
+// grey is PIL's ITU-R 601-2 luma of the pixel at offset d.
+func grey(dst []byte, d, nc, chanStride int) byte {
+	if nc == 1 {
+		return dst[d]
+	}
+	r, g, b := uint32(dst[d]), uint32(dst[d+chanStride]), uint32(dst[d+2*chanStride])
+	return byte((r*19595 + g*38470 + b*7471 + 1<<15) >> 16)
+}
+
+func round8(v float64) byte {
+	switch {
+	case v <= 0:
+		return 0
+	case v >= 255:
+		return 255
+	}
+	return byte(v + 0.5)
+}
