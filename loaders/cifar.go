@@ -1,0 +1,163 @@
+package loaders
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+const (
+	cifarSide   = 32
+	cifarPixels = 3 * cifarSide * cifarSide
+	// maxCIFARBytes bounds one CIFAR file (the real ones are about 30 MB): larger is not CIFAR.
+	maxCIFARBytes = 1 << 30
+)
+
+// CIFAR is CIFAR-10 or CIFAR-100 in the binary format, held in memory. Samples are raw pixels,
+// 32 x 32 x 3 (converted from the files' planar layout once, at load).
+type CIFAR struct {
+	name    string
+	classes int
+	pixels  []byte // HWC, one image after another
+	labels  []byte
+}
+
+var (
+	_ Dataset   = (*CIFAR)(nil)
+	_ Describer = (*CIFAR)(nil)
+)
+
+// ParseCIFAR reads CIFAR binary records from r: for classes == 10, 1 label byte then 3072 pixel
+// bytes (R plane, G plane, B plane, row-major 32 x 32); for classes == 100, a coarse label byte, the
+// fine label byte (the one kept) and the pixels. A trailing partial record is an error wrapping
+// ErrCorrupt; labels are checked against classes when a sample is read.
+func ParseCIFAR(name string, classes int, r io.Reader) (*CIFAR, error) {
+	c := &CIFAR{name: name, classes: classes}
+	if err := c.parse(r); err != nil {
+		return nil, err
+	}
+	if len(c.labels) == 0 {
+		return nil, fmt.Errorf("loaders: %s: %w", name, ErrEmpty)
+	}
+	return c, nil
+}
+
+func (c *CIFAR) labelBytes() (int, error) {
+	switch c.classes {
+	case 10:
+		return 1, nil
+	case 100:
+		return 2, nil
+	}
+	return 0, fmt.Errorf("loaders: %s: %d classes, want 10 or 100: %w", c.name, c.classes, ErrSpec)
+}
+
+func (c *CIFAR) parse(r io.Reader) error {
+	lb, err := c.labelBytes()
+	if err != nil {
+		return err
+	}
+	data, err := io.ReadAll(io.LimitReader(r, maxCIFARBytes+1))
+	if err != nil {
+		return fmt.Errorf("loaders: %s: %w", c.name, err)
+	}
+	rec := lb + cifarPixels
+	if len(data) > maxCIFARBytes || len(data)%rec != 0 {
+		return fmt.Errorf("loaders: %s: %d bytes is not a whole number of %d-byte records: %w", c.name, len(data), rec, ErrCorrupt)
+	}
+	n := len(data) / rec
+	base := len(c.labels)
+	c.labels = append(c.labels, make([]byte, n)...)
+	c.pixels = append(c.pixels, make([]byte, n*cifarPixels)...)
+	const plane = cifarSide * cifarSide
+	for i := range n {
+		r := data[i*rec : (i+1)*rec]
+		c.labels[base+i] = r[lb-1]
+		src := r[lb:]
+		dst := c.pixels[(base+i)*cifarPixels : (base+i+1)*cifarPixels]
+		for p := range plane {
+			dst[3*p] = src[p]
+			dst[3*p+1] = src[plane+p]
+			dst[3*p+2] = src[2*plane+p]
+		}
+	}
+	return nil
+}
+
+// OpenCIFAR loads split "train" or "test" of CIFAR-10 (classes 10: data_batch_1.bin ...
+// data_batch_5.bin, test_batch.bin) or CIFAR-100 (classes 100: train.bin, test.bin) from dir or
+// from the archive's own subfolder in it (cifar-10-batches-bin, cifar-100-binary).
+func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
+	name := fmt.Sprintf("cifar%d", classes)
+	var files []string
+	var sub string
+	switch {
+	case classes == 10 && (split == "train" || split == ""):
+		files, sub = []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}, "cifar-10-batches-bin"
+	case classes == 10 && split == "test":
+		files, sub = []string{"test_batch.bin"}, "cifar-10-batches-bin"
+	case classes == 100 && (split == "train" || split == ""):
+		files, sub = []string{"train.bin"}, "cifar-100-binary"
+	case classes == 100 && split == "test":
+		files, sub = []string{"test.bin"}, "cifar-100-binary"
+	default:
+		return nil, fmt.Errorf("loaders: %s: classes %d split %q, want 10 or 100 and train or test: %w", name, classes, split, ErrSpec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, files[0])); err != nil {
+		if _, err2 := os.Stat(filepath.Join(dir, sub, files[0])); err2 == nil {
+			dir = filepath.Join(dir, sub)
+		}
+	}
+	c := &CIFAR{name: name, classes: classes}
+	for _, f := range files {
+		p := filepath.Join(dir, f)
+		fh, err := os.Open(p)
+		if err != nil {
+			return nil, fmt.Errorf("loaders: %s %s split: %w", name, split, err)
+		}
+		err = c.parse(fh)
+		fh.Close()
+		if err != nil {
+			return nil, fmt.Errorf("%w (file %s)", err, p)
+		}
+	}
+	if len(c.labels) == 0 {
+		return nil, fmt.Errorf("loaders: %s %s split in %s: %w", name, split, dir, ErrEmpty)
+	}
+	return c, nil
+}
+
+// Len returns the number of images.
+func (c *CIFAR) Len() int { return len(c.labels) }
+
+// Info describes the dataset: 10 or 100 classes, shape 3 x 32 x 32, and the usual CIFAR
+// normalization.
+func (c *CIFAR) Info() Info {
+	info := Info{Name: c.name, NumClasses: c.classes, Shape: transforms.Shape{C: 3, H: cifarSide, W: cifarSide}}
+	if c.classes == 100 {
+		info.Mean, info.Std = []float32{0.5071, 0.4865, 0.4409}, []float32{0.2673, 0.2564, 0.2762}
+	} else {
+		info.Mean, info.Std = []float32{0.4914, 0.4822, 0.4465}, []float32{0.2470, 0.2435, 0.2616}
+	}
+	return info
+}
+
+// Sample returns image i as 32 x 32 x 3 pixels that alias the dataset's memory.
+func (c *CIFAR) Sample(_ context.Context, i int) (Sample, error) {
+	if err := checkIndex(c.name, i, len(c.labels)); err != nil {
+		return Sample{}, err
+	}
+	key := fmt.Sprintf("%s[%d]", c.name, i)
+	if err := checkLabel(c.name, i, key, int(c.labels[i]), c.classes); err != nil {
+		return Sample{}, err
+	}
+	return Sample{
+		Input: transforms.Input{Pixels: c.pixels[i*cifarPixels : (i+1)*cifarPixels : (i+1)*cifarPixels], H: cifarSide, W: cifarSide, C: 3},
+		Label: int(c.labels[i]),
+		Key:   key,
+	}, nil
+}

@@ -1,0 +1,142 @@
+package loaders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// Sentinel errors callers check with errors.Is.
+var (
+	// ErrCorrupt marks a file or sample whose bytes do not follow its format (bad magic, truncated
+	// record, malformed tar member, unparsable label).
+	ErrCorrupt = errors.New("corrupt data")
+	// ErrLabel marks a label outside [0, NumClasses).
+	ErrLabel = errors.New("label out of range")
+	// ErrIndex marks a sample index outside [0, Len()).
+	ErrIndex = errors.New("index out of range")
+	// ErrEmpty marks a dataset, split or class folder without samples.
+	ErrEmpty = errors.New("no samples")
+	// ErrSpec marks a dataset spec or split that Open does not understand.
+	ErrSpec = errors.New("bad dataset spec")
+)
+
+// Sample is one example before transformation.
+//
+// The slices in Input may alias the dataset's own memory (MNIST, CIFAR and in-memory datasets hand
+// out views of what they hold): a Sample is read-only for its receiver.
+type Sample struct {
+	Input transforms.Input
+	Label int
+	// Key names the sample in errors and shards: a file path, a shard member key or
+	// "name[index]" for datasets without names.
+	Key string
+}
+
+// Dataset is a random-access source of samples, the one the Loader and its samplers work with.
+//
+// Sample must be safe for concurrent use by many goroutines (the Loader calls it from every
+// worker) and must return an error, never panic, for bad data: wrap ErrCorrupt, ErrLabel or the
+// decoder's error and name the sample. An index outside [0, Len()) is an error wrapping ErrIndex.
+type Dataset interface {
+	Len() int
+	Sample(ctx context.Context, i int) (Sample, error)
+}
+
+// Stream is a source that cannot seek (a tar shard read from a pipe, a network stream). Next
+// returns the next sample, or an error wrapping io.EOF once the stream is exhausted. A Stream is
+// used by one goroutine at a time. Close releases what it holds; it may be called at any point.
+type Stream interface {
+	Next(ctx context.Context) (Sample, error)
+	Close() error
+}
+
+// Info is what a dataset says about itself.
+type Info struct {
+	// Name is used in error messages and statistics ("mnist", "cifar10", a folder path).
+	Name string
+	// NumClasses bounds labels to [0, NumClasses); 0 means unknown and labels are only checked
+	// to be non-negative.
+	NumClasses int
+	// Shape is the shape every sample has before transformation, or the zero Shape when samples
+	// differ (image folders, shards).
+	Shape transforms.Shape
+	// Mean and Std are the dataset's usual per-channel normalization on the [0, 1] scale, or nil
+	// when it has none (the ImageNet values are then the Loader's default).
+	Mean, Std []float32
+}
+
+// Describer is implemented by datasets that know their Info. Datasets that do not are described by
+// Describe with defaults.
+type Describer interface {
+	Info() Info
+}
+
+// Describe returns ds's Info if it implements Describer; otherwise a name derived from its type and
+// NumClasses 0 (unknown).
+func Describe(ds Dataset) Info {
+	if d, ok := ds.(Describer); ok {
+		return d.Info()
+	}
+	return Info{Name: fmt.Sprintf("%T", ds)}
+}
+
+// checkLabel returns an error naming the sample when label is outside [0, classes); classes <= 0
+// only rejects negative labels.
+func checkLabel(dataset string, i int, key string, label, classes int) error {
+	if label < 0 || (classes > 0 && label >= classes) {
+		return fmt.Errorf("loaders: %s sample %d (%s): label %d not in [0, %d): %w", dataset, i, key, label, classes, ErrLabel)
+	}
+	return nil
+}
+
+func checkIndex(dataset string, i, n int) error {
+	if i < 0 || i >= n {
+		return fmt.Errorf("loaders: %s sample %d: %w (len %d)", dataset, i, ErrIndex, n)
+	}
+	return nil
+}
+
+// Memory is a dataset held in memory, for tests and small data.
+type Memory struct {
+	info    Info
+	samples []Sample
+}
+
+var (
+	_ Dataset   = (*Memory)(nil)
+	_ Describer = (*Memory)(nil)
+)
+
+// NewMemory returns a dataset over samples, which it keeps (not copies): the caller must not modify
+// them afterwards. Samples without a Key are named "name[i]". Labels are checked against
+// info.NumClasses when a sample is read, so an out-of-range label is reported like any bad sample.
+func NewMemory(info Info, samples []Sample) *Memory {
+	if info.Name == "" {
+		info.Name = "memory"
+	}
+	return &Memory{info: info, samples: samples}
+}
+
+// Len returns the number of samples.
+func (m *Memory) Len() int { return len(m.samples) }
+
+// Info returns what NewMemory was given.
+func (m *Memory) Info() Info { return m.info }
+
+// Sample returns sample i.
+func (m *Memory) Sample(_ context.Context, i int) (Sample, error) {
+	if err := checkIndex(m.info.Name, i, len(m.samples)); err != nil {
+		return Sample{}, err
+	}
+	s := m.samples[i]
+	if s.Key == "" {
+		s.Key = fmt.Sprintf("%s[%d]", m.info.Name, i)
+	}
+	if err := checkLabel(m.info.Name, i, s.Key, s.Label, m.info.NumClasses); err != nil {
+		return Sample{}, err
+	}
+	return s, nil
+}

