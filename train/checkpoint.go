@@ -1,0 +1,310 @@
+package train
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"hash/crc32"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// Checkpoint errors, checked with errors.Is.
+var (
+	// ErrCheckpoint: the file is not a readable checkpoint (bad magic, unknown version, truncated,
+	// checksum mismatch).
+	ErrCheckpoint = errors.New("train: corrupt checkpoint")
+	// ErrMismatch: the checkpoint is sound but belongs to another model or optimizer.
+	ErrMismatch = errors.New("train: checkpoint does not match")
+)
+
+// The checkpoint format, little-endian:
+//
+//	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
+//
+// payload: model string | optimizer string | seed u64 | completed epochs u32 | completed steps u64 |
+// history count u32, then per epoch 6 float64 (epoch, train loss, test accuracy, seconds,
+// samples/s, data wait) | parameter count u32, then per parameter: name string, tensor count u32
+// (weights, then each optimizer slot), and per tensor: length u64, float32 values.
+// A string is a u32 length and its bytes.
+//
+// The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
+// epoch), and the checkpoint's epoch count says which epoch comes next. The dropout masks are a
+// function of (seed, step), both stored.
+const (
+	ckptMagic   = "STOKECKP"
+	ckptVersion = 1
+	// maxCkptString bounds names read from a file, so a corrupt length cannot allocate much.
+	maxCkptString = 1 << 16
+)
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+type checkpoint struct {
+	model, optimizer string
+	seed             uint64
+	epochs           int
+	step             int
+	history          []EpochResult
+	params           []ckptParam
+}
+
+type ckptParam struct {
+	name    string
+	tensors [][]float32
+}
+
+// Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
+// directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
+func (t *Trainer) Save(path string) error {
+	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
+	for _, p := range t.m.params {
+		cp := ckptParam{name: p.Name}
+		for _, v := range append([]kernels.F32{p.W}, p.slots...) {
+			host := make([]float32, v.Len)
+			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
+				return fmt.Errorf("train: checkpoint %s: %w", path, err)
+			}
+			cp.tensors = append(cp.tensors, host)
+		}
+		c.params = append(c.params, cp)
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
+	if err != nil {
+		return fmt.Errorf("train: checkpoint: %w", err)
+	}
+	_, err = tmp.Write(c.encode())
+	if err == nil {
+		err = tmp.Sync()
+	}
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	return nil
+}
+
+// Load restores weights, optimizer state, seed, step, epoch count and history from the checkpoint
+// at path. A file that is not a valid checkpoint gives an error wrapping ErrCheckpoint; one written
+// for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
+// is unchanged.
+func (t *Trainer) Load(path string) error {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return fmt.Errorf("train: resume: %w", err)
+	}
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		return fmt.Errorf("train: resume %s: %w", path, err)
+	}
+	if err := t.check(c); err != nil {
+		return fmt.Errorf("train: resume %s: %w", path, err)
+	}
+	for i, p := range t.m.params {
+		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
+			if err := upload(t.s, v, c.params[i].tensors[j]); err != nil {
+				return err
+			}
+		}
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return fmt.Errorf("train: resume %s: %w", path, err)
+	}
+	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
+	return nil
+}
+
+func (t *Trainer) check(c *checkpoint) error {
+	if c.model != t.m.String() {
+		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+	}
+	kind := func(s string) string { return strings.Fields(s + " ")[0] }
+	if kind(c.optimizer) != kind(t.opt.String()) {
+		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
+	}
+	if len(c.params) != len(t.m.params) {
+		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(t.m.params))
+	}
+	for i, p := range t.m.params {
+		cp := c.params[i]
+		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) {
+			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
+		}
+		for _, v := range cp.tensors {
+			if len(v) != p.Len() {
+				return fmt.Errorf("%w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
+			}
+		}
+	}
+	return nil
+}
+
+func (c *checkpoint) encode() []byte {
+	var p []byte
+	str := func(s string) {
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
+		p = append(p, s...)
+	}
+	str(c.model)
+	str(c.optimizer)
+	p = binary.LittleEndian.AppendUint64(p, c.seed)
+	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
+	p = binary.LittleEndian.AppendUint64(p, uint64(c.step))
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.history)))
+	for _, h := range c.history {
+		for _, v := range []float64{float64(h.Epoch), h.TrainLoss, h.TestAcc, h.Seconds, h.SamplesPerS, h.DataWaitFraction} {
+			p = binary.LittleEndian.AppendUint64(p, math.Float64bits(v))
+		}
+	}
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
+	for _, cp := range c.params {
+		str(cp.name)
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.tensors)))
+		for _, v := range cp.tensors {
+			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
+			for _, f := range v {
+				p = binary.LittleEndian.AppendUint32(p, math.Float32bits(f))
+			}
+		}
+	}
+	out := make([]byte, 0, len(p)+24)
+	out = append(out, ckptMagic...)
+	out = binary.LittleEndian.AppendUint32(out, ckptVersion)
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
+	out = append(out, p...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli))
+}
+
+// reader decodes the payload; the first short read sets err and every later read returns zero.
+type reader struct {
+	b   []byte
+	err error
+}
+
+func (r *reader) take(n uint64) []byte {
+	if r.err != nil {
+		return nil
+	}
+	if n > uint64(len(r.b)) {
+		r.err = fmt.Errorf("%w: truncated payload", ErrCheckpoint)
+		return nil
+	}
+	v := r.b[:n]
+	r.b = r.b[n:]
+	return v
+}
+
+func (r *reader) u32() uint32 {
+	if b := r.take(4); b != nil {
+		return binary.LittleEndian.Uint32(b)
+	}
+	return 0
+}
+
+func (r *reader) u64() uint64 {
+	if b := r.take(8); b != nil {
+		return binary.LittleEndian.Uint64(b)
+	}
+	return 0
+}
+
+func (r *reader) str() string {
+	n := r.u32()
+	if n > maxCkptString {
+		r.fail("string of %d bytes", n)
+		return ""
+	}
+	return string(r.take(uint64(n)))
+}
+
+func (r *reader) fail(format string, args ...any) {
+	if r.err == nil {
+		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCheckpoint}, args...)...)
+	}
+}
+
+// decodeCheckpoint parses and verifies a checkpoint file's bytes.
+func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	if len(b) < 24 || string(b[:8]) != ckptMagic {
+		return nil, fmt.Errorf("%w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
+	}
+	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
+		return nil, fmt.Errorf("%w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
+	}
+	n := binary.LittleEndian.Uint64(b[12:])
+	if n != uint64(len(b)-24) {
+		return nil, fmt.Errorf("%w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
+	}
+	payload := b[20 : 20+n]
+	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
+		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+	}
+	r := &reader{b: payload}
+	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}
+	nh := r.u32()
+	if uint64(nh)*48 > uint64(len(r.b)) {
+		r.fail("%d history records", nh)
+	}
+	for range nh {
+		if r.err != nil {
+			break
+		}
+		var f [6]float64
+		for i := range f {
+			f[i] = math.Float64frombits(r.u64())
+		}
+		c.history = append(c.history, EpochResult{Epoch: int(f[0]), TrainLoss: f[1], TestAcc: f[2], Seconds: f[3], SamplesPerS: f[4], DataWaitFraction: f[5]})
+	}
+	np := r.u32()
+	if uint64(np)*8 > uint64(len(r.b)) {
+		r.fail("%d parameters", np)
+	}
+	for range np {
+		if r.err != nil {
+			break
+		}
+		cp := ckptParam{name: r.str()}
+		nt := r.u32()
+		if uint64(nt)*8 > uint64(len(r.b)) {
+			r.fail("%d tensors in %s", nt, cp.name)
+		}
+		for range nt {
+			l := r.u64()
+			if l > uint64(len(r.b))/4 {
+				r.fail("tensor of %d values in %s", l, cp.name)
+			}
+			raw := r.take(4 * l)
+			if r.err != nil {
+				break
+			}
+			v := make([]float32, l)
+			for i := range v {
+				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			}
+			cp.tensors = append(cp.tensors, v)
+		}
+		c.params = append(c.params, cp)
+	}
+	if r.err == nil && len(r.b) != 0 {
+		r.fail("%d bytes after the last parameter", len(r.b))
+	}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return c, nil
+}

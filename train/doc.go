@@ -1,0 +1,29 @@
+// Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2d, ReLU,
+// MaxPool2d, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
+// cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
+// schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
+//
+// Every kernel runs through the kernels op set of the device on the Trainer's compute stream
+// (Trainer.Stream): give that stream to the loader, so that its host-to-device copies run on the
+// loader's own copy stream, overlapped with compute, and are ordered before the kernels that read
+// them. Batches arrive as uint8 pixels and int32 labels; the trainer normalizes them on its stream.
+//
+// A run is deterministic: initial weights are a function of the seed, dropout masks of (seed,
+// step, layer), the kernels are bit-for-bit repeatable, and the loader's order is a function of its
+// seed and the epoch. So the same seed gives the same final loss whatever the number of loader
+// workers, and resuming from the checkpoint written after epoch k gives the same final weights as a
+// run that was never interrupted.
+//
+// # Concurrency
+//
+// A Trainer is used by one goroutine. Fit calls Config.Progress on that goroutine. The trainer
+// waits for its stream after every step (to read the loss) and at the end of every evaluation, so
+// no work of a step is pending when Fit returns.
+//
+// # Ownership
+//
+// New binds the Model to the device: the model's parameters, gradients, activations and optimizer
+// state are device buffers owned by the Trainer until Close frees them; a Model serves one Trainer.
+// A Batch's buffers belong to its Data source; the trainer calls Batch.Release once its work
+// reading them is enqueued.
+package train

@@ -1,0 +1,396 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// Param is one trainable tensor of a model: its weights W and gradient G (same length) on the
+// device, and the optimizer's state next to them.
+type Param struct {
+	// Name identifies the tensor in checkpoints: "<layer index>.<layer>.weight" or ".bias".
+	Name string
+	// Shape is the tensor's shape (Linear weight [out in], Conv2d weight [outC inC kh kw]).
+	Shape []int
+	W, G  kernels.F32
+
+	fanIn, fanOut int
+	bias          bool
+	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
+}
+
+// Len is the number of elements of the tensor.
+func (p *Param) Len() int { return p.W.Len }
+
+// init fills host with the initial values: zeros for a bias, He (Kaiming) uniform for a weight
+// feeding a ReLU (relu), Glorot (Xavier) uniform otherwise.
+func (p *Param) init(host []float32, r *rand.Rand, relu bool) {
+	if p.bias {
+		clear(host)
+		return
+	}
+	bound := math.Sqrt(6 / float64(p.fanIn+p.fanOut))
+	if relu {
+		bound = math.Sqrt(6 / float64(p.fanIn))
+	}
+	for i := range host {
+		host[i] = float32((2*r.Float64() - 1) * bound)
+	}
+}
+
+// Layer is one stage of a Sequential model. Layers are made by Linear, Conv2d, ReLU, MaxPool2d,
+// Flatten and Dropout; a Layer value belongs to one model.
+type Layer interface {
+	// String describes the layer ("linear 784->512").
+	String() string
+
+	// setup fixes the layer's per-sample input shape and returns its output shape.
+	setup(in []int) ([]int, error)
+	// newParams creates the layer's parameters (named with prefix), unallocated.
+	newParams(prefix string) []*Param
+	// reserve allocates the activations, gradients and workspaces a batch of n samples needs.
+	reserve(a *arena, n int) error
+	// forward enqueues y = layer(x) for n samples and returns y.
+	forward(r *run, x kernels.F32, n int) (kernels.F32, error)
+	// backward enqueues the parameter gradients and, when needDx, returns dL/dx.
+	backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error)
+}
+
+// run is the context of one forward/backward pass.
+type run struct {
+	ops   kernels.Ops
+	s     gpu.Stream
+	train bool
+	seed  uint64 // dropout seed of this step and layer
+}
+
+// arena allocates device tensors and frees them together.
+type arena struct {
+	dev  gpu.Device
+	bufs []gpu.Buffer
+}
+
+func (a *arena) f32(n int) (kernels.F32, error) {
+	b, err := a.dev.Alloc(4 * max(n, 1))
+	if err != nil {
+		return kernels.F32{}, fmt.Errorf("train: allocate %d floats: %w", n, err)
+	}
+	a.bufs = append(a.bufs, b)
+	return kernels.F32{Buf: b, Len: n}, nil
+}
+
+func (a *arena) i32(n int) (kernels.I32, error) {
+	v, err := a.f32(n)
+	return kernels.I32(v), err
+}
+
+func (a *arena) free() error {
+	var first error
+	for _, b := range a.bufs {
+		if err := b.Free(); err != nil && first == nil {
+			first = err
+		}
+	}
+	a.bufs = nil
+	return first
+}
+
+func prod(s []int) int {
+	p := 1
+	for _, v := range s {
+		p *= v
+	}
+	return p
+}
+
+// ---- Linear ----
+
+type linear struct {
+	in, out int
+	w, b    *Param
+	x       kernels.F32 // the last forward's input, for the weight gradient
+	y, dx   kernels.F32
+}
+
+// Linear is a fully connected layer y = x Wᵀ + b with W of shape [out in] (PyTorch's layout). Its
+// input must have in elements per sample (any shape; it is read flat).
+func Linear(in, out int) Layer { return &linear{in: in, out: out} }
+
+func (l *linear) String() string { return fmt.Sprintf("linear %d->%d", l.in, l.out) }
+
+func (l *linear) setup(in []int) ([]int, error) {
+	if l.in <= 0 || l.out <= 0 {
+		return nil, fmt.Errorf("train: %v: sizes must be positive", l)
+	}
+	if prod(in) != l.in {
+		return nil, fmt.Errorf("train: %v: input shape %v has %d elements; want %d", l, in, prod(in), l.in)
+	}
+	return []int{l.out}, nil
+}
+
+func (l *linear) newParams(prefix string) []*Param {
+	l.w = &Param{Name: prefix + ".weight", Shape: []int{l.out, l.in}, fanIn: l.in, fanOut: l.out}
+	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.out}, bias: true}
+	return []*Param{l.w, l.b}
+}
+
+func (l *linear) reserve(a *arena, n int) (err error) {
+	if l.y, err = a.f32(n * l.out); err != nil {
+		return err
+	}
+	l.dx, err = a.f32(n * l.in)
+	return err
+}
+
+func (l *linear) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
+	l.x = x
+	y := l.y.Slice(0, n*l.out)
+	if err := r.ops.Gemm(r.s, false, true, n, l.out, l.in, 1, x, l.w.W, 0, y); err != nil {
+		return y, err
+	}
+	return y, r.ops.BiasAdd(r.s, y, l.b.W, n, 1)
+}
+
+func (l *linear) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	if err := r.ops.Gemm(r.s, true, false, l.out, l.in, n, 1, dy, l.x, 0, l.w.G); err != nil {
+		return dy, err
+	}
+	if err := r.ops.BiasGrad(r.s, l.b.G, dy, n, 1); err != nil {
+		return dy, err
+	}
+	if !needDx {
+		return kernels.F32{}, nil
+	}
+	dx := l.dx.Slice(0, n*l.in)
+	return dx, r.ops.Gemm(r.s, false, false, n, l.in, l.out, 1, dy, l.w.W, 0, dx)
+}
+
+// ---- Conv2d ----
+
+type conv2d struct {
+	inC, outC, k, pad int
+	g                 kernels.Conv2D // per-sample geometry (N is set per pass)
+	w, b              *Param
+	y, dx, ws         kernels.F32
+}
+
+// Conv2d is a 2-D convolution with outC filters of k×k over inC input channels, stride 1 and
+// zero padding pad on each side, plus a bias per filter. Input and output are [C H W] per sample.
+func Conv2d(inC, outC, k, pad int) Layer { return &conv2d{inC: inC, outC: outC, k: k, pad: pad} }
+
+func (l *conv2d) String() string {
+	return fmt.Sprintf("conv2d %d->%d %dx%d pad %d", l.inC, l.outC, l.k, l.k, l.pad)
+}
+
+func (l *conv2d) setup(in []int) ([]int, error) {
+	if len(in) != 3 || in[0] != l.inC {
+		return nil, fmt.Errorf("train: %v: input shape %v; want [%d H W]", l, in, l.inC)
+	}
+	l.g = kernels.Conv2D{N: 1, InC: l.inC, InH: in[1], InW: in[2], OutC: l.outC, KH: l.k, KW: l.k, Stride: 1, Pad: l.pad}
+	if err := l.g.Validate(); err != nil {
+		return nil, fmt.Errorf("train: %v: %w", l, err)
+	}
+	return []int{l.outC, l.g.OutH(), l.g.OutW()}, nil
+}
+
+func (l *conv2d) newParams(prefix string) []*Param {
+	fan := l.inC * l.k * l.k
+	l.w = &Param{Name: prefix + ".weight", Shape: []int{l.outC, l.inC, l.k, l.k}, fanIn: fan, fanOut: l.outC * l.k * l.k}
+	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.outC}, bias: true}
+	return []*Param{l.w, l.b}
+}
+
+func (l *conv2d) geom(n int) kernels.Conv2D { g := l.g; g.N = n; return g }
+
+func (l *conv2d) reserve(a *arena, n int) (err error) {
+	g := l.geom(n)
+	if l.y, err = a.f32(g.OutLen()); err != nil {
+		return err
+	}
+	if l.dx, err = a.f32(g.InLen()); err != nil {
+		return err
+	}
+	l.ws, err = a.f32(g.WorkspaceLen())
+	return err
+}
+
+func (l *conv2d) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
+	g := l.geom(n)
+	y := l.y.Slice(0, g.OutLen())
+	return y, r.ops.Conv2D(r.s, y, x, l.w.W, l.b.W, l.ws.Slice(0, g.WorkspaceLen()), g)
+}
+
+func (l *conv2d) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	g := l.geom(n)
+	var dx kernels.F32
+	if needDx {
+		dx = l.dx.Slice(0, g.InLen())
+	}
+	return dx, r.ops.Conv2DBackward(r.s, dx, l.w.G, l.b.G, dy, l.w.W, l.ws.Slice(0, g.WorkspaceLen()), g)
+}
+
+// ---- ReLU ----
+
+type relu struct {
+	per   int
+	y, dx kernels.F32
+	last  kernels.F32
+}
+
+// ReLU is max(x, 0), elementwise.
+func ReLU() Layer { return &relu{} }
+
+func (l *relu) String() string                { return "relu" }
+func (l *relu) setup(in []int) ([]int, error) { l.per = prod(in); return in, nil }
+func (l *relu) newParams(string) []*Param     { return nil }
+func (l *relu) reserve(a *arena, n int) (err error) {
+	if l.y, err = a.f32(n * l.per); err != nil {
+		return err
+	}
+	l.dx, err = a.f32(n * l.per)
+	return err
+}
+
+func (l *relu) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
+	l.last = l.y.Slice(0, n*l.per)
+	return l.last, r.ops.ReLU(r.s, l.last, x)
+}
+
+func (l *relu) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	if !needDx {
+		return kernels.F32{}, nil
+	}
+	dx := l.dx.Slice(0, n*l.per)
+	return dx, r.ops.ReLUGrad(r.s, dx, dy, l.last)
+}
+
+// ---- MaxPool2d ----
+
+type maxPool struct {
+	k     int
+	g     kernels.Pool2D
+	y, dx kernels.F32
+	arg   kernels.I32
+}
+
+// MaxPool2d takes the maximum of each k×k window, stride k (a partial window at the edge is
+// dropped, as in PyTorch). Input and output are [C H W] per sample.
+func MaxPool2d(k int) Layer { return &maxPool{k: k} }
+
+func (l *maxPool) String() string { return fmt.Sprintf("maxpool %dx%d", l.k, l.k) }
+
+func (l *maxPool) setup(in []int) ([]int, error) {
+	if len(in) != 3 {
+		return nil, fmt.Errorf("train: %v: input shape %v; want [C H W]", l, in)
+	}
+	l.g = kernels.Pool2D{N: 1, C: in[0], H: in[1], W: in[2], K: l.k, Stride: l.k}
+	if err := l.g.Validate(); err != nil {
+		return nil, fmt.Errorf("train: %v: %w", l, err)
+	}
+	return []int{in[0], l.g.OutH(), l.g.OutW()}, nil
+}
+
+func (l *maxPool) newParams(string) []*Param { return nil }
+
+func (l *maxPool) geom(n int) kernels.Pool2D { g := l.g; g.N = n; return g }
+
+func (l *maxPool) reserve(a *arena, n int) (err error) {
+	g := l.geom(n)
+	if l.y, err = a.f32(g.OutLen()); err != nil {
+		return err
+	}
+	if l.arg, err = a.i32(g.OutLen()); err != nil {
+		return err
+	}
+	l.dx, err = a.f32(g.InLen())
+	return err
+}
+
+func (l *maxPool) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
+	g := l.geom(n)
+	y := l.y.Slice(0, g.OutLen())
+	return y, r.ops.MaxPool2D(r.s, y, l.arg.Slice(0, g.OutLen()), x, g)
+}
+
+func (l *maxPool) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	if !needDx {
+		return kernels.F32{}, nil
+	}
+	g := l.geom(n)
+	dx := l.dx.Slice(0, g.InLen())
+	return dx, r.ops.MaxPool2DBackward(r.s, dx, dy, l.arg.Slice(0, g.OutLen()), g)
+}
+
+// ---- Flatten ----
+
+type flatten struct{}
+
+// Flatten reshapes each sample to one dimension; it moves no data.
+func Flatten() Layer { return flatten{} }
+
+func (flatten) String() string                                            { return "flatten" }
+func (flatten) setup(in []int) ([]int, error)                             { return []int{prod(in)}, nil }
+func (flatten) newParams(string) []*Param                                 { return nil }
+func (flatten) reserve(*arena, int) error                                 { return nil }
+func (flatten) forward(_ *run, x kernels.F32, _ int) (kernels.F32, error) { return x, nil }
+func (flatten) backward(_ *run, dy kernels.F32, _ int, _ bool) (kernels.F32, error) {
+	return dy, nil
+}
+
+// ---- Dropout ----
+
+type dropout struct {
+	p           float32
+	per         int
+	y, mask, dx kernels.F32
+	active      bool
+}
+
+// Dropout zeroes each element with probability p while training and scales the others by
+// 1/(1-p); in evaluation it passes its input through. The mask is a function of the trainer's
+// seed, the step and the layer, so runs (and resumed runs) repeat exactly.
+func Dropout(p float32) Layer { return &dropout{p: p} }
+
+func (l *dropout) String() string { return fmt.Sprintf("dropout %g", l.p) }
+
+func (l *dropout) setup(in []int) ([]int, error) {
+	if !(l.p >= 0 && l.p < 1) {
+		return nil, fmt.Errorf("train: %v: p must be in [0,1)", l)
+	}
+	l.per = prod(in)
+	return in, nil
+}
+
+func (l *dropout) newParams(string) []*Param { return nil }
+
+func (l *dropout) reserve(a *arena, n int) (err error) {
+	if l.y, err = a.f32(n * l.per); err != nil {
+		return err
+	}
+	if l.mask, err = a.f32(n * l.per); err != nil {
+		return err
+	}
+	l.dx, err = a.f32(n * l.per)
+	return err
+}
+
+func (l *dropout) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
+	l.active = r.train && l.p > 0
+	if !l.active {
+		return x, nil
+	}
+	y := l.y.Slice(0, n*l.per)
+	return y, r.ops.Dropout(r.s, y, l.mask.Slice(0, n*l.per), x, l.p, r.seed)
+}
+
+func (l *dropout) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	if !needDx || !l.active {
+		return dy, nil
+	}
+	dx := l.dx.Slice(0, n*l.per)
+	return dx, r.ops.Mul(r.s, dx, dy, l.mask.Slice(0, n*l.per))
+}

@@ -1,0 +1,249 @@
+package train
+
+import (
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strings"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// ErrModel: an unknown model name or a model whose layers do not fit together.
+var ErrModel = errors.New("train: bad model")
+
+// Shape is the shape of one input image: channels, height, width.
+type Shape struct{ C, H, W int }
+
+// Len is C*H*W.
+func (s Shape) Len() int { return s.C * s.H * s.W }
+
+func (s Shape) String() string { return fmt.Sprintf("%dx%dx%d", s.C, s.H, s.W) }
+
+// Model is a sequential classifier: uint8 images in, logits over Classes out. A Model is used by
+// one Trainer; its device tensors exist from the Trainer's New to its Close.
+type Model struct {
+	name    string
+	in      Shape
+	classes int
+	layers  []Layer
+	params  []*Param
+	// layerParams[i] are layer i's parameters; reluAfter[i] reports that layer i's output reaches
+	// a ReLU before any other parameterized layer (He rather than Glorot initialization).
+	layerParams     [][]*Param
+	firstParamLayer int
+	reluAfter       []bool
+
+	// Bound state (see bind).
+	ops     kernels.Ops
+	weights arena // parameters, gradients and optimizer state
+	acts    arena // activations for up to capN samples
+	capN    int
+	input   kernels.F32 // normalized images
+	dlogits kernels.F32
+	loss    kernels.F32 // one element
+	correct kernels.I32 // one element
+}
+
+// Models lists the names NewModel knows.
+func Models() []string { return []string{"cnn", "mlp"} }
+
+// NewModel builds a named model for images of shape in and the given number of classes:
+//
+//   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
+//   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
+//     flatten - linear 128 - relu - linear classes (the PyTorch peer's network)
+//
+// An unknown name gives an error wrapping ErrModel.
+func NewModel(name string, in Shape, classes int) (*Model, error) {
+	switch name {
+	case "mlp":
+		return Sequential(name, in, classes,
+			Flatten(), Linear(in.Len(), 512), ReLU(), Linear(512, 256), ReLU(), Linear(256, classes))
+	case "cnn":
+		h, w := in.H/4, in.W/4
+		return Sequential(name, in, classes,
+			Conv2d(in.C, 32, 5, 2), ReLU(), MaxPool2d(2),
+			Conv2d(32, 64, 5, 2), ReLU(), MaxPool2d(2),
+			Flatten(), Linear(64*h*w, 128), ReLU(), Linear(128, classes))
+	}
+	return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
+}
+
+// Sequential builds a model from layers applied in order to images of shape in; the last layer
+// must output classes values per sample. It checks that each layer's input shape fits.
+func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, error) {
+	if in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 {
+		return nil, fmt.Errorf("%w: %s: input %v, %d classes", ErrModel, name, in, classes)
+	}
+	m := &Model{name: name, in: in, classes: classes, layers: layers, firstParamLayer: -1,
+		layerParams: make([][]*Param, len(layers)), reluAfter: make([]bool, len(layers))}
+	shape := []int{in.C, in.H, in.W}
+	for i, l := range layers {
+		out, err := l.setup(shape)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %s layer %d: %w", ErrModel, name, i, err)
+		}
+		ps := l.newParams(fmt.Sprintf("%d.%s", i, strings.Fields(l.String())[0]))
+		if len(ps) > 0 && m.firstParamLayer < 0 {
+			m.firstParamLayer = i
+		}
+		m.layerParams[i] = ps
+		m.params = append(m.params, ps...)
+		shape = out
+	}
+	if prod(shape) != classes {
+		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
+	}
+	for i := range layers {
+		for j := i + 1; j < len(layers); j++ {
+			if _, ok := layers[j].(*relu); ok {
+				m.reluAfter[i] = true
+				break
+			}
+			if len(m.layerParams[j]) > 0 {
+				break
+			}
+		}
+	}
+	return m, nil
+}
+
+// Name is the model's name.
+func (m *Model) Name() string { return m.name }
+
+// Input is the image shape the model takes.
+func (m *Model) Input() Shape { return m.in }
+
+// Classes is the number of outputs per sample.
+func (m *Model) Classes() int { return m.classes }
+
+// Params returns the model's trainable tensors in a fixed order. Their W and G views are valid
+// while a Trainer holds the model.
+func (m *Model) Params() []*Param { return m.params }
+
+// NumParams is the total number of trainable values.
+func (m *Model) NumParams() int {
+	n := 0
+	for _, p := range m.params {
+		n += prod(p.Shape)
+	}
+	return n
+}
+
+// String lists the layers, e.g. "mlp: flatten - linear 784->512 - relu - ...". It is also the
+// model's identity in checkpoints.
+func (m *Model) String() string {
+	parts := make([]string, len(m.layers))
+	for i, l := range m.layers {
+		parts[i] = l.String()
+	}
+	return fmt.Sprintf("%s %v->%d: %s", m.name, m.in, m.classes, strings.Join(parts, " - "))
+}
+
+// bind allocates the parameters on dev and initializes them from seed (He uniform for weights
+// that feed a ReLU, Glorot uniform otherwise, zero biases), through stream s.
+func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64) error {
+	if m.ops != nil {
+		return fmt.Errorf("%w: %s is already used by a trainer", ErrModel, m.name)
+	}
+	m.ops = ops
+	m.weights.dev, m.acts.dev = dev, dev
+	pi := 0
+	for li, ps := range m.layerParams {
+		for _, p := range ps {
+			pi++
+			n := prod(p.Shape)
+			var err error
+			if p.W, err = m.weights.f32(n); err != nil {
+				return err
+			}
+			if p.G, err = m.weights.f32(n); err != nil {
+				return err
+			}
+			host := make([]float32, n)
+			r := rand.New(rand.NewPCG(rng.Mix(seed, uint64(pi), 5), rng.Mix(seed, uint64(pi), 6)))
+			p.init(host, r, m.reluAfter[li])
+			if err := upload(s, p.W, host); err != nil {
+				return err
+			}
+		}
+	}
+	var err error
+	if m.loss, err = m.weights.f32(1); err != nil {
+		return err
+	}
+	m.correct, err = m.weights.i32(1)
+	return err
+}
+
+// upload enqueues a copy of host into v; host must not be modified afterwards (the stream reads it
+// later).
+func upload(s gpu.Stream, v kernels.F32, host []float32) error {
+	if len(host) == 0 {
+		return nil
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))
+	if err := s.CopyH2D(v.Buf, 4*v.Off, b); err != nil {
+		return fmt.Errorf("train: upload: %w", err)
+	}
+	return nil
+}
+
+// reserve makes room for batches of n samples, reallocating the activations if they were smaller.
+// The caller must have synchronized the stream (old activations may be in use otherwise).
+func (m *Model) reserve(n int) error {
+	if n <= m.capN {
+		return nil
+	}
+	if err := m.acts.free(); err != nil {
+		return err
+	}
+	m.capN = 0
+	var err error
+	if m.input, err = m.acts.f32(n * m.in.Len()); err != nil {
+		return err
+	}
+	if m.dlogits, err = m.acts.f32(n * m.classes); err != nil {
+		return err
+	}
+	for _, l := range m.layers {
+		if err := l.reserve(&m.acts, n); err != nil {
+			return err
+		}
+	}
+	m.capN = n
+	return nil
+}
+
+// forward enqueues the pass over the normalized input of n samples and returns the logits.
+func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
+	h := m.input.Slice(0, n*m.in.Len())
+	for i, l := range m.layers {
+		r.seed = rng.Mix(seed, uint64(i))
+		var err error
+		if h, err = l.forward(r, h, n); err != nil {
+			return h, fmt.Errorf("train: %s layer %d (%v) forward: %w", m.name, i, l, err)
+		}
+	}
+	return h, nil
+}
+
+// backward enqueues the gradient pass from dlogits.
+func (m *Model) backward(r *run, n int) error {
+	d := m.dlogits.Slice(0, n*m.classes)
+	for i := len(m.layers) - 1; i >= 0 && i >= m.firstParamLayer; i-- {
+		var err error
+		if d, err = m.layers[i].backward(r, d, n, i > m.firstParamLayer); err != nil {
+			return fmt.Errorf("train: %s layer %d (%v) backward: %w", m.name, i, m.layers[i], err)
+		}
+	}
+	return nil
+}
+
+func (m *Model) free() error {
+	return errors.Join(m.acts.free(), m.weights.free())
+}

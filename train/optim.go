@@ -1,0 +1,121 @@
+package train
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// Optimizer updates parameters from their gradients. SGD and AdamW implement it.
+type Optimizer interface {
+	// String names the optimizer and its settings; checkpoints record it.
+	String() string
+	// BaseLR is the learning rate the schedule scales.
+	BaseLR() float64
+	// slots is the number of state tensors per parameter.
+	slots() int
+	// update enqueues one step for p with learning rate lr; step counts from 1.
+	update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error
+}
+
+// SGD is stochastic gradient descent with momentum, as PyTorch's torch.optim.SGD without
+// dampening: g += WeightDecay*w; v = Momentum*v + g; w -= LR*(Nesterov ? g + Momentum*v : v).
+type SGD struct {
+	LR, Momentum, WeightDecay float64
+	Nesterov                  bool
+}
+
+var _ Optimizer = SGD{}
+
+func (o SGD) String() string {
+	return fmt.Sprintf("sgd lr=%g momentum=%g weight_decay=%g nesterov=%v", o.LR, o.Momentum, o.WeightDecay, o.Nesterov)
+}
+
+// BaseLR returns LR.
+func (o SGD) BaseLR() float64 { return o.LR }
+
+func (o SGD) slots() int {
+	if o.Momentum == 0 {
+		return 0
+	}
+	return 1
+}
+
+func (o SGD) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, _ int) error {
+	var v kernels.F32
+	if len(p.slots) > 0 {
+		v = p.slots[0]
+	}
+	return ops.SGDStep(s, p.W, p.G, v, kernels.SGD{LR: float32(lr), Momentum: float32(o.Momentum), WeightDecay: float32(o.WeightDecay), Nesterov: o.Nesterov})
+}
+
+// AdamW is Adam with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW. Zero
+// Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8.
+type AdamW struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+}
+
+var _ Optimizer = AdamW{}
+
+func (o AdamW) withDefaults() AdamW {
+	if o.Beta1 == 0 {
+		o.Beta1 = 0.9
+	}
+	if o.Beta2 == 0 {
+		o.Beta2 = 0.999
+	}
+	if o.Eps == 0 {
+		o.Eps = 1e-8
+	}
+	return o
+}
+
+func (o AdamW) String() string {
+	o = o.withDefaults()
+	return fmt.Sprintf("adamw lr=%g betas=(%g,%g) eps=%g weight_decay=%g", o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay)
+}
+
+// BaseLR returns LR.
+func (o AdamW) BaseLR() float64 { return o.LR }
+
+func (o AdamW) slots() int { return 2 }
+
+func (o AdamW) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
+	o = o.withDefaults()
+	return ops.AdamWStep(s, p.W, p.G, p.slots[0], p.slots[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
+		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay), Step: step})
+}
+
+// Schedule maps the global step (from 0), the steps per epoch and the total number of steps of the
+// run to a factor of the optimizer's base learning rate.
+type Schedule func(step, perEpoch, total int) float64
+
+// Constant keeps the base learning rate.
+func Constant() Schedule { return func(int, int, int) float64 { return 1 } }
+
+// StepDecay multiplies the rate by gamma every `every` epochs (PyTorch's StepLR counted in
+// epochs). every < 1 is treated as 1.
+func StepDecay(every int, gamma float64) Schedule {
+	every = max(every, 1)
+	return func(step, perEpoch, _ int) float64 {
+		return math.Pow(gamma, float64(step/(max(perEpoch, 1)*every)))
+	}
+}
+
+// Cosine warms the rate up linearly over the first warmupEpochs (a fraction is allowed) and then
+// follows a half cosine from the base rate down to zero at the last step.
+func Cosine(warmupEpochs float64) Schedule {
+	return func(step, perEpoch, total int) float64 {
+		warm := int(warmupEpochs * float64(perEpoch))
+		if step < warm {
+			return float64(step+1) / float64(warm)
+		}
+		span := total - warm
+		if span <= 0 {
+			return 1
+		}
+		return 0.5 * (1 + math.Cos(math.Pi*float64(step-warm)/float64(span)))
+	}
+}

@@ -1,0 +1,367 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"testing"
+	"unsafe"
+
+	"go.uber.org/goleak"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
+
+func openCPU(t testing.TB) gpu.Device {
+	t.Helper()
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	return dev
+}
+
+var img8 = Shape{C: 1, H: 8, W: 8}
+
+func smallMLP(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("small-mlp", img8, 10, Flatten(), Linear(64, 32), ReLU(), Dropout(0.1), Linear(32, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func smallCNN(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("small-cnn", img8, 10, Conv2d(1, 4, 3, 1), ReLU(), MaxPool2d(2), Flatten(), Linear(64, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// weights reads every parameter's values back from the device.
+func weights(t testing.TB, tr *Trainer) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, p := range tr.m.params {
+		host := make([]float32, p.Len())
+		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, host)
+	}
+	if err := tr.s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
+type fixture struct {
+	dev         gpu.Device
+	train, test *memData
+}
+
+func newFixture(t testing.TB, n int) *fixture {
+	dev := openCPU(t)
+	imgs, labels := synthetic(n, 1)
+	timgs, tlabels := synthetic(200, 2)
+	f := &fixture{dev: dev,
+		train: newMemData(dev, imgs, labels, img8, 32, true, 7),
+		test:  newMemData(dev, timgs, tlabels, img8, 50, false, 0)}
+	t.Cleanup(func() { f.train.close(); f.test.close() })
+	return f
+}
+
+func fit(t testing.TB, f *fixture, m *Model, opt Optimizer, cfg Config) (Result, *Trainer) {
+	t.Helper()
+	tr, err := New(m, f.dev, opt, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := tr.Close(); err != nil {
+			t.Error(err)
+		}
+	})
+	res, err := tr.Fit(context.Background(), f.train, f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res, tr
+}
+
+func TestNewModel(t *testing.T) {
+	mnist := Shape{C: 1, H: 28, W: 28}
+	for _, tc := range []struct {
+		name   string
+		params int
+	}{
+		{"mlp", 784*512 + 512 + 512*256 + 256 + 256*10 + 10},
+		{"cnn", 32*25 + 32 + 64*32*25 + 64 + 64*7*7*128 + 128 + 128*10 + 10},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewModel(tc.name, mnist, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := m.NumParams(); got != tc.params {
+				t.Fatalf("NewModel(%q).NumParams() = %d; want %d", tc.name, got, tc.params)
+			}
+		})
+	}
+	if _, err := NewModel("resnet", mnist, 10); !errors.Is(err, ErrModel) {
+		t.Fatalf("NewModel(resnet) error = %v; want ErrModel", err)
+	}
+	if _, err := Sequential("bad", mnist, 10, Flatten(), Linear(100, 10)); !errors.Is(err, ErrModel) {
+		t.Fatalf("Sequential with a misfit Linear error = %v; want ErrModel", err)
+	}
+	if _, err := Sequential("bad", mnist, 10, Conv2d(3, 4, 3, 1)); !errors.Is(err, ErrModel) {
+		t.Fatalf("Sequential with a misfit Conv2d error = %v; want ErrModel", err)
+	}
+}
+
+func TestSchedules(t *testing.T) {
+	for _, tc := range []struct {
+		name                  string
+		s                     Schedule
+		step, perEpoch, total int
+		want                  float64
+	}{
+		{"constant", Constant(), 50, 10, 100, 1},
+		{"step before", StepDecay(2, 0.1), 19, 10, 100, 1},
+		{"step after", StepDecay(2, 0.1), 20, 10, 100, 0.1},
+		{"step twice", StepDecay(2, 0.1), 45, 10, 100, 0.01},
+		{"cosine warmup start", Cosine(1), 0, 10, 100, 0.1},
+		{"cosine warmup end", Cosine(1), 9, 10, 100, 1},
+		{"cosine top", Cosine(1), 10, 10, 100, 1},
+		{"cosine middle", Cosine(1), 55, 10, 100, 0.5},
+		{"cosine end", Cosine(0), 100, 10, 100, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := tc.s(tc.step, tc.perEpoch, tc.total); math.Abs(got-tc.want) > 1e-12 {
+				t.Fatalf("schedule(%d, %d, %d) = %v; want %v", tc.step, tc.perEpoch, tc.total, got, tc.want)
+			}
+		})
+	}
+}
+
+func TestFitLearns(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model func(testing.TB) *Model
+		opt   Optimizer
+	}{
+		{"mlp sgd nesterov", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4}},
+		{"cnn sgd", smallCNN, SGD{LR: 0.05, Momentum: 0.9}},
+		{"mlp adamw", smallMLP, AdamW{LR: 3e-3, WeightDecay: 1e-2}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			f := newFixture(t, 1000)
+			var steps, epochsSeen int
+			res, _ := fit(t, f, tc.model(t), tc.opt, Config{Epochs: 3, Seed: 1, Schedule: Cosine(0.2), Progress: func(p *Progress) {
+				if p.Done {
+					epochsSeen++
+				} else {
+					steps++
+				}
+			}})
+			if res.TestAcc < 0.9 {
+				t.Fatalf("test accuracy after 3 epochs = %v; want >= 0.9 (history %+v)", res.TestAcc, res.History)
+			}
+			if h := res.History; h[2].TrainLoss >= h[0].TrainLoss {
+				t.Fatalf("train loss went from %v to %v; want it to fall", h[0].TrainLoss, h[2].TrainLoss)
+			}
+			if steps != 3*32 || epochsSeen != 3 {
+				t.Fatalf("progress calls: %d steps, %d epochs; want 96 and 3", steps, epochsSeen)
+			}
+			if res.Epochs != 3 || res.FinalLoss != res.History[2].TrainLoss || !(res.SamplesPerS > 0) || res.DataWaitFraction < 0 || res.DataWaitFraction > 1 {
+				t.Fatalf("result = %+v; want 3 epochs, final loss of the last epoch, positive speed, wait fraction in [0,1]", res)
+			}
+			if f.train.release != 3*32 {
+				t.Fatalf("Release called %d times; want %d", f.train.release, 3*32)
+			}
+		})
+	}
+}
+
+func TestDeterministic(t *testing.T) {
+	run := func() (Result, [][]float32) {
+		f := newFixture(t, 300)
+		res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
+		return res, weights(t, tr)
+	}
+	r1, w1 := run()
+	r2, w2 := run()
+	if r1.FinalLoss != r2.FinalLoss {
+		t.Fatalf("final loss = %v then %v; want identical", r1.FinalLoss, r2.FinalLoss)
+	}
+	for i := range w1 {
+		for j := range w1[i] {
+			if math.Float32bits(w1[i][j]) != math.Float32bits(w2[i][j]) {
+				t.Fatalf("param %d[%d] = %v then %v; want identical", i, j, w1[i][j], w2[i][j])
+			}
+		}
+	}
+}
+
+func TestResumeEqualsUninterrupted(t *testing.T) {
+	for _, tc := range []struct {
+		name  string
+		model func(testing.TB) *Model
+		opt   Optimizer
+	}{
+		{"mlp with dropout, sgd", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}},
+		{"cnn adamw", smallCNN, AdamW{LR: 1e-3}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			cfg := Config{Epochs: 3, Seed: 5, Schedule: Cosine(0.5)}
+			full, trFull := fit(t, newFixture(t, 200), tc.model(t), tc.opt, cfg)
+			want := weights(t, trFull)
+
+			// The interrupted run is the same run, killed after its first epoch's checkpoint.
+			part := cfg
+			part.Checkpoint = filepath.Join(dir, "ckpt")
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			part.Progress = func(p *Progress) {
+				if p.Done && p.Epoch == 1 {
+					cancel()
+				}
+			}
+			f := newFixture(t, 200)
+			tr1, err := New(tc.model(t), f.dev, tc.opt, part)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := tr1.Fit(ctx, f.train, f.test); !errors.Is(err, context.Canceled) {
+				t.Fatalf("interrupted Fit error = %v; want context.Canceled", err)
+			}
+			if err := tr1.Close(); err != nil {
+				t.Fatal(err)
+			}
+
+			resumed := cfg
+			resumed.Resume = part.Checkpoint
+			res, tr := fit(t, newFixture(t, 200), tc.model(t), tc.opt, resumed)
+			if res.FinalLoss != full.FinalLoss || res.Epochs != 3 || len(res.History) != 3 {
+				t.Fatalf("resumed: final loss %v after %d epochs; want %v after 3", res.FinalLoss, res.Epochs, full.FinalLoss)
+			}
+			got := weights(t, tr)
+			for i := range want {
+				for j := range want[i] {
+					if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {
+						t.Fatalf("param %d[%d] = %v resumed; want %v", i, j, got[i][j], want[i][j])
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestCheckpointRefused(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "good")
+	fit(t, newFixture(t, 64), smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Checkpoint: path})
+	good, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	flipped := bytes.Clone(good)
+	flipped[len(flipped)/2] ^= 1
+	for _, tc := range []struct {
+		name  string
+		path  string
+		model func(testing.TB) *Model
+		opt   Optimizer
+		want  error
+	}{
+		{"truncated", write("trunc", good[:len(good)-10]), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"bit flip", write("flip", flipped), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"not a checkpoint", write("text", []byte("hello, world; this is not a checkpoint")), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"wrong model", path, smallCNN, SGD{LR: 0.1, Momentum: 0.9}, ErrMismatch},
+		{"wrong optimizer", path, smallMLP, AdamW{LR: 0.1}, ErrMismatch},
+		{"missing file", filepath.Join(dir, "none"), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, os.ErrNotExist},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(tc.model(t), openCPU(t), tc.opt, Config{Resume: tc.path})
+			if !errors.Is(err, tc.want) {
+				t.Fatalf("New(resume %s) error = %v; want %v", tc.name, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestBadBatch(t *testing.T) {
+	f := newFixture(t, 64)
+	m, err := Sequential("mlp16", Shape{C: 1, H: 4, W: 4}, 10, Flatten(), Linear(16, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, f.dev, SGD{LR: 0.1}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Fit(context.Background(), f.train, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Fit with 8x8 batches for a 4x4 model: error = %v; want ErrConfig", err)
+	}
+}
+
+func TestCancel(t *testing.T) {
+	f := newFixture(t, 640)
+	ctx, cancel := context.WithCancel(context.Background())
+	steps := 0
+	tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: 5, Progress: func(p *Progress) {
+		if steps++; steps == 3 {
+			cancel()
+		}
+	}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Fit(ctx, f.train, f.test); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Fit after cancel: error = %v; want context.Canceled", err)
+	}
+	if steps != 3 {
+		t.Fatalf("steps run = %d; want 3", steps)
+	}
+}
+
+func FuzzDecodeCheckpoint(f *testing.F) {
+	c := checkpoint{model: "m", optimizer: "sgd", seed: 1, epochs: 2, step: 3,
+		history: []EpochResult{{Epoch: 1, TrainLoss: 0.5}},
+		params:  []ckptParam{{name: "0.linear.weight", tensors: [][]float32{{1, 2, 3}, {4, 5, 6}}}}}
+	good := c.encode()
+	f.Add(good)
+	f.Add(good[:len(good)-1])
+	f.Add([]byte(ckptMagic))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		got, err := decodeCheckpoint(b)
+		if err != nil {
+			if !errors.Is(err, ErrCheckpoint) {
+				t.Fatalf("decodeCheckpoint error %v does not wrap ErrCheckpoint", err)
+			}
+			return
+		}
+		if again := got.encode(); !bytes.Equal(again, b) {
+			t.Fatalf("decode then encode changed the bytes")
+		}
+	})
+}

@@ -1,0 +1,402 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"iter"
+	"math"
+	"time"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// ErrConfig: a Config or an argument the trainer cannot use.
+var ErrConfig = errors.New("train: bad configuration")
+
+// Batch is one batch on the device, as a Data source hands it to the trainer.
+type Batch struct {
+	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes).
+	Images kernels.U8
+	Labels kernels.I32
+	N      int
+	Shape  Shape
+	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
+	// batch on its stream (the source then recycles the buffers after that work has run).
+	Release func()
+}
+
+// Data is a source of device batches: a loader (see FromLoader) or an in-memory set.
+type Data interface {
+	// Batches yields the batches of an epoch (from 0) in order; the trainer stops at the first
+	// error.
+	Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error]
+	// Steps is the number of batches per epoch.
+	Steps() int
+	// Normalization is the per-channel mean and std (on the [0,1] scale) the trainer applies on
+	// its stream to turn pixels into inputs; nil for none.
+	Normalization() (mean, std []float32)
+}
+
+// Config is the trainer's configuration. Zero values are the defaults.
+type Config struct {
+	// Epochs is the total number of epochs Fit runs (counting those a resumed checkpoint already
+	// holds); 0 means 1.
+	Epochs int
+	// Schedule scales the optimizer's rate per step; nil means Constant.
+	Schedule Schedule
+	// Seed fixes the initial weights and the dropout masks.
+	Seed uint64
+	// Checkpoint, if set, is the path a checkpoint is written to after each epoch (atomically:
+	// a temporary file renamed over it).
+	Checkpoint string
+	// Resume, if set, is a checkpoint to start from: New loads its weights, optimizer state and
+	// progress, and Fit continues with the epoch after the last one it holds.
+	Resume string
+	// Progress, if set, is called on Fit's goroutine after every training step and after every
+	// epoch's evaluation. It must not keep the *Progress.
+	Progress func(*Progress)
+}
+
+// Progress reports where Fit is.
+type Progress struct {
+	// Epoch counts from 1 to Epochs; Step from 1 to Steps within the epoch (0 in an epoch report).
+	Epoch, Epochs int
+	Step, Steps   int
+	// Loss is the mean training loss of the step (of the epoch so far, in an epoch report).
+	Loss float64
+	// Done is set on the epoch report, with Result filled in.
+	Done   bool
+	Result EpochResult
+}
+
+// EpochResult is the record of one epoch.
+type EpochResult struct {
+	Epoch            int     `json:"epoch"`
+	TrainLoss        float64 `json:"train_loss"`
+	TestAcc          float64 `json:"test_acc"`
+	Seconds          float64 `json:"seconds"`
+	SamplesPerS      float64 `json:"samples_per_s"`
+	DataWaitFraction float64 `json:"data_wait_fraction"`
+}
+
+// Result is what Fit returns.
+type Result struct {
+	// TestAcc is the accuracy on the test data after the last epoch.
+	TestAcc float64 `json:"test_acc"`
+	// FinalLoss is the mean per-sample training loss of the last epoch.
+	FinalLoss float64 `json:"final_loss"`
+	// SamplesPerS is training samples over training time (evaluation excluded) of the epochs this
+	// Fit ran.
+	SamplesPerS float64 `json:"samples_per_s"`
+	// Seconds is the wall time of this Fit, evaluation included.
+	Seconds float64 `json:"seconds"`
+	// Epochs is the number of epochs the model has been trained for (resumed ones included).
+	Epochs int `json:"epochs"`
+	// DataWaitFraction is the fraction of training time spent waiting for the next batch.
+	DataWaitFraction float64 `json:"data_wait_fraction"`
+	// History has one record per epoch, resumed ones included.
+	History []EpochResult `json:"history"`
+}
+
+// Trainer trains one model on one device. It is not safe for concurrent use.
+//
+// Its compute stream (Stream) runs every kernel; give it to the loader so that the loader's copies
+// are ordered before the kernels that read them.
+type Trainer struct {
+	m    *Model
+	dev  gpu.Device
+	ops  kernels.Ops
+	s    gpu.Stream
+	opt  Optimizer
+	cfg  Config
+	seed uint64
+
+	epochs  int // completed epochs
+	step    int // completed steps over all epochs
+	history []EpochResult
+
+	host [4]byte // loss and count read-back
+}
+
+// New prepares m on dev for training with opt: it opens a compute stream, allocates and
+// initializes the parameters from cfg.Seed, and loads cfg.Resume if set. Close releases it all.
+func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
+	if m == nil || dev == nil || opt == nil {
+		return nil, fmt.Errorf("%w: nil model, device or optimizer", ErrConfig)
+	}
+	if cfg.Epochs < 0 || !(opt.BaseLR() > 0) {
+		return nil, fmt.Errorf("%w: epochs %d, learning rate %v", ErrConfig, cfg.Epochs, opt.BaseLR())
+	}
+	if cfg.Epochs == 0 {
+		cfg.Epochs = 1
+	}
+	if cfg.Schedule == nil {
+		cfg.Schedule = Constant()
+	}
+	ops, err := kernels.For(dev)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		return nil, fmt.Errorf("train: compute stream: %w", err)
+	}
+	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
+	if err := t.setup(); err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	return t, nil
+}
+
+func (t *Trainer) setup() error {
+	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
+		return err
+	}
+	for _, p := range t.m.params {
+		for range t.opt.slots() {
+			v, err := t.m.weights.f32(p.Len())
+			if err != nil {
+				return err
+			}
+			if err := t.ops.Fill(t.s, v, 0); err != nil {
+				return err
+			}
+			p.slots = append(p.slots, v)
+		}
+	}
+	if t.cfg.Resume != "" {
+		if err := t.Load(t.cfg.Resume); err != nil {
+			return err
+		}
+	}
+	return t.s.Synchronize(context.Background())
+}
+
+// Stream is the trainer's compute stream.
+func (t *Trainer) Stream() gpu.Stream { return t.s }
+
+// Model is the model being trained.
+func (t *Trainer) Model() *Model { return t.m }
+
+// Epochs is the number of completed epochs (resumed ones included).
+func (t *Trainer) Epochs() int { return t.epochs }
+
+// Close waits for the stream, frees the model's device memory and closes the stream.
+func (t *Trainer) Close() error {
+	err := t.s.Synchronize(context.Background())
+	return errors.Join(err, t.m.free(), t.s.Close())
+}
+
+// Fit trains from the epoch after the last completed one up to Config.Epochs, evaluating on test
+// after each epoch (test may be nil) and writing Config.Checkpoint after each. It returns the
+// results so far with the first error; cancelling ctx stops it between steps.
+func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
+	start := time.Now()
+	var res Result
+	var trainTime, waitTime time.Duration
+	var samples int
+	for t.epochs < t.cfg.Epochs {
+		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
+		samples += n
+		trainTime += busy
+		waitTime += wait
+		if err != nil {
+			return t.result(res, start, samples, trainTime, waitTime), err
+		}
+		if test != nil {
+			if er.TestAcc, err = t.Evaluate(ctx, test); err != nil {
+				return t.result(res, start, samples, trainTime, waitTime), err
+			}
+		}
+		t.history = append(t.history, er)
+		t.epochs++
+		if t.cfg.Checkpoint != "" {
+			if err := t.Save(t.cfg.Checkpoint); err != nil {
+				return t.result(res, start, samples, trainTime, waitTime), err
+			}
+		}
+		if t.cfg.Progress != nil {
+			t.cfg.Progress(&Progress{Epoch: er.Epoch, Epochs: t.cfg.Epochs, Steps: trainData.Steps(), Loss: er.TrainLoss, Done: true, Result: er})
+		}
+	}
+	return t.result(res, start, samples, trainTime, waitTime), nil
+}
+
+func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time.Duration) Result {
+	r.Seconds = time.Since(start).Seconds()
+	if busy > 0 {
+		r.SamplesPerS = float64(samples) / busy.Seconds()
+		r.DataWaitFraction = wait.Seconds() / busy.Seconds()
+	}
+	r.Epochs = t.epochs
+	r.History = append([]EpochResult(nil), t.history...)
+	if len(t.history) > 0 {
+		last := t.history[len(t.history)-1]
+		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
+	}
+	return r
+}
+
+func (t *Trainer) checkBatch(b Batch) error {
+	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
+		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
+			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
+	}
+	if b.N > t.m.capN {
+		if err := t.s.Synchronize(context.Background()); err != nil {
+			return err
+		}
+		return t.m.reserve(b.N)
+	}
+	return nil
+}
+
+// trainEpoch runs one epoch; it returns the epoch's record (without test accuracy), the number of
+// samples, the training time and the time spent waiting for batches.
+func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, samples int, busy, wait time.Duration, err error) {
+	epoch := t.epochs
+	er.Epoch = epoch + 1
+	mean, std := data.Normalization()
+	steps := data.Steps()
+	total := steps * t.cfg.Epochs
+	var lossSum float64
+	start := time.Now()
+	last := start
+	defer func() {
+		busy = time.Since(start)
+		er.Seconds = busy.Seconds()
+		if busy > 0 {
+			er.SamplesPerS = float64(samples) / busy.Seconds()
+			er.DataWaitFraction = wait.Seconds() / busy.Seconds()
+		}
+		if samples > 0 {
+			er.TrainLoss = lossSum / float64(samples)
+		}
+	}()
+	stepInEpoch := 0
+	for b, berr := range data.Batches(ctx, epoch) {
+		wait += time.Since(last)
+		if berr != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, berr)
+		}
+		loss, err := t.trainStep(ctx, b, mean, std, total, steps)
+		if err != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
+		}
+		if math.IsNaN(loss) || math.IsInf(loss, 0) {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: loss is %v (diverged; lower the learning rate)", epoch+1, stepInEpoch+1, loss)
+		}
+		lossSum += loss * float64(b.N)
+		samples += b.N
+		stepInEpoch++
+		if t.cfg.Progress != nil {
+			t.cfg.Progress(&Progress{Epoch: epoch + 1, Epochs: t.cfg.Epochs, Step: stepInEpoch, Steps: steps, Loss: loss})
+		}
+		if err := ctx.Err(); err != nil {
+			return er, samples, busy, wait, err
+		}
+		last = time.Now()
+	}
+	return er, samples, busy, wait, nil
+}
+
+// trainStep enqueues one step on the batch, waits for it and returns its mean loss.
+func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) (float64, error) {
+	err := t.enqueueStep(b, mean, std, total, perEpoch)
+	if b.Release != nil {
+		b.Release()
+	}
+	if err != nil {
+		return 0, err
+	}
+	if err := t.s.CopyD2H(t.host[:], t.m.loss.Buf, 4*t.m.loss.Off); err != nil {
+		return 0, err
+	}
+	if err := t.s.Synchronize(ctx); err != nil {
+		return 0, err
+	}
+	t.step++
+	return float64(*(*float32)(unsafe.Pointer(&t.host[0]))), nil
+}
+
+func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int) error {
+	if err := t.checkBatch(b); err != nil {
+		return err
+	}
+	m, n := t.m, b.N
+	r := &run{ops: t.ops, s: t.s, train: true}
+	x := m.input.Slice(0, n*m.in.Len())
+	if err := t.ops.NormalizeU8(t.s, x, b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
+		return err
+	}
+	logits, err := m.forward(r, n, rng.Mix(t.seed, uint64(t.step), 7))
+	if err != nil {
+		return err
+	}
+	if err := t.ops.SoftmaxCrossEntropy(t.s, m.loss, m.dlogits.Slice(0, n*m.classes), logits, b.Labels, n, m.classes); err != nil {
+		return err
+	}
+	if err := m.backward(r, n); err != nil {
+		return err
+	}
+	lr := t.opt.BaseLR() * t.cfg.Schedule(t.step, perEpoch, total)
+	for _, p := range m.params {
+		if err := t.opt.update(t.ops, t.s, p, lr, t.step+1); err != nil {
+			return fmt.Errorf("train: update %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
+func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
+	mean, std := data.Normalization()
+	m := t.m
+	if err := t.ops.Fill(t.s, kernels.F32(m.correct), 0); err != nil {
+		return 0, err
+	}
+	r := &run{ops: t.ops, s: t.s}
+	seen := 0
+	for b, err := range data.Batches(ctx, 0) {
+		if err != nil {
+			return 0, fmt.Errorf("train: evaluate: %w", err)
+		}
+		err := t.enqueueEval(r, b, mean, std)
+		if b.Release != nil {
+			b.Release()
+		}
+		if err != nil {
+			return 0, fmt.Errorf("train: evaluate: %w", err)
+		}
+		seen += b.N
+	}
+	if err := t.s.CopyD2H(t.host[:], m.correct.Buf, 4*m.correct.Off); err != nil {
+		return 0, err
+	}
+	if err := t.s.Synchronize(ctx); err != nil {
+		return 0, fmt.Errorf("train: evaluate: %w", err)
+	}
+	if seen == 0 {
+		return 0, nil
+	}
+	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
+}
+
+func (t *Trainer) enqueueEval(r *run, b Batch, mean, std []float32) error {
+	if err := t.checkBatch(b); err != nil {
+		return err
+	}
+	m, n := t.m, b.N
+	if err := t.ops.NormalizeU8(t.s, m.input.Slice(0, n*m.in.Len()), b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
+		return err
+	}
+	logits, err := m.forward(r, n, 0)
+	if err != nil {
+		return err
+	}
+	return t.ops.CountCorrect(t.s, m.correct, logits, b.Labels, n, m.classes)
+}
