@@ -9,19 +9,23 @@ import (
 	"gonum.org/v1/gonum/blas/gonum"
 )
 
-// benchShapes are the multiplies of training: the MNIST MLP (784-512-256-10, batch 128) forward
-// and backward, and the second convolution of the CNN as im2col (batch 128, 14x14, 5x5x32 -> 64).
+// benchShapes are the multiplies of training as kernels/ and train/ issue them: the MNIST MLP
+// (784-512-256-10, batch 128, weights stored out x in) forward and backward, the second
+// convolution of the CNN (5x5x32 -> 64 on 14x14) per sample as kernels/ runs it, and the same
+// convolution as one im2col multiply over the whole batch of 128.
 var benchShapes = []struct {
 	name           string
 	transA, transB bool
 	m, n, k        int
 }{
-	{"mlp1_fwd_128x784x512", false, false, 128, 512, 784},
-	{"mlp2_fwd_128x512x256", false, false, 128, 256, 512},
-	{"mlp1_dW_784x128x512", true, false, 784, 512, 128},
-	{"mlp1_dX_128x512x784", false, true, 128, 784, 512},
-	{"cnn2_fwd_25088x800x64", false, false, 128 * 14 * 14, 64, 800},
-	{"cnn2_dW_800x25088x64", true, false, 800, 64, 128 * 14 * 14},
+	{"mlp1_fwd_128x512x784_NT", false, true, 128, 512, 784},
+	{"mlp2_fwd_128x256x512_NT", false, true, 128, 256, 512},
+	{"mlp1_dW_512x784x128_TN", true, false, 512, 784, 128},
+	{"mlp1_dX_128x784x512_NN", false, false, 128, 784, 512},
+	{"conv2_fwd_64x196x800_NN", false, false, 64, 196, 800},
+	{"conv2_dW_64x800x196_NT", false, true, 64, 800, 196},
+	{"conv2_dX_800x196x64_TN", true, false, 800, 196, 64},
+	{"conv2_batch_25088x64x800_NN", false, false, 128 * 14 * 14, 64, 800},
 }
 
 // BenchmarkSgemm compares this package with gonum's Sgemm on the same operands in one run.

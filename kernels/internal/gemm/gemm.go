@@ -221,7 +221,8 @@ func grow(s []float32, n int) []float32 {
 }
 
 // run computes the part's block of C, GotoBLAS style: for each block of columns of B and each
-// block of k, pack B; for each block of rows of A, pack A and sweep the micro-kernel over it.
+// block of k, pack B; for each block of rows of A, pack A (unless the kernel reads row-major A in
+// place) and sweep the micro-kernel over the block.
 func (p *part) run() {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
@@ -240,21 +241,28 @@ func (p *part) run() {
 			if pc > 0 {
 				beta = 1 // later passes add to what the first pass stored
 			}
-			packB(ws.pb, p.transB, p.b, p.ldb, pc, kc, jc, nc, nr)
+			packB(ws.pb, kern, p.transB, p.b, p.ldb, pc, kc, jc, nc)
 			for ic := p.m0; ic < p.m1; ic += mc0 {
 				mc := min(mc0, p.m1-ic)
-				packA(ws.pa, p.transA, p.a, p.lda, ic, mc, pc, kc, mr)
-				p.macro(ws, ic, mc, jc, nc, kc, beta)
+				// Full slivers of row-major A are read in place; only a partial last
+				// sliver, whose missing rows must read as zeros, is packed.
+				direct := 0
+				if !p.transA {
+					direct = mc / mr * mr
+				}
+				packA(ws.pa[direct*kc:], p.transA, p.a, p.lda, ic+direct, mc-direct, pc, kc, mr)
+				p.macro(ws, ic, mc, direct, jc, nc, pc, kc, beta)
 			}
 		}
 	}
 	workspaces.Put(ws)
 }
 
-// macro multiplies the packed mc x kc block of A by the packed kc x nc block of B into C at
-// (ic, jc). Tiles that stick out of C run the same kernel on a padded copy, so that every element
-// sees the same arithmetic wherever it lies.
-func (p *part) macro(ws *workspace, ic, mc, jc, nc, kc int, beta float32) {
+// macro multiplies the mc x kc block of A at (ic, pc) by the packed kc x nc block of B into C at
+// (ic, jc); its first direct rows are read from A in place, the rest from ws.pa. Tiles that
+// stick out of C run the same kernel on a padded copy, so that every element sees the same
+// arithmetic wherever it lies.
+func (p *part) macro(ws *workspace, ic, mc, direct, jc, nc, pc, kc int, beta float32) {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
 	c, ldc := p.c, p.ldc
@@ -262,11 +270,14 @@ func (p *part) macro(ws *workspace, ic, mc, jc, nc, kc int, beta float32) {
 		bp := ws.pb[jr*kc : (jr+nr)*kc]
 		w := min(nr, nc-jr)
 		for ir := 0; ir < mc; ir += mr {
-			ap := ws.pa[ir*kc : (ir+mr)*kc]
+			ap, rs, ps := ws.pa[ir*kc:(ir+mr)*kc], 1, mr
+			if ir < direct {
+				ap, rs, ps = p.a[(ic+ir)*p.lda+pc:], p.lda, 1
+			}
 			h := min(mr, mc-ir)
 			off := (ic+ir)*ldc + jc + jr
 			if h == mr && w == nr {
-				kern.fn(kc, ap, bp, c[off:off+(mr-1)*ldc+nr], ldc, p.alpha, beta)
+				kern.fn(kc, ap, rs, ps, bp, c[off:off+(mr-1)*ldc+nr], ldc, p.alpha, beta)
 				continue
 			}
 			t := ws.tile
@@ -276,7 +287,7 @@ func (p *part) macro(ws *workspace, ic, mc, jc, nc, kc int, beta float32) {
 					copy(t[i*nr:i*nr+w], c[off+i*ldc:off+i*ldc+w])
 				}
 			}
-			kern.fn(kc, ap, bp, t, nr, p.alpha, beta)
+			kern.fn(kc, ap, rs, ps, bp, t, nr, p.alpha, beta)
 			for i := range h {
 				copy(c[off+i*ldc:off+i*ldc+w], t[i*nr:i*nr+w])
 			}
@@ -318,7 +329,8 @@ func packA(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc, mr int) 
 // packB copies rows [p0, p0+kc) and columns [j0, j0+nc) of op(B) into dst as consecutive nr-column
 // slivers, each stored row by row (dst[s*nr*kc + p*nr + c] = op(B)[p0+p][j0+s*nr+c]). Columns past
 // nc are zero.
-func packB(dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nc, nr int) {
+func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0, nc int) {
+	nr := kern.nr
 	for s := 0; s < nc; s += nr {
 		d := dst[s*kc : (s+nr)*kc]
 		w := min(nr, nc-s)
@@ -331,7 +343,11 @@ func packB(dst []float32, trans bool, b []float32, ldb, p0, kc, j0, nc, nr int) 
 			}
 			continue
 		}
-		// op(B)[p][j] = b[j*ldb+p]: gather each column of B^T into the sliver.
+		// op(B)[p][j] = b[j*ldb+p]: a transpose.
+		if w == nr && kern.packBT != nil {
+			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc)
+			continue
+		}
 		for c := range w {
 			src := b[(j0+s+c)*ldb+p0 : (j0+s+c)*ldb+p0+kc]
 			for p, v := range src {

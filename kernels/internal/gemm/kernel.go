@@ -1,12 +1,17 @@
 package gemm
 
 // kernel is a micro-kernel: fn computes C = alpha*(A sliver * B sliver) + beta*C for one mr x nr
-// tile of C (row-major, leading dimension ldc) from an mr x k sliver of packed A (column by
-// column) and a k x nr sliver of packed B (row by row). beta == 0 must not read C. k >= 1.
+// tile of C (row-major, leading dimension ldc) from an mr x k sliver of A, whose element (i, p)
+// is a[i*rs+p*ps] (packed: rs = 1, ps = mr; row-major A read in place: rs = lda, ps = 1), and a
+// k x nr sliver of packed B (row by row). beta == 0 must not read C. k >= 1.
+//
+// packBT, if not nil, packs a k x nr sliver of B^T faster than the generic gather: dst[p*nr+c] =
+// b[c*ldb+p].
 type kernel struct {
 	name   string
 	mr, nr int
-	fn     func(k int, a, b, c []float32, ldc int, alpha, beta float32)
+	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
+	packBT func(dst, b []float32, ldb, k int)
 }
 
 // generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
@@ -16,15 +21,16 @@ var generic = &kernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
 // active is the kernel Sgemm uses, chosen once from the CPU's features (see selectKernel).
 var active = selectKernel()
 
-func kernelGo4x4(k int, a, b, c []float32, ldc int, alpha, beta float32) {
+func kernelGo4x4(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32) {
 	var c00, c01, c02, c03 float32
 	var c10, c11, c12, c13 float32
 	var c20, c21, c22, c23 float32
 	var c30, c31, c32, c33 float32
-	a, b = a[:4*k], b[:4*k]
-	for p := 0; p+4 <= len(a); p += 4 {
-		ap, bp := a[p:p+4:p+4], b[p:p+4:p+4]
-		a0, a1, a2, a3 := ap[0], ap[1], ap[2], ap[3]
+	a0s, a1s, a2s, a3s := a[0:], a[rs:], a[2*rs:], a[3*rs:]
+	b = b[:4*k]
+	for p, o := 0, 0; p+4 <= len(b); p, o = p+4, o+ps {
+		a0, a1, a2, a3 := a0s[o], a1s[o], a2s[o], a3s[o]
+		bp := b[p : p+4 : p+4]
 		b0, b1, b2, b3 := bp[0], bp[1], bp[2], bp[3]
 		c00 += a0 * b0
 		c01 += a0 * b1

@@ -2,31 +2,34 @@
 
 #include "textflag.h"
 
-// One step of k: the B row (16 floats) into Y12:Y13, then each of the 6 A values broadcast and
-// multiplied into its row's two accumulators. ao is the A offset (bytes), bo the B offset.
-#define STEP6x16(ao, bo) \
+// One step of k: the B row (16 floats at bo(DI)) into Y12:Y13, then each of the 6 A values
+// broadcast and multiplied into its row's two accumulators. Rows 0-2 of A are at (SI),
+// (SI)(R9*1), (SI)(R9*2), rows 3-5 the same from R10; R11 moves both to the next column.
+#define STEP(bo) \
 	VMOVUPS bo(DI), Y12; \
 	VMOVUPS bo+32(DI), Y13; \
-	VBROADCASTSS ao(SI), Y14; \
+	VBROADCASTSS (SI), Y14; \
 	VFMADD231PS Y12, Y14, Y0; \
 	VFMADD231PS Y13, Y14, Y1; \
-	VBROADCASTSS ao+4(SI), Y15; \
+	VBROADCASTSS (SI)(R9*1), Y15; \
 	VFMADD231PS Y12, Y15, Y2; \
 	VFMADD231PS Y13, Y15, Y3; \
-	VBROADCASTSS ao+8(SI), Y14; \
+	VBROADCASTSS (SI)(R9*2), Y14; \
 	VFMADD231PS Y12, Y14, Y4; \
 	VFMADD231PS Y13, Y14, Y5; \
-	VBROADCASTSS ao+12(SI), Y15; \
+	VBROADCASTSS (R10), Y15; \
 	VFMADD231PS Y12, Y15, Y6; \
 	VFMADD231PS Y13, Y15, Y7; \
-	VBROADCASTSS ao+16(SI), Y14; \
+	VBROADCASTSS (R10)(R9*1), Y14; \
 	VFMADD231PS Y12, Y14, Y8; \
 	VFMADD231PS Y13, Y14, Y9; \
-	VBROADCASTSS ao+20(SI), Y15; \
+	VBROADCASTSS (R10)(R9*2), Y15; \
 	VFMADD231PS Y12, Y15, Y10; \
-	VFMADD231PS Y13, Y15, Y11
+	VFMADD231PS Y13, Y15, Y11; \
+	ADDQ R11, SI; \
+	ADDQ R11, R10
 
-// C row = alpha*acc + beta*C (alpha in Y14, beta in Y15), then advance to the next row.
+// C row = alpha*acc + beta*C (alpha in Y14, beta in Y15), then on to the next row.
 #define ROWBETA(r0, r1) \
 	VMULPS Y14, r0, r0; \
 	VMULPS Y14, r1, r1; \
@@ -44,14 +47,20 @@
 	VMOVUPS r1, 32(DX); \
 	ADDQ R8, DX
 
-// func sgemm6x16AVX2(k int, a, b, c *float32, ldc int, alpha, beta float32)
-TEXT ·sgemm6x16AVX2(SB), NOSPLIT, $0-48
+// func sgemm6x16AVX2(k int, a *float32, rs, ps int, b, c *float32, ldc int, alpha, beta float32)
+TEXT ·sgemm6x16AVX2(SB), NOSPLIT, $0-64
 	MOVQ k+0(FP), CX
 	MOVQ a+8(FP), SI
-	MOVQ b+16(FP), DI
-	MOVQ c+24(FP), DX
-	MOVQ ldc+32(FP), R8
+	MOVQ rs+16(FP), R9
+	SHLQ $2, R9
+	MOVQ ps+24(FP), R11
+	SHLQ $2, R11
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
 	SHLQ $2, R8
+	LEAQ (R9)(R9*2), R10
+	ADDQ SI, R10
 
 	VXORPS Y0, Y0, Y0
 	VXORPS Y1, Y1, Y1
@@ -71,11 +80,10 @@ TEXT ·sgemm6x16AVX2(SB), NOSPLIT, $0-48
 	JZ   tail
 
 loop4:
-	STEP6x16(0, 0)
-	STEP6x16(24, 64)
-	STEP6x16(48, 128)
-	STEP6x16(72, 192)
-	ADDQ $96, SI
+	STEP(0)
+	STEP(64)
+	STEP(128)
+	STEP(192)
 	ADDQ $256, DI
 	DECQ BX
 	JNZ  loop4
@@ -85,18 +93,17 @@ tail:
 	JZ   store
 
 loop1:
-	STEP6x16(0, 0)
-	ADDQ $24, SI
+	STEP(0)
 	ADDQ $64, DI
 	DECQ CX
 	JNZ  loop1
 
 store:
-	VBROADCASTSS alpha+40(FP), Y14
-	MOVL beta+44(FP), AX
+	VBROADCASTSS alpha+56(FP), Y14
+	MOVL beta+60(FP), AX
 	ANDL $0x7fffffff, AX // +0 and -0 both mean "do not read C"
 	JZ   storezero
-	VBROADCASTSS beta+44(FP), Y15
+	VBROADCASTSS beta+60(FP), Y15
 	ROWBETA(Y0, Y1)
 	ROWBETA(Y2, Y3)
 	ROWBETA(Y4, Y5)
@@ -113,5 +120,86 @@ storezero:
 	ROWZERO(Y6, Y7)
 	ROWZERO(Y8, Y9)
 	ROWZERO(Y10, Y11)
+	VZEROUPPER
+	RET
+
+// Transposes the 8x8 block of floats in Y0-Y7 (one row each) into Y8-Y15 (Y8 = column 0, ...).
+// Y0-Y7 are clobbered.
+#define TRANSPOSE8 \
+	VUNPCKLPS Y1, Y0, Y8; \
+	VUNPCKHPS Y1, Y0, Y9; \
+	VUNPCKLPS Y3, Y2, Y10; \
+	VUNPCKHPS Y3, Y2, Y11; \
+	VUNPCKLPS Y5, Y4, Y12; \
+	VUNPCKHPS Y5, Y4, Y13; \
+	VUNPCKLPS Y7, Y6, Y14; \
+	VUNPCKHPS Y7, Y6, Y15; \
+	VSHUFPS $0x44, Y10, Y8, Y0; \
+	VSHUFPS $0xEE, Y10, Y8, Y1; \
+	VSHUFPS $0x44, Y11, Y9, Y2; \
+	VSHUFPS $0xEE, Y11, Y9, Y3; \
+	VSHUFPS $0x44, Y14, Y12, Y4; \
+	VSHUFPS $0xEE, Y14, Y12, Y5; \
+	VSHUFPS $0x44, Y15, Y13, Y6; \
+	VSHUFPS $0xEE, Y15, Y13, Y7; \
+	VPERM2F128 $0x20, Y4, Y0, Y8; \
+	VPERM2F128 $0x20, Y5, Y1, Y9; \
+	VPERM2F128 $0x20, Y6, Y2, Y10; \
+	VPERM2F128 $0x20, Y7, Y3, Y11; \
+	VPERM2F128 $0x31, Y4, Y0, Y12; \
+	VPERM2F128 $0x31, Y5, Y1, Y13; \
+	VPERM2F128 $0x31, Y6, Y2, Y14; \
+	VPERM2F128 $0x31, Y7, Y3, Y15
+
+// Loads 8 floats from each of the 8 rows at base (row stride R8; R11 = 3*R8, R12 = 5*R8,
+// R13 = 7*R8) into Y0-Y7.
+#define LOAD8(base) \
+	VMOVUPS (base), Y0; \
+	VMOVUPS (base)(R8*1), Y1; \
+	VMOVUPS (base)(R8*2), Y2; \
+	VMOVUPS (base)(R11*1), Y3; \
+	VMOVUPS (base)(R8*4), Y4; \
+	VMOVUPS (base)(R12*1), Y5; \
+	VMOVUPS (base)(R11*2), Y6; \
+	VMOVUPS (base)(R13*1), Y7
+
+// Stores Y8-Y15 as 8 consecutive 16-float rows of dst, at column offset off (bytes).
+#define STORE8(off) \
+	VMOVUPS Y8, off(DI); \
+	VMOVUPS Y9, off+64(DI); \
+	VMOVUPS Y10, off+128(DI); \
+	VMOVUPS Y11, off+192(DI); \
+	VMOVUPS Y12, off+256(DI); \
+	VMOVUPS Y13, off+320(DI); \
+	VMOVUPS Y14, off+384(DI); \
+	VMOVUPS Y15, off+448(DI)
+
+// func packBT16AVX2(dst, src *float32, ld, n8 int)
+//
+// dst[p*16+c] = src[c*ld+p] for c < 16 and p < 8*n8: 16 rows of a row-major matrix become a
+// 16-wide sliver, eight columns at a time.
+TEXT ·packBT16AVX2(SB), NOSPLIT, $0-32
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ ld+16(FP), R8
+	SHLQ $2, R8
+	MOVQ n8+24(FP), CX
+	LEAQ (R8)(R8*2), R11
+	LEAQ (R8)(R8*4), R12
+	LEAQ (R11)(R8*4), R13
+	LEAQ (SI)(R8*8), BX
+
+loop:
+	LOAD8(SI)
+	TRANSPOSE8
+	STORE8(0)
+	LOAD8(BX)
+	TRANSPOSE8
+	STORE8(32)
+	ADDQ $32, SI
+	ADDQ $32, BX
+	ADDQ $512, DI
+	DECQ CX
+	JNZ  loop
 	VZEROUPPER
 	RET
