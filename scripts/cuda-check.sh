@@ -1,0 +1,149 @@
+#!/usr/bin/env bash
+# cuda-check.sh: compiles Stoke's `cuda` build on a machine with no GPU and no CUDA toolkit.
+#
+#   usage: scripts/cuda-check.sh [12|13 ...]        (default: both header sets)
+#   env:   CUDA_CHECK_DIR   where headers, stubs and NVRTC live (default /tmp/stoke-cuda-check;
+#                           never inside the repository). Delete it to fetch afresh.
+#          CUDA_CHECK_PKGS  the packages to check (default ./...), e.g. "./gpu/... ./kernels/..."
+#                           while other packages of a shared tree are half edited.
+#
+# For each CUDA major version it
+#   1. fetches NVIDIA's public header wheels from PyPI (pip download, pinned versions), keeps only
+#      their include/ trees and libnvrtc, and deletes the wheels (cuBLAS wheels are 400-600 MB each
+#      and we need 2 of their headers); later runs reuse $CUDA_CHECK_DIR and download nothing;
+#   2. makes empty libcuda.so / libcublas.so / libnvrtc.so so that -l resolves, and tells the linker
+#      to leave the driver's symbols unresolved;
+#   3. runs go vet, go build and a compile-only go test (-run '^$': the test binaries are linked and
+#      started against the empty libcuda, which also proves that nothing calls the driver at init)
+#      with -tags cuda, with internal/cudainc first on the include path (the CUDA 13 shims and the
+#      deferred cuInit for gorgonia.org/cu), in a build cache of its own under $CUDA_CHECK_DIR;
+#   4. compiles every kernels/cuda/*.cu with the real NVRTC of that version, with the options the
+#      runtime uses, for compute_80 and compute_90.
+# Nothing here runs on a GPU; parity and feeder tests need a GPU host (go test -tags cuda ./...).
+set -euo pipefail
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+cd "$root"
+dir=${CUDA_CHECK_DIR:-/tmp/stoke-cuda-check}
+case "$(realpath -m "$dir")/" in "$root"/*) echo "cuda-check: CUDA_CHECK_DIR must be outside the repository" >&2; exit 2 ;; esac
+versions=("$@")
+read -r -a pkgs <<<"${CUDA_CHECK_PKGS:-./...}"
+[[ ${#versions[@]} -gt 0 ]] || versions=(12 13)
+
+# Pinned so that a run today and a run next month check the same headers. CUDA 13 is pinned to
+# 13.0, the toolkit on the GPU host; CUDA 12 to its last release.
+wheels_12="nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cublas-cu12==12.9.3.13
+nvidia-cuda-cccl-cu12==12.9.27 nvidia-cuda-nvcc-cu12==12.9.86"
+wheels_13="nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88 nvidia-cublas==13.0.2.14
+nvidia-cuda-cccl==13.0.85 nvidia-cuda-crt==13.0.88"
+
+# extract WHEEL DEST: nvidia/<pkg>/include/* -> DEST/include, nvidia/<pkg>/lib/libnvrtc* -> DEST/lib.
+extract() {
+	python3 - "$1" "$2" <<'PY'
+import os, re, shutil, sys, zipfile
+wheel, dest = sys.argv[1], sys.argv[2]
+pat = re.compile(r'^nvidia/[^/]+/(include/.+|lib/libnvrtc[^/]*)$')
+with zipfile.ZipFile(wheel) as z:
+    for info in z.infolist():
+        m = pat.match(info.filename)
+        if not m or info.is_dir():
+            continue
+        out = os.path.join(dest, m.group(1))
+        os.makedirs(os.path.dirname(out), exist_ok=True)
+        with z.open(info) as src, open(out, 'wb') as dst:
+            shutil.copyfileobj(src, dst)
+PY
+}
+
+fetch() { # fetch VERSION
+	local v=$1 set=$dir/cuda$1 list spec tmp
+	[[ -f $set/.complete ]] && return 0
+	list=wheels_$v
+	rm -rf "$set" && mkdir -p "$set"
+	tmp=$(mktemp -d "$dir/dl.XXXXXX")
+	for spec in ${!list}; do
+		python3 -m pip download --quiet --no-deps --no-cache-dir --only-binary=:all: -d "$tmp" "$spec"
+		extract "$tmp"/*.whl "$set"
+		rm -f "$tmp"/*.whl
+	done
+	rmdir "$tmp"
+	touch "$set/.complete"
+}
+
+stubs() {
+	mkdir -p "$dir/stubs"
+	local l
+	for l in cuda cublas nvrtc; do
+		[[ -f $dir/stubs/lib$l.so ]] || gcc -shared -o "$dir/stubs/lib$l.so" -x c /dev/null
+	done
+}
+
+# nvrtc_check VERSION: the runtime's own compiler, so a kernel that passes here loads on the GPU
+# host unless the driver rejects it.
+nvrtc_check() {
+	local v=$1 lib
+	lib=$(ls "$dir/cuda$v"/lib/libnvrtc.so.* | grep -v alt | head -1)
+	LD_LIBRARY_PATH="$dir/cuda$v/lib" python3 - "$lib" kernels/cuda/*.cu <<'PY'
+import ctypes, sys
+lib = ctypes.CDLL(sys.argv[1])
+major, minor = ctypes.c_int(), ctypes.c_int()
+lib.nvrtcVersion(ctypes.byref(major), ctypes.byref(minor))
+lib.nvrtcGetErrorString.restype = ctypes.c_char_p
+failed = 0
+for path in sys.argv[2:]:
+    src = open(path, 'rb').read()
+    for arch in ('compute_80', 'compute_90'):
+        prog = ctypes.c_void_p()
+        rc = lib.nvrtcCreateProgram(ctypes.byref(prog), src, path.encode(), 0, None, None)
+        if rc:
+            sys.exit(f'{path}: nvrtcCreateProgram: {lib.nvrtcGetErrorString(rc).decode()}')
+        # Keep in step with kernels/cuda_compile.go (nvrtcOptions).
+        opts = [f'--gpu-architecture={arch}'.encode(), b'--std=c++17']
+        arr = (ctypes.c_char_p * len(opts))(*opts)
+        rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
+        size = ctypes.c_size_t()
+        lib.nvrtcGetProgramLogSize(prog, ctypes.byref(size))
+        log = ctypes.create_string_buffer(size.value)
+        lib.nvrtcGetProgramLog(prog, log)
+        text = log.value.decode(errors='replace').strip()
+        if rc:
+            failed += 1
+            print(f'{path} ({arch}): {lib.nvrtcGetErrorString(rc).decode()}\n{text}')
+        else:
+            lib.nvrtcGetPTXSize(prog, ctypes.byref(size))
+            print(f'  nvrtc {major.value}.{minor.value} {arch}: {path} ok ({size.value} bytes of PTX)')
+        lib.nvrtcDestroyProgram(ctypes.byref(prog))
+sys.exit(1 if failed else 0)
+PY
+}
+
+mkdir -p "$dir"
+stubs
+# A build cache of our own: cgo does not hash included headers, so a cache that saw another
+# version of internal/cudainc/cuda.h would serve stale objects (and `go clean -cache` would wipe
+# everybody's cache). It is dropped whenever the wrapper changes.
+export GOCACHE=$dir/gocache
+wrapper=$(sha256sum internal/cudainc/cuda.h | cut -c1-16)
+if [[ $(cat "$GOCACHE/.stoke-wrapper" 2>/dev/null) != "$wrapper" ]]; then
+	rm -rf "$GOCACHE" && mkdir -p "$GOCACHE" && echo "$wrapper" > "$GOCACHE/.stoke-wrapper"
+fi
+status=0
+for v in "${versions[@]}"; do
+	start=$SECONDS
+	fetch "$v"
+	inc=$dir/cuda$v/include
+	echo "== CUDA $v headers: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
+	export CGO_ENABLED=1
+	export CGO_CFLAGS="-I$root/internal/cudainc -I$inc"
+	export CGO_LDFLAGS="-L$dir/stubs -Wl,--unresolved-symbols=ignore-all"
+	export LD_LIBRARY_PATH="$dir/stubs"
+	run() { echo "-- $*"; "$@" || { echo "cuda-check: CUDA $v: FAILED: $*" >&2; status=1; }; }
+	run go vet -tags cuda "${pkgs[@]}"
+	run go build -tags cuda "${pkgs[@]}" gorgonia.org/cu gorgonia.org/cu/nvrtc
+	run go test -tags cuda -count=1 -run '^$' "${pkgs[@]}"
+	if compgen -G 'kernels/cuda/*.cu' >/dev/null; then
+		run nvrtc_check "$v"
+	fi
+	echo "== CUDA $v: $((SECONDS - start)) s"
+done
+exit $status
