@@ -83,18 +83,37 @@ func Describe(ds Dataset) Info {
 	return Info{Name: fmt.Sprintf("%T", ds)}
 }
 
+// SampleError is the error about one sample: it names the dataset, the sample's index and key, and
+// wraps the cause. Datasets of this package return it, and the Loader wraps the errors of other
+// datasets and of transforms in it, so a caller finds the bad sample with errors.As.
+type SampleError struct {
+	Dataset string
+	Index   int
+	Key     string // empty when the sample has no name (index out of range)
+	Err     error
+}
+
+func (e *SampleError) Error() string {
+	if e.Key == "" {
+		return fmt.Sprintf("loaders: %s sample %d: %v", e.Dataset, e.Index, e.Err)
+	}
+	return fmt.Sprintf("loaders: %s sample %d (%s): %v", e.Dataset, e.Index, e.Key, e.Err)
+}
+
+func (e *SampleError) Unwrap() error { return e.Err }
+
 // checkLabel returns an error naming the sample when label is outside [0, classes); classes <= 0
 // only rejects negative labels.
 func checkLabel(dataset string, i int, key string, label, classes int) error {
 	if label < 0 || (classes > 0 && label >= classes) {
-		return fmt.Errorf("loaders: %s sample %d (%s): label %d not in [0, %d): %w", dataset, i, key, label, classes, ErrLabel)
+		return &SampleError{dataset, i, key, fmt.Errorf("label %d not in [0, %d): %w", label, classes, ErrLabel)}
 	}
 	return nil
 }
 
 func checkIndex(dataset string, i, n int) error {
 	if i < 0 || i >= n {
-		return fmt.Errorf("loaders: %s sample %d: %w (len %d)", dataset, i, ErrIndex, n)
+		return &SampleError{dataset, i, "", fmt.Errorf("%w (len %d)", ErrIndex, n)}
 	}
 	return nil
 }

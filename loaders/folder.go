@@ -116,7 +116,7 @@ func (f *ImageFolder) Sample(_ context.Context, i int) (Sample, error) {
 	}
 	b, err := readFileLimited(f.paths[i], maxFileBytes)
 	if err != nil {
-		return Sample{}, fmt.Errorf("loaders: %s sample %d (%s): %w", f.root, i, f.paths[i], err)
+		return Sample{}, &SampleError{f.root, i, f.paths[i], err}
 	}
 	s := Sample{Label: f.labels[i], Key: f.paths[i]}
 	s.Input.Encoded = b

@@ -334,17 +334,17 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 	sh := s.shard[i]
 	key := s.paths[sh] + ":" + m.key
 	if m.labelErr != nil {
-		return Sample{}, fmt.Errorf("loaders: %s sample %d (%s): %w", s.name, i, key, m.labelErr)
+		return Sample{}, &SampleError{s.name, i, key, m.labelErr}
 	}
 	if err := checkLabel(s.name, i, key, m.label, s.classes); err != nil {
 		return Sample{}, err
 	}
 	if m.n > maxFileBytes {
-		return Sample{}, fmt.Errorf("loaders: %s sample %d (%s): .%s member of %d bytes exceeds %d: %w", s.name, i, key, m.payload, m.n, maxFileBytes, ErrCorrupt)
+		return Sample{}, &SampleError{s.name, i, key, fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, ErrCorrupt)}
 	}
 	b := make([]byte, m.n)
 	if _, err := s.files[sh].ReadAt(b, m.off); err != nil {
-		return Sample{}, fmt.Errorf("loaders: %s sample %d (%s): %w", s.name, i, key, err)
+		return Sample{}, &SampleError{s.name, i, key, err}
 	}
 	out := Sample{Label: m.label, Key: key}
 	if m.payload == "raw" {
