@@ -151,13 +151,11 @@ func (c *CIFAR) Sample(_ context.Context, i int) (Sample, error) {
 	if err := checkIndex(c.name, i, len(c.labels)); err != nil {
 		return Sample{}, err
 	}
-	key := fmt.Sprintf("%s[%d]", c.name, i)
-	if err := checkLabel(c.name, i, key, int(c.labels[i]), c.classes); err != nil {
+	if err := checkLabel(c.name, i, "", int(c.labels[i]), c.classes); err != nil {
 		return Sample{}, err
 	}
 	return Sample{
 		Input: transforms.Input{Pixels: c.pixels[i*cifarPixels : (i+1)*cifarPixels : (i+1)*cifarPixels], H: cifarSide, W: cifarSide, C: 3},
 		Label: int(c.labels[i]),
-		Key:   key,
 	}, nil
 }

@@ -30,8 +30,8 @@ var (
 type Sample struct {
 	Input transforms.Input
 	Label int
-	// Key names the sample in errors and shards: a file path, a shard member key or
-	// "name[index]" for datasets without names.
+	// Key names the sample in errors: a file path or a shard member key; empty for datasets
+	// whose samples are named by their index only (MNIST, CIFAR, most in-memory data).
 	Key string
 }
 
@@ -130,7 +130,7 @@ var (
 )
 
 // NewMemory returns a dataset over samples, which it keeps (not copies): the caller must not modify
-// them afterwards. Samples without a Key are named "name[i]". Labels are checked against
+// them afterwards. Labels are checked against
 // info.NumClasses when a sample is read, so an out-of-range label is reported like any bad sample.
 func NewMemory(info Info, samples []Sample) *Memory {
 	if info.Name == "" {
@@ -151,9 +151,6 @@ func (m *Memory) Sample(_ context.Context, i int) (Sample, error) {
 		return Sample{}, err
 	}
 	s := m.samples[i]
-	if s.Key == "" {
-		s.Key = fmt.Sprintf("%s[%d]", m.info.Name, i)
-	}
 	if err := checkLabel(m.info.Name, i, s.Key, s.Label, m.info.NumClasses); err != nil {
 		return Sample{}, err
 	}

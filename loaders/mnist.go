@@ -261,14 +261,12 @@ func (m *MNIST) Sample(_ context.Context, i int) (Sample, error) {
 	if err := checkIndex(m.name, i, len(m.labels)); err != nil {
 		return Sample{}, err
 	}
-	key := fmt.Sprintf("%s[%d]", m.name, i)
-	if err := checkLabel(m.name, i, key, int(m.labels[i]), 10); err != nil {
+	if err := checkLabel(m.name, i, "", int(m.labels[i]), 10); err != nil {
 		return Sample{}, err
 	}
 	px := m.h * m.w
 	return Sample{
 		Input: transforms.Input{Pixels: m.images[i*px : (i+1)*px : (i+1)*px], H: m.h, W: m.w, C: 1},
 		Label: int(m.labels[i]),
-		Key:   key,
 	}, nil
 }
