@@ -13,6 +13,7 @@ import (
 	"math"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // parts is the fixed partition count of parallel loops: a constant, so that work boundaries (and
@@ -25,31 +26,32 @@ const minWork = 1 << 15
 
 // For runs body over [0,n) split into at most parts contiguous ranges, in parallel when n*cost
 // (the approximate work per item) is large enough. body must only write state owned by its range.
+// The ranges depend only on n; up to GOMAXPROCS goroutines (the caller among them) take them in
+// turn, so the result never depends on which goroutine ran which range.
 func For(n, cost int, body func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
-	p := parts
-	if p > n {
-		p = n
-	}
-	if n*cost < minWork || p == 1 || runtime.GOMAXPROCS(0) == 1 {
-		// The same ranges as the parallel path, so results match exactly.
+	p := min(parts, n)
+	procs := min(runtime.GOMAXPROCS(0), p)
+	if n*cost < minWork || procs == 1 {
+		// The same ranges as the parallel path.
 		for i := range p {
 			body(i*n/p, (i+1)*n/p)
 		}
 		return
 	}
-	var wg sync.WaitGroup
-	sem := make(chan struct{}, runtime.GOMAXPROCS(0))
-	for i := range p {
-		lo, hi := i*n/p, (i+1)*n/p
-		sem <- struct{}{}
-		wg.Go(func() {
-			body(lo, hi)
-			<-sem
-		})
+	var next atomic.Int32
+	work := func() {
+		for i := int(next.Add(1)) - 1; i < p; i = int(next.Add(1)) - 1 {
+			body(i*n/p, (i+1)*n/p)
+		}
 	}
+	var wg sync.WaitGroup
+	for range procs - 1 {
+		wg.Go(work)
+	}
+	work()
 	wg.Wait()
 }
 
