@@ -9,6 +9,7 @@ import (
 	"image"
 	"image/color"
 	"image/gif"
+	"image/jpeg"
 	"image/png"
 	"math"
 	"os"
@@ -631,5 +632,87 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	}
 	if n := testing.AllocsPerRun(50, run); n != 0 {
 		t.Errorf("Apply(raw) allocs = %v; want 0", n)
+	}
+}
+
+func TestJPEGPathMatchesDecodedPixels(t *testing.T) {
+	// The fused path (region-limited, possibly reduced-scale decode, resampling the YCbCr
+	// planes) against the plain one (full standard-library decode to RGB, then the same
+	// geometry on raw pixels). Chroma is interpolated rather than replicated, so the two differ
+	// at sharp colour edges; on a smooth image they agree to rounding.
+	src := hwc(300, 400, 3, func(y, x, c int) byte { return byte((x*(c+1) + y*(3-c)) / 9) }) // no wrap-around edges
+	data := encodeJPEG(t, toImage(src), 95)
+	im, err := jpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	rgb := make([]byte, 300*400*3)
+	for y := range 300 {
+		for x := range 400 {
+			r, g, b, _ := im.At(x, y).RGBA()
+			copy(rgb[(y*400+x)*3:], []byte{byte(r >> 8), byte(g >> 8), byte(b >> 8)})
+		}
+	}
+	raw := Input{Pixels: rgb, H: 300, W: 400, C: 3}
+	tests := []struct {
+		name string
+		p    *Pipeline
+		size int
+		tol  float64
+	}{
+		{"full scale", Compose(ResizeTo(200, 300), CenterCrop(150), HorizontalFlip(1)), 0, 0.5},
+		{"crop", Compose(CenterCrop(100)), 0, 0.5},
+		// A reduced IDCT samples each 2x2..8x8 group instead of averaging every pixel, so
+		// JPEG noise survives a little more: a looser bound.
+		{"train", Compose(RandomResizedCrop(64), HorizontalFlip(0.5)), 0, 2},
+		{"eval (scale 4)", Eval(56), 0, 2},
+		{"scale 8", Compose(ResizeTo(30, 40)), 0, 2},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			s, err := tc.p.OutShape(Shape{3, 300, 400})
+			if err != nil {
+				t.Fatal(err)
+			}
+			w1, w2, r := tc.p.NewWorker(), tc.p.NewWorker(), rng.NewSample()
+			a, b := make([]byte, s.Len()), make([]byte, s.Len())
+			for i := range 5 {
+				r.Reset(9, 0, i)
+				if err := w1.Apply(a, Input{Encoded: data}, r); err != nil {
+					t.Fatal(err)
+				}
+				r.Reset(9, 0, i)
+				if err := w2.Apply(b, raw, r); err != nil {
+					t.Fatal(err)
+				}
+				sum := 0
+				for j := range a {
+					sum += absDiff(a[j], b[j])
+				}
+				if mean := float64(sum) / float64(len(a)); mean > tc.tol {
+					t.Errorf("sample %d: mean |jpeg path - pixel path| = %.2f; want <= %v", i, mean, tc.tol)
+				}
+			}
+		})
+	}
+}
+
+func TestJPEGSteadyStateAllocatesNothing(t *testing.T) {
+	data := encodeJPEG(t, toImage(hwc(240, 320, 3, func(y, x, c int) byte { return byte(x*y + c) })), 90)
+	w, r := Train(96).NewWorker(), rng.NewSample()
+	dst := make([]byte, 3*96*96)
+	i := 0
+	run := func() {
+		r.Reset(1, 0, i)
+		i++
+		if err := w.Apply(dst, Input{Encoded: data}, r); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 50 {
+		run()
+	}
+	if n := testing.AllocsPerRun(50, run); n != 0 {
+		t.Errorf("Apply(jpeg) allocs = %v; want 0", n)
 	}
 }

@@ -2,12 +2,14 @@ package transforms
 
 import (
 	"bytes"
+	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
 	"math"
 
 	"github.com/stoke-ml/stoke/internal/rng"
+	ijpeg "github.com/stoke-ml/stoke/transforms/internal/jpeg"
 )
 
 // Worker executes a Pipeline on one sample at a time with reusable scratch memory. Not safe for
@@ -16,6 +18,7 @@ type Worker struct {
 	p    *Pipeline
 	pl   plan
 	src  source
+	jd   ijpeg.Decoder
 	rs   resampler
 	out  [3][]byte // resampled planes in the stored frame
 	conv []byte    // RGB conversion of rare image models
@@ -152,14 +155,9 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 	m := mapPlan(pl, o, stored[0], stored[1], pix, row)
 
 	if jpegData {
-		im, err := jpeg.Decode(bytes.NewReader(in.Encoded))
-		if err != nil {
-			return fmt.Errorf("transforms: decoding jpeg: %w: %w", ErrCorrupt, err)
+		if err := w.decodeJPEG(in.Encoded, &m, stored); err != nil {
+			return err
 		}
-		if b := im.Bounds(); b.Dx() != stored[0] || b.Dy() != stored[1] {
-			return fmt.Errorf("transforms: jpeg decodes to %v, header says %dx%d: %w", b, stored[0], stored[1], ErrCorrupt)
-		}
-		w.src.setImage(im, &w.conv)
 	}
 
 	if m.padded {
@@ -179,6 +177,69 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 	}
 	if len(pl.color) > 0 {
 		jitterPixels(dst, pl.color, nc, ow*oh, pix, chanStride)
+	}
+	return nil
+}
+
+// decodeJPEG decodes only what mapping m reads: the blocks around the crop, at the largest
+// reduced scale (1/2, 1/4, 1/8) that still leaves at least one decoded sample per output pixel.
+// Images the fork does not handle (CMYK) go through the standard library.
+func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
+	s := min(m.u.scale, m.v.scale)
+	scale := 1
+	for _, d := range []int{8, 4, 2} {
+		if s >= float64(d) {
+			scale = d
+			break
+		}
+	}
+	// The taps reach support*max(plane scale, 1)+1 plane samples beyond the crop; in the
+	// coarsest plane (chroma subsampled up to 4x, at the decode scale) that is margin pixels.
+	fd := filters[m.filter]
+	coarse := float64(4 * scale)
+	margin := func(a axis) int { return int(math.Ceil((fd.support*max(a.scale/coarse, 1) + 2) * coarse)) }
+	mu, mv := margin(m.u), margin(m.v)
+	region := image.Rect(
+		int(math.Floor(m.u.off+float64(m.u.lo)*m.u.scale))-mu, int(math.Floor(m.v.off+float64(m.v.lo)*m.v.scale))-mv,
+		int(math.Ceil(m.u.off+float64(m.u.hi)*m.u.scale))+mu, int(math.Ceil(m.v.off+float64(m.v.hi)*m.v.scale))+mv,
+	).Intersect(image.Rect(0, 0, stored[0], stored[1]))
+	if region.Empty() {
+		region = image.Rect(0, 0, 1, 1) // a crop wholly in padding reads nothing; decode little
+	}
+	im, err := w.jd.Decode(data, ijpeg.Options{Scale: scale, Region: region, MaxPixels: w.p.limit()})
+	if err != nil && errors.As(err, new(ijpeg.UnsupportedError)) {
+		std, err := jpeg.Decode(bytes.NewReader(data))
+		if err != nil {
+			return fmt.Errorf("transforms: decoding jpeg: %w: %w", ErrCorrupt, err)
+		}
+		w.src.setImage(std, &w.conv)
+		return checkSize(w.src.w, w.src.h, stored)
+	}
+	if err != nil {
+		return fmt.Errorf("transforms: decoding jpeg: %w: %w", ErrCorrupt, err)
+	}
+	if err := checkSize(im.Width, im.Height, stored); err != nil {
+		return err
+	}
+	src := &w.src
+	*src = source{kind: kindYCbCr, w: im.Width, h: im.Height}
+	switch {
+	case im.Comps == 1:
+		src.kind = kindGray
+	case im.RGB:
+		src.kind = kindRGB
+	}
+	for i := range im.Comps {
+		p := &im.Planes[i]
+		src.planes[i] = plane{pix: p.Pix, stride: p.Stride, step: 1, w: p.W, h: p.H,
+			rx: 1 / float64(p.SubX*im.Scale), ry: 1 / float64(p.SubY*im.Scale)}
+	}
+	return nil
+}
+
+func checkSize(w, h int, stored [2]int) error {
+	if w != stored[0] || h != stored[1] {
+		return fmt.Errorf("transforms: jpeg decodes to %dx%d, header says %dx%d: %w", w, h, stored[0], stored[1], ErrCorrupt)
 	}
 	return nil
 }

@@ -1,0 +1,126 @@
+package transforms
+
+import (
+	"image"
+	"os"
+	"path/filepath"
+	"sync"
+	"testing"
+
+	"github.com/stoke-ml/stoke/internal/rng"
+)
+
+// photos loads the JPEGs of the real-photo set named by $STOKE_PHOTOS (made by
+// ../shared/data/make-photoset.py); benchmarks that need it skip without it.
+func photos(b *testing.B) [][]byte {
+	dir := os.Getenv("STOKE_PHOTOS")
+	if dir == "" {
+		b.Skip("STOKE_PHOTOS not set (a folder of JPEGs, e.g. from make-photoset.py)")
+	}
+	files, err := filepath.Glob(filepath.Join(dir, "*", "*.jpg"))
+	if err != nil || len(files) == 0 {
+		b.Fatalf("no JPEGs under %s: %v", dir, err)
+	}
+	var out [][]byte
+	var size int64
+	for _, f := range files {
+		d, err := os.ReadFile(f)
+		if err != nil {
+			b.Fatal(err)
+		}
+		out = append(out, d)
+		size += int64(len(d))
+	}
+	return out
+}
+
+// synthetic is a 500x375 photo-like JPEG (smooth gradients plus texture), made here.
+func synthetic(b *testing.B) []byte {
+	in := hwc(375, 500, 3, func(y, x, c int) byte {
+		return byte((x*(c+1) + y*(3-c) + (x*y)%37 + (x^y)%13) / 2)
+	})
+	return encodeJPEG(b, toImage(in), 90)
+}
+
+// benchApply runs p over imgs with g goroutines, one Worker each, as a loader's decode stage
+// would, and reports images/s. One b.Loop iteration transforms 64 images (a batch).
+func benchApply(b *testing.B, p *Pipeline, imgs [][]byte, g int) {
+	const batch = 64
+	shape, err := p.OutShape(Shape{C: 3, H: 375, W: 500})
+	if err != nil {
+		b.Fatal(err)
+	}
+	type state struct {
+		w   *Worker
+		r   *rng.Sample
+		dst []byte
+	}
+	st := make([]state, g)
+	for i := range st {
+		st[i] = state{p.NewWorker(), rng.NewSample(), make([]byte, shape.Len())}
+	}
+	var in int64
+	for _, d := range imgs {
+		in += int64(len(d))
+	}
+	b.SetBytes(in / int64(len(imgs)) * batch)
+	b.ReportAllocs()
+	next := 0
+	for b.Loop() {
+		var wg sync.WaitGroup
+		for k := range g {
+			wg.Go(func() {
+				s := &st[k]
+				for j := k; j < batch; j += g {
+					i := next + j
+					s.r.Reset(1, 0, i)
+					if err := s.w.Apply(s.dst, Input{Encoded: imgs[i%len(imgs)]}, s.r); err != nil {
+						b.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Wait()
+		next += batch
+	}
+	b.ReportMetric(float64(b.N*batch)/b.Elapsed().Seconds(), "images/s")
+}
+
+// BenchmarkPhotos is the transform-level speed figure: the photo set through Train(224)
+// (RandomResizedCrop + flip; normalization left for the device) with 2 goroutines.
+func BenchmarkPhotos(b *testing.B) {
+	imgs := photos(b)
+	b.Run("train224/workers=2", func(b *testing.B) { benchApply(b, Train(224), imgs, 2) })
+	b.Run("train224/workers=1", func(b *testing.B) { benchApply(b, Train(224), imgs, 1) })
+	b.Run("eval224/workers=2", func(b *testing.B) { benchApply(b, Eval(224), imgs, 2) })
+}
+
+// BenchmarkSynthetic needs no data: one made-up 500x375 JPEG, decoded and augmented.
+func BenchmarkSynthetic(b *testing.B) {
+	img := [][]byte{synthetic(b)}
+	b.Run("train224", func(b *testing.B) { benchApply(b, Train(224), img, 1) })
+	b.Run("eval224", func(b *testing.B) { benchApply(b, Eval(224), img, 1) })
+	b.Run("decode-only", func(b *testing.B) { benchApply(b, Compose(), img, 1) })
+}
+
+// BenchmarkAugmentRaw is the augment path alone (no decode): raw RGB pixels in, uint8 CHW out.
+func BenchmarkAugmentRaw(b *testing.B) {
+	raw := hwc(375, 500, 3, func(y, x, c int) byte { return byte(x + y*c) })
+	p := Train(224)
+	w, r := p.NewWorker(), rng.NewSample()
+	dst := make([]byte, 3*224*224)
+	b.SetBytes(int64(len(raw.Pixels)))
+	b.ReportAllocs()
+	i := 0
+	for b.Loop() {
+		r.Reset(1, 0, i)
+		i++
+		if err := w.Apply(dst, raw, r); err != nil {
+			b.Fatal(err)
+		}
+	}
+	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+}
+
+var _ = image.Rect

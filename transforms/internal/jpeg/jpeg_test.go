@@ -1,0 +1,214 @@
+package jpeg
+
+import (
+	"bytes"
+	"errors"
+	"image"
+	"image/color"
+	stdjpeg "image/jpeg"
+	"io"
+	"os"
+	"testing"
+)
+
+// photo makes a w x h test image with edges, gradients and texture.
+func photo(w, h int, gray bool) image.Image {
+	if gray {
+		m := image.NewGray(image.Rect(0, 0, w, h))
+		for y := range h {
+			for x := range w {
+				m.Pix[y*m.Stride+x] = byte((x*3 + y*5 + (x*y)%23) % 256)
+			}
+		}
+		return m
+	}
+	m := image.NewNRGBA(image.Rect(0, 0, w, h))
+	for y := range h {
+		for x := range w {
+			m.SetNRGBA(x, y, color.NRGBA{byte(x * 255 / w), byte((y*7 + x) % 256), byte((x ^ y) * 3), 255})
+		}
+	}
+	return m
+}
+
+func encode(t testing.TB, m image.Image) []byte {
+	t.Helper()
+	var b bytes.Buffer
+	if err := stdjpeg.Encode(&b, m, &stdjpeg.Options{Quality: 85}); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// stdPlanes decodes with the standard library and returns its planes.
+func stdPlanes(t *testing.T, data []byte) [][]byte {
+	t.Helper()
+	m, err := stdjpeg.Decode(bytes.NewReader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch m := m.(type) {
+	case *image.YCbCr:
+		return [][]byte{m.Y, m.Cb, m.Cr}
+	case *image.Gray:
+		return [][]byte{m.Pix}
+	}
+	t.Fatalf("standard decoder returned %T", m)
+	return nil
+}
+
+func stdStrides(t *testing.T, data []byte) []int {
+	m, _ := stdjpeg.Decode(bytes.NewReader(data))
+	switch m := m.(type) {
+	case *image.YCbCr:
+		return []int{m.YStride, m.CStride, m.CStride}
+	case *image.Gray:
+		return []int{m.Stride}
+	}
+	return nil
+}
+
+func files(t *testing.T) map[string][]byte {
+	prog, err := os.ReadFile("testdata/progressive.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	q444, err := os.ReadFile("testdata/q90-444.jpg")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return map[string][]byte{
+		"420 odd size": encode(t, photo(61, 37, false)),
+		"gray":         encode(t, photo(45, 30, true)),
+		"progressive":  prog, // made by PIL: 40x24, progressive=True
+		"444":          q444, // made by PIL: 40x24, subsampling=0
+	}
+}
+
+func TestDecodeMatchesStandardLibrary(t *testing.T) {
+	var dec Decoder
+	for name, data := range files(t) {
+		t.Run(name, func(t *testing.T) {
+			want, strides := stdPlanes(t, data), stdStrides(t, data)
+			for _, region := range []image.Rectangle{{}, image.Rect(17, 9, 30, 20)} {
+				m, err := dec.Decode(data, Options{Region: region})
+				if err != nil {
+					t.Fatal(err)
+				}
+				if len(want) != m.Comps {
+					t.Fatalf("Decode comps = %d; want %d", m.Comps, len(want))
+				}
+				for i := range m.Comps {
+					p := m.Planes[i]
+					x0, y0, x1, y1 := 0, 0, p.W, p.H
+					if !region.Empty() {
+						x0, y0 = region.Min.X/p.SubX, region.Min.Y/p.SubY
+						x1, y1 = min(p.W, region.Max.X/p.SubX), min(p.H, region.Max.Y/p.SubY)
+					}
+					for y := y0; y < y1; y++ {
+						for x := x0; x < x1; x++ {
+							if got, w := p.Pix[y*p.Stride+x], want[i][y*strides[i]+x]; got != w {
+								t.Fatalf("region %v plane %d (%d,%d) = %d; standard library says %d", region, i, x, y, got, w)
+							}
+						}
+					}
+				}
+			}
+		})
+	}
+}
+
+func TestDecodeScaled(t *testing.T) {
+	// A reduced IDCT approximates the mean of each scale x scale group of full-size pixels.
+	var dec Decoder
+	for name, data := range files(t) {
+		full := stdPlanes(t, data)
+		strides := stdStrides(t, data)
+		for _, scale := range []int{2, 4, 8} {
+			m, err := dec.Decode(data, Options{Scale: scale})
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i := range m.Comps {
+				p := m.Planes[i]
+				var sum, n float64
+				for y := range p.H - 1 { // the last row/column may average fewer pixels
+					for x := range p.W - 1 {
+						mean := 0
+						for dy := range scale {
+							for dx := range scale {
+								mean += int(full[i][(y*scale+dy)*strides[i]+x*scale+dx])
+							}
+						}
+						d := float64(p.Pix[y*p.Stride+x]) - float64(mean)/float64(scale*scale)
+						sum += d * d
+						n++
+					}
+				}
+				if rms := sum / max(n, 1); rms > 12*12 {
+					t.Errorf("%s: scale %d plane %d: rms difference from box mean = %.1f; want <= 12", name, scale, i, rms)
+				}
+			}
+		}
+	}
+}
+
+func TestDecodeBadInput(t *testing.T) {
+	good := encode(t, photo(32, 32, false))
+	var dec Decoder
+	tests := []struct {
+		name string
+		data []byte
+	}{
+		{"empty", nil},
+		{"not jpeg", []byte("hello, world")},
+		{"truncated header", good[:30]},
+		{"truncated scan", good[:len(good)-40]},
+	}
+	for _, tc := range tests {
+		_, err := dec.Decode(tc.data, Options{})
+		var fe FormatError
+		if err == nil || (!errors.As(err, &fe) && !errors.Is(err, io.ErrUnexpectedEOF)) {
+			t.Errorf("Decode(%s) = %v; want a FormatError or io.ErrUnexpectedEOF", tc.name, err)
+		}
+	}
+	if _, err := dec.Decode(good, Options{Scale: 3}); err == nil {
+		t.Error("Decode(scale 3) = nil error; want UnsupportedError")
+	}
+}
+
+func TestWarmDecoderAllocatesNothing(t *testing.T) {
+	data := encode(t, photo(200, 150, false))
+	var dec Decoder
+	if _, err := dec.Decode(data, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	n := testing.AllocsPerRun(20, func() {
+		if _, err := dec.Decode(data, Options{Region: image.Rect(30, 30, 100, 90)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("Decode allocs = %v; want 0", n)
+	}
+}
+
+func FuzzDecode(f *testing.F) {
+	f.Add(encode(f, photo(24, 16, false)))
+	f.Add(encode(f, photo(9, 9, true)))
+	if b, err := os.ReadFile("testdata/progressive.jpg"); err == nil {
+		f.Add(b)
+	}
+	var dec Decoder
+	f.Fuzz(func(t *testing.T, data []byte) {
+		if len(data) > 1<<16 {
+			return
+		}
+		for _, o := range []Options{{MaxPixels: 1 << 20}, {Scale: 4, Region: image.Rect(8, 8, 16, 16), MaxPixels: 1 << 20}} {
+			m, err := dec.Decode(data, o)
+			if err == nil && (m.Width <= 0 || m.Height <= 0 || m.Comps < 1) {
+				t.Errorf("Decode = %dx%d, %d comps; want a positive size", m.Width, m.Height, m.Comps)
+			}
+		}
+	})
+}
