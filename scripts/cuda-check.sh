@@ -98,7 +98,7 @@ for path in sys.argv[2:]:
         if rc:
             sys.exit(f'{path}: nvrtcCreateProgram: {lib.nvrtcGetErrorString(rc).decode()}')
         # Keep in step with kernels/cuda_compile.go (nvrtcOptions).
-        opts = [f'--gpu-architecture={arch}'.encode(), b'--std=c++17']
+        opts = [f'--gpu-architecture={arch}'.encode(), b'--std=c++17', b'--fmad=false']
         arr = (ctypes.c_char_p * len(opts))(*opts)
         rc = lib.nvrtcCompileProgram(prog, len(opts), arr)
         size = ctypes.c_size_t()

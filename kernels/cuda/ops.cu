@@ -1,0 +1,296 @@
+// ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); GEMM is cuBLAS and Copy a
+// device-to-device copy, so neither is here.
+//
+// Compiled at run time by NVRTC for the device's own architecture (kernels/cuda_compile.go), with
+// --fmad=false so that elementwise float arithmetic rounds as Go's does and matches the CPU op set
+// bit for bit where the operation order is the same.
+//
+// Conventions, because gorgonia.org/cu's Launch copies every argument as 8 bytes:
+//   - every parameter is 8 bytes wide: pointers, long long for integers, double for scalars
+//     (a float32 scalar widened to double and narrowed back is exact);
+//   - element counts and indices are long long; grids are grid-stride loops;
+//   - reductions run in one block in a fixed order: results do not depend on timing (no float
+//     atomics), so every run gives the same bits.
+
+typedef long long i64;
+typedef unsigned long long u64;
+
+#define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
+
+extern "C" __global__ void fill_f32(float *x, i64 n, double v) {
+	float f = (float)v;
+	GRID_STRIDE(i, n) x[i] = f;
+}
+
+extern "C" __global__ void axpy_f32(float *y, const float *x, i64 n, double alpha) {
+	float a = (float)alpha;
+	GRID_STRIDE(i, n) y[i] += a * x[i];
+}
+
+extern "C" __global__ void scale_f32(float *x, i64 n, double alpha) {
+	float a = (float)alpha;
+	GRID_STRIDE(i, n) x[i] *= a;
+}
+
+extern "C" __global__ void mul_f32(float *z, const float *x, const float *y, i64 n) {
+	GRID_STRIDE(i, n) z[i] = x[i] * y[i];
+}
+
+// x viewed as [outer][c][inner]: x += bias[channel].
+extern "C" __global__ void bias_add_f32(float *x, const float *bias, i64 outer, i64 c, i64 inner) {
+	GRID_STRIDE(i, outer * c * inner) x[i] += bias[(i / inner) % c];
+}
+
+// One block per channel; each thread sums a fixed strided subset in double, then a fixed tree.
+extern "C" __global__ void bias_grad_f32(float *dbias, const float *dy, i64 outer, i64 c, i64 inner) {
+	__shared__ double part[256];
+	i64 ch = blockIdx.x;
+	double s = 0;
+	for (i64 j = threadIdx.x; j < outer * inner; j += blockDim.x) {
+		i64 o = j / inner, k = j % inner;
+		s += (double)dy[(o * c + ch) * inner + k];
+	}
+	part[threadIdx.x] = s;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+		__syncthreads();
+	}
+	if (threadIdx.x == 0) dbias[ch] = (float)part[0];
+}
+
+extern "C" __global__ void relu_f32(float *y, const float *x, i64 n) {
+	GRID_STRIDE(i, n) {
+		float v = x[i];
+		y[i] = v > 0 ? v : 0.0f;
+	}
+}
+
+extern "C" __global__ void relu_grad_f32(float *dx, const float *dy, const float *y, i64 n) {
+	GRID_STRIDE(i, n) dx[i] = y[i] > 0 ? dy[i] : 0.0f;
+}
+
+// bad points at two ints in mapped host memory, bad[0] preset to n by the host: the first row
+// with a label outside [0, classes) is left in bad[0] and its label in bad[1] (by report_bad).
+__device__ void flag_labels(int *bad, const int *labels, i64 n, i64 classes) {
+	for (i64 i = threadIdx.x; i < n; i += blockDim.x) {
+		int l = labels[i];
+		if (l < 0 || l >= classes) atomicMin(bad, (int)i);
+	}
+}
+
+__device__ void report_bad(int *bad, int row, const int *labels) {
+	if (threadIdx.x == 0) {
+		bad[1] = labels[row];
+		bad[0] = row;
+	}
+}
+
+// Launched as one block of 1024 threads: warp w handles rows w, w+32, ...; each warp's loss
+// is summed in row order, then the warps in warp order.
+extern "C" __global__ void softmax_ce_f32(float *loss, float *dlogits, const float *logits, const int *labels,
+	i64 n, i64 classes, int *bad) {
+	__shared__ double wsum[32];
+	__shared__ int sbad;
+	if (threadIdx.x == 0) sbad = (int)n;
+	__syncthreads();
+	flag_labels(&sbad, labels, n, classes);
+	__syncthreads();
+	if (sbad < n) {
+		report_bad(bad, sbad, labels);
+		return;
+	}
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	double inv = 1.0 / (double)n, acc = 0;
+	for (i64 r = warp; r < n; r += nwarps) {
+		const float *row = logits + r * classes;
+		float *drow = dlogits + r * classes;
+		float mx = row[0];
+		for (i64 j = lane; j < classes; j += 32) mx = fmaxf(mx, row[j]);
+		for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+		double sum = 0;
+		for (i64 j = lane; j < classes; j += 32) sum += exp((double)(row[j] - mx));
+		for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+		double lse = log(sum);
+		for (i64 j = lane; j < classes; j += 32) drow[j] = (float)(exp((double)(row[j] - mx) - lse) * inv);
+		__syncwarp();
+		if (lane == 0) {
+			int l = labels[r];
+			drow[l] -= (float)inv;
+			acc += lse - (double)(row[l] - mx);
+		}
+	}
+	if (lane == 0) wsum[warp] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double t = 0;
+		for (int w = 0; w < nwarps; w++) t += wsum[w];
+		*loss = (float)(t * inv);
+	}
+}
+
+__device__ int row_argmax(const float *row, i64 classes) {
+	int best = 0;
+	for (i64 j = 1; j < classes; j++)
+		if (row[j] > row[best]) best = (int)j;
+	return best;
+}
+
+extern "C" __global__ void argmax_f32(int *dst, const float *logits, i64 n, i64 classes) {
+	GRID_STRIDE(i, n) dst[i] = row_argmax(logits + i * classes, classes);
+}
+
+// One block; counts are integers, so the order of the sum does not matter.
+extern "C" __global__ void count_correct_f32(int *count, const float *logits, const int *labels, i64 n, i64 classes,
+	int *bad) {
+	__shared__ int sbad, total;
+	if (threadIdx.x == 0) {
+		sbad = (int)n;
+		total = 0;
+	}
+	__syncthreads();
+	flag_labels(&sbad, labels, n, classes);
+	__syncthreads();
+	if (sbad < n) {
+		report_bad(bad, sbad, labels);
+		return;
+	}
+	int c = 0;
+	for (i64 i = threadIdx.x; i < n; i += blockDim.x)
+		if (row_argmax(logits + i * classes, classes) == labels[i]) c++;
+	atomicAdd(&total, c);
+	__syncthreads();
+	if (threadIdx.x == 0) *count += total;
+}
+
+// col is [n][inC*kh*kw][oh*ow], as the CPU op set lays out its workspace.
+extern "C" __global__ void im2col_f32(float *col, const float *x, i64 n, i64 inC, i64 inH, i64 inW, i64 kh, i64 kw,
+	i64 stride, i64 pad, i64 oh, i64 ow) {
+	i64 cols = oh * ow, rows = inC * kh * kw;
+	GRID_STRIDE(i, n * rows * cols) {
+		i64 p = i % cols, r = (i / cols) % rows, s = i / (cols * rows);
+		i64 kj = r % kw, ki = (r / kw) % kh, c = r / (kw * kh);
+		i64 iy = (p / ow) * stride - pad + ki, ix = (p % ow) * stride - pad + kj;
+		float v = 0;
+		if (iy >= 0 && iy < inH && ix >= 0 && ix < inW) v = x[((s * inC + c) * inH + iy) * inW + ix];
+		col[i] = v;
+	}
+}
+
+// The adjoint of im2col as a gather: each dx element sums its column entries in (ki, kj) order,
+// the order in which the CPU's col2im adds them.
+extern "C" __global__ void col2im_f32(float *dx, const float *col, i64 n, i64 inC, i64 inH, i64 inW, i64 kh, i64 kw,
+	i64 stride, i64 pad, i64 oh, i64 ow) {
+	i64 cols = oh * ow, rows = inC * kh * kw;
+	GRID_STRIDE(i, n * inC * inH * inW) {
+		i64 ix = i % inW, iy = (i / inW) % inH, c = (i / (inW * inH)) % inC, s = i / (inW * inH * inC);
+		float acc = 0;
+		for (i64 ki = 0; ki < kh; ki++) {
+			i64 ty = iy + pad - ki;
+			if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
+			for (i64 kj = 0; kj < kw; kj++) {
+				i64 tx = ix + pad - kj;
+				if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
+				i64 r = (c * kh + ki) * kw + kj;
+				acc += col[(s * rows + r) * cols + (ty / stride) * ow + tx / stride];
+			}
+		}
+		dx[i] = acc;
+	}
+}
+
+// One thread per output; arg is the index of the maximum within its H*W plane, first wins.
+extern "C" __global__ void maxpool_f32(float *y, int *arg, const float *x, i64 planes, i64 h, i64 w, i64 k, i64 stride,
+	i64 oh, i64 ow) {
+	GRID_STRIDE(i, planes * oh * ow) {
+		i64 ox = i % ow, oy = (i / ow) % oh, p = i / (ow * oh);
+		const float *plane = x + p * h * w;
+		i64 best = oy * stride * w + ox * stride;
+		for (i64 ky = 0; ky < k; ky++)
+			for (i64 kx = 0; kx < k; kx++) {
+				i64 j = (oy * stride + ky) * w + ox * stride + kx;
+				if (plane[j] > plane[best]) best = j;
+			}
+		y[i] = plane[best];
+		arg[i] = (int)best;
+	}
+}
+
+// Gather form of the backward pass: each input sums the dy of the windows (in output order)
+// whose maximum it was.
+extern "C" __global__ void maxpool_grad_f32(float *dx, const float *dy, const int *arg, i64 planes, i64 h, i64 w, i64 k,
+	i64 stride, i64 oh, i64 ow) {
+	GRID_STRIDE(i, planes * h * w) {
+		i64 j = i % (h * w), p = i / (h * w), iy = j / w, ix = j % w;
+		i64 oy0 = iy >= k ? (iy - k) / stride + 1 : 0, ox0 = ix >= k ? (ix - k) / stride + 1 : 0;
+		i64 oy1 = iy / stride < oh - 1 ? iy / stride : oh - 1, ox1 = ix / stride < ow - 1 ? ix / stride : ow - 1;
+		float acc = 0;
+		for (i64 oy = oy0; oy <= oy1; oy++)
+			for (i64 ox = ox0; ox <= ox1; ox++) {
+				i64 o = (p * oh + oy) * ow + ox;
+				if (arg[o] == j) acc += dy[o];
+			}
+		dx[i] = acc;
+	}
+}
+
+// rng.Mix(seed, i) of internal/rng: splitmix64 chained over the words.
+__device__ u64 splitmix(u64 x) {
+	x += 0x9e3779b97f4a7c15ull;
+	x = (x ^ (x >> 30)) * 0xbf58476d1ce4e5b9ull;
+	x = (x ^ (x >> 27)) * 0x94d049bb133111ebull;
+	return x ^ (x >> 31);
+}
+
+extern "C" __global__ void dropout_f32(float *y, float *mask, const float *x, i64 n, double p, u64 seed) {
+	float pf = (float)p, scale = 1.0f / (1.0f - pf);
+	u64 hs = splitmix(0x9e3779b97f4a7c15ull ^ splitmix(seed));
+	GRID_STRIDE(i, n) {
+		u64 h = splitmix(hs ^ splitmix((u64)i));
+		float u = (float)(h >> 40) / 16777216.0f;
+		float m = u >= pf ? scale : 0.0f;
+		mask[i] = m;
+		y[i] = x[i] * m;
+	}
+}
+
+// dst viewed as [rows][inner], channel = row % channels; tab holds mul[channels] then
+// add[channels] (mul = 1/(255*std), add = -mean/std, computed by the host as the CPU op set does).
+extern "C" __global__ void normalize_u8(float *dst, const unsigned char *src, i64 n, i64 channels, i64 inner,
+	const float *tab) {
+	GRID_STRIDE(i, n) {
+		i64 c = (i / inner) % channels;
+		dst[i] = (float)src[i] * tab[c] + tab[channels + c];
+	}
+}
+
+extern "C" __global__ void sgd_f32(float *w, const float *g, float *v, i64 n, double lr, double momentum, double wd,
+	i64 nesterov) {
+	float l = (float)lr, m = (float)momentum, d = (float)wd;
+	GRID_STRIDE(i, n) {
+		float u = g[i] + d * w[i];
+		if (m != 0) {
+			float vi = m * v[i] + u;
+			v[i] = vi;
+			u = nesterov ? u + m * vi : vi;
+		}
+		w[i] -= l * u;
+	}
+}
+
+// c1, c2 are the bias corrections 1-beta^step, computed by the host.
+extern "C" __global__ void adamw_f32(float *w, const float *g, float *m, float *v, i64 n, double lr, double beta1,
+	double beta2, double eps, double wd, double c1, double c2) {
+	float l = (float)lr, b1 = (float)beta1, b2 = (float)beta2, e = (float)eps, d = (float)wd;
+	float k1 = (float)c1, k2 = (float)c2;
+	GRID_STRIDE(i, n) {
+		float wi = w[i], gi = g[i];
+		wi -= l * d * wi;
+		float mi = b1 * m[i] + (1 - b1) * gi;
+		float vi = b2 * v[i] + (1 - b2) * gi * gi;
+		m[i] = mi;
+		v[i] = vi;
+		float mh = mi / k1, vh = vi / k2;
+		w[i] = wi - l * mh / ((float)sqrt((double)vh) + e);
+	}
+}

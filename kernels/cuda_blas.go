@@ -1,0 +1,109 @@
+//go:build cuda
+
+package kernels
+
+/*
+#cgo LDFLAGS: -lcublas
+#include <stdint.h>
+#include <cublas_v2.h>
+
+// Our own few lines of cuBLAS: gorgonia.org/cu/blas has no cublasSetStream, so its calls would
+// run on the legacy default stream and serialise with every other stream.
+static cublasStatus_t stoke_blas_create(uintptr_t *h) {
+	cublasHandle_t handle;
+	cublasStatus_t st = cublasCreate(&handle);
+	*h = (uintptr_t)handle;
+	return st;
+}
+
+// Column-major, as cuBLAS is; pointers are device addresses.
+static cublasStatus_t stoke_sgemm_batched(uintptr_t h, uintptr_t stream, int ta, int tb, int m, int n, int k,
+	float alpha, uintptr_t a, int lda, long long sa, uintptr_t b, int ldb, long long sb, float beta,
+	uintptr_t c, int ldc, long long sc, int batch) {
+	cublasHandle_t handle = (cublasHandle_t)h;
+	cublasStatus_t st = cublasSetStream(handle, (cudaStream_t)stream);
+	if (st != CUBLAS_STATUS_SUCCESS) return st;
+	cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	if (batch == 1)
+		return cublasSgemm(handle, oa, ob, m, n, k, &alpha, (const float *)a, lda, (const float *)b, ldb, &beta,
+			(float *)c, ldc);
+	return cublasSgemmStridedBatched(handle, oa, ob, m, n, k, &alpha, (const float *)a, lda, sa,
+		(const float *)b, ldb, sb, &beta, (float *)c, ldc, sc, batch);
+}
+*/
+import "C"
+
+import (
+	"fmt"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+// cublasHandle is one cuBLAS handle per op set; it is only used on the device's context thread,
+// which also serialises the SetStream + Sgemm pair.
+type cublasHandle C.uintptr_t
+
+func newCublas(dev gpu.Device) (cublasHandle, error) {
+	var h C.uintptr_t
+	var st C.cublasStatus_t
+	if err := gpu.CUDADo(dev, func() error { st = C.stoke_blas_create(&h); return nil }); err != nil {
+		return 0, err
+	}
+	if st != C.CUBLAS_STATUS_SUCCESS {
+		return 0, fmt.Errorf("kernels: cuda: cublasCreate on %s: status %d", dev.Info(), int(st))
+	}
+	return cublasHandle(h), nil
+}
+
+// gemmBatch is row-major C_i = alpha*op(A_i)*op(B_i) + beta*C_i for i < batch, the i-th operand
+// starting stride elements after the previous (stride 0: the same matrix for all). A row-major
+// product is the column-major product of the transposes with the operands swapped.
+type gemmBatch struct {
+	transA, transB            bool
+	m, n, k                   int
+	alpha, beta               float32
+	a, b, c                   cu.DevicePtr
+	strideA, strideB, strideC int
+	batch                     int
+}
+
+func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
+	if g.m == 0 || g.n == 0 || g.batch == 0 {
+		return nil
+	}
+	// Leading dimensions of the row-major operands; at least 1 even for k == 0, when cuBLAS reads
+	// neither a nor b and computes c = beta*c, as the CPU op set does.
+	lda, ldb := max(g.k, 1), g.n
+	if g.transA {
+		lda = g.m
+	}
+	if g.transB {
+		ldb = max(g.k, 1)
+	}
+	var st C.cublasStatus_t
+	err := gpu.CUDADo(dev, func() error {
+		st = C.stoke_sgemm_batched(C.uintptr_t(h), C.uintptr_t(uintptr(unsafe.Pointer(s.C()))), cbool(g.transB), cbool(g.transA),
+			C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
+			C.uintptr_t(g.b), C.int(ldb), C.longlong(g.strideB),
+			C.uintptr_t(g.a), C.int(lda), C.longlong(g.strideA), C.float(g.beta),
+			C.uintptr_t(g.c), C.int(g.n), C.longlong(g.strideC), C.int(g.batch))
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	if st != C.CUBLAS_STATUS_SUCCESS {
+		return fmt.Errorf("kernels: cuda: cublasSgemm %dx%dx%d (batch %d) on %s: status %d", g.m, g.n, g.k, g.batch, dev.Info(), int(st))
+	}
+	return nil
+}
+
+func cbool(b bool) C.int {
+	if b {
+		return 1
+	}
+	return 0
+}

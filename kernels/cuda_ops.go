@@ -1,0 +1,599 @@
+//go:build cuda
+
+package kernels
+
+import (
+	"fmt"
+	"math"
+	"strings"
+	"sync"
+	"unsafe"
+
+	"gorgonia.org/cu"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+func init() { Register("cuda", cudaFor) }
+
+// One op set per device: the module load and the cuBLAS handle happen once.
+var cudaSets struct {
+	mu   sync.Mutex
+	sets map[gpu.Device]*cudaOps
+}
+
+func cudaFor(dev gpu.Device) (Ops, error) {
+	cudaSets.mu.Lock()
+	defer cudaSets.mu.Unlock()
+	if o := cudaSets.sets[dev]; o != nil {
+		return o, nil
+	}
+	o, err := newCUDAOps(dev)
+	if err != nil {
+		return nil, err
+	}
+	if cudaSets.sets == nil {
+		cudaSets.sets = make(map[gpu.Device]*cudaOps)
+	}
+	cudaSets.sets[dev] = o
+	return o, nil
+}
+
+// cudaOps is the CUDA op set: the kernels of cuda/ops.cu compiled for the device's architecture,
+// and GEMM through cuBLAS. Every launch goes through the device's context thread (gpu.CUDADo).
+type cudaOps struct {
+	dev  gpu.Device
+	blas cublasHandle
+	host hostArena
+	fn   map[string]cu.Function
+}
+
+var _ Ops = (*cudaOps)(nil)
+
+var cudaKernels = []string{
+	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
+	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
+	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
+}
+
+func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
+	info := dev.Info()
+	arch := "compute_" + strings.ReplaceAll(info.ComputeCapability, ".", "")
+	ptx, err := ptxFor(arch)
+	if err != nil {
+		return nil, err
+	}
+	o := &cudaOps{dev: dev, host: hostArena{dev: dev}, fn: make(map[string]cu.Function, len(cudaKernels))}
+	err = gpu.CUDADo(dev, func() error {
+		mod, err := cu.LoadData(ptx)
+		if err != nil {
+			return fmt.Errorf("load module for %s (a driver older than NVRTC rejects its PTX: update the driver): %w", arch, err)
+		}
+		for _, name := range cudaKernels {
+			f, err := mod.Function(name)
+			if err != nil {
+				return fmt.Errorf("kernel %s: %w", name, err)
+			}
+			o.fn[name] = f
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("kernels: cuda: %s: %w", info, err)
+	}
+	if o.blas, err = newCublas(dev); err != nil {
+		return nil, err
+	}
+	return o, nil
+}
+
+func (*cudaOps) Backend() string { return "cuda" }
+
+// Kernel arguments: cu's Launch copies 8 bytes per argument, so every value is widened to 8 bytes
+// here and every kernel parameter is 8 bytes wide (see ops.cu).
+func iarg(v int) uint64          { return uint64(int64(v)) }
+func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
+func parg(p cu.DevicePtr) uint64 { return uint64(p) }
+
+// stream resolves s to the driver stream; it must be a stream of this op set's device.
+func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
+	if s == nil {
+		return cu.Stream{}, fmt.Errorf("%w: %s: nil stream", ErrArgument, op)
+	}
+	cs, dev, err := gpu.CUDAStream(s)
+	if err != nil {
+		return cu.Stream{}, fmt.Errorf("%w: %s: %w", ErrArgument, op, err)
+	}
+	if dev != o.dev {
+		return cu.Stream{}, fmt.Errorf("%w: %s: stream of %s given to the op set of %s", ErrArgument, op, dev.Info(), o.dev.Info())
+	}
+	return cs, nil
+}
+
+// ptr resolves n bytes at byte offset off of buf to a device address (0 for an empty range).
+func (o *cudaOps) ptr(op, name string, buf gpu.Buffer, off, n int) (cu.DevicePtr, error) {
+	if n == 0 {
+		return 0, nil
+	}
+	if buf == nil {
+		return 0, fmt.Errorf("%w: %s: %s has no buffer", ErrArgument, op, name)
+	}
+	if gpu.CUDABufferDevice(buf) != o.dev {
+		return 0, fmt.Errorf("%w: %s: %s is not memory of %s", ErrBuffer, op, name, o.dev.Info())
+	}
+	p, err := gpu.CUDAPointer(buf)
+	if err != nil {
+		return 0, fmt.Errorf("%w: %s: %s: %w", ErrBuffer, op, name, err)
+	}
+	if off < 0 || n < 0 || off+n > buf.Len() {
+		return 0, fmt.Errorf("%w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, op, name, off, off+n, buf.Len())
+	}
+	return p + cu.DevicePtr(off), nil
+}
+
+func (o *cudaOps) f32(op, name string, v F32) (cu.DevicePtr, error) {
+	return o.ptr(op, name, v.Buf, 4*v.Off, 4*v.Len)
+}
+
+func (o *cudaOps) i32(op, name string, v I32) (cu.DevicePtr, error) {
+	return o.ptr(op, name, v.Buf, 4*v.Off, 4*v.Len)
+}
+
+func (o *cudaOps) u8(op, name string, v U8) (cu.DevicePtr, error) {
+	return o.ptr(op, name, v.Buf, v.Off, v.Len)
+}
+
+// Launch geometry: grid-stride kernels get at most maxBlocks blocks of blockSize threads.
+const (
+	blockSize = 256
+	maxBlocks = 8192
+)
+
+// launchN launches a grid-stride kernel over n elements (nothing for n == 0).
+func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error {
+	if n == 0 {
+		return nil
+	}
+	return o.launch(s, name, min((n+blockSize-1)/blockSize, maxBlocks), blockSize, args...)
+}
+
+func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
+	params := make([]unsafe.Pointer, len(args))
+	for i := range args {
+		params[i] = unsafe.Pointer(&args[i])
+	}
+	fn := o.fn[name]
+	err := gpu.CUDADo(o.dev, func() error { return fn.Launch(grid, 1, 1, block, 1, 1, 0, s, params) })
+	if err != nil {
+		return fmt.Errorf("kernels: cuda: launch %s on %s: %w", name, o.dev.Info(), err)
+	}
+	return nil
+}
+
+// launchChecked launches a kernel that reports a bad label through a mapped host slot, then a
+// host function that turns the report into the stream's sticky ErrLabel error and frees the slot.
+// (After an earlier sticky error the host function is skipped and the slot is not reused.)
+func (o *cudaOps) launchChecked(gs gpu.Stream, s cu.Stream, op, name string, n, classes int, args ...uint64) error {
+	slot, err := o.host.get()
+	if err != nil {
+		return err
+	}
+	flag := slot.int32s(2)
+	flag[0], flag[1] = int32(n), 0
+	if err := o.launch(s, name, 1, 1024, append(args, parg(slot.dev))...); err != nil {
+		o.host.put(slot)
+		return err
+	}
+	return gs.Host(func() error {
+		bad, label := int(flag[0]), flag[1]
+		o.host.put(slot)
+		if bad < n {
+			return fmt.Errorf("%w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, label, classes)
+		}
+		return nil
+	})
+}
+
+func (o *cudaOps) Fill(gs gpu.Stream, x F32, v float32) error {
+	s, e1 := o.stream("fill", gs)
+	xp, e2 := o.f32("fill", "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "fill_f32", x.Len, parg(xp), iarg(x.Len), farg(v))
+}
+
+func (o *cudaOps) Copy(gs gpu.Stream, dst, src F32) error {
+	s, e1 := o.stream("copy", gs)
+	dp, e2 := o.f32("copy", "dst", dst)
+	sp, e3 := o.f32("copy", "src", src)
+	if err := firstErr(e1, e2, e3, wantLen("copy", "dst", dst.Len, src.Len)); err != nil {
+		return err
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	err := gpu.CUDADo(o.dev, func() error { return cu.MemcpyDtoDAsync(dp, sp, int64(4*dst.Len), s) })
+	if err != nil {
+		return fmt.Errorf("kernels: cuda: copy on %s: %w", o.dev.Info(), err)
+	}
+	return nil
+}
+
+func (o *cudaOps) Axpy(gs gpu.Stream, y F32, alpha float32, x F32) error {
+	s, e1 := o.stream("axpy", gs)
+	yp, e2 := o.f32("axpy", "y", y)
+	xp, e3 := o.f32("axpy", "x", x)
+	if err := firstErr(e1, e2, e3, wantLen("axpy", "x", x.Len, y.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "axpy_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), farg(alpha))
+}
+
+func (o *cudaOps) Scale(gs gpu.Stream, x F32, alpha float32) error {
+	s, e1 := o.stream("scale", gs)
+	xp, e2 := o.f32("scale", "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "scale_f32", x.Len, parg(xp), iarg(x.Len), farg(alpha))
+}
+
+func (o *cudaOps) Mul(gs gpu.Stream, z, x, y F32) error {
+	s, e1 := o.stream("mul", gs)
+	zp, e2 := o.f32("mul", "z", z)
+	xp, e3 := o.f32("mul", "x", x)
+	yp, e4 := o.f32("mul", "y", y)
+	if err := firstErr(e1, e2, e3, e4, wantLen("mul", "x", x.Len, z.Len), wantLen("mul", "y", y.Len, z.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "mul_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
+}
+
+func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error {
+	if m < 0 || n < 0 || k < 0 {
+		return fmt.Errorf("%w: gemm: m, n, k = %d, %d, %d", ErrArgument, m, n, k)
+	}
+	s, e1 := o.stream("gemm", gs)
+	ap, e2 := o.f32("gemm", "a", a)
+	bp, e3 := o.f32("gemm", "b", b)
+	cp, e4 := o.f32("gemm", "c", c)
+	if err := firstErr(e1, e2, e3, e4, wantLen("gemm", "a", a.Len, m*k), wantLen("gemm", "b", b.Len, k*n), wantLen("gemm", "c", c.Len, m*n)); err != nil {
+		return err
+	}
+	return o.blas.gemm(o.dev, s, gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp, batch: 1})
+}
+
+func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias F32, outer, inner int) error {
+	s, e1 := o.stream("bias add", gs)
+	xp, e2 := o.f32("bias add", "x", x)
+	bp, e3 := o.f32("bias add", "bias", bias)
+	if err := firstErr(e1, e2, e3, wantLen("bias add", "x", x.Len, outer*bias.Len*inner)); err != nil {
+		return err
+	}
+	return o.launchN(s, "bias_add_f32", x.Len, parg(xp), parg(bp), iarg(outer), iarg(bias.Len), iarg(inner))
+}
+
+func (o *cudaOps) BiasGrad(gs gpu.Stream, dbias, dy F32, outer, inner int) error {
+	s, e1 := o.stream("bias grad", gs)
+	dbp, e2 := o.f32("bias grad", "dbias", dbias)
+	dyp, e3 := o.f32("bias grad", "dy", dy)
+	if err := firstErr(e1, e2, e3, wantLen("bias grad", "dy", dy.Len, outer*dbias.Len*inner)); err != nil {
+		return err
+	}
+	return o.biasGrad(s, dbp, dyp, outer, dbias.Len, inner)
+}
+
+func (o *cudaOps) biasGrad(s cu.Stream, dbias, dy cu.DevicePtr, outer, channels, inner int) error {
+	if channels == 0 {
+		return nil
+	}
+	// One block per channel (the kernel's shared array holds blockSize partial sums).
+	return o.launch(s, "bias_grad_f32", channels, blockSize, parg(dbias), parg(dy), iarg(outer), iarg(channels), iarg(inner))
+}
+
+func (o *cudaOps) ReLU(gs gpu.Stream, y, x F32) error {
+	s, e1 := o.stream("relu", gs)
+	yp, e2 := o.f32("relu", "y", y)
+	xp, e3 := o.f32("relu", "x", x)
+	if err := firstErr(e1, e2, e3, wantLen("relu", "y", y.Len, x.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "relu_f32", x.Len, parg(yp), parg(xp), iarg(x.Len))
+}
+
+func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
+	s, e1 := o.stream("relu grad", gs)
+	dxp, e2 := o.f32("relu grad", "dx", dx)
+	dyp, e3 := o.f32("relu grad", "dy", dy)
+	yp, e4 := o.f32("relu grad", "y", y)
+	if err := firstErr(e1, e2, e3, e4, wantLen("relu grad", "dy", dy.Len, dx.Len), wantLen("relu grad", "y", y.Len, dx.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "relu_grad_f32", dx.Len, parg(dxp), parg(dyp), parg(yp), iarg(dx.Len))
+}
+
+func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
+	const op = "softmax cross-entropy"
+	s, e0 := o.stream(op, gs)
+	lp, e1 := o.f32(op, "loss", loss)
+	dp, e2 := o.f32(op, "dlogits", dlogits)
+	xp, e3 := o.f32(op, "logits", logits)
+	yp, e4 := o.i32(op, "labels", labels)
+	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, e4, wantLen(op, "loss", loss.Len, 1),
+		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "dlogits", dlogits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
+	}
+	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes))
+}
+
+func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) error {
+	s, e0 := o.stream("argmax", gs)
+	dp, e1 := o.i32("argmax", "dst", dst)
+	xp, e2 := o.f32("argmax", "logits", logits)
+	if err := firstErr(e0, checkClasses("argmax", n, classes), e1, e2, wantLen("argmax", "dst", dst.Len, n), wantLen("argmax", "logits", logits.Len, n*classes)); err != nil {
+		return err
+	}
+	return o.launchN(s, "argmax_f32", n, parg(dp), parg(xp), iarg(n), iarg(classes))
+}
+
+func (o *cudaOps) CountCorrect(gs gpu.Stream, count I32, logits F32, labels I32, n, classes int) error {
+	const op = "count correct"
+	s, e0 := o.stream(op, gs)
+	cp, e1 := o.i32(op, "count", count)
+	xp, e2 := o.f32(op, "logits", logits)
+	yp, e3 := o.i32(op, "labels", labels)
+	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, wantLen(op, "count", count.Len, 1),
+		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	return o.launchChecked(gs, s, op, "count_correct_f32", n, classes, parg(cp), parg(xp), parg(yp), iarg(n), iarg(classes))
+}
+
+// convArgs are the geometry arguments of im2col_f32 and col2im_f32, after the two pointers.
+func convArgs(g Conv2D) []uint64 {
+	return []uint64{iarg(g.N), iarg(g.InC), iarg(g.InH), iarg(g.InW), iarg(g.KH), iarg(g.KW), iarg(g.stride()), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
+}
+
+// Conv2D is im2col into the workspace, one strided-batched GEMM y_n = w * col_n, and the bias.
+func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
+	const op = "conv2d"
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	wp, e3 := o.f32(op, "w", w)
+	bp, e4 := o.f32(op, "bias", bias)
+	wsp, e5 := o.f32(op, "workspace", ws)
+	var e6 error
+	if bias.Len != 0 {
+		e6 = wantLen(op, "bias", bias.Len, g.OutC)
+	}
+	if err := firstErr(e0, e1, e2, e3, e4, e5, e6, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen()),
+		wantLen(op, "w", w.Len, g.WeightLen()), wantLen(op, "workspace", ws.Len, g.WorkspaceLen())); err != nil {
+		return err
+	}
+	if g.N == 0 {
+		return nil
+	}
+	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
+	if err := o.launchN(s, "im2col_f32", ws.Len, append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...)...); err != nil {
+		return err
+	}
+	err := o.blas.gemm(o.dev, s, gemmBatch{m: g.OutC, n: cols, k: rows, alpha: 1, beta: 0,
+		a: wp, b: wsp, strideB: rows * cols, c: yp, strideC: g.OutC * cols, batch: g.N})
+	if err != nil || bias.Len == 0 {
+		return err
+	}
+	return o.launchN(s, "bias_add_f32", y.Len, parg(yp), parg(bp), iarg(g.N), iarg(g.OutC), iarg(cols))
+}
+
+// Conv2DBackward: dw accumulates dy_n * col_n^T over the batch in sample order (as the CPU op set
+// does), dbias sums dy, and dx is col2im of w^T * dy_n, computed into the workspace.
+func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
+	const op = "conv2d backward"
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dwp, e2 := o.f32(op, "dw", dw)
+	dbp, e3 := o.f32(op, "dbias", dbias)
+	dyp, e4 := o.f32(op, "dy", dy)
+	wp, e5 := o.f32(op, "w", w)
+	wsp, e6 := o.f32(op, "workspace", ws)
+	var e7, e8 error
+	if dbias.Len != 0 {
+		e7 = wantLen(op, "dbias", dbias.Len, g.OutC)
+	}
+	if dx.Len != 0 {
+		e8 = wantLen(op, "dx", dx.Len, g.InLen())
+	}
+	if err := firstErr(e0, e1, e2, e3, e4, e5, e6, e7, e8, wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "dw", dw.Len, g.WeightLen()),
+		wantLen(op, "w", w.Len, g.WeightLen()), wantLen(op, "workspace", ws.Len, g.WorkspaceLen())); err != nil {
+		return err
+	}
+	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
+	if g.N == 0 {
+		if err := o.launchN(s, "fill_f32", dw.Len, parg(dwp), iarg(dw.Len), farg(0)); err != nil {
+			return err
+		}
+		return o.launchN(s, "fill_f32", dbias.Len, parg(dbp), iarg(dbias.Len), farg(0))
+	}
+	for n := range g.N {
+		beta := float32(1)
+		if n == 0 {
+			beta = 0
+		}
+		err := o.blas.gemm(o.dev, s, gemmBatch{transB: true, m: g.OutC, n: rows, k: cols, alpha: 1, beta: beta,
+			a: dyp + cu.DevicePtr(4*n*g.OutC*cols), b: wsp + cu.DevicePtr(4*n*rows*cols), c: dwp, batch: 1})
+		if err != nil {
+			return err
+		}
+	}
+	if dbias.Len != 0 {
+		if err := o.biasGrad(s, dbp, dyp, g.N, g.OutC, cols); err != nil {
+			return err
+		}
+	}
+	if dx.Len == 0 {
+		return nil
+	}
+	err := o.blas.gemm(o.dev, s, gemmBatch{transA: true, m: rows, n: cols, k: g.OutC, alpha: 1, beta: 0,
+		a: wp, b: dyp, strideB: g.OutC * cols, c: wsp, strideC: rows * cols, batch: g.N})
+	if err != nil {
+		return err
+	}
+	return o.launchN(s, "col2im_f32", dx.Len, append([]uint64{parg(dxp), parg(wsp)}, convArgs(g)...)...)
+}
+
+func poolArgs(g Pool2D) []uint64 {
+	return []uint64{iarg(g.N * g.C), iarg(g.H), iarg(g.W), iarg(g.K), iarg(g.stride()), iarg(g.OutH()), iarg(g.OutW())}
+}
+
+func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
+	const op = "maxpool2d"
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	ap, e2 := o.i32(op, "arg", arg)
+	xp, e3 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen())); err != nil {
+		return err
+	}
+	return o.launchN(s, "maxpool_f32", y.Len, append([]uint64{parg(yp), parg(ap), parg(xp)}, poolArgs(g)...)...)
+}
+
+func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D) error {
+	const op = "maxpool2d backward"
+	if err := g.Validate(); err != nil {
+		return err
+	}
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dyp, e2 := o.f32(op, "dy", dy)
+	ap, e3 := o.i32(op, "arg", arg)
+	if err := firstErr(e0, e1, e2, e3, wantLen(op, "dx", dx.Len, g.InLen()), wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen())); err != nil {
+		return err
+	}
+	return o.launchN(s, "maxpool_grad_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(ap)}, poolArgs(g)...)...)
+}
+
+func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x F32, p float32, seed uint64) error {
+	const op = "dropout"
+	if !(p >= 0 && p < 1) {
+		return fmt.Errorf("%w: %s: p = %v; want [0,1)", ErrArgument, op, p)
+	}
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	mp, e2 := o.f32(op, "mask", mask)
+	xp, e3 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, x.Len), wantLen(op, "mask", mask.Len, x.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "dropout_f32", x.Len, parg(yp), parg(mp), parg(xp), iarg(x.Len), farg(p), seed)
+}
+
+// NormalizeU8 reads its per-channel table from a mapped host slot, filled here and handed back by
+// a host function after the kernel; per-channel statistics are limited to maxNormChannels.
+func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
+	const op = "normalize u8"
+	if channels <= 0 || inner <= 0 || dst.Len%(channels*inner) != 0 {
+		return fmt.Errorf("%w: %s: %d elements are not [N][%d][%d]", ErrArgument, op, dst.Len, channels, inner)
+	}
+	if (len(mean) != 0 && len(mean) != 1 && len(mean) != channels) || (len(std) != 0 && len(std) != 1 && len(std) != channels) {
+		return fmt.Errorf("%w: %s: %d means and %d stds for %d channels", ErrArgument, op, len(mean), len(std), channels)
+	}
+	for _, v := range std {
+		if !(v > 0) {
+			return fmt.Errorf("%w: %s: std %v; want > 0", ErrArgument, op, v)
+		}
+	}
+	// With one statistic for all channels the table needs one entry: view the data as 1 channel.
+	tabC := channels
+	if len(mean) <= 1 && len(std) <= 1 {
+		tabC, inner = 1, channels*inner
+	}
+	if tabC > maxNormChannels {
+		return fmt.Errorf("%w: %s: per-channel statistics for %d channels; the cuda op set takes at most %d", ErrArgument, op, tabC, maxNormChannels)
+	}
+	s, e0 := o.stream(op, gs)
+	dp, e1 := o.f32(op, "dst", dst)
+	sp, e2 := o.u8(op, "src", src)
+	if err := firstErr(e0, e1, e2, wantLen(op, "src", src.Len, dst.Len)); err != nil {
+		return err
+	}
+	if dst.Len == 0 {
+		return nil
+	}
+	slot, err := o.host.get()
+	if err != nil {
+		return err
+	}
+	tab := slot.float32s(2 * tabC)
+	for c := range tabC {
+		m, sd := float32(0), float32(1)
+		if len(mean) > 0 {
+			m = mean[c%len(mean)]
+		}
+		if len(std) > 0 {
+			sd = std[c%len(std)]
+		}
+		tab[c], tab[tabC+c] = 1/(255*sd), -m/sd // the CPU op set's mul and add
+	}
+	if err := o.launchN(s, "normalize_u8", dst.Len, parg(dp), parg(sp), iarg(dst.Len), iarg(tabC), iarg(inner), parg(slot.dev)); err != nil {
+		o.host.put(slot)
+		return err
+	}
+	return gs.Host(func() error { o.host.put(slot); return nil })
+}
+
+func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v F32, p SGD) error {
+	const op = "sgd"
+	s, e0 := o.stream(op, gs)
+	wp, e1 := o.f32(op, "w", w)
+	gp, e2 := o.f32(op, "g", g)
+	vp, e3 := o.f32(op, "v", v)
+	var e4 error
+	if p.Momentum != 0 {
+		e4 = wantLen(op, "v", v.Len, w.Len)
+	}
+	if err := firstErr(e0, e1, e2, e3, e4, wantLen(op, "g", g.Len, w.Len)); err != nil {
+		return err
+	}
+	nesterov := 0
+	if p.Nesterov {
+		nesterov = 1
+	}
+	return o.launchN(s, "sgd_f32", w.Len, parg(wp), parg(gp), parg(vp), iarg(w.Len), farg(p.LR), farg(p.Momentum), farg(p.WeightDecay), iarg(nesterov))
+}
+
+func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v F32, p AdamW) error {
+	const op = "adamw"
+	if p.Step < 1 {
+		return fmt.Errorf("%w: %s: step %d; want >= 1", ErrArgument, op, p.Step)
+	}
+	s, e0 := o.stream(op, gs)
+	wp, e1 := o.f32(op, "w", w)
+	gp, e2 := o.f32(op, "g", g)
+	mp, e3 := o.f32(op, "m", m)
+	vp, e4 := o.f32(op, "v", v)
+	if err := firstErr(e0, e1, e2, e3, e4, wantLen(op, "g", g.Len, w.Len), wantLen(op, "m", m.Len, w.Len), wantLen(op, "v", v.Len, w.Len)); err != nil {
+		return err
+	}
+	// The bias corrections exactly as the CPU op set computes them.
+	c1 := float32(1 - math.Pow(float64(p.Beta1), float64(p.Step)))
+	c2 := float32(1 - math.Pow(float64(p.Beta2), float64(p.Step)))
+	return o.launchN(s, "adamw_f32", w.Len, parg(wp), parg(gp), parg(mp), parg(vp), iarg(w.Len),
+		farg(p.LR), farg(p.Beta1), farg(p.Beta2), farg(p.Eps), farg(p.WeightDecay), farg(c1), farg(c2))
+}

@@ -1,0 +1,378 @@
+//go:build cuda
+
+package kernels_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// side is one backend of a parity test: a device, a stream and its op set.
+type side struct {
+	dev gpu.Device
+	s   gpu.Stream
+	ops kernels.Ops
+}
+
+func openSide(t *testing.T, name string) *side {
+	t.Helper()
+	dev, err := gpu.Open(name)
+	if err != nil {
+		if name == "cuda" {
+			t.Skipf("no CUDA device: %v", err)
+		}
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() {
+		if err := dev.Close(); err != nil && !errors.Is(err, kernels.ErrLabel) {
+			t.Error(err)
+		}
+	})
+	return &side{dev, s, ops}
+}
+
+func bytesOf[T any](v []T) []byte {
+	if len(v) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*int(unsafe.Sizeof(v[0])))
+}
+
+func (sd *side) upload(t *testing.T, b []byte) gpu.Buffer {
+	t.Helper()
+	buf, err := sd.dev.Alloc(len(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := sd.s.CopyH2D(buf, 0, b); err != nil {
+		t.Fatal(err)
+	}
+	// The host slice must stay untouched until the copy ran: wait here, tests are not hot paths.
+	if err := sd.s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return buf
+}
+
+func (sd *side) f32(t *testing.T, v []float32) kernels.F32 {
+	return kernels.Float32s(sd.upload(t, bytesOf(v)))
+}
+func (sd *side) i32(t *testing.T, v []int32) kernels.I32 {
+	return kernels.Int32s(sd.upload(t, bytesOf(v)))
+}
+func (sd *side) u8(t *testing.T, v []uint8) kernels.U8 { return kernels.Bytes(sd.upload(t, v)) }
+
+// read returns the contents of views (F32 or I32) after the stream has run everything before.
+func (sd *side) read(t *testing.T, views ...any) [][]float64 {
+	t.Helper()
+	var out [][]float64
+	var pending []func()
+	for _, v := range views {
+		switch v := v.(type) {
+		case kernels.F32:
+			h := make([]float32, v.Len)
+			if err := sd.s.CopyD2H(bytesOf(h), v.Buf, 4*v.Off); err != nil {
+				t.Fatal(err)
+			}
+			i := len(out)
+			out = append(out, nil)
+			pending = append(pending, func() {
+				for _, x := range h {
+					out[i] = append(out[i], float64(x))
+				}
+			})
+		case kernels.I32:
+			h := make([]int32, v.Len)
+			if err := sd.s.CopyD2H(bytesOf(h), v.Buf, 4*v.Off); err != nil {
+				t.Fatal(err)
+			}
+			i := len(out)
+			out = append(out, nil)
+			pending = append(pending, func() {
+				for _, x := range h {
+					out[i] = append(out[i], float64(x))
+				}
+			})
+		default:
+			t.Fatalf("read: view %T", v)
+		}
+	}
+	if err := sd.s.Synchronize(context.Background()); err != nil {
+		t.Fatalf("Synchronize() = %v", err)
+	}
+	for _, f := range pending {
+		f()
+	}
+	return out
+}
+
+func randF32(r *rand.Rand, n int) []float32 {
+	v := make([]float32, n)
+	for i := range v {
+		v[i] = float32(r.NormFloat64())
+	}
+	return v
+}
+
+func randU8(r *rand.Rand, n int) []uint8 {
+	v := make([]uint8, n)
+	for i := range v {
+		v[i] = uint8(r.IntN(256))
+	}
+	return v
+}
+
+func randLabels(r *rand.Rand, n, classes int) []int32 {
+	v := make([]int32, n)
+	for i := range v {
+		v[i] = int32(r.IntN(classes))
+	}
+	return v
+}
+
+// relErr is the largest, over the outputs, of max|got-want| / max|want| within one output.
+func relErr(got, want [][]float64) float64 {
+	var worst float64
+	for i := range want {
+		var diff, scale float64
+		for j := range want[i] {
+			diff = math.Max(diff, math.Abs(got[i][j]-want[i][j]))
+			scale = math.Max(scale, math.Abs(want[i][j]))
+		}
+		if math.IsNaN(diff) || slicesHaveNaN(got[i]) != slicesHaveNaN(want[i]) {
+			return math.NaN()
+		}
+		worst = math.Max(worst, diff/math.Max(scale, 1e-30))
+	}
+	return worst
+}
+
+func slicesHaveNaN(v []float64) bool { return slices.ContainsFunc(v, math.IsNaN) }
+
+// parityCase runs the same op on both sides with the same inputs and returns the output views.
+type parityCase struct {
+	name string
+	tol  float64 // 0: exact
+	run  func(t *testing.T, sd *side, r *rand.Rand) []any
+}
+
+func f32Len(sd *side, t *testing.T, n int) kernels.F32 {
+	t.Helper()
+	b, err := sd.dev.Alloc(4 * n)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernels.Float32s(b)
+	if err := sd.ops.Fill(sd.s, v, float32(math.NaN())); err != nil { // outputs must not read old contents
+		t.Fatal(err)
+	}
+	return v
+}
+
+func i32Len(sd *side, t *testing.T, n int) kernels.I32 {
+	t.Helper()
+	return sd.i32(t, make([]int32, n))
+}
+
+func check(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+func gemmCase(ta, tb bool, m, n, k int) parityCase {
+	return parityCase{fmt.Sprintf("gemm ta=%v tb=%v %dx%dx%d", ta, tb, m, n, k), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		a, b, c := sd.f32(t, randF32(r, m*k)), sd.f32(t, randF32(r, k*n)), sd.f32(t, randF32(r, m*n))
+		check(t, sd.ops.Gemm(sd.s, ta, tb, m, n, k, 0.5, a, b, 0.25, c))
+		return []any{c}
+	}}
+}
+
+func convCase(g kernels.Conv2D) parityCase {
+	return parityCase{fmt.Sprintf("conv2d %+v", g), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x, w, bias := sd.f32(t, randF32(r, g.InLen())), sd.f32(t, randF32(r, g.WeightLen())), sd.f32(t, randF32(r, g.OutC))
+		y, ws := f32Len(sd, t, g.OutLen()), f32Len(sd, t, g.WorkspaceLen())
+		check(t, sd.ops.Conv2D(sd.s, y, x, w, bias, ws, g))
+		dy := sd.f32(t, randF32(r, g.OutLen()))
+		dx, dw, db := f32Len(sd, t, g.InLen()), f32Len(sd, t, g.WeightLen()), f32Len(sd, t, g.OutC)
+		check(t, sd.ops.Conv2DBackward(sd.s, dx, dw, db, dy, w, ws, g))
+		return []any{y, dx, dw, db}
+	}}
+}
+
+func poolCase(g kernels.Pool2D) parityCase {
+	return parityCase{fmt.Sprintf("maxpool %+v", g), 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x := sd.f32(t, randF32(r, g.InLen()))
+		y, arg := f32Len(sd, t, g.OutLen()), i32Len(sd, t, g.OutLen())
+		check(t, sd.ops.MaxPool2D(sd.s, y, arg, x, g))
+		dy, dx := sd.f32(t, randF32(r, g.OutLen())), f32Len(sd, t, g.InLen())
+		check(t, sd.ops.MaxPool2DBackward(sd.s, dx, dy, arg, g))
+		return []any{y, arg, dx}
+	}}
+}
+
+// TestCUDAParity runs every op of the op set on the CPU and on the GPU with the same random
+// inputs. Data movement, ReLU, pooling and dropout must agree exactly; float arithmetic within
+// 1e-6 (ops.cu is compiled without FMA contraction, so it differs only where Go fuses); reductions
+// and GEMM-based ops within a relative error of 1e-5 (FP32 cuBLAS, no TF32).
+func TestCUDAParity(t *testing.T) {
+	gp := openSide(t, "cuda")
+	cp := openSide(t, "cpu")
+	const n = 100_003
+	cases := []parityCase{
+		{"fill", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x := f32Len(sd, t, n)
+			check(t, sd.ops.Fill(sd.s, x, 1.5))
+			return []any{x}
+		}},
+		{"copy", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x, y := sd.f32(t, randF32(r, n)), f32Len(sd, t, n)
+			check(t, sd.ops.Copy(sd.s, y, x))
+			return []any{y}
+		}},
+		{"axpy scale mul", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x, y, z := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n)), f32Len(sd, t, n)
+			check(t, sd.ops.Axpy(sd.s, y, -0.7, x))
+			check(t, sd.ops.Scale(sd.s, x, 3.25))
+			check(t, sd.ops.Mul(sd.s, z, x, y))
+			return []any{x, y, z}
+		}},
+		gemmCase(false, false, 1, 1, 1),
+		gemmCase(false, false, 37, 53, 29),
+		gemmCase(true, false, 64, 10, 784),
+		gemmCase(false, true, 128, 256, 512),
+		gemmCase(true, true, 33, 17, 65),
+		gemmCase(false, false, 5, 7, 0),
+		{"bias add and grad", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const outer, ch, inner = 16, 24, 49
+			x, b := sd.f32(t, randF32(r, outer*ch*inner)), sd.f32(t, randF32(r, ch))
+			db := f32Len(sd, t, ch)
+			check(t, sd.ops.BiasAdd(sd.s, x, b, outer, inner))
+			check(t, sd.ops.BiasGrad(sd.s, db, x, outer, inner))
+			return []any{x, db}
+		}},
+		{"relu and grad", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x, dy := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
+			y, dx := f32Len(sd, t, n), f32Len(sd, t, n)
+			check(t, sd.ops.ReLU(sd.s, y, x))
+			check(t, sd.ops.ReLUGrad(sd.s, dx, dy, y))
+			return []any{y, dx}
+		}},
+		{"softmax cross-entropy, argmax, count correct (10 classes)", 1e-5, lossCase(128, 10)},
+		{"softmax cross-entropy, argmax, count correct (1000 classes)", 1e-5, lossCase(96, 1000)},
+		convCase(kernels.Conv2D{N: 4, InC: 3, InH: 13, InW: 11, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}),
+		convCase(kernels.Conv2D{N: 2, InC: 5, InH: 16, InW: 16, OutC: 6, KH: 5, KW: 5, Stride: 2, Pad: 2}),
+		convCase(kernels.Conv2D{N: 3, InC: 1, InH: 28, InW: 28, OutC: 16, KH: 5, KW: 5}),
+		poolCase(kernels.Pool2D{N: 3, C: 4, H: 12, W: 10, K: 2}),
+		poolCase(kernels.Pool2D{N: 2, C: 3, H: 13, W: 13, K: 3, Stride: 2}),
+		{"dropout", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x := sd.f32(t, randF32(r, n))
+			y, m := f32Len(sd, t, n), f32Len(sd, t, n)
+			check(t, sd.ops.Dropout(sd.s, y, m, x, 0.3, 12345))
+			return []any{y, m}
+		}},
+		{"normalize u8 per channel", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const imgs, ch, inner = 5, 3, 31 * 29
+			src, dst := sd.u8(t, randU8(r, imgs*ch*inner)), f32Len(sd, t, imgs*ch*inner)
+			check(t, sd.ops.NormalizeU8(sd.s, dst, src, ch, inner, []float32{0.485, 0.456, 0.406}, []float32{0.229, 0.224, 0.225}))
+			return []any{dst}
+		}},
+		{"normalize u8 one statistic", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			src, dst := sd.u8(t, randU8(r, 7*784)), f32Len(sd, t, 7*784)
+			check(t, sd.ops.NormalizeU8(sd.s, dst, src, 1, 784, []float32{0.1307}, []float32{0.3081}))
+			return []any{dst}
+		}},
+		{"sgd", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			w, g, v := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
+			w2 := sd.f32(t, randF32(r, n))
+			check(t, sd.ops.SGDStep(sd.s, w, g, v, kernels.SGD{LR: 0.1, Momentum: 0.9, WeightDecay: 1e-4, Nesterov: true}))
+			check(t, sd.ops.SGDStep(sd.s, w2, g, kernels.F32{}, kernels.SGD{LR: 0.05}))
+			return []any{w, v, w2}
+		}},
+		{"adamw", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
+			m, v := sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n))
+			for step := 1; step <= 3; step++ {
+				check(t, sd.ops.AdamWStep(sd.s, w, g, m, v, kernels.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step}))
+			}
+			return []any{w, m, v}
+		}},
+	}
+	for i, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			want := cp.read(t, tc.run(t, cp, rand.New(rand.NewPCG(uint64(i), 1)))...)
+			got := gp.read(t, tc.run(t, gp, rand.New(rand.NewPCG(uint64(i), 1)))...)
+			if e := relErr(got, want); !(e <= tc.tol) {
+				t.Errorf("%s: relative error %g; want <= %g", tc.name, e, tc.tol)
+			}
+		})
+	}
+}
+
+func lossCase(n, classes int) func(t *testing.T, sd *side, r *rand.Rand) []any {
+	return func(t *testing.T, sd *side, r *rand.Rand) []any {
+		logits := randF32(r, n*classes)
+		for i := range logits {
+			logits[i] *= 4
+		}
+		x, y := sd.f32(t, logits), sd.i32(t, randLabels(r, n, classes))
+		loss, dl := f32Len(sd, t, 1), f32Len(sd, t, n*classes)
+		am, cnt := i32Len(sd, t, n), sd.i32(t, []int32{5})
+		check(t, sd.ops.SoftmaxCrossEntropy(sd.s, loss, dl, x, y, n, classes))
+		check(t, sd.ops.Argmax(sd.s, am, x, n, classes))
+		check(t, sd.ops.CountCorrect(sd.s, cnt, x, y, n, classes))
+		return []any{loss, dl, am, cnt}
+	}
+}
+
+// TestCUDALabelOutOfRange checks that a bad label becomes the stream's sticky ErrLabel, naming the
+// sample and its label, as on the CPU.
+func TestCUDALabelOutOfRange(t *testing.T) {
+	sd := openSide(t, "cuda")
+	x, y := sd.f32(t, make([]float32, 4*3)), sd.i32(t, []int32{0, 2, 7, -1})
+	loss, dl := f32Len(sd, t, 1), f32Len(sd, t, 4*3)
+	check(t, sd.ops.SoftmaxCrossEntropy(sd.s, loss, dl, x, y, 4, 3))
+	err := sd.s.Synchronize(context.Background())
+	if !errors.Is(err, kernels.ErrLabel) {
+		t.Fatalf("Synchronize() = %v; want ErrLabel", err)
+	}
+	if want := "sample 2 of the batch has label 7"; !strings.Contains(err.Error(), want) {
+		t.Errorf("error %q does not name %q", err, want)
+	}
+}
+
+// TestCUDAForeignOperands checks that CPU buffers and streams are refused before anything runs.
+func TestCUDAForeignOperands(t *testing.T) {
+	gp := openSide(t, "cuda")
+	cp := openSide(t, "cpu")
+	cx := cp.f32(t, []float32{1, 2})
+	gx := gp.f32(t, []float32{1, 2})
+	if err := gp.ops.Fill(gp.s, cx, 0); !errors.Is(err, kernels.ErrBuffer) {
+		t.Errorf("Fill(cpu buffer) = %v; want ErrBuffer", err)
+	}
+	if err := gp.ops.Fill(cp.s, gx, 0); !errors.Is(err, kernels.ErrArgument) {
+		t.Errorf("Fill(cpu stream) = %v; want ErrArgument", err)
+	}
+	if err := gp.ops.Copy(gp.s, gx, gx.Slice(0, 1)); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("Copy(2, 1 elements) = %v; want ErrShape", err)
+	}
+}
