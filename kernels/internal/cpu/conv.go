@@ -107,17 +107,15 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	in, out := g.InC*g.InH*g.InW, g.OutC*cols
-	// dw = sum over n of dy_n [OutC][cols] x col_n^T: each part owns rows of dw and adds the
-	// samples in order, so the sum's order is fixed.
-	For(g.OutC, g.N*rows*cols, func(lo, hi int) {
-		for n := range g.N {
-			beta := float32(1)
-			if n == 0 {
-				beta = 0
-			}
-			Gemm(false, true, hi-lo, rows, cols, 1, dy[n*out+lo*cols:n*out+hi*cols], ws[n*rows*cols:(n+1)*rows*cols], beta, dw[lo*rows:hi*rows])
+	// dw = sum over n of dy_n [OutC][cols] x col_n^T, added in sample order; each product is one
+	// whole GEMM (Gemm parallelizes it), since splitting dw's rows would repack col_n per part.
+	for n := range g.N {
+		beta := float32(1)
+		if n == 0 {
+			beta = 0
 		}
-	})
+		Gemm(false, true, g.OutC, rows, cols, 1, dy[n*out:(n+1)*out], ws[n*rows*cols:(n+1)*rows*cols], beta, dw)
+	}
 	if dbias != nil {
 		BiasGrad(dbias, dy[:g.N*out], g.N, cols)
 	}
