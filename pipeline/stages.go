@@ -1,0 +1,385 @@
+package pipeline
+
+import (
+	"context"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"golang.org/x/sync/errgroup"
+)
+
+// StageOption configures one stage.
+type StageOption func(*stageOptions)
+
+type stageOptions struct {
+	workers, buffer, window int
+	ordered                 bool
+}
+
+// Workers sets how many goroutines run a Map's function (default 1; values below 1 mean 1).
+func Workers(n int) StageOption { return func(o *stageOptions) { o.workers = max(n, 1) } }
+
+// Ordered makes a Map emit results in the order its input arrived (default false: as they finish).
+func Ordered(on bool) StageOption { return func(o *stageOptions) { o.ordered = on } }
+
+// Window bounds how many items an ordered Map may hold between the one it must emit next and the
+// newest one it has started (default 4 x Workers, at least 32). A slow item stalls the stage once
+// the window is full, so memory stays bounded.
+func Window(n int) StageOption { return func(o *stageOptions) { o.window = max(n, 1) } }
+
+// Buffer sets the capacity of the stage's output queue (default 2 x Workers, at least 16): deep
+// enough that handing items over rarely parks a goroutine. Zero or negative values keep the default.
+func Buffer(n int) StageOption { return func(o *stageOptions) { o.buffer = n } }
+
+func resolve(opts []StageOption) stageOptions {
+	o := stageOptions{workers: 1}
+	for _, f := range opts {
+		f(&o)
+	}
+	if o.buffer <= 0 {
+		o.buffer = max(2*o.workers, 16)
+	}
+	if o.window <= 0 {
+		o.window = max(4*o.workers, 32)
+	}
+	return o
+}
+
+// FromSlice is a source that emits the elements of xs in order; item i has index i.
+func FromSlice[T any](p *Pipeline, name string, xs []T, opts ...StageOption) *Stream[T] {
+	i := 0
+	return FromFunc(p, name, func(context.Context) (T, bool, error) {
+		if i == len(xs) {
+			var zero T
+			return zero, false, nil
+		}
+		i++
+		return xs[i-1], true, nil
+	}, opts...)
+}
+
+// FromSeq is a source that emits the values of seq in order. seq runs on the source's goroutine;
+// it is stopped early (its yield returns false) when the pipeline stops.
+func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOption) *Stream[T] {
+	o := resolve(opts)
+	st := &stage{p: p, name: name, kind: "source", workers: 1}
+	out := newStream[T](p, st, o.buffer)
+	p.addRun(func(ctx context.Context) (err error) {
+		defer close(out.ch)
+		var idx int64
+		t := time.Now()
+		defer func() {
+			if r := recover(); r != nil {
+				err = &StageError{Stage: name, Index: idx, Err: &PanicError{Value: r, Stack: stack()}}
+			}
+		}()
+		for v := range seq {
+			st.busy.Add(int64(time.Since(t)))
+			if !send(ctx, st, out.ch, item[T]{idx, v}) {
+				return ctx.Err()
+			}
+			idx++
+			t = time.Now()
+		}
+		st.busy.Add(int64(time.Since(t)))
+		return nil
+	})
+	return out
+}
+
+// FromFunc is a source that calls next until it reports ok == false or an error. next runs on one
+// goroutine; the n-th value it returns has index n.
+func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v T, ok bool, err error), opts ...StageOption) *Stream[T] {
+	o := resolve(opts)
+	st := &stage{p: p, name: name, kind: "source", workers: 1}
+	out := newStream[T](p, st, o.buffer)
+	p.addRun(func(ctx context.Context) error {
+		defer close(out.ch)
+		type result struct {
+			v  T
+			ok bool
+		}
+		gen := func(ctx context.Context, _ struct{}) (result, error) {
+			v, ok, err := next(ctx)
+			return result{v, ok}, err
+		}
+		for idx := int64(0); ; idx++ {
+			r, err := call(ctx, st, 0, idx, gen, struct{}{})
+			if err != nil {
+				return err
+			}
+			if !r.ok {
+				return nil
+			}
+			if !send(ctx, st, out.ch, item[T]{idx, r.v}) {
+				return ctx.Err()
+			}
+		}
+	})
+	return out
+}
+
+// Map applies fn to every item of in with Workers goroutines. With Ordered(true) the results leave
+// in input order (holding at most Window items); otherwise as they finish. An error or panic in fn
+// stops the pipeline with a *StageError carrying the item's index. fn must honour ctx if it blocks.
+func Map[In, Out any](p *Pipeline, name string, in *Stream[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Stream[Out] {
+	o := resolve(opts)
+	st := &stage{p: p, name: name, kind: "map", workers: o.workers, ordered: o.ordered}
+	out := newStream[Out](p, st, o.buffer)
+	if !in.take(p, name) {
+		return out
+	}
+	if o.ordered {
+		p.addRun(func(ctx context.Context) error {
+			defer close(out.ch)
+			return orderedMap(ctx, st, in.ch, out.ch, fn, o)
+		})
+		return out
+	}
+	p.addRun(func(ctx context.Context) error {
+		defer close(out.ch)
+		g, ctx := errgroup.WithContext(ctx)
+		for w := range o.workers {
+			g.Go(func() error {
+				for {
+					it, ok := recv(ctx, st, in.ch)
+					if !ok {
+						return ctx.Err()
+					}
+					v, err := call(ctx, st, w, it.idx, fn, it.v)
+					if err != nil {
+						return err
+					}
+					if !send(ctx, st, out.ch, item[Out]{it.idx, v}) {
+						return ctx.Err()
+					}
+				}
+			})
+		}
+		return g.Wait()
+	})
+	return out
+}
+
+// orderedMap keeps input order with a ring of window results. A worker takes a token from space
+// before it takes an item, so at most window items are between "taken" and "emitted": that bounds
+// memory, and it guarantees ring slot seq%window is free when item seq is taken. Items are numbered
+// in the order they were taken (under a lock), so order is the input's arrival order.
+//
+// There is no emitter goroutine: the worker that completes the item due next sends it, and any
+// results that were waiting behind it, itself; while it sends, others only deposit. This avoids a
+// goroutine hand-off per item.
+func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], out chan item[Out], fn func(context.Context, In) (Out, error), o stageOptions) error {
+	type slot struct {
+		it    item[Out]
+		ready bool
+	}
+	ring := make([]slot, o.window)
+	space := make(chan struct{}, o.window)
+	for range o.window {
+		space <- struct{}{}
+	}
+	var (
+		takeMu   sync.Mutex
+		next     int64 // sequence number of the next item taken, under takeMu
+		emitMu   sync.Mutex
+		due      int64 // sequence number of the next item to send, under emitMu
+		emitting bool  // a worker is sending, under emitMu
+	)
+	// emit deposits the result of item seq and, if it is due and nobody is sending, sends it and
+	// every consecutive result that is ready.
+	emit := func(seq int64, it item[Out]) bool {
+		emitMu.Lock()
+		ring[seq%int64(len(ring))] = slot{it, true}
+		if emitting || seq != due {
+			emitMu.Unlock()
+			return true
+		}
+		emitting = true
+		for {
+			s := &ring[due%int64(len(ring))]
+			if !s.ready {
+				break
+			}
+			it := s.it
+			*s = slot{}
+			due++
+			emitMu.Unlock()
+			ok := send(ctx, st, out, it)
+			space <- struct{}{}
+			emitMu.Lock()
+			if !ok {
+				emitting = false
+				emitMu.Unlock()
+				return false
+			}
+		}
+		emitting = false
+		emitMu.Unlock()
+		return true
+	}
+	g, ctx := errgroup.WithContext(ctx)
+	for w := range o.workers {
+		g.Go(func() error {
+			for {
+				t := time.Now()
+				select {
+				case <-space:
+				case <-ctx.Done():
+					st.blocked.Add(int64(time.Since(t)))
+					return ctx.Err()
+				}
+				st.blocked.Add(int64(time.Since(t)))
+				// Taking the item and numbering it happen under one lock, so the numbering is the
+				// input's arrival order; waiting for the lock counts as starved time too.
+				t = time.Now()
+				takeMu.Lock()
+				var it item[In]
+				ok := false
+				select {
+				case it, ok = <-in:
+				case <-ctx.Done():
+				}
+				seq := next
+				if ok {
+					next++
+				}
+				takeMu.Unlock()
+				st.starved.Add(int64(time.Since(t)))
+				if !ok {
+					space <- struct{}{} // pass the token on, so the other workers see the end too
+					return ctx.Err()
+				}
+				st.in.Add(1)
+				v, err := call(ctx, st, w, it.idx, fn, it.v)
+				if err != nil {
+					return err
+				}
+				if !emit(seq, item[Out]{it.idx, v}) {
+					return ctx.Err()
+				}
+			}
+		})
+	}
+	return g.Wait()
+}
+
+// Batch groups consecutive items of in into slices of n (the last one shorter unless dropLast).
+// Batch k has index k. Each batch is a new slice owned by the receiver.
+func Batch[T any](p *Pipeline, name string, in *Stream[T], n int, dropLast bool, opts ...StageOption) *Stream[[]T] {
+	o := resolve(opts)
+	st := &stage{p: p, name: name, kind: "batch", workers: 1}
+	out := newStream[[]T](p, st, o.buffer)
+	if n < 1 {
+		p.fail(fmt.Errorf("pipeline: stage %q: batch size %d; want >= 1", name, n))
+		return out
+	}
+	if !in.take(p, name) {
+		return out
+	}
+	p.addRun(func(ctx context.Context) error {
+		defer close(out.ch)
+		var idx int64
+		b := make([]T, 0, n)
+		for {
+			it, ok := recv(ctx, st, in.ch)
+			if !ok {
+				if err := ctx.Err(); err != nil {
+					return err
+				}
+				if len(b) > 0 && !dropLast {
+					if !send(ctx, st, out.ch, item[[]T]{idx, b}) {
+						return ctx.Err()
+					}
+				}
+				return nil
+			}
+			b = append(b, it.v)
+			if len(b) == n {
+				if !send(ctx, st, out.ch, item[[]T]{idx, b}) {
+					return ctx.Err()
+				}
+				idx++
+				b = make([]T, 0, n)
+			}
+		}
+	})
+	return out
+}
+
+// Prefetch lets up to n items of in wait, ready, ahead of the consumer: a bounded look-ahead that
+// absorbs jitter between the two sides. n below 1 means 1.
+func Prefetch[T any](p *Pipeline, name string, in *Stream[T], n int) *Stream[T] {
+	st := &stage{p: p, name: name, kind: "prefetch", workers: 1}
+	out := newStream[T](p, st, max(n, 1))
+	if !in.take(p, name) {
+		return out
+	}
+	p.addRun(func(ctx context.Context) error {
+		defer close(out.ch)
+		for {
+			it, ok := recv(ctx, st, in.ch)
+			if !ok {
+				return ctx.Err()
+			}
+			if !send(ctx, st, out.ch, it) {
+				return ctx.Err()
+			}
+		}
+	})
+	return out
+}
+
+// Sink consumes in with fn on one goroutine. An error or panic in fn stops the pipeline.
+func Sink[T any](p *Pipeline, name string, in *Stream[T], fn func(ctx context.Context, v T) error) {
+	st := &stage{p: p, name: name, kind: "sink", workers: 1}
+	p.addStage(st)
+	if !in.take(p, name) {
+		return
+	}
+	p.addRun(func(ctx context.Context) error {
+		f := func(ctx context.Context, v T) (struct{}, error) { return struct{}{}, fn(ctx, v) }
+		for {
+			it, ok := recv(ctx, st, in.ch)
+			if !ok {
+				return ctx.Err()
+			}
+			if _, err := call(ctx, st, 0, it.idx, f, it.v); err != nil {
+				return err
+			}
+			st.out.Add(1)
+		}
+	})
+}
+
+// Iter runs p and yields the values of s, its final stream, in the order s delivers them. If the
+// pipeline fails, Iter yields (zero, err) once and stops. Breaking out of the loop cancels the
+// pipeline; either way Iter returns only after every goroutine of p has exited. s must not be
+// consumed by any stage.
+func Iter[T any](ctx context.Context, p *Pipeline, s *Stream[T]) iter.Seq2[T, error] {
+	return func(yield func(T, error) bool) {
+		var zero T
+		if !s.take(p, "iter") {
+			_ = yield(zero, p.Run(ctx))
+			return
+		}
+		ctx, cancel := context.WithCancel(ctx)
+		defer cancel()
+		done := make(chan error, 1)
+		go func() { done <- p.Run(ctx) }()
+		for it := range s.ch {
+			if !yield(it.v, nil) {
+				cancel()
+				for range s.ch { // let the producer see the cancellation and close
+				}
+				<-done
+				return
+			}
+		}
+		if err := <-done; err != nil {
+			yield(zero, err)
+		}
+	}
+}

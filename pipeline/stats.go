@@ -1,0 +1,110 @@
+package pipeline
+
+import (
+	"sync/atomic"
+	"time"
+)
+
+// StageStats is what one stage has done so far. Times are summed over the stage's workers: a stage
+// with 4 workers that ran for 1 s can have up to 4 s of Busy+Starved+Blocked.
+type StageStats struct {
+	Name    string
+	Kind    string // "source", "map", "batch", "prefetch" or "sink"
+	Workers int
+	Ordered bool // a map that keeps input order
+
+	In, Out int64 // items received and items sent on (Out counts batches for a batch stage)
+
+	Busy    time.Duration // inside the user function (or producing, for a source)
+	Starved time.Duration // waiting for input
+	Blocked time.Duration // waiting for downstream to take output (or, in an ordered map, for the reorder window)
+
+	Elapsed time.Duration // wall time since Run began, up to now or to when Run returned
+
+	QueueLen, QueueCap int     // the output queue now
+	QueueMean          float64 // mean occupancy of the output queue right after each send (0..QueueCap)
+}
+
+// BusyFraction is the share of the stage's worker time spent doing work (0..1); 0 before Run.
+func (s StageStats) BusyFraction() float64 { return s.fraction(s.Busy) }
+
+// StarvedFraction is the share of the stage's worker time spent waiting for input (0..1).
+func (s StageStats) StarvedFraction() float64 { return s.fraction(s.Starved) }
+
+// BlockedFraction is the share of the stage's worker time spent waiting for downstream (0..1).
+func (s StageStats) BlockedFraction() float64 { return s.fraction(s.Blocked) }
+
+// Rate is items out per second of wall time; 0 before Run.
+func (s StageStats) Rate() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return float64(s.Out) / s.Elapsed.Seconds()
+}
+
+func (s StageStats) fraction(d time.Duration) float64 {
+	if s.Elapsed <= 0 || s.Workers <= 0 {
+		return 0
+	}
+	f := float64(d) / (float64(s.Elapsed) * float64(s.Workers))
+	return min(f, 1)
+}
+
+// stage holds the live counters of one stage.
+type stage struct {
+	p       *Pipeline
+	name    string
+	kind    string
+	workers int
+	ordered bool
+
+	in, out                atomic.Int64
+	busy, starved, blocked atomic.Int64 // nanoseconds
+	queueSum, queueSamples atomic.Int64
+	queue                  func() (length, capacity int)
+}
+
+func (st *stage) sent(queueLen int) {
+	st.out.Add(1)
+	st.queueSum.Add(int64(queueLen))
+	st.queueSamples.Add(1)
+}
+
+func (st *stage) snapshot(elapsed time.Duration) StageStats {
+	s := StageStats{
+		Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered,
+		In: st.in.Load(), Out: st.out.Load(),
+		Busy:    time.Duration(st.busy.Load()),
+		Starved: time.Duration(st.starved.Load()),
+		Blocked: time.Duration(st.blocked.Load()),
+		Elapsed: elapsed,
+	}
+	if st.queue != nil {
+		s.QueueLen, s.QueueCap = st.queue()
+	}
+	if n := st.queueSamples.Load(); n > 0 {
+		s.QueueMean = float64(st.queueSum.Load()) / float64(n)
+	}
+	return s
+}
+
+// Stats returns every stage's statistics in declaration order. It may be called while the pipeline
+// runs (figures so far) and after Run returned (final figures).
+func (p *Pipeline) Stats() []StageStats {
+	p.mu.Lock()
+	stages := append([]*stage(nil), p.stages...)
+	p.mu.Unlock()
+	var elapsed time.Duration
+	if t0 := p.t0.Load(); t0 != 0 {
+		end := p.t1.Load()
+		if end == 0 {
+			end = time.Now().UnixNano()
+		}
+		elapsed = time.Duration(end - t0)
+	}
+	out := make([]StageStats, len(stages))
+	for i, st := range stages {
+		out[i] = st.snapshot(elapsed)
+	}
+	return out
+}
