@@ -1,0 +1,50 @@
+package train
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+func ExampleNewModel() {
+	m, err := NewModel("mlp", Shape{C: 1, H: 28, W: 28}, 10)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(m)
+	fmt.Println(m.NumParams(), "parameters")
+	// Output:
+	// mlp 1x28x28->10: flatten - linear 784->512 - relu - linear 512->256 - relu - linear 256->10
+	// 535818 parameters
+}
+
+// ExampleTrainer_Fit trains a small network on synthetic 8x8 images held in memory. With real
+// data, the Data sources are train.FromLoader(loader) over loaders built with the trainer's Stream.
+func ExampleTrainer_Fit() {
+	dev, _ := gpu.Open("cpu")
+	defer dev.Close()
+	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	tr, err := New(m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: Cosine(0)})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer tr.Close()
+
+	imgs, labels := synthetic(1000, 1)
+	trainData := newMemData(dev, imgs, labels, Shape{C: 1, H: 8, W: 8}, 32, true, 1)
+	defer trainData.close()
+	timgs, tlabels := synthetic(200, 2)
+	testData := newMemData(dev, timgs, tlabels, Shape{C: 1, H: 8, W: 8}, 100, false, 0)
+	defer testData.close()
+
+	res, err := tr.Fit(context.Background(), trainData, testData)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("epochs:", res.Epochs, "accuracy above 90%:", res.TestAcc > 0.9)
+	// Output: epochs: 2 accuracy above 90%: true
+}
