@@ -82,11 +82,10 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// Cache blocking. kcMax bounds the depth of one pass so that a kc x NR sliver of packed B (16 KiB
-// for the AVX2 kernel) stays in the 48 KiB L1 while A slivers stream past it; mcMax keeps the
-// packed mc x kc block of A well inside a 1.25 MiB L2; ncMax bounds the packed B block (L3).
+// Cache blocking: mcMax keeps an mc x kc block of A well inside a 1.25 MiB L2 while the kernel
+// sweeps it once per B sliver; ncMax bounds the packed kc x nc block of B (L3). The depth kc of a
+// pass is the kernel's own (kernel.kc).
 const (
-	kcMax = 256
 	mcMax = 192
 	ncMax = 4096
 )
@@ -96,8 +95,9 @@ const (
 const serialWork = 1 << 18
 
 // kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
-// depends on k alone, which is what makes results independent of the partition of C.
-func kBlock(k int) int {
+// depends on k and the kernel alone, which is what makes results independent of the partition
+// of C.
+func kBlock(k, kcMax int) int {
 	nb := (k + kcMax - 1) / kcMax
 	return (k + nb - 1) / nb
 }
@@ -226,7 +226,7 @@ func grow(s []float32, n int) []float32 {
 func (p *part) run() {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
-	kc0 := kBlock(p.k)
+	kc0 := kBlock(p.k, kern.kc)
 	nc0 := min(ncMax, tiles(p.n1-p.n0, nr)*nr)
 	mc0 := min(mcMax/mr*mr, tiles(p.m1-p.m0, mr)*mr)
 	ws := workspaces.Get().(*workspace)
@@ -244,13 +244,20 @@ func (p *part) run() {
 			packB(ws.pb, kern, p.transB, p.b, p.ldb, pc, kc, jc, nc)
 			for ic := p.m0; ic < p.m1; ic += mc0 {
 				mc := min(mc0, p.m1-ic)
-				// Full slivers of row-major A are read in place; only a partial last
-				// sliver, whose missing rows must read as zeros, is packed.
-				direct := 0
+				// Full slivers of row-major A are packed by the kernel's own packer or, if it
+				// has none, read in place; the generic packA does the rest (a partial last
+				// sliver, whose missing rows must read as zeros, or all of A^T).
+				full, direct := 0, 0
 				if !p.transA {
-					direct = mc / mr * mr
+					full = mc / mr * mr
+					if kern.packA == nil {
+						direct = full
+					}
+					for s := 0; s < full && kern.packA != nil; s += mr {
+						kern.packA(ws.pa[s*kc:(s+mr)*kc], p.a[(ic+s)*p.lda+pc:], p.lda, kc)
+					}
 				}
-				packA(ws.pa[direct*kc:], p.transA, p.a, p.lda, ic+direct, mc-direct, pc, kc, mr)
+				packA(ws.pa[full*kc:], p.transA, p.a, p.lda, ic+full, mc-full, pc, kc, mr)
 				p.macro(ws, ic, mc, direct, jc, nc, pc, kc, beta)
 			}
 		}
@@ -305,10 +312,7 @@ func packA(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc, mr int) 
 		if trans {
 			// op(A)[i][p] = a[p*lda+i]: each column of the sliver is contiguous.
 			for p := range kc {
-				src := a[(p0+p)*lda+i0+s:]
-				col := d[p*mr : p*mr+mr]
-				copy(col[:h], src[:h])
-				clear(col[h:])
+				copyRow(d[p*mr:p*mr+mr], a[(p0+p)*lda+i0+s:], h)
 			}
 			continue
 		}
@@ -336,16 +340,13 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 		w := min(nr, nc-s)
 		if !trans {
 			for p := range kc {
-				src := b[(p0+p)*ldb+j0+s:]
-				row := d[p*nr : p*nr+nr]
-				copy(row[:w], src[:w])
-				clear(row[w:])
+				copyRow(d[p*nr:p*nr+nr], b[(p0+p)*ldb+j0+s:], w)
 			}
 			continue
 		}
 		// op(B)[p][j] = b[j*ldb+p]: a transpose.
 		if w == nr && kern.packBT != nil {
-			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc)
+			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc, nr)
 			continue
 		}
 		for c := range w {
@@ -360,4 +361,27 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 			}
 		}
 	}
+}
+
+// copyRow sets dst to the first w values of src followed by zeros. Whole rows of the kernels'
+// widths are copied as arrays, which compiles to a few vector moves instead of a memmove call.
+func copyRow(dst, src []float32, w int) {
+	if w == len(dst) {
+		switch w {
+		case 32:
+			*(*[32]float32)(dst) = *(*[32]float32)(src)
+			return
+		case 16:
+			*(*[16]float32)(dst) = *(*[16]float32)(src)
+			return
+		case 12:
+			*(*[12]float32)(dst) = *(*[12]float32)(src)
+			return
+		case 6:
+			*(*[6]float32)(dst) = *(*[6]float32)(src)
+			return
+		}
+	}
+	copy(dst[:w], src[:w])
+	clear(dst[w:])
 }

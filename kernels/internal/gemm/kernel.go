@@ -6,17 +6,24 @@ package gemm
 // k x nr sliver of packed B (row by row). beta == 0 must not read C. k >= 1.
 //
 // packBT, if not nil, packs a k x nr sliver of B^T faster than the generic gather: dst[p*nr+c] =
-// b[c*ldb+p].
+// b[c*ldb+p] (it is passed nr).
+//
+// packA, if not nil, packs a full mr x k sliver of row-major A (dst[p*mr+r] = a[r*lda+p]);
+// when nil, the kernel reads row-major A in place (rs = lda, ps = 1) instead.
+//
+// kc is the deepest pass over k the kernel wants (its B sliver, kc x nr, should stay in L1).
 type kernel struct {
 	name   string
 	mr, nr int
+	kc     int
 	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
-	packBT func(dst, b []float32, ldb, k int)
+	packBT func(dst, b []float32, ldb, k, nr int)
+	packA  func(dst, a []float32, lda, k int)
 }
 
 // generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
 // accumulators in registers on most architectures.
-var generic = &kernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
+var generic = &kernel{name: "go4x4", mr: 4, nr: 4, kc: 256, fn: kernelGo4x4}
 
 // active is the kernel Sgemm uses, chosen once from the CPU's features (see selectKernel).
 var active = selectKernel()

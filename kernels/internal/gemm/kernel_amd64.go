@@ -5,15 +5,23 @@ package gemm
 import "golang.org/x/sys/cpu"
 
 // avx2 is the 6x16 AVX2+FMA kernel: 12 ymm accumulators, two for the B row, one broadcast. It
-// reads A through strides, so row-major A needs no packing, and packs B^T with an 8x8 transpose.
-var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, fn: kernelAVX2, packBT: packBTAVX2}
+// reads A through strides, so row-major A needs no packing, and packs B^T with 8x8 transposes.
+var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, kc: 256, fn: kernelAVX2, packBT: packBTAVX}
+
+// avx512 is the 12x32 AVX-512 kernel: 24 zmm accumulators, two for the B row, six broadcasts.
+// A depth of 192 keeps its 24 KiB B sliver and the A rows it meets inside the 48 KiB L1.
+var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, kc: 192, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX}
 
 // supported lists the kernels this CPU can run, the fastest first.
 var supported = func() []*kernel {
-	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
-		return []*kernel{avx2, generic}
+	var ks []*kernel
+	if cpu.X86.HasAVX512F {
+		ks = append(ks, avx512)
 	}
-	return []*kernel{generic}
+	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
+		ks = append(ks, avx2)
+	}
+	return append(ks, generic)
 }()
 
 func selectKernel() *kernel { return supported[0] }
@@ -29,22 +37,50 @@ func kernelAVX2(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, 
 	sgemm6x16AVX2(k, &a[0], rs, ps, &b[0], &c[0], ldc, alpha, beta)
 }
 
-// packBT16AVX2 is implemented in kernel_amd64.s.
+// sgemm12x32AVX512 is implemented in kernel_amd64.s, like sgemm6x16AVX2.
 //
 //go:noescape
-func packBT16AVX2(dst, src *float32, ld, n8 int)
+func sgemm12x32AVX512(k int, a *float32, rs, ps int, b, c *float32, ldc int, alpha, beta float32)
 
-// packBTAVX2 packs kc columns of 16 rows of b (leading dimension ldb, starting at b[0]) into a
-// kc x 16 sliver, the first kc/8*8 columns in assembly.
-func packBTAVX2(dst, b []float32, ldb, kc int) {
+func kernelAVX512(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32) {
+	_, _, _ = a[11*rs+(k-1)*ps], b[32*k-1], c[11*ldc+31]
+	sgemm12x32AVX512(k, &a[0], rs, ps, &b[0], &c[0], ldc, alpha, beta)
+}
+
+// packBT8AVX is implemented in kernel_amd64.s; it needs only AVX.
+//
+//go:noescape
+func packBT8AVX(dst, src *float32, ld, n8, nr int)
+
+// packBTAVX packs kc columns of nr (a multiple of 8) rows of b (leading dimension ldb, starting
+// at b[0]) into a kc x nr sliver, the first kc/8*8 columns in assembly.
+func packBTAVX(dst, b []float32, ldb, kc, nr int) {
 	n8 := kc / 8
 	if n8 > 0 {
-		_, _ = dst[16*kc-1], b[15*ldb+kc-1]
-		packBT16AVX2(&dst[0], &b[0], ldb, n8)
+		_, _ = dst[nr*kc-1], b[(nr-1)*ldb+kc-1]
+		for c := 0; c < nr; c += 8 {
+			packBT8AVX(&dst[c], &b[c*ldb], ldb, n8, nr)
+		}
 	}
 	for p := n8 * 8; p < kc; p++ {
-		for c := range 16 {
-			dst[p*16+c] = b[c*ldb+p]
+		for c := range nr {
+			dst[p*nr+c] = b[c*ldb+p]
+		}
+	}
+}
+
+// packA12AVX packs a 12 x kc sliver of row-major A as two overlapping 8-row transposes (rows 0-7
+// and 4-11; columns 4-7 are written twice with the same values).
+func packA12AVX(dst, a []float32, lda, kc int) {
+	n8 := kc / 8
+	if n8 > 0 {
+		_, _ = dst[12*kc-1], a[11*lda+kc-1]
+		packBT8AVX(&dst[0], &a[0], lda, n8, 12)
+		packBT8AVX(&dst[4], &a[4*lda], lda, n8, 12)
+	}
+	for p := n8 * 8; p < kc; p++ {
+		for r := range 12 {
+			dst[p*12+r] = a[r*lda+p]
 		}
 	}
 }

@@ -163,43 +163,195 @@ storezero:
 	VMOVUPS (base)(R11*2), Y6; \
 	VMOVUPS (base)(R13*1), Y7
 
-// Stores Y8-Y15 as 8 consecutive 16-float rows of dst, at column offset off (bytes).
-#define STORE8(off) \
-	VMOVUPS Y8, off(DI); \
-	VMOVUPS Y9, off+64(DI); \
-	VMOVUPS Y10, off+128(DI); \
-	VMOVUPS Y11, off+192(DI); \
-	VMOVUPS Y12, off+256(DI); \
-	VMOVUPS Y13, off+320(DI); \
-	VMOVUPS Y14, off+384(DI); \
-	VMOVUPS Y15, off+448(DI)
+// Stores Y8-Y15 as 8 consecutive rows of dst (row stride R9), then moves DI past them.
+#define STORE8 \
+	VMOVUPS Y8, (DI); \
+	VMOVUPS Y9, (DI)(R9*1); \
+	VMOVUPS Y10, (DI)(R9*2); \
+	VMOVUPS Y11, (DI)(R10*1); \
+	VMOVUPS Y12, (DI)(R9*4); \
+	VMOVUPS Y13, (DI)(BX*1); \
+	VMOVUPS Y14, (DI)(R10*2); \
+	VMOVUPS Y15, (DI)(DX*1); \
+	LEAQ (DI)(R9*8), DI
 
-// func packBT16AVX2(dst, src *float32, ld, n8 int)
+// func packBT8AVX(dst, src *float32, ld, n8, nr int)
 //
-// dst[p*16+c] = src[c*ld+p] for c < 16 and p < 8*n8: 16 rows of a row-major matrix become a
-// 16-wide sliver, eight columns at a time.
-TEXT ·packBT16AVX2(SB), NOSPLIT, $0-32
+// dst[p*nr+c] = src[c*ld+p] for c < 8 and p < 8*n8: 8 rows of a row-major matrix become 8
+// columns of a sliver nr floats wide, by 8x8 transposes.
+TEXT ·packBT8AVX(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
 	MOVQ ld+16(FP), R8
 	SHLQ $2, R8
 	MOVQ n8+24(FP), CX
+	MOVQ nr+32(FP), R9
+	SHLQ $2, R9
 	LEAQ (R8)(R8*2), R11
 	LEAQ (R8)(R8*4), R12
 	LEAQ (R11)(R8*4), R13
-	LEAQ (SI)(R8*8), BX
+	LEAQ (R9)(R9*2), R10
+	LEAQ (R9)(R9*4), BX
+	LEAQ (R10)(R9*4), DX
 
 loop:
 	LOAD8(SI)
 	TRANSPOSE8
-	STORE8(0)
-	LOAD8(BX)
-	TRANSPOSE8
-	STORE8(32)
+	STORE8
 	ADDQ $32, SI
-	ADDQ $32, BX
-	ADDQ $512, DI
 	DECQ CX
 	JNZ  loop
+	VZEROUPPER
+	RET
+
+// One row of the AVX-512 kernel: broadcast A (addr) into zb, multiply-add with the B row in
+// Z24:Z25 into the row's accumulators r0:r1.
+#define ROW512(addr, zb, r0, r1) \
+	VBROADCASTSS addr, zb; \
+	VFMADD231PS Z24, zb, r0; \
+	VFMADD231PS Z25, zb, r1
+
+// One step of k for 12x32: rows 0-2 from SI, 3-5 from R10, 6-8 from R12, 9-11 from R13 (each
+// base +0, +rs, +2rs with rs in R9); R11 moves all four to the next column of A.
+#define STEP512(bo) \
+	VMOVUPS bo(DI), Z24; \
+	VMOVUPS bo+64(DI), Z25; \
+	ROW512((SI), Z26, Z0, Z1); \
+	ROW512((SI)(R9*1), Z27, Z2, Z3); \
+	ROW512((SI)(R9*2), Z28, Z4, Z5); \
+	ROW512((R10), Z29, Z6, Z7); \
+	ROW512((R10)(R9*1), Z30, Z8, Z9); \
+	ROW512((R10)(R9*2), Z31, Z10, Z11); \
+	ROW512((R12), Z26, Z12, Z13); \
+	ROW512((R12)(R9*1), Z27, Z14, Z15); \
+	ROW512((R12)(R9*2), Z28, Z16, Z17); \
+	ROW512((R13), Z29, Z18, Z19); \
+	ROW512((R13)(R9*1), Z30, Z20, Z21); \
+	ROW512((R13)(R9*2), Z31, Z22, Z23); \
+	ADDQ R11, SI; \
+	ADDQ R11, R10; \
+	ADDQ R11, R12; \
+	ADDQ R11, R13
+
+// C row (32 floats) = alpha*acc + beta*C (alpha in Z26, beta in Z27), then the next row.
+#define ROWBETA512(r0, r1) \
+	VMULPS Z26, r0, r0; \
+	VMULPS Z26, r1, r1; \
+	VFMADD231PS (DX), Z27, r0; \
+	VFMADD231PS 64(DX), Z27, r1; \
+	VMOVUPS r0, (DX); \
+	VMOVUPS r1, 64(DX); \
+	ADDQ R8, DX
+
+#define ROWZERO512(r0, r1) \
+	VMULPS Z26, r0, r0; \
+	VMULPS Z26, r1, r1; \
+	VMOVUPS r0, (DX); \
+	VMOVUPS r1, 64(DX); \
+	ADDQ R8, DX
+
+// func sgemm12x32AVX512(k int, a *float32, rs, ps int, b, c *float32, ldc int, alpha, beta float32)
+TEXT ·sgemm12x32AVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ rs+16(FP), R9
+	SHLQ $2, R9
+	MOVQ ps+24(FP), R11
+	SHLQ $2, R11
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
+	SHLQ $2, R8
+	LEAQ (R9)(R9*2), R10
+	ADDQ SI, R10
+	LEAQ (R9)(R9*2), R12
+	LEAQ (R10)(R12*1), R13
+	ADDQ R10, R12
+	ADDQ R9, R13
+	ADDQ R9, R13
+	ADDQ R9, R13
+
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	VMOVAPS Z0, Z16
+	VMOVAPS Z0, Z17
+	VMOVAPS Z0, Z18
+	VMOVAPS Z0, Z19
+	VMOVAPS Z0, Z20
+	VMOVAPS Z0, Z21
+	VMOVAPS Z0, Z22
+	VMOVAPS Z0, Z23
+
+	MOVQ CX, BX
+	SHRQ $2, BX
+	JZ   tail512
+
+loop512:
+	STEP512(0)
+	STEP512(128)
+	STEP512(256)
+	STEP512(384)
+	ADDQ $512, DI
+	DECQ BX
+	JNZ  loop512
+
+tail512:
+	ANDQ $3, CX
+	JZ   store512
+
+loop512one:
+	STEP512(0)
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  loop512one
+
+store512:
+	VBROADCASTSS alpha+56(FP), Z26
+	MOVL beta+60(FP), AX
+	ANDL $0x7fffffff, AX // +0 and -0 both mean "do not read C"
+	JZ   storezero512
+	VBROADCASTSS beta+60(FP), Z27
+	ROWBETA512(Z0, Z1)
+	ROWBETA512(Z2, Z3)
+	ROWBETA512(Z4, Z5)
+	ROWBETA512(Z6, Z7)
+	ROWBETA512(Z8, Z9)
+	ROWBETA512(Z10, Z11)
+	ROWBETA512(Z12, Z13)
+	ROWBETA512(Z14, Z15)
+	ROWBETA512(Z16, Z17)
+	ROWBETA512(Z18, Z19)
+	ROWBETA512(Z20, Z21)
+	ROWBETA512(Z22, Z23)
+	VZEROUPPER
+	RET
+
+storezero512:
+	ROWZERO512(Z0, Z1)
+	ROWZERO512(Z2, Z3)
+	ROWZERO512(Z4, Z5)
+	ROWZERO512(Z6, Z7)
+	ROWZERO512(Z8, Z9)
+	ROWZERO512(Z10, Z11)
+	ROWZERO512(Z12, Z13)
+	ROWZERO512(Z14, Z15)
+	ROWZERO512(Z16, Z17)
+	ROWZERO512(Z18, Z19)
+	ROWZERO512(Z20, Z21)
+	ROWZERO512(Z22, Z23)
 	VZEROUPPER
 	RET
