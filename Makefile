@@ -2,7 +2,7 @@
 # only Go installed (modules and MNIST come through the Go module proxy).
 GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
-TRAINARGS ?= --data mnist --model mlp --epochs 3
+TRAINARGS ?= --data mnist --model mlp
 
 .PHONY: train test bench lint cuda fuzz build
 

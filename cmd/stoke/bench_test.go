@@ -1,0 +1,89 @@
+package main
+
+import (
+	"image"
+	"image/color"
+	"image/png"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// photoFolder writes an ImageFolder with classes x perClass small PNGs, plus the extra files given
+// (path relative to the root -> contents).
+func photoFolder(t *testing.T, classes, perClass int, extra map[string]string) string {
+	t.Helper()
+	root := t.TempDir()
+	for c := range classes {
+		dir := filepath.Join(root, string(rune('a'+c)))
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		for i := range perClass {
+			img := image.NewRGBA(image.Rect(0, 0, 40+i, 30))
+			for y := range 30 {
+				for x := range 40 + i {
+					img.Set(x, y, color.RGBA{uint8(x * 6), uint8(y * 8), uint8(c * 90), 255})
+				}
+			}
+			f, err := os.Create(filepath.Join(dir, string(rune('0'+i))+".png"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := png.Encode(f, img); err != nil {
+				t.Fatal(err)
+			}
+			f.Close()
+		}
+	}
+	for name, data := range extra {
+		if err := os.WriteFile(filepath.Join(root, name), []byte(data), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return root
+}
+
+func TestBenchJSON(t *testing.T) {
+	root := photoFolder(t, 2, 5, nil)
+	out, errOut, code := stoke(t, "bench", "--data", root, "--size", "16", "--batch", "4", "--workers", "2", "--epochs", "2", "--warmup", "1", "--json", "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	if strings.Count(out, "\n") != 1 {
+		t.Errorf("stdout = %q; want only the JSON line with -q", out)
+	}
+	var r benchResult
+	lastJSON(t, out, &r)
+	if r.Images != 20 || r.Epochs != 2 || r.Skipped != 0 {
+		t.Errorf("images, epochs, skipped = %d, %d, %d; want 20, 2, 0 (warm-up not counted)", r.Images, r.Epochs, r.Skipped)
+	}
+	if want := int64(20 * 3 * 16 * 16); r.H2DBytes < want {
+		t.Errorf("h2d_bytes = %d; want >= %d (the uint8 images of the timed epochs)", r.H2DBytes, want)
+	}
+	if r.Seconds <= 0 || r.ImagesPerS <= 0 || r.StallFraction < 0 || r.StallFraction > 1 {
+		t.Errorf("figures = %+v; want positive time and rate, stall in [0,1]", r)
+	}
+}
+
+func TestBenchBadSamples(t *testing.T) {
+	root := photoFolder(t, 2, 3, map[string]string{"a/garbage.png": "not a png at all", "b/empty.jpg": ""})
+	_, errOut, code := stoke(t, "bench", "--data", root, "--size", "16", "--batch", "2", "--json", "-q")
+	if code != 1 || !strings.Contains(errOut, "garbage.png") && !strings.Contains(errOut, "empty.jpg") {
+		t.Errorf("default policy: exit %d, stderr %q; want 1 and the bad file named", code, errOut)
+	}
+	out, errOut, code := stoke(t, "bench", "--data", root, "--size", "16", "--batch", "2", "--on-error", "skip", "--json", "-q")
+	if code != 0 {
+		t.Fatalf("skip policy: exit %d: %s", code, errOut)
+	}
+	var r benchResult
+	lastJSON(t, out, &r)
+	if r.Skipped != 2 || r.Images != 6 {
+		t.Errorf("skip policy: skipped %d, images %d; want 2 and 6", r.Skipped, r.Images)
+	}
+	_, errOut, code = stoke(t, "bench", "--data", root, "--size", "16", "--batch", "2", "--on-error", "skip", "--max-skipped", "1", "-q")
+	if code != 1 || !strings.Contains(errOut, "skipped") {
+		t.Errorf("past the limit: exit %d, stderr %q; want 1 and a too-many-skipped error", code, errOut)
+	}
+}

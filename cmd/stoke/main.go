@@ -1,0 +1,174 @@
+// Command stoke is Stoke's command line: train a classifier, benchmark or profile a data-loading
+// pipeline, pack a dataset into shards, and list the devices.
+//
+//	stoke train   --data mnist --model mlp --epochs 3
+//	stoke bench   --data DIR --size 224 --batch 64 --workers 2
+//	stoke profile --data DIR --batches 50 --trace trace.json --svg timeline.svg
+//	stoke pack    --data DIR --out shards/ --format raw --compress zstd --max-side 256
+//	stoke devices
+//
+// Every subcommand that measures something takes --json: the last line of stdout is then one JSON
+// object with its figures; -q leaves nothing else on stdout. Errors go to stderr as one line, and
+// the exit status is 1 (2 for a usage error).
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"os"
+	"os/signal"
+	"sort"
+	"strings"
+	"syscall"
+
+	"github.com/stoke-ml/stoke/internal/progress"
+)
+
+type command struct {
+	summary string
+	run     func(ctx context.Context, env *env, args []string) error
+}
+
+var commands = map[string]command{
+	"train":   {"train an image classifier (mlp, cnn) end to end", runTrain},
+	"bench":   {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
+	"profile": {"find where a data-loading pipeline loses time", runProfile},
+	"pack":    {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
+	"devices": {"list the backends built in and the devices found", runDevices},
+}
+
+// errUsage marks errors that are the caller's command line; they exit with status 2.
+var errUsage = errors.New("usage")
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+// run executes one command line and returns the exit status.
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
+		usage(stdout)
+		if len(args) == 0 {
+			return 2
+		}
+		return 0
+	}
+	cmd, ok := commands[args[0]]
+	if !ok {
+		fmt.Fprintf(stderr, "stoke: unknown command %q (try stoke --help)\n", args[0])
+		return 2
+	}
+	e := &env{name: args[0], summary: cmd.summary, stdout: stdout, stderr: stderr}
+	err := cmd.run(ctx, e, args[1:])
+	switch {
+	case err == nil:
+		return 0
+	case errors.Is(err, flag.ErrHelp):
+		return 0
+	case errors.Is(err, errUsage):
+		fmt.Fprintf(stderr, "stoke %s: %v\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
+		return 2
+	default:
+		fmt.Fprintf(stderr, "stoke %s: %s\n", args[0], oneLine(err))
+		return 1
+	}
+}
+
+func usage(w io.Writer) {
+	fmt.Fprintln(w, "stoke: a GPU-aware data loader and training pipeline\n\nusage: stoke <command> [flags]\n\ncommands:")
+	names := make([]string, 0, len(commands))
+	for n := range commands {
+		names = append(names, n)
+	}
+	sort.Strings(names)
+	for _, n := range names {
+		fmt.Fprintf(w, "  %-8s %s\n", n, commands[n].summary)
+	}
+	fmt.Fprintln(w, "\nstoke <command> --help shows the command's flags.")
+}
+
+// oneLine keeps an error on one line (a panic's stack stays out of the terminal: the first line
+// says what and where).
+func oneLine(err error) string {
+	s := err.Error()
+	if i := strings.IndexByte(s, '\n'); i >= 0 {
+		s = s[:i] + " [...]"
+	}
+	return s
+}
+
+// env is what a command writes to, and the output flags every measuring command shares.
+type env struct {
+	name, summary  string
+	stdout, stderr io.Writer
+	json, quiet    bool
+}
+
+// flags returns a flag set for the command with --json and -q when measures is true.
+func (e *env) flags(synopsis string, measures bool) *flag.FlagSet {
+	fs := flag.NewFlagSet("stoke "+e.name, flag.ContinueOnError)
+	fs.SetOutput(e.stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(e.stderr, "usage: stoke %s %s\n\n%s\n\nflags:\n", e.name, synopsis, e.summary)
+		fs.PrintDefaults()
+	}
+	if measures {
+		fs.BoolVar(&e.json, "json", false, "make the last line of stdout one JSON object with the figures")
+		fs.BoolVar(&e.quiet, "q", false, "quiet: no progress and no human-readable report (with --json: only the JSON)")
+	}
+	return fs
+}
+
+// parse parses args, turning flag errors into usage errors; stray arguments are refused.
+func (e *env) parse(fs *flag.FlagSet, args []string) error {
+	if err := fs.Parse(args); err != nil {
+		if errors.Is(err, flag.ErrHelp) {
+			return err
+		}
+		return fmt.Errorf("%w: %v", errUsage, err)
+	}
+	if fs.NArg() > 0 {
+		return fmt.Errorf("%w: unexpected argument %q", errUsage, fs.Arg(0))
+	}
+	return nil
+}
+
+// printf writes the human-readable report (not with -q).
+func (e *env) printf(format string, a ...any) {
+	if !e.quiet {
+		fmt.Fprintf(e.stdout, format, a...)
+	}
+}
+
+// progressMode is how long work is shown: on stderr, so stdout keeps the report and the JSON.
+func (e *env) progressMode() progress.Mode {
+	if e.quiet {
+		return progress.Quiet
+	}
+	return progress.Auto
+}
+
+// emit writes v as the final JSON line when --json is set.
+func (e *env) emit(v any) error {
+	if !e.json {
+		return nil
+	}
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
+	return err
+}
+
+// notBuilt is the answer of a command whose package does not exist yet.
+func notBuilt(what string) error {
+	return fmt.Errorf("%s: not built yet in this version", what)
+}
