@@ -22,10 +22,6 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	if alpha == 0 || k == 0 {
-		scale(m, n, beta, c, ldc)
-		return
-	}
 	multiply(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
 }
 
@@ -135,7 +131,12 @@ func helper() {
 }
 
 // multiply computes C = alpha*op(A)*op(B) + beta*C with kernel kern on up to threads goroutines.
+// Arguments must have passed check, with m, n > 0.
 func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+	if alpha == 0 || k == 0 {
+		scale(m, n, beta, c, ldc)
+		return
+	}
 	whole := part{kern: kern, transA: transA, transB: transB, m0: 0, m1: m, n0: 0, n1: n, k: k,
 		alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
 	if threads <= 1 || m*n*k < serialWork {
