@@ -27,6 +27,10 @@ var (
 	labelMemberExts = []string{"cls", "cls.txt", "label", "index"}
 )
 
+// maxCompressedShard bounds the memory a compressed shard may expand to when Shards holds it
+// (WebDataset shards are usually well under 1 GB), so that a compression bomb fails cleanly.
+const maxCompressedShard = 4 << 30
+
 // maxSmallMember bounds the label and metadata members (.cls, .json) read into the shard index.
 const maxSmallMember = 1 << 20
 
@@ -218,8 +222,8 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 // Shards is a dataset of WebDataset tar shards (plain, gzip or zstd compressed, recognised by their
 // first bytes), for random access. Opening scans every shard once: the headers of a plain tar
 // (skipping member data) and its small label members; a compressed shard is decompressed into
-// memory whole, because compressed streams cannot be read at an offset (use ShardStream, or write
-// plain shards, when that memory is too much).
+// memory whole (up to 4 GiB), because compressed streams cannot be read at an offset (use
+// ShardStream, or write plain shards, when that memory is too much).
 //
 // Each sample needs one image member (.jpg .jpeg .png .webp .gif .bmp) or a .raw member of uint8
 // pixels with a .json member {"shape": [H, W, C]}, and a label: a .cls (or .cls.txt, .label,
@@ -298,10 +302,13 @@ func (s *Shards) scan(shard int, path string) error {
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(r)
+	data, err := io.ReadAll(io.LimitReader(r, maxCompressedShard+1))
 	closeFn()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+	}
+	if int64(len(data)) > maxCompressedShard {
+		return fmt.Errorf("compressed shard expands past %d bytes; write plain .tar shards or read it with a ShardStream: %w", int64(maxCompressedShard), ErrCorrupt)
 	}
 	br := bytes.NewReader(data)
 	s.files = append(s.files, br)
@@ -457,8 +464,12 @@ func (st *ShardStream) read() (Sample, bool, error) {
 		if h.Size > maxFileBytes {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
 		}
-		b := make([]byte, h.Size)
-		if _, err := io.ReadFull(st.tr, b); err != nil {
+		// Memory grows with the bytes really read, not with what the header claims.
+		b, err := io.ReadAll(io.LimitReader(st.tr, h.Size))
+		if err == nil && int64(len(b)) != h.Size {
+			err = io.ErrUnexpectedEOF
+		}
+		if err != nil {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member: %w: %w", key, ext, ErrCorrupt, err)
 		}
 		g.exts = append(g.exts, ext)
