@@ -41,18 +41,42 @@ func For(n, cost int, body func(lo, hi int)) {
 		}
 		return
 	}
-	var next atomic.Int32
-	work := func() {
-		for i := int(next.Add(1)) - 1; i < p; i = int(next.Add(1)) - 1 {
-			body(i*n/p, (i+1)*n/p)
-		}
-	}
-	var wg sync.WaitGroup
+	j := jobs.Get().(*job)
+	j.body, j.n, j.p = body, n, p
+	j.next.Store(0)
+	j.wg.Add(procs - 1)
 	for range procs - 1 {
-		wg.Go(work)
+		go j.helper()
 	}
-	work()
-	wg.Wait()
+	j.work()
+	j.wg.Wait()
+	j.body = nil
+	jobs.Put(j)
+}
+
+// job is one parallel For; jobs are reused so that a For allocates nothing.
+type job struct {
+	body   func(lo, hi int)
+	n, p   int
+	next   atomic.Int32
+	wg     sync.WaitGroup
+	helper func() // j.work then j.wg.Done, made once per job
+}
+
+var jobs = sync.Pool{New: func() any {
+	j := &job{}
+	j.helper = func() {
+		j.work()
+		j.wg.Done()
+	}
+	return j
+}}
+
+// work takes the job's ranges in turn until none is left.
+func (j *job) work() {
+	for i := int(j.next.Add(1)) - 1; i < j.p; i = int(j.next.Add(1)) - 1 {
+		j.body(i*j.n/j.p, (i+1)*j.n/j.p)
+	}
 }
 
 // Fill sets every element of x to v.
