@@ -1,30 +1,39 @@
 // Package gemm is Stoke's CPU matrix multiply: a single-precision GEMM with the BLAS semantics of
-// Sgemm, built the GotoBLAS/BLIS way. Panels of A and B are packed into contiguous, cache-sized
-// blocks (a kc x NR sliver of B stays in L1 while an mc x kc block of A streams from L2), and a
-// register-tiled micro-kernel multiplies an MR x kc sliver of A by a kc x NR sliver of B. On amd64
-// the micro-kernel is Go assembly (AVX-512 16x... see kernels below, or AVX2+FMA), chosen at run
-// time from the CPU's features; elsewhere, or with the noasm build tag, a pure-Go kernel runs.
+// Sgemm, built the GotoBLAS/BLIS way. Slivers of A and B are packed into contiguous, cache-sized
+// blocks (a kc x NR sliver of B stays in L1 while an mc x kc block of A sits in L2), and a
+// register-tiled micro-kernel multiplies an MR x kc sliver of A by a kc x NR sliver of B.
 //
-// kernels/ calls Sgemm for every matrix multiply of training; it is internal because its only
-// contract is that one function.
+// The micro-kernel is chosen once, at start-up, from the CPU's features (golang.org/x/sys/cpu):
+//
+//   - amd64 with AVX-512F: a 12x32 Go assembly kernel (24 zmm accumulators); A and B^T are packed
+//     with 8x8 AVX transposes.
+//   - amd64 with AVX2 and FMA: a 6x16 Go assembly kernel (12 ymm accumulators) that reads
+//     row-major A in place through strides.
+//   - anything else, or any CPU when built with the noasm tag: a 4x4 pure-Go kernel.
+//
+// kernels/ calls Sgemm for every matrix multiply of training; the package is internal because its
+// only contract is that one function.
 //
 // # Determinism
 //
-// The result is bit-for-bit repeatable: the k dimension is cut into blocks that depend only on k,
-// every element of C is accumulated over those blocks in increasing order by the same micro-kernel
-// arithmetic (edge tiles run the same kernel on a padded copy), and C is split among goroutines
-// along tile boundaries. Hence the result does not depend on goroutine timing, nor even on
-// GOMAXPROCS; it does depend on the kernel the CPU selects (FMA rounds differently from a multiply
-// and an add), so two different machines may differ in the last bits.
+// The result is bit-for-bit repeatable: the k dimension is cut into passes that depend only on k
+// and the kernel, every element of C is accumulated over those passes in increasing order by the
+// same micro-kernel arithmetic (edge tiles run the same kernel on a padded copy), and C is split
+// among goroutines along tile boundaries. Hence the result depends neither on goroutine timing nor
+// on how many goroutines share the work (GOMAXPROCS, concurrent calls). It does depend on the
+// kernel the CPU selects (an FMA rounds once where a multiply and an add round twice), so machines
+// with different instruction sets may differ in the last bits.
 //
 // # Concurrency
 //
-// Sgemm is safe for concurrent use on distinct (or read-only shared) A and B and distinct C.
-// Large problems are split over runtime.GOMAXPROCS(0) goroutines, which have all finished before
-// Sgemm returns; the calling goroutine computes one part itself.
+// Sgemm is safe for concurrent use (A and B may be shared; each call needs its own C). A problem
+// of at least about a million multiply-adds is split over runtime.GOMAXPROCS(0) goroutines,
+// divided by the number of Sgemm calls running at that moment, so that callers which already
+// run multiplies in parallel do not oversubscribe the cores. The calling goroutine computes one
+// part itself, and every goroutine it starts has finished its part before Sgemm returns.
 //
 // # Ownership
 //
-// Sgemm keeps no reference to a, b or c after it returns. Packing buffers come from a sync.Pool,
-// so repeated calls allocate nothing in steady state.
+// Sgemm keeps no reference to a, b or c after it returns. Packing buffers and per-call state come
+// from sync.Pools, so repeated calls allocate nothing in steady state.
 package gemm

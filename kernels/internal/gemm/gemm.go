@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 )
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices; op(X) is X or X^T.
@@ -22,8 +23,17 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	multiply(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, runtime.GOMAXPROCS(0))
+	// Callers that already run several multiplies at once (kernels/ does, one per sample) share
+	// the cores among them instead of each splitting over all of them. The result does not
+	// depend on the split, so this changes speed only.
+	running := inflight.Add(1)
+	defer inflight.Add(-1)
+	threads := max(1, runtime.GOMAXPROCS(0)/int(running))
+	multiply(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 }
+
+// inflight counts the Sgemm calls running now.
+var inflight atomic.Int32
 
 // check panics, like gonum's BLAS, when the arguments do not describe valid matrices.
 func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
@@ -86,9 +96,9 @@ const (
 	ncMax = 4096
 )
 
-// serialWork is the m*n*k below which one goroutine does everything: starting another costs a
-// few microseconds, which would outweigh what it saves.
-const serialWork = 1 << 18
+// serialWork is the m*n*k below which one goroutine does everything (about 10 us of work for one
+// core): starting and joining another costs a few microseconds, which would outweigh what it saves.
+const serialWork = 1 << 20
 
 // kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
 // depends on k and the kernel alone, which is what makes results independent of the partition
@@ -116,7 +126,7 @@ type call struct {
 	wg    sync.WaitGroup
 }
 
-var calls = sync.Pool{New: func() any { return new(call) }}
+var callPool = sync.Pool{New: func() any { return new(call) }}
 
 // work hands parts to helper goroutines. Every helper is started right before its part is sent and
 // takes exactly one part, so whichever helper receives a part (possibly one started by a
@@ -148,7 +158,7 @@ func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a [
 		whole.run()
 		return
 	}
-	cl := calls.Get().(*call)
+	cl := callPool.Get().(*call)
 	if cap(cl.parts) < pm*pn {
 		cl.parts = make([]part, pm*pn)
 	}
@@ -173,7 +183,7 @@ func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a [
 	for i := range cl.parts {
 		cl.parts[i] = part{} // drop the references to the caller's matrices
 	}
-	calls.Put(cl)
+	callPool.Put(cl)
 }
 
 // tiles is the number of size-t tiles covering d.
