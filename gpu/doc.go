@@ -7,7 +7,16 @@
 // is an ordered executor goroutine, copies and host functions run when the stream reaches them,
 // events complete when reached, and a stream that waits on another stream's event really waits.
 // Kernels of the CPU backend are Host functions over HostBytes. The CUDA backend registers itself
-// when built with -tags cuda.
+// when built with -tags cuda; its devices also implement pinned.Registerer, so that pinned host
+// slots are registered with the driver (pinned.Registered).
+//
+// The Feeder is the data path's last step. Per batch the producer (the loader) fills a
+// pinned.Slot and calls Feed, which enqueues the slot's regions on the feeder's copy stream
+// between two events and returns a DeviceBatch; the slot returns to its pool when the copy stream
+// has passed the copies. The consumer calls Deliver on its own goroutine (its compute stream then
+// waits for the copies), works on the buffers, and calls Release (the buffers are reused after
+// the compute work enqueued so far). The loader reports the time its consumer waited for batches
+// with Waited; Stats gives bytes, copy time, GB/s, stall fraction and whether slots were pinned.
 //
 // # Concurrency
 //
@@ -19,7 +28,8 @@
 // # Ownership
 //
 // Host memory handed to CopyH2D or CopyD2H belongs to the stream until an event recorded after
-// the copy has completed. A Buffer belongs to whoever allocated it, who frees it once no queued
+// the copy has completed. A slot handed to Feeder.Feed belongs to the feeder, which releases it;
+// a DeviceBatch's buffers belong to the consumer from Feed to Release, then to the feeder again. A Buffer belongs to whoever allocated it, who frees it once no queued
 // work uses it any more. A stream's sticky error (a failed host function or copy) makes it skip
 // later copies and host functions; events still complete and report the error.
 package gpu
