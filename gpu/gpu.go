@@ -182,7 +182,8 @@ func backendNames() []string {
 }
 
 func parseName(name string) (backend string, index int, err error) {
-	backend, idx, found := strings.Cut(strings.ToLower(strings.TrimSpace(name)), ":")
+	backend, idx, found := strings.Cut(strings.ToLower(name), ":")
+	backend, idx = strings.TrimSpace(backend), strings.TrimSpace(idx)
 	if backend == "" {
 		return "", 0, fmt.Errorf("%w: empty device name %q", ErrUnknownBackend, name)
 	}

@@ -58,6 +58,7 @@ func TestOpen(t *testing.T) {
 		{name: "cpu"},
 		{name: "CPU"},
 		{name: " cpu:0 "},
+		{name: "cpu : 0"},
 		{name: "cpu:1", wantErr: ErrNoDevice},
 		{name: "cpu:-1", wantErr: ErrNoDevice},
 		{name: "cpu:x", wantErr: ErrNoDevice},
