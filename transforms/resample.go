@@ -46,31 +46,33 @@ func sinc(x float64) float64 {
 	return math.Sin(x) / x
 }
 
-// weights are the taps of one axis of a resample: output i (lo <= i < hi) reads count[i-lo]
-// source pixels from start[i-lo] with coefficients w[(i-lo)*k:].
+// weights are the taps of one axis of a resample: output i (lo <= i < hi) reads k source pixels
+// from start[i-lo] with coefficients w[(i-lo)*k:]. Every output has exactly k taps (zero
+// weights pad the short ones, start is clamped inside the plane) so that the inner loops have a
+// fixed length; planes smaller than k pixels use k = their size.
 type weights struct {
-	start, count []int32
-	w            []int32
-	k            int
-	fw           []float64
+	start []int32
+	w     []int32
+	k     int
+	fw    []float64
 }
 
 // compute fills ws for axis a in plane coordinates (source pixel = ratio * full-resolution
-// coordinate) on a plane of size pixels. A pure axis (integer crop, ratio 1) gets one tap each.
+// coordinate) on a plane of size pixels.
 func (ws *weights) compute(a axis, ratio float64, size int, fd filterDef) {
 	n := a.hi - a.lo
 	scale := a.scale * ratio
 	off := a.off * ratio
 	fscale := max(scale, 1)
 	support := fd.support * fscale
-	ws.k = int(math.Ceil(support))*2 + 1
+	k := min(int(math.Ceil(support))*2+1, size)
+	ws.k = k
 	ws.start = grow32(ws.start, n)
-	ws.count = grow32(ws.count, n)
-	ws.w = grow32(ws.w, n*ws.k)
-	if cap(ws.fw) < ws.k {
-		ws.fw = make([]float64, ws.k)
+	ws.w = grow32(ws.w, n*k)
+	if cap(ws.fw) < k {
+		ws.fw = make([]float64, k)
 	}
-	fw := ws.fw[:ws.k]
+	fw := ws.fw[:k]
 	ss := 1 / fscale
 	for i := range n {
 		center := off + (float64(i+a.lo)+0.5)*scale
@@ -83,28 +85,28 @@ func (ws *weights) compute(a axis, ratio float64, size int, fd filterDef) {
 		if xmax <= xmin {
 			xmax = xmin + 1
 		}
-		cnt := min(xmax-xmin, ws.k)
+		cnt := min(xmax-xmin, k)
 		sum := 0.0
 		for j := range cnt {
 			v := fd.f((float64(j+xmin) - center + 0.5) * ss)
 			fw[j] = v
 			sum += v
 		}
-		row := ws.w[i*ws.k : (i+1)*ws.k]
-		clear(row)
 		if sum == 0 { // the box fell between taps: nearest pixel
 			fw[0], sum, cnt = 1, 1, 1
 		}
+		start := min(xmin, size-k)
+		row := ws.w[i*k : (i+1)*k]
+		clear(row)
 		for j := range cnt {
 			v := fw[j] / sum * (1 << precBits)
 			if v < 0 {
-				row[j] = int32(v - 0.5)
+				row[xmin-start+j] = int32(v - 0.5)
 			} else {
-				row[j] = int32(v + 0.5)
+				row[xmin-start+j] = int32(v + 0.5)
 			}
 		}
-		ws.start[i] = int32(xmin)
-		ws.count[i] = int32(cnt)
+		ws.start[i] = int32(start)
 	}
 }
 
@@ -155,43 +157,65 @@ func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
 	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
 	rs.wx.compute(m.u, p.rx, p.w, fd)
 	rs.wy.compute(m.v, p.ry, p.h, fd)
-	ymin := int(rs.wy.start[0])
-	ymax := ymin
+	ymin, ymax := int(rs.wy.start[0]), 0
 	for k := range nv {
 		ymin = min(ymin, int(rs.wy.start[k]))
-		ymax = max(ymax, int(rs.wy.start[k]+rs.wy.count[k]))
+		ymax = max(ymax, int(rs.wy.start[k])+rs.wy.k)
 	}
 	rows := ymax - ymin
 	rs.tmp = growBytes(rs.tmp, rows*nu)
 	tmp := rs.tmp
-	wx := &rs.wx
 	for y := range rows {
 		src := p.pix[(y+ymin)*p.stride:]
 		dst := tmp[y*nu : (y+1)*nu]
-		if p.step == 1 {
-			horizontal1(dst, src, wx)
-		} else {
-			horizontalN(dst, src, p.step, wx)
+		switch {
+		case p.step != 1:
+			horizontalN(dst, src, p.step, &rs.wx)
+		case rs.wx.k == 3:
+			horizontal3(dst, src, &rs.wx)
+		case rs.wx.k == 5:
+			horizontal5(dst, src, &rs.wx)
+		default:
+			horizontalK(dst, src, &rs.wx)
 		}
 	}
 	wy := &rs.wy
 	for k := range nv {
-		s0, cnt := int(wy.start[k])-ymin, int(wy.count[k])
-		ww := wy.w[k*wy.k : k*wy.k+cnt]
-		dst := out[k*nu : (k+1)*nu]
-		vertical(dst, tmp[s0*nu:], nu, ww)
+		s0 := int(wy.start[k]) - ymin
+		vertical(out[k*nu:(k+1)*nu], tmp[s0*nu:], nu, wy.w[k*wy.k:(k+1)*wy.k])
 	}
 }
 
-func horizontal1(dst, src []byte, ws *weights) {
+const half = 1 << (precBits - 1) // rounds the fixed-point sums
+
+func horizontal3(dst, src []byte, ws *weights) {
+	w := ws.w[:3*len(dst)]
+	for j := range dst {
+		s := int(ws.start[j])
+		p := src[s : s+3 : s+3]
+		ww := w[3*j : 3*j+3 : 3*j+3]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2])
+	}
+}
+
+func horizontal5(dst, src []byte, ws *weights) {
+	w := ws.w[:5*len(dst)]
+	for j := range dst {
+		s := int(ws.start[j])
+		p := src[s : s+5 : s+5]
+		ww := w[5*j : 5*j+5 : 5*j+5]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2] + int32(p[3])*ww[3] + int32(p[4])*ww[4])
+	}
+}
+
+func horizontalK(dst, src []byte, ws *weights) {
 	k := ws.k
 	for j := range dst {
-		s, c := int(ws.start[j]), int(ws.count[j])
-		w := ws.w[j*k : j*k+c]
-		px := src[s : s+c]
-		acc := int32(1 << (precBits - 1))
-		for t, wt := range w {
-			acc += int32(px[t]) * wt
+		s := int(ws.start[j])
+		p := src[s : s+k]
+		acc := int32(half)
+		for t, wt := range ws.w[j*k : (j+1)*k] {
+			acc += int32(p[t]) * wt
 		}
 		dst[j] = clip8(acc)
 	}
@@ -200,33 +224,63 @@ func horizontal1(dst, src []byte, ws *weights) {
 func horizontalN(dst, src []byte, step int, ws *weights) {
 	k := ws.k
 	for j := range dst {
-		s, c := int(ws.start[j]), int(ws.count[j])
-		w := ws.w[j*k : j*k+c]
-		acc := int32(1 << (precBits - 1))
-		for t, wt := range w {
+		s := int(ws.start[j])
+		acc := int32(half)
+		for t, wt := range ws.w[j*k : (j+1)*k] {
 			acc += int32(src[(s+t)*step]) * wt
 		}
 		dst[j] = clip8(acc)
 	}
 }
 
+// vertical combines len(w) rows of src, stride apart, into dst. Zero-weight rows (padding) are
+// skipped.
 func vertical(dst, src []byte, stride int, w []int32) {
-	switch len(w) {
+	n := len(dst)
+	var rows [8][]byte
+	var ws [8]int32
+	m := 0
+	for t, wt := range w {
+		if wt == 0 {
+			continue
+		}
+		if m == len(rows) { // wide filters: the general loop
+			verticalK(dst, src, stride, w)
+			return
+		}
+		rows[m], ws[m] = src[t*stride:t*stride+n], wt
+		m++
+	}
+	switch m {
 	case 1:
-		copy(dst, src[:len(dst)])
+		copy(dst, rows[0]) // a single tap has weight 1
 	case 2:
-		r0, r1 := src[:len(dst)], src[stride:stride+len(dst)]
-		w0, w1 := w[0], w[1]
+		r0, r1, w0, w1 := rows[0][:n], rows[1][:n], ws[0], ws[1]
 		for j := range dst {
-			dst[j] = clip8(1<<(precBits-1) + int32(r0[j])*w0 + int32(r1[j])*w1)
+			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1)
+		}
+	case 3:
+		r0, r1, r2, w0, w1, w2 := rows[0][:n], rows[1][:n], rows[2][:n], ws[0], ws[1], ws[2]
+		for j := range dst {
+			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2)
+		}
+	case 4:
+		r0, r1, r2, r3 := rows[0][:n], rows[1][:n], rows[2][:n], rows[3][:n]
+		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
+		for j := range dst {
+			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2 + int32(r3[j])*w3)
 		}
 	default:
-		for j := range dst {
-			acc := int32(1 << (precBits - 1))
-			for t, wt := range w {
-				acc += int32(src[t*stride+j]) * wt
-			}
-			dst[j] = clip8(acc)
+		verticalK(dst, src, stride, w)
+	}
+}
+
+func verticalK(dst, src []byte, stride int, w []int32) {
+	for j := range dst {
+		acc := int32(half)
+		for t, wt := range w {
+			acc += int32(src[t*stride+j]) * wt
 		}
+		dst[j] = clip8(acc)
 	}
 }

@@ -282,16 +282,47 @@ func (w *Worker) write(dst []byte, m *mapping, nc, chanStride int) {
 				}
 			}
 		default: // YCbCr -> RGB, the standard library's integer conversion (image/color).
-			for j := range nu {
-				yy1 := int32(p0[s+j]) * 0x10101
-				cb1 := int32(p1[s+j]) - 128
-				cr1 := int32(p2[s+j]) - 128
-				d := o + j*m.du
-				dst[d] = clampShift(yy1 + 91881*cr1)
-				dst[d+chanStride] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
-				dst[d+2*chanStride] = clampShift(yy1 + 116130*cb1)
-			}
+			ycbcrRow(dst, o, m.du, chanStride, p0[s:s+nu], p1[s:s+nu], p2[s:s+nu])
 		}
+	}
+}
+
+// ycbcrRow converts one row of YCbCr samples to RGB, writing pixel j at dst[o+j*du] (+
+// chanStride per channel). Unit steps (CHW, flipped or not) take a loop without index
+// arithmetic.
+func ycbcrRow(dst []byte, o, du, chanStride int, ys, cbs, crs []byte) {
+	n := len(ys)
+	cbs, crs = cbs[:n], crs[:n]
+	if du == 1 || du == -1 {
+		lo := o
+		if du == -1 {
+			lo = o - (n - 1)
+		}
+		r := dst[lo : lo+n]
+		g := dst[lo+chanStride : lo+chanStride+n]
+		b := dst[lo+2*chanStride : lo+2*chanStride+n]
+		for j, y := range ys {
+			yy1 := int32(y) * 0x10101
+			cb1 := int32(cbs[j]) - 128
+			cr1 := int32(crs[j]) - 128
+			d := j
+			if du < 0 {
+				d = n - 1 - j
+			}
+			r[d] = clampShift(yy1 + 91881*cr1)
+			g[d] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
+			b[d] = clampShift(yy1 + 116130*cb1)
+		}
+		return
+	}
+	for j, y := range ys {
+		yy1 := int32(y) * 0x10101
+		cb1 := int32(cbs[j]) - 128
+		cr1 := int32(crs[j]) - 128
+		d := o + j*du
+		dst[d] = clampShift(yy1 + 91881*cr1)
+		dst[d+chanStride] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
+		dst[d+2*chanStride] = clampShift(yy1 + 116130*cb1)
 	}
 }
 

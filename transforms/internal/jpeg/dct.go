@@ -158,6 +158,13 @@ func idct(b *block) {
 func idctRows(b *block) {
 	for i := range 8 {
 		x := b[8*i : 8*i+8 : 8*i+8]
+		if x[1]|x[2]|x[3]|x[4]|x[5]|x[6]|x[7] == 0 {
+			// Fork: a row without AC terms transforms to its DC term, in Q9.20 (below); most
+			// rows of photo blocks are like this.
+			d := x[0] << 17
+			x[0], x[1], x[2], x[3], x[4], x[5], x[6], x[7] = d, d, d, d, d, d, d, d
+			continue
+		}
 		x0 := x[0]
 		x7 := x[1]
 		x2 := x[2]

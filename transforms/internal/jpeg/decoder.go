@@ -73,7 +73,7 @@ func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 		return nil, UnsupportedError("scale")
 	}
 	d := &dec.d
-	*d = decoder{src: data, pool: dec, scale: scale, bs: 8 / scale}
+	*d = decoder{src: data, all: data, pool: dec, scale: scale, bs: 8 / scale}
 	if err := d.readFull(d.tmp[:2]); err != nil {
 		return nil, err
 	}

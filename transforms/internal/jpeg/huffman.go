@@ -36,6 +36,34 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
+	// Fork: fastAC decodes an AC code and its extra bits together when both fit in the next
+	// fastBits bits: value<<8 | run<<4 | bits used; 0 when they do not fit.
+	fastAC [1 << fastBits]int32
+}
+
+const fastBits = 9
+
+// buildFastAC fills h.fastAC from the canonical code (minCodes, maxCodes, valsIndices).
+func (h *huffman) buildFastAC() {
+	for p := range int32(1 << fastBits) {
+		h.fastAC[p] = 0
+		for l := int32(1); l <= fastBits; l++ {
+			code := p >> (fastBits - l)
+			if h.maxCodes[l-1] < 0 || code > h.maxCodes[l-1] || code < h.minCodes[l-1] {
+				continue
+			}
+			rs := h.vals[h.valsIndices[l-1]+code-h.minCodes[l-1]]
+			run, s := int32(rs>>4), int32(rs&0x0f)
+			if s != 0 && l+s <= fastBits {
+				v := (p >> (fastBits - l - s)) & (1<<s - 1)
+				if v < 1<<(s-1) {
+					v += (-1 << s) + 1
+				}
+				h.fastAC[p] = v<<8 | run<<4 | (l + s)
+			}
+			break
+		}
+	}
 }
 
 // errShortHuffmanData means that an unexpected EOF occurred while decoding
@@ -166,6 +194,9 @@ func (d *decoder) processDHT(n int) error {
 				index += n
 			}
 			c <<= 1
+		}
+		if tc == acTable {
+			h.buildFastAC()
 		}
 	}
 	return nil

@@ -118,6 +118,8 @@ type decoder struct {
 	region             image.Rectangle
 	maxPixels          int
 	pool               *Decoder
+	all                []byte    // the whole input
+	br                 bitReader // sequential scans' entropy decoder
 
 	ri    int // Restart Interval.
 	nComp int

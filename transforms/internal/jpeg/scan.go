@@ -150,6 +150,15 @@ func (d *decoder) processSOS(n int) error {
 
 	d.bits = bits{}
 	mcu, expectedRST := 0, uint8(rst0Marker)
+	if !d.progressive {
+		// Fork: sequential scans read their entropy-coded bytes straight from the input.
+		for i := 0; i < nComp; i++ {
+			if d.huff[dcTable][scan[i].td].nCodes == 0 || d.huff[acTable][scan[i].ta].nCodes == 0 {
+				return FormatError("uninitialized Huffman table")
+			}
+		}
+		d.br = bitReader{data: d.all, pos: len(d.all) - len(d.src) - (d.bytes.j - d.bytes.i)}
+	}
 	var (
 		// b is the decoded coefficients, in natural (not zig-zag) order.
 		b  block
@@ -204,6 +213,22 @@ func (d *decoder) processSOS(n int) error {
 						}
 					}
 
+					if !d.progressive {
+						dcH, acH := &d.huff[dcTable][scan[i].td], &d.huff[acTable][scan[i].ta]
+						if !d.inRegion(bx, by, int(compIndex)) {
+							if _, err := d.br.decodeBlock(nil, dcH, acH, &dc[compIndex], nil); err != nil {
+								return err
+							}
+							continue
+						}
+						b = block{}
+						last, err := d.br.decodeBlock(&b, dcH, acH, &dc[compIndex], &d.quant[d.comp[compIndex].tq])
+						if err != nil {
+							return err
+						}
+						d.reconstructDequantized(&b, bx, by, int(compIndex), last)
+						continue
+					}
 					// Load the previous partially decoded coefficients, if applicable.
 					if d.progressive {
 						b = d.progCoeffs[compIndex][by*mxx*hi+bx]
@@ -294,6 +319,22 @@ func (d *decoder) processSOS(n int) error {
 				} // for j
 			} // for i
 			mcu++
+			if !d.progressive {
+				if d.br.short() {
+					return errShortHuffmanData
+				}
+				if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
+					if err := d.br.restart(expectedRST); err != nil {
+						return err
+					}
+					expectedRST++
+					if expectedRST == rst7Marker+1 {
+						expectedRST = rst0Marker
+					}
+					dc = [maxComponents]int32{}
+				}
+				continue
+			}
 			if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
 				// For well-formed input, the RST[0-7] restart marker follows
 				// immediately. For corrupt input, call findRST to try to
@@ -325,6 +366,11 @@ func (d *decoder) processSOS(n int) error {
 		}
 	} // for my
 
+	if !d.progressive {
+		// Hand the bytes after the scan back to the marker reader.
+		d.src = d.all[d.br.pos:]
+		d.bytes.i, d.bytes.j, d.bytes.nUnreadable = 0, 0, 0
+	}
 	return nil
 }
 
@@ -460,29 +506,41 @@ func (d *decoder) reconstructProgressiveImage() error {
 // reconstructBlock dequantizes, performs the inverse DCT and stores the block to its plane, at
 // the decoder's scale. Blocks outside the region are skipped.
 func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
-	c := &d.comp[compIndex]
-	if bx < d.rx0*c.h || bx >= d.rx1*c.h || by < d.ry0*c.v || by >= d.ry1*c.v {
-		return nil
-	}
-	qt := &d.quant[c.tq]
-	bs, stride := d.bs, d.stride[compIndex]
-	dst := d.pix[compIndex][bs*(by*stride+bx):]
-	switch bs {
-	case 1: // DC only: the block's mean.
-		v := (b[0]*qt[0]+4)>>3 + 128
-		dst[0] = uint8(min(max(v, 0), 255))
-		return nil
-	case 2, 4:
-		for zig := 0; zig < blockSize; zig++ {
-			if u := unzig[zig]; u&7 < bs && u>>3 < bs {
-				b[u] *= qt[zig]
-			}
-		}
-		idctReduced(dst, stride, b, bs)
-		return nil
-	}
+	qt := &d.quant[d.comp[compIndex].tq]
 	for zig := 0; zig < blockSize; zig++ {
 		b[unzig[zig]] *= qt[zig]
+	}
+	d.reconstructDequantized(b, bx, by, compIndex, blockSize-1)
+	return nil
+}
+
+// inRegion reports whether block (bx, by) of a component lies in the region to reconstruct.
+func (d *decoder) inRegion(bx, by, compIndex int) bool {
+	c := &d.comp[compIndex]
+	return bx >= d.rx0*c.h && bx < d.rx1*c.h && by >= d.ry0*c.v && by < d.ry1*c.v
+}
+
+// reconstructDequantized is reconstructBlock for a dequantized block whose coefficients after
+// zig-zag index last are zero: a block with only a DC term is a flat fill, no IDCT.
+func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last int32) {
+	if !d.inRegion(bx, by, compIndex) {
+		return
+	}
+	bs, stride := d.bs, d.stride[compIndex]
+	dst := d.pix[compIndex][bs*(by*stride+bx):]
+	if last == 0 || bs == 1 {
+		v := uint8(min(max((b[0]+4)>>3+128, 0), 255))
+		for y := range bs {
+			row := dst[y*stride : y*stride+bs]
+			for x := range row {
+				row[x] = v
+			}
+		}
+		return
+	}
+	if bs != 8 {
+		idctReduced(dst, stride, b, bs)
+		return
 	}
 	idct(b)
 	// Level shift by +128, clip to [0, 255], and write to dst.
@@ -501,7 +559,6 @@ func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 			dst[yStride+x] = uint8(c)
 		}
 	}
-	return nil
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.

@@ -1,0 +1,170 @@
+package jpeg
+
+// bitReader is the entropy decoder of sequential scans (the fork's main speed-up over the
+// standard library, which reads one stuffed byte per call): it reads the image bytes directly,
+// 8 at a time into a 64-bit accumulator, removing stuffed zero bytes. At a marker or the end of
+// the data it feeds zero bits and counts them; consuming any of them means the data was short.
+type bitReader struct {
+	data   []byte
+	pos    int    // next byte to read
+	acc    uint64 // the low n bits are unread
+	n      uint
+	marker bool // pos is at a marker (0xff, not 0x00) or at the end of data
+	fake   uint // zero bits fed after the marker, the lowest of the unread bits
+}
+
+func (br *bitReader) fill() {
+	for br.n <= 56 {
+		c := byte(0)
+		switch {
+		case br.marker:
+			br.fake += 8
+		case br.pos >= len(br.data):
+			br.marker = true
+			continue
+		default:
+			c = br.data[br.pos]
+			if c != 0xff {
+				br.pos++
+			} else if br.pos+1 < len(br.data) && br.data[br.pos+1] == 0 {
+				br.pos += 2
+			} else {
+				br.marker = true
+				continue
+			}
+		}
+		br.acc = br.acc<<8 | uint64(c)
+		br.n += 8
+	}
+}
+
+// short reports whether bits past the end of the scan's data were consumed.
+func (br *bitReader) short() bool { return br.fake > br.n }
+
+// decodeHuffman returns the next symbol of h. The caller ensures br.n >= 16.
+func (br *bitReader) decodeHuffman(h *huffman) (uint8, error) {
+	if v := h.lut[(br.acc>>(br.n-lutSize))&0xff]; v != 0 {
+		br.n -= uint(v&0xff) - 1
+		return uint8(v >> 8), nil
+	}
+	for i := lutSize; i < maxCodeLength; i++ {
+		code := int32(br.acc>>(br.n-uint(i+1))) & (1<<(i+1) - 1)
+		if code <= h.maxCodes[i] {
+			br.n -= uint(i + 1)
+			return h.vals[h.valsIndices[i]+code-h.minCodes[i]], nil
+		}
+	}
+	return 0, FormatError("bad Huffman code")
+}
+
+// receiveExtend reads t (<= 16) bits as a signed coefficient (section F.2.2.1). The caller
+// ensures br.n >= t.
+func (br *bitReader) receiveExtend(t uint8) int32 {
+	br.n -= uint(t)
+	s := int32(1) << t
+	x := int32(br.acc>>br.n) & (s - 1)
+	if x < s>>1 {
+		x += ((-1) << t) + 1
+	}
+	return x
+}
+
+// decodeBlock decodes one block of a sequential scan into b (natural order, dequantized by qt),
+// updating the component's DC predictor. It returns the zig-zag index of the last coefficient
+// decoded (0: DC only). A nil b decodes and discards (a block outside the region).
+func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block) (int32, error) {
+	if br.n < 32 {
+		br.fill()
+	}
+	t, err := br.decodeHuffman(dcH)
+	if err != nil {
+		return 0, err
+	}
+	if t > 16 {
+		return 0, UnsupportedError("excessive DC component")
+	}
+	if br.n < 32 {
+		br.fill()
+	}
+	if t != 0 {
+		*dc += br.receiveExtend(t)
+	}
+	if b == nil {
+		return 0, br.skipAC(acH)
+	}
+	b[0] = *dc * qt[0]
+	last := int32(0)
+	for zig := int32(1); zig < blockSize; zig++ {
+		if br.n < 32 {
+			br.fill()
+		}
+		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
+			br.n -= uint(f & 15)
+			zig += (f >> 4) & 15
+			if zig >= blockSize {
+				break
+			}
+			b[unzig[zig]] = (f >> 8) * qt[zig]
+			last = zig
+			continue
+		}
+		v, err := br.decodeHuffman(acH)
+		if err != nil {
+			return 0, err
+		}
+		r, s := int32(v>>4), v&0x0f
+		if s == 0 {
+			if r != 0x0f {
+				break // end of block
+			}
+			zig += 15
+			continue
+		}
+		zig += r
+		if zig >= blockSize {
+			break // as the standard library: a run past the block's end ends it
+		}
+		b[unzig[zig]] = br.receiveExtend(s) * qt[zig]
+		last = zig
+	}
+	return last, nil
+}
+
+// skipAC reads past a block's AC coefficients.
+func (br *bitReader) skipAC(acH *huffman) error {
+	for zig := int32(1); zig < blockSize; zig++ {
+		if br.n < 32 {
+			br.fill()
+		}
+		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
+			br.n -= uint(f & 15)
+			zig += (f >> 4) & 15
+			continue
+		}
+		v, err := br.decodeHuffman(acH)
+		if err != nil {
+			return err
+		}
+		r, s := int32(v>>4), v&0x0f
+		if s == 0 {
+			if r != 0x0f {
+				return nil
+			}
+			zig += 15
+			continue
+		}
+		zig += r
+		br.n -= uint(s)
+	}
+	return nil
+}
+
+// restart consumes the restart marker expected after the current interval, which must follow
+// the interval's data (less than one byte of padding) immediately; anything else is corrupt.
+func (br *bitReader) restart(expected uint8) error {
+	if br.n-br.fake >= 8 || br.pos+1 >= len(br.data) || br.data[br.pos] != 0xff || br.data[br.pos+1] != expected {
+		return FormatError("bad RST marker")
+	}
+	*br = bitReader{data: br.data, pos: br.pos + 2}
+	return nil
+}
