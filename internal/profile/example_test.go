@@ -1,0 +1,30 @@
+package profile_test
+
+import (
+	"fmt"
+	"time"
+
+	"github.com/stoke-ml/stoke/internal/profile"
+	"github.com/stoke-ml/stoke/pipeline"
+)
+
+// A loader whose two decode workers are always busy while the training step waits for data.
+func ExampleDiagnose() {
+	el := 10 * time.Second
+	stats := []pipeline.StageStats{
+		{Name: "transform", Kind: "map", Workers: 2, Out: 5000, Busy: 19 * time.Second, Starved: time.Second, Elapsed: el},
+		{Name: "copy", Kind: "map", Workers: 1, Out: 78, Busy: time.Second / 10, Starved: 9 * time.Second, Elapsed: el},
+	}
+	r := &profile.Report{
+		Stages:   append(profile.FromPipeline(stats), profile.Consumer("train step", 78, 4*time.Second, el)),
+		Stall:    0.4,
+		Cores:    8,
+		Parallel: "transform",
+		Workers:  2,
+		Pinned:   true,
+	}
+	r.Conclude()
+	fmt.Println(r.Verdict.Text)
+	// Output:
+	// transform is the bottleneck: 2 workers 95% busy, and the device waits 40% of each step for data; add workers (--workers auto would use 4 of 8 cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), or lower --size
+}

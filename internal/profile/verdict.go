@@ -1,0 +1,136 @@
+package profile
+
+import (
+	"fmt"
+	"math"
+)
+
+// Verdict names the stage that bounds the run (Limit) and says what to do about it (Text, one
+// line that always contains the word "bottleneck").
+type Verdict struct {
+	Limit string `json:"limit"`
+	Text  string `json:"text"`
+}
+
+// Thresholds of Diagnose.
+const (
+	// StallLow is the consumer stall below which loading is not the problem.
+	StallLow = 0.10
+	// Saturated is the busy share from which a stage counts as the one that bounds the pipeline.
+	Saturated = 0.60
+)
+
+// CopyStage is the name Diagnose gives the host-to-device copy engine when it is the limit.
+const CopyStage = "h2d copy"
+
+// Diagnose reads r (its Stages, Copy, Stall, Pinned, Cores, Parallel, Workers and AutoWorkers)
+// and returns the verdict:
+//   - the consumer stalls less than StallLow: the consumer is the bottleneck, loading is not;
+//   - otherwise the busiest stage (sources excepted: their busy time is waiting for free slots),
+//     or the copy engine, if it is at least Saturated busy, with advice for that kind of stage;
+//   - otherwise no stage is saturated and the pipeline is bound by latency (prefetch depth).
+//
+// A report without a consumer row is diagnosed from the loader's stages alone.
+func Diagnose(r *Report) Verdict {
+	var consumer *Stage
+	for i := range r.Stages {
+		if r.Stages[i].Kind == KindConsumer {
+			consumer = &r.Stages[i]
+		}
+	}
+	stall := pct0(r.Stall)
+	if consumer != nil && r.Stall < StallLow {
+		text := fmt.Sprintf("the pipeline outpaces the step: loading is not the problem (the consumer waited %s of the time for data); %s is the bottleneck", stall, consumer.Name)
+		if r.AutoWorkers > 0 && r.AutoWorkers < r.Workers {
+			text += fmt.Sprintf(", so speed it up (a larger batch, a faster model or device); %d %s workers would keep up (--workers auto) and leave %d cores to it",
+				r.AutoWorkers, r.Parallel, r.Workers-r.AutoWorkers)
+		} else {
+			text += "; speed the step up (a larger batch, a faster model or device) before the loader"
+		}
+		return Verdict{Limit: consumer.Name, Text: text}
+	}
+
+	var top *Stage
+	for i := range r.Stages {
+		s := &r.Stages[i]
+		if s.Kind == "source" || s.Kind == KindConsumer {
+			continue
+		}
+		if top == nil || s.Busy > top.Busy {
+			top = s
+		}
+	}
+	waits := fmt.Sprintf("the device waits %s of each step for data", stall)
+	if r.Copy.Busy >= Saturated && (top == nil || r.Copy.Busy >= top.Busy) {
+		advice := "send fewer bytes: lower --size, or keep images uint8 until they are on the device"
+		if !r.Pinned {
+			advice = "the host slots are not pinned, so copies are staged: allow page-locked memory (ulimit -l) for DMA transfers"
+		}
+		return Verdict{Limit: CopyStage, Text: fmt.Sprintf("%s is the bottleneck: the copy engine is %s busy at %.2f GB/s and %s; %s",
+			CopyStage, pct0(r.Copy.Busy), r.Copy.GBps, waits, advice)}
+	}
+	if top == nil || top.Busy < Saturated {
+		busiest := "none"
+		if top != nil {
+			busiest = fmt.Sprintf("%s %s busy", top.Name, pct0(top.Busy))
+		}
+		return Verdict{Limit: "latency", Text: fmt.Sprintf("no stage is saturated (busiest: %s) yet %s: the bottleneck is latency, not throughput; raise --prefetch so that more batches are under way, or --workers", busiest, waits)}
+	}
+	head := fmt.Sprintf("%s is the bottleneck: %d %s %s busy, and %s", top.Name, top.Workers, plural(top.Workers, "worker", "workers"), pct0(top.Busy), waits)
+	var advice string
+	switch {
+	case top.Name == r.Parallel && top.Workers < r.Cores:
+		n := r.AutoWorkers
+		if n <= top.Workers {
+			n = r.Cores
+		}
+		advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), or lower --size", n, r.Cores)
+	case top.Name == r.Parallel:
+		advice = fmt.Sprintf("all %d cores are at work: pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower --size", r.Cores)
+	default:
+		advice = "it runs on one goroutine: raise --prefetch so that it overlaps with the others, or use a larger --batch to amortise its per-batch work"
+	}
+	return Verdict{Limit: top.Name, Text: head + "; " + advice}
+}
+
+// pct0 formats a share as a whole percentage.
+func pct0(f float64) string { return fmt.Sprintf("%.0f%%", 100*f) }
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
+
+// Headroom is the margin AutoWorkers adds so that jitter does not starve the stages downstream.
+const Headroom = 1.15
+
+// AutoWorkers sizes the stage named parallel from measured busy times, like tf.data's AUTOTUNE:
+// in steady state every stage passes the same samples, so a stage that is b busy could go 1/b
+// times faster. The parallel stage, w workers at busy share bp, must keep up with the busiest of
+// the other stages (bo, the consumer included; sources excepted, their busy time is waiting for
+// slots): it needs ceil(Headroom * w * bp / bo) workers, at least 1 and at most cores. When
+// nothing else is busy (bo under 5%), the answer is cores. It reports false when stages holds no
+// stage of that name or it did no work.
+func AutoWorkers(stages []Stage, parallel string, cores int) (int, bool) {
+	var p *Stage
+	other := 0.0
+	for i := range stages {
+		s := &stages[i]
+		switch {
+		case s.Name == parallel:
+			p = s
+		case s.Kind != "source":
+			other = max(other, s.Busy)
+		}
+	}
+	if p == nil || p.Busy <= 0 || p.Workers <= 0 || cores < 1 {
+		return 0, false
+	}
+	if other < 0.05 {
+		return cores, true
+	}
+	n := int(math.Ceil(Headroom * float64(p.Workers) * p.Busy / other))
+	return min(max(n, 1), cores), true
+}
