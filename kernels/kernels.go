@@ -103,9 +103,11 @@ func (g Conv2D) OutLen() int { return g.N * g.OutC * g.OutH() * g.OutW() }
 // WeightLen is the element count of w.
 func (g Conv2D) WeightLen() int { return g.OutC * g.InC * g.KH * g.KW }
 
-// WorkspaceLen is the float32 count of the workspace Conv2D and Conv2DBackward need: one column
-// matrix [InC*KH*KW][OutH*OutW] per sample.
-func (g Conv2D) WorkspaceLen() int { return g.N * g.InC * g.KH * g.KW * g.OutH() * g.OutW() }
+// WorkspaceLen is the float32 count of the workspace Conv2D and Conv2DBackward need: room for the
+// batch's column matrix [InC*KH*KW][N*OutH*OutW] and for one output-sized matrix
+// [OutC][N*OutH*OutW], so that each product is a single GEMM over the whole batch. What a backend
+// keeps there is its own affair; the workspace must reach the backward pass unchanged.
+func (g Conv2D) WorkspaceLen() int { return (g.InC*g.KH*g.KW + g.OutC) * g.N * g.OutH() * g.OutW() }
 
 // Validate reports a geometry that has no output or a negative size.
 func (g Conv2D) Validate() error {

@@ -19,14 +19,15 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 // ColCols is OutH*OutW.
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
-// im2col writes one sample's column matrix [InC*KH*KW][OutH*OutW] from x [InC][InH][InW].
-func im2col(col, x []float32, g ConvGeom) {
+// im2col writes one sample's column matrix [InC*KH*KW][OutH*OutW] from x [InC][InH][InW]; row r
+// starts at col[r*ld].
+func im2col(col, x []float32, g ConvGeom, ld int) {
 	oh, ow := g.OutH(), g.OutW()
 	for c := range g.InC {
 		plane := x[c*g.InH*g.InW : (c+1)*g.InH*g.InW]
 		for ki := range g.KH {
 			for kj := range g.KW {
-				row := col[((c*g.KH+ki)*g.KW+kj)*oh*ow:][:oh*ow]
+				row := col[((c*g.KH+ki)*g.KW+kj)*ld:][:oh*ow]
 				for y := range oh {
 					iy := y*g.Stride - g.Pad + ki
 					dst := row[y*ow : (y+1)*ow]
@@ -49,16 +50,16 @@ func im2col(col, x []float32, g ConvGeom) {
 	}
 }
 
-// col2im adds one sample's column-matrix gradient back into dx [InC][InH][InW] (which it first
-// clears), in a fixed order.
-func col2im(dx, col []float32, g ConvGeom) {
+// col2im adds one sample's column-matrix gradient (row r at col[r*ld]) back into dx
+// [InC][InH][InW] (which it first clears), in a fixed order.
+func col2im(dx, col []float32, g ConvGeom, ld int) {
 	clear(dx)
 	oh, ow := g.OutH(), g.OutW()
 	for c := range g.InC {
 		plane := dx[c*g.InH*g.InW : (c+1)*g.InH*g.InW]
 		for ki := range g.KH {
 			for kj := range g.KW {
-				row := col[((c*g.KH+ki)*g.KW+kj)*oh*ow:][:oh*ow]
+				row := col[((c*g.KH+ki)*g.KW+kj)*ld:][:oh*ow]
 				for y := range oh {
 					iy := y*g.Stride - g.Pad + ki
 					if iy < 0 || iy >= g.InH {
@@ -78,23 +79,37 @@ func col2im(dx, col []float32, g ConvGeom) {
 	}
 }
 
-// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving each sample's column
-// matrix in ws ([N][ColRows][ColCols]) for Conv2DBackward. bias may be nil.
+// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: the column matrix of the
+// whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each row), then a
+// [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout. One GEMM over
+// the whole batch then does each product, instead of a small GEMM per sample.
+func (g ConvGeom) WorkspaceLen() int { return (g.ColRows() + g.OutC) * g.N * g.ColCols() }
+
+// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving the batch's column matrix
+// in ws for Conv2DBackward. bias may be nil.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
+	nc := g.N * cols
 	in, out := g.InC*g.InH*g.InW, g.OutC*cols
-	For(g.N, rows*cols*g.OutC, func(lo, hi int) {
+	col, yt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
+	For(g.N, rows*cols, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
-			col := ws[n*rows*cols : (n+1)*rows*cols]
-			im2col(col, x[n*in:(n+1)*in], g)
-			yn := y[n*out : (n+1)*out]
-			Gemm(false, false, g.OutC, cols, rows, 1, w, col, 0, yn)
-			if bias != nil {
-				for c, b := range bias {
-					r := yn[c*cols : (c+1)*cols]
-					for i := range r {
-						r[i] += b
-					}
+			im2col(col[n*cols:], x[n*in:(n+1)*in], g, nc)
+		}
+	})
+	Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
+	// yt is [OutC][N][cols]; y is [N][OutC][cols].
+	For(g.N, out, func(lo, hi int) {
+		for n := lo; n < hi; n++ {
+			for c := range g.OutC {
+				dst, src := y[n*out+c*cols:n*out+(c+1)*cols], yt[c*nc+n*cols:c*nc+(n+1)*cols]
+				if bias == nil {
+					copy(dst, src)
+					continue
+				}
+				b := bias[c]
+				for i, v := range src {
+					dst[i] = v + b
 				}
 			}
 		}
@@ -103,30 +118,32 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 
 // Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
 // (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and the
-// column matrices that Conv2D left in ws. It overwrites ws.
+// column matrix that Conv2D left in ws. It overwrites ws.
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
+	nc := g.N * cols
 	in, out := g.InC*g.InH*g.InW, g.OutC*cols
-	// dw = sum over n of dy_n [OutC][cols] x col_n^T, added in sample order; each product is one
-	// whole GEMM (Gemm parallelizes it), since splitting dw's rows would repack col_n per part.
-	for n := range g.N {
-		beta := float32(1)
-		if n == 0 {
-			beta = 0
+	col, dyt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
+	For(g.OutC, nc, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			for n := range g.N {
+				copy(dyt[c*nc+n*cols:c*nc+(n+1)*cols], dy[n*out+c*cols:n*out+(c+1)*cols])
+			}
 		}
-		Gemm(false, true, g.OutC, rows, cols, 1, dy[n*out:(n+1)*out], ws[n*rows*cols:(n+1)*rows*cols], beta, dw)
-	}
+	})
+	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions.
+	Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
 	if dbias != nil {
 		BiasGrad(dbias, dy[:g.N*out], g.N, cols)
 	}
 	if dx == nil {
 		return
 	}
-	For(g.N, rows*cols*g.OutC, func(lo, hi int) {
+	// dcol = w^T x dyt, into the column matrix's place, then scattered back per sample.
+	Gemm(true, false, rows, nc, g.OutC, 1, w, dyt, 0, col)
+	For(g.N, rows*cols, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
-			col := ws[n*rows*cols : (n+1)*rows*cols]
-			Gemm(true, false, rows, cols, g.OutC, 1, w, dy[n*out:(n+1)*out], 0, col)
-			col2im(dx[n*in:(n+1)*in], col, g)
+			col2im(dx[n*in:(n+1)*in], col[n*cols:], g, nc)
 		}
 	})
 }

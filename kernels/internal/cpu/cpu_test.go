@@ -333,7 +333,7 @@ func TestConv2D(t *testing.T) {
 			b := randVec(r, g.OutC)
 			outLen := g.N * g.OutC * g.OutH() * g.OutW()
 			y := make([]float32, outLen)
-			ws := make([]float32, g.N*g.ColRows()*g.ColCols())
+			ws := make([]float32, g.WorkspaceLen())
 			Conv2D(y, x, w, b, ws, g)
 			closeTo(t, "Conv2D", y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
 
