@@ -5,8 +5,9 @@
 //
 // The micro-kernel is chosen once, at start-up, from the CPU's features (golang.org/x/sys/cpu):
 //
-//   - amd64 with AVX-512F: a 12x32 Go assembly kernel (24 zmm accumulators); A and B^T are packed
-//     with 8x8 AVX transposes.
+//   - amd64 with AVX-512F: a 12x32 Go assembly kernel (24 zmm accumulators), or its 8x32 variant
+//     when m is a small multiple of 8 (the choice depends on m only); A and B^T are packed with
+//     8x8 AVX transposes.
 //   - amd64 with AVX2 and FMA: a 6x16 Go assembly kernel (12 ymm accumulators) that reads
 //     row-major A in place through strides.
 //   - anything else, or any CPU when built with the noasm tag: a 4x4 pure-Go kernel.

@@ -29,7 +29,7 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	running := inflight.Add(1)
 	defer inflight.Add(-1)
 	threads := max(1, runtime.GOMAXPROCS(0)/int(running))
-	multiply(active, transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
+	multiply(active.forRows(m), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 }
 
 // inflight counts the Sgemm calls running now.

@@ -296,6 +296,22 @@ func TestConcurrent(t *testing.T) {
 	}
 }
 
+func TestForRows(t *testing.T) {
+	wide := &kernel{name: "wide", mr: 12, narrow: &kernel{name: "narrow", mr: 8}}
+	tests := []struct {
+		m    int
+		want string
+	}{{1, "narrow"}, {12, "wide"}, {24, "wide"}, {32, "narrow"}, {64, "narrow"}, {128, "wide"}, {800, "wide"}}
+	for _, tc := range tests {
+		if got := wide.forRows(tc.m).name; got != tc.want {
+			t.Errorf("forRows(%d) = %s; want %s", tc.m, got, tc.want)
+		}
+	}
+	if got := wide.narrow.forRows(64); got != wide.narrow {
+		t.Errorf("forRows on a kernel without a narrow variant = %s; want itself", got.name)
+	}
+}
+
 // TestGrid checks that the partition of C covers every tile exactly once and uses no more
 // goroutines than allowed.
 func TestGrid(t *testing.T) {

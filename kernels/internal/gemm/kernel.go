@@ -11,6 +11,9 @@ package gemm
 // packA, if not nil, packs a full mr x k sliver of row-major A (dst[p*mr+r] = a[r*lda+p]);
 // when nil, the kernel reads row-major A in place (rs = lda, ps = 1) instead.
 //
+// narrow, if not nil, is a kernel with fewer rows that forRows prefers when m would leave
+// too much of the last row sliver empty.
+//
 // kc is the deepest pass over k the kernel wants (its B sliver, kc x nr, should stay in L1).
 type kernel struct {
 	name   string
@@ -19,6 +22,7 @@ type kernel struct {
 	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
 	packBT func(dst, b []float32, ldb, k, nr int)
 	packA  func(dst, a []float32, lda, k int)
+	narrow *kernel
 }
 
 // generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
@@ -27,6 +31,16 @@ var generic = &kernel{name: "go4x4", mr: 4, nr: 4, kc: 256, fn: kernelGo4x4}
 
 // active is the kernel Sgemm uses, chosen once from the CPU's features (see selectKernel).
 var active = selectKernel()
+
+// forRows returns k or its narrow variant, whichever suits m rows better: the narrow one when the
+// wide one's padded rows exceed the narrow one's by more than 8%, about what the wide kernel gains
+// per multiply-add. It depends on m alone, so results stay independent of the partition.
+func (k *kernel) forRows(m int) *kernel {
+	if n := k.narrow; n != nil && tiles(m, k.mr)*k.mr*100 > tiles(m, n.mr)*n.mr*108 {
+		return n
+	}
+	return k
+}
 
 func kernelGo4x4(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32) {
 	var c00, c01, c02, c03 float32

@@ -10,13 +10,17 @@ var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, kc: 256, fn: kernelAVX2, pa
 
 // avx512 is the 12x32 AVX-512 kernel: 24 zmm accumulators, two for the B row, six broadcasts.
 // A depth of 192 keeps its 24 KiB B sliver and the A rows it meets inside the 48 KiB L1.
-var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, kc: 192, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX}
+var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, kc: 192, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX, narrow: avx512x8}
+
+// avx512x8 is the 8x32 variant (16 accumulators), a little slower per multiply-add but without
+// the padding 12 rows cost when m is a small multiple of 8 (the 32 or 64 channels of a CNN).
+var avx512x8 = &kernel{name: "avx512-8x32", mr: 8, nr: 32, kc: 192, fn: kernel8x32AVX512, packBT: packBTAVX, packA: packA8AVX}
 
 // supported lists the kernels this CPU can run, the fastest first.
 var supported = func() []*kernel {
 	var ks []*kernel
 	if cpu.X86.HasAVX512F {
-		ks = append(ks, avx512)
+		ks = append(ks, avx512, avx512x8)
 	}
 	if cpu.X86.HasAVX2 && cpu.X86.HasFMA {
 		ks = append(ks, avx2)
@@ -45,6 +49,30 @@ func sgemm12x32AVX512(k int, a *float32, rs, ps int, b, c *float32, ldc int, alp
 func kernelAVX512(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32) {
 	_, _, _ = a[11*rs+(k-1)*ps], b[32*k-1], c[11*ldc+31]
 	sgemm12x32AVX512(k, &a[0], rs, ps, &b[0], &c[0], ldc, alpha, beta)
+}
+
+// sgemm8x32AVX512 is implemented in kernel_amd64.s, like sgemm12x32AVX512.
+//
+//go:noescape
+func sgemm8x32AVX512(k int, a *float32, rs, ps int, b, c *float32, ldc int, alpha, beta float32)
+
+func kernel8x32AVX512(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32) {
+	_, _, _ = a[7*rs+(k-1)*ps], b[32*k-1], c[7*ldc+31]
+	sgemm8x32AVX512(k, &a[0], rs, ps, &b[0], &c[0], ldc, alpha, beta)
+}
+
+// packA8AVX packs an 8 x kc sliver of row-major A with one 8x8 transpose per 8 columns.
+func packA8AVX(dst, a []float32, lda, kc int) {
+	n8 := kc / 8
+	if n8 > 0 {
+		_, _ = dst[8*kc-1], a[7*lda+kc-1]
+		packBT8AVX(&dst[0], &a[0], lda, n8, 8)
+	}
+	for p := n8 * 8; p < kc; p++ {
+		for r := range 8 {
+			dst[p*8+r] = a[r*lda+p]
+		}
+	}
 }
 
 // packBT8AVX is implemented in kernel_amd64.s; it needs only AVX.

@@ -355,3 +355,107 @@ storezero512:
 	ROWZERO512(Z22, Z23)
 	VZEROUPPER
 	RET
+
+// One step of k for 8x32: rows 0-2 from SI, 3-5 from R10, 6-7 from R12.
+#define STEP8x32(bo) \
+	VMOVUPS bo(DI), Z24; \
+	VMOVUPS bo+64(DI), Z25; \
+	ROW512((SI), Z26, Z0, Z1); \
+	ROW512((SI)(R9*1), Z27, Z2, Z3); \
+	ROW512((SI)(R9*2), Z28, Z4, Z5); \
+	ROW512((R10), Z29, Z6, Z7); \
+	ROW512((R10)(R9*1), Z30, Z8, Z9); \
+	ROW512((R10)(R9*2), Z31, Z10, Z11); \
+	ROW512((R12), Z26, Z12, Z13); \
+	ROW512((R12)(R9*1), Z27, Z14, Z15); \
+	ADDQ R11, SI; \
+	ADDQ R11, R10; \
+	ADDQ R11, R12
+
+// func sgemm8x32AVX512(k int, a *float32, rs, ps int, b, c *float32, ldc int, alpha, beta float32)
+//
+// Like sgemm12x32AVX512 with 8 rows (16 accumulators): rows 0-2 from SI, 3-5 from R10, 6-7 from R12.
+TEXT ·sgemm8x32AVX512(SB), NOSPLIT, $0-64
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ rs+16(FP), R9
+	SHLQ $2, R9
+	MOVQ ps+24(FP), R11
+	SHLQ $2, R11
+	MOVQ b+32(FP), DI
+	MOVQ c+40(FP), DX
+	MOVQ ldc+48(FP), R8
+	SHLQ $2, R8
+	LEAQ (R9)(R9*2), R10
+	ADDQ SI, R10
+	LEAQ (R9)(R9*2), R12
+	ADDQ R10, R12
+
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+
+	MOVQ CX, BX
+	SHRQ $2, BX
+	JZ   tail8
+
+loop8:
+	STEP8x32(0)
+	STEP8x32(128)
+	STEP8x32(256)
+	STEP8x32(384)
+	ADDQ $512, DI
+	DECQ BX
+	JNZ  loop8
+
+tail8:
+	ANDQ $3, CX
+	JZ   store8
+
+loop8one:
+	STEP8x32(0)
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  loop8one
+
+store8:
+	VBROADCASTSS alpha+56(FP), Z26
+	MOVL beta+60(FP), AX
+	ANDL $0x7fffffff, AX // +0 and -0 both mean "do not read C"
+	JZ   storezero8
+	VBROADCASTSS beta+60(FP), Z27
+	ROWBETA512(Z0, Z1)
+	ROWBETA512(Z2, Z3)
+	ROWBETA512(Z4, Z5)
+	ROWBETA512(Z6, Z7)
+	ROWBETA512(Z8, Z9)
+	ROWBETA512(Z10, Z11)
+	ROWBETA512(Z12, Z13)
+	ROWBETA512(Z14, Z15)
+	VZEROUPPER
+	RET
+
+storezero8:
+	ROWZERO512(Z0, Z1)
+	ROWZERO512(Z2, Z3)
+	ROWZERO512(Z4, Z5)
+	ROWZERO512(Z6, Z7)
+	ROWZERO512(Z8, Z9)
+	ROWZERO512(Z10, Z11)
+	ROWZERO512(Z12, Z13)
+	ROWZERO512(Z14, Z15)
+	VZEROUPPER
+	RET
