@@ -17,13 +17,13 @@
 //
 // # Determinism
 //
-// The result is bit-for-bit repeatable: the k dimension is cut into passes that depend only on k
-// and the kernel, every element of C is accumulated over those passes in increasing order by the
-// same micro-kernel arithmetic (edge tiles run the same kernel on a padded copy), and C is split
-// among goroutines along tile boundaries. Hence the result depends neither on goroutine timing nor
-// on how many goroutines share the work (GOMAXPROCS, concurrent calls). It does depend on the
-// kernel the CPU selects (an FMA rounds once where a multiply and an add round twice), so machines
-// with different instruction sets may differ in the last bits.
+// The result is bit-for-bit repeatable: the k dimension is cut into passes that depend only on k,
+// every element of C is accumulated over those passes in increasing order by the same arithmetic
+// (edge tiles run the same kernel on a padded copy), and C is split among goroutines along tile
+// boundaries. Hence the result depends neither on goroutine timing nor on how many goroutines
+// share the work (GOMAXPROCS, concurrent calls). The assembly kernels differ only in tile shape,
+// so any amd64 CPU with FMA (AVX2 or AVX-512) gives the same bits; the pure-Go kernel rounds a
+// multiply and an add separately and may differ from them in the last bits.
 //
 // # Concurrency
 //

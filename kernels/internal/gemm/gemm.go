@@ -88,10 +88,13 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 	}
 }
 
-// Cache blocking: mcMax keeps an mc x kc block of A well inside a 1.25 MiB L2 while the kernel
-// sweeps it once per B sliver; ncMax bounds the packed kc x nc block of B (L3). The depth kc of a
-// pass is the kernel's own (kernel.kc).
+// Cache blocking. kcMax bounds the depth of a pass over k so that a kc x 32 sliver of packed B
+// (24 KiB) and the A sliver it meets stay in the 48 KiB L1; mcMax keeps an mc x kc block of A well
+// inside a 1.25 MiB L2 while the kernel sweeps it once per B sliver; ncMax bounds the packed
+// kc x nc block of B (L3). kcMax is the same for every kernel, so that all kernels that use FMA
+// round identically (see the package documentation).
 const (
+	kcMax = 192
 	mcMax = 192
 	ncMax = 4096
 )
@@ -101,9 +104,8 @@ const (
 const serialWork = 1 << 20
 
 // kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
-// depends on k and the kernel alone, which is what makes results independent of the partition
-// of C.
-func kBlock(k, kcMax int) int {
+// depends on k alone, which is what makes results independent of the partition of C.
+func kBlock(k int) int {
 	nb := (k + kcMax - 1) / kcMax
 	return (k + nb - 1) / nb
 }
@@ -237,7 +239,7 @@ func grow(s []float32, n int) []float32 {
 func (p *part) run() {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
-	kc0 := kBlock(p.k, kern.kc)
+	kc0 := kBlock(p.k)
 	nc0 := min(ncMax, tiles(p.n1-p.n0, nr)*nr)
 	mc0 := min(mcMax/mr*mr, tiles(p.m1-p.m0, mr)*mr)
 	ws := workspaces.Get().(*workspace)

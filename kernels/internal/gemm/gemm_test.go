@@ -312,6 +312,31 @@ func TestForRows(t *testing.T) {
 	}
 }
 
+// TestFMAKernelsAgree checks that the assembly kernels, which differ only in tile shape and all
+// use FMA in the same order, give bit-identical results.
+func TestFMAKernelsAgree(t *testing.T) {
+	r := rand.New(rand.NewPCG(13, 14))
+	for _, s := range []struct{ m, n, k int }{{64, 196, 800}, {37, 70, 520}, {128, 10, 256}} {
+		p := newProblem(r, false, true, s.m, s.n, s.k, 1, 1.5, 0.5)
+		var want []float32
+		for _, kern := range supported {
+			if kern == generic {
+				continue
+			}
+			got := p.run(kern, 2)
+			if want == nil {
+				want = got
+				continue
+			}
+			for i := range got {
+				if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+					t.Fatalf("%dx%dx%d: %s: C[%d] = %g; want %g (%s)", s.m, s.n, s.k, kern.name, i, got[i], want[i], supported[0].name)
+				}
+			}
+		}
+	}
+}
+
 // TestGrid checks that the partition of C covers every tile exactly once and uses no more
 // goroutines than allowed.
 func TestGrid(t *testing.T) {

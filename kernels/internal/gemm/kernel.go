@@ -13,12 +13,9 @@ package gemm
 //
 // narrow, if not nil, is a kernel with fewer rows that forRows prefers when m would leave
 // too much of the last row sliver empty.
-//
-// kc is the deepest pass over k the kernel wants (its B sliver, kc x nr, should stay in L1).
 type kernel struct {
 	name   string
 	mr, nr int
-	kc     int
 	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
 	packBT func(dst, b []float32, ldb, k, nr int)
 	packA  func(dst, a []float32, lda, k int)
@@ -27,7 +24,7 @@ type kernel struct {
 
 // generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
 // accumulators in registers on most architectures.
-var generic = &kernel{name: "go4x4", mr: 4, nr: 4, kc: 256, fn: kernelGo4x4}
+var generic = &kernel{name: "go4x4", mr: 4, nr: 4, fn: kernelGo4x4}
 
 // active is the kernel Sgemm uses, chosen once from the CPU's features (see selectKernel).
 var active = selectKernel()

@@ -6,15 +6,14 @@ import "golang.org/x/sys/cpu"
 
 // avx2 is the 6x16 AVX2+FMA kernel: 12 ymm accumulators, two for the B row, one broadcast. It
 // reads A through strides, so row-major A needs no packing, and packs B^T with 8x8 transposes.
-var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, kc: 256, fn: kernelAVX2, packBT: packBTAVX}
+var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, fn: kernelAVX2, packBT: packBTAVX}
 
 // avx512 is the 12x32 AVX-512 kernel: 24 zmm accumulators, two for the B row, six broadcasts.
-// A depth of 192 keeps its 24 KiB B sliver and the A rows it meets inside the 48 KiB L1.
-var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, kc: 192, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX, narrow: avx512x8}
+var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX, narrow: avx512x8}
 
 // avx512x8 is the 8x32 variant (16 accumulators), a little slower per multiply-add but without
 // the padding 12 rows cost when m is a small multiple of 8 (the 32 or 64 channels of a CNN).
-var avx512x8 = &kernel{name: "avx512-8x32", mr: 8, nr: 32, kc: 192, fn: kernel8x32AVX512, packBT: packBTAVX, packA: packA8AVX}
+var avx512x8 = &kernel{name: "avx512-8x32", mr: 8, nr: 32, fn: kernel8x32AVX512, packBT: packBTAVX, packA: packA8AVX}
 
 // supported lists the kernels this CPU can run, the fastest first.
 var supported = func() []*kernel {
