@@ -76,12 +76,23 @@ type Feeder struct {
 	closedCh chan struct{}
 	feedMu   sync.Mutex // keeps one Feed's enqueues together
 
-	mu      sync.Mutex
-	closed  bool
-	entries []*ringEntry
-	timings []copyTiming // copies whose duration is not accounted yet
-	stats   FeederStats
-	first   time.Time // first Feed
+	// The releaser goroutine waits for each copy's event, in order, releases the slot and
+	// accounts the copy. It runs on a goroutine rather than as a host function on the copy
+	// stream so that releasing (which may free memory through the device driver) never runs
+	// inside a driver callback, and so that a failed stream cannot strand slots.
+	wake       chan struct{} // capacity 1
+	released   chan struct{} // closed when the releaser has returned
+	streamGone context.Context
+	stopWaits  context.CancelFunc // after the copy stream is closed no pending event can fire
+
+	mu       sync.Mutex
+	closed   bool
+	stopping bool // the releaser returns once pending is empty
+	pending  []pendingCopy
+	relErr   error // first slot release failure
+	entries  []*ringEntry
+	stats    FeederStats
+	first    time.Time // first Feed
 }
 
 type ringEntry struct {
@@ -90,12 +101,15 @@ type ringEntry struct {
 	held  bool
 }
 
-type copyTiming struct {
+// pendingCopy is a batch whose copies are enqueued: its slot goes back when done completes.
+type pendingCopy struct {
+	slot        pinned.Slot
 	start, done Event
 	bytes       int64
 }
 
-// NewFeeder creates the copy stream and allocates Ring sets of device buffers of cfg.Sizes.
+// NewFeeder creates the copy stream, allocates Ring sets of device buffers of cfg.Sizes and
+// starts the goroutine that releases slots after their copies; Close joins it.
 func NewFeeder(cfg FeederConfig) (*Feeder, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -104,11 +118,14 @@ func NewFeeder(cfg FeederConfig) (*Feeder, error) {
 		cfg.Ring = 3
 	}
 	cfg.Sizes = append([]int(nil), cfg.Sizes...)
-	f := &Feeder{cfg: cfg, ring: make(chan *ringEntry, cfg.Ring), closedCh: make(chan struct{})}
+	f := &Feeder{cfg: cfg, ring: make(chan *ringEntry, cfg.Ring), closedCh: make(chan struct{}),
+		wake: make(chan struct{}, 1), released: make(chan struct{})}
 	var err error
 	if f.copy, err = cfg.Device.NewStream(); err != nil {
 		return nil, fmt.Errorf("gpu: feeder: copy stream: %w", err)
 	}
+	f.streamGone, f.stopWaits = context.WithCancel(context.Background())
+	go f.releaser()
 	for range cfg.Ring {
 		e := &ringEntry{}
 		f.entries = append(f.entries, e)
@@ -142,7 +159,8 @@ type DeviceBatch struct {
 // Feed copies regions of slot (in the Ready state) into the next free buffer set, region i into
 // buffer i. It blocks while the consumer holds every buffer set, until ctx ends or the feeder
 // closes. Feed takes over the slot whatever the outcome: on success the slot goes back to its
-// pool once its copies have completed; on error it is released as soon as nothing can read it.
+// pool once its copies have completed (its event, not a guess); on error it is released as soon
+// as nothing can read it.
 func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) (*DeviceBatch, error) {
 	mem := slot.Bytes()
 	if err := f.checkRegions(mem, regions); err != nil {
@@ -167,11 +185,10 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 	if f.first.IsZero() {
 		f.first = time.Now()
 	}
-	f.account()
 	f.mu.Unlock()
 
 	b := &DeviceBatch{Buffers: e.bufs, Lens: make([]int, len(regions)), f: f, entry: e}
-	t := copyTiming{}
+	t := pendingCopy{slot: slot}
 	err := slot.InFlight()
 	f.feedMu.Lock()
 	if err == nil && after != nil {
@@ -191,10 +208,6 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 	if err == nil {
 		t.done, err = f.copy.Record()
 	}
-	if err == nil {
-		// Runs when the copy stream reaches it: after the copies have read the slot.
-		err = f.copy.Host(slot.Release)
-	}
 	f.feedMu.Unlock()
 	if err != nil {
 		// Whatever was enqueued must finish before the slot may be reused.
@@ -203,7 +216,7 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 	}
 	b.Ready = t.done
 	f.mu.Lock()
-	f.timings = append(f.timings, t)
+	f.pending = append(f.pending, t)
 	f.stats.Batches++
 	if f.stats.Batches == 1 {
 		f.stats.Pinned = slot.Pinned()
@@ -211,6 +224,10 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 		f.stats.Pinned = f.stats.Pinned && slot.Pinned()
 	}
 	f.mu.Unlock()
+	select {
+	case f.wake <- struct{}{}:
+	default:
+	}
 	return b, nil
 }
 
@@ -229,22 +246,43 @@ func (f *Feeder) checkRegions(mem []byte, regions []Region) error {
 	return nil
 }
 
-// account adds the durations of completed copies to the statistics; f.mu must be held.
-func (f *Feeder) account() {
-	k := 0
-	for _, t := range f.timings {
-		if !t.done.Done() {
-			f.timings[k] = t
-			k++
-			continue
+// releaser releases each fed slot once its copy's event has completed, in feed order, and accounts
+// the copy's bytes and time.
+func (f *Feeder) releaser() {
+	defer close(f.released)
+	for {
+		f.mu.Lock()
+		for len(f.pending) == 0 {
+			if f.stopping {
+				f.mu.Unlock()
+				return
+			}
+			f.mu.Unlock()
+			<-f.wake
+			f.mu.Lock()
 		}
-		if d, err := t.done.Elapsed(t.start); err == nil {
+		p := f.pending[0]
+		f.pending[0] = pendingCopy{}
+		f.pending = f.pending[1:]
+		f.mu.Unlock()
+		// Events complete even on a failed stream; streamGone ends the wait for one that
+		// cannot complete any more because the copy stream is closed.
+		err := p.done.Synchronize(f.streamGone)
+		rerr := p.slot.Release()
+		var d time.Duration
+		if err == nil {
+			d, err = p.done.Elapsed(p.start)
+		}
+		f.mu.Lock()
+		if err == nil {
 			f.stats.CopyTime += d
-			f.stats.Bytes += t.bytes
+			f.stats.Bytes += p.bytes
 		}
+		if rerr != nil && f.relErr == nil {
+			f.relErr = rerr
+		}
+		f.mu.Unlock()
 	}
-	clear(f.timings[k:])
-	f.timings = f.timings[:k]
 }
 
 // Deliver makes the compute stream wait for the batch's copies (Compute.Wait(Ready)). Call it on
@@ -348,7 +386,6 @@ func (s FeederStats) StallFraction() float64 {
 func (f *Feeder) Stats() FeederStats {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.account()
 	st := f.stats
 	if !f.first.IsZero() {
 		st.Elapsed = time.Since(f.first)
@@ -356,9 +393,10 @@ func (f *Feeder) Stats() FeederStats {
 	return st
 }
 
-// Close waits for the enqueued copies (so every fed slot is back in its pool), closes the copy
-// stream and frees the device buffers; buffers of batches the consumer still holds are freed when
-// it releases them. Feeds blocked waiting for buffers return ErrClosed. A second Close returns nil.
+// Close waits for the enqueued copies, so that every fed slot is back in its pool, closes the copy
+// stream, joins the releaser goroutine and frees the device buffers; buffers of batches the
+// consumer still holds are freed when it releases them. Feeds blocked waiting for buffers return
+// ErrClosed. A second Close returns nil.
 func (f *Feeder) Close() error {
 	f.mu.Lock()
 	if f.closed {
@@ -373,9 +411,18 @@ func (f *Feeder) Close() error {
 		f.feedMu.Lock() // let a Feed that is enqueueing finish
 		errs = append(errs, f.copy.Close())
 		f.feedMu.Unlock()
+		f.stopWaits()
+		f.mu.Lock()
+		f.stopping = true
+		f.mu.Unlock()
+		select {
+		case f.wake <- struct{}{}:
+		default:
+		}
+		<-f.released
 	}
 	f.mu.Lock()
-	f.account()
+	errs = append(errs, f.relErr)
 	for _, e := range f.entries {
 		if !e.held && e.bufs != nil {
 			errs = append(errs, freeEntry(e))

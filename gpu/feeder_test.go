@@ -290,6 +290,9 @@ func TestFeederStats(t *testing.T) {
 		b.Release()
 	}
 	r.f.Waited(time.Hour)
+	if err := r.f.Close(); err != nil { // joins the releaser: every copy is accounted
+		t.Fatal(err)
+	}
 	st := r.f.Stats()
 	if st.Batches != n || st.Bytes != n*(imgBytes+labBytes) {
 		t.Errorf("Stats() batches, bytes = %d, %d; want %d, %d", st.Batches, st.Bytes, n, n*(imgBytes+labBytes))
@@ -392,5 +395,89 @@ func TestFeederConfig(t *testing.T) {
 				t.Errorf("NewFeeder(%s) = %v; want %v", tt.name, err, tt.want)
 			}
 		})
+	}
+}
+
+// failingCopies is a device whose streams fail every host-to-device copy when they run it.
+type failingCopies struct{ Device }
+
+func (d failingCopies) NewStream() (Stream, error) {
+	s, err := d.Device.NewStream()
+	return failingStream{s}, err
+}
+
+type failingStream struct{ Stream }
+
+var errDMA = errors.New("dma failed")
+
+func (s failingStream) CopyH2D(Buffer, int, []byte) error {
+	return s.Host(func() error { return errDMA })
+}
+
+// TestFeederFailedCopyStream: a copy stream that fails does not strand slots: every slot goes
+// back to the pool and Close reports the failure.
+func TestFeederFailedCopyStream(t *testing.T) {
+	dev := openCPU(t)
+	pool, err := pinned.NewPool(pinned.Config{SlotSize: 16, Prefetch: 2, Allocator: pinned.Heap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := NewFeeder(FeederConfig{Device: failingCopies{dev}, Sizes: []int{16}, Ring: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for i := range 5 {
+		s, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatalf("batch %d: %v", i, err)
+		}
+		s.Ready()
+		b, err := f.Feed(ctx, s, Region{0, 16})
+		if err != nil {
+			t.Fatalf("batch %d: Feed = %v; want the failure to show on the stream, not at enqueue", i, err)
+		}
+		if err := b.Ready.Synchronize(ctx); !errors.Is(err, errDMA) {
+			t.Errorf("batch %d: Ready.Synchronize() = %v; want %v", i, err, errDMA)
+		}
+		b.Release()
+	}
+	if err := f.Close(); !errors.Is(err, errDMA) {
+		t.Errorf("Close() = %v; want %v", err, errDMA)
+	}
+	if st := pool.Stats(); st.Free != st.Slots {
+		t.Errorf("after a failed copy stream: %d of %d slots free; want all", st.Free, st.Slots)
+	}
+	if err := pool.Close(); err != nil {
+		t.Errorf("pool Close() = %v; want nil", err)
+	}
+}
+
+// TestFeederCloseWakesBlockedFeed: Close while a Feed waits for a buffer set makes it return
+// ErrClosed, and the slot it was given goes back to the pool.
+func TestFeederCloseWakesBlockedFeed(t *testing.T) {
+	r := newRig(t, 1, 1, true)
+	ctx := context.Background()
+	held, err := r.produce(ctx, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error)
+	go func() {
+		_, err := r.produce(ctx, 1)
+		done <- err
+	}()
+	time.Sleep(10 * time.Millisecond)
+	if err := r.f.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, ErrClosed) {
+		t.Errorf("blocked Feed after Close = %v; want %v", err, ErrClosed)
+	}
+	if err := held.Release(); err != nil { // frees the buffers now that the feeder is closed
+		t.Errorf("Release() after Close = %v; want nil", err)
+	}
+	if _, ok := HostBytes(held.Buffers[0]); ok {
+		t.Errorf("buffers of a batch released after Close are not freed")
 	}
 }
