@@ -145,14 +145,6 @@ func c(x uint64, bits int) int32 {
 	return int32((x + (1 << (59 - bits))) >> (60 - bits))
 }
 
-// idct implements the inverse DCT.
-// Inputs are UQ8.0; outputs are Q10.3.
-func idct(b *block) {
-	// A 2D IDCT is a 1D IDCT on rows followed by columns.
-	idctRows(b)
-	idctCols(b)
-}
-
 // idctRows applies the 1D IDCT to the rows of b.
 // Inputs are UQ8.0; outputs are Q9.20.
 func idctRows(b *block) {
@@ -246,10 +238,11 @@ func idctRows(b *block) {
 	}
 }
 
-// idctCols applies the 1D IDCT to the columns of b.
-// Inputs are Q9.20.
-// Outputs are Q10.3. That is, the result is the IDCT*8.
-func idctCols(b *block) {
+// idctColsStore applies the 1D IDCT to the columns of b (inputs Q9.20, outputs Q10.3, that is
+// the IDCT*8) fused with the level shift by +128, the clip to [0, 255] and the
+// store of column i to dst[i], dst[stride+i], ... (fork: one pass instead of two).
+func idctColsStore(dst []byte, stride int, b *block) {
+	_ = dst[7*stride+7]
 	for i := range 8 {
 		x0 := b[0*8+i]
 		x7 := b[1*8+i]
@@ -312,13 +305,22 @@ func idctCols(b *block) {
 		x7 >>= 18
 		// x[01234567] now Q10.3.
 
-		b[0*8+i] = x0
-		b[1*8+i] = x1
-		b[2*8+i] = x2
-		b[3*8+i] = x3
-		b[4*8+i] = x4
-		b[5*8+i] = x5
-		b[6*8+i] = x6
-		b[7*8+i] = x7
+		dst[0*stride+i] = level(x0)
+		dst[1*stride+i] = level(x1)
+		dst[2*stride+i] = level(x2)
+		dst[3*stride+i] = level(x3)
+		dst[4*stride+i] = level(x4)
+		dst[5*stride+i] = level(x5)
+		dst[6*stride+i] = level(x6)
+		dst[7*stride+i] = level(x7)
 	}
+}
+
+// level shifts an IDCT output by +128 and clips it to a byte.
+func level(c int32) byte {
+	c += 128
+	if uint32(c) > 255 {
+		return byte(^(c >> 31)) // 0 below, 255 above
+	}
+	return byte(c)
 }

@@ -68,21 +68,24 @@ func stdStrides(t *testing.T, data []byte) []int {
 	return nil
 }
 
-func files(t *testing.T) map[string][]byte {
-	prog, err := os.ReadFile("testdata/progressive.jpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	q444, err := os.ReadFile("testdata/q90-444.jpg")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return map[string][]byte{
+// files are the decoder's test images: two made here, the rest made once from the same 40x24
+// picture by PIL (progressive.jpg: progressive=True; q90-444.jpg: subsampling=0) and by
+// libjpeg-turbo's cjpeg (restart*.jpg: -restart 1B or 2B, one also -grayscale), for the
+// features Go's encoder does not produce. (Progressive files with restart markers are not here:
+// image/jpeg, and so this fork, rejects cjpeg's with "missing 0xff00 sequence".)
+func files(t testing.TB) map[string][]byte {
+	m := map[string][]byte{
 		"420 odd size": encode(t, photo(61, 37, false)),
 		"gray":         encode(t, photo(45, 30, true)),
-		"progressive":  prog, // made by PIL: 40x24, progressive=True
-		"444":          q444, // made by PIL: 40x24, subsampling=0
 	}
+	for _, f := range []string{"progressive", "q90-444", "restart", "restart-gray"} {
+		b, err := os.ReadFile("testdata/" + f + ".jpg")
+		if err != nil {
+			t.Fatal(err)
+		}
+		m[f] = b
+	}
+	return m
 }
 
 func TestDecodeMatchesStandardLibrary(t *testing.T) {
@@ -172,6 +175,15 @@ func TestDecodeBadInput(t *testing.T) {
 			t.Errorf("Decode(%s) = %v; want a FormatError or io.ErrUnexpectedEOF", tc.name, err)
 		}
 	}
+	// A restart marker out of sequence is corrupt data: an error, not a panic or a hang.
+	rst := files(t)["restart"]
+	bad := bytes.Replace(rst, []byte{0xff, 0xd1}, []byte{0xff, 0xd5}, 1)
+	if bytes.Equal(bad, rst) {
+		t.Fatal("restart.jpg has no RST1 marker")
+	}
+	if _, err := dec.Decode(bad, Options{}); err == nil {
+		t.Error("Decode(wrong RST marker) = nil error; want FormatError")
+	}
 	if _, err := dec.Decode(good, Options{Scale: 3}); err == nil {
 		t.Error("Decode(scale 3) = nil error; want UnsupportedError")
 	}
@@ -196,7 +208,7 @@ func TestWarmDecoderAllocatesNothing(t *testing.T) {
 func FuzzDecode(f *testing.F) {
 	f.Add(encode(f, photo(24, 16, false)))
 	f.Add(encode(f, photo(9, 9, true)))
-	if b, err := os.ReadFile("testdata/progressive.jpg"); err == nil {
+	for _, b := range files(f) {
 		f.Add(b)
 	}
 	var dec Decoder

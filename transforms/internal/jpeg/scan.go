@@ -542,23 +542,8 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctReduced(dst, stride, b, bs)
 		return
 	}
-	idct(b)
-	// Level shift by +128, clip to [0, 255], and write to dst.
-	for y := 0; y < 8; y++ {
-		y8 := y * 8
-		yStride := y * stride
-		for x := 0; x < 8; x++ {
-			c := b[y8+x]
-			if c < -128 {
-				c = 0
-			} else if c > 127 {
-				c = 255
-			} else {
-				c += 128
-			}
-			dst[yStride+x] = uint8(c)
-		}
-	}
+	idctRows(b)
+	idctColsStore(dst, stride, b)
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.
