@@ -166,7 +166,7 @@ func TestFitLearns(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 1000)
 			var steps, epochsSeen int
-			res, _ := fit(t, f, tc.model(t), tc.opt, Config{Epochs: 3, Seed: 1, Schedule: Cosine(0.2), Progress: func(p *Progress) {
+			res, tr := fit(t, f, tc.model(t), tc.opt, Config{Epochs: 3, Seed: 1, Schedule: Cosine(0.2), Progress: func(p *Progress) {
 				if p.Done {
 					epochsSeen++
 				} else {
@@ -184,6 +184,9 @@ func TestFitLearns(t *testing.T) {
 			}
 			if res.Epochs != 3 || res.FinalLoss != res.History[2].TrainLoss || !(res.SamplesPerS > 0) || res.DataWaitFraction < 0 || res.DataWaitFraction > 1 {
 				t.Fatalf("result = %+v; want 3 epochs, final loss of the last epoch, positive speed, wait fraction in [0,1]", res)
+			}
+			if tr.m.capN != 32 {
+				t.Fatalf("activations hold %d samples after evaluating batches of 50; want 32, the training batch", tr.m.capN)
 			}
 			if f.train.release != 3*32 {
 				t.Fatalf("Release called %d times; want %d", f.train.release, 3*32)

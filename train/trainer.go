@@ -241,16 +241,25 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 	return r
 }
 
+// checkBatch validates b against the model and makes room for b.N samples.
 func (t *Trainer) checkBatch(b Batch) error {
-	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
-		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
-			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
+	if err := t.validBatch(b); err != nil {
+		return err
 	}
 	if b.N > t.m.capN {
+		// The activations are about to be reallocated: no queued work may still use them.
 		if err := t.s.Synchronize(context.Background()); err != nil {
 			return err
 		}
 		return t.m.reserve(b.N)
+	}
+	return nil
+}
+
+func (t *Trainer) validBatch(b Batch) error {
+	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
+		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
+			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
 	}
 	return nil
 }
@@ -386,17 +395,38 @@ func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
 }
 
+// enqueueEval counts the correct predictions on b, in chunks no larger than the batches the model
+// trained on, so that a large test batch does not grow the activations (a CNN's convolution
+// workspace is hundreds of bytes per pixel).
 func (t *Trainer) enqueueEval(r *run, b Batch, mean, std []float32) error {
-	if err := t.checkBatch(b); err != nil {
+	if err := t.validBatch(b); err != nil {
 		return err
 	}
-	m, n := t.m, b.N
-	if err := t.ops.NormalizeU8(t.s, m.input.Slice(0, n*m.in.Len()), b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
-		return err
+	m := t.m
+	chunk := m.capN
+	if chunk == 0 {
+		chunk = min(b.N, evalChunk)
 	}
-	logits, err := m.forward(r, n, 0)
-	if err != nil {
-		return err
+	per := b.Shape.Len()
+	for lo := 0; lo < b.N; lo += chunk {
+		n := min(chunk, b.N-lo)
+		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), Labels: b.Labels.Slice(lo, lo+n), N: n, Shape: b.Shape}
+		if err := t.checkBatch(part); err != nil {
+			return err
+		}
+		if err := t.ops.NormalizeU8(t.s, m.input.Slice(0, n*m.in.Len()), part.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
+			return err
+		}
+		logits, err := m.forward(r, n, 0)
+		if err != nil {
+			return err
+		}
+		if err := t.ops.CountCorrect(t.s, m.correct, logits, part.Labels, n, m.classes); err != nil {
+			return err
+		}
 	}
-	return t.ops.CountCorrect(t.s, m.correct, logits, b.Labels, n, m.classes)
+	return nil
 }
+
+// evalChunk is the evaluation chunk of a model that has not trained yet.
+const evalChunk = 256
