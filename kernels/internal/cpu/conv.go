@@ -36,6 +36,17 @@ func im2col(col, x []float32, g ConvGeom, ld int) {
 						continue
 					}
 					src := plane[iy*g.InW : (iy+1)*g.InW]
+					if g.Stride == 1 {
+						// Output columns [x0, x1) read inputs x0-Pad+kj onwards; the rest is padding.
+						x0 := min(max(g.Pad-kj, 0), ow)
+						x1 := max(min(g.InW+g.Pad-kj, ow), x0)
+						clear(dst[:x0])
+						if x1 > x0 {
+							copy(dst[x0:x1], src[x0-g.Pad+kj:])
+						}
+						clear(dst[x1:])
+						continue
+					}
 					for xx := range ow {
 						ix := xx*g.Stride - g.Pad + kj
 						if ix < 0 || ix >= g.InW {

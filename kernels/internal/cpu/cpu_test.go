@@ -325,6 +325,7 @@ func TestConv2D(t *testing.T) {
 		{"5x5 pad 2", ConvGeom{N: 2, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2}},
 		{"3x3 stride 2 no pad", ConvGeom{N: 3, InC: 3, InH: 9, InW: 8, OutC: 2, KH: 3, KW: 3, Stride: 2, Pad: 0}},
 		{"1x1", ConvGeom{N: 1, InC: 4, InH: 3, InW: 3, OutC: 5, KH: 1, KW: 1, Stride: 1, Pad: 0}},
+		{"padding wider than the output", ConvGeom{N: 2, InC: 1, InH: 2, InW: 2, OutC: 2, KH: 7, KW: 7, Stride: 1, Pad: 3}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.g
