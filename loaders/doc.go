@@ -7,18 +7,33 @@
 // is for sources that cannot seek. Open turns a spec string ("mnist", "cifar10:DIR", "DIR",
 // "shards:GLOB", ...) into a Dataset.
 //
+// The Loader runs one epoch as a pipeline (package pipeline) of four stages:
+//
+//	sampler    issues the epoch's indices in order and takes a host slot (package pinned) for each
+//	           batch; the slot pool's size is the backpressure
+//	transform  N workers, ordered: read the sample, decode and augment it (package transforms)
+//	           straight into its place in the slot, with randomness from (seed, epoch, index)
+//	collate    groups the samples of one slot
+//	copy       compacts skipped samples away, enqueues the slot's copy to a ring of device buffers
+//	           on the Loader's copy stream, makes the consumer's stream wait for it, and hands the
+//	           slot to a releaser that frees it once the copy's event has completed
+//
 // Bad input never panics: parsers check headers before allocating, errors name the dataset and the
-// sample (index, key or path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the decoder's
-// error.
+// sample (SampleError: index, key or path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the
+// decoder's error (transforms.ErrTooLarge for header bombs).
 //
 // # Concurrency
 //
 // Datasets in this package are safe for concurrent Sample calls once opened. A ShardStream and a
-// ShardWriter are used by one goroutine at a time. A Sampler is a value.
+// ShardWriter are used by one goroutine at a time. A Sampler is a value. A Loader iterates one
+// epoch at a time; every goroutine an epoch starts has exited when its iteration returns (at the
+// end, on error, on cancellation or when the loop breaks).
 //
 // # Ownership
 //
 // Samples from MNIST, CIFAR and Memory alias the dataset's memory and are read-only; ImageFolder
 // and Shards return a new slice per call. Datasets that hold files (Shards) implement io.Closer;
-// whoever opened them closes them.
+// whoever opened them closes them. A Batch's device buffers belong to the Loader and are lent to
+// the consumer until Batch.Release; a consumer that holds more than Prefetch+1 batches unreleased
+// stalls the Loader until it releases one.
 package loaders

@@ -2,8 +2,10 @@ package loaders_test
 
 import (
 	"context"
+	"encoding/binary"
 	"fmt"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -56,4 +58,36 @@ func ExampleSampler() {
 	// Output:
 	// 0 [0 2 4]
 	// 1 [1 3 0]
+}
+
+// ExampleLoader iterates an epoch of a user-defined dataset on the default CPU device: batches
+// arrive as device buffers of uint8 CHW images and int32 labels.
+func ExampleLoader() {
+	ld, err := loaders.New(gradients{n: 10}, loaders.Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 1})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ld.Close()
+	samples := 0
+	for batch, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		labels, _ := gpu.HostBytes(batch.Labels) // CPU backend: the device memory is Go memory
+		for k, i := range batch.Indices {
+			if int(binary.LittleEndian.Uint32(labels[4*k:])) != i%2 {
+				fmt.Println("label mismatch")
+			}
+		}
+		samples += batch.N
+		batch.Release()
+	}
+	mean, std := ld.Normalization()
+	fmt.Println(ld.BatchesPerEpoch(), "batches,", samples, "samples of", ld.Shape(), "normalize", mean, std)
+	fmt.Printf("%+v\n", ld.State())
+	// Output:
+	// 3 batches, 10 samples of 1x4x4 normalize [0] [1]
+	// {Epoch:1 Batch:0 Seed:1 Len:10 Rank:0 WorldSize:1 BatchSize:4 Shuffle:true DropLast:false}
 }

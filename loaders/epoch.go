@@ -1,0 +1,349 @@
+package loaders
+
+import (
+	"context"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"iter"
+	"sync"
+	"time"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/pinned"
+	"github.com/stoke-ml/stoke/pipeline"
+)
+
+// slotBatch is one batch being filled in a host slot.
+type slotBatch struct {
+	seq     int
+	slot    pinned.Slot
+	mem     []byte
+	indices []int // dataset indices, in batch order
+}
+
+// job is one sample to load into its place in a slot.
+type job struct {
+	sb  *slotBatch
+	pos int
+}
+
+// result is a loaded sample; err is set when the Skip policy let a bad sample through.
+type result struct {
+	job
+	err error
+}
+
+// inflight is a slot whose copy has been enqueued: released once done has completed.
+type inflight struct {
+	slot        pinned.Slot
+	start, done gpu.Event
+	bytes       int
+}
+
+// epochRun is the state of one epoch's iteration.
+type epochRun struct {
+	l       *Loader
+	epoch   int
+	indices []int
+	next    int // next batch to issue
+	end     int // batches in the epoch
+
+	// cur and pos belong to the source goroutine.
+	cur *slotBatch
+	pos int
+	// skipped counts this epoch's skipped samples; it belongs to the copy stage, which sees them
+	// in order.
+	skipped int
+	pending chan inflight // copies enqueued, for the releaser
+
+	mu       sync.Mutex
+	open     map[*slotBatch]bool // slots acquired and not yet handed to the releaser
+	produced map[*devPair]bool   // pairs holding a batch not yet yielded
+}
+
+// Epoch returns the batches of epoch, in order. It starts at batch 0, or where Restore said. The
+// iteration stops at the first error (which names the sample and its cause: see SampleError),
+// when ctx ends, or when the loop breaks; every goroutine it started has exited when it returns.
+// Release every batch.
+func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
+	return func(yield func(*Batch, error) bool) {
+		start, err := l.begin(epoch)
+		if err != nil {
+			yield(nil, err)
+			return
+		}
+		t0 := time.Now()
+		e := &epochRun{l: l, epoch: epoch, indices: l.sampler.Indices(epoch), next: start, end: l.BatchesPerEpoch(),
+			open: map[*slotBatch]bool{}, produced: map[*devPair]bool{}, pending: make(chan inflight, l.pool.Len())}
+		relDone := make(chan struct{})
+		go func() {
+			defer close(relDone)
+			e.releaser()
+		}()
+		completed := e.run(ctx, yield)
+		// The pipeline has stopped: give back what it held, then wait for the copies.
+		e.mu.Lock()
+		var errs []error
+		for sb := range e.open {
+			errs = append(errs, sb.slot.Release())
+		}
+		e.mu.Unlock()
+		close(e.pending)
+		<-relDone
+		for p := range e.produced {
+			l.release(p, false)
+		}
+		l.mu.Lock()
+		l.running = false
+		l.stages = l.pl.Stats()
+		l.pl = nil
+		l.stats.Elapsed += time.Since(t0)
+		if completed {
+			l.state = l.position(epoch+1, 0)
+		}
+		l.mu.Unlock()
+		if err := errors.Join(errs...); err != nil && completed {
+			yield(nil, fmt.Errorf("loaders: %s epoch %d: %w", l.info.Name, epoch, err))
+		}
+	}
+}
+
+func (l *Loader) begin(epoch int) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	switch {
+	case l.closed:
+		return 0, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrClosed)
+	case l.running:
+		return 0, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrBusy)
+	}
+	start := 0
+	if l.restored && l.state.Epoch == epoch {
+		start = l.state.Batch
+	}
+	l.restored = false
+	l.running = true
+	l.pl = pipeline.New()
+	return start, nil
+}
+
+// run builds and iterates the epoch's pipeline; it reports whether the epoch ran to its end.
+func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool {
+	l := e.l
+	p := l.pl
+	src := pipeline.FromFunc(p, "sampler", e.issue)
+	loaded := pipeline.Map(p, "transform", src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
+	batches := pipeline.Batch(p, "collate", loaded, l.cfg.Batch, false)
+	copied := pipeline.Map(p, "copy", batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
+	waitFrom := time.Now()
+	for b, err := range pipeline.Iter(ctx, p, copied) {
+		if err != nil {
+			yield(nil, cause(err))
+			return false
+		}
+		if b == nil { // every sample of the batch was skipped
+			continue
+		}
+		// The consumer's stream waits for the copy, enqueued from the consumer's goroutine so that
+		// it lands after the work the consumer queued for the previous batch.
+		var err error
+		if l.cfg.Stream != nil {
+			err = l.cfg.Stream.Wait(b.Ready)
+		} else {
+			err = b.Ready.Synchronize(ctx)
+		}
+		if err != nil {
+			yield(nil, fmt.Errorf("loaders: %s epoch %d batch %d: copy: %w", l.info.Name, e.epoch, b.Seq, err))
+			return false
+		}
+		e.mu.Lock()
+		delete(e.produced, b.pair)
+		e.mu.Unlock()
+		l.mu.Lock()
+		b.pair.held = true
+		l.state = l.position(e.epoch, b.Seq+1)
+		l.stats.Batches++
+		l.stats.Samples += int64(b.N)
+		l.stats.Wait += time.Since(waitFrom)
+		l.mu.Unlock()
+		if !yield(b, nil) {
+			return false
+		}
+		waitFrom = time.Now()
+	}
+	return ctx.Err() == nil
+}
+
+// cause unwraps a pipeline error down to the sample error when there is one, so that the message
+// leads with the dataset and the sample rather than the stage and item number.
+func cause(err error) error {
+	var ps *pipeline.StageError
+	var se *SampleError
+	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped)) {
+		return ps.Err
+	}
+	return err
+}
+
+// issue is the source: it hands out the epoch's samples in order, acquiring a host slot for each
+// batch before its first sample (the pool's size is the pipeline's backpressure).
+func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
+	l := e.l
+	if e.cur == nil || e.pos == len(e.cur.indices) {
+		if e.next >= e.end {
+			return job{}, false, nil
+		}
+		slot, err := l.pool.Acquire(ctx)
+		if err != nil {
+			return job{}, false, err
+		}
+		lo := e.next * l.cfg.Batch
+		hi := min(lo+l.cfg.Batch, len(e.indices))
+		e.cur = &slotBatch{seq: e.next, slot: slot, mem: slot.Bytes(), indices: e.indices[lo:hi]}
+		e.pos = 0
+		e.next++
+		e.mu.Lock()
+		e.open[e.cur] = true
+		e.mu.Unlock()
+	}
+	e.pos++
+	return job{sb: e.cur, pos: e.pos - 1}, true, nil
+}
+
+// load reads, decodes and augments one sample into its place in the slot.
+func (e *epochRun) load(ctx context.Context, j job) (result, error) {
+	l := e.l
+	ws := <-l.workers // never waits: there are as many as the stage has workers
+	defer func() { l.workers <- ws }()
+	i := j.sb.indices[j.pos]
+	s, err := l.ds.Sample(ctx, i)
+	if err == nil {
+		if err = checkLabel(l.info.Name, i, s.Key, s.Label, l.info.NumClasses); err == nil {
+			ws.r.Reset(l.cfg.Seed, e.epoch, i)
+			dst := j.sb.mem[j.pos*l.sample : (j.pos+1)*l.sample]
+			if err = ws.w.Apply(dst, s.Input, ws.r); err != nil {
+				err = &SampleError{l.info.Name, i, s.Key, err}
+			}
+		}
+	} else if ctx.Err() != nil {
+		return result{}, ctx.Err()
+	}
+	if err != nil {
+		var se *SampleError
+		if !errors.As(err, &se) {
+			err = &SampleError{l.info.Name, i, s.Key, err}
+		}
+		if l.cfg.OnError == FailFast {
+			return result{}, err
+		}
+		return result{job: j, err: err}, nil
+	}
+	binary.LittleEndian.PutUint32(j.sb.mem[l.labOff+4*j.pos:], uint32(int32(s.Label)))
+	return result{job: j}, nil
+}
+
+// copyBatch takes a full slot, counts and compacts away skipped samples, and enqueues the copy to a
+// free pair of device buffers. It returns nil when nothing is left of the batch.
+func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
+	l := e.l
+	sb := rs[0].sb
+	b := &Batch{Shape: l.shape, Epoch: e.epoch, Seq: sb.seq, l: l, Indices: make([]int, 0, len(rs))}
+	for _, r := range rs {
+		if r.sb != sb {
+			return nil, fmt.Errorf("loaders: internal error: batch %d mixes slots", sb.seq)
+		}
+		if r.err != nil {
+			e.skipped++
+			l.mu.Lock()
+			l.stats.Skipped++
+			l.stats.LastSkipped = r.err
+			l.mu.Unlock()
+			if l.cfg.MaxSkipped > 0 && e.skipped > l.cfg.MaxSkipped {
+				return nil, fmt.Errorf("loaders: %s epoch %d: %d samples skipped, more than %d: %w (last: %w)", l.info.Name, e.epoch, e.skipped, l.cfg.MaxSkipped, ErrTooManySkipped, r.err)
+			}
+			continue
+		}
+		if k := len(b.Indices); k != r.pos {
+			copy(sb.mem[k*l.sample:(k+1)*l.sample], sb.mem[r.pos*l.sample:(r.pos+1)*l.sample])
+			copy(sb.mem[l.labOff+4*k:l.labOff+4*k+4], sb.mem[l.labOff+4*r.pos:])
+		}
+		b.Indices = append(b.Indices, sb.indices[r.pos])
+	}
+	b.N = len(b.Indices)
+	if b.N == 0 {
+		e.releaseOpen(sb)
+		return nil, sb.slot.Release()
+	}
+	if err := sb.slot.Ready(); err != nil {
+		return nil, err
+	}
+	var pair *devPair
+	select {
+	case pair = <-l.ring:
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	}
+	e.mu.Lock()
+	e.produced[pair] = true
+	e.mu.Unlock()
+	b.pair = pair
+	b.Images, b.Labels = pair.images, pair.labels
+	if pair.after != nil {
+		if err := l.copy.Wait(pair.after); err != nil {
+			return nil, fmt.Errorf("loaders: copy stream: %w", err)
+		}
+		pair.after = nil
+	}
+	if err := sb.slot.InFlight(); err != nil {
+		return nil, err
+	}
+	n := b.N * l.sample
+	f := inflight{slot: sb.slot, bytes: n + 4*b.N}
+	var err error
+	if f.start, err = l.copy.Record(); err == nil {
+		if err = l.copy.CopyH2D(pair.images, 0, sb.mem[:n]); err == nil {
+			if err = l.copy.CopyH2D(pair.labels, 0, sb.mem[l.labOff:l.labOff+4*b.N]); err == nil {
+				f.done, err = l.copy.Record()
+			}
+		}
+	}
+	if err != nil {
+		// Whatever was enqueued must finish before the slot can be reused.
+		serr := l.copy.Synchronize(context.Background())
+		e.releaseOpen(sb)
+		return nil, errors.Join(fmt.Errorf("loaders: copy: %w", err), serr, sb.slot.Release())
+	}
+	b.Ready = f.done
+	e.handOff(sb, f)
+	return b, nil
+}
+
+func (e *epochRun) releaseOpen(sb *slotBatch) {
+	e.mu.Lock()
+	delete(e.open, sb)
+	e.mu.Unlock()
+}
+
+// handOff moves a slot from the epoch's open set to the releaser.
+func (e *epochRun) handOff(sb *slotBatch, f inflight) {
+	e.releaseOpen(sb)
+	e.pending <- f // never blocks: capacity is the number of slots
+}
+
+// releaser returns each slot to the pool once the copy that reads it has completed, in order, and
+// accounts the copy's time.
+func (e *epochRun) releaser() {
+	for f := range e.pending {
+		// Events complete even when the stream fails, so this cannot hang on a broken stream.
+		err := f.done.Synchronize(context.Background())
+		d, derr := f.done.Elapsed(f.start)
+		f.slot.Release()
+		if err == nil && derr == nil {
+			e.l.mu.Lock()
+			e.l.stats.CopyBytes += int64(f.bytes)
+			e.l.stats.CopyTime += d
+			e.l.mu.Unlock()
+		}
+	}
+}

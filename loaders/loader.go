@@ -1,0 +1,513 @@
+package loaders
+
+import (
+	"errors"
+	"fmt"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/pinned"
+	"github.com/stoke-ml/stoke/pipeline"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// Loader errors callers check with errors.Is.
+var (
+	// ErrTooManySkipped: under the Skip policy, an epoch skipped more than Config.MaxSkipped samples.
+	ErrTooManySkipped = errors.New("too many bad samples skipped")
+	// ErrBusy: Epoch was called while another epoch of the same Loader was being iterated, or Close
+	// while one was.
+	ErrBusy = errors.New("loader busy")
+	// ErrClosed: the Loader was closed.
+	ErrClosed = errors.New("loader closed")
+	// ErrState: Restore got a State from another dataset, seed or sharding, or a position past the
+	// end of the epoch.
+	ErrState = errors.New("loader state does not match")
+)
+
+// ErrorPolicy says what the Loader does with a sample that cannot be read, decoded or labelled.
+type ErrorPolicy int
+
+const (
+	// FailFast (the zero value) ends the epoch with the first bad sample's error.
+	FailFast ErrorPolicy = iota
+	// Skip leaves bad samples out of their batch (which is then shorter), counts them, and fails
+	// only once an epoch skipped more than Config.MaxSkipped.
+	Skip
+)
+
+func (p ErrorPolicy) String() string {
+	switch p {
+	case FailFast:
+		return "fail"
+	case Skip:
+		return "skip"
+	}
+	return fmt.Sprintf("ErrorPolicy(%d)", int(p))
+}
+
+// ParseErrorPolicy parses "fail" (or "") and "skip", the names String gives.
+func ParseErrorPolicy(s string) (ErrorPolicy, error) {
+	switch s {
+	case "fail", "":
+		return FailFast, nil
+	case "skip":
+		return Skip, nil
+	}
+	return FailFast, fmt.Errorf("loaders: error policy %q, want fail or skip: %w", s, ErrSpec)
+}
+
+// Defaults of Config.
+const (
+	DefaultBatch    = 64
+	DefaultPrefetch = 2
+)
+
+// Config configures a Loader. The zero value of every field selects its default.
+type Config struct {
+	// Batch is the number of samples per batch (default DefaultBatch).
+	Batch int
+	// Workers is the number of goroutines that read, decode and augment samples (default
+	// runtime.GOMAXPROCS(0)). The batches do not depend on it.
+	Workers int
+	// Prefetch is how many batches may wait, ready, ahead of the consumer, both in pinned host
+	// slots and on the device (default DefaultPrefetch). Memory is bounded by about
+	// 2 x (Prefetch + 2) batches whatever the speed of either side.
+	Prefetch int
+	// Shuffle visits the samples in an order that depends on (Seed, epoch) only.
+	Shuffle bool
+	// DropLast leaves out the last batch of an epoch when it is short.
+	DropLast bool
+	// Seed drives the order (with Shuffle) and every sample's augmentation randomness, which
+	// depends on (Seed, epoch, sample index) only.
+	Seed uint64
+	// Transform turns each sample into uint8 CHW pixels of one fixed shape. nil copies raw pixels
+	// unchanged, which needs a dataset whose samples all have the same shape.
+	Transform *transforms.Pipeline
+	// Device receives the batches (default: a CPU device opened and closed by the Loader).
+	Device gpu.Device
+	// Stream is the consumer's compute stream. When set, a batch is yielded as soon as its copy is
+	// enqueued, with Stream made to wait for the copy, and its device buffers are reused only after
+	// work Stream had queued when Release was called. When nil, a batch is yielded once its copy has
+	// completed, and its buffers are reused as soon as it is released.
+	Stream gpu.Stream
+	// OnError is what to do with a bad sample (default FailFast).
+	OnError ErrorPolicy
+	// MaxSkipped bounds the samples one epoch may skip under Skip before it fails with
+	// ErrTooManySkipped; 0 means no bound.
+	MaxSkipped int
+	// Rank and WorldSize shard every epoch between data-parallel processes (see Sampler).
+	Rank, WorldSize int
+	// Allocator provides the host slots. nil means pinned.Locked() (which falls back to ordinary
+	// memory, reported in Stats, when the system refuses to lock it), registered with the device
+	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
+	Allocator pinned.Allocator
+}
+
+// Validate checks cfg and fills in the defaults.
+func (c *Config) Validate() error {
+	if c.Batch < 0 || c.Workers < 0 || c.Prefetch < 0 || c.MaxSkipped < 0 {
+		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d or max skipped %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, ErrSpec)
+	}
+	if c.OnError != FailFast && c.OnError != Skip {
+		return fmt.Errorf("loaders: config: %v: %w", c.OnError, ErrSpec)
+	}
+	if err := (Sampler{Rank: c.Rank, WorldSize: c.WorldSize}).Validate(); err != nil {
+		return err
+	}
+	if c.Batch == 0 {
+		c.Batch = DefaultBatch
+	}
+	if c.Workers == 0 {
+		c.Workers = runtime.GOMAXPROCS(0)
+	}
+	if c.Prefetch == 0 {
+		c.Prefetch = DefaultPrefetch
+	}
+	return nil
+}
+
+// State is a Loader's position: the next batch it yields is batch Batch of epoch Epoch. The other
+// fields identify the data and order the position belongs to.
+type State struct {
+	Epoch, Batch    int
+	Seed            uint64
+	Len             int // dataset length
+	Rank, WorldSize int
+	BatchSize       int
+	Shuffle         bool
+	DropLast        bool
+}
+
+// Batch is one batch on the device. Samples that a Skip policy left out are not in it, so N may be
+// less than the configured batch size.
+//
+// # Ownership
+//
+// The device buffers belong to the Loader; the consumer uses them until it calls Release, which
+// must be called exactly once (later calls do nothing).
+type Batch struct {
+	// Images holds N uint8 images of Shape, CHW, one after the other, from offset 0; the buffer may
+	// be longer than N*Shape.Len().
+	Images gpu.Buffer
+	// Labels holds N little-endian int32 labels from offset 0; it may be longer than 4*N.
+	Labels gpu.Buffer
+	N      int
+	Shape  transforms.Shape
+	// Indices are the dataset indices of the N samples.
+	Indices []int
+	// Epoch and Seq place the batch in the loader's order (Seq counts the epoch's batches,
+	// including any that the Skip policy left empty).
+	Epoch, Seq int
+	// Ready completes when the batch's copies to the device have completed.
+	Ready gpu.Event
+
+	l    *Loader
+	pair *devPair
+	once sync.Once
+}
+
+// Release hands the batch's device buffers back to the Loader. With Config.Stream set, they are
+// reused only after the work enqueued on Stream so far.
+func (b *Batch) Release() {
+	b.once.Do(func() { b.l.release(b.pair, true) })
+}
+
+// devPair is one set of device buffers in the Loader's ring.
+type devPair struct {
+	images, labels gpu.Buffer
+	// after, if set, is an event of the consumer's stream that the next copy into the pair waits
+	// for.
+	after gpu.Event
+	// held is true while a consumer holds the pair.
+	held bool
+}
+
+// Loader turns a Dataset into batches on a device: a sampler picks the indices, workers read,
+// decode and augment each sample straight into its place in a pinned host slot, and each full slot
+// is copied to the device on a copy stream while the consumer works on the previous batch.
+//
+// # Concurrency
+//
+// One epoch is iterated at a time. Stats, State and Normalization may be called from any goroutine;
+// Batch.Release too. Close must not run while an epoch is being iterated.
+//
+// # Ownership
+//
+// The Loader owns its slot pool, its copy stream, its device buffers and, when Config.Device was nil,
+// its device; Close releases them. It does not own the dataset or Config.Stream.
+type Loader struct {
+	ds      Dataset
+	info    Info
+	cfg     Config
+	sampler Sampler
+	shape   transforms.Shape
+	sample  int // bytes of one output image
+	labOff  int // offset of the labels in a slot
+
+	dev     gpu.Device
+	ownDev  bool
+	copy    gpu.Stream
+	pool    *pinned.Pool
+	pairs   []*devPair
+	ring    chan *devPair
+	workers chan *workerState
+
+	mu       sync.Mutex
+	running  bool
+	closed   bool
+	state    State
+	restored bool // state was set by Restore and applies to the next Epoch(state.Epoch)
+	stages   []pipeline.StageStats
+	pl       *pipeline.Pipeline // the running epoch's, for live statistics
+	stats    Stats
+}
+
+type workerState struct {
+	w *transforms.Worker
+	r *rng.Sample
+}
+
+// New returns a Loader over ds. It fixes the output shape (from the dataset's Info.Shape through
+// the transform, or from a transform that ends in a fixed-size crop or resize), allocates the slot
+// pool and the device buffers, and opens the device if Config.Device is nil.
+func New(ds Dataset, cfg Config) (*Loader, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l := &Loader{ds: ds, info: Describe(ds), cfg: cfg}
+	l.sampler = Sampler{Len: ds.Len(), Shuffle: cfg.Shuffle, Seed: cfg.Seed, Rank: cfg.Rank, WorldSize: cfg.WorldSize}
+	if err := l.sampler.Validate(); err != nil {
+		return nil, err
+	}
+	if ds.Len() == 0 {
+		return nil, fmt.Errorf("loaders: %s: %w", l.info.Name, ErrEmpty)
+	}
+	shape, err := outShape(l.info, cfg.Transform)
+	if err != nil {
+		return nil, err
+	}
+	l.shape, l.sample = shape, shape.Len()
+	l.labOff = cfg.Batch * l.sample
+	l.state = l.position(0, 0)
+
+	l.dev = cfg.Device
+	if l.dev == nil {
+		if l.dev, err = gpu.Open("cpu"); err != nil {
+			return nil, fmt.Errorf("loaders: %w", err)
+		}
+		l.ownDev = true
+	}
+	if l.cfg.Allocator == nil {
+		l.cfg.Allocator = pinned.Locked()
+		if r, ok := l.dev.(pinned.Registerer); ok {
+			l.cfg.Allocator = pinned.Registered(l.cfg.Allocator, r)
+		}
+	}
+	if err := l.alloc(); err != nil {
+		return nil, errors.Join(err, l.free())
+	}
+	l.workers = make(chan *workerState, cfg.Workers)
+	for range cfg.Workers {
+		l.workers <- &workerState{w: cfg.Transform.NewWorker(), r: rng.NewSample()}
+	}
+	return l, nil
+}
+
+// outShape finds the one shape every output image has.
+func outShape(info Info, t *transforms.Pipeline) (transforms.Shape, error) {
+	if info.Shape.H > 0 {
+		s, err := t.OutShape(info.Shape)
+		if err != nil {
+			return s, fmt.Errorf("loaders: %s: samples of %v: %w", info.Name, info.Shape, err)
+		}
+		return s, nil
+	}
+	// Samples differ in size: the transform must fix the output size. Two unrelated input sizes
+	// giving the same output show that it does.
+	a, errA := t.OutShape(transforms.Shape{C: 3, H: 480, W: 640})
+	b, errB := t.OutShape(transforms.Shape{C: 3, H: 1111, W: 333})
+	if err := errors.Join(errA, errB); err != nil {
+		return a, fmt.Errorf("loaders: %s: %w", info.Name, err)
+	}
+	if a != b {
+		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w", info.Name, ErrSpec)
+	}
+	return a, nil
+}
+
+func (l *Loader) alloc() error {
+	var err error
+	if l.copy, err = l.dev.NewStream(); err != nil {
+		return fmt.Errorf("loaders: copy stream: %w", err)
+	}
+	l.pool, err = pinned.NewPool(pinned.Config{SlotSize: l.labOff + 4*l.cfg.Batch, Prefetch: l.cfg.Prefetch, Allocator: l.cfg.Allocator})
+	if err != nil {
+		return fmt.Errorf("loaders: host slots: %w", err)
+	}
+	// One pair being filled by a copy, one held by the consumer, Prefetch waiting between them.
+	n := l.cfg.Prefetch + 2
+	l.ring = make(chan *devPair, n)
+	for range n {
+		p := &devPair{}
+		if p.images, err = l.dev.Alloc(l.labOff); err == nil {
+			p.labels, err = l.dev.Alloc(4 * l.cfg.Batch)
+		}
+		if p.images != nil {
+			l.pairs = append(l.pairs, p)
+		}
+		if err != nil {
+			return fmt.Errorf("loaders: device buffers: %w", err)
+		}
+		l.ring <- p
+	}
+	return nil
+}
+
+// free releases what alloc and New acquired; pairs a consumer still holds are freed on Release.
+func (l *Loader) free() error {
+	var errs []error
+	if l.copy != nil {
+		errs = append(errs, l.copy.Close())
+	}
+	for _, p := range l.pairs {
+		if p.held {
+			errs = append(errs, fmt.Errorf("loaders: close: a batch was not released"))
+			continue
+		}
+		errs = append(errs, freePair(p))
+	}
+	if l.pool != nil {
+		errs = append(errs, l.pool.Close())
+	}
+	if l.ownDev {
+		errs = append(errs, l.dev.Close())
+	}
+	return errors.Join(errs...)
+}
+
+func freePair(p *devPair) error {
+	var errs []error
+	if p.images != nil {
+		errs = append(errs, p.images.Free())
+	}
+	if p.labels != nil {
+		errs = append(errs, p.labels.Free())
+	}
+	return errors.Join(errs...)
+}
+
+// release returns a pair to the ring; fromConsumer marks a Batch.Release.
+func (l *Loader) release(p *devPair, fromConsumer bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	p.held = false
+	if l.closed {
+		// Close could not free a held pair; the consumer is done with it now.
+		freePair(p)
+		return
+	}
+	p.after = nil
+	if fromConsumer && l.cfg.Stream != nil {
+		if ev, err := l.cfg.Stream.Record(); err == nil {
+			p.after = ev
+		} else {
+			// The stream is closed or failed: nothing more runs on it that could still read
+			// the buffers.
+			p.after = nil
+		}
+	}
+	l.ring <- p // never blocks: the ring has room for every pair
+}
+
+// Close releases the slot pool, the copy stream, the device buffers and the device the Loader
+// opened. It fails with ErrBusy while an epoch is being iterated. A second Close returns nil.
+func (l *Loader) Close() error {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running {
+		return fmt.Errorf("loaders: close: %w", ErrBusy)
+	}
+	if l.closed {
+		return nil
+	}
+	l.closed = true
+	return l.free()
+}
+
+// Shape returns the shape of every image the Loader yields.
+func (l *Loader) Shape() transforms.Shape { return l.shape }
+
+// Info returns the dataset's Info.
+func (l *Loader) Info() Info { return l.info }
+
+// Normalization returns what the consumer should apply to the uint8 images on the device,
+// (float32(v)/255 - mean[c]) / std[c]: the transform's Normalize if it has one, otherwise the
+// dataset's usual values, otherwise mean 0 and std 1 (plain scaling to [0, 1]). The slices have one
+// value per output channel and are the caller's.
+func (l *Loader) Normalization() (mean, std []float32) {
+	if m, s, ok := l.cfg.Transform.Normalization(); ok {
+		return m, s
+	}
+	if len(l.info.Mean) == l.shape.C && len(l.info.Std) == l.shape.C {
+		return append([]float32(nil), l.info.Mean...), append([]float32(nil), l.info.Std...)
+	}
+	mean, std = make([]float32, l.shape.C), make([]float32, l.shape.C)
+	for i := range std {
+		std[i] = 1
+	}
+	return mean, std
+}
+
+// BatchesPerEpoch returns the number of batches each epoch yields on this rank (counting batches
+// that a Skip policy might leave empty).
+func (l *Loader) BatchesPerEpoch() int {
+	n := l.sampler.PerRank()
+	if l.cfg.DropLast {
+		return n / l.cfg.Batch
+	}
+	return (n + l.cfg.Batch - 1) / l.cfg.Batch
+}
+
+func (l *Loader) position(epoch, batch int) State {
+	return State{Epoch: epoch, Batch: batch, Seed: l.cfg.Seed, Len: l.ds.Len(), Rank: l.cfg.Rank,
+		WorldSize: max(l.cfg.WorldSize, 1), BatchSize: l.cfg.Batch, Shuffle: l.cfg.Shuffle, DropLast: l.cfg.DropLast}
+}
+
+// State returns the position after the last batch yielded: save it once the step that used that
+// batch is done, and Restore it to continue from the next batch.
+func (l *Loader) State() State {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.state
+}
+
+// Restore makes the next Epoch(ctx, s.Epoch) start at batch s.Batch, yielding exactly what the
+// Loader that saved s would have yielded next. s must come from a Loader with the same dataset
+// length, seed, batch size, shuffling, drop-last and sharding (ErrState otherwise).
+func (l *Loader) Restore(s State) error {
+	want := l.position(s.Epoch, s.Batch)
+	if s != want || s.Epoch < 0 || s.Batch < 0 || s.Batch > l.BatchesPerEpoch() {
+		return fmt.Errorf("loaders: restore %+v into a loader at %+v (%d batches per epoch): %w", s, want, l.BatchesPerEpoch(), ErrState)
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.running {
+		return fmt.Errorf("loaders: restore: %w", ErrBusy)
+	}
+	l.state, l.restored = s, true
+	return nil
+}
+
+// Stats describes the Loader's work so far.
+type Stats struct {
+	// Stages are the pipeline stages of the running epoch, or of the last one.
+	Stages []pipeline.StageStats
+	// Batches and Samples count what was yielded; Skipped counts samples left out under the Skip
+	// policy (all epochs), LastSkipped is the error of the most recent one.
+	Batches, Samples, Skipped int64
+	LastSkipped               error
+	// CopyBytes and CopyTime measure the host-to-device copies (device time between events).
+	CopyBytes int64
+	CopyTime  time.Duration
+	// Wait is the time the consumer spent waiting for the next batch inside the iterator;
+	// Elapsed is the time spent iterating epochs. Wait/Elapsed is the consumer's stall fraction.
+	Wait, Elapsed time.Duration
+	// Pool describes the host slots, including whether they are pinned and why not.
+	Pool pinned.Stats
+}
+
+// CopyGBps is the copy bandwidth in GB/s (0 before the first copy has been timed).
+func (s Stats) CopyGBps() float64 {
+	if s.CopyTime <= 0 {
+		return 0
+	}
+	return float64(s.CopyBytes) / s.CopyTime.Seconds() / 1e9
+}
+
+// StallFraction is Wait/Elapsed, the share of the consumer's time spent waiting for data.
+func (s Stats) StallFraction() float64 {
+	if s.Elapsed <= 0 {
+		return 0
+	}
+	return min(float64(s.Wait)/float64(s.Elapsed), 1)
+}
+
+// Stats returns a snapshot.
+func (l *Loader) Stats() Stats {
+	l.mu.Lock()
+	st := l.stats
+	pl := l.pl
+	st.Stages = l.stages
+	l.mu.Unlock()
+	if pl != nil {
+		st.Stages = pl.Stats()
+	}
+	if l.pool != nil {
+		st.Pool = l.pool.Stats()
+	}
+	return st
+}
