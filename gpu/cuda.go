@@ -588,6 +588,14 @@ func (s *cudaStream) Record() (Event, error) {
 	if err := s.open("record event"); err != nil {
 		return nil, err
 	}
+	e, err := s.record()
+	if err != nil {
+		return nil, err // not a typed nil in the interface
+	}
+	return e, nil
+}
+
+func (s *cudaStream) record() (*cudaEvent, error) {
 	e := &cudaEvent{dev: s.dev, done: make(chan struct{})}
 	err := s.dev.th.do(func() error {
 		ev, err := cu.MakeEvent(cu.DefaultEvent)
@@ -661,9 +669,9 @@ func (s *cudaStream) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
 		return fmt.Errorf("gpu: close stream of %s: %w", s.dev.info, ErrClosed)
 	}
-	// Wait for queued work: a host function still to run refers to this stream.
-	e := &cudaEvent{dev: s.dev, done: make(chan struct{})}
-	if err := s.launchHost(func() { e.fire(nil) }); err == nil {
+	// Wait for queued work: a host function still to run refers to this stream. A device fault
+	// ends the wait too (the event's query reports it).
+	if e, err := s.record(); err == nil {
 		_ = e.Synchronize(context.Background())
 	}
 	err := s.dev.th.do(func() error { return s.s.Destroy() })
@@ -675,7 +683,7 @@ func (s *cudaStream) Close() error {
 
 type cudaEvent struct {
 	dev  *cudaDevice
-	ev   cu.Event // zero for the internal marker of Close
+	ev   cu.Event
 	done chan struct{}
 	err  error // the stream's sticky error when the event was reached; read after done
 }
@@ -706,9 +714,6 @@ func (e *cudaEvent) Synchronize(ctx context.Context) error {
 		case <-ctx.Done():
 			return ctx.Err()
 		case <-tick.C:
-			if e.ev == (cu.Event{}) {
-				continue
-			}
 			err := e.dev.th.do(func() error { return e.ev.Query() })
 			if err != nil && !errors.Is(err, cu.NotReady) {
 				return fmt.Errorf("gpu: event on %s: %w", e.dev.info, err)
@@ -728,7 +733,7 @@ func (e *cudaEvent) Done() bool {
 
 func (e *cudaEvent) Elapsed(start Event) (time.Duration, error) {
 	se, ok := start.(*cudaEvent)
-	if !ok || se == nil || se.dev != e.dev || se.ev == (cu.Event{}) || e.ev == (cu.Event{}) {
+	if !ok || se == nil || se.dev != e.dev {
 		return 0, fmt.Errorf("gpu: elapsed: event %T is not an event of %s: %w", start, e.dev.info, ErrForeign)
 	}
 	if !e.Done() || !se.Done() {

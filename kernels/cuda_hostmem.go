@@ -36,7 +36,8 @@ import (
 const (
 	slotBytes     = 1024 // 2*maxNormChannels float32s, or a label flag
 	slotsPerChunk = 64
-	// maxNormChannels is the most channels NormalizeU8 takes per-channel statistics for.
+	// maxNormChannels is the most channels NormalizeU8 takes per-channel statistics for
+	// (MAX_NORM_CHANNELS in ops.cu).
 	maxNormChannels = slotBytes / 8
 )
 

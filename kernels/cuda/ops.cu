@@ -256,11 +256,16 @@ extern "C" __global__ void dropout_f32(float *y, float *mask, const float *x, i6
 
 // dst viewed as [rows][inner], channel = row % channels; tab holds mul[channels] then
 // add[channels] (mul = 1/(255*std), add = -mean/std, computed by the host as the CPU op set does).
+// tab is mapped host memory: each block reads it once into shared memory, not once per pixel.
+#define MAX_NORM_CHANNELS 128
 extern "C" __global__ void normalize_u8(float *dst, const unsigned char *src, i64 n, i64 channels, i64 inner,
 	const float *tab) {
+	__shared__ float stab[2 * MAX_NORM_CHANNELS];
+	for (i64 t = threadIdx.x; t < 2 * channels; t += blockDim.x) stab[t] = tab[t];
+	__syncthreads();
 	GRID_STRIDE(i, n) {
 		i64 c = (i / inner) % channels;
-		dst[i] = (float)src[i] * tab[c] + tab[channels + c];
+		dst[i] = (float)src[i] * stab[c] + stab[channels + c];
 	}
 }
 
