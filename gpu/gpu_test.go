@@ -313,6 +313,9 @@ func TestWaitBlocksWhileEventPending(t *testing.T) {
 	defer a.Close()
 	defer b.Close()
 	release := make(chan struct{})
+	var once sync.Once
+	unblock := func() { once.Do(func() { close(release) }) }
+	defer unblock() // even when the test fails, so that Close can drain the stream
 	a.Host(func() error { <-release; return nil })
 	e, _ := a.Record()
 	b.Wait(e)
@@ -323,7 +326,7 @@ func TestWaitBlocksWhileEventPending(t *testing.T) {
 	if ran.Load() || after.Done() || e.Done() {
 		t.Fatalf("work after Wait ran = %v, event done = %v while the awaited stream was blocked; want false", ran.Load(), after.Done())
 	}
-	close(release)
+	unblock()
 	if err := after.Synchronize(context.Background()); err != nil {
 		t.Fatal(err)
 	}

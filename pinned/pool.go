@@ -23,6 +23,7 @@ const (
 	InFlight
 )
 
+// String returns "free", "filling", "ready" or "in flight".
 func (s State) String() string {
 	switch s {
 	case Free:
@@ -177,8 +178,10 @@ func (p *Pool) Acquire(ctx context.Context) (Slot, error) {
 	return Slot{pool: p, index: i, gen: rec.gen}, nil
 }
 
-// Len is the number of slots; SlotSize, the bytes in each.
-func (p *Pool) Len() int      { return len(p.slots) }
+// Len is the number of slots, Config.Slots().
+func (p *Pool) Len() int { return len(p.slots) }
+
+// SlotSize is the size of every slot in bytes.
 func (p *Pool) SlotSize() int { return p.cfg.SlotSize }
 
 // Stats is a snapshot of a pool.
