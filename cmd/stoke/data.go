@@ -1,11 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
+	"runtime"
+	"strconv"
+	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/profile"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -18,13 +23,41 @@ type loaderFlags struct {
 	onError                        string
 	maxSkipped                     int
 	seed                           uint64
+	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
+	autoWorkers bool
+}
+
+// workersValue parses --workers: a count, or auto.
+type workersValue struct{ lf *loaderFlags }
+
+func (v workersValue) String() string {
+	if v.lf == nil {
+		return "0"
+	}
+	if v.lf.autoWorkers {
+		return "auto"
+	}
+	return strconv.Itoa(v.lf.workers)
+}
+
+func (v workersValue) Set(s string) error {
+	if s == "auto" {
+		v.lf.autoWorkers, v.lf.workers = true, 0
+		return nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < 0 {
+		return fmt.Errorf("%q: want a number >= 0 or auto", s)
+	}
+	v.lf.autoWorkers, v.lf.workers = false, n
+	return nil
 }
 
 func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
 	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB")
 	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
-	fs.IntVar(&lf.workers, "workers", 0, "loader workers (0: one per core)")
+	fs.Var(workersValue{lf}, "workers", "loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
 	fs.IntVar(&lf.prefetch, "prefetch", 0, "batches ready ahead of the consumer (0: default)")
 	fs.StringVar(&lf.device, "device", "cpu", "device: cpu, cuda, cuda:N")
 	fs.StringVar(&lf.onError, "on-error", "fail", "bad samples: fail (stop at the first) or skip (count and skip them)")
@@ -68,19 +101,77 @@ func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream g
 	if err != nil {
 		return nil, nil, err
 	}
-	policy, _ := loaders.ParseErrorPolicy(lf.onError)
-	ld, err := loaders.New(ds, loaders.Config{
-		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
-		Shuffle: shuffle, Seed: lf.seed,
-		Transform: lf.transform(loaders.Describe(ds), split),
-		Device:    dev, Stream: stream,
-		OnError: policy, MaxSkipped: lf.maxSkipped,
-	})
+	ld, err := lf.loader(ds, split, shuffle, dev, stream)
 	if err != nil {
 		closeDataset(ds)
 		return nil, nil, err
 	}
 	return ld, closers{ld, datasetCloser{ds}}, nil
+}
+
+// loader returns a Loader over ds configured by the flags; with --workers auto it first sizes the
+// workers (and records the count in lf.workers, so that later loaders reuse it).
+func (lf *loaderFlags) loader(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, error) {
+	policy, _ := loaders.ParseErrorPolicy(lf.onError)
+	cfg := loaders.Config{
+		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
+		Shuffle: shuffle, Seed: lf.seed,
+		Transform: lf.transform(loaders.Describe(ds), split),
+		Device:    dev, Stream: stream,
+		OnError: policy, MaxSkipped: lf.maxSkipped,
+	}
+	if lf.autoWorkers && lf.workers == 0 {
+		n, err := autoWorkers(ds, cfg)
+		if err != nil {
+			return nil, err
+		}
+		lf.workers, cfg.Workers = n, n
+	}
+	return loaders.New(ds, cfg)
+}
+
+// Bounds of the measurement behind --workers auto: long enough for a few batches, short enough not
+// to matter before a run.
+const (
+	autoProbeBatches = 4
+	autoProbeTime    = 3 * time.Second
+)
+
+// autoWorkers sizes the transform workers like tf.data's AUTOTUNE: it runs the loader with one
+// worker per core for a few batches (at most autoProbeTime: the probe is bounded, which is why it
+// needs no caller context), consuming them at once, and asks profile.AutoWorkers how many workers
+// keep up with the loader's serial stages. It measures the loader alone: `stoke profile --train`
+// also measures the step and suggests fewer workers when the step is the limit.
+func autoWorkers(ds loaders.Dataset, cfg loaders.Config) (int, error) {
+	cores := runtime.GOMAXPROCS(0)
+	cfg.Workers, cfg.Stream = cores, nil
+	ld, err := loaders.New(ds, cfg)
+	if err != nil {
+		return 0, err
+	}
+	defer ld.Close()
+	ctx, cancel := context.WithTimeout(context.Background(), autoProbeTime)
+	defer cancel()
+	n := 0
+	for b, err := range ld.Epoch(ctx, 0) {
+		if err != nil {
+			if ctx.Err() != nil {
+				break
+			}
+			return 0, fmt.Errorf("--workers auto: %w", err)
+		}
+		b.Release()
+		if n++; n == autoProbeBatches {
+			break
+		}
+	}
+	st := ld.Stats()
+	stages := append(profile.FromPipeline(st.Stages), profile.Consumer("consumer", st.Batches, st.Wait, st.Elapsed))
+	w, ok := profile.AutoWorkers(stages, "transform", cores)
+	if !ok {
+		return cores, nil
+	}
+	return w, nil
 }
 
 type closers []io.Closer

@@ -52,10 +52,13 @@ type Report struct {
 	Pinned bool    `json:"pinned"`
 	// Parallel names the stage whose worker count is tunable ("transform" in a Loader) and
 	// AutoWorkers is what AutoWorkers suggests for it (0: no suggestion).
-	Parallel    string  `json:"parallel_stage"`
-	Workers     int     `json:"workers"`
-	AutoWorkers int     `json:"auto_workers"`
-	Verdict     Verdict `json:"verdict"`
+	Parallel    string `json:"parallel_stage"`
+	Workers     int    `json:"workers"`
+	AutoWorkers int    `json:"auto_workers"`
+	// ReadShare is the share of the parallel stage's busy time spent reading samples (the rest is
+	// decoding and augmenting them); 0 when not measured.
+	ReadShare float64 `json:"read_share"`
+	Verdict   Verdict `json:"verdict"`
 }
 
 // Accumulator sums the statistics of several runs of the same pipeline (a Loader runs one pipeline
@@ -131,7 +134,11 @@ func (r *Report) WriteTable(w io.Writer) error {
 		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%.1f\t%s\t%s\t%s\t\n", s.Name, s.Kind, s.Workers, s.Items, s.PerS, pct(s.Busy), pct(s.Starved), pct(s.Blocked))
 	}
 	tw.Flush()
-	fmt.Fprintf(&b, "\ndevice: %.1f MB copied in %.3f s of copy time (%.2f GB/s, copy engine %s busy), host slots %s; the consumer stalled %s of the time\n",
+	b.WriteString("\n")
+	if r.ReadShare > 0 {
+		fmt.Fprintf(&b, "%s time: %s reading samples, %s decoding and augmenting them\n", r.Parallel, pct(r.ReadShare), pct(1-r.ReadShare))
+	}
+	fmt.Fprintf(&b, "device: %.1f MB copied in %.3f s of copy time (%.2f GB/s, copy engine %s busy), host slots %s; the consumer stalled %s of the time\n",
 		float64(r.Copy.Bytes)/1e6, r.Copy.Seconds, r.Copy.GBps, pct(r.Copy.Busy), pinnedWord(r.Pinned), pct(r.Stall))
 	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict.Text)
 	if r.AutoWorkers > 0 && r.AutoWorkers != r.Workers {

@@ -36,11 +36,12 @@ func synthetic(cores, workers int, tBusy, cBusy, stall, copyBusy float64, pinned
 		Device: "cpu:0 (test)", Cores: cores, Batch: batch, Batches: samples / batch, Samples: samples, Seconds: el.Seconds(),
 		Stages: append(FromPipeline(loaderStats(el, workers, tBusy, cBusy, samples, batch)),
 			Consumer("step", samples/batch, time.Duration(stall*float64(el)), el)),
-		Copy:     Copy{Bytes: samples * 3 * 224 * 224, Seconds: copyBusy * el.Seconds(), Busy: copyBusy},
-		Stall:    stall,
-		Pinned:   pinned,
-		Parallel: "transform",
-		Workers:  workers,
+		Copy:      Copy{Bytes: samples * 3 * 224 * 224, Seconds: copyBusy * el.Seconds(), Busy: copyBusy},
+		Stall:     stall,
+		Pinned:    pinned,
+		Parallel:  "transform",
+		Workers:   workers,
+		ReadShare: 0.125,
 	}
 	if r.Copy.Seconds > 0 {
 		r.Copy.GBps = float64(r.Copy.Bytes) / r.Copy.Seconds / 1e9

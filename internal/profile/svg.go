@@ -155,6 +155,8 @@ func niceStep(d time.Duration) time.Duration {
 
 func fmtDur(d time.Duration) string {
 	switch {
+	case d == 0:
+		return "0"
 	case d >= time.Second:
 		return fmt.Sprintf("%.3gs", d.Seconds())
 	case d >= time.Millisecond:
