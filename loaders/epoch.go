@@ -73,7 +73,6 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			yield(nil, err)
 			return
 		}
-		t0 := time.Now()
 		e := &epochRun{l: l, epoch: epoch, indices: l.sampler.Indices(epoch), next: start, end: l.BatchesPerEpoch(),
 			open: map[*slotBatch]bool{}, produced: map[*devPair]bool{}, pending: make(chan inflight, l.pool.Len())}
 		relDone := make(chan struct{})
@@ -98,7 +97,7 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 		l.running = false
 		l.stages = l.pl.Stats()
 		l.pl = nil
-		l.stats.Elapsed += time.Since(t0)
+		l.stats.Elapsed += time.Since(l.epochStart)
 		if completed {
 			l.state = l.position(epoch+1, 0)
 		}
@@ -124,6 +123,7 @@ func (l *Loader) begin(epoch int) (int, error) {
 	}
 	l.restored = false
 	l.running = true
+	l.epochStart = time.Now()
 	l.pl = pipeline.New()
 	return start, nil
 }

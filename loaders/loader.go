@@ -216,14 +216,15 @@ type Loader struct {
 	ring    chan *devPair
 	workers chan *workerState
 
-	mu       sync.Mutex
-	running  bool
-	closed   bool
-	state    State
-	restored bool // state was set by Restore and applies to the next Epoch(state.Epoch)
-	stages   []pipeline.StageStats
-	pl       *pipeline.Pipeline // the running epoch's, for live statistics
-	stats    Stats
+	mu         sync.Mutex
+	running    bool
+	closed     bool
+	state      State
+	restored   bool // state was set by Restore and applies to the next Epoch(state.Epoch)
+	stages     []pipeline.StageStats
+	pl         *pipeline.Pipeline // the running epoch's, for live statistics
+	epochStart time.Time
+	stats      Stats
 }
 
 type workerState struct {
@@ -474,7 +475,8 @@ type Stats struct {
 	CopyBytes int64
 	CopyTime  time.Duration
 	// Wait is the time the consumer spent waiting for the next batch inside the iterator;
-	// Elapsed is the time spent iterating epochs. Wait/Elapsed is the consumer's stall fraction.
+	// Elapsed is the time spent iterating epochs, including the running one. Wait/Elapsed is
+	// the consumer's stall fraction.
 	Wait, Elapsed time.Duration
 	// Pool describes the host slots, including whether they are pinned and why not.
 	Pool pinned.Stats
@@ -502,6 +504,9 @@ func (l *Loader) Stats() Stats {
 	st := l.stats
 	pl := l.pl
 	st.Stages = l.stages
+	if l.running {
+		st.Elapsed += time.Since(l.epochStart)
+	}
 	l.mu.Unlock()
 	if pl != nil {
 		st.Stages = pl.Stats()

@@ -598,6 +598,9 @@ func TestLoaderLifecycle(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+		if st := l.Stats(); st.Elapsed <= 0 || len(st.Stages) != 4 || st.Batches != 1 {
+			t.Errorf("Stats() during the epoch = %+v; want elapsed time, 4 stages, 1 batch", st)
+		}
 		if err := l.Close(); !errors.Is(err, ErrBusy) {
 			t.Errorf("Close during an epoch = %v; want ErrBusy", err)
 		}
