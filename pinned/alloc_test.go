@@ -52,8 +52,8 @@ func TestLockedFallback(t *testing.T) {
 	}
 	defer p.Close()
 	st := p.Stats()
-	if st.Pinned {
-		t.Errorf("Stats().Pinned = true; want false when mlock fails")
+	if st.Pinned || p.Pinned() {
+		t.Errorf("Stats().Pinned, Pinned() = %v, %v; want false, false when mlock fails", st.Pinned, p.Pinned())
 	}
 	for _, want := range []string{"cannot allocate memory", "RLIMIT_MEMLOCK", "ulimit -l", "limits.conf", "--ulimit memlock"} {
 		if !strings.Contains(st.Reason, want) {
@@ -107,6 +107,9 @@ func TestRegistered(t *testing.T) {
 				t.Fatal(err)
 			}
 			st := p.Stats()
+			if p.Pinned() != tt.wantPinned {
+				t.Errorf("Pinned() = %v; want %v", p.Pinned(), tt.wantPinned)
+			}
 			if st.Pinned != tt.wantPinned || !strings.Contains(st.Reason, tt.wantReason) {
 				t.Errorf("Stats() pinned, reason = %v, %q; want %v, containing %q", st.Pinned, st.Reason, tt.wantPinned, tt.wantReason)
 			}

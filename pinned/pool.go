@@ -181,6 +181,19 @@ func (p *Pool) Acquire(ctx context.Context) (Slot, error) {
 // Len is the number of slots, Config.Slots().
 func (p *Pool) Len() int { return len(p.slots) }
 
+// Pinned reports whether every slot is pinned; when not, Stats().Reason says why and how to fix
+// it (typically: raise RLIMIT_MEMLOCK).
+func (p *Pool) Pinned() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, s := range p.slots {
+		if !s.block.Pinned {
+			return false
+		}
+	}
+	return true
+}
+
 // SlotSize is the size of every slot in bytes.
 func (p *Pool) SlotSize() int { return p.cfg.SlotSize }
 
