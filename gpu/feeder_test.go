@@ -29,12 +29,17 @@ type feedRig struct {
 
 func newRig(t *testing.T, ring, prefetch int, compute bool) *feedRig {
 	t.Helper()
+	return newRigWith(t, ring, prefetch, compute, pinned.Heap())
+}
+
+func newRigWith(t *testing.T, ring, prefetch int, compute bool, alloc pinned.Allocator) *feedRig {
+	t.Helper()
 	r := &feedRig{dev: openCPU(t)}
 	if compute {
 		r.compute = newStream(t, r.dev)
 	}
 	var err error
-	r.pool, err = pinned.NewPool(pinned.Config{SlotSize: imgBytes + labBytes, Prefetch: prefetch, Allocator: pinned.Heap(), Poison: true})
+	r.pool, err = pinned.NewPool(pinned.Config{SlotSize: imgBytes + labBytes, Prefetch: prefetch, Allocator: alloc, Poison: true})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -124,9 +129,12 @@ func (r *feedRig) pump(ctx context.Context, g *errgroup.Group, n int, ch chan<- 
 // (poisoned, refilled) before its copy had read it, and no buffer set was overwritten while the
 // compute stream was still reading it.
 func TestFeederNoEarlyReuse(t *testing.T) {
-	for _, tc := range []struct{ ring, prefetch int }{{1, 0}, {2, 1}, {3, 2}, {4, 4}} {
+	for _, tc := range []struct {
+		ring, prefetch int
+		alloc          pinned.Allocator
+	}{{1, 0, pinned.Heap()}, {2, 1, pinned.Heap()}, {3, 2, pinned.Locked()}, {4, 4, pinned.Heap()}} {
 		t.Run(fmt.Sprintf("ring%d_prefetch%d", tc.ring, tc.prefetch), func(t *testing.T) {
-			r := newRig(t, tc.ring, tc.prefetch, true)
+			r := newRigWith(t, tc.ring, tc.prefetch, true, tc.alloc)
 			ctx := context.Background()
 			g, gctx := errgroup.WithContext(ctx)
 			ch := make(chan *DeviceBatch)
