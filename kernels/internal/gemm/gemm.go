@@ -89,14 +89,14 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 }
 
 // Cache blocking. kcMax bounds the depth of a pass over k so that a kc x 32 sliver of packed B
-// (24 KiB) and the A sliver it meets stay in the 48 KiB L1; mcMax keeps an mc x kc block of A well
-// inside a 1.25 MiB L2 while the kernel sweeps it once per B sliver; ncMax bounds the packed
-// kc x nc block of B (L3). kcMax is the same for every kernel, so that all kernels that use FMA
+// (24 KiB) and the A sliver it meets stay in the 48 KiB L1; mcMax and ncMax keep the packed
+// mc x kc block of A (144 KiB) and kc x nc block of B (768 KiB) together inside a 1.25 MiB L2
+// (a B block in L3 made the tall, narrow multiplies of convolutions twice as slow). kcMax is the same for every kernel, so that all kernels that use FMA
 // round identically (see the package documentation).
 const (
 	kcMax = 192
 	mcMax = 192
-	ncMax = 4096
+	ncMax = 1024
 )
 
 // serialWork is the m*n*k below which one goroutine does everything (about 10 us of work for one
@@ -270,7 +270,7 @@ func (p *part) run() {
 						kern.packA(ws.pa[s*kc:(s+mr)*kc], p.a[(ic+s)*p.lda+pc:], p.lda, kc)
 					}
 				}
-				packA(ws.pa[full*kc:], p.transA, p.a, p.lda, ic+full, mc-full, pc, kc, mr)
+				packA(ws.pa[full*kc:], kern, p.transA, p.a, p.lda, ic+full, mc-full, pc, kc)
 				p.macro(ws, ic, mc, direct, jc, nc, pc, kc, beta)
 			}
 		}
@@ -318,17 +318,31 @@ func (p *part) macro(ws *workspace, ic, mc, direct, jc, nc, pc, kc int, beta flo
 // packA copies rows [i0, i0+mc) and columns [p0, p0+kc) of op(A) into dst as consecutive mr-row
 // slivers, each stored column by column (dst[s*mr*kc + p*mr + r] = op(A)[i0+s*mr+r][p0+p]). Rows
 // past mc are zero.
-func packA(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc, mr int) {
+func packA(dst []float32, kern *kernel, trans bool, a []float32, lda, i0, mc, p0, kc int) {
+	mr := kern.mr
+	if trans {
+		// op(A)[i][p] = a[p*lda+i]: row p of A^T fills row p of every sliver.
+		full := mc / mr
+		for p := range kc {
+			src := a[(p0+p)*lda+i0 : (p0+p)*lda+i0+mc]
+			if kern.scatter != nil && mr%4 == 0 {
+				kern.scatter(dst[p*mr:], src, full, kc*mr, mr, mr)
+			} else {
+				for s := 0; s < full*mr; s += mr {
+					copy(dst[s*kc+p*mr:s*kc+p*mr+mr], src[s:s+mr])
+				}
+			}
+			if s := full * mr; s < mc {
+				col := dst[s*kc+p*mr : s*kc+p*mr+mr]
+				copy(col, src[s:])
+				clear(col[mc-s:])
+			}
+		}
+		return
+	}
 	for s := 0; s < mc; s += mr {
 		d := dst[s*kc : (s+mr)*kc]
 		h := min(mr, mc-s)
-		if trans {
-			// op(A)[i][p] = a[p*lda+i]: each column of the sliver is contiguous.
-			for p := range kc {
-				copyRow(d[p*mr:p*mr+mr], a[(p0+p)*lda+i0+s:], h)
-			}
-			continue
-		}
 		for r := range h {
 			src := a[(i0+s+r)*lda+p0 : (i0+s+r)*lda+p0+kc]
 			for p, v := range src {
@@ -348,15 +362,29 @@ func packA(dst []float32, trans bool, a []float32, lda, i0, mc, p0, kc, mr int) 
 // nc are zero.
 func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0, nc int) {
 	nr := kern.nr
+	if !trans {
+		// Row by row, so that B is read sequentially: row p of B fills row p of every sliver.
+		full := nc / nr
+		for p := range kc {
+			src := b[(p0+p)*ldb+j0 : (p0+p)*ldb+j0+nc]
+			if kern.scatter != nil && nr%4 == 0 {
+				kern.scatter(dst[p*nr:], src, full, kc*nr, nr, nr)
+			} else {
+				for s := 0; s < full*nr; s += nr {
+					copy(dst[s*kc+p*nr:s*kc+p*nr+nr], src[s:s+nr])
+				}
+			}
+			if s := full * nr; s < nc {
+				row := dst[s*kc+p*nr : s*kc+p*nr+nr]
+				copy(row, src[s:])
+				clear(row[nc-s:])
+			}
+		}
+		return
+	}
 	for s := 0; s < nc; s += nr {
 		d := dst[s*kc : (s+nr)*kc]
 		w := min(nr, nc-s)
-		if !trans {
-			for p := range kc {
-				copyRow(d[p*nr:p*nr+nr], b[(p0+p)*ldb+j0+s:], w)
-			}
-			continue
-		}
 		// op(B)[p][j] = b[j*ldb+p]: a transpose.
 		if w == nr && kern.packBT != nil {
 			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc, nr)
@@ -374,27 +402,4 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 			}
 		}
 	}
-}
-
-// copyRow sets dst to the first w values of src followed by zeros. Whole rows of the kernels'
-// widths are copied as arrays, which compiles to a few vector moves instead of a memmove call.
-func copyRow(dst, src []float32, w int) {
-	if w == len(dst) {
-		switch w {
-		case 32:
-			*(*[32]float32)(dst) = *(*[32]float32)(src)
-			return
-		case 16:
-			*(*[16]float32)(dst) = *(*[16]float32)(src)
-			return
-		case 12:
-			*(*[12]float32)(dst) = *(*[12]float32)(src)
-			return
-		case 6:
-			*(*[6]float32)(dst) = *(*[6]float32)(src)
-			return
-		}
-	}
-	copy(dst[:w], src[:w])
-	clear(dst[w:])
 }

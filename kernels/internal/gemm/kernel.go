@@ -11,6 +11,10 @@ package gemm
 // packA, if not nil, packs a full mr x k sliver of row-major A (dst[p*mr+r] = a[r*lda+p]);
 // when nil, the kernel reads row-major A in place (rs = lda, ps = 1) instead.
 //
+// scatter, if not nil, copies n rows of w floats (w a multiple of 4) from src (row i at
+// i*srcStride) to dst (row i at i*dstStride), faster than copy per row: the packing of row-major
+// B and of A^T, which moves whole rows of a sliver.
+//
 // narrow, if not nil, is a kernel with fewer rows that forRows prefers when m would leave
 // too much of the last row sliver empty.
 type kernel struct {
@@ -19,6 +23,7 @@ type kernel struct {
 	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
 	packBT func(dst, b []float32, ldb, k, nr int)
 	packA  func(dst, a []float32, lda, k int)
+	scatter func(dst, src []float32, n, dstStride, srcStride, w int)
 	narrow *kernel
 }
 

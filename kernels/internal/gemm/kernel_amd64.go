@@ -6,14 +6,14 @@ import "golang.org/x/sys/cpu"
 
 // avx2 is the 6x16 AVX2+FMA kernel: 12 ymm accumulators, two for the B row, one broadcast. It
 // reads A through strides, so row-major A needs no packing, and packs B^T with 8x8 transposes.
-var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, fn: kernelAVX2, packBT: packBTAVX}
+var avx2 = &kernel{name: "avx2-6x16", mr: 6, nr: 16, fn: kernelAVX2, packBT: packBTAVX, scatter: scatterRows}
 
 // avx512 is the 12x32 AVX-512 kernel: 24 zmm accumulators, two for the B row, six broadcasts.
-var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX, narrow: avx512x8}
+var avx512 = &kernel{name: "avx512-12x32", mr: 12, nr: 32, fn: kernelAVX512, packBT: packBTAVX, packA: packA12AVX, scatter: scatterRows, narrow: avx512x8}
 
 // avx512x8 is the 8x32 variant (16 accumulators), a little slower per multiply-add but without
 // the padding 12 rows cost when m is a small multiple of 8 (the 32 or 64 channels of a CNN).
-var avx512x8 = &kernel{name: "avx512-8x32", mr: 8, nr: 32, fn: kernel8x32AVX512, packBT: packBTAVX, packA: packA8AVX}
+var avx512x8 = &kernel{name: "avx512-8x32", mr: 8, nr: 32, fn: kernel8x32AVX512, packBT: packBTAVX, packA: packA8AVX, scatter: scatterRows}
 
 // supported lists the kernels this CPU can run, the fastest first.
 var supported = func() []*kernel {
@@ -110,4 +110,19 @@ func packA12AVX(dst, a []float32, lda, kc int) {
 			dst[p*12+r] = a[r*lda+p]
 		}
 	}
+}
+
+// scatterAVX is implemented in kernel_amd64.s; it needs only AVX.
+//
+//go:noescape
+func scatterAVX(dst, src *float32, n, dstStride, srcStride, w4 int)
+
+// scatterRows copies n rows of w floats (w a multiple of 4) from src (row i at i*srcStride) to
+// dst (row i at i*dstStride).
+func scatterRows(dst, src []float32, n, dstStride, srcStride, w int) {
+	if n == 0 {
+		return
+	}
+	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
+	scatterAVX(&dst[0], &src[0], n, dstStride, srcStride, w/4)
 }

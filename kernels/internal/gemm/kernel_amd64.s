@@ -459,3 +459,48 @@ storezero8:
 	ROWZERO512(Z14, Z15)
 	VZEROUPPER
 	RET
+
+// func scatterAVX(dst, src *float32, n, dstStride, srcStride, w4 int)
+//
+// For i < n, copies 4*w4 floats from src+i*srcStride to dst+i*dstStride (strides in floats):
+// whole rows of a packing, without a memmove call per row.
+TEXT ·scatterAVX(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ dstStride+24(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+32(FP), R9
+	SHLQ $2, R9
+	MOVQ w4+40(FP), R10
+	TESTQ CX, CX
+	JZ   done
+
+row:
+	MOVQ R10, BX
+	XORQ AX, AX
+
+eight:
+	CMPQ BX, $2
+	JLT  four
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	SUBQ $2, BX
+	JMP  eight
+
+four:
+	TESTQ BX, BX
+	JZ   next
+	VMOVUPS (SI)(AX*1), X0
+	VMOVUPS X0, (DI)(AX*1)
+
+next:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  row
+
+done:
+	VZEROUPPER
+	RET
