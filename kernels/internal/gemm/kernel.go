@@ -18,13 +18,13 @@ package gemm
 // narrow, if not nil, is a kernel with fewer rows that forRows prefers when m would leave
 // too much of the last row sliver empty.
 type kernel struct {
-	name   string
-	mr, nr int
-	fn     func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
-	packBT func(dst, b []float32, ldb, k, nr int)
-	packA  func(dst, a []float32, lda, k int)
+	name    string
+	mr, nr  int
+	fn      func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
+	packBT  func(dst, b []float32, ldb, k, nr int)
+	packA   func(dst, a []float32, lda, k int)
 	scatter func(dst, src []float32, n, dstStride, srcStride, w int)
-	narrow *kernel
+	narrow  *kernel
 }
 
 // generic is the pure-Go kernel, used where no assembly kernel fits the CPU. 4x4 keeps its 16
