@@ -208,14 +208,15 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 	if err == nil {
 		t.done, err = f.copy.Record()
 	}
-	f.feedMu.Unlock()
 	if err != nil {
+		f.feedMu.Unlock()
 		// Whatever was enqueued must finish before the slot may be reused.
 		serr := f.copy.Synchronize(context.Background())
 		return nil, errors.Join(fmt.Errorf("gpu: feed slot %d: %w", slot.Index(), err), serr, slot.Release(), f.put(e, after))
 	}
 	b.Ready = t.done
 	f.mu.Lock()
+	// Still under feedMu: Close stops the releaser only after taking feedMu, so it sees this.
 	f.pending = append(f.pending, t)
 	f.stats.Batches++
 	if f.stats.Batches == 1 {
@@ -224,6 +225,7 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 		f.stats.Pinned = f.stats.Pinned && slot.Pinned()
 	}
 	f.mu.Unlock()
+	f.feedMu.Unlock()
 	select {
 	case f.wake <- struct{}{}:
 	default:

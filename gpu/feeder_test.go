@@ -489,3 +489,30 @@ func TestFeederCloseWakesBlockedFeed(t *testing.T) {
 		t.Errorf("buffers of a batch released after Close are not freed")
 	}
 }
+
+// TestFeederCloseWhileFeeding closes the feeder at random moments while a producer feeds and a
+// consumer releases: the producer stops with ErrClosed and every slot returns to the pool.
+func TestFeederCloseWhileFeeding(t *testing.T) {
+	for seed := range uint64(8) {
+		t.Run(fmt.Sprint(seed), func(t *testing.T) {
+			r := newRig(t, 2, 1, true)
+			ctx := context.Background()
+			g, gctx := errgroup.WithContext(ctx)
+			ch := make(chan *DeviceBatch)
+			r.pump(gctx, g, 1000, ch, seed)
+			g.Go(func() error {
+				time.Sleep(time.Duration(rand.New(rand.NewPCG(seed, 5)).IntN(3000)) * time.Microsecond)
+				return r.f.Close()
+			})
+			for b := range ch {
+				b.Deliver()
+				b.Release()
+			}
+			if err := g.Wait(); err != nil && !errors.Is(err, ErrClosed) {
+				t.Errorf("producer after Close = %v; want nil or %v", err, ErrClosed)
+			}
+			r.compute.Synchronize(ctx)
+			// newRig's cleanup checks that every slot is free.
+		})
+	}
+}
