@@ -1,11 +1,219 @@
 package main
 
-import "context"
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"image"
+	"image/jpeg"
+	"os"
+	"path/filepath"
+	"runtime"
+	"strings"
+	"time"
 
-func runPack(_ context.Context, e *env, args []string) error {
-	fs := e.flags("--data SPEC --out DIR [flags]", true)
+	"github.com/stoke-ml/stoke/internal/progress"
+	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/pipeline"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// jpegQuality is the quality of re-encoded JPEGs: visually lossless for training images, and what
+// torchvision/PIL pipelines commonly store.
+const jpegQuality = 90
+
+// packResult is the --json line of stoke pack.
+type packResult struct {
+	Data        string   `json:"data"`
+	Out         string   `json:"out"`
+	Spec        string   `json:"spec"` // what to give --data to read the shards back
+	Format      string   `json:"format"`
+	Compress    string   `json:"compress"`
+	MaxSide     int      `json:"max_side"`
+	Samples     int      `json:"samples"`
+	Shards      []string `json:"shards"`
+	Bytes       int64    `json:"bytes"` // size of the shard files
+	Seconds     float64  `json:"seconds"`
+	SamplesPerS float64  `json:"samples_per_s"`
+}
+
+// compressSuffix maps --compress to the shard suffix that selects the compression.
+var compressSuffix = map[string]string{"none": ".tar", "zstd": ".tar.zst", "gzip": ".tar.gz"}
+
+func runPack(ctx context.Context, e *env, args []string) error {
+	fs := e.flags("--data SPEC --out DIR [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] [--workers W] [--json]", true)
+	data := fs.String("data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB")
+	split := fs.String("split", "train", "split of the dataset to pack: train or test")
+	out := fs.String("out", "", "folder the shards and index.json are written to (created if missing)")
+	format := fs.String("format", "jpeg", "jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without decoding")
+	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
+	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
+	shardSize := fs.Int64("shard-size", loaders.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
+	workers := fs.Int("workers", 0, "goroutines that decode and encode samples (0: one per core)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	return notBuilt("packing")
+	switch {
+	case *data == "" || *out == "":
+		return fmt.Errorf("%w: --data and --out are required", errUsage)
+	case *format != "jpeg" && *format != "raw":
+		return fmt.Errorf("%w: --format %q; want jpeg or raw", errUsage, *format)
+	case compressSuffix[*compress] == "":
+		return fmt.Errorf("%w: --compress %q; want none, zstd or gzip", errUsage, *compress)
+	case *maxSide < 0 || *shardSize < 1 || *workers < 0:
+		return fmt.Errorf("%w: --max-side %d --shard-size %d --workers %d; want >= 0, >= 1, >= 0", errUsage, *maxSide, *shardSize, *workers)
+	}
+	if *workers == 0 {
+		*workers = runtime.GOMAXPROCS(0)
+	}
+	ds, err := loaders.Open(*data, *split)
+	if err != nil {
+		return err
+	}
+	defer closeDataset(ds)
+	if err := os.MkdirAll(*out, 0o755); err != nil {
+		return err
+	}
+	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), "shard-%06d"+compressSuffix[*compress])
+	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
+	if err != nil {
+		return err
+	}
+
+	pk := &packer{format: *format, maxSide: *maxSide, name: loaders.Describe(ds).Name}
+	start := time.Now()
+	bar := progress.New(e.stderr, e.progressMode(), "pack", "sample", int64(ds.Len()))
+	p := pipeline.New()
+	idx := make([]int, ds.Len())
+	for i := range idx {
+		idx[i] = i
+	}
+	src := pipeline.FromSlice(p, "index", idx)
+	packed := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (loaders.Sample, error) {
+		return pk.pack(ctx, ds, i)
+	}, pipeline.Workers(*workers), pipeline.Ordered(true))
+	pipeline.Sink(p, "write", packed, func(_ context.Context, s loaders.Sample) error {
+		bar.Add(1)
+		return w.Write(s)
+	})
+	err = p.Run(ctx)
+	bar.Finish()
+	if cerr := w.Close(); err == nil {
+		err = cerr
+	}
+	if err != nil {
+		return packCause(err)
+	}
+	r := packResult{Data: *data, Out: *out, Format: *format, Compress: *compress, MaxSide: *maxSide,
+		Samples: ds.Len(), Shards: w.Shards(), Seconds: time.Since(start).Seconds()}
+	r.Spec = "shards:" + filepath.Join(*out, "shard-*"+compressSuffix[*compress])
+	for _, s := range r.Shards {
+		fi, err := os.Stat(s)
+		if err != nil {
+			return err
+		}
+		r.Bytes += fi.Size()
+	}
+	if r.Seconds > 0 {
+		r.SamplesPerS = float64(r.Samples) / r.Seconds
+	}
+	e.printf("packed %d samples of %s into %d shards (%.1f MB, %s, compression %s) in %.2f s (%.0f samples/s)\n",
+		r.Samples, r.Data, len(r.Shards), float64(r.Bytes)/1e6, r.Format, r.Compress, r.Seconds, r.SamplesPerS)
+	e.printf("read them with --data %s\n", r.Spec)
+	return e.emit(r)
+}
+
+// packCause leads with the sample's error rather than the pipeline stage's.
+func packCause(err error) error {
+	if se, ok := err.(*pipeline.StageError); ok {
+		return se.Err
+	}
+	return err
+}
+
+// packer turns one sample into what is written: the original JPEG bytes when they may pass
+// through, otherwise pixels decoded (and shrunk to maxSide) stored raw or encoded as JPEG.
+type packer struct {
+	format  string
+	maxSide int
+	name    string // the dataset's, for errors
+}
+
+func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.Sample, error) {
+	s, err := ds.Sample(ctx, i)
+	if err != nil {
+		return loaders.Sample{}, err
+	}
+	fail := func(err error) (loaders.Sample, error) {
+		return loaders.Sample{}, &loaders.SampleError{Dataset: pk.name, Index: i, Key: s.Key, Err: err}
+	}
+	in := s.Input
+	var w, h, c int
+	if in.Encoded != nil {
+		info, err := transforms.DecodeInfo(in.Encoded)
+		if err != nil {
+			return fail(err)
+		}
+		w, h, c = info.Width, info.Height, 3
+		if pk.format == "jpeg" && info.Format == "jpeg" && info.Orientation == 1 && fits(w, h, pk.maxSide) {
+			return loaders.Sample{Input: transforms.Input{Encoded: in.Encoded}, Label: s.Label, Key: s.Key}, nil
+		}
+	} else {
+		w, h, c = in.W, in.H, min(in.C, 3)
+	}
+	ow, oh := bound(w, h, pk.maxSide)
+	var tf *transforms.Pipeline
+	if ow != w || oh != h {
+		tf = transforms.Compose(transforms.ResizeTo(oh, ow))
+	} else {
+		tf = transforms.Compose()
+	}
+	px := make([]byte, oh*ow*c)
+	if err := decode(tf, px, in); err != nil {
+		return fail(err)
+	}
+	if pk.format == "raw" {
+		return loaders.Sample{Input: transforms.Input{Pixels: px, H: oh, W: ow, C: c}, Label: s.Label, Key: s.Key}, nil
+	}
+	var buf bytes.Buffer
+	if err := jpeg.Encode(&buf, hwcImage(px, ow, oh, c), &jpeg.Options{Quality: jpegQuality}); err != nil {
+		return fail(err)
+	}
+	return loaders.Sample{Input: transforms.Input{Encoded: buf.Bytes()}, Label: s.Label, Key: s.Key}, nil
+}
+
+// decode writes in's pixels through tf into dst as HWC. The Worker is made per sample: sizes vary
+// from image to image, and a Worker serves one pipeline.
+func decode(tf *transforms.Pipeline, dst []byte, in transforms.Input) error {
+	r := rng.NewSample()
+	r.Reset(0, 0, 0) // the transforms here are deterministic
+	return tf.NewWorker().ApplyLayout(dst, transforms.HWC, in, r)
+}
+
+// fits reports whether a w x h image needs no shrinking for maxSide (0: no bound).
+func fits(w, h, maxSide int) bool { return maxSide == 0 || max(w, h) <= maxSide }
+
+// bound returns w x h shrunk so that the longer side is maxSide, keeping the aspect ratio (each
+// side at least 1 pixel), or unchanged when it fits.
+func bound(w, h, maxSide int) (int, int) {
+	if fits(w, h, maxSide) {
+		return w, h
+	}
+	long := max(w, h)
+	sw := max(1, (w*maxSide+long/2)/long)
+	sh := max(1, (h*maxSide+long/2)/long)
+	return sw, sh
+}
+
+// hwcImage wraps HWC pixels (1 or 3 channels) as an image for the JPEG encoder.
+func hwcImage(px []byte, w, h, c int) image.Image {
+	if c == 1 {
+		return &image.Gray{Pix: px, Stride: w, Rect: image.Rect(0, 0, w, h)}
+	}
+	rgba := image.NewRGBA(image.Rect(0, 0, w, h))
+	for i, j := 0, 0; i < len(px); i, j = i+3, j+4 {
+		rgba.Pix[j], rgba.Pix[j+1], rgba.Pix[j+2], rgba.Pix[j+3] = px[i], px[i+1], px[i+2], 255
+	}
+	return rgba
 }
