@@ -4,7 +4,7 @@ GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
 TRAINARGS ?= --data mnist --model mlp
 
-.PHONY: train test bench lint cuda fuzz build
+.PHONY: train test bench lint build cuda cuda-test cuda-check
 
 ## train: train the MNIST MLP on the default (CPU) backend
 train:
@@ -30,6 +30,17 @@ lint:
 build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
-## cuda: build with the CUDA backend (needs the CUDA toolkit; see README "Building with CUDA")
+## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA")
+CUDA_HOME ?= /usr/local/cuda
+CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include" \
+             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs"
 cuda:
-	CGO_ENABLED=1 $(GO) build -tags cuda ./...
+	$(CUDA_ENV) $(GO) build -tags cuda ./...
+
+## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering); needs a GPU
+cuda-test:
+	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./kernels/...
+
+## cuda-check: compile the cuda build against CUDA 12 and 13 headers from PyPI, without a GPU
+cuda-check:
+	scripts/cuda-check.sh
