@@ -386,8 +386,8 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 		d := dst[s*kc : (s+nr)*kc]
 		w := min(nr, nc-s)
 		// op(B)[p][j] = b[j*ldb+p]: a transpose.
-		if w == nr && kern.packBT != nil {
-			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc, nr)
+		if kern.packBT != nil {
+			kern.packBT(d, b[(j0+s)*ldb+p0:], ldb, kc, nr, w)
 			continue
 		}
 		for c := range w {

@@ -6,7 +6,7 @@ package gemm
 // k x nr sliver of packed B (row by row). beta == 0 must not read C. k >= 1.
 //
 // packBT, if not nil, packs a k x nr sliver of B^T faster than the generic gather: dst[p*nr+c] =
-// b[c*ldb+p] (it is passed nr).
+// b[c*ldb+p] for the first w <= nr columns c, zero for the others (it is passed nr and w).
 //
 // packA, if not nil, packs a full mr x k sliver of row-major A (dst[p*mr+r] = a[r*lda+p]);
 // when nil, the kernel reads row-major A in place (rs = lda, ps = 1) instead.
@@ -21,7 +21,7 @@ type kernel struct {
 	name    string
 	mr, nr  int
 	fn      func(k int, a []float32, rs, ps int, b, c []float32, ldc int, alpha, beta float32)
-	packBT  func(dst, b []float32, ldb, k, nr int)
+	packBT  func(dst, b []float32, ldb, k, nr, w int)
 	packA   func(dst, a []float32, lda, k int)
 	scatter func(dst, src []float32, n, dstStride, srcStride, w int)
 	narrow  *kernel

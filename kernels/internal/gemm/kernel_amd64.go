@@ -79,19 +79,30 @@ func packA8AVX(dst, a []float32, lda, kc int) {
 //go:noescape
 func packBT8AVX(dst, src *float32, ld, n8, nr int)
 
-// packBTAVX packs kc columns of nr (a multiple of 8) rows of b (leading dimension ldb, starting
-// at b[0]) into a kc x nr sliver, the first kc/8*8 columns in assembly.
-func packBTAVX(dst, b []float32, ldb, kc, nr int) {
-	n8 := kc / 8
-	if n8 > 0 {
-		_, _ = dst[nr*kc-1], b[(nr-1)*ldb+kc-1]
-		for c := 0; c < nr; c += 8 {
+// packBTAVX packs kc columns of the first w (<= nr) rows of b (leading dimension ldb, starting
+// at b[0]) into a kc x nr sliver, 8 rows by 8 columns at a time in assembly; columns w to nr of
+// the sliver are zero.
+func packBTAVX(dst, b []float32, ldb, kc, nr, w int) {
+	n8, w8 := kc/8, w/8*8
+	if n8 > 0 && w8 > 0 {
+		_, _ = dst[nr*kc-1], b[(w8-1)*ldb+kc-1]
+		for c := 0; c < w8; c += 8 {
 			packBT8AVX(&dst[c], &b[c*ldb], ldb, n8, nr)
 		}
 	}
 	for p := n8 * 8; p < kc; p++ {
-		for c := range nr {
+		for c := range w8 {
 			dst[p*nr+c] = b[c*ldb+p]
+		}
+	}
+	for c := w8; c < w; c++ {
+		for p, v := range b[c*ldb : c*ldb+kc] {
+			dst[p*nr+c] = v
+		}
+	}
+	for c := w; c < nr; c++ {
+		for p := range kc {
+			dst[p*nr+c] = 0
 		}
 	}
 }
