@@ -1,0 +1,55 @@
+// Command mnist trains the MNIST MLP (or, with -model cnn, the CNN) on the CPU device with
+// Stoke's library API: a loader feeds device batches, a trainer runs the kernels.
+package main
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"log"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/train"
+)
+
+func main() {
+	model := flag.String("model", "mlp", "mlp or cnn")
+	epochs := flag.Int("epochs", 3, "epochs")
+	flag.Parse()
+
+	dev, err := gpu.Open("cpu")
+	check(err)
+	defer dev.Close()
+	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
+	check(err)
+	tr, err := train.New(m, dev, train.SGD{LR: 0.08, Momentum: 0.9, Nesterov: true},
+		train.Config{Epochs: *epochs, Seed: 1, Schedule: train.Cosine(0), Progress: func(p *train.Progress) {
+			if p.Done {
+				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)
+			}
+		}})
+	check(err)
+	defer tr.Close()
+
+	newLoader := func(split string, shuffle bool) *loaders.Loader {
+		ds, err := loaders.Open("mnist", split)
+		check(err)
+		l, err := loaders.New(ds, loaders.Config{Batch: 128, Shuffle: shuffle, Seed: 1, Device: dev, Stream: tr.Stream()})
+		check(err)
+		return l
+	}
+	trainL, testL := newLoader("train", true), newLoader("test", false)
+	defer trainL.Close()
+	defer testL.Close()
+
+	res, err := tr.Fit(context.Background(), train.FromLoader(trainL), train.FromLoader(testL))
+	check(err)
+	fmt.Printf("test accuracy %.4f after %d epochs (%.0f samples/s)\n", res.TestAcc, res.Epochs, res.SamplesPerS)
+}
+
+func check(err error) {
+	if err != nil {
+		log.Fatal(err)
+	}
+}

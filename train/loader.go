@@ -1,0 +1,56 @@
+package train
+
+import (
+	"context"
+	"iter"
+
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/loaders"
+)
+
+// FromLoader adapts a loader to the Data the trainer reads. Build the loader with the trainer's
+// device and its Stream (loaders.Config{Device: dev, Stream: t.Stream()}), so that each batch's
+// copy runs on the loader's copy stream and the trainer's kernels wait for it on the device,
+// not on the host.
+//
+// Batches a Skip policy left empty are released and passed over.
+func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
+
+type loaderData struct{ l *loaders.Loader }
+
+func (d loaderData) Steps() int { return d.l.BatchesPerEpoch() }
+
+func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normalization() }
+
+func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		for b, err := range d.l.Epoch(ctx, epoch) {
+			if err != nil {
+				yield(Batch{}, err)
+				return
+			}
+			if b.N == 0 {
+				b.Release()
+				continue
+			}
+			// Waiting here for the copy (usually long done: it ran while the previous step
+			// computed) counts it as data wait, which the trainer measures around this iterator.
+			if err := b.Ready.Synchronize(ctx); err != nil {
+				b.Release()
+				yield(Batch{}, err)
+				return
+			}
+			s := b.Shape
+			tb := Batch{
+				Images:  kernels.U8{Buf: b.Images, Len: b.N * s.Len()},
+				Labels:  kernels.I32{Buf: b.Labels, Len: b.N},
+				N:       b.N,
+				Shape:   Shape{C: s.C, H: s.H, W: s.W},
+				Release: b.Release,
+			}
+			if !yield(tb, nil) {
+				return
+			}
+		}
+	}
+}
