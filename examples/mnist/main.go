@@ -23,8 +23,9 @@ func main() {
 	defer dev.Close()
 	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
-	tr, err := train.New(m, dev, train.SGD{LR: 0.08, Momentum: 0.9, Nesterov: true},
-		train.Config{Epochs: *epochs, Seed: 1, Schedule: train.Cosine(0), Progress: func(p *train.Progress) {
+	opt, schedule := train.Recipe(*model) // the settings that reach the MNIST targets
+	tr, err := train.New(m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: schedule,
+		Progress: func(p *train.Progress) {
 			if p.Done {
 				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)
 			}
