@@ -14,9 +14,9 @@
 //	transform  N workers, ordered: read the sample, decode and augment it (package transforms)
 //	           straight into its place in the slot, with randomness from (seed, epoch, index)
 //	collate    groups the samples of one slot
-//	copy       compacts skipped samples away, enqueues the slot's copy to a ring of device buffers
-//	           on the Loader's copy stream, makes the consumer's stream wait for it, and hands the
-//	           slot to a releaser that frees it once the copy's event has completed
+//	copy       compacts skipped samples away and hands the slot to a gpu.Feeder, which copies it
+//	           into a ring of device buffers on its own stream and returns the slot to the pool
+//	           once the copy's event has completed; the consumer's stream waits for the copy
 //
 // Bad input never panics: parsers check headers before allocating, errors name the dataset and the
 // sample (SampleError: index, key or path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the

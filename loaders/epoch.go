@@ -34,13 +34,6 @@ type result struct {
 	err error
 }
 
-// inflight is a slot whose copy has been enqueued: released once done has completed.
-type inflight struct {
-	slot        pinned.Slot
-	start, done gpu.Event
-	bytes       int
-}
-
 // epochRun is the state of one epoch's iteration.
 type epochRun struct {
 	l       *Loader
@@ -55,11 +48,10 @@ type epochRun struct {
 	// skipped counts this epoch's skipped samples; it belongs to the copy stage, which sees them
 	// in order.
 	skipped int
-	pending chan inflight // copies enqueued, for the releaser
 
 	mu       sync.Mutex
-	open     map[*slotBatch]bool // slots acquired and not yet handed to the releaser
-	produced map[*devPair]bool   // pairs holding a batch not yet yielded
+	open     map[*slotBatch]bool       // slots acquired and not yet handed to the feeder
+	produced map[*gpu.DeviceBatch]bool // batches on the device not yet yielded
 }
 
 // Epoch returns the batches of epoch, in order. It starts at batch 0, or where Restore said. The
@@ -74,24 +66,16 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			return
 		}
 		e := &epochRun{l: l, epoch: epoch, indices: l.sampler.Indices(epoch), next: start, end: l.BatchesPerEpoch(),
-			open: map[*slotBatch]bool{}, produced: map[*devPair]bool{}, pending: make(chan inflight, l.pool.Len())}
-		relDone := make(chan struct{})
-		go func() {
-			defer close(relDone)
-			e.releaser()
-		}()
+			open: map[*slotBatch]bool{}, produced: map[*gpu.DeviceBatch]bool{}}
 		completed := e.run(ctx, yield)
-		// The pipeline has stopped: give back what it held, then wait for the copies.
-		e.mu.Lock()
+		// The pipeline has stopped: give back what it held. The feeder returns the slots of
+		// enqueued copies once they complete.
 		var errs []error
 		for sb := range e.open {
 			errs = append(errs, sb.slot.Release())
 		}
-		e.mu.Unlock()
-		close(e.pending)
-		<-relDone
-		for p := range e.produced {
-			l.release(p, false)
+		for db := range e.produced {
+			errs = append(errs, db.Release())
 		}
 		l.mu.Lock()
 		l.running = false
@@ -149,7 +133,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		// it lands after the work the consumer queued for the previous batch.
 		var err error
 		if l.cfg.Stream != nil {
-			err = l.cfg.Stream.Wait(b.Ready)
+			err = b.dev.Deliver()
 		} else {
 			err = b.Ready.Synchronize(ctx)
 		}
@@ -158,15 +142,17 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 			return false
 		}
 		e.mu.Lock()
-		delete(e.produced, b.pair)
+		delete(e.produced, b.dev)
 		e.mu.Unlock()
 		l.mu.Lock()
-		b.pair.held = true
+		l.held++
 		l.state = l.position(e.epoch, b.Seq+1)
 		l.stats.Batches++
 		l.stats.Samples += int64(b.N)
-		l.stats.Wait += time.Since(waitFrom)
+		waited := time.Since(waitFrom)
+		l.stats.Wait += waited
 		l.mu.Unlock()
+		l.feeder.Waited(waited)
 		if !yield(b, nil) {
 			return false
 		}
@@ -243,8 +229,9 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 	return result{job: j}, nil
 }
 
-// copyBatch takes a full slot, counts and compacts away skipped samples, and enqueues the copy to a
-// free pair of device buffers. It returns nil when nothing is left of the batch.
+// copyBatch takes a full slot, counts and compacts away skipped samples, and hands the slot to the
+// feeder, which copies it into a free set of device buffers. It returns nil when nothing is left of
+// the batch.
 func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	l := e.l
 	sb := rs[0].sb
@@ -275,47 +262,18 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 		e.releaseOpen(sb)
 		return nil, sb.slot.Release()
 	}
+	e.releaseOpen(sb) // the feeder takes the slot over, whatever the outcome
 	if err := sb.slot.Ready(); err != nil {
-		return nil, err
+		return nil, errors.Join(err, sb.slot.Release())
 	}
-	var pair *devPair
-	select {
-	case pair = <-l.ring:
-	case <-ctx.Done():
-		return nil, ctx.Err()
+	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: 4 * b.N})
+	if err != nil {
+		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err)
 	}
 	e.mu.Lock()
-	e.produced[pair] = true
+	e.produced[db] = true
 	e.mu.Unlock()
-	b.pair = pair
-	b.Images, b.Labels = pair.images, pair.labels
-	if pair.after != nil {
-		if err := l.copy.Wait(pair.after); err != nil {
-			return nil, fmt.Errorf("loaders: copy stream: %w", err)
-		}
-		pair.after = nil
-	}
-	if err := sb.slot.InFlight(); err != nil {
-		return nil, err
-	}
-	n := b.N * l.sample
-	f := inflight{slot: sb.slot, bytes: n + 4*b.N}
-	var err error
-	if f.start, err = l.copy.Record(); err == nil {
-		if err = l.copy.CopyH2D(pair.images, 0, sb.mem[:n]); err == nil {
-			if err = l.copy.CopyH2D(pair.labels, 0, sb.mem[l.labOff:l.labOff+4*b.N]); err == nil {
-				f.done, err = l.copy.Record()
-			}
-		}
-	}
-	if err != nil {
-		// Whatever was enqueued must finish before the slot can be reused.
-		serr := l.copy.Synchronize(context.Background())
-		e.releaseOpen(sb)
-		return nil, errors.Join(fmt.Errorf("loaders: copy: %w", err), serr, sb.slot.Release())
-	}
-	b.Ready = f.done
-	e.handOff(sb, f)
+	b.dev, b.Images, b.Labels, b.Ready = db, db.Buffers[0], db.Buffers[1], db.Ready
 	return b, nil
 }
 
@@ -323,27 +281,4 @@ func (e *epochRun) releaseOpen(sb *slotBatch) {
 	e.mu.Lock()
 	delete(e.open, sb)
 	e.mu.Unlock()
-}
-
-// handOff moves a slot from the epoch's open set to the releaser.
-func (e *epochRun) handOff(sb *slotBatch, f inflight) {
-	e.releaseOpen(sb)
-	e.pending <- f // never blocks: capacity is the number of slots
-}
-
-// releaser returns each slot to the pool once the copy that reads it has completed, in order, and
-// accounts the copy's time.
-func (e *epochRun) releaser() {
-	for f := range e.pending {
-		// Events complete even when the stream fails, so this cannot hang on a broken stream.
-		err := f.done.Synchronize(context.Background())
-		d, derr := f.done.Elapsed(f.start)
-		f.slot.Release()
-		if err == nil && derr == nil {
-			e.l.mu.Lock()
-			e.l.stats.CopyBytes += int64(f.bytes)
-			e.l.stats.CopyTime += d
-			e.l.mu.Unlock()
-		}
-	}
 }

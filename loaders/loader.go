@@ -166,24 +166,20 @@ type Batch struct {
 	Ready gpu.Event
 
 	l    *Loader
-	pair *devPair
+	dev  *gpu.DeviceBatch
 	once sync.Once
 }
 
 // Release hands the batch's device buffers back to the Loader. With Config.Stream set, they are
 // reused only after the work enqueued on Stream so far.
 func (b *Batch) Release() {
-	b.once.Do(func() { b.l.release(b.pair, true) })
-}
-
-// devPair is one set of device buffers in the Loader's ring.
-type devPair struct {
-	images, labels gpu.Buffer
-	// after, if set, is an event of the consumer's stream that the next copy into the pair waits
-	// for.
-	after gpu.Event
-	// held is true while a consumer holds the pair.
-	held bool
+	b.once.Do(func() {
+		b.l.mu.Lock()
+		b.l.held--
+		b.l.mu.Unlock()
+		// The only failure is a second release, which once rules out.
+		_ = b.dev.Release()
+	})
 }
 
 // Loader turns a Dataset into batches on a device: a sampler picks the indices, workers read,
@@ -197,8 +193,8 @@ type devPair struct {
 //
 // # Ownership
 //
-// The Loader owns its slot pool, its copy stream, its device buffers and, when Config.Device was nil,
-// its device; Close releases them. It does not own the dataset or Config.Stream.
+// The Loader owns its slot pool, its feeder (copy stream and device buffers) and, when Config.Device
+// was nil, its device; Close releases them. It does not own the dataset or Config.Stream.
 type Loader struct {
 	ds      Dataset
 	info    Info
@@ -210,15 +206,14 @@ type Loader struct {
 
 	dev     gpu.Device
 	ownDev  bool
-	copy    gpu.Stream
 	pool    *pinned.Pool
-	pairs   []*devPair
-	ring    chan *devPair
+	feeder  *gpu.Feeder
 	workers chan *workerState
 
 	mu         sync.Mutex
 	running    bool
 	closed     bool
+	held       int // batches yielded and not released
 	state      State
 	restored   bool // state was set by Restore and applies to the next Epoch(state.Epoch)
 	stages     []pipeline.StageStats
@@ -302,47 +297,31 @@ func outShape(info Info, t *transforms.Pipeline) (transforms.Shape, error) {
 
 func (l *Loader) alloc() error {
 	var err error
-	if l.copy, err = l.dev.NewStream(); err != nil {
-		return fmt.Errorf("loaders: copy stream: %w", err)
-	}
 	l.pool, err = pinned.NewPool(pinned.Config{SlotSize: l.labOff + 4*l.cfg.Batch, Prefetch: l.cfg.Prefetch, Allocator: l.cfg.Allocator})
 	if err != nil {
 		return fmt.Errorf("loaders: host slots: %w", err)
 	}
-	// One pair being filled by a copy, one held by the consumer, Prefetch waiting between them.
-	n := l.cfg.Prefetch + 2
-	l.ring = make(chan *devPair, n)
-	for range n {
-		p := &devPair{}
-		if p.images, err = l.dev.Alloc(l.labOff); err == nil {
-			p.labels, err = l.dev.Alloc(4 * l.cfg.Batch)
-		}
-		if p.images != nil {
-			l.pairs = append(l.pairs, p)
-		}
-		if err != nil {
-			return fmt.Errorf("loaders: device buffers: %w", err)
-		}
-		l.ring <- p
+	// One buffer set being copied into, one held by the consumer, Prefetch waiting between them.
+	l.feeder, err = gpu.NewFeeder(gpu.FeederConfig{Device: l.dev, Compute: l.cfg.Stream,
+		Sizes: []int{l.labOff, 4 * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2})
+	if err != nil {
+		return fmt.Errorf("loaders: %w", err)
 	}
 	return nil
 }
 
-// free releases what alloc and New acquired; pairs a consumer still holds are freed on Release.
+// free releases what alloc and New acquired. The feeder goes first: closing it waits for the
+// copies, so every slot is back in the pool before the pool is closed.
 func (l *Loader) free() error {
 	var errs []error
-	if l.copy != nil {
-		errs = append(errs, l.copy.Close())
-	}
-	for _, p := range l.pairs {
-		if p.held {
-			errs = append(errs, fmt.Errorf("loaders: close: a batch was not released"))
-			continue
-		}
-		errs = append(errs, freePair(p))
+	if l.feeder != nil {
+		errs = append(errs, l.feeder.Close())
 	}
 	if l.pool != nil {
 		errs = append(errs, l.pool.Close())
+	}
+	if l.held > 0 && l.ownDev {
+		errs = append(errs, fmt.Errorf("loaders: close: %d batches not released still use the device", l.held))
 	}
 	if l.ownDev {
 		errs = append(errs, l.dev.Close())
@@ -350,42 +329,8 @@ func (l *Loader) free() error {
 	return errors.Join(errs...)
 }
 
-func freePair(p *devPair) error {
-	var errs []error
-	if p.images != nil {
-		errs = append(errs, p.images.Free())
-	}
-	if p.labels != nil {
-		errs = append(errs, p.labels.Free())
-	}
-	return errors.Join(errs...)
-}
-
-// release returns a pair to the ring; fromConsumer marks a Batch.Release.
-func (l *Loader) release(p *devPair, fromConsumer bool) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	p.held = false
-	if l.closed {
-		// Close could not free a held pair; the consumer is done with it now.
-		freePair(p)
-		return
-	}
-	p.after = nil
-	if fromConsumer && l.cfg.Stream != nil {
-		if ev, err := l.cfg.Stream.Record(); err == nil {
-			p.after = ev
-		} else {
-			// The stream is closed or failed: nothing more runs on it that could still read
-			// the buffers.
-			p.after = nil
-		}
-	}
-	l.ring <- p // never blocks: the ring has room for every pair
-}
-
-// Close releases the slot pool, the copy stream, the device buffers and the device the Loader
-// opened. It fails with ErrBusy while an epoch is being iterated. A second Close returns nil.
+// Close waits for the copies in flight, then releases the feeder, the slot pool and the device the
+// Loader opened. It fails with ErrBusy while an epoch is being iterated. A second Close returns nil.
 func (l *Loader) Close() error {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -471,7 +416,8 @@ type Stats struct {
 	// policy (all epochs), LastSkipped is the error of the most recent one.
 	Batches, Samples, Skipped int64
 	LastSkipped               error
-	// CopyBytes and CopyTime measure the host-to-device copies (device time between events).
+	// CopyBytes and CopyTime measure the host-to-device copies whose slots are back in the pool
+	// (device time between events), from the feeder.
 	CopyBytes int64
 	CopyTime  time.Duration
 	// Wait is the time the consumer spent waiting for the next batch inside the iterator;
@@ -513,6 +459,10 @@ func (l *Loader) Stats() Stats {
 	}
 	if l.pool != nil {
 		st.Pool = l.pool.Stats()
+	}
+	if l.feeder != nil {
+		fs := l.feeder.Stats()
+		st.CopyBytes, st.CopyTime = fs.Bytes, fs.CopyTime
 	}
 	return st
 }
