@@ -4,6 +4,9 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"io"
+	"os"
+	"path/filepath"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
@@ -90,4 +93,55 @@ func ExampleLoader() {
 	// Output:
 	// 3 batches, 10 samples of 1x4x4 normalize [0] [1]
 	// {Epoch:1 Batch:0 Seed:1 Len:10 Rank:0 WorldSize:1 BatchSize:4 Shuffle:true DropLast:false}
+}
+
+// ExampleShardWriter packs a dataset into WebDataset tar shards (what `stoke pack` does) and opens
+// them again with Open.
+func ExampleShardWriter() {
+	dir, err := os.MkdirTemp("", "shards-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	ds := gradients{n: 5}
+	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar"), MaxSamples: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	for i := range ds.Len() {
+		s, err := ds.Sample(context.Background(), i)
+		if err == nil {
+			err = w.Write(s) // raw pixels become KEY.raw + KEY.json {"shape": ...} + KEY.cls
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := w.Close(); err != nil { // also writes index.json (wids-shard-index-v1)
+		fmt.Println(err)
+		return
+	}
+	for _, p := range w.Shards() {
+		fmt.Println(filepath.Base(p))
+	}
+	back, err := loaders.Open("shards:"+filepath.Join(dir, "train-*.tar"), "train")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer back.(io.Closer).Close()
+	s, err := back.Sample(context.Background(), 3)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(back.Len(), "samples; sample 3:", filepath.Base(s.Key), "label", s.Label, "pixels", s.Input.Pixels[:3])
+	// Output:
+	// train-0000.tar
+	// train-0001.tar
+	// train-0002.tar
+	// 5 samples; sample 3: train-0001.tar:000000003 label 1 pixels [48 49 50]
 }

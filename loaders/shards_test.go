@@ -291,3 +291,22 @@ func FuzzShards(f *testing.F) {
 		}
 	})
 }
+
+func TestShardStreamCancelAndClose(t *testing.T) {
+	w := writeShards(t, filepath.Join(t.TempDir(), "s-%d.tar"), 2, testSamples(t, 4))
+	st := NewShardStream(w.Shards())
+	if _, err := st.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := st.Next(ctx); !errors.Is(err, context.Canceled) {
+		t.Errorf("Next(cancelled) error = %v; want context.Canceled", err)
+	}
+	if err := st.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Next(context.Background()); !errors.Is(err, io.EOF) {
+		t.Errorf("Next after Close error = %v; want io.EOF", err)
+	}
+}
