@@ -47,9 +47,9 @@ func sinc(x float64) float64 {
 }
 
 // weights are the taps of one axis of a resample: output i (lo <= i < hi) reads k source pixels
-// from start[i-lo] with coefficients w[(i-lo)*k:]. Every output has exactly k taps (zero
-// weights pad the short ones, start is clamped inside the plane) so that the inner loops have a
-// fixed length; planes smaller than k pixels use k = their size.
+// from start[i-lo] with coefficients w[(i-lo)*k:]. Every output has exactly k taps, the most any
+// output needs (zero weights pad the short ones, start is clamped inside the plane), so that
+// the inner loops have a fixed length.
 type weights struct {
 	start []int32
 	w     []int32
@@ -65,27 +65,27 @@ func (ws *weights) compute(a axis, ratio float64, size int, fd filterDef) {
 	off := a.off * ratio
 	fscale := max(scale, 1)
 	support := fd.support * fscale
-	k := min(int(math.Ceil(support))*2+1, size)
-	ws.k = k
+	ss := 1 / fscale
 	ws.start = grow32(ws.start, n)
+	// First pass: each output's tap range; k is the widest (bilinear upsampling needs 2 taps,
+	// not the 3 its support suggests).
+	k := 1
+	for i := range n {
+		center := off + (float64(i+a.lo)+0.5)*scale
+		xmin, xmax := taps(center, support, size)
+		ws.start[i] = int32(xmin)
+		k = max(k, xmax-xmin)
+	}
+	ws.k = k
 	ws.w = grow32(ws.w, n*k)
 	if cap(ws.fw) < k {
 		ws.fw = make([]float64, k)
 	}
 	fw := ws.fw[:k]
-	ss := 1 / fscale
 	for i := range n {
 		center := off + (float64(i+a.lo)+0.5)*scale
-		xmin := max(int(center-support+0.5), 0)
-		xmax := min(int(center+support+0.5), size)
-		if xmin >= size { // a crop past the edge: clamp to the last pixel
-			xmin = size - 1
-			xmax = size
-		}
-		if xmax <= xmin {
-			xmax = xmin + 1
-		}
-		cnt := min(xmax-xmin, k)
+		xmin, xmax := taps(center, support, size)
+		cnt := xmax - xmin
 		sum := 0.0
 		for j := range cnt {
 			v := fd.f((float64(j+xmin) - center + 0.5) * ss)
@@ -108,6 +108,19 @@ func (ws *weights) compute(a axis, ratio float64, size int, fd filterDef) {
 		}
 		ws.start[i] = int32(start)
 	}
+}
+
+// taps is PIL's tap range [xmin, xmax) for an output centred at center, inside [0, size).
+func taps(center, support float64, size int) (xmin, xmax int) {
+	xmin = max(int(center-support+0.5), 0)
+	xmax = min(int(center+support+0.5), size)
+	if xmin >= size { // a crop past the edge: clamp to the last pixel
+		xmin, xmax = size-1, size
+	}
+	if xmax <= xmin {
+		xmax = xmin + 1
+	}
+	return xmin, xmax
 }
 
 func grow32(s []int32, n int) []int32 {
@@ -171,8 +184,12 @@ func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
 		switch {
 		case p.step != 1:
 			horizontalN(dst, src, p.step, &rs.wx)
+		case rs.wx.k == 2:
+			horizontal2(dst, src, &rs.wx)
 		case rs.wx.k == 3:
 			horizontal3(dst, src, &rs.wx)
+		case rs.wx.k == 4:
+			horizontal4(dst, src, &rs.wx)
 		case rs.wx.k == 5:
 			horizontal5(dst, src, &rs.wx)
 		default:
@@ -187,6 +204,26 @@ func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
 }
 
 const half = 1 << (precBits - 1) // rounds the fixed-point sums
+
+func horizontal2(dst, src []byte, ws *weights) {
+	w := ws.w[:2*len(dst)]
+	for j := range dst {
+		s := int(ws.start[j])
+		p := src[s : s+2 : s+2]
+		ww := w[2*j : 2*j+2 : 2*j+2]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1])
+	}
+}
+
+func horizontal4(dst, src []byte, ws *weights) {
+	w := ws.w[:4*len(dst)]
+	for j := range dst {
+		s := int(ws.start[j])
+		p := src[s : s+4 : s+4]
+		ww := w[4*j : 4*j+4 : 4*j+4]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2] + int32(p[3])*ww[3])
+	}
+}
 
 func horizontal3(dst, src []byte, ws *weights) {
 	w := ws.w[:3*len(dst)]
