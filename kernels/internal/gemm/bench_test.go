@@ -28,6 +28,8 @@ var benchShapes = []struct {
 	{"conv2_fwd_64x25088x800_NN", false, false, 64, 128 * 14 * 14, 800},
 	{"conv2_dW_64x800x25088_NT", false, true, 64, 800, 128 * 14 * 14},
 	{"conv2_dX_800x25088x64_TN", true, false, 800, 128 * 14 * 14, 64},
+	// The same convolution with the column matrix the other way round (one row per output pixel).
+	{"conv2_pixrows_25088x64x800_NN", false, false, 128 * 14 * 14, 64, 800},
 }
 
 // report adds GFLOP/s (wall clock) and, where the process CPU time is known, GFLOP per CPU

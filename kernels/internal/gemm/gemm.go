@@ -23,8 +23,8 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	// Callers that already run several multiplies at once (kernels/ does, one per sample) share
-	// the cores among them instead of each splitting over all of them. The result does not
+	// Callers that already run several multiplies at once (one per sample, say) share the
+	// cores among them instead of each splitting over all of them. The result does not
 	// depend on the split, so this changes speed only.
 	running := inflight.Add(1)
 	defer inflight.Add(-1)
@@ -91,8 +91,8 @@ func scale(m, n int, beta float32, c []float32, ldc int) {
 // Cache blocking. kcMax bounds the depth of a pass over k so that a kc x 32 sliver of packed B
 // (24 KiB) and the A sliver it meets stay in the 48 KiB L1; mcMax and ncMax keep the packed
 // mc x kc block of A (144 KiB) and kc x nc block of B (768 KiB) together inside a 1.25 MiB L2
-// (a B block in L3 made the tall, narrow multiplies of convolutions twice as slow). kcMax is the same for every kernel, so that all kernels that use FMA
-// round identically (see the package documentation).
+// (a B block in L3 made the wide multiplies of convolutions twice as slow). kcMax is the same
+// for every kernel, so that all kernels that use FMA round identically (see the package doc).
 const (
 	kcMax = 192
 	mcMax = 192
