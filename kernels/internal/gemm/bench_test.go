@@ -44,12 +44,19 @@ func report(b *testing.B, flops float64, cpu0 time.Duration) {
 
 // BenchmarkSgemm compares this package with gonum's Sgemm on the same operands in one run.
 func BenchmarkSgemm(b *testing.B) {
-	r := rand.New(rand.NewPCG(1, 1))
 	for _, s := range benchShapes {
-		p := newProblem(r, s.transA, s.transB, s.m, s.n, s.k, 0, 1, 0)
+		// Operands are made on first use, so that a -bench filter skips the large ones, and
+		// shared by both implementations.
+		var p problem
+		operands := func() {
+			if p.a == nil {
+				p = newProblem(rand.New(rand.NewPCG(1, uint64(s.m))), s.transA, s.transB, s.m, s.n, s.k, 0, 1, 0)
+			}
+		}
 		flops := 2 * float64(s.m) * float64(s.n) * float64(s.k)
-		bytes := int64(4 * (len(p.a) + len(p.b) + len(p.c)))
+		bytes := int64(4 * (s.m*s.k + s.k*s.n + s.m*s.n))
 		b.Run("stoke/"+s.name, func(b *testing.B) {
+			operands()
 			b.ReportAllocs()
 			b.SetBytes(bytes)
 			cpu0, _ := processCPU()
@@ -59,6 +66,7 @@ func BenchmarkSgemm(b *testing.B) {
 			report(b, flops, cpu0)
 		})
 		b.Run("gonum/"+s.name, func(b *testing.B) {
+			operands()
 			tA, tB := blas.NoTrans, blas.NoTrans
 			if p.transA {
 				tA = blas.Trans
