@@ -36,9 +36,6 @@ func (a axis) reversed(size int) axis {
 	return axis{off: float64(size) - a.off - float64(a.n)*a.scale, scale: a.scale, n: a.n, lo: a.n - a.hi, hi: a.n - a.lo}
 }
 
-// pure reports whether the axis copies source pixels one to one (an integer-offset crop).
-func (a axis) pure() bool { return a.scale == 1 && a.off == math.Trunc(a.off) }
-
 // colorOp is one ColorJitter step: kind 0 brightness, 1 contrast, 2 saturation.
 type colorOp struct {
 	kind uint8
@@ -100,8 +97,6 @@ type mapping struct {
 	u, v   axis
 	base   int
 	du, dv int
-	outW   int // displayed output size
-	outH   int
 	filter Filter
 	padded bool
 }
@@ -109,7 +104,7 @@ type mapping struct {
 // mapPlan translates p for a stored image of sw x sh pixels with orientation o, writing pixels
 // pix apart and rows row apart in dst.
 func mapPlan(p *plan, o orientation, sw, sh, pix, row int) mapping {
-	m := mapping{outW: p.x.n, outH: p.y.n, filter: p.filter}
+	m := mapping{filter: p.filter}
 	m.padded = p.x.lo != 0 || p.x.hi != p.x.n || p.y.lo != 0 || p.y.hi != p.y.n
 	// Displayed X comes from stored x (or y if transposed), read backwards if revX.
 	ax, ay := p.x, p.y

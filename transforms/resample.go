@@ -157,17 +157,20 @@ type plane struct {
 	rx, ry       float64
 }
 
-// resampler holds one Worker's resampling scratch.
-type resampler struct {
+// planeResampler resamples one plane of a source to the output grid of a mapping: prepare runs
+// the horizontal pass over the source rows the crop needs, row then produces one output row by
+// the vertical pass, so that a row of every plane is converted and stored while it is in cache.
+type planeResampler struct {
 	wx, wy weights
 	tmp    []byte
+	ymin   int
+	nu     int
 }
 
-// resample writes the valid region of m's output for plane p into out (row-major, (u.hi-u.lo)
-// columns): a horizontal pass over the source rows the vertical taps need, then a vertical pass.
-func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
+func (rs *planeResampler) prepare(p *plane, m *mapping) {
 	fd := filters[m.filter]
 	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
+	rs.nu = nu
 	rs.wx.compute(m.u, p.rx, p.w, fd)
 	rs.wy.compute(m.v, p.ry, p.h, fd)
 	ymin, ymax := int(rs.wy.start[0]), 0
@@ -175,6 +178,7 @@ func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
 		ymin = min(ymin, int(rs.wy.start[k]))
 		ymax = max(ymax, int(rs.wy.start[k])+rs.wy.k)
 	}
+	rs.ymin = ymin
 	rows := ymax - ymin
 	rs.tmp = growBytes(rs.tmp, rows*nu)
 	tmp := rs.tmp
@@ -196,11 +200,13 @@ func (rs *resampler) resample(out []byte, p *plane, m *mapping) {
 			horizontalK(dst, src, &rs.wx)
 		}
 	}
+}
+
+// row writes output row k (of the valid region) into dst[:nu].
+func (rs *planeResampler) row(dst []byte, k int) {
 	wy := &rs.wy
-	for k := range nv {
-		s0 := int(wy.start[k]) - ymin
-		vertical(out[k*nu:(k+1)*nu], tmp[s0*nu:], nu, wy.w[k*wy.k:(k+1)*wy.k])
-	}
+	s0 := int(wy.start[k]) - rs.ymin
+	vertical(dst[:rs.nu], rs.tmp[s0*rs.nu:], rs.nu, wy.w[k*wy.k:(k+1)*wy.k])
 }
 
 const half = 1 << (precBits - 1) // rounds the fixed-point sums

@@ -381,6 +381,18 @@ func TestFloatPathMatchesDeviceNormalization(t *testing.T) {
 			}
 		}
 	}
+	// kernels.NormalizeU8 on the CPU computes v*(1/(255*std)) + (-mean/std) in float32: every
+	// byte value gives the float path's number to within 1e-6.
+	for c := range 3 {
+		m, s := ImageNetMean[c], ImageNetStd[c]
+		mul, add := 1/(255*s), -m/s
+		for v := range 256 {
+			want := (float32(v)/255 - m) / s
+			if got := float32(v)*mul + add; math.Abs(float64(got-want)) > 1e-6 {
+				t.Errorf("channel %d value %d: multiply-add form %v; float path %v", c, v, got, want)
+			}
+		}
+	}
 	// Without Normalize the float path is ToTensor's v/255.
 	f32 := make([]float32, 3*30*40)
 	if err := Compose().NewWorker().ApplyFloat32(f32, CHW, in, nil); err != nil {

@@ -19,8 +19,8 @@ type Worker struct {
 	pl   plan
 	src  source
 	jd   ijpeg.Decoder
-	rs   resampler
-	out  [3][]byte // resampled planes in the stored frame
+	rs   [3]planeResampler
+	rows [3][]byte // one output row per plane, in the stored frame
 	conv []byte    // RGB conversion of rare image models
 	u8   []byte    // uint8 staging of the float path
 	lut  [][256]float32
@@ -170,10 +170,15 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 			planes = 1
 		}
 		for c := range planes {
-			w.out[c] = growBytes(w.out[c], nu*nv)
-			w.rs.resample(w.out[c], &w.src.planes[c], &m)
+			w.rs[c].prepare(&w.src.planes[c], &m)
+			w.rows[c] = growBytes(w.rows[c], nu)
 		}
-		w.write(dst, &m, nc, chanStride)
+		for k := range nv {
+			for c := range planes {
+				w.rs[c].row(w.rows[c], k)
+			}
+			w.writeRow(dst, &m, k, nc, chanStride)
+		}
 	}
 	if len(pl.color) > 0 {
 		jitterPixels(dst, pl.color, nc, ow*oh, pix, chanStride)
@@ -244,46 +249,40 @@ func checkSize(w, h int, stored [2]int) error {
 	return nil
 }
 
-// write converts the resampled planes to the output colour model and stores each pixel at its
-// place in dst: one pass, one write per output byte.
-func (w *Worker) write(dst []byte, m *mapping, nc, chanStride int) {
-	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
-	kind := w.src.kind
-	p0, p1, p2 := w.out[0], w.out[1], w.out[2]
-	for k := range nv {
-		o := m.base + (k+m.v.lo)*m.dv + m.u.lo*m.du
-		s := k * nu
-		switch {
-		case nc == 1 && kind == kindRGB:
-			for j := range nu {
-				r, g, b := uint32(p0[s+j]), uint32(p1[s+j]), uint32(p2[s+j])
-				dst[o+j*m.du] = byte((r*19595 + g*38470 + b*7471 + 1<<15) >> 16)
-			}
-		case nc == 1 || (kind == kindGray && nc == 3):
-			for c := range nc {
-				d := o + c*chanStride
-				if m.du == 1 {
-					copy(dst[d:d+nu], p0[s:s+nu])
-					continue
-				}
-				for j := range nu {
-					dst[d+j*m.du] = p0[s+j]
-				}
-			}
-		case kind == kindRGB:
-			for c, pc := range [3][]byte{p0, p1, p2} {
-				d := o + c*chanStride
-				if m.du == 1 {
-					copy(dst[d:d+nu], pc[s:s+nu])
-					continue
-				}
-				for j := range nu {
-					dst[d+j*m.du] = pc[s+j]
-				}
-			}
-		default: // YCbCr -> RGB, the standard library's integer conversion (image/color).
-			ycbcrRow(dst, o, m.du, chanStride, p0[s:s+nu], p1[s:s+nu], p2[s:s+nu])
+// writeRow converts output row k of the resampled planes to the output colour model and stores
+// each pixel at its place in dst: one write per output byte.
+func (w *Worker) writeRow(dst []byte, m *mapping, k, nc, chanStride int) {
+	nu := m.u.hi - m.u.lo
+	p0, p1, p2 := w.rows[0][:nu], w.rows[1], w.rows[2]
+	o := m.base + (k+m.v.lo)*m.dv + m.u.lo*m.du
+	switch kind := w.src.kind; {
+	case nc == 1 && kind == kindRGB:
+		p1, p2 = p1[:nu], p2[:nu]
+		for j := range nu {
+			r, g, b := uint32(p0[j]), uint32(p1[j]), uint32(p2[j])
+			dst[o+j*m.du] = byte((r*19595 + g*38470 + b*7471 + 1<<15) >> 16)
 		}
+	case nc == 1 || (kind == kindGray && nc == 3):
+		for c := range nc {
+			copyRow(dst, o+c*chanStride, m.du, p0)
+		}
+	case kind == kindRGB:
+		for c, pc := range [3][]byte{p0, p1[:nu], p2[:nu]} {
+			copyRow(dst, o+c*chanStride, m.du, pc)
+		}
+	default: // YCbCr -> RGB, the standard library's integer conversion (image/color).
+		ycbcrRow(dst, o, m.du, chanStride, p0, p1[:nu], p2[:nu])
+	}
+}
+
+// copyRow stores src[j] at dst[o+j*du].
+func copyRow(dst []byte, o, du int, src []byte) {
+	if du == 1 {
+		copy(dst[o:o+len(src)], src)
+		return
+	}
+	for j, v := range src {
+		dst[o+j*du] = v
 	}
 }
 
