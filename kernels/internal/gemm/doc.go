@@ -35,6 +35,8 @@
 //
 // # Ownership
 //
-// Sgemm keeps no reference to a, b or c after it returns. Packing buffers and per-call state come
-// from sync.Pools, so repeated calls allocate nothing in steady state.
+// Sgemm keeps no reference to a, b or c after it returns. Packing buffers (up to about 1 MiB for
+// each goroutine that computes a part) are kept for reuse for the life of the process, at most
+// 4*GOMAXPROCS of them, and per-call state comes from a sync.Pool, so repeated calls allocate
+// nothing in steady state.
 package gemm

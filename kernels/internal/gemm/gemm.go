@@ -218,13 +218,40 @@ func grid(kern *kernel, m, n, threads int) (pm, pn int) {
 	return pm, pn
 }
 
-// workspace holds one goroutine's packing buffers and edge tile; pooled.
+// workspace holds one goroutine's packing buffers and edge tile (up to about 1 MiB).
 type workspace struct {
 	pa, pb []float32
 	tile   []float32
 }
 
-var workspaces = sync.Pool{New: func() any { return new(workspace) }}
+// workspaces keeps released workspaces for reuse. Unlike a sync.Pool it is not emptied by the
+// garbage collector, which would make a training loop reallocate its packing buffers after every
+// other collection; it keeps at most 4*GOMAXPROCS of them.
+var workspaces struct {
+	sync.Mutex
+	free []*workspace
+}
+
+func getWorkspace() *workspace {
+	workspaces.Lock()
+	defer workspaces.Unlock()
+	n := len(workspaces.free)
+	if n == 0 {
+		return new(workspace)
+	}
+	ws := workspaces.free[n-1]
+	workspaces.free[n-1] = nil
+	workspaces.free = workspaces.free[:n-1]
+	return ws
+}
+
+func putWorkspace(ws *workspace) {
+	workspaces.Lock()
+	defer workspaces.Unlock()
+	if len(workspaces.free) < 4*runtime.GOMAXPROCS(0) {
+		workspaces.free = append(workspaces.free, ws)
+	}
+}
 
 func grow(s []float32, n int) []float32 {
 	if cap(s) < n {
@@ -242,7 +269,7 @@ func (p *part) run() {
 	kc0 := kBlock(p.k)
 	nc0 := min(ncMax, tiles(p.n1-p.n0, nr)*nr)
 	mc0 := min(mcMax/mr*mr, tiles(p.m1-p.m0, mr)*mr)
-	ws := workspaces.Get().(*workspace)
+	ws := getWorkspace()
 	ws.pa = grow(ws.pa, mc0*kc0)
 	ws.pb = grow(ws.pb, nc0*kc0)
 	ws.tile = grow(ws.tile, mr*nr)
@@ -275,7 +302,7 @@ func (p *part) run() {
 			}
 		}
 	}
-	workspaces.Put(ws)
+	putWorkspace(ws)
 }
 
 // macro multiplies the mc x kc block of A at (ic, pc) by the packed kc x nc block of B into C at
