@@ -212,9 +212,9 @@ func (rs *planeResampler) row(dst []byte, k int) {
 const half = 1 << (precBits - 1) // rounds the fixed-point sums
 
 func horizontal2(dst, src []byte, ws *weights) {
-	w := ws.w[:2*len(dst)]
+	w, st := ws.w[:2*len(dst)], ws.start[:len(dst)]
 	for j := range dst {
-		s := int(ws.start[j])
+		s := int(st[j])
 		p := src[s : s+2 : s+2]
 		ww := w[2*j : 2*j+2 : 2*j+2]
 		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1])
@@ -222,9 +222,9 @@ func horizontal2(dst, src []byte, ws *weights) {
 }
 
 func horizontal4(dst, src []byte, ws *weights) {
-	w := ws.w[:4*len(dst)]
+	w, st := ws.w[:4*len(dst)], ws.start[:len(dst)]
 	for j := range dst {
-		s := int(ws.start[j])
+		s := int(st[j])
 		p := src[s : s+4 : s+4]
 		ww := w[4*j : 4*j+4 : 4*j+4]
 		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2] + int32(p[3])*ww[3])
@@ -232,9 +232,9 @@ func horizontal4(dst, src []byte, ws *weights) {
 }
 
 func horizontal3(dst, src []byte, ws *weights) {
-	w := ws.w[:3*len(dst)]
+	w, st := ws.w[:3*len(dst)], ws.start[:len(dst)]
 	for j := range dst {
-		s := int(ws.start[j])
+		s := int(st[j])
 		p := src[s : s+3 : s+3]
 		ww := w[3*j : 3*j+3 : 3*j+3]
 		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2])
@@ -242,9 +242,9 @@ func horizontal3(dst, src []byte, ws *weights) {
 }
 
 func horizontal5(dst, src []byte, ws *weights) {
-	w := ws.w[:5*len(dst)]
+	w, st := ws.w[:5*len(dst)], ws.start[:len(dst)]
 	for j := range dst {
-		s := int(ws.start[j])
+		s := int(st[j])
 		p := src[s : s+5 : s+5]
 		ww := w[5*j : 5*j+5 : 5*j+5]
 		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[1])*ww[1] + int32(p[2])*ww[2] + int32(p[3])*ww[3] + int32(p[4])*ww[4])

@@ -242,7 +242,11 @@ func idctRows(b *block) {
 // the IDCT*8) fused with the level shift by +128, the clip to [0, 255] and the
 // store of column i to dst[i], dst[stride+i], ... (fork: one pass instead of two).
 func idctColsStore(dst []byte, stride int, b *block) {
-	_ = dst[7*stride+7]
+	// Row slices of length 8 let the compiler drop the bounds checks of the stores.
+	d0, d1 := dst[0:8:8], dst[stride:stride+8:stride+8]
+	d2, d3 := dst[2*stride:2*stride+8:2*stride+8], dst[3*stride:3*stride+8:3*stride+8]
+	d4, d5 := dst[4*stride:4*stride+8:4*stride+8], dst[5*stride:5*stride+8:5*stride+8]
+	d6, d7 := dst[6*stride:6*stride+8:6*stride+8], dst[7*stride:7*stride+8:7*stride+8]
 	for i := range 8 {
 		x0 := b[0*8+i]
 		x7 := b[1*8+i]
@@ -305,14 +309,14 @@ func idctColsStore(dst []byte, stride int, b *block) {
 		x7 >>= 18
 		// x[01234567] now Q10.3.
 
-		dst[0*stride+i] = level(x0)
-		dst[1*stride+i] = level(x1)
-		dst[2*stride+i] = level(x2)
-		dst[3*stride+i] = level(x3)
-		dst[4*stride+i] = level(x4)
-		dst[5*stride+i] = level(x5)
-		dst[6*stride+i] = level(x6)
-		dst[7*stride+i] = level(x7)
+		d0[i] = level(x0)
+		d1[i] = level(x1)
+		d2[i] = level(x2)
+		d3[i] = level(x3)
+		d4[i] = level(x4)
+		d5[i] = level(x5)
+		d6[i] = level(x6)
+		d7[i] = level(x7)
 	}
 }
 
