@@ -99,12 +99,20 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			br.fill()
 		}
 		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 15)
-			zig += (f >> 4) & 15
+			br.n -= uint(f & 0xff)
+			switch r := (f >> 8) & 0xff; r {
+			case fastEOB:
+				return last, nil
+			case fastZRL:
+				zig += 15
+				continue
+			default:
+				zig += r
+			}
 			if zig >= blockSize {
 				break
 			}
-			b[unzig[zig]] = (f >> 8) * qt[zig]
+			b[unzig[zig]] = (f >> 16) * qt[zig]
 			last = zig
 			continue
 		}
@@ -137,8 +145,15 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			br.fill()
 		}
 		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 15)
-			zig += (f >> 4) & 15
+			br.n -= uint(f & 0xff)
+			switch r := (f >> 8) & 0xff; r {
+			case fastEOB:
+				return nil
+			case fastZRL:
+				zig += 15
+			default:
+				zig += r
+			}
 			continue
 		}
 		v, err := br.decodeHuffman(acH)

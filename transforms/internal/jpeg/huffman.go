@@ -37,11 +37,16 @@ type huffman struct {
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
 	// Fork: fastAC decodes an AC code and its extra bits together when both fit in the next
-	// fastBits bits: value<<8 | run<<4 | bits used; 0 when they do not fit.
+	// fastBits bits: value<<16 | run<<8 | bits used, where run 16 is the end of the block and
+	// run 17 a run of 16 zeros; 0 when they do not fit.
 	fastAC [1 << fastBits]int32
 }
 
-const fastBits = 9
+const (
+	fastBits = 9
+	fastEOB  = 16
+	fastZRL  = 17
+)
 
 // buildFastAC fills h.fastAC from the canonical code (minCodes, maxCodes, valsIndices).
 func (h *huffman) buildFastAC() {
@@ -54,12 +59,17 @@ func (h *huffman) buildFastAC() {
 			}
 			rs := h.vals[h.valsIndices[l-1]+code-h.minCodes[l-1]]
 			run, s := int32(rs>>4), int32(rs&0x0f)
-			if s != 0 && l+s <= fastBits {
+			switch {
+			case s == 0 && run == 0:
+				h.fastAC[p] = fastEOB<<8 | l
+			case s == 0 && run == 15:
+				h.fastAC[p] = fastZRL<<8 | l
+			case s != 0 && l+s <= fastBits:
 				v := (p >> (fastBits - l - s)) & (1<<s - 1)
 				if v < 1<<(s-1) {
 					v += (-1 << s) + 1
 				}
-				h.fastAC[p] = v<<8 | run<<4 | (l + s)
+				h.fastAC[p] = v<<16 | run<<8 | (l + s)
 			}
 			break
 		}
