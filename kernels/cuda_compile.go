@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"strings"
 
-	"gorgonia.org/cu"
 	"gorgonia.org/cu/nvrtc"
 )
 
@@ -20,7 +19,7 @@ import (
 //go:embed cuda/ops.cu
 var opsSource string
 
-// nvrtcOptions are the compiler options; scripts/cuda-check.sh compiles ops.cu with the same.
+// nvrtcOptions are the compiler options (scripts/cuda-check.sh compiles ops.cu through ptxFor).
 // --fmad=false keeps a*b+c two roundings, as in Go, so elementwise ops match the CPU op set.
 func nvrtcOptions(arch string) []string {
 	return []string{"--gpu-architecture=" + arch, "--std=c++17", "--fmad=false"}
@@ -28,16 +27,18 @@ func nvrtcOptions(arch string) []string {
 
 // ptxFor returns the PTX of opsSource for arch ("compute_90"), compiling it with NVRTC on a cache
 // miss. The cache lives under os.UserCacheDir()/stoke/kernels, keyed by the hash of the source,
-// the options and the NVRTC version, and by arch and driver version; without a cache directory
-// (or if writing fails) it compiles every time, which costs a second or two, not correctness.
-func ptxFor(arch string) (string, error) {
+// the options and the NVRTC version, and by arch and driver version (cu.Version(): a new driver
+// may JIT the same PTX differently, an old one may reject it); without a cache directory (or if
+// writing fails) it compiles every time, which costs a second or two, not correctness. It needs
+// NVRTC but no device.
+func ptxFor(arch string, driver int) (string, error) {
 	major, minor, err := nvrtc.Version()
 	if err != nil {
 		return "", fmt.Errorf("kernels: cuda: nvrtc version: %w", err)
 	}
 	opts := nvrtcOptions(arch)
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", opsSource, strings.Join(opts, " "), major, minor)))
-	name := fmt.Sprintf("ops-%s-%s-driver%d.ptx", hex.EncodeToString(sum[:8]), arch, cu.Version())
+	name := fmt.Sprintf("ops-%s-%s-driver%d.ptx", hex.EncodeToString(sum[:8]), arch, driver)
 	var path string
 	if dir, err := os.UserCacheDir(); err == nil {
 		path = filepath.Join(dir, "stoke", "kernels", name)

@@ -59,7 +59,7 @@ var cudaKernels = []string{
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	info := dev.Info()
 	arch := "compute_" + strings.ReplaceAll(info.ComputeCapability, ".", "")
-	ptx, err := ptxFor(arch)
+	ptx, err := ptxFor(arch, cu.Version())
 	if err != nil {
 		return nil, err
 	}
