@@ -27,9 +27,20 @@ var (
 	labelMemberExts = []string{"cls", "cls.txt", "label", "index"}
 )
 
-// maxCompressedShard bounds the memory a compressed shard may expand to when Shards holds it
-// (WebDataset shards are usually well under 1 GB), so that a compression bomb fails cleanly.
-const maxCompressedShard = 4 << 30
+// A compressed shard that Shards holds in memory may expand to at most maxExpansion times its
+// file size (encoded images barely compress; raw pixels a few times), and never past
+// maxCompressedShard (WebDataset shards are usually well under 1 GB), so that a compression bomb
+// fails cleanly before it takes the memory; minCompressedLimit keeps tiny shards usable.
+const (
+	maxExpansion       = 100
+	minCompressedLimit = 16 << 20
+	maxCompressedShard = 4 << 30
+)
+
+// expansionLimit returns the most bytes a compressed shard of size bytes may expand to.
+func expansionLimit(size int64) int64 {
+	return min(max(maxExpansion*size, minCompressedLimit), maxCompressedShard)
+}
 
 // maxSmallMember bounds the label and metadata members (.cls, .json) read into the shard index.
 const maxSmallMember = 1 << 20
@@ -222,8 +233,8 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 // Shards is a dataset of WebDataset tar shards (plain, gzip or zstd compressed, recognised by their
 // first bytes), for random access. Opening scans every shard once: the headers of a plain tar
 // (skipping member data) and its small label members; a compressed shard is decompressed into
-// memory whole (up to 4 GiB), because compressed streams cannot be read at an offset (use
-// ShardStream, or write plain shards, when that memory is too much).
+// memory whole (up to 100 times its size and 4 GiB), because compressed streams cannot be read at
+// an offset (use ShardStream, or write plain shards, when that memory is too much).
 //
 // Each sample needs one image member (.jpg .jpeg .png .webp .gif .bmp) or a .raw member of uint8
 // pixels with a .json member {"shape": [H, W, C]}, and a label: a .cls (or .cls.txt, .label,
@@ -298,17 +309,22 @@ func (s *Shards) scan(shard int, path string) error {
 		return scanTar(fh, st.Size(), pos, emit)
 	}
 	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return err
+	}
+	limit := expansionLimit(st.Size())
 	r, closeFn, err := decompress(fh)
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxCompressedShard+1))
+	data, err := io.ReadAll(io.LimitReader(r, limit+1))
 	closeFn()
 	if err != nil {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	if int64(len(data)) > maxCompressedShard {
-		return fmt.Errorf("compressed shard expands past %d bytes; write plain .tar shards or read it with a ShardStream: %w", int64(maxCompressedShard), ErrCorrupt)
+	if int64(len(data)) > limit {
+		return fmt.Errorf("compressed shard of %d bytes expands past %d; write plain .tar shards or read it with a ShardStream: %w", st.Size(), limit, ErrCorrupt)
 	}
 	br := bytes.NewReader(data)
 	s.files = append(s.files, br)

@@ -192,6 +192,7 @@ func TestShardsCorrupt(t *testing.T) {
 		{"no image member", tarOf(t, member{"a.txt", []byte("x")}, member{"a.cls", []byte("1")}), ErrCorrupt, nil},
 		{"duplicate member", tarOf(t, member{"a.png", img}, member{"a.png", img}), ErrCorrupt, nil},
 		{"truncated gzip", gz(t, good)[:40], ErrCorrupt, nil},
+		{"compression bomb", zst(t, tarOf(t, member{"a.png", make([]byte, 20<<20)})), ErrCorrupt, nil},
 		{"label not a number", tarOf(t, member{"a.png", img}, member{"a.cls", []byte("cat")}), nil, ErrCorrupt},
 		{"negative label", tarOf(t, member{"a.png", img}, member{"a.cls", []byte("-1")}), nil, ErrLabel},
 		{"no label", tarOf(t, member{"a.png", img}), nil, ErrCorrupt},
