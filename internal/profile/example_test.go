@@ -1,7 +1,9 @@
 package profile_test
 
 import (
+	"bytes"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/profile"
@@ -27,4 +29,25 @@ func ExampleDiagnose() {
 	fmt.Println(r.Verdict.Text)
 	// Output:
 	// transform is the bottleneck: 2 workers 95% busy, and the device waits 40% of each step for data; add workers (--workers auto would use 4 of 8 cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), or lower --size
+}
+
+// A Recorder collects spans (a pipeline gives it one per item and worker through
+// pipeline.WithTracer) and counter points; WriteTrace turns them into a file that Perfetto opens.
+func ExampleWriteTrace() {
+	t0 := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	rec := profile.NewRecorder(t0, 100)
+	rec.Span("decode", 0, 7, ms(0), ms(3)) // as pipeline.Tracer: item 7 on worker 0
+	rec.Add("consumer", "step", "step 0", ms(3), ms(5))
+	rec.Count("busy workers: decode", ms(3), 1)
+	tl := rec.Timeline()
+	fmt.Println(tl.Tracks, tl.Counters)
+	var buf bytes.Buffer
+	if err := profile.WriteTrace(&buf, tl); err != nil {
+		fmt.Println(err)
+	}
+	fmt.Println(strings.Count(buf.String(), `"ph":"X"`), "slices")
+	// Output:
+	// [decode 0 consumer] [busy workers: decode]
+	// 2 slices
 }
