@@ -292,22 +292,27 @@ func copyRow(dst []byte, o, du int, src []byte) {
 func ycbcrRow(dst []byte, o, du, chanStride int, ys, cbs, crs []byte) {
 	n := len(ys)
 	cbs, crs = cbs[:n], crs[:n]
-	if du == 1 || du == -1 {
-		lo := o
-		if du == -1 {
-			lo = o - (n - 1)
+	if du == 1 {
+		r, g, b := dst[o:o+n], dst[o+chanStride:o+chanStride+n], dst[o+2*chanStride:o+2*chanStride+n]
+		ys, cbs, crs, g, b := ys[:len(r)], cbs[:len(r)], crs[:len(r)], g[:len(r)], b[:len(r)]
+		for j := range r {
+			yy1 := int32(ys[j]) * 0x10101
+			cb1 := int32(cbs[j]) - 128
+			cr1 := int32(crs[j]) - 128
+			r[j] = clampShift(yy1 + 91881*cr1)
+			g[j] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
+			b[j] = clampShift(yy1 + 116130*cb1)
 		}
-		r := dst[lo : lo+n]
-		g := dst[lo+chanStride : lo+chanStride+n]
-		b := dst[lo+2*chanStride : lo+2*chanStride+n]
+		return
+	}
+	if du == -1 { // flipped: the same, written backwards
+		lo := o - (n - 1)
+		r, g, b := dst[lo:lo+n], dst[lo+chanStride:lo+chanStride+n], dst[lo+2*chanStride:lo+2*chanStride+n]
 		for j, y := range ys {
 			yy1 := int32(y) * 0x10101
 			cb1 := int32(cbs[j]) - 128
 			cr1 := int32(crs[j]) - 128
-			d := j
-			if du < 0 {
-				d = n - 1 - j
-			}
+			d := n - 1 - j
 			r[d] = clampShift(yy1 + 91881*cr1)
 			g[d] = clampShift(yy1 - 22554*cb1 - 46802*cr1)
 			b[d] = clampShift(yy1 + 116130*cb1)
