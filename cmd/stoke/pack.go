@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
 	"image"
 	"image/jpeg"
@@ -85,11 +86,13 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	start := time.Now()
 	bar := progress.New(e.stderr, e.progressMode(), "pack", "sample", int64(ds.Len()))
 	p := pipeline.New()
-	idx := make([]int, ds.Len())
-	for i := range idx {
-		idx[i] = i
-	}
-	src := pipeline.FromSlice(p, "index", idx)
+	src := pipeline.FromSeq(p, "index", func(yield func(int) bool) {
+		for i := range ds.Len() {
+			if !yield(i) {
+				return
+			}
+		}
+	})
 	packed := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (loaders.Sample, error) {
 		return pk.pack(ctx, ds, i)
 	}, pipeline.Workers(*workers), pipeline.Ordered(true))
@@ -126,7 +129,8 @@ func runPack(ctx context.Context, e *env, args []string) error {
 
 // packCause leads with the sample's error rather than the pipeline stage's.
 func packCause(err error) error {
-	if se, ok := err.(*pipeline.StageError); ok {
+	var se *pipeline.StageError
+	if errors.As(err, &se) {
 		return se.Err
 	}
 	return err
