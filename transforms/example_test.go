@@ -35,3 +35,31 @@ func ExampleWorker_ApplyFloat32() {
 	// Output:
 	// [-1 -0.6 0.20000005 0.6] <nil>
 }
+
+func ExampleCompose() {
+	// A 4x4 gray image, mirrored and center-cropped to 2x2. HorizontalFlip(1) always flips; r
+	// is still the sample's generator, as in real use.
+	p := transforms.Compose(transforms.HorizontalFlip(1), transforms.CenterCrop(2))
+	in := transforms.Input{Pixels: []byte{
+		0, 1, 2, 3,
+		10, 11, 12, 13,
+		20, 21, 22, 23,
+		30, 31, 32, 33,
+	}, H: 4, W: 4, C: 1}
+	r := rng.NewSample()
+	r.Reset(1, 0, 0)
+	dst := make([]byte, 4)
+	err := p.NewWorker().Apply(dst, in, r)
+	fmt.Println(p, dst, err)
+	// Output:
+	// Compose(HorizontalFlip(1), CenterCrop(2)) [12 11 22 21] <nil>
+}
+
+func ExampleDecodeInfo() {
+	// The smallest valid GIF header: a 3x2 logical screen.
+	gif := []byte("GIF89a\x03\x00\x02\x00\x00\x00\x00,\x00\x00\x00\x00\x03\x00\x02\x00\x00\x02\x02\x04\x01\x00;")
+	info, err := transforms.DecodeInfo(gif)
+	fmt.Printf("%+v %v\n", info, err)
+	// Output:
+	// {Format:gif Width:3 Height:2 Orientation:1} <nil>
+}

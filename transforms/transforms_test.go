@@ -623,6 +623,8 @@ func TestBadInput(t *testing.T) {
 		{"neither", Input{}, ErrShape},
 		{"short pixels", Input{Pixels: []byte{1, 2}, H: 2, W: 2, C: 1}, ErrShape},
 		{"two channels", Input{Pixels: make([]byte, 8), H: 2, W: 2, C: 2}, ErrShape},
+		{"overflowing shape", Input{Pixels: []byte{}, H: 1 << 32, W: 1 << 32, C: 1}, ErrTooLarge},
+		{"huge pixels", Input{Pixels: []byte{1}, H: 20000, W: 20000, C: 1}, ErrTooLarge},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {

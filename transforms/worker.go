@@ -12,6 +12,10 @@ import (
 	ijpeg "github.com/stoke-ml/stoke/transforms/internal/jpeg"
 )
 
+// maxInputSide bounds the sides of raw inputs (whatever the pixel limit) so that no size
+// arithmetic overflows.
+const maxInputSide = 1 << 24
+
 // Worker executes a Pipeline on one sample at a time with reusable scratch memory. Not safe for
 // concurrent use; each goroutine needs its own.
 type Worker struct {
@@ -120,11 +124,12 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 			info.Width, info.Height = w.src.w, w.src.h
 		}
 	} else {
+		// Sides are bounded first so that the products below cannot overflow.
+		if in.H > maxInputSide || in.W > maxInputSide || int64(in.H)*int64(in.W) > int64(p.limit()) {
+			return fmt.Errorf("transforms: %dx%d pixels (limit %d): %w", in.W, in.H, p.limit(), ErrTooLarge)
+		}
 		if in.H <= 0 || in.W <= 0 || (in.C != 1 && in.C != 3 && in.C != 4) || len(in.Pixels) != in.H*in.W*in.C {
 			return fmt.Errorf("transforms: %d pixel bytes for shape %dx%dx%d (HWC, C 1, 3 or 4): %w", len(in.Pixels), in.H, in.W, in.C, ErrShape)
-		}
-		if int64(in.H)*int64(in.W) > int64(p.limit()) {
-			return fmt.Errorf("transforms: %dx%d pixels (limit %d): %w", in.W, in.H, p.limit(), ErrTooLarge)
 		}
 		if in.C == 1 {
 			w.src.setGray(in.Pixels, in.W, in.W, in.H)
