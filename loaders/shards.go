@@ -379,7 +379,8 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 }
 
 // ShardStream reads WebDataset tar shards in order, one sample at a time, without seeking: the way
-// to read shards from pipes or compressed shards too large to hold in memory. It accepts the same
+// to read shards from pipes or compressed shards too large to hold in memory. A compressed shard
+// may expand to 100 times its size (at least 16 MiB) before it is refused. It accepts the same
 // members as Shards; labels are checked to be non-negative only (the number of classes is not
 // known before the end).
 type ShardStream struct {
@@ -435,13 +436,37 @@ func (st *ShardStream) open(path string) error {
 	if err != nil {
 		return err
 	}
+	info, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return err
+	}
 	r, closeFn, err := decompress(fh)
 	if err != nil {
 		fh.Close()
 		return err
 	}
+	// Memory is bounded per member; the ratio alone catches compression bombs here.
+	limit := max(maxExpansion*info.Size(), minCompressedLimit)
+	r = &boundedReader{r: r, left: limit, limit: limit}
 	st.fh, st.close, st.tr, st.pending = fh, closeFn, tar.NewReader(r), nil
 	return nil
+}
+
+// boundedReader fails, rather than reporting the end, once a shard has expanded past its limit.
+type boundedReader struct {
+	r           io.Reader
+	left, limit int64
+}
+
+func (b *boundedReader) Read(p []byte) (int, error) {
+	if b.left <= 0 {
+		return 0, fmt.Errorf("shard expands past %d bytes: %w", b.limit, ErrCorrupt)
+	}
+	p = p[:min(int64(len(p)), b.left)]
+	n, err := b.r.Read(p)
+	b.left -= int64(n)
+	return n, err
 }
 
 // read collects the members of one key; ok is false at the end of the shard.
