@@ -58,11 +58,11 @@ type weights struct {
 }
 
 // compute fills ws for axis a in plane coordinates (source pixel = ratio * full-resolution
-// coordinate) on a plane of size pixels.
-func (ws *weights) compute(a axis, ratio float64, size int, fd filterDef) {
+// coordinate - origin) on a plane of size pixels.
+func (ws *weights) compute(a axis, ratio float64, origin, size int, fd filterDef) {
 	n := a.hi - a.lo
 	scale := a.scale * ratio
-	off := a.off * ratio
+	off := a.off*ratio - float64(origin)
 	fscale := max(scale, 1)
 	support := fd.support * fscale
 	ss := 1 / fscale
@@ -149,12 +149,14 @@ func clip8(v int32) byte {
 }
 
 // plane is one channel of a source image: pixel (x, y) is pix[y*stride + x*step]. rx and ry
-// convert full-resolution stored coordinates to this plane's (subsampled or scaled) ones.
+// convert full-resolution stored coordinates to this plane's (subsampled or scaled) ones, and
+// x0, y0 are the plane coordinates of its first pixel (a plane may hold only a region).
 type plane struct {
 	pix          []byte
 	stride, step int
 	w, h         int
 	rx, ry       float64
+	x0, y0       int
 }
 
 // planeResampler resamples one plane of a source to the output grid of a mapping: prepare runs
@@ -171,8 +173,8 @@ func (rs *planeResampler) prepare(p *plane, m *mapping) {
 	fd := filters[m.filter]
 	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
 	rs.nu = nu
-	rs.wx.compute(m.u, p.rx, p.w, fd)
-	rs.wy.compute(m.v, p.ry, p.h, fd)
+	rs.wx.compute(m.u, p.rx, p.x0, p.w, fd)
+	rs.wy.compute(m.v, p.ry, p.y0, p.h, fd)
 	ymin, ymax := int(rs.wy.start[0]), 0
 	for k := range nv {
 		ymin = min(ymin, int(rs.wy.start[k]))

@@ -241,7 +241,7 @@ func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
 	}
 	for i := range im.Comps {
 		p := &im.Planes[i]
-		src.planes[i] = plane{pix: p.Pix, stride: p.Stride, step: 1, w: p.W, h: p.H,
+		src.planes[i] = plane{pix: p.Pix, stride: p.Stride, step: 1, w: p.W, h: p.H, x0: p.X0, y0: p.Y0,
 			rx: 1 / float64(p.SubX*im.Scale), ry: 1 / float64(p.SubY*im.Scale)}
 	}
 	return nil

@@ -44,10 +44,13 @@ type Options struct {
 	MaxPixels int
 }
 
-// Plane is one decoded component: sample (x, y) is Pix[y*Stride+x], for x < W and y < H.
+// Plane is the decoded part of one component: it holds the samples (X0+x, Y0+y) of the
+// component for x < W and y < H, sample (X0+x, Y0+y) at Pix[y*Stride+x]. Without a region it is
+// the whole component (X0 = Y0 = 0).
 type Plane struct {
 	Pix        []byte
 	Stride     int
+	X0, Y0     int
 	W, H       int
 	SubX, SubY int // full-resolution pixels per sample (at Scale 1), e.g. 2, 2 for 4:2:0 chroma
 }
@@ -93,10 +96,12 @@ func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 	for i := range d.nComp {
 		c := d.comp[i]
 		sx, sy := h0/c.h, v0/c.v
+		x0, y0 := d.rx0*c.h*d.bs, d.ry0*c.v*d.bs
 		m.Planes[i] = Plane{
 			Pix: d.pix[i], Stride: d.stride[i],
-			W:    (d.width + sx*scale - 1) / (sx * scale),
-			H:    (d.height + sy*scale - 1) / (sy * scale),
+			X0: x0, Y0: y0,
+			W:    min((d.width+sx*scale-1)/(sx*scale), (d.rx1*c.h*d.bs)) - x0,
+			H:    min((d.height+sy*scale-1)/(sy*scale), (d.ry1*c.v*d.bs)) - y0,
 			SubX: sx, SubY: sy,
 		}
 	}

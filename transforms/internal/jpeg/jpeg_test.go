@@ -106,11 +106,14 @@ func TestDecodeMatchesStandardLibrary(t *testing.T) {
 					x0, y0, x1, y1 := 0, 0, p.W, p.H
 					if !region.Empty() {
 						x0, y0 = region.Min.X/p.SubX, region.Min.Y/p.SubY
-						x1, y1 = min(p.W, region.Max.X/p.SubX), min(p.H, region.Max.Y/p.SubY)
+						x1, y1 = region.Max.X/p.SubX, region.Max.Y/p.SubY
+					}
+					if x0 < p.X0 || y0 < p.Y0 || x1 > p.X0+p.W || y1 > p.Y0+p.H {
+						t.Fatalf("region %v plane %d holds [%d,%d)x[%d,%d); want [%d,%d)x[%d,%d) covered", region, i, p.X0, p.X0+p.W, p.Y0, p.Y0+p.H, x0, x1, y0, y1)
 					}
 					for y := y0; y < y1; y++ {
 						for x := x0; x < x1; x++ {
-							if got, w := p.Pix[y*p.Stride+x], want[i][y*strides[i]+x]; got != w {
+							if got, w := p.Pix[(y-p.Y0)*p.Stride+x-p.X0], want[i][y*strides[i]+x]; got != w {
 								t.Fatalf("region %v plane %d (%d,%d) = %d; standard library says %d", region, i, x, y, got, w)
 							}
 						}

@@ -4,12 +4,12 @@
 
 package jpeg
 
-// makeImg sizes the component planes for mxx x myy MCUs at the decoder's scale, reusing the
-// Decoder's buffers. Planes are cleared so that blocks outside the region read as zero, whatever
-// the previous image held.
-func (d *decoder) makeImg(mxx, myy int) {
+// makeImg sizes the component planes for the region's MCUs at the decoder's scale, reusing the
+// Decoder's buffers: a plane starts at the region's first block. Planes are cleared so that
+// blocks the scan never reaches read as zero, whatever the previous image held.
+func (d *decoder) makeImg() {
 	for i := range d.nComp {
-		w, h := mxx*d.comp[i].h*d.bs, myy*d.comp[i].v*d.bs
+		w, h := (d.rx1-d.rx0)*d.comp[i].h*d.bs, (d.ry1-d.ry0)*d.comp[i].v*d.bs
 		p := d.pool.pix[i]
 		if cap(p) < w*h {
 			p = make([]byte, w*h)
@@ -136,8 +136,9 @@ func (d *decoder) processSOS(n int) error {
 	mxx := (d.width + 8*h0 - 1) / (8 * h0)
 	myy := (d.height + 8*v0 - 1) / (8 * v0)
 	if !d.haveImg {
-		d.makeImg(mxx, myy)
 		d.rx1, d.ry1 = min(d.rx1, mxx), min(d.ry1, myy)
+		d.rx0, d.ry0 = min(d.rx0, d.rx1), min(d.ry0, d.ry1)
+		d.makeImg()
 	}
 	if d.progressive {
 		for i := 0; i < nComp; i++ {
@@ -526,8 +527,9 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 	if !d.inRegion(bx, by, compIndex) {
 		return
 	}
+	c := &d.comp[compIndex]
 	bs, stride := d.bs, d.stride[compIndex]
-	dst := d.pix[compIndex][bs*(by*stride+bx):]
+	dst := d.pix[compIndex][bs*((by-d.ry0*c.v)*stride+bx-d.rx0*c.h):]
 	if last == 0 || bs == 1 {
 		v := uint8(min(max((b[0]+4)>>3+128, 0), 255))
 		for y := range bs {
