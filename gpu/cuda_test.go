@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -42,6 +43,20 @@ func TestCUDAInfo(t *testing.T) {
 	}
 	if _, err := Open(fmt.Sprintf("cuda:%d", len(infos))); !errors.Is(err, ErrNoDevice) {
 		t.Errorf("Open(cuda:%d) = %v; want ErrNoDevice", len(infos), err)
+	}
+}
+
+// TestCUDANoDevice runs where the driver reports no GPU (scripts/cuda-check.sh sets
+// FAKECUDA_NODEVICE=1 for its stand-in driver): Open and Devices fail with ErrNoDevice.
+func TestCUDANoDevice(t *testing.T) {
+	if os.Getenv("FAKECUDA_NODEVICE") != "1" {
+		t.Skip("needs a driver without a GPU: FAKECUDA_NODEVICE=1 with internal/cudainc/fake")
+	}
+	if d, err := Open("cuda"); !errors.Is(err, ErrNoDevice) {
+		t.Errorf("Open(cuda) = %v, %v; want ErrNoDevice", d, err)
+	}
+	if infos, err := (cudaBackend{}).Devices(); len(infos) != 0 || !errors.Is(err, ErrNoDevice) {
+		t.Errorf("Devices() = %v, %v; want none, ErrNoDevice", infos, err)
 	}
 }
 

@@ -19,8 +19,12 @@
 #      deferred cuInit for gorgonia.org/cu), in a build cache of its own under $CUDA_CHECK_DIR;
 #   4. runs the tests that need NVRTC but no GPU against the real libnvrtc of that version: they
 #      compile kernels/cuda/ops.cu for compute_90 exactly as the runtime does, check that every
-#      kernel the op set loads is in the PTX, and exercise the on-disk PTX cache.
-# Nothing here runs on a GPU; parity and feeder tests need a GPU host (go test -tags cuda ./...).
+#      kernel the op set loads is in the PTX, and exercise the on-disk PTX cache;
+#   5. runs the gpu package's CUDA tests under -race against internal/cudainc/fake/libcuda.c, a
+#      CPU stand-in for the driver calls of the CUDA backend (streams are threads, device memory is
+#      host memory, no kernels), and gpu.Open's no-GPU error with the stand-in reporting no device.
+# Nothing here runs on a GPU: kernel parity and real-driver behaviour need a GPU host
+# (CGO_CFLAGS=-I$PWD/internal/cudainc go test -tags cuda ./gpu/ ./kernels/).
 set -euo pipefail
 
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
@@ -109,6 +113,21 @@ for v in "${versions[@]}"; do
 	ln -sf "$(basename "$(ls "$dir/cuda$v"/lib/libnvrtc.so.* | grep -v alt | head -1)")" "$dir/cuda$v/lib/libnvrtc.so"
 	CGO_LDFLAGS="-L$dir/cuda$v/lib $CGO_LDFLAGS" LD_LIBRARY_PATH="$dir/cuda$v/lib:$dir/stubs" \
 		run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*)$' ./gpu/ ./kernels/
+	# The CUDA backend's own tests (context thread, streams, events, host functions, allocator,
+	# the Feeder over CUDA streams) under -race against internal/cudainc/fake, a CPU stand-in for
+	# the driver calls the gpu package makes; and the no-GPU path of gpu.Open.
+	fake=$dir/fake$v
+	mkdir -p "$fake"
+	if gcc -shared -fPIC -O1 -Wall -Werror -Wl,-soname,libcuda.so.1 -I"$inc" -o "$fake/libcuda.so" internal/cudainc/fake/libcuda.c -lpthread; then
+		ln -sf libcuda.so "$fake/libcuda.so.1"
+		CGO_LDFLAGS="-L$fake $CGO_LDFLAGS" LD_LIBRARY_PATH="$fake" \
+			run go test -race -tags cuda -count=1 -run 'CUDA' ./gpu/
+		CGO_LDFLAGS="-L$fake $CGO_LDFLAGS" LD_LIBRARY_PATH="$fake" FAKECUDA_NODEVICE=1 \
+			run go test -tags cuda -count=1 -run '^TestCUDANoDevice$' -v ./gpu/
+	else
+		echo "cuda-check: CUDA $v: FAILED: building the stand-in driver" >&2
+		status=1
+	fi
 	echo "== CUDA $v: $((SECONDS - start)) s"
 done
 exit $status
