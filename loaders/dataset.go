@@ -25,8 +25,8 @@ var (
 
 // Sample is one example before transformation.
 //
-// The slices in Input may alias the dataset's own memory (MNIST, CIFAR and in-memory datasets hand
-// out views of what they hold): a Sample is read-only for its receiver.
+// The slices in Input may alias the dataset's own memory (MNIST, CIFAR, compressed Shards and
+// in-memory datasets hand out views of what they hold): a Sample is read-only for its receiver.
 type Sample struct {
 	Input transforms.Input
 	Label int

@@ -236,12 +236,17 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 // memory whole (up to 100 times its size and 4 GiB), because compressed streams cannot be read at
 // an offset (use ShardStream, or write plain shards, when that memory is too much).
 //
+// The payload a Sample returns is a view of that memory for a compressed shard (read-only, like
+// MNIST's and CIFAR's samples: copying it would cost an allocation and its clearing per image), and
+// a new slice read from the file for a plain one.
+//
 // Each sample needs one image member (.jpg .jpeg .png .webp .gif .bmp) or a .raw member of uint8
 // pixels with a .json member {"shape": [H, W, C]}, and a label: a .cls (or .cls.txt, .label,
 // .index) member with a decimal integer, or "label" in the .json member.
 type Shards struct {
 	name    string
 	files   []io.ReaderAt
+	mem     [][]byte // decompressed shards held in memory; nil for a plain tar read from its file
 	closers []io.Closer
 	paths   []string
 	shard   []int32 // shard of each sample
@@ -301,6 +306,7 @@ func (s *Shards) scan(shard int, path string) error {
 		// Next is the member's data offset.
 		pos := func() int64 { p, _ := fh.Seek(0, io.SeekCurrent); return p }
 		s.files = append(s.files, fh)
+		s.mem = append(s.mem, nil)
 		s.closers = append(s.closers, fh)
 		st, err := fh.Stat()
 		if err != nil {
@@ -328,6 +334,7 @@ func (s *Shards) scan(shard int, path string) error {
 	}
 	br := bytes.NewReader(data)
 	s.files = append(s.files, br)
+	s.mem = append(s.mem, data)
 	s.closers = append(s.closers, io.NopCloser(nil))
 	return scanTar(br, br.Size(), func() int64 { return br.Size() - int64(br.Len()) }, emit)
 }
@@ -348,7 +355,9 @@ func (s *Shards) Len() int { return len(s.metas) }
 // Info names the dataset; NumClasses is one more than the largest label found.
 func (s *Shards) Info() Info { return Info{Name: s.name, NumClasses: s.classes} }
 
-// Sample reads sample i's payload (a new slice per call). Its Key is "SHARD:KEY".
+// Sample returns sample i, whose Key is "SHARD:KEY". Its payload aliases the dataset's memory when
+// the shard is compressed (held decompressed in memory) and must not be modified; from a plain tar
+// shard it is a new slice read from the file. Views stay valid after Close.
 func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 	if err := checkIndex(s.name, i, len(s.metas)); err != nil {
 		return Sample{}, err
@@ -365,9 +374,16 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 	if m.n > maxFileBytes {
 		return Sample{}, &SampleError{s.name, i, key, fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, ErrCorrupt)}
 	}
-	b := make([]byte, m.n)
-	if _, err := s.files[sh].ReadAt(b, m.off); err != nil {
-		return Sample{}, &SampleError{s.name, i, key, err}
+	var b []byte
+	if mem := s.mem[sh]; mem != nil {
+		// The scan checked that the member lies inside the shard; the capacity ends with it so
+		// that an append cannot reach the next member.
+		b = mem[m.off : m.off+m.n : m.off+m.n]
+	} else {
+		b = make([]byte, m.n)
+		if _, err := s.files[sh].ReadAt(b, m.off); err != nil {
+			return Sample{}, &SampleError{s.name, i, key, err}
+		}
 	}
 	out := Sample{Label: m.label, Key: key}
 	if m.payload == "raw" {

@@ -141,6 +141,50 @@ func TestShardRoundTrip(t *testing.T) {
 	}
 }
 
+// TestShardsSampleMemory checks who owns a sample's payload: a view of the shard for a compressed
+// shard held in memory (the same bytes each call, capacity ending with the member), a new slice per
+// call for a plain tar read from its file.
+func TestShardsSampleMemory(t *testing.T) {
+	samples := testSamples(t, 4)
+	for _, tc := range []struct {
+		suffix string
+		alias  bool
+	}{{".tar", false}, {".tar.gz", true}, {".tar.zst", true}} {
+		t.Run(tc.suffix, func(t *testing.T) {
+			w := writeShards(t, filepath.Join(t.TempDir(), "s-%04d"+tc.suffix), 0, samples)
+			ds, err := OpenShards("test", w.Shards())
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.Close()
+			for i := range samples {
+				a, errA := ds.Sample(context.Background(), i)
+				b, errB := ds.Sample(context.Background(), i)
+				if err := errors.Join(errA, errB); err != nil {
+					t.Fatal(err)
+				}
+				pa, pb := payload(a), payload(b)
+				if alias := &pa[0] == &pb[0]; alias != tc.alias {
+					t.Errorf("Sample(%d) twice shares memory = %v; want %v", i, alias, tc.alias)
+				}
+				if cap(pa) != len(pa) && tc.alias {
+					t.Errorf("cap(Sample(%d) payload) = %d; want its length %d", i, cap(pa), len(pa))
+				}
+				if !sameSample(a, samples[i]) {
+					t.Errorf("Sample(%d) = %+v; want %+v", i, a, samples[i])
+				}
+			}
+		})
+	}
+}
+
+func payload(s Sample) []byte {
+	if s.Input.Pixels != nil {
+		return s.Input.Pixels
+	}
+	return s.Input.Encoded
+}
+
 func TestShardsPythonLayout(t *testing.T) {
 	// Members as Python writers lay them out: keys with folders, several members per key, extra
 	// members Stoke ignores, labels in .cls or .json, and metadata members to skip.
