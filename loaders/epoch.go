@@ -49,6 +49,9 @@ type epochRun struct {
 	// in order.
 	skipped int
 
+	// copies takes each fed batch's copy events to traceCopies; nil without Config.Tracer.
+	copies chan copyTrace
+
 	mu       sync.Mutex
 	open     map[*slotBatch]bool       // slots acquired and not yet handed to the feeder
 	produced map[*gpu.DeviceBatch]bool // batches on the device not yet yielded
@@ -108,7 +111,7 @@ func (l *Loader) begin(epoch int) (int, error) {
 	l.restored = false
 	l.running = true
 	l.epochStart = time.Now()
-	l.pl = pipeline.New()
+	l.pl = pipeline.New(pipeline.WithTracer(l.cfg.Tracer))
 	return start, nil
 }
 
@@ -120,6 +123,17 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 	loaded := pipeline.Map(p, "transform", src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
 	batches := pipeline.Batch(p, "collate", loaded, l.cfg.Batch, false)
 	copied := pipeline.Map(p, "copy", batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
+	if l.copies != nil {
+		// At most Prefetch+2 copies are enqueued at once (the feeder's ring), so sends rarely wait.
+		e.copies = make(chan copyTrace, l.cfg.Prefetch+2)
+		var wg sync.WaitGroup
+		wg.Go(func() { e.traceCopies(ctx) })
+		// Deferred after the pipeline, which Iter has stopped by then: nothing sends any more.
+		defer func() {
+			close(e.copies)
+			wg.Wait()
+		}()
+	}
 	waitFrom := time.Now()
 	for b, err := range pipeline.Iter(ctx, p, copied) {
 		if err != nil {
@@ -273,6 +287,13 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	e.mu.Lock()
 	e.produced[db] = true
 	e.mu.Unlock()
+	if e.copies != nil {
+		start, done := l.copies.latest()
+		select {
+		case e.copies <- copyTrace{seq: sb.seq, start: start, done: done}:
+		case <-ctx.Done(): // the epoch is ending: the copy goes untraced
+		}
+	}
 	b.dev, b.Images, b.Labels, b.Ready = db, db.Buffers[0], db.Buffers[1], db.Ready
 	return b, nil
 }

@@ -105,6 +105,13 @@ type Config struct {
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
 	Allocator pinned.Allocator
+	// Tracer, when set, receives a span for every item each pipeline stage processes (stage
+	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
+	// epoch's run; also "sampler", "collate" and "copy") and one per host-to-device copy (stage
+	// CopyStage, worker 0, index the batch's Seq), which lasts the copy's device time, measured
+	// between the feeder's events, and ends when the Loader saw the copy complete. nil traces
+	// nothing. It is called concurrently from the Loader's goroutines and must be fast.
+	Tracer pipeline.Tracer
 }
 
 // Validate checks cfg and fills in the defaults.
@@ -209,6 +216,7 @@ type Loader struct {
 	ownDev  bool
 	pool    *pinned.Pool
 	feeder  *gpu.Feeder
+	copies  *tracingStream // the feeder's copy stream, seen through; nil without Config.Tracer
 	workers chan *workerState
 
 	mu         sync.Mutex
@@ -302,11 +310,20 @@ func (l *Loader) alloc() error {
 	if err != nil {
 		return fmt.Errorf("loaders: host slots: %w", err)
 	}
+	dev := l.dev
+	var td *tracingDevice
+	if l.cfg.Tracer != nil {
+		td = &tracingDevice{Device: l.dev}
+		dev = td
+	}
 	// One buffer set being copied into, one held by the consumer, Prefetch waiting between them.
-	l.feeder, err = gpu.NewFeeder(gpu.FeederConfig{Device: l.dev, Compute: l.cfg.Stream,
+	l.feeder, err = gpu.NewFeeder(gpu.FeederConfig{Device: dev, Compute: l.cfg.Stream,
 		Sizes: []int{l.labOff, 4 * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2})
 	if err != nil {
 		return fmt.Errorf("loaders: %w", err)
+	}
+	if td != nil {
+		l.copies = td.copy
 	}
 	return nil
 }
