@@ -14,9 +14,11 @@
 // libjpeg's scale_denom) when the crop is at least that many times larger than the output.
 //
 // Randomness comes from the caller's *rng.Sample, reset for (seed, epoch, sample index), so the
-// output depends only on the sample and never on the Worker that ran it. The device-side
-// normalization of Apply's uint8 output, ((float32(v)/255) - mean[c]) / std[c], is exactly what
-// ApplyFloat32 computes on the CPU.
+// output depends only on the sample and never on the Worker that ran it. ApplyFloat32 computes
+// (float32(v)/255 - mean[c]) / std[c] on the CPU from the same uint8 pixels Apply writes, so the
+// device-side normalization of Apply's output (Pipeline.Normalization gives mean and std) agrees
+// with it to within 1e-6, in either of its float32 forms (divide, or multiply by 1/(255 std) and
+// add -mean/std).
 //
 // Bad input never panics: headers are read before decoding, images over the pipeline's pixel
 // limit (DefaultMaxPixels unless WithMaxPixels says otherwise) return an error wrapping
