@@ -5,6 +5,7 @@ package kernels
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 )
@@ -61,5 +62,32 @@ func TestPTXCompileError(t *testing.T) {
 	_, err := ptxFor("compute_1", 13000)
 	if err == nil || !strings.Contains(err.Error(), "kernels: cuda: nvrtc compile") {
 		t.Errorf("ptxFor(compute_1) = %v; want an nvrtc compile error", err)
+	}
+}
+
+func TestNVRTCArch(t *testing.T) {
+	tests := []struct{ cc, want string }{
+		{"9.0", "compute_90"},
+		{"8.0", "compute_80"},
+		{"8.6", "compute_86"},
+		{"99.9", ""}, // newer than any NVRTC: the newest it knows, checked below
+	}
+	for _, tt := range tests {
+		got, err := nvrtcArch(tt.cc)
+		if err != nil {
+			t.Errorf("nvrtcArch(%q) = %v", tt.cc, err)
+			continue
+		}
+		if tt.want != "" && got != tt.want {
+			t.Errorf("nvrtcArch(%q) = %q; want %q", tt.cc, got, tt.want)
+		}
+		if n, err := strconv.Atoi(strings.TrimPrefix(got, "compute_")); tt.want == "" && (err != nil || n < 90) {
+			t.Errorf("nvrtcArch(%q) = %q; want the newest architecture (at least compute_90)", tt.cc, got)
+		}
+	}
+	for _, cc := range []string{"1.0", "nine", "9"} {
+		if got, err := nvrtcArch(cc); err == nil {
+			t.Errorf("nvrtcArch(%q) = %q, nil; want an error", cc, got)
+		}
 	}
 }

@@ -5,7 +5,6 @@ package kernels
 import (
 	"fmt"
 	"math"
-	"strings"
 	"sync"
 	"unsafe"
 
@@ -58,7 +57,10 @@ var cudaKernels = []string{
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	info := dev.Info()
-	arch := "compute_" + strings.ReplaceAll(info.ComputeCapability, ".", "")
+	arch, err := nvrtcArch(info.ComputeCapability)
+	if err != nil {
+		return nil, err
+	}
 	ptx, err := ptxFor(arch, cu.Version())
 	if err != nil {
 		return nil, err

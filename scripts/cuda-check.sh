@@ -112,7 +112,7 @@ for v in "${versions[@]}"; do
 	# on-disk PTX cache.
 	ln -sf "$(basename "$(ls "$dir/cuda$v"/lib/libnvrtc.so.* | grep -v alt | head -1)")" "$dir/cuda$v/lib/libnvrtc.so"
 	CGO_LDFLAGS="-L$dir/cuda$v/lib $CGO_LDFLAGS" LD_LIBRARY_PATH="$dir/cuda$v/lib:$dir/stubs" \
-		run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*)$' ./gpu/ ./kernels/
+		run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*|TestNVRTCArch)$' ./gpu/ ./kernels/
 	# The CUDA backend's own tests (context thread, streams, events, host functions, allocator,
 	# the Feeder over CUDA streams) under -race against internal/cudainc/fake, a CPU stand-in for
 	# the driver calls the gpu package makes; and the no-GPU path of gpu.Open.
