@@ -16,6 +16,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/pipeline"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -89,7 +90,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		defer p.stream.Close()
 		p.consumer = "step"
 	}
-	ld, err := lf.loader(traced, "train", true, dev, p.stream)
+	ld, err := p.loader(&lf, traced, dev)
 	if err != nil {
 		return err
 	}
@@ -142,14 +143,52 @@ type profiler struct {
 	norm     *normalizer // without --train: the consumer normalizes each batch, as every consumer does first
 	consumer string
 
-	rec     *profile.Recorder
-	acc     profile.Accumulator
-	start   time.Time
-	elapsed time.Duration
-	wait    time.Duration
-	batches int64
-	samples int64
-	bar     *progress.Bar
+	rec *profile.Recorder
+	// copyBase is the consumer's number of the running epoch's first batch: the copy lane names
+	// each copy with the number the consumer's lanes give its batch.
+	copyBase int64
+	acc      profile.Accumulator
+	start    time.Time
+	elapsed  time.Duration
+	wait     time.Duration
+	batches  int64
+	samples  int64
+	bar      *progress.Bar
+}
+
+var _ pipeline.Tracer = (*profiler)(nil)
+
+// loader opens the profiled Loader: lf.loader's configuration, shuffled, delivering before the
+// work of p.stream, with the profiler as its Tracer. --workers auto is sized first, untraced.
+func (p *profiler) loader(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device) (*loaders.Loader, error) {
+	policy, _ := loaders.ParseErrorPolicy(lf.onError)
+	cfg := loaders.Config{
+		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
+		Shuffle: true, Seed: lf.seed,
+		Transform: lf.transform(loaders.Describe(ds), "train"),
+		Device:    dev, Stream: p.stream,
+		OnError: policy, MaxSkipped: lf.maxSkipped,
+	}
+	if lf.autoWorkers && lf.workers == 0 {
+		n, err := autoWorkers(ds, cfg)
+		if err != nil {
+			return nil, err
+		}
+		lf.workers, cfg.Workers = n, n
+	}
+	cfg.Tracer = p
+	return loaders.New(ds, cfg)
+}
+
+// Span is the Loader's Tracer: every pipeline stage's items on lanes "STAGE WORKER" (one lane per
+// transform worker), and every host-to-device copy on the lane "copy stream", beside the compute
+// stream. The Loader calls it only while run records (p.rec is set before the first epoch).
+func (p *profiler) Span(stage string, worker int, index int64, start, end time.Time) {
+	if stage == loaders.CopyStage {
+		p.rec.Add("copy stream", stage, "copy batch "+strconv.FormatInt(p.copyBase+index, 10), start, end)
+		return
+	}
+	p.rec.Span(stage, worker, index, start, end)
 }
 
 func (p *profiler) run(ctx context.Context, tr *train.Trainer, data train.Data) error {
@@ -157,7 +196,7 @@ func (p *profiler) run(ctx context.Context, tr *train.Trainer, data train.Data) 
 	defer p.bar.Finish()
 	p.start = time.Now()
 	p.rec = profile.NewRecorder(p.start, maxTraceEvents)
-	p.traced.rec = p.rec // no epoch runs now: the loader's workers start after this write
+	p.traced.rec = p.rec // no epoch runs now: the loader's workers start after this write (so for Span)
 
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -178,6 +217,7 @@ func (p *profiler) run(ctx context.Context, tr *train.Trainer, data train.Data) 
 // it, so that the step's time is the device's.
 func (p *profiler) consume(ctx context.Context) error {
 	for epoch := 0; int(p.batches) < p.n; epoch++ {
+		p.copyBase = p.batches // before the epoch's goroutines start, which read it
 		err := func() error {
 			defer func() { p.acc.Add(p.ld.Stats().Stages) }()
 			for b, err := range p.batchesOf(ctx, epoch) {
@@ -365,6 +405,7 @@ func (d *profiledData) Batches(ctx context.Context, _ int) iter.Seq2[train.Batch
 		p := d.p
 		for epoch := 0; int(p.batches) < p.n; epoch++ {
 			stopped := false
+			p.copyBase = p.batches // before the epoch's goroutines start, which read it
 			from := time.Now()
 			for b, err := range d.inner.Batches(ctx, epoch) {
 				if err != nil {

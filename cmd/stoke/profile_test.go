@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"encoding/xml"
 	"errors"
+	"fmt"
 	"io"
 	"os"
 	"path/filepath"
@@ -22,7 +23,7 @@ func TestProfile(t *testing.T) {
 		name     string
 		args     []string
 		consumer string
-		tracks   []string // span tracks the trace must have
+		tracks   []string // span tracks the trace must have, besides one per transform worker and the copy stream
 	}{
 		{"loader", []string{"--workers", "2"}, "step", []string{"read 0", "consumer", "compute stream"}},
 		{"train", []string{"--workers", "2", "--train", "--model", "mlp"}, "train step", []string{"read 0", "consumer"}},
@@ -62,14 +63,33 @@ func TestProfile(t *testing.T) {
 			if perSample := int64(3*16*16 + 4); r.Workers < 1 || r.AutoWorkers < 1 || r.Copy.Bytes < 20*perSample || r.Copy.Bytes%(4*perSample) != 0 {
 				t.Errorf("profile workers %d, auto %d, copied %d bytes; want >= 1, >= 1, whole batches of %d bytes, at least 5", r.Workers, r.AutoWorkers, r.Copy.Bytes, 4*perSample)
 			}
-			checkTrace(t, trace, tc.tracks)
+			perTrack := checkTrace(t, trace, tc.tracks)
+			// One lane per transform worker, as many as the report's workers, and none beyond.
+			transformSpans := 0
+			for w := range r.Workers + 1 {
+				n, ok := perTrack[fmt.Sprintf("transform %d", w)]
+				if ok != (w < r.Workers) {
+					t.Errorf("trace has track \"transform %d\" = %v; want %v (%d workers)", w, ok, w < r.Workers, r.Workers)
+				}
+				transformSpans += n
+			}
+			// Every sample of every batch consumed was transformed (the loader may run ahead).
+			if transformSpans < 20 {
+				t.Errorf("trace has %d transform slices; want one per sample, at least 20", transformSpans)
+			}
+			// One slice per copy: the 5 batches consumed, and perhaps the third of the second
+			// epoch's 3 batches, copied ahead.
+			if n := perTrack["copy stream"]; n < 5 || n > 6 {
+				t.Errorf("trace has %d slices on the copy stream; want one per copy, 5 or 6", n)
+			}
 			checkSVG(t, svg)
 		})
 	}
 }
 
-// checkTrace parses a trace-event file and checks it names every track in want and has slices.
-func checkTrace(t *testing.T, path string, want []string) {
+// checkTrace parses a trace-event file, checks it names every track in want and has slices, and
+// returns the number of slices on each track.
+func checkTrace(t *testing.T, path string, want []string) map[string]int {
 	t.Helper()
 	b, err := os.ReadFile(path)
 	if err != nil {
@@ -79,6 +99,7 @@ func checkTrace(t *testing.T, path string, want []string) {
 		TraceEvents []struct {
 			Name string         `json:"name"`
 			Ph   string         `json:"ph"`
+			Tid  int            `json:"tid"`
 			Args map[string]any `json:"args"`
 		} `json:"traceEvents"`
 	}
@@ -86,13 +107,19 @@ func checkTrace(t *testing.T, path string, want []string) {
 		t.Fatalf("%s is not JSON: %v", path, err)
 	}
 	tracks := map[string]bool{}
-	slicesN := 0
+	names := map[int]string{}
 	for _, ev := range doc.TraceEvents {
 		if ev.Ph == "M" && ev.Name == "thread_name" {
-			tracks[ev.Args["name"].(string)] = true
+			name, _ := ev.Args["name"].(string)
+			tracks[name], names[ev.Tid] = true, name
 		}
+	}
+	slicesN := 0
+	perTrack := map[string]int{}
+	for _, ev := range doc.TraceEvents {
 		if ev.Ph == "X" {
 			slicesN++
+			perTrack[names[ev.Tid]]++
 		}
 	}
 	for _, w := range want {
@@ -103,6 +130,7 @@ func checkTrace(t *testing.T, path string, want []string) {
 	if slicesN < 20 {
 		t.Errorf("trace has %d slices; want at least one per sample read (20)", slicesN)
 	}
+	return perTrack
 }
 
 func checkSVG(t *testing.T, path string) {
