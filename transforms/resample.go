@@ -88,7 +88,13 @@ func (ws *weights) compute(a axis, ratio float64, origin, size int, fd filterDef
 		cnt := xmax - xmin
 		sum := 0.0
 		for j := range cnt {
-			v := fd.f((float64(j+xmin) - center + 0.5) * ss)
+			x := (float64(j+xmin) - center + 0.5) * ss
+			var v float64
+			if fd.support == 1 { // bilinear, inlined: most pipelines use nothing else
+				v = max(1-math.Abs(x), 0)
+			} else {
+				v = fd.f(x)
+			}
 			fw[j] = v
 			sum += v
 		}
@@ -163,18 +169,34 @@ type plane struct {
 // the horizontal pass over the source rows the crop needs, row then produces one output row by
 // the vertical pass, so that a row of every plane is converted and stored while it is in cache.
 type planeResampler struct {
-	wx, wy weights
+	own    [2]weights // this plane's taps, unless it shares the previous plane's
+	wx, wy *weights
 	tmp    []byte
 	ymin   int
 	nu     int
+	geom   planeGeom // the plane the taps are for
 }
 
-func (rs *planeResampler) prepare(p *plane, m *mapping) {
+// planeGeom is what a plane's taps depend on (besides the mapping, the same for every plane).
+type planeGeom struct {
+	w, h, x0, y0 int
+	rx, ry       float64
+}
+
+// prepare runs the horizontal pass of plane p. prev, if not nil, is the previous plane's
+// resampler: a plane of the same geometry (Cr after Cb, G and B after R) uses its taps.
+func (rs *planeResampler) prepare(p *plane, m *mapping, prev *planeResampler) {
 	fd := filters[m.filter]
 	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
 	rs.nu = nu
-	rs.wx.compute(m.u, p.rx, p.x0, p.w, fd)
-	rs.wy.compute(m.v, p.ry, p.y0, p.h, fd)
+	rs.geom = planeGeom{w: p.w, h: p.h, x0: p.x0, y0: p.y0, rx: p.rx, ry: p.ry}
+	if prev != nil && prev.geom == rs.geom {
+		rs.wx, rs.wy = prev.wx, prev.wy
+	} else {
+		rs.wx, rs.wy = &rs.own[0], &rs.own[1]
+		rs.wx.compute(m.u, p.rx, p.x0, p.w, fd)
+		rs.wy.compute(m.v, p.ry, p.y0, p.h, fd)
+	}
 	ymin, ymax := int(rs.wy.start[0]), 0
 	for k := range nv {
 		ymin = min(ymin, int(rs.wy.start[k]))
@@ -189,24 +211,24 @@ func (rs *planeResampler) prepare(p *plane, m *mapping) {
 		dst := tmp[y*nu : (y+1)*nu]
 		switch {
 		case p.step != 1:
-			horizontalN(dst, src, p.step, &rs.wx)
+			horizontalN(dst, src, p.step, rs.wx)
 		case rs.wx.k == 2:
-			horizontal2(dst, src, &rs.wx)
+			horizontal2(dst, src, rs.wx)
 		case rs.wx.k == 3:
-			horizontal3(dst, src, &rs.wx)
+			horizontal3(dst, src, rs.wx)
 		case rs.wx.k == 4:
-			horizontal4(dst, src, &rs.wx)
+			horizontal4(dst, src, rs.wx)
 		case rs.wx.k == 5:
-			horizontal5(dst, src, &rs.wx)
+			horizontal5(dst, src, rs.wx)
 		default:
-			horizontalK(dst, src, &rs.wx)
+			horizontalK(dst, src, rs.wx)
 		}
 	}
 }
 
 // row writes output row k (of the valid region) into dst[:nu].
 func (rs *planeResampler) row(dst []byte, k int) {
-	wy := &rs.wy
+	wy := rs.wy
 	s0 := int(wy.start[k]) - rs.ymin
 	vertical(dst[:rs.nu], rs.tmp[s0*rs.nu:], rs.nu, wy.w[k*wy.k:(k+1)*wy.k])
 }

@@ -175,7 +175,11 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 			planes = 1
 		}
 		for c := range planes {
-			w.rs[c].prepare(&w.src.planes[c], &m)
+			var prev *planeResampler
+			if c > 0 {
+				prev = &w.rs[c-1]
+			}
+			w.rs[c].prepare(&w.src.planes[c], &m, prev)
 			w.rows[c] = growBytes(w.rows[c], nu)
 		}
 		for k := range nv {
