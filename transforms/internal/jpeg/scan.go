@@ -324,6 +324,11 @@ func (d *decoder) processSOS(n int) error {
 				if d.br.short() {
 					return errShortHuffmanData
 				}
+				// Fork: the region's last MCU ends what a scan of every component must read.
+				if nComp == d.nComp && my+1 >= d.ry1 && mx+1 >= d.rx1 {
+					d.done = true
+					return nil
+				}
 				if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
 					if err := d.br.restart(expectedRST); err != nil {
 						return err
@@ -359,12 +364,6 @@ func (d *decoder) processSOS(n int) error {
 				d.eobRun = 0
 			}
 		} // for mx
-		// Fork: a sequential scan of every component that has passed the region is done with
-		// the image; the caller needs nothing below.
-		if !d.progressive && nComp == d.nComp && my+1 >= d.ry1 {
-			d.done = true
-			return nil
-		}
 	} // for my
 
 	if !d.progressive {
