@@ -7,6 +7,7 @@ import (
 	"image"
 	"image/color"
 	"image/jpeg"
+	"path/filepath"
 	"testing"
 
 	"github.com/stoke-ml/stoke/pinned"
@@ -71,5 +72,39 @@ func BenchmarkLoaderEpoch(b *testing.B) {
 				b.ReportMetric(float64(bc.ds.Len()*e)/b.Elapsed().Seconds(), "images/s")
 			})
 		}
+	}
+}
+
+// BenchmarkShardsSample reads samples of raw 96 x 96 x 3 pixels from a plain and a zstd shard.
+// One op is one sample.
+func BenchmarkShardsSample(b *testing.B) {
+	const n, side = 64, 96
+	samples := make([]Sample, n)
+	for i := range samples {
+		px := make([]byte, side*side*3)
+		for j := range px {
+			px[j] = byte(i + j/7)
+		}
+		samples[i] = Sample{Input: transforms.Input{Pixels: px, H: side, W: side, C: 3}, Label: i % 10}
+	}
+	for _, suffix := range []string{".tar", ".tar.zst"} {
+		b.Run(suffix[1:], func(b *testing.B) {
+			w := writeShards(b, filepath.Join(b.TempDir(), "s-%04d"+suffix), 0, samples)
+			ds, err := OpenShards("bench", w.Shards())
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer ds.Close()
+			b.ReportAllocs()
+			b.SetBytes(side * side * 3)
+			i := 0
+			for b.Loop() {
+				if _, err := ds.Sample(context.Background(), i%n); err != nil {
+					b.Fatal(err)
+				}
+				i++
+			}
+			b.ReportMetric(float64(i)/b.Elapsed().Seconds(), "images/s")
+		})
 	}
 }

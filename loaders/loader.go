@@ -105,12 +105,14 @@ type Config struct {
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
 	Allocator pinned.Allocator
-	// Tracer, when set, receives a span for every item each pipeline stage processes (stage
+	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
 	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
-	// epoch's run; also "sampler", "collate" and "copy") and one per host-to-device copy (stage
-	// CopyStage, worker 0, index the batch's Seq), which lasts the copy's device time, measured
-	// between the feeder's events, and ends when the Loader saw the copy complete. nil traces
-	// nothing. It is called concurrently from the Loader's goroutines and must be fast.
+	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
+	// reports none) and one per host-to-device copy (stage CopyStage, worker 0, index the
+	// batch's Seq), which lasts the copy's device time, measured between the feeder's events, and
+	// ends when the Loader saw the copy complete. nil traces nothing. It is called concurrently
+	// from the Loader's goroutines and must be fast. With a Tracer, an epoch that ends returns
+	// once the copies it enqueued have completed (or its context has ended).
 	Tracer pipeline.Tracer
 }
 

@@ -2,6 +2,7 @@ package loaders
 
 import (
 	"context"
+	"errors"
 	"slices"
 	"sync"
 	"testing"
@@ -106,30 +107,46 @@ func TestLoaderTracer(t *testing.T) {
 	}
 }
 
-// TestLoaderTracerBreak stops consuming mid-epoch: the epoch returns with every goroutine joined,
-// and every batch yielded has its copy span.
-func TestLoaderTracerBreak(t *testing.T) {
-	noLeaks(t)
-	rec := &spanRecorder{}
-	l := newLoader(t, rawDataset(64, 2, 2, 1), Config{Batch: 4, Workers: 2, Tracer: rec})
-	yielded := 0
-	for b, err := range l.Epoch(context.Background(), 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Release()
-		if yielded++; yielded == 3 {
-			break
-		}
-	}
-	got := map[int64]bool{}
-	for _, s := range rec.of(CopyStage) {
-		got[s.index] = true
-	}
-	for k := range int64(yielded) {
-		if !got[k] {
-			t.Errorf("no %s span for yielded batch %d (spans for %v)", CopyStage, k, got)
-		}
+// TestLoaderTracerStop stops mid-epoch, by breaking out of the loop or cancelling the context:
+// the epoch returns with every goroutine joined, and after a break every batch yielded has its copy
+// span.
+func TestLoaderTracerStop(t *testing.T) {
+	for _, cancel := range []bool{false, true} {
+		t.Run(map[bool]string{false: "break", true: "cancel"}[cancel], func(t *testing.T) {
+			noLeaks(t)
+			rec := &spanRecorder{}
+			l := newLoader(t, rawDataset(64, 2, 2, 1), Config{Batch: 4, Workers: 2, Tracer: rec})
+			ctx, stop := context.WithCancel(context.Background())
+			defer stop()
+			yielded := 0
+			for b, err := range l.Epoch(ctx, 0) {
+				if err != nil {
+					if cancel && errors.Is(err, context.Canceled) {
+						break
+					}
+					t.Fatal(err)
+				}
+				b.Release()
+				if yielded++; yielded == 3 {
+					if !cancel {
+						break
+					}
+					stop()
+				}
+			}
+			if cancel {
+				return // copies in flight when the context ended may go untraced
+			}
+			got := map[int64]bool{}
+			for _, s := range rec.of(CopyStage) {
+				got[s.index] = true
+			}
+			for k := range int64(yielded) {
+				if !got[k] {
+					t.Errorf("no %s span for yielded batch %d (spans for %v)", CopyStage, k, got)
+				}
+			}
+		})
 	}
 }
 
