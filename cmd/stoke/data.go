@@ -109,9 +109,18 @@ func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream g
 	return ld, closers{ld, datasetCloser{ds}}, nil
 }
 
-// loader returns a Loader over ds configured by the flags; with --workers auto it first sizes the
-// workers (and records the count in lf.workers, so that later loaders reuse it).
+// loader returns a Loader over ds configured by the flags (see config).
 func (lf *loaderFlags) loader(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, error) {
+	cfg, err := lf.config(ds, split, shuffle, dev, stream)
+	if err != nil {
+		return nil, err
+	}
+	return loaders.New(ds, cfg)
+}
+
+// config is the Loader configuration the flags describe for split of ds; with --workers auto it
+// first sizes the workers (and records the count in lf.workers, so that later loaders reuse it).
+func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (loaders.Config, error) {
 	policy, _ := loaders.ParseErrorPolicy(lf.onError)
 	cfg := loaders.Config{
 		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
@@ -123,11 +132,11 @@ func (lf *loaderFlags) loader(ds loaders.Dataset, split string, shuffle bool, de
 	if lf.autoWorkers && lf.workers == 0 {
 		n, err := autoWorkers(ds, cfg)
 		if err != nil {
-			return nil, err
+			return cfg, err
 		}
 		lf.workers, cfg.Workers = n, n
 	}
-	return loaders.New(ds, cfg)
+	return cfg, nil
 }
 
 // Bounds of the measurement behind --workers auto: long enough for a few batches, short enough not

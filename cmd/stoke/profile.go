@@ -161,20 +161,9 @@ var _ pipeline.Tracer = (*profiler)(nil)
 // loader opens the profiled Loader: lf.loader's configuration, shuffled, delivering before the
 // work of p.stream, with the profiler as its Tracer. --workers auto is sized first, untraced.
 func (p *profiler) loader(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device) (*loaders.Loader, error) {
-	policy, _ := loaders.ParseErrorPolicy(lf.onError)
-	cfg := loaders.Config{
-		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
-		Shuffle: true, Seed: lf.seed,
-		Transform: lf.transform(loaders.Describe(ds), "train"),
-		Device:    dev, Stream: p.stream,
-		OnError: policy, MaxSkipped: lf.maxSkipped,
-	}
-	if lf.autoWorkers && lf.workers == 0 {
-		n, err := autoWorkers(ds, cfg)
-		if err != nil {
-			return nil, err
-		}
-		lf.workers, cfg.Workers = n, n
+	cfg, err := lf.config(ds, "train", true, dev, p.stream)
+	if err != nil {
+		return nil, err
 	}
 	cfg.Tracer = p
 	return loaders.New(ds, cfg)
