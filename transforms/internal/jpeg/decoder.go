@@ -1,5 +1,5 @@
-// Package jpeg is a fork of the Go standard library's image/jpeg decoder (Go 1.26, BSD licence,
-// see the copyright headers) that decodes only what a crop needs, into reusable memory:
+// Package jpeg is a fork of the Go standard library's image/jpeg decoder (Go 1.26; BSD licence,
+// in LICENSE here) that decodes only what a crop needs, into reusable memory:
 //
 //   - Options.Scale 2, 4 or 8 reconstructs each 8x8 block at 4x4, 2x2 or 1x1 samples with a
 //     reduced-size IDCT (libjpeg's scale_denom), for crops much larger than their output;
