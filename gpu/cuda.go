@@ -490,7 +490,9 @@ func (s *cudaStream) buffer(b Buffer, what string) (*cudaBuffer, error) {
 
 // CopyH2D enqueues an asynchronous copy. From pinned (registered) memory it is a DMA transfer that
 // returns at once; from pageable memory the driver stages it and returns once src may be reused.
-// After a sticky error the copy is skipped.
+// A copy enqueued once the stream's sticky error is known is skipped; one enqueued behind a host
+// function that has not run yet still runs if that function fails (unlike on the CPU backend, the
+// GPU's copy engine does not consult the host).
 func (s *cudaStream) CopyH2D(dst Buffer, dstOff int, src []byte) error {
 	const what = "copy host to device"
 	if err := s.open(what); err != nil {
@@ -545,7 +547,8 @@ func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
 // Host enqueues fn with cuLaunchHostFunc: it runs on a driver thread when the stream reaches it,
 // and later work on the stream waits for it to return. fn must not call the CUDA driver through
 // this device in a way that waits for this stream (Synchronize, an event of a later point): that
-// deadlocks, as in CUDA. After a sticky error fn is skipped.
+// deadlocks, as in CUDA. Once the stream has a sticky error, later host functions are skipped
+// when the stream reaches them.
 func (s *cudaStream) Host(fn func() error) error {
 	if fn == nil {
 		return fmt.Errorf("gpu: host function: nil function: %w", ErrRange)

@@ -42,12 +42,12 @@ nvidia-cuda-cccl-cu12==12.9.27 nvidia-cuda-nvcc-cu12==12.9.86"
 wheels_13="nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88 nvidia-cublas==13.0.2.14
 nvidia-cuda-cccl==13.0.85 nvidia-cuda-crt==13.0.88"
 
-# extract WHEEL DEST: nvidia/<pkg>/include/* -> DEST/include, nvidia/<pkg>/lib/libnvrtc* -> DEST/lib.
+# extract WHEEL DEST: nvidia/<pkg>/include/* -> DEST/include, nvidia/<pkg>/lib/libnvrtc*.so.* -> DEST/lib.
 extract() {
 	python3 - "$1" "$2" <<'PY'
 import os, re, shutil, sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
-pat = re.compile(r'^nvidia/[^/]+/(include/.+|lib/libnvrtc[^/]*)$')
+pat = re.compile(r'^nvidia/[^/]+/(include/.+|lib/libnvrtc(?:-builtins)?\.so\.[^/]*)$')  # not the .alt builds
 with zipfile.ZipFile(wheel) as z:
     for info in z.infolist():
         m = pat.match(info.filename)
