@@ -3,8 +3,11 @@
 //
 //   - Options.Scale 2, 4 or 8 reconstructs each 8x8 block at 4x4, 2x2 or 1x1 samples with a
 //     reduced-size IDCT (libjpeg's scale_denom), for crops much larger than their output;
-//   - Options.Region limits the inverse DCT to the blocks of the region, and a sequential scan
-//     stops reading entropy-coded data after the region's last MCU row;
+//   - Options.Region limits the inverse DCT to the blocks of the region (planes hold only
+//     those), blocks beside it are entropy-decoded without being stored, and a sequential scan
+//     stops reading after the region's last MCU;
+//   - sequential scans decode their entropy-coded bits straight from the input, 64 bits at a
+//     time, with a combined 9-bit lookup of AC code and value;
 //   - planes and coefficient buffers belong to the Decoder and are reused, so a warm Decoder
 //     allocates nothing per image;
 //   - the result stays in Y, Cb, Cr (or gray) planes: no colour conversion happens here.
