@@ -105,12 +105,30 @@ func BenchmarkSynthetic(b *testing.B) {
 	b.Run("decode-only", func(b *testing.B) { benchApply(b, Compose(), img, 1) })
 }
 
-// BenchmarkAugmentRaw is the augment path alone (no decode): raw RGB pixels in, uint8 CHW out.
+// BenchmarkAugmentRaw is the augment path alone (no decode): raw interleaved pixels in, uint8
+// CHW out through Train(224) (grey: its crop and flip), at the photo set's size and at the
+// 256-side size `stoke pack --max-side 256` stores, for 3 channels and 1.
 func BenchmarkAugmentRaw(b *testing.B) {
-	raw := hwc(375, 500, 3, func(y, x, c int) byte { return byte(x + y*c) })
+	for _, bc := range []struct {
+		name    string
+		h, w, c int
+	}{
+		{"500x375x3", 375, 500, 3},
+		{"256x192x3", 192, 256, 3},
+		{"256x192x1", 192, 256, 1},
+	} {
+		b.Run(bc.name, func(b *testing.B) { benchRaw(b, bc.h, bc.w, bc.c) })
+	}
+}
+
+func benchRaw(b *testing.B, h, w, c int) {
+	raw := hwc(h, w, c, func(y, x, c int) byte { return byte(x + y*c + (x*y)%29) })
 	p := Train(224)
-	w, r := p.NewWorker(), rng.NewSample()
-	dst := make([]byte, 3*224*224)
+	if c == 1 { // Train's Normalize has three means
+		p = Compose(RandomResizedCrop(224), HorizontalFlip(0.5))
+	}
+	wk, r := p.NewWorker(), rng.NewSample()
+	dst := make([]byte, c*224*224)
 	b.SetBytes(int64(len(raw.Pixels)))
 	b.ReportAllocs()
 	i := 0
@@ -118,7 +136,7 @@ func BenchmarkAugmentRaw(b *testing.B) {
 	for b.Loop() {
 		r.Reset(1, 0, i)
 		i++
-		if err := w.Apply(dst, raw, r); err != nil {
+		if err := wk.Apply(dst, raw, r); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -210,6 +210,12 @@ func (rs *planeResampler) prepare(p *plane, m *mapping, prev *planeResampler) {
 		src := p.pix[(y+ymin)*p.stride:]
 		dst := tmp[y*nu : (y+1)*nu]
 		switch {
+		case p.step == 3 && rs.wx.k == 2:
+			horizontal2Step3(dst, src, rs.wx)
+		case p.step == 3 && rs.wx.k == 3:
+			horizontal3Step3(dst, src, rs.wx)
+		case p.step == 3 && rs.wx.k == 4:
+			horizontal4Step3(dst, src, rs.wx)
 		case p.step != 1:
 			horizontalN(dst, src, p.step, rs.wx)
 		case rs.wx.k == 2:
@@ -285,6 +291,41 @@ func horizontalK(dst, src []byte, ws *weights) {
 			acc += int32(p[t]) * wt
 		}
 		dst[j] = clip8(acc)
+	}
+}
+
+// The Step3 kernels read one channel of interleaved RGB (raw HWC input, packed shards): tap t of
+// output j is src[3*(start[j]+t)]. They add the same products in the same order as horizontalN,
+// so their output is identical; the constant step lets the compiler drop the per-tap bounds
+// checks and multiplications.
+
+func horizontal2Step3(dst, src []byte, ws *weights) {
+	w, st := ws.w[:2*len(dst)], ws.start[:len(dst)]
+	for j := range dst {
+		s := 3 * int(st[j])
+		p := src[s : s+4 : s+4]
+		ww := w[2*j : 2*j+2 : 2*j+2]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[3])*ww[1])
+	}
+}
+
+func horizontal3Step3(dst, src []byte, ws *weights) {
+	w, st := ws.w[:3*len(dst)], ws.start[:len(dst)]
+	for j := range dst {
+		s := 3 * int(st[j])
+		p := src[s : s+7 : s+7]
+		ww := w[3*j : 3*j+3 : 3*j+3]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[3])*ww[1] + int32(p[6])*ww[2])
+	}
+}
+
+func horizontal4Step3(dst, src []byte, ws *weights) {
+	w, st := ws.w[:4*len(dst)], ws.start[:len(dst)]
+	for j := range dst {
+		s := 3 * int(st[j])
+		p := src[s : s+10 : s+10]
+		ww := w[4*j : 4*j+4 : 4*j+4]
+		dst[j] = clip8(half + int32(p[0])*ww[0] + int32(p[3])*ww[1] + int32(p[6])*ww[2] + int32(p[9])*ww[3])
 	}
 }
 

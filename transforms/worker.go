@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"image"
@@ -284,10 +285,23 @@ func (w *Worker) writeRow(dst []byte, m *mapping, k, nc, chanStride int) {
 	}
 }
 
-// copyRow stores src[j] at dst[o+j*du].
+// copyRow stores src[j] at dst[o+j*du]. A flipped CHW row (du -1, half the rows of a
+// training pipeline) reverses 8 bytes at a time.
 func copyRow(dst []byte, o, du int, src []byte) {
-	if du == 1 {
+	switch du {
+	case 1:
 		copy(dst[o:o+len(src)], src)
+		return
+	case -1:
+		n := len(src)
+		d := dst[o-n+1 : o+1]
+		j := 0
+		for ; j+8 <= n; j += 8 {
+			binary.BigEndian.PutUint64(d[n-8-j:], binary.LittleEndian.Uint64(src[j:]))
+		}
+		for ; j < n; j++ {
+			d[n-1-j] = src[j]
+		}
 		return
 	}
 	for j, v := range src {
