@@ -244,6 +244,13 @@ func (m *Model) backward(r *run, n int) error {
 	return nil
 }
 
+// free releases the device memory and unbinds the model, so that another trainer may take it
+// (with freshly initialized weights).
 func (m *Model) free() error {
-	return errors.Join(m.acts.free(), m.weights.free())
+	err := errors.Join(m.acts.free(), m.weights.free())
+	m.ops, m.capN = nil, 0
+	for _, p := range m.params {
+		p.W, p.G, p.slots = kernels.F32{}, kernels.F32{}, nil
+	}
+	return err
 }

@@ -368,3 +368,15 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 		}
 	})
 }
+
+func TestModelReusableAfterClose(t *testing.T) {
+	f := newFixture(t, 64)
+	m := smallMLP(t)
+	if _, err := New(m, f.dev, SGD{LR: 0.1}, Config{Resume: filepath.Join(t.TempDir(), "missing")}); err == nil {
+		t.Fatal("New with a missing checkpoint: error = nil; want one")
+	}
+	res, _ := fit(t, f, m, SGD{LR: 0.1}, Config{})
+	if res.Epochs != 1 {
+		t.Fatalf("model reused after a failed New: %d epochs trained; want 1", res.Epochs)
+	}
+}
