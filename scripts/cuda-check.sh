@@ -23,6 +23,8 @@
 #   5. runs the gpu package's CUDA tests under -race against internal/cudainc/fake/libcuda.c, a
 #      CPU stand-in for the driver calls of the CUDA backend (streams are threads, device memory is
 #      host memory, no kernels), and gpu.Open's no-GPU error with the stand-in reporting no device.
+# Exit status: 0 all passed; 1 something failed to compile or a test failed; 3 the headers could
+# not be fetched (no network), so nothing was checked.
 # Nothing here runs on a GPU: kernel parity and real-driver behaviour need a GPU host
 # (CGO_CFLAGS=-I$PWD/internal/cudainc go test -tags cuda ./gpu/ ./kernels/).
 set -euo pipefail
@@ -67,8 +69,8 @@ fetch() { # fetch VERSION
 	rm -rf "$set" && mkdir -p "$set"
 	tmp=$(mktemp -d "$dir/dl.XXXXXX")
 	for spec in ${!list}; do
-		python3 -m pip download --quiet --no-deps --no-cache-dir --only-binary=:all: -d "$tmp" "$spec"
-		extract "$tmp"/*.whl "$set"
+		python3 -m pip download --quiet --no-deps --no-cache-dir --only-binary=:all: -d "$tmp" "$spec" || return 1
+		extract "$tmp"/*.whl "$set" || return 1
 		rm -f "$tmp"/*.whl
 	done
 	rmdir "$tmp"
@@ -96,7 +98,10 @@ fi
 status=0
 for v in "${versions[@]}"; do
 	start=$SECONDS
-	fetch "$v"
+	if ! fetch "$v"; then
+		echo "cuda-check: could not fetch the CUDA $v headers from PyPI" >&2
+		exit 3
+	fi
 	inc=$dir/cuda$v/include
 	echo "== CUDA $v headers: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
 	export CGO_ENABLED=1
