@@ -16,12 +16,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.register(fs, 128)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
-	lr := fs.Float64("lr", 0.08, "peak learning rate")
+	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp and 0.03 for cnn; see train.Recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
 	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
-	warmupEpochs := fs.Float64("warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs")
+	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
 	if err := e.parse(fs, args); err != nil {
@@ -32,6 +32,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := lf.check(); err != nil {
 		return err
+	}
+	if *lr == 0 {
+		recipe, _ := train.Recipe(*model)
+		*lr = recipe.LR
 	}
 	var opt train.Optimizer
 	switch *optName {

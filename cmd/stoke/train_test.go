@@ -1,0 +1,63 @@
+package main
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+type trainJSON struct {
+	TestAcc          *float64 `json:"test_acc"`
+	FinalLoss        *float64 `json:"final_loss"`
+	SamplesPerS      *float64 `json:"samples_per_s"`
+	Seconds          *float64 `json:"seconds"`
+	Epochs           int      `json:"epochs"`
+	DataWaitFraction *float64 `json:"data_wait_fraction"`
+}
+
+func TestTrainCheckpointResume(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	ck := filepath.Join(t.TempDir(), "ck.bin")
+	args := []string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--workers", "2", "--json", "-q"}
+
+	out, errOut, code := stoke(t, append(args, "--epochs", "1", "--checkpoint", ck)...)
+	if code != 0 {
+		t.Fatalf("train 1 epoch: exit %d: %s", code, errOut)
+	}
+	var first trainJSON
+	lastJSON(t, out, &first)
+	if first.Epochs != 1 || first.TestAcc == nil || first.FinalLoss == nil || first.SamplesPerS == nil || first.Seconds == nil || first.DataWaitFraction == nil {
+		t.Errorf("train --json = %q; want epochs 1 and every contract field", out)
+	}
+	if _, err := os.Stat(ck); err != nil {
+		t.Fatalf("--checkpoint wrote nothing: %v", err)
+	}
+
+	out, errOut, code = stoke(t, append(args, "--epochs", "2", "--resume", ck)...)
+	if code != 0 {
+		t.Fatalf("resume: exit %d: %s", code, errOut)
+	}
+	var resumed trainJSON
+	lastJSON(t, out, &resumed)
+	if resumed.Epochs != 2 {
+		t.Errorf("resumed run reports %d epochs; want 2 in total", resumed.Epochs)
+	}
+
+	// A checkpoint of another model, and a truncated one, are refused with one line on stderr.
+	_, errOut, code = stoke(t, "train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "4", "--epochs", "2", "--resume", ck, "-q")
+	if code != 1 || strings.Count(strings.TrimRight(errOut, "\n"), "\n") != 0 || !strings.Contains(errOut, "checkpoint") {
+		t.Errorf("resume with another model: exit %d, stderr %q; want 1 and a one-line checkpoint error", code, errOut)
+	}
+	b, err := os.ReadFile(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(ck, b[:len(b)/2], 0o644); err != nil {
+		t.Fatal(err)
+	}
+	_, errOut, code = stoke(t, append(args, "--epochs", "2", "--resume", ck)...)
+	if code != 1 || !strings.Contains(errOut, "checkpoint") {
+		t.Errorf("resume from a truncated checkpoint: exit %d, stderr %q; want 1 and a checkpoint error", code, errOut)
+	}
+}
