@@ -19,75 +19,108 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 // ColCols is OutH*OutW.
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
-// im2col writes one sample's column matrix [InC*KH*KW][OutH*OutW] from x [InC][InH][InW]; row r
-// starts at col[r*ld].
-func im2col(col, x []float32, g ConvGeom, ld int) {
+// im2row writes the column-matrix row of kernel offset (ki, kj) for one input plane: dst[y*OutW+x]
+// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding.
+func im2row(dst, plane []float32, g ConvGeom, ki, kj int) {
 	oh, ow := g.OutH(), g.OutW()
-	for c := range g.InC {
-		plane := x[c*g.InH*g.InW : (c+1)*g.InH*g.InW]
-		for ki := range g.KH {
-			for kj := range g.KW {
-				row := col[((c*g.KH+ki)*g.KW+kj)*ld:][:oh*ow]
-				for y := range oh {
-					iy := y*g.Stride - g.Pad + ki
-					dst := row[y*ow : (y+1)*ow]
-					if iy < 0 || iy >= g.InH {
-						clear(dst)
-						continue
-					}
-					src := plane[iy*g.InW : (iy+1)*g.InW]
-					if g.Stride == 1 {
-						// Output columns [x0, x1) read inputs x0-Pad+kj onwards; the rest is padding.
-						x0 := min(max(g.Pad-kj, 0), ow)
-						x1 := max(min(g.InW+g.Pad-kj, ow), x0)
-						clear(dst[:x0])
-						if x1 > x0 {
-							copy(dst[x0:x1], src[x0-g.Pad+kj:])
-						}
-						clear(dst[x1:])
-						continue
-					}
-					for xx := range ow {
-						ix := xx*g.Stride - g.Pad + kj
-						if ix < 0 || ix >= g.InW {
-							dst[xx] = 0
-						} else {
-							dst[xx] = src[ix]
-						}
-					}
-				}
+	for y := range oh {
+		iy := y*g.Stride - g.Pad + ki
+		d := dst[y*ow : (y+1)*ow]
+		if iy < 0 || iy >= g.InH {
+			clear(d)
+			continue
+		}
+		src := plane[iy*g.InW : (iy+1)*g.InW]
+		if g.Stride == 1 {
+			// Output columns [x0, x1) read inputs x0-Pad+kj onwards; the rest is padding.
+			x0 := min(max(g.Pad-kj, 0), ow)
+			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
+			clear(d[:x0])
+			if x1 > x0 {
+				copy(d[x0:x1], src[x0-g.Pad+kj:])
+			}
+			clear(d[x1:])
+			continue
+		}
+		for xx := range ow {
+			ix := xx*g.Stride - g.Pad + kj
+			if ix < 0 || ix >= g.InW {
+				d[xx] = 0
+			} else {
+				d[xx] = src[ix]
 			}
 		}
 	}
 }
 
-// col2im adds one sample's column-matrix gradient (row r at col[r*ld]) back into dx
-// [InC][InH][InW] (which it first clears), in a fixed order.
-func col2im(dx, col []float32, g ConvGeom, ld int) {
-	clear(dx)
+// row2im adds a column-matrix row of kernel offset (ki, kj) back into one input plane's gradient,
+// the inverse of im2row.
+func row2im(plane, src []float32, g ConvGeom, ki, kj int) {
 	oh, ow := g.OutH(), g.OutW()
-	for c := range g.InC {
-		plane := dx[c*g.InH*g.InW : (c+1)*g.InH*g.InW]
-		for ki := range g.KH {
-			for kj := range g.KW {
-				row := col[((c*g.KH+ki)*g.KW+kj)*ld:][:oh*ow]
-				for y := range oh {
-					iy := y*g.Stride - g.Pad + ki
-					if iy < 0 || iy >= g.InH {
-						continue
-					}
-					dst := plane[iy*g.InW : (iy+1)*g.InW]
-					src := row[y*ow : (y+1)*ow]
-					for xx := range ow {
-						ix := xx*g.Stride - g.Pad + kj
-						if ix >= 0 && ix < g.InW {
-							dst[ix] += src[xx]
-						}
+	for y := range oh {
+		iy := y*g.Stride - g.Pad + ki
+		if iy < 0 || iy >= g.InH {
+			continue
+		}
+		dst := plane[iy*g.InW : (iy+1)*g.InW]
+		s := src[y*ow : (y+1)*ow]
+		if g.Stride == 1 {
+			x0 := min(max(g.Pad-kj, 0), ow)
+			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
+			if x1 > x0 {
+				d, sv := dst[x0-g.Pad+kj:x1-g.Pad+kj], s[x0:x1]
+				sv = sv[:len(d)]
+				for i, v := range sv {
+					d[i] += v
+				}
+			}
+			continue
+		}
+		for xx := range ow {
+			ix := xx*g.Stride - g.Pad + kj
+			if ix >= 0 && ix < g.InW {
+				dst[ix] += s[xx]
+			}
+		}
+	}
+}
+
+// im2col writes the batch's column matrix col [InC*KH*KW][N*OutH*OutW] from x. Each part owns
+// whole rows, which it writes front to back (sample after sample).
+func im2col(col, x []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
+	For(g.ColRows(), nc, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			c, ki, kj := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
+			for n := range g.N {
+				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj)
+			}
+		}
+	})
+}
+
+// col2im overwrites dx with the column-matrix gradient col added back to the input positions. Each
+// part owns whole input channels; an element's terms are added in kernel-offset order, whatever
+// the partition.
+func col2im(dx, col []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
+	For(g.InC, g.KH*g.KW*nc, func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			for n := range g.N {
+				clear(dx[n*in+c*hw:][:hw])
+			}
+			for ki := range g.KH {
+				for kj := range g.KW {
+					r := (c*g.KH+ki)*g.KW + kj
+					for n := range g.N {
+						row2im(dx[n*in+c*hw:][:hw], col[r*nc+n*cols:][:cols], g, ki, kj)
 					}
 				}
 			}
 		}
-	}
+	})
 }
 
 // WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: the column matrix of the
@@ -101,13 +134,9 @@ func (g ConvGeom) WorkspaceLen() int { return (g.ColRows() + g.OutC) * g.N * g.C
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
-	in, out := g.InC*g.InH*g.InW, g.OutC*cols
+	out := g.OutC * cols
 	col, yt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
-	For(g.N, rows*cols, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			im2col(col[n*cols:], x[n*in:(n+1)*in], g, nc)
-		}
-	})
+	im2col(col, x, g)
 	Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
 	// yt is [OutC][N][cols]; y is [N][OutC][cols].
 	For(g.N, out, func(lo, hi int) {
@@ -133,7 +162,7 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
-	in, out := g.InC*g.InH*g.InW, g.OutC*cols
+	out := g.OutC * cols
 	col, dyt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
 	For(g.OutC, nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
@@ -152,11 +181,7 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	}
 	// dcol = w^T x dyt, into the column matrix's place, then scattered back per sample.
 	Gemm(true, false, rows, nc, g.OutC, 1, w, dyt, 0, col)
-	For(g.N, rows*cols, func(lo, hi int) {
-		for n := lo; n < hi; n++ {
-			col2im(dx[n*in:(n+1)*in], col[n*cols:], g, nc)
-		}
-	})
+	col2im(dx, col, g)
 }
 
 // PoolGeom is the shape of a max pooling over NCHW data.
