@@ -6,7 +6,7 @@ usage:
   scripts/peer-compare.py loader PHOTO_DIR [--pairs 3] [--workers 2]
       torch_loader.py DIR --workers W  vs  stoke bench --data DIR --size 224 --batch 64 --workers W
       (both: one warm-up epoch, then two timed epochs; images/s)
-  scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1]
+  scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1] [--peer-threads 2]
       torch_mnist.py MNIST_DIR --model M  vs  stoke train --data mnist --model M (samples/s)
 
 The peers come from Debian (see ../shared/peers/README.md):
@@ -46,6 +46,8 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--peer-threads", type=int, default=2,
+                    help="torch_mnist.py --threads (its default is 2; with other load on the machine, 1 is often faster)")
     a = ap.parse_args()
     stoke = os.path.join(root, "bin", "stoke")
     run(["go", "build", "-o", stoke, "./cmd/stoke"])
@@ -62,7 +64,7 @@ def main():
         d = mnist_dir()
         lr = "0.02" if a.what == "cnn" else "0.05"
         peer = ["/usr/bin/python3", os.path.join(peers, "torch_mnist.py"), d, "--model", a.what,
-                "--epochs", str(a.epochs), "--lr", lr]
+                "--epochs", str(a.epochs), "--lr", lr, "--threads", str(a.peer_threads)]
         mine = [stoke, "train", "--data", "mnist", "--model", a.what, "--epochs", str(a.epochs),
                 "--batch", "128", "--json", "-q"]
         peer_fig = lambda out: statistics.mean(float(x) for x in re.findall(r"samples_per_s=(\d+)", out))
