@@ -19,9 +19,9 @@ import (
 var (
 	// ErrCheckpoint: the file is not a readable checkpoint (bad magic, unknown version, truncated,
 	// checksum mismatch).
-	ErrCheckpoint = errors.New("train: corrupt checkpoint")
+	ErrCheckpoint = errors.New("corrupt checkpoint")
 	// ErrMismatch: the checkpoint is sound but belongs to another model or optimizer.
-	ErrMismatch = errors.New("train: checkpoint does not match")
+	ErrMismatch = errors.New("checkpoint does not match")
 )
 
 // The checkpoint format, little-endian:
