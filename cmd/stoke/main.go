@@ -167,8 +167,3 @@ func (e *env) emit(v any) error {
 	_, err = fmt.Fprintf(e.stdout, "%s\n", b)
 	return err
 }
-
-// notBuilt is the answer of a command whose package does not exist yet.
-func notBuilt(what string) error {
-	return fmt.Errorf("%s: not built yet in this version", what)
-}
