@@ -222,7 +222,7 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 		if err = checkLabel(l.info.Name, i, s.Key, s.Label, l.info.NumClasses); err == nil {
 			ws.r.Reset(l.cfg.Seed, e.epoch, i)
 			dst := j.sb.mem[j.pos*l.sample : (j.pos+1)*l.sample]
-			if err = ws.w.Apply(dst, s.Input, ws.r); err != nil {
+			if err = ws.w.Apply(dst, s.Input, ws.r.Rand); err != nil {
 				err = &SampleError{l.info.Name, i, s.Key, err}
 			}
 		}

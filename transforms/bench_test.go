@@ -74,7 +74,7 @@ func benchApply(b *testing.B, p *Pipeline, imgs [][]byte, g int) {
 				for j := k; j < batch; j += g {
 					i := next + j
 					s.r.Reset(1, 0, i)
-					if err := s.w.Apply(s.dst, Input{Encoded: imgs[i%len(imgs)]}, s.r); err != nil {
+					if err := s.w.Apply(s.dst, Input{Encoded: imgs[i%len(imgs)]}, s.r.Rand); err != nil {
 						b.Error(err)
 						return
 					}
@@ -136,7 +136,7 @@ func benchRaw(b *testing.B, h, w, c int) {
 	for b.Loop() {
 		r.Reset(1, 0, i)
 		i++
-		if err := wk.Apply(dst, raw, r); err != nil {
+		if err := wk.Apply(dst, raw, r.Rand); err != nil {
 			b.Fatal(err)
 		}
 	}

@@ -1,7 +1,9 @@
 // Package transforms owns the per-sample work between a sample's bytes and its place in a batch:
 // decoding (JPEG, PNG, GIF, BMP, WebP, raw pixels), geometric augmentation (Resize, CenterCrop,
-// RandomResizedCrop, HorizontalFlip), colour augmentation (ColorJitter) and the output layout
-// (uint8 or float32, CHW or HWC).
+// RandomResizedCrop, RandomCrop with padding, HorizontalFlip, VerticalFlip, Rotate90,
+// RandomRotate90), augmentation of the output pixels (ColorJitter, RandomRotation), and the output
+// layout (uint8 or float32, CHW or HWC). Transform is an open interface: a type of your own that
+// plans its work on a Plan composes like the package's transforms (see the Cutout example).
 //
 // A Pipeline is an immutable description built by Compose (or the ImageNet recipes Train and
 // Eval). A Worker executes it: Apply decodes one Input and writes the transformed pixels straight
@@ -13,8 +15,9 @@
 // reading the scan after the crop's last row, and uses a reduced-size IDCT (1/2, 1/4, 1/8, as
 // libjpeg's scale_denom) when the crop is at least that many times larger than the output.
 //
-// Randomness comes from the caller's *rng.Sample, reset for (seed, epoch, sample index), so the
-// output depends only on the sample and never on the Worker that ran it. ApplyFloat32 computes
+// Randomness comes from the caller's *rand.Rand (math/rand/v2), the sample's own generator: a
+// Loader seeds one per (seed, epoch, sample index), so the output depends only on the sample and
+// never on the Worker that ran it. ApplyFloat32 computes
 // (float32(v)/255 - mean[c]) / std[c] on the CPU from the same uint8 pixels Apply writes, so the
 // device-side normalization of Apply's output (Pipeline.Normalization gives mean and std) agrees
 // with it to within 1e-6, in either of its float32 forms (divide, or multiply by 1/(255 std) and

@@ -2,8 +2,8 @@ package transforms_test
 
 import (
 	"fmt"
+	"math/rand/v2"
 
-	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -13,12 +13,11 @@ func Example() {
 	mean, std, _ := p.Normalization()
 	fmt.Println("out", shape, "mean", mean, "std", std)
 
-	// One Worker per goroutine; one rng.Sample reset per sample makes the crop depend only on
-	// (seed, epoch, index).
-	w, r := p.NewWorker(), rng.NewSample()
+	// One Worker per goroutine; a generator seeded from what identifies the sample (here seed 42,
+	// sample 7) makes the crop depend on the sample only. A Loader does this for you.
+	w, r := p.NewWorker(), rand.New(rand.NewPCG(42, 7))
 	pixels := make([]byte, 375*500*3) // a black 500x375 RGB image, HWC
 	dst := make([]byte, shape.Len())  // in real use: the sample's place in a pinned batch slot
-	r.Reset(42, 0, 7)
 	err := w.Apply(dst, transforms.Input{Pixels: pixels, H: 375, W: 500, C: 3}, r)
 	fmt.Println(len(dst), err)
 	// Output:
@@ -46,8 +45,7 @@ func ExampleCompose() {
 		20, 21, 22, 23,
 		30, 31, 32, 33,
 	}, H: 4, W: 4, C: 1}
-	r := rng.NewSample()
-	r.Reset(1, 0, 0)
+	r := rand.New(rand.NewPCG(1, 0))
 	dst := make([]byte, 4)
 	err := p.NewWorker().Apply(dst, in, r)
 	fmt.Println(p, dst, err)

@@ -44,7 +44,7 @@ func FuzzApply(f *testing.F) {
 	dst := make([]byte, 3*8*8)
 	f.Fuzz(func(t *testing.T, data []byte) {
 		r.Reset(1, 0, len(data))
-		err := w.Apply(dst, Input{Encoded: data}, r)
+		err := w.Apply(dst, Input{Encoded: data}, r.Rand)
 		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
 			t.Errorf("Apply = %v; want nil, ErrCorrupt or ErrTooLarge", err)
 		}

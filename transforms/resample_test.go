@@ -83,7 +83,7 @@ func TestInterleavedMatchesPlanes(t *testing.T) {
 				n := shape.H * shape.W
 				got := make([]byte, 3*n)
 				s.Reset(7, 0, trial)
-				if err := p.NewWorker().Apply(got, in, s); err != nil {
+				if err := p.NewWorker().Apply(got, in, s.Rand); err != nil {
 					t.Fatalf("Apply(%dx%d rgb): %v", w, h, err)
 				}
 				for c := range 3 {
@@ -93,7 +93,7 @@ func TestInterleavedMatchesPlanes(t *testing.T) {
 					}
 					want := make([]byte, n)
 					s.Reset(7, 0, trial)
-					if err := p.NewWorker().Apply(want, grey, s); err != nil {
+					if err := p.NewWorker().Apply(want, grey, s.Rand); err != nil {
 						t.Fatalf("Apply(%dx%d grey): %v", w, h, err)
 					}
 					if !bytes.Equal(got[c*n:(c+1)*n], want) {

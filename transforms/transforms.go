@@ -4,9 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"strings"
-
-	"github.com/stoke-ml/stoke/internal/rng"
 )
 
 // Sentinel errors that callers check with errors.Is.
@@ -81,12 +80,21 @@ var (
 	ImageNetStd  = []float32{0.229, 0.224, 0.225}
 )
 
-// Transform is one step of a Pipeline. Build them with the functions of this package; a Transform
-// draws its randomness, if any, from the sample's generator in Compose order.
+// Transform is one step of a Pipeline. The functions of this package build the usual ones; a
+// type of your own that implements Transform is composed like them (see the example of Cutout).
+//
+// Plan adds the transform's work on one sample to p, from the sample's size alone, before any of
+// its pixels is decoded: geometry through p's Crop, Resize, flip and Rotate90 methods, work on the
+// output pixels through p.Pixels. Randomness comes from r, the sample's own generator (the Loader
+// reseeds it for every (seed, epoch, sample index), so the draws do not depend on the worker that
+// runs the sample); transforms draw from it in Compose order. r is nil when only the output shape
+// is wanted (Pipeline.OutShape) or when the caller of Apply passed none: a random transform then
+// takes a deterministic fallback. Plan is called concurrently for different samples, so it must
+// not modify its receiver. An error it returns fails the sample; wrap ErrInvalid for bad
+// parameters.
 type Transform interface {
+	Plan(p *Plan, r *rand.Rand) error
 	String() string
-	// plan applies the transform to the geometry (and colour steps) of one sample.
-	plan(p *plan, r *rng.Sample) error
 }
 
 // Pipeline is an immutable sequence of transforms. The nil or empty Pipeline decodes Encoded at
@@ -184,7 +192,7 @@ func (p *Pipeline) OutShape(in Shape) (Shape, error) {
 	if err != nil {
 		return Shape{}, err
 	}
-	var pl plan
+	var pl Plan
 	pl.reset(in.W, in.H)
 	if err := p.planAll(&pl, nil); err != nil {
 		return Shape{}, err
@@ -192,7 +200,8 @@ func (p *Pipeline) OutShape(in Shape) (Shape, error) {
 	if err := p.checkNorm(c); err != nil {
 		return Shape{}, err
 	}
-	return Shape{C: c, H: pl.y.n, W: pl.x.n}, nil
+	w, h := pl.Size()
+	return Shape{C: c, H: h, W: w}, nil
 }
 
 func outChannels(c int) (int, error) {
@@ -205,10 +214,16 @@ func outChannels(c int) (int, error) {
 	return 0, fmt.Errorf("transforms: %d channels (want 1, 3 or 4): %w", c, ErrShape)
 }
 
-func (p *Pipeline) planAll(pl *plan, r *rng.Sample) error {
+func (p *Pipeline) planAll(pl *Plan, r *rand.Rand) error {
 	for _, t := range p.transforms() {
-		if err := t.plan(pl, r); err != nil {
+		if err := t.Plan(pl, r); err != nil {
 			return err
+		}
+		if pl.late {
+			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, Plan.Pixels): put it before them: %w", t, ErrInvalid)
+		}
+		if w, h := pl.Size(); w > maxSide || h > maxSide {
+			return fmt.Errorf("transforms: %v: output %dx%d: %w", t, w, h, ErrInvalid)
 		}
 	}
 	if pl.x.n <= 0 || pl.y.n <= 0 {
@@ -251,7 +266,7 @@ func (t resize) String() string {
 	return fmt.Sprintf("Resize(%d, %v)", t.size, t.filter)
 }
 
-func (t resize) plan(p *plan, _ *rng.Sample) error {
+func (t resize) Plan(p *Plan, _ *rand.Rand) error {
 	if t.filter > Lanczos {
 		return fmt.Errorf("transforms: %v: unknown filter: %w", t, ErrInvalid)
 	}
@@ -260,7 +275,7 @@ func (t resize) plan(p *plan, _ *rng.Sample) error {
 		if t.size < 0 {
 			return fmt.Errorf("transforms: %v: negative size: %w", t, ErrInvalid)
 		}
-		W, H := p.x.n, p.y.n
+		W, H := p.Size()
 		if W <= H {
 			w, h = t.size, int(int64(t.size)*int64(H)/int64(W))
 		} else {
@@ -268,11 +283,10 @@ func (t resize) plan(p *plan, _ *rng.Sample) error {
 		}
 	}
 	if h <= 0 || w <= 0 || h > maxSide || w > maxSide {
-		return fmt.Errorf("transforms: %v of %dx%d: output %dx%d: %w", t, p.x.n, p.y.n, w, h, ErrInvalid)
+		W, H := p.Size()
+		return fmt.Errorf("transforms: %v of %dx%d: output %dx%d: %w", t, W, H, w, h, ErrInvalid)
 	}
-	p.filter = t.filter
-	p.x.resize(w)
-	p.y.resize(h)
+	p.Resize(w, h, t.filter)
 	return nil
 }
 
@@ -287,13 +301,14 @@ type centerCrop struct{ size int }
 
 func (t centerCrop) String() string { return fmt.Sprintf("CenterCrop(%d)", t.size) }
 
-func (t centerCrop) plan(p *plan, _ *rng.Sample) error {
+func (t centerCrop) Plan(p *Plan, _ *rand.Rand) error {
 	if t.size <= 0 || t.size > maxSide {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
-	top := int(math.RoundToEven(float64(p.y.n-t.size) / 2))
-	left := int(math.RoundToEven(float64(p.x.n-t.size) / 2))
-	p.crop(left, top, t.size, t.size)
+	W, H := p.Size()
+	top := int(math.RoundToEven(float64(H-t.size) / 2))
+	left := int(math.RoundToEven(float64(W-t.size) / 2))
+	p.Crop(left, top, t.size, t.size)
 	return nil
 }
 
@@ -320,21 +335,20 @@ func (t rrc) String() string {
 	return fmt.Sprintf("RandomResizedCrop(%d, scale=%v, ratio=%v)", t.size, t.scale, t.ratio)
 }
 
-func (t rrc) plan(p *plan, r *rng.Sample) error {
+func (t rrc) Plan(p *Plan, r *rand.Rand) error {
 	if t.size <= 0 || t.size > maxSide || !(t.scale[0] > 0 && t.scale[0] <= t.scale[1] && t.scale[1] <= 1) ||
 		!(t.ratio[0] > 0 && t.ratio[0] <= t.ratio[1]) {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
-	x, y, w, h := t.box(p.x.n, p.y.n, r)
-	p.crop(x, y, w, h)
-	p.filter = Bilinear
-	p.x.resize(t.size)
-	p.y.resize(t.size)
+	W, H := p.Size()
+	x, y, w, h := t.box(W, H, r)
+	p.Crop(x, y, w, h)
+	p.Resize(t.size, t.size, Bilinear)
 	return nil
 }
 
 // box is torchvision's RandomResizedCrop.get_params. A nil r (shape inference) takes the fallback.
-func (t rrc) box(width, height int, r *rng.Sample) (x, y, w, h int) {
+func (t rrc) box(width, height int, r *rand.Rand) (x, y, w, h int) {
 	area := float64(width) * float64(height)
 	lr0, lr1 := math.Log(t.ratio[0]), math.Log(t.ratio[1])
 	for range 10 {
@@ -370,9 +384,10 @@ type hflip struct{ p float64 }
 
 func (t hflip) String() string { return fmt.Sprintf("HorizontalFlip(%g)", t.p) }
 
-func (t hflip) plan(p *plan, r *rng.Sample) error {
+func (t hflip) Plan(p *Plan, r *rand.Rand) error {
+	p.geometry() // even when it does not flip: a sample that does would fail after a pixel step
 	if r != nil && r.Float64() < t.p {
-		p.flip = !p.flip
+		p.FlipHorizontal()
 	}
 	return nil
 }
@@ -390,7 +405,7 @@ type jitter struct{ b, c, s float64 }
 
 func (t jitter) String() string { return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s) }
 
-func (t jitter) plan(p *plan, r *rng.Sample) error {
+func (t jitter) Plan(p *Plan, r *rand.Rand) error {
 	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
@@ -409,7 +424,7 @@ func (t jitter) plan(p *plan, r *rng.Sample) error {
 	r.Shuffle(3, func(i, j int) { order[i], order[j] = order[j], order[i] })
 	for _, k := range order {
 		if [3]float64{t.b, t.c, t.s}[k] > 0 {
-			p.color = append(p.color, colorOp{kind: k, f: f[k]})
+			p.post = append(p.post, pixelOp{kind: k, f: f[k]})
 		}
 	}
 	return nil
@@ -426,7 +441,7 @@ type normalize struct{ mean, std []float32 }
 
 func (t normalize) String() string { return fmt.Sprintf("Normalize(%v, %v)", t.mean, t.std) }
 
-func (t normalize) plan(*plan, *rng.Sample) error {
+func (t normalize) Plan(*Plan, *rand.Rand) error {
 	if len(t.mean) == 0 || len(t.mean) != len(t.std) {
 		return fmt.Errorf("transforms: %v: mean and std lengths differ: %w", t, ErrInvalid)
 	}

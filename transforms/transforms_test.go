@@ -59,7 +59,7 @@ func TestApplyKnownPixels(t *testing.T) {
 			}
 			dst := make([]byte, s.Len())
 			r := rng.NewSample()
-			if err := tc.p.NewWorker().Apply(dst, in, r); err != nil {
+			if err := tc.p.NewWorker().Apply(dst, in, r.Rand); err != nil {
 				t.Fatal(err)
 			}
 			for c := range s.C {
@@ -185,21 +185,21 @@ func TestColorJitterKnownValues(t *testing.T) {
 	// One RGB pixel pair, CHW: pixel A = (100, 150, 200), pixel B = (0, 50, 250).
 	base := []byte{100, 0, 150, 50, 200, 250}
 	tests := []struct {
-		op   colorOp
+		op   pixelOp
 		want []byte
 	}{
-		{colorOp{0, 0.5}, []byte{50, 0, 75, 25, 100, 125}},
-		{colorOp{0, 2}, []byte{200, 0, 255, 100, 255, 255}},
+		{pixelOp{kind: 0, f: 0.5}, []byte{50, 0, 75, 25, 100, 125}},
+		{pixelOp{kind: 0, f: 2}, []byte{200, 0, 255, 100, 255, 255}},
 		// grey A = 140.75 -> 141, grey B = 57.85 -> 58: mean 99.5 rounds to 100; factor 0 makes
 		// every value the mean.
-		{colorOp{1, 0}, []byte{100, 100, 100, 100, 100, 100}},
+		{pixelOp{kind: 1, f: 0}, []byte{100, 100, 100, 100, 100, 100}},
 		// saturation 0: each pixel becomes its grey value.
-		{colorOp{2, 0}, []byte{141, 58, 141, 58, 141, 58}},
-		{colorOp{2, 1}, base},
+		{pixelOp{kind: 2, f: 0}, []byte{141, 58, 141, 58, 141, 58}},
+		{pixelOp{kind: 2, f: 1}, base},
 	}
 	for _, tc := range tests {
 		dst := slices.Clone(base)
-		jitterPixels(dst, []colorOp{tc.op}, 3, 2, 1, 2)
+		jitterPixels(dst, tc.op, 3, 2, 1, 2)
 		if !bytes.Equal(dst, tc.want) {
 			t.Errorf("jitter(%+v) = %v; want %v", tc.op, dst, tc.want)
 		}
@@ -209,7 +209,7 @@ func TestColorJitterKnownValues(t *testing.T) {
 	dst := make([]byte, 75)
 	r := rng.NewSample()
 	r.Reset(1, 0, 0)
-	if err := Compose(ColorJitter(0, 0.9, 0.9)).NewWorker().Apply(dst, in, r); err != nil {
+	if err := Compose(ColorJitter(0, 0.9, 0.9)).NewWorker().Apply(dst, in, r.Rand); err != nil {
 		t.Fatal(err)
 	}
 	for i, v := range dst {
@@ -231,7 +231,7 @@ func TestRandomResizedCropDistribution(t *testing.T) {
 		var small int
 		for i := range N {
 			r.Reset(7, 0, i)
-			x, y, w, h := tr.box(W, H, r)
+			x, y, w, h := tr.box(W, H, r.Rand)
 			if x < 0 || y < 0 || x+w > W || y+h > H {
 				t.Fatalf("box(%d) = %d,%d %dx%d; outside %dx%d", i, x, y, w, h, W, H)
 			}
@@ -272,7 +272,7 @@ func TestRandomResizedCropDistribution(t *testing.T) {
 		tr := RandomResizedCrop(32).(rrc)
 		r := rng.NewSample()
 		r.Reset(1, 0, 0)
-		x, y, w, h := tr.box(10000, 1, r)
+		x, y, w, h := tr.box(10000, 1, r.Rand)
 		if x != 4999 || y != 0 || w != 1 || h != 1 {
 			t.Errorf("box(10000x1) = %d,%d %dx%d; want 4999,0 1x1", x, y, w, h)
 		}
@@ -329,7 +329,7 @@ func TestSameOutputWhateverTheWorker(t *testing.T) {
 				for i := g; i < len(imgs); i += workers {
 					r.Reset(3, 1, i)
 					out[i] = make([]byte, 3*16*16)
-					if err := w.Apply(out[i], imgs[i], r); err != nil {
+					if err := w.Apply(out[i], imgs[i], r.Rand); err != nil {
 						errs <- err
 						return
 					}
@@ -359,11 +359,11 @@ func TestFloatPathMatchesDeviceNormalization(t *testing.T) {
 		u8 := make([]byte, 3*12*12)
 		f32 := make([]float32, len(u8))
 		r.Reset(1, 2, 3)
-		if err := w.ApplyLayout(u8, l, in, r); err != nil {
+		if err := w.ApplyLayout(u8, l, in, r.Rand); err != nil {
 			t.Fatal(err)
 		}
 		r.Reset(1, 2, 3)
-		if err := w.ApplyFloat32(f32, l, in, r); err != nil {
+		if err := w.ApplyFloat32(f32, l, in, r.Rand); err != nil {
 			t.Fatal(err)
 		}
 		mean, std, ok := p.Normalization()
@@ -409,7 +409,7 @@ func TestLayoutHWC(t *testing.T) {
 	if err := Compose().NewWorker().ApplyLayout(dst, HWC, in, nil); err != nil || !bytes.Equal(dst, in.Pixels) {
 		t.Errorf("ApplyLayout(HWC) = %v, %v; want the input %v", dst, err, in.Pixels)
 	}
-	if err := Compose(HorizontalFlip(1)).NewWorker().ApplyLayout(dst, HWC, in, rng.NewSample()); err != nil {
+	if err := Compose(HorizontalFlip(1)).NewWorker().ApplyLayout(dst, HWC, in, rng.NewSample().Rand); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := dst[:3], in.Pixels[4*3:5*3]; !bytes.Equal(got, want) {
@@ -575,7 +575,7 @@ func TestJPEGOrientation(t *testing.T) {
 			}
 			// The same image cropped and flipped: the geometry follows the displayed frame.
 			dst2 := make([]byte, 3*4*4)
-			if err := Compose(CenterCrop(4), HorizontalFlip(1)).NewWorker().Apply(dst2, Input{Encoded: data}, rng.NewSample()); err != nil {
+			if err := Compose(CenterCrop(4), HorizontalFlip(1)).NewWorker().Apply(dst2, Input{Encoded: data}, rng.NewSample().Rand); err != nil {
 				t.Fatal(err)
 			}
 			cx, cy := tc.w/2-2, tc.h/2-2
@@ -629,7 +629,7 @@ func TestBadInput(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			dst := make([]byte, 3*8*8)
-			err := Compose(RandomResizedCrop(8)).NewWorker().Apply(dst, tc.in, rng.NewSample())
+			err := Compose(RandomResizedCrop(8)).NewWorker().Apply(dst, tc.in, rng.NewSample().Rand)
 			if !errors.Is(err, tc.want) {
 				t.Errorf("Apply(%s) = %v; want %v", tc.name, err, tc.want)
 			}
@@ -651,7 +651,7 @@ func TestSteadyStateAllocatesNothing(t *testing.T) {
 	run := func() {
 		r.Reset(1, 0, i)
 		i++
-		if err := w.Apply(dst, raw, r); err != nil {
+		if err := w.Apply(dst, raw, r.Rand); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -706,11 +706,11 @@ func TestJPEGPathMatchesDecodedPixels(t *testing.T) {
 			a, b := make([]byte, s.Len()), make([]byte, s.Len())
 			for i := range 5 {
 				r.Reset(9, 0, i)
-				if err := w1.Apply(a, Input{Encoded: data}, r); err != nil {
+				if err := w1.Apply(a, Input{Encoded: data}, r.Rand); err != nil {
 					t.Fatal(err)
 				}
 				r.Reset(9, 0, i)
-				if err := w2.Apply(b, raw, r); err != nil {
+				if err := w2.Apply(b, raw, r.Rand); err != nil {
 					t.Fatal(err)
 				}
 				sum := 0
@@ -733,7 +733,7 @@ func TestJPEGSteadyStateAllocatesNothing(t *testing.T) {
 	run := func() {
 		r.Reset(1, 0, i)
 		i++
-		if err := w.Apply(dst, Input{Encoded: data}, r); err != nil {
+		if err := w.Apply(dst, Input{Encoded: data}, r.Rand); err != nil {
 			t.Fatal(err)
 		}
 	}

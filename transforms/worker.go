@@ -8,8 +8,8 @@ import (
 	"image"
 	"image/jpeg"
 	"math"
+	"math/rand/v2"
 
-	"github.com/stoke-ml/stoke/internal/rng"
 	ijpeg "github.com/stoke-ml/stoke/transforms/internal/jpeg"
 )
 
@@ -21,13 +21,14 @@ const maxInputSide = 1 << 24
 // concurrent use; each goroutine needs its own.
 type Worker struct {
 	p    *Pipeline
-	pl   plan
+	pl   Plan
 	src  source
 	jd   ijpeg.Decoder
 	rs   [3]planeResampler
 	rows [3][]byte // one output row per plane, in the stored frame
 	conv []byte    // RGB conversion of rare image models
 	u8   []byte    // uint8 staging of the float path
+	rot  []byte    // RandomRotation's copy of the output
 	lut  [][256]float32
 }
 
@@ -47,22 +48,24 @@ func (p *Pipeline) NewWorker() *Worker {
 
 // Apply transforms in and writes uint8 CHW pixels into dst, whose length must be C*H*W for the
 // output size H x W the pipeline gives this input and C = 1 or 3 (the channels wanted: encoded
-// images are converted to RGB or to luma, raw pixels likewise). Randomness is drawn from r, which
-// the caller has Reset for the sample; r may be nil for pipelines without random transforms (they
-// then take their deterministic fallback). A warm Worker allocates nothing for JPEG and raw input.
-func (w *Worker) Apply(dst []byte, in Input, r *rng.Sample) error {
+// images are converted to RGB or to luma, raw pixels likewise). Randomness is drawn from r, the
+// sample's own generator (seed it from what identifies the sample, for instance
+// rand.New(rand.NewPCG(seed, uint64(index))), so that the output does not depend on which Worker
+// ran it); r may be nil for pipelines without random transforms (random ones then take their
+// deterministic fallback). A warm Worker allocates nothing for JPEG and raw input.
+func (w *Worker) Apply(dst []byte, in Input, r *rand.Rand) error {
 	return w.apply(dst, CHW, in, r)
 }
 
 // ApplyLayout is Apply with the output layout l (CHW or HWC).
-func (w *Worker) ApplyLayout(dst []byte, l Layout, in Input, r *rng.Sample) error {
+func (w *Worker) ApplyLayout(dst []byte, l Layout, in Input, r *rand.Rand) error {
 	return w.apply(dst, l, in, r)
 }
 
 // ApplyFloat32 is Apply followed by the conversion to float32 in layout l:
 // (float32(v)/255 - mean[c]) / std[c] with the pipeline's Normalize, or float32(v)/255 without
 // one. The device-side normalization of Apply's output computes the same numbers.
-func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rng.Sample) error {
+func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rand.Rand) error {
 	w.u8 = growBytes(w.u8, len(dst))
 	if err := w.apply(w.u8, l, in, r); err != nil {
 		return err
@@ -94,7 +97,7 @@ func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rng.Sample) 
 	return nil
 }
 
-func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
+func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 	p := w.p
 	encoded := in.Encoded != nil
 	if encoded == (in.Pixels != nil) {
@@ -146,7 +149,7 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 	if err := p.planAll(pl, r); err != nil {
 		return err
 	}
-	ow, oh := pl.x.n, pl.y.n
+	ow, oh := pl.Size()
 	nc := len(dst) / (ow * oh)
 	if (nc != 1 && nc != 3) || nc*ow*oh != len(dst) {
 		return fmt.Errorf("transforms: dst of %d bytes for a %dx%d output (want 1 or 3 channels): %w", len(dst), ow, oh, ErrShape)
@@ -190,10 +193,47 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 			w.writeRow(dst, &m, k, nc, chanStride)
 		}
 	}
-	if len(pl.color) > 0 {
-		jitterPixels(dst, pl.color, nc, ow*oh, pix, chanStride)
+	for _, op := range pl.post {
+		switch op.kind {
+		case opFunc:
+			op.fn(Image{Pix: dst, C: nc, H: oh, W: ow, Layout: l})
+		case opRotate:
+			w.rot = growBytes(w.rot, len(dst))
+			copy(w.rot, dst)
+			rotatePixels(dst, w.rot, op.f, nc, ow, oh, pix, row, chanStride)
+		default:
+			jitterPixels(dst, op, nc, ow*oh, pix, chanStride)
+		}
 	}
 	return nil
+}
+
+// rotatePixels writes into dst the image src turned by angle radians counterclockwise about its
+// centre, with nearest-neighbour sampling and zeros where the turned image does not reach (as
+// torchvision's rotate with its defaults).
+func rotatePixels(dst, src []byte, angle float64, nc, w, h, pix, row, chanStride int) {
+	sin, cos := math.Sincos(angle)
+	cx, cy := float64(w-1)/2, float64(h-1)/2
+	for y := range h {
+		dy := float64(y) - cy
+		for x := range w {
+			dx := float64(x) - cx
+			// The inverse turn: where output pixel (x, y) comes from.
+			sx := int(math.Round(cos*dx - sin*dy + cx))
+			sy := int(math.Round(sin*dx + cos*dy + cy))
+			d := y*row + x*pix
+			if sx < 0 || sx >= w || sy < 0 || sy >= h {
+				for c := range nc {
+					dst[d+c*chanStride] = 0
+				}
+				continue
+			}
+			s := sy*row + sx*pix
+			for c := range nc {
+				dst[d+c*chanStride] = src[s+c*chanStride]
+			}
+		}
+	}
 }
 
 // decodeJPEG decodes only what mapping m reads: the blocks around the crop, at the largest
@@ -360,41 +400,39 @@ func clampShift(v int32) byte {
 	return byte(^(v >> 31))
 }
 
-// jitterPixels applies ColorJitter's steps to the n pixels of dst in place. Brightness and
+// jitterPixels applies one of ColorJitter's steps to the n pixels of dst in place. Brightness and
 // contrast are lookup tables; saturation blends each pixel with its own grey value.
-func jitterPixels(dst []byte, ops []colorOp, nc, n, pix, chanStride int) {
-	var lut [256]byte
-	for _, op := range ops {
-		switch op.kind {
-		case 0, 1:
-			mean := 0.0
-			if op.kind == 1 {
-				var sum uint64
-				for i := range n {
-					sum += uint64(grey(dst, i*pix, nc, chanStride))
-				}
-				mean = math.Floor(float64(sum)/float64(n) + 0.5)
-			}
-			for v := range lut {
-				lut[v] = round8(mean + op.f*(float64(v)-mean))
-			}
-			for c := range nc {
-				for i := range n {
-					d := i*pix + c*chanStride
-					dst[d] = lut[dst[d]]
-				}
-			}
-		case 2:
-			if nc != 3 {
-				continue
-			}
-			f := float32(op.f)
+func jitterPixels(dst []byte, op pixelOp, nc, n, pix, chanStride int) {
+	switch op.kind {
+	case opBrightness, opContrast:
+		var lut [256]byte
+		mean := 0.0
+		if op.kind == opContrast {
+			var sum uint64
 			for i := range n {
-				g := float32(grey(dst, i*pix, 3, chanStride))
-				for c := range 3 {
-					d := i*pix + c*chanStride
-					dst[d] = round8(float64(g + f*(float32(dst[d])-g)))
-				}
+				sum += uint64(grey(dst, i*pix, nc, chanStride))
+			}
+			mean = math.Floor(float64(sum)/float64(n) + 0.5)
+		}
+		for v := range lut {
+			lut[v] = round8(mean + op.f*(float64(v)-mean))
+		}
+		for c := range nc {
+			for i := range n {
+				d := i*pix + c*chanStride
+				dst[d] = lut[dst[d]]
+			}
+		}
+	case opSaturation:
+		if nc != 3 {
+			return
+		}
+		f := float32(op.f)
+		for i := range n {
+			g := float32(grey(dst, i*pix, 3, chanStride))
+			for c := range 3 {
+				d := i*pix + c*chanStride
+				dst[d] = round8(float64(g + f*(float32(dst[d])-g)))
 			}
 		}
 	}

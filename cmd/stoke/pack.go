@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/progress"
-	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
 	"github.com/stoke-ml/stoke/transforms"
@@ -190,9 +189,7 @@ func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.
 // decode writes in's pixels through tf into dst as HWC. The Worker is made per sample: sizes vary
 // from image to image, and a Worker serves one pipeline.
 func decode(tf *transforms.Pipeline, dst []byte, in transforms.Input) error {
-	r := rng.NewSample()
-	r.Reset(0, 0, 0) // the transforms here are deterministic
-	return tf.NewWorker().ApplyLayout(dst, transforms.HWC, in, r)
+	return tf.NewWorker().ApplyLayout(dst, transforms.HWC, in, nil) // the transforms here are deterministic
 }
 
 // fits reports whether a w x h image needs no shrinking for maxSide (0: no bound).
