@@ -194,7 +194,10 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 		if e.next >= e.end {
 			return job{}, false, nil
 		}
+		// Waiting for a free slot is waiting for downstream to hand one back, not the sampler's work.
+		t := time.Now()
 		slot, err := l.pool.Acquire(ctx)
+		pipeline.Blocked(ctx, time.Since(t))
 		if err != nil {
 			return job{}, false, err
 		}
@@ -214,8 +217,7 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 // load reads, decodes and augments one sample into its place in the slot.
 func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 	l := e.l
-	ws := <-l.workers // never waits: there are as many as the stage has workers
-	defer func() { l.workers <- ws }()
+	ws := &l.workers[pipeline.Worker(ctx)]
 	i := j.sb.indices[j.pos]
 	s, err := l.ds.Sample(ctx, i)
 	if err == nil {

@@ -219,7 +219,7 @@ type Loader struct {
 	pool    *pinned.Pool
 	feeder  *gpu.Feeder
 	copies  *tracingStream // the feeder's copy stream, seen through; nil without Config.Tracer
-	workers chan *workerState
+	workers []workerState // one per transform worker, indexed by pipeline.Worker
 
 	mu         sync.Mutex
 	running    bool
@@ -277,9 +277,9 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := l.alloc(); err != nil {
 		return nil, errors.Join(err, l.free())
 	}
-	l.workers = make(chan *workerState, cfg.Workers)
-	for range cfg.Workers {
-		l.workers <- &workerState{w: cfg.Transform.NewWorker(), r: rng.NewSample()}
+	l.workers = make([]workerState, cfg.Workers)
+	for i := range l.workers {
+		l.workers[i] = workerState{w: cfg.Transform.NewWorker(), r: rng.NewSample()}
 	}
 	return l, nil
 }

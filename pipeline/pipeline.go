@@ -238,17 +238,60 @@ func recv[T any](ctx context.Context, st *stage, ch chan item[T]) (it item[T], o
 	}
 }
 
-// call runs a user function, turning a panic into a *PanicError and accounting busy time.
-func call[In, Out any](ctx context.Context, st *stage, worker int, idx int64, fn func(context.Context, In) (Out, error), v In) (out Out, err error) {
+// workerKey is the context key under which a stage function finds its worker.
+type workerKey struct{}
+
+// worker is one goroutine of a stage, as its function's context carries it.
+type worker struct {
+	st     *stage
+	index  int
+	waited atomic.Int64 // nanoseconds reported through Blocked
+}
+
+// newWorker returns worker index of st and the context its function calls get. It is made once
+// per goroutine, so the context costs nothing per item.
+func newWorker(ctx context.Context, st *stage, index int) (context.Context, *worker) {
+	w := &worker{st: st, index: index}
+	return context.WithValue(ctx, workerKey{}, w), w
+}
+
+// Worker returns the index of the worker goroutine that runs the stage function ctx was given:
+// 0 to n-1 in a Map with Workers(n), 0 in the other stages. A worker calls its function for one
+// item at a time, so state that must not be shared (scratch buffers, decoders) can live in a
+// slice indexed by it. It returns -1 for a context that did not come from a stage.
+func Worker(ctx context.Context) int {
+	if w, ok := ctx.Value(workerKey{}).(*worker); ok {
+		return w.index
+	}
+	return -1
+}
+
+// Blocked tells the stage whose function was given ctx that the function spent d waiting for
+// downstream to hand back a resource (a buffer or slot that a later stage frees): d counts as
+// the stage's blocked time instead of busy time, as the stage's own waits to send do. It does
+// nothing for a context that did not come from a stage.
+func Blocked(ctx context.Context, d time.Duration) {
+	if w, ok := ctx.Value(workerKey{}).(*worker); ok && d > 0 {
+		w.waited.Add(int64(d))
+	}
+}
+
+// call runs a user function on worker w (whose context ctx is), turning a panic into a
+// *PanicError and accounting busy time, less what the function reported through Blocked.
+func call[In, Out any](ctx context.Context, w *worker, idx int64, fn func(context.Context, In) (Out, error), v In) (out Out, err error) {
+	st := w.st
 	t := time.Now()
+	waited0 := w.waited.Load()
 	defer func() {
 		if r := recover(); r != nil {
 			err = &PanicError{Value: r, Stack: stack()}
 		}
 		end := time.Now()
-		st.busy.Add(int64(end.Sub(t)))
+		waited := w.waited.Load() - waited0
+		st.busy.Add(int64(end.Sub(t)) - waited)
+		st.blocked.Add(waited)
 		if tr := st.p.tracer; tr != nil {
-			tr.Span(st.name, worker, idx, t, end)
+			tr.Span(st.name, w.index, idx, t, end)
 		}
 		if err != nil {
 			err = &StageError{Stage: st.name, Index: idx, Err: err}

@@ -105,8 +105,9 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 			v, ok, err := next(ctx)
 			return result{v, ok}, err
 		}
+		wctx, wk := newWorker(ctx, st, 0)
 		for idx := int64(0); ; idx++ {
-			r, err := call(ctx, st, 0, idx, gen, struct{}{})
+			r, err := call(wctx, wk, idx, gen, struct{}{})
 			if err != nil {
 				return err
 			}
@@ -124,6 +125,7 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 // Map applies fn to every item of in with Workers goroutines. With Ordered(true) the results leave
 // in input order (holding at most Window items); otherwise as they finish. An error or panic in fn
 // stops the pipeline with a *StageError carrying the item's index. fn must honour ctx if it blocks.
+// Worker(ctx) tells fn which of the stage's workers runs it, for per-worker state.
 func Map[In, Out any](p *Pipeline, name string, in *Stream[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Stream[Out] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "map", workers: o.workers, ordered: o.ordered}
@@ -143,12 +145,13 @@ func Map[In, Out any](p *Pipeline, name string, in *Stream[In], fn func(ctx cont
 		g, ctx := errgroup.WithContext(ctx)
 		for w := range o.workers {
 			g.Go(func() error {
+				wctx, wk := newWorker(ctx, st, w)
 				for {
 					it, ok := recv(ctx, st, in.ch)
 					if !ok {
 						return ctx.Err()
 					}
-					v, err := call(ctx, st, w, it.idx, fn, it.v)
+					v, err := call(wctx, wk, it.idx, fn, it.v)
 					if err != nil {
 						return err
 					}
@@ -223,6 +226,7 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 	g, ctx := errgroup.WithContext(ctx)
 	for w := range o.workers {
 		g.Go(func() error {
+			wctx, wk := newWorker(ctx, st, w)
 			for {
 				t := time.Now()
 				select {
@@ -253,7 +257,7 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 					return ctx.Err()
 				}
 				st.in.Add(1)
-				v, err := call(ctx, st, w, it.idx, fn, it.v)
+				v, err := call(wctx, wk, it.idx, fn, it.v)
 				if err != nil {
 					return err
 				}
@@ -341,12 +345,13 @@ func Sink[T any](p *Pipeline, name string, in *Stream[T], fn func(ctx context.Co
 	}
 	p.addRun(func(ctx context.Context) error {
 		f := func(ctx context.Context, v T) (struct{}, error) { return struct{}{}, fn(ctx, v) }
+		wctx, wk := newWorker(ctx, st, 0)
 		for {
 			it, ok := recv(ctx, st, in.ch)
 			if !ok {
 				return ctx.Err()
 			}
-			if _, err := call(ctx, st, 0, it.idx, f, it.v); err != nil {
+			if _, err := call(wctx, wk, it.idx, f, it.v); err != nil {
 				return err
 			}
 			st.out.Add(1)

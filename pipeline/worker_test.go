@@ -1,0 +1,86 @@
+package pipeline_test
+
+import (
+	"context"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stoke-ml/stoke/pipeline"
+)
+
+// TestWorkerIndex checks that every call of a Map's function sees a worker index in [0, n) that
+// no concurrent call shares, so per-worker state needs no lock, ordered or not.
+func TestWorkerIndex(t *testing.T) {
+	for _, ordered := range []bool{false, true} {
+		const n = 4
+		var inUse [n]atomic.Bool
+		var used [n]atomic.Int64
+		p := pipeline.New()
+		src := pipeline.FromSlice(p, "src", make([]int, 2000))
+		out := pipeline.Map(p, "map", src, func(ctx context.Context, v int) (int, error) {
+			w := pipeline.Worker(ctx)
+			if w < 0 || w >= n {
+				t.Errorf("worker %d; want 0..%d", w, n-1)
+				return 0, nil
+			}
+			if inUse[w].Swap(true) {
+				t.Errorf("worker %d runs two calls at once", w)
+			}
+			used[w].Add(1)
+			time.Sleep(10 * time.Microsecond)
+			inUse[w].Store(false)
+			return v, nil
+		}, pipeline.Workers(n), pipeline.Ordered(ordered))
+		count := 0
+		for _, err := range pipeline.Iter(context.Background(), p, out) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			count++
+		}
+		if count != 2000 {
+			t.Fatalf("%d items; want 2000", count)
+		}
+		busy := 0
+		for i := range used {
+			if used[i].Load() > 0 {
+				busy++
+			}
+		}
+		if busy < 2 {
+			t.Errorf("ordered=%v: %d of %d workers used", ordered, busy, n)
+		}
+	}
+	if w := pipeline.Worker(context.Background()); w != -1 {
+		t.Errorf("Worker outside a stage = %d; want -1", w)
+	}
+}
+
+// TestBlockedIsNotBusy checks that the time a source reports through Blocked (waiting for a free
+// slot, in a Loader) is accounted as blocked, not busy.
+func TestBlockedIsNotBusy(t *testing.T) {
+	p := pipeline.New()
+	i := 0
+	src := pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
+		if i == 5 {
+			return 0, false, nil
+		}
+		i++
+		start := time.Now()
+		time.Sleep(20 * time.Millisecond) // "waiting for a slot"
+		pipeline.Blocked(ctx, time.Since(start))
+		return i, true, nil
+	})
+	pipeline.Sink(p, "sink", src, func(context.Context, int) error { return nil })
+	if err := p.Run(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	st := p.Stats()[0]
+	if st.Blocked < 100*time.Millisecond {
+		t.Errorf("blocked %v; want >= 100ms (5 waits of 20ms)", st.Blocked)
+	}
+	if st.Busy >= st.Blocked/2 {
+		t.Errorf("busy %v, blocked %v: the waits were counted as busy", st.Busy, st.Blocked)
+	}
+}
