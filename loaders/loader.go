@@ -219,7 +219,7 @@ type Loader struct {
 	pool    *pinned.Pool
 	feeder  *gpu.Feeder
 	copies  *tracingStream // the feeder's copy stream, seen through; nil without Config.Tracer
-	workers []workerState // one per transform worker, indexed by pipeline.Worker
+	workers []workerState  // one per transform worker, indexed by pipeline.Worker
 
 	mu         sync.Mutex
 	running    bool
