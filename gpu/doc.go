@@ -15,8 +15,10 @@
 // between two events and returns a DeviceBatch; the slot returns to its pool when the copy stream
 // has passed the copies. The consumer calls Deliver on its own goroutine (its compute stream then
 // waits for the copies), works on the buffers, and calls Release (the buffers are reused after
-// the compute work enqueued so far). The loader reports the time its consumer waited for batches
-// with Waited; Stats gives bytes, copy time, GB/s, stall fraction and whether slots were pinned.
+// the compute work enqueued so far). The feeder's own goroutine waits for each batch's copies,
+// returns its slot and reports the copy (FeederConfig.Copied: bytes, start and end) in feed order;
+// Flush waits until every batch fed so far is through; Stats gives bytes, copy time, GB/s and
+// whether slots were pinned.
 //
 // # Concurrency
 //

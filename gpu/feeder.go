@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stoke-ml/stoke/pinned"
@@ -28,6 +29,22 @@ type FeederConfig struct {
 	// Ring is the number of device buffer sets; 0 means 3 (one being copied into, one ready, one
 	// held by the consumer). The consumer can hold at most Ring batches at once.
 	Ring int
+	// Copied, when set, is called once for every batch whose copies have completed, in feed
+	// order, by the feeder's goroutine that waits for them: the one place where a copy is seen to
+	// complete, so that tracing it needs no wrapper around the device and no second wait. It must
+	// be quick and must not call the feeder. Batches whose copies failed are not reported.
+	Copied func(Copy)
+}
+
+// Copy describes one fed batch's host-to-device copies once they have completed.
+type Copy struct {
+	// Seq is the batch's number: Feed calls are numbered from 0 in call order (DeviceBatch.Seq).
+	Seq int64
+	// Bytes is what the copies moved.
+	Bytes int64
+	// Start and End bracket the copies: End is when the feeder saw them complete, Start is End
+	// less the device time measured between the events recorded around them.
+	Start, End time.Time
 }
 
 // Validate reports a configuration that NewFeeder would reject.
@@ -62,7 +79,7 @@ type Region struct{ Off, Len int }
 // # Concurrency
 //
 // Feed is meant to be called from one producer goroutine (batches are copied in the order of the
-// calls); Deliver and Release from the consumer's. Stats and Waited may be called from anywhere.
+// calls); Deliver and Release from the consumer's. Stats and Flush may be called from anywhere.
 //
 // # Ownership
 //
@@ -75,6 +92,7 @@ type Feeder struct {
 	ring     chan *ringEntry // free buffer sets
 	closedCh chan struct{}
 	feedMu   sync.Mutex // keeps one Feed's enqueues together
+	feeds    atomic.Int64
 
 	// The releaser goroutine waits for each copy's event, in order, releases the slot and
 	// accounts the copy. It runs on a goroutine rather than as a host function on the copy
@@ -92,7 +110,9 @@ type Feeder struct {
 	relErr   error // first slot release failure
 	entries  []*ringEntry
 	stats    FeederStats
-	first    time.Time // first Feed
+	first    time.Time     // first Feed
+	done     int64         // batches whose copies the releaser has finished with
+	progress chan struct{} // closed and replaced whenever done grows
 }
 
 type ringEntry struct {
@@ -103,6 +123,7 @@ type ringEntry struct {
 
 // pendingCopy is a batch whose copies are enqueued: its slot goes back when done completes.
 type pendingCopy struct {
+	seq         int64
 	slot        pinned.Slot
 	start, done Event
 	bytes       int64
@@ -119,7 +140,7 @@ func NewFeeder(cfg FeederConfig) (*Feeder, error) {
 	}
 	cfg.Sizes = append([]int(nil), cfg.Sizes...)
 	f := &Feeder{cfg: cfg, ring: make(chan *ringEntry, cfg.Ring), closedCh: make(chan struct{}),
-		wake: make(chan struct{}, 1), released: make(chan struct{})}
+		wake: make(chan struct{}, 1), released: make(chan struct{}), progress: make(chan struct{})}
 	var err error
 	if f.copy, err = cfg.Device.NewStream(); err != nil {
 		return nil, fmt.Errorf("gpu: feeder: copy stream: %w", err)
@@ -149,6 +170,8 @@ type DeviceBatch struct {
 	Lens    []int
 	// Ready completes when the batch's copies have completed.
 	Ready Event
+	// Seq numbers the batch among the feeder's Feed calls, from 0 (see Copy).
+	Seq int64
 
 	f     *Feeder
 	entry *ringEntry
@@ -162,6 +185,7 @@ type DeviceBatch struct {
 // pool once its copies have completed (its event, not a guess); on error it is released as soon
 // as nothing can read it.
 func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) (*DeviceBatch, error) {
+	seq := f.feeds.Add(1) - 1
 	mem := slot.Bytes()
 	if err := f.checkRegions(mem, regions); err != nil {
 		return nil, errors.Join(fmt.Errorf("gpu: feed slot %d: %w", slot.Index(), err), slot.Release())
@@ -187,8 +211,8 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 	}
 	f.mu.Unlock()
 
-	b := &DeviceBatch{Buffers: e.bufs, Lens: make([]int, len(regions)), f: f, entry: e}
-	t := pendingCopy{slot: slot}
+	b := &DeviceBatch{Buffers: e.bufs, Lens: make([]int, len(regions)), Seq: seq, f: f, entry: e}
+	t := pendingCopy{seq: seq, slot: slot}
 	err := slot.InFlight()
 	f.feedMu.Lock()
 	if err == nil && after != nil {
@@ -248,8 +272,8 @@ func (f *Feeder) checkRegions(mem []byte, regions []Region) error {
 	return nil
 }
 
-// releaser releases each fed slot once its copy's event has completed, in feed order, and accounts
-// the copy's bytes and time.
+// releaser releases each fed slot once its copy's event has completed, in feed order, accounts
+// the copy's bytes and time, and reports it to Copied.
 func (f *Feeder) releaser() {
 	defer close(f.released)
 	for {
@@ -275,6 +299,10 @@ func (f *Feeder) releaser() {
 		if err == nil {
 			d, err = p.done.Elapsed(p.start)
 		}
+		end := time.Now()
+		if err == nil && f.cfg.Copied != nil {
+			f.cfg.Copied(Copy{Seq: p.seq, Bytes: p.bytes, Start: end.Add(-d), End: end})
+		}
 		f.mu.Lock()
 		if err == nil {
 			f.stats.CopyTime += d
@@ -283,8 +311,33 @@ func (f *Feeder) releaser() {
 		if rerr != nil && f.relErr == nil {
 			f.relErr = rerr
 		}
+		f.done++
+		close(f.progress)
+		f.progress = make(chan struct{})
 		f.mu.Unlock()
 	}
+}
+
+// Flush waits until the feeder is done with every batch fed so far: its copies have completed,
+// its slot is back in its pool, Copied has been called for it and Stats counts it. It returns
+// early with ctx's error, or with ErrClosed once the feeder has closed.
+func (f *Feeder) Flush(ctx context.Context) error {
+	f.mu.Lock()
+	target := f.stats.Batches
+	for f.done < target {
+		ch := f.progress
+		f.mu.Unlock()
+		select {
+		case <-ch:
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-f.released:
+			return fmt.Errorf("gpu: feeder flush: %w", ErrClosed)
+		}
+		f.mu.Lock()
+	}
+	f.mu.Unlock()
+	return nil
 }
 
 // Deliver makes the compute stream wait for the batch's copies (Compute.Wait(Ready)). Call it on
@@ -346,14 +399,6 @@ func freeEntry(e *ringEntry) error {
 	return errors.Join(errs...)
 }
 
-// Waited adds d to the consumer's stall: the loader calls it with the time its consumer spent
-// waiting for the next batch.
-func (f *Feeder) Waited(d time.Duration) {
-	f.mu.Lock()
-	f.stats.Stall += d
-	f.mu.Unlock()
-}
-
 // FeederStats describes the feeder's work so far.
 type FeederStats struct {
 	// Batches counts the batches enqueued. Bytes and CopyTime cover the copies that have
@@ -361,9 +406,8 @@ type FeederStats struct {
 	Batches  int64
 	Bytes    int64
 	CopyTime time.Duration
-	// Stall is the time the consumer waited for batches (see Waited); Elapsed runs from the first
-	// Feed to the snapshot.
-	Stall, Elapsed time.Duration
+	// Elapsed runs from the first Feed to the snapshot.
+	Elapsed time.Duration
 	// Pinned is true when every slot fed so far was pinned.
 	Pinned bool
 }
@@ -374,14 +418,6 @@ func (s FeederStats) GBps() float64 {
 		return 0
 	}
 	return float64(s.Bytes) / s.CopyTime.Seconds() / 1e9
-}
-
-// StallFraction is Stall/Elapsed, clamped to [0, 1].
-func (s FeederStats) StallFraction() float64 {
-	if s.Elapsed <= 0 {
-		return 0
-	}
-	return min(float64(s.Stall)/float64(s.Elapsed), 1)
 }
 
 // Stats returns a snapshot; safe to call while the feeder runs.

@@ -49,9 +49,6 @@ type epochRun struct {
 	// in order.
 	skipped int
 
-	// copies takes each fed batch's copy events to traceCopies; nil without Config.Tracer.
-	copies chan copyTrace
-
 	mu       sync.Mutex
 	open     map[*slotBatch]bool       // slots acquired and not yet handed to the feeder
 	produced map[*gpu.DeviceBatch]bool // batches on the device not yet yielded
@@ -79,6 +76,11 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 		}
 		for db := range e.produced {
 			errs = append(errs, db.Release())
+		}
+		// Every copy the epoch made is accounted (and traced) before its iterator returns, so that
+		// Stats read then are complete. A context that ended stops the wait, not the copies.
+		if err := l.feeder.Flush(ctx); err != nil && ctx.Err() == nil {
+			errs = append(errs, err)
 		}
 		l.mu.Lock()
 		l.running = false
@@ -123,17 +125,6 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 	loaded := pipeline.Map(p, "transform", src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
 	batches := pipeline.Batch(p, "collate", loaded, l.cfg.Batch, false)
 	copied := pipeline.Map(p, "copy", batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
-	if l.copies != nil {
-		// At most Prefetch+2 copies are enqueued at once (the feeder's ring), so sends rarely wait.
-		e.copies = make(chan copyTrace, l.cfg.Prefetch+2)
-		var wg sync.WaitGroup
-		wg.Go(func() { e.traceCopies(ctx) })
-		// Deferred after the pipeline, which Iter has stopped by then: nothing sends any more.
-		defer func() {
-			close(e.copies)
-			wg.Wait()
-		}()
-	}
 	waitFrom := time.Now()
 	for b, err := range pipeline.Iter(ctx, p, copied) {
 		if err != nil {
@@ -166,7 +157,6 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		waited := time.Since(waitFrom)
 		l.stats.Wait += waited
 		l.mu.Unlock()
-		l.feeder.Waited(waited)
 		if !yield(b, nil) {
 			return false
 		}
@@ -282,6 +272,7 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	if err := sb.slot.Ready(); err != nil {
 		return nil, errors.Join(err, sb.slot.Release())
 	}
+	l.fed(sb.seq)
 	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: 4 * b.N})
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err)
@@ -289,13 +280,6 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	e.mu.Lock()
 	e.produced[db] = true
 	e.mu.Unlock()
-	if e.copies != nil {
-		start, done := l.copies.latest()
-		select {
-		case e.copies <- copyTrace{seq: sb.seq, start: start, done: done}:
-		case <-ctx.Done(): // the epoch is ending: the copy goes untraced
-		}
-	}
 	b.dev, b.Images, b.Labels, b.Ready = db, db.Buffers[0], db.Buffers[1], db.Ready
 	return b, nil
 }

@@ -110,9 +110,8 @@ type Config struct {
 	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
 	// reports none) and one per host-to-device copy (stage CopyStage, worker 0, index the
 	// batch's Seq), which lasts the copy's device time, measured between the feeder's events, and
-	// ends when the Loader saw the copy complete. nil traces nothing. It is called concurrently
-	// from the Loader's goroutines and must be fast. With a Tracer, an epoch that ends returns
-	// once the copies it enqueued have completed (or its context has ended).
+	// ends when the feeder saw the copy complete. nil traces nothing. It is called concurrently
+	// from the Loader's goroutines and must be fast.
 	Tracer pipeline.Tracer
 }
 
@@ -218,7 +217,10 @@ type Loader struct {
 	ownDev  bool
 	pool    *pinned.Pool
 	feeder  *gpu.Feeder
-	copies  *tracingStream // the feeder's copy stream, seen through; nil without Config.Tracer
+	// With Config.Tracer: the batch number of each Feed call not yet reported as copied.
+	traceMu sync.Mutex
+	feeds   int64
+	feedSeq map[int64]int
 	workers []workerState  // one per transform worker, indexed by pipeline.Worker
 
 	mu         sync.Mutex
@@ -312,20 +314,15 @@ func (l *Loader) alloc() error {
 	if err != nil {
 		return fmt.Errorf("loaders: host slots: %w", err)
 	}
-	dev := l.dev
-	var td *tracingDevice
-	if l.cfg.Tracer != nil {
-		td = &tracingDevice{Device: l.dev}
-		dev = td
-	}
 	// One buffer set being copied into, one held by the consumer, Prefetch waiting between them.
-	l.feeder, err = gpu.NewFeeder(gpu.FeederConfig{Device: dev, Compute: l.cfg.Stream,
-		Sizes: []int{l.labOff, 4 * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2})
+	fc := gpu.FeederConfig{Device: l.dev, Compute: l.cfg.Stream, Sizes: []int{l.labOff, 4 * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2}
+	if l.cfg.Tracer != nil {
+		l.feedSeq = map[int64]int{}
+		fc.Copied = l.copied
+	}
+	l.feeder, err = gpu.NewFeeder(fc)
 	if err != nil {
 		return fmt.Errorf("loaders: %w", err)
-	}
-	if td != nil {
-		l.copies = td.copy
 	}
 	return nil
 }
@@ -437,7 +434,8 @@ type Stats struct {
 	Batches, Samples, Skipped int64
 	LastSkipped               error
 	// CopyBytes and CopyTime measure the host-to-device copies whose slots are back in the pool
-	// (device time between events), from the feeder.
+	// (device time between events), from the feeder. Once an epoch's iterator has returned they
+	// include every copy it made (unless its context ended first).
 	CopyBytes int64
 	CopyTime  time.Duration
 	// Wait is the time the consumer spent waiting for the next batch inside the iterator;

@@ -11,7 +11,8 @@ import (
 // FromLoader adapts a loader to the Data the trainer reads. Build the loader with the trainer's
 // device and its Stream (loaders.Config{Device: dev, Stream: t.Stream()}), so that each batch's
 // copy runs on the loader's copy stream and the trainer's kernels wait for it on the device,
-// not on the host.
+// not on the host. (A loader without a Stream yields each batch once its copy has completed.)
+// Either way the loader has ordered the copy before the step: nothing here waits for it again.
 //
 // Batches a Skip policy left empty are released and passed over.
 func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
@@ -32,13 +33,6 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 			if b.N == 0 {
 				b.Release()
 				continue
-			}
-			// Waiting here for the copy (usually long done: it ran while the previous step
-			// computed) counts it as data wait, which the trainer measures around this iterator.
-			if err := b.Ready.Synchronize(ctx); err != nil {
-				b.Release()
-				yield(Batch{}, err)
-				return
 			}
 			s := b.Shape
 			tb := Batch{
