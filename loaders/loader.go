@@ -213,15 +213,15 @@ type Loader struct {
 	sample  int // bytes of one output image
 	labOff  int // offset of the labels in a slot
 
-	dev     gpu.Device
-	ownDev  bool
-	pool    *pinned.Pool
-	feeder  *gpu.Feeder
+	dev    gpu.Device
+	ownDev bool
+	pool   *pinned.Pool
+	feeder *gpu.Feeder
 	// With Config.Tracer: the batch number of each Feed call not yet reported as copied.
 	traceMu sync.Mutex
 	feeds   int64
 	feedSeq map[int64]int
-	workers []workerState  // one per transform worker, indexed by pipeline.Worker
+	workers []workerState // one per transform worker, indexed by pipeline.Worker
 
 	mu         sync.Mutex
 	running    bool
