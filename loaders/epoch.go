@@ -207,9 +207,16 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 // load reads, decodes and augments one sample into its place in the slot.
 func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 	l := e.l
-	ws := &l.workers[pipeline.Worker(ctx)]
+	w := pipeline.Worker(ctx)
+	ws := &l.workers[w]
 	i := j.sb.indices[j.pos]
+	start := time.Now()
 	s, err := l.ds.Sample(ctx, i)
+	end := time.Now()
+	l.read.Add(int64(end.Sub(start)))
+	if tr := l.cfg.Tracer; tr != nil {
+		tr.Span(ReadStage, w, int64(i), start, end)
+	}
 	if err == nil {
 		if err = checkLabel(l.info.Name, i, s.Key, s.Label, l.info.NumClasses); err == nil {
 			ws.r.Reset(l.cfg.Seed, e.epoch, i)

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -71,7 +72,8 @@ type Config struct {
 	// Batch is the number of samples per batch (default DefaultBatch).
 	Batch int
 	// Workers is the number of goroutines that read, decode and augment samples (default
-	// runtime.GOMAXPROCS(0)). The batches do not depend on it.
+	// runtime.GOMAXPROCS(0); AutoWorkers sizes it from a short measurement when the Loader
+	// opens). The batches do not depend on it.
 	Workers int
 	// Prefetch is how many batches may wait, ready, ahead of the consumer, both in pinned host
 	// slots and on the device (default DefaultPrefetch). Memory is bounded by about
@@ -108,7 +110,8 @@ type Config struct {
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
 	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
 	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
-	// reports none) and one per host-to-device copy (stage CopyStage, worker 0, index the
+	// reports none), one per sample for the part of its transform span spent reading it (stage
+	// ReadStage, the same worker, index the dataset index), and one per host-to-device copy (stage CopyStage, worker 0, index the
 	// batch's Seq), which lasts the copy's device time, measured between the feeder's events, and
 	// ends when the feeder saw the copy complete. nil traces nothing. It is called concurrently
 	// from the Loader's goroutines and must be fast.
@@ -117,7 +120,7 @@ type Config struct {
 
 // Validate checks cfg and fills in the defaults.
 func (c *Config) Validate() error {
-	if c.Batch < 0 || c.Workers < 0 || c.Prefetch < 0 || c.MaxSkipped < 0 {
+	if c.Batch < 0 || (c.Workers < 0 && c.Workers != AutoWorkers) || c.Prefetch < 0 || c.MaxSkipped < 0 {
 		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d or max skipped %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, ErrSpec)
 	}
 	if c.OnError != FailFast && c.OnError != Skip {
@@ -222,6 +225,7 @@ type Loader struct {
 	feeds   int64
 	feedSeq map[int64]int
 	workers []workerState // one per transform worker, indexed by pipeline.Worker
+	read    atomic.Int64  // nanoseconds in Dataset.Sample
 
 	mu         sync.Mutex
 	running    bool
@@ -246,6 +250,13 @@ type workerState struct {
 func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
+	}
+	if cfg.Workers == AutoWorkers {
+		n, err := autoWorkers(ds, cfg)
+		if err != nil {
+			return nil, err
+		}
+		cfg.Workers = n
 	}
 	l := &Loader{ds: ds, info: Describe(ds), cfg: cfg}
 	l.sampler = Sampler{Len: ds.Len(), Shuffle: cfg.Shuffle, Seed: cfg.Seed, Rank: cfg.Rank, WorldSize: cfg.WorldSize}
@@ -438,6 +449,9 @@ type Stats struct {
 	// include every copy it made (unless its context ended first).
 	CopyBytes int64
 	CopyTime  time.Duration
+	// Read is the time the transform workers spent in Dataset.Sample, reading samples (all
+	// epochs); the rest of the transform stage's busy time is decoding and augmenting them.
+	Read time.Duration
 	// Wait is the time the consumer spent waiting for the next batch inside the iterator;
 	// Elapsed is the time spent iterating epochs, including the running one. Wait/Elapsed is
 	// the consumer's stall fraction.
@@ -475,6 +489,7 @@ func (l *Loader) Stats() Stats {
 	if pl != nil {
 		st.Stages = pl.Stats()
 	}
+	st.Read = time.Duration(l.read.Load())
 	if l.pool != nil {
 		st.Pool = l.pool.Stats()
 	}

@@ -4,9 +4,12 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 )
 
-// CopyStage is the stage name under which a Loader reports each host-to-device copy to
-// Config.Tracer.
-const CopyStage = "h2d copy"
+// Stage names under which a Loader reports to Config.Tracer what no pipeline stage reports by
+// itself: each host-to-device copy, and the part of each transform span spent in Dataset.Sample.
+const (
+	CopyStage = "h2d copy"
+	ReadStage = "read"
+)
 
 // fed notes that the feeder's next Feed carries batch seq, so that its copy is traced under the
 // batch's number. Only the copy stage feeds, one batch at a time.

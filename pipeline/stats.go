@@ -1,6 +1,7 @@
 package pipeline
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -107,4 +108,24 @@ func (p *Pipeline) Stats() []StageStats {
 		out[i] = st.snapshot(elapsed)
 	}
 	return out
+}
+
+// Headroom is the margin SuggestWorkers adds so that jitter does not starve the stages downstream.
+const Headroom = 1.15
+
+// SuggestWorkers sizes a parallel stage from measured busy shares, like tf.data's AUTOTUNE: in
+// steady state every stage passes the same items, so a stage that is b busy could go 1/b times
+// faster. A stage of workers workers at busy share busy must keep up with the busiest other stage
+// (otherBusy, the consumer included): it needs ceil(Headroom * workers * busy / otherBusy)
+// workers, at least 1 and at most cores. When nothing else is busy (otherBusy under 5%), the
+// answer is cores. ok is false when the stage did no work to measure.
+func SuggestWorkers(workers int, busy, otherBusy float64, cores int) (n int, ok bool) {
+	if busy <= 0 || workers <= 0 || cores < 1 {
+		return 0, false
+	}
+	if otherBusy < 0.05 {
+		return cores, true
+	}
+	n = int(math.Ceil(Headroom * float64(workers) * busy / otherBusy))
+	return min(max(n, 1), cores), true
 }

@@ -1,16 +1,12 @@
 package main
 
 import (
-	"context"
 	"flag"
 	"fmt"
 	"io"
-	"runtime"
 	"strconv"
-	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/internal/profile"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -111,16 +107,13 @@ func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream g
 
 // loader returns a Loader over ds configured by the flags (see config).
 func (lf *loaderFlags) loader(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, error) {
-	cfg, err := lf.config(ds, split, shuffle, dev, stream)
-	if err != nil {
-		return nil, err
-	}
-	return loaders.New(ds, cfg)
+	return lf.newLoader(ds, lf.config(ds, split, shuffle, dev, stream))
 }
 
-// config is the Loader configuration the flags describe for split of ds; with --workers auto it
-// first sizes the workers (and records the count in lf.workers, so that later loaders reuse it).
-func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (loaders.Config, error) {
+// config is the Loader configuration the flags describe for split of ds. With --workers auto the
+// first Loader sizes its workers (loaders.AutoWorkers); newLoader records the count in
+// lf.workers, so that later loaders reuse it.
+func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) loaders.Config {
 	policy, _ := loaders.ParseErrorPolicy(lf.onError)
 	cfg := loaders.Config{
 		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
@@ -130,57 +123,24 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 		OnError: policy, MaxSkipped: lf.maxSkipped,
 	}
 	if lf.autoWorkers && lf.workers == 0 {
-		n, err := autoWorkers(ds, cfg)
-		if err != nil {
-			return cfg, err
-		}
-		lf.workers, cfg.Workers = n, n
+		cfg.Workers = loaders.AutoWorkers
 	}
-	return cfg, nil
+	return cfg
 }
 
-// Bounds of the measurement behind --workers auto: long enough for a few batches, short enough not
-// to matter before a run.
-const (
-	autoProbeBatches = 4
-	autoProbeTime    = 3 * time.Second
-)
-
-// autoWorkers sizes the transform workers like tf.data's AUTOTUNE: it runs the loader with one
-// worker per core for a few batches (at most autoProbeTime: the probe is bounded, which is why it
-// needs no caller context), consuming them at once, and asks profile.AutoWorkers how many workers
-// keep up with the loader's serial stages. It measures the loader alone: `stoke profile --train`
-// also measures the step and suggests fewer workers when the step is the limit.
-func autoWorkers(ds loaders.Dataset, cfg loaders.Config) (int, error) {
-	cores := runtime.GOMAXPROCS(0)
-	cfg.Workers, cfg.Stream = cores, nil
+// newLoader opens a Loader over ds with cfg and records the workers --workers auto chose.
+func (lf *loaderFlags) newLoader(ds loaders.Dataset, cfg loaders.Config) (*loaders.Loader, error) {
 	ld, err := loaders.New(ds, cfg)
 	if err != nil {
-		return 0, err
-	}
-	defer ld.Close()
-	ctx, cancel := context.WithTimeout(context.Background(), autoProbeTime)
-	defer cancel()
-	n := 0
-	for b, err := range ld.Epoch(ctx, 0) {
-		if err != nil {
-			if ctx.Err() != nil {
-				break
-			}
-			return 0, fmt.Errorf("--workers auto: %w", err)
+		if cfg.Workers == loaders.AutoWorkers {
+			err = fmt.Errorf("--workers auto: %w", err)
 		}
-		b.Release()
-		if n++; n == autoProbeBatches {
-			break
-		}
+		return nil, err
 	}
-	st := ld.Stats()
-	stages := append(profile.FromPipeline(st.Stages), profile.Consumer("consumer", st.Batches, st.Wait, st.Elapsed))
-	w, ok := profile.AutoWorkers(stages, "transform", cores)
-	if !ok {
-		return cores, nil
+	if lf.autoWorkers && lf.workers == 0 {
+		lf.workers = ld.Workers()
 	}
-	return w, nil
+	return ld, nil
 }
 
 type closers []io.Closer

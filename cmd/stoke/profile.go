@@ -5,14 +5,13 @@ import (
 	"fmt"
 	"iter"
 	"os"
-	"runtime"
 	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/internal/profile"
+	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
@@ -25,8 +24,6 @@ const (
 	maxTraceEvents = 500_000
 	// sampleEvery is the period of the counter tracks (busy workers per stage, copy engine).
 	sampleEvery = 10 * time.Millisecond
-	// parallelStage is the Loader's stage whose workers --workers sets.
-	parallelStage = "transform"
 )
 
 func runProfile(ctx context.Context, e *env, args []string) error {
@@ -58,9 +55,8 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDataset(ds)
-	traced := &tracedDataset{Dataset: ds}
 
-	p := &profiler{e: e, n: *batches, traced: traced}
+	p := &profiler{e: e, n: *batches}
 	var data train.Data
 	var tr *train.Trainer
 	if *withTrain {
@@ -90,7 +86,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		defer p.stream.Close()
 		p.consumer = "step"
 	}
-	ld, err := p.loader(&lf, traced, dev)
+	ld, err := p.loader(&lf, ds, dev)
 	if err != nil {
 		return err
 	}
@@ -138,7 +134,6 @@ type profiler struct {
 	e        *env
 	n        int
 	ld       *loaders.Loader
-	traced   *tracedDataset
 	stream   gpu.Stream
 	norm     *normalizer // without --train: the consumer normalizes each batch, as every consumer does first
 	consumer string
@@ -150,7 +145,6 @@ type profiler struct {
 	acc      profile.Accumulator
 	start    time.Time
 	elapsed  time.Duration
-	wait     time.Duration
 	batches  int64
 	samples  int64
 	bar      *progress.Bar
@@ -161,31 +155,31 @@ var _ pipeline.Tracer = (*profiler)(nil)
 // loader opens the profiled Loader: lf.loader's configuration, shuffled, delivering before the
 // work of p.stream, with the profiler as its Tracer. --workers auto is sized first, untraced.
 func (p *profiler) loader(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device) (*loaders.Loader, error) {
-	cfg, err := lf.config(ds, "train", true, dev, p.stream)
-	if err != nil {
-		return nil, err
-	}
+	cfg := lf.config(ds, "train", true, dev, p.stream)
 	cfg.Tracer = p
-	return loaders.New(ds, cfg)
+	return lf.newLoader(ds, cfg)
 }
 
 // Span is the Loader's Tracer: every pipeline stage's items on lanes "STAGE WORKER" (one lane per
-// transform worker), and every host-to-device copy on the lane "copy stream", beside the compute
-// stream. The Loader calls it only while run records (p.rec is set before the first epoch).
+// transform worker), the reads within each transform worker's items on lanes "read WORKER", and
+// every host-to-device copy on the lane "copy stream", beside the compute stream. The Loader
+// calls it only while run records (p.rec is set before the first epoch).
 func (p *profiler) Span(stage string, worker int, index int64, start, end time.Time) {
-	if stage == loaders.CopyStage {
+	switch stage {
+	case loaders.CopyStage:
 		p.rec.Add("copy stream", stage, "copy batch "+strconv.FormatInt(p.copyBase+index, 10), start, end)
-		return
+	case loaders.ReadStage:
+		p.rec.Add("read "+strconv.Itoa(worker), stage, "sample "+strconv.FormatInt(index, 10), start, end)
+	default:
+		p.rec.Span(stage, worker, index, start, end)
 	}
-	p.rec.Span(stage, worker, index, start, end)
 }
 
 func (p *profiler) run(ctx context.Context, tr *train.Trainer, data train.Data) error {
 	p.bar = progress.New(p.e.stderr, p.e.progressMode(), "profile", "batch", int64(p.n))
 	defer p.bar.Finish()
 	p.start = time.Now()
-	p.rec = profile.NewRecorder(p.start, maxTraceEvents)
-	p.traced.rec = p.rec // no epoch runs now: the loader's workers start after this write (so for Span)
+	p.rec = profile.NewRecorder(p.start, maxTraceEvents) // before the first epoch starts the Loader's goroutines, which call Span
 
 	sctx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
@@ -261,7 +255,6 @@ func (p *profiler) batchesOf(ctx context.Context, epoch int) iter.Seq2[*loaders.
 				return
 			}
 			got := time.Now()
-			p.wait += got.Sub(from)
 			p.rec.Add("consumer", "wait for data", "wait for batch "+strconv.FormatInt(p.batches, 10), from, got)
 			p.batches++
 			p.samples += int64(b.N)
@@ -312,9 +305,6 @@ func (p *profiler) sample(ctx context.Context) {
 				continue
 			}
 			for _, s := range st.Stages {
-				if s.Kind == "source" {
-					continue // its busy time is mostly waiting for free slots
-				}
 				m := prev[s.Name]
 				if s.Elapsed < m.elapsed { // a new epoch's pipeline
 					m = mark{}
@@ -350,30 +340,15 @@ func (c *counter) record(rec *profile.Recorder, name string) {
 	}
 }
 
+// report is the profile package's report of the Loader's statistics (the consumer's waits, the
+// copies, the reads), with the stages summed over the epochs run, for the batches the profiler
+// took in its run's time.
 func (p *profiler) report(lf loaderFlags, dev gpu.Device) *profile.Report {
 	st := p.ld.Stats()
-	stats := p.acc.Stats()
-	r := &profile.Report{
-		Device: dev.Info().String(), Cores: runtime.GOMAXPROCS(0), Batch: lf.batch,
-		Batches: p.batches, Samples: p.samples, Seconds: p.elapsed.Seconds(),
-		Stages:   append(profile.FromPipeline(stats), profile.Consumer(p.consumer, p.batches, p.wait, p.elapsed)),
-		Copy:     profile.Copy{Bytes: st.CopyBytes, Seconds: st.CopyTime.Seconds(), GBps: st.CopyGBps()},
-		Pinned:   st.Pool.Pinned,
-		Parallel: parallelStage,
-	}
-	if p.elapsed > 0 {
-		r.Stall = float64(p.wait) / float64(p.elapsed)
-		r.Copy.Busy = min(1, float64(st.CopyTime)/float64(p.elapsed))
-	}
-	for _, s := range stats {
-		if s.Name == parallelStage {
-			r.Workers = s.Workers
-			if s.Busy > 0 {
-				r.ReadShare = min(1, float64(p.traced.busy())/float64(s.Busy))
-			}
-		}
-	}
-	r.Conclude()
+	st.Stages = p.acc.Stats()
+	r := profile.FromLoader(st, p.consumer)
+	r.Device, r.Batch = dev.Info().String(), lf.batch
+	r.Batches, r.Samples, r.Seconds = p.batches, p.samples, p.elapsed.Seconds()
 	return r
 }
 
@@ -404,7 +379,6 @@ func (d *profiledData) Batches(ctx context.Context, _ int) iter.Seq2[train.Batch
 				}
 				got := time.Now()
 				seq := strconv.FormatInt(p.batches, 10)
-				p.wait += got.Sub(from)
 				p.rec.Add("consumer", "wait for data", "wait for batch "+seq, from, got)
 				p.batches++
 				p.samples += int64(b.N)
@@ -424,58 +398,6 @@ func (d *profiledData) Batches(ctx context.Context, _ int) iter.Seq2[train.Batch
 		}
 	}
 }
-
-// tracedDataset times every Sample call (the read part of the transform stage) on lanes "read N":
-// a worker is in at most one call, so the lanes in use never exceed the workers.
-type tracedDataset struct {
-	loaders.Dataset
-	rec *profile.Recorder // nil: not recording (set before an epoch starts)
-
-	mu    sync.Mutex
-	lanes []bool
-	total time.Duration
-}
-
-// Info keeps the dataset's own description (name, classes, shape, normalization).
-func (d *tracedDataset) Info() loaders.Info { return loaders.Describe(d.Dataset) }
-
-func (d *tracedDataset) Sample(ctx context.Context, i int) (loaders.Sample, error) {
-	if d.rec == nil {
-		return d.Dataset.Sample(ctx, i)
-	}
-	lane := d.take()
-	start := time.Now()
-	s, err := d.Dataset.Sample(ctx, i)
-	end := time.Now()
-	d.rec.Add("read "+strconv.Itoa(lane), "read", "sample "+strconv.Itoa(i), start, end)
-	d.mu.Lock()
-	d.lanes[lane] = false
-	d.total += end.Sub(start)
-	d.mu.Unlock()
-	return s, err
-}
-
-func (d *tracedDataset) take() int {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	for i, used := range d.lanes {
-		if !used {
-			d.lanes[i] = true
-			return i
-		}
-	}
-	d.lanes = append(d.lanes, true)
-	return len(d.lanes) - 1
-}
-
-// busy is the time spent in Sample while recording.
-func (d *tracedDataset) busy() time.Duration {
-	d.mu.Lock()
-	defer d.mu.Unlock()
-	return d.total
-}
-
-var _ loaders.Describer = (*tracedDataset)(nil)
 
 // writeFile creates path, lets write fill it, and closes it, reporting the first error with the
 // path.

@@ -15,7 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/stoke-ml/stoke/internal/profile"
+	"github.com/stoke-ml/stoke/profile"
 )
 
 func TestProfile(t *testing.T) {

@@ -1,15 +1,17 @@
 // Command profile shows how to find the bottleneck of your own data-loading pipeline with the
-// statistics a Loader keeps. It loads a dataset whose reads are slow (like a network file system)
-// while a stand-in training step takes -step per batch, then reads Loader.Stats: every stage's
-// busy, starved and blocked shares, the host-to-device copies, and how long the consumer waited.
+// profile package. It loads a dataset whose reads are slow (like a network file system) while a
+// stand-in training step takes -step per batch, then turns Loader.Stats into the table and
+// verdict `stoke profile` prints: every stage's busy, starved and blocked shares, the share of the
+// transform time spent reading, the host-to-device copies, how long the consumer waited, and the
+// stage that bounds the run with what to change; -trace writes the timeline.
 //
 //	go run ./examples/profile                          # transform (read, decode, augment) is the bottleneck
 //	go run ./examples/profile -workers 8               # more workers: now the step is
 //	go run ./examples/profile -read 0 -step 0          # no slow reads: augmenting on every core is
 //
 // A stage that is busy nearly all the time while the others are starved or blocked is the one that
-// bounds the pipeline. `stoke profile --data SPEC --trace t.json --svg t.svg` prints the same table
-// with a verdict for any dataset, and draws the timeline.
+// bounds the pipeline. `stoke profile --data SPEC --trace t.json --svg t.svg` does the same for any
+// dataset from the command line.
 package main
 
 import (
@@ -18,11 +20,10 @@ import (
 	"fmt"
 	"log"
 	"os"
-	"text/tabwriter"
 	"time"
 
 	"github.com/stoke-ml/stoke/loaders"
-	"github.com/stoke-ml/stoke/pipeline"
+	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -57,11 +58,15 @@ func main() {
 	step := flag.Duration("step", 20*time.Millisecond, "time the stand-in training step takes per batch")
 	workers := flag.Int("workers", 2, "loader workers")
 	batches := flag.Int("batches", 30, "batches to run")
+	trace := flag.String("trace", "", "write the timeline as Chrome trace-event JSON to this file")
 	flag.Parse()
+
+	rec := profile.NewRecorder(time.Now(), 200_000) // the Loader's Tracer: one span per item, read and copy
 
 	ld, err := loaders.New(slowDataset{n: 100_000, delay: *read}, loaders.Config{
 		Batch: 32, Workers: *workers, Shuffle: true, Seed: 1,
 		Transform: transforms.Compose(transforms.RandomResizedCrop(64), transforms.HorizontalFlip(0.5)),
+		Tracer:    rec,
 	})
 	check(err)
 	defer ld.Close()
@@ -76,27 +81,18 @@ func main() {
 		}
 	}
 
-	st := ld.Stats()
-	tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "stage\tworkers\titems\tbusy\tstarved\tblocked")
-	for _, s := range st.Stages {
-		fmt.Fprintf(tw, "%s\t%d\t%d\t%.0f%%\t%.0f%%\t%.0f%%\n", s.Name, s.Workers, s.Out, 100*s.BusyFraction(), 100*s.StarvedFraction(), 100*s.BlockedFraction())
+	// The profile package reads the Loader's statistics: every stage's busy, starved and blocked
+	// shares, the reads within the transform stage, the copies and the consumer's waits, and
+	// names the bottleneck with what to change.
+	r := profile.FromLoader(ld.Stats(), "step")
+	check(r.WriteTable(os.Stdout))
+	if *trace != "" {
+		f, err := os.Create(*trace)
+		check(err)
+		check(profile.WriteTrace(f, rec.Timeline()))
+		check(f.Close())
+		fmt.Printf("trace: %s (open it in https://ui.perfetto.dev)\n", *trace)
 	}
-	tw.Flush()
-	fmt.Printf("copies: %.1f MB at %.2f GB/s; the consumer waited %.0f%% of the time\n", float64(st.CopyBytes)/1e6, st.CopyGBps(), 100*st.StallFraction())
-
-	// The sampler's busy time is mostly waiting for free host slots, so it is left out.
-	if st.StallFraction() < 0.1 {
-		fmt.Println("the step is the bottleneck: loading keeps up")
-		return
-	}
-	var top pipeline.StageStats
-	for _, s := range st.Stages {
-		if s.Kind != "source" && s.BusyFraction() >= top.BusyFraction() {
-			top = s
-		}
-	}
-	fmt.Printf("%s is the bottleneck: %d workers %.0f%% busy while the consumer waits\n", top.Name, top.Workers, 100*top.BusyFraction())
 }
 
 func check(err error) {

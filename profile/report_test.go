@@ -20,7 +20,7 @@ var update = flag.Bool("update", false, "rewrite the golden files in testdata")
 func loaderStats(elapsed time.Duration, workers int, tBusy, cBusy float64, samples, batch int64) []pipeline.StageStats {
 	frac := func(w int, f float64) time.Duration { return time.Duration(f * float64(w) * float64(elapsed)) }
 	return []pipeline.StageStats{
-		{Name: "sampler", Kind: "source", Workers: 1, Out: samples, Busy: frac(1, 0.9), Blocked: frac(1, 0.1), Elapsed: elapsed},
+		{Name: "sampler", Kind: "source", Workers: 1, Out: samples, Busy: frac(1, 0.02), Blocked: frac(1, 0.98), Elapsed: elapsed},
 		{Name: "transform", Kind: "map", Workers: workers, Ordered: true, In: samples, Out: samples,
 			Busy: frac(workers, tBusy), Starved: frac(workers, (1-tBusy)/2), Blocked: frac(workers, (1-tBusy)/2), Elapsed: elapsed},
 		{Name: "collate", Kind: "batch", Workers: 1, In: samples, Out: samples / batch, Busy: frac(1, 0.01), Starved: frac(1, 0.99), Elapsed: elapsed},
@@ -122,7 +122,7 @@ func TestAutoWorkers(t *testing.T) {
 		{"capped at cores", []Stage{row("t", "map", 2, 0.97), row("step", KindConsumer, 1, 0.1)}, 4, 4, true},
 		{"nothing else busy", []Stage{row("t", "map", 3, 0.9), row("step", KindConsumer, 1, 0.01)}, 6, 6, true},
 		{"at least one", []Stage{row("t", "map", 1, 0.01), row("step", KindConsumer, 1, 1)}, 6, 1, true},
-		{"sources ignored", []Stage{row("src", "source", 1, 1), row("t", "map", 2, 0.5)}, 4, 4, true},
+		{"a busy source counts", []Stage{row("src", "source", 1, 1), row("t", "map", 2, 0.5)}, 4, 2, true},
 		{"no such stage", []Stage{row("step", KindConsumer, 1, 1)}, 4, 0, false},
 		{"idle stage", []Stage{row("t", "map", 2, 0), row("step", KindConsumer, 1, 1)}, 4, 0, false},
 	}

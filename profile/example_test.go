@@ -6,7 +6,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stoke-ml/stoke/internal/profile"
+	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/pipeline"
 )
 

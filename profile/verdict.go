@@ -2,7 +2,8 @@ package profile
 
 import (
 	"fmt"
-	"math"
+
+	"github.com/stoke-ml/stoke/pipeline"
 )
 
 // Verdict names the stage that bounds the run (Limit) and says what to do about it (Text, one
@@ -26,8 +27,8 @@ const CopyStage = "h2d copy"
 // Diagnose reads r (its Stages, Copy, Stall, Pinned, Cores, Parallel, Workers and AutoWorkers)
 // and returns the verdict:
 //   - the consumer stalls less than StallLow: the consumer is the bottleneck, loading is not;
-//   - otherwise the busiest stage (sources excepted: their busy time is waiting for free slots),
-//     or the copy engine, if it is at least Saturated busy, with advice for that kind of stage;
+//   - otherwise the busiest stage, or the copy engine, if it is at least Saturated busy, with
+//     advice for that kind of stage;
 //   - otherwise no stage is saturated and the pipeline is bound by latency (prefetch depth).
 //
 // A report without a consumer row is diagnosed from the loader's stages alone.
@@ -53,7 +54,7 @@ func Diagnose(r *Report) Verdict {
 	var top *Stage
 	for i := range r.Stages {
 		s := &r.Stages[i]
-		if s.Kind == "source" || s.Kind == KindConsumer {
+		if s.Kind == KindConsumer {
 			continue
 		}
 		if top == nil || s.Busy > top.Busy {
@@ -103,34 +104,22 @@ func plural(n int, one, many string) string {
 	return many
 }
 
-// Headroom is the margin AutoWorkers adds so that jitter does not starve the stages downstream.
-const Headroom = 1.15
-
-// AutoWorkers sizes the stage named parallel from measured busy times, like tf.data's AUTOTUNE:
-// in steady state every stage passes the same samples, so a stage that is b busy could go 1/b
-// times faster. The parallel stage, w workers at busy share bp, must keep up with the busiest of
-// the other stages (bo, the consumer included; sources excepted, their busy time is waiting for
-// slots): it needs ceil(Headroom * w * bp / bo) workers, at least 1 and at most cores. When
-// nothing else is busy (bo under 5%), the answer is cores. It reports false when stages holds no
+// AutoWorkers sizes the stage named parallel with pipeline.SuggestWorkers: it must keep up with
+// the busiest of the other stages (the consumer included). It reports false when stages holds no
 // stage of that name or it did no work.
 func AutoWorkers(stages []Stage, parallel string, cores int) (int, bool) {
 	var p *Stage
 	other := 0.0
 	for i := range stages {
 		s := &stages[i]
-		switch {
-		case s.Name == parallel:
+		if s.Name == parallel {
 			p = s
-		case s.Kind != "source":
+		} else {
 			other = max(other, s.Busy)
 		}
 	}
-	if p == nil || p.Busy <= 0 || p.Workers <= 0 || cores < 1 {
+	if p == nil {
 		return 0, false
 	}
-	if other < 0.05 {
-		return cores, true
-	}
-	n := int(math.Ceil(Headroom * float64(p.Workers) * p.Busy / other))
-	return min(max(n, 1), cores), true
+	return pipeline.SuggestWorkers(p.Workers, p.Busy, other, cores)
 }

@@ -127,7 +127,11 @@ func Consumer(name string, items int64, wait, elapsed time.Duration) Stage {
 // WriteTable writes the stage table, the device line, the verdict and the worker suggestion.
 func (r *Report) WriteTable(w io.Writer) error {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%d batches of %d (%d samples) in %.2f s on %s, %d cores\n\n", r.Batches, r.Batch, r.Samples, r.Seconds, r.Device, r.Cores)
+	on := ""
+	if r.Device != "" {
+		on = " on " + r.Device
+	}
+	fmt.Fprintf(&b, "%d batches of %d (%d samples) in %.2f s%s, %d cores\n\n", r.Batches, r.Batch, r.Samples, r.Seconds, on, r.Cores)
 	tw := tabwriter.NewWriter(&b, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "stage\tkind\tworkers\titems\titems/s\tbusy\tstarved\tblocked\t")
 	for _, s := range r.Stages {

@@ -1,0 +1,45 @@
+package profile
+
+import (
+	"runtime"
+
+	"github.com/stoke-ml/stoke/loaders"
+)
+
+// LoaderStage is the stage of a Loader whose workers Config.Workers sets: Report.Parallel for a
+// Loader.
+const LoaderStage = "transform"
+
+// FromLoader builds the report of a Loader run from st, the Loader's Stats after it: the table of
+// st.Stages with a row for the consumer (named consumer: the loop that took the st.Batches
+// batches, waiting st.Wait of st.Elapsed for them), the copies and how busy they kept the copy
+// engine, the share of the transform workers' time spent reading samples, the worker count
+// AutoWorkers suggests for this machine's cores, and the verdict. The Loader's Stats hold the
+// stages of its last epoch only: to profile several, sum each epoch's with an Accumulator and put
+// its Stats in st.Stages. Device is left empty (the table omits it); set it to name the device.
+func FromLoader(st loaders.Stats, consumer string) *Report {
+	r := &Report{
+		Cores: runtime.GOMAXPROCS(0), Batches: st.Batches, Samples: st.Samples, Seconds: st.Elapsed.Seconds(),
+		Stages:   append(FromPipeline(st.Stages), Consumer(consumer, st.Batches, st.Wait, st.Elapsed)),
+		Copy:     Copy{Bytes: st.CopyBytes, Seconds: st.CopyTime.Seconds(), GBps: st.CopyGBps()},
+		Stall:    st.StallFraction(),
+		Pinned:   st.Pool.Pinned,
+		Parallel: LoaderStage,
+	}
+	if st.Batches > 0 {
+		r.Batch = int((st.Samples + st.Batches - 1) / st.Batches)
+	}
+	if st.Elapsed > 0 {
+		r.Copy.Busy = min(1, float64(st.CopyTime)/float64(st.Elapsed))
+	}
+	for _, s := range st.Stages {
+		if s.Name == LoaderStage {
+			r.Workers = s.Workers
+			if s.Busy > 0 {
+				r.ReadShare = min(1, float64(st.Read)/float64(s.Busy))
+			}
+		}
+	}
+	r.Conclude()
+	return r
+}
