@@ -6,8 +6,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/pipeline"
+	"github.com/stoke-ml/stoke/profile"
 )
 
 // A loader whose two decode workers are always busy while the training step waits for data.

@@ -11,11 +11,11 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
+	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/train"
 )
 
