@@ -111,7 +111,6 @@ func BenchmarkFeeder(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		s.Ready()
 		db, err := f.Feed(ctx, s, Region{0, batch * img}, Region{batch * img, 4 * batch})
 		if err != nil {
 			b.Fatal(err)

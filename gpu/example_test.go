@@ -71,7 +71,6 @@ func ExampleFeeder() {
 
 	slot, _ := pool.Acquire(ctx)
 	copy(slot.Bytes(), "pixels\x01\x02") // the loader's layout: 6 bytes of images, 2 of labels
-	slot.Ready()
 	batch, err := feeder.Feed(ctx, slot, gpu.Region{Off: 0, Len: 6}, gpu.Region{Off: 6, Len: 2})
 	if err != nil {
 		fmt.Println(err)

@@ -179,8 +179,9 @@ type DeviceBatch struct {
 	done  bool
 }
 
-// Feed copies regions of slot (in the Ready state) into the next free buffer set, region i into
-// buffer i. It blocks while the consumer holds every buffer set, until ctx ends or the feeder
+// Feed copies regions of slot, acquired from its pool and filled (still Filling: Feed marks it
+// Ready, then InFlight, so that a slot's life after its filling is driven from here alone), into
+// the next free buffer set, region i into buffer i. It blocks while the consumer holds every buffer set, until ctx ends or the feeder
 // closes. Feed takes over the slot whatever the outcome: on success the slot goes back to its
 // pool once its copies have completed (its event, not a guess); on error it is released as soon
 // as nothing can read it.
@@ -213,7 +214,10 @@ func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) 
 
 	b := &DeviceBatch{Buffers: e.bufs, Lens: make([]int, len(regions)), Seq: seq, f: f, entry: e}
 	t := pendingCopy{seq: seq, slot: slot}
-	err := slot.InFlight()
+	err := slot.Ready()
+	if err == nil {
+		err = slot.InFlight()
+	}
 	f.feedMu.Lock()
 	if err == nil && after != nil {
 		err = f.copy.Wait(after)

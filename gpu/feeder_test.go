@@ -88,9 +88,6 @@ func (r *feedRig) produce(ctx context.Context, i int) (*DeviceBatch, error) {
 		mem[k] = byte(i)
 	}
 	binary.LittleEndian.PutUint32(mem[imgBytes:], uint32(i))
-	if err := s.Ready(); err != nil {
-		return nil, err
-	}
 	return r.f.Feed(ctx, s, regions...)
 }
 
@@ -347,7 +344,6 @@ func TestFeederMisuse(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		s.Ready()
 		_, err = r.f.Feed(ctx, s, regs...)
 		if st, serr := s.State(); serr == nil {
 			t.Errorf("slot after a failed Feed is %v; want released", st)
@@ -370,12 +366,13 @@ func TestFeederMisuse(t *testing.T) {
 			}
 		})
 	}
-	// A slot that is still Filling is refused, and released (with stoke_invariants, pinned
-	// panics on that misuse instead).
+	// A slot that the producer already marked Ready (Feed does that) is refused, and released
+	// (with stoke_invariants, pinned panics on that misuse instead).
 	if !slotMisusePanics {
 		s, _ := r.pool.Acquire(ctx)
+		s.Ready()
 		if _, err := r.f.Feed(ctx, s, regions...); !errors.Is(err, pinned.ErrState) {
-			t.Errorf("Feed(filling slot) = %v; want %v", err, pinned.ErrState)
+			t.Errorf("Feed(ready slot) = %v; want %v", err, pinned.ErrState)
 		}
 	}
 	b, err := r.produce(ctx, 7)
@@ -460,7 +457,6 @@ func TestFeederFailedCopyStream(t *testing.T) {
 		if err != nil {
 			t.Fatalf("batch %d: %v", i, err)
 		}
-		s.Ready()
 		b, err := f.Feed(ctx, s, Region{0, 16})
 		if err != nil {
 			t.Fatalf("batch %d: Feed = %v; want the failure to show on the stream, not at enqueue", i, err)

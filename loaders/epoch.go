@@ -276,9 +276,6 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 		return nil, sb.slot.Release()
 	}
 	e.releaseOpen(sb) // the feeder takes the slot over, whatever the outcome
-	if err := sb.slot.Ready(); err != nil {
-		return nil, errors.Join(err, sb.slot.Release())
-	}
 	l.fed(sb.seq)
 	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: 4 * b.N})
 	if err != nil {
