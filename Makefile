@@ -4,7 +4,7 @@ GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
 TRAINARGS ?= --data mnist --model mlp
 
-.PHONY: train test bench lint build cuda cuda-test cuda-check
+.PHONY: train test bench lint build external cuda cuda-test cuda-check
 
 ## train: train the MNIST MLP on the default (CPU) backend
 train:
@@ -18,6 +18,7 @@ test: lint
 	$(GO) test -race -timeout 15m ./...
 	$(GO) test -tags stoke_invariants ./pinned/... ./gpu/... ./loaders/... ./train/...
 	$(GO) test -tags noasm ./kernels/... ./train/...
+	scripts/external-check.sh
 
 ## bench: the Go benchmarks of every package (one pass each)
 bench:
@@ -28,6 +29,10 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go')); \
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
+
+## external: build and run examples/external, a separate module, from a copy outside the repository
+external:
+	scripts/external-check.sh
 
 ## build: the stoke binary
 build:
