@@ -18,9 +18,10 @@
 //	           into a ring of device buffers on its own stream and returns the slot to the pool
 //	           once the copy's event has completed; the consumer's stream waits for the copy
 //
-// Config.Tracer sees every item of every stage (one span per sample and transform worker) and
-// every host-to-device copy (stage CopyStage), timed with the feeder's events: what stoke profile
-// draws as a timeline.
+// Config.Tracer sees every item of every stage (one span per sample and transform worker), each
+// sample's read (stage ReadStage) and every host-to-device copy (stage CopyStage), timed with the
+// feeder's events: what stoke profile and the profile package draw as a timeline. Config.Workers
+// = AutoWorkers sizes the transform workers from a short probe.
 //
 // Bad input never panics: parsers check headers before allocating, errors name the dataset and the
 // sample (SampleError: index, key or path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the
