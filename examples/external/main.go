@@ -140,7 +140,7 @@ func profileLoader(ctx context.Context) error {
 			return err
 		}
 		copied += int64(b.N*b.Shape.Len() + 4*b.N) // images and int32 labels
-		time.Sleep(2 * time.Millisecond)          // the training step
+		time.Sleep(2 * time.Millisecond)           // the training step
 		b.Release()
 	}
 	st := ld.Stats()
