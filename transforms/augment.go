@@ -32,21 +32,6 @@ func (t randomCrop) Plan(p *Plan, r *rand.Rand) error {
 	return nil
 }
 
-// VerticalFlip mirrors the image top-bottom with probability p (drawn as r.Float64() < p).
-func VerticalFlip(p float64) Transform { return vflip{p} }
-
-type vflip struct{ p float64 }
-
-func (t vflip) String() string { return fmt.Sprintf("VerticalFlip(%g)", t.p) }
-
-func (t vflip) Plan(p *Plan, r *rand.Rand) error {
-	p.geometry() // even when it does not flip: a sample that does would fail after a pixel step
-	if r != nil && r.Float64() < t.p {
-		p.FlipVertical()
-	}
-	return nil
-}
-
 // Rotate90 turns the image k quarter turns counterclockwise (negative k: clockwise), as
 // numpy.rot90; an odd k swaps its width and height. Quarter turns are exact: they only change the
 // order in which the output is written.

@@ -378,15 +378,31 @@ func (t rrc) box(width, height int, r *rand.Rand) (x, y, w, h int) {
 }
 
 // HorizontalFlip mirrors the image left-right with probability p (drawn as r.Float64() < p).
-func HorizontalFlip(p float64) Transform { return hflip{p} }
+func HorizontalFlip(p float64) Transform { return flip{p: p} }
 
-type hflip struct{ p float64 }
+// VerticalFlip mirrors the image top-bottom with probability p (drawn as r.Float64() < p).
+func VerticalFlip(p float64) Transform { return flip{p: p, vertical: true} }
 
-func (t hflip) String() string { return fmt.Sprintf("HorizontalFlip(%g)", t.p) }
+type flip struct {
+	p        float64
+	vertical bool
+}
 
-func (t hflip) Plan(p *Plan, r *rand.Rand) error {
+func (t flip) String() string {
+	if t.vertical {
+		return fmt.Sprintf("VerticalFlip(%g)", t.p)
+	}
+	return fmt.Sprintf("HorizontalFlip(%g)", t.p)
+}
+
+func (t flip) Plan(p *Plan, r *rand.Rand) error {
 	p.geometry() // even when it does not flip: a sample that does would fail after a pixel step
-	if r != nil && r.Float64() < t.p {
+	if r == nil || r.Float64() >= t.p {
+		return nil
+	}
+	if t.vertical {
+		p.FlipVertical()
+	} else {
 		p.FlipHorizontal()
 	}
 	return nil
