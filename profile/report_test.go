@@ -62,6 +62,14 @@ var cases = []struct {
 	{"copy-bound, not pinned", synthetic(8, 4, 0.40, 0.30, 0.35, 0.85, false), CopyStage, "not pinned"},
 	{"serial copy stage", synthetic(8, 4, 0.40, 0.80, 0.30, 0.10, true), "copy", "it runs on one goroutine"},
 	{"latency-bound", synthetic(8, 4, 0.40, 0.20, 0.30, 0.10, true), "latency", "raise --prefetch"},
+	{"read-bound", readBound(synthetic(2, 2, 0.99, 0.05, 0.50, 0.02, true)), "transform", "spend 90% of their time reading"},
+}
+
+// readBound is r with its parallel stage reading 90% of the time.
+func readBound(r *Report) *Report {
+	r.ReadShare = 0.9
+	r.Conclude()
+	return r
 }
 
 func TestVerdicts(t *testing.T) {

@@ -19,6 +19,9 @@ const (
 	StallLow = 0.10
 	// Saturated is the busy share from which a stage counts as the one that bounds the pipeline.
 	Saturated = 0.60
+	// ReadBound is the share of the parallel stage's time spent reading from which its workers
+	// are bound by storage rather than by the cores.
+	ReadBound = 0.5
 )
 
 // CopyStage is the name Diagnose gives the host-to-device copy engine when it is the limit.
@@ -28,7 +31,8 @@ const CopyStage = "h2d copy"
 // and returns the verdict:
 //   - the consumer stalls less than StallLow: the consumer is the bottleneck, loading is not;
 //   - otherwise the busiest stage, or the copy engine, if it is at least Saturated busy, with
-//     advice for that kind of stage;
+//     advice for that kind of stage (for the parallel stage, reads of ReadBound or more of its
+//     time mean storage, not the cores, is what it waits on);
 //   - otherwise no stage is saturated and the pipeline is bound by latency (prefetch depth).
 //
 // A report without a consumer row is diagnosed from the loader's stages alone.
@@ -80,6 +84,8 @@ func Diagnose(r *Report) Verdict {
 	head := fmt.Sprintf("%s is the bottleneck: %d %s %s busy, and %s", top.Name, top.Workers, plural(top.Workers, "worker", "workers"), pct0(top.Busy), waits)
 	var advice string
 	switch {
+	case top.Name == r.Parallel && r.ReadShare >= ReadBound:
+		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise --workers beyond the %d cores (reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.Cores)
 	case top.Name == r.Parallel && top.Workers < r.Cores:
 		n := r.AutoWorkers
 		if n <= top.Workers {
