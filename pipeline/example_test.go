@@ -49,3 +49,27 @@ func ExampleStageError() {
 	// Output:
 	// pipeline: stage "parse": item 2: expected integer
 }
+
+// Per-worker state without a lock: each of a Map's workers runs one item at a time, and
+// Worker(ctx) says which one it is.
+func ExampleWorker() {
+	const workers = 3
+	buffers := make([][]byte, workers) // scratch memory, one per worker
+	p := pipeline.New()
+	words := pipeline.FromSlice(p, "words", []string{"stoke", "keeps", "the", "device", "fed"})
+	lengths := pipeline.Map(p, "length", words, func(ctx context.Context, w string) (int, error) {
+		buf := &buffers[pipeline.Worker(ctx)]
+		*buf = append((*buf)[:0], w...) // reused from item to item by the same worker
+		return len(*buf), nil
+	}, pipeline.Workers(workers), pipeline.Ordered(true))
+	for n, err := range pipeline.Iter(context.Background(), p, lengths) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Print(n, " ")
+	}
+	fmt.Println()
+	// Output:
+	// 5 5 3 6 3
+}
