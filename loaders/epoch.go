@@ -207,7 +207,7 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 // load reads, decodes and augments one sample into its place in the slot.
 func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 	l := e.l
-	w := pipeline.Worker(ctx)
+	w := pipeline.WorkerIndex(ctx)
 	ws := &l.workers[w]
 	i := j.sb.indices[j.pos]
 	start := time.Now()

@@ -224,7 +224,7 @@ type Loader struct {
 	traceMu sync.Mutex
 	feeds   int64
 	feedSeq map[int64]int
-	workers []workerState // one per transform worker, indexed by pipeline.Worker
+	workers []workerState // one per transform worker, indexed by pipeline.WorkerIndex
 	read    atomic.Int64  // nanoseconds in Dataset.Sample
 
 	mu         sync.Mutex

@@ -13,11 +13,11 @@
 // Every stream is consumed by exactly one stage (or by Iter); Run reports a stream that nobody
 // consumes, because its producer would block forever.
 //
-// A stage function learns which of its stage's workers runs it from Worker(ctx), so per-worker
-// state (scratch memory, decoders) lives in a slice indexed by it, without a lock. A function that
-// waits for downstream to hand back a resource (a free buffer) says so with Blocked(ctx, d), and
-// that time counts as the stage's blocked time, not its busy time. SuggestWorkers sizes a
-// parallel stage from the measured busy shares.
+// A stage function learns which of its stage's workers runs it from WorkerIndex(ctx), so
+// per-worker state (scratch memory, decoders) lives in a slice indexed by it, without a lock. A
+// function that waits for downstream to hand back a resource (a free buffer) says so with
+// Blocked(ctx, d), and that time counts as the stage's blocked time, not its busy time.
+// SuggestWorkers sizes a parallel stage from the measured busy shares.
 //
 // # Concurrency
 //

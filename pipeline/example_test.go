@@ -51,14 +51,14 @@ func ExampleStageError() {
 }
 
 // Per-worker state without a lock: each of a Map's workers runs one item at a time, and
-// Worker(ctx) says which one it is.
-func ExampleWorker() {
+// WorkerIndex(ctx) says which one it is.
+func ExampleWorkerIndex() {
 	const workers = 3
 	buffers := make([][]byte, workers) // scratch memory, one per worker
 	p := pipeline.New()
 	words := pipeline.FromSlice(p, "words", []string{"stoke", "keeps", "the", "device", "fed"})
 	lengths := pipeline.Map(p, "length", words, func(ctx context.Context, w string) (int, error) {
-		buf := &buffers[pipeline.Worker(ctx)]
+		buf := &buffers[pipeline.WorkerIndex(ctx)]
 		*buf = append((*buf)[:0], w...) // reused from item to item by the same worker
 		return len(*buf), nil
 	}, pipeline.Workers(workers), pipeline.Ordered(true))

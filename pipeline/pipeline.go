@@ -255,11 +255,11 @@ func newWorker(ctx context.Context, st *stage, index int) (context.Context, *wor
 	return context.WithValue(ctx, workerKey{}, w), w
 }
 
-// Worker returns the index of the worker goroutine that runs the stage function ctx was given:
+// WorkerIndex returns the index of the worker goroutine that runs the stage function ctx was given:
 // 0 to n-1 in a Map with Workers(n), 0 in the other stages. A worker calls its function for one
 // item at a time, so state that must not be shared (scratch buffers, decoders) can live in a
 // slice indexed by it. It returns -1 for a context that did not come from a stage.
-func Worker(ctx context.Context) int {
+func WorkerIndex(ctx context.Context) int {
 	if w, ok := ctx.Value(workerKey{}).(*worker); ok {
 		return w.index
 	}

@@ -125,7 +125,7 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 // Map applies fn to every item of in with Workers goroutines. With Ordered(true) the results leave
 // in input order (holding at most Window items); otherwise as they finish. An error or panic in fn
 // stops the pipeline with a *StageError carrying the item's index. fn must honour ctx if it blocks.
-// Worker(ctx) tells fn which of the stage's workers runs it, for per-worker state.
+// WorkerIndex(ctx) tells fn which of the stage's workers runs it, for per-worker state.
 func Map[In, Out any](p *Pipeline, name string, in *Stream[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Stream[Out] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "map", workers: o.workers, ordered: o.ordered}

@@ -19,7 +19,7 @@ func TestWorkerIndex(t *testing.T) {
 		p := pipeline.New()
 		src := pipeline.FromSlice(p, "src", make([]int, 2000))
 		out := pipeline.Map(p, "map", src, func(ctx context.Context, v int) (int, error) {
-			w := pipeline.Worker(ctx)
+			w := pipeline.WorkerIndex(ctx)
 			if w < 0 || w >= n {
 				t.Errorf("worker %d; want 0..%d", w, n-1)
 				return 0, nil
@@ -52,7 +52,7 @@ func TestWorkerIndex(t *testing.T) {
 			t.Errorf("ordered=%v: %d of %d workers used", ordered, busy, n)
 		}
 	}
-	if w := pipeline.Worker(context.Background()); w != -1 {
+	if w := pipeline.WorkerIndex(context.Background()); w != -1 {
 		t.Errorf("Worker outside a stage = %d; want -1", w)
 	}
 }

@@ -186,7 +186,7 @@ func workerIndex(ctx context.Context) error {
 	p := pipeline.New()
 	src := pipeline.FromSlice(p, "numbers", []int{1, 2, 3, 4, 5, 6, 7, 8, 9, 10})
 	sq := pipeline.Map(p, "square", src, func(ctx context.Context, v int) (int, error) {
-		w := pipeline.Worker(ctx)
+		w := pipeline.WorkerIndex(ctx)
 		scratch[w] = append(scratch[w], v)
 		return v * v, nil
 	}, pipeline.Workers(workers), pipeline.Ordered(true))
