@@ -11,7 +11,6 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"go.uber.org/goleak"
 
@@ -25,9 +24,9 @@ func TestProfile(t *testing.T) {
 		consumer string
 		tracks   []string // span tracks the trace must have, besides one per transform worker and the copy stream
 	}{
-		{"loader", []string{"--workers", "2"}, "step", []string{"read 0", "consumer", "compute stream"}},
-		{"train", []string{"--workers", "2", "--train", "--model", "mlp"}, "train step", []string{"read 0", "consumer"}},
-		{"auto workers", []string{"--workers", "auto"}, "step", []string{"read 0", "consumer", "compute stream"}},
+		{"loader", []string{"--workers", "2"}, "step", []string{"consumer", "compute stream"}},
+		{"train", []string{"--workers", "2", "--train", "--model", "mlp"}, "train step", []string{"consumer"}},
+		{"auto workers", []string{"--workers", "auto"}, "step", []string{"consumer", "compute stream"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -64,14 +63,19 @@ func TestProfile(t *testing.T) {
 				t.Errorf("profile workers %d, auto %d, copied %d bytes; want >= 1, >= 1, whole batches of %d bytes, at least 5", r.Workers, r.AutoWorkers, r.Copy.Bytes, 4*perSample)
 			}
 			perTrack := checkTrace(t, trace, tc.tracks)
-			// One lane per transform worker, as many as the report's workers, and none beyond.
-			transformSpans := 0
+			// One lane per transform worker that ran (with 12 samples an epoch, the scheduler may
+			// give them all to one), and the reads on lanes of the same workers; none beyond.
+			transformSpans, readSpans := 0, 0
 			for w := range r.Workers + 1 {
 				n, ok := perTrack[fmt.Sprintf("transform %d", w)]
-				if ok != (w < r.Workers) {
-					t.Errorf("trace has track \"transform %d\" = %v; want %v (%d workers)", w, ok, w < r.Workers, r.Workers)
+				if ok && w >= r.Workers {
+					t.Errorf("trace has track \"transform %d\"; want none beyond the %d workers", w, r.Workers)
 				}
 				transformSpans += n
+				readSpans += perTrack[fmt.Sprintf("read %d", w)]
+			}
+			if readSpans != transformSpans {
+				t.Errorf("trace has %d read slices and %d transform slices; want one read per sample transformed", readSpans, transformSpans)
 			}
 			// Every sample of every batch consumed was transformed (the loader may run ahead).
 			if transformSpans < 20 {
@@ -197,26 +201,3 @@ func TestProfileUsage(t *testing.T) {
 	}
 }
 
-func TestCounterCeiling(t *testing.T) {
-	tests := []struct {
-		dt, busy, want []float64
-	}{
-		{[]float64{1, 1, 1}, []float64{0, 1, 5}, []float64{2, 2, 2}},
-		{[]float64{1, 1, 1, 1}, []float64{1, 0, 3, 1}, []float64{1, 1, 2, 1}},
-		{[]float64{2, 1, 1}, []float64{0, 0, 6}, []float64{1, 2, 2}}, // moves time, not rates
-		{[]float64{1, 1}, []float64{0, 0}, []float64{0, 0}},
-		{[]float64{1}, []float64{9}, []float64{9}}, // nothing before it to give the excess to
-	}
-	for _, tc := range tests {
-		c := &counter{dt: tc.dt, busy: slices.Clone(tc.busy), ceiling: 2, at: make([]time.Time, len(tc.dt))}
-		rec := profile.NewRecorder(time.Time{}, 100)
-		c.record(rec, "x")
-		var got []float64
-		for _, p := range rec.Timeline().Points {
-			got = append(got, p.Value)
-		}
-		if !slices.Equal(got, tc.want) {
-			t.Errorf("counter{dt %v, busy %v}.record (ceiling 2) = %v; want %v", tc.dt, tc.busy, got, tc.want)
-		}
-	}
-}
