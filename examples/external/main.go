@@ -134,15 +134,22 @@ func profileLoader(ctx context.Context) error {
 		return err
 	}
 	defer ld.Close()
+	// The busy-workers counter tracks of the timeline, sampled while the epoch runs.
+	sctx, stop := context.WithCancel(ctx)
+	sampled := make(chan struct{})
+	go func() { profile.SampleBusy(sctx, rec, ld.Stats, 5*time.Millisecond); close(sampled) }()
 	var copied int64
 	for b, err := range ld.Epoch(ctx, 0) {
 		if err != nil {
+			stop()
 			return err
 		}
 		copied += int64(b.N*b.Shape.Len() + 4*b.N) // images and int32 labels
 		time.Sleep(2 * time.Millisecond)           // the training step
 		b.Release()
 	}
+	stop()
+	<-sampled
 	st := ld.Stats()
 	if st.CopyBytes != copied {
 		return fmt.Errorf("Stats().CopyBytes = %d after the epoch; want the %d bytes copied", st.CopyBytes, copied)
@@ -176,7 +183,10 @@ func profileLoader(ctx context.Context) error {
 			return err
 		}
 	}
-	fmt.Printf("%d spans on %d tracks written as a trace and an SVG\n", len(tl.Spans), len(tl.Tracks))
+	if len(tl.Counters) == 0 {
+		return fmt.Errorf("no counter tracks sampled")
+	}
+	fmt.Printf("%d spans on %d tracks and %d counter tracks written as a trace and an SVG\n", len(tl.Spans), len(tl.Tracks), len(tl.Counters))
 	return nil
 }
 
