@@ -181,10 +181,10 @@ type DeviceBatch struct {
 
 // Feed copies regions of slot, acquired from its pool and filled (still Filling: Feed marks it
 // Ready, then InFlight, so that a slot's life after its filling is driven from here alone), into
-// the next free buffer set, region i into buffer i. It blocks while the consumer holds every buffer set, until ctx ends or the feeder
-// closes. Feed takes over the slot whatever the outcome: on success the slot goes back to its
-// pool once its copies have completed (its event, not a guess); on error it is released as soon
-// as nothing can read it.
+// the next free buffer set, region i into buffer i. It blocks while the consumer holds every
+// buffer set, until ctx ends or the feeder closes. Feed takes over the slot whatever the outcome:
+// on success the slot goes back to its pool once its copies have completed (its event, not a
+// guess); on error it is released as soon as nothing can read it.
 func (f *Feeder) Feed(ctx context.Context, slot pinned.Slot, regions ...Region) (*DeviceBatch, error) {
 	seq := f.feeds.Add(1) - 1
 	mem := slot.Bytes()
