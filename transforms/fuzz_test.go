@@ -35,18 +35,28 @@ func fuzzSeeds(f *testing.F) {
 	}
 }
 
-// FuzzApply feeds arbitrary bytes through header parsing, decoding and a random crop: any input
-// must give an output or an error wrapping one of the sentinels, never a panic or a hang.
+// FuzzApply feeds arbitrary bytes through header parsing, decoding and two random pipelines (a
+// resized crop and flip; a padded crop with flips and turns, whose JPEG decode reads a transposed
+// region): any input must give an output or an error wrapping one of the sentinels, never a panic
+// or a hang.
 func FuzzApply(f *testing.F) {
 	fuzzSeeds(f)
-	p := Compose(RandomResizedCrop(8), HorizontalFlip(0.5)).WithMaxPixels(1 << 20)
-	w, r := p.NewWorker(), rng.NewSample()
+	var ws []*Worker
+	for _, p := range []*Pipeline{
+		Compose(RandomResizedCrop(8), HorizontalFlip(0.5)),
+		Compose(RandomCrop(8, 2), VerticalFlip(0.5), RandomRotate90(), RandomRotation(15)),
+	} {
+		ws = append(ws, p.WithMaxPixels(1<<20).NewWorker())
+	}
+	r := rng.NewSample()
 	dst := make([]byte, 3*8*8)
 	f.Fuzz(func(t *testing.T, data []byte) {
-		r.Reset(1, 0, len(data))
-		err := w.Apply(dst, Input{Encoded: data}, r.Rand)
-		if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
-			t.Errorf("Apply = %v; want nil, ErrCorrupt or ErrTooLarge", err)
+		for _, w := range ws {
+			r.Reset(1, 0, len(data))
+			err := w.Apply(dst, Input{Encoded: data}, r.Rand)
+			if err != nil && !errors.Is(err, ErrCorrupt) && !errors.Is(err, ErrTooLarge) {
+				t.Errorf("%v: Apply = %v; want nil, ErrCorrupt or ErrTooLarge", w.p, err)
+			}
 		}
 	})
 }
