@@ -305,3 +305,32 @@ type planPixels struct{}
 
 func (planPixels) String() string                   { return "planPixels" }
 func (planPixels) Plan(p *Plan, _ *rand.Rand) error { p.Pixels(func(Image) {}); return nil }
+
+// TestAugmentAllocatesNothing checks that the new geometric and pixel steps keep a warm Worker
+// allocation-free: the CIFAR recipe with flips, quarter turns and a small rotation, raw and JPEG.
+func TestAugmentAllocatesNothing(t *testing.T) {
+	p := Compose(RandomCrop(32, 4), HorizontalFlip(0.5), VerticalFlip(0.5), RandomRotate90(), RandomRotation(10))
+	for _, in := range []Input{
+		hwc(32, 32, 3, func(y, x, c int) byte { return byte(x ^ y + c) }),
+		{Encoded: encodeJPEG(t, quadrants(), 90)},
+	} {
+		w := p.NewWorker()
+		dst := make([]byte, 3*32*32)
+		pcg := rand.NewPCG(1, 0)
+		r := rand.New(pcg)
+		i := uint64(0)
+		run := func() {
+			i++
+			pcg.Seed(1, i) // the sample's generator, reseeded as a Loader does
+			if err := w.Apply(dst, in, r); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for range 50 {
+			run()
+		}
+		if n := testing.AllocsPerRun(50, run); n != 0 {
+			t.Errorf("Apply(%v) allocs = %v; want 0", p, n)
+		}
+	}
+}
