@@ -219,12 +219,13 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 	return ctx.Err() == nil
 }
 
-// cause unwraps a pipeline error down to the sample error when there is one, so that the message
-// leads with the dataset and the sample rather than the stage and item number.
+// cause unwraps a pipeline error down to the sample error when there is one, or a stream's error
+// (which names the stream and the position), so that the message leads with the dataset and the
+// sample rather than the stage and item number.
 func cause(err error) error {
 	var ps *pipeline.StageError
 	var se *SampleError
-	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped)) {
+	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == "sampler") {
 		return ps.Err
 	}
 	return err

@@ -8,6 +8,7 @@ import (
 	"io"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -328,8 +329,8 @@ func TestStreamErrors(t *testing.T) {
 		n += b.N
 		b.Release()
 	}
-	if !errors.Is(last, errBroken) || n > 6 {
-		t.Errorf("after %d samples: %v; want the stream's error after at most 6", n, last)
+	if !errors.Is(last, errBroken) || n > 6 || !strings.HasPrefix(last.Error(), "loaders: pngstream: part 0, stream position 6: ") {
+		t.Errorf("after %d samples: %v; want the stream's error, naming the stream and the position, after at most 6", n, last)
 	}
 }
 

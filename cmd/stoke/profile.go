@@ -440,6 +440,14 @@ type tracedDataset struct {
 // Info keeps the dataset's own description (name, classes, shape, normalization).
 func (d *tracedDataset) Info() loaders.Info { return loaders.Describe(d.Dataset) }
 
+// ShardStarts passes the dataset's shards on, so that ranks split them as they do in stoke bench.
+func (d *tracedDataset) ShardStarts() []int {
+	if s, ok := d.Dataset.(loaders.Sharded); ok {
+		return s.ShardStarts()
+	}
+	return nil
+}
+
 func (d *tracedDataset) Sample(ctx context.Context, i int) (loaders.Sample, error) {
 	if d.rec == nil {
 		return d.Dataset.Sample(ctx, i)
