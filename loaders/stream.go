@@ -149,11 +149,30 @@ func padOrd(n, rank, world int) int { return (world*(n/world) + rank) % n }
 
 func needsPad(n, rank, world int) bool { return n%world != 0 && rank >= n%world }
 
+// advance reads the stream's next sample, keeps it aside when it may serve as padding, and reports
+// whether it belongs to this rank; ok is false at the end of the stream.
+func (r *streamReader) advance(ctx context.Context) (it streamItem, mine, ok bool, err error) {
+	s, ok, err := r.readOne(ctx)
+	if !ok || err != nil {
+		return streamItem{}, false, false, err
+	}
+	it = streamItem{s: s, ord: r.read}
+	r.read++
+	if r.world > 1 && it.ord < r.world {
+		r.head = append(r.head, it)
+	}
+	if it.ord%r.world == r.rank {
+		r.kept++
+		return it, true, true, nil
+	}
+	return it, false, true, nil
+}
+
 // pull returns this rank's next sample in stream order, then its padding sample; ok is false after
 // the last.
 func (r *streamReader) pull(ctx context.Context) (streamItem, bool, error) {
 	for !r.ended {
-		s, ok, err := r.readOne(ctx)
+		it, mine, ok, err := r.advance(ctx)
 		if err != nil {
 			return streamItem{}, false, err
 		}
@@ -161,13 +180,7 @@ func (r *streamReader) pull(ctx context.Context) (streamItem, bool, error) {
 			r.ended = true
 			break
 		}
-		it := streamItem{s: s, ord: r.read}
-		r.read++
-		if r.world > 1 && it.ord < r.world {
-			r.head = append(r.head, it)
-		}
-		if it.ord%r.world == r.rank {
-			r.kept++
+		if mine {
 			return it, true, nil
 		}
 	}
@@ -266,22 +279,16 @@ func (r *streamReader) restore(ctx context.Context, s State) error {
 	}
 	r.buf = make([]streamItem, len(s.Buffer))
 	for r.read < s.Read {
-		smp, ok, err := r.readOne(ctx)
+		it, mine, ok, err := r.advance(ctx)
 		if err != nil {
 			return err
 		}
 		if !ok {
 			return bad("the stream ended after %d samples, before position %d", r.read, s.Read)
 		}
-		it := streamItem{s: smp, ord: r.read}
-		r.read++
-		if r.world > 1 && it.ord < r.world {
-			r.head = append(r.head, it)
-		}
-		if it.ord%r.world != r.rank {
+		if !mine {
 			continue
 		}
-		r.kept++
 		if k, ok := slot[it.ord]; ok {
 			r.buf[k] = it
 			delete(slot, it.ord)

@@ -70,16 +70,7 @@ func pngSource(t testing.TB, sizes ...int) *memSource {
 func newStreamLoader(t testing.TB, src StreamSource, cfg Config) *Loader {
 	t.Helper()
 	cfg.Allocator = pinned.Heap()
-	l, err := NewStream(src, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("Close: %v", err)
-		}
-	})
-	return l
+	return closeAtEnd(t)(NewStream(src, cfg))
 }
 
 var streamTransform = transforms.Compose(transforms.RandomResizedCrop(8), transforms.HorizontalFlip(0.5), transforms.ColorJitter(0.3, 0.3, 0.3))
@@ -250,21 +241,9 @@ func TestStreamRanks(t *testing.T) {
 // the same samples as the random-access loader, without the short last batch.
 func TestStreamShards(t *testing.T) {
 	noLeaks(t)
-	dir := t.TempDir()
 	ds := rawDataset(23, 2, 2, 1)
-	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(dir, "s-%04d.tar"), MaxSamples: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range ds.Len() {
-		s, _ := ds.Sample(context.Background(), i)
-		if err := w.Write(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "s-%04d.tar"), 5, ds.samples)
 	src, err := OpenStream("shards:" + filepath.Join(dir, "s-*.tar"))
 	if err != nil {
 		t.Fatal(err)

@@ -150,22 +150,7 @@ var crop1 = transforms.Compose(transforms.CenterCrop(1))
 // the sample split.
 func TestLoaderShardRanks(t *testing.T) {
 	noLeaks(t)
-	dir := t.TempDir()
-	ds := rawDataset(20, 1, 1, 1)
-	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(dir, "s-%04d.tar"), MaxSamples: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range ds.Len() {
-		s, _ := ds.Sample(context.Background(), i)
-		if err := w.Write(s); err != nil {
-			t.Fatal(err)
-		}
-	}
-	if err := w.Close(); err != nil {
-		t.Fatal(err)
-	}
-	sh, err := OpenShards("s", w.Shards())
+	sh, err := OpenShards("s", writeShards(t, filepath.Join(t.TempDir(), "s-%04d.tar"), 5, rawDataset(20, 1, 1, 1).samples).Shards())
 	if err != nil {
 		t.Fatal(err)
 	}
