@@ -1,6 +1,7 @@
 package loaders
 
 import (
+	"context"
 	"errors"
 	"math"
 	"slices"
@@ -215,5 +216,53 @@ func TestEnvRank(t *testing.T) {
 	t.Setenv("RANK", "x")
 	if _, _, _, err := EnvRank(); !errors.Is(err, ErrSpec) {
 		t.Errorf("RANK=x: %v; want ErrSpec", err)
+	}
+}
+
+// listSampler is a user Sampler that returns a fixed list, whatever its claimed length.
+type listSampler struct {
+	n    int
+	list []int
+}
+
+func (s listSampler) Len() int                  { return s.n }
+func (s listSampler) Indices(uint64, int) []int { return append([]int(nil), s.list...) }
+
+// TestUserSampler: a user Sampler's order is what the Loader loads; a sampler that breaks its
+// contract fails the epoch with a clear error; configurations that mix up the ways to order are
+// refused.
+func TestUserSampler(t *testing.T) {
+	noLeaks(t)
+	ds := rawDataset(6, 1, 1, 1)
+	l := newLoader(t, ds, Config{Batch: 2, Workers: 2, Sampler: listSampler{5, []int{5, 0, 5, 3, 1}}})
+	var order []int
+	for _, b := range epoch(t, l, 0, -1) {
+		order = append(order, b.indices...)
+	}
+	if !slices.Equal(order, []int{5, 0, 5, 3, 1}) || l.BatchesPerEpoch() != 3 {
+		t.Errorf("loaded %v in %d batches; want the sampler's [5 0 5 3 1] in 3", order, l.BatchesPerEpoch())
+	}
+	for _, tc := range []struct {
+		s    Sampler
+		want error
+	}{{listSampler{2, []int{0, 6}}, ErrIndex}, {listSampler{3, []int{0, 1}}, ErrSpec}} {
+		l := newLoader(t, ds, Config{Batch: 2, Workers: 1, Sampler: tc.s})
+		for b, err := range l.Epoch(context.Background(), 0) {
+			if b != nil {
+				b.Release()
+			}
+			if !errors.Is(err, tc.want) {
+				t.Errorf("sampler %+v: %v; want %v", tc.s, err, tc.want)
+			}
+		}
+	}
+	for _, cfg := range []Config{
+		{Sampler: Sequential(6), Shuffle: true},
+		{ShuffleBuffer: 10},
+		{ShuffleBuffer: 10, Shuffle: true}, // a shuffle buffer is for streams
+	} {
+		if _, err := New(ds, cfg); !errors.Is(err, ErrSpec) {
+			t.Errorf("New(%+v) = %v; want ErrSpec", cfg, err)
+		}
 	}
 }
