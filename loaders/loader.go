@@ -119,8 +119,10 @@ type Config struct {
 	//   - otherwise the sampler's order is split sample by sample like PyTorch's
 	//     DistributedSampler: padded by wrapping around to a multiple of WorldSize (fewer than
 	//     WorldSize repeated samples), rank r taking positions r, r+WorldSize, ...;
-	//   - a stream loader's ranks all read the stream and keep every WorldSize-th sample, padded
-	//     the same way (a stream's length, and so the ranks' shares, is known only at its end).
+	//   - a stream loader over a SizedSource whose parts balance is split by whole parts the same
+	//     way, each rank reading its parts only (and its first ones again for the padding);
+	//   - any other stream loader's ranks all read the stream and keep every WorldSize-th sample,
+	//     padded like DistributedSampler (the ranks' shares are known only at the stream's end).
 	Rank, WorldSize int
 	// Target writes each sample's target into Batch.Labels (default Class(NumClasses): int32 class
 	// ids); Vector and MultiHot give float targets.
@@ -182,7 +184,7 @@ func (c *Config) Validate() error {
 type State struct {
 	Epoch, Batch    int
 	Seed            uint64
-	Len             int // dataset length; 0 for a stream
+	Len             int // dataset length; for a stream, a SizedSource's (0: unknown)
 	Rank, WorldSize int
 	BatchSize       int
 	Shuffle         bool
@@ -270,7 +272,9 @@ type Loader struct {
 	cfg     Config
 	sampler Sampler    // nil for a stream loader
 	split   shardSplit // ranks of a dataset split by shards; split.ranks is nil otherwise
-	perRank int        // indices per rank per epoch (padding included); 0 for a stream
+	perRank int        // indices per rank per epoch (padding included); 0 for a stream of unknown length
+	// streamLen is a SizedSource's number of samples (0: unknown).
+	streamLen int
 	shape   transforms.Shape
 	sample  int // bytes of one output image
 	tsize   int // bytes of one target
@@ -336,8 +340,9 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 
 // NewStream returns a Loader over the stream src: each epoch reads src's parts front to back on one
 // goroutine (in a permuted order, through a shuffle buffer, with Config.Shuffle), and its workers
-// decode and augment the samples as for a Dataset. The length of an epoch is known only at its end:
-// BatchesPerEpoch is 0, and the last batch is short unless DropLast. Config.Sampler must be nil.
+// decode and augment the samples as for a Dataset. Unless src is a SizedSource, the length of an
+// epoch is known only at its end: BatchesPerEpoch is 0, and the last batch is short unless
+// DropLast. Config.Sampler must be nil.
 // src may implement Describer; its Info.Shape is usually zero, so the transform must fix the size.
 func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 	if cfg.Shuffle && cfg.ShuffleBuffer == 0 {
@@ -355,6 +360,28 @@ func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 	}
 	if src.Parts() < 1 {
 		return nil, fmt.Errorf("loaders: %s: a stream of %d parts: %w", l.info.Name, src.Parts(), ErrEmpty)
+	}
+	if s, ok := src.(SizedSource); ok && s.PartLens() != nil {
+		lens := s.PartLens()
+		if len(lens) != src.Parts() {
+			return nil, fmt.Errorf("loaders: %s: sizes of %d parts for a stream of %d: %w", l.info.Name, len(lens), src.Parts(), ErrSpec)
+		}
+		starts := make([]int, len(lens))
+		for k, n := range lens {
+			if n < 0 {
+				return nil, fmt.Errorf("loaders: %s: part %d of %d samples: %w", l.info.Name, k, n, ErrSpec)
+			}
+			starts[k] = l.streamLen
+			l.streamLen += n
+		}
+		if l.streamLen == 0 {
+			return nil, fmt.Errorf("loaders: %s: %w", l.info.Name, ErrEmpty)
+		}
+		world := max(cfg.WorldSize, 1)
+		l.perRank = (l.streamLen + world - 1) / world
+		if l.split, _ = splitShards(starts, l.streamLen, world); l.split.ranks != nil {
+			l.perRank = l.split.per
+		}
 	}
 	return l, l.setup()
 }
@@ -505,8 +532,8 @@ func (l *Loader) Normalization() (mean, std []float32) {
 }
 
 // BatchesPerEpoch returns the number of batches each epoch yields on this rank (counting batches
-// that a Skip policy might leave empty); 0 for a stream loader, whose length is known only at the
-// end of each epoch.
+// that a Skip policy might leave empty); 0 for a stream loader whose source is not a SizedSource,
+// whose length is known only at the end of each epoch.
 func (l *Loader) BatchesPerEpoch() int {
 	n := l.perRank
 	if l.cfg.DropLast {
@@ -521,6 +548,8 @@ func (l *Loader) position(epoch, batch int) State {
 		ShuffleBuffer: l.cfg.ShuffleBuffer}
 	if l.ds != nil {
 		s.Len = l.ds.Len()
+	} else {
+		s.Len = l.streamLen
 	}
 	return s
 }
@@ -545,7 +574,8 @@ func (l *Loader) Restore(s State) error {
 	if l.src == nil {
 		bad = bad || s.Batch > l.BatchesPerEpoch() || s.Read != 0 || len(s.Buffer) > 0
 	} else {
-		bad = bad || s.Read < 0 || len(s.Buffer) > l.cfg.ShuffleBuffer || (len(s.Buffer) > 0 && l.cfg.ShuffleBuffer <= 1)
+		bad = bad || s.Read < 0 || len(s.Buffer) > l.cfg.ShuffleBuffer || (len(s.Buffer) > 0 && l.cfg.ShuffleBuffer <= 1) ||
+			(l.perRank > 0 && s.Batch > l.BatchesPerEpoch())
 	}
 	if bad {
 		return fmt.Errorf("loaders: restore %+v into a loader at %+v (%d batches per epoch): %w", s, want, l.BatchesPerEpoch(), ErrState)

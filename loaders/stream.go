@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"slices"
 	"strings"
 
 	"github.com/stoke-ml/stoke/internal/rng"
@@ -24,6 +25,18 @@ type StreamSource interface {
 	Open(ctx context.Context, part int) (Stream, error)
 }
 
+// SizedSource is implemented by a StreamSource that knows how many samples each part holds
+// before reading it (shards listed in the index that stoke pack writes). A stream loader over one
+// knows the length of its epochs (BatchesPerEpoch), checks every part against its count (a part
+// that holds another number of samples fails the epoch with ErrCorrupt), and splits whole parts
+// across ranks when they balance, as for a Sharded dataset: each rank then reads only its own
+// parts, and pads to the largest rank's count by reading its first parts again.
+type SizedSource interface {
+	StreamSource
+	// PartLens returns the number of samples of each part, or nil when it does not know them.
+	PartLens() []int
+}
+
 // DefaultShuffleBuffer is the size of a stream loader's shuffle buffer when Config.Shuffle is set
 // and Config.ShuffleBuffer is 0, as in WebDataset's examples: the buffer holds this many encoded
 // samples (about 100 MB of typical JPEGs).
@@ -31,17 +44,21 @@ const DefaultShuffleBuffer = 1000
 
 // NewShardSource returns the StreamSource over WebDataset tar shard files (plain, gzip or zstd),
 // one part per file, each read front to back by a ShardStream: compressed shards are never held
-// whole in memory. name is used in errors and Info.
-func NewShardSource(name string, paths []string) StreamSource {
-	return &shardSource{name: name, paths: paths}
+// whole in memory. name is used in errors and Info. lens, if not nil, are the shards' sample
+// counts (the "nsamples" of stoke pack's index), which make it a SizedSource.
+func NewShardSource(name string, paths []string, lens []int) SizedSource {
+	return &shardSource{name: name, paths: paths, lens: lens}
 }
 
 type shardSource struct {
 	name  string
 	paths []string
+	lens  []int
 }
 
 func (s *shardSource) Parts() int { return len(s.paths) }
+
+func (s *shardSource) PartLens() []int { return s.lens }
 
 func (s *shardSource) Open(_ context.Context, part int) (Stream, error) {
 	return NewShardStream(s.paths[part : part+1]), nil
@@ -63,7 +80,7 @@ func OpenStream(spec string) (StreamSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewShardSource(glob, paths), nil
+	return NewShardSource(glob, paths, nil), nil
 }
 
 // streamItem is a sample read from a stream and its position (ordinal) in the epoch's stream.
@@ -88,6 +105,12 @@ type streamReader struct {
 	cur   Stream
 	read  int // samples read from the stream: the next one's position
 	ended bool
+	// lens are the parts' sample counts when the source knows them (inPart counts the current
+	// part's); limit, when above 0, is this rank's count in a split by parts: the stream wraps
+	// around its parts until it has read that many.
+	lens   []int
+	inPart int
+	limit  int
 
 	head   []streamItem // the first world samples, the padding candidates (world > 1)
 	kept   int          // samples of this rank read
@@ -106,9 +129,21 @@ type streamReader struct {
 func (l *Loader) newStreamReader(epoch int) *streamReader {
 	r := &streamReader{src: l.src, name: l.info.Name, seed: l.cfg.Seed, epoch: epoch,
 		rank: l.cfg.Rank, world: max(l.cfg.WorldSize, 1), size: l.cfg.ShuffleBuffer}
+	if s, ok := l.src.(SizedSource); ok {
+		r.lens = s.PartLens()
+	}
 	r.parts = sequential(l.src.Parts()).Indices(0, 0)
+	if l.split.ranks != nil {
+		// This rank reads its own parts only, all of whose samples are its own.
+		r.parts, r.limit, r.rank, r.world = slices.Clone(l.split.ranks[l.cfg.Rank]), l.split.per, 0, 1
+	}
 	if l.cfg.Shuffle {
-		r.parts = shuffled(len(r.parts)).Indices(rng.Mix(l.cfg.Seed, 8), epoch)
+		order := shuffled(len(r.parts)).Indices(rng.Mix(l.cfg.Seed, 8), epoch)
+		parts := make([]int, len(order))
+		for k, o := range order {
+			parts[k] = r.parts[o]
+		}
+		r.parts = parts
 	}
 	return r
 }
@@ -116,7 +151,13 @@ func (l *Loader) newStreamReader(epoch int) *streamReader {
 // readOne returns the next sample of the stream; ok is false at its end.
 func (r *streamReader) readOne(ctx context.Context) (Sample, bool, error) {
 	for {
+		if r.limit > 0 && r.read >= r.limit {
+			return Sample{}, false, nil
+		}
 		if r.cur == nil {
+			if r.next >= len(r.parts) && r.limit > 0 {
+				r.next = 0 // padding: the rank's first parts again
+			}
 			if r.next >= len(r.parts) {
 				return Sample{}, false, nil
 			}
@@ -124,14 +165,20 @@ func (r *streamReader) readOne(ctx context.Context) (Sample, bool, error) {
 			if err != nil {
 				return Sample{}, false, fmt.Errorf("loaders: %s: open part %d: %w", r.name, r.parts[r.next], err)
 			}
-			r.cur = st
+			r.cur, r.inPart = st, 0
 			r.next++
 		}
 		s, err := r.cur.Next(ctx)
-		if err == nil {
-			return s, true, nil
-		}
 		part := r.parts[r.next-1]
+		if err == nil {
+			if r.inPart++; r.lens != nil && r.inPart > r.lens[part] {
+				err = fmt.Errorf("more samples than the %d its size says: %w", r.lens[part], ErrCorrupt)
+			} else {
+				return s, true, nil
+			}
+		} else if errors.Is(err, io.EOF) && r.lens != nil && r.inPart != r.lens[part] {
+			err = fmt.Errorf("%d samples, but its size says %d: %w", r.inPart, r.lens[part], ErrCorrupt)
+		}
 		cerr := r.cur.Close()
 		r.cur = nil
 		if !errors.Is(err, io.EOF) {

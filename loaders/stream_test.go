@@ -67,6 +67,21 @@ func pngSource(t testing.TB, sizes ...int) *memSource {
 	return src
 }
 
+// sized is a memSource that says its parts' sizes, or lies about them by adding lie to part 0.
+type sized struct {
+	*memSource
+	lie int
+}
+
+func (s sized) PartLens() []int {
+	var lens []int
+	for _, p := range s.parts {
+		lens = append(lens, len(p))
+	}
+	lens[0] += s.lie
+	return lens
+}
+
 func newStreamLoader(t testing.TB, src StreamSource, cfg Config) *Loader {
 	t.Helper()
 	cfg.Allocator = pinned.Heap()
@@ -144,20 +159,23 @@ func TestStreamWorkersIdentical(t *testing.T) {
 func TestStreamResume(t *testing.T) {
 	noLeaks(t)
 	src := pngSource(t, 9, 7, 11, 3, 8) // 38 samples
-	for _, tc := range []struct{ world, buffer int }{{1, 6}, {3, 4}, {1, 0}, {4, 50}} {
+	for _, tc := range []struct {
+		world, buffer int
+		src           StreamSource
+	}{{1, 6, src}, {3, 4, src}, {1, 0, src}, {4, 50, src}, {2, 5, sized{memSource: src}}} {
 		for rank := range tc.world {
 			cfg := Config{Batch: 3, Workers: 3, Shuffle: tc.buffer > 0, ShuffleBuffer: tc.buffer, Seed: 5, Transform: streamTransform, Rank: rank, WorldSize: tc.world}
-			full := epoch(t, newStreamLoader(t, src, cfg), 2, -1)
+			full := epoch(t, newStreamLoader(t, tc.src, cfg), 2, -1)
 			for _, stop := range []int{1, len(full) / 2, len(full) - 1} {
-				first := newStreamLoader(t, src, cfg)
+				first := newStreamLoader(t, tc.src, cfg)
 				head := epoch(t, first, 2, stop)
 				st := first.State()
-				second := newStreamLoader(t, src, cfg)
+				second := newStreamLoader(t, tc.src, cfg)
 				if err := second.Restore(st); err != nil {
 					t.Fatal(err)
 				}
 				resumed := append(head, epoch(t, second, 2, -1)...)
-				name := fmt.Sprintf("world %d rank %d buffer %d, stopped after %d of %d batches", tc.world, rank, tc.buffer, stop, len(full))
+				name := fmt.Sprintf("%T world %d rank %d buffer %d, stopped after %d of %d batches", tc.src, tc.world, rank, tc.buffer, stop, len(full))
 				if len(resumed) != len(full) {
 					t.Fatalf("%s: resumed epoch has %d batches; want %d", name, len(resumed), len(full))
 				}
@@ -234,6 +252,79 @@ func TestStreamRanks(t *testing.T) {
 		if want := world * ((38 + world - 1) / world); total != want {
 			t.Errorf("world %d: %d samples over all ranks; want %d (38 + padding)", world, total, want)
 		}
+	}
+}
+
+// TestSizedStreamRanks: a stream whose parts' sizes are known is split by whole parts (9, 7, 11, 3
+// and 8 samples: 18 and 20 for 2 ranks), each rank padded to 20 by reading its first parts again;
+// BatchesPerEpoch is known; a part whose size is wrong fails the epoch with ErrCorrupt.
+func TestSizedStreamRanks(t *testing.T) {
+	noLeaks(t)
+	src := pngSource(t, 9, 7, 11, 3, 8)
+	partOf := func(key string) int {
+		for p, part := range src.parts {
+			for _, s := range part {
+				if s.Key == key {
+					return p
+				}
+			}
+		}
+		return -1
+	}
+	seen := map[int]int{}
+	owner := map[int]int{}
+	for rank := range 2 {
+		l := newStreamLoader(t, sized{memSource: src}, Config{Batch: 6, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank, WorldSize: 2})
+		if l.BatchesPerEpoch() != 4 {
+			t.Errorf("rank %d: BatchesPerEpoch() = %d; want 4 (20 samples)", rank, l.BatchesPerEpoch())
+		}
+		var keys []string
+		r := l.newStreamReader(0)
+		for {
+			it, _, ok, err := r.advance(context.Background())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !ok {
+				break
+			}
+			keys = append(keys, it.s.Key)
+		}
+		r.close()
+		bs := epoch(t, l, 0, -1)
+		if len(bs) != 4 || len(keys) != 20 {
+			t.Errorf("rank %d: %d batches from a stream of %d; want 4 from 20", rank, len(bs), len(keys))
+		}
+		distinct := map[string]bool{}
+		for _, k := range keys {
+			distinct[k] = true
+		}
+		for k := range distinct {
+			var j int
+			fmt.Sscan(k, &j)
+			seen[j]++
+			p := partOf(k)
+			if o, ok := owner[p]; ok && o != rank {
+				t.Errorf("part %d read by ranks %d and %d", p, o, rank)
+			}
+			owner[p] = rank
+		}
+	}
+	for j := range 38 {
+		if seen[j] != 1 {
+			t.Errorf("sample %d on %d ranks; want 1", j, seen[j])
+		}
+	}
+	l := newStreamLoader(t, sized{memSource: src, lie: 1}, Config{Batch: 6, Workers: 2, Transform: streamTransform})
+	var last error
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if b != nil {
+			b.Release()
+		}
+		last = err
+	}
+	if !errors.Is(last, ErrCorrupt) {
+		t.Errorf("a part of 9 samples said to hold 10: %v; want ErrCorrupt", last)
 	}
 }
 
