@@ -275,10 +275,10 @@ type Loader struct {
 	perRank int        // indices per rank per epoch (padding included); 0 for a stream of unknown length
 	// streamLen is a SizedSource's number of samples (0: unknown).
 	streamLen int
-	shape   transforms.Shape
-	sample  int // bytes of one output image
-	tsize   int // bytes of one target
-	labOff  int // offset of the targets in a slot
+	shape     transforms.Shape
+	sample    int // bytes of one output image
+	tsize     int // bytes of one target
+	labOff    int // offset of the targets in a slot
 
 	dev     gpu.Device
 	ownDev  bool
