@@ -273,12 +273,12 @@ type Loader struct {
 	sampler Sampler    // nil for a stream loader
 	split   shardSplit // ranks of a dataset split by shards; split.ranks is nil otherwise
 	perRank int        // indices per rank per epoch (padding included); 0 for a stream of unknown length
-	// streamLen is a SizedSource's number of samples (0: unknown).
-	streamLen int
-	shape     transforms.Shape
-	sample    int // bytes of one output image
-	tsize     int // bytes of one target
-	labOff    int // offset of the targets in a slot
+	shape   transforms.Shape
+	sample  int // bytes of one output image
+	tsize   int // bytes of one target
+	labOff  int // offset of the targets in a slot
+
+	streamLen int // a SizedSource's number of samples (0: unknown)
 
 	dev     gpu.Device
 	ownDev  bool
