@@ -108,3 +108,54 @@ func BenchmarkShardsSample(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkShardsEpoch runs whole epochs over zstd shards of raw 64 x 64 x 3 images (8 shards of
+// 64), read both ways: by random access (Open's default) and as a stream through a shuffle buffer of
+// 256 (OpenStream). One op is one epoch; RandomResizedCrop(56) + flip, 2 workers, batch 64.
+func BenchmarkShardsEpoch(b *testing.B) {
+	const n, side = 512, 64
+	samples := make([]Sample, n)
+	for i := range samples {
+		px := make([]byte, side*side*3)
+		for j := range px {
+			px[j] = byte(i + j/7)
+		}
+		samples[i] = Sample{Input: transforms.Input{Pixels: px, H: side, W: side, C: 3}, Label: i % 10}
+	}
+	w := writeShards(b, filepath.Join(b.TempDir(), "s-%04d.tar.zst"), 64, samples)
+	cfg := Config{Batch: 64, Workers: 2, Shuffle: true, Transform: transforms.Train(56), Allocator: pinned.Heap()}
+	for _, way := range []string{"random", "stream"} {
+		b.Run(way, func(b *testing.B) {
+			var l *Loader
+			var err error
+			if way == "random" {
+				var ds *Shards
+				if ds, err = OpenShards("bench", w.Shards()); err != nil {
+					b.Fatal(err)
+				}
+				defer ds.Close()
+				l, err = New(ds, cfg)
+			} else {
+				c := cfg
+				c.ShuffleBuffer = 256
+				l, err = NewStream(NewShardSource("bench", w.Shards(), nil), c)
+			}
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer l.Close()
+			b.ReportAllocs()
+			e := 0
+			for b.Loop() {
+				for batch, err := range l.Epoch(context.Background(), e) {
+					if err != nil {
+						b.Fatal(err)
+					}
+					batch.Release()
+				}
+				e++
+			}
+			b.ReportMetric(float64(n*e)/b.Elapsed().Seconds(), "images/s")
+		})
+	}
+}
