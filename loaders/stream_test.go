@@ -425,3 +425,34 @@ func (f *failingStream) Next(ctx context.Context) (Sample, error) {
 	}
 	return f.Stream.Next(ctx)
 }
+
+// TestStreamBadSample: a sample of a stream that cannot be decoded is named by its position and
+// key (FailFast), or skipped and counted (Skip), as for a dataset.
+func TestStreamBadSample(t *testing.T) {
+	noLeaks(t)
+	src := pngSource(t, 6, 6)
+	src.parts[1][2].Input.Encoded = []byte("not a png")
+	cfg := Config{Batch: 4, Workers: 2, Transform: streamTransform}
+	l := newStreamLoader(t, src, cfg)
+	var se *SampleError
+	for b, err := range l.Epoch(context.Background(), 0) {
+		if b != nil {
+			b.Release()
+		}
+		if err != nil && (!errors.As(err, &se) || se.Index != 8 || se.Key != "8") {
+			t.Errorf("bad sample: %v; want a SampleError for stream position 8 (key 8)", err)
+		}
+	}
+	if se == nil {
+		t.Error("the bad sample went through")
+	}
+	cfg.OnError = Skip
+	l = newStreamLoader(t, src, cfg)
+	n := 0
+	for _, b := range epoch(t, l, 0, -1) {
+		n += len(b.indices)
+	}
+	if st := l.Stats(); n != 11 || st.Skipped != 1 {
+		t.Errorf("Skip: %d samples, %d skipped; want 11 and 1", n, st.Skipped)
+	}
+}
