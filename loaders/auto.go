@@ -30,11 +30,12 @@ const transformStage = "transform"
 // Workers returns the number of transform workers, as Config.Workers set it or AutoWorkers chose.
 func (l *Loader) Workers() int { return l.cfg.Workers }
 
-// autoWorkers runs the AutoWorkers probe for a Loader configured as cfg over ds.
-func autoWorkers(ds Dataset, cfg Config) (int, error) {
+// autoWorkers runs the AutoWorkers probe for a Loader configured as cfg, which open opens (over
+// the same dataset or stream).
+func autoWorkers(cfg Config, open func(Config) (*Loader, error)) (int, error) {
 	cores := runtime.GOMAXPROCS(0)
 	cfg.Workers, cfg.Stream, cfg.Tracer = cores, nil, nil
-	ld, err := New(ds, cfg)
+	ld, err := open(cfg)
 	if err != nil {
 		return 0, err
 	}

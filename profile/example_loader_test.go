@@ -15,9 +15,9 @@ import (
 
 // Profiling a Loader from a program: a Recorder as the Loader's Tracer records the timeline, and
 // FromLoader turns the Loader's Stats into the stage table and the verdict. Here the consumer's
-// step (40 ms a batch) is slower than loading these small images, so the verdict names it.
+// step (100 ms a batch) is much slower than loading these small images, so the verdict names it.
 func ExampleFromLoader() {
-	samples := make([]loaders.Sample, 96)
+	samples := make([]loaders.Sample, 128)
 	for i := range samples {
 		samples[i] = loaders.Sample{Input: transforms.Input{Pixels: bytes.Repeat([]byte{byte(i)}, 3*40*40), H: 40, W: 40, C: 3}, Label: i % 10}
 	}
@@ -35,7 +35,7 @@ func ExampleFromLoader() {
 			fmt.Println(err)
 			return
 		}
-		time.Sleep(40 * time.Millisecond) // the training step
+		time.Sleep(100 * time.Millisecond) // the training step
 		b.Release()
 	}
 
@@ -54,6 +54,6 @@ func ExampleFromLoader() {
 	}
 	fmt.Println(strings.Contains(trace.String(), "h2d copy"), strings.Contains(trace.String(), "read 0"), strings.HasPrefix(svg.String(), "<svg"))
 	// Output:
-	// 6 batches; bottleneck: train step (the pipeline outpaces the step)
+	// 8 batches; bottleneck: train step (the pipeline outpaces the step)
 	// true true true
 }

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/stoke-ml/stoke/kernels"
@@ -14,7 +15,8 @@ import (
 // not on the host. (A loader without a Stream yields each batch once its copy has completed.)
 // Either way the loader has ordered the copy before the step: nothing here waits for it again.
 //
-// Batches a Skip policy left empty are released and passed over.
+// Batches a Skip policy left empty are released and passed over. The trainer's models take class
+// ids: a loader with another Target fails the epoch. A stream loader's Steps is 0 (unknown).
 func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
 
 type loaderData struct{ l *loaders.Loader }
@@ -25,6 +27,10 @@ func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normaliza
 
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
+		if d.l.Target() != loaders.Class(d.l.Info().NumClasses) {
+			yield(Batch{}, fmt.Errorf("%w: the loader's batches carry %T targets; the models take class ids (loaders.Class)", ErrConfig, d.l.Target()))
+			return
+		}
 		for b, err := range d.l.Epoch(ctx, epoch) {
 			if err != nil {
 				yield(Batch{}, err)

@@ -30,6 +30,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]", true)
 	lf.register(fs, 64)
+	lf.registerRanks(fs)
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
 	withTrain := fs.Bool("train", false, "profile the training step too: the trainer consumes the batches")
 	model := fs.String("model", "mlp", "model trained with --train: "+strings.Join(train.Models(), ", "))

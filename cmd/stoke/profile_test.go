@@ -200,4 +200,3 @@ func TestProfileUsage(t *testing.T) {
 		})
 	}
 }
-

@@ -7,7 +7,9 @@
 //     randomness comes from the Loader, so the batches do not depend on the worker count;
 //   - profiling a Loader (Workers: loaders.AutoWorkers) with the public profile package: the
 //     stage table, the verdict, the timeline as a trace and an SVG;
-//   - the pipeline engine's worker index, for per-worker state.
+//   - the pipeline engine's worker index, for per-worker state;
+//   - the loaders' data extension points (data.go): a user StreamSource with a shuffle buffer
+//     resumed mid-epoch, a user Sampler, multi-label targets with a collate hook.
 //
 // Run it with `go run .` in this directory, or `make external` from the repository root.
 package main
@@ -38,6 +40,7 @@ func main() {
 		{"user transform", userTransform},
 		{"profile", profileLoader},
 		{"pipeline worker index", workerIndex},
+		{"data: stream, sampler, targets", func(context.Context) error { return exerciseData() }}, // data.go
 	} {
 		if err := step.run(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "external: %s: %v\n", step.name, err)
