@@ -64,3 +64,25 @@ func TestStatsRead(t *testing.T) {
 		t.Errorf("Read = %v beyond the transform stage's busy %v", st.Read, busy)
 	}
 }
+
+// TestStreamAutoWorkers: a stream loader sizes its workers with AutoWorkers too, and yields the
+// batches a fixed worker count does.
+func TestStreamAutoWorkers(t *testing.T) {
+	noLeaks(t)
+	src := pngSource(t, 10, 7, 9)
+	cfg := Config{Batch: 4, Workers: AutoWorkers, Shuffle: true, ShuffleBuffer: 5, Seed: 2, Transform: streamTransform}
+	l := newStreamLoader(t, src, cfg)
+	if w := l.Workers(); w < 1 || w > runtime.GOMAXPROCS(0) {
+		t.Fatalf("AutoWorkers chose %d workers; want 1..%d", w, runtime.GOMAXPROCS(0))
+	}
+	cfg.Workers = 3
+	got, want := epoch(t, l, 0, -1), epoch(t, newStreamLoader(t, src, cfg), 0, -1)
+	if len(got) != len(want) {
+		t.Fatalf("%d batches; want %d", len(got), len(want))
+	}
+	for i := range got {
+		if !slices.Equal(got[i].images, want[i].images) || !slices.Equal(got[i].indices, want[i].indices) {
+			t.Fatalf("batch %d differs from the 3-worker loader's", i)
+		}
+	}
+}
