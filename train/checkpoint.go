@@ -20,9 +20,46 @@ var (
 	// ErrCheckpoint: the file is not a readable checkpoint (bad magic, unknown version, truncated,
 	// checksum mismatch).
 	ErrCheckpoint = errors.New("corrupt checkpoint")
-	// ErrMismatch: the checkpoint is sound but belongs to another model or optimizer.
+	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
+	// size.
 	ErrMismatch = errors.New("checkpoint does not match")
+	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
+	ErrNoData = errors.New("no data")
 )
+
+// prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
+// file) and removes the temporary files that a killed Save left there.
+func prepareCheckpoint(path string) error {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = fmt.Errorf("%s is not a folder", dir)
+		}
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	stale, _ := filepath.Glob(filepath.Join(dir, escapeGlob(base)+".tmp*"))
+	for _, f := range stale {
+		os.Remove(f)
+	}
+	tmp, err := os.CreateTemp(dir, base+".tmp*")
+	if err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
+
+// escapeGlob quotes the metacharacters of filepath.Match in s.
+func escapeGlob(s string) string {
+	var b strings.Builder
+	for _, r := range s {
+		if strings.ContainsRune(`*?[]\`, r) {
+			b.WriteByte('\\')
+		}
+		b.WriteRune(r)
+	}
+	return b.String()
+}
 
 // The checkpoint format, little-endian:
 //
@@ -132,6 +169,11 @@ func (t *Trainer) Load(path string) error {
 func (t *Trainer) check(c *checkpoint) error {
 	if c.model != t.m.String() {
 		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+	}
+	if c.seed != t.seed {
+		// The data order and the dropout masks follow the seed: another one would silently train
+		// on another sequence than the run being continued.
+		return fmt.Errorf("%w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
 	if kind(c.optimizer) != kind(t.opt.String()) {

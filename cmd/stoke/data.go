@@ -130,11 +130,15 @@ func (lf *loaderFlags) check() error {
 	return nil
 }
 
-// transform picks the transform for split: none for fixed-shape datasets at their own size,
+// transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
+// resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
 // otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test).
 func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Pipeline {
 	if lf.size == 0 && info.Shape.C > 0 {
 		return nil
+	}
+	if info.Shape.C == 1 {
+		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
 	size := lf.size
 	if size == 0 {
