@@ -230,6 +230,8 @@ func TestShardsCorrupt(t *testing.T) {
 	}{
 		{"truncated tar", good[:700], ErrCorrupt, nil},
 		{"tar cut in a member", good[:530], ErrCorrupt, nil},
+		{"tar cut at a member boundary", good[:2048], ErrCorrupt, nil},
+		{"tar with half its end marker", good[:2048+512], ErrCorrupt, nil},
 		{"garbage", bytes.Repeat([]byte("garbage!"), 100), ErrCorrupt, nil},
 		{"empty tar", tarOf(t), ErrEmpty, nil},
 		{"no image member", tarOf(t, member{"a.txt", []byte("x")}, member{"a.cls", []byte("1")}), ErrCorrupt, nil},

@@ -106,6 +106,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		bar.Finish()
 	}
 	secs := time.Since(start).Seconds()
+	// Closing the loader waits for its copies to be accounted (the feeder counts a copy once it
+	// saw it complete, on its own goroutine): figures read before could miss the last ones.
+	if err := closer.Close(); err != nil {
+		return err
+	}
 	after := ld.Stats()
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
