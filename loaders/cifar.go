@@ -2,6 +2,7 @@ package loaders
 
 import (
 	"bufio"
+	"errors"
 	"context"
 	"fmt"
 	"io"
@@ -140,6 +141,9 @@ func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
 	for _, f := range files {
 		p := filepath.Join(dir, f)
 		fh, _, err := openRegular(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("loaders: %s %s split: %w: %w", name, split, ErrNoSplit, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("loaders: %s %s split: %w", name, split, err)
 		}
