@@ -2,8 +2,8 @@ package loaders
 
 import (
 	"bufio"
-	"errors"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
