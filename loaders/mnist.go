@@ -141,6 +141,9 @@ func readAtMost(r io.Reader, limit int64) ([]byte, error) {
 	}
 }
 
+// maxZstdWindow bounds the history a zstd stream may ask the decoder for.
+const maxZstdWindow = 1 << 27
+
 // decompress returns r itself, or a decompressing reader if r starts with the gzip or zstd magic
 // number. The returned function releases the decompressor.
 func decompress(r io.Reader) (io.Reader, func(), error) {
@@ -155,7 +158,9 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 		return zr, func() { zr.Close() }, nil
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		// One goroutine-free decoder: it lives for one file and the loader already parallelizes.
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		// The window a frame header may ask for is bounded (128 MiB: zstd --long=27), so that a
+		// tiny file cannot make the decoder allocate gigabytes of history.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
 		}
