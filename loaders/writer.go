@@ -16,6 +16,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
 
 // Defaults of ShardWriterConfig.
@@ -229,7 +231,7 @@ func (w *ShardWriter) startShard() error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("loaders: shard writer: %w", err)
 	}
-	fh, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
+	fh, err := os.CreateTemp(filepath.Dir(path), atomicfile.TempPrefix(path)+"*")
 	if err != nil {
 		return fmt.Errorf("loaders: shard writer: %w", err)
 	}
@@ -341,34 +343,8 @@ func (w *ShardWriter) Close() error {
 	if err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
-	if err := writeFileAtomic(w.cfg.Index, append(b, '\n')); err != nil {
+	if err := atomicfile.WriteFile(w.cfg.Index, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
 	return nil
-}
-
-// writeFileAtomic writes b to a temporary file next to path, syncs it and renames it to path, so
-// that path holds either its old content or b, whatever happens meanwhile.
-func writeFileAtomic(path string, b []byte) error {
-	fh, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp*")
-	if err != nil {
-		return err
-	}
-	_, err = fh.Write(b)
-	if err == nil {
-		err = fh.Chmod(0o644)
-	}
-	if err == nil {
-		err = fh.Sync()
-	}
-	if cerr := fh.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(fh.Name(), path)
-	}
-	if err != nil {
-		os.Remove(fh.Name())
-	}
-	return err
 }

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -37,28 +38,22 @@ func prepareCheckpoint(path string) error {
 		}
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	stale, _ := filepath.Glob(filepath.Join(dir, escapeGlob(base)+".tmp*"))
-	for _, f := range stale {
-		os.Remove(f)
+	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name).
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(dir, base+".tmp*")
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix(path)) || strings.HasPrefix(e.Name(), base+".tmp") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	tmp, err := os.CreateTemp(dir, atomicfile.TempPrefix(path)+"*")
 	if err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	tmp.Close()
 	return os.Remove(tmp.Name())
-}
-
-// escapeGlob quotes the metacharacters of filepath.Match in s.
-func escapeGlob(s string) string {
-	var b strings.Builder
-	for _, r := range s {
-		if strings.ContainsRune(`*?[]\`, r) {
-			b.WriteByte('\\')
-		}
-		b.WriteRune(r)
-	}
-	return b.String()
 }
 
 // The checkpoint format, little-endian:
@@ -115,22 +110,7 @@ func (t *Trainer) Save(path string) error {
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("train: checkpoint: %w", err)
-	}
-	_, err = tmp.Write(c.encode())
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(path, c.encode(), 0o644); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	return nil

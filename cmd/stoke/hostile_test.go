@@ -616,11 +616,12 @@ func TestTrainSmallFaults(t *testing.T) {
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck.bin")
 	write(t, ck+".tmp12345", []byte("left by a killed save"))
+	write(t, filepath.Join(dir, ".ck.bin.tmp999"), []byte("left by a killed save"))
 	args := []string{"train", "--data", "mnist:" + mn, "--batch", "4", "--checkpoint", ck}
 	if _, errOut, code := stoke(t, append(args, "--epochs", "1")...); code != 0 {
 		t.Fatalf("train with --checkpoint: %s", errOut)
 	}
-	if m, _ := filepath.Glob(ck + ".tmp*"); len(m) != 0 {
+	if m, _ := filepath.Glob(filepath.Join(dir, "*.tmp*")); len(m) != 0 {
 		t.Errorf("temporary checkpoints %v left", m)
 	}
 	for _, tc := range []struct{ flag, value, msg string }{{"--seed", "2", "seed"}, {"--batch", "5", "steps"}} {
