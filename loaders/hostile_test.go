@@ -121,6 +121,13 @@ func TestMemoryBudget(t *testing.T) {
 	if err != nil || f.Slots != 4 || f.Sets != 4 || f.SlotBytes != 64*(3*64*64+4) || f.Total() != 8*f.SlotBytes {
 		t.Errorf("footprint = %+v, %v; want 4 host slots and 4 device sets of one batch", f, err)
 	}
+	// Sizes whose product overflows are refused too, with no budget at all.
+	for _, c := range []Config{{Batch: 1 << 40, MemoryBudget: -1}, {Batch: 64, Prefetch: 1<<63 - 1, MemoryBudget: -1}} {
+		c.Workers, c.Allocator = 1, pinned.Heap()
+		if _, err := New(ds, c); !errors.Is(err, ErrMemory) {
+			t.Errorf("New(batch %d, prefetch %d) = %v; want ErrMemory", c.Batch, c.Prefetch, err)
+		}
+	}
 	// Within the budget (and with none) the same Loader opens.
 	for _, budget := range []int64{64 << 20, -1} {
 		l, err := New(ds, Config{Batch: 64, Workers: 1, MemoryBudget: budget, Allocator: pinned.Heap()})
@@ -249,6 +256,18 @@ func TestShardIndexChecks(t *testing.T) {
 		writeFile(t, filepath.Join(dir, "shard-000009.tar"), b)
 		if _, err := Open("shards:"+filepath.Join(dir, "shard-*.tar"), "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not listed") {
 			t.Errorf("a shard the index does not list: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("url outside the folder", func(t *testing.T) {
+		dir, _ := pack(t)
+		var ix shardIndex
+		b, _ := os.ReadFile(filepath.Join(dir, IndexName))
+		json.Unmarshal(b, &ix)
+		ix.ShardList[0].URL = "../../etc/passwd"
+		b, _ = json.Marshal(ix)
+		writeFile(t, filepath.Join(dir, IndexName), b)
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "relative url inside") {
+			t.Errorf("index with a url outside its folder: %v; want ErrCorrupt", err)
 		}
 	})
 	t.Run("unfinished pack", func(t *testing.T) {

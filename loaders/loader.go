@@ -174,8 +174,8 @@ func (f Footprint) Total() int64 { return f.Host + f.Device }
 // overflow (sample and batch come from headers and flags).
 func footprint(c Config, sample int64) (Footprint, error) {
 	const huge = 1 << 50
-	if sample <= 0 || sample > huge/int64(c.Batch) {
-		return Footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes: %w", c.Batch, sample, ErrMemory)
+	if sample <= 0 || sample > huge/int64(c.Batch) || c.Prefetch > 1<<20 {
+		return Footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes, prefetch %d: %w", c.Batch, sample, c.Prefetch, ErrMemory)
 	}
 	slot := int64(c.Batch)*sample + 4*int64(c.Batch)
 	f := Footprint{SlotBytes: slot, Slots: pinned.Config{Prefetch: c.Prefetch}.Slots(), Sets: c.Prefetch + 2}

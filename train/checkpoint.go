@@ -28,6 +28,19 @@ var (
 	ErrNoData = errors.New("no data")
 )
 
+// readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
+// read forever, a device never end it) is refused first.
+func readCheckpoint(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	return os.ReadFile(path)
+}
+
 // prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
 // file) and removes the temporary files that a killed Save left there.
 func prepareCheckpoint(path string) error {
@@ -121,7 +134,7 @@ func (t *Trainer) Save(path string) error {
 // for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
 // is unchanged.
 func (t *Trainer) Load(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := readCheckpoint(path)
 	if err != nil {
 		return fmt.Errorf("train: resume: %w", err)
 	}

@@ -630,6 +630,13 @@ func TestTrainSmallFaults(t *testing.T) {
 			t.Errorf("resume with %s %s: exit %d, stderr %q; want 1 and %q", tc.flag, tc.value, code, errOut, tc.msg)
 		}
 	}
+	fifo := filepath.Join(dir, "ck.fifo")
+	if err := syscall.Mkfifo(fifo, 0o644); err == nil {
+		_, errOut, code := guarded(t, "train", "--data", "mnist:"+mn, "--batch", "4", "--epochs", "2", "--resume", fifo)
+		if code != 1 || !strings.Contains(errOut, "not a regular file") {
+			t.Errorf("--resume from a FIFO: exit %d, stderr %q; want 1 at once", code, errOut)
+		}
+	}
 	if _, errOut, code := stoke(t, "train", "--data", "mnist:"+mn, "--batch", "4", "--epochs", "2", "--resume", ck); code != 0 {
 		t.Errorf("resume with the same seed and batch: %s", errOut)
 	}
