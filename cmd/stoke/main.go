@@ -105,6 +105,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	case errors.Is(err, errUsage):
 		code, msg = 2, oneLine(err)
 		msg = strings.Replace(msg, "usage: ", "", 1)
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		code, msg = 1, "interrupted: stopped before the end"
 	default:
 		code, msg = 1, oneLine(err)
 	}
