@@ -91,7 +91,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
 	if nclasses > maxClasses {
-		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); declare the count with --classes N", lf.data, nclasses-1, maxClasses)
+		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
 	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
