@@ -117,8 +117,8 @@ func TestMemoryBudget(t *testing.T) {
 	if !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "--memory") || !strings.Contains(err.Error(), "1.0 MiB") {
 		t.Fatalf("New over a 1 MiB budget = %v; want ErrMemory naming the budget and --memory", err)
 	}
-	f, err := footprint(Config{Batch: 64, Prefetch: 2}, 3*64*64)
-	if err != nil || f.Slots != 4 || f.Sets != 4 || f.SlotBytes != 64*(3*64*64+4) || f.Total() != 8*f.SlotBytes {
+	f, err := footprintOf(Config{Batch: 64, Prefetch: 2}, 3*64*64)
+	if err != nil || f.Slots != 4 || f.Sets != 4 || f.SlotBytes != 64*(3*64*64+4) || f.total() != 8*f.SlotBytes {
 		t.Errorf("footprint = %+v, %v; want 4 host slots and 4 device sets of one batch", f, err)
 	}
 	// Sizes whose product overflows are refused too, with no budget at all.

@@ -108,7 +108,7 @@ type Config struct {
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
 	Allocator pinned.Allocator
 	// MemoryBudget bounds the bytes of host slots and device buffers the Loader allocates (slots
-	// x batch x sample bytes, both sides; see Footprint): New refuses a configuration over it with
+	// x batch x sample bytes, host and device): New refuses a configuration over it with
 	// ErrMemory before allocating anything. 0 means DefaultMemoryBudget(); negative means no bound.
 	MemoryBudget int64
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
@@ -157,8 +157,8 @@ func (c *Config) Validate() error {
 	return nil
 }
 
-// Footprint is what a Loader allocates up front, in bytes.
-type Footprint struct {
+// footprint is what a Loader allocates up front, in bytes.
+type footprint struct {
 	// Host is the pinned slots: Slots of SlotBytes each (a batch of images and its labels).
 	Host, SlotBytes int64
 	Slots           int
@@ -167,37 +167,37 @@ type Footprint struct {
 	Sets   int
 }
 
-// Total is Host + Device.
-func (f Footprint) Total() int64 { return f.Host + f.Device }
+// total is Host + Device.
+func (f footprint) total() int64 { return f.Host + f.Device }
 
-// footprint computes the allocation for batches of batch images of sample bytes each, without
+// footprintOf computes the allocation for batches of c.Batch images of sample bytes each, without
 // overflow (sample and batch come from headers and flags).
-func footprint(c Config, sample int64) (Footprint, error) {
+func footprintOf(c Config, sample int64) (footprint, error) {
 	const huge = 1 << 50
 	if sample <= 0 || sample > huge/int64(c.Batch) || c.Prefetch > 1<<20 {
-		return Footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes, prefetch %d: %w", c.Batch, sample, c.Prefetch, ErrMemory)
+		return footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes, prefetch %d: %w", c.Batch, sample, c.Prefetch, ErrMemory)
 	}
 	slot := int64(c.Batch)*sample + 4*int64(c.Batch)
-	f := Footprint{SlotBytes: slot, Slots: pinned.Config{Prefetch: c.Prefetch}.Slots(), Sets: c.Prefetch + 2}
+	f := footprint{SlotBytes: slot, Slots: pinned.Config{Prefetch: c.Prefetch}.Slots(), Sets: c.Prefetch + 2}
 	f.Host, f.Device = int64(f.Slots)*slot, int64(f.Sets)*slot
 	return f, nil
 }
 
 // checkBudget refuses a footprint over the budget with an error that says what to change.
 func checkBudget(name string, c Config, shape transforms.Shape) error {
-	f, err := footprint(c, int64(shape.C)*int64(shape.H)*int64(shape.W))
+	f, err := footprintOf(c, int64(shape.C)*int64(shape.H)*int64(shape.W))
 	if err != nil {
 		return err
 	}
-	if c.MemoryBudget > 0 && f.Total() > c.MemoryBudget {
+	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
 		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s (Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
-			name, c.Batch, shape, FormatBytes(f.Total()), f.Slots, f.Sets, FormatBytes(f.SlotBytes), FormatBytes(c.MemoryBudget), ErrMemory)
+			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
 	}
 	return nil
 }
 
-// FormatBytes writes n bytes in the largest binary unit that keeps a figure >= 1 ("1.5 GiB").
-func FormatBytes(n int64) string {
+// formatBytes writes n bytes in the largest binary unit that keeps a figure >= 1 ("1.5 GiB").
+func formatBytes(n int64) string {
 	const units = "KMGTPE"
 	if n < 1024 {
 		return fmt.Sprintf("%d B", n)

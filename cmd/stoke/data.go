@@ -76,7 +76,7 @@ func (v *memoryValue) String() string {
 	case *v < 0:
 		return "none"
 	}
-	return loaders.FormatBytes(int64(*v))
+	return strconv.FormatInt(int64(*v), 10)
 }
 
 func (v *memoryValue) Set(s string) error {
