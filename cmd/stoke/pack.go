@@ -120,7 +120,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 		s   loaders.Sample
 		err error
 	}
-	out2 := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (packed, error) {
+	encoded := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (packed, error) {
 		s, err := pk.pack(ctx, ds, i)
 		if err != nil && policy == loaders.Skip && ctx.Err() == nil {
 			return packed{err: err}, nil
@@ -129,7 +129,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	}, pipeline.Workers(*workers), pipeline.Ordered(true))
 	skipped := 0
 	var lastSkipped error
-	pipeline.Sink(p, "write", out2, func(_ context.Context, s packed) error {
+	pipeline.Sink(p, "write", encoded, func(_ context.Context, s packed) error {
 		bar.Add(1)
 		if s.err != nil {
 			skipped++
