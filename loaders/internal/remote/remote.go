@@ -80,8 +80,8 @@ type Client struct {
 	// Backoff is the base of the exponential backoff between attempts (default 200ms); the wait
 	// before attempt k is uniform in [0, Backoff*2^k), capped at 10s.
 	Backoff time.Duration
-	// HTTP is the client for http(s) URLs and the S3 SDK (default: a clone of
-	// http.DefaultTransport with more idle connections per host).
+	// HTTP is the client for http(s) URLs (default: a clone of http.DefaultTransport with more
+	// idle connections per host); S3 requests use the SDK's client.
 	HTTP *http.Client
 
 	once sync.Once
@@ -107,7 +107,7 @@ func (c *Client) init() {
 			c.HTTP = &http.Client{Transport: t}
 		}
 		c.web = &httpBackend{client: c.HTTP}
-		c.s3 = &s3Backend{http: c.HTTP}
+		c.s3 = &s3Backend{}
 	})
 }
 

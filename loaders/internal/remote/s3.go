@@ -12,6 +12,7 @@ import (
 	"sync"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/s3"
 	"github.com/aws/smithy-go"
@@ -26,8 +27,6 @@ import (
 // S3-compatible servers on a local address need. The SDK's own retries are off: the Client's retry
 // loop covers S3 and HTTP alike and resumes broken bodies.
 type s3Backend struct {
-	http *http.Client
-
 	once   sync.Once
 	client *s3.Client
 	err    error
@@ -35,7 +34,10 @@ type s3Backend struct {
 
 func (b *s3Backend) s3(ctx context.Context) (*s3.Client, error) {
 	b.once.Do(func() {
-		cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(b.http))
+		// The SDK's own HTTP client, so that AWS_CA_BUNDLE applies; more idle connections per host
+		// for the workers' concurrent range reads.
+		hc := awshttp.NewBuildableClient().WithTransportOptions(func(t *http.Transport) { t.MaxIdleConnsPerHost = 64 })
+		cfg, err := config.LoadDefaultConfig(ctx, config.WithHTTPClient(hc))
 		if err != nil {
 			b.err = fmt.Errorf("s3: AWS configuration: %w", err)
 			return

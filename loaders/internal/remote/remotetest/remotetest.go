@@ -32,9 +32,11 @@ const (
 var AllFaults = []Fault{Cut, Unavailable, SlowDown, Stall, None}
 
 // Handler serves files (name without the leading slash -> content) with range requests and ETags,
-// meeting the GET requests with faults[k % len(faults)] for the k-th GET (nil: no faults).
+// or passes the requests to Next when it is set (a proxy to a store), meeting the GET requests with
+// faults[k % len(faults)] for the k-th GET (nil: no faults).
 type Handler struct {
 	Files  map[string][]byte
+	Next   http.Handler
 	Faults []Fault
 
 	mu     sync.Mutex
@@ -51,14 +53,20 @@ func (h *Handler) Requests(file string) int {
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/")
-	b, ok := h.Files[name]
-	if !ok {
-		http.NotFound(w, r)
-		return
+	serve := h.Next
+	if serve == nil {
+		b, ok := h.Files[name]
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		w.Header().Set("ETag", `"v1-`+name+`"`)
+		serve = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
+		})
 	}
-	w.Header().Set("ETag", `"v1-`+name+`"`)
-	if r.Method != http.MethodGet {
-		http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
+	if r.Method != http.MethodGet || r.URL.Query().Has("list-type") {
+		serve.ServeHTTP(w, r) // HEAD, and S3's listings
 		return
 	}
 	h.mu.Lock()
@@ -83,7 +91,7 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	case Cut, Stall:
 		w = &breakingWriter{ResponseWriter: w, left: 100, fault: fault, r: r}
 	}
-	http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
+	serve.ServeHTTP(w, r)
 }
 
 // breakingWriter lets left bytes of the body through, then cuts the connection or stalls.
@@ -93,6 +101,9 @@ type breakingWriter struct {
 	fault Fault
 	r     *http.Request
 }
+
+// Flush lets a proxy flush without skipping the fault.
+func (b *breakingWriter) Flush() { b.ResponseWriter.(http.Flusher).Flush() }
 
 func (b *breakingWriter) Write(p []byte) (int, error) {
 	if len(p) <= b.left {
