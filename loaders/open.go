@@ -15,11 +15,19 @@ import (
 //	cifar10:DIR      CIFAR-10 binary files in DIR
 //	cifar100:DIR     CIFAR-100 binary files in DIR
 //	folder:DIR, DIR  an ImageFolder; DIR/SPLIT is used instead of DIR when it is a folder
-//	shards:GLOB      WebDataset tar shards matching GLOB (split not used)
+//	shards:PATTERN   WebDataset tar shards: local paths, s3:// or http(s):// URLs, with braces
+//	                 (shard-{000000..000099}.tar) and wildcards (not for http(s)); see ShardPaths.
+//	                 A PATTERN ending in index.json reads that shard index (split not used)
 //
-// If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
+// Shards named by URL are read as the zero Opener reads them. If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
 // prefixes and splits are errors wrapping ErrSpec.
 func Open(spec, split string) (Dataset, error) {
+	return Opener{}.Open(spec, split)
+}
+
+// Open opens the dataset named by spec like the package function Open, reading remote shards
+// with o's settings.
+func (o Opener) Open(spec, split string) (Dataset, error) {
 	if split == "" {
 		split = "train"
 	}
@@ -49,11 +57,7 @@ func Open(spec, split string) (Dataset, error) {
 	case "folder":
 		return openFolder(arg, split)
 	case "shards":
-		paths, err := ShardPaths(arg)
-		if err != nil {
-			return nil, err
-		}
-		return OpenShards(arg, paths)
+		return o.openShardsSpec(context.Background(), arg)
 	}
 	if st, err := os.Stat(spec); err == nil && st.IsDir() {
 		// A folder whose name holds a colon.

@@ -8,8 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -259,16 +257,25 @@ var (
 	_ Describer = (*Shards)(nil)
 )
 
-// OpenShards opens the shard files in paths, in that order (samples are numbered across them).
-// Errors name the shard. NumClasses is one more than the largest label seen. Close the dataset
-// when done.
+// OpenShards opens the shards at paths, in that order (samples are numbered across them): local
+// files, or URLs read as the zero Opener reads them. Errors name the shard. NumClasses is one more
+// than the largest label seen. Close the dataset when done.
 func OpenShards(name string, paths []string) (*Shards, error) {
+	return Opener{}.OpenShards(name, paths)
+}
+
+func (o Opener) openShards(ctx context.Context, name string, src shardSource) (*Shards, error) {
+	paths := src.paths
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
 	}
-	s := &Shards{name: name, paths: paths}
+	rs, err := o.newRemoteShards(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
+	}
+	s := &Shards{name: name, paths: paths, closers: []io.Closer{rs}}
 	for i, p := range paths {
-		if err := s.scan(i, p); err != nil {
+		if err := s.scan(ctx, rs, i, p); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
 		}
@@ -285,8 +292,8 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 	return s, nil
 }
 
-func (s *Shards) scan(shard int, path string) error {
-	fh, err := os.Open(path)
+func (s *Shards) scan(ctx context.Context, rs *remoteShards, shard int, path string) error {
+	fh, err := rs.open(ctx, shard, path)
 	if err != nil {
 		return err
 	}
@@ -308,18 +315,10 @@ func (s *Shards) scan(shard int, path string) error {
 		s.files = append(s.files, fh)
 		s.mem = append(s.mem, nil)
 		s.closers = append(s.closers, fh)
-		st, err := fh.Stat()
-		if err != nil {
-			return err
-		}
-		return scanTar(fh, st.Size(), pos, emit)
+		return scanTar(fh, fh.Size(), pos, emit)
 	}
 	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return err
-	}
-	limit := expansionLimit(st.Size())
+	limit := expansionLimit(fh.Size())
 	r, closeFn, err := decompress(fh)
 	if err != nil {
 		return err
@@ -330,7 +329,7 @@ func (s *Shards) scan(shard int, path string) error {
 		return fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	if int64(len(data)) > limit {
-		return fmt.Errorf("compressed shard of %d bytes expands past %d; write plain .tar shards or read it with a ShardStream: %w", st.Size(), limit, ErrCorrupt)
+		return fmt.Errorf("compressed shard of %d bytes expands past %d; write plain .tar shards or read it with a ShardStream: %w", fh.Size(), limit, ErrCorrupt)
 	}
 	br := bytes.NewReader(data)
 	s.files = append(s.files, br)
@@ -402,7 +401,7 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 type ShardStream struct {
 	paths []string
 	next  int
-	fh    *os.File
+	fh    shardFile
 	close func()
 	tr    *tar.Reader
 	// pending is the first member of the next sample, read while finding the end of this one.
@@ -413,8 +412,8 @@ type ShardStream struct {
 
 var _ Stream = (*ShardStream)(nil)
 
-// NewShardStream returns a stream over the shard files in paths, read in that order. Nothing is
-// opened before the first Next.
+// NewShardStream returns a stream over the shard files in paths (local paths or URLs, each read
+// by one streaming request), read in that order. Nothing is opened before the first Next.
 func NewShardStream(paths []string) *ShardStream {
 	return &ShardStream{paths: paths, g: &group{small: map[string][]byte{}}, data: map[string][]byte{}}
 }
@@ -448,13 +447,8 @@ func (st *ShardStream) Next(ctx context.Context) (Sample, error) {
 }
 
 func (st *ShardStream) open(path string) error {
-	fh, err := os.Open(path)
+	fh, err := openShardPath(path)
 	if err != nil {
-		return err
-	}
-	info, err := fh.Stat()
-	if err != nil {
-		fh.Close()
 		return err
 	}
 	r, closeFn, err := decompress(fh)
@@ -463,7 +457,7 @@ func (st *ShardStream) open(path string) error {
 		return err
 	}
 	// Memory is bounded per member; the ratio alone catches compression bombs here.
-	limit := max(maxExpansion*info.Size(), minCompressedLimit)
+	limit := max(maxExpansion*fh.Size(), minCompressedLimit)
 	r = &boundedReader{r: r, left: limit, limit: limit}
 	st.fh, st.close, st.tr, st.pending = fh, closeFn, tar.NewReader(r), nil
 	return nil
@@ -573,18 +567,4 @@ func (st *ShardStream) Close() error {
 	st.closeShard()
 	st.next = len(st.paths)
 	return nil
-}
-
-// ShardPaths expands a glob pattern (filepath.Match syntax) into shard paths, sorted; no match is an
-// error wrapping ErrEmpty.
-func ShardPaths(pattern string) ([]string, error) {
-	paths, err := filepath.Glob(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("loaders: shards %q: no file matches: %w", pattern, ErrEmpty)
-	}
-	slices.Sort(paths)
-	return paths, nil
 }

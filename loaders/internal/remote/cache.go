@@ -88,25 +88,26 @@ func (c *Cache) Open(ctx context.Context, obj Object, variant string, decode Dec
 	return nil, fmt.Errorf("cache: %s: the copy in %s kept disappearing (a cache size too small for the processes sharing it?)", obj.URL, c.dir)
 }
 
-// Prefetch starts downloading objs in the background, at most DefaultPrefetch at once; Open of one
-// of them waits for its download instead of starting another. Failures are left for Open to report.
-func (c *Cache) Prefetch(objs []Object, variant string, decode Decoder) {
-	for _, obj := range objs {
-		name := c.name(obj, variant)
-		if _, err := os.Stat(name); err == nil {
-			continue
-		}
-		c.wg.Go(func() {
-			select {
-			case c.sem <- struct{}{}:
-			case <-c.ctx.Done():
-				return
-			}
-			defer func() { <-c.sem }()
-			ch := c.group.DoChan(name, func() (any, error) { return nil, c.download(obj, name, decode) })
-			<-ch
-		})
+// Prefetch starts downloading obj in the background unless the cache has it, with at most
+// DefaultPrefetch downloads at once; an Open of it meanwhile waits for that download instead of
+// starting another. A failure is left for Open to report.
+func (c *Cache) Prefetch(obj Object, variant string, decode Decoder) {
+	name := c.name(obj, variant)
+	if _, err := os.Stat(name); err == nil {
+		return
 	}
+	c.wg.Go(func() {
+		select {
+		case c.sem <- struct{}{}:
+		case <-c.ctx.Done():
+			return
+		}
+		defer func() { <-c.sem }()
+		if _, err := os.Stat(name); err == nil {
+			return // fetched while this waited
+		}
+		<-c.group.DoChan(name, func() (any, error) { return nil, c.download(obj, name, decode) })
+	})
 }
 
 // Close cancels the prefetches and waits for them; copies being written are removed.

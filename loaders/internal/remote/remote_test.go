@@ -275,7 +275,9 @@ func TestCacheDecodesAndPrefetches(t *testing.T) {
 	for _, n := range []string{"a.tar", "b.tar"} {
 		objs = append(objs, Object{URL: srv.URL + "/" + n, Size: 30_000, ETag: `"v1-` + n + `"`})
 	}
-	cache.Prefetch(objs, "upper", upper)
+	for _, o := range objs {
+		cache.Prefetch(o, "upper", upper)
+	}
 	cache.wg.Wait()
 	for i, n := range []string{"a.tar", "b.tar"} {
 		fh, err := cache.Open(context.Background(), objs[i], "upper", upper)

@@ -1,0 +1,357 @@
+package loaders
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stoke-ml/stoke/loaders/internal/remote"
+)
+
+// Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
+// https://HOST/PATH, http://...). The zero Opener is what Open uses.
+//
+// Without a CacheDir, a plain .tar shard is read in place: opening it streams it once to find its
+// samples, and each sample is then one ranged GET; a compressed shard is streamed and held
+// decompressed in memory, as a local one is. With a CacheDir, every remote shard is downloaded
+// once, decompressed, into the cache, the next shards while the current one is scanned, and read
+// from there like a local plain tar: a compressed remote shard then takes disk, not memory.
+//
+// S3 credentials, region and endpoint come from the standard AWS environment variables and files
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL for an S3-compatible store, which is then addressed by path). Transient failures
+// (connection resets, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with backoff and jitter,
+// and a broken body resumes at the byte where it broke; other failures name the URL and status.
+type Opener struct {
+	// CacheDir is the folder of local copies of remote shards ("" for none). Several processes
+	// may share it.
+	CacheDir string
+	// CacheSize bounds the copies in CacheDir, in bytes: past it, the least recently used go
+	// (0: no bound). A shard being read is never removed by this process.
+	CacheSize int64
+}
+
+// OpenShards opens the shards at paths (local paths or URLs), in that order; see the package
+// function OpenShards.
+func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
+	var src shardSource
+	for _, p := range paths {
+		src.add(p, remote.Object{})
+	}
+	return o.openShards(context.Background(), name, src)
+}
+
+// shardSource lists the shards of a dataset: local paths, or remote objects (already described by
+// a listing or an index, or with Size -1 to be asked for).
+type shardSource struct {
+	paths []string
+	objs  []remote.Object // objs[i].URL == "" for a local path
+}
+
+func (s *shardSource) add(p string, obj remote.Object) {
+	if remote.IsURL(p) && obj.URL == "" {
+		obj = remote.Object{URL: p, Size: -1}
+	}
+	s.paths = append(s.paths, p)
+	s.objs = append(s.objs, obj)
+}
+
+func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
+	var src shardSource
+	var err error
+	if strings.HasSuffix(pattern, "/index.json") || pattern == "index.json" {
+		src, err = readShardIndex(ctx, pattern)
+	} else {
+		src, err = listShards(ctx, pattern)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return o.openShards(ctx, pattern, src)
+}
+
+// client is shared by every remote read of the process: one pool of connections, one S3
+// configuration.
+var client = &remote.Client{}
+
+// ShardPaths expands a pattern into shard paths or URLs, sorted within each brace alternative:
+// WebDataset's brace notation first ("shard-{000000..000099}.tar", "{train,val}-*.tar"), then
+// filepath.Match wildcards for local paths and s3:// URLs (listing the bucket; * does not cross a
+// slash). http(s) servers cannot be listed: name their shards with braces or an index.json. No
+// match is an error wrapping ErrEmpty.
+func ShardPaths(pattern string) ([]string, error) {
+	src, err := listShards(context.Background(), pattern)
+	return src.paths, err
+}
+
+func listShards(ctx context.Context, pattern string) (shardSource, error) {
+	var src shardSource
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+	}
+	for _, p := range alts {
+		if remote.IsURL(p) {
+			if strings.ContainsAny(p, `*?[\`) || strings.HasPrefix(p, "s3://") {
+				objs, err := client.List(ctx, p)
+				if err != nil {
+					return src, fmt.Errorf("loaders: shards %q: %w", pattern, err)
+				}
+				for _, obj := range objs {
+					src.add(obj.URL, obj)
+				}
+			} else {
+				src.add(p, remote.Object{}) // described when opened
+			}
+			continue
+		}
+		paths, err := filepath.Glob(p)
+		if err != nil {
+			return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+		}
+		slices.Sort(paths)
+		for _, q := range paths {
+			src.add(q, remote.Object{})
+		}
+	}
+	if len(src.paths) == 0 {
+		return src, fmt.Errorf("loaders: shards %q: no file matches: %w", pattern, ErrEmpty)
+	}
+	return src, nil
+}
+
+// maxBraceExpansion bounds what one pattern may expand to.
+const maxBraceExpansion = 1 << 20
+
+// expandBraces expands WebDataset's brace notation: {A..B} is the integers from A to B (padded to
+// A's width when A has leading zeros), {x,y,z} each alternative; several braces combine.
+func expandBraces(s string) ([]string, error) {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		if strings.ContainsRune(s, '}') {
+			return nil, errors.New("unmatched }")
+		}
+		return []string{s}, nil
+	}
+	closing := strings.IndexByte(s[open:], '}')
+	if closing < 0 {
+		return nil, errors.New("unmatched {")
+	}
+	closing += open
+	inner := s[open+1 : closing]
+	var alts []string
+	if lo, hi, ok := strings.Cut(inner, ".."); ok {
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("brace range {%s}: want {A..B} with 0 <= A <= B", inner)
+		}
+		if b-a >= maxBraceExpansion {
+			return nil, fmt.Errorf("brace range {%s}: more than %d names", inner, maxBraceExpansion)
+		}
+		width := 0
+		if len(lo) > 1 && lo[0] == '0' {
+			width = len(lo)
+		}
+		for i := a; i <= b; i++ {
+			alts = append(alts, fmt.Sprintf("%0*d", width, i))
+		}
+	} else {
+		alts = strings.Split(inner, ",")
+	}
+	rest, err := expandBraces(s[closing+1:])
+	if err != nil {
+		return nil, err
+	}
+	if len(alts)*len(rest) > maxBraceExpansion {
+		return nil, fmt.Errorf("braces expand to more than %d names", maxBraceExpansion)
+	}
+	out := make([]string, 0, len(alts)*len(rest))
+	for _, a := range alts {
+		for _, r := range rest {
+			out = append(out, s[:open]+a+r)
+		}
+	}
+	return out, nil
+}
+
+// readShardIndex reads a shard index (WebDataset wids format, as ShardWriter writes it), local or
+// remote; shard URLs in it are relative to its location. Remote shards are described by it (their
+// sizes), so that opening asks the store nothing more about them.
+func readShardIndex(ctx context.Context, loc string) (shardSource, error) {
+	var src shardSource
+	var raw []byte
+	var err error
+	if remote.IsURL(loc) {
+		var f *remote.File
+		if f, err = client.Open(ctx, loc); err == nil {
+			if f.Size() > maxSmallMember*16 {
+				err = fmt.Errorf("index of %d bytes: %w", f.Size(), ErrCorrupt)
+			} else {
+				raw, err = io.ReadAll(f.NewReader(0))
+			}
+			f.Close()
+		}
+	} else {
+		raw, err = os.ReadFile(loc)
+	}
+	if err != nil {
+		return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
+	}
+	var idx struct {
+		Kind      string `json:"__kind__"`
+		ShardList []struct {
+			URL      string `json:"url"`
+			FileSize int64  `json:"filesize"`
+		} `json:"shardlist"`
+	}
+	if err := json.Unmarshal(raw, &idx); err != nil || idx.Kind != "wids-shard-index-v1" {
+		return src, fmt.Errorf("loaders: shards %s: not a wids-shard-index-v1 index: %w", loc, ErrCorrupt)
+	}
+	for _, e := range idx.ShardList {
+		if e.URL == "" || e.FileSize < 0 {
+			return src, fmt.Errorf("loaders: shards %s: shard entry %q of %d bytes: %w", loc, e.URL, e.FileSize, ErrCorrupt)
+		}
+		switch {
+		case remote.IsURL(e.URL):
+			src.add(e.URL, remote.Object{URL: e.URL, Size: e.FileSize})
+		case remote.IsURL(loc):
+			base, _ := url.Parse(loc)
+			ref, err := url.Parse(e.URL)
+			if err != nil || ref.IsAbs() || strings.HasPrefix(e.URL, "/") {
+				return src, fmt.Errorf("loaders: shards %s: shard URL %q: %w", loc, e.URL, ErrCorrupt)
+			}
+			u := base.JoinPath("..", ref.Path).String()
+			src.add(u, remote.Object{URL: u, Size: e.FileSize})
+		case filepath.IsAbs(e.URL):
+			src.add(e.URL, remote.Object{})
+		default:
+			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(path.Clean(e.URL))), remote.Object{})
+		}
+	}
+	if len(src.paths) == 0 {
+		return src, fmt.Errorf("loaders: shards %s: index lists no shards: %w", loc, ErrEmpty)
+	}
+	return src, nil
+}
+
+// shardFile is one shard opened for reading: a local file, a local copy of a remote one, or a
+// remote one read by ranges.
+type shardFile interface {
+	io.ReadSeekCloser
+	io.ReaderAt
+	Size() int64
+}
+
+type localShard struct {
+	*os.File
+	size int64
+}
+
+func (l localShard) Size() int64 { return l.size }
+
+func openLocalShard(path string) (shardFile, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return localShard{fh, st.Size()}, nil
+}
+
+// openShardPath opens a local shard, or a remote one for reading in order (one streaming GET).
+func openShardPath(path string) (shardFile, error) {
+	if remote.IsURL(path) {
+		return client.Open(context.Background(), path)
+	}
+	return openLocalShard(path)
+}
+
+// remoteShards opens the remote shards of one dataset, through the cache when there is one.
+type remoteShards struct {
+	cache *remote.Cache
+	objs  []remote.Object
+}
+
+// newRemoteShards describes the remote shards not yet described (their size and ETag).
+func (o Opener) newRemoteShards(ctx context.Context, src shardSource) (*remoteShards, error) {
+	rs := &remoteShards{objs: src.objs}
+	for i, obj := range rs.objs {
+		if obj.URL != "" && obj.Size < 0 {
+			var err error
+			if rs.objs[i], err = client.Stat(ctx, obj.URL); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.CacheDir != "" && slices.ContainsFunc(src.objs, func(obj remote.Object) bool { return obj.URL != "" }) {
+		c, err := remote.NewCache(client, o.CacheDir, o.CacheSize)
+		if err != nil {
+			return nil, err
+		}
+		rs.cache = c
+	}
+	return rs, nil
+}
+
+// cacheVariant names what the cache keeps of a shard: its tar, decompressed.
+const cacheVariant = "tar"
+
+// decodeShard decompresses a shard into the cache, failing once it expands past 100 times its size
+// (like ShardStream).
+func decodeShard(size int64) remote.Decoder {
+	return func(r io.Reader) (io.Reader, func(), error) {
+		d, done, err := decompress(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		limit := max(maxExpansion*size, minCompressedLimit)
+		return &boundedReader{r: d, left: limit, limit: limit}, done, nil
+	}
+}
+
+// open opens shard i; the shards after it start downloading into the cache meanwhile.
+func (rs *remoteShards) open(ctx context.Context, i int, path string) (shardFile, error) {
+	obj := rs.objs[i]
+	if obj.URL == "" {
+		return openLocalShard(path)
+	}
+	if rs.cache == nil {
+		return client.OpenObject(obj)
+	}
+	for _, o := range rs.objs[i+1 : min(i+1+remote.DefaultPrefetch, len(rs.objs))] {
+		if o.URL != "" {
+			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
+		}
+	}
+	fh, err := rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size))
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return localShard{fh, st.Size()}, nil
+}
+
+func (rs *remoteShards) Close() error {
+	if rs.cache != nil {
+		return rs.cache.Close()
+	}
+	return nil
+}
