@@ -5,8 +5,10 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"math"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -25,6 +27,8 @@ type loaderFlags struct {
 	seed                           uint64
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
+	// opener reads remote shards (--cache-dir, --cache-size).
+	opener loaders.Opener
 }
 
 // workersValue parses --workers: a count, or auto.
@@ -53,8 +57,34 @@ func (v workersValue) Set(s string) error {
 	return nil
 }
 
+// byteSize parses a size in bytes with an optional K, M, G or T suffix (powers of 1024).
+type byteSize struct{ n *int64 }
+
+func (b byteSize) String() string {
+	if b.n == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*b.n, 10)
+}
+
+func (b byteSize) Set(s string) error {
+	mult, digits := int64(1), s
+	if i := strings.IndexAny(s, "KMGT"); i >= 0 && i == len(s)-1 {
+		mult = 1 << (10 * (strings.IndexByte("KMGT", s[i]) + 1))
+		digits = s[:i]
+	}
+	n, err := strconv.ParseInt(digits, 10, 64)
+	if err != nil || n < 0 || n > math.MaxInt64/mult {
+		return fmt.Errorf("%q: want a number of bytes >= 0, optionally with a K, M, G or T suffix", s)
+	}
+	*b.n = n * mult
+	return nil
+}
+
 func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
-	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB")
+	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:PATTERN (local, s3:// or https:// shards; braces {000..099}, wildcards, or an index.json)")
+	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes (default: none; plain shards are then read by byte ranges)")
+	fs.Var(byteSize{&lf.opener.CacheSize}, "cache-size", "bound of --cache-dir in bytes (suffix K, M, G or T for powers of 1024); past it the least recently used shards go (0: no bound)")
 	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
 	fs.Var(workersValue{lf}, "workers", "loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
@@ -97,7 +127,7 @@ func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Pi
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
 func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := loaders.Open(lf.data, split)
+	ds, err := lf.opener.Open(lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}
