@@ -153,6 +153,10 @@ func (c *Cache) download(obj Object, name string, decode Decoder) (err error) {
 			os.Remove(tmp.Name())
 		}
 	}()
+	// CreateTemp makes the file private; copies are shared with the other processes of the cache.
+	if err = tmp.Chmod(0o644); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
 	if _, err = io.Copy(tmp, r); err != nil {
 		if c.ctx.Err() != nil {
 			err = fmt.Errorf("%s: %w", obj.URL, c.ctx.Err())
