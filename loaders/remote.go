@@ -43,21 +43,21 @@ type Opener struct {
 // OpenShards opens the shards at paths (local paths or URLs), in that order; see the package
 // function OpenShards.
 func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
-	var src shardSource
+	var src shardList
 	for _, p := range paths {
 		src.add(p, remote.Object{})
 	}
 	return o.openShards(context.Background(), name, src)
 }
 
-// shardSource lists the shards of a dataset: local paths, or remote objects (already described by
+// shardList lists the shards of a dataset: local paths, or remote objects (already described by
 // a listing or an index, or with Size -1 to be asked for).
-type shardSource struct {
+type shardList struct {
 	paths []string
 	objs  []remote.Object // objs[i].URL == "" for a local path
 }
 
-func (s *shardSource) add(p string, obj remote.Object) {
+func (s *shardList) add(p string, obj remote.Object) {
 	if remote.IsURL(p) && obj.URL == "" {
 		obj = remote.Object{URL: p, Size: -1}
 	}
@@ -66,10 +66,10 @@ func (s *shardSource) add(p string, obj remote.Object) {
 }
 
 func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
-	var src shardSource
+	var src shardList
 	var err error
 	if strings.HasSuffix(pattern, "/index.json") || pattern == "index.json" {
-		src, err = readShardIndex(ctx, pattern)
+		src, err = listIndexShards(ctx, pattern)
 	} else {
 		src, err = listShards(ctx, pattern)
 	}
@@ -93,8 +93,8 @@ func ShardPaths(pattern string) ([]string, error) {
 	return src.paths, err
 }
 
-func listShards(ctx context.Context, pattern string) (shardSource, error) {
-	var src shardSource
+func listShards(ctx context.Context, pattern string) (shardList, error) {
+	var src shardList
 	alts, err := expandBraces(pattern)
 	if err != nil {
 		return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
@@ -184,11 +184,11 @@ func expandBraces(s string) ([]string, error) {
 	return out, nil
 }
 
-// readShardIndex reads a shard index (WebDataset wids format, as ShardWriter writes it), local or
+// listIndexShards reads a shard index (WebDataset wids format, as ShardWriter writes it), local or
 // remote; shard URLs in it are relative to its location. Remote shards are described by it (their
 // sizes), so that opening asks the store nothing more about them.
-func readShardIndex(ctx context.Context, loc string) (shardSource, error) {
-	var src shardSource
+func listIndexShards(ctx context.Context, loc string) (shardList, error) {
+	var src shardList
 	var raw []byte
 	var err error
 	if remote.IsURL(loc) {
@@ -287,7 +287,7 @@ type remoteShards struct {
 }
 
 // newRemoteShards describes the remote shards not yet described (their size and ETag).
-func (o Opener) newRemoteShards(ctx context.Context, src shardSource) (*remoteShards, error) {
+func (o Opener) newRemoteShards(ctx context.Context, src shardList) (*remoteShards, error) {
 	rs := &remoteShards{objs: src.objs}
 	for i, obj := range rs.objs {
 		if obj.URL != "" && obj.Size < 0 {

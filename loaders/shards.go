@@ -264,7 +264,7 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 	return Opener{}.OpenShards(name, paths)
 }
 
-func (o Opener) openShards(ctx context.Context, name string, src shardSource) (*Shards, error) {
+func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Shards, error) {
 	paths := src.paths
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
