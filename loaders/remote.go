@@ -259,8 +259,10 @@ type localShard struct {
 
 func (l localShard) Size() int64 { return l.size }
 
-func openLocalShard(path string) (shardFile, error) {
-	fh, err := os.Open(path)
+func openLocalShard(path string) (shardFile, error) { return withSize(os.Open(path)) }
+
+// withSize returns an opened file with its size.
+func withSize(fh *os.File, err error) (shardFile, error) {
 	if err != nil {
 		return nil, err
 	}
@@ -337,16 +339,7 @@ func (rs *remoteShards) open(ctx context.Context, i int, path string) (shardFile
 			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
 		}
 	}
-	fh, err := rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size))
-	if err != nil {
-		return nil, err
-	}
-	st, err := fh.Stat()
-	if err != nil {
-		fh.Close()
-		return nil, err
-	}
-	return localShard{fh, st.Size()}, nil
+	return withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
 }
 
 func (rs *remoteShards) Close() error {
