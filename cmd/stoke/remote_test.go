@@ -37,7 +37,7 @@ func TestBenchRemoteShards(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, srv.URL+"/nosuch-0.tar: HTTP 404") {
 		t.Errorf("missing shards: exit %d, stderr %q; want 1 and the URL with its status", code, errOut)
 	}
-	copies, _ := filepath.Glob(filepath.Join(cache, "*.tar.zst"))
+	copies, _ := filepath.Glob(filepath.Join(cache, "[^.]*.tar.zst")) // copies, not lock files
 	var total int64
 	for _, c := range copies {
 		st, _ := os.Stat(c)

@@ -24,9 +24,11 @@ import (
 // takes the folder past MaxBytes, the least recently used copies (by modification time, which every
 // use renews) are removed until it fits again; the copy just made is kept even if it alone is
 // larger. Several processes may share a folder: a copy is written under a temporary name and renamed
-// into place once complete, so nobody sees a torn file, and a copy removed while another process
-// reads it stays readable to that process until it closes it (POSIX semantics). Copies are named by
-// URL, ETag, size and variant, so that a replaced object is fetched anew.
+// into place once complete, so that nobody sees a torn file; one process downloads a given copy
+// while the others wait for it (a lock file per copy, flock'd, so that a killed downloader releases
+// it); and a copy removed while another process reads it stays readable to that process until it
+// closes it (POSIX semantics). Copies are named by URL, ETag, size and variant, so that a replaced
+// object is fetched anew.
 type Cache struct {
 	dir    string
 	max    int64
@@ -44,10 +46,12 @@ type Cache struct {
 const DefaultPrefetch = 4
 
 // tmpPrefix marks copies being written; stale ones (a crashed process's) are removed after
-// staleTemp.
+// staleTemp. lockPrefix marks the lock files of copies (empty; kept, since removing a lock file
+// that another process waits on would let a third one lock a new file of the same name).
 const (
-	tmpPrefix = ".tmp-"
-	staleTemp = time.Hour
+	tmpPrefix  = ".tmp-"
+	lockPrefix = ".lock-"
+	staleTemp  = time.Hour
 )
 
 // NewCache returns a cache in dir (created if needed) of at most maxBytes (<= 0: no limit) that
@@ -127,6 +131,14 @@ func (c *Cache) name(obj Object, variant string) string {
 }
 
 func (c *Cache) download(obj Object, name string, decode Decoder) (err error) {
+	unlock, err := lockFile(c.ctx, filepath.Join(c.dir, lockPrefix+filepath.Base(name)))
+	if err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	defer unlock()
+	if _, err := os.Stat(name); err == nil {
+		return nil // another process made the copy while this one waited
+	}
 	f, err := c.client.OpenObject(obj)
 	if err != nil {
 		return err
@@ -195,6 +207,9 @@ func (c *Cache) evict(keep string) {
 			continue
 		}
 		p := filepath.Join(c.dir, e.Name())
+		if strings.HasPrefix(e.Name(), lockPrefix) {
+			continue
+		}
 		if strings.HasPrefix(e.Name(), tmpPrefix) {
 			if time.Since(info.ModTime()) > staleTemp {
 				os.Remove(p)

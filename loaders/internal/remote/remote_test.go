@@ -201,7 +201,7 @@ func TestCache(t *testing.T) {
 	if h.Requests("a.tar") != before {
 		t.Fatalf("a.tar downloaded again while cached")
 	}
-	names, _ := filepath.Glob(filepath.Join(dir, "*"))
+	names, _ := filepath.Glob(filepath.Join(dir, "[^.]*")) // copies, not lock files
 	if len(names) != 2 {
 		t.Fatalf("cache holds %v, want two copies", names)
 	}
@@ -255,6 +255,39 @@ func TestCacheSharedFolder(t *testing.T) {
 	tmps, _ := filepath.Glob(filepath.Join(dir, tmpPrefix+"*"))
 	if len(tmps) != 0 {
 		t.Fatalf("temporary files left: %v", tmps)
+	}
+}
+
+// Processes sharing a folder download a copy once: the others wait for it.
+func TestCacheDownloadsOnceAcrossProcesses(t *testing.T) {
+	data := blob(500_000, 40)
+	h := &remotetest.Handler{Files: map[string][]byte{"a.tar": data}}
+	srv, c := serve(t, h)
+	dir := t.TempDir()
+	obj := Object{URL: srv.URL + "/a.tar", Size: int64(len(data)), ETag: `"v1-a.tar"`}
+	var wg sync.WaitGroup
+	for range 4 {
+		cache, err := NewCache(c, dir, 0) // each as a process of its own: its own lock file handle
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer cache.Close()
+		wg.Go(func() {
+			fh, err := cache.Open(context.Background(), obj, "", nil)
+			if err != nil {
+				t.Error(err)
+				return
+			}
+			got, _ := io.ReadAll(fh)
+			fh.Close()
+			if !bytes.Equal(got, data) {
+				t.Error("copy differs")
+			}
+		})
+	}
+	wg.Wait()
+	if n := h.Requests("a.tar"); n != 1 {
+		t.Fatalf("%d downloads by four caches sharing a folder, want 1", n)
 	}
 }
 
