@@ -51,10 +51,12 @@ func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
 }
 
 // shardList lists the shards of a dataset: local paths, or remote objects (already described by
-// a listing or an index, or with Size -1 to be asked for).
+// a listing or an index, or with Size -1 to be asked for), with the sample counts an index gives
+// (nil without one).
 type shardList struct {
-	paths []string
-	objs  []remote.Object // objs[i].URL == "" for a local path
+	paths    []string
+	objs     []remote.Object // objs[i].URL == "" for a local path
+	nsamples []int
 }
 
 func (s *shardList) add(p string, obj remote.Object) {
@@ -65,14 +67,17 @@ func (s *shardList) add(p string, obj remote.Object) {
 	s.objs = append(s.objs, obj)
 }
 
-func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
-	var src shardList
-	var err error
+// listShardSpec lists the shards that the argument of a shards: spec names: a shard index (a
+// pattern ending in index.json) or a pattern (see ShardPaths).
+func listShardSpec(ctx context.Context, pattern string) (shardList, error) {
 	if strings.HasSuffix(pattern, "/index.json") || pattern == "index.json" {
-		src, err = listIndexShards(ctx, pattern)
-	} else {
-		src, err = listShards(ctx, pattern)
+		return listIndexShards(ctx, pattern)
 	}
+	return listShards(ctx, pattern)
+}
+
+func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
+	src, err := listShardSpec(ctx, pattern)
 	if err != nil {
 		return nil, err
 	}
@@ -211,6 +216,7 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 		Kind      string `json:"__kind__"`
 		ShardList []struct {
 			URL      string `json:"url"`
+			NSamples int    `json:"nsamples"`
 			FileSize int64  `json:"filesize"`
 		} `json:"shardlist"`
 	}
@@ -218,9 +224,10 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 		return src, fmt.Errorf("loaders: shards %s: not a wids-shard-index-v1 index: %w", loc, ErrCorrupt)
 	}
 	for _, e := range idx.ShardList {
-		if e.URL == "" || e.FileSize < 0 {
-			return src, fmt.Errorf("loaders: shards %s: shard entry %q of %d bytes: %w", loc, e.URL, e.FileSize, ErrCorrupt)
+		if e.URL == "" || e.FileSize < 0 || e.NSamples < 0 {
+			return src, fmt.Errorf("loaders: shards %s: shard entry %q of %d bytes, %d samples: %w", loc, e.URL, e.FileSize, e.NSamples, ErrCorrupt)
 		}
+		src.nsamples = append(src.nsamples, e.NSamples)
 		switch {
 		case remote.IsURL(e.URL):
 			src.add(e.URL, remote.Object{URL: e.URL, Size: e.FileSize})

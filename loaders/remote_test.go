@@ -193,6 +193,40 @@ func TestRemoteShardStream(t *testing.T) {
 			t.Fatalf("sample %d differs", i)
 		}
 	}
+	// A stream source over the remote index knows its parts' lengths, and its parts are the shards.
+	src, err := OpenStream("shards:" + base + "/zst/index.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lens := src.(SizedSource).PartLens(); !slices.Equal(lens, []int{4, 4, 1}) {
+		t.Fatalf("part lengths %v, want [4 4 1]", lens)
+	}
+	var c []Sample
+	for part := range src.Parts() {
+		st, err := src.Open(context.Background(), part)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for {
+			s, err := st.Next(context.Background())
+			if errors.Is(err, io.EOF) {
+				break
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			c = append(c, s)
+		}
+		st.Close()
+	}
+	if len(c) != len(a) {
+		t.Fatalf("%d samples through OpenStream, want %d", len(c), len(a))
+	}
+	for i := range a {
+		if !sameSample(a[i], c[i]) {
+			t.Fatalf("sample %d differs through OpenStream", i)
+		}
+	}
 }
 
 func TestRemoteShardsErrors(t *testing.T) {
