@@ -2,13 +2,11 @@ package loaders
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"net/url"
 	"os"
-	"path"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -21,10 +19,11 @@ import (
 // https://HOST/PATH, http://...). The zero Opener is what Open uses.
 //
 // Without a CacheDir, a plain .tar shard is read in place: opening it streams it once to find its
-// samples, and each sample is then one ranged GET; a compressed shard is streamed and held
-// decompressed in memory, as a local one is. With a CacheDir, every remote shard is downloaded
-// once, decompressed, into the cache, the next shards while the current one is scanned, and read
-// from there like a local plain tar: a compressed remote shard then takes disk, not memory.
+// samples, and each sample is then one ranged GET; a compressed shard is streamed into an unnamed
+// temporary file, decompressed, as a local one is. With a CacheDir, every remote shard is
+// downloaded once, decompressed, into the cache (the next shards while the current one is
+// scanned), kept there for later runs and other processes, and read from there like a local
+// plain tar.
 //
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
@@ -45,26 +44,35 @@ type Opener struct {
 func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
 	var src shardList
 	for _, p := range paths {
-		src.add(p, remote.Object{})
+		src.add(p, remote.Object{}, -1)
 	}
 	return o.openShards(context.Background(), name, src)
 }
 
 // shardList lists the shards of a dataset: local paths, or remote objects (already described by
-// a listing or an index, or with Size -1 to be asked for), with the sample counts an index gives
-// (nil without one).
+// a listing or an index, or with Size -1 to be asked for), with the sample count an index gives
+// each (-1 without one).
 type shardList struct {
 	paths    []string
 	objs     []remote.Object // objs[i].URL == "" for a local path
 	nsamples []int
 }
 
-func (s *shardList) add(p string, obj remote.Object) {
+func (s *shardList) add(p string, obj remote.Object, nsamples int) {
 	if remote.IsURL(p) && obj.URL == "" {
 		obj = remote.Object{URL: p, Size: -1}
 	}
 	s.paths = append(s.paths, p)
 	s.objs = append(s.objs, obj)
+	s.nsamples = append(s.nsamples, nsamples)
+}
+
+// lens returns the sample counts of the shards when an index gave them all, else nil.
+func (s *shardList) lens() []int {
+	if slices.Contains(s.nsamples, -1) {
+		return nil
+	}
+	return s.nsamples
 }
 
 // listShardSpec lists the shards that the argument of a shards: spec names: a shard index (a
@@ -112,10 +120,10 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 					return src, fmt.Errorf("loaders: shards %q: %w", pattern, err)
 				}
 				for _, obj := range objs {
-					src.add(obj.URL, obj)
+					src.add(obj.URL, obj, -1)
 				}
 			} else {
-				src.add(p, remote.Object{}) // described when opened
+				src.add(p, remote.Object{}, -1) // described when opened
 			}
 			continue
 		}
@@ -125,7 +133,7 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 		}
 		slices.Sort(paths)
 		for _, q := range paths {
-			src.add(q, remote.Object{})
+			src.add(q, remote.Object{}, -1)
 		}
 	}
 	if len(src.paths) == 0 {
@@ -189,66 +197,52 @@ func expandBraces(s string) ([]string, error) {
 	return out, nil
 }
 
-// listIndexShards reads a shard index (WebDataset wids format, as ShardWriter writes it), local or
-// remote; shard URLs in it are relative to its location. Remote shards are described by it (their
-// sizes), so that opening asks the store nothing more about them.
+// listIndexShards reads a shard index (WebDataset's wids format, as ShardWriter writes it; shard
+// URLs relative to it), local or remote. The index describes remote shards (sizes), so that opening
+// asks the store nothing more about them, and gives every shard's sample count, which opening
+// checks.
 func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 	var src shardList
-	var raw []byte
-	var err error
-	if remote.IsURL(loc) {
-		var f *remote.File
-		if f, err = client.Open(ctx, loc); err == nil {
-			if f.Size() > maxSmallMember*16 {
-				err = fmt.Errorf("index of %d bytes: %w", f.Size(), ErrCorrupt)
-			} else {
-				raw, err = io.ReadAll(f.NewReader(0))
-			}
-			f.Close()
-		}
-	} else {
-		raw, err = os.ReadFile(loc)
-	}
+	ix, err := readIndex(ctx, loc)
 	if err != nil {
 		return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
 	}
-	var idx struct {
-		Kind      string `json:"__kind__"`
-		ShardList []struct {
-			URL      string `json:"url"`
-			NSamples int    `json:"nsamples"`
-			FileSize int64  `json:"filesize"`
-		} `json:"shardlist"`
-	}
-	if err := json.Unmarshal(raw, &idx); err != nil || idx.Kind != "wids-shard-index-v1" {
-		return src, fmt.Errorf("loaders: shards %s: not a wids-shard-index-v1 index: %w", loc, ErrCorrupt)
-	}
-	for _, e := range idx.ShardList {
-		if e.URL == "" || e.FileSize < 0 || e.NSamples < 0 {
-			return src, fmt.Errorf("loaders: shards %s: shard entry %q of %d bytes, %d samples: %w", loc, e.URL, e.FileSize, e.NSamples, ErrCorrupt)
+	for _, e := range ix.ShardList {
+		if !remote.IsURL(loc) {
+			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(e.URL)), remote.Object{}, e.NSamples)
+			continue
 		}
-		src.nsamples = append(src.nsamples, e.NSamples)
-		switch {
-		case remote.IsURL(e.URL):
-			src.add(e.URL, remote.Object{URL: e.URL, Size: e.FileSize})
-		case remote.IsURL(loc):
-			base, _ := url.Parse(loc)
-			ref, err := url.Parse(e.URL)
-			if err != nil || ref.IsAbs() || strings.HasPrefix(e.URL, "/") {
-				return src, fmt.Errorf("loaders: shards %s: shard URL %q: %w", loc, e.URL, ErrCorrupt)
-			}
-			u := base.JoinPath("..", ref.Path).String()
-			src.add(u, remote.Object{URL: u, Size: e.FileSize})
-		case filepath.IsAbs(e.URL):
-			src.add(e.URL, remote.Object{})
-		default:
-			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(path.Clean(e.URL))), remote.Object{})
+		base, err := url.Parse(loc)
+		if err != nil {
+			return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
 		}
+		u := base.JoinPath("..", e.URL).String()
+		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e.NSamples)
 	}
 	if len(src.paths) == 0 {
-		return src, fmt.Errorf("loaders: shards %s: index lists no shards: %w", loc, ErrEmpty)
+		return src, fmt.Errorf("loaders: shards %s: the index lists no shards: %w", loc, ErrEmpty)
 	}
 	return src, nil
+}
+
+// readIndex reads and checks a local or remote shard index.
+func readIndex(ctx context.Context, loc string) (*shardIndex, error) {
+	if !remote.IsURL(loc) {
+		return readShardIndex(loc)
+	}
+	f, err := client.Open(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Size() > maxIndexBytes {
+		return nil, fmt.Errorf("index of %d bytes exceeds %d: %w", f.Size(), maxIndexBytes, ErrCorrupt)
+	}
+	b, err := io.ReadAll(f.NewReader(0))
+	if err != nil {
+		return nil, err
+	}
+	return parseShardIndex(loc, b)
 }
 
 // shardFile is one shard opened for reading: a local file, a local copy of a remote one, or a
@@ -266,7 +260,13 @@ type localShard struct {
 
 func (l localShard) Size() int64 { return l.size }
 
-func openLocalShard(path string) (shardFile, error) { return withSize(os.Open(path)) }
+func openLocalShard(path string) (shardFile, error) {
+	fh, st, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	return localShard{fh, st.Size()}, nil
+}
 
 // withSize returns an opened file with its size.
 func withSize(fh *os.File, err error) (shardFile, error) {
@@ -291,13 +291,14 @@ func openShardPath(path string) (shardFile, error) {
 
 // remoteShards opens the remote shards of one dataset, through the cache when there is one.
 type remoteShards struct {
-	cache *remote.Cache
-	objs  []remote.Object
+	cache    *remote.Cache
+	objs     []remote.Object
+	nsamples []int
 }
 
 // newRemoteShards describes the remote shards not yet described (their size and ETag).
 func (o Opener) newRemoteShards(ctx context.Context, src shardList) (*remoteShards, error) {
-	rs := &remoteShards{objs: src.objs}
+	rs := &remoteShards{objs: src.objs, nsamples: src.nsamples}
 	for i, obj := range rs.objs {
 		if obj.URL != "" && obj.Size < 0 {
 			var err error
@@ -319,34 +320,33 @@ func (o Opener) newRemoteShards(ctx context.Context, src shardList) (*remoteShar
 // cacheVariant names what the cache keeps of a shard: its tar, decompressed.
 const cacheVariant = "tar"
 
-// decodeShard decompresses a shard into the cache, failing once it expands past 100 times its size
-// (like ShardStream).
+// decodeShard decompresses a shard into the cache, with the bound of a local one (expansionLimit).
 func decodeShard(size int64) remote.Decoder {
 	return func(r io.Reader) (io.Reader, func(), error) {
 		d, done, err := decompress(r)
 		if err != nil {
 			return nil, nil, err
 		}
-		limit := max(maxExpansion*size, minCompressedLimit)
-		return &boundedReader{r: d, left: limit, limit: limit}, done, nil
+		limit := expansionLimit(size)
+		return corruptReader{&boundedReader{r: d, left: limit, limit: limit}}, done, nil
 	}
 }
 
-// open opens shard i; the shards after it start downloading into the cache meanwhile.
-func (rs *remoteShards) open(ctx context.Context, i int, path string) (shardFile, error) {
+// open opens remote shard i, with the sample count its index promises (-1: none); the shards
+// after it start downloading into the cache meanwhile.
+func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, int, error) {
 	obj := rs.objs[i]
-	if obj.URL == "" {
-		return openLocalShard(path)
-	}
 	if rs.cache == nil {
-		return client.OpenObject(obj)
+		f, err := client.OpenObject(obj)
+		return f, rs.nsamples[i], err
 	}
 	for _, o := range rs.objs[i+1 : min(i+1+remote.DefaultPrefetch, len(rs.objs))] {
 		if o.URL != "" {
 			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
 		}
 	}
-	return withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
+	f, err := withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
+	return f, rs.nsamples[i], err
 }
 
 func (rs *remoteShards) Close() error {

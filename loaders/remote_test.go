@@ -128,8 +128,12 @@ func TestRemoteShards(t *testing.T) {
 					if !strings.HasPrefix(s.Key, base+"/"+kind+"/shard-000000"+ext+":") {
 						t.Fatalf("key %q does not name the shard URL", s.Key)
 					}
-					if o.CacheDir != "" && slices.ContainsFunc(ds.(*Shards).mem, func(b []byte) bool { return b != nil }) {
-						t.Fatal("a cached compressed shard is held in memory, not read from its decompressed copy")
+					if o.CacheDir != "" {
+						for _, f := range ds.(*Shards).files {
+							if l, ok := f.(localShard); !ok || filepath.Dir(l.Name()) != cacheDir {
+								t.Fatalf("shard read from %T, not from its decompressed copy in the cache", f)
+							}
+						}
 					}
 					// Workers read concurrently.
 					var wg sync.WaitGroup

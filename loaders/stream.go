@@ -81,7 +81,7 @@ func OpenStream(spec string) (StreamSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	return NewShardSource(glob, src.paths, src.nsamples), nil
+	return NewShardSource(glob, src.paths, src.lens()), nil
 }
 
 // streamItem is a sample read from a stream and its position (ordinal) in the epoch's stream.
