@@ -359,27 +359,31 @@ func vertical(dst, src []byte, stride int, w []int32) {
 		rows[m], ws[m] = src[t*stride:t*stride+n], wt
 		m++
 	}
-	switch m {
-	case 1:
+	if m == 1 {
 		copy(dst, rows[0]) // a single tap has weight 1
+		return
+	}
+	// The SIMD kernel does the multiples of 8; the loops below the rest.
+	j0 := verticalSIMD(dst, &rows, &ws, m)
+	switch m {
 	case 2:
 		r0, r1, w0, w1 := rows[0][:n], rows[1][:n], ws[0], ws[1]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1)
 		}
 	case 3:
 		r0, r1, r2, w0, w1, w2 := rows[0][:n], rows[1][:n], rows[2][:n], ws[0], ws[1], ws[2]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2)
 		}
 	case 4:
 		r0, r1, r2, r3 := rows[0][:n], rows[1][:n], rows[2][:n], rows[3][:n]
 		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2 + int32(r3[j])*w3)
 		}
 	default:
-		verticalK(dst, src, stride, w)
+		verticalK(dst[j0:], src[j0:], stride, w)
 	}
 }
 

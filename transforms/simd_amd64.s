@@ -1,0 +1,132 @@
+//go:build !noasm
+
+#include "textflag.h"
+
+// func verticalAVX2(dst *byte, n int, rows *[8]*byte, ws *[8]int32, m int)
+TEXT ·verticalAVX2(SB), NOSPLIT, $0-40
+	MOVQ dst+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ rows+16(FP), SI
+	MOVQ ws+24(FP), R8
+	MOVQ m+32(FP), R9
+	MOVL $0x200000, AX // half = 1 << (precBits-1)
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	XORQ BX, BX
+
+vloop:
+	CMPQ BX, CX
+	JGE  vdone
+	VMOVDQA Y15, Y0
+	XORQ R10, R10
+
+vtap:
+	MOVQ         (SI)(R10*8), R11
+	VPMOVZXBD    (R11)(BX*1), Y1
+	VPBROADCASTD (R8)(R10*4), Y2
+	VPMULLD      Y2, Y1, Y1
+	VPADDD       Y1, Y0, Y0
+	INCQ         R10
+	CMPQ         R10, R9
+	JLT          vtap
+
+	VPSRAD       $22, Y0, Y0 // precBits
+	VEXTRACTI128 $1, Y0, X1
+	VPACKSSDW    X1, X0, X0
+	VPACKUSWB    X0, X0, X0
+	MOVQ         X0, (DI)(BX*1)
+	ADDQ         $8, BX
+	JMP          vloop
+
+vdone:
+	VZEROUPPER
+	RET
+
+// Byte shuffles: the identity, and the reversal of the low 8 bytes (a flipped row).
+DATA shufFwd<>+0(SB)/8, $0x0706050403020100
+DATA shufFwd<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL shufFwd<>(SB), RODATA|NOPTR, $16
+DATA shufRev<>+0(SB)/8, $0x0001020304050607
+DATA shufRev<>+8(SB)/8, $0x0f0e0d0c0b0a0908
+GLOBL shufRev<>(SB), RODATA|NOPTR, $16
+
+// STORE8 shifts the 8 int32 sums in Y right by 16, packs them to bytes with saturation (the clamp
+// to [0, 255]), applies the shuffle in X9 and stores the 8 bytes at DST.
+#define STORE8(Y, X, DST) \
+	VPSRAD       $16, Y, Y \
+	VEXTRACTI128 $1, Y, X6 \
+	VPACKSSDW    X6, X, X \
+	VPACKUSWB    X, X, X \
+	VPSHUFB      X9, X, X \
+	MOVQ         X, DST
+
+// func ycbcrAVX2(rp, gp, bp, ys, cbs, crs *byte, n, step int)
+TEXT ·ycbcrAVX2(SB), NOSPLIT, $0-64
+	MOVQ rp+0(FP), DI
+	MOVQ gp+8(FP), SI
+	MOVQ bp+16(FP), DX
+	MOVQ ys+24(FP), R8
+	MOVQ cbs+32(FP), R9
+	MOVQ crs+40(FP), R10
+	MOVQ n+48(FP), CX
+	MOVQ step+56(FP), R11
+
+	XORQ    R12, R12 // output offset
+	MOVQ    $8, R13  // and its step
+	VMOVDQU shufFwd<>(SB), X9
+	CMPQ    R11, $0
+	JGT     cforward
+	LEAQ    -8(CX), R12
+	MOVQ    $-8, R13
+	VMOVDQU shufRev<>(SB), X9
+
+cforward:
+	MOVL         $0x10101, AX
+	VMOVD        AX, X15
+	VPBROADCASTD X15, Y15
+	MOVL         $128, AX
+	VMOVD        AX, X14
+	VPBROADCASTD X14, Y14
+	MOVL         $91881, AX
+	VMOVD        AX, X13
+	VPBROADCASTD X13, Y13
+	MOVL         $22554, AX
+	VMOVD        AX, X12
+	VPBROADCASTD X12, Y12
+	MOVL         $46802, AX
+	VMOVD        AX, X11
+	VPBROADCASTD X11, Y11
+	MOVL         $116130, AX
+	VMOVD        AX, X10
+	VPBROADCASTD X10, Y10
+	XORQ         BX, BX
+
+cloop:
+	CMPQ      BX, CX
+	JGE       cdone
+	VPMOVZXBD (R8)(BX*1), Y0
+	VPMULLD   Y15, Y0, Y0 // yy1 = y * 0x10101
+	VPMOVZXBD (R9)(BX*1), Y1
+	VPSUBD    Y14, Y1, Y1 // cb1
+	VPMOVZXBD (R10)(BX*1), Y2
+	VPSUBD    Y14, Y2, Y2 // cr1
+
+	VPMULLD Y13, Y2, Y3
+	VPADDD  Y0, Y3, Y3 // yy1 + 91881*cr1
+	VPMULLD Y12, Y1, Y4
+	VPSUBD  Y4, Y0, Y4 // yy1 - 22554*cb1
+	VPMULLD Y11, Y2, Y5
+	VPSUBD  Y5, Y4, Y4 // - 46802*cr1
+	VPMULLD Y10, Y1, Y5
+	VPADDD  Y0, Y5, Y5 // yy1 + 116130*cb1
+
+	STORE8(Y3, X3, (DI)(R12*1))
+	STORE8(Y4, X4, (SI)(R12*1))
+	STORE8(Y5, X5, (DX)(R12*1))
+	ADDQ $8, BX
+	ADDQ R13, R12
+	JMP  cloop
+
+cdone:
+	VZEROUPPER
+	RET
