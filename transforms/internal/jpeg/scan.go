@@ -543,8 +543,10 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctReduced(dst, stride, b, bs)
 		return
 	}
-	idctRows(b)
-	idctColsStore(dst, stride, b)
+	if !idctSIMD(dst, stride, b) {
+		idctRows(b)
+		idctColsStore(dst, stride, b)
+	}
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.
