@@ -55,6 +55,10 @@ type weights struct {
 	w     []int32
 	k     int
 	fw    []float64
+	// For the SIMD horizontal pass: the largest start, and the weights tap-major (wt[t*n+i] =
+	// w[i*k+t]) when the kernel takes this k.
+	maxStart int32
+	wt       []int32
 }
 
 // compute fills ws for axis a in plane coordinates (source pixel = ratio * full-resolution
@@ -113,6 +117,24 @@ func (ws *weights) compute(a axis, ratio float64, origin, size int, fd filterDef
 			}
 		}
 		ws.start[i] = int32(start)
+	}
+	ws.finish()
+}
+
+// finish sets what the SIMD horizontal pass needs from start and w.
+func (ws *weights) finish() {
+	n, k := len(ws.start), ws.k
+	ws.maxStart = 0
+	for _, s := range ws.start {
+		ws.maxStart = max(ws.maxStart, s)
+	}
+	if avx2 && k >= 2 && k <= 4 {
+		ws.wt = grow32(ws.wt, n*k)
+		for i := range n {
+			for t := range k {
+				ws.wt[t*n+i] = ws.w[i*k+t]
+			}
+		}
 	}
 }
 
@@ -210,6 +232,7 @@ func (rs *planeResampler) prepare(p *plane, m *mapping, prev *planeResampler) {
 		src := p.pix[(y+ymin)*p.stride:]
 		dst := tmp[y*nu : (y+1)*nu]
 		switch {
+		case p.step == 1 && horizontalSIMD(dst, src, rs.wx):
 		case p.step == 3 && rs.wx.k == 2:
 			horizontal2Step3(dst, src, rs.wx)
 		case p.step == 3 && rs.wx.k == 3:

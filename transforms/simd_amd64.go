@@ -4,8 +4,8 @@ package transforms
 
 import "golang.org/x/sys/cpu"
 
-// avx2 selects the AVX2 kernels of simd_amd64.s for the vertical resampling pass and the
-// YCbCr->RGB conversion. They compute exactly what the Go loops compute (the same int32
+// avx2 selects the AVX2 kernels of simd_amd64.s for the resampling passes and the YCbCr->RGB
+// conversion. They compute exactly what the Go loops compute (the same int32
 // products and sums, the same shifts and clamps), 8 pixels at a time; the Go loops finish the
 // last len%8 pixels. Tests switch it off to compare both paths; build with -tags noasm to leave
 // them out.
@@ -52,4 +52,29 @@ func ycbcrSIMD(r, g, b, ys, cbs, crs []byte, flip bool) int {
 	_, _, _, _, _ = r[o:][:n], g[o:][:n], b[o:][:n], cbs[:n], crs[:n]
 	ycbcrAVX2(&r[o], &g[o], &b[o], &ys[0], &cbs[0], &crs[0], n, step)
 	return n
+}
+
+// horizontalAVX2 sets dst[j] = clip8(half + Σ_t src[start[j]+t]*wt[t*wstride+j]) for j < n (n a
+// multiple of 8, 2 <= k <= 4), reading 4 bytes at every src+start[j].
+//
+//go:noescape
+func horizontalAVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
+
+// horizontalSIMD runs the horizontal pass of one row of a unit-step plane and reports true, or
+// reports false (nothing written) without AVX2, for other tap counts, or when src is too short
+// for the kernel's 4-byte reads.
+func horizontalSIMD(dst, src []byte, ws *weights) bool {
+	n, k := len(dst), ws.k
+	if !avx2 || k < 2 || k > 4 || int(ws.maxStart)+4 > len(src) || len(ws.wt) < k*n || len(ws.start) < n {
+		return false
+	}
+	n8 := n &^ 7
+	if n8 > 0 {
+		horizontalAVX2(&dst[0], n8, &src[0], &ws.start[0], &ws.wt[0], n, k)
+	}
+	if n8 < n {
+		tail := weights{start: ws.start[n8:n], w: ws.w[n8*k : n*k], k: k}
+		horizontalK(dst[n8:], src, &tail)
+	}
+	return true
 }

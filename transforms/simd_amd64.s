@@ -130,3 +130,73 @@ cloop:
 cdone:
 	VZEROUPPER
 	RET
+
+// VPSHUFB masks taking byte t of every dword to its low byte and zeroing the rest: 32 bytes for
+// each t = 0..3.
+DATA tapByte<>+0(SB)/8, $0x8080800480808000
+DATA tapByte<>+8(SB)/8, $0x8080800c80808008
+DATA tapByte<>+16(SB)/8, $0x8080800480808000
+DATA tapByte<>+24(SB)/8, $0x8080800c80808008
+DATA tapByte<>+32(SB)/8, $0x8080800580808001
+DATA tapByte<>+40(SB)/8, $0x8080800d80808009
+DATA tapByte<>+48(SB)/8, $0x8080800580808001
+DATA tapByte<>+56(SB)/8, $0x8080800d80808009
+DATA tapByte<>+64(SB)/8, $0x8080800680808002
+DATA tapByte<>+72(SB)/8, $0x8080800e8080800a
+DATA tapByte<>+80(SB)/8, $0x8080800680808002
+DATA tapByte<>+88(SB)/8, $0x8080800e8080800a
+DATA tapByte<>+96(SB)/8, $0x8080800780808003
+DATA tapByte<>+104(SB)/8, $0x8080800f8080800b
+DATA tapByte<>+112(SB)/8, $0x8080800780808003
+DATA tapByte<>+120(SB)/8, $0x8080800f8080800b
+GLOBL tapByte<>(SB), RODATA|NOPTR, $128
+
+// func horizontalAVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
+TEXT ·horizontalAVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ src+16(FP), SI
+	MOVQ start+24(FP), R8
+	MOVQ wt+32(FP), R9
+	MOVQ wstride+40(FP), R10
+	SHLQ $2, R10 // bytes between taps in wt
+	MOVQ k+48(FP), R11
+	MOVL $0x200000, AX // half
+	VMOVD AX, X15
+	VPBROADCASTD X15, Y15
+	LEAQ tapByte<>(SB), R12
+	XORQ BX, BX
+
+hloop:
+	CMPQ       BX, CX
+	JGE        hdone
+	VMOVDQU    (R8)(BX*4), Y1 // start[j:j+8]
+	VPCMPEQD   Y2, Y2, Y2
+	VPXOR      Y3, Y3, Y3
+	VPGATHERDD Y2, (SI)(Y1*1), Y3 // 4 bytes at src+start[j] for each j
+	VMOVDQA    Y15, Y0
+	LEAQ       (R9)(BX*4), R13 // &wt[j] for tap 0
+	XORQ       R14, R14 // t*32: the tap's mask
+
+htap:
+	VPSHUFB (R12)(R14*1), Y3, Y4
+	VPMULLD (R13), Y4, Y4
+	VPADDD  Y4, Y0, Y0
+	ADDQ    R10, R13
+	ADDQ    $32, R14
+	MOVQ    R14, AX
+	SHRQ    $5, AX
+	CMPQ    AX, R11
+	JLT     htap
+
+	VPSRAD       $22, Y0, Y0
+	VEXTRACTI128 $1, Y0, X1
+	VPACKSSDW    X1, X0, X0
+	VPACKUSWB    X0, X0, X0
+	MOVQ         X0, (DI)(BX*1)
+	ADDQ         $8, BX
+	JMP          hloop
+
+hdone:
+	VZEROUPPER
+	RET

@@ -8,3 +8,5 @@ var avx2 = false
 func verticalSIMD(dst []byte, rows *[8][]byte, ws *[8]int32, m int) int { return 0 }
 
 func ycbcrSIMD(r, g, b, ys, cbs, crs []byte, flip bool) int { return 0 }
+
+func horizontalSIMD(dst, src []byte, ws *weights) bool { return false }

@@ -86,3 +86,47 @@ func TestYCbCrSIMDMatchesGo(t *testing.T) {
 		}
 	}
 }
+
+// TestHorizontalSIMDMatchesGo compares the SIMD horizontal pass with the Go kernels on random
+// rows, starts and weights (any int32, so rounding and clipping at both ends are exercised), and
+// checks that it declines rows too short for its 4-byte reads.
+func TestHorizontalSIMDMatchesGo(t *testing.T) {
+	if !avx2 {
+		t.Skip("no SIMD kernels on this CPU or build")
+	}
+	kernels := map[int]func(dst, src []byte, ws *weights){2: horizontal2, 3: horizontal3, 4: horizontal4}
+	rnd := rand.New(rand.NewPCG(7, 8))
+	for trial := range 600 {
+		k := 2 + trial%3
+		w := k + rnd.IntN(300)
+		n := 1 + rnd.IntN(300)
+		row := make([]byte, w+3) // the plane's next bytes follow a row, except at its end
+		for i := range row {
+			row[i] = byte(rnd.Uint32())
+		}
+		ws := weights{k: k, start: make([]int32, n), w: make([]int32, n*k)}
+		for j := range n {
+			ws.start[j] = int32(rnd.IntN(w - k + 1))
+		}
+		ws.start[rnd.IntN(n)] = int32(w - k) // the row's last pixel
+		for i := range ws.w {
+			if trial%2 == 0 {
+				ws.w[i] = int32(rnd.Uint32())
+			} else {
+				ws.w[i] = int32(rnd.IntN(3<<precBits)) - 1<<precBits
+			}
+		}
+		ws.finish()
+		got, want := make([]byte, n), make([]byte, n)
+		kernels[k](want, row, &ws)
+		if !horizontalSIMD(got, row, &ws) {
+			t.Fatalf("k %d, n %d: horizontalSIMD declined a row with room for its reads", k, n)
+		}
+		if !bytes.Equal(got, want) {
+			t.Fatalf("k %d, w %d, n %d:\n got %v\nwant %v", k, w, n, got, want)
+		}
+		if k < 4 && horizontalSIMD(got, row[:w], &ws) {
+			t.Fatalf("k %d: horizontalSIMD accepted a row that ends %d bytes after its last start", k, k)
+		}
+	}
+}
