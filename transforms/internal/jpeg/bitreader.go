@@ -1,5 +1,7 @@
 package jpeg
 
+import "encoding/binary"
+
 // bitReader is the entropy decoder of sequential scans (the fork's main speed-up over the
 // standard library, which reads one stuffed byte per call): it reads the image bytes directly,
 // 8 at a time into a 64-bit accumulator, removing stuffed zero bytes. At a marker or the end of
@@ -14,6 +16,18 @@ type bitReader struct {
 }
 
 func (br *bitReader) fill() {
+	// Fast path: the next 8 bytes hold no 0xff (no stuffing, no marker), so the bytes that fit
+	// go in with one shift.
+	if p := br.pos; p+8 <= len(br.data) && !br.marker {
+		v := binary.BigEndian.Uint64(br.data[p:])
+		if (^v-0x0101010101010101)&v&0x8080808080808080 == 0 { // no byte of ^v is zero
+			k := (64 - br.n) >> 3 // whole bytes that fit
+			br.acc = br.acc<<(8*k) | v>>(64-8*k)
+			br.n += 8 * k
+			br.pos += int(k)
+			return
+		}
+	}
 	for br.n <= 56 {
 		c := byte(0)
 		switch {
