@@ -43,36 +43,50 @@ type huffman struct {
 }
 
 const (
-	fastBits = 9
+	fastBits = 10
 	fastEOB  = 16
 	fastZRL  = 17
 )
 
-// buildFastAC fills h.fastAC from the canonical code (minCodes, maxCodes, valsIndices).
+// buildFastAC fills h.fastAC from the canonical code (minCodes, maxCodes, valsIndices): each
+// code of at most fastBits bits fills the range of entries that start with it (with its extra
+// bits, when they fit too). Shorter codes go last, so that in an oversubscribed (corrupt) table
+// the shortest code wins, as a search by increasing length would find.
 func (h *huffman) buildFastAC() {
-	for p := range int32(1 << fastBits) {
-		h.fastAC[p] = 0
-		for l := int32(1); l <= fastBits; l++ {
-			code := p >> (fastBits - l)
-			if h.maxCodes[l-1] < 0 || code > h.maxCodes[l-1] || code < h.minCodes[l-1] {
-				continue
-			}
+	clear(h.fastAC[:])
+	for l := int32(fastBits); l >= 1; l-- {
+		if h.maxCodes[l-1] < 0 {
+			continue
+		}
+		for code := h.minCodes[l-1]; code <= h.maxCodes[l-1] && code < 1<<l; code++ {
 			rs := h.vals[h.valsIndices[l-1]+code-h.minCodes[l-1]]
 			run, s := int32(rs>>4), int32(rs&0x0f)
+			lo := code << (fastBits - l)
+			f := int32(0) // does not fit: the slow path
 			switch {
 			case s == 0 && run == 0:
-				h.fastAC[p] = fastEOB<<8 | l
+				f = fastEOB<<8 | l
 			case s == 0 && run == 15:
-				h.fastAC[p] = fastZRL<<8 | l
+				f = fastZRL<<8 | l
 			case s != 0 && l+s <= fastBits:
-				v := (p >> (fastBits - l - s)) & (1<<s - 1)
-				if v < 1<<(s-1) {
-					v += (-1 << s) + 1
+				for v := range int32(1) << s {
+					x := v
+					if x < 1<<(s-1) {
+						x += (-1 << s) + 1
+					}
+					vlo := lo | v<<(fastBits-l-s)
+					fill32(h.fastAC[vlo:vlo+1<<(fastBits-l-s)], x<<16|run<<8|(l+s))
 				}
-				h.fastAC[p] = v<<16 | run<<8 | (l + s)
+				continue
 			}
-			break
+			fill32(h.fastAC[lo:lo+1<<(fastBits-l)], f)
 		}
+	}
+}
+
+func fill32(s []int32, v int32) {
+	for i := range s {
+		s[i] = v
 	}
 }
 
