@@ -107,15 +107,21 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 		return 0, br.skipAC(acH)
 	}
 	b[0] = *dc * qt[0]
+	// The AC loop keeps the accumulator in locals (registers), writing them back to br around
+	// the calls that use it.
 	last := int32(0)
+	acc, n := br.acc, br.n
 	for zig := int32(1); zig < blockSize; zig++ {
-		if br.n < 32 {
+		if n < 32 {
+			br.acc, br.n = acc, n
 			br.fill()
+			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 0xff)
+		if f := acH.fastAC[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
+				br.n = n
 				return last, nil
 			case fastZRL:
 				zig += 15
@@ -130,10 +136,12 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			last = zig
 			continue
 		}
+		br.n = n
 		v, err := br.decodeHuffman(acH)
 		if err != nil {
 			return 0, err
 		}
+		n = br.n
 		r, s := int32(v>>4), v&0x0f
 		if s == 0 {
 			if r != 0x0f {
@@ -146,22 +154,32 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 		if zig >= blockSize {
 			break // as the standard library: a run past the block's end ends it
 		}
-		b[unzig[zig]] = br.receiveExtend(s) * qt[zig]
+		n -= uint(s)
+		x := int32(acc>>n) & (1<<s - 1) // receiveExtend
+		if x < 1<<(s-1) {
+			x += (-1 << s) + 1
+		}
+		b[unzig[zig]] = x * qt[zig]
 		last = zig
 	}
+	br.n = n
 	return last, nil
 }
 
-// skipAC reads past a block's AC coefficients.
+// skipAC reads past a block's AC coefficients (locals as in decodeBlock).
 func (br *bitReader) skipAC(acH *huffman) error {
+	acc, n := br.acc, br.n
 	for zig := int32(1); zig < blockSize; zig++ {
-		if br.n < 32 {
+		if n < 32 {
+			br.acc, br.n = acc, n
 			br.fill()
+			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 0xff)
+		if f := acH.fastAC[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
+				br.n = n
 				return nil
 			case fastZRL:
 				zig += 15
@@ -170,21 +188,24 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			}
 			continue
 		}
+		br.n = n
 		v, err := br.decodeHuffman(acH)
 		if err != nil {
 			return err
 		}
+		n = br.n
 		r, s := int32(v>>4), v&0x0f
 		if s == 0 {
 			if r != 0x0f {
-				return nil
+				break
 			}
 			zig += 15
 			continue
 		}
 		zig += r
-		br.n -= uint(s)
+		n -= uint(s)
 	}
+	br.n = n
 	return nil
 }
 
