@@ -83,10 +83,11 @@ func (br *bitReader) receiveExtend(t uint8) int32 {
 	return x
 }
 
-// decodeBlock decodes one block of a sequential scan into b (natural order, dequantized by qt),
-// updating the component's DC predictor. It returns the zig-zag index of the last coefficient
+// decodeBlock decodes one block of a sequential scan into b (coefficient zig at b[zz[zig]]:
+// natural order with unzig, transposed with unzigT; dequantized by qt), updating the
+// component's DC predictor. It returns the zig-zag index of the last coefficient
 // decoded (0: DC only). A nil b decodes and discards (a block outside the region).
-func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block) (int32, error) {
+func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block, zz *[blockSize]int) (int32, error) {
 	if br.n < 32 {
 		br.fill()
 	}
@@ -132,7 +133,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			if zig >= blockSize {
 				break
 			}
-			b[unzig[zig]] = (f >> 16) * qt[zig]
+			b[zz[zig]] = (f >> 16) * qt[zig]
 			last = zig
 			continue
 		}
@@ -159,7 +160,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 		if x < 1<<(s-1) {
 			x += (-1 << s) + 1
 		}
-		b[unzig[zig]] = x * qt[zig]
+		b[zz[zig]] = x * qt[zig]
 		last = zig
 	}
 	br.n = n

@@ -11,17 +11,25 @@ import "golang.org/x/sys/cpu"
 var avx2 = cpu.X86.HasAVX2
 
 // idctAVX2 is idctRows(b) then idctColsStore(dst, stride, b), except that b is left as it was.
-// dst must hold 7*stride+8 bytes.
+// dst must hold 7*stride+8 bytes. idctAVX2T is the same for a block stored transposed.
 //
 //go:noescape
 func idctAVX2(dst *byte, stride int, b *block)
 
-// idctSIMD runs idctAVX2 and reports true, or reports false without AVX2.
-func idctSIMD(dst []byte, stride int, b *block) bool {
+//go:noescape
+func idctAVX2T(dst *byte, stride int, b *block)
+
+// idctSIMD runs the AVX2 IDCT (on b transposed if transposed is set) and reports true, or
+// reports false without AVX2.
+func idctSIMD(dst []byte, stride int, b *block, transposed bool) bool {
 	if !avx2 {
 		return false
 	}
 	_ = dst[7*stride+7]
-	idctAVX2(&dst[0], stride, b)
+	if transposed {
+		idctAVX2T(&dst[0], stride, b)
+	} else {
+		idctAVX2(&dst[0], stride, b)
+	}
 	return true
 }

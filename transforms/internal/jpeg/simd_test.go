@@ -45,20 +45,33 @@ func TestIDCTSIMDMatchesGo(t *testing.T) {
 				b[i] = int32(rnd.Uint32())
 			}
 		}
-		want, got := make([]byte, 8*stride), make([]byte, 8*stride)
-		wb, gb := b, b
+		want := make([]byte, 8*stride)
+		wb := b
 		withoutSIMD(func() {
-			if idctSIMD(want, stride, &wb) {
+			if idctSIMD(want, stride, &wb, false) {
 				t.Fatal("idctSIMD ran with avx2 off")
 			}
 		})
 		idctRows(&wb)
 		idctColsStore(want, stride, &wb)
-		if !idctSIMD(got, stride, &gb) {
-			t.Fatal("idctSIMD did not run")
+		var bt block // b transposed, for idctAVX2T
+		for i := range 8 {
+			for j := range 8 {
+				bt[j*8+i] = b[i*8+j]
+			}
 		}
-		if !bytes.Equal(got, want) {
-			t.Fatalf("block %v:\n got %v\nwant %v", b, got, want)
+		for _, transposed := range []bool{false, true} {
+			in := b
+			if transposed {
+				in = bt
+			}
+			got := make([]byte, 8*stride)
+			if !idctSIMD(got, stride, &in, transposed) {
+				t.Fatal("idctSIMD did not run")
+			}
+			if !bytes.Equal(got, want) {
+				t.Fatalf("transposed %v, block %v:\n got %v\nwant %v", transposed, b, got, want)
+			}
 		}
 	}
 }
