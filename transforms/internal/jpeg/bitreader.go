@@ -91,18 +91,23 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	if br.n < 32 {
 		br.fill()
 	}
-	t, err := br.decodeHuffman(dcH)
-	if err != nil {
-		return 0, err
-	}
-	if t > 16 {
-		return 0, UnsupportedError("excessive DC component")
-	}
-	if br.n < 32 {
-		br.fill()
-	}
-	if t != 0 {
-		*dc += br.receiveExtend(t)
+	if f := dcH.fast[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
+		br.n -= uint(f & 0xff)
+		*dc += f >> 16
+	} else {
+		t, err := br.decodeHuffman(dcH)
+		if err != nil {
+			return 0, err
+		}
+		if t > 16 {
+			return 0, UnsupportedError("excessive DC component")
+		}
+		if br.n < 32 {
+			br.fill()
+		}
+		if t != 0 {
+			*dc += br.receiveExtend(t)
+		}
 	}
 	if b == nil {
 		return 0, br.skipAC(acH)
@@ -118,7 +123,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+		if f := acH.fast[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
@@ -176,7 +181,7 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+		if f := acH.fast[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:

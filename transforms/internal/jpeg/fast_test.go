@@ -5,8 +5,8 @@ import (
 	"testing"
 )
 
-// fastACBySearch is the reference: for each entry, search the code by increasing length.
-func fastACBySearch(h *huffman) (t [1 << fastBits]int32) {
+// fastBySearch is the reference: for each entry, search the code by increasing length.
+func fastBySearch(h *huffman, dc bool) (t [1 << fastBits]int32) {
 	for p := range int32(1 << fastBits) {
 		for l := int32(1); l <= fastBits; l++ {
 			code := p >> (fastBits - l)
@@ -15,7 +15,12 @@ func fastACBySearch(h *huffman) (t [1 << fastBits]int32) {
 			}
 			rs := h.vals[h.valsIndices[l-1]+code-h.minCodes[l-1]]
 			run, s := int32(rs>>4), int32(rs&0x0f)
+			if dc {
+				run, s = 0, int32(rs)
+			}
 			switch {
+			case dc && s == 0:
+				t[p] = l
 			case s == 0 && run == 0:
 				t[p] = fastEOB<<8 | l
 			case s == 0 && run == 15:
@@ -33,9 +38,9 @@ func fastACBySearch(h *huffman) (t [1 << fastBits]int32) {
 	return
 }
 
-// TestFastACMatchesSearch checks the range fill of buildFastAC against the per-entry search on
-// random canonical codes, well-formed and oversubscribed (corrupt).
-func TestFastACMatchesSearch(t *testing.T) {
+// TestFastMatchesSearch checks the range fill of buildFast against the per-entry search on
+// random canonical codes, well-formed and oversubscribed (corrupt), as DC and as AC tables.
+func TestFastMatchesSearch(t *testing.T) {
 	r := rand.New(rand.NewPCG(1, 1))
 	for trial := range 5000 {
 		var h huffman
@@ -68,10 +73,12 @@ func TestFastACMatchesSearch(t *testing.T) {
 			}
 			code <<= 1
 		}
-		want := fastACBySearch(&h)
-		h.buildFastAC()
-		if h.fastAC != want {
-			t.Fatalf("trial %d counts %v differ", trial, counts)
+		for _, dc := range []bool{false, true} {
+			want := fastBySearch(&h, dc)
+			h.buildFast(dc)
+			if h.fast != want {
+				t.Fatalf("trial %d, dc %v, counts %v: the tables differ", trial, dc, counts)
+			}
 		}
 	}
 }
