@@ -138,7 +138,8 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			if zig >= blockSize {
 				break
 			}
-			b[zz[zig]] = (f >> 16) * qt[zig]
+			z := zig & (blockSize - 1) // zig < blockSize: the mask only drops bounds checks
+			b[zz[z]&(blockSize-1)] = (f >> 16) * qt[z]
 			last = zig
 			continue
 		}
@@ -165,7 +166,8 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 		if x < 1<<(s-1) {
 			x += (-1 << s) + 1
 		}
-		b[zz[zig]] = x * qt[zig]
+		z := zig & (blockSize - 1)
+		b[zz[z]&(blockSize-1)] = x * qt[z]
 		last = zig
 	}
 	br.n = n
