@@ -2,6 +2,20 @@
 
 #include "textflag.h"
 
+// BCAST sets every dword of Y to the constant C (X is Y's low half).
+#define BCAST(C, X, Y) \
+	MOVL         C, AX \
+	VMOVD        AX, X \
+	VPBROADCASTD X, Y
+
+// PACK8 shifts the 8 int32 sums in Y (X its low half) right by SHIFT and packs them into the low 8
+// bytes of X with signed, then unsigned saturation: the clamp to [0, 255]. T is a scratch register.
+#define PACK8(SHIFT, Y, X, T) \
+	VPSRAD       SHIFT, Y, Y \
+	VEXTRACTI128 $1, Y, T \
+	VPACKSSDW    T, X, X \
+	VPACKUSWB    X, X, X
+
 // func verticalAVX2(dst *byte, n int, rows *[8]*byte, ws *[8]int32, m int)
 TEXT ·verticalAVX2(SB), NOSPLIT, $0-40
 	MOVQ dst+0(FP), DI
@@ -9,9 +23,7 @@ TEXT ·verticalAVX2(SB), NOSPLIT, $0-40
 	MOVQ rows+16(FP), SI
 	MOVQ ws+24(FP), R8
 	MOVQ m+32(FP), R9
-	MOVL $0x200000, AX // half = 1 << (precBits-1)
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
+	BCAST($0x200000, X15, Y15) // half = 1 << (precBits-1)
 	XORQ BX, BX
 
 vloop:
@@ -30,13 +42,10 @@ vtap:
 	CMPQ         R10, R9
 	JLT          vtap
 
-	VPSRAD       $22, Y0, Y0 // precBits
-	VEXTRACTI128 $1, Y0, X1
-	VPACKSSDW    X1, X0, X0
-	VPACKUSWB    X0, X0, X0
-	MOVQ         X0, (DI)(BX*1)
-	ADDQ         $8, BX
-	JMP          vloop
+	PACK8($22, Y0, X0, X1) // precBits
+	MOVQ X0, (DI)(BX*1)
+	ADDQ $8, BX
+	JMP  vloop
 
 vdone:
 	VZEROUPPER
@@ -50,15 +59,12 @@ DATA shufRev<>+0(SB)/8, $0x0001020304050607
 DATA shufRev<>+8(SB)/8, $0x0f0e0d0c0b0a0908
 GLOBL shufRev<>(SB), RODATA|NOPTR, $16
 
-// STORE8 shifts the 8 int32 sums in Y right by 16, packs them to bytes with saturation (the clamp
-// to [0, 255]), applies the shuffle in X9 and stores the 8 bytes at DST.
+// STORE8 clamps the 8 sums in Y, shifted right by 16, to bytes, applies the shuffle in X9 and
+// stores the 8 bytes at DST.
 #define STORE8(Y, X, DST) \
-	VPSRAD       $16, Y, Y \
-	VEXTRACTI128 $1, Y, X6 \
-	VPACKSSDW    X6, X, X \
-	VPACKUSWB    X, X, X \
-	VPSHUFB      X9, X, X \
-	MOVQ         X, DST
+	PACK8($16, Y, X, X6) \
+	VPSHUFB X9, X, X \
+	MOVQ    X, DST
 
 // func ycbcrAVX2(rp, gp, bp, ys, cbs, crs *byte, n, step int)
 TEXT ·ycbcrAVX2(SB), NOSPLIT, $0-64
@@ -81,25 +87,13 @@ TEXT ·ycbcrAVX2(SB), NOSPLIT, $0-64
 	VMOVDQU shufRev<>(SB), X9
 
 cforward:
-	MOVL         $0x10101, AX
-	VMOVD        AX, X15
-	VPBROADCASTD X15, Y15
-	MOVL         $128, AX
-	VMOVD        AX, X14
-	VPBROADCASTD X14, Y14
-	MOVL         $91881, AX
-	VMOVD        AX, X13
-	VPBROADCASTD X13, Y13
-	MOVL         $22554, AX
-	VMOVD        AX, X12
-	VPBROADCASTD X12, Y12
-	MOVL         $46802, AX
-	VMOVD        AX, X11
-	VPBROADCASTD X11, Y11
-	MOVL         $116130, AX
-	VMOVD        AX, X10
-	VPBROADCASTD X10, Y10
-	XORQ         BX, BX
+	BCAST($0x10101, X15, Y15)
+	BCAST($128, X14, Y14)
+	BCAST($91881, X13, Y13)
+	BCAST($22554, X12, Y12)
+	BCAST($46802, X11, Y11)
+	BCAST($116130, X10, Y10)
+	XORQ BX, BX
 
 cloop:
 	CMPQ      BX, CX
@@ -161,9 +155,7 @@ TEXT ·horizontalAVX2(SB), NOSPLIT, $0-56
 	MOVQ wstride+40(FP), R10
 	SHLQ $2, R10 // bytes between taps in wt
 	MOVQ k+48(FP), R11
-	MOVL $0x200000, AX // half
-	VMOVD AX, X15
-	VPBROADCASTD X15, Y15
+	BCAST($0x200000, X15, Y15) // half
 	LEAQ tapByte<>(SB), R12
 	XORQ BX, BX
 
@@ -189,13 +181,10 @@ htap:
 	CMPQ    AX, R11
 	JLT     htap
 
-	VPSRAD       $22, Y0, Y0
-	VEXTRACTI128 $1, Y0, X1
-	VPACKSSDW    X1, X0, X0
-	VPACKUSWB    X0, X0, X0
-	MOVQ         X0, (DI)(BX*1)
-	ADDQ         $8, BX
-	JMP          hloop
+	PACK8($22, Y0, X0, X1)
+	MOVQ X0, (DI)(BX*1)
+	ADDQ $8, BX
+	JMP  hloop
 
 hdone:
 	VZEROUPPER
