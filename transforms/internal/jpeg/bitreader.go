@@ -91,7 +91,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	if br.n < 32 {
 		br.fill()
 	}
-	if f := dcH.fast[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
+	if f := dcH.fast[(br.acc>>((br.n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
 		br.n -= uint(f & 0xff)
 		*dc += f >> 16
 	} else {
@@ -114,7 +114,8 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	}
 	b[0] = *dc * qt[0]
 	// The AC loop keeps the accumulator in locals (registers), writing them back to br around
-	// the calls that use it.
+	// the calls that use it. Shift counts are masked to 63 (they are below 64 already) so that
+	// the compiler emits a bare shift.
 	last := int32(0)
 	acc, n := br.acc, br.n
 	for zig := int32(1); zig < blockSize; zig++ {
@@ -123,7 +124,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fast[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+		if f := acH.fast[(acc>>((n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
@@ -162,7 +163,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			break // as the standard library: a run past the block's end ends it
 		}
 		n -= uint(s)
-		x := int32(acc>>n) & (1<<s - 1) // receiveExtend
+		x := int32(acc>>(n&63)) & (1<<s - 1) // receiveExtend
 		if x < 1<<(s-1) {
 			x += (-1 << s) + 1
 		}
@@ -183,7 +184,7 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fast[(acc>>(n-fastBits))&(1<<fastBits-1)]; f != 0 {
+		if f := acH.fast[(acc>>((n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
