@@ -128,6 +128,7 @@ func (ws *weights) finish() {
 	for _, s := range ws.start {
 		ws.maxStart = max(ws.maxStart, s)
 	}
+	ws.wt = ws.wt[:0] // never stale: horizontalSIMD declines an empty wt
 	if avx2 && k >= 2 && k <= 4 {
 		ws.wt = grow32(ws.wt, n*k)
 		for i := range n {
