@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -27,6 +29,9 @@ type benchResult struct {
 	H2DGBps       float64 `json:"h2d_gbps"`
 	StallFraction float64 `json:"stall_fraction"`
 	Pinned        bool    `json:"pinned"`
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	Batches       int64   `json:"batches"` // timed batches yielded on this rank
 	// CPUMsPerImage is the process's user+system CPU time over the timed epochs per image: every
 	// thread's work (reading, decoding, augmenting, collating, copying, and on the cpu device
 	// the normalization too).
@@ -37,8 +42,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W] [--epochs E] [--device D] [--on-error skip] [--json]", true)
 	lf.register(fs, 64)
+	lf.registerRanks(fs)
 	epochs := fs.Int("epochs", 1, "timed epochs")
 	warmup := fs.Int("warmup", 0, "untimed epochs first (warms the page cache and the workers' scratch memory)")
+	sampleLog := fs.String("sample-log", "", "write every sample this rank loaded to FILE, one line each: EPOCH BATCH INDEX (to check how ranks split the data)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -72,11 +79,21 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	norm.mean, norm.std = ld.Normalization()
 
 	var (
-		start  time.Time
-		cpu0   float64
-		before loaders.Stats
-		images int64
+		start   time.Time
+		cpu0    float64
+		before  loaders.Stats
+		images  int64
+		batches int64
+		log     *bufio.Writer
 	)
+	if *sampleLog != "" {
+		f, err := os.Create(*sampleLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		log = bufio.NewWriter(f)
+	}
 	for epoch := range *warmup + *epochs {
 		if epoch == *warmup {
 			if err := stream.Synchronize(ctx); err != nil {
@@ -100,6 +117,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			}
 			if epoch >= *warmup {
 				images += int64(b.N)
+				batches++
+			}
+			if log != nil {
+				for _, i := range b.Indices {
+					fmt.Fprintln(log, epoch, b.Seq, i)
+				}
 			}
 			b.Release()
 			bar.Add(1)
@@ -109,6 +132,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		bar.Finish()
+	}
+	if log != nil {
+		if err := log.Flush(); err != nil {
+			return fmt.Errorf("--sample-log: %w", err)
+		}
 	}
 	secs := time.Since(start).Seconds()
 	cpu := cpuSeconds() - cpu0
@@ -120,6 +148,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		H2DBytes:   after.CopyBytes - before.CopyBytes,
 		H2DSeconds: (after.CopyTime - before.CopyTime).Seconds(),
 		Pinned:     after.Pool.Pinned,
+		Rank:       lf.rank, WorldSize: lf.worldSize, Batches: batches,
 	}
 	if images > 0 {
 		r.CPUMsPerImage = cpu * 1e3 / float64(images)
