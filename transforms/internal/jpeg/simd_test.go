@@ -4,6 +4,8 @@ import (
 	"bytes"
 	"image"
 	"math/rand/v2"
+	"os"
+	"os/exec"
 	"testing"
 )
 
@@ -111,5 +113,24 @@ func TestDecodeSIMDMatchesGo(t *testing.T) {
 				decodeBoth(t, data, o)
 			}
 		})
+	}
+}
+
+// TestIDCTGenerated checks that idct_amd64.s is what idct_gen.py writes (go generate).
+func TestIDCTGenerated(t *testing.T) {
+	py, err := exec.LookPath("python3")
+	if err != nil {
+		t.Skip("no python3 to run idct_gen.py")
+	}
+	out, err := exec.Command(py, "idct_gen.py").Output()
+	if err != nil {
+		t.Fatalf("idct_gen.py: %v", err)
+	}
+	have, err := os.ReadFile("idct_amd64.s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(bytes.TrimSpace(out), bytes.TrimSpace(have)) {
+		t.Error("idct_amd64.s differs from idct_gen.py's output: run go generate in transforms/internal/jpeg")
 	}
 }
