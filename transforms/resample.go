@@ -233,7 +233,7 @@ func (rs *planeResampler) prepare(p *plane, m *mapping, prev *planeResampler) {
 		src := p.pix[(y+ymin)*p.stride:]
 		dst := tmp[y*nu : (y+1)*nu]
 		switch {
-		case p.step == 1 && horizontalSIMD(dst, src, rs.wx):
+		case horizontalSIMD(dst, src, p.step, rs.wx):
 		case p.step == 3 && rs.wx.k == 2:
 			horizontal2Step3(dst, src, rs.wx)
 		case p.step == 3 && rs.wx.k == 3:

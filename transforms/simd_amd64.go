@@ -60,21 +60,44 @@ func ycbcrSIMD(r, g, b, ys, cbs, crs []byte, flip bool) int {
 //go:noescape
 func horizontalAVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
 
-// horizontalSIMD runs the horizontal pass of one row of a unit-step plane and reports true, or
-// reports false (nothing written) without AVX2, for other tap counts, or when src is too short
-// for the kernel's 4-byte reads.
-func horizontalSIMD(dst, src []byte, ws *weights) bool {
+// horizontal3AVX2 is horizontalAVX2 for one channel of interleaved RGB (tap t of output j is
+// src[3*(start[j]+t)]), reading 4 bytes at src+3*start[j] and, for k > 2, 4 more 6 bytes on.
+//
+//go:noescape
+func horizontal3AVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
+
+// horizontalSIMD runs the horizontal pass of one row of a plane whose pixels are step bytes
+// apart (1: planar, 3: one channel of interleaved RGB) and reports true, or reports false
+// (nothing written) without AVX2, for other steps or tap counts, or when src is too short for
+// the kernel's 4-byte reads.
+func horizontalSIMD(dst, src []byte, step int, ws *weights) bool {
 	n, k := len(dst), ws.k
-	if !avx2 || k < 2 || k > 4 || int(ws.maxStart)+4 > len(src) || len(ws.wt) < k*n || len(ws.start) < n {
+	if !avx2 || k < 2 || k > 4 || len(ws.wt) < k*n || len(ws.start) < n {
+		return false
+	}
+	switch step {
+	case 1:
+		if int(ws.maxStart)+4 > len(src) {
+			return false
+		}
+	case 3:
+		if 3*int(ws.maxStart)+10 > len(src) {
+			return false
+		}
+	default:
 		return false
 	}
 	n8 := n &^ 7
 	if n8 > 0 {
-		horizontalAVX2(&dst[0], n8, &src[0], &ws.start[0], &ws.wt[0], n, k)
+		if step == 1 {
+			horizontalAVX2(&dst[0], n8, &src[0], &ws.start[0], &ws.wt[0], n, k)
+		} else {
+			horizontal3AVX2(&dst[0], n8, &src[0], &ws.start[0], &ws.wt[0], n, k)
+		}
 	}
 	if n8 < n {
 		tail := weights{start: ws.start[n8:n], w: ws.w[n8*k : n*k], k: k}
-		horizontalK(dst[n8:], src, &tail)
+		horizontalN(dst[n8:], src, step, &tail)
 	}
 	return true
 }

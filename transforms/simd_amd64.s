@@ -189,3 +189,67 @@ htap:
 hdone:
 	VZEROUPPER
 	RET
+
+// func horizontal3AVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
+//
+// horizontalAVX2 for one channel of interleaved RGB: tap t of output j is src[3*(start[j]+t)].
+// Gather A reads the 4 bytes at src+3*start[j] (taps 0 and 1 are its bytes 0 and 3), gather B
+// the 4 at 6 bytes further (taps 2 and 3), when k > 2.
+TEXT ·horizontal3AVX2(SB), NOSPLIT, $0-56
+	MOVQ dst+0(FP), DI
+	MOVQ n+8(FP), CX
+	MOVQ src+16(FP), SI
+	MOVQ start+24(FP), R8
+	MOVQ wt+32(FP), R9
+	MOVQ wstride+40(FP), R10
+	SHLQ $2, R10 // bytes between taps in wt
+	MOVQ k+48(FP), R11
+	BCAST($0x200000, X15, Y15) // half
+	VMOVDQU tapByte<>+0(SB), Y14 // byte 0 of each dword
+	VMOVDQU tapByte<>+96(SB), Y13 // byte 3 of each dword
+	XORQ BX, BX
+
+h3loop:
+	CMPQ       BX, CX
+	JGE        h3done
+	VMOVDQU    (R8)(BX*4), Y1
+	VPSLLD     $1, Y1, Y2
+	VPADDD     Y2, Y1, Y1 // 3*start[j:j+8]
+	VPCMPEQD   Y2, Y2, Y2
+	VPXOR      Y3, Y3, Y3
+	VPGATHERDD Y2, (SI)(Y1*1), Y3 // taps 0 and 1
+	LEAQ       (R9)(BX*4), R13    // &wt[j] for tap 0
+
+	VPSHUFB Y14, Y3, Y4
+	VPMULLD (R13), Y4, Y4
+	VPADDD  Y4, Y15, Y0
+	ADDQ    R10, R13
+	VPSHUFB Y13, Y3, Y4
+	VPMULLD (R13), Y4, Y4
+	VPADDD  Y4, Y0, Y0
+	CMPQ    R11, $2
+	JEQ     h3store
+
+	VPCMPEQD   Y2, Y2, Y2
+	VPXOR      Y3, Y3, Y3
+	VPGATHERDD Y2, 6(SI)(Y1*1), Y3 // taps 2 and 3
+	ADDQ       R10, R13
+	VPSHUFB    Y14, Y3, Y4
+	VPMULLD    (R13), Y4, Y4
+	VPADDD     Y4, Y0, Y0
+	CMPQ       R11, $3
+	JEQ        h3store
+	ADDQ       R10, R13
+	VPSHUFB    Y13, Y3, Y4
+	VPMULLD    (R13), Y4, Y4
+	VPADDD     Y4, Y0, Y0
+
+h3store:
+	PACK8($22, Y0, X0, X1)
+	MOVQ X0, (DI)(BX*1)
+	ADDQ $8, BX
+	JMP  h3loop
+
+h3done:
+	VZEROUPPER
+	RET

@@ -9,4 +9,4 @@ func verticalSIMD(dst []byte, rows *[8][]byte, ws *[8]int32, m int) int { return
 
 func ycbcrSIMD(r, g, b, ys, cbs, crs []byte, flip bool) int { return 0 }
 
-func horizontalSIMD(dst, src []byte, ws *weights) bool { return false }
+func horizontalSIMD(dst, src []byte, step int, ws *weights) bool { return false }

@@ -87,20 +87,22 @@ func TestYCbCrSIMDMatchesGo(t *testing.T) {
 	}
 }
 
-// TestHorizontalSIMDMatchesGo compares the SIMD horizontal pass with the Go kernels on random
-// rows, starts and weights (any int32, so rounding and clipping at both ends are exercised), and
-// checks that it declines rows too short for its 4-byte reads.
+// TestHorizontalSIMDMatchesGo compares the SIMD horizontal pass with the Go kernels, on planar
+// rows and on one channel of interleaved RGB, with random starts and weights (any int32, so
+// rounding and clipping at both ends are exercised), and checks that it declines rows too short
+// for its reads.
 func TestHorizontalSIMDMatchesGo(t *testing.T) {
 	if !avx2 {
 		t.Skip("no SIMD kernels on this CPU or build")
 	}
 	kernels := map[int]func(dst, src []byte, ws *weights){2: horizontal2, 3: horizontal3, 4: horizontal4}
 	rnd := rand.New(rand.NewPCG(7, 8))
-	for trial := range 600 {
-		k := 2 + trial%3
+	for trial := range 1200 {
+		k, step := 2+trial%3, 1+2*(trial/3%2)
 		w := k + rnd.IntN(300)
 		n := 1 + rnd.IntN(300)
-		row := make([]byte, w+3) // the plane's next bytes follow a row, except at its end
+		// The plane's next bytes follow a row, except at its end.
+		row := make([]byte, step*w+4)
 		for i := range row {
 			row[i] = byte(rnd.Uint32())
 		}
@@ -118,15 +120,21 @@ func TestHorizontalSIMDMatchesGo(t *testing.T) {
 		}
 		ws.finish()
 		got, want := make([]byte, n), make([]byte, n)
-		kernels[k](want, row, &ws)
-		if !horizontalSIMD(got, row, &ws) {
-			t.Fatalf("k %d, n %d: horizontalSIMD declined a row with room for its reads", k, n)
+		if step == 1 {
+			kernels[k](want, row, &ws)
+		} else {
+			horizontalN(want, row, 3, &ws)
+		}
+		if !horizontalSIMD(got, row, step, &ws) {
+			t.Fatalf("k %d, step %d, n %d: horizontalSIMD declined a row with room for its reads", k, step, n)
 		}
 		if !bytes.Equal(got, want) {
-			t.Fatalf("k %d, w %d, n %d:\n got %v\nwant %v", k, w, n, got, want)
+			t.Fatalf("k %d, step %d, w %d, n %d:\n got %v\nwant %v", k, step, w, n, got, want)
 		}
-		if k < 4 && horizontalSIMD(got, row[:w], &ws) {
-			t.Fatalf("k %d: horizontalSIMD accepted a row that ends %d bytes after its last start", k, k)
+		// A row that ends at its last pixel leaves room for 4-tap reads only.
+		clear(got)
+		if ran := horizontalSIMD(got, row[:step*(w-1)+1], step, &ws); ran != (k == 4) || ran && !bytes.Equal(got, want) {
+			t.Fatalf("k %d, step %d: on a row that ends at its last pixel horizontalSIMD ran = %v, output %v; want ran = %v, output %v", k, step, ran, got, k == 4, want)
 		}
 	}
 }
