@@ -145,17 +145,22 @@ DATA tapByte<>+112(SB)/8, $0x8080800780808003
 DATA tapByte<>+120(SB)/8, $0x8080800f8080800b
 GLOBL tapByte<>(SB), RODATA|NOPTR, $128
 
+// HARGS loads the arguments of the horizontal kernels (dst, n, src, start, wt, wstride, k) into
+// DI, CX, SI, R8, R9, R10 (in bytes) and R11, and the rounding constant into Y15.
+#define HARGS \
+	MOVQ dst+0(FP), DI \
+	MOVQ n+8(FP), CX \
+	MOVQ src+16(FP), SI \
+	MOVQ start+24(FP), R8 \
+	MOVQ wt+32(FP), R9 \
+	MOVQ wstride+40(FP), R10 \
+	SHLQ $2, R10 \
+	MOVQ k+48(FP), R11 \
+	BCAST($0x200000, X15, Y15)
+
 // func horizontalAVX2(dst *byte, n int, src *byte, start, wt *int32, wstride, k int)
 TEXT ·horizontalAVX2(SB), NOSPLIT, $0-56
-	MOVQ dst+0(FP), DI
-	MOVQ n+8(FP), CX
-	MOVQ src+16(FP), SI
-	MOVQ start+24(FP), R8
-	MOVQ wt+32(FP), R9
-	MOVQ wstride+40(FP), R10
-	SHLQ $2, R10 // bytes between taps in wt
-	MOVQ k+48(FP), R11
-	BCAST($0x200000, X15, Y15) // half
+	HARGS
 	LEAQ tapByte<>(SB), R12
 	XORQ BX, BX
 
@@ -196,15 +201,7 @@ hdone:
 // Gather A reads the 4 bytes at src+3*start[j] (taps 0 and 1 are its bytes 0 and 3), gather B
 // the 4 at 6 bytes further (taps 2 and 3), when k > 2.
 TEXT ·horizontal3AVX2(SB), NOSPLIT, $0-56
-	MOVQ dst+0(FP), DI
-	MOVQ n+8(FP), CX
-	MOVQ src+16(FP), SI
-	MOVQ start+24(FP), R8
-	MOVQ wt+32(FP), R9
-	MOVQ wstride+40(FP), R10
-	SHLQ $2, R10 // bytes between taps in wt
-	MOVQ k+48(FP), R11
-	BCAST($0x200000, X15, Y15) // half
+	HARGS
 	VMOVDQU tapByte<>+0(SB), Y14 // byte 0 of each dword
 	VMOVDQU tapByte<>+96(SB), Y13 // byte 3 of each dword
 	XORQ BX, BX
