@@ -42,7 +42,7 @@ func BenchmarkLoaderEpoch(b *testing.B) {
 		name  string
 		ds    Dataset
 		bytes int64
-		tf    *transforms.Pipeline
+		tf    *transforms.Chain
 	}
 	jpegs, jpegBytes := jpegDataset(b, 256, 160, 120)
 	raw := rawDataset(4096, 28, 28, 1)

@@ -99,7 +99,7 @@ type Config struct {
 	Seed uint64
 	// Transform turns each sample into uint8 CHW pixels of one fixed shape. nil copies raw pixels
 	// unchanged, which needs a dataset whose samples all have the same shape.
-	Transform *transforms.Pipeline
+	Transform *transforms.Chain
 	// Device receives the batches (default: a CPU device opened and closed by the Loader).
 	Device gpu.Device
 	// Stream is the consumer's compute stream. When set, a batch is yielded as soon as its copy is
@@ -519,7 +519,7 @@ func (l *Loader) setup() error {
 }
 
 // outShape finds the one shape every output image has.
-func outShape(info Info, t *transforms.Pipeline) (transforms.Shape, error) {
+func outShape(info Info, t *transforms.Chain) (transforms.Shape, error) {
 	if info.Shape.H > 0 {
 		s, err := t.OutShape(info.Shape)
 		if err != nil {

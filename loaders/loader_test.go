@@ -516,7 +516,7 @@ func TestLoaderNormalization(t *testing.T) {
 	tests := []struct {
 		name      string
 		ds        Dataset
-		tf        *transforms.Pipeline
+		tf        *transforms.Chain
 		mean, std []float32
 	}{
 		{"dataset's", m, nil, []float32{0.1307}, []float32{0.3081}},
@@ -573,7 +573,7 @@ func TestLoaderFormats(t *testing.T) {
 	tests := []struct {
 		name  string
 		ds    Dataset
-		tf    *transforms.Pipeline
+		tf    *transforms.Chain
 		shape transforms.Shape
 	}{
 		{"mnist", mn, nil, transforms.Shape{C: 1, H: 28, W: 28}},

@@ -287,7 +287,7 @@ func TestRandomRotation(t *testing.T) {
 		t.Errorf("angles drawn in [%.1f, %.1f]; want most of [-30, 30]", lo, hi)
 	}
 	// Geometry after a pixel step that it does not commute with is refused.
-	for _, p := range []*Pipeline{
+	for _, p := range []*Chain{
 		Compose(RandomRotation(10), CenterCrop(4)),
 		Compose(planPixels{}, HorizontalFlip(0.5)),
 		Compose(planPixels{}, CenterCrop(4)),

@@ -43,7 +43,7 @@ func synthetic(b *testing.B) []byte {
 
 // benchApply runs p over imgs with g goroutines, one Worker each, as a loader's decode stage
 // would, and reports images/s. One b.Loop iteration transforms 64 images (a batch).
-func benchApply(b *testing.B, p *Pipeline, imgs [][]byte, g int) {
+func benchApply(b *testing.B, p *Chain, imgs [][]byte, g int) {
 	const batch = 64
 	shape, err := p.OutShape(Shape{C: 3, H: 375, W: 500})
 	if err != nil {

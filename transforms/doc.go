@@ -5,7 +5,7 @@
 // layout (uint8 or float32, CHW or HWC). Transform is an open interface: a type of your own that
 // plans its work on a Plan composes like the package's transforms (see the Cutout example).
 //
-// A Pipeline is an immutable description built by Compose (or the ImageNet recipes Train and
+// A Chain is an immutable description built by Compose (or the ImageNet recipes Train and
 // Eval). A Worker executes it: Apply decodes one Input and writes the transformed pixels straight
 // into the caller's slot (dst first). The geometry of the whole pipeline is planned before any
 // pixel is touched, from the image's header alone; the pixels are then resampled once, directly
@@ -19,7 +19,7 @@
 // Loader seeds one per (seed, epoch, sample index), so the output depends only on the sample and
 // never on the Worker that ran it. ApplyFloat32 computes
 // (float32(v)/255 - mean[c]) / std[c] on the CPU from the same uint8 pixels Apply writes, so the
-// device-side normalization of Apply's output (Pipeline.Normalization gives mean and std) agrees
+// device-side normalization of Apply's output (Chain.Normalization gives mean and std) agrees
 // with it to within 1e-6, in either of its float32 forms (divide, or multiply by 1/(255 std) and
 // add -mean/std).
 //
@@ -29,8 +29,8 @@
 //
 // # Concurrency
 //
-// A Pipeline is immutable and safe for concurrent use. A Worker is not: give each goroutine its
-// own Worker (Pipeline.NewWorker). Workers share nothing, so N workers scale with N cores.
+// A Chain is immutable and safe for concurrent use. A Worker is not: give each goroutine its
+// own Worker (Chain.NewWorker). Workers share nothing, so N workers scale with N cores.
 //
 // # Ownership
 //

@@ -44,7 +44,7 @@ func FuzzApply(f *testing.F) {
 	fuzzSeeds(f)
 	type pair struct{ w, plain *Worker }
 	var ws []pair
-	for _, p := range []*Pipeline{
+	for _, p := range []*Chain{
 		Compose(RandomResizedCrop(13), HorizontalFlip(0.5)),
 		Compose(RandomCrop(13, 2), VerticalFlip(0.5), RandomRotate90(), RandomRotation(15)),
 	} {

@@ -51,7 +51,7 @@ const (
 	opFunc
 )
 
-// Plan is the work one sample gets, built by a Pipeline's transforms in Compose order from the
+// Plan is the work one sample gets, built by a Chain's transforms in Compose order from the
 // sample's size alone, before any of its pixels is decoded. Its geometry (crops, resizes, flips,
 // quarter turns, however many) is fused into one resampling pass from the decoded image straight
 // into the output; then its pixel steps (ColorJitter, RandomRotation, Pixels) run on the output, in

@@ -56,18 +56,18 @@ func TestInterleavedMatchesPlanes(t *testing.T) {
 	r := rand.New(rand.NewPCG(3, 4))
 	pipelines := []struct {
 		name string
-		p    func(h, w int) *Pipeline
+		p    func(h, w int) *Chain
 	}{
-		{"rrc", func(h, w int) *Pipeline {
+		{"rrc", func(h, w int) *Chain {
 			return Compose(RandomResizedCrop(8+r.IntN(2*max(h, w))), HorizontalFlip(0.5))
 		}},
-		{"resize-centercrop", func(h, w int) *Pipeline {
+		{"resize-centercrop", func(h, w int) *Chain {
 			s := 1 + r.IntN(2*min(h, w))
 			return Compose(Resize(s), CenterCrop(1+r.IntN(s+4)))
 		}},
-		{"bicubic", func(h, w int) *Pipeline { return Compose(ResizeFilter(1+r.IntN(2*h), Bicubic)) }},
-		{"lanczos", func(h, w int) *Pipeline { return Compose(ResizeFilter(1+r.IntN(2*h), Lanczos)) }},
-		{"resizeto", func(h, w int) *Pipeline { return Compose(ResizeTo(1+r.IntN(2*h), 1+r.IntN(2*w))) }},
+		{"bicubic", func(h, w int) *Chain { return Compose(ResizeFilter(1+r.IntN(2*h), Bicubic)) }},
+		{"lanczos", func(h, w int) *Chain { return Compose(ResizeFilter(1+r.IntN(2*h), Lanczos)) }},
+		{"resizeto", func(h, w int) *Chain { return Compose(ResizeTo(1+r.IntN(2*h), 1+r.IntN(2*w))) }},
 	}
 	for _, pc := range pipelines {
 		t.Run(pc.name, func(t *testing.T) {

@@ -20,7 +20,7 @@ var (
 	ErrInvalid = errors.New("transforms: invalid transform")
 )
 
-// DefaultMaxPixels is the pixel limit (width x height) of a Pipeline that did not set one: 100
+// DefaultMaxPixels is the pixel limit (width x height) of a Chain that did not set one: 100
 // megapixels, far above any photo a training set holds, far below what would exhaust memory.
 const DefaultMaxPixels = 100_000_000
 
@@ -80,7 +80,7 @@ var (
 	ImageNetStd  = []float32{0.229, 0.224, 0.225}
 )
 
-// Transform is one step of a Pipeline. The functions of this package build the usual ones; a
+// Transform is one step of a Chain. The functions of this package build the usual ones; a
 // type of your own that implements Transform is composed like them (see the example of Cutout).
 //
 // Plan adds the transform's work on one sample to p, from the sample's size alone, before any of
@@ -88,7 +88,7 @@ var (
 // output pixels through p.Pixels. Randomness comes from r, the sample's own generator (the Loader
 // reseeds it for every (seed, epoch, sample index), so the draws do not depend on the worker that
 // runs the sample); transforms draw from it in Compose order. r is nil when only the output shape
-// is wanted (Pipeline.OutShape) or when the caller of Apply passed none: a random transform then
+// is wanted (Chain.OutShape) or when the caller of Apply passed none: a random transform then
 // takes a deterministic fallback. Plan is called concurrently for different samples, so it must
 // not modify its receiver. An error it returns fails the sample; wrap ErrInvalid for bad
 // parameters.
@@ -97,9 +97,9 @@ type Transform interface {
 	String() string
 }
 
-// Pipeline is an immutable sequence of transforms. The nil or empty Pipeline decodes Encoded at
+// Chain is an immutable sequence of transforms. The nil or empty Chain decodes Encoded at
 // its own size and copies Pixels HWC->CHW unchanged. Safe for concurrent use.
-type Pipeline struct {
+type Chain struct {
 	ts        []Transform
 	mean, std []float32
 	maxPixels int
@@ -107,8 +107,8 @@ type Pipeline struct {
 
 // Compose returns the pipeline that applies ts in order. Normalize may appear anywhere: it is
 // recorded for the float path and the device and never changes the uint8 output.
-func Compose(ts ...Transform) *Pipeline {
-	p := &Pipeline{ts: append([]Transform(nil), ts...), maxPixels: DefaultMaxPixels}
+func Compose(ts ...Transform) *Chain {
+	p := &Chain{ts: append([]Transform(nil), ts...), maxPixels: DefaultMaxPixels}
 	for _, t := range ts {
 		if n, ok := t.(normalize); ok {
 			p.mean, p.std = n.mean, n.std
@@ -119,20 +119,20 @@ func Compose(ts ...Transform) *Pipeline {
 
 // Train is torchvision's ImageNet training transform: RandomResizedCrop(size),
 // HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd).
-func Train(size int) *Pipeline {
+func Train(size int) *Chain {
 	return Compose(RandomResizedCrop(size), HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd))
 }
 
 // Eval is torchvision's ImageNet evaluation transform: Resize(size*8/7) (256 for 224),
 // CenterCrop(size), Normalize(ImageNetMean, ImageNetStd).
-func Eval(size int) *Pipeline {
+func Eval(size int) *Chain {
 	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd))
 }
 
 // WithMaxPixels returns a copy of p whose decoders reject images of more than n pixels with
 // ErrTooLarge; n <= 0 means DefaultMaxPixels.
-func (p *Pipeline) WithMaxPixels(n int) *Pipeline {
-	q := Pipeline{maxPixels: DefaultMaxPixels}
+func (p *Chain) WithMaxPixels(n int) *Chain {
+	q := Chain{maxPixels: DefaultMaxPixels}
 	if p != nil {
 		q = *p
 	}
@@ -147,7 +147,7 @@ func (p *Pipeline) WithMaxPixels(n int) *Pipeline {
 // the pipeline's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
 // memory per allowed pixel (ImageInfo.DecodedBytes), so that a 16-bit PNG counts for what it
 // takes. Images over either limit are an error wrapping ErrTooLarge.
-func (p *Pipeline) Admit(info ImageInfo) error {
+func (p *Chain) Admit(info ImageInfo) error {
 	px := int64(info.Width) * int64(info.Height)
 	if px > int64(p.limit()) {
 		return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, info.Width, info.Height, p.limit(), ErrTooLarge)
@@ -158,21 +158,21 @@ func (p *Pipeline) Admit(info ImageInfo) error {
 	return nil
 }
 
-func (p *Pipeline) limit() int {
+func (p *Chain) limit() int {
 	if p == nil || p.maxPixels <= 0 {
 		return DefaultMaxPixels
 	}
 	return p.maxPixels
 }
 
-func (p *Pipeline) transforms() []Transform {
+func (p *Chain) transforms() []Transform {
 	if p == nil {
 		return nil
 	}
 	return p.ts
 }
 
-func (p *Pipeline) String() string {
+func (p *Chain) String() string {
 	var b strings.Builder
 	b.WriteString("Compose(")
 	for i, t := range p.transforms() {
@@ -188,7 +188,7 @@ func (p *Pipeline) String() string {
 // Normalization returns the mean and standard deviation of the pipeline's Normalize step, which
 // Apply leaves for the device: out = (float32(v)/255 - mean[c]) / std[c]. ok is false when the
 // pipeline does not normalize. The slices are copies.
-func (p *Pipeline) Normalization() (mean, std []float32, ok bool) {
+func (p *Chain) Normalization() (mean, std []float32, ok bool) {
 	if p == nil || p.mean == nil {
 		return nil, nil, false
 	}
@@ -196,10 +196,10 @@ func (p *Pipeline) Normalization() (mean, std []float32, ok bool) {
 }
 
 // OutShape returns the shape Apply produces for an input of shape in (for encoded images: the
-// decoded size and the channel count wanted, 1 or 3). Pipelines that end in a fixed-size crop or
+// decoded size and the channel count wanted, 1 or 3). Chains that end in a fixed-size crop or
 // resize return that size whatever in is. A 4-channel input gives 3 output channels (alpha is
 // dropped). Errors wrap ErrShape or ErrInvalid.
-func (p *Pipeline) OutShape(in Shape) (Shape, error) {
+func (p *Chain) OutShape(in Shape) (Shape, error) {
 	if in.H <= 0 || in.W <= 0 {
 		return Shape{}, fmt.Errorf("transforms: input shape %v: %w", in, ErrShape)
 	}
@@ -229,7 +229,7 @@ func outChannels(c int) (int, error) {
 	return 0, fmt.Errorf("transforms: %d channels (want 1, 3 or 4): %w", c, ErrShape)
 }
 
-func (p *Pipeline) planAll(pl *Plan, r *rand.Rand) error {
+func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
 	for _, t := range p.transforms() {
 		if err := t.Plan(pl, r); err != nil {
 			return err
@@ -247,7 +247,7 @@ func (p *Pipeline) planAll(pl *Plan, r *rand.Rand) error {
 	return nil
 }
 
-func (p *Pipeline) checkNorm(c int) error {
+func (p *Chain) checkNorm(c int) error {
 	if p == nil || p.mean == nil {
 		return nil
 	}

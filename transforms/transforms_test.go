@@ -30,7 +30,7 @@ func TestApplyKnownPixels(t *testing.T) {
 	at := func(c, y, x int) byte { return byte(10*y + x + 100*c) }
 	tests := []struct {
 		name  string
-		p     *Pipeline
+		p     *Chain
 		shape Shape
 		want  func(c, y, x int) byte
 	}{
@@ -169,7 +169,7 @@ func TestResizeShorterSide(t *testing.T) {
 }
 
 func TestInvalidTransforms(t *testing.T) {
-	for _, p := range []*Pipeline{
+	for _, p := range []*Chain{
 		Compose(Resize(-1)), Compose(CenterCrop(0)), Compose(RandomResizedCrop(0)),
 		Compose(RandomResizedCropWith(8, [2]float64{0.5, 0.2}, [2]float64{1, 1})),
 		Compose(ColorJitter(-1, 0, 0)), Compose(Normalize([]float32{1, 2}, []float32{1})),
@@ -684,7 +684,7 @@ func TestJPEGPathMatchesDecodedPixels(t *testing.T) {
 	raw := Input{Pixels: rgb, H: 300, W: 400, C: 3}
 	tests := []struct {
 		name string
-		p    *Pipeline
+		p    *Chain
 		size int
 		tol  float64
 	}{

@@ -17,10 +17,10 @@ import (
 // arithmetic overflows.
 const maxInputSide = 1 << 24
 
-// Worker executes a Pipeline on one sample at a time with reusable scratch memory. Not safe for
+// Worker executes a Chain on one sample at a time with reusable scratch memory. Not safe for
 // concurrent use; each goroutine needs its own.
 type Worker struct {
-	p    *Pipeline
+	p    *Chain
 	pl   Plan
 	src  source
 	jd   ijpeg.Decoder
@@ -33,7 +33,7 @@ type Worker struct {
 }
 
 // NewWorker returns a Worker for p with empty scratch; the first samples grow it.
-func (p *Pipeline) NewWorker() *Worker {
+func (p *Chain) NewWorker() *Worker {
 	w := &Worker{p: p}
 	if p != nil && p.mean != nil {
 		w.lut = make([][256]float32, len(p.mean))

@@ -187,7 +187,7 @@ func (lf *loaderFlags) check() error {
 // transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
 // resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
 // otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test).
-func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Pipeline {
+func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Chain {
 	if lf.size == 0 && info.Shape.C > 0 {
 		return nil
 	}

@@ -287,7 +287,7 @@ func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.
 		}
 	}
 	ow, oh := bound(w, h, pk.maxSide)
-	var tf *transforms.Pipeline
+	var tf *transforms.Chain
 	if ow != w || oh != h {
 		tf = transforms.Compose(transforms.ResizeTo(oh, ow))
 	} else {
@@ -316,7 +316,7 @@ func validate(in transforms.Input) error {
 
 // decode writes in's pixels through tf into dst as HWC. The Worker is made per sample: sizes vary
 // from image to image, and a Worker serves one pipeline.
-func decode(tf *transforms.Pipeline, dst []byte, in transforms.Input) error {
+func decode(tf *transforms.Chain, dst []byte, in transforms.Input) error {
 	return tf.NewWorker().ApplyLayout(dst, transforms.HWC, in, nil) // the transforms here are deterministic
 }
 

@@ -77,7 +77,7 @@ func squares(n int) *loaders.Memory {
 }
 
 // epochImages runs one epoch of a Loader over ds with the given workers and returns the images.
-func epochImages(ctx context.Context, ds loaders.Dataset, tf *transforms.Pipeline, workers int) ([]byte, error) {
+func epochImages(ctx context.Context, ds loaders.Dataset, tf *transforms.Chain, workers int) ([]byte, error) {
 	ld, err := loaders.New(ds, loaders.Config{Batch: 8, Workers: workers, Shuffle: true, Seed: 7, Transform: tf})
 	if err != nil {
 		return nil, err

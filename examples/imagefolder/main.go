@@ -66,7 +66,7 @@ func main() {
 		defer tr.Close()
 		stream = tr.Stream()
 	}
-	newLoader := func(split string, tf *transforms.Pipeline, shuffle bool) *loaders.Loader {
+	newLoader := func(split string, tf *transforms.Chain, shuffle bool) *loaders.Loader {
 		ds, err := loaders.Open(*data, split)
 		check(err)
 		l, err := loaders.New(ds, loaders.Config{Batch: *batch, Workers: *workers, Shuffle: shuffle, Seed: 1,
