@@ -10,7 +10,7 @@
 //	bat := pipeline.Batch(p, "batch", dec, 64)
 //	for b, err := range pipeline.Iter(ctx, p, bat) { ... }
 //
-// Every stream is consumed by exactly one stage (or by Iter); Run reports a stream that nobody
+// Every queue is consumed by exactly one stage (or by Iter); Run reports a queue that nobody
 // consumes, because its producer would block forever.
 //
 // A stage function learns which of its stage's workers runs it from WorkerIndex(ctx), so

@@ -13,10 +13,10 @@ import (
 )
 
 var (
-	// ErrUnconsumed is returned by Run when a stream was declared but no stage reads it: its
+	// ErrUnconsumed is returned by Run when a queue was declared but no stage reads it: its
 	// producer would block forever.
-	ErrUnconsumed = errors.New("pipeline: stream has no consumer")
-	// ErrReused is returned by Run when a stream feeds more than one stage, or by a second Run.
+	ErrUnconsumed = errors.New("pipeline: queue has no consumer")
+	// ErrReused is returned by Run when a queue feeds more than one stage, or by a second Run.
 	ErrReused = errors.New("pipeline: used twice")
 )
 
@@ -53,7 +53,7 @@ type Pipeline struct {
 	mu      sync.Mutex
 	stages  []*stage
 	runs    []func(context.Context) error
-	streams []consumable
+	queues  []consumable
 	err     error // first declaration error, reported by Run
 	started bool
 	tracer  Tracer
@@ -64,7 +64,7 @@ type Pipeline struct {
 type consumable interface {
 	consumers() int
 	producer() string
-	abandon() // closes the stream of a pipeline that will not run, so a reader (Iter) ends
+	abandon() // closes the queue of a pipeline that will not run, so a reader (Iter) ends
 }
 
 // Option configures New.
@@ -107,13 +107,13 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.started = true
 	err := p.err
 	p.mu.Unlock()
-	for _, s := range p.streams {
+	for _, s := range p.queues {
 		if err == nil && s.consumers() == 0 {
 			err = fmt.Errorf("%w: output of stage %q", ErrUnconsumed, s.producer())
 		}
 	}
 	if err != nil {
-		for _, s := range p.streams {
+		for _, s := range p.queues {
 			s.abandon()
 		}
 		return err
@@ -131,9 +131,9 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	return err
 }
 
-// Stream is the output of a stage: a bounded queue of T values with their item indices. It is
+// Queue is the output of a stage: a bounded queue of T values with their item indices. It is
 // consumed by exactly one later stage or by Iter.
-type Stream[T any] struct {
+type Queue[T any] struct {
 	p     *Pipeline
 	ch    chan item[T]
 	owner *stage
@@ -145,14 +145,14 @@ type item[T any] struct {
 	v   T
 }
 
-func (s *Stream[T]) consumers() int   { return s.used }
-func (s *Stream[T]) producer() string { return s.owner.name }
-func (s *Stream[T]) abandon()         { close(s.ch) }
+func (s *Queue[T]) consumers() int   { return s.used }
+func (s *Queue[T]) producer() string { return s.owner.name }
+func (s *Queue[T]) abandon()         { close(s.ch) }
 
 // take marks s as consumed by one more reader and reports misuse through p.err.
-func (s *Stream[T]) take(p *Pipeline, by string) bool {
+func (s *Queue[T]) take(p *Pipeline, by string) bool {
 	if s == nil || s.p != p {
-		p.fail(fmt.Errorf("pipeline: stage %q: input stream belongs to another pipeline or is nil", by))
+		p.fail(fmt.Errorf("pipeline: stage %q: input queue belongs to another pipeline or is nil", by))
 		return false
 	}
 	s.used++
@@ -163,21 +163,21 @@ func (s *Stream[T]) take(p *Pipeline, by string) bool {
 	return true
 }
 
-// newStream registers a stage and its output stream.
-func newStream[T any](p *Pipeline, st *stage, capacity int) *Stream[T] {
+// newQueue registers a stage and its output queue.
+func newQueue[T any](p *Pipeline, st *stage, capacity int) *Queue[T] {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.started {
 		p.fail(fmt.Errorf("pipeline: stage %q declared after Run", st.name))
 	}
-	s := &Stream[T]{p: p, ch: make(chan item[T], capacity), owner: st}
+	s := &Queue[T]{p: p, ch: make(chan item[T], capacity), owner: st}
 	st.queue = func() (int, int) { return len(s.ch), cap(s.ch) }
 	p.stages = append(p.stages, st)
-	p.streams = append(p.streams, s)
+	p.queues = append(p.queues, s)
 	return s
 }
 
-// addStage registers a stage that has no output stream (a sink).
+// addStage registers a stage that has no output queue (a sink).
 func (p *Pipeline) addStage(st *stage) {
 	p.mu.Lock()
 	defer p.mu.Unlock()

@@ -25,7 +25,7 @@ func seq(n int) []int {
 }
 
 // collect runs p through Iter and returns every value it yields, and the error.
-func collect[T any](ctx context.Context, p *Pipeline, s *Stream[T]) ([]T, error) {
+func collect[T any](ctx context.Context, p *Pipeline, s *Queue[T]) ([]T, error) {
 	var out []T
 	for v, err := range Iter(ctx, p, s) {
 		if err != nil {

@@ -48,7 +48,7 @@ func resolve(opts []StageOption) stageOptions {
 }
 
 // FromSlice is a source that emits the elements of xs in order; item i has index i.
-func FromSlice[T any](p *Pipeline, name string, xs []T, opts ...StageOption) *Stream[T] {
+func FromSlice[T any](p *Pipeline, name string, xs []T, opts ...StageOption) *Queue[T] {
 	i := 0
 	return FromFunc(p, name, func(context.Context) (T, bool, error) {
 		if i == len(xs) {
@@ -62,10 +62,10 @@ func FromSlice[T any](p *Pipeline, name string, xs []T, opts ...StageOption) *St
 
 // FromSeq is a source that emits the values of seq in order. seq runs on the source's goroutine;
 // it is stopped early (its yield returns false) when the pipeline stops.
-func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOption) *Stream[T] {
+func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOption) *Queue[T] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "source", workers: 1}
-	out := newStream[T](p, st, o.buffer)
+	out := newQueue[T](p, st, o.buffer)
 	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
 		var idx int64
@@ -91,10 +91,10 @@ func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOpti
 
 // FromFunc is a source that calls next until it reports ok == false or an error. next runs on one
 // goroutine; the n-th value it returns has index n.
-func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v T, ok bool, err error), opts ...StageOption) *Stream[T] {
+func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v T, ok bool, err error), opts ...StageOption) *Queue[T] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "source", workers: 1}
-	out := newStream[T](p, st, o.buffer)
+	out := newQueue[T](p, st, o.buffer)
 	p.addRun(func(ctx context.Context) error {
 		defer close(out.ch)
 		type result struct {
@@ -126,10 +126,10 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 // in input order (holding at most Window items); otherwise as they finish. An error or panic in fn
 // stops the pipeline with a *StageError carrying the item's index. fn must honour ctx if it blocks.
 // WorkerIndex(ctx) tells fn which of the stage's workers runs it, for per-worker state.
-func Map[In, Out any](p *Pipeline, name string, in *Stream[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Stream[Out] {
+func Map[In, Out any](p *Pipeline, name string, in *Queue[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Queue[Out] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "map", workers: o.workers, ordered: o.ordered}
-	out := newStream[Out](p, st, o.buffer)
+	out := newQueue[Out](p, st, o.buffer)
 	if !in.take(p, name) {
 		return out
 	}
@@ -272,10 +272,10 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 
 // Batch groups consecutive items of in into slices of n (the last one shorter unless dropLast).
 // Batch k has index k. Each batch is a new slice owned by the receiver.
-func Batch[T any](p *Pipeline, name string, in *Stream[T], n int, dropLast bool, opts ...StageOption) *Stream[[]T] {
+func Batch[T any](p *Pipeline, name string, in *Queue[T], n int, dropLast bool, opts ...StageOption) *Queue[[]T] {
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "batch", workers: 1}
-	out := newStream[[]T](p, st, o.buffer)
+	out := newQueue[[]T](p, st, o.buffer)
 	if n < 1 {
 		p.fail(fmt.Errorf("pipeline: stage %q: batch size %d; want >= 1", name, n))
 		return out
@@ -315,9 +315,9 @@ func Batch[T any](p *Pipeline, name string, in *Stream[T], n int, dropLast bool,
 
 // Prefetch lets up to n items of in wait, ready, ahead of the consumer: a bounded look-ahead that
 // absorbs jitter between the two sides. n below 1 means 1.
-func Prefetch[T any](p *Pipeline, name string, in *Stream[T], n int) *Stream[T] {
+func Prefetch[T any](p *Pipeline, name string, in *Queue[T], n int) *Queue[T] {
 	st := &stage{p: p, name: name, kind: "prefetch", workers: 1}
-	out := newStream[T](p, st, max(n, 1))
+	out := newQueue[T](p, st, max(n, 1))
 	if !in.take(p, name) {
 		return out
 	}
@@ -337,7 +337,7 @@ func Prefetch[T any](p *Pipeline, name string, in *Stream[T], n int) *Stream[T] 
 }
 
 // Sink consumes in with fn on one goroutine. An error or panic in fn stops the pipeline.
-func Sink[T any](p *Pipeline, name string, in *Stream[T], fn func(ctx context.Context, v T) error) {
+func Sink[T any](p *Pipeline, name string, in *Queue[T], fn func(ctx context.Context, v T) error) {
 	st := &stage{p: p, name: name, kind: "sink", workers: 1}
 	p.addStage(st)
 	if !in.take(p, name) {
@@ -359,11 +359,11 @@ func Sink[T any](p *Pipeline, name string, in *Stream[T], fn func(ctx context.Co
 	})
 }
 
-// Iter runs p and yields the values of s, its final stream, in the order s delivers them. If the
+// Iter runs p and yields the values of s, its final queue, in the order s delivers them. If the
 // pipeline fails, Iter yields (zero, err) once and stops. Breaking out of the loop cancels the
 // pipeline; either way Iter returns only after every goroutine of p has exited. s must not be
 // consumed by any stage.
-func Iter[T any](ctx context.Context, p *Pipeline, s *Stream[T]) iter.Seq2[T, error] {
+func Iter[T any](ctx context.Context, p *Pipeline, s *Queue[T]) iter.Seq2[T, error] {
 	return func(yield func(T, error) bool) {
 		var zero T
 		if !s.take(p, "iter") {
