@@ -45,7 +45,7 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 				Images:  kernels.U8{Buf: b.Images, Len: b.N * s.Len()},
 				Labels:  kernels.I32{Buf: b.Labels, Len: b.N},
 				N:       b.N,
-				Shape:   Shape{C: s.C, H: s.H, W: s.W},
+				Shape:   s,
 				Release: b.Release,
 			}
 			if !yield(tb, nil) {

@@ -10,18 +10,15 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // ErrModel: an unknown model name or a model whose layers do not fit together.
 var ErrModel = errors.New("train: bad model")
 
-// Shape is the shape of one input image: channels, height, width.
-type Shape struct{ C, H, W int }
-
-// Len is C*H*W.
-func (s Shape) Len() int { return s.C * s.H * s.W }
-
-func (s Shape) String() string { return fmt.Sprintf("%dx%dx%d", s.C, s.H, s.W) }
+// Shape is the shape of one input image: channels, height, width. It is transforms.Shape, the
+// shape a Loader's batches carry, under the name the trainer's signatures use.
+type Shape = transforms.Shape
 
 // Model is a sequential classifier: uint8 images in, logits over Classes out. A Model is used by
 // one Trainer; its device tensors exist from the Trainer's New to its Close.

@@ -69,7 +69,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		}
 		shape, classes := probe.Shape(), probe.Info().NumClasses
 		probe.Close()
-		m, err := train.NewModel(*model, train.Shape{C: shape.C, H: shape.H, W: shape.W}, classes)
+		m, err := train.NewModel(*model, shape, classes)
 		if err != nil {
 			return err
 		}

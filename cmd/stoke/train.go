@@ -105,7 +105,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	shape := probe.Shape()
 	probe.Close()
-	m, err := train.NewModel(*model, train.Shape{C: shape.C, H: shape.H, W: shape.W}, nclasses)
+	m, err := train.NewModel(*model, shape, nclasses)
 	if err != nil {
 		return err
 	}
