@@ -26,9 +26,9 @@ var (
 	ErrClosed = errors.New("loader closed")
 	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
 	ErrMemory = errors.New("over the memory budget")
-	// ErrState: Restore got a State from another dataset, seed or sharding, or a position past the
-	// end of the epoch or, for a stream, inconsistent with the stream.
-	ErrState = errors.New("loader state does not match")
+	// ErrStateMismatch: Restore got a State from another dataset, seed or sharding, or a position
+	// past the end of the epoch or, for a stream, inconsistent with the stream.
+	ErrStateMismatch = errors.New("loader state does not match")
 )
 
 // ErrorPolicy says what the Loader does with a sample that cannot be read, decoded or labelled.
@@ -653,10 +653,11 @@ func (l *Loader) State() State {
 
 // Restore makes the next Epoch(ctx, s.Epoch) start at batch s.Batch, yielding exactly what the
 // Loader that saved s would have yielded next. s must come from a Loader with the same dataset
-// length, seed, batch size, shuffling, drop-last, shuffle buffer and sharding (ErrState otherwise).
+// length, seed, batch size, shuffling, drop-last, shuffle buffer and sharding (ErrStateMismatch
+// otherwise).
 // A stream loader gets there by reading the epoch's stream up to s.Read again, without decoding,
 // keeping the samples s.Buffer names; a State that does not fit the stream fails that epoch with
-// ErrState.
+// ErrStateMismatch.
 func (l *Loader) Restore(s State) error {
 	want := l.position(s.Epoch, s.Batch)
 	bad := !s.sameRun(want) || s.Epoch < 0 || s.Batch < 0
@@ -667,7 +668,7 @@ func (l *Loader) Restore(s State) error {
 			(l.perRank > 0 && s.Batch > l.BatchesPerEpoch())
 	}
 	if bad {
-		return fmt.Errorf("loaders: restore %+v into a loader at %+v (%d batches per epoch): %w", s, want, l.BatchesPerEpoch(), ErrState)
+		return fmt.Errorf("loaders: restore %+v into a loader at %+v (%d batches per epoch): %w", s, want, l.BatchesPerEpoch(), ErrStateMismatch)
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()

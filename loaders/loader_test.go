@@ -233,8 +233,8 @@ func TestLoaderResume(t *testing.T) {
 	bad[1].Batch = 99
 	bad[2].Len--
 	for _, s := range bad {
-		if err := second.Restore(s); !errors.Is(err, ErrState) {
-			t.Errorf("Restore(%+v) = %v; want ErrState", s, err)
+		if err := second.Restore(s); !errors.Is(err, ErrStateMismatch) {
+			t.Errorf("Restore(%+v) = %v; want ErrStateMismatch", s, err)
 		}
 	}
 }

@@ -319,7 +319,7 @@ func (r *streamReader) snapshot() (read int, buffer []int) {
 // the stream's first s.Read samples again (without decoding them), keeping those s.Buffer names.
 func (r *streamReader) restore(ctx context.Context, s State) error {
 	bad := func(why string, a ...any) error {
-		return fmt.Errorf("loaders: %s: restore epoch %d batch %d: %s: %w", r.name, s.Epoch, s.Batch, fmt.Sprintf(why, a...), ErrState)
+		return fmt.Errorf("loaders: %s: restore epoch %d batch %d: %s: %w", r.name, s.Epoch, s.Batch, fmt.Sprintf(why, a...), ErrStateMismatch)
 	}
 	slot := make(map[int]int, len(s.Buffer))
 	for k, o := range s.Buffer {

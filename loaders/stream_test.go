@@ -210,8 +210,8 @@ func TestStreamResume(t *testing.T) {
 				}
 			}
 		}
-		if !errors.Is(err, ErrState) {
-			t.Errorf("bad state %d %+v: %v; want ErrState", k, s, err)
+		if !errors.Is(err, ErrStateMismatch) {
+			t.Errorf("bad state %d %+v: %v; want ErrStateMismatch", k, s, err)
 		}
 	}
 }
