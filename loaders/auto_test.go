@@ -32,8 +32,8 @@ func TestAutoWorkers(t *testing.T) {
 	if st := l.Stats(); len(st.Stages) == 0 || st.Stages[1].Workers != l.Workers() {
 		t.Errorf("stats %+v; want the transform stage with %d workers", st.Stages, l.Workers())
 	}
-	if _, err := New(ds, Config{Workers: -2}); !errors.Is(err, ErrSpec) {
-		t.Errorf("Workers -2: %v; want ErrSpec", err)
+	if _, err := New(ds, Config{Workers: -2}); !errors.Is(err, ErrConfig) {
+		t.Errorf("Workers -2: %v; want ErrConfig", err)
 	}
 }
 

@@ -147,7 +147,7 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 	} else {
 		order := l.sampler.Indices(l.cfg.Seed, e.epoch)
 		if len(order) != l.sampler.Len() {
-			return fmt.Errorf("loaders: %s epoch %d: the sampler gave %d indices; its Len is %d: %w", l.info.Name, e.epoch, len(order), l.sampler.Len(), ErrSpec)
+			return fmt.Errorf("loaders: %s epoch %d: the sampler gave %d indices; its Len is %d: %w", l.info.Name, e.epoch, len(order), l.sampler.Len(), ErrConfig)
 		}
 		for _, i := range order {
 			if err := checkIndex(l.info.Name, i, l.ds.Len()); err != nil {

@@ -193,8 +193,8 @@ func TestSplitValidation(t *testing.T) {
 		t.Errorf("validation name %q", val.Info().Name)
 	}
 	for _, f := range []float64{0, 1, -0.5, 0.001, 0.999} {
-		if _, _, err := SplitValidation(ds, f, 1); !errors.Is(err, ErrSpec) {
-			t.Errorf("SplitValidation(%v) = %v; want ErrSpec", f, err)
+		if _, _, err := SplitValidation(ds, f, 1); !errors.Is(err, ErrConfig) {
+			t.Errorf("SplitValidation(%v) = %v; want ErrConfig", f, err)
 		}
 	}
 }

@@ -26,6 +26,9 @@ var (
 	ErrClosed = errors.New("loader closed")
 	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
 	ErrMemory = errors.New("over the memory budget")
+	// ErrConfig: a Config, sampler, shard writer or rank setting is invalid (a negative size,
+	// contradictory options, a transform that does not fix the output size, bad weights).
+	ErrConfig = errors.New("bad configuration")
 	// ErrStateMismatch: Restore got a State from another dataset, seed or sharding, or a position
 	// past the end of the epoch or, for a stream, inconsistent with the stream.
 	ErrStateMismatch = errors.New("loader state does not match")
@@ -60,7 +63,7 @@ func ParseErrorPolicy(s string) (ErrorPolicy, error) {
 	case "skip":
 		return Skip, nil
 	}
-	return FailFast, fmt.Errorf("loaders: error policy %q, want fail or skip: %w", s, ErrSpec)
+	return FailFast, fmt.Errorf("loaders: error policy %q, want fail or skip: %w", s, ErrConfig)
 }
 
 // Defaults of Config.
@@ -167,19 +170,19 @@ func DefaultMemoryBudget() int64 {
 // Validate checks cfg and fills in the defaults.
 func (c *Config) Validate() error {
 	if c.Batch < 0 || (c.Workers < 0 && c.Workers != AutoWorkers) || c.Prefetch < 0 || c.MaxSkipped < 0 || c.ShuffleBuffer < 0 {
-		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrSpec)
+		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
 	}
 	if c.Sampler != nil && c.Shuffle {
-		return fmt.Errorf("loaders: config: Shuffle with a Sampler: the sampler decides the order: %w", ErrSpec)
+		return fmt.Errorf("loaders: config: Shuffle with a Sampler: the sampler decides the order: %w", ErrConfig)
 	}
 	if c.ShuffleBuffer > 0 && !c.Shuffle {
-		return fmt.Errorf("loaders: config: a shuffle buffer of %d without Shuffle: %w", c.ShuffleBuffer, ErrSpec)
+		return fmt.Errorf("loaders: config: a shuffle buffer of %d without Shuffle: %w", c.ShuffleBuffer, ErrConfig)
 	}
 	if c.Target != nil && c.Target.Size() < 1 {
-		return fmt.Errorf("loaders: config: target of %d bytes: %w", c.Target.Size(), ErrSpec)
+		return fmt.Errorf("loaders: config: target of %d bytes: %w", c.Target.Size(), ErrConfig)
 	}
 	if c.OnError != FailFast && c.OnError != Skip {
-		return fmt.Errorf("loaders: config: %v: %w", c.OnError, ErrSpec)
+		return fmt.Errorf("loaders: config: %v: %w", c.OnError, ErrConfig)
 	}
 	if err := checkRank(c.Rank, c.WorldSize); err != nil {
 		return err
@@ -398,7 +401,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	l := &Loader{ds: ds, info: Describe(ds), cfg: cfg, sampler: cfg.Sampler}
 	n, world := ds.Len(), max(cfg.WorldSize, 1)
 	if cfg.ShuffleBuffer != 0 {
-		return nil, fmt.Errorf("loaders: %s: a shuffle buffer is for stream loaders (a dataset is shuffled whole): %w", l.info.Name, ErrSpec)
+		return nil, fmt.Errorf("loaders: %s: a shuffle buffer is for stream loaders (a dataset is shuffled whole): %w", l.info.Name, ErrConfig)
 	}
 	if n <= 0 {
 		return nil, fmt.Errorf("loaders: %s: %w", l.info.Name, ErrEmpty)
@@ -447,7 +450,7 @@ func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 		l.info = d.Info()
 	}
 	if cfg.Sampler != nil {
-		return nil, fmt.Errorf("loaders: %s: a stream loader takes no Sampler: %w", l.info.Name, ErrSpec)
+		return nil, fmt.Errorf("loaders: %s: a stream loader takes no Sampler: %w", l.info.Name, ErrConfig)
 	}
 	if src.Parts() < 1 {
 		return nil, fmt.Errorf("loaders: %s: a stream of %d parts: %w", l.info.Name, src.Parts(), ErrEmpty)
@@ -455,12 +458,12 @@ func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 	if s, ok := src.(SizedSource); ok && s.PartLens() != nil {
 		lens := s.PartLens()
 		if len(lens) != src.Parts() {
-			return nil, fmt.Errorf("loaders: %s: sizes of %d parts for a stream of %d: %w", l.info.Name, len(lens), src.Parts(), ErrSpec)
+			return nil, fmt.Errorf("loaders: %s: sizes of %d parts for a stream of %d: %w", l.info.Name, len(lens), src.Parts(), ErrConfig)
 		}
 		starts := make([]int, len(lens))
 		for k, n := range lens {
 			if n < 0 {
-				return nil, fmt.Errorf("loaders: %s: part %d of %d samples: %w", l.info.Name, k, n, ErrSpec)
+				return nil, fmt.Errorf("loaders: %s: part %d of %d samples: %w", l.info.Name, k, n, ErrConfig)
 			}
 			starts[k] = l.streamLen
 			l.streamLen += n
@@ -535,7 +538,7 @@ func outShape(info Info, t *transforms.Chain) (transforms.Shape, error) {
 		return a, fmt.Errorf("loaders: %s: %w", info.Name, err)
 	}
 	if a != b {
-		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w", info.Name, ErrSpec)
+		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w", info.Name, ErrConfig)
 	}
 	return a, nil
 }

@@ -494,11 +494,11 @@ func TestLoaderConfigErrors(t *testing.T) {
 		cfg  Config
 		want error
 	}{
-		{"negative batch", rawDataset(2, 1, 1, 1), Config{Batch: -1}, ErrSpec},
-		{"bad rank", rawDataset(2, 1, 1, 1), Config{Rank: 2, WorldSize: 2}, ErrSpec},
-		{"bad policy", rawDataset(2, 1, 1, 1), Config{OnError: 5}, ErrSpec},
+		{"negative batch", rawDataset(2, 1, 1, 1), Config{Batch: -1}, ErrConfig},
+		{"bad rank", rawDataset(2, 1, 1, 1), Config{Rank: 2, WorldSize: 2}, ErrConfig},
+		{"bad policy", rawDataset(2, 1, 1, 1), Config{OnError: 5}, ErrConfig},
 		{"empty dataset", NewMemory(Info{}, nil), Config{}, ErrEmpty},
-		{"varying sizes without fixed transform", pngDataset(t, 2), Config{}, ErrSpec},
+		{"varying sizes without fixed transform", pngDataset(t, 2), Config{}, ErrConfig},
 	}
 	for _, tc := range tests {
 		if _, err := New(tc.ds, tc.cfg); !errors.Is(err, tc.want) {
@@ -538,8 +538,8 @@ func TestParseErrorPolicy(t *testing.T) {
 			t.Errorf("ParseErrorPolicy(%q) = %v, %v; want %v", p.String(), got, err, p)
 		}
 	}
-	if _, err := ParseErrorPolicy("ignore"); !errors.Is(err, ErrSpec) {
-		t.Errorf("ParseErrorPolicy(ignore) error = %v; want ErrSpec", err)
+	if _, err := ParseErrorPolicy("ignore"); !errors.Is(err, ErrConfig) {
+		t.Errorf("ParseErrorPolicy(ignore) error = %v; want ErrConfig", err)
 	}
 }
 

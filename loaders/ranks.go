@@ -43,7 +43,7 @@ func EnvRank() (rank, worldSize, localRank int, err error) {
 		}
 		v, err := strconv.Atoi(s)
 		if err != nil || v < 0 {
-			return 0, fmt.Errorf("loaders: environment %s=%q: want an integer >= 0: %w", name, s, ErrSpec)
+			return 0, fmt.Errorf("loaders: environment %s=%q: want an integer >= 0: %w", name, s, ErrConfig)
 		}
 		return v, nil
 	}
@@ -62,7 +62,7 @@ func EnvRank() (rank, worldSize, localRank int, err error) {
 // checkRank validates a rank and a world size (0 means 1).
 func checkRank(rank, world int) error {
 	if world < 0 || rank < 0 || rank >= max(world, 1) {
-		return fmt.Errorf("loaders: rank %d of world size %d: want 0 <= rank < world size: %w", rank, world, ErrSpec)
+		return fmt.Errorf("loaders: rank %d of world size %d: want 0 <= rank < world size: %w", rank, world, ErrConfig)
 	}
 	return nil
 }

@@ -59,19 +59,19 @@ func (s shuffled) Indices(seed uint64, epoch int) []int {
 // The sampler keeps its own copy of the weights.
 func Weighted(weights []float64, n int) (Sampler, error) {
 	if n < 1 || len(weights) == 0 {
-		return nil, fmt.Errorf("loaders: weighted sampler: %d weights, %d draws per epoch; want at least 1 of each: %w", len(weights), n, ErrSpec)
+		return nil, fmt.Errorf("loaders: weighted sampler: %d weights, %d draws per epoch; want at least 1 of each: %w", len(weights), n, ErrConfig)
 	}
 	cum := make([]float64, len(weights))
 	total := 0.0
 	for i, w := range weights {
 		if !(w >= 0) || math.IsInf(w, 0) {
-			return nil, fmt.Errorf("loaders: weighted sampler: weight %d is %v; want finite and >= 0: %w", i, w, ErrSpec)
+			return nil, fmt.Errorf("loaders: weighted sampler: weight %d is %v; want finite and >= 0: %w", i, w, ErrConfig)
 		}
 		total += w
 		cum[i] = total
 	}
 	if !(total > 0) || math.IsInf(total, 0) {
-		return nil, fmt.Errorf("loaders: weighted sampler: weights sum to %v; want a finite positive sum: %w", total, ErrSpec)
+		return nil, fmt.Errorf("loaders: weighted sampler: weights sum to %v; want a finite positive sum: %w", total, ErrConfig)
 	}
 	return &weighted{cum: cum, n: n}, nil
 }

@@ -135,12 +135,12 @@ func TestWeighted(t *testing.T) {
 		t.Errorf("index 3 (weight 3 of 4) drawn %d times of 1000; want 750 +- 70", c)
 	}
 	for _, w := range [][]float64{nil, {0, 0}, {1, -1}, {math.NaN()}, {math.Inf(1)}} {
-		if _, err := Weighted(w, 10); !errors.Is(err, ErrSpec) {
-			t.Errorf("Weighted(%v) = %v; want ErrSpec", w, err)
+		if _, err := Weighted(w, 10); !errors.Is(err, ErrConfig) {
+			t.Errorf("Weighted(%v) = %v; want ErrConfig", w, err)
 		}
 	}
-	if _, err := Weighted([]float64{1}, 0); !errors.Is(err, ErrSpec) {
-		t.Errorf("Weighted with 0 draws = %v; want ErrSpec", err)
+	if _, err := Weighted([]float64{1}, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("Weighted with 0 draws = %v; want ErrConfig", err)
 	}
 	if _, err := ClassBalanced([]int{0, -1}, 3); !errors.Is(err, ErrLabel) {
 		t.Errorf("ClassBalanced with a negative label = %v; want ErrLabel", err)
@@ -210,12 +210,12 @@ func TestEnvRank(t *testing.T) {
 		t.Errorf("EnvRank() = %d, %d, %d, %v; want 2, 4, 1, nil", r, w, lr, err)
 	}
 	t.Setenv("RANK", "4")
-	if _, _, _, err := EnvRank(); !errors.Is(err, ErrSpec) {
-		t.Errorf("RANK=4 WORLD_SIZE=4: %v; want ErrSpec", err)
+	if _, _, _, err := EnvRank(); !errors.Is(err, ErrConfig) {
+		t.Errorf("RANK=4 WORLD_SIZE=4: %v; want ErrConfig", err)
 	}
 	t.Setenv("RANK", "x")
-	if _, _, _, err := EnvRank(); !errors.Is(err, ErrSpec) {
-		t.Errorf("RANK=x: %v; want ErrSpec", err)
+	if _, _, _, err := EnvRank(); !errors.Is(err, ErrConfig) {
+		t.Errorf("RANK=x: %v; want ErrConfig", err)
 	}
 }
 
@@ -245,7 +245,7 @@ func TestUserSampler(t *testing.T) {
 	for _, tc := range []struct {
 		s    Sampler
 		want error
-	}{{listSampler{2, []int{0, 6}}, ErrIndex}, {listSampler{3, []int{0, 1}}, ErrSpec}} {
+	}{{listSampler{2, []int{0, 6}}, ErrIndex}, {listSampler{3, []int{0, 1}}, ErrConfig}} {
 		l := newLoader(t, ds, Config{Batch: 2, Workers: 1, Sampler: tc.s})
 		for b, err := range l.Epoch(context.Background(), 0) {
 			if b != nil {
@@ -261,8 +261,8 @@ func TestUserSampler(t *testing.T) {
 		{ShuffleBuffer: 10},
 		{ShuffleBuffer: 10, Shuffle: true}, // a shuffle buffer is for streams
 	} {
-		if _, err := New(ds, cfg); !errors.Is(err, ErrSpec) {
-			t.Errorf("New(%+v) = %v; want ErrSpec", cfg, err)
+		if _, err := New(ds, cfg); !errors.Is(err, ErrConfig) {
+			t.Errorf("New(%+v) = %v; want ErrConfig", cfg, err)
 		}
 	}
 }

@@ -276,8 +276,8 @@ func TestShardsCorrupt(t *testing.T) {
 
 func TestShardWriterRejects(t *testing.T) {
 	for _, p := range []string{"", "x.tar", "x-%d-%d.tar", "x-%d.zip"} {
-		if _, err := NewShardWriter(ShardWriterConfig{Pattern: p}); !errors.Is(err, ErrSpec) {
-			t.Errorf("NewShardWriter(%q) error = %v; want ErrSpec", p, err)
+		if _, err := NewShardWriter(ShardWriterConfig{Pattern: p}); !errors.Is(err, ErrConfig) {
+			t.Errorf("NewShardWriter(%q) error = %v; want ErrConfig", p, err)
 		}
 	}
 	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(t.TempDir(), "s-%d.tar")})

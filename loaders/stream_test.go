@@ -372,8 +372,8 @@ func TestStreamShards(t *testing.T) {
 	if _, err := OpenStream("mnist"); !errors.Is(err, ErrSpec) {
 		t.Errorf("OpenStream(mnist) = %v; want ErrSpec", err)
 	}
-	if _, err := NewStream(src, Config{Sampler: Sequential(3)}); !errors.Is(err, ErrSpec) {
-		t.Errorf("NewStream with a Sampler = %v; want ErrSpec", err)
+	if _, err := NewStream(src, Config{Sampler: Sequential(3)}); !errors.Is(err, ErrConfig) {
+		t.Errorf("NewStream with a Sampler = %v; want ErrConfig", err)
 	}
 }
 

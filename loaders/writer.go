@@ -45,13 +45,13 @@ type ShardWriterConfig struct {
 // Validate checks the config and fills in defaults.
 func (c *ShardWriterConfig) Validate() error {
 	if c.Pattern == "" || strings.Count(strings.ReplaceAll(c.Pattern, "%%", ""), "%") != 1 {
-		return fmt.Errorf("loaders: shard writer: pattern %q needs exactly one integer verb such as %%06d: %w", c.Pattern, ErrSpec)
+		return fmt.Errorf("loaders: shard writer: pattern %q needs exactly one integer verb such as %%06d: %w", c.Pattern, ErrConfig)
 	}
 	if _, err := shardCompression(c.Pattern); err != nil {
 		return err
 	}
 	if c.MaxSamples < 0 || c.MaxBytes < 0 {
-		return fmt.Errorf("loaders: shard writer: negative MaxSamples %d or MaxBytes %d: %w", c.MaxSamples, c.MaxBytes, ErrSpec)
+		return fmt.Errorf("loaders: shard writer: negative MaxSamples %d or MaxBytes %d: %w", c.MaxSamples, c.MaxBytes, ErrConfig)
 	}
 	if c.MaxSamples == 0 {
 		c.MaxSamples = DefaultShardSamples
@@ -74,7 +74,7 @@ func shardCompression(pattern string) (string, error) {
 	case strings.HasSuffix(pattern, ".tar.zst"):
 		return "zst", nil
 	}
-	return "", fmt.Errorf("loaders: shard writer: pattern %q must end in .tar, .tar.gz, .tgz or .tar.zst: %w", pattern, ErrSpec)
+	return "", fmt.Errorf("loaders: shard writer: pattern %q must end in .tar, .tar.gz, .tgz or .tar.zst: %w", pattern, ErrConfig)
 }
 
 // ShardWriter writes samples into WebDataset tar shards: sample number k becomes the members
