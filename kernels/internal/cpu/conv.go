@@ -184,19 +184,20 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	col2im(dx, col, g)
 }
 
-// PoolGeom is the shape of a max pooling over NCHW data.
+// PoolGeom is the shape of a max pooling over NCHW data, with Pad pixels of -Inf on each side.
 type PoolGeom struct {
-	N, C, H, W, K, Stride int
+	N, C, H, W, K, Stride, Pad int
 }
 
 // OutH is the output height.
-func (g PoolGeom) OutH() int { return (g.H-g.K)/g.Stride + 1 }
+func (g PoolGeom) OutH() int { return (g.H+2*g.Pad-g.K)/g.Stride + 1 }
 
 // OutW is the output width.
-func (g PoolGeom) OutW() int { return (g.W-g.K)/g.Stride + 1 }
+func (g PoolGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
 
 // MaxPool2D writes each window's maximum to y and its position within the input plane to arg
-// (the first maximum on ties; NaN never wins over a number).
+// (the first maximum on ties; NaN never wins over a number). Padding never wins: every window
+// holds at least one input pixel when Pad <= K/2.
 func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()
 	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
@@ -204,11 +205,15 @@ func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 			plane := x[p*g.H*g.W : (p+1)*g.H*g.W]
 			yp, ap := y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow]
 			for oy := range oh {
+				y0 := oy*g.Stride - g.Pad
+				ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
 				for ox := range ow {
-					best := (oy*g.Stride)*g.W + ox*g.Stride
-					for ky := range g.K {
-						r := (oy*g.Stride+ky)*g.W + ox*g.Stride
-						for kx := range g.K {
+					x0 := ox*g.Stride - g.Pad
+					kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
+					best := (y0+ky0)*g.W + x0 + kx0
+					for ky := ky0; ky < ky1; ky++ {
+						r := (y0+ky)*g.W + x0
+						for kx := kx0; kx < kx1; kx++ {
 							if plane[r+kx] > plane[best] {
 								best = r + kx
 							}
