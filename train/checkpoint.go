@@ -31,7 +31,8 @@ var (
 // payload: model string | optimizer string | seed u64 | completed epochs u32 | completed steps u64 |
 // history count u32, then per epoch 6 float64 (epoch, train loss, test accuracy, seconds,
 // samples/s, data wait) | parameter count u32, then per parameter: name string, tensor count u32
-// (weights, then each optimizer slot), and per tensor: length u64, float32 values.
+// (weights, then each optimizer slot), and per tensor: length u64, float32 values. The model's
+// buffers (BatchNorm running statistics) follow its parameters, each with one tensor.
 // A string is a u32 length and its bytes.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
@@ -64,7 +65,7 @@ type ckptParam struct {
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
 func (t *Trainer) Save(path string) error {
 	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
-	for _, p := range t.m.params {
+	for _, p := range t.m.tensors() {
 		cp := ckptParam{name: p.Name}
 		for _, v := range append([]kernels.F32{p.W}, p.slots...) {
 			host := make([]float32, v.Len)
@@ -115,7 +116,7 @@ func (t *Trainer) Load(path string) error {
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
-	for i, p := range t.m.params {
+	for i, p := range t.m.tensors() {
 		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
 			if err := upload(t.s, v, c.params[i].tensors[j]); err != nil {
 				return err
@@ -137,10 +138,11 @@ func (t *Trainer) check(c *checkpoint) error {
 	if kind(c.optimizer) != kind(t.opt.String()) {
 		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
 	}
-	if len(c.params) != len(t.m.params) {
-		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(t.m.params))
+	all := t.m.tensors()
+	if len(c.params) != len(all) {
+		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
 	}
-	for i, p := range t.m.params {
+	for i, p := range all {
 		cp := c.params[i]
 		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) {
 			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
