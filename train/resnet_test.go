@@ -151,7 +151,6 @@ func TestResNets(t *testing.T) {
 	}
 }
 
-
 // TestPredict: Predict's classes give Evaluate's accuracy (both in evaluation mode, on the
 // running statistics), the logits of a batch do not depend on its neighbours (no batch statistics
 // at evaluation), and PredictBatch agrees with Predict.
