@@ -6,9 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
-	"path/filepath"
 	"strings"
 	"unsafe"
 
@@ -64,6 +64,9 @@ type ckptParam struct {
 // Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
 func (t *Trainer) Save(path string) error {
+	if t.opt == nil {
+		return fmt.Errorf("%w: a trainer without an optimizer has no training state to save", ErrConfig)
+	}
 	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
 	for _, p := range t.m.tensors() {
 		cp := ckptParam{name: p.Name}
@@ -79,25 +82,10 @@ func (t *Trainer) Save(path string) error {
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("train: checkpoint: %w", err)
-	}
-	_, err = tmp.Write(c.encode())
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("train: checkpoint %s: %w", path, err)
-	}
-	return nil
+	return writeFileAtomic(path, func(w io.Writer) error {
+		_, err := w.Write(c.encode())
+		return err
+	})
 }
 
 // Load restores weights, optimizer state, seed, step, epoch count and history from the checkpoint
@@ -117,6 +105,7 @@ func (t *Trainer) Load(path string) error {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
 	for i, p := range t.m.tensors() {
+		// Without an optimizer only the weights are loaded (p.slots is empty).
 		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
 			if err := upload(t.s, v, c.params[i].tensors[j]); err != nil {
 				return err
@@ -135,7 +124,7 @@ func (t *Trainer) check(c *checkpoint) error {
 		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
-	if kind(c.optimizer) != kind(t.opt.String()) {
+	if t.opt != nil && kind(c.optimizer) != kind(t.opt.String()) {
 		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
 	}
 	all := t.m.tensors()
@@ -144,7 +133,7 @@ func (t *Trainer) check(c *checkpoint) error {
 	}
 	for i, p := range all {
 		cp := c.params[i]
-		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) {
+		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) && (t.opt != nil || len(cp.tensors) < 1) {
 			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
 		}
 		for _, v := range cp.tensors {
@@ -309,4 +298,31 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		return nil, r.err
 	}
 	return c, nil
+}
+
+// CheckpointModel builds the model a checkpoint at path was written for: a model of NewModel,
+// named in the checkpoint with its input shape and classes. Load the weights with
+// New(m, dev, nil, Config{Resume: path}) to predict or export. A checkpoint of a model built
+// by hand (Sequential) gives an error wrapping ErrMismatch: build the model again and load it the
+// same way.
+func CheckpointModel(path string) (*Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", path, err)
+	}
+	var name string
+	var in Shape
+	var classes int
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err != nil {
+		return nil, fmt.Errorf("train: %s: %w: model %q", path, ErrCheckpoint, c.model)
+	}
+	m, err := NewModel(name, in, classes)
+	if err != nil || m.String() != c.model {
+		return nil, fmt.Errorf("train: %s: %w: model %q is not one of NewModel's (%s)", path, ErrMismatch, c.model, strings.Join(Models(), ", "))
+	}
+	return m, nil
 }

@@ -144,12 +144,15 @@ type Trainer struct {
 
 // New prepares m on dev for training with opt: it opens a compute stream, allocates and
 // initializes the parameters from cfg.Seed, and loads cfg.Resume if set. Close releases it all.
+//
+// A nil opt makes a trainer that only evaluates, predicts and exports: cfg.Resume then loads a
+// checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
 func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
-	if m == nil || dev == nil || opt == nil {
-		return nil, fmt.Errorf("%w: nil model, device or optimizer", ErrConfig)
+	if m == nil || dev == nil {
+		return nil, fmt.Errorf("%w: nil model or device", ErrConfig)
 	}
-	if cfg.Epochs < 0 || !(opt.BaseLR() > 0) {
-		return nil, fmt.Errorf("%w: epochs %d, learning rate %v", ErrConfig, cfg.Epochs, opt.BaseLR())
+	if cfg.Epochs < 0 || (opt != nil && !(opt.BaseLR() > 0)) {
+		return nil, fmt.Errorf("%w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -189,6 +192,9 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	for _, p := range t.m.params {
+		if t.opt == nil {
+			break
+		}
 		for range t.opt.slots() {
 			v, err := t.m.weights.f32(p.Len())
 			if err != nil {
@@ -227,6 +233,9 @@ func (t *Trainer) Close() error {
 // after each epoch (test may be nil) and writing Config.Checkpoint after each. It returns the
 // results so far with the first error; cancelling ctx stops it between steps.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
+	if t.opt == nil {
+		return Result{}, fmt.Errorf("%w: Fit needs an optimizer", ErrConfig)
+	}
 	start := time.Now()
 	var res Result
 	var trainTime, waitTime time.Duration
