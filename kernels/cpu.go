@@ -493,14 +493,18 @@ func (cpuOps) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, s
 	})
 }
 
-func (cpuOps) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
-	const op = "global average pool"
+func checkInner(op string, inner int) error {
 	if inner <= 0 {
 		return fmt.Errorf("%w: %s: inner = %d", ErrArgument, op, inner)
 	}
+	return nil
+}
+
+func (cpuOps) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
+	const op = "global average pool"
 	ys, e1 := hostF32(op, "y", y)
 	xs, e2 := hostF32(op, "x", x)
-	if err := firstErr(e1, e2, wantLen(op, "x", x.Len, y.Len*inner)); err != nil {
+	if err := firstErr(checkInner(op, inner), e1, e2, wantLen(op, "x", x.Len, y.Len*inner)); err != nil {
 		return err
 	}
 	return host(s, func() error { cpu.GlobalAvgPool(ys, xs, inner); return nil })
@@ -508,12 +512,9 @@ func (cpuOps) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
 
 func (cpuOps) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error {
 	const op = "global average pool backward"
-	if inner <= 0 {
-		return fmt.Errorf("%w: %s: inner = %d", ErrArgument, op, inner)
-	}
 	dxs, e1 := hostF32(op, "dx", dx)
 	dys, e2 := hostF32(op, "dy", dy)
-	if err := firstErr(e1, e2, wantLen(op, "dx", dx.Len, dy.Len*inner)); err != nil {
+	if err := firstErr(checkInner(op, inner), e1, e2, wantLen(op, "dx", dx.Len, dy.Len*inner)); err != nil {
 		return err
 	}
 	return host(s, func() error { cpu.GlobalAvgPoolBackward(dxs, dys, inner); return nil })

@@ -53,6 +53,8 @@ var cudaKernels = []string{
 	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
 	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
+	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32", "softmax_ce_smooth_f32",
+	"maxpool_pad_f32", "maxpool_pad_grad_f32",
 }
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
@@ -473,6 +475,9 @@ func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) erro
 	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen())); err != nil {
 		return err
 	}
+	if g.Pad > 0 {
+		return o.maxPoolPad(gs, "maxpool_pad_f32", y.Len, g, parg(yp), parg(ap), parg(xp))
+	}
 	return o.launchN(s, "maxpool_f32", y.Len, append([]uint64{parg(yp), parg(ap), parg(xp)}, poolArgs(g)...)...)
 }
 
@@ -487,6 +492,9 @@ func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D
 	ap, e3 := o.i32(op, "arg", arg)
 	if err := firstErr(e0, e1, e2, e3, wantLen(op, "dx", dx.Len, g.InLen()), wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen())); err != nil {
 		return err
+	}
+	if g.Pad > 0 {
+		return o.maxPoolPad(gs, "maxpool_pad_grad_f32", dx.Len, g, parg(dxp), parg(dyp), parg(ap))
 	}
 	return o.launchN(s, "maxpool_grad_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(ap)}, poolArgs(g)...)...)
 }
