@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"strings"
 
@@ -19,7 +20,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	wd := fs.Float64("wd", -1, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); -1: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
+	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
 	precision := fs.String("precision", "fp32", "arithmetic of the products: fp32, or bf16/fp16 (not on the CPU backend, which refuses them)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
@@ -39,7 +40,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if *lr == 0 {
 		*lr = recipe.LR
 	}
-	if *wd < 0 {
+	if !flagSet(fs, "wd") {
 		*wd = recipe.WeightDecay
 	}
 	var opt train.Optimizer
@@ -131,4 +132,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	e.printf("test accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
 	return e.emit(res)
+}
+
+// flagSet reports whether the command line set the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }
