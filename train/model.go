@@ -85,9 +85,9 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 	case "resnet20":
 		return cifarResNet(name, in, classes, 3)
 	case "resnet18":
-		return torchResNet(name, in, classes, false, [4]int{2, 2, 2, 2})
+		return torchResNet(name, in, classes, false, []int{2, 2, 2, 2})
 	case "resnet50":
-		return torchResNet(name, in, classes, true, [4]int{3, 4, 6, 3})
+		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
 	}
 	return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
 }

@@ -106,36 +106,10 @@ func splitLast(name string) (prefix, last string) {
 	return "", name
 }
 
-// cifarResNet is He et al.'s CIFAR ResNet with n basic blocks per stage (depth 6n+2).
-func cifarResNet(name string, in Shape, classes, n int) (*Model, error) {
-	var b netBuilder
-	b.stem(in.C, 16, 3, 1)
-	c := 16
-	for stage, width := range []int{16, 32, 64} {
-		for i := range n {
-			stride := 1
-			if i == 0 && stage > 0 {
-				stride = 2
-			}
-			c = b.block(fmt.Sprintf("layer%d.%d", stage+1, i), c, width, stride, false)
-		}
-	}
-	b.head(c, classes)
-	return b.model(name, in, classes)
-}
-
-// torchResNet is torchvision's ResNet with the given blocks per stage; images of at most 32 px a
-// side get a 3x3 stride-1 stem without max pooling.
-func torchResNet(name string, in Shape, classes int, bottleneck bool, blocks [4]int) (*Model, error) {
-	var b netBuilder
-	if in.H <= 32 && in.W <= 32 {
-		b.stem(in.C, 64, 3, 1)
-	} else {
-		b.stem(in.C, 64, 7, 2)
-		b.add("", &maxPool{k: 3, stride: 2, pad: 1})
-	}
-	c := 64
-	for stage, width := range []int{64, 128, 256, 512} {
+// stages appends the residual stages "layer1", "layer2", ...: blocks[i] blocks of widths[i], the
+// first block of every stage after the first with stride 2. It returns the output channels.
+func (b *netBuilder) stages(c int, widths, blocks []int, bottleneck bool) int {
+	for stage, width := range widths {
 		for i := range blocks[stage] {
 			stride := 1
 			if i == 0 && stage > 0 {
@@ -144,6 +118,27 @@ func torchResNet(name string, in Shape, classes int, bottleneck bool, blocks [4]
 			c = b.block(fmt.Sprintf("layer%d.%d", stage+1, i), c, width, stride, bottleneck)
 		}
 	}
-	b.head(c, classes)
+	return c
+}
+
+// cifarResNet is He et al.'s CIFAR ResNet with n basic blocks per stage (depth 6n+2).
+func cifarResNet(name string, in Shape, classes, n int) (*Model, error) {
+	var b netBuilder
+	b.stem(in.C, 16, 3, 1)
+	b.head(b.stages(16, []int{16, 32, 64}, []int{n, n, n}, false), classes)
+	return b.model(name, in, classes)
+}
+
+// torchResNet is torchvision's ResNet with the given blocks per stage; images of at most 32 px a
+// side get a 3x3 stride-1 stem without max pooling.
+func torchResNet(name string, in Shape, classes int, bottleneck bool, blocks []int) (*Model, error) {
+	var b netBuilder
+	if in.H <= 32 && in.W <= 32 {
+		b.stem(in.C, 64, 3, 1)
+	} else {
+		b.stem(in.C, 64, 7, 2)
+		b.add("", &maxPool{k: 3, stride: 2, pad: 1})
+	}
+	b.head(b.stages(64, []int{64, 128, 256, 512}, blocks, bottleneck), classes)
 	return b.model(name, in, classes)
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -18,16 +19,7 @@ func runExport(_ context.Context, e *env, args []string) error {
 	if *ck == "" || *out == "" {
 		return fmt.Errorf("%w: --checkpoint and --out are required", errUsage)
 	}
-	m, err := train.CheckpointModel(*ck)
-	if err != nil {
-		return err
-	}
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	tr, err := train.New(m, dev, nil, train.Config{Resume: *ck})
+	tr, err := openCheckpoint(*ck, "cpu")
 	if err != nil {
 		return err
 	}
@@ -35,6 +27,33 @@ func runExport(_ context.Context, e *env, args []string) error {
 	if err := tr.Export(*out); err != nil {
 		return err
 	}
+	m := tr.Model()
 	e.printf("wrote %s: %s, %d parameters\n", *out, m.Name(), m.NumParams())
 	return nil
 }
+
+// openCheckpoint opens device and loads the named model of checkpoint ck into an optimizer-less
+// trainer (for prediction and export); closing the trainer also closes the device.
+func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
+	m, err := train.CheckpointModel(ck)
+	if err != nil {
+		return nil, err
+	}
+	dev, err := gpu.Open(device)
+	if err != nil {
+		return nil, err
+	}
+	tr, err := train.New(m, dev, nil, train.Config{Resume: ck})
+	if err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	return &checkpointTrainer{tr, dev}, nil
+}
+
+// checkpointTrainer is a trainer that owns its device.
+type checkpointTrainer struct {
+	*train.Trainer
+	dev gpu.Device
+}
+
+func (t *checkpointTrainer) Close() error { return errors.Join(t.Trainer.Close(), t.dev.Close()) }

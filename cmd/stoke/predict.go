@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -44,20 +43,12 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	start := time.Now()
-	m, err := train.CheckpointModel(*ck)
-	if err != nil {
-		return err
-	}
-	dev, err := gpu.Open(lf.device)
-	if err != nil {
-		return err
-	}
-	defer dev.Close()
-	tr, err := train.New(m, dev, nil, train.Config{Resume: *ck})
+	tr, err := openCheckpoint(*ck, lf.device)
 	if err != nil {
 		return err
 	}
 	defer tr.Close()
+	m, dev := tr.Model(), tr.dev
 
 	// The test split (a folder's test/ subfolder when it has one), in order, with the evaluation
 	// transform at the model's input size.
