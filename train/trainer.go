@@ -36,7 +36,8 @@ type Data interface {
 	// Batches yields the batches of an epoch (from 0) in order; the trainer stops at the first
 	// error.
 	Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error]
-	// Steps is the number of batches per epoch.
+	// Steps is the number of batches per epoch, or 0 when it is not known before the epoch ends
+	// (a stream): the trainer then learns it from the first epoch it runs.
 	Steps() int
 	// Normalization is the per-channel mean and std (on the [0,1] scale) the trainer applies on
 	// its stream to turn pixels into inputs; nil for none.
@@ -137,6 +138,7 @@ type Trainer struct {
 
 	epochs  int // completed epochs
 	step    int // completed steps over all epochs
+	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
 
 	host [4]byte // loss and count read-back
@@ -308,10 +310,19 @@ func (t *Trainer) validBatch(b Batch) error {
 // trainEpoch runs one epoch; it returns the epoch's record (without test accuracy), the number of
 // samples, the training time and the time spent waiting for batches.
 func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, samples int, busy, wait time.Duration, err error) {
+	stepInEpoch := 0
 	epoch := t.epochs
 	er.Epoch = epoch + 1
 	mean, std := data.Normalization()
 	steps := data.Steps()
+	if steps == 0 {
+		steps = t.learned
+		defer func() {
+			if err == nil && t.learned == 0 {
+				t.learned = stepInEpoch
+			}
+		}()
+	}
 	total := steps * t.cfg.Epochs
 	var lossSum float64
 	start := time.Now()
@@ -327,7 +338,6 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 			er.TrainLoss = lossSum / float64(samples)
 		}
 	}()
-	stepInEpoch := 0
 	for b, berr := range data.Batches(ctx, epoch) {
 		wait += time.Since(last)
 		if berr != nil {

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -27,14 +29,19 @@ type benchResult struct {
 	H2DGBps       float64 `json:"h2d_gbps"`
 	StallFraction float64 `json:"stall_fraction"`
 	Pinned        bool    `json:"pinned"`
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	Batches       int64   `json:"batches"` // timed batches yielded on this rank
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W] [--epochs E] [--device D] [--on-error skip] [--json]", true)
 	lf.register(fs, 64)
+	lf.registerRanks(fs)
 	epochs := fs.Int("epochs", 1, "timed epochs")
 	warmup := fs.Int("warmup", 0, "untimed epochs first (warms the page cache and the workers' scratch memory)")
+	sampleLog := fs.String("sample-log", "", "write every sample this rank loaded to FILE, one line each: EPOCH BATCH INDEX (to check how ranks split the data)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -68,10 +75,20 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	norm.mean, norm.std = ld.Normalization()
 
 	var (
-		start  time.Time
-		before loaders.Stats
-		images int64
+		start   time.Time
+		before  loaders.Stats
+		images  int64
+		batches int64
+		log     *bufio.Writer
 	)
+	if *sampleLog != "" {
+		f, err := os.Create(*sampleLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		log = bufio.NewWriter(f)
+	}
 	for epoch := range *warmup + *epochs {
 		if epoch == *warmup {
 			if err := stream.Synchronize(ctx); err != nil {
@@ -95,6 +112,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			}
 			if epoch >= *warmup {
 				images += int64(b.N)
+				batches++
+			}
+			if log != nil {
+				for _, i := range b.Indices {
+					fmt.Fprintln(log, epoch, b.Seq, i)
+				}
 			}
 			b.Release()
 			bar.Add(1)
@@ -105,6 +128,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		bar.Finish()
 	}
+	if log != nil {
+		if err := log.Flush(); err != nil {
+			return fmt.Errorf("--sample-log: %w", err)
+		}
+	}
 	secs := time.Since(start).Seconds()
 	after := ld.Stats()
 	r := benchResult{
@@ -114,6 +142,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		H2DBytes:   after.CopyBytes - before.CopyBytes,
 		H2DSeconds: (after.CopyTime - before.CopyTime).Seconds(),
 		Pinned:     after.Pool.Pinned,
+		Rank:       lf.rank, WorldSize: lf.worldSize, Batches: batches,
 	}
 	if r.H2DSeconds > 0 {
 		r.H2DGBps = float64(r.H2DBytes) / r.H2DSeconds / 1e9

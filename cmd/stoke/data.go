@@ -25,6 +25,22 @@ type loaderFlags struct {
 	seed                           uint64
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
+	// rank and worldSize place this process among data-parallel ones (--rank, --world-size, from
+	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
+	rank, worldSize, localRank int
+	envErr                     error
+}
+
+// registerRanks adds --rank and --world-size, whose defaults come from the environment torchrun
+// and similar launchers set (RANK, WORLD_SIZE; LOCAL_RANK picks the GPU for --device cuda).
+func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
+	rank, world, local, err := loaders.EnvRank()
+	if err != nil {
+		rank, world, local, lf.envErr = 0, 1, 0, err
+	}
+	lf.localRank = local
+	fs.IntVar(&lf.rank, "rank", rank, "this process's rank among data-parallel processes (default: $RANK)")
+	fs.IntVar(&lf.worldSize, "world-size", world, "number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE)")
 }
 
 // workersValue parses --workers: a count, or auto.
@@ -74,6 +90,15 @@ func (lf *loaderFlags) check() error {
 	}
 	if _, err := loaders.ParseErrorPolicy(lf.onError); err != nil {
 		return fmt.Errorf("%w: --on-error %q; want fail or skip", errUsage, lf.onError)
+	}
+	if lf.envErr != nil {
+		return fmt.Errorf("%w: %v", errUsage, lf.envErr)
+	}
+	if lf.worldSize < 1 || lf.rank < 0 || lf.rank >= lf.worldSize {
+		return fmt.Errorf("%w: --rank %d --world-size %d; want 0 <= rank < world size", errUsage, lf.rank, lf.worldSize)
+	}
+	if lf.device == "cuda" && lf.localRank > 0 {
+		lf.device = fmt.Sprintf("cuda:%d", lf.localRank) // one GPU per process on a host, as torchrun expects
 	}
 	return nil
 }
@@ -128,6 +153,7 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 		Transform: lf.transform(loaders.Describe(ds), split),
 		Device:    dev, Stream: stream,
 		OnError: policy, MaxSkipped: lf.maxSkipped,
+		Rank: lf.rank, WorldSize: lf.worldSize,
 	}
 	if lf.autoWorkers && lf.workers == 0 {
 		n, err := autoWorkers(ds, cfg)

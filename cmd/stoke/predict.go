@@ -39,6 +39,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if *ck == "" {
 		return fmt.Errorf("%w: --checkpoint is required", errUsage)
 	}
+	lf.worldSize = 1 // one process predicts every sample
 	if err := lf.check(); err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
+	lf.registerRanks(fs)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
@@ -35,6 +36,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := lf.check(); err != nil {
 		return err
+	}
+	if lf.worldSize > 1 {
+		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	}
 	recipe, _ := train.Recipe(*model)
 	if *lr == 0 {
