@@ -101,6 +101,10 @@ func (t *Trainer) Load(path string) error {
 	if err != nil {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
+	if t.opt == nil {
+		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
+		t.seed = c.seed
+	}
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
