@@ -318,20 +318,7 @@ func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
 }
 
 func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
-	const op = "softmax cross-entropy"
-	s, e0 := o.stream(op, gs)
-	lp, e1 := o.f32(op, "loss", loss)
-	dp, e2 := o.f32(op, "dlogits", dlogits)
-	xp, e3 := o.f32(op, "logits", logits)
-	yp, e4 := o.i32(op, "labels", labels)
-	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, e4, wantLen(op, "loss", loss.Len, 1),
-		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "dlogits", dlogits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
-		return err
-	}
-	if n == 0 {
-		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
-	}
-	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes))
+	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, 0)
 }
 
 func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) error {

@@ -18,13 +18,16 @@ func (o *cudaOps) Add(gs gpu.Stream, z, x, y F32) error {
 }
 
 func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
-	const op = "softmax cross-entropy"
 	if err := checkSmoothing(smoothing); err != nil {
 		return err
 	}
-	if smoothing == 0 {
-		return o.SoftmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes)
-	}
+	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, smoothing)
+}
+
+// softmaxCrossEntropy is both losses: softmax_ce_f32 for one-hot targets, softmax_ce_smooth_f32
+// for smoothed ones.
+func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+	const op = "softmax cross-entropy"
 	s, e0 := o.stream(op, gs)
 	lp, e1 := o.f32(op, "loss", loss)
 	dp, e2 := o.f32(op, "dlogits", dlogits)
@@ -37,7 +40,11 @@ func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits
 	if n == 0 {
 		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
 	}
-	return o.launchChecked(gs, s, op, "softmax_ce_smooth_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes), farg(smoothing))
+	args := []uint64{parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes)}
+	if smoothing == 0 {
+		return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, args...)
+	}
+	return o.launchChecked(gs, s, op, "softmax_ce_smooth_f32", n, classes, append(args, farg(smoothing))...)
 }
 
 // bnPtrs resolves the views of a batch norm: the first full are [N][C][HW] tensors, the others
