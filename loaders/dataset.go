@@ -21,6 +21,8 @@ var (
 	ErrEmpty = errors.New("no samples")
 	// ErrSpec marks a dataset spec or split that Open does not understand.
 	ErrSpec = errors.New("bad dataset spec")
+	// ErrNoSplit marks a dataset that has no such split (a folder without test/, shards).
+	ErrNoSplit = errors.New("no such split")
 )
 
 // Sample is one example before transformation.

@@ -45,8 +45,8 @@
 //
 // # Ownership
 //
-// Samples from MNIST, CIFAR, Memory and compressed Shards alias the dataset's memory and are
-// read-only; ImageFolder and plain (uncompressed) Shards return a new slice per call. Datasets that hold files (Shards) implement io.Closer;
+// Samples from MNIST, CIFAR and Memory alias the dataset's memory and are
+// read-only; ImageFolder and Shards return a new slice per call. Datasets that hold files (Shards) implement io.Closer;
 // whoever opened them closes them. A Batch's device buffers belong to the Loader and are lent to
 // the consumer until Batch.Release; a consumer that holds more than Prefetch+1 batches unreleased
 // stalls the Loader until it releases one.

@@ -178,6 +178,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		}()
 	}
 	waitFrom := time.Now()
+	yielded := 0
 	for b, err := range pipeline.Iter(ctx, p, copied) {
 		if err != nil {
 			yield(nil, cause(err))
@@ -211,12 +212,24 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		l.stats.Wait += waited
 		l.mu.Unlock()
 		l.feeder.Waited(waited)
+		yielded++
 		if !yield(b, nil) {
 			return false
 		}
 		waitFrom = time.Now()
 	}
-	return ctx.Err() == nil
+	if ctx.Err() != nil {
+		return false
+	}
+	if yielded == 0 && e.skipped > 0 {
+		// However large MaxSkipped is, an epoch of nothing but bad samples is no epoch.
+		l.mu.Lock()
+		last := l.stats.LastSkipped
+		l.mu.Unlock()
+		yield(nil, fmt.Errorf("loaders: %s epoch %d: every one of its %d samples was skipped: %w (last: %w)", l.info.Name, e.epoch, e.skipped, ErrTooManySkipped, last))
+		return false
+	}
+	return true
 }
 
 // cause unwraps a pipeline error down to the sample error when there is one, or a stream's error

@@ -23,6 +23,8 @@ var (
 	ErrBusy = errors.New("loader busy")
 	// ErrClosed: the Loader was closed.
 	ErrClosed = errors.New("loader closed")
+	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
+	ErrMemory = errors.New("over the memory budget")
 	// ErrState: Restore got a State from another dataset, seed or sharding, or a position past the
 	// end of the epoch or, for a stream, inconsistent with the stream.
 	ErrState = errors.New("loader state does not match")
@@ -136,6 +138,10 @@ type Config struct {
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
 	Allocator pinned.Allocator
+	// MemoryBudget bounds the bytes of host slots and device buffers the Loader allocates (slots
+	// x batch x sample bytes, host and device): New refuses a configuration over it with
+	// ErrMemory before allocating anything. 0 means DefaultMemoryBudget(); negative means no bound.
+	MemoryBudget int64
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
 	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
 	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
@@ -145,6 +151,15 @@ type Config struct {
 	// from the Loader's goroutines and must be fast. With a Tracer, an epoch that ends returns
 	// once the copies it enqueued have completed (or its context has ended).
 	Tracer pipeline.Tracer
+}
+
+// DefaultMemoryBudget is the MemoryBudget of a Config that sets none: a quarter of the memory this
+// process may use (pinned.SystemMemory), or 8 GiB where that is unknown.
+func DefaultMemoryBudget() int64 {
+	if m := pinned.SystemMemory(); m > 0 {
+		return m / 4
+	}
+	return 8 << 30
 }
 
 // Validate checks cfg and fills in the defaults.
@@ -176,7 +191,63 @@ func (c *Config) Validate() error {
 	if c.Prefetch == 0 {
 		c.Prefetch = DefaultPrefetch
 	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget()
+	}
 	return nil
+}
+
+// footprint is what a Loader allocates up front, in bytes.
+type footprint struct {
+	// Host is the pinned slots: Slots of SlotBytes each (a batch of images and its labels).
+	Host, SlotBytes int64
+	Slots           int
+	// Device is the device buffer sets: Sets of SlotBytes each.
+	Device int64
+	Sets   int
+}
+
+// total is Host + Device.
+func (f footprint) total() int64 { return f.Host + f.Device }
+
+// footprintOf computes the allocation for batches of c.Batch images of sample bytes and targets of
+// target bytes each, without overflow (sample and batch come from headers and flags).
+func footprintOf(c Config, sample, target int64) (footprint, error) {
+	const huge = 1 << 50
+	if sample <= 0 || sample+target > huge/int64(c.Batch) || c.Prefetch > 1<<20 {
+		return footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes, prefetch %d: %w", c.Batch, sample, c.Prefetch, ErrMemory)
+	}
+	slot := int64(c.Batch) * (sample + target)
+	f := footprint{SlotBytes: slot, Slots: pinned.Config{Prefetch: c.Prefetch}.Slots(), Sets: c.Prefetch + 2}
+	f.Host, f.Device = int64(f.Slots)*slot, int64(f.Sets)*slot
+	return f, nil
+}
+
+// checkBudget refuses a footprint over the budget with an error that says what to change.
+func checkBudget(name string, c Config, shape transforms.Shape) error {
+	f, err := footprintOf(c, int64(shape.C)*int64(shape.H)*int64(shape.W), int64(c.Target.Size()))
+	if err != nil {
+		return err
+	}
+	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
+		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s (Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
+			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
+	}
+	return nil
+}
+
+// formatBytes writes n bytes in the largest binary unit that keeps a figure >= 1 ("1.5 GiB").
+func formatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
 
 // State is a Loader's position: the next batch it yields is batch Batch of epoch Epoch. The other
@@ -396,6 +467,9 @@ func (l *Loader) setup() error {
 	}
 	if l.cfg.Target == nil {
 		l.cfg.Target = Class(l.info.NumClasses)
+	}
+	if err := checkBudget(l.info.Name, l.cfg, shape); err != nil {
+		return err
 	}
 	l.shape, l.sample, l.tsize = shape, shape.Len(), l.cfg.Target.Size()
 	l.labOff = cfg.Batch * l.sample

@@ -2,16 +2,17 @@ package train
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"io"
 	"math"
-	"os"
-	"path/filepath"
 	"strings"
 	"unsafe"
+
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
 
 // Export writes the model's weights and BatchNorm running statistics to path in the safetensors
@@ -25,7 +26,7 @@ import (
 //	model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
 //
 // works for a model trained on images over 32 px; ours ("1.linear.weight") for the others. The
-// file is written to a temporary file in the same directory and renamed over path.
+// file is written atomically (a temporary file renamed over path).
 func (t *Trainer) Export(path string) error {
 	var tensors []stTensor
 	for _, p := range t.m.tensors() {
@@ -61,7 +62,14 @@ func (t *Trainer) Export(path string) error {
 		}
 	}
 	meta := map[string]string{"format": "pt", "stoke_model": t.m.String()}
-	return writeFileAtomic(path, func(w io.Writer) error { return writeSafetensors(w, ordered, meta) })
+	var buf bytes.Buffer
+	if err := writeSafetensors(&buf, ordered, meta); err != nil {
+		return fmt.Errorf("train: export %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("train: export %s: %w", path, err)
+	}
+	return nil
 }
 
 // stTensor is one tensor of a safetensors file: float32 values, or one int64 scalar.
@@ -120,27 +128,4 @@ func writeSafetensors(w io.Writer, tensors []stTensor, meta map[string]string) e
 		}
 	}
 	return bw.Flush()
-}
-
-// writeFileAtomic writes path through a temporary file in its directory, renamed over it.
-func writeFileAtomic(path string, write func(io.Writer) error) error {
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("train: %w", err)
-	}
-	err = write(tmp)
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
-		return fmt.Errorf("train: write %s: %w", path, err)
-	}
-	return nil
 }

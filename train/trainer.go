@@ -213,6 +213,12 @@ func (t *Trainer) setup() error {
 			return err
 		}
 	}
+	if t.cfg.Checkpoint != "" {
+		// A checkpoint that cannot be written fails now, not after the first epoch.
+		if err := prepareCheckpoint(t.cfg.Checkpoint); err != nil {
+			return err
+		}
+	}
 	return t.s.Synchronize(context.Background())
 }
 
@@ -242,6 +248,10 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var res Result
 	var trainTime, waitTime time.Duration
 	var samples int
+	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
+			ErrMismatch, t.step, t.epochs, trainData.Steps())
+	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
 		samples += n
@@ -361,6 +371,9 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		}
 		last = time.Now()
 	}
+	if samples == 0 {
+		return er, samples, busy, wait, fmt.Errorf("train: epoch %d: no sample to train on: %w", epoch+1, ErrNoData)
+	}
 	return er, samples, busy, wait, nil
 }
 
@@ -447,7 +460,7 @@ func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
 	}
 	if seen == 0 {
-		return 0, nil
+		return 0, fmt.Errorf("train: evaluate: no sample: %w", ErrNoData)
 	}
 	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
 }

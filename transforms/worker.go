@@ -110,8 +110,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 		if err != nil {
 			return err
 		}
-		if int64(stored[0])*int64(stored[1]) > int64(p.limit()) {
-			return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, stored[0], stored[1], p.limit(), ErrTooLarge)
+		if err := p.Admit(info); err != nil {
+			return err
 		}
 		o = exifOrientation(info.Orientation)
 		jpegData = info.Format == "jpeg"

@@ -94,7 +94,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			if err := stream.Synchronize(ctx); err != nil {
 				return err
 			}
-			start, before = time.Now(), ld.Stats()
+			start, before = time.Now(), accounted(ld)
 		}
 		desc := fmt.Sprintf("epoch %d/%d", epoch+1-*warmup, *epochs)
 		if epoch < *warmup {
@@ -134,7 +134,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	secs := time.Since(start).Seconds()
-	after := ld.Stats()
+	after := accounted(ld)
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
 		Images: images, Seconds: secs, ImagesPerS: float64(images) / secs,
@@ -160,6 +160,22 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, after.LastSkipped)
 	}
 	return e.emit(r)
+}
+
+// accounted returns the loader's statistics once they count the copies of every batch yielded so
+// far: the feeder accounts a copy on its own goroutine after it saw the copy complete, so figures
+// read at once could miss the last ones. It waits at most a few seconds (a copy stuck that long
+// shows in the figures instead).
+func accounted(ld *loaders.Loader) loaders.Stats {
+	perSample := int64(ld.Shape().Len() + 4) // the image and its int32 label
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := ld.Stats()
+		if st.CopyBytes >= st.Samples*perSample || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 func workersString(n int) string {

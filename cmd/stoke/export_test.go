@@ -73,7 +73,7 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	root := noisyFolder(t, 3, 4, 73)
 	dir := t.TempDir()
 	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "m.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
@@ -132,7 +132,7 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 func TestPredictAndExportErrors(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
@@ -149,7 +149,7 @@ func TestPredictAndExportErrors(t *testing.T) {
 	}
 	var sum predictSummary
 	lastJSON(t, out, &sum)
-	if sum.Samples != 8 || sum.Model != "resnet8" || sum.Accuracy < 0 || sum.Accuracy > 1 {
+	if sum.Samples != 8 || sum.Model != "resnet8" || sum.Split != "train" || sum.Accuracy < 0 || sum.Accuracy > 1 {
 		t.Fatalf("summary %+v", sum)
 	}
 	for _, tc := range []struct {
@@ -161,7 +161,8 @@ func TestPredictAndExportErrors(t *testing.T) {
 		{[]string{"export", "--checkpoint", ck}, 2, "--out are required"},
 		{[]string{"predict", "--checkpoint", root + "/a/0.png", "--data", root}, 1, "checkpoint"},
 		{[]string{"predict", "--checkpoint", ck, "--data", photoFolder(t, 3, 1, nil)}, 1, "3 classes"},
-		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--precision", "bf16", "-q"}, 1, "fp32 only"},
+		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--precision", "bf16", "-q"}, 1, "fp32 only"},
+		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--label-smoothing", "1", "-q"}, 2, "--label-smoothing"},
 	} {
 		_, errOut, code := stoke(t, tc.args...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {

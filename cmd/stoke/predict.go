@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"time"
 
@@ -22,6 +23,7 @@ type predictJSON struct {
 // predictSummary is the last line of stoke predict --json.
 type predictSummary struct {
 	Model    string  `json:"model"`
+	Split    string  `json:"split"`
 	Samples  int     `json:"samples"`
 	Correct  int     `json:"correct"`
 	Accuracy float64 `json:"accuracy"`
@@ -51,9 +53,15 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	defer tr.Close()
 	m, dev := tr.Model(), tr.dev
 
-	// The test split (a folder's test/ subfolder when it has one), in order, with the evaluation
-	// transform at the model's input size.
-	ds, err := loaders.Open(lf.data, "test")
+	// The test split when the data has one (a folder's test/ subfolder, MNIST's test files), else
+	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
+	// the model's input size.
+	split := "test"
+	ds, err := loaders.Open(lf.data, split)
+	if errors.Is(err, loaders.ErrNoSplit) {
+		split = "train"
+		ds, err = loaders.Open(lf.data, split)
+	}
 	if err != nil {
 		return err
 	}
@@ -66,7 +74,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if info.NumClasses != 0 && info.NumClasses != m.Classes() {
 		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, *ck, m.Classes())
 	}
-	ld, err := lf.loader(ds, "test", false, dev, tr.Stream())
+	ld, err := lf.loader(ds, "test", false, dev, tr.Stream()) // "test": the evaluation transform
 	if err != nil {
 		return err
 	}
@@ -101,12 +109,12 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
 	}
-	sum := predictSummary{Model: m.Name(), Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds()}
+	sum := predictSummary{Model: m.Name(), Split: split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds()}
 	if p.Len() > 0 {
 		sum.Accuracy = float64(correct) / float64(p.Len())
 	}
 	if !e.json {
-		e.printf("accuracy %.2f%% (%d of %d)\n", 100*sum.Accuracy, correct, p.Len())
+		e.printf("accuracy %.2f%% (%d of %d, %s split)\n", 100*sum.Accuracy, correct, p.Len(), split)
 	}
 	return e.emit(sum)
 }
