@@ -285,10 +285,16 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
 	}
+	return openShards(name, paths, nil)
+}
+
+// openShards opens paths; listed, when not nil, holds the index entry of each path (the index
+// that named them), otherwise each shard is checked against the index in its folder, if any.
+func openShards(name string, paths []string, listed map[string]*shardEntry) (*Shards, error) {
 	s := &Shards{name: name, paths: paths}
 	idx := map[string]*shardIndex{} // by folder; nil when it has none
 	for i, p := range paths {
-		if err := s.scan(i, p, idx); err != nil {
+		if err := s.scan(i, p, idx, listed); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
 		}
@@ -317,18 +323,27 @@ func OpenShardIndex(path string) (*Shards, error) {
 		return nil, fmt.Errorf("loaders: shards %s: %w", path, err)
 	}
 	paths := make([]string, len(ix.ShardList))
-	for i, e := range ix.ShardList {
-		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(e.URL))
+	listed := make(map[string]*shardEntry, len(ix.ShardList))
+	for i := range ix.ShardList {
+		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(ix.ShardList[i].URL))
+		listed[paths[i]] = &ix.ShardList[i]
 	}
-	return OpenShards(filepath.Dir(path), paths)
+	if len(paths) == 0 {
+		return nil, fmt.Errorf("loaders: shards %s: lists no shards: %w", path, ErrEmpty)
+	}
+	return openShards(filepath.Dir(path), paths, listed)
 }
 
-func (s *Shards) scan(shard int, path string, idx map[string]*shardIndex) error {
+func (s *Shards) scan(shard int, path string, idx map[string]*shardIndex, listed map[string]*shardEntry) error {
 	dir := filepath.Dir(path)
 	if _, err := os.Lstat(filepath.Join(dir, PackLockName)); err == nil {
 		return fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
 	}
 	ix, seen := idx[dir]
+	if listed != nil {
+		// The index that named the shard is the one to check it against, wherever it lies.
+		ix, seen = &shardIndex{ShardList: []shardEntry{*listed[path]}}, true
+	}
 	if !seen {
 		var err error
 		if ix, err = readShardIndex(filepath.Join(dir, IndexName)); errors.Is(err, os.ErrNotExist) {
