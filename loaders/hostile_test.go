@@ -1,10 +1,14 @@
 package loaders
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -425,5 +429,32 @@ func TestCompressedShardMemory(t *testing.T) {
 		if !sameSample(s, samples[i]) {
 			t.Errorf("sample %d differs", i)
 		}
+	}
+}
+
+// TestShardStreamSkipsOtherMembers: a stream reads only the members a sample is made of; the
+// others (.txt, .npy, anything else), however many and large, are skipped, not held in memory.
+func TestShardStreamSkipsOtherMembers(t *testing.T) {
+	const extra, size = 24, 1 << 20
+	members := []member{{"a.png", pngImage(t, 4, 4, 1)}, {"a.cls", []byte("3")}}
+	for k := range extra {
+		members = append(members, member{fmt.Sprintf("a.x%d", k), make([]byte, size)})
+	}
+	path := filepath.Join(t.TempDir(), "big.tar")
+	writeFile(t, path, tarOf(t, members...))
+	st := NewShardStream([]string{path})
+	defer st.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := st.Next(context.Background())
+	runtime.ReadMemStats(&after)
+	if err != nil || s.Label != 3 || s.Input.Encoded == nil {
+		t.Fatalf("Next = %+v, %v; want the sample labelled 3", s, err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > extra*size/4 {
+		t.Errorf("reading one sample with %d unused members of %d bytes allocated %d bytes; want them skipped", extra, size, got)
+	}
+	if _, err := st.Next(context.Background()); !errors.Is(err, io.EOF) {
+		t.Errorf("second Next = %v; want io.EOF", err)
 	}
 }

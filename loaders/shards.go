@@ -617,6 +617,12 @@ func (st *ShardStream) read() (Sample, bool, error) {
 		if slices.Contains(g.exts, ext) {
 			return Sample{}, false, fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
 		}
+		g.exts = append(g.exts, ext)
+		g.offs = append(g.offs, 0)
+		g.sizes = append(g.sizes, h.Size)
+		if ext != "raw" && ext != "json" && !slices.Contains(imageMemberExts, ext) && !slices.Contains(labelMemberExts, ext) {
+			continue // not read: a sample's other members (.txt, .npy, ...) take no memory
+		}
 		if h.Size > maxFileBytes {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
 		}
@@ -628,9 +634,6 @@ func (st *ShardStream) read() (Sample, bool, error) {
 		if err != nil {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member: %w: %w", key, ext, ErrCorrupt, err)
 		}
-		g.exts = append(g.exts, ext)
-		g.offs = append(g.offs, 0)
-		g.sizes = append(g.sizes, h.Size)
 		st.data[ext] = b
 		if ext == "json" || slices.Contains(labelMemberExts, ext) {
 			g.small[ext] = b
