@@ -1,6 +1,8 @@
 package loaders
 
 import (
+	"archive/tar"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -456,5 +458,31 @@ func TestShardStreamSkipsOtherMembers(t *testing.T) {
 	}
 	if _, err := st.Next(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("second Next = %v; want io.EOF", err)
+	}
+}
+
+// TestShardHugeMemberSize: a PAX header may claim a member of 2^63-1 bytes; both readers refuse it
+// as corrupt, naming the member, instead of overflowing the offset arithmetic into a seek error.
+func TestShardHugeMemberSize(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	img := pngImage(t, 2, 2, 1)
+	tw.WriteHeader(&tar.Header{Name: "a.png", Mode: 0o644, Size: int64(len(img)), Typeflag: tar.TypeReg})
+	tw.Write(img)
+	tw.WriteHeader(&tar.Header{Name: "a.cls", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("1"))
+	tw.WriteHeader(&tar.Header{Name: "a.npy", Mode: 0o644, Size: 1<<63 - 1, Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+	tw.Flush() // the member's data and the end marker never come: a few zero blocks instead
+	b.Write(make([]byte, 4096))
+	path := filepath.Join(t.TempDir(), "pax.tar")
+	writeFile(t, path, b.Bytes())
+	_, err := OpenShards("pax", []string{path})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `"a.npy" of 9223372036854775807 bytes`) {
+		t.Errorf("OpenShards = %v; want ErrCorrupt naming member a.npy and its size", err)
+	}
+	st := NewShardStream([]string{path})
+	defer st.Close()
+	if _, err := st.Next(context.Background()); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `"a.npy" of 9223372036854775807 bytes`) {
+		t.Errorf("ShardStream.Next = %v; want ErrCorrupt naming member a.npy and its size", err)
 	}
 }

@@ -202,6 +202,9 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 		if err != nil {
 			return fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
 		}
+		if h.Size < 0 || h.Size > size-pos() {
+			return fmt.Errorf("tar: member %q of %d bytes at offset %d reaches past the archive's %d bytes: %w", h.Name, h.Size, pos(), size, ErrCorrupt)
+		}
 		end = pos() + (h.Size+511)/512*512
 		if h.Typeflag != tar.TypeReg {
 			continue
@@ -599,6 +602,9 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			}
 			if err != nil {
 				return Sample{}, false, fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
+			}
+			if h.Size < 0 || h.Size > st.in.left {
+				return Sample{}, false, fmt.Errorf("tar: member %q of %d bytes reaches past the %d bytes the shard may expand to: %w", h.Name, h.Size, st.in.limit, ErrCorrupt)
 			}
 			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}
