@@ -486,3 +486,31 @@ func TestShardHugeMemberSize(t *testing.T) {
 		t.Errorf("ShardStream.Next = %v; want ErrCorrupt naming member a.npy and its size", err)
 	}
 }
+
+// TestEmptyImageFile: a 0-byte image file fails naming its path and saying it is empty (not
+// "unknown format").
+func TestEmptyImageFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a", "0.png"), pngImage(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "a", "1.png"), nil)
+	f, err := NewImageFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(f, Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.ResizeTo(2, 2)), Allocator: pinned.Heap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var last error
+	for b, err := range l.Epoch(t.Context(), 0) {
+		if err != nil {
+			last = err
+			break
+		}
+		b.Release()
+	}
+	if !errors.Is(last, transforms.ErrCorrupt) || !strings.Contains(fmt.Sprint(last), "empty image (0 bytes)") || !strings.Contains(fmt.Sprint(last), f.Path(1)) {
+		t.Errorf("epoch with an empty image file = %v; want ErrCorrupt naming %s as empty", last, f.Path(1))
+	}
+}
