@@ -32,6 +32,10 @@ type benchResult struct {
 	Rank          int     `json:"rank"`
 	WorldSize     int     `json:"world_size"`
 	Batches       int64   `json:"batches"` // timed batches yielded on this rank
+	// CPUMsPerImage is the process's user+system CPU time over the timed epochs per image: every
+	// thread's work (reading, decoding, augmenting, collating, copying, and on the cpu device
+	// the normalization too).
+	CPUMsPerImage float64 `json:"cpu_ms_per_image"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -76,6 +80,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 
 	var (
 		start   time.Time
+		cpu0    float64
 		before  loaders.Stats
 		images  int64
 		batches int64
@@ -94,7 +99,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			if err := stream.Synchronize(ctx); err != nil {
 				return err
 			}
-			start, before = time.Now(), accounted(ld)
+			start, cpu0, before = time.Now(), cpuSeconds(), accounted(ld)
 		}
 		desc := fmt.Sprintf("epoch %d/%d", epoch+1-*warmup, *epochs)
 		if epoch < *warmup {
@@ -134,6 +139,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	secs := time.Since(start).Seconds()
+	cpu := cpuSeconds() - cpu0
 	after := accounted(ld)
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
@@ -144,13 +150,16 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		Pinned:     after.Pool.Pinned,
 		Rank:       lf.rank, WorldSize: lf.worldSize, Batches: batches,
 	}
+	if images > 0 {
+		r.CPUMsPerImage = cpu * 1e3 / float64(images)
+	}
 	if r.H2DSeconds > 0 {
 		r.H2DGBps = float64(r.H2DBytes) / r.H2DSeconds / 1e9
 	}
 	if el := after.Elapsed - before.Elapsed; el > 0 {
 		r.StallFraction = float64(after.Wait-before.Wait) / float64(el)
 	}
-	e.printf("%d images in %.2f s: %.0f images/s (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.Device, r.Batch, workersString(lf.workers))
+	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.CPUMsPerImage, r.Device, r.Batch, workersString(lf.workers))
 	e.printf("host to device: %.1f MB in %.3f s of copy time (%.2f GB/s), consumer stalled %.1f%% of the time\n",
 		float64(r.H2DBytes)/1e6, r.H2DSeconds, r.H2DGBps, 100*r.StallFraction)
 	if !r.Pinned {

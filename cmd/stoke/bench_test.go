@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -65,6 +66,11 @@ func TestBenchJSON(t *testing.T) {
 	}
 	if r.Seconds <= 0 || r.ImagesPerS <= 0 || r.StallFraction < 0 || r.StallFraction > 1 {
 		t.Errorf("figures = %+v; want positive time and rate, stall in [0,1]", r)
+	}
+	// The process's CPU time cannot exceed its cores times the wall time (slack: clock ticks).
+	if limit := 1.5*r.Seconds*float64(runtime.NumCPU())*1e3/float64(r.Images) + 1; r.CPUMsPerImage < 0 || r.CPUMsPerImage > limit ||
+		(runtime.GOOS == "linux" && r.CPUMsPerImage == 0) {
+		t.Errorf("cpu_ms_per_image = %v; want in (0, %.2f]", r.CPUMsPerImage, limit)
 	}
 }
 
