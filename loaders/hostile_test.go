@@ -228,7 +228,7 @@ func TestShardIndexChecks(t *testing.T) {
 	}
 	t.Run("complete", func(t *testing.T) {
 		dir, _ := pack(t)
-		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
+		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar"), "shards:" + filepath.Join(dir, IndexName)} {
 			ds, err := Open(spec, "train")
 			if err != nil || ds.Len() != 7 {
 				t.Fatalf("Open(%s) = %v; want 7 samples", spec, err)

@@ -17,6 +17,7 @@ import (
 //	folder:DIR, DIR  an ImageFolder; DIR/SPLIT is used instead of DIR when it is a folder
 //	shards:GLOB      WebDataset tar shards matching GLOB (train split only)
 //	shards:DIR       the shards a folder's index.json lists (a folder stoke pack wrote)
+//	shards:FILE.json the shards an index file lists (such as DIR/index.json)
 //
 // If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
 // prefixes and splits are errors wrapping ErrSpec. A dataset without the split asked for (a folder
@@ -60,6 +61,9 @@ func Open(spec, split string) (Dataset, error) {
 				return nil, fmt.Errorf("loaders: open %q: a folder without %s; give the shards as a glob such as %s: %w", spec, IndexName, filepath.Join(arg, "*.tar"), ErrSpec)
 			}
 			return OpenShardIndex(arg)
+		}
+		if strings.HasSuffix(arg, ".json") {
+			return OpenShardIndex(arg) // an index file, such as DIR/index.json
 		}
 		paths, err := ShardPaths(arg)
 		if err != nil {
