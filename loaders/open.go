@@ -15,15 +15,24 @@ import (
 //	cifar10:DIR      CIFAR-10 binary files in DIR
 //	cifar100:DIR     CIFAR-100 binary files in DIR
 //	folder:DIR, DIR  an ImageFolder; DIR/SPLIT is used instead of DIR when it is a folder
-//	shards:GLOB      WebDataset tar shards matching GLOB (train split only)
-//	shards:DIR       the shards a folder's index.json lists (a folder stoke pack wrote)
-//	shards:FILE.json the shards an index file lists (such as DIR/index.json)
+//	shards:PATTERN   WebDataset tar shards (train split only): local paths, s3:// or http(s)://
+//	                 URLs, with braces (shard-{000000..000099}.tar) and wildcards (not for
+//	                 http(s)); see ShardPaths
+//	shards:DIR       the shards a folder's index.json lists (a folder stoke pack wrote); also
+//	shards:URL/index.json for an index in a bucket or on a web server
 //
-// If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
-// prefixes and splits are errors wrapping ErrSpec. A dataset without the split asked for (a folder
-// without test/, shards, MNIST or CIFAR files missing) is an error wrapping ErrNoSplit: a test
-// split is never the training data under another name.
+// Shards named by URL are read as the zero Opener reads them. If the dataset implements io.Closer
+// (shards do), the caller closes it when done. Unknown prefixes and splits are errors wrapping
+// ErrSpec. A dataset without the split asked for (a folder without test/, shards, MNIST or CIFAR
+// files missing) is an error wrapping ErrNoSplit: a test split is never the training data under
+// another name.
 func Open(spec, split string) (Dataset, error) {
+	return Opener{}.Open(spec, split)
+}
+
+// Open opens the dataset named by spec like the package function Open, reading remote shards
+// with o's settings.
+func (o Opener) Open(spec, split string) (Dataset, error) {
 	if split == "" {
 		split = "train"
 	}
@@ -62,14 +71,7 @@ func Open(spec, split string) (Dataset, error) {
 			}
 			return OpenShardIndex(arg)
 		}
-		if strings.HasSuffix(arg, ".json") {
-			return OpenShardIndex(arg) // an index file, such as DIR/index.json
-		}
-		paths, err := ShardPaths(arg)
-		if err != nil {
-			return nil, err
-		}
-		return OpenShards(arg, paths)
+		return o.openShardsSpec(context.Background(), arg)
 	}
 	if st, err := os.Stat(spec); err == nil && st.IsDir() {
 		// A folder whose name holds a colon.

@@ -14,6 +14,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stoke-ml/stoke/loaders/internal/remote"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -264,7 +265,8 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 // new payload slice, read from the file.
 type Shards struct {
 	name    string
-	files   []*os.File
+	files   []shardFile
+	remote  *remoteShards
 	paths   []string
 	shard   []int32 // shard of each sample
 	metas   []sampleMeta
@@ -276,28 +278,31 @@ var (
 	_ Describer = (*Shards)(nil)
 )
 
-// OpenShards opens the shard files in paths, in that order (samples are numbered across them).
-// Errors name the shard. NumClasses is one more than the largest label seen. Close the dataset
-// when done.
+// OpenShards opens the shards at paths, in that order (samples are numbered across them): local
+// files, or URLs read as the zero Opener reads them. Errors name the shard. NumClasses is one more
+// than the largest label seen. Close the dataset when done.
 //
 // A shard in a folder that holds an index.json (written by ShardWriter and stoke pack) must be
 // listed in it with the sample count and file size found; a folder whose pack is unfinished
 // (its lock file is still there: the pack runs, failed or was killed) is refused. Both errors wrap
 // ErrCorrupt.
 func OpenShards(name string, paths []string) (*Shards, error) {
+	return Opener{}.OpenShards(name, paths)
+}
+
+func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Shards, error) {
+	paths := src.paths
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
 	}
-	return openShards(name, paths, nil)
-}
-
-// openShards opens paths; listed, when not nil, holds the index entry of each path (the index
-// that named them), otherwise each shard is checked against the index in its folder, if any.
-func openShards(name string, paths []string, listed map[string]*shardEntry) (*Shards, error) {
-	s := &Shards{name: name, paths: paths}
+	rs, err := o.newRemoteShards(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
+	}
+	s := &Shards{name: name, paths: paths, remote: rs}
 	idx := map[string]*shardIndex{} // by folder; nil when it has none
 	for i, p := range paths {
-		if err := s.scan(i, p, idx, listed); err != nil {
+		if err := s.scan(ctx, i, p, idx); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
 		}
@@ -326,33 +331,64 @@ func OpenShardIndex(path string) (*Shards, error) {
 		return nil, fmt.Errorf("loaders: shards %s: %w", path, err)
 	}
 	paths := make([]string, len(ix.ShardList))
-	listed := make(map[string]*shardEntry, len(ix.ShardList))
-	for i := range ix.ShardList {
-		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(ix.ShardList[i].URL))
-		listed[paths[i]] = &ix.ShardList[i]
+	for i, e := range ix.ShardList {
+		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(e.URL))
 	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("loaders: shards %s: lists no shards: %w", path, ErrEmpty)
-	}
-	return openShards(filepath.Dir(path), paths, listed)
+	return OpenShards(filepath.Dir(path), paths)
 }
 
-func (s *Shards) scan(shard int, path string, idx map[string]*shardIndex, listed map[string]*shardEntry) error {
+func (s *Shards) scan(ctx context.Context, shard int, path string, idx map[string]*shardIndex) error {
+	fh, want, err := s.open(ctx, shard, path, idx)
+	if err != nil {
+		return err
+	}
+	var magic [4]byte
+	n, _ := io.ReadFull(fh, magic[:])
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		fh.Close()
+		return err
+	}
+	size := fh.Size()
+	if n == 4 && (magic[0] == 0x1f && magic[1] == 0x8b || bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd})) {
+		tmp, n, err := spill(fh, expansionLimit(size))
+		fh.Close()
+		if err != nil {
+			return err
+		}
+		fh, size = localShard{tmp, n}, n
+	}
+	s.files = append(s.files, fh)
+	before := len(s.metas)
+	// Plain tar: archive/tar skips member data by seeking, so the file position right after Next is
+	// the member's data offset.
+	pos := func() int64 { p, _ := fh.Seek(0, io.SeekCurrent); return p }
+	err = scanTar(fh, size, pos, func(m sampleMeta) error {
+		s.shard = append(s.shard, int32(shard))
+		s.metas = append(s.metas, m)
+		return nil
+	})
+	if err == nil && want >= 0 && len(s.metas)-before != want {
+		err = fmt.Errorf("%d samples, %s says %d: %w", len(s.metas)-before, IndexName, want, ErrCorrupt)
+	}
+	return err
+}
+
+// open opens shard i, remote or local, with the sample count its index promises (-1: no index).
+func (s *Shards) open(ctx context.Context, shard int, path string, idx map[string]*shardIndex) (shardFile, int, error) {
+	if remote.IsURL(path) {
+		return s.remote.open(ctx, shard)
+	}
 	dir := filepath.Dir(path)
 	if _, err := os.Lstat(filepath.Join(dir, PackLockName)); err == nil {
-		return fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
+		return nil, 0, fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
 	}
 	ix, seen := idx[dir]
-	if listed != nil {
-		// The index that named the shard is the one to check it against, wherever it lies.
-		ix, seen = &shardIndex{ShardList: []shardEntry{*listed[path]}}, true
-	}
 	if !seen {
 		var err error
 		if ix, err = readShardIndex(filepath.Join(dir, IndexName)); errors.Is(err, os.ErrNotExist) {
 			ix = nil
 		} else if err != nil {
-			return err
+			return nil, 0, err
 		}
 		idx[dir] = ix
 	}
@@ -365,46 +401,21 @@ func (s *Shards) scan(shard int, path string, idx map[string]*shardIndex, listed
 			}
 		}
 		if want == nil {
-			return fmt.Errorf("not listed in %s (a file of another pack?): %w", filepath.Join(dir, IndexName), ErrCorrupt)
+			return nil, 0, fmt.Errorf("not listed in %s (a file of another pack?): %w", filepath.Join(dir, IndexName), ErrCorrupt)
 		}
 	}
 	fh, st, err := openRegular(path)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	if want != nil && want.FileSize != st.Size() {
+	if want == nil {
+		return localShard{fh, st.Size()}, -1, nil
+	}
+	if want.FileSize != st.Size() {
 		fh.Close()
-		return fmt.Errorf("%d bytes, %s says %d: %w", st.Size(), IndexName, want.FileSize, ErrCorrupt)
+		return nil, 0, fmt.Errorf("%d bytes, %s says %d: %w", st.Size(), IndexName, want.FileSize, ErrCorrupt)
 	}
-	var magic [4]byte
-	n, _ := io.ReadFull(fh, magic[:])
-	if _, err := fh.Seek(0, io.SeekStart); err != nil {
-		fh.Close()
-		return err
-	}
-	size := st.Size()
-	if n == 4 && (magic[0] == 0x1f && magic[1] == 0x8b || bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd})) {
-		tmp, n, err := spill(fh, expansionLimit(size))
-		fh.Close()
-		if err != nil {
-			return err
-		}
-		fh, size = tmp, n
-	}
-	s.files = append(s.files, fh)
-	before := len(s.metas)
-	// Plain tar: archive/tar skips member data by seeking, so the file position right after Next is
-	// the member's data offset.
-	pos := func() int64 { p, _ := fh.Seek(0, io.SeekCurrent); return p }
-	err = scanTar(fh, size, pos, func(m sampleMeta) error {
-		s.shard = append(s.shard, int32(shard))
-		s.metas = append(s.metas, m)
-		return nil
-	})
-	if err == nil && want != nil && len(s.metas)-before != want.NSamples {
-		err = fmt.Errorf("%d samples, %s says %d: %w", len(s.metas)-before, IndexName, want.NSamples, ErrCorrupt)
-	}
-	return err
+	return localShard{fh, st.Size()}, want.NSamples, nil
 }
 
 // spill decompresses r into an unnamed temporary file, refusing more than limit bytes, and returns
@@ -455,6 +466,9 @@ func (s *Shards) Close() error {
 		errs = append(errs, f.Close())
 	}
 	s.files = nil
+	if s.remote != nil {
+		errs = append(errs, s.remote.Close())
+	}
 	return errors.Join(errs...)
 }
 
@@ -503,7 +517,7 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 type ShardStream struct {
 	paths []string
 	next  int
-	fh    *os.File
+	fh    shardFile
 	close func()
 	in    *boundedReader // counts what the tar reader consumed
 	end   int64          // end of the last member's padded data in the shard
@@ -516,8 +530,8 @@ type ShardStream struct {
 
 var _ Stream = (*ShardStream)(nil)
 
-// NewShardStream returns a stream over the shard files in paths, read in that order. Nothing is
-// opened before the first Next.
+// NewShardStream returns a stream over the shard files in paths (local paths or URLs, each read
+// by one streaming request), read in that order. Nothing is opened before the first Next.
 func NewShardStream(paths []string) *ShardStream {
 	return &ShardStream{paths: paths, g: &group{small: map[string][]byte{}}, data: map[string][]byte{}}
 }
@@ -551,7 +565,7 @@ func (st *ShardStream) Next(ctx context.Context) (Sample, error) {
 }
 
 func (st *ShardStream) open(path string) error {
-	fh, info, err := openRegular(path)
+	fh, err := openShardPath(path)
 	if err != nil {
 		return err
 	}
@@ -561,7 +575,7 @@ func (st *ShardStream) open(path string) error {
 		return err
 	}
 	// Memory is bounded per member; the ratio alone catches compression bombs here.
-	limit := max(maxExpansion*info.Size(), minCompressedLimit)
+	limit := max(maxExpansion*fh.Size(), minCompressedLimit)
 	st.in = &boundedReader{r: r, left: limit, limit: limit}
 	st.fh, st.close, st.tr, st.pending, st.end = fh, closeFn, tar.NewReader(st.in), nil, 0
 	return nil
@@ -681,18 +695,4 @@ func (st *ShardStream) Close() error {
 	st.closeShard()
 	st.next = len(st.paths)
 	return nil
-}
-
-// ShardPaths expands a glob pattern (filepath.Match syntax) into shard paths, sorted; no match is an
-// error wrapping ErrEmpty.
-func ShardPaths(pattern string) ([]string, error) {
-	paths, err := filepath.Glob(pattern)
-	if err != nil {
-		return nil, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
-	}
-	if len(paths) == 0 {
-		return nil, fmt.Errorf("loaders: shards %q: no file matches: %w", pattern, ErrEmpty)
-	}
-	slices.Sort(paths)
-	return paths, nil
 }

@@ -66,8 +66,9 @@ func (s *shardSource) Open(_ context.Context, part int) (Stream, error) {
 
 func (s *shardSource) Info() Info { return Info{Name: s.name} }
 
-// OpenStream opens the dataset named by spec for streaming; "shards:GLOB" is the one kind that
-// can be streamed (each shard read front to back). Open reads the same shards by random access,
+// OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
+// can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them;
+// through an index.json, a SizedSource). Open reads the same shards by random access,
 // the default because it shuffles the whole dataset, knows the epoch's length up front and splits
 // shards across ranks with exact padding; stream shards that are too large to hold decompressed or
 // that are best read sequentially.
@@ -76,11 +77,11 @@ func OpenStream(spec string) (StreamSource, error) {
 	if !ok {
 		return nil, fmt.Errorf("loaders: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
 	}
-	paths, err := ShardPaths(glob)
+	src, err := listShardSpec(context.Background(), glob)
 	if err != nil {
 		return nil, err
 	}
-	return NewShardSource(glob, paths, nil), nil
+	return NewShardSource(glob, src.paths, src.lens()), nil
 }
 
 // streamItem is a sample read from a stream and its position (ordinal) in the epoch's stream.

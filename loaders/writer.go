@@ -127,6 +127,11 @@ func readShardIndex(path string) (*shardIndex, error) {
 	if err != nil {
 		return nil, err
 	}
+	return parseShardIndex(path, b)
+}
+
+// parseShardIndex checks the index read from path (a file name or a URL).
+func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 	var ix shardIndex
 	if err := json.Unmarshal(b, &ix); err != nil {
 		return nil, fmt.Errorf("%s: %w: %w", path, ErrCorrupt, err)

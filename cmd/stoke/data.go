@@ -27,6 +27,8 @@ type loaderFlags struct {
 	memory                         memoryValue
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
+	// opener reads remote shards (--cache-dir, --cache-size).
+	opener loaders.Opener
 	// rank and worldSize place this process among data-parallel ones (--rank, --world-size, from
 	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
 	rank, worldSize, localRank int
@@ -100,6 +102,17 @@ func (v *memoryValue) Set(s string) error {
 		*v = -1
 		return nil
 	}
+	n, err := parseBytes(s)
+	if err != nil || n == 0 {
+		return fmt.Errorf("%q: want a size such as 8G, 512M or none", s)
+	}
+	*v = memoryValue(n)
+	return nil
+}
+
+// parseBytes parses a byte count with an optional K, M, G or T suffix (powers of 1024; 8G, 8GiB
+// and 8gb alike).
+func parseBytes(s string) (int64, error) {
 	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I"), int64(1)
 	if n := len(num); n > 0 {
 		if i := strings.IndexByte("KMGT", num[n-1]); i >= 0 {
@@ -107,15 +120,35 @@ func (v *memoryValue) Set(s string) error {
 		}
 	}
 	f, err := strconv.ParseFloat(num, 64)
-	if err != nil || !(f > 0) || f*float64(mult) > 1<<62 {
-		return fmt.Errorf("%q: want a size such as 8G, 512M or none", s)
+	if err != nil || !(f >= 0) || f*float64(mult) > 1<<62 {
+		return 0, fmt.Errorf("%q: not a size", s)
 	}
-	*v = memoryValue(f * float64(mult))
+	return int64(f * float64(mult)), nil
+}
+
+// cacheSize parses --cache-size: a byte count as parseBytes reads it; 0 is no bound.
+type cacheSize struct{ n *int64 }
+
+func (c cacheSize) String() string {
+	if c.n == nil {
+		return "0"
+	}
+	return strconv.FormatInt(*c.n, 10)
+}
+
+func (c cacheSize) Set(s string) error {
+	n, err := parseBytes(s)
+	if err != nil {
+		return fmt.Errorf("%q: want a size such as 200G or 512M (0: no bound)", s)
+	}
+	*c.n = n
 	return nil
 }
 
 func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
-	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB")
+	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:PATTERN (local, s3:// or https:// shards; braces {000..099}, wildcards, or an index.json)")
+	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes (default: none; plain shards are then read by byte ranges)")
+	fs.Var(cacheSize{&lf.opener.CacheSize}, "cache-size", "bound of --cache-dir, e.g. 200G; past it the least recently used shards go (0: no bound)")
 	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
 	fs.Var(workersValue{lf}, "workers", "loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
@@ -178,7 +211,7 @@ func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Pi
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
 func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := loaders.Open(lf.data, split)
+	ds, err := lf.opener.Open(lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}

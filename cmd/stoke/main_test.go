@@ -42,6 +42,7 @@ func TestUsageAndErrors(t *testing.T) {
 		{[]string{"bench", "--bogus"}, 2, "", "flag provided but not defined: -bogus"},
 		{[]string{"bench", "--data", "nosuch:thing"}, 1, "", "stoke bench: "},
 		{[]string{"bench", "--data", "mnist", "--device", "tpu"}, 1, "", "unknown backend"},
+		{[]string{"bench", "--data", "mnist", "--cache-size", "12X"}, 2, "", `invalid value "12X" for flag -cache-size`},
 		{[]string{"train", "--optimizer", "lbfgs"}, 2, "", `--optimizer "lbfgs"`},
 	}
 	for _, tc := range tests {

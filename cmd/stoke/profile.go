@@ -54,7 +54,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
-	ds, err := loaders.Open(lf.data, "train")
+	ds, err := lf.opener.Open(lf.data, "train")
 	if err != nil {
 		return err
 	}

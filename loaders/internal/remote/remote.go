@@ -1,0 +1,265 @@
+// Package remote reads files from object storage and HTTP servers for the shard datasets of
+// package loaders: s3://BUCKET/KEY through the AWS SDK (credentials, region and endpoint from the
+// standard AWS environment variables and files), and http:// or https:// URLs with range requests.
+//
+// Every read goes through one retry loop: connection resets, timeouts, a stall longer than
+// Client.Timeout, HTTP 5xx and 429, and S3's SlowDown are retried with exponential backoff and full
+// jitter, and a body that breaks is resumed from the byte where it broke (with If-Match on the
+// object's ETag, so that an object replaced meanwhile fails instead of being spliced). Anything else
+// is permanent: its error (a *StatusError for an HTTP status) names the URL and the status.
+//
+// A Cache keeps whole remote files on local disk under a size limit, least recently used first out,
+// shared safely by several processes (files are written to a temporary name and renamed).
+package remote
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"net/url"
+	"path"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+)
+
+// IsURL reports whether s names a remote file (s3://, http:// or https://) rather than a local path.
+func IsURL(s string) bool {
+	scheme, _, ok := strings.Cut(s, "://")
+	return ok && (scheme == "s3" || scheme == "http" || scheme == "https")
+}
+
+// Object is a remote file as a listing or a HEAD request describes it.
+type Object struct {
+	URL  string
+	Size int64
+	// ETag identifies the object's version ("" when the server gives none); resumed reads ask for
+	// the same one.
+	ETag string
+}
+
+// StatusError is a request the server refused with a status that is not retried (or that was still
+// failing when the retries ran out).
+type StatusError struct {
+	URL    string
+	Status int
+	// Code is S3's error code ("NoSuchKey", "SlowDown", ...), "" for plain HTTP.
+	Code string
+}
+
+func (e *StatusError) Error() string {
+	s := fmt.Sprintf("%s: HTTP %d %s", e.URL, e.Status, http.StatusText(e.Status))
+	if e.Code != "" {
+		s += " (" + e.Code + ")"
+	}
+	return s
+}
+
+// Defaults of Client.
+const (
+	DefaultTimeout  = 30 * time.Second
+	DefaultAttempts = 10
+	defaultBackoff  = 200 * time.Millisecond
+	maxBackoff      = 10 * time.Second
+)
+
+// Client reads remote objects. The zero value is ready to use with the defaults; a Client is safe
+// for concurrent use.
+type Client struct {
+	// Timeout is how long a request may go without receiving a byte (headers or body) before it is
+	// abandoned and retried (default DefaultTimeout).
+	Timeout time.Duration
+	// Attempts is how many times one read is tried before its last error is returned (default
+	// DefaultAttempts).
+	Attempts int
+	// Backoff is the base of the exponential backoff between attempts (default 200ms); the wait
+	// before attempt k is uniform in [0, Backoff*2^k), capped at 10s.
+	Backoff time.Duration
+	// HTTP is the client for http(s) URLs (default: a clone of http.DefaultTransport with more
+	// idle connections per host); S3 requests use the SDK's client.
+	HTTP *http.Client
+
+	once sync.Once
+	s3   *s3Backend
+	web  *httpBackend
+	err  error
+}
+
+// backend is one protocol: stat and one ranged GET attempt, without retries.
+type backend interface {
+	stat(ctx context.Context, u *url.URL) (Object, error)
+	// get returns the bytes [off, end) of obj (end < 0: to the end). The body's errors are
+	// classified by retryable.
+	get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, error)
+	list(ctx context.Context, u *url.URL, prefix string) ([]Object, error)
+}
+
+func (c *Client) init() {
+	c.once.Do(func() {
+		if c.HTTP == nil {
+			t := http.DefaultTransport.(*http.Transport).Clone()
+			t.MaxIdleConnsPerHost = 64
+			c.HTTP = &http.Client{Transport: t}
+		}
+		c.web = &httpBackend{client: c.HTTP}
+		c.s3 = &s3Backend{}
+	})
+}
+
+func (c *Client) backend(raw string) (backend, *url.URL, error) {
+	c.init()
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil, nil, err
+	}
+	switch u.Scheme {
+	case "s3":
+		if u.Host == "" {
+			return nil, nil, fmt.Errorf("%s: no bucket", raw)
+		}
+		return c.s3, u, nil
+	case "http", "https":
+		return c.web, u, nil
+	}
+	return nil, nil, fmt.Errorf("%s: scheme %q, want s3, http or https", raw, u.Scheme)
+}
+
+func (c *Client) timeout() time.Duration {
+	if c.Timeout > 0 {
+		return c.Timeout
+	}
+	return DefaultTimeout
+}
+
+// Stat returns the object at url with its size and ETag.
+func (c *Client) Stat(ctx context.Context, url string) (Object, error) {
+	b, u, err := c.backend(url)
+	if err != nil {
+		return Object{}, err
+	}
+	var obj Object
+	err = c.retry(ctx, url, func(ctx context.Context) error {
+		var err error
+		obj, err = b.stat(ctx, u)
+		return err
+	})
+	return obj, err
+}
+
+// List returns the objects whose URL matches pattern, sorted by URL: pattern is an s3:// URL whose
+// key may hold path.Match wildcards (the listing covers the prefix before the first one; * does
+// not cross a slash). http(s) servers cannot be listed: a pattern without wildcards is returned as
+// the one object it names.
+func (c *Client) List(ctx context.Context, pattern string) ([]Object, error) {
+	b, u, err := c.backend(pattern)
+	if err != nil {
+		return nil, err
+	}
+	key := strings.TrimPrefix(u.Path, "/")
+	meta := strings.IndexAny(key, `*?[\`)
+	if meta < 0 {
+		obj, err := c.Stat(ctx, pattern)
+		if err != nil {
+			return nil, err
+		}
+		return []Object{obj}, nil
+	}
+	if u.Scheme != "s3" {
+		return nil, fmt.Errorf("%s: wildcards need a listing, which %s servers do not give (name the files with {000..009} braces or an index.json)", pattern, u.Scheme)
+	}
+	if _, err := path.Match(key, ""); err != nil {
+		return nil, fmt.Errorf("%s: %w", pattern, err)
+	}
+	var all []Object
+	err = c.retry(ctx, pattern, func(ctx context.Context) error {
+		var err error
+		all, err = b.list(ctx, u, key[:meta])
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for _, o := range all {
+		if ok, _ := path.Match(key, strings.TrimPrefix(o.URL, "s3://"+u.Host+"/")); ok {
+			out = append(out, o)
+		}
+	}
+	return out, nil
+}
+
+// retry runs attempt until it succeeds, fails permanently, or runs out of attempts; each attempt
+// gets a context that is cancelled when it exceeds the timeout.
+func (c *Client) retry(ctx context.Context, url string, attempt func(context.Context) error) error {
+	var err error
+	for k := range c.attempts() {
+		if k > 0 {
+			if werr := c.wait(ctx, k); werr != nil {
+				return fmt.Errorf("%s: %w (after %v)", url, werr, err)
+			}
+		}
+		actx, cancel := context.WithTimeout(ctx, c.timeout())
+		err = attempt(actx)
+		cancel()
+		if err == nil || !retryable(ctx, err) {
+			return err
+		}
+	}
+	return fmt.Errorf("%s: gave up after %d attempts: %w", url, c.attempts(), err)
+}
+
+func (c *Client) attempts() int {
+	if c.Attempts > 0 {
+		return c.Attempts
+	}
+	return DefaultAttempts
+}
+
+// wait sleeps before attempt k (k >= 1): full jitter over an exponential window.
+func (c *Client) wait(ctx context.Context, k int) error {
+	base := c.Backoff
+	if base <= 0 {
+		base = defaultBackoff
+	}
+	window := min(base<<min(k-1, 20), maxBackoff)
+	t := time.NewTimer(rand.N(window) + 1)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
+// retryable tells transient failures from permanent ones. The caller's own cancellation is never
+// retried; an attempt's timeout is.
+func retryable(parent context.Context, err error) bool {
+	if parent.Err() != nil {
+		return false
+	}
+	if se, ok := errors.AsType[*StatusError](err); ok {
+		return se.Status >= 500 || se.Status == http.StatusTooManyRequests || se.Status == http.StatusRequestTimeout ||
+			se.Code == "SlowDown" || se.Code == "RequestTimeout" || se.Code == "InternalError"
+	}
+	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) ||
+		errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) ||
+		errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.ECONNREFUSED) ||
+		errors.Is(err, syscall.EPIPE) || errors.Is(err, syscall.ECONNABORTED) {
+		return true
+	}
+	if _, ok := errors.AsType[net.Error](err); ok {
+		return true
+	}
+	// Errors the HTTP stack reports without a typed cause (a server closing a kept-alive
+	// connection, a reset HTTP/2 stream).
+	msg := err.Error()
+	return strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe") ||
+		strings.Contains(msg, "server closed idle connection") || strings.Contains(msg, "stream error") ||
+		strings.Contains(msg, "use of closed network connection")
+}

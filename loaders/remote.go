@@ -1,0 +1,357 @@
+package loaders
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/url"
+	"os"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/stoke-ml/stoke/loaders/internal/remote"
+)
+
+// Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
+// https://HOST/PATH, http://...). The zero Opener is what Open uses.
+//
+// Without a CacheDir, a plain .tar shard is read in place: opening it streams it once to find its
+// samples, and each sample is then one ranged GET; a compressed shard is streamed into an unnamed
+// temporary file, decompressed, as a local one is. With a CacheDir, every remote shard is
+// downloaded once, decompressed, into the cache (the next shards while the current one is
+// scanned), kept there for later runs and other processes, and read from there like a local
+// plain tar.
+//
+// S3 credentials, region and endpoint come from the standard AWS environment variables and files
+// (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
+// AWS_ENDPOINT_URL for an S3-compatible store, which is then addressed by path). Transient failures
+// (connection resets, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with backoff and jitter,
+// and a broken body resumes at the byte where it broke; other failures name the URL and status.
+type Opener struct {
+	// CacheDir is the folder of local copies of remote shards ("" for none). Several processes
+	// may share it.
+	CacheDir string
+	// CacheSize bounds the copies in CacheDir, in bytes: past it, the least recently used go
+	// (0: no bound). A shard being read is never removed by this process.
+	CacheSize int64
+}
+
+// OpenShards opens the shards at paths (local paths or URLs), in that order; see the package
+// function OpenShards.
+func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
+	var src shardList
+	for _, p := range paths {
+		src.add(p, remote.Object{}, -1)
+	}
+	return o.openShards(context.Background(), name, src)
+}
+
+// shardList lists the shards of a dataset: local paths, or remote objects (already described by
+// a listing or an index, or with Size -1 to be asked for), with the sample count an index gives
+// each (-1 without one).
+type shardList struct {
+	paths    []string
+	objs     []remote.Object // objs[i].URL == "" for a local path
+	nsamples []int
+}
+
+func (s *shardList) add(p string, obj remote.Object, nsamples int) {
+	if remote.IsURL(p) && obj.URL == "" {
+		obj = remote.Object{URL: p, Size: -1}
+	}
+	s.paths = append(s.paths, p)
+	s.objs = append(s.objs, obj)
+	s.nsamples = append(s.nsamples, nsamples)
+}
+
+// lens returns the sample counts of the shards when an index gave them all, else nil.
+func (s *shardList) lens() []int {
+	if slices.Contains(s.nsamples, -1) {
+		return nil
+	}
+	return s.nsamples
+}
+
+// listShardSpec lists the shards that the argument of a shards: spec names: a shard index (a
+// pattern ending in index.json) or a pattern (see ShardPaths).
+func listShardSpec(ctx context.Context, pattern string) (shardList, error) {
+	if strings.HasSuffix(pattern, "/index.json") || pattern == "index.json" {
+		return listIndexShards(ctx, pattern)
+	}
+	return listShards(ctx, pattern)
+}
+
+func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
+	src, err := listShardSpec(ctx, pattern)
+	if err != nil {
+		return nil, err
+	}
+	return o.openShards(ctx, pattern, src)
+}
+
+// client is shared by every remote read of the process: one pool of connections, one S3
+// configuration.
+var client = &remote.Client{}
+
+// ShardPaths expands a pattern into shard paths or URLs, sorted within each brace alternative:
+// WebDataset's brace notation first ("shard-{000000..000099}.tar", "{train,val}-*.tar"), then
+// filepath.Match wildcards for local paths and s3:// URLs (listing the bucket; * does not cross a
+// slash). http(s) servers cannot be listed: name their shards with braces or an index.json. No
+// match is an error wrapping ErrEmpty.
+func ShardPaths(pattern string) ([]string, error) {
+	src, err := listShards(context.Background(), pattern)
+	return src.paths, err
+}
+
+func listShards(ctx context.Context, pattern string) (shardList, error) {
+	var src shardList
+	alts, err := expandBraces(pattern)
+	if err != nil {
+		return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+	}
+	for _, p := range alts {
+		if remote.IsURL(p) {
+			if strings.ContainsAny(p, `*?[\`) || strings.HasPrefix(p, "s3://") {
+				objs, err := client.List(ctx, p)
+				if err != nil {
+					return src, fmt.Errorf("loaders: shards %q: %w", pattern, err)
+				}
+				for _, obj := range objs {
+					src.add(obj.URL, obj, -1)
+				}
+			} else {
+				src.add(p, remote.Object{}, -1) // described when opened
+			}
+			continue
+		}
+		paths, err := filepath.Glob(p)
+		if err != nil {
+			return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+		}
+		slices.Sort(paths)
+		for _, q := range paths {
+			src.add(q, remote.Object{}, -1)
+		}
+	}
+	if len(src.paths) == 0 {
+		return src, fmt.Errorf("loaders: shards %q: no file matches: %w", pattern, ErrEmpty)
+	}
+	return src, nil
+}
+
+// maxBraceExpansion bounds what one pattern may expand to.
+const maxBraceExpansion = 1 << 20
+
+// expandBraces expands WebDataset's brace notation: {A..B} is the integers from A to B (padded to
+// A's width when A has leading zeros), {x,y,z} each alternative; several braces combine.
+func expandBraces(s string) ([]string, error) {
+	open := strings.IndexByte(s, '{')
+	if open < 0 {
+		if strings.ContainsRune(s, '}') {
+			return nil, errors.New("unmatched }")
+		}
+		return []string{s}, nil
+	}
+	closing := strings.IndexByte(s[open:], '}')
+	if closing < 0 {
+		return nil, errors.New("unmatched {")
+	}
+	closing += open
+	inner := s[open+1 : closing]
+	var alts []string
+	if lo, hi, ok := strings.Cut(inner, ".."); ok {
+		a, err1 := strconv.Atoi(lo)
+		b, err2 := strconv.Atoi(hi)
+		if err1 != nil || err2 != nil || a < 0 || b < a {
+			return nil, fmt.Errorf("brace range {%s}: want {A..B} with 0 <= A <= B", inner)
+		}
+		if b-a >= maxBraceExpansion {
+			return nil, fmt.Errorf("brace range {%s}: more than %d names", inner, maxBraceExpansion)
+		}
+		width := 0
+		if len(lo) > 1 && lo[0] == '0' {
+			width = len(lo)
+		}
+		for i := a; i <= b; i++ {
+			alts = append(alts, fmt.Sprintf("%0*d", width, i))
+		}
+	} else {
+		alts = strings.Split(inner, ",")
+	}
+	rest, err := expandBraces(s[closing+1:])
+	if err != nil {
+		return nil, err
+	}
+	if len(alts)*len(rest) > maxBraceExpansion {
+		return nil, fmt.Errorf("braces expand to more than %d names", maxBraceExpansion)
+	}
+	out := make([]string, 0, len(alts)*len(rest))
+	for _, a := range alts {
+		for _, r := range rest {
+			out = append(out, s[:open]+a+r)
+		}
+	}
+	return out, nil
+}
+
+// listIndexShards reads a shard index (WebDataset's wids format, as ShardWriter writes it; shard
+// URLs relative to it), local or remote. The index describes remote shards (sizes), so that opening
+// asks the store nothing more about them, and gives every shard's sample count, which opening
+// checks.
+func listIndexShards(ctx context.Context, loc string) (shardList, error) {
+	var src shardList
+	ix, err := readIndex(ctx, loc)
+	if err != nil {
+		return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
+	}
+	for _, e := range ix.ShardList {
+		if !remote.IsURL(loc) {
+			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(e.URL)), remote.Object{}, e.NSamples)
+			continue
+		}
+		base, err := url.Parse(loc)
+		if err != nil {
+			return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
+		}
+		u := base.JoinPath("..", e.URL).String()
+		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e.NSamples)
+	}
+	if len(src.paths) == 0 {
+		return src, fmt.Errorf("loaders: shards %s: the index lists no shards: %w", loc, ErrEmpty)
+	}
+	return src, nil
+}
+
+// readIndex reads and checks a local or remote shard index.
+func readIndex(ctx context.Context, loc string) (*shardIndex, error) {
+	if !remote.IsURL(loc) {
+		return readShardIndex(loc)
+	}
+	f, err := client.Open(ctx, loc)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	if f.Size() > maxIndexBytes {
+		return nil, fmt.Errorf("index of %d bytes exceeds %d: %w", f.Size(), maxIndexBytes, ErrCorrupt)
+	}
+	b, err := io.ReadAll(f.NewReader(0))
+	if err != nil {
+		return nil, err
+	}
+	return parseShardIndex(loc, b)
+}
+
+// shardFile is one shard opened for reading: a local file, a local copy of a remote one, or a
+// remote one read by ranges.
+type shardFile interface {
+	io.ReadSeekCloser
+	io.ReaderAt
+	Size() int64
+}
+
+type localShard struct {
+	*os.File
+	size int64
+}
+
+func (l localShard) Size() int64 { return l.size }
+
+func openLocalShard(path string) (shardFile, error) {
+	fh, st, err := openRegular(path)
+	if err != nil {
+		return nil, err
+	}
+	return localShard{fh, st.Size()}, nil
+}
+
+// withSize returns an opened file with its size.
+func withSize(fh *os.File, err error) (shardFile, error) {
+	if err != nil {
+		return nil, err
+	}
+	st, err := fh.Stat()
+	if err != nil {
+		fh.Close()
+		return nil, err
+	}
+	return localShard{fh, st.Size()}, nil
+}
+
+// openShardPath opens a local shard, or a remote one for reading in order (one streaming GET).
+func openShardPath(path string) (shardFile, error) {
+	if remote.IsURL(path) {
+		return client.Open(context.Background(), path)
+	}
+	return openLocalShard(path)
+}
+
+// remoteShards opens the remote shards of one dataset, through the cache when there is one.
+type remoteShards struct {
+	cache    *remote.Cache
+	objs     []remote.Object
+	nsamples []int
+}
+
+// newRemoteShards describes the remote shards not yet described (their size and ETag).
+func (o Opener) newRemoteShards(ctx context.Context, src shardList) (*remoteShards, error) {
+	rs := &remoteShards{objs: src.objs, nsamples: src.nsamples}
+	for i, obj := range rs.objs {
+		if obj.URL != "" && obj.Size < 0 {
+			var err error
+			if rs.objs[i], err = client.Stat(ctx, obj.URL); err != nil {
+				return nil, err
+			}
+		}
+	}
+	if o.CacheDir != "" && slices.ContainsFunc(src.objs, func(obj remote.Object) bool { return obj.URL != "" }) {
+		c, err := remote.NewCache(client, o.CacheDir, o.CacheSize)
+		if err != nil {
+			return nil, err
+		}
+		rs.cache = c
+	}
+	return rs, nil
+}
+
+// cacheVariant names what the cache keeps of a shard: its tar, decompressed.
+const cacheVariant = "tar"
+
+// decodeShard decompresses a shard into the cache, with the bound of a local one (expansionLimit).
+func decodeShard(size int64) remote.Decoder {
+	return func(r io.Reader) (io.Reader, func(), error) {
+		d, done, err := decompress(r)
+		if err != nil {
+			return nil, nil, err
+		}
+		limit := expansionLimit(size)
+		return corruptReader{&boundedReader{r: d, left: limit, limit: limit}}, done, nil
+	}
+}
+
+// open opens remote shard i, with the sample count its index promises (-1: none); the shards
+// after it start downloading into the cache meanwhile.
+func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, int, error) {
+	obj := rs.objs[i]
+	if rs.cache == nil {
+		f, err := client.OpenObject(obj)
+		return f, rs.nsamples[i], err
+	}
+	for _, o := range rs.objs[i+1 : min(i+1+remote.DefaultPrefetch, len(rs.objs))] {
+		if o.URL != "" {
+			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
+		}
+	}
+	f, err := withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
+	return f, rs.nsamples[i], err
+}
+
+func (rs *remoteShards) Close() error {
+	if rs.cache != nil {
+		return rs.cache.Close()
+	}
+	return nil
+}

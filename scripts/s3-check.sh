@@ -1,0 +1,96 @@
+#!/usr/bin/env bash
+# s3-check.sh: a real S3-compatible server on 127.0.0.1 for Stoke's s3:// tests and runs.
+#
+#   eval "$(scripts/s3-check.sh start)"   install the server once, start it, print the exports
+#   scripts/s3-check.sh run               pack MNIST, upload it, stoke bench (cold and warm cache)
+#                                         and stoke train over s3://
+#   scripts/s3-check.sh stop              stop the server started by start, remove its data
+#
+# The server is the Versity S3 Gateway (versitygw, Apache-2.0) with its posix backend, installed
+# with `go install` from the Go module proxy into $STOKE_CI_BIN (default /tmp/stoke-ci-bin, outside
+# the repository; about 4.5 minutes cold on 2 cores, nothing when cached). start prints the exports
+# the Go tests look for (STOKE_TEST_S3_ENDPOINT, AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY,
+# AWS_REGION); run points AWS_ENDPOINT_URL_S3 at the server, as a user does for any S3-compatible
+# store. Exit status 3: the server could not be installed (no module proxy); 1: anything else.
+set -euo pipefail
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+cd "$root"
+bin=${STOKE_CI_BIN:-/tmp/stoke-ci-bin}
+state=${STOKE_S3_STATE:-/tmp/stoke-ci-s3}
+version=v1.8.0
+
+start() {
+  if [[ ! -x $bin/versitygw-$version ]]; then
+    mkdir -p "$bin"
+    echo "s3-check: installing versitygw $version into $bin" >&2
+    local t0=$SECONDS
+    if ! GOBIN="$bin/tmp" go install "github.com/versity/versitygw/cmd/versitygw@$version" >&2; then
+      echo "s3-check: could not install versitygw" >&2
+      exit 3
+    fi
+    mv "$bin/tmp/versitygw" "$bin/versitygw-$version"
+    echo "s3-check: installed in $((SECONDS - t0)) s" >&2
+  fi
+  stop >/dev/null 2>&1 || true
+  mkdir -p "$state/root" "$state/meta"
+  local port
+  port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  ROOT_ACCESS_KEY=stoke-ci ROOT_SECRET_KEY=stoke-ci-secret \
+    nohup "$bin/versitygw-$version" --port "127.0.0.1:$port" posix --sidecar "$state/meta" "$state/root" \
+    >"$state/server.log" 2>&1 </dev/null &
+  echo $! >"$state/pid"
+  for _ in $(seq 100); do
+    if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
+      echo "export STOKE_TEST_S3_ENDPOINT=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=stoke-ci AWS_SECRET_ACCESS_KEY=stoke-ci-secret AWS_REGION=us-east-1"
+      return
+    fi
+    sleep 0.1
+  done
+  echo "s3-check: the server did not start:" >&2
+  cat "$state/server.log" >&2
+  exit 1
+}
+
+stop() {
+  if [[ -f $state/pid ]]; then
+    kill "$(cat "$state/pid")" 2>/dev/null || true
+    rm -f "$state/pid"
+  fi
+  rm -rf "$state"
+}
+
+run() {
+  : "${STOKE_TEST_S3_ENDPOINT:?run start first}"
+  export AWS_ENDPOINT_URL_S3=$STOKE_TEST_S3_ENDPOINT
+  local work=$state/work
+  mkdir -p "$work"
+  go build -o "$work/stoke" ./cmd/stoke
+  "$work/stoke" pack --data mnist --out "$work/mnist" --format raw --compress zstd -q
+  go run ./scripts/s3put "$work/mnist" s3://stoke-ci/mnist
+  local spec='shards:s3://stoke-ci/mnist/shard-*.tar.zst' common=(--size 28 --workers 2 --json -q)
+  for cache in cold warm; do
+    echo "s3-check: stoke bench over s3://, $cache cache"
+    "$work/stoke" bench --data "$spec" --cache-dir "$work/cache" "${common[@]}" | tee "$work/bench-$cache.json"
+  done
+  echo "s3-check: stoke bench over s3://, no cache (byte ranges and streams)"
+  "$work/stoke" bench --data "$spec" "${common[@]}"
+  echo "s3-check: stoke bench on local disk"
+  "$work/stoke" bench --data "shards:$work/mnist/shard-*.tar.zst" "${common[@]}"
+  echo "s3-check: stoke train over s3://"
+  "$work/stoke" train --data shards:s3://stoke-ci/mnist/index.json --cache-dir "$work/cache" --size 28 --model mlp --epochs 1 --val-split 0.1 --json -q | tee "$work/train.json"
+  python3 - "$work/bench-cold.json" "$work/train.json" <<'PY'
+import json, sys
+bench = json.loads(open(sys.argv[1]).read().splitlines()[-1])
+assert bench["images"] == 60000 and bench["skipped"] == 0, bench
+train = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+# Evaluated on a held-out tenth of the shards (--val-split).
+assert train["test_acc"] > 0.8, train
+print("s3-check: ok: %d images over s3:// (cold cache), train accuracy %.4f" % (bench["images"], train["test_acc"]))
+PY
+}
+
+case ${1:-} in
+  start | stop | run) "$1" ;;
+  *) echo "usage: scripts/s3-check.sh start|run|stop" >&2; exit 2 ;;
+esac
