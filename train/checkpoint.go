@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,6 +52,16 @@ func prepareCheckpoint(path string) error {
 		}
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
+	// Save renames over path: never over a device, a folder or a file that is not a checkpoint
+	// (as root, --checkpoint /dev/null replaced the device; a typo would replace the user's data).
+	if st, err := os.Stat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("train: checkpoint %s: it exists and is not a regular file (%v): %w", path, st.Mode().Type(), ErrConfig)
+		}
+		if !isCheckpoint(path) {
+			return fmt.Errorf("train: checkpoint %s: it exists and is not a stoke checkpoint; remove it or choose another path: %w", path, ErrConfig)
+		}
+	}
 	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name).
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -67,6 +78,18 @@ func prepareCheckpoint(path string) error {
 	}
 	tmp.Close()
 	return os.Remove(tmp.Name())
+}
+
+// isCheckpoint reports whether the regular file at path is empty or starts like a checkpoint.
+func isCheckpoint(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, len(ckptMagic))
+	n, _ := io.ReadFull(f, magic)
+	return n == 0 || n == len(magic) && string(magic) == ckptMagic
 }
 
 // The checkpoint format, little-endian:
