@@ -32,6 +32,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/cgo"
 	"sync"
@@ -138,6 +139,7 @@ func (cudaBackend) Open(index int) (Device, error) {
 	d := &cudaDevice{
 		info:    info,
 		dev:     cu.Device(index),
+		exact:   os.Getenv("STOKE_CUDA_EXACT_ALLOC") == "1",
 		streams: make(map[*cudaStream]struct{}),
 		cache:   make(map[int][]cu.DevicePtr),
 		live:    make(map[cu.DevicePtr]int),
@@ -234,9 +236,10 @@ func sizeClass(n int) int {
 }
 
 type cudaDevice struct {
-	info Info
-	dev  cu.Device
-	th   *cudaThread
+	info  Info
+	dev   cu.Device
+	th    *cudaThread
+	exact bool // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
 
 	mu      sync.Mutex
 	closed  bool
@@ -285,7 +288,13 @@ func (d *cudaDevice) Alloc(n int) (Buffer, error) {
 	if n == 0 {
 		return &cudaBuffer{dev: d}, nil
 	}
+	// With STOKE_CUDA_EXACT_ALLOC=1 a block is as long as the buffer, so that a memory checker
+	// (compute-sanitizer, or the guard pages of the CPU stand-in of internal/cudainc/sim) sees an
+	// access past the buffer's end; the cache then reuses blocks of the same size only.
 	class := sizeClass(n)
+	if d.exact {
+		class = n
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
