@@ -15,6 +15,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/pinned"
 )
 
 // side is one backend of a parity test: a device, a stream and its op set.
@@ -374,5 +375,50 @@ func TestCUDAForeignOperands(t *testing.T) {
 	}
 	if err := gp.ops.Copy(gp.s, gx, gx.Slice(0, 1)); !errors.Is(err, kernels.ErrShape) {
 		t.Errorf("Copy(2, 1 elements) = %v; want ErrShape", err)
+	}
+}
+
+// TestCUDAFeederKernel: a kernel on the compute stream reads every batch that the Feeder copied on
+// its own stream, ordered only by DeviceBatch.Deliver's stream wait; the normalized values must be
+// those of the batch's slot (on the CPU stand-in an asynchronous copy lands late, so a missing
+// wait reads the ring's previous contents).
+func TestCUDAFeederKernel(t *testing.T) {
+	sd := openSide(t, "cuda")
+	const size, n = 64 << 10, 24
+	pool, err := pinned.NewPool(pinned.Config{SlotSize: size, Prefetch: 1, Allocator: pinned.Registered(pinned.Locked(), sd.dev.(pinned.Registerer))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	f, err := gpu.NewFeeder(gpu.FeederConfig{Device: sd.dev, Compute: sd.s, Sizes: []int{size}, Ring: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	x := f32Len(sd, t, size)
+	ctx := context.Background()
+	for i := range n {
+		slot, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := slot.Bytes()
+		for k := range mem {
+			mem[k] = byte(i*7 + k%3)
+		}
+		check(t, slot.Ready())
+		b, err := f.Feed(ctx, slot, gpu.Region{Off: 0, Len: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, b.Deliver())
+		check(t, sd.ops.NormalizeU8(sd.s, x, kernels.Bytes(b.Buffers[0]).Slice(0, size), 1, size, nil, []float32{1.0 / 255}))
+		check(t, b.Release())
+		got := sd.read(t, x)[0]
+		for k, v := range got {
+			if want := float64(byte(i*7 + k%3)); v != want {
+				t.Fatalf("batch %d element %d = %v; want %v (the kernel ran before the batch's copy)", i, k, v, want)
+			}
+		}
 	}
 }

@@ -9,7 +9,8 @@
  *     event's latest recording has been reached); all asynchronous to the host;
  *   - copies from or to pageable host memory are synchronous as the driver's are (H2D returns once
  *     the source may be reused, D2H once the data is there); from page-locked memory
- *     (cuMemHostRegister, cuMemHostAlloc) they are asynchronous;
+ *     (cuMemHostRegister, cuMemHostAlloc) they are asynchronous and land 0.3 ms after their stream
+ *     reaches them (a DMA's latency), so that a missing stream wait shows as stale data;
  *   - cuModuleLoadData takes the real NVRTC PTX and cuModuleGetFunction resolves a kernel by name in
  *     it and in the simulator build of the same ops.cu (libcudasim_ops.so); the parameter list of
  *     the PTX entry must match the C++ signature;
@@ -280,6 +281,12 @@ static std::set<CUstream> streams;
 static void run_op(Op *o) {
 	switch (o->kind) {
 	case OP_COPY: {
+		// An asynchronous copy lands a DMA latency after its stream reaches it, so that work on
+		// another stream that does not wait for it reads the old contents.
+		if (!o->waited) {
+			struct timespec latency = {0, 300 * 1000};
+			nanosleep(&latency, NULL);
+		}
 		Activity a(o->what);
 		memcpy(o->dst, o->src, o->n);
 		break;
