@@ -88,7 +88,7 @@ cudasim_fiber_start:
 )");
 #endif
 
-enum State { kRunnable, kAtBarrier, kInWarp, kExited };
+enum State { kUnstarted, kRunnable, kAtBarrier, kInWarp, kExited };
 
 struct Worker;
 
@@ -98,7 +98,7 @@ struct Fiber : Thread {
 #else
 	ucontext_t uc;
 #endif
-	char *stack_lo, *stack_hi;
+	int stack; // the stack it runs on once started
 	State state;
 	int lane, warp;
 	int kind, src;
@@ -110,9 +110,15 @@ constexpr int kMaxThreads = 1024;
 constexpr size_t kStack = 32 * 1024;
 constexpr size_t kPage = 4096;
 
+struct Stack {
+	char *lo, *hi;
+};
+
 struct Worker {
 	Fiber fibers[kMaxThreads];
-	char *stacks;
+	Stack stacks[kMaxThreads + 1];
+	int free_stacks[kMaxThreads + 1], nfree;
+	int started; // threads started in this block, in start order
 #if defined(__x86_64__)
 	void *sched_sp;
 #else
@@ -121,6 +127,7 @@ struct Worker {
 	Block block;
 	const Launch *launch;
 	uint64_t linear; // the block's linear index
+	bool up;         // threads start in ascending order
 	int nthreads, arrived, exited;
 	unsigned present[kMaxThreads / 32], waiting[kMaxThreads / 32], gone[kMaxThreads / 32];
 	char *tls;       // this thread's instance of libcudasim_ops.so's TLS: the static shared memory
@@ -129,35 +136,46 @@ struct Worker {
 
 static thread_local Worker *self __attribute__((tls_model("initial-exec")));
 
-static void fiber_main(void *arg);
+static void runner_main(void *arg);
 
+// A thread runs on the stack of the runner that started it. A runner starts the block's threads one
+// after another as plain calls; when one blocks (a barrier or a warp collective), the runner's stack
+// stays with it and the scheduler starts the next threads on a new runner. A block whose threads
+// never block thus costs one fiber switch, not two per thread.
 #if defined(__x86_64__)
-static void fiber_reset(Fiber *f) {
-	uintptr_t top = (uintptr_t)f->stack_hi & ~(uintptr_t)15;
+static void *runner_context(Stack *st, int index) {
+	uintptr_t top = (uintptr_t)st->hi & ~(uintptr_t)15;
 	void **sp = (void **)(top - 7 * sizeof(void *));
 	sp[0] = 0;                             // r15
 	sp[1] = 0;                             // r14
-	sp[2] = (void *)&fiber_main;           // r13: the function
-	sp[3] = f;                             // r12: its argument
+	sp[2] = (void *)&runner_main;          // r13: the function
+	sp[3] = (void *)(intptr_t)index;       // r12: its argument
 	sp[4] = 0;                             // rbx
 	sp[5] = 0;                             // rbp
 	sp[6] = (void *)&cudasim_fiber_start;  // return address
-	f->sp = sp;
+	return sp;
 }
+static inline void start_runner(Worker *w, int index) { cudasim_switch(&w->sched_sp, runner_context(&w->stacks[index], index)); }
 static inline void to_fiber(Worker *w, Fiber *f) { cudasim_switch(&w->sched_sp, f->sp); }
 static inline void to_scheduler(Worker *w, Fiber *f) { cudasim_switch(&f->sp, w->sched_sp); }
+static inline void leave_runner(Worker *w) {
+	void *dead;
+	cudasim_switch(&dead, w->sched_sp);
+}
 #else
-static void fiber_trampoline(unsigned hi, unsigned lo) { fiber_main((void *)(((uintptr_t)hi << 32) | lo)); }
-static void fiber_reset(Fiber *f) {
-	getcontext(&f->uc);
-	f->uc.uc_stack.ss_sp = f->stack_lo;
-	f->uc.uc_stack.ss_size = (size_t)(f->stack_hi - f->stack_lo);
-	f->uc.uc_link = NULL;
-	uintptr_t p = (uintptr_t)f;
-	makecontext(&f->uc, (void (*)())fiber_trampoline, 2, (unsigned)(p >> 32), (unsigned)p);
+static void runner_trampoline(int index) { runner_main((void *)(intptr_t)index); }
+static inline void start_runner(Worker *w, int index) {
+	static thread_local ucontext_t uc;
+	getcontext(&uc);
+	uc.uc_stack.ss_sp = w->stacks[index].lo;
+	uc.uc_stack.ss_size = (size_t)(w->stacks[index].hi - w->stacks[index].lo);
+	uc.uc_link = NULL;
+	makecontext(&uc, (void (*)())runner_trampoline, 1, index);
+	swapcontext(&w->sched, &uc);
 }
 static inline void to_fiber(Worker *w, Fiber *f) { swapcontext(&w->sched, &f->uc); }
 static inline void to_scheduler(Worker *w, Fiber *f) { swapcontext(&f->uc, &w->sched); }
+static inline void leave_runner(Worker *w) { setcontext(&w->sched); }
 #endif
 
 [[noreturn]] void fail(const char *what) {
@@ -174,42 +192,45 @@ static void release_barrier(Worker *w) {
 	w->arrived = 0;
 }
 
-// release_warp completes every collective of warp wi whose lanes have all arrived.
-static void release_warp(Worker *w, int wi) {
+// release_warp completes the collective of warp wi over the lanes of mask m once all have arrived.
+static void release_warp(Worker *w, int wi, unsigned m) {
+	if ((w->waiting[wi] & m) != m) return;
 	Fiber *base = &w->fibers[wi * 32];
-	for (int l = 0; l < 32; l++) {
-		if (!(w->waiting[wi] >> l & 1)) continue;
-		Fiber *f = &base[l];
-		unsigned m = f->mask;
-		if (m & w->gone[wi]) {
-			cur = f;
+	int first = __builtin_ctz(m);
+	uint64_t ballot = 0;
+	for (unsigned b = m; b; b &= b - 1) {
+		int j = __builtin_ctz(b);
+		if (base[j].mask != m || base[j].kind != base[first].kind) {
+			cur = &base[j];
+			fail("lanes of one warp collective passed different masks or reached different collectives");
+		}
+		ballot |= (uint64_t)(base[j].val != 0) << j;
+	}
+	for (unsigned b = m; b; b &= b - 1) {
+		Fiber *g = &base[__builtin_ctz(b)];
+		if (g->src >= 0) {
+			if (!(m >> g->src & 1)) {
+				cur = g;
+				fail("warp shuffle reads a lane outside its mask");
+			}
+			g->result = base[g->src].val;
+		} else {
+			g->result = ballot;
+		}
+		g->state = kRunnable;
+	}
+	w->waiting[wi] &= ~m;
+}
+
+// lane_exited fails a collective that waits for a lane that has just exited (a hang on a GPU).
+static void lane_exited(Worker *w, int wi, int lane) {
+	Fiber *base = &w->fibers[wi * 32];
+	for (unsigned b = w->waiting[wi]; b; b &= b - 1) {
+		Fiber *g = &base[__builtin_ctz(b)];
+		if (g->mask >> lane & 1) {
+			cur = g;
 			fail("warp collective waits for a lane of its mask that has exited (it would hang on a GPU)");
 		}
-		if ((w->waiting[wi] & m) != m) continue;
-		uint64_t ballot = 0;
-		for (int j = 0; j < 32; j++) {
-			if (!(m >> j & 1)) continue;
-			if (base[j].mask != m || base[j].kind != f->kind) {
-				cur = &base[j];
-				fail("lanes of one warp collective passed different masks or reached different collectives");
-			}
-			ballot |= (uint64_t)(base[j].val != 0) << j;
-		}
-		for (int j = 0; j < 32; j++) {
-			if (!(m >> j & 1)) continue;
-			Fiber *g = &base[j];
-			if (g->src >= 0) {
-				if (!(m >> g->src & 1)) {
-					cur = g;
-					fail("warp shuffle reads a lane outside its mask");
-				}
-				g->result = base[g->src].val;
-			} else {
-				g->result = ballot;
-			}
-			g->state = kRunnable;
-		}
-		w->waiting[wi] &= ~m;
 	}
 }
 
@@ -232,8 +253,9 @@ uint64_t warp_collective(int kind, unsigned mask, uint64_t v, int src) {
 	f->mask = mask;
 	f->val = v;
 	f->src = src;
+	if (w->gone[f->warp] & mask) fail("warp collective waits for a lane of its mask that has exited (it would hang on a GPU)");
 	w->waiting[f->warp] |= 1u << f->lane;
-	release_warp(w, f->warp);
+	release_warp(w, f->warp, mask);
 	to_scheduler(w, f);
 	return f->result;
 }
@@ -245,17 +267,28 @@ unsigned active_mask() {
 	return self->present[f->warp] & ~self->gone[f->warp];
 }
 
-static void fiber_main(void *arg) {
-	Fiber *f = static_cast<Fiber *>(arg);
+static void runner_main(void *arg) {
+	int stack = (int)(intptr_t)arg;
 	Worker *w = self;
-	w->launch->kernel->invoke(w->launch->params);
-	f->state = kExited;
-	w->exited++;
-	w->gone[f->warp] |= 1u << f->lane;
-	release_barrier(w);
-	release_warp(w, f->warp);
-	to_scheduler(w, f);
-	die("exited fiber resumed");
+	while (w->started < w->nthreads) {
+		int i = w->up ? w->started : w->nthreads - 1 - w->started;
+		w->started++;
+		Fiber *f = &w->fibers[i];
+		f->state = kRunnable;
+		f->stack = stack;
+		cur = f;
+		w->launch->kernel->invoke(w->launch->params);
+		f = static_cast<Fiber *>(cur); // the same thread: it may have blocked and resumed meanwhile
+		f->state = kExited;
+		w->exited++;
+		w->gone[f->warp] |= 1u << f->lane;
+		release_barrier(w);
+		lane_exited(w, f->warp, f->lane);
+	}
+	cur = NULL;
+	w->free_stacks[w->nfree++] = stack;
+	leave_runner(w);
+	die("finished runner resumed");
 }
 
 /* ---- shared memory poisoning ---- */
@@ -323,14 +356,15 @@ static void alt_stack() {
 static Worker *new_worker() {
 	Worker *w = new Worker();
 	size_t per = kStack + kPage;
-	w->stacks = (char *)mmap(NULL, per * kMaxThreads, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
-	if (w->stacks == MAP_FAILED) die("mmap of fiber stacks: %s", strerror(errno));
-	for (int i = 0; i < kMaxThreads; i++) {
-		char *lo = w->stacks + i * per;
+	char *base = (char *)mmap(NULL, per * (kMaxThreads + 1), PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+	if (base == MAP_FAILED) die("mmap of fiber stacks: %s", strerror(errno));
+	for (int i = 0; i <= kMaxThreads; i++) {
+		char *lo = base + i * per;
 		mprotect(lo, kPage, PROT_NONE); // the guard page below each stack
-		w->fibers[i].stack_lo = lo + kPage;
-		w->fibers[i].stack_hi = lo + per;
+		w->stacks[i] = Stack{lo + kPage, lo + per};
+		w->free_stacks[kMaxThreads - i] = i; // stack 0 first: the same few stacks stay hot
 	}
+	w->nfree = kMaxThreads + 1;
 	dl_iterate_phdr(find_tls, w);
 	return w;
 }
@@ -355,26 +389,38 @@ static void run_block(Worker *w, const Launch &l, uint64_t linear) {
 		Fiber *f = &w->fibers[i];
 		f->idx = {(unsigned)i % l.block[0], (unsigned)i / l.block[0] % l.block[1], (unsigned)i / (l.block[0] * l.block[1])};
 		f->block = &w->block;
-		f->state = kRunnable;
+		f->state = kUnstarted;
 		f->lane = i % 32;
 		f->warp = i / 32;
-		fiber_reset(f);
 	}
-	// Each pass runs every runnable fiber up to its next barrier, collective or end, in ascending
-	// thread order on even passes of even blocks and odd passes of odd blocks, descending otherwise,
-	// so that a missing barrier is exposed whichever direction the data flows.
+	// Threads start in ascending order in even blocks and descending in odd ones; later each pass
+	// resumes every runnable thread up to its next barrier, collective or end, starting from a thread
+	// and in a direction drawn from (block, pass), so that a missing barrier or __syncwarp is exposed whichever direction the
+	// data flows; the same launch always runs the same way.
+	w->started = 0;
+	w->up = (linear & 1) == 0;
 	for (uint64_t pass = 0;; pass++) {
 		bool ran = false;
-		bool up = ((linear + pass) & 1) == 0;
-		for (int k = 0; k < n; k++) {
-			Fiber *f = &w->fibers[up ? k : n - 1 - k];
+		while (w->started < n) {
+			if (w->nfree == 0) die("kernel %s: out of fiber stacks", l.kernel->name);
+			ran = true;
+			start_runner(w, w->free_stacks[--w->nfree]);
+		}
+		if (w->exited == n) break; // the common case: no thread ever blocked
+		uint64_t h = (linear + 1) * 0x9e3779b97f4a7c15ull ^ (pass + 1) * 0xbf58476d1ce4e5b9ull;
+		h ^= h >> 31;
+		h *= 0x94d049bb133111ebull;
+		h ^= h >> 29;
+		int first = (int)(h % (uint64_t)n), step = (h >> 40) & 1 ? 1 : n - 1; // a rotation, either way round
+		for (int k = 0, i = first; k < n; k++, i = (i + step) % n) {
+			Fiber *f = &w->fibers[i];
 			if (f->state != kRunnable) continue;
 			ran = true;
 			cur = f;
 			to_fiber(w, f);
 		}
 		cur = NULL;
-		if (w->exited == n) break;
+		if (w->exited == n && w->started == n) break;
 		if (!ran) {
 			int bar = 0, warp = 0;
 			for (int i = 0; i < n; i++) {
@@ -385,6 +431,8 @@ static void run_block(Worker *w, const Launch &l, uint64_t linear) {
 				l.kernel->name, w->block.idx.x, w->block.idx.y, w->block.idx.z, bar, warp, w->exited);
 		}
 	}
+	// Runners of threads that exited last may still hold stacks: they are back once all threads
+	// have exited and each runner has left (the loop above resumes them until then).
 }
 
 struct Job {
@@ -567,7 +615,8 @@ static void on_fault(int sig, siginfo_t *info, void *uc) {
 	char msg[768];
 	if (in_kernel) {
 		Fiber *f = static_cast<Fiber *>(cur);
-		if ((char *)addr >= f->stack_lo - kPage && (char *)addr < f->stack_lo)
+		const Stack &st = w->stacks[f->stack];
+		if ((char *)addr >= st.lo - kPage && (char *)addr < st.lo)
 			snprintf(where, sizeof where, "the thread's %zu KiB stack overflowed", kStack / 1024);
 		snprintf(msg, sizeof msg, "invalid %s at 0x%zx by kernel %s, block (%u,%u,%u), thread (%u,%u,%u): %s\n", access, (size_t)addr,
 			w->launch->kernel->name, w->block.idx.x, w->block.idx.y, w->block.idx.z, cur->idx.x, cur->idx.y, cur->idx.z, where);
