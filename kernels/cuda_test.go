@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -236,8 +237,6 @@ func poolCase(g kernels.Pool2D) parityCase {
 // 1e-6 (ops.cu is compiled without FMA contraction, so it differs only where Go fuses); reductions
 // and GEMM-based ops within a relative error of 1e-5 (FP32 cuBLAS, no TF32).
 func TestCUDAParity(t *testing.T) {
-	gp := openSide(t, "cuda")
-	cp := openSide(t, "cpu")
 	const n = 100_003
 	cases := []parityCase{
 		{"fill", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
@@ -318,14 +317,50 @@ func TestCUDAParity(t *testing.T) {
 			return []any{w, m, v}
 		}},
 	}
+	checkParityCovers(t, cases)
+	gp := openSide(t, "cuda")
+	cp := openSide(t, "cpu")
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want := cp.read(t, tc.run(t, cp, rand.New(rand.NewPCG(uint64(i), 1)))...)
 			got := gp.read(t, tc.run(t, gp, rand.New(rand.NewPCG(uint64(i), 1)))...)
-			if e := relErr(got, want); !(e <= tc.tol) {
+			e := relErr(got, want)
+			// scripts/gpu-check.sh collects these lines (go test -v) into its report.
+			t.Logf("parity %q: relative error %g (tolerance %g)", tc.name, e, tc.tol)
+			if !(e <= tc.tol) {
 				t.Errorf("%s: relative error %g; want <= %g", tc.name, e, tc.tol)
 			}
 		})
+	}
+}
+
+// parityCovers names, for every method of kernels.Ops, the TestCUDAParity case (by name prefix)
+// that exercises it: an op added without a parity case fails the test.
+var parityCovers = map[string]string{
+	"Fill": "fill", "Copy": "copy", "Axpy": "axpy", "Scale": "axpy scale", "Mul": "axpy scale mul", "Gemm": "gemm",
+	"BiasAdd": "bias add", "BiasGrad": "bias add and grad", "ReLU": "relu", "ReLUGrad": "relu and grad",
+	"SoftmaxCrossEntropy": "softmax cross-entropy", "Argmax": "softmax cross-entropy, argmax",
+	"CountCorrect": "softmax cross-entropy, argmax, count correct", "Conv2D": "conv2d", "Conv2DBackward": "conv2d",
+	"MaxPool2D": "maxpool", "MaxPool2DBackward": "maxpool", "Dropout": "dropout", "NormalizeU8": "normalize u8",
+	"SGDStep": "sgd", "AdamWStep": "adamw",
+}
+
+func checkParityCovers(t *testing.T, cases []parityCase) {
+	t.Helper()
+	ops := reflect.TypeFor[kernels.Ops]()
+	for i := range ops.NumMethod() {
+		m := ops.Method(i).Name
+		if m == "Backend" {
+			continue
+		}
+		prefix, ok := parityCovers[m]
+		if !ok {
+			t.Errorf("kernels.Ops.%s has no parity case: add one to TestCUDAParity and to parityCovers", m)
+			continue
+		}
+		if !slices.ContainsFunc(cases, func(c parityCase) bool { return strings.HasPrefix(c.name, prefix) }) {
+			t.Errorf("parityCovers[%s] = %q names no case of TestCUDAParity", m, prefix)
+		}
 	}
 }
 

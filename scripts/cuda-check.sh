@@ -40,6 +40,7 @@ versions=("$@")
 read -r -a pkgs <<<"${CUDA_CHECK_PKGS:-./...}"
 [[ ${#versions[@]} -gt 0 ]] || versions=(12 13)
 
+# shellcheck disable=SC2034 # read as ${!list} by fetch
 # Pinned so that a run today and a run next month check the same headers. CUDA 13 is pinned to
 # 13.0, the toolkit on the GPU host; CUDA 12 to its last release.
 wheels_12="nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvrtc-cu12==12.9.86 nvidia-cublas-cu12==12.9.3.13

@@ -6,8 +6,10 @@
 #
 #   usage: scripts/cuda-sim.sh [--train] [12|13 ...]      (default: 13)
 #          without --train: go test -tags cuda $GOTESTFLAGS $CUDA_SIM_PKGS (default ./...)
-#          with --train:    stoke train --device cuda for the MLP and the CNN on MNIST, each
-#                           compared with a CPU-backend run of the same settings
+#          with --train:    stoke bench --device cuda on a generated photo folder, and stoke train
+#                           --device cuda on MNIST for the MLP ($CUDA_SIM_MLP_EPOCHS epochs, default
+#                           1) and the CNN (1 epoch): each test accuracy must be within 0.3 points
+#                           of a CPU-backend run of the same settings (same seed, same batches)
 #   env:   GOTESTFLAGS   extra flags for go test (e.g. -race, -run TestCUDAParity, -v)
 #          CUDA_SIM_PKGS the packages to test (default ./...)
 #          CUDA_CHECK_DIR headers, NVRTC and the built stand-in (default /tmp/stoke-cuda-check)
@@ -46,7 +48,7 @@ table() {
 	local type name
 	while IFS='|' read -r type name; do
 		[[ -n $name ]] || continue
-		echo "alignas(16) thread_local __attribute__((tls_model(\"initial-exec\"))) $type $name[cudasim::kMaxDynamicShared / sizeof($type)];"
+		echo "alignas(16) thread_local __attribute__((tls_model(\"initial-exec\"))) $type ${name}[cudasim::kMaxDynamicShared / sizeof($type)];"
 		echo "static void *cudasim_dynamic_$name() { return (void *)$name; }"
 	done <<<"$dyn"
 	echo 'extern "C" const cudasim::Kernel cudasim_kernels[] = {'
@@ -66,6 +68,7 @@ build() {
 	[[ $(cat "$out/.stamp" 2>/dev/null) == "$stamp" ]] && return 0
 	rm -rf "$out" && mkdir -p "$out"
 	table >"$out/table.cc"
+	# shellcheck disable=SC2016 # $ORIGIN is the linker's, not the shell's
 	local cxx=(g++ -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -pthread)
 	# Only the API is exported (-fvisibility=hidden; EXPORT and CUDASIM_API mark it).
 	# The kernels exactly as NVRTC sees them, plus cudasim.h; --fmad=false there, -ffp-contract=off here.
@@ -76,6 +79,35 @@ build() {
 	"${cxx[@]}" -O3 -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcublas.so -o "$out/libcublas.so" \
 		"$src/libcublas.cc" -L"$out" -lcuda -Wl,-rpath,'$ORIGIN'
 	echo "$stamp" >"$out/.stamp"
+}
+
+# train_check runs the commands of the CUDA road end to end on the stand-in.
+train_check() {
+	local tmp bin out spec model epochs cpu gpu
+	tmp=$(mktemp -d)
+	bin=$tmp/stoke
+	go build -tags cuda -o "$bin" ./cmd/stoke || return 1
+	go run scripts/gen-photos.go "$tmp/photos" 4 16 || return 1
+	echo "-- stoke bench --device cuda (64 generated photos, 64 px)"
+	out=$("$bin" bench --data "$tmp/photos" --size 64 --batch 16 --workers 2 --device cuda --json -q | tail -1) || return 1
+	echo "$out"
+	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r["h2d_bytes"] > 0 else 1)' "$out" ||
+		{ echo "cuda-sim: bench moved no images to the device" >&2; return 1; }
+	for spec in "mlp ${CUDA_SIM_MLP_EPOCHS:-1}" "cnn 1"; do
+		read -r model epochs <<<"$spec"
+		echo "-- stoke train --model $model --epochs $epochs: cpu, then cuda"
+		cpu=$("$bin" train --data mnist --model "$model" --epochs "$epochs" --device cpu --json -q | tail -1) || return 1
+		gpu=$("$bin" train --data mnist --model "$model" --epochs "$epochs" --device cuda --json -q | tail -1) || return 1
+		python3 - "$model" "$cpu" "$gpu" <<'PY' || return 1
+import json, sys
+model, cpu, gpu = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+a, b = 100 * cpu["test_acc"], 100 * gpu["test_acc"]
+print(f"{model}: test accuracy cpu {a:.2f}%, cuda {b:.2f}% ({gpu['samples_per_s']:.0f} samples/s on the stand-in)")
+if abs(a - b) > 0.3:
+    sys.exit(f"cuda-sim: {model}: the cuda backend's accuracy is {b - a:+.2f} points off the cpu backend's (limit 0.3)")
+PY
+	done
+	rm -rf "$tmp"
 }
 
 export GOCACHE=$dir/gocache-sim # cgo does not hash the headers: a cache of our own
@@ -94,7 +126,7 @@ for v in "${versions[@]}"; do
 	export STOKE_CUDA_EXACT_ALLOC=1
 	echo "== CUDA $v stand-in: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
 	if ((train)); then
-		scripts/cuda-sim-train.sh || status=1
+		train_check || status=1
 	else
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
 		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
