@@ -519,6 +519,9 @@ void *alloc(size_t n, Kind kind) {
 	size_t align = n & (~n + 1);
 	if (align > 256) align = 256;
 	uintptr_t p = ((uintptr_t)base + data - n) & ~(uintptr_t)(align - 1);
+	// New device memory holds garbage on a GPU: here 0xff bytes (NaN as float, -1 as int), so that
+	// a read before the first write shows (compute-sanitizer's initcheck finds the same).
+	if (kind == kDevice) memset((void *)p, 0xff, n);
 	std::lock_guard<std::mutex> lk(mem_mu);
 	regions[p] = Region{p, n, base, span, kind, false};
 	return (void *)p;

@@ -26,7 +26,8 @@ void run_grid(const Launch &l);
 // Memory kinds of the guard-page allocator.
 enum Kind { kDevice = 1, kHost = 2 };
 
-// alloc maps n > 0 bytes whose last byte abuts an inaccessible page; NULL when out of memory.
+// alloc maps n > 0 bytes whose last byte abuts an inaccessible page (device memory filled with
+// 0xff bytes); NULL when out of memory.
 void *alloc(size_t n, Kind kind);
 // release makes an allocation inaccessible (kept so for a while, so a use after free faults);
 // false if p is not the start of a live allocation of that kind.
