@@ -171,7 +171,7 @@ EXPORT CUresult cuDeviceGetAttribute(int *v, CUdevice_attribute a, CUdevice) {
 }
 
 static int primary_refs;
-static std::mutex global_mu;
+static std::mutex &global_mu = *new std::mutex; // never destroyed (see runtime.cc)
 
 EXPORT CUresult cuDevicePrimaryCtxRetain(CUcontext *c, CUdevice) {
 	NEED_INIT();
@@ -275,8 +275,8 @@ struct CUstream_st {
 	pthread_t worker;
 };
 
-static std::mutex streams_mu;
-static std::set<CUstream> streams;
+static std::mutex &streams_mu = *new std::mutex;
+static std::set<CUstream> &streams = *new std::set<CUstream>;
 
 static void run_op(Op *o) {
 	switch (o->kind) {
@@ -425,8 +425,8 @@ extern "C" __attribute__((visibility("default"))) int cudasim_enqueue(void *stre
 /* ---- memory ---- */
 
 static size_t device_live; // bytes, under global_mu
-static std::map<void *, size_t> device_sizes;
-static std::map<uintptr_t, size_t> registered; // cuMemHostRegister ranges, under global_mu
+static std::map<void *, size_t> &device_sizes = *new std::map<void *, size_t>;
+static std::map<uintptr_t, size_t> &registered = *new std::map<uintptr_t, size_t>; // cuMemHostRegister ranges, under global_mu
 
 EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *p, size_t n) {
 	NEED_CTX();

@@ -443,12 +443,16 @@ struct Job {
 	int refs = 0;      // workers inside, under pool.mu
 };
 
-static struct Pool {
+// The runtime's shared state is never destroyed: a process that exits through exit() (Go's race
+// runtime does) must not run destructors under threads that still use it (pthread_cond_destroy
+// with waiting workers blocks forever).
+struct Pool {
 	std::mutex mu;
 	std::condition_variable work, finished;
 	std::deque<Job *> jobs;
 	std::once_flag started;
-} pool;
+};
+static Pool &pool = *new Pool;
 
 static void worker_loop() {
 	block_signals();
@@ -502,9 +506,9 @@ struct Region {
 	bool freed;
 };
 
-static std::mutex mem_mu;
-static std::map<uintptr_t, Region> regions; // by start; live and recently freed
-static std::deque<uintptr_t> quarantine;
+static std::mutex &mem_mu = *new std::mutex;
+static std::map<uintptr_t, Region> &regions = *new std::map<uintptr_t, Region>; // by start; live and recently freed
+static std::deque<uintptr_t> &quarantine = *new std::deque<uintptr_t>;
 static size_t quarantined;
 constexpr size_t kQuarantineBytes = (size_t)4 << 30; // address space only: freed pages are dropped
 
