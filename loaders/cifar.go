@@ -1,11 +1,14 @@
 package loaders
 
 import (
+	"bufio"
 	"context"
+	"errors"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
+	"slices"
 
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -13,8 +16,9 @@ import (
 const (
 	cifarSide   = 32
 	cifarPixels = 3 * cifarSide * cifarSide
-	// maxCIFARBytes bounds one CIFAR file (the real ones are about 30 MB): larger is not CIFAR.
-	maxCIFARBytes = 1 << 30
+	// maxCIFARRecords bounds the records ParseCIFAR reads from one reader (the real files hold
+	// 10000 or 50000): more is not CIFAR.
+	maxCIFARRecords = 1 << 18
 )
 
 // CIFAR is CIFAR-10 or CIFAR-100 in the binary format, held in memory. Samples are raw pixels,
@@ -31,13 +35,17 @@ var (
 	_ Describer = (*CIFAR)(nil)
 )
 
+// cifarFileRecords is the record count of each CIFAR file but CIFAR-100's train.bin (5 times as
+// many); a variable so that tests can use small files.
+var cifarFileRecords = 10000
+
 // ParseCIFAR reads CIFAR binary records from r: for classes == 10, 1 label byte then 3072 pixel
 // bytes (R plane, G plane, B plane, row-major 32 x 32); for classes == 100, a coarse label byte, the
 // fine label byte (the one kept) and the pixels. A trailing partial record is an error wrapping
 // ErrCorrupt; labels are checked against classes when a sample is read.
 func ParseCIFAR(name string, classes int, r io.Reader) (*CIFAR, error) {
 	c := &CIFAR{name: name, classes: classes}
-	if err := c.parse(r); err != nil {
+	if err := c.parse(r, 0); err != nil {
 		return nil, err
 	}
 	if len(c.labels) == 0 {
@@ -56,52 +64,69 @@ func (c *CIFAR) labelBytes() (int, error) {
 	return 0, fmt.Errorf("loaders: %s: %d classes, want 10 or 100: %w", c.name, c.classes, ErrSpec)
 }
 
-func (c *CIFAR) parse(r io.Reader) error {
+// parse appends the records of r: exactly want of them when want > 0, otherwise any whole number
+// up to maxCIFARRecords. Records are read one at a time, so memory grows with the records present.
+func (c *CIFAR) parse(r io.Reader, want int) error {
 	lb, err := c.labelBytes()
 	if err != nil {
 		return err
 	}
-	data, err := io.ReadAll(io.LimitReader(r, maxCIFARBytes+1))
-	if err != nil {
-		return fmt.Errorf("loaders: %s: %w", c.name, err)
-	}
 	rec := lb + cifarPixels
-	if len(data) > maxCIFARBytes || len(data)%rec != 0 {
-		return fmt.Errorf("loaders: %s: %d bytes is not a whole number of %d-byte records: %w", c.name, len(data), rec, ErrCorrupt)
+	limit := maxCIFARRecords
+	if want > 0 {
+		limit = want
 	}
-	n := len(data) / rec
-	base := len(c.labels)
-	c.labels = append(c.labels, make([]byte, n)...)
-	c.pixels = append(c.pixels, make([]byte, n*cifarPixels)...)
+	buf := make([]byte, rec)
 	const plane = cifarSide * cifarSide
-	for i := range n {
-		r := data[i*rec : (i+1)*rec]
-		c.labels[base+i] = r[lb-1]
-		src := r[lb:]
-		dst := c.pixels[(base+i)*cifarPixels : (base+i+1)*cifarPixels]
+	n := 0
+	for ; ; n++ {
+		k, err := io.ReadFull(r, buf)
+		if err == io.EOF {
+			break
+		}
+		if err == io.ErrUnexpectedEOF {
+			return fmt.Errorf("loaders: %s: record %d cut after %d of %d bytes: %w", c.name, n, k, rec, ErrCorrupt)
+		}
+		if err != nil {
+			return fmt.Errorf("loaders: %s: %w", c.name, err)
+		}
+		if n == limit {
+			return fmt.Errorf("loaders: %s: more than %d records of %d bytes: %w", c.name, limit, rec, ErrCorrupt)
+		}
+		c.labels = append(c.labels, buf[lb-1])
+		c.pixels = slices.Grow(c.pixels, cifarPixels)
+		dst := c.pixels[len(c.pixels) : len(c.pixels)+cifarPixels]
+		c.pixels = c.pixels[:len(c.pixels)+cifarPixels]
+		src := buf[lb:]
 		for p := range plane {
 			dst[3*p] = src[p]
 			dst[3*p+1] = src[plane+p]
 			dst[3*p+2] = src[2*plane+p]
 		}
 	}
+	if want > 0 && n != want {
+		return fmt.Errorf("loaders: %s: %d records, the format has %d: %w", c.name, n, want, ErrCorrupt)
+	}
 	return nil
 }
 
 // OpenCIFAR loads split "train" or "test" of CIFAR-10 (classes 10: data_batch_1.bin ...
 // data_batch_5.bin, test_batch.bin) or CIFAR-100 (classes 100: train.bin, test.bin) from dir or
-// from the archive's own subfolder in it (cifar-10-batches-bin, cifar-100-binary).
+// from the archive's own subfolder in it (cifar-10-batches-bin, cifar-100-binary). Each file must
+// hold exactly the format's record count (10000, or 50000 for CIFAR-100's train.bin): a file cut
+// at a record boundary is an error wrapping ErrCorrupt, not a smaller dataset.
 func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
 	name := fmt.Sprintf("cifar%d", classes)
 	var files []string
 	var sub string
+	records := cifarFileRecords // in each file, as the format has it
 	switch {
 	case classes == 10 && (split == "train" || split == ""):
 		files, sub = []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}, "cifar-10-batches-bin"
 	case classes == 10 && split == "test":
 		files, sub = []string{"test_batch.bin"}, "cifar-10-batches-bin"
 	case classes == 100 && (split == "train" || split == ""):
-		files, sub = []string{"train.bin"}, "cifar-100-binary"
+		files, sub, records = []string{"train.bin"}, "cifar-100-binary", 5*cifarFileRecords
 	case classes == 100 && split == "test":
 		files, sub = []string{"test.bin"}, "cifar-100-binary"
 	default:
@@ -115,11 +140,14 @@ func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
 	c := &CIFAR{name: name, classes: classes}
 	for _, f := range files {
 		p := filepath.Join(dir, f)
-		fh, err := os.Open(p)
+		fh, _, err := openRegular(p)
+		if errors.Is(err, os.ErrNotExist) {
+			return nil, fmt.Errorf("loaders: %s %s split: %w: %w", name, split, ErrNoSplit, err)
+		}
 		if err != nil {
 			return nil, fmt.Errorf("loaders: %s %s split: %w", name, split, err)
 		}
-		err = c.parse(fh)
+		err = c.parse(bufio.NewReaderSize(fh, 1<<16), records)
 		fh.Close()
 		if err != nil {
 			return nil, fmt.Errorf("%w (file %s)", err, p)

@@ -5,8 +5,12 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 )
+
+// Small CIFAR files keep the tests fast; the record count is checked the same way.
+func init() { cifarFileRecords = 3 }
 
 // cifarRecords builds n CIFAR records; pixel plane c, position p of record i holds byte(i+c*7+p).
 func cifarRecords(n, labelBytes int, label func(i int) byte) []byte {
@@ -86,15 +90,15 @@ func TestOpenCIFAR(t *testing.T) {
 	dir := t.TempDir()
 	sub := filepath.Join(dir, "cifar-10-batches-bin")
 	for i, f := range []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"} {
-		writeFile(t, filepath.Join(sub, f), cifarRecords(i+1, 1, func(int) byte { return byte(i) }))
+		writeFile(t, filepath.Join(sub, f), cifarRecords(cifarFileRecords, 1, func(int) byte { return byte(i) }))
 	}
-	writeFile(t, filepath.Join(dir, "train.bin"), cifarRecords(4, 2, func(int) byte { return 77 }))
+	writeFile(t, filepath.Join(dir, "train.bin"), cifarRecords(5*cifarFileRecords, 2, func(int) byte { return 77 }))
 	tests := []struct {
 		classes   int
 		split     string
 		wantN     int
 		lastLabel int
-	}{{10, "train", 15, 4}, {100, "train", 4, 77}}
+	}{{10, "train", 5 * cifarFileRecords, 4}, {100, "train", 5 * cifarFileRecords, 77}}
 	for _, tc := range tests {
 		c, err := OpenCIFAR(dir, tc.classes, tc.split)
 		if err != nil {
@@ -110,6 +114,19 @@ func TestOpenCIFAR(t *testing.T) {
 	}
 	if _, err := OpenCIFAR(dir, 10, "test"); err == nil {
 		t.Error("OpenCIFAR(10, test) without test_batch.bin: no error")
+	}
+}
+
+// TestCIFARRecordCount: a CIFAR file cut at a record boundary, empty, or with a record too many is
+// an error naming the file, never a smaller (or larger) dataset.
+func TestCIFARRecordCount(t *testing.T) {
+	for _, n := range []int{0, cifarFileRecords - 1, cifarFileRecords + 1} {
+		dir := t.TempDir()
+		writeFile(t, filepath.Join(dir, "test_batch.bin"), cifarRecords(n, 1, func(int) byte { return 1 }))
+		_, err := OpenCIFAR(dir, 10, "test")
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "test_batch.bin") {
+			t.Errorf("OpenCIFAR with %d records (want %d) = %v; want ErrCorrupt naming the file", n, cifarFileRecords, err)
+		}
 	}
 }
 

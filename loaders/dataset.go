@@ -21,6 +21,8 @@ var (
 	ErrEmpty = errors.New("no samples")
 	// ErrSpec marks a dataset spec or split that Open does not understand.
 	ErrSpec = errors.New("bad dataset spec")
+	// ErrNoSplit marks a dataset that has no such split (a folder without test/, shards).
+	ErrNoSplit = errors.New("no such split")
 )
 
 // Sample is one example before transformation.
@@ -29,7 +31,12 @@ var (
 // in-memory datasets hand out views of what they hold): a Sample is read-only for its receiver.
 type Sample struct {
 	Input transforms.Input
+	// Label is the class id, the target of the default Config.Target (Class).
 	Label int
+	// Labels are the classes of a multi-label sample, the target of MultiHot.
+	Labels []int
+	// Target is a float target (regression values, soft labels), the target of Vector.
+	Target []float32
 	// Key names the sample in errors: a file path or a shard member key; empty for datasets
 	// whose samples are named by their index only (MNIST, CIFAR, most in-memory data).
 	Key string

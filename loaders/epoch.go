@@ -2,7 +2,6 @@ package loaders
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 	"iter"
@@ -16,16 +15,20 @@ import (
 
 // slotBatch is one batch being filled in a host slot.
 type slotBatch struct {
-	seq     int
-	slot    pinned.Slot
-	mem     []byte
-	indices []int // dataset indices, in batch order
+	seq  int
+	slot pinned.Slot
+	mem  []byte
+	// read and buffer are a stream reader's position after the batch's last sample (see State).
+	read   int
+	buffer []int
 }
 
 // job is one sample to load into its place in a slot.
 type job struct {
-	sb  *slotBatch
-	pos int
+	sb    *slotBatch
+	pos   int
+	index int     // dataset index, or position in a stream
+	smp   *Sample // the sample, read already from a stream; nil for a dataset
 }
 
 // result is a loaded sample; err is set when the Skip policy let a bad sample through.
@@ -38,9 +41,11 @@ type result struct {
 type epochRun struct {
 	l       *Loader
 	epoch   int
-	indices []int
+	indices []int // this rank's indices (dataset loader)
+	k       int   // next entry of indices to issue
+	limit   int   // entries of indices the epoch issues
+	stream  *streamReader
 	next    int // next batch to issue
-	end     int // batches in the epoch
 
 	// cur and pos belong to the source goroutine.
 	cur *slotBatch
@@ -63,14 +68,24 @@ type epochRun struct {
 // Release every batch.
 func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
 	return func(yield func(*Batch, error) bool) {
-		start, err := l.begin(epoch)
+		start, from, err := l.begin(epoch)
 		if err != nil {
 			yield(nil, err)
 			return
 		}
-		e := &epochRun{l: l, epoch: epoch, indices: l.sampler.Indices(epoch), next: start, end: l.BatchesPerEpoch(),
-			open: map[*slotBatch]bool{}, produced: map[*gpu.DeviceBatch]bool{}}
-		completed := e.run(ctx, yield)
+		e := &epochRun{l: l, epoch: epoch, next: start, open: map[*slotBatch]bool{}, produced: map[*gpu.DeviceBatch]bool{}}
+		completed := false
+		if err := e.prepare(ctx, start, from); err != nil {
+			yield(nil, err)
+		} else {
+			completed = e.run(ctx, yield)
+		}
+		if e.stream != nil {
+			if err := e.stream.close(); err != nil && completed {
+				completed = false
+				yield(nil, err)
+			}
+		}
 		// The pipeline has stopped: give back what it held. The feeder returns the slots of
 		// enqueued copies once they complete.
 		var errs []error
@@ -95,24 +110,52 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 	}
 }
 
-func (l *Loader) begin(epoch int) (int, error) {
+func (l *Loader) begin(epoch int) (start int, from State, err error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	switch {
 	case l.closed:
-		return 0, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrClosed)
+		return 0, from, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrClosed)
 	case l.running:
-		return 0, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrBusy)
+		return 0, from, fmt.Errorf("loaders: epoch %d: %w", epoch, ErrBusy)
 	}
-	start := 0
 	if l.restored && l.state.Epoch == epoch {
-		start = l.state.Batch
+		start, from = l.state.Batch, l.state
 	}
 	l.restored = false
 	l.running = true
 	l.epochStart = time.Now()
 	l.pl = pipeline.New(pipeline.WithTracer(l.cfg.Tracer))
-	return start, nil
+	return start, from, nil
+}
+
+// prepare computes this rank's indices for a dataset, or opens the stream and reads it up to the
+// restored position from.
+func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
+	l := e.l
+	if l.src != nil {
+		e.stream = l.newStreamReader(e.epoch)
+		if start == 0 {
+			return nil
+		}
+		return e.stream.restore(ctx, from)
+	}
+	if l.split.ranks != nil {
+		e.indices = l.split.indices(l.cfg.Rank, l.cfg.Shuffle, l.cfg.Seed, e.epoch)
+	} else {
+		order := l.sampler.Indices(l.cfg.Seed, e.epoch)
+		if len(order) != l.sampler.Len() {
+			return fmt.Errorf("loaders: %s epoch %d: the sampler gave %d indices; its Len is %d: %w", l.info.Name, e.epoch, len(order), l.sampler.Len(), ErrSpec)
+		}
+		for _, i := range order {
+			if err := checkIndex(l.info.Name, i, l.ds.Len()); err != nil {
+				return fmt.Errorf("loaders: epoch %d: sampler: %w", e.epoch, err)
+			}
+		}
+		e.indices = rankPart(order, l.cfg.Rank, max(l.cfg.WorldSize, 1))
+	}
+	e.k, e.limit = start*l.cfg.Batch, min(l.BatchesPerEpoch()*l.cfg.Batch, len(e.indices))
+	return nil
 }
 
 // run builds and iterates the epoch's pipeline; it reports whether the epoch ran to its end.
@@ -135,6 +178,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		}()
 	}
 	waitFrom := time.Now()
+	yielded := 0
 	for b, err := range pipeline.Iter(ctx, p, copied) {
 		if err != nil {
 			yield(nil, cause(err))
@@ -161,54 +205,92 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		l.mu.Lock()
 		l.held++
 		l.state = l.position(e.epoch, b.Seq+1)
+		l.state.Read, l.state.Buffer = b.read, b.buffer
 		l.stats.Batches++
 		l.stats.Samples += int64(b.N)
 		waited := time.Since(waitFrom)
 		l.stats.Wait += waited
 		l.mu.Unlock()
 		l.feeder.Waited(waited)
+		yielded++
 		if !yield(b, nil) {
 			return false
 		}
 		waitFrom = time.Now()
 	}
-	return ctx.Err() == nil
+	if ctx.Err() != nil {
+		return false
+	}
+	if yielded == 0 && e.skipped > 0 {
+		// However large MaxSkipped is, an epoch of nothing but bad samples is no epoch.
+		l.mu.Lock()
+		last := l.stats.LastSkipped
+		l.mu.Unlock()
+		yield(nil, fmt.Errorf("loaders: %s epoch %d: every one of its %d samples was skipped: %w (last: %w)", l.info.Name, e.epoch, e.skipped, ErrTooManySkipped, last))
+		return false
+	}
+	return true
 }
 
-// cause unwraps a pipeline error down to the sample error when there is one, so that the message
-// leads with the dataset and the sample rather than the stage and item number.
+// cause unwraps a pipeline error down to the sample error when there is one, or a stream's error
+// (which names the stream and the position), so that the message leads with the dataset and the
+// sample rather than the stage and item number.
 func cause(err error) error {
 	var ps *pipeline.StageError
 	var se *SampleError
-	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped)) {
+	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == "sampler") {
 		return ps.Err
 	}
 	return err
 }
 
-// issue is the source: it hands out the epoch's samples in order, acquiring a host slot for each
-// batch before its first sample (the pool's size is the pipeline's backpressure).
+// issue is the source: it hands out the epoch's samples in order (a stream's are read here, on this
+// one goroutine), acquiring a host slot for each batch before its first sample (the pool's size is
+// the pipeline's backpressure).
 func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 	l := e.l
-	if e.cur == nil || e.pos == len(e.cur.indices) {
-		if e.next >= e.end {
-			return job{}, false, nil
+	if e.stream != nil {
+		if ok, err := e.stream.peek(ctx); !ok || err != nil {
+			return job{}, false, err
 		}
+	} else if e.k >= e.limit {
+		return job{}, false, nil
+	}
+	if e.cur == nil || e.pos == l.cfg.Batch {
 		slot, err := l.pool.Acquire(ctx)
 		if err != nil {
 			return job{}, false, err
 		}
-		lo := e.next * l.cfg.Batch
-		hi := min(lo+l.cfg.Batch, len(e.indices))
-		e.cur = &slotBatch{seq: e.next, slot: slot, mem: slot.Bytes(), indices: e.indices[lo:hi]}
+		e.cur = &slotBatch{seq: e.next, slot: slot, mem: slot.Bytes()}
 		e.pos = 0
 		e.next++
 		e.mu.Lock()
 		e.open[e.cur] = true
 		e.mu.Unlock()
 	}
+	j := job{sb: e.cur, pos: e.pos}
 	e.pos++
-	return job{sb: e.cur, pos: e.pos - 1}, true, nil
+	if e.stream == nil {
+		j.index = e.indices[e.k]
+		e.k++
+		return j, true, nil
+	}
+	it := e.stream.take()
+	j.index, j.smp = it.ord, &it.s
+	// The state after this batch is the reader's position after its last sample: this one when it
+	// fills the batch or ends the stream.
+	last := e.pos == l.cfg.Batch
+	if !last {
+		more, err := e.stream.peek(ctx)
+		if err != nil {
+			return job{}, false, err
+		}
+		last = !more
+	}
+	if last {
+		e.cur.read, e.cur.buffer = e.stream.snapshot()
+	}
+	return j, true, nil
 }
 
 // load reads, decodes and augments one sample into its place in the slot.
@@ -216,15 +298,23 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 	l := e.l
 	ws := <-l.workers // never waits: there are as many as the stage has workers
 	defer func() { l.workers <- ws }()
-	i := j.sb.indices[j.pos]
-	s, err := l.ds.Sample(ctx, i)
+	i := j.index
+	var s Sample
+	var err error
+	if j.smp != nil {
+		s = *j.smp
+	} else {
+		s, err = l.ds.Sample(ctx, i)
+	}
 	if err == nil {
-		if err = checkLabel(l.info.Name, i, s.Key, s.Label, l.info.NumClasses); err == nil {
+		tgt := j.sb.mem[l.labOff+l.tsize*j.pos : l.labOff+l.tsize*(j.pos+1)]
+		if err = l.cfg.Target.Put(tgt, s); err == nil {
 			ws.r.Reset(l.cfg.Seed, e.epoch, i)
 			dst := j.sb.mem[j.pos*l.sample : (j.pos+1)*l.sample]
-			if err = ws.w.Apply(dst, s.Input, ws.r); err != nil {
-				err = &SampleError{l.info.Name, i, s.Key, err}
-			}
+			err = ws.w.Apply(dst, s.Input, ws.r)
+		}
+		if err != nil {
+			err = &SampleError{l.info.Name, i, s.Key, err}
 		}
 	} else if ctx.Err() != nil {
 		return result{}, ctx.Err()
@@ -239,7 +329,6 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 		}
 		return result{job: j, err: err}, nil
 	}
-	binary.LittleEndian.PutUint32(j.sb.mem[l.labOff+4*j.pos:], uint32(int32(s.Label)))
 	return result{job: j}, nil
 }
 
@@ -249,7 +338,12 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	l := e.l
 	sb := rs[0].sb
-	b := &Batch{Shape: l.shape, Epoch: e.epoch, Seq: sb.seq, l: l, Indices: make([]int, 0, len(rs))}
+	b := &Batch{Shape: l.shape, Epoch: e.epoch, Seq: sb.seq, l: l, Indices: make([]int, 0, len(rs)), read: sb.read, buffer: sb.buffer}
+	if e.stream != nil && l.cfg.DropLast && len(rs) < l.cfg.Batch {
+		// The stream's short last batch: its length was known only once it was read.
+		e.releaseOpen(sb)
+		return nil, sb.slot.Release()
+	}
 	for _, r := range rs {
 		if r.sb != sb {
 			return nil, fmt.Errorf("loaders: internal error: batch %d mixes slots", sb.seq)
@@ -267,20 +361,28 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 		}
 		if k := len(b.Indices); k != r.pos {
 			copy(sb.mem[k*l.sample:(k+1)*l.sample], sb.mem[r.pos*l.sample:(r.pos+1)*l.sample])
-			copy(sb.mem[l.labOff+4*k:l.labOff+4*k+4], sb.mem[l.labOff+4*r.pos:])
+			copy(sb.mem[l.labOff+l.tsize*k:l.labOff+l.tsize*(k+1)], sb.mem[l.labOff+l.tsize*r.pos:])
 		}
-		b.Indices = append(b.Indices, sb.indices[r.pos])
+		b.Indices = append(b.Indices, r.index)
 	}
 	b.N = len(b.Indices)
 	if b.N == 0 {
 		e.releaseOpen(sb)
 		return nil, sb.slot.Release()
 	}
+	if l.cfg.Collate != nil {
+		hb := &HostBatch{Images: sb.mem[:b.N*l.sample], Targets: sb.mem[l.labOff : l.labOff+b.N*l.tsize], N: b.N,
+			Shape: l.shape, Indices: b.Indices, Epoch: e.epoch, Seq: sb.seq}
+		if err := l.cfg.Collate(hb); err != nil {
+			e.releaseOpen(sb)
+			return nil, errors.Join(fmt.Errorf("loaders: %s epoch %d batch %d: collate: %w", l.info.Name, e.epoch, sb.seq, err), sb.slot.Release())
+		}
+	}
 	e.releaseOpen(sb) // the feeder takes the slot over, whatever the outcome
 	if err := sb.slot.Ready(); err != nil {
 		return nil, errors.Join(err, sb.slot.Release())
 	}
-	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: 4 * b.N})
+	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: l.tsize * b.N})
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err)
 	}

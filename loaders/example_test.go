@@ -51,16 +51,43 @@ func Example_customDataset() {
 	// gradient-3 1 [48 49 50]
 }
 
-// ExampleSampler shows the shares of two data-parallel ranks over 5 samples: equal lengths, the
-// shorter share padded by wrapping around.
-func ExampleSampler() {
-	for rank := range 2 {
-		s := loaders.Sampler{Len: 5, Rank: rank, WorldSize: 2}
-		fmt.Println(rank, s.Indices(0))
+// ExampleWeighted oversamples a rare class with a weighted sampler: sample i is drawn with
+// probability weights[i]/sum(weights), with replacement, in draws that depend on (Seed, epoch).
+func ExampleWeighted() {
+	ds := gradients{n: 10} // labels 0 and 1 alternate
+	weights := make([]float64, ds.Len())
+	for i := range weights {
+		weights[i] = 1
+		if i%2 == 1 {
+			weights[i] = 3 // class 1 three times as often
+		}
 	}
+	sampler, err := loaders.Weighted(weights, 1000) // 1000 draws per epoch
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ld, err := loaders.New(ds, loaders.Config{Batch: 100, Workers: 2, Seed: 1, Sampler: sampler})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer ld.Close()
+	perClass := [2]int{}
+	for batch, err := range ld.Epoch(context.Background(), 0) {
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		labels, _ := gpu.HostBytes(batch.Labels)
+		for k := range batch.N {
+			perClass[binary.LittleEndian.Uint32(labels[4*k:])]++
+		}
+		batch.Release()
+	}
+	fmt.Println(ld.BatchesPerEpoch(), "batches; class 1 drawn about 3 times as often:", perClass[1] > 2*perClass[0] && perClass[1] < 4*perClass[0])
 	// Output:
-	// 0 [0 2 4]
-	// 1 [1 3 0]
+	// 10 batches; class 1 drawn about 3 times as often: true
 }
 
 // ExampleLoader iterates an epoch of a user-defined dataset on the default CPU device: batches
@@ -92,7 +119,7 @@ func ExampleLoader() {
 	fmt.Printf("%+v\n", ld.State())
 	// Output:
 	// 3 batches, 10 samples of 1x4x4 normalize [0] [1]
-	// {Epoch:1 Batch:0 Seed:1 Len:10 Rank:0 WorldSize:1 BatchSize:4 Shuffle:true DropLast:false}
+	// {Epoch:1 Batch:0 Seed:1 Len:10 Rank:0 WorldSize:1 BatchSize:4 Shuffle:true DropLast:false ShuffleBuffer:0 Read:0 Buffer:[]}
 }
 
 // ExampleShardWriter packs a dataset into WebDataset tar shards (what `stoke pack` does) and opens

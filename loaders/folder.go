@@ -3,7 +3,6 @@ package loaders
 import (
 	"context"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -121,24 +120,4 @@ func (f *ImageFolder) Sample(_ context.Context, i int) (Sample, error) {
 	s := Sample{Label: f.labels[i], Key: f.paths[i]}
 	s.Input.Encoded = b
 	return s, nil
-}
-
-func readFileLimited(path string, limit int64) ([]byte, error) {
-	fh, err := os.Open(path)
-	if err != nil {
-		return nil, err
-	}
-	defer fh.Close()
-	st, err := fh.Stat()
-	if err != nil {
-		return nil, err
-	}
-	if st.Size() > limit {
-		return nil, fmt.Errorf("file of %d bytes exceeds %d: %w", st.Size(), limit, ErrCorrupt)
-	}
-	b := make([]byte, st.Size())
-	if _, err := io.ReadFull(fh, b); err != nil {
-		return nil, err
-	}
-	return b, nil
 }

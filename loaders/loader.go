@@ -23,8 +23,10 @@ var (
 	ErrBusy = errors.New("loader busy")
 	// ErrClosed: the Loader was closed.
 	ErrClosed = errors.New("loader closed")
+	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
+	ErrMemory = errors.New("over the memory budget")
 	// ErrState: Restore got a State from another dataset, seed or sharding, or a position past the
-	// end of the epoch.
+	// end of the epoch or, for a stream, inconsistent with the stream.
 	ErrState = errors.New("loader state does not match")
 )
 
@@ -77,8 +79,17 @@ type Config struct {
 	// slots and on the device (default DefaultPrefetch). Memory is bounded by about
 	// 2 x (Prefetch + 2) batches whatever the speed of either side.
 	Prefetch int
-	// Shuffle visits the samples in an order that depends on (Seed, epoch) only.
+	// Shuffle visits the samples in an order that depends on (Seed, epoch) only: a permutation of
+	// the dataset, or for a stream loader its parts in a permuted order through a shuffle buffer.
 	Shuffle bool
+	// Sampler chooses each epoch's indices over all ranks (see Sampler); nil means Sequential, or
+	// Shuffled with Shuffle, which must then be false. A stream loader takes none.
+	Sampler Sampler
+	// ShuffleBuffer is the number of samples a stream loader's shuffle buffer holds (default
+	// DefaultShuffleBuffer; only with Shuffle): each sample it yields is drawn, by (Seed, epoch,
+	// position), from the buffer, which the stream then refills. Larger mixes better and holds
+	// more memory.
+	ShuffleBuffer int
 	// DropLast leaves out the last batch of an epoch when it is short.
 	DropLast bool
 	// Seed drives the order (with Shuffle) and every sample's augmentation randomness, which
@@ -99,12 +110,38 @@ type Config struct {
 	// MaxSkipped bounds the samples one epoch may skip under Skip before it fails with
 	// ErrTooManySkipped; 0 means no bound.
 	MaxSkipped int
-	// Rank and WorldSize shard every epoch between data-parallel processes (see Sampler).
+	// Rank and WorldSize split every epoch between data-parallel processes, one Loader per rank
+	// (WorldSize 0 means 1; EnvRank reads them from what torchrun sets). Every rank yields the same
+	// number of batches, the ranks' parts are disjoint, and together they cover the epoch once
+	// plus a stated padding:
+	//   - a Sharded dataset (Shards) without a Sampler is split by whole shards, each rank reading
+	//     only its own files, when the shards balance: each rank is padded to the largest rank's
+	//     count by repeating its own first samples, and that padding may total at most one
+	//     average shard;
+	//   - otherwise the sampler's order is split sample by sample like PyTorch's
+	//     DistributedSampler: padded by wrapping around to a multiple of WorldSize (fewer than
+	//     WorldSize repeated samples), rank r taking positions r, r+WorldSize, ...;
+	//   - a stream loader over a SizedSource whose parts balance is split by whole parts the same
+	//     way, each rank reading its parts only (and its first ones again for the padding);
+	//   - any other stream loader's ranks all read the stream and keep every WorldSize-th sample,
+	//     padded like DistributedSampler (the ranks' shares are known only at the stream's end).
 	Rank, WorldSize int
+	// Target writes each sample's target into Batch.Labels (default Class(NumClasses): int32 class
+	// ids); Vector and MultiHot give float targets.
+	Target Target
+	// Collate, when set, is called once per batch, in order, on the batch in its host slot after
+	// its samples are in and before it is copied to the device: it may rewrite the images and
+	// targets in place (mixup, label smoothing). It runs on the Loader's copy stage, one batch at a
+	// time; an error ends the epoch.
+	Collate func(*HostBatch) error
 	// Allocator provides the host slots. nil means pinned.Locked() (which falls back to ordinary
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
 	Allocator pinned.Allocator
+	// MemoryBudget bounds the bytes of host slots and device buffers the Loader allocates (slots
+	// x batch x sample bytes, host and device): New refuses a configuration over it with
+	// ErrMemory before allocating anything. 0 means DefaultMemoryBudget(); negative means no bound.
+	MemoryBudget int64
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
 	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
 	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
@@ -116,15 +153,33 @@ type Config struct {
 	Tracer pipeline.Tracer
 }
 
+// DefaultMemoryBudget is the MemoryBudget of a Config that sets none: a quarter of the memory this
+// process may use (pinned.SystemMemory), or 8 GiB where that is unknown.
+func DefaultMemoryBudget() int64 {
+	if m := pinned.SystemMemory(); m > 0 {
+		return m / 4
+	}
+	return 8 << 30
+}
+
 // Validate checks cfg and fills in the defaults.
 func (c *Config) Validate() error {
-	if c.Batch < 0 || c.Workers < 0 || c.Prefetch < 0 || c.MaxSkipped < 0 {
-		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d or max skipped %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, ErrSpec)
+	if c.Batch < 0 || c.Workers < 0 || c.Prefetch < 0 || c.MaxSkipped < 0 || c.ShuffleBuffer < 0 {
+		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrSpec)
+	}
+	if c.Sampler != nil && c.Shuffle {
+		return fmt.Errorf("loaders: config: Shuffle with a Sampler: the sampler decides the order: %w", ErrSpec)
+	}
+	if c.ShuffleBuffer > 0 && !c.Shuffle {
+		return fmt.Errorf("loaders: config: a shuffle buffer of %d without Shuffle: %w", c.ShuffleBuffer, ErrSpec)
+	}
+	if c.Target != nil && c.Target.Size() < 1 {
+		return fmt.Errorf("loaders: config: target of %d bytes: %w", c.Target.Size(), ErrSpec)
 	}
 	if c.OnError != FailFast && c.OnError != Skip {
 		return fmt.Errorf("loaders: config: %v: %w", c.OnError, ErrSpec)
 	}
-	if err := (Sampler{Rank: c.Rank, WorldSize: c.WorldSize}).Validate(); err != nil {
+	if err := checkRank(c.Rank, c.WorldSize); err != nil {
 		return err
 	}
 	if c.Batch == 0 {
@@ -136,7 +191,63 @@ func (c *Config) Validate() error {
 	if c.Prefetch == 0 {
 		c.Prefetch = DefaultPrefetch
 	}
+	if c.MemoryBudget == 0 {
+		c.MemoryBudget = DefaultMemoryBudget()
+	}
 	return nil
+}
+
+// footprint is what a Loader allocates up front, in bytes.
+type footprint struct {
+	// Host is the pinned slots: Slots of SlotBytes each (a batch of images and its labels).
+	Host, SlotBytes int64
+	Slots           int
+	// Device is the device buffer sets: Sets of SlotBytes each.
+	Device int64
+	Sets   int
+}
+
+// total is Host + Device.
+func (f footprint) total() int64 { return f.Host + f.Device }
+
+// footprintOf computes the allocation for batches of c.Batch images of sample bytes and targets of
+// target bytes each, without overflow (sample and batch come from headers and flags).
+func footprintOf(c Config, sample, target int64) (footprint, error) {
+	const huge = 1 << 50
+	if sample <= 0 || sample+target > huge/int64(c.Batch) || c.Prefetch > 1<<20 {
+		return footprint{}, fmt.Errorf("loaders: batches of %d images of %d bytes, prefetch %d: %w", c.Batch, sample, c.Prefetch, ErrMemory)
+	}
+	slot := int64(c.Batch) * (sample + target)
+	f := footprint{SlotBytes: slot, Slots: pinned.Config{Prefetch: c.Prefetch}.Slots(), Sets: c.Prefetch + 2}
+	f.Host, f.Device = int64(f.Slots)*slot, int64(f.Sets)*slot
+	return f, nil
+}
+
+// checkBudget refuses a footprint over the budget with an error that says what to change.
+func checkBudget(name string, c Config, shape transforms.Shape) error {
+	f, err := footprintOf(c, int64(shape.C)*int64(shape.H)*int64(shape.W), int64(c.Target.Size()))
+	if err != nil {
+		return err
+	}
+	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
+		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s (Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
+			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
+	}
+	return nil
+}
+
+// formatBytes writes n bytes in the largest binary unit that keeps a figure >= 1 ("1.5 GiB").
+func formatBytes(n int64) string {
+	const units = "KMGTPE"
+	if n < 1024 {
+		return fmt.Sprintf("%d B", n)
+	}
+	v, i := float64(n)/1024, 0
+	for v >= 1024 && i < len(units)-1 {
+		v /= 1024
+		i++
+	}
+	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
 
 // State is a Loader's position: the next batch it yields is batch Batch of epoch Epoch. The other
@@ -144,11 +255,23 @@ func (c *Config) Validate() error {
 type State struct {
 	Epoch, Batch    int
 	Seed            uint64
-	Len             int // dataset length
+	Len             int // dataset length; for a stream, a SizedSource's (0: unknown)
 	Rank, WorldSize int
 	BatchSize       int
 	Shuffle         bool
 	DropLast        bool
+	ShuffleBuffer   int // a stream loader's
+	// Read and Buffer place a stream loader within its epoch: the first Read samples of the
+	// epoch's stream have been read, and Buffer holds the stream positions of the samples in the
+	// shuffle buffer, slot by slot. Both are zero for a dataset loader.
+	Read   int
+	Buffer []int
+}
+
+// sameRun reports whether s and t belong to the same data, order and sharding.
+func (s State) sameRun(t State) bool {
+	return s.Seed == t.Seed && s.Len == t.Len && s.Rank == t.Rank && s.WorldSize == t.WorldSize &&
+		s.BatchSize == t.BatchSize && s.Shuffle == t.Shuffle && s.DropLast == t.DropLast && s.ShuffleBuffer == t.ShuffleBuffer
 }
 
 // Batch is one batch on the device. Samples that a Skip policy left out are not in it, so N may be
@@ -162,11 +285,13 @@ type Batch struct {
 	// Images holds N uint8 images of Shape, CHW, one after the other, from offset 0; the buffer may
 	// be longer than N*Shape.Len().
 	Images gpu.Buffer
-	// Labels holds N little-endian int32 labels from offset 0; it may be longer than 4*N.
+	// Labels holds the N targets from offset 0: with the default Target (Class), little-endian
+	// int32 class ids; otherwise Config.Target.Size() bytes per sample. It may be longer.
 	Labels gpu.Buffer
 	N      int
 	Shape  transforms.Shape
-	// Indices are the dataset indices of the N samples.
+	// Indices are the dataset indices of the N samples; for a stream loader, their positions in
+	// the epoch's stream.
 	Indices []int
 	// Epoch and Seq place the batch in the loader's order (Seq counts the epoch's batches,
 	// including any that the Skip policy left empty).
@@ -174,9 +299,11 @@ type Batch struct {
 	// Ready completes when the batch's copies to the device have completed.
 	Ready gpu.Event
 
-	l    *Loader
-	dev  *gpu.DeviceBatch
-	once sync.Once
+	l      *Loader
+	dev    *gpu.DeviceBatch
+	once   sync.Once
+	read   int   // a stream reader's position after the batch (State.Read)
+	buffer []int // and its shuffle buffer (State.Buffer)
 }
 
 // Release hands the batch's device buffers back to the Loader. With Config.Stream set, they are
@@ -192,9 +319,13 @@ func (b *Batch) Release() {
 	})
 }
 
-// Loader turns a Dataset into batches on a device: a sampler picks the indices, workers read,
+// Loader turns a Dataset (New) or a StreamSource (NewStream) into batches on a device: a sampler
+// picks the indices (or one goroutine reads the stream through a shuffle buffer), workers read,
 // decode and augment each sample straight into its place in a pinned host slot, and each full slot
 // is copied to the device on a copy stream while the consumer works on the previous batch.
+//
+// The batches of an epoch depend on the configuration, the seed and the epoch only, never on the
+// number of workers or on timing, and State/Restore resume them mid-epoch exactly.
 //
 // # Concurrency
 //
@@ -206,13 +337,19 @@ func (b *Batch) Release() {
 // The Loader owns its slot pool, its feeder (copy stream and device buffers) and, when Config.Device
 // was nil, its device; Close releases them. It does not own the dataset or Config.Stream.
 type Loader struct {
-	ds      Dataset
+	ds      Dataset      // nil for a stream loader
+	src     StreamSource // nil for a dataset loader
 	info    Info
 	cfg     Config
-	sampler Sampler
+	sampler Sampler    // nil for a stream loader
+	split   shardSplit // ranks of a dataset split by shards; split.ranks is nil otherwise
+	perRank int        // indices per rank per epoch (padding included); 0 for a stream of unknown length
 	shape   transforms.Shape
 	sample  int // bytes of one output image
-	labOff  int // offset of the labels in a slot
+	tsize   int // bytes of one target
+	labOff  int // offset of the targets in a slot
+
+	streamLen int // a SizedSource's number of samples (0: unknown)
 
 	dev     gpu.Device
 	ownDev  bool
@@ -245,26 +382,103 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l := &Loader{ds: ds, info: Describe(ds), cfg: cfg}
-	l.sampler = Sampler{Len: ds.Len(), Shuffle: cfg.Shuffle, Seed: cfg.Seed, Rank: cfg.Rank, WorldSize: cfg.WorldSize}
-	if err := l.sampler.Validate(); err != nil {
-		return nil, err
+	l := &Loader{ds: ds, info: Describe(ds), cfg: cfg, sampler: cfg.Sampler}
+	n, world := ds.Len(), max(cfg.WorldSize, 1)
+	if cfg.ShuffleBuffer != 0 {
+		return nil, fmt.Errorf("loaders: %s: a shuffle buffer is for stream loaders (a dataset is shuffled whole): %w", l.info.Name, ErrSpec)
 	}
-	if ds.Len() == 0 {
+	if n <= 0 {
 		return nil, fmt.Errorf("loaders: %s: %w", l.info.Name, ErrEmpty)
 	}
-	shape, err := outShape(l.info, cfg.Transform)
-	if err != nil {
+	if l.sampler == nil {
+		l.sampler = Sequential(n)
+		if cfg.Shuffle {
+			l.sampler = Shuffled(n)
+		}
+		if sh, ok := ds.(Sharded); ok {
+			l.split, _ = splitShards(sh.ShardStarts(), n, world)
+		}
+	}
+	if l.sampler.Len() <= 0 {
+		return nil, fmt.Errorf("loaders: %s: the sampler visits %d samples per epoch: %w", l.info.Name, l.sampler.Len(), ErrEmpty)
+	}
+	l.perRank = (l.sampler.Len() + world - 1) / world
+	if l.split.ranks != nil {
+		l.perRank = l.split.per
+	}
+	return l, l.setup()
+}
+
+// NewStream returns a Loader over the stream src: each epoch reads src's parts front to back on one
+// goroutine (in a permuted order, through a shuffle buffer, with Config.Shuffle), and its workers
+// decode and augment the samples as for a Dataset. Unless src is a SizedSource, the length of an
+// epoch is known only at its end: BatchesPerEpoch is 0, and the last batch is short unless
+// DropLast. Config.Sampler must be nil.
+// src may implement Describer; its Info.Shape is usually zero, so the transform must fix the size.
+func NewStream(src StreamSource, cfg Config) (*Loader, error) {
+	if cfg.Shuffle && cfg.ShuffleBuffer == 0 {
+		cfg.ShuffleBuffer = DefaultShuffleBuffer
+	}
+	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	l.shape, l.sample = shape, shape.Len()
+	l := &Loader{src: src, cfg: cfg, info: Info{Name: fmt.Sprintf("%T", src)}}
+	if d, ok := src.(Describer); ok {
+		l.info = d.Info()
+	}
+	if cfg.Sampler != nil {
+		return nil, fmt.Errorf("loaders: %s: a stream loader takes no Sampler: %w", l.info.Name, ErrSpec)
+	}
+	if src.Parts() < 1 {
+		return nil, fmt.Errorf("loaders: %s: a stream of %d parts: %w", l.info.Name, src.Parts(), ErrEmpty)
+	}
+	if s, ok := src.(SizedSource); ok && s.PartLens() != nil {
+		lens := s.PartLens()
+		if len(lens) != src.Parts() {
+			return nil, fmt.Errorf("loaders: %s: sizes of %d parts for a stream of %d: %w", l.info.Name, len(lens), src.Parts(), ErrSpec)
+		}
+		starts := make([]int, len(lens))
+		for k, n := range lens {
+			if n < 0 {
+				return nil, fmt.Errorf("loaders: %s: part %d of %d samples: %w", l.info.Name, k, n, ErrSpec)
+			}
+			starts[k] = l.streamLen
+			l.streamLen += n
+		}
+		if l.streamLen == 0 {
+			return nil, fmt.Errorf("loaders: %s: %w", l.info.Name, ErrEmpty)
+		}
+		world := max(cfg.WorldSize, 1)
+		l.perRank = (l.streamLen + world - 1) / world
+		if l.split, _ = splitShards(starts, l.streamLen, world); l.split.ranks != nil {
+			l.perRank = l.split.per
+		}
+	}
+	return l, l.setup()
+}
+
+// setup fixes the output shape and the target, allocates the slot pool and the device buffers,
+// and opens the device if Config.Device is nil.
+func (l *Loader) setup() error {
+	cfg := l.cfg
+	shape, err := outShape(l.info, cfg.Transform)
+	if err != nil {
+		return err
+	}
+	if l.cfg.Target == nil {
+		l.cfg.Target = Class(l.info.NumClasses)
+	}
+	if err := checkBudget(l.info.Name, l.cfg, shape); err != nil {
+		return err
+	}
+	l.shape, l.sample, l.tsize = shape, shape.Len(), l.cfg.Target.Size()
 	l.labOff = cfg.Batch * l.sample
 	l.state = l.position(0, 0)
 
 	l.dev = cfg.Device
 	if l.dev == nil {
 		if l.dev, err = gpu.Open("cpu"); err != nil {
-			return nil, fmt.Errorf("loaders: %w", err)
+			return fmt.Errorf("loaders: %w", err)
 		}
 		l.ownDev = true
 	}
@@ -275,13 +489,13 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 		}
 	}
 	if err := l.alloc(); err != nil {
-		return nil, errors.Join(err, l.free())
+		return errors.Join(err, l.free())
 	}
 	l.workers = make(chan *workerState, cfg.Workers)
 	for range cfg.Workers {
 		l.workers <- &workerState{w: cfg.Transform.NewWorker(), r: rng.NewSample()}
 	}
-	return l, nil
+	return nil
 }
 
 // outShape finds the one shape every output image has.
@@ -308,7 +522,7 @@ func outShape(info Info, t *transforms.Pipeline) (transforms.Shape, error) {
 
 func (l *Loader) alloc() error {
 	var err error
-	l.pool, err = pinned.NewPool(pinned.Config{SlotSize: l.labOff + 4*l.cfg.Batch, Prefetch: l.cfg.Prefetch, Allocator: l.cfg.Allocator})
+	l.pool, err = pinned.NewPool(pinned.Config{SlotSize: l.labOff + l.tsize*l.cfg.Batch, Prefetch: l.cfg.Prefetch, Allocator: l.cfg.Allocator})
 	if err != nil {
 		return fmt.Errorf("loaders: host slots: %w", err)
 	}
@@ -320,7 +534,7 @@ func (l *Loader) alloc() error {
 	}
 	// One buffer set being copied into, one held by the consumer, Prefetch waiting between them.
 	l.feeder, err = gpu.NewFeeder(gpu.FeederConfig{Device: dev, Compute: l.cfg.Stream,
-		Sizes: []int{l.labOff, 4 * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2})
+		Sizes: []int{l.labOff, l.tsize * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2})
 	if err != nil {
 		return fmt.Errorf("loaders: %w", err)
 	}
@@ -364,6 +578,9 @@ func (l *Loader) Close() error {
 	return l.free()
 }
 
+// Target returns the target the batches carry (Config.Target, or the default Class).
+func (l *Loader) Target() Target { return l.cfg.Target }
+
 // Shape returns the shape of every image the Loader yields.
 func (l *Loader) Shape() transforms.Shape { return l.shape }
 
@@ -389,9 +606,10 @@ func (l *Loader) Normalization() (mean, std []float32) {
 }
 
 // BatchesPerEpoch returns the number of batches each epoch yields on this rank (counting batches
-// that a Skip policy might leave empty).
+// that a Skip policy might leave empty); 0 for a stream loader whose source is not a SizedSource,
+// whose length is known only at the end of each epoch.
 func (l *Loader) BatchesPerEpoch() int {
-	n := l.sampler.PerRank()
+	n := l.perRank
 	if l.cfg.DropLast {
 		return n / l.cfg.Batch
 	}
@@ -399,8 +617,15 @@ func (l *Loader) BatchesPerEpoch() int {
 }
 
 func (l *Loader) position(epoch, batch int) State {
-	return State{Epoch: epoch, Batch: batch, Seed: l.cfg.Seed, Len: l.ds.Len(), Rank: l.cfg.Rank,
-		WorldSize: max(l.cfg.WorldSize, 1), BatchSize: l.cfg.Batch, Shuffle: l.cfg.Shuffle, DropLast: l.cfg.DropLast}
+	s := State{Epoch: epoch, Batch: batch, Seed: l.cfg.Seed, Rank: l.cfg.Rank,
+		WorldSize: max(l.cfg.WorldSize, 1), BatchSize: l.cfg.Batch, Shuffle: l.cfg.Shuffle, DropLast: l.cfg.DropLast,
+		ShuffleBuffer: l.cfg.ShuffleBuffer}
+	if l.ds != nil {
+		s.Len = l.ds.Len()
+	} else {
+		s.Len = l.streamLen
+	}
+	return s
 }
 
 // State returns the position after the last batch yielded: save it once the step that used that
@@ -413,10 +638,20 @@ func (l *Loader) State() State {
 
 // Restore makes the next Epoch(ctx, s.Epoch) start at batch s.Batch, yielding exactly what the
 // Loader that saved s would have yielded next. s must come from a Loader with the same dataset
-// length, seed, batch size, shuffling, drop-last and sharding (ErrState otherwise).
+// length, seed, batch size, shuffling, drop-last, shuffle buffer and sharding (ErrState otherwise).
+// A stream loader gets there by reading the epoch's stream up to s.Read again, without decoding,
+// keeping the samples s.Buffer names; a State that does not fit the stream fails that epoch with
+// ErrState.
 func (l *Loader) Restore(s State) error {
 	want := l.position(s.Epoch, s.Batch)
-	if s != want || s.Epoch < 0 || s.Batch < 0 || s.Batch > l.BatchesPerEpoch() {
+	bad := !s.sameRun(want) || s.Epoch < 0 || s.Batch < 0
+	if l.src == nil {
+		bad = bad || s.Batch > l.BatchesPerEpoch() || s.Read != 0 || len(s.Buffer) > 0
+	} else {
+		bad = bad || s.Read < 0 || len(s.Buffer) > l.cfg.ShuffleBuffer || (len(s.Buffer) > 0 && l.cfg.ShuffleBuffer <= 1) ||
+			(l.perRank > 0 && s.Batch > l.BatchesPerEpoch())
+	}
+	if bad {
 		return fmt.Errorf("loaders: restore %+v into a loader at %+v (%d batches per epoch): %w", s, want, l.BatchesPerEpoch(), ErrState)
 	}
 	l.mu.Lock()

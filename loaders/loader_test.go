@@ -88,16 +88,24 @@ func newLoader(t testing.TB, ds Dataset, cfg Config) *Loader {
 	if cfg.Allocator == nil {
 		cfg.Allocator = pinned.Heap() // keep tests independent of the machine's mlock limit
 	}
-	l, err := New(ds, cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() {
-		if err := l.Close(); err != nil {
-			t.Errorf("Close: %v", err)
+	return closeAtEnd(t)(New(ds, cfg))
+}
+
+// closeAtEnd takes what New or NewStream returned: it fails the test on an error, and closes the
+// Loader when the test ends.
+func closeAtEnd(t testing.TB) func(*Loader, error) *Loader {
+	return func(l *Loader, err error) *Loader {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
 		}
-	})
-	return l
+		t.Cleanup(func() {
+			if err := l.Close(); err != nil {
+				t.Errorf("Close: %v", err)
+			}
+		})
+		return l
+	}
 }
 
 // epoch collects every batch of one epoch; stopAfter >= 0 breaks after that many batches.

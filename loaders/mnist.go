@@ -12,6 +12,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strings"
 
 	"github.com/klauspost/compress/gzip"
@@ -28,7 +29,11 @@ const (
 
 // maxIDXBytes bounds what an IDX header may declare, so that a lying header cannot make the parser
 // compute an overflowing or absurd size; actual memory grows only with the bytes really present.
-const maxIDXBytes = 1 << 32
+// maxIDXItem bounds one image (16 MiB: a 4096 x 4096 gray image); IDX files hold small images.
+const (
+	maxIDXBytes = 1 << 32
+	maxIDXItem  = 1 << 24
+)
 
 // MNIST is the MNIST digits dataset (or any IDX pair of uint8 images N x H x W and labels N), held
 // in memory. Samples are raw pixels, H x W x 1.
@@ -82,19 +87,25 @@ func parseIDX(r io.Reader, want int) ([]int, []byte, error) {
 		return nil, nil, fmt.Errorf("idx magic % x, want 00 00 08 %02x: %w", head, want, ErrCorrupt)
 	}
 	dims := make([]int, want)
-	size := uint64(1)
 	for i := range dims {
 		var d uint32
 		if err := binary.Read(r, binary.BigEndian, &d); err != nil {
 			return nil, nil, fmt.Errorf("idx dimension %d: %w: %w", i, ErrCorrupt, err)
 		}
 		dims[i] = int(d)
-		size *= uint64(d)
-		if size > maxIDXBytes {
-			return nil, nil, fmt.Errorf("idx dimensions %v declare over %d bytes: %w", dims[:i+1], uint64(maxIDXBytes), ErrCorrupt)
+	}
+	// Each factor is below 2^32, so the products are checked before they can overflow.
+	item := uint64(1)
+	for _, d := range dims[1:] {
+		if item *= uint64(d); item > maxIDXItem {
+			return nil, nil, fmt.Errorf("idx dimensions %v declare items of over %d bytes: %w", dims, maxIDXItem, ErrCorrupt)
 		}
 	}
-	data, err := io.ReadAll(io.LimitReader(r, int64(size)+1))
+	size := item * uint64(dims[0])
+	if size > maxIDXBytes || size > uint64(DefaultMemoryBudget()) {
+		return nil, nil, fmt.Errorf("idx dimensions %v declare %d bytes, over %d or the memory budget: %w", dims, size, uint64(maxIDXBytes), ErrCorrupt)
+	}
+	data, err := readAtMost(r, int64(size)+1)
 	if err != nil {
 		return nil, nil, fmt.Errorf("idx data: %w: %w", ErrCorrupt, err)
 	}
@@ -107,6 +118,31 @@ func parseIDX(r io.Reader, want int) ([]int, []byte, error) {
 	}
 	return dims, data, nil
 }
+
+// readAtMost reads r to its end or to limit bytes. Memory grows with the bytes really present, by
+// at most doubling and never past limit (io.ReadAll may overshoot twice its final size).
+func readAtMost(r io.Reader, limit int64) ([]byte, error) {
+	b := make([]byte, 0, min(limit, 1<<20))
+	for {
+		if len(b) == cap(b) {
+			if int64(len(b)) >= limit {
+				return b, nil
+			}
+			b = slices.Grow(b, int(min(int64(2*len(b)), limit)-int64(len(b))))
+		}
+		n, err := r.Read(b[len(b):cap(b)])
+		b = b[:len(b)+n]
+		if err == io.EOF {
+			return b, nil
+		}
+		if err != nil {
+			return b, err
+		}
+	}
+}
+
+// maxZstdWindow bounds the history a zstd stream may ask the decoder for.
+const maxZstdWindow = 1 << 27
 
 // decompress returns r itself, or a decompressing reader if r starts with the gzip or zstd magic
 // number. The returned function releases the decompressor.
@@ -122,7 +158,9 @@ func decompress(r io.Reader) (io.Reader, func(), error) {
 		return zr, func() { zr.Close() }, nil
 	case bytes.Equal(magic, []byte{0x28, 0xb5, 0x2f, 0xfd}):
 		// One goroutine-free decoder: it lives for one file and the loader already parallelizes.
-		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1))
+		// The window a frame header may ask for is bounded (128 MiB: zstd --long=27), so that a
+		// tiny file cannot make the decoder allocate gigabytes of history.
+		zr, err := zstd.NewReader(br, zstd.WithDecoderConcurrency(1), zstd.WithDecoderMaxWindow(maxZstdWindow))
 		if err != nil {
 			return nil, nil, fmt.Errorf("zstd: %w: %w", ErrCorrupt, err)
 		}
@@ -150,14 +188,14 @@ func OpenMNIST(dir, split string) (*MNIST, error) {
 		}
 	}
 	if imgPath == "" || labPath == "" {
-		return nil, fmt.Errorf("loaders: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w", split, prefix, prefix, dir, os.ErrNotExist)
+		return nil, fmt.Errorf("loaders: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w: %w", split, prefix, prefix, dir, ErrNoSplit, os.ErrNotExist)
 	}
-	imgs, err := os.Open(imgPath)
+	imgs, _, err := openRegular(imgPath)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: mnist: %w", err)
 	}
 	defer imgs.Close()
-	labs, err := os.Open(labPath)
+	labs, _, err := openRegular(labPath)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: mnist: %w", err)
 	}
@@ -182,8 +220,8 @@ func mnistPrefix(split string) (string, error) {
 func findFile(dir, base string) string {
 	for _, name := range []string{base, base + ".gz"} {
 		p := filepath.Join(dir, name)
-		if st, err := os.Stat(p); err == nil && st.Mode().IsRegular() {
-			return p
+		if _, err := os.Lstat(p); err == nil {
+			return p // openRegular refuses it if it is no regular file
 		}
 	}
 	return ""

@@ -15,10 +15,13 @@ import (
 //	cifar10:DIR      CIFAR-10 binary files in DIR
 //	cifar100:DIR     CIFAR-100 binary files in DIR
 //	folder:DIR, DIR  an ImageFolder; DIR/SPLIT is used instead of DIR when it is a folder
-//	shards:GLOB      WebDataset tar shards matching GLOB (split not used)
+//	shards:GLOB      WebDataset tar shards matching GLOB (train split only)
+//	shards:DIR       the shards a folder's index.json lists (a folder stoke pack wrote)
 //
 // If the dataset implements io.Closer (shards do), the caller closes it when done. Unknown
-// prefixes and splits are errors wrapping ErrSpec.
+// prefixes and splits are errors wrapping ErrSpec. A dataset without the split asked for (a folder
+// without test/, shards, MNIST or CIFAR files missing) is an error wrapping ErrNoSplit: a test
+// split is never the training data under another name.
 func Open(spec, split string) (Dataset, error) {
 	if split == "" {
 		split = "train"
@@ -49,6 +52,15 @@ func Open(spec, split string) (Dataset, error) {
 	case "folder":
 		return openFolder(arg, split)
 	case "shards":
+		if split != "train" {
+			return nil, fmt.Errorf("loaders: open %q: shards have one split; pack the %s split into a folder of its own: %w", spec, split, ErrNoSplit)
+		}
+		if st, err := os.Stat(arg); err == nil && st.IsDir() {
+			if _, err := os.Stat(filepath.Join(arg, IndexName)); err != nil {
+				return nil, fmt.Errorf("loaders: open %q: a folder without %s; give the shards as a glob such as %s: %w", spec, IndexName, filepath.Join(arg, "*.tar"), ErrSpec)
+			}
+			return OpenShardIndex(arg)
+		}
 		paths, err := ShardPaths(arg)
 		if err != nil {
 			return nil, err
@@ -68,6 +80,8 @@ func openFolder(dir, split string) (Dataset, error) {
 	}
 	if st, err := os.Stat(filepath.Join(dir, split)); err == nil && st.IsDir() {
 		dir = filepath.Join(dir, split)
+	} else if split != "train" {
+		return nil, fmt.Errorf("loaders: open %s: no %s/ folder in it: %w", dir, split, ErrNoSplit)
 	}
 	return NewImageFolder(dir)
 }

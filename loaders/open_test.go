@@ -13,7 +13,7 @@ func TestOpen(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "mnist", "train-images-idx3-ubyte"), img)
 	writeFile(t, filepath.Join(dir, "mnist", "train-labels-idx1-ubyte.gz"), gz(t, lab))
 	writeFile(t, filepath.Join(dir, "c10", "test_batch.bin"), cifarRecords(3, 1, func(int) byte { return 1 }))
-	writeFile(t, filepath.Join(dir, "c100", "cifar-100-binary", "train.bin"), cifarRecords(2, 2, func(int) byte { return 1 }))
+	writeFile(t, filepath.Join(dir, "c100", "cifar-100-binary", "train.bin"), cifarRecords(5*cifarFileRecords, 2, func(int) byte { return 1 }))
 	writeFile(t, filepath.Join(dir, "imgs", "train", "cat", "a.png"), pngImage(t, 2, 2, 0))
 	writeFile(t, filepath.Join(dir, "imgs", "train", "dog", "a.png"), pngImage(t, 2, 2, 0))
 	writeFile(t, filepath.Join(dir, "imgs", "test", "cat", "a.png"), pngImage(t, 2, 2, 0))
@@ -27,10 +27,10 @@ func TestOpen(t *testing.T) {
 	}{
 		{"mnist:" + filepath.Join(dir, "mnist"), "train", 4, "mnist"},
 		{"cifar10:" + filepath.Join(dir, "c10"), "test", 3, "cifar10"},
-		{"cifar100:" + filepath.Join(dir, "c100"), "", 2, "cifar100"},
+		{"cifar100:" + filepath.Join(dir, "c100"), "", 5 * cifarFileRecords, "cifar100"},
 		{filepath.Join(dir, "imgs"), "train", 2, filepath.Join(dir, "imgs", "train")},
 		{"folder:" + filepath.Join(dir, "imgs"), "test", 1, filepath.Join(dir, "imgs", "test")},
-		{"folder:" + filepath.Join(dir, "flat"), "test", 1, filepath.Join(dir, "flat")},
+		{"folder:" + filepath.Join(dir, "flat"), "train", 1, filepath.Join(dir, "flat")},
 		{"shards:" + filepath.Join(dir, "sh", "x-*.tar"), "train", 5, filepath.Join(dir, "sh", "x-*.tar")},
 	}
 	for _, tc := range tests {

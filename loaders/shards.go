@@ -27,20 +27,23 @@ var (
 	labelMemberExts = []string{"cls", "cls.txt", "label", "index"}
 )
 
-// A compressed shard that Shards holds in memory may expand to at most maxExpansion times its
-// file size (encoded images barely compress; raw pixels a few times), and never past
-// maxCompressedShard (WebDataset shards are usually well under 1 GB), so that a compression bomb
-// fails cleanly before it takes the memory; minCompressedLimit keeps tiny shards usable.
+// A compressed shard may expand to at most maxExpansion times its file size (encoded images
+// barely compress; raw pixels a few times), and never past maxCompressedShard (WebDataset shards
+// are usually well under 1 GB), so that a compression bomb fails cleanly before it takes the disk;
+// minCompressedLimit keeps tiny shards usable.
 const (
 	maxExpansion       = 100
 	minCompressedLimit = 16 << 20
-	maxCompressedShard = 4 << 30
+	maxCompressedShard = 64 << 30
 )
 
 // expansionLimit returns the most bytes a compressed shard of size bytes may expand to.
 func expansionLimit(size int64) int64 {
 	return min(max(maxExpansion*size, minCompressedLimit), maxCompressedShard)
 }
+
+// tarEOFMarker is the end-of-archive marker: two zero blocks. A tar without it was cut.
+const tarEOFMarker = 1024
 
 // maxSmallMember bounds the label and metadata members (.cls, .json) read into the shard index.
 const maxSmallMember = 1 << 20
@@ -185,14 +188,21 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 		}
 		return emit(m)
 	}
+	end := int64(0) // end of the last member's padded data
 	for {
 		h, err := tr.Next()
 		if err == io.EOF {
+			// archive/tar reports a clean end also when the archive stops at a member boundary
+			// without its marker: the position tells the two apart.
+			if p := pos(); p-end < tarEOFMarker {
+				return fmt.Errorf("tar: no end-of-archive marker after %d bytes (the shard was cut): %w", end, ErrCorrupt)
+			}
 			return flush()
 		}
 		if err != nil {
 			return fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
 		}
+		end = pos() + (h.Size+511)/512*512
 		if h.Typeflag != tar.TypeReg {
 			continue
 		}
@@ -232,22 +242,26 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 
 // Shards is a dataset of WebDataset tar shards (plain, gzip or zstd compressed, recognised by their
 // first bytes), for random access. Opening scans every shard once: the headers of a plain tar
-// (skipping member data) and its small label members; a compressed shard is decompressed into
-// memory whole (up to 100 times its size and 4 GiB), because compressed streams cannot be read at
-// an offset (use ShardStream, or write plain shards, when that memory is too much).
+// (skipping member data) and its small label members. A compressed shard is decompressed once, as
+// a stream, into an unnamed temporary file (in os.TempDir, removed from the folder at once, so
+// that even a killed process leaves nothing behind) and then read like a plain tar: memory stays
+// bounded whatever the shard's size, random access costs one read per sample, and every shard
+// ever written (by any pack, by Python's webdataset, gzip or zstd) reads the same way. The
+// temporary file takes the shard's decompressed size on disk (at most 100 times the shard and
+// 64 GiB) until Close.
 //
-// The payload a Sample returns is a view of that memory for a compressed shard (read-only, like
-// MNIST's and CIFAR's samples: copying it would cost an allocation and its clearing per image), and
-// a new slice read from the file for a plain one.
+// Only regular files are read (symbolic links resolved): a FIFO or a device is an error wrapping
+// ErrNotRegular. A tar must end with its end-of-archive marker, so that a shard cut at a member
+// boundary is an error, not a smaller dataset; and shards of a folder written by stoke pack are
+// checked against its index.json (see OpenShards).
 //
 // Each sample needs one image member (.jpg .jpeg .png .webp .gif .bmp) or a .raw member of uint8
 // pixels with a .json member {"shape": [H, W, C]}, and a label: a .cls (or .cls.txt, .label,
-// .index) member with a decimal integer, or "label" in the .json member.
+// .index) member with a decimal integer, or "label" in the .json member. Every Sample returns a
+// new payload slice, read from the file.
 type Shards struct {
 	name    string
-	files   []io.ReaderAt
-	mem     [][]byte // decompressed shards held in memory; nil for a plain tar read from its file
-	closers []io.Closer
+	files   []*os.File
 	paths   []string
 	shard   []int32 // shard of each sample
 	metas   []sampleMeta
@@ -262,13 +276,19 @@ var (
 // OpenShards opens the shard files in paths, in that order (samples are numbered across them).
 // Errors name the shard. NumClasses is one more than the largest label seen. Close the dataset
 // when done.
+//
+// A shard in a folder that holds an index.json (written by ShardWriter and stoke pack) must be
+// listed in it with the sample count and file size found; a folder whose pack is unfinished
+// (its lock file is still there: the pack runs, failed or was killed) is refused. Both errors wrap
+// ErrCorrupt.
 func OpenShards(name string, paths []string) (*Shards, error) {
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
 	}
 	s := &Shards{name: name, paths: paths}
+	idx := map[string]*shardIndex{} // by folder; nil when it has none
 	for i, p := range paths {
-		if err := s.scan(i, p); err != nil {
+		if err := s.scan(i, p, idx); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
 		}
@@ -285,15 +305,58 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 	return s, nil
 }
 
-func (s *Shards) scan(shard int, path string) error {
-	fh, err := os.Open(path)
+// OpenShardIndex opens the shards that an index.json (WebDataset's "wids-shard-index-v1", as
+// ShardWriter and stoke pack write it) lists, with their URLs relative to it, checking that each
+// holds the samples and bytes the index promises. dir may be the index file or its folder.
+func OpenShardIndex(path string) (*Shards, error) {
+	if st, err := os.Stat(path); err == nil && st.IsDir() {
+		path = filepath.Join(path, IndexName)
+	}
+	ix, err := readShardIndex(path)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: shards %s: %w", path, err)
+	}
+	paths := make([]string, len(ix.ShardList))
+	for i, e := range ix.ShardList {
+		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(e.URL))
+	}
+	return OpenShards(filepath.Dir(path), paths)
+}
+
+func (s *Shards) scan(shard int, path string, idx map[string]*shardIndex) error {
+	dir := filepath.Dir(path)
+	if _, err := os.Lstat(filepath.Join(dir, PackLockName)); err == nil {
+		return fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
+	}
+	ix, seen := idx[dir]
+	if !seen {
+		var err error
+		if ix, err = readShardIndex(filepath.Join(dir, IndexName)); errors.Is(err, os.ErrNotExist) {
+			ix = nil
+		} else if err != nil {
+			return err
+		}
+		idx[dir] = ix
+	}
+	var want *shardEntry
+	if ix != nil {
+		base := filepath.Base(path)
+		for i := range ix.ShardList {
+			if filepath.Base(filepath.FromSlash(ix.ShardList[i].URL)) == base {
+				want = &ix.ShardList[i]
+			}
+		}
+		if want == nil {
+			return fmt.Errorf("not listed in %s (a file of another pack?): %w", filepath.Join(dir, IndexName), ErrCorrupt)
+		}
+	}
+	fh, st, err := openRegular(path)
 	if err != nil {
 		return err
 	}
-	emit := func(m sampleMeta) error {
-		s.shard = append(s.shard, int32(shard))
-		s.metas = append(s.metas, m)
-		return nil
+	if want != nil && want.FileSize != st.Size() {
+		fh.Close()
+		return fmt.Errorf("%d bytes, %s says %d: %w", st.Size(), IndexName, want.FileSize, ErrCorrupt)
 	}
 	var magic [4]byte
 	n, _ := io.ReadFull(fh, magic[:])
@@ -301,51 +364,79 @@ func (s *Shards) scan(shard int, path string) error {
 		fh.Close()
 		return err
 	}
-	if n < 4 || !(magic[0] == 0x1f && magic[1] == 0x8b) && !bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd}) {
-		// Plain tar: archive/tar skips member data by seeking, so the file position right after
-		// Next is the member's data offset.
-		pos := func() int64 { p, _ := fh.Seek(0, io.SeekCurrent); return p }
-		s.files = append(s.files, fh)
-		s.mem = append(s.mem, nil)
-		s.closers = append(s.closers, fh)
-		st, err := fh.Stat()
+	size := st.Size()
+	if n == 4 && (magic[0] == 0x1f && magic[1] == 0x8b || bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd})) {
+		tmp, n, err := spill(fh, expansionLimit(size))
+		fh.Close()
 		if err != nil {
 			return err
 		}
-		return scanTar(fh, st.Size(), pos, emit)
+		fh, size = tmp, n
 	}
-	defer fh.Close()
-	st, err := fh.Stat()
+	s.files = append(s.files, fh)
+	before := len(s.metas)
+	// Plain tar: archive/tar skips member data by seeking, so the file position right after Next is
+	// the member's data offset.
+	pos := func() int64 { p, _ := fh.Seek(0, io.SeekCurrent); return p }
+	err = scanTar(fh, size, pos, func(m sampleMeta) error {
+		s.shard = append(s.shard, int32(shard))
+		s.metas = append(s.metas, m)
+		return nil
+	})
+	if err == nil && want != nil && len(s.metas)-before != want.NSamples {
+		err = fmt.Errorf("%d samples, %s says %d: %w", len(s.metas)-before, IndexName, want.NSamples, ErrCorrupt)
+	}
+	return err
+}
+
+// spill decompresses r into an unnamed temporary file, refusing more than limit bytes, and returns
+// it with its size.
+func spill(r io.Reader, limit int64) (*os.File, int64, error) {
+	zr, closeFn, err := decompress(r)
 	if err != nil {
-		return err
+		return nil, 0, err
 	}
-	limit := expansionLimit(st.Size())
-	r, closeFn, err := decompress(fh)
+	defer closeFn()
+	tmp, err := os.CreateTemp("", "stoke-shard-*.tar")
 	if err != nil {
-		return err
+		return nil, 0, fmt.Errorf("decompressing: %w", err)
 	}
-	data, err := io.ReadAll(io.LimitReader(r, limit+1))
-	closeFn()
+	// Unnamed from now on: the space returns to the system when the file is closed, or the
+	// process ends however it ends.
+	os.Remove(tmp.Name())
+	n, err := io.Copy(tmp, corruptReader{&boundedReader{r: zr, left: limit, limit: limit}})
+	if err == nil {
+		_, err = tmp.Seek(0, io.SeekStart)
+	}
 	if err != nil {
-		return fmt.Errorf("%w: %w", ErrCorrupt, err)
+		tmp.Close()
+		if errors.Is(err, ErrCorrupt) {
+			return nil, 0, fmt.Errorf("compressed shard: %w", err)
+		}
+		return nil, 0, fmt.Errorf("decompressing into %s: %w", os.TempDir(), err)
 	}
-	if int64(len(data)) > limit {
-		return fmt.Errorf("compressed shard of %d bytes expands past %d; write plain .tar shards or read it with a ShardStream: %w", st.Size(), limit, ErrCorrupt)
+	return tmp, n, nil
+}
+
+// corruptReader marks the errors of a decompressor (other than its end) as corrupt data, so that
+// they are told apart from the errors of writing.
+type corruptReader struct{ r io.Reader }
+
+func (c corruptReader) Read(p []byte) (int, error) {
+	n, err := c.r.Read(p)
+	if err != nil && err != io.EOF && !errors.Is(err, ErrCorrupt) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	br := bytes.NewReader(data)
-	s.files = append(s.files, br)
-	s.mem = append(s.mem, data)
-	s.closers = append(s.closers, io.NopCloser(nil))
-	return scanTar(br, br.Size(), func() int64 { return br.Size() - int64(br.Len()) }, emit)
+	return n, err
 }
 
 // Close closes the shard files. Samples read before stay valid.
 func (s *Shards) Close() error {
 	var errs []error
-	for _, c := range s.closers {
-		errs = append(errs, c.Close())
+	for _, f := range s.files {
+		errs = append(errs, f.Close())
 	}
-	s.closers = nil
+	s.files = nil
 	return errors.Join(errs...)
 }
 
@@ -355,9 +446,8 @@ func (s *Shards) Len() int { return len(s.metas) }
 // Info names the dataset; NumClasses is one more than the largest label found.
 func (s *Shards) Info() Info { return Info{Name: s.name, NumClasses: s.classes} }
 
-// Sample returns sample i, whose Key is "SHARD:KEY". Its payload aliases the dataset's memory when
-// the shard is compressed (held decompressed in memory) and must not be modified; from a plain tar
-// shard it is a new slice read from the file. Views stay valid after Close.
+// Sample returns sample i, whose Key is "SHARD:KEY"; its payload is a new slice read from the
+// shard.
 func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 	if err := checkIndex(s.name, i, len(s.metas)); err != nil {
 		return Sample{}, err
@@ -374,16 +464,9 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 	if m.n > maxFileBytes {
 		return Sample{}, &SampleError{s.name, i, key, fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, ErrCorrupt)}
 	}
-	var b []byte
-	if mem := s.mem[sh]; mem != nil {
-		// The scan checked that the member lies inside the shard; the capacity ends with it so
-		// that an append cannot reach the next member.
-		b = mem[m.off : m.off+m.n : m.off+m.n]
-	} else {
-		b = make([]byte, m.n)
-		if _, err := s.files[sh].ReadAt(b, m.off); err != nil {
-			return Sample{}, &SampleError{s.name, i, key, err}
-		}
+	b := make([]byte, m.n)
+	if _, err := s.files[sh].ReadAt(b, m.off); err != nil {
+		return Sample{}, &SampleError{s.name, i, key, err}
 	}
 	out := Sample{Label: m.label, Key: key}
 	if m.payload == "raw" {
@@ -404,6 +487,8 @@ type ShardStream struct {
 	next  int
 	fh    *os.File
 	close func()
+	in    *boundedReader // counts what the tar reader consumed
+	end   int64          // end of the last member's padded data in the shard
 	tr    *tar.Reader
 	// pending is the first member of the next sample, read while finding the end of this one.
 	pending *tar.Header
@@ -448,13 +533,8 @@ func (st *ShardStream) Next(ctx context.Context) (Sample, error) {
 }
 
 func (st *ShardStream) open(path string) error {
-	fh, err := os.Open(path)
+	fh, info, err := openRegular(path)
 	if err != nil {
-		return err
-	}
-	info, err := fh.Stat()
-	if err != nil {
-		fh.Close()
 		return err
 	}
 	r, closeFn, err := decompress(fh)
@@ -464,8 +544,8 @@ func (st *ShardStream) open(path string) error {
 	}
 	// Memory is bounded per member; the ratio alone catches compression bombs here.
 	limit := max(maxExpansion*info.Size(), minCompressedLimit)
-	r = &boundedReader{r: r, left: limit, limit: limit}
-	st.fh, st.close, st.tr, st.pending = fh, closeFn, tar.NewReader(r), nil
+	st.in = &boundedReader{r: r, left: limit, limit: limit}
+	st.fh, st.close, st.tr, st.pending, st.end = fh, closeFn, tar.NewReader(st.in), nil, 0
 	return nil
 }
 
@@ -497,11 +577,15 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			var err error
 			h, err = st.tr.Next()
 			if err == io.EOF {
+				if st.in.limit-st.in.left-st.end < tarEOFMarker {
+					return Sample{}, false, fmt.Errorf("tar: no end-of-archive marker after %d bytes (the shard was cut): %w", st.end, ErrCorrupt)
+				}
 				break
 			}
 			if err != nil {
 				return Sample{}, false, fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
 			}
+			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}
 		if h.Typeflag != tar.TypeReg {
 			continue
@@ -522,7 +606,7 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
 		}
 		// Memory grows with the bytes really read, not with what the header claims.
-		b, err := io.ReadAll(io.LimitReader(st.tr, h.Size))
+		b, err := readAtMost(st.tr, h.Size)
 		if err == nil && int64(len(b)) != h.Size {
 			err = io.ErrUnexpectedEOF
 		}

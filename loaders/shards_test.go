@@ -141,15 +141,14 @@ func TestShardRoundTrip(t *testing.T) {
 	}
 }
 
-// TestShardsSampleMemory checks who owns a sample's payload: a view of the shard for a compressed
-// shard held in memory (the same bytes each call, capacity ending with the member), a new slice per
-// call for a plain tar read from its file.
+// TestShardsSampleMemory checks who owns a sample's payload: a new slice per call, for plain and
+// compressed shards alike (a compressed shard is read from its decompressed temporary file).
 func TestShardsSampleMemory(t *testing.T) {
 	samples := testSamples(t, 4)
 	for _, tc := range []struct {
 		suffix string
 		alias  bool
-	}{{".tar", false}, {".tar.gz", true}, {".tar.zst", true}} {
+	}{{".tar", false}, {".tar.gz", false}, {".tar.zst", false}} {
 		t.Run(tc.suffix, func(t *testing.T) {
 			w := writeShards(t, filepath.Join(t.TempDir(), "s-%04d"+tc.suffix), 0, samples)
 			ds, err := OpenShards("test", w.Shards())
@@ -231,6 +230,8 @@ func TestShardsCorrupt(t *testing.T) {
 	}{
 		{"truncated tar", good[:700], ErrCorrupt, nil},
 		{"tar cut in a member", good[:530], ErrCorrupt, nil},
+		{"tar cut at a member boundary", good[:2048], ErrCorrupt, nil},
+		{"tar with half its end marker", good[:2048+512], ErrCorrupt, nil},
 		{"garbage", bytes.Repeat([]byte("garbage!"), 100), ErrCorrupt, nil},
 		{"empty tar", tarOf(t), ErrEmpty, nil},
 		{"no image member", tarOf(t, member{"a.txt", []byte("x")}, member{"a.cls", []byte("1")}), ErrCorrupt, nil},

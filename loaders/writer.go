@@ -16,6 +16,8 @@ import (
 
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
 
 // Defaults of ShardWriterConfig.
@@ -35,7 +37,7 @@ type ShardWriterConfig struct {
 	// MaxBytes starts a new shard once this many payload bytes were written to the current one
 	// (default DefaultShardBytes); a shard holds at least one sample whatever its size.
 	MaxBytes int64
-	// Index is the path of the index written by Close (default: "index.json" next to the shards),
+	// Index is the path of the index written by Close (default: IndexName next to the shards),
 	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it.
 	Index string
 }
@@ -58,7 +60,7 @@ func (c *ShardWriterConfig) Validate() error {
 		c.MaxBytes = DefaultShardBytes
 	}
 	if c.Index == "" {
-		c.Index = filepath.Join(filepath.Dir(c.Pattern), "index.json")
+		c.Index = filepath.Join(filepath.Dir(c.Pattern), IndexName)
 	}
 	return nil
 }
@@ -80,6 +82,10 @@ func shardCompression(pattern string) (string, error) {
 // or, for raw pixels, a .raw member with a .json {"shape": [H, W, C]}, and a .cls member with the
 // decimal label. Python's webdataset reads them as they are. A ShardWriter is not safe for
 // concurrent use.
+//
+// Shards are written under hidden temporary names (".NAME.tmp...") and take their names only in
+// Close, which writes the index last, the same way: until Close returns, nothing under the
+// pattern's names reads as a dataset. Abort removes what was written.
 type ShardWriter struct {
 	cfg     ShardWriterConfig
 	comp    string
@@ -97,7 +103,44 @@ type shardEntry struct {
 	URL      string `json:"url"`
 	NSamples int    `json:"nsamples"`
 	FileSize int64  `json:"filesize"`
-	path     string
+	path     string // final name
+	tmp      string // name while written; "" once renamed
+}
+
+// IndexName is the name of the index that ShardWriter writes next to its shards by default.
+const IndexName = "index.json"
+
+// shardIndex is WebDataset's wids index ("wids-shard-index-v1").
+type shardIndex struct {
+	Kind      string       `json:"__kind__"`
+	Version   int          `json:"wids_version"`
+	Name      string       `json:"name"`
+	ShardList []shardEntry `json:"shardlist"`
+}
+
+// maxIndexBytes bounds an index file (64 bytes per shard: a million shards).
+const maxIndexBytes = 64 << 20
+
+// readShardIndex reads and checks an index: shard URLs relative to it, inside its folder.
+func readShardIndex(path string) (*shardIndex, error) {
+	b, err := readFileLimited(path, maxIndexBytes)
+	if err != nil {
+		return nil, err
+	}
+	var ix shardIndex
+	if err := json.Unmarshal(b, &ix); err != nil {
+		return nil, fmt.Errorf("%s: %w: %w", path, ErrCorrupt, err)
+	}
+	if ix.Kind != "wids-shard-index-v1" {
+		return nil, fmt.Errorf("%s: __kind__ %q, want wids-shard-index-v1: %w", path, ix.Kind, ErrCorrupt)
+	}
+	for _, e := range ix.ShardList {
+		u := filepath.FromSlash(e.URL)
+		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
+			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
+		}
+	}
+	return &ix, nil
 }
 
 // NewShardWriter validates cfg and returns a writer; the first shard (and its folder) is created by
@@ -188,8 +231,12 @@ func (w *ShardWriter) startShard() error {
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("loaders: shard writer: %w", err)
 	}
-	fh, err := os.Create(path)
+	fh, err := os.CreateTemp(filepath.Dir(path), atomicfile.TempPrefix(path)+"*")
 	if err != nil {
+		return fmt.Errorf("loaders: shard writer: %w", err)
+	}
+	if err := fh.Chmod(0o644); err != nil {
+		fh.Close()
 		return fmt.Errorf("loaders: shard writer: %w", err)
 	}
 	w.fh, w.buf, w.written = fh, bufio.NewWriterSize(fh, 1<<20), 0
@@ -207,7 +254,7 @@ func (w *ShardWriter) startShard() error {
 		w.zw, out = zw, zw
 	}
 	w.tw = tar.NewWriter(out)
-	w.shards = append(w.shards, shardEntry{path: path})
+	w.shards = append(w.shards, shardEntry{path: path, tmp: fh.Name()})
 	return nil
 }
 
@@ -217,7 +264,7 @@ func (w *ShardWriter) finishShard() error {
 	if w.zw != nil {
 		errs = append(errs, w.zw.Close())
 	}
-	errs = append(errs, w.buf.Flush())
+	errs = append(errs, w.buf.Flush(), w.fh.Sync())
 	if st, err := w.fh.Stat(); err == nil {
 		e.FileSize = st.Size()
 	}
@@ -238,13 +285,44 @@ func (w *ShardWriter) Shards() []string {
 	return out
 }
 
-// Close finishes the last shard and writes the index. Closing a writer that wrote nothing writes
-// an index with no shards.
+// Abort stops writing and removes every file the writer created (shards under their temporary or
+// final names). Use it instead of Close when the dataset is not complete.
+func (w *ShardWriter) Abort() error {
+	if w.tw != nil {
+		w.fh.Close()
+		w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+	}
+	var errs []error
+	for i := range w.shards {
+		e := &w.shards[i]
+		for _, p := range []string{e.tmp, e.path} {
+			if err := os.Remove(p); p != "" && err != nil && !errors.Is(err, os.ErrNotExist) {
+				errs = append(errs, err)
+			}
+		}
+	}
+	w.shards = nil
+	return errors.Join(errs...)
+}
+
+// Close finishes the last shard, gives the shards their names and writes the index, last and
+// under a temporary name too. Closing a writer that wrote nothing writes an index with no shards.
+// After an error the files are left for Abort.
 func (w *ShardWriter) Close() error {
 	if w.tw != nil {
 		if err := w.finishShard(); err != nil {
 			return err
 		}
+	}
+	for i := range w.shards {
+		e := &w.shards[i]
+		if e.tmp == "" {
+			continue
+		}
+		if err := os.Rename(e.tmp, e.path); err != nil {
+			return fmt.Errorf("loaders: shard writer: %w", err)
+		}
+		e.tmp = ""
 	}
 	base := filepath.Dir(w.cfg.Index)
 	for i := range w.shards {
@@ -254,12 +332,7 @@ func (w *ShardWriter) Close() error {
 		}
 		w.shards[i].URL = filepath.ToSlash(rel)
 	}
-	idx := struct {
-		Kind      string       `json:"__kind__"`
-		Version   int          `json:"wids_version"`
-		Name      string       `json:"name"`
-		ShardList []shardEntry `json:"shardlist"`
-	}{"wids-shard-index-v1", 1, filepath.Base(w.cfg.Pattern), w.shards}
+	idx := shardIndex{"wids-shard-index-v1", 1, filepath.Base(w.cfg.Pattern), w.shards}
 	if idx.ShardList == nil {
 		idx.ShardList = []shardEntry{}
 	}
@@ -270,7 +343,7 @@ func (w *ShardWriter) Close() error {
 	if err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
-	if err := os.WriteFile(w.cfg.Index, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(w.cfg.Index, append(b, '\n'), 0o644); err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
 	return nil

@@ -3,9 +3,11 @@
 on the same data and machine, and prints every figure and the median ratio stoke/peer.
 
 usage:
-  scripts/peer-compare.py loader PHOTO_DIR [--pairs 3] [--workers 2]
-      torch_loader.py DIR --workers W  vs  stoke bench --data DIR --size 224 --batch 64 --workers W
-      (both: one warm-up epoch, then two timed epochs; images/s)
+  scripts/peer-compare.py loader PHOTO_DIR [--pairs 3] [--workers 2] [--peer torch|dali|tfdata]
+      scripts/peer-loaders.py PEER DIR --threads W  vs  stoke bench --data DIR --size 224 --batch 64
+      --workers W (both: one warm-up epoch, then two timed epochs; images/s and CPU ms per image,
+      the process tree's user+system time over the timed epochs). dali and tfdata run under
+      --peer-python (default /tmp/stoke-peers-venv/bin/python; see peer-loaders.py to set it up).
   scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1] [--peer-threads 2]
       torch_mnist.py MNIST_DIR --model M  vs  stoke train --data mnist --model M (samples/s)
 
@@ -39,6 +41,22 @@ def mnist_dir():
     return os.path.join(json.loads(out)["Dir"], "data")
 
 
+def loader_pairs(a, peer, mine):
+    """Runs peer and stoke alternately; ratios of images/s and of CPU ms per image (peer/stoke)."""
+    last = lambda out: json.loads(out.strip().splitlines()[-1])
+    speed, cpu = [], []
+    for i in range(a.pairs):
+        p = last(run(peer, env=peer_env()))
+        m = last(run(mine))
+        speed.append(m["images_per_s"] / p["images_per_s"])
+        cpu.append(p["cpu_ms_per_image"] / m["cpu_ms_per_image"])
+        print(f"pair {i + 1}: {a.peer} {p['images_per_s']:.0f} images/s {p['cpu_ms_per_image']:.2f} ms CPU/image, "
+              f"stoke {m['images_per_s']:.0f} images/s {m['cpu_ms_per_image']:.2f} ms CPU/image, "
+              f"speed ratio {speed[-1]:.2f}, CPU ratio {cpu[-1]:.2f}", flush=True)
+    print(f"median over {a.pairs} pairs, stoke vs {a.peer}: {statistics.median(speed):.2f}x the images/s, "
+          f"{statistics.median(cpu):.2f}x less CPU per image")
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("what", choices=["loader", "mlp", "cnn"])
@@ -46,6 +64,9 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--peer", choices=["torch", "dali", "tfdata"], default="torch", help="loader peer")
+    ap.add_argument("--peer-python", default="/tmp/stoke-peers-venv/bin/python",
+                    help="the interpreter with DALI and TensorFlow (torch runs under /usr/bin/python3)")
     ap.add_argument("--peer-threads", type=int, default=2,
                     help="torch_mnist.py --threads (its default is 2; with other load on the machine, 1 is often faster)")
     a = ap.parse_args()
@@ -54,12 +75,11 @@ def main():
     if a.what == "loader":
         if not a.dir:
             sys.exit("loader needs the photo folder")
-        peer = ["/usr/bin/python3", os.path.join(peers, "torch_loader.py"), a.dir, "--workers", str(a.workers)]
+        py = "/usr/bin/python3" if a.peer == "torch" else a.peer_python
+        peer = [py, os.path.join(here, "peer-loaders.py"), a.peer, a.dir, "--threads", str(a.workers)]
         mine = [stoke, "bench", "--data", a.dir, "--size", "224", "--batch", "64",
                 "--workers", str(a.workers), "--warmup", "1", "--epochs", "2", "--json", "-q"]
-        peer_fig = lambda out: float(re.search(r"images_per_s=(\d+)", out).group(1))
-        mine_fig = lambda out: json.loads(out.strip().splitlines()[-1])["images_per_s"]
-        unit = "images/s"
+        return loader_pairs(a, peer, mine)
     else:
         d = mnist_dir()
         lr = "0.02" if a.what == "cnn" else "0.05"

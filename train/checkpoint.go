@@ -12,6 +12,7 @@ import (
 	"strings"
 	"unsafe"
 
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -20,9 +21,53 @@ var (
 	// ErrCheckpoint: the file is not a readable checkpoint (bad magic, unknown version, truncated,
 	// checksum mismatch).
 	ErrCheckpoint = errors.New("corrupt checkpoint")
-	// ErrMismatch: the checkpoint is sound but belongs to another model or optimizer.
+	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
+	// size.
 	ErrMismatch = errors.New("checkpoint does not match")
+	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
+	ErrNoData = errors.New("no data")
 )
+
+// readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
+// read forever, a device never end it) is refused first.
+func readCheckpoint(path string) ([]byte, error) {
+	st, err := os.Stat(path)
+	if err != nil {
+		return nil, err
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	return os.ReadFile(path)
+}
+
+// prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
+// file) and removes the temporary files that a killed Save left there.
+func prepareCheckpoint(path string) error {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	if st, err := os.Stat(dir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = fmt.Errorf("%s is not a folder", dir)
+		}
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name).
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix(path)) || strings.HasPrefix(e.Name(), base+".tmp") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	tmp, err := os.CreateTemp(dir, atomicfile.TempPrefix(path)+"*")
+	if err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	tmp.Close()
+	return os.Remove(tmp.Name())
+}
 
 // The checkpoint format, little-endian:
 //
@@ -78,22 +123,7 @@ func (t *Trainer) Save(path string) error {
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	tmp, err := os.CreateTemp(filepath.Dir(path), filepath.Base(path)+".tmp*")
-	if err != nil {
-		return fmt.Errorf("train: checkpoint: %w", err)
-	}
-	_, err = tmp.Write(c.encode())
-	if err == nil {
-		err = tmp.Sync()
-	}
-	if cerr := tmp.Close(); err == nil {
-		err = cerr
-	}
-	if err == nil {
-		err = os.Rename(tmp.Name(), path)
-	}
-	if err != nil {
-		os.Remove(tmp.Name())
+	if err := atomicfile.WriteFile(path, c.encode(), 0o644); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	return nil
@@ -104,7 +134,7 @@ func (t *Trainer) Save(path string) error {
 // for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
 // is unchanged.
 func (t *Trainer) Load(path string) error {
-	b, err := os.ReadFile(path)
+	b, err := readCheckpoint(path)
 	if err != nil {
 		return fmt.Errorf("train: resume: %w", err)
 	}
@@ -132,6 +162,11 @@ func (t *Trainer) Load(path string) error {
 func (t *Trainer) check(c *checkpoint) error {
 	if c.model != t.m.String() {
 		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+	}
+	if c.seed != t.seed {
+		// The data order and the dropout masks follow the seed: another one would silently train
+		// on another sequence than the run being continued.
+		return fmt.Errorf("%w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
 	if kind(c.optimizer) != kind(t.opt.String()) {

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"fmt"
 	"iter"
 
 	"github.com/stoke-ml/stoke/kernels"
@@ -13,7 +14,8 @@ import (
 // copy runs on the loader's copy stream and the trainer's kernels wait for it on the device,
 // not on the host.
 //
-// Batches a Skip policy left empty are released and passed over.
+// Batches a Skip policy left empty are released and passed over. The trainer's models take class
+// ids: a loader with another Target fails the epoch. A stream loader's Steps is 0 (unknown).
 func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
 
 type loaderData struct{ l *loaders.Loader }
@@ -24,6 +26,10 @@ func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normaliza
 
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
+		if d.l.Target() != loaders.Class(d.l.Info().NumClasses) {
+			yield(Batch{}, fmt.Errorf("%w: the loader's batches carry %T targets; the models take class ids (loaders.Class)", ErrConfig, d.l.Target()))
+			return
+		}
 		for b, err := range d.l.Epoch(ctx, epoch) {
 			if err != nil {
 				yield(Batch{}, err)

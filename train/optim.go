@@ -89,7 +89,9 @@ func (o AdamW) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step 
 }
 
 // Schedule maps the global step (from 0), the steps per epoch and the total number of steps of the
-// run to a factor of the optimizer's base learning rate.
+// run to a factor of the optimizer's base learning rate. perEpoch and total are 0 while the length
+// of an epoch is not known (the first epoch over a stream, see Data.Steps); the schedules here then
+// keep the base rate.
 type Schedule func(step, perEpoch, total int) float64
 
 // Constant keeps the base learning rate.
@@ -100,7 +102,10 @@ func Constant() Schedule { return func(int, int, int) float64 { return 1 } }
 func StepDecay(every int, gamma float64) Schedule {
 	every = max(every, 1)
 	return func(step, perEpoch, _ int) float64 {
-		return math.Pow(gamma, float64(step/(max(perEpoch, 1)*every)))
+		if perEpoch == 0 {
+			return 1
+		}
+		return math.Pow(gamma, float64(step/(perEpoch*every)))
 	}
 }
 

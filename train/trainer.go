@@ -34,7 +34,8 @@ type Data interface {
 	// Batches yields the batches of an epoch (from 0) in order; the trainer stops at the first
 	// error.
 	Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error]
-	// Steps is the number of batches per epoch.
+	// Steps is the number of batches per epoch, or 0 when it is not known before the epoch ends
+	// (a stream): the trainer then learns it from the first epoch it runs.
 	Steps() int
 	// Normalization is the per-channel mean and std (on the [0,1] scale) the trainer applies on
 	// its stream to turn pixels into inputs; nil for none.
@@ -117,6 +118,7 @@ type Trainer struct {
 
 	epochs  int // completed epochs
 	step    int // completed steps over all epochs
+	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
 
 	host [4]byte // loss and count read-back
@@ -173,6 +175,12 @@ func (t *Trainer) setup() error {
 			return err
 		}
 	}
+	if t.cfg.Checkpoint != "" {
+		// A checkpoint that cannot be written fails now, not after the first epoch.
+		if err := prepareCheckpoint(t.cfg.Checkpoint); err != nil {
+			return err
+		}
+	}
 	return t.s.Synchronize(context.Background())
 }
 
@@ -199,6 +207,10 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var res Result
 	var trainTime, waitTime time.Duration
 	var samples int
+	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
+			ErrMismatch, t.step, t.epochs, trainData.Steps())
+	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
 		samples += n
@@ -267,10 +279,19 @@ func (t *Trainer) validBatch(b Batch) error {
 // trainEpoch runs one epoch; it returns the epoch's record (without test accuracy), the number of
 // samples, the training time and the time spent waiting for batches.
 func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, samples int, busy, wait time.Duration, err error) {
+	stepInEpoch := 0
 	epoch := t.epochs
 	er.Epoch = epoch + 1
 	mean, std := data.Normalization()
 	steps := data.Steps()
+	if steps == 0 {
+		steps = t.learned
+		defer func() {
+			if err == nil && t.learned == 0 {
+				t.learned = stepInEpoch
+			}
+		}()
+	}
 	total := steps * t.cfg.Epochs
 	var lossSum float64
 	start := time.Now()
@@ -286,7 +307,6 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 			er.TrainLoss = lossSum / float64(samples)
 		}
 	}()
-	stepInEpoch := 0
 	for b, berr := range data.Batches(ctx, epoch) {
 		wait += time.Since(last)
 		if berr != nil {
@@ -309,6 +329,9 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 			return er, samples, busy, wait, err
 		}
 		last = time.Now()
+	}
+	if samples == 0 {
+		return er, samples, busy, wait, fmt.Errorf("train: epoch %d: no sample to train on: %w", epoch+1, ErrNoData)
 	}
 	return er, samples, busy, wait, nil
 }
@@ -390,7 +413,7 @@ func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 		return 0, fmt.Errorf("train: evaluate: %w", err)
 	}
 	if seen == 0 {
-		return 0, nil
+		return 0, fmt.Errorf("train: evaluate: no sample: %w", ErrNoData)
 	}
 	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
 }

@@ -21,6 +21,10 @@ type ImageInfo struct {
 	// 90 degrees they are the stored height and width.
 	Width, Height int
 	Orientation   int // EXIF orientation 1..8 (JPEG only; 1 for everything else)
+	// DecodedBytes is the memory a full decode takes: the bytes per pixel of the header's colour
+	// model (up to 8 for 16-bit RGBA PNG) times the pixels, plus 3 bytes per pixel for the models
+	// converted to RGB after decoding (16-bit, paletted, CMYK).
+	DecodedBytes int64
 }
 
 // DecodeInfo reads only the header of an encoded image. Unknown formats and malformed headers
@@ -37,7 +41,8 @@ func decodeInfo(b []byte) (info ImageInfo, stored [2]int, err error) {
 		if err != nil {
 			return ImageInfo{}, stored, err
 		}
-		info = ImageInfo{Format: "jpeg", Width: w, Height: h, Orientation: o}
+		// YCbCr or RGB planes; a CMYK JPEG (4 bytes, then converted) is counted at its worst.
+		info = ImageInfo{Format: "jpeg", Width: w, Height: h, Orientation: o, DecodedBytes: 7 * int64(w) * int64(h)}
 		stored = [2]int{w, h}
 		if exifOrientation(o).transpose {
 			info.Width, info.Height = h, w
@@ -51,7 +56,32 @@ func decodeInfo(b []byte) (info ImageInfo, stored [2]int, err error) {
 	if cfg.Width <= 0 || cfg.Height <= 0 {
 		return ImageInfo{}, stored, fmt.Errorf("transforms: %s header: %dx%d pixels: %w", format, cfg.Width, cfg.Height, ErrCorrupt)
 	}
-	return ImageInfo{Format: format, Width: cfg.Width, Height: cfg.Height, Orientation: 1}, [2]int{cfg.Width, cfg.Height}, nil
+	px := int64(cfg.Width) * int64(cfg.Height)
+	return ImageInfo{Format: format, Width: cfg.Width, Height: cfg.Height, Orientation: 1, DecodedBytes: decodedBytes(cfg.ColorModel) * px},
+		[2]int{cfg.Width, cfg.Height}, nil
+}
+
+// decodedBytes is the memory per pixel of decoding into model m, with the RGB conversion of the
+// models that setImage converts.
+func decodedBytes(m color.Model) int64 {
+	switch m {
+	case color.GrayModel:
+		return 1
+	case color.RGBAModel, color.NRGBAModel:
+		return 4
+	case color.YCbCrModel:
+		return 3
+	case color.NYCbCrAModel:
+		return 4
+	case color.Gray16Model:
+		return 2 + 3
+	case color.RGBA64Model, color.NRGBA64Model:
+		return 8 + 3
+	}
+	if _, ok := m.(color.Palette); ok {
+		return 1 + 3
+	}
+	return 8 + 3 // unknown: the widest
 }
 
 var errTruncated = errors.New("truncated header")

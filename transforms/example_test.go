@@ -61,5 +61,5 @@ func ExampleDecodeInfo() {
 	info, err := transforms.DecodeInfo(gif)
 	fmt.Printf("%+v %v\n", info, err)
 	// Output:
-	// {Format:gif Width:3 Height:2 Orientation:1} <nil>
+	// {Format:gif Width:3 Height:2 Orientation:1 DecodedBytes:24} <nil>
 }

@@ -55,6 +55,10 @@ type weights struct {
 	w     []int32
 	k     int
 	fw    []float64
+	// For the SIMD horizontal pass: the largest start, and the weights tap-major (wt[t*n+i] =
+	// w[i*k+t]) when the kernel takes this k.
+	maxStart int32
+	wt       []int32
 }
 
 // compute fills ws for axis a in plane coordinates (source pixel = ratio * full-resolution
@@ -113,6 +117,25 @@ func (ws *weights) compute(a axis, ratio float64, origin, size int, fd filterDef
 			}
 		}
 		ws.start[i] = int32(start)
+	}
+	ws.finish()
+}
+
+// finish sets what the SIMD horizontal pass needs from start and w.
+func (ws *weights) finish() {
+	n, k := len(ws.start), ws.k
+	ws.maxStart = 0
+	for _, s := range ws.start {
+		ws.maxStart = max(ws.maxStart, s)
+	}
+	ws.wt = ws.wt[:0] // never stale: horizontalSIMD declines an empty wt
+	if avx2 && k >= 2 && k <= 4 {
+		ws.wt = grow32(ws.wt, n*k)
+		for i := range n {
+			for t := range k {
+				ws.wt[t*n+i] = ws.w[i*k+t]
+			}
+		}
 	}
 }
 
@@ -210,6 +233,7 @@ func (rs *planeResampler) prepare(p *plane, m *mapping, prev *planeResampler) {
 		src := p.pix[(y+ymin)*p.stride:]
 		dst := tmp[y*nu : (y+1)*nu]
 		switch {
+		case horizontalSIMD(dst, src, p.step, rs.wx):
 		case p.step == 3 && rs.wx.k == 2:
 			horizontal2Step3(dst, src, rs.wx)
 		case p.step == 3 && rs.wx.k == 3:
@@ -359,27 +383,31 @@ func vertical(dst, src []byte, stride int, w []int32) {
 		rows[m], ws[m] = src[t*stride:t*stride+n], wt
 		m++
 	}
-	switch m {
-	case 1:
+	if m == 1 {
 		copy(dst, rows[0]) // a single tap has weight 1
+		return
+	}
+	// The SIMD kernel does the multiples of 8; the loops below the rest.
+	j0 := verticalSIMD(dst, &rows, &ws, m)
+	switch m {
 	case 2:
 		r0, r1, w0, w1 := rows[0][:n], rows[1][:n], ws[0], ws[1]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1)
 		}
 	case 3:
 		r0, r1, r2, w0, w1, w2 := rows[0][:n], rows[1][:n], rows[2][:n], ws[0], ws[1], ws[2]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2)
 		}
 	case 4:
 		r0, r1, r2, r3 := rows[0][:n], rows[1][:n], rows[2][:n], rows[3][:n]
 		w0, w1, w2, w3 := ws[0], ws[1], ws[2], ws[3]
-		for j := range dst {
+		for j := j0; j < n; j++ {
 			dst[j] = clip8(half + int32(r0[j])*w0 + int32(r1[j])*w1 + int32(r2[j])*w2 + int32(r3[j])*w3)
 		}
 	default:
-		verticalK(dst, src, stride, w)
+		verticalK(dst[j0:], src[j0:], stride, w)
 	}
 }
 

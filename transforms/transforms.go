@@ -135,6 +135,21 @@ func (p *Pipeline) WithMaxPixels(n int) *Pipeline {
 	return &q
 }
 
+// Admit checks an image's header against the pipeline's limits before anything is decoded: at most
+// the pipeline's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
+// memory per allowed pixel (ImageInfo.DecodedBytes), so that a 16-bit PNG counts for what it
+// takes. Images over either limit are an error wrapping ErrTooLarge.
+func (p *Pipeline) Admit(info ImageInfo) error {
+	px := int64(info.Width) * int64(info.Height)
+	if px > int64(p.limit()) {
+		return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, info.Width, info.Height, p.limit(), ErrTooLarge)
+	}
+	if info.DecodedBytes > 4*int64(p.limit()) {
+		return fmt.Errorf("transforms: %s of %dx%d pixels decodes to %d bytes (limit %d): %w", info.Format, info.Width, info.Height, info.DecodedBytes, 4*int64(p.limit()), ErrTooLarge)
+	}
+	return nil
+}
+
 func (p *Pipeline) limit() int {
 	if p == nil || p.maxPixels <= 0 {
 		return DefaultMaxPixels

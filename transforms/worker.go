@@ -110,8 +110,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rng.Sample) error {
 		if err != nil {
 			return err
 		}
-		if int64(stored[0])*int64(stored[1]) > int64(p.limit()) {
-			return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, stored[0], stored[1], p.limit(), ErrTooLarge)
+		if err := p.Admit(info); err != nil {
+			return err
 		}
 		o = exifOrientation(info.Orientation)
 		jpegData = info.Format == "jpeg"
@@ -318,7 +318,7 @@ func ycbcrRow(dst []byte, o, du, chanStride int, ys, cbs, crs []byte) {
 	if du == 1 {
 		r, g, b := dst[o:o+n], dst[o+chanStride:o+chanStride+n], dst[o+2*chanStride:o+2*chanStride+n]
 		ys, cbs, crs, g, b := ys[:len(r)], cbs[:len(r)], crs[:len(r)], g[:len(r)], b[:len(r)]
-		for j := range r {
+		for j := ycbcrSIMD(r, g, b, ys, cbs, crs, false); j < n; j++ {
 			yy1 := int32(ys[j]) * 0x10101
 			cb1 := int32(cbs[j]) - 128
 			cr1 := int32(crs[j]) - 128
@@ -331,8 +331,8 @@ func ycbcrRow(dst []byte, o, du, chanStride int, ys, cbs, crs []byte) {
 	if du == -1 { // flipped: the same, written backwards
 		lo := o - (n - 1)
 		r, g, b := dst[lo:lo+n], dst[lo+chanStride:lo+chanStride+n], dst[lo+2*chanStride:lo+2*chanStride+n]
-		for j, y := range ys {
-			yy1 := int32(y) * 0x10101
+		for j := ycbcrSIMD(r, g, b, ys, cbs, crs, true); j < n; j++ {
+			yy1 := int32(ys[j]) * 0x10101
 			cb1 := int32(cbs[j]) - 128
 			cr1 := int32(crs[j]) - 128
 			d := n - 1 - j

@@ -1,8 +1,10 @@
 package main
 
 import (
+	"bufio"
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -27,14 +29,23 @@ type benchResult struct {
 	H2DGBps       float64 `json:"h2d_gbps"`
 	StallFraction float64 `json:"stall_fraction"`
 	Pinned        bool    `json:"pinned"`
+	Rank          int     `json:"rank"`
+	WorldSize     int     `json:"world_size"`
+	Batches       int64   `json:"batches"` // timed batches yielded on this rank
+	// CPUMsPerImage is the process's user+system CPU time over the timed epochs per image: every
+	// thread's work (reading, decoding, augmenting, collating, copying, and on the cpu device
+	// the normalization too).
+	CPUMsPerImage float64 `json:"cpu_ms_per_image"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W] [--epochs E] [--device D] [--on-error skip] [--json]", true)
 	lf.register(fs, 64)
+	lf.registerRanks(fs)
 	epochs := fs.Int("epochs", 1, "timed epochs")
 	warmup := fs.Int("warmup", 0, "untimed epochs first (warms the page cache and the workers' scratch memory)")
+	sampleLog := fs.String("sample-log", "", "write every sample this rank loaded to FILE, one line each: EPOCH BATCH INDEX (to check how ranks split the data)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -68,16 +79,27 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	norm.mean, norm.std = ld.Normalization()
 
 	var (
-		start  time.Time
-		before loaders.Stats
-		images int64
+		start   time.Time
+		cpu0    float64
+		before  loaders.Stats
+		images  int64
+		batches int64
+		log     *bufio.Writer
 	)
+	if *sampleLog != "" {
+		f, err := os.Create(*sampleLog)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		log = bufio.NewWriter(f)
+	}
 	for epoch := range *warmup + *epochs {
 		if epoch == *warmup {
 			if err := stream.Synchronize(ctx); err != nil {
 				return err
 			}
-			start, before = time.Now(), ld.Stats()
+			start, cpu0, before = time.Now(), cpuSeconds(), accounted(ld)
 		}
 		desc := fmt.Sprintf("epoch %d/%d", epoch+1-*warmup, *epochs)
 		if epoch < *warmup {
@@ -95,6 +117,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			}
 			if epoch >= *warmup {
 				images += int64(b.N)
+				batches++
+			}
+			if log != nil {
+				for _, i := range b.Indices {
+					fmt.Fprintln(log, epoch, b.Seq, i)
+				}
 			}
 			b.Release()
 			bar.Add(1)
@@ -105,8 +133,14 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 		bar.Finish()
 	}
+	if log != nil {
+		if err := log.Flush(); err != nil {
+			return fmt.Errorf("--sample-log: %w", err)
+		}
+	}
 	secs := time.Since(start).Seconds()
-	after := ld.Stats()
+	cpu := cpuSeconds() - cpu0
+	after := accounted(ld)
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
 		Images: images, Seconds: secs, ImagesPerS: float64(images) / secs,
@@ -114,6 +148,10 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		H2DBytes:   after.CopyBytes - before.CopyBytes,
 		H2DSeconds: (after.CopyTime - before.CopyTime).Seconds(),
 		Pinned:     after.Pool.Pinned,
+		Rank:       lf.rank, WorldSize: lf.worldSize, Batches: batches,
+	}
+	if images > 0 {
+		r.CPUMsPerImage = cpu * 1e3 / float64(images)
 	}
 	if r.H2DSeconds > 0 {
 		r.H2DGBps = float64(r.H2DBytes) / r.H2DSeconds / 1e9
@@ -121,7 +159,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if el := after.Elapsed - before.Elapsed; el > 0 {
 		r.StallFraction = float64(after.Wait-before.Wait) / float64(el)
 	}
-	e.printf("%d images in %.2f s: %.0f images/s (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.Device, r.Batch, workersString(lf.workers))
+	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.CPUMsPerImage, r.Device, r.Batch, workersString(lf.workers))
 	e.printf("host to device: %.1f MB in %.3f s of copy time (%.2f GB/s), consumer stalled %.1f%% of the time\n",
 		float64(r.H2DBytes)/1e6, r.H2DSeconds, r.H2DGBps, 100*r.StallFraction)
 	if !r.Pinned {
@@ -131,6 +169,22 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, after.LastSkipped)
 	}
 	return e.emit(r)
+}
+
+// accounted returns the loader's statistics once they count the copies of every batch yielded so
+// far: the feeder accounts a copy on its own goroutine after it saw the copy complete, so figures
+// read at once could miss the last ones. It waits at most a few seconds (a copy stuck that long
+// shows in the figures instead).
+func accounted(ld *loaders.Loader) loaders.Stats {
+	perSample := int64(ld.Shape().Len() + 4) // the image and its int32 label
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		st := ld.Stats()
+		if st.CopyBytes >= st.Samples*perSample || time.Now().After(deadline) {
+			return st
+		}
+		time.Sleep(200 * time.Microsecond)
+	}
 }
 
 func workersString(n int) string {

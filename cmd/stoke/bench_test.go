@@ -6,6 +6,7 @@ import (
 	"image/png"
 	"os"
 	"path/filepath"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -59,11 +60,17 @@ func TestBenchJSON(t *testing.T) {
 	if r.Images != 20 || r.Epochs != 2 || r.Skipped != 0 {
 		t.Errorf("images, epochs, skipped = %d, %d, %d; want 20, 2, 0 (warm-up not counted)", r.Images, r.Epochs, r.Skipped)
 	}
-	if want := int64(20 * 3 * 16 * 16); r.H2DBytes < want {
-		t.Errorf("h2d_bytes = %d; want >= %d (the uint8 images of the timed epochs)", r.H2DBytes, want)
+	// Exactly the images and labels of the timed epochs: none of the warm-up's, none missing.
+	if want := int64(20 * (3*16*16 + 4)); r.H2DBytes != want {
+		t.Errorf("h2d_bytes = %d; want %d (the uint8 images and int32 labels of the timed epochs)", r.H2DBytes, want)
 	}
 	if r.Seconds <= 0 || r.ImagesPerS <= 0 || r.StallFraction < 0 || r.StallFraction > 1 {
 		t.Errorf("figures = %+v; want positive time and rate, stall in [0,1]", r)
+	}
+	// The process's CPU time cannot exceed its cores times the wall time (slack: clock ticks).
+	if limit := 1.5*r.Seconds*float64(runtime.NumCPU())*1e3/float64(r.Images) + 1; r.CPUMsPerImage < 0 || r.CPUMsPerImage > limit ||
+		(runtime.GOOS == "linux" && r.CPUMsPerImage == 0) {
+		t.Errorf("cpu_ms_per_image = %v; want in (0, %.2f]", r.CPUMsPerImage, limit)
 	}
 }
 

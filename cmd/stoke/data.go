@@ -7,6 +7,7 @@ import (
 	"io"
 	"runtime"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -23,8 +24,25 @@ type loaderFlags struct {
 	onError                        string
 	maxSkipped                     int
 	seed                           uint64
+	memory                         memoryValue
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
+	// rank and worldSize place this process among data-parallel ones (--rank, --world-size, from
+	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
+	rank, worldSize, localRank int
+	envErr                     error
+}
+
+// registerRanks adds --rank and --world-size, whose defaults come from the environment torchrun
+// and similar launchers set (RANK, WORLD_SIZE; LOCAL_RANK picks the GPU for --device cuda).
+func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
+	rank, world, local, err := loaders.EnvRank()
+	if err != nil {
+		rank, world, local, lf.envErr = 0, 1, 0, err
+	}
+	lf.localRank = local
+	fs.IntVar(&lf.rank, "rank", rank, "this process's rank among data-parallel processes (default: $RANK)")
+	fs.IntVar(&lf.worldSize, "world-size", world, "number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE)")
 }
 
 // workersValue parses --workers: a count, or auto.
@@ -49,7 +67,50 @@ func (v workersValue) Set(s string) error {
 	if err != nil || n < 0 {
 		return fmt.Errorf("%q: want a number >= 0 or auto", s)
 	}
+	if n > maxWorkers {
+		return fmt.Errorf("%d workers: want at most %d", n, maxWorkers)
+	}
 	v.lf.autoWorkers, v.lf.workers = false, n
+	return nil
+}
+
+// maxSize bounds --size, far above any training resolution.
+const maxSize = 1 << 14
+
+// maxWorkers bounds --workers: each worker holds a decoded image, so a count far past the cores
+// buys nothing and can take the memory.
+const maxWorkers = 1024
+
+// memoryValue parses --memory: a byte count with an optional K, M, G or T suffix (powers of 1024),
+// or "none".
+type memoryValue int64
+
+func (v *memoryValue) String() string {
+	switch {
+	case v == nil || *v == 0:
+		return "a quarter of the machine's memory"
+	case *v < 0:
+		return "none"
+	}
+	return strconv.FormatInt(int64(*v), 10)
+}
+
+func (v *memoryValue) Set(s string) error {
+	if s == "none" {
+		*v = -1
+		return nil
+	}
+	num, mult := strings.TrimSuffix(strings.TrimSuffix(strings.ToUpper(s), "B"), "I"), int64(1)
+	if n := len(num); n > 0 {
+		if i := strings.IndexByte("KMGT", num[n-1]); i >= 0 {
+			num, mult = num[:n-1], int64(1)<<(10*(i+1))
+		}
+	}
+	f, err := strconv.ParseFloat(num, 64)
+	if err != nil || !(f > 0) || f*float64(mult) > 1<<62 {
+		return fmt.Errorf("%q: want a size such as 8G, 512M or none", s)
+	}
+	*v = memoryValue(f * float64(mult))
 	return nil
 }
 
@@ -63,6 +124,7 @@ func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
 	fs.StringVar(&lf.onError, "on-error", "fail", "bad samples: fail (stop at the first) or skip (count and skip them)")
 	fs.IntVar(&lf.maxSkipped, "max-skipped", 1000, "with --on-error skip, fail once an epoch skips more samples than this (0: no limit)")
 	fs.Uint64Var(&lf.seed, "seed", 1, "seed of the sample order and of the augmentations")
+	fs.Var(&lf.memory, "memory", "budget of the loader's host slots and device buffers, e.g. 8G or none (default: a quarter of the machine's memory)")
 }
 
 func (lf *loaderFlags) check() error {
@@ -75,14 +137,33 @@ func (lf *loaderFlags) check() error {
 	if _, err := loaders.ParseErrorPolicy(lf.onError); err != nil {
 		return fmt.Errorf("%w: --on-error %q; want fail or skip", errUsage, lf.onError)
 	}
+	if lf.envErr != nil {
+		return fmt.Errorf("%w: %v", errUsage, lf.envErr)
+	}
+	if lf.worldSize < 1 || lf.rank < 0 || lf.rank >= lf.worldSize {
+		return fmt.Errorf("%w: --rank %d --world-size %d; want 0 <= rank < world size", errUsage, lf.rank, lf.worldSize)
+	}
+	if lf.device == "cuda" && lf.localRank > 0 {
+		lf.device = fmt.Sprintf("cuda:%d", lf.localRank) // one GPU per process on a host, as torchrun expects
+	}
+	if lf.maxSkipped < 0 || lf.size < 0 || lf.prefetch < 0 {
+		return fmt.Errorf("%w: --max-skipped %d --size %d --prefetch %d; want >= 0", errUsage, lf.maxSkipped, lf.size, lf.prefetch)
+	}
+	if lf.size > maxSize {
+		return fmt.Errorf("%w: --size %d; want at most %d", errUsage, lf.size, maxSize)
+	}
 	return nil
 }
 
-// transform picks the transform for split: none for fixed-shape datasets at their own size,
+// transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
+// resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
 // otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test).
 func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Pipeline {
 	if lf.size == 0 && info.Shape.C > 0 {
 		return nil
+	}
+	if info.Shape.C == 1 {
+		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
 	size := lf.size
 	if size == 0 {
@@ -127,7 +208,8 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 		Shuffle: shuffle, Seed: lf.seed,
 		Transform: lf.transform(loaders.Describe(ds), split),
 		Device:    dev, Stream: stream,
-		OnError: policy, MaxSkipped: lf.maxSkipped,
+		OnError: policy, MaxSkipped: lf.maxSkipped, MemoryBudget: int64(lf.memory),
+		Rank: lf.rank, WorldSize: lf.worldSize,
 	}
 	if lf.autoWorkers && lf.workers == 0 {
 		n, err := autoWorkers(ds, cfg)

@@ -8,8 +8,9 @@
 //	stoke devices
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
-// object with its figures; -q leaves nothing else on stdout. Errors go to stderr as one line, and
-// the exit status is 1 (2 for a usage error).
+// object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
+// stdout. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
+// SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
 package main
 
 import (
@@ -45,10 +46,39 @@ var commands = map[string]command{
 var errUsage = errors.New("usage")
 
 func main() {
-	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	ctx, stop := interrupts(os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
+}
+
+// interrupts returns a context that the first SIGINT or SIGTERM cancels; the second calls exit(130)
+// at once, whatever the command is blocked in (a read from a device, a copy that does not end).
+func interrupts(stderr io.Writer, exit func(int)) (context.Context, func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	sigs := make(chan os.Signal, 2)
+	signal.Notify(sigs, os.Interrupt, syscall.SIGTERM)
+	done := make(chan struct{})
+	go func() {
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "stoke: %v: stopping (interrupt again to quit at once)\n", s)
+			cancel()
+		case <-done:
+			return
+		}
+		select {
+		case s := <-sigs:
+			fmt.Fprintf(stderr, "stoke: %v again: quitting now\n", s)
+			exit(130)
+		case <-done:
+		}
+	}()
+	return ctx, func() {
+		signal.Stop(sigs)
+		close(done)
+		cancel()
+	}
 }
 
 // run executes one command line and returns the exit status.
@@ -67,18 +97,43 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	}
 	e := &env{name: args[0], summary: cmd.summary, stdout: stdout, stderr: stderr}
 	err := cmd.run(ctx, e, args[1:])
+	var code int
+	var msg string
 	switch {
-	case err == nil:
-		return 0
-	case errors.Is(err, flag.ErrHelp):
+	case err == nil, errors.Is(err, flag.ErrHelp):
 		return 0
 	case errors.Is(err, errUsage):
-		fmt.Fprintf(stderr, "stoke %s: %v\n", args[0], strings.TrimPrefix(err.Error(), "usage: "))
-		return 2
+		code, msg = 2, oneLine(err)
+		msg = strings.Replace(msg, "usage: ", "", 1)
+	case ctx.Err() != nil && errors.Is(err, context.Canceled):
+		code, msg = 1, "interrupted: stopped before the end"
 	default:
-		fmt.Fprintf(stderr, "stoke %s: %s\n", args[0], oneLine(err))
-		return 1
+		code, msg = 1, oneLine(err)
 	}
+	fmt.Fprintf(stderr, "stoke %s: %s\n", args[0], msg)
+	if e.json || wantsJSON(args[1:]) {
+		// The contract of --json holds on failure too: stdout ends with one JSON object.
+		b, _ := json.Marshal(struct {
+			Error string `json:"error"`
+			Code  int    `json:"code"`
+		}{"stoke " + args[0] + ": " + msg, code})
+		fmt.Fprintf(stdout, "%s\n", b)
+	}
+	return code
+}
+
+// wantsJSON reports whether args ask for --json before the flags are parsed, so that a usage
+// error in a later flag still ends stdout with the JSON error object.
+func wantsJSON(args []string) bool {
+	for _, a := range args {
+		switch a {
+		case "--json", "-json", "--json=true", "-json=true":
+			return true
+		case "--":
+			return false
+		}
+	}
+	return false
 }
 
 func usage(w io.Writer) {
@@ -94,14 +149,20 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nstoke <command> --help shows the command's flags.")
 }
 
-// oneLine keeps an error on one line (a panic's stack stays out of the terminal: the first line
-// says what and where).
+// oneLine keeps an error on one line: the lines of joined errors are kept, separated by "; ",
+// and a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal.
 func oneLine(err error) string {
-	s := err.Error()
-	if i := strings.IndexByte(s, '\n'); i >= 0 {
-		s = s[:i] + " [...]"
+	var parts []string
+	for _, l := range strings.Split(err.Error(), "\n") {
+		if strings.HasPrefix(l, "goroutine ") {
+			parts = append(parts, "[stack omitted]")
+			break
+		}
+		if l = strings.TrimSpace(l); l != "" {
+			parts = append(parts, l)
+		}
 	}
-	return s
+	return strings.Join(parts, "; ")
 }
 
 // env is what a command writes to, and the output flags every measuring command shares.

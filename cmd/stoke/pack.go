@@ -33,6 +33,7 @@ type packResult struct {
 	Compress    string   `json:"compress"`
 	MaxSide     int      `json:"max_side"`
 	Samples     int      `json:"samples"`
+	Skipped     int      `json:"skipped"` // bad samples left out under --on-error skip
 	Shards      []string `json:"shards"`
 	Bytes       int64    `json:"bytes"` // size of the shard files
 	Seconds     float64  `json:"seconds"`
@@ -43,10 +44,13 @@ type packResult struct {
 var compressSuffix = map[string]string{"none": ".tar", "zstd": ".tar.zst", "gzip": ".tar.gz"}
 
 func runPack(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("--data SPEC --out DIR [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] [--workers W] [--json]", true)
-	data := fs.String("data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB")
+	fs := e.flags("--data SPEC --out DIR [--overwrite] [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] [--workers W] [--on-error skip] [--json]", true)
+	data := fs.String("data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB, shards:DIR")
 	split := fs.String("split", "train", "split of the dataset to pack: train or test")
-	out := fs.String("out", "", "folder the shards and index.json are written to (created if missing)")
+	out := fs.String("out", "", "folder the shards and index.json are written to: new, empty, or holding a previous pack that --overwrite replaces")
+	overwrite := fs.Bool("overwrite", false, "remove the previous pack in --out first (never other files)")
+	onError := fs.String("on-error", "fail", "bad samples: fail (stop at the first, writing nothing) or skip (leave them out, count them)")
+	maxSkipped := fs.Int("max-skipped", 1000, "with --on-error skip, fail once more samples than this were skipped (0: no limit)")
 	format := fs.String("format", "jpeg", "jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without decoding")
 	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
@@ -62,8 +66,15 @@ func runPack(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --format %q; want jpeg or raw", errUsage, *format)
 	case compressSuffix[*compress] == "":
 		return fmt.Errorf("%w: --compress %q; want none, zstd or gzip", errUsage, *compress)
-	case *maxSide < 0 || *shardSize < 1 || *workers < 0:
-		return fmt.Errorf("%w: --max-side %d --shard-size %d --workers %d; want >= 0, >= 1, >= 0", errUsage, *maxSide, *shardSize, *workers)
+	case *maxSide < 0 || *shardSize < 1 || *workers < 0 || *workers > maxWorkers || *maxSkipped < 0:
+		return fmt.Errorf("%w: --max-side %d --shard-size %d --workers %d --max-skipped %d; want >= 0, >= 1, 0 to %d, >= 0", errUsage, *maxSide, *shardSize, *workers, *maxSkipped, maxWorkers)
+	}
+	policy, err := loaders.ParseErrorPolicy(*onError)
+	if err != nil {
+		return fmt.Errorf("%w: --on-error %q; want fail or skip", errUsage, *onError)
+	}
+	if err := checkOverlap(*data, *out); err != nil {
+		return err
 	}
 	if *workers == 0 {
 		*workers = runtime.GOMAXPROCS(0)
@@ -73,14 +84,24 @@ func runPack(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer closeDataset(ds)
-	if err := os.MkdirAll(*out, 0o755); err != nil {
-		return err
-	}
-	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), "shard-%06d"+compressSuffix[*compress])
+	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), shardPrefix+"%06d"+compressSuffix[*compress])
 	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
 	if err != nil {
 		return err
 	}
+	dir, err := loaders.CreatePackDir(*out, shardPrefix, *overwrite)
+	if err != nil {
+		return err
+	}
+	// From here on, a failure leaves nothing that reads as a dataset: the shards are removed, and
+	// a killed process leaves the lock file that readers refuse.
+	committed := false
+	defer func() {
+		if !committed {
+			w.Abort()
+			dir.Abort()
+		}
+	}()
 
 	pk := &packer{format: *format, maxSide: *maxSide, name: loaders.Describe(ds).Name}
 	start := time.Now()
@@ -93,24 +114,51 @@ func runPack(ctx context.Context, e *env, args []string) error {
 			}
 		}
 	})
-	packed := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (loaders.Sample, error) {
-		return pk.pack(ctx, ds, i)
+	// A sample the skip policy leaves out travels as its error, so that the writer, which sees the
+	// samples in order, counts them.
+	type packed struct {
+		s   loaders.Sample
+		err error
+	}
+	encoded := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (packed, error) {
+		s, err := pk.pack(ctx, ds, i)
+		if err != nil && policy == loaders.Skip && ctx.Err() == nil {
+			return packed{err: err}, nil
+		}
+		return packed{s: s}, err
 	}, pipeline.Workers(*workers), pipeline.Ordered(true))
-	pipeline.Sink(p, "write", packed, func(_ context.Context, s loaders.Sample) error {
+	skipped := 0
+	var lastSkipped error
+	pipeline.Sink(p, "write", encoded, func(_ context.Context, s packed) error {
 		bar.Add(1)
-		return w.Write(s)
+		if s.err != nil {
+			skipped++
+			lastSkipped = s.err
+			if *maxSkipped > 0 && skipped > *maxSkipped {
+				return fmt.Errorf("more than --max-skipped %d bad samples; the last: %w", *maxSkipped, s.err)
+			}
+			return nil
+		}
+		return w.Write(s.s)
 	})
 	err = p.Run(ctx)
 	bar.Finish()
-	if cerr := w.Close(); err == nil {
-		err = cerr
+	if err == nil && skipped == ds.Len() {
+		err = fmt.Errorf("every one of the %d samples was bad; the last: %w", skipped, lastSkipped)
 	}
 	if err != nil {
 		return packCause(err)
 	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	if err := dir.Commit(); err != nil {
+		return err
+	}
+	committed = true
 	r := packResult{Data: *data, Out: *out, Format: *format, Compress: *compress, MaxSide: *maxSide,
-		Samples: ds.Len(), Shards: w.Shards(), Seconds: time.Since(start).Seconds()}
-	r.Spec = "shards:" + filepath.Join(*out, "shard-*"+compressSuffix[*compress])
+		Samples: ds.Len() - skipped, Skipped: skipped, Shards: w.Shards(), Seconds: time.Since(start).Seconds()}
+	r.Spec = "shards:" + *out
 	for _, s := range r.Shards {
 		fi, err := os.Stat(s)
 		if err != nil {
@@ -123,8 +171,69 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("packed %d samples of %s into %d shards (%.1f MB, %s, compression %s) in %.2f s (%.0f samples/s)\n",
 		r.Samples, r.Data, len(r.Shards), float64(r.Bytes)/1e6, r.Format, r.Compress, r.Seconds, r.SamplesPerS)
+	if r.Skipped > 0 {
+		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, lastSkipped)
+	}
 	e.printf("read them with --data %s\n", r.Spec)
 	return e.emit(r)
+}
+
+// shardPrefix starts the name of every shard stoke pack writes.
+const shardPrefix = "shard-"
+
+// checkOverlap refuses an output folder that holds the input or lies inside it: packing a folder
+// onto itself would read its own output (or remove its input with --overwrite).
+func checkOverlap(data, out string) error {
+	in := data
+	if kind, arg, ok := strings.Cut(data, ":"); ok {
+		switch kind {
+		case "mnist", "cifar10", "cifar100", "folder":
+			in = arg
+		case "shards":
+			in = arg
+			if st, err := os.Stat(arg); err != nil || !st.IsDir() {
+				in = filepath.Dir(arg)
+			}
+		}
+	} else if data == "mnist" {
+		return nil
+	}
+	a, errA := canonical(in)
+	b, errB := canonical(out)
+	if errA != nil || errB != nil {
+		return nil // a missing input fails when it is opened
+	}
+	if within(a, b) || within(b, a) {
+		return fmt.Errorf("%w: --out %s and the input %s overlap; write the pack to a folder outside the data", errUsage, out, in)
+	}
+	return nil
+}
+
+// canonical is path made absolute with its symbolic links resolved; for a path that does not exist
+// yet, its longest existing parent is resolved.
+func canonical(path string) (string, error) {
+	abs, err := filepath.Abs(path)
+	if err != nil {
+		return "", err
+	}
+	rest := ""
+	for {
+		if r, err := filepath.EvalSymlinks(abs); err == nil {
+			return filepath.Join(r, rest), nil
+		}
+		parent := filepath.Dir(abs)
+		if parent == abs {
+			return "", os.ErrNotExist
+		}
+		rest = filepath.Join(filepath.Base(abs), rest)
+		abs = parent
+	}
+}
+
+// within reports whether path is dir or inside it.
+func within(path, dir string) bool {
+	rel, err := filepath.Rel(dir, path)
+	return err == nil && (rel == "." || filepath.IsLocal(rel))
 }
 
 // packCause leads with the sample's error rather than the pipeline stage's.
@@ -159,12 +268,24 @@ func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.
 		if err != nil {
 			return fail(err)
 		}
+		// Header bombs are refused before anything is allocated for them.
+		if err := transforms.Compose().Admit(info); err != nil {
+			return fail(err)
+		}
 		w, h, c = info.Width, info.Height, 3
 		if pk.format == "jpeg" && info.Format == "jpeg" && info.Orientation == 1 && fits(w, h, pk.maxSide) {
+			// Passed through, but only once it decodes whole: a truncated JPEG is refused here,
+			// not at training time.
+			if err := validate(in); err != nil {
+				return fail(err)
+			}
 			return loaders.Sample{Input: transforms.Input{Encoded: in.Encoded}, Label: s.Label, Key: s.Key}, nil
 		}
 	} else {
 		w, h, c = in.W, in.H, min(in.C, 3)
+		if w <= 0 || h <= 0 || int64(w)*int64(h) > transforms.DefaultMaxPixels {
+			return fail(fmt.Errorf("%dx%d pixels (limit %d): %w", w, h, transforms.DefaultMaxPixels, transforms.ErrTooLarge))
+		}
 	}
 	ow, oh := bound(w, h, pk.maxSide)
 	var tf *transforms.Pipeline
@@ -185,6 +306,13 @@ func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.
 		return fail(err)
 	}
 	return loaders.Sample{Input: transforms.Input{Encoded: buf.Bytes()}, Label: s.Label, Key: s.Key}, nil
+}
+
+// validate decodes a whole JPEG (into a small output, at the decoder's reduced scale) to prove that
+// it is complete: the entropy-coded data is read to its end whatever the scale.
+func validate(in transforms.Input) error {
+	px := make([]byte, 3*8*8)
+	return decode(transforms.Compose(transforms.ResizeTo(8, 8)), px, in)
 }
 
 // decode writes in's pixels through tf into dst as HWC. The Worker is made per sample: sizes vary

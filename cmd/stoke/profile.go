@@ -33,6 +33,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]", true)
 	lf.register(fs, 64)
+	lf.registerRanks(fs)
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
 	withTrain := fs.Bool("train", false, "profile the training step too: the trainer consumes the batches")
 	model := fs.String("model", "mlp", "model trained with --train: "+strings.Join(train.Models(), ", "))
@@ -438,6 +439,14 @@ type tracedDataset struct {
 
 // Info keeps the dataset's own description (name, classes, shape, normalization).
 func (d *tracedDataset) Info() loaders.Info { return loaders.Describe(d.Dataset) }
+
+// ShardStarts passes the dataset's shards on, so that ranks split them as they do in stoke bench.
+func (d *tracedDataset) ShardStarts() []int {
+	if s, ok := d.Dataset.(loaders.Sharded); ok {
+		return s.ShardStarts()
+	}
+	return nil
+}
 
 func (d *tracedDataset) Sample(ctx context.Context, i int) (loaders.Sample, error) {
 	if d.rec == nil {

@@ -2,11 +2,14 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"math"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/progress"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -14,6 +17,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
+	lf.registerRanks(fs)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp and 0.03 for cnn; see train.Recipe)")
@@ -24,6 +28,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
+	valSplit := fs.Float64("val-split", 0, "hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
+	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
+	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -32,6 +39,22 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := lf.check(); err != nil {
 		return err
+	}
+	switch {
+	case lf.worldSize > 1:
+		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
+	case *epochs < 1:
+		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
+	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
+		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, *lr, *momentum, *wd)
+	case !(*warmupEpochs >= 0) || *warmupEpochs > float64(*epochs):
+		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, *warmupEpochs)
+	case *valSplit != 0 && !(*valSplit > 0 && *valSplit < 1):
+		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, *valSplit)
+	case *valSplit != 0 && *evalOnTrain:
+		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
+	case *classes < 0 || *classes > maxClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
 	}
 	if *lr == 0 {
 		recipe, _ := train.Recipe(*model)
@@ -64,15 +87,25 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer dev.Close()
 
-	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
-	// open the training split first to learn the shape, then build the trainer, then the loaders.
-	probe, probeCloser, err := lf.open("train", true, dev, nil)
+	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
 		return err
 	}
-	shape, classes := probe.Shape(), probe.Info().NumClasses
-	probeCloser.Close()
-	m, err := train.NewModel(*model, train.Shape{C: shape.C, H: shape.H, W: shape.W}, classes)
+	defer sets.Close()
+	nclasses := loaders.Describe(sets.train).NumClasses
+	if nclasses > maxClasses {
+		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
+	}
+
+	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
+	// open a loader first to learn the shape, then build the trainer, then the loaders.
+	probe, err := lf.loader(sets.train, "train", true, dev, nil)
+	if err != nil {
+		return err
+	}
+	shape := probe.Shape()
+	probe.Close()
+	m, err := train.NewModel(*model, train.Shape{C: shape.C, H: shape.H, W: shape.W}, nclasses)
 	if err != nil {
 		return err
 	}
@@ -87,8 +120,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 					bar = nil
 				}
 				r := p.Result
-				e.printf("epoch %d/%d: train loss %.4f, test accuracy %.2f%%, %.0f samples/s, waited for data %.1f%% of the time\n",
-					r.Epoch, p.Epochs, r.TrainLoss, 100*r.TestAcc, r.SamplesPerS, 100*r.DataWaitFraction)
+				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%, %.0f samples/s, waited for data %.1f%% of the time\n",
+					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, r.SamplesPerS, 100*r.DataWaitFraction)
 				return
 			}
 			if bar == nil {
@@ -103,26 +136,94 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	trainL, trainCloser, err := lf.open("train", true, dev, tr.Stream())
+	trainL, err := lf.loader(sets.train, "train", true, dev, tr.Stream())
 	if err != nil {
 		return err
 	}
-	defer trainCloser.Close()
-	testL, testCloser, err := lf.open("test", false, dev, tr.Stream())
+	defer trainL.Close()
+	evalL, err := lf.loader(sets.eval, "test", false, dev, tr.Stream())
 	if err != nil {
 		return err
 	}
-	defer testCloser.Close()
+	defer evalL.Close()
 
 	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch)
-	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(testL))
+	if sets.evalName == "train" {
+		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
+	}
+	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
 		bar.Finish()
 	}
 	if err != nil {
 		return err
 	}
-	e.printf("test accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
-		100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(res)
+	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
+		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
+	return e.emit(trainResult{res, sets.evalName})
+}
+
+// trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
+// data eval names: "test" (the test split), "validation" (--val-split) or "train" (--eval-on-train).
+type trainResult struct {
+	train.Result
+	Eval string `json:"eval"`
+}
+
+// maxClasses bounds the classes a model gets from the labels' range without --classes.
+const maxClasses = 100000
+
+// evalSets are the datasets of a training run: what it trains on, and what it evaluates on.
+type evalSets struct {
+	train, eval loaders.Dataset
+	evalName    string // "test", "validation" or "train"
+	closers     []loaders.Dataset
+}
+
+func (s *evalSets) Close() error {
+	var errs []error
+	for _, ds := range s.closers {
+		errs = append(errs, closeDataset(ds))
+	}
+	return errors.Join(errs...)
+}
+
+// openEvalSets opens the training data and the data evaluated after each epoch: a seeded
+// validation part of the training split with valSplit > 0, otherwise the test split. Without a
+// test split, evaluating on the training data needs evalOnTrain: a run never reports its training
+// accuracy as a test accuracy. classes > 0 declares the number of classes.
+func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
+	trainDS, err := loaders.Open(spec, "train")
+	if err != nil {
+		return nil, err
+	}
+	s := &evalSets{train: trainDS, closers: []loaders.Dataset{trainDS}}
+	switch {
+	case valSplit > 0:
+		tr, val, err := loaders.SplitValidation(trainDS, valSplit, seed)
+		if err != nil {
+			s.Close()
+			return nil, fmt.Errorf("%w: --val-split: %v", errUsage, err)
+		}
+		s.train, s.eval, s.evalName = tr, val, "validation"
+	default:
+		testDS, err := loaders.Open(spec, "test")
+		switch {
+		case err == nil:
+			s.eval, s.evalName = testDS, "test"
+			s.closers = append(s.closers, testDS)
+		case errors.Is(err, loaders.ErrNoSplit) && evalOnTrain:
+			s.eval, s.evalName = trainDS, "train"
+		case errors.Is(err, loaders.ErrNoSplit):
+			s.Close()
+			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the training data", errUsage, spec, err)
+		default:
+			s.Close()
+			return nil, err
+		}
+	}
+	if classes > 0 {
+		s.train, s.eval = loaders.WithClasses(s.train, classes), loaders.WithClasses(s.eval, classes)
+	}
+	return s, nil
 }

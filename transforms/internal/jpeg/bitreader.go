@@ -1,5 +1,7 @@
 package jpeg
 
+import "encoding/binary"
+
 // bitReader is the entropy decoder of sequential scans (the fork's main speed-up over the
 // standard library, which reads one stuffed byte per call): it reads the image bytes directly,
 // 8 at a time into a 64-bit accumulator, removing stuffed zero bytes. At a marker or the end of
@@ -14,6 +16,18 @@ type bitReader struct {
 }
 
 func (br *bitReader) fill() {
+	// Fast path: the next 8 bytes hold no 0xff (no stuffing, no marker), so the bytes that fit
+	// go in with one shift.
+	if p := br.pos; p+8 <= len(br.data) && !br.marker {
+		v := binary.BigEndian.Uint64(br.data[p:])
+		if (^v-0x0101010101010101)&v&0x8080808080808080 == 0 { // no byte of ^v is zero
+			k := (64 - br.n) >> 3 // whole bytes that fit
+			br.acc = br.acc<<(8*k) | v>>(64-8*k)
+			br.n += 8 * k
+			br.pos += int(k)
+			return
+		}
+	}
 	for br.n <= 56 {
 		c := byte(0)
 		switch {
@@ -69,39 +83,52 @@ func (br *bitReader) receiveExtend(t uint8) int32 {
 	return x
 }
 
-// decodeBlock decodes one block of a sequential scan into b (natural order, dequantized by qt),
-// updating the component's DC predictor. It returns the zig-zag index of the last coefficient
+// decodeBlock decodes one block of a sequential scan into b (coefficient zig at b[zz[zig]]:
+// natural order with unzig, transposed with unzigT; dequantized by qt), updating the
+// component's DC predictor. It returns the zig-zag index of the last coefficient
 // decoded (0: DC only). A nil b decodes and discards (a block outside the region).
-func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block) (int32, error) {
+func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block, zz *[blockSize]int) (int32, error) {
 	if br.n < 32 {
 		br.fill()
 	}
-	t, err := br.decodeHuffman(dcH)
-	if err != nil {
-		return 0, err
-	}
-	if t > 16 {
-		return 0, UnsupportedError("excessive DC component")
-	}
-	if br.n < 32 {
-		br.fill()
-	}
-	if t != 0 {
-		*dc += br.receiveExtend(t)
+	if f := dcH.fast[(br.acc>>((br.n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
+		br.n -= uint(f & 0xff)
+		*dc += f >> 16
+	} else {
+		t, err := br.decodeHuffman(dcH)
+		if err != nil {
+			return 0, err
+		}
+		if t > 16 {
+			return 0, UnsupportedError("excessive DC component")
+		}
+		if br.n < 32 {
+			br.fill()
+		}
+		if t != 0 {
+			*dc += br.receiveExtend(t)
+		}
 	}
 	if b == nil {
 		return 0, br.skipAC(acH)
 	}
 	b[0] = *dc * qt[0]
+	// The AC loop keeps the accumulator in locals (registers), writing them back to br around
+	// the calls that use it. Shift counts are masked to 63 (they are below 64 already) so that
+	// the compiler emits a bare shift.
 	last := int32(0)
+	acc, n := br.acc, br.n
 	for zig := int32(1); zig < blockSize; zig++ {
-		if br.n < 32 {
+		if n < 32 {
+			br.acc, br.n = acc, n
 			br.fill()
+			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 0xff)
+		if f := acH.fast[(acc>>((n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
+			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
+				br.n = n
 				return last, nil
 			case fastZRL:
 				zig += 15
@@ -112,14 +139,17 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			if zig >= blockSize {
 				break
 			}
-			b[unzig[zig]] = (f >> 16) * qt[zig]
+			z := zig & (blockSize - 1) // zig < blockSize: the mask only drops bounds checks
+			b[zz[z]&(blockSize-1)] = (f >> 16) * qt[z]
 			last = zig
 			continue
 		}
+		br.n = n
 		v, err := br.decodeHuffman(acH)
 		if err != nil {
 			return 0, err
 		}
+		n = br.n
 		r, s := int32(v>>4), v&0x0f
 		if s == 0 {
 			if r != 0x0f {
@@ -132,22 +162,33 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 		if zig >= blockSize {
 			break // as the standard library: a run past the block's end ends it
 		}
-		b[unzig[zig]] = br.receiveExtend(s) * qt[zig]
+		n -= uint(s)
+		x := int32(acc>>(n&63)) & (1<<s - 1) // receiveExtend
+		if x < 1<<(s-1) {
+			x += (-1 << s) + 1
+		}
+		z := zig & (blockSize - 1)
+		b[zz[z]&(blockSize-1)] = x * qt[z]
 		last = zig
 	}
+	br.n = n
 	return last, nil
 }
 
-// skipAC reads past a block's AC coefficients.
+// skipAC reads past a block's AC coefficients (locals as in decodeBlock).
 func (br *bitReader) skipAC(acH *huffman) error {
+	acc, n := br.acc, br.n
 	for zig := int32(1); zig < blockSize; zig++ {
-		if br.n < 32 {
+		if n < 32 {
+			br.acc, br.n = acc, n
 			br.fill()
+			acc, n = br.acc, br.n
 		}
-		if f := acH.fastAC[(br.acc>>(br.n-fastBits))&(1<<fastBits-1)]; f != 0 {
-			br.n -= uint(f & 0xff)
+		if f := acH.fast[(acc>>((n-fastBits)&63))&(1<<fastBits-1)]; f != 0 {
+			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
+				br.n = n
 				return nil
 			case fastZRL:
 				zig += 15
@@ -156,21 +197,24 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			}
 			continue
 		}
+		br.n = n
 		v, err := br.decodeHuffman(acH)
 		if err != nil {
 			return err
 		}
+		n = br.n
 		r, s := int32(v>>4), v&0x0f
 		if s == 0 {
 			if r != 0x0f {
-				return nil
+				break
 			}
 			zig += 15
 			continue
 		}
 		zig += r
-		br.n -= uint(s)
+		n -= uint(s)
 	}
+	br.n = n
 	return nil
 }
 

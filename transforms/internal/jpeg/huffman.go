@@ -36,43 +36,62 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
-	// Fork: fastAC decodes an AC code and its extra bits together when both fit in the next
-	// fastBits bits: value<<16 | run<<8 | bits used, where run 16 is the end of the block and
-	// run 17 a run of 16 zeros; 0 when they do not fit.
-	fastAC [1 << fastBits]int32
+	// Fork: fast decodes a code and its extra bits together when both fit in the next fastBits
+	// bits, 0 when they do not. AC tables: value<<16 | run<<8 | bits used, where run 16 is the
+	// end of the block and run 17 a run of 16 zeros. DC tables: difference<<16 | bits used.
+	fast [1 << fastBits]int32
 }
 
 const (
-	fastBits = 9
+	fastBits = 10
 	fastEOB  = 16
 	fastZRL  = 17
 )
 
-// buildFastAC fills h.fastAC from the canonical code (minCodes, maxCodes, valsIndices).
-func (h *huffman) buildFastAC() {
-	for p := range int32(1 << fastBits) {
-		h.fastAC[p] = 0
-		for l := int32(1); l <= fastBits; l++ {
-			code := p >> (fastBits - l)
-			if h.maxCodes[l-1] < 0 || code > h.maxCodes[l-1] || code < h.minCodes[l-1] {
-				continue
-			}
+// buildFast fills h.fast from the canonical code (minCodes, maxCodes, valsIndices) of a DC or
+// an AC table: each code of at most fastBits bits fills the range of entries that start with it
+// (with its extra bits, when they fit too). Shorter codes go last, so that in an oversubscribed
+// (corrupt) table the shortest code wins, as a search by increasing length would find.
+func (h *huffman) buildFast(dc bool) {
+	clear(h.fast[:])
+	for l := int32(fastBits); l >= 1; l-- {
+		if h.maxCodes[l-1] < 0 {
+			continue
+		}
+		for code := h.minCodes[l-1]; code <= h.maxCodes[l-1] && code < 1<<l; code++ {
 			rs := h.vals[h.valsIndices[l-1]+code-h.minCodes[l-1]]
 			run, s := int32(rs>>4), int32(rs&0x0f)
-			switch {
-			case s == 0 && run == 0:
-				h.fastAC[p] = fastEOB<<8 | l
-			case s == 0 && run == 15:
-				h.fastAC[p] = fastZRL<<8 | l
-			case s != 0 && l+s <= fastBits:
-				v := (p >> (fastBits - l - s)) & (1<<s - 1)
-				if v < 1<<(s-1) {
-					v += (-1 << s) + 1
-				}
-				h.fastAC[p] = v<<16 | run<<8 | (l + s)
+			if dc { // the symbol is the size of the difference that follows
+				run, s = 0, int32(rs)
 			}
-			break
+			lo := code << (fastBits - l)
+			f := int32(0) // does not fit: the slow path
+			switch {
+			case dc && s == 0:
+				f = l // a zero difference
+			case s == 0 && run == 0:
+				f = fastEOB<<8 | l
+			case s == 0 && run == 15:
+				f = fastZRL<<8 | l
+			case s != 0 && l+s <= fastBits:
+				for v := range int32(1) << s {
+					x := v
+					if x < 1<<(s-1) {
+						x += (-1 << s) + 1
+					}
+					vlo := lo | v<<(fastBits-l-s)
+					fill32(h.fast[vlo:vlo+1<<(fastBits-l-s)], x<<16|run<<8|(l+s))
+				}
+				continue
+			}
+			fill32(h.fast[lo:lo+1<<(fastBits-l)], f)
 		}
+	}
+}
+
+func fill32(s []int32, v int32) {
+	for i := range s {
+		s[i] = v
 	}
 }
 
@@ -205,9 +224,7 @@ func (d *decoder) processDHT(n int) error {
 			}
 			c <<= 1
 		}
-		if tc == acTable {
-			h.buildFastAC()
-		}
+		h.buildFast(tc == dcTable)
 	}
 	return nil
 }

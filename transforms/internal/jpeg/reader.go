@@ -79,6 +79,15 @@ var unzig = [blockSize]int{
 	53, 60, 61, 54, 47, 55, 62, 63,
 }
 
+// unzigT is unzig for a block stored transposed (row and column swapped), the order the
+// sequential decoder stores blocks in for the AVX2 IDCT, which then skips a transpose.
+var unzigT = func() (t [blockSize]int) {
+	for z, n := range unzig {
+		t[z] = n%8*8 + n/8
+	}
+	return t
+}()
+
 // bits holds the unprocessed bits that have been taken from the byte-stream.
 // The n least significant bits of a form the unread bits, to be read in MSB to
 // LSB order.

@@ -160,6 +160,11 @@ func (d *decoder) processSOS(n int) error {
 		}
 		d.br = bitReader{data: d.all, pos: len(d.all) - len(d.src) - (d.bytes.j - d.bytes.i)}
 	}
+	// Full-size blocks for the AVX2 IDCT are stored transposed: it then skips one transpose.
+	transposed, zz := avx2 && d.bs == 8, &unzig
+	if transposed {
+		zz = &unzigT
+	}
 	var (
 		// b is the decoded coefficients, in natural (not zig-zag) order.
 		b  block
@@ -217,17 +222,17 @@ func (d *decoder) processSOS(n int) error {
 					if !d.progressive {
 						dcH, acH := &d.huff[dcTable][scan[i].td], &d.huff[acTable][scan[i].ta]
 						if !d.inRegion(bx, by, int(compIndex)) {
-							if _, err := d.br.decodeBlock(nil, dcH, acH, &dc[compIndex], nil); err != nil {
+							if _, err := d.br.decodeBlock(nil, dcH, acH, &dc[compIndex], nil, nil); err != nil {
 								return err
 							}
 							continue
 						}
 						b = block{}
-						last, err := d.br.decodeBlock(&b, dcH, acH, &dc[compIndex], &d.quant[d.comp[compIndex].tq])
+						last, err := d.br.decodeBlock(&b, dcH, acH, &dc[compIndex], &d.quant[d.comp[compIndex].tq], zz)
 						if err != nil {
 							return err
 						}
-						d.reconstructDequantized(&b, bx, by, int(compIndex), last)
+						d.reconstructDequantized(&b, bx, by, int(compIndex), last, transposed)
 						continue
 					}
 					// Load the previous partially decoded coefficients, if applicable.
@@ -510,7 +515,7 @@ func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
 	for zig := 0; zig < blockSize; zig++ {
 		b[unzig[zig]] *= qt[zig]
 	}
-	d.reconstructDequantized(b, bx, by, compIndex, blockSize-1)
+	d.reconstructDequantized(b, bx, by, compIndex, blockSize-1, false)
 	return nil
 }
 
@@ -521,8 +526,9 @@ func (d *decoder) inRegion(bx, by, compIndex int) bool {
 }
 
 // reconstructDequantized is reconstructBlock for a dequantized block whose coefficients after
-// zig-zag index last are zero: a block with only a DC term is a flat fill, no IDCT.
-func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last int32) {
+// zig-zag index last are zero: a block with only a DC term is a flat fill, no IDCT. A
+// transposed block (full size, AVX2 only) goes to the IDCT that takes it so.
+func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last int32, transposed bool) {
 	if !d.inRegion(bx, by, compIndex) {
 		return
 	}
@@ -543,8 +549,10 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctReduced(dst, stride, b, bs)
 		return
 	}
-	idctRows(b)
-	idctColsStore(dst, stride, b)
+	if !idctSIMD(dst, stride, b, transposed) {
+		idctRows(b)
+		idctColsStore(dst, stride, b)
+	}
 }
 
 // findRST advances past the next RST restart marker that matches expectedRST.

@@ -1,0 +1,38 @@
+// Package atomicfile writes files that are never seen half-written.
+package atomicfile
+
+import (
+	"os"
+	"path/filepath"
+)
+
+// WriteFile writes b to a temporary file next to path (named "." + base + ".tmp..." so that globs
+// over the folder's visible names miss it), syncs it and renames it to path: path holds either its
+// old content or b, whatever happens meanwhile. A failed write removes the temporary file; a killed
+// process leaves it, for its owner to clean up.
+func WriteFile(path string, b []byte, perm os.FileMode) error {
+	fh, err := os.CreateTemp(filepath.Dir(path), TempPrefix(path)+"*")
+	if err != nil {
+		return err
+	}
+	_, err = fh.Write(b)
+	if err == nil {
+		err = fh.Chmod(perm)
+	}
+	if err == nil {
+		err = fh.Sync()
+	}
+	if cerr := fh.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(fh.Name(), path)
+	}
+	if err != nil {
+		os.Remove(fh.Name())
+	}
+	return err
+}
+
+// TempPrefix is the start of the base name of WriteFile's temporary files for path.
+func TempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }

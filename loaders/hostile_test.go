@@ -1,0 +1,380 @@
+package loaders
+
+import (
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/stoke-ml/stoke/pinned"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// within runs f and fails the test if it does not return within d: a regression that blocks (a
+// FIFO opened for reading) fails instead of hanging the suite.
+func within(t *testing.T, d time.Duration, f func()) {
+	t.Helper()
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		f()
+	}()
+	select {
+	case <-done:
+	case <-time.After(d):
+		t.Fatalf("still blocked after %v", d)
+	}
+}
+
+func mkfifo(t *testing.T, path string) {
+	t.Helper()
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := syscall.Mkfifo(path, 0o644); err != nil {
+		t.Skipf("mkfifo: %v", err)
+	}
+}
+
+// TestNotRegularFiles: FIFOs and devices given as images, dataset files or shards are a named
+// error at once, never a read that blocks or never ends.
+func TestNotRegularFiles(t *testing.T) {
+	dir := t.TempDir()
+	// An image folder whose second image is a FIFO, whose third is a link to /dev/zero.
+	writeFile(t, filepath.Join(dir, "imgs", "a", "0.png"), pngImage(t, 2, 2, 0))
+	mkfifo(t, filepath.Join(dir, "imgs", "a", "1.png"))
+	if err := os.Symlink("/dev/zero", filepath.Join(dir, "imgs", "a", "2.png")); err != nil {
+		t.Fatal(err)
+	}
+	within(t, 10*time.Second, func() {
+		f, err := NewImageFolder(filepath.Join(dir, "imgs"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.Sample(t.Context(), 0); err != nil {
+			t.Errorf("regular image: %v", err)
+		}
+		for i, kind := range map[int]string{1: "FIFO", 2: "character device"} {
+			_, err := f.Sample(t.Context(), i)
+			if !errors.Is(err, ErrNotRegular) || !strings.Contains(err.Error(), kind) || !strings.Contains(err.Error(), f.Path(i)) {
+				t.Errorf("Sample(%d) = %v; want ErrNotRegular naming the %s and its path", i, err, kind)
+			}
+		}
+	})
+	// Shards: a FIFO and a device.
+	mkfifo(t, filepath.Join(dir, "sh", "s-0.tar"))
+	for _, p := range []string{filepath.Join(dir, "sh", "s-0.tar"), "/dev/null"} {
+		within(t, 10*time.Second, func() {
+			if _, err := OpenShards("x", []string{p}); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("OpenShards(%s) = %v; want ErrNotRegular", p, err)
+			}
+			if _, err := NewShardStream([]string{p}).Next(t.Context()); !errors.Is(err, ErrNotRegular) {
+				t.Errorf("ShardStream(%s).Next = %v; want ErrNotRegular", p, err)
+			}
+		})
+	}
+	// MNIST and CIFAR files.
+	img, _ := mnistFiles(2, 2, 2)
+	writeFile(t, filepath.Join(dir, "mnist", "train-images-idx3-ubyte"), img)
+	mkfifo(t, filepath.Join(dir, "mnist", "train-labels-idx1-ubyte"))
+	mkfifo(t, filepath.Join(dir, "cifar", "test_batch.bin"))
+	within(t, 10*time.Second, func() {
+		if _, err := OpenMNIST(filepath.Join(dir, "mnist"), "train"); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("OpenMNIST with a FIFO = %v; want ErrNotRegular", err)
+		}
+		if _, err := OpenCIFAR(filepath.Join(dir, "cifar"), 10, "test"); !errors.Is(err, ErrNotRegular) {
+			t.Errorf("OpenCIFAR with a FIFO = %v; want ErrNotRegular", err)
+		}
+	})
+}
+
+// TestIDXHeaderCaps: a tiny IDX file whose header claims a huge size is refused from the header.
+func TestIDXHeaderCaps(t *testing.T) {
+	_, lab := mnistFiles(1, 1, 1)
+	for _, dims := range [][]int{{1, 32768, 32768}, {1 << 30, 64, 64}, {4294967295, 4294967295, 4294967295}} {
+		_, err := ParseMNIST("bomb", strings.NewReader(string(idx(dims, make([]byte, 10)))), strings.NewReader(string(lab)))
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "declare") {
+			t.Errorf("ParseMNIST(dims %v, 10 bytes) = %v; want ErrCorrupt from the header", dims, err)
+		}
+	}
+	// The same claim behind gzip: still refused before the data is read.
+	_, err := ParseMNIST("bomb", strings.NewReader(string(gz(t, idx([]int{1, 32768, 32768}, make([]byte, 1<<20))))), strings.NewReader(string(lab)))
+	if !errors.Is(err, ErrCorrupt) {
+		t.Errorf("gzip'd IDX bomb = %v; want ErrCorrupt", err)
+	}
+}
+
+// TestMemoryBudget: a Loader whose slots and device buffers would pass the budget is refused before
+// it allocates, with the figure and what to change in the error.
+func TestMemoryBudget(t *testing.T) {
+	ds := NewMemory(Info{Shape: transforms.Shape{C: 3, H: 64, W: 64}, NumClasses: 2}, make([]Sample, 4))
+	_, err := New(ds, Config{Batch: 64, Workers: 1, MemoryBudget: 1 << 20, Allocator: pinned.Heap()})
+	if !errors.Is(err, ErrMemory) || !strings.Contains(err.Error(), "--memory") || !strings.Contains(err.Error(), "1.0 MiB") {
+		t.Fatalf("New over a 1 MiB budget = %v; want ErrMemory naming the budget and --memory", err)
+	}
+	f, err := footprintOf(Config{Batch: 64, Prefetch: 2}, 3*64*64, 4)
+	if err != nil || f.Slots != 4 || f.Sets != 4 || f.SlotBytes != 64*(3*64*64+4) || f.total() != 8*f.SlotBytes {
+		t.Errorf("footprint = %+v, %v; want 4 host slots and 4 device sets of one batch", f, err)
+	}
+	// Sizes whose product overflows are refused too, with no budget at all.
+	for _, c := range []Config{{Batch: 1 << 40, MemoryBudget: -1}, {Batch: 64, Prefetch: 1<<63 - 1, MemoryBudget: -1}} {
+		c.Workers, c.Allocator = 1, pinned.Heap()
+		if _, err := New(ds, c); !errors.Is(err, ErrMemory) {
+			t.Errorf("New(batch %d, prefetch %d) = %v; want ErrMemory", c.Batch, c.Prefetch, err)
+		}
+	}
+	// Within the budget (and with none) the same Loader opens.
+	for _, budget := range []int64{64 << 20, -1} {
+		l, err := New(ds, Config{Batch: 64, Workers: 1, MemoryBudget: budget, Allocator: pinned.Heap()})
+		if err != nil {
+			t.Fatalf("New with budget %d: %v", budget, err)
+		}
+		l.Close()
+	}
+	if DefaultMemoryBudget() <= 0 {
+		t.Errorf("DefaultMemoryBudget() = %d", DefaultMemoryBudget())
+	}
+}
+
+// TestEpochAllSkipped: an epoch in which the Skip policy left out every sample fails, whatever
+// MaxSkipped allows.
+func TestEpochAllSkipped(t *testing.T) {
+	samples := make([]Sample, 6)
+	for i := range samples {
+		samples[i] = Sample{Input: transforms.Input{Pixels: make([]byte, 4), H: 2, W: 2, C: 1}, Label: 7}
+	}
+	ds := NewMemory(Info{Shape: transforms.Shape{C: 1, H: 2, W: 2}, NumClasses: 2}, samples)
+	l, err := New(ds, Config{Batch: 2, Workers: 1, OnError: Skip, Allocator: pinned.Heap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var last error
+	for b, err := range l.Epoch(t.Context(), 0) {
+		if err != nil {
+			last = err
+			break
+		}
+		b.Release()
+		t.Fatal("a batch of nothing but bad samples was yielded")
+	}
+	if !errors.Is(last, ErrTooManySkipped) || !errors.Is(last, ErrLabel) {
+		t.Errorf("epoch of bad samples = %v; want ErrTooManySkipped with the last cause", last)
+	}
+}
+
+func TestSplitValidation(t *testing.T) {
+	ds := NewMemory(Info{Name: "m"}, make([]Sample, 100))
+	tr, val, err := SplitValidation(ds, 0.2, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if tr.Len() != 80 || val.Len() != 20 {
+		t.Fatalf("split sizes %d, %d; want 80, 20", tr.Len(), val.Len())
+	}
+	all := append(slices.Clone(tr.indices), val.indices...)
+	slices.Sort(all)
+	for i, v := range all {
+		if v != i {
+			t.Fatalf("training and validation indices %v: want each of 0..99 once (disjoint, covering)", all)
+		}
+	}
+	_, again, _ := SplitValidation(ds, 0.2, 7)
+	_, other, _ := SplitValidation(ds, 0.2, 8)
+	if !slices.Equal(again.indices, val.indices) || slices.Equal(other.indices, val.indices) {
+		t.Errorf("validation indices: seed 7 twice %v, %v, seed 8 %v; want equal for one seed, different for another", val.indices, again.indices, other.indices)
+	}
+	if !strings.Contains(val.Info().Name, "validation") {
+		t.Errorf("validation name %q", val.Info().Name)
+	}
+	for _, f := range []float64{0, 1, -0.5, 0.001, 0.999} {
+		if _, _, err := SplitValidation(ds, f, 1); !errors.Is(err, ErrSpec) {
+			t.Errorf("SplitValidation(%v) = %v; want ErrSpec", f, err)
+		}
+	}
+}
+
+func TestWithClasses(t *testing.T) {
+	ds := WithClasses(NewMemory(Info{Name: "m"}, []Sample{{Label: 1}, {Label: 5000000}}), 10)
+	if Describe(ds).NumClasses != 10 {
+		t.Errorf("NumClasses = %d; want 10", Describe(ds).NumClasses)
+	}
+	if _, err := ds.Sample(t.Context(), 0); err != nil {
+		t.Error(err)
+	}
+	if _, err := ds.Sample(t.Context(), 1); !errors.Is(err, ErrLabel) || !strings.Contains(err.Error(), "5000000") {
+		t.Errorf("label 5000000 of 10 classes = %v; want ErrLabel naming it", err)
+	}
+}
+
+// TestShardIndexChecks: the readers hold shards to what their folder's index.json promises, and
+// refuse a folder whose pack did not finish.
+func TestShardIndexChecks(t *testing.T) {
+	pack := func(t *testing.T) (string, []string) {
+		dir := t.TempDir()
+		w := writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 7))
+		return dir, w.Shards()
+	}
+	t.Run("complete", func(t *testing.T) {
+		dir, _ := pack(t)
+		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
+			ds, err := Open(spec, "train")
+			if err != nil || ds.Len() != 7 {
+				t.Fatalf("Open(%s) = %v; want 7 samples", spec, err)
+			}
+			ds.(*Shards).Close()
+		}
+	})
+	t.Run("size differs", func(t *testing.T) {
+		dir, shards := pack(t)
+		b, _ := os.ReadFile(shards[1])
+		writeFile(t, shards[1], append(b, make([]byte, 512)...))
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "index.json says") {
+			t.Errorf("shard larger than its index entry: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("count differs", func(t *testing.T) {
+		dir, _ := pack(t)
+		var ix shardIndex
+		b, _ := os.ReadFile(filepath.Join(dir, IndexName))
+		json.Unmarshal(b, &ix)
+		ix.ShardList[0].NSamples = 4
+		b, _ = json.Marshal(ix)
+		writeFile(t, filepath.Join(dir, IndexName), b)
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 samples, index.json says 4") {
+			t.Errorf("shard with fewer samples than its index entry: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("foreign shard", func(t *testing.T) {
+		dir, shards := pack(t)
+		b, _ := os.ReadFile(shards[0])
+		writeFile(t, filepath.Join(dir, "shard-000009.tar"), b)
+		if _, err := Open("shards:"+filepath.Join(dir, "shard-*.tar"), "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not listed") {
+			t.Errorf("a shard the index does not list: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("url outside the folder", func(t *testing.T) {
+		dir, _ := pack(t)
+		var ix shardIndex
+		b, _ := os.ReadFile(filepath.Join(dir, IndexName))
+		json.Unmarshal(b, &ix)
+		ix.ShardList[0].URL = "../../etc/passwd"
+		b, _ = json.Marshal(ix)
+		writeFile(t, filepath.Join(dir, IndexName), b)
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "relative url inside") {
+			t.Errorf("index with a url outside its folder: %v; want ErrCorrupt", err)
+		}
+	})
+	t.Run("unfinished pack", func(t *testing.T) {
+		dir, _ := pack(t)
+		writeFile(t, filepath.Join(dir, PackLockName), nil)
+		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
+			if _, err := Open(spec, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "--overwrite") {
+				t.Errorf("Open(%s) with the lock file = %v; want ErrCorrupt", spec, err)
+			}
+		}
+	})
+	t.Run("folder without index", func(t *testing.T) {
+		dir, _ := pack(t)
+		os.Remove(filepath.Join(dir, IndexName))
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrSpec) || !strings.Contains(err.Error(), "*.tar") {
+			t.Errorf("Open(shards:DIR) without index = %v; want ErrSpec saying to give a glob", err)
+		}
+		if _, err := Open("shards:"+filepath.Join(dir, "*.tar"), "test"); !errors.Is(err, ErrNoSplit) {
+			t.Errorf("Open(shards, test) = %v; want ErrNoSplit", err)
+		}
+	})
+}
+
+// TestShardWriterAtomic: until Close, no file has a shard's name; Abort leaves nothing.
+func TestShardWriterAtomic(t *testing.T) {
+	dir := t.TempDir()
+	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(dir, "shard-%06d.tar"), MaxSamples: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range testSamples(t, 5) {
+		if err := w.Write(s); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m, _ := filepath.Glob(filepath.Join(dir, "shard-*")); len(m) != 0 {
+		t.Errorf("before Close: %v under the shards' names; want none", m)
+	}
+	if err := w.Abort(); err != nil {
+		t.Fatal(err)
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 0 {
+		t.Errorf("after Abort the folder holds %d entries; want none", len(entries))
+	}
+}
+
+func TestPackDir(t *testing.T) {
+	dir := t.TempDir()
+	p, err := CreatePackDir(dir, "shard-", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A second pack into the folder is refused while the first holds it.
+	if _, err := CreatePackDir(dir, "shard-", true); !errors.Is(err, ErrPackDir) || !strings.Contains(err.Error(), "another pack") {
+		t.Errorf("concurrent CreatePackDir = %v; want ErrPackDir", err)
+	}
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 2, testSamples(t, 3))
+	if err := p.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, PackLockName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("lock file after Commit: %v", err)
+	}
+	// A previous pack: refused without overwrite, removed completely with it (whatever its
+	// compression, temporary files of a killed pack included).
+	writeFile(t, filepath.Join(dir, ".shard-000007.tar.tmp123"), []byte("x"))
+	if _, err := CreatePackDir(dir, "shard-", false); !errors.Is(err, ErrPackDir) || !strings.Contains(err.Error(), "--overwrite") {
+		t.Errorf("CreatePackDir over a previous pack = %v; want ErrPackDir suggesting --overwrite", err)
+	}
+	p, err = CreatePackDir(dir, "shard-", true)
+	if err != nil {
+		t.Fatal(err)
+	}
+	entries, _ := os.ReadDir(dir)
+	if len(entries) != 1 || entries[0].Name() != PackLockName {
+		t.Errorf("after overwrite the folder holds %v; want only the lock file", entries)
+	}
+	p.Abort()
+	// Files no pack wrote are never removed.
+	writeFile(t, filepath.Join(dir, "notes.txt"), []byte("mine"))
+	if _, err := CreatePackDir(dir, "shard-", true); !errors.Is(err, ErrPackDir) || !strings.Contains(err.Error(), "notes.txt") {
+		t.Errorf("CreatePackDir with a foreign file = %v; want ErrPackDir naming it", err)
+	}
+	if _, err := os.Stat(filepath.Join(dir, "notes.txt")); err != nil {
+		t.Error(err)
+	}
+}
+
+// TestCompressedShardMemory: reading a compressed shard holds no copy of it: samples come from the
+// decompressed temporary file, which has no name in any folder.
+func TestCompressedShardMemory(t *testing.T) {
+	dir := t.TempDir()
+	samples := testSamples(t, 6)
+	w := writeShards(t, filepath.Join(dir, "s-%04d.tar.zst"), 0, samples)
+	before, _ := filepath.Glob(filepath.Join(os.TempDir(), "stoke-shard-*"))
+	ds, err := OpenShards("z", w.Shards())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.Close()
+	after, _ := filepath.Glob(filepath.Join(os.TempDir(), "stoke-shard-*"))
+	if len(after) > len(before) {
+		t.Errorf("temporary files %v left with a name", after)
+	}
+	for i, s := range readAll(t, ds) {
+		if !sameSample(s, samples[i]) {
+			t.Errorf("sample %d differs", i)
+		}
+	}
+}
