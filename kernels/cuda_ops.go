@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -44,7 +43,7 @@ type cudaOps struct {
 	dev  gpu.Device
 	blas cublasHandle
 	host hostArena
-	fn   map[string]cu.Function
+	fn   map[string]cudaFunction
 }
 
 var _ Ops = (*cudaOps)(nil)
@@ -67,18 +66,11 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &cudaOps{dev: dev, host: hostArena{dev: dev}, fn: make(map[string]cu.Function, len(cudaKernels))}
-	err = gpu.CUDADo(dev, func() error {
-		mod, err := cu.LoadData(ptx)
+	o := &cudaOps{dev: dev, host: hostArena{dev: dev}}
+	err = gpu.CUDADo(dev, func() (err error) {
+		o.fn, err = loadKernels(ptx, cudaKernels)
 		if err != nil {
 			return fmt.Errorf("load module for %s (a driver older than NVRTC rejects its PTX: update the driver): %w", arch, err)
-		}
-		for _, name := range cudaKernels {
-			f, err := mod.Function(name)
-			if err != nil {
-				return fmt.Errorf("kernel %s: %w", name, err)
-			}
-			o.fn[name] = f
 		}
 		return nil
 	})
@@ -93,8 +85,8 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 
 func (*cudaOps) Backend() string { return "cuda" }
 
-// Kernel arguments: cu's Launch copies 8 bytes per argument, so every value is widened to 8 bytes
-// here and every kernel parameter is 8 bytes wide (see ops.cu).
+// Kernel arguments: the launcher (cuda_launch.go) passes 8 bytes per argument, so every value is
+// widened to 8 bytes here and every kernel parameter is 8 bytes wide (see ops.cu).
 func iarg(v int) uint64          { return uint64(int64(v)) }
 func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
 func parg(p cu.DevicePtr) uint64 { return uint64(p) }
@@ -162,12 +154,8 @@ func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error
 }
 
 func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
-	}
 	fn := o.fn[name]
-	err := gpu.CUDADo(o.dev, func() error { return fn.Launch(grid, 1, 1, block, 1, 1, 0, s, params) })
+	err := gpu.CUDADo(o.dev, func() error { return fn.launch(s, grid, block, args) })
 	if err != nil {
 		return fmt.Errorf("kernels: cuda: launch %s on %s: %w", name, o.dev.Info(), err)
 	}

@@ -5,7 +5,8 @@
 // --fmad=false so that elementwise float arithmetic rounds as Go's does and matches the CPU op set
 // bit for bit where the operation order is the same.
 //
-// Conventions, because gorgonia.org/cu's Launch copies every argument as 8 bytes:
+// Conventions, because Stoke's launcher (kernels/cuda_launch.go) passes every argument as 8 bytes
+// (the CPU stand-in checks each against the C++ signature):
 //   - every parameter is 8 bytes wide: pointers, long long for integers, double for scalars
 //     (a float32 scalar widened to double and narrowed back is exact);
 //   - element counts and indices are long long; grids are grid-stride loops;
