@@ -317,6 +317,7 @@ func TestCUDAParity(t *testing.T) {
 			return []any{w, m, v}
 		}},
 	}
+	cases = append(cases, nnParityCases()...)
 	checkParityCovers(t, cases)
 	gp := openSide(t, "cuda")
 	cp := openSide(t, "cpu")
@@ -343,6 +344,9 @@ var parityCovers = map[string]string{
 	"CountCorrect": "softmax cross-entropy, argmax, count correct", "Conv2D": "conv2d", "Conv2DBackward": "conv2d",
 	"MaxPool2D": "maxpool", "MaxPool2DBackward": "maxpool", "Dropout": "dropout", "NormalizeU8": "normalize u8",
 	"SGDStep": "sgd", "AdamWStep": "adamw",
+	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
+	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
+	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {
