@@ -4,7 +4,7 @@ GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
 TRAINARGS ?= --data mnist --model mlp
 
-.PHONY: train test bench lint build external cuda cuda-test cuda-check
+.PHONY: train test bench lint build external cuda cuda-test cuda-check cuda-sim cuda-sim-train
 
 ## train: train the MNIST MLP on the default (CPU) backend
 train:
@@ -53,3 +53,14 @@ cuda-test:
 ## cuda-check: compile the cuda build against CUDA 12 and 13 headers from PyPI, without a GPU
 cuda-check:
 	scripts/cuda-check.sh
+
+## cuda-sim: go test -tags cuda ./... against the CPU stand-in of the driver, the kernels and cuBLAS
+## (no GPU; GOTESTFLAGS go to go test, e.g. GOTESTFLAGS="-race -run CUDA")
+CUDA_SIM_VERSIONS ?= 13
+cuda-sim:
+	GOTESTFLAGS="$(GOTESTFLAGS)" scripts/cuda-sim.sh $(CUDA_SIM_VERSIONS)
+
+## cuda-sim-train: stoke bench and stoke train --device cuda (MLP, CNN on MNIST) on the stand-in,
+## each within 0.3 accuracy points of the CPU backend
+cuda-sim-train:
+	scripts/cuda-sim.sh --train $(CUDA_SIM_VERSIONS)

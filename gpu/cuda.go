@@ -25,6 +25,17 @@ static CUresult stoke_host_register(uintptr_t p, size_t n) {
 	return cuMemHostRegister((void *)p, n, CU_MEMHOSTREGISTER_PORTABLE);
 }
 static CUresult stoke_host_unregister(uintptr_t p) { return cuMemHostUnregister((void *)p); }
+
+// The host side of a copy travels as an integer: it may be memory inside a Go object that holds
+// pointers (a field of a struct), which cgo's pointer check refuses as an unsafe.Pointer although
+// the driver keeps no reference to it (a copy from or to pageable memory is synchronous; pinned
+// memory is not on the Go heap).
+static CUresult stoke_copy_h2d(CUdeviceptr dst, uintptr_t src, size_t n, CUstream s) {
+	return cuMemcpyHtoDAsync(dst, (const void *)src, n, s);
+}
+static CUresult stoke_copy_d2h(uintptr_t dst, CUdeviceptr src, size_t n, CUstream s) {
+	return cuMemcpyDtoHAsync((void *)dst, src, n, s);
+}
 */
 import "C"
 
@@ -32,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"runtime"
 	"runtime/cgo"
 	"sync"
@@ -138,6 +150,7 @@ func (cudaBackend) Open(index int) (Device, error) {
 	d := &cudaDevice{
 		info:    info,
 		dev:     cu.Device(index),
+		exact:   os.Getenv("STOKE_CUDA_EXACT_ALLOC") == "1",
 		streams: make(map[*cudaStream]struct{}),
 		cache:   make(map[int][]cu.DevicePtr),
 		live:    make(map[cu.DevicePtr]int),
@@ -234,9 +247,10 @@ func sizeClass(n int) int {
 }
 
 type cudaDevice struct {
-	info Info
-	dev  cu.Device
-	th   *cudaThread
+	info  Info
+	dev   cu.Device
+	th    *cudaThread
+	exact bool // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
 
 	mu      sync.Mutex
 	closed  bool
@@ -285,7 +299,13 @@ func (d *cudaDevice) Alloc(n int) (Buffer, error) {
 	if n == 0 {
 		return &cudaBuffer{dev: d}, nil
 	}
+	// With STOKE_CUDA_EXACT_ALLOC=1 a block is as long as the buffer, so that a memory checker
+	// (compute-sanitizer, or the guard pages of the CPU stand-in of internal/cudainc/sim) sees an
+	// access past the buffer's end; the cache then reuses blocks of the same size only.
 	class := sizeClass(n)
+	if d.exact {
+		class = n
+	}
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
@@ -456,6 +476,9 @@ type cudaStream struct {
 
 var _ Stream = (*cudaStream)(nil)
 
+// c is the driver's handle of the stream for our own cgo calls.
+func (s *cudaStream) c() C.CUstream { return C.CUstream(unsafe.Pointer(s.s.C())) }
+
 func (s *cudaStream) err() error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -508,9 +531,16 @@ func (s *cudaStream) CopyH2D(dst Buffer, dstOff int, src []byte) error {
 	if len(src) == 0 || s.err() != nil {
 		return nil
 	}
+	var r C.CUresult
 	err = s.dev.th.do(func() error {
-		return cu.MemcpyHtoDAsync(b.ptr+cu.DevicePtr(dstOff), unsafe.Pointer(unsafe.SliceData(src)), int64(len(src)), s.s)
+		r = C.stoke_copy_h2d(C.CUdeviceptr(b.ptr+cu.DevicePtr(dstOff)), C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(src)))),
+			C.size_t(len(src)), s.c())
+		return nil
 	})
+	runtime.KeepAlive(src)
+	if err == nil && r != C.CUDA_SUCCESS {
+		err = cuResultError(r)
+	}
 	if err != nil {
 		err = fmt.Errorf("gpu: %s on %s: %w", what, s.dev.info, err)
 		s.fail(err)
@@ -534,9 +564,16 @@ func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
 	if len(dst) == 0 || s.err() != nil {
 		return nil
 	}
+	var r C.CUresult
 	err = s.dev.th.do(func() error {
-		return cu.MemcpyDtoHAsync(unsafe.Pointer(unsafe.SliceData(dst)), b.ptr+cu.DevicePtr(srcOff), int64(len(dst)), s.s)
+		r = C.stoke_copy_d2h(C.uintptr_t(uintptr(unsafe.Pointer(unsafe.SliceData(dst)))), C.CUdeviceptr(b.ptr+cu.DevicePtr(srcOff)),
+			C.size_t(len(dst)), s.c())
+		return nil
 	})
+	runtime.KeepAlive(dst)
+	if err == nil && r != C.CUDA_SUCCESS {
+		err = cuResultError(r)
+	}
 	if err != nil {
 		err = fmt.Errorf("gpu: %s on %s: %w", what, s.dev.info, err)
 		s.fail(err)
@@ -571,7 +608,7 @@ func (s *cudaStream) launchHost(f func()) error {
 	h := cgo.NewHandle(f)
 	var r C.CUresult
 	err := s.dev.th.do(func() error {
-		r = C.stoke_launch_host(C.CUstream(unsafe.Pointer(s.s.C())), C.uintptr_t(h))
+		r = C.stoke_launch_host(s.c(), C.uintptr_t(h))
 		return nil
 	})
 	if err == nil && r != C.CUDA_SUCCESS {

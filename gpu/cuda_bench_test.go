@@ -4,17 +4,24 @@ package gpu
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stoke-ml/stoke/pinned"
 )
 
 // BenchmarkCUDAH2D measures host-to-device copy bandwidth from pageable and from pinned
-// (registered) memory, one 64 MiB batch per iteration:
+// (registered) memory, one copy of 1, 16 or 256 MiB per iteration (scripts/gpu-check.sh reports
+// them):
 //
 //	go test -tags cuda -run '^$' -bench CUDAH2D ./gpu/
 func BenchmarkCUDAH2D(b *testing.B) {
-	const size = 64 << 20
+	for _, mib := range []int{1, 16, 256} {
+		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) { benchH2D(b, mib<<20) })
+	}
+}
+
+func benchH2D(b *testing.B, size int) {
 	d := openCUDA(b)
 	s, err := d.NewStream()
 	if err != nil {
@@ -28,7 +35,7 @@ func BenchmarkCUDAH2D(b *testing.B) {
 	defer dst.Free()
 	run := func(b *testing.B, src []byte) {
 		b.ReportAllocs()
-		b.SetBytes(size)
+		b.SetBytes(int64(size))
 		for b.Loop() {
 			if err := s.CopyH2D(dst, 0, src); err != nil {
 				b.Fatal(err)

@@ -371,3 +371,37 @@ func TestCUDAPinnedRegistration(t *testing.T) {
 		t.Errorf("Free() = %v", err)
 	}
 }
+
+// TestCUDACopyStructField: a host buffer inside a Go object that also holds pointers (as
+// train.Trainer's loss read-back is) is a valid copy source and destination. cgo's pointer check
+// panicked on it while the address travelled to the driver as an unsafe.Pointer.
+func TestCUDACopyStructField(t *testing.T) {
+	d := openCUDA(t)
+	s, err := d.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	b, err := d.Alloc(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	type holder struct {
+		name *string
+		buf  [4]byte
+	}
+	name := "x"
+	in, out := &holder{name: &name, buf: [4]byte{1, 2, 3, 4}}, &holder{name: &name}
+	if err := s.CopyH2D(b, 0, in.buf[:]); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.CopyD2H(out.buf[:], b, 0); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if out.buf != in.buf {
+		t.Errorf("copied %v; want %v", out.buf, in.buf)
+	}
+}

@@ -194,6 +194,24 @@ func checkClasses(op string, n, classes int) error {
 }
 
 func (cpuOps) SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
+	return softmaxCrossEntropy(s, loss, dlogits, logits, labels, n, classes, 0)
+}
+
+func (cpuOps) SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+	if err := checkSmoothing(smoothing); err != nil {
+		return err
+	}
+	return softmaxCrossEntropy(s, loss, dlogits, logits, labels, n, classes, smoothing)
+}
+
+func checkSmoothing(smoothing float32) error {
+	if !(smoothing >= 0 && smoothing < 1) {
+		return fmt.Errorf("%w: softmax cross-entropy: label smoothing %v; want [0,1)", ErrArgument, smoothing)
+	}
+	return nil
+}
+
+func softmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
 	const op = "softmax cross-entropy"
 	ls, e1 := hostF32(op, "loss", loss)
 	ds, e2 := hostF32(op, "dlogits", dlogits)
@@ -208,7 +226,7 @@ func (cpuOps) SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, label
 			ls[0] = 0
 			return nil
 		}
-		l, bad := cpu.SoftmaxCrossEntropy(ds, xs, ys, n, classes)
+		l, bad := cpu.SoftmaxCrossEntropy(ds, xs, ys, n, classes, smoothing)
 		if bad >= 0 {
 			return fmt.Errorf("%w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, ys[bad], classes)
 		}
@@ -299,7 +317,7 @@ func (cpuOps) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2
 }
 
 func poolGeom(g Pool2D) cpu.PoolGeom {
-	return cpu.PoolGeom{N: g.N, C: g.C, H: g.H, W: g.W, K: g.K, Stride: g.stride()}
+	return cpu.PoolGeom{N: g.N, C: g.C, H: g.H, W: g.W, K: g.K, Stride: g.stride(), Pad: g.Pad}
 }
 
 func (cpuOps) MaxPool2D(s gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
@@ -399,4 +417,105 @@ func (cpuOps) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 		cpu.AdamW(ws, gs, ms, vs, p.LR, p.Beta1, p.Beta2, p.Eps, p.WeightDecay, p.Step)
 		return nil
 	})
+}
+
+func (cpuOps) Add(s gpu.Stream, z, x, y F32) error {
+	zs, e1 := hostF32("add", "z", z)
+	xs, e2 := hostF32("add", "x", x)
+	ys, e3 := hostF32("add", "y", y)
+	if err := firstErr(e1, e2, e3, wantLen("add", "x", x.Len, z.Len), wantLen("add", "y", y.Len, z.Len)); err != nil {
+		return err
+	}
+	return host(s, func() error { cpu.Add(zs, xs, ys); return nil })
+}
+
+// bnViews resolves the views of a batch norm: the first full are [N][C][HW] tensors, the others
+// per-channel [C]; an empty view named "dx" is allowed (skipped).
+func bnViews(op string, g BatchNorm, full int, names []string, views ...F32) ([][]float32, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([][]float32, len(views))
+	for i, v := range views {
+		var err error
+		if out[i], err = hostF32(op, names[i], v); err != nil {
+			return nil, err
+		}
+		want := g.C
+		if i < full {
+			want = g.Len()
+		}
+		if names[i] == "dx" && v.Len == 0 {
+			continue
+		}
+		if err := wantLen(op, names[i], v.Len, want); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+func bnGeom(g BatchNorm) cpu.BNGeom { return cpu.BNGeom{N: g.N, C: g.C, HW: g.HW} }
+
+func (cpuOps) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+	v, err := bnViews("batch norm", g, 2, []string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std"},
+		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
+	if err != nil {
+		return err
+	}
+	return host(s, func() error {
+		if g.N > 0 {
+			cpu.BatchNormTrain(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], bnGeom(g), g.Momentum, g.Eps)
+		}
+		return nil
+	})
+}
+
+func (cpuOps) BatchNormEval(s gpu.Stream, y, x, gamma, beta, runMean, runVar F32, g BatchNorm) error {
+	v, err := bnViews("batch norm eval", g, 2, []string{"y", "x", "gamma", "beta", "running mean", "running var"}, y, x, gamma, beta, runMean, runVar)
+	if err != nil {
+		return err
+	}
+	return host(s, func() error { cpu.BatchNormEval(v[0], v[1], v[2], v[3], v[4], v[5], bnGeom(g), g.Eps); return nil })
+}
+
+func (cpuOps) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error {
+	v, err := bnViews("batch norm backward", g, 3, []string{"dx", "dy", "x", "dgamma", "dbeta", "gamma", "saved mean", "saved inverse std"},
+		dx, dy, x, dgamma, dbeta, gamma, saveMean, saveInvStd)
+	if err != nil {
+		return err
+	}
+	return host(s, func() error {
+		if g.N > 0 {
+			cpu.BatchNormBackward(v[0], v[3], v[4], v[1], v[2], v[5], v[6], v[7], bnGeom(g))
+		}
+		return nil
+	})
+}
+
+func checkInner(op string, inner int) error {
+	if inner <= 0 {
+		return fmt.Errorf("%w: %s: inner = %d", ErrArgument, op, inner)
+	}
+	return nil
+}
+
+func (cpuOps) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
+	const op = "global average pool"
+	ys, e1 := hostF32(op, "y", y)
+	xs, e2 := hostF32(op, "x", x)
+	if err := firstErr(checkInner(op, inner), e1, e2, wantLen(op, "x", x.Len, y.Len*inner)); err != nil {
+		return err
+	}
+	return host(s, func() error { cpu.GlobalAvgPool(ys, xs, inner); return nil })
+}
+
+func (cpuOps) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error {
+	const op = "global average pool backward"
+	dxs, e1 := hostF32(op, "dx", dx)
+	dys, e2 := hostF32(op, "dy", dy)
+	if err := firstErr(checkInner(op, inner), e1, e2, wantLen(op, "dx", dx.Len, dy.Len*inner)); err != nil {
+		return err
+	}
+	return host(s, func() error { cpu.GlobalAvgPoolBackward(dxs, dys, inner); return nil })
 }

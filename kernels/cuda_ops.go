@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"math"
 	"sync"
-	"unsafe"
 
 	"gorgonia.org/cu"
 
@@ -44,7 +43,7 @@ type cudaOps struct {
 	dev  gpu.Device
 	blas cublasHandle
 	host hostArena
-	fn   map[string]cu.Function
+	fn   map[string]cudaFunction
 }
 
 var _ Ops = (*cudaOps)(nil)
@@ -53,6 +52,8 @@ var cudaKernels = []string{
 	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
 	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
+	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32", "softmax_ce_smooth_f32",
+	"maxpool_pad_f32", "maxpool_pad_grad_f32",
 }
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
@@ -65,18 +66,11 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &cudaOps{dev: dev, host: hostArena{dev: dev}, fn: make(map[string]cu.Function, len(cudaKernels))}
-	err = gpu.CUDADo(dev, func() error {
-		mod, err := cu.LoadData(ptx)
+	o := &cudaOps{dev: dev, host: hostArena{dev: dev}}
+	err = gpu.CUDADo(dev, func() (err error) {
+		o.fn, err = loadKernels(ptx, cudaKernels)
 		if err != nil {
 			return fmt.Errorf("load module for %s (a driver older than NVRTC rejects its PTX: update the driver): %w", arch, err)
-		}
-		for _, name := range cudaKernels {
-			f, err := mod.Function(name)
-			if err != nil {
-				return fmt.Errorf("kernel %s: %w", name, err)
-			}
-			o.fn[name] = f
 		}
 		return nil
 	})
@@ -91,8 +85,8 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 
 func (*cudaOps) Backend() string { return "cuda" }
 
-// Kernel arguments: cu's Launch copies 8 bytes per argument, so every value is widened to 8 bytes
-// here and every kernel parameter is 8 bytes wide (see ops.cu).
+// Kernel arguments: the launcher (cuda_launch.go) passes 8 bytes per argument, so every value is
+// widened to 8 bytes here and every kernel parameter is 8 bytes wide (see ops.cu).
 func iarg(v int) uint64          { return uint64(int64(v)) }
 func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
 func parg(p cu.DevicePtr) uint64 { return uint64(p) }
@@ -160,12 +154,8 @@ func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error
 }
 
 func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
-	params := make([]unsafe.Pointer, len(args))
-	for i := range args {
-		params[i] = unsafe.Pointer(&args[i])
-	}
 	fn := o.fn[name]
-	err := gpu.CUDADo(o.dev, func() error { return fn.Launch(grid, 1, 1, block, 1, 1, 0, s, params) })
+	err := gpu.CUDADo(o.dev, func() error { return fn.launch(s, grid, block, args) })
 	if err != nil {
 		return fmt.Errorf("kernels: cuda: launch %s on %s: %w", name, o.dev.Info(), err)
 	}
@@ -316,20 +306,7 @@ func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
 }
 
 func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
-	const op = "softmax cross-entropy"
-	s, e0 := o.stream(op, gs)
-	lp, e1 := o.f32(op, "loss", loss)
-	dp, e2 := o.f32(op, "dlogits", dlogits)
-	xp, e3 := o.f32(op, "logits", logits)
-	yp, e4 := o.i32(op, "labels", labels)
-	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, e4, wantLen(op, "loss", loss.Len, 1),
-		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "dlogits", dlogits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
-		return err
-	}
-	if n == 0 {
-		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
-	}
-	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes))
+	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, 0)
 }
 
 func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) error {
@@ -473,6 +450,9 @@ func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) erro
 	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen())); err != nil {
 		return err
 	}
+	if g.Pad > 0 {
+		return o.maxPoolPad(gs, "maxpool_pad_f32", y.Len, g, parg(yp), parg(ap), parg(xp))
+	}
 	return o.launchN(s, "maxpool_f32", y.Len, append([]uint64{parg(yp), parg(ap), parg(xp)}, poolArgs(g)...)...)
 }
 
@@ -487,6 +467,9 @@ func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D
 	ap, e3 := o.i32(op, "arg", arg)
 	if err := firstErr(e0, e1, e2, e3, wantLen(op, "dx", dx.Len, g.InLen()), wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen())); err != nil {
 		return err
+	}
+	if g.Pad > 0 {
+		return o.maxPoolPad(gs, "maxpool_pad_grad_f32", dx.Len, g, parg(dxp), parg(dyp), parg(ap))
 	}
 	return o.launchN(s, "maxpool_grad_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(ap)}, poolArgs(g)...)...)
 }

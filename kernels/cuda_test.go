@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"reflect"
 	"slices"
 	"strings"
 	"testing"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/pinned"
 )
 
 // side is one backend of a parity test: a device, a stream and its op set.
@@ -235,8 +237,6 @@ func poolCase(g kernels.Pool2D) parityCase {
 // 1e-6 (ops.cu is compiled without FMA contraction, so it differs only where Go fuses); reductions
 // and GEMM-based ops within a relative error of 1e-5 (FP32 cuBLAS, no TF32).
 func TestCUDAParity(t *testing.T) {
-	gp := openSide(t, "cuda")
-	cp := openSide(t, "cpu")
 	const n = 100_003
 	cases := []parityCase{
 		{"fill", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
@@ -317,14 +317,54 @@ func TestCUDAParity(t *testing.T) {
 			return []any{w, m, v}
 		}},
 	}
+	cases = append(cases, nnParityCases()...)
+	checkParityCovers(t, cases)
+	gp := openSide(t, "cuda")
+	cp := openSide(t, "cpu")
 	for i, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			want := cp.read(t, tc.run(t, cp, rand.New(rand.NewPCG(uint64(i), 1)))...)
 			got := gp.read(t, tc.run(t, gp, rand.New(rand.NewPCG(uint64(i), 1)))...)
-			if e := relErr(got, want); !(e <= tc.tol) {
+			e := relErr(got, want)
+			// scripts/gpu-check.sh collects these lines (go test -v) into its report.
+			t.Logf("parity %q: relative error %g (tolerance %g)", tc.name, e, tc.tol)
+			if !(e <= tc.tol) {
 				t.Errorf("%s: relative error %g; want <= %g", tc.name, e, tc.tol)
 			}
 		})
+	}
+}
+
+// parityCovers names, for every method of kernels.Ops, the TestCUDAParity case (by name prefix)
+// that exercises it: an op added without a parity case fails the test.
+var parityCovers = map[string]string{
+	"Fill": "fill", "Copy": "copy", "Axpy": "axpy", "Scale": "axpy scale", "Mul": "axpy scale mul", "Gemm": "gemm",
+	"BiasAdd": "bias add", "BiasGrad": "bias add and grad", "ReLU": "relu", "ReLUGrad": "relu and grad",
+	"SoftmaxCrossEntropy": "softmax cross-entropy", "Argmax": "softmax cross-entropy, argmax",
+	"CountCorrect": "softmax cross-entropy, argmax, count correct", "Conv2D": "conv2d", "Conv2DBackward": "conv2d",
+	"MaxPool2D": "maxpool", "MaxPool2DBackward": "maxpool", "Dropout": "dropout", "NormalizeU8": "normalize u8",
+	"SGDStep": "sgd", "AdamWStep": "adamw",
+	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
+	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
+	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy",
+}
+
+func checkParityCovers(t *testing.T, cases []parityCase) {
+	t.Helper()
+	ops := reflect.TypeFor[kernels.Ops]()
+	for i := range ops.NumMethod() {
+		m := ops.Method(i).Name
+		if m == "Backend" {
+			continue
+		}
+		prefix, ok := parityCovers[m]
+		if !ok {
+			t.Errorf("kernels.Ops.%s has no parity case: add one to TestCUDAParity and to parityCovers", m)
+			continue
+		}
+		if !slices.ContainsFunc(cases, func(c parityCase) bool { return strings.HasPrefix(c.name, prefix) }) {
+			t.Errorf("parityCovers[%s] = %q names no case of TestCUDAParity", m, prefix)
+		}
 	}
 }
 
@@ -374,5 +414,50 @@ func TestCUDAForeignOperands(t *testing.T) {
 	}
 	if err := gp.ops.Copy(gp.s, gx, gx.Slice(0, 1)); !errors.Is(err, kernels.ErrShape) {
 		t.Errorf("Copy(2, 1 elements) = %v; want ErrShape", err)
+	}
+}
+
+// TestCUDAFeederKernel: a kernel on the compute stream reads every batch that the Feeder copied on
+// its own stream, ordered only by DeviceBatch.Deliver's stream wait; the normalized values must be
+// those of the batch's slot (on the CPU stand-in an asynchronous copy lands late, so a missing
+// wait reads the ring's previous contents).
+func TestCUDAFeederKernel(t *testing.T) {
+	sd := openSide(t, "cuda")
+	const size, n = 64 << 10, 24
+	pool, err := pinned.NewPool(pinned.Config{SlotSize: size, Prefetch: 1, Allocator: pinned.Registered(pinned.Locked(), sd.dev.(pinned.Registerer))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer pool.Close()
+	f, err := gpu.NewFeeder(gpu.FeederConfig{Device: sd.dev, Compute: sd.s, Sizes: []int{size}, Ring: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	x := f32Len(sd, t, size)
+	ctx := context.Background()
+	for i := range n {
+		slot, err := pool.Acquire(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		mem := slot.Bytes()
+		for k := range mem {
+			mem[k] = byte(i*7 + k%3)
+		}
+		check(t, slot.Ready())
+		b, err := f.Feed(ctx, slot, gpu.Region{Off: 0, Len: size})
+		if err != nil {
+			t.Fatal(err)
+		}
+		check(t, b.Deliver())
+		check(t, sd.ops.NormalizeU8(sd.s, x, kernels.Bytes(b.Buffers[0]).Slice(0, size), 1, size, nil, []float32{1.0 / 255}))
+		check(t, b.Release())
+		got := sd.read(t, x)[0]
+		for k, v := range got {
+			if want := float64(byte(i*7 + k%3)); v != want {
+				t.Fatalf("batch %d element %d = %v; want %v (the kernel ran before the batch's copy)", i, k, v, want)
+			}
+		}
 	}
 }

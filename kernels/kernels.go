@@ -119,10 +119,11 @@ func (g Conv2D) Validate() error {
 }
 
 // Pool2D is the geometry of a max pooling: x is [N][C][H][W], windows K×K every Stride pixels
-// (Stride 0 means K), no padding; a partial window at the edge is left out, as in PyTorch.
+// (Stride 0 means K) over the input padded with Pad pixels of -Inf on each side (Pad at most K/2,
+// as in PyTorch); a partial window at the edge is left out, as in PyTorch.
 type Pool2D struct {
-	N, C, H, W int
-	K, Stride  int
+	N, C, H, W     int
+	K, Stride, Pad int
 }
 
 func (g Pool2D) stride() int {
@@ -132,11 +133,11 @@ func (g Pool2D) stride() int {
 	return g.Stride
 }
 
-// OutH is the output height, (H-K)/Stride + 1.
-func (g Pool2D) OutH() int { return (g.H-g.K)/g.stride() + 1 }
+// OutH is the output height, (H+2*Pad-K)/Stride + 1.
+func (g Pool2D) OutH() int { return (g.H+2*g.Pad-g.K)/g.stride() + 1 }
 
-// OutW is the output width, (W-K)/Stride + 1.
-func (g Pool2D) OutW() int { return (g.W-g.K)/g.stride() + 1 }
+// OutW is the output width, (W+2*Pad-K)/Stride + 1.
+func (g Pool2D) OutW() int { return (g.W+2*g.Pad-g.K)/g.stride() + 1 }
 
 // InLen is the element count of x.
 func (g Pool2D) InLen() int { return g.N * g.C * g.H * g.W }
@@ -146,8 +147,29 @@ func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
 
 // Validate reports a geometry with no output or a negative size.
 func (g Pool2D) Validate() error {
-	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.H < g.K || g.W < g.K {
+	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K {
 		return fmt.Errorf("%w: pool2d geometry %+v", ErrArgument, g)
+	}
+	return nil
+}
+
+// BatchNorm is the geometry and settings of a batch normalization: x is viewed as [N][C][HW]
+// (HW = H*W for images, 1 after a linear layer), with one mean, variance, scale gamma and shift
+// beta per channel. Momentum is the weight of the batch's statistics in the running ones
+// (PyTorch's momentum; 0.1 there); Eps is added to the variance (1e-5 there).
+type BatchNorm struct {
+	N, C, HW      int
+	Momentum, Eps float32
+}
+
+// Len is the element count of x and y.
+func (g BatchNorm) Len() int { return g.N * g.C * g.HW }
+
+// Validate reports a geometry with no channel or a negative size, or settings outside
+// 0 <= Momentum <= 1, Eps > 0.
+func (g BatchNorm) Validate() error {
+	if g.N < 0 || g.C <= 0 || g.HW <= 0 || !(g.Momentum >= 0 && g.Momentum <= 1) || !(g.Eps > 0) {
+		return fmt.Errorf("%w: batch norm %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -209,6 +231,10 @@ type Ops interface {
 	// the mean). It is stable for any finite logits (log-sum-exp with the row maximum subtracted).
 	// A label outside [0, classes) makes the stream's error wrap ErrLabel and name the sample.
 	SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error
+	// SoftmaxCrossEntropySmooth is SoftmaxCrossEntropy against label-smoothed targets
+	// (1-smoothing)*onehot + smoothing/classes: the loss is their cross-entropy with the softmax and
+	// dlogits = (softmax - target)/n. smoothing must be in [0,1); 0 is SoftmaxCrossEntropy.
+	SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error
 	// Argmax writes each row's index of the largest logit (the lowest on ties) to dst [n].
 	Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error
 	// CountCorrect adds to count (one element) the number of rows whose argmax equals the label.
@@ -227,6 +253,26 @@ type Ops interface {
 	MaxPool2D(s gpu.Stream, y F32, arg I32, x F32, g Pool2D) error
 	// MaxPool2DBackward overwrites dx with each dy added at its window's maximum.
 	MaxPool2DBackward(s gpu.Stream, dx, dy F32, arg I32, g Pool2D) error
+
+	// Add computes z = x + y elementwise (a residual connection); z may be x or y.
+	Add(s gpu.Stream, z, x, y F32) error
+
+	// BatchNormTrain normalizes x [N][C][HW] with the batch's per-channel mean and biased variance,
+	// y = (x-mean)/sqrt(var+Eps)*gamma + beta, saves the mean and 1/sqrt(var+Eps) ([C] each) for
+	// the backward pass, and updates the running statistics as PyTorch does:
+	// run = (1-Momentum)*run + Momentum*batch, with the unbiased variance for runVar.
+	BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error
+	// BatchNormEval normalizes x with the running statistics (evaluation mode); y may be x.
+	BatchNormEval(s gpu.Stream, y, x, gamma, beta, runMean, runVar F32, g BatchNorm) error
+	// BatchNormBackward overwrites dgamma, dbeta and dx (empty view: skipped) from dy, the
+	// forward input x, gamma and the statistics BatchNormTrain saved.
+	BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error
+
+	// GlobalAvgPool writes y[r] = the mean of x's row r, x viewed as [y.Len][inner] (NCHW
+	// images: one value per sample and channel, inner = H*W).
+	GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error
+	// GlobalAvgPoolBackward overwrites dx [dy.Len][inner] with dy[r]/inner.
+	GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error
 
 	// Dropout zeroes each element of x with probability p and scales survivors by 1/(1-p), writing
 	// y and the multiplier mask (0 or 1/(1-p)); the backward pass is Mul(dx, dy, mask). The mask

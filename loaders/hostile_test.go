@@ -1,10 +1,16 @@
 package loaders
 
 import (
+	"archive/tar"
+	"bytes"
+	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -222,7 +228,7 @@ func TestShardIndexChecks(t *testing.T) {
 	}
 	t.Run("complete", func(t *testing.T) {
 		dir, _ := pack(t)
-		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
+		for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar"), "shards:" + filepath.Join(dir, IndexName)} {
 			ds, err := Open(spec, "train")
 			if err != nil || ds.Len() != 7 {
 				t.Fatalf("Open(%s) = %v; want 7 samples", spec, err)
@@ -268,6 +274,34 @@ func TestShardIndexChecks(t *testing.T) {
 		writeFile(t, filepath.Join(dir, IndexName), b)
 		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "relative url inside") {
 			t.Errorf("index with a url outside its folder: %v; want ErrCorrupt", err)
+		}
+	})
+	editIndex := func(t *testing.T, dir string, edit func(*shardIndex)) {
+		var ix shardIndex
+		b, _ := os.ReadFile(filepath.Join(dir, IndexName))
+		if err := json.Unmarshal(b, &ix); err != nil {
+			t.Fatal(err)
+		}
+		edit(&ix)
+		b, _ = json.Marshal(ix)
+		writeFile(t, filepath.Join(dir, IndexName), b)
+	}
+	t.Run("shard listed twice", func(t *testing.T) {
+		dir, _ := pack(t)
+		editIndex(t, dir, func(ix *shardIndex) {
+			e := ix.ShardList[0]
+			e.URL = "./" + e.URL
+			ix.ShardList = append(ix.ShardList, e)
+		})
+		if ds, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "listed twice") {
+			t.Errorf("index listing a shard twice: %v (%v); want ErrCorrupt, not a dataset read twice", err, ds)
+		}
+	})
+	t.Run("no shards", func(t *testing.T) {
+		dir, _ := pack(t)
+		editIndex(t, dir, func(ix *shardIndex) { ix.ShardList = nil })
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrEmpty) {
+			t.Errorf("index listing no shard: %v; want ErrEmpty", err)
 		}
 	})
 	t.Run("unfinished pack", func(t *testing.T) {
@@ -376,5 +410,86 @@ func TestCompressedShardMemory(t *testing.T) {
 		if !sameSample(s, samples[i]) {
 			t.Errorf("sample %d differs", i)
 		}
+	}
+}
+
+// TestShardStreamSkipsOtherMembers: a stream reads only the members a sample is made of; the
+// others (.txt, .npy, anything else), however many and large, are skipped, not held in memory.
+func TestShardStreamSkipsOtherMembers(t *testing.T) {
+	const extra, size = 24, 1 << 20
+	members := []member{{"a.png", pngImage(t, 4, 4, 1)}, {"a.cls", []byte("3")}}
+	for k := range extra {
+		members = append(members, member{fmt.Sprintf("a.x%d", k), make([]byte, size)})
+	}
+	path := filepath.Join(t.TempDir(), "big.tar")
+	writeFile(t, path, tarOf(t, members...))
+	st := NewShardStream([]string{path})
+	defer st.Close()
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	s, err := st.Next(context.Background())
+	runtime.ReadMemStats(&after)
+	if err != nil || s.Label != 3 || s.Input.Encoded == nil {
+		t.Fatalf("Next = %+v, %v; want the sample labelled 3", s, err)
+	}
+	if got := after.TotalAlloc - before.TotalAlloc; got > extra*size/4 {
+		t.Errorf("reading one sample with %d unused members of %d bytes allocated %d bytes; want them skipped", extra, size, got)
+	}
+	if _, err := st.Next(context.Background()); !errors.Is(err, io.EOF) {
+		t.Errorf("second Next = %v; want io.EOF", err)
+	}
+}
+
+// TestShardHugeMemberSize: a PAX header may claim a member of 2^63-1 bytes; both readers refuse it
+// as corrupt, naming the member, instead of overflowing the offset arithmetic into a seek error.
+func TestShardHugeMemberSize(t *testing.T) {
+	var b bytes.Buffer
+	tw := tar.NewWriter(&b)
+	img := pngImage(t, 2, 2, 1)
+	tw.WriteHeader(&tar.Header{Name: "a.png", Mode: 0o644, Size: int64(len(img)), Typeflag: tar.TypeReg})
+	tw.Write(img)
+	tw.WriteHeader(&tar.Header{Name: "a.cls", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
+	tw.Write([]byte("1"))
+	tw.WriteHeader(&tar.Header{Name: "a.npy", Mode: 0o644, Size: 1<<63 - 1, Typeflag: tar.TypeReg, Format: tar.FormatPAX})
+	tw.Flush() // the member's data and the end marker never come: a few zero blocks instead
+	b.Write(make([]byte, 4096))
+	path := filepath.Join(t.TempDir(), "pax.tar")
+	writeFile(t, path, b.Bytes())
+	_, err := OpenShards("pax", []string{path})
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `"a.npy" of 9223372036854775807 bytes`) {
+		t.Errorf("OpenShards = %v; want ErrCorrupt naming member a.npy and its size", err)
+	}
+	st := NewShardStream([]string{path})
+	defer st.Close()
+	if _, err := st.Next(context.Background()); !errors.Is(err, ErrCorrupt) || !strings.Contains(fmt.Sprint(err), `"a.npy" of 9223372036854775807 bytes`) {
+		t.Errorf("ShardStream.Next = %v; want ErrCorrupt naming member a.npy and its size", err)
+	}
+}
+
+// TestEmptyImageFile: a 0-byte image file fails naming its path and saying it is empty (not
+// "unknown format").
+func TestEmptyImageFile(t *testing.T) {
+	dir := t.TempDir()
+	writeFile(t, filepath.Join(dir, "a", "0.png"), pngImage(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "a", "1.png"), nil)
+	f, err := NewImageFolder(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := New(f, Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.ResizeTo(2, 2)), Allocator: pinned.Heap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Close()
+	var last error
+	for b, err := range l.Epoch(t.Context(), 0) {
+		if err != nil {
+			last = err
+			break
+		}
+		b.Release()
+	}
+	if !errors.Is(last, transforms.ErrCorrupt) || !strings.Contains(fmt.Sprint(last), "empty image (0 bytes)") || !strings.Contains(fmt.Sprint(last), f.Path(1)) {
+		t.Errorf("epoch with an empty image file = %v; want ErrCorrupt naming %s as empty", last, f.Path(1))
 	}
 }

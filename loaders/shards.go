@@ -203,6 +203,9 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 		if err != nil {
 			return fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
 		}
+		if h.Size < 0 || h.Size > size-pos() {
+			return fmt.Errorf("tar: member %q of %d bytes at offset %d reaches past the archive's %d bytes: %w", h.Name, h.Size, pos(), size, ErrCorrupt)
+		}
 		end = pos() + (h.Size+511)/512*512
 		if h.Typeflag != tar.TypeReg {
 			continue
@@ -614,6 +617,9 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			if err != nil {
 				return Sample{}, false, fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
 			}
+			if h.Size < 0 || h.Size > st.in.left {
+				return Sample{}, false, fmt.Errorf("tar: member %q of %d bytes reaches past the %d bytes the shard may expand to: %w", h.Name, h.Size, st.in.limit, ErrCorrupt)
+			}
 			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}
 		if h.Typeflag != tar.TypeReg {
@@ -631,6 +637,12 @@ func (st *ShardStream) read() (Sample, bool, error) {
 		if slices.Contains(g.exts, ext) {
 			return Sample{}, false, fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
 		}
+		g.exts = append(g.exts, ext)
+		g.offs = append(g.offs, 0)
+		g.sizes = append(g.sizes, h.Size)
+		if ext != "raw" && ext != "json" && !slices.Contains(imageMemberExts, ext) && !slices.Contains(labelMemberExts, ext) {
+			continue // not read: a sample's other members (.txt, .npy, ...) take no memory
+		}
 		if h.Size > maxFileBytes {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
 		}
@@ -642,9 +654,6 @@ func (st *ShardStream) read() (Sample, bool, error) {
 		if err != nil {
 			return Sample{}, false, fmt.Errorf("sample %q: .%s member: %w: %w", key, ext, ErrCorrupt, err)
 		}
-		g.exts = append(g.exts, ext)
-		g.offs = append(g.offs, 0)
-		g.sizes = append(g.sizes, h.Size)
 		st.data[ext] = b
 		if ext == "json" || slices.Contains(labelMemberExts, ext) {
 			g.small[ext] = b

@@ -323,6 +323,9 @@ func (r *streamReader) restore(ctx context.Context, s State) error {
 	}
 	slot := make(map[int]int, len(s.Buffer))
 	for k, o := range s.Buffer {
+		if _, dup := slot[o]; dup {
+			return bad("buffer position %d named twice", o)
+		}
 		slot[o] = k
 	}
 	r.buf = make([]streamItem, len(s.Buffer))

@@ -194,12 +194,14 @@ func TestStreamResume(t *testing.T) {
 	if st.Read < 6 || len(st.Buffer) != 6 {
 		t.Fatalf("State() after 2 batches = %+v; want a full buffer of 6 and at least 6 samples read", st)
 	}
-	bad := []State{st, st, st, st}
+	bad := []State{st, st, st, st, st}
 	bad[0].ShuffleBuffer = 7
 	bad[1].Buffer = append(slices.Clone(st.Buffer), 0)
 	bad[2].Buffer = slices.Clone(st.Buffer)
 	bad[2].Buffer[0] = st.Read + 5 // not read yet
 	bad[3].Read = 3                // fewer read than emitted and buffered
+	bad[4].Buffer = slices.Clone(st.Buffer)
+	bad[4].Buffer[1] = st.Buffer[0] // one sample twice, another lost
 	for k, s := range bad {
 		l := newStreamLoader(t, src, cfg)
 		err := l.Restore(s)

@@ -139,11 +139,17 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 	if ix.Kind != "wids-shard-index-v1" {
 		return nil, fmt.Errorf("%s: __kind__ %q, want wids-shard-index-v1: %w", path, ix.Kind, ErrCorrupt)
 	}
+	seen := make(map[string]bool, len(ix.ShardList))
 	for _, e := range ix.ShardList {
 		u := filepath.FromSlash(e.URL)
 		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
 			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
 		}
+		// A shard listed twice would be read twice: a dataset larger than the one packed.
+		if u = filepath.Clean(u); seen[u] {
+			return nil, fmt.Errorf("%s: shard %q listed twice: %w", path, e.URL, ErrCorrupt)
+		}
+		seen[u] = true
 	}
 	return &ix, nil
 }

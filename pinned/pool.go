@@ -79,9 +79,14 @@ func (c Config) Validate() error {
 		return fmt.Errorf("%w: prefetch %d; want >= 0", ErrSize, c.Prefetch)
 	case c.InFlight < 0:
 		return fmt.Errorf("%w: in flight %d; want >= 0", ErrSize, c.InFlight)
+	case c.Prefetch > MaxSlots || c.InFlight > MaxSlots || c.Slots() > MaxSlots:
+		return fmt.Errorf("%w: prefetch %d and in flight %d make more than %d slots", ErrSize, c.Prefetch, c.InFlight, MaxSlots)
 	}
 	return nil
 }
+
+// MaxSlots is the most slots a pool holds (Config.Slots).
+const MaxSlots = 1 << 20
 
 // Slots is the number of slots a pool with this configuration holds: Prefetch + InFlight + 1
 // (the one being filled), after defaults. Memory is bounded by Slots() * SlotSize whatever the

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"strings"
 	"sync"
@@ -68,6 +69,10 @@ func TestConfig(t *testing.T) {
 		{Config{SlotSize: 0}, 0, ErrSize},
 		{Config{SlotSize: 1, Prefetch: -1}, 0, ErrSize},
 		{Config{SlotSize: 1, InFlight: -1}, 0, ErrSize},
+		// Counts that overflow Slots or cannot be allocated are refused, not a panic in make.
+		{Config{SlotSize: 1, Prefetch: math.MaxInt}, 0, ErrSize},
+		{Config{SlotSize: 1, InFlight: math.MaxInt / 2}, 0, ErrSize},
+		{Config{SlotSize: 1, Prefetch: MaxSlots, InFlight: 1}, 0, ErrSize},
 	}
 	for _, tt := range tests {
 		err := tt.cfg.Validate()

@@ -10,6 +10,9 @@ usage:
       --peer-python (default /tmp/stoke-peers-venv/bin/python; see peer-loaders.py to set it up).
   scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1] [--peer-threads 2]
       torch_mnist.py MNIST_DIR --model M  vs  stoke train --data mnist --model M (samples/s)
+  scripts/peer-compare.py resnet18 [--pairs 3] [--peer-threads 2] [--steps 10]
+      scripts/torch_resnet.py --batch 32 --size 64  vs  go test ./train -bench 'Step/resnet18$'
+      (one training step on a batch already in memory, repeated; samples/s and CPU ms per sample)
 
 The peers come from Debian (see ../shared/peers/README.md):
   apt-get install -y python3-torchvision python3-pil libopenblas0-pthread
@@ -59,11 +62,12 @@ def loader_pairs(a, peer, mine):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("what", choices=["loader", "mlp", "cnn"])
+    ap.add_argument("what", choices=["loader", "mlp", "cnn", "resnet18"])
     ap.add_argument("dir", nargs="?")
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
+    ap.add_argument("--steps", type=int, default=10, help="timed steps of resnet18 (each side)")
     ap.add_argument("--peer", choices=["torch", "dali", "tfdata"], default="torch", help="loader peer")
     ap.add_argument("--peer-python", default="/tmp/stoke-peers-venv/bin/python",
                     help="the interpreter with DALI and TensorFlow (torch runs under /usr/bin/python3)")
@@ -80,6 +84,13 @@ def main():
         mine = [stoke, "bench", "--data", a.dir, "--size", "224", "--batch", "64",
                 "--workers", str(a.workers), "--warmup", "1", "--epochs", "2", "--json", "-q"]
         return loader_pairs(a, peer, mine)
+    elif a.what == "resnet18":
+        peer = ["/usr/bin/python3", os.path.join(here, "torch_resnet.py"), "--batch", "32", "--size", "64",
+                "--threads", str(a.peer_threads), "--steps", str(a.steps)]
+        mine = ["go", "test", "./train/", "-run", "^$", "-bench", "Step/resnet18$", "-benchtime", f"{a.steps}x"]
+        peer_fig = lambda out: float(re.search(r"samples_per_s=([\d.]+)", out).group(1))
+        mine_fig = lambda out: float(re.search(r"([\d.]+) samples/s", out).group(1))
+        unit = "samples/s"
     else:
         d = mnist_dir()
         lr = "0.02" if a.what == "cnn" else "0.05"
@@ -90,13 +101,23 @@ def main():
         peer_fig = lambda out: statistics.mean(float(x) for x in re.findall(r"samples_per_s=(\d+)", out))
         mine_fig = lambda out: json.loads(out.strip().splitlines()[-1])["samples_per_s"]
         unit = "samples/s"
-    ratios = []
+    ratios, cpu_ratios = [], []
     for i in range(a.pairs):
-        p = peer_fig(run(peer, env=peer_env()))
-        m = mine_fig(run(mine))
+        pout = run(peer, env=peer_env())
+        mout = run(mine)
+        p, m = peer_fig(pout), mine_fig(mout)
         ratios.append(m / p)
-        print(f"pair {i + 1}: torch {p:.0f} {unit}, stoke {m:.0f} {unit}, ratio {m / p:.2f}", flush=True)
+        line = f"pair {i + 1}: torch {p:.1f} {unit}, stoke {m:.1f} {unit}, ratio {m / p:.2f}"
+        if a.what == "resnet18":
+            # CPU ms per sample: the peer's over its CPU, ours over ours (higher ratio: stoke cheaper).
+            pc = float(re.search(r"cpu_ms_per_sample=([\d.]+)", pout).group(1))
+            mc = float(re.search(r"([\d.]+) cpu-ms/sample", mout).group(1))
+            cpu_ratios.append(pc / mc)
+            line += f"; CPU ms/sample torch {pc:.1f}, stoke {mc:.1f}, ratio {pc / mc:.2f}"
+        print(line, flush=True)
     print(f"median ratio stoke/torch over {a.pairs} pairs: {statistics.median(ratios):.2f}")
+    if cpu_ratios:
+        print(f"median CPU-time ratio (torch CPU per sample / stoke's): {statistics.median(cpu_ratios):.2f}")
 
 
 if __name__ == "__main__":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -51,6 +52,16 @@ func prepareCheckpoint(path string) error {
 		}
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
+	// Save renames over path: never over a device, a folder or a file that is not a checkpoint
+	// (as root, --checkpoint /dev/null replaced the device; a typo would replace the user's data).
+	if st, err := os.Stat(path); err == nil {
+		if !st.Mode().IsRegular() {
+			return fmt.Errorf("train: checkpoint %s: it exists and is not a regular file (%v): %w", path, st.Mode().Type(), ErrConfig)
+		}
+		if !isCheckpoint(path) {
+			return fmt.Errorf("train: checkpoint %s: it exists and is not a stoke checkpoint; remove it or choose another path: %w", path, ErrConfig)
+		}
+	}
 	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name).
 	entries, err := os.ReadDir(dir)
 	if err != nil {
@@ -69,6 +80,18 @@ func prepareCheckpoint(path string) error {
 	return os.Remove(tmp.Name())
 }
 
+// isCheckpoint reports whether the regular file at path is empty or starts like a checkpoint.
+func isCheckpoint(path string) bool {
+	f, err := os.Open(path)
+	if err != nil {
+		return false
+	}
+	defer f.Close()
+	magic := make([]byte, len(ckptMagic))
+	n, _ := io.ReadFull(f, magic)
+	return n == 0 || n == len(magic) && string(magic) == ckptMagic
+}
+
 // The checkpoint format, little-endian:
 //
 //	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
@@ -76,7 +99,8 @@ func prepareCheckpoint(path string) error {
 // payload: model string | optimizer string | seed u64 | completed epochs u32 | completed steps u64 |
 // history count u32, then per epoch 6 float64 (epoch, train loss, test accuracy, seconds,
 // samples/s, data wait) | parameter count u32, then per parameter: name string, tensor count u32
-// (weights, then each optimizer slot), and per tensor: length u64, float32 values.
+// (weights, then each optimizer slot), and per tensor: length u64, float32 values. The model's
+// buffers (BatchNorm running statistics) follow its parameters, each with one tensor.
 // A string is a u32 length and its bytes.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
@@ -108,8 +132,11 @@ type ckptParam struct {
 // Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
 func (t *Trainer) Save(path string) error {
+	if t.opt == nil {
+		return fmt.Errorf("%w: a trainer without an optimizer has no training state to save", ErrConfig)
+	}
 	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
-	for _, p := range t.m.params {
+	for _, p := range t.m.tensors() {
 		cp := ckptParam{name: p.Name}
 		for _, v := range append([]kernels.F32{p.W}, p.slots...) {
 			host := make([]float32, v.Len)
@@ -142,10 +169,15 @@ func (t *Trainer) Load(path string) error {
 	if err != nil {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
+	if t.opt == nil {
+		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
+		t.seed = c.seed
+	}
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume %s: %w", path, err)
 	}
-	for i, p := range t.m.params {
+	for i, p := range t.m.tensors() {
+		// Without an optimizer only the weights are loaded (p.slots is empty).
 		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
 			if err := upload(t.s, v, c.params[i].tensors[j]); err != nil {
 				return err
@@ -169,15 +201,16 @@ func (t *Trainer) check(c *checkpoint) error {
 		return fmt.Errorf("%w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
-	if kind(c.optimizer) != kind(t.opt.String()) {
+	if t.opt != nil && kind(c.optimizer) != kind(t.opt.String()) {
 		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
 	}
-	if len(c.params) != len(t.m.params) {
-		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(t.m.params))
+	all := t.m.tensors()
+	if len(c.params) != len(all) {
+		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
 	}
-	for i, p := range t.m.params {
+	for i, p := range all {
 		cp := c.params[i]
-		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) {
+		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) && (t.opt != nil || len(cp.tensors) < 1) {
 			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
 		}
 		for _, v := range cp.tensors {
@@ -342,4 +375,31 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		return nil, r.err
 	}
 	return c, nil
+}
+
+// CheckpointModel builds the model a checkpoint at path was written for: a model of NewModel,
+// named in the checkpoint with its input shape and classes. Load the weights with
+// New(m, dev, nil, Config{Resume: path}) to predict or export. A checkpoint of a model built
+// by hand (Sequential) gives an error wrapping ErrMismatch: build the model again and load it the
+// same way.
+func CheckpointModel(path string) (*Model, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w", err)
+	}
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w", path, err)
+	}
+	var name string
+	var in Shape
+	var classes int
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err != nil {
+		return nil, fmt.Errorf("train: %s: %w: model %q", path, ErrCheckpoint, c.model)
+	}
+	m, err := NewModel(name, in, classes)
+	if err != nil || m.String() != c.model {
+		return nil, fmt.Errorf("train: %s: %w: model %q is not one of NewModel's (%s)", path, ErrMismatch, c.model, strings.Join(Models(), ", "))
+	}
+	return m, nil
 }

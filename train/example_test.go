@@ -48,3 +48,37 @@ func ExampleTrainer_Fit() {
 	fmt.Println("epochs:", res.Epochs, "accuracy above 90%:", res.TestAcc > 0.9)
 	// Output: epochs: 2 accuracy above 90%: true
 }
+
+// ExampleResidual builds a small residual network of one's own: a stem, a downsampling block with
+// a projection shortcut, an identity block, global average pooling and a classifier.
+func ExampleResidual() {
+	block := func(in, out, stride int) []Layer {
+		main := []Layer{
+			Conv2d(in, out, 3, 1, Stride(stride), NoBias()), BatchNorm2d(out), ReLU(),
+			Conv2d(out, out, 3, 1, NoBias()), BatchNorm2d(out),
+		}
+		var shortcut []Layer // identity
+		if stride != 1 || in != out {
+			shortcut = []Layer{Conv2d(in, out, 1, 0, Stride(stride), NoBias()), BatchNorm2d(out)}
+		}
+		return []Layer{Residual(main, shortcut), ReLU()}
+	}
+	layers := []Layer{Conv2d(3, 16, 3, 1, NoBias()), BatchNorm2d(16), ReLU()}
+	layers = append(layers, block(16, 32, 2)...)
+	layers = append(layers, block(32, 32, 1)...)
+	layers = append(layers, GlobalAvgPool(), Linear(32, 10))
+	m, err := Sequential("my-resnet", Shape{C: 3, H: 32, W: 32}, 10, layers...)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(m.NumParams(), "parameters")
+	for _, p := range m.Params()[:3] {
+		fmt.Println(p.Name, p.Shape, "decayed:", p.Decayed())
+	}
+	// Output:
+	// 33882 parameters
+	// 0.conv2d.weight [16 3 3 3] decayed: true
+	// 1.batchnorm.weight [16] decayed: false
+	// 1.batchnorm.bias [16] decayed: false
+}

@@ -19,22 +19,47 @@ type Param struct {
 	W, G  kernels.F32
 
 	fanIn, fanOut int
-	bias          bool
+	kind          paramKind
+	he            bool          // a weight feeding a ReLU: He rather than Glorot initialization
 	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
 }
+
+// paramKind says how a tensor is initialized and whether weight decay applies to it.
+type paramKind uint8
+
+const (
+	kindWeight  paramKind = iota // random init, weight decay
+	kindBias                     // zeros, no weight decay
+	kindScale                    // ones (a BatchNorm scale), no weight decay
+	kindBuffer0                  // zeros, not trained (a BatchNorm running mean)
+	kindBuffer1                  // ones, not trained (a BatchNorm running variance)
+)
+
+// buffer reports a tensor the optimizer does not update (running statistics).
+func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBuffer1 }
+
+// Decayed reports whether weight decay applies to the tensor: weights of linear and convolution
+// layers, not biases or BatchNorm scales and shifts.
+func (p *Param) Decayed() bool { return p.kind == kindWeight }
 
 // Len is the number of elements of the tensor.
 func (p *Param) Len() int { return p.W.Len }
 
-// init fills host with the initial values: zeros for a bias, He (Kaiming) uniform for a weight
-// feeding a ReLU (relu), Glorot (Xavier) uniform otherwise.
-func (p *Param) init(host []float32, r *rand.Rand, relu bool) {
-	if p.bias {
+// init fills host with the initial values: zeros for a bias, ones for a scale, He (Kaiming)
+// uniform for a weight feeding a ReLU, Glorot (Xavier) uniform otherwise.
+func (p *Param) init(host []float32, r *rand.Rand) {
+	switch p.kind {
+	case kindBias, kindBuffer0:
 		clear(host)
+		return
+	case kindScale, kindBuffer1:
+		for i := range host {
+			host[i] = 1
+		}
 		return
 	}
 	bound := math.Sqrt(6 / float64(p.fanIn+p.fanOut))
-	if relu {
+	if p.he {
 		bound = math.Sqrt(6 / float64(p.fanIn))
 	}
 	for i := range host {
@@ -134,7 +159,7 @@ func (l *linear) setup(in []int) ([]int, error) {
 
 func (l *linear) newParams(prefix string) []*Param {
 	l.w = &Param{Name: prefix + ".weight", Shape: []int{l.out, l.in}, fanIn: l.in, fanOut: l.out}
-	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.out}, bias: true}
+	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.out}, kind: kindBias}
 	return []*Param{l.w, l.b}
 }
 
@@ -172,25 +197,52 @@ func (l *linear) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F
 // ---- Conv2d ----
 
 type conv2d struct {
-	inC, outC, k, pad int
-	g                 kernels.Conv2D // per-sample geometry (N is set per pass)
-	w, b              *Param
-	y, dx, ws         kernels.F32
+	inC, outC, k, pad, stride int
+	noBias                    bool
+	g                         kernels.Conv2D // per-sample geometry (N is set per pass)
+	w, b                      *Param
+	y, dx, ws                 kernels.F32
 }
 
-// Conv2d is a 2-D convolution with outC filters of k×k over inC input channels, stride 1 and
-// zero padding pad on each side, plus a bias per filter. Input and output are [C H W] per sample.
-func Conv2d(inC, outC, k, pad int) Layer { return &conv2d{inC: inC, outC: outC, k: k, pad: pad} }
+// ConvOption changes a Conv2d from its defaults (stride 1, with a bias).
+type ConvOption func(*conv2d)
+
+// Stride makes the convolution step s pixels (output (H+2*pad-k)/s + 1, as PyTorch's).
+func Stride(s int) ConvOption { return func(l *conv2d) { l.stride = s } }
+
+// NoBias leaves out the bias (a convolution followed by BatchNorm2d needs none).
+func NoBias() ConvOption { return func(l *conv2d) { l.noBias = true } }
+
+// Conv2d is a 2-D convolution with outC filters of k×k over inC input channels, zero padding pad
+// on each side, stride 1 and a bias per filter unless opts say otherwise. Input and output are
+// [C H W] per sample.
+func Conv2d(inC, outC, k, pad int, opts ...ConvOption) Layer {
+	l := &conv2d{inC: inC, outC: outC, k: k, pad: pad, stride: 1}
+	for _, o := range opts {
+		o(l)
+	}
+	return l
+}
 
 func (l *conv2d) String() string {
-	return fmt.Sprintf("conv2d %d->%d %dx%d pad %d", l.inC, l.outC, l.k, l.k, l.pad)
+	s := fmt.Sprintf("conv2d %d->%d %dx%d pad %d", l.inC, l.outC, l.k, l.k, l.pad)
+	if l.stride != 1 {
+		s += fmt.Sprintf(" stride %d", l.stride)
+	}
+	if l.noBias {
+		s += " no bias"
+	}
+	return s
 }
 
 func (l *conv2d) setup(in []int) ([]int, error) {
 	if len(in) != 3 || in[0] != l.inC {
 		return nil, fmt.Errorf("train: %v: input shape %v; want [%d H W]", l, in, l.inC)
 	}
-	l.g = kernels.Conv2D{N: 1, InC: l.inC, InH: in[1], InW: in[2], OutC: l.outC, KH: l.k, KW: l.k, Stride: 1, Pad: l.pad}
+	if l.stride < 1 {
+		return nil, fmt.Errorf("train: %v: stride must be positive", l)
+	}
+	l.g = kernels.Conv2D{N: 1, InC: l.inC, InH: in[1], InW: in[2], OutC: l.outC, KH: l.k, KW: l.k, Stride: l.stride, Pad: l.pad}
 	if err := l.g.Validate(); err != nil {
 		return nil, fmt.Errorf("train: %v: %w", l, err)
 	}
@@ -200,7 +252,10 @@ func (l *conv2d) setup(in []int) ([]int, error) {
 func (l *conv2d) newParams(prefix string) []*Param {
 	fan := l.inC * l.k * l.k
 	l.w = &Param{Name: prefix + ".weight", Shape: []int{l.outC, l.inC, l.k, l.k}, fanIn: fan, fanOut: l.outC * l.k * l.k}
-	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.outC}, bias: true}
+	if l.noBias {
+		return []*Param{l.w}
+	}
+	l.b = &Param{Name: prefix + ".bias", Shape: []int{l.outC}, kind: kindBias}
 	return []*Param{l.w, l.b}
 }
 
@@ -218,10 +273,25 @@ func (l *conv2d) reserve(a *arena, n int) (err error) {
 	return err
 }
 
+// biasW and biasG are the bias views, empty without a bias.
+func (l *conv2d) biasW() kernels.F32 {
+	if l.b == nil {
+		return kernels.F32{}
+	}
+	return l.b.W
+}
+
+func (l *conv2d) biasG() kernels.F32 {
+	if l.b == nil {
+		return kernels.F32{}
+	}
+	return l.b.G
+}
+
 func (l *conv2d) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
 	g := l.geom(n)
 	y := l.y.Slice(0, g.OutLen())
-	return y, r.ops.Conv2D(r.s, y, x, l.w.W, l.b.W, l.ws.Slice(0, g.WorkspaceLen()), g)
+	return y, r.ops.Conv2D(r.s, y, x, l.w.W, l.biasW(), l.ws.Slice(0, g.WorkspaceLen()), g)
 }
 
 func (l *conv2d) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
@@ -230,7 +300,7 @@ func (l *conv2d) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F
 	if needDx {
 		dx = l.dx.Slice(0, g.InLen())
 	}
-	return dx, r.ops.Conv2DBackward(r.s, dx, l.w.G, l.b.G, dy, l.w.W, l.ws.Slice(0, g.WorkspaceLen()), g)
+	return dx, r.ops.Conv2DBackward(r.s, dx, l.w.G, l.biasG(), dy, l.w.W, l.ws.Slice(0, g.WorkspaceLen()), g)
 }
 
 // ---- ReLU ----
@@ -271,23 +341,29 @@ func (l *relu) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32
 // ---- MaxPool2d ----
 
 type maxPool struct {
-	k     int
-	g     kernels.Pool2D
-	y, dx kernels.F32
-	arg   kernels.I32
+	k, stride, pad int
+	g              kernels.Pool2D
+	y, dx          kernels.F32
+	arg            kernels.I32
 }
 
 // MaxPool2d takes the maximum of each k×k window, stride k (a partial window at the edge is
 // dropped, as in PyTorch). Input and output are [C H W] per sample.
-func MaxPool2d(k int) Layer { return &maxPool{k: k} }
+func MaxPool2d(k int) Layer { return &maxPool{k: k, stride: k} }
 
-func (l *maxPool) String() string { return fmt.Sprintf("maxpool %dx%d", l.k, l.k) }
+func (l *maxPool) String() string {
+	s := fmt.Sprintf("maxpool %dx%d", l.k, l.k)
+	if l.stride != l.k || l.pad != 0 {
+		s += fmt.Sprintf(" stride %d pad %d", l.stride, l.pad)
+	}
+	return s
+}
 
 func (l *maxPool) setup(in []int) ([]int, error) {
 	if len(in) != 3 {
 		return nil, fmt.Errorf("train: %v: input shape %v; want [C H W]", l, in)
 	}
-	l.g = kernels.Pool2D{N: 1, C: in[0], H: in[1], W: in[2], K: l.k, Stride: l.k}
+	l.g = kernels.Pool2D{N: 1, C: in[0], H: in[1], W: in[2], K: l.k, Stride: l.stride, Pad: l.pad}
 	if err := l.g.Validate(); err != nil {
 		return nil, fmt.Errorf("train: %v: %w", l, err)
 	}

@@ -46,6 +46,7 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 				Labels:  kernels.I32{Buf: b.Labels, Len: b.N},
 				N:       b.N,
 				Shape:   s,
+				Indices: b.Indices,
 				Release: b.Release,
 			}
 			if !yield(tb, nil) {

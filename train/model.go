@@ -28,11 +28,10 @@ type Model struct {
 	classes int
 	layers  []Layer
 	params  []*Param
-	// layerParams[i] are layer i's parameters; reluAfter[i] reports that layer i's output reaches
-	// a ReLU before any other parameterized layer (He rather than Glorot initialization).
+	buffers []*Param // running statistics: checkpointed and exported, not trained
+	// layerParams[i] are layer i's tensors, buffers included.
 	layerParams     [][]*Param
 	firstParamLayer int
-	reluAfter       []bool
 
 	// Bound state (see bind).
 	ops     kernels.Ops
@@ -46,13 +45,25 @@ type Model struct {
 }
 
 // Models lists the names NewModel knows.
-func Models() []string { return []string{"cnn", "mlp"} }
+func Models() []string { return []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "resnet8"} }
 
 // NewModel builds a named model for images of shape in and the given number of classes:
 //
 //   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
 //   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
 //     flatten - linear 128 - relu - linear classes (the PyTorch peer's network)
+//   - "resnet8", "resnet20": the CIFAR ResNets of He et al. (2016) for 28-32 px images: a 3x3
+//     stem of 16 channels, then 1 (resnet8) or 3 (resnet20) basic blocks in each of three stages of
+//     16, 32 and 64 channels (stride 2 at the start of the last two), global average pooling and a
+//     linear layer. Shortcuts that change shape are 1x1 convolutions with BatchNorm (He et al.'s
+//     option B).
+//   - "resnet18", "resnet50": torchvision's resnet18 and resnet50 (basic and bottleneck blocks,
+//     stride on the 3x3 convolution), with one change for small images: when both sides of the
+//     input are at most 32 px, the stem is a 3x3 stride-1 convolution without the max pooling
+//     (a 7x7 stride-2 stem and a stride-2 pooling would leave a 32 px image 1x1 before the last
+//     stage). From 33 px up the layers are exactly torchvision's, and their parameters carry
+//     torchvision's state_dict names (conv1.weight, layer1.0.bn1.running_mean, fc.bias, ...),
+//     so an exported model loads into torchvision.models.resnet18(num_classes=classes).
 //
 // An unknown name gives an error wrapping ErrModel.
 func NewModel(name string, in Shape, classes int) (*Model, error) {
@@ -66,6 +77,14 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 			Conv2d(in.C, 32, 5, 2), ReLU(), MaxPool2d(2),
 			Conv2d(32, 64, 5, 2), ReLU(), MaxPool2d(2),
 			Flatten(), Linear(64*h*w, 128), ReLU(), Linear(128, classes))
+	case "resnet8":
+		return cifarResNet(name, in, classes, 1)
+	case "resnet20":
+		return cifarResNet(name, in, classes, 3)
+	case "resnet18":
+		return torchResNet(name, in, classes, false, []int{2, 2, 2, 2})
+	case "resnet50":
+		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
 	}
 	return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
 }
@@ -77,31 +96,41 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 		return nil, fmt.Errorf("%w: %s: input %v, %d classes", ErrModel, name, in, classes)
 	}
 	m := &Model{name: name, in: in, classes: classes, layers: layers, firstParamLayer: -1,
-		layerParams: make([][]*Param, len(layers)), reluAfter: make([]bool, len(layers))}
+		layerParams: make([][]*Param, len(layers))}
 	shape := []int{in.C, in.H, in.W}
 	for i, l := range layers {
 		out, err := l.setup(shape)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s layer %d: %w", ErrModel, name, i, err)
 		}
-		ps := l.newParams(fmt.Sprintf("%d.%s", i, strings.Fields(l.String())[0]))
+		ps := l.newParams(fmt.Sprintf("%d.%s", i, layerKind(l)))
 		if len(ps) > 0 && m.firstParamLayer < 0 {
 			m.firstParamLayer = i
 		}
 		m.layerParams[i] = ps
-		m.params = append(m.params, ps...)
+		for _, p := range ps {
+			if p.buffer() {
+				m.buffers = append(m.buffers, p)
+			} else {
+				m.params = append(m.params, p)
+			}
+		}
 		shape = out
 	}
 	if prod(shape) != classes {
 		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
 	}
+	// A weight whose output reaches a ReLU before any other parameterized layer (BatchNorm aside)
+	// gets He initialization.
 	for i := range layers {
 		for j := i + 1; j < len(layers); j++ {
 			if _, ok := layers[j].(*relu); ok {
-				m.reluAfter[i] = true
+				for _, p := range m.layerParams[i] {
+					p.he = p.he || p.kind == kindWeight
+				}
 				break
 			}
-			if len(m.layerParams[j]) > 0 {
+			if _, ok := layers[j].(*batchNorm); !ok && len(m.layerParams[j]) > 0 {
 				break
 			}
 		}
@@ -121,6 +150,9 @@ func (m *Model) Classes() int { return m.classes }
 // Params returns the model's trainable tensors in a fixed order. Their W and G views are valid
 // while a Trainer holds the model.
 func (m *Model) Params() []*Param { return m.params }
+
+// tensors is the parameters then the buffers: what a checkpoint holds.
+func (m *Model) tensors() []*Param { return append(append([]*Param(nil), m.params...), m.buffers...) }
 
 // NumParams is the total number of trainable values.
 func (m *Model) NumParams() int {
@@ -150,7 +182,7 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 	m.ops = ops
 	m.weights.dev, m.acts.dev = dev, dev
 	pi := 0
-	for li, ps := range m.layerParams {
+	for _, ps := range m.layerParams {
 		for _, p := range ps {
 			pi++
 			n := prod(p.Shape)
@@ -158,12 +190,14 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 			if p.W, err = m.weights.f32(n); err != nil {
 				return err
 			}
-			if p.G, err = m.weights.f32(n); err != nil {
-				return err
+			if !p.buffer() {
+				if p.G, err = m.weights.f32(n); err != nil {
+					return err
+				}
 			}
 			host := make([]float32, n)
 			r := rand.New(rand.NewPCG(rng.Mix(seed, uint64(pi), 5), rng.Mix(seed, uint64(pi), 6)))
-			p.init(host, r, m.reluAfter[li])
+			p.init(host, r)
 			if err := upload(s, p.W, host); err != nil {
 				return err
 			}
@@ -246,7 +280,7 @@ func (m *Model) backward(r *run, n int) error {
 func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
-	for _, p := range m.params {
+	for _, p := range append(m.params, m.buffers...) {
 		p.W, p.G, p.slots = kernels.F32{}, kernels.F32{}, nil
 	}
 	return err

@@ -22,6 +22,8 @@ type Optimizer interface {
 
 // SGD is stochastic gradient descent with momentum, as PyTorch's torch.optim.SGD without
 // dampening: g += WeightDecay*w; v = Momentum*v + g; w -= LR*(Nesterov ? g + Momentum*v : v).
+// Weight decay applies to weights only, not to biases or BatchNorm parameters (see
+// Param.Decayed), as in torchvision's training recipes.
 type SGD struct {
 	LR, Momentum, WeightDecay float64
 	Nesterov                  bool
@@ -48,11 +50,12 @@ func (o SGD) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, _ int) 
 	if len(p.slots) > 0 {
 		v = p.slots[0]
 	}
-	return ops.SGDStep(s, p.W, p.G, v, kernels.SGD{LR: float32(lr), Momentum: float32(o.Momentum), WeightDecay: float32(o.WeightDecay), Nesterov: o.Nesterov})
+	return ops.SGDStep(s, p.W, p.G, v, kernels.SGD{LR: float32(lr), Momentum: float32(o.Momentum), WeightDecay: decay(p, o.WeightDecay), Nesterov: o.Nesterov})
 }
 
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW. Zero
-// Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8.
+// Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8. Like SGD's, the weight decay
+// applies to weights only.
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
 }
@@ -85,7 +88,15 @@ func (o AdamW) slots() int { return 2 }
 func (o AdamW) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
 	o = o.withDefaults()
 	return ops.AdamWStep(s, p.W, p.G, p.slots[0], p.slots[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
-		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: float32(o.WeightDecay), Step: step})
+		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})
+}
+
+// decay is the weight decay for p: wd for weights, 0 for biases and BatchNorm parameters.
+func decay(p *Param, wd float64) float32 {
+	if !p.Decayed() {
+		return 0
+	}
+	return float32(wd)
 }
 
 // Schedule maps the global step (from 0), the steps per epoch and the total number of steps of the

@@ -51,7 +51,7 @@ func smallCNN(t testing.TB) *Model {
 func weights(t testing.TB, tr *Trainer) [][]float32 {
 	t.Helper()
 	var out [][]float32
-	for _, p := range tr.m.params {
+	for _, p := range tr.m.tensors() {
 		host := make([]float32, p.Len())
 		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
 			t.Fatal(err)
@@ -162,6 +162,7 @@ func TestFitLearns(t *testing.T) {
 		{"mlp sgd nesterov", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4}},
 		{"cnn sgd", smallCNN, SGD{LR: 0.05, Momentum: 0.9}},
 		{"mlp adamw", smallMLP, AdamW{LR: 3e-3, WeightDecay: 1e-2}},
+		{"resnet sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 5e-4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 1000)
@@ -223,6 +224,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}{
 		{"mlp with dropout, sgd", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}},
 		{"cnn adamw", smallCNN, AdamW{LR: 1e-3}},
+		{"resnet with batch norm, sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()

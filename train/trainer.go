@@ -24,6 +24,8 @@ type Batch struct {
 	Labels kernels.I32
 	N      int
 	Shape  Shape
+	// Indices, if known, are the dataset indices of the N samples (Predict reports them).
+	Indices []int
 	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
 	// batch on its stream (the source then recycles the buffers after that work has run).
 	Release func()
@@ -57,10 +59,28 @@ type Config struct {
 	// Resume, if set, is a checkpoint to start from: New loads its weights, optimizer state and
 	// progress, and Fit continues with the epoch after the last one it holds.
 	Resume string
+	// LabelSmoothing, in [0,1), trains against the targets (1-LabelSmoothing)*onehot +
+	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
+	// label_smoothing); the reported loss is against the smoothed targets.
+	LabelSmoothing float64
+	// Precision is the arithmetic of the model's products; "" means FP32, the only one the CPU
+	// backend has: New refuses the others there rather than run in fp32 unasked.
+	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
 	Progress func(*Progress)
 }
+
+// Precision names the arithmetic of GEMMs and convolutions.
+type Precision string
+
+// The precisions: fp32 throughout; or bf16 or fp16 inputs to the products with fp32 accumulation,
+// fp32 master weights and optimizer state (fp16 with dynamic loss scaling).
+const (
+	FP32 Precision = "fp32"
+	BF16 Precision = "bf16"
+	FP16 Precision = "fp16"
+)
 
 // Progress reports where Fit is.
 type Progress struct {
@@ -126,12 +146,15 @@ type Trainer struct {
 
 // New prepares m on dev for training with opt: it opens a compute stream, allocates and
 // initializes the parameters from cfg.Seed, and loads cfg.Resume if set. Close releases it all.
+//
+// A nil opt makes a trainer that only evaluates, predicts and exports: cfg.Resume then loads a
+// checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
 func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
-	if m == nil || dev == nil || opt == nil {
-		return nil, fmt.Errorf("%w: nil model, device or optimizer", ErrConfig)
+	if m == nil || dev == nil {
+		return nil, fmt.Errorf("%w: nil model or device", ErrConfig)
 	}
-	if cfg.Epochs < 0 || !(opt.BaseLR() > 0) {
-		return nil, fmt.Errorf("%w: epochs %d, learning rate %v", ErrConfig, cfg.Epochs, opt.BaseLR())
+	if cfg.Epochs < 0 || (opt != nil && !(opt.BaseLR() > 0)) {
+		return nil, fmt.Errorf("%w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -139,9 +162,21 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Schedule == nil {
 		cfg.Schedule = Constant()
 	}
+	if !(cfg.LabelSmoothing >= 0 && cfg.LabelSmoothing < 1) {
+		return nil, fmt.Errorf("%w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
+	}
 	ops, err := kernels.For(dev)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
+	}
+	switch cfg.Precision {
+	case "", FP32:
+	case BF16, FP16:
+		// Mixed precision needs reduced-precision GEMM inputs with fp32 accumulation, which no op
+		// set offers yet: refuse rather than train in fp32 under a bf16/fp16 label.
+		return nil, fmt.Errorf("%w: precision %s: the %s backend computes in fp32 only", ErrConfig, cfg.Precision, ops.Backend())
+	default:
+		return nil, fmt.Errorf("%w: precision %q; want fp32, bf16 or fp16", ErrConfig, cfg.Precision)
 	}
 	s, err := dev.NewStream()
 	if err != nil {
@@ -159,6 +194,9 @@ func (t *Trainer) setup() error {
 		return err
 	}
 	for _, p := range t.m.params {
+		if t.opt == nil {
+			break
+		}
 		for range t.opt.slots() {
 			v, err := t.m.weights.f32(p.Len())
 			if err != nil {
@@ -203,6 +241,9 @@ func (t *Trainer) Close() error {
 // after each epoch (test may be nil) and writing Config.Checkpoint after each. It returns the
 // results so far with the first error; cancelling ctx stops it between steps.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
+	if t.opt == nil {
+		return Result{}, fmt.Errorf("%w: Fit needs an optimizer", ErrConfig)
+	}
 	start := time.Now()
 	var res Result
 	var trainTime, waitTime time.Duration
@@ -369,7 +410,13 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 	if err != nil {
 		return err
 	}
-	if err := t.ops.SoftmaxCrossEntropy(t.s, m.loss, m.dlogits.Slice(0, n*m.classes), logits, b.Labels, n, m.classes); err != nil {
+	dl := m.dlogits.Slice(0, n*m.classes)
+	if t.cfg.LabelSmoothing > 0 {
+		err = t.ops.SoftmaxCrossEntropySmooth(t.s, m.loss, dl, logits, b.Labels, n, m.classes, float32(t.cfg.LabelSmoothing))
+	} else {
+		err = t.ops.SoftmaxCrossEntropy(t.s, m.loss, dl, logits, b.Labels, n, m.classes)
+	}
+	if err != nil {
 		return err
 	}
 	if err := m.backward(r, n); err != nil {
@@ -418,10 +465,18 @@ func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
 }
 
-// enqueueEval counts the correct predictions on b, in chunks no larger than the batches the model
-// trained on, so that a large test batch does not grow the activations (a CNN's convolution
-// workspace is hundreds of bytes per pixel).
+// enqueueEval counts the correct predictions on b.
 func (t *Trainer) enqueueEval(r *run, b Batch, mean, std []float32) error {
+	return t.forwardChunks(r, b, mean, std, func(logits kernels.F32, part Batch, _ int) error {
+		return t.ops.CountCorrect(t.s, t.m.correct, logits, part.Labels, part.N, t.m.classes)
+	})
+}
+
+// forwardChunks enqueues the evaluation-mode forward pass over b in chunks no larger than the
+// batches the model trained on, so that a large test batch does not grow the activations (a CNN's
+// convolution workspace is hundreds of bytes per pixel), and calls use with each chunk's logits,
+// the chunk and its first sample's index in b.
+func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(logits kernels.F32, part Batch, lo int) error) error {
 	if err := t.validBatch(b); err != nil {
 		return err
 	}
@@ -444,7 +499,7 @@ func (t *Trainer) enqueueEval(r *run, b Batch, mean, std []float32) error {
 		if err != nil {
 			return err
 		}
-		if err := t.ops.CountCorrect(t.s, m.correct, logits, part.Labels, n, m.classes); err != nil {
+		if err := use(logits, part, lo); err != nil {
 			return err
 		}
 	}

@@ -36,6 +36,9 @@ func DecodeInfo(b []byte) (ImageInfo, error) {
 
 // decodeInfo also returns the stored (pre-orientation) size.
 func decodeInfo(b []byte) (info ImageInfo, stored [2]int, err error) {
+	if len(b) == 0 {
+		return ImageInfo{}, stored, fmt.Errorf("transforms: empty image (0 bytes): %w", ErrCorrupt)
+	}
 	if len(b) >= 2 && b[0] == 0xff && b[1] == 0xd8 {
 		w, h, o, err := jpegHeader(b)
 		if err != nil {

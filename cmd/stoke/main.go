@@ -2,6 +2,8 @@
 // pipeline, pack a dataset into shards, and list the devices.
 //
 //	stoke train   --data mnist --model mlp --epochs 3
+//	stoke predict --checkpoint ck --data DIR --json
+//	stoke export  --checkpoint ck --out model.safetensors
 //	stoke bench   --data DIR --size 224 --batch 64 --workers 2
 //	stoke profile --data DIR --batches 50 --trace trace.json --svg timeline.svg
 //	stoke pack    --data DIR --out shards/ --format raw --compress zstd --max-side 256
@@ -35,10 +37,12 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"train":   {"train an image classifier (mlp, cnn) end to end", runTrain},
+	"train":   {"train an image classifier (mlp, cnn, resnets) end to end", runTrain},
 	"bench":   {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
 	"profile": {"find where a data-loading pipeline loses time", runProfile},
 	"pack":    {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
+	"predict": {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
+	"export":  {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
 	"devices": {"list the backends built in and the devices found", runDevices},
 }
 

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"math"
 	"strings"
@@ -15,15 +16,17 @@ import (
 
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC --model mlp|cnn [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
+	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerRanks(fs)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
-	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp and 0.03 for cnn; see train.Recipe)")
+	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw)")
+	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
+	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
+	precision := fs.String("precision", "fp32", "arithmetic of the products: fp32, or bf16/fp16 (not on the CPU backend, which refuses them)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
@@ -53,12 +56,17 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, *valSplit)
 	case *valSplit != 0 && *evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
+	case !(*smoothing >= 0 && *smoothing < 1):
+		return fmt.Errorf("%w: --label-smoothing %v; want [0,1)", errUsage, *smoothing)
 	case *classes < 0 || *classes > maxClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
 	}
+	recipe, _ := train.Recipe(*model)
 	if *lr == 0 {
-		recipe, _ := train.Recipe(*model)
 		*lr = recipe.LR
+	}
+	if !flagSet(fs, "wd") {
+		*wd = recipe.WeightDecay
 	}
 	var opt train.Optimizer
 	switch *optName {
@@ -113,6 +121,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var bar *progress.Bar
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
+		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				if bar != nil {
@@ -226,4 +235,11 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		s.train, s.eval = loaders.WithClasses(s.train, classes), loaders.WithClasses(s.eval, classes)
 	}
 	return s, nil
+}
+
+// flagSet reports whether the command line set the flag.
+func flagSet(fs *flag.FlagSet, name string) bool {
+	set := false
+	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
+	return set
 }

@@ -5,7 +5,8 @@
 // --fmad=false so that elementwise float arithmetic rounds as Go's does and matches the CPU op set
 // bit for bit where the operation order is the same.
 //
-// Conventions, because gorgonia.org/cu's Launch copies every argument as 8 bytes:
+// Conventions, because Stoke's launcher (kernels/cuda_launch.go) passes every argument as 8 bytes
+// (the CPU stand-in checks each against the C++ signature):
 //   - every parameter is 8 bytes wide: pointers, long long for integers, double for scalars
 //     (a float32 scalar widened to double and narrowed back is exact);
 //   - element counts and indices are long long; grids are grid-stride loops;
@@ -297,5 +298,196 @@ extern "C" __global__ void adamw_f32(float *w, const float *g, float *m, float *
 		v[i] = vi;
 		float mh = mi / k1, vh = vi / k2;
 		w[i] = wi - l * mh / ((float)sqrt((double)vh) + e);
+	}
+}
+
+// ---- Classifier ops: residual add, batch norm, global average pooling, label smoothing, padded
+// max pooling. Same conventions as above; the per-channel reductions run one block per channel
+// with a fixed-order tree in double.
+
+extern "C" __global__ void add_f32(float *z, const float *x, const float *y, i64 n) {
+	GRID_STRIDE(i, n) z[i] = x[i] + y[i];
+}
+
+// Sum of v over the block (blockDim.x a power of two <= 256), in a fixed tree order; every thread
+// gets the result.
+__device__ double block_sum(double *part, double v) {
+	part[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
+		__syncthreads();
+	}
+	double r = part[0];
+	__syncthreads();
+	return r;
+}
+
+// Channel ch of x viewed as [n][c][hw]: element j of the channel's n*hw values.
+#define BN_AT(p, j) (p)[((j) / hw * c + ch) * hw + (j) % hw]
+
+// One block per channel: mean and biased variance over n*hw values, saved mean and 1/sqrt(var+eps),
+// running statistics (unbiased variance), then y = x*a + b with a = inv*gamma, b = beta - mean*a.
+extern "C" __global__ void bn_train_f32(float *y, const float *x, const float *gamma, const float *beta, float *rmean,
+	float *rvar, float *smean, float *sinv, i64 n, i64 c, i64 hw, double momentum, double eps) {
+	__shared__ double part[256];
+	i64 ch = blockIdx.x, m = n * hw;
+	double s = 0;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) s += (double)BN_AT(x, j);
+	double mean = block_sum(part, s) / (double)m;
+	double ss = 0;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
+		double d = (double)BN_AT(x, j) - mean;
+		ss += d * d;
+	}
+	ss = block_sum(part, ss);
+	double var = ss / (double)m;
+	float inv = (float)(1.0 / sqrt(var + (double)(float)eps));
+	float fm = (float)mean, mom = (float)momentum;
+	if (threadIdx.x == 0) {
+		double unbiased = m > 1 ? ss / (double)(m - 1) : var;
+		smean[ch] = fm;
+		sinv[ch] = inv;
+		rmean[ch] = (1 - mom) * rmean[ch] + mom * fm;
+		rvar[ch] = (1 - mom) * rvar[ch] + mom * (float)unbiased;
+	}
+	float a = inv * gamma[ch], b = beta[ch] - fm * a;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) BN_AT(y, j) = BN_AT(x, j) * a + b;
+}
+
+extern "C" __global__ void bn_eval_f32(float *y, const float *x, const float *gamma, const float *beta,
+	const float *rmean, const float *rvar, i64 n, i64 c, i64 hw, double eps) {
+	GRID_STRIDE(i, n * c * hw) {
+		i64 ch = (i / hw) % c;
+		float inv = (float)(1.0 / sqrt((double)rvar[ch] + (double)(float)eps));
+		float a = inv * gamma[ch], b = beta[ch] - rmean[ch] * a;
+		y[i] = x[i] * a + b;
+	}
+}
+
+// One block per channel: dbeta = sum dy, dgamma = sum dy*xhat, then (dx not null)
+// dx = gamma*inv * (dy - dbeta/m - xhat*dgamma/m).
+extern "C" __global__ void bn_backward_f32(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+	const float *gamma, const float *smean, const float *sinv, i64 n, i64 c, i64 hw) {
+	__shared__ double part[256];
+	i64 ch = blockIdx.x, m = n * hw;
+	float mean = smean[ch], inv = sinv[ch];
+	double sdy = 0, sdyx = 0;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
+		float d = BN_AT(dy, j);
+		sdy += (double)d;
+		sdyx += (double)d * (double)((BN_AT(x, j) - mean) * inv);
+	}
+	sdy = block_sum(part, sdy);
+	sdyx = block_sum(part, sdyx);
+	if (threadIdx.x == 0) {
+		dbeta[ch] = (float)sdy;
+		dgamma[ch] = (float)sdyx;
+	}
+	if (dx == 0) return;
+	float k = gamma[ch] * inv, bmean = (float)(sdy / (double)m), bx = (float)(sdyx / (double)m);
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x)
+		BN_AT(dx, j) = k * (BN_AT(dy, j) - bmean - (BN_AT(x, j) - mean) * inv * bx);
+}
+
+// y[r] = mean of row r of x [rows][inner], summed in float in index order as on the CPU.
+extern "C" __global__ void gap_f32(float *y, const float *x, i64 rows, i64 inner) {
+	float inv = 1.0f / (float)inner;
+	GRID_STRIDE(r, rows) {
+		float s = 0;
+		for (i64 j = 0; j < inner; j++) s += x[r * inner + j];
+		y[r] = s * inv;
+	}
+}
+
+extern "C" __global__ void gap_grad_f32(float *dx, const float *dy, i64 rows, i64 inner) {
+	float inv = 1.0f / (float)inner;
+	GRID_STRIDE(i, rows * inner) dx[i] = dy[i / inner] * inv;
+}
+
+// softmax_ce_f32 against the targets (1-eps)*onehot + eps/classes; same layout and order.
+extern "C" __global__ void softmax_ce_smooth_f32(float *loss, float *dlogits, const float *logits, const int *labels,
+	i64 n, i64 classes, double smoothing, int *bad) {
+	__shared__ double wsum[32];
+	__shared__ int sbad;
+	if (threadIdx.x == 0) sbad = (int)n;
+	__syncthreads();
+	flag_labels(&sbad, labels, n, classes);
+	__syncthreads();
+	if (sbad < n) {
+		report_bad(bad, sbad, labels);
+		return;
+	}
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	double inv = 1.0 / (double)n, acc = 0, eps = smoothing, uni = eps / (double)classes;
+	for (i64 r = warp; r < n; r += nwarps) {
+		const float *row = logits + r * classes;
+		float *drow = dlogits + r * classes;
+		float mx = row[0];
+		for (i64 j = lane; j < classes; j += 32) mx = fmaxf(mx, row[j]);
+		for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+		double sum = 0, tot = 0;
+		for (i64 j = lane; j < classes; j += 32) {
+			sum += exp((double)(row[j] - mx));
+			tot += (double)(row[j] - mx);
+		}
+		for (int o = 16; o > 0; o /= 2) {
+			sum += __shfl_xor_sync(0xffffffffu, sum, o);
+			tot += __shfl_xor_sync(0xffffffffu, tot, o);
+		}
+		double lse = log(sum);
+		for (i64 j = lane; j < classes; j += 32)
+			drow[j] = (float)(exp((double)(row[j] - mx) - lse) * inv) - (float)(inv * uni);
+		__syncwarp();
+		if (lane == 0) {
+			int l = labels[r];
+			drow[l] -= (float)(inv * (1 - eps));
+			acc += lse - (1 - eps) * (double)(row[l] - mx) - eps * tot / (double)classes;
+		}
+	}
+	if (lane == 0) wsum[warp] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double t = 0;
+		for (int w = 0; w < nwarps; w++) t += wsum[w];
+		*loss = (float)(t * inv);
+	}
+}
+
+// Max pooling over an input padded with pad pixels of -Inf (pad <= k/2: every window holds an
+// input pixel); arg is the maximum's index within its H*W plane, first wins.
+extern "C" __global__ void maxpool_pad_f32(float *y, int *arg, const float *x, i64 planes, i64 h, i64 w, i64 k,
+	i64 stride, i64 oh, i64 ow, i64 pad) {
+	GRID_STRIDE(i, planes * oh * ow) {
+		i64 ox = i % ow, oy = (i / ow) % oh, p = i / (ow * oh);
+		const float *plane = x + p * h * w;
+		i64 y0 = oy * stride - pad, x0 = ox * stride - pad;
+		i64 ky0 = y0 < 0 ? -y0 : 0, kx0 = x0 < 0 ? -x0 : 0;
+		i64 ky1 = h - y0 < k ? h - y0 : k, kx1 = w - x0 < k ? w - x0 : k;
+		i64 best = (y0 + ky0) * w + x0 + kx0;
+		for (i64 ky = ky0; ky < ky1; ky++)
+			for (i64 kx = kx0; kx < kx1; kx++) {
+				i64 j = (y0 + ky) * w + x0 + kx;
+				if (plane[j] > plane[best]) best = j;
+			}
+		y[i] = plane[best];
+		arg[i] = (int)best;
+	}
+}
+
+// Gather form: each input sums, in output order, the dy of the windows whose maximum it was.
+extern "C" __global__ void maxpool_pad_grad_f32(float *dx, const float *dy, const int *arg, i64 planes, i64 h, i64 w,
+	i64 k, i64 stride, i64 oh, i64 ow, i64 pad) {
+	GRID_STRIDE(i, planes * h * w) {
+		i64 j = i % (h * w), p = i / (h * w), iy = j / w + pad, ix = j % w + pad;
+		i64 oy0 = iy >= k ? (iy - k) / stride + 1 : 0, ox0 = ix >= k ? (ix - k) / stride + 1 : 0;
+		i64 oy1 = iy / stride < oh - 1 ? iy / stride : oh - 1, ox1 = ix / stride < ow - 1 ? ix / stride : ow - 1;
+		float acc = 0;
+		for (i64 oy = oy0; oy <= oy1; oy++)
+			for (i64 ox = ox0; ox <= ox1; ox++) {
+				i64 o = (p * oh + oy) * ow + ox;
+				if (arg[o] == j) acc += dy[o];
+			}
+		dx[i] = acc;
 	}
 }

@@ -20,9 +20,9 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
 // im2row writes the column-matrix row of kernel offset (ki, kj) for one input plane: dst[y*OutW+x]
-// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding.
-func im2row(dst, plane []float32, g ConvGeom, ki, kj int) {
-	oh, ow := g.OutH(), g.OutW()
+// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding. oh and ow are g.OutH()
+// and g.OutW(), computed once by the caller (two divisions per call were 8% of a ResNet step).
+func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		d := dst[y*ow : (y+1)*ow]
@@ -54,9 +54,8 @@ func im2row(dst, plane []float32, g ConvGeom, ki, kj int) {
 }
 
 // row2im adds a column-matrix row of kernel offset (ki, kj) back into one input plane's gradient,
-// the inverse of im2row.
-func row2im(plane, src []float32, g ConvGeom, ki, kj int) {
-	oh, ow := g.OutH(), g.OutW()
+// the inverse of im2row (oh, ow as there).
+func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		if iy < 0 || iy >= g.InH {
@@ -88,13 +87,13 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj int) {
 // im2col writes the batch's column matrix col [InC*KH*KW][N*OutH*OutW] from x. Each part owns
 // whole rows, which it writes front to back (sample after sample).
 func im2col(col, x []float32, g ConvGeom) {
-	cols := g.ColCols()
+	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
 	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
 	For(g.ColRows(), nc, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			c, ki, kj := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
 			for n := range g.N {
-				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj)
+				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj, oh, ow)
 			}
 		}
 	})
@@ -104,7 +103,7 @@ func im2col(col, x []float32, g ConvGeom) {
 // part owns whole input channels; an element's terms are added in kernel-offset order, whatever
 // the partition.
 func col2im(dx, col []float32, g ConvGeom) {
-	cols := g.ColCols()
+	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
 	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
 	For(g.InC, g.KH*g.KW*nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
@@ -115,7 +114,7 @@ func col2im(dx, col []float32, g ConvGeom) {
 				for kj := range g.KW {
 					r := (c*g.KH+ki)*g.KW + kj
 					for n := range g.N {
-						row2im(dx[n*in+c*hw:][:hw], col[r*nc+n*cols:][:cols], g, ki, kj)
+						row2im(dx[n*in+c*hw:][:hw], col[r*nc+n*cols:][:cols], g, ki, kj, oh, ow)
 					}
 				}
 			}
@@ -184,19 +183,20 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	col2im(dx, col, g)
 }
 
-// PoolGeom is the shape of a max pooling over NCHW data.
+// PoolGeom is the shape of a max pooling over NCHW data, with Pad pixels of -Inf on each side.
 type PoolGeom struct {
-	N, C, H, W, K, Stride int
+	N, C, H, W, K, Stride, Pad int
 }
 
 // OutH is the output height.
-func (g PoolGeom) OutH() int { return (g.H-g.K)/g.Stride + 1 }
+func (g PoolGeom) OutH() int { return (g.H+2*g.Pad-g.K)/g.Stride + 1 }
 
 // OutW is the output width.
-func (g PoolGeom) OutW() int { return (g.W-g.K)/g.Stride + 1 }
+func (g PoolGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
 
 // MaxPool2D writes each window's maximum to y and its position within the input plane to arg
-// (the first maximum on ties; NaN never wins over a number).
+// (the first maximum on ties; NaN never wins over a number). Padding never wins: every window
+// holds at least one input pixel when Pad <= K/2.
 func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()
 	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
@@ -204,11 +204,15 @@ func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 			plane := x[p*g.H*g.W : (p+1)*g.H*g.W]
 			yp, ap := y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow]
 			for oy := range oh {
+				y0 := oy*g.Stride - g.Pad
+				ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
 				for ox := range ow {
-					best := (oy*g.Stride)*g.W + ox*g.Stride
-					for ky := range g.K {
-						r := (oy*g.Stride+ky)*g.W + ox*g.Stride
-						for kx := range g.K {
+					x0 := ox*g.Stride - g.Pad
+					kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
+					best := (y0+ky0)*g.W + x0 + kx0
+					for ky := ky0; ky < ky1; ky++ {
+						r := (y0+ky)*g.W + x0
+						for kx := kx0; kx < kx1; kx++ {
 							if plane[r+kx] > plane[best] {
 								best = r + kx
 							}

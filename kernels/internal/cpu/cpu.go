@@ -176,10 +176,11 @@ func ReLUGrad(dx, dy, y []float32) {
 }
 
 // SoftmaxCrossEntropy computes, for logits [n][classes] and labels in [0,classes), the mean
-// cross-entropy loss (in float64) and writes dlogits = (softmax - onehot)/n. It uses the
+// cross-entropy loss (in float64) against the target q = (1-smoothing)*onehot + smoothing/classes
+// (label smoothing; 0 for plain one-hot targets) and writes dlogits = (softmax - q)/n. It uses the
 // max-subtracted log-sum-exp, so large logits neither overflow nor lose the loss. It returns the
 // index of the first sample whose label is out of range (and leaves dlogits partly written) or -1.
-func SoftmaxCrossEntropy(dlogits, logits []float32, labels []int32, n, classes int) (loss float64, bad int) {
+func SoftmaxCrossEntropy(dlogits, logits []float32, labels []int32, n, classes int, smoothing float32) (loss float64, bad int) {
 	for i := range n {
 		if l := labels[i]; l < 0 || int(l) >= classes {
 			return 0, i
@@ -187,6 +188,8 @@ func SoftmaxCrossEntropy(dlogits, logits []float32, labels []int32, n, classes i
 	}
 	losses := make([]float64, n)
 	inv := 1 / float64(n)
+	eps := float64(smoothing)
+	uni := eps / float64(classes)
 	For(n, 4*classes, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
 			row := logits[i*classes : (i+1)*classes]
@@ -206,8 +209,16 @@ func SoftmaxCrossEntropy(dlogits, logits []float32, labels []int32, n, classes i
 				drow[j] = float32(math.Exp(float64(v-mx)-lse) * inv)
 			}
 			l := labels[i]
-			drow[l] -= float32(inv)
-			losses[i] = lse - float64(row[l]-mx)
+			drow[l] -= float32(inv * (1 - eps))
+			losses[i] = lse - (1-eps)*float64(row[l]-mx)
+			if eps != 0 {
+				var mean float64
+				for j, v := range row {
+					drow[j] -= float32(inv * uni)
+					mean += float64(v - mx)
+				}
+				losses[i] -= eps * mean / float64(classes)
+			}
 		}
 	})
 	for _, v := range losses {

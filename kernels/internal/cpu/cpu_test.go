@@ -231,7 +231,7 @@ func TestSoftmaxCrossEntropy(t *testing.T) {
 				labels[i] = int32(r.IntN(tc.classes))
 			}
 			d := make([]float32, len(logits))
-			loss, bad := SoftmaxCrossEntropy(d, logits, labels, tc.n, tc.classes)
+			loss, bad := SoftmaxCrossEntropy(d, logits, labels, tc.n, tc.classes, 0)
 			if bad != -1 {
 				t.Fatalf("bad = %d; want -1", bad)
 			}
@@ -248,7 +248,7 @@ func TestSoftmaxCrossEntropy(t *testing.T) {
 	}
 	t.Run("label out of range", func(t *testing.T) {
 		d := make([]float32, 6)
-		if _, bad := SoftmaxCrossEntropy(d, make([]float32, 6), []int32{0, 3}, 2, 3); bad != 1 {
+		if _, bad := SoftmaxCrossEntropy(d, make([]float32, 6), []int32{0, 3}, 2, 3, 0); bad != 1 {
 			t.Fatalf("bad = %d; want 1", bad)
 		}
 	})
@@ -358,7 +358,10 @@ func pool64(x []float64, g PoolGeom) []float64 {
 				m := math.Inf(-1)
 				for i := range g.K {
 					for j := range g.K {
-						m = math.Max(m, x[p*g.H*g.W+(yy*g.Stride+i)*g.W+xx*g.Stride+j])
+						iy, ix := yy*g.Stride-g.Pad+i, xx*g.Stride-g.Pad+j
+						if iy >= 0 && iy < g.H && ix >= 0 && ix < g.W {
+							m = math.Max(m, x[p*g.H*g.W+iy*g.W+ix])
+						}
 					}
 				}
 				y[(p*oh+yy)*ow+xx] = m
@@ -376,6 +379,8 @@ func TestMaxPool2D(t *testing.T) {
 	}{
 		{"2x2", PoolGeom{N: 2, C: 3, H: 6, W: 8, K: 2, Stride: 2}},
 		{"3x3 stride 2 overlapping, odd edge", PoolGeom{N: 1, C: 2, H: 7, W: 6, K: 3, Stride: 2}},
+		{"3x3 stride 2 pad 1 (ResNet stem)", PoolGeom{N: 2, C: 2, H: 8, W: 7, K: 3, Stride: 2, Pad: 1}},
+		{"2x2 stride 1 pad 1", PoolGeom{N: 1, C: 1, H: 3, W: 4, K: 2, Stride: 1, Pad: 1}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			g := tc.g

@@ -1,0 +1,68 @@
+//go:build cuda
+
+package kernels_test
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+func bnCase(g kernels.BatchNorm) parityCase {
+	return parityCase{fmt.Sprintf("batch norm %+v", g), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x, gamma, beta := sd.f32(t, randF32(r, g.Len())), sd.f32(t, randF32(r, g.C)), sd.f32(t, randF32(r, g.C))
+		rm, rv := sd.f32(t, randF32(r, g.C)), sd.f32(t, make([]float32, g.C))
+		check(t, sd.ops.Fill(sd.s, rv, 2))
+		y, sm, si := f32Len(sd, t, g.Len()), f32Len(sd, t, g.C), f32Len(sd, t, g.C)
+		check(t, sd.ops.BatchNormTrain(sd.s, y, x, gamma, beta, rm, rv, sm, si, g))
+		dy := sd.f32(t, randF32(r, g.Len()))
+		dx, dg, db := f32Len(sd, t, g.Len()), f32Len(sd, t, g.C), f32Len(sd, t, g.C)
+		check(t, sd.ops.BatchNormBackward(sd.s, dx, dg, db, dy, x, gamma, sm, si, g))
+		dg2, db2 := f32Len(sd, t, g.C), f32Len(sd, t, g.C)
+		check(t, sd.ops.BatchNormBackward(sd.s, kernels.F32{}, dg2, db2, dy, x, gamma, sm, si, g))
+		ye := f32Len(sd, t, g.Len())
+		check(t, sd.ops.BatchNormEval(sd.s, ye, x, gamma, beta, rm, rv, g))
+		return []any{y, sm, si, rm, rv, dx, dg, db, dg2, db2, ye}
+	}}
+}
+
+func smoothLossCase(n, classes int, smoothing float32) parityCase {
+	return parityCase{fmt.Sprintf("label-smoothed cross-entropy %d x %d, %g", n, classes, smoothing), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x, y := sd.f32(t, randF32(r, n*classes)), sd.i32(t, randLabels(r, n, classes))
+		loss, dl := f32Len(sd, t, 1), f32Len(sd, t, n*classes)
+		check(t, sd.ops.SoftmaxCrossEntropySmooth(sd.s, loss, dl, x, y, n, classes, smoothing))
+		return []any{loss, dl}
+	}}
+}
+
+// nnParityCases are TestCUDAParity's cases for the classifier ops: the residual add and global
+// average pooling (same float order as the CPU: exact), padded max pooling (exact), batch norm and
+// the label-smoothed loss (reductions in another order: 1e-5 relative).
+func nnParityCases() []parityCase {
+	return []parityCase{
+		{"add", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const n = 100_003
+			x, y, z := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n)), f32Len(sd, t, n)
+			check(t, sd.ops.Add(sd.s, z, x, y))
+			check(t, sd.ops.Add(sd.s, x, x, y))
+			return []any{z, x}
+		}},
+		{"global average pool and grad", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const rows, inner = 8 * 64, 49
+			x, y := sd.f32(t, randF32(r, rows*inner)), f32Len(sd, t, rows)
+			check(t, sd.ops.GlobalAvgPool(sd.s, y, x, inner))
+			dx := f32Len(sd, t, rows*inner)
+			check(t, sd.ops.GlobalAvgPoolBackward(sd.s, dx, y, inner))
+			return []any{y, dx}
+		}},
+		bnCase(kernels.BatchNorm{N: 8, C: 16, HW: 49, Momentum: 0.1, Eps: 1e-5}),
+		bnCase(kernels.BatchNorm{N: 3, C: 5, HW: 1, Momentum: 0.3, Eps: 1e-3}),
+		bnCase(kernels.BatchNorm{N: 2, C: 3, HW: 1031, Momentum: 0.1, Eps: 1e-5}),
+		smoothLossCase(128, 10, 0.1),
+		smoothLossCase(33, 1000, 0.2),
+		poolCase(kernels.Pool2D{N: 2, C: 3, H: 16, W: 15, K: 3, Stride: 2, Pad: 1}),
+		poolCase(kernels.Pool2D{N: 1, C: 2, H: 5, W: 6, K: 2, Stride: 1, Pad: 1}),
+	}
+}

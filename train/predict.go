@@ -1,0 +1,112 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// Predictions are a model's outputs for a run of samples, in the order the data gave them.
+type Predictions struct {
+	// Classes is the number of logits per sample.
+	Classes int
+	// Logits are [Len][Classes], row-major.
+	Logits []float32
+	// Labels are the samples' labels as the data gave them.
+	Labels []int32
+	// Indices are the samples' dataset indices when the data gave them (loaders do), else nil.
+	Indices []int
+}
+
+// Len is the number of samples.
+func (p *Predictions) Len() int { return len(p.Labels) }
+
+// Class is sample i's predicted class: the index of its largest logit (the lowest on ties).
+func (p *Predictions) Class(i int) int {
+	row := p.Logits[i*p.Classes : (i+1)*p.Classes]
+	best := 0
+	for j, v := range row {
+		if v > row[best] {
+			best = j
+		}
+	}
+	return best
+}
+
+// Accuracy is the fraction of samples whose predicted class is their label (0 with no samples).
+func (p *Predictions) Accuracy() float64 {
+	if p.Len() == 0 {
+		return 0
+	}
+	ok := 0
+	for i, l := range p.Labels {
+		if p.Class(i) == int(l) {
+			ok++
+		}
+	}
+	return float64(ok) / float64(p.Len())
+}
+
+// Predict runs the model in evaluation mode (BatchNorm on its running statistics, no dropout)
+// over one pass of data (epoch 0 of it) and returns every sample's logits.
+func (t *Trainer) Predict(ctx context.Context, data Data) (*Predictions, error) {
+	mean, std := data.Normalization()
+	p := &Predictions{Classes: t.m.classes}
+	for b, err := range data.Batches(ctx, 0) {
+		if err != nil {
+			return nil, fmt.Errorf("train: predict: %w", err)
+		}
+		err := t.predictInto(p, b, mean, std)
+		if b.Release != nil {
+			b.Release()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("train: predict: %w", err)
+		}
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return p, nil
+}
+
+// PredictBatch returns the logits of one batch, its pixels normalized with mean and std (as
+// Data.Normalization gives them), in evaluation mode. The caller keeps ownership of b.
+func (t *Trainer) PredictBatch(b Batch, mean, std []float32) (*Predictions, error) {
+	p := &Predictions{Classes: t.m.classes}
+	if err := t.predictInto(p, b, mean, std); err != nil {
+		return nil, fmt.Errorf("train: predict: %w", err)
+	}
+	return p, nil
+}
+
+// predictInto appends b's logits and labels to p; it waits for the stream.
+func (t *Trainer) predictInto(p *Predictions, b Batch, mean, std []float32) error {
+	if err := t.validBatch(b); err != nil {
+		return err
+	}
+	base := len(p.Logits)
+	p.Logits = append(p.Logits, make([]float32, b.N*p.Classes)...)
+	p.Labels = append(p.Labels, make([]int32, b.N)...)
+	labels := p.Labels[len(p.Labels)-b.N:]
+	r := &run{ops: t.ops, s: t.s}
+	err := t.forwardChunks(r, b, mean, std, func(logits kernels.F32, _ Batch, lo int) error {
+		dst := p.Logits[base+lo*p.Classes : base+(lo+logits.Len/p.Classes)*p.Classes]
+		return t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), logits.Buf, 4*logits.Off)
+	})
+	if err != nil {
+		return err
+	}
+	if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), b.Labels.Buf, 4*b.Labels.Off); err != nil {
+		return err
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return err
+	}
+	if b.Indices != nil {
+		p.Indices = append(p.Indices, b.Indices...)
+	}
+	return nil
+}

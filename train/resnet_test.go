@@ -1,0 +1,213 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+	"testing"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// smallResNet has every new piece: BatchNorm, a strided block with a projection shortcut, an
+// identity block, global average pooling.
+func smallResNet(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("small-resnet", img8, 10,
+		Conv2d(1, 4, 3, 1, NoBias()), BatchNorm2d(4), ReLU(),
+		Residual([]Layer{Conv2d(4, 8, 3, 1, Stride(2), NoBias()), BatchNorm2d(8), ReLU(), Conv2d(8, 8, 3, 1, NoBias()), BatchNorm2d(8)},
+			[]Layer{Conv2d(4, 8, 1, 0, Stride(2), NoBias()), BatchNorm2d(8)}),
+		ReLU(),
+		Residual([]Layer{Conv2d(8, 8, 3, 1), BatchNorm2d(8)}, nil), ReLU(),
+		GlobalAvgPool(), Linear(8, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func readF32(t testing.TB, tr *Trainer, v kernels.F32) []float32 {
+	t.Helper()
+	host := make([]float32, v.Len)
+	if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return host
+}
+
+// lossAndGrad runs a training-mode forward and backward pass on b without updating the weights
+// and returns the loss.
+func lossAndGrad(t testing.TB, tr *Trainer, b Batch, mean, std []float32) float64 {
+	t.Helper()
+	m := tr.m
+	if err := tr.checkBatch(b); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{ops: tr.ops, s: tr.s, train: true}
+	if err := tr.ops.NormalizeU8(tr.s, m.input.Slice(0, b.N*m.in.Len()), b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
+		t.Fatal(err)
+	}
+	logits, err := m.forward(r, b.N, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := tr.ops.SoftmaxCrossEntropy(tr.s, m.loss, m.dlogits.Slice(0, b.N*m.classes), logits, b.Labels, b.N, m.classes); err != nil {
+		t.Fatal(err)
+	}
+	if err := m.backward(r, b.N); err != nil {
+		t.Fatal(err)
+	}
+	return float64(readF32(t, tr, m.loss)[0])
+}
+
+// TestModelGradients checks the backward pass through BatchNorm (training statistics), residual
+// blocks (strided projection and identity), global average pooling and bias-free strided
+// convolutions against central differences of the loss, for a sample of every parameter.
+func TestModelGradients(t *testing.T) {
+	f := newFixture(t, 16)
+	tr, err := New(smallResNet(t), f.dev, SGD{LR: 0.1}, Config{Seed: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	mean, std := f.train.Normalization()
+	for b, err := range f.train.Batches(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		lossAndGrad(t, tr, b, mean, std)
+		for _, p := range tr.m.params {
+			grad := readF32(t, tr, p.G)
+			w := readF32(t, tr, p.W)
+			for _, i := range []int{0, len(w) / 2, len(w) - 1} {
+				const h float32 = 1e-3 // small: a larger step carries ReLU kinks into the difference
+				at := func(v float32) float64 {
+					w[i] = v
+					if err := upload(tr.s, p.W, slices.Clone(w)); err != nil {
+						t.Fatal(err)
+					}
+					return lossAndGrad(t, tr, b, mean, std)
+				}
+				old := w[i]
+				num := (at(old+h) - at(old-h)) / float64(2*h)
+				at(old)
+				if d := math.Abs(num - float64(grad[i])); d > 2e-3+0.05*math.Abs(num) {
+					t.Errorf("%s[%d]: gradient %v; finite differences %v", p.Name, i, grad[i], num)
+				}
+			}
+		}
+		break
+	}
+}
+
+func TestResNets(t *testing.T) {
+	for _, tc := range []struct {
+		name    string
+		in      Shape
+		classes int
+		params  int // torchvision's count, or He et al.'s with projection shortcuts
+		first   string
+	}{
+		{"resnet18", Shape{C: 3, H: 224, W: 224}, 1000, 11689512, "conv1.weight [64 3 7 7]"},
+		{"resnet50", Shape{C: 3, H: 224, W: 224}, 1000, 25557032, "conv1.weight [64 3 7 7]"},
+		{"resnet18", Shape{C: 3, H: 32, W: 32}, 10, 11689512 - 64*3*(49-9) - 513*990, "conv1.weight [64 3 3 3]"},
+		// stem 432+32; stage 1: 3x(2x2304+64); stage 2: 4608+64+9216+64+512+64 then 2x(2x9216+128);
+		// stage 3: 18432+128+36864+128+2048+128 then 2x(2x36864+256); fc 650.
+		{"resnet20", Shape{C: 3, H: 32, W: 32}, 10, 272474, "conv1.weight [16 3 3 3]"},
+		{"resnet8", Shape{C: 1, H: 28, W: 28}, 10, 0, "conv1.weight [16 1 3 3]"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := NewModel(tc.name, tc.in, tc.classes)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if tc.params != 0 && m.NumParams() != tc.params {
+				t.Errorf("NumParams = %d; want %d", m.NumParams(), tc.params)
+			}
+			p0 := m.params[0]
+			if got := fmt.Sprint(p0.Name, " ", p0.Shape); got != tc.first {
+				t.Errorf("first tensor %q; want %q", got, tc.first)
+			}
+			names := map[string]bool{}
+			for _, p := range m.tensors() {
+				if names[p.Name] {
+					t.Fatalf("tensor name %s twice", p.Name)
+				}
+				names[p.Name] = true
+			}
+			for _, want := range []string{"bn1.running_var", "layer1.0.conv1.weight", "layer3.0.downsample.1.running_mean", "fc.weight", "fc.bias"} {
+				if !names[want] {
+					t.Errorf("no tensor %s", want)
+				}
+			}
+		})
+	}
+}
+
+// TestPredict: Predict's classes give Evaluate's accuracy (both in evaluation mode, on the
+// running statistics), the logits of a batch do not depend on its neighbours (no batch statistics
+// at evaluation), and PredictBatch agrees with Predict.
+func TestPredict(t *testing.T) {
+	f := newFixture(t, 600)
+	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 2, LabelSmoothing: 0.1})
+	ctx := context.Background()
+	acc, err := tr.Evaluate(ctx, f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := tr.Predict(ctx, f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if p.Len() != 200 || len(p.Logits) != 200*10 || p.Classes != 10 {
+		t.Fatalf("Predict: %d samples, %d logits, %d classes; want 200, 2000, 10", p.Len(), len(p.Logits), p.Classes)
+	}
+	if got := p.Accuracy(); got != acc || acc < 0.5 {
+		t.Fatalf("Predict accuracy %v, Evaluate %v; want equal and >= 0.5 (chance is 0.1)", got, acc)
+	}
+	for i, l := range p.Labels {
+		if l != f.test.labels[i] {
+			t.Fatalf("label %d = %d; want %d (data order)", i, l, f.test.labels[i])
+		}
+	}
+	mean, std := f.test.Normalization()
+	for b, err := range f.test.Batches(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		one := Batch{Images: b.Images.Slice(b.Shape.Len(), 2*b.Shape.Len()), Labels: b.Labels.Slice(1, 2), N: 1, Shape: b.Shape}
+		q, err := tr.PredictBatch(one, mean, std)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for j := range 10 {
+			if d := math.Abs(float64(q.Logits[j] - p.Logits[10+j])); d > 1e-5 {
+				t.Fatalf("sample 1 alone: logit %d = %v; in its batch %v", j, q.Logits[j], p.Logits[10+j])
+			}
+		}
+		break
+	}
+}
+
+func TestConfigRefused(t *testing.T) {
+	dev := openCPU(t)
+	for _, cfg := range []Config{{LabelSmoothing: 1}, {LabelSmoothing: -0.1}, {Precision: BF16}, {Precision: FP16}, {Precision: "fp8"}} {
+		tr, err := New(smallResNet(t), dev, SGD{LR: 0.1}, cfg)
+		if !errors.Is(err, ErrConfig) {
+			if tr != nil {
+				tr.Close()
+			}
+			t.Fatalf("New with %+v: error %v; want ErrConfig", cfg, err)
+		}
+	}
+	if _, err := New(smallResNet(t), dev, SGD{LR: 0.1}, Config{Precision: BF16}); err == nil || !strings.Contains(err.Error(), "cpu backend computes in fp32 only") {
+		t.Fatalf("bf16 on the CPU: error %v; want it to say the CPU backend computes in fp32 only", err)
+	}
+}
