@@ -445,7 +445,6 @@ func TestCUDAFeederKernel(t *testing.T) {
 		for k := range mem {
 			mem[k] = byte(i*7 + k%3)
 		}
-		check(t, slot.Ready())
 		b, err := f.Feed(ctx, slot, gpu.Region{Off: 0, Len: size})
 		if err != nil {
 			t.Fatal(err)

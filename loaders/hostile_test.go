@@ -297,6 +297,27 @@ func TestShardIndexChecks(t *testing.T) {
 			t.Errorf("index listing a shard twice: %v (%v); want ErrCorrupt, not a dataset read twice", err, ds)
 		}
 	})
+	t.Run("shard in a subfolder", func(t *testing.T) {
+		// The index's promises hold wherever the shard lies, not only next to the index.
+		dir, shards := pack(t)
+		os.Mkdir(filepath.Join(dir, "sub"), 0o755)
+		if err := os.Rename(shards[0], filepath.Join(dir, "sub", filepath.Base(shards[0]))); err != nil {
+			t.Fatal(err)
+		}
+		editIndex(t, dir, func(ix *shardIndex) {
+			ix.ShardList[0].URL = "sub/" + ix.ShardList[0].URL
+			ix.ShardList[0].NSamples = 4
+		})
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 samples, index.json says 4") {
+			t.Errorf("subfolder shard with fewer samples than its index entry: %v; want ErrCorrupt", err)
+		}
+		editIndex(t, dir, func(ix *shardIndex) { ix.ShardList[0].NSamples = 3 })
+		ds, err := Open("shards:"+dir, "train")
+		if err != nil || ds.Len() != 7 {
+			t.Fatalf("subfolder shard matching its entry: %v; want 7 samples", err)
+		}
+		ds.(*Shards).Close()
+	})
 	t.Run("no shards", func(t *testing.T) {
 		dir, _ := pack(t)
 		editIndex(t, dir, func(ix *shardIndex) { ix.ShardList = nil })

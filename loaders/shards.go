@@ -302,7 +302,7 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Sh
 	s := &Shards{name: name, paths: paths, remote: rs}
 	idx := map[string]*shardIndex{} // by folder; nil when it has none
 	for i, p := range paths {
-		if err := s.scan(ctx, i, p, idx); err != nil {
+		if err := s.scan(ctx, i, p, src.nsamples[i], idx); err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
 		}
@@ -326,21 +326,21 @@ func OpenShardIndex(path string) (*Shards, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, IndexName)
 	}
-	ix, err := readShardIndex(path)
+	ctx := context.Background()
+	src, err := listIndexShards(ctx, path)
 	if err != nil {
-		return nil, fmt.Errorf("loaders: shards %s: %w", path, err)
+		return nil, err
 	}
-	paths := make([]string, len(ix.ShardList))
-	for i, e := range ix.ShardList {
-		paths[i] = filepath.Join(filepath.Dir(path), filepath.FromSlash(e.URL))
-	}
-	return OpenShards(filepath.Dir(path), paths)
+	return Opener{}.openShards(ctx, filepath.Dir(path), src)
 }
 
-func (s *Shards) scan(ctx context.Context, shard int, path string, idx map[string]*shardIndex) error {
+func (s *Shards) scan(ctx context.Context, shard int, path string, listed int, idx map[string]*shardIndex) error {
 	fh, want, err := s.open(ctx, shard, path, idx)
 	if err != nil {
 		return err
+	}
+	if listed >= 0 {
+		want = listed // the index that named this shard, wherever the shard lies
 	}
 	var magic [4]byte
 	n, _ := io.ReadFull(fh, magic[:])
