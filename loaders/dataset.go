@@ -52,10 +52,10 @@ type Dataset interface {
 	Sample(ctx context.Context, i int) (Sample, error)
 }
 
-// Stream is a source that cannot seek (a tar shard read from a pipe, a network stream). Next
-// returns the next sample, or an error wrapping io.EOF once the stream is exhausted. A Stream is
+// SampleStream is a source that cannot seek (a tar shard read from a pipe, a network stream). Next
+// returns the next sample, or an error wrapping io.EOF once the stream is exhausted. A SampleStream is
 // used by one goroutine at a time. Close releases what it holds; it may be called at any point.
-type Stream interface {
+type SampleStream interface {
 	Next(ctx context.Context) (Sample, error)
 	Close() error
 }

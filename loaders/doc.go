@@ -39,7 +39,7 @@
 // # Concurrency
 //
 // Datasets in this package are safe for concurrent Sample calls once opened. A ShardStream and a
-// ShardWriter are used by one goroutine at a time, and so is every Stream a stream Loader opens
+// ShardWriter are used by one goroutine at a time, and so is every SampleStream a stream Loader opens
 // (its source stage reads them). Samplers are called from the goroutine that iterates the epoch. A Loader iterates one
 // epoch at a time; every goroutine an epoch starts has exited when its iteration returns (at the
 // end, on error, on cancellation or when the loop breaks).

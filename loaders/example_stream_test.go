@@ -19,7 +19,7 @@ type ticks struct{}
 
 func (ticks) Parts() int { return 2 }
 
-func (ticks) Open(_ context.Context, part int) (loaders.Stream, error) {
+func (ticks) Open(_ context.Context, part int) (loaders.SampleStream, error) {
 	return &tickStream{part: part}, nil
 }
 

@@ -528,7 +528,7 @@ type ShardStream struct {
 	data    map[string][]byte
 }
 
-var _ Stream = (*ShardStream)(nil)
+var _ SampleStream = (*ShardStream)(nil)
 
 // NewShardStream returns a stream over the shard files in paths (local paths or URLs, each read
 // by one streaming request), read in that order. Nothing is opened before the first Next.

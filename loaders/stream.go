@@ -21,8 +21,8 @@ import (
 type StreamSource interface {
 	// Parts is the number of parts (at least 1).
 	Parts() int
-	// Open returns a Stream over part i, 0 <= i < Parts(), from its beginning. The Loader closes it.
-	Open(ctx context.Context, part int) (Stream, error)
+	// Open returns a SampleStream over part i, 0 <= i < Parts(), from its beginning. The Loader closes it.
+	Open(ctx context.Context, part int) (SampleStream, error)
 }
 
 // SizedSource is implemented by a StreamSource that knows how many samples each part holds
@@ -60,7 +60,7 @@ func (s *shardSource) Parts() int { return len(s.paths) }
 
 func (s *shardSource) PartLens() []int { return s.lens }
 
-func (s *shardSource) Open(_ context.Context, part int) (Stream, error) {
+func (s *shardSource) Open(_ context.Context, part int) (SampleStream, error) {
 	return NewShardStream(s.paths[part : part+1]), nil
 }
 
@@ -103,7 +103,7 @@ type streamReader struct {
 
 	parts []int // the epoch's part order
 	next  int   // next entry of parts to open
-	cur   Stream
+	cur   SampleStream
 	read  int // samples read from the stream: the next one's position
 	ended bool
 	// lens are the parts' sample counts when the source knows them (inPart counts the current

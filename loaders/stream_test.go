@@ -27,7 +27,7 @@ type memSource struct {
 func (m *memSource) Parts() int { return len(m.parts) }
 func (m *memSource) Info() Info { return m.info }
 
-func (m *memSource) Open(_ context.Context, part int) (Stream, error) {
+func (m *memSource) Open(_ context.Context, part int) (SampleStream, error) {
 	return &memStream{samples: m.parts[part], part: part}, nil
 }
 
@@ -411,13 +411,13 @@ var errBroken = errors.New("connection reset")
 // failingSource breaks after 6 samples.
 type failingSource struct{ *memSource }
 
-func (f failingSource) Open(ctx context.Context, part int) (Stream, error) {
+func (f failingSource) Open(ctx context.Context, part int) (SampleStream, error) {
 	st, _ := f.memSource.Open(ctx, part)
-	return &failingStream{Stream: st}, nil
+	return &failingStream{SampleStream: st}, nil
 }
 
 type failingStream struct {
-	Stream
+	SampleStream
 	n int
 }
 
@@ -425,7 +425,7 @@ func (f *failingStream) Next(ctx context.Context) (Sample, error) {
 	if f.n++; f.n > 6 {
 		return Sample{}, errBroken
 	}
-	return f.Stream.Next(ctx)
+	return f.SampleStream.Next(ctx)
 }
 
 // TestStreamBadSample: a sample of a stream that cannot be decoded is named by its position and

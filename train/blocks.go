@@ -7,7 +7,7 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// ---- BatchNorm2d ----
+// ---- BatchNorm2D ----
 
 type batchNorm struct {
 	c                 int
@@ -18,12 +18,12 @@ type batchNorm struct {
 	momentum, eps     float32
 }
 
-// BatchNorm2d normalizes each of c channels of [C H W] inputs as PyTorch's nn.BatchNorm2d(c):
+// BatchNorm2D normalizes each of c channels of [C H W] inputs as PyTorch's nn.BatchNorm2d(c):
 // while training, with the batch's mean and variance over samples and pixels, moving running
 // estimates with momentum 0.1; in evaluation, with the running estimates; then scales and shifts
 // by a learned weight (initially 1) and bias (initially 0), which get no weight decay. The
 // running statistics are checkpointed and exported with the weights.
-func BatchNorm2d(c int) Layer { return &batchNorm{c: c, momentum: 0.1, eps: 1e-5} }
+func BatchNorm2D(c int) Layer { return &batchNorm{c: c, momentum: 0.1, eps: 1e-5} }
 
 func (l *batchNorm) String() string { return fmt.Sprintf("batchnorm %d", l.c) }
 
@@ -137,7 +137,7 @@ type residual struct {
 // same shape. A block is a Layer, so blocks chain in Sequential like any other layer; a ResNet's
 // basic block is
 //
-//	Residual([]Layer{Conv2d(c, c, 3, 1, NoBias()), BatchNorm2d(c), ReLU(), Conv2d(c, c, 3, 1, NoBias()), BatchNorm2d(c)}, nil),
+//	Residual([]Layer{Conv2D(c, c, 3, 1, NoBias()), BatchNorm2D(c), ReLU(), Conv2D(c, c, 3, 1, NoBias()), BatchNorm2D(c)}, nil),
 //	ReLU(),
 //
 // The weights of the layers inside a block are He-initialized (they feed a ReLU, through

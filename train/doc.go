@@ -1,5 +1,5 @@
-// Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2d, ReLU,
-// MaxPool2d, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
+// Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2D, ReLU,
+// MaxPool2D, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
 // cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
 // schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
 //

@@ -54,16 +54,16 @@ func ExampleTrainer_Fit() {
 func ExampleResidual() {
 	block := func(in, out, stride int) []Layer {
 		main := []Layer{
-			Conv2d(in, out, 3, 1, Stride(stride), NoBias()), BatchNorm2d(out), ReLU(),
-			Conv2d(out, out, 3, 1, NoBias()), BatchNorm2d(out),
+			Conv2D(in, out, 3, 1, Stride(stride), NoBias()), BatchNorm2D(out), ReLU(),
+			Conv2D(out, out, 3, 1, NoBias()), BatchNorm2D(out),
 		}
 		var shortcut []Layer // identity
 		if stride != 1 || in != out {
-			shortcut = []Layer{Conv2d(in, out, 1, 0, Stride(stride), NoBias()), BatchNorm2d(out)}
+			shortcut = []Layer{Conv2D(in, out, 1, 0, Stride(stride), NoBias()), BatchNorm2D(out)}
 		}
 		return []Layer{Residual(main, shortcut), ReLU()}
 	}
-	layers := []Layer{Conv2d(3, 16, 3, 1, NoBias()), BatchNorm2d(16), ReLU()}
+	layers := []Layer{Conv2D(3, 16, 3, 1, NoBias()), BatchNorm2D(16), ReLU()}
 	layers = append(layers, block(16, 32, 2)...)
 	layers = append(layers, block(32, 32, 1)...)
 	layers = append(layers, GlobalAvgPool(), Linear(32, 10))

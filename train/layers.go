@@ -14,7 +14,7 @@ import (
 type Param struct {
 	// Name identifies the tensor in checkpoints: "<layer index>.<layer>.weight" or ".bias".
 	Name string
-	// Shape is the tensor's shape (Linear weight [out in], Conv2d weight [outC inC kh kw]).
+	// Shape is the tensor's shape (Linear weight [out in], Conv2D weight [outC inC kh kw]).
 	Shape []int
 	W, G  kernels.F32
 
@@ -67,7 +67,7 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 	}
 }
 
-// Layer is one stage of a Sequential model. Layers are made by Linear, Conv2d, ReLU, MaxPool2d,
+// Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
 // Flatten and Dropout; a Layer value belongs to one model.
 type Layer interface {
 	// String describes the layer ("linear 784->512").
@@ -194,7 +194,7 @@ func (l *linear) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F
 	return dx, r.ops.Gemm(r.s, false, false, n, l.in, l.out, 1, dy, l.w.W, 0, dx)
 }
 
-// ---- Conv2d ----
+// ---- Conv2D ----
 
 type conv2d struct {
 	inC, outC, k, pad, stride int
@@ -204,19 +204,19 @@ type conv2d struct {
 	y, dx, ws                 kernels.F32
 }
 
-// ConvOption changes a Conv2d from its defaults (stride 1, with a bias).
+// ConvOption changes a Conv2D from its defaults (stride 1, with a bias).
 type ConvOption func(*conv2d)
 
 // Stride makes the convolution step s pixels (output (H+2*pad-k)/s + 1, as PyTorch's).
 func Stride(s int) ConvOption { return func(l *conv2d) { l.stride = s } }
 
-// NoBias leaves out the bias (a convolution followed by BatchNorm2d needs none).
+// NoBias leaves out the bias (a convolution followed by BatchNorm2D needs none).
 func NoBias() ConvOption { return func(l *conv2d) { l.noBias = true } }
 
-// Conv2d is a 2-D convolution with outC filters of k×k over inC input channels, zero padding pad
+// Conv2D is a 2-D convolution with outC filters of k×k over inC input channels, zero padding pad
 // on each side, stride 1 and a bias per filter unless opts say otherwise. Input and output are
 // [C H W] per sample.
-func Conv2d(inC, outC, k, pad int, opts ...ConvOption) Layer {
+func Conv2D(inC, outC, k, pad int, opts ...ConvOption) Layer {
 	l := &conv2d{inC: inC, outC: outC, k: k, pad: pad, stride: 1}
 	for _, o := range opts {
 		o(l)
@@ -338,7 +338,7 @@ func (l *relu) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32
 	return dx, r.ops.ReLUGrad(r.s, dx, dy, l.last)
 }
 
-// ---- MaxPool2d ----
+// ---- MaxPool2D ----
 
 type maxPool struct {
 	k, stride, pad int
@@ -347,9 +347,9 @@ type maxPool struct {
 	arg            kernels.I32
 }
 
-// MaxPool2d takes the maximum of each k×k window, stride k (a partial window at the edge is
+// MaxPool2D takes the maximum of each k×k window, stride k (a partial window at the edge is
 // dropped, as in PyTorch). Input and output are [C H W] per sample.
-func MaxPool2d(k int) Layer { return &maxPool{k: k, stride: k} }
+func MaxPool2D(k int) Layer { return &maxPool{k: k, stride: k} }
 
 func (l *maxPool) String() string {
 	s := fmt.Sprintf("maxpool %dx%d", l.k, l.k)

@@ -74,8 +74,8 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 	case "cnn":
 		h, w := in.H/4, in.W/4
 		return Sequential(name, in, classes,
-			Conv2d(in.C, 32, 5, 2), ReLU(), MaxPool2d(2),
-			Conv2d(32, 64, 5, 2), ReLU(), MaxPool2d(2),
+			Conv2D(in.C, 32, 5, 2), ReLU(), MaxPool2D(2),
+			Conv2D(32, 64, 5, 2), ReLU(), MaxPool2D(2),
 			Flatten(), Linear(64*h*w, 128), ReLU(), Linear(128, classes))
 	case "resnet8":
 		return cifarResNet(name, in, classes, 1)

@@ -18,7 +18,7 @@ func (b *netBuilder) add(name string, l Layer) {
 
 // convBN appends to main the layers of conv k×k (no bias) then BatchNorm, with their names.
 func convBN(main *[]Layer, names *[]string, prefix string, i, inC, outC, k, stride int) {
-	*main = append(*main, Conv2d(inC, outC, k, k/2, Stride(stride), NoBias()), BatchNorm2d(outC))
+	*main = append(*main, Conv2D(inC, outC, k, k/2, Stride(stride), NoBias()), BatchNorm2D(outC))
 	*names = append(*names, fmt.Sprintf("%sconv%d", prefix, i), fmt.Sprintf("%sbn%d", prefix, i))
 }
 
@@ -44,7 +44,7 @@ func (b *netBuilder) block(name string, inC, width, stride int, bottleneck bool)
 	}
 	var short []Layer
 	if stride != 1 || inC != outC {
-		short = []Layer{Conv2d(inC, outC, 1, 0, Stride(stride), NoBias()), BatchNorm2d(outC)}
+		short = []Layer{Conv2D(inC, outC, 1, 0, Stride(stride), NoBias()), BatchNorm2D(outC)}
 		b.names = append(b.names, p+"downsample.0", p+"downsample.1")
 	}
 	b.layers = append(b.layers, Residual(main, short), ReLU())
@@ -53,8 +53,8 @@ func (b *netBuilder) block(name string, inC, width, stride int, bottleneck bool)
 
 // stem appends conv1 - bn1 - relu.
 func (b *netBuilder) stem(inC, outC, k, stride int) {
-	b.add("conv1", Conv2d(inC, outC, k, k/2, Stride(stride), NoBias()))
-	b.add("bn1", BatchNorm2d(outC))
+	b.add("conv1", Conv2D(inC, outC, k, k/2, Stride(stride), NoBias()))
+	b.add("bn1", BatchNorm2D(outC))
 	b.add("", ReLU())
 }
 

@@ -18,11 +18,11 @@ import (
 func smallResNet(t testing.TB) *Model {
 	t.Helper()
 	m, err := Sequential("small-resnet", img8, 10,
-		Conv2d(1, 4, 3, 1, NoBias()), BatchNorm2d(4), ReLU(),
-		Residual([]Layer{Conv2d(4, 8, 3, 1, Stride(2), NoBias()), BatchNorm2d(8), ReLU(), Conv2d(8, 8, 3, 1, NoBias()), BatchNorm2d(8)},
-			[]Layer{Conv2d(4, 8, 1, 0, Stride(2), NoBias()), BatchNorm2d(8)}),
+		Conv2D(1, 4, 3, 1, NoBias()), BatchNorm2D(4), ReLU(),
+		Residual([]Layer{Conv2D(4, 8, 3, 1, Stride(2), NoBias()), BatchNorm2D(8), ReLU(), Conv2D(8, 8, 3, 1, NoBias()), BatchNorm2D(8)},
+			[]Layer{Conv2D(4, 8, 1, 0, Stride(2), NoBias()), BatchNorm2D(8)}),
 		ReLU(),
-		Residual([]Layer{Conv2d(8, 8, 3, 1), BatchNorm2d(8)}, nil), ReLU(),
+		Residual([]Layer{Conv2D(8, 8, 3, 1), BatchNorm2D(8)}, nil), ReLU(),
 		GlobalAvgPool(), Linear(8, 10))
 	if err != nil {
 		t.Fatal(err)

@@ -16,7 +16,7 @@ type memoryStream struct{ ds *loaders.Memory }
 func (m memoryStream) Parts() int         { return 1 }
 func (m memoryStream) Info() loaders.Info { return m.ds.Info() }
 
-func (m memoryStream) Open(context.Context, int) (loaders.Stream, error) {
+func (m memoryStream) Open(context.Context, int) (loaders.SampleStream, error) {
 	return &memoryStreamPart{ds: m.ds}, nil
 }
 

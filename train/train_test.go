@@ -40,7 +40,7 @@ func smallMLP(t testing.TB) *Model {
 
 func smallCNN(t testing.TB) *Model {
 	t.Helper()
-	m, err := Sequential("small-cnn", img8, 10, Conv2d(1, 4, 3, 1), ReLU(), MaxPool2d(2), Flatten(), Linear(64, 10))
+	m, err := Sequential("small-cnn", img8, 10, Conv2D(1, 4, 3, 1), ReLU(), MaxPool2D(2), Flatten(), Linear(64, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -123,8 +123,8 @@ func TestNewModel(t *testing.T) {
 	if _, err := Sequential("bad", mnist, 10, Flatten(), Linear(100, 10)); !errors.Is(err, ErrModel) {
 		t.Fatalf("Sequential with a misfit Linear error = %v; want ErrModel", err)
 	}
-	if _, err := Sequential("bad", mnist, 10, Conv2d(3, 4, 3, 1)); !errors.Is(err, ErrModel) {
-		t.Fatalf("Sequential with a misfit Conv2d error = %v; want ErrModel", err)
+	if _, err := Sequential("bad", mnist, 10, Conv2D(3, 4, 3, 1)); !errors.Is(err, ErrModel) {
+		t.Fatalf("Sequential with a misfit Conv2D error = %v; want ErrModel", err)
 	}
 }
 

@@ -38,7 +38,7 @@ func (records) Info() loaders.Info {
 	return loaders.Info{Name: "records", NumClasses: 4, Shape: transforms.Shape{C: 1, H: 2, W: 2}}
 }
 
-func (records) Open(_ context.Context, part int) (loaders.Stream, error) {
+func (records) Open(_ context.Context, part int) (loaders.SampleStream, error) {
 	return &recordStream{part: part}, nil
 }
 
