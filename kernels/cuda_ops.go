@@ -52,7 +52,7 @@ var cudaKernels = []string{
 	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
 	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
-	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32", "softmax_ce_smooth_f32",
+	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
 	"maxpool_pad_f32", "maxpool_pad_grad_f32",
 }
 

@@ -24,8 +24,8 @@ func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits
 	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, smoothing)
 }
 
-// softmaxCrossEntropy is both losses: softmax_ce_f32 for one-hot targets, softmax_ce_smooth_f32
-// for smoothed ones.
+// softmaxCrossEntropy is both losses: one kernel, softmax_ce_f32, whose smoothing 0 gives one-hot
+// targets bit for bit.
 func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
 	const op = "softmax cross-entropy"
 	s, e0 := o.stream(op, gs)
@@ -40,11 +40,7 @@ func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, 
 	if n == 0 {
 		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
 	}
-	args := []uint64{parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes)}
-	if smoothing == 0 {
-		return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, args...)
-	}
-	return o.launchChecked(gs, s, op, "softmax_ce_smooth_f32", n, classes, append(args, farg(smoothing))...)
+	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes), farg(smoothing))
 }
 
 // bnPtrs resolves the views of a batch norm: the first full are [N][C][HW] tensors, the others

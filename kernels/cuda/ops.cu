@@ -87,49 +87,6 @@ __device__ void report_bad(int *bad, int row, const int *labels) {
 	}
 }
 
-// Launched as one block of 1024 threads: warp w handles rows w, w+32, ...; each warp's loss
-// is summed in row order, then the warps in warp order.
-extern "C" __global__ void softmax_ce_f32(float *loss, float *dlogits, const float *logits, const int *labels,
-	i64 n, i64 classes, int *bad) {
-	__shared__ double wsum[32];
-	__shared__ int sbad;
-	if (threadIdx.x == 0) sbad = (int)n;
-	__syncthreads();
-	flag_labels(&sbad, labels, n, classes);
-	__syncthreads();
-	if (sbad < n) {
-		report_bad(bad, sbad, labels);
-		return;
-	}
-	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
-	double inv = 1.0 / (double)n, acc = 0;
-	for (i64 r = warp; r < n; r += nwarps) {
-		const float *row = logits + r * classes;
-		float *drow = dlogits + r * classes;
-		float mx = row[0];
-		for (i64 j = lane; j < classes; j += 32) mx = fmaxf(mx, row[j]);
-		for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-		double sum = 0;
-		for (i64 j = lane; j < classes; j += 32) sum += exp((double)(row[j] - mx));
-		for (int o = 16; o > 0; o /= 2) sum += __shfl_xor_sync(0xffffffffu, sum, o);
-		double lse = log(sum);
-		for (i64 j = lane; j < classes; j += 32) drow[j] = (float)(exp((double)(row[j] - mx) - lse) * inv);
-		__syncwarp();
-		if (lane == 0) {
-			int l = labels[r];
-			drow[l] -= (float)inv;
-			acc += lse - (double)(row[l] - mx);
-		}
-	}
-	if (lane == 0) wsum[warp] = acc;
-	__syncthreads();
-	if (threadIdx.x == 0) {
-		double t = 0;
-		for (int w = 0; w < nwarps; w++) t += wsum[w];
-		*loss = (float)(t * inv);
-	}
-}
-
 __device__ int row_argmax(const float *row, i64 classes) {
 	int best = 0;
 	for (i64 j = 1; j < classes; j++)
@@ -405,8 +362,10 @@ extern "C" __global__ void gap_grad_f32(float *dx, const float *dy, i64 rows, i6
 	GRID_STRIDE(i, rows * inner) dx[i] = dy[i / inner] * inv;
 }
 
-// softmax_ce_f32 against the targets (1-eps)*onehot + eps/classes; same layout and order.
-extern "C" __global__ void softmax_ce_smooth_f32(float *loss, float *dlogits, const float *logits, const int *labels,
+// Launched as one block of 1024 threads: warp w handles rows w, w+32, ...; each warp's loss
+// is summed in row order, then the warps in warp order.
+// The targets are (1-smoothing)*onehot + smoothing/classes (smoothing 0: one-hot).
+extern "C" __global__ void softmax_ce_f32(float *loss, float *dlogits, const float *logits, const int *labels,
 	i64 n, i64 classes, double smoothing, int *bad) {
 	__shared__ double wsum[32];
 	__shared__ int sbad;
