@@ -171,6 +171,36 @@ func TestReLU(t *testing.T) {
 	closeTo(t, "ReLUGrad", dx, numGrad(to64(x), f), 1e-4)
 }
 
+// TestReLUSpecial holds the branch-free ReLU and ReLUGrad to the plain definitions (x > 0 ? x : 0
+// and y > 0 ? dy : 0) bit for bit, on the values where a bit trick could go wrong.
+func TestReLUSpecial(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	x := []float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1, -1,
+		math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32,
+		math.Float32frombits(0x7f7fffff), math.Float32frombits(0x7f800001), math.Float32frombits(0xff800001)}
+	y := make([]float32, len(x))
+	ReLU(y, x)
+	dy := make([]float32, len(x))
+	for i := range dy {
+		dy[i] = float32(i) + 0.5
+	}
+	dx := make([]float32, len(x))
+	ReLUGrad(dx, dy, x)
+	for i, v := range x {
+		want, wantDx := float32(0), float32(0)
+		if v > 0 {
+			want, wantDx = v, dy[i]
+		}
+		if math.Float32bits(y[i]) != math.Float32bits(want) {
+			t.Errorf("ReLU(%v [%#x]) = %v [%#x]; want %v", v, math.Float32bits(v), y[i], math.Float32bits(y[i]), want)
+		}
+		if math.Float32bits(dx[i]) != math.Float32bits(wantDx) {
+			t.Errorf("ReLUGrad(dy %v, y %v) = %v; want %v", dy[i], v, dx[i], wantDx)
+		}
+	}
+}
+
 func TestBias(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	outer, c, inner := 5, 3, 7
@@ -394,6 +424,39 @@ func TestMaxPool2D(t *testing.T) {
 			MaxPool2DBackward(dx, dy, arg, g)
 			closeTo(t, "dx", dx, numGrad(to64(x), func(v []float64) float64 { return dot64(pool64(v, g), to64(dy)) }), 1e-4)
 		})
+	}
+}
+
+// TestMaxPool2x2Parity holds the 2x2 stride-2 fast path to the general window loop, maxima and
+// argmax positions bit for bit, on planes with ties, NaN, -0 and an odd edge.
+func TestMaxPool2x2Parity(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	const h, w = 9, 11
+	g := PoolGeom{N: 1, C: 1, H: h, W: w, K: 2, Stride: 2}
+	oh, ow := g.OutH(), g.OutW()
+	for trial := range 50 {
+		plane := make([]float32, h*w)
+		for i := range plane {
+			switch r.IntN(6) {
+			case 0:
+				plane[i] = float32(math.NaN())
+			case 1:
+				plane[i] = float32(math.Copysign(0, -1))
+			case 2:
+				plane[i] = 0
+			default:
+				plane[i] = float32(r.IntN(3) - 1) // many ties
+			}
+		}
+		y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
+		wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
+		maxPool2x2(y, arg, plane, w, oh, ow)
+		maxPoolPlane(wantY, wantArg, plane, g, oh, ow)
+		for i := range y {
+			if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
+				t.Fatalf("trial %d output %d: %v at %d; want %v at %d", trial, i, y[i], arg[i], wantY[i], wantArg[i])
+			}
+		}
 	}
 }
 
