@@ -1,5 +1,11 @@
 package cpu
 
+import (
+	"sync"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
+)
+
 // ConvGeom is the shape of a 2-D convolution over NCHW data with OIHW weights (see
 // kernels.Conv2D, which this mirrors).
 type ConvGeom struct {
@@ -24,31 +30,148 @@ func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 // and g.OutW(), computed once by the caller (two divisions per call were 8% of a ResNet step).
 func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
 	for y := range oh {
-		iy := y*g.Stride - g.Pad + ki
-		d := dst[y*ow : (y+1)*ow]
-		if iy < 0 || iy >= g.InH {
-			clear(d)
-			continue
+		im2seg(dst[y*ow:(y+1)*ow], plane, g, ki, kj, y, 0)
+	}
+}
+
+// im2seg writes output columns [x0, x0+len(d)) of output row y of im2row's row: d[i] is
+// plane[(y*Stride-Pad+ki)*InW + (x0+i)*Stride-Pad+kj], or 0 in the padding.
+func im2seg(d, plane []float32, g ConvGeom, ki, kj, y, x0 int) {
+	iy := y*g.Stride - g.Pad + ki
+	if iy < 0 || iy >= g.InH {
+		clear(d)
+		return
+	}
+	src := plane[iy*g.InW : (iy+1)*g.InW]
+	if g.Stride == 1 {
+		// d[i] reads input column x0+i-Pad+kj; [lo, hi) are those inside the plane.
+		lo := min(max(g.Pad-kj-x0, 0), len(d))
+		hi := max(min(g.InW+g.Pad-kj-x0, len(d)), lo)
+		clear(d[:lo])
+		if hi > lo {
+			copy(d[lo:hi], src[x0+lo-g.Pad+kj:])
 		}
-		src := plane[iy*g.InW : (iy+1)*g.InW]
+		clear(d[hi:])
+		return
+	}
+	for i := range d {
+		ix := (x0+i)*g.Stride - g.Pad + kj
+		if ix < 0 || ix >= g.InW {
+			d[i] = 0
+		} else {
+			d[i] = src[ix]
+		}
+	}
+}
+
+// colSource is the batch's column matrix [InC*KH*KW][N*OutH*OutW] as a gemm.Source: the GEMM
+// packs its rows straight from a zero-padded copy of the input (g is the geometry of that copy:
+// Pad 0), so the matrix is never written out (the implicit GEMM), and every output row's
+// segment is one run of the copy with no bounds to clip. Only Conv2D and Conv2DBackward make
+// them, from a pool, so that an op allocates nothing.
+type colSource struct {
+	x              []float32
+	g              ConvGeom
+	oh, ow, cols   int
+	hw, in, kernel int
+}
+
+var colSources = sync.Pool{New: func() any { return new(colSource) }}
+
+func newColSource(xpad []float32, g ConvGeom) *colSource {
+	g = g.padded()
+	s := colSources.Get().(*colSource)
+	*s = colSource{x: xpad, g: g, oh: g.OutH(), ow: g.OutW(), cols: g.ColCols(), hw: g.InH * g.InW,
+		in: g.InC * g.InH * g.InW, kernel: g.KH * g.KW}
+	return s
+}
+
+func (s *colSource) free() {
+	*s = colSource{}
+	colSources.Put(s)
+}
+
+// padded is the geometry of the same convolution over the input with its padding written out.
+func (g ConvGeom) padded() ConvGeom {
+	g.InH, g.InW, g.Pad = g.InH+2*g.Pad, g.InW+2*g.Pad, 0
+	return g
+}
+
+// PaddedLen is the float32 count of the zero-padded copy of x [N][InC][InH+2Pad][InW+2Pad].
+func (g ConvGeom) PaddedLen() int { return g.N * g.InC * (g.InH + 2*g.Pad) * (g.InW + 2*g.Pad) }
+
+// padInput writes x into xpad with Pad zeros around every plane.
+func padInput(xpad, x []float32, g ConvGeom) {
+	hp, wp, hw := g.InH+2*g.Pad, g.InW+2*g.Pad, g.InH*g.InW
+	For(g.N*g.InC, hp*wp, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			dst, src := xpad[p*hp*wp:(p+1)*hp*wp], x[p*hw:(p+1)*hw]
+			if g.Pad == 0 {
+				copy(dst, src)
+				continue
+			}
+			clear(dst[:g.Pad*wp])
+			for y := range g.InH {
+				row := dst[(y+g.Pad)*wp : (y+g.Pad+1)*wp]
+				clear(row[:g.Pad])
+				copy(row[g.Pad:], src[y*g.InW:(y+1)*g.InW])
+				clear(row[g.Pad+g.InW:])
+			}
+			clear(dst[(hp-g.Pad)*wp:])
+		}
+	})
+}
+
+// Row writes columns [j0, j0+len(dst)) of row r of the column matrix: the im2row row of kernel
+// offset r over the samples' output positions, in order. It divides only once per call: the
+// segments (one per output row) are as short as 14 values in the CNN.
+func (s *colSource) Row(dst []float32, r, j0 int) {
+	g := s.g
+	c, ki, kj := r/s.kernel, (r/g.KW)%g.KH, r%g.KW
+	n, pos := j0/s.cols, j0%s.cols
+	off := c*s.hw + ki*g.InW + kj // kernel offset r's first input in a sample
+	if g.KW == 1 && g.Stride == 1 && s.ow == g.InW {
+		// A 1x1 unpadded stride-1 kernel reads whole planes in order.
+		for len(dst) > 0 {
+			seg := min(len(dst), s.cols-pos)
+			copy(dst[:seg], s.x[n*s.in+off+pos:][:seg])
+			dst = dst[seg:]
+			n, pos = n+1, 0
+		}
+		return
+	}
+	y, x0 := pos/s.ow, pos%s.ow
+	rowStep := g.Stride * g.InW
+	at := n*s.in + off + y*rowStep + x0*g.Stride // input index of output (n, y, x0)
+	for len(dst) > 0 {
+		seg := min(len(dst), s.ow-x0)
+		d := dst[:seg]
 		if g.Stride == 1 {
-			// Output columns [x0, x1) read inputs x0-Pad+kj onwards; the rest is padding.
-			x0 := min(max(g.Pad-kj, 0), ow)
-			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
-			clear(d[:x0])
-			if x1 > x0 {
-				copy(d[x0:x1], src[x0-g.Pad+kj:])
-			}
-			clear(d[x1:])
-			continue
-		}
-		for xx := range ow {
-			ix := xx*g.Stride - g.Pad + kj
-			if ix < 0 || ix >= g.InW {
-				d[xx] = 0
+			src := s.x[at : at+seg]
+			if seg < 32 {
+				for i, v := range src {
+					d[i] = v
+				}
 			} else {
-				d[xx] = src[ix]
+				copy(d, src)
 			}
+		} else {
+			src := s.x[at : at+(seg-1)*g.Stride+1]
+			for i := range d {
+				d[i] = src[i*g.Stride]
+			}
+		}
+		dst = dst[seg:]
+		if x0 += seg; x0 < s.ow {
+			continue // dst is full
+		}
+		// Next output row, or the next sample's first.
+		x0 = 0
+		if y++; y < s.oh {
+			at = n*s.in + off + y*rowStep
+		} else {
+			y, n = 0, n+1
+			at = n*s.in + off
 		}
 	}
 }
@@ -122,21 +245,36 @@ func col2im(dx, col []float32, g ConvGeom) {
 	})
 }
 
-// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: the column matrix of the
-// whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each row), then a
-// [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout. One GEMM over
-// the whole batch then does each product, instead of a small GEMM per sample.
-func (g ConvGeom) WorkspaceLen() int { return (g.ColRows() + g.OutC) * g.N * g.ColCols() }
+// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: room for the column
+// matrix of the whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each
+// row), then a [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout,
+// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each product, instead of a small
+// GEMM per sample.
+func (g ConvGeom) WorkspaceLen() int {
+	return (g.ColRows()+g.OutC)*g.N*g.ColCols() + g.PaddedLen()
+}
 
-// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving the batch's column matrix
-// in ws for Conv2DBackward. bias may be nil.
-func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
+// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a copy of x in ws for
+// Conv2DBackward. bias may be nil. The GEMM packs the column matrix straight from x (an implicit
+// GEMM): the matrix is never written out, which saved a third of a CNN's forward convolution.
+func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) { conv2D(y, x, w, bias, ws, g, true) }
+
+// conv2D is Conv2D, with the column matrix written out (im2col) when implicit is false: the
+// plain path, which the tests hold the implicit one to.
+func conv2D(y, x, w, bias, ws []float32, g ConvGeom, implicit bool) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
 	out := g.OutC * cols
-	col, yt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
-	im2col(col, x, g)
-	Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
+	col, yt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	padInput(xpad, x, g)
+	if implicit {
+		src := newColSource(xpad, g)
+		gemm.SgemmSource(false, false, g.OutC, nc, rows, 1, w, max(rows, 1), src, 0, yt, nc)
+		src.free()
+	} else {
+		im2col(col, x, g)
+		Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
+	}
 	// yt is [OutC][N][cols]; y is [N][OutC][cols].
 	For(g.N, out, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
@@ -156,13 +294,19 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 }
 
 // Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
-// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and the
-// column matrix that Conv2D left in ws. It overwrites ws.
+// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
+// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
+	conv2DBackward(dx, dw, dbias, dy, w, ws, g, true)
+}
+
+// conv2DBackward is Conv2DBackward, with the column matrix written out (im2col) for the weight
+// gradient when implicit is false.
+func conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom, implicit bool) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
 	out := g.OutC * cols
-	col, dyt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
+	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
 	For(g.OutC, nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			for n := range g.N {
@@ -171,7 +315,14 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 		}
 	})
 	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions.
-	Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
+	if implicit {
+		src := newColSource(xpad, g)
+		gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
+		src.free()
+	} else {
+		im2col(col, xpad, g.padded())
+		Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
+	}
 	if dbias != nil {
 		BiasGrad(dbias, dy[:g.N*out], g.N, cols)
 	}

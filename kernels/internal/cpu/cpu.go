@@ -151,7 +151,8 @@ func BiasGrad(dbias, dy []float32, outer, inner int) {
 func ReLU(y, x []float32) {
 	For(len(y), 1, func(lo, hi int) {
 		ys, xs := y[lo:hi], x[lo:hi]
-		ys = ys[:len(xs)]
+		k := reluSIMD(ys, xs)
+		ys, xs = ys[k:len(xs)], xs[k:]
 		for i, v := range xs {
 			b := math.Float32bits(v)
 			ys[i] = math.Float32frombits(b & positive(b))
@@ -163,7 +164,8 @@ func ReLU(y, x []float32) {
 func ReLUGrad(dx, dy, y []float32) {
 	For(len(dx), 1, func(lo, hi int) {
 		dxs, dys, yv := dx[lo:hi], dy[lo:hi], y[lo:hi]
-		dxs, dys = dxs[:len(yv)], dys[:len(yv)]
+		k := reluGradSIMD(dxs, dys, yv)
+		dxs, dys, yv = dxs[k:len(yv)], dys[k:len(yv)], yv[k:]
 		for i, v := range yv {
 			dxs[i] = math.Float32frombits(math.Float32bits(dys[i]) & positive(math.Float32bits(v)))
 		}

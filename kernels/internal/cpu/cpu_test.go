@@ -171,14 +171,19 @@ func TestReLU(t *testing.T) {
 	closeTo(t, "ReLUGrad", dx, numGrad(to64(x), f), 1e-4)
 }
 
-// TestReLUSpecial holds the branch-free ReLU and ReLUGrad to the plain definitions (x > 0 ? x : 0
-// and y > 0 ? dy : 0) bit for bit, on the values where a bit trick could go wrong.
+// TestReLUSpecial holds ReLU and ReLUGrad (the AVX2 loop on 32-element blocks, the branch-free Go
+// loop on the rest) to the plain definitions (x > 0 ? x : 0 and y > 0 ? dy : 0) bit for bit, on
+// the values where a bit trick or an instruction's NaN rule could go wrong.
 func TestReLUSpecial(t *testing.T) {
 	nan := float32(math.NaN())
 	inf := float32(math.Inf(1))
-	x := []float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1, -1,
+	special := []float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1, -1,
 		math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32,
 		math.Float32frombits(0x7f7fffff), math.Float32frombits(0x7f800001), math.Float32frombits(0xff800001)}
+	var x []float32
+	for range 9 { // 135 values: four assembly blocks and a tail, with every value in both
+		x = append(x, special...)
+	}
 	y := make([]float32, len(x))
 	ReLU(y, x)
 	dy := make([]float32, len(x))
@@ -376,6 +381,49 @@ func TestConv2D(t *testing.T) {
 			closeTo(t, "dw", dw, numGrad(to64(w), func(v []float64) float64 { return dot64(conv64(to64(x), v, to64(b), g), dy64) }), 1e-4)
 			closeTo(t, "db", db, numGrad(to64(b), func(v []float64) float64 { return dot64(conv64(to64(x), to64(w), v, g), dy64) }), 1e-4)
 		})
+	}
+}
+
+// TestConv2DImplicitParity holds the implicit GEMM (the column matrix packed straight from x) to
+// the explicit one (im2col written out, then multiplied): y, and the dx, dw and db computed from
+// the workspace each left, bit for bit, on the
+// shapes of the CNN and the ResNets, with batches large enough for the multiplies to run on
+// several goroutines and for GEMM blocks to start in the middle of a sample or a row.
+func TestConv2DImplicitParity(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, g := range []ConvGeom{
+		{N: 3, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 2, InC: 1, InH: 2, InW: 2, OutC: 2, KH: 7, KW: 7, Stride: 1, Pad: 3},
+		{N: 9, InC: 1, InH: 28, InW: 28, OutC: 32, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 5, InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 4, InC: 16, InH: 16, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 4, InC: 16, InH: 15, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 2, Pad: 1},
+		{N: 3, InC: 3, InH: 20, InW: 21, OutC: 8, KH: 7, KW: 7, Stride: 2, Pad: 3},
+		{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
+		{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
+	} {
+		x := randVec(r, g.N*g.InC*g.InH*g.InW)
+		w := randVec(r, g.OutC*g.ColRows())
+		b := randVec(r, g.OutC)
+		dy := randVec(r, g.N*g.OutC*g.ColCols())
+		var ys, dxs, dws, dbs [2][]float32
+		for i, implicit := range []bool{false, true} {
+			ws := make([]float32, g.WorkspaceLen())
+			ys[i] = make([]float32, len(dy))
+			conv2D(ys[i], x, w, b, ws, g, implicit)
+			dxs[i], dws[i], dbs[i] = make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+			conv2DBackward(dxs[i], dws[i], dbs[i], dy, w, ws, g, implicit)
+		}
+		for _, c := range []struct {
+			name string
+			v    [2][]float32
+		}{{"y", ys}, {"dx", dxs}, {"dw", dws}, {"db", dbs}} {
+			for j := range c.v[0] {
+				if math.Float32bits(c.v[0][j]) != math.Float32bits(c.v[1][j]) {
+					t.Fatalf("%+v: implicit %s[%d] = %v; explicit %v", g, c.name, j, c.v[1][j], c.v[0][j])
+				}
+			}
+		}
 	}
 }
 
