@@ -145,6 +145,19 @@ func (s *colSource) Row(dst []float32, r, j0 int) {
 	at := n*s.in + off + y*rowStep + x0*g.Stride // input index of output (n, y, x0)
 	for len(dst) > 0 {
 		seg := min(len(dst), s.ow-x0)
+		if g.Stride == 1 && x0 == 0 && seg == s.ow {
+			// Whole output rows of this sample, in one call.
+			rows := min(len(dst)/s.ow, s.oh-y)
+			copyRows(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
+			dst = dst[rows*s.ow:]
+			if y += rows; y < s.oh {
+				at += rows * rowStep
+			} else {
+				y, n = 0, n+1
+				at = n*s.in + off
+			}
+			continue
+		}
 		d := dst[:seg]
 		if g.Stride == 1 {
 			src := s.x[at : at+seg]
@@ -179,6 +192,17 @@ func (s *colSource) Row(dst []float32, r, j0 int) {
 // row2im adds a column-matrix row of kernel offset (ki, kj) back into one input plane's gradient,
 // the inverse of im2row (oh, ow as there).
 func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
+	if g.Stride == 1 {
+		// Output rows [y0, y1) and columns [x0, x1) land inside the plane: one call adds them.
+		x0 := min(max(g.Pad-kj, 0), ow)
+		x1 := max(min(g.InW+g.Pad-kj, ow), x0)
+		y0 := min(max(g.Pad-ki, 0), oh)
+		y1 := max(min(g.InH+g.Pad-ki, oh), y0)
+		if x1 > x0 && y1 > y0 {
+			addRows(plane[(y0-g.Pad+ki)*g.InW+x0-g.Pad+kj:], src[y0*ow+x0:], y1-y0, x1-x0, g.InW, ow)
+		}
+		return
+	}
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		if iy < 0 || iy >= g.InH {
@@ -186,18 +210,6 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 		}
 		dst := plane[iy*g.InW : (iy+1)*g.InW]
 		s := src[y*ow : (y+1)*ow]
-		if g.Stride == 1 {
-			x0 := min(max(g.Pad-kj, 0), ow)
-			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
-			if x1 > x0 {
-				d, sv := dst[x0-g.Pad+kj:x1-g.Pad+kj], s[x0:x1]
-				sv = sv[:len(d)]
-				for i, v := range sv {
-					d[i] += v
-				}
-			}
-			continue
-		}
 		for xx := range ow {
 			ix := xx*g.Stride - g.Pad + kj
 			if ix >= 0 && ix < g.InW {

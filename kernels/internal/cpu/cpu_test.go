@@ -622,3 +622,30 @@ func TestForCoversRangeOnce(t *testing.T) {
 		}
 	}
 }
+
+// TestRows holds copyRows and addRows (assembly where the CPU has AVX2) to the Go loops bit for
+// bit, on widths around the 8-float blocks and strides wider than the rows.
+func TestRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, w := range []int{1, 2, 4, 7, 8, 9, 14, 16, 17, 28, 33} {
+		n, ds, ss := 5, w+3, w+5
+		src := randVec(r, (n-1)*ss+w)
+		base := randVec(r, (n-1)*ds+w)
+		got, want := append([]float32(nil), base...), append([]float32(nil), base...)
+		copyRows(got, src, n, w, ds, ss)
+		copyRowsGo(want, src, n, w, ds, ss)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("copyRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+		got, want = append([]float32(nil), base...), append([]float32(nil), base...)
+		addRows(got, src, n, w, ds, ss)
+		addRowsGo(want, src, n, w, ds, ss)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("addRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+	}
+}

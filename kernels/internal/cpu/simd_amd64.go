@@ -34,3 +34,37 @@ func reluGradSIMD(dx, dy, y []float32) int {
 	reluGradAVX2(&dx[0], &dy[0], &y[0], n)
 	return n
 }
+
+//go:noescape
+func copyRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
+
+//go:noescape
+func addRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
+
+// copyRows copies n rows of w floats from src (row i at i*srcStride) to dst (row i at
+// i*dstStride).
+func copyRows(dst, src []float32, n, w, dstStride, srcStride int) {
+	if n <= 0 || w <= 0 {
+		return
+	}
+	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
+	if !hasAVX2 {
+		copyRowsGo(dst, src, n, w, dstStride, srcStride)
+		return
+	}
+	copyRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
+}
+
+// addRows adds n rows of w floats from src (row i at i*srcStride) to dst (row i at
+// i*dstStride).
+func addRows(dst, src []float32, n, w, dstStride, srcStride int) {
+	if n <= 0 || w <= 0 {
+		return
+	}
+	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
+	if !hasAVX2 {
+		addRowsGo(dst, src, n, w, dstStride, srcStride)
+		return
+	}
+	addRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
+}

@@ -71,3 +71,101 @@ grad_loop:
 grad_done:
 	VZEROUPPER
 	RET
+
+// func copyRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
+//
+// For i < n, copies w floats from src+i*srcStride to dst+i*dstStride (strides in floats):
+// the short rows of a convolution's column matrix, without a memmove call per row.
+TEXT ·copyRowsAVX(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), R10
+	MOVQ dstStride+32(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+40(FP), R9
+	SHLQ $2, R9
+	TESTQ CX, CX
+	JZ   copy_done
+
+copy_row:
+	MOVQ R10, BX
+	XORQ AX, AX
+
+copy_eight:
+	CMPQ BX, $8
+	JLT  copy_one
+	VMOVUPS (SI)(AX*1), Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	SUBQ $8, BX
+	JMP  copy_eight
+
+copy_one:
+	TESTQ BX, BX
+	JZ   copy_next
+	MOVL (SI)(AX*1), DX
+	MOVL DX, (DI)(AX*1)
+	ADDQ $4, AX
+	DECQ BX
+	JMP  copy_one
+
+copy_next:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  copy_row
+
+copy_done:
+	VZEROUPPER
+	RET
+
+// func addRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
+//
+// For i < n, adds the w floats at src+i*srcStride to those at dst+i*dstStride: col2im's
+// scatter-add of short rows, each element with one rounded addition, as the Go loop.
+TEXT ·addRowsAVX(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ w+24(FP), R10
+	MOVQ dstStride+32(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+40(FP), R9
+	SHLQ $2, R9
+	TESTQ CX, CX
+	JZ   add_done
+
+add_row:
+	MOVQ R10, BX
+	XORQ AX, AX
+
+add_eight:
+	CMPQ BX, $8
+	JLT  add_one
+	VMOVUPS (DI)(AX*1), Y0
+	VADDPS (SI)(AX*1), Y0, Y0
+	VMOVUPS Y0, (DI)(AX*1)
+	ADDQ $32, AX
+	SUBQ $8, BX
+	JMP  add_eight
+
+add_one:
+	TESTQ BX, BX
+	JZ   add_next
+	VMOVSS (DI)(AX*1), X0
+	VADDSS (SI)(AX*1), X0, X0
+	VMOVSS X0, (DI)(AX*1)
+	ADDQ $4, AX
+	DECQ BX
+	JMP  add_one
+
+add_next:
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  add_row
+
+add_done:
+	VZEROUPPER
+	RET

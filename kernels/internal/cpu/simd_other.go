@@ -8,3 +8,15 @@ const hasAVX2 = false
 func reluSIMD(y, x []float32) int { return 0 }
 
 func reluGradSIMD(dx, dy, y []float32) int { return 0 }
+
+// copyRows copies n rows of w floats from src (row i at i*srcStride) to dst (row i at
+// i*dstStride).
+func copyRows(dst, src []float32, n, w, dstStride, srcStride int) {
+	copyRowsGo(dst, src, n, w, dstStride, srcStride)
+}
+
+// addRows adds n rows of w floats from src (row i at i*srcStride) to dst (row i at
+// i*dstStride).
+func addRows(dst, src []float32, n, w, dstStride, srcStride int) {
+	addRowsGo(dst, src, n, w, dstStride, srcStride)
+}
