@@ -167,3 +167,33 @@ func TestSoftmaxCrossEntropySmoothed(t *testing.T) {
 	}
 	closeTo(t, "dlogits", d, numGrad(to64(logits), func(v []float64) float64 { return ceSmooth64(v, labels, n, classes, eps) }), 1e-4)
 }
+
+// TestSum4 checks the four-way float64 sums against plain index-order sums on lengths around the
+// unrolling, split over several runs as BatchNorm adds them.
+func TestSum4(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 13, 196} {
+		x, y := randVec(r, n), randVec(r, n)
+		var s, sq, p sum4
+		var ws, wsq, wp float64
+		const mean, inv = 0.25, 1.5
+		for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
+			s.add(x[part[0]:part[1]])
+			sq.addSquares(x[part[0]:part[1]], mean)
+			p.addProducts(y[part[0]:part[1]], x[part[0]:part[1]], mean, inv)
+		}
+		for i, v := range x {
+			ws += float64(v)
+			wsq += (float64(v) - mean) * (float64(v) - mean)
+			wp += float64(y[i]) * float64((v-mean)*inv)
+		}
+		for _, c := range []struct {
+			name      string
+			got, want float64
+		}{{"add", s.total(), ws}, {"addSquares", sq.total(), wsq}, {"addProducts", p.total(), wp}} {
+			if math.Abs(c.got-c.want) > 1e-12*(1+math.Abs(c.want)) {
+				t.Errorf("n=%d %s = %v; want %v", n, c.name, c.got, c.want)
+			}
+		}
+	}
+}
