@@ -72,10 +72,22 @@ grad_done:
 	VZEROUPPER
 	RET
 
+// tailMask: the 8 int32 at tailMask+4*(8-r) are r all-ones masks then zeros, for VMASKMOVPS.
+DATA tailMask<>+0(SB)/8, $0xffffffffffffffff
+DATA tailMask<>+8(SB)/8, $0xffffffffffffffff
+DATA tailMask<>+16(SB)/8, $0xffffffffffffffff
+DATA tailMask<>+24(SB)/8, $0xffffffffffffffff
+DATA tailMask<>+32(SB)/8, $0
+DATA tailMask<>+40(SB)/8, $0
+DATA tailMask<>+48(SB)/8, $0
+DATA tailMask<>+56(SB)/8, $0
+GLOBL tailMask<>(SB), RODATA|NOPTR, $64
+
 // func copyRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
 //
 // For i < n, copies w floats from src+i*srcStride to dst+i*dstStride (strides in floats):
-// the short rows of a convolution's column matrix, without a memmove call per row.
+// the short rows of a convolution's column matrix, without a memmove call per row. The last
+// w%8 floats of a row move with one masked load and store, which touch nothing outside the row.
 TEXT ·copyRowsAVX(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -87,28 +99,36 @@ TEXT ·copyRowsAVX(SB), NOSPLIT, $0-48
 	SHLQ $2, R9
 	TESTQ CX, CX
 	JZ   copy_done
+	// Y7: the mask of the w%8 tail.
+	MOVQ R10, AX
+	ANDQ $7, AX
+	MOVQ $8, DX
+	SUBQ AX, DX
+	LEAQ tailMask<>(SB), R11
+	VMOVDQU (R11)(DX*4), Y7
+	MOVQ R10, R12
+	SHRQ $3, R12 // whole 8-float blocks per row
+	MOVQ R10, R13
+	ANDQ $7, R13 // tail length
 
 copy_row:
-	MOVQ R10, BX
+	MOVQ R12, BX
 	XORQ AX, AX
 
 copy_eight:
-	CMPQ BX, $8
-	JLT  copy_one
+	TESTQ BX, BX
+	JZ   copy_tail
 	VMOVUPS (SI)(AX*1), Y0
 	VMOVUPS Y0, (DI)(AX*1)
 	ADDQ $32, AX
-	SUBQ $8, BX
+	DECQ BX
 	JMP  copy_eight
 
-copy_one:
-	TESTQ BX, BX
+copy_tail:
+	TESTQ R13, R13
 	JZ   copy_next
-	MOVL (SI)(AX*1), DX
-	MOVL DX, (DI)(AX*1)
-	ADDQ $4, AX
-	DECQ BX
-	JMP  copy_one
+	VMASKMOVPS (SI)(AX*1), Y7, Y0
+	VMASKMOVPS Y0, Y7, (DI)(AX*1)
 
 copy_next:
 	ADDQ R8, DI
@@ -123,7 +143,8 @@ copy_done:
 // func addRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
 //
 // For i < n, adds the w floats at src+i*srcStride to those at dst+i*dstStride: col2im's
-// scatter-add of short rows, each element with one rounded addition, as the Go loop.
+// scatter-add of short rows, each element with one rounded addition, as the Go loop. The tail
+// is masked as in copyRowsAVX.
 TEXT ·addRowsAVX(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -135,30 +156,38 @@ TEXT ·addRowsAVX(SB), NOSPLIT, $0-48
 	SHLQ $2, R9
 	TESTQ CX, CX
 	JZ   add_done
+	MOVQ R10, AX
+	ANDQ $7, AX
+	MOVQ $8, DX
+	SUBQ AX, DX
+	LEAQ tailMask<>(SB), R11
+	VMOVDQU (R11)(DX*4), Y7
+	MOVQ R10, R12
+	SHRQ $3, R12
+	MOVQ R10, R13
+	ANDQ $7, R13
 
 add_row:
-	MOVQ R10, BX
+	MOVQ R12, BX
 	XORQ AX, AX
 
 add_eight:
-	CMPQ BX, $8
-	JLT  add_one
+	TESTQ BX, BX
+	JZ   add_tail
 	VMOVUPS (DI)(AX*1), Y0
 	VADDPS (SI)(AX*1), Y0, Y0
 	VMOVUPS Y0, (DI)(AX*1)
 	ADDQ $32, AX
-	SUBQ $8, BX
+	DECQ BX
 	JMP  add_eight
 
-add_one:
-	TESTQ BX, BX
+add_tail:
+	TESTQ R13, R13
 	JZ   add_next
-	VMOVSS (DI)(AX*1), X0
-	VADDSS (SI)(AX*1), X0, X0
-	VMOVSS X0, (DI)(AX*1)
-	ADDQ $4, AX
-	DECQ BX
-	JMP  add_one
+	VMASKMOVPS (DI)(AX*1), Y7, Y0
+	VMASKMOVPS (SI)(AX*1), Y7, Y1
+	VADDPS Y1, Y0, Y0
+	VMASKMOVPS Y0, Y7, (DI)(AX*1)
 
 add_next:
 	ADDQ R8, DI
