@@ -25,45 +25,6 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 // ColCols is OutH*OutW.
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
-// im2row writes the column-matrix row of kernel offset (ki, kj) for one input plane: dst[y*OutW+x]
-// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding. oh and ow are g.OutH()
-// and g.OutW(), computed once by the caller (two divisions per call were 8% of a ResNet step).
-func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
-	for y := range oh {
-		im2seg(dst[y*ow:(y+1)*ow], plane, g, ki, kj, y, 0)
-	}
-}
-
-// im2seg writes output columns [x0, x0+len(d)) of output row y of im2row's row: d[i] is
-// plane[(y*Stride-Pad+ki)*InW + (x0+i)*Stride-Pad+kj], or 0 in the padding.
-func im2seg(d, plane []float32, g ConvGeom, ki, kj, y, x0 int) {
-	iy := y*g.Stride - g.Pad + ki
-	if iy < 0 || iy >= g.InH {
-		clear(d)
-		return
-	}
-	src := plane[iy*g.InW : (iy+1)*g.InW]
-	if g.Stride == 1 {
-		// d[i] reads input column x0+i-Pad+kj; [lo, hi) are those inside the plane.
-		lo := min(max(g.Pad-kj-x0, 0), len(d))
-		hi := max(min(g.InW+g.Pad-kj-x0, len(d)), lo)
-		clear(d[:lo])
-		if hi > lo {
-			copy(d[lo:hi], src[x0+lo-g.Pad+kj:])
-		}
-		clear(d[hi:])
-		return
-	}
-	for i := range d {
-		ix := (x0+i)*g.Stride - g.Pad + kj
-		if ix < 0 || ix >= g.InW {
-			d[i] = 0
-		} else {
-			d[i] = src[ix]
-		}
-	}
-}
-
 // colSource is the batch's column matrix [InC*KH*KW][N*OutH*OutW] as a gemm.Source: the GEMM
 // packs its rows straight from a zero-padded copy of the input (g is the geometry of that copy:
 // Pad 0), so the matrix is never written out (the implicit GEMM), and every output row's
@@ -219,21 +180,6 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 	}
 }
 
-// im2col writes the batch's column matrix col [InC*KH*KW][N*OutH*OutW] from x. Each part owns
-// whole rows, which it writes front to back (sample after sample).
-func im2col(col, x []float32, g ConvGeom) {
-	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
-	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
-	For(g.ColRows(), nc, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			c, ki, kj := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
-			for n := range g.N {
-				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj, oh, ow)
-			}
-		}
-	})
-}
-
 // col2im overwrites dx with the column-matrix gradient col added back to the input positions. Each
 // part owns whole input channels; an element's terms are added in kernel-offset order, whatever
 // the partition.
@@ -260,34 +206,30 @@ func col2im(dx, col []float32, g ConvGeom) {
 // WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: room for the column
 // matrix of the whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each
 // row), then a [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout,
-// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each product, instead of a small
-// GEMM per sample.
+// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each
+// product, instead of a small GEMM per sample.
 func (g ConvGeom) WorkspaceLen() int {
 	return (g.ColRows()+g.OutC)*g.N*g.ColCols() + g.PaddedLen()
 }
 
-// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a copy of x in ws for
-// Conv2DBackward. bias may be nil. The GEMM packs the column matrix straight from x (an implicit
-// GEMM): the matrix is never written out, which saved a third of a CNN's forward convolution.
-func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) { conv2D(y, x, w, bias, ws, g, true) }
-
-// conv2D is Conv2D, with the column matrix written out (im2col) when implicit is false: the
-// plain path, which the tests hold the implicit one to.
-func conv2D(y, x, w, bias, ws []float32, g ConvGeom, implicit bool) {
-	rows, cols := g.ColRows(), g.ColCols()
-	nc := g.N * cols
-	out := g.OutC * cols
-	col, yt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
+// ws for Conv2DBackward. bias may be nil. The GEMM packs the column matrix straight from that
+// copy (an implicit GEMM): the matrix is never written out, which took a third off the CNN's
+// forward convolution. The result is the same, bit for bit, as multiplying the written matrix.
+func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
+	rows, nc := g.ColRows(), g.N*g.ColCols()
+	yt, xpad := ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
 	padInput(xpad, x, g)
-	if implicit {
-		src := newColSource(xpad, g)
-		gemm.SgemmSource(false, false, g.OutC, nc, rows, 1, w, max(rows, 1), src, 0, yt, nc)
-		src.free()
-	} else {
-		im2col(col, x, g)
-		Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
-	}
-	// yt is [OutC][N][cols]; y is [N][OutC][cols].
+	src := newColSource(xpad, g)
+	gemm.SgemmSource(false, false, g.OutC, nc, rows, 1, w, max(rows, 1), src, 0, yt, nc)
+	src.free()
+	fromColumns(y, yt, bias, g)
+}
+
+// fromColumns writes y [N][OutC][cols] = yt [OutC][N][cols] + bias (nil: none).
+func fromColumns(y, yt, bias []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, out := g.N*cols, g.OutC*cols
 	For(g.N, out, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for c := range g.OutC {
@@ -305,20 +247,10 @@ func conv2D(y, x, w, bias, ws []float32, g ConvGeom, implicit bool) {
 	})
 }
 
-// Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
-// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
-// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
-func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
-	conv2DBackward(dx, dw, dbias, dy, w, ws, g, true)
-}
-
-// conv2DBackward is Conv2DBackward, with the column matrix written out (im2col) for the weight
-// gradient when implicit is false.
-func conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom, implicit bool) {
-	rows, cols := g.ColRows(), g.ColCols()
-	nc := g.N * cols
-	out := g.OutC * cols
-	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+// toColumns writes dyt [OutC][N][cols] from dy [N][OutC][cols].
+func toColumns(dyt, dy []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, out := g.N*cols, g.OutC*cols
 	For(g.OutC, nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			for n := range g.N {
@@ -326,17 +258,23 @@ func conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom, implicit boo
 			}
 		}
 	})
-	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions.
-	if implicit {
-		src := newColSource(xpad, g)
-		gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
-		src.free()
-	} else {
-		im2col(col, xpad, g.padded())
-		Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
-	}
+}
+
+// Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
+// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
+// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
+func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
+	rows, cols := g.ColRows(), g.ColCols()
+	nc := g.N * cols
+	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	toColumns(dyt, dy, g)
+	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing the
+	// column matrix from the padded input again (cheaper than writing it out and reading it).
+	src := newColSource(xpad, g)
+	gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
+	src.free()
 	if dbias != nil {
-		BiasGrad(dbias, dy[:g.N*out], g.N, cols)
+		BiasGrad(dbias, dy[:nc*g.OutC], g.N, cols)
 	}
 	if dx == nil {
 		return
