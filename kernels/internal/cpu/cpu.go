@@ -131,18 +131,24 @@ func BiasAdd(x, bias []float32, outer, inner int) {
 }
 
 // BiasGrad sets dbias[c] to the sum of dy viewed as [outer][len(dbias)][inner] over outer and
-// inner, adding in index order (in float64, rounded once).
+// inner, in float64 rounded once (a sum4 over each channel's runs; with inner 1, in index order).
 func BiasGrad(dbias, dy []float32, outer, inner int) {
 	c := len(dbias)
 	For(c, outer*inner, func(lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
-			var s float64
-			for o := range outer {
-				for _, v := range dy[(o*c+ch)*inner : (o*c+ch+1)*inner] {
-					s += float64(v)
+			if inner == 1 {
+				var s float64
+				for o := range outer {
+					s += float64(dy[o*c+ch])
 				}
+				dbias[ch] = float32(s)
+				continue
 			}
-			dbias[ch] = float32(s)
+			var s sum4
+			for o := range outer {
+				s.add(dy[(o*c+ch)*inner : (o*c+ch+1)*inner])
+			}
+			dbias[ch] = float32(s.total())
 		}
 	})
 }
