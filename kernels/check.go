@@ -47,10 +47,12 @@ func vi(v I32) view { return view{v.Buf, v.Off, v.Len, 4} }
 func vu(v U8) view  { return view{v.Buf, v.Off, v.Len, 1} }
 
 type operand struct {
-	name  string
-	v     view
-	role  int
-	mayBe string // the input this output may be exactly, "" for none
+	name   string
+	v      view
+	role   int
+	mayBe  string // the output this input may be exactly, "" for none
+	lo, hi int    // the byte range, set by view when the range is good
+	cmp    bool   // the buffer can be compared with == (a backend's type need not be)
 }
 
 // call gathers one op call's checks; the first failure is its error.
@@ -96,10 +98,13 @@ func (c *call) view(role int, name string, v view, want int) {
 	case v.buf == nil:
 		c.err = fmt.Errorf("%w: %s: %s has no buffer", ErrArgument, c.op, name)
 		return
-	case v.off < 0 || v.len < 0 || v.off > v.buf.Len()/v.size || v.len > v.buf.Len()/v.size-v.off:
+	case v.off < 0 || v.len < 0 || v.len > v.buf.Len()/v.size-v.off: // no overflow
 		c.err = fmt.Errorf("%w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, c.op, name,
 			v.off*v.size, (v.off+v.len)*v.size, v.buf.Len())
 		return
+	default:
+		o := &c.ops[c.n-1]
+		o.lo, o.hi, o.cmp = v.off*v.size, (v.off+v.len)*v.size, reflect.TypeOf(v.buf).Comparable()
 	}
 	if want != anyLen && v.len != want && !(role&opt != 0 && v.len == 0) {
 		c.err = fmt.Errorf("%w: %s: %s has %d elements; want %d", ErrShape, c.op, name, v.len, want)
@@ -127,32 +132,22 @@ func (c *call) done() error {
 		return c.err
 	}
 	for i := range c.n {
-		for j := i + 1; j < c.n; j++ {
-			a, b := &c.ops[i], &c.ops[j]
-			if (a.role|b.role)&out == 0 || !overlap(a.v, b.v) {
-				continue
+		a := &c.ops[i]
+		if a.role&out == 0 || a.lo == a.hi {
+			continue
+		}
+		for j := range c.n {
+			b := &c.ops[j]
+			if j == i || (b.role&out != 0 && j < i) || b.lo >= a.hi || a.lo >= b.hi || !(a.cmp && b.cmp && a.v.buf == b.v.buf) {
+				continue // the same operand, a pair already seen, or no shared byte
 			}
-			if a.v == b.v && (a.mayBe == b.name || b.mayBe == a.name) {
+			if a.v == b.v && b.mayBe == a.name {
 				continue
 			}
 			return fmt.Errorf("%w: %s: %s overlaps %s", ErrArgument, c.op, a.name, b.name)
 		}
 	}
 	return nil
-}
-
-// overlap reports whether two non-empty views share a byte of one buffer.
-func overlap(a, b view) bool {
-	if a.len == 0 || b.len == 0 || !sameBuffer(a.buf, b.buf) {
-		return false
-	}
-	return a.off*a.size < (b.off+b.len)*b.size && b.off*b.size < (a.off+a.len)*a.size
-}
-
-// sameBuffer compares two buffers; a backend's buffer type need not be comparable.
-func sameBuffer(a, b gpu.Buffer) bool {
-	ta := reflect.TypeOf(a)
-	return ta == reflect.TypeOf(b) && ta.Comparable() && a == b
 }
 
 func (c *call) classes(n, classes int) {
