@@ -71,9 +71,10 @@ func newCall(op string, s gpu.Stream) call {
 	return c
 }
 
-// arg fails the call with ErrArgument when bad; the message follows the op's name.
-func (c *call) arg(bad bool, format string, a ...any) {
-	if bad && c.err == nil {
+// arg fails the call with ErrArgument; the message follows the op's name. (Callers test the
+// condition themselves: boxing the values for every good call would allocate.)
+func (c *call) arg(format string, a ...any) {
+	if c.err == nil {
 		c.err = fmt.Errorf("%w: %s: %s", ErrArgument, c.op, fmt.Sprintf(format, a...))
 	}
 }
@@ -151,7 +152,9 @@ func (c *call) done() error {
 }
 
 func (c *call) classes(n, classes int) {
-	c.arg(n < 0 || classes <= 0, "n = %d, classes = %d", n, classes)
+	if n < 0 || classes <= 0 {
+		c.arg("n = %d, classes = %d", n, classes)
+	}
 }
 
 func (o checked) Backend() string { return o.b.Backend() }
@@ -220,7 +223,9 @@ func (o checked) Add(s gpu.Stream, z, x, y F32) error {
 
 func (o checked) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, cv F32) error {
 	c := newCall("gemm", s)
-	c.arg(m < 0 || n < 0 || k < 0, "m, n, k = %d, %d, %d", m, n, k)
+	if m < 0 || n < 0 || k < 0 {
+		c.arg("m, n, k = %d, %d, %d", m, n, k)
+	}
 	c.view(in, "a", vf(a), m*k)
 	c.view(in, "b", vf(b), k*n)
 	c.view(out, "c", vf(cv), m*n)
@@ -232,7 +237,9 @@ func (o checked) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha floa
 
 func (o checked) BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error {
 	c := newCall("bias add", s)
-	c.arg(outer < 0 || inner < 0, "outer = %d, inner = %d", outer, inner)
+	if outer < 0 || inner < 0 {
+		c.arg("outer = %d, inner = %d", outer, inner)
+	}
 	c.view(in, "bias", vf(bias), anyLen)
 	c.view(out, "x", vf(x), outer*bias.Len*inner)
 	if err := c.done(); err != nil {
@@ -243,7 +250,9 @@ func (o checked) BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error {
 
 func (o checked) BiasGrad(s gpu.Stream, dbias, dy F32, outer, inner int) error {
 	c := newCall("bias grad", s)
-	c.arg(outer < 0 || inner < 0, "outer = %d, inner = %d", outer, inner)
+	if outer < 0 || inner < 0 {
+		c.arg("outer = %d, inner = %d", outer, inner)
+	}
 	c.view(out, "dbias", vf(dbias), anyLen)
 	c.view(in, "dy", vf(dy), outer*dbias.Len*inner)
 	if err := c.done(); err != nil {
@@ -295,7 +304,9 @@ func (o checked) SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, la
 
 func (o checked) SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
 	c := newCall("softmax cross-entropy", s)
-	c.arg(!(smoothing >= 0 && smoothing < 1), "label smoothing %v; want [0,1)", smoothing)
+	if !(smoothing >= 0 && smoothing < 1) {
+		c.arg("label smoothing %v; want [0,1)", smoothing)
+	}
 	if err := checkCrossEntropy(&c, loss, dlogits, logits, labels, n, classes); err != nil {
 		return err
 	}
@@ -430,7 +441,9 @@ func (o checked) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma
 
 func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
 	c := newCall("global average pool", s)
-	c.arg(inner <= 0, "inner = %d", inner)
+	if inner <= 0 {
+		c.arg("inner = %d", inner)
+	}
 	c.view(out, "y", vf(y), anyLen)
 	c.view(in, "x", vf(x), y.Len*inner)
 	if err := c.done(); err != nil {
@@ -441,7 +454,9 @@ func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
 
 func (o checked) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error {
 	c := newCall("global average pool backward", s)
-	c.arg(inner <= 0, "inner = %d", inner)
+	if inner <= 0 {
+		c.arg("inner = %d", inner)
+	}
 	c.view(in, "dy", vf(dy), anyLen)
 	c.view(out, "dx", vf(dx), dy.Len*inner)
 	if err := c.done(); err != nil {
@@ -452,7 +467,9 @@ func (o checked) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) erro
 
 func (o checked) Dropout(s gpu.Stream, y, mask, x F32, p float32, seed uint64) error {
 	c := newCall("dropout", s)
-	c.arg(!(p >= 0 && p < 1), "p = %v; want [0,1)", p)
+	if !(p >= 0 && p < 1) {
+		c.arg("p = %v; want [0,1)", p)
+	}
 	c.view(in, "x", vf(x), anyLen)
 	c.view(out, "y", vf(y), x.Len)
 	c.view(out, "mask", vf(mask), x.Len)
@@ -465,11 +482,17 @@ func (o checked) Dropout(s gpu.Stream, y, mask, x F32, p float32, seed uint64) e
 
 func (o checked) NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
 	c := newCall("normalize u8", s)
-	c.arg(channels <= 0 || inner <= 0 || dst.Len%(channels*inner) != 0, "%d elements are not [N][%d][%d]", dst.Len, channels, inner)
+	if channels <= 0 || inner <= 0 || channels*inner <= 0 || dst.Len%(channels*inner) != 0 {
+		c.arg("%d elements are not [N][%d][%d]", dst.Len, channels, inner)
+	}
 	perChannel := func(n int) bool { return n == 0 || n == 1 || n == channels }
-	c.arg(!perChannel(len(mean)) || !perChannel(len(std)), "%d means and %d stds for %d channels", len(mean), len(std), channels)
+	if !perChannel(len(mean)) || !perChannel(len(std)) {
+		c.arg("%d means and %d stds for %d channels", len(mean), len(std), channels)
+	}
 	for _, v := range std {
-		c.arg(!(v > 0), "std %v; want > 0", v)
+		if !(v > 0) {
+			c.arg("std %v; want > 0", v)
+		}
 	}
 	c.view(out, "dst", vf(dst), anyLen)
 	c.view(in, "src", vu(src), dst.Len)
@@ -496,7 +519,9 @@ func (o checked) SGDStep(s gpu.Stream, w, g, v F32, p SGD) error {
 
 func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 	c := newCall("adamw", s)
-	c.arg(p.Step < 1, "step %d; want >= 1", p.Step)
+	if p.Step < 1 {
+		c.arg("step %d; want >= 1", p.Step)
+	}
 	c.view(out, "w", vf(w), anyLen)
 	c.view(in, "g", vf(g), w.Len)
 	c.view(out, "m", vf(m), w.Len)
