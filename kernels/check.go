@@ -3,6 +3,7 @@ package kernels
 import (
 	"fmt"
 	"reflect"
+	"slices"
 
 	"github.com/stoke-ml/stoke/gpu"
 )
@@ -115,14 +116,8 @@ func (c *call) view(role int, name string, v view, want int) {
 // mayBe records that output may be exactly one of inputs (the op's doc says so).
 func (c *call) mayBe(output string, inputs ...string) {
 	for i := range c.n {
-		if c.ops[i].name == output {
-			for _, name := range inputs {
-				for j := range c.n {
-					if c.ops[j].name == name {
-						c.ops[j].mayBe = output
-					}
-				}
-			}
+		if slices.Contains(inputs, c.ops[i].name) {
+			c.ops[i].mayBe = output
 		}
 	}
 }
