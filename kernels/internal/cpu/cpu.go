@@ -131,7 +131,8 @@ func BiasAdd(x, bias []float32, outer, inner int) {
 }
 
 // BiasGrad sets dbias[c] to the sum of dy viewed as [outer][len(dbias)][inner] over outer and
-// inner, in float64 rounded once (a sum4 over each channel's runs; with inner 1, in index order).
+// inner, in float64 rounded once (sums over each channel's runs; with inner 1 a plain loop in
+// index order, which is what sums gives there).
 func BiasGrad(dbias, dy []float32, outer, inner int) {
 	c := len(dbias)
 	For(c, outer*inner, func(lo, hi int) {
@@ -144,7 +145,7 @@ func BiasGrad(dbias, dy []float32, outer, inner int) {
 				dbias[ch] = float32(s)
 				continue
 			}
-			var s sum4
+			var s sums
 			for o := range outer {
 				s.add(dy[(o*c+ch)*inner : (o*c+ch+1)*inner])
 			}

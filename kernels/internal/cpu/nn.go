@@ -15,17 +15,17 @@ func (g BNGeom) count() int { return g.N * g.HW }
 // y = (x-mean)/sqrt(var+eps)*gamma + beta. It writes mean and 1/sqrt(var+eps) to saveMean and
 // saveInvStd for the backward pass and moves the running statistics towards the batch's as
 // PyTorch does: run = (1-momentum)*run + momentum*batch, with the unbiased variance (count/(count-1))
-// for runVar. Sums are float64 (see sum4).
+// for runVar. Sums are float64 (see sums).
 func BatchNormTrain(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd []float32, g BNGeom, momentum, eps float32) {
 	cnt := float64(g.count())
 	For(g.C, 3*g.count(), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			var s sum4
+			var s sums
 			for n := range g.N {
 				s.add(x[(n*g.C+c)*g.HW:][:g.HW])
 			}
 			mean := s.total() / cnt
-			var ss sum4
+			var ss sums
 			for n := range g.N {
 				ss.addSquares(x[(n*g.C+c)*g.HW:][:g.HW], mean)
 			}
@@ -75,7 +75,7 @@ func BatchNormBackward(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd []f
 	For(g.C, 3*g.count(), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			mean, inv := saveMean[c], saveInvStd[c]
-			var sy, syx sum4
+			var sy, syx sums
 			for n := range g.N {
 				off := (n*g.C + c) * g.HW
 				dys, xs := dy[off:off+g.HW], x[off:off+g.HW]
@@ -136,87 +136,41 @@ func GlobalAvgPoolBackward(dx, dy []float32, inner int) {
 	})
 }
 
-// sum4 is a float64 sum kept in four partial sums, element i going to sum i%4 of its run, added
-// together at the end: the same result on every run, without the latency of one chain of
-// dependent additions (one float64 sum in index order was 4 cycles an element, 6% of a ResNet
-// step in BatchNormBackward).
-type sum4 [4]float64
+// sums is a float64 sum kept in 16 partial sums: element i of each run added goes to partial
+// i%16, and total adds the partials in order. The result is the same on every run (and in the
+// noasm build); the partial sums break the chain of dependent additions that one index-order
+// float64 sum was (4 cycles an element: 6% of a ResNet step in BatchNormBackward), and with AVX2
+// four vectors of 4 partials take 16 values an iteration.
+type sums [16]float64
 
-func (s *sum4) total() float64 { return (s[0] + s[1]) + (s[2] + s[3]) }
+func (s *sums) total() float64 {
+	var t float64
+	for _, v := range s {
+		t += v
+	}
+	return t
+}
 
 // add adds the values of xs.
-func (s *sum4) add(xs []float32) {
-	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
-	i := 0
-	for ; i+4 <= len(xs); i += 4 {
-		v := xs[i : i+4 : i+4]
-		s0 += float64(v[0])
-		s1 += float64(v[1])
-		s2 += float64(v[2])
-		s3 += float64(v[3])
+func (s *sums) add(xs []float32) {
+	for i := sumAddSIMD(s, xs); i < len(xs); i++ {
+		s[i&15] += float64(xs[i])
 	}
-	for j, v := range xs[i:] {
-		switch j {
-		case 0:
-			s0 += float64(v)
-		case 1:
-			s1 += float64(v)
-		default:
-			s2 += float64(v)
-		}
-	}
-	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
 }
 
 // addSquares adds (v-mean)^2 for the values v of xs.
-func (s *sum4) addSquares(xs []float32, mean float64) {
-	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
-	i := 0
-	for ; i+4 <= len(xs); i += 4 {
-		v := xs[i : i+4 : i+4]
-		d0, d1, d2, d3 := float64(v[0])-mean, float64(v[1])-mean, float64(v[2])-mean, float64(v[3])-mean
-		s0 += d0 * d0
-		s1 += d1 * d1
-		s2 += d2 * d2
-		s3 += d3 * d3
+func (s *sums) addSquares(xs []float32, mean float64) {
+	for i := sumSquaresSIMD(s, xs, mean); i < len(xs); i++ {
+		d := float64(xs[i]) - mean
+		s[i&15] += d * d
 	}
-	for j, v := range xs[i:] {
-		d := float64(v) - mean
-		switch j {
-		case 0:
-			s0 += d * d
-		case 1:
-			s1 += d * d
-		default:
-			s2 += d * d
-		}
-	}
-	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
 }
 
 // addProducts adds dy[i]*xhat[i], xhat = (x[i]-mean)*inv rounded to float32 as the backward pass
 // uses it.
-func (s *sum4) addProducts(dy, x []float32, mean, inv float32) {
-	s0, s1, s2, s3 := s[0], s[1], s[2], s[3]
+func (s *sums) addProducts(dy, x []float32, mean, inv float32) {
 	x = x[:len(dy)]
-	i := 0
-	for ; i+4 <= len(dy); i += 4 {
-		d, v := dy[i:i+4:i+4], x[i:i+4:i+4]
-		s0 += float64(d[0]) * float64((v[0]-mean)*inv)
-		s1 += float64(d[1]) * float64((v[1]-mean)*inv)
-		s2 += float64(d[2]) * float64((v[2]-mean)*inv)
-		s3 += float64(d[3]) * float64((v[3]-mean)*inv)
+	for i := sumProductsSIMD(s, dy, x, mean, inv); i < len(dy); i++ {
+		s[i&15] += float64(dy[i]) * float64((x[i]-mean)*inv)
 	}
-	for j := i; j < len(dy); j++ {
-		p := float64(dy[j]) * float64((x[j]-mean)*inv)
-		switch j - i {
-		case 0:
-			s0 += p
-		case 1:
-			s1 += p
-		default:
-			s2 += p
-		}
-	}
-	s[0], s[1], s[2], s[3] = s0, s1, s2, s3
 }

@@ -168,19 +168,27 @@ func TestSoftmaxCrossEntropySmoothed(t *testing.T) {
 	closeTo(t, "dlogits", d, numGrad(to64(logits), func(v []float64) float64 { return ceSmooth64(v, labels, n, classes, eps) }), 1e-4)
 }
 
-// TestSum4 checks the four-way float64 sums against plain index-order sums on lengths around the
-// unrolling, split over several runs as BatchNorm adds them.
-func TestSum4(t *testing.T) {
+// TestSums checks the 16-way float64 sums (AVX2 on whole blocks of 16) against plain
+// index-order sums, and against the same partial sums computed in Go bit for bit, on lengths
+// around the blocks, split over runs as BatchNorm adds them.
+func TestSums(t *testing.T) {
 	r := rand.New(rand.NewPCG(25, 26))
-	for _, n := range []int{1, 2, 3, 4, 5, 7, 8, 13, 196} {
+	for _, n := range []int{1, 2, 3, 4, 15, 16, 17, 33, 196, 256} {
 		x, y := randVec(r, n), randVec(r, n)
-		var s, sq, p sum4
+		var s, sq, p, gs, gsq, gp sums
 		var ws, wsq, wp float64
 		const mean, inv = 0.25, 1.5
 		for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
-			s.add(x[part[0]:part[1]])
-			sq.addSquares(x[part[0]:part[1]], mean)
-			p.addProducts(y[part[0]:part[1]], x[part[0]:part[1]], mean, inv)
+			xs, ys := x[part[0]:part[1]], y[part[0]:part[1]]
+			s.add(xs)
+			sq.addSquares(xs, mean)
+			p.addProducts(ys, xs, mean, inv)
+			for i := range xs { // the definition, in Go
+				gs[i&15] += float64(xs[i])
+				d := float64(xs[i]) - mean
+				gsq[i&15] += d * d
+				gp[i&15] += float64(ys[i]) * float64((xs[i]-mean)*inv)
+			}
 		}
 		for i, v := range x {
 			ws += float64(v)
@@ -188,11 +196,15 @@ func TestSum4(t *testing.T) {
 			wp += float64(y[i]) * float64((v-mean)*inv)
 		}
 		for _, c := range []struct {
-			name      string
-			got, want float64
-		}{{"add", s.total(), ws}, {"addSquares", sq.total(), wsq}, {"addProducts", p.total(), wp}} {
-			if math.Abs(c.got-c.want) > 1e-12*(1+math.Abs(c.want)) {
-				t.Errorf("n=%d %s = %v; want %v", n, c.name, c.got, c.want)
+			name     string
+			got, def sums
+			want     float64
+		}{{"add", s, gs, ws}, {"addSquares", sq, gsq, wsq}, {"addProducts", p, gp, wp}} {
+			if c.got != c.def {
+				t.Errorf("n=%d %s: partial sums %v; want %v", n, c.name, c.got, c.def)
+			}
+			if got := c.got.total(); math.Abs(got-c.want) > 1e-12*(1+math.Abs(c.want)) {
+				t.Errorf("n=%d %s = %v; want %v", n, c.name, got, c.want)
 			}
 		}
 	}

@@ -68,3 +68,43 @@ func addRows(dst, src []float32, n, w, dstStride, srcStride int) {
 	}
 	addRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
 }
+
+//go:noescape
+func sumAddAVX2(s *sums, x *float32, n int)
+
+//go:noescape
+func sumSquaresAVX2(s *sums, x *float32, n int, mean float64)
+
+//go:noescape
+func sumProductsAVX2(s *sums, dy, x *float32, n int, mean, inv float32)
+
+// sumAddSIMD does sums.add's whole blocks of 16 and returns how many values it added.
+func sumAddSIMD(s *sums, x []float32) int {
+	n := len(x) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	sumAddAVX2(s, &x[0], n)
+	return n
+}
+
+// sumSquaresSIMD is sumAddSIMD for sums.addSquares.
+func sumSquaresSIMD(s *sums, x []float32, mean float64) int {
+	n := len(x) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	sumSquaresAVX2(s, &x[0], n, mean)
+	return n
+}
+
+// sumProductsSIMD is sumAddSIMD for sums.addProducts (len(x) >= len(dy)).
+func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int {
+	n := len(dy) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_ = x[n-1]
+	sumProductsAVX2(s, &dy[0], &x[0], n, mean, inv)
+	return n
+}

@@ -198,3 +198,125 @@ add_next:
 add_done:
 	VZEROUPPER
 	RET
+
+// Four vectors of four float64 partial sums, Y0-Y3, hold sums[0:16]; each iteration adds 16
+// values, value i of the iteration to partial i.
+#define LOADSUMS \
+	VMOVUPD (DI), Y0; \
+	VMOVUPD 32(DI), Y1; \
+	VMOVUPD 64(DI), Y2; \
+	VMOVUPD 96(DI), Y3
+
+#define STORESUMS \
+	VMOVUPD Y0, (DI); \
+	VMOVUPD Y1, 32(DI); \
+	VMOVUPD Y2, 64(DI); \
+	VMOVUPD Y3, 96(DI)
+
+// func sumAddAVX2(s *sums, x *float32, n int)
+//
+// s[i%16] += float64(x[i]) for i < n, n a multiple of 16.
+TEXT ·sumAddAVX2(SB), NOSPLIT, $0-24
+	MOVQ s+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	SHRQ $4, CX
+	JZ   sa_done
+	LOADSUMS
+
+sa_loop:
+	VCVTPS2PD (SI), Y4
+	VCVTPS2PD 16(SI), Y5
+	VCVTPS2PD 32(SI), Y6
+	VCVTPS2PD 48(SI), Y7
+	VADDPD Y4, Y0, Y0
+	VADDPD Y5, Y1, Y1
+	VADDPD Y6, Y2, Y2
+	VADDPD Y7, Y3, Y3
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  sa_loop
+	STORESUMS
+
+sa_done:
+	VZEROUPPER
+	RET
+
+// func sumSquaresAVX2(s *sums, x *float32, n int, mean float64)
+//
+// s[i%16] += d*d, d = float64(x[i]) - mean, for i < n, n a multiple of 16 (a multiply and an
+// add, each rounded, as the Go loop).
+TEXT ·sumSquaresAVX2(SB), NOSPLIT, $0-32
+	MOVQ s+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSD mean+24(FP), Y15
+	SHRQ $4, CX
+	JZ   sq_done
+	LOADSUMS
+
+sq_loop:
+	VCVTPS2PD (SI), Y4
+	VCVTPS2PD 16(SI), Y5
+	VCVTPS2PD 32(SI), Y6
+	VCVTPS2PD 48(SI), Y7
+	VSUBPD Y15, Y4, Y4
+	VSUBPD Y15, Y5, Y5
+	VSUBPD Y15, Y6, Y6
+	VSUBPD Y15, Y7, Y7
+	VMULPD Y4, Y4, Y4
+	VMULPD Y5, Y5, Y5
+	VMULPD Y6, Y6, Y6
+	VMULPD Y7, Y7, Y7
+	VADDPD Y4, Y0, Y0
+	VADDPD Y5, Y1, Y1
+	VADDPD Y6, Y2, Y2
+	VADDPD Y7, Y3, Y3
+	ADDQ $64, SI
+	DECQ CX
+	JNZ  sq_loop
+	STORESUMS
+
+sq_done:
+	VZEROUPPER
+	RET
+
+// One vector of 4 products: float64(dy) * float64((x-mean)*inv), the float32 part rounded as Go
+// rounds it. X14 = mean, X13 = inv (broadcast).
+#define PRODUCT(off, acc) \
+	VMOVUPS off(DX), X8; \
+	VSUBPS X14, X8, X8; \
+	VMULPS X13, X8, X8; \
+	VCVTPS2PD X8, Y8; \
+	VCVTPS2PD off(SI), Y9; \
+	VMULPD Y8, Y9, Y9; \
+	VADDPD Y9, acc, acc
+
+// func sumProductsAVX2(s *sums, dy, x *float32, n int, mean, inv float32)
+//
+// s[i%16] += float64(dy[i]) * float64((x[i]-mean)*inv) for i < n, n a multiple of 16.
+TEXT ·sumProductsAVX2(SB), NOSPLIT, $0-40
+	MOVQ s+0(FP), DI
+	MOVQ dy+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS mean+32(FP), X14
+	VBROADCASTSS inv+36(FP), X13
+	SHRQ $4, CX
+	JZ   sp_done
+	LOADSUMS
+
+sp_loop:
+	PRODUCT(0, Y0)
+	PRODUCT(16, Y1)
+	PRODUCT(32, Y2)
+	PRODUCT(48, Y3)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	DECQ CX
+	JNZ  sp_loop
+	STORESUMS
+
+sp_done:
+	VZEROUPPER
+	RET

@@ -20,3 +20,9 @@ func copyRows(dst, src []float32, n, w, dstStride, srcStride int) {
 func addRows(dst, src []float32, n, w, dstStride, srcStride int) {
 	addRowsGo(dst, src, n, w, dstStride, srcStride)
 }
+
+func sumAddSIMD(s *sums, x []float32) int { return 0 }
+
+func sumSquaresSIMD(s *sums, x []float32, mean float64) int { return 0 }
+
+func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int { return 0 }
