@@ -238,10 +238,7 @@ func fromColumns(y, yt, bias []float32, g ConvGeom) {
 					copy(dst, src)
 					continue
 				}
-				b := bias[c]
-				for i, v := range src {
-					dst[i] = v + b
-				}
+				addConst(dst, src, bias[c])
 			}
 		}
 	})

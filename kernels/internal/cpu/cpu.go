@@ -119,6 +119,11 @@ func Mul(z, x, y []float32) {
 // BiasAdd adds bias[c] to x viewed as [outer][len(bias)][inner].
 func BiasAdd(x, bias []float32, outer, inner int) {
 	c := len(bias)
+	if inner == 1 {
+		// A linear layer's [outer][c]: the bias row added to every row.
+		For(outer, c, func(lo, hi int) { addRows(x[lo*c:], bias, hi-lo, c, c, 0) })
+		return
+	}
 	For(outer*c, inner, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			b := bias[r%c]

@@ -216,6 +216,19 @@ func TestBias(t *testing.T) {
 	}
 	BiasAdd(x, bias, outer, inner)
 	closeTo(t, "BiasAdd", x, want, 1e-6)
+	// A linear layer's bias (inner 1, rows added with the assembly): each element one float32
+	// addition, as the plain loop.
+	lx, lb := randVec(r, 9*45), randVec(r, 45)
+	lwant := make([]float32, len(lx))
+	for i, v := range lx {
+		lwant[i] = v + lb[i%45]
+	}
+	BiasAdd(lx, lb, 9, 1)
+	for i := range lx {
+		if math.Float32bits(lx[i]) != math.Float32bits(lwant[i]) {
+			t.Fatalf("BiasAdd inner 1: [%d] = %v; want %v", i, lx[i], lwant[i])
+		}
+	}
 	db := make([]float32, c)
 	BiasGrad(db, dy, outer, inner)
 	f := func(b []float64) float64 {
@@ -650,6 +663,21 @@ func TestRows(t *testing.T) {
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Fatalf("addRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestAddConst holds addConst (AVX2 on blocks of 32) to the Go loop bit for bit, on lengths
+// around the blocks.
+func TestAddConst(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 196, 784} {
+		src, dst := randVec(r, n), make([]float32, n)
+		addConst(dst, src, 0.375)
+		for i, v := range src {
+			if want := v + 0.375; math.Float32bits(dst[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d: [%d] = %v; want %v", n, i, dst[i], want)
 			}
 		}
 	}

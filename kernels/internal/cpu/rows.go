@@ -16,3 +16,12 @@ func addRowsGo(dst, src []float32, n, w, dstStride, srcStride int) {
 		}
 	}
 }
+
+// addConst writes dst[i] = src[i] + b.
+func addConst(dst, src []float32, b float32) {
+	k := addConstSIMD(dst, src, b)
+	dst = dst[k:len(src)]
+	for i, v := range src[k:] {
+		dst[i] = v + b
+	}
+}

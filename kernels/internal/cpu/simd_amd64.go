@@ -108,3 +108,17 @@ func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int {
 	sumProductsAVX2(s, &dy[0], &x[0], n, mean, inv)
 	return n
 }
+
+//go:noescape
+func addConstAVX2(dst, src *float32, n int, b float32)
+
+// addConstSIMD does addConst's longest prefix the assembly handles and returns its length.
+func addConstSIMD(dst, src []float32, b float32) int {
+	n := len(src) &^ 31
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_ = dst[n-1]
+	addConstAVX2(&dst[0], &src[0], n, b)
+	return n
+}

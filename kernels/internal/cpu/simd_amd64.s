@@ -320,3 +320,32 @@ sp_loop:
 sp_done:
 	VZEROUPPER
 	RET
+
+// func addConstAVX2(dst, src *float32, n int, b float32)
+//
+// dst[i] = src[i] + b for i < n, n a multiple of 32: a convolution's output plus its bias.
+TEXT ·addConstAVX2(SB), NOSPLIT, $0-28
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS b+24(FP), Y15
+	SHRQ $5, CX
+	JZ   ac_done
+
+ac_loop:
+	VADDPS (SI), Y15, Y0
+	VADDPS 32(SI), Y15, Y1
+	VADDPS 64(SI), Y15, Y2
+	VADDPS 96(SI), Y15, Y3
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	VMOVUPS Y2, 64(DI)
+	VMOVUPS Y3, 96(DI)
+	ADDQ $128, SI
+	ADDQ $128, DI
+	DECQ CX
+	JNZ  ac_loop
+
+ac_done:
+	VZEROUPPER
+	RET

@@ -26,3 +26,5 @@ func sumAddSIMD(s *sums, x []float32) int { return 0 }
 func sumSquaresSIMD(s *sums, x []float32, mean float64) int { return 0 }
 
 func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int { return 0 }
+
+func addConstSIMD(dst, src []float32, b float32) int { return 0 }
