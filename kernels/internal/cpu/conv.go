@@ -343,7 +343,7 @@ func maxPool2x2(y []float32, arg []int32, plane []float32, w, oh, ow int) {
 		r := 2 * oy * w
 		row0, row1 := plane[r:r+2*ow], plane[r+w:r+w+2*ow]
 		yr, ar := y[oy*ow:(oy+1)*ow], arg[oy*ow:(oy+1)*ow]
-		for ox := range yr {
+		for ox := maxPoolRowSIMD(yr, ar, row0, row1, w, r); ox < len(yr); ox++ {
 			j := 2 * ox
 			a, b, c, d := row0[j], row0[j+1], row1[j], row1[j+1]
 			best, bv := 0, a

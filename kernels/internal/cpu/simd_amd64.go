@@ -122,3 +122,18 @@ func addConstSIMD(dst, src []float32, b float32) int {
 	addConstAVX2(&dst[0], &src[0], n, b)
 	return n
 }
+
+//go:noescape
+func maxPoolRowAVX2(y *float32, arg *int32, row0, row1 *float32, n, w, base int)
+
+// maxPoolRowSIMD does the first outputs (a multiple of 8) of one output row of maxPool2x2 and
+// returns how many; row0 and row1 are the two input rows, base row0's index in the plane.
+func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int) int {
+	n := len(y) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _ = arg[n-1], row0[2*n-1], row1[2*n-1]
+	maxPoolRowAVX2(&y[0], &arg[0], &row0[0], &row1[0], n, w, base)
+	return n
+}

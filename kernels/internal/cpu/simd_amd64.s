@@ -349,3 +349,84 @@ ac_loop:
 ac_done:
 	VZEROUPPER
 	RET
+
+// ramp: 0, 2, ..., 14, the input column of each of 8 outputs of a 2x2 stride-2 pooling.
+DATA ramp<>+0(SB)/4, $0
+DATA ramp<>+4(SB)/4, $2
+DATA ramp<>+8(SB)/4, $4
+DATA ramp<>+12(SB)/4, $6
+DATA ramp<>+16(SB)/4, $8
+DATA ramp<>+20(SB)/4, $10
+DATA ramp<>+24(SB)/4, $12
+DATA ramp<>+28(SB)/4, $14
+GLOBL ramp<>(SB), RODATA|NOPTR, $32
+
+// func maxPoolRowAVX2(y *float32, arg *int32, row0, row1 *float32, n, w, base int)
+//
+// n (a multiple of 8) outputs of a 2x2 stride-2 max pooling from the input rows row0 and row1
+// (w apart in the plane; base is row0's first index there): y[i] is the maximum of row0[2i],
+// row0[2i+1], row1[2i], row1[2i+1] taken in that order with ordered greater-than compares (the
+// first maximum wins, NaN never wins), arg[i] its index in the plane, as the Go loop.
+TEXT ·maxPoolRowAVX2(SB), NOSPLIT, $0-56
+	MOVQ y+0(FP), DI
+	MOVQ arg+8(FP), R8
+	MOVQ row0+16(FP), SI
+	MOVQ row1+24(FP), DX
+	MOVQ n+32(FP), CX
+	MOVQ w+40(FP), AX
+	MOVQ base+48(FP), BX
+	SHRQ $3, CX
+	JZ   mp_done
+	MOVQ $1, R9
+	VMOVD R9, X11
+	VPBROADCASTD X11, Y11 // offset of the top-right input
+	VMOVD AX, X12
+	VPBROADCASTD X12, Y12 // bottom-left
+	INCQ AX
+	VMOVD AX, X13
+	VPBROADCASTD X13, Y13 // bottom-right
+	VMOVD BX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU ramp<>(SB), Y14
+	VPADDD Y14, Y15, Y15 // the top-left inputs' indices
+	MOVQ $16, R9
+	VMOVD R9, X14
+	VPBROADCASTD X14, Y14
+
+mp_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS (DX), Y2
+	VMOVUPS 32(DX), Y3
+	VSHUFPS $0x88, Y1, Y0, Y4
+	VSHUFPS $0xDD, Y1, Y0, Y5
+	VSHUFPS $0x88, Y3, Y2, Y6
+	VSHUFPS $0xDD, Y3, Y2, Y7
+	VPERMPD $0xD8, Y4, Y4 // top-left of each window, in output order
+	VPERMPD $0xD8, Y5, Y5 // top-right
+	VPERMPD $0xD8, Y6, Y6 // bottom-left
+	VPERMPD $0xD8, Y7, Y7 // bottom-right
+	VPXOR   Y9, Y9, Y9
+	VCMPPS  $0x1e, Y4, Y5, Y10
+	VBLENDVPS Y10, Y5, Y4, Y4
+	VBLENDVPS Y10, Y11, Y9, Y9
+	VCMPPS  $0x1e, Y4, Y6, Y10
+	VBLENDVPS Y10, Y6, Y4, Y4
+	VBLENDVPS Y10, Y12, Y9, Y9
+	VCMPPS  $0x1e, Y4, Y7, Y10
+	VBLENDVPS Y10, Y7, Y4, Y4
+	VBLENDVPS Y10, Y13, Y9, Y9
+	VPADDD  Y15, Y9, Y9
+	VMOVUPS Y4, (DI)
+	VMOVDQU Y9, (R8)
+	VPADDD  Y14, Y15, Y15
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $32, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  mp_loop
+
+mp_done:
+	VZEROUPPER
+	RET

@@ -28,3 +28,5 @@ func sumSquaresSIMD(s *sums, x []float32, mean float64) int { return 0 }
 func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int { return 0 }
 
 func addConstSIMD(dst, src []float32, b float32) int { return 0 }
+
+func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int) int { return 0 }
