@@ -398,8 +398,8 @@ func TestConv2D(t *testing.T) {
 }
 
 // TestConv2DImplicitParity holds Conv2D and Conv2DBackward (the column matrix packed straight
-// from a padded copy of x, twice) to the plain convolution (im2col written out once, then
-// multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
+// from a padded copy of x, twice; dx a few samples at a time) to the plain convolution (im2col
+// written out once, then multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
 // batches large enough for the multiplies to run on several goroutines and for GEMM blocks to
 // start in the middle of a sample or a row.
 func TestConv2DImplicitParity(t *testing.T) {
@@ -414,6 +414,7 @@ func TestConv2DImplicitParity(t *testing.T) {
 		{N: 3, InC: 3, InH: 20, InW: 21, OutC: 8, KH: 7, KW: 7, Stride: 2, Pad: 3},
 		{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
 		{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
+		{N: 7, InC: 34, InH: 16, InW: 16, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx in chunks of 3, 3, 1
 	} {
 		x := randVec(r, g.N*g.InC*g.InH*g.InW)
 		w := randVec(r, g.OutC*g.ColRows())
