@@ -499,7 +499,7 @@ func TestMaxPool2D(t *testing.T) {
 func TestMaxPool2x2Parity(t *testing.T) {
 	r := rand.New(rand.NewPCG(15, 16))
 	for trial := range 60 {
-		h, w := 9, []int{11, 28, 41}[trial%3] // 41: two assembly blocks of 8 and a tail
+		h, w := 9, []int{11, 28, 41}[trial%3] // outputs per row: 5 (Go), 14 and 20 (assembly, the last block overlapping)
 		g := PoolGeom{N: 1, C: 1, H: h, W: w, K: 2, Stride: 2}
 		oh, ow := g.OutH(), g.OutW()
 		plane := make([]float32, h*w)
