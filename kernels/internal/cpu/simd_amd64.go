@@ -44,29 +44,31 @@ func addRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
 // copyRows copies n rows of w floats from src (row i at i*srcStride) to dst (row i at
 // i*dstStride).
 func copyRows(dst, src []float32, n, w, dstStride, srcStride int) {
-	if n <= 0 || w <= 0 {
-		return
-	}
-	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
-	if !hasAVX2 {
+	if rowsInBounds(dst, src, n, w, dstStride, srcStride) {
+		copyRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
+	} else if n > 0 && w > 0 {
 		copyRowsGo(dst, src, n, w, dstStride, srcStride)
-		return
 	}
-	copyRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
 }
 
 // addRows adds n rows of w floats from src (row i at i*srcStride) to dst (row i at
 // i*dstStride).
 func addRows(dst, src []float32, n, w, dstStride, srcStride int) {
-	if n <= 0 || w <= 0 {
-		return
+	if rowsInBounds(dst, src, n, w, dstStride, srcStride) {
+		addRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
+	} else if n > 0 && w > 0 {
+		addRowsGo(dst, src, n, w, dstStride, srcStride)
+	}
+}
+
+// rowsInBounds reports whether the assembly should move the rows: there are some, the CPU has
+// AVX2, and the last row of each slice is inside it (it panics otherwise, as the Go loop would).
+func rowsInBounds(dst, src []float32, n, w, dstStride, srcStride int) bool {
+	if n <= 0 || w <= 0 || !hasAVX2 {
+		return false
 	}
 	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
-	if !hasAVX2 {
-		addRowsGo(dst, src, n, w, dstStride, srcStride)
-		return
-	}
-	addRowsAVX(&dst[0], &src[0], n, w, dstStride, srcStride)
+	return true
 }
 
 //go:noescape

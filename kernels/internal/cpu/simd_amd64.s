@@ -2,6 +2,19 @@
 
 #include "textflag.h"
 
+// MAP32(op): 32 floats from SI, each op'ed with Y15, to DI; both move on.
+#define MAP32(op) \
+	op (SI), Y15, Y0; \
+	op 32(SI), Y15, Y1; \
+	op 64(SI), Y15, Y2; \
+	op 96(SI), Y15, Y3; \
+	VMOVUPS Y0, (DI); \
+	VMOVUPS Y1, 32(DI); \
+	VMOVUPS Y2, 64(DI); \
+	VMOVUPS Y3, 96(DI); \
+	ADDQ $128, SI; \
+	ADDQ $128, DI
+
 // func reluAVX2(y, x *float32, n int)
 //
 // y[i] = max(x[i], 0) for i < n, n a multiple of 32. VMAXPS returns its second source (0) when
@@ -15,16 +28,7 @@ TEXT ·reluAVX2(SB), NOSPLIT, $0-24
 	VXORPS Y15, Y15, Y15
 
 relu_loop:
-	VMAXPS (SI), Y15, Y0
-	VMAXPS 32(SI), Y15, Y1
-	VMAXPS 64(SI), Y15, Y2
-	VMAXPS 96(SI), Y15, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ $128, SI
-	ADDQ $128, DI
+	MAP32(VMAXPS)
 	DECQ CX
 	JNZ  relu_loop
 
@@ -83,33 +87,37 @@ DATA tailMask<>+48(SB)/8, $0
 DATA tailMask<>+56(SB)/8, $0
 GLOBL tailMask<>(SB), RODATA|NOPTR, $64
 
+// ROWARGS loads copyRowsAVX's and addRowsAVX's arguments: DI dst, SI src, CX n, R8 and R9 the
+// strides in bytes, R12 the whole 8-float blocks of a row, R13 the tail length and Y7 its mask.
+#define ROWARGS \
+	MOVQ dst+0(FP), DI; \
+	MOVQ src+8(FP), SI; \
+	MOVQ n+16(FP), CX; \
+	MOVQ w+24(FP), R10; \
+	MOVQ dstStride+32(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ srcStride+40(FP), R9; \
+	SHLQ $2, R9; \
+	MOVQ R10, AX; \
+	ANDQ $7, AX; \
+	MOVQ $8, DX; \
+	SUBQ AX, DX; \
+	LEAQ tailMask<>(SB), R11; \
+	VMOVDQU (R11)(DX*4), Y7; \
+	MOVQ R10, R12; \
+	SHRQ $3, R12; \
+	MOVQ R10, R13; \
+	ANDQ $7, R13
+
 // func copyRowsAVX(dst, src *float32, n, w, dstStride, srcStride int)
 //
 // For i < n, copies w floats from src+i*srcStride to dst+i*dstStride (strides in floats):
 // the short rows of a convolution's column matrix, without a memmove call per row. The last
 // w%8 floats of a row move with one masked load and store, which touch nothing outside the row.
 TEXT ·copyRowsAVX(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), R10
-	MOVQ dstStride+32(FP), R8
-	SHLQ $2, R8
-	MOVQ srcStride+40(FP), R9
-	SHLQ $2, R9
+	ROWARGS
 	TESTQ CX, CX
 	JZ   copy_done
-	// Y7: the mask of the w%8 tail.
-	MOVQ R10, AX
-	ANDQ $7, AX
-	MOVQ $8, DX
-	SUBQ AX, DX
-	LEAQ tailMask<>(SB), R11
-	VMOVDQU (R11)(DX*4), Y7
-	MOVQ R10, R12
-	SHRQ $3, R12 // whole 8-float blocks per row
-	MOVQ R10, R13
-	ANDQ $7, R13 // tail length
 
 copy_row:
 	MOVQ R12, BX
@@ -146,26 +154,9 @@ copy_done:
 // scatter-add of short rows, each element with one rounded addition, as the Go loop. The tail
 // is masked as in copyRowsAVX.
 TEXT ·addRowsAVX(SB), NOSPLIT, $0-48
-	MOVQ dst+0(FP), DI
-	MOVQ src+8(FP), SI
-	MOVQ n+16(FP), CX
-	MOVQ w+24(FP), R10
-	MOVQ dstStride+32(FP), R8
-	SHLQ $2, R8
-	MOVQ srcStride+40(FP), R9
-	SHLQ $2, R9
+	ROWARGS
 	TESTQ CX, CX
 	JZ   add_done
-	MOVQ R10, AX
-	ANDQ $7, AX
-	MOVQ $8, DX
-	SUBQ AX, DX
-	LEAQ tailMask<>(SB), R11
-	VMOVDQU (R11)(DX*4), Y7
-	MOVQ R10, R12
-	SHRQ $3, R12
-	MOVQ R10, R13
-	ANDQ $7, R13
 
 add_row:
 	MOVQ R12, BX
@@ -333,16 +324,7 @@ TEXT ·addConstAVX2(SB), NOSPLIT, $0-28
 	JZ   ac_done
 
 ac_loop:
-	VADDPS (SI), Y15, Y0
-	VADDPS 32(SI), Y15, Y1
-	VADDPS 64(SI), Y15, Y2
-	VADDPS 96(SI), Y15, Y3
-	VMOVUPS Y0, (DI)
-	VMOVUPS Y1, 32(DI)
-	VMOVUPS Y2, 64(DI)
-	VMOVUPS Y3, 96(DI)
-	ADDQ $128, SI
-	ADDQ $128, DI
+	MAP32(VADDPS)
 	DECQ CX
 	JNZ  ac_loop
 

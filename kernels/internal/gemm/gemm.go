@@ -397,21 +397,8 @@ func packA(dst []float32, kern *kernel, trans bool, a []float32, lda, i0, mc, p0
 	mr := kern.mr
 	if trans {
 		// op(A)[i][p] = a[p*lda+i]: row p of A^T fills row p of every sliver.
-		full := mc / mr
 		for p := range kc {
-			src := a[(p0+p)*lda+i0 : (p0+p)*lda+i0+mc]
-			if kern.scatter != nil && mr%4 == 0 {
-				kern.scatter(dst[p*mr:], src, full, kc*mr, mr, mr)
-			} else {
-				for s := 0; s < full*mr; s += mr {
-					copy(dst[s*kc+p*mr:s*kc+p*mr+mr], src[s:s+mr])
-				}
-			}
-			if s := full * mr; s < mc {
-				col := dst[s*kc+p*mr : s*kc+p*mr+mr]
-				copy(col, src[s:])
-				clear(col[mc-s:])
-			}
+			packRow(dst, kern, a[(p0+p)*lda+i0:(p0+p)*lda+i0+mc], p, kc, mr)
 		}
 		return
 	}
@@ -440,7 +427,7 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 	if !trans {
 		// Row by row, so that B is read sequentially: row p of B fills row p of every sliver.
 		for p := range kc {
-			packBRow(dst, kern, b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+nc], p, kc)
+			packRow(dst, kern, b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+nc], p, kc, kern.nr)
 		}
 		return
 	}
@@ -466,22 +453,22 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 	}
 }
 
-// packBRow copies src, row p of a kc x len(src) block of B, into row p of every nr-column sliver
-// of dst (zero past the end of src).
-func packBRow(dst []float32, kern *kernel, src []float32, p, kc int) {
-	nr, nc := kern.nr, len(src)
-	full := nc / nr
-	if kern.scatter != nil && nr%4 == 0 {
-		kern.scatter(dst[p*nr:], src, full, kc*nr, nr, nr)
+// packRow copies src, row p of a kc-deep block (of B, or of A^T), into row p of every w-wide
+// sliver of dst (zero past the end of src).
+func packRow(dst []float32, kern *kernel, src []float32, p, kc, w int) {
+	n := len(src)
+	full := n / w
+	if kern.scatter != nil && w%4 == 0 {
+		kern.scatter(dst[p*w:], src, full, kc*w, w, w)
 	} else {
-		for s := 0; s < full*nr; s += nr {
-			copy(dst[s*kc+p*nr:s*kc+p*nr+nr], src[s:s+nr])
+		for s := 0; s < full*w; s += w {
+			copy(dst[s*kc+p*w:s*kc+p*w+w], src[s:s+w])
 		}
 	}
-	if s := full * nr; s < nc {
-		row := dst[s*kc+p*nr : s*kc+p*nr+nr]
+	if s := full * w; s < n {
+		row := dst[s*kc+p*w : s*kc+p*w+w]
 		copy(row, src[s:])
-		clear(row[nc-s:])
+		clear(row[n-s:])
 	}
 }
 
@@ -494,7 +481,7 @@ func packSource(dst, buf []float32, kern *kernel, trans bool, src Source, p0, kc
 		row := buf[:nc]
 		for p := range kc {
 			src.Row(row, p0+p, j0)
-			packBRow(dst, kern, row, p, kc)
+			packRow(dst, kern, row, p, kc, nr)
 		}
 		return
 	}
