@@ -49,10 +49,7 @@ func normalize(y, x []float32, g BNGeom, c int, mean, inv, gamma, beta float32) 
 	b := beta - mean*a
 	for n := range g.N {
 		off := (n*g.C + c) * g.HW
-		ys, xs := y[off:off+g.HW], x[off:off+g.HW]
-		for i, v := range xs {
-			ys[i] = v*a + b
-		}
+		scaleShift(y[off:off+g.HW], x[off:off+g.HW], a, b)
 	}
 }
 
@@ -92,10 +89,7 @@ func BatchNormBackward(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd []f
 			bx := float32(sdyx / m)
 			for n := range g.N {
 				off := (n*g.C + c) * g.HW
-				dxs, dys, xs := dx[off:off+g.HW], dy[off:off+g.HW], x[off:off+g.HW]
-				for i, d := range dys {
-					dxs[i] = k * (d - bmean - (xs[i]-mean)*inv*bx)
-				}
+				bnDx(dx[off:off+g.HW], dy[off:off+g.HW], x[off:off+g.HW], k, bmean, mean, inv, bx)
 			}
 		}
 	})
@@ -136,6 +130,24 @@ func GlobalAvgPoolBackward(dx, dy []float32, inner int) {
 	})
 }
 
+// scaleShift writes y[i] = x[i]*a + b (y may be x).
+func scaleShift(y, x []float32, a, b float32) {
+	k := scaleShiftSIMD(y, x, a, b)
+	ys := y[k:len(x)]
+	for i, v := range x[k:] {
+		ys[i] = float32(v*a) + b // the conversion rounds the product: no fused multiply-add
+	}
+}
+
+// bnDx writes BatchNorm's input gradient dx[i] = k * (dy[i] - bmean - (x[i]-mean)*inv*bx).
+func bnDx(dx, dy, x []float32, k, bmean, mean, inv, bx float32) {
+	j := bnDxSIMD(dx, dy, x, k, bmean, mean, inv, bx)
+	dxs, xs := dx[j:len(dy)], x[j:len(dy)]
+	for i, d := range dy[j:] {
+		dxs[i] = k * (d - bmean - float32(float32((xs[i]-mean)*inv)*bx))
+	}
+}
+
 // sums is a float64 sum kept in 16 partial sums: element i of each run added goes to partial
 // i%16, and total adds the partials in order. The result is the same on every run (and in the
 // noasm build); the partial sums break the chain of dependent additions that one index-order
@@ -162,7 +174,7 @@ func (s *sums) add(xs []float32) {
 func (s *sums) addSquares(xs []float32, mean float64) {
 	for i := sumSquaresSIMD(s, xs, mean); i < len(xs); i++ {
 		d := float64(xs[i]) - mean
-		s[i&15] += d * d
+		s[i&15] += float64(d * d) // rounded before the sum, as the assembly: no fused multiply-add
 	}
 }
 
@@ -171,6 +183,6 @@ func (s *sums) addSquares(xs []float32, mean float64) {
 func (s *sums) addProducts(dy, x []float32, mean, inv float32) {
 	x = x[:len(dy)]
 	for i := sumProductsSIMD(s, dy, x, mean, inv); i < len(dy); i++ {
-		s[i&15] += float64(dy[i]) * float64((x[i]-mean)*inv)
+		s[i&15] += float64(float64(dy[i]) * float64(float32((x[i]-mean)*inv)))
 	}
 }

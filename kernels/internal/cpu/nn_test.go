@@ -186,8 +186,8 @@ func TestSums(t *testing.T) {
 			for i := range xs { // the definition, in Go
 				gs[i&15] += float64(xs[i])
 				d := float64(xs[i]) - mean
-				gsq[i&15] += d * d
-				gp[i&15] += float64(ys[i]) * float64((xs[i]-mean)*inv)
+				gsq[i&15] += float64(d * d)
+				gp[i&15] += float64(float64(ys[i]) * float64(float32((xs[i]-mean)*inv)))
 			}
 		}
 		for i, v := range x {
@@ -205,6 +205,28 @@ func TestSums(t *testing.T) {
 			}
 			if got := c.got.total(); math.Abs(got-c.want) > 1e-12*(1+math.Abs(c.want)) {
 				t.Errorf("n=%d %s = %v; want %v", n, c.name, got, c.want)
+			}
+		}
+	}
+}
+
+// TestBNElementwise holds scaleShift and bnDx (AVX2 on blocks of 16) to their definitions, each
+// operation rounded in order, bit for bit, on lengths around the blocks.
+func TestBNElementwise(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const a, b, k, bmean, mean, inv, bx = 1.25, -0.3, 0.7, 0.01, 0.2, 1.9, -0.05
+	for _, n := range []int{1, 15, 16, 17, 40, 256} {
+		x, dy := randVec(r, n), randVec(r, n)
+		y, dx := make([]float32, n), make([]float32, n)
+		scaleShift(y, x, a, b)
+		bnDx(dx, dy, x, k, bmean, mean, inv, bx)
+		for i := range x {
+			if want := float32(x[i]*a) + b; math.Float32bits(y[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d scaleShift[%d] = %v; want %v", n, i, y[i], want)
+			}
+			xhat := float32((x[i] - mean) * inv)
+			if want := k * (dy[i] - bmean - float32(xhat*bx)); math.Float32bits(dx[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d bnDx[%d] = %v; want %v", n, i, dx[i], want)
 			}
 		}
 	}

@@ -143,3 +143,31 @@ func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int)
 	}
 	return len(y)
 }
+
+//go:noescape
+func scaleShiftAVX2(y, x *float32, n int, a, b float32)
+
+//go:noescape
+func bnDxAVX2(dx, dy, x *float32, n int, k, bmean, mean, inv, bx float32)
+
+// scaleShiftSIMD does scaleShift's whole blocks of 16 and returns how many values it wrote.
+func scaleShiftSIMD(y, x []float32, a, b float32) int {
+	n := len(x) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_ = y[n-1]
+	scaleShiftAVX2(&y[0], &x[0], n, a, b)
+	return n
+}
+
+// bnDxSIMD does bnDx's whole blocks of 16 and returns how many values it wrote.
+func bnDxSIMD(dx, dy, x []float32, k, bmean, mean, inv, bx float32) int {
+	n := len(dy) &^ 15
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_, _ = dx[n-1], x[n-1]
+	bnDxAVX2(&dx[0], &dy[0], &x[0], n, k, bmean, mean, inv, bx)
+	return n
+}

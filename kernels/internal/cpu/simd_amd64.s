@@ -412,3 +412,74 @@ mp_loop:
 mp_done:
 	VZEROUPPER
 	RET
+
+// func scaleShiftAVX2(y, x *float32, n int, a, b float32)
+//
+// y[i] = x[i]*a + b for i < n, n a multiple of 16: a multiply and an add, each rounded, as the
+// Go loop (BatchNorm's normalization).
+TEXT ·scaleShiftAVX2(SB), NOSPLIT, $0-32
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	VBROADCASTSS a+24(FP), Y14
+	VBROADCASTSS b+28(FP), Y15
+	SHRQ $4, CX
+	JZ   ss_done
+
+ss_loop:
+	VMULPS (SI), Y14, Y0
+	VMULPS 32(SI), Y14, Y1
+	VADDPS Y15, Y0, Y0
+	VADDPS Y15, Y1, Y1
+	VMOVUPS Y0, (DI)
+	VMOVUPS Y1, 32(DI)
+	ADDQ $64, SI
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  ss_loop
+
+ss_done:
+	VZEROUPPER
+	RET
+
+// One vector of BatchNorm's input gradient: k * ((dy - bmean) - ((x-mean)*inv)*bx), each
+// operation rounded in the Go loop's order. Y11-Y15 = k, bmean, mean, inv, bx.
+#define BNDX(off) \
+	VMOVUPS off(DX), Y0; \
+	VSUBPS Y13, Y0, Y0; \
+	VMULPS Y14, Y0, Y0; \
+	VMULPS Y15, Y0, Y0; \
+	VMOVUPS off(SI), Y1; \
+	VSUBPS Y12, Y1, Y1; \
+	VSUBPS Y0, Y1, Y1; \
+	VMULPS Y11, Y1, Y1; \
+	VMOVUPS Y1, off(DI)
+
+// func bnDxAVX2(dx, dy, x *float32, n int, k, bmean, mean, inv, bx float32)
+//
+// dx[i] = k * (dy[i] - bmean - (x[i]-mean)*inv*bx) for i < n, n a multiple of 16.
+TEXT ·bnDxAVX2(SB), NOSPLIT, $0-52
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), SI
+	MOVQ x+16(FP), DX
+	MOVQ n+24(FP), CX
+	VBROADCASTSS k+32(FP), Y11
+	VBROADCASTSS bmean+36(FP), Y12
+	VBROADCASTSS mean+40(FP), Y13
+	VBROADCASTSS inv+44(FP), Y14
+	VBROADCASTSS bx+48(FP), Y15
+	SHRQ $4, CX
+	JZ   bd_done
+
+bd_loop:
+	BNDX(0)
+	BNDX(32)
+	ADDQ $64, SI
+	ADDQ $64, DX
+	ADDQ $64, DI
+	DECQ CX
+	JNZ  bd_loop
+
+bd_done:
+	VZEROUPPER
+	RET
