@@ -106,10 +106,14 @@ func (s *colSource) Row(dst []float32, r, j0 int) {
 	at := n*s.in + off + y*rowStep + x0*g.Stride // input index of output (n, y, x0)
 	for len(dst) > 0 {
 		seg := min(len(dst), s.ow-x0)
-		if g.Stride == 1 && x0 == 0 && seg == s.ow {
+		if g.Stride <= 2 && x0 == 0 && seg == s.ow {
 			// Whole output rows of this sample, in one call.
 			rows := min(len(dst)/s.ow, s.oh-y)
-			copyRows(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
+			if g.Stride == 1 {
+				copyRows(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
+			} else {
+				copyRows2(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
+			}
 			dst = dst[rows*s.ow:]
 			if y += rows; y < s.oh {
 				at += rows * rowStep

@@ -642,8 +642,9 @@ func TestForCoversRangeOnce(t *testing.T) {
 	}
 }
 
-// TestRows holds copyRows and addRows (assembly where the CPU has AVX2) to the Go loops bit for
-// bit, on widths around the 8-float blocks and strides wider than the rows.
+// TestRows holds copyRows, copyRows2 and addRows (assembly where the CPU has AVX2) to the Go
+// loops bit for bit, on widths around the 8-float blocks and strides wider than the rows (for
+// copyRows2, the last row ends where the slice does, so its last block is left to Go).
 func TestRows(t *testing.T) {
 	r := rand.New(rand.NewPCG(23, 24))
 	for _, w := range []int{1, 2, 4, 7, 8, 9, 14, 16, 17, 28, 33} {
@@ -656,6 +657,15 @@ func TestRows(t *testing.T) {
 		for i := range got {
 			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 				t.Fatalf("copyRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+		src2 := randVec(r, (n-1)*(2*w+1)+2*w-1) // every other value, rows 2w+1 apart
+		got, want = append([]float32(nil), base...), append([]float32(nil), base...)
+		copyRows2(got, src2, n, w, ds, 2*w+1)
+		copyRows2Go(want, src2, n, w, ds, 2*w+1)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("copyRows2 w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
 			}
 		}
 		got, want = append([]float32(nil), base...), append([]float32(nil), base...)

@@ -25,3 +25,13 @@ func addConst(dst, src []float32, b float32) {
 		dst[i] = v + b
 	}
 }
+
+// copyRows2Go is copyRows2 in Go.
+func copyRows2Go(dst, src []float32, n, w, dstStride, srcStride int) {
+	for i := range n {
+		d, s := dst[i*dstStride:i*dstStride+w], src[i*srcStride:]
+		for j := range d {
+			d[j] = s[2*j]
+		}
+	}
+}

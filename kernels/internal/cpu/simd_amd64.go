@@ -171,3 +171,24 @@ func bnDxSIMD(dx, dy, x []float32, k, bmean, mean, inv, bx float32) int {
 	bnDxAVX2(&dx[0], &dy[0], &x[0], n, k, bmean, mean, inv, bx)
 	return n
 }
+
+//go:noescape
+func copyRows2AVX(dst, src *float32, n, w8, dstStride, srcStride int)
+
+// copyRows2 copies n rows of w floats taken every other one from src (row i from
+// src[i*srcStride], its j-th value at 2*j) to dst (row i at i*dstStride).
+func copyRows2(dst, src []float32, n, w, dstStride, srcStride int) {
+	if n <= 0 || w <= 0 {
+		return
+	}
+	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+2*(w-1)]
+	k := 0
+	// The assembly reads 16 source values per 8: whole blocks whose reads stay in the slice.
+	if hasAVX2 && (n-1)*srcStride+2*(w&^7) <= len(src) {
+		k = w &^ 7
+		copyRows2AVX(&dst[0], &src[0], n, k/8, dstStride, srcStride)
+	}
+	if k < w {
+		copyRows2Go(dst[k:], src[2*k:], n, w-k, dstStride, srcStride)
+	}
+}

@@ -483,3 +483,43 @@ bd_loop:
 bd_done:
 	VZEROUPPER
 	RET
+
+// func copyRows2AVX(dst, src *float32, n, w8, dstStride, srcStride int)
+//
+// For i < n and j < 8*w8, dst[i*dstStride+j] = src[i*srcStride+2*j]: the rows of a stride-2
+// convolution's column matrix, 8 values from 16 (deinterleaved as in maxPoolRowAVX2).
+TEXT ·copyRows2AVX(SB), NOSPLIT, $0-48
+	MOVQ dst+0(FP), DI
+	MOVQ src+8(FP), SI
+	MOVQ n+16(FP), CX
+	MOVQ w8+24(FP), R10
+	MOVQ dstStride+32(FP), R8
+	SHLQ $2, R8
+	MOVQ srcStride+40(FP), R9
+	SHLQ $2, R9
+	TESTQ CX, CX
+	JZ   c2_done
+	TESTQ R10, R10
+	JZ   c2_done
+
+c2_row:
+	MOVQ R10, BX
+	XORQ AX, AX // dst offset in bytes; the source's is twice that
+
+c2_block:
+	VMOVUPS (SI)(AX*2), Y0
+	VMOVUPS 32(SI)(AX*2), Y1
+	VSHUFPS $0x88, Y1, Y0, Y2
+	VPERMPD $0xD8, Y2, Y2
+	VMOVUPS Y2, (DI)(AX*1)
+	ADDQ $32, AX
+	DECQ BX
+	JNZ  c2_block
+	ADDQ R8, DI
+	ADDQ R9, SI
+	DECQ CX
+	JNZ  c2_row
+
+c2_done:
+	VZEROUPPER
+	RET

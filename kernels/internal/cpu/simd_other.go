@@ -34,3 +34,9 @@ func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int)
 func scaleShiftSIMD(y, x []float32, a, b float32) int { return 0 }
 
 func bnDxSIMD(dx, dy, x []float32, k, bmean, mean, inv, bx float32) int { return 0 }
+
+// copyRows2 copies n rows of w floats taken every other one from src (row i from
+// src[i*srcStride], its j-th value at 2*j) to dst (row i at i*dstStride).
+func copyRows2(dst, src []float32, n, w, dstStride, srcStride int) {
+	copyRows2Go(dst, src, n, w, dstStride, srcStride)
+}
