@@ -285,7 +285,9 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	// memory and back: 160 MB a step for the CNN's second convolution). Each element of dcol
 	// is the same dot product and each of dx gets its terms in the same order, whatever the
 	// chunk.
-	nb := max(1, colChunk/max(rows*cols, 1))
+	// Each chunk packs w^T again: chunks stay large enough (4*OutC columns) for that to cost
+	// at most a quarter of the chunk's matrix (the last ResNet stages' weights are megabytes).
+	nb := max(1, colChunk/max(rows*cols, 1), 4*g.OutC/max(cols, 1))
 	in := g.InC * g.InH * g.InW
 	for n0 := 0; n0 < g.N; n0 += nb {
 		gc := g
