@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"math"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -16,7 +16,7 @@ type StageStats struct {
 
 	In, Out int64 // items received and items sent on (Out counts batches for a batch stage)
 
-	Busy    time.Duration // inside the user function (or producing, for a source)
+	Busy    time.Duration // working: the workers' time less Starved and Blocked (the user function, or producing, for a source, and the hand-offs)
 	Starved time.Duration // waiting for input
 	Blocked time.Duration // waiting for downstream to take output (or, in an ordered map, for the reorder window)
 
@@ -51,40 +51,43 @@ func (s StageStats) fraction(d time.Duration) float64 {
 	return min(f, 1)
 }
 
-// stage holds the live counters of one stage.
+// stage is one declared stage; its counters live in its workers.
 type stage struct {
 	p       *Pipeline
 	name    string
 	kind    string
 	workers int
 	ordered bool
+	queue   func() (length, capacity int)
 
-	in, out                atomic.Int64
-	busy, starved, blocked atomic.Int64 // nanoseconds
-	queueSum, queueSamples atomic.Int64
-	queue                  func() (length, capacity int)
+	mu   sync.Mutex
+	live []*worker // every worker goroutine started so far, running or ended
 }
 
-func (st *stage) sent(queueLen int) {
-	st.out.Add(1)
-	st.queueSum.Add(int64(queueLen))
-	st.queueSamples.Add(1)
-}
-
-func (st *stage) snapshot(elapsed time.Duration) StageStats {
-	s := StageStats{
-		Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered,
-		In: st.in.Load(), Out: st.out.Load(),
-		Busy:    time.Duration(st.busy.Load()),
-		Starved: time.Duration(st.starved.Load()),
-		Blocked: time.Duration(st.blocked.Load()),
-		Elapsed: elapsed,
+func (st *stage) snapshot(elapsed time.Duration, at int64) StageStats {
+	s := StageStats{Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered, Elapsed: elapsed}
+	var life, queued int64
+	st.mu.Lock()
+	for _, w := range st.live {
+		end := w.end.Load()
+		if end == 0 {
+			end = at
+		}
+		life += max(end-w.start, 0)
+		s.In += w.in.Load()
+		s.Out += w.out.Load()
+		queued += w.queued.Load()
+		s.Starved += time.Duration(w.starved.Load())
+		s.Blocked += time.Duration(w.blocked.Load())
 	}
+	st.mu.Unlock()
+	// The counters are read one after the other while the workers run: busy is at least 0.
+	s.Busy = max(time.Duration(life)-s.Starved-s.Blocked, 0)
 	if st.queue != nil {
 		s.QueueLen, s.QueueCap = st.queue()
-	}
-	if n := st.queueSamples.Load(); n > 0 {
-		s.QueueMean = float64(st.queueSum.Load()) / float64(n)
+		if s.Out > 0 {
+			s.QueueMean = float64(queued) / float64(s.Out)
+		}
 	}
 	return s
 }
@@ -96,16 +99,17 @@ func (p *Pipeline) Stats() []StageStats {
 	stages := append([]*stage(nil), p.stages...)
 	p.mu.Unlock()
 	var elapsed time.Duration
+	at := now()
 	if t0 := p.t0.Load(); t0 != 0 {
 		end := p.t1.Load()
 		if end == 0 {
-			end = time.Now().UnixNano()
+			end = at
 		}
 		elapsed = time.Duration(end - t0)
 	}
 	out := make([]StageStats, len(stages))
 	for i, st := range stages {
-		out[i] = st.snapshot(elapsed)
+		out[i] = st.snapshot(elapsed, at)
 	}
 	return out
 }
