@@ -549,7 +549,7 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctReduced(dst, stride, b, bs)
 		return
 	}
-	if !idctSIMD(dst, stride, b, transposed) {
+	if !idctSIMD(dst, stride, b, transposed, last) {
 		idctRows(b)
 		idctColsStore(dst, stride, b)
 	}
