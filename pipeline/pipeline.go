@@ -198,8 +198,7 @@ var epoch = time.Now()
 
 // now is the monotonic clock in nanoseconds since epoch, plus 1 so that it is never 0 (which
 // means "not yet" in Pipeline.t0 and t1). time.Since reads only the monotonic clock, about half
-// the cost of time.Now, which reads the wall clock too; the engine reads it only where a
-// goroutine is about to wait anyway, never per item (see worker).
+// the cost of time.Now, which reads the wall clock too.
 func now() int64 { return int64(time.Since(epoch)) + 1 }
 
 // send delivers it downstream, accounting a wait as blocked time. It returns false when ctx ends.
@@ -210,14 +209,14 @@ func send[T any](ctx context.Context, w *worker, ch chan item[T], it item[T]) bo
 		return true
 	default:
 	}
-	t := now()
+	t := w.waitStart()
 	select {
 	case ch <- it:
-		w.blocked.Add(now() - t)
+		w.waitEnd(t, &w.blocked)
 		w.sent(len(ch))
 		return true
 	case <-ctx.Done():
-		w.blocked.Add(now() - t)
+		w.waitEnd(t, &w.blocked)
 		return false
 	}
 }
@@ -240,16 +239,16 @@ func recv[T any](ctx context.Context, w *worker, ch chan item[T]) (it item[T], o
 		return it, ok
 	default:
 	}
-	t := now()
+	t := w.waitStart()
 	select {
 	case it, ok = <-ch:
-		w.starved.Add(now() - t)
+		w.waitEnd(t, &w.starved)
 		if ok {
 			w.in.Add(1)
 		}
 		return it, ok
 	case <-done:
-		w.starved.Add(now() - t)
+		w.waitEnd(t, &w.starved)
 		return it, false
 	}
 }
@@ -258,23 +257,25 @@ func recv[T any](ctx context.Context, w *worker, ch chan item[T]) (it item[T], o
 type workerKey struct{}
 
 // worker is one goroutine of a stage and its counters. Only that goroutine writes them (atomically,
-// so that Stats may read them at any time); a stage sums its workers'. Busy time is not measured
-// per item: it is the worker's lifetime less the time it was starved or blocked, which are
-// measured where the goroutine waits (send, recv, the ordered map's window and lock, Blocked).
-// So the engine reads no clock for an item that passes without waiting.
+// so that Stats may read them at any time); a stage sums its workers'. The worker's time is cut
+// into stretches at checkpoints: the end of each call of the stage function, and the start and
+// end of each wait (for input, for downstream, for a window token or the ordered map's lock). A
+// wait is starved or blocked time; the rest is busy, less what the function reported through
+// Blocked. So the engine reads the clock once per item, and twice more only where a goroutine is
+// about to park anyway, and every counter only grows.
 type worker struct {
-	st     *stage
-	index  int
-	cur    int64 // index of the item the worker's function is processing, for a panic's error
-	start  int64 // now() when the goroutine began
-	end    atomic.Int64
-	in     atomic.Int64
-	out    atomic.Int64 // items (batches for a batch stage) sent, or consumed by a sink
-	queued atomic.Int64 // sum over sends of the output queue's length right after it
-	// starved and blocked are nanoseconds waiting for input, and for downstream (or a window
-	// token, or a resource reported through Blocked).
-	starved, blocked atomic.Int64
-	_                [64]byte // keeps workers of one stage off each other's cache lines
+	st    *stage
+	index int
+	cur   int64 // index of the item the worker's function is processing, for a panic's error
+	mark  int64 // now() at the last checkpoint
+	in    atomic.Int64
+	out   atomic.Int64 // items (batches for a batch stage) sent, or consumed by a sink
+	// queued is the sum over sends of the output queue's length right after it.
+	queued atomic.Int64
+	// busy, starved and blocked are nanoseconds; pending is what Blocked reported since the last
+	// checkpoint, to be taken out of the stretch's busy time.
+	busy, starved, blocked, pending atomic.Int64
+	_                               [64]byte // keeps workers of one stage off each other's cache lines
 }
 
 func (w *worker) sent(queueLen int) {
@@ -282,22 +283,46 @@ func (w *worker) sent(queueLen int) {
 	w.queued.Add(int64(queueLen))
 }
 
+// checkpoint ends the stretch of work since the last checkpoint at t.
+func (w *worker) checkpoint(t int64) {
+	d := t - w.mark
+	if w.pending.Load() != 0 {
+		d -= w.pending.Swap(0)
+	}
+	w.busy.Add(max(d, 0))
+	w.mark = t
+}
+
+// waitStart is the checkpoint where a wait begins; it returns the time, for waitEnd.
+func (w *worker) waitStart() int64 {
+	t := now()
+	w.checkpoint(t)
+	return t
+}
+
+// waitEnd ends a wait begun at t, adding it to counter (w.starved or w.blocked).
+func (w *worker) waitEnd(t int64, counter *atomic.Int64) {
+	e := now()
+	counter.Add(e - t)
+	w.mark = e
+}
+
 // newWorker registers worker index of st and returns it with the context its function calls
 // get. It is made once per goroutine, so the context costs nothing per item. The caller defers
 // w.done.
 func newWorker(ctx context.Context, st *stage, index int) (context.Context, *worker) {
-	w := &worker{st: st, index: index, cur: -1, start: now()}
+	w := &worker{st: st, index: index, cur: -1, mark: now()}
 	st.mu.Lock()
 	st.live = append(st.live, w)
 	st.mu.Unlock()
 	return context.WithValue(ctx, workerKey{}, w), w
 }
 
-// done marks the end of the worker's goroutine and turns a panic in it (in the stage's function,
-// or in a source's sequence) into a *StageError naming the item it was processing; deferred by
-// every stage goroutine, with its named result.
+// done is the last checkpoint of the worker's goroutine, and turns a panic in it (in the stage's
+// function, or in a source's sequence) into a *StageError naming the item it was processing;
+// deferred by every stage goroutine, with its named result.
 func (w *worker) done(err *error) {
-	w.end.Store(now())
+	w.checkpoint(now())
 	if r := recover(); r != nil {
 		*err = &StageError{Stage: w.st.name, Index: w.cur, Err: &PanicError{Value: r, Stack: stack()}}
 	}
@@ -321,12 +346,13 @@ func WorkerIndex(ctx context.Context) int {
 func Blocked(ctx context.Context, d time.Duration) {
 	if w, ok := ctx.Value(workerKey{}).(*worker); ok && d > 0 {
 		w.blocked.Add(int64(d))
+		w.pending.Add(int64(d))
 	}
 }
 
 // call runs a user function on worker w (whose context ctx is) for item idx, wrapping its error
-// in a *StageError, and reports the span to the pipeline's Tracer if it has one. A panic is
-// turned into an error by w.done.
+// in a *StageError, and reports the span to the pipeline's Tracer if it has one. Its end is a
+// checkpoint. A panic is turned into an error by w.done.
 func call[In, Out any](ctx context.Context, w *worker, idx int64, fn func(context.Context, In) (Out, error), v In) (Out, error) {
 	w.cur = idx
 	var out Out
@@ -338,6 +364,7 @@ func call[In, Out any](ctx context.Context, w *worker, idx int64, fn func(contex
 	} else {
 		out, err = fn(ctx, v)
 	}
+	w.checkpoint(now())
 	if err != nil {
 		return out, &StageError{Stage: w.st.name, Index: idx, Err: err}
 	}

@@ -228,21 +228,21 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 				select {
 				case <-space:
 				default:
-					t := now()
+					t := w.waitStart()
 					select {
 					case <-space:
 					case <-done:
-						w.blocked.Add(now() - t)
+						w.waitEnd(t, &w.blocked)
 						return ctx.Err()
 					}
-					w.blocked.Add(now() - t)
+					w.waitEnd(t, &w.blocked)
 				}
 				// Taking the item and numbering it happen under one lock, so the numbering is the
 				// input's arrival order; waiting for the lock counts as starved time too.
 				if !takeMu.TryLock() {
-					t := now()
+					t := w.waitStart()
 					takeMu.Lock()
-					w.starved.Add(now() - t)
+					w.waitEnd(t, &w.starved)
 				}
 				it, ok := recv(ctx, w, in)
 				seq := next

@@ -16,7 +16,7 @@ type StageStats struct {
 
 	In, Out int64 // items received and items sent on (Out counts batches for a batch stage)
 
-	Busy    time.Duration // working: the workers' time less Starved and Blocked (the user function, or producing, for a source, and the hand-offs)
+	Busy    time.Duration // working: in the user function (or producing, for a source) or handing items on, less what the function reported through Blocked
 	Starved time.Duration // waiting for input
 	Blocked time.Duration // waiting for downstream to take output (or, in an ordered map, for the reorder window)
 
@@ -51,7 +51,7 @@ func (s StageStats) fraction(d time.Duration) float64 {
 	return min(f, 1)
 }
 
-// stage is one declared stage; its counters live in its workers.
+// stage is one declared stage; its counters live in its workers (see worker).
 type stage struct {
 	p       *Pipeline
 	name    string
@@ -64,25 +64,19 @@ type stage struct {
 	live []*worker // every worker goroutine started so far, running or ended
 }
 
-func (st *stage) snapshot(elapsed time.Duration, at int64) StageStats {
+func (st *stage) snapshot(elapsed time.Duration) StageStats {
 	s := StageStats{Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered, Elapsed: elapsed}
-	var life, queued int64
+	var queued int64
 	st.mu.Lock()
 	for _, w := range st.live {
-		end := w.end.Load()
-		if end == 0 {
-			end = at
-		}
-		life += max(end-w.start, 0)
 		s.In += w.in.Load()
 		s.Out += w.out.Load()
 		queued += w.queued.Load()
+		s.Busy += time.Duration(w.busy.Load())
 		s.Starved += time.Duration(w.starved.Load())
 		s.Blocked += time.Duration(w.blocked.Load())
 	}
 	st.mu.Unlock()
-	// The counters are read one after the other while the workers run: busy is at least 0.
-	s.Busy = max(time.Duration(life)-s.Starved-s.Blocked, 0)
 	if st.queue != nil {
 		s.QueueLen, s.QueueCap = st.queue()
 		if s.Out > 0 {
@@ -99,17 +93,16 @@ func (p *Pipeline) Stats() []StageStats {
 	stages := append([]*stage(nil), p.stages...)
 	p.mu.Unlock()
 	var elapsed time.Duration
-	at := now()
 	if t0 := p.t0.Load(); t0 != 0 {
 		end := p.t1.Load()
 		if end == 0 {
-			end = at
+			end = now()
 		}
 		elapsed = time.Duration(end - t0)
 	}
 	out := make([]StageStats, len(stages))
 	for i, st := range stages {
-		out[i] = st.snapshot(elapsed, at)
+		out[i] = st.snapshot(elapsed)
 	}
 	return out
 }

@@ -84,3 +84,53 @@ func TestBlockedIsNotBusy(t *testing.T) {
 		t.Errorf("busy %v, blocked %v: the waits were counted as busy", st.Busy, st.Blocked)
 	}
 }
+
+// TestStatsNeverGoBack samples Stats while a pipeline runs: a stage's busy, starved and blocked
+// times only grow (stoke profile draws its timeline from their differences), including around
+// waits a function reports through Blocked after the fact.
+func TestStatsNeverGoBack(t *testing.T) {
+	p := pipeline.New()
+	i := 0
+	src := pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
+		if i == 20 {
+			return 0, false, nil
+		}
+		i++
+		start := time.Now()
+		time.Sleep(3 * time.Millisecond) // "waiting for a slot"
+		pipeline.Blocked(ctx, time.Since(start))
+		return i, true, nil
+	})
+	m := pipeline.Map(p, "work", src, func(_ context.Context, x int) (int, error) {
+		time.Sleep(time.Millisecond)
+		return x, nil
+	}, pipeline.Workers(2), pipeline.Ordered(true))
+	pipeline.Sink(p, "sink", m, func(context.Context, int) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	prev := map[string]pipeline.StageStats{}
+	check := func() {
+		for _, s := range p.Stats() {
+			q := prev[s.Name]
+			if s.Busy < q.Busy || s.Starved < q.Starved || s.Blocked < q.Blocked || s.In < q.In || s.Out < q.Out {
+				t.Fatalf("stage %s went back: %+v after %+v", s.Name, s, q)
+			}
+			prev[s.Name] = s
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			check()
+			if s := prev["src"]; s.Busy >= s.Blocked/2 {
+				t.Errorf("src busy %v, blocked %v: the reported waits were counted as busy", s.Busy, s.Blocked)
+			}
+			return
+		case <-time.After(100 * time.Microsecond):
+			check()
+		}
+	}
+}
