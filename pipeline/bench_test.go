@@ -4,6 +4,8 @@ import (
 	"context"
 	"fmt"
 	"testing"
+
+	"github.com/stoke-ml/stoke/internal/cputime"
 )
 
 // BenchmarkOverhead measures the engine's own cost: a source and three no-op stages (map, map,
@@ -19,7 +21,7 @@ func BenchmarkOverhead(b *testing.B) {
 			b.Run(fmt.Sprintf("ordered=%v/workers=%d", ordered, workers), func(b *testing.B) {
 				b.ReportAllocs()
 				ctx := context.Background()
-				cpu0, _ := processCPU()
+				cpu0, _ := cputime.Process()
 				for b.Loop() {
 					p := New()
 					m1 := Map(p, "a", FromSlice(p, "src", xs), noop, Workers(workers), Ordered(ordered))
@@ -31,7 +33,7 @@ func BenchmarkOverhead(b *testing.B) {
 				}
 				perItem := float64(b.Elapsed().Nanoseconds()) / float64(b.N*items)
 				b.ReportMetric(perItem/stages, "ns/item/stage")
-				if cpu1, ok := processCPU(); ok {
+				if cpu1, ok := cputime.Process(); ok {
 					b.ReportMetric(float64((cpu1-cpu0).Nanoseconds())/float64(b.N*items)/stages, "cpu-ns/item/stage")
 				}
 				b.ReportMetric(0, "ns/op")
