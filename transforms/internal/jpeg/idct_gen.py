@@ -89,21 +89,14 @@ def dctbox(x0, x1, kcos, ksin):
     # y0 = (x0+x1)*K + A*x1, y1 = (x0+x1)*K - B*x0; a ZERO input drops its terms.
     if isz(x0) and isz(x1):
         return
-    if isz(x1):
+    if isz(x0) or isz(x1):
+        v, k2, op = (x0, B, "VPSUBD") if isz(x1) else (x1, A, "VPADDD")  # the input that is not 0
         s = ra.new()
-        emit(f"VPMULLD {const(K)}, {R(x0)}, {s}")
-        y1 = ra.new()
-        emit(f"VPMULLD {const(B)}, {R(x0)}, {y1}")
-        emit(f"VPSUBD {y1}, {s}, {y1}")
-        ra.assign({x0: s, x1: y1})
-        return
-    if isz(x0):
-        s = ra.new()
-        emit(f"VPMULLD {const(K)}, {R(x1)}, {s}")
-        y0 = ra.new()
-        emit(f"VPMULLD {const(A)}, {R(x1)}, {y0}")
-        emit(f"VPADDD {s}, {y0}, {y0}")
-        ra.assign({x0: y0, x1: s})
+        emit(f"VPMULLD {const(K)}, {R(v)}, {s}")
+        y = ra.new()
+        emit(f"VPMULLD {const(k2)}, {R(v)}, {y}")
+        emit(f"{op} {y}, {s}, {y}")  # y1 = s - B*x0, or y0 = s + A*x1 (VPADDD order as the full box)
+        ra.assign({x0: s, x1: y} if isz(x1) else {x0: y, x1: s})
         return
     s = ra.new()
     emit(f"VPADDD {R(x1)}, {R(x0)}, {s}")
