@@ -57,21 +57,27 @@ func TestWorkerIndex(t *testing.T) {
 	}
 }
 
-// TestBlockedIsNotBusy checks that the time a source reports through Blocked (waiting for a free
-// slot, in a Loader) is accounted as blocked, not busy.
-func TestBlockedIsNotBusy(t *testing.T) {
-	p := pipeline.New()
+// waitingSource is a source "src" of n items that waits d before each ("for a free slot", as a
+// Loader's sampler does) and reports the wait through Blocked.
+func waitingSource(p *pipeline.Pipeline, n int, d time.Duration) *pipeline.Queue[int] {
 	i := 0
-	src := pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
-		if i == 5 {
+	return pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
+		if i == n {
 			return 0, false, nil
 		}
 		i++
 		start := time.Now()
-		time.Sleep(20 * time.Millisecond) // "waiting for a slot"
+		time.Sleep(d)
 		pipeline.Blocked(ctx, time.Since(start))
 		return i, true, nil
 	})
+}
+
+// TestBlockedIsNotBusy checks that the time a source reports through Blocked (waiting for a free
+// slot, in a Loader) is accounted as blocked, not busy.
+func TestBlockedIsNotBusy(t *testing.T) {
+	p := pipeline.New()
+	src := waitingSource(p, 5, 20*time.Millisecond)
 	pipeline.Sink(p, "sink", src, func(context.Context, int) error { return nil })
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -90,17 +96,7 @@ func TestBlockedIsNotBusy(t *testing.T) {
 // waits a function reports through Blocked after the fact.
 func TestStatsNeverGoBack(t *testing.T) {
 	p := pipeline.New()
-	i := 0
-	src := pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
-		if i == 20 {
-			return 0, false, nil
-		}
-		i++
-		start := time.Now()
-		time.Sleep(3 * time.Millisecond) // "waiting for a slot"
-		pipeline.Blocked(ctx, time.Since(start))
-		return i, true, nil
-	})
+	src := waitingSource(p, 20, 3*time.Millisecond)
 	m := pipeline.Map(p, "work", src, func(_ context.Context, x int) (int, error) {
 		time.Sleep(time.Millisecond)
 		return x, nil
