@@ -236,3 +236,51 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 		}
 	}
 }
+
+// parseRun reads the sample whose run of members (as an index locates it: tar headers, data and
+// padding) is b; its payload's offset is within b. A run must hold the members of one sample.
+func parseRun(b []byte) (sampleMeta, error) {
+	r := bytes.NewReader(b)
+	tr := tar.NewReader(r)
+	g := &group{small: map[string][]byte{}}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sampleMeta{}, fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
+		}
+		if h.Typeflag != tar.TypeReg {
+			continue
+		}
+		key, ext, ok := splitMemberName(h.Name)
+		if !ok {
+			continue
+		}
+		if g.key != "" && key != g.key {
+			return sampleMeta{}, fmt.Errorf("members of samples %q and %q: %w", g.key, key, ErrCorrupt)
+		}
+		g.key = key
+		if slices.Contains(g.exts, ext) {
+			return sampleMeta{}, fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
+		}
+		off := int64(len(b)) - int64(r.Len())
+		if h.Size < 0 || h.Size > int64(len(b))-off {
+			return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes at offset %d reaches past the run's %d bytes: %w", key, ext, h.Size, off, len(b), ErrCorrupt)
+		}
+		g.exts = append(g.exts, ext)
+		g.offs = append(g.offs, off)
+		g.sizes = append(g.sizes, h.Size)
+		if ext == "json" || slices.Contains(labelMemberExts, ext) {
+			if h.Size > maxSmallMember {
+				return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
+			}
+			g.small[ext] = b[off : off+h.Size]
+		}
+	}
+	if g.key == "" {
+		return sampleMeta{}, fmt.Errorf("no sample member: %w", ErrCorrupt)
+	}
+	return g.meta()
+}
