@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"sort"
+	"strings"
 	"sync"
 
 	"github.com/stoke-ml/stoke/loaders/internal/remote"
@@ -201,7 +202,11 @@ func (s *Shards) openIndexed(ctx context.Context, i int, path string, entry *sha
 
 // decompressed returns a plain tar of fh: fh itself, or, when it is compressed (by its first
 // bytes), its contents decompressed into an unnamed temporary file; fh is closed then, and on error.
+// A remote shard named .tar is taken for a plain tar without asking for its first bytes.
 func decompressed(fh shardFile) (shardFile, error) {
+	if r, ok := fh.(*remote.File); ok && strings.HasSuffix(r.Object().URL, ".tar") {
+		return fh, nil
+	}
 	var magic [4]byte
 	n, _ := fh.ReadAt(magic[:], 0)
 	if n == 4 && (magic[0] == 0x1f && magic[1] == 0x8b || bytes.Equal(magic[:], []byte{0x28, 0xb5, 0x2f, 0xfd})) {

@@ -1,0 +1,259 @@
+package loaders
+
+import (
+	"context"
+	"fmt"
+	"encoding/json"
+	"errors"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// stripSizes rewrites the index in dir as an older pack wrote it: no sample sizes, no classes.
+func stripSizes(t *testing.T, dir string) {
+	t.Helper()
+	editIndexFile(t, dir, func(ix *shardIndex) {
+		for i := range ix.ShardList {
+			ix.ShardList[i].Sizes, ix.ShardList[i].Classes = nil, 0
+		}
+	})
+}
+
+func editIndexFile(t *testing.T, dir string, edit func(*shardIndex)) {
+	t.Helper()
+	var ix shardIndex
+	b, err := os.ReadFile(filepath.Join(dir, IndexName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(b, &ix); err != nil {
+		t.Fatal(err)
+	}
+	edit(&ix)
+	b, _ = json.Marshal(ix)
+	writeFile(t, filepath.Join(dir, IndexName), b)
+}
+
+// TestIndexFormat: the writer locates each sample's run (they tile the tar up to its end marker)
+// and the shard's classes, one line per shard.
+func TestIndexFormat(t *testing.T) {
+	dir := t.TempDir()
+	w := writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 7))
+	b, err := os.ReadFile(filepath.Join(dir, IndexName))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if lines := strings.Count(string(b), "\n"); lines != 7+3 {
+		t.Errorf("index of %d lines, want 10 (one per shard):\n%s", lines, b)
+	}
+	ix, err := parseShardIndex(dir, b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for k, e := range ix.ShardList {
+		st, _ := os.Stat(w.Shards()[k])
+		var sum int64
+		for _, n := range e.Sizes {
+			sum += n
+		}
+		// The tar writer ends with the two zero blocks of the marker, padded to its 10 KiB record
+		// by none: Go's writer pads nothing more.
+		if len(e.Sizes) != e.NSamples || sum+tarEOFMarker != st.Size() {
+			t.Errorf("shard %d: sizes %v (sum %d) for %d samples of a %d-byte tar", k, e.Sizes, sum, e.NSamples, st.Size())
+		}
+	}
+	if got := []int{ix.ShardList[0].Classes, ix.ShardList[1].Classes, ix.ShardList[2].Classes}; got[0] != 3 || got[1] != 3 || got[2] != 1 {
+		t.Errorf("classes %v, want [3 3 1] (labels i%%3 of samples 0-6)", got)
+	}
+}
+
+// TestIndexedShardsLocal: an indexed shard is not scanned when opened (a damaged sample fails when
+// read, naming it, and the others read), and reads the same samples as a scan of an older index.
+func TestIndexedShardsLocal(t *testing.T) {
+	for _, suffix := range []string{".tar", ".tar.zst"} {
+		t.Run(suffix, func(t *testing.T) {
+			dir := t.TempDir()
+			writeShards(t, filepath.Join(dir, "shard-%06d"+suffix), 3, testSamples(t, 7))
+			ds, err := Open("shards:"+dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			indexed := digest(t, ds)
+			if sh := ds.(*Shards).shards[0]; sh.ends == nil || sh.metas != nil {
+				t.Fatalf("shard opened by a scan with the index locating its samples")
+			}
+			ds.(*Shards).Close()
+			stripSizes(t, dir)
+			old, err := Open("shards:"+dir, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer old.(*Shards).Close()
+			if old.(*Shards).shards[0].metas == nil {
+				t.Fatalf("older index: shard not scanned")
+			}
+			if scanned := digest(t, old); scanned != indexed {
+				t.Fatalf("indexed %s, scanned %s", indexed, scanned)
+			}
+			if Describe(old).NumClasses != 3 {
+				t.Fatalf("NumClasses %d, want 3", Describe(old).NumClasses)
+			}
+		})
+	}
+
+	dir := t.TempDir()
+	w := writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 7))
+	// Damage sample 4 (the second of shard 1): its first header.
+	b, _ := os.ReadFile(w.Shards()[1])
+	var ix shardIndex
+	ib, _ := os.ReadFile(filepath.Join(dir, IndexName))
+	json.Unmarshal(ib, &ix)
+	off := ix.ShardList[1].Sizes[0]
+	copy(b[off:off+100], strings.Repeat("x", 100))
+	writeFile(t, w.Shards()[1], b)
+	ds, err := Open("shards:"+dir, "")
+	if err != nil {
+		t.Fatalf("indexed open read the damaged shard: %v", err)
+	}
+	defer ds.(*Shards).Close()
+	if Describe(ds).NumClasses != 3 || ds.Len() != 7 {
+		t.Fatalf("Len %d, NumClasses %d; want 7, 3 from the index", ds.Len(), Describe(ds).NumClasses)
+	}
+	for i := range 7 {
+		_, err := ds.Sample(context.Background(), i)
+		var se *SampleError
+		switch {
+		case i != 4 && err != nil:
+			t.Errorf("sample %d: %v", i, err)
+		case i == 4 && (!errors.As(err, &se) || se.Index != 4 || !errors.Is(err, ErrCorrupt) || !strings.Contains(se.Key, "shard-000001.tar:#1")):
+			t.Errorf("damaged sample: %v; want a SampleError naming shard-000001.tar:#1, ErrCorrupt", err)
+		}
+	}
+	stripSizes(t, dir)
+	if _, err := Open("shards:"+dir, ""); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("scan of the damaged shard: %v; want ErrCorrupt", err)
+	}
+}
+
+// TestIndexSizesHostile: sizes that do not describe the shard are errors naming the shard (when
+// opened) or the sample (when read), never a panic or a wrong sample.
+func TestIndexSizesHostile(t *testing.T) {
+	tests := []struct {
+		name   string
+		edit   func(e *shardEntry)
+		open   string // error when opened
+		sample string // else error when sample at of shard 0 is read
+		at     int
+	}{
+		{"fewer sizes", func(e *shardEntry) { e.Sizes = e.Sizes[:2] }, "2 sample sizes for 3 samples", "", 0},
+		{"not blocks", func(e *shardEntry) { e.Sizes[1] += 7 }, "sample 1: run of", "", 0},
+		{"zero", func(e *shardEntry) { e.Sizes[0] = 0 }, "sample 0: run of 0 bytes", "", 0},
+		{"negative", func(e *shardEntry) { e.Sizes[2] = -512 }, "sample 2: run of -512 bytes", "", 0},
+		{"no classes", func(e *shardEntry) { e.Classes = 0 }, "classes 0 for 3 samples", "", 0},
+		{"past the end", func(e *shardEntry) { e.Sizes[2] += 1 << 40 }, "past the tar's", "", 0},
+		{"classes without sizes", func(e *shardEntry) { e.Sizes = nil }, "classes 3 without sample sizes", "", 0},
+		// Runs that straddle samples: sample 0 takes sample 1's first member.
+		{"shifted", func(e *shardEntry) { e.Sizes[0] += 1024; e.Sizes[1] -= 1024 }, "", "members of samples", 0},
+		{"shifted, the next", func(e *shardEntry) { e.Sizes[0] += 1024; e.Sizes[1] -= 1024 }, "", "no image member", 1},
+		{"labels past classes", func(e *shardEntry) { e.Classes = 1 }, "", "label 1", 1},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			dir := t.TempDir()
+			writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 3))
+			editIndexFile(t, dir, func(ix *shardIndex) { tc.edit(&ix.ShardList[0]) })
+			ds, err := Open("shards:"+dir, "")
+			if tc.open != "" {
+				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.open) || !strings.Contains(err.Error(), "shard-000000.tar") {
+					t.Fatalf("Open: %v; want ErrCorrupt naming the shard and %q", err, tc.open)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			_, err = ds.Sample(context.Background(), tc.at)
+			var se *SampleError
+			if !errors.As(err, &se) || se.Index != tc.at || !strings.Contains(err.Error(), tc.sample) || !strings.Contains(err.Error(), "shard-000000.tar") {
+				t.Fatalf("Sample(%d): %v; want a SampleError naming the shard and %q", tc.at, err, tc.sample)
+			}
+		})
+	}
+}
+
+// TestIndexedShardsRemote proves that a remote indexed shard is not scanned: opening it through its
+// index costs no request of the shards, and reading K samples costs K ranged GETs of their runs'
+// bytes; through an older index, opening reads every shard whole first. The samples are the same.
+func TestIndexedShardsRemote(t *testing.T) {
+	dir, h, base := serveShards(t, 11, nil)
+	shards := []string{"plain/shard-000000.tar", "plain/shard-000001.tar", "plain/shard-000002.tar"}
+	var ix shardIndex
+	b, _ := os.ReadFile(filepath.Join(dir, "plain", IndexName))
+	json.Unmarshal(b, &ix)
+	stats := func() (reqs int, bytes int64) {
+		for _, s := range shards {
+			reqs += h.Requests(s)
+			bytes += h.Bytes(s)
+		}
+		return reqs, bytes
+	}
+	read := []int{9, 2, 5} // shards 2, 0, 1: the second samples of each
+	var want []Sample
+	var runs int64
+	for _, i := range read {
+		e := ix.ShardList[i/4]
+		runs += e.Sizes[i%4]
+	}
+	for _, older := range []bool{false, true} {
+		t.Run(fmt.Sprintf("older index %v", older), func(t *testing.T) {
+			if older {
+				stripSizes(t, filepath.Join(dir, "plain"))
+				b, _ := os.ReadFile(filepath.Join(dir, "plain", IndexName))
+				h.Files["plain/"+IndexName] = b
+			}
+			r0, b0 := stats()
+			ds, err := Open("shards:"+base+"/plain/"+IndexName, "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			r1, b1 := stats()
+			var got []Sample
+			for _, i := range read {
+				s, err := ds.Sample(context.Background(), i)
+				if err != nil {
+					t.Fatal(err)
+				}
+				got = append(got, s)
+			}
+			r2, b2 := stats()
+			t.Logf("open: %d GETs, %d bytes; %d samples: %d GETs, %d bytes", r1-r0, b1-b0, len(read), r2-r1, b2-b1)
+			if !older {
+				if r1 != r0 || r2-r1 != len(read) || b2-b1 != runs {
+					t.Fatalf("open: %d GETs; %d samples: %d GETs of %d bytes; want 0, then %d of %d bytes (their runs)", r1-r0, len(read), r2-r1, b2-b1, len(read), runs)
+				}
+				want = got
+				return
+			}
+			if r1-r0 != len(shards) || b1-b0 != sumFileSizes(ix) {
+				t.Fatalf("older index: open took %d GETs of %d bytes; want one whole GET per shard (%d bytes)", r1-r0, b1-b0, sumFileSizes(ix))
+			}
+			for k := range got {
+				if !sameSample(got[k], want[k]) || got[k].Key != want[k].Key {
+					t.Fatalf("sample %d: %q through the older index, %q through sizes", read[k], got[k].Key, want[k].Key)
+				}
+			}
+		})
+	}
+}
+
+func sumFileSizes(ix shardIndex) int64 {
+	var n int64
+	for _, e := range ix.ShardList {
+		n += e.FileSize
+	}
+	return n
+}
