@@ -5,10 +5,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // stripSizes rewrites the index in dir as an older pack wrote it: no sample sizes, no classes.
@@ -256,4 +261,120 @@ func sumFileSizes(ix shardIndex) int64 {
 		n += e.FileSize
 	}
 	return n
+}
+
+// TestStreamSizedLocal: OpenStream over local shards that stoke pack wrote (named by their folder or
+// by a glob) knows their sizes from the index, so that ranks split whole shards.
+func TestStreamSizedLocal(t *testing.T) {
+	noLeaks(t)
+	dir := t.TempDir()
+	ds := rawDataset(23, 2, 2, 1)
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 5, ds.samples)
+	for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
+		src, err := OpenStream(spec)
+		if err != nil {
+			t.Fatal(err)
+		}
+		sized, ok := src.(SizedSource)
+		if !ok || !slices.Equal(sized.PartLens(), []int{5, 5, 5, 5, 3}) {
+			t.Fatalf("%s: part lengths %v, want [5 5 5 5 3] from the index", spec, sized.PartLens())
+		}
+		owner := map[string]int{} // shard -> rank
+		for rank := range 2 {
+			l := newStreamLoader(t, src, Config{Batch: 4, Workers: 1, Shuffle: true, Seed: 5, Transform: transforms.Compose(transforms.CenterCrop(2)), Rank: rank, WorldSize: 2})
+			if l.split.ranks == nil {
+				t.Fatalf("%s: ranks split samples, not whole shards", spec)
+			}
+			r := l.newStreamReader(0)
+			for {
+				it, _, ok, err := r.advance(context.Background())
+				if err != nil {
+					t.Fatal(err)
+				}
+				if !ok {
+					break
+				}
+				shard, _, _ := strings.Cut(it.s.Key, ":")
+				if o, seen := owner[shard]; seen && o != rank {
+					t.Fatalf("%s: shard %s read by ranks %d and %d", spec, shard, o, rank)
+				}
+				owner[shard] = rank
+			}
+			r.close()
+		}
+		if len(owner) != 5 {
+			t.Fatalf("%s: %d shards read over both ranks, want 5", spec, len(owner))
+		}
+	}
+	writeFile(t, filepath.Join(dir, PackLockName), nil)
+	if _, err := OpenStream("shards:" + filepath.Join(dir, "shard-*.tar")); !errors.Is(err, ErrCorrupt) {
+		t.Fatalf("OpenStream of an unfinished pack: %v; want ErrCorrupt", err)
+	}
+}
+
+// TestStreamPrefetch: a stream over remote shards with a cache downloads the next shards of the
+// epoch's (shuffled) order while the current one is read, and reads the same samples.
+func TestStreamPrefetch(t *testing.T) {
+	noLeaks(t)
+	dir, h, base := serveShards(t, 12, nil)
+	src, err := Opener{CacheDir: t.TempDir()}.OpenStream("shards:" + base + "/zst/" + IndexName)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer src.(io.Closer).Close()
+	l := newStreamLoader(t, src, Config{Batch: 4, Workers: 1, Shuffle: true, Seed: 2, Transform: transforms.Compose(transforms.CenterCrop(2))})
+	r := l.newStreamReader(0)
+	defer r.close()
+	name := func(part int) string { return fmt.Sprintf("zst/shard-%06d.tar.zst", part) }
+	s, ok, err := r.readOne(context.Background())
+	if err != nil || !ok {
+		t.Fatal(ok, err)
+	}
+	first := r.parts[0]
+	if !strings.Contains(s.Key, name(first)) {
+		t.Fatalf("first sample %s, not of part %d", s.Key, first)
+	}
+	// Part 0 is still being read: its other samples are in the stream, not yet consumed.
+	deadline := time.Now().Add(10 * time.Second)
+	for _, next := range r.parts[1:] {
+		for h.Requests(name(next)) == 0 {
+			if time.Now().After(deadline) {
+				t.Fatalf("part %d not requested while part %d (%d of 4 samples read) is read", next, first, r.inPart)
+			}
+			time.Sleep(time.Millisecond)
+		}
+	}
+	if r.inPart != 1 {
+		t.Fatalf("%d samples of the first part read", r.inPart)
+	}
+	got := []Sample{s}
+	for {
+		s, ok, err := r.readOne(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			break
+		}
+		got = append(got, s)
+	}
+	local, err := Open("shards:"+filepath.Join(dir, "zst"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer local.(*Shards).Close()
+	if len(got) != local.Len() {
+		t.Fatalf("%d samples streamed, %d on disk", len(got), local.Len())
+	}
+	for k, part := range r.parts {
+		for j := range 4 {
+			want, _ := local.Sample(context.Background(), 4*part+j)
+			if !sameSample(got[4*k+j], want) {
+				t.Fatalf("part %d sample %d differs", part, j)
+			}
+		}
+		if n := h.Requests(name(part)); n != 1 {
+			t.Fatalf("part %d: %d GETs, want 1 (the prefetch, then the cache)", part, n)
+		}
+	}
 }

@@ -287,9 +287,9 @@ func withSize(fh *os.File, err error) (shardFile, error) {
 }
 
 // openShardPath opens a local shard, or a remote one for reading in order (one streaming GET).
-func openShardPath(path string) (shardFile, error) {
+func openShardPath(ctx context.Context, path string) (shardFile, error) {
 	if remote.IsURL(path) {
-		return client.Open(context.Background(), path)
+		return client.Open(ctx, path)
 	}
 	return openLocalShard(path)
 }
@@ -348,6 +348,13 @@ func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, error) {
 		next = append(next, k)
 	}
 	rs.prefetch(next)
+	return rs.openCached(ctx, i)
+}
+
+// openCached opens the decompressed copy of remote shard i in the cache, downloading it first
+// (or waiting for its prefetch) when the cache has none.
+func (rs *remoteShards) openCached(ctx context.Context, i int) (shardFile, error) {
+	obj := rs.objs[i]
 	return withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
 }
 

@@ -138,7 +138,7 @@ func (sh *shardData) len() int {
 // openShard opens shard i: through its index entry when it locates the samples, else by a scan.
 // entry is the index's entry when the shard was listed through an index.
 func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shardEntry, idx map[string]*shardIndex) (*shardData, error) {
-	entry, err := s.entry(path, entry, idx)
+	entry, err := localEntry(path, entry, idx)
 	if err != nil {
 		return nil, err
 	}
@@ -224,10 +224,10 @@ func decompressed(fh shardFile) (shardFile, error) {
 	return fh, nil
 }
 
-// entry returns the index entry of a shard: the one it was listed through, or for a local shard
-// the one of its folder's index (nil when the folder has none). A local folder whose pack is
-// unfinished is an error.
-func (s *Shards) entry(path string, listed *shardEntry, idx map[string]*shardIndex) (*shardEntry, error) {
+// localEntry returns the index entry of a shard: the one it was listed through, or for a local
+// shard the one of its folder's index (nil when the folder has none; idx caches the folders'
+// indexes). A local folder whose pack is unfinished is an error.
+func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*shardEntry, error) {
 	if remote.IsURL(path) {
 		return listed, nil
 	}
