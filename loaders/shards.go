@@ -184,13 +184,17 @@ func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shard
 	return sh, err
 }
 
-// openIndexed opens an indexed shard, whose runs end at end, and checks that they fit in its tar.
+// openIndexed opens an indexed shard, whose runs end at end, and checks that they fit in its tar: a
+// compressed one is read through its frames when the index lists them, else decompressed whole.
 func (s *Shards) openIndexed(ctx context.Context, i int, path string, entry *shardEntry, end int64) (shardFile, error) {
 	fh, err := s.openFile(ctx, i, path, entry)
 	if err != nil {
 		return nil, err
 	}
-	if fh, err = decompressed(fh); err != nil {
+	if entry.Frames != nil && !(remote.IsURL(path) && s.remote.cached(i)) {
+		// Read frame by frame (a cached copy is decompressed already).
+		fh = framedFile{fh, newFrameTable(entry.Frames)}
+	} else if fh, err = decompressed(fh); err != nil {
 		return nil, err
 	}
 	if end+tarEOFMarker > fh.Size() {

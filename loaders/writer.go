@@ -14,8 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
@@ -93,7 +91,7 @@ type ShardWriter struct {
 	shards   []shardEntry
 	fh       *os.File
 	buf      *bufio.Writer
-	zw       io.WriteCloser
+	frames   *frameWriter // a compressed shard's
 	tw       *tar.Writer
 	pos      *countingWriter // the tar's (uncompressed) bytes so far in the current shard
 	runStart int64           // where the next sample's run starts in it
@@ -115,8 +113,12 @@ type shardEntry struct {
 	// before it, from byte 0; members that belong to no sample (metadata, folders) are counted in
 	// the run before them, or the first. The end-of-archive marker follows the last run.
 	Sizes []int64 `json:"sizes,omitempty"`
-	path  string  // final name
-	tmp   string  // name while written; "" once renamed
+	// Frames lists a compressed shard's independent frames (zstd frames or gzip members), in
+	// order: the bytes of each in the file, and the bytes of tar it holds. With it a sample is
+	// read by decompressing the frames that hold its run; without, the shard is decompressed whole.
+	Frames [][2]int64 `json:"frames,omitempty"`
+	path   string     // final name
+	tmp    string     // name while written; "" once renamed
 }
 
 // indexed reports whether the entry locates its samples (Sizes), so that the shard is read
@@ -204,7 +206,7 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
 			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
 		}
-		if err := e.checkSizes(); err != nil {
+		if err := errors.Join(e.checkSizes(), e.checkFrames()); err != nil {
 			return nil, fmt.Errorf("%s: shard %s: %w", path, e.URL, err)
 		}
 		// A shard listed twice would be read twice: a dataset larger than the one packed.
@@ -307,6 +309,11 @@ func (w *ShardWriter) Write(s Sample) error {
 		return fmt.Errorf("loaders: shard writer: %s: %w", w.shards[len(w.shards)-1].path, err)
 	}
 	e := &w.shards[len(w.shards)-1]
+	if w.frames != nil && len(w.frames.tar) >= frameBytes {
+		if err := w.frames.cut(); err != nil {
+			return fmt.Errorf("loaders: shard writer: %s: %w", e.path, err)
+		}
+	}
 	e.Sizes = append(e.Sizes, w.pos.n-w.runStart)
 	w.runStart = w.pos.n
 	e.Classes = max(e.Classes, s.Label+1)
@@ -347,17 +354,13 @@ func (w *ShardWriter) startShard() error {
 	}
 	w.fh, w.buf, w.written = fh, bufio.NewWriterSize(fh, 1<<20), 0
 	var out io.Writer = w.buf
-	switch w.comp {
-	case "gz":
-		w.zw = gzip.NewWriter(w.buf)
-		out = w.zw
-	case "zst":
-		zw, err := zstd.NewWriter(w.buf, zstd.WithEncoderConcurrency(1))
+	if w.comp != "" {
+		fw, err := newFrameWriter(w.buf, w.comp)
 		if err != nil {
 			fh.Close()
 			return fmt.Errorf("loaders: shard writer: %s: %w", path, err)
 		}
-		w.zw, out = zw, zw
+		w.frames, out = fw, fw
 	}
 	w.pos, w.runStart = &countingWriter{w: out}, 0
 	w.tw = tar.NewWriter(w.pos)
@@ -368,15 +371,16 @@ func (w *ShardWriter) startShard() error {
 func (w *ShardWriter) finishShard() error {
 	e := &w.shards[len(w.shards)-1]
 	errs := []error{w.tw.Close()}
-	if w.zw != nil {
-		errs = append(errs, w.zw.Close())
+	if w.frames != nil {
+		errs = append(errs, w.frames.cut(), w.frames.Close())
+		e.Frames = w.frames.frames
 	}
 	errs = append(errs, w.buf.Flush(), w.fh.Sync())
 	if st, err := w.fh.Stat(); err == nil {
 		e.FileSize = st.Size()
 	}
 	errs = append(errs, w.fh.Close())
-	w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+	w.tw, w.frames, w.buf, w.fh = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("loaders: shard writer: %s: %w", e.path, err)
 	}
@@ -397,7 +401,10 @@ func (w *ShardWriter) Shards() []string {
 func (w *ShardWriter) Abort() error {
 	if w.tw != nil {
 		w.fh.Close()
-		w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+		if w.frames != nil {
+			w.frames.Close()
+		}
+		w.tw, w.frames, w.buf, w.fh = nil, nil, nil, nil
 	}
 	var errs []error
 	for i := range w.shards {
