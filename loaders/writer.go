@@ -14,7 +14,6 @@ import (
 	"strings"
 	"time"
 
-
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
 
