@@ -165,7 +165,8 @@ func TestIndexSizesHostile(t *testing.T) {
 		{"zero", func(e *shardEntry) { e.Sizes[0] = 0 }, "sample 0: run of 0 bytes", "", 0},
 		{"negative", func(e *shardEntry) { e.Sizes[2] = -512 }, "sample 2: run of -512 bytes", "", 0},
 		{"no classes", func(e *shardEntry) { e.Classes = 0 }, "classes 0 for 3 samples", "", 0},
-		{"past the end", func(e *shardEntry) { e.Sizes[2] += 1 << 40 }, "past the tar's", "", 0},
+		{"past the end", func(e *shardEntry) { e.Sizes[2] += 1 << 20 }, "past the tar's", "", 0},
+		{"overflowing", func(e *shardEntry) { e.Sizes[1], e.Sizes[2] = 1<<62, 1<<62 }, "samples 0-1: runs of more than", "", 0},
 		{"classes without sizes", func(e *shardEntry) { e.Sizes = nil }, "classes 3 without sample sizes", "", 0},
 		// Runs that straddle samples: sample 0 takes sample 1's first member.
 		{"shifted", func(e *shardEntry) { e.Sizes[0] += 1024; e.Sizes[1] -= 1024 }, "", "members of samples", 0},

@@ -18,12 +18,14 @@ import (
 // Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
 // https://HOST/PATH, http://...). The zero Opener is what Open uses.
 //
-// Without a CacheDir, a plain .tar shard is read in place: opening it streams it once to find its
-// samples, and each sample is then one ranged GET; a compressed shard is streamed into an unnamed
-// temporary file, decompressed, as a local one is. With a CacheDir, every remote shard is
-// downloaded once, decompressed, into the cache (the next shards while the current one is
-// scanned), kept there for later runs and other processes, and read from there like a local
-// plain tar.
+// Shards listed in the index that stoke pack writes (named by an index.json) are opened without a
+// request: the index gives each sample's place in its shard. Without a CacheDir each sample is then
+// one ranged GET (of its frames, for a compressed shard); with one, a shard is downloaded whole,
+// decompressed, into the cache on its first read (and the next four shards meanwhile), kept there
+// for later runs and other processes, and read from there like a local plain tar. Shards without
+// such an index are read once when opened to find their samples: in place for a plain .tar (then
+// one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
+// compressed one, or downloaded into the cache.
 //
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or

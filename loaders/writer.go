@@ -35,7 +35,15 @@ type ShardWriterConfig struct {
 	// (default DefaultShardBytes); a shard holds at least one sample whatever its size.
 	MaxBytes int64
 	// Index is the path of the index written by Close (default: IndexName next to the shards),
-	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it.
+	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it,
+	// and Stoke's fields that locate each sample (readers that do not know them ignore them):
+	//
+	//	{"url":"shard-000000.tar.zst","nsamples":10000,"filesize":2039382,"classes":10,
+	//	 "sizes":[3584,3584,...],"frames":[[3822,68096],[3857,68096],...]}
+	//
+	// sizes: the bytes of each sample's run of tar members in order (5 to 7 bytes of JSON per
+	// sample); classes: one more than the shard's largest label; frames (compressed shards): the
+	// bytes of each independent frame in the file and of tar it holds.
 	Index string
 }
 
@@ -79,6 +87,10 @@ func shardCompression(pattern string) (string, error) {
 // or, for raw pixels, a .raw member with a .json {"shape": [H, W, C]}, and a .cls member with the
 // decimal label. Python's webdataset reads them as they are. A ShardWriter is not safe for
 // concurrent use.
+//
+// A compressed shard is a sequence of independent frames (zstd frames or gzip members) of about
+// 64 KiB of tar, cut between samples: one stream to any reader, and to Stoke, through the index,
+// samples that read by decompressing their frames alone.
 //
 // Shards are written under hidden temporary names (".NAME.tmp...") and take their names only in
 // Close, which writes the index last, the same way: until Close returns, nothing under the
@@ -234,9 +246,14 @@ func (e *shardEntry) checkSizes() error {
 	if e.NSamples > 0 && e.Classes <= 0 {
 		return fmt.Errorf("classes %d for %d samples: %w", e.Classes, e.NSamples, ErrCorrupt)
 	}
+	var sum int64
 	for k, n := range e.Sizes {
 		if n < 1024 || n%512 != 0 {
 			return fmt.Errorf("sample %d: run of %d bytes, want a multiple of 512 holding a header and its data: %w", k, n, ErrCorrupt)
+		}
+		// No tar is read past this (and the sums cannot overflow).
+		if sum += min(n, maxCompressedShard+1); sum > maxCompressedShard {
+			return fmt.Errorf("samples 0-%d: runs of more than %d bytes: %w", k, int64(maxCompressedShard), ErrCorrupt)
 		}
 	}
 	return nil
