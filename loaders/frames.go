@@ -13,12 +13,14 @@ import (
 )
 
 // A compressed shard is written as independent frames (zstd frames, or gzip members) of about
-// frameBytes of tar each, cut between samples, and the index lists them, so that a sample is read
-// by fetching and decompressing the frames that hold its run alone: about as many bytes as the
-// sample itself, and no decompressed copy of the shard. The frames follow one another as a valid
-// stream, which zstd, gzip and Python's webdataset read as one. At 64 KiB, MNIST's raw shards are
-// 1% larger than compressed as one stream (1.14 times at 16 KiB, 1.78 times with a frame per
-// sample); a sample larger than a frame (most JPEGs) is a frame of its own.
+// frameBytes of tar each, cut between samples, and the index lists them, so that a sample of a
+// remote shard read without a cache is one ranged GET of the frames that hold its run, about as
+// many bytes as the sample itself. (A local shard, or a cached copy, is decompressed once instead:
+// decompressing a whole frame for each sample of a few KB costs more CPU than that.) The frames
+// follow one another as a valid stream, which zstd, gzip and Python's webdataset read as one. At
+// 64 KiB, MNIST's raw shards are 1% larger than compressed as one stream (1.14 times at 16 KiB,
+// 1.78 times with a frame per sample); a sample larger than a frame (most JPEGs) is a frame of its
+// own.
 const frameBytes = 64 << 10
 
 // maxFrameBytes bounds the tar bytes of one frame that an index may claim: a frame holds at most

@@ -80,8 +80,7 @@ func TestIndexFormat(t *testing.T) {
 }
 
 // TestIndexedShardsLocal: an indexed shard is not scanned when opened (a damaged sample fails when
-// read, naming it, and the others read), and reads the same samples as a scan of an older index; a
-// compressed one is read frame by frame, never decompressed whole.
+// read, naming it, and the others read), and reads the same samples as a scan of an older index.
 func TestIndexedShardsLocal(t *testing.T) {
 	for _, suffix := range []string{".tar", ".tar.zst", ".tar.gz"} {
 		t.Run(suffix, func(t *testing.T) {
@@ -94,8 +93,8 @@ func TestIndexedShardsLocal(t *testing.T) {
 			indexed := digest(t, ds)
 			if sh := ds.(*Shards).shards[0]; sh.ends == nil || sh.metas != nil {
 				t.Fatalf("shard opened by a scan with the index locating its samples")
-			} else if _, framed := sh.file.(framedFile); framed != (suffix != ".tar") {
-				t.Fatalf("shard read through %T", sh.file)
+			} else if _, ok := sh.file.(localShard); !ok {
+				t.Fatalf("local shard read through %T", sh.file)
 			}
 			ds.(*Shards).Close()
 			stripSizes(t, dir)
@@ -417,12 +416,7 @@ func TestFramedShardsRemote(t *testing.T) {
 	dir := t.TempDir()
 	samples := noisySamples(16)
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 8, samples)
-	files := map[string][]byte{}
-	paths, _ := filepath.Glob(filepath.Join(dir, "*"))
-	for _, p := range paths {
-		b, _ := os.ReadFile(p)
-		files[filepath.Base(p)] = b
-	}
+	files := readFiles(t, dir)
 	var ix shardIndex
 	if err := json.Unmarshal(files[IndexName], &ix); err != nil {
 		t.Fatal(err)
@@ -482,6 +476,20 @@ func TestFramedShardsRemote(t *testing.T) {
 	}
 }
 
+// readFiles returns the files of dir by name.
+func readFiles(t *testing.T, dir string) map[string][]byte {
+	files := map[string][]byte{}
+	paths, _ := filepath.Glob(filepath.Join(dir, "*"))
+	for _, p := range paths {
+		b, err := os.ReadFile(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[filepath.Base(p)] = b
+	}
+	return files
+}
+
 // serveFiles serves files over HTTPS for the package's client, for the test's duration.
 func serveFiles(t *testing.T, files map[string][]byte) (*remotetest.Handler, string) {
 	h := &remotetest.Handler{Files: files}
@@ -512,7 +520,8 @@ func TestFramesHostile(t *testing.T) {
 			dir := t.TempDir()
 			writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 8, noisySamples(8))
 			editIndexFile(t, dir, func(ix *shardIndex) { tc.edit(&ix.ShardList[0]) })
-			ds, err := Open("shards:"+dir, "")
+			_, base := serveFiles(t, readFiles(t, dir))
+			ds, err := Open("shards:"+base+"/"+IndexName, "")
 			if tc.open != "" {
 				if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), tc.open) || !strings.Contains(err.Error(), "shard-000000.tar.zst") {
 					t.Fatalf("Open: %v; want ErrCorrupt naming the shard and %q", err, tc.open)

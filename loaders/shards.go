@@ -26,7 +26,9 @@ import (
 // other writers, no index) are scanned once when opened: the headers of a plain tar (skipping
 // member data) and its small label members.
 //
-// A compressed shard is decompressed once, as a stream, into an unnamed temporary file (in
+// A remote compressed shard that the index lists with its frames, read without a cache, is read
+// sample by sample too: one ranged GET of the frames that hold the sample. Any other compressed
+// shard is decompressed once, as a stream, into an unnamed temporary file (in
 // os.TempDir, removed from the folder at once, so that even a killed process leaves nothing behind)
 // and then read like a plain tar: memory stays bounded whatever the shard's size, and every shard
 // ever written (by any pack, by Python's webdataset, gzip or zstd) reads the same way. The
@@ -185,14 +187,16 @@ func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shard
 }
 
 // openIndexed opens an indexed shard, whose runs end at end, and checks that they fit in its tar: a
-// compressed one is read through its frames when the index lists them, else decompressed whole.
+// remote compressed one without a cache is read through its frames when the index lists them;
+// others are decompressed whole (see Shards).
 func (s *Shards) openIndexed(ctx context.Context, i int, path string, entry *shardEntry, end int64) (shardFile, error) {
 	fh, err := s.openFile(ctx, i, path, entry)
 	if err != nil {
 		return nil, err
 	}
-	if entry.Frames != nil && !(remote.IsURL(path) && s.remote.cached(i)) {
-		// Read frame by frame (a cached copy is decompressed already).
+	if entry.Frames != nil && remote.IsURL(path) && !s.remote.cached(i) {
+		// Read frame by frame. A local shard is decompressed once instead: a sample of a few KB
+		// would cost the decompression of its whole frame (MNIST: 2.8 times the CPU of an epoch).
 		fh = framedFile{fh, newFrameTable(entry.Frames)}
 	} else if fh, err = decompressed(fh); err != nil {
 		return nil, err

@@ -90,7 +90,7 @@ func shardCompression(pattern string) (string, error) {
 //
 // A compressed shard is a sequence of independent frames (zstd frames or gzip members) of about
 // 64 KiB of tar, cut between samples: one stream to any reader, and to Stoke, through the index,
-// samples that read by decompressing their frames alone.
+// samples of a remote shard that read by fetching and decompressing their frames alone.
 //
 // Shards are written under hidden temporary names (".NAME.tmp...") and take their names only in
 // Close, which writes the index last, the same way: until Close returns, nothing under the
