@@ -129,10 +129,7 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			}
 			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		key, ext, ok := splitMemberName(h.Name)
+		key, ext, ok := sampleMember(h)
 		if !ok {
 			continue
 		}
@@ -141,12 +138,9 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			break
 		}
 		g.key = key
-		if slices.Contains(g.exts, ext) {
-			return Sample{}, false, fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
+		if err := g.add(ext, 0, h.Size); err != nil {
+			return Sample{}, false, err
 		}
-		g.exts = append(g.exts, ext)
-		g.offs = append(g.offs, 0)
-		g.sizes = append(g.sizes, h.Size)
 		if ext != "raw" && ext != "json" && !slices.Contains(imageMemberExts, ext) && !slices.Contains(labelMemberExts, ext) {
 			continue // not read: a sample's other members (.txt, .npy, ...) take no memory
 		}
