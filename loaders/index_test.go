@@ -413,6 +413,7 @@ func noisySamples(n int) []Sample {
 // TestFramedShardsRemote: a compressed shard listed with its frames is read sample by sample over
 // HTTPS: one ranged GET of the frames that hold the sample, not the shard.
 func TestFramedShardsRemote(t *testing.T) {
+	noLeaks(t) // pooled decoders start no goroutine
 	dir := t.TempDir()
 	samples := noisySamples(16)
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 8, samples)
