@@ -35,10 +35,15 @@ def run(cmd, env=None):
     return p.stdout
 
 
-def peer_env():
+def peer_env(threads=None):
+    """The peer's environment; threads also caps OpenBLAS's own thread pool and OpenMP's, which
+    torch.set_num_threads alone leaves free (its Linear layers then run on two cores under a
+    "one thread" setting)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    if threads:
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(threads)
     return env
 
 
@@ -111,7 +116,7 @@ def main():
         unit = "samples/s"
     ratios, cpu_ratios = [], []
     for i in range(a.pairs):
-        pout = run(peer, env=peer_env())
+        pout = run(peer, env=peer_env(a.peer_threads))
         mout = run(mine)
         p, m = peer_fig(pout), mine_fig(mout)
         ratios.append(m / p)
