@@ -235,6 +235,10 @@ type Ops interface {
 	// (1-smoothing)*onehot + smoothing/classes: the loss is their cross-entropy with the softmax and
 	// dlogits = (softmax - target)/n. smoothing must be in [0,1); 0 is SoftmaxCrossEntropy.
 	SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error
+	// CountNonFinite adds to count (one element) the number of elements of x that are ±Inf or
+	// NaN: a check of gradients for overflow that leaves the result on the device (fp16 loss
+	// scaling reads one count per step, not a tensor per parameter).
+	CountNonFinite(s gpu.Stream, count I32, x F32) error
 	// Argmax writes each row's index of the largest logit (the lowest on ties) to dst [n].
 	Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error
 	// CountCorrect adds to count (one element) the number of rows whose argmax equals the label.
