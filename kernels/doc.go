@@ -6,7 +6,8 @@
 // op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU
 // buffers; it is also the reference every other backend is tested against. The CUDA op set
 // (built with the cuda tag) registers itself as "cuda" and implements the same interface and
-// semantics.
+// semantics. ForPrecision(dev, BF16 or FP16) gives an op set of dev whose products (Gemm and the
+// convolutions) take 16-bit operands with fp32 accumulation: mixed precision.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
 // length, so that one allocation can hold many tensors. Matrices are row-major and packed; images
@@ -22,7 +23,9 @@
 //
 // # Ownership
 //
-// Ops neither allocate nor free device memory; the caller owns every buffer and must keep it
+// Ops neither allocate nor free device memory, with one exception: the bf16/fp16 CUDA op sets
+// (ForPrecision) take 16-bit memory for the converted operands of each product from the device's
+// cache of blocks and hand it back in stream order. The caller owns every buffer and must keep it
 // alive, and unchanged where an op reads it, until the stream has run the op. Host slices given to
 // an op (NormalizeU8's mean and std) are copied when it is enqueued.
 //
