@@ -39,6 +39,8 @@ func cudaFor(dev gpu.Device) (Ops, error) {
 
 // cudaOps is the CUDA op set: the kernels of cuda/ops.cu compiled for the device's architecture,
 // and GEMM through cuBLAS. Every launch goes through the device's context thread (gpu.CUDADo).
+// Its arguments passed the checks of check.go (For puts them in front); it checks only that
+// streams and buffers are its device's.
 // The op sets of one device's precisions (cuda_precision.go) share all but prec.
 type cudaOps struct {
 	dev  gpu.Device
@@ -95,9 +97,6 @@ func parg(p cu.DevicePtr) uint64 { return uint64(p) }
 
 // stream resolves s to the driver stream; it must be a stream of this op set's device.
 func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
-	if s == nil {
-		return cu.Stream{}, fmt.Errorf("%w: %s: nil stream", ErrArgument, op)
-	}
 	cs, dev, err := gpu.CUDAStream(s)
 	if err != nil {
 		return cu.Stream{}, fmt.Errorf("%w: %s: %w", ErrArgument, op, err)
@@ -108,13 +107,11 @@ func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
 	return cs, nil
 }
 
-// ptr resolves n bytes at byte offset off of buf to a device address (0 for an empty range).
+// ptr resolves n bytes at byte offset off of buf (empty, or inside buf: check.go) to a device
+// address (0 for an empty range); buf must be memory of this op set's device.
 func (o *cudaOps) ptr(op, name string, buf gpu.Buffer, off, n int) (cu.DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
-	}
-	if buf == nil {
-		return 0, fmt.Errorf("%w: %s: %s has no buffer", ErrArgument, op, name)
 	}
 	if gpu.CUDABufferDevice(buf) != o.dev {
 		return 0, fmt.Errorf("%w: %s: %s is not memory of %s", ErrBuffer, op, name, o.dev.Info())
@@ -122,9 +119,6 @@ func (o *cudaOps) ptr(op, name string, buf gpu.Buffer, off, n int) (cu.DevicePtr
 	p, err := gpu.CUDAPointer(buf)
 	if err != nil {
 		return 0, fmt.Errorf("%w: %s: %s: %w", ErrBuffer, op, name, err)
-	}
-	if off < 0 || n < 0 || off+n > buf.Len() {
-		return 0, fmt.Errorf("%w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, op, name, off, off+n, buf.Len())
 	}
 	return p + cu.DevicePtr(off), nil
 }
@@ -201,7 +195,7 @@ func (o *cudaOps) Copy(gs gpu.Stream, dst, src F32) error {
 	s, e1 := o.stream("copy", gs)
 	dp, e2 := o.f32("copy", "dst", dst)
 	sp, e3 := o.f32("copy", "src", src)
-	if err := firstErr(e1, e2, e3, wantLen("copy", "dst", dst.Len, src.Len)); err != nil {
+	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
 	if dst.Len == 0 {
@@ -218,7 +212,7 @@ func (o *cudaOps) Axpy(gs gpu.Stream, y F32, alpha float32, x F32) error {
 	s, e1 := o.stream("axpy", gs)
 	yp, e2 := o.f32("axpy", "y", y)
 	xp, e3 := o.f32("axpy", "x", x)
-	if err := firstErr(e1, e2, e3, wantLen("axpy", "x", x.Len, y.Len)); err != nil {
+	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
 	return o.launchN(s, "axpy_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), farg(alpha))
@@ -238,21 +232,18 @@ func (o *cudaOps) Mul(gs gpu.Stream, z, x, y F32) error {
 	zp, e2 := o.f32("mul", "z", z)
 	xp, e3 := o.f32("mul", "x", x)
 	yp, e4 := o.f32("mul", "y", y)
-	if err := firstErr(e1, e2, e3, e4, wantLen("mul", "x", x.Len, z.Len), wantLen("mul", "y", y.Len, z.Len)); err != nil {
+	if err := firstErr(e1, e2, e3, e4); err != nil {
 		return err
 	}
 	return o.launchN(s, "mul_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
 }
 
 func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error {
-	if m < 0 || n < 0 || k < 0 {
-		return fmt.Errorf("%w: gemm: m, n, k = %d, %d, %d", ErrArgument, m, n, k)
-	}
 	s, e1 := o.stream("gemm", gs)
 	ap, e2 := o.f32("gemm", "a", a)
 	bp, e3 := o.f32("gemm", "b", b)
 	cp, e4 := o.f32("gemm", "c", c)
-	if err := firstErr(e1, e2, e3, e4, wantLen("gemm", "a", a.Len, m*k), wantLen("gemm", "b", b.Len, k*n), wantLen("gemm", "c", c.Len, m*n)); err != nil {
+	if err := firstErr(e1, e2, e3, e4); err != nil {
 		return err
 	}
 	g := gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp, batch: 1}
@@ -277,7 +268,7 @@ func (o *cudaOps) CountNonFinite(gs gpu.Stream, count I32, x F32) error {
 	s, e0 := o.stream(op, gs)
 	cp, e1 := o.i32(op, "count", count)
 	xp, e2 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2, wantLen(op, "count", count.Len, 1)); err != nil {
+	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
 	return o.launchN(s, "count_nonfinite_f32", x.Len, parg(cp), parg(xp), iarg(x.Len))
@@ -287,7 +278,7 @@ func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias F32, outer, inner int) error {
 	s, e1 := o.stream("bias add", gs)
 	xp, e2 := o.f32("bias add", "x", x)
 	bp, e3 := o.f32("bias add", "bias", bias)
-	if err := firstErr(e1, e2, e3, wantLen("bias add", "x", x.Len, outer*bias.Len*inner)); err != nil {
+	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
 	return o.launchN(s, "bias_add_f32", x.Len, parg(xp), parg(bp), iarg(outer), iarg(bias.Len), iarg(inner))
@@ -297,7 +288,7 @@ func (o *cudaOps) BiasGrad(gs gpu.Stream, dbias, dy F32, outer, inner int) error
 	s, e1 := o.stream("bias grad", gs)
 	dbp, e2 := o.f32("bias grad", "dbias", dbias)
 	dyp, e3 := o.f32("bias grad", "dy", dy)
-	if err := firstErr(e1, e2, e3, wantLen("bias grad", "dy", dy.Len, outer*dbias.Len*inner)); err != nil {
+	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
 	return o.biasGrad(s, dbp, dyp, outer, dbias.Len, inner)
@@ -315,7 +306,7 @@ func (o *cudaOps) ReLU(gs gpu.Stream, y, x F32) error {
 	s, e1 := o.stream("relu", gs)
 	yp, e2 := o.f32("relu", "y", y)
 	xp, e3 := o.f32("relu", "x", x)
-	if err := firstErr(e1, e2, e3, wantLen("relu", "y", y.Len, x.Len)); err != nil {
+	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
 	return o.launchN(s, "relu_f32", x.Len, parg(yp), parg(xp), iarg(x.Len))
@@ -326,7 +317,7 @@ func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
 	dxp, e2 := o.f32("relu grad", "dx", dx)
 	dyp, e3 := o.f32("relu grad", "dy", dy)
 	yp, e4 := o.f32("relu grad", "y", y)
-	if err := firstErr(e1, e2, e3, e4, wantLen("relu grad", "dy", dy.Len, dx.Len), wantLen("relu grad", "y", y.Len, dx.Len)); err != nil {
+	if err := firstErr(e1, e2, e3, e4); err != nil {
 		return err
 	}
 	return o.launchN(s, "relu_grad_f32", dx.Len, parg(dxp), parg(dyp), parg(yp), iarg(dx.Len))
@@ -340,7 +331,7 @@ func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) err
 	s, e0 := o.stream("argmax", gs)
 	dp, e1 := o.i32("argmax", "dst", dst)
 	xp, e2 := o.f32("argmax", "logits", logits)
-	if err := firstErr(e0, checkClasses("argmax", n, classes), e1, e2, wantLen("argmax", "dst", dst.Len, n), wantLen("argmax", "logits", logits.Len, n*classes)); err != nil {
+	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
 	return o.launchN(s, "argmax_f32", n, parg(dp), parg(xp), iarg(n), iarg(classes))
@@ -352,8 +343,7 @@ func (o *cudaOps) CountCorrect(gs gpu.Stream, count I32, logits F32, labels I32,
 	cp, e1 := o.i32(op, "count", count)
 	xp, e2 := o.f32(op, "logits", logits)
 	yp, e3 := o.i32(op, "labels", labels)
-	if err := firstErr(e0, checkClasses(op, n, classes), e1, e2, e3, wantLen(op, "count", count.Len, 1),
-		wantLen(op, "logits", logits.Len, n*classes), wantLen(op, "labels", labels.Len, n)); err != nil {
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return err
 	}
 	if n == 0 {
@@ -372,21 +362,13 @@ func convArgs(g Conv2D) []uint64 {
 // and the weights converted into staging memory.
 func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	const op = "conv2d"
-	if err := g.Validate(); err != nil {
-		return err
-	}
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
 	xp, e2 := o.f32(op, "x", x)
 	wp, e3 := o.f32(op, "w", w)
 	bp, e4 := o.f32(op, "bias", bias)
 	wsp, e5 := o.f32(op, "workspace", ws)
-	var e6 error
-	if bias.Len != 0 {
-		e6 = wantLen(op, "bias", bias.Len, g.OutC)
-	}
-	if err := firstErr(e0, e1, e2, e3, e4, e5, e6, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen()),
-		wantLen(op, "w", w.Len, g.WeightLen()), wantLen(op, "workspace", ws.Len, g.WorkspaceLen())); err != nil {
+	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
 		return err
 	}
 	if g.N == 0 {
@@ -421,9 +403,6 @@ func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 // dy and w are converted into staging memory and the columns are the forward pass's 16-bit ones.
 func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
 	const op = "conv2d backward"
-	if err := g.Validate(); err != nil {
-		return err
-	}
 	s, e0 := o.stream(op, gs)
 	dxp, e1 := o.f32(op, "dx", dx)
 	dwp, e2 := o.f32(op, "dw", dw)
@@ -431,15 +410,7 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 	dyp, e4 := o.f32(op, "dy", dy)
 	wp, e5 := o.f32(op, "w", w)
 	wsp, e6 := o.f32(op, "workspace", ws)
-	var e7, e8 error
-	if dbias.Len != 0 {
-		e7 = wantLen(op, "dbias", dbias.Len, g.OutC)
-	}
-	if dx.Len != 0 {
-		e8 = wantLen(op, "dx", dx.Len, g.InLen())
-	}
-	if err := firstErr(e0, e1, e2, e3, e4, e5, e6, e7, e8, wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "dw", dw.Len, g.WeightLen()),
-		wantLen(op, "w", w.Len, g.WeightLen()), wantLen(op, "workspace", ws.Len, g.WorkspaceLen())); err != nil {
+	if err := firstErr(e0, e1, e2, e3, e4, e5, e6); err != nil {
 		return err
 	}
 	if g.N == 0 {
@@ -511,14 +482,11 @@ func poolArgs(g Pool2D) []uint64 {
 
 func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
 	const op = "maxpool2d"
-	if err := g.Validate(); err != nil {
-		return err
-	}
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
 	ap, e2 := o.i32(op, "arg", arg)
 	xp, e3 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen()), wantLen(op, "x", x.Len, g.InLen())); err != nil {
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return err
 	}
 	if g.Pad > 0 {
@@ -529,14 +497,11 @@ func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) erro
 
 func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D) error {
 	const op = "maxpool2d backward"
-	if err := g.Validate(); err != nil {
-		return err
-	}
 	s, e0 := o.stream(op, gs)
 	dxp, e1 := o.f32(op, "dx", dx)
 	dyp, e2 := o.f32(op, "dy", dy)
 	ap, e3 := o.i32(op, "arg", arg)
-	if err := firstErr(e0, e1, e2, e3, wantLen(op, "dx", dx.Len, g.InLen()), wantLen(op, "dy", dy.Len, g.OutLen()), wantLen(op, "arg", arg.Len, g.OutLen())); err != nil {
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return err
 	}
 	if g.Pad > 0 {
@@ -547,14 +512,11 @@ func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D
 
 func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x F32, p float32, seed uint64) error {
 	const op = "dropout"
-	if !(p >= 0 && p < 1) {
-		return fmt.Errorf("%w: %s: p = %v; want [0,1)", ErrArgument, op, p)
-	}
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
 	mp, e2 := o.f32(op, "mask", mask)
 	xp, e3 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2, e3, wantLen(op, "y", y.Len, x.Len), wantLen(op, "mask", mask.Len, x.Len)); err != nil {
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return err
 	}
 	return o.launchN(s, "dropout_f32", x.Len, parg(yp), parg(mp), parg(xp), iarg(x.Len), farg(p), seed)
@@ -564,17 +526,6 @@ func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x F32, p float32, seed uint64)
 // a host function after the kernel; per-channel statistics are limited to maxNormChannels.
 func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
 	const op = "normalize u8"
-	if channels <= 0 || inner <= 0 || dst.Len%(channels*inner) != 0 {
-		return fmt.Errorf("%w: %s: %d elements are not [N][%d][%d]", ErrArgument, op, dst.Len, channels, inner)
-	}
-	if (len(mean) != 0 && len(mean) != 1 && len(mean) != channels) || (len(std) != 0 && len(std) != 1 && len(std) != channels) {
-		return fmt.Errorf("%w: %s: %d means and %d stds for %d channels", ErrArgument, op, len(mean), len(std), channels)
-	}
-	for _, v := range std {
-		if !(v > 0) {
-			return fmt.Errorf("%w: %s: std %v; want > 0", ErrArgument, op, v)
-		}
-	}
 	// With one statistic for all channels the table needs one entry: view the data as 1 channel.
 	tabC := channels
 	if len(mean) <= 1 && len(std) <= 1 {
@@ -586,7 +537,7 @@ func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner in
 	s, e0 := o.stream(op, gs)
 	dp, e1 := o.f32(op, "dst", dst)
 	sp, e2 := o.u8(op, "src", src)
-	if err := firstErr(e0, e1, e2, wantLen(op, "src", src.Len, dst.Len)); err != nil {
+	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
 	if dst.Len == 0 {
@@ -620,11 +571,7 @@ func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v F32, p SGD) error {
 	wp, e1 := o.f32(op, "w", w)
 	gp, e2 := o.f32(op, "g", g)
 	vp, e3 := o.f32(op, "v", v)
-	var e4 error
-	if p.Momentum != 0 {
-		e4 = wantLen(op, "v", v.Len, w.Len)
-	}
-	if err := firstErr(e0, e1, e2, e3, e4, wantLen(op, "g", g.Len, w.Len)); err != nil {
+	if err := firstErr(e0, e1, e2, e3); err != nil {
 		return err
 	}
 	nesterov := 0
@@ -636,15 +583,12 @@ func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v F32, p SGD) error {
 
 func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v F32, p AdamW) error {
 	const op = "adamw"
-	if p.Step < 1 {
-		return fmt.Errorf("%w: %s: step %d; want >= 1", ErrArgument, op, p.Step)
-	}
 	s, e0 := o.stream(op, gs)
 	wp, e1 := o.f32(op, "w", w)
 	gp, e2 := o.f32(op, "g", g)
 	mp, e3 := o.f32(op, "m", m)
 	vp, e4 := o.f32(op, "v", v)
-	if err := firstErr(e0, e1, e2, e3, e4, wantLen(op, "g", g.Len, w.Len), wantLen(op, "m", m.Len, w.Len), wantLen(op, "v", v.Len, w.Len)); err != nil {
+	if err := firstErr(e0, e1, e2, e3, e4); err != nil {
 		return err
 	}
 	// The bias corrections exactly as the CPU op set computes them.

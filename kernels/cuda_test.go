@@ -427,6 +427,19 @@ func TestCUDAForeignOperands(t *testing.T) {
 	}
 }
 
+// TestCUDAChecks: the CUDA op set sits behind the package's checks. Every bad call of checkCases,
+// made with CPU buffers, gets the checks' error; the op set itself would say ErrBuffer.
+func TestCUDAChecks(t *testing.T) {
+	gp := openSide(t, "cuda")
+	for _, c := range checkCases(t, newEnv(t)) {
+		for _, b := range c.bad {
+			if err := b.call(gp.ops, gp.s); !errors.Is(err, b.want) {
+				t.Errorf("%s: %s: error %v; want %v", c.method, b.name, err, b.want)
+			}
+		}
+	}
+}
+
 // TestCUDAFeederKernel: a kernel on the compute stream reads every batch that the Feeder copied on
 // its own stream, ordered only by DeviceBatch.Deliver's stream wait; the normalized values must be
 // those of the batch's slot (on the CPU stand-in an asynchronous copy lands late, so a missing

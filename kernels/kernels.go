@@ -190,7 +190,8 @@ type AdamW struct {
 
 // Ops is the operation set training needs, enqueued on a stream of the device the op set was made
 // for. Every method checks its arguments' shapes and returns an error before enqueueing anything
-// when they are wrong; errors that only the data can reveal (a label out of range) become the
+// when they are wrong (the op sets that For and CPU return check them the same way for every
+// backend, before the backend sees the call); errors that only the data can reveal (a label out of range) become the
 // stream's sticky error, returned by the stream's Synchronize. Matrices are row-major and packed;
 // tensors are NCHW. Unless a method says otherwise, outputs must not overlap inputs.
 //
@@ -296,7 +297,11 @@ type Ops interface {
 	AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error
 }
 
-// Factory makes the op set for one opened device of its backend.
+// Factory makes the op set for one opened device of its backend. The op set it returns may assume
+// checked arguments: For puts the package's argument checks (a stream, every view empty or inside
+// its buffer, the lengths each method's doc gives, geometries' Validate, settings such as dropout's
+// p, the overlaps the docs forbid) in front of it, so a call that fails them never reaches it. What
+// only the backend can know (whether a buffer or stream is its device's) is the backend's to check.
 type Factory func(dev gpu.Device) (Ops, error)
 
 var (
@@ -324,8 +329,8 @@ func Registered() []string {
 	return names
 }
 
-// For returns the op set for dev. The error wraps ErrNoBackend when none is registered for dev's
-// backend (for example "cuda" in a build without the cuda tag).
+// For returns the op set for dev, behind the argument checks. The error wraps ErrNoBackend when
+// none is registered for dev's backend (for example "cuda" in a build without the cuda tag).
 func For(dev gpu.Device) (Ops, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("%w: nil device", ErrArgument)
@@ -337,5 +342,12 @@ func For(dev gpu.Device) (Ops, error) {
 	if f == nil {
 		return nil, fmt.Errorf("%w %q (have %v)", ErrNoBackend, name, Registered())
 	}
-	return f(dev)
+	o, err := f(dev)
+	if err != nil {
+		return nil, err
+	}
+	if o == nil {
+		return nil, fmt.Errorf("%w %q: its factory returned no op set", ErrNoBackend, name)
+	}
+	return withChecks(o), nil
 }

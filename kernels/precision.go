@@ -40,11 +40,12 @@ func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
 	if err != nil || p == FP32 {
 		return ops, err
 	}
-	mp, ok := ops.(interface{ withPrecision(Precision) Ops })
-	if !ok {
-		return nil, fmt.Errorf("%w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
+	if c, ok := ops.(checked); ok {
+		if mp, ok := c.withPrecision(p); ok {
+			return mp, nil
+		}
 	}
-	return mp.withPrecision(p), nil
+	return nil, fmt.Errorf("%w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
 }
 
 // reduced reports whether p rounds the products' operands.

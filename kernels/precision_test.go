@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -84,6 +85,18 @@ func TestForPrecisionErrors(t *testing.T) {
 	}
 	if _, err := kernels.ForPrecision(nil, kernels.BF16); !errors.Is(err, kernels.ErrArgument) {
 		t.Errorf("ForPrecision(nil device) error = %v; want ErrArgument", err)
+	}
+	// A registered backend without reduced precisions says so.
+	if _, err := kernels.ForPrecision(recorderDevice{e.dev}, kernels.FP16); !errors.Is(err, kernels.ErrNoBackend) || !strings.Contains(err.Error(), "fp32 only") {
+		t.Errorf("ForPrecision(recorder, fp16) error = %v; want ErrNoBackend saying fp32 only", err)
+	}
+	// The package's argument checks stand in front of the precision's op set too.
+	bf16, err := kernels.ForPrecision(e.dev, kernels.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := bf16.Gemm(e.s, false, false, 2, 2, 2, 1, e.f32(t, 1, 2, 3), e.f32(t, 1, 2, 3, 4), 0, e.f32(t, 0, 0, 0, 0)); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("bf16 Gemm with a 3-element a for 2x2: error %v; want ErrShape", err)
 	}
 }
 

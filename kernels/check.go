@@ -1,0 +1,547 @@
+package kernels
+
+import (
+	"fmt"
+	"reflect"
+	"slices"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+// checked is the op set For and CPU hand out: it checks every call's arguments (a stream, the
+// views inside their buffers, their lengths against the op's dimensions, the geometry and
+// settings, the overlaps the Ops doc forbids) and only then calls the backend. The rules are
+// stated here once for every backend, a user's registered one included; a backend checks only
+// what it alone can know (whether a buffer is memory of its device, whether a stream is its own).
+type checked struct{ b Ops }
+
+var _ Ops = checked{}
+
+// withChecks puts the argument checks in front of o (once).
+func withChecks(o Ops) Ops {
+	if _, ok := o.(checked); ok {
+		return o
+	}
+	return checked{o}
+}
+
+// Operand roles: an output (written, possibly also read) must not overlap any other operand,
+// unless it is exactly an input the op's doc says it may be.
+const (
+	in  = 0
+	out = 1
+	opt = 2 // an empty view is allowed ("none")
+)
+
+// anyLen: the operand's length is not constrained by the op's dimensions.
+const anyLen = -1
+
+// view is an operand of any element type: a buffer and a byte range.
+type view struct {
+	buf      gpu.Buffer
+	off, len int // in elements
+	size     int // bytes per element
+}
+
+func vf(v F32) view { return view{v.Buf, v.Off, v.Len, 4} }
+func vi(v I32) view { return view{v.Buf, v.Off, v.Len, 4} }
+func vu(v U8) view  { return view{v.Buf, v.Off, v.Len, 1} }
+
+type operand struct {
+	name   string
+	v      view
+	role   int
+	mayBe  string // the output this input may be exactly, "" for none
+	lo, hi int    // the byte range, set by view when the range is good
+	cmp    bool   // the buffer can be compared with == (a backend's type need not be)
+}
+
+// call gathers one op call's checks; the first failure is its error.
+type call struct {
+	op  string
+	err error
+	ops [8]operand
+	n   int
+}
+
+func newCall(op string, s gpu.Stream) call {
+	c := call{op: op}
+	if s == nil {
+		c.err = fmt.Errorf("%w: %s: nil stream", ErrArgument, op)
+	}
+	return c
+}
+
+// arg fails the call with ErrArgument; the message follows the op's name. (Callers test the
+// condition themselves: boxing the values for every good call would allocate.)
+func (c *call) arg(format string, a ...any) {
+	if c.err == nil {
+		c.err = fmt.Errorf("%w: %s: %s", ErrArgument, c.op, fmt.Sprintf(format, a...))
+	}
+}
+
+// valid fails the call with err (a geometry's Validate).
+func (c *call) valid(err error) {
+	if c.err == nil {
+		c.err = err
+	}
+}
+
+// view adds an operand: its range must lie inside its buffer and, unless want is anyLen (or the
+// view is empty and role has opt), its length must be want.
+func (c *call) view(role int, name string, v view, want int) {
+	c.ops[c.n] = operand{name: name, v: v, role: role}
+	c.n++
+	if c.err != nil {
+		return
+	}
+	switch {
+	case v.len == 0: // the empty view: no memory
+	case v.buf == nil:
+		c.err = fmt.Errorf("%w: %s: %s has no buffer", ErrArgument, c.op, name)
+		return
+	case v.off < 0 || v.len < 0 || v.len > v.buf.Len()/v.size-v.off: // no overflow
+		c.err = fmt.Errorf("%w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, c.op, name,
+			v.off*v.size, (v.off+v.len)*v.size, v.buf.Len())
+		return
+	default:
+		o := &c.ops[c.n-1]
+		o.lo, o.hi, o.cmp = v.off*v.size, (v.off+v.len)*v.size, reflect.TypeOf(v.buf).Comparable()
+	}
+	if want != anyLen && v.len != want && !(role&opt != 0 && v.len == 0) {
+		c.err = fmt.Errorf("%w: %s: %s has %d elements; want %d", ErrShape, c.op, name, v.len, want)
+	}
+}
+
+// mayBe records that output may be exactly one of inputs (the op's doc says so).
+func (c *call) mayBe(output string, inputs ...string) {
+	for i := range c.n {
+		if slices.Contains(inputs, c.ops[i].name) {
+			c.ops[i].mayBe = output
+		}
+	}
+}
+
+// done checks the overlaps and returns the call's first error.
+func (c *call) done() error {
+	if c.err != nil {
+		return c.err
+	}
+	for i := range c.n {
+		a := &c.ops[i]
+		if a.role&out == 0 || a.lo == a.hi {
+			continue
+		}
+		for j := range c.n {
+			b := &c.ops[j]
+			if j == i || (b.role&out != 0 && j < i) || b.lo >= a.hi || a.lo >= b.hi || !(a.cmp && b.cmp && a.v.buf == b.v.buf) {
+				continue // the same operand, a pair already seen, or no shared byte
+			}
+			if a.v == b.v && b.mayBe == a.name {
+				continue
+			}
+			return fmt.Errorf("%w: %s: %s overlaps %s", ErrArgument, c.op, a.name, b.name)
+		}
+	}
+	return nil
+}
+
+func (c *call) classes(n, classes int) {
+	if n < 0 || classes <= 0 {
+		c.arg("n = %d, classes = %d", n, classes)
+	}
+}
+
+func (o checked) Backend() string { return o.b.Backend() }
+
+func (o checked) Fill(s gpu.Stream, x F32, v float32) error {
+	c := newCall("fill", s)
+	c.view(out, "x", vf(x), anyLen)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Fill(s, x, v)
+}
+
+func (o checked) Copy(s gpu.Stream, dst, src F32) error {
+	c := newCall("copy", s)
+	c.view(in, "src", vf(src), anyLen)
+	c.view(out, "dst", vf(dst), src.Len)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Copy(s, dst, src)
+}
+
+func (o checked) Axpy(s gpu.Stream, y F32, alpha float32, x F32) error {
+	c := newCall("axpy", s)
+	c.view(out, "y", vf(y), anyLen)
+	c.view(in, "x", vf(x), y.Len)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Axpy(s, y, alpha, x)
+}
+
+func (o checked) Scale(s gpu.Stream, x F32, alpha float32) error {
+	c := newCall("scale", s)
+	c.view(out, "x", vf(x), anyLen)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Scale(s, x, alpha)
+}
+
+// checkElementwise checks z = f(x, y) with z allowed to be x or y (Mul, Add).
+func checkElementwise(op string, s gpu.Stream, z, x, y F32) error {
+	c := newCall(op, s)
+	c.view(out, "z", vf(z), anyLen)
+	c.view(in, "x", vf(x), z.Len)
+	c.view(in, "y", vf(y), z.Len)
+	c.mayBe("z", "x", "y")
+	return c.done()
+}
+
+func (o checked) Mul(s gpu.Stream, z, x, y F32) error {
+	if err := checkElementwise("mul", s, z, x, y); err != nil {
+		return err
+	}
+	return o.b.Mul(s, z, x, y)
+}
+
+func (o checked) Add(s gpu.Stream, z, x, y F32) error {
+	if err := checkElementwise("add", s, z, x, y); err != nil {
+		return err
+	}
+	return o.b.Add(s, z, x, y)
+}
+
+func (o checked) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, cv F32) error {
+	c := newCall("gemm", s)
+	if m < 0 || n < 0 || k < 0 {
+		c.arg("m, n, k = %d, %d, %d", m, n, k)
+	}
+	c.view(in, "a", vf(a), m*k)
+	c.view(in, "b", vf(b), k*n)
+	c.view(out, "c", vf(cv), m*n)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Gemm(s, transA, transB, m, n, k, alpha, a, b, beta, cv)
+}
+
+func (o checked) BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error {
+	c := newCall("bias add", s)
+	if outer < 0 || inner < 0 {
+		c.arg("outer = %d, inner = %d", outer, inner)
+	}
+	c.view(in, "bias", vf(bias), anyLen)
+	c.view(out, "x", vf(x), outer*bias.Len*inner)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.BiasAdd(s, x, bias, outer, inner)
+}
+
+func (o checked) BiasGrad(s gpu.Stream, dbias, dy F32, outer, inner int) error {
+	c := newCall("bias grad", s)
+	if outer < 0 || inner < 0 {
+		c.arg("outer = %d, inner = %d", outer, inner)
+	}
+	c.view(out, "dbias", vf(dbias), anyLen)
+	c.view(in, "dy", vf(dy), outer*dbias.Len*inner)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.BiasGrad(s, dbias, dy, outer, inner)
+}
+
+func (o checked) ReLU(s gpu.Stream, y, x F32) error {
+	c := newCall("relu", s)
+	c.view(in, "x", vf(x), anyLen)
+	c.view(out, "y", vf(y), x.Len)
+	c.mayBe("y", "x")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.ReLU(s, y, x)
+}
+
+func (o checked) ReLUGrad(s gpu.Stream, dx, dy, y F32) error {
+	c := newCall("relu grad", s)
+	c.view(out, "dx", vf(dx), anyLen)
+	c.view(in, "dy", vf(dy), dx.Len)
+	c.view(in, "y", vf(y), dx.Len)
+	c.mayBe("dx", "dy")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.ReLUGrad(s, dx, dy, y)
+}
+
+// checkCrossEntropy checks both losses' operands.
+func checkCrossEntropy(c *call, loss, dlogits, logits F32, labels I32, n, classes int) error {
+	c.classes(n, classes)
+	c.view(out, "loss", vf(loss), 1)
+	c.view(in, "logits", vf(logits), n*classes)
+	c.view(out, "dlogits", vf(dlogits), n*classes)
+	c.view(in, "labels", vi(labels), n)
+	return c.done()
+}
+
+func (o checked) SoftmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
+	c := newCall("softmax cross-entropy", s)
+	if err := checkCrossEntropy(&c, loss, dlogits, logits, labels, n, classes); err != nil {
+		return err
+	}
+	return o.b.SoftmaxCrossEntropy(s, loss, dlogits, logits, labels, n, classes)
+}
+
+func (o checked) SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+	c := newCall("softmax cross-entropy", s)
+	if !(smoothing >= 0 && smoothing < 1) {
+		c.arg("label smoothing %v; want [0,1)", smoothing)
+	}
+	if err := checkCrossEntropy(&c, loss, dlogits, logits, labels, n, classes); err != nil {
+		return err
+	}
+	return o.b.SoftmaxCrossEntropySmooth(s, loss, dlogits, logits, labels, n, classes, smoothing)
+}
+
+func (o checked) Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error {
+	c := newCall("argmax", s)
+	c.classes(n, classes)
+	c.view(out, "dst", vi(dst), n)
+	c.view(in, "logits", vf(logits), n*classes)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Argmax(s, dst, logits, n, classes)
+}
+
+func (o checked) CountCorrect(s gpu.Stream, count I32, logits F32, labels I32, n, classes int) error {
+	c := newCall("count correct", s)
+	c.classes(n, classes)
+	c.view(out, "count", vi(count), 1)
+	c.view(in, "logits", vf(logits), n*classes)
+	c.view(in, "labels", vi(labels), n)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.CountCorrect(s, count, logits, labels, n, classes)
+}
+
+func (o checked) CountNonFinite(s gpu.Stream, count I32, x F32) error {
+	c := newCall("count non-finite", s)
+	c.view(out, "count", vi(count), 1)
+	c.view(in, "x", vf(x), anyLen)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.CountNonFinite(s, count, x)
+}
+
+// withPrecision is the checked op set of the backend's precision p, when the backend has one.
+func (o checked) withPrecision(p Precision) (Ops, bool) {
+	b, ok := o.b.(interface{ withPrecision(Precision) Ops })
+	if !ok {
+		return nil, false
+	}
+	return checked{b.withPrecision(p)}, true
+}
+
+func (o checked) Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
+	c := newCall("conv2d", s)
+	c.valid(g.Validate())
+	c.view(out, "y", vf(y), g.OutLen())
+	c.view(in, "x", vf(x), g.InLen())
+	c.view(in, "w", vf(w), g.WeightLen())
+	c.view(in|opt, "bias", vf(bias), g.OutC)
+	c.view(out, "workspace", vf(ws), g.WorkspaceLen())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Conv2D(s, y, x, w, bias, ws, g)
+}
+
+func (o checked) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
+	c := newCall("conv2d backward", s)
+	c.valid(g.Validate())
+	c.view(out|opt, "dx", vf(dx), g.InLen())
+	c.view(out, "dw", vf(dw), g.WeightLen())
+	c.view(out|opt, "dbias", vf(dbias), g.OutC)
+	c.view(in, "dy", vf(dy), g.OutLen())
+	c.view(in, "w", vf(w), g.WeightLen())
+	c.view(out, "workspace", vf(ws), g.WorkspaceLen())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Conv2DBackward(s, dx, dw, dbias, dy, w, ws, g)
+}
+
+func (o checked) MaxPool2D(s gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
+	c := newCall("maxpool2d", s)
+	c.valid(g.Validate())
+	c.view(out, "y", vf(y), g.OutLen())
+	c.view(out, "arg", vi(arg), g.OutLen())
+	c.view(in, "x", vf(x), g.InLen())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.MaxPool2D(s, y, arg, x, g)
+}
+
+func (o checked) MaxPool2DBackward(s gpu.Stream, dx, dy F32, arg I32, g Pool2D) error {
+	c := newCall("maxpool2d backward", s)
+	c.valid(g.Validate())
+	c.view(out, "dx", vf(dx), g.InLen())
+	c.view(in, "dy", vf(dy), g.OutLen())
+	c.view(in, "arg", vi(arg), g.OutLen())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.MaxPool2DBackward(s, dx, dy, arg, g)
+}
+
+// checkBatchNorm checks a batch norm's operands: full are [N][C][HW] tensors, the others [C].
+func checkBatchNorm(c *call, g BatchNorm, full []operand, perChannel []operand) error {
+	c.valid(g.Validate())
+	for _, v := range full {
+		c.view(v.role, v.name, v.v, g.Len())
+		c.ops[c.n-1].mayBe = v.mayBe
+	}
+	for _, v := range perChannel {
+		c.view(v.role, v.name, v.v, g.C)
+	}
+	return c.done()
+}
+
+func (o checked) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+	c := newCall("batch norm", s)
+	err := checkBatchNorm(&c, g,
+		[]operand{{name: "y", v: vf(y), role: out}, {name: "x", v: vf(x)}},
+		[]operand{{name: "gamma", v: vf(gamma)}, {name: "beta", v: vf(beta)}, {name: "running mean", v: vf(runMean), role: out},
+			{name: "running var", v: vf(runVar), role: out}, {name: "saved mean", v: vf(saveMean), role: out},
+			{name: "saved inverse std", v: vf(saveInvStd), role: out}})
+	if err != nil {
+		return err
+	}
+	return o.b.BatchNormTrain(s, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, g)
+}
+
+func (o checked) BatchNormEval(s gpu.Stream, y, x, gamma, beta, runMean, runVar F32, g BatchNorm) error {
+	c := newCall("batch norm eval", s)
+	err := checkBatchNorm(&c, g,
+		[]operand{{name: "y", v: vf(y), role: out}, {name: "x", v: vf(x), mayBe: "y"}},
+		[]operand{{name: "gamma", v: vf(gamma)}, {name: "beta", v: vf(beta)}, {name: "running mean", v: vf(runMean)},
+			{name: "running var", v: vf(runVar)}})
+	if err != nil {
+		return err
+	}
+	return o.b.BatchNormEval(s, y, x, gamma, beta, runMean, runVar, g)
+}
+
+func (o checked) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error {
+	c := newCall("batch norm backward", s)
+	err := checkBatchNorm(&c, g,
+		[]operand{{name: "dx", v: vf(dx), role: out | opt}, {name: "dy", v: vf(dy)}, {name: "x", v: vf(x)}},
+		[]operand{{name: "dgamma", v: vf(dgamma), role: out}, {name: "dbeta", v: vf(dbeta), role: out}, {name: "gamma", v: vf(gamma)},
+			{name: "saved mean", v: vf(saveMean)}, {name: "saved inverse std", v: vf(saveInvStd)}})
+	if err != nil {
+		return err
+	}
+	return o.b.BatchNormBackward(s, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd, g)
+}
+
+func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
+	c := newCall("global average pool", s)
+	if inner <= 0 {
+		c.arg("inner = %d", inner)
+	}
+	c.view(out, "y", vf(y), anyLen)
+	c.view(in, "x", vf(x), y.Len*inner)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.GlobalAvgPool(s, y, x, inner)
+}
+
+func (o checked) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error {
+	c := newCall("global average pool backward", s)
+	if inner <= 0 {
+		c.arg("inner = %d", inner)
+	}
+	c.view(in, "dy", vf(dy), anyLen)
+	c.view(out, "dx", vf(dx), dy.Len*inner)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.GlobalAvgPoolBackward(s, dx, dy, inner)
+}
+
+func (o checked) Dropout(s gpu.Stream, y, mask, x F32, p float32, seed uint64) error {
+	c := newCall("dropout", s)
+	if !(p >= 0 && p < 1) {
+		c.arg("p = %v; want [0,1)", p)
+	}
+	c.view(in, "x", vf(x), anyLen)
+	c.view(out, "y", vf(y), x.Len)
+	c.view(out, "mask", vf(mask), x.Len)
+	c.mayBe("y", "x")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Dropout(s, y, mask, x, p, seed)
+}
+
+func (o checked) NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
+	c := newCall("normalize u8", s)
+	if channels <= 0 || inner <= 0 || channels*inner <= 0 || dst.Len%(channels*inner) != 0 {
+		c.arg("%d elements are not [N][%d][%d]", dst.Len, channels, inner)
+	}
+	perChannel := func(n int) bool { return n == 0 || n == 1 || n == channels }
+	if !perChannel(len(mean)) || !perChannel(len(std)) {
+		c.arg("%d means and %d stds for %d channels", len(mean), len(std), channels)
+	}
+	for _, v := range std {
+		if !(v > 0) {
+			c.arg("std %v; want > 0", v)
+		}
+	}
+	c.view(out, "dst", vf(dst), anyLen)
+	c.view(in, "src", vu(src), dst.Len)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.NormalizeU8(s, dst, src, channels, inner, mean, std)
+}
+
+func (o checked) SGDStep(s gpu.Stream, w, g, v F32, p SGD) error {
+	c := newCall("sgd", s)
+	c.view(out, "w", vf(w), anyLen)
+	c.view(in, "g", vf(g), w.Len)
+	wantV := w.Len
+	if p.Momentum == 0 {
+		wantV = anyLen // v is not used
+	}
+	c.view(out, "v", vf(v), wantV)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.SGDStep(s, w, g, v, p)
+}
+
+func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
+	c := newCall("adamw", s)
+	if p.Step < 1 {
+		c.arg("step %d; want >= 1", p.Step)
+	}
+	c.view(out, "w", vf(w), anyLen)
+	c.view(in, "g", vf(g), w.Len)
+	c.view(out, "m", vf(m), w.Len)
+	c.view(out, "v", vf(v), w.Len)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.AdamWStep(s, w, g, m, v, p)
+}
