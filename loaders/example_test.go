@@ -3,6 +3,7 @@ package loaders_test
 import (
 	"context"
 	"encoding/binary"
+	"errors"
 	"fmt"
 	"io"
 	"os"
@@ -171,4 +172,61 @@ func ExampleShardWriter() {
 	// train-0001.tar
 	// train-0002.tar
 	// 5 samples; sample 3: train-0001.tar:000000003 label 1 pixels [48 49 50]
+}
+
+// ExampleOpener_OpenStream streams shards that stoke pack (or a ShardWriter) wrote. Through their
+// index the source knows each shard's length (a SizedSource), so that ranks split whole shards.
+// With Opener.CacheDir, remote shards (s3://, https://) are read from the cache, and the next ones
+// in the epoch's order download while one is read.
+func ExampleOpener_OpenStream() {
+	dir, err := os.MkdirTemp("", "shards-")
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer os.RemoveAll(dir)
+	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar.zst"), MaxSamples: 2})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	ds := gradients{n: 5}
+	for i := range ds.Len() {
+		s, _ := ds.Sample(context.Background(), i)
+		if err := w.Write(s); err != nil {
+			fmt.Println(err)
+			return
+		}
+	}
+	if err := w.Close(); err != nil {
+		fmt.Println(err)
+		return
+	}
+	src, err := loaders.Opener{}.OpenStream("shards:" + dir)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer src.(io.Closer).Close()
+	fmt.Println(src.Parts(), "parts of", src.(loaders.SizedSource).PartLens(), "samples")
+	st, err := src.Open(context.Background(), 2)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer st.Close()
+	for {
+		s, err := st.Next(context.Background())
+		if errors.Is(err, io.EOF) {
+			break
+		}
+		if err != nil {
+			fmt.Println(err)
+			return
+		}
+		fmt.Println(filepath.Base(s.Key), "label", s.Label)
+	}
+	// Output:
+	// 3 parts of [2 2 1] samples
+	// train-0002.tar.zst:000000004 label 0
 }

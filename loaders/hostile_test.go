@@ -252,6 +252,13 @@ func TestShardIndexChecks(t *testing.T) {
 		ix.ShardList[0].NSamples = 4
 		b, _ = json.Marshal(ix)
 		writeFile(t, filepath.Join(dir, IndexName), b)
+		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 sample sizes for 4 samples") {
+			t.Errorf("index entry with fewer sample sizes than samples: %v; want ErrCorrupt", err)
+		}
+		// An index without sizes (an older pack's): the scan counts the samples.
+		ix.ShardList[0].Sizes, ix.ShardList[0].Classes = nil, 0
+		b, _ = json.Marshal(ix)
+		writeFile(t, filepath.Join(dir, IndexName), b)
 		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 samples, index.json says 4") {
 			t.Errorf("shard with fewer samples than its index entry: %v; want ErrCorrupt", err)
 		}
@@ -307,6 +314,7 @@ func TestShardIndexChecks(t *testing.T) {
 		editIndex(t, dir, func(ix *shardIndex) {
 			ix.ShardList[0].URL = "sub/" + ix.ShardList[0].URL
 			ix.ShardList[0].NSamples = 4
+			ix.ShardList[0].Sizes, ix.ShardList[0].Classes = nil, 0 // scanned
 		})
 		if _, err := Open("shards:"+dir, "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "3 samples, index.json says 4") {
 			t.Errorf("subfolder shard with fewer samples than its index entry: %v; want ErrCorrupt", err)

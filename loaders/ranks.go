@@ -20,12 +20,13 @@ type Sharded interface {
 
 var _ Sharded = (*Shards)(nil)
 
-// ShardStarts returns the index of the first sample of each shard, in the order of the paths.
+// ShardStarts returns the index of the first sample of each shard that holds any, in the order of
+// the paths.
 func (s *Shards) ShardStarts() []int {
-	starts := make([]int, 0, len(s.paths))
-	for i := range s.shard {
-		if i == 0 || s.shard[i] != s.shard[i-1] {
-			starts = append(starts, i)
+	starts := make([]int, 0, len(s.shards))
+	for k, sh := range s.shards {
+		if sh.len() > 0 {
+			starts = append(starts, s.starts[k])
 		}
 	}
 	return starts

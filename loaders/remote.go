@@ -18,12 +18,14 @@ import (
 // Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
 // https://HOST/PATH, http://...). The zero Opener is what Open uses.
 //
-// Without a CacheDir, a plain .tar shard is read in place: opening it streams it once to find its
-// samples, and each sample is then one ranged GET; a compressed shard is streamed into an unnamed
-// temporary file, decompressed, as a local one is. With a CacheDir, every remote shard is
-// downloaded once, decompressed, into the cache (the next shards while the current one is
-// scanned), kept there for later runs and other processes, and read from there like a local
-// plain tar.
+// Shards listed in the index that stoke pack writes (named by an index.json) are opened without a
+// request: the index gives each sample's place in its shard. Without a CacheDir each sample is then
+// one ranged GET (of its frames, for a compressed shard); with one, a shard is downloaded whole,
+// decompressed, into the cache on its first read (and the next four shards meanwhile), kept there
+// for later runs and other processes, and read from there like a local plain tar. Shards without
+// such an index are read once when opened to find their samples: in place for a plain .tar (then
+// one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
+// compressed one, or downloaded into the cache.
 //
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
@@ -44,35 +46,39 @@ type Opener struct {
 func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
 	var src shardList
 	for _, p := range paths {
-		src.add(p, remote.Object{}, -1)
+		src.add(p, remote.Object{}, nil)
 	}
 	return o.openShards(context.Background(), name, src)
 }
 
 // shardList lists the shards of a dataset: local paths, or remote objects (already described by
-// a listing or an index, or with Size -1 to be asked for), with the sample count an index gives
-// each (-1 without one).
+// a listing or an index, or with Size -1 to be asked for), with the entry of the index that lists
+// each (nil without one).
 type shardList struct {
-	paths    []string
-	objs     []remote.Object // objs[i].URL == "" for a local path
-	nsamples []int
+	paths   []string
+	objs    []remote.Object // objs[i].URL == "" for a local path
+	entries []*shardEntry
 }
 
-func (s *shardList) add(p string, obj remote.Object, nsamples int) {
+func (s *shardList) add(p string, obj remote.Object, e *shardEntry) {
 	if remote.IsURL(p) && obj.URL == "" {
 		obj = remote.Object{URL: p, Size: -1}
 	}
 	s.paths = append(s.paths, p)
 	s.objs = append(s.objs, obj)
-	s.nsamples = append(s.nsamples, nsamples)
+	s.entries = append(s.entries, e)
 }
 
 // lens returns the sample counts of the shards when an index gave them all, else nil.
 func (s *shardList) lens() []int {
-	if slices.Contains(s.nsamples, -1) {
-		return nil
+	lens := make([]int, len(s.entries))
+	for i, e := range s.entries {
+		if e == nil {
+			return nil
+		}
+		lens[i] = e.NSamples
 	}
-	return s.nsamples
+	return lens
 }
 
 // listShardSpec lists the shards that the argument of a shards: spec names: a shard index (a
@@ -120,10 +126,10 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 					return src, fmt.Errorf("loaders: shards %q: %w", pattern, err)
 				}
 				for _, obj := range objs {
-					src.add(obj.URL, obj, -1)
+					src.add(obj.URL, obj, nil)
 				}
 			} else {
-				src.add(p, remote.Object{}, -1) // described when opened
+				src.add(p, remote.Object{}, nil) // described when opened
 			}
 			continue
 		}
@@ -133,7 +139,7 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 		}
 		slices.Sort(paths)
 		for _, q := range paths {
-			src.add(q, remote.Object{}, -1)
+			src.add(q, remote.Object{}, nil)
 		}
 	}
 	if len(src.paths) == 0 {
@@ -207,9 +213,10 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 	if err != nil {
 		return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
 	}
-	for _, e := range ix.ShardList {
+	for i := range ix.ShardList {
+		e := &ix.ShardList[i]
 		if !remote.IsURL(loc) {
-			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(e.URL)), remote.Object{}, e.NSamples)
+			src.add(filepath.Join(filepath.Dir(loc), filepath.FromSlash(e.URL)), remote.Object{}, e)
 			continue
 		}
 		base, err := url.Parse(loc)
@@ -217,7 +224,7 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 			return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
 		}
 		u := base.JoinPath("..", e.URL).String()
-		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e.NSamples)
+		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e)
 	}
 	if len(src.paths) == 0 {
 		return src, fmt.Errorf("loaders: shards %s: the index lists no shards: %w", loc, ErrEmpty)
@@ -282,23 +289,22 @@ func withSize(fh *os.File, err error) (shardFile, error) {
 }
 
 // openShardPath opens a local shard, or a remote one for reading in order (one streaming GET).
-func openShardPath(path string) (shardFile, error) {
+func openShardPath(ctx context.Context, path string) (shardFile, error) {
 	if remote.IsURL(path) {
-		return client.Open(context.Background(), path)
+		return client.Open(ctx, path)
 	}
 	return openLocalShard(path)
 }
 
 // remoteShards opens the remote shards of one dataset, through the cache when there is one.
 type remoteShards struct {
-	cache    *remote.Cache
-	objs     []remote.Object
-	nsamples []int
+	cache *remote.Cache
+	objs  []remote.Object
 }
 
 // newRemoteShards describes the remote shards not yet described (their size and ETag).
 func (o Opener) newRemoteShards(ctx context.Context, src shardList) (*remoteShards, error) {
-	rs := &remoteShards{objs: src.objs, nsamples: src.nsamples}
+	rs := &remoteShards{objs: slices.Clone(src.objs)}
 	for i, obj := range rs.objs {
 		if obj.URL != "" && obj.Size < 0 {
 			var err error
@@ -332,21 +338,39 @@ func decodeShard(size int64) remote.Decoder {
 	}
 }
 
-// open opens remote shard i, with the sample count its index promises (-1: none); the shards
-// after it start downloading into the cache meanwhile.
-func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, int, error) {
+// open opens remote shard i: its decompressed copy in the cache, while the shards after it start
+// downloading into the cache, or without a cache the object itself (no request).
+func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, error) {
 	obj := rs.objs[i]
 	if rs.cache == nil {
-		f, err := client.OpenObject(obj)
-		return f, rs.nsamples[i], err
+		return client.OpenObject(obj)
 	}
-	for _, o := range rs.objs[i+1 : min(i+1+remote.DefaultPrefetch, len(rs.objs))] {
-		if o.URL != "" {
+	next := make([]int, 0, remote.DefaultPrefetch)
+	for k := i + 1; k < min(i+1+remote.DefaultPrefetch, len(rs.objs)); k++ {
+		next = append(next, k)
+	}
+	rs.prefetch(next)
+	return rs.openCached(ctx, i)
+}
+
+// openCached opens the decompressed copy of remote shard i in the cache, downloading it first
+// (or waiting for its prefetch) when the cache has none.
+func (rs *remoteShards) openCached(ctx context.Context, i int) (shardFile, error) {
+	obj := rs.objs[i]
+	return withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
+}
+
+// cached reports whether remote shard i is read through the cache.
+func (rs *remoteShards) cached(i int) bool { return rs.cache != nil && rs.objs[i].URL != "" }
+
+// prefetch starts downloading the remote shards among parts into the cache (with none, it does
+// nothing): the Cache is the one owner of downloads ahead of use.
+func (rs *remoteShards) prefetch(parts []int) {
+	for _, k := range parts {
+		if o := rs.objs[k]; rs.cached(k) {
 			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
 		}
 	}
-	f, err := withSize(rs.cache.Open(ctx, obj, cacheVariant, decodeShard(obj.Size)))
-	return f, rs.nsamples[i], err
 }
 
 func (rs *remoteShards) Close() error {

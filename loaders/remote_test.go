@@ -129,9 +129,9 @@ func TestRemoteShards(t *testing.T) {
 						t.Fatalf("key %q does not name the shard URL", s.Key)
 					}
 					if o.CacheDir != "" {
-						for _, f := range ds.(*Shards).files {
-							if l, ok := f.(localShard); !ok || filepath.Dir(l.Name()) != cacheDir {
-								t.Fatalf("shard read from %T, not from its decompressed copy in the cache", f)
+						for _, sh := range ds.(*Shards).shards {
+							if l, ok := sh.file.(localShard); !ok || filepath.Dir(l.Name()) != cacheDir {
+								t.Fatalf("shard read from %T, not from its decompressed copy in the cache", sh.file)
 							}
 						}
 					}

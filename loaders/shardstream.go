@@ -27,6 +27,8 @@ type ShardStream struct {
 	pending *tar.Header
 	g       *group
 	data    map[string][]byte
+	// openFile opens a shard (default openShardPath; a stream source reads cached copies).
+	openFile func(ctx context.Context, path string) (shardFile, error)
 }
 
 var _ SampleStream = (*ShardStream)(nil)
@@ -48,7 +50,7 @@ func (st *ShardStream) Next(ctx context.Context) (Sample, error) {
 			if st.next >= len(st.paths) {
 				return Sample{}, fmt.Errorf("loaders: shard stream: %w", io.EOF)
 			}
-			if err := st.open(st.paths[st.next]); err != nil {
+			if err := st.open(ctx, st.paths[st.next]); err != nil {
 				return Sample{}, fmt.Errorf("loaders: shard stream: shard %s: %w", st.paths[st.next], err)
 			}
 			st.next++
@@ -65,8 +67,12 @@ func (st *ShardStream) Next(ctx context.Context) (Sample, error) {
 	}
 }
 
-func (st *ShardStream) open(path string) error {
-	fh, err := openShardPath(path)
+func (st *ShardStream) open(ctx context.Context, path string) error {
+	open := st.openFile
+	if open == nil {
+		open = openShardPath
+	}
+	fh, err := open(ctx, path)
 	if err != nil {
 		return err
 	}
@@ -123,10 +129,7 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			}
 			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		key, ext, ok := splitMemberName(h.Name)
+		key, ext, ok := sampleMember(h)
 		if !ok {
 			continue
 		}
@@ -135,12 +138,9 @@ func (st *ShardStream) read() (Sample, bool, error) {
 			break
 		}
 		g.key = key
-		if slices.Contains(g.exts, ext) {
-			return Sample{}, false, fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
+		if err := g.add(ext, 0, h.Size); err != nil {
+			return Sample{}, false, err
 		}
-		g.exts = append(g.exts, ext)
-		g.offs = append(g.offs, 0)
-		g.sizes = append(g.sizes, h.Size)
 		if ext != "raw" && ext != "json" && !slices.Contains(imageMemberExts, ext) && !slices.Contains(labelMemberExts, ext) {
 			continue // not read: a sample's other members (.txt, .npy, ...) take no memory
 		}

@@ -6,10 +6,13 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 
 	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/loaders/internal/remote"
 )
 
 // StreamSource is a dataset read front to back (PyTorch's IterableDataset, tf.data's file-based
@@ -51,37 +54,92 @@ func NewShardSource(name string, paths []string, lens []int) SizedSource {
 }
 
 type shardSource struct {
-	name  string
-	paths []string
-	lens  []int
+	name   string
+	paths  []string
+	lens   []int
+	remote *remoteShards // nil: remote shards streamed by one GET each, opened when reached
 }
+
+var _ prefetcher = (*shardSource)(nil)
 
 func (s *shardSource) Parts() int { return len(s.paths) }
 
 func (s *shardSource) PartLens() []int { return s.lens }
 
 func (s *shardSource) Open(_ context.Context, part int) (SampleStream, error) {
-	return NewShardStream(s.paths[part : part+1]), nil
+	st := NewShardStream(s.paths[part : part+1])
+	if s.remote != nil && s.remote.cached(part) {
+		st.openFile = func(ctx context.Context, _ string) (shardFile, error) { return s.remote.openCached(ctx, part) }
+	}
+	return st, nil
+}
+
+// prefetch downloads the next remote parts into the cache while this one is read.
+func (s *shardSource) prefetch(next []int) {
+	if s.remote != nil {
+		s.remote.prefetch(next[:min(len(next), remote.DefaultPrefetch)])
+	}
+}
+
+// Close stops the downloads ahead; a source opened with a cache holds them.
+func (s *shardSource) Close() error {
+	if s.remote != nil {
+		return s.remote.Close()
+	}
+	return nil
 }
 
 func (s *shardSource) Info() Info { return Info{Name: s.name} }
 
-// OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
-// can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them;
-// through an index.json, a SizedSource). Open reads the same shards by random access,
-// the default because it shuffles the whole dataset, knows the epoch's length up front and splits
-// shards across ranks with exact padding; stream shards that are too large to hold decompressed or
-// that are best read sequentially.
+// prefetcher is a StreamSource that can fetch parts ahead of their use: the stream loader gives it
+// the parts that follow, in the epoch's order, each time it opens one.
+type prefetcher interface {
+	prefetch(next []int)
+}
+
+// OpenStream opens the dataset named by spec for streaming, as the zero Opener does.
 func OpenStream(spec string) (StreamSource, error) {
+	return Opener{}.OpenStream(spec)
+}
+
+// OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
+// can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them).
+// Shards listed in an index.json (named, or next to local shards) make a SizedSource. Open reads the
+// same shards by random access, the default because it shuffles the whole dataset, knows the
+// epoch's length up front and splits shards across ranks with exact padding; stream shards that are
+// too large to hold decompressed or that are best read sequentially.
+//
+// With o.CacheDir, remote shards are read from their decompressed copies in the cache, and while
+// one is read the next ones (in the epoch's order) download into it; without, each is streamed by
+// one GET when it is reached. The source is then an io.Closer: close it when done, to stop the
+// downloads ahead.
+func (o Opener) OpenStream(spec string) (StreamSource, error) {
 	glob, ok := strings.CutPrefix(spec, "shards:")
 	if !ok {
 		return nil, fmt.Errorf("loaders: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
 	}
-	src, err := listShardSpec(context.Background(), glob)
+	if st, err := os.Stat(glob); err == nil && st.IsDir() {
+		glob = filepath.Join(glob, IndexName) // shards:DIR, as Open reads it
+	}
+	ctx := context.Background()
+	src, err := listShardSpec(ctx, glob)
 	if err != nil {
 		return nil, err
 	}
-	return NewShardSource(glob, src.paths, src.lens()), nil
+	// Local shards in a folder that stoke pack wrote: their entries in its index.
+	idx := map[string]*shardIndex{}
+	for i, p := range src.paths {
+		if src.entries[i] == nil && !remote.IsURL(p) {
+			if src.entries[i], err = localEntry(p, nil, idx); err != nil {
+				return nil, fmt.Errorf("loaders: open stream %q: shard %s: %w", spec, p, err)
+			}
+		}
+	}
+	rs, err := o.newRemoteShards(ctx, src)
+	if err != nil {
+		return nil, fmt.Errorf("loaders: open stream %q: %w", spec, err)
+	}
+	return &shardSource{name: glob, paths: src.paths, lens: src.lens(), remote: rs}, nil
 }
 
 // streamItem is a sample read from a stream and its position (ordinal) in the epoch's stream.
@@ -161,6 +219,9 @@ func (r *streamReader) readOne(ctx context.Context) (Sample, bool, error) {
 			}
 			if r.next >= len(r.parts) {
 				return Sample{}, false, nil
+			}
+			if p, ok := r.src.(prefetcher); ok {
+				p.prefetch(r.parts[r.next+1:])
 			}
 			st, err := r.src.Open(ctx, r.parts[r.next])
 			if err != nil {

@@ -84,6 +84,27 @@ func (g *group) reset(key string) {
 	clear(g.small)
 }
 
+// sampleMember returns the WebDataset key and extension of a tar member that belongs to a
+// sample: a regular file with a key (see splitMemberName); ok is false for the others.
+func sampleMember(h *tar.Header) (key, ext string, ok bool) {
+	if h.Typeflag != tar.TypeReg {
+		return "", "", false
+	}
+	return splitMemberName(h.Name)
+}
+
+// add records the group's member ext of n bytes at off; a second member with the same extension is
+// an error.
+func (g *group) add(ext string, off, n int64) error {
+	if slices.Contains(g.exts, ext) {
+		return fmt.Errorf("sample %q has two .%s members: %w", g.key, ext, ErrCorrupt)
+	}
+	g.exts = append(g.exts, ext)
+	g.offs = append(g.offs, off)
+	g.sizes = append(g.sizes, n)
+	return nil
+}
+
 func (g *group) find(exts []string) int {
 	for _, e := range exts {
 		if i := slices.Index(g.exts, e); i >= 0 {
@@ -200,10 +221,7 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 			return fmt.Errorf("tar: member %q of %d bytes at offset %d reaches past the archive's %d bytes: %w", h.Name, h.Size, pos(), size, ErrCorrupt)
 		}
 		end = pos() + (h.Size+511)/512*512
-		if h.Typeflag != tar.TypeReg {
-			continue
-		}
-		key, ext, ok := splitMemberName(h.Name)
+		key, ext, ok := sampleMember(h)
 		if !ok {
 			continue
 		}
@@ -213,17 +231,14 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 			}
 			g.reset(key)
 		}
-		if slices.Contains(g.exts, ext) {
-			return fmt.Errorf("sample %q has two .%s members: %w", key, ext, ErrCorrupt)
-		}
 		off := pos()
 		// Members are padded to 512-byte blocks: a missing padding means the archive was cut.
 		if h.Size < 0 || off+(h.Size+511)/512*512 > size {
 			return fmt.Errorf("sample %q: .%s member of %d bytes at offset %d truncated (archive of %d bytes): %w", key, ext, h.Size, off, size, ErrCorrupt)
 		}
-		g.exts = append(g.exts, ext)
-		g.offs = append(g.offs, off)
-		g.sizes = append(g.sizes, h.Size)
+		if err := g.add(ext, off, h.Size); err != nil {
+			return err
+		}
 		if ext == "json" || slices.Contains(labelMemberExts, ext) {
 			if h.Size > maxSmallMember {
 				return fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
@@ -235,4 +250,46 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 			g.small[ext] = b
 		}
 	}
+}
+
+// parseRun reads the sample whose run of members (as an index locates it: tar headers, data and
+// padding) is b; its payload's offset is within b. A run must hold the members of one sample.
+func parseRun(b []byte) (sampleMeta, error) {
+	r := bytes.NewReader(b)
+	tr := tar.NewReader(r)
+	g := &group{small: map[string][]byte{}}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			break
+		}
+		if err != nil {
+			return sampleMeta{}, fmt.Errorf("tar: %w: %w", ErrCorrupt, err)
+		}
+		key, ext, ok := sampleMember(h)
+		if !ok {
+			continue
+		}
+		if g.key != "" && key != g.key {
+			return sampleMeta{}, fmt.Errorf("members of samples %q and %q: %w", g.key, key, ErrCorrupt)
+		}
+		g.key = key
+		off := int64(len(b)) - int64(r.Len())
+		if h.Size < 0 || h.Size > int64(len(b))-off {
+			return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes at offset %d reaches past the run's %d bytes: %w", key, ext, h.Size, off, len(b), ErrCorrupt)
+		}
+		if err := g.add(ext, off, h.Size); err != nil {
+			return sampleMeta{}, err
+		}
+		if ext == "json" || slices.Contains(labelMemberExts, ext) {
+			if h.Size > maxSmallMember {
+				return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes: %w", key, ext, h.Size, ErrCorrupt)
+			}
+			g.small[ext] = b[off : off+h.Size]
+		}
+	}
+	if g.key == "" {
+		return sampleMeta{}, fmt.Errorf("no sample member: %w", ErrCorrupt)
+	}
+	return g.meta()
 }

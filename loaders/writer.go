@@ -14,9 +14,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/klauspost/compress/gzip"
-	"github.com/klauspost/compress/zstd"
-
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
 
@@ -38,7 +35,15 @@ type ShardWriterConfig struct {
 	// (default DefaultShardBytes); a shard holds at least one sample whatever its size.
 	MaxBytes int64
 	// Index is the path of the index written by Close (default: IndexName next to the shards),
-	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it.
+	// in the format of WebDataset's wids ("wids-shard-index-v1"), with shard URLs relative to it,
+	// and Stoke's fields that locate each sample (readers that do not know them ignore them):
+	//
+	//	{"url":"shard-000000.tar.zst","nsamples":10000,"filesize":2039382,"classes":10,
+	//	 "sizes":[3584,3584,...],"frames":[[3822,68096],[3857,68096],...]}
+	//
+	// sizes: the bytes of each sample's run of tar members in order (5 to 7 bytes of JSON per
+	// sample); classes: one more than the shard's largest label; frames (compressed shards): the
+	// bytes of each independent frame in the file and of tar it holds.
 	Index string
 }
 
@@ -83,28 +88,64 @@ func shardCompression(pattern string) (string, error) {
 // decimal label. Python's webdataset reads them as they are. A ShardWriter is not safe for
 // concurrent use.
 //
+// A compressed shard is a sequence of independent frames (zstd frames or gzip members) of about
+// 64 KiB of tar, cut between samples: one stream to any reader, and to Stoke, through the index,
+// samples of a remote shard that read by fetching and decompressing their frames alone.
+//
 // Shards are written under hidden temporary names (".NAME.tmp...") and take their names only in
 // Close, which writes the index last, the same way: until Close returns, nothing under the
 // pattern's names reads as a dataset. Abort removes what was written.
 type ShardWriter struct {
-	cfg     ShardWriterConfig
-	comp    string
-	count   int // samples written overall
-	shards  []shardEntry
-	fh      *os.File
-	buf     *bufio.Writer
-	zw      io.WriteCloser
-	tw      *tar.Writer
-	written int64 // payload bytes in the current shard
-	mtime   time.Time
+	cfg      ShardWriterConfig
+	comp     string
+	count    int // samples written overall
+	shards   []shardEntry
+	fh       *os.File
+	buf      *bufio.Writer
+	frames   *frameWriter // a compressed shard's
+	tw       *tar.Writer
+	pos      *countingWriter // the tar's (uncompressed) bytes so far in the current shard
+	runStart int64           // where the next sample's run starts in it
+	written  int64           // payload bytes in the current shard
+	mtime    time.Time
 }
 
+// shardEntry is one shard of an index. URL, NSamples and FileSize are wids' fields; Classes and
+// Sizes are Stoke's, written by ShardWriter and absent from older indexes (and from those of other
+// writers), whose shards are then scanned when opened.
 type shardEntry struct {
 	URL      string `json:"url"`
 	NSamples int    `json:"nsamples"`
 	FileSize int64  `json:"filesize"`
-	path     string // final name
-	tmp      string // name while written; "" once renamed
+	// Classes is one more than the largest label in the shard (0 with Sizes absent).
+	Classes int `json:"classes,omitempty"`
+	// Sizes locates the samples in the tar (decompressed, for a compressed shard): sample k's run
+	// of members, its tar headers and padding included, is the Sizes[k] bytes that follow the runs
+	// before it, from byte 0; members that belong to no sample (metadata, folders) are counted in
+	// the run before them, or the first. The end-of-archive marker follows the last run.
+	Sizes []int64 `json:"sizes,omitempty"`
+	// Frames lists a compressed shard's independent frames (zstd frames or gzip members), in
+	// order: the bytes of each in the file, and the bytes of tar it holds. With it a sample is
+	// read by decompressing the frames that hold its run; without, the shard is decompressed whole.
+	Frames [][2]int64 `json:"frames,omitempty"`
+	path   string     // final name
+	tmp    string     // name while written; "" once renamed
+}
+
+// indexed reports whether the entry locates its samples (Sizes), so that the shard is read
+// without a scan.
+func (e *shardEntry) indexed() bool { return e.Sizes != nil }
+
+// countingWriter counts the bytes written through it.
+type countingWriter struct {
+	w io.Writer
+	n int64
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
 }
 
 // IndexName is the name of the index that ShardWriter writes next to its shards by default.
@@ -118,7 +159,37 @@ type shardIndex struct {
 	ShardList []shardEntry `json:"shardlist"`
 }
 
-// maxIndexBytes bounds an index file (64 bytes per shard: a million shards).
+// marshal writes the index with one line per shard: readable, and as compact as JSON gets for
+// the run sizes of millions of samples.
+func (ix *shardIndex) marshal() ([]byte, error) {
+	head, err := json.MarshalIndent(shardIndex{Kind: ix.Kind, Version: ix.Version, Name: ix.Name, ShardList: []shardEntry{}}, "", "  ")
+	if err != nil {
+		return nil, err
+	}
+	// The shard list goes where MarshalIndent put the empty one: last, before the closing brace.
+	b, ok := bytes.CutSuffix(head, []byte("[]\n}"))
+	if !ok {
+		return nil, fmt.Errorf("unexpected encoding %q", head)
+	}
+	b = append(b, '[')
+	for i := range ix.ShardList {
+		e, err := json.Marshal(&ix.ShardList[i])
+		if err != nil {
+			return nil, err
+		}
+		if i > 0 {
+			b = append(b, ',')
+		}
+		b = append(append(b, "\n    "...), e...)
+	}
+	if len(ix.ShardList) > 0 {
+		b = append(b, "\n  "...)
+	}
+	return append(b, "]\n}\n"...), nil
+}
+
+// maxIndexBytes bounds an index file: 64 bytes per shard and 6 to 8 per sample (the run sizes),
+// 5 million samples of 10 KB or a million shards.
 const maxIndexBytes = 64 << 20
 
 // readShardIndex reads and checks an index: shard URLs relative to it, inside its folder.
@@ -140,10 +211,14 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		return nil, fmt.Errorf("%s: __kind__ %q, want wids-shard-index-v1: %w", path, ix.Kind, ErrCorrupt)
 	}
 	seen := make(map[string]bool, len(ix.ShardList))
-	for _, e := range ix.ShardList {
+	for i := range ix.ShardList {
+		e := &ix.ShardList[i]
 		u := filepath.FromSlash(e.URL)
 		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
 			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
+		}
+		if err := errors.Join(e.checkSizes(), e.checkFrames()); err != nil {
+			return nil, fmt.Errorf("%s: shard %s: %w", path, e.URL, err)
 		}
 		// A shard listed twice would be read twice: a dataset larger than the one packed.
 		if u = filepath.Clean(u); seen[u] {
@@ -152,6 +227,36 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		seen[u] = true
 	}
 	return &ix, nil
+}
+
+// checkSizes checks what an entry says about its samples on its own: a run for each sample, each
+// at least one tar header and a whole number of 512-byte blocks, and labels to go with them. That
+// the runs fit in the shard is checked when it is opened (a compressed shard's tar size is known
+// only then).
+func (e *shardEntry) checkSizes() error {
+	if !e.indexed() {
+		if e.Classes != 0 {
+			return fmt.Errorf("classes %d without sample sizes: %w", e.Classes, ErrCorrupt)
+		}
+		return nil
+	}
+	if len(e.Sizes) != e.NSamples {
+		return fmt.Errorf("%d sample sizes for %d samples: %w", len(e.Sizes), e.NSamples, ErrCorrupt)
+	}
+	if e.NSamples > 0 && e.Classes <= 0 {
+		return fmt.Errorf("classes %d for %d samples: %w", e.Classes, e.NSamples, ErrCorrupt)
+	}
+	var sum int64
+	for k, n := range e.Sizes {
+		if n < 1024 || n%512 != 0 {
+			return fmt.Errorf("sample %d: run of %d bytes, want a multiple of 512 holding a header and its data: %w", k, n, ErrCorrupt)
+		}
+		// No tar is read past this (and the sums cannot overflow).
+		if sum += min(n, maxCompressedShard+1); sum > maxCompressedShard {
+			return fmt.Errorf("samples 0-%d: runs of more than %d bytes: %w", k, int64(maxCompressedShard), ErrCorrupt)
+		}
+	}
+	return nil
 }
 
 // NewShardWriter validates cfg and returns a writer; the first shard (and its folder) is created by
@@ -215,7 +320,20 @@ func (w *ShardWriter) Write(s Sample) error {
 		}
 		w.written += int64(len(m.data))
 	}
-	w.shards[len(w.shards)-1].NSamples++
+	// The padding of the last member belongs to the sample's run.
+	if err := w.tw.Flush(); err != nil {
+		return fmt.Errorf("loaders: shard writer: %s: %w", w.shards[len(w.shards)-1].path, err)
+	}
+	e := &w.shards[len(w.shards)-1]
+	if w.frames != nil && len(w.frames.tar) >= frameBytes {
+		if err := w.frames.cut(); err != nil {
+			return fmt.Errorf("loaders: shard writer: %s: %w", e.path, err)
+		}
+	}
+	e.Sizes = append(e.Sizes, w.pos.n-w.runStart)
+	w.runStart = w.pos.n
+	e.Classes = max(e.Classes, s.Label+1)
+	e.NSamples++
 	w.count++
 	return nil
 }
@@ -252,35 +370,33 @@ func (w *ShardWriter) startShard() error {
 	}
 	w.fh, w.buf, w.written = fh, bufio.NewWriterSize(fh, 1<<20), 0
 	var out io.Writer = w.buf
-	switch w.comp {
-	case "gz":
-		w.zw = gzip.NewWriter(w.buf)
-		out = w.zw
-	case "zst":
-		zw, err := zstd.NewWriter(w.buf, zstd.WithEncoderConcurrency(1))
+	if w.comp != "" {
+		fw, err := newFrameWriter(w.buf, w.comp)
 		if err != nil {
 			fh.Close()
 			return fmt.Errorf("loaders: shard writer: %s: %w", path, err)
 		}
-		w.zw, out = zw, zw
+		w.frames, out = fw, fw
 	}
-	w.tw = tar.NewWriter(out)
-	w.shards = append(w.shards, shardEntry{path: path, tmp: fh.Name()})
+	w.pos, w.runStart = &countingWriter{w: out}, 0
+	w.tw = tar.NewWriter(w.pos)
+	w.shards = append(w.shards, shardEntry{path: path, tmp: fh.Name(), Sizes: []int64{}})
 	return nil
 }
 
 func (w *ShardWriter) finishShard() error {
 	e := &w.shards[len(w.shards)-1]
 	errs := []error{w.tw.Close()}
-	if w.zw != nil {
-		errs = append(errs, w.zw.Close())
+	if w.frames != nil {
+		errs = append(errs, w.frames.cut(), w.frames.Close())
+		e.Frames = w.frames.frames
 	}
 	errs = append(errs, w.buf.Flush(), w.fh.Sync())
 	if st, err := w.fh.Stat(); err == nil {
 		e.FileSize = st.Size()
 	}
 	errs = append(errs, w.fh.Close())
-	w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+	w.tw, w.frames, w.buf, w.fh = nil, nil, nil, nil
 	if err := errors.Join(errs...); err != nil {
 		return fmt.Errorf("loaders: shard writer: %s: %w", e.path, err)
 	}
@@ -301,7 +417,10 @@ func (w *ShardWriter) Shards() []string {
 func (w *ShardWriter) Abort() error {
 	if w.tw != nil {
 		w.fh.Close()
-		w.tw, w.zw, w.buf, w.fh = nil, nil, nil, nil
+		if w.frames != nil {
+			w.frames.Close()
+		}
+		w.tw, w.frames, w.buf, w.fh = nil, nil, nil, nil
 	}
 	var errs []error
 	for i := range w.shards {
@@ -350,11 +469,11 @@ func (w *ShardWriter) Close() error {
 	if err := os.MkdirAll(base, 0o755); err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
-	b, err := json.MarshalIndent(idx, "", "  ")
+	b, err := idx.marshal()
 	if err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
-	if err := atomicfile.WriteFile(w.cfg.Index, append(b, '\n'), 0o644); err != nil {
+	if err := atomicfile.WriteFile(w.cfg.Index, b, 0o644); err != nil {
 		return fmt.Errorf("loaders: shard writer: index: %w", err)
 	}
 	return nil

@@ -3,11 +3,13 @@ package main
 import (
 	"bytes"
 	"encoding/binary"
+	"encoding/json"
 	"image"
 	"image/color"
 	"image/jpeg"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -152,6 +154,25 @@ func TestPackRoundTrip(t *testing.T) {
 			}
 			var r packResult
 			lastJSON(t, stdout, &r)
+			// The index locates every sample (and the frames of a compressed shard), so that
+			// readers need not scan the shards.
+			var ix struct {
+				ShardList []struct {
+					NSamples int        `json:"nsamples"`
+					Classes  int        `json:"classes"`
+					Sizes    []int64    `json:"sizes"`
+					Frames   [][2]int64 `json:"frames"`
+				} `json:"shardlist"`
+			}
+			if b, err := os.ReadFile(filepath.Join(out, loaders.IndexName)); err != nil || json.Unmarshal(b, &ix) != nil {
+				t.Fatalf("index: %v", err)
+			}
+			compressed := slices.Contains(tc.args, "zstd") || slices.Contains(tc.args, "gzip")
+			for k, e := range ix.ShardList {
+				if len(e.Sizes) != e.NSamples || e.Classes < 1 || (e.Frames != nil) != compressed {
+					t.Errorf("index entry %d: %d sizes for %d samples, classes %d, %d frames (compressed %v)", k, len(e.Sizes), e.NSamples, e.Classes, len(e.Frames), compressed)
+				}
+			}
 			src, err := loaders.Open(tc.data, "train")
 			if err != nil {
 				t.Fatal(err)

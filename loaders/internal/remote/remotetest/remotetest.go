@@ -42,6 +42,7 @@ type Handler struct {
 	mu     sync.Mutex
 	gets   atomic.Int64
 	counts map[string]int
+	bytes  map[string]int64
 }
 
 // Requests returns how many GET requests named file.
@@ -50,6 +51,31 @@ func (h *Handler) Requests(file string) int {
 	defer h.mu.Unlock()
 	return h.counts[file]
 }
+
+// Bytes returns how many body bytes the GET requests of file were sent.
+func (h *Handler) Bytes(file string) int64 {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return h.bytes[file]
+}
+
+// countingWriter adds the body bytes it writes to its file's count.
+type countingWriter struct {
+	http.ResponseWriter
+	h    *Handler
+	name string
+}
+
+func (c *countingWriter) Write(p []byte) (int, error) {
+	n, err := c.ResponseWriter.Write(p)
+	c.h.mu.Lock()
+	c.h.bytes[c.name] += int64(n)
+	c.h.mu.Unlock()
+	return n, err
+}
+
+// Flush lets a proxy flush.
+func (c *countingWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/")
@@ -71,10 +97,11 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 	h.mu.Lock()
 	if h.counts == nil {
-		h.counts = map[string]int{}
+		h.counts, h.bytes = map[string]int{}, map[string]int64{}
 	}
 	h.counts[name]++
 	h.mu.Unlock()
+	w = &countingWriter{ResponseWriter: w, h: h, name: name}
 	fault := None
 	if len(h.Faults) > 0 {
 		fault = h.Faults[(h.gets.Add(1)-1)%int64(len(h.Faults))]
