@@ -48,6 +48,8 @@ type cudaOps struct {
 	host *hostArena
 	fn   map[string]cudaFunction
 	prec Precision // BF16, FP16: the products' operands are converted (see ForPrecision)
+	// staging holds the converted operands, per stream, for every precision of the device.
+	staging *stagingCache
 }
 
 var _ Ops = (*cudaOps)(nil)
@@ -70,7 +72,7 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &cudaOps{dev: dev, host: &hostArena{dev: dev}}
+	o := &cudaOps{dev: dev, host: &hostArena{dev: dev}, staging: &stagingCache{}}
 	err = gpu.CUDADo(dev, func() (err error) {
 		o.fn, err = loadKernels(ptx, cudaKernels)
 		if err != nil {
@@ -251,16 +253,16 @@ func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha fl
 		return o.blas.gemm(o.dev, s, g)
 	}
 	offB := align16(m * k)
-	st, err := o.stage(offB + k*n)
+	st, done, err := o.stage(gs, offB+k*n)
 	if err != nil {
 		return err
 	}
+	defer done()
 	g.a, g.b, g.half = st.at(0), st.at(offB), o.prec
-	err = firstErr(o.toHalf(s, g.a, ap, m*k), o.toHalf(s, g.b, bp, k*n))
-	if err == nil {
-		err = o.blas.gemm(o.dev, s, g)
+	if err := firstErr(o.toHalf(s, g.a, ap, m*k), o.toHalf(s, g.b, bp, k*n)); err != nil {
+		return err
 	}
-	return o.unstage(gs, st, err)
+	return o.blas.gemm(o.dev, s, g)
 }
 
 func (o *cudaOps) CountNonFinite(gs gpu.Stream, count I32, x F32) error {
@@ -376,23 +378,22 @@ func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	}
 	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
 	gm := gemmBatch{m: g.OutC, n: cols, k: rows, alpha: 1, beta: 0, a: wp, b: wsp, strideB: rows * cols, c: yp, strideC: g.OutC * cols, batch: g.N}
-	var st staging
 	if o.prec.reduced() {
-		var err error
-		if st, err = o.stage(g.WeightLen()); err != nil {
+		st, done, err := o.stage(gs, g.WeightLen())
+		if err != nil {
 			return err
 		}
+		defer done()
 		gm.a, gm.half = st.at(0), o.prec
 		err = firstErr(o.launchN(s, "im2col_x16", g.N*rows*cols, append(append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...), o.fp16Arg())...),
 			o.toHalf(s, gm.a, wp, g.WeightLen()))
 		if err != nil {
-			return o.unstage(gs, st, err)
+			return err
 		}
 	} else if err := o.launchN(s, "im2col_f32", ws.Len, append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...)...); err != nil {
 		return err
 	}
-	err := o.unstage(gs, st, o.blas.gemm(o.dev, s, gm))
-	if err != nil || bias.Len == 0 {
+	if err := o.blas.gemm(o.dev, s, gm); err != nil || bias.Len == 0 {
 		return err
 	}
 	return o.launchN(s, "bias_add_f32", y.Len, parg(yp), parg(bp), iarg(g.N), iarg(g.OutC), iarg(cols))
@@ -420,23 +421,23 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 		return o.launchN(s, "fill_f32", dbias.Len, parg(dbp), iarg(dbias.Len), farg(0))
 	}
 	dyA, wA, size := dyp, wp, 4 // the products' operands dy and w, and their element size
-	var st staging
 	if o.prec.reduced() {
 		wLen := w.Len // w enters only dx's product
 		if dx.Len == 0 {
 			wLen = 0
 		}
-		var err error
 		offW := align16(dy.Len)
-		if st, err = o.stage(offW + wLen); err != nil {
+		st, done, err := o.stage(gs, offW+wLen)
+		if err != nil {
 			return err
 		}
+		defer done()
 		dyA, wA, size = st.at(0), st.at(offW), 2
 		if err := firstErr(o.toHalf(s, dyA, dyp, dy.Len), o.toHalf(s, wA, wp, wLen)); err != nil {
-			return o.unstage(gs, st, err)
+			return err
 		}
 	}
-	return o.unstage(gs, st, o.convBackward(s, dxp, dwp, dbp, dyp, dyA, wA, wsp, size, g, dx.Len != 0, dbias.Len != 0))
+	return o.convBackward(s, dxp, dwp, dbp, dyp, dyA, wA, wsp, size, g, dx.Len != 0, dbias.Len != 0)
 }
 
 // convBackward enqueues Conv2DBackward's work on resolved pointers: dyA and wA are the products'

@@ -4,8 +4,10 @@ package kernels_test
 
 import (
 	"math/rand/v2"
+	"sync"
 	"testing"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -59,4 +61,69 @@ func TestCUDAPrecisionParity(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestCUDAPrecisionStaging exercises the per-stream staging memory of the bf16 op set: more
+// streams than keep a block (eviction), products growing on one stream (a larger block once the
+// stream has run), and two goroutines enqueueing on one stream at once. Every product must equal
+// the CPU emulation's.
+func TestCUDAPrecisionStaging(t *testing.T) {
+	gp, cp := openSide(t, "cuda"), openSide(t, "cpu")
+	gops, err := kernels.ForPrecision(gp.dev, kernels.BF16)
+	check(t, err)
+	cops, err := kernels.ForPrecision(cp.dev, kernels.BF16)
+	check(t, err)
+	r := rand.New(rand.NewPCG(7, 7))
+	type product struct {
+		m, n, k int
+		a, b    []float32
+	}
+	want := func(p product) []float64 {
+		sd := &side{cp.dev, cp.s, cops}
+		c := f32Len(sd, t, p.m*p.n)
+		check(t, cops.Gemm(cp.s, false, true, p.m, p.n, p.k, 1, sd.f32(t, p.a), sd.f32(t, p.b), 0, c))
+		return cp.read(t, c)[0]
+	}
+	newProduct := func(m, n, k int) product { return product{m, n, k, randF32(r, m*k), randF32(r, n*k)} }
+	streams := make([]gpu.Stream, 6)
+	for i := range streams {
+		streams[i], err = gp.dev.NewStream()
+		check(t, err)
+	}
+	var mu sync.Mutex
+	run := func(s gpu.Stream, ps []product) {
+		sd := &side{gp.dev, s, gops}
+		outs := make([]kernels.F32, len(ps))
+		for i, p := range ps {
+			a, b := sd.f32(t, p.a), sd.f32(t, p.b)
+			outs[i] = f32Len(sd, t, p.m*p.n)
+			if err := gops.Gemm(s, false, true, p.m, p.n, p.k, 1, a, b, 0, outs[i]); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+		for i, p := range ps {
+			got := sd.read(t, outs[i])
+			mu.Lock()
+			w := want(p)
+			mu.Unlock()
+			if e := relErr(got, [][]float64{w}); !(e <= 1e-5) {
+				t.Errorf("product %d (%dx%dx%d): relative error %g against the CPU's bf16 emulation", i, p.m, p.n, p.k, e)
+			}
+		}
+	}
+	// Six streams in turn, each with growing products, twice: blocks are evicted and regrown.
+	for range 2 {
+		for i, s := range streams {
+			run(s, []product{newProduct(3+i, 5, 7), newProduct(40+i, 33, 65), newProduct(2, 2, 2)})
+		}
+	}
+	// Two goroutines on one stream.
+	var wg sync.WaitGroup
+	for g := range 2 {
+		ps := []product{newProduct(17+g, 19, 23), newProduct(31, 29+g, 37), newProduct(9, 11, 13+g)}
+		wg.Add(1)
+		go func() { defer wg.Done(); run(streams[0], ps) }()
+	}
+	wg.Wait()
 }

@@ -27,10 +27,10 @@
 // # Ownership
 //
 // Ops neither allocate nor free device memory, with one exception: the bf16/fp16 CUDA op sets
-// (ForPrecision) take 16-bit memory for the converted operands of each product from the device's
-// cache of blocks and hand it back in stream order. The caller owns every buffer and must keep it
-// alive, and unchanged where an op reads it, until the stream has run the op. Host slices given to
-// an op (NormalizeU8's mean and std) are copied when it is enqueued.
+// (ForPrecision) keep a block of 16-bit memory per stream (for the last few streams) for the
+// converted operands of the products, until the device closes. The caller owns every buffer and
+// must keep it alive, and unchanged where an op reads it, until the stream has run the op. Host
+// slices given to an op (NormalizeU8's mean and std) are copied when it is enqueued.
 //
 // # Determinism
 //

@@ -24,8 +24,8 @@ const (
 )
 
 // ForPrecision returns dev's op set computing its products in p (For(dev) for FP32). The CUDA op
-// set converts the operands into 16-bit device memory of its own, taken per op and returned in
-// stream order, and multiplies them with cuBLAS's mixed-precision GEMM (cublasGemmEx, fp32
+// set converts the operands into 16-bit device memory of its own, one block per stream reused by
+// every product on it, and multiplies them with cuBLAS's mixed-precision GEMM (cublasGemmEx, fp32
 // compute and output). The CPU op set has no 16-bit arithmetic: it emulates p by rounding the
 // operands to p's values and multiplying them in fp32, which gives the numbers of a p run (up to
 // the order of the sums) at somewhat more than fp32's cost.
