@@ -48,7 +48,9 @@ func TestCUDAPrecisionParity(t *testing.T) {
 				emu := cpP.read(t, tc.run(t, cpP, rnd())...)
 				fp32 := cp.read(t, tc.run(t, cp, rnd())...)
 				e, e32 := relErr(got, emu), relErr(got, fp32)
-				t.Logf("parity %s %q: relative error %g against the CPU's %s emulation, %g against fp32", p.p, tc.name, e, p.p, e32)
+				// scripts/gpu-check.sh collects the first figure of these lines as TestCUDAParity's.
+				t.Logf("parity %q: relative error %g (tolerance 1e-05, against the CPU's %s emulation; against fp32 %g, tolerance %g)",
+					string(p.p)+" "+tc.name, e, p.p, e32, p.tol)
 				if !(e <= 1e-5) {
 					t.Errorf("relative error %g against the CPU's %s emulation; want <= 1e-5", e, p.p)
 				}
