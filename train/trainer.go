@@ -216,10 +216,10 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
 	}
-	if p := cfg.Precision; p != FP32 && p != BF16 && p != FP16 {
-		return nil, fmt.Errorf("%w: precision %q; want fp32, bf16 or fp16", ErrConfig, p)
-	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
+	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
