@@ -165,6 +165,8 @@ func TestIndexSizesHostile(t *testing.T) {
 		{"negative", func(e *shardEntry) { e.Sizes[2] = -512 }, "sample 2: run of -512 bytes", "", 0},
 		{"no classes", func(e *shardEntry) { e.Classes = 0 }, "classes 0 for 3 samples", "", 0},
 		{"past the end", func(e *shardEntry) { e.Sizes[2] += 1 << 20 }, "past the tar's", "", 0},
+		// The last sample left out of the index: a dataset quietly smaller than the shard.
+		{"short of the end", func(e *shardEntry) { e.Sizes, e.NSamples = e.Sizes[:2], 2 }, "bytes before its end marker that no listed sample covers", "", 0},
 		{"overflowing", func(e *shardEntry) { e.Sizes[1], e.Sizes[2] = 1<<62, 1<<62 }, "samples 0-1: runs of more than", "", 0},
 		{"classes without sizes", func(e *shardEntry) { e.Sizes = nil }, "classes 3 without sample sizes", "", 0},
 		// Runs that straddle samples: sample 0 takes sample 1's first member.
@@ -514,6 +516,7 @@ func TestFramesHostile(t *testing.T) {
 		{"frames short of the file", func(e *shardEntry) { e.Frames = e.Frames[1:] }, "frames of", ""},
 		{"frame of nothing", func(e *shardEntry) { e.Frames[0][1] = 0 }, "frame 0 of", ""},
 		{"frames without sizes", func(e *shardEntry) { e.Sizes, e.Classes = nil, 0 }, "frames without sample sizes", ""},
+		{"sizes short of the frames", func(e *shardEntry) { e.Sizes, e.NSamples = e.Sizes[:7], 7 }, "no listed sample covers", ""},
 		{"frame larger than it holds", func(e *shardEntry) { e.Frames[0][1] += 512; e.Frames[1][1] -= 512 }, "", "decompress to another size"},
 	}
 	for _, tc := range tests {

@@ -122,7 +122,7 @@ type shardEntry struct {
 	// Sizes locates the samples in the tar (decompressed, for a compressed shard): sample k's run
 	// of members, its tar headers and padding included, is the Sizes[k] bytes that follow the runs
 	// before it, from byte 0; members that belong to no sample (metadata, folders) are counted in
-	// the run before them, or the first. The end-of-archive marker follows the last run.
+	// the run before them, or the first. The end-of-archive marker follows the last run and ends the tar.
 	Sizes []int64 `json:"sizes,omitempty"`
 	// Frames lists a compressed shard's independent frames (zstd frames or gzip members), in
 	// order: the bytes of each in the file, and the bytes of tar it holds. With it a sample is
