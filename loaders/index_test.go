@@ -544,3 +544,24 @@ func TestFramesHostile(t *testing.T) {
 		})
 	}
 }
+
+// TestRemoteShardReplaced: a remote shard that is no longer the file its index describes (replaced
+// by a longer one after packing) fails when a sample is read, naming the sample, instead of reading
+// whatever now lies at the run's bytes.
+func TestRemoteShardReplaced(t *testing.T) {
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 3))
+	files := readFiles(t, dir)
+	files["shard-000000.tar"] = append(files["shard-000000.tar"], make([]byte, 4096)...)
+	_, base := serveFiles(t, files)
+	ds, err := Open("shards:"+base+"/"+IndexName, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.(*Shards).Close()
+	_, err = ds.Sample(context.Background(), 1)
+	var se *SampleError
+	if !errors.As(err, &se) || se.Index != 1 || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "changed since it was described") {
+		t.Fatalf("Sample(1) of a replaced shard: %v; want a SampleError naming it and the change", err)
+	}
+}
