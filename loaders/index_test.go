@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -563,5 +564,35 @@ func TestRemoteShardReplaced(t *testing.T) {
 	var se *SampleError
 	if !errors.As(err, &se) || se.Index != 1 || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "changed since it was described") {
 		t.Fatalf("Sample(1) of a replaced shard: %v; want a SampleError naming it and the change", err)
+	}
+}
+
+// TestFramesClaimNoMemory: a frame table that claims far more tar than its frames hold costs no
+// memory for the claim: reading a few bytes through a frame of a few hundred compressed bytes that
+// says it holds 200 MiB allocates about what the frame really holds, and fails on the size.
+func TestFramesClaimNoMemory(t *testing.T) {
+	var out bytes.Buffer
+	fw, err := newFrameWriter(&out, "zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(make([]byte, 4096))
+	fw.cut()
+	fw.Close()
+	claim := int64(200 << 20)
+	e := shardEntry{Sizes: []int64{}, FileSize: int64(out.Len()), Frames: [][2]int64{{int64(out.Len()), claim}}}
+	if err := e.checkFrames(); err != nil {
+		t.Fatal(err)
+	}
+	ft := newFrameTable(e.Frames)
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = ft.readAt(bytes.NewReader(out.Bytes()), make([]byte, 100), 1000)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errFrameSize) {
+		t.Fatalf("read through a frame claiming %d bytes of its 4096: %v; want ErrCorrupt, the size", claim, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("read 100 bytes through a frame of %d bytes that claims %d: allocated %d bytes", out.Len(), claim, grew)
 	}
 }
