@@ -97,15 +97,21 @@ func (e *shardEntry) checkFrames() error {
 	if !e.indexed() {
 		return fmt.Errorf("frames without sample sizes: %w", ErrCorrupt)
 	}
-	var c int64
+	var c, t int64
 	for k, fr := range e.Frames {
 		if fr[0] <= 0 || fr[1] <= 0 || fr[1] > maxFrameBytes || fr[0] > 2*fr[1]+1024 {
 			return fmt.Errorf("frame %d of %d bytes holding %d bytes of tar: %w", k, fr[0], fr[1], ErrCorrupt)
 		}
 		c += fr[0]
+		t += fr[1]
 	}
 	if c != e.FileSize {
 		return fmt.Errorf("frames of %d bytes in a file of %d: %w", c, e.FileSize, ErrCorrupt)
+	}
+	// The bound of a compressed shard decompressed whole, so that the runs read through the frames
+	// (each allocated as the index says) stay within what the file can hold.
+	if t > expansionLimit(e.FileSize) {
+		return fmt.Errorf("frames holding %d bytes of tar in a file of %d (at most %d): %w", t, e.FileSize, expansionLimit(e.FileSize), ErrCorrupt)
 	}
 	return nil
 }
