@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -271,7 +272,7 @@ func NewShardWriter(cfg ShardWriterConfig) (*ShardWriter, error) {
 }
 
 // Write appends one sample. Encoded images must be in a format transforms decodes; raw pixels need
-// H, W, C > 0 and len(Pixels) == H*W*C. A negative label is an error.
+// H, W, C > 0 and len(Pixels) == H*W*C. A label outside [0, math.MaxInt32] is an error.
 func (w *ShardWriter) Write(s Sample) error {
 	var name string
 	var payload []byte
@@ -289,8 +290,8 @@ func (w *ShardWriter) Write(s Sample) error {
 	default:
 		return fmt.Errorf("loaders: shard writer: sample %d (%s): neither encoded bytes nor %dx%dx%d pixels (%d bytes): %w", w.count, s.Key, in.H, in.W, in.C, len(in.Pixels), ErrCorrupt)
 	}
-	if s.Label < 0 {
-		return fmt.Errorf("loaders: shard writer: sample %d (%s): label %d: %w", w.count, s.Key, s.Label, ErrLabel)
+	if s.Label < 0 || s.Label > math.MaxInt32 {
+		return fmt.Errorf("loaders: shard writer: sample %d (%s): label %d, want 0 to %d: %w", w.count, s.Key, s.Label, math.MaxInt32, ErrLabel)
 	}
 	if w.tw != nil && (w.shards[len(w.shards)-1].NSamples >= w.cfg.MaxSamples || w.written >= w.cfg.MaxBytes) {
 		if err := w.finishShard(); err != nil {
