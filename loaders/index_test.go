@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -598,5 +599,34 @@ func TestFramesClaimNoMemory(t *testing.T) {
 	}
 	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
 		t.Fatalf("read 100 bytes through a frame of %d bytes that claims %d: allocated %d bytes", out.Len(), claim, grew)
+	}
+}
+
+// TestIndexCountsBounded: an older entry (no sizes) that claims more samples than its file can
+// hold is refused when the index is read: a stream takes the counts on trust until each shard
+// ends, and two entries of math.MaxInt samples made its length overflow (a negative number of
+// batches per epoch).
+func TestIndexCountsBounded(t *testing.T) {
+	for _, n := range []int{100_000_000, math.MaxInt} {
+		dir := t.TempDir()
+		writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 6))
+		stripSizes(t, dir)
+		editIndexFile(t, dir, func(ix *shardIndex) {
+			ix.ShardList[0].NSamples, ix.ShardList[1].NSamples = n, n
+		})
+		src, err := OpenStream("shards:" + dir)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "more than a file of") {
+			if err == nil {
+				l, _ := NewStream(src, Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.CenterCrop(2))})
+				t.Fatalf("%d samples claimed: OpenStream took it (%d batches per epoch); want ErrCorrupt naming the shard", n, l.BatchesPerEpoch())
+			}
+			t.Fatalf("%d samples claimed: %v; want ErrCorrupt naming the shard", n, err)
+		}
+	}
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 6))
+	editIndexFile(t, dir, func(ix *shardIndex) { ix.ShardList[0].Classes = math.MaxInt })
+	if _, err := Open("shards:"+dir, ""); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "past the int32 class ids") {
+		t.Fatalf("classes %d: %v; want ErrCorrupt", math.MaxInt, err)
 	}
 }

@@ -218,6 +218,14 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
 			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
 		}
+		// A sample takes a tar header at least, of the tar the file holds or may expand to: so
+		// that sample counts (summed over shards by streams and ranks) stay what a file can hold.
+		if most := max(e.FileSize, expansionLimit(e.FileSize)) / 512; int64(e.NSamples) > most {
+			return nil, fmt.Errorf("%s: shard %s: %d samples, more than a file of %d bytes holds (%d): %w", path, e.URL, e.NSamples, e.FileSize, most, ErrCorrupt)
+		}
+		if e.Classes > math.MaxInt32+1 {
+			return nil, fmt.Errorf("%s: shard %s: classes %d past the int32 class ids: %w", path, e.URL, e.Classes, ErrCorrupt)
+		}
 		if err := errors.Join(e.checkSizes(), e.checkFrames()); err != nil {
 			return nil, fmt.Errorf("%s: shard %s: %w", path, e.URL, err)
 		}
