@@ -268,7 +268,8 @@ func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*s
 	base := filepath.Base(path)
 	var want *shardEntry
 	for i := range ix.ShardList {
-		if filepath.Base(filepath.FromSlash(ix.ShardList[i].URL)) == base {
+		// The entry of this file: "sub/NAME" names another file, in a subfolder.
+		if filepath.Clean(filepath.FromSlash(ix.ShardList[i].URL)) == base {
 			want = &ix.ShardList[i]
 		}
 	}
