@@ -57,8 +57,8 @@ type Pipeline struct {
 	err     error // first declaration error, reported by Run
 	started bool
 	tracer  Tracer
-	t0      atomic.Int64 // unix nanos when Run began
-	t1      atomic.Int64 // unix nanos when Run ended; 0 while running
+	t0      atomic.Int64 // now() when Run began; 0 before
+	t1      atomic.Int64 // now() when Run ended; 0 while running
 }
 
 type consumable interface {
@@ -118,8 +118,8 @@ func (p *Pipeline) Run(ctx context.Context) error {
 		}
 		return err
 	}
-	p.t0.Store(time.Now().UnixNano())
-	defer func() { p.t1.Store(time.Now().UnixNano()) }()
+	p.t0.Store(now())
+	defer func() { p.t1.Store(now()) }()
 	g, gctx := errgroup.WithContext(ctx)
 	for _, r := range p.runs {
 		g.Go(func() error { return r(gctx) })
@@ -193,47 +193,62 @@ func (p *Pipeline) addRun(f func(context.Context) error) {
 	p.mu.Unlock()
 }
 
-// send delivers v downstream, accounting the wait as blocked time. It returns false when ctx ends.
-func send[T any](ctx context.Context, st *stage, ch chan item[T], it item[T]) bool {
+// epoch is the origin of now.
+var epoch = time.Now()
+
+// now is the monotonic clock in nanoseconds since epoch, plus 1 so that it is never 0 (which
+// means "not yet" in Pipeline.t0 and t1). time.Since reads only the monotonic clock, about half
+// the cost of time.Now, which reads the wall clock too.
+func now() int64 { return int64(time.Since(epoch)) + 1 }
+
+// send delivers it downstream, accounting a wait as blocked time. It returns false when ctx ends.
+func send[T any](ctx context.Context, w *worker, ch chan item[T], it item[T]) bool {
 	select {
 	case ch <- it:
-		st.sent(len(ch))
+		w.sent(len(ch))
 		return true
 	default:
 	}
-	t := time.Now()
+	t := w.waitStart()
 	select {
 	case ch <- it:
-		st.blocked.Add(int64(time.Since(t)))
-		st.sent(len(ch))
+		w.waitEnd(t, &w.blocked)
+		w.sent(len(ch))
 		return true
 	case <-ctx.Done():
-		st.blocked.Add(int64(time.Since(t)))
+		w.waitEnd(t, &w.blocked)
 		return false
 	}
 }
 
-// recv takes the next input, accounting the wait as starved time. ok is false when the input is
-// closed or ctx ends.
-func recv[T any](ctx context.Context, st *stage, ch chan item[T]) (it item[T], ok bool) {
+// recv takes the next input, accounting a wait as starved time. ok is false when the input is
+// closed or ctx ends. A cancelled ctx wins over a ready input, so that a stage whose input and
+// output never make it wait still stops.
+func recv[T any](ctx context.Context, w *worker, ch chan item[T]) (it item[T], ok bool) {
+	done := ctx.Done()
+	select {
+	case <-done:
+		return it, false
+	default:
+	}
 	select {
 	case it, ok = <-ch:
 		if ok {
-			st.in.Add(1)
+			w.in.Add(1)
 		}
 		return it, ok
 	default:
 	}
-	t := time.Now()
+	t := w.waitStart()
 	select {
 	case it, ok = <-ch:
-		st.starved.Add(int64(time.Since(t)))
+		w.waitEnd(t, &w.starved)
 		if ok {
-			st.in.Add(1)
+			w.in.Add(1)
 		}
 		return it, ok
-	case <-ctx.Done():
-		st.starved.Add(int64(time.Since(t)))
+	case <-done:
+		w.waitEnd(t, &w.starved)
 		return it, false
 	}
 }
@@ -241,18 +256,76 @@ func recv[T any](ctx context.Context, st *stage, ch chan item[T]) (it item[T], o
 // workerKey is the context key under which a stage function finds its worker.
 type workerKey struct{}
 
-// worker is one goroutine of a stage, as its function's context carries it.
+// worker is one goroutine of a stage and its counters. Only that goroutine writes them (atomically,
+// so that Stats may read them at any time); a stage sums its workers'. The worker's time is cut
+// into stretches at checkpoints: the end of each call of the stage function, and the start and
+// end of each wait (for input, for downstream, for a window token or the ordered map's lock). A
+// wait is starved or blocked time; the rest is busy, less what the function reported through
+// Blocked. So the engine reads the clock once per item, and twice more only where a goroutine is
+// about to park anyway, and every counter only grows.
 type worker struct {
-	st     *stage
-	index  int
-	waited atomic.Int64 // nanoseconds reported through Blocked
+	st    *stage
+	index int
+	cur   int64 // index of the item the worker's function is processing, for a panic's error
+	mark  int64 // now() at the last checkpoint
+	in    atomic.Int64
+	out   atomic.Int64 // items (batches for a batch stage) sent, or consumed by a sink
+	// queued is the sum over sends of the output queue's length right after it.
+	queued atomic.Int64
+	// busy, starved and blocked are nanoseconds; pending is what Blocked reported since the last
+	// checkpoint, to be taken out of the stretch's busy time.
+	busy, starved, blocked, pending atomic.Int64
+	_                               [64]byte // keeps workers of one stage off each other's cache lines
 }
 
-// newWorker returns worker index of st and the context its function calls get. It is made once
-// per goroutine, so the context costs nothing per item.
+func (w *worker) sent(queueLen int) {
+	w.out.Add(1)
+	w.queued.Add(int64(queueLen))
+}
+
+// checkpoint ends the stretch of work since the last checkpoint at t.
+func (w *worker) checkpoint(t int64) {
+	d := t - w.mark
+	if w.pending.Load() != 0 {
+		d -= w.pending.Swap(0)
+	}
+	w.busy.Add(max(d, 0))
+	w.mark = t
+}
+
+// waitStart is the checkpoint where a wait begins; it returns the time, for waitEnd.
+func (w *worker) waitStart() int64 {
+	t := now()
+	w.checkpoint(t)
+	return t
+}
+
+// waitEnd ends a wait begun at t, adding it to counter (w.starved or w.blocked).
+func (w *worker) waitEnd(t int64, counter *atomic.Int64) {
+	e := now()
+	counter.Add(e - t)
+	w.mark = e
+}
+
+// newWorker registers worker index of st and returns it with the context its function calls
+// get. It is made once per goroutine, so the context costs nothing per item. The caller defers
+// w.done.
 func newWorker(ctx context.Context, st *stage, index int) (context.Context, *worker) {
-	w := &worker{st: st, index: index}
+	w := &worker{st: st, index: index, cur: -1, mark: now()}
+	st.mu.Lock()
+	st.live = append(st.live, w)
+	st.mu.Unlock()
 	return context.WithValue(ctx, workerKey{}, w), w
+}
+
+// done is the last checkpoint of the worker's goroutine, and turns a panic in it (in the stage's
+// function, or in a source's sequence) into a *StageError naming the item it was processing;
+// deferred by every stage goroutine, with its named result.
+func (w *worker) done(err *error) {
+	w.checkpoint(now())
+	if r := recover(); r != nil {
+		*err = &StageError{Stage: w.st.name, Index: w.cur, Err: &PanicError{Value: r, Stack: stack()}}
+	}
 }
 
 // WorkerIndex returns the index of the worker goroutine that runs the stage function ctx was given:
@@ -272,32 +345,30 @@ func WorkerIndex(ctx context.Context) int {
 // nothing for a context that did not come from a stage.
 func Blocked(ctx context.Context, d time.Duration) {
 	if w, ok := ctx.Value(workerKey{}).(*worker); ok && d > 0 {
-		w.waited.Add(int64(d))
+		w.blocked.Add(int64(d))
+		w.pending.Add(int64(d))
 	}
 }
 
-// call runs a user function on worker w (whose context ctx is), turning a panic into a
-// *PanicError and accounting busy time, less what the function reported through Blocked.
-func call[In, Out any](ctx context.Context, w *worker, idx int64, fn func(context.Context, In) (Out, error), v In) (out Out, err error) {
-	st := w.st
-	t := time.Now()
-	waited0 := w.waited.Load()
-	defer func() {
-		if r := recover(); r != nil {
-			err = &PanicError{Value: r, Stack: stack()}
-		}
-		end := time.Now()
-		waited := w.waited.Load() - waited0
-		st.busy.Add(int64(end.Sub(t)) - waited)
-		st.blocked.Add(waited)
-		if tr := st.p.tracer; tr != nil {
-			tr.Span(st.name, w.index, idx, t, end)
-		}
-		if err != nil {
-			err = &StageError{Stage: st.name, Index: idx, Err: err}
-		}
-	}()
-	return fn(ctx, v)
+// call runs a user function on worker w (whose context ctx is) for item idx, wrapping its error
+// in a *StageError, and reports the span to the pipeline's Tracer if it has one. Its end is a
+// checkpoint. A panic is turned into an error by w.done.
+func call[In, Out any](ctx context.Context, w *worker, idx int64, fn func(context.Context, In) (Out, error), v In) (Out, error) {
+	w.cur = idx
+	var out Out
+	var err error
+	if tr := w.st.p.tracer; tr != nil {
+		t := time.Now()
+		out, err = fn(ctx, v)
+		tr.Span(w.st.name, w.index, idx, t, time.Now())
+	} else {
+		out, err = fn(ctx, v)
+	}
+	w.checkpoint(now())
+	if err != nil {
+		return out, &StageError{Stage: w.st.name, Index: idx, Err: err}
+	}
+	return out, nil
 }
 
 func stack() []byte { return debug.Stack() }

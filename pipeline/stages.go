@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"iter"
 	"sync"
-	"time"
 
 	"golang.org/x/sync/errgroup"
 )
@@ -68,22 +67,15 @@ func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOpti
 	out := newQueue[T](p, st, o.buffer)
 	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
-		var idx int64
-		t := time.Now()
-		defer func() {
-			if r := recover(); r != nil {
-				err = &StageError{Stage: name, Index: idx, Err: &PanicError{Value: r, Stack: stack()}}
-			}
-		}()
+		_, w := newWorker(ctx, st, 0)
+		defer w.done(&err)
+		w.cur = 0
 		for v := range seq {
-			st.busy.Add(int64(time.Since(t)))
-			if !send(ctx, st, out.ch, item[T]{idx, v}) {
+			if !send(ctx, w, out.ch, item[T]{w.cur, v}) {
 				return ctx.Err()
 			}
-			idx++
-			t = time.Now()
+			w.cur++
 		}
-		st.busy.Add(int64(time.Since(t)))
 		return nil
 	})
 	return out
@@ -95,7 +87,7 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 	o := resolve(opts)
 	st := &stage{p: p, name: name, kind: "source", workers: 1}
 	out := newQueue[T](p, st, o.buffer)
-	p.addRun(func(ctx context.Context) error {
+	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
 		type result struct {
 			v  T
@@ -105,16 +97,17 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 			v, ok, err := next(ctx)
 			return result{v, ok}, err
 		}
-		wctx, wk := newWorker(ctx, st, 0)
+		wctx, w := newWorker(ctx, st, 0)
+		defer w.done(&err)
 		for idx := int64(0); ; idx++ {
-			r, err := call(wctx, wk, idx, gen, struct{}{})
+			r, err := call(wctx, w, idx, gen, struct{}{})
 			if err != nil {
 				return err
 			}
 			if !r.ok {
 				return nil
 			}
-			if !send(ctx, st, out.ch, item[T]{idx, r.v}) {
+			if !send(ctx, w, out.ch, item[T]{idx, r.v}) {
 				return ctx.Err()
 			}
 		}
@@ -143,19 +136,20 @@ func Map[In, Out any](p *Pipeline, name string, in *Queue[In], fn func(ctx conte
 	p.addRun(func(ctx context.Context) error {
 		defer close(out.ch)
 		g, ctx := errgroup.WithContext(ctx)
-		for w := range o.workers {
-			g.Go(func() error {
-				wctx, wk := newWorker(ctx, st, w)
+		for i := range o.workers {
+			g.Go(func() (err error) {
+				wctx, w := newWorker(ctx, st, i)
+				defer w.done(&err)
 				for {
-					it, ok := recv(ctx, st, in.ch)
+					it, ok := recv(ctx, w, in.ch)
 					if !ok {
 						return ctx.Err()
 					}
-					v, err := call(wctx, wk, it.idx, fn, it.v)
+					v, err := call(wctx, w, it.idx, fn, it.v)
 					if err != nil {
 						return err
 					}
-					if !send(ctx, st, out.ch, item[Out]{it.idx, v}) {
+					if !send(ctx, w, out.ch, item[Out]{it.idx, v}) {
 						return ctx.Err()
 					}
 				}
@@ -192,8 +186,8 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 		emitting bool  // a worker is sending, under emitMu
 	)
 	// emit deposits the result of item seq and, if it is due and nobody is sending, sends it and
-	// every consecutive result that is ready.
-	emit := func(seq int64, it item[Out]) bool {
+	// every consecutive result that is ready, on behalf of worker w.
+	emit := func(w *worker, seq int64, it item[Out]) bool {
 		emitMu.Lock()
 		ring[seq%int64(len(ring))] = slot{it, true}
 		if emitting || seq != due {
@@ -210,7 +204,7 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 			*s = slot{}
 			due++
 			emitMu.Unlock()
-			ok := send(ctx, st, out, it)
+			ok := send(ctx, w, out, it)
 			space <- struct{}{}
 			emitMu.Lock()
 			if !ok {
@@ -224,44 +218,47 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 		return true
 	}
 	g, ctx := errgroup.WithContext(ctx)
-	for w := range o.workers {
-		g.Go(func() error {
-			wctx, wk := newWorker(ctx, st, w)
+	for i := range o.workers {
+		g.Go(func() (err error) {
+			wctx, w := newWorker(ctx, st, i)
+			defer w.done(&err)
+			done := ctx.Done()
 			for {
-				t := time.Now()
+				// A window token; waiting for one is blocked time.
 				select {
 				case <-space:
-				case <-ctx.Done():
-					st.blocked.Add(int64(time.Since(t)))
-					return ctx.Err()
+				default:
+					t := w.waitStart()
+					select {
+					case <-space:
+					case <-done:
+						w.waitEnd(t, &w.blocked)
+						return ctx.Err()
+					}
+					w.waitEnd(t, &w.blocked)
 				}
-				st.blocked.Add(int64(time.Since(t)))
 				// Taking the item and numbering it happen under one lock, so the numbering is the
 				// input's arrival order; waiting for the lock counts as starved time too.
-				t = time.Now()
-				takeMu.Lock()
-				var it item[In]
-				ok := false
-				select {
-				case it, ok = <-in:
-				case <-ctx.Done():
+				if !takeMu.TryLock() {
+					t := w.waitStart()
+					takeMu.Lock()
+					w.waitEnd(t, &w.starved)
 				}
+				it, ok := recv(ctx, w, in)
 				seq := next
 				if ok {
 					next++
 				}
 				takeMu.Unlock()
-				st.starved.Add(int64(time.Since(t)))
 				if !ok {
 					space <- struct{}{} // pass the token on, so the other workers see the end too
 					return ctx.Err()
 				}
-				st.in.Add(1)
-				v, err := call(wctx, wk, it.idx, fn, it.v)
+				v, err := call(wctx, w, it.idx, fn, it.v)
 				if err != nil {
 					return err
 				}
-				if !emit(seq, item[Out]{it.idx, v}) {
+				if !emit(w, seq, item[Out]{it.idx, v}) {
 					return ctx.Err()
 				}
 			}
@@ -283,18 +280,20 @@ func Batch[T any](p *Pipeline, name string, in *Queue[T], n int, dropLast bool, 
 	if !in.take(p, name) {
 		return out
 	}
-	p.addRun(func(ctx context.Context) error {
+	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
+		_, w := newWorker(ctx, st, 0)
+		defer w.done(&err)
 		var idx int64
 		b := make([]T, 0, n)
 		for {
-			it, ok := recv(ctx, st, in.ch)
+			it, ok := recv(ctx, w, in.ch)
 			if !ok {
 				if err := ctx.Err(); err != nil {
 					return err
 				}
 				if len(b) > 0 && !dropLast {
-					if !send(ctx, st, out.ch, item[[]T]{idx, b}) {
+					if !send(ctx, w, out.ch, item[[]T]{idx, b}) {
 						return ctx.Err()
 					}
 				}
@@ -302,7 +301,7 @@ func Batch[T any](p *Pipeline, name string, in *Queue[T], n int, dropLast bool, 
 			}
 			b = append(b, it.v)
 			if len(b) == n {
-				if !send(ctx, st, out.ch, item[[]T]{idx, b}) {
+				if !send(ctx, w, out.ch, item[[]T]{idx, b}) {
 					return ctx.Err()
 				}
 				idx++
@@ -321,14 +320,16 @@ func Prefetch[T any](p *Pipeline, name string, in *Queue[T], n int) *Queue[T] {
 	if !in.take(p, name) {
 		return out
 	}
-	p.addRun(func(ctx context.Context) error {
+	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
+		_, w := newWorker(ctx, st, 0)
+		defer w.done(&err)
 		for {
-			it, ok := recv(ctx, st, in.ch)
+			it, ok := recv(ctx, w, in.ch)
 			if !ok {
 				return ctx.Err()
 			}
-			if !send(ctx, st, out.ch, it) {
+			if !send(ctx, w, out.ch, it) {
 				return ctx.Err()
 			}
 		}
@@ -343,18 +344,19 @@ func Sink[T any](p *Pipeline, name string, in *Queue[T], fn func(ctx context.Con
 	if !in.take(p, name) {
 		return
 	}
-	p.addRun(func(ctx context.Context) error {
+	p.addRun(func(ctx context.Context) (err error) {
 		f := func(ctx context.Context, v T) (struct{}, error) { return struct{}{}, fn(ctx, v) }
-		wctx, wk := newWorker(ctx, st, 0)
+		wctx, w := newWorker(ctx, st, 0)
+		defer w.done(&err)
 		for {
-			it, ok := recv(ctx, st, in.ch)
+			it, ok := recv(ctx, w, in.ch)
 			if !ok {
 				return ctx.Err()
 			}
-			if _, err := call(wctx, wk, it.idx, f, it.v); err != nil {
+			if _, err := call(wctx, w, it.idx, f, it.v); err != nil {
 				return err
 			}
-			st.out.Add(1)
+			w.out.Add(1)
 		}
 	})
 }

@@ -2,7 +2,7 @@ package pipeline
 
 import (
 	"math"
-	"sync/atomic"
+	"sync"
 	"time"
 )
 
@@ -16,7 +16,7 @@ type StageStats struct {
 
 	In, Out int64 // items received and items sent on (Out counts batches for a batch stage)
 
-	Busy    time.Duration // inside the user function (or producing, for a source)
+	Busy    time.Duration // working: in the user function (or producing, for a source) or handing items on, less what the function reported through Blocked
 	Starved time.Duration // waiting for input
 	Blocked time.Duration // waiting for downstream to take output (or, in an ordered map, for the reorder window)
 
@@ -51,40 +51,37 @@ func (s StageStats) fraction(d time.Duration) float64 {
 	return min(f, 1)
 }
 
-// stage holds the live counters of one stage.
+// stage is one declared stage; its counters live in its workers (see worker).
 type stage struct {
 	p       *Pipeline
 	name    string
 	kind    string
 	workers int
 	ordered bool
+	queue   func() (length, capacity int)
 
-	in, out                atomic.Int64
-	busy, starved, blocked atomic.Int64 // nanoseconds
-	queueSum, queueSamples atomic.Int64
-	queue                  func() (length, capacity int)
-}
-
-func (st *stage) sent(queueLen int) {
-	st.out.Add(1)
-	st.queueSum.Add(int64(queueLen))
-	st.queueSamples.Add(1)
+	mu   sync.Mutex
+	live []*worker // every worker goroutine started so far, running or ended
 }
 
 func (st *stage) snapshot(elapsed time.Duration) StageStats {
-	s := StageStats{
-		Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered,
-		In: st.in.Load(), Out: st.out.Load(),
-		Busy:    time.Duration(st.busy.Load()),
-		Starved: time.Duration(st.starved.Load()),
-		Blocked: time.Duration(st.blocked.Load()),
-		Elapsed: elapsed,
+	s := StageStats{Name: st.name, Kind: st.kind, Workers: st.workers, Ordered: st.ordered, Elapsed: elapsed}
+	var queued int64
+	st.mu.Lock()
+	for _, w := range st.live {
+		s.In += w.in.Load()
+		s.Out += w.out.Load()
+		queued += w.queued.Load()
+		s.Busy += time.Duration(w.busy.Load())
+		s.Starved += time.Duration(w.starved.Load())
+		s.Blocked += time.Duration(w.blocked.Load())
 	}
+	st.mu.Unlock()
 	if st.queue != nil {
 		s.QueueLen, s.QueueCap = st.queue()
-	}
-	if n := st.queueSamples.Load(); n > 0 {
-		s.QueueMean = float64(st.queueSum.Load()) / float64(n)
+		if s.Out > 0 {
+			s.QueueMean = float64(queued) / float64(s.Out)
+		}
 	}
 	return s
 }
@@ -99,7 +96,7 @@ func (p *Pipeline) Stats() []StageStats {
 	if t0 := p.t0.Load(); t0 != 0 {
 		end := p.t1.Load()
 		if end == 0 {
-			end = time.Now().UnixNano()
+			end = now()
 		}
 		elapsed = time.Duration(end - t0)
 	}

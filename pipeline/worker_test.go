@@ -57,21 +57,27 @@ func TestWorkerIndex(t *testing.T) {
 	}
 }
 
-// TestBlockedIsNotBusy checks that the time a source reports through Blocked (waiting for a free
-// slot, in a Loader) is accounted as blocked, not busy.
-func TestBlockedIsNotBusy(t *testing.T) {
-	p := pipeline.New()
+// waitingSource is a source "src" of n items that waits d before each ("for a free slot", as a
+// Loader's sampler does) and reports the wait through Blocked.
+func waitingSource(p *pipeline.Pipeline, n int, d time.Duration) *pipeline.Queue[int] {
 	i := 0
-	src := pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
-		if i == 5 {
+	return pipeline.FromFunc(p, "src", func(ctx context.Context) (int, bool, error) {
+		if i == n {
 			return 0, false, nil
 		}
 		i++
 		start := time.Now()
-		time.Sleep(20 * time.Millisecond) // "waiting for a slot"
+		time.Sleep(d)
 		pipeline.Blocked(ctx, time.Since(start))
 		return i, true, nil
 	})
+}
+
+// TestBlockedIsNotBusy checks that the time a source reports through Blocked (waiting for a free
+// slot, in a Loader) is accounted as blocked, not busy.
+func TestBlockedIsNotBusy(t *testing.T) {
+	p := pipeline.New()
+	src := waitingSource(p, 5, 20*time.Millisecond)
 	pipeline.Sink(p, "sink", src, func(context.Context, int) error { return nil })
 	if err := p.Run(context.Background()); err != nil {
 		t.Fatal(err)
@@ -82,5 +88,45 @@ func TestBlockedIsNotBusy(t *testing.T) {
 	}
 	if st.Busy >= st.Blocked/2 {
 		t.Errorf("busy %v, blocked %v: the waits were counted as busy", st.Busy, st.Blocked)
+	}
+}
+
+// TestStatsNeverGoBack samples Stats while a pipeline runs: a stage's busy, starved and blocked
+// times only grow (stoke profile draws its timeline from their differences), including around
+// waits a function reports through Blocked after the fact.
+func TestStatsNeverGoBack(t *testing.T) {
+	p := pipeline.New()
+	src := waitingSource(p, 20, 3*time.Millisecond)
+	m := pipeline.Map(p, "work", src, func(_ context.Context, x int) (int, error) {
+		time.Sleep(time.Millisecond)
+		return x, nil
+	}, pipeline.Workers(2), pipeline.Ordered(true))
+	pipeline.Sink(p, "sink", m, func(context.Context, int) error { return nil })
+	done := make(chan error, 1)
+	go func() { done <- p.Run(context.Background()) }()
+	prev := map[string]pipeline.StageStats{}
+	check := func() {
+		for _, s := range p.Stats() {
+			q := prev[s.Name]
+			if s.Busy < q.Busy || s.Starved < q.Starved || s.Blocked < q.Blocked || s.In < q.In || s.Out < q.Out {
+				t.Fatalf("stage %s went back: %+v after %+v", s.Name, s, q)
+			}
+			prev[s.Name] = s
+		}
+	}
+	for {
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Fatal(err)
+			}
+			check()
+			if s := prev["src"]; s.Busy >= s.Blocked/2 {
+				t.Errorf("src busy %v, blocked %v: the reported waits were counted as busy", s.Busy, s.Blocked)
+			}
+			return
+		case <-time.After(100 * time.Microsecond):
+			check()
+		}
 	}
 }

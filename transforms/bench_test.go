@@ -6,8 +6,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/cputime"
 	"github.com/stoke-ml/stoke/internal/rng"
 )
+
+// cpuSeconds is the process's user+system CPU time (0 where the system does not report it): on
+// a shared machine, CPU time per image is steadier than wall time.
+func cpuSeconds() float64 {
+	d, _ := cputime.Process()
+	return d.Seconds()
+}
 
 // photos loads the JPEGs of the real-photo set named by $STOKE_PHOTOS (made by
 // ../shared/data/make-photoset.py); benchmarks that need it skip without it.

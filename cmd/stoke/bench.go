@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/cputime"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
@@ -80,7 +81,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 
 	var (
 		start   time.Time
-		cpu0    float64
+		cpu0    time.Duration
 		before  loaders.Stats
 		images  int64
 		batches int64
@@ -99,7 +100,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			if err := stream.Synchronize(ctx); err != nil {
 				return err
 			}
-			start, cpu0, before = time.Now(), cpuSeconds(), accounted(ld)
+			start, cpu0, before = time.Now(), cpuNow(), accounted(ld)
 		}
 		desc := fmt.Sprintf("epoch %d/%d", epoch+1-*warmup, *epochs)
 		if epoch < *warmup {
@@ -139,7 +140,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	secs := time.Since(start).Seconds()
-	cpu := cpuSeconds() - cpu0
+	cpu := (cpuNow() - cpu0).Seconds()
 	after := accounted(ld)
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
@@ -226,4 +227,12 @@ func (n *normalizer) free() {
 		n.out.Free()
 		n.out = nil
 	}
+}
+
+// cpuNow is the process's user+system CPU time (all threads): on a shared machine, CPU time per
+// image is a steadier figure than images/s. Where the system does not report it, it reads 0 and
+// so does cpu_ms_per_image.
+func cpuNow() time.Duration {
+	d, _ := cputime.Process()
+	return d
 }

@@ -276,10 +276,7 @@ func NormalizeU8(dst []float32, src []uint8, channels, inner int, mean, std []fl
 			}
 			mul := 1 / (255 * s)
 			add := -m / s
-			d, in := dst[r*inner:(r+1)*inner], src[r*inner:(r+1)*inner]
-			for i, v := range in {
-				d[i] = float32(v)*mul + add
-			}
+			normalizeRow(dst[r*inner:(r+1)*inner], src[r*inner:(r+1)*inner], mul, add)
 		}
 	})
 }

@@ -8,7 +8,8 @@
 // int32 operations in the same order, so its output is identical. The rows are transposed into
 // registers (one coefficient of every row per register), transformed, transposed back, and the
 // column pass runs on whole rows. idctAVX2T takes the block transposed (as the sequential
-// decoder stores it for this IDCT) and skips the first transpose.
+// decoder stores it for this IDCT) and skips the first transpose. idctAVX2T4 is idctAVX2T for a
+// block whose coefficients outside the top-left 4x4 are zero, without the operations on zeros.
 DATA idctK<>+0(SB)/8, $0x0001151800011518
 DATA idctK<>+8(SB)/8, $0x0001151800011518
 DATA idctK<>+16(SB)/8, $0x0001151800011518
@@ -466,5 +467,160 @@ TEXT ·idctAVX2T(SB), NOSPLIT, $0-24
 	VEXTRACTI128 $1, Y15, X15
 	MOVQ X15, (DI)(DX*2)
 	VPEXTRQ $1, X15, (DI)(R8*1)
+	VZEROUPPER
+	RET
+
+// func idctAVX2T4(dst *byte, stride int, b *block)
+TEXT ·idctAVX2T4(SB), NOSPLIT, $0-24
+	MOVQ dst+0(FP), DI
+	MOVQ stride+8(FP), DX
+	MOVQ b+16(FP), SI
+	LEAQ (DX)(DX*2), R8
+	// rows of the transposed block: register k holds coefficient k of every row
+	VMOVDQU 0(SI), Y0
+	VMOVDQU 32(SI), Y1
+	VMOVDQU 64(SI), Y2
+	VMOVDQU 96(SI), Y3
+	// idctRows
+	VPSLLD $17, Y0, Y0
+	VMOVDQA Y0, Y4
+	VPMULLD idctK<>+0(SB), Y2, Y5
+	VPMULLD idctK<>+64(SB), Y2, Y6
+	VPSUBD Y6, Y5, Y6
+	VPADDD Y5, Y4, Y7
+	VPSUBD Y5, Y4, Y8
+	VPADDD Y6, Y0, Y9
+	VPSUBD Y6, Y0, Y10
+	VPSLLD $7, Y1, Y1
+	VMOVDQA Y1, Y11
+	VPMULLD idctK<>+96(SB), Y3, Y3
+	VPADDD Y3, Y1, Y12
+	VPSUBD Y3, Y1, Y13
+	VMOVDQA Y11, Y14
+	VPSRAD $2, Y11, Y11
+	VPSRAD $2, Y12, Y12
+	VPSRAD $2, Y13, Y13
+	VPSRAD $2, Y14, Y14
+	VPADDD Y12, Y11, Y15
+	VPMULLD idctK<>+128(SB), Y15, Y15
+	VPMULLD idctK<>+160(SB), Y12, Y2
+	VPADDD Y15, Y2, Y2
+	VPMULLD idctK<>+192(SB), Y11, Y4
+	VPSUBD Y4, Y15, Y4
+	VPADDD Y14, Y13, Y5
+	VPMULLD idctK<>+224(SB), Y5, Y5
+	VPMULLD idctK<>+256(SB), Y14, Y0
+	VPADDD Y5, Y0, Y0
+	VPMULLD idctK<>+288(SB), Y13, Y6
+	VPSUBD Y6, Y5, Y6
+	VPADDD Y4, Y9, Y1
+	VPSUBD Y4, Y9, Y3
+	VPADDD Y6, Y7, Y15
+	VPSUBD Y6, Y7, Y11
+	VPADDD Y0, Y8, Y12
+	VPSUBD Y0, Y8, Y5
+	VPADDD Y2, Y10, Y13
+	VPSUBD Y2, Y10, Y14
+	// transpose back: register r holds row r
+	VPUNPCKLDQ Y15, Y1, Y9
+	VPUNPCKHDQ Y15, Y1, Y4
+	VPUNPCKLDQ Y13, Y12, Y7
+	VPUNPCKHDQ Y13, Y12, Y6
+	VPUNPCKLDQ Y5, Y14, Y8
+	VPUNPCKHDQ Y5, Y14, Y0
+	VPUNPCKLDQ Y3, Y11, Y10
+	VPUNPCKHDQ Y3, Y11, Y2
+	VPUNPCKLQDQ Y7, Y9, Y1
+	VPUNPCKHQDQ Y7, Y9, Y15
+	VPUNPCKLQDQ Y6, Y4, Y12
+	VPUNPCKHQDQ Y6, Y4, Y13
+	VPUNPCKLQDQ Y10, Y8, Y14
+	VPUNPCKHQDQ Y10, Y8, Y5
+	VPUNPCKLQDQ Y2, Y0, Y11
+	VPUNPCKHQDQ Y2, Y0, Y3
+	VPERM2I128 $0x20, Y14, Y1, Y9
+	VPERM2I128 $0x20, Y5, Y15, Y4
+	VPERM2I128 $0x20, Y11, Y12, Y7
+	VPERM2I128 $0x20, Y3, Y13, Y6
+	// idctColsStore
+	VPADDD idctK<>+320(SB), Y9, Y9
+	VMOVDQA Y9, Y8
+	VPSRAD $2, Y9, Y9
+	VPSRAD $2, Y8, Y8
+	VPSRAD $13, Y7, Y7
+	VPMULLD idctK<>+352(SB), Y7, Y0
+	VPMULLD idctK<>+416(SB), Y7, Y10
+	VPSUBD Y10, Y0, Y10
+	VPADDD Y0, Y8, Y2
+	VPSUBD Y0, Y8, Y1
+	VPADDD Y10, Y9, Y15
+	VPSUBD Y10, Y9, Y12
+	VMOVDQA Y4, Y13
+	VPSRAD $13, Y6, Y6
+	VPMULLD idctK<>+448(SB), Y6, Y6
+	VPADDD Y6, Y4, Y14
+	VPSUBD Y6, Y4, Y5
+	VMOVDQA Y13, Y11
+	VPSRAD $14, Y13, Y13
+	VPSRAD $14, Y14, Y14
+	VPSRAD $14, Y5, Y5
+	VPSRAD $14, Y11, Y11
+	VPADDD Y14, Y13, Y3
+	VPMULLD idctK<>+128(SB), Y3, Y3
+	VPMULLD idctK<>+160(SB), Y14, Y7
+	VPADDD Y3, Y7, Y7
+	VPMULLD idctK<>+192(SB), Y13, Y8
+	VPSUBD Y8, Y3, Y8
+	VPADDD Y11, Y5, Y0
+	VPMULLD idctK<>+224(SB), Y0, Y0
+	VPMULLD idctK<>+256(SB), Y11, Y9
+	VPADDD Y0, Y9, Y9
+	VPMULLD idctK<>+288(SB), Y5, Y10
+	VPSUBD Y10, Y0, Y10
+	VPADDD Y8, Y15, Y4
+	VPSUBD Y8, Y15, Y6
+	VPADDD Y10, Y2, Y3
+	VPSUBD Y10, Y2, Y13
+	VPADDD Y9, Y1, Y14
+	VPSUBD Y9, Y1, Y0
+	VPADDD Y7, Y12, Y5
+	VPSUBD Y7, Y12, Y11
+	// level shift, clamp to bytes, store: output row r is x<r>, four rows at a time
+	VPSRAD $18, Y4, Y4
+	VPADDD idctK<>+480(SB), Y4, Y4
+	VPSRAD $18, Y3, Y3
+	VPADDD idctK<>+480(SB), Y3, Y3
+	VPSRAD $18, Y14, Y14
+	VPADDD idctK<>+480(SB), Y14, Y14
+	VPSRAD $18, Y5, Y5
+	VPADDD idctK<>+480(SB), Y5, Y5
+	VPSRAD $18, Y11, Y11
+	VPADDD idctK<>+480(SB), Y11, Y11
+	VPSRAD $18, Y0, Y0
+	VPADDD idctK<>+480(SB), Y0, Y0
+	VPSRAD $18, Y13, Y13
+	VPADDD idctK<>+480(SB), Y13, Y13
+	VPSRAD $18, Y6, Y6
+	VPADDD idctK<>+480(SB), Y6, Y6
+	VMOVDQU storePerm<>(SB), Y15
+	VPACKSSDW Y3, Y4, Y8
+	VPACKSSDW Y5, Y14, Y2
+	VPACKUSWB Y2, Y8, Y10
+	VPERMD Y10, Y15, Y10
+	MOVQ X10, (DI)
+	VPEXTRQ $1, X10, (DI)(DX*1)
+	VEXTRACTI128 $1, Y10, X10
+	MOVQ X10, (DI)(DX*2)
+	VPEXTRQ $1, X10, (DI)(R8*1)
+	LEAQ (DI)(DX*4), DI
+	VPACKSSDW Y0, Y11, Y1
+	VPACKSSDW Y6, Y13, Y9
+	VPACKUSWB Y9, Y1, Y12
+	VPERMD Y12, Y15, Y12
+	MOVQ X12, (DI)
+	VPEXTRQ $1, X12, (DI)(DX*1)
+	VEXTRACTI128 $1, Y12, X12
+	MOVQ X12, (DI)(DX*2)
+	VPEXTRQ $1, X12, (DI)(R8*1)
 	VZEROUPPER
 	RET

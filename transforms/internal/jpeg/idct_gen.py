@@ -1,6 +1,12 @@
 # Generates idct_amd64.s (go generate, from this directory): the 8x8 IDCT of dct.go (idctRows then
 # idctColsStore) in AVX2, op for op, with registers allocated here. TestIDCTSIMDMatchesGo checks
 # the result against the Go code; change both together.
+#
+# The sparse variant (idctAVX2T4) is the same program for a block whose coefficients outside the
+# top-left 4x4 are zero: a variable known to be all zeros is ZERO instead of a register, and the
+# operations on it fold (0 shifted or multiplied is 0, x+0 and x-0 are x), so it leaves out the
+# instructions whose result the integer arithmetic already knows. Its output is the full
+# program's exactly.
 consts = {}
 def const(v):
     name = f"k{len(consts)}" if v not in consts else consts[v]
@@ -13,6 +19,8 @@ def box(kcos, ksin):
 out = []
 def emit(s): out.append("\t" + s)
 
+ZERO = "ZERO"  # a variable whose every lane is 0, held in no register
+
 class RA:
     def __init__(self):
         self.free = [f"Y{i}" for i in range(16)]
@@ -20,7 +28,7 @@ class RA:
     def new(self):
         return self.free.pop(0)
     def release(self, r):
-        if r not in self.var.values() and r not in self.free:
+        if r != ZERO and r not in self.var.values() and r not in self.free:
             self.free.append(r)
     def assign(self, mapping):  # mapping var -> reg (new values)
         old = [self.var.get(v) for v in mapping]
@@ -30,7 +38,16 @@ class RA:
                 self.release(r)
 
 ra = RA()
-def R(v): return ra.var[v]
+def R(v):
+    assert ra.var[v] != ZERO, v
+    return ra.var[v]
+
+def isz(v): return ra.var[v] == ZERO
+
+def copy(v):  # a new register holding v's value
+    d = ra.new()
+    emit(f"VMOVDQA {R(v)}, {d}")
+    return d
 
 def binop(op, a, b):  # returns new reg = a op b (op on Intel order dst=a op b)
     d = ra.new()
@@ -38,24 +55,49 @@ def binop(op, a, b):  # returns new reg = a op b (op on Intel order dst=a op b)
     return d
 
 def bfly(a, b, comment=None):  # a, b = a+b, a-b
+    if isz(b):  # a, b = a, a (or both stay 0)
+        if not isz(a):
+            ra.assign({b: copy(a)})
+        return
+    assert not isz(a), "0-b needs a zero register"
     s = binop("VPADDD", a, b)
     t = binop("VPSUBD", a, b)
     ra.assign({a: s, b: t})
 
 def shl(v, n):
+    if isz(v): return
     emit(f"VPSLLD ${n}, {R(v)}, {R(v)}")
 
 def sar(v, n):
+    if isz(v): return
     emit(f"VPSRAD ${n}, {R(v)}, {R(v)}")
 
 def mulc(v, k):
+    if isz(v): return
     emit(f"VPMULLD {const(k)}, {R(v)}, {R(v)}")
 
 def addc(v, k):
+    if isz(v):
+        d = ra.new()
+        emit(f"VMOVDQU {const(k)}, {d}")
+        ra.var[v] = d
+        return
     emit(f"VPADDD {const(k)}, {R(v)}, {R(v)}")
 
 def dctbox(x0, x1, kcos, ksin):
     K, A, B = box(kcos, ksin)
+    # y0 = (x0+x1)*K + A*x1, y1 = (x0+x1)*K - B*x0; a ZERO input drops its terms.
+    if isz(x0) and isz(x1):
+        return
+    if isz(x0) or isz(x1):
+        v, k2, op = (x0, B, "VPSUBD") if isz(x1) else (x1, A, "VPADDD")  # the input that is not 0
+        s = ra.new()
+        emit(f"VPMULLD {const(K)}, {R(v)}, {s}")
+        y = ra.new()
+        emit(f"VPMULLD {const(k2)}, {R(v)}, {y}")
+        emit(f"{op} {y}, {s}, {y}")  # y1 = s - B*x0, or y0 = s + A*x1 (VPADDD order as the full box)
+        ra.assign({x0: s, x1: y} if isz(x1) else {x0: y, x1: s})
+        return
     s = ra.new()
     emit(f"VPADDD {R(x1)}, {R(x0)}, {s}")
     emit(f"VPMULLD {const(K)}, {s}, {s}")
@@ -68,7 +110,8 @@ def dctbox(x0, x1, kcos, ksin):
     ra.free.append(s)
     ra.assign({x0: y0, x1: y1})
 
-def transpose(names):  # names: 8 vars holding rows; afterwards names[k] holds column k
+def transpose(names, upper_zero=False):  # names: 8 vars holding rows; afterwards names[k] holds column k
+    # upper_zero: lanes 4-7 of every row are 0, so columns 4-7 are ZERO.
     r = [R(n) for n in names]
     t = []
     for i in range(0, 8, 2):
@@ -90,15 +133,18 @@ def transpose(names):  # names: 8 vars holding rows; afterwards names[k] holds c
             ra.free.append(x)
     cols = {}
     for k in range(4):
-        lo, hi = ra.new(), ra.new()
+        lo = ra.new()
         emit(f"VPERM2I128 $0x20, {u[k+4]}, {u[k]}, {lo}")
-        emit(f"VPERM2I128 $0x31, {u[k+4]}, {u[k]}, {hi}")
+        hi = ZERO
+        if not upper_zero:
+            hi = ra.new()
+            emit(f"VPERM2I128 $0x31, {u[k+4]}, {u[k]}, {hi}")
         cols[names[k]], cols[names[k+4]] = lo, hi
     for x in u:
         ra.free.append(x)
     ra.var.update(cols)
 
-def generate(transposed):
+def generate(transposed, sparse=False):
     global ra, out
     ra, out = RA(), []
     # Load the 8 rows.
@@ -108,6 +154,9 @@ def generate(transposed):
     else:
         emit("// rows of the block")
     for i, n in enumerate(rows):
+        if sparse and i >= 4:  # coefficients 4-7 of every row are 0
+            ra.var[n] = ZERO
+            continue
         d = ra.new()
         emit(f"VMOVDQU {32*i}(SI), {d}")
         ra.var[n] = d
@@ -133,7 +182,7 @@ def generate(transposed):
     # Outputs: x[k] is output element k of each row (lane = row): transpose back to rows.
     outs = [f"x{k}" for k in range(8)]
     emit("// transpose back: register r holds row r")
-    transpose(outs)
+    transpose(outs, upper_zero=sparse)  # sparse: rows 4-7 of the block are 0, so are their outputs
     # Col pass: register r = row r; x0 = row0, x7 = row1, x2 = row2, x5 = row3, x1 = row4, x6 = row5, x3 = row6, x4 = row7
     ra.var = {perm[i]: ra.var[outs[i]] for i in range(8)}
     emit("// idctColsStore")
@@ -184,11 +233,12 @@ hdr = """// Code generated by idct_gen.py; DO NOT EDIT.
 // int32 operations in the same order, so its output is identical. The rows are transposed into
 // registers (one coefficient of every row per register), transformed, transposed back, and the
 // column pass runs on whole rows. idctAVX2T takes the block transposed (as the sequential
-// decoder stores it for this IDCT) and skips the first transpose.
+// decoder stores it for this IDCT) and skips the first transpose. idctAVX2T4 is idctAVX2T for a
+// block whose coefficients outside the top-left 4x4 are zero, without the operations on zeros.
 """
 funcs = []
-for name, transposed in (("idctAVX2", False), ("idctAVX2T", True)):
-    out = generate(transposed)
+for name, transposed, sparse in (("idctAVX2", False, False), ("idctAVX2T", True, False), ("idctAVX2T4", True, True)):
+    out = generate(transposed, sparse)
     funcs += [f"// func {name}(dst *byte, stride int, b *block)",
               f"TEXT ·{name}(SB), NOSPLIT, $0-24",
               "\tMOVQ dst+0(FP), DI", "\tMOVQ stride+8(FP), DX", "\tMOVQ b+16(FP), SI",

@@ -180,7 +180,10 @@ func (d *decoder) processSOS(n int) error {
 				compIndex := scan[i].compIndex
 				hi := d.comp[compIndex].h
 				vi := d.comp[compIndex].v
-				for j := 0; j < hi*vi; j++ {
+				for j, jx, jy := 0, -1, 0; j < hi*vi; j++ {
+					if jx++; jx == hi { // jx, jy = j%hi, j/hi, without a division
+						jx, jy = 0, jy+1
+					}
 					// The blocks are traversed one MCU at a time. For 4:2:0 chroma
 					// subsampling, there are four Y 8x8 blocks in every 16x16 MCU.
 					//
@@ -207,8 +210,8 @@ func (d *decoder) processSOS(n int) error {
 					//	0 1 2
 					//	3 4 5
 					if nComp != 1 {
-						bx = hi*mx + j%hi
-						by = vi*my + j/hi
+						bx = hi*mx + jx
+						by = vi*my + jy
 					} else {
 						q := mxx * hi
 						bx = blockCount % q
@@ -549,7 +552,7 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctReduced(dst, stride, b, bs)
 		return
 	}
-	if !idctSIMD(dst, stride, b, transposed) {
+	if !idctSIMD(dst, stride, b, transposed, last) {
 		idctRows(b)
 		idctColsStore(dst, stride, b)
 	}

@@ -50,7 +50,7 @@ func TestIDCTSIMDMatchesGo(t *testing.T) {
 		want := make([]byte, 8*stride)
 		wb := b
 		withoutSIMD(func() {
-			if idctSIMD(want, stride, &wb, false) {
+			if idctSIMD(want, stride, &wb, false, blockSize-1) {
 				t.Fatal("idctSIMD ran with avx2 off")
 			}
 		})
@@ -68,7 +68,7 @@ func TestIDCTSIMDMatchesGo(t *testing.T) {
 				in = bt
 			}
 			got := make([]byte, 8*stride)
-			if !idctSIMD(got, stride, &in, transposed) {
+			if !idctSIMD(got, stride, &in, transposed, blockSize-1) {
 				t.Fatal("idctSIMD did not run")
 			}
 			if !bytes.Equal(got, want) {
