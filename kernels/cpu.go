@@ -19,8 +19,19 @@ func init() {
 func CPU() Ops { return withChecks(cpuOps{}) }
 
 // cpuOps runs the ops on arguments that passed the checks of check.go; what is left to check here
-// is whether each buffer is CPU-backend memory.
-type cpuOps struct{}
+// is whether each buffer is CPU-backend memory. A reduced prec emulates that precision in the
+// products (see ForPrecision).
+type cpuOps struct{ prec Precision }
+
+func (cpuOps) withPrecision(p Precision) Ops { return cpuOps{prec: p} }
+
+// operands returns the products' operands as prec rounds them: v itself in fp32.
+func (o cpuOps) operands(v []float32) []float32 {
+	if !o.prec.reduced() {
+		return v
+	}
+	return o.prec.rounded(v)
+}
 
 var _ Ops = cpuOps{}
 
@@ -118,14 +129,17 @@ func (cpuOps) Mul(s gpu.Stream, z, x, y F32) error {
 	return s.Host(func() error { cpu.Mul(zs, xs, ys); return nil })
 }
 
-func (cpuOps) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error {
+func (o cpuOps) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error {
 	as, e1 := hostF32("gemm", "a", a)
 	bs, e2 := hostF32("gemm", "b", b)
 	cs, e3 := hostF32("gemm", "c", c)
 	if err := firstErr(e1, e2, e3); err != nil {
 		return err
 	}
-	return s.Host(func() error { cpu.Gemm(transA, transB, m, n, k, alpha, as, bs, beta, cs); return nil })
+	return s.Host(func() error {
+		cpu.Gemm(transA, transB, m, n, k, alpha, o.operands(as), o.operands(bs), beta, cs)
+		return nil
+	})
 }
 
 func (cpuOps) BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error {
@@ -224,11 +238,30 @@ func (cpuOps) CountCorrect(s gpu.Stream, count I32, logits F32, labels I32, n, c
 	})
 }
 
+func (cpuOps) CountNonFinite(s gpu.Stream, count I32, x F32) error {
+	const op = "count non-finite"
+	cs, e1 := hostI32(op, "count", count)
+	xs, e2 := hostF32(op, "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		var bad int32
+		for _, v := range xs {
+			if v-v != 0 { // Inf - Inf and NaN - NaN are NaN
+				bad++
+			}
+		}
+		cs[0] += bad
+		return nil
+	})
+}
+
 func convGeom(g Conv2D) cpu.ConvGeom {
 	return cpu.ConvGeom{N: g.N, InC: g.InC, InH: g.InH, InW: g.InW, OutC: g.OutC, KH: g.KH, KW: g.KW, Stride: g.stride(), Pad: g.Pad}
 }
 
-func (cpuOps) Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
+func (o cpuOps) Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	const op = "conv2d"
 	ys, e1 := hostF32(op, "y", y)
 	xs, e2 := hostF32(op, "x", x)
@@ -239,10 +272,11 @@ func (cpuOps) Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 		return err
 	}
 	cg := convGeom(g)
-	return s.Host(func() error { cpu.Conv2D(ys, xs, wv, bs, wsv, cg); return nil })
+	// Rounding x before im2col is rounding the columns: im2col copies elements and pads with 0.
+	return s.Host(func() error { cpu.Conv2D(ys, o.operands(xs), o.operands(wv), bs, wsv, cg); return nil })
 }
 
-func (cpuOps) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
+func (o cpuOps) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
 	const op = "conv2d backward"
 	dxs, e1 := hostF32(op, "dx", dx)
 	dws, e2 := hostF32(op, "dw", dw)
@@ -254,7 +288,18 @@ func (cpuOps) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2
 		return err
 	}
 	cg := convGeom(g)
-	return s.Host(func() error { cpu.Conv2DBackward(dxs, dws, dbs, dys, wv, wsv, cg); return nil })
+	// The workspace holds the columns of the rounded input; the bias gradient sums the fp32 dy.
+	return s.Host(func() error {
+		if !o.prec.reduced() {
+			cpu.Conv2DBackward(dxs, dws, dbs, dys, wv, wsv, cg)
+			return nil
+		}
+		cpu.Conv2DBackward(dxs, dws, nil, o.operands(dys), o.operands(wv), wsv, cg)
+		if dbs != nil {
+			cpu.BiasGrad(dbs, dys, cg.N, cg.OutH()*cg.OutW())
+		}
+		return nil
+	})
 }
 
 func poolGeom(g Pool2D) cpu.PoolGeom {

@@ -16,14 +16,25 @@ static cublasStatus_t stoke_blas_create(uintptr_t *h) {
 	return st;
 }
 
-// Column-major, as cuBLAS is; pointers are device addresses.
-static cublasStatus_t stoke_sgemm_batched(uintptr_t h, uintptr_t stream, int ta, int tb, int m, int n, int k,
+// Column-major, as cuBLAS is; pointers are device addresses. c is float; a and b are float
+// (ab == CUDA_R_32F: Sgemm) or 16-bit (ab == CUDA_R_16BF or CUDA_R_16F: GemmEx with fp32
+// compute and output, the mixed-precision GEMM).
+static cublasStatus_t stoke_gemm_batched(uintptr_t h, uintptr_t stream, int ta, int tb, int m, int n, int k,
 	float alpha, uintptr_t a, int lda, long long sa, uintptr_t b, int ldb, long long sb, float beta,
-	uintptr_t c, int ldc, long long sc, int batch) {
+	uintptr_t c, int ldc, long long sc, int batch, int ab) {
 	cublasHandle_t handle = (cublasHandle_t)h;
 	cublasStatus_t st = cublasSetStream(handle, (cudaStream_t)stream);
 	if (st != CUBLAS_STATUS_SUCCESS) return st;
 	cublasOperation_t oa = ta ? CUBLAS_OP_T : CUBLAS_OP_N, ob = tb ? CUBLAS_OP_T : CUBLAS_OP_N;
+	cudaDataType t = (cudaDataType)ab;
+	if (t != CUDA_R_32F) {
+		if (batch == 1)
+			return cublasGemmEx(handle, oa, ob, m, n, k, &alpha, (const void *)a, t, lda, (const void *)b, t, ldb,
+				&beta, (void *)c, CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
+		return cublasGemmStridedBatchedEx(handle, oa, ob, m, n, k, &alpha, (const void *)a, t, lda, sa,
+			(const void *)b, t, ldb, sb, &beta, (void *)c, CUDA_R_32F, ldc, sc, batch, CUBLAS_COMPUTE_32F,
+			CUBLAS_GEMM_DEFAULT);
+	}
 	if (batch == 1)
 		return cublasSgemm(handle, oa, ob, m, n, k, &alpha, (const float *)a, lda, (const float *)b, ldb, &beta,
 			(float *)c, ldc);
@@ -60,7 +71,8 @@ func newCublas(dev gpu.Device) (cublasHandle, error) {
 
 // gemmBatch is row-major C_i = alpha*op(A_i)*op(B_i) + beta*C_i for i < batch, the i-th operand
 // starting stride elements after the previous (stride 0: the same matrix for all). A row-major
-// product is the column-major product of the transposes with the operands swapped.
+// product is the column-major product of the transposes with the operands swapped. C is float32;
+// A and B are float32, or 16-bit values of precision half (BF16 or FP16) multiplied by GemmEx.
 type gemmBatch struct {
 	transA, transB            bool
 	m, n, k                   int
@@ -68,6 +80,7 @@ type gemmBatch struct {
 	a, b, c                   cu.DevicePtr
 	strideA, strideB, strideC int
 	batch                     int
+	half                      Precision
 }
 
 func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
@@ -83,20 +96,27 @@ func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
 	if g.transB {
 		ldb = max(g.k, 1)
 	}
+	ab, name := C.int(C.CUDA_R_32F), "cublasSgemm"
+	switch g.half {
+	case BF16:
+		ab, name = C.CUDA_R_16BF, "cublasGemmEx (bf16)"
+	case FP16:
+		ab, name = C.CUDA_R_16F, "cublasGemmEx (fp16)"
+	}
 	var st C.cublasStatus_t
 	err := gpu.CUDADo(dev, func() error {
-		st = C.stoke_sgemm_batched(C.uintptr_t(h), C.uintptr_t(uintptr(unsafe.Pointer(s.C()))), cbool(g.transB), cbool(g.transA),
+		st = C.stoke_gemm_batched(C.uintptr_t(h), C.uintptr_t(uintptr(unsafe.Pointer(s.C()))), cbool(g.transB), cbool(g.transA),
 			C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
 			C.uintptr_t(g.b), C.int(ldb), C.longlong(g.strideB),
 			C.uintptr_t(g.a), C.int(lda), C.longlong(g.strideA), C.float(g.beta),
-			C.uintptr_t(g.c), C.int(g.n), C.longlong(g.strideC), C.int(g.batch))
+			C.uintptr_t(g.c), C.int(g.n), C.longlong(g.strideC), C.int(g.batch), ab)
 		return nil
 	})
 	if err != nil {
 		return err
 	}
 	if st != C.CUBLAS_STATUS_SUCCESS {
-		return fmt.Errorf("kernels: cuda: cublasSgemm %dx%dx%d (batch %d) on %s: status %d", g.m, g.n, g.k, g.batch, dev.Info(), int(st))
+		return fmt.Errorf("kernels: cuda: %s %dx%dx%d (batch %d) on %s: status %d", name, g.m, g.n, g.k, g.batch, dev.Info(), int(st))
 	}
 	return nil
 }

@@ -41,11 +41,15 @@ func cudaFor(dev gpu.Device) (Ops, error) {
 // and GEMM through cuBLAS. Every launch goes through the device's context thread (gpu.CUDADo).
 // Its arguments passed the checks of check.go (For puts them in front); it checks only that
 // streams and buffers are its device's.
+// The op sets of one device's precisions (cuda_precision.go) share all but prec.
 type cudaOps struct {
 	dev  gpu.Device
 	blas cublasHandle
-	host hostArena
+	host *hostArena
 	fn   map[string]cudaFunction
+	prec Precision // BF16, FP16: the products' operands are converted (see ForPrecision)
+	// staging holds the converted operands, per stream, for every precision of the device.
+	staging *stagingCache
 }
 
 var _ Ops = (*cudaOps)(nil)
@@ -55,7 +59,7 @@ var cudaKernels = []string{
 	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
 	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
-	"maxpool_pad_f32", "maxpool_pad_grad_f32",
+	"maxpool_pad_f32", "maxpool_pad_grad_f32", "to_x16", "im2col_x16", "count_nonfinite_f32",
 }
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
@@ -68,7 +72,7 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 	if err != nil {
 		return nil, err
 	}
-	o := &cudaOps{dev: dev, host: hostArena{dev: dev}}
+	o := &cudaOps{dev: dev, host: &hostArena{dev: dev}, staging: &stagingCache{}}
 	err = gpu.CUDADo(dev, func() (err error) {
 		o.fn, err = loadKernels(ptx, cudaKernels)
 		if err != nil {
@@ -244,7 +248,32 @@ func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha fl
 	if err := firstErr(e1, e2, e3, e4); err != nil {
 		return err
 	}
-	return o.blas.gemm(o.dev, s, gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp, batch: 1})
+	g := gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp, batch: 1}
+	if !o.prec.reduced() {
+		return o.blas.gemm(o.dev, s, g)
+	}
+	offB := align16(m * k)
+	st, done, err := o.stage(gs, offB+k*n)
+	if err != nil {
+		return err
+	}
+	defer done()
+	g.a, g.b, g.half = st.at(0), st.at(offB), o.prec
+	if err := firstErr(o.toHalf(s, g.a, ap, m*k), o.toHalf(s, g.b, bp, k*n)); err != nil {
+		return err
+	}
+	return o.blas.gemm(o.dev, s, g)
+}
+
+func (o *cudaOps) CountNonFinite(gs gpu.Stream, count I32, x F32) error {
+	const op = "count non-finite"
+	s, e0 := o.stream(op, gs)
+	cp, e1 := o.i32(op, "count", count)
+	xp, e2 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "count_nonfinite_f32", x.Len, parg(cp), parg(xp), iarg(x.Len))
 }
 
 func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias F32, outer, inner int) error {
@@ -330,7 +359,9 @@ func convArgs(g Conv2D) []uint64 {
 	return []uint64{iarg(g.N), iarg(g.InC), iarg(g.InH), iarg(g.InW), iarg(g.KH), iarg(g.KW), iarg(g.stride()), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
 }
 
-// Conv2D is im2col into the workspace, one strided-batched GEMM y_n = w * col_n, and the bias.
+// Conv2D is im2col into the workspace, one strided-batched GEMM y_n = w * col_n, and the bias. In
+// bf16/fp16 the columns are written in 16 bits (they stay in the workspace for the backward pass)
+// and the weights converted into staging memory.
 func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	const op = "conv2d"
 	s, e0 := o.stream(op, gs)
@@ -346,19 +377,31 @@ func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 		return nil
 	}
 	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
-	if err := o.launchN(s, "im2col_f32", ws.Len, append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...)...); err != nil {
+	gm := gemmBatch{m: g.OutC, n: cols, k: rows, alpha: 1, beta: 0, a: wp, b: wsp, strideB: rows * cols, c: yp, strideC: g.OutC * cols, batch: g.N}
+	if o.prec.reduced() {
+		st, done, err := o.stage(gs, g.WeightLen())
+		if err != nil {
+			return err
+		}
+		defer done()
+		gm.a, gm.half = st.at(0), o.prec
+		err = firstErr(o.launchN(s, "im2col_x16", g.N*rows*cols, append(append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...), o.fp16Arg())...),
+			o.toHalf(s, gm.a, wp, g.WeightLen()))
+		if err != nil {
+			return err
+		}
+	} else if err := o.launchN(s, "im2col_f32", ws.Len, append([]uint64{parg(wsp), parg(xp)}, convArgs(g)...)...); err != nil {
 		return err
 	}
-	err := o.blas.gemm(o.dev, s, gemmBatch{m: g.OutC, n: cols, k: rows, alpha: 1, beta: 0,
-		a: wp, b: wsp, strideB: rows * cols, c: yp, strideC: g.OutC * cols, batch: g.N})
-	if err != nil || bias.Len == 0 {
+	if err := o.blas.gemm(o.dev, s, gm); err != nil || bias.Len == 0 {
 		return err
 	}
 	return o.launchN(s, "bias_add_f32", y.Len, parg(yp), parg(bp), iarg(g.N), iarg(g.OutC), iarg(cols))
 }
 
 // Conv2DBackward: dw accumulates dy_n * col_n^T over the batch in sample order (as the CPU op set
-// does), dbias sums dy, and dx is col2im of w^T * dy_n, computed into the workspace.
+// does), dbias sums dy, and dx is col2im of w^T * dy_n, computed into the workspace. In bf16/fp16
+// dy and w are converted into staging memory and the columns are the forward pass's 16-bit ones.
 func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
 	const op = "conv2d backward"
 	s, e0 := o.stream(op, gs)
@@ -371,12 +414,40 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 	if err := firstErr(e0, e1, e2, e3, e4, e5, e6); err != nil {
 		return err
 	}
-	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
 	if g.N == 0 {
 		if err := o.launchN(s, "fill_f32", dw.Len, parg(dwp), iarg(dw.Len), farg(0)); err != nil {
 			return err
 		}
 		return o.launchN(s, "fill_f32", dbias.Len, parg(dbp), iarg(dbias.Len), farg(0))
+	}
+	dyA, wA, size := dyp, wp, 4 // the products' operands dy and w, and their element size
+	if o.prec.reduced() {
+		wLen := w.Len // w enters only dx's product
+		if dx.Len == 0 {
+			wLen = 0
+		}
+		offW := align16(dy.Len)
+		st, done, err := o.stage(gs, offW+wLen)
+		if err != nil {
+			return err
+		}
+		defer done()
+		dyA, wA, size = st.at(0), st.at(offW), 2
+		if err := firstErr(o.toHalf(s, dyA, dyp, dy.Len), o.toHalf(s, wA, wp, wLen)); err != nil {
+			return err
+		}
+	}
+	return o.convBackward(s, dxp, dwp, dbp, dyp, dyA, wA, wsp, size, g, dx.Len != 0, dbias.Len != 0)
+}
+
+// convBackward enqueues Conv2DBackward's work on resolved pointers: dyA and wA are the products'
+// operands dy and w (float32, or 16-bit as the workspace's columns when size is 2), dyp the
+// float32 dy the bias gradient sums.
+func (o *cudaOps) convBackward(s cu.Stream, dxp, dwp, dbp, dyp, dyA, wA, wsp cu.DevicePtr, size int, g Conv2D, wantDX, wantDB bool) error {
+	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
+	half := Precision("")
+	if size == 2 {
+		half = o.prec
 	}
 	for n := range g.N {
 		beta := float32(1)
@@ -384,25 +455,26 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 			beta = 0
 		}
 		err := o.blas.gemm(o.dev, s, gemmBatch{transB: true, m: g.OutC, n: rows, k: cols, alpha: 1, beta: beta,
-			a: dyp + cu.DevicePtr(4*n*g.OutC*cols), b: wsp + cu.DevicePtr(4*n*rows*cols), c: dwp, batch: 1})
+			a: dyA + cu.DevicePtr(size*n*g.OutC*cols), b: wsp + cu.DevicePtr(size*n*rows*cols), c: dwp, batch: 1, half: half})
 		if err != nil {
 			return err
 		}
 	}
-	if dbias.Len != 0 {
+	if wantDB {
 		if err := o.biasGrad(s, dbp, dyp, g.N, g.OutC, cols); err != nil {
 			return err
 		}
 	}
-	if dx.Len == 0 {
+	if !wantDX {
 		return nil
 	}
+	// The float32 result overwrites the columns, which the dw products above have read.
 	err := o.blas.gemm(o.dev, s, gemmBatch{transA: true, m: rows, n: cols, k: g.OutC, alpha: 1, beta: 0,
-		a: wp, b: dyp, strideB: g.OutC * cols, c: wsp, strideC: rows * cols, batch: g.N})
+		a: wA, b: dyA, strideB: g.OutC * cols, c: wsp, strideC: rows * cols, batch: g.N, half: half})
 	if err != nil {
 		return err
 	}
-	return o.launchN(s, "col2im_f32", dx.Len, append([]uint64{parg(dxp), parg(wsp)}, convArgs(g)...)...)
+	return o.launchN(s, "col2im_f32", g.InLen(), append([]uint64{parg(dxp), parg(wsp)}, convArgs(g)...)...)
 }
 
 func poolArgs(g Pool2D) []uint64 {

@@ -308,6 +308,16 @@ func TestCUDAParity(t *testing.T) {
 			check(t, sd.ops.SGDStep(sd.s, w2, g, kernels.F32{}, kernels.SGD{LR: 0.05}))
 			return []any{w, v, w2}
 		}},
+		{"count non-finite", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x := randF32(r, n)
+			for i := range 37 {
+				x[r.IntN(n)] = []float32{float32(math.Inf(1)), float32(math.Inf(-1)), float32(math.NaN())}[i%3]
+			}
+			xv, cnt := sd.f32(t, x), sd.i32(t, []int32{3})
+			check(t, sd.ops.CountNonFinite(sd.s, cnt, xv))
+			check(t, sd.ops.CountNonFinite(sd.s, cnt, xv.Slice(0, 1000)))
+			return []any{cnt}
+		}},
 		{"adamw", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
 			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
 			m, v := sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n))
@@ -346,7 +356,7 @@ var parityCovers = map[string]string{
 	"SGDStep": "sgd", "AdamWStep": "adamw",
 	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
 	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
-	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy",
+	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

@@ -8,7 +8,9 @@
 // (built with the cuda tag) registers itself as "cuda" and implements the same interface and
 // semantics. The argument checks are the package's, not a backend's: For puts them in front of
 // whichever op set it returns (a user's registered one too), so every backend refuses a bad call
-// with the same error before the call reaches it.
+// with the same error before the call reaches it. ForPrecision(dev, BF16 or FP16) gives an op set
+// of dev whose products (Gemm and the convolutions) take 16-bit operands with fp32 accumulation:
+// mixed precision.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
 // length, so that one allocation can hold many tensors. Matrices are row-major and packed; images
@@ -24,9 +26,11 @@
 //
 // # Ownership
 //
-// Ops neither allocate nor free device memory; the caller owns every buffer and must keep it
-// alive, and unchanged where an op reads it, until the stream has run the op. Host slices given to
-// an op (NormalizeU8's mean and std) are copied when it is enqueued.
+// Ops neither allocate nor free device memory, with one exception: the bf16/fp16 CUDA op sets
+// (ForPrecision) keep a block of 16-bit memory per stream (for the last few streams) for the
+// converted operands of the products, until the device closes. The caller owns every buffer and
+// must keep it alive, and unchanged where an op reads it, until the stream has run the op. Host
+// slices given to an op (NormalizeU8's mean and std) are copied when it is enqueued.
 //
 // # Determinism
 //

@@ -11,7 +11,9 @@
 #                           (whose convolutions cost the stand-in ~25x the MLP's work per sample)
 #                           for 1 epoch of the first 6000 training digits, tested on the first 2000
 #                           test digits. Each test accuracy must be within 0.3 points of a
-#                           CPU-backend run of the same settings (same seed, same batches).
+#                           CPU-backend run of the same settings (same seed, same batches); and the
+#                           MLP once more with --precision bf16 (cublasGemmEx on bf16 operands),
+#                           within 0.3 points of the fp32 CUDA run.
 #   env:   GOTESTFLAGS   extra flags for go test (e.g. -race, -run TestCUDAParity, -v)
 #          CUDA_SIM_PKGS the packages to test (default ./...)
 #          CUDA_CHECK_DIR headers, NVRTC and the built stand-in (default /tmp/stoke-cuda-check)
@@ -86,7 +88,7 @@ build() {
 
 # train_check runs the commands of the CUDA road end to end on the stand-in.
 train_check() {
-	local tmp bin out spec model data cpu gpu
+	local tmp bin out spec model data extra cpu gpu half
 	tmp=$(mktemp -d)
 	bin=$tmp/stoke
 	go build -tags cuda -o "$bin" ./cmd/stoke || return 1
@@ -114,18 +116,27 @@ for prefix, n in (("train", 6000), ("t10k", 2000)):
         with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
             f.write(data[:4] + struct.pack(">I", n) + data[8:head] + data[head:head + n * per])
 PY
-	for spec in "mlp mnist" "cnn mnist:$tmp/mnist6k"; do
-		read -r model data <<<"$spec"
-		echo "-- stoke train --model $model --data $data --epochs 1: cpu, then cuda"
+	for spec in "mlp mnist bf16" "cnn mnist:$tmp/mnist6k"; do
+		read -r model data extra <<<"$spec"
+		echo "-- stoke train --model $model --data $data --epochs 1: cpu, then cuda${extra:+, then cuda --precision $extra}"
 		cpu=$("$bin" train --data "$data" --model "$model" --epochs 1 --device cpu --json -q | tail -1) || return 1
 		gpu=$("$bin" train --data "$data" --model "$model" --epochs 1 --device cuda --json -q | tail -1) || return 1
-		python3 - "$model" "$cpu" "$gpu" <<'PY' || return 1
+		half=null
+		if [[ -n $extra ]]; then
+			half=$("$bin" train --data "$data" --model "$model" --epochs 1 --device cuda --precision "$extra" --json -q | tail -1) || return 1
+		fi
+		python3 - "$model" "$cpu" "$gpu" "$half" <<'PY' || return 1
 import json, sys
-model, cpu, gpu = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3])
+model, cpu, gpu, half = sys.argv[1], json.loads(sys.argv[2]), json.loads(sys.argv[3]), json.loads(sys.argv[4])
 a, b = 100 * cpu["test_acc"], 100 * gpu["test_acc"]
 print(f"{model}: test accuracy cpu {a:.2f}%, cuda {b:.2f}% ({gpu['samples_per_s']:.0f} samples/s on the stand-in)")
 if abs(a - b) > 0.3:
     sys.exit(f"cuda-sim: {model}: the cuda backend's accuracy is {b - a:+.2f} points off the cpu backend's (limit 0.3)")
+if half is not None:
+    p, h = half["precision"], 100 * half["test_acc"]
+    print(f"{model}: test accuracy cuda {p} {h:.2f}% against fp32 {b:.2f}% ({half['samples_per_s']:.0f} samples/s on the stand-in)")
+    if abs(h - b) > 0.3:
+        sys.exit(f"cuda-sim: {model}: {p} accuracy is {h - b:+.2f} points off fp32's on cuda (limit 0.3)")
 PY
 	done
 	rm -rf "$tmp"

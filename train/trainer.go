@@ -63,24 +63,68 @@ type Config struct {
 	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
 	// label_smoothing); the reported loss is against the smoothed targets.
 	LabelSmoothing float64
-	// Precision is the arithmetic of the model's products; "" means FP32, the only one the CPU
-	// backend has: New refuses the others there rather than run in fp32 unasked.
+	// Precision is the arithmetic of the model's products (kernels.ForPrecision), in training,
+	// evaluation and prediction alike; "" means FP32. BF16 and FP16 round the operands of every
+	// GEMM and convolution to 16 bits and accumulate in fp32; the weights, their gradients, the
+	// optimizer state and every other op stay fp32. FP16 also scales the loss dynamically, as
+	// PyTorch's GradScaler with its defaults (see lossScale).
+	// On the CUDA backend the products run on cuBLAS's mixed-precision GEMM; the CPU backend
+	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
 	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
 	Progress func(*Progress)
 }
 
-// Precision names the arithmetic of GEMMs and convolutions.
-type Precision string
+// Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
+type Precision = kernels.Precision
 
 // The precisions: fp32 throughout; or bf16 or fp16 inputs to the products with fp32 accumulation,
 // fp32 master weights and optimizer state (fp16 with dynamic loss scaling).
 const (
-	FP32 Precision = "fp32"
-	BF16 Precision = "bf16"
-	FP16 Precision = "fp16"
+	FP32 = kernels.FP32
+	BF16 = kernels.BF16
+	FP16 = kernels.FP16
 )
+
+// lossScale is fp16 training's dynamic loss scale, PyTorch's GradScaler with its defaults: the
+// gradient of the loss is multiplied by scale (initially 2^16) before the backward pass, so that
+// small gradients survive fp16's range (below 6e-8 they round to 0), and the parameter gradients
+// are divided by it before the update. A step whose gradients hold an Inf or NaN (a product
+// operand past fp16's 65504) is skipped, its update not made, and the scale halved; after
+// interval (2000) consecutive finite steps the scale doubles. It restarts at 2^16 when training
+// resumes from a checkpoint.
+type lossScale struct {
+	scale float64
+	// good counts the finite steps since the scale last changed; skipped all skipped steps.
+	good, skipped int
+	interval      int
+}
+
+// Loss scaling's constants, PyTorch's GradScaler defaults.
+const (
+	lossScaleInit     = 1 << 16
+	lossScaleGrowth   = 2
+	lossScaleBackoff  = 0.5
+	lossScaleInterval = 2000
+)
+
+func newLossScale() *lossScale { return &lossScale{scale: lossScaleInit, interval: lossScaleInterval} }
+
+// update records whether a step's gradients were all finite and reports whether to apply it.
+func (l *lossScale) update(finite bool) bool {
+	if !finite {
+		l.scale *= lossScaleBackoff
+		l.good = 0
+		l.skipped++
+		return false
+	}
+	if l.good++; l.good >= l.interval {
+		l.scale *= lossScaleGrowth
+		l.good = 0
+	}
+	return true
+}
 
 // Progress reports where Fit is.
 type Progress struct {
@@ -136,6 +180,10 @@ type Trainer struct {
 	cfg  Config
 	seed uint64
 
+	// fp16 only: the loss scale and the device count of non-finite gradient elements.
+	scaler    *lossScale
+	nonFinite kernels.I32
+
 	epochs  int // completed epochs
 	step    int // completed steps over all epochs
 	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
@@ -165,24 +213,24 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if !(cfg.LabelSmoothing >= 0 && cfg.LabelSmoothing < 1) {
 		return nil, fmt.Errorf("%w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
 	}
-	ops, err := kernels.For(dev)
+	if cfg.Precision == "" {
+		cfg.Precision = FP32
+	}
+	ops, err := kernels.ForPrecision(dev, cfg.Precision)
+	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
+		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
-	}
-	switch cfg.Precision {
-	case "", FP32:
-	case BF16, FP16:
-		// Mixed precision needs reduced-precision GEMM inputs with fp32 accumulation, which no op
-		// set offers yet: refuse rather than train in fp32 under a bf16/fp16 label.
-		return nil, fmt.Errorf("%w: precision %s: the %s backend computes in fp32 only", ErrConfig, cfg.Precision, ops.Backend())
-	default:
-		return nil, fmt.Errorf("%w: precision %q; want fp32, bf16 or fp16", ErrConfig, cfg.Precision)
 	}
 	s, err := dev.NewStream()
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
+	if cfg.Precision == FP16 && opt != nil {
+		t.scaler = newLossScale()
+	}
 	if err := t.setup(); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
@@ -192,6 +240,12 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 func (t *Trainer) setup() error {
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
+	}
+	if t.scaler != nil {
+		var err error
+		if t.nonFinite, err = t.m.weights.i32(1); err != nil {
+			return err
+		}
 	}
 	for _, p := range t.m.params {
 		if t.opt == nil {
@@ -419,8 +473,18 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 	if err != nil {
 		return err
 	}
+	if t.scaler != nil {
+		if err := t.ops.Scale(t.s, dl, float32(t.scaler.scale)); err != nil {
+			return err
+		}
+	}
 	if err := m.backward(r, n); err != nil {
 		return err
+	}
+	if t.scaler != nil {
+		if apply, err := t.unscale(); err != nil || !apply {
+			return err
+		}
 	}
 	lr := t.opt.BaseLR() * t.cfg.Schedule(t.step, perEpoch, total)
 	for _, p := range m.params {
@@ -429,6 +493,36 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 		}
 	}
 	return nil
+}
+
+// unscale counts the non-finite elements of the scaled gradients on the device, reads the one
+// count back (a wait for the backward pass, as GradScaler's), updates the loss scale and, when the
+// step is to be applied, divides the gradients by the scale they were computed with.
+func (t *Trainer) unscale() (apply bool, err error) {
+	if err := t.ops.Fill(t.s, kernels.F32(t.nonFinite), 0); err != nil { // 0.0's bits are int32 0
+		return false, err
+	}
+	for _, p := range t.m.params {
+		if err := t.ops.CountNonFinite(t.s, t.nonFinite, p.G); err != nil {
+			return false, fmt.Errorf("train: check %s: %w", p.Name, err)
+		}
+	}
+	if err := t.s.CopyD2H(t.host[:], t.nonFinite.Buf, 4*t.nonFinite.Off); err != nil {
+		return false, err
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return false, err
+	}
+	scale := t.scaler.scale
+	if !t.scaler.update(*(*int32)(unsafe.Pointer(&t.host[0])) == 0) {
+		return false, nil
+	}
+	for _, p := range t.m.params {
+		if err := t.ops.Scale(t.s, p.G, float32(1/scale)); err != nil {
+			return false, fmt.Errorf("train: unscale %s: %w", p.Name, err)
+		}
+	}
+	return true, nil
 }
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.

@@ -161,7 +161,7 @@ func TestPredictAndExportErrors(t *testing.T) {
 		{[]string{"export", "--checkpoint", ck}, 2, "--out are required"},
 		{[]string{"predict", "--checkpoint", root + "/a/0.png", "--data", root}, 1, "checkpoint"},
 		{[]string{"predict", "--checkpoint", ck, "--data", photoFolder(t, 3, 1, nil)}, 1, "3 classes"},
-		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--precision", "bf16", "-q"}, 1, "fp32 only"},
+		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--precision", "fp8", "-q"}, 1, "want fp32, bf16 or fp16"},
 		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--label-smoothing", "1", "-q"}, 2, "--label-smoothing"},
 	} {
 		_, errOut, code := stoke(t, tc.args...)

@@ -26,7 +26,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
 	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
-	precision := fs.String("precision", "fp32", "arithmetic of the products: fp32, or bf16/fp16 (not on the CPU backend, which refuses them)")
+	precision := fs.String("precision", "fp32", "arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
@@ -156,7 +156,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch)
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch, cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	}
@@ -169,14 +169,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(trainResult{res, sets.evalName})
+	return e.emit(trainResult{res, sets.evalName, *precision})
 }
 
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
-// data eval names: "test" (the test split), "validation" (--val-split) or "train" (--eval-on-train).
+// data eval names: "test" (the test split), "validation" (--val-split) or "train" (--eval-on-train),
+// and the precision of the products.
 type trainResult struct {
 	train.Result
-	Eval string `json:"eval"`
+	Eval      string `json:"eval"`
+	Precision string `json:"precision"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.

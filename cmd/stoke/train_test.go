@@ -61,3 +61,27 @@ func TestTrainCheckpointResume(t *testing.T) {
 		t.Errorf("resume from a truncated checkpoint: exit %d, stderr %q; want 1 and a checkpoint error", code, errOut)
 	}
 }
+
+// TestTrainPrecision: --precision bf16 and fp16 train on the CPU backend (its documented
+// emulation) and say so in the --json line.
+func TestTrainPrecision(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	for _, p := range []string{"bf16", "fp16"} {
+		out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "4", "--epochs", "1",
+			"--val-split", "0.25", "--precision", p, "--json")
+		if code != 0 {
+			t.Fatalf("--precision %s: exit %d: %s", p, code, errOut)
+		}
+		var res struct {
+			trainJSON
+			Precision string `json:"precision"`
+		}
+		lastJSON(t, out, &res)
+		if res.Precision != p || res.Epochs != 1 || res.FinalLoss == nil {
+			t.Errorf("--precision %s: --json line %q; want precision %q after 1 epoch", p, out, p)
+		}
+		if !strings.Contains(out, p+" products") {
+			t.Errorf("--precision %s: output %q does not name the precision", p, out)
+		}
+	}
+}

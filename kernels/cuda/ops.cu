@@ -121,18 +121,77 @@ extern "C" __global__ void count_correct_f32(int *count, const float *logits, co
 	if (threadIdx.x == 0) *count += total;
 }
 
-// col is [n][inC*kh*kw][oh*ow], as the CPU op set lays out its workspace.
+// im2col_at is element i of the column matrix [n][inC*kh*kw][oh*ow] of x, as the CPU op set lays
+// out its workspace.
+__device__ float im2col_at(const float *x, i64 i, i64 inC, i64 inH, i64 inW, i64 kh, i64 kw, i64 stride, i64 pad,
+	i64 oh, i64 ow) {
+	i64 cols = oh * ow, rows = inC * kh * kw;
+	i64 p = i % cols, r = (i / cols) % rows, s = i / (cols * rows);
+	i64 kj = r % kw, ki = (r / kw) % kh, c = r / (kw * kh);
+	i64 iy = (p / ow) * stride - pad + ki, ix = (p % ow) * stride - pad + kj;
+	if (iy >= 0 && iy < inH && ix >= 0 && ix < inW) return x[((s * inC + c) * inH + iy) * inW + ix];
+	return 0;
+}
+
 extern "C" __global__ void im2col_f32(float *col, const float *x, i64 n, i64 inC, i64 inH, i64 inW, i64 kh, i64 kw,
 	i64 stride, i64 pad, i64 oh, i64 ow) {
-	i64 cols = oh * ow, rows = inC * kh * kw;
-	GRID_STRIDE(i, n * rows * cols) {
-		i64 p = i % cols, r = (i / cols) % rows, s = i / (cols * rows);
-		i64 kj = r % kw, ki = (r / kw) % kh, c = r / (kw * kh);
-		i64 iy = (p / ow) * stride - pad + ki, ix = (p % ow) * stride - pad + kj;
-		float v = 0;
-		if (iy >= 0 && iy < inH && ix >= 0 && ix < inW) v = x[((s * inC + c) * inH + iy) * inW + ix];
-		col[i] = v;
-	}
+	GRID_STRIDE(i, n * inC * kh * kw * oh * ow) col[i] = im2col_at(x, i, inC, inH, inW, kh, kw, stride, pad, oh, ow);
+}
+
+// Mixed precision: float -> bfloat16 or IEEE half bits, rounded to nearest with ties to even as
+// the hardware's conversions (and kernels.Precision's emulation on the CPU) do. Hand-written so
+// that NVRTC needs no cuda_bf16.h and the CPU stand-in runs the same code.
+__device__ unsigned int f32_bits(float f) {
+	union {
+		float f;
+		unsigned int u;
+	} v;
+	v.f = f;
+	return v.u;
+}
+
+__device__ unsigned short f32_to_bf16(float f) {
+	unsigned int b = f32_bits(f);
+	if ((b & 0x7fffffffu) > 0x7f800000u) return (unsigned short)((b >> 16) | 0x40); // NaN stays (quiet) NaN
+	return (unsigned short)((b + 0x7fffu + ((b >> 16) & 1)) >> 16);
+}
+
+__device__ unsigned short f32_to_f16(float f) {
+	unsigned int b = f32_bits(f), a = b & 0x7fffffffu, sign = (b >> 16) & 0x8000u;
+	if (a > 0x7f800000u) return (unsigned short)(sign | 0x7e00u); // NaN
+	if (a >= 0x477ff000u) return (unsigned short)(sign | 0x7c00u); // 65520 and up round to Inf
+	if (a >= 0x38800000u) // normal: rebias the exponent (127 -> 15), keep 10 significand bits
+		return (unsigned short)(sign | ((a + 0xfffu + ((a >> 13) & 1) - 0x38000000u) >> 13));
+	if (a <= 0x33000000u) return (unsigned short)sign; // up to 2^-25 (a tie with 0): zero
+	unsigned int shift = 126 - (a >> 23), m = (a & 0x7fffffu) | 0x800000u; // subnormal: units of 2^-24
+	unsigned int q = m >> shift, rem = m & ((1u << shift) - 1), half = 1u << (shift - 1);
+	if (rem > half || (rem == half && (q & 1))) q++;
+	return (unsigned short)(sign | q);
+}
+
+__device__ unsigned short to_16(float f, i64 fp16) { return fp16 ? f32_to_f16(f) : f32_to_bf16(f); }
+
+// to_x16 converts n floats to bf16 (fp16 == 0) or fp16 (fp16 == 1) bits.
+extern "C" __global__ void to_x16(unsigned short *dst, const float *src, i64 n, i64 fp16) {
+	GRID_STRIDE(i, n) dst[i] = to_16(src[i], fp16);
+}
+
+// im2col_x16 is im2col_f32 writing bf16 (fp16 == 0) or fp16 (fp16 == 1) columns.
+extern "C" __global__ void im2col_x16(unsigned short *col, const float *x, i64 n, i64 inC, i64 inH, i64 inW, i64 kh,
+	i64 kw, i64 stride, i64 pad, i64 oh, i64 ow, i64 fp16) {
+	GRID_STRIDE(i, n * inC * kh * kw * oh * ow) col[i] = to_16(im2col_at(x, i, inC, inH, inW, kh, kw, stride, pad, oh, ow), fp16);
+}
+
+// count_nonfinite_f32 adds the number of Inf and NaN elements of x to *count.
+extern "C" __global__ void count_nonfinite_f32(int *count, const float *x, i64 n) {
+	__shared__ int total;
+	if (threadIdx.x == 0) total = 0;
+	__syncthreads();
+	int c = 0;
+	GRID_STRIDE(i, n) if (x[i] - x[i] != 0.0f) c++; // Inf - Inf and NaN - NaN are NaN
+	if (c) atomicAdd(&total, c);
+	__syncthreads();
+	if (threadIdx.x == 0 && total) atomicAdd(count, total);
 }
 
 // The adjoint of im2col as a gather: each dx element sums its column entries in (ki, kj) order,

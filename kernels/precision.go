@@ -1,0 +1,88 @@
+package kernels
+
+import (
+	"fmt"
+	"math"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+// Precision is the arithmetic of an op set's products: Gemm, Conv2D and Conv2DBackward. With BF16
+// or FP16 their operands (matrices, the convolution's input columns, weights and output
+// gradients) are rounded to 16 bits, to the nearest value with ties to even, and multiplied with
+// fp32 accumulation into fp32 results, as PyTorch's autocast does; every other op, the weights and
+// the optimizer state stay fp32. FP16 overflows past 65504 (the rounded operand becomes ±Inf),
+// which is why fp16 training needs loss scaling (see train.Config.Precision); BF16 has fp32's
+// range.
+type Precision string
+
+// The precisions ForPrecision takes.
+const (
+	FP32 Precision = "fp32"
+	BF16 Precision = "bf16"
+	FP16 Precision = "fp16"
+)
+
+// ForPrecision returns dev's op set computing its products in p (For(dev) for FP32). The CUDA op
+// set converts the operands into 16-bit device memory of its own, one block per stream reused by
+// every product on it, and multiplies them with cuBLAS's mixed-precision GEMM (cublasGemmEx, fp32
+// compute and output). The CPU op set has no 16-bit arithmetic: it emulates p by rounding the
+// operands to p's values and multiplying them in fp32, which gives the numbers of a p run (up to
+// the order of the sums) at somewhat more than fp32's cost.
+//
+// A convolution's workspace holds what the forward pass of one precision leaves for the backward
+// pass of the same precision: run both through the same op set.
+func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
+	if p != FP32 && p != BF16 && p != FP16 {
+		return nil, fmt.Errorf("%w: precision %q; want fp32, bf16 or fp16", ErrArgument, p)
+	}
+	ops, err := For(dev)
+	if err != nil || p == FP32 {
+		return ops, err
+	}
+	if c, ok := ops.(checked); ok {
+		if mp, ok := c.withPrecision(p); ok {
+			return mp, nil
+		}
+	}
+	return nil, fmt.Errorf("%w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
+}
+
+// reduced reports whether p rounds the products' operands.
+func (p Precision) reduced() bool { return p == BF16 || p == FP16 }
+
+// round returns f rounded to the nearest value of p, ties to even, as the conversion kernels of
+// the CUDA op set (kernels/cuda/ops.cu) and the GPU's own conversions do: NaN stays NaN, and an
+// fp16 value of magnitude 65520 or more becomes ±Inf.
+func (p Precision) round(f float32) float32 {
+	b := math.Float32bits(f)
+	a := b &^ (1 << 31)
+	if a > 0x7f800000 { // NaN
+		return f
+	}
+	switch p {
+	case BF16:
+		return math.Float32frombits((b + 0x7fff + (b>>16)&1) &^ 0xffff)
+	case FP16:
+		sign := b &^ a
+		switch {
+		case a >= 0x477ff000: // 65520: halfway between 65504 and 65536, rounds to the even 65536
+			return math.Float32frombits(sign | 0x7f800000)
+		case a >= 0x38800000: // 2^-14 and up: a normal half, 10 significand bits
+			return math.Float32frombits(sign | (a+0xfff+(a>>13)&1)&^0x1fff)
+		default: // a subnormal half: a multiple of 2^-24
+			q := math.RoundToEven(float64(math.Float32frombits(a)) * (1 << 24))
+			return math.Float32frombits(sign | math.Float32bits(float32(q/(1<<24))))
+		}
+	}
+	return f
+}
+
+// rounded returns a copy of v with every element rounded to p.
+func (p Precision) rounded(v []float32) []float32 {
+	out := make([]float32, len(v))
+	for i, f := range v {
+		out[i] = p.round(f)
+	}
+	return out
+}
