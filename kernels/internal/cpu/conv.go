@@ -285,9 +285,12 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	// memory and back: 160 MB a step for the CNN's second convolution). Each element of dcol
 	// is the same dot product and each of dx gets its terms in the same order, whatever the
 	// chunk.
-	// Each chunk packs w^T again: chunks stay large enough (4*OutC columns) for that to cost
-	// at most a quarter of the chunk's matrix (the last ResNet stages' weights are megabytes).
-	nb := max(1, colChunk/max(rows*cols, 1), 4*g.OutC/max(cols, 1))
+	// Each chunk packs w^T again: chunks stay large enough (at least 4*OutC columns, rounded
+	// up to whole samples) for that to cost at most a quarter of the chunk's matrix (the last
+	// ResNet stages' weights are megabytes). Rounded down, the CNN's second convolution ran one
+	// 196-column sample a chunk: w^T packed 128 times a step and an eighth of the GEMM spent on
+	// the padding of its last 32-column sliver; two samples a chunk took 2% off the CNN's step.
+	nb := max(1, colChunk/max(rows*cols, 1), (4*g.OutC+cols-1)/max(cols, 1))
 	in := g.InC * g.InH * g.InW
 	for n0 := 0; n0 < g.N; n0 += nb {
 		gc := g
