@@ -124,16 +124,47 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	b[0] = *dc * qt[0]
 	// The AC loop keeps the accumulator in locals (registers), writing them back to br around
 	// the calls that use it. Shift counts are masked to 63 (they are below 64 already) so that
-	// the compiler emits a bare shift.
+	// the compiler emits a bare shift. Codes that the fast table decodes run in an inner loop
+	// without calls, so that nothing is spilled per coefficient; refills and longer codes go
+	// round the outer loop. k is the zig-zag index of the next coefficient.
+	fast := &acH.fast
+	_, _ = fast[0], zz[0] // nil checks here, not in the loop
 	last := int32(0)
 	acc, n := br.acc, br.n
-	for zig := int32(1); zig < blockSize; zig++ {
+	for k := int32(1); k < blockSize; {
 		if n < 32 {
 			br.acc, br.n = acc, n
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fast[acc>>(64-fastBits)]; f != 0 {
+		f := fast[acc>>(64-fastBits)]
+		if f == 0 {
+			br.acc, br.n = acc, n
+			v, err := br.decodeHuffman(acH)
+			if err != nil {
+				return 0, err
+			}
+			acc, n = br.acc, br.n
+			r, s := int32(v>>4), v&0x0f
+			if s == 0 {
+				if r != 0x0f {
+					break // end of block
+				}
+				k += 16
+				continue
+			}
+			z := k + r
+			if z >= blockSize {
+				break // as the standard library: a run past the block's end ends it
+			}
+			x := extend(acc, s)
+			acc <<= s & 63
+			n -= uint(s)
+			b[zz[z&(blockSize-1)]&(blockSize-1)] = x * qt[z&(blockSize-1)]
+			last, k = z, z+1
+			continue
+		}
+		for { // f != 0 and n >= 16: f's code and extra bits are there
 			acc <<= uint(f) & 63
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
@@ -141,43 +172,24 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 				br.acc, br.n = acc, n
 				return last, nil
 			case fastZRL:
-				zig += 15
-				continue
+				k += 16
 			default:
-				zig += r
+				z := k + r
+				if z >= blockSize {
+					br.acc, br.n = acc, n
+					return last, nil
+				}
+				z &= blockSize - 1 // z < blockSize: the mask only drops bounds checks
+				b[zz[z]&(blockSize-1)] = (f >> 16) * qt[z]
+				last, k = z, z+1
 			}
-			if zig >= blockSize {
+			if k >= blockSize || n < 16 {
 				break
 			}
-			z := zig & (blockSize - 1) // zig < blockSize: the mask only drops bounds checks
-			b[zz[z]&(blockSize-1)] = (f >> 16) * qt[z]
-			last = zig
-			continue
-		}
-		br.acc, br.n = acc, n
-		v, err := br.decodeHuffman(acH)
-		if err != nil {
-			return 0, err
-		}
-		acc, n = br.acc, br.n
-		r, s := int32(v>>4), v&0x0f
-		if s == 0 {
-			if r != 0x0f {
-				break // end of block
+			if f = fast[acc>>(64-fastBits)]; f == 0 {
+				break
 			}
-			zig += 15
-			continue
 		}
-		zig += r
-		if zig >= blockSize {
-			break // as the standard library: a run past the block's end ends it
-		}
-		x := extend(acc, s)
-		acc <<= s & 63
-		n -= uint(s)
-		z := zig & (blockSize - 1)
-		b[zz[z]&(blockSize-1)] = x * qt[z]
-		last = zig
 	}
 	br.acc, br.n = acc, n
 	return last, nil
