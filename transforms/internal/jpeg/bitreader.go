@@ -195,16 +195,38 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	return last, nil
 }
 
-// skipAC reads past a block's AC coefficients (locals as in decodeBlock).
+// skipAC reads past a block's AC coefficients (loops as in decodeBlock).
 func (br *bitReader) skipAC(acH *huffman) error {
+	fast := &acH.fast
 	acc, n := br.acc, br.n
-	for zig := int32(1); zig < blockSize; zig++ {
+	for k := int32(1); k < blockSize; {
 		if n < 32 {
 			br.acc, br.n = acc, n
 			br.fill()
 			acc, n = br.acc, br.n
 		}
-		if f := acH.fast[acc>>(64-fastBits)]; f != 0 {
+		f := fast[acc>>(64-fastBits)]
+		if f == 0 {
+			br.acc, br.n = acc, n
+			v, err := br.decodeHuffman(acH)
+			if err != nil {
+				return err
+			}
+			acc, n = br.acc, br.n
+			r, s := int32(v>>4), v&0x0f
+			if s == 0 {
+				if r != 0x0f {
+					break
+				}
+				k += 16
+				continue
+			}
+			k += r + 1
+			acc <<= s & 63
+			n -= uint(s)
+			continue
+		}
+		for {
 			acc <<= uint(f) & 63
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
@@ -212,29 +234,17 @@ func (br *bitReader) skipAC(acH *huffman) error {
 				br.acc, br.n = acc, n
 				return nil
 			case fastZRL:
-				zig += 15
+				k += 16
 			default:
-				zig += r
+				k += r + 1
 			}
-			continue
-		}
-		br.acc, br.n = acc, n
-		v, err := br.decodeHuffman(acH)
-		if err != nil {
-			return err
-		}
-		acc, n = br.acc, br.n
-		r, s := int32(v>>4), v&0x0f
-		if s == 0 {
-			if r != 0x0f {
+			if k >= blockSize || n < 16 {
 				break
 			}
-			zig += 15
-			continue
+			if f = fast[acc>>(64-fastBits)]; f == 0 {
+				break
+			}
 		}
-		zig += r
-		acc <<= s & 63
-		n -= uint(s)
 	}
 	br.acc, br.n = acc, n
 	return nil
