@@ -20,13 +20,15 @@ import (
 // Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
 // https://HOST/PATH, http://...). The zero Opener is what Open uses.
 //
-// Shards listed in the index that stoke pack writes (named by an index.json) are opened without a
-// request: the index gives each sample's place in its shard. Without a CacheDir each sample is then
-// one ranged GET (of its frames, for a compressed shard); with one, a shard is downloaded whole,
-// decompressed, into the cache on its first read (and the next four shards meanwhile), kept there
-// for later runs and other processes, and read from there like a local plain tar. Shards without
-// such an index are read once when opened to find their samples: in place for a plain .tar (then
-// one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
+// Shards listed in the index that stoke pack writes (named by an index.json, or found beside the
+// shards of a glob or brace list: one GET of FOLDER/index.json, where a 404 means none) are opened
+// without a request: the index gives each sample's place in its shard. Without a CacheDir each
+// sample is then one ranged GET (of its frames, for a compressed shard); with one, a shard is
+// downloaded whole, decompressed, into the cache on its first read (and meanwhile the next four
+// that a Loader reads, in its epoch's order for its rank, or in file order without a Loader), kept
+// there for later runs and other processes, and read from there like a local plain tar. Shards
+// without such an index are read once when opened to find their samples: in place for a plain .tar
+// (then one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
 // compressed one, or downloaded into the cache.
 //
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
@@ -108,7 +110,7 @@ var client = &remote.Client{}
 // WebDataset's brace notation first ("shard-{000000..000099}.tar", "{train,val}-*.tar"), then
 // filepath.Match wildcards for local paths and s3:// URLs (listing the bucket; * does not cross a
 // slash). http(s) servers cannot be listed: name their shards with braces or an index.json. No
-// match is an error wrapping ErrEmpty.
+// match is an error wrapping ErrEmpty. ShardPaths reads no index.
 func ShardPaths(pattern string) ([]string, error) {
 	src, err := listShards(context.Background(), pattern)
 	return src.paths, err

@@ -7,7 +7,10 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
+	"github.com/stoke-ml/stoke/loaders/internal/remote"
+	"github.com/stoke-ml/stoke/loaders/internal/remote/remotetest"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -141,5 +144,72 @@ func TestRemotePrefetchFollowsRank(t *testing.T) {
 		if got := sh.remote.following(tc.shard); !slices.Equal(got, tc.want) {
 			t.Errorf("after shard %d: %v; want %v", tc.shard, got, tc.want)
 		}
+	}
+}
+
+// TestS3GlobIndex: an s3:// glob of shards that stoke pack wrote is opened through the index.json
+// beside them (one listing, one GET, none of a shard), on the S3-compatible server of
+// remotetest.S3EndpointEnv (skipped without one); without an index the shards are scanned; a size
+// that the listing and the index disagree on is an error naming the shard and the index.
+func TestS3GlobIndex(t *testing.T) {
+	dir := t.TempDir()
+	samples := testSamples(t, 10)
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 3, samples)
+	files := map[string][]byte{}
+	folderFiles(t, files, "train", dir)
+	for name, b := range readFiles(t, dir) {
+		if name != IndexName {
+			files["bare/"+name] = b
+		}
+	}
+	local, err := Open("shards:"+filepath.Join(dir, "*.tar.zst"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := digest(t, local)
+	editIndexFile(t, dir, func(ix *shardIndex) { ix.ShardList[1].FileSize++; ix.ShardList[1].Frames = nil })
+	folderFiles(t, files, "bad", dir)
+	bucket := remotetest.S3(t, files)
+	h := remotetest.S3Proxy(t, nil)
+	old := client
+	t.Cleanup(func() { client = old })
+	client = &remote.Client{Timeout: 5 * time.Second, Backoff: time.Millisecond}
+	shardGETs := func(folder string) (n []int) {
+		for k := range 4 {
+			n = append(n, h.Requests(fmt.Sprintf("%s/%s/shard-%06d.tar.zst", bucket, folder, k)))
+		}
+		return n
+	}
+
+	ds, err := Open("shards:s3://"+bucket+"/train/shard-*.tar.zst", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := shardGETs("train"); slices.Max(n) != 0 {
+		t.Fatalf("GETs of the shards to open them: %v; want none", n)
+	}
+	if n := h.Requests(bucket + "/train/" + IndexName); n != 1 {
+		t.Fatalf("%d GETs of %s, want 1", n, IndexName)
+	}
+	if got := digest(t, ds); got != want {
+		t.Fatalf("through the index: %s; on disk: %s", got, want)
+	}
+	ds.(*Shards).Close()
+
+	ds, err = Open("shards:s3://"+bucket+"/bare/shard-*.tar.zst", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := shardGETs("bare"); slices.Min(n) == 0 || h.Requests(bucket+"/bare/"+IndexName) != 1 {
+		t.Fatalf("without an index: GETs of the shards %v (want each scanned), of %s %d (want 1)", n, IndexName, h.Requests(bucket+"/bare/"+IndexName))
+	}
+	if got := digest(t, ds); got != want {
+		t.Fatalf("scanned: %s; on disk: %s", got, want)
+	}
+	ds.(*Shards).Close()
+
+	_, err = Open("shards:s3://"+bucket+"/bad/shard-*.tar.zst", "")
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard s3://"+bucket+"/bad/shard-000001.tar.zst") || !strings.Contains(err.Error(), "s3://"+bucket+"/bad/index.json says") {
+		t.Fatalf("an index whose size is not the listing's: %v; want ErrCorrupt naming the shard and the index", err)
 	}
 }

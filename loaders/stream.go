@@ -113,7 +113,7 @@ func OpenStream(spec string) (StreamSource, error) {
 
 // OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
 // can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them).
-// Shards listed in an index.json (named, or next to local shards) make a SizedSource. Open reads the
+// Shards listed in an index.json (named, or beside the shards) make a SizedSource. Open reads the
 // same shards by random access, the default because it shuffles the whole dataset, knows the
 // epoch's length up front and splits shards across ranks with exact padding; stream shards that are
 // too large to hold decompressed or that are best read sequentially.
