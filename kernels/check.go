@@ -2,6 +2,7 @@ package kernels
 
 import (
 	"fmt"
+	"math"
 	"reflect"
 	"slices"
 
@@ -146,6 +147,16 @@ func (c *call) done() error {
 	return nil
 }
 
+// mul returns a*b, two dimensions >= 0, failing the call when the product overflows an int: a
+// wrapped length could match a small (or empty) view while the backend walks the dimensions.
+func (c *call) mul(a, b int) int {
+	if a > 0 && b > math.MaxInt/a {
+		c.arg("dimensions %d x %d overflow an int", a, b)
+		return 0
+	}
+	return a * b
+}
+
 func (c *call) classes(n, classes int) {
 	if n < 0 || classes <= 0 {
 		c.arg("n = %d, classes = %d", n, classes)
@@ -221,9 +232,9 @@ func (o checked) Gemm(s gpu.Stream, transA, transB bool, m, n, k int, alpha floa
 	if m < 0 || n < 0 || k < 0 {
 		c.arg("m, n, k = %d, %d, %d", m, n, k)
 	}
-	c.view(in, "a", vf(a), m*k)
-	c.view(in, "b", vf(b), k*n)
-	c.view(out, "c", vf(cv), m*n)
+	c.view(in, "a", vf(a), c.mul(m, k))
+	c.view(in, "b", vf(b), c.mul(k, n))
+	c.view(out, "c", vf(cv), c.mul(m, n))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -236,7 +247,7 @@ func (o checked) BiasAdd(s gpu.Stream, x, bias F32, outer, inner int) error {
 		c.arg("outer = %d, inner = %d", outer, inner)
 	}
 	c.view(in, "bias", vf(bias), anyLen)
-	c.view(out, "x", vf(x), outer*bias.Len*inner)
+	c.view(out, "x", vf(x), c.mul(c.mul(outer, bias.Len), inner))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -249,7 +260,7 @@ func (o checked) BiasGrad(s gpu.Stream, dbias, dy F32, outer, inner int) error {
 		c.arg("outer = %d, inner = %d", outer, inner)
 	}
 	c.view(out, "dbias", vf(dbias), anyLen)
-	c.view(in, "dy", vf(dy), outer*dbias.Len*inner)
+	c.view(in, "dy", vf(dy), c.mul(c.mul(outer, dbias.Len), inner))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -283,8 +294,8 @@ func (o checked) ReLUGrad(s gpu.Stream, dx, dy, y F32) error {
 func checkCrossEntropy(c *call, loss, dlogits, logits F32, labels I32, n, classes int) error {
 	c.classes(n, classes)
 	c.view(out, "loss", vf(loss), 1)
-	c.view(in, "logits", vf(logits), n*classes)
-	c.view(out, "dlogits", vf(dlogits), n*classes)
+	c.view(in, "logits", vf(logits), c.mul(n, classes))
+	c.view(out, "dlogits", vf(dlogits), c.mul(n, classes))
 	c.view(in, "labels", vi(labels), n)
 	return c.done()
 }
@@ -312,7 +323,7 @@ func (o checked) Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error
 	c := newCall("argmax", s)
 	c.classes(n, classes)
 	c.view(out, "dst", vi(dst), n)
-	c.view(in, "logits", vf(logits), n*classes)
+	c.view(in, "logits", vf(logits), c.mul(n, classes))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -323,7 +334,7 @@ func (o checked) CountCorrect(s gpu.Stream, count I32, logits F32, labels I32, n
 	c := newCall("count correct", s)
 	c.classes(n, classes)
 	c.view(out, "count", vi(count), 1)
-	c.view(in, "logits", vf(logits), n*classes)
+	c.view(in, "logits", vf(logits), c.mul(n, classes))
 	c.view(in, "labels", vi(labels), n)
 	if err := c.done(); err != nil {
 		return err
@@ -459,7 +470,7 @@ func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
 		c.arg("inner = %d", inner)
 	}
 	c.view(out, "y", vf(y), anyLen)
-	c.view(in, "x", vf(x), y.Len*inner)
+	c.view(in, "x", vf(x), c.mul(y.Len, inner))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -472,7 +483,7 @@ func (o checked) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) erro
 		c.arg("inner = %d", inner)
 	}
 	c.view(in, "dy", vf(dy), anyLen)
-	c.view(out, "dx", vf(dx), dy.Len*inner)
+	c.view(out, "dx", vf(dx), c.mul(dy.Len, inner))
 	if err := c.done(); err != nil {
 		return err
 	}
@@ -496,7 +507,9 @@ func (o checked) Dropout(s gpu.Stream, y, mask, x F32, p float32, seed uint64) e
 
 func (o checked) NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
 	c := newCall("normalize u8", s)
-	if channels <= 0 || inner <= 0 || channels*inner <= 0 || dst.Len%(channels*inner) != 0 {
+	if channels <= 0 || inner <= 0 {
+		c.arg("%d elements are not [N][%d][%d]", dst.Len, channels, inner)
+	} else if ci := c.mul(channels, inner); ci == 0 || dst.Len%ci != 0 {
 		c.arg("%d elements are not [N][%d][%d]", dst.Len, channels, inner)
 	}
 	perChannel := func(n int) bool { return n == 0 || n == 1 || n == channels }

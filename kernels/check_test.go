@@ -187,13 +187,19 @@ func checkCases(t *testing.T, e *env) []checkCase {
 			{"negative m", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Gemm(s, false, false, -2, -2, 1, 1, x4, y4, 0, z4) }},
 			{"b shape", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.Gemm(s, false, false, 2, 2, 2, 1, x4, x3, 0, z4) }},
 			{"c is a", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Gemm(s, false, false, 2, 2, 2, 1, x4, y4, 1, x4) }},
+			// m*k, k*n and m*n wrap around to 0: empty views matched them and the backend walked m x n.
+			{"m*n overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.Gemm(s, false, false, 1<<32, 1<<32, 0, 1, none, none, 0, none)
+			}},
 		}},
 		{"BiasAdd", func(o kernels.Ops, s gpu.Stream) error { return o.BiasAdd(s, x4, y2, 2, 1) }, []badCall{
 			{"x length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.BiasAdd(s, x4, y2, 3, 1) }},
 			{"negative outer and inner", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.BiasAdd(s, x2, x1, -1, -2) }},
+			{"outer*inner overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.BiasAdd(s, none, x1, 1<<32, 1<<32) }},
 		}},
 		{"BiasGrad", func(o kernels.Ops, s gpu.Stream) error { return o.BiasGrad(s, y2, x4, 1, 2) }, []badCall{
 			{"dy length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.BiasGrad(s, y2, x3, 1, 2) }},
+			{"outer*inner overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.BiasGrad(s, x1, none, 1<<32, 1<<32) }},
 		}},
 		{"ReLU", func(o kernels.Ops, s gpu.Stream) error { return o.ReLU(s, x4, x4) }, []badCall{
 			{"lengths", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.ReLU(s, x4, x3) }},
@@ -226,6 +232,7 @@ func checkCases(t *testing.T, e *env) []checkCase {
 		{"Argmax", func(o kernels.Ops, s gpu.Stream) error { return o.Argmax(s, lab, x4, 2, 2) }, []badCall{
 			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.Argmax(s, arg4, x4, 2, 2) }},
 			{"negative n", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Argmax(s, lab, x4, -2, -2) }},
+			{"n*classes overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Argmax(s, lab, none, 2, 1<<62) }},
 		}},
 		{"CountCorrect", func(o kernels.Ops, s gpu.Stream) error { return o.CountCorrect(s, cnt, x4, lab, 2, 2) }, []badCall{
 			{"count length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.CountCorrect(s, lab, x4, lab, 2, 2) }},
@@ -242,6 +249,11 @@ func checkCases(t *testing.T, e *env) []checkCase {
 				g.KH = 4
 				return o.Conv2D(s, cy, cx, cw, none, cws, g)
 			}},
+			{"element counts overflow", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := conv
+				g.N, g.InC = 1<<32, 1<<32
+				return o.Conv2D(s, cy, cx, cw, none, cws, g)
+			}},
 		}},
 		{"Conv2DBackward", func(o kernels.Ops, s gpu.Stream) error {
 			return o.Conv2DBackward(s, none, y4, none, cy, cw, cws, conv)
@@ -254,6 +266,11 @@ func checkCases(t *testing.T, e *env) []checkCase {
 			{"negative stride", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
 				g := pool
 				g.Stride = -1
+				return o.MaxPool2D(s, x4, arg4, px, g)
+			}},
+			{"element counts overflow", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := pool
+				g.N, g.C = 1<<32, 1<<32
 				return o.MaxPool2D(s, x4, arg4, px, g)
 			}},
 		}},
@@ -277,6 +294,11 @@ func checkCases(t *testing.T, e *env) []checkCase {
 		}},
 		{"BatchNormEval", func(o kernels.Ops, s gpu.Stream) error { return o.BatchNormEval(s, x4, x4, g2a, g2b, g2c, g2d, bn) }, []badCall{
 			{"gamma length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.BatchNormEval(s, y4, x4, x3, g2b, g2c, g2d, bn) }},
+			{"element count overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := bn
+				g.N, g.HW = 1<<32, 1<<31
+				return o.BatchNormEval(s, none, none, g2a, g2b, g2c, g2d, g)
+			}},
 		}},
 		{"BatchNormBackward", func(o kernels.Ops, s gpu.Stream) error {
 			return o.BatchNormBackward(s, none, g2a, g2b, y4, x4, g2c, g2d, g2e, bn)
@@ -293,6 +315,7 @@ func checkCases(t *testing.T, e *env) []checkCase {
 		{"GlobalAvgPool", func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 2) }, []badCall{
 			{"inner 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 0) }},
 			{"x length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x3, 2) }},
+			{"x length overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, none, 1<<62) }},
 		}},
 		{"GlobalAvgPoolBackward", func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPoolBackward(s, x4, y2, 2) }, []badCall{
 			{"dx length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPoolBackward(s, x4, y2, 3) }},

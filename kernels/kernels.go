@@ -3,6 +3,7 @@ package kernels
 import (
 	"errors"
 	"fmt"
+	"math"
 	"sort"
 	"sync"
 
@@ -112,7 +113,8 @@ func (g Conv2D) WorkspaceLen() int { return (g.InC*g.KH*g.KW + g.OutC) * g.N * g
 // Validate reports a geometry that has no output or a negative size.
 func (g Conv2D) Validate() error {
 	if g.N < 0 || g.InC <= 0 || g.InH <= 0 || g.InW <= 0 || g.OutC <= 0 || g.KH <= 0 || g.KW <= 0 ||
-		g.Stride < 0 || g.Pad < 0 || g.InH+2*g.Pad < g.KH || g.InW+2*g.Pad < g.KW {
+		g.Stride < 0 || g.Pad < 0 || g.InH+2*g.Pad < g.KH || g.InW+2*g.Pad < g.KW ||
+		!fits(g.N, g.InC, g.InH, g.InW) || !fits(g.OutC, g.InC, g.KH, g.KW) || !fits(g.InC*g.KH*g.KW+g.OutC, g.N, g.OutH(), g.OutW()) {
 		return fmt.Errorf("%w: conv2d geometry %+v", ErrArgument, g)
 	}
 	return nil
@@ -147,7 +149,8 @@ func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
 
 // Validate reports a geometry with no output or a negative size.
 func (g Pool2D) Validate() error {
-	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K {
+	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
+		!fits(g.N, g.C, g.H, g.W) {
 		return fmt.Errorf("%w: pool2d geometry %+v", ErrArgument, g)
 	}
 	return nil
@@ -168,10 +171,23 @@ func (g BatchNorm) Len() int { return g.N * g.C * g.HW }
 // Validate reports a geometry with no channel or a negative size, or settings outside
 // 0 <= Momentum <= 1, Eps > 0.
 func (g BatchNorm) Validate() error {
-	if g.N < 0 || g.C <= 0 || g.HW <= 0 || !(g.Momentum >= 0 && g.Momentum <= 1) || !(g.Eps > 0) {
+	if g.N < 0 || g.C <= 0 || g.HW <= 0 || !(g.Momentum >= 0 && g.Momentum <= 1) || !(g.Eps > 0) || !fits(g.N, g.C, g.HW) {
 		return fmt.Errorf("%w: batch norm %+v", ErrArgument, g)
 	}
 	return nil
+}
+
+// fits reports whether the product of dims (each >= 0) and its partial products fit in an int: a
+// geometry whose element counts wrap around would pass the length checks with small views.
+func fits(dims ...int) bool {
+	p := 1
+	for _, d := range dims {
+		if d < 0 || (d > 0 && p > math.MaxInt/d) {
+			return false
+		}
+		p *= d
+	}
+	return true
 }
 
 // SGD holds the hyper-parameters of one SGD step (PyTorch's formulation, no dampening):

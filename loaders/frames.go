@@ -97,15 +97,21 @@ func (e *shardEntry) checkFrames() error {
 	if !e.indexed() {
 		return fmt.Errorf("frames without sample sizes: %w", ErrCorrupt)
 	}
-	var c int64
+	var c, t int64
 	for k, fr := range e.Frames {
 		if fr[0] <= 0 || fr[1] <= 0 || fr[1] > maxFrameBytes || fr[0] > 2*fr[1]+1024 {
 			return fmt.Errorf("frame %d of %d bytes holding %d bytes of tar: %w", k, fr[0], fr[1], ErrCorrupt)
 		}
 		c += fr[0]
+		t += fr[1]
 	}
 	if c != e.FileSize {
 		return fmt.Errorf("frames of %d bytes in a file of %d: %w", c, e.FileSize, ErrCorrupt)
+	}
+	// The bound of a compressed shard decompressed whole, so that the runs read through the frames
+	// (each allocated as the index says) stay within what the file can hold.
+	if t > expansionLimit(e.FileSize) {
+		return fmt.Errorf("frames holding %d bytes of tar in a file of %d (at most %d): %w", t, e.FileSize, expansionLimit(e.FileSize), ErrCorrupt)
 	}
 	return nil
 }
@@ -142,11 +148,9 @@ func (t *frameTable) readAt(f io.ReaderAt, p []byte, off int64) error {
 	if _, err := f.ReadAt(comp, t.comp[first]); err != nil {
 		return err
 	}
-	tar := make([]byte, t.tar[last]-t.tar[first])
-	if err := decodeFrames(tar, comp); err != nil {
+	if err := decodeFrames(p, off-t.tar[first], t.tar[last]-t.tar[first], comp); err != nil {
 		return fmt.Errorf("frames %d-%d (file bytes %d-%d): %w", first, last-1, t.comp[first], t.comp[last]-1, err)
 	}
-	copy(p, tar[off-t.tar[first]:])
 	return nil
 }
 
@@ -161,8 +165,10 @@ var zstdDecoders = sync.Pool{New: func() any {
 // errFrameSize marks frames that decompress to another size than the index says.
 var errFrameSize = errors.New("the frames decompress to another size than the index says")
 
-// decodeFrames decompresses comp, whole frames of zstd or gzip, into exactly len(dst) bytes.
-func decodeFrames(dst, comp []byte) error {
+// decodeFrames decompresses comp, whole frames of zstd or gzip that hold exactly size bytes, and
+// reads the len(dst) bytes from skip into dst. Memory grows with what the frames hold, not with
+// what the index says they hold: the bytes around dst are decompressed and dropped.
+func decodeFrames(dst []byte, skip, size int64, comp []byte) error {
 	var r io.Reader
 	switch {
 	case bytes.HasPrefix(comp, []byte{0x28, 0xb5, 0x2f, 0xfd}):
@@ -185,7 +191,14 @@ func decodeFrames(dst, comp []byte) error {
 	default:
 		return fmt.Errorf("a frame that is neither zstd nor gzip: %w", ErrCorrupt)
 	}
-	if _, err := io.ReadFull(r, dst); err != nil {
+	_, err := io.CopyN(io.Discard, r, skip)
+	if err == nil {
+		_, err = io.ReadFull(r, dst)
+	}
+	if err == nil {
+		_, err = io.CopyN(io.Discard, r, size-skip-int64(len(dst)))
+	}
+	if err != nil {
 		if errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, io.EOF) {
 			err = errFrameSize
 		}

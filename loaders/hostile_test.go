@@ -271,6 +271,20 @@ func TestShardIndexChecks(t *testing.T) {
 			t.Errorf("a shard the index does not list: %v; want ErrCorrupt", err)
 		}
 	})
+	t.Run("listed in a subfolder", func(t *testing.T) {
+		// The index lists sub/shard-000000.tar; a copy of it next to the index is not listed.
+		dir := t.TempDir()
+		writeShards(t, filepath.Join(dir, "sub", "shard-%06d.tar"), 3, testSamples(t, 3))
+		b, _ := os.ReadFile(filepath.Join(dir, "sub", IndexName))
+		os.Remove(filepath.Join(dir, "sub", IndexName))
+		writeFile(t, filepath.Join(dir, IndexName), b)
+		editIndexFile(t, dir, func(ix *shardIndex) { ix.ShardList[0].URL = "sub/shard-000000.tar" })
+		b, _ = os.ReadFile(filepath.Join(dir, "sub", "shard-000000.tar"))
+		writeFile(t, filepath.Join(dir, "shard-000000.tar"), b)
+		if _, err := Open("shards:"+filepath.Join(dir, "shard-*.tar"), "train"); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "not listed") {
+			t.Errorf("a shard the index lists only in a subfolder: %v; want ErrCorrupt", err)
+		}
+	})
 	t.Run("url outside the folder", func(t *testing.T) {
 		dir, _ := pack(t)
 		var ix shardIndex

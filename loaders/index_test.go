@@ -7,8 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"testing"
@@ -165,6 +167,8 @@ func TestIndexSizesHostile(t *testing.T) {
 		{"negative", func(e *shardEntry) { e.Sizes[2] = -512 }, "sample 2: run of -512 bytes", "", 0},
 		{"no classes", func(e *shardEntry) { e.Classes = 0 }, "classes 0 for 3 samples", "", 0},
 		{"past the end", func(e *shardEntry) { e.Sizes[2] += 1 << 20 }, "past the tar's", "", 0},
+		// The last sample left out of the index: a dataset quietly smaller than the shard.
+		{"short of the end", func(e *shardEntry) { e.Sizes, e.NSamples = e.Sizes[:2], 2 }, "bytes before its end marker that no listed sample covers", "", 0},
 		{"overflowing", func(e *shardEntry) { e.Sizes[1], e.Sizes[2] = 1<<62, 1<<62 }, "samples 0-1: runs of more than", "", 0},
 		{"classes without sizes", func(e *shardEntry) { e.Sizes = nil }, "classes 3 without sample sizes", "", 0},
 		// Runs that straddle samples: sample 0 takes sample 1's first member.
@@ -513,7 +517,14 @@ func TestFramesHostile(t *testing.T) {
 	}{
 		{"frames short of the file", func(e *shardEntry) { e.Frames = e.Frames[1:] }, "frames of", ""},
 		{"frame of nothing", func(e *shardEntry) { e.Frames[0][1] = 0 }, "frame 0 of", ""},
+		// Runs are allocated as the index says: their frames may not claim more than the file holds.
+		{"frames claiming more than the file holds", func(e *shardEntry) {
+			e.Frames[0][1] += 200 << 20
+			e.Sizes[0] += 100 << 20
+			e.Sizes[1] += 100 << 20
+		}, "bytes of tar in a file of", ""},
 		{"frames without sizes", func(e *shardEntry) { e.Sizes, e.Classes = nil, 0 }, "frames without sample sizes", ""},
+		{"sizes short of the frames", func(e *shardEntry) { e.Sizes, e.NSamples = e.Sizes[:7], 7 }, "no listed sample covers", ""},
 		{"frame larger than it holds", func(e *shardEntry) { e.Frames[0][1] += 512; e.Frames[1][1] -= 512 }, "", "decompress to another size"},
 	}
 	for _, tc := range tests {
@@ -539,5 +550,83 @@ func TestFramesHostile(t *testing.T) {
 				t.Fatalf("Sample(0): %v; want a SampleError, ErrCorrupt, %q", err, tc.sample)
 			}
 		})
+	}
+}
+
+// TestRemoteShardReplaced: a remote shard that is no longer the file its index describes (replaced
+// by a longer one after packing) fails when a sample is read, naming the sample, instead of reading
+// whatever now lies at the run's bytes.
+func TestRemoteShardReplaced(t *testing.T) {
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 3))
+	files := readFiles(t, dir)
+	files["shard-000000.tar"] = append(files["shard-000000.tar"], make([]byte, 4096)...)
+	_, base := serveFiles(t, files)
+	ds, err := Open("shards:"+base+"/"+IndexName, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.(*Shards).Close()
+	_, err = ds.Sample(context.Background(), 1)
+	var se *SampleError
+	if !errors.As(err, &se) || se.Index != 1 || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "changed since it was described") {
+		t.Fatalf("Sample(1) of a replaced shard: %v; want a SampleError naming it and the change", err)
+	}
+}
+
+// TestFramesClaimNoMemory: a frame table that claims far more tar than its frames hold costs no
+// memory for the claim: reading a few bytes through a frame of a few hundred compressed bytes that
+// says it holds 200 MiB allocates about what the frame really holds, and fails on the size.
+func TestFramesClaimNoMemory(t *testing.T) {
+	var out bytes.Buffer
+	fw, err := newFrameWriter(&out, "zst")
+	if err != nil {
+		t.Fatal(err)
+	}
+	fw.Write(make([]byte, 4096))
+	fw.cut()
+	fw.Close()
+	claim := int64(200 << 20)
+	// (The index check refuses such a claim in a file this small; readAt holds on its own, as for
+	// claims within the bound of a large file.)
+	ft := newFrameTable([][2]int64{{int64(out.Len()), claim}})
+	var before, after runtime.MemStats
+	runtime.ReadMemStats(&before)
+	err = ft.readAt(bytes.NewReader(out.Bytes()), make([]byte, 100), 1000)
+	runtime.ReadMemStats(&after)
+	if !errors.Is(err, ErrCorrupt) || !errors.Is(err, errFrameSize) {
+		t.Fatalf("read through a frame claiming %d bytes of its 4096: %v; want ErrCorrupt, the size", claim, err)
+	}
+	if grew := after.TotalAlloc - before.TotalAlloc; grew > 16<<20 {
+		t.Fatalf("read 100 bytes through a frame of %d bytes that claims %d: allocated %d bytes", out.Len(), claim, grew)
+	}
+}
+
+// TestIndexCountsBounded: an older entry (no sizes) that claims more samples than its file can
+// hold is refused when the index is read: a stream takes the counts on trust until each shard
+// ends, and two entries of math.MaxInt samples made its length overflow (a negative number of
+// batches per epoch).
+func TestIndexCountsBounded(t *testing.T) {
+	for _, n := range []int{100_000_000, math.MaxInt} {
+		dir := t.TempDir()
+		writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 6))
+		stripSizes(t, dir)
+		editIndexFile(t, dir, func(ix *shardIndex) {
+			ix.ShardList[0].NSamples, ix.ShardList[1].NSamples = n, n
+		})
+		src, err := OpenStream("shards:" + dir)
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "more than a file of") {
+			if err == nil {
+				l, _ := NewStream(src, Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.CenterCrop(2))})
+				t.Fatalf("%d samples claimed: OpenStream took it (%d batches per epoch); want ErrCorrupt naming the shard", n, l.BatchesPerEpoch())
+			}
+			t.Fatalf("%d samples claimed: %v; want ErrCorrupt naming the shard", n, err)
+		}
+	}
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 3, testSamples(t, 6))
+	editIndexFile(t, dir, func(ix *shardIndex) { ix.ShardList[0].Classes = math.MaxInt })
+	if _, err := Open("shards:"+dir, ""); !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "past the int32 class ids") {
+		t.Fatalf("classes %d: %v; want ErrCorrupt", math.MaxInt, err)
 	}
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"net/url"
 	"os"
+	"path"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -227,13 +228,26 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 		if err != nil {
 			return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
 		}
-		u := base.JoinPath("..", e.URL).String()
+		ju := base.JoinPath("..", e.URL)
+		if !inFolder(base, ju) {
+			return src, fmt.Errorf("loaders: shards %s: shard url %q names %s, outside the index's folder: %w", loc, e.URL, ju.Redacted(), ErrCorrupt)
+		}
+		u := ju.String()
 		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e)
 	}
 	if len(src.paths) == 0 {
 		return src, fmt.Errorf("loaders: shards %s: the index lists no shards: %w", loc, ErrEmpty)
 	}
 	return src, nil
+}
+
+// inFolder reports whether u, a shard's URL resolved against its index's URL base, lies in the
+// index's folder on the same server, once its escapes are decoded ("%2e%2e" is ".." to a server).
+func inFolder(base, u *url.URL) bool {
+	dir := path.Dir(base.Path) + "/"
+	return u.Scheme == base.Scheme && u.Host == base.Host && u.User == nil && u.RawQuery == base.RawQuery &&
+		strings.HasPrefix(u.Path, strings.TrimSuffix(dir, "//")) &&
+		!slices.ContainsFunc(strings.Split(u.Path, "/"), func(s string) bool { return s == "." || s == ".." })
 }
 
 // readIndex reads and checks a local or remote shard index; a remote one is one GET.

@@ -328,3 +328,22 @@ func TestLoaderOverFaultyStore(t *testing.T) {
 		}
 	}
 }
+
+// TestRemoteIndexURLsStayInFolder: an index's shard URLs resolve inside its folder on its server,
+// escapes decoded: "%2e%2e" is ".." to the server, which would serve a file outside the pack.
+func TestRemoteIndexURLsStayInFolder(t *testing.T) {
+	for _, u := range []string{"%2e%2e/%2e%2e/secret.tar", "%2E%2E/secret.tar", "sub/%2e%2e/%2e%2e/secret.tar", "%2e/x.tar"} {
+		files := map[string][]byte{
+			"p/" + IndexName: fmt.Appendf(nil, `{"__kind__":"wids-shard-index-v1","shardlist":[{"url":%q,"nsamples":1,"filesize":3072}]}`, u),
+			"secret.tar":     tarOf(t, member{"a.png", pngImage(t, 2, 2, 1)}, member{"a.cls", []byte("0")}),
+		}
+		h, base := serveFiles(t, files)
+		_, err := Open("shards:"+base+"/p/"+IndexName, "")
+		if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "outside the index's folder") {
+			t.Fatalf("url %q: Open: %v; want ErrCorrupt, outside the folder", u, err)
+		}
+		if n := h.Requests("secret.tar") + h.Requests("p/../../secret.tar"); n != 0 {
+			t.Fatalf("url %q: %d requests outside the folder", u, n)
+		}
+	}
+}

@@ -204,6 +204,12 @@ func (s *Shards) openIndexed(ctx context.Context, i int, path string, entry *sha
 		fh.Close()
 		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, past the tar's %d bytes and its end marker: %w", IndexName, end, fh.Size(), ErrCorrupt)
 	}
+	// ShardWriter ends the tar with the marker right after the last run: bytes between them would
+	// be members (samples) that the index does not list, a dataset quietly smaller than the shard.
+	if end+tarEOFMarker < fh.Size() {
+		fh.Close()
+		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, but the tar holds %d bytes: %d bytes before its end marker that no listed sample covers: %w", IndexName, end, fh.Size(), fh.Size()-end-tarEOFMarker, ErrCorrupt)
+	}
 	return fh, nil
 }
 
@@ -260,7 +266,8 @@ func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[st
 	}
 	var want *shardEntry
 	for i := range ix.ShardList {
-		if filepath.Base(filepath.FromSlash(ix.ShardList[i].URL)) == base {
+		// The entry of this file: "sub/NAME" names another file, in a subfolder.
+		if filepath.Clean(filepath.FromSlash(ix.ShardList[i].URL)) == base {
 			want = &ix.ShardList[i]
 		}
 	}

@@ -7,9 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -354,5 +356,44 @@ func TestShardStreamCancelAndClose(t *testing.T) {
 	}
 	if _, err := st.Next(context.Background()); !errors.Is(err, io.EOF) {
 		t.Errorf("Next after Close error = %v; want io.EOF", err)
+	}
+}
+
+// TestShardLabelPastInt32: a label past the int32 class ids is a bad sample, named when read; it
+// does not make the class count overflow (a .cls of math.MaxInt made NumClasses negative and the
+// sample read fine).
+func TestShardLabelPastInt32(t *testing.T) {
+	dir := t.TempDir()
+	png := pngImage(t, 4, 4, 1)
+	writeFile(t, filepath.Join(dir, "x.tar"), tarOf(t,
+		member{"a.png", png}, member{"a.cls", []byte("1")},
+		member{"b.png", png}, member{"b.cls", []byte(strconv.Itoa(math.MaxInt))}))
+	ds, err := Open("shards:"+filepath.Join(dir, "x.tar"), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.(*Shards).Close()
+	if n := ds.(*Shards).Info().NumClasses; n != 2 {
+		t.Fatalf("NumClasses %d, want 2", n)
+	}
+	var se *SampleError
+	if _, err := ds.Sample(context.Background(), 1); !errors.As(err, &se) || se.Index != 1 || !errors.Is(err, ErrLabel) {
+		t.Fatalf("Sample(1) with label %d: %v; want a SampleError wrapping ErrLabel", math.MaxInt, err)
+	}
+	st := NewShardStream([]string{filepath.Join(dir, "x.tar")})
+	defer st.Close()
+	if _, err := st.Next(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.Next(context.Background()); !errors.Is(err, ErrLabel) {
+		t.Fatalf("stream: %v; want ErrLabel", err)
+	}
+	w, err := NewShardWriter(ShardWriterConfig{Pattern: filepath.Join(t.TempDir(), "s-%06d.tar")})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer w.Abort()
+	if err := w.Write(Sample{Input: transforms.Input{Encoded: png}, Label: math.MaxInt}); !errors.Is(err, ErrLabel) {
+		t.Fatalf("writing label %d: %v; want ErrLabel", math.MaxInt, err)
 	}
 }

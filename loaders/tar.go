@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -139,7 +140,17 @@ func (g *group) meta() (sampleMeta, error) {
 	return m, nil
 }
 
+// label returns the group's label, at most math.MaxInt32 (class ids are int32 in a batch, and one
+// more than the largest label counts the classes).
 func (g *group) label() (int, error) {
+	v, err := g.anyLabel()
+	if err == nil && v > math.MaxInt32 {
+		return 0, fmt.Errorf("label %d past the int32 class ids: %w", v, ErrLabel)
+	}
+	return v, err
+}
+
+func (g *group) anyLabel() (int, error) {
 	for _, e := range labelMemberExts {
 		if b, ok := g.small[e]; ok {
 			v, err := strconv.Atoi(string(bytes.TrimSpace(b)))

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"math"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -122,7 +123,7 @@ type shardEntry struct {
 	// Sizes locates the samples in the tar (decompressed, for a compressed shard): sample k's run
 	// of members, its tar headers and padding included, is the Sizes[k] bytes that follow the runs
 	// before it, from byte 0; members that belong to no sample (metadata, folders) are counted in
-	// the run before them, or the first. The end-of-archive marker follows the last run.
+	// the run before them, or the first. The end-of-archive marker follows the last run and ends the tar.
 	Sizes []int64 `json:"sizes,omitempty"`
 	// Frames lists a compressed shard's independent frames (zstd frames or gzip members), in
 	// order: the bytes of each in the file, and the bytes of tar it holds. With it a sample is
@@ -217,6 +218,14 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		if e.URL == "" || filepath.IsAbs(u) || !filepath.IsLocal(u) || e.NSamples < 0 || e.FileSize < 0 {
 			return nil, fmt.Errorf("%s: shard entry %+v (want a relative url inside the folder, counts >= 0): %w", path, e, ErrCorrupt)
 		}
+		// A sample takes a tar header at least, of the tar the file holds or may expand to: so
+		// that sample counts (summed over shards by streams and ranks) stay what a file can hold.
+		if most := max(e.FileSize, expansionLimit(e.FileSize)) / 512; int64(e.NSamples) > most {
+			return nil, fmt.Errorf("%s: shard %s: %d samples, more than a file of %d bytes holds (%d): %w", path, e.URL, e.NSamples, e.FileSize, most, ErrCorrupt)
+		}
+		if e.Classes > math.MaxInt32+1 {
+			return nil, fmt.Errorf("%s: shard %s: classes %d past the int32 class ids: %w", path, e.URL, e.Classes, ErrCorrupt)
+		}
 		if err := errors.Join(e.checkSizes(), e.checkFrames()); err != nil {
 			return nil, fmt.Errorf("%s: shard %s: %w", path, e.URL, err)
 		}
@@ -271,7 +280,7 @@ func NewShardWriter(cfg ShardWriterConfig) (*ShardWriter, error) {
 }
 
 // Write appends one sample. Encoded images must be in a format transforms decodes; raw pixels need
-// H, W, C > 0 and len(Pixels) == H*W*C. A negative label is an error.
+// H, W, C > 0 and len(Pixels) == H*W*C. A label outside [0, math.MaxInt32] is an error.
 func (w *ShardWriter) Write(s Sample) error {
 	var name string
 	var payload []byte
@@ -289,8 +298,8 @@ func (w *ShardWriter) Write(s Sample) error {
 	default:
 		return fmt.Errorf("loaders: shard writer: sample %d (%s): neither encoded bytes nor %dx%dx%d pixels (%d bytes): %w", w.count, s.Key, in.H, in.W, in.C, len(in.Pixels), ErrCorrupt)
 	}
-	if s.Label < 0 {
-		return fmt.Errorf("loaders: shard writer: sample %d (%s): label %d: %w", w.count, s.Key, s.Label, ErrLabel)
+	if s.Label < 0 || s.Label > math.MaxInt32 {
+		return fmt.Errorf("loaders: shard writer: sample %d (%s): label %d, want 0 to %d: %w", w.count, s.Key, s.Label, math.MaxInt32, ErrLabel)
 	}
 	if w.tw != nil && (w.shards[len(w.shards)-1].NSamples >= w.cfg.MaxSamples || w.written >= w.cfg.MaxBytes) {
 		if err := w.finishShard(); err != nil {

@@ -60,6 +60,10 @@ func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end 
 		}
 		return nil, &StatusError{URL: u.String(), Status: resp.StatusCode}
 	}
+	if err := checkBody(obj, off, end, ranged, resp.Header.Get("Content-Range"), resp.ContentLength); err != nil {
+		resp.Body.Close()
+		return nil, err
+	}
 	return resp.Body, nil
 }
 

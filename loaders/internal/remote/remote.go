@@ -22,6 +22,7 @@ import (
 	"net/http"
 	"net/url"
 	"path"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -297,4 +298,40 @@ func retryable(parent context.Context, err error) bool {
 	return strings.Contains(msg, "connection reset") || strings.Contains(msg, "broken pipe") ||
 		strings.Contains(msg, "server closed idle connection") || strings.Contains(msg, "stream error") ||
 		strings.Contains(msg, "use of closed network connection")
+}
+
+// checkBody checks that a response holds the bytes [off, end) of obj: a ranged one by its
+// Content-Range ("bytes OFF-LAST/SIZE"), a whole one by its length (-1: not given). A server that
+// sends other bytes, or those of an object of another size (replaced since a listing or an index
+// described it), would splice them into the reads: that is a permanent error.
+func checkBody(obj Object, off, end int64, ranged bool, contentRange string, length int64) error {
+	if length >= 0 && length != end-off {
+		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent %d bytes (Content-Range %q): the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, length, contentRange)
+	}
+	if !ranged {
+		return nil
+	}
+	first, last, size, ok := parseContentRange(contentRange)
+	if !ok || first != off || last != end-1 || (size >= 0 && size != obj.Size) {
+		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent Content-Range %q: the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, contentRange)
+	}
+	return nil
+}
+
+// parseContentRange parses "bytes FIRST-LAST/SIZE", SIZE -1 for "*".
+func parseContentRange(s string) (first, last, size int64, ok bool) {
+	s, ok = strings.CutPrefix(s, "bytes ")
+	r, total, ok2 := strings.Cut(s, "/")
+	a, b, ok3 := strings.Cut(r, "-")
+	if !ok || !ok2 || !ok3 {
+		return 0, 0, 0, false
+	}
+	var err1, err2, err3 error
+	first, err1 = strconv.ParseInt(a, 10, 64)
+	last, err2 = strconv.ParseInt(b, 10, 64)
+	size = -1
+	if total != "*" {
+		size, err3 = strconv.ParseInt(total, 10, 64)
+	}
+	return first, last, size, err1 == nil && err2 == nil && err3 == nil && first >= 0 && last >= first
 }

@@ -4,11 +4,13 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"math/rand/v2"
 	"net/http"
 	"net/http/httptest"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -335,5 +337,92 @@ func TestCacheDecodesAndPrefetches(t *testing.T) {
 	fh.Close()
 	if !bytes.Equal(got, files["a.tar"]) {
 		t.Fatal("raw copy differs")
+	}
+}
+
+// TestServerSendsOtherBytes: a response that does not hold the bytes asked for (another range, no
+// Content-Range, a whole object of another size: replaced since it was described, or a server that
+// mishandles ranges) is a permanent error naming the URL, never bytes spliced into a read.
+func TestServerSendsOtherBytes(t *testing.T) {
+	data := blob(10_000, 4)
+	tests := []struct {
+		name string
+		// serve answers a GET for bytes [off, end] (end -1: no Range).
+		serve func(w http.ResponseWriter, off, end int)
+		off   int64
+		n     int
+	}{
+		{"another range", func(w http.ResponseWriter, off, end int) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off+512, end+512, len(data)))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[off+512 : end+513])
+		}, 100, 1000},
+		{"shifted bytes under the asked range", func(w http.ResponseWriter, off, end int) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, end, len(data)+512))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[off+512 : end+513])
+		}, 100, 1000},
+		{"no Content-Range", func(w http.ResponseWriter, off, end int) {
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[off : end+1])
+		}, 100, 1000},
+		{"a longer object", func(w http.ResponseWriter, off, end int) {
+			w.Header().Set("Content-Range", fmt.Sprintf("bytes %d-%d/%d", off, end, len(data)+4096))
+			w.WriteHeader(http.StatusPartialContent)
+			w.Write(data[off : end+1])
+		}, 100, 1000},
+		{"a whole longer object", func(w http.ResponseWriter, off, end int) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)+4096))
+			w.Write(append(data[:len(data):len(data)], make([]byte, 4096)...))
+		}, 0, len(data)},
+		{"a whole shorter object", func(w http.ResponseWriter, off, end int) {
+			w.Header().Set("Content-Length", strconv.Itoa(len(data)-512))
+			w.Write(data[:len(data)-512])
+		}, 0, len(data)},
+	}
+	for _, tc := range tests {
+		for _, scheme := range []string{"https", "s3"} {
+			t.Run(scheme+" "+tc.name, func(t *testing.T) {
+				var gets int
+				h := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					gets++
+					off, end := 0, -1
+					if rg := r.Header.Get("Range"); rg != "" {
+						fmt.Sscanf(rg, "bytes=%d-%d", &off, &end)
+					}
+					tc.serve(w, off, end)
+				})
+				var c *Client
+				var url string
+				if scheme == "https" {
+					var srv *httptest.Server
+					srv, c = serve(t, h)
+					url = srv.URL + "/a.tar"
+				} else {
+					// An S3 endpoint (path-style: /BUCKET/KEY) that answers the same way.
+					srv := httptest.NewServer(h)
+					t.Cleanup(srv.Close)
+					t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
+					t.Setenv("AWS_ACCESS_KEY_ID", "test")
+					t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+					t.Setenv("AWS_REGION", "us-east-1")
+					c = &Client{Timeout: 5 * time.Second, Backoff: time.Millisecond}
+					url = "s3://bucket/a.tar"
+				}
+				f, err := c.OpenObject(Object{URL: url, Size: int64(len(data))})
+				if err != nil {
+					t.Fatal(err)
+				}
+				defer f.Close()
+				p := make([]byte, tc.n)
+				n, err := f.ReadAt(p, tc.off)
+				if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "the object changed since it was described, or the server mishandles ranges") {
+					t.Fatalf("ReadAt: %d bytes (same: %v), %v; want an error naming the URL and the mismatch", n, bytes.Equal(p[:n], data[tc.off:tc.off+int64(n)]), err)
+				}
+				if gets != 1 {
+					t.Fatalf("%d GETs; want 1 (not retried)", gets)
+				}
+			})
+		}
 	}
 }

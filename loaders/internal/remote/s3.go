@@ -75,7 +75,8 @@ func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end in
 		return nil, err
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(s3Key(u))}
-	if off > 0 || end < obj.Size {
+	ranged := off > 0 || end < obj.Size
+	if ranged {
 		in.Range = aws.String("bytes=" + strconv.FormatInt(off, 10) + "-" + strconv.FormatInt(end-1, 10))
 	}
 	if obj.ETag != "" {
@@ -84,6 +85,14 @@ func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end in
 	out, err := c.GetObject(ctx, in)
 	if err != nil {
 		return nil, s3Error(obj.URL, err)
+	}
+	length := int64(-1)
+	if out.ContentLength != nil {
+		length = *out.ContentLength
+	}
+	if err := checkBody(obj, off, end, ranged, aws.ToString(out.ContentRange), length); err != nil {
+		out.Body.Close()
+		return nil, err
 	}
 	return out.Body, nil
 }
