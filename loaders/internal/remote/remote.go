@@ -301,11 +301,12 @@ func retryable(parent context.Context, err error) bool {
 }
 
 // checkBody checks that a response holds the bytes [off, end) of obj: a ranged one by its
-// Content-Range ("bytes OFF-LAST/SIZE"), a whole one by its length (-1: not given). A server that
+// Content-Range ("bytes OFF-LAST/SIZE"), a whole one by its length (-1: not given; any with end
+// < 0, a Get of an object not described). A server that
 // sends other bytes, or those of an object of another size (replaced since a listing or an index
 // described it), would splice them into the reads: that is a permanent error.
 func checkBody(obj Object, off, end int64, ranged bool, contentRange string, length int64) error {
-	if length >= 0 && length != end-off {
+	if length >= 0 && end >= 0 && length != end-off {
 		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent %d bytes (Content-Range %q): the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, length, contentRange)
 	}
 	if !ranged {
