@@ -24,7 +24,8 @@ func folderFiles(t *testing.T, files map[string][]byte, folder, dir string) {
 
 // TestRemoteBracesIndex: a brace list of remote shards that stoke pack wrote is opened through the
 // index.json beside them, one GET and no GET of a shard; without an index (404) the shards are
-// scanned as before; an index that does not fit its shards is an error naming the shard.
+// scanned as before; a shard that the index does not list, or that does not fit its entry, is an
+// error naming the shard.
 func TestRemoteBracesIndex(t *testing.T) {
 	samples := testSamples(t, 11)
 	files := map[string][]byte{}
@@ -39,6 +40,7 @@ func TestRemoteBracesIndex(t *testing.T) {
 			}
 		}
 	}
+	files["tar/shard-000009.tar"] = files["tar/shard-000000.tar"] // of another pack
 	bad := t.TempDir()
 	writeShards(t, filepath.Join(bad, "shard-%06d.tar"), 4, samples)
 	editIndexFile(t, bad, func(ix *shardIndex) { ix.ShardList[1].FileSize = 1024 }) // shorter than its runs
@@ -97,6 +99,11 @@ func TestRemoteBracesIndex(t *testing.T) {
 				t.Fatalf("scanned: %s; on disk: %s", got, want)
 			}
 		})
+	}
+	// A shard that the index does not list is refused, as on local disk.
+	_, err = Open("shards:"+base+"/tar/shard-{000000,000001,000002,000009}.tar", "")
+	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard "+base+"/tar/shard-000009.tar") || !strings.Contains(err.Error(), "not listed in "+base+"/tar/"+IndexName) {
+		t.Fatalf("a shard the index does not list: %v; want ErrCorrupt naming the shard and the index URL", err)
 	}
 	_, err = Open("shards:"+base+"/bad/shard-{000000..000002}.tar", "")
 	if !errors.Is(err, ErrCorrupt) || !strings.Contains(err.Error(), "shard "+base+"/bad/shard-000001.tar") {

@@ -272,6 +272,12 @@ func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[st
 		}
 	}
 	if want == nil {
+		if remote.IsURL(path) {
+			// A brace list may name a file that does not exist: that is the error to give.
+			if _, err := client.Stat(ctx, path); err != nil {
+				return nil, err
+			}
+		}
 		return nil, fmt.Errorf("not listed in %s (a file of another pack?): %w", index, ErrCorrupt)
 	}
 	return want, nil
