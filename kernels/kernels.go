@@ -105,10 +105,14 @@ func (g Conv2D) OutLen() int { return g.N * g.OutC * g.OutH() * g.OutW() }
 func (g Conv2D) WeightLen() int { return g.OutC * g.InC * g.KH * g.KW }
 
 // WorkspaceLen is the float32 count of the workspace Conv2D and Conv2DBackward need: room for the
-// batch's column matrix [InC*KH*KW][N*OutH*OutW] and for one output-sized matrix
-// [OutC][N*OutH*OutW], so that each product is a single GEMM over the whole batch. What a backend
+// batch's column matrix [InC*KH*KW][N*OutH*OutW], for one output-sized matrix
+// [OutC][N*OutH*OutW], so that each product is a single GEMM over the whole batch, and for a
+// zero-padded copy of the input [N][InC][InH+2*Pad][InW+2*Pad] (the CPU backend's forward pass
+// packs the column matrix straight from it and keeps it for the backward pass). What a backend
 // keeps there is its own affair; the workspace must reach the backward pass unchanged.
-func (g Conv2D) WorkspaceLen() int { return (g.InC*g.KH*g.KW + g.OutC) * g.N * g.OutH() * g.OutW() }
+func (g Conv2D) WorkspaceLen() int {
+	return (g.InC*g.KH*g.KW+g.OutC)*g.N*g.OutH()*g.OutW() + g.N*g.InC*(g.InH+2*g.Pad)*(g.InW+2*g.Pad)
+}
 
 // Validate reports a geometry that has no output or a negative size.
 func (g Conv2D) Validate() error {

@@ -10,9 +10,13 @@ usage:
       --peer-python (default /tmp/stoke-peers-venv/bin/python; see peer-loaders.py to set it up).
   scripts/peer-compare.py mlp|cnn [--pairs 3] [--epochs 1] [--peer-threads 2]
       torch_mnist.py MNIST_DIR --model M  vs  stoke train --data mnist --model M (samples/s)
+  scripts/peer-compare.py mlp|cnn --step [--pairs 3] [--peer-threads 2] [--steps 10]
+      scripts/torch_resnet.py --model M --batch 128  vs  go test ./train -bench 'Step/M$' -cpu T
+      (as resnet18 below, at batch 128 on 28x28 images)
   scripts/peer-compare.py resnet18 [--pairs 3] [--peer-threads 2] [--steps 10]
-      scripts/torch_resnet.py --batch 32 --size 64  vs  go test ./train -bench 'Step/resnet18$'
-      (one training step on a batch already in memory, repeated; samples/s and CPU ms per sample)
+      scripts/torch_resnet.py --batch 32 --size 64  vs  go test ./train -bench 'Step/resnet18$' -cpu T
+      (one training step on a batch already in memory, repeated; samples/s and CPU ms per sample;
+      both sides on T = --peer-threads threads)
 
 The peers come from Debian (see ../shared/peers/README.md):
   apt-get install -y python3-torchvision python3-pil libopenblas0-pthread
@@ -31,10 +35,15 @@ def run(cmd, env=None):
     return p.stdout
 
 
-def peer_env():
+def peer_env(threads=None):
+    """The peer's environment; threads also caps OpenBLAS's own thread pool and OpenMP's, which
+    torch.set_num_threads alone leaves free (its Linear layers then run on two cores under a
+    "one thread" setting)."""
     env = dict(os.environ)
     env.pop("OPENBLAS_CORETYPE", None)
     env.pop("OPENBLAS_L2_SIZE", None)
+    if threads:
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(threads)
     return env
 
 
@@ -67,7 +76,9 @@ def main():
     ap.add_argument("--pairs", type=int, default=3)
     ap.add_argument("--workers", type=int, default=2)
     ap.add_argument("--epochs", type=int, default=1)
-    ap.add_argument("--steps", type=int, default=10, help="timed steps of resnet18 (each side)")
+    ap.add_argument("--steps", type=int, default=10, help="timed steps of resnet18 or --step (each side)")
+    ap.add_argument("--step", action="store_true",
+                    help="mlp, cnn: time training steps on one batch in memory (CPU ms per sample) instead of epochs")
     ap.add_argument("--peer", choices=["torch", "dali", "tfdata"], default="torch", help="loader peer")
     ap.add_argument("--peer-python", default="/tmp/stoke-peers-venv/bin/python",
                     help="the interpreter with DALI and TensorFlow (torch runs under /usr/bin/python3)")
@@ -84,10 +95,12 @@ def main():
         mine = [stoke, "bench", "--data", a.dir, "--size", "224", "--batch", "64",
                 "--workers", str(a.workers), "--warmup", "1", "--epochs", "2", "--json", "-q"]
         return loader_pairs(a, peer, mine)
-    elif a.what == "resnet18":
-        peer = ["/usr/bin/python3", os.path.join(here, "torch_resnet.py"), "--batch", "32", "--size", "64",
-                "--threads", str(a.peer_threads), "--steps", str(a.steps)]
-        mine = ["go", "test", "./train/", "-run", "^$", "-bench", "Step/resnet18$", "-benchtime", f"{a.steps}x"]
+    elif a.what == "resnet18" or a.step:
+        batch = "32" if a.what == "resnet18" else "128"
+        peer = ["/usr/bin/python3", os.path.join(here, "torch_resnet.py"), "--model", a.what, "--batch", batch,
+                "--size", "64", "--threads", str(a.peer_threads), "--steps", str(a.steps)]
+        mine = ["go", "test", "./train/", "-run", "^$", "-bench", f"Step/{a.what}$", "-benchtime", f"{a.steps}x",
+                "-cpu", str(a.peer_threads)]
         peer_fig = lambda out: float(re.search(r"samples_per_s=([\d.]+)", out).group(1))
         mine_fig = lambda out: float(re.search(r"([\d.]+) samples/s", out).group(1))
         unit = "samples/s"
@@ -103,17 +116,17 @@ def main():
         unit = "samples/s"
     ratios, cpu_ratios = [], []
     for i in range(a.pairs):
-        pout = run(peer, env=peer_env())
+        pout = run(peer, env=peer_env(a.peer_threads))
         mout = run(mine)
         p, m = peer_fig(pout), mine_fig(mout)
         ratios.append(m / p)
         line = f"pair {i + 1}: torch {p:.1f} {unit}, stoke {m:.1f} {unit}, ratio {m / p:.2f}"
-        if a.what == "resnet18":
+        if a.what == "resnet18" or a.step:
             # CPU ms per sample: the peer's over its CPU, ours over ours (higher ratio: stoke cheaper).
             pc = float(re.search(r"cpu_ms_per_sample=([\d.]+)", pout).group(1))
             mc = float(re.search(r"([\d.]+) cpu-ms/sample", mout).group(1))
             cpu_ratios.append(pc / mc)
-            line += f"; CPU ms/sample torch {pc:.1f}, stoke {mc:.1f}, ratio {pc / mc:.2f}"
+            line += f"; CPU ms/sample torch {pc:.4g}, stoke {mc:.4g}, ratio {pc / mc:.2f}"
         print(line, flush=True)
     print(f"median ratio stoke/torch over {a.pairs} pairs: {statistics.median(ratios):.2f}")
     if cpu_ratios:

@@ -6,6 +6,9 @@
 #                                         and stoke train over s3://
 #   scripts/s3-check.sh stop              stop the server started by start, remove its data
 #
+# Each start gets its own state folder (/tmp/stoke-ci-s3.XXXXXX, exported as STOKE_S3_STATE for run
+# and stop), so that two checkouts on one machine never stop each other's server.
+#
 # The server is the Versity S3 Gateway (versitygw, Apache-2.0) with its posix backend, installed
 # with `go install` from the Go module proxy into $STOKE_CI_BIN (default /tmp/stoke-ci-bin, outside
 # the repository; about 4.5 minutes cold on 2 cores, nothing when cached). start prints the exports
@@ -17,7 +20,7 @@ set -euo pipefail
 root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 cd "$root"
 bin=${STOKE_CI_BIN:-/tmp/stoke-ci-bin}
-state=${STOKE_S3_STATE:-/tmp/stoke-ci-s3}
+state=${STOKE_S3_STATE:-}
 version=v1.8.0
 
 start() {
@@ -32,7 +35,8 @@ start() {
     mv "$bin/tmp/versitygw" "$bin/versitygw-$version"
     echo "s3-check: installed in $((SECONDS - t0)) s" >&2
   fi
-  stop >/dev/null 2>&1 || true
+  [[ -z $state ]] || stop >/dev/null 2>&1 || true
+  state=$(mktemp -d /tmp/stoke-ci-s3.XXXXXX)
   mkdir -p "$state/root" "$state/meta"
   local port
   port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
@@ -42,7 +46,7 @@ start() {
   echo $! >"$state/pid"
   for _ in $(seq 100); do
     if (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null; then
-      echo "export STOKE_TEST_S3_ENDPOINT=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=stoke-ci AWS_SECRET_ACCESS_KEY=stoke-ci-secret AWS_REGION=us-east-1"
+      echo "export STOKE_S3_STATE=$state STOKE_TEST_S3_ENDPOINT=http://127.0.0.1:$port AWS_ACCESS_KEY_ID=stoke-ci AWS_SECRET_ACCESS_KEY=stoke-ci-secret AWS_REGION=us-east-1"
       return
     fi
     sleep 0.1
@@ -53,6 +57,7 @@ start() {
 }
 
 stop() {
+  : "${state:?STOKE_S3_STATE is not set: eval the output of start first}"
   if [[ -f $state/pid ]]; then
     kill "$(cat "$state/pid")" 2>/dev/null || true
     rm -f "$state/pid"
@@ -61,7 +66,7 @@ stop() {
 }
 
 run() {
-  : "${STOKE_TEST_S3_ENDPOINT:?run start first}"
+  : "${STOKE_TEST_S3_ENDPOINT:?run start first}" "${state:?run start first}"
   export AWS_ENDPOINT_URL_S3=$STOKE_TEST_S3_ENDPOINT
   local work=$state/work
   mkdir -p "$work"

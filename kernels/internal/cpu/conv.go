@@ -1,5 +1,11 @@
 package cpu
 
+import (
+	"sync"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
+)
+
 // ConvGeom is the shape of a 2-D convolution over NCHW data with OIHW weights (see
 // kernels.Conv2D, which this mirrors).
 type ConvGeom struct {
@@ -19,36 +25,131 @@ func (g ConvGeom) ColRows() int { return g.InC * g.KH * g.KW }
 // ColCols is OutH*OutW.
 func (g ConvGeom) ColCols() int { return g.OutH() * g.OutW() }
 
-// im2row writes the column-matrix row of kernel offset (ki, kj) for one input plane: dst[y*OutW+x]
-// is plane[(y*Stride-Pad+ki)*InW + x*Stride-Pad+kj], or 0 in the padding. oh and ow are g.OutH()
-// and g.OutW(), computed once by the caller (two divisions per call were 8% of a ResNet step).
-func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
-	for y := range oh {
-		iy := y*g.Stride - g.Pad + ki
-		d := dst[y*ow : (y+1)*ow]
-		if iy < 0 || iy >= g.InH {
-			clear(d)
-			continue
-		}
-		src := plane[iy*g.InW : (iy+1)*g.InW]
-		if g.Stride == 1 {
-			// Output columns [x0, x1) read inputs x0-Pad+kj onwards; the rest is padding.
-			x0 := min(max(g.Pad-kj, 0), ow)
-			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
-			clear(d[:x0])
-			if x1 > x0 {
-				copy(d[x0:x1], src[x0-g.Pad+kj:])
+// colSource is the batch's column matrix [InC*KH*KW][N*OutH*OutW] as a gemm.Source: the GEMM
+// packs its rows straight from a zero-padded copy of the input (g is the geometry of that copy:
+// Pad 0), so the matrix is never written out (the implicit GEMM), and every output row's
+// segment is one run of the copy with no bounds to clip. Only Conv2D and Conv2DBackward make
+// them, from a pool, so that an op allocates nothing.
+type colSource struct {
+	x              []float32
+	g              ConvGeom
+	oh, ow, cols   int
+	hw, in, kernel int
+}
+
+var colSources = sync.Pool{New: func() any { return new(colSource) }}
+
+func newColSource(xpad []float32, g ConvGeom) *colSource {
+	g = g.padded()
+	s := colSources.Get().(*colSource)
+	*s = colSource{x: xpad, g: g, oh: g.OutH(), ow: g.OutW(), cols: g.ColCols(), hw: g.InH * g.InW,
+		in: g.InC * g.InH * g.InW, kernel: g.KH * g.KW}
+	return s
+}
+
+func (s *colSource) free() {
+	*s = colSource{}
+	colSources.Put(s)
+}
+
+// padded is the geometry of the same convolution over the input with its padding written out.
+func (g ConvGeom) padded() ConvGeom {
+	g.InH, g.InW, g.Pad = g.InH+2*g.Pad, g.InW+2*g.Pad, 0
+	return g
+}
+
+// PaddedLen is the float32 count of the zero-padded copy of x [N][InC][InH+2Pad][InW+2Pad].
+func (g ConvGeom) PaddedLen() int { return g.N * g.InC * (g.InH + 2*g.Pad) * (g.InW + 2*g.Pad) }
+
+// padInput writes x into xpad with Pad zeros around every plane.
+func padInput(xpad, x []float32, g ConvGeom) {
+	hp, wp, hw := g.InH+2*g.Pad, g.InW+2*g.Pad, g.InH*g.InW
+	For(g.N*g.InC, hp*wp, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			dst, src := xpad[p*hp*wp:(p+1)*hp*wp], x[p*hw:(p+1)*hw]
+			if g.Pad == 0 {
+				copy(dst, src)
+				continue
 			}
-			clear(d[x1:])
-			continue
+			clear(dst[:g.Pad*wp])
+			for y := range g.InH {
+				row := dst[(y+g.Pad)*wp : (y+g.Pad+1)*wp]
+				clear(row[:g.Pad])
+				copy(row[g.Pad:], src[y*g.InW:(y+1)*g.InW])
+				clear(row[g.Pad+g.InW:])
+			}
+			clear(dst[(hp-g.Pad)*wp:])
 		}
-		for xx := range ow {
-			ix := xx*g.Stride - g.Pad + kj
-			if ix < 0 || ix >= g.InW {
-				d[xx] = 0
+	})
+}
+
+// Row writes columns [j0, j0+len(dst)) of row r of the column matrix: the im2row row of kernel
+// offset r over the samples' output positions, in order. It divides only once per call: the
+// segments (one per output row) are as short as 14 values in the CNN.
+func (s *colSource) Row(dst []float32, r, j0 int) {
+	g := s.g
+	c, ki, kj := r/s.kernel, (r/g.KW)%g.KH, r%g.KW
+	n, pos := j0/s.cols, j0%s.cols
+	off := c*s.hw + ki*g.InW + kj // kernel offset r's first input in a sample
+	if g.KW == 1 && g.Stride == 1 && s.ow == g.InW {
+		// A 1x1 unpadded stride-1 kernel reads whole planes in order.
+		for len(dst) > 0 {
+			seg := min(len(dst), s.cols-pos)
+			copy(dst[:seg], s.x[n*s.in+off+pos:][:seg])
+			dst = dst[seg:]
+			n, pos = n+1, 0
+		}
+		return
+	}
+	y, x0 := pos/s.ow, pos%s.ow
+	rowStep := g.Stride * g.InW
+	at := n*s.in + off + y*rowStep + x0*g.Stride // input index of output (n, y, x0)
+	for len(dst) > 0 {
+		seg := min(len(dst), s.ow-x0)
+		if g.Stride <= 2 && x0 == 0 && seg == s.ow {
+			// Whole output rows of this sample, in one call.
+			rows := min(len(dst)/s.ow, s.oh-y)
+			if g.Stride == 1 {
+				copyRows(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
 			} else {
-				d[xx] = src[ix]
+				copyRows2(dst, s.x[at:], rows, s.ow, s.ow, rowStep)
 			}
+			dst = dst[rows*s.ow:]
+			if y += rows; y < s.oh {
+				at += rows * rowStep
+			} else {
+				y, n = 0, n+1
+				at = n*s.in + off
+			}
+			continue
+		}
+		d := dst[:seg]
+		if g.Stride == 1 {
+			src := s.x[at : at+seg]
+			if seg < 32 {
+				for i, v := range src {
+					d[i] = v
+				}
+			} else {
+				copy(d, src)
+			}
+		} else {
+			src := s.x[at : at+(seg-1)*g.Stride+1]
+			for i := range d {
+				d[i] = src[i*g.Stride]
+			}
+		}
+		dst = dst[seg:]
+		if x0 += seg; x0 < s.ow {
+			continue // dst is full
+		}
+		// Next output row, or the next sample's first.
+		x0 = 0
+		if y++; y < s.oh {
+			at = n*s.in + off + y*rowStep
+		} else {
+			y, n = 0, n+1
+			at = n*s.in + off
 		}
 	}
 }
@@ -56,6 +157,17 @@ func im2row(dst, plane []float32, g ConvGeom, ki, kj, oh, ow int) {
 // row2im adds a column-matrix row of kernel offset (ki, kj) back into one input plane's gradient,
 // the inverse of im2row (oh, ow as there).
 func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
+	if g.Stride == 1 {
+		// Output rows [y0, y1) and columns [x0, x1) land inside the plane: one call adds them.
+		x0 := min(max(g.Pad-kj, 0), ow)
+		x1 := max(min(g.InW+g.Pad-kj, ow), x0)
+		y0 := min(max(g.Pad-ki, 0), oh)
+		y1 := max(min(g.InH+g.Pad-ki, oh), y0)
+		if x1 > x0 && y1 > y0 {
+			addRows(plane[(y0-g.Pad+ki)*g.InW+x0-g.Pad+kj:], src[y0*ow+x0:], y1-y0, x1-x0, g.InW, ow)
+		}
+		return
+	}
 	for y := range oh {
 		iy := y*g.Stride - g.Pad + ki
 		if iy < 0 || iy >= g.InH {
@@ -63,18 +175,6 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 		}
 		dst := plane[iy*g.InW : (iy+1)*g.InW]
 		s := src[y*ow : (y+1)*ow]
-		if g.Stride == 1 {
-			x0 := min(max(g.Pad-kj, 0), ow)
-			x1 := max(min(g.InW+g.Pad-kj, ow), x0)
-			if x1 > x0 {
-				d, sv := dst[x0-g.Pad+kj:x1-g.Pad+kj], s[x0:x1]
-				sv = sv[:len(d)]
-				for i, v := range sv {
-					d[i] += v
-				}
-			}
-			continue
-		}
 		for xx := range ow {
 			ix := xx*g.Stride - g.Pad + kj
 			if ix >= 0 && ix < g.InW {
@@ -82,21 +182,6 @@ func row2im(plane, src []float32, g ConvGeom, ki, kj, oh, ow int) {
 			}
 		}
 	}
-}
-
-// im2col writes the batch's column matrix col [InC*KH*KW][N*OutH*OutW] from x. Each part owns
-// whole rows, which it writes front to back (sample after sample).
-func im2col(col, x []float32, g ConvGeom) {
-	cols, oh, ow := g.ColCols(), g.OutH(), g.OutW()
-	nc, in, hw := g.N*cols, g.InC*g.InH*g.InW, g.InH*g.InW
-	For(g.ColRows(), nc, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			c, ki, kj := r/(g.KH*g.KW), (r/g.KW)%g.KH, r%g.KW
-			for n := range g.N {
-				im2row(col[r*nc+n*cols:][:cols], x[n*in+c*hw:][:hw], g, ki, kj, oh, ow)
-			}
-		}
-	})
 }
 
 // col2im overwrites dx with the column-matrix gradient col added back to the input positions. Each
@@ -122,22 +207,33 @@ func col2im(dx, col []float32, g ConvGeom) {
 	})
 }
 
-// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: the column matrix of the
-// whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each row), then a
-// [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout. One GEMM over
-// the whole batch then does each product, instead of a small GEMM per sample.
-func (g ConvGeom) WorkspaceLen() int { return (g.ColRows() + g.OutC) * g.N * g.ColCols() }
+// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: room for the column
+// matrix of the whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each
+// row), then a [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout,
+// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each
+// product, instead of a small GEMM per sample.
+func (g ConvGeom) WorkspaceLen() int {
+	return (g.ColRows()+g.OutC)*g.N*g.ColCols() + g.PaddedLen()
+}
 
-// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving the batch's column matrix
-// in ws for Conv2DBackward. bias may be nil.
+// Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
+// ws for Conv2DBackward. bias may be nil. The GEMM packs the column matrix straight from that
+// copy (an implicit GEMM): the matrix is never written out, which took a third off the CNN's
+// forward convolution. The result is the same, bit for bit, as multiplying the written matrix.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
-	rows, cols := g.ColRows(), g.ColCols()
-	nc := g.N * cols
-	out := g.OutC * cols
-	col, yt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
-	im2col(col, x, g)
-	Gemm(false, false, g.OutC, nc, rows, 1, w, col, 0, yt)
-	// yt is [OutC][N][cols]; y is [N][OutC][cols].
+	rows, nc := g.ColRows(), g.N*g.ColCols()
+	yt, xpad := ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	padInput(xpad, x, g)
+	src := newColSource(xpad, g)
+	gemm.SgemmSource(false, false, g.OutC, nc, rows, 1, w, max(rows, 1), src, 0, yt, nc)
+	src.free()
+	fromColumns(y, yt, bias, g)
+}
+
+// fromColumns writes y [N][OutC][cols] = yt [OutC][N][cols] + bias (nil: none).
+func fromColumns(y, yt, bias []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, out := g.N*cols, g.OutC*cols
 	For(g.N, out, func(lo, hi int) {
 		for n := lo; n < hi; n++ {
 			for c := range g.OutC {
@@ -146,23 +242,16 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 					copy(dst, src)
 					continue
 				}
-				b := bias[c]
-				for i, v := range src {
-					dst[i] = v + b
-				}
+				addConst(dst, src, bias[c])
 			}
 		}
 	})
 }
 
-// Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
-// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and the
-// column matrix that Conv2D left in ws. It overwrites ws.
-func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
-	rows, cols := g.ColRows(), g.ColCols()
-	nc := g.N * cols
-	out := g.OutC * cols
-	col, dyt := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc]
+// toColumns writes dyt [OutC][N][cols] from dy [N][OutC][cols].
+func toColumns(dyt, dy []float32, g ConvGeom) {
+	cols := g.ColCols()
+	nc, out := g.N*cols, g.OutC*cols
 	For(g.OutC, nc, func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			for n := range g.N {
@@ -170,18 +259,48 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 			}
 		}
 	})
-	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions.
-	Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
+}
+
+// Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
+// (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
+// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
+func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
+	rows, cols := g.ColRows(), g.ColCols()
+	nc := g.N * cols
+	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	toColumns(dyt, dy, g)
+	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing the
+	// column matrix from the padded input again (cheaper than writing it out and reading it).
+	src := newColSource(xpad, g)
+	gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
+	src.free()
 	if dbias != nil {
-		BiasGrad(dbias, dy[:g.N*out], g.N, cols)
+		BiasGrad(dbias, dy[:nc*g.OutC], g.N, cols)
 	}
 	if dx == nil {
 		return
 	}
-	// dcol = w^T x dyt, into the column matrix's place, then scattered back per sample.
-	Gemm(true, false, rows, nc, g.OutC, 1, w, dyt, 0, col)
-	col2im(dx, col, g)
+	// dcol = w^T x dyt, then scattered back, a few samples at a time so that their part of the
+	// column matrix is still in the cache when col2im reads it (the whole batch's went out to
+	// memory and back: 160 MB a step for the CNN's second convolution). Each element of dcol
+	// is the same dot product and each of dx gets its terms in the same order, whatever the
+	// chunk.
+	// Each chunk packs w^T again: chunks stay large enough (4*OutC columns) for that to cost
+	// at most a quarter of the chunk's matrix (the last ResNet stages' weights are megabytes).
+	nb := max(1, colChunk/max(rows*cols, 1), 4*g.OutC/max(cols, 1))
+	in := g.InC * g.InH * g.InW
+	for n0 := 0; n0 < g.N; n0 += nb {
+		gc := g
+		gc.N = min(nb, g.N-n0)
+		dcol := col[:rows*gc.N*cols]
+		gemm.Sgemm(true, false, rows, gc.N*cols, g.OutC, 1, w, max(rows, 1), dyt[n0*cols:], max(nc, 1), 0, dcol, gc.N*cols)
+		col2im(dx[n0*in:(n0+gc.N)*in], dcol, gc)
+	}
 }
+
+// colChunk is the float32 count of the column matrix Conv2DBackward computes and scatters at a
+// time: 1 MiB, which stays in a core's L2 cache.
+const colChunk = 1 << 18
 
 // PoolGeom is the shape of a max pooling over NCHW data, with Pad pixels of -Inf on each side.
 type PoolGeom struct {
@@ -203,27 +322,73 @@ func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 		for p := lo; p < hi; p++ {
 			plane := x[p*g.H*g.W : (p+1)*g.H*g.W]
 			yp, ap := y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow]
-			for oy := range oh {
-				y0 := oy*g.Stride - g.Pad
-				ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
-				for ox := range ow {
-					x0 := ox*g.Stride - g.Pad
-					kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
-					best := (y0+ky0)*g.W + x0 + kx0
-					for ky := ky0; ky < ky1; ky++ {
-						r := (y0+ky)*g.W + x0
-						for kx := kx0; kx < kx1; kx++ {
-							if plane[r+kx] > plane[best] {
-								best = r + kx
-							}
-						}
-					}
-					yp[oy*ow+ox] = plane[best]
-					ap[oy*ow+ox] = int32(best)
-				}
+			if g.K == 2 && g.Stride == 2 && g.Pad == 0 {
+				maxPool2x2(yp, ap, plane, g.W, oh, ow)
+			} else {
+				maxPoolPlane(yp, ap, plane, g, oh, ow)
 			}
 		}
 	})
+}
+
+// maxPoolPlane is MaxPool2D over one plane, any window.
+func maxPoolPlane(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow int) {
+	for oy := range oh {
+		y0 := oy*g.Stride - g.Pad
+		ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
+		for ox := range ow {
+			x0 := ox*g.Stride - g.Pad
+			kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
+			best := (y0+ky0)*g.W + x0 + kx0
+			for ky := ky0; ky < ky1; ky++ {
+				r := (y0+ky)*g.W + x0
+				for kx := kx0; kx < kx1; kx++ {
+					if plane[r+kx] > plane[best] {
+						best = r + kx
+					}
+				}
+			}
+			yp[oy*ow+ox] = plane[best]
+			ap[oy*ow+ox] = int32(best)
+		}
+	}
+}
+
+// maxPool2x2 is MaxPool2D's 2x2 stride-2 unpadded window (the CNN's pooling) over one plane of
+// width w: the same comparisons in the same order as the general loop (first maximum wins, NaN
+// never wins), written so that the compiler selects the index with a conditional move instead
+// of a branch that the random signs of activations mispredict (the general loop spent ~18 ns
+// per output there).
+func maxPool2x2(y []float32, arg []int32, plane []float32, w, oh, ow int) {
+	for oy := range oh {
+		r := 2 * oy * w
+		row0, row1 := plane[r:r+2*ow], plane[r+w:r+w+2*ow]
+		yr, ar := y[oy*ow:(oy+1)*ow], arg[oy*ow:(oy+1)*ow]
+		for ox := maxPoolRowSIMD(yr, ar, row0, row1, w, r); ox < len(yr); ox++ {
+			j := 2 * ox
+			a, b, c, d := row0[j], row0[j+1], row1[j], row1[j+1]
+			best, bv := 0, a
+			if b > bv {
+				best = 1
+			}
+			bv = max4(best, a, b, c, d)
+			if c > bv {
+				best = 2
+			}
+			bv = max4(best, a, b, c, d)
+			if d > bv {
+				best = 3
+			}
+			yr[ox] = max4(best, a, b, c, d)
+			ar[ox] = int32(r + j + (best>>1)*w + best&1)
+		}
+	}
+}
+
+// max4 returns the best-th of a, b, c, d.
+func max4(best int, a, b, c, d float32) float32 {
+	v := [4]float32{a, b, c, d}
+	return v[best&3]
 }
 
 // MaxPool2DBackward writes dx (cleared first) with each dy routed to its window's maximum.

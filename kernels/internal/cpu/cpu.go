@@ -119,6 +119,11 @@ func Mul(z, x, y []float32) {
 // BiasAdd adds bias[c] to x viewed as [outer][len(bias)][inner].
 func BiasAdd(x, bias []float32, outer, inner int) {
 	c := len(bias)
+	if inner == 1 {
+		// A linear layer's [outer][c]: the bias row added to every row.
+		For(outer, c, func(lo, hi int) { addRows(x[lo*c:], bias, hi-lo, c, c, 0) })
+		return
+	}
 	For(outer*c, inner, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			b := bias[r%c]
@@ -131,32 +136,38 @@ func BiasAdd(x, bias []float32, outer, inner int) {
 }
 
 // BiasGrad sets dbias[c] to the sum of dy viewed as [outer][len(dbias)][inner] over outer and
-// inner, adding in index order (in float64, rounded once).
+// inner, in float64 rounded once (sums over each channel's runs; with inner 1 a plain loop in
+// index order, which is what sums gives there).
 func BiasGrad(dbias, dy []float32, outer, inner int) {
 	c := len(dbias)
 	For(c, outer*inner, func(lo, hi int) {
 		for ch := lo; ch < hi; ch++ {
-			var s float64
-			for o := range outer {
-				for _, v := range dy[(o*c+ch)*inner : (o*c+ch+1)*inner] {
-					s += float64(v)
+			if inner == 1 {
+				var s float64
+				for o := range outer {
+					s += float64(dy[o*c+ch])
 				}
+				dbias[ch] = float32(s)
+				continue
 			}
-			dbias[ch] = float32(s)
+			var s sums
+			for o := range outer {
+				s.add(dy[(o*c+ch)*inner : (o*c+ch+1)*inner])
+			}
+			dbias[ch] = float32(s.total())
 		}
 	})
 }
 
-// ReLU computes y = max(x, 0); y may alias x.
+// ReLU computes y = max(x, 0); y may alias x. NaN and -0 give +0 (y = x only where x > 0).
 func ReLU(y, x []float32) {
 	For(len(y), 1, func(lo, hi int) {
 		ys, xs := y[lo:hi], x[lo:hi]
+		k := reluSIMD(ys, xs)
+		ys, xs = ys[k:len(xs)], xs[k:]
 		for i, v := range xs {
-			if v > 0 {
-				ys[i] = v
-			} else {
-				ys[i] = 0
-			}
+			b := math.Float32bits(v)
+			ys[i] = math.Float32frombits(b & positive(b))
 		}
 	})
 }
@@ -165,14 +176,20 @@ func ReLU(y, x []float32) {
 func ReLUGrad(dx, dy, y []float32) {
 	For(len(dx), 1, func(lo, hi int) {
 		dxs, dys, yv := dx[lo:hi], dy[lo:hi], y[lo:hi]
+		k := reluGradSIMD(dxs, dys, yv)
+		dxs, dys, yv = dxs[k:len(yv)], dys[k:len(yv)], yv[k:]
 		for i, v := range yv {
-			if v > 0 {
-				dxs[i] = dys[i]
-			} else {
-				dxs[i] = 0
-			}
+			dxs[i] = math.Float32frombits(math.Float32bits(dys[i]) & positive(math.Float32bits(v)))
 		}
 	})
+}
+
+// positive returns all ones when the float32 with bits b is > 0 (a positive number or +Inf, not
+// +0 and not NaN), else 0, without a branch: the activations' signs are as good as random, and a
+// mispredicted branch per element made ReLU and its gradient cost 9% and 8% of a CNN step.
+// b-1 wraps +0 to 0xffffffff; the positive numbers map to [0, 0x7f800000), everything else above.
+func positive(b uint32) uint32 {
+	return uint32((int64(b-1) - 0x7f800000) >> 63)
 }
 
 // SoftmaxCrossEntropy computes, for logits [n][classes] and labels in [0,classes), the mean

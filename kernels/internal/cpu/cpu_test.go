@@ -171,6 +171,41 @@ func TestReLU(t *testing.T) {
 	closeTo(t, "ReLUGrad", dx, numGrad(to64(x), f), 1e-4)
 }
 
+// TestReLUSpecial holds ReLU and ReLUGrad (the AVX2 loop on 32-element blocks, the branch-free Go
+// loop on the rest) to the plain definitions (x > 0 ? x : 0 and y > 0 ? dy : 0) bit for bit, on
+// the values where a bit trick or an instruction's NaN rule could go wrong.
+func TestReLUSpecial(t *testing.T) {
+	nan := float32(math.NaN())
+	inf := float32(math.Inf(1))
+	special := []float32{0, float32(math.Copysign(0, -1)), nan, -nan, inf, -inf, 1, -1,
+		math.SmallestNonzeroFloat32, -math.SmallestNonzeroFloat32, math.MaxFloat32, -math.MaxFloat32,
+		math.Float32frombits(0x7f7fffff), math.Float32frombits(0x7f800001), math.Float32frombits(0xff800001)}
+	var x []float32
+	for range 9 { // 135 values: four assembly blocks and a tail, with every value in both
+		x = append(x, special...)
+	}
+	y := make([]float32, len(x))
+	ReLU(y, x)
+	dy := make([]float32, len(x))
+	for i := range dy {
+		dy[i] = float32(i) + 0.5
+	}
+	dx := make([]float32, len(x))
+	ReLUGrad(dx, dy, x)
+	for i, v := range x {
+		want, wantDx := float32(0), float32(0)
+		if v > 0 {
+			want, wantDx = v, dy[i]
+		}
+		if math.Float32bits(y[i]) != math.Float32bits(want) {
+			t.Errorf("ReLU(%v [%#x]) = %v [%#x]; want %v", v, math.Float32bits(v), y[i], math.Float32bits(y[i]), want)
+		}
+		if math.Float32bits(dx[i]) != math.Float32bits(wantDx) {
+			t.Errorf("ReLUGrad(dy %v, y %v) = %v; want %v", dy[i], v, dx[i], wantDx)
+		}
+	}
+}
+
 func TestBias(t *testing.T) {
 	r := rand.New(rand.NewPCG(7, 8))
 	outer, c, inner := 5, 3, 7
@@ -181,6 +216,19 @@ func TestBias(t *testing.T) {
 	}
 	BiasAdd(x, bias, outer, inner)
 	closeTo(t, "BiasAdd", x, want, 1e-6)
+	// A linear layer's bias (inner 1, rows added with the assembly): each element one float32
+	// addition, as the plain loop.
+	lx, lb := randVec(r, 9*45), randVec(r, 45)
+	lwant := make([]float32, len(lx))
+	for i, v := range lx {
+		lwant[i] = v + lb[i%45]
+	}
+	BiasAdd(lx, lb, 9, 1)
+	for i := range lx {
+		if math.Float32bits(lx[i]) != math.Float32bits(lwant[i]) {
+			t.Fatalf("BiasAdd inner 1: [%d] = %v; want %v", i, lx[i], lwant[i])
+		}
+	}
 	db := make([]float32, c)
 	BiasGrad(db, dy, outer, inner)
 	f := func(b []float64) float64 {
@@ -349,6 +397,55 @@ func TestConv2D(t *testing.T) {
 	}
 }
 
+// TestConv2DImplicitParity holds Conv2D and Conv2DBackward (the column matrix packed straight
+// from a padded copy of x, twice; dx a few samples at a time) to the plain convolution (im2col
+// written out once, then multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
+// batches large enough for the multiplies to run on several goroutines and for GEMM blocks to
+// start in the middle of a sample or a row.
+func TestConv2DImplicitParity(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, g := range []ConvGeom{
+		{N: 3, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 2, InC: 1, InH: 2, InW: 2, OutC: 2, KH: 7, KW: 7, Stride: 1, Pad: 3},
+		{N: 9, InC: 1, InH: 28, InW: 28, OutC: 32, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 5, InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{N: 4, InC: 16, InH: 16, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 4, InC: 16, InH: 15, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 2, Pad: 1},
+		{N: 3, InC: 3, InH: 20, InW: 21, OutC: 8, KH: 7, KW: 7, Stride: 2, Pad: 3},
+		{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
+		{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
+		{N: 7, InC: 34, InH: 16, InW: 16, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx in chunks of 3, 3, 1
+	} {
+		x := randVec(r, g.N*g.InC*g.InH*g.InW)
+		w := randVec(r, g.OutC*g.ColRows())
+		b := randVec(r, g.OutC)
+		dy := randVec(r, g.N*g.OutC*g.ColCols())
+		var ys, dxs, dws, dbs [2][]float32
+		for i := range 2 {
+			ys[i] = make([]float32, len(dy))
+			dxs[i], dws[i], dbs[i] = make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+		}
+		col := refConv2D(ys[0], x, w, b, g)
+		refConv2DBackward(dxs[0], dws[0], dbs[0], dy, w, col, g)
+		ws := make([]float32, g.WorkspaceLen())
+		for i := range ws {
+			ws[i] = float32(math.NaN()) // whatever the workspace held must not matter
+		}
+		Conv2D(ys[1], x, w, b, ws, g)
+		Conv2DBackward(dxs[1], dws[1], dbs[1], dy, w, ws, g)
+		for _, c := range []struct {
+			name string
+			v    [2][]float32
+		}{{"y", ys}, {"dx", dxs}, {"dw", dws}, {"db", dbs}} {
+			for j := range c.v[0] {
+				if math.Float32bits(c.v[0][j]) != math.Float32bits(c.v[1][j]) {
+					t.Fatalf("%+v: implicit %s[%d] = %v; plain %v", g, c.name, j, c.v[1][j], c.v[0][j])
+				}
+			}
+		}
+	}
+}
+
 func pool64(x []float64, g PoolGeom) []float64 {
 	oh, ow := g.OutH(), g.OutW()
 	y := make([]float64, g.N*g.C*oh*ow)
@@ -394,6 +491,39 @@ func TestMaxPool2D(t *testing.T) {
 			MaxPool2DBackward(dx, dy, arg, g)
 			closeTo(t, "dx", dx, numGrad(to64(x), func(v []float64) float64 { return dot64(pool64(v, g), to64(dy)) }), 1e-4)
 		})
+	}
+}
+
+// TestMaxPool2x2Parity holds the 2x2 stride-2 fast path to the general window loop, maxima and
+// argmax positions bit for bit, on planes with ties, NaN, -0 and an odd edge.
+func TestMaxPool2x2Parity(t *testing.T) {
+	r := rand.New(rand.NewPCG(15, 16))
+	for trial := range 60 {
+		h, w := 9, []int{11, 28, 41}[trial%3] // outputs per row: 5 (Go), 14 and 20 (assembly, the last block overlapping)
+		g := PoolGeom{N: 1, C: 1, H: h, W: w, K: 2, Stride: 2}
+		oh, ow := g.OutH(), g.OutW()
+		plane := make([]float32, h*w)
+		for i := range plane {
+			switch r.IntN(6) {
+			case 0:
+				plane[i] = float32(math.NaN())
+			case 1:
+				plane[i] = float32(math.Copysign(0, -1))
+			case 2:
+				plane[i] = 0
+			default:
+				plane[i] = float32(r.IntN(3) - 1) // many ties
+			}
+		}
+		y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
+		wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
+		maxPool2x2(y, arg, plane, w, oh, ow)
+		maxPoolPlane(wantY, wantArg, plane, g, oh, ow)
+		for i := range y {
+			if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
+				t.Fatalf("trial %d output %d: %v at %d; want %v at %d", trial, i, y[i], arg[i], wantY[i], wantArg[i])
+			}
+		}
 	}
 }
 
@@ -507,6 +637,58 @@ func TestForCoversRangeOnce(t *testing.T) {
 		for i, h := range hits {
 			if h != 1 {
 				t.Fatalf("For(%d): index %d visited %d times; want 1", n, i, h)
+			}
+		}
+	}
+}
+
+// TestRows holds copyRows, copyRows2 and addRows (assembly where the CPU has AVX2) to the Go
+// loops bit for bit, on widths around the 8-float blocks and strides wider than the rows (for
+// copyRows2, the last row ends where the slice does, so its last block is left to Go).
+func TestRows(t *testing.T) {
+	r := rand.New(rand.NewPCG(23, 24))
+	for _, w := range []int{1, 2, 4, 7, 8, 9, 14, 16, 17, 28, 33} {
+		n, ds, ss := 5, w+3, w+5
+		src := randVec(r, (n-1)*ss+w)
+		base := randVec(r, (n-1)*ds+w)
+		got, want := append([]float32(nil), base...), append([]float32(nil), base...)
+		copyRows(got, src, n, w, ds, ss)
+		copyRowsGo(want, src, n, w, ds, ss)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("copyRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+		src2 := randVec(r, (n-1)*(2*w+1)+2*w-1) // every other value, rows 2w+1 apart
+		got, want = append([]float32(nil), base...), append([]float32(nil), base...)
+		copyRows2(got, src2, n, w, ds, 2*w+1)
+		copyRows2Go(want, src2, n, w, ds, 2*w+1)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("copyRows2 w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+		got, want = append([]float32(nil), base...), append([]float32(nil), base...)
+		addRows(got, src, n, w, ds, ss)
+		addRowsGo(want, src, n, w, ds, ss)
+		for i := range got {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("addRows w=%d: [%d] = %v; want %v", w, i, got[i], want[i])
+			}
+		}
+	}
+}
+
+// TestAddConst holds addConst (AVX2 on blocks of 32) to the Go loop bit for bit, on lengths
+// around the blocks.
+func TestAddConst(t *testing.T) {
+	r := rand.New(rand.NewPCG(27, 28))
+	for _, n := range []int{1, 31, 32, 33, 64, 100, 196, 784} {
+		src, dst := randVec(r, n), make([]float32, n)
+		addConst(dst, src, 0.375)
+		for i, v := range src {
+			if want := v + 0.375; math.Float32bits(dst[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d: [%d] = %v; want %v", n, i, dst[i], want)
 			}
 		}
 	}

@@ -167,3 +167,67 @@ func TestSoftmaxCrossEntropySmoothed(t *testing.T) {
 	}
 	closeTo(t, "dlogits", d, numGrad(to64(logits), func(v []float64) float64 { return ceSmooth64(v, labels, n, classes, eps) }), 1e-4)
 }
+
+// TestSums checks the 16-way float64 sums (AVX2 on whole blocks of 16) against plain
+// index-order sums, and against the same partial sums computed in Go bit for bit, on lengths
+// around the blocks, split over runs as BatchNorm adds them.
+func TestSums(t *testing.T) {
+	r := rand.New(rand.NewPCG(25, 26))
+	for _, n := range []int{1, 2, 3, 4, 15, 16, 17, 33, 196, 256} {
+		x, y := randVec(r, n), randVec(r, n)
+		var s, sq, p, gs, gsq, gp sums
+		var ws, wsq, wp float64
+		const mean, inv = 0.25, 1.5
+		for _, part := range [][2]int{{0, n / 2}, {n / 2, n}} {
+			xs, ys := x[part[0]:part[1]], y[part[0]:part[1]]
+			s.add(xs)
+			sq.addSquares(xs, mean)
+			p.addProducts(ys, xs, mean, inv)
+			for i := range xs { // the definition, in Go
+				gs[i&15] += float64(xs[i])
+				d := float64(xs[i]) - mean
+				gsq[i&15] += float64(d * d)
+				gp[i&15] += float64(float64(ys[i]) * float64(float32((xs[i]-mean)*inv)))
+			}
+		}
+		for i, v := range x {
+			ws += float64(v)
+			wsq += (float64(v) - mean) * (float64(v) - mean)
+			wp += float64(y[i]) * float64((v-mean)*inv)
+		}
+		for _, c := range []struct {
+			name     string
+			got, def sums
+			want     float64
+		}{{"add", s, gs, ws}, {"addSquares", sq, gsq, wsq}, {"addProducts", p, gp, wp}} {
+			if c.got != c.def {
+				t.Errorf("n=%d %s: partial sums %v; want %v", n, c.name, c.got, c.def)
+			}
+			if got := c.got.total(); math.Abs(got-c.want) > 1e-12*(1+math.Abs(c.want)) {
+				t.Errorf("n=%d %s = %v; want %v", n, c.name, got, c.want)
+			}
+		}
+	}
+}
+
+// TestBNElementwise holds scaleShift and bnDx (AVX2 on blocks of 16) to their definitions, each
+// operation rounded in order, bit for bit, on lengths around the blocks.
+func TestBNElementwise(t *testing.T) {
+	r := rand.New(rand.NewPCG(29, 30))
+	const a, b, k, bmean, mean, inv, bx = 1.25, -0.3, 0.7, 0.01, 0.2, 1.9, -0.05
+	for _, n := range []int{1, 15, 16, 17, 40, 256} {
+		x, dy := randVec(r, n), randVec(r, n)
+		y, dx := make([]float32, n), make([]float32, n)
+		scaleShift(y, x, a, b)
+		bnDx(dx, dy, x, k, bmean, mean, inv, bx)
+		for i := range x {
+			if want := float32(x[i]*a) + b; math.Float32bits(y[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d scaleShift[%d] = %v; want %v", n, i, y[i], want)
+			}
+			xhat := float32((x[i] - mean) * inv)
+			if want := k * (dy[i] - bmean - float32(xhat*bx)); math.Float32bits(dx[i]) != math.Float32bits(want) {
+				t.Fatalf("n=%d bnDx[%d] = %v; want %v", n, i, dx[i], want)
+			}
+		}
+	}
+}

@@ -23,19 +23,50 @@ func Sgemm(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int
 	if m == 0 || n == 0 {
 		return
 	}
-	// Callers that already run several multiplies at once (one per sample, say) share the
-	// cores among them instead of each splitting over all of them. The result does not
-	// depend on the split, so this changes speed only.
-	running := inflight.Add(1)
-	defer inflight.Add(-1)
-	threads := max(1, runtime.GOMAXPROCS(0)/int(running))
+	threads, done := share()
+	defer done()
 	multiply(active.forRows(m), transA, transB, m, n, k, alpha, a, lda, b, ldb, beta, c, ldc, threads)
 }
+
+// Source supplies the stored rows of a B operand that the caller never materializes (a
+// convolution's column matrix, read from the image as it is packed). Row writes the elements
+// [j0, j0+len(dst)) of row i of the stored matrix (B, or B^T when transB) to dst. Sgemm calls it
+// from several goroutines at once: it must only read shared state.
+type Source interface {
+	Row(dst []float32, i, j0 int)
+}
+
+// SgemmSource is Sgemm with B supplied by src, stored k x n (n x k if transB), instead of a
+// slice. The multiply packs exactly the values Sgemm would pack from the materialized B, so the
+// result is the same bit for bit; what it saves is writing B to memory and reading it back.
+func SgemmSource(transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, src Source, beta float32, c []float32, ldc int) {
+	check(transA, transB, m, n, k, a, lda, nil, 0, c, ldc)
+	if m == 0 || n == 0 {
+		return
+	}
+	threads, done := share()
+	defer done()
+	whole := part{kern: active.forRows(m), transA: transA, transB: transB, m1: m, n1: n, k: k,
+		alpha: alpha, beta: beta, a: a, src: src, c: c, lda: lda, ldc: ldc}
+	whole.multiply(threads)
+}
+
+// share returns how many goroutines a multiply starting now may use, and the function to call
+// when it ends. Callers that already run several multiplies at once (one per sample, say) share
+// the cores among them instead of each splitting over all of them. The result does not depend on
+// the split, so this changes speed only.
+func share() (threads int, done func()) {
+	running := inflight.Add(1)
+	return max(1, runtime.GOMAXPROCS(0)/int(running)), decInflight
+}
+
+func decInflight() { inflight.Add(-1) }
 
 // inflight counts the Sgemm calls running now.
 var inflight atomic.Int32
 
-// check panics, like gonum's BLAS, when the arguments do not describe valid matrices.
+// check panics, like gonum's BLAS, when the arguments do not describe valid matrices. ldb == 0
+// means B comes from a Source: it has no slice to check.
 func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, ldb int, c []float32, ldc int) {
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
@@ -51,7 +82,7 @@ func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, 
 	if lda < max(1, aCols) {
 		panic(fmt.Sprintf("gemm: lda=%d < max(1, %d)", lda, aCols))
 	}
-	if ldb < max(1, bCols) {
+	if ldb != 0 && ldb < max(1, bCols) {
 		panic(fmt.Sprintf("gemm: ldb=%d < max(1, %d)", ldb, bCols))
 	}
 	if ldc < max(1, n) {
@@ -63,7 +94,7 @@ func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, 
 	if aRows > 0 && aCols > 0 && len(a) < (aRows-1)*lda+aCols {
 		panic(fmt.Sprintf("gemm: len(a)=%d < %d for a %dx%d matrix with lda=%d", len(a), (aRows-1)*lda+aCols, aRows, aCols, lda))
 	}
-	if bRows > 0 && bCols > 0 && len(b) < (bRows-1)*ldb+bCols {
+	if ldb != 0 && bRows > 0 && bCols > 0 && len(b) < (bRows-1)*ldb+bCols {
 		panic(fmt.Sprintf("gemm: len(b)=%d < %d for a %dx%d matrix with ldb=%d", len(b), (bRows-1)*ldb+bCols, bRows, bCols, ldb))
 	}
 	if len(c) < (m-1)*ldc+n {
@@ -118,6 +149,7 @@ type part struct {
 	k              int
 	alpha, beta    float32
 	a, b, c        []float32
+	src            Source // B, when b is nil
 	lda, ldb, ldc  int
 	wg             *sync.WaitGroup
 }
@@ -145,12 +177,19 @@ func helper() {
 // multiply computes C = alpha*op(A)*op(B) + beta*C with kernel kern on up to threads goroutines.
 // Arguments must have passed check, with m, n > 0.
 func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
-	if alpha == 0 || k == 0 {
-		scale(m, n, beta, c, ldc)
-		return
-	}
 	whole := part{kern: kern, transA: transA, transB: transB, m0: 0, m1: m, n0: 0, n1: n, k: k,
 		alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
+	whole.multiply(threads)
+}
+
+// multiply computes the whole product p describes (rows [0, m1), columns [0, n1)) on up to
+// threads goroutines.
+func (whole *part) multiply(threads int) {
+	kern, m, n, k := whole.kern, whole.m1, whole.n1, whole.k
+	if whole.alpha == 0 || k == 0 {
+		scale(m, n, whole.beta, whole.c, whole.ldc)
+		return
+	}
 	if threads <= 1 || m*n*k < serialWork {
 		whole.run()
 		return
@@ -169,7 +208,7 @@ func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a [
 	for i := range pm {
 		for j := range pn {
 			p := &cl.parts[i*pn+j]
-			*p = whole
+			*p = *whole
 			p.m0, p.m1 = split(i, pm, mt, kern.mr, m)
 			p.n0, p.n1 = split(j, pn, nt, kern.nr, n)
 			p.wg = &cl.wg
@@ -218,10 +257,12 @@ func grid(kern *kernel, m, n, threads int) (pm, pn int) {
 	return pm, pn
 }
 
-// workspace holds one goroutine's packing buffers and edge tile (up to about 1 MiB).
+// workspace holds one goroutine's packing buffers and edge tile (up to about 1 MiB), and the rows
+// a Source writes before they are packed.
 type workspace struct {
 	pa, pb []float32
 	tile   []float32
+	rows   []float32
 }
 
 // workspaces keeps released workspaces for reuse. Unlike a sync.Pool it is not emptied by the
@@ -273,6 +314,9 @@ func (p *part) run() {
 	ws.pa = grow(ws.pa, mc0*kc0)
 	ws.pb = grow(ws.pb, nc0*kc0)
 	ws.tile = grow(ws.tile, mr*nr)
+	if p.src != nil {
+		ws.rows = grow(ws.rows, max(nc0, nr*kc0))
+	}
 	for jc := p.n0; jc < p.n1; jc += nc0 {
 		nc := min(nc0, p.n1-jc)
 		for pc := 0; pc < p.k; pc += kc0 {
@@ -281,7 +325,11 @@ func (p *part) run() {
 			if pc > 0 {
 				beta = 1 // later passes add to what the first pass stored
 			}
-			packB(ws.pb, kern, p.transB, p.b, p.ldb, pc, kc, jc, nc)
+			if p.src != nil {
+				packSource(ws.pb, ws.rows, kern, p.transB, p.src, pc, kc, jc, nc)
+			} else {
+				packB(ws.pb, kern, p.transB, p.b, p.ldb, pc, kc, jc, nc)
+			}
 			for ic := p.m0; ic < p.m1; ic += mc0 {
 				mc := min(mc0, p.m1-ic)
 				// Full slivers of row-major A are packed by the kernel's own packer or, if it
@@ -349,21 +397,8 @@ func packA(dst []float32, kern *kernel, trans bool, a []float32, lda, i0, mc, p0
 	mr := kern.mr
 	if trans {
 		// op(A)[i][p] = a[p*lda+i]: row p of A^T fills row p of every sliver.
-		full := mc / mr
 		for p := range kc {
-			src := a[(p0+p)*lda+i0 : (p0+p)*lda+i0+mc]
-			if kern.scatter != nil && mr%4 == 0 {
-				kern.scatter(dst[p*mr:], src, full, kc*mr, mr, mr)
-			} else {
-				for s := 0; s < full*mr; s += mr {
-					copy(dst[s*kc+p*mr:s*kc+p*mr+mr], src[s:s+mr])
-				}
-			}
-			if s := full * mr; s < mc {
-				col := dst[s*kc+p*mr : s*kc+p*mr+mr]
-				copy(col, src[s:])
-				clear(col[mc-s:])
-			}
+			packRow(dst, kern, a[(p0+p)*lda+i0:(p0+p)*lda+i0+mc], p, kc, mr)
 		}
 		return
 	}
@@ -391,21 +426,8 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 	nr := kern.nr
 	if !trans {
 		// Row by row, so that B is read sequentially: row p of B fills row p of every sliver.
-		full := nc / nr
 		for p := range kc {
-			src := b[(p0+p)*ldb+j0 : (p0+p)*ldb+j0+nc]
-			if kern.scatter != nil && nr%4 == 0 {
-				kern.scatter(dst[p*nr:], src, full, kc*nr, nr, nr)
-			} else {
-				for s := 0; s < full*nr; s += nr {
-					copy(dst[s*kc+p*nr:s*kc+p*nr+nr], src[s:s+nr])
-				}
-			}
-			if s := full * nr; s < nc {
-				row := dst[s*kc+p*nr : s*kc+p*nr+nr]
-				copy(row, src[s:])
-				clear(row[nc-s:])
-			}
+			packRow(dst, kern, b[(p0+p)*ldb+j0:(p0+p)*ldb+j0+nc], p, kc, kern.nr)
 		}
 		return
 	}
@@ -428,5 +450,48 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 				d[p*nr+c] = 0
 			}
 		}
+	}
+}
+
+// packRow copies src, row p of a kc-deep block (of B, or of A^T), into row p of every w-wide
+// sliver of dst (zero past the end of src).
+func packRow(dst []float32, kern *kernel, src []float32, p, kc, w int) {
+	n := len(src)
+	full := n / w
+	if kern.scatter != nil && w%4 == 0 {
+		kern.scatter(dst[p*w:], src, full, kc*w, w, w)
+	} else {
+		for s := 0; s < full*w; s += w {
+			copy(dst[s*kc+p*w:s*kc+p*w+w], src[s:s+w])
+		}
+	}
+	if s := full * w; s < n {
+		row := dst[s*kc+p*w : s*kc+p*w+w]
+		copy(row, src[s:])
+		clear(row[n-s:])
+	}
+}
+
+// packSource is packB for a B that src supplies: it has the rows (of B, or of B^T when trans)
+// written to buf, then packs them from there with packB, so the packed values are the same.
+func packSource(dst, buf []float32, kern *kernel, trans bool, src Source, p0, kc, j0, nc int) {
+	nr := kern.nr
+	if !trans {
+		// Row p of B fills row p of every sliver: one row of nc values at a time.
+		row := buf[:nc]
+		for p := range kc {
+			src.Row(row, p0+p, j0)
+			packRow(dst, kern, row, p, kc, nr)
+		}
+		return
+	}
+	// B^T's rows j0+s .. j0+s+nr-1 (columns of op(B)), kc values each, then transposed.
+	for s := 0; s < nc; s += nr {
+		w := min(nr, nc-s)
+		rows := buf[:w*kc]
+		for c := range w {
+			src.Row(rows[c*kc:(c+1)*kc], j0+s+c, p0)
+		}
+		packB(dst[s*kc:], kern, true, rows, kc, 0, kc, 0, w)
 	}
 }
