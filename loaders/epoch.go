@@ -157,6 +157,9 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 		e.indices = rankPart(order, l.cfg.Rank, max(l.cfg.WorldSize, 1))
 	}
 	e.k, e.limit = start*l.cfg.Batch, min(l.BatchesPerEpoch()*l.cfg.Batch, len(e.indices))
+	if p, ok := l.ds.(readPlanner); ok {
+		p.planReads(e.indices[min(e.k, e.limit):e.limit])
+	}
 	return nil
 }
 

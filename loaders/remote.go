@@ -10,8 +10,10 @@ import (
 	"path"
 	"path/filepath"
 	"slices"
+	"sort"
 	"strconv"
 	"strings"
+	"sync/atomic"
 
 	"github.com/stoke-ml/stoke/loaders/internal/remote"
 )
@@ -19,13 +21,15 @@ import (
 // Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,
 // https://HOST/PATH, http://...). The zero Opener is what Open uses.
 //
-// Shards listed in the index that stoke pack writes (named by an index.json) are opened without a
-// request: the index gives each sample's place in its shard. Without a CacheDir each sample is then
-// one ranged GET (of its frames, for a compressed shard); with one, a shard is downloaded whole,
-// decompressed, into the cache on its first read (and the next four shards meanwhile), kept there
-// for later runs and other processes, and read from there like a local plain tar. Shards without
-// such an index are read once when opened to find their samples: in place for a plain .tar (then
-// one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
+// Shards listed in the index that stoke pack writes (named by an index.json, or found beside the
+// shards of a glob or brace list: one GET of FOLDER/index.json, where a 404 means none) are opened
+// without a request: the index gives each sample's place in its shard. Without a CacheDir each
+// sample is then one ranged GET (of its frames, for a compressed shard); with one, a shard is
+// downloaded whole, decompressed, into the cache on its first read (and meanwhile the next four
+// that a Loader reads, in its epoch's order for its rank, or in file order without a Loader), kept
+// there for later runs and other processes, and read from there like a local plain tar. Shards
+// without such an index are read once when opened to find their samples: in place for a plain .tar
+// (then one ranged GET per sample), streamed into an unnamed temporary file and decompressed for a
 // compressed one, or downloaded into the cache.
 //
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
@@ -107,7 +111,7 @@ var client = &remote.Client{}
 // WebDataset's brace notation first ("shard-{000000..000099}.tar", "{train,val}-*.tar"), then
 // filepath.Match wildcards for local paths and s3:// URLs (listing the bucket; * does not cross a
 // slash). http(s) servers cannot be listed: name their shards with braces or an index.json. No
-// match is an error wrapping ErrEmpty.
+// match is an error wrapping ErrEmpty. ShardPaths reads no index.
 func ShardPaths(pattern string) ([]string, error) {
 	src, err := listShards(context.Background(), pattern)
 	return src.paths, err
@@ -246,24 +250,55 @@ func inFolder(base, u *url.URL) bool {
 		!slices.ContainsFunc(strings.Split(u.Path, "/"), func(s string) bool { return s == "." || s == ".." })
 }
 
-// readIndex reads and checks a local or remote shard index.
+// readIndex reads and checks a local or remote shard index; a remote one is one GET.
 func readIndex(ctx context.Context, loc string) (*shardIndex, error) {
 	if !remote.IsURL(loc) {
 		return readShardIndex(loc)
 	}
-	f, err := client.Open(ctx, loc)
-	if err != nil {
-		return nil, err
+	b, err := client.Get(ctx, loc, maxIndexBytes)
+	if errors.Is(err, remote.ErrTooLarge) {
+		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
-	defer f.Close()
-	if f.Size() > maxIndexBytes {
-		return nil, fmt.Errorf("index of %d bytes exceeds %d: %w", f.Size(), maxIndexBytes, ErrCorrupt)
-	}
-	b, err := io.ReadAll(f.NewReader(0))
 	if err != nil {
 		return nil, err
 	}
 	return parseShardIndex(loc, b)
+}
+
+// shardFolder returns the folder of a shard (a path or a URL), its name in it, and the place of
+// the folder's index.
+func shardFolder(p string) (dir, base, index string) {
+	if !remote.IsURL(p) {
+		dir = filepath.Dir(p)
+		return dir, filepath.Base(p), filepath.Join(dir, IndexName)
+	}
+	dir, base = p[:strings.LastIndexByte(p, '/')], p[strings.LastIndexByte(p, '/')+1:]
+	return dir, base, dir + "/" + IndexName
+}
+
+// findEntries gives each shard not listed through an index the entry of the index.json in its
+// folder (see localEntry), so that a glob or a brace list of shards that stoke pack wrote, local
+// or remote, is read through their index like the index itself: a remote folder's index costs one
+// GET. A remote shard not yet described takes its size from its entry (no request); one that a
+// listing described must have the entry's size.
+func (s *shardList) findEntries(ctx context.Context) error {
+	idx := map[string]*shardIndex{} // by folder; nil when it has none
+	for i, p := range s.paths {
+		e, err := localEntry(ctx, p, s.entries[i], idx)
+		if err != nil {
+			return fmt.Errorf("shard %s: %w", p, err)
+		}
+		s.entries[i] = e
+		if obj := &s.objs[i]; e != nil && obj.URL != "" {
+			if obj.Size < 0 {
+				obj.Size = e.FileSize
+			} else if obj.Size != e.FileSize {
+				_, _, index := shardFolder(p)
+				return fmt.Errorf("shard %s: %d bytes, %s says %d: %w", p, obj.Size, index, e.FileSize, ErrCorrupt)
+			}
+		}
+	}
+	return nil
 }
 
 // shardFile is one shard opened for reading: a local file, a local copy of a remote one, or a
@@ -314,6 +349,9 @@ func openShardPath(ctx context.Context, path string) (shardFile, error) {
 type remoteShards struct {
 	cache *remote.Cache
 	objs  []remote.Object
+	// after[k] is the shard that this process reads after shard k in the epoch under way (-1: none),
+	// as the Loader planned it (Shards.planReads); nil: the order of the files.
+	after atomic.Pointer[[]int]
 }
 
 // newRemoteShards describes the remote shards not yet described (their size and ETag).
@@ -352,19 +390,66 @@ func decodeShard(size int64) remote.Decoder {
 	}
 }
 
-// open opens remote shard i: its decompressed copy in the cache, while the shards after it start
-// downloading into the cache, or without a cache the object itself (no request).
+// open opens remote shard i: its decompressed copy in the cache, while the shards read after it
+// start downloading into the cache, or without a cache the object itself (no request).
 func (rs *remoteShards) open(ctx context.Context, i int) (shardFile, error) {
 	obj := rs.objs[i]
 	if rs.cache == nil {
 		return client.OpenObject(obj)
 	}
+	rs.prefetch(rs.following(i))
+	return rs.openCached(ctx, i)
+}
+
+// following returns the shards read after shard i (at most remote.DefaultPrefetch): in the
+// planned order, or else in file order.
+func (rs *remoteShards) following(i int) []int {
+	after := rs.after.Load()
 	next := make([]int, 0, remote.DefaultPrefetch)
-	for k := i + 1; k < min(i+1+remote.DefaultPrefetch, len(rs.objs)); k++ {
+	for k := i; len(next) < remote.DefaultPrefetch; {
+		if after != nil {
+			k = (*after)[k]
+		} else if k++; k >= len(rs.objs) {
+			k = -1
+		}
+		if k < 0 {
+			break
+		}
 		next = append(next, k)
 	}
-	rs.prefetch(next)
-	return rs.openCached(ctx, i)
+	return next
+}
+
+// planReads is told by the Loader, when an epoch starts, the indices that it will read, in order
+// (this rank's part, in this epoch's order), so that the shards downloaded ahead into the cache
+// are the ones this process reads next, in the order it reaches them: never another rank's.
+func (s *Shards) planReads(indices []int) {
+	if s.remote == nil || s.remote.cache == nil {
+		return
+	}
+	after := make([]int, len(s.shards))
+	for k := range after {
+		after[k] = -1
+	}
+	seen := make([]bool, len(s.shards))
+	prev, k := -1, -1
+	for _, i := range indices {
+		if k >= 0 && i >= s.starts[k] && i < s.starts[k+1] {
+			continue // the shard of the previous index
+		}
+		if i < 0 || i >= s.Len() {
+			continue
+		}
+		if k = sort.SearchInts(s.starts, i+1) - 1; seen[k] {
+			continue
+		}
+		seen[k] = true
+		if prev >= 0 {
+			after[prev] = k
+		}
+		prev = k
+	}
+	s.remote.after.Store(&after)
 }
 
 // openCached opens the decompressed copy of remote shard i in the cache, downloading it first
@@ -377,10 +462,10 @@ func (rs *remoteShards) openCached(ctx context.Context, i int) (shardFile, error
 // cached reports whether remote shard i is read through the cache.
 func (rs *remoteShards) cached(i int) bool { return rs.cache != nil && rs.objs[i].URL != "" }
 
-// prefetch starts downloading the remote shards among parts into the cache (with none, it does
-// nothing): the Cache is the one owner of downloads ahead of use.
+// prefetch starts downloading the remote shards among the first remote.DefaultPrefetch of parts
+// into the cache (with none, it does nothing): the Cache is the one owner of downloads ahead of use.
 func (rs *remoteShards) prefetch(parts []int) {
-	for _, k := range parts {
+	for _, k := range parts[:min(len(parts), remote.DefaultPrefetch)] {
 		if o := rs.objs[k]; rs.cached(k) {
 			rs.cache.Prefetch(o, cacheVariant, decodeShard(o.Size))
 		}

@@ -235,9 +235,12 @@ func TestRemoteShardStream(t *testing.T) {
 
 func TestRemoteShardsErrors(t *testing.T) {
 	_, _, base := serveShards(t, 5, nil)
-	_, err := Open("shards:"+base+"/plain/missing-{0..1}.tar", "")
-	if err == nil || !strings.Contains(err.Error(), base+"/plain/missing-0.tar") || !strings.Contains(err.Error(), "404") {
-		t.Fatalf("missing shard: %v; want the URL and 404", err)
+	// In a folder without an index (its index.json answers 404) and in one with an index.
+	for _, folder := range []string{"none", "plain"} {
+		_, err := Open("shards:"+base+"/"+folder+"/missing-{0..1}.tar", "")
+		if err == nil || !strings.Contains(err.Error(), base+"/"+folder+"/missing-0.tar") || !strings.Contains(err.Error(), "404") {
+			t.Fatalf("missing shard in %s/: %v; want the URL and 404", folder, err)
+		}
 	}
 	if _, err := Open("shards:"+base+"/plain/*.tar", ""); err == nil || !strings.Contains(err.Error(), "braces") {
 		t.Fatalf("wildcard over https: %v", err)

@@ -90,15 +90,17 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Sh
 	if len(paths) == 0 {
 		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, ErrEmpty)
 	}
+	if err := src.findEntries(ctx); err != nil {
+		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
+	}
 	rs, err := o.newRemoteShards(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
 	}
 	s := &Shards{name: name, paths: paths, remote: rs}
-	idx := map[string]*shardIndex{} // by folder; nil when it has none
 	n := 0
 	for i, p := range paths {
-		sh, err := s.openShard(ctx, i, p, src.entries[i], idx)
+		sh, err := s.openShard(ctx, i, p, src.entries[i])
 		if err != nil {
 			s.Close()
 			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
@@ -137,13 +139,9 @@ func (sh *shardData) len() int {
 	return len(sh.metas)
 }
 
-// openShard opens shard i: through its index entry when it locates the samples, else by a scan.
-// entry is the index's entry when the shard was listed through an index.
-func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shardEntry, idx map[string]*shardIndex) (*shardData, error) {
-	entry, err := localEntry(path, entry, idx)
-	if err != nil {
-		return nil, err
-	}
+// openShard opens shard i: through its index entry (nil without one) when it locates the samples,
+// else by a scan.
+func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shardEntry) (*shardData, error) {
 	sh := &shardData{path: path}
 	if entry != nil && entry.indexed() {
 		var end int64
@@ -158,6 +156,7 @@ func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shard
 			sh.open = func() (shardFile, error) { return s.openIndexed(ctx, i, path, entry, end) }
 			return sh, nil
 		}
+		var err error
 		sh.file, err = s.openIndexed(ctx, i, path, entry, end)
 		return sh, err
 	}
@@ -238,16 +237,16 @@ func decompressed(fh shardFile) (shardFile, error) {
 	return fh, nil
 }
 
-// localEntry returns the index entry of a shard: the one it was listed through, or for a local
-// shard the one of its folder's index (nil when the folder has none; idx caches the folders'
-// indexes). A local folder whose pack is unfinished is an error.
-func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*shardEntry, error) {
-	if remote.IsURL(path) {
-		return listed, nil
-	}
-	dir := filepath.Dir(path)
-	if _, err := os.Lstat(filepath.Join(dir, PackLockName)); err == nil {
-		return nil, fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
+// localEntry returns the index entry of a shard: the one it was listed through, or the one of the
+// index.json in its folder, local or remote (nil when the folder has none, or a server answers 404
+// for it; idx caches the folders' indexes). A shard missing from its folder's index, and a local
+// folder whose pack is unfinished, are errors.
+func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[string]*shardIndex) (*shardEntry, error) {
+	dir, base, index := shardFolder(path)
+	if !remote.IsURL(path) {
+		if _, err := os.Lstat(filepath.Join(dir, PackLockName)); err == nil {
+			return nil, fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, PackLockName, ErrCorrupt)
+		}
 	}
 	if listed != nil {
 		return listed, nil // the index that named this shard, wherever the shard lies
@@ -255,7 +254,7 @@ func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*s
 	ix, seen := idx[dir]
 	if !seen {
 		var err error
-		if ix, err = readShardIndex(filepath.Join(dir, IndexName)); errors.Is(err, os.ErrNotExist) {
+		if ix, err = readIndex(ctx, index); errors.Is(err, os.ErrNotExist) || remote.NotFound(err) {
 			ix = nil
 		} else if err != nil {
 			return nil, err
@@ -265,7 +264,6 @@ func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*s
 	if ix == nil {
 		return nil, nil
 	}
-	base := filepath.Base(path)
 	var want *shardEntry
 	for i := range ix.ShardList {
 		// The entry of this file: "sub/NAME" names another file, in a subfolder.
@@ -274,7 +272,13 @@ func localEntry(path string, listed *shardEntry, idx map[string]*shardIndex) (*s
 		}
 	}
 	if want == nil {
-		return nil, fmt.Errorf("not listed in %s (a file of another pack?): %w", filepath.Join(dir, IndexName), ErrCorrupt)
+		if remote.IsURL(path) {
+			// A brace list may name a file that does not exist: that is the error to give.
+			if _, err := client.Stat(ctx, path); err != nil {
+				return nil, err
+			}
+		}
+		return nil, fmt.Errorf("not listed in %s (a file of another pack?): %w", index, ErrCorrupt)
 	}
 	return want, nil
 }

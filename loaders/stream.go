@@ -12,7 +12,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/internal/rng"
-	"github.com/stoke-ml/stoke/loaders/internal/remote"
 )
 
 // StreamSource is a dataset read front to back (PyTorch's IterableDataset, tf.data's file-based
@@ -60,8 +59,6 @@ type shardSource struct {
 	remote *remoteShards // nil: remote shards streamed by one GET each, opened when reached
 }
 
-var _ prefetcher = (*shardSource)(nil)
-
 func (s *shardSource) Parts() int { return len(s.paths) }
 
 func (s *shardSource) PartLens() []int { return s.lens }
@@ -77,7 +74,7 @@ func (s *shardSource) Open(_ context.Context, part int) (SampleStream, error) {
 // prefetch downloads the next remote parts into the cache while this one is read.
 func (s *shardSource) prefetch(next []int) {
 	if s.remote != nil {
-		s.remote.prefetch(next[:min(len(next), remote.DefaultPrefetch)])
+		s.remote.prefetch(next)
 	}
 }
 
@@ -97,6 +94,18 @@ type prefetcher interface {
 	prefetch(next []int)
 }
 
+// readPlanner is a Dataset that fetches ahead of its reads (Shards, remote through a cache): the
+// Loader gives it, when an epoch starts, the indices that this rank will read, in order, as it
+// gives a stream's prefetcher the parts that follow.
+type readPlanner interface {
+	planReads(indices []int)
+}
+
+var (
+	_ prefetcher  = (*shardSource)(nil)
+	_ readPlanner = (*Shards)(nil)
+)
+
 // OpenStream opens the dataset named by spec for streaming, as the zero Opener does.
 func OpenStream(spec string) (StreamSource, error) {
 	return Opener{}.OpenStream(spec)
@@ -104,7 +113,7 @@ func OpenStream(spec string) (StreamSource, error) {
 
 // OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
 // can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them).
-// Shards listed in an index.json (named, or next to local shards) make a SizedSource. Open reads the
+// Shards listed in an index.json (named, or beside the shards) make a SizedSource. Open reads the
 // same shards by random access, the default because it shuffles the whole dataset, knows the
 // epoch's length up front and splits shards across ranks with exact padding; stream shards that are
 // too large to hold decompressed or that are best read sequentially.
@@ -126,14 +135,9 @@ func (o Opener) OpenStream(spec string) (StreamSource, error) {
 	if err != nil {
 		return nil, err
 	}
-	// Local shards in a folder that stoke pack wrote: their entries in its index.
-	idx := map[string]*shardIndex{}
-	for i, p := range src.paths {
-		if src.entries[i] == nil && !remote.IsURL(p) {
-			if src.entries[i], err = localEntry(p, nil, idx); err != nil {
-				return nil, fmt.Errorf("loaders: open stream %q: shard %s: %w", spec, p, err)
-			}
-		}
+	// Shards in a folder that stoke pack wrote: their entries in its index.
+	if err := src.findEntries(ctx); err != nil {
+		return nil, fmt.Errorf("loaders: open stream %q: %w", spec, err)
 	}
 	rs, err := o.newRemoteShards(ctx, src)
 	if err != nil {

@@ -2,18 +2,16 @@ package train
 
 import (
 	"context"
-	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/internal/cputime"
 )
 
-// cpuTime is the process's user+system CPU time.
+// cpuTime is the process's user+system CPU time (0 where the system does not report it).
 func cpuTime() time.Duration {
-	var ru syscall.Rusage
-	if syscall.Getrusage(syscall.RUSAGE_SELF, &ru) != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+	d, _ := cputime.Process()
+	return d
 }
 
 // BenchmarkStep times one training step (normalize, forward, loss, backward, SGD update, wait) on

@@ -44,6 +44,15 @@ type Object struct {
 	ETag string
 }
 
+// ErrTooLarge marks an object larger than a Get allows.
+var ErrTooLarge = errors.New("object too large")
+
+// NotFound reports whether err is a request for an object that does not exist (HTTP 404).
+func NotFound(err error) bool {
+	se, ok := errors.AsType[*StatusError](err)
+	return ok && se.Status == http.StatusNotFound
+}
+
 // StatusError is a request the server refused with a status that is not retried (or that was still
 // failing when the retries ran out).
 type StatusError struct {
@@ -150,6 +159,32 @@ func (c *Client) Stat(ctx context.Context, url string) (Object, error) {
 		return err
 	})
 	return obj, err
+}
+
+// Get returns the whole object at url, read by one GET (retried as a whole), or an error when it
+// holds more than limit bytes. A missing object is a *StatusError with Status 404.
+func (c *Client) Get(ctx context.Context, url string, limit int64) ([]byte, error) {
+	b, u, err := c.backend(url)
+	if err != nil {
+		return nil, err
+	}
+	var out []byte
+	err = c.retry(ctx, url, func(ctx context.Context) error {
+		body, err := b.get(ctx, Object{URL: url, Size: -1}, u, 0, -1)
+		if err != nil {
+			return err
+		}
+		defer body.Close()
+		out, err = io.ReadAll(io.LimitReader(body, limit+1))
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	if int64(len(out)) > limit {
+		return nil, fmt.Errorf("%s: more than %d bytes: %w", url, limit, ErrTooLarge)
+	}
+	return out, nil
 }
 
 // List returns the objects whose URL matches pattern, sorted by URL: pattern is an s3:// URL whose
@@ -266,11 +301,12 @@ func retryable(parent context.Context, err error) bool {
 }
 
 // checkBody checks that a response holds the bytes [off, end) of obj: a ranged one by its
-// Content-Range ("bytes OFF-LAST/SIZE"), a whole one by its length (-1: not given). A server that
+// Content-Range ("bytes OFF-LAST/SIZE"), a whole one by its length (-1: not given; any with end
+// < 0, a Get of an object not described). A server that
 // sends other bytes, or those of an object of another size (replaced since a listing or an index
 // described it), would splice them into the reads: that is a permanent error.
 func checkBody(obj Object, off, end int64, ranged bool, contentRange string, length int64) error {
-	if length >= 0 && length != end-off {
+	if length >= 0 && end >= 0 && length != end-off {
 		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent %d bytes (Content-Range %q): the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, length, contentRange)
 	}
 	if !ranged {

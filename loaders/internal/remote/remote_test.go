@@ -426,3 +426,28 @@ func TestServerSendsOtherBytes(t *testing.T) {
 		}
 	}
 }
+
+// TestGet: a whole small object in one GET, through every fault; a missing one is NotFound; one
+// over the limit is ErrTooLarge.
+func TestGet(t *testing.T) {
+	data := blob(10_000, 3)
+	h := &remotetest.Handler{Files: map[string][]byte{"index.json": data}, Faults: remotetest.AllFaults}
+	srv, c := serve(t, h)
+	ctx := context.Background()
+	for range len(remotetest.AllFaults) {
+		got, err := c.Get(ctx, srv.URL+"/index.json", int64(len(data)))
+		if err != nil || !bytes.Equal(got, data) {
+			t.Fatalf("Get = %d bytes, %v; want the %d bytes", len(got), err, len(data))
+		}
+	}
+	if _, err := c.Get(ctx, srv.URL+"/index.json", int64(len(data))-1); !errors.Is(err, ErrTooLarge) {
+		t.Fatalf("Get over the limit: %v; want ErrTooLarge", err)
+	}
+	_, err := c.Get(ctx, srv.URL+"/missing.json", 100)
+	if !NotFound(err) || !strings.Contains(err.Error(), srv.URL+"/missing.json") {
+		t.Fatalf("Get of a missing object: %v; want NotFound naming the URL", err)
+	}
+	if NotFound(fmt.Errorf("x: %w", &StatusError{URL: "u", Status: 403})) {
+		t.Fatal("403 taken for not found")
+	}
+}

@@ -45,7 +45,7 @@ type Handler struct {
 	bytes  map[string]int64
 }
 
-// Requests returns how many GET requests named file.
+// Requests returns how many GET requests named file (those answered 404 included).
 func (h *Handler) Requests(file string) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -79,6 +79,15 @@ func (c *countingWriter) Flush() { c.ResponseWriter.(http.Flusher).Flush() }
 
 func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/")
+	get := r.Method == http.MethodGet && !r.URL.Query().Has("list-type")
+	if get {
+		h.mu.Lock()
+		if h.counts == nil {
+			h.counts, h.bytes = map[string]int{}, map[string]int64{}
+		}
+		h.counts[name]++
+		h.mu.Unlock()
+	}
 	serve := h.Next
 	if serve == nil {
 		b, ok := h.Files[name]
@@ -91,16 +100,10 @@ func (h *Handler) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 			http.ServeContent(w, r, name, time.Time{}, bytes.NewReader(b))
 		})
 	}
-	if r.Method != http.MethodGet || r.URL.Query().Has("list-type") {
+	if !get {
 		serve.ServeHTTP(w, r) // HEAD, and S3's listings
 		return
 	}
-	h.mu.Lock()
-	if h.counts == nil {
-		h.counts, h.bytes = map[string]int{}, map[string]int64{}
-	}
-	h.counts[name]++
-	h.mu.Unlock()
 	w = &countingWriter{ResponseWriter: w, h: h, name: name}
 	fault := None
 	if len(h.Faults) > 0 {
