@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/cputime"
 	"gonum.org/v1/gonum/blas"
 	"gonum.org/v1/gonum/blas/gonum"
 )
@@ -37,7 +38,7 @@ var benchShapes = []struct {
 // measures the work a multiply costs (whatever the number of cores it used).
 func report(b *testing.B, flops float64, cpu0 time.Duration) {
 	b.ReportMetric(flops*float64(b.N)/b.Elapsed().Seconds()/1e9, "GFLOP/s")
-	if cpu1, ok := processCPU(); ok && cpu1 > cpu0 {
+	if cpu1, ok := cputime.Process(); ok && cpu1 > cpu0 {
 		b.ReportMetric(flops*float64(b.N)/(cpu1-cpu0).Seconds()/1e9, "GFLOP/cpu-s")
 	}
 }
@@ -59,7 +60,7 @@ func BenchmarkSgemm(b *testing.B) {
 			operands()
 			b.ReportAllocs()
 			b.SetBytes(bytes)
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Process()
 			for b.Loop() {
 				Sgemm(p.transA, p.transB, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc)
 			}
@@ -76,7 +77,7 @@ func BenchmarkSgemm(b *testing.B) {
 			}
 			b.ReportAllocs()
 			b.SetBytes(bytes)
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Process()
 			for b.Loop() {
 				gonum.Implementation{}.Sgemm(tA, tB, p.m, p.n, p.k, p.alpha, p.a, p.lda, p.b, p.ldb, p.beta, p.c, p.ldc)
 			}
@@ -93,7 +94,7 @@ func BenchmarkKernels(b *testing.B) {
 	for _, kern := range supported {
 		b.Run(fmt.Sprintf("%s/%d", kern.name, n), func(b *testing.B) {
 			b.ReportAllocs()
-			cpu0, _ := processCPU()
+			cpu0, _ := cputime.Process()
 			for b.Loop() {
 				multiply(kern, false, false, n, n, n, 1, p.a, p.lda, p.b, p.ldb, 0, p.c, p.ldc, 1)
 			}
