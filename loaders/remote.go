@@ -266,11 +266,15 @@ func readIndex(ctx context.Context, loc string) (*shardIndex, error) {
 }
 
 // shardFolder returns the folder of a shard (a path or a URL), its name in it, and the place of
-// the folder's index.
+// the folder's index. A URL's query and fragment belong to the shard, not to its folder: the
+// folder ends at the path's last slash.
 func shardFolder(p string) (dir, base, index string) {
 	if !remote.IsURL(p) {
 		dir = filepath.Dir(p)
 		return dir, filepath.Base(p), filepath.Join(dir, IndexName)
+	}
+	if q := strings.IndexAny(p, "?#"); q >= 0 {
+		p = p[:q]
 	}
 	dir, base = p[:strings.LastIndexByte(p, '/')], p[strings.LastIndexByte(p, '/')+1:]
 	return dir, base, dir + "/" + IndexName

@@ -344,3 +344,19 @@ func TestRemoteIndexURLsStayInFolder(t *testing.T) {
 		}
 	}
 }
+
+// TestShardFolder: the index of a remote shard lies in the folder of its path; a slash in the
+// URL's query must not move it.
+func TestShardFolder(t *testing.T) {
+	for _, c := range []struct{ in, dir, base, index string }{
+		{"s3://b/p/shard-000001.tar", "s3://b/p", "shard-000001.tar", "s3://b/p/index.json"},
+		{"https://h/d/s.tar?sig=a/b&x=1", "https://h/d", "s.tar", "https://h/d/index.json"},
+		{"https://h/d/s.tar#frag/x", "https://h/d", "s.tar", "https://h/d/index.json"},
+		{"/data/pack/s.tar", "/data/pack", "s.tar", "/data/pack/index.json"},
+	} {
+		dir, base, index := shardFolder(c.in)
+		if dir != c.dir || base != c.base || index != c.index {
+			t.Errorf("shardFolder(%q) = %q, %q, %q; want %q, %q, %q", c.in, dir, base, index, c.dir, c.base, c.index)
+		}
+	}
+}
