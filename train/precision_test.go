@@ -145,3 +145,59 @@ func TestMixedPrecisionFit(t *testing.T) {
 		})
 	}
 }
+
+// TestFP16SkippedStepKeepsAdamWStep: a step that loss scaling skips is not an optimizer step, as
+// GradScaler skips optimizer.step(): AdamW's step count (its bias correction) must not count it.
+// After one skipped step, the first applied AdamW update of an fp16 trainer is the first update of
+// an fp32 trainer on the same batch (within fp16's rounding), not a second step's (which, from
+// zero moments, moves the weights about 0.74 times as far).
+func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
+	f := newFixture(t, 96)
+	ctx := context.Background()
+	mean, std := f.train.Normalization()
+	newTrainer := func(p Precision) *Trainer {
+		tr, err := New(smallCNN(t), f.dev, AdamW{LR: 0.01}, Config{Precision: p, Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		return tr
+	}
+	tr, ref := newTrainer(FP16), newTrainer(FP32)
+	var before [][]float32
+	for b, err := range f.train.Batches(ctx, 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		keep := b // the batch, three times: released by the last step only
+		keep.Release = nil
+		tr.scaler.scale = 1 << 40 // overflows fp16 in the backward products: skipped
+		if _, err := tr.trainStep(ctx, keep, mean, std, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if tr.scaler.skipped != 1 {
+			t.Fatalf("loss scale %+v; want the step skipped", *tr.scaler)
+		}
+		tr.scaler.scale = 1024
+		before = weights(t, tr)
+		if _, err := tr.trainStep(ctx, keep, mean, std, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := ref.trainStep(ctx, b, mean, std, 0, 0); err != nil {
+			t.Fatal(err)
+		}
+		break
+	}
+	after, want := weights(t, tr), weights(t, ref)
+	var moved16, moved32 float64
+	for j := range before {
+		for k := range before[j] {
+			moved16 += math.Abs(float64(after[j][k] - before[j][k]))
+			moved32 += math.Abs(float64(want[j][k] - before[j][k]))
+		}
+	}
+	t.Logf("fp16 first applied AdamW update after a skipped step moved the weights %g; fp32 first step %g", moved16, moved32)
+	if r := moved16 / moved32; !(r > 0.95 && r < 1.05) {
+		t.Fatalf("fp16 update after a skipped step is %.3f times the fp32 first step's; want 1 (the skipped step counted as an AdamW step?)", r)
+	}
+}

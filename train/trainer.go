@@ -487,8 +487,15 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 		}
 	}
 	lr := t.opt.BaseLR() * t.cfg.Schedule(t.step, perEpoch, total)
+	// The optimizer counts the steps it made (AdamW's bias correction): a step that loss scaling
+	// skipped is none, as GradScaler skips optimizer.step(). (The scaler, and so this count of
+	// skipped steps, restarts with a resumed run.)
+	applied := t.step
+	if t.scaler != nil {
+		applied -= t.scaler.skipped
+	}
 	for _, p := range m.params {
-		if err := t.opt.update(t.ops, t.s, p, lr, t.step+1); err != nil {
+		if err := t.opt.update(t.ops, t.s, p, lr, applied+1); err != nil {
 			return fmt.Errorf("train: update %s: %w", p.Name, err)
 		}
 	}
