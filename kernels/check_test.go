@@ -494,3 +494,38 @@ func BenchmarkChecks(b *testing.B) {
 		})
 	}
 }
+
+// TestConv2DPaddedLenOverflow: a padding whose padded plane (InH+2*Pad)*(InW+2*Pad) wraps
+// around to 0 while every other count stays small (a stride that leaves one output) made
+// WorkspaceLen 2, so a 2-float workspace passed the checks and the CPU backend panicked writing
+// the padded copy. The checks must refuse the geometry.
+func TestConv2DPaddedLenOverflow(t *testing.T) {
+	g := kernels.Conv2D{N: 1, InC: 1, InH: 2, InW: 2, OutC: 1, KH: 1, KW: 1, Stride: 1 << 32, Pad: 1<<31 - 1}
+	if err := g.Validate(); !errors.Is(err, kernels.ErrArgument) {
+		t.Fatalf("Validate(%+v) = %v; want ErrArgument", g, err)
+	}
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	buf, err := dev.Alloc(4 * 8)
+	if err != nil {
+		t.Fatal(err)
+	}
+	v := kernels.Float32s(buf)
+	y, x, w, ws := v.Slice(0, 1), v.Slice(1, 5), v.Slice(5, 6), v.Slice(6, 8)
+	if err := kernels.CPU().Conv2D(s, y, x, w, kernels.F32{}, ws, g); !errors.Is(err, kernels.ErrArgument) {
+		t.Fatalf("Conv2D(%+v) with a %d-float workspace = %v; want ErrArgument", g, ws.Len, err)
+	}
+	if err := kernels.CPU().Conv2DBackward(s, x, w, kernels.F32{}, y, w, ws, g); !errors.Is(err, kernels.ErrArgument) {
+		t.Fatalf("Conv2DBackward(%+v) = %v; want ErrArgument", g, err)
+	}
+	if err := s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}

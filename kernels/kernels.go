@@ -117,8 +117,11 @@ func (g Conv2D) WorkspaceLen() int {
 // Validate reports a geometry that has no output or a negative size.
 func (g Conv2D) Validate() error {
 	if g.N < 0 || g.InC <= 0 || g.InH <= 0 || g.InW <= 0 || g.OutC <= 0 || g.KH <= 0 || g.KW <= 0 ||
-		g.Stride < 0 || g.Pad < 0 || g.InH+2*g.Pad < g.KH || g.InW+2*g.Pad < g.KW ||
-		!fits(g.N, g.InC, g.InH, g.InW) || !fits(g.OutC, g.InC, g.KH, g.KW) || !fits(g.InC*g.KH*g.KW+g.OutC, g.N, g.OutH(), g.OutW()) {
+		g.Stride < 0 || g.Pad < 0 || g.Pad > (math.MaxInt-max(g.InH, g.InW))/2 || g.InH+2*g.Pad < g.KH || g.InW+2*g.Pad < g.KW ||
+		!fits(g.N, g.InC, g.InH, g.InW) || !fits(g.OutC, g.InC, g.KH, g.KW) || !fits(g.InC*g.KH*g.KW+g.OutC, g.N, g.OutH(), g.OutW()) ||
+		!fits(g.N, g.InC, g.InH+2*g.Pad, g.InW+2*g.Pad) ||
+		(g.InC*g.KH*g.KW+g.OutC)*g.N*g.OutH()*g.OutW() > math.MaxInt-g.N*g.InC*(g.InH+2*g.Pad)*(g.InW+2*g.Pad) {
+		// The last two: WorkspaceLen's padded copy of x, and the sum, must not wrap around either.
 		return fmt.Errorf("%w: conv2d geometry %+v", ErrArgument, g)
 	}
 	return nil
