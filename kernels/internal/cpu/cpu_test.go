@@ -415,6 +415,23 @@ func TestConv2DImplicitParity(t *testing.T) {
 		{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
 		{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
 		{N: 7, InC: 34, InH: 16, InW: 16, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx in chunks of 3, 3, 1
+		// Edges: one sample, odd sizes under stride 2 and 3, non-square kernels (3x1 takes the
+		// whole-plane path of 1x1 ones), unpadded kernels, batches the dx chunks do not divide.
+		{N: 1, InC: 1, InH: 1, InW: 1, OutC: 1, KH: 1, KW: 1, Stride: 1, Pad: 0},
+		{N: 1, InC: 3, InH: 7, InW: 9, OutC: 5, KH: 3, KW: 3, Stride: 2, Pad: 1},
+		{N: 1, InC: 2, InH: 11, InW: 13, OutC: 3, KH: 3, KW: 3, Stride: 3, Pad: 1},
+		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 1, Pad: 0},
+		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 1, KW: 3, Stride: 1, Pad: 0},
+		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 2, Pad: 1},
+		{N: 3, InC: 4, InH: 10, InW: 10, OutC: 6, KH: 3, KW: 3, Stride: 1, Pad: 0},
+		{N: 2, InC: 5, InH: 5, InW: 5, OutC: 7, KH: 5, KW: 5, Stride: 1, Pad: 0},
+		{N: 1, InC: 3, InH: 6, InW: 6, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // one sample, 4*OutC > its columns
+		{N: 3, InC: 4, InH: 17, InW: 17, OutC: 6, KH: 1, KW: 1, Stride: 2, Pad: 0},
+		{N: 2, InC: 4, InH: 35, InW: 33, OutC: 3, KH: 3, KW: 3, Stride: 2, Pad: 1},
+		{N: 2, InC: 2, InH: 8, InW: 39, OutC: 3, KH: 2, KW: 2, Stride: 2, Pad: 0},
+		{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
+		{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
+		{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},
 	} {
 		x := randVec(r, g.N*g.InC*g.InH*g.InW)
 		w := randVec(r, g.OutC*g.ColRows())
