@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 )
 
@@ -199,5 +200,25 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 	t.Logf("fp16 first applied AdamW update after a skipped step moved the weights %g; fp32 first step %g", moved16, moved32)
 	if r := moved16 / moved32; !(r > 0.95 && r < 1.05) {
 		t.Fatalf("fp16 update after a skipped step is %.3f times the fp32 first step's; want 1 (the skipped step counted as an AdamW step?)", r)
+	}
+}
+
+// hugeInputs is a dataset whose normalization turns pixels into values past fp16's range.
+type hugeInputs struct{ Data }
+
+func (hugeInputs) Normalization() (mean, std []float32) { return []float32{0}, []float32{1e-6} }
+
+// TestFP16ForwardOverflowNamed: an fp16 forward pass that overflows makes the loss non-finite,
+// which loss scaling cannot repair; the error says so instead of blaming only the learning rate.
+func TestFP16ForwardOverflowNamed(t *testing.T) {
+	f := newFixture(t, 64)
+	tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.01}, Config{Precision: FP16, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.Fit(context.Background(), hugeInputs{f.train}, f.test)
+	if err == nil || !strings.Contains(err.Error(), "overflowed fp16's range") {
+		t.Fatalf("fp16 run over inputs of ~1e8: error %v; want the fp16 overflow named", err)
 	}
 }

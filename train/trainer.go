@@ -412,7 +412,13 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: loss is %v (diverged; lower the learning rate)", epoch+1, stepInEpoch+1, loss)
+			hint := "diverged; lower the learning rate"
+			if t.scaler != nil {
+				// Loss scaling guards the backward pass only: a forward value past fp16's 65504
+				// reaches the loss as Inf or NaN whatever the scale.
+				hint += ", or train in bf16 or fp32: an activation may have overflowed fp16's range (65504) in the forward pass"
+			}
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: loss is %v (%s)", epoch+1, stepInEpoch+1, loss, hint)
 		}
 		lossSum += loss * float64(b.N)
 		samples += b.N
