@@ -302,22 +302,13 @@ func TestStreamSizedLocal(t *testing.T) {
 			if l.split.ranks == nil {
 				t.Fatalf("%s: ranks split samples, not whole shards", spec)
 			}
-			r := l.newStreamReader(0)
-			for {
-				it, _, ok, err := r.advance(context.Background())
-				if err != nil {
-					t.Fatal(err)
-				}
-				if !ok {
-					break
-				}
-				shard, _, _ := strings.Cut(it.s.Key, ":")
+			for _, key := range readerKeys(t, l, 0) {
+				shard, _, _ := strings.Cut(key, ":")
 				if o, seen := owner[shard]; seen && o != rank {
 					t.Fatalf("%s: shard %s read by ranks %d and %d", spec, shard, o, rank)
 				}
 				owner[shard] = rank
 			}
-			r.close()
 		}
 		if len(owner) != 5 {
 			t.Fatalf("%s: %d shards read over both ranks, want 5", spec, len(owner))

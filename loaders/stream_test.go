@@ -280,19 +280,7 @@ func TestSizedStreamRanks(t *testing.T) {
 		if l.BatchesPerEpoch() != 4 {
 			t.Errorf("rank %d: BatchesPerEpoch() = %d; want 4 (20 samples)", rank, l.BatchesPerEpoch())
 		}
-		var keys []string
-		r := l.newStreamReader(0)
-		for {
-			it, _, ok, err := r.advance(context.Background())
-			if err != nil {
-				t.Fatal(err)
-			}
-			if !ok {
-				break
-			}
-			keys = append(keys, it.s.Key)
-		}
-		r.close()
+		keys := readerKeys(t, l, 0)
 		bs := epoch(t, l, 0, -1)
 		if len(bs) != 4 || len(keys) != 20 {
 			t.Errorf("rank %d: %d batches from a stream of %d; want 4 from 20", rank, len(bs), len(keys))
@@ -456,5 +444,24 @@ func TestStreamBadSample(t *testing.T) {
 	}
 	if st := l.Stats(); n != 11 || st.Skipped != 1 {
 		t.Errorf("Skip: %d samples, %d skipped; want 11 and 1", n, st.Skipped)
+	}
+}
+
+// readerKeys reads epoch's samples from a stream loader's reader (this rank's, before shuffling
+// into batches) and returns their keys in order.
+func readerKeys(t *testing.T, l *Loader, epoch int) []string {
+	t.Helper()
+	var keys []string
+	r := l.newStreamReader(epoch)
+	defer r.close()
+	for {
+		it, _, ok, err := r.advance(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !ok {
+			return keys
+		}
+		keys = append(keys, it.s.Key)
 	}
 }
