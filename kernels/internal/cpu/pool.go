@@ -1,0 +1,104 @@
+package cpu
+
+// PoolGeom is the shape of a max pooling over NCHW data, with Pad pixels of -Inf on each side.
+type PoolGeom struct {
+	N, C, H, W, K, Stride, Pad int
+}
+
+// OutH is the output height.
+func (g PoolGeom) OutH() int { return (g.H+2*g.Pad-g.K)/g.Stride + 1 }
+
+// OutW is the output width.
+func (g PoolGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
+
+// MaxPool2D writes each window's maximum to y and its position within the input plane to arg
+// (the first maximum on ties; NaN never wins over a number). Padding never wins: every window
+// holds at least one input pixel when Pad <= K/2.
+func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
+	oh, ow := g.OutH(), g.OutW()
+	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			plane := x[p*g.H*g.W : (p+1)*g.H*g.W]
+			yp, ap := y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow]
+			if g.K == 2 && g.Stride == 2 && g.Pad == 0 {
+				maxPool2x2(yp, ap, plane, g.W, oh, ow)
+			} else {
+				maxPoolPlane(yp, ap, plane, g, oh, ow)
+			}
+		}
+	})
+}
+
+// maxPoolPlane is MaxPool2D over one plane, any window.
+func maxPoolPlane(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow int) {
+	for oy := range oh {
+		y0 := oy*g.Stride - g.Pad
+		ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
+		for ox := range ow {
+			x0 := ox*g.Stride - g.Pad
+			kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
+			best := (y0+ky0)*g.W + x0 + kx0
+			for ky := ky0; ky < ky1; ky++ {
+				r := (y0+ky)*g.W + x0
+				for kx := kx0; kx < kx1; kx++ {
+					if plane[r+kx] > plane[best] {
+						best = r + kx
+					}
+				}
+			}
+			yp[oy*ow+ox] = plane[best]
+			ap[oy*ow+ox] = int32(best)
+		}
+	}
+}
+
+// maxPool2x2 is MaxPool2D's 2x2 stride-2 unpadded window (the CNN's pooling) over one plane of
+// width w: the same comparisons in the same order as the general loop (first maximum wins, NaN
+// never wins), written so that the compiler selects the index with a conditional move instead
+// of a branch that the random signs of activations mispredict (the general loop spent ~18 ns
+// per output there).
+func maxPool2x2(y []float32, arg []int32, plane []float32, w, oh, ow int) {
+	for oy := range oh {
+		r := 2 * oy * w
+		row0, row1 := plane[r:r+2*ow], plane[r+w:r+w+2*ow]
+		yr, ar := y[oy*ow:(oy+1)*ow], arg[oy*ow:(oy+1)*ow]
+		for ox := maxPoolRowSIMD(yr, ar, row0, row1, w, r); ox < len(yr); ox++ {
+			j := 2 * ox
+			a, b, c, d := row0[j], row0[j+1], row1[j], row1[j+1]
+			best, bv := 0, a
+			if b > bv {
+				best = 1
+			}
+			bv = max4(best, a, b, c, d)
+			if c > bv {
+				best = 2
+			}
+			bv = max4(best, a, b, c, d)
+			if d > bv {
+				best = 3
+			}
+			yr[ox] = max4(best, a, b, c, d)
+			ar[ox] = int32(r + j + (best>>1)*w + best&1)
+		}
+	}
+}
+
+// max4 returns the best-th of a, b, c, d.
+func max4(best int, a, b, c, d float32) float32 {
+	v := [4]float32{a, b, c, d}
+	return v[best&3]
+}
+
+// MaxPool2DBackward writes dx (cleared first) with each dy routed to its window's maximum.
+func MaxPool2DBackward(dx, dy []float32, arg []int32, g PoolGeom) {
+	oh, ow := g.OutH(), g.OutW()
+	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			plane := dx[p*g.H*g.W : (p+1)*g.H*g.W]
+			clear(plane)
+			for i, a := range arg[p*oh*ow : (p+1)*oh*ow] {
+				plane[a] += dy[p*oh*ow+i]
+			}
+		}
+	})
+}
