@@ -16,15 +16,14 @@ func (g PoolGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
 // holds at least one input pixel when Pad <= K/2.
 func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()
-	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
+	hw, ohw := g.H*g.W, oh*ow
+	For(g.N*g.C, hw, func(lo, hi int) {
+		if g.K == 2 && g.Stride == 2 && g.Pad == 0 {
+			maxPool2x2Planes(y[lo*ohw:hi*ohw], arg[lo*ohw:hi*ohw], x[lo*hw:hi*hw], g.H, g.W, oh, ow)
+			return
+		}
 		for p := lo; p < hi; p++ {
-			plane := x[p*g.H*g.W : (p+1)*g.H*g.W]
-			yp, ap := y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow]
-			if g.K == 2 && g.Stride == 2 && g.Pad == 0 {
-				maxPool2x2(yp, ap, plane, g.W, oh, ow)
-			} else {
-				maxPoolPlane(yp, ap, plane, g, oh, ow)
-			}
+			maxPoolPlane(y[p*ohw:(p+1)*ohw], arg[p*ohw:(p+1)*ohw], x[p*hw:(p+1)*hw], g, oh, ow)
 		}
 	})
 }
@@ -49,6 +48,17 @@ func maxPoolPlane(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow 
 			yp[oy*ow+ox] = plane[best]
 			ap[oy*ow+ox] = int32(best)
 		}
+	}
+}
+
+// maxPool2x2Planes is maxPool2x2 over consecutive h×w planes of x (as many as y holds).
+func maxPool2x2Planes(y []float32, arg []int32, x []float32, h, w, oh, ow int) {
+	planes := len(y) / (oh * ow)
+	if maxPool2x2SIMD(y, arg, x, planes, h, w, oh, ow) {
+		return
+	}
+	for p := range planes {
+		maxPool2x2(y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow], x[p*h*w:(p+1)*h*w], w, oh, ow)
 	}
 }
 
@@ -89,16 +99,36 @@ func max4(best int, a, b, c, d float32) float32 {
 	return v[best&3]
 }
 
-// MaxPool2DBackward writes dx (cleared first) with each dy routed to its window's maximum.
+// MaxPool2DBackward writes dx with each dy routed to its window's maximum (dx is overwritten;
+// arg must be MaxPool2D's for g).
 func MaxPool2DBackward(dx, dy []float32, arg []int32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()
-	For(g.N*g.C, g.H*g.W, func(lo, hi int) {
-		for p := lo; p < hi; p++ {
-			plane := dx[p*g.H*g.W : (p+1)*g.H*g.W]
+	hw, ohw := g.H*g.W, oh*ow
+	For(g.N*g.C, hw, func(lo, hi int) {
+		dxs, dys, as := dx[lo*hw:hi*hw], dy[lo*ohw:hi*ohw], arg[lo*ohw:hi*ohw]
+		if g.K == 2 && g.Stride == 2 && g.Pad == 0 && maxPoolBack2x2SIMD(dxs, dys, as, hi-lo, g.H, g.W, oh, ow) {
+			// The windows tile the plane but for an odd last row or column.
+			for p := range hi - lo {
+				clearOutside(dxs[p*hw:(p+1)*hw], g.W, 2*oh, 2*ow)
+			}
+			return
+		}
+		for p := range hi - lo {
+			plane := dxs[p*hw : (p+1)*hw]
 			clear(plane)
-			for i, a := range arg[p*oh*ow : (p+1)*oh*ow] {
-				plane[a] += dy[p*oh*ow+i]
+			for i, a := range as[p*ohw : (p+1)*ohw] {
+				plane[a] += dys[p*ohw+i]
 			}
 		}
 	})
+}
+
+// clearOutside clears the values of a plane of width w outside its top-left h×cw corner.
+func clearOutside(plane []float32, w, h, cw int) {
+	if cw < w {
+		for r := 0; r < h; r++ {
+			clear(plane[r*w+cw : (r+1)*w])
+		}
+	}
+	clear(plane[h*w:])
 }

@@ -126,25 +126,6 @@ func addConstSIMD(dst, src []float32, b float32) int {
 }
 
 //go:noescape
-func maxPoolRowAVX2(y *float32, arg *int32, row0, row1 *float32, n, w, base int)
-
-// maxPoolRowSIMD does the outputs of one output row of maxPool2x2 that it can and returns how
-// many (all of a row of at least 8: the last block of 8 overlaps the one before, writing the
-// same values again); row0 and row1 are the two input rows, base row0's index in the plane.
-func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int) int {
-	n := len(y) &^ 7
-	if !hasAVX2 || n == 0 {
-		return 0
-	}
-	_, _, _ = arg[len(y)-1], row0[2*len(y)-1], row1[2*len(y)-1]
-	maxPoolRowAVX2(&y[0], &arg[0], &row0[0], &row1[0], n, w, base)
-	if t := len(y) - 8; t > n-8 {
-		maxPoolRowAVX2(&y[t], &arg[t], &row0[2*t], &row1[2*t], 8, w, base+2*t)
-	}
-	return len(y)
-}
-
-//go:noescape
 func scaleShiftAVX2(y, x *float32, n int, a, b float32)
 
 //go:noescape

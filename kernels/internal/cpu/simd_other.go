@@ -29,8 +29,6 @@ func sumProductsSIMD(s *sums, dy, x []float32, mean, inv float32) int { return 0
 
 func addConstSIMD(dst, src []float32, b float32) int { return 0 }
 
-func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int) int { return 0 }
-
 func scaleShiftSIMD(y, x []float32, a, b float32) int { return 0 }
 
 func bnDxSIMD(dx, dy, x []float32, k, bmean, mean, inv, bx float32) int { return 0 }

@@ -1,0 +1,61 @@
+//go:build !noasm
+
+package cpu
+
+import "golang.org/x/sys/cpu"
+
+// poolAVX512 selects the AVX-512 poolings of pool_amd64.s, whole planes at a time; without it
+// maxPool2x2 takes the AVX2 row loop where a row has 8 outputs or more.
+var poolAVX512 = cpu.X86.HasAVX512F
+
+//go:noescape
+func maxPool2x2AVX512(y *float32, arg *int32, x *float32, planes, h, w, oh, ow int)
+
+//go:noescape
+func maxPoolBack2x2AVX512(dx, dy *float32, arg *int32, planes, h, w, oh, ow int)
+
+// maxPool2x2SIMD does maxPool2x2 over planes consecutive h×w planes if it can and reports
+// whether it did.
+func maxPool2x2SIMD(y []float32, arg []int32, x []float32, planes, h, w, oh, ow int) bool {
+	if !poolAVX512 || !poolFits(len(y), len(arg), len(x), planes, h, w, oh, ow) {
+		return false
+	}
+	maxPool2x2AVX512(&y[0], &arg[0], &x[0], planes, h, w, oh, ow)
+	return true
+}
+
+// maxPoolBack2x2SIMD writes the windows' inputs of dx as maxPoolBack2x2 if it can and reports
+// whether it did.
+func maxPoolBack2x2SIMD(dx, dy []float32, arg []int32, planes, h, w, oh, ow int) bool {
+	if !poolAVX512 || !poolFits(len(dy), len(arg), len(dx), planes, h, w, oh, ow) {
+		return false
+	}
+	maxPoolBack2x2AVX512(&dx[0], &dy[0], &arg[0], planes, h, w, oh, ow)
+	return true
+}
+
+// poolFits reports whether planes h×w planes of 2x2 windows, oh×ow of them each, lie within
+// outputs of ny and na and inputs of nx values (the assembly checks no bounds).
+func poolFits(ny, na, nx, planes, h, w, oh, ow int) bool {
+	return planes > 0 && oh > 0 && ow > 0 && 2*oh <= h && 2*ow <= w &&
+		planes*h*w <= nx && planes*oh*ow <= ny && planes*oh*ow <= na
+}
+
+//go:noescape
+func maxPoolRowAVX2(y *float32, arg *int32, row0, row1 *float32, n, w, base int)
+
+// maxPoolRowSIMD does the outputs of one output row of maxPool2x2 that it can and returns how
+// many (all of a row of at least 8: the last block of 8 overlaps the one before, writing the
+// same values again); row0 and row1 are the two input rows, base row0's index in the plane.
+func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int) int {
+	n := len(y) &^ 7
+	if !hasAVX2 || n == 0 {
+		return 0
+	}
+	_, _, _ = arg[len(y)-1], row0[2*len(y)-1], row1[2*len(y)-1]
+	maxPoolRowAVX2(&y[0], &arg[0], &row0[0], &row1[0], n, w, base)
+	if t := len(y) - 8; t > n-8 {
+		maxPoolRowAVX2(&y[t], &arg[t], &row0[2*t], &row1[2*t], 8, w, base+2*t)
+	}
+	return len(y)
+}
