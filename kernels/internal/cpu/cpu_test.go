@@ -398,8 +398,9 @@ func TestConv2D(t *testing.T) {
 }
 
 // TestConv2DImplicitParity holds Conv2D and Conv2DBackward (the column matrix packed straight
-// from a padded copy of x, twice; dx a few samples at a time) to the plain convolution (im2col
-// written out once, then multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
+// from a padded copy of x, twice; dx a few samples at a time; on AVX-512, the direct kernel for
+// y and for dx by the flipped convolution) to the plain convolution (im2col written out once,
+// then multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
 // batches large enough for the multiplies to run on several goroutines and for GEMM blocks to
 // start in the middle of a sample or a row.
 func TestConv2DImplicitParity(t *testing.T) {

@@ -134,6 +134,12 @@ const (
 // core): starting and joining another costs a few microseconds, which would outweigh what it saves.
 const serialWork = 1 << 20
 
+// PassDepth is the depth of each of a multiply's passes over k (the last may be shallower): each
+// element of C is the sum, in pass order, of per-pass sums accumulated by FMA from zero in
+// increasing k. A kernel outside this package that follows the same passes and the same FMA order
+// (the CPU backend's direct convolution) gets the same bits as Sgemm on an FMA CPU.
+func PassDepth(k int) int { return kBlock(k) }
+
 // kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
 // depends on k alone, which is what makes results independent of the partition of C.
 func kBlock(k int) int {
