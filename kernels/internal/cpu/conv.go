@@ -287,21 +287,30 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
 	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
-	toColumns(dyt, dy, g)
-	// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing the
-	// column matrix from the padded input again (cheaper than writing it out and reading it).
-	src := newColSource(xpad, g)
-	gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
-	src.free()
+	scratch := ws[:(rows+g.OutC)*nc]
+	haveDyt := false
+	if !weightGradDirect(dw, dy, xpad, scratch, g) {
+		// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing
+		// the column matrix from the padded input again (cheaper than writing it out and
+		// reading it).
+		toColumns(dyt, dy, g)
+		haveDyt = true
+		src := newColSource(xpad, g)
+		gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, max(nc, 1), src, 0, dw, rows)
+		src.free()
+	}
 	if dbias != nil {
 		BiasGrad(dbias, dy[:nc*g.OutC], g.N, cols)
 	}
 	if dx == nil {
 		return
 	}
-	if dg, ok := dxConv(g, (rows+g.OutC)*nc); ok {
-		convBackData(dx, dy, w, ws[:(rows+g.OutC)*nc], g, dg)
+	if dg, ok := dxConv(g, len(scratch)); ok {
+		convBackData(dx, dy, w, scratch, g, dg)
 		return
+	}
+	if !haveDyt {
+		toColumns(dyt, dy, g)
 	}
 	// dcol = w^T x dyt, then scattered back, a few samples at a time so that their part of the
 	// column matrix is still in the cache when col2im reads it (the whole batch's went out to

@@ -122,10 +122,74 @@ func direct(g ConvGeom) bool {
 	return hasAVX512 && g.Stride == 1 && g.OutC%8 == 0 && g.PaddedLen()/max(g.N, 1) <= math.MaxInt32
 }
 
+// directWeightGrad reports whether weightGradDirect computes g's weight gradient with scratch
+// floats.
+func directWeightGrad(g ConvGeom, scratch int) bool {
+	return hasAVX512 && g.OutC%32 == 0 && (g.KW == 3 || g.KW == 5) &&
+		min(parts, g.N)*g.OutC*(g.ColCols()+g.ColRows()) <= scratch && g.PaddedLen()/max(g.N, 1) <= math.MaxInt32
+}
+
 // grow returns s resized to n, reallocated only when its capacity is short.
 func grow[T any](s []T, n int) []T {
 	if cap(s) < n {
 		return make([]T, n)
 	}
 	return s[:n]
+}
+
+//go:noescape
+func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+
+//go:noescape
+func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+
+// weightGradDirect computes dw [OutC][InC*KH*KW] (overwritten) for g from dy and the zero-padded
+// copy of x with the AVX-512 row kernels, reading the input in place: no column matrix is
+// packed. The batch is cut into a fixed number of parts (whatever the core count); each part
+// transposes one sample's dy at a time to position-major (into scratch, where the kernels read
+// it from the cache) and sums its samples' gradient, by FMA in sample and position order, into
+// a gradient of its own; the parts' gradients are then added in part order. It reports false,
+// doing nothing, where the CPU or g does not suit it (see directWeightGrad).
+func weightGradDirect(dw, dy, xpad, scratch []float32, g ConvGeom) bool {
+	if !directWeightGrad(g, len(scratch)) {
+		return false
+	}
+	rows, cols := g.ColRows(), g.ColCols()
+	kern := dwRows5AVX512
+	if g.KW == 3 {
+		kern = dwRows3AVX512
+	}
+	gp := g.padded()
+	hw := gp.InH * gp.InW
+	in, out, grad := g.InC*hw, g.OutC*cols, g.OutC*rows
+	_, _ = xpad[g.N*in-1], dy[g.N*out-1]
+	oh, ow := g.OutH(), g.OutW()
+	np := min(parts, g.N)
+	For(np, g.N/np*out*rows, func(lo, hi int) {
+		for part := lo; part < hi; part++ {
+			dwT, dyT := scratch[part*(grad+out):][:grad], scratch[part*(grad+out)+grad:][:out]
+			clear(dwT)
+			for n := part * g.N / np; n < (part+1)*g.N/np; n++ {
+				gemm.Transpose(dyT, g.OutC, dy[n*out:], cols, g.OutC, cols)
+				for ck := range g.InC * g.KH { // input row ki of channel c: dwT's rows (c, ki, 0..KW-1)
+					x := &xpad[n*in+ck/g.KH*hw+ck%g.KH*gp.InW]
+					for o := 0; o < g.OutC; o += 32 {
+						kern(oh, ow, x, g.Stride, g.Stride*gp.InW, &dyT[o], g.OutC, &dwT[ck*g.KW*g.OutC+o], g.OutC)
+					}
+				}
+			}
+		}
+	})
+	// The parts' gradients added in part order into the first's, then transposed to dw.
+	sum := scratch[:grad]
+	For(grad, 2*np, func(lo, hi int) {
+		dst := sum[lo:hi]
+		for part := 1; part < np; part++ {
+			for i, v := range scratch[part*(grad+out)+lo:][:len(dst)] {
+				dst[i] += v
+			}
+		}
+	})
+	gemm.Transpose(dw, rows, sum, g.OutC, rows, g.OutC)
+	return true
 }

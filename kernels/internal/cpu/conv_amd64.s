@@ -2,6 +2,32 @@
 
 #include "textflag.h"
 
+// One kernel column j of dwRows: broadcast the input at disp(DI) into zb, multiply-add it with
+// the two dy vectors Z24:Z25 into the accumulators r0:r1.
+#define DWCOL(disp, zb, r0, r1) \
+	VBROADCASTSS disp(DI), zb; \
+	VFMADD231PS Z24, zb, r0; \
+	VFMADD231PS Z25, zb, r1
+
+// DWARGS loads dwRows5AVX512's and dwRows3AVX512's arguments: CX rows, R13 cols, SI and DI the
+// input, R8 and R9 its position and row steps in bytes, DX dy, R10 its position step in bytes,
+// R11 the accumulators, R12 their row step in bytes.
+#define DWARGS \
+	MOVQ rows+0(FP), CX; \
+	MOVQ cols+8(FP), R13; \
+	MOVQ x+16(FP), SI; \
+	MOVQ SI, DI; \
+	MOVQ xstep+24(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ xrow+32(FP), R9; \
+	SHLQ $2, R9; \
+	MOVQ dy+40(FP), DX; \
+	MOVQ ldd+48(FP), R10; \
+	SHLQ $2, R10; \
+	MOVQ c+56(FP), R11; \
+	MOVQ ldc+64(FP), R12; \
+	SHLQ $2, R12
+
 // One step of k for one of the 8 output channels: broadcast its weight (at off bytes from SI)
 // into zb and multiply-add it with the three input vectors Z24-Z26 into r0-r2.
 #define CHAN(off, zb, r0, r1, r2) \
@@ -145,5 +171,112 @@ add:
 	STOREADD(5, Z15, Z16, Z17)
 	STOREADD(6, Z18, Z19, Z20)
 	STOREADD(7, Z21, Z22, Z23)
+	VZEROUPPER
+	RET
+
+// func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// For j < 5 and i < 32: c[j*ldc+i] += sum over the positions (r, q), r < rows and q < cols, in
+// order, of x[r*xrow + q*xstep + j] * dy[(r*cols+q)*ldd + i], one FMA per term: a convolution's
+// weight gradient for 32 output channels and the 5 kernel columns of one input row, with dy
+// transposed (position-major) and the input read in place.
+TEXT ·dwRows5AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ R12, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ R12, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	ADDQ R12, AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	ADDQ R12, AX
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+
+row5:
+	MOVQ R13, BX
+
+col5:
+	VMOVUPS (DX), Z24
+	VMOVUPS 64(DX), Z25
+	DWCOL(0, Z26, Z0, Z1)
+	DWCOL(4, Z27, Z2, Z3)
+	DWCOL(8, Z28, Z4, Z5)
+	DWCOL(12, Z29, Z6, Z7)
+	DWCOL(16, Z30, Z8, Z9)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col5
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row5
+
+	MOVQ R11, AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VZEROUPPER
+	RET
+
+// func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// dwRows5AVX512 for 3 kernel columns.
+TEXT ·dwRows3AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ R12, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ R12, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+
+row3:
+	MOVQ R13, BX
+
+col3:
+	VMOVUPS (DX), Z24
+	VMOVUPS 64(DX), Z25
+	DWCOL(0, Z26, Z0, Z1)
+	DWCOL(4, Z27, Z2, Z3)
+	DWCOL(8, Z28, Z4, Z5)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col3
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row3
+
+	MOVQ R11, AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
 	VZEROUPPER
 	RET

@@ -6,6 +6,8 @@ import (
 	"math"
 	"math/rand/v2"
 	"testing"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
 )
 
 // TestConvDirectGuardPages runs the direct convolution on inputs and outputs that end against
@@ -36,6 +38,54 @@ func TestConvDirectGuardPages(t *testing.T) {
 				for i := range want {
 					if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
 						t.Fatalf("%+v: y[%d] = %v, implicit GEMM %v", g, i, got[i], want[i])
+					}
+				}
+			}
+		}
+	}
+}
+
+// TestWeightGradDirectGuardPages runs the direct weight gradient on padded inputs and dy that end
+// against (or start right after) an inaccessible page, for 3x3 and 5x5 kernels, strides 1 and 2
+// and widths around the kernel: a read outside the input faults. Each result must match the
+// implicit GEMM's to float32 rounding, and repeat bit for bit.
+func TestWeightGradDirectGuardPages(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512: the direct weight gradient does not run on this CPU")
+	}
+	r := rand.New(rand.NewPCG(63, 64))
+	for _, atStart := range []bool{false, true} {
+		for _, k := range []int{3, 5} {
+			for _, stride := range []int{1, 2} {
+				for w := k; w <= k+9; w++ {
+					g := ConvGeom{N: 1 + w%3, InC: 1 + w%2, InH: k + w%4, InW: w, OutC: 32 * (1 + w%2), KH: k, KW: k, Stride: stride, Pad: w % 2}
+					xpad := guarded(t, g.PaddedLen(), atStart)
+					for i := range xpad {
+						xpad[i] = r.Float32() - 0.5
+					}
+					dy := guarded(t, g.N*g.OutC*g.ColCols(), atStart)
+					for i := range dy {
+						dy[i] = r.Float32() - 0.5
+					}
+					rows, nc := g.ColRows(), g.N*g.ColCols()
+					scratch := make([]float32, (rows+g.OutC)*nc+parts*g.OutC*(g.ColCols()+rows))
+					var got [2][]float32
+					for i := range got {
+						got[i] = make([]float32, g.OutC*rows)
+						if !weightGradDirect(got[i], dy, xpad, scratch, g) {
+							t.Fatalf("%+v: not direct", g)
+						}
+					}
+					dyt, want := make([]float32, g.OutC*nc), make([]float32, g.OutC*rows)
+					toColumns(dyt, dy, g)
+					src := newColSource(xpad, g)
+					gemm.SgemmSource(false, true, g.OutC, rows, nc, 1, dyt, nc, src, 0, want, rows)
+					src.free()
+					closeTo(t, "dw", got[0], to64(want), 1e-5)
+					for i := range got[0] {
+						if math.Float32bits(got[0][i]) != math.Float32bits(got[1][i]) {
+							t.Fatalf("%+v: dw[%d] = %v, then %v", g, i, got[0][i], got[1][i])
+						}
 					}
 				}
 			}

@@ -51,6 +51,31 @@ func SgemmSource(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	whole.multiply(threads)
 }
 
+// Transpose writes dst[j*ldd+i] = src[i*lds+j] for i < rows and j < cols, 8x8 blocks at a time
+// with AVX where the CPU has it. It panics, like Sgemm, on a slice too short for its matrix.
+func Transpose(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_, _ = dst[(cols-1)*ldd+rows-1], src[(rows-1)*lds+cols-1]
+	rows8, cols8 := 0, cols/8*8
+	if transpose8 != nil && cols8 > 0 {
+		rows8 = rows / 8 * 8
+		for i := 0; i < rows8; i += 8 {
+			transpose8(&dst[i], &src[i*lds], lds, cols8/8, ldd)
+		}
+	}
+	for i := range rows {
+		j0 := 0
+		if i < rows8 {
+			j0 = cols8
+		}
+		for j, v := range src[i*lds+j0 : i*lds+cols] {
+			dst[(j0+j)*ldd+i] = v
+		}
+	}
+}
+
 // share returns how many goroutines a multiply starting now may use, and the function to call
 // when it ends. Callers that already run several multiplies at once (one per sample, say) share
 // the cores among them instead of each splitting over all of them. The result does not depend on
