@@ -5,7 +5,7 @@ package cpu
 import "golang.org/x/sys/cpu"
 
 // poolAVX512 selects the AVX-512 poolings of pool_amd64.s, whole planes at a time; without it
-// maxPool2x2 takes the AVX2 row loop where a row has 8 outputs or more.
+// the AVX2 loops take the rows of 8 outputs or more.
 var poolAVX512 = cpu.X86.HasAVX512F
 
 //go:noescape
@@ -13,6 +13,9 @@ func maxPool2x2AVX512(y *float32, arg *int32, x *float32, planes, h, w, oh, ow i
 
 //go:noescape
 func maxPoolBack2x2AVX512(dx, dy *float32, arg *int32, planes, h, w, oh, ow int)
+
+//go:noescape
+func maxPoolBack2x2AVX2(dx, dy *float32, arg *int32, planes, h, w, oh, ow int)
 
 // maxPool2x2SIMD does maxPool2x2 over planes consecutive h×w planes if it can and reports
 // whether it did.
@@ -27,10 +30,17 @@ func maxPool2x2SIMD(y []float32, arg []int32, x []float32, planes, h, w, oh, ow 
 // maxPoolBack2x2SIMD writes the windows' inputs of dx as maxPoolBack2x2 if it can and reports
 // whether it did.
 func maxPoolBack2x2SIMD(dx, dy []float32, arg []int32, planes, h, w, oh, ow int) bool {
-	if !poolAVX512 || !poolFits(len(dy), len(arg), len(dx), planes, h, w, oh, ow) {
+	if !poolFits(len(dy), len(arg), len(dx), planes, h, w, oh, ow) {
 		return false
 	}
-	maxPoolBack2x2AVX512(&dx[0], &dy[0], &arg[0], planes, h, w, oh, ow)
+	switch {
+	case poolAVX512:
+		maxPoolBack2x2AVX512(&dx[0], &dy[0], &arg[0], planes, h, w, oh, ow)
+	case hasAVX2 && ow >= 8:
+		maxPoolBack2x2AVX2(&dx[0], &dy[0], &arg[0], planes, h, w, oh, ow)
+	default:
+		return false
+	}
 	return true
 }
 

@@ -376,3 +376,118 @@ mb_rowdone:
 mb_done:
 	VZEROUPPER
 	RET
+
+// POOLBACK8 is POOLBACK16 for AVX2: Y0 (8 outputs' dy) and Y1 (their arg) to row0's 16 floats
+// in Y4, Y5 and row1's in Y6, Y7 (Y15: the top-left inputs' indices; Y11-Y13: 1, w, w+1; Y14
+// zero).
+#define POOLBACK8 \
+	VADDPS     Y14, Y0, Y0; \
+	VPSUBD     Y15, Y1, Y1; \
+	VPCMPEQD   Y14, Y1, Y4; \
+	VANDPS     Y0, Y4, Y4; \
+	VPCMPEQD   Y11, Y1, Y5; \
+	VANDPS     Y0, Y5, Y5; \
+	VPCMPEQD   Y12, Y1, Y6; \
+	VANDPS     Y0, Y6, Y6; \
+	VPCMPEQD   Y13, Y1, Y7; \
+	VANDPS     Y0, Y7, Y7; \
+	VUNPCKLPS  Y5, Y4, Y8; \
+	VUNPCKHPS  Y5, Y4, Y9; \
+	VPERM2F128 $0x20, Y9, Y8, Y4; \
+	VPERM2F128 $0x31, Y9, Y8, Y5; \
+	VUNPCKLPS  Y7, Y6, Y8; \
+	VUNPCKHPS  Y7, Y6, Y9; \
+	VPERM2F128 $0x20, Y9, Y8, Y6; \
+	VPERM2F128 $0x31, Y9, Y8, Y7; \
+	VMOVUPS    Y4, (BX); \
+	VMOVUPS    Y5, 32(BX); \
+	VMOVUPS    Y6, (BX)(R10*1); \
+	VMOVUPS    Y7, 32(BX)(R10*1)
+
+// func maxPoolBack2x2AVX2(dx, dy *float32, arg *int32, planes, h, w, oh, ow int)
+//
+// maxPoolBack2x2AVX512 for AVX2, rows of at least 8 outputs (ow >= 8): 8 windows at a time, a
+// row's last block overlapping the one before (writing the same values again).
+TEXT ·maxPoolBack2x2AVX2(SB), NOSPLIT, $0-64
+	MOVQ    dx+0(FP), SI
+	MOVQ    dy+8(FP), DI
+	MOVQ    arg+16(FP), R8
+	MOVQ    planes+24(FP), R9
+	MOVQ    h+32(FP), AX
+	MOVQ    w+40(FP), R10
+	MOVQ    oh+48(FP), R13
+	MOVQ    ow+56(FP), R12
+	IMULQ   R10, AX
+	SHLQ    $2, AX
+	MOVQ    AX, R11
+	MOVQ    $1, AX
+	VMOVQ   AX, X11
+	VPBROADCASTD X11, Y11
+	VMOVQ   R10, X12
+	VPBROADCASTD X12, Y12
+	VPADDD  Y11, Y12, Y13
+	VPADDD  Y12, Y12, Y2 // 2w: an output row's step
+	MOVQ    $16, AX
+	VMOVQ   AX, X10
+	VPBROADCASTD X10, Y10 // a block's step along the input row
+	VPXOR   Y14, Y14, Y14
+	SHLQ    $2, R10
+
+b2_plane:
+	TESTQ R9, R9
+	JZ    b2_done
+	MOVQ  R13, AX
+	MOVQ  SI, DX
+	VPXOR Y3, Y3, Y3 // the index of the row's first input in the plane
+
+b2_row:
+	MOVQ    DX, BX
+	MOVQ    R12, CX
+	VMOVDQU ramp<>(SB), Y15
+	VPADDD  Y3, Y15, Y15
+
+b2_block:
+	CMPQ CX, $8
+	JLT  b2_tail
+	VMOVUPS (DI), Y0
+	VMOVDQU (R8), Y1
+	POOLBACK8
+	VPADDD Y10, Y15, Y15
+	ADDQ $64, BX
+	ADDQ $32, DI
+	ADDQ $32, R8
+	SUBQ $8, CX
+	JMP  b2_block
+
+b2_tail:
+	TESTQ CX, CX
+	JZ    b2_rowdone
+	NEGQ  CX
+	ADDQ  $8, CX // t = 8 - the outputs left: step back t outputs
+	SHLQ  $2, CX
+	SUBQ  CX, DI
+	SUBQ  CX, R8
+	SHLQ  $1, CX
+	SUBQ  CX, BX
+	SHRQ  $2, CX
+	VMOVQ CX, X9
+	VPBROADCASTD X9, Y9
+	VPSUBD Y9, Y15, Y15
+	VMOVUPS (DI), Y0
+	VMOVDQU (R8), Y1
+	POOLBACK8
+	ADDQ $32, DI
+	ADDQ $32, R8
+
+b2_rowdone:
+	LEAQ   (DX)(R10*2), DX
+	VPADDD Y2, Y3, Y3
+	DECQ   AX
+	JNZ    b2_row
+	ADDQ   R11, SI
+	DECQ   R9
+	JMP    b2_plane
+
+b2_done:
+	VZEROUPPER
+	RET
