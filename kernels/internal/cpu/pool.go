@@ -14,7 +14,8 @@ func (g PoolGeom) OutH() int { return (g.H+2*g.Pad-g.K)/g.Stride + 1 }
 func (g PoolGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
 
 // MaxPool2D writes each window's maximum to y and its position within the input plane to arg
-// (the first maximum on ties; NaN never wins over a number). Padding never wins: every window
+// (the first maximum on ties; a NaN wins only as the window's first value: the window's values
+// are compared in turn with ordered greater-than). Padding never wins: every window
 // holds at least one input pixel when Pad <= K/2.
 func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()

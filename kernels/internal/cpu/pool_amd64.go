@@ -27,8 +27,9 @@ func maxPool2x2SIMD(y []float32, arg []int32, x []float32, planes, h, w, oh, ow 
 	return true
 }
 
-// maxPoolBack2x2SIMD writes the windows' inputs of dx as maxPoolBack2x2 if it can and reports
-// whether it did.
+// maxPoolBack2x2SIMD writes the inputs within the 2x2 windows of planes h×w planes of dx (0 + dy
+// at the window's arg, +0 at the others: the Go loop's add to a cleared dx) if it can and reports
+// whether it did; the inputs outside every window are the caller's.
 func maxPoolBack2x2SIMD(dx, dy []float32, arg []int32, planes, h, w, oh, ow int) bool {
 	if !poolFits(len(dy), len(arg), len(dx), planes, h, w, oh, ow) {
 		return false
