@@ -32,7 +32,8 @@ func TestExecOrder(t *testing.T) {
 }
 
 // TestCNNWrittenAsGiven: the "cnn" runs its poolings before their ReLUs but keeps the layers,
-// indices, parameter names and description as written (checkpoints and exports carry them).
+// indices, parameter names and description as written (checkpoints and exports carry them); so
+// does resnet18's stem.
 func TestCNNWrittenAsGiven(t *testing.T) {
 	m, err := NewModel("cnn", Shape{C: 1, H: 28, W: 28}, 10)
 	if err != nil {
@@ -54,6 +55,14 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 	// The ReLUs were set up on the pooled shapes: a quarter of the values.
 	if r := m.layers[1].(*relu); r.per != 32*14*14 {
 		t.Errorf("first ReLU: %d values per sample; want %d (after the pooling)", r.per, 32*14*14)
+	}
+	// torchvision's stem from 33 px up: conv1 - bn1 - relu - maxpool 3x3 stride 2 pad 1.
+	r18, err := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := r18.order[:5]; !slices.Equal(got, []int{0, 1, 3, 2, 4}) {
+		t.Errorf("resnet18 at 64 px runs its stem in the order %v; want [0 1 3 2 4]", got)
 	}
 }
 
