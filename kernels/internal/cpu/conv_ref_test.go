@@ -67,13 +67,21 @@ func refConv2D(y, x, w, bias []float32, g ConvGeom) (col []float32) {
 	return col
 }
 
-// refConv2DBackward is Conv2DBackward reading the column matrix refConv2D wrote.
+// refConv2DBackward is Conv2DBackward reading the column matrix refConv2D wrote (and, for dx by
+// convolution, writing out that convolution's).
 func refConv2DBackward(dx, dw, dbias, dy, w, col []float32, g ConvGeom) {
 	rows, nc := g.ColRows(), g.N*g.ColCols()
 	dyt := make([]float32, g.OutC*nc)
 	toColumns(dyt, dy, g)
 	Gemm(false, true, g.OutC, rows, nc, 1, dyt, col, 0, dw)
 	BiasGrad(dbias, dy, g.N, g.ColCols())
+	if dg, ok := dxConv(g, (rows+g.OutC)*nc); ok {
+		// convBackData's convolution, its column matrix written out.
+		wt := make([]float32, len(w))
+		flipWeights(wt, w, g)
+		refConv2D(dx, dy, wt, nil, dg)
+		return
+	}
 	Gemm(true, false, rows, nc, g.OutC, 1, w, dyt, 0, col)
 	col2im(dx, col, g)
 }

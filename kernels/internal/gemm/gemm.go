@@ -51,6 +51,31 @@ func SgemmSource(transA, transB bool, m, n, k int, alpha float32, a []float32, l
 	whole.multiply(threads)
 }
 
+// Transpose writes dst[j*ldd+i] = src[i*lds+j] for i < rows and j < cols, 8x8 blocks at a time
+// with AVX where the CPU has it. It panics, like Sgemm, on a slice too short for its matrix.
+func Transpose(dst []float32, ldd int, src []float32, lds, rows, cols int) {
+	if rows <= 0 || cols <= 0 {
+		return
+	}
+	_, _ = dst[(cols-1)*ldd+rows-1], src[(rows-1)*lds+cols-1]
+	rows8, cols8 := 0, cols/8*8
+	if transpose8 != nil && cols8 > 0 {
+		rows8 = rows / 8 * 8
+		for i := 0; i < rows8; i += 8 {
+			transpose8(&dst[i], &src[i*lds], lds, cols8/8, ldd)
+		}
+	}
+	for i := range rows {
+		j0 := 0
+		if i < rows8 {
+			j0 = cols8
+		}
+		for j, v := range src[i*lds+j0 : i*lds+cols] {
+			dst[(j0+j)*ldd+i] = v
+		}
+	}
+}
+
 // share returns how many goroutines a multiply starting now may use, and the function to call
 // when it ends. Callers that already run several multiplies at once (one per sample, say) share
 // the cores among them instead of each splitting over all of them. The result does not depend on
@@ -133,6 +158,12 @@ const (
 // serialWork is the m*n*k below which one goroutine does everything (about 10 us of work for one
 // core): starting and joining another costs a few microseconds, which would outweigh what it saves.
 const serialWork = 1 << 20
+
+// PassDepth is the depth of each of a multiply's passes over k (the last may be shallower): each
+// element of C is the sum, in pass order, of per-pass sums accumulated by FMA from zero in
+// increasing k. A kernel outside this package that follows the same passes and the same FMA order
+// (the CPU backend's direct convolution) gets the same bits as Sgemm on an FMA CPU.
+func PassDepth(k int) int { return kBlock(k) }
 
 // kBlock returns the depth of each pass over k: k cut into equal blocks of at most kcMax. It
 // depends on k alone, which is what makes results independent of the partition of C.

@@ -470,3 +470,33 @@ func TestSource(t *testing.T) {
 	SgemmSource(true, true, p.m, p.n, p.k, p.alpha, p.a, p.lda, sliceSource{p.b, p.ldb}, p.beta, got, p.ldc)
 	p.verify(t, "SgemmSource", got)
 }
+
+// TestTranspose checks Transpose on sizes around its 8x8 blocks, with leading dimensions wider
+// than the matrices: every element lands in place and the gaps are left alone.
+func TestTranspose(t *testing.T) {
+	for _, rows := range []int{1, 7, 8, 9, 16, 23} {
+		for _, cols := range []int{1, 5, 8, 15, 16, 33} {
+			lds, ldd := cols+3, rows+2
+			src := make([]float32, rows*lds)
+			for i := range src {
+				src[i] = float32(i)
+			}
+			dst := make([]float32, cols*ldd)
+			for i := range dst {
+				dst[i] = -1
+			}
+			Transpose(dst, ldd, src, lds, rows, cols)
+			for j := range cols {
+				for i := range ldd {
+					want := float32(-1)
+					if i < rows {
+						want = src[i*lds+j]
+					}
+					if got := dst[j*ldd+i]; got != want {
+						t.Fatalf("%dx%d: dst[%d][%d] = %v, want %v", rows, cols, j, i, got, want)
+					}
+				}
+			}
+		}
+	}
+}

@@ -74,6 +74,14 @@ func packA8AVX(dst, a []float32, lda, kc int) {
 	}
 }
 
+// transpose8 is Transpose's 8x8 block transpose, where the CPU has AVX.
+var transpose8 = func() func(dst, src *float32, ld, n8, nr int) {
+	if cpu.X86.HasAVX {
+		return packBT8AVX
+	}
+	return nil
+}()
+
 // packBT8AVX is implemented in kernel_amd64.s; it needs only AVX.
 //
 //go:noescape

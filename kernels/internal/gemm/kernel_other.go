@@ -6,3 +6,6 @@ package gemm
 var supported = []*kernel{generic}
 
 func selectKernel() *kernel { return supported[0] }
+
+// transpose8 is nil: Transpose moves every element in Go.
+var transpose8 func(dst, src *float32, ld, n8, nr int)

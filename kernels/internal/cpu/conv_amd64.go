@@ -1,0 +1,195 @@
+//go:build !noasm
+
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
+	"golang.org/x/sys/cpu"
+)
+
+// hasAVX512 selects the direct convolution of conv_amd64.s.
+var hasAVX512 = cpu.X86.HasAVX512F
+
+// convTile is what convTileAVX512 reads of a tile besides the weights: three runs of up to 16
+// consecutive outputs of one output row, each with its first input (kernel offset 0), its first
+// output in the tile's first channel and its lanes. Its layout is the assembly's.
+type convTile struct {
+	x    [3]*float32
+	y    [3]*float32
+	mask [3]uint16
+}
+
+//go:noescape
+func convTileAVX512(k int, a *float32, offs *int32, t *convTile, ldy int, beta int, bias *float32)
+
+// negZeros is the bias of a pass that adds none: x + -0 is x for every x, -0 included.
+var negZeros = func() (z [8]float32) {
+	for i := range z {
+		z[i] = float32(math.Copysign(0, -1))
+	}
+	return z
+}()
+
+// directScratch holds a direct convolution's packed weights and input offsets; pooled, so
+// that a convolution allocates nothing in steady state.
+type directScratch struct {
+	w    []float32
+	offs []int32
+}
+
+var directScratches = sync.Pool{New: func() any { return new(directScratch) }}
+
+// convDirect computes y [N][OutC][OutH][OutW] = conv(xpad, w) + bias (nil: none) for a stride-1
+// geometry g over an input already padded (Pad 0), with the AVX-512 tile kernel reading the
+// input in place: no column matrix is packed, and y is written in its own layout (no transpose
+// from the GEMM's). It reports false, doing nothing, where the CPU or g does not suit it (no
+// AVX-512, a stride, output channels not a multiple of 8). The result is the implicit GEMM's bit
+// for bit: the same passes over the kernel offsets (gemm.PassDepth), each summed by FMA from
+// zero in offset order, and the bias added last.
+func convDirect(y, xpad, w, bias []float32, g ConvGeom) bool {
+	if !direct(g) || g.Pad != 0 {
+		return false
+	}
+	in, k := g.InC*g.InH*g.InW, g.ColRows()
+	oh, ow := g.OutH(), g.OutW()
+	cols, out := oh*ow, g.OutC*oh*ow
+	_, _, _ = xpad[g.N*in-1], y[g.N*out-1], w[g.OutC*k-1]
+	if bias != nil {
+		_ = bias[g.OutC-1]
+	}
+	d := directScratches.Get().(*directScratch)
+	defer directScratches.Put(d)
+	// Input p's offset from a run's first input, and the weights in blocks of 8 channels,
+	// input-major within a block (channel i's weight of input p at [p*8+i]).
+	d.offs = grow(d.offs, k)
+	for p := range k {
+		c, ki, kj := p/(g.KH*g.KW), (p/g.KW)%g.KH, p%g.KW
+		d.offs[p] = int32(c*g.InH*g.InW + ki*g.InW + kj)
+	}
+	d.w = grow(d.w, g.OutC*k)
+	for b := 0; b < g.OutC; b += 8 {
+		blk := d.w[b*k : (b+8)*k]
+		for i := range 8 {
+			for p, v := range w[(b+i)*k : (b+i+1)*k] {
+				blk[p*8+i] = v
+			}
+		}
+	}
+	// Runs of 16 outputs along each output row, three to a tile; the last tile's missing
+	// runs have no lanes.
+	per := (ow + 15) / 16
+	runs := g.N * oh * per
+	kc := gemm.PassDepth(k)
+	For((runs+2)/3, 48*k*g.OutC, func(lo, hi int) {
+		var t convTile
+		var at [3]int // each run's first output in channel 0
+		for tile := lo; tile < hi; tile++ {
+			for v := range 3 {
+				r := min(3*tile+v, runs-1)
+				n, oy, ox := r/(oh*per), r/per%oh, r%per*16
+				t.x[v], at[v] = &xpad[n*in+oy*g.InW+ox], n*out+oy*ow+ox
+				t.mask[v] = uint16(1<<min(16, ow-ox) - 1)
+				if 3*tile+v >= runs {
+					t.mask[v] = 0
+				}
+			}
+			for b := 0; b < g.OutC; b += 8 {
+				for v, o := range at {
+					t.y[v] = &y[o+b*cols]
+				}
+				for p0 := 0; p0 < k; p0 += kc {
+					depth, add := min(kc, k-p0), 0
+					bs := &negZeros[0]
+					if p0 > 0 {
+						add = 1
+					}
+					if p0+depth == k && bias != nil {
+						bs = &bias[b]
+					}
+					convTileAVX512(depth, &d.w[b*k+p0*8], &d.offs[p0], &t, cols, add, bs)
+				}
+			}
+		}
+	})
+	return true
+}
+
+// direct reports whether convDirect computes g once its input is padded.
+func direct(g ConvGeom) bool {
+	return hasAVX512 && g.Stride == 1 && g.OutC%8 == 0 && g.PaddedLen()/max(g.N, 1) <= math.MaxInt32
+}
+
+// directWeightGrad reports whether weightGradDirect computes g's weight gradient with scratch
+// floats.
+func directWeightGrad(g ConvGeom, scratch int) bool {
+	return hasAVX512 && g.OutC%32 == 0 && (g.KW == 3 || g.KW == 5) &&
+		min(parts, g.N)*g.OutC*(g.ColCols()+g.ColRows()) <= scratch && g.PaddedLen()/max(g.N, 1) <= math.MaxInt32
+}
+
+// grow returns s resized to n, reallocated only when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
+//go:noescape
+func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+
+//go:noescape
+func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+
+// weightGradDirect computes dw [OutC][InC*KH*KW] (overwritten) for g from dy and the zero-padded
+// copy of x with the AVX-512 row kernels, reading the input in place: no column matrix is
+// packed. The batch is cut into a fixed number of parts (whatever the core count); each part
+// transposes one sample's dy at a time to position-major (into scratch, where the kernels read
+// it from the cache) and sums its samples' gradient, by FMA in sample and position order, into
+// a gradient of its own; the parts' gradients are then added in part order. It reports false,
+// doing nothing, where the CPU or g does not suit it (see directWeightGrad).
+func weightGradDirect(dw, dy, xpad, scratch []float32, g ConvGeom) bool {
+	if !directWeightGrad(g, len(scratch)) {
+		return false
+	}
+	rows, cols := g.ColRows(), g.ColCols()
+	kern := dwRows5AVX512
+	if g.KW == 3 {
+		kern = dwRows3AVX512
+	}
+	gp := g.padded()
+	hw := gp.InH * gp.InW
+	in, out, grad := g.InC*hw, g.OutC*cols, g.OutC*rows
+	_, _ = xpad[g.N*in-1], dy[g.N*out-1]
+	oh, ow := g.OutH(), g.OutW()
+	np := min(parts, g.N)
+	For(np, g.N/np*out*rows, func(lo, hi int) {
+		for part := lo; part < hi; part++ {
+			dwT, dyT := scratch[part*(grad+out):][:grad], scratch[part*(grad+out)+grad:][:out]
+			clear(dwT)
+			for n := part * g.N / np; n < (part+1)*g.N/np; n++ {
+				gemm.Transpose(dyT, g.OutC, dy[n*out:], cols, g.OutC, cols)
+				for ck := range g.InC * g.KH { // input row ki of channel c: dwT's rows (c, ki, 0..KW-1)
+					x := &xpad[n*in+ck/g.KH*hw+ck%g.KH*gp.InW]
+					for o := 0; o < g.OutC; o += 32 {
+						kern(oh, ow, x, g.Stride, g.Stride*gp.InW, &dyT[o], g.OutC, &dwT[ck*g.KW*g.OutC+o], g.OutC)
+					}
+				}
+			}
+		}
+	})
+	// The parts' gradients added in part order into the first's, then transposed to dw.
+	sum := scratch[:grad]
+	For(grad, 2*np, func(lo, hi int) {
+		dst := sum[lo:hi]
+		for part := 1; part < np; part++ {
+			for i, v := range scratch[part*(grad+out)+lo:][:len(dst)] {
+				dst[i] += v
+			}
+		}
+	})
+	gemm.Transpose(dw, rows, sum, g.OutC, rows, g.OutC)
+	return true
+}

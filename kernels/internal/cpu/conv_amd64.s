@@ -1,0 +1,282 @@
+//go:build !noasm
+
+#include "textflag.h"
+
+// One kernel column j of dwRows: broadcast the input at disp(DI) into zb, multiply-add it with
+// the two dy vectors Z24:Z25 into the accumulators r0:r1.
+#define DWCOL(disp, zb, r0, r1) \
+	VBROADCASTSS disp(DI), zb; \
+	VFMADD231PS Z24, zb, r0; \
+	VFMADD231PS Z25, zb, r1
+
+// DWARGS loads dwRows5AVX512's and dwRows3AVX512's arguments: CX rows, R13 cols, SI and DI the
+// input, R8 and R9 its position and row steps in bytes, DX dy, R10 its position step in bytes,
+// R11 the accumulators, R12 their row step in bytes.
+#define DWARGS \
+	MOVQ rows+0(FP), CX; \
+	MOVQ cols+8(FP), R13; \
+	MOVQ x+16(FP), SI; \
+	MOVQ SI, DI; \
+	MOVQ xstep+24(FP), R8; \
+	SHLQ $2, R8; \
+	MOVQ xrow+32(FP), R9; \
+	SHLQ $2, R9; \
+	MOVQ dy+40(FP), DX; \
+	MOVQ ldd+48(FP), R10; \
+	SHLQ $2, R10; \
+	MOVQ c+56(FP), R11; \
+	MOVQ ldc+64(FP), R12; \
+	SHLQ $2, R12
+
+// One step of k for one of the 8 output channels: broadcast its weight (at off bytes from SI)
+// into zb and multiply-add it with the three input vectors Z24-Z26 into r0-r2.
+#define CHAN(off, zb, r0, r1, r2) \
+	VBROADCASTSS off(SI), zb; \
+	VFMADD231PS Z24, zb, r0; \
+	VFMADD231PS Z25, zb, r1; \
+	VFMADD231PS Z26, zb, r2
+
+// One step of k: the three input vectors at offset (DI) from R8-R10 (masked by K1-K3; the
+// lanes masked off read nothing and hold zero), times the eight weights at SI.
+#define STEP \
+	MOVLQSX (DI), AX; \
+	VMOVUPS.Z (R8)(AX*4), K1, Z24; \
+	VMOVUPS.Z (R9)(AX*4), K2, Z25; \
+	VMOVUPS.Z (R10)(AX*4), K3, Z26; \
+	CHAN(0, Z27, Z0, Z1, Z2); \
+	CHAN(4, Z28, Z3, Z4, Z5); \
+	CHAN(8, Z29, Z6, Z7, Z8); \
+	CHAN(12, Z30, Z9, Z10, Z11); \
+	CHAN(16, Z31, Z12, Z13, Z14); \
+	CHAN(20, Z27, Z15, Z16, Z17); \
+	CHAN(24, Z28, Z18, Z19, Z20); \
+	CHAN(28, Z29, Z21, Z22, Z23); \
+	ADDQ $32, SI; \
+	ADDQ $4, DI
+
+// Adds the bias of channel i (at DX; -0 leaves a value unchanged) to r0-r2, stores them to
+// R8-R10 (masked by K1-K3) and moves R8-R10 to the next channel (R11 bytes on).
+#define STORE(i, r0, r1, r2) \
+	VBROADCASTSS (i*4)(DX), Z27; \
+	VADDPS Z27, r0, r0; \
+	VADDPS Z27, r1, r1; \
+	VADDPS Z27, r2, r2; \
+	VMOVUPS r0, K1, (R8); \
+	VMOVUPS r1, K2, (R9); \
+	VMOVUPS r2, K3, (R10); \
+	ADDQ R11, R8; \
+	ADDQ R11, R9; \
+	ADDQ R11, R10
+
+// STORE after adding what the output held (beta != 0).
+#define STOREADD(i, r0, r1, r2) \
+	VMOVUPS.Z (R8), K1, Z24; \
+	VMOVUPS.Z (R9), K2, Z25; \
+	VMOVUPS.Z (R10), K3, Z26; \
+	VADDPS Z24, r0, r0; \
+	VADDPS Z25, r1, r1; \
+	VADDPS Z26, r2, r2; \
+	STORE(i, r0, r1, r2)
+
+// func convTileAVX512(k int, a *float32, offs *int32, t *convTile, ldy int, beta int, bias *float32)
+//
+// Multiplies the 8 x k weights a (packed k-major: a[p*8+i] is output channel i's weight of
+// input p) by the k x 48 matrix whose column j of vector v is the input at t.x[v] + offs[p] + j,
+// for the three vectors v of the tile, lanes j under t.mask[v]: one stride-1 convolution tile of
+// 8 output channels and three runs of up to 16 outputs, its inputs read straight from the padded
+// input (no column matrix, no packing). The sums run over p in order by FMA from zero, exactly
+// as the GEMM micro-kernels do; then, for each channel i, the output at t.y[v] + i*ldy gets
+// acc (beta == 0) or output + acc (beta != 0), then + bias[i] (a bias of -0 changes nothing).
+// Lanes outside a mask are neither read nor written.
+TEXT ·convTileAVX512(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ offs+16(FP), DI
+	MOVQ t+24(FP), DX
+	MOVQ 0(DX), R8
+	MOVQ 8(DX), R9
+	MOVQ 16(DX), R10
+	KMOVW 48(DX), K1
+	KMOVW 50(DX), K2
+	KMOVW 52(DX), K3
+
+	VPXORD Z0, Z0, Z0
+	VMOVAPS Z0, Z1
+	VMOVAPS Z0, Z2
+	VMOVAPS Z0, Z3
+	VMOVAPS Z0, Z4
+	VMOVAPS Z0, Z5
+	VMOVAPS Z0, Z6
+	VMOVAPS Z0, Z7
+	VMOVAPS Z0, Z8
+	VMOVAPS Z0, Z9
+	VMOVAPS Z0, Z10
+	VMOVAPS Z0, Z11
+	VMOVAPS Z0, Z12
+	VMOVAPS Z0, Z13
+	VMOVAPS Z0, Z14
+	VMOVAPS Z0, Z15
+	VMOVAPS Z0, Z16
+	VMOVAPS Z0, Z17
+	VMOVAPS Z0, Z18
+	VMOVAPS Z0, Z19
+	VMOVAPS Z0, Z20
+	VMOVAPS Z0, Z21
+	VMOVAPS Z0, Z22
+	VMOVAPS Z0, Z23
+
+	MOVQ CX, BX
+	SHRQ $1, BX
+	JZ   tail
+
+loop2:
+	STEP
+	STEP
+	DECQ BX
+	JNZ  loop2
+
+tail:
+	ANDQ $1, CX
+	JZ   store
+	STEP
+
+store:
+	MOVQ t+24(FP), DX
+	MOVQ 24(DX), R8
+	MOVQ 32(DX), R9
+	MOVQ 40(DX), R10
+	MOVQ ldy+32(FP), R11
+	SHLQ $2, R11
+	MOVQ beta+40(FP), BX
+	MOVQ bias+48(FP), DX
+	TESTQ BX, BX
+	JNZ  add
+	STORE(0, Z0, Z1, Z2)
+	STORE(1, Z3, Z4, Z5)
+	STORE(2, Z6, Z7, Z8)
+	STORE(3, Z9, Z10, Z11)
+	STORE(4, Z12, Z13, Z14)
+	STORE(5, Z15, Z16, Z17)
+	STORE(6, Z18, Z19, Z20)
+	STORE(7, Z21, Z22, Z23)
+	VZEROUPPER
+	RET
+
+add:
+	STOREADD(0, Z0, Z1, Z2)
+	STOREADD(1, Z3, Z4, Z5)
+	STOREADD(2, Z6, Z7, Z8)
+	STOREADD(3, Z9, Z10, Z11)
+	STOREADD(4, Z12, Z13, Z14)
+	STOREADD(5, Z15, Z16, Z17)
+	STOREADD(6, Z18, Z19, Z20)
+	STOREADD(7, Z21, Z22, Z23)
+	VZEROUPPER
+	RET
+
+// func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// For j < 5 and i < 32: c[j*ldc+i] += sum over the positions (r, q), r < rows and q < cols, in
+// order, of x[r*xrow + q*xstep + j] * dy[(r*cols+q)*ldd + i], one FMA per term: a convolution's
+// weight gradient for 32 output channels and the 5 kernel columns of one input row, with dy
+// transposed (position-major) and the input read in place.
+TEXT ·dwRows5AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ R12, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ R12, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+	ADDQ R12, AX
+	VMOVUPS (AX), Z6
+	VMOVUPS 64(AX), Z7
+	ADDQ R12, AX
+	VMOVUPS (AX), Z8
+	VMOVUPS 64(AX), Z9
+
+row5:
+	MOVQ R13, BX
+
+col5:
+	VMOVUPS (DX), Z24
+	VMOVUPS 64(DX), Z25
+	DWCOL(0, Z26, Z0, Z1)
+	DWCOL(4, Z27, Z2, Z3)
+	DWCOL(8, Z28, Z4, Z5)
+	DWCOL(12, Z29, Z6, Z7)
+	DWCOL(16, Z30, Z8, Z9)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col5
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row5
+
+	MOVQ R11, AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z6, (AX)
+	VMOVUPS Z7, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z8, (AX)
+	VMOVUPS Z9, 64(AX)
+	VZEROUPPER
+	RET
+
+// func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// dwRows5AVX512 for 3 kernel columns.
+TEXT ·dwRows3AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	VMOVUPS (AX), Z0
+	VMOVUPS 64(AX), Z1
+	ADDQ R12, AX
+	VMOVUPS (AX), Z2
+	VMOVUPS 64(AX), Z3
+	ADDQ R12, AX
+	VMOVUPS (AX), Z4
+	VMOVUPS 64(AX), Z5
+
+row3:
+	MOVQ R13, BX
+
+col3:
+	VMOVUPS (DX), Z24
+	VMOVUPS 64(DX), Z25
+	DWCOL(0, Z26, Z0, Z1)
+	DWCOL(4, Z27, Z2, Z3)
+	DWCOL(8, Z28, Z4, Z5)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col3
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row3
+
+	MOVQ R11, AX
+	VMOVUPS Z0, (AX)
+	VMOVUPS Z1, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z2, (AX)
+	VMOVUPS Z3, 64(AX)
+	ADDQ R12, AX
+	VMOVUPS Z4, (AX)
+	VMOVUPS Z5, 64(AX)
+	VZEROUPPER
+	RET

@@ -1,0 +1,16 @@
+//go:build !amd64 || noasm
+
+package cpu
+
+// convDirect has no assembly in this build: the implicit GEMM computes every convolution.
+func convDirect(y, xpad, w, bias []float32, g ConvGeom) bool { return false }
+
+// direct is false: there is no direct kernel in this build.
+func direct(g ConvGeom) bool { return false }
+
+// weightGradDirect has no assembly in this build: the implicit GEMM computes every weight
+// gradient.
+func weightGradDirect(dw, dy, xpad, scratch []float32, g ConvGeom) bool { return false }
+
+// directWeightGrad is false: there is no direct kernel in this build.
+func directWeightGrad(g ConvGeom, scratch int) bool { return false }
