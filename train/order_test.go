@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -154,8 +155,10 @@ func sameBits(a, b []float32) bool {
 // TestPoolBeforeReLUExact: a model whose ReLUs run after their poolings gives the loss, logits and
 // parameter gradients of the written order bit for bit, with tied maxima, windows without a
 // positive value and a padded 3x3 stride-2 pooling, and trains and predicts to the same bits.
-func TestPoolBeforeReLUExact(t *testing.T) {
-	dev := openCPU(t)
+// TestCUDAPoolBeforeReLUExact runs the same on the CUDA op set.
+func TestPoolBeforeReLUExact(t *testing.T) { poolBeforeReLUExact(t, openCPU(t)) }
+
+func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 	imgs, labels := tiedImages(96)
 	train := newMemData(dev, imgs, labels, img10, 32, true, 3)
 	test := newMemData(dev, imgs[:32*100], labels[:32], img10, 32, false, 0)
