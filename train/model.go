@@ -100,7 +100,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 // maxpool(relu(x)) = relu(maxpool(x)) and the gradients agree bit for bit, while the ReLU and its
 // gradient touch a quarter of the values behind a 2x2 pooling. Only the execution changes: the
 // layers, their indices, the parameter names, checkpoints, exports and String stay as written.
-// The one difference is for NaN inputs, which training does not recover from anyway: the ReLU
+// The one difference is for NaN inputs to the pair (a run that has already gone wrong): the ReLU
 // maps NaN to 0, and the pooling keeps a NaN that is the first pixel of its window, so such a
 // window gives 0 where the written order gives the largest ReLU of its other pixels. A layer in
 // between (a Dropout) keeps the written order; so do the layers inside a Residual block.
