@@ -108,8 +108,9 @@ func (g Conv2D) WeightLen() int { return g.OutC * g.InC * g.KH * g.KW }
 // batch's column matrix [InC*KH*KW][N*OutH*OutW], for one output-sized matrix
 // [OutC][N*OutH*OutW], so that each product is a single GEMM over the whole batch, and for a
 // zero-padded copy of the input [N][InC][InH+2*Pad][InW+2*Pad] (the CPU backend's forward pass
-// packs the column matrix straight from it and keeps it for the backward pass). What a backend
-// keeps there is its own affair; the workspace must reach the backward pass unchanged.
+// reads the input from it, packing the column matrix from it or, with its direct AVX-512
+// kernels, in place, and keeps it for the backward pass, which uses the rest as scratch). What
+// a backend keeps there is its own affair; the workspace must reach the backward pass unchanged.
 func (g Conv2D) WorkspaceLen() int {
 	return (g.InC*g.KH*g.KW+g.OutC)*g.N*g.OutH()*g.OutW() + g.N*g.InC*(g.InH+2*g.Pad)*(g.InW+2*g.Pad)
 }

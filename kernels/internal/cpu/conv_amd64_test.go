@@ -13,7 +13,8 @@ import (
 // TestConvDirectGuardPages runs the direct convolution on inputs and outputs that end against
 // (or start right after) an inaccessible page, for output widths around the 16-lane runs and
 // tiles whose last runs are empty: a masked lane that touches a float outside its slice faults.
-// Each result must be the implicit GEMM's bit for bit.
+// Each result must be the implicit GEMM's bit for bit; widths that would leave more than a
+// quarter of the lanes idle must be left to the GEMM.
 func TestConvDirectGuardPages(t *testing.T) {
 	if !hasAVX512 {
 		t.Skip("no AVX-512: the direct convolution does not run on this CPU")
@@ -30,8 +31,10 @@ func TestConvDirectGuardPages(t *testing.T) {
 				wt, bias := randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
 				n := g.N * g.OutC * g.ColCols()
 				got, want := guarded(t, n, atStart), make([]float32, n)
-				if !convDirect(got, xpad, wt, bias, g) {
-					t.Fatalf("%+v: not direct", g)
+				if ok := convDirect(got, xpad, wt, bias, g); ok != (w >= 12 && w <= 16 || w >= 24 && w <= 32) {
+					t.Fatalf("%+v: direct %v", g, ok)
+				} else if !ok {
+					continue
 				}
 				src := newColSource(xpad, g)
 				gemmConv(want, src, wt, bias, make([]float32, n), g)
