@@ -311,7 +311,8 @@ type relu struct {
 	last  kernels.F32
 }
 
-// ReLU is max(x, 0), elementwise.
+// ReLU is max(x, 0), elementwise (NaN gives 0). Followed by a MaxPool2D in a Sequential model, it
+// runs after the pooling, to the same values (see Sequential).
 func ReLU() Layer { return &relu{} }
 
 func (l *relu) String() string                { return "relu" }

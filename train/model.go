@@ -27,6 +27,8 @@ type Model struct {
 	in      Shape
 	classes int
 	layers  []Layer
+	// order is the order in which the layers run, as indices into layers (see execOrder).
+	order   []int
 	params  []*Param
 	buffers []*Param // running statistics: checkpointed and exported, not trained
 	// layerParams[i] are layer i's tensors, buffers included.
@@ -51,7 +53,8 @@ func Models() []string { return []string{"cnn", "mlp", "resnet18", "resnet20", "
 //
 //   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
 //   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
-//     flatten - linear 128 - relu - linear classes (the PyTorch peer's network)
+//     flatten - linear 128 - relu - linear classes (the PyTorch peer's network; each relu runs
+//     after the maxpool that follows it, on a quarter of the values: see Sequential)
 //   - "resnet8", "resnet20": the CIFAR ResNets of He et al. (2016) for 28-32 px images: a 3x3
 //     stem of 16 channels, then 1 (resnet8) or 3 (resnet20) basic blocks in each of three stages of
 //     16, 32 and 64 channels (stride 2 at the start of the last two), global average pooling and a
@@ -91,18 +94,34 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 
 // Sequential builds a model from layers applied in order to images of shape in; the last layer
 // must output classes values per sample. It checks that each layer's input shape fits.
+//
+// A ReLU immediately followed by a MaxPool2D (the "cnn" model's conv - relu - maxpool, a ResNet's
+// stem) runs as the pooling then the ReLU, in training and in evaluation: ReLU is monotone, so
+// maxpool(relu(x)) = relu(maxpool(x)) and the gradients agree bit for bit, while the ReLU and its
+// gradient touch a quarter of the values behind a 2x2 pooling. Only the execution changes: the
+// layers, their indices, the parameter names, checkpoints, exports and String stay as written.
+// The one difference is for NaN inputs to the pair (a run that has already gone wrong): the ReLU
+// maps NaN to 0, and the pooling keeps a NaN that is the first pixel of its window, so such a
+// window gives 0 where the written order gives the largest ReLU of its other pixels. A layer in
+// between (a Dropout) keeps the written order; so do the layers inside a Residual block.
 func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, error) {
 	if in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 {
 		return nil, fmt.Errorf("%w: %s: input %v, %d classes", ErrModel, name, in, classes)
 	}
-	m := &Model{name: name, in: in, classes: classes, layers: layers, firstParamLayer: -1,
-		layerParams: make([][]*Param, len(layers))}
+	m := &Model{name: name, in: in, classes: classes, layers: layers, order: execOrder(layers),
+		firstParamLayer: -1, layerParams: make([][]*Param, len(layers))}
 	shape := []int{in.C, in.H, in.W}
-	for i, l := range layers {
-		out, err := l.setup(shape)
+	for _, i := range m.order {
+		out, err := layers[i].setup(shape)
 		if err != nil {
 			return nil, fmt.Errorf("%w: %s layer %d: %w", ErrModel, name, i, err)
 		}
+		shape = out
+	}
+	if prod(shape) != classes {
+		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
+	}
+	for i, l := range layers {
 		ps := l.newParams(fmt.Sprintf("%d.%s", i, layerKind(l)))
 		if len(ps) > 0 && m.firstParamLayer < 0 {
 			m.firstParamLayer = i
@@ -115,10 +134,6 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 				m.params = append(m.params, p)
 			}
 		}
-		shape = out
-	}
-	if prod(shape) != classes {
-		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
 	}
 	// A weight whose output reaches a ReLU before any other parameterized layer (BatchNorm aside)
 	// gets He initialization.
@@ -136,6 +151,25 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 		}
 	}
 	return m, nil
+}
+
+// execOrder is the order in which layers run, as indices into layers: the written order, except
+// that a ReLU immediately followed by a MaxPool2D moves after it (past a run of poolings, one
+// adjacent swap at a time). Only layers without parameters move, so a layer with parameters
+// keeps its index as its position in the order.
+func execOrder(layers []Layer) []int {
+	order := make([]int, len(layers))
+	for i := range order {
+		order[i] = i
+	}
+	for k := 0; k+1 < len(order); k++ {
+		_, isReLU := layers[order[k]].(*relu)
+		_, pooled := layers[order[k+1]].(*maxPool)
+		if isReLU && pooled {
+			order[k], order[k+1] = order[k+1], order[k]
+		}
+	}
+	return order
 }
 
 // Name is the model's name.
@@ -253,7 +287,8 @@ func (m *Model) reserve(n int) error {
 // forward enqueues the pass over the normalized input of n samples and returns the logits.
 func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 	h := m.input.Slice(0, n*m.in.Len())
-	for i, l := range m.layers {
+	for _, i := range m.order {
+		l := m.layers[i]
 		r.seed = rng.Mix(seed, uint64(i))
 		var err error
 		if h, err = l.forward(r, h, n); err != nil {
@@ -263,12 +298,14 @@ func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 	return h, nil
 }
 
-// backward enqueues the gradient pass from dlogits.
+// backward enqueues the gradient pass from dlogits, in the reverse of the forward order (the
+// first parameterized layer's position in it is its index).
 func (m *Model) backward(r *run, n int) error {
 	d := m.dlogits.Slice(0, n*m.classes)
-	for i := len(m.layers) - 1; i >= 0 && i >= m.firstParamLayer; i-- {
+	for k := len(m.order) - 1; k >= 0 && k >= m.firstParamLayer; k-- {
+		i := m.order[k]
 		var err error
-		if d, err = m.layers[i].backward(r, d, n, i > m.firstParamLayer); err != nil {
+		if d, err = m.layers[i].backward(r, d, n, k > m.firstParamLayer); err != nil {
 			return fmt.Errorf("train: %s layer %d (%v) backward: %w", m.name, i, m.layers[i], err)
 		}
 	}
