@@ -1,0 +1,240 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
+)
+
+// Winograd F(2x2,3x3) (Lavin and Gray, "Fast Algorithms for Convolutional Neural Networks",
+// 2016): each 2x2 block of outputs of a 3x3 stride-1 convolution is A^T [(G w G^T) . (B^T d B)] A
+// of the 4x4 input tile d under it (tiles step by 2), where
+//
+//	B^T = [1 0 -1 0; 0 1 1 0; 0 -1 1 0; 0 1 0 -1]
+//	G   = [1 0 0; 1/2 1/2 1/2; 1/2 -1/2 1/2; 0 0 1]
+//	A^T = [1 1 1 0; 0 1 -1 -1]
+//
+// Summed over the input channels, the 16 elementwise products become 16 matrix products, one
+// per element xi of the 4x4 transformed tile: M[xi] [OutC][P] = U[xi] [OutC][InC] x V[xi]
+// [InC][P], with U the transformed filters and V the transformed tiles of the whole batch (P
+// tiles), which gemm.Sgemm computes: 16 multiplies of 16*OutC*InC*P multiply-adds in all,
+// against 36*OutC*InC*P for the direct sum (2.25 times fewer).
+
+// winoScratch holds a Winograd convolution's U, V and M; pooled, so that a convolution
+// allocates nothing in steady state.
+type winoScratch struct {
+	buf  []float32
+	offs []int32
+}
+
+var winoScratches = sync.Pool{New: func() any { return new(winoScratch) }}
+
+// winoTiles returns the tile grid of g (padded, Pad 0): tiles down, across, and per sample.
+func winoTiles(g ConvGeom) (th, tw, per int) {
+	th, tw = (g.OutH()+1)/2, (g.OutW()+1)/2
+	return th, tw, th * tw
+}
+
+// winogradConv writes y [N][OutC][OutH][OutW] = conv(xpad, w) + bias (nil: none) for a 3x3
+// stride-1 geometry g over an input already padded (Pad 0), by Winograd F(2x2,3x3). Tiles that
+// hang over the input's bottom or right edge (odd output sizes) read zeros there, and their
+// outputs beyond the edge are dropped. Every sum runs in a fixed order whatever the core count
+// (the transforms are elementwise per tile, the GEMM deterministic), so the result is the same
+// bit for bit on every run; it differs from the direct sum by rounding.
+func winogradConv(y, xpad, w, bias []float32, g ConvGeom) {
+	_, _, per := winoTiles(g)
+	p := g.N * per
+	su, sv, sm := winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
+	nu, nv, nm := 16*su, 16*sv, 16*sm
+	s := winoScratches.Get().(*winoScratch)
+	defer winoScratches.Put(s)
+	s.buf = grow(s.buf, nu+nv+nm)
+	u, v, m := s.buf[:nu], s.buf[nu:nu+nv], s.buf[nu+nv:]
+	winoFilters(u, w, g)
+	var inOffs, outOffs []int32
+	if winoTilesAsm(g) {
+		s.offs = grow(s.offs, 2*p)
+		inOffs, outOffs = s.offs[:p], s.offs[p:]
+		winoOffsets(inOffs, outOffs, g)
+		For(g.InC, 40*p, func(lo, hi int) { winoInputAsm(v, sv, xpad, g, inOffs, lo, hi) })
+	} else {
+		winoInput(v, xpad, g)
+	}
+	for xi := range 16 {
+		gemm.Sgemm(false, false, g.OutC, p, g.InC, 1, u[xi*su:], max(g.InC, 1),
+			v[xi*sv:], p, 0, m[xi*sm:], p)
+	}
+	if outOffs != nil {
+		For(g.OutC, 40*p, func(lo, hi int) { winoOutputAsm(y, m, sm, bias, g, outOffs, lo, hi) })
+	} else {
+		winoOutput(y, m, bias, g)
+	}
+}
+
+// winoOffsets writes, for each tile p = n*tiles + t, the index of its first input in sample n's
+// channel 0 of the padded input (in) and of its first output in sample n's channel 0 of y (out).
+func winoOffsets(in, out []int32, g ConvGeom) {
+	th, tw, _ := winoTiles(g)
+	ow, p := g.OutW(), 0
+	for n := range g.N {
+		for ty := range th {
+			for tx := range tw {
+				in[p] = int32(n*g.InC*g.InH*g.InW + 2*ty*g.InW + 2*tx)
+				out[p] = int32(n*g.OutC*g.ColCols() + 2*ty*ow + 2*tx)
+				p++
+			}
+		}
+	}
+}
+
+// winoStride is the distance between the 16 matrices of n floats each in U, V or M: n rounded
+// up to a cache line, plus one, so that the 16 streams a transform writes or reads at once do not
+// fall into the same cache sets (at power-of-two sizes they all did: the transforms ran several
+// times slower).
+func winoStride(n int) int { return (n+15)/16*16 + 16 }
+
+// winoFilters writes U [16][OutC][InC], U[xi][o][c] = (G w[o][c] G^T)[xi].
+func winoFilters(u, w []float32, g ConvGeom) {
+	oc := g.OutC * g.InC
+	su := winoStride(oc)
+	For(oc, 64, func(lo, hi int) {
+		if winoFiltersAsm(u, su, w, lo, hi) {
+			return
+		}
+		var us [16][]float32
+		for xi := range us {
+			us[xi] = u[xi*su+lo : xi*su+hi]
+		}
+		k := w[lo*9 : hi*9]
+		for i := range hi - lo {
+			q := (*[9]float32)(k[i*9:])
+			// t = G q (4x3, rows t0..t3), then each row r of t G^T.
+			for r := range 4 {
+				var a, b, c float32
+				switch r {
+				case 0:
+					a, b, c = q[0], q[1], q[2]
+				case 1:
+					a, b, c = 0.5*(q[0]+q[3]+q[6]), 0.5*(q[1]+q[4]+q[7]), 0.5*(q[2]+q[5]+q[8])
+				case 2:
+					a, b, c = 0.5*(q[0]-q[3]+q[6]), 0.5*(q[1]-q[4]+q[7]), 0.5*(q[2]-q[5]+q[8])
+				default:
+					a, b, c = q[6], q[7], q[8]
+				}
+				us[4*r][i] = a
+				us[4*r+1][i] = 0.5 * (a + b + c)
+				us[4*r+2][i] = 0.5 * (a - b + c)
+				us[4*r+3][i] = c
+			}
+		}
+	})
+}
+
+// winoInput writes V [16][InC][N*tiles], V[xi][c][n*tiles+t] = (B^T d B)[xi] for the 4x4 tile
+// d of tile t of sample n's channel c, zeros beyond the input's edges.
+func winoInput(v, xpad []float32, g ConvGeom) {
+	th, tw, per := winoTiles(g)
+	p := g.N * per
+	cp := winoStride(g.InC * p)
+	hw := g.InH * g.InW
+	For(g.N*g.InC, 40*per, func(lo, hi int) {
+		var vs [16][]float32
+		for nc := lo; nc < hi; nc++ {
+			n, c := nc/g.InC, nc%g.InC
+			plane := xpad[nc*hw : (nc+1)*hw]
+			at := c*p + n*per
+			for xi := range vs {
+				vs[xi] = v[xi*cp+at:][:per]
+			}
+			t := 0
+			for ty := range th {
+				for tx := range tw {
+					var d [16]float32
+					y0, x0 := 2*ty, 2*tx
+					if y0+4 <= g.InH && x0+4 <= g.InW {
+						for r := range 4 {
+							copy(d[4*r:4*r+4], plane[(y0+r)*g.InW+x0:])
+						}
+					} else {
+						for r := range min(4, g.InH-y0) {
+							copy(d[4*r:4*r+min(4, g.InW-x0)], plane[(y0+r)*g.InW+x0:])
+						}
+					}
+					// b = B^T d (rows), then each row of b B.
+					for j := range 4 {
+						d0, d1, d2, d3 := d[j], d[4+j], d[8+j], d[12+j]
+						d[j], d[4+j], d[8+j], d[12+j] = d0-d2, d1+d2, d2-d1, d1-d3
+					}
+					for r := range 4 {
+						b0, b1, b2, b3 := d[4*r], d[4*r+1], d[4*r+2], d[4*r+3]
+						vs[4*r][t] = b0 - b2
+						vs[4*r+1][t] = b1 + b2
+						vs[4*r+2][t] = b2 - b1
+						vs[4*r+3][t] = b1 - b3
+					}
+					t++
+				}
+			}
+		}
+	})
+}
+
+// winoOutput writes y [N][OutC][OutH][OutW] = A^T M A + bias from M [16][OutC][N*tiles],
+// dropping the outputs of edge tiles beyond the output's edges.
+func winoOutput(y, m, bias []float32, g ConvGeom) {
+	th, tw, per := winoTiles(g)
+	p := g.N * per
+	op := winoStride(g.OutC * p)
+	oh, ow := g.OutH(), g.OutW()
+	cols := oh * ow
+	For(g.N*g.OutC, 40*per, func(lo, hi int) {
+		var ms [16][]float32
+		for no := lo; no < hi; no++ {
+			n, o := no/g.OutC, no%g.OutC
+			bs := float32(math.Copysign(0, -1)) // x + -0 is x, -0 included
+			if bias != nil {
+				bs = bias[o]
+			}
+			plane := y[no*cols : (no+1)*cols]
+			at := o*p + n*per
+			for xi := range ms {
+				ms[xi] = m[xi*op+at:][:per]
+			}
+			t := 0
+			for ty := range th {
+				for tx := range tw {
+					// s = A^T M (2x4), then s A (2x2).
+					var s0, s1 [4]float32
+					for j := range 4 {
+						a, b, c, d := ms[j][t], ms[4+j][t], ms[8+j][t], ms[12+j][t]
+						s0[j] = a + b + c
+						s1[j] = b - c - d
+					}
+					t++
+					y0, x0 := 2*ty, 2*tx
+					z00 := s0[0] + s0[1] + s0[2] + bs
+					z01 := s0[1] - s0[2] - s0[3] + bs
+					z10 := s1[0] + s1[1] + s1[2] + bs
+					z11 := s1[1] - s1[2] - s1[3] + bs
+					if y0+2 <= oh && x0+2 <= ow {
+						r0 := plane[y0*ow+x0 : y0*ow+x0+2]
+						r1 := plane[(y0+1)*ow+x0 : (y0+1)*ow+x0+2]
+						r0[0], r0[1], r1[0], r1[1] = z00, z01, z10, z11
+						continue
+					}
+					plane[y0*ow+x0] = z00
+					if x0+1 < ow {
+						plane[y0*ow+x0+1] = z01
+					}
+					if y0+1 < oh {
+						plane[(y0+1)*ow+x0] = z10
+						if x0+1 < ow {
+							plane[(y0+1)*ow+x0+1] = z11
+						}
+					}
+				}
+			}
+		}
+	})
+}

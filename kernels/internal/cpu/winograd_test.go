@@ -1,0 +1,85 @@
+package cpu
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestWinogradConv holds winogradConv to the float64 convolution on edge shapes: odd output
+// sizes (tiles hanging over the edge), planes of 1 and 2 pixels, one sample, channel counts
+// not in eights, with and without a bias.
+func TestWinogradConv(t *testing.T) {
+	r := rand.New(rand.NewPCG(91, 92))
+	for _, g := range []ConvGeom{
+		{N: 1, InC: 1, InH: 1, InW: 1, OutC: 1},
+		{N: 2, InC: 3, InH: 2, InW: 2, OutC: 5},
+		{N: 1, InC: 7, InH: 1, InW: 5, OutC: 3},
+		{N: 3, InC: 5, InH: 7, InW: 9, OutC: 6},
+		{N: 2, InC: 9, InH: 6, InW: 3, OutC: 11},
+		{N: 4, InC: 16, InH: 8, InW: 8, OutC: 24},
+		{N: 2, InC: 64, InH: 4, InW: 4, OutC: 40},
+		{N: 3, InC: 130, InH: 2, InW: 3, OutC: 17},
+		{N: 2, InC: 4, InH: 33, InW: 70, OutC: 3}, // rows wider than the stack buffer
+	} {
+		g.KH, g.KW, g.Stride, g.Pad = 3, 3, 1, 1
+		for _, withBias := range []bool{true, false} {
+			x, w := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows())
+			var b []float32
+			var b64 []float64
+			if withBias {
+				b = randVec(r, g.OutC)
+				b64 = to64(b)
+			} else {
+				b64 = make([]float64, g.OutC)
+			}
+			xpad := make([]float32, g.PaddedLen())
+			padInput(xpad, x, g)
+			y := make([]float32, g.N*g.OutC*g.ColCols())
+			winogradConv(y, xpad, w, b, g.padded())
+			closeTo(t, fmt.Sprintf("%+v bias %v", g, withBias), y, conv64(to64(x), to64(w), b64, g), 1e-4)
+		}
+	}
+}
+
+// resnetLayers are 3x3 stride-1 layers of resnet18 at 64 px (batch 32) and of the CIFAR resnets
+// (batch 128).
+var resnetLayers = []ConvGeom{
+	{N: 32, InC: 64, InH: 16, InW: 16, OutC: 64},
+	{N: 32, InC: 128, InH: 8, InW: 8, OutC: 128},
+	{N: 32, InC: 256, InH: 4, InW: 4, OutC: 256},
+	{N: 32, InC: 512, InH: 2, InW: 2, OutC: 512},
+	{N: 128, InC: 16, InH: 28, InW: 28, OutC: 16},
+	{N: 128, InC: 32, InH: 14, InW: 14, OutC: 32},
+	{N: 128, InC: 64, InH: 7, InW: 7, OutC: 64},
+}
+
+// BenchmarkWinograd compares, per layer, the convolution convolve ran before Winograd (the
+// direct kernel or the implicit GEMM) with winogradConv, both over the padded input.
+func BenchmarkWinograd(b *testing.B) {
+	r := rand.New(rand.NewPCG(1, 2))
+	for _, g := range resnetLayers {
+		g.KH, g.KW, g.Stride, g.Pad = 3, 3, 1, 1
+		x, w, bias := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
+		xpad := make([]float32, g.PaddedLen())
+		padInput(xpad, x, g)
+		y := make([]float32, g.N*g.OutC*g.ColCols())
+		yt := make([]float32, len(y))
+		gp := g.padded()
+		name := fmt.Sprintf("N%d_C%d_%dpx", g.N, g.InC, g.InH)
+		b.Run(name+"/old", func(b *testing.B) {
+			for range b.N {
+				if !convDirect(y, xpad, w, bias, gp) {
+					src := newColSource(xpad, gp)
+					gemmConv(y, src, w, bias, yt, gp)
+					src.free()
+				}
+			}
+		})
+		b.Run(name+"/winograd", func(b *testing.B) {
+			for range b.N {
+				winogradConv(y, xpad, w, bias, gp)
+			}
+		})
+	}
+}
