@@ -222,7 +222,8 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
-// padded (Pad 0): with the direct kernel where the CPU and the geometry allow it (stride 1,
+// padded (Pad 0): by Winograd F(2x2,3x3) where winograd(g) says it is faster (differing from
+// the other paths by rounding), else with the direct kernel where the CPU and the geometry allow it (stride 1,
 // output channels in eights, AVX-512), else with the implicit GEMM, whose [OutC][N*OutH*OutW]
 // product goes to yt first. Both give the same bits. The GEMM packs the column matrix straight
 // from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
@@ -230,6 +231,10 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 // layout, which took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from
 // 25.7 to 21-22 ms.
 func convolve(y, xpad, w, bias, yt []float32, g ConvGeom) {
+	if winograd(g) {
+		winogradConv(y, xpad, w, bias, g, false)
+		return
+	}
 	if convDirect(y, xpad, w, bias, g) {
 		return
 	}
@@ -335,16 +340,22 @@ const colChunk = 1 << 18
 
 // dxConv returns the geometry of the convolution that computes a stride-1 convolution's input
 // gradient (see convBackData), and whether Conv2DBackward computes it that way: when the direct
-// kernel computes that convolution (the input channels in eights, AVX-512), for a square kernel
-// with Pad < K, when scratch floats hold the flipped weights, the padded dy and the implicit
-// GEMM's product. Otherwise col2im scatters the column matrix's gradient (by the implicit GEMM,
-// the flipped convolution was no faster than that: the GEMM packs as many values as col2im adds,
-// and its m, the input channels, is often small).
+// kernel (the input channels in eights, AVX-512) or Winograd (see winograd) computes that
+// convolution, for a square kernel with Pad < K, when scratch floats hold the padded dy (and for
+// the direct kernel the flipped weights and the implicit GEMM's product). Otherwise col2im
+// scatters the column matrix's gradient (by the implicit GEMM, the flipped convolution was no
+// faster than that: the GEMM packs as many values as col2im adds, and its m, the input channels,
+// is often small).
 func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {
 	dg := ConvGeom{N: g.N, InC: g.OutC, InH: g.OutH(), InW: g.OutW(), OutC: g.InC, KH: g.KH, KW: g.KW,
 		Stride: 1, Pad: g.KH - 1 - g.Pad}
-	ok := direct(dg) && g.Stride == 1 && g.KH == g.KW && dg.Pad >= 0 &&
-		g.OutC*g.ColRows()+dg.PaddedLen()+g.InC*g.N*g.InH*g.InW <= scratch
+	if g.Stride != 1 || g.KH != g.KW || dg.Pad < 0 {
+		return dg, false
+	}
+	if winograd(dg.padded()) {
+		return dg, dg.PaddedLen() <= scratch
+	}
+	ok := direct(dg) && g.OutC*g.ColRows()+dg.PaddedLen()+g.InC*g.N*g.InH*g.InW <= scratch
 	return dg, ok
 }
 
@@ -354,6 +365,13 @@ func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {
 // kernel (or the implicit GEMM) instead of a multiply to a column matrix and a scatter. scratch
 // holds w', the padded dy and the GEMM's product.
 func convBackData(dx, dy, w, scratch []float32, g, dg ConvGeom) {
+	if winograd(dg.padded()) {
+		// Winograd reads w turned and transposed as it is.
+		dypad := scratch[:dg.PaddedLen()]
+		padInput(dypad, dy, dg)
+		winogradConv(dx, dypad, w, nil, dg.padded(), true)
+		return
+	}
 	kk := g.KH * g.KW
 	wt := scratch[:g.OutC*g.InC*kk]
 	dypad := scratch[len(wt):][:dg.PaddedLen()]

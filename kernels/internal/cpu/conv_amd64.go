@@ -134,14 +134,6 @@ func directWeightGrad(g ConvGeom, scratch int) bool {
 		min(parts, g.N)*g.OutC*(g.ColCols()+g.ColRows()) <= scratch && g.PaddedLen()/max(g.N, 1) <= math.MaxInt32
 }
 
-// grow returns s resized to n, reallocated only when its capacity is short.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
-}
-
 //go:noescape
 func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
 

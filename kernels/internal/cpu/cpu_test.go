@@ -406,7 +406,8 @@ func TestConv2D(t *testing.T) {
 // TestConv2DImplicitParity holds Conv2D and Conv2DBackward (the column matrix packed straight
 // from a padded copy of x, twice; dx a few samples at a time; on AVX-512, the direct kernel for
 // y and for dx by the flipped convolution) to the plain convolution (im2col written out once,
-// then multiplied): y, dx, dw and db bit for bit, on the shapes of the CNN and the ResNets, with
+// then multiplied): y, dx, dw and db bit for bit (y and dx within 1e-4 where Winograd computes
+// them, and dw by the direct weight gradient), on the shapes of the CNN and the ResNets, with
 // batches large enough for the multiplies to run on several goroutines and for GEMM blocks to
 // start in the middle of a sample or a row.
 func TestConv2DImplicitParity(t *testing.T) {
@@ -439,6 +440,12 @@ func TestConv2DImplicitParity(t *testing.T) {
 		{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
 		{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
 		{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},
+		// Winograd on AVX-512 for y and dx (64 and 72 channels; unpadded), not with 40 input
+		// channels nor for odd output sizes (without AVX-512: all four).
+		{N: 5, InC: 64, InH: 8, InW: 6, OutC: 72, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 3, InC: 64, InH: 4, InW: 4, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 0},
+		{N: 3, InC: 40, InH: 2, InW: 2, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 2, InC: 64, InH: 7, InW: 5, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
 	} {
 		x := randVec(r, g.N*g.InC*g.InH*g.InW)
 		w := randVec(r, g.OutC*g.ColRows())
@@ -457,10 +464,20 @@ func TestConv2DImplicitParity(t *testing.T) {
 		}
 		Conv2D(ys[1], x, w, b, ws, g)
 		Conv2DBackward(dxs[1], dws[1], dbs[1], dy, w, ws, g)
-		if directWeightGrad(g, (g.ColRows()+g.OutC)*g.N*g.ColCols()) {
+		scratch := (g.ColRows() + g.OutC) * g.N * g.ColCols()
+		if directWeightGrad(g, scratch) {
 			// The direct weight gradient sums in another order: close, not equal.
 			closeTo(t, fmt.Sprintf("%+v: dw", g), dws[1], to64(dws[0]), 1e-4)
 			dws[1] = dws[0]
+		}
+		// Winograd rounds differently from the direct sum: close, not equal.
+		if winograd(g.padded()) {
+			closeTo(t, fmt.Sprintf("%+v: Winograd y", g), ys[1], to64(ys[0]), 1e-4)
+			ys[1] = ys[0]
+		}
+		if dg, ok := dxConv(g, scratch); ok && winograd(dg.padded()) {
+			closeTo(t, fmt.Sprintf("%+v: Winograd dx", g), dxs[1], to64(dxs[0]), 1e-4)
+			dxs[1] = dxs[0]
 		}
 		for _, c := range []struct {
 			name string

@@ -42,7 +42,12 @@ func winoTiles(g ConvGeom) (th, tw, per int) {
 // outputs beyond the edge are dropped. Every sum runs in a fixed order whatever the core count
 // (the transforms are elementwise per tile, the GEMM deterministic), so the result is the same
 // bit for bit on every run; it differs from the direct sum by rounding.
-func winogradConv(y, xpad, w, bias []float32, g ConvGeom) {
+//
+// With flip, w is instead the weights [InC][OutC][3][3] of the convolution whose input gradient
+// g computes (see convBackData), and g's weights are those turned by 180 degrees and transposed,
+// which are never written out: turning a kernel swaps rows 0 and 3 of G (G J = P G), so the
+// transformed turned kernels are U[P xi P]^T of w's, which the GEMMs read transposed.
+func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
 	_, _, per := winoTiles(g)
 	p := g.N * per
 	su, sv, sm := winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
@@ -62,8 +67,12 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom) {
 		winoInput(v, xpad, g)
 	}
 	for xi := range 16 {
-		gemm.Sgemm(false, false, g.OutC, p, g.InC, 1, u[xi*su:], max(g.InC, 1),
-			v[xi*sv:], p, 0, m[xi*sm:], p)
+		a, lda := u[xi*su:], max(g.InC, 1)
+		if flip {
+			swap := [4]int{3, 1, 2, 0}
+			a, lda = u[(4*swap[xi/4]+swap[xi%4])*su:], max(g.OutC, 1)
+		}
+		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, v[xi*sv:], p, 0, m[xi*sm:], p)
 	}
 	if outOffs != nil {
 		For(g.OutC, 40*p, func(lo, hi int) { winoOutputAsm(y, m, sm, bias, g, outOffs, lo, hi) })
@@ -99,36 +108,40 @@ func winoFilters(u, w []float32, g ConvGeom) {
 	oc := g.OutC * g.InC
 	su := winoStride(oc)
 	For(oc, 64, func(lo, hi int) {
-		if winoFiltersAsm(u, su, w, lo, hi) {
-			return
-		}
-		var us [16][]float32
-		for xi := range us {
-			us[xi] = u[xi*su+lo : xi*su+hi]
-		}
-		k := w[lo*9 : hi*9]
-		for i := range hi - lo {
-			q := (*[9]float32)(k[i*9:])
-			// t = G q (4x3, rows t0..t3), then each row r of t G^T.
-			for r := range 4 {
-				var a, b, c float32
-				switch r {
-				case 0:
-					a, b, c = q[0], q[1], q[2]
-				case 1:
-					a, b, c = 0.5*(q[0]+q[3]+q[6]), 0.5*(q[1]+q[4]+q[7]), 0.5*(q[2]+q[5]+q[8])
-				case 2:
-					a, b, c = 0.5*(q[0]-q[3]+q[6]), 0.5*(q[1]-q[4]+q[7]), 0.5*(q[2]-q[5]+q[8])
-				default:
-					a, b, c = q[6], q[7], q[8]
-				}
-				us[4*r][i] = a
-				us[4*r+1][i] = 0.5 * (a + b + c)
-				us[4*r+2][i] = 0.5 * (a - b + c)
-				us[4*r+3][i] = c
-			}
+		if !winoFiltersAsm(u, su, w, lo, hi) {
+			winoFiltersGo(u, su, w, lo, hi)
 		}
 	})
+}
+
+// winoFiltersGo transforms the kernels [lo, hi) of w into U (matrices su apart).
+func winoFiltersGo(u []float32, su int, w []float32, lo, hi int) {
+	var us [16][]float32
+	for xi := range us {
+		us[xi] = u[xi*su+lo : xi*su+hi]
+	}
+	k := w[lo*9 : hi*9]
+	for i := range hi - lo {
+		q := (*[9]float32)(k[i*9:])
+		// t = G q (4x3, rows t0..t3), then each row r of t G^T.
+		for r := range 4 {
+			var a, b, c float32
+			switch r {
+			case 0:
+				a, b, c = q[0], q[1], q[2]
+			case 1:
+				a, b, c = 0.5*(q[0]+q[3]+q[6]), 0.5*(q[1]+q[4]+q[7]), 0.5*(q[2]+q[5]+q[8])
+			case 2:
+				a, b, c = 0.5*(q[0]-q[3]+q[6]), 0.5*(q[1]-q[4]+q[7]), 0.5*(q[2]-q[5]+q[8])
+			default:
+				a, b, c = q[6], q[7], q[8]
+			}
+			us[4*r][i] = a
+			us[4*r+1][i] = 0.5 * (a + b + c)
+			us[4*r+2][i] = 0.5 * (a - b + c)
+			us[4*r+3][i] = c
+		}
+	}
 }
 
 // winoInput writes V [16][InC][N*tiles], V[xi][c][n*tiles+t] = (B^T d B)[xi] for the 4x4 tile
@@ -237,4 +250,12 @@ func winoOutput(y, m, bias []float32, g ConvGeom) {
 			}
 		}
 	})
+}
+
+// grow returns s resized to n, reallocated only when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
 }

@@ -36,7 +36,7 @@ func TestWinogradConv(t *testing.T) {
 			xpad := make([]float32, g.PaddedLen())
 			padInput(xpad, x, g)
 			y := make([]float32, g.N*g.OutC*g.ColCols())
-			winogradConv(y, xpad, w, b, g.padded())
+			winogradConv(y, xpad, w, b, g.padded(), false)
 			closeTo(t, fmt.Sprintf("%+v bias %v", g, withBias), y, conv64(to64(x), to64(w), b64, g), 1e-4)
 		}
 	}
@@ -52,6 +52,9 @@ var resnetLayers = []ConvGeom{
 	{N: 128, InC: 16, InH: 28, InW: 28, OutC: 16},
 	{N: 128, InC: 32, InH: 14, InW: 14, OutC: 32},
 	{N: 128, InC: 64, InH: 7, InW: 7, OutC: 64},
+	{N: 128, InC: 32, InH: 16, InW: 16, OutC: 32},
+	{N: 128, InC: 64, InH: 8, InW: 8, OutC: 64},
+	{N: 32, InC: 64, InH: 8, InW: 8, OutC: 128},
 }
 
 // BenchmarkWinograd compares, per layer, the convolution convolve ran before Winograd (the
@@ -78,8 +81,61 @@ func BenchmarkWinograd(b *testing.B) {
 		})
 		b.Run(name+"/winograd", func(b *testing.B) {
 			for range b.N {
-				winogradConv(y, xpad, w, bias, gp)
+				winogradConv(y, xpad, w, bias, gp, false)
 			}
 		})
+	}
+}
+
+// dx64 is the float64 input gradient of conv64: dx[n][c][iy][ix] sums dy[n][o][oy][ox] *
+// w[o][c][ki][kj] over the outputs that read input (iy, ix).
+func dx64(dy, w []float64, g ConvGeom) []float64 {
+	oh, ow := g.OutH(), g.OutW()
+	dx := make([]float64, g.N*g.InC*g.InH*g.InW)
+	for n := range g.N {
+		for o := range g.OutC {
+			for oy := range oh {
+				for ox := range ow {
+					d := dy[((n*g.OutC+o)*oh+oy)*ow+ox]
+					for c := range g.InC {
+						for ki := range g.KH {
+							for kj := range g.KW {
+								iy, ix := oy*g.Stride-g.Pad+ki, ox*g.Stride-g.Pad+kj
+								if iy >= 0 && iy < g.InH && ix >= 0 && ix < g.InW {
+									dx[((n*g.InC+c)*g.InH+iy)*g.InW+ix] += d * w[((o*g.InC+c)*g.KH+ki)*g.KW+kj]
+								}
+							}
+						}
+					}
+				}
+			}
+		}
+	}
+	return dx
+}
+
+// TestWinogradConv2D holds Conv2D's y and Conv2DBackward's dx to the float64 convolution on
+// shapes that Winograd computes both of (on AVX-512: 64 channels or more, even output sizes;
+// without it: all): planes of 2 px, one sample, channels not in eights, unpadded.
+func TestWinogradConv2D(t *testing.T) {
+	r := rand.New(rand.NewPCG(93, 94))
+	for _, g := range []ConvGeom{
+		{N: 2, InC: 64, InH: 4, InW: 6, OutC: 64, Pad: 1},
+		{N: 1, InC: 64, InH: 2, InW: 2, OutC: 72, Pad: 1},
+		{N: 3, InC: 70, InH: 6, InW: 2, OutC: 65, Pad: 1},
+		{N: 2, InC: 64, InH: 6, InW: 8, OutC: 64, Pad: 0},
+	} {
+		g.KH, g.KW, g.Stride = 3, 3, 1
+		if dg, ok := dxConv(g, (g.ColRows()+g.OutC)*g.N*g.ColCols()); winoTilesAsm(g.padded()) && !(winograd(g.padded()) && ok && winograd(dg.padded())) {
+			t.Fatalf("%+v: Winograd does not compute y and dx", g)
+		}
+		x, w, b := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
+		dy := randVec(r, g.N*g.OutC*g.ColCols())
+		y, ws := make([]float32, len(dy)), make([]float32, g.WorkspaceLen())
+		dx, dw := make([]float32, len(x)), make([]float32, len(w))
+		Conv2D(y, x, w, b, ws, g)
+		closeTo(t, fmt.Sprintf("%+v: y", g), y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
+		Conv2DBackward(dx, dw, nil, dy, w, ws, g)
+		closeTo(t, fmt.Sprintf("%+v: dx", g), dx, dx64(to64(dy), to64(w), g), 1e-4)
 	}
 }

@@ -1,0 +1,58 @@
+//go:build !noasm
+
+package cpu
+
+import (
+	"math"
+	"math/rand/v2"
+	"testing"
+)
+
+// TestWinogradAsmParity holds the AVX-512 transforms to the Go ones bit for bit (the same
+// additions in the same order), with group counts that leave partial last groups of lanes.
+func TestWinogradAsmParity(t *testing.T) {
+	if !hasAVX512 {
+		t.Skip("no AVX-512")
+	}
+	r := rand.New(rand.NewPCG(95, 96))
+	same := func(name string, a, b []float32) {
+		t.Helper()
+		for i := range a {
+			if math.Float32bits(a[i]) != math.Float32bits(b[i]) {
+				t.Fatalf("%s[%d]: asm %v, Go %v", name, i, a[i], b[i])
+			}
+		}
+	}
+	for _, g := range []ConvGeom{
+		{N: 3, InC: 5, InH: 4, InW: 4, OutC: 7},
+		{N: 2, InC: 9, InH: 10, InW: 6, OutC: 3},
+		{N: 5, InC: 17, InH: 12, InW: 8, OutC: 33},
+	} {
+		g.KH, g.KW, g.Stride = 3, 3, 1
+		_, _, per := winoTiles(g)
+		p := g.N * per
+		oc := g.OutC * g.InC
+		su, sv, sm := winoStride(oc), winoStride(g.InC*p), winoStride(g.OutC*p)
+		w := randVec(r, oc*9)
+		ua, ug := make([]float32, 16*su), make([]float32, 16*su)
+		winoFiltersAsm(ua, su, w, 0, oc)
+		winoFiltersGo(ug, su, w, 0, oc)
+		same("U", ua, ug)
+
+		x := randVec(r, g.N*g.InC*g.InH*g.InW)
+		offs := make([]int32, 2*p)
+		winoOffsets(offs[:p], offs[p:], g)
+		va, vg := make([]float32, 16*sv), make([]float32, 16*sv)
+		winoInputAsm(va, sv, x, g, offs[:p], 0, g.InC)
+		winoInput(vg, x, g)
+		same("V", va, vg)
+
+		m, b := randVec(r, 16*sm), randVec(r, g.OutC)
+		for _, bias := range [][]float32{b, nil} {
+			ya, yg := make([]float32, g.N*g.OutC*g.ColCols()), make([]float32, g.N*g.OutC*g.ColCols())
+			winoOutputAsm(ya, m, sm, bias, g, offs[p:], 0, g.OutC)
+			winoOutput(yg, m, bias, g)
+			same("y", ya, yg)
+		}
+	}
+}
