@@ -8,7 +8,8 @@ import (
 )
 
 // TestConv2DSameBitsAnyCores runs Conv2D and Conv2DBackward on the CNN's second layer (the
-// direct kernels on AVX-512, the implicit GEMM elsewhere) and on a strided ResNet shape with 1
+// direct kernels on AVX-512, the implicit GEMM elsewhere), on a strided ResNet shape and on
+// Winograd ones with 1
 // and 4 cores: y, dx, dw and db must not change by a bit, since the work is cut into parts that
 // do not depend on the core count.
 func TestConv2DSameBitsAnyCores(t *testing.T) {
@@ -17,6 +18,9 @@ func TestConv2DSameBitsAnyCores(t *testing.T) {
 	for _, g := range []ConvGeom{
 		{N: 20, InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
 		{N: 6, InC: 16, InH: 15, InW: 16, OutC: 32, KH: 3, KW: 3, Stride: 2, Pad: 1},
+		// Winograd for y and dx (without AVX-512 also the odd sizes, by the Go transforms).
+		{N: 9, InC: 64, InH: 8, InW: 8, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 4, InC: 64, InH: 7, InW: 5, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
 	} {
 		x, w, b := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
 		dy := randVec(r, g.N*g.OutC*g.ColCols())

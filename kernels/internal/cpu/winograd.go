@@ -21,20 +21,37 @@ import (
 // tiles), which gemm.Sgemm computes: 16 multiplies of 16*OutC*InC*P multiply-adds in all,
 // against 36*OutC*InC*P for the direct sum (2.25 times fewer).
 
-// winoScratch holds a Winograd convolution's U, V and M; pooled, so that a convolution
-// allocates nothing in steady state.
+// winoScratch holds a Winograd convolution's U, V, M and tile offsets, and the call in
+// progress for its parts, which For runs: bound once (when the pool makes it) and reading the
+// call from the scratch, so that a convolution allocates nothing in steady state.
 type winoScratch struct {
 	buf  []float32
 	offs []int32
+
+	y, x, w, bias, u, v, m   []float32
+	g                        ConvGeom
+	su, sv, sm               int
+	asm                      bool
+	filters, inputs, outputs func(lo, hi int)
 }
 
-var winoScratches = sync.Pool{New: func() any { return new(winoScratch) }}
+var winoScratches = sync.Pool{New: func() any {
+	s := new(winoScratch)
+	s.filters, s.inputs, s.outputs = s.filterPart, s.inputPart, s.outputPart
+	return s
+}}
 
 // winoTiles returns the tile grid of g (padded, Pad 0): tiles down, across, and per sample.
 func winoTiles(g ConvGeom) (th, tw, per int) {
 	th, tw = (g.OutH()+1)/2, (g.OutW()+1)/2
 	return th, tw, th * tw
 }
+
+// winoStride is the distance between the 16 matrices of n floats each in U, V or M: n rounded
+// up to a cache line, plus one, so that the 16 streams a transform writes or reads at once do not
+// fall into the same cache sets (at power-of-two sizes they all did: the transforms ran several
+// times slower).
+func winoStride(n int) int { return (n+15)/16*16 + 16 }
 
 // winogradConv writes y [N][OutC][OutH][OutW] = conv(xpad, w) + bias (nil: none) for a 3x3
 // stride-1 geometry g over an input already padded (Pad 0), by Winograd F(2x2,3x3). Tiles that
@@ -50,35 +67,54 @@ func winoTiles(g ConvGeom) (th, tw, per int) {
 func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
 	_, _, per := winoTiles(g)
 	p := g.N * per
-	su, sv, sm := winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
-	nu, nv, nm := 16*su, 16*sv, 16*sm
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
+	s.su, s.sv, s.sm = winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
+	nu, nv, nm := 16*s.su, 16*s.sv, 16*s.sm
 	s.buf = grow(s.buf, nu+nv+nm)
-	u, v, m := s.buf[:nu], s.buf[nu:nu+nv], s.buf[nu+nv:]
-	winoFilters(u, w, g)
-	var inOffs, outOffs []int32
-	if winoTilesAsm(g) {
+	s.y, s.x, s.w, s.bias, s.g = y, xpad, w, bias, g
+	s.u, s.v, s.m = s.buf[:nu], s.buf[nu:nu+nv], s.buf[nu+nv:]
+	if s.asm = winoTilesAsm(g); s.asm {
 		s.offs = grow(s.offs, 2*p)
-		inOffs, outOffs = s.offs[:p], s.offs[p:]
-		winoOffsets(inOffs, outOffs, g)
-		For(g.InC, 40*p, func(lo, hi int) { winoInputAsm(v, sv, xpad, g, inOffs, lo, hi) })
-	} else {
-		winoInput(v, xpad, g)
+		winoOffsets(s.offs[:p], s.offs[p:], g)
 	}
+	For(g.OutC*g.InC, 64, s.filters)
+	For(g.InC, 40*p, s.inputs)
 	for xi := range 16 {
-		a, lda := u[xi*su:], max(g.InC, 1)
+		a, lda := s.u[xi*s.su:], max(g.InC, 1)
 		if flip {
 			swap := [4]int{3, 1, 2, 0}
-			a, lda = u[(4*swap[xi/4]+swap[xi%4])*su:], max(g.OutC, 1)
+			a, lda = s.u[(4*swap[xi/4]+swap[xi%4])*s.su:], max(g.OutC, 1)
 		}
-		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, v[xi*sv:], p, 0, m[xi*sm:], p)
+		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
 	}
-	if outOffs != nil {
-		For(g.OutC, 40*p, func(lo, hi int) { winoOutputAsm(y, m, sm, bias, g, outOffs, lo, hi) })
-	} else {
-		winoOutput(y, m, bias, g)
+	For(g.OutC, 40*p, s.outputs)
+	*s = winoScratch{buf: s.buf, offs: s.offs, filters: s.filters, inputs: s.inputs, outputs: s.outputs}
+}
+
+// filterPart transforms kernels [lo, hi) of the call's weights into U.
+func (s *winoScratch) filterPart(lo, hi int) {
+	if !winoFiltersAsm(s.u, s.su, s.w, lo, hi) {
+		winoFiltersGo(s.u, s.su, s.w, lo, hi)
 	}
+}
+
+// inputPart transforms input channels [lo, hi) of the call's samples into V.
+func (s *winoScratch) inputPart(lo, hi int) {
+	if s.asm {
+		winoInputAsm(s.v, s.sv, s.x, s.g, s.offs[:len(s.offs)/2], lo, hi)
+		return
+	}
+	winoInputGo(s.v, s.sv, s.x, s.g, lo, hi)
+}
+
+// outputPart writes output channels [lo, hi) of the call's samples from M.
+func (s *winoScratch) outputPart(lo, hi int) {
+	if s.asm {
+		winoOutputAsm(s.y, s.m, s.sm, s.bias, s.g, s.offs[len(s.offs)/2:], lo, hi)
+		return
+	}
+	winoOutputGo(s.y, s.m, s.sm, s.bias, s.g, lo, hi)
 }
 
 // winoOffsets writes, for each tile p = n*tiles + t, the index of its first input in sample n's
@@ -95,23 +131,6 @@ func winoOffsets(in, out []int32, g ConvGeom) {
 			}
 		}
 	}
-}
-
-// winoStride is the distance between the 16 matrices of n floats each in U, V or M: n rounded
-// up to a cache line, plus one, so that the 16 streams a transform writes or reads at once do not
-// fall into the same cache sets (at power-of-two sizes they all did: the transforms ran several
-// times slower).
-func winoStride(n int) int { return (n+15)/16*16 + 16 }
-
-// winoFilters writes U [16][OutC][InC], U[xi][o][c] = (G w[o][c] G^T)[xi].
-func winoFilters(u, w []float32, g ConvGeom) {
-	oc := g.OutC * g.InC
-	su := winoStride(oc)
-	For(oc, 64, func(lo, hi int) {
-		if !winoFiltersAsm(u, su, w, lo, hi) {
-			winoFiltersGo(u, su, w, lo, hi)
-		}
-	})
 }
 
 // winoFiltersGo transforms the kernels [lo, hi) of w into U (matrices su apart).
@@ -144,17 +163,17 @@ func winoFiltersGo(u []float32, su int, w []float32, lo, hi int) {
 	}
 }
 
-// winoInput writes V [16][InC][N*tiles], V[xi][c][n*tiles+t] = (B^T d B)[xi] for the 4x4 tile
-// d of tile t of sample n's channel c, zeros beyond the input's edges.
-func winoInput(v, xpad []float32, g ConvGeom) {
+// winoInputGo writes V [16][InC][N*tiles] (matrices cp apart) for input channels [lo, hi):
+// V[xi][c][n*tiles+t] = (B^T d B)[xi] for the 4x4 tile d of tile t of sample n's channel c,
+// zeros beyond the input's edges.
+func winoInputGo(v []float32, cp int, xpad []float32, g ConvGeom, lo, hi int) {
 	th, tw, per := winoTiles(g)
 	p := g.N * per
-	cp := winoStride(g.InC * p)
 	hw := g.InH * g.InW
-	For(g.N*g.InC, 40*per, func(lo, hi int) {
-		var vs [16][]float32
-		for nc := lo; nc < hi; nc++ {
-			n, c := nc/g.InC, nc%g.InC
+	var vs [16][]float32
+	for c := lo; c < hi; c++ {
+		for n := range g.N {
+			nc := n*g.InC + c
 			plane := xpad[nc*hw : (nc+1)*hw]
 			at := c*p + n*per
 			for xi := range vs {
@@ -190,21 +209,21 @@ func winoInput(v, xpad []float32, g ConvGeom) {
 				}
 			}
 		}
-	})
+	}
 }
 
-// winoOutput writes y [N][OutC][OutH][OutW] = A^T M A + bias from M [16][OutC][N*tiles],
-// dropping the outputs of edge tiles beyond the output's edges.
-func winoOutput(y, m, bias []float32, g ConvGeom) {
+// winoOutputGo writes output channels [lo, hi) of y [N][OutC][OutH][OutW] = A^T M A + bias
+// from M [16][OutC][N*tiles] (matrices op apart), dropping the outputs of edge tiles beyond
+// the output's edges.
+func winoOutputGo(y, m []float32, op int, bias []float32, g ConvGeom, lo, hi int) {
 	th, tw, per := winoTiles(g)
 	p := g.N * per
-	op := winoStride(g.OutC * p)
 	oh, ow := g.OutH(), g.OutW()
 	cols := oh * ow
-	For(g.N*g.OutC, 40*per, func(lo, hi int) {
-		var ms [16][]float32
-		for no := lo; no < hi; no++ {
-			n, o := no/g.OutC, no%g.OutC
+	var ms [16][]float32
+	for o := lo; o < hi; o++ {
+		for n := range g.N {
+			no := n*g.OutC + o
 			bs := float32(math.Copysign(0, -1)) // x + -0 is x, -0 included
 			if bias != nil {
 				bs = bias[o]
@@ -249,7 +268,7 @@ func winoOutput(y, m, bias []float32, g ConvGeom) {
 				}
 			}
 		}
-	})
+	}
 }
 
 // grow returns s resized to n, reallocated only when its capacity is short.

@@ -44,14 +44,14 @@ func TestWinogradAsmParity(t *testing.T) {
 		winoOffsets(offs[:p], offs[p:], g)
 		va, vg := make([]float32, 16*sv), make([]float32, 16*sv)
 		winoInputAsm(va, sv, x, g, offs[:p], 0, g.InC)
-		winoInput(vg, x, g)
+		winoInputGo(vg, sv, x, g, 0, g.InC)
 		same("V", va, vg)
 
 		m, b := randVec(r, 16*sm), randVec(r, g.OutC)
 		for _, bias := range [][]float32{b, nil} {
 			ya, yg := make([]float32, g.N*g.OutC*g.ColCols()), make([]float32, g.N*g.OutC*g.ColCols())
 			winoOutputAsm(ya, m, sm, bias, g, offs[p:], 0, g.OutC)
-			winoOutput(yg, m, bias, g)
+			winoOutputGo(yg, m, sm, bias, g, 0, g.OutC)
 			same("y", ya, yg)
 		}
 	}

@@ -3,6 +3,7 @@ package cpu
 import (
 	"fmt"
 	"math/rand/v2"
+	"runtime"
 	"testing"
 )
 
@@ -137,5 +138,23 @@ func TestWinogradConv2D(t *testing.T) {
 		closeTo(t, fmt.Sprintf("%+v: y", g), y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
 		Conv2DBackward(dx, dw, nil, dy, w, ws, g)
 		closeTo(t, fmt.Sprintf("%+v: dx", g), dx, dx64(to64(dy), to64(w), g), 1e-4)
+	}
+}
+
+// TestWinogradNoAllocs checks that a Winograd convolution allocates nothing once its pooled
+// scratch has grown (on one core: For starts no goroutines).
+func TestWinogradNoAllocs(t *testing.T) {
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	r := rand.New(rand.NewPCG(97, 98))
+	for _, g := range []ConvGeom{
+		{N: 2, InC: 64, InH: 6, InW: 6, OutC: 64},
+		{N: 2, InC: 3, InH: 5, InW: 7, OutC: 4},
+	} {
+		g.KH, g.KW, g.Stride = 3, 3, 1
+		x, w := randVec(r, g.PaddedLen()), randVec(r, g.OutC*g.ColRows())
+		y := make([]float32, g.N*g.OutC*g.ColCols())
+		if a := testing.AllocsPerRun(20, func() { winogradConv(y, x, w, nil, g, false) }); a > 0 {
+			t.Errorf("%+v: %v allocations a call", g, a)
+		}
 	}
 }
