@@ -9,6 +9,18 @@
 	VFMADD231PS Z24, zb, r0; \
 	VFMADD231PS Z25, zb, r1
 
+// DWLOAD and DWSTORE move one kernel column's two accumulators from and to AX, then move AX to
+// the next column's (R12 bytes on).
+#define DWLOAD(r0, r1) \
+	VMOVUPS (AX), r0; \
+	VMOVUPS 64(AX), r1; \
+	ADDQ R12, AX
+
+#define DWSTORE(r0, r1) \
+	VMOVUPS r0, (AX); \
+	VMOVUPS r1, 64(AX); \
+	ADDQ R12, AX
+
 // DWARGS loads dwRows5AVX512's and dwRows3AVX512's arguments: CX rows, R13 cols, SI and DI the
 // input, R8 and R9 its position and row steps in bytes, DX dy, R10 its position step in bytes,
 // R11 the accumulators, R12 their row step in bytes.
@@ -183,20 +195,11 @@ add:
 TEXT ·dwRows5AVX512(SB), NOSPLIT, $0-72
 	DWARGS
 	MOVQ R11, AX
-	VMOVUPS (AX), Z0
-	VMOVUPS 64(AX), Z1
-	ADDQ R12, AX
-	VMOVUPS (AX), Z2
-	VMOVUPS 64(AX), Z3
-	ADDQ R12, AX
-	VMOVUPS (AX), Z4
-	VMOVUPS 64(AX), Z5
-	ADDQ R12, AX
-	VMOVUPS (AX), Z6
-	VMOVUPS 64(AX), Z7
-	ADDQ R12, AX
-	VMOVUPS (AX), Z8
-	VMOVUPS 64(AX), Z9
+	DWLOAD(Z0, Z1)
+	DWLOAD(Z2, Z3)
+	DWLOAD(Z4, Z5)
+	DWLOAD(Z6, Z7)
+	DWLOAD(Z8, Z9)
 
 row5:
 	MOVQ R13, BX
@@ -219,20 +222,11 @@ col5:
 	JNZ  row5
 
 	MOVQ R11, AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z2, (AX)
-	VMOVUPS Z3, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z4, (AX)
-	VMOVUPS Z5, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z6, (AX)
-	VMOVUPS Z7, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z8, (AX)
-	VMOVUPS Z9, 64(AX)
+	DWSTORE(Z0, Z1)
+	DWSTORE(Z2, Z3)
+	DWSTORE(Z4, Z5)
+	DWSTORE(Z6, Z7)
+	DWSTORE(Z8, Z9)
 	VZEROUPPER
 	RET
 
@@ -242,14 +236,9 @@ col5:
 TEXT ·dwRows3AVX512(SB), NOSPLIT, $0-72
 	DWARGS
 	MOVQ R11, AX
-	VMOVUPS (AX), Z0
-	VMOVUPS 64(AX), Z1
-	ADDQ R12, AX
-	VMOVUPS (AX), Z2
-	VMOVUPS 64(AX), Z3
-	ADDQ R12, AX
-	VMOVUPS (AX), Z4
-	VMOVUPS 64(AX), Z5
+	DWLOAD(Z0, Z1)
+	DWLOAD(Z2, Z3)
+	DWLOAD(Z4, Z5)
 
 row3:
 	MOVQ R13, BX
@@ -270,13 +259,8 @@ col3:
 	JNZ  row3
 
 	MOVQ R11, AX
-	VMOVUPS Z0, (AX)
-	VMOVUPS Z1, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z2, (AX)
-	VMOVUPS Z3, 64(AX)
-	ADDQ R12, AX
-	VMOVUPS Z4, (AX)
-	VMOVUPS Z5, 64(AX)
+	DWSTORE(Z0, Z1)
+	DWSTORE(Z2, Z3)
+	DWSTORE(Z4, Z5)
 	VZEROUPPER
 	RET
