@@ -8,7 +8,10 @@
 // every reduction adds its terms in one fixed order, so a result is bit-for-bit the same on every
 // run, and on every machine with the same kernels: the same GEMM and, for convolutions, AVX-512
 // or not (with it, the direct kernels of conv_amd64.s compute the weight and input gradients of
-// the shapes they take in another order than the GEMM and col2im do elsewhere).
+// the shapes they take in another order than the GEMM and col2im do elsewhere, and Winograd
+// (winograd.go) computes the outputs and input gradients of 3x3 stride-1 convolutions with 64
+// channels or more and even output sizes; without it, Winograd computes those of every 3x3
+// stride-1 convolution).
 package cpu
 
 import (
