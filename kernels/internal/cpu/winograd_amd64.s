@@ -5,7 +5,84 @@
 // The Winograd F(2x2,3x3) transforms of winograd.go, 16 tiles (or kernels) at a time in the
 // lanes of a Z register: the same additions in the same order as the Go loops, so the same
 // bits. Tiles are gathered and scattered through offset tables (winograd_amd64.go); the last
-// group's missing lanes are masked off.
+// group's missing lanes are masked off (K1). R15 counts the tiles (kernels) left; R8 is the
+// distance between the 16 matrices in bytes.
+
+// LANES sets K1 to the min(R15, 16) lanes of this group.
+#define LANES \
+	MOVQ R15, CX \
+	MOVQ $16, AX \
+	CMPQ CX, AX \
+	CMOVQGT AX, CX \
+	MOVL $1, AX \
+	SHLQ CX, AX \
+	DECQ AX \
+	KMOVW AX, K1
+
+// GATHER loads the K1 lanes of dst from base + 4*Z0 + off.
+#define GATHER(off, base, dst) \
+	KMOVW K1, K2 \
+	VGATHERDPS off(base)(Z0*4), K2, dst
+
+// STORE4 stores the K1 lanes of a, b, c, d at BX, BX+R8, ... and leaves BX after them.
+#define STORE4(a, b, c, d) \
+	VMOVUPS a, K1, (BX) \
+	ADDQ R8, BX \
+	VMOVUPS b, K1, (BX) \
+	ADDQ R8, BX \
+	VMOVUPS c, K1, (BX) \
+	ADDQ R8, BX \
+	VMOVUPS d, K1, (BX) \
+	ADDQ R8, BX
+
+// LOAD4 is STORE4's load, zeroing the lanes off K1.
+#define LOAD4(a, b, c, d) \
+	VMOVUPS.Z (BX), K1, a \
+	ADDQ R8, BX \
+	VMOVUPS.Z (BX), K1, b \
+	ADDQ R8, BX \
+	VMOVUPS.Z (BX), K1, c \
+	ADDQ R8, BX \
+	VMOVUPS.Z (BX), K1, d \
+	ADDQ R8, BX
+
+// BT: o0, o1, o2, o3 = d0-d2, d1+d2, d2-d1, d1-d3 (a column, then a row, of B^T d B).
+#define BT(d0, d1, d2, d3, o0, o1, o2, o3) \
+	VSUBPS d2, d0, o0 \
+	VADDPS d2, d1, o1 \
+	VSUBPS d1, d2, o2 \
+	VSUBPS d3, d1, o3
+
+// AT: s0, s1 = (a+b)+c, (b-c)-d (a column, then a row, of A^T M A).
+#define AT(a, b, c, d, s0, s1) \
+	VADDPS b, a, s0 \
+	VADDPS c, s0, s0 \
+	VSUBPS c, b, s1 \
+	VSUBPS d, s1, s1
+
+// GT: h0, h1 = 1/2*((a+b)+c), 1/2*((a-b)+c) (the middle rows of G k, then of (G k) G^T); Z31
+// holds 1/2.
+#define GT(a, b, c, h0, h1) \
+	VADDPS b, a, h0 \
+	VADDPS c, h0, h0 \
+	VMULPS h0, Z31, h0 \
+	VSUBPS b, a, h1 \
+	VADDPS c, h1, h1 \
+	VMULPS h1, Z31, h1
+
+// INCOLUMN gathers column off/4 of the tiles' four rows (SI, R10, R11, R12) and writes its B^T
+// combinations to b0..b3.
+#define INCOLUMN(off, b0, b1, b2, b3) \
+	GATHER(off, SI, Z1) \
+	GATHER(off, R10, Z2) \
+	GATHER(off, R11, Z3) \
+	GATHER(off, R12, Z4) \
+	BT(Z1, Z2, Z3, Z4, b0, b1, b2, b3)
+
+// INROW stores row r of B^T d B, from row r (a, b, c, d) of B^T d.
+#define INROW(a, b, c, d) \
+	BT(a, b, c, d, Z24, Z25, Z26, Z27) \
+	STORE4(Z24, Z25, Z26, Z27)
 
 // func winoInputAVX512(v *float32, vstride int, x *float32, w int, offs *int32, n int)
 //
@@ -21,136 +98,28 @@ TEXT ·winoInputAVX512(SB), NOSPLIT, $0-48
 	LEAQ (R10)(R9*1), R11
 	LEAQ (R11)(R9*1), R12
 	MOVQ offs+32(FP), DX
-	MOVQ n+40(FP), CX
+	MOVQ n+40(FP), R15
+
 inLoop:
-	TESTQ CX, CX
-	JLE inDone
-	MOVQ $0xffff, AX
-	CMPQ CX, $16
-	JGE inMask
-	MOVQ $1, AX
-	SHLQ CX, AX
-	DECQ AX
-inMask:
-	KMOVW AX, K1
+	TESTQ R15, R15
+	JLE   inDone
+	LANES
 	VMOVDQU32.Z (DX), K1, Z0
-	KMOVW K1, K2
-	VGATHERDPS 0(SI)(Z0*4), K2, Z1
-	KMOVW K1, K2
-	VGATHERDPS 4(SI)(Z0*4), K2, Z2
-	KMOVW K1, K2
-	VGATHERDPS 8(SI)(Z0*4), K2, Z3
-	KMOVW K1, K2
-	VGATHERDPS 12(SI)(Z0*4), K2, Z4
-	KMOVW K1, K2
-	VGATHERDPS 0(R10)(Z0*4), K2, Z5
-	KMOVW K1, K2
-	VGATHERDPS 4(R10)(Z0*4), K2, Z6
-	KMOVW K1, K2
-	VGATHERDPS 8(R10)(Z0*4), K2, Z7
-	KMOVW K1, K2
-	VGATHERDPS 12(R10)(Z0*4), K2, Z8
-	KMOVW K1, K2
-	VGATHERDPS 0(R11)(Z0*4), K2, Z9
-	KMOVW K1, K2
-	VGATHERDPS 4(R11)(Z0*4), K2, Z10
-	KMOVW K1, K2
-	VGATHERDPS 8(R11)(Z0*4), K2, Z11
-	KMOVW K1, K2
-	VGATHERDPS 12(R11)(Z0*4), K2, Z12
-	KMOVW K1, K2
-	VGATHERDPS 0(R12)(Z0*4), K2, Z13
-	KMOVW K1, K2
-	VGATHERDPS 4(R12)(Z0*4), K2, Z14
-	KMOVW K1, K2
-	VGATHERDPS 8(R12)(Z0*4), K2, Z15
-	KMOVW K1, K2
-	VGATHERDPS 12(R12)(Z0*4), K2, Z16
-	VSUBPS Z9, Z1, Z17
-	VADDPS Z9, Z5, Z18
-	VSUBPS Z5, Z9, Z19
-	VSUBPS Z13, Z5, Z20
-	VMOVAPS Z17, Z1
-	VMOVAPS Z18, Z5
-	VMOVAPS Z19, Z9
-	VMOVAPS Z20, Z13
-	VSUBPS Z10, Z2, Z17
-	VADDPS Z10, Z6, Z18
-	VSUBPS Z6, Z10, Z19
-	VSUBPS Z14, Z6, Z20
-	VMOVAPS Z17, Z2
-	VMOVAPS Z18, Z6
-	VMOVAPS Z19, Z10
-	VMOVAPS Z20, Z14
-	VSUBPS Z11, Z3, Z17
-	VADDPS Z11, Z7, Z18
-	VSUBPS Z7, Z11, Z19
-	VSUBPS Z15, Z7, Z20
-	VMOVAPS Z17, Z3
-	VMOVAPS Z18, Z7
-	VMOVAPS Z19, Z11
-	VMOVAPS Z20, Z15
-	VSUBPS Z12, Z4, Z17
-	VADDPS Z12, Z8, Z18
-	VSUBPS Z8, Z12, Z19
-	VSUBPS Z16, Z8, Z20
-	VMOVAPS Z17, Z4
-	VMOVAPS Z18, Z8
-	VMOVAPS Z19, Z12
-	VMOVAPS Z20, Z16
+	// B^T d: row r, column c in Z(8+4r+c).
+	INCOLUMN(0, Z8, Z12, Z16, Z20)
+	INCOLUMN(4, Z9, Z13, Z17, Z21)
+	INCOLUMN(8, Z10, Z14, Z18, Z22)
+	INCOLUMN(12, Z11, Z15, Z19, Z23)
 	MOVQ DI, BX
-	VSUBPS Z3, Z1, Z17
-	VADDPS Z3, Z2, Z18
-	VSUBPS Z2, Z3, Z19
-	VSUBPS Z4, Z2, Z20
-	VMOVUPS Z17, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z18, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z19, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VSUBPS Z7, Z5, Z17
-	VADDPS Z7, Z6, Z18
-	VSUBPS Z6, Z7, Z19
-	VSUBPS Z8, Z6, Z20
-	VMOVUPS Z17, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z18, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z19, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VSUBPS Z11, Z9, Z17
-	VADDPS Z11, Z10, Z18
-	VSUBPS Z10, Z11, Z19
-	VSUBPS Z12, Z10, Z20
-	VMOVUPS Z17, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z18, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z19, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VSUBPS Z15, Z13, Z17
-	VADDPS Z15, Z14, Z18
-	VSUBPS Z14, Z15, Z19
-	VSUBPS Z16, Z14, Z20
-	VMOVUPS Z17, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z18, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z19, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
+	INROW(Z8, Z9, Z10, Z11)
+	INROW(Z12, Z13, Z14, Z15)
+	INROW(Z16, Z17, Z18, Z19)
+	INROW(Z20, Z21, Z22, Z23)
 	ADDQ $64, DI
 	ADDQ $64, DX
-	SUBQ $16, CX
-	JMP inLoop
+	SUBQ $16, R15
+	JMP  inLoop
+
 inDone:
 	VZEROUPPER
 	RET
@@ -160,101 +129,51 @@ inDone:
 // The 2x2 block A^T M A + bias of tile p < n at y[offs[p]] (rows ow apart), M[xi] at
 // m[xi*mstride+p]. Every tile lies inside the output.
 TEXT ·winoOutputAVX512(SB), NOSPLIT, $0-52
-	MOVQ y+0(FP), DI
-	MOVQ ow+8(FP), R9
-	SHLQ $2, R9
-	LEAQ (DI)(R9*1), R10
-	MOVQ m+16(FP), SI
-	MOVQ mstride+24(FP), R8
-	SHLQ $2, R8
-	MOVQ offs+32(FP), DX
-	MOVQ n+40(FP), CX
+	MOVQ         y+0(FP), DI
+	MOVQ         ow+8(FP), R9
+	SHLQ         $2, R9
+	LEAQ         (DI)(R9*1), R10
+	MOVQ         m+16(FP), SI
+	MOVQ         mstride+24(FP), R8
+	SHLQ         $2, R8
+	MOVQ         offs+32(FP), DX
+	MOVQ         n+40(FP), R15
 	VBROADCASTSS bias+48(FP), Z31
+
 outLoop:
-	TESTQ CX, CX
-	JLE outDone
-	MOVQ $0xffff, AX
-	CMPQ CX, $16
-	JGE outMask
-	MOVQ $1, AX
-	SHLQ CX, AX
-	DECQ AX
-outMask:
-	KMOVW AX, K1
+	TESTQ R15, R15
+	JLE   outDone
+	LANES
 	VMOVDQU32.Z (DX), K1, Z0
-	MOVQ SI, BX
-	VMOVUPS.Z (BX), K1, Z1
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z2
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z3
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z4
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z5
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z6
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z7
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z8
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z9
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z10
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z11
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z12
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z13
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z14
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z15
-	ADDQ R8, BX
-	VMOVUPS.Z (BX), K1, Z16
-	ADDQ R8, BX
-	VADDPS Z5, Z1, Z17
-	VADDPS Z9, Z17, Z17
-	VSUBPS Z9, Z5, Z21
-	VSUBPS Z13, Z21, Z21
-	VADDPS Z6, Z2, Z18
-	VADDPS Z10, Z18, Z18
-	VSUBPS Z10, Z6, Z22
-	VSUBPS Z14, Z22, Z22
-	VADDPS Z7, Z3, Z19
-	VADDPS Z11, Z19, Z19
-	VSUBPS Z11, Z7, Z23
-	VSUBPS Z15, Z23, Z23
-	VADDPS Z8, Z4, Z20
-	VADDPS Z12, Z20, Z20
-	VSUBPS Z12, Z8, Z24
-	VSUBPS Z16, Z24, Z24
-	VADDPS Z18, Z17, Z25
-	VADDPS Z19, Z25, Z25
-	VADDPS Z31, Z25, Z25
-	VSUBPS Z19, Z18, Z26
-	VSUBPS Z20, Z26, Z26
-	VADDPS Z31, Z26, Z26
-	VADDPS Z22, Z21, Z27
-	VADDPS Z23, Z27, Z27
-	VADDPS Z31, Z27, Z27
-	VSUBPS Z23, Z22, Z28
-	VSUBPS Z24, Z28, Z28
-	VADDPS Z31, Z28, Z28
-	KMOVW K1, K2
+	MOVQ        SI, BX
+	LOAD4(Z1, Z2, Z3, Z4)
+	LOAD4(Z5, Z6, Z7, Z8)
+	LOAD4(Z9, Z10, Z11, Z12)
+	LOAD4(Z13, Z14, Z15, Z16)
+	// A^T M: row 0 in Z17-Z20, row 1 in Z21-Z24.
+	AT(Z1, Z5, Z9, Z13, Z17, Z21)
+	AT(Z2, Z6, Z10, Z14, Z18, Z22)
+	AT(Z3, Z7, Z11, Z15, Z19, Z23)
+	AT(Z4, Z8, Z12, Z16, Z20, Z24)
+	AT(Z17, Z18, Z19, Z20, Z25, Z26)
+	AT(Z21, Z22, Z23, Z24, Z27, Z28)
+	VADDPS      Z31, Z25, Z25
+	VADDPS      Z31, Z26, Z26
+	VADDPS      Z31, Z27, Z27
+	VADDPS      Z31, Z28, Z28
+	KMOVW       K1, K2
 	VSCATTERDPS Z25, K2, (DI)(Z0*4)
-	KMOVW K1, K2
+	KMOVW       K1, K2
 	VSCATTERDPS Z26, K2, 4(DI)(Z0*4)
-	KMOVW K1, K2
+	KMOVW       K1, K2
 	VSCATTERDPS Z27, K2, (R10)(Z0*4)
-	KMOVW K1, K2
+	KMOVW       K1, K2
 	VSCATTERDPS Z28, K2, 4(R10)(Z0*4)
-	ADDQ $64, SI
-	ADDQ $64, DX
-	SUBQ $16, CX
-	JMP outLoop
+	ADDQ        $64, SI
+	ADDQ        $64, DX
+	SUBQ        $16, R15
+	JMP         outLoop
+
 outDone:
 	VZEROUPPER
 	RET
@@ -278,126 +197,51 @@ DATA nines<>+56(SB)/4, $126
 DATA nines<>+60(SB)/4, $135
 GLOBL nines<>(SB), RODATA|NOPTR, $64
 
+// FROW stores row r (a, b, c) of G k G^T: a, then GT's two, then c.
+#define FROW(a, b, c) \
+	GT(a, b, c, Z20, Z21) \
+	STORE4(a, Z20, Z21, c)
+
 // func winoFiltersAVX512(u *float32, ustride int, w *float32, n int)
 //
 // u[xi*ustride+i] = (G k G^T)[xi] for the 3x3 kernels k = w[9i:9i+9], i < n.
 TEXT ·winoFiltersAVX512(SB), NOSPLIT, $0-32
-	MOVQ u+0(FP), DI
-	MOVQ ustride+8(FP), R8
-	SHLQ $2, R8
-	MOVQ w+16(FP), SI
-	MOVQ n+24(FP), CX
-	VMOVDQU32 nines<>(SB), Z0
-	MOVL $0x3f000000, AX
+	MOVQ         u+0(FP), DI
+	MOVQ         ustride+8(FP), R8
+	SHLQ         $2, R8
+	MOVQ         w+16(FP), SI
+	MOVQ         n+24(FP), R15
+	VMOVDQU32    nines<>(SB), Z0
+	MOVL         $0x3f000000, AX
 	VPBROADCASTD AX, Z31
+
 filtLoop:
-	TESTQ CX, CX
-	JLE filtDone
-	MOVQ $0xffff, AX
-	CMPQ CX, $16
-	JGE filtMask
-	MOVQ $1, AX
-	SHLQ CX, AX
-	DECQ AX
-filtMask:
-	KMOVW AX, K1
-	KMOVW K1, K2
-	VGATHERDPS 0(SI)(Z0*4), K2, Z1
-	KMOVW K1, K2
-	VGATHERDPS 4(SI)(Z0*4), K2, Z2
-	KMOVW K1, K2
-	VGATHERDPS 8(SI)(Z0*4), K2, Z3
-	KMOVW K1, K2
-	VGATHERDPS 12(SI)(Z0*4), K2, Z4
-	KMOVW K1, K2
-	VGATHERDPS 16(SI)(Z0*4), K2, Z5
-	KMOVW K1, K2
-	VGATHERDPS 20(SI)(Z0*4), K2, Z6
-	KMOVW K1, K2
-	VGATHERDPS 24(SI)(Z0*4), K2, Z7
-	KMOVW K1, K2
-	VGATHERDPS 28(SI)(Z0*4), K2, Z8
-	KMOVW K1, K2
-	VGATHERDPS 32(SI)(Z0*4), K2, Z9
-	VADDPS Z4, Z1, Z10
-	VADDPS Z7, Z10, Z10
-	VMULPS Z10, Z31, Z10
-	VSUBPS Z4, Z1, Z13
-	VADDPS Z7, Z13, Z13
-	VMULPS Z13, Z31, Z13
-	VADDPS Z5, Z2, Z11
-	VADDPS Z8, Z11, Z11
-	VMULPS Z11, Z31, Z11
-	VSUBPS Z5, Z2, Z14
-	VADDPS Z8, Z14, Z14
-	VMULPS Z14, Z31, Z14
-	VADDPS Z6, Z3, Z12
-	VADDPS Z9, Z12, Z12
-	VMULPS Z12, Z31, Z12
-	VSUBPS Z6, Z3, Z15
-	VADDPS Z9, Z15, Z15
-	VMULPS Z15, Z31, Z15
+	TESTQ R15, R15
+	JLE   filtDone
+	LANES
+	GATHER(0, SI, Z1)
+	GATHER(4, SI, Z2)
+	GATHER(8, SI, Z3)
+	GATHER(12, SI, Z4)
+	GATHER(16, SI, Z5)
+	GATHER(20, SI, Z6)
+	GATHER(24, SI, Z7)
+	GATHER(28, SI, Z8)
+	GATHER(32, SI, Z9)
+	// G k: rows 0 and 3 are k's (Z1-Z3, Z7-Z9), rows 1 and 2 in Z10-Z12 and Z13-Z15.
+	GT(Z1, Z4, Z7, Z10, Z13)
+	GT(Z2, Z5, Z8, Z11, Z14)
+	GT(Z3, Z6, Z9, Z12, Z15)
 	MOVQ DI, BX
-	VADDPS Z2, Z1, Z20
-	VADDPS Z3, Z20, Z20
-	VMULPS Z20, Z31, Z20
-	VSUBPS Z2, Z1, Z21
-	VADDPS Z3, Z21, Z21
-	VMULPS Z21, Z31, Z21
-	VMOVUPS Z1, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z21, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z3, K1, (BX)
-	ADDQ R8, BX
-	VADDPS Z11, Z10, Z20
-	VADDPS Z12, Z20, Z20
-	VMULPS Z20, Z31, Z20
-	VSUBPS Z11, Z10, Z21
-	VADDPS Z12, Z21, Z21
-	VMULPS Z21, Z31, Z21
-	VMOVUPS Z10, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z21, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z12, K1, (BX)
-	ADDQ R8, BX
-	VADDPS Z14, Z13, Z20
-	VADDPS Z15, Z20, Z20
-	VMULPS Z20, Z31, Z20
-	VSUBPS Z14, Z13, Z21
-	VADDPS Z15, Z21, Z21
-	VMULPS Z21, Z31, Z21
-	VMOVUPS Z13, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z21, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z15, K1, (BX)
-	ADDQ R8, BX
-	VADDPS Z8, Z7, Z20
-	VADDPS Z9, Z20, Z20
-	VMULPS Z20, Z31, Z20
-	VSUBPS Z8, Z7, Z21
-	VADDPS Z9, Z21, Z21
-	VMULPS Z21, Z31, Z21
-	VMOVUPS Z7, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z20, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z21, K1, (BX)
-	ADDQ R8, BX
-	VMOVUPS Z9, K1, (BX)
-	ADDQ R8, BX
+	FROW(Z1, Z2, Z3)
+	FROW(Z10, Z11, Z12)
+	FROW(Z13, Z14, Z15)
+	FROW(Z7, Z8, Z9)
 	ADDQ $576, SI
 	ADDQ $64, DI
-	SUBQ $16, CX
-	JMP filtLoop
+	SUBQ $16, R15
+	JMP  filtLoop
+
 filtDone:
 	VZEROUPPER
 	RET
