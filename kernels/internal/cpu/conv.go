@@ -218,23 +218,23 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 	rows, nc := g.ColRows(), g.N*g.ColCols()
 	yt, xpad := ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
 	padInput(xpad, x, g)
+	if gp := g.padded(); winograd(gp) {
+		// The column matrix's and yt's regions are free in the forward pass: V and M go there.
+		winogradConv(y, xpad, w, bias, gp, false, ws[:(rows+g.OutC)*nc])
+		return
+	}
 	convolve(y, xpad, w, bias, yt, g.padded())
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
-// padded (Pad 0): by Winograd F(2x2,3x3) where winograd(g) says it is faster (differing from
-// the other paths by rounding), else with the direct kernel where the CPU and the geometry allow it (stride 1,
-// output channels in eights, AVX-512), else with the implicit GEMM, whose [OutC][N*OutH*OutW]
+// padded (Pad 0) and that Winograd does not compute (see winograd): with the direct kernel where
+// the CPU and the geometry allow it (stride 1, output channels in eights, AVX-512), else with the implicit GEMM, whose [OutC][N*OutH*OutW]
 // product goes to yt first. Both give the same bits. The GEMM packs the column matrix straight
 // from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
 // CNN's forward convolution; the direct kernel does not pack it at all and writes y in its own
 // layout, which took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from
 // 25.7 to 21-22 ms.
 func convolve(y, xpad, w, bias, yt []float32, g ConvGeom) {
-	if winograd(g) {
-		winogradConv(y, xpad, w, bias, g, false)
-		return
-	}
 	if convDirect(y, xpad, w, bias, g) {
 		return
 	}
@@ -366,10 +366,10 @@ func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {
 // holds w', the padded dy and the GEMM's product.
 func convBackData(dx, dy, w, scratch []float32, g, dg ConvGeom) {
 	if winograd(dg.padded()) {
-		// Winograd reads w turned and transposed as it is.
+		// Winograd reads w turned and transposed as it is; its V and M go after dypad.
 		dypad := scratch[:dg.PaddedLen()]
 		padInput(dypad, dy, dg)
-		winogradConv(dx, dypad, w, nil, dg.padded(), true)
+		winogradConv(dx, dypad, w, nil, dg.padded(), true, scratch[len(dypad):])
 		return
 	}
 	kk := g.KH * g.KW

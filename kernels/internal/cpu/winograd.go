@@ -21,12 +21,13 @@ import (
 // tiles), which gemm.Sgemm computes: 16 multiplies of 16*OutC*InC*P multiply-adds in all,
 // against 36*OutC*InC*P for the direct sum (2.25 times fewer).
 
-// winoScratch holds a Winograd convolution's U, V, M and tile offsets, and the call in
+// winoScratch holds a Winograd convolution's U (V and M too when the caller's scratch is too
+// short for them) and tile offsets, and the call in
 // progress for its parts, which For runs: bound once (when the pool makes it) and reading the
 // call from the scratch, so that a convolution allocates nothing in steady state.
 type winoScratch struct {
-	buf  []float32
-	offs []int32
+	buf, vm []float32 // U; V and M when the caller's scratch is short
+	offs    []int32
 
 	y, x, w, bias, u, v, m   []float32
 	g                        ConvGeom
@@ -64,16 +65,24 @@ func winoStride(n int) int { return (n+15)/16*16 + 16 }
 // g computes (see convBackData), and g's weights are those turned by 180 degrees and transposed,
 // which are never written out: turning a kernel swaps rows 0 and 3 of G (G J = P G), so the
 // transformed turned kernels are U[P xi P]^T of w's, which the GEMMs read transposed.
-func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
+//
+// V and M go in scratch where it is long enough (the caller's free workspace), else in the
+// pooled scratch, which always holds U.
+func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32) {
 	_, _, per := winoTiles(g)
 	p := g.N * per
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
 	s.su, s.sv, s.sm = winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
 	nu, nv, nm := 16*s.su, 16*s.sv, 16*s.sm
-	s.buf = grow(s.buf, nu+nv+nm)
+	s.buf = grow(s.buf, nu)
+	vm := scratch
+	if len(vm) < nv+nm {
+		s.vm = grow(s.vm, nv+nm)
+		vm = s.vm
+	}
 	s.y, s.x, s.w, s.bias, s.g = y, xpad, w, bias, g
-	s.u, s.v, s.m = s.buf[:nu], s.buf[nu:nu+nv], s.buf[nu+nv:]
+	s.u, s.v, s.m = s.buf, vm[:nv], vm[nv:nv+nm]
 	if s.asm = winoTilesAsm(g); s.asm {
 		s.offs = grow(s.offs, 2*p)
 		winoOffsets(s.offs[:p], s.offs[p:], g)
@@ -89,7 +98,7 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
 		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
 	}
 	For(g.OutC, 40*p, s.outputs)
-	*s = winoScratch{buf: s.buf, offs: s.offs, filters: s.filters, inputs: s.inputs, outputs: s.outputs}
+	*s = winoScratch{buf: s.buf, vm: s.vm, offs: s.offs, filters: s.filters, inputs: s.inputs, outputs: s.outputs}
 }
 
 // filterPart transforms kernels [lo, hi) of the call's weights into U.

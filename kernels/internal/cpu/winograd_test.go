@@ -37,7 +37,7 @@ func TestWinogradConv(t *testing.T) {
 			xpad := make([]float32, g.PaddedLen())
 			padInput(xpad, x, g)
 			y := make([]float32, g.N*g.OutC*g.ColCols())
-			winogradConv(y, xpad, w, b, g.padded(), false)
+			winogradConv(y, xpad, w, b, g.padded(), false, nil)
 			closeTo(t, fmt.Sprintf("%+v bias %v", g, withBias), y, conv64(to64(x), to64(w), b64, g), 1e-4)
 		}
 	}
@@ -67,7 +67,7 @@ func BenchmarkWinograd(b *testing.B) {
 		})
 		b.Run(name+"/winograd", func(b *testing.B) {
 			for range b.N {
-				winogradConv(y, xpad, w, bias, gp, false)
+				winogradConv(y, xpad, w, bias, gp, false, nil)
 			}
 		})
 	}
@@ -141,7 +141,7 @@ func TestWinogradNoAllocs(t *testing.T) {
 		g.KH, g.KW, g.Stride = 3, 3, 1
 		x, w := randVec(r, g.PaddedLen()), randVec(r, g.OutC*g.ColRows())
 		y := make([]float32, g.N*g.OutC*g.ColCols())
-		if a := testing.AllocsPerRun(20, func() { winogradConv(y, x, w, nil, g, false) }); a > 0 {
+		if a := testing.AllocsPerRun(20, func() { winogradConv(y, x, w, nil, g, false, nil) }); a > 0 {
 			t.Errorf("%+v: %v allocations a call", g, a)
 		}
 	}
