@@ -146,3 +146,26 @@ func TestWinogradNoAllocs(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradWorkspace runs winogradConv on a batch whose V and M exceed winoPooled, so that
+// they go in the caller's scratch, and holds the result to the float64 convolution.
+func TestWinogradWorkspace(t *testing.T) {
+	r := rand.New(rand.NewPCG(99, 100))
+	g := ConvGeom{N: 2, InC: 8, InH: 258, InW: 256, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}
+	_, _, per := winoTiles(g.padded())
+	p := g.N * per
+	vm := 16 * (winoStride(g.InC*p) + winoStride(g.OutC*p))
+	if vm <= winoPooled {
+		t.Fatalf("V and M take %d floats, not more than winoPooled", vm)
+	}
+	x, w, b := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
+	xpad := make([]float32, g.PaddedLen())
+	padInput(xpad, x, g)
+	scratch := make([]float32, vm)
+	y := make([]float32, g.N*g.OutC*g.ColCols())
+	winogradConv(y, xpad, w, b, g.padded(), false, scratch)
+	if scratch[0] == 0 && scratch[vm/2] == 0 {
+		t.Fatal("winogradConv did not use the scratch it was given")
+	}
+	closeTo(t, "y", y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
+}
