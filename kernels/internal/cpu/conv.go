@@ -203,22 +203,28 @@ func col2im(dx, col []float32, g ConvGeom) {
 	})
 }
 
-// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: room for the column
-// matrix of the whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each
-// row), then a [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout,
-// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each
-// product, instead of a small GEMM per sample.
+// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: a zero-padded copy of
+// x (PaddedLen), then scratch with room for the column matrix of the whole batch,
+// [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each row), and a
+// [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout. One GEMM over
+// the whole batch then does each product, instead of a small GEMM per sample. The scratch after
+// the copy also lets the AVX2 direct kernel read a few floats past its end (see directSet).
 func (g ConvGeom) WorkspaceLen() int {
-	return (g.ColRows()+g.OutC)*g.N*g.ColCols() + g.PaddedLen()
+	return g.PaddedLen() + (g.ColRows()+g.OutC)*g.N*g.ColCols()
+}
+
+// split cuts ws into the padded copy of x, whose capacity runs on to the end of ws, and the
+// scratch after it.
+func (g ConvGeom) split(ws []float32) (xpad, scratch []float32) {
+	return ws[:g.PaddedLen()], ws[g.PaddedLen():][:(g.ColRows()+g.OutC)*g.N*g.ColCols()]
 }
 
 // Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
 // ws for Conv2DBackward. bias may be nil.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
-	rows, nc := g.ColRows(), g.N*g.ColCols()
-	yt, xpad := ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	xpad, scratch := g.split(ws)
 	padInput(xpad, x, g)
-	convolve(y, xpad, w, bias, yt, g.padded())
+	convolve(y, xpad, w, bias, scratch[g.ColRows()*g.N*g.ColCols():], g.padded())
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
@@ -278,12 +284,12 @@ func toColumns(dyt, dy []float32, g ConvGeom) {
 
 // Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
 // (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
-// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
+// the padded copy of x that Conv2D left in ws. It overwrites the scratch after that copy.
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
-	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
-	scratch := ws[:(rows+g.OutC)*nc]
+	xpad, scratch := g.split(ws)
+	col, dyt := scratch[:rows*nc], scratch[rows*nc:]
 	haveDyt := false
 	if !weightGradDirect(dw, dy, xpad, scratch, g) {
 		// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing
