@@ -228,9 +228,9 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
-// padded (Pad 0): with the direct kernel where the CPU and the geometry allow it (stride 1,
-// output channels in eights, AVX-512), else with the implicit GEMM, whose [OutC][N*OutH*OutW]
-// product goes to yt first. Both give the same bits. The GEMM packs the column matrix straight
+// padded (Pad 0): with the direct kernel where the CPU and the geometry allow it (AVX-512 or
+// AVX2, stride 1, output channels in the kernel set's blocks; see direct), else with the
+// implicit GEMM, whose [OutC][N*OutH*OutW] product goes to yt first. Both give the same bits. The GEMM packs the column matrix straight
 // from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
 // CNN's forward convolution; the direct kernel does not pack it at all and writes y in its own
 // layout, which took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from
@@ -341,9 +341,9 @@ const colChunk = 1 << 18
 
 // dxConv returns the geometry of the convolution that computes a stride-1 convolution's input
 // gradient (see convBackData), and whether Conv2DBackward computes it that way: when the direct
-// kernel computes that convolution (the input channels in eights, AVX-512), for a square kernel
-// with Pad < K, when scratch floats hold the flipped weights, the padded dy and the implicit
-// GEMM's product. Otherwise col2im scatters the column matrix's gradient (by the implicit GEMM,
+// kernel computes that convolution (see direct: the input channels in the set's blocks), for a
+// square kernel with Pad < K, when scratch floats hold the flipped weights, the padded dy and
+// the implicit GEMM's product. Otherwise col2im scatters the column matrix's gradient (by the implicit GEMM,
 // the flipped convolution was no faster than that: the GEMM packs as many values as col2im adds,
 // and its m, the input channels, is often small).
 func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {

@@ -6,9 +6,10 @@
 //
 // Work is split into a fixed number of parts that does not depend on the number of cores, and
 // every reduction adds its terms in one fixed order, so a result is bit-for-bit the same on every
-// run, and on every machine with the same kernels: the same GEMM and, for convolutions, AVX-512
-// or not (with it, the direct kernels of conv_amd64.s compute the weight and input gradients of
-// the shapes they take in another order than the GEMM and col2im do elsewhere).
+// run, and on every machine with the same kernels: the same GEMM and, for convolutions, the same
+// direct kernel set (AVX-512, AVX2 or none: the direct kernels of conv_amd64.s compute the weight
+// and input gradients of the shapes they take in another order than the GEMM and col2im, and
+// each set takes its own shapes).
 package cpu
 
 import (
