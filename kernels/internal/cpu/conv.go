@@ -203,34 +203,39 @@ func col2im(dx, col []float32, g ConvGeom) {
 	})
 }
 
-// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: room for the column
-// matrix of the whole batch, [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each
-// row), then a [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout,
-// then a zero-padded copy of x (PaddedLen). One GEMM over the whole batch then does each
-// product, instead of a small GEMM per sample.
+// WorkspaceLen is the float32 count Conv2D and Conv2DBackward need in ws: a zero-padded copy of
+// x (PaddedLen), then scratch with room for the column matrix of the whole batch,
+// [InC*KH*KW][N*OutH*OutW] (sample n's columns at n*OutH*OutW of each row), and a
+// [OutC][N*OutH*OutW] matrix for the output (or its gradient) in the same layout. One GEMM over
+// the whole batch then does each product, instead of a small GEMM per sample. The scratch after
+// the copy also lets the AVX2 direct kernel read a few floats past its end (see directSet).
 func (g ConvGeom) WorkspaceLen() int {
-	return (g.ColRows()+g.OutC)*g.N*g.ColCols() + g.PaddedLen()
+	return g.PaddedLen() + (g.ColRows()+g.OutC)*g.N*g.ColCols()
+}
+
+// split cuts ws into the padded copy of x, whose capacity runs on to the end of ws, and the
+// scratch after it.
+func (g ConvGeom) split(ws []float32) (xpad, scratch []float32) {
+	return ws[:g.PaddedLen()], ws[g.PaddedLen():][:(g.ColRows()+g.OutC)*g.N*g.ColCols()]
 }
 
 // Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
 // ws for Conv2DBackward. bias may be nil.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
-	rows, nc := g.ColRows(), g.N*g.ColCols()
-	yt, xpad := ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
+	xpad, scratch := g.split(ws)
 	padInput(xpad, x, g)
 	if gp := g.padded(); winograd(gp) {
-		// The column matrix's and yt's regions are free in the forward pass: V and M go there.
-		winogradConv(y, xpad, w, bias, gp, false, ws[:(rows+g.OutC)*nc])
+		winogradConv(y, xpad, w, bias, gp, false, scratch)
 		return
 	}
-	convolve(y, xpad, w, bias, yt, g.padded())
+	convolve(y, xpad, w, bias, scratch[g.ColRows()*g.N*g.ColCols():], g.padded())
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
 // padded (Pad 0) and that Winograd does not compute (see winograd): with the direct kernel where
-// the CPU and the geometry allow it (stride 1, output channels in eights, AVX-512), else with the implicit GEMM, whose [OutC][N*OutH*OutW]
-// product goes to yt first. Both give the same bits. The GEMM packs the column matrix straight
-// from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
+// the CPU and the geometry allow it (AVX-512 or AVX2, stride 1, output channels in the kernel
+// set's blocks; see direct), else with the implicit GEMM, whose [OutC][N*OutH*OutW] product goes
+// to yt first. Both give the same bits. The GEMM packs the column matrix straight from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
 // CNN's forward convolution; the direct kernel does not pack it at all and writes y in its own
 // layout, which took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from
 // 25.7 to 21-22 ms.
@@ -283,12 +288,12 @@ func toColumns(dyt, dy []float32, g ConvGeom) {
 
 // Conv2DBackward computes the weight gradient dw (overwritten), the bias gradient dbias
 // (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
-// the padded copy of x that Conv2D left in ws. It overwrites ws up to that copy.
+// the padded copy of x that Conv2D left in ws. It overwrites the scratch after that copy.
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
-	col, dyt, xpad := ws[:rows*nc], ws[rows*nc:(rows+g.OutC)*nc], ws[(rows+g.OutC)*nc:][:g.PaddedLen()]
-	scratch := ws[:(rows+g.OutC)*nc]
+	xpad, scratch := g.split(ws)
+	col, dyt := scratch[:rows*nc], scratch[rows*nc:]
 	haveDyt := false
 	if !weightGradDirect(dw, dy, xpad, scratch, g) {
 		// dw = dyt [OutC][N*cols] x col^T: one GEMM sums over samples and positions, packing
@@ -339,13 +344,13 @@ func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
 const colChunk = 1 << 18
 
 // dxConv returns the geometry of the convolution that computes a stride-1 convolution's input
-// gradient (see convBackData), and whether Conv2DBackward computes it that way: when the direct
-// kernel (the input channels in eights, AVX-512) or Winograd (see winograd) computes that
-// convolution, for a square kernel with Pad < K, when scratch floats hold the padded dy (and for
-// the direct kernel the flipped weights and the implicit GEMM's product). Otherwise col2im
-// scatters the column matrix's gradient (by the implicit GEMM, the flipped convolution was no
-// faster than that: the GEMM packs as many values as col2im adds, and its m, the input channels,
-// is often small).
+// gradient (see convBackData), and whether Conv2DBackward computes it that way: when Winograd
+// (see winograd) or the direct kernel (see direct: the input channels in the set's blocks)
+// computes that convolution, for a square kernel with Pad < K, when scratch floats hold the
+// padded dy (and for the direct kernel the flipped weights and the implicit GEMM's product).
+// Otherwise col2im scatters the column matrix's gradient (by the implicit GEMM, the flipped
+// convolution was no faster than that: the GEMM packs as many values as col2im adds, and its m,
+// the input channels, is often small).
 func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {
 	dg := ConvGeom{N: g.N, InC: g.OutC, InH: g.OutH(), InW: g.OutW(), OutC: g.InC, KH: g.KH, KW: g.KW,
 		Stride: 1, Pad: g.KH - 1 - g.Pad}
@@ -366,7 +371,7 @@ func dxConv(g ConvGeom, scratch int) (ConvGeom, bool) {
 // holds w', the padded dy and the GEMM's product.
 func convBackData(dx, dy, w, scratch []float32, g, dg ConvGeom) {
 	if winograd(dg.padded()) {
-		// Winograd reads w turned and transposed as it is; its V and M go after dypad.
+		// Winograd reads w turned and transposed as it is; its V and M may go after dypad.
 		dypad := scratch[:dg.PaddedLen()]
 		padInput(dypad, dy, dg)
 		winogradConv(dx, dypad, w, nil, dg.padded(), true, scratch[len(dypad):])

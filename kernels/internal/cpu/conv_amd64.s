@@ -40,6 +40,59 @@
 	MOVQ ldc+64(FP), R12; \
 	SHLQ $2, R12
 
+// The AVX2 kernels' steps: CHAN2 is CHAN on Y12-Y14 with the broadcast in Y15; DWCOL2 is DWCOL
+// on Y10:Y11; MASK2 expands the 8 mask bits at off(DX) into a VMASKMOVPS mask; STORE2 and
+// STOREADD2 are STORE and STOREADD under the masks in Y12-Y14 (Y15 a temporary); DWLOAD2 and
+// DWSTORE2 are DWLOAD and DWSTORE for two ymm.
+#define CHAN2(off, r0, r1, r2) \
+	VBROADCASTSS off(SI), Y15; \
+	VFMADD231PS Y12, Y15, r0; \
+	VFMADD231PS Y13, Y15, r1; \
+	VFMADD231PS Y14, Y15, r2
+
+#define DWCOL2(disp, yb, r0, r1) \
+	VBROADCASTSS disp(DI), yb; \
+	VFMADD231PS Y10, yb, r0; \
+	VFMADD231PS Y11, yb, r1
+
+#define MASK2(off, ym) \
+	MOVWLZX off(DX), AX; \
+	VMOVD AX, X15; \
+	VPBROADCASTD X15, ym; \
+	VPAND laneBits<>(SB), ym, ym; \
+	VPCMPEQD laneBits<>(SB), ym, ym
+
+#define STORE2(boff, r0, r1, r2) \
+	VBROADCASTSS boff(DX), Y15; \
+	VADDPS Y15, r0, r0; \
+	VADDPS Y15, r1, r1; \
+	VADDPS Y15, r2, r2; \
+	VMASKMOVPS r0, Y12, (R8); \
+	VMASKMOVPS r1, Y13, (R9); \
+	VMASKMOVPS r2, Y14, (R10); \
+	ADDQ R11, R8; \
+	ADDQ R11, R9; \
+	ADDQ R11, R10
+
+#define STOREADD2(boff, r0, r1, r2) \
+	VMASKMOVPS (R8), Y12, Y15; \
+	VADDPS Y15, r0, r0; \
+	VMASKMOVPS (R9), Y13, Y15; \
+	VADDPS Y15, r1, r1; \
+	VMASKMOVPS (R10), Y14, Y15; \
+	VADDPS Y15, r2, r2; \
+	STORE2(boff, r0, r1, r2)
+
+#define DWLOAD2(r0, r1) \
+	VMOVUPS (AX), r0; \
+	VMOVUPS 32(AX), r1; \
+	ADDQ R12, AX
+
+#define DWSTORE2(r0, r1) \
+	VMOVUPS r0, (AX); \
+	VMOVUPS r1, 32(AX); \
+	ADDQ R12, AX
+
 // One step of k for one of the 8 output channels: broadcast its weight (at off bytes from SI)
 // into zb and multiply-add it with the three input vectors Z24-Z26 into r0-r2.
 #define CHAN(off, zb, r0, r1, r2) \
@@ -262,5 +315,162 @@ col3:
 	DWSTORE(Z0, Z1)
 	DWSTORE(Z2, Z3)
 	DWSTORE(Z4, Z5)
+	VZEROUPPER
+	RET
+
+// laneBits: lane i of the vector is 1<<i, to turn a run's mask bits into a VMASKMOVPS mask.
+DATA laneBits<>+0(SB)/4, $1
+DATA laneBits<>+4(SB)/4, $2
+DATA laneBits<>+8(SB)/4, $4
+DATA laneBits<>+12(SB)/4, $8
+DATA laneBits<>+16(SB)/4, $16
+DATA laneBits<>+20(SB)/4, $32
+DATA laneBits<>+24(SB)/4, $64
+DATA laneBits<>+28(SB)/4, $128
+GLOBL laneBits<>(SB), RODATA|NOPTR, $32
+
+// func convTileAVX2(k int, a *float32, offs *int32, t *convTile, ldy int, beta int, bias *float32)
+//
+// convTileAVX512 with AVX2 and FMA for 4 output channels (a packed k-major: a[p*4+i]) and runs
+// of up to 8 outputs (t.mask's low 8 bits), 12 ymm accumulators. Its input loads are not masked:
+// each reads all 8 floats of its run, up to 7 past the run's last input, which the caller
+// guarantees are readable (directSet.slack); the lanes they feed are never stored. The same
+// sums, by FMA in p order from zero, as the GEMM's.
+TEXT ·convTileAVX2(SB), NOSPLIT, $0-56
+	MOVQ k+0(FP), CX
+	MOVQ a+8(FP), SI
+	MOVQ offs+16(FP), DI
+	MOVQ t+24(FP), DX
+	MOVQ 0(DX), R8
+	MOVQ 8(DX), R9
+	MOVQ 16(DX), R10
+	VXORPS Y0, Y0, Y0
+	VXORPS Y1, Y1, Y1
+	VXORPS Y2, Y2, Y2
+	VXORPS Y3, Y3, Y3
+	VXORPS Y4, Y4, Y4
+	VXORPS Y5, Y5, Y5
+	VXORPS Y6, Y6, Y6
+	VXORPS Y7, Y7, Y7
+	VXORPS Y8, Y8, Y8
+	VXORPS Y9, Y9, Y9
+	VXORPS Y10, Y10, Y10
+	VXORPS Y11, Y11, Y11
+
+step2:
+	MOVLQSX (DI), AX
+	VMOVUPS (R8)(AX*4), Y12
+	VMOVUPS (R9)(AX*4), Y13
+	VMOVUPS (R10)(AX*4), Y14
+	CHAN2(0, Y0, Y1, Y2)
+	CHAN2(4, Y3, Y4, Y5)
+	CHAN2(8, Y6, Y7, Y8)
+	CHAN2(12, Y9, Y10, Y11)
+	ADDQ $16, SI
+	ADDQ $4, DI
+	DECQ CX
+	JNZ  step2
+
+	// The runs' masks, from t.mask's bits, into Y12-Y14.
+	MASK2(48, Y12)
+	MASK2(50, Y13)
+	MASK2(52, Y14)
+	MOVQ 24(DX), R8
+	MOVQ 32(DX), R9
+	MOVQ 40(DX), R10
+	MOVQ ldy+32(FP), R11
+	SHLQ $2, R11
+	MOVQ beta+40(FP), BX
+	MOVQ bias+48(FP), DX
+	TESTQ BX, BX
+	JNZ  add2
+	STORE2(0, Y0, Y1, Y2)
+	STORE2(4, Y3, Y4, Y5)
+	STORE2(8, Y6, Y7, Y8)
+	STORE2(12, Y9, Y10, Y11)
+	VZEROUPPER
+	RET
+
+add2:
+	STOREADD2(0, Y0, Y1, Y2)
+	STOREADD2(4, Y3, Y4, Y5)
+	STOREADD2(8, Y6, Y7, Y8)
+	STOREADD2(12, Y9, Y10, Y11)
+	VZEROUPPER
+	RET
+
+// func dwRows5AVX2(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// dwRows5AVX512 with AVX2 and FMA for 16 output channels (10 ymm accumulators).
+TEXT ·dwRows5AVX2(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	DWLOAD2(Y0, Y1)
+	DWLOAD2(Y2, Y3)
+	DWLOAD2(Y4, Y5)
+	DWLOAD2(Y6, Y7)
+	DWLOAD2(Y8, Y9)
+
+row5y:
+	MOVQ R13, BX
+
+col5y:
+	VMOVUPS (DX), Y10
+	VMOVUPS 32(DX), Y11
+	DWCOL2(0, Y12, Y0, Y1)
+	DWCOL2(4, Y13, Y2, Y3)
+	DWCOL2(8, Y14, Y4, Y5)
+	DWCOL2(12, Y12, Y6, Y7)
+	DWCOL2(16, Y13, Y8, Y9)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col5y
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row5y
+
+	MOVQ R11, AX
+	DWSTORE2(Y0, Y1)
+	DWSTORE2(Y2, Y3)
+	DWSTORE2(Y4, Y5)
+	DWSTORE2(Y6, Y7)
+	DWSTORE2(Y8, Y9)
+	VZEROUPPER
+	RET
+
+// func dwRows3AVX2(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// dwRows5AVX2 for 3 kernel columns.
+TEXT ·dwRows3AVX2(SB), NOSPLIT, $0-72
+	DWARGS
+	MOVQ R11, AX
+	DWLOAD2(Y0, Y1)
+	DWLOAD2(Y2, Y3)
+	DWLOAD2(Y4, Y5)
+
+row3y:
+	MOVQ R13, BX
+
+col3y:
+	VMOVUPS (DX), Y10
+	VMOVUPS 32(DX), Y11
+	DWCOL2(0, Y12, Y0, Y1)
+	DWCOL2(4, Y13, Y2, Y3)
+	DWCOL2(8, Y14, Y4, Y5)
+	ADDQ R8, DI
+	ADDQ R10, DX
+	DECQ BX
+	JNZ  col3y
+	ADDQ R9, SI
+	MOVQ SI, DI
+	DECQ CX
+	JNZ  row3y
+
+	MOVQ R11, AX
+	DWSTORE2(Y0, Y1)
+	DWSTORE2(Y2, Y3)
+	DWSTORE2(Y4, Y5)
 	VZEROUPPER
 	RET

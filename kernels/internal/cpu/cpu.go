@@ -6,12 +6,12 @@
 //
 // Work is split into a fixed number of parts that does not depend on the number of cores, and
 // every reduction adds its terms in one fixed order, so a result is bit-for-bit the same on every
-// run, and on every machine with the same kernels: the same GEMM and, for convolutions, AVX-512
-// or not (with it, the direct kernels of conv_amd64.s compute the weight and input gradients of
-// the shapes they take in another order than the GEMM and col2im do elsewhere, and Winograd
-// (winograd.go) computes the outputs and input gradients of 3x3 stride-1 convolutions with 64
-// channels or more and even output sizes; without it, Winograd computes those of every 3x3
-// stride-1 convolution).
+// run, and on every machine with the same kernels: the same GEMM and, for convolutions, the same
+// direct kernel set (AVX-512, AVX2 or none: the direct kernels of conv_amd64.s compute the weight
+// and input gradients of the shapes they take in another order than the GEMM and col2im, and
+// each set takes its own shapes) and AVX-512 or not (Winograd, winograd.go, computes the outputs
+// and input gradients of 3x3 stride-1 convolutions with 64 channels or more and even output
+// sizes with AVX-512, and of every 3x3 stride-1 convolution in the builds without assembly).
 package cpu
 
 import (

@@ -412,81 +412,90 @@ func TestConv2D(t *testing.T) {
 // start in the middle of a sample or a row.
 func TestConv2DImplicitParity(t *testing.T) {
 	r := rand.New(rand.NewPCG(21, 22))
-	for _, g := range []ConvGeom{
-		{N: 3, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2},
-		{N: 2, InC: 1, InH: 2, InW: 2, OutC: 2, KH: 7, KW: 7, Stride: 1, Pad: 3},
-		{N: 9, InC: 1, InH: 28, InW: 28, OutC: 32, KH: 5, KW: 5, Stride: 1, Pad: 2},
-		{N: 5, InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
-		{N: 4, InC: 16, InH: 16, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 1, Pad: 1},
-		{N: 4, InC: 16, InH: 15, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 2, Pad: 1},
-		{N: 3, InC: 3, InH: 20, InW: 21, OutC: 8, KH: 7, KW: 7, Stride: 2, Pad: 3},
-		{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
-		{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
-		{N: 7, InC: 34, InH: 16, InW: 16, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx in chunks of 3, 3, 1
-		// Edges: one sample, odd sizes under stride 2 and 3, non-square kernels (3x1 takes the
-		// whole-plane path of 1x1 ones), unpadded kernels, batches the dx chunks do not divide.
-		{N: 1, InC: 1, InH: 1, InW: 1, OutC: 1, KH: 1, KW: 1, Stride: 1, Pad: 0},
-		{N: 1, InC: 3, InH: 7, InW: 9, OutC: 5, KH: 3, KW: 3, Stride: 2, Pad: 1},
-		{N: 1, InC: 2, InH: 11, InW: 13, OutC: 3, KH: 3, KW: 3, Stride: 3, Pad: 1},
-		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 1, Pad: 0},
-		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 1, KW: 3, Stride: 1, Pad: 0},
-		{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 2, Pad: 1},
-		{N: 3, InC: 4, InH: 10, InW: 10, OutC: 6, KH: 3, KW: 3, Stride: 1, Pad: 0},
-		{N: 2, InC: 5, InH: 5, InW: 5, OutC: 7, KH: 5, KW: 5, Stride: 1, Pad: 0},
-		{N: 1, InC: 3, InH: 6, InW: 6, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // one sample, 4*OutC > its columns
-		{N: 3, InC: 4, InH: 17, InW: 17, OutC: 6, KH: 1, KW: 1, Stride: 2, Pad: 0},
-		{N: 2, InC: 4, InH: 35, InW: 33, OutC: 3, KH: 3, KW: 3, Stride: 2, Pad: 1},
-		{N: 2, InC: 2, InH: 8, InW: 39, OutC: 3, KH: 2, KW: 2, Stride: 2, Pad: 0},
-		{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
-		{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
-		{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},
-		// Winograd on AVX-512 for y and dx (64 and 72 channels; unpadded), not with 40 input
-		// channels nor for odd output sizes (without AVX-512: all four).
-		{N: 5, InC: 64, InH: 8, InW: 6, OutC: 72, KH: 3, KW: 3, Stride: 1, Pad: 1},
-		{N: 3, InC: 64, InH: 4, InW: 4, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 0},
-		{N: 3, InC: 40, InH: 2, InW: 2, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
-		{N: 2, InC: 64, InH: 7, InW: 5, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
-	} {
-		x := randVec(r, g.N*g.InC*g.InH*g.InW)
-		w := randVec(r, g.OutC*g.ColRows())
-		b := randVec(r, g.OutC)
-		dy := randVec(r, g.N*g.OutC*g.ColCols())
-		var ys, dxs, dws, dbs [2][]float32
-		for i := range 2 {
-			ys[i] = make([]float32, len(dy))
-			dxs[i], dws[i], dbs[i] = make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
-		}
-		col := refConv2D(ys[0], x, w, b, g)
-		refConv2DBackward(dxs[0], dws[0], dbs[0], dy, w, col, g)
-		ws := make([]float32, g.WorkspaceLen())
-		for i := range ws {
-			ws[i] = float32(math.NaN()) // whatever the workspace held must not matter
-		}
-		Conv2D(ys[1], x, w, b, ws, g)
-		Conv2DBackward(dxs[1], dws[1], dbs[1], dy, w, ws, g)
-		scratch := (g.ColRows() + g.OutC) * g.N * g.ColCols()
-		if directWeightGrad(g, scratch) {
-			// The direct weight gradient sums in another order: close, not equal.
-			closeTo(t, fmt.Sprintf("%+v: dw", g), dws[1], to64(dws[0]), 1e-4)
-			dws[1] = dws[0]
-		}
-		// Winograd rounds differently from the direct sum: close, not equal.
-		if winograd(g.padded()) {
-			closeTo(t, fmt.Sprintf("%+v: Winograd y", g), ys[1], to64(ys[0]), 1e-4)
-			ys[1] = ys[0]
-		}
-		if dg, ok := dxConv(g, scratch); ok && winograd(dg.padded()) {
-			closeTo(t, fmt.Sprintf("%+v: Winograd dx", g), dxs[1], to64(dxs[0]), 1e-4)
-			dxs[1] = dxs[0]
-		}
-		for _, c := range []struct {
-			name string
-			v    [2][]float32
-		}{{"y", ys}, {"dx", dxs}, {"dw", dws}, {"db", dbs}} {
-			for j := range c.v[0] {
-				if math.Float32bits(c.v[0][j]) != math.Float32bits(c.v[1][j]) {
-					t.Fatalf("%+v: implicit %s[%d] = %v; plain %v", g, c.name, j, c.v[1][j], c.v[0][j])
-				}
+	for _, g := range convParityShapes {
+		checkConvParity(t, r, g)
+	}
+}
+
+// convParityShapes are TestConv2DImplicitParity's geometries.
+var convParityShapes = []ConvGeom{
+	{N: 3, InC: 2, InH: 6, InW: 7, OutC: 3, KH: 5, KW: 5, Stride: 1, Pad: 2},
+	{N: 2, InC: 1, InH: 2, InW: 2, OutC: 2, KH: 7, KW: 7, Stride: 1, Pad: 3},
+	{N: 9, InC: 1, InH: 28, InW: 28, OutC: 32, KH: 5, KW: 5, Stride: 1, Pad: 2},
+	{N: 5, InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
+	{N: 4, InC: 16, InH: 16, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 1, Pad: 1},
+	{N: 4, InC: 16, InH: 15, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 2, Pad: 1},
+	{N: 3, InC: 3, InH: 20, InW: 21, OutC: 8, KH: 7, KW: 7, Stride: 2, Pad: 3},
+	{N: 6, InC: 40, InH: 4, InW: 4, OutC: 36, KH: 1, KW: 1, Stride: 1, Pad: 0},
+	{N: 5, InC: 24, InH: 8, InW: 8, OutC: 40, KH: 1, KW: 1, Stride: 2, Pad: 0},
+	{N: 7, InC: 34, InH: 16, InW: 16, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx in chunks of 3, 3, 1
+	// Edges: one sample, odd sizes under stride 2 and 3, non-square kernels (3x1 takes the
+	// whole-plane path of 1x1 ones), unpadded kernels, batches the dx chunks do not divide.
+	{N: 1, InC: 1, InH: 1, InW: 1, OutC: 1, KH: 1, KW: 1, Stride: 1, Pad: 0},
+	{N: 1, InC: 3, InH: 7, InW: 9, OutC: 5, KH: 3, KW: 3, Stride: 2, Pad: 1},
+	{N: 1, InC: 2, InH: 11, InW: 13, OutC: 3, KH: 3, KW: 3, Stride: 3, Pad: 1},
+	{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 1, Pad: 0},
+	{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 1, KW: 3, Stride: 1, Pad: 0},
+	{N: 2, InC: 3, InH: 9, InW: 7, OutC: 4, KH: 3, KW: 1, Stride: 2, Pad: 1},
+	{N: 3, InC: 4, InH: 10, InW: 10, OutC: 6, KH: 3, KW: 3, Stride: 1, Pad: 0},
+	{N: 2, InC: 5, InH: 5, InW: 5, OutC: 7, KH: 5, KW: 5, Stride: 1, Pad: 0},
+	{N: 1, InC: 3, InH: 6, InW: 6, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // one sample, 4*OutC > its columns
+	{N: 3, InC: 4, InH: 17, InW: 17, OutC: 6, KH: 1, KW: 1, Stride: 2, Pad: 0},
+	{N: 2, InC: 4, InH: 35, InW: 33, OutC: 3, KH: 3, KW: 3, Stride: 2, Pad: 1},
+	{N: 2, InC: 2, InH: 8, InW: 39, OutC: 3, KH: 2, KW: 2, Stride: 2, Pad: 0},
+	{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
+	{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
+	{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},
+	// Winograd on AVX-512 for y and dx (64 and 72 channels; unpadded), not with 40 input
+	// channels nor for odd output sizes (in the builds without assembly: all four).
+	{N: 5, InC: 64, InH: 8, InW: 6, OutC: 72, KH: 3, KW: 3, Stride: 1, Pad: 1},
+	{N: 3, InC: 64, InH: 4, InW: 4, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 0},
+	{N: 3, InC: 40, InH: 2, InW: 2, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
+	{N: 2, InC: 64, InH: 7, InW: 5, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
+}
+
+// checkConvParity is TestConv2DImplicitParity for one geometry.
+func checkConvParity(t *testing.T, r *rand.Rand, g ConvGeom) {
+	t.Helper()
+	x := randVec(r, g.N*g.InC*g.InH*g.InW)
+	w := randVec(r, g.OutC*g.ColRows())
+	b := randVec(r, g.OutC)
+	dy := randVec(r, g.N*g.OutC*g.ColCols())
+	var ys, dxs, dws, dbs [2][]float32
+	for i := range 2 {
+		ys[i] = make([]float32, len(dy))
+		dxs[i], dws[i], dbs[i] = make([]float32, len(x)), make([]float32, len(w)), make([]float32, len(b))
+	}
+	col := refConv2D(ys[0], x, w, b, g)
+	refConv2DBackward(dxs[0], dws[0], dbs[0], dy, w, col, g)
+	ws := make([]float32, g.WorkspaceLen())
+	for i := range ws {
+		ws[i] = float32(math.NaN()) // whatever the workspace held must not matter
+	}
+	Conv2D(ys[1], x, w, b, ws, g)
+	Conv2DBackward(dxs[1], dws[1], dbs[1], dy, w, ws, g)
+	scratch := (g.ColRows() + g.OutC) * g.N * g.ColCols()
+	if directWeightGrad(g, scratch) {
+		// The direct weight gradient sums in another order: close, not equal.
+		closeTo(t, fmt.Sprintf("%+v: dw", g), dws[1], to64(dws[0]), 1e-4)
+		dws[1] = dws[0]
+	}
+	// Winograd rounds differently from the direct sum: close, not equal.
+	if winograd(g.padded()) {
+		closeTo(t, fmt.Sprintf("%+v: Winograd y", g), ys[1], to64(ys[0]), 1e-4)
+		ys[1] = ys[0]
+	}
+	if dg, ok := dxConv(g, scratch); ok && winograd(dg.padded()) {
+		closeTo(t, fmt.Sprintf("%+v: Winograd dx", g), dxs[1], to64(dxs[0]), 1e-4)
+		dxs[1] = dxs[0]
+	}
+	for _, c := range []struct {
+		name string
+		v    [2][]float32
+	}{{"y", ys}, {"dx", dxs}, {"dw", dws}, {"db", dbs}} {
+		for j := range c.v[0] {
+			if math.Float32bits(c.v[0][j]) != math.Float32bits(c.v[1][j]) {
+				t.Fatalf("%+v: implicit %s[%d] = %v; plain %v", g, c.name, j, c.v[1][j], c.v[0][j])
 			}
 		}
 	}

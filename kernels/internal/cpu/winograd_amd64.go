@@ -2,7 +2,14 @@
 
 package cpu
 
-import "math"
+import (
+	"math"
+
+	"golang.org/x/sys/cpu"
+)
+
+// winoAVX512 selects the AVX-512 transforms of winograd_amd64.s, and Winograd with them.
+var winoAVX512 = cpu.X86.HasAVX512F
 
 //go:noescape
 func winoInputAVX512(v *float32, vstride int, x *float32, w int, offs *int32, n int)
@@ -27,7 +34,7 @@ func winograd(g ConvGeom) bool {
 // winoFiltersAsm transforms kernels [lo, hi) as winoFilters does (the same bits), 16 at a time
 // with AVX-512; it reports false, doing nothing, without AVX-512.
 func winoFiltersAsm(u []float32, su int, w []float32, lo, hi int) bool {
-	if !hasAVX512 {
+	if !winoAVX512 {
 		return false
 	}
 	_, _ = u[15*su+hi-1], w[9*hi-1]
@@ -38,7 +45,7 @@ func winoFiltersAsm(u []float32, su int, w []float32, lo, hi int) bool {
 // winoTilesAsm reports whether the AVX-512 input and output transforms handle g (padded): every
 // tile inside the input and the output (even output sizes), and every offset an int32.
 func winoTilesAsm(g ConvGeom) bool {
-	return hasAVX512 && g.OutH()%2 == 0 && g.OutW()%2 == 0 &&
+	return winoAVX512 && g.OutH()%2 == 0 && g.OutW()%2 == 0 &&
 		g.N*g.InC*g.InH*g.InW <= math.MaxInt32 && g.N*g.OutC*g.ColCols() <= math.MaxInt32
 }
 

@@ -11,7 +11,7 @@ import (
 // TestWinogradAsmParity holds the AVX-512 transforms to the Go ones bit for bit (the same
 // additions in the same order), with group counts that leave partial last groups of lanes.
 func TestWinogradAsmParity(t *testing.T) {
-	if !hasAVX512 {
+	if !winoAVX512 {
 		t.Skip("no AVX-512")
 	}
 	r := rand.New(rand.NewPCG(95, 96))
