@@ -11,7 +11,8 @@
 // and input gradients of the shapes they take in another order than the GEMM and col2im, and
 // each set takes its own shapes) and AVX-512 or not (Winograd, winograd.go, computes the outputs
 // and input gradients of 3x3 stride-1 convolutions with 64 channels or more and even output
-// sizes with AVX-512, and of every 3x3 stride-1 convolution in the builds without assembly).
+// sizes with AVX-512, with 128 or more without it, and all of them in the builds without
+// assembly).
 package cpu
 
 import (

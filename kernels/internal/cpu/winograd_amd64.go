@@ -20,15 +20,26 @@ func winoOutputAVX512(y *float32, ow int, m *float32, mstride int, offs *int32, 
 //go:noescape
 func winoFiltersAVX512(u *float32, ustride int, w *float32, n int)
 
-// winograd reports whether convolve computes g (padded: Pad 0) by Winograd: a 3x3 stride-1
-// kernel, the AVX-512 transforms (even output sizes), and at least 64 input and output channels.
-// Measured on one core against the direct kernel or the implicit GEMM, batch 32 (resnet18 at
-// 64 px): 64 channels at 16 px 4.6 -> 3.3 ms, 128 at 8 px 5.6 -> 2.8, 256 at 4 px 5.6 -> 2.6, 512
-// at 2 px 6.4 -> 4.4; batch 128, 64 channels at 8 px 9.1 -> 3.7. With 32 channels or fewer (the
-// CIFAR ResNets' first stages) the 16 GEMMs are too thin: 32 at 16 px 4.9 -> 6.6, 16 at 28 px
-// 3.9 -> 7.1. Without AVX-512 (the AVX2 GEMM) it is unmeasured, and stays off.
+// winograd reports whether Conv2D computes g (padded: Pad 0) by Winograd: a 3x3 stride-1 kernel
+// and, with AVX-512, the AVX-512 transforms (even output sizes) and at least 64 input and output
+// channels; with AVX2 (the Go transforms), at least 128.
+//
+// Measured with AVX-512 on one core against the direct kernel or the implicit GEMM, batch 32
+// (resnet18 at 64 px): 64 channels at 16 px 4.6 -> 3.3 ms, 128 at 8 px 5.6 -> 2.8, 256 at 4 px
+// 5.6 -> 2.6, 512 at 2 px 6.4 -> 4.4; batch 128, 64 channels at 8 px 9.1 -> 3.7. With 32
+// channels or fewer (the CIFAR ResNets' first stages) the 16 GEMMs are too thin: 32 at 16 px
+// 4.9 -> 6.6, 16 at 28 px 3.9 -> 7.1. With AVX-512 masked off (the AVX2 GEMM and direct
+// kernels), Conv2D forward and backward, ms: 128 channels at 8 px 9.7 -> 8.0 and 24.5 -> 20.9,
+// 256 at 4 px 13.6 -> 7.1 and 26.4 -> 17.2, 512 at 2 px 11.6 -> 11.3 and 31.1 -> 24.3; but 64
+// at 16 px 10.2 -> 12.3 and 64 at 8 px (batch 128) 8.4 -> 14.3.
 func winograd(g ConvGeom) bool {
-	return g.KH == 3 && g.KW == 3 && g.Stride == 1 && g.InC >= 64 && g.OutC >= 64 && winoTilesAsm(g)
+	if g.KH != 3 || g.KW != 3 || g.Stride != 1 {
+		return false
+	}
+	if winoAVX512 {
+		return g.InC >= 64 && g.OutC >= 64 && winoTilesAsm(g)
+	}
+	return g.InC >= 128 && g.OutC >= 128
 }
 
 // winoFiltersAsm transforms kernels [lo, hi) as winoFilters does (the same bits), 16 at a time

@@ -56,3 +56,25 @@ func TestWinogradAsmParity(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradWithoutAVX512 runs Conv2D and Conv2DBackward as a CPU without AVX-512 does
+// (Winograd by the Go transforms, for 128 channels or more, odd output sizes included): within
+// 1e-4 of the plain convolution for y and dx, and y of the float64 one.
+func TestWinogradWithoutAVX512(t *testing.T) {
+	defer func(on bool) { winoAVX512 = on }(winoAVX512)
+	winoAVX512 = false
+	r := rand.New(rand.NewPCG(101, 102))
+	for _, g := range []ConvGeom{
+		{N: 2, InC: 128, InH: 5, InW: 4, OutC: 130, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{N: 3, InC: 128, InH: 2, InW: 2, OutC: 128, KH: 3, KW: 3, Stride: 1, Pad: 1},
+	} {
+		if !winograd(g.padded()) {
+			t.Fatalf("%+v: not by Winograd", g)
+		}
+		checkConvParity(t, r, g)
+		x, w, b := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
+		y, ws := make([]float32, g.N*g.OutC*g.ColCols()), make([]float32, g.WorkspaceLen())
+		Conv2D(y, x, w, b, ws, g)
+		closeTo(t, "y", y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
+	}
+}
