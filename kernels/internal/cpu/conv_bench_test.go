@@ -6,8 +6,8 @@ import (
 	"testing"
 )
 
-// resnetLayers are 3x3 stride-1 pad-1 layers of resnet18 at 64 px (batch 32) and of the CIFAR
-// resnets (batch 128).
+// resnetLayers are 3x3 stride-1 pad-1 layers of resnet18 at 64 px and 224 px (batch 32) and of
+// the CIFAR resnets (batch 128).
 var resnetLayers = []ConvGeom{
 	{N: 32, InC: 64, InH: 16, InW: 16, OutC: 64},
 	{N: 32, InC: 128, InH: 8, InW: 8, OutC: 128},
@@ -19,6 +19,8 @@ var resnetLayers = []ConvGeom{
 	{N: 128, InC: 32, InH: 16, InW: 16, OutC: 32},
 	{N: 128, InC: 64, InH: 8, InW: 8, OutC: 64},
 	{N: 32, InC: 64, InH: 8, InW: 8, OutC: 128},
+	{N: 32, InC: 256, InH: 14, InW: 14, OutC: 256}, // resnet18's at 224 px
+	{N: 32, InC: 512, InH: 7, InW: 7, OutC: 512},
 }
 
 // BenchmarkConv2D times Conv2D (fwd) and Conv2DBackward with dx, dw and db (bwd) on

@@ -10,9 +10,8 @@
 // direct kernel set (AVX-512, AVX2 or none: the direct kernels of conv_amd64.s compute the weight
 // and input gradients of the shapes they take in another order than the GEMM and col2im, and
 // each set takes its own shapes) and AVX-512 or not (Winograd, winograd.go, computes the outputs
-// and input gradients of 3x3 stride-1 convolutions with 64 channels or more and even output
-// sizes with AVX-512, with 128 or more without it, and all of them in the builds without
-// assembly).
+// and input gradients of 3x3 stride-1 convolutions with 64 channels or more with AVX-512, with
+// 128 or more without it, and all of them in the builds without assembly).
 package cpu
 
 import (

@@ -446,8 +446,8 @@ var convParityShapes = []ConvGeom{
 	{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
 	{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
 	{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},
-	// Winograd on AVX-512 for y and dx (64 and 72 channels; unpadded), not with 40 input
-	// channels nor for odd output sizes (in the builds without assembly: all four).
+	// Winograd on AVX-512 for y and dx (64 and 72 channels; unpadded; odd sizes), not with 40
+	// input channels (in the builds without assembly: all four).
 	{N: 5, InC: 64, InH: 8, InW: 6, OutC: 72, KH: 3, KW: 3, Stride: 1, Pad: 1},
 	{N: 3, InC: 64, InH: 4, InW: 4, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 0},
 	{N: 3, InC: 40, InH: 2, InW: 2, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},

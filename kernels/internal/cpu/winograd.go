@@ -27,6 +27,7 @@ import (
 // call from the scratch, so that a convolution allocates nothing in steady state.
 type winoScratch struct {
 	buf, vm []float32 // U; V and M when the caller's scratch is short
+	xe, ye  []float32 // an odd-sized convolution's extended input and output (see winoOdd)
 	offs    []int32
 
 	y, x, w, bias, u, v, m   []float32
@@ -34,6 +35,7 @@ type winoScratch struct {
 	su, sv, sm               int
 	asm                      bool
 	filters, inputs, outputs func(lo, hi int)
+	extend, crop             func(lo, hi int)
 }
 
 // winoPooled is the most floats of V and M that go in the pooled scratch rather than the
@@ -45,6 +47,7 @@ const winoPooled = 1 << 23
 var winoScratches = sync.Pool{New: func() any {
 	s := new(winoScratch)
 	s.filters, s.inputs, s.outputs = s.filterPart, s.inputPart, s.outputPart
+	s.extend, s.crop = s.extendPart, s.cropPart
 	return s
 }}
 
@@ -75,6 +78,10 @@ func winoStride(n int) int { return (n+15)/16*16 + 16 }
 // V and M go in the pooled scratch, which always holds U, up to winoPooled floats, else in
 // scratch (the caller's free workspace) where it is long enough.
 func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32) {
+	if e := winoEven(g); e != g && winoTilesAsm(g) {
+		winoOdd(y, xpad, w, bias, g, e, flip, scratch)
+		return
+	}
 	_, _, per := winoTiles(g)
 	p := g.N * per
 	s := winoScratches.Get().(*winoScratch)
@@ -104,7 +111,66 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []f
 		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
 	}
 	For(g.OutC, 40*p, s.outputs)
-	*s = winoScratch{buf: s.buf, vm: s.vm, offs: s.offs, filters: s.filters, inputs: s.inputs, outputs: s.outputs}
+	s.clearCall()
+}
+
+// clearCall drops the references of the call in progress, keeping the buffers and the bound
+// parts.
+func (s *winoScratch) clearCall() {
+	*s = winoScratch{buf: s.buf, vm: s.vm, xe: s.xe, ye: s.ye, offs: s.offs, filters: s.filters,
+		inputs: s.inputs, outputs: s.outputs, extend: s.extend, crop: s.crop}
+}
+
+// winoEven is g (padded) with its input one row and one column longer where its output size is
+// odd: the same convolution on an input with a zero row or column more, whose outputs, but for
+// the last row or column, are g's.
+func winoEven(g ConvGeom) ConvGeom {
+	g.InH += g.OutH() % 2
+	g.InW += g.OutW() % 2
+	return g
+}
+
+// winoOdd computes g, of odd output size, by the AVX-512 transforms (which take whole tiles)
+// over e = winoEven(g): xpad extended by zeros, then e's output cropped to y.
+func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, scratch []float32) {
+	s := winoScratches.Get().(*winoScratch)
+	defer winoScratches.Put(s)
+	s.xe = grow(s.xe, e.N*e.InC*e.InH*e.InW)
+	s.ye = grow(s.ye, e.N*e.OutC*e.ColCols())
+	s.x, s.y, s.g = xpad, y, g
+	For(g.N*g.InC, e.InH*e.InW, s.extend)
+	winogradConv(s.ye, s.xe, w, bias, e, flip, scratch)
+	For(g.N*g.OutC, g.ColCols(), s.crop)
+	s.clearCall()
+}
+
+// extendPart copies input planes [lo, hi) of the call's xpad into xe with a zero row and column
+// where winoEven added them.
+func (s *winoScratch) extendPart(lo, hi int) {
+	g := s.g
+	e := winoEven(g)
+	hw, ehw := g.InH*g.InW, e.InH*e.InW
+	for p := lo; p < hi; p++ {
+		dst := s.xe[p*ehw : (p+1)*ehw]
+		copyRows(dst, s.x[p*hw:(p+1)*hw], g.InH, g.InW, e.InW, g.InW)
+		if e.InW > g.InW {
+			for r := range g.InH {
+				dst[r*e.InW+g.InW] = 0
+			}
+		}
+		clear(dst[g.InH*e.InW:])
+	}
+}
+
+// cropPart copies output planes [lo, hi) of ye into the call's y without winoEven's extra row
+// and column.
+func (s *winoScratch) cropPart(lo, hi int) {
+	g := s.g
+	e := winoEven(g)
+	oh, ow, ew := g.OutH(), g.OutW(), e.OutW()
+	for p := lo; p < hi; p++ {
+		copyRows(s.y[p*oh*ow:(p+1)*oh*ow], s.ye[p*e.ColCols():], oh, ow, ow, ew)
+	}
 }
 
 // filterPart transforms kernels [lo, hi) of the call's weights into U.

@@ -21,8 +21,8 @@ func winoOutputAVX512(y *float32, ow int, m *float32, mstride int, offs *int32, 
 func winoFiltersAVX512(u *float32, ustride int, w *float32, n int)
 
 // winograd reports whether Conv2D computes g (padded: Pad 0) by Winograd: a 3x3 stride-1 kernel
-// and, with AVX-512, the AVX-512 transforms (even output sizes) and at least 64 input and output
-// channels; with AVX2 (the Go transforms), at least 128.
+// and, with AVX-512 (its transforms), at least 64 input and output channels; without it (the Go
+// transforms), at least 128.
 //
 // Measured with AVX-512 on one core against the direct kernel or the implicit GEMM, batch 32
 // (resnet18 at 64 px): 64 channels at 16 px 4.6 -> 3.3 ms, 128 at 8 px 5.6 -> 2.8, 256 at 4 px
@@ -31,7 +31,9 @@ func winoFiltersAVX512(u *float32, ustride int, w *float32, n int)
 // 4.9 -> 6.6, 16 at 28 px 3.9 -> 7.1. With AVX-512 masked off (the AVX2 GEMM and direct
 // kernels), Conv2D forward and backward, ms: 128 channels at 8 px 9.7 -> 8.0 and 24.5 -> 20.9,
 // 256 at 4 px 13.6 -> 7.1 and 26.4 -> 17.2, 512 at 2 px 11.6 -> 11.3 and 31.1 -> 24.3; but 64
-// at 16 px 10.2 -> 12.3 and 64 at 8 px (batch 128) 8.4 -> 14.3.
+// at 16 px 10.2 -> 12.3 and 64 at 8 px (batch 128) 8.4 -> 14.3. Odd sizes (AVX-512, through
+// winoOdd): 512 channels at 7 px (resnet18 at 224 px, batch 32) 55 -> 43.5 ms, 64 at 7 px (batch
+// 128, resnet8) 5.0-5.3 -> 4.8-5.4, and resnet8's step 1.40-1.43 -> 1.37-1.40 CPU ms a sample.
 func winograd(g ConvGeom) bool {
 	if g.KH != 3 || g.KW != 3 || g.Stride != 1 {
 		return false
@@ -53,11 +55,11 @@ func winoFiltersAsm(u []float32, su int, w []float32, lo, hi int) bool {
 	return true
 }
 
-// winoTilesAsm reports whether the AVX-512 input and output transforms handle g (padded): every
-// tile inside the input and the output (even output sizes), and every offset an int32.
+// winoTilesAsm reports whether the AVX-512 input and output transforms handle g (padded; odd
+// output sizes through winoEven's extended copy): every offset an int32.
 func winoTilesAsm(g ConvGeom) bool {
-	return winoAVX512 && g.OutH()%2 == 0 && g.OutW()%2 == 0 &&
-		g.N*g.InC*g.InH*g.InW <= math.MaxInt32 && g.N*g.OutC*g.ColCols() <= math.MaxInt32
+	e := winoEven(g)
+	return winoAVX512 && e.N*e.InC*e.InH*e.InW <= math.MaxInt32 && e.N*e.OutC*e.ColCols() <= math.MaxInt32
 }
 
 // winoInputAsm transforms channels [lo, hi) of every sample into V as winoInput does (the same

@@ -101,8 +101,8 @@ func dx64(dy, w []float64, g ConvGeom) []float64 {
 }
 
 // TestWinogradConv2D holds Conv2D's y and Conv2DBackward's dx to the float64 convolution on
-// shapes that Winograd computes both of (on AVX-512: 64 channels or more, even output sizes;
-// without it: all): planes of 2 px, one sample, channels not in eights, unpadded.
+// shapes that Winograd computes both of (on AVX-512: 64 channels or more; in the builds without
+// assembly: all): planes of 2 px, odd sizes, one sample, channels not in eights, unpadded.
 func TestWinogradConv2D(t *testing.T) {
 	r := rand.New(rand.NewPCG(93, 94))
 	for _, g := range []ConvGeom{
@@ -110,6 +110,8 @@ func TestWinogradConv2D(t *testing.T) {
 		{N: 1, InC: 64, InH: 2, InW: 2, OutC: 72, Pad: 1},
 		{N: 3, InC: 70, InH: 6, InW: 2, OutC: 65, Pad: 1},
 		{N: 2, InC: 64, InH: 6, InW: 8, OutC: 64, Pad: 0},
+		{N: 2, InC: 64, InH: 5, InW: 3, OutC: 66, Pad: 1},
+		{N: 3, InC: 64, InH: 1, InW: 4, OutC: 64, Pad: 1},
 	} {
 		g.KH, g.KW, g.Stride = 3, 3, 1
 		if dg, ok := dxConv(g, (g.ColRows()+g.OutC)*g.N*g.ColCols()); winoTilesAsm(g.padded()) && !(winograd(g.padded()) && ok && winograd(dg.padded())) {
@@ -137,6 +139,7 @@ func TestWinogradNoAllocs(t *testing.T) {
 	for _, g := range []ConvGeom{
 		{N: 2, InC: 64, InH: 6, InW: 6, OutC: 64},
 		{N: 2, InC: 3, InH: 5, InW: 7, OutC: 4},
+		{N: 2, InC: 64, InH: 7, InW: 5, OutC: 64},
 	} {
 		g.KH, g.KW, g.Stride = 3, 3, 1
 		x, w := randVec(r, g.PaddedLen()), randVec(r, g.OutC*g.ColRows())
