@@ -33,7 +33,8 @@ func winoFiltersAVX512(u *float32, ustride int, w *float32, n int)
 // 256 at 4 px 13.6 -> 7.1 and 26.4 -> 17.2, 512 at 2 px 11.6 -> 11.3 and 31.1 -> 24.3; but 64
 // at 16 px 10.2 -> 12.3 and 64 at 8 px (batch 128) 8.4 -> 14.3. Odd sizes (AVX-512, through
 // winoOdd): 512 channels at 7 px (resnet18 at 224 px, batch 32) 55 -> 43.5 ms, 64 at 7 px (batch
-// 128, resnet8) 5.0-5.3 -> 4.8-5.4, and resnet8's step 1.40-1.43 -> 1.37-1.40 CPU ms a sample.
+// 128, resnet8) 5.0-5.3 -> 4.8-5.4 (resnet8's step unchanged within the noise: 6 pairs,
+// 1.40-1.43 -> 1.37-1.45 CPU ms a sample).
 func winograd(g ConvGeom) bool {
 	if g.KH != 3 || g.KW != 3 || g.Stride != 1 {
 		return false
