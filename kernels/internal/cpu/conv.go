@@ -235,10 +235,11 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 // padded (Pad 0) and that Winograd does not compute (see winograd): with the direct kernel where
 // the CPU and the geometry allow it (AVX-512 or AVX2, stride 1, output channels in the kernel
 // set's blocks; see direct), else with the implicit GEMM, whose [OutC][N*OutH*OutW] product goes
-// to yt first. Both give the same bits. The GEMM packs the column matrix straight from xpad (an implicit GEMM): the matrix is never written out, which took a third off the
-// CNN's forward convolution; the direct kernel does not pack it at all and writes y in its own
-// layout, which took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from
-// 25.7 to 21-22 ms.
+// to yt first. Both give the same bits. The GEMM packs the column matrix straight from xpad (an
+// implicit GEMM): the matrix is never written out, which took a third off the CNN's forward
+// convolution; the direct kernel does not pack it at all and writes y in its own layout, which
+// took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from 25.7 to 21-22
+// ms.
 func convolve(y, xpad, w, bias, yt []float32, g ConvGeom) {
 	if convDirect(y, xpad, w, bias, g) {
 		return
