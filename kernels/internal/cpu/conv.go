@@ -224,11 +224,12 @@ func (g ConvGeom) split(ws []float32) (xpad, scratch []float32) {
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 	xpad, scratch := g.split(ws)
 	padInput(xpad, x, g)
-	if gp := g.padded(); winograd(gp) {
+	gp := g.padded()
+	if winograd(gp) {
 		winogradConv(y, xpad, w, bias, gp, false, scratch)
 		return
 	}
-	convolve(y, xpad, w, bias, scratch[g.ColRows()*g.N*g.ColCols():], g.padded())
+	convolve(y, xpad, w, bias, scratch[g.ColRows()*g.N*g.ColCols():], gp)
 }
 
 // convolve writes y = conv(xpad, w) + bias (nil: none) for a geometry whose input is already
