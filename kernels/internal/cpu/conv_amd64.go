@@ -13,9 +13,8 @@ import (
 // directSet is one instruction set's direct convolution kernels (conv_amd64.s).
 type directSet struct {
 	name string
-	// tile computes chans output channels by three runs of up to lanes outputs (see
-	// convTileAVX512); it may read slack floats past a run's last input.
-	tile         func(k int, a *float32, offs *int32, t *convTile, ldy int, beta int, bias *float32)
+	// Its tile kernel (see tile) computes chans output channels by three runs of up to lanes
+	// outputs; it may read slack floats past a run's last input.
 	lanes, chans int
 	slack        int
 	// dw3 and dw5 sum the weight gradient of 3 or 5 kernel columns for dwChans output channels
@@ -25,9 +24,9 @@ type directSet struct {
 }
 
 var (
-	avx512Direct = &directSet{name: "avx512", tile: convTileAVX512, lanes: 16, chans: 8,
+	avx512Direct = &directSet{name: "avx512", lanes: 16, chans: 8,
 		dw3: dwRows3AVX512, dw5: dwRows5AVX512, dwChans: 32}
-	avx2Direct = &directSet{name: "avx2", tile: convTileAVX2, lanes: 8, chans: 4, slack: 7,
+	avx2Direct = &directSet{name: "avx2", lanes: 8, chans: 4, slack: 7,
 		dw3: dwRows3AVX2, dw5: dwRows5AVX2, dwChans: 16}
 )
 
@@ -59,6 +58,18 @@ type convTile struct {
 	x    [3]*float32
 	y    [3]*float32
 	mask [3]uint16
+}
+
+// tile runs the set's tile kernel (see convTileAVX512). It calls the assembly directly, not
+// through a func value, so that t stays on its caller's stack (through a func value the escape
+// analysis cannot see the kernels' noescape, and every parallel part allocated its tile: 48
+// allocations a CNN step).
+func (ks *directSet) tile(k int, a *float32, offs *int32, t *convTile, ldy int, beta int, bias *float32) {
+	if ks == avx512Direct {
+		convTileAVX512(k, a, offs, t, ldy, beta, bias)
+	} else {
+		convTileAVX2(k, a, offs, t, ldy, beta, bias)
+	}
 }
 
 //go:noescape

@@ -21,7 +21,7 @@
 	VMOVUPS r1, 64(AX); \
 	ADDQ R12, AX
 
-// DWARGS loads dwRows5AVX512's and dwRows3AVX512's arguments: CX rows, R13 cols, SI and DI the
+// DWARGS loads the weight-gradient kernels' arguments: CX rows, R13 cols, SI and DI the
 // input, R8 and R9 its position and row steps in bytes, DX dy, R10 its position step in bytes,
 // R11 the accumulators, R12 their row step in bytes.
 #define DWARGS \
@@ -39,6 +39,38 @@
 	MOVQ c+56(FP), R11; \
 	MOVQ ldc+64(FP), R12; \
 	SHLQ $2, R12
+
+// DWLOOP is the position loop of the weight-gradient kernels: for each of CX input rows (SI,
+// R9 bytes apart) and each of its R13 positions (DI, R8 bytes apart), LOADDY loads the position's
+// dy vectors (DX, R10 bytes apart) and COLS multiply-adds them with the kernel columns' inputs.
+// rowl and coll name its labels.
+#define DWLOOP(rowl, coll, LOADDY, COLS) \
+rowl: \
+	MOVQ R13, BX; \
+coll: \
+	LOADDY; \
+	COLS; \
+	ADDQ R8, DI; \
+	ADDQ R10, DX; \
+	DECQ BX; \
+	JNZ  coll; \
+	ADDQ R9, SI; \
+	MOVQ SI, DI; \
+	DECQ CX; \
+	JNZ  rowl
+
+// The four kernels' pieces: dy's vectors, the column steps, and their accumulators moved by OP
+// (DWLOAD/DWSTORE, or DWLOAD2/DWSTORE2) from or to R11.
+#define DYZ VMOVUPS (DX), Z24; VMOVUPS 64(DX), Z25
+#define DYY VMOVUPS (DX), Y10; VMOVUPS 32(DX), Y11
+#define COLS5Z DWCOL(0, Z26, Z0, Z1); DWCOL(4, Z27, Z2, Z3); DWCOL(8, Z28, Z4, Z5); DWCOL(12, Z29, Z6, Z7); DWCOL(16, Z30, Z8, Z9)
+#define COLS3Z DWCOL(0, Z26, Z0, Z1); DWCOL(4, Z27, Z2, Z3); DWCOL(8, Z28, Z4, Z5)
+#define COLS5Y DWCOL2(0, Y12, Y0, Y1); DWCOL2(4, Y13, Y2, Y3); DWCOL2(8, Y14, Y4, Y5); DWCOL2(12, Y12, Y6, Y7); DWCOL2(16, Y13, Y8, Y9)
+#define COLS3Y DWCOL2(0, Y12, Y0, Y1); DWCOL2(4, Y13, Y2, Y3); DWCOL2(8, Y14, Y4, Y5)
+#define ACC5Z(OP) MOVQ R11, AX; OP(Z0, Z1); OP(Z2, Z3); OP(Z4, Z5); OP(Z6, Z7); OP(Z8, Z9)
+#define ACC3Z(OP) MOVQ R11, AX; OP(Z0, Z1); OP(Z2, Z3); OP(Z4, Z5)
+#define ACC5Y(OP) MOVQ R11, AX; OP(Y0, Y1); OP(Y2, Y3); OP(Y4, Y5); OP(Y6, Y7); OP(Y8, Y9)
+#define ACC3Y(OP) MOVQ R11, AX; OP(Y0, Y1); OP(Y2, Y3); OP(Y4, Y5)
 
 // The AVX2 kernels' steps: CHAN2 is CHAN on Y12-Y14 with the broadcast in Y15; DWCOL2 is DWCOL
 // on Y10:Y11; MASK2 expands the 8 mask bits at off(DX) into a VMASKMOVPS mask; STORE2 and
@@ -239,85 +271,6 @@ add:
 	VZEROUPPER
 	RET
 
-// func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
-//
-// For j < 5 and i < 32: c[j*ldc+i] += sum over the positions (r, q), r < rows and q < cols, in
-// order, of x[r*xrow + q*xstep + j] * dy[(r*cols+q)*ldd + i], one FMA per term: a convolution's
-// weight gradient for 32 output channels and the 5 kernel columns of one input row, with dy
-// transposed (position-major) and the input read in place.
-TEXT ·dwRows5AVX512(SB), NOSPLIT, $0-72
-	DWARGS
-	MOVQ R11, AX
-	DWLOAD(Z0, Z1)
-	DWLOAD(Z2, Z3)
-	DWLOAD(Z4, Z5)
-	DWLOAD(Z6, Z7)
-	DWLOAD(Z8, Z9)
-
-row5:
-	MOVQ R13, BX
-
-col5:
-	VMOVUPS (DX), Z24
-	VMOVUPS 64(DX), Z25
-	DWCOL(0, Z26, Z0, Z1)
-	DWCOL(4, Z27, Z2, Z3)
-	DWCOL(8, Z28, Z4, Z5)
-	DWCOL(12, Z29, Z6, Z7)
-	DWCOL(16, Z30, Z8, Z9)
-	ADDQ R8, DI
-	ADDQ R10, DX
-	DECQ BX
-	JNZ  col5
-	ADDQ R9, SI
-	MOVQ SI, DI
-	DECQ CX
-	JNZ  row5
-
-	MOVQ R11, AX
-	DWSTORE(Z0, Z1)
-	DWSTORE(Z2, Z3)
-	DWSTORE(Z4, Z5)
-	DWSTORE(Z6, Z7)
-	DWSTORE(Z8, Z9)
-	VZEROUPPER
-	RET
-
-// func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
-//
-// dwRows5AVX512 for 3 kernel columns.
-TEXT ·dwRows3AVX512(SB), NOSPLIT, $0-72
-	DWARGS
-	MOVQ R11, AX
-	DWLOAD(Z0, Z1)
-	DWLOAD(Z2, Z3)
-	DWLOAD(Z4, Z5)
-
-row3:
-	MOVQ R13, BX
-
-col3:
-	VMOVUPS (DX), Z24
-	VMOVUPS 64(DX), Z25
-	DWCOL(0, Z26, Z0, Z1)
-	DWCOL(4, Z27, Z2, Z3)
-	DWCOL(8, Z28, Z4, Z5)
-	ADDQ R8, DI
-	ADDQ R10, DX
-	DECQ BX
-	JNZ  col3
-	ADDQ R9, SI
-	MOVQ SI, DI
-	DECQ CX
-	JNZ  row3
-
-	MOVQ R11, AX
-	DWSTORE(Z0, Z1)
-	DWSTORE(Z2, Z3)
-	DWSTORE(Z4, Z5)
-	VZEROUPPER
-	RET
-
 // laneBits: lane i of the vector is 1<<i, to turn a run's mask bits into a VMASKMOVPS mask.
 DATA laneBits<>+0(SB)/4, $1
 DATA laneBits<>+4(SB)/4, $2
@@ -399,44 +352,39 @@ add2:
 	VZEROUPPER
 	RET
 
+// func dwRows5AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// For j < 5 and i < 32: c[j*ldc+i] += sum over the positions (r, q), r < rows and q < cols, in
+// order, of x[r*xrow + q*xstep + j] * dy[(r*cols+q)*ldd + i], one FMA per term: a convolution's
+// weight gradient for 32 output channels and the 5 kernel columns of one input row, with dy
+// transposed (position-major) and the input read in place.
+TEXT ·dwRows5AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	ACC5Z(DWLOAD)
+	DWLOOP(row5z, col5z, DYZ, COLS5Z)
+	ACC5Z(DWSTORE)
+	VZEROUPPER
+	RET
+
+// func dwRows3AVX512(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
+//
+// dwRows5AVX512 for 3 kernel columns.
+TEXT ·dwRows3AVX512(SB), NOSPLIT, $0-72
+	DWARGS
+	ACC3Z(DWLOAD)
+	DWLOOP(row3z, col3z, DYZ, COLS3Z)
+	ACC3Z(DWSTORE)
+	VZEROUPPER
+	RET
+
 // func dwRows5AVX2(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
 //
 // dwRows5AVX512 with AVX2 and FMA for 16 output channels (10 ymm accumulators).
 TEXT ·dwRows5AVX2(SB), NOSPLIT, $0-72
 	DWARGS
-	MOVQ R11, AX
-	DWLOAD2(Y0, Y1)
-	DWLOAD2(Y2, Y3)
-	DWLOAD2(Y4, Y5)
-	DWLOAD2(Y6, Y7)
-	DWLOAD2(Y8, Y9)
-
-row5y:
-	MOVQ R13, BX
-
-col5y:
-	VMOVUPS (DX), Y10
-	VMOVUPS 32(DX), Y11
-	DWCOL2(0, Y12, Y0, Y1)
-	DWCOL2(4, Y13, Y2, Y3)
-	DWCOL2(8, Y14, Y4, Y5)
-	DWCOL2(12, Y12, Y6, Y7)
-	DWCOL2(16, Y13, Y8, Y9)
-	ADDQ R8, DI
-	ADDQ R10, DX
-	DECQ BX
-	JNZ  col5y
-	ADDQ R9, SI
-	MOVQ SI, DI
-	DECQ CX
-	JNZ  row5y
-
-	MOVQ R11, AX
-	DWSTORE2(Y0, Y1)
-	DWSTORE2(Y2, Y3)
-	DWSTORE2(Y4, Y5)
-	DWSTORE2(Y6, Y7)
-	DWSTORE2(Y8, Y9)
+	ACC5Y(DWLOAD2)
+	DWLOOP(row5y, col5y, DYY, COLS5Y)
+	ACC5Y(DWSTORE2)
 	VZEROUPPER
 	RET
 
@@ -445,32 +393,8 @@ col5y:
 // dwRows5AVX2 for 3 kernel columns.
 TEXT ·dwRows3AVX2(SB), NOSPLIT, $0-72
 	DWARGS
-	MOVQ R11, AX
-	DWLOAD2(Y0, Y1)
-	DWLOAD2(Y2, Y3)
-	DWLOAD2(Y4, Y5)
-
-row3y:
-	MOVQ R13, BX
-
-col3y:
-	VMOVUPS (DX), Y10
-	VMOVUPS 32(DX), Y11
-	DWCOL2(0, Y12, Y0, Y1)
-	DWCOL2(4, Y13, Y2, Y3)
-	DWCOL2(8, Y14, Y4, Y5)
-	ADDQ R8, DI
-	ADDQ R10, DX
-	DECQ BX
-	JNZ  col3y
-	ADDQ R9, SI
-	MOVQ SI, DI
-	DECQ CX
-	JNZ  row3y
-
-	MOVQ R11, AX
-	DWSTORE2(Y0, Y1)
-	DWSTORE2(Y2, Y3)
-	DWSTORE2(Y4, Y5)
+	ACC3Y(DWLOAD2)
+	DWLOOP(row3y, col3y, DYY, COLS3Y)
+	ACC3Y(DWSTORE2)
 	VZEROUPPER
 	RET
