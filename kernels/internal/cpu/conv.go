@@ -222,6 +222,9 @@ func (g ConvGeom) split(ws []float32) (xpad, scratch []float32) {
 // Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
 // ws for Conv2DBackward. bias may be nil.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
+	if g.N == 0 {
+		return
+	}
 	xpad, scratch := g.split(ws)
 	padInput(xpad, x, g)
 	gp := g.padded()
@@ -292,6 +295,12 @@ func toColumns(dyt, dy []float32, g ConvGeom) {
 // (overwritten; nil to skip) and the input gradient dx (overwritten; nil to skip) from dy and
 // the padded copy of x that Conv2D left in ws. It overwrites the scratch after that copy.
 func Conv2DBackward(dx, dw, dbias, dy, w, ws []float32, g ConvGeom) {
+	if g.N == 0 {
+		// An empty batch: no gradient (the kernels below assume a sample).
+		clear(dw)
+		clear(dbias)
+		return
+	}
 	rows, cols := g.ColRows(), g.ColCols()
 	nc := g.N * cols
 	xpad, scratch := g.split(ws)

@@ -90,13 +90,8 @@ func dwRows5AVX2(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd i
 //go:noescape
 func dwRows3AVX2(rows, cols int, x *float32, xstep, xrow int, dy *float32, ldd int, c *float32, ldc int)
 
-// negZeros is the bias of a pass that adds none: x + -0 is x for every x, -0 included.
-var negZeros = func() (z [8]float32) {
-	for i := range z {
-		z[i] = float32(math.Copysign(0, -1))
-	}
-	return z
-}()
+// negZeros is the bias of a pass that adds none (see negZero).
+var negZeros = [8]float32{negZero, negZero, negZero, negZero, negZero, negZero, negZero, negZero}
 
 // directScratch holds a direct convolution's packed weights and input offsets; pooled, so
 // that a convolution allocates nothing in steady state.

@@ -42,3 +42,27 @@ func TestConv2DSameBitsAnyCores(t *testing.T) {
 		}
 	}
 }
+
+// TestConv2DEmptyBatch: a batch of no samples (which kernels.Conv2D's Validate allows) writes no
+// output and zero gradients, on every path (direct, Winograd, implicit GEMM), without a panic.
+func TestConv2DEmptyBatch(t *testing.T) {
+	for _, g := range []ConvGeom{
+		{InC: 32, InH: 14, InW: 14, OutC: 64, KH: 5, KW: 5, Stride: 1, Pad: 2},
+		{InC: 64, InH: 8, InW: 8, OutC: 64, KH: 3, KW: 3, Stride: 1, Pad: 1},
+		{InC: 16, InH: 15, InW: 16, OutC: 24, KH: 3, KW: 3, Stride: 2, Pad: 1},
+	} {
+		w := make([]float32, g.OutC*g.ColRows())
+		dw, db := make([]float32, len(w)), make([]float32, g.OutC)
+		for i := range dw {
+			dw[i] = 1
+		}
+		db[0] = 1
+		Conv2D(nil, nil, w, db, make([]float32, g.WorkspaceLen()), g)
+		Conv2DBackward(nil, dw, db, nil, w, make([]float32, g.WorkspaceLen()), g)
+		for i, v := range append(dw, db...) {
+			if v != 0 {
+				t.Fatalf("%+v: gradient[%d] = %v for an empty batch", g, i, v)
+			}
+		}
+	}
+}

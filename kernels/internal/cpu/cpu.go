@@ -21,6 +21,18 @@ import (
 	"sync/atomic"
 )
 
+// negZero is the bias that adds nothing: x + -0 is x for every x, -0 included (+0 would turn -0
+// into +0).
+var negZero = float32(math.Copysign(0, -1))
+
+// grow returns s resized to n, reallocated only when its capacity is short.
+func grow[T any](s []T, n int) []T {
+	if cap(s) < n {
+		return make([]T, n)
+	}
+	return s[:n]
+}
+
 // parts is the fixed partition count of parallel loops: a constant, so that work boundaries (and
 // so any order of floating-point additions) never depend on the machine.
 const parts = 16

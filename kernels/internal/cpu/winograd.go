@@ -1,7 +1,6 @@
 package cpu
 
 import (
-	"math"
 	"sync"
 
 	"github.com/stoke-ml/stoke/kernels/internal/gemm"
@@ -115,10 +114,20 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []f
 }
 
 // clearCall drops the references of the call in progress, keeping the buffers and the bound
-// parts.
+// parts. Buffers past winoPooled floats (V and M that the caller's scratch could not hold, an odd
+// convolution's extended copies) are dropped too, so that the pool never keeps more than
+// winoPooled floats of them, whatever the layer.
 func (s *winoScratch) clearCall() {
-	*s = winoScratch{buf: s.buf, vm: s.vm, xe: s.xe, ye: s.ye, offs: s.offs, filters: s.filters,
-		inputs: s.inputs, outputs: s.outputs, extend: s.extend, crop: s.crop}
+	*s = winoScratch{buf: s.buf, vm: pooled(s.vm), xe: pooled(s.xe), ye: pooled(s.ye), offs: s.offs,
+		filters: s.filters, inputs: s.inputs, outputs: s.outputs, extend: s.extend, crop: s.crop}
+}
+
+// pooled is b if it may stay in the pool (at most winoPooled floats), else nil.
+func pooled(b []float32) []float32 {
+	if cap(b) > winoPooled {
+		return nil
+	}
+	return b
 }
 
 // winoEven is g (padded) with its input one row and one column longer where its output size is
@@ -305,7 +314,7 @@ func winoOutputGo(y, m []float32, op int, bias []float32, g ConvGeom, lo, hi int
 	for o := lo; o < hi; o++ {
 		for n := range g.N {
 			no := n*g.OutC + o
-			bs := float32(math.Copysign(0, -1)) // x + -0 is x, -0 included
+			bs := negZero
 			if bias != nil {
 				bs = bias[o]
 			}
@@ -350,12 +359,4 @@ func winoOutputGo(y, m []float32, op int, bias []float32, g ConvGeom, lo, hi int
 			}
 		}
 	}
-}
-
-// grow returns s resized to n, reallocated only when its capacity is short.
-func grow[T any](s []T, n int) []T {
-	if cap(s) < n {
-		return make([]T, n)
-	}
-	return s[:n]
 }

@@ -3,6 +3,7 @@
 package cpu
 
 import (
+	"fmt"
 	"math"
 
 	"golang.org/x/sys/cpu"
@@ -67,6 +68,7 @@ func winoTilesAsm(g ConvGeom) bool {
 // bits); offs holds each tile's first input in channel 0 (see winoOffsets).
 func winoInputAsm(v []float32, sv int, xpad []float32, g ConvGeom, offs []int32, lo, hi int) {
 	p, hw := len(offs), g.InH*g.InW
+	mustBeEven(g)
 	_, _ = v[15*sv+(hi-1)*p+p-1], xpad[g.N*g.InC*hw-1]
 	for c := lo; c < hi; c++ {
 		winoInputAVX512(&v[c*p], sv, &xpad[c*hw], g.InW, &offs[0], p)
@@ -77,12 +79,21 @@ func winoInputAsm(v []float32, sv int, xpad []float32, g ConvGeom, offs []int32,
 // same bits); offs holds each tile's first output in channel 0 (see winoOffsets).
 func winoOutputAsm(y, m []float32, sm int, bias []float32, g ConvGeom, offs []int32, lo, hi int) {
 	p, cols := len(offs), g.ColCols()
+	mustBeEven(g)
 	_, _ = m[15*sm+(hi-1)*p+p-1], y[g.N*g.OutC*cols-1]
 	for o := lo; o < hi; o++ {
-		bs := float32(math.Copysign(0, -1))
+		bs := negZero
 		if bias != nil {
 			bs = bias[o]
 		}
 		winoOutputAVX512(&y[o*cols], g.OutW(), &m[o*p], sm, &offs[0], p, bs)
+	}
+}
+
+// mustBeEven panics unless g's output has even sides: the assembly's tiles read and write whole
+// 2x2 output blocks, past the planes of an odd geometry (winogradConv sends those to winoOdd).
+func mustBeEven(g ConvGeom) {
+	if winoEven(g) != g {
+		panic(fmt.Sprintf("cpu: Winograd assembly on an odd geometry %+v", g))
 	}
 }
