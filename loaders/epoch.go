@@ -150,15 +150,15 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 			return fmt.Errorf("loaders: %s epoch %d: the sampler gave %d indices; its Len is %d: %w", l.info.Name, e.epoch, len(order), l.sampler.Len(), ErrConfig)
 		}
 		for _, i := range order {
-			if err := checkIndex(l.info.Name, i, l.ds.Len()); err != nil {
+			if err := CheckIndex(l.info.Name, i, l.ds.Len()); err != nil {
 				return fmt.Errorf("loaders: epoch %d: sampler: %w", e.epoch, err)
 			}
 		}
 		e.indices = rankPart(order, l.cfg.Rank, max(l.cfg.WorldSize, 1))
 	}
 	e.k, e.limit = start*l.cfg.Batch, min(l.BatchesPerEpoch()*l.cfg.Batch, len(e.indices))
-	if p, ok := l.ds.(readPlanner); ok {
-		p.planReads(e.indices[min(e.k, e.limit):e.limit])
+	if p, ok := l.ds.(ReadPlanner); ok {
+		p.PlanReads(e.indices[min(e.k, e.limit):e.limit])
 	}
 	return nil
 }

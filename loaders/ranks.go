@@ -18,20 +18,6 @@ type Sharded interface {
 	ShardStarts() []int
 }
 
-var _ Sharded = (*Shards)(nil)
-
-// ShardStarts returns the index of the first sample of each shard that holds any, in the order of
-// the paths.
-func (s *Shards) ShardStarts() []int {
-	starts := make([]int, 0, len(s.shards))
-	for k, sh := range s.shards {
-		if sh.len() > 0 {
-			starts = append(starts, s.starts[k])
-		}
-	}
-	return starts
-}
-
 // EnvRank reads this process's place among data-parallel processes from the environment that
 // torchrun and similar launchers set: RANK, WORLD_SIZE and LOCAL_RANK (the process's rank on its
 // host, which picks its GPU). Unset variables mean rank 0 of a world of 1 and local rank 0.

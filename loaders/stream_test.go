@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -315,55 +314,6 @@ func TestSizedStreamRanks(t *testing.T) {
 	}
 	if !errors.Is(last, ErrCorrupt) {
 		t.Errorf("a part of 9 samples said to hold 10: %v; want ErrCorrupt", last)
-	}
-}
-
-// TestStreamShards reads packed shards both ways: the stream loader (DropLast) yields batches of
-// the same samples as the random-access loader, without the short last batch.
-func TestStreamShards(t *testing.T) {
-	noLeaks(t)
-	ds := rawDataset(23, 2, 2, 1)
-	dir := t.TempDir()
-	writeShards(t, filepath.Join(dir, "s-%04d.tar"), 5, ds.samples)
-	src, err := OpenStream("shards:" + filepath.Join(dir, "s-*.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.Parts() != 5 {
-		t.Fatalf("%d parts; want 5 shards", src.Parts())
-	}
-	sl := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 3, DropLast: true, Transform: transforms.Compose(transforms.CenterCrop(2))})
-	var streamed [][]byte
-	if sl.Shape() != (transforms.Shape{C: 3, H: 2, W: 2}) {
-		t.Fatalf("Shape() = %v; want 3x2x2 (shards of unknown shape give RGB)", sl.Shape())
-	}
-	for _, b := range epoch(t, sl, 0, -1) {
-		if len(b.indices) != 4 {
-			t.Errorf("a batch of %d with DropLast; want 4", len(b.indices))
-		}
-		for k := range b.indices {
-			// Gray pixels come out as three equal channels: keep the first.
-			streamed = append(streamed, append(b.images[12*k:12*k+4:12*k+4], byte(b.labels[k])))
-		}
-	}
-	if len(streamed) != 20 {
-		t.Fatalf("%d samples streamed; want 20 (23 less the short batch)", len(streamed))
-	}
-	var all [][]byte
-	for i := range ds.Len() {
-		s, _ := ds.Sample(context.Background(), i)
-		all = append(all, append(slices.Clone(s.Input.Pixels), byte(s.Label)))
-	}
-	for _, s := range streamed {
-		if !slices.ContainsFunc(all, func(a []byte) bool { return bytes.Equal(a, s) }) {
-			t.Errorf("streamed sample %v is not in the dataset", s)
-		}
-	}
-	if _, err := OpenStream("mnist"); !errors.Is(err, ErrSpec) {
-		t.Errorf("OpenStream(mnist) = %v; want ErrSpec", err)
-	}
-	if _, err := NewStream(src, Config{Sampler: Sequential(3)}); !errors.Is(err, ErrConfig) {
-		t.Errorf("NewStream with a Sampler = %v; want ErrConfig", err)
 	}
 }
 

@@ -69,7 +69,7 @@ func (s *Subset) Info() Info { return s.info }
 
 // Sample returns sample i of the subset, which is sample indices[i] of the dataset.
 func (s *Subset) Sample(ctx context.Context, i int) (Sample, error) {
-	if err := checkIndex(s.info.Name, i, len(s.indices)); err != nil {
+	if err := CheckIndex(s.info.Name, i, len(s.indices)); err != nil {
 		return Sample{}, err
 	}
 	return s.ds.Sample(ctx, s.indices[i])
@@ -95,7 +95,7 @@ func (c *classed) Sample(ctx context.Context, i int) (Sample, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := checkLabel(c.info.Name, i, s.Key, s.Label, c.info.NumClasses); err != nil {
+	if err := CheckLabel(c.info.Name, i, s.Key, s.Label, c.info.NumClasses); err != nil {
 		return Sample{}, err
 	}
 	return s, nil

@@ -25,6 +25,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -371,7 +372,7 @@ func TestPackKilled(t *testing.T) {
 			cmd.Wait()
 		}
 		for _, spec := range []string{"shards:" + out, "shards:" + filepath.Join(out, "shard-*")} {
-			ds, err := loaders.Open(spec, "train")
+			ds, err := datasets.Open(spec, "train")
 			if err != nil {
 				refused++
 				continue
@@ -389,7 +390,7 @@ func TestPackKilled(t *testing.T) {
 	if _, errOut, code := guarded(t, "pack", "--data", "mnist:"+src, "--out", out, "--format", "raw", "--overwrite", "-q"); code != 0 {
 		t.Fatalf("pack over the remains: %s", errOut)
 	}
-	ds, err := loaders.Open("shards:"+out, "train")
+	ds, err := datasets.Open("shards:"+out, "train")
 	if err != nil || ds.Len() != 600 {
 		t.Fatalf("read back: %v", err)
 	}
@@ -401,7 +402,7 @@ func TestPackKilled(t *testing.T) {
 func TestPackExclusive(t *testing.T) {
 	src := photoFolder(t, 2, 3, nil)
 	out := filepath.Join(t.TempDir(), "out")
-	held, err := loaders.CreatePackDir(out, shardPrefix, false)
+	held, err := createPackDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +421,7 @@ func TestPackExclusive(t *testing.T) {
 	if codes[0]+codes[1] != 1 {
 		t.Errorf("two packs into one folder exit %v; want one 0 and one 1", codes)
 	}
-	ds, err := loaders.Open("shards:"+out, "train")
+	ds, err := datasets.Open("shards:"+out, "train")
 	if err != nil || ds.Len() != 6 {
 		t.Fatalf("read back: %v", err)
 	}
@@ -453,7 +454,7 @@ func TestPackExclusive(t *testing.T) {
 			t.Errorf("pack %v: exit %d, stderr %q; want 2 and overlap", args, code, errOut)
 		}
 	}
-	if ds, err := loaders.Open("shards:"+out, "train"); err != nil || ds.Len() != 6 {
+	if ds, err := datasets.Open("shards:"+out, "train"); err != nil || ds.Len() != 6 {
 		t.Errorf("the pack given as input was touched: %v", err)
 	} else {
 		closeDataset(ds)
@@ -605,7 +606,7 @@ func TestTrainEvaluatesHonestly(t *testing.T) {
 	}
 	// Labels beyond the class limit size no model; --classes declares the count.
 	ds := filepath.Join(t.TempDir(), "sh")
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(ds, "s-%04d.tar")})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(ds, "s-%04d.tar")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -700,7 +701,7 @@ func TestPackValidatesInput(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(lastLine(stdout)), &r) != nil || r.Skipped != 1 || r.Samples != 5 {
 		t.Fatalf("pack --on-error skip: exit %d, stdout %q, stderr %q; want 5 samples and 1 skipped", code, stdout, errOut)
 	}
-	ds, err := loaders.Open(r.Spec, "train")
+	ds, err := datasets.Open(r.Spec, "train")
 	if err != nil || ds.Len() != 5 {
 		t.Fatalf("read back %s: %v", r.Spec, err)
 	}

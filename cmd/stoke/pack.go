@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
+	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
@@ -53,7 +55,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	format := fs.String("format", "jpeg", "jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without decoding")
 	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
-	shardSize := fs.Int64("shard-size", loaders.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
+	shardSize := fs.Int64("shard-size", datasets.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
 	workers := fs.Int("workers", 0, "goroutines that decode and encode samples (0: one per core)")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -78,17 +80,17 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	if *workers == 0 {
 		*workers = runtime.GOMAXPROCS(0)
 	}
-	ds, err := loaders.Open(*data, *split)
+	ds, err := openDataset(datasets.Opener{}, *data, *split)
 	if err != nil {
 		return err
 	}
 	defer closeDataset(ds)
 	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), shardPrefix+"%06d"+compressSuffix[*compress])
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
 	if err != nil {
 		return err
 	}
-	dir, err := loaders.CreatePackDir(*out, shardPrefix, *overwrite)
+	dir, err := createPackDir(*out, *overwrite)
 	if err != nil {
 		return err
 	}
@@ -345,4 +347,9 @@ func hwcImage(px []byte, w, h, c int) image.Image {
 		rgba.Pix[j], rgba.Pix[j+1], rgba.Pix[j+2], rgba.Pix[j+3] = px[i], px[i+1], px[i+2], 255
 	}
 	return rgba
+}
+
+// createPackDir takes out for a pack of this command's shards (see packdir.Create).
+func createPackDir(out string, overwrite bool) (*packdir.Dir, error) {
+	return packdir.Create(out, packdir.Options{Prefix: shardPrefix, Index: datasets.IndexName, IsShard: datasets.IsShardName, Overwrite: overwrite})
 }

@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
@@ -204,7 +205,7 @@ func (s *evalSets) Close() error {
 // test split, evaluating on the training data needs evalOnTrain: a run never reports its training
 // accuracy as a test accuracy. classes > 0 declares the number of classes.
 func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := loaders.Open(spec, "train")
+	trainDS, err := openDataset(datasets.Opener{}, spec, "train")
 	if err != nil {
 		return nil, err
 	}
@@ -218,14 +219,14 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		}
 		s.train, s.eval, s.evalName = tr, val, "validation"
 	default:
-		testDS, err := loaders.Open(spec, "test")
+		testDS, err := openDataset(datasets.Opener{}, spec, "test")
 		switch {
 		case err == nil:
 			s.eval, s.evalName = testDS, "test"
 			s.closers = append(s.closers, testDS)
-		case errors.Is(err, loaders.ErrNoSplit) && evalOnTrain:
+		case errors.Is(err, datasets.ErrNoSplit) && evalOnTrain:
 			s.eval, s.evalName = trainDS, "train"
-		case errors.Is(err, loaders.ErrNoSplit):
+		case errors.Is(err, datasets.ErrNoSplit):
 			s.Close()
 			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the training data", errUsage, spec, err)
 		default:
