@@ -167,10 +167,10 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool {
 	l := e.l
 	p := l.pl
-	src := pipeline.FromFunc(p, "sampler", e.issue)
-	loaded := pipeline.Map(p, "transform", src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
-	batches := pipeline.Batch(p, "collate", loaded, l.cfg.Batch, false)
-	copied := pipeline.Map(p, "copy", batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
+	src := pipeline.FromFunc(p, SamplerStage, e.issue)
+	loaded := pipeline.Map(p, TransformStage, src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
+	batches := pipeline.Batch(p, CollateStage, loaded, l.cfg.Batch, false)
+	copied := pipeline.Map(p, FeedStage, batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
 	waitFrom := time.Now()
 	yielded := 0
 	for b, err := range pipeline.Iter(ctx, p, copied) {
@@ -231,7 +231,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 func cause(err error) error {
 	var ps *pipeline.StageError
 	var se *SampleError
-	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == "sampler") {
+	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == SamplerStage) {
 		return ps.Err
 	}
 	return err

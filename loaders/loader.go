@@ -148,13 +148,13 @@ type Config struct {
 	// ErrMemory before allocating anything. 0 means DefaultMemoryBudget(); negative means no bound.
 	MemoryBudget int64
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
-	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
-	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
+	// TransformStage: one per sample, worker 0 to Workers-1, index the sample's position in the
+	// epoch's run; also SamplerStage and FeedStage, one per sample and per batch; CollateStage
 	// reports none), one per sample for the part of its transform span spent reading it (stage
-	// ReadStage, the same worker, index the dataset index), and one per host-to-device copy (stage CopyStage, worker 0, index the
-	// batch's Seq), which lasts the copy's device time, measured between the feeder's events, and
-	// ends when the feeder saw the copy complete. nil traces nothing. It is called concurrently
-	// from the Loader's goroutines and must be fast.
+	// ReadStage, the same worker, index the dataset index), and one per host-to-device copy
+	// (stage CopyStage, worker 0, index the batch's Seq), which lasts the copy's device time,
+	// measured between the feeder's events, and ends when the feeder saw the copy complete. nil
+	// traces nothing. It is called concurrently from the Loader's goroutines and must be fast.
 	Tracer pipeline.Tracer
 }
 

@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
 )
 
@@ -23,9 +24,6 @@ const (
 	// are bound by storage rather than by the cores.
 	ReadBound = 0.5
 )
-
-// CopyStage is the name Diagnose gives the host-to-device copy engine when it is the limit.
-const CopyStage = "h2d copy"
 
 // Diagnose reads r (its Stages, Copy, Stall, Pinned, Cores, Parallel, Workers and AutoWorkers)
 // and returns the verdict:
@@ -71,8 +69,8 @@ func Diagnose(r *Report) Verdict {
 		if !r.Pinned {
 			advice = "the host slots are not pinned, so copies are staged: allow page-locked memory (ulimit -l) for DMA transfers"
 		}
-		return Verdict{Limit: CopyStage, Text: fmt.Sprintf("%s is the bottleneck: the copy engine is %s busy at %.2f GB/s and %s; %s",
-			CopyStage, pct0(r.Copy.Busy), r.Copy.GBps, waits, advice)}
+		return Verdict{Limit: loaders.CopyStage, Text: fmt.Sprintf("%s is the bottleneck: the copy engine is %s busy at %.2f GB/s and %s; %s",
+			loaders.CopyStage, pct0(r.Copy.Busy), r.Copy.GBps, waits, advice)}
 	}
 	if top == nil || top.Busy < Saturated {
 		busiest := "none"
