@@ -11,7 +11,8 @@ import (
 // Sentinel errors callers check with errors.Is.
 var (
 	// ErrCorrupt marks a file or sample whose bytes do not follow its format (bad magic, truncated
-	// record, malformed tar member, unparsable label).
+	// record, malformed tar member, unparsable label); a SampleError whose image does not decode
+	// (transforms.ErrCorrupt) matches it too.
 	ErrCorrupt = errors.New("corrupt data")
 	// ErrLabel marks a label outside [0, NumClasses).
 	ErrLabel = errors.New("label out of range")
@@ -104,6 +105,12 @@ func (e *SampleError) Error() string {
 }
 
 func (e *SampleError) Unwrap() error { return e.Err }
+
+// Is makes a sample whose image does not decode (transforms.ErrCorrupt) match ErrCorrupt too:
+// one sentinel for corrupt data, whichever layer found it.
+func (e *SampleError) Is(target error) bool {
+	return target == ErrCorrupt && errors.Is(e.Err, transforms.ErrCorrupt)
+}
 
 // CheckLabel returns the error about sample i of dataset (named key, "" if it has no name) when
 // label is outside [0, classes): a *SampleError wrapping ErrLabel; classes <= 0 only rejects

@@ -64,7 +64,8 @@ type epochRun struct {
 // when ctx ends, or when the loop breaks; every goroutine it started has exited when it returns.
 // Release every batch.
 func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
-	return func(yield func(*Batch, error) bool) {
+	return func(userYield func(*Batch, error) bool) {
+		yield := func(b *Batch, err error) bool { return userYield(b, closedErr(err)) }
 		start, from, err := l.begin(epoch)
 		if err != nil {
 			yield(nil, err)

@@ -22,7 +22,9 @@ var (
 	// ErrBusy: Epoch was called while another epoch of the same Loader was being iterated, or Close
 	// while one was.
 	ErrBusy = errors.New("loader busy")
-	// ErrClosed: the Loader was closed.
+	// ErrClosed: the Loader was closed, or its host slot pool or feeder was (pinned.ErrClosed,
+	// gpu.ErrClosed): an error of the Loader that wraps either of those matches ErrClosed too, so
+	// code holding a Loader checks this one sentinel.
 	ErrClosed = errors.New("loader closed")
 	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
 	ErrMemory = errors.New("over the memory budget")
@@ -33,6 +35,21 @@ var (
 	// past the end of the epoch or, for a stream, inconsistent with the stream.
 	ErrStateMismatch = errors.New("loader state does not match")
 )
+
+// closedErr makes an error that says the pool or the feeder was closed (pinned.ErrClosed,
+// gpu.ErrClosed) match ErrClosed as well, with its message unchanged.
+func closedErr(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, pinned.ErrClosed) && !errors.Is(err, gpu.ErrClosed) {
+		return err
+	}
+	return &closedError{err}
+}
+
+// closedError is an error from below the Loader that matches ErrClosed.
+type closedError struct{ err error }
+
+func (e *closedError) Error() string   { return e.err.Error() }
+func (e *closedError) Unwrap() []error { return []error{e.err, ErrClosed} }
 
 // ErrorPolicy says what the Loader does with a sample that cannot be read, decoded or labelled.
 type ErrorPolicy int

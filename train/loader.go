@@ -28,7 +28,7 @@ func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normaliza
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
 		if d.l.Target() != loaders.Class(d.l.Info().NumClasses) {
-			yield(Batch{}, fmt.Errorf("%w: the loader's batches carry %T targets; the models take class ids (loaders.Class)", ErrConfig, d.l.Target()))
+			yield(Batch{}, fmt.Errorf("train: %w: the loader's batches carry %T targets; the models take class ids (loaders.Class)", ErrConfig, d.l.Target()))
 			return
 		}
 		for b, err := range d.l.Epoch(ctx, epoch) {

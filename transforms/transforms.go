@@ -11,13 +11,13 @@ import (
 // Sentinel errors that callers check with errors.Is.
 var (
 	// ErrTooLarge: the image's header declares more pixels than the pipeline allows.
-	ErrTooLarge = errors.New("transforms: image too large")
+	ErrTooLarge = errors.New("image too large")
 	// ErrCorrupt: the encoded bytes are not a decodable image of a supported format.
-	ErrCorrupt = errors.New("transforms: corrupt image")
+	ErrCorrupt = errors.New("corrupt image")
 	// ErrShape: the input or the destination does not have the shape the pipeline needs.
-	ErrShape = errors.New("transforms: shape mismatch")
+	ErrShape = errors.New("shape mismatch")
 	// ErrInvalid: a transform's parameters are invalid (reported by OutShape and Apply).
-	ErrInvalid = errors.New("transforms: invalid transform")
+	ErrInvalid = errors.New("invalid transform")
 )
 
 // DefaultMaxPixels is the pixel limit (width x height) of a Chain that did not set one: 100
