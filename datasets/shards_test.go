@@ -399,3 +399,19 @@ func TestShardLabelPastInt32(t *testing.T) {
 		t.Fatalf("writing label %d: %v; want ErrLabel", math.MaxInt, err)
 	}
 }
+
+// TestShardWriterConfigValidatePure: Validate checks and changes nothing; WithDefaults fills the
+// zero fields of a copy.
+func TestShardWriterConfigValidatePure(t *testing.T) {
+	c := ShardWriterConfig{Pattern: "/d/s-%04d.tar"}
+	if err := c.Validate(); err != nil || c != (ShardWriterConfig{Pattern: "/d/s-%04d.tar"}) {
+		t.Fatalf("Validate() = %v, config now %+v; want nil, unchanged", err, c)
+	}
+	d := c.WithDefaults()
+	if d.MaxSamples != DefaultShardSamples || d.MaxBytes != DefaultShardBytes || d.Index != filepath.Join("/d", IndexName) || c.Index != "" {
+		t.Errorf("WithDefaults() = %+v (receiver %+v); want the defaults and index beside the shards in a copy", d, c)
+	}
+	if err := (ShardWriterConfig{Pattern: "s.tar"}).Validate(); !errors.Is(err, loaders.ErrConfig) {
+		t.Errorf("Validate(pattern without a verb) = %v; want ErrConfig", err)
+	}
+}

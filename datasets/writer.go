@@ -50,8 +50,9 @@ type ShardWriterConfig struct {
 	Index string
 }
 
-// Validate checks the config and fills in defaults.
-func (c *ShardWriterConfig) Validate() error {
+// Validate reports whether NewShardWriter accepts c. It only checks: it changes nothing (the zero
+// value of a field selects its default, which WithDefaults fills in).
+func (c ShardWriterConfig) Validate() error {
 	if c.Pattern == "" || strings.Count(strings.ReplaceAll(c.Pattern, "%%", ""), "%") != 1 {
 		return fmt.Errorf("datasets: shard writer: pattern %q needs exactly one integer verb such as %%06d: %w", c.Pattern, loaders.ErrConfig)
 	}
@@ -61,6 +62,13 @@ func (c *ShardWriterConfig) Validate() error {
 	if c.MaxSamples < 0 || c.MaxBytes < 0 {
 		return fmt.Errorf("datasets: shard writer: negative MaxSamples %d or MaxBytes %d: %w", c.MaxSamples, c.MaxBytes, loaders.ErrConfig)
 	}
+	return nil
+}
+
+// WithDefaults returns c with the default of each zero field filled in, as NewShardWriter uses
+// it: MaxSamples DefaultShardSamples, MaxBytes DefaultShardBytes, Index the IndexName beside the
+// shards. It does not validate c.
+func (c ShardWriterConfig) WithDefaults() ShardWriterConfig {
 	if c.MaxSamples == 0 {
 		c.MaxSamples = DefaultShardSamples
 	}
@@ -70,7 +78,7 @@ func (c *ShardWriterConfig) Validate() error {
 	if c.Index == "" {
 		c.Index = filepath.Join(filepath.Dir(c.Pattern), IndexName)
 	}
-	return nil
+	return c
 }
 
 func shardCompression(pattern string) (string, error) {
@@ -283,6 +291,7 @@ func NewShardWriter(cfg ShardWriterConfig) (*ShardWriter, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	comp, _ := shardCompression(cfg.Pattern)
 	// A fixed modification time keeps shards byte-identical across runs.
 	return &ShardWriter{cfg: cfg, comp: comp, mtime: time.Unix(0, 0)}, nil

@@ -170,7 +170,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 	p := l.pl
 	src := pipeline.FromFunc(p, SamplerStage, e.issue)
 	loaded := pipeline.Map(p, TransformStage, src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
-	batches := pipeline.Batch(p, CollateStage, loaded, l.cfg.Batch, false)
+	batches := pipeline.Batch(p, CollateStage, loaded, l.cfg.Batch)
 	copied := pipeline.Map(p, FeedStage, batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
 	waitFrom := time.Now()
 	yielded := 0

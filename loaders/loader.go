@@ -184,8 +184,9 @@ func DefaultMemoryBudget() int64 {
 	return 8 << 30
 }
 
-// Validate checks cfg and fills in the defaults.
-func (c *Config) Validate() error {
+// Validate reports whether New and NewStream accept c. It only checks: it changes nothing (the
+// zero value of a field selects its default, which WithDefaults fills in).
+func (c Config) Validate() error {
 	if c.Batch < 0 || (c.Workers < 0 && c.Workers != AutoWorkers) || c.Prefetch < 0 || c.MaxSkipped < 0 || c.ShuffleBuffer < 0 {
 		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
 	}
@@ -204,6 +205,13 @@ func (c *Config) Validate() error {
 	if err := checkRank(c.Rank, c.WorldSize); err != nil {
 		return err
 	}
+	return nil
+}
+
+// WithDefaults returns c with the default of each zero field filled in, as New and NewStream use
+// it: Batch DefaultBatch, Workers runtime.GOMAXPROCS(0) (AutoWorkers stays: New sizes it),
+// Prefetch DefaultPrefetch, MemoryBudget DefaultMemoryBudget(). It does not validate c.
+func (c Config) WithDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = DefaultBatch
 	}
@@ -216,7 +224,7 @@ func (c *Config) Validate() error {
 	if c.MemoryBudget == 0 {
 		c.MemoryBudget = DefaultMemoryBudget()
 	}
-	return nil
+	return c
 }
 
 // footprint is what a Loader allocates up front, in bytes.
@@ -408,6 +416,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Workers == AutoWorkers {
 		n, err := autoWorkers(cfg, func(c Config) (*Loader, error) { return New(ds, c) })
 		if err != nil {
@@ -455,6 +464,7 @@ func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Workers == AutoWorkers {
 		n, err := autoWorkers(cfg, func(c Config) (*Loader, error) { return NewStream(src, c) })
 		if err != nil {

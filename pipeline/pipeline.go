@@ -18,6 +18,9 @@ var (
 	ErrUnconsumed = errors.New("queue has no consumer")
 	// ErrReused is returned by Run when a queue feeds more than one stage, or by a second Run.
 	ErrReused = errors.New("used twice")
+	// ErrOption is returned by Run when a stage was given an option it does not take (Window to
+	// a source, DropLast to a Map) or a value out of range (Workers(0)).
+	ErrOption = errors.New("bad stage option")
 )
 
 // StageError is the error a pipeline returns when a stage fails: it names the stage and the index
