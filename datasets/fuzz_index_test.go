@@ -74,7 +74,8 @@ func FuzzShardIndex(f *testing.F) {
 		}
 		ds, err := OpenShardIndex(writeIndex(t, dir, index))
 		if err != nil {
-			if perr == nil && !errors.Is(err, loaders.ErrCorrupt) && !errors.Is(err, loaders.ErrEmpty) && !errors.Is(err, os.ErrNotExist) && !errors.Is(err, ErrNotRegular) {
+			if perr == nil && !errors.Is(err, loaders.ErrCorrupt) && !errors.Is(err, loaders.ErrEmpty) && !errors.Is(err, os.ErrNotExist) && !errors.Is(err,
+				ErrNotRegular) {
 				t.Fatalf("Open: %v; want an error wrapping ErrCorrupt, ErrEmpty or a missing file", err)
 			}
 			return

@@ -257,7 +257,8 @@ func TestIndexedShardsRemote(t *testing.T) {
 			t.Logf("open: %d GETs, %d bytes; %d samples: %d GETs, %d bytes", r1-r0, b1-b0, len(read), r2-r1, b2-b1)
 			if !older {
 				if r1 != r0 || r2-r1 != len(read) || b2-b1 != runs {
-					t.Fatalf("open: %d GETs; %d samples: %d GETs of %d bytes; want 0, then %d of %d bytes (their runs)", r1-r0, len(read), r2-r1, b2-b1, len(read), runs)
+					t.Fatalf("open: %d GETs; %d samples: %d GETs of %d bytes; want 0, then %d of %d bytes (their runs)", r1-r0, len(read), r2-r1, b2-b1, len(read),
+						runs)
 				}
 				want = got
 				return
@@ -302,7 +303,8 @@ func TestStreamSizedLocal(t *testing.T) {
 		owner := map[int]int{} // shard -> rank
 		for rank := range 2 {
 			rec := &recordingSource{SizedSource: sized}
-			l := newStreamLoader(t, rec, loaders.Config{Batch: 4, Workers: 1, Shuffle: true, Seed: 5, Transform: transforms.Compose(transforms.CenterCrop(2)), Rank: rank, WorldSize: 2})
+			l := newStreamLoader(t, rec, loaders.Config{Batch: 4, Workers: 1, Shuffle: true, Seed: 5, Transform: transforms.Compose(transforms.CenterCrop(2)),
+				Rank: rank, WorldSize: 2})
 			epoch(t, l, 0, -1)
 			for _, part := range rec.opened {
 				if o, seen := owner[part]; seen && o != rank {
@@ -459,7 +461,8 @@ func TestFramedShardsRemote(t *testing.T) {
 			time.Sleep(time.Millisecond)
 		}
 		if n != k+1 || b-sent != want || want >= e.FileSize/2 {
-			t.Fatalf("after %d samples: %d GETs, the last of %d bytes; want %d, the last of %d bytes (its frames; shard of %d)", k+1, n, b-sent, k+1, want, e.FileSize)
+			t.Fatalf("after %d samples: %d GETs, the last of %d bytes; want %d, the last of %d bytes (its frames; shard of %d)", k+1, n, b-sent, k+1, want,
+				e.FileSize)
 		}
 		sent = b
 		t.Logf("sample %d: %d bytes of frames, shard of %d", i, want, e.FileSize)
@@ -554,7 +557,8 @@ func TestRemoteShardReplaced(t *testing.T) {
 	defer ds.(*Shards).Close()
 	_, err = ds.Sample(context.Background(), 1)
 	var se *loaders.SampleError
-	if !errors.As(err, &se) || se.Index != 1 || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "changed since it was described") {
+	if !errors.As(err, &se) || se.Index != 1 || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(),
+		"changed since it was described") {
 		t.Fatalf("Sample(1) of a replaced shard: %v; want a SampleError naming it and the change", err)
 	}
 }

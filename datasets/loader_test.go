@@ -42,7 +42,8 @@ func TestLoaderBadSamples(t *testing.T) {
 	})
 	t.Run("header bomb", func(t *testing.T) {
 		i := slices.IndexFunc(ds.paths, func(p string) bool { return strings.HasSuffix(p, "bomb.png") })
-		l := newLoader(t, loaders.NewMemory(loaders.Info{Name: "bomb"}, []loaders.Sample{{Input: transforms.Input{Encoded: pngHeader(50000, 50000)}, Key: ds.paths[i]}}), loaders.Config{Batch: 1, Transform: tf})
+		l := newLoader(t, loaders.NewMemory(loaders.Info{Name: "bomb"}, []loaders.Sample{{Input: transforms.Input{Encoded: pngHeader(50000, 50000)},
+			Key: ds.paths[i]}}), loaders.Config{Batch: 1, Transform: tf})
 		for _, err := range l.Epoch(context.Background(), 0) {
 			if !errors.Is(err, transforms.ErrTooLarge) || !strings.Contains(err.Error(), "bomb.png") {
 				t.Errorf("header bomb error = %v; want ErrTooLarge naming bomb.png", err)
@@ -174,7 +175,8 @@ func TestStreamShards(t *testing.T) {
 	if src.Parts() != 5 {
 		t.Fatalf("%d parts; want 5 shards", src.Parts())
 	}
-	sl := newStreamLoader(t, src, loaders.Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 3, DropLast: true, Transform: transforms.Compose(transforms.CenterCrop(2))})
+	sl := newStreamLoader(t, src, loaders.Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 3, DropLast: true,
+		Transform: transforms.Compose(transforms.CenterCrop(2))})
 	var streamed [][]byte
 	if sl.Shape() != (transforms.Shape{C: 3, H: 2, W: 2}) {
 		t.Fatalf("Shape() = %v; want 3x2x2 (shards of unknown shape give RGB)", sl.Shape())

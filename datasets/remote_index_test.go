@@ -104,7 +104,8 @@ func TestRemoteBracesIndex(t *testing.T) {
 	}
 	// A shard that the index does not list is refused, as on local disk.
 	_, err = Open("shards:"+base+"/tar/shard-{000000,000001,000002,000009}.tar", "")
-	if !errors.Is(err, loaders.ErrCorrupt) || !strings.Contains(err.Error(), "shard "+base+"/tar/shard-000009.tar") || !strings.Contains(err.Error(), "not listed in "+base+"/tar/"+IndexName) {
+	if !errors.Is(err, loaders.ErrCorrupt) || !strings.Contains(err.Error(), "shard "+base+"/tar/shard-000009.tar") || !strings.Contains(err.Error(),
+		"not listed in "+base+"/tar/"+IndexName) {
 		t.Fatalf("a shard the index does not list: %v; want ErrCorrupt naming the shard and the index URL", err)
 	}
 	_, err = Open("shards:"+base+"/bad/shard-{000000..000002}.tar", "")
@@ -224,7 +225,8 @@ func TestS3GlobIndex(t *testing.T) {
 	ds.(*Shards).Close()
 
 	_, err = Open("shards:s3://"+bucket+"/bad/shard-*.tar.zst", "")
-	if !errors.Is(err, loaders.ErrCorrupt) || !strings.Contains(err.Error(), "shard s3://"+bucket+"/bad/shard-000001.tar.zst") || !strings.Contains(err.Error(), "s3://"+bucket+"/bad/index.json says") {
+	if !errors.Is(err, loaders.ErrCorrupt) || !strings.Contains(err.Error(), "shard s3://"+bucket+"/bad/shard-000001.tar.zst") || !strings.Contains(err.Error(),
+		"s3://"+bucket+"/bad/index.json says") {
 		t.Fatalf("an index whose size is not the listing's: %v; want ErrCorrupt naming the shard and the index", err)
 	}
 }

@@ -309,7 +309,8 @@ func TestShardWriterRejects(t *testing.T) {
 
 func FuzzShards(f *testing.F) {
 	img := pngImage(f, 2, 2, 1)
-	good := tarOf(f, member{"a.png", img}, member{"a.cls", []byte("1")}, member{"b.raw", []byte{1, 2, 3, 4}}, member{"b.json", []byte(`{"shape":[2,2],"label":3}`)})
+	good := tarOf(f, member{"a.png", img}, member{"a.cls", []byte("1")}, member{"b.raw", []byte{1, 2, 3, 4}}, member{"b.json",
+		[]byte(`{"shape":[2,2],"label":3}`)})
 	f.Add(good)
 	f.Add(gz(f, good))
 	f.Add(zst(f, good))

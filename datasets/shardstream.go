@@ -119,7 +119,8 @@ func (st *ShardStream) read() (loaders.Sample, bool, error) {
 			h, err = st.tr.Next()
 			if err == io.EOF {
 				if st.in.limit-st.in.left-st.end < tarEOFMarker {
-					return loaders.Sample{}, false, fmt.Errorf("tar: no end-of-archive marker after %d bytes (the shard was cut): %w", st.end, loaders.ErrCorrupt)
+					return loaders.Sample{}, false, fmt.Errorf("tar: no end-of-archive marker after %d bytes (the shard was cut): %w", st.end,
+						loaders.ErrCorrupt)
 				}
 				break
 			}
@@ -127,7 +128,8 @@ func (st *ShardStream) read() (loaders.Sample, bool, error) {
 				return loaders.Sample{}, false, fmt.Errorf("tar: %w: %w", loaders.ErrCorrupt, err)
 			}
 			if h.Size < 0 || h.Size > st.in.left {
-				return loaders.Sample{}, false, fmt.Errorf("tar: member %q of %d bytes reaches past the %d bytes the shard may expand to: %w", h.Name, h.Size, st.in.limit, loaders.ErrCorrupt)
+				return loaders.Sample{}, false, fmt.Errorf("tar: member %q of %d bytes reaches past the %d bytes the shard may expand to: %w", h.Name, h.Size,
+					st.in.limit, loaders.ErrCorrupt)
 			}
 			st.end = st.in.limit - st.in.left + (h.Size+511)/512*512
 		}

@@ -231,7 +231,8 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 			return fmt.Errorf("tar: %w: %w", loaders.ErrCorrupt, err)
 		}
 		if h.Size < 0 || h.Size > size-pos() {
-			return fmt.Errorf("tar: member %q of %d bytes at offset %d reaches past the archive's %d bytes: %w", h.Name, h.Size, pos(), size, loaders.ErrCorrupt)
+			return fmt.Errorf("tar: member %q of %d bytes at offset %d reaches past the archive's %d bytes: %w", h.Name, h.Size, pos(), size,
+				loaders.ErrCorrupt)
 		}
 		end = pos() + (h.Size+511)/512*512
 		key, ext, ok := sampleMember(h)
@@ -247,7 +248,8 @@ func scanTar(r io.Reader, size int64, pos func() int64, emit func(sampleMeta) er
 		off := pos()
 		// Members are padded to 512-byte blocks: a missing padding means the archive was cut.
 		if h.Size < 0 || off+(h.Size+511)/512*512 > size {
-			return fmt.Errorf("sample %q: .%s member of %d bytes at offset %d truncated (archive of %d bytes): %w", key, ext, h.Size, off, size, loaders.ErrCorrupt)
+			return fmt.Errorf("sample %q: .%s member of %d bytes at offset %d truncated (archive of %d bytes): %w", key, ext, h.Size, off, size,
+				loaders.ErrCorrupt)
 		}
 		if err := g.add(ext, off, h.Size); err != nil {
 			return err
@@ -289,7 +291,8 @@ func parseRun(b []byte) (sampleMeta, error) {
 		g.key = key
 		off := int64(len(b)) - int64(r.Len())
 		if h.Size < 0 || h.Size > int64(len(b))-off {
-			return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes at offset %d reaches past the run's %d bytes: %w", key, ext, h.Size, off, len(b), loaders.ErrCorrupt)
+			return sampleMeta{}, fmt.Errorf("sample %q: .%s member of %d bytes at offset %d reaches past the run's %d bytes: %w", key, ext, h.Size, off, len(b),
+				loaders.ErrCorrupt)
 		}
 		if err := g.add(ext, off, h.Size); err != nil {
 			return sampleMeta{}, err

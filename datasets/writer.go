@@ -238,7 +238,8 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 		// A sample takes a tar header at least, of the tar the file holds or may expand to: so
 		// that sample counts (summed over shards by streams and ranks) stay what a file can hold.
 		if most := max(e.FileSize, expansionLimit(e.FileSize)) / 512; int64(e.NSamples) > most {
-			return nil, fmt.Errorf("%s: shard %s: %d samples, more than a file of %d bytes holds (%d): %w", path, e.URL, e.NSamples, e.FileSize, most, loaders.ErrCorrupt)
+			return nil, fmt.Errorf("%s: shard %s: %d samples, more than a file of %d bytes holds (%d): %w", path, e.URL, e.NSamples, e.FileSize, most,
+				loaders.ErrCorrupt)
 		}
 		if e.Classes > math.MaxInt32+1 {
 			return nil, fmt.Errorf("%s: shard %s: classes %d past the int32 class ids: %w", path, e.URL, e.Classes, loaders.ErrCorrupt)
@@ -314,7 +315,8 @@ func (w *ShardWriter) Write(s loaders.Sample) error {
 		name, payload = "raw", in.Pixels
 		meta = fmt.Appendf(nil, `{"shape": [%d, %d, %d]}`, in.H, in.W, in.C)
 	default:
-		return fmt.Errorf("datasets: shard writer: sample %d (%s): neither encoded bytes nor %dx%dx%d pixels (%d bytes): %w", w.count, s.Key, in.H, in.W, in.C, len(in.Pixels), loaders.ErrCorrupt)
+		return fmt.Errorf("datasets: shard writer: sample %d (%s): neither encoded bytes nor %dx%dx%d pixels (%d bytes): %w", w.count, s.Key, in.H, in.W, in.C,
+			len(in.Pixels), loaders.ErrCorrupt)
 	}
 	if s.Label < 0 || s.Label > math.MaxInt32 {
 		return fmt.Errorf("datasets: shard writer: sample %d (%s): label %d, want 0 to %d: %w", w.count, s.Key, s.Label, math.MaxInt32, loaders.ErrLabel)

@@ -162,7 +162,8 @@ func Open(name string) (Device, error) {
 	registry.mu.Unlock()
 	if b == nil {
 		if backend == "cuda" {
-			return nil, fmt.Errorf("gpu: %w %q: this binary was built without CUDA support; rebuild with `go build -tags cuda` (needs cgo and the CUDA toolkit)", ErrUnknownBackend, name)
+			return nil, fmt.Errorf("gpu: %w %q: this binary was built without CUDA support; rebuild with `go build -tags cuda` (needs cgo and the CUDA toolkit)",
+				ErrUnknownBackend, name)
 		}
 		return nil, fmt.Errorf("gpu: %w %q (built in: %s)", ErrUnknownBackend, name, strings.Join(backendNames(), ", "))
 	}

@@ -188,7 +188,8 @@ func DefaultMemoryBudget() int64 {
 // zero value of a field selects its default, which WithDefaults fills in).
 func (c Config) Validate() error {
 	if c.Batch < 0 || (c.Workers < 0 && c.Workers != AutoWorkers) || c.Prefetch < 0 || c.MaxSkipped < 0 || c.ShuffleBuffer < 0 {
-		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
+		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch,
+			c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
 	}
 	if c.Sampler != nil && c.Shuffle {
 		return fmt.Errorf("loaders: config: Shuffle with a Sampler: the sampler decides the order: %w", ErrConfig)
@@ -260,7 +261,8 @@ func checkBudget(name string, c Config, shape transforms.Shape) error {
 		return err
 	}
 	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
-		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s (Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
+		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s "+
+			"(Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
 			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
 	}
 	return nil
@@ -565,7 +567,8 @@ func outShape(info Info, t *transforms.Chain) (transforms.Shape, error) {
 		return a, fmt.Errorf("loaders: %s: %w", info.Name, err)
 	}
 	if a != b {
-		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w", info.Name, ErrConfig)
+		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w",
+			info.Name, ErrConfig)
 	}
 	return a, nil
 }

@@ -148,7 +148,8 @@ func TestLoaderBatches(t *testing.T) {
 				for j, i := range b.indices {
 					want, _ := ds.Sample(context.Background(), next)
 					if i != next || !bytes.Equal(b.images[j*6:(j+1)*6], want.Input.Pixels) || b.labels[j] != int32(want.Label) {
-						t.Errorf("batch %d sample %d = index %d label %d pixels %v; want %d, %d, %v", k, j, i, b.labels[j], b.images[j*6:(j+1)*6], next, want.Label, want.Input.Pixels)
+						t.Errorf("batch %d sample %d = index %d label %d pixels %v; want %d, %d, %v", k, j, i, b.labels[j], b.images[j*6:(j+1)*6], next, want.Label,
+							want.Input.Pixels)
 					}
 					next++
 				}

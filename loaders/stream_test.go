@@ -163,7 +163,8 @@ func TestStreamResume(t *testing.T) {
 		src           StreamSource
 	}{{1, 6, src}, {3, 4, src}, {1, 0, src}, {4, 50, src}, {2, 5, sized{memSource: src}}} {
 		for rank := range tc.world {
-			cfg := Config{Batch: 3, Workers: 3, Shuffle: tc.buffer > 0, ShuffleBuffer: tc.buffer, Seed: 5, Transform: streamTransform, Rank: rank, WorldSize: tc.world}
+			cfg := Config{Batch: 3, Workers: 3, Shuffle: tc.buffer > 0, ShuffleBuffer: tc.buffer, Seed: 5, Transform: streamTransform, Rank: rank,
+				WorldSize: tc.world}
 			full := epoch(t, newStreamLoader(t, tc.src, cfg), 2, -1)
 			for _, stop := range []int{1, len(full) / 2, len(full) - 1} {
 				first := newStreamLoader(t, tc.src, cfg)
@@ -226,7 +227,8 @@ func TestStreamRanks(t *testing.T) {
 		seen := map[int]int{}
 		var batches []int
 		for rank := range world {
-			l := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank, WorldSize: world})
+			l := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank,
+				WorldSize: world})
 			bs := epoch(t, l, 0, -1)
 			batches = append(batches, len(bs))
 			n := 0
@@ -275,7 +277,8 @@ func TestSizedStreamRanks(t *testing.T) {
 	seen := map[int]int{}
 	owner := map[int]int{}
 	for rank := range 2 {
-		l := newStreamLoader(t, sized{memSource: src}, Config{Batch: 6, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank, WorldSize: 2})
+		l := newStreamLoader(t, sized{memSource: src}, Config{Batch: 6, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform,
+			Rank: rank, WorldSize: 2})
 		if l.BatchesPerEpoch() != 4 {
 			t.Errorf("rank %d: BatchesPerEpoch() = %d; want 4 (20 samples)", rank, l.BatchesPerEpoch())
 		}
@@ -321,7 +324,8 @@ func TestSizedStreamRanks(t *testing.T) {
 // stream is ErrEmpty.
 func TestStreamErrors(t *testing.T) {
 	noLeaks(t)
-	l := newStreamLoader(t, &memSource{parts: [][]Sample{{}}, info: Info{Name: "empty", Shape: transforms.Shape{C: 1, H: 1, W: 1}}}, Config{Batch: 2, Workers: 1})
+	l := newStreamLoader(t, &memSource{parts: [][]Sample{{}}, info: Info{Name: "empty", Shape: transforms.Shape{C: 1, H: 1, W: 1}}}, Config{Batch: 2,
+		Workers: 1})
 	for _, err := range l.Epoch(context.Background(), 0) {
 		if !errors.Is(err, ErrEmpty) {
 			t.Errorf("empty stream: %v; want ErrEmpty", err)

@@ -35,7 +35,8 @@ func SplitValidation(ds Dataset, frac float64, seed uint64) (train, val *Subset,
 	n := ds.Len()
 	nv := int(frac*float64(n) + 0.5)
 	if !(frac > 0 && frac < 1) || nv < 1 || nv >= n {
-		return nil, nil, fmt.Errorf("loaders: validation split %v of %d samples: want a fraction in (0, 1) leaving at least one sample on each side: %w", frac, n, ErrConfig)
+		return nil, nil, fmt.Errorf("loaders: validation split %v of %d samples: want a fraction in (0, 1) leaving at least one sample on each side: %w", frac, n,
+			ErrConfig)
 	}
 	// A seeded Fisher-Yates permutation; its first nv indices validate.
 	perm := make([]int, n)

@@ -269,7 +269,8 @@ func (p *Pool) Close() error {
 	}
 	p.mu.Unlock()
 	if len(leaked) > 0 {
-		errs = append(errs, violation(fmt.Errorf("pinned: %w: %d of %d slots still in use at Close: %s", ErrLeaked, len(leaked), len(p.slots), strings.Join(leaked, ", "))))
+		errs = append(errs, violation(fmt.Errorf("pinned: %w: %d of %d slots still in use at Close: %s", ErrLeaked, len(leaked), len(p.slots), strings.Join(leaked,
+			", "))))
 	}
 	return errors.Join(errs...)
 }

@@ -1,7 +1,11 @@
-// Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2D, ReLU,
-// MaxPool2D, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
-// cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
-// schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
+// Package train trains image classifiers on a gpu.Device: layers over device tensors (Linear,
+// Conv2D with Stride and NoBias, ReLU, MaxPool2D, BatchNorm2D, GlobalAvgPool, Flatten, Dropout,
+// and Residual blocks), the models of Models ("mlp", "cnn", the CIFAR ResNets "resnet8" and
+// "resnet20", torchvision's "resnet18" and "resnet50"; Sequential builds your own), softmax
+// cross-entropy with label smoothing, the optimizers SGD (momentum, Nesterov, weight decay) and
+// AdamW, learning-rate schedules (Constant, StepDecay, Cosine) and Recipe's settings per model, a
+// Trainer that runs epochs, evaluates and predicts (with fp16 loss scaling under reduced
+// precision), checkpoints to resume from, and FromLoader, which adapts a loaders.Loader.
 //
 // Every kernel runs through the kernels op set of the device on the Trainer's compute stream
 // (Trainer.Stream): give that stream to the loader, so that its host-to-device copies run on the

@@ -68,7 +68,8 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 }
 
 // Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
-// Flatten and Dropout; a Layer value belongs to one model.
+// BatchNorm2D, GlobalAvgPool, Flatten, Dropout and Residual (a block of layers plus a shortcut);
+// a Layer value belongs to one model.
 type Layer interface {
 	// String describes the layer ("linear 784->512").
 	String() string

@@ -303,8 +303,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var trainTime, waitTime time.Duration
 	var samples int
 	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
-		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
-			ErrMismatch, t.step, t.epochs, trainData.Steps())
+		return t.result(res, start, 0, 0,
+				0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
+				ErrMismatch, t.step, t.epochs, trainData.Steps())
 	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)

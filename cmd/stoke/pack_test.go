@@ -171,7 +171,8 @@ func TestPackRoundTrip(t *testing.T) {
 			compressed := slices.Contains(tc.args, "zstd") || slices.Contains(tc.args, "gzip")
 			for k, e := range ix.ShardList {
 				if len(e.Sizes) != e.NSamples || e.Classes < 1 || (e.Frames != nil) != compressed {
-					t.Errorf("index entry %d: %d sizes for %d samples, classes %d, %d frames (compressed %v)", k, len(e.Sizes), e.NSamples, e.Classes, len(e.Frames), compressed)
+					t.Errorf("index entry %d: %d sizes for %d samples, classes %d, %d frames (compressed %v)", k, len(e.Sizes), e.NSamples, e.Classes, len(e.Frames),
+						compressed)
 				}
 			}
 			src, err := datasets.Open(tc.data, "train")

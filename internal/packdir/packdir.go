@@ -90,7 +90,8 @@ func Create(dir string, o Options) (*Dir, error) {
 	}
 	if len(old) > 0 && !o.Overwrite {
 		p.release()
-		return nil, fmt.Errorf("packdir: pack into %s: it holds a previous pack (%d files such as %s); remove it or overwrite it (stoke pack --overwrite): %w", dir, len(old), old[0], ErrUnusable)
+		return nil, fmt.Errorf("packdir: pack into %s: it holds a previous pack (%d files such as %s); remove it or overwrite it (stoke pack --overwrite): %w", dir,
+			len(old), old[0], ErrUnusable)
 	}
 	// The index goes first, so that the folder stops reading as a dataset at once (the lock file
 	// also says so until Commit).
