@@ -24,7 +24,7 @@ var (
 
 // Sample is one example before transformation.
 //
-// The slices in Input may alias the dataset's own memory (MNIST, CIFAR, compressed Shards and
+// The slices in Input may alias the dataset's own memory (datasets.MNIST, CIFAR, compressed Shards and
 // in-memory datasets hand out views of what they hold): a Sample is read-only for its receiver.
 type Sample struct {
 	Input transforms.Input
@@ -88,7 +88,7 @@ func Describe(ds Dataset) Info {
 }
 
 // SampleError is the error about one sample: it names the dataset, the sample's index and key, and
-// wraps the cause. Datasets of this package return it, and the Loader wraps the errors of other
+// wraps the cause. The datasets of package datasets return it, and the Loader wraps the errors of other
 // datasets and of transforms in it, so a caller finds the bad sample with errors.As.
 type SampleError struct {
 	Dataset string

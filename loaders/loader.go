@@ -136,7 +136,7 @@ type Config struct {
 	// (WorldSize 0 means 1; EnvRank reads them from what torchrun sets). Every rank yields the same
 	// number of batches, the ranks' parts are disjoint, and together they cover the epoch once
 	// plus a stated padding:
-	//   - a Sharded dataset (Shards) without a Sampler is split by whole shards, each rank reading
+	//   - a Sharded dataset (datasets.Shards) without a Sampler is split by whole shards, each rank reading
 	//     only its own files, when the shards balance: each rank is padded to the largest rank's
 	//     count by repeating its own first samples, and that padding may total at most one
 	//     average shard;

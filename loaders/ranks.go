@@ -9,7 +9,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/rng"
 )
 
-// Sharded is implemented by datasets stored in shard files (Shards is): ShardStarts returns the
+// Sharded is implemented by datasets stored in shard files (datasets.Shards is): ShardStarts returns the
 // index of each shard's first sample, increasing from 0; shard k holds the samples from starts[k]
 // up to starts[k+1] (the last one up to Len()). The Loader splits such a dataset across ranks by
 // whole shards when that is balanced, so that each rank reads only its own files. nil means the
