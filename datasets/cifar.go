@@ -11,7 +11,6 @@ import (
 	"slices"
 
 	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/transforms"
 )
 

@@ -8,10 +8,10 @@ import (
 	"sort"
 	"sync"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/stoke-ml/stoke/loaders"
 )
 
 // A compressed shard is written as independent frames (zstd frames, or gzip members) of about

@@ -12,10 +12,10 @@ import (
 	"path/filepath"
 	"testing"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
+
+	"github.com/stoke-ml/stoke/loaders"
 )
 
 // idx builds an IDX file of uint8 data with the given dimensions.

@@ -18,7 +18,6 @@ import (
 
 	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
 )

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -16,13 +17,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stoke-ml/stoke/loaders"
-
-	"net/http/httptest"
-
 	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/internal/remote"
 	"github.com/stoke-ml/stoke/internal/remote/remotetest"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
 

@@ -11,11 +11,10 @@ import (
 	"path/filepath"
 	"slices"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
 

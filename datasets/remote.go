@@ -15,9 +15,8 @@ import (
 	"strings"
 	"sync/atomic"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/internal/remote"
+	"github.com/stoke-ml/stoke/loaders"
 )
 
 // Opener opens datasets like Open, with settings for shards named by URL (s3://BUCKET/KEY,

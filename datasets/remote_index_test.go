@@ -9,10 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/internal/remote"
 	"github.com/stoke-ml/stoke/internal/remote/remotetest"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
 

@@ -12,10 +12,9 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/internal/remote"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
 

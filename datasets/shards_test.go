@@ -16,7 +16,6 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/transforms"
 )
 

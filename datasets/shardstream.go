@@ -8,7 +8,6 @@ import (
 	"slices"
 
 	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/transforms"
 )
 

@@ -15,9 +15,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/stoke-ml/stoke/loaders"
-
 	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/loaders"
 )
 
 // Defaults of ShardWriterConfig.
