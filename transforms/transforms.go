@@ -103,6 +103,7 @@ type Chain struct {
 	ts        []Transform
 	mean, std []float32
 	maxPixels int
+	decode    DecodeMode
 }
 
 // Compose returns the pipeline that applies ts in order. Normalize may appear anywhere: it is
@@ -124,9 +125,67 @@ func Train(size int) *Chain {
 }
 
 // Eval is torchvision's ImageNet evaluation transform: Resize(size*8/7) (256 for 224),
-// CenterCrop(size), Normalize(ImageNetMean, ImageNetStd).
+// CenterCrop(size), Normalize(ImageNetMean, ImageNetStd), with ExactDecode, so that a model
+// evaluated or served here sees the pixels torchvision would give it.
 func Eval(size int) *Chain {
-	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd))
+	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd)).WithDecode(ExactDecode)
+}
+
+// DecodeMode says how a Chain decodes JPEG images (other formats have one decoder each).
+type DecodeMode uint8
+
+const (
+	// FastDecode, the default of Compose and Train, decodes only the blocks the crop needs, at
+	// the reduced scale (1/2, 1/4, 1/8) that still leaves a decoded sample per output pixel, and
+	// resamples straight from the Y, Cb and Cr planes. Its pixels differ from PIL's by a few
+	// levels (more at small outputs), which augmentation drowns in training.
+	FastDecode DecodeMode = iota
+	// ExactDecode, the default of Eval, decodes at full scale as libjpeg-turbo does with its
+	// default parameters, the decoder of PIL and so of torchvision (integer IDCT, fancy chroma
+	// upsampling, its YCbCr->RGB conversion; CMYK converted as PIL's convert("RGB")), then
+	// resamples the RGB pixels: PIL's decode bit for bit on valid files, and, with Resize and
+	// CenterCrop, what torchvision's transforms give. It still decodes only the blocks the crop
+	// needs; it costs more than FastDecode (the full-scale IDCT and the colour conversion of the
+	// whole crop).
+	ExactDecode
+)
+
+func (m DecodeMode) String() string {
+	if m == ExactDecode {
+		return "exact"
+	}
+	return "fast"
+}
+
+// ParseDecodeMode returns the mode named "fast" or "exact" (as String writes them), or an error
+// wrapping ErrInvalid.
+func ParseDecodeMode(s string) (DecodeMode, error) {
+	switch s {
+	case "fast":
+		return FastDecode, nil
+	case "exact":
+		return ExactDecode, nil
+	}
+	return 0, fmt.Errorf("transforms: decode mode %q (want fast or exact): %w", s, ErrInvalid)
+}
+
+// WithDecode returns a copy of p that decodes JPEG images in mode m. A mode other than
+// FastDecode and ExactDecode makes Apply fail with ErrInvalid.
+func (p *Chain) WithDecode(m DecodeMode) *Chain {
+	q := Chain{maxPixels: DefaultMaxPixels}
+	if p != nil {
+		q = *p
+	}
+	q.decode = m
+	return &q
+}
+
+// DecodeMode returns the JPEG decode mode of p (FastDecode for the nil Chain).
+func (p *Chain) DecodeMode() DecodeMode {
+	if p == nil {
+		return FastDecode
+	}
+	return p.decode
 }
 
 // WithMaxPixels returns a copy of p whose decoders reject images of more than n pixels with

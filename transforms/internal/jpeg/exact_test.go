@@ -1,162 +1,20 @@
 package jpeg
 
 import (
-	"bytes"
-	"fmt"
 	"image"
-	"os"
-	"os/exec"
-	"path/filepath"
-	"slices"
-	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/transforms/internal/pilref"
 )
 
-// python is the interpreter with PIL that the reference tests run: $STOKE_PYTHON, else
-// /usr/bin/python3. The tests skip when neither imports PIL.
-func python(t testing.TB) string {
-	t.Helper()
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if err := exec.Command(py, "-c", "import PIL").Run(); err != nil {
-		t.Skipf("no Python with PIL (%s: %v); set STOKE_PYTHON", py, err)
-	}
-	return py
-}
-
-// refImage is a JPEG file and PIL's decode of it (convert("RGB"), HWC).
-type refImage struct {
-	name string
-	data []byte
-	rgb  []byte
-	w, h int
-}
-
-// pilCorpus gathers the test JPEGs (Go's image/testdata: 4:2:0, 4:2:2, 4:4:0, 4:4:4, 4:1:1,
-// 4:1:0, progressive, restart intervals, RGB, CMYK, gray; this package's testdata: cjpeg's
-// restart files; and PIL's own encodes of two of them: 4:2:0, 4:2:2, 4:4:4, progressive, gray,
-// CMYK, odd and tiny sizes) and PIL's decode of each, through transforms/testdata/pilref.py.
-func pilCorpus(t testing.TB) []refImage {
-	t.Helper()
-	py := python(t)
-	dir := t.TempDir()
-	var files []string
-	add := func(pattern string) {
-		m, _ := filepath.Glob(pattern)
-		for _, f := range m {
-			if strings.Contains(f, "truncated") {
-				continue // PIL pads a truncated file with gray; the fork reports it
-			}
-			b, err := os.ReadFile(f)
-			if err != nil {
-				t.Fatal(err)
-			}
-			dst := filepath.Join(dir, filepath.Base(f))
-			if err := os.WriteFile(dst, b, 0o644); err != nil {
-				t.Fatal(err)
-			}
-			files = append(files, dst)
-		}
-	}
-	out, err := exec.Command("go", "env", "GOROOT").Output()
-	if err != nil {
-		t.Fatalf("go env GOROOT: %v", err)
-	}
-	goroot := strings.TrimSpace(string(out))
-	add(filepath.Join(goroot, "src", "image", "testdata", "*.jpeg"))
-	add(filepath.Join("testdata", "*.jpg"))
-	script, err := filepath.Abs(filepath.Join("..", "..", "testdata", "pilref.py"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	gen := filepath.Join(dir, "pil")
-	run := func(args ...string) {
-		cmd := exec.Command(py, append([]string{script}, args...)...)
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("%s %v: %v\n%s", py, args[0], err, out)
-		}
-	}
-	run("gen", gen, filepath.Join(dir, "video-001.jpeg"), filepath.Join(dir, "video-005.gray.jpeg"))
-	m, _ := filepath.Glob(filepath.Join(gen, "*.jpg"))
-	files = append(files, m...)
-	run(append([]string{"ref"}, files...)...)
-	var imgs []refImage
-	for _, f := range files {
-		data, err := os.ReadFile(f)
-		if err != nil {
-			t.Fatal(err)
-		}
-		rgb, w, h := readRef(t, f+".rgb")
-		imgs = append(imgs, refImage{name: strings.TrimPrefix(f, dir+"/"), data: data, rgb: rgb, w: w, h: h})
-	}
-	slices.SortFunc(imgs, func(a, b refImage) int { return strings.Compare(a.name, b.name) })
-	return imgs
-}
-
-// readRef reads one of pilref.py's outputs: "W H\n" then W*H*3 bytes.
-func readRef(t testing.TB, path string) ([]byte, int, int) {
-	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var w, h int
-	i := bytes.IndexByte(b, '\n')
-	if i < 0 {
-		t.Fatalf("%s: no header", path)
-	}
-	if _, err := fmt.Sscanf(string(b[:i]), "%d %d", &w, &h); err != nil || len(b)-i-1 != w*h*3 {
-		t.Fatalf("%s: header %q, %d bytes", path, b[:i], len(b)-i-1)
-	}
-	return b[i+1:], w, h
-}
-
-// diffStats accumulates |a-b| over samples.
-type diffStats struct {
-	n, within1, exact int
-	sum               float64
-	max               int
-}
-
-func (s *diffStats) add(a, b byte) {
-	d := int(a) - int(b)
-	if d < 0 {
-		d = -d
-	}
-	s.n++
-	s.sum += float64(d)
-	s.max = max(s.max, d)
-	if d <= 1 {
-		s.within1++
-	}
-	if d == 0 {
-		s.exact++
-	}
-}
-
-func (s *diffStats) merge(o diffStats) {
-	s.n += o.n
-	s.within1 += o.within1
-	s.exact += o.exact
-	s.sum += o.sum
-	s.max = max(s.max, o.max)
-}
-
-func (s diffStats) String() string {
-	return fmt.Sprintf("mean %.4f/255, max %d, within 1 %.4f%%, equal %.4f%%",
-		s.sum/float64(max(s.n, 1)), s.max, 100*float64(s.within1)/float64(max(s.n, 1)), 100*float64(s.exact)/float64(max(s.n, 1)))
-}
-
 // compareExact compares the exact decode m of a w x h image over region r with PIL's rgb.
-func compareExact(m *Image, rgb []byte, w int, r image.Rectangle) diffStats {
-	var s diffStats
+func compareExact(m *Image, rgb []byte, w int, r image.Rectangle) pilref.Stats {
+	var s pilref.Stats
 	for y := r.Min.Y; y < r.Max.Y; y++ {
 		for x := r.Min.X; x < r.Max.X; x++ {
 			for c := range 3 {
 				p := m.Planes[min(c, m.Comps-1)]
-				s.add(p.Pix[(y-p.Y0)*p.Stride+x-p.X0], rgb[(y*w+x)*3+c])
+				s.Add(p.Pix[(y-p.Y0)*p.Stride+x-p.X0], rgb[(y*w+x)*3+c])
 			}
 		}
 	}
@@ -169,33 +27,35 @@ func compareExact(m *Image, rgb []byte, w int, r image.Rectangle) diffStats {
 // on all but a few samples; the per-image figures are logged (go test -v).
 func TestExactMatchesPIL(t *testing.T) {
 	var dec Decoder
-	var all diffStats
-	for _, im := range pilCorpus(t) {
-		t.Run(im.name, func(t *testing.T) {
-			whole := image.Rect(0, 0, im.w, im.h)
-			region := image.Rect(im.w/3, im.h/4, im.w/3+im.w/2, im.h/4+im.h/3)
+	var all pilref.Stats
+	for _, im := range pilref.Corpus(t, 20) {
+		t.Run(im.Name, func(t *testing.T) {
+			w, h := im.RGB.W, im.RGB.H
+			whole := image.Rect(0, 0, w, h)
+			region := image.Rect(w/3, h/4, w/3+w/2, h/4+h/3)
 			for _, r := range []image.Rectangle{{}, region} {
 				if r.Empty() && r != (image.Rectangle{}) {
 					continue
 				}
-				m, err := dec.Decode(im.data, Options{Exact: true, Region: r})
+				m, err := dec.Decode(im.Data, Options{Exact: true, Region: r})
 				if err != nil {
 					t.Fatal(err)
 				}
-				if m.Width != im.w || m.Height != im.h {
-					t.Fatalf("Decode size = %dx%d; PIL says %dx%d", m.Width, m.Height, im.w, im.h)
+				if m.Width != w || m.Height != h {
+					t.Fatalf("Decode size = %dx%d; PIL says %dx%d", m.Width, m.Height, w, h)
 				}
 				cmp := whole
 				if !r.Empty() {
 					cmp = r
 				}
-				s := compareExact(m, im.rgb, im.w, cmp)
+				s := compareExact(m, im.RGB.Pix, w, cmp)
 				if r.Empty() {
-					all.merge(s)
+					all.Merge(s)
 					t.Logf("exact vs PIL: %v", s)
 				}
-				if s.max > 1 || float64(s.exact) < 0.999*float64(s.n) {
-					t.Errorf("region %v: exact vs PIL: %v; want max <= 1, >= 99.9%% equal", r, s)
+				// Measured: every sample equal. The margin allows a sample in 10,000 off by one.
+				if s.Max > 1 || s.FracEqual() < 0.9999 {
+					t.Errorf("region %v: exact vs PIL: %v; want max <= 1, >= 99.99%% equal", r, s)
 				}
 			}
 		})
