@@ -29,6 +29,8 @@ type loaderFlags struct {
 	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
 	rank, worldSize, localRank int
 	envErr                     error
+	// decode is --decode by split (registerDecode): stoke train's for "train", predict's for "test".
+	decode map[string]*transforms.DecodeMode
 }
 
 // registerRanks adds --rank and --world-size, whose defaults come from the environment torchrun
@@ -232,7 +234,7 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 	cfg := loaders.Config{
 		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
 		Shuffle: shuffle, Seed: lf.seed,
-		Transform: lf.transform(loaders.Describe(ds), split),
+		Transform: lf.withDecode(lf.transform(loaders.Describe(ds), split), split),
 		Device:    dev, Stream: stream,
 		OnError: policy, MaxSkipped: lf.maxSkipped, MemoryBudget: int64(lf.memory),
 		Rank: lf.rank, WorldSize: lf.worldSize,

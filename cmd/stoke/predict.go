@@ -34,6 +34,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--checkpoint PATH --data SPEC [--size N] [--batch B] [--workers W] [--device D] [--json]", true)
 	lf.register(fs, 128)
+	lf.registerDecode(fs, "test")
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train (required)")
 	if err := e.parse(fs, args); err != nil {
 		return err
