@@ -25,8 +25,8 @@ func benchFiles(b *testing.B) [][]byte {
 	return out
 }
 
-// BenchmarkDecode compares full-image decodes: this fork into reused planes against
-// image/jpeg.Decode.
+// BenchmarkDecode compares full-image decodes: this fork into reused planes (Y, Cb, Cr; and
+// with Exact, libjpeg-turbo's full-resolution RGB) against image/jpeg.Decode.
 func BenchmarkDecode(b *testing.B) {
 	imgs := benchFiles(b)
 	var size int64
@@ -40,6 +40,19 @@ func BenchmarkDecode(b *testing.B) {
 		i := 0
 		for b.Loop() {
 			if _, err := dec.Decode(imgs[i%len(imgs)], Options{}); err != nil {
+				b.Fatal(err)
+			}
+			i++
+		}
+		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+	})
+	b.Run("fork-exact", func(b *testing.B) {
+		var dec Decoder
+		b.SetBytes(size / int64(len(imgs)))
+		b.ReportAllocs()
+		i := 0
+		for b.Loop() {
+			if _, err := dec.Decode(imgs[i%len(imgs)], Options{Exact: true}); err != nil {
 				b.Fatal(err)
 			}
 			i++

@@ -183,27 +183,18 @@ func upsample(dst []byte, w, h int, p *exactPlane, cs []int32) {
 			if y%2 == 0 {
 				far = row(i - 1)
 			}
-			for j := range cw {
-				cs[j] = 3*int32(near[j]) + int32(far[j])
+			cs := cs[:cw]
+			far = far[:len(cs)]
+			for j, v := range near[:len(cs)] {
+				cs[j] = 3*int32(v) + int32(far[j])
 			}
-			for x := range out {
-				j := min(x>>1, cw-1)
-				if x&1 == 0 {
-					out[x] = byte((3*cs[j] + cs[max(j-1, 0)] + 8) >> 4)
-				} else {
-					out[x] = byte((3*cs[j] + cs[min(j+1, cw-1)] + 7) >> 4)
-				}
-			}
+			fancyH(out, cs, 8, 7, 4)
 		case p.sx == 2 && p.sy == 1 && p.fancyHori:
-			c := row(i)
-			for x := range out {
-				j := min(x>>1, cw-1)
-				if x&1 == 0 {
-					out[x] = byte((3*int32(c[j]) + int32(c[max(j-1, 0)]) + 1) >> 2)
-				} else {
-					out[x] = byte((3*int32(c[j]) + int32(c[min(j+1, cw-1)]) + 2) >> 2)
-				}
+			cs := cs[:cw]
+			for j, v := range row(i)[:len(cs)] {
+				cs[j] = int32(v)
 			}
+			fancyH(out, cs, 1, 2, 2)
 		case p.sx == 1 && p.sy == 2:
 			near, far, bias := row(i), row(i+1), int32(2)
 			if y%2 == 0 {
@@ -219,6 +210,30 @@ func upsample(dst []byte, w, h int, p *exactPlane, cs []int32) {
 				out[x] = c[min(x/p.sx, cw-1)]
 			}
 		}
+	}
+}
+
+// fancyH is the horizontal half of jdsample.c's h2v1 and h2v2 fancy upsampling: out[2j] is
+// (3 cs[j] + cs[j-1] + b0) >> shift and out[2j+1] is (3 cs[j] + cs[j+1] + b1) >> shift, the
+// edges of cs repeated; out beyond 2 len(cs) repeats the last sample.
+func fancyH(out []byte, cs []int32, b0, b1 int32, shift uint) {
+	n := len(cs)
+	last := cs[n-1]
+	if n == 1 {
+		out[0], out[1] = byte((4*last+b0)>>shift), byte((4*last+b1)>>shift)
+	} else {
+		out[0] = byte((4*cs[0] + b0) >> shift)
+		out[1] = byte((3*cs[0] + cs[1] + b1) >> shift)
+		for j := 1; j < n-1; j++ {
+			t, o := 3*cs[j], out[2*j:2*j+2:2*j+2]
+			o[0] = byte((t + cs[j-1] + b0) >> shift)
+			o[1] = byte((t + cs[j+1] + b1) >> shift)
+		}
+		out[2*n-2] = byte((3*last + cs[n-2] + b0) >> shift)
+		out[2*n-1] = byte((4*last + b1) >> shift)
+	}
+	for x := 2 * n; x < len(out); x++ {
+		out[x] = out[2*n-1]
 	}
 }
 
