@@ -47,6 +47,7 @@ func FuzzApply(f *testing.F) {
 	for _, p := range []*Chain{
 		Compose(RandomResizedCrop(13), HorizontalFlip(0.5)),
 		Compose(RandomCrop(13, 2), VerticalFlip(0.5), RandomRotate90(), RandomRotation(15)),
+		Compose(RandomResizedCrop(13), HorizontalFlip(0.5)).WithDecode(ExactDecode),
 	} {
 		p = p.WithMaxPixels(1 << 20)
 		ws = append(ws, pair{p.NewWorker(), p.NewWorker()})

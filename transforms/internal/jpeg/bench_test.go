@@ -33,32 +33,24 @@ func BenchmarkDecode(b *testing.B) {
 	for _, d := range imgs {
 		size += int64(len(d))
 	}
-	b.Run("fork", func(b *testing.B) {
-		var dec Decoder
-		b.SetBytes(size / int64(len(imgs)))
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := dec.Decode(imgs[i%len(imgs)], Options{}); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		opt  Options
+	}{{"fork", Options{}}, {"fork-exact", Options{Exact: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			var dec Decoder
+			b.SetBytes(size / int64(len(imgs)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := dec.Decode(imgs[i%len(imgs)], c.opt); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
-			i++
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
-	})
-	b.Run("fork-exact", func(b *testing.B) {
-		var dec Decoder
-		b.SetBytes(size / int64(len(imgs)))
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := dec.Decode(imgs[i%len(imgs)], Options{Exact: true}); err != nil {
-				b.Fatal(err)
-			}
-			i++
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
-	})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+		})
+	}
 	b.Run("stdlib", func(b *testing.B) {
 		b.SetBytes(size / int64(len(imgs)))
 		b.ReportAllocs()
