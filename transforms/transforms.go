@@ -150,11 +150,15 @@ const (
 	ExactDecode
 )
 
+// String is "fast" or "exact" (ParseDecodeMode's names), or the number of another mode.
 func (m DecodeMode) String() string {
-	if m == ExactDecode {
+	switch m {
+	case FastDecode:
+		return "fast"
+	case ExactDecode:
 		return "exact"
 	}
-	return "fast"
+	return fmt.Sprintf("DecodeMode(%d)", uint8(m))
 }
 
 // ParseDecodeMode returns the mode named "fast" or "exact" (as String writes them), or an error
@@ -241,6 +245,9 @@ func (p *Chain) String() string {
 		b.WriteString(t.String())
 	}
 	b.WriteString(")")
+	if m := p.DecodeMode(); m != FastDecode {
+		fmt.Fprintf(&b, ".WithDecode(%v)", m)
+	}
 	return b.String()
 }
 

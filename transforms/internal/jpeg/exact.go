@@ -281,11 +281,12 @@ func (dec *Decoder) finishExact(m *Image) {
 	r, g, b := planes[0][:n], planes[1][:n], planes[2][:n]
 	switch {
 	case d.nComp == 3 && d.colorTransform():
-		for k := range r {
-			y, cb, cr := int32(r[k]), g[k], b[k]
-			r[k] = clampByte(y + crR[cr])
-			g[k] = clampByte(y + (cbG[cb]+crG[cr])>>16)
-			b[k] = clampByte(y + cbB[cb])
+		g, b = g[:len(r)], b[:len(r)]
+		for k, y := range r {
+			cb, cr := g[k], b[k]
+			r[k] = clampByte(int32(y) + crR[cr])
+			g[k] = clampByte(int32(y) + (cbG[cb]+crG[cr])>>16)
+			b[k] = clampByte(int32(y) + cbB[cb])
 		}
 	case d.nComp == 4:
 		kk := planes[3][:n]
