@@ -2,6 +2,7 @@ package jpeg
 
 import (
 	"image"
+	"math/rand/v2"
 	"testing"
 
 	"github.com/stoke-ml/stoke/transforms/internal/pilref"
@@ -95,6 +96,62 @@ func TestRangeLimit(t *testing.T) {
 	for x := int32(-5000); x <= 5000; x++ {
 		if got, want := rangeLimit(x), post[x&1023]; got != want {
 			t.Fatalf("rangeLimit(%d) = %d; want %d", x, got, want)
+		}
+	}
+}
+
+// idctIslowFull is idctIslow without the shortcuts for zero rows and columns: the C code's
+// general path on every column and row (NO_ZERO_ROW_TEST).
+func idctIslowFull(dst []byte, stride int, b *block) {
+	const (
+		d1 = islowConstBits - islowPass1Bits
+		d2 = islowConstBits + islowPass1Bits + 3
+	)
+	var ws [blockSize]int32
+	pass := func(in func(k int) int64, store func(k int, v int64)) {
+		z2, z3 := in(2), in(6)
+		z1 := (z2 + z3) * fix0_541196100
+		tmp2 := z1 + z3*-fix1_847759065
+		tmp3 := z1 + z2*fix0_765366865
+		tmp0 := (in(0) + in(4)) << islowConstBits
+		tmp1 := (in(0) - in(4)) << islowConstBits
+		tmp10, tmp13 := tmp0+tmp3, tmp0-tmp3
+		tmp11, tmp12 := tmp1+tmp2, tmp1-tmp2
+		o0, o1, o2, o3 := islowOdd(in(7), in(5), in(3), in(1))
+		for k, v := range [8]int64{tmp10 + o3, tmp11 + o2, tmp12 + o1, tmp13 + o0, tmp13 - o0, tmp12 - o1, tmp11 - o2, tmp10 - o3} {
+			store(k, v)
+		}
+	}
+	for c := range 8 {
+		pass(func(k int) int64 { return int64(b[k*8+c]) }, func(k int, v int64) { ws[k*8+c] = int32((v + 1<<(d1-1)) >> d1) })
+	}
+	for r := range 8 {
+		pass(func(k int) int64 { return int64(ws[r*8+k]) }, func(k int, v int64) { dst[r*stride+k] = rangeLimit(int32((v + 1<<(d2-1)) >> d2)) })
+	}
+}
+
+// TestIslowShortcuts checks that idctIslow's shortcuts for zero AC columns and rows (as in C)
+// compute what the general path computes, on blocks as sparse as photos' and on dense ones with
+// large coefficients.
+func TestIslowShortcuts(t *testing.T) {
+	r := rand.New(rand.NewPCG(3, 4))
+	for trial := range 20000 {
+		var b block
+		n := []int{1, 3, 6, 10, 15, 28, 64}[trial%7]
+		for _, z := range unzig[:n] {
+			if r.IntN(3) > 0 {
+				b[z] = r.Int32N(2*2048) - 2048
+				if trial%5 == 0 {
+					b[z] *= 16
+				}
+			}
+		}
+		var got, want [64]byte
+		orig := b
+		idctIslow(got[:], 8, &b)
+		idctIslowFull(want[:], 8, &b)
+		if got != want || b != orig {
+			t.Fatalf("block %v: idctIslow = %v; general path %v", orig, got, want)
 		}
 	}
 }
