@@ -1,0 +1,496 @@
+package transforms
+
+import "math"
+
+// The pixel steps of the augmentation policies (TrivialAugmentWide, RandAugment, AutoAugment),
+// RandomErasing, GaussianBlur, RandomGrayscale and ColorJitterHue. Each follows torchvision
+// 0.14's functional_tensor on a uint8 tensor: float32 arithmetic, results truncated towards zero
+// by .to(uint8) after clamping to [0, 255], or rounded half to even where torchvision rounds
+// (convolutions, grid sampling).
+
+const (
+	opAffine       uint8 = iota + opFunc + 1 // m: torchvision's inverse affine matrix; nearest, zero fill
+	opBrightnessT                            // f: blend with black
+	opSaturationT                            // f: blend with the truncated grey (Color)
+	opContrastT                              // f: blend with the mean of the truncated grey
+	opSharpness                              // f: blend with the 3x3 smoothed image
+	opPosterize                              // n[0]: bits kept
+	opSolarize                               // f: threshold; values >= f are inverted
+	opAutoContrast                           // per-channel min-max stretch
+	opEqualize                               // per-channel histogram equalization
+	opInvert                                 // 255 - v
+	opGrayscale                              // rgb_to_grayscale(num_output_channels=C)
+	opHue                                    // f: hue shift in [-0.5, 0.5]
+	opErase                                  // n: top, left, height, width; v: value per channel
+	opBlur                                   // n[0]: kernel size; f: sigma
+)
+
+// view is the geometry of an output image in dst: pixel (c, y, x) is at y*row + x*pix + c*cs.
+type view struct{ nc, w, h, pix, row, cs int }
+
+func (v view) at(c, y, x int) int { return y*v.row + x*v.pix + c*v.cs }
+
+// runAug applies one of the pixel steps above to dst in place, using the Worker's scratch.
+func (w *Worker) runAug(dst []byte, op *pixelOp, v view) {
+	switch op.kind {
+	case opAffine:
+		w.rot = growBytes(w.rot, len(dst))
+		copy(w.rot, dst)
+		affinePixels(dst, w.rot, &op.m, v)
+	case opBrightnessT, opContrastT:
+		ref := float32(0)
+		if op.kind == opContrastT {
+			ref = meanGrey(dst, v)
+		}
+		lut := blendLUT(op.f, ref)
+		for c := range v.nc {
+			for y := range v.h {
+				for x := range v.w {
+					d := v.at(c, y, x)
+					dst[d] = lut[dst[d]]
+				}
+			}
+		}
+	case opSaturationT:
+		if v.nc != 3 {
+			return
+		}
+		ratio, inv := float32(op.f), float32(1-op.f)
+		for y := range v.h {
+			for x := range v.w {
+				d := v.at(0, y, x)
+				g := float32(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
+				for c := range 3 {
+					e := d + c*v.cs
+					dst[e] = trunc8(float32(ratio*float32(dst[e])) + float32(inv*g))
+				}
+			}
+		}
+	case opSharpness:
+		w.sharpen(dst, op.f, v)
+	case opPosterize:
+		mask := byte(0xff << (8 - op.n[0]))
+		mapPixels(dst, v, func(b byte) byte { return b & mask })
+	case opSolarize:
+		t := op.f
+		mapPixels(dst, v, func(b byte) byte {
+			if float64(b) >= t {
+				return 255 - b
+			}
+			return b
+		})
+	case opInvert:
+		mapPixels(dst, v, func(b byte) byte { return 255 - b })
+	case opAutoContrast:
+		for c := range v.nc {
+			autoContrast(dst, c, v)
+		}
+	case opEqualize:
+		for c := range v.nc {
+			equalize(dst, c, v)
+		}
+	case opGrayscale:
+		if v.nc != 3 {
+			return
+		}
+		for y := range v.h {
+			for x := range v.w {
+				d := v.at(0, y, x)
+				g := greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs])
+				dst[d], dst[d+v.cs], dst[d+2*v.cs] = g, g, g
+			}
+		}
+	case opHue:
+		if v.nc != 3 {
+			return
+		}
+		hue := float32(op.f)
+		for y := range v.h {
+			for x := range v.w {
+				d := v.at(0, y, x)
+				dst[d], dst[d+v.cs], dst[d+2*v.cs] = hueShift(dst[d], dst[d+v.cs], dst[d+2*v.cs], hue)
+			}
+		}
+	case opErase:
+		top, left, h, wd := op.n[0], op.n[1], op.n[2], op.n[3]
+		for c := range v.nc {
+			for y := top; y < top+h; y++ {
+				for x := left; x < left+wd; x++ {
+					dst[v.at(c, y, x)] = op.v[min(c, 2)]
+				}
+			}
+		}
+	case opBlur:
+		w.blur(dst, op.n[0], op.f, v)
+	}
+}
+
+func mapPixels(dst []byte, v view, f func(byte) byte) {
+	var lut [256]byte
+	for i := range lut {
+		lut[i] = f(byte(i))
+	}
+	for c := range v.nc {
+		for y := range v.h {
+			for x := range v.w {
+				d := v.at(c, y, x)
+				dst[d] = lut[dst[d]]
+			}
+		}
+	}
+}
+
+// trunc8 is torch's clamp(0, 255).to(uint8) of a float32.
+func trunc8(f float32) byte {
+	switch {
+	case !(f > 0):
+		return 0
+	case f >= 255:
+		return 255
+	}
+	return byte(f)
+}
+
+// round8 of a float32 as torch.round (half to even) then a clamped conversion.
+func roundEven8(f float32) byte {
+	return trunc8(float32(math.RoundToEven(float64(f))))
+}
+
+// blendLUT is torchvision's _blend(img, ref, ratio) for every uint8 value: ratio*v + (1-ratio)*ref
+// in float32, clamped and truncated.
+func blendLUT(ratio float64, ref float32) [256]byte {
+	var lut [256]byte
+	r, other := float32(ratio), float32(float32(1-ratio)*ref)
+	for i := range lut {
+		lut[i] = trunc8(float32(r*float32(i)) + other)
+	}
+	return lut
+}
+
+// greyT is torchvision's rgb_to_grayscale of a uint8 tensor: 0.2989 r + 0.587 g + 0.114 b in
+// float32, truncated.
+func greyT(r, g, b byte) byte {
+	s := float32(float32(0.2989)*float32(r)) + float32(float32(0.587)*float32(g))
+	return byte(s + float32(float32(0.114)*float32(b)))
+}
+
+// meanGrey is the mean of the truncated grey image (the channel itself for one channel), as
+// adjust_contrast computes it: the float32 of an exact sum, divided in float32.
+func meanGrey(dst []byte, v view) float32 {
+	var sum uint64
+	for y := range v.h {
+		for x := range v.w {
+			d := v.at(0, y, x)
+			if v.nc == 3 {
+				sum += uint64(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
+			} else {
+				sum += uint64(dst[d])
+			}
+		}
+	}
+	return float32(sum) / float32(v.w*v.h)
+}
+
+// sharpen is adjust_sharpness: the interior of each channel blended with its 3x3 smoothing
+// (weights 1/13, centre 5/13, float32, rounded half to even); the border rows and columns keep
+// their pixels (blended with themselves, which float32 can move down by one).
+func (w *Worker) sharpen(dst []byte, factor float64, v view) {
+	if v.w <= 2 || v.h <= 2 {
+		return
+	}
+	w.rot = growBytes(w.rot, len(dst))
+	src := w.rot
+	copy(src, dst)
+	k, k5 := float32(1)/float32(13), float32(5)/float32(13)
+	ratio, inv := float32(factor), float32(1-factor)
+	for c := range v.nc {
+		for y := range v.h {
+			for x := range v.w {
+				d := v.at(c, y, x)
+				b := float32(src[d]) // the border keeps its pixels, and is blended with itself
+				if y > 0 && y < v.h-1 && x > 0 && x < v.w-1 {
+					var s float32
+					for dy := -1; dy <= 1; dy++ {
+						for dx := -1; dx <= 1; dx++ {
+							wt := k
+							if dx == 0 && dy == 0 {
+								wt = k5
+							}
+							s += float32(wt * float32(src[v.at(c, y+dy, x+dx)]))
+						}
+					}
+					b = float32(roundEven8(s))
+				}
+				dst[d] = trunc8(float32(ratio*float32(src[d])) + float32(inv*b))
+			}
+		}
+	}
+}
+
+// autoContrast stretches channel c to [0, 255]: (v - min) * (255 / (max - min)) in float32,
+// truncated; a constant channel is left as it is.
+func autoContrast(dst []byte, c int, v view) {
+	lo, hi := byte(255), byte(0)
+	for y := range v.h {
+		for x := range v.w {
+			b := dst[v.at(c, y, x)]
+			lo, hi = min(lo, b), max(hi, b)
+		}
+	}
+	if lo == hi {
+		return
+	}
+	mn := float32(lo)
+	scale := float32(255) / (float32(hi) - mn)
+	var lut [256]byte
+	for i := range lut {
+		lut[i] = trunc8(float32((float32(i) - mn) * scale))
+	}
+	for y := range v.h {
+		for x := range v.w {
+			d := v.at(c, y, x)
+			dst[d] = lut[dst[d]]
+		}
+	}
+}
+
+// equalize is torchvision's _scale_channel: step = (pixels less those of the highest value
+// present) / 255, lut[i] = (pixels below i + step/2) / step, all integer; step 0 leaves the
+// channel as it is.
+func equalize(dst []byte, c int, v view) {
+	var hist [256]int
+	for y := range v.h {
+		for x := range v.w {
+			hist[dst[v.at(c, y, x)]]++
+		}
+	}
+	total, last := 0, 0
+	for _, n := range hist {
+		total += n
+		if n != 0 {
+			last = n
+		}
+	}
+	step := (total - last) / 255
+	if step == 0 {
+		return
+	}
+	var lut [256]byte
+	cum := 0
+	for i := range lut {
+		lut[i] = byte(min((cum+step/2)/step, 255))
+		cum += hist[i]
+	}
+	for y := range v.h {
+		for x := range v.w {
+			d := v.at(c, y, x)
+			dst[d] = lut[dst[d]]
+		}
+	}
+}
+
+// affineMatrix is torchvision's _get_inverse_affine_matrix (inverted): the map from output pixel
+// coordinates, relative to the image centre, back to the source. Angles are in degrees.
+func affineMatrix(cx, cy, angle, tx, ty, scale, shearX, shearY float64) [6]float64 {
+	rot, sx, sy := radians(angle), radians(shearX), radians(shearY)
+	a := math.Cos(rot-sy) / math.Cos(sy)
+	b := -math.Cos(rot-sy)*math.Tan(sx)/math.Cos(sy) - math.Sin(rot)
+	c := math.Sin(rot-sy) / math.Cos(sy)
+	d := -math.Sin(rot-sy)*math.Tan(sx)/math.Cos(sy) + math.Cos(rot)
+	m := [6]float64{d / scale, -b / scale, 0, -c / scale, a / scale, 0}
+	m[2] += m[0]*(-cx-tx) + m[1]*(-cy-ty)
+	m[5] += m[3]*(-cx-tx) + m[4]*(-cy-ty)
+	m[2] += cx
+	m[5] += cy
+	return m
+}
+
+// piRuntime keeps the degree conversions run-time double divisions, as Python's math.radians and
+// math.degrees compute them (a Go constant expression would be rounded once, exactly).
+var piRuntime = math.Pi
+
+func radians(deg float64) float64 { return deg * (piRuntime / 180) }
+func degrees(rad float64) float64 { return rad * (180 / piRuntime) }
+
+// affinePixels samples src through the inverse matrix m with nearest-neighbour sampling and
+// zeros outside, as torchvision's affine on a tensor: the output grid (pixel centres relative to
+// the centre) through m, normalized by half the size, then grid_sample's unnormalization
+// (align_corners=False) and round half to even, all in float32.
+func affinePixels(dst, src []byte, m *[6]float64, v view) {
+	hw, hh := float32(0.5*float64(v.w)), float32(0.5*float64(v.h))
+	t0, t1, t2 := float32(m[0])/hw, float32(m[1])/hw, float32(m[2])/hw
+	t3, t4, t5 := float32(m[3])/hh, float32(m[4])/hh, float32(m[5])/hh
+	fw, fh := float32(v.w), float32(v.h)
+	x0 := float32(-float64(v.w)*0.5 + 0.5)
+	y0 := float32(-float64(v.h)*0.5 + 0.5)
+	for y := range v.h {
+		gy := y0 + float32(y)
+		ry0, ry1 := float32(gy*t1)+t2, float32(gy*t4)+t5
+		for x := range v.w {
+			gx := x0 + float32(x)
+			u := float32(gx*t0) + ry0
+			w := float32(gx*t3) + ry1
+			ix := float32(float32((u+1)*fw)-1) / 2
+			iy := float32(float32((w+1)*fh)-1) / 2
+			sx, sy := int(math.RoundToEven(float64(ix))), int(math.RoundToEven(float64(iy)))
+			d := v.at(0, y, x)
+			if !(ix > -1 && iy > -1 && ix < fw && iy < fh) || sx < 0 || sy < 0 || sx >= v.w || sy >= v.h {
+				for c := range v.nc {
+					dst[d+c*v.cs] = 0
+				}
+				continue
+			}
+			s := v.at(0, sy, sx)
+			for c := range v.nc {
+				dst[d+c*v.cs] = src[s+c*v.cs]
+			}
+		}
+	}
+}
+
+// hueShift is adjust_hue on one pixel: RGB/255 to HSV, the hue moved by hue (mod 1), back to RGB,
+// times 255 and truncated, in float32 as _rgb2hsv and _hsv2rgb.
+func hueShift(rb, gb, bb byte, hue float32) (byte, byte, byte) {
+	r, g, b := float32(rb)/255, float32(gb)/255, float32(bb)/255
+	maxc, minc := max(r, g, b), min(r, g, b)
+	if maxc == minc { // no saturation: the hue does not matter
+		v := trunc8(float32(maxc * 255))
+		return v, v, v
+	}
+	cr := maxc - minc
+	s := cr / maxc
+	rc, gc, bc := (maxc-r)/cr, (maxc-g)/cr, (maxc-b)/cr
+	var h float32
+	switch {
+	case maxc == r:
+		h = bc - gc
+	case maxc == g:
+		h = float32(2+rc) - bc
+	default:
+		h = float32(4+gc) - rc
+	}
+	h = float32(math.Mod(float64(float32(h/6)+1), 1))
+	h += hue
+	h -= float32(math.Floor(float64(h)))
+	h6 := float32(h * 6)
+	fi := float32(math.Floor(float64(h6)))
+	f := h6 - fi
+	v := maxc
+	clamp := func(x float32) float32 { return min(max(x, 0), 1) }
+	p := clamp(float32(v * float32(1-s)))
+	q := clamp(float32(v * float32(1-float32(s*f))))
+	t := clamp(float32(v * float32(1-float32(s*float32(1-f)))))
+	var o [3]float32
+	switch ((int(fi) % 6) + 6) % 6 {
+	case 0:
+		o = [3]float32{v, t, p}
+	case 1:
+		o = [3]float32{q, v, p}
+	case 2:
+		o = [3]float32{p, v, t}
+	case 3:
+		o = [3]float32{p, q, v}
+	case 4:
+		o = [3]float32{t, p, v}
+	default:
+		o = [3]float32{v, p, q}
+	}
+	return trunc8(float32(o[0] * 255)), trunc8(float32(o[1] * 255)), trunc8(float32(o[2] * 255))
+}
+
+// gaussKernel fills k (odd length) with torchvision's _get_gaussian_kernel1d in float32.
+func gaussKernel(k []float32, sigma float64) {
+	n := len(k)
+	half := float32(float64(n-1) * 0.5)
+	s := float32(sigma)
+	var sum float32
+	for i := range n {
+		x := linspace32(-half, half, n, i)
+		z := float32(x / s)
+		k[i] = float32(math.Exp(float64(float32(-0.5 * float32(z*z)))))
+		sum += k[i]
+	}
+	for i := range k {
+		k[i] /= sum
+	}
+}
+
+// reflect is torch's "reflect" padding index of i in [0, n) (no edge repeat), folded again for
+// kernels wider than the image.
+func reflect(i, n int) int {
+	if n == 1 {
+		return 0
+	}
+	for i < 0 || i >= n {
+		if i < 0 {
+			i = -i
+		}
+		if i >= n {
+			i = 2*(n-1) - i
+		}
+	}
+	return i
+}
+
+// blur is gaussian_blur with a size x size kernel of standard deviation sigma, reflect padding:
+// separable, the products of the float32 kernel accumulated in float64, rounded half to even.
+func (w *Worker) blur(dst []byte, size int, sigma float64, v view) {
+	var kbuf [maxBlurKernel]float32
+	k := kbuf[:size]
+	gaussKernel(k, sigma)
+	r := size / 2
+	n := v.w * v.h
+	if cap(w.fbuf) < n {
+		w.fbuf = make([]float64, n)
+	}
+	tmp := w.fbuf[:n]
+	for c := range v.nc {
+		for y := range v.h {
+			for x := range v.w {
+				var s float64
+				for i, kv := range k {
+					s += float64(kv) * float64(dst[v.at(c, y, reflect(x+i-r, v.w))])
+				}
+				tmp[y*v.w+x] = s
+			}
+		}
+		for y := range v.h {
+			for x := range v.w {
+				var s float64
+				for i, kv := range k {
+					s += float64(kv) * tmp[reflect(y+i-r, v.h)*v.w+x]
+				}
+				dst[v.at(c, y, x)] = roundEven8(float32(s))
+			}
+		}
+	}
+}
+
+// maxBlurKernel bounds GaussianBlur's kernel size.
+const maxBlurKernel = 255
+
+// linspace32 is element i of torch.linspace(start, end, steps) in float32 as torch 1.13's AVX2
+// CPU kernel computes it (the one Debian's and PyPI's x86-64 builds run): pairs of 8-wide vectors
+// while 16 elements remain, each vector counted up by i*step from its first element; the rest
+// one at a time; an element of the first half is start + step*i, of the second end -
+// step*(steps-1-i), both fused multiply-adds (GCC contracts them in that kernel).
+func linspace32(start, end float32, steps, i int) float32 {
+	if steps == 1 {
+		return start
+	}
+	step := (end - start) / float32(steps-1)
+	at := func(j int) float32 {
+		if j < steps/2 {
+			return fma32(step, float32(j), start)
+		}
+		return fma32(-step, float32(steps-j-1), end)
+	}
+	const vec = 8
+	if i < steps/(2*vec)*2*vec {
+		first := i / vec * vec
+		return at(first) + float32(float32(i-first)*step)
+	}
+	return at(i)
+}
+
+func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
