@@ -1,0 +1,240 @@
+package transforms
+
+import (
+	"errors"
+	"math"
+	"math/rand/v2"
+	"testing"
+
+	"github.com/stoke-ml/stoke/internal/rng"
+)
+
+// augChains are the new random transforms, each after a crop as a training recipe places them.
+func augChains() map[string]*Chain {
+	return map[string]*Chain{
+		"trivialaugment": Compose(RandomResizedCrop(40), HorizontalFlip(0.5), TrivialAugmentWide()),
+		"randaugment":    Compose(RandomResizedCrop(40), RandAugment(2, 9)),
+		"autoaugment":    Compose(RandomResizedCrop(40), AutoAugment(ImageNetPolicy)),
+		"autoaugment10":  Compose(RandomCrop(40, 4), AutoAugment(CIFAR10Policy)),
+		"autoaugmentsv":  Compose(RandomCrop(40, 4), AutoAugment(SVHNPolicy)),
+		"erasing":        Compose(RandomCrop(40, 4), RandomErasing(0.7)),
+		"erasingmean":    Compose(RandomCrop(40, 4), RandomErasingWith(1, [2]float64{0.1, 0.2}, [2]float64{0.5, 2}, []byte{124, 116, 104})),
+		"blur":           Compose(RandomCrop(40, 4), GaussianBlur(5, 0.1, 2)),
+		"grayscale":      Compose(RandomCrop(40, 4), RandomGrayscale(0.5)),
+		"jitterhue":      Compose(RandomCrop(40, 4), ColorJitterHue(0.4, 0.4, 0.4, 0.1)),
+		"all":            Compose(RandomResizedCrop(40), TrivialAugmentWide(), RandAugment(2, 14), GaussianBlur(3, 0.5, 1), ColorJitterHue(0.2, 0.2, 0.2, 0.5), RandomGrayscale(0.2), RandomErasing(0.5)),
+	}
+}
+
+// TestAugmentDeterministicAndLayouts: the same sample seed gives the same output on a fresh
+// Worker and a used one, HWC is CHW transposed, and the seeds do change the output.
+func TestAugmentDeterministicAndLayouts(t *testing.T) {
+	src := hwc(57, 61, 3, func(y, x, c int) byte { return byte(x*5 + y*3 + c*70 + (x*y)%13) })
+	for name, p := range augChains() {
+		t.Run(name, func(t *testing.T) {
+			used := p.NewWorker()
+			s := rng.NewSample()
+			distinct := map[string]bool{}
+			for i := range 60 {
+				s.Reset(3, 1, i)
+				a := make([]byte, 3*40*40)
+				if err := used.Apply(a, src, s.Rand); err != nil {
+					t.Fatal(err)
+				}
+				s.Reset(3, 1, i)
+				b := make([]byte, 3*40*40)
+				if err := p.NewWorker().ApplyLayout(b, HWC, src, s.Rand); err != nil {
+					t.Fatal(err)
+				}
+				for k := range 40 * 40 {
+					for c := range 3 {
+						if a[c*1600+k] != b[k*3+c] {
+							t.Fatalf("sample %d: CHW[%d][%d] = %d; HWC from a fresh Worker has %d", i, c, k, a[c*1600+k], b[k*3+c])
+						}
+					}
+				}
+				distinct[string(a)] = true
+			}
+			if len(distinct) < 20 {
+				t.Errorf("60 seeds gave %d distinct outputs; want the seed to matter", len(distinct))
+			}
+		})
+	}
+}
+
+// TestPoliciesAllocateNothing: a warm Worker runs the augmentations without allocating.
+func TestPoliciesAllocateNothing(t *testing.T) {
+	raw := hwc(90, 120, 3, func(y, x, c int) byte { return byte(x ^ y + c) })
+	p := augChains()["all"]
+	w, r := p.NewWorker(), rng.NewSample()
+	dst := make([]byte, 3*40*40)
+	i := 0
+	run := func() {
+		r.Reset(1, 0, i)
+		i++
+		if err := w.Apply(dst, raw, r.Rand); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for range 200 {
+		run()
+	}
+	if n := testing.AllocsPerRun(200, run); n != 0 {
+		t.Errorf("Apply with augmentations allocs = %v; want 0", n)
+	}
+}
+
+// planned records what one Plan of t on a w x h image drew: the pixel-step kinds and whether
+// the geometry moved (a translation fused as a crop).
+func planned(t Transform, w, h int, r *rand.Rand) (kinds []uint8, moved bool, err error) {
+	var p Plan
+	p.reset(w, h)
+	if err := t.Plan(&p, r); err != nil {
+		return nil, false, err
+	}
+	for _, op := range p.post {
+		kinds = append(kinds, op.kind)
+	}
+	return kinds, p.x.off != 0 || p.y.off != 0, nil
+}
+
+// TestAugmentOpSets: over many samples each policy draws exactly its torchvision op set,
+// TrivialAugmentWide one op per sample, RandAugment n, AutoAugment at most 2.
+func TestAugmentOpSets(t *testing.T) {
+	kindOf := map[uint8]string{opAffine: "affine", opBrightnessT: "Brightness", opSaturationT: "Color", opContrastT: "Contrast",
+		opSharpness: "Sharpness", opPosterize: "Posterize", opSolarize: "Solarize", opAutoContrast: "AutoContrast",
+		opEqualize: "Equalize", opInvert: "Invert"}
+	tests := []struct {
+		t        Transform
+		min, max int
+		want     []string
+	}{
+		{TrivialAugmentWide(), 0, 1, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"}},
+		{RandAugment(3, 9), 0, 3, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"}},
+		{AutoAugment(ImageNetPolicy), 0, 2, []string{"none", "affine", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"}},
+		{AutoAugment(CIFAR10Policy), 0, 2, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.t.String(), func(t *testing.T) {
+			seen := map[string]int{}
+			for i := range 4000 {
+				kinds, moved, err := planned(tt.t, 48, 36, rand.New(rand.NewPCG(5, uint64(i))))
+				if err != nil {
+					t.Fatal(err)
+				}
+				n := len(kinds)
+				if moved {
+					seen["translate"]++
+					n++
+				}
+				if n < tt.min || n > tt.max {
+					t.Fatalf("sample %d: %d operations; want %d to %d", i, n, tt.min, tt.max)
+				}
+				if n == 0 {
+					seen["none"]++
+				}
+				for _, k := range kinds {
+					seen[kindOf[k]]++
+				}
+			}
+			if len(seen) != len(tt.want) {
+				t.Errorf("ops drawn %v; want exactly %v", seen, tt.want)
+			}
+			for _, k := range tt.want {
+				if seen[k] == 0 {
+					t.Errorf("never drew %s in 4000 samples (drew %v)", k, seen)
+				}
+			}
+		})
+	}
+	// TrivialAugmentWide draws its 14 ops uniformly: a sample it leaves without any step is an
+	// Identity, or a translation of bin 0 (0 pixels).
+	seen := 0
+	for i := range 14000 {
+		kinds, moved, _ := planned(TrivialAugmentWide(), 48, 36, rand.New(rand.NewPCG(9, uint64(i))))
+		if len(kinds) == 0 && !moved {
+			seen++
+		}
+	}
+	want := 14000 * (1.0/14 + 2.0/14/31)
+	if math.Abs(float64(seen)-want) > 4*math.Sqrt(want) {
+		t.Errorf("TrivialAugmentWide left %d of 14000 samples alone; want about %.0f", seen, want)
+	}
+}
+
+// TestRandomErasingBox: the box lies inside the image with its area fraction and aspect ratio in
+// range, and erasing happens with probability p.
+func TestRandomErasingBox(t *testing.T) {
+	const w, h, n = 50, 40, 4000
+	erased := 0
+	for i := range n {
+		var p Plan
+		p.reset(w, h)
+		if err := RandomErasing(0.3).Plan(&p, rand.New(rand.NewPCG(2, uint64(i)))); err != nil {
+			t.Fatal(err)
+		}
+		if len(p.post) == 0 {
+			continue
+		}
+		erased++
+		op := p.post[0]
+		top, left, eh, ew := op.n[0], op.n[1], op.n[2], op.n[3]
+		if op.kind != opErase || top < 0 || left < 0 || eh < 1 || ew < 1 || top+eh > h || left+ew > w || eh >= h || ew >= w {
+			t.Fatalf("sample %d: box top %d left %d %dx%d in %dx%d", i, top, left, ew, eh, w, h)
+		}
+		// Rounding the sides moves the area and ratio a little past the drawn ones.
+		if a := float64(eh*ew) / (w * h); a < 0.02*0.8 || a > 0.33*1.2 {
+			t.Fatalf("sample %d: area fraction %.3f; want about 0.02 to 0.33", i, a)
+		}
+		if r := float64(eh) / float64(ew); r < 0.3*0.7 || r > 3.3/0.7 {
+			t.Fatalf("sample %d: aspect %.3f; want about 0.3 to 3.3", i, r)
+		}
+	}
+	// Some erasing draws find no box that fits (10 attempts), so slightly under p.
+	if f := float64(erased) / n; f < 0.25 || f > 0.32 {
+		t.Errorf("erased %d of %d samples (%.3f); want about 0.3", erased, n, f)
+	}
+}
+
+// TestColorJitterHueZeroIsColorJitter: hue 0 draws and writes what ColorJitter did.
+func TestColorJitterHueZeroIsColorJitter(t *testing.T) {
+	src := hwc(30, 34, 3, func(y, x, c int) byte { return byte(x*7 + y*3 + c*50) })
+	a, b := Compose(ColorJitter(0.4, 0.4, 0.4)), Compose(ColorJitterHue(0.4, 0.4, 0.4, 0))
+	for i := range 20 {
+		x, y := make([]byte, 3*30*34), make([]byte, 3*30*34)
+		if err := a.NewWorker().Apply(x, src, rand.New(rand.NewPCG(1, uint64(i)))); err != nil {
+			t.Fatal(err)
+		}
+		if err := b.NewWorker().Apply(y, src, rand.New(rand.NewPCG(1, uint64(i)))); err != nil {
+			t.Fatal(err)
+		}
+		if string(x) != string(y) {
+			t.Fatalf("sample %d: ColorJitterHue(..., 0) differs from ColorJitter", i)
+		}
+	}
+}
+
+func TestAugmentInvalid(t *testing.T) {
+	bad := []Transform{
+		RandAugment(2, 31), RandAugment(-1, 9), RandAugment(2, -1), AutoAugment(7),
+		RandomErasing(1.5), RandomErasingWith(0.5, [2]float64{0.3, 0.1}, [2]float64{0.3, 3.3}, nil),
+		RandomErasingWith(0.5, [2]float64{0.1, 0.3}, [2]float64{0, 3.3}, nil),
+		RandomErasingWith(0.5, [2]float64{0.1, 0.3}, [2]float64{0.3, 3.3}, []byte{1, 2}),
+		RandomGrayscale(-0.1), GaussianBlur(4, 0.1, 2), GaussianBlur(3, 0, 2), GaussianBlur(3, 2, 1), GaussianBlur(257, 1, 2),
+		ColorJitterHue(0, 0, 0, 0.6), ColorJitterHue(0, 0, 0, -0.1),
+	}
+	for _, tr := range bad {
+		if _, err := Compose(tr).OutShape(Shape{C: 3, H: 20, W: 20}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v: OutShape err = %v; want ErrInvalid", tr, err)
+		}
+	}
+	// Geometry after a policy would not move what it drew.
+	for _, tr := range []Transform{TrivialAugmentWide(), RandAugment(2, 9), AutoAugment(ImageNetPolicy), RandomErasing(0.5)} {
+		if _, err := Compose(tr, CenterCrop(10)).OutShape(Shape{C: 3, H: 20, W: 20}); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v then CenterCrop: OutShape err = %v; want ErrInvalid", tr, err)
+		}
+		if s, err := Compose(CenterCrop(10), tr).OutShape(Shape{C: 3, H: 20, W: 20}); err != nil || s != (Shape{C: 3, H: 10, W: 10}) {
+			t.Errorf("CenterCrop then %v: OutShape = %v, %v; want 3x10x10", tr, s, err)
+		}
+	}
+}
