@@ -4,6 +4,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/internal/rng"
@@ -236,5 +237,26 @@ func TestAugmentInvalid(t *testing.T) {
 		if s, err := Compose(CenterCrop(10), tr).OutShape(Shape{C: 3, H: 20, W: 20}); err != nil || s != (Shape{C: 3, H: 10, W: 10}) {
 			t.Errorf("CenterCrop then %v: OutShape = %v, %v; want 3x10x10", tr, s, err)
 		}
+	}
+}
+
+func TestChainAppend(t *testing.T) {
+	p := Train(32).WithMaxPixels(1000)
+	q := p.Append(TrivialAugmentWide(), RandomErasing(0.5))
+	if got, want := q.String(), strings.TrimSuffix(p.String(), ")")+", TrivialAugmentWide(bins=31), RandomErasing(p=0.5, scale=[0.02 0.33], ratio=[0.3 3.3], value=[0]))"; got != want {
+		t.Errorf("Append = %s; want %s", got, want)
+	}
+	if p.String() != Train(32).String() {
+		t.Errorf("Append changed its receiver: %s", p)
+	}
+	if q.limit() != 1000 {
+		t.Errorf("Append's pixel limit = %d; want 1000", q.limit())
+	}
+	if mean, _, ok := q.Normalization(); !ok || mean[0] != ImageNetMean[0] {
+		t.Errorf("Append's Normalization = %v, %v; want ImageNet's", mean, ok)
+	}
+	var nilChain *Chain
+	if got := nilChain.Append(RandomGrayscale(1)).String(); got != "Compose(RandomGrayscale(1))" {
+		t.Errorf("nil.Append = %s", got)
 	}
 }

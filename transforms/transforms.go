@@ -117,6 +117,14 @@ func Compose(ts ...Transform) *Chain {
 	return p
 }
 
+// Append returns a new Chain that applies p's transforms, then ts (with p's pixel limit); p is
+// unchanged. A nil p gives Compose(ts...). A Normalize in ts replaces p's.
+func (p *Chain) Append(ts ...Transform) *Chain {
+	q := Compose(append(append([]Transform(nil), p.transforms()...), ts...)...)
+	q.maxPixels = p.limit()
+	return q
+}
+
 // Train is torchvision's ImageNet training transform: RandomResizedCrop(size),
 // HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd).
 func Train(size int) *Chain {

@@ -34,6 +34,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	valSplit := fs.Float64("val-split", 0, "hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
 	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	lf.augment = &augmentFlags{}
+	lf.augment.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -41,6 +43,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		lf.data = "mnist"
 	}
 	if err := lf.check(); err != nil {
+		return err
+	}
+	if _, err := lf.augment.transforms(nil); err != nil {
 		return err
 	}
 	switch {
