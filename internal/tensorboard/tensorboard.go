@@ -26,11 +26,49 @@ func maskedCRC(b []byte) uint32 {
 
 // Writer appends events to one TensorBoard event file.
 type Writer struct {
+	sink
+	rec []byte // the record being built: header, then the event
+}
+
+// sink is a buffered file that keeps its first error.
+type sink struct {
 	f    *os.File
 	w    *bufio.Writer
 	path string
-	rec  []byte // the record being built: header, then the event
 	err  error
+}
+
+func newSink(f *os.File) sink { return sink{f: f, w: bufio.NewWriter(f), path: f.Name()} }
+
+func (s *sink) write(b []byte) error {
+	if s.err == nil {
+		if _, err := s.w.Write(b); err != nil {
+			s.err = fmt.Errorf("tensorboard: writing %s: %w", s.path, err)
+		}
+	}
+	return s.err
+}
+
+// Path returns the file's path.
+func (s *sink) Path() string { return s.path }
+
+// Flush writes what is buffered to the file (so that TensorBoard sees it).
+func (s *sink) Flush() error {
+	if s.err == nil {
+		if err := s.w.Flush(); err != nil {
+			s.err = fmt.Errorf("tensorboard: writing %s: %w", s.path, err)
+		}
+	}
+	return s.err
+}
+
+// Close flushes and closes the file.
+func (s *sink) Close() error {
+	err := s.Flush()
+	if cerr := s.f.Close(); err == nil && cerr != nil {
+		err = fmt.Errorf("tensorboard: closing %s: %w", s.path, cerr)
+	}
+	return err
 }
 
 // Create makes dir (and its parents) and opens a new event file in it, named as TensorBoard
@@ -41,7 +79,7 @@ func Create(dir string, now time.Time) (*Writer, error) {
 	if err != nil {
 		return nil, err
 	}
-	w := &Writer{f: f, w: bufio.NewWriter(f), path: f.Name()}
+	w := &Writer{sink: newSink(f)}
 	w.event(now, 0, func(b []byte) []byte {
 		const version = "brain.Event:2"
 		b = append(b, 3<<3|2, byte(len(version))) // file_version = 3
@@ -80,9 +118,6 @@ func hostname() string {
 	}
 	return h
 }
-
-// Path returns the event file's path.
-func (w *Writer) Path() string { return w.path }
 
 // Scalar writes the scalar value of tag at step (TensorBoard's simple_value, a float32) with wall
 // time now. An empty tag is an error.
@@ -123,10 +158,7 @@ func (w *Writer) event(now time.Time, step int64, body func([]byte) []byte) erro
 	binary.LittleEndian.PutUint32(b[8:], maskedCRC(b[:8]))
 	b = binary.LittleEndian.AppendUint32(b, maskedCRC(data))
 	w.rec = b
-	if _, err := w.w.Write(b); err != nil {
-		w.err = fmt.Errorf("tensorboard: writing %s: %w", w.path, err)
-	}
-	return w.err
+	return w.write(b)
 }
 
 func uvarintLen(v uint64) int {
@@ -138,32 +170,10 @@ func uvarintLen(v uint64) int {
 	return n
 }
 
-// Flush writes the buffered events to the file, so that TensorBoard sees them.
-func (w *Writer) Flush() error {
-	if w.err == nil {
-		if err := w.w.Flush(); err != nil {
-			w.err = fmt.Errorf("tensorboard: writing %s: %w", w.path, err)
-		}
-	}
-	return w.err
-}
-
-// Close flushes and closes the file.
-func (w *Writer) Close() error {
-	err := w.Flush()
-	if cerr := w.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("tensorboard: closing %s: %w", w.path, cerr)
-	}
-	return err
-}
-
 // CSV writes the same scalars as rows of step,tag,value,wall_time (seconds since 1970).
 type CSV struct {
-	f    *os.File
-	w    *bufio.Writer
-	path string
-	row  []byte
-	err  error
+	sink
+	row []byte
 }
 
 // CreateCSV makes dir and creates the file name in it (an existing one is an error, as for
@@ -173,11 +183,8 @@ func CreateCSV(dir, name string) (*CSV, error) {
 	if err != nil {
 		return nil, err
 	}
-	c := &CSV{f: f, w: bufio.NewWriter(f), path: f.Name()}
-	if _, err := c.w.WriteString("step,tag,value,wall_time\n"); err != nil {
-		f.Close()
-		return nil, err
-	}
+	c := &CSV{sink: newSink(f)}
+	c.write([]byte("step,tag,value,wall_time\n"))
 	return c, nil
 }
 
@@ -204,27 +211,5 @@ func (c *CSV) Scalar(tag string, step int64, value float64, now time.Time) error
 	b = strconv.AppendFloat(b, float64(now.UnixNano())/1e9, 'f', 6, 64)
 	b = append(b, '\n')
 	c.row = b
-	if _, err := c.w.Write(b); err != nil {
-		c.err = fmt.Errorf("tensorboard: writing %s: %w", c.path, err)
-	}
-	return c.err
-}
-
-// Flush writes the buffered rows to the file.
-func (c *CSV) Flush() error {
-	if c.err == nil {
-		if err := c.w.Flush(); err != nil {
-			c.err = fmt.Errorf("tensorboard: writing %s: %w", c.path, err)
-		}
-	}
-	return c.err
-}
-
-// Close flushes and closes the file.
-func (c *CSV) Close() error {
-	err := c.Flush()
-	if cerr := c.f.Close(); err == nil && cerr != nil {
-		err = fmt.Errorf("tensorboard: closing %s: %w", c.path, cerr)
-	}
-	return err
+	return c.write(b)
 }
