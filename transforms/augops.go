@@ -23,6 +23,7 @@ const (
 	opHue                                    // f: hue shift in [-0.5, 0.5]
 	opErase                                  // n: top, left, height, width; v: value per channel
 	opBlur                                   // n[0]: kernel size; f: sigma
+	opPerspective                            // m: torchvision's 8 perspective coefficients; bilinear, zero fill
 )
 
 // view is the geometry of an output image in dst: pixel (c, y, x) is at y*row + x*pix + c*cs.
@@ -122,6 +123,10 @@ func (w *Worker) runAug(dst []byte, op *pixelOp, v view) {
 		}
 	case opBlur:
 		w.blur(dst, op.n[0], op.f, v)
+	case opPerspective:
+		w.rot = growBytes(w.rot, len(dst))
+		copy(w.rot, dst)
+		perspectivePixels(dst, w.rot, &op.m, v)
 	}
 }
 
@@ -291,13 +296,13 @@ func equalize(dst []byte, c int, v view) {
 
 // affineMatrix is torchvision's _get_inverse_affine_matrix (inverted): the map from output pixel
 // coordinates, relative to the image centre, back to the source. Angles are in degrees.
-func affineMatrix(cx, cy, angle, tx, ty, scale, shearX, shearY float64) [6]float64 {
+func affineMatrix(cx, cy, angle, tx, ty, scale, shearX, shearY float64) [8]float64 {
 	rot, sx, sy := radians(angle), radians(shearX), radians(shearY)
 	a := math.Cos(rot-sy) / math.Cos(sy)
 	b := -math.Cos(rot-sy)*math.Tan(sx)/math.Cos(sy) - math.Sin(rot)
 	c := math.Sin(rot-sy) / math.Cos(sy)
 	d := -math.Sin(rot-sy)*math.Tan(sx)/math.Cos(sy) + math.Cos(rot)
-	m := [6]float64{d / scale, -b / scale, 0, -c / scale, a / scale, 0}
+	m := [8]float64{d / scale, -b / scale, 0, -c / scale, a / scale, 0}
 	m[2] += m[0]*(-cx-tx) + m[1]*(-cy-ty)
 	m[5] += m[3]*(-cx-tx) + m[4]*(-cy-ty)
 	m[2] += cx
@@ -316,7 +321,7 @@ func degrees(rad float64) float64 { return rad * (180 / piRuntime) }
 // zeros outside, as torchvision's affine on a tensor: the output grid (pixel centres relative to
 // the centre) through m, normalized by half the size, then grid_sample's unnormalization
 // (align_corners=False) and round half to even, all in float32.
-func affinePixels(dst, src []byte, m *[6]float64, v view) {
+func affinePixels(dst, src []byte, m *[8]float64, v view) {
 	hw, hh := float32(0.5*float64(v.w)), float32(0.5*float64(v.h))
 	t0, t1, t2 := float32(m[0])/hw, float32(m[1])/hw, float32(m[2])/hw
 	t3, t4, t5 := float32(m[3])/hh, float32(m[4])/hh, float32(m[5])/hh
@@ -494,3 +499,103 @@ func linspace32(start, end float32, steps, i int) float32 {
 }
 
 func fma32(a, b, c float32) float32 { return float32(math.FMA(float64(a), float64(b), float64(c))) }
+
+// perspectivePixels samples src through the perspective coefficients c (output pixel (x, y) comes
+// from ((c0 x + c1 y + c2) / (c6 x + c7 y + 1), (c3 x + c4 y + c5) / (c6 x + c7 y + 1))) with
+// bilinear sampling and zeros outside, as torchvision's perspective on a tensor with a fill: its
+// grid, grid_sample's bilinear weights, the value times the sampled mask (the weight of the
+// corners inside), rounded half to even, all in float32.
+func perspectivePixels(dst, src []byte, c *[8]float64, v view) {
+	hw, hh := float32(0.5*float64(v.w)), float32(0.5*float64(v.h))
+	t0, t1, t2 := float32(c[0])/hw, float32(c[1])/hw, float32(c[2])/hw
+	t3, t4, t5 := float32(c[3])/hh, float32(c[4])/hh, float32(c[5])/hh
+	c6, c7 := float32(c[6]), float32(c[7])
+	sw, sh := fw32(v.w)/2, fw32(v.h)/2
+	for y := range v.h {
+		gy := float32(y) + 0.5
+		for x := range v.w {
+			gx := float32(x) + 0.5
+			den := float32(float32(gx*c6)+float32(gy*c7)) + 1
+			u := float32(float32(float32(gx*t0)+float32(gy*t1))+t2)/den - 1
+			w := float32(float32(float32(gx*t3)+float32(gy*t4))+t5)/den - 1
+			ix := float32(float32(u+1)*sw) - 0.5
+			iy := float32(float32(w+1)*sh) - 0.5
+			d := v.at(0, y, x)
+			if !(ix > -2 && iy > -2 && ix < fw32(v.w)+1 && iy < fw32(v.h)+1) {
+				for ch := range v.nc {
+					dst[d+ch*v.cs] = 0
+				}
+				continue
+			}
+			fx, fy := float32(math.Floor(float64(ix))), float32(math.Floor(float64(iy)))
+			we, no := ix-fx, iy-fy // distances to the west and north corners
+			ea, so := 1-we, 1-no
+			wts := [4]float32{float32(so * ea), float32(so * we), float32(no * ea), float32(no * we)} // nw, ne, sw, se
+			x0, y0 := int(fx), int(fy)
+			var offs [4]int
+			var in [4]bool
+			for k := range 4 {
+				cx, cy := x0+k&1, y0+k>>1
+				in[k] = cx >= 0 && cx < v.w && cy >= 0 && cy < v.h
+				if in[k] {
+					offs[k] = v.at(0, cy, cx)
+				}
+			}
+			var mask float32
+			for k := range 4 {
+				if in[k] {
+					mask = float32(mask + wts[k])
+				}
+			}
+			for ch := range v.nc {
+				var s float32
+				for k := range 4 {
+					if in[k] {
+						s = float32(s + float32(float32(src[offs[k]+ch*v.cs])*wts[k]))
+					}
+				}
+				dst[d+ch*v.cs] = roundEven8(float32(s * mask))
+			}
+		}
+	}
+}
+
+func fw32(n int) float32 { return float32(n) }
+
+// perspectiveCoeffs is torchvision's _get_perspective_coeffs: the 8 coefficients that map each
+// end point to its start point, the 8 x 8 system solved by Gaussian elimination with partial
+// pivoting in float64 (torch solves it by least squares, which for 4 points in general position
+// is the same solution). ok is false for a singular system.
+func perspectiveCoeffs(start, end [4][2]float64) (c [8]float64, ok bool) {
+	var a [8][9]float64
+	for i := range 4 {
+		p1, p2 := end[i], start[i]
+		a[2*i] = [9]float64{p1[0], p1[1], 1, 0, 0, 0, -p2[0] * p1[0], -p2[0] * p1[1], p2[0]}
+		a[2*i+1] = [9]float64{0, 0, 0, p1[0], p1[1], 1, -p2[1] * p1[0], -p2[1] * p1[1], p2[1]}
+	}
+	for col := range 8 {
+		piv := col
+		for r := col + 1; r < 8; r++ {
+			if math.Abs(a[r][col]) > math.Abs(a[piv][col]) {
+				piv = r
+			}
+		}
+		if a[piv][col] == 0 {
+			return c, false
+		}
+		a[col], a[piv] = a[piv], a[col]
+		for r := range 8 {
+			if r == col {
+				continue
+			}
+			f := a[r][col] / a[col][col]
+			for k := col; k < 9; k++ {
+				a[r][k] -= f * a[col][k]
+			}
+		}
+	}
+	for i := range 8 {
+		c[i] = a[i][8] / a[i][i]
+	}
+	return c, true
+}

@@ -83,7 +83,7 @@ func (s augSpace) magnitude(op augOp, i, w, h int) float64 {
 func planAugOp(p *Plan, op augOp, mag float64) {
 	w, h := p.Size()
 	fw, fh := float64(w), float64(h)
-	affine := func(m [6]float64) { p.post = append(p.post, pixelOp{kind: opAffine, m: m}) }
+	affine := func(m [8]float64) { p.post = append(p.post, pixelOp{kind: opAffine, m: m}) }
 	pixel := func(kind uint8, f float64) { p.post = append(p.post, pixelOp{kind: kind, f: f}) }
 	switch op {
 	case augShearX:
@@ -348,4 +348,67 @@ var autoPolicies = [3][25]subPolicy{
 		sub(augShearY, 0.8, 5, augAutoContrast, 0.7, none),
 		sub(augShearX, 0.7, 2, augInvert, 0.1, none),
 	},
+}
+
+// Affine is the parameter ranges of RandomAffine, torchvision's: an angle in degrees drawn from
+// Degrees (counterclockwise for positive angles); a translation of up to Translate[0] of the
+// width and Translate[1] of the height, each drawn uniformly in +-, rounded to whole pixels; a
+// scale from Scale (zero: 1); a shear in degrees parallel to x from Shear[0:2] and to y from
+// Shear[2:4] (zeros: none).
+type Affine struct {
+	Degrees   [2]float64
+	Translate [2]float64
+	Scale     [2]float64
+	Shear     [4]float64
+}
+
+// RandomAffine is torchvision's RandomAffine(degrees, translate, scale, shear) with its defaults
+// (nearest interpolation, zero fill, the image's centre): one affine map drawn from a's ranges
+// (in torchvision's order: angle, translation, scale, shears), applied to the output pixels.
+// Geometry after it is ErrInvalid. Without a generator it does nothing.
+func RandomAffine(a Affine) Transform { return randomAffine(a) }
+
+type randomAffine Affine
+
+func (t randomAffine) String() string {
+	return fmt.Sprintf("RandomAffine(degrees=%v, translate=%v, scale=%v, shear=%v)", t.Degrees, t.Translate, t.Scale, t.Shear)
+}
+
+func (t randomAffine) Plan(p *Plan, r *rand.Rand) error {
+	ok := t.Degrees[0] <= t.Degrees[1] && t.Degrees[0] >= -360 && t.Degrees[1] <= 360 &&
+		t.Translate[0] >= 0 && t.Translate[0] <= 1 && t.Translate[1] >= 0 && t.Translate[1] <= 1 &&
+		(t.Scale == [2]float64{} || (t.Scale[0] > 0 && t.Scale[0] <= t.Scale[1] && t.Scale[1] <= 100)) &&
+		t.Shear[0] <= t.Shear[1] && t.Shear[2] <= t.Shear[3]
+	for _, s := range t.Shear {
+		ok = ok && s > -90 && s < 90
+	}
+	if !ok {
+		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
+	}
+	p.frozen = true
+	if r == nil {
+		return nil
+	}
+	uniform := func(lo, hi float64) float64 { return lo + r.Float64()*(hi-lo) }
+	w, h := p.Size()
+	angle := uniform(t.Degrees[0], t.Degrees[1])
+	var tx, ty float64
+	if t.Translate != [2]float64{} {
+		dx, dy := t.Translate[0]*float64(w), t.Translate[1]*float64(h)
+		tx = math.RoundToEven(uniform(-dx, dx))
+		ty = math.RoundToEven(uniform(-dy, dy))
+	}
+	scale := 1.0
+	if t.Scale != [2]float64{} {
+		scale = uniform(t.Scale[0], t.Scale[1])
+	}
+	var shx, shy float64
+	if t.Shear != [4]float64{} {
+		shx = uniform(t.Shear[0], t.Shear[1])
+		if t.Shear[2] != 0 || t.Shear[3] != 0 {
+			shy = uniform(t.Shear[2], t.Shear[3])
+		}
+	}
+	p.post = append(p.post, pixelOp{kind: opAffine, m: affineMatrix(0, 0, angle, tx, ty, scale, shx, shy)})
+	return nil
 }

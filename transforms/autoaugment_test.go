@@ -23,7 +23,9 @@ func augChains() map[string]*Chain {
 		"blur":           Compose(RandomCrop(40, 4), GaussianBlur(5, 0.1, 2)),
 		"grayscale":      Compose(RandomCrop(40, 4), RandomGrayscale(0.5)),
 		"jitterhue":      Compose(RandomCrop(40, 4), ColorJitterHue(0.4, 0.4, 0.4, 0.1)),
-		"all":            Compose(RandomResizedCrop(40), TrivialAugmentWide(), RandAugment(2, 14), GaussianBlur(3, 0.5, 1), ColorJitterHue(0.2, 0.2, 0.2, 0.5), RandomGrayscale(0.2), RandomErasing(0.5)),
+		"affine":         Compose(RandomCrop(40, 4), RandomAffine(Affine{Degrees: [2]float64{-30, 30}, Translate: [2]float64{0.1, 0.2}, Scale: [2]float64{0.8, 1.2}, Shear: [4]float64{-10, 10, -5, 5}})),
+		"perspective":    Compose(RandomCrop(40, 4), RandomPerspective(0.5, 0.8)),
+		"all":            Compose(RandomResizedCrop(40), TrivialAugmentWide(), RandAugment(2, 14), GaussianBlur(3, 0.5, 1), ColorJitterHue(0.2, 0.2, 0.2, 0.5), RandomGrayscale(0.2), RandomAffine(Affine{Degrees: [2]float64{-10, 10}}), RandomPerspective(0.3, 0.5), RandomErasing(0.5)),
 	}
 }
 
@@ -223,6 +225,9 @@ func TestAugmentInvalid(t *testing.T) {
 		RandomErasingWith(0.5, [2]float64{0.1, 0.3}, [2]float64{0.3, 3.3}, []byte{1, 2}),
 		RandomGrayscale(-0.1), GaussianBlur(4, 0.1, 2), GaussianBlur(3, 0, 2), GaussianBlur(3, 2, 1), GaussianBlur(257, 1, 2),
 		ColorJitterHue(0, 0, 0, 0.6), ColorJitterHue(0, 0, 0, -0.1),
+		RandomAffine(Affine{Degrees: [2]float64{10, -10}}), RandomAffine(Affine{Translate: [2]float64{-0.1, 0}}),
+		RandomAffine(Affine{Scale: [2]float64{0, 1}}), RandomAffine(Affine{Shear: [4]float64{-90, 0, 0, 0}}),
+		RandomPerspective(1.5, 0.5), RandomPerspective(0.5, -1),
 	}
 	for _, tr := range bad {
 		if _, err := Compose(tr).OutShape(Shape{C: 3, H: 20, W: 20}); !errors.Is(err, ErrInvalid) {
@@ -230,7 +235,7 @@ func TestAugmentInvalid(t *testing.T) {
 		}
 	}
 	// Geometry after a policy would not move what it drew.
-	for _, tr := range []Transform{TrivialAugmentWide(), RandAugment(2, 9), AutoAugment(ImageNetPolicy), RandomErasing(0.5)} {
+	for _, tr := range []Transform{TrivialAugmentWide(), RandAugment(2, 9), AutoAugment(ImageNetPolicy), RandomErasing(0.5), RandomAffine(Affine{}), RandomPerspective(0.5, 0.5)} {
 		if _, err := Compose(tr, CenterCrop(10)).OutShape(Shape{C: 3, H: 20, W: 20}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v then CenterCrop: OutShape err = %v; want ErrInvalid", tr, err)
 		}
@@ -258,5 +263,29 @@ func TestChainAppend(t *testing.T) {
 	var nilChain *Chain
 	if got := nilChain.Append(RandomGrayscale(1)).String(); got != "Compose(RandomGrayscale(1))" {
 		t.Errorf("nil.Append = %s", got)
+	}
+}
+
+// TestAugmentTinyOutputs: every new transform runs on outputs of 1 to 3 pixels a side (a
+// degenerate perspective, a blur wider than the image, no room for an erasing box).
+func TestAugmentTinyOutputs(t *testing.T) {
+	src := hwc(9, 7, 3, func(y, x, c int) byte { return byte(x*30 + y*20 + c*9) })
+	ts := []Transform{TrivialAugmentWide(), RandAugment(4, 30), AutoAugment(ImageNetPolicy), AutoAugment(CIFAR10Policy), AutoAugment(SVHNPolicy),
+		RandomErasing(1), GaussianBlur(9, 0.5, 3), RandomGrayscale(1), ColorJitterHue(0.5, 0.5, 0.5, 0.5),
+		RandomAffine(Affine{Degrees: [2]float64{-90, 90}, Translate: [2]float64{0.5, 0.5}, Scale: [2]float64{0.5, 2}, Shear: [4]float64{-45, 45, -45, 45}}),
+		RandomPerspective(1, 1)}
+	for _, size := range [][2]int{{1, 1}, {1, 2}, {2, 1}, {2, 2}, {3, 3}} {
+		for _, tr := range ts {
+			for _, c := range []int{1, 3} {
+				p := Compose(ResizeTo(size[0], size[1]), tr)
+				w := p.NewWorker()
+				dst := make([]byte, c*size[0]*size[1])
+				for i := range 100 {
+					if err := w.Apply(dst, src, rand.New(rand.NewPCG(4, uint64(i)))); err != nil {
+						t.Fatalf("%v on %dx%d, %d channels: %v", p, size[1], size[0], c, err)
+					}
+				}
+			}
+		}
 	}
 }

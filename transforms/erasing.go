@@ -125,3 +125,46 @@ func (t blur) Plan(p *Plan, r *rand.Rand) error {
 func ColorJitterHue(brightness, contrast, saturation, hue float64) Transform {
 	return jitter{brightness, contrast, saturation, hue}
 }
+
+// RandomPerspective is torchvision's RandomPerspective(distortion, p) with its defaults (bilinear
+// interpolation, fill 0): with probability p, each corner of the output moves inwards by up to
+// distortion (in [0, 1]) of half the side, drawn as torchvision draws it, and the image is warped
+// so that its corners land there; outside, zero. As torchvision with a fill, a pixel near the
+// border is its bilinear value times the share of its sample that lies inside. It acts on the
+// output pixels: geometry after it is ErrInvalid. Without a generator it does nothing.
+func RandomPerspective(distortion, p float64) Transform { return perspective{distortion, p} }
+
+type perspective struct{ d, p float64 }
+
+func (t perspective) String() string { return fmt.Sprintf("RandomPerspective(%g, p=%g)", t.d, t.p) }
+
+func (t perspective) Plan(p *Plan, r *rand.Rand) error {
+	if !(t.d >= 0 && t.d <= 1) || !(t.p >= 0 && t.p <= 1) {
+		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
+	}
+	p.frozen = true
+	if r == nil || !(r.Float64() < t.p) {
+		return nil
+	}
+	w, h := p.Size()
+	dx, dy := int(t.d*float64(w/2)), int(t.d*float64(h/2))
+	in := func(lo, hi int) float64 { return float64(lo + r.IntN(hi-lo)) } // torch.randint(lo, hi)
+	var end [4][2]float64
+	end[0] = [2]float64{in(0, dx+1), in(0, dy+1)}
+	end[1] = [2]float64{in(w-dx-1, w), in(0, dy+1)}
+	end[2] = [2]float64{in(w-dx-1, w), in(h-dy-1, h)}
+	end[3] = [2]float64{in(0, dx+1), in(h-dy-1, h)}
+	start := perspectiveCorners(w, h)
+	c, ok := perspectiveCoeffs(start, end)
+	if !ok { // a degenerate quadrilateral (a 1-pixel side): leave the image
+		return nil
+	}
+	p.post = append(p.post, pixelOp{kind: opPerspective, m: c})
+	return nil
+}
+
+// perspectiveCorners are torchvision's start points: the image's corner pixels, clockwise from
+// the top-left.
+func perspectiveCorners(w, h int) [4][2]float64 {
+	return [4][2]float64{{0, 0}, {float64(w - 1), 0}, {float64(w - 1), float64(h - 1)}, {0, float64(h - 1)}}
+}

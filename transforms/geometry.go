@@ -41,7 +41,7 @@ type pixelOp struct {
 	kind uint8       // opBrightness, opContrast, opSaturation (ColorJitter), opRotate, opFunc, or an op of augops.go
 	f    float64     // the ColorJitter factor, the rotation angle in radians, or the op's magnitude
 	fn   func(Image) // opFunc: a user's step
-	m    [6]float64  // opAffine: the inverse affine matrix
+	m    [8]float64  // opAffine's inverse affine matrix (6), opPerspective's coefficients
 	n    [4]int      // integer parameters (opPosterize's bits, opErase's box, opBlur's kernel size)
 	v    [3]byte     // opErase's value per channel
 }

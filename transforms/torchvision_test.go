@@ -70,6 +70,11 @@ for c in spec["cases"]:
         r = F.rgb_to_grayscale(t, num_output_channels=t.shape[0])
     elif k == "blur":
         r = F.gaussian_blur(t, [c["size"], c["size"]], [c["mag"], c["mag"]])
+    elif k == "affine":
+        a = c["affine"]
+        r = F.affine(t, angle=a[0], translate=[int(a[1]), int(a[2])], scale=a[3], shear=[a[4], a[5]], interpolation=InterpolationMode.NEAREST)
+    elif k == "perspective":
+        r = F.perspective(t, c["start"], c["end"], interpolation=InterpolationMode.BILINEAR, fill=[0.0] * t.shape[0])
     elif k == "erase":
         i, j, h, w = c["box"]
         r = F.erase(t, i, j, h, w, torch.tensor(c["value"], dtype=torch.uint8)[:, None, None])
@@ -99,6 +104,11 @@ type tvCase struct {
 	Size  int     `json:"size,omitempty"`
 	Box   []int   `json:"box,omitempty"`
 	Value []int   `json:"value,omitempty"`
+	// Affine: angle, tx, ty, scale, shear x, shear y, as F.affine takes them.
+	Affine []float64 `json:"affine,omitempty"`
+	// Start and End: the corners of perspective.
+	Start [][2]float64 `json:"start,omitempty"`
+	End   [][2]float64 `json:"end,omitempty"`
 	t     Transform
 	exact bool // must match every byte
 }
@@ -166,6 +176,19 @@ func TestTorchvisionParity(t *testing.T) {
 			sigma float64
 		}{{3, 0.1}, {3, 0.8}, {5, 1.3}, {9, 2}, {23, 1.7}} {
 			add(&tvCase{Kind: "blur", Size: b.size, Mag: b.sigma, Image: img, t: fixedOp{kind: opBlur, n: [4]int{b.size}, f: b.sigma}})
+		}
+		for _, a := range [][6]float64{{0, 0, 0, 1, 0, 0}, {17.5, 3, -2, 1, 0, 0}, {-40, 0, 0, 0.8, 10, 0}, {5, -4, 6, 1.3, -7, 12}, {180, 1, 1, 0.5, 0, -30}} {
+			add(&tvCase{Kind: "affine", Affine: a[:], Image: img, t: fixedOp{kind: opAffine, m: affineMatrix(0, 0, a[0], a[1], a[2], a[3], a[4], a[5])}})
+		}
+		for _, e := range [][4][2]float64{{{3, 2}, {float64(w - 5), 1}, {float64(w - 2), float64(h - 4)}, {1, float64(h - 1)}},
+			{{0, 0}, {float64(w - 1), 0}, {float64(w - 1), float64(h - 1)}, {0, float64(h - 1)}},
+			{{float64(w / 4), float64(h / 5)}, {float64(w - 1), 0}, {float64(w - w/3), float64(h - 1)}, {2, float64(h - h/4)}}} {
+			start := perspectiveCorners(w, h)
+			c, ok := perspectiveCoeffs(start, e)
+			if !ok {
+				t.Fatalf("perspective %v: singular", e)
+			}
+			add(&tvCase{Kind: "perspective", Start: start[:], End: e[:], Image: img, t: fixedOp{kind: opPerspective, m: c}})
 		}
 		box := []int{5, 7, 11, 20}
 		add(&tvCase{Kind: "erase", Box: box, Value: []int{124, 116, 104}[:images[img].C], Image: img,
