@@ -33,6 +33,8 @@ func (v view) at(c, y, x int) int { return y*v.row + x*v.pix + c*v.cs }
 
 // runAug applies one of the pixel steps above to dst in place, using the Worker's scratch.
 func (w *Worker) runAug(dst []byte, op *pixelOp, v view) {
+	n := v.w * v.h
+	img := dst[:v.nc*n] // every byte of the image, whatever the layout
 	switch op.kind {
 	case opAffine:
 		w.rot = growBytes(w.rot, len(dst))
@@ -44,73 +46,66 @@ func (w *Worker) runAug(dst []byte, op *pixelOp, v view) {
 			ref = meanGrey(dst, v)
 		}
 		lut := blendLUT(op.f, ref)
-		for c := range v.nc {
-			for y := range v.h {
-				for x := range v.w {
-					d := v.at(c, y, x)
-					dst[d] = lut[dst[d]]
-				}
-			}
-		}
+		applyLUT(img, &lut)
 	case opSaturationT:
 		if v.nc != 3 {
 			return
 		}
 		ratio, inv := float32(op.f), float32(1-op.f)
-		for y := range v.h {
-			for x := range v.w {
-				d := v.at(0, y, x)
-				g := float32(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
-				for c := range 3 {
-					e := d + c*v.cs
-					dst[e] = trunc8(float32(ratio*float32(dst[e])) + float32(inv*g))
-				}
+		for i := range n {
+			d := i * v.pix
+			g := float32(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
+			for c := range 3 {
+				e := d + c*v.cs
+				dst[e] = trunc8(float32(ratio*float32(dst[e])) + float32(inv*g))
 			}
 		}
 	case opSharpness:
 		w.sharpen(dst, op.f, v)
 	case opPosterize:
+		var lut [256]byte
 		mask := byte(0xff << (8 - op.n[0]))
-		mapPixels(dst, v, func(b byte) byte { return b & mask })
-	case opSolarize:
-		t := op.f
-		mapPixels(dst, v, func(b byte) byte {
-			if float64(b) >= t {
-				return 255 - b
-			}
-			return b
-		})
-	case opInvert:
-		mapPixels(dst, v, func(b byte) byte { return 255 - b })
-	case opAutoContrast:
-		for c := range v.nc {
-			autoContrast(dst, c, v)
+		for i := range lut {
+			lut[i] = byte(i) & mask
 		}
-	case opEqualize:
+		applyLUT(img, &lut)
+	case opSolarize, opInvert:
+		var lut [256]byte
+		for i := range lut {
+			lut[i] = byte(i)
+			if op.kind == opInvert || float64(i) >= op.f {
+				lut[i] = 255 - byte(i)
+			}
+		}
+		applyLUT(img, &lut)
+	case opAutoContrast, opEqualize:
+		w.rot = growBytes(w.rot, n)
 		for c := range v.nc {
-			equalize(dst, c, v)
+			p := v.plane(dst, c, w.rot)
+			if op.kind == opAutoContrast {
+				autoContrast(p)
+			} else {
+				equalize(p)
+			}
+			v.putPlane(dst, c, p)
 		}
 	case opGrayscale:
 		if v.nc != 3 {
 			return
 		}
-		for y := range v.h {
-			for x := range v.w {
-				d := v.at(0, y, x)
-				g := greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs])
-				dst[d], dst[d+v.cs], dst[d+2*v.cs] = g, g, g
-			}
+		for i := range n {
+			d := i * v.pix
+			g := greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs])
+			dst[d], dst[d+v.cs], dst[d+2*v.cs] = g, g, g
 		}
 	case opHue:
 		if v.nc != 3 {
 			return
 		}
 		hue := float32(op.f)
-		for y := range v.h {
-			for x := range v.w {
-				d := v.at(0, y, x)
-				dst[d], dst[d+v.cs], dst[d+2*v.cs] = hueShift(dst[d], dst[d+v.cs], dst[d+2*v.cs], hue)
-			}
+		for i := range n {
+			d := i * v.pix
+			dst[d], dst[d+v.cs], dst[d+2*v.cs] = hueShift(dst[d], dst[d+v.cs], dst[d+2*v.cs], hue)
 		}
 	case opErase:
 		top, left, h, wd := op.n[0], op.n[1], op.n[2], op.n[3]
@@ -130,18 +125,36 @@ func (w *Worker) runAug(dst []byte, op *pixelOp, v view) {
 	}
 }
 
-func mapPixels(dst []byte, v view, f func(byte) byte) {
-	var lut [256]byte
-	for i := range lut {
-		lut[i] = f(byte(i))
+// Views are packed: a row is w pixels (row == w*pix), so pixel i = y*w + x of channel c is at
+// i*pix + c*cs; in CHW (pix 1) a channel is a contiguous plane, in HWC (cs 1) the pixels are.
+
+// plane returns channel c of dst as w*h contiguous bytes: part of dst itself in CHW, otherwise
+// gathered into buf (which putPlane then scatters back).
+func (v view) plane(dst []byte, c int, buf []byte) []byte {
+	n := v.w * v.h
+	if v.pix == 1 {
+		return dst[c*v.cs : c*v.cs+n]
 	}
-	for c := range v.nc {
-		for y := range v.h {
-			for x := range v.w {
-				d := v.at(c, y, x)
-				dst[d] = lut[dst[d]]
-			}
-		}
+	buf = buf[:n]
+	for i := range buf {
+		buf[i] = dst[i*v.pix+c*v.cs]
+	}
+	return buf
+}
+
+// putPlane stores a plane from plane back into channel c of dst.
+func (v view) putPlane(dst []byte, c int, p []byte) {
+	if v.pix == 1 {
+		return // p is dst
+	}
+	for i, b := range p {
+		dst[i*v.pix+c*v.cs] = b
+	}
+}
+
+func applyLUT(b []byte, lut *[256]byte) {
+	for i, x := range b {
+		b[i] = lut[x]
 	}
 }
 
@@ -182,18 +195,17 @@ func greyT(r, g, b byte) byte {
 // meanGrey is the mean of the truncated grey image (the channel itself for one channel), as
 // adjust_contrast computes it: the float32 of an exact sum, divided in float32.
 func meanGrey(dst []byte, v view) float32 {
+	n := v.w * v.h
 	var sum uint64
-	for y := range v.h {
-		for x := range v.w {
-			d := v.at(0, y, x)
-			if v.nc == 3 {
-				sum += uint64(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
-			} else {
-				sum += uint64(dst[d])
-			}
+	for i := range n {
+		d := i * v.pix
+		if v.nc == 3 {
+			sum += uint64(greyT(dst[d], dst[d+v.cs], dst[d+2*v.cs]))
+		} else {
+			sum += uint64(dst[d])
 		}
 	}
-	return float32(sum) / float32(v.w*v.h)
+	return float32(sum) / float32(n)
 }
 
 // sharpen is adjust_sharpness: the interior of each channel blended with its 3x3 smoothing
@@ -203,44 +215,51 @@ func (w *Worker) sharpen(dst []byte, factor float64, v view) {
 	if v.w <= 2 || v.h <= 2 {
 		return
 	}
-	w.rot = growBytes(w.rot, len(dst))
-	src := w.rot
-	copy(src, dst)
+	n := v.w * v.h
+	w.rot = growBytes(w.rot, 2*n)
+	in := w.rot[:n]
 	k, k5 := float32(1)/float32(13), float32(5)/float32(13)
 	ratio, inv := float32(factor), float32(1-factor)
+	blend := func(v, b float32) byte { return trunc8(float32(ratio*v) + float32(inv*b)) }
 	for c := range v.nc {
+		copy(in, v.plane(dst, c, in))
+		out := v.plane(dst, c, w.rot[n:2*n]) // written whole below
 		for y := range v.h {
-			for x := range v.w {
-				d := v.at(c, y, x)
-				b := float32(src[d]) // the border keeps its pixels, and is blended with itself
-				if y > 0 && y < v.h-1 && x > 0 && x < v.w-1 {
-					var s float32
-					for dy := -1; dy <= 1; dy++ {
-						for dx := -1; dx <= 1; dx++ {
-							wt := k
-							if dx == 0 && dy == 0 {
-								wt = k5
-							}
-							s += float32(wt * float32(src[v.at(c, y+dy, x+dx)]))
-						}
-					}
-					b = float32(roundEven8(s))
+			row := in[y*v.w : (y+1)*v.w]
+			o := out[y*v.w : (y+1)*v.w]
+			if y == 0 || y == v.h-1 {
+				for x, b := range row {
+					o[x] = blend(float32(b), float32(b))
 				}
-				dst[d] = trunc8(float32(ratio*float32(src[d])) + float32(inv*b))
+				continue
+			}
+			up, down := in[(y-1)*v.w:y*v.w], in[(y+1)*v.w:(y+2)*v.w]
+			o[0] = blend(float32(row[0]), float32(row[0]))
+			o[v.w-1] = blend(float32(row[v.w-1]), float32(row[v.w-1]))
+			for x := 1; x < v.w-1; x++ {
+				// conv2d's order: the rows top to bottom, each left to right.
+				s := float32(k * float32(up[x-1]))
+				s += float32(k * float32(up[x]))
+				s += float32(k * float32(up[x+1]))
+				s += float32(k * float32(row[x-1]))
+				s += float32(k5 * float32(row[x]))
+				s += float32(k * float32(row[x+1]))
+				s += float32(k * float32(down[x-1]))
+				s += float32(k * float32(down[x]))
+				s += float32(k * float32(down[x+1]))
+				o[x] = blend(float32(row[x]), float32(roundEven8(s)))
 			}
 		}
+		v.putPlane(dst, c, out)
 	}
 }
 
-// autoContrast stretches channel c to [0, 255]: (v - min) * (255 / (max - min)) in float32,
-// truncated; a constant channel is left as it is.
-func autoContrast(dst []byte, c int, v view) {
+// autoContrast stretches a channel's plane p to [0, 255]: (v - min) * (255 / (max - min)) in
+// float32, truncated; a constant channel is left as it is.
+func autoContrast(p []byte) {
 	lo, hi := byte(255), byte(0)
-	for y := range v.h {
-		for x := range v.w {
-			b := dst[v.at(c, y, x)]
-			lo, hi = min(lo, b), max(hi, b)
-		}
+	for _, b := range p {
+		lo, hi = min(lo, b), max(hi, b)
 	}
 	if lo == hi {
 		return
@@ -251,23 +270,16 @@ func autoContrast(dst []byte, c int, v view) {
 	for i := range lut {
 		lut[i] = trunc8(float32((float32(i) - mn) * scale))
 	}
-	for y := range v.h {
-		for x := range v.w {
-			d := v.at(c, y, x)
-			dst[d] = lut[dst[d]]
-		}
-	}
+	applyLUT(p, &lut)
 }
 
-// equalize is torchvision's _scale_channel: step = (pixels less those of the highest value
-// present) / 255, lut[i] = (pixels below i + step/2) / step, all integer; step 0 leaves the
-// channel as it is.
-func equalize(dst []byte, c int, v view) {
+// equalize is torchvision's _scale_channel on a channel's plane p: step = (pixels less those of
+// the highest value present) / 255, lut[i] = (pixels below i + step/2) / step, all integer;
+// step 0 leaves the channel as it is.
+func equalize(p []byte) {
 	var hist [256]int
-	for y := range v.h {
-		for x := range v.w {
-			hist[dst[v.at(c, y, x)]]++
-		}
+	for _, b := range p {
+		hist[b]++
 	}
 	total, last := 0, 0
 	for _, n := range hist {
@@ -286,12 +298,7 @@ func equalize(dst []byte, c int, v view) {
 		lut[i] = byte(min((cum+step/2)/step, 255))
 		cum += hist[i]
 	}
-	for y := range v.h {
-		for x := range v.w {
-			d := v.at(c, y, x)
-			dst[d] = lut[dst[d]]
-		}
-	}
+	applyLUT(p, &lut)
 }
 
 // affineMatrix is torchvision's _get_inverse_affine_matrix (inverted): the map from output pixel
@@ -374,7 +381,8 @@ func hueShift(rb, gb, bb byte, hue float32) (byte, byte, byte) {
 	default:
 		h = float32(4+gc) - rc
 	}
-	h = float32(math.Mod(float64(float32(h/6)+1), 1))
+	h = float32(h/6) + 1 // in (0, 2): fmod(h, 1) is h - floor(h), exactly
+	h -= float32(math.Floor(float64(h)))
 	h += hue
 	h -= float32(math.Floor(float64(h)))
 	h6 := float32(h * 6)
@@ -438,36 +446,56 @@ func reflect(i, n int) int {
 }
 
 // blur is gaussian_blur with a size x size kernel of standard deviation sigma, reflect padding:
-// separable, the products of the float32 kernel accumulated in float64, rounded half to even.
+// separable, the products of the float32 kernel accumulated in float64 in kernel order,
+// rounded half to even.
 func (w *Worker) blur(dst []byte, size int, sigma float64, v view) {
-	var kbuf [maxBlurKernel]float32
+	var kbuf [maxBlurKernel]float64
+	var k32 [maxBlurKernel]float32
+	gaussKernel(k32[:size], sigma)
 	k := kbuf[:size]
-	gaussKernel(k, sigma)
+	for i := range k {
+		k[i] = float64(k32[i])
+	}
 	r := size / 2
 	n := v.w * v.h
-	if cap(w.fbuf) < n {
-		w.fbuf = make([]float64, n)
+	if need := n + v.w + 2*r + v.w; cap(w.fbuf) < need {
+		w.fbuf = make([]float64, need)
 	}
-	tmp := w.fbuf[:n]
+	tmp, row, acc := w.fbuf[:n], w.fbuf[n:n+v.w+2*r], w.fbuf[n+v.w+2*r:n+v.w+2*r+v.w]
+	w.rot = growBytes(w.rot, n)
 	for c := range v.nc {
+		p := v.plane(dst, c, w.rot)
+		// Horizontal: each row, reflected into row, then one dot product per output.
 		for y := range v.h {
-			for x := range v.w {
+			in := p[y*v.w : (y+1)*v.w]
+			for i := range row {
+				row[i] = float64(in[reflect(i-r, v.w)])
+			}
+			out := tmp[y*v.w : (y+1)*v.w]
+			for x := range out {
+				win := row[x : x+size]
 				var s float64
 				for i, kv := range k {
-					s += float64(kv) * float64(dst[v.at(c, y, reflect(x+i-r, v.w))])
+					s += kv * win[i]
 				}
-				tmp[y*v.w+x] = s
+				out[x] = s
 			}
 		}
+		// Vertical: each output row accumulates the kernel's rows of tmp, in kernel order.
 		for y := range v.h {
-			for x := range v.w {
-				var s float64
-				for i, kv := range k {
-					s += float64(kv) * tmp[reflect(y+i-r, v.h)*v.w+x]
+			clear(acc)
+			for i, kv := range k {
+				src := tmp[reflect(y+i-r, v.h)*v.w:][:len(acc)]
+				for x := range acc {
+					acc[x] += kv * src[x]
 				}
-				dst[v.at(c, y, x)] = roundEven8(float32(s))
+			}
+			out := p[y*v.w : (y+1)*v.w]
+			for x, s := range acc {
+				out[x] = roundEven8(float32(s))
 			}
 		}
+		v.putPlane(dst, c, p)
 	}
 }
 

@@ -289,3 +289,68 @@ func TestAugmentTinyOutputs(t *testing.T) {
 		}
 	}
 }
+
+// BenchmarkPolicies is the cost of each augmentation on top of the training crop and flip to
+// 224 x 224 from 256 x 320 raw pixels (one op: one sample), on one Worker; cpu-µs/op is the
+// process's CPU time, steadier than wall time on a shared machine.
+func BenchmarkPolicies(b *testing.B) {
+	raw := hwc(256, 320, 3, func(y, x, c int) byte { return byte(x*3 + y*5 + c*40 + (x*y)%23) })
+	base := []Transform{RandomResizedCrop(224), HorizontalFlip(0.5)}
+	for _, bt := range []struct {
+		name string
+		t    Transform
+	}{
+		{"none", nil},
+		{"trivialaugment", TrivialAugmentWide()},
+		{"randaugment", RandAugment(2, 9)},
+		{"autoaugment", AutoAugment(ImageNetPolicy)},
+		{"erasing", RandomErasing(1)},
+		{"blur23", GaussianBlur(23, 0.1, 2)},
+		{"jitterhue", ColorJitterHue(0.4, 0.4, 0.4, 0.1)},
+		{"affine", RandomAffine(Affine{Degrees: [2]float64{-15, 15}, Scale: [2]float64{0.9, 1.1}})},
+		{"perspective", RandomPerspective(0.5, 1)},
+	} {
+		ts := base
+		if bt.t != nil {
+			ts = append(append([]Transform(nil), base...), bt.t)
+		}
+		p := Compose(ts...)
+		b.Run(bt.name, func(b *testing.B) {
+			w, r := p.NewWorker(), rng.NewSample()
+			dst := make([]byte, 3*224*224)
+			i := 0
+			b.ReportAllocs()
+			cpu := cpuSeconds()
+			for b.Loop() {
+				r.Reset(1, 0, i)
+				i++
+				if err := w.Apply(dst, raw, r.Rand); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpuSeconds()-cpu)*1e6/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
+
+// BenchmarkAugOps is each operation of the policies alone, at a middle magnitude, on a 224 x 224
+// output (the resampling of the crop included: see BenchmarkPolicies/none).
+func BenchmarkAugOps(b *testing.B) {
+	raw := hwc(256, 320, 3, func(y, x, c int) byte { return byte(x*3 + y*5 + c*40 + (x*y)%23) })
+	s := augSpace{bins: 31, wide: true}
+	for op := augIdentity; op <= augInvert; op++ {
+		p := Compose(CenterCrop(224), fixedAug{op: op, mag: s.magnitude(op, 15, 224, 224), post: true})
+		b.Run(op.String(), func(b *testing.B) {
+			w := p.NewWorker()
+			dst := make([]byte, 3*224*224)
+			b.ReportAllocs()
+			cpu := cpuSeconds()
+			for b.Loop() {
+				if err := w.Apply(dst, raw, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric((cpuSeconds()-cpu)*1e6/float64(b.N), "cpu-µs/op")
+		})
+	}
+}
