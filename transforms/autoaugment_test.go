@@ -354,3 +354,33 @@ func BenchmarkAugOps(b *testing.B) {
 		})
 	}
 }
+
+// TestFusedTranslateUnderOrientation: a translation fused into the geometry moves the output
+// exactly as the pixel step does, after flips, quarter turns and a resized crop.
+func TestFusedTranslateUnderOrientation(t *testing.T) {
+	src := hwc(31, 44, 3, func(y, x, c int) byte { return byte(x*5 + y*7 + c*60) })
+	for _, pre := range [][]Transform{
+		{HorizontalFlip(1)}, {VerticalFlip(1)}, {Rotate90(1)}, {Rotate90(3), HorizontalFlip(1)},
+		{ResizeTo(20, 26), Rotate90(1)}, {RandomCrop(24, 3), VerticalFlip(1)},
+	} {
+		for _, op := range []fixedAug{{op: augTranslateX, mag: 5.9}, {op: augTranslateY, mag: -7}, {op: augTranslateX, mag: -30}} {
+			post := op
+			post.post = true
+			a, b := Compose(append(append([]Transform(nil), pre...), op)...), Compose(append(append([]Transform(nil), pre...), post)...)
+			s, err := a.OutShape(Shape{C: 3, H: 31, W: 44})
+			if err != nil {
+				t.Fatal(err)
+			}
+			x, y := make([]byte, s.Len()), make([]byte, s.Len())
+			if err := a.NewWorker().Apply(x, src, nil); err != nil {
+				t.Fatal(err)
+			}
+			if err := b.NewWorker().Apply(y, src, nil); err != nil {
+				t.Fatal(err)
+			}
+			if string(x) != string(y) {
+				t.Errorf("%v: the fused translation differs from the pixel step", a)
+			}
+		}
+	}
+}
