@@ -3,6 +3,8 @@ package main
 import (
 	"flag"
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -15,23 +17,29 @@ type augmentFlags struct {
 }
 
 func (a *augmentFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9)), autoaugment (AutoAugment, ImageNet policy)")
+	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9); randaugment:N:M for N ops at magnitude M of 31), autoaugment (AutoAugment, ImageNet policy)")
 	fs.Float64Var(&a.erasing, "random-erasing", 0, "probability of torchvision's RandomErasing on a training image (0: none), erasing to the normalization's mean (0 after Normalize, as torchvision's recipes)")
 }
 
 // transforms checks the flags and returns the transforms they add to the training chain.
 func (a *augmentFlags) transforms(mean []float32) ([]transforms.Transform, error) {
 	var ts []transforms.Transform
-	switch a.policy {
-	case "", "none":
-	case "trivialaugment":
+	switch p := a.policy; {
+	case p == "" || p == "none":
+	case p == "trivialaugment":
 		ts = append(ts, transforms.TrivialAugmentWide())
-	case "randaugment":
+	case p == "randaugment":
 		ts = append(ts, transforms.RandAugment(2, 9))
-	case "autoaugment":
+	case strings.HasPrefix(p, "randaugment:"):
+		n, m, ok := randAugmentArgs(a.policy)
+		if !ok {
+			return nil, fmt.Errorf("%w: --augment %q; want randaugment:N:M with 0 <= N <= 64 operations and a magnitude 0 <= M <= 30", errUsage, a.policy)
+		}
+		ts = append(ts, transforms.RandAugment(n, m))
+	case p == "autoaugment":
 		ts = append(ts, transforms.AutoAugment(transforms.ImageNetPolicy))
 	default:
-		return nil, fmt.Errorf("%w: --augment %q; want none, trivialaugment, randaugment or autoaugment", errUsage, a.policy)
+		return nil, fmt.Errorf("%w: --augment %q; want none, trivialaugment, randaugment, randaugment:N:M or autoaugment", errUsage, a.policy)
 	}
 	if !(a.erasing >= 0 && a.erasing <= 1) {
 		return nil, fmt.Errorf("%w: --random-erasing %v; want a probability in [0, 1]", errUsage, a.erasing)
@@ -47,4 +55,15 @@ func (a *augmentFlags) transforms(mean []float32) ([]transforms.Transform, error
 		ts = append(ts, transforms.RandomErasingWith(a.erasing, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, value))
 	}
 	return ts, nil
+}
+
+// randAugmentArgs parses randaugment:N:M.
+func randAugmentArgs(s string) (n, m int, ok bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	n, err1 := strconv.Atoi(parts[1])
+	m, err2 := strconv.Atoi(parts[2])
+	return n, m, err1 == nil && err2 == nil && n >= 0 && n <= 64 && m >= 0 && m <= 30
 }
