@@ -71,7 +71,8 @@ func (t erasing) Plan(p *Plan, r *rand.Rand) error {
 // RandomGrayscale is torchvision's RandomGrayscale(p): with probability p, each pixel of a
 // 3-channel output becomes its grey value in all three channels (0.2989 R + 0.587 G + 0.114 B,
 // truncated, as rgb_to_grayscale on a uint8 tensor). 1-channel outputs are left as they are. It
-// acts on the output pixels. Without a generator it does nothing.
+// acts on the output pixels, pixel by pixel, so like ColorJitter it may come before geometry (it
+// still runs after it). Without a generator it does nothing.
 func RandomGrayscale(p float64) Transform { return grayscale{p} }
 
 type grayscale struct{ p float64 }
@@ -91,8 +92,8 @@ func (t grayscale) Plan(p *Plan, r *rand.Rand) error {
 // GaussianBlur is torchvision's GaussianBlur(size, sigma=(sigmaMin, sigmaMax)): a size x size
 // Gaussian kernel (size odd, 1 to 255) of a standard deviation drawn uniformly from [sigmaMin,
 // sigmaMax] (0 < sigmaMin <= sigmaMax; torchvision's default range is 0.1 to 2), with reflected
-// borders, rounded to the nearest value. It acts on the output pixels. Without a generator the
-// mean of the range is used.
+// borders, rounded to the nearest value. It acts on the output pixels: geometry after it is
+// ErrInvalid. Without a generator the mean of the range is used.
 func GaussianBlur(size int, sigmaMin, sigmaMax float64) Transform {
 	return blur{size, sigmaMin, sigmaMax}
 }
@@ -110,6 +111,7 @@ func (t blur) Plan(p *Plan, r *rand.Rand) error {
 	if t.size < 1 || t.size%2 == 0 || t.size > maxBlurKernel || !(t.lo > 0 && t.lo <= t.hi) || math.IsInf(t.hi, 0) {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
+	p.frozen = true // its borders are those of the output
 	sigma := (t.lo + t.hi) / 2
 	if r != nil {
 		sigma = t.lo + r.Float64()*(t.hi-t.lo)

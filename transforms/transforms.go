@@ -243,7 +243,7 @@ func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
 			return err
 		}
 		if pl.late {
-			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, an augmentation policy, RandomAffine, RandomPerspective, RandomErasing, Plan.Pixels): put it before them: %w", t, ErrInvalid)
+			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, an augmentation policy, RandomAffine, RandomPerspective, RandomErasing, GaussianBlur, Plan.Pixels): put it before them: %w", t, ErrInvalid)
 		}
 		if w, h := pl.Size(); w > maxSide || h > maxSide {
 			return fmt.Errorf("transforms: %v: output %dx%d: %w", t, w, h, ErrInvalid)
