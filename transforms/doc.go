@@ -6,7 +6,8 @@
 // RandomPerspective, RandomErasing, GaussianBlur, RandomGrayscale), and the output layout (uint8
 // or float32, CHW or HWC). The augmentations of torchvision follow its functional ops on a uint8
 // tensor byte for byte (float32 arithmetic, its truncations and roundings), checked against
-// torchvision 0.14 by TestTorchvisionParity. Transform is an open interface: a type of your own that
+// torchvision 0.14 by TestTorchvisionParity. Mix is batch-level MixUp and CutMix on a uint8 batch
+// in its host slot. Transform is an open interface: a type of your own that
 // plans its work on a Plan composes like the package's transforms (see the Cutout example).
 //
 // A Chain is an immutable description built by Compose (or the ImageNet recipes Train and
