@@ -1,8 +1,13 @@
 // Package transforms owns the per-sample work between a sample's bytes and its place in a batch:
 // decoding (JPEG, PNG, GIF, BMP, WebP, raw pixels), geometric augmentation (Resize, CenterCrop,
 // RandomResizedCrop, RandomCrop with padding, HorizontalFlip, VerticalFlip, Rotate90,
-// RandomRotate90), augmentation of the output pixels (ColorJitter, RandomRotation), and the output
-// layout (uint8 or float32, CHW or HWC). Transform is an open interface: a type of your own that
+// RandomRotate90), augmentation of the output pixels (ColorJitter and ColorJitterHue,
+// RandomRotation, torchvision's TrivialAugmentWide, RandAugment and AutoAugment, RandomAffine,
+// RandomPerspective, RandomErasing, GaussianBlur, RandomGrayscale), and the output layout (uint8
+// or float32, CHW or HWC). The augmentations of torchvision follow its functional ops on a uint8
+// tensor byte for byte (float32 arithmetic, its truncations and roundings), checked against
+// torchvision 0.14 by TestTorchvisionParity. Mix is batch-level MixUp and CutMix on a uint8 batch
+// in its host slot. Transform is an open interface: a type of your own that
 // plans its work on a Plan composes like the package's transforms (see the Cutout example).
 //
 // A Chain is an immutable description built by Compose (or the ImageNet recipes Train and

@@ -118,6 +118,14 @@ func Compose(ts ...Transform) *Chain {
 	return p
 }
 
+// Append returns a new Chain that applies p's transforms, then ts (with p's pixel limit); p is
+// unchanged. A nil p gives Compose(ts...). A Normalize in ts replaces p's.
+func (p *Chain) Append(ts ...Transform) *Chain {
+	q := Compose(append(append([]Transform(nil), p.transforms()...), ts...)...)
+	q.maxPixels = p.limit()
+	return q
+}
+
 // Train is torchvision's ImageNet training transform: RandomResizedCrop(size),
 // HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd).
 func Train(size int) *Chain {
@@ -301,7 +309,7 @@ func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
 			return err
 		}
 		if pl.late {
-			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, Plan.Pixels): put it before them: %w", t, ErrInvalid)
+			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, an augmentation policy, RandomAffine, RandomPerspective, RandomErasing, GaussianBlur, Plan.Pixels): put it before them: %w", t, ErrInvalid)
 		}
 		if w, h := pl.Size(); w > maxSide || h > maxSide {
 			return fmt.Errorf("transforms: %v: output %dx%d: %w", t, w, h, ErrInvalid)
@@ -495,21 +503,26 @@ func (t flip) Plan(p *Plan, r *rand.Rand) error {
 // It acts on the output pixels: the contrast mean is that of the final crop, whatever its
 // position in Compose. Saturation leaves 1-channel outputs unchanged.
 func ColorJitter(brightness, contrast, saturation float64) Transform {
-	return jitter{brightness, contrast, saturation}
+	return jitter{brightness, contrast, saturation, 0}
 }
 
-type jitter struct{ b, c, s float64 }
+type jitter struct{ b, c, s, h float64 }
 
-func (t jitter) String() string { return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s) }
+func (t jitter) String() string {
+	if t.h != 0 {
+		return fmt.Sprintf("ColorJitterHue(%g, %g, %g, %g)", t.b, t.c, t.s, t.h)
+	}
+	return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s)
+}
 
 func (t jitter) Plan(p *Plan, r *rand.Rand) error {
-	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) {
+	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) || !(t.h >= 0 && t.h <= 0.5) {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
 	if r == nil {
 		return nil
 	}
-	var f [3]float64
+	var f [4]float64
 	for i, x := range [3]float64{t.b, t.c, t.s} {
 		f[i] = 1
 		if x > 0 {
@@ -517,10 +530,18 @@ func (t jitter) Plan(p *Plan, r *rand.Rand) error {
 			f[i] = lo + r.Float64()*(1+x-lo)
 		}
 	}
-	order := [3]uint8{0, 1, 2}
-	r.Shuffle(3, func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for _, k := range order {
-		if [3]float64{t.b, t.c, t.s}[k] > 0 {
+	parts := 3
+	if t.h > 0 { // hue 0 draws exactly what ColorJitter always drew
+		f[3] = -t.h + r.Float64()*2*t.h
+		parts = 4
+	}
+	order := [4]uint8{0, 1, 2, 3}
+	r.Shuffle(parts, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, k := range order[:parts] {
+		switch {
+		case k == 3:
+			p.post = append(p.post, pixelOp{kind: opHue, f: f[3]})
+		case [3]float64{t.b, t.c, t.s}[k] > 0:
 			p.post = append(p.post, pixelOp{kind: k, f: f[k]})
 		}
 	}

@@ -28,7 +28,8 @@ type Worker struct {
 	rows [3][]byte // one output row per plane, in the stored frame
 	conv []byte    // RGB conversion of rare image models
 	u8   []byte    // uint8 staging of the float path
-	rot  []byte    // RandomRotation's copy of the output
+	rot  []byte    // RandomRotation's (and the affine and sharpness steps') copy of the output
+	fbuf []float64 // GaussianBlur's horizontal pass
 	lut  [][256]float32
 }
 
@@ -193,7 +194,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 			w.writeRow(dst, &m, k, nc, chanStride)
 		}
 	}
-	for _, op := range pl.post {
+	for i := range pl.post {
+		op := &pl.post[i]
 		switch op.kind {
 		case opFunc:
 			op.fn(Image{Pix: dst, C: nc, H: oh, W: ow, Layout: l})
@@ -201,8 +203,10 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 			w.rot = growBytes(w.rot, len(dst))
 			copy(w.rot, dst)
 			rotatePixels(dst, w.rot, op.f, nc, ow, oh, pix, row, chanStride)
+		case opBrightness, opContrast, opSaturation:
+			jitterPixels(dst, *op, nc, ow*oh, pix, chanStride)
 		default:
-			jitterPixels(dst, op, nc, ow*oh, pix, chanStride)
+			w.runAug(dst, op, view{nc: nc, w: ow, h: oh, pix: pix, row: row, cs: chanStride})
 		}
 	}
 	return nil
