@@ -30,6 +30,10 @@ type loaderFlags struct {
 	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
 	rank, worldSize, localRank int
 	envErr                     error
+	// decode is --decode by split (registerDecode): stoke train's for "train", predict's for "test".
+	decode map[string]*transforms.DecodeMode
+	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
+	augment *augmentFlags
 }
 
 // registerRanks adds --rank and --world-size, whose defaults come from the environment torchrun
@@ -187,8 +191,21 @@ func (lf *loaderFlags) check() error {
 
 // transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
 // resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
-// otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test).
+// otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test); then, for
+// train, the augmentation of stoke train's --augment and --random-erasing.
 func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Chain {
+	p := lf.baseTransform(info, split)
+	if split == "train" && lf.augment != nil {
+		mean, _, _ := p.Normalization()
+		ts, _ := lf.augment.transforms(mean) // checked when the flags were parsed
+		if len(ts) > 0 {
+			p = p.Append(ts...)
+		}
+	}
+	return p
+}
+
+func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transforms.Chain {
 	if lf.size == 0 && info.Shape.C > 0 {
 		return nil
 	}
@@ -233,7 +250,7 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 	cfg := loaders.Config{
 		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
 		Shuffle: shuffle, Seed: lf.seed,
-		Transform: lf.transform(loaders.Describe(ds), split),
+		Transform: lf.withDecode(lf.transform(loaders.Describe(ds), split), split),
 		Device:    dev, Stream: stream,
 		OnError: policy, MaxSkipped: lf.maxSkipped, MemoryBudget: int64(lf.memory),
 		Rank: lf.rank, WorldSize: lf.worldSize,

@@ -37,6 +37,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos"
+	lf.registerDecode(fs, "test")
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train (required)")
 	if err := e.parse(fs, args); err != nil {
 		return err

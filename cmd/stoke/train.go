@@ -21,6 +21,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"[--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerRanks(fs)
+	lf.registerDecode(fs, "train")
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
@@ -40,6 +41,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
 	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
+	lf.augment = &augmentFlags{}
+	lf.augment.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -47,6 +51,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		lf.data = "mnist"
 	}
 	if err := lf.check(); err != nil {
+		return err
+	}
+	if _, err := lf.augment.transforms(nil); err != nil {
 		return err
 	}
 	switch {
@@ -95,6 +102,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: --schedule %q; want constant, cosine or step", errUsage, *schedule)
 	}
+	logs, err := openRunLog(*logDir, *lr, sched, lf.batch)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
 
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
@@ -131,6 +143,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Progress: func(p *train.Progress) {
+			logs.progress(p, sets.evalName)
 			if p.Done {
 				if bar != nil {
 					bar.Finish()
@@ -172,6 +185,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
 		bar.Finish()
+	}
+	if err == nil {
+		err = logs.Close()
 	}
 	if err != nil {
 		return err
