@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -18,7 +19,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
-	lf.registerRanks(fs)
+	lf.registerDist(fs)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
@@ -44,8 +45,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	switch {
-	case lf.worldSize > 1:
-		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	case *epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
 	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
@@ -94,6 +93,19 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
+	group, err := lf.group(ctx)
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+	if group.Rank() != 0 {
+		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
+		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
+		*resume = *checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
+	}
 
 	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
@@ -122,6 +134,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
+		Dist: group,
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				if bar != nil {
@@ -156,7 +169,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch, cfg.Precision)
+	batch := fmt.Sprintf("batch %d", lf.batch)
+	if n := group.Size(); n > 1 {
+		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
+	}
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, %s, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, batch, cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	}
@@ -169,7 +186,18 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(trainResult{res, sets.evalName, *precision})
+	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
+}
+
+// resumeAfterRestart reports whether a run restarted by its launcher should continue from its
+// checkpoint: torchrun counts restarts in TORCHELASTIC_RESTART_COUNT, and a restarted group that
+// began again from scratch would redo every epoch the checkpoint holds.
+func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
+	if resume != "" || checkpoint == "" || restarts == 0 {
+		return false
+	}
+	_, err := os.Stat(checkpoint)
+	return err == nil
 }
 
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
@@ -179,6 +207,10 @@ type trainResult struct {
 	train.Result
 	Eval      string `json:"eval"`
 	Precision string `json:"precision"`
+	// Batch is the batch of each rank; GlobalBatch, of a step over all WorldSize ranks.
+	Batch       int `json:"batch"`
+	GlobalBatch int `json:"global_batch"`
+	WorldSize   int `json:"world_size"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
