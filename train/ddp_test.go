@@ -3,11 +3,12 @@ package train
 import (
 	"context"
 	"errors"
-	"fmt"
 	"iter"
 	"math"
+	"net"
 	"sync"
 	"testing"
+	"time"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/dist"
@@ -359,104 +360,30 @@ func TestDataParallelMismatch(t *testing.T) {
 	}
 }
 
-// ---- an in-process collective for the tests ----
-
-// localGroup is a process group of goroutines: each collective waits for every rank and reduces in
-// rank order.
-type localGroup struct {
-	rank int
-	h    *localHub
-}
-
-type localHub struct {
-	mu    sync.Mutex
-	cond  *sync.Cond
-	n     int
-	gen   int
-	in    [][]float32
-	bytes [][]byte
-	strs  []string
-	count int
-	out   []float32
-	res   []byte
-	err   error
-}
-
+// testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.
 func testGroups(t testing.TB, n int) []Collective {
-	h := &localHub{n: n, in: make([][]float32, n), bytes: make([][]byte, n), strs: make([]string, n)}
-	h.cond = sync.NewCond(&h.mu)
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	gs := make([]Collective, n)
-	for r := range gs {
-		gs[r] = &localGroup{rank: r, h: h}
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			g, err := dist.Init(context.Background(), dist.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
+			gs[r], errs[r] = g, err
+			if err == nil {
+				t.Cleanup(func() { g.Close() })
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
 	}
 	return gs
-}
-
-func (g *localGroup) Rank() int { return g.rank }
-func (g *localGroup) Size() int { return g.h.n }
-
-// meet deposits this rank's inputs; the last to arrive runs combine; everyone then reads.
-func (g *localGroup) meet(deposit func(), combine func(), read func()) {
-	h := g.h
-	h.mu.Lock()
-	defer h.mu.Unlock()
-	gen := h.gen
-	deposit()
-	h.count++
-	if h.count == h.n {
-		combine()
-		h.count = 0
-		h.gen++
-		h.cond.Broadcast()
-	} else {
-		for h.gen == gen {
-			h.cond.Wait()
-		}
-	}
-	read()
-}
-
-func (g *localGroup) AllReduce(_ context.Context, buf []float32, op dist.Op) error {
-	h := g.h
-	var out []float32
-	g.meet(func() { h.in[g.rank] = buf }, func() {
-		h.out = make([]float32, len(buf))
-		for i := range h.out {
-			var s float32
-			for r := range h.n {
-				s += h.in[r][i]
-			}
-			if op == dist.Avg {
-				s /= float32(h.n)
-			}
-			h.out[i] = s
-		}
-	}, func() { out = h.out })
-	// Every rank copies after all have deposited: wait for all reads before anyone reuses buf.
-	g.meet(func() {}, func() {}, func() {})
-	copy(buf, out)
-	return nil
-}
-
-func (g *localGroup) Broadcast(_ context.Context, buf []byte, root int) error {
-	h := g.h
-	var src []byte
-	g.meet(func() { h.bytes[g.rank] = buf }, func() { h.res = append([]byte(nil), h.bytes[root]...) }, func() { src = h.res })
-	copy(buf, src)
-	return nil
-}
-
-func (g *localGroup) Agree(_ context.Context, what, value string) error {
-	h := g.h
-	var err error
-	g.meet(func() { h.strs[g.rank] = value }, func() {
-		h.err = nil
-		for r := 1; r < h.n; r++ {
-			if h.strs[r] != h.strs[0] {
-				h.err = fmt.Errorf("ranks disagree on %s: rank 0 has %q, rank %d has %q", what, h.strs[0], r, h.strs[r])
-				break
-			}
-		}
-	}, func() { err = h.err })
-	return err
 }
