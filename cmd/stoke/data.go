@@ -77,8 +77,8 @@ func (lf *loaderFlags) registerDist(fs *flag.FlagSet) {
 // --world-size 1). The caller closes it.
 func (lf *loaderFlags) group(ctx context.Context) (*dist.Group, error) {
 	cfg := lf.env
-	if lf.distErr != nil && lf.worldSize > 1 {
-		return nil, fmt.Errorf("%w: %v", errUsage, lf.distErr)
+	if lf.distErr != nil && lf.worldSize > 1 && lf.masterPort == 0 {
+		return nil, fmt.Errorf("%w: %v (or pass --master-addr and --master-port)", errUsage, lf.distErr)
 	}
 	if cfg.Rank != lf.rank || cfg.WorldSize != lf.worldSize {
 		// The flags place this process: no launcher's store to join.
