@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"time"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/dist"
@@ -48,6 +49,9 @@ type ddp struct {
 	host []float32
 	// synced is set once the weights have been broadcast from rank 0 (at the first Fit).
 	synced bool
+	// comm is the time the all-reduces took, exposed the part of it the steps waited for after
+	// their backward pass had run.
+	comm, exposed time.Duration
 }
 
 // bucket is a run of parameters whose gradients are all-reduced together: host[lo:hi].
@@ -105,6 +109,7 @@ type stepReducer struct {
 	t    *Trainer
 	next chan readyBucket
 	done chan error
+	comm time.Duration // written by the goroutine, read after done
 }
 
 // readyBucket is a bucket whose gradients are on their way to the host: ready completes once
@@ -127,7 +132,10 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer) *stepReducer {
 			if err = rb.ready.Synchronize(ctx); err != nil {
 				continue
 			}
-			if err = d.g.AllReduce(ctx, d.host[b.lo:b.hi], dist.Avg); err != nil {
+			t0 := time.Now()
+			err = d.g.AllReduce(ctx, d.host[b.lo:b.hi], dist.Avg)
+			sr.comm += time.Since(t0)
+			if err != nil {
 				err = fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...): %w", bi, b.params[0].Name, err)
 			}
 		}
@@ -159,9 +167,21 @@ func (sr *stepReducer) layerDone(i int) error {
 
 // finish waits for every bucket's all-reduce and enqueues the averaged gradients' copies back to
 // the device. It must be called once, whatever happened to the step.
-func (sr *stepReducer) finish(stepErr error) error {
+func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	close(sr.next)
-	err := <-sr.done
+	var err error
+	if stepErr == nil {
+		// What the step waits for once its backward pass has run is the communication the
+		// backward pass did not hide.
+		var end gpu.Event
+		if end, err = sr.t.s.Record(); err == nil {
+			err = end.Synchronize(ctx)
+		}
+	}
+	t0 := time.Now()
+	err = errors.Join(err, <-sr.done)
+	sr.d.exposed += time.Since(t0)
+	sr.d.comm += sr.comm
 	if stepErr != nil || err != nil {
 		return errors.Join(stepErr, err)
 	}

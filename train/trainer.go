@@ -181,6 +181,11 @@ type Result struct {
 	DataWaitFraction float64 `json:"data_wait_fraction"`
 	// History has one record per epoch, resumed ones included.
 	History []EpochResult `json:"history"`
+	// AllReduceSeconds is, in a data-parallel run, the time this rank's gradient all-reduces have
+	// taken since New; ExposedAllReduceSeconds the part that the backward pass did not hide (the
+	// steps waited for it after their backward pass had run).
+	AllReduceSeconds        float64 `json:"allreduce_seconds,omitempty"`
+	ExposedAllReduceSeconds float64 `json:"allreduce_exposed_seconds,omitempty"`
 }
 
 // Trainer trains one model on one device. It is not safe for concurrent use.
@@ -379,6 +384,9 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 	}
 	r.Epochs = t.epochs
 	r.History = append([]EpochResult(nil), t.history...)
+	if t.dist != nil {
+		r.AllReduceSeconds, r.ExposedAllReduceSeconds = t.dist.comm.Seconds(), t.dist.exposed.Seconds()
+	}
 	if len(t.history) > 0 {
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
@@ -539,7 +547,7 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 	if t.dist != nil {
 		sr := t.dist.startStep(ctx, t)
 		r.layerDone = sr.layerDone
-		if err := sr.finish(m.backward(r, n)); err != nil {
+		if err := sr.finish(ctx, m.backward(r, n)); err != nil {
 			return err
 		}
 	} else if err := m.backward(r, n); err != nil {

@@ -186,6 +186,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
+	if group.Size() > 1 {
+		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
+	}
 	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
 }
 
