@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/stoke-ml/stoke/datasets"
@@ -20,7 +21,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--checkpoint PATH] [--resume PATH] [--json]", true)
 	lf.register(fs, 128)
-	lf.registerRanks(fs)
+	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
@@ -57,9 +58,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	switch {
-	case lf.worldSize > 1:
-		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one "+
-			"process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	case *epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
 	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
@@ -113,6 +111,19 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
+	group, err := lf.group(ctx)
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+	if group.Rank() != 0 {
+		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
+		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
+		*resume = *checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
+	}
 
 	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
@@ -142,6 +153,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
+		Dist: group,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
 			if p.Done {
@@ -177,7 +189,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch,
+	batch := fmt.Sprintf("batch %d", lf.batch)
+	if n := group.Size(); n > 1 {
+		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
+	}
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, %s, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, batch,
 		cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
@@ -194,7 +210,21 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(trainResult{res, sets.evalName, *precision})
+	if group.Size() > 1 {
+		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
+	}
+	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
+}
+
+// resumeAfterRestart reports whether a run restarted by its launcher should continue from its
+// checkpoint: torchrun counts restarts in TORCHELASTIC_RESTART_COUNT, and a restarted group that
+// began again from scratch would redo every epoch the checkpoint holds.
+func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
+	if resume != "" || checkpoint == "" || restarts == 0 {
+		return false
+	}
+	_, err := os.Stat(checkpoint)
+	return err == nil
 }
 
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
@@ -204,6 +234,10 @@ type trainResult struct {
 	train.Result
 	Eval      string `json:"eval"`
 	Precision string `json:"precision"`
+	// Batch is the batch of each rank; GlobalBatch, of a step over all WorldSize ranks.
+	Batch       int `json:"batch"`
+	GlobalBatch int `json:"global_batch"`
+	WorldSize   int `json:"world_size"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
