@@ -22,6 +22,8 @@ type Param struct {
 	kind          paramKind
 	he            bool          // a weight feeding a ReLU: He rather than Glorot initialization
 	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
+	frozen        bool          // not trained: no gradient, no optimizer state (see freeze)
+	lrScale       float64       // the learning rate's factor for this tensor; 0 means 1
 }
 
 // paramKind says how a tensor is initialized and whether weight decay applies to it.

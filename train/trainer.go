@@ -63,6 +63,24 @@ type Config struct {
 	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
 	// label_smoothing); the reported loss is against the smoothed targets.
 	LabelSmoothing float64
+	// Init, if set, is a safetensors file (Export's, or torchvision's state_dict saved with
+	// safetensors) to start from: New loads it over the fresh weights with LoadWeights, strictly
+	// but for the classifier head, which stays freshly initialized when the file's has another
+	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
+	// Resume, Init is not read: the checkpoint holds the weights trained from it.
+	Init string
+	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
+	// if set, freezes the layers from the first up to the last one whose tensor names start with
+	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
+	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
+	// stops before them), and its BatchNorms run on their running statistics, which they keep
+	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
+	FreezeBackbone bool
+	FreezeUpTo     string
+	// BackboneLRScale, if not 0, multiplies the learning rate of every layer but the head (a
+	// parameter group of its own, as torch.optim's): 0.1 fine-tunes a pretrained backbone ten
+	// times slower than the new head. It must be positive; freeze the backbone for none.
+	BackboneLRScale float64
 	// Precision is the arithmetic of the model's products (kernels.ForPrecision), in training,
 	// evaluation and prediction alike; "" means FP32. BF16 and FP16 round the operands of every
 	// GEMM and convolution to 16 bits and accumulate in fp32; the weights, their gradients, the
@@ -188,6 +206,10 @@ type Trainer struct {
 	step    int // completed steps over all epochs
 	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
+	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the steps
+	// taken before (Export adds the steps).
+	batchesTracked map[string]int64
+	initReport     *WeightsReport
 
 	host [4]byte // loss and count read-back
 }
@@ -227,6 +249,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
+	if opt != nil && cfg.BackboneLRScale != 0 {
+		opt = groupLR{opt}
+	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
 	if cfg.Precision == FP16 && opt != nil {
 		t.scaler = newLossScale()
@@ -238,6 +263,11 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 }
 
 func (t *Trainer) setup() error {
+	if t.m.ops == nil { // a model another trainer holds is refused by bind
+		if err := t.m.freeze(t.cfg); err != nil {
+			return err
+		}
+	}
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
 	}
@@ -260,6 +290,12 @@ func (t *Trainer) setup() error {
 				return err
 			}
 			p.slots = append(p.slots, v)
+		}
+	}
+	if t.cfg.Init != "" && t.cfg.Resume == "" {
+		var err error
+		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
+			return err
 		}
 	}
 	if t.cfg.Resume != "" {
