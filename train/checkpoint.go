@@ -23,8 +23,9 @@ var (
 	// checksum mismatch).
 	ErrCheckpoint = errors.New("corrupt checkpoint")
 	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
-	// size.
-	ErrMismatch = errors.New("checkpoint does not match")
+	// size; or a weights file (LoadWeights) lacks tensors of the model, holds others, or holds
+	// them in other shapes.
+	ErrMismatch = errors.New("file does not match")
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
 )
@@ -167,14 +168,14 @@ func (t *Trainer) Load(path string) error {
 	}
 	c, err := decodeCheckpoint(b)
 	if err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
 		t.seed = c.seed
 	}
 	if err := t.check(c); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (p.slots is empty).
@@ -185,7 +186,7 @@ func (t *Trainer) Load(path string) error {
 		}
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
 	return nil
