@@ -3,6 +3,14 @@
 // cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
 // schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
 //
+// Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come
+// back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless LoadOptions say
+// otherwise), so a torchvision resnet18 or resnet50 runs here as it does in PyTorch. Fine-tuning
+// starts from such a file (Config.Init: a head of another class count is replaced), freezes the
+// backbone or a prefix of the layers (Config.FreezeBackbone, FreezeUpTo: no gradient, no
+// optimizer state, BatchNorm on its running statistics) and slows the backbone's learning rate
+// (Config.BackboneLRScale).
+//
 // Every kernel runs through the kernels op set of the device on the Trainer's compute stream
 // (Trainer.Stream): give that stream to the loader, so that its host-to-device copies run on the
 // loader's own copy stream, overlapped with compute, and are ordered before the kernels that read

@@ -187,9 +187,21 @@ func (m *Model) Classes() int { return m.classes }
 // FreezeUpTo) leaves their parameters out until it is closed.
 func (m *Model) Params() []*Param { return m.params }
 
-// tensors is the parameters, the frozen parameters, then the buffers: what a checkpoint holds.
+// tensors is the parameters (frozen ones included, in layer order), then the buffers: what a
+// checkpoint holds, in the same order whatever is frozen.
 func (m *Model) tensors() []*Param {
-	return append(append(append([]*Param(nil), m.params...), m.frozen...), m.buffers...)
+	if len(m.frozen) == 0 {
+		return append(append([]*Param(nil), m.params...), m.buffers...)
+	}
+	var all []*Param
+	for _, ps := range m.layerParams {
+		for _, p := range ps {
+			if !p.buffer() {
+				all = append(all, p)
+			}
+		}
+	}
+	return append(all, m.buffers...)
 }
 
 // NumParams is the total number of trainable values.
