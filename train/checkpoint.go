@@ -378,13 +378,16 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// CheckpointModel builds the model a checkpoint at path was written for: a model of NewModel,
-// named in the checkpoint with its input shape and classes. Load the weights with
-// New(m, dev, nil, Config{Resume: path}) to predict or export. A checkpoint of a model built
-// by hand (Sequential) gives an error wrapping ErrMismatch: build the model again and load it the
-// same way.
+// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's, or a
+// Sequential model of the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout,
+// BatchNorm2D, GlobalAvgPool, Residual blocks of them), rebuilt from the description the
+// checkpoint holds (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path})
+// to predict or export. A model with a layer of another package gives an error wrapping
+// ErrMismatch that names the layer: build that model again and load it the same way. The model's
+// tensors must have the sizes of the checkpoint's (so a corrupt description cannot ask for more
+// memory than the file holds).
 func CheckpointModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	b, err := readCheckpoint(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -395,12 +398,23 @@ func CheckpointModel(path string) (*Model, error) {
 	var name string
 	var in Shape
 	var classes int
-	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err != nil {
-		return nil, fmt.Errorf("train: %s: %w: model %q", path, ErrCheckpoint, c.model)
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil && in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
+		if m, err := NewModel(name, in, classes); err == nil && m.String() == c.model {
+			return m, nil
+		}
 	}
-	m, err := NewModel(name, in, classes)
-	if err != nil || m.String() != c.model {
-		return nil, fmt.Errorf("train: %s: %w: model %q is not one of NewModel's (%s)", path, ErrMismatch, c.model, strings.Join(Models(), ", "))
+	m, err := parseModel(c.model)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w: %w", path, ErrMismatch, err)
+	}
+	all := m.tensors()
+	if len(all) != len(c.params) {
+		return nil, fmt.Errorf("train: %s: %w: model %q has %d tensors; the checkpoint %d", path, ErrMismatch, m.name, len(all), len(c.params))
+	}
+	for i, p := range all {
+		if len(c.params[i].tensors) == 0 || len(c.params[i].tensors[0]) != prod(p.Shape) || c.params[i].name != p.Name {
+			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match", path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
+		}
 	}
 	return m, nil
 }
