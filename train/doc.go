@@ -1,6 +1,8 @@
 // Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2D, ReLU,
-// MaxPool2D, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
-// cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
+// MaxPool2D, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", the losses
+// (softmax cross-entropy on class ids with label smoothing; on float targets, soft-target
+// cross-entropy, BCEWithLogits with pos_weight for multi-hot targets, MSE and smooth L1 for
+// vectors: Config.Loss, picked from the data's targets by default), the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
 // schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
 //
 // Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come

@@ -19,11 +19,13 @@ var ErrConfig = errors.New("train: bad configuration")
 
 // Batch is one batch on the device, as a Data source hands it to the trainer.
 type Batch struct {
-	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes).
-	Images kernels.U8
-	Labels kernels.I32
-	N      int
-	Shape  Shape
+	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes), or, for data
+	// with float targets (Targeted), Labels is empty and Targets holds float32 [N][classes].
+	Images  kernels.U8
+	Labels  kernels.I32
+	Targets kernels.F32
+	N       int
+	Shape   Shape
 	// Indices, if known, are the dataset indices of the N samples (Predict reports them).
 	Indices []int
 	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
@@ -81,6 +83,9 @@ type Config struct {
 	// parameter group of its own, as torch.optim's): 0.1 fine-tunes a pretrained backbone ten
 	// times slower than the new head. It must be positive; freeze the backbone for none.
 	BackboneLRScale float64
+	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
+	// softmax cross-entropy for class ids, BCEWithLogits for multi-hot, MSE for vectors.
+	Loss Loss
 	// Precision is the arithmetic of the model's products (kernels.ForPrecision), in training,
 	// evaluation and prediction alike; "" means FP32. BF16 and FP16 round the operands of every
 	// GEMM and convolution to 16 bits and accumulate in fp32; the weights, their gradients, the
@@ -210,6 +215,10 @@ type Trainer struct {
 	// taken before (Export adds the steps).
 	batchesTracked map[string]int64
 	initReport     *WeightsReport
+	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
+	loss      Loss
+	targets   TargetKind
+	posWeight kernels.F32
 
 	host [4]byte // loss and count read-back
 }
@@ -334,6 +343,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	if t.opt == nil {
 		return Result{}, fmt.Errorf("%w: Fit needs an optimizer", ErrConfig)
 	}
+	if err := t.prepareLoss(trainData); err != nil {
+		return Result{}, err
+	}
 	start := time.Now()
 	var res Result
 	var trainTime, waitTime time.Duration
@@ -400,9 +412,10 @@ func (t *Trainer) checkBatch(b Batch) error {
 }
 
 func (t *Trainer) validBatch(b Batch) error {
-	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
-		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
-			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
+	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes
+	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || !targets {
+		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
+			b.N, b.Shape, b.Images.Len, b.Labels.Len, b.Targets.Len, t.m.name, t.m.in, t.m.classes)
 	}
 	return nil
 }
@@ -507,12 +520,7 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 		return err
 	}
 	dl := m.dlogits.Slice(0, n*m.classes)
-	if t.cfg.LabelSmoothing > 0 {
-		err = t.ops.SoftmaxCrossEntropySmooth(t.s, m.loss, dl, logits, b.Labels, n, m.classes, float32(t.cfg.LabelSmoothing))
-	} else {
-		err = t.ops.SoftmaxCrossEntropy(t.s, m.loss, dl, logits, b.Labels, n, m.classes)
-	}
-	if err != nil {
+	if err := t.lossStep(b, logits, dl); err != nil {
 		return err
 	}
 	if t.scaler != nil {
@@ -575,7 +583,16 @@ func (t *Trainer) unscale() (apply bool, err error) {
 }
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
+// For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
+// multi-hot targets, the mean squared error for vectors (lower is better).
 func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
+	if k := targetKind(data); k != ClassIDs {
+		m, err := t.Metrics(ctx, data)
+		if k == Vector {
+			return m.MSE, err
+		}
+		return m.F1, err
+	}
 	mean, std := data.Normalization()
 	m := t.m
 	if err := t.ops.Fill(t.s, kernels.F32(m.correct), 0); err != nil {
@@ -631,7 +648,12 @@ func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(l
 	per := b.Shape.Len()
 	for lo := 0; lo < b.N; lo += chunk {
 		n := min(chunk, b.N-lo)
-		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), Labels: b.Labels.Slice(lo, lo+n), N: n, Shape: b.Shape}
+		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), N: n, Shape: b.Shape}
+		if b.Labels.Len > 0 {
+			part.Labels = b.Labels.Slice(lo, lo+n)
+		} else {
+			part.Targets = b.Targets.Slice(lo*m.classes, (lo+n)*m.classes)
+		}
 		if err := t.checkBatch(part); err != nil {
 			return err
 		}
