@@ -137,11 +137,11 @@ func setFrozen(l Layer, v bool) {
 // checkpoint names the same optimizer.
 type groupLR struct{ Optimizer }
 
-func (o groupLR) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
+func (o groupLR) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
 	if p.lrScale != 0 {
 		lr *= p.lrScale
 	}
-	return o.Optimizer.update(ops, s, p, lr, step)
+	return o.Optimizer.Update(ops, s, p, lr, step)
 }
 
 // InitReport is what loading Config.Init did (nil without Init, or when Resume was set).

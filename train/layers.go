@@ -44,6 +44,10 @@ func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBu
 // layers, not biases or BatchNorm scales and shifts.
 func (p *Param) Decayed() bool { return p.kind == kindWeight }
 
+// State is the optimizer's state tensors for the parameter (Optimizer.Slots of them), valid
+// while a Trainer with an optimizer holds the model.
+func (p *Param) State() []kernels.F32 { return p.slots }
+
 // Len is the number of elements of the tensor.
 func (p *Param) Len() int { return p.W.Len }
 
@@ -70,7 +74,8 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 }
 
 // Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
-// Flatten and Dropout; a Layer value belongs to one model.
+// Flatten, Dropout, BatchNorm2D, GlobalAvgPool and Residual; a layer of one's own is a Module
+// that Custom makes a Layer. A Layer value belongs to one model.
 type Layer interface {
 	// String describes the layer ("linear 784->512").
 	String() string

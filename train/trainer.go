@@ -290,7 +290,7 @@ func (t *Trainer) setup() error {
 		if t.opt == nil {
 			break
 		}
-		for range t.opt.slots() {
+		for range t.opt.Slots() {
 			v, err := t.m.weights.f32(p.Len())
 			if err != nil {
 				return err
@@ -545,7 +545,7 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 		applied -= t.scaler.skipped
 	}
 	for _, p := range m.params {
-		if err := t.opt.update(t.ops, t.s, p, lr, applied+1); err != nil {
+		if err := t.opt.Update(t.ops, t.s, p, lr, applied+1); err != nil {
 			return fmt.Errorf("train: update %s: %w", p.Name, err)
 		}
 	}
