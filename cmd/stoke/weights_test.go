@@ -29,9 +29,9 @@ func predictLines(t *testing.T, out string) []predictJSON {
 	return preds
 }
 
-// TestPredictTorchvisionWeights: stoke predict --weights on a torchvision resnet18 saved with
-// safetensors (seeded in PyTorch, BatchNorm statistics set to non-trivial values, no download)
-// prints the logits torchvision computes on the same images, within 1e-4.
+// TestPredictTorchvisionWeights: stoke predict --weights on a torchvision resnet18 and resnet50
+// saved with safetensors (seeded in PyTorch, BatchNorm statistics set to non-trivial values, no
+// download) prints the logits torchvision computes on the same images, within 1e-4.
 func TestPredictTorchvisionWeights(t *testing.T) {
 	py := torchPython()
 	if py == "" {
@@ -40,48 +40,50 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 	// 73 px images: the evaluation transform's Resize(64*8/7) keeps them as they are and its
 	// CenterCrop(64) takes the same pixels as the script's crop.
 	root := noisyFolder(t, 3, 3, 73)
-	st := filepath.Join(t.TempDir(), "resnet18.safetensors")
 	var paths []string
 	for _, c := range []string{"a", "b", "c"} {
 		for _, i := range []string{"0", "1", "2"} {
 			paths = append(paths, filepath.Join(root, c, i+".png"))
 		}
 	}
-	cmd := exec.Command(py, append([]string{filepath.Join("..", "..", "train", "testdata", "torchvision_weights.py"), "resnet18", "3", st, "64"}, paths...)...)
-	cmd.Stderr = os.Stderr
-	pyOut, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torchvision_weights.py: %v", err)
-	}
-	want := map[string][]float64{}
-	for i, line := range strings.Split(strings.TrimSpace(string(pyOut)), "\n") {
-		var row []float64
-		if err := json.Unmarshal([]byte(line), &row); err != nil || i >= len(paths) {
-			t.Fatalf("torchvision_weights.py line %d %q: %v", i, line, err)
+	for _, model := range []string{"resnet18", "resnet50"} {
+		st := filepath.Join(t.TempDir(), model+".safetensors")
+		cmd := exec.Command(py, append([]string{filepath.Join("..", "..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
+		cmd.Stderr = os.Stderr
+		pyOut, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("torchvision_weights.py %s: %v", model, err)
 		}
-		want[paths[i]] = row
-	}
-	out, errOut, code := stoke(t, "predict", "--weights", st, "--model", "resnet18", "--size", "64", "--data", root, "--json", "-q")
-	if code != 0 {
-		t.Fatalf("predict --weights: exit %d: %s", code, errOut)
-	}
-	preds := predictLines(t, out)
-	if len(preds) != len(paths) {
-		t.Fatalf("predict printed %d samples; want %d", len(preds), len(paths))
-	}
-	var worst float64
-	for _, p := range preds {
-		row, ok := want[p.Path]
-		if !ok || len(row) != len(p.Logits) {
-			t.Fatalf("%s: torchvision gave %v, stoke %v", p.Path, row, p.Logits)
+		want := map[string][]float64{}
+		for i, line := range strings.Split(strings.TrimSpace(string(pyOut)), "\n") {
+			var row []float64
+			if err := json.Unmarshal([]byte(line), &row); err != nil || i >= len(paths) {
+				t.Fatalf("torchvision_weights.py line %d %q: %v", i, line, err)
+			}
+			want[paths[i]] = row
 		}
-		for j, v := range row {
-			worst = max(worst, math.Abs(v-float64(p.Logits[j])))
+		out, errOut, code := stoke(t, "predict", "--weights", st, "--model", model, "--size", "64", "--data", root, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict --weights %s: exit %d: %s", model, code, errOut)
 		}
-	}
-	t.Logf("largest logit difference from torchvision %.2g over %d images", worst, len(preds))
-	if worst > 1e-4 {
-		t.Fatalf("stoke predict --weights differs from torchvision by up to %.3g; want at most 1e-4", worst)
+		preds := predictLines(t, out)
+		if len(preds) != len(paths) {
+			t.Fatalf("%s: predict printed %d samples; want %d", model, len(preds), len(paths))
+		}
+		var worst float64
+		for _, p := range preds {
+			row, ok := want[p.Path]
+			if !ok || len(row) != len(p.Logits) {
+				t.Fatalf("%s: %s: torchvision gave %v, stoke %v", model, p.Path, row, p.Logits)
+			}
+			for j, v := range row {
+				worst = max(worst, math.Abs(v-float64(p.Logits[j])))
+			}
+		}
+		t.Logf("%s: largest logit difference from torchvision %.2g over %d images", model, worst, len(preds))
+		if worst > 1e-4 {
+			t.Errorf("%s: stoke predict --weights differs from torchvision by up to %.3g; want at most 1e-4", model, worst)
+		}
 	}
 }
 
