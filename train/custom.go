@@ -20,7 +20,8 @@ import (
 type Module interface {
 	// String describes the module ("dense 64->32"). Its first word is its kind, the name
 	// RegisterLayer knows it by and the middle of its tensors' names ("3.dense.weight"); the
-	// whole string is its identity in checkpoints: a module rebuilt from it must equal it.
+	// whole string is its identity in checkpoints: a module rebuilt from it must equal it. It
+	// must not hold " - ", " | " or parentheses, which separate the layers of a description.
 	String() string
 	// Setup receives the per-sample input shape and returns the output shape.
 	Setup(in []int) (out []int, err error)
@@ -100,14 +101,19 @@ func NewBuffer(name string, shape []int, ones bool) *Param {
 // Custom makes m a Layer.
 func Custom(m Module) Layer { return &custom{m: m} }
 
-type custom struct{ m Module }
+type custom struct {
+	m Module
+	p Pass // reused by every pass: a step allocates nothing for it
+}
 
 func (l *custom) String() string                { return l.m.String() }
 func (l *custom) setup(in []int) ([]int, error) { return l.m.Setup(in) }
 func (l *custom) reserve(a *arena, n int) error { return l.m.Reserve(a, n) }
 func (l *custom) pass(r *run) *Pass {
-	return &Pass{Ops: r.ops, Stream: r.s, Train: r.train, Seed: r.seed}
+	l.p = Pass{Ops: r.ops, Stream: r.s, Train: r.train, Seed: r.seed}
+	return &l.p
 }
+
 func (l *custom) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
 	return l.m.Forward(l.pass(r), x, n)
 }

@@ -127,9 +127,17 @@ func (t *Trainer) lossStep(b Batch, logits, dl kernels.F32) error {
 		return t.ops.SoftmaxCrossEntropy(t.s, m.loss, dl, logits, b.Labels, n, m.classes)
 	}
 	l := t.loss
-	kind := map[LossKind]kernels.LossKind{SoftCrossEntropy: kernels.SoftCrossEntropy, BCEWithLogits: kernels.BCEWithLogits,
-		MSE: kernels.MSE, SmoothL1: kernels.SmoothL1}[l.Kind]
-	if kind == 0 {
+	var kind kernels.LossKind
+	switch l.Kind {
+	case SoftCrossEntropy:
+		kind = kernels.SoftCrossEntropy
+	case BCEWithLogits:
+		kind = kernels.BCEWithLogits
+	case MSE:
+		kind = kernels.MSE
+	case SmoothL1:
+		kind = kernels.SmoothL1
+	default:
 		return fmt.Errorf("%w: loss %v for a batch of float targets", ErrConfig, l.Kind)
 	}
 	return t.ops.FloatLoss(t.s, m.loss, dl, logits, b.Targets, t.posWeight, n, m.classes, kernels.Loss{Kind: kind, Beta: float32(l.Beta)})
