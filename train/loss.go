@@ -163,6 +163,9 @@ func (t *Trainer) prepareLoss(data Data) error {
 type Metrics struct {
 	// MSE is the mean squared error of the outputs (Vector targets).
 	MSE float64 `json:"mse,omitempty"`
+	// Accuracy is the fraction of samples whose largest output is their target's largest value
+	// (Vector targets that are distributions: soft labels).
+	Accuracy float64 `json:"accuracy,omitempty"`
 	// F1 is the per-label F1 score at logit 0 (probability 1/2), averaged over the labels (macro);
 	// MAP the mean over labels of the average precision of the logits' ranking (MultiHot targets).
 	// A label no sample has counts in neither mean.
@@ -184,6 +187,13 @@ func floatMetrics(p *Predictions, k TargetKind) Metrics {
 			s += e * e
 		}
 		m.MSE = s / float64(n*c)
+		ok := 0
+		for i := range n {
+			if p.Class(i) == argmax(p.Targets[i*c:(i+1)*c]) {
+				ok++
+			}
+		}
+		m.Accuracy = float64(ok) / float64(n)
 		return m
 	}
 	labels := 0
@@ -230,9 +240,19 @@ func floatMetrics(p *Predictions, k TargetKind) Metrics {
 	return m
 }
 
+func argmax(v []float32) int {
+	best := 0
+	for j, x := range v {
+		if x > v[best] {
+			best = j
+		}
+	}
+	return best
+}
+
 // Metrics scores the model over one pass of data with float targets (Targeted), in evaluation
-// mode: the macro F1 and the mean average precision for multi-hot targets, the mean squared error
-// for vectors.
+// mode: the macro F1 and the mean average precision for multi-hot targets; the mean squared error
+// and the accuracy against each target's largest value for vectors.
 func (t *Trainer) Metrics(ctx context.Context, data Data) (Metrics, error) {
 	k := targetKind(data)
 	if k == ClassIDs {

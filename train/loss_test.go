@@ -154,6 +154,42 @@ func TestMultiLabel(t *testing.T) {
 	}
 }
 
+// TestSoftLabels: Vector targets holding label-smoothed class distributions train with
+// SoftCrossEntropy to the accuracy class ids reach, and Evaluate reports that accuracy.
+func TestSoftLabels(t *testing.T) {
+	dev := openCPU(t)
+	soft := func(labels []int32) []float32 {
+		out := make([]float32, 10*len(labels))
+		for i, l := range labels {
+			for j := range 10 {
+				out[10*i+j] = 0.01
+			}
+			out[10*i+int(l)] = 0.91
+		}
+		return out
+	}
+	imgs, labels := synthetic(1000, 1)
+	timgs, tlabels := synthetic(300, 2)
+	train, test := newFloatData(t, dev, imgs, soft(labels), 10, Vector), newFloatData(t, dev, timgs, soft(tlabels), 10, Vector)
+	m, err := Sequential("soft", img8, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Loss: Loss{Kind: SoftCrossEntropy}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	res, err := tr.Fit(t.Context(), train, test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("soft labels: test accuracy %.3f", res.TestAcc)
+	if res.TestAcc < 0.9 {
+		t.Errorf("test accuracy %.3f with soft labels; want >= 0.9", res.TestAcc)
+	}
+}
+
 // TestRegression: on Vector targets the trainer picks MSE (Auto) and a linear model learns the
 // halves' brightness to a test MSE below 2% of the targets' variance; SmoothL1 gets there too; a
 // class loss for vectors is refused.

@@ -584,10 +584,14 @@ func (t *Trainer) unscale() (apply bool, err error) {
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
 // For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
-// multi-hot targets, the mean squared error for vectors (lower is better).
+// multi-hot targets; for vectors the accuracy when the trainer's loss is SoftCrossEntropy (soft
+// labels), else the mean squared error (lower is better).
 func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 	if k := targetKind(data); k != ClassIDs {
 		m, err := t.Metrics(ctx, data)
+		if k == Vector && t.loss.Kind == SoftCrossEntropy {
+			return m.Accuracy, err
+		}
 		if k == Vector {
 			return m.MSE, err
 		}
