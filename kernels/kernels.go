@@ -13,17 +13,17 @@ import (
 // Sentinel errors; every error of this package wraps one of them or a backend's error.
 var (
 	// ErrShape: a view's length does not match the dimensions an op was given.
-	ErrShape = errors.New("kernels: shape mismatch")
+	ErrShape = errors.New("shape mismatch")
 	// ErrArgument: a bad parameter (negative size, zero stride, dropout p outside [0,1), ...).
-	ErrArgument = errors.New("kernels: invalid argument")
+	ErrArgument = errors.New("invalid argument")
 	// ErrLabel: a label outside [0, classes) reached a loss or accuracy op. It surfaces as the
 	// stream's sticky error, naming the sample.
-	ErrLabel = errors.New("kernels: label out of range")
+	ErrLabel = errors.New("label out of range")
 	// ErrNoBackend: no op set is registered for the device's backend.
-	ErrNoBackend = errors.New("kernels: no op set for backend")
+	ErrNoBackend = errors.New("no op set for backend")
 	// ErrBuffer: a view's buffer is not memory of this op set's device (for example a CUDA buffer
 	// given to the CPU op set).
-	ErrBuffer = errors.New("kernels: buffer not usable by this op set")
+	ErrBuffer = errors.New("buffer not usable by this op set")
 )
 
 // F32 is a view of Len float32 elements starting at element Off of a device buffer. The zero
@@ -123,7 +123,7 @@ func (g Conv2D) Validate() error {
 		!fits(g.N, g.InC, g.InH+2*g.Pad, g.InW+2*g.Pad) ||
 		(g.InC*g.KH*g.KW+g.OutC)*g.N*g.OutH()*g.OutW() > math.MaxInt-g.N*g.InC*(g.InH+2*g.Pad)*(g.InW+2*g.Pad) {
 		// The last two: WorkspaceLen's padded copy of x, and the sum, must not wrap around either.
-		return fmt.Errorf("%w: conv2d geometry %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: conv2d geometry %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
 func (g Pool2D) Validate() error {
 	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
 		!fits(g.N, g.C, g.H, g.W) {
-		return fmt.Errorf("%w: pool2d geometry %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: pool2d geometry %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func (g BatchNorm) Len() int { return g.N * g.C * g.HW }
 // 0 <= Momentum <= 1, Eps > 0.
 func (g BatchNorm) Validate() error {
 	if g.N < 0 || g.C <= 0 || g.HW <= 0 || !(g.Momentum >= 0 && g.Momentum <= 1) || !(g.Eps > 0) || !fits(g.N, g.C, g.HW) {
-		return fmt.Errorf("%w: batch norm %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: batch norm %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -388,21 +388,21 @@ func Registered() []string {
 // none is registered for dev's backend (for example "cuda" in a build without the cuda tag).
 func For(dev gpu.Device) (Ops, error) {
 	if dev == nil {
-		return nil, fmt.Errorf("%w: nil device", ErrArgument)
+		return nil, fmt.Errorf("kernels: %w: nil device", ErrArgument)
 	}
 	name := dev.Info().Backend
 	regMu.RLock()
 	f := registry[name]
 	regMu.RUnlock()
 	if f == nil {
-		return nil, fmt.Errorf("%w %q (have %v)", ErrNoBackend, name, Registered())
+		return nil, fmt.Errorf("kernels: %w %q (have %v)", ErrNoBackend, name, Registered())
 	}
 	o, err := f(dev)
 	if err != nil {
 		return nil, err
 	}
 	if o == nil {
-		return nil, fmt.Errorf("%w %q: its factory returned no op set", ErrNoBackend, name)
+		return nil, fmt.Errorf("kernels: %w %q: its factory returned no op set", ErrNoBackend, name)
 	}
 	return withChecks(o), nil
 }

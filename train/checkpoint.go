@@ -28,6 +28,13 @@ var (
 	ErrMismatch = errors.New("file does not match")
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
+	// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than
+	// the file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
+	// overlap, leave a gap or run past the end).
+	ErrSafetensors = errors.New("bad safetensors file")
+	// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or
+	// an earlier call).
+	ErrRegistered = errors.New("layer kind already registered")
 )
 
 // readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
@@ -134,7 +141,7 @@ type ckptParam struct {
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
 func (t *Trainer) Save(path string) error {
 	if t.opt == nil {
-		return fmt.Errorf("%w: a trainer without an optimizer has no training state to save", ErrConfig)
+		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
 	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
 	for _, p := range t.m.tensors() {
@@ -194,29 +201,29 @@ func (t *Trainer) Load(path string) error {
 
 func (t *Trainer) check(c *checkpoint) error {
 	if c.model != t.m.String() {
-		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+		return fmt.Errorf("train: %w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
 	}
 	if c.seed != t.seed {
 		// The data order and the dropout masks follow the seed: another one would silently train
 		// on another sequence than the run being continued.
-		return fmt.Errorf("%w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
+		return fmt.Errorf("train: %w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
 	if t.opt != nil && kind(c.optimizer) != kind(t.opt.String()) {
-		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
+		return fmt.Errorf("train: %w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
 	}
 	all := t.m.tensors()
 	if len(c.params) != len(all) {
-		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
+		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
 	}
 	for i, p := range all {
 		cp := c.params[i]
 		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) && (t.opt != nil || len(cp.tensors) < 1) {
-			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
+			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
 		}
 		for _, v := range cp.tensors {
 			if len(v) != p.Len() {
-				return fmt.Errorf("%w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
+				return fmt.Errorf("train: %w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
 			}
 		}
 	}
@@ -270,7 +277,7 @@ func (r *reader) take(n uint64) []byte {
 		return nil
 	}
 	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: truncated payload", ErrCheckpoint)
+		r.err = fmt.Errorf("train: %w: truncated payload", ErrCheckpoint)
 		return nil
 	}
 	v := r.b[:n]
@@ -303,25 +310,25 @@ func (r *reader) str() string {
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCheckpoint}, args...)...)
+		r.err = fmt.Errorf("train: %w: "+format, append([]any{ErrCheckpoint}, args...)...)
 	}
 }
 
 // decodeCheckpoint parses and verifies a checkpoint file's bytes.
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if len(b) < 24 || string(b[:8]) != ckptMagic {
-		return nil, fmt.Errorf("%w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
+		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		return nil, fmt.Errorf("%w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
+		return nil, fmt.Errorf("train: %w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
 	}
 	n := binary.LittleEndian.Uint64(b[12:])
 	if n != uint64(len(b)-24) {
-		return nil, fmt.Errorf("%w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
+		return nil, fmt.Errorf("train: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
 	}
 	payload := b[20 : 20+n]
 	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
 	}
 	r := &reader{b: payload}
 	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}

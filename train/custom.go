@@ -1,7 +1,6 @@
 package train
 
 import (
-	"errors"
 	"fmt"
 	"strings"
 	"sync"
@@ -136,10 +135,6 @@ var (
 	registry   = map[string]func(desc string) (Module, error){}
 )
 
-// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or an
-// earlier call).
-var ErrRegistered = errors.New("train: layer kind already registered")
-
 // RegisterLayer lets CheckpointModel (and so stoke predict and export) rebuild models that hold
 // modules of kind (the first word of their String): parse receives a module's description and
 // returns the module, which must describe itself the same way. Register in an init function or
@@ -147,7 +142,7 @@ var ErrRegistered = errors.New("train: layer kind already registered")
 func RegisterLayer(kind string, parse func(desc string) (Module, error)) error {
 	switch kind {
 	case "", "linear", "conv2d", "relu", "maxpool", "flatten", "dropout", "batchnorm", "avgpool", "residual":
-		return fmt.Errorf("%w: %q", ErrRegistered, kind)
+		return fmt.Errorf("train: %w: %q", ErrRegistered, kind)
 	}
 	if strings.ContainsAny(kind, " ()|") || parse == nil {
 		return fmt.Errorf("train: RegisterLayer %q: a kind is one word and parse is not nil", kind)
@@ -155,7 +150,7 @@ func RegisterLayer(kind string, parse func(desc string) (Module, error)) error {
 	registryMu.Lock()
 	defer registryMu.Unlock()
 	if _, dup := registry[kind]; dup {
-		return fmt.Errorf("%w: %q", ErrRegistered, kind)
+		return fmt.Errorf("train: %w: %q", ErrRegistered, kind)
 	}
 	registry[kind] = parse
 	return nil

@@ -21,10 +21,10 @@ import (
 // freeze applies the configuration's freezing and learning-rate groups to the unbound model.
 func (m *Model) freeze(cfg Config) error {
 	if cfg.FreezeBackbone && cfg.FreezeUpTo != "" {
-		return fmt.Errorf("%w: FreezeBackbone and FreezeUpTo %q: choose one", ErrConfig, cfg.FreezeUpTo)
+		return fmt.Errorf("train: %w: FreezeBackbone and FreezeUpTo %q: choose one", ErrConfig, cfg.FreezeUpTo)
 	}
 	if s := cfg.BackboneLRScale; s != 0 && !(s > 0 && !math.IsInf(s, 0)) {
-		return fmt.Errorf("%w: backbone learning-rate scale %v; want > 0 (freeze the backbone for none)", ErrConfig, s)
+		return fmt.Errorf("train: %w: backbone learning-rate scale %v; want > 0 (freeze the backbone for none)", ErrConfig, s)
 	}
 	head := m.headLayer()
 	last := -1 // the last frozen layer
@@ -47,11 +47,11 @@ func (m *Model) freeze(cfg Config) error {
 					names = append(names, prefix)
 				}
 			}
-			return fmt.Errorf("%w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
+			return fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
 		}
 	}
 	if last >= head {
-		return fmt.Errorf("%w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
+		return fmt.Errorf("train: %w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
 	}
 	for i := 0; i <= last; i++ {
 		setFrozen(m.layers[i], true)

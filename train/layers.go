@@ -74,8 +74,8 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 }
 
 // Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
-// Flatten, Dropout, BatchNorm2D, GlobalAvgPool and Residual; a layer of one's own is a Module
-// that Custom makes a Layer. A Layer value belongs to one model.
+// BatchNorm2D, GlobalAvgPool, Flatten, Dropout and Residual (a block of layers plus a shortcut);
+// a layer of one's own is a Module that Custom makes a Layer. A Layer value belongs to one model.
 type Layer interface {
 	// String describes the layer ("linear 784->512").
 	String() string

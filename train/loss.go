@@ -91,16 +91,16 @@ func (l Loss) resolve(k TargetKind, classes int) (Loss, error) {
 		l.Kind = map[TargetKind]LossKind{ClassIDs: CrossEntropy, MultiHot: BCEWithLogits, Vector: MSE}[k]
 	}
 	if (l.Kind == CrossEntropy) != (k == ClassIDs) {
-		return l, fmt.Errorf("%w: loss %v for data whose targets are %v", ErrConfig, l.Kind, k)
+		return l, fmt.Errorf("train: %w: loss %v for data whose targets are %v", ErrConfig, l.Kind, k)
 	}
 	if l.PosWeight != nil && (l.Kind != BCEWithLogits || len(l.PosWeight) != classes) {
-		return l, fmt.Errorf("%w: pos_weight of %d values for loss %v over %d classes", ErrConfig, len(l.PosWeight), l.Kind, classes)
+		return l, fmt.Errorf("train: %w: pos_weight of %d values for loss %v over %d classes", ErrConfig, len(l.PosWeight), l.Kind, classes)
 	}
 	if l.Beta == 0 {
 		l.Beta = 1
 	}
 	if !(l.Beta > 0) || math.IsInf(l.Beta, 0) {
-		return l, fmt.Errorf("%w: smooth L1 beta %v", ErrConfig, l.Beta)
+		return l, fmt.Errorf("train: %w: smooth L1 beta %v", ErrConfig, l.Beta)
 	}
 	return l, nil
 }
@@ -138,7 +138,7 @@ func (t *Trainer) lossStep(b Batch, logits, dl kernels.F32) error {
 	case SmoothL1:
 		kind = kernels.SmoothL1
 	default:
-		return fmt.Errorf("%w: loss %v for a batch of float targets", ErrConfig, l.Kind)
+		return fmt.Errorf("train: %w: loss %v for a batch of float targets", ErrConfig, l.Kind)
 	}
 	return t.ops.FloatLoss(t.s, m.loss, dl, logits, b.Targets, t.posWeight, n, m.classes, kernels.Loss{Kind: kind, Beta: float32(l.Beta)})
 }
@@ -256,7 +256,7 @@ func argmax(v []float32) int {
 func (t *Trainer) Metrics(ctx context.Context, data Data) (Metrics, error) {
 	k := targetKind(data)
 	if k == ClassIDs {
-		return Metrics{}, fmt.Errorf("%w: Metrics takes data with float targets; use Evaluate for class ids", ErrConfig)
+		return Metrics{}, fmt.Errorf("train: %w: Metrics takes data with float targets; use Evaluate for class ids", ErrConfig)
 	}
 	p, err := t.Predict(ctx, data)
 	if err != nil {

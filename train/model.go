@@ -14,7 +14,7 @@ import (
 )
 
 // ErrModel: an unknown model name or a model whose layers do not fit together.
-var ErrModel = errors.New("train: bad model")
+var ErrModel = errors.New("bad model")
 
 // Shape is the shape of one input image: channels, height, width. It is transforms.Shape, the
 // shape a Loader's batches carry, under the name the trainer's signatures use.
@@ -90,7 +90,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 	case "resnet50":
 		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
 	}
-	return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
+	return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
 }
 
 // Sequential builds a model from layers applied in order to images of shape in; the last layer
@@ -107,7 +107,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 // between (a Dropout) keeps the written order; so do the layers inside a Residual block.
 func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, error) {
 	if in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 {
-		return nil, fmt.Errorf("%w: %s: input %v, %d classes", ErrModel, name, in, classes)
+		return nil, fmt.Errorf("train: %w: %s: input %v, %d classes", ErrModel, name, in, classes)
 	}
 	m := &Model{name: name, in: in, classes: classes, layers: layers, order: execOrder(layers),
 		firstParamLayer: -1, layerParams: make([][]*Param, len(layers))}
@@ -115,12 +115,12 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 	for _, i := range m.order {
 		out, err := layers[i].setup(shape)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s layer %d: %w", ErrModel, name, i, err)
+			return nil, fmt.Errorf("train: %w: %s layer %d: %w", ErrModel, name, i, err)
 		}
 		shape = out
 	}
 	if prod(shape) != classes {
-		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
+		return nil, fmt.Errorf("train: %w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
 	}
 	for i, l := range layers {
 		ps := l.newParams(fmt.Sprintf("%d.%s", i, layerKind(l)))
@@ -227,7 +227,7 @@ func (m *Model) String() string {
 // that feed a ReLU, Glorot uniform otherwise, zero biases), through stream s.
 func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64) error {
 	if m.ops != nil {
-		return fmt.Errorf("%w: %s is already used by a trainer", ErrModel, m.name)
+		return fmt.Errorf("train: %w: %s is already used by a trainer", ErrModel, m.name)
 	}
 	m.ops = ops
 	m.weights.dev, m.acts.dev = dev, dev

@@ -12,11 +12,6 @@ import (
 	"slices"
 )
 
-// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than the
-// file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that overlap,
-// leave a gap or run past the end).
-var ErrSafetensors = errors.New("bad safetensors file")
-
 // maxSTHeader bounds the JSON header, as the safetensors reference implementation does (100 MB):
 // the header is read whole before anything else.
 const maxSTHeader = 100 << 20
@@ -204,7 +199,7 @@ func checkSTEntry(name, dtype string, shape, offsets []json.Number, dataLen int6
 // dtypes are refused. It allocates t's bytes, which the caller has admitted by sizing dst.
 func (f *stFile) float32s(dst []float32, t *stInfo) error {
 	if len(dst) != t.elems {
-		return fmt.Errorf("train: safetensors: tensor %q: %d values into %d", t.name, t.elems, len(dst))
+		return fmt.Errorf("safetensors: tensor %q: %d values into %d", t.name, t.elems, len(dst))
 	}
 	size := stDTypes[t.dtype]
 	switch t.dtype {
@@ -214,7 +209,7 @@ func (f *stFile) float32s(dst []float32, t *stInfo) error {
 	}
 	raw := make([]byte, t.end-t.begin)
 	if _, err := f.r.ReadAt(raw, f.dataOff+t.begin); err != nil {
-		return fmt.Errorf("train: safetensors: tensor %q: %w", t.name, err)
+		return fmt.Errorf("safetensors: tensor %q: %w", t.name, err)
 	}
 	for i := range dst {
 		switch size {

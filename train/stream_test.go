@@ -51,7 +51,8 @@ func TestFitStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	trainL, err := loaders.NewStream(memoryStream{memDataset(600, 1)}, loaders.Config{Batch: 32, Workers: 2, Shuffle: true, ShuffleBuffer: 200, Seed: 9, Device: dev, Stream: tr.Stream()})
+	trainL, err := loaders.NewStream(memoryStream{memDataset(600, 1)}, loaders.Config{Batch: 32, Workers: 2, Shuffle: true, ShuffleBuffer: 200, Seed: 9,
+		Device: dev, Stream: tr.Stream()})
 	if err != nil {
 		t.Fatal(err)
 	}

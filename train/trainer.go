@@ -15,7 +15,7 @@ import (
 )
 
 // ErrConfig: a Config or an argument the trainer cannot use.
-var ErrConfig = errors.New("train: bad configuration")
+var ErrConfig = errors.New("bad configuration")
 
 // Batch is one batch on the device, as a Data source hands it to the trainer.
 type Batch struct {
@@ -230,10 +230,10 @@ type Trainer struct {
 // checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
 func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
 	if m == nil || dev == nil {
-		return nil, fmt.Errorf("%w: nil model or device", ErrConfig)
+		return nil, fmt.Errorf("train: %w: nil model or device", ErrConfig)
 	}
 	if cfg.Epochs < 0 || (opt != nil && !(opt.BaseLR() > 0)) {
-		return nil, fmt.Errorf("%w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
+		return nil, fmt.Errorf("train: %w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -242,14 +242,14 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 		cfg.Schedule = Constant()
 	}
 	if !(cfg.LabelSmoothing >= 0 && cfg.LabelSmoothing < 1) {
-		return nil, fmt.Errorf("%w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
+		return nil, fmt.Errorf("train: %w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
 	}
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
 	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
 	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
@@ -341,7 +341,7 @@ func (t *Trainer) Close() error {
 // results so far with the first error; cancelling ctx stops it between steps.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
 	if t.opt == nil {
-		return Result{}, fmt.Errorf("%w: Fit needs an optimizer", ErrConfig)
+		return Result{}, fmt.Errorf("train: %w: Fit needs an optimizer", ErrConfig)
 	}
 	if err := t.prepareLoss(trainData); err != nil {
 		return Result{}, err
@@ -351,8 +351,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var trainTime, waitTime time.Duration
 	var samples int
 	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
-		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
-			ErrMismatch, t.step, t.epochs, trainData.Steps())
+		return t.result(res, start, 0, 0,
+				0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
+				ErrMismatch, t.step, t.epochs, trainData.Steps())
 	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
@@ -414,7 +415,7 @@ func (t *Trainer) checkBatch(b Batch) error {
 func (t *Trainer) validBatch(b Batch) error {
 	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes
 	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || !targets {
-		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
+		return fmt.Errorf("train: %w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
 			b.N, b.Shape, b.Images.Len, b.Labels.Len, b.Targets.Len, t.m.name, t.m.in, t.m.classes)
 	}
 	return nil

@@ -7,7 +7,7 @@
 //
 // A Chain is an immutable description built by Compose (or the ImageNet recipes Train and
 // Eval). A Worker executes it: Apply decodes one Input and writes the transformed pixels straight
-// into the caller's slot (dst first). The geometry of the whole pipeline is planned before any
+// into the caller's slot (dst first). The geometry of the whole Chain is planned before any
 // pixel is touched, from the image's header alone; the pixels are then resampled once, directly
 // from the decoded planes (for JPEG: the Y, Cb and Cr planes, so only output pixels are ever
 // converted to RGB), and each output pixel is written once into dst in its final layout. For JPEG
@@ -23,7 +23,7 @@
 // with it to within 1e-6, in either of its float32 forms (divide, or multiply by 1/(255 std) and
 // add -mean/std).
 //
-// Bad input never panics: headers are read before decoding, images over the pipeline's pixel
+// Bad input never panics: headers are read before decoding, images over the Chain's pixel
 // limit (DefaultMaxPixels unless WithMaxPixels says otherwise) return an error wrapping
 // ErrTooLarge, and corrupt or truncated data returns an error wrapping ErrCorrupt.
 //

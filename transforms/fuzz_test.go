@@ -35,7 +35,7 @@ func fuzzSeeds(f *testing.F) {
 	}
 }
 
-// FuzzApply feeds arbitrary bytes through header parsing, decoding and two random pipelines (a
+// FuzzApply feeds arbitrary bytes through header parsing, decoding and two random Chains (a
 // resized crop and flip; a padded crop with flips, quarter turns, whose JPEG decode reads a
 // transposed region, and a rotation): any input must give an output or an error wrapping one of
 // the sentinels, never a panic or a hang, and the same output with the SIMD kernels as without

@@ -10,14 +10,14 @@ import (
 
 // Sentinel errors that callers check with errors.Is.
 var (
-	// ErrTooLarge: the image's header declares more pixels than the pipeline allows.
-	ErrTooLarge = errors.New("transforms: image too large")
+	// ErrTooLarge: the image's header declares more pixels than the Chain allows.
+	ErrTooLarge = errors.New("image too large")
 	// ErrCorrupt: the encoded bytes are not a decodable image of a supported format.
-	ErrCorrupt = errors.New("transforms: corrupt image")
-	// ErrShape: the input or the destination does not have the shape the pipeline needs.
-	ErrShape = errors.New("transforms: shape mismatch")
+	ErrCorrupt = errors.New("corrupt image")
+	// ErrShape: the input or the destination does not have the shape the Chain needs.
+	ErrShape = errors.New("shape mismatch")
 	// ErrInvalid: a transform's parameters are invalid (reported by OutShape and Apply).
-	ErrInvalid = errors.New("transforms: invalid transform")
+	ErrInvalid = errors.New("invalid transform")
 )
 
 // DefaultMaxPixels is the pixel limit (width x height) of a Chain that did not set one: 100
@@ -105,7 +105,7 @@ type Chain struct {
 	maxPixels int
 }
 
-// Compose returns the pipeline that applies ts in order. Normalize may appear anywhere: it is
+// Compose returns the Chain that applies ts in order. Normalize may appear anywhere: it is
 // recorded for the float path and the device and never changes the uint8 output.
 func Compose(ts ...Transform) *Chain {
 	p := &Chain{ts: append([]Transform(nil), ts...), maxPixels: DefaultMaxPixels}
@@ -143,8 +143,8 @@ func (p *Chain) WithMaxPixels(n int) *Chain {
 	return &q
 }
 
-// Admit checks an image's header against the pipeline's limits before anything is decoded: at most
-// the pipeline's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
+// Admit checks an image's header against the Chain's limits before anything is decoded: at most
+// the Chain's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
 // memory per allowed pixel (ImageInfo.DecodedBytes), so that a 16-bit PNG counts for what it
 // takes. Images over either limit are an error wrapping ErrTooLarge.
 func (p *Chain) Admit(info ImageInfo) error {
@@ -153,7 +153,8 @@ func (p *Chain) Admit(info ImageInfo) error {
 		return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, info.Width, info.Height, p.limit(), ErrTooLarge)
 	}
 	if info.DecodedBytes > 4*int64(p.limit()) {
-		return fmt.Errorf("transforms: %s of %dx%d pixels decodes to %d bytes (limit %d): %w", info.Format, info.Width, info.Height, info.DecodedBytes, 4*int64(p.limit()), ErrTooLarge)
+		return fmt.Errorf("transforms: %s of %dx%d pixels decodes to %d bytes (limit %d): %w", info.Format, info.Width, info.Height, info.DecodedBytes,
+			4*int64(p.limit()), ErrTooLarge)
 	}
 	return nil
 }
@@ -185,9 +186,9 @@ func (p *Chain) String() string {
 	return b.String()
 }
 
-// Normalization returns the mean and standard deviation of the pipeline's Normalize step, which
+// Normalization returns the mean and standard deviation of the Chain's Normalize step, which
 // Apply leaves for the device: out = (float32(v)/255 - mean[c]) / std[c]. ok is false when the
-// pipeline does not normalize. The slices are copies.
+// Chain does not normalize. The slices are copies.
 func (p *Chain) Normalization() (mean, std []float32, ok bool) {
 	if p == nil || p.mean == nil {
 		return nil, nil, false
@@ -235,7 +236,8 @@ func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
 			return err
 		}
 		if pl.late {
-			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, Plan.Pixels): put it before them: %w", t, ErrInvalid)
+			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, Plan.Pixels): put it before them: %w", t,
+				ErrInvalid)
 		}
 		if w, h := pl.Size(); w > maxSide || h > maxSide {
 			return fmt.Errorf("transforms: %v: output %dx%d: %w", t, w, h, ErrInvalid)

@@ -47,11 +47,11 @@ func (p *Chain) NewWorker() *Worker {
 }
 
 // Apply transforms in and writes uint8 CHW pixels into dst, whose length must be C*H*W for the
-// output size H x W the pipeline gives this input and C = 1 or 3 (the channels wanted: encoded
+// output size H x W the Chain gives this input and C = 1 or 3 (the channels wanted: encoded
 // images are converted to RGB or to luma, raw pixels likewise). Randomness is drawn from r, the
 // sample's own generator (seed it from what identifies the sample, for instance
 // rand.New(rand.NewPCG(seed, uint64(index))), so that the output does not depend on which Worker
-// ran it); r may be nil for pipelines without random transforms (random ones then take their
+// ran it); r may be nil for Chains without random transforms (random ones then take their
 // deterministic fallback). A warm Worker allocates nothing for JPEG and raw input.
 func (w *Worker) Apply(dst []byte, in Input, r *rand.Rand) error {
 	return w.apply(dst, CHW, in, r)
@@ -63,7 +63,7 @@ func (w *Worker) ApplyLayout(dst []byte, l Layout, in Input, r *rand.Rand) error
 }
 
 // ApplyFloat32 is Apply followed by the conversion to float32 in layout l:
-// (float32(v)/255 - mean[c]) / std[c] with the pipeline's Normalize, or float32(v)/255 without
+// (float32(v)/255 - mean[c]) / std[c] with the Chain's Normalize, or float32(v)/255 without
 // one. The device-side normalization of Apply's output computes the same numbers.
 func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rand.Rand) error {
 	w.u8 = growBytes(w.u8, len(dst))
@@ -298,7 +298,7 @@ func (w *Worker) writeRow(dst []byte, m *mapping, k, nc, chanStride int) {
 }
 
 // copyRow stores src[j] at dst[o+j*du]. A flipped CHW row (du -1, half the rows of a
-// training pipeline) reverses 8 bytes at a time.
+// training Chain) reverses 8 bytes at a time.
 func copyRow(dst []byte, o, du int, src []byte) {
 	switch du {
 	case 1:

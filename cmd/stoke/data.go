@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
@@ -24,7 +25,7 @@ type loaderFlags struct {
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
 	// opener reads remote shards (--cache-dir, --cache-size).
-	opener loaders.Opener
+	opener datasets.Opener
 	// rank and worldSize place this process among data-parallel ones (--rank, --world-size, from
 	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
 	rank, worldSize, localRank int
@@ -207,7 +208,7 @@ func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Ch
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
 func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := lf.opener.Open(lf.data, split)
+	ds, err := openDataset(lf.opener, lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -72,7 +72,8 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	root := noisyFolder(t, 3, 4, 73)
 	dir := t.TempDir()
 	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "m.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
@@ -120,7 +121,8 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 func TestPredictAndExportErrors(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train",
+		"--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -35,6 +36,8 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--size N] [--batch B] [--workers W] [--device D] [--json]", true)
 	lf.register(fs, 128)
+	// predict sizes photos from the checkpoint, not 224 as the other commands do.
+	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos (224 with --weights)"
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "", "safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
@@ -64,10 +67,10 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
 	// the model's input size.
 	split := "test"
-	ds, err := loaders.Open(lf.data, split)
-	if errors.Is(err, loaders.ErrNoSplit) {
+	ds, err := openDataset(datasets.Opener{}, lf.data, split)
+	if errors.Is(err, datasets.ErrNoSplit) {
 		split = "train"
-		ds, err = loaders.Open(lf.data, split)
+		ds, err = openDataset(datasets.Opener{}, lf.data, split)
 	}
 	if err != nil {
 		return err
@@ -110,7 +113,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 
-	folder, _ := ds.(*loaders.ImageFolder)
+	folder, _ := ds.(*datasets.ImageFolder)
 	correct := 0
 	for i := range p.Len() {
 		r := predictJSON{Index: i, Class: p.Class(i), Label: int(p.Labels[i]), Logits: p.Logits[i*p.Classes : (i+1)*p.Classes]}

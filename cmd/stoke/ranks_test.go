@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -30,7 +31,7 @@ func buildStoke(t *testing.T) string {
 func rawShards(t *testing.T, shards, perShard int) string {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "part-%04d.tar"), MaxSamples: perShard})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(dir, "part-%04d.tar"), MaxSamples: perShard})
 	if err != nil {
 		t.Fatal(err)
 	}

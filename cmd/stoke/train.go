@@ -8,6 +8,7 @@ import (
 	"math"
 	"strings"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
@@ -16,7 +17,8 @@ import (
 
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
+	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
+		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerRanks(fs)
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
@@ -24,20 +26,28 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
+	wd := fs.Float64("wd", 0,
+		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
-	precision := fs.String("precision", "fp32", "arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
+	precision := fs.String("precision", "fp32",
+		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
+			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
-	valSplit := fs.Float64("val-split", 0, "hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
+	valSplit := fs.Float64("val-split", 0,
+		"hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
 	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
-	init := fs.String("init", "", "start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
-	freeze := fs.Bool("freeze", false, "freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
-	freezeUpTo := fs.String("freeze-upto", "", "freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
-	backboneLR := fs.Float64("backbone-lr-scale", 0, "multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	init := fs.String("init", "",
+		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
+	freeze := fs.Bool("freeze", false,
+		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
+	freezeUpTo := fs.String("freeze-upto", "",
+		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
+	backboneLR := fs.Float64("backbone-lr-scale", 0,
+		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -49,7 +59,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	switch {
 	case lf.worldSize > 1:
-		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
+		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one "+
+			"process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	case *epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
 	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
@@ -110,7 +121,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
 	if nclasses > maxClasses {
-		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
+		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
+			"declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
 	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
@@ -175,7 +187,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch, cfg.Precision)
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch,
+		cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	}
@@ -223,7 +236,7 @@ func (s *evalSets) Close() error {
 // test split, evaluating on the training data needs evalOnTrain: a run never reports its training
 // accuracy as a test accuracy. classes > 0 declares the number of classes.
 func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := loaders.Open(spec, "train")
+	trainDS, err := openDataset(datasets.Opener{}, spec, "train")
 	if err != nil {
 		return nil, err
 	}
@@ -237,16 +250,17 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		}
 		s.train, s.eval, s.evalName = tr, val, "validation"
 	default:
-		testDS, err := loaders.Open(spec, "test")
+		testDS, err := openDataset(datasets.Opener{}, spec, "test")
 		switch {
 		case err == nil:
 			s.eval, s.evalName = testDS, "test"
 			s.closers = append(s.closers, testDS)
-		case errors.Is(err, loaders.ErrNoSplit) && evalOnTrain:
+		case errors.Is(err, datasets.ErrNoSplit) && evalOnTrain:
 			s.eval, s.evalName = trainDS, "train"
-		case errors.Is(err, loaders.ErrNoSplit):
+		case errors.Is(err, datasets.ErrNoSplit):
 			s.Close()
-			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the training data", errUsage, spec, err)
+			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the "+
+				"training data", errUsage, spec, err)
 		default:
 			s.Close()
 			return nil, err
