@@ -1,10 +1,12 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"path/filepath"
 	"slices"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -179,4 +181,47 @@ func abs32(v float32) float32 {
 		return -v
 	}
 	return v
+}
+
+// TestDataParallelFrozen: two ranks fine-tuning with frozen layers reduce only the trained
+// gradients: they finish with the same weights, and the frozen ones unchanged.
+func TestDataParallelFrozen(t *testing.T) {
+	imgs, labels := synthetic(256, 1)
+	groups := testGroups(t, 2)
+	trs := make([]*Trainer, 2)
+	var before [][]float32
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		dev := openCPU(t)
+		data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
+		tr, err := New(smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Dist: groups[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		trs[r] = tr
+		if r == 0 {
+			before = weights(t, tr)
+		}
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			_, errs[r] = tr.Fit(context.Background(), data, nil)
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	a, b := weights(t, trs[0]), weights(t, trs[1])
+	for i, p := range trs[0].m.tensors() {
+		if !slices.Equal(a[i], b[i]) {
+			t.Errorf("%s differs between the ranks", p.Name)
+		}
+		frozen := strings.HasPrefix(p.Name, "0.") || strings.HasPrefix(p.Name, "1.") || strings.HasPrefix(p.Name, "3.")
+		if frozen != slices.Equal(a[i], before[i]) && (p.kind == kindWeight || p.buffer()) {
+			t.Errorf("%s: unchanged %v; frozen %v", p.Name, !frozen, frozen)
+		}
+	}
 }

@@ -98,6 +98,8 @@ type run struct {
 	s     gpu.Stream
 	train bool
 	seed  uint64 // dropout seed of this step and layer
+	// layerDone, if set, is called with a layer's index once its backward has been enqueued.
+	layerDone func(layer int) error
 }
 
 // arena allocates device tensors and frees them together.

@@ -45,6 +45,17 @@ func (d loaderData) TargetKind() TargetKind { k, _ := d.kind(); return k }
 
 func (d loaderData) Steps() int { return d.l.BatchesPerEpoch() }
 
+func (d loaderData) split() (rank, world int) {
+	s := d.l.State()
+	return s.Rank, s.WorldSize
+}
+
+// identity is what the ranks of a data-parallel run must agree on about their data.
+func (d loaderData) identity() string {
+	s := d.l.State()
+	return fmt.Sprintf("%s: %d samples, %v, batch %d, shuffle %v, drop last %v", d.l.Info().Name, s.Len, d.l.Shape(), s.BatchSize, s.Shuffle, s.DropLast)
+}
+
 func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normalization() }
 
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {

@@ -315,7 +315,7 @@ func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 }
 
 // backward enqueues the gradient pass from dlogits, in the reverse of the forward order (the
-// first parameterized layer's position in it is its index).
+// first parameterized layer's position in it is its index), calling r.layerDone after each layer.
 func (m *Model) backward(r *run, n int) error {
 	d := m.dlogits.Slice(0, n*m.classes)
 	for k := len(m.order) - 1; k >= 0 && k >= m.firstParamLayer; k-- {
@@ -323,6 +323,11 @@ func (m *Model) backward(r *run, n int) error {
 		var err error
 		if d, err = m.layers[i].backward(r, d, n, k > m.firstParamLayer); err != nil {
 			return fmt.Errorf("train: %s layer %d (%v) backward: %w", m.name, i, m.layers[i], err)
+		}
+		if r.layerDone != nil {
+			if err := r.layerDone(i); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -97,6 +97,22 @@ type Config struct {
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
 	Progress func(*Progress)
+	// Dist, if set, trains data-parallel over its ranks as PyTorch's DistributedDataParallel
+	// does: each rank (one process, one device) runs a Trainer with the same configuration over
+	// its own part of every epoch (a Loader with the group's Rank and WorldSize) in batches of the
+	// same size, so the global batch is Size() times the rank's. Fit checks that the ranks agree
+	// (model, optimizer, seed, epochs, precision, steps per epoch, the data), broadcasts rank 0's
+	// weights, averages the gradients of every step over the ranks in buckets that overlap the
+	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
+	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
+	// BatchNorm normalizes with each rank's own batch statistics (DDP's default); rank 0's running
+	// statistics are the ones evaluated and saved. Every rank ends each step with the same
+	// weights, bit for bit.
+	Dist Collective
+	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
+	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
+	// 25 MiB, DDP's bucket_cap_mb.
+	BucketBytes int
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -188,6 +204,11 @@ type Result struct {
 	DataWaitFraction float64 `json:"data_wait_fraction"`
 	// History has one record per epoch, resumed ones included.
 	History []EpochResult `json:"history"`
+	// AllReduceSeconds is, in a data-parallel run, the time this rank's gradient all-reduces have
+	// taken since New; ExposedAllReduceSeconds the part that the backward pass did not hide (the
+	// steps waited for it after their backward pass had run).
+	AllReduceSeconds        float64 `json:"allreduce_seconds,omitempty"`
+	ExposedAllReduceSeconds float64 `json:"allreduce_exposed_seconds,omitempty"`
 }
 
 // Trainer trains one model on one device. It is not safe for concurrent use.
@@ -220,6 +241,8 @@ type Trainer struct {
 	targets   TargetKind
 	posWeight kernels.F32
 
+	dist *ddp // data-parallel state; nil in a single process
+
 	host [4]byte // loss and count read-back
 }
 
@@ -247,6 +270,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
 	}
+	if cfg.BucketBytes < 0 {
+		return nil, fmt.Errorf("train: %w: bucket bytes %d", ErrConfig, cfg.BucketBytes)
+	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
 	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
 		return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
@@ -267,6 +293,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	}
 	if err := t.setup(); err != nil {
 		return nil, errors.Join(err, t.Close())
+	}
+	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
+		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
 	}
 	return t, nil
 }
@@ -351,9 +380,20 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var trainTime, waitTime time.Duration
 	var samples int
 	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
-		return t.result(res, start, 0, 0,
-				0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
-				ErrMismatch, t.step, t.epochs, trainData.Steps())
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch "+
+			"(another batch size, dataset or world size)", ErrMismatch, t.step, t.epochs, trainData.Steps())
+	}
+	if w := dataWorld(trainData); w > 1 && t.dist == nil {
+		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Dist: "+
+			"without the gradients all-reduced every rank would train a model of its own", ErrConfig, dataRank(trainData), w)
+	}
+	if t.dist != nil {
+		if w := dataWorld(trainData); w != t.dist.g.Size() {
+			return Result{}, fmt.Errorf("train: %w: the training data is split for a world of %d; the group has %d ranks", ErrConfig, w, t.dist.g.Size())
+		}
+		if err := t.distStart(ctx, trainData); err != nil {
+			return Result{}, err
+		}
 	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
@@ -370,7 +410,10 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		}
 		t.history = append(t.history, er)
 		t.epochs++
-		if t.cfg.Checkpoint != "" {
+		if err := t.syncBuffers(ctx); err != nil {
+			return t.result(res, start, samples, trainTime, waitTime), err
+		}
+		if t.cfg.Checkpoint != "" && (t.dist == nil || t.dist.g.Rank() == 0) {
 			if err := t.Save(t.cfg.Checkpoint); err != nil {
 				return t.result(res, start, samples, trainTime, waitTime), err
 			}
@@ -390,6 +433,9 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 	}
 	r.Epochs = t.epochs
 	r.History = append([]EpochResult(nil), t.history...)
+	if t.dist != nil {
+		r.AllReduceSeconds, r.ExposedAllReduceSeconds = t.dist.comm.Seconds(), t.dist.exposed.Seconds()
+	}
 	if len(t.history) > 0 {
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
@@ -484,12 +530,20 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 	if samples == 0 {
 		return er, samples, busy, wait, fmt.Errorf("train: epoch %d: no sample to train on: %w", epoch+1, ErrNoData)
 	}
+	if t.dist != nil {
+		// The epoch's loss and sample count are over every rank's batches.
+		all := float64(samples)
+		if err := t.sumOverRanks(ctx, &lossSum, &all); err != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, err)
+		}
+		samples = int(all)
+	}
 	return er, samples, busy, wait, nil
 }
 
 // trainStep enqueues one step on the batch, waits for it and returns its mean loss.
 func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) (float64, error) {
-	err := t.enqueueStep(b, mean, std, total, perEpoch)
+	err := t.enqueueStep(ctx, b, mean, std, total, perEpoch)
 	if b.Release != nil {
 		b.Release()
 	}
@@ -506,7 +560,7 @@ func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, t
 	return float64(*(*float32)(unsafe.Pointer(&t.host[0]))), nil
 }
 
-func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int) error {
+func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) error {
 	if err := t.checkBatch(b); err != nil {
 		return err
 	}
@@ -516,7 +570,13 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 	if err := t.ops.NormalizeU8(t.s, x, b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
 		return err
 	}
-	logits, err := m.forward(r, n, rng.Mix(t.seed, uint64(t.step), 7))
+	seed := rng.Mix(t.seed, uint64(t.step), 7)
+	if t.dist != nil {
+		// Each rank draws its own dropout masks (the same seed would give sample j of every rank's
+		// batch the same mask).
+		seed = rng.Mix(seed, uint64(t.dist.g.Rank()))
+	}
+	logits, err := m.forward(r, n, seed)
 	if err != nil {
 		return err
 	}
@@ -529,7 +589,13 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 			return err
 		}
 	}
-	if err := m.backward(r, n); err != nil {
+	if t.dist != nil {
+		sr := t.dist.startStep(ctx, t)
+		r.layerDone = sr.layerDone
+		if err := sr.finish(ctx, m.backward(r, n)); err != nil {
+			return err
+		}
+	} else if err := m.backward(r, n); err != nil {
 		return err
 	}
 	if t.scaler != nil {
@@ -586,7 +652,9 @@ func (t *Trainer) unscale() (apply bool, err error) {
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
 // For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
 // multi-hot targets; for vectors the accuracy when the trainer's loss is SoftCrossEntropy (soft
-// labels), else the mean squared error (lower is better).
+// labels), else the mean squared error (lower is better). In a data-parallel run every rank calls
+// it with its own part of the data and gets the accuracy over all the parts, each sample counted
+// once (class ids only: float targets are scored on this rank's part).
 func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 	if k := targetKind(data); k != ClassIDs {
 		m, err := t.Metrics(ctx, data)
@@ -597,6 +665,9 @@ func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
 			return m.MSE, err
 		}
 		return m.F1, err
+	}
+	if t.dist != nil {
+		return t.evaluateRanks(ctx, data)
 	}
 	mean, std := data.Normalization()
 	m := t.m

@@ -728,20 +728,22 @@ func TestJPEGPathMatchesDecodedPixels(t *testing.T) {
 
 func TestJPEGSteadyStateAllocatesNothing(t *testing.T) {
 	data := encodeJPEG(t, toImage(hwc(240, 320, 3, func(y, x, c int) byte { return byte(x*y + c) })), 90)
-	w, r := Train(96).NewWorker(), rng.NewSample()
-	dst := make([]byte, 3*96*96)
-	i := 0
-	run := func() {
-		r.Reset(1, 0, i)
-		i++
-		if err := w.Apply(dst, Input{Encoded: data}, r.Rand); err != nil {
-			t.Fatal(err)
+	for _, m := range []DecodeMode{FastDecode, ExactDecode} {
+		w, r := Train(96).WithDecode(m).NewWorker(), rng.NewSample()
+		dst := make([]byte, 3*96*96)
+		i := 0
+		run := func() {
+			r.Reset(1, 0, i)
+			i++
+			if err := w.Apply(dst, Input{Encoded: data}, r.Rand); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for range 50 {
-		run()
-	}
-	if n := testing.AllocsPerRun(50, run); n != 0 {
-		t.Errorf("Apply(jpeg) allocs = %v; want 0", n)
+		for range 50 {
+			run()
+		}
+		if n := testing.AllocsPerRun(50, run); n != 0 {
+			t.Errorf("Apply(jpeg, %v decode) allocs = %v; want 0", m, n)
+		}
 	}
 }

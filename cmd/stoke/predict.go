@@ -42,6 +42,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	weights := fs.String("weights", "", "safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
+	lf.registerDecode(fs, "test")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}

@@ -6,6 +6,7 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
 	"github.com/stoke-ml/stoke/datasets"
@@ -20,7 +21,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
 	lf.register(fs, 128)
-	lf.registerRanks(fs)
+	lf.registerDist(fs)
+	lf.registerDecode(fs, "train")
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
@@ -48,6 +50,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
 	backboneLR := fs.Float64("backbone-lr-scale", 0,
 		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
+	lf.augment = &augmentFlags{}
+	lf.augment.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -57,10 +62,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := lf.check(); err != nil {
 		return err
 	}
+	if _, err := lf.augment.transforms(nil); err != nil {
+		return err
+	}
 	switch {
-	case lf.worldSize > 1:
-		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one "+
-			"process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	case *epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
 	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
@@ -107,12 +112,30 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: --schedule %q; want constant, cosine or step", errUsage, *schedule)
 	}
+	logs, err := openRunLog(*logDir, *lr, sched, lf.batch)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
 
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
+	group, err := lf.group(ctx)
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+	if group.Rank() != 0 {
+		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
+		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
+		*resume = *checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
+	}
 
 	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
@@ -143,7 +166,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Dist: group,
 		Progress: func(p *train.Progress) {
+			logs.progress(p, sets.evalName)
 			if p.Done {
 				if bar != nil {
 					bar.Finish()
@@ -187,7 +212,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch,
+	batch := fmt.Sprintf("batch %d", lf.batch)
+	if n := group.Size(); n > 1 {
+		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
+	}
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, %s, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, batch,
 		cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
@@ -196,12 +225,29 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if bar != nil {
 		bar.Finish()
 	}
+	if err == nil {
+		err = logs.Close()
+	}
 	if err != nil {
 		return err
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(trainResult{res, sets.evalName, *precision})
+	if group.Size() > 1 {
+		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
+	}
+	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
+}
+
+// resumeAfterRestart reports whether a run restarted by its launcher should continue from its
+// checkpoint: torchrun counts restarts in TORCHELASTIC_RESTART_COUNT, and a restarted group that
+// began again from scratch would redo every epoch the checkpoint holds.
+func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
+	if resume != "" || checkpoint == "" || restarts == 0 {
+		return false
+	}
+	_, err := os.Stat(checkpoint)
+	return err == nil
 }
 
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
@@ -211,6 +257,10 @@ type trainResult struct {
 	train.Result
 	Eval      string `json:"eval"`
 	Precision string `json:"precision"`
+	// Batch is the batch of each rank; GlobalBatch, of a step over all WorldSize ranks.
+	Batch       int `json:"batch"`
+	GlobalBatch int `json:"global_batch"`
+	WorldSize   int `json:"world_size"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
