@@ -319,6 +319,32 @@ func (o checked) SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F
 	return o.b.SoftmaxCrossEntropySmooth(s, loss, dlogits, logits, labels, n, classes, smoothing)
 }
 
+func (o checked) FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+	c := newCall("float loss", s)
+	if l.Kind < SoftCrossEntropy || l.Kind > SmoothL1 {
+		c.arg("loss kind %d", l.Kind)
+	}
+	if !(l.Beta >= 0) || math.IsInf(float64(l.Beta), 0) {
+		c.arg("SmoothL1 beta %v; want finite and >= 0", l.Beta)
+	}
+	c.classes(n, dim)
+	nd := c.mul(n, dim)
+	c.view(out, "loss", vf(loss), 1)
+	c.view(out, "dpred", vf(dpred), nd)
+	c.view(in, "pred", vf(pred), nd)
+	c.view(in, "target", vf(target), nd)
+	if posWeight.Len != 0 {
+		if l.Kind != BCEWithLogits {
+			c.arg("posWeight given to loss kind %d; only BCEWithLogits takes one", l.Kind)
+		}
+		c.view(in, "posWeight", vf(posWeight), dim)
+	}
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.FloatLoss(s, loss, dpred, pred, target, posWeight, n, dim, l)
+}
+
 func (o checked) Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error {
 	c := newCall("argmax", s)
 	c.classes(n, classes)

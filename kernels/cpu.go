@@ -210,6 +210,26 @@ func softmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n,
 	})
 }
 
+func (cpuOps) FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+	const op = "float loss"
+	ls, e1 := hostF32(op, "loss", loss)
+	ds, e2 := hostF32(op, "dpred", dpred)
+	xs, e3 := hostF32(op, "pred", pred)
+	ts, e4 := hostF32(op, "target", target)
+	var pw []float32
+	var e5 error
+	if posWeight.Len != 0 {
+		pw, e5 = hostF32(op, "posWeight", posWeight)
+	}
+	if err := firstErr(e1, e2, e3, e4, e5); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		ls[0] = float32(cpu.FloatLoss(ds, xs, ts, pw, n, dim, int(l.Kind), l.Beta))
+		return nil
+	})
+}
+
 func (cpuOps) Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error {
 	ds, e1 := hostI32("argmax", "dst", dst)
 	xs, e2 := hostF32("argmax", "logits", logits)

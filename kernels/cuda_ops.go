@@ -60,6 +60,7 @@ var cudaKernels = []string{
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
 	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
 	"maxpool_pad_f32", "maxpool_pad_grad_f32", "to_x16", "im2col_x16", "count_nonfinite_f32",
+	"float_loss_f32",
 }
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {

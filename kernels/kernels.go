@@ -206,6 +206,32 @@ type SGD struct {
 	Nesterov                  bool
 }
 
+// LossKind names a loss of FloatLoss: predictions against float targets.
+type LossKind int
+
+// The losses over float targets, as PyTorch's with reduction "mean".
+const (
+	// SoftCrossEntropy is softmax cross-entropy against target distributions (soft labels):
+	// the mean over samples of -sum_j t_j log softmax(x)_j (CrossEntropyLoss with probabilities).
+	SoftCrossEntropy LossKind = 1
+	// BCEWithLogits is binary cross-entropy on logits (multi-label, multi-hot targets): the mean
+	// over elements of -[w_j t log sigmoid(x) + (1-t) log(1-sigmoid(x))], with w the pos_weight
+	// of column j (1 without), computed without overflow for any finite logits.
+	BCEWithLogits LossKind = 2
+	// MSE is the mean over elements of (x-t)^2.
+	MSE LossKind = 3
+	// SmoothL1 is the mean over elements of 0.5 (x-t)^2 / Beta where |x-t| < Beta, |x-t| - Beta/2
+	// elsewhere (Huber divided by Beta; Beta 0 is the L1 loss).
+	SmoothL1 LossKind = 4
+)
+
+// Loss is a FloatLoss's kind and parameter.
+type Loss struct {
+	Kind LossKind
+	// Beta is SmoothL1's threshold (>= 0); the other kinds ignore it.
+	Beta float32
+}
+
 // AdamW holds the hyper-parameters of one AdamW step; Step counts from 1 (bias correction).
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float32
@@ -260,6 +286,11 @@ type Ops interface {
 	// (1-smoothing)*onehot + smoothing/classes: the loss is their cross-entropy with the softmax and
 	// dlogits = (softmax - target)/n. smoothing must be in [0,1); 0 is SoftmaxCrossEntropy.
 	SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error
+	// FloatLoss takes predictions pred and float targets target ([n][dim] each), writes the mean
+	// loss of kind l to loss (one element) and its gradient to dpred ([n][dim]). posWeight is
+	// BCEWithLogits' pos_weight ([dim]) or the empty view (all 1); other kinds take the empty
+	// view. The mean is over samples for SoftCrossEntropy, over elements for the others.
+	FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error
 	// CountNonFinite adds to count (one element) the number of elements of x that are ±Inf or
 	// NaN: a check of gradients for overflow that leaves the result on the device (fp16 loss
 	// scaling reads one count per step, not a tensor per parameter).

@@ -23,10 +23,18 @@ var (
 	// checksum mismatch).
 	ErrCheckpoint = errors.New("corrupt checkpoint")
 	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
-	// size.
-	ErrMismatch = errors.New("checkpoint does not match")
+	// size; or a weights file (LoadWeights) lacks tensors of the model, holds others, or holds
+	// them in other shapes.
+	ErrMismatch = errors.New("file does not match")
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
+	// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than
+	// the file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
+	// overlap, leave a gap or run past the end).
+	ErrSafetensors = errors.New("bad safetensors file")
+	// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or
+	// an earlier call).
+	ErrRegistered = errors.New("layer kind already registered")
 )
 
 // readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
@@ -167,14 +175,14 @@ func (t *Trainer) Load(path string) error {
 	}
 	c, err := decodeCheckpoint(b)
 	if err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
 		t.seed = c.seed
 	}
 	if err := t.check(c); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (p.slots is empty).
@@ -185,7 +193,7 @@ func (t *Trainer) Load(path string) error {
 		}
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
 	return nil
@@ -377,13 +385,16 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// CheckpointModel builds the model a checkpoint at path was written for: a model of NewModel,
-// named in the checkpoint with its input shape and classes. Load the weights with
-// New(m, dev, nil, Config{Resume: path}) to predict or export. A checkpoint of a model built
-// by hand (Sequential) gives an error wrapping ErrMismatch: build the model again and load it the
-// same way.
+// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's, or a
+// Sequential model of the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout,
+// BatchNorm2D, GlobalAvgPool, Residual blocks of them), rebuilt from the description the
+// checkpoint holds (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path})
+// to predict or export. A model with a layer of another package gives an error wrapping
+// ErrMismatch that names the layer: build that model again and load it the same way. The model's
+// tensors must have the sizes of the checkpoint's (so a corrupt description cannot ask for more
+// memory than the file holds).
 func CheckpointModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	b, err := readCheckpoint(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -394,12 +405,23 @@ func CheckpointModel(path string) (*Model, error) {
 	var name string
 	var in Shape
 	var classes int
-	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err != nil {
-		return nil, fmt.Errorf("train: %s: %w: model %q", path, ErrCheckpoint, c.model)
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil && in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
+		if m, err := NewModel(name, in, classes); err == nil && m.String() == c.model {
+			return m, nil
+		}
 	}
-	m, err := NewModel(name, in, classes)
-	if err != nil || m.String() != c.model {
-		return nil, fmt.Errorf("train: %s: %w: model %q is not one of NewModel's (%s)", path, ErrMismatch, c.model, strings.Join(Models(), ", "))
+	m, err := parseModel(c.model)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w: %w", path, ErrMismatch, err)
+	}
+	all := m.tensors()
+	if len(all) != len(c.params) {
+		return nil, fmt.Errorf("train: %s: %w: model %q has %d tensors; the checkpoint %d", path, ErrMismatch, m.name, len(all), len(c.params))
+	}
+	for i, p := range all {
+		if len(c.params[i].tensors) == 0 || len(c.params[i].tensors[0]) != prod(p.Shape) || c.params[i].name != p.Name {
+			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match", path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
+		}
 	}
 	return m, nil
 }

@@ -78,7 +78,7 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	for k := len(m.order) - 1; k >= 0; k-- {
 		i := m.order[k]
 		for _, p := range m.layerParams[i] {
-			if p.buffer() {
+			if p.buffer() || p.frozen { // frozen: no gradient to reduce (Config.FreezeBackbone)
 				continue
 			}
 			cur.params = append(cur.params, p)

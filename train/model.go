@@ -31,6 +31,7 @@ type Model struct {
 	order   []int
 	params  []*Param
 	buffers []*Param // running statistics: checkpointed and exported, not trained
+	frozen  []*Param // frozen parameters (Config.FreezeBackbone, FreezeUpTo): not trained either
 	// layerParams[i] are layer i's tensors, buffers included.
 	layerParams     [][]*Param
 	firstParamLayer int
@@ -182,16 +183,31 @@ func (m *Model) Input() Shape { return m.in }
 func (m *Model) Classes() int { return m.classes }
 
 // Params returns the model's trainable tensors in a fixed order. Their W and G views are valid
-// while a Trainer holds the model.
+// while a Trainer holds the model. A Trainer that freezes layers (Config.FreezeBackbone,
+// FreezeUpTo) leaves their parameters out until it is closed.
 func (m *Model) Params() []*Param { return m.params }
 
-// tensors is the parameters then the buffers: what a checkpoint holds.
-func (m *Model) tensors() []*Param { return append(append([]*Param(nil), m.params...), m.buffers...) }
+// tensors is the parameters (frozen ones included, in layer order), then the buffers: what a
+// checkpoint holds, in the same order whatever is frozen.
+func (m *Model) tensors() []*Param {
+	if len(m.frozen) == 0 {
+		return append(append([]*Param(nil), m.params...), m.buffers...)
+	}
+	var all []*Param
+	for _, ps := range m.layerParams {
+		for _, p := range ps {
+			if !p.buffer() {
+				all = append(all, p)
+			}
+		}
+	}
+	return append(all, m.buffers...)
+}
 
 // NumParams is the total number of trainable values.
 func (m *Model) NumParams() int {
 	n := 0
-	for _, p := range m.params {
+	for _, p := range append(m.params, m.frozen...) {
 		n += prod(p.Shape)
 	}
 	return n
@@ -224,7 +240,7 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 			if p.W, err = m.weights.f32(n); err != nil {
 				return err
 			}
-			if !p.buffer() {
+			if !p.buffer() && !p.frozen {
 				if p.G, err = m.weights.f32(n); err != nil {
 					return err
 				}
@@ -322,8 +338,9 @@ func (m *Model) backward(r *run, n int) error {
 func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
-	for _, p := range append(m.params, m.buffers...) {
+	for _, p := range m.tensors() {
 		p.W, p.G, p.slots = kernels.F32{}, kernels.F32{}, nil
 	}
+	m.unfreeze()
 	return err
 }

@@ -19,11 +19,13 @@ var ErrConfig = errors.New("bad configuration")
 
 // Batch is one batch on the device, as a Data source hands it to the trainer.
 type Batch struct {
-	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes).
-	Images kernels.U8
-	Labels kernels.I32
-	N      int
-	Shape  Shape
+	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes), or, for data
+	// with float targets (Targeted), Labels is empty and Targets holds float32 [N][classes].
+	Images  kernels.U8
+	Labels  kernels.I32
+	Targets kernels.F32
+	N       int
+	Shape   Shape
 	// Indices, if known, are the dataset indices of the N samples (Predict reports them).
 	Indices []int
 	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
@@ -63,6 +65,27 @@ type Config struct {
 	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
 	// label_smoothing); the reported loss is against the smoothed targets.
 	LabelSmoothing float64
+	// Init, if set, is a safetensors file (Export's, or torchvision's state_dict saved with
+	// safetensors) to start from: New loads it over the fresh weights with LoadWeights, strictly
+	// but for the classifier head, which stays freshly initialized when the file's has another
+	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
+	// Resume, Init is not read: the checkpoint holds the weights trained from it.
+	Init string
+	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
+	// if set, freezes the layers from the first up to the last one whose tensor names start with
+	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
+	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
+	// stops before them), and its BatchNorms run on their running statistics, which they keep
+	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
+	FreezeBackbone bool
+	FreezeUpTo     string
+	// BackboneLRScale, if not 0, multiplies the learning rate of every layer but the head (a
+	// parameter group of its own, as torch.optim's): 0.1 fine-tunes a pretrained backbone ten
+	// times slower than the new head. It must be positive; freeze the backbone for none.
+	BackboneLRScale float64
+	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
+	// softmax cross-entropy for class ids, BCEWithLogits for multi-hot, MSE for vectors.
+	Loss Loss
 	// Precision is the arithmetic of the model's products (kernels.ForPrecision), in training,
 	// evaluation and prediction alike; "" means FP32. BF16 and FP16 round the operands of every
 	// GEMM and convolution to 16 bits and accumulate in fp32; the weights, their gradients, the
@@ -209,6 +232,14 @@ type Trainer struct {
 	step    int // completed steps over all epochs
 	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
+	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the steps
+	// taken before (Export adds the steps).
+	batchesTracked map[string]int64
+	initReport     *WeightsReport
+	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
+	loss      Loss
+	targets   TargetKind
+	posWeight kernels.F32
 
 	dist *ddp // data-parallel state; nil in a single process
 
@@ -253,6 +284,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
+	if opt != nil && cfg.BackboneLRScale != 0 {
+		opt = groupLR{opt}
+	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
 	if cfg.Precision == FP16 && opt != nil {
 		t.scaler = newLossScale()
@@ -267,6 +301,11 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 }
 
 func (t *Trainer) setup() error {
+	if t.m.ops == nil { // a model another trainer holds is refused by bind
+		if err := t.m.freeze(t.cfg); err != nil {
+			return err
+		}
+	}
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
 	}
@@ -280,7 +319,7 @@ func (t *Trainer) setup() error {
 		if t.opt == nil {
 			break
 		}
-		for range t.opt.slots() {
+		for range t.opt.Slots() {
 			v, err := t.m.weights.f32(p.Len())
 			if err != nil {
 				return err
@@ -289,6 +328,12 @@ func (t *Trainer) setup() error {
 				return err
 			}
 			p.slots = append(p.slots, v)
+		}
+	}
+	if t.cfg.Init != "" && t.cfg.Resume == "" {
+		var err error
+		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
+			return err
 		}
 	}
 	if t.cfg.Resume != "" {
@@ -326,6 +371,9 @@ func (t *Trainer) Close() error {
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
 	if t.opt == nil {
 		return Result{}, fmt.Errorf("train: %w: Fit needs an optimizer", ErrConfig)
+	}
+	if err := t.prepareLoss(trainData); err != nil {
+		return Result{}, err
 	}
 	start := time.Now()
 	var res Result
@@ -411,9 +459,10 @@ func (t *Trainer) checkBatch(b Batch) error {
 }
 
 func (t *Trainer) validBatch(b Batch) error {
-	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
-		return fmt.Errorf("train: %w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
-			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
+	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes
+	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || !targets {
+		return fmt.Errorf("train: %w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
+			b.N, b.Shape, b.Images.Len, b.Labels.Len, b.Targets.Len, t.m.name, t.m.in, t.m.classes)
 	}
 	return nil
 }
@@ -532,12 +581,7 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 		return err
 	}
 	dl := m.dlogits.Slice(0, n*m.classes)
-	if t.cfg.LabelSmoothing > 0 {
-		err = t.ops.SoftmaxCrossEntropySmooth(t.s, m.loss, dl, logits, b.Labels, n, m.classes, float32(t.cfg.LabelSmoothing))
-	} else {
-		err = t.ops.SoftmaxCrossEntropy(t.s, m.loss, dl, logits, b.Labels, n, m.classes)
-	}
-	if err != nil {
+	if err := t.lossStep(b, logits, dl); err != nil {
 		return err
 	}
 	if t.scaler != nil {
@@ -568,7 +612,7 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 		applied -= t.scaler.skipped
 	}
 	for _, p := range m.params {
-		if err := t.opt.update(t.ops, t.s, p, lr, applied+1); err != nil {
+		if err := t.opt.Update(t.ops, t.s, p, lr, applied+1); err != nil {
 			return fmt.Errorf("train: update %s: %w", p.Name, err)
 		}
 	}
@@ -606,9 +650,22 @@ func (t *Trainer) unscale() (apply bool, err error) {
 }
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
-// In a data-parallel run every rank calls it with its own part of the data and gets the accuracy
-// over all the parts, each sample counted once.
+// For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
+// multi-hot targets; for vectors the accuracy when the trainer's loss is SoftCrossEntropy (soft
+// labels), else the mean squared error (lower is better). In a data-parallel run every rank calls
+// it with its own part of the data and gets the accuracy over all the parts, each sample counted
+// once (class ids only: float targets are scored on this rank's part).
 func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
+	if k := targetKind(data); k != ClassIDs {
+		m, err := t.Metrics(ctx, data)
+		if k == Vector && t.loss.Kind == SoftCrossEntropy {
+			return m.Accuracy, err
+		}
+		if k == Vector {
+			return m.MSE, err
+		}
+		return m.F1, err
+	}
 	if t.dist != nil {
 		return t.evaluateRanks(ctx, data)
 	}
@@ -667,7 +724,12 @@ func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(l
 	per := b.Shape.Len()
 	for lo := 0; lo < b.N; lo += chunk {
 		n := min(chunk, b.N-lo)
-		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), Labels: b.Labels.Slice(lo, lo+n), N: n, Shape: b.Shape}
+		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), N: n, Shape: b.Shape}
+		if b.Labels.Len > 0 {
+			part.Labels = b.Labels.Slice(lo, lo+n)
+		} else {
+			part.Targets = b.Targets.Slice(lo*m.classes, (lo+n)*m.classes)
+		}
 		if err := t.checkBatch(part); err != nil {
 			return err
 		}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -84,18 +83,7 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("predict: exit %d: %s", code, errOut)
 	}
-	var preds []predictJSON
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"samples"`) {
-			break
-		}
-		var p predictJSON
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
-			t.Fatalf("predict line %q: %v", sc.Text(), err)
-		}
-		preds = append(preds, p)
-	}
+	preds := predictLines(t, out)
 	if len(preds) != 12 {
 		t.Fatalf("predict printed %d samples; want 12", len(preds))
 	}

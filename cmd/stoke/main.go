@@ -3,6 +3,8 @@
 //
 //	stoke train   --data mnist --model mlp --epochs 3
 //	stoke predict --checkpoint ck --data DIR --json
+//	stoke predict --weights resnet18.safetensors --model resnet18 --size 224 --data DIR
+//	stoke train   --data DIR --model resnet18 --init resnet18.safetensors --freeze
 //	stoke export  --checkpoint ck --out model.safetensors
 //	stoke bench   --data DIR --size 224 --batch 64 --workers 2
 //	stoke profile --data DIR --batches 50 --trace trace.json --svg timeline.svg

@@ -19,7 +19,7 @@ import (
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
-		"[--checkpoint PATH] [--resume PATH] [--json]", true)
+		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
@@ -42,6 +42,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
 	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	init := fs.String("init", "",
+		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
+	freeze := fs.Bool("freeze", false,
+		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
+	freezeUpTo := fs.String("freeze-upto", "",
+		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
+	backboneLR := fs.Float64("backbone-lr-scale", 0,
+		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
@@ -72,6 +80,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --label-smoothing %v; want [0,1)", errUsage, *smoothing)
 	case *classes < 0 || *classes > maxClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *freeze && *freezeUpTo != "":
+		return fmt.Errorf("%w: --freeze and --freeze-upto: choose one", errUsage)
+	case !(*backboneLR >= 0) || math.IsInf(*backboneLR, 0):
+		return fmt.Errorf("%w: --backbone-lr-scale %v; want a finite factor > 0 (or --freeze)", errUsage, *backboneLR)
 	}
 	recipe, _ := train.Recipe(*model)
 	if *lr == 0 {
@@ -153,6 +165,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
+		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
 		Dist: group,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
@@ -178,6 +191,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
+	if rep := tr.InitReport(); rep != nil {
+		e.printf("initialized from %s: %d tensors loaded", *init, len(rep.Loaded))
+		if len(rep.NewHead) > 0 {
+			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
+		}
+		e.printf("\n")
+	}
+	if n := m.NumParams() - trainable(m); n > 0 {
+		e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
+	}
 	trainL, err := lf.loader(sets.train, "train", true, dev, tr.Stream())
 	if err != nil {
 		return err
@@ -297,6 +320,15 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		s.train, s.eval = loaders.WithClasses(s.train, classes), loaders.WithClasses(s.eval, classes)
 	}
 	return s, nil
+}
+
+// trainable counts the parameters the trainer updates.
+func trainable(m *train.Model) int {
+	n := 0
+	for _, p := range m.Params() {
+		n += p.Len()
+	}
+	return n
 }
 
 // flagSet reports whether the command line set the flag.
