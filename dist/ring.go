@@ -140,6 +140,7 @@ type ring struct {
 	ready   int64 // sends allowed; guarded by readyMu
 	readyMu sync.Mutex
 	scratch []float32
+	hdr     [headerSize]byte // the header received, reused
 	seq     uint32
 	// sentN counts the sends the sender has finished in this plan; the
 	// all-gather half waits on it before it overwrites a region sent
@@ -310,11 +311,11 @@ func (r *ring) run(ctx context.Context, p *plan) error {
 }
 
 func (r *ring) receive(p *plan) error {
-	var h [headerSize]byte
+	h := &r.hdr
 	if _, err := io.ReadFull(r.prev, h[:]); err != nil {
 		return r.ioErr(p, err, r.prevRank(), "receiving from")
 	}
-	if h != p.header {
+	if *h != p.header {
 		return r.fail(fmt.Errorf("dist: %s: %w: rank %d calls %s, rank %d calls %s", kindNames[p.kind], ErrMismatch,
 			r.rank, describe(p.header[:]), r.prevRank(), describe(h[:])))
 	}
