@@ -115,11 +115,17 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 			return fmt.Errorf("dist: %w: ranks agree on different things: rank 0 on %s, rank %d on %s", ErrMismatch, w0, r, w)
 		}
 		if v != v0 {
-			return fmt.Errorf("dist: ranks disagree on %s: rank 0 has %s, rank %d has %s: %w", what, v0, r, v, ErrMismatch)
+			return mismatchError(fmt.Sprintf("dist: ranks disagree on %s: rank 0 has %s, rank %d has %s", what, v0, r, v))
 		}
 	}
 	return nil
 }
+
+// mismatchError is an ErrMismatch whose message is its own.
+type mismatchError string
+
+func (e mismatchError) Error() string { return string(e) }
+func (e mismatchError) Unwrap() error { return ErrMismatch }
 
 // Close ends the group: a collective in flight on another goroutine fails
 // with ErrClosed, the connections close (the other ranks' collectives then
