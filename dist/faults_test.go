@@ -17,6 +17,7 @@ import (
 
 func wantErr(t *testing.T, what string, err, sentinel error, parts ...string) {
 	t.Helper()
+	t.Logf("%s: %v", what, err)
 	if !errors.Is(err, sentinel) {
 		t.Fatalf("%s = %v; want an error wrapping %v", what, err, sentinel)
 	}

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -179,5 +180,32 @@ func TestKilledRank(t *testing.T) {
 	}
 	if d := time.Since(start); d >= 30*time.Second {
 		t.Errorf("survivors took %v to fail; want less than the 30s timeout", d)
+	}
+}
+
+// TestStoppedRank freezes one of two ranks (SIGSTOP): its socket stays open,
+// so the other must give up by the timeout, naming it.
+func TestStoppedRank(t *testing.T) {
+	if testing.Short() {
+		t.Skip("spawns processes")
+	}
+	ps := spawn(t, 2, "loop", 2*time.Second)
+	for r, p := range ps {
+		if l := <-p.lines; l != "ready" {
+			t.Fatalf("rank %d: %q; want ready", r, l)
+		}
+	}
+	if err := ps[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer ps[1].cmd.Process.Signal(syscall.SIGCONT)
+	out, err := ps[0].wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("rank 0: exit %v; want status 3 (output %q)", err, out)
+	}
+	msg := out[len(out)-1]
+	if !strings.Contains(msg, "dist: all-reduce: timed out after 2s waiting for rank 1") || !strings.Contains(msg, "rank 1") {
+		t.Errorf("rank 0: %q; want an all-reduce timeout naming rank 1", msg)
 	}
 }
