@@ -145,18 +145,26 @@ func TestAllReduceProcesses(t *testing.T) {
 	}
 }
 
-// TestKilledRank kills one of three ranks in the middle of a stream of
-// all-reduces: the others fail with ErrPeer naming it, well within the timeout.
-func TestKilledRank(t *testing.T) {
+// spawnLooping starts w ranks that all-reduce until an error and waits until
+// each has done one.
+func spawnLooping(t *testing.T, w int, timeout time.Duration) []*proc {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	ps := spawn(t, 3, "loop", 30*time.Second)
+	ps := spawn(t, w, "loop", timeout)
 	for r, p := range ps {
 		if l := <-p.lines; l != "ready" {
 			t.Fatalf("rank %d: %q; want ready", r, l)
 		}
 	}
+	return ps
+}
+
+// TestKilledRank kills one of three ranks in the middle of a stream of
+// all-reduces: the others fail with ErrPeer naming it, well within the timeout.
+func TestKilledRank(t *testing.T) {
+	ps := spawnLooping(t, 3, 30*time.Second)
 	start := time.Now()
 	ps[2].cmd.Process.Kill()
 	named := false
@@ -186,15 +194,7 @@ func TestKilledRank(t *testing.T) {
 // TestStoppedRank freezes one of two ranks (SIGSTOP): its socket stays open,
 // so the other must give up by the timeout, naming it.
 func TestStoppedRank(t *testing.T) {
-	if testing.Short() {
-		t.Skip("spawns processes")
-	}
-	ps := spawn(t, 2, "loop", 2*time.Second)
-	for r, p := range ps {
-		if l := <-p.lines; l != "ready" {
-			t.Fatalf("rank %d: %q; want ready", r, l)
-		}
-	}
+	ps := spawnLooping(t, 2, 2*time.Second)
 	if err := ps[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
 		t.Fatal(err)
 	}
