@@ -37,14 +37,13 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"train":   {"train an image classifier (mlp, cnn, resnets) end to end", runTrain},
-	"bench":   {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
-	"profile": {"find where a data-loading pipeline loses time", runProfile},
-	"pack":    {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
-	"predict": {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
-	"export":  {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
-	"devices": {"list the backends built in and the devices found", runDevices},
-
+	"train":     {"train an image classifier (mlp, cnn, resnets) end to end", runTrain},
+	"bench":     {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
+	"profile":   {"find where a data-loading pipeline loses time", runProfile},
+	"pack":      {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
+	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
+	"export":    {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
+	"devices":   {"list the backends built in and the devices found", runDevices},
 	"allreduce": {"time the all-reduce of package dist across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
 
