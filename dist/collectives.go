@@ -11,7 +11,7 @@ func (g *Group) collective(ctx context.Context, kind int, op Op, root int, buf [
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return fmt.Errorf("dist: %s: rank %d: %w", kindNames[kind], g.rank, ErrClosed)
+		return errf(ErrClosed, "dist: %s: rank %d: group closed", kindNames[kind], g.rank)
 	}
 	if err := ctx.Err(); err != nil {
 		return fmt.Errorf("dist: %s: rank %d: %w", kindNames[kind], g.rank, err)
@@ -98,7 +98,7 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 		b := buf[r*agreeSlot : (r+1)*agreeSlot]
 		lw, lv := int(binary.LittleEndian.Uint16(b)), int(binary.LittleEndian.Uint16(b[2:]))
 		if 4+lw+lv > agreeSlot {
-			return "", "", fmt.Errorf("dist: agree on %s: rank %d: %w: a slot of %d bytes", what, r, ErrPeer, 4+lw+lv)
+			return "", "", errf(ErrPeer, "dist: agree on %s: rank %d: a slot of %d bytes", what, r, 4+lw+lv)
 		}
 		return string(b[4 : 4+lw]), string(b[4+lw : 4+lw+lv]), nil
 	}
@@ -112,10 +112,10 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 			return err
 		}
 		if w != w0 {
-			return fmt.Errorf("dist: %w: ranks agree on different things: rank 0 on %s, rank %d on %s", ErrMismatch, w0, r, w)
+			return errf(ErrMismatch, "dist: ranks agree on different things: rank 0 on %s, rank %d on %s", w0, r, w)
 		}
 		if v != v0 {
-			return fmt.Errorf("dist: ranks disagree on %s: rank 0 has %s, rank %d has %s: %w", what, v0, r, v, ErrMismatch)
+			return errf(ErrMismatch, "dist: ranks disagree on %s: rank 0 has %s, rank %d has %s", what, v0, r, v)
 		}
 	}
 	return nil
@@ -127,7 +127,7 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 // Close is idempotent.
 func (g *Group) Close() error {
 	if g.ring != nil {
-		g.ring.fail(fmt.Errorf("dist: rank %d: %w", g.rank, ErrClosed))
+		g.ring.fail(errf(ErrClosed, "dist: rank %d: group closed", g.rank))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

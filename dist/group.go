@@ -81,26 +81,26 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 // rendezvous publishes this rank's ring address in the store, reads the
 // others' and connects the ring.
 func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time.Time) (*ring, error) {
-	fail := func(format string, a ...any) error {
-		return fmt.Errorf("dist: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
+	fail := func(kind error, format string, a ...any) error {
+		return errf(kind, "dist: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
 	}
 	opTimeout := min(storeOpTimeout, cfg.Timeout)
 	c, err := tcpstore.Dial(ctx, storeAddr, deadline, opTimeout)
 	if err != nil {
 		if errors.Is(err, tcpstore.ErrTimeout) {
-			return nil, fail("%w: store at %s: %w", ErrTimeout, storeAddr, err)
+			return nil, fail(ErrTimeout, "store at %s: %w", storeAddr, err)
 		}
-		return nil, fail("store at %s: %w", storeAddr, err)
+		return nil, fail(nil, "store at %s: %w", storeAddr, err)
 	}
 	defer c.Close()
 	storeErr := func(err error) error {
 		switch {
 		case errors.Is(err, tcpstore.ErrProtocol):
-			return fail("%w: %s does not speak the c10d store protocol: %w", ErrPeer, storeAddr, err)
+			return fail(ErrPeer, "%s does not speak the c10d store protocol: %w", storeAddr, err)
 		case errors.Is(err, tcpstore.ErrTimeout):
-			return fail("%w: store at %s: %w", ErrTimeout, storeAddr, err)
+			return fail(ErrTimeout, "store at %s: %w", storeAddr, err)
 		}
-		return fail("%w: store at %s: %w", ErrPeer, storeAddr, err)
+		return fail(ErrPeer, "store at %s: %w", storeAddr, err)
 	}
 	pfx := fmt.Sprintf("stoke/attempt_%d/", cfg.RestartCount)
 	// A first query whose answer is one byte, 0 or 1: a server speaking
@@ -113,7 +113,7 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	ip := c.LocalAddr().(*net.TCPAddr).IP
 	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
 	if err != nil {
-		return nil, fail("listen for the ring on %v: %w", ip, err)
+		return nil, fail(nil, "listen for the ring on %v: %w", ip, err)
 	}
 	defer ln.Close()
 
@@ -128,7 +128,7 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 			return nil, storeErr(err)
 		}
 		if string(got) != string(id) {
-			return nil, fail("%w: another process is rank 0 of attempt %d (group %s)", ErrMismatch, cfg.RestartCount, got)
+			return nil, fail(ErrMismatch, "another process is rank 0 of attempt %d (group %s)", cfg.RestartCount, got)
 		}
 	}
 	me := fmt.Sprintf("%s %d %x", ln.Addr(), cfg.WorldSize, nonce)
@@ -137,14 +137,14 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 		return nil, storeErr(err)
 	}
 	if string(got) != me {
-		return nil, fail("%w: another process already claimed rank %d (%s)", ErrMismatch, cfg.Rank, got)
+		return nil, fail(ErrMismatch, "another process already claimed rank %d (%s)", cfg.Rank, got)
 	}
 	arrived, err := c.Add(ctx, pfx+"arrived", 1)
 	if err != nil {
 		return nil, storeErr(err)
 	}
 	if arrived > int64(cfg.WorldSize) {
-		return nil, fail("%w: %d processes arrived, but the world size is %d", ErrMismatch, arrived, cfg.WorldSize)
+		return nil, fail(ErrMismatch, "%d processes arrived, but the world size is %d", arrived, cfg.WorldSize)
 	}
 
 	keys := make([]string, cfg.WorldSize)
@@ -161,7 +161,7 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 			break
 		}
 		if ctx.Err() != nil {
-			return nil, fail("%w", ctx.Err())
+			return nil, fail(nil, "%w", ctx.Err())
 		}
 		if !time.Now().Before(deadline) {
 			var missing []string
@@ -171,13 +171,13 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 				}
 			}
 			n, _ := c.Add(ctx, pfx+"arrived", 0)
-			return nil, fail("%w after %v: %d of %d ranks arrived (missing: rank %s)", ErrTimeout, cfg.Timeout, n, cfg.WorldSize, strings.Join(missing, ", "))
+			return nil, fail(ErrTimeout, "timed out after %v: %d of %d ranks arrived (missing: rank %s)", cfg.Timeout, n, cfg.WorldSize, strings.Join(missing, ", "))
 		}
 		t := time.NewTimer(min(backoff, time.Until(deadline)))
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fail("%w", ctx.Err())
+			return nil, fail(nil, "%w", ctx.Err())
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 100*time.Millisecond)
@@ -196,10 +196,10 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 		}
 		f := strings.Fields(string(v))
 		if len(f) != 3 {
-			return nil, fail("%w: rank %d published %q", ErrPeer, i, v)
+			return nil, fail(ErrPeer, "rank %d published %q", i, v)
 		}
 		if f[1] != strconv.Itoa(cfg.WorldSize) {
-			return nil, fail("%w: world size: rank %d has %d, rank %d has %s", ErrMismatch, cfg.Rank, cfg.WorldSize, i, f[1])
+			return nil, fail(ErrMismatch, "world size: rank %d has %d, rank %d has %s", cfg.Rank, cfg.WorldSize, i, f[1])
 		}
 		addrs[i] = f[0]
 	}
@@ -224,14 +224,14 @@ func hello(magic string, gid [16]byte, rank, w int) []byte {
 // checkHello reads a hello or ack and returns the sender's rank.
 func checkHello(b []byte, magic string, gid [16]byte, w int) (int, error) {
 	if string(b[:8]) != magic {
-		return 0, fmt.Errorf("%w: not a stoke ring peer (first bytes %q)", ErrPeer, b[:8])
+		return 0, errf(ErrPeer, "not a stoke ring peer (first bytes %q)", b[:8])
 	}
 	if string(b[8:24]) != string(gid[:]) {
-		return 0, fmt.Errorf("%w: a peer of another group (%x, want %x)", ErrMismatch, b[8:24], gid)
+		return 0, errf(ErrMismatch, "a peer of another group (%x, want %x)", b[8:24], gid)
 	}
 	r, pw := int(binary.LittleEndian.Uint32(b[24:])), int(binary.LittleEndian.Uint32(b[28:]))
 	if pw != w {
-		return r, fmt.Errorf("%w: rank %d has world size %d, want %d", ErrMismatch, r, pw, w)
+		return r, errf(ErrMismatch, "rank %d has world size %d, want %d", r, pw, w)
 	}
 	return r, nil
 }
@@ -264,9 +264,9 @@ func connectRing(ctx context.Context, cfg Config, ln *net.TCPListener, addrs []s
 				if ctx.Err() != nil {
 					err = ctx.Err()
 				} else if last != nil {
-					err = fmt.Errorf("%w after %v waiting for rank %d to connect (refused: %w)", ErrTimeout, cfg.Timeout, prevRank, last)
+					err = errf(ErrTimeout, "timed out after %v waiting for rank %d to connect (refused: %w)", cfg.Timeout, prevRank, last)
 				} else {
-					err = fmt.Errorf("%w after %v waiting for rank %d to connect", ErrTimeout, cfg.Timeout, prevRank)
+					err = errf(ErrTimeout, "timed out after %v waiting for rank %d to connect", cfg.Timeout, prevRank)
 				}
 				acc <- result{err: err}
 				return
@@ -280,7 +280,7 @@ func connectRing(ctx context.Context, cfg Config, ln *net.TCPListener, addrs []s
 			}
 			from, err := checkHello(b, helloMagic, gid, w)
 			if err == nil && from != prevRank {
-				err = fmt.Errorf("%w: rank %d connected, want rank %d", ErrPeer, from, prevRank)
+				err = errf(ErrPeer, "rank %d connected, want rank %d", from, prevRank)
 			}
 			if err != nil {
 				c.Close()
@@ -334,22 +334,22 @@ func dialNext(ctx context.Context, addr string, nextRank int, gid [16]byte, rank
 				backoff = min(2*backoff, 100*time.Millisecond)
 				continue
 			}
-			return nil, fmt.Errorf("%w: %w", ErrTimeout, err)
+			return nil, errf(ErrTimeout, "timed out: %w", err)
 		}
 		tc := c.(*net.TCPConn)
 		tc.SetDeadline(time.Now().Add(min(storeOpTimeout, time.Until(deadline))))
 		if _, err := tc.Write(hello(helloMagic, gid, rank, w)); err != nil {
 			tc.Close()
-			return nil, fmt.Errorf("%w: %w", ErrPeer, err)
+			return nil, errf(ErrPeer, "%w", err)
 		}
 		b := make([]byte, helloSize)
 		if _, err := io.ReadFull(tc, b); err != nil {
 			tc.Close()
-			return nil, fmt.Errorf("%w: no answer to the ring handshake: %w", ErrPeer, err)
+			return nil, errf(ErrPeer, "no answer to the ring handshake: %w", err)
 		}
 		from, err := checkHello(b, ackMagic, gid, w)
 		if err == nil && from != nextRank {
-			err = fmt.Errorf("%w: rank %d answered, want rank %d", ErrPeer, from, nextRank)
+			err = errf(ErrPeer, "rank %d answered, want rank %d", from, nextRank)
 		}
 		if err != nil {
 			tc.Close()

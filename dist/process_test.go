@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 )
@@ -144,18 +145,26 @@ func TestAllReduceProcesses(t *testing.T) {
 	}
 }
 
-// TestKilledRank kills one of three ranks in the middle of a stream of
-// all-reduces: the others fail with ErrPeer naming it, well within the timeout.
-func TestKilledRank(t *testing.T) {
+// spawnLooping starts w ranks that all-reduce until an error and waits until
+// each has done one.
+func spawnLooping(t *testing.T, w int, timeout time.Duration) []*proc {
+	t.Helper()
 	if testing.Short() {
 		t.Skip("spawns processes")
 	}
-	ps := spawn(t, 3, "loop", 30*time.Second)
+	ps := spawn(t, w, "loop", timeout)
 	for r, p := range ps {
 		if l := <-p.lines; l != "ready" {
 			t.Fatalf("rank %d: %q; want ready", r, l)
 		}
 	}
+	return ps
+}
+
+// TestKilledRank kills one of three ranks in the middle of a stream of
+// all-reduces: the others fail with ErrPeer naming it, well within the timeout.
+func TestKilledRank(t *testing.T) {
+	ps := spawnLooping(t, 3, 30*time.Second)
 	start := time.Now()
 	ps[2].cmd.Process.Kill()
 	named := false
@@ -179,5 +188,24 @@ func TestKilledRank(t *testing.T) {
 	}
 	if d := time.Since(start); d >= 30*time.Second {
 		t.Errorf("survivors took %v to fail; want less than the 30s timeout", d)
+	}
+}
+
+// TestStoppedRank freezes one of two ranks (SIGSTOP): its socket stays open,
+// so the other must give up by the timeout, naming it.
+func TestStoppedRank(t *testing.T) {
+	ps := spawnLooping(t, 2, 2*time.Second)
+	if err := ps[1].cmd.Process.Signal(syscall.SIGSTOP); err != nil {
+		t.Fatal(err)
+	}
+	defer ps[1].cmd.Process.Signal(syscall.SIGCONT)
+	out, err := ps[0].wait()
+	var ee *exec.ExitError
+	if !errors.As(err, &ee) || ee.ExitCode() != 3 {
+		t.Fatalf("rank 0: exit %v; want status 3 (output %q)", err, out)
+	}
+	msg := out[len(out)-1]
+	if !strings.Contains(msg, "dist: all-reduce: timed out after 2s waiting for rank 1") || !strings.Contains(msg, "rank 1") {
+		t.Errorf("rank 0: %q; want an all-reduce timeout naming rank 1", msg)
 	}
 }

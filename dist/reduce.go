@@ -34,8 +34,19 @@ func u16Bytes(v []uint16) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), len(v)*2)
 }
 
-// addF32 sets dst[i] = dst[i] + src[i].
+// addF32 sets dst[i] = dst[i] + src[i], with the AVX2 kernel where there is
+// one (the same IEEE additions, so the same bits).
 func addF32(dst, src []float32) {
+	src = src[:len(dst)]
+	if n := len(dst) &^ 31; n > 0 && haveAVX2 {
+		addF32AVX2(&dst[0], &src[0], n)
+		dst, src = dst[n:], src[n:]
+	}
+	addF32Go(dst, src)
+}
+
+// addF32Go is addF32 in Go.
+func addF32Go(dst, src []float32) {
 	src = src[:len(dst)]
 	for len(dst) >= 8 {
 		d, s := dst[:8:8], src[:8:8]

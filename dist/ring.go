@@ -140,6 +140,7 @@ type ring struct {
 	ready   int64 // sends allowed; guarded by readyMu
 	readyMu sync.Mutex
 	scratch []float32
+	hdr     [headerSize]byte // the header received, reused
 	seq     uint32
 	// sentN counts the sends the sender has finished in this plan; the
 	// all-gather half waits on it before it overwrites a region sent
@@ -245,20 +246,20 @@ func (r *ring) ioErr(p *plan, err error, peer int, doing string) error {
 	var e error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		e = fmt.Errorf("dist: %s: %w after %v %s rank %d", name, ErrTimeout, r.timeout, doing, peer)
+		e = errf(ErrTimeout, "dist: %s: timed out after %v %s rank %d", name, r.timeout, doing, peer)
 		if doing == "receiving from" {
-			e = fmt.Errorf("dist: %s: %w after %v waiting for rank %d", name, ErrTimeout, r.timeout, peer)
+			e = errf(ErrTimeout, "dist: %s: timed out after %v waiting for rank %d", name, r.timeout, peer)
 		}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		e = fmt.Errorf("dist: %s: rank %d: %w: connection closed by peer", name, peer, ErrPeer)
+		e = errf(ErrPeer, "dist: %s: rank %d: connection closed by peer", name, peer)
 	case errors.Is(err, net.ErrClosed):
 		// Our own close: the first failure says why.
 		if f := r.failed(); f != nil {
 			return f
 		}
-		e = fmt.Errorf("dist: %s: rank %d: %w: %w", name, peer, ErrPeer, err)
+		e = errf(ErrPeer, "dist: %s: rank %d: %w", name, peer, err)
 	default:
-		e = fmt.Errorf("dist: %s: rank %d: %w: %w", name, peer, ErrPeer, unwrapOp(err))
+		e = errf(ErrPeer, "dist: %s: rank %d: %w", name, peer, unwrapOp(err))
 	}
 	return r.fail(e)
 }
@@ -289,7 +290,7 @@ func (r *ring) run(ctx context.Context, p *plan) error {
 	r.prev.SetDeadline(deadline)
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
-			r.fail(fmt.Errorf("dist: %s: %w", kindNames[p.kind], context.Cause(ctx)))
+			r.fail(fmt.Errorf("dist: %s: rank %d: %w", kindNames[p.kind], r.rank, context.Cause(ctx)))
 		})
 		defer stop()
 	}
@@ -310,12 +311,12 @@ func (r *ring) run(ctx context.Context, p *plan) error {
 }
 
 func (r *ring) receive(p *plan) error {
-	var h [headerSize]byte
+	h := &r.hdr
 	if _, err := io.ReadFull(r.prev, h[:]); err != nil {
 		return r.ioErr(p, err, r.prevRank(), "receiving from")
 	}
-	if h != p.header {
-		return r.fail(fmt.Errorf("dist: %s: %w: rank %d calls %s, rank %d calls %s", kindNames[p.kind], ErrMismatch,
+	if *h != p.header {
+		return r.fail(errf(ErrMismatch, "dist: %s: ranks disagree: rank %d calls %s, rank %d calls %s", kindNames[p.kind],
 			r.rank, describe(p.header[:]), r.prevRank(), describe(h[:])))
 	}
 	scratch := f32Bytes(r.scratch)

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net"
+	"os"
 	"os/exec"
 	"strings"
 	"sync"
@@ -93,5 +94,55 @@ func TestAllreduceUsage(t *testing.T) {
 		if !strings.Contains(out.String(), `"code":2`) {
 			t.Errorf("stoke allreduce %v: stdout %q; want the JSON error", args, out.String())
 		}
+	}
+}
+
+// TestAllreduceTorchrun launches two ranks with torch's own launcher: they read
+// torchrun's environment and rendezvous through its agent's c10d TCPStore.
+func TestAllreduceTorchrun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command")
+	}
+	py := os.Getenv("STOKE_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import torch.distributed.run").CombinedOutput(); err != nil {
+		t.Skipf("torch's launcher is not importable by %s (set STOKE_PYTHON): %v %s", py, err, out)
+	}
+	bin := buildStoke(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	// --redirects and --tee: torchrun on Python 3.11 fails at start without them.
+	cmd := exec.Command(py, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1", "--nproc_per_node", "2",
+		"--master_port", fmt.Sprint(port), "--no_python", bin, "allreduce", "-q", "--json",
+		"--min-bytes", "4K", "--max-bytes", "64K", "--step-factor", "16", "--iters", "2", "--warmup", "0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("torchrun: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		for r := range 2 {
+			p := fmt.Sprintf("[default%d]:", r)
+			if !strings.HasPrefix(l, p+"{") {
+				continue
+			}
+			var res allreduceResult
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, p)), &res); err != nil {
+				t.Fatalf("rank %d: %q: %v", r, l, err)
+			}
+			if res.Rank != r || res.WorldSize != 2 || len(res.Rows) != 2 || res.Errors != 0 {
+				t.Errorf("rank %d under torchrun: %+v; want rank %d of 2, 2 rows, no errors", r, res, r)
+			}
+			seen++
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("torchrun output has %d JSON results; want 2:\n%s", seen, out)
 	}
 }

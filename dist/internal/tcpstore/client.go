@@ -97,7 +97,7 @@ func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read fu
 	defer c.mu.Unlock()
 	what := q.Type.String()
 	if len(q.Keys) == 1 {
-		what += " " + q.Keys[0]
+		what += fmt.Sprintf(" %q", q.Keys[0])
 	}
 	if c.err != nil {
 		return fmt.Errorf("dist: store %s: %s: connection unusable after an earlier error: %w", c.addr, what, c.err)
