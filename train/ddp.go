@@ -27,8 +27,12 @@ type Collective interface {
 	Agree(ctx context.Context, what, value string) error
 }
 
-// defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB).
-const defaultBucketBytes = 25 << 20
+// defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
+// its first bucket's (1 MiB): small, so that the first all-reduce starts early in the backward pass.
+const (
+	defaultBucketBytes = 25 << 20
+	firstBucketBytes   = 1 << 20
+)
 
 // ddp is a trainer's data-parallel state, PyTorch's DistributedDataParallel in its default
 // configuration: parameters and buffers broadcast from rank 0 before training, gradients
@@ -60,8 +64,9 @@ type bucket struct {
 	lo, hi int
 }
 
-// newDDP lays the model's gradients out in buckets of at least capBytes (the last may be smaller),
-// closing a bucket only at a layer boundary, in the order backward produces them.
+// newDDP lays the model's gradients out in buckets in the order backward produces them, closing a
+// bucket at the first layer boundary past min(1 MiB, capBytes) for the first bucket and past
+// capBytes for the others (the last may be smaller).
 func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	if capBytes <= 0 {
 		capBytes = defaultBucketBytes
@@ -85,7 +90,11 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 			n += prod(p.Shape)
 			last = i
 		}
-		if len(cur.params) > 0 && 4*(n-cur.lo) >= capBytes {
+		limit := capBytes
+		if len(d.buckets) == 0 {
+			limit = min(capBytes, firstBucketBytes)
+		}
+		if len(cur.params) > 0 && 4*(n-cur.lo) >= limit {
 			closeBucket()
 		}
 	}

@@ -277,8 +277,15 @@ func TestBucketLayout(t *testing.T) {
 			if n != b.hi-b.lo {
 				t.Fatalf("cap %d bucket %d: %d values in [%d,%d)", capBytes, bi, n, b.lo, b.hi)
 			}
-			if c := max(capBytes, 1); capBytes > 0 && bi < len(d.buckets)-1 && 4*n < c {
-				t.Errorf("cap %d bucket %d: %d bytes", capBytes, bi, 4*n)
+			c := capBytes
+			if c == 0 {
+				c = defaultBucketBytes
+			}
+			if bi == 0 {
+				c = min(c, firstBucketBytes)
+			}
+			if bi < len(d.buckets)-1 && 4*n < c {
+				t.Errorf("cap %d bucket %d: %d bytes; want at least %d", capBytes, bi, 4*n, c)
 			}
 		}
 		if len(got) != len(m.params) {
@@ -310,6 +317,28 @@ func TestBucketLayout(t *testing.T) {
 		}
 		if capBytes == 0 && len(d.buckets) != 1 || capBytes == 1 && len(d.buckets) != withParams {
 			t.Errorf("cap %d: %d buckets", capBytes, len(d.buckets))
+		}
+	}
+}
+
+// TestBucketLayoutResNet18: at the default caps, resnet18's 45 MB of gradients go in a first
+// bucket of at least 1 MiB (the head and the last block) and later ones of at least 25 MiB.
+func TestBucketLayoutResNet18(t *testing.T) {
+	m, err := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDDP(nil, m, 0)
+	if len(d.buckets) < 2 {
+		t.Fatalf("%d buckets for %d MB of gradients", len(d.buckets), 4*len(d.host)>>20)
+	}
+	for bi, b := range d.buckets[:len(d.buckets)-1] {
+		want := defaultBucketBytes
+		if bi == 0 {
+			want = firstBucketBytes
+		}
+		if 4*(b.hi-b.lo) < want {
+			t.Errorf("bucket %d: %d bytes; want at least %d", bi, 4*(b.hi-b.lo), want)
 		}
 	}
 }

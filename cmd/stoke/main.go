@@ -1,5 +1,6 @@
-// Command stoke is Stoke's command line: train a classifier, benchmark or profile a data-loading
-// pipeline, pack a dataset into shards, and list the devices.
+// Command stoke is Stoke's command line: train a classifier (on one process or data-parallel on
+// several), benchmark or profile a data-loading pipeline, pack a dataset into shards, measure the
+// collective, and list the devices.
 //
 //	stoke train   --data mnist --model mlp --epochs 3
 //	stoke predict --checkpoint ck --data DIR --json
@@ -9,6 +10,7 @@
 //	stoke bench   --data DIR --size 224 --batch 64 --workers 2
 //	stoke profile --data DIR --batches 50 --trace trace.json --svg timeline.svg
 //	stoke pack    --data DIR --out shards/ --format raw --compress zstd --max-side 256
+//	stoke allreduce --min-bytes 4K --max-bytes 256M (one process per rank, under torchrun or with --rank/--world-size)
 //	stoke devices
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
