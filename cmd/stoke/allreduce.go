@@ -72,7 +72,7 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	warmup := fs.Int("warmup", 5, "untimed all-reduces per size before the timed ones")
 	opName := fs.String("op", "sum", "reduction: sum or avg")
 	dtype := fs.String("dtype", "float32", "element type: float32 or bf16")
-	timeout := fs.Duration("timeout", 5*time.Minute, "bound on the rendezvous and on each all-reduce")
+	timeout := fs.Duration("dist-timeout", 5*time.Minute, "bound on the rendezvous and on each all-reduce (as stoke train's --dist-timeout)")
 	fs.IntVar(&cfg.Rank, "rank", cfg.Rank, "this process's rank (default: $RANK or $SLURM_PROCID)")
 	fs.IntVar(&cfg.WorldSize, "world-size", cfg.WorldSize, "number of processes (default: $WORLD_SIZE or $SLURM_NTASKS)")
 	fs.StringVar(&cfg.Addr, "master-addr", cfg.Addr, "host of the store (default: $MASTER_ADDR)")
@@ -110,7 +110,7 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	case *iters < 1 || *warmup < 0:
 		return fmt.Errorf("%w: --iters %d, --warmup %d: want iters >= 1 and warmup >= 0", errUsage, *iters, *warmup)
 	case *timeout <= 0:
-		return fmt.Errorf("%w: --timeout %v: want more than 0", errUsage, *timeout)
+		return fmt.Errorf("%w: --dist-timeout %v: want more than 0", errUsage, *timeout)
 	}
 	cfg.Timeout = *timeout
 	if err := cfg.Validate(); err != nil {

@@ -35,7 +35,7 @@ func TestAllreduceCommand(t *testing.T) {
 				go func() {
 					defer wg.Done()
 					cmd := exec.Command(bin, "allreduce", "--rank", fmt.Sprint(r), "--world-size", "2",
-						"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port), "--timeout", "20s",
+						"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port), "--dist-timeout", "20s",
 						"--min-bytes", "4K", "--max-bytes", "1M", "--step-factor", "4", "--iters", "2", "--warmup", "1",
 						"--dtype", tc.dtype, "--op", tc.op, "--json")
 					cmd.Stdout = &outs[r]
