@@ -176,3 +176,32 @@ func TestTorchrunTrain(t *testing.T) {
 		t.Fatalf("rank 0 JSON under torchrun: world %d, global batch %d, %d epochs; want 2, 8, 1", res.WorldSize, res.GlobalBatch, res.Epochs)
 	}
 }
+
+// TestTrainRestartResumes: a run that torchrun restarted (TORCHELASTIC_RESTART_COUNT > 0)
+// continues from its --checkpoint instead of training again from scratch.
+func TestTrainRestartResumes(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs training processes")
+	}
+	bin := stokeBin(t)
+	root := splitFolder(t, 2, 8, 4, 8)
+	ck := filepath.Join(t.TempDir(), "ck")
+	args := []string{"train", "--data", root, "--model", "mlp", "--size", "8", "--batch", "4", "--workers", "1", "--checkpoint", ck, "--json"}
+	launcher := append(withoutRankEnv(), "RANK=0", "WORLD_SIZE=1", "LOCAL_RANK=0", "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+freePort(t))
+	first := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "1")...)
+	first.Env = append(launcher, "TORCHELASTIC_RESTART_COUNT=0")
+	if o := runAll([]*exec.Cmd{first})[0]; o.err != nil {
+		t.Fatalf("first attempt: %v\n%s", o.err, o.stderr)
+	}
+	again := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "2")...)
+	again.Env = append(launcher, "TORCHELASTIC_RESTART_COUNT=1")
+	o := runAll([]*exec.Cmd{again})[0]
+	if o.err != nil {
+		t.Fatalf("restarted attempt: %v\n%s", o.err, o.stderr)
+	}
+	var res trainResult
+	lastJSON(t, o.stdout, &res)
+	if !strings.Contains(o.stdout, "resuming from "+ck) || res.Epochs != 2 || len(res.History) != 2 {
+		t.Fatalf("restart: %d epochs, %d in the history; want 2 and 2, resumed from %s:\n%s", res.Epochs, len(res.History), ck, o.stdout)
+	}
+}
