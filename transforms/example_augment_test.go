@@ -32,5 +32,5 @@ func ExampleTrivialAugmentWide() {
 	// Output:
 	// Compose(RandomResizedCrop(8, scale=[0.08 1], ratio=[0.75 1.3333333333333333]), HorizontalFlip(0.5), Normalize([0.485 0.456 0.406], [0.229 0.224 0.225]), TrivialAugmentWide(bins=31), RandomErasing(p=0.25, scale=[0.02 0.33], ratio=[0.3 3.3], value=[124 116 104]))
 	// <nil> <nil> true
-	// transforms: CenterCrop(4): geometry after a step that works on the output pixels (RandomRotation, an augmentation policy, RandomAffine, RandomPerspective, RandomErasing, GaussianBlur, Plan.Pixels): put it before them: transforms: invalid transform
+	// transforms: CenterCrop(4): geometry after a step that works on the output pixels (RandomRotation, an augmentation policy, RandomAffine, RandomPerspective, RandomErasing, GaussianBlur, Plan.Pixels): put it before them: invalid transform
 }
