@@ -18,6 +18,7 @@ func (h *httpBackend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
+	req.Header.Set("Accept-Encoding", "identity") // the stored size
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return Object{}, err
@@ -29,7 +30,7 @@ func (h *httpBackend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if resp.ContentLength < 0 {
 		return Object{}, fmt.Errorf("%s: the server gives no Content-Length", u)
 	}
-	return Object{URL: u.String(), Size: resp.ContentLength, ETag: resp.Header.Get("ETag")}, nil
+	return Object{URL: u.String(), Size: resp.ContentLength, ETag: resp.Header.Get("ETag"), Modified: resp.Header.Get("Last-Modified")}, nil
 }
 
 func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, validator, error) {

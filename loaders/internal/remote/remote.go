@@ -45,9 +45,12 @@ func IsURL(s string) bool {
 type Object struct {
 	URL  string
 	Size int64
-	// ETag identifies the object's version ("" when the server gives none); resumed reads ask for
-	// the same one.
+	// ETag identifies the object's version ("" when the server gives none, or when an index
+	// described the object); resumed reads ask for the same one.
 	ETag string
+	// Modified is the object's Last-Modified date as a HEAD gave it ("" when unknown): the
+	// version, for a server that gives no ETag.
+	Modified string
 }
 
 // ErrTooLarge marks an object larger than a Get allows.

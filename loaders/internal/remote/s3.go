@@ -66,7 +66,11 @@ func (b *s3Backend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if err != nil {
 		return Object{}, s3Error(u.String(), err)
 	}
-	return Object{URL: u.String(), Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}, nil
+	obj := Object{URL: u.String(), Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	if out.LastModified != nil {
+		obj.Modified = out.LastModified.UTC().Format(http.TimeFormat)
+	}
+	return obj, nil
 }
 
 func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, validator, error) {

@@ -51,10 +51,14 @@ func (s *Store) Put(name string, data []byte) {
 	s.put(name, data)
 }
 
-func (s *Store) put(name string, data []byte) {
+func (s *Store) init() {
 	if s.files == nil {
 		s.files, s.cuts, s.gets, s.heads = map[string]*version{}, map[string]cut{}, map[string]int{}, map[string]int{}
 	}
+}
+
+func (s *Store) put(name string, data []byte) {
+	s.init()
 	s.gen++
 	// Dates a second apart, as Last-Modified has a resolution of a second.
 	s.files[name] = &version{data: bytes.Clone(data), etag: fmt.Sprintf(`"v%d"`, s.gen), mod: time.Unix(1_700_000_000+int64(s.gen), 0)}
@@ -65,6 +69,7 @@ func (s *Store) put(name string, data []byte) {
 func (s *Store) CutThenPut(name string, after int, then []byte) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.init()
 	s.cuts[name] = cut{after, bytes.Clone(then)}
 }
 
@@ -81,6 +86,7 @@ func (s *Store) Requests(method, name string) int {
 func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	name := strings.TrimPrefix(r.URL.Path, "/")
 	s.mu.Lock()
+	s.init()
 	if r.Method == http.MethodHead {
 		s.heads[name]++
 	} else {
