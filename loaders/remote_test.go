@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
@@ -358,5 +359,193 @@ func TestShardFolder(t *testing.T) {
 		if dir != c.dir || base != c.base || index != c.index {
 			t.Errorf("shardFolder(%q) = %q, %q, %q; want %q, %q, %q", c.in, dir, base, index, c.dir, c.base, c.index)
 		}
+	}
+}
+
+// storeShards writes n samples into plain shards of 4 samples (with their index.json) and serves
+// them from a remotetest.Store over HTTPS, through wrap when it is not nil; the package's client
+// trusts the server for the test's duration, with the stall limit given.
+func storeShards(t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 4, testSamples(t, n))
+	files = map[string][]byte{}
+	st = &remotetest.Store{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = b
+		st.Put(e.Name(), b)
+	}
+	var h http.Handler = st
+	if wrap != nil {
+		h = wrap(st)
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	old := client
+	client = &remote.Client{HTTP: srv.Client(), Timeout: timeout, Backoff: time.Millisecond, Attempts: 3}
+	t.Cleanup(func() { client = old })
+	return files, st, srv.URL
+}
+
+// readAllErr reads every sample of ds, returning the first error.
+func readAllErr(ds Dataset) ([]Sample, error) {
+	var out []Sample
+	for i := range ds.Len() {
+		s, err := ds.Sample(context.Background(), i)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// TestRemoteIndexShardReplacedMidDownload: a shard named by index.json (no ETag known), replaced by
+// a version of the same size while the cache downloads it, is refused rather than spliced, no copy
+// is kept, and the next run reads the new version whole.
+func TestRemoteIndexShardReplacedMidDownload(t *testing.T) {
+	files, st, base := storeShards(t, 8, 200*time.Millisecond, nil)
+	v1 := files["shard-000000.tar"]
+	v2 := bytes.Clone(v1)
+	// Another version of the same size: every sample's payload bytes changed, the tar intact.
+	s, err := OpenShards("v1", []string{writeTemp(t, v1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range s.Len() {
+		sm, _ := s.Sample(context.Background(), i)
+		p := payload(sm)
+		if k := bytes.Index(v2, p); k >= 0 {
+			for j := range p {
+				v2[k+j] ^= 0x5a
+			}
+		}
+	}
+	s.Close()
+	st.CutThenPut("shard-000000.tar", len(v1)/2, v2)
+	cacheDir := t.TempDir()
+	spec := "shards:" + base + "/index.json"
+	ds, err := Opener{CacheDir: cacheDir}.Open(spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAllErr(ds)
+	ds.(*Shards).Close()
+	if err == nil {
+		t.Fatalf("read %d samples of a shard replaced mid-download, no error", len(got))
+	}
+	if !errors.Is(err, ErrStorage) || !strings.Contains(err.Error(), base+"/shard-000000.tar") {
+		t.Fatalf("error %v; want ErrStorage naming the shard", err)
+	}
+	// The next run: the new version, whole, and the same again from the cache.
+	for range 2 {
+		ds, err = Opener{CacheDir: cacheDir}.Open(spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = readAllErr(ds)
+		ds.(*Shards).Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sm := range got[:4] {
+			if !bytes.Contains(v2, payload(sm)) {
+				t.Fatalf("sample %d is not of the shard's new version", i)
+			}
+		}
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "shard.tar")
+	writeFile(t, p, b)
+	return p
+}
+
+// TestSkipDoesNotHideOutage: under the Skip policy, a shard that the store refuses (403) is an
+// outage, not bad samples: the epoch fails with ErrStorage and the server's answer, with and
+// without a cache.
+func TestSkipDoesNotHideOutage(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
+			noLeaks(t)
+			_, _, base := storeShards(t, 12, 200*time.Millisecond, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.HasSuffix(r.URL.Path, "shard-000001.tar") {
+						http.Error(w, "no", http.StatusForbidden)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			o := Opener{}
+			if cache {
+				o.CacheDir = t.TempDir()
+			}
+			ds, err := o.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			l := newLoader(t, ds, Config{Batch: 4, Workers: 2, OnError: Skip, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+			var epochErr error
+			for b, err := range l.Epoch(context.Background(), 0) {
+				if err != nil {
+					epochErr = err
+					break
+				}
+				b.Release()
+			}
+			if !errors.Is(epochErr, ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") || !strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
+				t.Fatalf("epoch over a refused shard under Skip: %v (skipped %d); want ErrStorage with HTTP 403 naming the shard", epochErr, l.Stats().Skipped)
+			}
+		})
+	}
+}
+
+// TestEpochCancelStopsRemoteReads: a cancelled epoch ends within a second while the store stalls
+// every read of the shards, however long the stall limit, with and without a cache.
+func TestEpochCancelStopsRemoteReads(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
+			noLeaks(t)
+			_, _, base := storeShards(t, 12, time.Minute, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.Contains(r.URL.Path, "shard-") {
+						<-r.Context().Done() // the store stalls
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			o := Opener{}
+			if cache {
+				o.CacheDir = t.TempDir()
+			}
+			ds, err := o.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			l := newLoader(t, ds, Config{Batch: 4, Workers: 2, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			for b, err := range l.Epoch(ctx, 0) {
+				if err != nil {
+					break
+				}
+				b.Release()
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("a cancelled epoch over a stalled store took %v; want under a second", d)
+			}
+		})
 	}
 }

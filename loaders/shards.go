@@ -63,7 +63,7 @@ type shardData struct {
 	mu   sync.Mutex
 	file shardFile
 	// open opens an indexed shard on its first read (one read through a cache); nil once opened.
-	open func() (shardFile, error)
+	open func(ctx context.Context) (shardFile, error)
 	err  error // of open, returned to every later read
 }
 
@@ -153,7 +153,7 @@ func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shard
 		s.classes = max(s.classes, entry.Classes)
 		if remote.IsURL(path) && s.remote.cached(i) {
 			// The first read downloads the shard into the cache, and the next ones after it.
-			sh.open = func() (shardFile, error) { return s.openIndexed(ctx, i, path, entry, end) }
+			sh.open = func(ctx context.Context) (shardFile, error) { return s.openIndexed(ctx, i, path, entry, end) }
 			return sh, nil
 		}
 		var err error
@@ -369,13 +369,17 @@ func (s *Shards) shardOf(i int) (*shardData, int) {
 	return s.shards[k], i - s.starts[k]
 }
 
-// fileOf returns the shard's file, opening it on the first read of an indexed shard.
-func (sh *shardData) fileOf() (shardFile, error) {
+// fileOf returns the shard's file, opening it on the first read of an indexed shard (an open that
+// ctx ended is tried again by the next read).
+func (sh *shardData) fileOf(ctx context.Context) (shardFile, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.open != nil {
-		sh.file, sh.err = sh.open()
-		sh.open = nil
+		fh, err := sh.open(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		sh.file, sh.err, sh.open = fh, err, nil
 		if sh.err != nil {
 			sh.err = fmt.Errorf("shard %s: %w", sh.path, sh.err)
 		}
@@ -383,15 +387,53 @@ func (sh *shardData) fileOf() (shardFile, error) {
 	return sh.file, sh.err
 }
 
+// readAtContext reads a shard's bytes like fh.ReadAt, ending with ctx when fh is remote (a remote
+// file, or a remote one read through its frames).
+func readAtContext(ctx context.Context, fh shardFile, p []byte, off int64) (int, error) {
+	switch f := fh.(type) {
+	case *remote.File:
+		return f.ReadAtContext(ctx, p, off)
+	case framedFile:
+		if rf, ok := f.shardFile.(*remote.File); ok {
+			if err := f.frames.readAt(remoteAt{ctx, rf}, p, off); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return fh.ReadAt(p, off)
+}
+
+// remoteAt is a remote file's ReadAt under a context.
+type remoteAt struct {
+	ctx context.Context
+	f   *remote.File
+}
+
+func (r remoteAt) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAtContext(r.ctx, p, off) }
+
+// readErr marks a failure of the store (see remote.IsStorage) with ErrStorage, so that the Skip
+// policy does not take an outage for bad samples; ctx's end is returned as it is.
+func readErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return ctx.Err()
+	}
+	if remote.IsStorage(err) && !errors.Is(err, ErrStorage) {
+		return fmt.Errorf("%w: %w", ErrStorage, err)
+	}
+	return err
+}
+
 // Sample returns sample i, whose Key is "SHARD:KEY"; its payload is a new slice read from the
-// shard.
-func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
+// shard. A remote read ends when ctx does; a failure of the store (an HTTP status, retries run
+// out, an object replaced meanwhile) wraps ErrStorage.
+func (s *Shards) Sample(ctx context.Context, i int) (Sample, error) {
 	if err := checkIndex(s.name, i, s.Len()); err != nil {
 		return Sample{}, err
 	}
 	sh, j := s.shardOf(i)
 	if sh.ends != nil {
-		return s.indexedSample(sh, i, j)
+		return s.indexedSample(ctx, sh, i, j)
 	}
 	m := sh.metas[j]
 	key := sh.path + ":" + m.key
@@ -405,18 +447,18 @@ func (s *Shards) Sample(_ context.Context, i int) (Sample, error) {
 		return Sample{}, &SampleError{s.name, i, key, fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, ErrCorrupt)}
 	}
 	b := make([]byte, m.n)
-	fh, err := sh.fileOf()
+	fh, err := sh.fileOf(ctx)
 	if err == nil {
-		_, err = fh.ReadAt(b, m.off)
+		_, err = readAtContext(ctx, fh, b, m.off)
 	}
 	if err != nil {
-		return Sample{}, &SampleError{s.name, i, key, err}
+		return Sample{}, &SampleError{s.name, i, key, readErr(ctx, err)}
 	}
 	return sampleOf(m, b, key), nil
 }
 
 // indexedSample reads sample i, the j-th of an indexed shard: one read of its run of members.
-func (s *Shards) indexedSample(sh *shardData, i, j int) (Sample, error) {
+func (s *Shards) indexedSample(ctx context.Context, sh *shardData, i, j int) (Sample, error) {
 	var start int64
 	if j > 0 {
 		start = sh.ends[j-1]
@@ -426,13 +468,13 @@ func (s *Shards) indexedSample(sh *shardData, i, j int) (Sample, error) {
 	if n > maxFileBytes {
 		return Sample{}, &SampleError{s.name, i, key, fmt.Errorf("run of %d bytes at offset %d exceeds %d: %w", n, start, maxFileBytes, ErrCorrupt)}
 	}
-	fh, err := sh.fileOf()
+	fh, err := sh.fileOf(ctx)
 	if err != nil {
-		return Sample{}, &SampleError{s.name, i, key, err}
+		return Sample{}, &SampleError{s.name, i, key, readErr(ctx, err)}
 	}
 	b := make([]byte, n)
-	if _, err := fh.ReadAt(b, start); err != nil {
-		return Sample{}, &SampleError{s.name, i, key, err}
+	if _, err := readAtContext(ctx, fh, b, start); err != nil {
+		return Sample{}, &SampleError{s.name, i, key, readErr(ctx, err)}
 	}
 	m, err := parseRun(b)
 	if err != nil {
