@@ -166,9 +166,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if !r.Pinned {
 		e.printf("host slots are not pinned: %s\n", after.Pool.Reason)
 	}
-	if r.Skipped > 0 {
-		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, after.LastSkipped)
-	}
+	lf.reportSkipped(e, r.Skipped, after.LastSkipped)
 	return e.emit(r)
 }
 

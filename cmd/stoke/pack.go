@@ -53,7 +53,9 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	format := fs.String("format", "jpeg", "jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without decoding")
 	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
-	shardSize := fs.Int64("shard-size", loaders.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
+	shardSize := new(int64)
+	*shardSize = loaders.DefaultShardBytes
+	fs.Var(byteCount{n: shardSize}, "shard-size", "start a new shard after this many bytes of samples (before compression), e.g. 256M")
 	workers := fs.Int("workers", 0, "goroutines that decode and encode samples (0: one per core)")
 	if err := e.parse(fs, args); err != nil {
 		return err
