@@ -12,6 +12,7 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -366,9 +367,14 @@ func TestShardFolder(t *testing.T) {
 // them from a remotetest.Store over HTTPS, through wrap when it is not nil; the package's client
 // trusts the server for the test's duration, with the stall limit given.
 func storeShards(t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+	return storeShardsAs(t, "shard-%06d.tar", n, timeout, wrap)
+}
+
+// storeShardsAs is storeShards with the shards' name pattern (".tar.zst": compressed).
+func storeShardsAs(t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
 	t.Helper()
 	dir := t.TempDir()
-	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 4, testSamples(t, n))
+	writeShards(t, filepath.Join(dir, pattern), 4, testSamples(t, n))
 	files = map[string][]byte{}
 	st = &remotetest.Store{}
 	entries, _ := os.ReadDir(dir)
@@ -545,6 +551,61 @@ func TestEpochCancelStopsRemoteReads(t *testing.T) {
 			}
 			if d := time.Since(start); d > time.Second {
 				t.Fatalf("a cancelled epoch over a stalled store took %v; want under a second", d)
+			}
+		})
+	}
+}
+
+// answer wraps a handler so that the requests whose path ends with suffix get status.
+func answer(suffix string, status int) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, suffix) {
+				http.Error(w, "refused", status)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestRemoteFolderIndexForbidden: a brace list whose folder's index.json answers 403 (S3's answer
+// for a missing key to a user who may not list) is read as a folder without an index, like 404.
+func TestRemoteFolderIndexForbidden(t *testing.T) {
+	_, _, base := storeShards(t, 8, 200*time.Millisecond, answer("/index.json", http.StatusForbidden))
+	ds, err := Open("shards:"+base+"/shard-{000000..000001}.tar", "")
+	if err != nil {
+		t.Fatalf("brace list beside a forbidden index.json: %v; want it read without the index", err)
+	}
+	defer ds.(*Shards).Close()
+	if ds.Len() != 8 {
+		t.Fatalf("%d samples, want 8", ds.Len())
+	}
+}
+
+// TestStoreErrorIsNotCorruptData: a compressed shard that the store fails to deliver into the
+// cache (HTTP 500 after the retries, 404) is reported with the server's answer, never as corrupt data.
+func TestStoreErrorIsNotCorruptData(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusNotFound, http.StatusPreconditionFailed} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			_, _, base := storeShardsAs(t, "shard-%06d.tar.zst", 8, 200*time.Millisecond, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "shard-000001.tar.zst") {
+						http.Error(w, "refused", status)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			ds, err := Opener{CacheDir: t.TempDir()}.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			_, err = readAllErr(ds)
+			if err == nil || errors.Is(err, ErrCorrupt) || strings.Contains(err.Error(), "corrupt") || !errors.Is(err, ErrStorage) ||
+				!strings.Contains(err.Error(), strconv.Itoa(status)) || !strings.Contains(err.Error(), "shard-000001.tar.zst") {
+				t.Fatalf("shard answered %d: %v; want ErrStorage with the status and the shard, not corrupt data", status, err)
 			}
 		})
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -254,7 +255,10 @@ func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[st
 	ix, seen := idx[dir]
 	if !seen {
 		var err error
-		if ix, err = readIndex(ctx, index); errors.Is(err, os.ErrNotExist) || remote.NotFound(err) {
+		ix, err = readIndex(ctx, index)
+		// S3 answers 403 for a missing key to a user who may not list the bucket.
+		se, _ := errors.AsType[*remote.StatusError](err)
+		if errors.Is(err, os.ErrNotExist) || remote.NotFound(err) || se != nil && se.Status == http.StatusForbidden {
 			ix = nil
 		} else if err != nil {
 			return nil, err
@@ -334,7 +338,9 @@ type corruptReader struct{ r io.Reader }
 
 func (c corruptReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	if err != nil && err != io.EOF && !errors.Is(err, ErrCorrupt) {
+	// The store's failures (a 412, 404 or 500 under the decompressor) are what the server said,
+	// not bad data.
+	if err != nil && err != io.EOF && !errors.Is(err, ErrCorrupt) && !remote.IsStorage(err) {
 		err = fmt.Errorf("%w: %w", ErrCorrupt, err)
 	}
 	return n, err
