@@ -273,7 +273,7 @@ func shardFolder(p string) (dir, base, index string) {
 		dir = filepath.Dir(p)
 		return dir, filepath.Base(p), filepath.Join(dir, IndexName)
 	}
-	if q := strings.IndexAny(p, "?#"); q >= 0 {
+	if q := strings.IndexAny(p, "?#"); q >= 0 && !strings.HasPrefix(p, "s3://") { // an S3 key has neither
 		p = p[:q]
 	}
 	dir, base = p[:strings.LastIndexByte(p, '/')], p[strings.LastIndexByte(p, '/')+1:]

@@ -163,6 +163,15 @@ func (c *Client) init() {
 
 func (c *Client) backend(raw string) (backend, *url.URL, error) {
 	c.init()
+	if rest, ok := strings.CutPrefix(raw, "s3://"); ok {
+		// An S3 key is taken as it is written: "#", "?" and "%20" are characters of the key, not
+		// a fragment, a query and an escape.
+		bucket, key, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return nil, nil, fmt.Errorf("%s: no bucket", raw)
+		}
+		return c.s3, &url.URL{Scheme: "s3", Host: bucket, Path: "/" + key}, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, err

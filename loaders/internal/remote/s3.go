@@ -62,11 +62,12 @@ func (b *s3Backend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
+	raw := s3URL(u)
 	out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(u.Host), Key: aws.String(s3Key(u))})
 	if err != nil {
-		return Object{}, s3Error(u.String(), err)
+		return Object{}, s3Error(raw, err)
 	}
-	obj := Object{URL: u.String(), Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	obj := Object{URL: raw, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
 	if out.LastModified != nil {
 		obj.Modified = out.LastModified.UTC().Format(http.TimeFormat)
 	}
@@ -124,7 +125,11 @@ func (b *s3Backend) list(ctx context.Context, u *url.URL, prefix string) ([]Obje
 	return out, nil
 }
 
+// s3Key is the key of u as Client.backend made it: the URL's text after the bucket, unescaped.
 func s3Key(u *url.URL) string { return strings.TrimPrefix(u.Path, "/") }
+
+// s3URL is the s3:// URL of u as it was written.
+func s3URL(u *url.URL) string { return "s3://" + u.Host + "/" + s3Key(u) }
 
 // s3Error turns the SDK's error for a refused request into a *StatusError with S3's code; transport
 // errors are returned as they are, for retryable to classify.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"strings"
 	"testing"
 	"time"
 
@@ -57,5 +58,40 @@ func TestS3(t *testing.T) {
 	read(&Client{Timeout: 500 * time.Millisecond, Backoff: time.Millisecond})
 	if n := h.Requests(bucket + "/data/shard-000000.tar"); n < 3 {
 		t.Fatalf("%d GETs through the faulty proxy; the faults were not met", n)
+	}
+}
+
+// TestS3OddKeys: keys with "#", "?", "%20" and spaces are read as they are written, by a listing,
+// a HEAD and ranged reads, against the S3-compatible server (skipped without one).
+func TestS3OddKeys(t *testing.T) {
+	files := map[string][]byte{
+		"odd/a#1.tar":   blob(3000, 70),
+		"odd/b%201.tar": blob(3000, 71),
+		"odd/c?x.tar":   blob(3000, 72),
+		"odd/d e.tar":   blob(3000, 73),
+	}
+	bucket := remotetest.S3(t, files)
+	ctx := context.Background()
+	c := &Client{Backoff: time.Millisecond}
+	objs, err := c.List(ctx, "s3://"+bucket+"/odd/*.tar")
+	if err != nil || len(objs) != len(files) {
+		t.Fatalf("listing: %+v, %v; want %d objects", objs, err, len(files))
+	}
+	for _, o := range objs {
+		key := strings.TrimPrefix(o.URL, "s3://"+bucket+"/")
+		want, ok := files[key]
+		if !ok {
+			t.Fatalf("listing names %s, not one of the keys", o.URL)
+		}
+		st, err := c.Stat(ctx, o.URL)
+		if err != nil || st.URL != o.URL || st.Size != int64(len(want)) {
+			t.Fatalf("Stat(%s) = %+v, %v", o.URL, st, err)
+		}
+		f, _ := c.OpenObject(o)
+		p := make([]byte, 1000)
+		if _, err := f.ReadAt(p, 1000); err != nil || !bytes.Equal(p, want[1000:2000]) {
+			t.Fatalf("%s: ReadAt: %v (same bytes: %v)", o.URL, err, bytes.Equal(p, want[1000:2000]))
+		}
+		f.Close()
 	}
 }
