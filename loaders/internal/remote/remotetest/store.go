@@ -120,12 +120,18 @@ func (s *Store) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 		r.Header.Del("If-Unmodified-Since")
 	}
 	if cutting {
-		w = &replacingWriter{ResponseWriter: w, left: c.after, replace: func() { s.Put(name, c.then) }}
+		w = CutAfter(w, c.after, func() { s.Put(name, c.then) })
 	}
 	http.ServeContent(w, r, name, v.mod, bytes.NewReader(v.data))
 }
 
-// replacingWriter lets left bytes through, replaces the file, then drops the connection.
+// CutAfter returns a writer that lets after bytes of the body through to w, then calls then (which
+// may replace the object), then drops the connection.
+func CutAfter(w http.ResponseWriter, after int, then func()) http.ResponseWriter {
+	return &replacingWriter{ResponseWriter: w, left: after, replace: then}
+}
+
+// replacingWriter lets left bytes through, calls replace, then drops the connection.
 type replacingWriter struct {
 	http.ResponseWriter
 	left    int
