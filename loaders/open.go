@@ -33,6 +33,11 @@ func Open(spec, split string) (Dataset, error) {
 // Open opens the dataset named by spec like the package function Open, reading remote shards
 // with o's settings.
 func (o Opener) Open(spec, split string) (Dataset, error) {
+	return o.OpenContext(context.Background(), spec, split)
+}
+
+// OpenContext is Open whose requests to a store (listings, indexes, HEADs) end when ctx does.
+func (o Opener) OpenContext(ctx context.Context, spec, split string) (Dataset, error) {
 	if split == "" {
 		split = "train"
 	}
@@ -46,7 +51,7 @@ func (o Opener) Open(spec, split string) (Dataset, error) {
 	switch kind {
 	case "":
 		if spec == "mnist" {
-			dir, err := MNISTModuleDir(context.Background())
+			dir, err := MNISTModuleDir(ctx)
 			if err != nil {
 				return nil, err
 			}
@@ -71,7 +76,7 @@ func (o Opener) Open(spec, split string) (Dataset, error) {
 			}
 			return OpenShardIndex(arg)
 		}
-		return o.openShardsSpec(context.Background(), arg)
+		return o.openShardsSpec(ctx, arg)
 	}
 	if st, err := os.Stat(spec); err == nil && st.IsDir() {
 		// A folder whose name holds a colon.

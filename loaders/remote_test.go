@@ -610,3 +610,18 @@ func TestStoreErrorIsNotCorruptData(t *testing.T) {
 		})
 	}
 }
+
+// TestOpenContextEndsOnCancel: opening shards whose store stalls (the index never comes) ends with
+// the context, well before the stall limit.
+func TestOpenContextEndsOnCancel(t *testing.T) {
+	_, _, base := storeShards(t, 4, time.Minute, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Opener{}.OpenContext(ctx, "shards:"+base+"/index.json", "")
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("open over a stalled store: %v after %v; want the context's error within a second", err, time.Since(start))
+	}
+}

@@ -70,7 +70,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ld, closer, err := lf.open("train", true, dev, stream)
+	ld, closer, err := lf.open(ctx, "train", true, dev, stream)
 	if err != nil {
 		return err
 	}

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
@@ -230,8 +231,8 @@ func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Ch
 
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
-func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := lf.opener.Open(lf.data, split)
+func (lf *loaderFlags) open(ctx context.Context, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
+	ds, err := lf.opener.OpenContext(ctx, lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -59,10 +59,10 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
 	// the model's input size.
 	split := "test"
-	ds, err := lf.opener.Open(lf.data, split)
+	ds, err := lf.opener.OpenContext(ctx, lf.data, split)
 	if errors.Is(err, loaders.ErrNoSplit) {
 		split = "train"
-		ds, err = lf.opener.Open(lf.data, split)
+		ds, err = lf.opener.OpenContext(ctx, lf.data, split)
 	}
 	if err != nil {
 		return err

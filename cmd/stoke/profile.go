@@ -51,7 +51,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
-	ds, err := lf.opener.Open(lf.data, "train")
+	ds, err := lf.opener.OpenContext(ctx, lf.data, "train")
 	if err != nil {
 		return err
 	}

@@ -102,7 +102,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := checkRunSplit(*resume, *checkpoint, *valSplit); err != nil {
 		return err
 	}
-	sets, err := openEvalSets(lf.opener, lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
+	sets, err := openEvalSets(ctx, lf.opener, lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
 		return err
 	}
@@ -251,8 +251,8 @@ func (s *evalSets) Close() error {
 // validation part of the training split with valSplit > 0, otherwise the test split. Without a
 // test split, evaluating on the training data needs evalOnTrain: a run never reports its training
 // accuracy as a test accuracy. classes > 0 declares the number of classes.
-func openEvalSets(o loaders.Opener, spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := o.Open(spec, "train")
+func openEvalSets(ctx context.Context, o loaders.Opener, spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
+	trainDS, err := o.OpenContext(ctx, spec, "train")
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func openEvalSets(o loaders.Opener, spec string, valSplit float64, evalOnTrain b
 		}
 		s.train, s.eval, s.evalName = tr, val, "validation"
 	default:
-		testDS, err := o.Open(spec, "test")
+		testDS, err := o.OpenContext(ctx, spec, "test")
 		switch {
 		case err == nil:
 			s.eval, s.evalName = testDS, "test"
