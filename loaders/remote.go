@@ -35,8 +35,13 @@ import (
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL for an S3-compatible store, which is then addressed by path). Transient failures
-// (connection resets, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with backoff and jitter,
-// and a broken body resumes at the byte where it broke; other failures name the URL and status.
+// (connection resets and refusals, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with
+// backoff and jitter, and a broken body resumes at the byte where it broke, asking for the version
+// that the first response gave (its ETag), so that an object replaced meanwhile fails instead of
+// being spliced; other failures name the URL and status, and a sample that the store fails to
+// deliver wraps ErrStorage (which the Skip policy does not skip). A cached copy of a shard that
+// the index describes without an ETag is revalidated by one HEAD per process; every copy's size
+// and checksum are checked when it is opened, and a damaged one is fetched again.
 type Opener struct {
 	// CacheDir is the folder of local copies of remote shards ("" for none). Several processes
 	// may share it.
