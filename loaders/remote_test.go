@@ -417,22 +417,7 @@ func readAllErr(ds Dataset) ([]Sample, error) {
 func TestRemoteIndexShardReplacedMidDownload(t *testing.T) {
 	files, st, base := storeShards(t, 8, 200*time.Millisecond, nil)
 	v1 := files["shard-000000.tar"]
-	v2 := bytes.Clone(v1)
-	// Another version of the same size: every sample's payload bytes changed, the tar intact.
-	s, err := OpenShards("v1", []string{writeTemp(t, v1)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range s.Len() {
-		sm, _ := s.Sample(context.Background(), i)
-		p := payload(sm)
-		if k := bytes.Index(v2, p); k >= 0 {
-			for j := range p {
-				v2[k+j] ^= 0x5a
-			}
-		}
-	}
-	s.Close()
+	v2 := sameSizeVersion(t, v1)
 	st.CutThenPut("shard-000000.tar", len(v1)/2, v2)
 	cacheDir := t.TempDir()
 	spec := "shards:" + base + "/index.json"
@@ -623,5 +608,75 @@ func TestOpenContextEndsOnCancel(t *testing.T) {
 	_, err := Opener{}.OpenContext(ctx, "shards:"+base+"/index.json", "")
 	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
 		t.Fatalf("open over a stalled store: %v after %v; want the context's error within a second", err, time.Since(start))
+	}
+}
+
+// sameSizeVersion returns another version of the plain shard v1, of the same size and structure:
+// every sample's payload bytes changed.
+func sameSizeVersion(t *testing.T, v1 []byte) []byte {
+	t.Helper()
+	v2 := bytes.Clone(v1)
+	s, err := OpenShards("v1", []string{writeTemp(t, v1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range s.Len() {
+		sm, _ := s.Sample(context.Background(), i)
+		if p := payload(sm); bytes.Contains(v2, p) {
+			k := bytes.Index(v2, p)
+			for j := range p {
+				v2[k+j] ^= 0x5a
+			}
+		}
+	}
+	return v2
+}
+
+// TestRemoteIndexCacheSeesReplacement: a shard named by index.json, replaced by a version of the
+// same size between two runs, is read in its new version by the second run, not from the stale copy.
+func TestRemoteIndexCacheSeesReplacement(t *testing.T) {
+	files, st, base := storeShards(t, 8, 200*time.Millisecond, nil)
+	v2 := sameSizeVersion(t, files["shard-000000.tar"])
+	cacheDir := t.TempDir()
+	for run := range 2 {
+		if run == 1 {
+			st.Put("shard-000000.tar", v2)
+		}
+		ds, err := Opener{CacheDir: cacheDir}.Open("shards:"+base+"/index.json", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAllErr(ds)
+		ds.(*Shards).Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int][]byte{0: files["shard-000000.tar"], 1: v2}[run]
+		for i, sm := range got[:4] {
+			if !bytes.Contains(want, payload(sm)) {
+				t.Fatalf("run %d: sample %d is not of the shard's version %d", run, i, run+1)
+			}
+		}
+	}
+}
+
+// TestRemoteCacheBelowOneShard: with --cache-size below one shard, an epoch of two workers over
+// three shards (and the downloads ahead) completes with every sample: copies thrash, reads never fail.
+func TestRemoteCacheBelowOneShard(t *testing.T) {
+	noLeaks(t)
+	_, _, base := storeShards(t, 12, 200*time.Millisecond, nil)
+	ds, err := Opener{CacheDir: t.TempDir(), CacheSize: 1}.Open("shards:"+base+"/index.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.(*Shards).Close()
+	l := newLoader(t, ds, Config{Batch: 2, Workers: 2, Shuffle: true, Seed: 3, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+	n := 0
+	for _, b := range epoch(t, l, 0, -1) {
+		n += len(b.indices)
+	}
+	if n != 12 {
+		t.Fatalf("%d samples in an epoch, want 12", n)
 	}
 }
