@@ -42,6 +42,11 @@ func Open(spec, split string) (loaders.Dataset, error) {
 // Open opens the dataset named by spec like the package function Open, reading remote shards
 // with o's settings.
 func (o Opener) Open(spec, split string) (loaders.Dataset, error) {
+	return o.OpenContext(context.Background(), spec, split)
+}
+
+// OpenContext is Open whose requests to a store (listings, indexes, HEADs) end when ctx does.
+func (o Opener) OpenContext(ctx context.Context, spec, split string) (loaders.Dataset, error) {
 	if split == "" {
 		split = "train"
 	}
@@ -78,7 +83,7 @@ func (o Opener) Open(spec, split string) (loaders.Dataset, error) {
 			}
 			return OpenShardIndex(arg)
 		}
-		return o.openShardsSpec(context.Background(), arg)
+		return o.openShardsSpec(ctx, arg)
 	}
 	if st, err := os.Stat(spec); err == nil && st.IsDir() {
 		// A folder whose name holds a colon.

@@ -36,8 +36,13 @@ import (
 // S3 credentials, region and endpoint come from the standard AWS environment variables and files
 // (AWS_ACCESS_KEY_ID, AWS_SECRET_ACCESS_KEY, AWS_PROFILE, AWS_REGION, AWS_ENDPOINT_URL_S3 or
 // AWS_ENDPOINT_URL for an S3-compatible store, which is then addressed by path). Transient failures
-// (connection resets, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with backoff and jitter,
-// and a broken body resumes at the byte where it broke; other failures name the URL and status.
+// (connection resets and refusals, stalls, HTTP 5xx and 429, S3's SlowDown) are retried with
+// backoff and jitter, and a broken body resumes at the byte where it broke, asking for the version
+// that the first response gave (its ETag), so that an object replaced meanwhile fails instead of
+// being spliced; other failures name the URL and status, and a sample that the store fails to
+// deliver wraps ErrStorage (which the Skip policy does not skip). A cached copy of a shard that
+// the index describes without an ETag is revalidated by one HEAD per process; every copy's size
+// and checksum are checked when it is opened, and a damaged one is fetched again.
 type Opener struct {
 	// CacheDir is the folder of local copies of remote shards ("" for none). Several processes
 	// may share it.
@@ -122,14 +127,14 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 	var src shardList
 	alts, err := expandBraces(pattern)
 	if err != nil {
-		return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+		return src, fmt.Errorf("datasets: shards %q: %w: %w", pattern, ErrSpec, err)
 	}
 	for _, p := range alts {
 		if remote.IsURL(p) {
 			if strings.ContainsAny(p, `*?[\`) || strings.HasPrefix(p, "s3://") {
 				objs, err := client.List(ctx, p)
 				if err != nil {
-					return src, fmt.Errorf("loaders: shards %q: %w", pattern, err)
+					return src, fmt.Errorf("datasets: shards %q: %w", pattern, err)
 				}
 				for _, obj := range objs {
 					src.add(obj.URL, obj, nil)
@@ -141,7 +146,7 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 		}
 		paths, err := filepath.Glob(p)
 		if err != nil {
-			return src, fmt.Errorf("loaders: shards %q: %w: %w", pattern, ErrSpec, err)
+			return src, fmt.Errorf("datasets: shards %q: %w: %w", pattern, ErrSpec, err)
 		}
 		slices.Sort(paths)
 		for _, q := range paths {
@@ -149,7 +154,7 @@ func listShards(ctx context.Context, pattern string) (shardList, error) {
 		}
 	}
 	if len(src.paths) == 0 {
-		return src, fmt.Errorf("loaders: shards %q: no file matches: %w", pattern, loaders.ErrEmpty)
+		return src, fmt.Errorf("datasets: shards %q: no file matches: %w", pattern, loaders.ErrEmpty)
 	}
 	return src, nil
 }
@@ -217,7 +222,7 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 	var src shardList
 	ix, err := readIndex(ctx, loc)
 	if err != nil {
-		return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
+		return src, fmt.Errorf("datasets: shards %s: %w", loc, err)
 	}
 	for i := range ix.ShardList {
 		e := &ix.ShardList[i]
@@ -227,17 +232,17 @@ func listIndexShards(ctx context.Context, loc string) (shardList, error) {
 		}
 		base, err := url.Parse(loc)
 		if err != nil {
-			return src, fmt.Errorf("loaders: shards %s: %w", loc, err)
+			return src, fmt.Errorf("datasets: shards %s: %w", loc, err)
 		}
 		ju := base.JoinPath("..", e.URL)
 		if !inFolder(base, ju) {
-			return src, fmt.Errorf("loaders: shards %s: shard url %q names %s, outside the index's folder: %w", loc, e.URL, ju.Redacted(), loaders.ErrCorrupt)
+			return src, fmt.Errorf("datasets: shards %s: shard url %q names %s, outside the index's folder: %w", loc, e.URL, ju.Redacted(), loaders.ErrCorrupt)
 		}
 		u := ju.String()
 		src.add(u, remote.Object{URL: u, Size: e.FileSize}, e)
 	}
 	if len(src.paths) == 0 {
-		return src, fmt.Errorf("loaders: shards %s: the index lists no shards: %w", loc, loaders.ErrEmpty)
+		return src, fmt.Errorf("datasets: shards %s: the index lists no shards: %w", loc, loaders.ErrEmpty)
 	}
 	return src, nil
 }
@@ -274,7 +279,7 @@ func shardFolder(p string) (dir, base, index string) {
 		dir = filepath.Dir(p)
 		return dir, filepath.Base(p), filepath.Join(dir, IndexName)
 	}
-	if q := strings.IndexAny(p, "?#"); q >= 0 {
+	if q := strings.IndexAny(p, "?#"); q >= 0 && !strings.HasPrefix(p, "s3://") { // an S3 key has neither
 		p = p[:q]
 	}
 	dir, base = p[:strings.LastIndexByte(p, '/')], p[strings.LastIndexByte(p, '/')+1:]

@@ -7,10 +7,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -359,5 +361,323 @@ func TestShardFolder(t *testing.T) {
 		if dir != c.dir || base != c.base || index != c.index {
 			t.Errorf("shardFolder(%q) = %q, %q, %q; want %q, %q, %q", c.in, dir, base, index, c.dir, c.base, c.index)
 		}
+	}
+}
+
+// storeShards writes n samples into plain shards of 4 samples (with their index.json) and serves
+// them from a remotetest.Store over HTTPS, through wrap when it is not nil; the package's client
+// trusts the server for the test's duration, with the stall limit given.
+func storeShards(t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+	return storeShardsAs(t, "shard-%06d.tar", n, timeout, wrap)
+}
+
+// storeShardsAs is storeShards with the shards' name pattern (".tar.zst": compressed).
+func storeShardsAs(t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+	t.Helper()
+	dir := t.TempDir()
+	writeShards(t, filepath.Join(dir, pattern), 4, testSamples(t, n))
+	files = map[string][]byte{}
+	st = &remotetest.Store{}
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		b, err := os.ReadFile(filepath.Join(dir, e.Name()))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files[e.Name()] = b
+		st.Put(e.Name(), b)
+	}
+	var h http.Handler = st
+	if wrap != nil {
+		h = wrap(st)
+	}
+	srv := httptest.NewTLSServer(h)
+	t.Cleanup(srv.Close)
+	old := client
+	client = &remote.Client{HTTP: srv.Client(), Timeout: timeout, Backoff: time.Millisecond, Attempts: 3}
+	t.Cleanup(func() { client = old })
+	return files, st, srv.URL
+}
+
+// readAllErr reads every sample of ds, returning the first error.
+func readAllErr(ds loaders.Dataset) ([]loaders.Sample, error) {
+	var out []loaders.Sample
+	for i := range ds.Len() {
+		s, err := ds.Sample(context.Background(), i)
+		if err != nil {
+			return out, err
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// TestRemoteIndexShardReplacedMidDownload: a shard named by index.json (no ETag known), replaced by
+// a version of the same size while the cache downloads it, is refused rather than spliced, no copy
+// is kept, and the next run reads the new version whole.
+func TestRemoteIndexShardReplacedMidDownload(t *testing.T) {
+	files, st, base := storeShards(t, 8, 200*time.Millisecond, nil)
+	v1 := files["shard-000000.tar"]
+	v2 := sameSizeVersion(t, v1)
+	st.CutThenPut("shard-000000.tar", len(v1)/2, v2)
+	cacheDir := t.TempDir()
+	spec := "shards:" + base + "/index.json"
+	ds, err := Opener{CacheDir: cacheDir}.Open(spec, "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	got, err := readAllErr(ds)
+	ds.(*Shards).Close()
+	if err == nil {
+		t.Fatalf("read %d samples of a shard replaced mid-download, no error", len(got))
+	}
+	if !errors.Is(err, loaders.ErrStorage) || !strings.Contains(err.Error(), base+"/shard-000000.tar") {
+		t.Fatalf("error %v; want loaders.ErrStorage naming the shard", err)
+	}
+	// The next run: the new version, whole, and the same again from the cache.
+	for range 2 {
+		ds, err = Opener{CacheDir: cacheDir}.Open(spec, "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err = readAllErr(ds)
+		ds.(*Shards).Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, sm := range got[:4] {
+			if !bytes.Contains(v2, payload(sm)) {
+				t.Fatalf("sample %d is not of the shard's new version", i)
+			}
+		}
+	}
+}
+
+func writeTemp(t *testing.T, b []byte) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "shard.tar")
+	writeFile(t, p, b)
+	return p
+}
+
+// TestSkipDoesNotHideOutage: under the loaders.Skip policy, a shard that the store refuses (403) is an
+// outage, not bad samples: the epoch fails with loaders.ErrStorage and the server's answer, with and
+// without a cache.
+func TestSkipDoesNotHideOutage(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
+			noLeaks(t)
+			_, _, base := storeShards(t, 12, 200*time.Millisecond, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.HasSuffix(r.URL.Path, "shard-000001.tar") {
+						http.Error(w, "no", http.StatusForbidden)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			o := Opener{}
+			if cache {
+				o.CacheDir = t.TempDir()
+			}
+			ds, err := o.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			l := newLoader(t, ds, loaders.Config{Batch: 4, Workers: 2, OnError: loaders.Skip, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+			var epochErr error
+			for b, err := range l.Epoch(context.Background(), 0) {
+				if err != nil {
+					epochErr = err
+					break
+				}
+				b.Release()
+			}
+			if !errors.Is(epochErr, loaders.ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") || !strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
+				t.Fatalf("epoch over a refused shard under Skip: %v (skipped %d); want loaders.ErrStorage with HTTP 403 naming the shard", epochErr, l.Stats().Skipped)
+			}
+		})
+	}
+}
+
+// TestEpochCancelStopsRemoteReads: a cancelled epoch ends within a second while the store stalls
+// every read of the shards, however long the stall limit, with and without a cache.
+func TestEpochCancelStopsRemoteReads(t *testing.T) {
+	for _, cache := range []bool{false, true} {
+		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
+			noLeaks(t)
+			_, _, base := storeShards(t, 12, time.Minute, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if strings.Contains(r.URL.Path, "shard-") {
+						<-r.Context().Done() // the store stalls
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			o := Opener{}
+			if cache {
+				o.CacheDir = t.TempDir()
+			}
+			ds, err := o.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			l := newLoader(t, ds, loaders.Config{Batch: 4, Workers: 2, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			for b, err := range l.Epoch(ctx, 0) {
+				if err != nil {
+					break
+				}
+				b.Release()
+			}
+			if d := time.Since(start); d > time.Second {
+				t.Fatalf("a cancelled epoch over a stalled store took %v; want under a second", d)
+			}
+		})
+	}
+}
+
+// answer wraps a handler so that the requests whose path ends with suffix get status.
+func answer(suffix string, status int) func(http.Handler) http.Handler {
+	return func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasSuffix(r.URL.Path, suffix) {
+				http.Error(w, "refused", status)
+				return
+			}
+			h.ServeHTTP(w, r)
+		})
+	}
+}
+
+// TestRemoteFolderIndexForbidden: a brace list whose folder's index.json answers 403 (S3's answer
+// for a missing key to a user who may not list) is read as a folder without an index, like 404.
+func TestRemoteFolderIndexForbidden(t *testing.T) {
+	_, _, base := storeShards(t, 8, 200*time.Millisecond, answer("/index.json", http.StatusForbidden))
+	ds, err := Open("shards:"+base+"/shard-{000000..000001}.tar", "")
+	if err != nil {
+		t.Fatalf("brace list beside a forbidden index.json: %v; want it read without the index", err)
+	}
+	defer ds.(*Shards).Close()
+	if ds.Len() != 8 {
+		t.Fatalf("%d samples, want 8", ds.Len())
+	}
+}
+
+// TestStoreErrorIsNotCorruptData: a compressed shard that the store fails to deliver into the
+// cache (HTTP 500 after the retries, 404) is reported with the server's answer, never as corrupt data.
+func TestStoreErrorIsNotCorruptData(t *testing.T) {
+	for _, status := range []int{http.StatusInternalServerError, http.StatusNotFound, http.StatusPreconditionFailed} {
+		t.Run(strconv.Itoa(status), func(t *testing.T) {
+			_, _, base := storeShardsAs(t, "shard-%06d.tar.zst", 8, 200*time.Millisecond, func(h http.Handler) http.Handler {
+				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+					if r.Method == http.MethodGet && strings.HasSuffix(r.URL.Path, "shard-000001.tar.zst") {
+						http.Error(w, "refused", status)
+						return
+					}
+					h.ServeHTTP(w, r)
+				})
+			})
+			ds, err := Opener{CacheDir: t.TempDir()}.Open("shards:"+base+"/index.json", "")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ds.(*Shards).Close()
+			_, err = readAllErr(ds)
+			if err == nil || errors.Is(err, loaders.ErrCorrupt) || strings.Contains(err.Error(), "corrupt") || !errors.Is(err, loaders.ErrStorage) ||
+				!strings.Contains(err.Error(), strconv.Itoa(status)) || !strings.Contains(err.Error(), "shard-000001.tar.zst") {
+				t.Fatalf("shard answered %d: %v; want loaders.ErrStorage with the status and the shard, not corrupt data", status, err)
+			}
+		})
+	}
+}
+
+// TestOpenContextEndsOnCancel: opening shards whose store stalls (the index never comes) ends with
+// the context, well before the stall limit.
+func TestOpenContextEndsOnCancel(t *testing.T) {
+	_, _, base := storeShards(t, 4, time.Minute, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	start := time.Now()
+	_, err := Opener{}.OpenContext(ctx, "shards:"+base+"/index.json", "")
+	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+		t.Fatalf("open over a stalled store: %v after %v; want the context's error within a second", err, time.Since(start))
+	}
+}
+
+// sameSizeVersion returns another version of the plain shard v1, of the same size and structure:
+// every sample's payload bytes changed.
+func sameSizeVersion(t *testing.T, v1 []byte) []byte {
+	t.Helper()
+	v2 := bytes.Clone(v1)
+	s, err := OpenShards("v1", []string{writeTemp(t, v1)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i := range s.Len() {
+		sm, _ := s.Sample(context.Background(), i)
+		if p := payload(sm); bytes.Contains(v2, p) {
+			k := bytes.Index(v2, p)
+			for j := range p {
+				v2[k+j] ^= 0x5a
+			}
+		}
+	}
+	return v2
+}
+
+// TestRemoteIndexCacheSeesReplacement: a shard named by index.json, replaced by a version of the
+// same size between two runs, is read in its new version by the second run, not from the stale copy.
+func TestRemoteIndexCacheSeesReplacement(t *testing.T) {
+	files, st, base := storeShards(t, 8, 200*time.Millisecond, nil)
+	v2 := sameSizeVersion(t, files["shard-000000.tar"])
+	cacheDir := t.TempDir()
+	for run := range 2 {
+		if run == 1 {
+			st.Put("shard-000000.tar", v2)
+		}
+		ds, err := Opener{CacheDir: cacheDir}.Open("shards:"+base+"/index.json", "")
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := readAllErr(ds)
+		ds.(*Shards).Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := map[int][]byte{0: files["shard-000000.tar"], 1: v2}[run]
+		for i, sm := range got[:4] {
+			if !bytes.Contains(want, payload(sm)) {
+				t.Fatalf("run %d: sample %d is not of the shard's version %d", run, i, run+1)
+			}
+		}
+	}
+}
+
+// TestRemoteCacheBelowOneShard: with --cache-size below one shard, an epoch of two workers over
+// three shards (and the downloads ahead) completes with every sample: copies thrash, reads never fail.
+func TestRemoteCacheBelowOneShard(t *testing.T) {
+	noLeaks(t)
+	_, _, base := storeShards(t, 12, 200*time.Millisecond, nil)
+	ds, err := Opener{CacheDir: t.TempDir(), CacheSize: 1}.Open("shards:"+base+"/index.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ds.(*Shards).Close()
+	l := newLoader(t, ds, loaders.Config{Batch: 2, Workers: 2, Shuffle: true, Seed: 3, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
+	n := 0
+	for _, b := range epoch(t, l, 0, -1) {
+		n += len(b.indices)
+	}
+	if n != 12 {
+		t.Fatalf("%d samples in an epoch, want 12", n)
 	}
 }

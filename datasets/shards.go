@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sort"
@@ -65,7 +66,7 @@ type shardData struct {
 	mu   sync.Mutex
 	file shardFile
 	// open opens an indexed shard on its first read (one read through a cache); nil once opened.
-	open func() (shardFile, error)
+	open func(ctx context.Context) (shardFile, error)
 	err  error // of open, returned to every later read
 }
 
@@ -90,14 +91,14 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Shards, error) {
 	paths := src.paths
 	if len(paths) == 0 {
-		return nil, fmt.Errorf("loaders: shards %s: no shard files: %w", name, loaders.ErrEmpty)
+		return nil, fmt.Errorf("datasets: shards %s: no shard files: %w", name, loaders.ErrEmpty)
 	}
 	if err := src.findEntries(ctx); err != nil {
-		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
+		return nil, fmt.Errorf("datasets: shards %s: %w", name, err)
 	}
 	rs, err := o.newRemoteShards(ctx, src)
 	if err != nil {
-		return nil, fmt.Errorf("loaders: shards %s: %w", name, err)
+		return nil, fmt.Errorf("datasets: shards %s: %w", name, err)
 	}
 	s := &Shards{name: name, paths: paths, remote: rs}
 	n := 0
@@ -105,7 +106,7 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Sh
 		sh, err := s.openShard(ctx, i, p, src.entries[i])
 		if err != nil {
 			s.Close()
-			return nil, fmt.Errorf("loaders: shards %s: shard %s: %w", name, p, err)
+			return nil, fmt.Errorf("datasets: shards %s: shard %s: %w", name, p, err)
 		}
 		s.shards = append(s.shards, sh)
 		s.starts = append(s.starts, n)
@@ -114,7 +115,7 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Sh
 	s.starts = append(s.starts, n)
 	if n == 0 {
 		s.Close()
-		return nil, fmt.Errorf("loaders: shards %s: %d shard files (%s ...): %w", name, len(paths), paths[0], loaders.ErrEmpty)
+		return nil, fmt.Errorf("datasets: shards %s: %d shard files (%s ...): %w", name, len(paths), paths[0], loaders.ErrEmpty)
 	}
 	return s, nil
 }
@@ -155,7 +156,7 @@ func (s *Shards) openShard(ctx context.Context, i int, path string, entry *shard
 		s.classes = max(s.classes, entry.Classes)
 		if remote.IsURL(path) && s.remote.cached(i) {
 			// The first read downloads the shard into the cache, and the next ones after it.
-			sh.open = func() (shardFile, error) { return s.openIndexed(ctx, i, path, entry, end) }
+			sh.open = func(ctx context.Context) (shardFile, error) { return s.openIndexed(ctx, i, path, entry, end) }
 			return sh, nil
 		}
 		var err error
@@ -256,7 +257,10 @@ func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[st
 	ix, seen := idx[dir]
 	if !seen {
 		var err error
-		if ix, err = readIndex(ctx, index); errors.Is(err, os.ErrNotExist) || remote.NotFound(err) {
+		ix, err = readIndex(ctx, index)
+		// S3 answers 403 for a missing key to a user who may not list the bucket.
+		se, _ := errors.AsType[*remote.StatusError](err)
+		if errors.Is(err, os.ErrNotExist) || remote.NotFound(err) || se != nil && se.Status == http.StatusForbidden {
 			ix = nil
 		} else if err != nil {
 			return nil, err
@@ -336,7 +340,9 @@ type corruptReader struct{ r io.Reader }
 
 func (c corruptReader) Read(p []byte) (int, error) {
 	n, err := c.r.Read(p)
-	if err != nil && err != io.EOF && !errors.Is(err, loaders.ErrCorrupt) {
+	// The store's failures (a 412, 404 or 500 under the decompressor) are what the server said,
+	// not bad data.
+	if err != nil && err != io.EOF && !errors.Is(err, loaders.ErrCorrupt) && !remote.IsStorage(err) {
 		err = fmt.Errorf("%w: %w", loaders.ErrCorrupt, err)
 	}
 	return n, err
@@ -371,13 +377,17 @@ func (s *Shards) shardOf(i int) (*shardData, int) {
 	return s.shards[k], i - s.starts[k]
 }
 
-// fileOf returns the shard's file, opening it on the first read of an indexed shard.
-func (sh *shardData) fileOf() (shardFile, error) {
+// fileOf returns the shard's file, opening it on the first read of an indexed shard (an open that
+// ctx ended is tried again by the next read).
+func (sh *shardData) fileOf(ctx context.Context) (shardFile, error) {
 	sh.mu.Lock()
 	defer sh.mu.Unlock()
 	if sh.open != nil {
-		sh.file, sh.err = sh.open()
-		sh.open = nil
+		fh, err := sh.open(ctx)
+		if err != nil && ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		sh.file, sh.err, sh.open = fh, err, nil
 		if sh.err != nil {
 			sh.err = fmt.Errorf("shard %s: %w", sh.path, sh.err)
 		}
@@ -385,15 +395,53 @@ func (sh *shardData) fileOf() (shardFile, error) {
 	return sh.file, sh.err
 }
 
+// readAtContext reads a shard's bytes like fh.ReadAt, ending with ctx when fh is remote (a remote
+// file, or a remote one read through its frames).
+func readAtContext(ctx context.Context, fh shardFile, p []byte, off int64) (int, error) {
+	switch f := fh.(type) {
+	case *remote.File:
+		return f.ReadAtContext(ctx, p, off)
+	case framedFile:
+		if rf, ok := f.shardFile.(*remote.File); ok {
+			if err := f.frames.readAt(remoteAt{ctx, rf}, p, off); err != nil {
+				return 0, err
+			}
+			return len(p), nil
+		}
+	}
+	return fh.ReadAt(p, off)
+}
+
+// remoteAt is a remote file's ReadAt under a context.
+type remoteAt struct {
+	ctx context.Context
+	f   *remote.File
+}
+
+func (r remoteAt) ReadAt(p []byte, off int64) (int, error) { return r.f.ReadAtContext(r.ctx, p, off) }
+
+// readErr marks a failure of the store (see remote.IsStorage) with ErrStorage, so that the Skip
+// policy does not take an outage for bad samples; ctx's end is returned as it is.
+func readErr(ctx context.Context, err error) error {
+	if ctx.Err() != nil && errors.Is(err, ctx.Err()) {
+		return ctx.Err()
+	}
+	if remote.IsStorage(err) && !errors.Is(err, loaders.ErrStorage) {
+		return fmt.Errorf("%w: %w", loaders.ErrStorage, err)
+	}
+	return err
+}
+
 // Sample returns sample i, whose Key is "SHARD:KEY"; its payload is a new slice read from the
-// shard.
-func (s *Shards) Sample(_ context.Context, i int) (loaders.Sample, error) {
+// shard. A remote read ends when ctx does; a failure of the store (an HTTP status, retries run
+// out, an object replaced meanwhile) wraps ErrStorage.
+func (s *Shards) Sample(ctx context.Context, i int) (loaders.Sample, error) {
 	if err := loaders.CheckIndex(s.name, i, s.Len()); err != nil {
 		return loaders.Sample{}, err
 	}
 	sh, j := s.shardOf(i)
 	if sh.ends != nil {
-		return s.indexedSample(sh, i, j)
+		return s.indexedSample(ctx, sh, i, j)
 	}
 	m := sh.metas[j]
 	key := sh.path + ":" + m.key
@@ -407,18 +455,18 @@ func (s *Shards) Sample(_ context.Context, i int) (loaders.Sample, error) {
 		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, loaders.ErrCorrupt)}
 	}
 	b := make([]byte, m.n)
-	fh, err := sh.fileOf()
+	fh, err := sh.fileOf(ctx)
 	if err == nil {
-		_, err = fh.ReadAt(b, m.off)
+		_, err = readAtContext(ctx, fh, b, m.off)
 	}
 	if err != nil {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: err}
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: readErr(ctx, err)}
 	}
 	return sampleOf(m, b, key), nil
 }
 
 // indexedSample reads sample i, the j-th of an indexed shard: one read of its run of members.
-func (s *Shards) indexedSample(sh *shardData, i, j int) (loaders.Sample, error) {
+func (s *Shards) indexedSample(ctx context.Context, sh *shardData, i, j int) (loaders.Sample, error) {
 	var start int64
 	if j > 0 {
 		start = sh.ends[j-1]
@@ -428,13 +476,13 @@ func (s *Shards) indexedSample(sh *shardData, i, j int) (loaders.Sample, error) 
 	if n > maxFileBytes {
 		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: fmt.Errorf("run of %d bytes at offset %d exceeds %d: %w", n, start, maxFileBytes, loaders.ErrCorrupt)}
 	}
-	fh, err := sh.fileOf()
+	fh, err := sh.fileOf(ctx)
 	if err != nil {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: err}
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: readErr(ctx, err)}
 	}
 	b := make([]byte, n)
-	if _, err := fh.ReadAt(b, start); err != nil {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: err}
+	if _, err := readAtContext(ctx, fh, b, start); err != nil {
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: readErr(ctx, err)}
 	}
 	m, err := parseRun(b)
 	if err != nil {

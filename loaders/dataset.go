@@ -14,6 +14,10 @@ var (
 	// record, malformed tar member, unparsable label); a SampleError whose image does not decode
 	// (transforms.ErrCorrupt) matches it too.
 	ErrCorrupt = errors.New("corrupt data")
+	// ErrStorage marks a sample that the store failed to deliver (HTTP 403, 404, 5xx after the
+	// retries, a network failure, an object replaced while it was read): not a bad sample, so the
+	// Skip policy does not skip it.
+	ErrStorage = errors.New("storage failed")
 	// ErrLabel marks a label outside [0, NumClasses).
 	ErrLabel = errors.New("label out of range")
 	// ErrIndex marks a sample index outside [0, Len()).

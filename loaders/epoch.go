@@ -72,45 +72,67 @@ func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] 
 			return
 		}
 		e := &epochRun{l: l, epoch: epoch, next: start, open: map[*slotBatch]bool{}, produced: map[*gpu.DeviceBatch]bool{}}
+		finished := false
+		defer func() {
+			// The consumer's loop panicked (the pipeline has stopped: pipeline.Iter waits for it):
+			// give back what the epoch holds, so that the Loader is not left busy.
+			if !finished {
+				e.finish(ctx, false)
+			}
+		}()
 		completed := false
 		if err := e.prepare(ctx, start, from); err != nil {
 			yield(nil, err)
 		} else {
 			completed = e.run(ctx, yield)
 		}
-		if e.stream != nil {
-			if err := e.stream.close(); err != nil && completed {
-				completed = false
-				yield(nil, err)
-			}
-		}
-		// The pipeline has stopped: give back what it held. The feeder returns the slots of
-		// enqueued copies once they complete.
-		var errs []error
-		for sb := range e.open {
-			errs = append(errs, sb.slot.Release())
-		}
-		for db := range e.produced {
-			errs = append(errs, db.Release())
-		}
-		// Every copy the epoch made is accounted (and traced) before its iterator returns, so that
-		// Stats read then are complete. A context that ended stops the wait, not the copies.
-		if err := l.feeder.Flush(ctx); err != nil && ctx.Err() == nil {
-			errs = append(errs, err)
-		}
-		l.mu.Lock()
-		l.running = false
-		l.stages = l.pl.Stats()
-		l.pl = nil
-		l.stats.Elapsed += time.Since(l.epochStart)
-		if completed {
-			l.state = l.position(epoch+1, 0)
-		}
-		l.mu.Unlock()
-		if err := errors.Join(errs...); err != nil && completed {
-			yield(nil, fmt.Errorf("loaders: %s epoch %d: %w", l.info.Name, epoch, err))
+		finished = true
+		if err := e.finish(ctx, completed); err != nil {
+			yield(nil, err)
 		}
 	}
+}
+
+// finish ends an epoch whose pipeline has stopped: it closes the stream, gives back the slots and
+// batches the pipeline held (the feeder returns the slots of enqueued copies once they complete),
+// waits for the copies, and frees the Loader for the next epoch, at the next position when the
+// epoch completed. It returns the error to report, if the epoch completed.
+func (e *epochRun) finish(ctx context.Context, completed bool) error {
+	l := e.l
+	var failed error
+	if e.stream != nil {
+		if err := e.stream.close(); err != nil && completed {
+			completed, failed = false, err
+		}
+	}
+	var errs []error
+	for sb := range e.open {
+		errs = append(errs, sb.slot.Release())
+	}
+	for db := range e.produced {
+		errs = append(errs, db.Release())
+	}
+	// Every copy the epoch made is accounted (and traced) before its iterator returns, so that
+	// Stats read then are complete. A context that ended stops the wait, not the copies.
+	if err := l.feeder.Flush(ctx); err != nil && ctx.Err() == nil {
+		errs = append(errs, err)
+	}
+	l.mu.Lock()
+	l.running = false
+	l.stages = l.pl.Stats()
+	l.pl = nil
+	l.stats.Elapsed += time.Since(l.epochStart)
+	if completed {
+		l.state = l.position(e.epoch+1, 0)
+	}
+	l.mu.Unlock()
+	if failed != nil {
+		return failed
+	}
+	if err := errors.Join(errs...); err != nil && completed {
+		return fmt.Errorf("loaders: %s epoch %d: %w", l.info.Name, e.epoch, err)
+	}
+	return nil
 }
 
 func (l *Loader) begin(epoch int) (start int, from State, err error) {
@@ -327,7 +349,9 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 		if !errors.As(err, &se) {
 			err = &SampleError{l.info.Name, i, s.Key, err}
 		}
-		if l.cfg.OnError == FailFast {
+		// A sample that the store failed to deliver is an outage, not a bad sample: skipping it
+		// would make a partial run look complete.
+		if l.cfg.OnError == FailFast || errors.Is(err, ErrStorage) {
 			return result{}, err
 		}
 		return result{job: j, err: err}, nil

@@ -58,7 +58,8 @@ const (
 	// FailFast (the zero value) ends the epoch with the first bad sample's error.
 	FailFast ErrorPolicy = iota
 	// Skip leaves bad samples out of their batch (which is then shorter), counts them, and fails
-	// only once an epoch skipped more than Config.MaxSkipped.
+	// only once an epoch skipped more than Config.MaxSkipped. A sample that the store failed to
+	// deliver (ErrStorage) is not a bad sample: it fails the epoch.
 	Skip
 )
 

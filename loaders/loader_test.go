@@ -479,3 +479,34 @@ func TestLoaderLifecycle(t *testing.T) {
 		t.Errorf("second Close = %v; want nil", err)
 	}
 }
+
+// TestLoaderSurvivesPanickingConsumer: a panic in the consumer's loop, recovered by the caller,
+// leaves the Loader ready for the next epoch and for Close, with every goroutine joined.
+func TestLoaderSurvivesPanickingConsumer(t *testing.T) {
+	noLeaks(t)
+	ds := rawDataset(40, 2, 3, 1)
+	l, err := New(ds, Config{Batch: 4, Workers: 3, Allocator: pinned.Heap()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	func() {
+		defer func() {
+			if r := recover(); r != "user code" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		for b, err := range l.Epoch(context.Background(), 0) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			b.Release()
+			panic("user code")
+		}
+	}()
+	if got := epoch(t, l, 1, -1); len(got) != 10 {
+		t.Fatalf("the epoch after a panic: %d batches, want 10", len(got))
+	}
+	if err := l.Close(); err != nil {
+		t.Fatalf("Close after a panic: %v", err)
+	}
+}

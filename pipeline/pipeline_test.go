@@ -483,3 +483,30 @@ func TestStageOptionErrors(t *testing.T) {
 		})
 	}
 }
+
+// TestIterPanicStopsPipeline: a loop body that panics stops the pipeline, and its goroutines have
+// exited when the panic leaves Iter: no stage function is still running.
+func TestIterPanicStopsPipeline(t *testing.T) {
+	defer goleak.VerifyNone(t)
+	p := New()
+	var active atomic.Int64
+	m := Map(p, "m", FromSlice(p, "src", seq(10000)), func(_ context.Context, x int) (int, error) {
+		active.Add(1)
+		defer active.Add(-1)
+		time.Sleep(5 * time.Millisecond)
+		return x, nil
+	}, Workers(3))
+	func() {
+		defer func() {
+			if r := recover(); r != "user code" {
+				t.Fatalf("recovered %v", r)
+			}
+		}()
+		for range Iter(t.Context(), p, m) {
+			panic("user code")
+		}
+	}()
+	if n := active.Load(); n != 0 {
+		t.Fatalf("%d stage calls still running after the panic left Iter; want 0", n)
+	}
+}

@@ -469,15 +469,22 @@ func Iter[T any](ctx context.Context, p *Pipeline, s *Queue[T]) iter.Seq2[T, err
 		defer cancel()
 		done := make(chan error, 1)
 		go func() { done <- p.Run(ctx) }()
-		for it := range s.ch {
-			if !yield(it.v, nil) {
+		ran := false
+		// A loop that breaks, and one whose body panics, stop the pipeline and wait for it.
+		defer func() {
+			if !ran {
 				cancel()
 				for range s.ch { // let the producer see the cancellation and close
 				}
 				<-done
+			}
+		}()
+		for it := range s.ch {
+			if !yield(it.v, nil) {
 				return
 			}
 		}
+		ran = true
 		if err := <-done; err != nil {
 			yield(zero, err)
 		}

@@ -3,7 +3,8 @@
 #
 #   eval "$(scripts/s3-check.sh start)"   install the server once, start it, print the exports
 #   scripts/s3-check.sh run               pack MNIST, upload it, stoke bench (cold and warm cache)
-#                                         and stoke train over s3://
+#                                         and stoke train over s3://; counts the server's GETs of
+#                                         the shards: the warm runs must read the cache
 #   scripts/s3-check.sh stop              stop the server started by start, remove its data
 #
 # Each start gets its own state folder (/tmp/stoke-ci-s3.XXXXXX, exported as STOKE_S3_STATE for run
@@ -65,6 +66,11 @@ stop() {
   rm -rf "$state"
 }
 
+# shard_gets counts the GETs of the uploaded shards in the server's request log.
+shard_gets() {
+  grep -c '| GET | /stoke-ci/mnist/shard-' "$state/server.log" || true
+}
+
 run() {
   : "${STOKE_TEST_S3_ENDPOINT:?run start first}" "${state:?run start first}"
   export AWS_ENDPOINT_URL_S3=$STOKE_TEST_S3_ENDPOINT
@@ -74,21 +80,34 @@ run() {
   "$work/stoke" pack --data mnist --out "$work/mnist" --format raw --compress zstd -q
   go run ./scripts/s3put "$work/mnist" s3://stoke-ci/mnist
   local spec='shards:s3://stoke-ci/mnist/shard-*.tar.zst' common=(--size 28 --workers 2 --json -q)
+  local before
   for cache in cold warm; do
     echo "s3-check: stoke bench over s3://, $cache cache"
-    "$work/stoke" bench --data "$spec" --cache-dir "$work/cache" "${common[@]}" | tee "$work/bench-$cache.json"
+    before=$(shard_gets)
+    "$work/stoke" bench --data "$spec" --cache-dir "$work/cache" --cache-size 1G "${common[@]}" | tee "$work/bench-$cache.json"
+    echo "s3-check: $cache cache: $(($(shard_gets) - before)) GETs of shards"
+    if [[ $cache == warm && $(shard_gets) != "$before" ]]; then
+      echo "s3-check: the warm run fetched shards again instead of reading the cache" >&2
+      exit 1
+    fi
   done
   echo "s3-check: stoke bench over s3://, no cache (byte ranges and streams)"
   "$work/stoke" bench --data "$spec" "${common[@]}"
   echo "s3-check: stoke bench on local disk"
   "$work/stoke" bench --data "shards:$work/mnist/shard-*.tar.zst" "${common[@]}"
-  echo "s3-check: stoke train over s3://"
-  "$work/stoke" train --data shards:s3://stoke-ci/mnist/index.json --cache-dir "$work/cache" --size 28 --model mlp --epochs 1 --val-split 0.1 --json -q | tee "$work/train.json"
+  echo "s3-check: stoke train over s3:// (index.json, through the cache the bench runs filled)"
+  before=$(shard_gets)
+  "$work/stoke" train --data shards:s3://stoke-ci/mnist/index.json --cache-dir "$work/cache" --cache-size 1G --size 28 --model mlp --epochs 1 --val-split 0.1 --json -q | tee "$work/train.json"
+  if [[ $(shard_gets) != "$before" ]]; then
+    echo "s3-check: stoke train fetched $(($(shard_gets) - before)) shards instead of reading --cache-dir" >&2
+    exit 1
+  fi
   python3 - "$work/bench-cold.json" "$work/train.json" <<'PY'
 import json, sys
 bench = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 assert bench["images"] == 60000 and bench["skipped"] == 0, bench
 train = json.loads(open(sys.argv[2]).read().splitlines()[-1])
+assert train["skipped"] == 0, train
 # Evaluated on a held-out tenth of the shards (--val-split).
 assert train["test_acc"] > 0.8, train
 print("s3-check: ok: %d images over s3:// (cold cache), train accuracy %.4f" % (bench["images"], train["test_acc"]))

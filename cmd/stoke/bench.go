@@ -71,7 +71,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	ld, closer, err := lf.open("train", true, dev, stream)
+	ld, closer, err := lf.open(ctx, "train", true, dev, stream)
 	if err != nil {
 		return err
 	}
@@ -168,9 +168,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if !r.Pinned {
 		e.printf("host slots are not pinned: %s\n", after.Pool.Reason)
 	}
-	if r.Skipped > 0 {
-		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, after.LastSkipped)
-	}
+	lf.reportSkipped(e, r.Skipped, after.LastSkipped)
 	return e.emit(r)
 }
 

@@ -182,29 +182,53 @@ func parseBytes(s string) (int64, error) {
 	return int64(f * float64(mult)), nil
 }
 
-// cacheSize parses --cache-size: a byte count as parseBytes reads it; 0 is no bound.
-type cacheSize struct{ n *int64 }
+// zeroSize reports whether s, a size parseBytes reads, is zero itself, not a fraction of a byte
+// that rounds to it ("0.5" would otherwise mean no bound).
+func zeroSize(s string) bool {
+	return strings.Trim(strings.TrimRight(strings.ToUpper(s), "KMGTIB"), "0.") == ""
+}
 
-func (c cacheSize) String() string {
+// byteCount parses a count of bytes with parseBytes's suffixes: at least one byte, or 0 as well
+// when zero is allowed (--cache-size 0: no bound), never a fraction of a byte taken for 0.
+type byteCount struct {
+	n      *int64
+	zeroOK bool
+}
+
+func (c byteCount) String() string {
 	if c.n == nil {
 		return "0"
 	}
 	return strconv.FormatInt(*c.n, 10)
 }
 
-func (c cacheSize) Set(s string) error {
+func (c byteCount) Set(s string) error {
 	n, err := parseBytes(s)
-	if err != nil {
-		return fmt.Errorf("%q: want a size such as 200G or 512M (0: no bound)", s)
+	if err != nil || n < 1 && !(c.zeroOK && zeroSize(s)) {
+		if c.zeroOK {
+			return fmt.Errorf("%q: want a size such as 200G or 512M, at least one byte (0: no bound)", s)
+		}
+		return fmt.Errorf("%q: want a size such as 256M or 1G", s)
 	}
 	*c.n = n
 	return nil
 }
 
+// reportSkipped says how many bad samples were skipped, under --on-error skip (always, so that a
+// partial run never reads as a complete one) or whenever some were.
+func (lf *loaderFlags) reportSkipped(e *env, n int64, last error) {
+	switch {
+	case n > 0:
+		e.printf("skipped %d bad samples; the last: %v\n", n, last)
+	case lf.onError == "skip":
+		e.printf("skipped 0 bad samples\n")
+	}
+}
+
 func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
 	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:PATTERN (local, s3:// or https:// shards; braces {000..099}, wildcards, or an index.json)")
 	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes (default: none; plain shards are then read by byte ranges)")
-	fs.Var(cacheSize{&lf.opener.CacheSize}, "cache-size", "bound of --cache-dir, e.g. 200G; past it the least recently used shards go (0: no bound)")
+	fs.Var(byteCount{&lf.opener.CacheSize, true}, "cache-size", "bound of --cache-dir, e.g. 200G; past it the least recently used shards go (0: no bound)")
 	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
 	fs.Var(workersValue{lf}, "workers", "loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
@@ -279,8 +303,8 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
-func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := openDataset(lf.opener, lf.data, split)
+func (lf *loaderFlags) open(ctx context.Context, split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
+	ds, err := openDataset(ctx, lf.opener, lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}

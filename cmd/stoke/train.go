@@ -2,15 +2,18 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
+	"io/fs"
 	"math"
 	"os"
 	"strings"
 
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
@@ -137,7 +140,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
 	}
 
-	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
+	if err := checkRunSplit(*resume, *checkpoint, *valSplit); err != nil {
+		return err
+	}
+	sets, err := openEvalSets(ctx, lf.opener, lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
 		return err
 	}
@@ -236,7 +242,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if group.Size() > 1 {
 		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
 	}
-	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
+	ts, es := trainL.Stats(), evalL.Stats()
+	skipped := ts.Skipped + es.Skipped
+	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped))
+	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size(), skipped})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -250,6 +259,42 @@ func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
 	return err == nil
 }
 
+// runSplit is what a checkpoint's run held out for validation (--val-split), written beside the
+// checkpoint (PATH.split.json) so that a resumed run that holds out another part is refused: its
+// validation samples would have been trained on.
+type runSplit struct {
+	ValSplit float64 `json:"val_split"`
+}
+
+func splitPath(checkpoint string) string { return checkpoint + ".split.json" }
+
+// checkRunSplit refuses to resume a checkpoint whose run held out another --val-split (a
+// checkpoint without the record, from an older stoke, is taken as it is), and records this run's
+// beside its checkpoint.
+func checkRunSplit(resume, checkpoint string, valSplit float64) error {
+	if resume != "" {
+		b, err := os.ReadFile(splitPath(resume))
+		if err == nil {
+			var was runSplit
+			if err := json.Unmarshal(b, &was); err != nil {
+				return fmt.Errorf("resume %s: %s: %w", resume, splitPath(resume), err)
+			}
+			if was.ValSplit != valSplit {
+				return fmt.Errorf("%w: resume %s: the run held out --val-split %v; this one %v: its validation samples would include trained ones (%w)", errUsage, resume, was.ValSplit, valSplit, train.ErrMismatch)
+			}
+		} else if !errors.Is(err, fs.ErrNotExist) {
+			return fmt.Errorf("resume %s: %w", resume, err)
+		}
+	}
+	if checkpoint != "" {
+		b, _ := json.Marshal(runSplit{valSplit})
+		if err := atomicfile.WriteFile(splitPath(checkpoint), append(b, '\n'), 0o644); err != nil {
+			return fmt.Errorf("checkpoint %s: %w", checkpoint, err)
+		}
+	}
+	return nil
+}
+
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
 // data eval names: "test" (the test split), "validation" (--val-split) or "train" (--eval-on-train),
 // and the precision of the products.
@@ -261,6 +306,8 @@ type trainResult struct {
 	Batch       int `json:"batch"`
 	GlobalBatch int `json:"global_batch"`
 	WorldSize   int `json:"world_size"`
+	// Skipped counts the bad samples left out under --on-error skip, training and evaluation.
+	Skipped int64 `json:"skipped"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
@@ -285,8 +332,8 @@ func (s *evalSets) Close() error {
 // validation part of the training split with valSplit > 0, otherwise the test split. Without a
 // test split, evaluating on the training data needs evalOnTrain: a run never reports its training
 // accuracy as a test accuracy. classes > 0 declares the number of classes.
-func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := openDataset(datasets.Opener{}, spec, "train")
+func openEvalSets(ctx context.Context, o datasets.Opener, spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
+	trainDS, err := openDataset(ctx, o, spec, "train")
 	if err != nil {
 		return nil, err
 	}
@@ -300,7 +347,7 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		}
 		s.train, s.eval, s.evalName = tr, val, "validation"
 	default:
-		testDS, err := openDataset(datasets.Opener{}, spec, "test")
+		testDS, err := openDataset(ctx, o, spec, "test")
 		switch {
 		case err == nil:
 			s.eval, s.evalName = testDS, "test"

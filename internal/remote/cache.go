@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"io"
 	"io/fs"
 	"os"
@@ -17,6 +18,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -28,7 +30,11 @@ import (
 // while the others wait for it (a lock file per copy, flock'd, so that a killed downloader releases
 // it); and a copy removed while another process reads it stays readable to that process until it
 // closes it (POSIX semantics). Copies are named by URL, ETag, size and variant, so that a replaced
-// object is fetched anew.
+// object is fetched anew; an object described without an ETag (by an index) is asked for its ETag
+// (a HEAD) before its copy is looked up, so that a replacement of the same size is not served from a
+// stale copy. Each copy has a record of its size and checksum (CRC-32C), written with it and checked
+// when it is opened: a damaged copy (truncated, flipped bytes) is removed and fetched again. A copy
+// that this process is opening is never evicted by it, however small MaxBytes is.
 type Cache struct {
 	dir    string
 	max    int64
@@ -39,7 +45,14 @@ type Cache struct {
 	group  singleflight.Group
 	wg     sync.WaitGroup
 	sem    chan struct{} // bounds the prefetches running at once
-	mu     sync.Mutex    // serialises this process's evictions
+	mu     sync.Mutex    // serialises this process's evictions; guards inUse
+	// inUse counts, by copy, the opens and downloads under way in this process: evict keeps them.
+	inUse map[string]int
+	// described holds what HEADs told of the objects described without an ETag, by URL: one HEAD
+	// an object for the cache's life.
+	described map[string]Object
+	// afterDownload, when set (by tests), runs between a download and the open of its copy.
+	afterDownload func(name string)
 }
 
 // DefaultPrefetch is how many objects a Cache downloads ahead at once.
@@ -48,11 +61,16 @@ const DefaultPrefetch = 4
 // tmpPrefix marks copies being written; stale ones (a crashed process's) are removed after
 // staleTemp. lockPrefix marks the lock files of copies (empty; kept, since removing a lock file
 // that another process waits on would let a third one lock a new file of the same name).
+// sumPrefix marks the record of a copy's size and checksum.
 const (
 	tmpPrefix  = ".tmp-"
 	lockPrefix = ".lock-"
+	sumPrefix  = ".sum-"
 	staleTemp  = time.Hour
 )
+
+// openTries bounds how often Open fetches a copy that other processes keep evicting.
+const openTries = 10
 
 // NewCache returns a cache in dir (created if needed) of at most maxBytes (<= 0: no limit) that
 // downloads with client.
@@ -61,7 +79,7 @@ func NewCache(client *Client, dir string, maxBytes int64) (*Cache, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{dir: dir, max: maxBytes, client: client, ctx: ctx, cancel: cancel, sem: make(chan struct{}, DefaultPrefetch)}, nil
+	return &Cache{dir: dir, max: maxBytes, client: client, ctx: ctx, cancel: cancel, sem: make(chan struct{}, DefaultPrefetch), inUse: map[string]int{}, described: map[string]Object{}}, nil
 }
 
 // Decoder turns an object's bytes into what the cache keeps (a decompressor); its close function
@@ -69,14 +87,30 @@ func NewCache(client *Client, dir string, maxBytes int64) (*Cache, error) {
 type Decoder func(io.Reader) (r io.Reader, close func(), err error)
 
 // Open returns the local copy of obj, decoded by decode when it is not nil (variant names the
-// decoding, for the copy's name), downloading it first when the cache has none.
+// decoding, for the copy's name), downloading it first when the cache has none, or when the copy
+// it has is damaged. An obj without an ETag is asked for one first (a HEAD), and must still have
+// its size. Errors name the object, and the local copy when it is the copy that failed.
 func (c *Cache) Open(ctx context.Context, obj Object, variant string, decode Decoder) (*os.File, error) {
+	obj, err := c.describe(ctx, obj)
+	if err != nil {
+		return nil, err
+	}
 	name := c.name(obj, variant)
-	for range 3 {
-		if fh, err := os.Open(name); err == nil {
-			now := time.Now()
-			os.Chtimes(name, now, now) // a use renews it; failing to is harmless
-			return fh, nil
+	c.hold(name)
+	defer c.release(name)
+	var damaged error // why the copy found was removed
+	for range openTries {
+		fh, err := os.Open(name)
+		if err == nil {
+			if err := verify(fh, name); err != nil {
+				fh.Close()
+				damaged = err
+				c.remove(name)
+			} else {
+				now := time.Now()
+				os.Chtimes(name, now, now) // a use renews it; failing to is harmless
+				return fh, nil
+			}
 		}
 		ch := c.group.DoChan(name, func() (any, error) { return nil, c.download(obj, name, decode) })
 		select {
@@ -84,7 +118,27 @@ func (c *Cache) Open(ctx context.Context, obj Object, variant string, decode Dec
 			return nil, ctx.Err()
 		case res := <-ch:
 			if res.Err != nil {
+				c.mu.Lock()
+				delete(c.described, obj.URL) // a replaced object: the next Open asks again
+				c.mu.Unlock()
+				if damaged != nil {
+					return nil, fmt.Errorf("cache: %s: fetching %s again: %w", damaged, obj.URL, res.Err)
+				}
 				return nil, res.Err
+			}
+		}
+		if c.afterDownload != nil {
+			c.afterDownload(name)
+		}
+		if damaged != nil {
+			// Fetched again: a copy that is damaged now is damaged as it is written.
+			fh, err := os.Open(name)
+			if err == nil {
+				if err = verify(fh, name); err == nil {
+					return fh, nil
+				}
+				fh.Close()
+				return nil, fmt.Errorf("cache: %s fetched again from %s: %w", name, obj.URL, err)
 			}
 		}
 		// Another process may have evicted the copy between its rename and this open: fetch again.
@@ -92,13 +146,95 @@ func (c *Cache) Open(ctx context.Context, obj Object, variant string, decode Dec
 	return nil, fmt.Errorf("cache: %s: the copy in %s kept disappearing (a cache size too small for the processes sharing it?)", obj.URL, c.dir)
 }
 
+// describe returns obj with its ETag, asked for by a HEAD when obj has none (an index described
+// it): the copy's name holds the ETag, so that a replaced object is fetched again. A size that
+// differs from the description's is ErrChanged.
+func (c *Cache) describe(ctx context.Context, obj Object) (Object, error) {
+	if obj.ETag != "" {
+		return obj, nil
+	}
+	c.mu.Lock()
+	got, ok := c.described[obj.URL]
+	c.mu.Unlock()
+	if !ok {
+		var err error
+		if got, err = c.client.Stat(ctx, obj.URL); err != nil {
+			return obj, err
+		}
+		c.mu.Lock()
+		c.described[obj.URL] = got
+		c.mu.Unlock()
+	}
+	if obj.Size >= 0 && got.Size != obj.Size {
+		return obj, storage(fmt.Errorf("%s: %d bytes, described as %d: %w", obj.URL, got.Size, obj.Size, ErrChanged))
+	}
+	return got, nil
+}
+
+func (c *Cache) hold(name string) {
+	c.mu.Lock()
+	c.inUse[name]++
+	c.mu.Unlock()
+}
+
+func (c *Cache) release(name string) {
+	c.mu.Lock()
+	if c.inUse[name]--; c.inUse[name] <= 0 {
+		delete(c.inUse, name)
+	}
+	c.mu.Unlock()
+}
+
+// remove removes a copy and its record.
+func (c *Cache) remove(name string) {
+	os.Remove(name)
+	os.Remove(sumName(name))
+}
+
+// sumName is the name of the record of copy name's size and checksum.
+func sumName(name string) string {
+	return filepath.Join(filepath.Dir(name), sumPrefix+filepath.Base(name))
+}
+
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
+
+// verify checks the copy fh (named name) against its record: its size and CRC-32C. fh is left at
+// its start.
+func verify(fh *os.File, name string) error {
+	rec, err := os.ReadFile(sumName(name))
+	if err != nil {
+		return fmt.Errorf("copy %s: no record of its checksum: %w", name, err)
+	}
+	var size int64
+	var sum uint32
+	if _, err := fmt.Sscanf(string(rec), "%d %08x", &size, &sum); err != nil {
+		return fmt.Errorf("copy %s: its record %q: %w", name, rec, err)
+	}
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(h, fh)
+	if err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		return fmt.Errorf("copy %s: %w", name, err)
+	}
+	if n != size {
+		return fmt.Errorf("copy %s is damaged: %d bytes, written with %d", name, n, size)
+	}
+	if h.Sum32() != sum {
+		return fmt.Errorf("copy %s is damaged: checksum %08x, written with %08x", name, h.Sum32(), sum)
+	}
+	return nil
+}
+
 // Prefetch starts downloading obj in the background unless the cache has it, with at most
 // DefaultPrefetch downloads at once; an Open of it meanwhile waits for that download instead of
 // starting another. A failure is left for Open to report.
 func (c *Cache) Prefetch(obj Object, variant string, decode Decoder) {
-	name := c.name(obj, variant)
-	if _, err := os.Stat(name); err == nil {
-		return
+	if obj.ETag != "" {
+		if _, err := os.Stat(c.name(obj, variant)); err == nil {
+			return
+		}
 	}
 	c.wg.Go(func() {
 		select {
@@ -107,6 +243,11 @@ func (c *Cache) Prefetch(obj Object, variant string, decode Decoder) {
 			return
 		}
 		defer func() { <-c.sem }()
+		obj, err := c.describe(c.ctx, obj)
+		if err != nil {
+			return
+		}
+		name := c.name(obj, variant)
 		if _, err := os.Stat(name); err == nil {
 			return // fetched while this waited
 		}
@@ -122,7 +263,11 @@ func (c *Cache) Close() error {
 }
 
 func (c *Cache) name(obj Object, variant string) string {
-	h := sha256.Sum256([]byte(obj.URL + "\x00" + obj.ETag + "\x00" + strconv.FormatInt(obj.Size, 10) + "\x00" + variant))
+	version := obj.ETag
+	if version == "" {
+		version = "\x01" + obj.Modified
+	}
+	h := sha256.Sum256([]byte(obj.URL + "\x00" + version + "\x00" + strconv.FormatInt(obj.Size, 10) + "\x00" + variant))
 	base := path.Base(obj.URL)
 	if len(base) > 80 {
 		base = base[len(base)-80:]
@@ -136,9 +281,16 @@ func (c *Cache) download(obj Object, name string, decode Decoder) (err error) {
 		return fmt.Errorf("cache: %w", err)
 	}
 	defer unlock()
-	if _, err := os.Stat(name); err == nil {
-		return nil // another process made the copy while this one waited
+	if fh, err := os.Open(name); err == nil {
+		err = verify(fh, name)
+		fh.Close()
+		if err == nil {
+			return nil // another process made the copy while this one waited
+		}
+		c.remove(name)
 	}
+	c.hold(name)
+	defer c.release(name)
 	f, err := c.client.OpenObject(obj)
 	if err != nil {
 		return err
@@ -169,13 +321,19 @@ func (c *Cache) download(obj Object, name string, decode Decoder) (err error) {
 	if err = tmp.Chmod(0o644); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
-	if _, err = io.Copy(tmp, r); err != nil {
+	h := crc32.New(castagnoli)
+	n, err := io.Copy(io.MultiWriter(tmp, h), r)
+	if err != nil {
 		if c.ctx.Err() != nil {
 			err = fmt.Errorf("%s: %w", obj.URL, c.ctx.Err())
 		}
 		return err
 	}
 	if err = tmp.Close(); err != nil {
+		return fmt.Errorf("cache: %w", err)
+	}
+	// The record first: a copy without one is taken for damaged and fetched again.
+	if err = atomicfile.WriteFile(sumName(name), fmt.Appendf(nil, "%d %08x\n", n, h.Sum32()), 0o644); err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}
 	if err = os.Rename(tmp.Name(), name); err != nil {
@@ -207,14 +365,14 @@ func (c *Cache) evict(keep string) {
 			continue
 		}
 		p := filepath.Join(c.dir, e.Name())
-		if strings.HasPrefix(e.Name(), lockPrefix) {
-			continue
-		}
-		if strings.HasPrefix(e.Name(), tmpPrefix) {
+		if strings.HasPrefix(e.Name(), tmpPrefix) || strings.HasPrefix(e.Name(), "."+sumPrefix) {
 			if time.Since(info.ModTime()) > staleTemp {
-				os.Remove(p)
+				os.Remove(p) // a crashed process's temporary file
 			}
 			continue
+		}
+		if strings.HasPrefix(e.Name(), ".") {
+			continue // lock files and records; copies' names start with their hash
 		}
 		copies = append(copies, copyInfo{p, info.Size(), info.ModTime()})
 		total += info.Size()
@@ -227,10 +385,11 @@ func (c *Cache) evict(keep string) {
 		if total <= c.max {
 			break
 		}
-		if ci.name == keep {
+		if ci.name == keep || c.inUse[ci.name] > 0 {
 			continue
 		}
 		if err := os.Remove(ci.name); err == nil || errors.Is(err, fs.ErrNotExist) {
+			os.Remove(sumName(ci.name))
 			total -= ci.size
 		}
 	}

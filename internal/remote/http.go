@@ -18,6 +18,7 @@ func (h *httpBackend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
+	req.Header.Set("Accept-Encoding", "identity") // the stored size
 	resp, err := h.client.Do(req)
 	if err != nil {
 		return Object{}, err
@@ -29,14 +30,17 @@ func (h *httpBackend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if resp.ContentLength < 0 {
 		return Object{}, fmt.Errorf("%s: the server gives no Content-Length", u)
 	}
-	return Object{URL: u.String(), Size: resp.ContentLength, ETag: resp.Header.Get("ETag")}, nil
+	return Object{URL: u.String(), Size: resp.ContentLength, ETag: resp.Header.Get("ETag"), Modified: resp.Header.Get("Last-Modified")}, nil
 }
 
-func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, error) {
+func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, validator, error) {
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u.String(), nil)
 	if err != nil {
-		return nil, err
+		return nil, validator{}, err
 	}
+	// The bytes as stored: without this, Go's client asks for gzip on a whole-object GET and
+	// decodes a gzip-encoded .tar.gz into another object than the one described.
+	req.Header.Set("Accept-Encoding", "identity")
 	ranged := off > 0 || end < obj.Size
 	if ranged {
 		req.Header.Set("Range", "bytes="+strconv.FormatInt(off, 10)+"-"+strconv.FormatInt(end-1, 10))
@@ -47,8 +51,9 @@ func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end 
 	}
 	resp, err := h.client.Do(req)
 	if err != nil {
-		return nil, err
+		return nil, validator{}, err
 	}
+	v := validator{etag: resp.Header.Get("ETag"), modified: resp.Header.Get("Last-Modified")}
 	want := http.StatusOK
 	if ranged {
 		want = http.StatusPartialContent
@@ -56,15 +61,15 @@ func (h *httpBackend) get(ctx context.Context, obj Object, u *url.URL, off, end 
 	if resp.StatusCode != want {
 		resp.Body.Close()
 		if ranged && resp.StatusCode == http.StatusOK {
-			return nil, fmt.Errorf("%s: the server ignored a range request (HTTP 200 for bytes %d-%d)", u, off, end-1)
+			return nil, v, fmt.Errorf("%s: the server ignored a range request (HTTP 200 for bytes %d-%d)", u, off, end-1)
 		}
-		return nil, &StatusError{URL: u.String(), Status: resp.StatusCode}
+		return nil, v, &StatusError{URL: u.String(), Status: resp.StatusCode}
 	}
 	if err := checkBody(obj, off, end, ranged, resp.Header.Get("Content-Range"), resp.ContentLength); err != nil {
 		resp.Body.Close()
-		return nil, err
+		return nil, v, err
 	}
-	return resp.Body, nil
+	return resp.Body, v, nil
 }
 
 func (h *httpBackend) list(_ context.Context, u *url.URL, _ string) ([]Object, error) {

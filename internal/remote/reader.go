@@ -26,10 +26,62 @@ type reader struct {
 	timer  *time.Timer
 	fails  int   // consecutive attempts that returned no byte
 	err    error // the last transient failure
+	pin    *pin  // the version every response must be of
 }
 
-func (c *Client) newReader(ctx context.Context, b backend, u *url.URL, obj Object, off, end int64) *reader {
-	return &reader{c: c, b: b, u: u, obj: obj, ctx: ctx, off: off, end: end}
+func (c *Client) newReader(ctx context.Context, b backend, u *url.URL, obj Object, pin *pin, off, end int64) *reader {
+	return &reader{c: c, b: b, u: u, obj: obj, ctx: ctx, off: off, end: end, pin: pin}
+}
+
+// pin is the version of an object that the reads of one File stick to: the ETag that a listing or
+// HEAD gave, or else the validators (ETag, Last-Modified) of the first response. Each later request
+// asks for that version (If-Match on a strong ETag) and each response is checked to be of it, so
+// that an object replaced between two requests (a resumed body, two samples of one shard) fails
+// instead of delivering bytes of two versions: a server that ignores If-Match is caught too.
+type pin struct {
+	mu  sync.Mutex
+	set bool
+	v   validator
+}
+
+// validator identifies an object's version in a response.
+type validator struct{ etag, modified string }
+
+func newPin(obj Object) *pin {
+	p := &pin{}
+	if obj.ETag != "" {
+		p.set, p.v.etag = true, obj.ETag
+	}
+	return p
+}
+
+// etag returns the ETag that requests ask for ("" when none is known yet).
+func (p *pin) etag() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.v.etag
+}
+
+// check pins v when nothing is pinned yet, else reports whether v is of the pinned version: the
+// ETags compared when both are known, else the Last-Modified dates.
+func (p *pin) check(url string, v validator) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if !p.set {
+		p.set, p.v = true, v
+		return nil
+	}
+	if p.v.etag == "" && v.etag != "" && p.v.modified == "" {
+		p.v.etag = v.etag // pinned by a listing without ETag: learn it now
+		return nil
+	}
+	switch {
+	case p.v.etag != "" && v.etag != "" && p.v.etag != v.etag:
+		return fmt.Errorf("%s: the object changed while it was read (ETag %s, then %s): %w", url, p.v.etag, v.etag, ErrChanged)
+	case (p.v.etag == "" || v.etag == "") && p.v.modified != "" && v.modified != "" && p.v.modified != v.modified:
+		return fmt.Errorf("%s: the object changed while it was read (Last-Modified %s, then %s): %w", url, p.v.modified, v.modified, ErrChanged)
+	}
+	return nil
 }
 
 func (r *reader) Read(p []byte) (int, error) {
@@ -63,6 +115,9 @@ func (r *reader) Read(p []byte) (int, error) {
 		if err != nil && err != io.EOF {
 			r.drop()
 			if !retryable(r.ctx, err) {
+				if r.ctx.Err() != nil {
+					err = r.ctx.Err()
+				}
 				return n, fmt.Errorf("%s: %w", r.obj.URL, err)
 			}
 			r.err = err
@@ -79,7 +134,7 @@ func (r *reader) Read(p []byte) (int, error) {
 // is returned.
 func (r *reader) open() error {
 	if r.fails >= r.c.attempts() {
-		return fmt.Errorf("%s: bytes %d-%d: gave up after %d attempts: %w", r.obj.URL, r.off, r.end-1, r.fails, r.err)
+		return storage(fmt.Errorf("%s: bytes %d-%d: gave up after %d attempts: %w", r.obj.URL, r.off, r.end-1, r.fails, r.err))
 	}
 	if r.fails > 0 {
 		if err := r.c.wait(r.ctx, r.fails); err != nil {
@@ -88,15 +143,27 @@ func (r *reader) open() error {
 	}
 	actx, cancel := context.WithCancel(r.ctx)
 	r.timer = time.AfterFunc(r.c.timeout(), cancel)
-	body, err := r.b.get(actx, r.obj, r.u, r.off, r.end)
+	obj := r.obj
+	if r.pin != nil {
+		obj.ETag = r.pin.etag()
+	}
+	body, v, err := r.b.get(actx, obj, r.u, r.off, r.end)
 	r.timer.Stop()
+	if err == nil && r.pin != nil {
+		if err = r.pin.check(r.obj.URL, v); err != nil {
+			body.Close()
+		}
+	}
 	if err != nil {
 		cancel()
 		if !retryable(r.ctx, err) {
-			if _, ok := errors.AsType[*StatusError](err); ok {
-				return err
+			if r.ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", r.obj.URL, r.ctx.Err())
 			}
-			return fmt.Errorf("%s: %w", r.obj.URL, err)
+			if _, ok := errors.AsType[*StatusError](err); ok || errors.Is(err, ErrChanged) {
+				return storage(err)
+			}
+			return storage(fmt.Errorf("%s: %w", r.obj.URL, err))
 		}
 		r.err = err
 		r.fails++
@@ -129,6 +196,7 @@ type File struct {
 	b      backend
 	u      *url.URL
 	obj    Object
+	pin    *pin
 	ctx    context.Context
 	cancel context.CancelFunc
 
@@ -153,22 +221,40 @@ func (c *Client) OpenObject(obj Object) (*File, error) {
 		return nil, err
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &File{c: c, b: b, u: u, obj: obj, ctx: ctx, cancel: cancel}, nil
+	return &File{c: c, b: b, u: u, obj: obj, pin: newPin(obj), ctx: ctx, cancel: cancel}, nil
 }
 
 // Size returns the object's size in bytes.
 func (f *File) Size() int64 { return f.obj.Size }
 
-// Object returns what the file was opened from.
-func (f *File) Object() Object { return f.obj }
+// Object returns what the file was opened from, with the ETag that its first response gave when
+// it was opened without one.
+func (f *File) Object() Object {
+	obj := f.obj
+	if obj.ETag == "" {
+		obj.ETag = f.pin.etag()
+	}
+	return obj
+}
 
 // NewReader returns a sequential reader of the bytes from off to the end.
 func (f *File) NewReader(off int64) io.ReadCloser {
-	return f.c.newReader(f.ctx, f.b, f.u, f.obj, off, f.obj.Size)
+	return f.c.newReader(f.ctx, f.b, f.u, f.obj, f.pin, off, f.obj.Size)
 }
 
 // ReadAt reads len(p) bytes at off; fewer only at the end of the object, with io.EOF.
 func (f *File) ReadAt(p []byte, off int64) (int, error) {
+	return f.ReadAtContext(f.ctx, p, off)
+}
+
+// ReadAtContext is ReadAt that also ends, with ctx's error, when ctx does.
+func (f *File) ReadAtContext(ctx context.Context, p []byte, off int64) (int, error) {
+	if ctx != f.ctx {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithCancel(ctx)
+		defer cancel()
+		defer context.AfterFunc(f.ctx, cancel)()
+	}
 	if off < 0 {
 		return 0, fmt.Errorf("%s: negative offset %d", f.obj.URL, off)
 	}
@@ -179,7 +265,7 @@ func (f *File) ReadAt(p []byte, off int64) (int, error) {
 		}
 		return 0, io.EOF
 	}
-	r := f.c.newReader(f.ctx, f.b, f.u, f.obj, off, end)
+	r := f.c.newReader(ctx, f.b, f.u, f.obj, f.pin, off, end)
 	defer r.Close()
 	n, err := io.ReadFull(r, p[:end-off])
 	if err == nil && n < len(p) {
@@ -208,7 +294,7 @@ func (f *File) Read(p []byte) (int, error) {
 		if f.pos >= f.obj.Size {
 			return 0, io.EOF
 		}
-		f.seq = f.c.newReader(f.ctx, f.b, f.u, f.obj, f.pos, f.obj.Size)
+		f.seq = f.c.newReader(f.ctx, f.b, f.u, f.obj, f.pin, f.pos, f.obj.Size)
 	}
 	n, err := f.seq.Read(p)
 	f.pos += int64(n)

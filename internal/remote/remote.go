@@ -2,11 +2,17 @@
 // package loaders: s3://BUCKET/KEY through the AWS SDK (credentials, region and endpoint from the
 // standard AWS environment variables and files), and http:// or https:// URLs with range requests.
 //
-// Every read goes through one retry loop: connection resets, timeouts, a stall longer than
-// Client.Timeout, HTTP 5xx and 429, and S3's SlowDown are retried with exponential backoff and full
-// jitter, and a body that breaks is resumed from the byte where it broke (with If-Match on the
-// object's ETag, so that an object replaced meanwhile fails instead of being spliced). Anything else
-// is permanent: its error (a *StatusError for an HTTP status) names the URL and the status.
+// Every read goes through one retry loop: connection resets and refusals (before or during a
+// response), a stall (Client.Timeout without a byte, however long the whole transfer takes), HTTP
+// 5xx and 429, and S3's SlowDown are retried with exponential backoff and full jitter, and a body
+// that breaks is resumed from the byte where it broke. The reads of one File stick to one version of
+// the object: the ETag a listing gave, or else the ETag and Last-Modified of its first response;
+// every later request asks for it (If-Match) and every response is checked against it, so that an
+// object replaced meanwhile fails with ErrChanged instead of being spliced, even by a server that
+// ignores If-Match. Anything else is permanent: its error (a *StatusError for an HTTP status) names
+// the URL and the status. IsStorage tells these failures of the store from bad bytes.
+//
+// Bytes are read as stored: a gzip-encoded response is not decoded on the way.
 //
 // A Cache keeps whole remote files on local disk under a size limit, least recently used first out,
 // shared safely by several processes (files are written to a temporary name and renamed).
@@ -39,13 +45,46 @@ func IsURL(s string) bool {
 type Object struct {
 	URL  string
 	Size int64
-	// ETag identifies the object's version ("" when the server gives none); resumed reads ask for
-	// the same one.
+	// ETag identifies the object's version ("" when the server gives none, or when an index
+	// described the object); resumed reads ask for the same one.
 	ETag string
+	// Modified is the object's Last-Modified date as a HEAD gave it ("" when unknown): the
+	// version, for a server that gives no ETag.
+	Modified string
 }
 
 // ErrTooLarge marks an object larger than a Get allows.
 var ErrTooLarge = errors.New("object too large")
+
+// ErrChanged marks a read that met two versions of an object: it was replaced while it was read,
+// or since a listing or an index described it.
+var ErrChanged = errors.New("object changed")
+
+// storageError marks an error of the store (a refused request, retries run out, an object that
+// changed), as opposed to bad bytes: see IsStorage. Its message is the wrapped one.
+type storageError struct{ err error }
+
+func (e *storageError) Error() string { return e.err.Error() }
+func (e *storageError) Unwrap() error { return e.err }
+
+func storage(err error) error {
+	if err == nil || IsStorage(err) {
+		return err
+	}
+	return &storageError{err}
+}
+
+// IsStorage reports whether err is the store's failure to deliver an object (an HTTP status
+// refused or still failing after the retries, a network failure that outlasted them, an object
+// that changed while it was read) rather than a fault of the object's bytes: skipping the sample
+// would hide an outage.
+func IsStorage(err error) bool {
+	if _, ok := errors.AsType[*storageError](err); ok {
+		return true
+	}
+	_, ok := errors.AsType[*StatusError](err)
+	return ok
+}
 
 // NotFound reports whether err is a request for an object that does not exist (HTTP 404).
 func NotFound(err error) bool {
@@ -103,9 +142,9 @@ type Client struct {
 // backend is one protocol: stat and one ranged GET attempt, without retries.
 type backend interface {
 	stat(ctx context.Context, u *url.URL) (Object, error)
-	// get returns the bytes [off, end) of obj (end < 0: to the end). The body's errors are
-	// classified by retryable.
-	get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, error)
+	// get returns the bytes [off, end) of obj (end < 0: to the end), as stored (no transparent
+	// decoding), and the response's validators. The body's errors are classified by retryable.
+	get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, validator, error)
 	list(ctx context.Context, u *url.URL, prefix string) ([]Object, error)
 }
 
@@ -114,6 +153,7 @@ func (c *Client) init() {
 		if c.HTTP == nil {
 			t := http.DefaultTransport.(*http.Transport).Clone()
 			t.MaxIdleConnsPerHost = 64
+			t.DisableCompression = true // the bytes as stored: a .tar.gz sent gzip-encoded stays gzip
 			c.HTTP = &http.Client{Transport: t}
 		}
 		c.web = &httpBackend{client: c.HTTP}
@@ -123,6 +163,15 @@ func (c *Client) init() {
 
 func (c *Client) backend(raw string) (backend, *url.URL, error) {
 	c.init()
+	if rest, ok := strings.CutPrefix(raw, "s3://"); ok {
+		// An S3 key is taken as it is written: "#", "?" and "%20" are characters of the key, not
+		// a fragment, a query and an escape.
+		bucket, key, _ := strings.Cut(rest, "/")
+		if bucket == "" {
+			return nil, nil, fmt.Errorf("%s: no bucket", raw)
+		}
+		return c.s3, &url.URL{Scheme: "s3", Host: bucket, Path: "/" + key}, nil
+	}
 	u, err := url.Parse(raw)
 	if err != nil {
 		return nil, nil, err
@@ -169,13 +218,14 @@ func (c *Client) Get(ctx context.Context, url string, limit int64) ([]byte, erro
 		return nil, err
 	}
 	var out []byte
-	err = c.retry(ctx, url, func(ctx context.Context) error {
-		body, err := b.get(ctx, Object{URL: url, Size: -1}, u, 0, -1)
+	err = c.retryStall(ctx, url, func(ctx context.Context, progress func()) error {
+		body, _, err := b.get(ctx, Object{URL: url, Size: -1}, u, 0, -1)
 		if err != nil {
 			return err
 		}
 		defer body.Close()
-		out, err = io.ReadAll(io.LimitReader(body, limit+1))
+		progress()
+		out, err = io.ReadAll(io.LimitReader(progressReader{body, progress}, limit+1))
 		return err
 	})
 	if err != nil {
@@ -232,6 +282,12 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Object, error) {
 // retry runs attempt until it succeeds, fails permanently, or runs out of attempts; each attempt
 // gets a context that is cancelled when it exceeds the timeout.
 func (c *Client) retry(ctx context.Context, url string, attempt func(context.Context) error) error {
+	return c.retryStall(ctx, url, func(ctx context.Context, _ func()) error { return attempt(ctx) })
+}
+
+// retryStall is retry for attempts that receive a body: each attempt's context is cancelled when
+// it goes Timeout without calling progress (a stall), not when it takes longer than Timeout.
+func (c *Client) retryStall(ctx context.Context, url string, attempt func(ctx context.Context, progress func()) error) error {
 	var err error
 	for k := range c.attempts() {
 		if k > 0 {
@@ -239,14 +295,40 @@ func (c *Client) retry(ctx context.Context, url string, attempt func(context.Con
 				return fmt.Errorf("%s: %w (after %v)", url, werr, err)
 			}
 		}
-		actx, cancel := context.WithTimeout(ctx, c.timeout())
-		err = attempt(actx)
-		cancel()
-		if err == nil || !retryable(ctx, err) {
-			return err
+		actx, cancel := context.WithCancelCause(ctx)
+		stall := fmt.Errorf("%s: no byte for %v: %w", url, c.timeout(), context.DeadlineExceeded)
+		t := time.AfterFunc(c.timeout(), func() { cancel(stall) })
+		err = attempt(actx, func() { t.Reset(c.timeout()) })
+		t.Stop()
+		if err != nil && ctx.Err() == nil && errors.Is(context.Cause(actx), context.DeadlineExceeded) {
+			err = fmt.Errorf("%w (%v)", context.Cause(actx), err)
+		}
+		cancel(nil)
+		if err == nil {
+			return nil
+		}
+		if !retryable(ctx, err) {
+			if ctx.Err() != nil {
+				return fmt.Errorf("%s: %w", url, ctx.Err())
+			}
+			return storage(err)
 		}
 	}
-	return fmt.Errorf("%s: gave up after %d attempts: %w", url, c.attempts(), err)
+	return storage(fmt.Errorf("%s: gave up after %d attempts: %w", url, c.attempts(), err))
+}
+
+// progressReader calls progress after every read that returned bytes.
+type progressReader struct {
+	r        io.Reader
+	progress func()
+}
+
+func (p progressReader) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.progress()
+	}
+	return n, err
 }
 
 func (c *Client) attempts() int {

@@ -400,12 +400,7 @@ func TestServerSendsOtherBytes(t *testing.T) {
 					url = srv.URL + "/a.tar"
 				} else {
 					// An S3 endpoint (path-style: /BUCKET/KEY) that answers the same way.
-					srv := httptest.NewServer(h)
-					t.Cleanup(srv.Close)
-					t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
-					t.Setenv("AWS_ACCESS_KEY_ID", "test")
-					t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
-					t.Setenv("AWS_REGION", "us-east-1")
+					fakeS3(t, h)
 					c = &Client{Timeout: 5 * time.Second, Backoff: time.Millisecond}
 					url = "s3://bucket/a.tar"
 				}

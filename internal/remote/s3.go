@@ -62,17 +62,22 @@ func (b *s3Backend) stat(ctx context.Context, u *url.URL) (Object, error) {
 	if err != nil {
 		return Object{}, err
 	}
+	raw := s3URL(u)
 	out, err := c.HeadObject(ctx, &s3.HeadObjectInput{Bucket: aws.String(u.Host), Key: aws.String(s3Key(u))})
 	if err != nil {
-		return Object{}, s3Error(u.String(), err)
+		return Object{}, s3Error(raw, err)
 	}
-	return Object{URL: u.String(), Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}, nil
+	obj := Object{URL: raw, Size: aws.ToInt64(out.ContentLength), ETag: aws.ToString(out.ETag)}
+	if out.LastModified != nil {
+		obj.Modified = out.LastModified.UTC().Format(http.TimeFormat)
+	}
+	return obj, nil
 }
 
-func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, error) {
+func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end int64) (io.ReadCloser, validator, error) {
 	c, err := b.s3(ctx)
 	if err != nil {
-		return nil, err
+		return nil, validator{}, err
 	}
 	in := &s3.GetObjectInput{Bucket: aws.String(u.Host), Key: aws.String(s3Key(u))}
 	ranged := off > 0 || end < obj.Size
@@ -84,7 +89,11 @@ func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end in
 	}
 	out, err := c.GetObject(ctx, in)
 	if err != nil {
-		return nil, s3Error(obj.URL, err)
+		return nil, validator{}, s3Error(obj.URL, err)
+	}
+	v := validator{etag: aws.ToString(out.ETag)}
+	if out.LastModified != nil {
+		v.modified = out.LastModified.UTC().Format(http.TimeFormat)
 	}
 	length := int64(-1)
 	if out.ContentLength != nil {
@@ -92,9 +101,9 @@ func (b *s3Backend) get(ctx context.Context, obj Object, u *url.URL, off, end in
 	}
 	if err := checkBody(obj, off, end, ranged, aws.ToString(out.ContentRange), length); err != nil {
 		out.Body.Close()
-		return nil, err
+		return nil, v, err
 	}
-	return out.Body, nil
+	return out.Body, v, nil
 }
 
 func (b *s3Backend) list(ctx context.Context, u *url.URL, prefix string) ([]Object, error) {
@@ -116,14 +125,20 @@ func (b *s3Backend) list(ctx context.Context, u *url.URL, prefix string) ([]Obje
 	return out, nil
 }
 
+// s3Key is the key of u as Client.backend made it: the URL's text after the bucket, unescaped.
 func s3Key(u *url.URL) string { return strings.TrimPrefix(u.Path, "/") }
+
+// s3URL is the s3:// URL of u as it was written.
+func s3URL(u *url.URL) string { return "s3://" + u.Host + "/" + s3Key(u) }
 
 // s3Error turns the SDK's error for a refused request into a *StatusError with S3's code; transport
 // errors are returned as they are, for retryable to classify.
 func s3Error(url string, err error) error {
 	re, ok := errors.AsType[*smithyhttp.ResponseError](err)
-	if !ok {
-		return err
+	if !ok || re.Response == nil || re.HTTPStatusCode() == 0 {
+		// No response: a connection refused or reset, a stall before the headers. Retried; the
+		// message keeps the cause.
+		return fmt.Errorf("%s: %w", url, err)
 	}
 	se := &StatusError{URL: url, Status: re.HTTPStatusCode()}
 	if ae, ok := errors.AsType[smithy.APIError](err); ok {

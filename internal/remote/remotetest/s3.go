@@ -36,14 +36,7 @@ func S3(t testing.TB, files map[string][]byte) string {
 	}
 	t.Setenv("AWS_ENDPOINT_URL_S3", endpoint)
 	ctx := context.Background()
-	cfg, err := config.LoadDefaultConfig(ctx, config.WithRegion("us-east-1"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c := s3.NewFromConfig(cfg, func(o *s3.Options) {
-		o.UsePathStyle = true
-		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
-	})
+	c := s3Client(t, endpoint)
 	bucket := fmt.Sprintf("stoke-test-%d-%d-%d", os.Getpid(), time.Now().UnixNano()%1e6, buckets.Add(1))
 	if _, err := c.CreateBucket(ctx, &s3.CreateBucketInput{Bucket: aws.String(bucket)}); err != nil {
 		t.Fatalf("create bucket %s at %s: %v", bucket, endpoint, err)
@@ -75,4 +68,27 @@ func S3Proxy(t testing.TB, faults []Fault) *Handler {
 	t.Cleanup(srv.Close)
 	t.Setenv("AWS_ENDPOINT_URL_S3", srv.URL)
 	return h
+}
+
+// s3Client is a client of the S3 server at endpoint, for setting tests up.
+func s3Client(t testing.TB, endpoint string) *s3.Client {
+	t.Helper()
+	cfg, err := config.LoadDefaultConfig(context.Background(), config.WithRegion("us-east-1"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s3.NewFromConfig(cfg, func(o *s3.Options) {
+		o.BaseEndpoint = aws.String(endpoint)
+		o.UsePathStyle = true
+		o.RequestChecksumCalculation = aws.RequestChecksumCalculationWhenRequired
+	})
+}
+
+// S3Put uploads b as bucket/key to the S3 server of S3EndpointEnv (a new version of the object).
+func S3Put(t testing.TB, bucket, key string, b []byte) {
+	t.Helper()
+	c := s3Client(t, os.Getenv(S3EndpointEnv))
+	if _, err := c.PutObject(context.Background(), &s3.PutObjectInput{Bucket: aws.String(bucket), Key: aws.String(key), Body: bytes.NewReader(b)}); err != nil {
+		t.Errorf("upload s3://%s/%s: %v", bucket, key, err)
+	}
 }
