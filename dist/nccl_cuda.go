@@ -145,7 +145,7 @@ func NewNCCL(ctx context.Context, b bootstrap, dev gpu.Device) (*NCCL, error) {
 			return nil, fmt.Errorf("dist: nccl: %w", err)
 		}
 		if r != C.ncclSuccess {
-			return nil, ncclError("ncclGetUniqueId", r, 0, dev)
+			return nil, callError("ncclGetUniqueId", r, 0, dev)
 		}
 	}
 	if size > 1 {
@@ -163,13 +163,13 @@ func NewNCCL(ctx context.Context, b bootstrap, dev gpu.Device) (*NCCL, error) {
 		return nil, fmt.Errorf("dist: nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
-		return nil, ncclError(fmt.Sprintf("ncclCommInitRank(rank %d of %d)", rank, size), r, 0, dev)
+		return nil, callError(fmt.Sprintf("ncclCommInitRank(rank %d of %d)", rank, size), r, 0, dev)
 	}
 	return &NCCL{dev: dev, rank: rank, size: size, comm: comm}, nil
 }
 
-// ncclError names the call, NCCL's string for r and the last message NCCL logged.
-func ncclError(call string, r C.ncclResult_t, comm C.uintptr_t, dev gpu.Device) error {
+// callError names the call, NCCL's string for r and the last message NCCL logged.
+func callError(call string, r C.ncclResult_t, comm C.uintptr_t, dev gpu.Device) error {
 	msg := fmt.Sprintf("dist: nccl: %s on %s: %s", call, dev.Info(), C.GoString(C.ncclGetErrorString(r)))
 	if last := C.GoString(C.stoke_nccl_last(comm)); last != "" {
 		msg += ": " + last
@@ -237,7 +237,7 @@ func (c *NCCL) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtyp
 		return fmt.Errorf("dist: nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
-		return ncclError(fmt.Sprintf("ncclAllReduce(%d %v, rank %d of %d)", count, dtype, c.rank, c.size), r, c.comm, c.dev)
+		return callError(fmt.Sprintf("ncclAllReduce(%d %v, rank %d of %d)", count, dtype, c.rank, c.size), r, c.comm, c.dev)
 	}
 	return nil
 }
@@ -250,12 +250,12 @@ func (c *NCCL) asyncErr() error {
 	}
 	var a C.ncclResult_t
 	if r := C.stoke_nccl_async(c.comm, &a); r != C.ncclSuccess {
-		return ncclError("ncclCommGetAsyncError", r, c.comm, c.dev)
+		return callError("ncclCommGetAsyncError", r, c.comm, c.dev)
 	}
 	if a == C.ncclSuccess || a == C.ncclInProgress {
 		return nil
 	}
-	return ncclError(fmt.Sprintf("all-reduce (rank %d of %d, asynchronous error)", c.rank, c.size), a, c.comm, c.dev)
+	return callError(fmt.Sprintf("all-reduce (rank %d of %d, asynchronous error)", c.rank, c.size), a, c.comm, c.dev)
 }
 
 // pollEvery is how often Synchronize asks NCCL for an asynchronous error while it waits.
@@ -332,7 +332,7 @@ func (c *NCCL) abort() error {
 		return fmt.Errorf("dist: nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
-		return ncclError("ncclCommAbort", r, 0, c.dev)
+		return callError("ncclCommAbort", r, 0, c.dev)
 	}
 	return nil
 }
@@ -360,7 +360,7 @@ func (c *NCCL) Close() error {
 		return fmt.Errorf("dist: nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
-		return ncclError(call, r, 0, c.dev)
+		return callError(call, r, 0, c.dev)
 	}
 	return nil
 }

@@ -444,8 +444,12 @@ func runRanks(t *testing.T, mode string, size int, env ...string) string {
 	dev := openCUDA(t, 0)
 	shared := dev.Info().Name == standIn
 	if !shared {
-		if _, err := gpu.Open(fmt.Sprintf("cuda:%d", size-1)); err != nil {
+		last, err := gpu.Open(fmt.Sprintf("cuda:%d", size-1))
+		if err != nil {
 			t.Skipf("%d ranks need %d GPUs (NCCL: one rank per GPU): %v", size, size, err)
+		}
+		if err := last.Close(); err != nil {
+			t.Fatal(err)
 		}
 	}
 	dir := t.TempDir()

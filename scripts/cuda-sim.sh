@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cuda-sim.sh: runs Stoke's CUDA road on a machine without a GPU, against the CPU stand-in of
 # internal/cudainc/sim: the real kernels of kernels/cuda/ops.cu (compiled as C++ for the CPU),
-# the real PTX from NVRTC, a stand-in driver and a stand-in cuBLAS with the real semantics, and
-# guard-page memory checking. See internal/cudainc/README.md.
+# the real PTX from NVRTC, a stand-in driver, cuBLAS and NCCL with the real semantics (NCCL's ranks
+# as processes meeting on 127.0.0.1), and guard-page memory checking. See internal/cudainc/README.md.
 #
 #   usage: scripts/cuda-sim.sh [--train] [12|13 ...]      (default: 13)
 #          without --train: go test -tags cuda $GOTESTFLAGS $CUDA_SIM_PKGS (default ./...)
