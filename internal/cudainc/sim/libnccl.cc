@@ -22,11 +22,11 @@
  *     (default 60) of the first fails the others with ncclRemoteError, where NCCL would hang: the
  *     task then leaves recvbuff untouched and the error becomes the communicator's asynchronous
  *     error (ncclCommGetAsyncError), after which further collectives on it fail at the call;
- *   - ncclCommDestroy waits for the communicator's queued collectives; in the process holding the
- *     root it then waits (at most the timeout) for every rank to leave, so that the root outlives
- *     the last collective. ncclCommAbort fails the collectives in flight at once and leaves
- *     without waiting for the others (whose collectives then fail: the root has gone, or tells
- *     them that a rank left);
+ *   - ncclCommDestroy waits for the communicator's queued collectives, ncclCommAbort fails the one
+ *     in flight at once; neither waits for the other ranks. The root answers the rank of its own
+ *     process last, so that process may exit after its last collective; a rank that aborts or
+ *     exits while others still have collectives to do fails them (the root tells them that a rank
+ *     left, or has gone itself);
  *   - ncclGroupStart/End nest; collectives inside a group are enqueued at once (in call order on
  *     each stream, which is what a group guarantees for one communicator per process);
  *   - ncclGetErrorString has NCCL's strings; ncclGetLastError(comm) the stand-in's last message,
@@ -55,7 +55,6 @@
 #include <unistd.h>
 
 #include <atomic>
-#include <chrono>
 #include <condition_variable>
 #include <mutex>
 #include <string>
@@ -86,7 +85,7 @@ static_assert(sizeof(Id) <= sizeof(ncclUniqueId), "the id fits NCCL's 128 bytes"
 struct Hello {
 	uint32_t magic;
 	int32_t nranks, rank;
-	uint32_t pad;
+	int32_t pid; // the root answers the rank in its own process last
 	uint64_t token;
 };
 
@@ -282,20 +281,14 @@ void reduce(int t, int op, int r, int nranks, void *acc, const void *src, size_t
 struct Root {
 	int listener;
 	uint64_t token;
-	std::mutex mu;
-	std::condition_variable cv;
-	bool done = false;
 };
-
-std::mutex &roots_mu = *new std::mutex;                 // never destroyed: threads may outlive main
-std::vector<Root *> &roots = *new std::vector<Root *>; // this process's roots, by port below
 
 // serve is the root's loop: the join, then one collective after another, until every rank has
 // left. On an error it tells every rank and then only drains the connections until they close.
 void serve(Root *root) {
 	double timeout = timeout_s();
 	std::vector<int> conns; // by rank
-	int nranks = 0, joined = 0;
+	int nranks = 0, joined = 0, local = -1;
 	double join_deadline = 0;
 	std::string msg;
 	ncclResult_t err = ncclSuccess;
@@ -336,6 +329,7 @@ void serve(Root *root) {
 			join_deadline = now() + timeout;
 		}
 		conns[h.rank] = fd;
+		if (h.pid == getpid()) local = h.rank;
 		joined++;
 	}
 	close(root->listener);
@@ -421,12 +415,14 @@ void serve(Root *root) {
 		for (size_t r = 0; r < conns.size() && err == ncclSuccess; r++)
 			if (gone(conns[r]))
 				err = fail(&msg, ncclRemoteError, "ncclAllReduce #%llu: rank %zu left (aborted) before the result", (unsigned long long)seq, r);
-		for (size_t r = 0; r < conns.size(); r++)
+		// The rank of this process last: once it has its result, every other rank's is in the
+		// kernel's hands and arrives even if this process exits.
+		for (size_t i = 0; i < conns.size(); i++) {
+			size_t r = local < 0 ? i : (local + 1 + i) % conns.size();
 			if (open[r]) send_reply(conns[r], err, msg, acc.data(), err == ncclSuccess ? n : 0, now() + timeout);
+		}
 	}
-	std::lock_guard<std::mutex> lk(root->mu);
-	root->done = true;
-	root->cv.notify_all();
+	delete root;
 }
 
 void *serve_thread(void *arg) {
@@ -442,7 +438,6 @@ struct ncclComm {
 	unsigned magic = kCommMagic;
 	int rank = 0, nranks = 0;
 	int fd = -1;
-	Root *root = nullptr; // the root when it lives in this process
 	uint64_t seq = 0;     // collectives enqueued
 	std::mutex mu;
 	std::condition_variable cv;
@@ -550,9 +545,8 @@ void run_task(void *arg) {
 	delete t;
 }
 
-// leave waits for the communicator's queued collectives (failing them first when aborting),
-// closes its connection and, unless aborting, in the root's process waits for the root to see
-// every rank leave.
+// leave waits for the communicator's queued collectives (failing them first when aborting) and
+// closes its connection.
 ncclResult_t leave(ncclComm_t comm, bool abort) {
 	ncclComm *c = comm_of(comm);
 	if (!c) return fail(nullptr, ncclInvalidArgument, "%s: NULL or destroyed communicator", abort ? "ncclCommAbort" : "ncclCommDestroy");
@@ -565,12 +559,6 @@ ncclResult_t leave(ncclComm_t comm, bool abort) {
 	c->destroyed = true; // kept allocated: a later use reports ncclInvalidArgument
 	close(c->fd);
 	c->fd = -1;
-	Root *root = abort ? nullptr : c->root;
-	lk.unlock();
-	if (root) {
-		std::unique_lock<std::mutex> rl(root->mu);
-		root->cv.wait_for(rl, std::chrono::duration<double>(timeout_s()), [&] { return root->done; });
-	}
 	return ncclSuccess;
 }
 
@@ -625,6 +613,7 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *out) {
 	int rnd = open("/dev/urandom", O_RDONLY | O_CLOEXEC);
 	if (rnd < 0 || read(rnd, &root->token, sizeof root->token) != (ssize_t)sizeof root->token) root->token = (uint64_t)now() * 2654435761u ^ (uint64_t)getpid();
 	if (rnd >= 0) close(rnd);
+	uint64_t token = root->token; // root belongs to its thread from its start
 	pthread_t th;
 	pthread_attr_t attr;
 	pthread_attr_init(&attr);
@@ -636,14 +625,10 @@ EXPORT ncclResult_t ncclGetUniqueId(ncclUniqueId *out) {
 		delete root;
 		return fail(nullptr, ncclSystemError, "ncclGetUniqueId: starting the root: %s", strerror(e));
 	}
-	{
-		std::lock_guard<std::mutex> lk(roots_mu);
-		roots.push_back(root);
-	}
 	Id id = {};
 	memcpy(id.magic, kIdMagic, sizeof kIdMagic);
 	id.port = ntohs(a.sin_port);
-	id.token = root->token;
+	id.token = token;
 	memset(out, 0, sizeof *out);
 	memcpy(out, &id, sizeof id);
 	return ncclSuccess;
@@ -672,7 +657,7 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId u
 	int one = 1;
 	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
 	set_nonblock(fd);
-	Hello h = {kHello, nranks, rank, 0, id.token};
+	Hello h = {kHello, nranks, rank, (int32_t)getpid(), id.token};
 	Reply rep = {};
 	int ok = write_full(fd, &h, sizeof h, deadline);
 	if (ok > 0) ok = read_full(fd, &rep, sizeof rep, deadline);
@@ -690,9 +675,6 @@ EXPORT ncclResult_t ncclCommInitRank(ncclComm_t *out, int nranks, ncclUniqueId u
 	c->rank = rank;
 	c->nranks = nranks;
 	c->fd = fd;
-	std::lock_guard<std::mutex> lk(roots_mu);
-	for (Root *r : roots)
-		if (r->token == id.token) c->root = r;
 	*out = c;
 	return ncclSuccess;
 }
