@@ -29,8 +29,9 @@
  *     left, or has gone itself);
  *   - ncclGroupStart/End nest; collectives inside a group are enqueued at once (in call order on
  *     each stream, which is what a group guarantees for one communicator per process);
- *   - ncclGetErrorString has NCCL's strings; ncclGetLastError(comm) the stand-in's last message,
- *     which it also prints to stderr ("ncclsim: ...") as NCCL does with NCCL_DEBUG=WARN.
+ *   - ncclGetErrorString has NCCL's strings; ncclGetLastError(comm) the stand-in's last message
+ *     (the Go errors include it), which it also prints to stderr ("ncclsim: ...") when NCCL_DEBUG
+ *     is WARN, INFO or TRACE, as NCCL prints its warnings.
  *
  * Not modelled: several communicators sharing one GPU's work in a group, the other collectives,
  * nonblocking communicators (ncclCommInitRankConfig), the order of NCCL's ring and tree reductions
@@ -50,6 +51,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
@@ -117,6 +119,12 @@ double now() {
 
 thread_local std::string last_error; // for ncclGetLastError(NULL)
 
+// debug_warn: NCCL_DEBUG asks for warnings (WARN, INFO or TRACE), as NCCL reads it.
+bool debug_warn() {
+	const char *v = getenv("NCCL_DEBUG");
+	return v && (!strcasecmp(v, "WARN") || !strcasecmp(v, "INFO") || !strcasecmp(v, "TRACE"));
+}
+
 ncclResult_t fail(std::string *sink, ncclResult_t r, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 ncclResult_t fail(std::string *sink, ncclResult_t r, const char *fmt, ...) {
 	char buf[1024];
@@ -124,7 +132,7 @@ ncclResult_t fail(std::string *sink, ncclResult_t r, const char *fmt, ...) {
 	va_start(ap, fmt);
 	vsnprintf(buf, sizeof buf, fmt, ap);
 	va_end(ap);
-	fprintf(stderr, "ncclsim: %s\n", buf);
+	if (debug_warn()) fprintf(stderr, "ncclsim: %s\n", buf);
 	last_error = buf;
 	if (sink) *sink = buf;
 	return r;
