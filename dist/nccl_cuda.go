@@ -101,7 +101,13 @@ func (t DType) nccl() C.int {
 // GPU on the stream that produced the data instead of through host memory.
 //
 // NCCL allows one rank per GPU: every rank of a communicator opens a different device (on one
-// host, rank r usually opens cuda:r), and a process holds one rank.
+// host, rank r usually opens cuda:r), and a process holds one rank. (The CPU stand-in of
+// scripts/cuda-sim.sh lets the ranks' processes share its one device.)
+//
+// A data-parallel step enqueues, on the compute stream, each bucket's AllReduce right after the
+// backward work that produces its gradients, then the optimizer's work, and waits with
+// Synchronize (or an event) before it reads results on the host; Synchronize is also where a
+// failed collective surfaces.
 //
 // # Concurrency
 //
