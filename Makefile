@@ -40,7 +40,7 @@ build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
 ## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA"),
-## and NCCL (nccl.h, libnccl.so) at NCCL_HOME for the dist package (e.g. a pip nvidia-nccl-cu13's nvidia/nccl)
+## and NCCL (nccl.h, libnccl.so) at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl)
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include" \

@@ -1,6 +1,6 @@
 /*
  * nccl_test.cc: checks the stand-in NCCL (libnccl.cc) against the API's rules in one process with
- * one rank (the multi-rank runs are the Go tests of the dist package): the argument checks, the
+ * one rank (the multi-rank runs are the Go tests of dist/nccl): the argument checks, the
  * error strings, the 16-bit and 64-bit types, the operations the Go code does not use, and a
  * destroyed communicator. Built and run by scripts/cuda-sim.sh; prints "nccl_test: ok".
  */

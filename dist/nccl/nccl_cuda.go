@@ -1,6 +1,6 @@
 //go:build cuda
 
-package dist
+package nccl
 
 /*
 #cgo LDFLAGS: -lnccl
@@ -45,12 +45,13 @@ import (
 	"time"
 	"unsafe"
 
+	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 )
 
-// bootstrap is what NewNCCL needs of the process group: the rank, the number of ranks, and a
-// broadcast of a few bytes from rank 0 (the group's *Group, whose Broadcast goes through the
-// store, as PyTorch's ProcessGroupNCCL passes the id through its store).
+// bootstrap is what New needs of the process group: the rank, the number of ranks, and a
+// broadcast of a few bytes from rank 0: a *dist.Group, whose Broadcast goes through its store, as
+// PyTorch's ProcessGroupNCCL passes the id through its store.
 type bootstrap interface {
 	Rank() int
 	Size() int
@@ -97,32 +98,14 @@ func (t DType) nccl() C.int {
 	return C.ncclFloat32
 }
 
-// NCCL is one rank's NCCL communicator: the CUDA backend of the group's all-reduce, run by the
-// GPU on the stream that produced the data instead of through host memory.
-//
-// NCCL allows one rank per GPU: every rank of a communicator opens a different device (on one
-// host, rank r usually opens cuda:r), and a process holds one rank. (The CPU stand-in of
-// scripts/cuda-sim.sh lets the ranks' processes share its one device.)
+// Comm is one rank's NCCL communicator (see the package documentation for its concurrency and
+// ownership rules).
 //
 // A data-parallel step enqueues, on the compute stream, each bucket's AllReduce right after the
 // backward work that produces its gradients, then the optimizer's work, and waits with
 // Synchronize (or an event) before it reads results on the host; Synchronize is also where a
 // failed collective surfaces.
-//
-// # Concurrency
-//
-// The methods are safe for concurrent use. Every NCCL call that enqueues or creates runs on the
-// device's context thread (gpu.CUDADo), which also keeps them in call order. All ranks must enqueue
-// the same all-reduces (count, type, operation) in the same order; NCCL matches them by order.
-//
-// # Ownership
-//
-// AllReduce works in place on the caller's buffer and returns at once; the buffer stays the
-// caller's, but until the stream has passed the all-reduce (Synchronize, or an event recorded on
-// the stream after it) the caller must not free it, and work on other streams must not read or
-// write it without waiting for such an event. NCCL owns nothing of the caller's; Close releases the
-// communicator.
-type NCCL struct {
+type Comm struct {
 	dev  gpu.Device
 	rank int
 	size int
@@ -132,23 +115,23 @@ type NCCL struct {
 	aborted bool         // ncclCommAbort was called (by Synchronize)
 }
 
-// NewNCCL creates this rank's communicator on dev. Rank 0 calls ncclGetUniqueId and sends the
+// New creates this rank's communicator on dev. Rank 0 calls ncclGetUniqueId and sends the
 // 128-byte id to the others through b.Broadcast; then every rank calls ncclCommInitRank on dev's
 // context thread, which returns once all b.Size() ranks have joined (or NCCL gives up). ctx bounds
 // the exchange of the id; the join is bounded by NCCL's own bootstrap timeout.
 //
 // dev must be a CUDA device (an error wrapping gpu.ErrForeign otherwise), a different one on each
 // rank.
-func NewNCCL(ctx context.Context, b bootstrap, dev gpu.Device) (*NCCL, error) {
+func New(ctx context.Context, b bootstrap, dev gpu.Device) (*Comm, error) {
 	rank, size := b.Rank(), b.Size()
 	if size < 1 || rank < 0 || rank >= size {
-		return nil, fmt.Errorf("dist: nccl: rank %d of %d ranks", rank, size)
+		return nil, fmt.Errorf("nccl: rank %d of %d ranks", rank, size)
 	}
 	var id [C.NCCL_UNIQUE_ID_BYTES]byte
 	if rank == 0 {
 		var r C.ncclResult_t
 		if err := gpu.CUDADo(dev, func() error { r = C.stoke_nccl_id(unsafe.Pointer(&id[0])); return nil }); err != nil {
-			return nil, fmt.Errorf("dist: nccl: %w", err)
+			return nil, fmt.Errorf("nccl: %w", err)
 		}
 		if r != C.ncclSuccess {
 			return nil, callError("ncclGetUniqueId", r, 0, dev)
@@ -156,7 +139,7 @@ func NewNCCL(ctx context.Context, b bootstrap, dev gpu.Device) (*NCCL, error) {
 	}
 	if size > 1 {
 		if err := b.Broadcast(ctx, id[:], 0); err != nil {
-			return nil, fmt.Errorf("dist: nccl: rank %d: broadcasting the unique id: %w", rank, err)
+			return nil, fmt.Errorf("nccl: rank %d: broadcasting the unique id: %w", rank, err)
 		}
 	}
 	var comm C.uintptr_t
@@ -166,17 +149,17 @@ func NewNCCL(ctx context.Context, b bootstrap, dev gpu.Device) (*NCCL, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("dist: nccl: %w", err)
+		return nil, fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
 		return nil, callError(fmt.Sprintf("ncclCommInitRank(rank %d of %d)", rank, size), r, 0, dev)
 	}
-	return &NCCL{dev: dev, rank: rank, size: size, comm: comm}, nil
+	return &Comm{dev: dev, rank: rank, size: size, comm: comm}, nil
 }
 
 // callError names the call, NCCL's string for r and the last message NCCL logged.
 func callError(call string, r C.ncclResult_t, comm C.uintptr_t, dev gpu.Device) error {
-	msg := fmt.Sprintf("dist: nccl: %s on %s: %s", call, dev.Info(), C.GoString(C.ncclGetErrorString(r)))
+	msg := fmt.Sprintf("nccl: %s on %s: %s", call, dev.Info(), C.GoString(C.ncclGetErrorString(r)))
 	if last := C.GoString(C.stoke_nccl_last(comm)); last != "" {
 		msg += ": " + last
 	}
@@ -193,42 +176,42 @@ func callError(call string, r C.ncclResult_t, comm C.uintptr_t, dev gpu.Device) 
 // unknown type or operation) give an error at once; so does a closed or aborted communicator
 // (wrapping gpu.ErrClosed). A failure while the work runs is NCCL's asynchronous error: Synchronize
 // returns it.
-func (c *NCCL) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtype DType, op Op) error {
+func (c *Comm) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtype DType, op dist.Op) error {
 	es := dtype.size()
 	if es == 0 {
-		return fmt.Errorf("dist: nccl: all-reduce of unknown type %v", dtype)
+		return fmt.Errorf("nccl: all-reduce of unknown type %v", dtype)
 	}
 	var nop C.int
 	switch op {
-	case Sum:
+	case dist.Sum:
 		nop = C.ncclSum
-	case Avg:
+	case dist.Avg:
 		nop = C.ncclAvg
 	default:
-		return fmt.Errorf("dist: nccl: all-reduce with unknown operation %d", op)
+		return fmt.Errorf("nccl: all-reduce with unknown operation %d", op)
 	}
 	if offBytes < 0 || count < 0 || offBytes%es != 0 || count > (buf.Len()-offBytes)/es || offBytes > buf.Len() {
-		return fmt.Errorf("dist: nccl: all-reduce of %d %v from byte %d of a %d-byte buffer: out of range or misaligned",
+		return fmt.Errorf("nccl: all-reduce of %d %v from byte %d of a %d-byte buffer: out of range or misaligned",
 			count, dtype, offBytes, buf.Len())
 	}
 	if gpu.CUDABufferDevice(buf) != c.dev {
-		return fmt.Errorf("dist: nccl: the buffer (%T) is not memory of %s: %w", buf, c.dev.Info(), gpu.ErrForeign)
+		return fmt.Errorf("nccl: the buffer (%T) is not memory of %s: %w", buf, c.dev.Info(), gpu.ErrForeign)
 	}
 	stream, sdev, err := gpu.CUDAStream(s)
 	if err != nil {
-		return fmt.Errorf("dist: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if sdev != c.dev {
-		return fmt.Errorf("dist: nccl: stream of %s, communicator of %s: %w", sdev.Info(), c.dev.Info(), gpu.ErrForeign)
+		return fmt.Errorf("nccl: stream of %s, communicator of %s: %w", sdev.Info(), c.dev.Info(), gpu.ErrForeign)
 	}
 	ptr, err := gpu.CUDAPointer(buf)
 	if err != nil {
-		return fmt.Errorf("dist: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
 	if c.comm == 0 || c.aborted {
-		return fmt.Errorf("dist: nccl: all-reduce on a closed or aborted communicator: %w", gpu.ErrClosed)
+		return fmt.Errorf("nccl: all-reduce on a closed or aborted communicator: %w", gpu.ErrClosed)
 	}
 	if count == 0 {
 		return nil
@@ -240,7 +223,7 @@ func (c *NCCL) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtyp
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("dist: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
 		return callError(fmt.Sprintf("ncclAllReduce(%d %v, rank %d of %d)", count, dtype, c.rank, c.size), r, c.comm, c.dev)
@@ -250,7 +233,7 @@ func (c *NCCL) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtyp
 
 // asyncErr is the communicator's asynchronous error (ncclCommGetAsyncError), nil while there is
 // none or once it is closed. The caller holds c.mu (read).
-func (c *NCCL) asyncErr() error {
+func (c *Comm) asyncErr() error {
 	if c.comm == 0 || c.aborted {
 		return nil
 	}
@@ -273,7 +256,7 @@ const pollEvery = 5 * time.Millisecond
 // (ncclCommAbort: NCCL's work in flight on every stream ends and its buffers hold no result), and
 // returns that error; later AllReduce calls fail and Close only releases. It has joined its
 // polling goroutine when it returns.
-func (c *NCCL) Synchronize(ctx context.Context, s gpu.Stream) error {
+func (c *Comm) Synchronize(ctx context.Context, s gpu.Stream) error {
 	sctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	stop := make(chan struct{})
@@ -309,7 +292,7 @@ func (c *NCCL) Synchronize(ctx context.Context, s gpu.Stream) error {
 			return nil
 		}
 	} else if sctx.Err() == nil {
-		return fmt.Errorf("dist: nccl: %w", err) // the stream's own error
+		return fmt.Errorf("nccl: %w", err) // the stream's own error
 	}
 	if cause := context.Cause(sctx); sctx.Err() != nil && cause != nil {
 		err = cause
@@ -318,13 +301,13 @@ func (c *NCCL) Synchronize(ctx context.Context, s gpu.Stream) error {
 		return errors.Join(err, aerr)
 	}
 	if ctx.Err() != nil {
-		return fmt.Errorf("dist: nccl: waiting for rank %d's all-reduces (aborted the communicator): %w", c.rank, err)
+		return fmt.Errorf("nccl: waiting for rank %d's all-reduces (aborted the communicator): %w", c.rank, err)
 	}
 	return err
 }
 
 // abort calls ncclCommAbort, which also frees the communicator, once.
-func (c *NCCL) abort() error {
+func (c *Comm) abort() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.comm == 0 || c.aborted {
@@ -335,7 +318,7 @@ func (c *NCCL) abort() error {
 	c.comm = 0
 	var r C.ncclResult_t
 	if err := gpu.CUDADo(c.dev, func() error { r = C.stoke_nccl_abort(comm); return nil }); err != nil {
-		return fmt.Errorf("dist: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
 		return callError("ncclCommAbort", r, 0, c.dev)
@@ -348,7 +331,7 @@ func (c *NCCL) abort() error {
 // wait for work that cannot finish), and nothing more when Synchronize has already aborted it.
 // Call it after Synchronize; other ranks' collectives with this one fail from then on. Closing
 // twice returns nil.
-func (c *NCCL) Close() error {
+func (c *Comm) Close() error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.comm == 0 {
@@ -363,7 +346,7 @@ func (c *NCCL) Close() error {
 	}
 	var r C.ncclResult_t
 	if err := gpu.CUDADo(c.dev, func() error { r = fn(); return nil }); err != nil {
-		return fmt.Errorf("dist: nccl: %w", err)
+		return fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
 		return callError(call, r, 0, c.dev)

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package dist
+package nccl
 
 import (
 	"context"
@@ -19,6 +19,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 )
 
@@ -118,18 +119,18 @@ func waitFile(ctx context.Context, path string) error {
 
 type reduceCase struct {
 	dtype DType
-	op    Op
+	op    dist.Op
 	count int
 }
 
 func (c reduceCase) String() string {
-	return fmt.Sprintf("%v/%s/%d", c.dtype, map[Op]string{Sum: "sum", Avg: "avg"}[c.op], c.count)
+	return fmt.Sprintf("%v/%s/%d", c.dtype, map[dist.Op]string{dist.Sum: "sum", dist.Avg: "avg"}[c.op], c.count)
 }
 
 func reduceCases() []reduceCase {
 	var cs []reduceCase
 	for _, dt := range []DType{Float32, BFloat16} {
-		for _, op := range []Op{Sum, Avg} {
+		for _, op := range []dist.Op{dist.Sum, dist.Avg} {
 			for _, n := range []int{0, 1, 1001, 1<<20 + 3} {
 				cs = append(cs, reduceCase{dt, op, n})
 			}
@@ -166,7 +167,7 @@ func want(c reduceCase, size, i int) float64 {
 	for r := range size {
 		s += input(c.dtype, r, i)
 	}
-	if c.op == Avg {
+	if c.op == dist.Avg {
 		s /= float64(size)
 	}
 	return round(c.dtype, s)
@@ -211,7 +212,7 @@ func decode(dt DType, b []byte, i int) float64 {
 // runCases all-reduces every case on c, each in a buffer with one guard element either side,
 // checks the result against want and the guards, and returns one line per case: the case and
 // the SHA-256 of its result bytes.
-func runCases(t *testing.T, c *NCCL, dev gpu.Device, rank, size int) []string {
+func runCases(t *testing.T, c *Comm, dev gpu.Device, rank, size int) []string {
 	t.Helper()
 	ctx := context.Background()
 	s, err := dev.NewStream()
@@ -271,7 +272,7 @@ func TestNCCLOneRank(t *testing.T) {
 	ignore := goleak.IgnoreCurrent()
 	t.Cleanup(func() { goleak.VerifyNone(t, ignore) }) // after the device's Close (cleanups run last first)
 	dev := openCUDA(t, 0)
-	c, err := NewNCCL(context.Background(), fileBootstrap{0, 1, t.TempDir()}, dev)
+	c, err := New(context.Background(), fileBootstrap{0, 1, t.TempDir()}, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -287,7 +288,7 @@ func TestNCCLOneRank(t *testing.T) {
 // TestNCCLArgs checks the arguments AllReduce refuses before NCCL sees them.
 func TestNCCLArgs(t *testing.T) {
 	dev := openCUDA(t, 0)
-	c, err := NewNCCL(context.Background(), fileBootstrap{0, 1, t.TempDir()}, dev)
+	c, err := New(context.Background(), fileBootstrap{0, 1, t.TempDir()}, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -306,18 +307,18 @@ func TestNCCLArgs(t *testing.T) {
 		b           gpu.Buffer
 		off, n      int
 		dt          DType
-		op          Op
+		op          dist.Op
 		is, contain string
 	}{
-		{"past the end", s, buf, 0, 17, Float32, Sum, "", "out of range"},
-		{"offset past the end", s, buf, 68, 0, Float32, Sum, "", "out of range"},
-		{"negative count", s, buf, 0, -1, Float32, Sum, "", "out of range"},
-		{"misaligned", s, buf, 2, 1, Float32, Sum, "", "misaligned"},
-		{"bf16 past the end", s, buf, 2, 32, BFloat16, Avg, "", "out of range"},
-		{"unknown type", s, buf, 0, 1, DType(9), Sum, "", "unknown type"},
-		{"unknown op", s, buf, 0, 1, Float32, Op(7), "", "unknown operation"},
-		{"cpu buffer", s, cpuBuf, 0, 1, Float32, Sum, "foreign", ""},
-		{"cpu stream", cpuStream, buf, 0, 1, Float32, Sum, "foreign", ""},
+		{"past the end", s, buf, 0, 17, Float32, dist.Sum, "", "out of range"},
+		{"offset past the end", s, buf, 68, 0, Float32, dist.Sum, "", "out of range"},
+		{"negative count", s, buf, 0, -1, Float32, dist.Sum, "", "out of range"},
+		{"misaligned", s, buf, 2, 1, Float32, dist.Sum, "", "misaligned"},
+		{"bf16 past the end", s, buf, 2, 32, BFloat16, dist.Avg, "", "out of range"},
+		{"unknown type", s, buf, 0, 1, DType(9), dist.Sum, "", "unknown type"},
+		{"unknown op", s, buf, 0, 1, Float32, dist.Op(7), "", "unknown operation"},
+		{"cpu buffer", s, cpuBuf, 0, 1, Float32, dist.Sum, "foreign", ""},
+		{"cpu stream", cpuStream, buf, 0, 1, Float32, dist.Sum, "foreign", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.AllReduce(tc.s, tc.b, tc.off, tc.n, tc.dt, tc.op)
@@ -326,20 +327,20 @@ func TestNCCLArgs(t *testing.T) {
 			}
 		})
 	}
-	if err := c.AllReduce(s, buf, 64, 0, Float32, Sum); err != nil {
+	if err := c.AllReduce(s, buf, 64, 0, Float32, dist.Sum); err != nil {
 		t.Errorf("AllReduce(count 0 at the end) = %v; want nil", err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AllReduce(s, buf, 0, 1, Float32, Sum); !errors.Is(err, gpu.ErrClosed) {
+	if err := c.AllReduce(s, buf, 0, 1, Float32, dist.Sum); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("AllReduce after Close = %v; want gpu.ErrClosed", err)
 	}
-	if _, err := NewNCCL(context.Background(), fileBootstrap{2, 2, t.TempDir()}, dev); err == nil {
-		t.Errorf("NewNCCL(rank 2 of 2) = nil error; want one")
+	if _, err := New(context.Background(), fileBootstrap{2, 2, t.TempDir()}, dev); err == nil {
+		t.Errorf("New(rank 2 of 2) = nil error; want one")
 	}
-	if _, err := NewNCCL(context.Background(), fileBootstrap{0, 1, t.TempDir()}, cpu); !errors.Is(err, gpu.ErrForeign) {
-		t.Errorf("NewNCCL(cpu device) = %v; want gpu.ErrForeign", err)
+	if _, err := New(context.Background(), fileBootstrap{0, 1, t.TempDir()}, cpu); !errors.Is(err, gpu.ErrForeign) {
+		t.Errorf("New(cpu device) = %v; want gpu.ErrForeign", err)
 	}
 }
 
@@ -364,7 +365,7 @@ func TestNCCLRank(t *testing.T) {
 	dev := openCUDA(t, index)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := NewNCCL(ctx, fileBootstrap{rank, size, dir}, dev)
+	c, err := New(ctx, fileBootstrap{rank, size, dir}, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -395,7 +396,7 @@ func TestNCCLRank(t *testing.T) {
 //
 // In every mode each rank's Synchronize returns an error, the communicator is aborted (later
 // AllReduce calls give gpu.ErrClosed) and Close returns nil.
-func failures(t *testing.T, ctx context.Context, mode string, c *NCCL, dev gpu.Device, rank int, dir string) {
+func failures(t *testing.T, ctx context.Context, mode string, c *Comm, dev gpu.Device, rank int, dir string) {
 	s, buf := streamAndBuffer(t, dev, 64)
 	count, wait := 4, ctx
 	if mode == "mismatch" {
@@ -412,7 +413,7 @@ func failures(t *testing.T, ctx context.Context, mode string, c *NCCL, dev gpu.D
 		wait, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 	}
-	if err := c.AllReduce(s, buf, 0, count, Float32, Sum); err != nil {
+	if err := c.AllReduce(s, buf, 0, count, Float32, dist.Sum); err != nil {
 		t.Fatalf("AllReduce = %v; want nil (the failure comes later)", err)
 	}
 	err := c.Synchronize(wait, s)
@@ -432,7 +433,7 @@ func failures(t *testing.T, ctx context.Context, mode string, c *NCCL, dev gpu.D
 		t.Errorf("%s: rank %d: Synchronize = %v; want NCCL's remote error", mode, rank, err)
 	}
 	t.Logf("%s: rank %d: %v", mode, rank, err)
-	if err := c.AllReduce(s, buf, 0, count, Float32, Sum); !errors.Is(err, gpu.ErrClosed) {
+	if err := c.AllReduce(s, buf, 0, count, Float32, dist.Sum); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("%s: rank %d: AllReduce after the failure = %v; want gpu.ErrClosed (aborted)", mode, rank, err)
 	}
 }
