@@ -25,7 +25,7 @@ func (cpuBackend) Devices() ([]Info, error) { return []Info{cpuInfo()}, nil }
 
 func (cpuBackend) Open(index int) (Device, error) {
 	if index != 0 {
-		return nil, fmt.Errorf("%w: cpu:%d (the cpu backend has one device, cpu:0)", ErrNoDevice, index)
+		return nil, fmt.Errorf("gpu: %w: cpu:%d (the cpu backend has one device, cpu:0)", ErrNoDevice, index)
 	}
 	return &cpuDevice{info: cpuInfo(), streams: make(map[*cpuStream]struct{})}, nil
 }

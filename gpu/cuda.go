@@ -55,7 +55,7 @@ var driver struct {
 func initDriver() error {
 	driver.once.Do(func() {
 		if r := C.stoke_init(); r != C.CUDA_SUCCESS {
-			driver.err = fmt.Errorf("%w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
+			driver.err = fmt.Errorf("gpu: %w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
 				ErrNoDevice, cuResultError(r))
 		}
 	})
@@ -120,7 +120,7 @@ func (cudaBackend) Open(index int) (Device, error) {
 		return nil, fmt.Errorf("gpu: cuda: count devices: %w", err)
 	}
 	if index < 0 || index >= n {
-		return nil, fmt.Errorf("%w: cuda:%d (this machine has %d CUDA devices)", ErrNoDevice, index, n)
+		return nil, fmt.Errorf("gpu: %w: cuda:%d (this machine has %d CUDA devices)", ErrNoDevice, index, n)
 	}
 	info, err := cudaInfo(index)
 	if err != nil {
@@ -197,7 +197,7 @@ func (t *cudaThread) do(fn func() error) error {
 	case t.work <- func() { errc <- fn() }:
 		return <-errc
 	case <-t.done:
-		return ErrClosed
+		return fmt.Errorf("gpu: device thread: %w", ErrClosed)
 	}
 }
 

@@ -357,7 +357,7 @@ func (e *cudaEvent) Elapsed(start Event) (time.Duration, error) {
 		return 0, fmt.Errorf("gpu: elapsed: event %T is not an event of %s: %w", start, e.dev.info, ErrForeign)
 	}
 	if !e.Done() || !se.Done() {
-		return 0, ErrNotReady
+		return 0, fmt.Errorf("gpu: elapsed: %w", ErrNotReady)
 	}
 	var ms float64
 	err := e.dev.th.do(func() (err error) { ms, err = se.ev.Elapsed(e.ev); return err })

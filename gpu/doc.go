@@ -31,7 +31,8 @@
 //
 // Host memory handed to CopyH2D or CopyD2H belongs to the stream until an event recorded after
 // the copy has completed. A slot handed to Feeder.Feed belongs to the feeder, which releases it;
-// a DeviceBatch's buffers belong to the consumer from Feed to Release, then to the feeder again. A Buffer belongs to whoever allocated it, who frees it once no queued
+// a DeviceBatch's buffers belong to the consumer from Feed to Release, then to the feeder again. A
+// Buffer belongs to whoever allocated it, who frees it once no queued
 // work uses it any more. A stream's sticky error (a failed host function or copy) makes it skip
 // later copies and host functions; events still complete and report the error.
 package gpu

@@ -12,7 +12,7 @@ import (
 )
 
 // ErrReleased: a DeviceBatch was released twice, or delivered after its release.
-var ErrReleased = errors.New("gpu: batch already released")
+var ErrReleased = errors.New("batch already released")
 
 // FeederConfig configures a Feeder. Zero values of optional fields mean their defaults.
 type FeederConfig struct {

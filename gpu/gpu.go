@@ -14,19 +14,19 @@ import (
 // Sentinel errors callers check with errors.Is.
 var (
 	// ErrUnknownBackend: Open was given a backend name that is not built into this binary.
-	ErrUnknownBackend = errors.New("gpu: unknown backend")
+	ErrUnknownBackend = errors.New("unknown backend")
 	// ErrNoDevice: the backend is built in but the requested device does not exist.
-	ErrNoDevice = errors.New("gpu: no such device")
+	ErrNoDevice = errors.New("no such device")
 	// ErrClosed: the device, stream or feeder was used after Close.
-	ErrClosed = errors.New("gpu: closed")
+	ErrClosed = errors.New("used after close")
 	// ErrFreed: a buffer was used after Free, or freed twice.
-	ErrFreed = errors.New("gpu: buffer freed")
+	ErrFreed = errors.New("buffer freed")
 	// ErrRange: a copy reaches outside its buffer.
-	ErrRange = errors.New("gpu: out of range")
+	ErrRange = errors.New("out of range")
 	// ErrForeign: an object of one backend or device was handed to another.
-	ErrForeign = errors.New("gpu: object from another backend")
+	ErrForeign = errors.New("object from another backend")
 	// ErrNotReady: an event has not completed yet.
-	ErrNotReady = errors.New("gpu: event not ready")
+	ErrNotReady = errors.New("event not ready")
 )
 
 // Info describes one device. Memory is in bytes (0 when unknown); ComputeCapability is empty
@@ -162,9 +162,10 @@ func Open(name string) (Device, error) {
 	registry.mu.Unlock()
 	if b == nil {
 		if backend == "cuda" {
-			return nil, fmt.Errorf("%w %q: this binary was built without CUDA support; rebuild with `go build -tags cuda` (needs cgo and the CUDA toolkit)", ErrUnknownBackend, name)
+			return nil, fmt.Errorf("gpu: %w %q: this binary was built without CUDA support; rebuild with `go build -tags cuda` (needs cgo and the CUDA toolkit)",
+				ErrUnknownBackend, name)
 		}
-		return nil, fmt.Errorf("%w %q (built in: %s)", ErrUnknownBackend, name, strings.Join(backendNames(), ", "))
+		return nil, fmt.Errorf("gpu: %w %q (built in: %s)", ErrUnknownBackend, name, strings.Join(backendNames(), ", "))
 	}
 	d, err := b.Open(index)
 	if err != nil {
@@ -185,14 +186,14 @@ func parseName(name string) (backend string, index int, err error) {
 	backend, idx, found := strings.Cut(strings.ToLower(name), ":")
 	backend, idx = strings.TrimSpace(backend), strings.TrimSpace(idx)
 	if backend == "" {
-		return "", 0, fmt.Errorf("%w: empty device name %q", ErrUnknownBackend, name)
+		return "", 0, fmt.Errorf("gpu: %w: empty device name %q", ErrUnknownBackend, name)
 	}
 	if !found {
 		return backend, 0, nil
 	}
 	index, err = strconv.Atoi(idx)
 	if err != nil || index < 0 {
-		return "", 0, fmt.Errorf("%w: device %q: index must be a non-negative integer", ErrNoDevice, name)
+		return "", 0, fmt.Errorf("gpu: %w: device %q: index must be a non-negative integer", ErrNoDevice, name)
 	}
 	return backend, index, nil
 }

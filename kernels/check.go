@@ -68,7 +68,7 @@ type call struct {
 func newCall(op string, s gpu.Stream) call {
 	c := call{op: op}
 	if s == nil {
-		c.err = fmt.Errorf("%w: %s: nil stream", ErrArgument, op)
+		c.err = fmt.Errorf("kernels: %w: %s: nil stream", ErrArgument, op)
 	}
 	return c
 }
@@ -77,7 +77,7 @@ func newCall(op string, s gpu.Stream) call {
 // condition themselves: boxing the values for every good call would allocate.)
 func (c *call) arg(format string, a ...any) {
 	if c.err == nil {
-		c.err = fmt.Errorf("%w: %s: %s", ErrArgument, c.op, fmt.Sprintf(format, a...))
+		c.err = fmt.Errorf("kernels: %w: %s: %s", ErrArgument, c.op, fmt.Sprintf(format, a...))
 	}
 }
 
@@ -99,10 +99,10 @@ func (c *call) view(role int, name string, v view, want int) {
 	switch {
 	case v.len == 0: // the empty view: no memory
 	case v.buf == nil:
-		c.err = fmt.Errorf("%w: %s: %s has no buffer", ErrArgument, c.op, name)
+		c.err = fmt.Errorf("kernels: %w: %s: %s has no buffer", ErrArgument, c.op, name)
 		return
 	case v.off < 0 || v.len < 0 || v.len > v.buf.Len()/v.size-v.off: // no overflow
-		c.err = fmt.Errorf("%w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, c.op, name,
+		c.err = fmt.Errorf("kernels: %w: %s: %s bytes [%d,%d) outside its buffer of %d bytes", ErrShape, c.op, name,
 			v.off*v.size, (v.off+v.len)*v.size, v.buf.Len())
 		return
 	default:
@@ -110,7 +110,7 @@ func (c *call) view(role int, name string, v view, want int) {
 		o.lo, o.hi, o.cmp = v.off*v.size, (v.off+v.len)*v.size, reflect.TypeOf(v.buf).Comparable()
 	}
 	if want != anyLen && v.len != want && !(role&opt != 0 && v.len == 0) {
-		c.err = fmt.Errorf("%w: %s: %s has %d elements; want %d", ErrShape, c.op, name, v.len, want)
+		c.err = fmt.Errorf("kernels: %w: %s: %s has %d elements; want %d", ErrShape, c.op, name, v.len, want)
 	}
 }
 
@@ -141,7 +141,7 @@ func (c *call) done() error {
 			if a.v == b.v && b.mayBe == a.name {
 				continue
 			}
-			return fmt.Errorf("%w: %s: %s overlaps %s", ErrArgument, c.op, a.name, b.name)
+			return fmt.Errorf("kernels: %w: %s: %s overlaps %s", ErrArgument, c.op, a.name, b.name)
 		}
 	}
 	return nil
@@ -317,6 +317,32 @@ func (o checked) SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F
 		return err
 	}
 	return o.b.SoftmaxCrossEntropySmooth(s, loss, dlogits, logits, labels, n, classes, smoothing)
+}
+
+func (o checked) FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+	c := newCall("float loss", s)
+	if l.Kind < SoftCrossEntropy || l.Kind > SmoothL1 {
+		c.arg("loss kind %d", l.Kind)
+	}
+	if !(l.Beta >= 0) || math.IsInf(float64(l.Beta), 0) {
+		c.arg("SmoothL1 beta %v; want finite and >= 0", l.Beta)
+	}
+	c.classes(n, dim)
+	nd := c.mul(n, dim)
+	c.view(out, "loss", vf(loss), 1)
+	c.view(out, "dpred", vf(dpred), nd)
+	c.view(in, "pred", vf(pred), nd)
+	c.view(in, "target", vf(target), nd)
+	if posWeight.Len != 0 {
+		if l.Kind != BCEWithLogits {
+			c.arg("posWeight given to loss kind %d; only BCEWithLogits takes one", l.Kind)
+		}
+		c.view(in, "posWeight", vf(posWeight), dim)
+	}
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.FloatLoss(s, loss, dpred, pred, target, posWeight, n, dim, l)
 }
 
 func (o checked) Argmax(s gpu.Stream, dst I32, logits F32, n, classes int) error {

@@ -69,6 +69,9 @@ func (r *recorder) Gemm(str, bool, bool, int, int, int, float32, f32, f32, float
 func (r *recorder) SoftmaxCrossEntropy(str, f32, f32, f32, i32, int, int) error {
 	return r.called("SoftmaxCrossEntropy")
 }
+func (r *recorder) FloatLoss(str, f32, f32, f32, f32, f32, int, int, kernels.Loss) error {
+	return r.called("FloatLoss")
+}
 func (r *recorder) SoftmaxCrossEntropySmooth(str, f32, f32, f32, i32, int, int, float32) error {
 	return r.called("SoftmaxCrossEntropySmooth")
 }
@@ -227,6 +230,28 @@ func checkCases(t *testing.T, e *env) []checkCase {
 			}},
 			{"logits length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
 				return o.SoftmaxCrossEntropySmooth(s, x1, y4, x3, lab, 2, 2, 0.1)
+			}},
+		}},
+		{"FloatLoss", func(o kernels.Ops, s gpu.Stream) error {
+			return o.FloatLoss(s, x1, y4, x4, z4, none, 2, 2, kernels.Loss{Kind: kernels.MSE})
+		}, []badCall{
+			{"kind 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, y4, x4, z4, none, 2, 2, kernels.Loss{})
+			}},
+			{"target length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, y4, x4, x3, none, 2, 2, kernels.Loss{Kind: kernels.MSE})
+			}},
+			{"pos_weight for MSE", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, y4, x4, z4, x2, 2, 2, kernels.Loss{Kind: kernels.MSE})
+			}},
+			{"pos_weight length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, y4, x4, z4, x3, 2, 2, kernels.Loss{Kind: kernels.BCEWithLogits})
+			}},
+			{"beta NaN", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, y4, x4, z4, none, 2, 2, kernels.Loss{Kind: kernels.SmoothL1, Beta: float32(math.NaN())})
+			}},
+			{"dpred is pred", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.FloatLoss(s, x1, x4, x4, z4, none, 2, 2, kernels.Loss{Kind: kernels.MSE})
 			}},
 		}},
 		{"Argmax", func(o kernels.Ops, s gpu.Stream) error { return o.Argmax(s, lab, x4, 2, 2) }, []badCall{

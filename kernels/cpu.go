@@ -70,7 +70,7 @@ func hostU8(op, name string, v U8) ([]uint8, error) {
 func hostRange(op, name string, buf gpu.Buffer, off, n int) ([]byte, error) {
 	b, ok := gpu.HostBytes(buf)
 	if !ok {
-		return nil, fmt.Errorf("%w: %s: %s is not CPU-backend memory", ErrBuffer, op, name)
+		return nil, fmt.Errorf("kernels: %w: %s: %s is not CPU-backend memory", ErrBuffer, op, name)
 	}
 	return b[off : off+n : off+n], nil
 }
@@ -203,9 +203,29 @@ func softmaxCrossEntropy(s gpu.Stream, loss, dlogits, logits F32, labels I32, n,
 		}
 		l, bad := cpu.SoftmaxCrossEntropy(ds, xs, ys, n, classes, smoothing)
 		if bad >= 0 {
-			return fmt.Errorf("%w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, ys[bad], classes)
+			return fmt.Errorf("kernels: %w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, ys[bad], classes)
 		}
 		ls[0] = float32(l)
+		return nil
+	})
+}
+
+func (cpuOps) FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+	const op = "float loss"
+	ls, e1 := hostF32(op, "loss", loss)
+	ds, e2 := hostF32(op, "dpred", dpred)
+	xs, e3 := hostF32(op, "pred", pred)
+	ts, e4 := hostF32(op, "target", target)
+	var pw []float32
+	var e5 error
+	if posWeight.Len != 0 {
+		pw, e5 = hostF32(op, "posWeight", posWeight)
+	}
+	if err := firstErr(e1, e2, e3, e4, e5); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		ls[0] = float32(cpu.FloatLoss(ds, xs, ts, pw, n, dim, int(l.Kind), l.Beta))
 		return nil
 	})
 }
@@ -230,7 +250,7 @@ func (cpuOps) CountCorrect(s gpu.Stream, count I32, logits F32, labels I32, n, c
 	return s.Host(func() error {
 		for i, l := range ys {
 			if l < 0 || int(l) >= classes {
-				return fmt.Errorf("%w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, i, l, classes)
+				return fmt.Errorf("kernels: %w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, i, l, classes)
 			}
 		}
 		cs[0] += cpu.Correct(xs, ys, n, classes)

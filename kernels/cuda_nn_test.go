@@ -37,6 +37,19 @@ func smoothLossCase(n, classes int, smoothing float32) parityCase {
 	}}
 }
 
+func floatLossCase(l kernels.Loss, n, dim int, posWeight bool) parityCase {
+	return parityCase{fmt.Sprintf("float loss %d %d x %d", l.Kind, n, dim), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x, y := sd.f32(t, randF32(r, n*dim)), sd.f32(t, randF32(r, n*dim))
+		var pw kernels.F32
+		if posWeight {
+			pw = sd.f32(t, randF32(r, dim))
+		}
+		loss, d := f32Len(sd, t, 1), f32Len(sd, t, n*dim)
+		check(t, sd.ops.FloatLoss(sd.s, loss, d, x, y, pw, n, dim, l))
+		return []any{loss, d}
+	}}
+}
+
 // nnParityCases are TestCUDAParity's cases for the classifier ops: the residual add and global
 // average pooling (same float order as the CPU: exact), padded max pooling (exact), batch norm and
 // the label-smoothed loss (reductions in another order: 1e-5 relative).
@@ -60,6 +73,11 @@ func nnParityCases() []parityCase {
 		bnCase(kernels.BatchNorm{N: 8, C: 16, HW: 49, Momentum: 0.1, Eps: 1e-5}),
 		bnCase(kernels.BatchNorm{N: 3, C: 5, HW: 1, Momentum: 0.3, Eps: 1e-3}),
 		bnCase(kernels.BatchNorm{N: 2, C: 3, HW: 1031, Momentum: 0.1, Eps: 1e-5}),
+		floatLossCase(kernels.Loss{Kind: kernels.SoftCrossEntropy}, 65, 10, false),
+		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 33, 7, true),
+		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 40, 3, false),
+		floatLossCase(kernels.Loss{Kind: kernels.MSE}, 50, 4, false),
+		floatLossCase(kernels.Loss{Kind: kernels.SmoothL1, Beta: 0.5}, 50, 40, false),
 		smoothLossCase(128, 10, 0.1),
 		smoothLossCase(33, 1000, 0.2),
 		poolCase(kernels.Pool2D{N: 2, C: 3, H: 16, W: 15, K: 3, Stride: 2, Pad: 1}),

@@ -60,6 +60,7 @@ var cudaKernels = []string{
 	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
 	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
 	"maxpool_pad_f32", "maxpool_pad_grad_f32", "to_x16", "im2col_x16", "count_nonfinite_f32",
+	"float_loss_f32",
 }
 
 func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
@@ -101,10 +102,10 @@ func parg(p cu.DevicePtr) uint64 { return uint64(p) }
 func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
 	cs, dev, err := gpu.CUDAStream(s)
 	if err != nil {
-		return cu.Stream{}, fmt.Errorf("%w: %s: %w", ErrArgument, op, err)
+		return cu.Stream{}, fmt.Errorf("kernels: %w: %s: %w", ErrArgument, op, err)
 	}
 	if dev != o.dev {
-		return cu.Stream{}, fmt.Errorf("%w: %s: stream of %s given to the op set of %s", ErrArgument, op, dev.Info(), o.dev.Info())
+		return cu.Stream{}, fmt.Errorf("kernels: %w: %s: stream of %s given to the op set of %s", ErrArgument, op, dev.Info(), o.dev.Info())
 	}
 	return cs, nil
 }
@@ -116,11 +117,11 @@ func (o *cudaOps) ptr(op, name string, buf gpu.Buffer, off, n int) (cu.DevicePtr
 		return 0, nil
 	}
 	if gpu.CUDABufferDevice(buf) != o.dev {
-		return 0, fmt.Errorf("%w: %s: %s is not memory of %s", ErrBuffer, op, name, o.dev.Info())
+		return 0, fmt.Errorf("kernels: %w: %s: %s is not memory of %s", ErrBuffer, op, name, o.dev.Info())
 	}
 	p, err := gpu.CUDAPointer(buf)
 	if err != nil {
-		return 0, fmt.Errorf("%w: %s: %s: %w", ErrBuffer, op, name, err)
+		return 0, fmt.Errorf("kernels: %w: %s: %s: %w", ErrBuffer, op, name, err)
 	}
 	return p + cu.DevicePtr(off), nil
 }
@@ -178,7 +179,7 @@ func (o *cudaOps) launchChecked(gs gpu.Stream, s cu.Stream, op, name string, n, 
 		bad, label := int(flag[0]), flag[1]
 		o.host.put(slot)
 		if bad < n {
-			return fmt.Errorf("%w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, label, classes)
+			return fmt.Errorf("kernels: %w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, label, classes)
 		}
 		return nil
 	})
@@ -533,7 +534,7 @@ func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner in
 		tabC, inner = 1, channels*inner
 	}
 	if tabC > maxNormChannels {
-		return fmt.Errorf("%w: %s: per-channel statistics for %d channels; the cuda op set takes at most %d", ErrArgument, op, tabC, maxNormChannels)
+		return fmt.Errorf("kernels: %w: %s: per-channel statistics for %d channels; the cuda op set takes at most %d", ErrArgument, op, tabC, maxNormChannels)
 	}
 	s, e0 := o.stream(op, gs)
 	dp, e1 := o.f32(op, "dst", dst)

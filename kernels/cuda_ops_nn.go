@@ -39,6 +39,23 @@ func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, 
 	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes), farg(smoothing))
 }
 
+func (o *cudaOps) FloatLoss(gs gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+	const op = "float loss"
+	s, e0 := o.stream(op, gs)
+	lp, e1 := o.f32(op, "loss", loss)
+	dp, e2 := o.f32(op, "dpred", dpred)
+	xp, e3 := o.f32(op, "pred", pred)
+	tp, e4 := o.f32(op, "target", target)
+	wp, e5 := o.f32(op, "posWeight", posWeight) // 0 when empty: all weights 1
+	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
+		return err
+	}
+	if n == 0 {
+		return o.launchN(s, "fill_f32", 1, parg(lp), iarg(1), farg(0))
+	}
+	return o.launch(s, "float_loss_f32", 1, 1024, parg(lp), parg(dp), parg(xp), parg(tp), parg(wp), iarg(n), iarg(dim), iarg(int(l.Kind)), farg(l.Beta))
+}
+
 // bnPtrs resolves the views of a batch norm (an empty dx resolves to 0: skipped).
 func (o *cudaOps) bnPtrs(op string, names []string, views ...F32) ([]uint64, error) {
 	out := make([]uint64, len(views))

@@ -357,6 +357,7 @@ var parityCovers = map[string]string{
 	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
 	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
+	"FloatLoss": "float loss",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

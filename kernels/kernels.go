@@ -13,17 +13,17 @@ import (
 // Sentinel errors; every error of this package wraps one of them or a backend's error.
 var (
 	// ErrShape: a view's length does not match the dimensions an op was given.
-	ErrShape = errors.New("kernels: shape mismatch")
+	ErrShape = errors.New("shape mismatch")
 	// ErrArgument: a bad parameter (negative size, zero stride, dropout p outside [0,1), ...).
-	ErrArgument = errors.New("kernels: invalid argument")
+	ErrArgument = errors.New("invalid argument")
 	// ErrLabel: a label outside [0, classes) reached a loss or accuracy op. It surfaces as the
 	// stream's sticky error, naming the sample.
-	ErrLabel = errors.New("kernels: label out of range")
+	ErrLabel = errors.New("label out of range")
 	// ErrNoBackend: no op set is registered for the device's backend.
-	ErrNoBackend = errors.New("kernels: no op set for backend")
+	ErrNoBackend = errors.New("no op set for backend")
 	// ErrBuffer: a view's buffer is not memory of this op set's device (for example a CUDA buffer
 	// given to the CPU op set).
-	ErrBuffer = errors.New("kernels: buffer not usable by this op set")
+	ErrBuffer = errors.New("buffer not usable by this op set")
 )
 
 // F32 is a view of Len float32 elements starting at element Off of a device buffer. The zero
@@ -123,7 +123,7 @@ func (g Conv2D) Validate() error {
 		!fits(g.N, g.InC, g.InH+2*g.Pad, g.InW+2*g.Pad) ||
 		(g.InC*g.KH*g.KW+g.OutC)*g.N*g.OutH()*g.OutW() > math.MaxInt-g.N*g.InC*(g.InH+2*g.Pad)*(g.InW+2*g.Pad) {
 		// The last two: WorkspaceLen's padded copy of x, and the sum, must not wrap around either.
-		return fmt.Errorf("%w: conv2d geometry %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: conv2d geometry %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -159,7 +159,7 @@ func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
 func (g Pool2D) Validate() error {
 	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
 		!fits(g.N, g.C, g.H, g.W) {
-		return fmt.Errorf("%w: pool2d geometry %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: pool2d geometry %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -180,7 +180,7 @@ func (g BatchNorm) Len() int { return g.N * g.C * g.HW }
 // 0 <= Momentum <= 1, Eps > 0.
 func (g BatchNorm) Validate() error {
 	if g.N < 0 || g.C <= 0 || g.HW <= 0 || !(g.Momentum >= 0 && g.Momentum <= 1) || !(g.Eps > 0) || !fits(g.N, g.C, g.HW) {
-		return fmt.Errorf("%w: batch norm %+v", ErrArgument, g)
+		return fmt.Errorf("kernels: %w: batch norm %+v", ErrArgument, g)
 	}
 	return nil
 }
@@ -204,6 +204,32 @@ func fits(dims ...int) bool {
 type SGD struct {
 	LR, Momentum, WeightDecay float32
 	Nesterov                  bool
+}
+
+// LossKind names a loss of FloatLoss: predictions against float targets.
+type LossKind int
+
+// The losses over float targets, as PyTorch's with reduction "mean".
+const (
+	// SoftCrossEntropy is softmax cross-entropy against target distributions (soft labels):
+	// the mean over samples of -sum_j t_j log softmax(x)_j (CrossEntropyLoss with probabilities).
+	SoftCrossEntropy LossKind = 1
+	// BCEWithLogits is binary cross-entropy on logits (multi-label, multi-hot targets): the mean
+	// over elements of -[w_j t log sigmoid(x) + (1-t) log(1-sigmoid(x))], with w the pos_weight
+	// of column j (1 without), computed without overflow for any finite logits.
+	BCEWithLogits LossKind = 2
+	// MSE is the mean over elements of (x-t)^2.
+	MSE LossKind = 3
+	// SmoothL1 is the mean over elements of 0.5 (x-t)^2 / Beta where |x-t| < Beta, |x-t| - Beta/2
+	// elsewhere (Huber divided by Beta; Beta 0 is the L1 loss).
+	SmoothL1 LossKind = 4
+)
+
+// Loss is a FloatLoss's kind and parameter.
+type Loss struct {
+	Kind LossKind
+	// Beta is SmoothL1's threshold (>= 0); the other kinds ignore it.
+	Beta float32
 }
 
 // AdamW holds the hyper-parameters of one AdamW step; Step counts from 1 (bias correction).
@@ -260,6 +286,11 @@ type Ops interface {
 	// (1-smoothing)*onehot + smoothing/classes: the loss is their cross-entropy with the softmax and
 	// dlogits = (softmax - target)/n. smoothing must be in [0,1); 0 is SoftmaxCrossEntropy.
 	SoftmaxCrossEntropySmooth(s gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error
+	// FloatLoss takes predictions pred and float targets target ([n][dim] each), writes the mean
+	// loss of kind l to loss (one element) and its gradient to dpred ([n][dim]). posWeight is
+	// BCEWithLogits' pos_weight ([dim]) or the empty view (all 1); other kinds take the empty
+	// view. The mean is over samples for SoftCrossEntropy, over elements for the others.
+	FloatLoss(s gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error
 	// CountNonFinite adds to count (one element) the number of elements of x that are ±Inf or
 	// NaN: a check of gradients for overflow that leaves the result on the device (fp16 loss
 	// scaling reads one count per step, not a tensor per parameter).
@@ -357,21 +388,21 @@ func Registered() []string {
 // none is registered for dev's backend (for example "cuda" in a build without the cuda tag).
 func For(dev gpu.Device) (Ops, error) {
 	if dev == nil {
-		return nil, fmt.Errorf("%w: nil device", ErrArgument)
+		return nil, fmt.Errorf("kernels: %w: nil device", ErrArgument)
 	}
 	name := dev.Info().Backend
 	regMu.RLock()
 	f := registry[name]
 	regMu.RUnlock()
 	if f == nil {
-		return nil, fmt.Errorf("%w %q (have %v)", ErrNoBackend, name, Registered())
+		return nil, fmt.Errorf("kernels: %w %q (have %v)", ErrNoBackend, name, Registered())
 	}
 	o, err := f(dev)
 	if err != nil {
 		return nil, err
 	}
 	if o == nil {
-		return nil, fmt.Errorf("%w %q: its factory returned no op set", ErrNoBackend, name)
+		return nil, fmt.Errorf("kernels: %w %q: its factory returned no op set", ErrNoBackend, name)
 	}
 	return withChecks(o), nil
 }

@@ -21,13 +21,15 @@ func TestClassifierOpErrors(t *testing.T) {
 	}{
 		{"add lengths", e.ops.Add(e.s, x4, x4, x2), kernels.ErrShape},
 		{"batch norm eps 0", e.ops.BatchNormEval(e.s, x8, x8, x2, x2, x2, x2, kernels.BatchNorm{N: 2, C: 2, HW: 2, Momentum: 0.1}), kernels.ErrArgument},
-		{"batch norm momentum 2", e.ops.BatchNormTrain(e.s, x8, x8, x2, x2, x2, x2, x2, x2, kernels.BatchNorm{N: 2, C: 2, HW: 2, Momentum: 2, Eps: 1}), kernels.ErrArgument},
+		{"batch norm momentum 2", e.ops.BatchNormTrain(e.s, x8, x8, x2, x2, x2, x2, x2, x2, kernels.BatchNorm{N: 2, C: 2, HW: 2, Momentum: 2, Eps: 1}),
+			kernels.ErrArgument},
 		{"batch norm x length", e.ops.BatchNormTrain(e.s, x8, x4, x2, x2, x2, x2, x2, x2, bn), kernels.ErrShape},
 		{"batch norm gamma length", e.ops.BatchNormBackward(e.s, x8, x2, x2, x8, x8, x4, x2, x2, bn), kernels.ErrShape},
 		{"global average pool inner 0", e.ops.GlobalAvgPool(e.s, x2, x4, 0), kernels.ErrArgument},
 		{"global average pool lengths", e.ops.GlobalAvgPoolBackward(e.s, x8, x2, 3), kernels.ErrShape},
 		{"label smoothing 1", e.ops.SoftmaxCrossEntropySmooth(e.s, x2.Slice(0, 1), x4, x4, lab, 2, 2, 1), kernels.ErrArgument},
-		{"max pool pad over k/2", e.ops.MaxPool2D(e.s, x4, kernels.I32(x4), x4, kernels.Pool2D{N: 1, C: 1, H: 2, W: 2, K: 2, Stride: 1, Pad: 2}), kernels.ErrArgument},
+		{"max pool pad over k/2", e.ops.MaxPool2D(e.s, x4, kernels.I32(x4), x4, kernels.Pool2D{N: 1, C: 1, H: 2, W: 2, K: 2, Stride: 1, Pad: 2}),
+			kernels.ErrArgument},
 	} {
 		if !errors.Is(tc.err, tc.want) {
 			t.Errorf("%s: error %v; want %v", tc.name, tc.err, tc.want)

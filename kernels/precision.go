@@ -34,7 +34,7 @@ const (
 // pass of the same precision: run both through the same op set.
 func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
 	if p != FP32 && p != BF16 && p != FP16 {
-		return nil, fmt.Errorf("%w: precision %q; want fp32, bf16 or fp16", ErrArgument, p)
+		return nil, fmt.Errorf("kernels: %w: precision %q; want fp32, bf16 or fp16", ErrArgument, p)
 	}
 	ops, err := For(dev)
 	if err != nil || p == FP32 {
@@ -45,7 +45,7 @@ func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
 			return mp, nil
 		}
 	}
-	return nil, fmt.Errorf("%w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
+	return nil, fmt.Errorf("kernels: %w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
 }
 
 // reduced reports whether p rounds the products' operands.

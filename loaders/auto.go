@@ -24,9 +24,6 @@ const (
 	AutoProbeTime    = 3 * time.Second
 )
 
-// transformStage is the name of the Loader's parallel stage, the one Config.Workers sizes.
-const transformStage = "transform"
-
 // Workers returns the number of transform workers, as Config.Workers set it or AutoWorkers chose.
 func (l *Loader) Workers() int { return l.cfg.Workers }
 
@@ -63,7 +60,7 @@ func autoWorkers(cfg Config, open func(Config) (*Loader, error)) (int, error) {
 		other = 0
 	}
 	for _, s := range st.Stages {
-		if s.Name == transformStage {
+		if s.Name == TransformStage {
 			busy = s.BusyFraction()
 		} else {
 			other = max(other, s.BusyFraction())

@@ -11,7 +11,8 @@ import (
 // Sentinel errors callers check with errors.Is.
 var (
 	// ErrCorrupt marks a file or sample whose bytes do not follow its format (bad magic, truncated
-	// record, malformed tar member, unparsable label).
+	// record, malformed tar member, unparsable label); a SampleError whose image does not decode
+	// (transforms.ErrCorrupt) matches it too.
 	ErrCorrupt = errors.New("corrupt data")
 	// ErrLabel marks a label outside [0, NumClasses).
 	ErrLabel = errors.New("label out of range")
@@ -19,15 +20,11 @@ var (
 	ErrIndex = errors.New("index out of range")
 	// ErrEmpty marks a dataset, split or class folder without samples.
 	ErrEmpty = errors.New("no samples")
-	// ErrSpec marks a dataset spec or split that Open does not understand.
-	ErrSpec = errors.New("bad dataset spec")
-	// ErrNoSplit marks a dataset that has no such split (a folder without test/, shards).
-	ErrNoSplit = errors.New("no such split")
 )
 
 // Sample is one example before transformation.
 //
-// The slices in Input may alias the dataset's own memory (MNIST, CIFAR, compressed Shards and
+// The slices in Input may alias the dataset's own memory (datasets.MNIST, CIFAR, compressed Shards and
 // in-memory datasets hand out views of what they hold): a Sample is read-only for its receiver.
 type Sample struct {
 	Input transforms.Input
@@ -91,7 +88,7 @@ func Describe(ds Dataset) Info {
 }
 
 // SampleError is the error about one sample: it names the dataset, the sample's index and key, and
-// wraps the cause. Datasets of this package return it, and the Loader wraps the errors of other
+// wraps the cause. The datasets of package datasets return it, and the Loader wraps the errors of other
 // datasets and of transforms in it, so a caller finds the bad sample with errors.As.
 type SampleError struct {
 	Dataset string
@@ -109,16 +106,26 @@ func (e *SampleError) Error() string {
 
 func (e *SampleError) Unwrap() error { return e.Err }
 
-// checkLabel returns an error naming the sample when label is outside [0, classes); classes <= 0
-// only rejects negative labels.
-func checkLabel(dataset string, i int, key string, label, classes int) error {
+// Is makes a sample whose image does not decode (transforms.ErrCorrupt) match ErrCorrupt too:
+// one sentinel for corrupt data, whichever layer found it.
+func (e *SampleError) Is(target error) bool {
+	return target == ErrCorrupt && errors.Is(e.Err, transforms.ErrCorrupt)
+}
+
+// CheckLabel returns the error about sample i of dataset (named key, "" if it has no name) when
+// label is outside [0, classes): a *SampleError wrapping ErrLabel; classes <= 0 only rejects
+// negative labels. It returns nil for a label in range. Datasets (this module's and yours) use it
+// to keep the Dataset contract.
+func CheckLabel(dataset string, i int, key string, label, classes int) error {
 	if label < 0 || (classes > 0 && label >= classes) {
 		return &SampleError{dataset, i, key, fmt.Errorf("label %d not in [0, %d): %w", label, classes, ErrLabel)}
 	}
 	return nil
 }
 
-func checkIndex(dataset string, i, n int) error {
+// CheckIndex returns the error about index i of dataset when i is outside [0, n): a *SampleError
+// wrapping ErrIndex, as the Dataset contract asks; nil otherwise.
+func CheckIndex(dataset string, i, n int) error {
 	if i < 0 || i >= n {
 		return &SampleError{dataset, i, "", fmt.Errorf("%w (len %d)", ErrIndex, n)}
 	}
@@ -154,11 +161,11 @@ func (m *Memory) Info() Info { return m.info }
 
 // Sample returns sample i.
 func (m *Memory) Sample(_ context.Context, i int) (Sample, error) {
-	if err := checkIndex(m.info.Name, i, len(m.samples)); err != nil {
+	if err := CheckIndex(m.info.Name, i, len(m.samples)); err != nil {
 		return Sample{}, err
 	}
 	s := m.samples[i]
-	if err := checkLabel(m.info.Name, i, s.Key, s.Label, m.info.NumClasses); err != nil {
+	if err := CheckLabel(m.info.Name, i, s.Key, s.Label, m.info.NumClasses); err != nil {
 		return Sample{}, err
 	}
 	return s, nil

@@ -1,14 +1,16 @@
-// Package loaders owns where samples come from and in what order: datasets (MNIST IDX, CIFAR
-// binary, image folders, WebDataset tar shards, in-memory and user-defined ones), streams, samplers
-// (sequential, shuffled, weighted, class-balanced, your own), the split between data-parallel
-// ranks, targets, the shard writer, and the Loader that turns a dataset or a stream into batches on
-// a device.
+// Package loaders owns the vocabulary of data (Dataset, Sample, Info, Describer, SampleError,
+// SampleStream, StreamSource and the sentinel errors), where samples go in what order (samplers:
+// sequential, shuffled, weighted, class-balanced, your own; the split between data-parallel
+// ranks; subsets; targets and the collate hook) and the Loader that turns a dataset or a stream
+// into batches on a device. The dataset formats (MNIST, CIFAR, image folders, tar shards, remote
+// shards) and the spec opener are package datasets, which imports this one.
 //
 // A Dataset is random access (Len, Sample(ctx, i)); implement it to plug in your own data, and
 // New makes a Loader over it. A StreamSource is read front to back, in parts, once per epoch
 // (PyTorch's IterableDataset); NewStream makes a Loader over it that shuffles its parts and its
-// samples through a seeded shuffle buffer. Open turns a spec string ("mnist", "cifar10:DIR", "DIR",
-// "shards:GLOB", ...) into a Dataset; OpenStream("shards:GLOB") reads the same shards as a stream.
+// samples through a seeded shuffle buffer. datasets.Open turns a spec string ("cifar10:DIR",
+// "DIR", "shards:GLOB", ...) into a Dataset. A dataset that fetches ahead of its reads implements
+// ReadPlanner (a stream source, PartPrefetcher): the Loader tells it what this rank reads next.
 //
 // A Sampler picks each epoch's indices (Config.Sampler); Config.Rank and Config.WorldSize give
 // each data-parallel process its disjoint part, with equal steps per rank (EnvRank reads them from
@@ -32,23 +34,22 @@
 // feeder's events: what stoke profile and the profile package draw as a timeline. Config.Workers
 // = AutoWorkers sizes the transform workers from a short probe.
 //
-// Bad input never panics: parsers check headers before allocating, errors name the dataset and the
-// sample (SampleError: index, key or path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the
-// decoder's error (transforms.ErrTooLarge for header bombs).
+// Bad samples never panic: errors name the dataset and the sample (SampleError: index, key or
+// path) and wrap ErrCorrupt, ErrLabel, ErrIndex, ErrEmpty or the decoder's error
+// (transforms.ErrTooLarge for header bombs); CheckIndex and CheckLabel build them for a dataset.
 //
 // # Concurrency
 //
-// Datasets in this package are safe for concurrent Sample calls once opened. A ShardStream and a
-// ShardWriter are used by one goroutine at a time, and so is every SampleStream a stream Loader opens
-// (its source stage reads them). Samplers are called from the goroutine that iterates the epoch. A Loader iterates one
-// epoch at a time; every goroutine an epoch starts has exited when its iteration returns (at the
+// Memory, Subset and WithClasses are safe for concurrent Sample calls. Every SampleStream a stream
+// Loader opens is used by one goroutine at a time (its source stage reads them). Samplers and
+// ReadPlanner are called from the goroutine that iterates the epoch, PartPrefetcher from the
+// epoch's source stage. A Loader iterates one epoch at a time; every goroutine an epoch starts has exited when its iteration returns (at the
 // end, on error, on cancellation or when the loop breaks).
 //
 // # Ownership
 //
-// Samples from MNIST, CIFAR and Memory alias the dataset's memory and are
-// read-only; ImageFolder and Shards return a new slice per call. Datasets that hold files (Shards) implement io.Closer;
-// whoever opened them closes them. A Batch's device buffers belong to the Loader and are lent to
+// Samples from Memory alias the dataset's memory and are read-only. The Loader does not close its
+// dataset: whoever opened it closes it. A Batch's device buffers belong to the Loader and are lent to
 // the consumer until Batch.Release; a consumer that holds more than Prefetch+1 batches unreleased
 // stalls the Loader until it releases one.
 package loaders

@@ -64,7 +64,8 @@ type epochRun struct {
 // when ctx ends, or when the loop breaks; every goroutine it started has exited when it returns.
 // Release every batch.
 func (l *Loader) Epoch(ctx context.Context, epoch int) iter.Seq2[*Batch, error] {
-	return func(yield func(*Batch, error) bool) {
+	return func(userYield func(*Batch, error) bool) {
+		yield := func(b *Batch, err error) bool { return userYield(b, closedErr(err)) }
 		start, from, err := l.begin(epoch)
 		if err != nil {
 			yield(nil, err)
@@ -150,15 +151,15 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 			return fmt.Errorf("loaders: %s epoch %d: the sampler gave %d indices; its Len is %d: %w", l.info.Name, e.epoch, len(order), l.sampler.Len(), ErrConfig)
 		}
 		for _, i := range order {
-			if err := checkIndex(l.info.Name, i, l.ds.Len()); err != nil {
+			if err := CheckIndex(l.info.Name, i, l.ds.Len()); err != nil {
 				return fmt.Errorf("loaders: epoch %d: sampler: %w", e.epoch, err)
 			}
 		}
 		e.indices = rankPart(order, l.cfg.Rank, max(l.cfg.WorldSize, 1))
 	}
 	e.k, e.limit = start*l.cfg.Batch, min(l.BatchesPerEpoch()*l.cfg.Batch, len(e.indices))
-	if p, ok := l.ds.(readPlanner); ok {
-		p.planReads(e.indices[min(e.k, e.limit):e.limit])
+	if p, ok := l.ds.(ReadPlanner); ok {
+		p.PlanReads(e.indices[min(e.k, e.limit):e.limit])
 	}
 	return nil
 }
@@ -167,10 +168,10 @@ func (e *epochRun) prepare(ctx context.Context, start int, from State) error {
 func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool {
 	l := e.l
 	p := l.pl
-	src := pipeline.FromFunc(p, "sampler", e.issue)
-	loaded := pipeline.Map(p, "transform", src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
-	batches := pipeline.Batch(p, "collate", loaded, l.cfg.Batch, false)
-	copied := pipeline.Map(p, "copy", batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
+	src := pipeline.FromFunc(p, SamplerStage, e.issue)
+	loaded := pipeline.Map(p, TransformStage, src, e.load, pipeline.Workers(l.cfg.Workers), pipeline.Ordered(true))
+	batches := pipeline.Batch(p, CollateStage, loaded, l.cfg.Batch)
+	copied := pipeline.Map(p, FeedStage, batches, e.copyBatch, pipeline.Ordered(true), pipeline.Buffer(l.cfg.Prefetch))
 	waitFrom := time.Now()
 	yielded := 0
 	for b, err := range pipeline.Iter(ctx, p, copied) {
@@ -231,7 +232,7 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 func cause(err error) error {
 	var ps *pipeline.StageError
 	var se *SampleError
-	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == "sampler") {
+	if errors.As(err, &ps) && (errors.As(ps.Err, &se) || errors.Is(ps.Err, ErrTooManySkipped) || ps.Stage == SamplerStage) {
 		return ps.Err
 	}
 	return err

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
@@ -133,7 +134,7 @@ func ExampleShardWriter() {
 	}
 	defer os.RemoveAll(dir)
 	ds := gradients{n: 5}
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar"), MaxSamples: 2})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar"), MaxSamples: 2})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -155,7 +156,7 @@ func ExampleShardWriter() {
 	for _, p := range w.Shards() {
 		fmt.Println(filepath.Base(p))
 	}
-	back, err := loaders.Open("shards:"+filepath.Join(dir, "train-*.tar"), "train")
+	back, err := datasets.Open("shards:"+filepath.Join(dir, "train-*.tar"), "train")
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -185,7 +186,7 @@ func ExampleOpener_OpenStream() {
 		return
 	}
 	defer os.RemoveAll(dir)
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar.zst"), MaxSamples: 2})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(dir, "train-%04d.tar.zst"), MaxSamples: 2})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -202,7 +203,7 @@ func ExampleOpener_OpenStream() {
 		fmt.Println(err)
 		return
 	}
-	src, err := loaders.Opener{}.OpenStream("shards:" + dir)
+	src, err := datasets.Opener{}.OpenStream("shards:" + dir)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -229,4 +230,16 @@ func ExampleOpener_OpenStream() {
 	// Output:
 	// 3 parts of [2 2 1] samples
 	// train-0002.tar.zst:000000004 label 0
+}
+
+// ExampleSplitValidation holds a seeded fifth of a dataset out for validation: the two parts are
+// disjoint, cover the data, and are the same for the same seed.
+func ExampleSplitValidation() {
+	train, val, err := loaders.SplitValidation(gradients{n: 10}, 0.2, 1)
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println(train.Len(), val.Len(), val.Info().Name)
+	// Output: 8 2 gradients (validation part)
 }

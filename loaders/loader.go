@@ -22,7 +22,9 @@ var (
 	// ErrBusy: Epoch was called while another epoch of the same Loader was being iterated, or Close
 	// while one was.
 	ErrBusy = errors.New("loader busy")
-	// ErrClosed: the Loader was closed.
+	// ErrClosed: the Loader was closed, or its host slot pool or feeder was (pinned.ErrClosed,
+	// gpu.ErrClosed): an error of the Loader that wraps either of those matches ErrClosed too, so
+	// code holding a Loader checks this one sentinel.
 	ErrClosed = errors.New("loader closed")
 	// ErrMemory: the Loader's host slots and device buffers would exceed Config.MemoryBudget.
 	ErrMemory = errors.New("over the memory budget")
@@ -33,6 +35,21 @@ var (
 	// past the end of the epoch or, for a stream, inconsistent with the stream.
 	ErrStateMismatch = errors.New("loader state does not match")
 )
+
+// closedErr makes an error that says the pool or the feeder was closed (pinned.ErrClosed,
+// gpu.ErrClosed) match ErrClosed as well, with its message unchanged.
+func closedErr(err error) error {
+	if err == nil || errors.Is(err, ErrClosed) || !errors.Is(err, pinned.ErrClosed) && !errors.Is(err, gpu.ErrClosed) {
+		return err
+	}
+	return &closedError{err}
+}
+
+// closedError is an error from below the Loader that matches ErrClosed.
+type closedError struct{ err error }
+
+func (e *closedError) Error() string   { return e.err.Error() }
+func (e *closedError) Unwrap() []error { return []error{e.err, ErrClosed} }
 
 // ErrorPolicy says what the Loader does with a sample that cannot be read, decoded or labelled.
 type ErrorPolicy int
@@ -119,7 +136,7 @@ type Config struct {
 	// (WorldSize 0 means 1; EnvRank reads them from what torchrun sets). Every rank yields the same
 	// number of batches, the ranks' parts are disjoint, and together they cover the epoch once
 	// plus a stated padding:
-	//   - a Sharded dataset (Shards) without a Sampler is split by whole shards, each rank reading
+	//   - a Sharded dataset (datasets.Shards) without a Sampler is split by whole shards, each rank reading
 	//     only its own files, when the shards balance: each rank is padded to the largest rank's
 	//     count by repeating its own first samples, and that padding may total at most one
 	//     average shard;
@@ -148,13 +165,13 @@ type Config struct {
 	// ErrMemory before allocating anything. 0 means DefaultMemoryBudget(); negative means no bound.
 	MemoryBudget int64
 	// Tracer, when set, receives a span for every item the pipeline's stages process (stage
-	// "transform": one per sample, worker 0 to Workers-1, index the sample's position in the
-	// epoch's run; also "sampler" and "copy", one per sample and per batch; the collate stage
+	// TransformStage: one per sample, worker 0 to Workers-1, index the sample's position in the
+	// epoch's run; also SamplerStage and FeedStage, one per sample and per batch; CollateStage
 	// reports none), one per sample for the part of its transform span spent reading it (stage
-	// ReadStage, the same worker, index the dataset index), and one per host-to-device copy (stage CopyStage, worker 0, index the
-	// batch's Seq), which lasts the copy's device time, measured between the feeder's events, and
-	// ends when the feeder saw the copy complete. nil traces nothing. It is called concurrently
-	// from the Loader's goroutines and must be fast.
+	// ReadStage, the same worker, index the dataset index), and one per host-to-device copy
+	// (stage CopyStage, worker 0, index the batch's Seq), which lasts the copy's device time,
+	// measured between the feeder's events, and ends when the feeder saw the copy complete. nil
+	// traces nothing. It is called concurrently from the Loader's goroutines and must be fast.
 	Tracer pipeline.Tracer
 }
 
@@ -167,10 +184,12 @@ func DefaultMemoryBudget() int64 {
 	return 8 << 30
 }
 
-// Validate checks cfg and fills in the defaults.
-func (c *Config) Validate() error {
+// Validate reports whether New and NewStream accept c. It only checks: it changes nothing (the
+// zero value of a field selects its default, which WithDefaults fills in).
+func (c Config) Validate() error {
 	if c.Batch < 0 || (c.Workers < 0 && c.Workers != AutoWorkers) || c.Prefetch < 0 || c.MaxSkipped < 0 || c.ShuffleBuffer < 0 {
-		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch, c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
+		return fmt.Errorf("loaders: config: negative batch %d, workers %d, prefetch %d, max skipped %d or shuffle buffer %d: %w", c.Batch, c.Workers, c.Prefetch,
+			c.MaxSkipped, c.ShuffleBuffer, ErrConfig)
 	}
 	if c.Sampler != nil && c.Shuffle {
 		return fmt.Errorf("loaders: config: Shuffle with a Sampler: the sampler decides the order: %w", ErrConfig)
@@ -187,6 +206,13 @@ func (c *Config) Validate() error {
 	if err := checkRank(c.Rank, c.WorldSize); err != nil {
 		return err
 	}
+	return nil
+}
+
+// WithDefaults returns c with the default of each zero field filled in, as New and NewStream use
+// it: Batch DefaultBatch, Workers runtime.GOMAXPROCS(0) (AutoWorkers stays: New sizes it),
+// Prefetch DefaultPrefetch, MemoryBudget DefaultMemoryBudget(). It does not validate c.
+func (c Config) WithDefaults() Config {
 	if c.Batch == 0 {
 		c.Batch = DefaultBatch
 	}
@@ -199,7 +225,7 @@ func (c *Config) Validate() error {
 	if c.MemoryBudget == 0 {
 		c.MemoryBudget = DefaultMemoryBudget()
 	}
-	return nil
+	return c
 }
 
 // footprint is what a Loader allocates up front, in bytes.
@@ -235,7 +261,8 @@ func checkBudget(name string, c Config, shape transforms.Shape) error {
 		return err
 	}
 	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
-		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s (Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
+		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s "+
+			"(Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
 			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
 	}
 	return nil
@@ -391,6 +418,7 @@ func New(ds Dataset, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Workers == AutoWorkers {
 		n, err := autoWorkers(cfg, func(c Config) (*Loader, error) { return New(ds, c) })
 		if err != nil {
@@ -438,6 +466,7 @@ func NewStream(src StreamSource, cfg Config) (*Loader, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	cfg = cfg.WithDefaults()
 	if cfg.Workers == AutoWorkers {
 		n, err := autoWorkers(cfg, func(c Config) (*Loader, error) { return NewStream(src, c) })
 		if err != nil {
@@ -538,7 +567,8 @@ func outShape(info Info, t *transforms.Chain) (transforms.Shape, error) {
 		return a, fmt.Errorf("loaders: %s: %w", info.Name, err)
 	}
 	if a != b {
-		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w", info.Name, ErrConfig)
+		return a, fmt.Errorf("loaders: %s: samples differ in size, so the transform must end in a fixed-size crop or resize (such as transforms.Train(224)): %w",
+			info.Name, ErrConfig)
 	}
 	return a, nil
 }

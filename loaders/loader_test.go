@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"hash/crc32"
-	"path/filepath"
 	"slices"
-	"strings"
 	"testing"
 	"time"
 
@@ -150,7 +148,8 @@ func TestLoaderBatches(t *testing.T) {
 				for j, i := range b.indices {
 					want, _ := ds.Sample(context.Background(), next)
 					if i != next || !bytes.Equal(b.images[j*6:(j+1)*6], want.Input.Pixels) || b.labels[j] != int32(want.Label) {
-						t.Errorf("batch %d sample %d = index %d label %d pixels %v; want %d, %d, %v", k, j, i, b.labels[j], b.images[j*6:(j+1)*6], next, want.Label, want.Input.Pixels)
+						t.Errorf("batch %d sample %d = index %d label %d pixels %v; want %d, %d, %v", k, j, i, b.labels[j], b.images[j*6:(j+1)*6], next, want.Label,
+							want.Input.Pixels)
 					}
 					next++
 				}
@@ -285,85 +284,6 @@ func pngHeader(w, h uint32) []byte {
 	b.Write(ihdr.Bytes())
 	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(ihdr.Bytes()))
 	return b.Bytes()
-}
-
-// badFolder makes an image folder of 6 good images and 4 bad ones (truncated, garbage, empty,
-// header bomb), returning its root.
-func badFolder(t testing.TB) string {
-	root := t.TempDir()
-	for i := range 6 {
-		writeFile(t, filepath.Join(root, fmt.Sprint("c", i%2), fmt.Sprintf("good%d.png", i)), pngImage(t, 10, 10, byte(i)))
-	}
-	good := pngImage(t, 30, 30, 1)
-	writeFile(t, filepath.Join(root, "c0", "truncated.png"), good[:len(good)/2])
-	writeFile(t, filepath.Join(root, "c0", "garbage.jpg"), bytes.Repeat([]byte("not a jpeg "), 20))
-	writeFile(t, filepath.Join(root, "c1", "empty.png"), nil)
-	writeFile(t, filepath.Join(root, "c1", "bomb.png"), pngHeader(50000, 50000))
-	return root
-}
-
-func TestLoaderBadSamples(t *testing.T) {
-	noLeaks(t)
-	root := badFolder(t)
-	ds, err := NewImageFolder(root)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tf := transforms.Compose(transforms.Resize(8), transforms.CenterCrop(8))
-
-	t.Run("fail fast", func(t *testing.T) {
-		l := newLoader(t, ds, Config{Batch: 3, Workers: 2, Transform: tf})
-		var err error
-		for b, e := range l.Epoch(context.Background(), 0) {
-			if e != nil {
-				err = e
-				break
-			}
-			b.Release()
-		}
-		var se *SampleError
-		if !errors.As(err, &se) || !strings.Contains(err.Error(), root) || se.Key == "" {
-			t.Fatalf("epoch error = %v; want a SampleError naming a file under %s", err, root)
-		}
-	})
-	t.Run("header bomb", func(t *testing.T) {
-		i := slices.IndexFunc(ds.paths, func(p string) bool { return strings.HasSuffix(p, "bomb.png") })
-		l := newLoader(t, NewMemory(Info{Name: "bomb"}, []Sample{{Input: transforms.Input{Encoded: pngHeader(50000, 50000)}, Key: ds.paths[i]}}), Config{Batch: 1, Transform: tf})
-		for _, err := range l.Epoch(context.Background(), 0) {
-			if !errors.Is(err, transforms.ErrTooLarge) || !strings.Contains(err.Error(), "bomb.png") {
-				t.Errorf("header bomb error = %v; want ErrTooLarge naming bomb.png", err)
-			}
-		}
-	})
-	tests := []struct {
-		name       string
-		maxSkipped int
-		wantErr    error
-	}{{"skip unbounded", 0, nil}, {"skip up to 4", 4, nil}, {"skip up to 3", 3, ErrTooManySkipped}}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := newLoader(t, ds, Config{Batch: 3, Workers: 2, Transform: tf, OnError: Skip, MaxSkipped: tc.maxSkipped})
-			n := 0
-			var err error
-			for b, e := range l.Epoch(context.Background(), 0) {
-				if e != nil {
-					err = e
-					break
-				}
-				n += b.N
-				b.Release()
-			}
-			if !errors.Is(err, tc.wantErr) {
-				t.Fatalf("epoch error = %v; want %v", err, tc.wantErr)
-			}
-			if tc.wantErr != nil {
-				return
-			}
-			if st := l.Stats(); n != 6 || st.Skipped != 4 || st.LastSkipped == nil {
-				t.Errorf("%d samples, Stats().Skipped = %d (last %v); want 6 samples, 4 skipped", n, st.Skipped, st.LastSkipped)
-			}
-		})
-	}
 }
 
 func TestLoaderLabelOutOfRange(t *testing.T) {
@@ -507,31 +427,6 @@ func TestLoaderConfigErrors(t *testing.T) {
 	}
 }
 
-func TestLoaderNormalization(t *testing.T) {
-	img, lab := mnistFiles(3, 28, 28)
-	m, err := ParseMNIST("mnist", bytes.NewReader(img), bytes.NewReader(lab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tests := []struct {
-		name      string
-		ds        Dataset
-		tf        *transforms.Chain
-		mean, std []float32
-	}{
-		{"dataset's", m, nil, []float32{0.1307}, []float32{0.3081}},
-		{"transform's", m, transforms.Compose(transforms.Normalize([]float32{0.5}, []float32{0.25})), []float32{0.5}, []float32{0.25}},
-		{"none", rawDataset(2, 1, 1, 3), nil, []float32{0, 0, 0}, []float32{1, 1, 1}},
-	}
-	for _, tc := range tests {
-		l := newLoader(t, tc.ds, Config{Batch: 2, Workers: 1, Transform: tc.tf})
-		mean, std := l.Normalization()
-		if !slices.Equal(mean, tc.mean) || !slices.Equal(std, tc.std) {
-			t.Errorf("%s: Normalization() = %v, %v; want %v, %v", tc.name, mean, std, tc.mean, tc.std)
-		}
-	}
-}
-
 func TestParseErrorPolicy(t *testing.T) {
 	for _, p := range []ErrorPolicy{FailFast, Skip} {
 		if got, err := ParseErrorPolicy(p.String()); got != p || err != nil {
@@ -540,61 +435,6 @@ func TestParseErrorPolicy(t *testing.T) {
 	}
 	if _, err := ParseErrorPolicy("ignore"); !errors.Is(err, ErrConfig) {
 		t.Errorf("ParseErrorPolicy(ignore) error = %v; want ErrConfig", err)
-	}
-}
-
-// TestLoaderFormats runs one epoch of every dataset format through the Loader.
-func TestLoaderFormats(t *testing.T) {
-	noLeaks(t)
-	dir := t.TempDir()
-	img, lab := mnistFiles(9, 28, 28)
-	mn, err := ParseMNIST("mnist", bytes.NewReader(img), bytes.NewReader(lab))
-	if err != nil {
-		t.Fatal(err)
-	}
-	c10, err := ParseCIFAR("cifar10", 10, bytes.NewReader(cifarRecords(7, 1, func(i int) byte { return byte(i) })))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range 5 {
-		writeFile(t, filepath.Join(dir, "folder", fmt.Sprint("class", i%2), fmt.Sprint(i, ".png")), pngImage(t, 9+i, 7, byte(i)))
-	}
-	folder, err := NewImageFolder(filepath.Join(dir, "folder"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := writeShards(t, filepath.Join(dir, "shards", "s-%02d.tar.zst"), 3, testSamples(t, 8))
-	shards, err := OpenShards("shards", w.Shards())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer shards.Close()
-	tf := transforms.Compose(transforms.RandomResizedCrop(6))
-	tests := []struct {
-		name  string
-		ds    Dataset
-		tf    *transforms.Chain
-		shape transforms.Shape
-	}{
-		{"mnist", mn, nil, transforms.Shape{C: 1, H: 28, W: 28}},
-		{"cifar10", c10, tf, transforms.Shape{C: 3, H: 6, W: 6}},
-		{"folder", folder, tf, transforms.Shape{C: 3, H: 6, W: 6}},
-		{"shards", shards, tf, transforms.Shape{C: 3, H: 6, W: 6}},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			l := newLoader(t, tc.ds, Config{Batch: 4, Workers: 2, Shuffle: true, Transform: tc.tf})
-			n := 0
-			for _, b := range epoch(t, l, 0, -1) {
-				n += len(b.indices)
-				if len(b.images) != len(b.indices)*tc.shape.Len() {
-					t.Errorf("batch of %d samples has %d image bytes; want %d of %v", len(b.indices), len(b.images), len(b.indices)*tc.shape.Len(), tc.shape)
-				}
-			}
-			if l.Shape() != tc.shape || n != tc.ds.Len() {
-				t.Errorf("Shape() = %v, %d samples; want %v, %d", l.Shape(), n, tc.shape, tc.ds.Len())
-			}
-		})
 	}
 }
 

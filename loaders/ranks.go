@@ -9,27 +9,13 @@ import (
 	"github.com/stoke-ml/stoke/internal/rng"
 )
 
-// Sharded is implemented by datasets stored in shard files (Shards is): ShardStarts returns the
+// Sharded is implemented by datasets stored in shard files (datasets.Shards is): ShardStarts returns the
 // index of each shard's first sample, increasing from 0; shard k holds the samples from starts[k]
 // up to starts[k+1] (the last one up to Len()). The Loader splits such a dataset across ranks by
 // whole shards when that is balanced, so that each rank reads only its own files. nil means the
 // dataset is not in shards (a wrapper that passes ShardStarts on may return it).
 type Sharded interface {
 	ShardStarts() []int
-}
-
-var _ Sharded = (*Shards)(nil)
-
-// ShardStarts returns the index of the first sample of each shard that holds any, in the order of
-// the paths.
-func (s *Shards) ShardStarts() []int {
-	starts := make([]int, 0, len(s.shards))
-	for k, sh := range s.shards {
-		if sh.len() > 0 {
-			starts = append(starts, s.starts[k])
-		}
-	}
-	return starts
 }
 
 // EnvRank reads this process's place among data-parallel processes from the environment that

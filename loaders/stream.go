@@ -6,10 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math/bits"
-	"os"
-	"path/filepath"
 	"slices"
-	"strings"
 
 	"github.com/stoke-ml/stoke/internal/rng"
 )
@@ -44,106 +41,23 @@ type SizedSource interface {
 // samples (about 100 MB of typical JPEGs).
 const DefaultShuffleBuffer = 1000
 
-// NewShardSource returns the StreamSource over WebDataset tar shard files (plain, gzip or zstd),
-// one part per file, each read front to back by a ShardStream: compressed shards are never held
-// whole in memory. name is used in errors and Info. lens, if not nil, are the shards' sample
-// counts (the "nsamples" of stoke pack's index), which make it a SizedSource.
-func NewShardSource(name string, paths []string, lens []int) SizedSource {
-	return &shardSource{name: name, paths: paths, lens: lens}
+// PartPrefetcher is implemented by a StreamSource that can fetch parts ahead of their use (shards
+// read through a cache): each time the stream Loader opens a part, it calls PrefetchParts with the
+// parts that follow, in the epoch's order (this rank's, the padding included). PrefetchParts must
+// not block on the downloads it starts; calls come from the epoch's source goroutine, one at a
+// time, and a later call supersedes the earlier ones.
+type PartPrefetcher interface {
+	PrefetchParts(next []int)
 }
 
-type shardSource struct {
-	name   string
-	paths  []string
-	lens   []int
-	remote *remoteShards // nil: remote shards streamed by one GET each, opened when reached
-}
-
-func (s *shardSource) Parts() int { return len(s.paths) }
-
-func (s *shardSource) PartLens() []int { return s.lens }
-
-func (s *shardSource) Open(_ context.Context, part int) (SampleStream, error) {
-	st := NewShardStream(s.paths[part : part+1])
-	if s.remote != nil && s.remote.cached(part) {
-		st.openFile = func(ctx context.Context, _ string) (shardFile, error) { return s.remote.openCached(ctx, part) }
-	}
-	return st, nil
-}
-
-// prefetch downloads the next remote parts into the cache while this one is read.
-func (s *shardSource) prefetch(next []int) {
-	if s.remote != nil {
-		s.remote.prefetch(next)
-	}
-}
-
-// Close stops the downloads ahead; a source opened with a cache holds them.
-func (s *shardSource) Close() error {
-	if s.remote != nil {
-		return s.remote.Close()
-	}
-	return nil
-}
-
-func (s *shardSource) Info() Info { return Info{Name: s.name} }
-
-// prefetcher is a StreamSource that can fetch parts ahead of their use: the stream loader gives it
-// the parts that follow, in the epoch's order, each time it opens one.
-type prefetcher interface {
-	prefetch(next []int)
-}
-
-// readPlanner is a Dataset that fetches ahead of its reads (Shards, remote through a cache): the
-// Loader gives it, when an epoch starts, the indices that this rank will read, in order, as it
-// gives a stream's prefetcher the parts that follow.
-type readPlanner interface {
-	planReads(indices []int)
-}
-
-var (
-	_ prefetcher  = (*shardSource)(nil)
-	_ readPlanner = (*Shards)(nil)
-)
-
-// OpenStream opens the dataset named by spec for streaming, as the zero Opener does.
-func OpenStream(spec string) (StreamSource, error) {
-	return Opener{}.OpenStream(spec)
-}
-
-// OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
-// can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them).
-// Shards listed in an index.json (named, or beside the shards) make a SizedSource. Open reads the
-// same shards by random access, the default because it shuffles the whole dataset, knows the
-// epoch's length up front and splits shards across ranks with exact padding; stream shards that are
-// too large to hold decompressed or that are best read sequentially.
-//
-// With o.CacheDir, remote shards are read from their decompressed copies in the cache, and while
-// one is read the next ones (in the epoch's order) download into it; without, each is streamed by
-// one GET when it is reached. The source is then an io.Closer: close it when done, to stop the
-// downloads ahead.
-func (o Opener) OpenStream(spec string) (StreamSource, error) {
-	glob, ok := strings.CutPrefix(spec, "shards:")
-	if !ok {
-		return nil, fmt.Errorf("loaders: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
-	}
-	if st, err := os.Stat(glob); err == nil && st.IsDir() {
-		glob = filepath.Join(glob, IndexName) // shards:DIR, as Open reads it
-	}
-	ctx := context.Background()
-	src, err := listShardSpec(ctx, glob)
-	if err != nil {
-		return nil, err
-	}
-	// Shards in a folder that stoke pack wrote: their entries in its index.
-	if err := src.findEntries(ctx); err != nil {
-		return nil, fmt.Errorf("loaders: open stream %q: %w", spec, err)
-	}
-	rs, err := o.newRemoteShards(ctx, src)
-	if err != nil {
-		return nil, fmt.Errorf("loaders: open stream %q: %w", spec, err)
-	}
-	return &shardSource{name: glob, paths: src.paths, lens: src.lens(), remote: rs}, nil
+// ReadPlanner is implemented by a Dataset that fetches ahead of its reads (remote shards through a
+// cache, or a dataset of your own over slow storage): when an epoch starts, and again when a
+// resumed epoch starts mid-way, the Loader calls PlanReads with the indices that this rank will
+// read from then on, in order. The hint is advisory: Sample must still work for any index, in any
+// order. PlanReads is called from the goroutine that iterates the epoch before its workers start,
+// and must not block on the reads it plans; it must not keep indices, which the Loader owns.
+type ReadPlanner interface {
+	PlanReads(indices []int)
 }
 
 // streamItem is a sample read from a stream and its position (ordinal) in the epoch's stream.
@@ -224,8 +138,8 @@ func (r *streamReader) readOne(ctx context.Context) (Sample, bool, error) {
 			if r.next >= len(r.parts) {
 				return Sample{}, false, nil
 			}
-			if p, ok := r.src.(prefetcher); ok {
-				p.prefetch(r.parts[r.next+1:])
+			if p, ok := r.src.(PartPrefetcher); ok {
+				p.PrefetchParts(r.parts[r.next+1:])
 			}
 			st, err := r.src.Open(ctx, r.parts[r.next])
 			if err != nil {

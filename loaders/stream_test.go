@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -164,7 +163,8 @@ func TestStreamResume(t *testing.T) {
 		src           StreamSource
 	}{{1, 6, src}, {3, 4, src}, {1, 0, src}, {4, 50, src}, {2, 5, sized{memSource: src}}} {
 		for rank := range tc.world {
-			cfg := Config{Batch: 3, Workers: 3, Shuffle: tc.buffer > 0, ShuffleBuffer: tc.buffer, Seed: 5, Transform: streamTransform, Rank: rank, WorldSize: tc.world}
+			cfg := Config{Batch: 3, Workers: 3, Shuffle: tc.buffer > 0, ShuffleBuffer: tc.buffer, Seed: 5, Transform: streamTransform, Rank: rank,
+				WorldSize: tc.world}
 			full := epoch(t, newStreamLoader(t, tc.src, cfg), 2, -1)
 			for _, stop := range []int{1, len(full) / 2, len(full) - 1} {
 				first := newStreamLoader(t, tc.src, cfg)
@@ -227,7 +227,8 @@ func TestStreamRanks(t *testing.T) {
 		seen := map[int]int{}
 		var batches []int
 		for rank := range world {
-			l := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank, WorldSize: world})
+			l := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank,
+				WorldSize: world})
 			bs := epoch(t, l, 0, -1)
 			batches = append(batches, len(bs))
 			n := 0
@@ -276,7 +277,8 @@ func TestSizedStreamRanks(t *testing.T) {
 	seen := map[int]int{}
 	owner := map[int]int{}
 	for rank := range 2 {
-		l := newStreamLoader(t, sized{memSource: src}, Config{Batch: 6, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform, Rank: rank, WorldSize: 2})
+		l := newStreamLoader(t, sized{memSource: src}, Config{Batch: 6, Workers: 2, Shuffle: true, ShuffleBuffer: 5, Seed: 1, Transform: streamTransform,
+			Rank: rank, WorldSize: 2})
 		if l.BatchesPerEpoch() != 4 {
 			t.Errorf("rank %d: BatchesPerEpoch() = %d; want 4 (20 samples)", rank, l.BatchesPerEpoch())
 		}
@@ -318,60 +320,12 @@ func TestSizedStreamRanks(t *testing.T) {
 	}
 }
 
-// TestStreamShards reads packed shards both ways: the stream loader (DropLast) yields batches of
-// the same samples as the random-access loader, without the short last batch.
-func TestStreamShards(t *testing.T) {
-	noLeaks(t)
-	ds := rawDataset(23, 2, 2, 1)
-	dir := t.TempDir()
-	writeShards(t, filepath.Join(dir, "s-%04d.tar"), 5, ds.samples)
-	src, err := OpenStream("shards:" + filepath.Join(dir, "s-*.tar"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if src.Parts() != 5 {
-		t.Fatalf("%d parts; want 5 shards", src.Parts())
-	}
-	sl := newStreamLoader(t, src, Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 3, DropLast: true, Transform: transforms.Compose(transforms.CenterCrop(2))})
-	var streamed [][]byte
-	if sl.Shape() != (transforms.Shape{C: 3, H: 2, W: 2}) {
-		t.Fatalf("Shape() = %v; want 3x2x2 (shards of unknown shape give RGB)", sl.Shape())
-	}
-	for _, b := range epoch(t, sl, 0, -1) {
-		if len(b.indices) != 4 {
-			t.Errorf("a batch of %d with DropLast; want 4", len(b.indices))
-		}
-		for k := range b.indices {
-			// Gray pixels come out as three equal channels: keep the first.
-			streamed = append(streamed, append(b.images[12*k:12*k+4:12*k+4], byte(b.labels[k])))
-		}
-	}
-	if len(streamed) != 20 {
-		t.Fatalf("%d samples streamed; want 20 (23 less the short batch)", len(streamed))
-	}
-	var all [][]byte
-	for i := range ds.Len() {
-		s, _ := ds.Sample(context.Background(), i)
-		all = append(all, append(slices.Clone(s.Input.Pixels), byte(s.Label)))
-	}
-	for _, s := range streamed {
-		if !slices.ContainsFunc(all, func(a []byte) bool { return bytes.Equal(a, s) }) {
-			t.Errorf("streamed sample %v is not in the dataset", s)
-		}
-	}
-	if _, err := OpenStream("mnist"); !errors.Is(err, ErrSpec) {
-		t.Errorf("OpenStream(mnist) = %v; want ErrSpec", err)
-	}
-	if _, err := NewStream(src, Config{Sampler: Sequential(3)}); !errors.Is(err, ErrConfig) {
-		t.Errorf("NewStream with a Sampler = %v; want ErrConfig", err)
-	}
-}
-
 // TestStreamErrors: a stream that fails mid-epoch ends the epoch with its error, and an empty
 // stream is ErrEmpty.
 func TestStreamErrors(t *testing.T) {
 	noLeaks(t)
-	l := newStreamLoader(t, &memSource{parts: [][]Sample{{}}, info: Info{Name: "empty", Shape: transforms.Shape{C: 1, H: 1, W: 1}}}, Config{Batch: 2, Workers: 1})
+	l := newStreamLoader(t, &memSource{parts: [][]Sample{{}}, info: Info{Name: "empty", Shape: transforms.Shape{C: 1, H: 1, W: 1}}}, Config{Batch: 2,
+		Workers: 1})
 	for _, err := range l.Epoch(context.Background(), 0) {
 		if !errors.Is(err, ErrEmpty) {
 			t.Errorf("empty stream: %v; want ErrEmpty", err)

@@ -35,7 +35,8 @@ func SplitValidation(ds Dataset, frac float64, seed uint64) (train, val *Subset,
 	n := ds.Len()
 	nv := int(frac*float64(n) + 0.5)
 	if !(frac > 0 && frac < 1) || nv < 1 || nv >= n {
-		return nil, nil, fmt.Errorf("loaders: validation split %v of %d samples: want a fraction in (0, 1) leaving at least one sample on each side: %w", frac, n, ErrConfig)
+		return nil, nil, fmt.Errorf("loaders: validation split %v of %d samples: want a fraction in (0, 1) leaving at least one sample on each side: %w", frac, n,
+			ErrConfig)
 	}
 	// A seeded Fisher-Yates permutation; its first nv indices validate.
 	perm := make([]int, n)
@@ -69,7 +70,7 @@ func (s *Subset) Info() Info { return s.info }
 
 // Sample returns sample i of the subset, which is sample indices[i] of the dataset.
 func (s *Subset) Sample(ctx context.Context, i int) (Sample, error) {
-	if err := checkIndex(s.info.Name, i, len(s.indices)); err != nil {
+	if err := CheckIndex(s.info.Name, i, len(s.indices)); err != nil {
 		return Sample{}, err
 	}
 	return s.ds.Sample(ctx, s.indices[i])
@@ -95,7 +96,7 @@ func (c *classed) Sample(ctx context.Context, i int) (Sample, error) {
 	if err != nil {
 		return s, err
 	}
-	if err := checkLabel(c.info.Name, i, s.Key, s.Label, c.info.NumClasses); err != nil {
+	if err := CheckLabel(c.info.Name, i, s.Key, s.Label, c.info.NumClasses); err != nil {
 		return Sample{}, err
 	}
 	return s, nil

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -144,45 +143,3 @@ func TestCollate(t *testing.T) {
 }
 
 var crop1 = transforms.Compose(transforms.CenterCrop(1))
-
-// TestLoaderShardRanks: shards that balance are split across ranks by whole shards (each rank reads
-// only its own files), with equal batches and every sample on exactly one rank; a sampler keeps
-// the sample split.
-func TestLoaderShardRanks(t *testing.T) {
-	noLeaks(t)
-	sh, err := OpenShards("s", writeShards(t, filepath.Join(t.TempDir(), "s-%04d.tar"), 5, rawDataset(20, 1, 1, 1).samples).Shards())
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer sh.Close()
-	if got := sh.ShardStarts(); !slices.Equal(got, []int{0, 5, 10, 15}) {
-		t.Fatalf("ShardStarts() = %v; want [0 5 10 15]", got)
-	}
-	seen := map[int]int{}
-	shardOf := map[int]int{} // shard -> rank
-	for rank := range 2 {
-		l := newLoader(t, sh, Config{Batch: 3, Workers: 2, Shuffle: true, Seed: 2, Rank: rank, WorldSize: 2, Transform: crop1})
-		if l.BatchesPerEpoch() != 4 {
-			t.Errorf("rank %d: %d batches; want 4 (10 samples)", rank, l.BatchesPerEpoch())
-		}
-		for _, b := range epoch(t, l, 1, -1) {
-			for _, i := range b.indices {
-				seen[i]++
-				if r, ok := shardOf[i/5]; ok && r != rank {
-					t.Errorf("shard %d read by ranks %d and %d", i/5, r, rank)
-				}
-				shardOf[i/5] = rank
-			}
-		}
-	}
-	for i := range 20 {
-		if seen[i] != 1 {
-			t.Errorf("sample %d on %d ranks; want 1", i, seen[i])
-		}
-	}
-	s, _ := Weighted(slices.Repeat([]float64{1}, 20), 20)
-	l := newLoader(t, sh, Config{Batch: 3, Workers: 2, Seed: 2, Rank: 1, WorldSize: 2, Sampler: s, Transform: crop1})
-	if l.split.ranks != nil {
-		t.Error("a loader with a Sampler split shards; want the sampler's order split by samples")
-	}
-}

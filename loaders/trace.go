@@ -4,10 +4,25 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 )
 
-// Stage names under which a Loader reports to Config.Tracer what no pipeline stage reports by
-// itself: each host-to-device copy, and the part of each transform span spent in Dataset.Sample.
+// The names of a Loader's stages, in Stats.Stages, in the spans its Config.Tracer receives and in
+// package profile's reports: the four pipeline stages of every epoch, then the two spans that no
+// pipeline stage reports by itself (each host-to-device copy, and the part of each transform span
+// spent in Dataset.Sample). Code that looks a stage up by name uses these.
 const (
+	// SamplerStage issues the epoch's indices (or reads the stream) and takes a host slot per batch.
+	SamplerStage = "sampler"
+	// TransformStage reads, decodes and augments each sample, on Config.Workers workers: the stage
+	// whose worker count is tunable.
+	TransformStage = "transform"
+	// CollateStage groups one slot's samples into a batch.
+	CollateStage = "collate"
+	// FeedStage compacts skipped samples away, runs Config.Collate and hands the slot to the
+	// gpu.Feeder (the host side of the copy).
+	FeedStage = "copy"
+	// CopyStage names the spans of each host-to-device copy, timed with the feeder's events (the
+	// device side: package profile's copy engine).
 	CopyStage = "h2d copy"
+	// ReadStage names the part of each transform span spent in Dataset.Sample.
 	ReadStage = "read"
 )
 

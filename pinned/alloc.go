@@ -10,17 +10,17 @@ import (
 // Sentinel errors callers check with errors.Is.
 var (
 	// ErrSize: a size or count is out of range.
-	ErrSize = errors.New("pinned: invalid size")
+	ErrSize = errors.New("invalid size")
 	// ErrClosed: the pool was closed.
-	ErrClosed = errors.New("pinned: pool closed")
+	ErrClosed = errors.New("pool closed")
 	// ErrReleased: a slot handle was used after its slot was released (double release, or use
 	// after release).
-	ErrReleased = errors.New("pinned: slot already released")
+	ErrReleased = errors.New("slot already released")
 	// ErrState: a slot moved out of its lifecycle order (free -> filling -> ready -> in flight
 	// -> free).
-	ErrState = errors.New("pinned: slot lifecycle violation")
+	ErrState = errors.New("slot lifecycle violation")
 	// ErrLeaked: the pool was closed while slots were still in use.
-	ErrLeaked = errors.New("pinned: slots leaked")
+	ErrLeaked = errors.New("slots leaked")
 )
 
 // Block is one allocation of host memory.
@@ -52,7 +52,7 @@ var _ Allocator = heapAllocator{}
 
 func (heapAllocator) Alloc(size int) (Block, error) {
 	if size <= 0 {
-		return Block{}, fmt.Errorf("%w: alloc %d bytes", ErrSize, size)
+		return Block{}, fmt.Errorf("pinned: %w: alloc %d bytes", ErrSize, size)
 	}
 	return Block{Bytes: make([]byte, size), Reason: "ordinary heap memory (pinned.Heap)"}, nil
 }

@@ -34,6 +34,6 @@ func ExamplePool() {
 	fmt.Println(st.Slots, st.Free)
 	// Output:
 	// <nil>
-	// pinned: slot 0: state: pinned: slot already released
+	// pinned: slot 0: state: slot already released
 	// 4 4
 }

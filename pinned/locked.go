@@ -17,7 +17,7 @@ var _ Allocator = (*lockedAllocator)(nil)
 
 func (a *lockedAllocator) Alloc(size int) (Block, error) {
 	if size <= 0 {
-		return Block{}, fmt.Errorf("%w: alloc %d bytes", ErrSize, size)
+		return Block{}, fmt.Errorf("pinned: %w: alloc %d bytes", ErrSize, size)
 	}
 	mem, err := mapAnon(size)
 	if err != nil {

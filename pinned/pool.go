@@ -74,13 +74,13 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	switch {
 	case c.SlotSize <= 0:
-		return fmt.Errorf("%w: slot size %d; want > 0", ErrSize, c.SlotSize)
+		return fmt.Errorf("pinned: %w: slot size %d; want > 0", ErrSize, c.SlotSize)
 	case c.Prefetch < 0:
-		return fmt.Errorf("%w: prefetch %d; want >= 0", ErrSize, c.Prefetch)
+		return fmt.Errorf("pinned: %w: prefetch %d; want >= 0", ErrSize, c.Prefetch)
 	case c.InFlight < 0:
-		return fmt.Errorf("%w: in flight %d; want >= 0", ErrSize, c.InFlight)
+		return fmt.Errorf("pinned: %w: in flight %d; want >= 0", ErrSize, c.InFlight)
 	case c.Prefetch > MaxSlots || c.InFlight > MaxSlots || c.Slots() > MaxSlots:
-		return fmt.Errorf("%w: prefetch %d and in flight %d make more than %d slots", ErrSize, c.Prefetch, c.InFlight, MaxSlots)
+		return fmt.Errorf("pinned: %w: prefetch %d and in flight %d make more than %d slots", ErrSize, c.Prefetch, c.InFlight, MaxSlots)
 	}
 	return nil
 }
@@ -269,7 +269,8 @@ func (p *Pool) Close() error {
 	}
 	p.mu.Unlock()
 	if len(leaked) > 0 {
-		errs = append(errs, violation(fmt.Errorf("%w: %d of %d slots still in use at Close: %s", ErrLeaked, len(leaked), len(p.slots), strings.Join(leaked, ", "))))
+		errs = append(errs, violation(fmt.Errorf("pinned: %w: %d of %d slots still in use at Close: %s", ErrLeaked, len(leaked), len(p.slots), strings.Join(leaked,
+			", "))))
 	}
 	return errors.Join(errs...)
 }

@@ -15,7 +15,7 @@ func Example() {
 	upper := pipeline.Map(p, "upper", words, func(_ context.Context, w string) (string, error) {
 		return strings.ToUpper(w), nil
 	}, pipeline.Workers(4), pipeline.Ordered(true))
-	batches := pipeline.Batch(p, "batch", upper, 3, false)
+	batches := pipeline.Batch(p, "batch", upper, 3)
 	for b, err := range pipeline.Iter(context.Background(), p, batches) {
 		if err != nil {
 			fmt.Println("error:", err)

@@ -15,9 +15,12 @@ import (
 var (
 	// ErrUnconsumed is returned by Run when a queue was declared but no stage reads it: its
 	// producer would block forever.
-	ErrUnconsumed = errors.New("pipeline: queue has no consumer")
+	ErrUnconsumed = errors.New("queue has no consumer")
 	// ErrReused is returned by Run when a queue feeds more than one stage, or by a second Run.
-	ErrReused = errors.New("pipeline: used twice")
+	ErrReused = errors.New("used twice")
+	// ErrOption is returned by Run when a stage was given an option it does not take (Window to
+	// a source, DropLast to a Map) or a value out of range (Workers(0)).
+	ErrOption = errors.New("bad stage option")
 )
 
 // StageError is the error a pipeline returns when a stage fails: it names the stage and the index
@@ -102,14 +105,14 @@ func (p *Pipeline) Run(ctx context.Context) error {
 	p.mu.Lock()
 	if p.started {
 		p.mu.Unlock()
-		return fmt.Errorf("%w: Run called twice", ErrReused)
+		return fmt.Errorf("pipeline: %w: Run called twice", ErrReused)
 	}
 	p.started = true
 	err := p.err
 	p.mu.Unlock()
 	for _, s := range p.queues {
 		if err == nil && s.consumers() == 0 {
-			err = fmt.Errorf("%w: output of stage %q", ErrUnconsumed, s.producer())
+			err = fmt.Errorf("pipeline: %w: output of stage %q", ErrUnconsumed, s.producer())
 		}
 	}
 	if err != nil {
@@ -157,7 +160,7 @@ func (s *Queue[T]) take(p *Pipeline, by string) bool {
 	}
 	s.used++
 	if s.used > 1 {
-		p.fail(fmt.Errorf("%w: output of stage %q feeds a second stage %q", ErrReused, s.owner.name, by))
+		p.fail(fmt.Errorf("pipeline: %w: output of stage %q feeds a second stage %q", ErrReused, s.owner.name, by))
 		return false
 	}
 	return true

@@ -96,7 +96,7 @@ func TestZeroAndOneItem(t *testing.T) {
 				p := New()
 				src := FromSlice(p, "src", seq(n))
 				m := Map(p, "inc", src, func(_ context.Context, x int) (int, error) { return x + 1, nil }, Workers(3), Ordered(ordered))
-				b := Batch(p, "batch", m, 4, false)
+				b := Batch(p, "batch", m, 4)
 				got, err := collect(t.Context(), p, b)
 				if err != nil {
 					t.Fatal(err)
@@ -127,7 +127,11 @@ func TestBatch(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(fmt.Sprintf("%d/%d/%v", tc.n, tc.size, tc.dropLast), func(t *testing.T) {
 			p := New()
-			b := Batch(p, "batch", FromSlice(p, "src", seq(tc.n)), tc.size, tc.dropLast)
+			var opts []StageOption
+			if tc.dropLast {
+				opts = append(opts, DropLast())
+			}
+			b := Batch(p, "batch", FromSlice(p, "src", seq(tc.n)), tc.size, opts...)
 			got, err := collect(t.Context(), p, b)
 			if err != nil {
 				t.Fatal(err)
@@ -229,8 +233,11 @@ func TestBackpressureBoundsMemory(t *testing.T) {
 			src := FromFunc(p, "src", func(context.Context) (int, bool, error) {
 				return int(produced.Add(1)), true, nil // endless
 			}, Buffer(1))
-			m := Map(p, "work", src, func(_ context.Context, x int) (int, error) { return x, nil },
-				Workers(4), Ordered(ordered), Window(8), Buffer(4))
+			opts := []StageOption{Workers(4), Ordered(ordered), Buffer(4)}
+			if ordered {
+				opts = append(opts, Window(8))
+			}
+			m := Map(p, "work", src, func(_ context.Context, x int) (int, error) { return x, nil }, opts...)
 			pf := Prefetch(p, "prefetch", m, 3)
 			consumed := 0
 			for _, err := range Iter(t.Context(), p, pf) {
@@ -294,7 +301,7 @@ func TestCancelMidStreamJoinsEverything(t *testing.T) {
 				time.Sleep(time.Duration(rand.IntN(300)) * time.Microsecond)
 				return x, nil
 			}, Workers(4), Ordered(ordered))
-			b := Batch(p, "batch", m, 8, false)
+			b := Batch(p, "batch", m, 8)
 			var count atomic.Int64
 			Sink(p, "sink", b, func(context.Context, []int) error {
 				if count.Add(1) == 5 {
@@ -361,7 +368,7 @@ func TestMisuseIsReported(t *testing.T) {
 	})
 	t.Run("bad batch size", func(t *testing.T) {
 		p := New()
-		b := Batch(p, "b", FromSlice(p, "src", seq(3)), 0, false)
+		b := Batch(p, "b", FromSlice(p, "src", seq(3)), 0)
 		if _, err := collect(t.Context(), p, b); err == nil || !strings.Contains(err.Error(), "batch size 0") {
 			t.Errorf("Run = %v; want a batch size error", err)
 		}
@@ -391,7 +398,7 @@ func TestStatsAddUp(t *testing.T) {
 		time.Sleep(work)
 		return x, nil
 	}, Workers(workers), Ordered(true))
-	b := Batch(p, "batch", m, 8, false)
+	b := Batch(p, "batch", m, 8)
 	Sink(p, "sink", b, func(context.Context, []int) error { return nil })
 	start := time.Now()
 	if err := p.Run(t.Context()); err != nil {
@@ -432,5 +439,47 @@ func TestStatsAddUp(t *testing.T) {
 	// per sink batch.
 	if got := tr.n.Load(); got != n+1+n+5 {
 		t.Errorf("tracer saw %d spans; want %d", got, n+1+n+5)
+	}
+}
+
+// TestStageOptionErrors: an option a stage does not take, or a value out of range, fails Run with
+// ErrOption naming the stage and the option, before any stage runs; the options a stage takes run.
+func TestStageOptionErrors(t *testing.T) {
+	id := func(_ context.Context, x int) (int, error) { return x, nil }
+	tests := []struct {
+		name  string
+		build func(p *Pipeline) *Queue[int]
+		want  string // "" for no error
+	}{
+		{"source Workers", func(p *Pipeline) *Queue[int] { return FromSlice(p, "src", seq(3), Workers(2)) }, `"src": bad stage option: Workers does not apply to a source stage`},
+		{"source DropLast", func(p *Pipeline) *Queue[int] { return FromSeq(p, "src", slices.Values(seq(3)), DropLast()) }, "DropLast does not apply"},
+		{"map DropLast", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, DropLast()) }, `"m": bad stage option: DropLast does not apply to a map stage`},
+		{"unordered Window", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, Window(4)) }, "Window applies to an ordered Map only"},
+		{"Workers(0)", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, Workers(0)) }, "Workers(0); want >= 1"},
+		{"Buffer(-1)", func(p *Pipeline) *Queue[int] { return FromSlice(p, "src", seq(3), Buffer(-1)) }, "Buffer(-1); want >= 0"},
+		{"batch Ordered", func(p *Pipeline) *Queue[int] {
+			b := Batch(p, "b", FromSlice(p, "src", seq(3)), 2, Ordered(true))
+			return Map(p, "len", b, func(_ context.Context, x []int) (int, error) { return len(x), nil })
+		}, "Ordered does not apply to a batch stage"},
+		{"all that apply", func(p *Pipeline) *Queue[int] {
+			m := Map(p, "m", FromSlice(p, "src", seq(5), Buffer(1)), id, Workers(2), Ordered(true), Window(2), Buffer(0))
+			b := Batch(p, "b", m, 2, DropLast(), Buffer(3))
+			return Map(p, "len", b, func(_ context.Context, x []int) (int, error) { return len(x), nil })
+		}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			p := New()
+			got, err := collect(t.Context(), p, tc.build(p))
+			if tc.want == "" {
+				if err != nil || !slices.Equal(got, []int{2, 2}) {
+					t.Fatalf("collect = %v, %v; want [2 2] (the last short batch dropped)", got, err)
+				}
+				return
+			}
+			if !errors.Is(err, ErrOption) || !strings.Contains(err.Error(), tc.want) {
+				t.Errorf("Run = %v; want ErrOption saying %q", err, tc.want)
+			}
+		})
 	}
 }

@@ -4,46 +4,129 @@ import (
 	"context"
 	"fmt"
 	"iter"
+	"strings"
 	"sync"
 
 	"golang.org/x/sync/errgroup"
 )
 
-// StageOption configures one stage.
+// StageOption configures one stage. Each stage takes some options only: a source takes Buffer; a
+// Map takes Workers, Ordered, Window (with Ordered(true) only) and Buffer; a Batch takes Buffer
+// and DropLast. An option a stage does not take, or a value out of range, fails the pipeline: Run
+// returns an error wrapping ErrOption that names the stage and the option.
 type StageOption func(*stageOptions)
+
+// optionSet says which options were given, for the check that a stage takes them.
+type optionSet uint8
+
+const (
+	optWorkers optionSet = 1 << iota
+	optOrdered
+	optWindow
+	optBuffer
+	optDropLast
+)
+
+var optionNames = []string{"Workers", "Ordered", "Window", "Buffer", "DropLast"}
+
+// Which options each kind of stage takes.
+const (
+	sourceOptions = optBuffer
+	mapOptions    = optWorkers | optOrdered | optWindow | optBuffer
+	batchOptions  = optBuffer | optDropLast
+)
 
 type stageOptions struct {
 	workers, buffer, window int
-	ordered                 bool
+	ordered, dropLast       bool
+	set                     optionSet
+	err                     error // the first bad value
 }
 
-// Workers sets how many goroutines run a Map's function (default 1; values below 1 mean 1).
-func Workers(n int) StageOption { return func(o *stageOptions) { o.workers = max(n, 1) } }
+func (o *stageOptions) bad(format string, args ...any) {
+	if o.err == nil {
+		o.err = fmt.Errorf(format, args...)
+	}
+}
+
+// Workers sets how many goroutines run a Map's function (default 1; n must be at least 1).
+func Workers(n int) StageOption {
+	return func(o *stageOptions) {
+		o.set |= optWorkers
+		if n < 1 {
+			o.bad("Workers(%d); want >= 1", n)
+		}
+		o.workers = n
+	}
+}
 
 // Ordered makes a Map emit results in the order its input arrived (default false: as they finish).
-func Ordered(on bool) StageOption { return func(o *stageOptions) { o.ordered = on } }
+func Ordered(on bool) StageOption {
+	return func(o *stageOptions) { o.set |= optOrdered; o.ordered = on }
+}
 
 // Window bounds how many items an ordered Map may hold between the one it must emit next and the
-// newest one it has started (default 4 x Workers, at least 32). A slow item stalls the stage once
-// the window is full, so memory stays bounded.
-func Window(n int) StageOption { return func(o *stageOptions) { o.window = max(n, 1) } }
+// newest one it has started (default 4 x Workers, at least 32; n must be at least 1). A slow item
+// stalls the stage once the window is full, so memory stays bounded. It applies with
+// Ordered(true) only.
+func Window(n int) StageOption {
+	return func(o *stageOptions) {
+		o.set |= optWindow
+		if n < 1 {
+			o.bad("Window(%d); want >= 1", n)
+		}
+		o.window = n
+	}
+}
 
 // Buffer sets the capacity of the stage's output queue (default 2 x Workers, at least 16): deep
-// enough that handing items over rarely parks a goroutine. Zero or negative values keep the default.
-func Buffer(n int) StageOption { return func(o *stageOptions) { o.buffer = n } }
+// enough that handing items over rarely parks a goroutine. 0 keeps the default; n must not be
+// negative.
+func Buffer(n int) StageOption {
+	return func(o *stageOptions) {
+		o.set |= optBuffer
+		if n < 0 {
+			o.bad("Buffer(%d); want >= 0", n)
+		}
+		o.buffer = n
+	}
+}
 
-func resolve(opts []StageOption) stageOptions {
+// DropLast makes a Batch drop a last batch shorter than its size (default: emit it).
+func DropLast() StageOption {
+	return func(o *stageOptions) { o.set |= optDropLast; o.dropLast = true }
+}
+
+// resolve applies opts for stage name of the given kind, which takes the options in takes, and
+// fills in the defaults. An option the stage does not take, or a bad value, fails p (Run returns
+// the error) and resolve reports false: the caller returns its queue without running.
+func resolve(p *Pipeline, name, kind string, takes optionSet, opts []StageOption) (stageOptions, bool) {
 	o := stageOptions{workers: 1}
 	for _, f := range opts {
 		f(&o)
 	}
-	if o.buffer <= 0 {
+	if extra := o.set &^ takes; extra != 0 {
+		var names []string
+		for i, n := range optionNames {
+			if extra&(1<<i) != 0 {
+				names = append(names, n)
+			}
+		}
+		o.err = fmt.Errorf("%s does not apply to a %s stage", strings.Join(names, ", "), kind)
+	} else if o.set&optWindow != 0 && !o.ordered {
+		o.err = fmt.Errorf("Window applies to an ordered Map only (Ordered(true))")
+	}
+	if o.err != nil {
+		p.fail(fmt.Errorf("pipeline: stage %q: %w: %w", name, ErrOption, o.err))
+		return stageOptions{workers: 1, buffer: 1, window: 1}, false // the stage never runs
+	}
+	if o.buffer == 0 {
 		o.buffer = max(2*o.workers, 16)
 	}
-	if o.window <= 0 {
+	if o.window == 0 {
 		o.window = max(4*o.workers, 32)
 	}
-	return o
+	return o, true
 }
 
 // FromSlice is a source that emits the elements of xs in order; item i has index i.
@@ -62,9 +145,12 @@ func FromSlice[T any](p *Pipeline, name string, xs []T, opts ...StageOption) *Qu
 // FromSeq is a source that emits the values of seq in order. seq runs on the source's goroutine;
 // it is stopped early (its yield returns false) when the pipeline stops.
 func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOption) *Queue[T] {
-	o := resolve(opts)
+	o, ok := resolve(p, name, "source", sourceOptions, opts)
 	st := &stage{p: p, name: name, kind: "source", workers: 1}
 	out := newQueue[T](p, st, o.buffer)
+	if !ok {
+		return out
+	}
 	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
 		_, w := newWorker(ctx, st, 0)
@@ -84,9 +170,12 @@ func FromSeq[T any](p *Pipeline, name string, seq iter.Seq[T], opts ...StageOpti
 // FromFunc is a source that calls next until it reports ok == false or an error. next runs on one
 // goroutine; the n-th value it returns has index n.
 func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v T, ok bool, err error), opts ...StageOption) *Queue[T] {
-	o := resolve(opts)
+	o, ok := resolve(p, name, "source", sourceOptions, opts)
 	st := &stage{p: p, name: name, kind: "source", workers: 1}
 	out := newQueue[T](p, st, o.buffer)
+	if !ok {
+		return out
+	}
 	p.addRun(func(ctx context.Context) (err error) {
 		defer close(out.ch)
 		type result struct {
@@ -120,10 +209,10 @@ func FromFunc[T any](p *Pipeline, name string, next func(ctx context.Context) (v
 // stops the pipeline with a *StageError carrying the item's index. fn must honour ctx if it blocks.
 // WorkerIndex(ctx) tells fn which of the stage's workers runs it, for per-worker state.
 func Map[In, Out any](p *Pipeline, name string, in *Queue[In], fn func(ctx context.Context, v In) (Out, error), opts ...StageOption) *Queue[Out] {
-	o := resolve(opts)
+	o, ok := resolve(p, name, "map", mapOptions, opts)
 	st := &stage{p: p, name: name, kind: "map", workers: o.workers, ordered: o.ordered}
 	out := newQueue[Out](p, st, o.buffer)
-	if !in.take(p, name) {
+	if !ok || !in.take(p, name) {
 		return out
 	}
 	if o.ordered {
@@ -267,12 +356,16 @@ func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], o
 	return g.Wait()
 }
 
-// Batch groups consecutive items of in into slices of n (the last one shorter unless dropLast).
-// Batch k has index k. Each batch is a new slice owned by the receiver.
-func Batch[T any](p *Pipeline, name string, in *Queue[T], n int, dropLast bool, opts ...StageOption) *Queue[[]T] {
-	o := resolve(opts)
+// Batch groups consecutive items of in into slices of n (the last one shorter, or dropped with
+// DropLast()). Batch k has index k. Each batch is a new slice owned by the receiver.
+func Batch[T any](p *Pipeline, name string, in *Queue[T], n int, opts ...StageOption) *Queue[[]T] {
+	o, ok := resolve(p, name, "batch", batchOptions, opts)
 	st := &stage{p: p, name: name, kind: "batch", workers: 1}
 	out := newQueue[[]T](p, st, o.buffer)
+	if !ok {
+		return out
+	}
+	dropLast := o.dropLast
 	if n < 1 {
 		p.fail(fmt.Errorf("pipeline: stage %q: batch size %d; want >= 1", name, n))
 		return out

@@ -6,10 +6,6 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 )
 
-// LoaderStage is the stage of a Loader whose workers Config.Workers sets: Report.Parallel for a
-// Loader.
-const LoaderStage = "transform"
-
 // FromLoader builds the report of a Loader run from st, the Loader's Stats after it: the table of
 // st.Stages with a row for the consumer (named consumer: the loop that took the st.Batches
 // batches, waiting st.Wait of st.Elapsed for them), the copies and how busy they kept the copy
@@ -24,7 +20,7 @@ func FromLoader(st loaders.Stats, consumer string) *Report {
 		Copy:     Copy{Bytes: st.CopyBytes, Seconds: st.CopyTime.Seconds(), GBps: st.CopyGBps()},
 		Stall:    st.StallFraction(),
 		Pinned:   st.Pool.Pinned,
-		Parallel: LoaderStage,
+		Parallel: loaders.TransformStage,
 	}
 	if st.Batches > 0 {
 		r.Batch = int((st.Samples + st.Batches - 1) / st.Batches)
@@ -33,7 +29,7 @@ func FromLoader(st loaders.Stats, consumer string) *Report {
 		r.Copy.Busy = min(1, float64(st.CopyTime)/float64(st.Elapsed))
 	}
 	for _, s := range st.Stages {
-		if s.Name == LoaderStage {
+		if s.Name == loaders.TransformStage {
 			r.Workers = s.Workers
 			if s.Busy > 0 {
 				r.ReadShare = min(1, float64(st.Read)/float64(s.Busy))

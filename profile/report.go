@@ -50,7 +50,7 @@ type Report struct {
 	// Stall is the share of the consumer's time spent waiting for the next batch.
 	Stall  float64 `json:"stall_fraction"`
 	Pinned bool    `json:"pinned"`
-	// Parallel names the stage whose worker count is tunable ("transform" in a Loader) and
+	// Parallel names the stage whose worker count is tunable (loaders.TransformStage in a Loader) and
 	// AutoWorkers is what AutoWorkers suggests for it (0: no suggestion).
 	Parallel    string `json:"parallel_stage"`
 	Workers     int    `json:"workers"`

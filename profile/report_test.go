@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
 )
 
@@ -59,7 +60,7 @@ var cases = []struct {
 	{"decode-bound with spare cores", synthetic(8, 2, 0.97, 0.05, 0.41, 0.02, true), "transform", "add workers (--workers auto would use 4 of 8 cores)"},
 	{"decode-bound on every core", synthetic(2, 2, 0.98, 0.05, 0.55, 0.02, true), "transform", "all 2 cores are at work"},
 	{"step-bound", synthetic(8, 8, 0.20, 0.90, 0.02, 0.01, true), "step", "2 transform workers would keep up"},
-	{"copy-bound, not pinned", synthetic(8, 4, 0.40, 0.30, 0.35, 0.85, false), CopyStage, "not pinned"},
+	{"copy-bound, not pinned", synthetic(8, 4, 0.40, 0.30, 0.35, 0.85, false), loaders.CopyStage, "not pinned"},
 	{"serial copy stage", synthetic(8, 4, 0.40, 0.80, 0.30, 0.10, true), "copy", "it runs on one goroutine"},
 	{"latency-bound", synthetic(8, 4, 0.40, 0.20, 0.30, 0.10, true), "latency", "raise --prefetch"},
 	{"read-bound", readBound(synthetic(2, 2, 0.99, 0.05, 0.50, 0.02, true)), "transform", "spend 90% of their time reading"},

@@ -59,7 +59,8 @@ func WriteSVG(w io.Writer, tl Timeline) error {
 	legendY := y + 10
 	height := legendY + svgLegendRow*float64((len(stages)+5)/6) + 10
 
-	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif" font-size="11">`+"\n", svgWidth, height, svgWidth, height)
+	fmt.Fprintf(bw, `<svg xmlns="http://www.w3.org/2000/svg" width="%d" height="%.0f" viewBox="0 0 %d %.0f" font-family="sans-serif" font-size="11">`+"\n",
+		svgWidth, height, svgWidth, height)
 	fmt.Fprintf(bw, `<rect width="100%%" height="100%%" fill="white"/>`+"\n")
 	fmt.Fprintf(bw, `<text x="8" y="16" font-size="13" font-weight="bold">stoke profile: %s, %d spans`, fmtDur(tl.End), len(tl.Spans))
 	if tl.Dropped > 0 {
@@ -122,7 +123,8 @@ func WriteSVG(w io.Writer, tl Timeline) error {
 			lastY = py
 		}
 		fmt.Fprintf(bw, `<line x1="%d" y1="%.1f" x2="%d" y2="%.1f" stroke="#ddd"/>`+"\n", svgLabel, base, svgWidth-svgRight, base)
-		fmt.Fprintf(bw, `<polyline fill="none" stroke="#444" stroke-width="1" points="%s"><title>%s (peak %.3g)</title></polyline>`+"\n", pts.String(), esc(c), peak)
+		fmt.Fprintf(bw, `<polyline fill="none" stroke="#444" stroke-width="1" points="%s"><title>%s (peak %.3g)</title></polyline>`+"\n", pts.String(), esc(c),
+			peak)
 		fmt.Fprintf(bw, `<text x="%d" y="%.1f" fill="#666" text-anchor="end">%.3g</text>`+"\n", svgWidth-svgRight, counterY[c]+10, peak)
 	}
 
@@ -130,7 +132,8 @@ func WriteSVG(w io.Writer, tl Timeline) error {
 	for i, st := range stages {
 		lx := 8 + float64(i%6)*195
 		ly := legendY + svgLegendRow*float64(i/6)
-		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, ly, colour[st], lx+16, ly+10, esc(st))
+		fmt.Fprintf(bw, `<rect x="%.0f" y="%.0f" width="12" height="12" fill="%s"/><text x="%.0f" y="%.0f">%s</text>`+"\n", lx, ly, colour[st], lx+16, ly+10,
+			esc(st))
 	}
 	fmt.Fprint(bw, "</svg>\n")
 	if err := bw.Flush(); err != nil {

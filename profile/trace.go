@@ -45,7 +45,7 @@ type Timeline struct {
 
 // Recorder collects spans and counter points. It implements pipeline.Tracer, so a pipeline built
 // with pipeline.WithTracer(rec), or a loaders.Config with Tracer rec, gives one lane per worker of
-// every stage (and a loader's copies the lane "h2d copy 0"). It keeps at most limit
+// every stage (and a loader's copies the lane loaders.CopyStage + " 0"). It keeps at most limit
 // events (spans and points together) and counts the rest as dropped, so memory stays bounded.
 type Recorder struct {
 	t0    time.Time

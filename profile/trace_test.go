@@ -30,7 +30,7 @@ func record(t *testing.T, limit int) Timeline {
 		time.Sleep(time.Millisecond)
 		return v * v, nil
 	}, pipeline.Workers(2), pipeline.Ordered(true))
-	b := pipeline.Batch(p, "batch", sq, 4, false)
+	b := pipeline.Batch(p, "batch", sq, 4)
 	k := 0
 	for _, err := range pipeline.Iter(t.Context(), p, b) {
 		if err != nil {

@@ -3,6 +3,7 @@ package profile
 import (
 	"fmt"
 
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
 )
 
@@ -24,9 +25,6 @@ const (
 	ReadBound = 0.5
 )
 
-// CopyStage is the name Diagnose gives the host-to-device copy engine when it is the limit.
-const CopyStage = "h2d copy"
-
 // Diagnose reads r (its Stages, Copy, Stall, Pinned, Cores, Parallel, Workers and AutoWorkers)
 // and returns the verdict:
 //   - the consumer stalls less than StallLow: the consumer is the bottleneck, loading is not;
@@ -45,9 +43,11 @@ func Diagnose(r *Report) Verdict {
 	}
 	stall := pct0(r.Stall)
 	if consumer != nil && r.Stall < StallLow {
-		text := fmt.Sprintf("the pipeline outpaces the step: loading is not the problem (the consumer waited %s of the time for data); %s is the bottleneck", stall, consumer.Name)
+		text := fmt.Sprintf("the pipeline outpaces the step: loading is not the problem (the consumer waited %s of the time for data); %s is the bottleneck", stall,
+			consumer.Name)
 		if r.AutoWorkers > 0 && r.AutoWorkers < r.Workers {
-			text += fmt.Sprintf(", so speed it up (a larger batch, a faster model or device); %d %s workers would keep up (--workers auto) and leave %d cores to it",
+			text += fmt.Sprintf(", so speed it up (a larger batch, a faster model or device); %d %s workers would keep up (--workers auto) "+
+				"and leave %d cores to it",
 				r.AutoWorkers, r.Parallel, r.Workers-r.AutoWorkers)
 		} else {
 			text += "; speed the step up (a larger batch, a faster model or device) before the loader"
@@ -71,29 +71,34 @@ func Diagnose(r *Report) Verdict {
 		if !r.Pinned {
 			advice = "the host slots are not pinned, so copies are staged: allow page-locked memory (ulimit -l) for DMA transfers"
 		}
-		return Verdict{Limit: CopyStage, Text: fmt.Sprintf("%s is the bottleneck: the copy engine is %s busy at %.2f GB/s and %s; %s",
-			CopyStage, pct0(r.Copy.Busy), r.Copy.GBps, waits, advice)}
+		return Verdict{Limit: loaders.CopyStage, Text: fmt.Sprintf("%s is the bottleneck: the copy engine is %s busy at %.2f GB/s and %s; %s",
+			loaders.CopyStage, pct0(r.Copy.Busy), r.Copy.GBps, waits, advice)}
 	}
 	if top == nil || top.Busy < Saturated {
 		busiest := "none"
 		if top != nil {
 			busiest = fmt.Sprintf("%s %s busy", top.Name, pct0(top.Busy))
 		}
-		return Verdict{Limit: "latency", Text: fmt.Sprintf("no stage is saturated (busiest: %s) yet %s: the bottleneck is latency, not throughput; raise --prefetch so that more batches are under way, or --workers", busiest, waits)}
+		return Verdict{Limit: "latency",
+			Text: fmt.Sprintf("no stage is saturated (busiest: %s) yet %s: the bottleneck is latency, not throughput; raise --prefetch so that more batches are "+
+				"under way, or --workers", busiest, waits)}
 	}
 	head := fmt.Sprintf("%s is the bottleneck: %d %s %s busy, and %s", top.Name, top.Workers, plural(top.Workers, "worker", "workers"), pct0(top.Busy), waits)
 	var advice string
 	switch {
 	case top.Name == r.Parallel && r.ReadShare >= ReadBound:
-		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise --workers beyond the %d cores (reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.Cores)
+		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise --workers beyond the %d cores "+
+			"(reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.Cores)
 	case top.Name == r.Parallel && top.Workers < r.Cores:
 		n := r.AutoWorkers
 		if n <= top.Workers {
 			n = r.Cores
 		}
-		advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), or lower --size", n, r.Cores)
+		advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), "+
+			"or lower --size", n, r.Cores)
 	case top.Name == r.Parallel:
-		advice = fmt.Sprintf("all %d cores are at work: pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower --size", r.Cores)
+		advice = fmt.Sprintf("all %d cores are at work: pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a "+
+			"copy, or lower --size", r.Cores)
 	default:
 		advice = "it runs on one goroutine: raise --prefetch so that it overlaps with the others, or use a larger --batch to amortise its per-batch work"
 	}

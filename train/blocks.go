@@ -16,6 +16,7 @@ type batchNorm struct {
 	saveMean, saveInv kernels.F32
 	x, y, dx          kernels.F32
 	momentum, eps     float32
+	frozen            bool // evaluation mode in training too (a frozen layer: FrozenBatchNorm2d)
 }
 
 // BatchNorm2D normalizes each of c channels of [C H W] inputs as PyTorch's nn.BatchNorm2d(c):
@@ -65,7 +66,7 @@ func (l *batchNorm) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
 	g := l.geom(n)
 	l.x = x
 	y := l.y.Slice(0, g.Len())
-	if !r.train {
+	if !r.train || l.frozen {
 		return y, r.ops.BatchNormEval(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, g)
 	}
 	return y, r.ops.BatchNormTrain(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, l.saveMean, l.saveInv, g)

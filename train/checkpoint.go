@@ -23,10 +23,18 @@ var (
 	// checksum mismatch).
 	ErrCheckpoint = errors.New("corrupt checkpoint")
 	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
-	// size.
-	ErrMismatch = errors.New("checkpoint does not match")
+	// size; or a weights file (LoadWeights) lacks tensors of the model, holds others, or holds
+	// them in other shapes.
+	ErrMismatch = errors.New("file does not match")
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
+	// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than
+	// the file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
+	// overlap, leave a gap or run past the end).
+	ErrSafetensors = errors.New("bad safetensors file")
+	// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or
+	// an earlier call).
+	ErrRegistered = errors.New("layer kind already registered")
 )
 
 // readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
@@ -133,7 +141,7 @@ type ckptParam struct {
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
 func (t *Trainer) Save(path string) error {
 	if t.opt == nil {
-		return fmt.Errorf("%w: a trainer without an optimizer has no training state to save", ErrConfig)
+		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
 	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
 	for _, p := range t.m.tensors() {
@@ -167,14 +175,14 @@ func (t *Trainer) Load(path string) error {
 	}
 	c, err := decodeCheckpoint(b)
 	if err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
 		t.seed = c.seed
 	}
 	if err := t.check(c); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (p.slots is empty).
@@ -185,7 +193,7 @@ func (t *Trainer) Load(path string) error {
 		}
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
-		return fmt.Errorf("train: resume %s: %w", path, err)
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
 	return nil
@@ -193,29 +201,29 @@ func (t *Trainer) Load(path string) error {
 
 func (t *Trainer) check(c *checkpoint) error {
 	if c.model != t.m.String() {
-		return fmt.Errorf("%w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+		return fmt.Errorf("train: %w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
 	}
 	if c.seed != t.seed {
 		// The data order and the dropout masks follow the seed: another one would silently train
 		// on another sequence than the run being continued.
-		return fmt.Errorf("%w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
+		return fmt.Errorf("train: %w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
 	if t.opt != nil && kind(c.optimizer) != kind(t.opt.String()) {
-		return fmt.Errorf("%w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
+		return fmt.Errorf("train: %w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
 	}
 	all := t.m.tensors()
 	if len(c.params) != len(all) {
-		return fmt.Errorf("%w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
+		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
 	}
 	for i, p := range all {
 		cp := c.params[i]
 		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) && (t.opt != nil || len(cp.tensors) < 1) {
-			return fmt.Errorf("%w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
+			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
 		}
 		for _, v := range cp.tensors {
 			if len(v) != p.Len() {
-				return fmt.Errorf("%w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
+				return fmt.Errorf("train: %w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
 			}
 		}
 	}
@@ -269,7 +277,7 @@ func (r *reader) take(n uint64) []byte {
 		return nil
 	}
 	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("%w: truncated payload", ErrCheckpoint)
+		r.err = fmt.Errorf("train: %w: truncated payload", ErrCheckpoint)
 		return nil
 	}
 	v := r.b[:n]
@@ -302,25 +310,25 @@ func (r *reader) str() string {
 
 func (r *reader) fail(format string, args ...any) {
 	if r.err == nil {
-		r.err = fmt.Errorf("%w: "+format, append([]any{ErrCheckpoint}, args...)...)
+		r.err = fmt.Errorf("train: %w: "+format, append([]any{ErrCheckpoint}, args...)...)
 	}
 }
 
 // decodeCheckpoint parses and verifies a checkpoint file's bytes.
 func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	if len(b) < 24 || string(b[:8]) != ckptMagic {
-		return nil, fmt.Errorf("%w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
+		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
 	}
 	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		return nil, fmt.Errorf("%w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
+		return nil, fmt.Errorf("train: %w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
 	}
 	n := binary.LittleEndian.Uint64(b[12:])
 	if n != uint64(len(b)-24) {
-		return nil, fmt.Errorf("%w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
+		return nil, fmt.Errorf("train: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
 	}
 	payload := b[20 : 20+n]
 	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
-		return nil, fmt.Errorf("%w: checksum mismatch", ErrCheckpoint)
+		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
 	}
 	r := &reader{b: payload}
 	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}
@@ -377,13 +385,16 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// CheckpointModel builds the model a checkpoint at path was written for: a model of NewModel,
-// named in the checkpoint with its input shape and classes. Load the weights with
-// New(m, dev, nil, Config{Resume: path}) to predict or export. A checkpoint of a model built
-// by hand (Sequential) gives an error wrapping ErrMismatch: build the model again and load it the
-// same way.
+// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's, or a
+// Sequential model of the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout,
+// BatchNorm2D, GlobalAvgPool, Residual blocks of them), rebuilt from the description the
+// checkpoint holds (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path})
+// to predict or export. A model with a layer of another package gives an error wrapping
+// ErrMismatch that names the layer: build that model again and load it the same way. The model's
+// tensors must have the sizes of the checkpoint's (so a corrupt description cannot ask for more
+// memory than the file holds).
 func CheckpointModel(path string) (*Model, error) {
-	b, err := os.ReadFile(path)
+	b, err := readCheckpoint(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
 	}
@@ -394,12 +405,23 @@ func CheckpointModel(path string) (*Model, error) {
 	var name string
 	var in Shape
 	var classes int
-	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err != nil {
-		return nil, fmt.Errorf("train: %s: %w: model %q", path, ErrCheckpoint, c.model)
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil && in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
+		if m, err := NewModel(name, in, classes); err == nil && m.String() == c.model {
+			return m, nil
+		}
 	}
-	m, err := NewModel(name, in, classes)
-	if err != nil || m.String() != c.model {
-		return nil, fmt.Errorf("train: %s: %w: model %q is not one of NewModel's (%s)", path, ErrMismatch, c.model, strings.Join(Models(), ", "))
+	m, err := parseModel(c.model)
+	if err != nil {
+		return nil, fmt.Errorf("train: %s: %w: %w", path, ErrMismatch, err)
+	}
+	all := m.tensors()
+	if len(all) != len(c.params) {
+		return nil, fmt.Errorf("train: %s: %w: model %q has %d tensors; the checkpoint %d", path, ErrMismatch, m.name, len(all), len(c.params))
+	}
+	for i, p := range all {
+		if len(c.params[i].tensors) == 0 || len(c.params[i].tensors[0]) != prod(p.Shape) || c.params[i].name != p.Name {
+			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match", path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
+		}
 	}
 	return m, nil
 }

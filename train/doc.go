@@ -1,7 +1,22 @@
-// Package train trains image classifiers on a gpu.Device: layers (Linear, Conv2D, ReLU,
-// MaxPool2D, Flatten, Dropout) over device tensors, the models "mlp" and "cnn", softmax
-// cross-entropy, the optimizers SGD (momentum, Nesterov, weight decay) and AdamW, learning-rate
-// schedules, a Trainer that runs epochs and evaluates, and checkpoints to resume from.
+// Package train trains image classifiers on a gpu.Device: layers over device tensors (Linear,
+// Conv2D with Stride and NoBias, ReLU, MaxPool2D, BatchNorm2D, GlobalAvgPool, Flatten, Dropout,
+// and Residual blocks), the models of Models ("mlp", "cnn", the CIFAR ResNets "resnet8" and
+// "resnet20", torchvision's "resnet18" and "resnet50"; Sequential builds your own, Custom takes
+// a layer of your own), the losses (softmax cross-entropy on class ids with label smoothing; on
+// float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
+// MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
+// optimizers SGD (momentum, Nesterov, weight decay) and AdamW (Optimizer takes your own),
+// learning-rate schedules (Constant, StepDecay, Cosine) and Recipe's settings per model, a Trainer
+// that runs epochs, evaluates and predicts (with fp16 loss scaling under reduced precision),
+// checkpoints to resume from, and FromLoader, which adapts a loaders.Loader.
+//
+// Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come
+// back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless LoadOptions say
+// otherwise), so a torchvision resnet18 or resnet50 runs here as it does in PyTorch. Fine-tuning
+// starts from such a file (Config.Init: a head of another class count is replaced), freezes the
+// backbone or a prefix of the layers (Config.FreezeBackbone, FreezeUpTo: no gradient, no
+// optimizer state, BatchNorm on its running statistics) and slows the backbone's learning rate
+// (Config.BackboneLRScale).
 //
 // Every kernel runs through the kernels op set of the device on the Trainer's compute stream
 // (Trainer.Stream): give that stream to the loader, so that its host-to-device copies run on the

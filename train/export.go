@@ -19,8 +19,8 @@ import (
 // format (https://github.com/huggingface/safetensors: an 8-byte little-endian header length, a
 // JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data),
 // under the tensors' names: torchvision's state_dict names and layouts for the resnets (each
-// BatchNorm also gets num_batches_tracked, the number of training steps, as torchvision's
-// state_dict has it), so that
+// BatchNorm also gets num_batches_tracked, the number of training steps (plus the count of the
+// weights LoadWeights read, if any), as torchvision's state_dict has it), so that
 //
 //	model = torchvision.models.resnet18(num_classes=K)
 //	model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
@@ -28,38 +28,24 @@ import (
 // works for a model trained on images over 32 px; ours ("1.linear.weight") for the others. The
 // file is written atomically (a temporary file renamed over path).
 func (t *Trainer) Export(path string) error {
-	var tensors []stTensor
-	for _, p := range t.m.tensors() {
-		host := make([]float32, p.W.Len)
-		if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
-			return fmt.Errorf("train: export %s: %w", path, err)
+	// The state_dict's order: each layer's tensors in order, a BatchNorm's running statistics after
+	// its parameters, then its step count.
+	var ordered []stTensor
+	for _, ps := range t.m.layerParams {
+		for _, p := range ps {
+			host := make([]float32, p.W.Len)
+			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
+				return fmt.Errorf("train: export %s: %w", path, err)
+			}
+			ordered = append(ordered, stTensor{name: p.Name, dtype: "F32", shape: p.Shape, f32: host})
+			if prefix, last := splitLast(p.Name); last == "running_var" {
+				n := t.batchesTracked[prefix] + int64(t.step)
+				ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: n})
+			}
 		}
-		tensors = append(tensors, stTensor{name: p.Name, dtype: "F32", shape: p.Shape, f32: host})
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: export %s: %w", path, err)
-	}
-	// Parameters first, then buffers: put each BatchNorm's running statistics and step count
-	// after its parameters, in the state_dict's order.
-	var ordered []stTensor
-	params := tensors[:len(t.m.params)]
-	bufs := map[string][]stTensor{}
-	for _, b := range tensors[len(t.m.params):] {
-		prefix, _ := splitLast(b.name)
-		bufs[prefix] = append(bufs[prefix], b)
-	}
-	for i, p := range params {
-		ordered = append(ordered, p)
-		prefix, _ := splitLast(p.name)
-		if next := i + 1; next < len(params) {
-			if np, _ := splitLast(params[next].name); np == prefix {
-				continue
-			}
-		}
-		if bs, ok := bufs[prefix]; ok {
-			ordered = append(ordered, bs...)
-			ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: int64(t.step)})
-		}
 	}
 	meta := map[string]string{"format": "pt", "stoke_model": t.m.String()}
 	var buf bytes.Buffer

@@ -8,7 +8,10 @@ import (
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/kernels"
 )
 
 // stEntry is a tensor read back from a safetensors file.
@@ -159,9 +162,73 @@ func TestCheckpointModel(t *testing.T) {
 	if _, err := tr2.Fit(t.Context(), f.train, nil); err == nil {
 		t.Fatal("Fit without an optimizer succeeded")
 	}
-	ck2 := filepath.Join(t.TempDir(), "ck2")
-	fit(t, f, smallMLP(t), SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck2})
-	if _, err := CheckpointModel(ck2); !errors.Is(err, ErrMismatch) {
-		t.Fatalf("CheckpointModel of a hand-built model: error %v; want ErrMismatch", err)
+	// A model built by hand from the package's layers is rebuilt from its description.
+	for _, hand := range []*Model{smallMLP(t), smallResNet(t), smallCNN(t)} {
+		ck2 := filepath.Join(t.TempDir(), "ck2")
+		_, tr := fit(t, f, hand, SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck2})
+		want, err := tr.Predict(t.Context(), f.test)
+		if err != nil {
+			t.Fatal(err)
+		}
+		m3, err := CheckpointModel(ck2)
+		if err != nil {
+			t.Fatalf("CheckpointModel of %s: %v", hand.name, err)
+		}
+		tr3, err := New(m3, f.dev, nil, Config{Resume: ck2})
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := tr3.Predict(t.Context(), f.test)
+		tr3.Close()
+		if err != nil || !slices.Equal(got.Logits, want.Logits) {
+			t.Fatalf("%s rebuilt from its checkpoint predicts otherwise (%v)", hand.name, err)
+		}
 	}
+	// A layer of another package is named in the error.
+	m4, err := Sequential("mine", img8, 10, Flatten(), Linear(64, 10), scaleLayer{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ck4 := filepath.Join(t.TempDir(), "ck4")
+	fit(t, f, m4, SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck4})
+	if _, err := CheckpointModel(ck4); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `layer "scale 2" is not one of the package's layers nor registered`) {
+		t.Fatalf("CheckpointModel of a model with a layer of its own: %v; want ErrMismatch naming the layer", err)
+	}
+}
+
+// scaleLayer doubles its input: a layer that is not one of the package's.
+type scaleLayer struct{}
+
+func (scaleLayer) String() string                { return "scale 2" }
+func (scaleLayer) setup(in []int) ([]int, error) { return in, nil }
+func (scaleLayer) newParams(string) []*Param     { return nil }
+func (scaleLayer) reserve(*arena, int) error     { return nil }
+func (scaleLayer) forward(r *run, x kernels.F32, _ int) (kernels.F32, error) {
+	return x, r.ops.Scale(r.s, x, 2)
+}
+func (scaleLayer) backward(r *run, dy kernels.F32, _ int, _ bool) (kernels.F32, error) {
+	return dy, r.ops.Scale(r.s, dy, 2)
+}
+
+// FuzzParseModel: no description makes the parser panic, or rebuild a model whose String differs
+// from the description, or one past the bounds.
+func FuzzParseModel(f *testing.F) {
+	for _, m := range []func(testing.TB) *Model{smallMLP, smallResNet, smallCNN} {
+		f.Add(m(f).String())
+	}
+	r18, _ := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 5)
+	f.Add(r18.String())
+	f.Add("x 1x1x1->1: residual(residual(relu) | relu - relu)")
+	f.Fuzz(func(t *testing.T, desc string) {
+		m, err := parseModel(desc)
+		if err != nil {
+			return
+		}
+		if m.String() != desc {
+			t.Fatalf("rebuilt %q from %q", m.String(), desc)
+		}
+		if m.in.Len() > maxArchInput {
+			t.Fatalf("input %v past the bound", m.in)
+		}
+	})
 }

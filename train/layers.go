@@ -22,6 +22,8 @@ type Param struct {
 	kind          paramKind
 	he            bool          // a weight feeding a ReLU: He rather than Glorot initialization
 	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
+	frozen        bool          // not trained: no gradient, no optimizer state (see freeze)
+	lrScale       float64       // the learning rate's factor for this tensor; 0 means 1
 }
 
 // paramKind says how a tensor is initialized and whether weight decay applies to it.
@@ -41,6 +43,10 @@ func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBu
 // Decayed reports whether weight decay applies to the tensor: weights of linear and convolution
 // layers, not biases or BatchNorm scales and shifts.
 func (p *Param) Decayed() bool { return p.kind == kindWeight }
+
+// State is the optimizer's state tensors for the parameter (Optimizer.Slots of them), valid
+// while a Trainer with an optimizer holds the model.
+func (p *Param) State() []kernels.F32 { return p.slots }
 
 // Len is the number of elements of the tensor.
 func (p *Param) Len() int { return p.W.Len }
@@ -68,7 +74,8 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 }
 
 // Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
-// Flatten and Dropout; a Layer value belongs to one model.
+// BatchNorm2D, GlobalAvgPool, Flatten, Dropout and Residual (a block of layers plus a shortcut);
+// a layer of one's own is a Module that Custom makes a Layer. A Layer value belongs to one model.
 type Layer interface {
 	// String describes the layer ("linear 784->512").
 	String() string
@@ -91,6 +98,8 @@ type run struct {
 	s     gpu.Stream
 	train bool
 	seed  uint64 // dropout seed of this step and layer
+	// layerDone, if set, is called with a layer's index once its backward has been enqueued.
+	layerDone func(layer int) error
 }
 
 // arena allocates device tensors and frees them together.

@@ -15,20 +15,54 @@ import (
 // not on the host. (A loader without a Stream yields each batch once its copy has completed.)
 // Either way the loader has ordered the copy before the step: nothing here waits for it again.
 //
-// Batches a Skip policy left empty are released and passed over. The trainer's models take class
-// ids: a loader with another Target fails the epoch. A stream loader's Steps is 0 (unknown).
+// Batches a Skip policy left empty are released and passed over. A loader's targets are class ids
+// (loaders.Class), multi-hot (loaders.MultiHot) or vectors (loaders.Vector), which the Data
+// reports (Targeted) and the trainer fits its loss to; another Target fails the epoch. A stream
+// loader's Steps is 0 (unknown).
 func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
 
 type loaderData struct{ l *loaders.Loader }
 
+var _ Targeted = loaderData{}
+
+// TargetKind is the kind of the loader's Target; dim its values per sample (0 for class ids, -1
+// for a Target the trainer does not take).
+func (d loaderData) kind() (TargetKind, int) {
+	tg := d.l.Target()
+	dim := tg.Size() / 4
+	switch tg {
+	case loaders.Class(d.l.Info().NumClasses):
+		return ClassIDs, 0
+	case loaders.MultiHot(dim):
+		return MultiHot, dim
+	case loaders.Vector(dim):
+		return Vector, dim
+	}
+	return ClassIDs, -1
+}
+
+func (d loaderData) TargetKind() TargetKind { k, _ := d.kind(); return k }
+
 func (d loaderData) Steps() int { return d.l.BatchesPerEpoch() }
+
+func (d loaderData) split() (rank, world int) {
+	s := d.l.State()
+	return s.Rank, s.WorldSize
+}
+
+// identity is what the ranks of a data-parallel run must agree on about their data.
+func (d loaderData) identity() string {
+	s := d.l.State()
+	return fmt.Sprintf("%s: %d samples, %v, batch %d, shuffle %v, drop last %v", d.l.Info().Name, s.Len, d.l.Shape(), s.BatchSize, s.Shuffle, s.DropLast)
+}
 
 func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normalization() }
 
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {
-		if d.l.Target() != loaders.Class(d.l.Info().NumClasses) {
-			yield(Batch{}, fmt.Errorf("%w: the loader's batches carry %T targets; the models take class ids (loaders.Class)", ErrConfig, d.l.Target()))
+		kind, dim := d.kind()
+		if dim < 0 {
+			yield(Batch{}, fmt.Errorf("train: %w: the loader's batches carry %T targets; the trainer takes class ids (loaders.Class), multi-hot (loaders.MultiHot) or vectors (loaders.Vector)", ErrConfig, d.l.Target()))
 			return
 		}
 		for b, err := range d.l.Epoch(ctx, epoch) {
@@ -43,11 +77,15 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 			s := b.Shape
 			tb := Batch{
 				Images:  kernels.U8{Buf: b.Images, Len: b.N * s.Len()},
-				Labels:  kernels.I32{Buf: b.Labels, Len: b.N},
 				N:       b.N,
 				Shape:   s,
 				Indices: b.Indices,
 				Release: b.Release,
+			}
+			if kind == ClassIDs {
+				tb.Labels = kernels.I32{Buf: b.Labels, Len: b.N}
+			} else {
+				tb.Targets = kernels.F32{Buf: b.Labels, Len: b.N * dim}
 			}
 			if !yield(tb, nil) {
 				return

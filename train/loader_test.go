@@ -5,7 +5,9 @@ import (
 	"os"
 	"testing"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -89,7 +91,11 @@ func TestMNISTSmoke(t *testing.T) {
 	if d := os.Getenv("STOKE_MNIST"); d != "" {
 		spec = "mnist:" + d
 	}
-	ds, err := loaders.Open(spec, "test")
+	spec, err := mnistfetch.Spec(t.Context(), spec)
+	if err != nil {
+		t.Skipf("no MNIST here: %v", err)
+	}
+	ds, err := datasets.Open(spec, "test")
 	if err != nil {
 		t.Skipf("no MNIST here: %v", err)
 	}

@@ -14,7 +14,7 @@ import (
 )
 
 // ErrModel: an unknown model name or a model whose layers do not fit together.
-var ErrModel = errors.New("train: bad model")
+var ErrModel = errors.New("bad model")
 
 // Shape is the shape of one input image: channels, height, width. It is transforms.Shape, the
 // shape a Loader's batches carry, under the name the trainer's signatures use.
@@ -31,6 +31,7 @@ type Model struct {
 	order   []int
 	params  []*Param
 	buffers []*Param // running statistics: checkpointed and exported, not trained
+	frozen  []*Param // frozen parameters (Config.FreezeBackbone, FreezeUpTo): not trained either
 	// layerParams[i] are layer i's tensors, buffers included.
 	layerParams     [][]*Param
 	firstParamLayer int
@@ -89,7 +90,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 	case "resnet50":
 		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
 	}
-	return nil, fmt.Errorf("%w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
+	return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
 }
 
 // Sequential builds a model from layers applied in order to images of shape in; the last layer
@@ -106,7 +107,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 // between (a Dropout) keeps the written order; so do the layers inside a Residual block.
 func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, error) {
 	if in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 {
-		return nil, fmt.Errorf("%w: %s: input %v, %d classes", ErrModel, name, in, classes)
+		return nil, fmt.Errorf("train: %w: %s: input %v, %d classes", ErrModel, name, in, classes)
 	}
 	m := &Model{name: name, in: in, classes: classes, layers: layers, order: execOrder(layers),
 		firstParamLayer: -1, layerParams: make([][]*Param, len(layers))}
@@ -114,12 +115,12 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 	for _, i := range m.order {
 		out, err := layers[i].setup(shape)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %s layer %d: %w", ErrModel, name, i, err)
+			return nil, fmt.Errorf("train: %w: %s layer %d: %w", ErrModel, name, i, err)
 		}
 		shape = out
 	}
 	if prod(shape) != classes {
-		return nil, fmt.Errorf("%w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
+		return nil, fmt.Errorf("train: %w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
 	}
 	for i, l := range layers {
 		ps := l.newParams(fmt.Sprintf("%d.%s", i, layerKind(l)))
@@ -182,16 +183,31 @@ func (m *Model) Input() Shape { return m.in }
 func (m *Model) Classes() int { return m.classes }
 
 // Params returns the model's trainable tensors in a fixed order. Their W and G views are valid
-// while a Trainer holds the model.
+// while a Trainer holds the model. A Trainer that freezes layers (Config.FreezeBackbone,
+// FreezeUpTo) leaves their parameters out until it is closed.
 func (m *Model) Params() []*Param { return m.params }
 
-// tensors is the parameters then the buffers: what a checkpoint holds.
-func (m *Model) tensors() []*Param { return append(append([]*Param(nil), m.params...), m.buffers...) }
+// tensors is the parameters (frozen ones included, in layer order), then the buffers: what a
+// checkpoint holds, in the same order whatever is frozen.
+func (m *Model) tensors() []*Param {
+	if len(m.frozen) == 0 {
+		return append(append([]*Param(nil), m.params...), m.buffers...)
+	}
+	var all []*Param
+	for _, ps := range m.layerParams {
+		for _, p := range ps {
+			if !p.buffer() {
+				all = append(all, p)
+			}
+		}
+	}
+	return append(all, m.buffers...)
+}
 
 // NumParams is the total number of trainable values.
 func (m *Model) NumParams() int {
 	n := 0
-	for _, p := range m.params {
+	for _, p := range append(m.params, m.frozen...) {
 		n += prod(p.Shape)
 	}
 	return n
@@ -211,7 +227,7 @@ func (m *Model) String() string {
 // that feed a ReLU, Glorot uniform otherwise, zero biases), through stream s.
 func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64) error {
 	if m.ops != nil {
-		return fmt.Errorf("%w: %s is already used by a trainer", ErrModel, m.name)
+		return fmt.Errorf("train: %w: %s is already used by a trainer", ErrModel, m.name)
 	}
 	m.ops = ops
 	m.weights.dev, m.acts.dev = dev, dev
@@ -224,7 +240,7 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 			if p.W, err = m.weights.f32(n); err != nil {
 				return err
 			}
-			if !p.buffer() {
+			if !p.buffer() && !p.frozen {
 				if p.G, err = m.weights.f32(n); err != nil {
 					return err
 				}
@@ -299,7 +315,7 @@ func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 }
 
 // backward enqueues the gradient pass from dlogits, in the reverse of the forward order (the
-// first parameterized layer's position in it is its index).
+// first parameterized layer's position in it is its index), calling r.layerDone after each layer.
 func (m *Model) backward(r *run, n int) error {
 	d := m.dlogits.Slice(0, n*m.classes)
 	for k := len(m.order) - 1; k >= 0 && k >= m.firstParamLayer; k-- {
@@ -307,6 +323,11 @@ func (m *Model) backward(r *run, n int) error {
 		var err error
 		if d, err = m.layers[i].backward(r, d, n, k > m.firstParamLayer); err != nil {
 			return fmt.Errorf("train: %s layer %d (%v) backward: %w", m.name, i, m.layers[i], err)
+		}
+		if r.layerDone != nil {
+			if err := r.layerDone(i); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -317,8 +338,9 @@ func (m *Model) backward(r *run, n int) error {
 func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
-	for _, p := range append(m.params, m.buffers...) {
+	for _, p := range m.tensors() {
 		p.W, p.G, p.slots = kernels.F32{}, kernels.F32{}, nil
 	}
+	m.unfreeze()
 	return err
 }

@@ -8,16 +8,24 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// Optimizer updates parameters from their gradients. SGD and AdamW implement it.
+// Optimizer updates parameters from their gradients. SGD and AdamW implement it; so can a user's
+// (examples/external has Lion).
 type Optimizer interface {
-	// String names the optimizer and its settings; checkpoints record it.
+	// String names the optimizer and its settings; checkpoints record it, and a resumed run
+	// must have an optimizer whose String starts with the same word.
 	String() string
-	// BaseLR is the learning rate the schedule scales.
+	// BaseLR is the learning rate the schedule scales; it must be positive.
 	BaseLR() float64
-	// slots is the number of state tensors per parameter.
-	slots() int
-	// update enqueues one step for p with learning rate lr; step counts from 1.
-	update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error
+	// Slots is the number of state tensors per parameter (momentum, moments): the trainer
+	// allocates them, each of the parameter's length, filled with zeros, checkpoints them and
+	// hands them to Update as p.State().
+	Slots() int
+	// Update enqueues on s, through ops, one step of p: p.W from the gradient p.G (the mean over
+	// the batch, already unscaled under fp16 loss scaling) and p.State(). lr is this step's
+	// rate, the schedule's and the parameter group's factors applied (Config.BackboneLRScale);
+	// step counts the updates made, from 1. Apply weight decay only where p.Decayed(). Frozen
+	// parameters are never passed.
+	Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error
 }
 
 // SGD is stochastic gradient descent with momentum, as PyTorch's torch.optim.SGD without
@@ -38,14 +46,14 @@ func (o SGD) String() string {
 // BaseLR returns LR.
 func (o SGD) BaseLR() float64 { return o.LR }
 
-func (o SGD) slots() int {
+func (o SGD) Slots() int {
 	if o.Momentum == 0 {
 		return 0
 	}
 	return 1
 }
 
-func (o SGD) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, _ int) error {
+func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, _ int) error {
 	var v kernels.F32
 	if len(p.slots) > 0 {
 		v = p.slots[0]
@@ -83,9 +91,9 @@ func (o AdamW) String() string {
 // BaseLR returns LR.
 func (o AdamW) BaseLR() float64 { return o.LR }
 
-func (o AdamW) slots() int { return 2 }
+func (o AdamW) Slots() int { return 2 }
 
-func (o AdamW) update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
+func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
 	o = o.withDefaults()
 	return ops.AdamWStep(s, p.W, p.G, p.slots[0], p.slots[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
 		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})

@@ -43,14 +43,16 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 	if want := []int{0, 2, 1, 3, 5, 4, 6, 7, 8, 9}; !slices.Equal(m.order, want) {
 		t.Errorf("cnn runs its layers in the order %v; want %v", m.order, want)
 	}
-	if want := "cnn 1x28x28->10: conv2d 1->32 5x5 pad 2 - relu - maxpool 2x2 - conv2d 32->64 5x5 pad 2 - relu - maxpool 2x2 - flatten - linear 3136->128 - relu - linear 128->10"; m.String() != want {
+	if want := "cnn 1x28x28->10: conv2d 1->32 5x5 pad 2 - relu - maxpool 2x2 - conv2d 32->64 5x5 pad 2 - relu - maxpool 2x2 - flatten - linear 3136->128 - " +
+		"relu - linear 128->10"; m.String() != want {
 		t.Errorf("String() = %q; want %q", m.String(), want)
 	}
 	var names []string
 	for _, p := range m.Params() {
 		names = append(names, p.Name)
 	}
-	if got, want := strings.Join(names, " "), "0.conv2d.weight 0.conv2d.bias 3.conv2d.weight 3.conv2d.bias 7.linear.weight 7.linear.bias 9.linear.weight 9.linear.bias"; got != want {
+	if got, want := strings.Join(names,
+		" "), "0.conv2d.weight 0.conv2d.bias 3.conv2d.weight 3.conv2d.bias 7.linear.weight 7.linear.bias 9.linear.weight 9.linear.bias"; got != want {
 		t.Errorf("parameter names %s; want %s", got, want)
 	}
 	// The ReLUs were set up on the pooled shapes: a quarter of the values.

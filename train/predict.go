@@ -16,12 +16,15 @@ type Predictions struct {
 	Logits []float32
 	// Labels are the samples' labels as the data gave them.
 	Labels []int32
+	// Targets are the samples' float targets [Len][Classes] for data with float targets
+	// (Targeted); nil otherwise, when Labels holds the class ids.
+	Targets []float32
 	// Indices are the samples' dataset indices when the data gave them (loaders do), else nil.
 	Indices []int
 }
 
 // Len is the number of samples.
-func (p *Predictions) Len() int { return len(p.Labels) }
+func (p *Predictions) Len() int { return len(p.Logits) / max(p.Classes, 1) }
 
 // Class is sample i's predicted class: the index of its largest logit (the lowest on ties).
 func (p *Predictions) Class(i int) int {
@@ -89,17 +92,25 @@ func (t *Trainer) predictInto(p *Predictions, b Batch, mean, std []float32) erro
 	}
 	base := len(p.Logits)
 	p.Logits = append(p.Logits, make([]float32, b.N*p.Classes)...)
-	p.Labels = append(p.Labels, make([]int32, b.N)...)
-	labels := p.Labels[len(p.Labels)-b.N:]
+	var err error
+	if b.Targets.Len > 0 {
+		p.Targets = append(p.Targets, make([]float32, b.Targets.Len)...)
+		dst := p.Targets[len(p.Targets)-b.Targets.Len:]
+		err = t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), b.Targets.Buf, 4*b.Targets.Off)
+	} else {
+		p.Labels = append(p.Labels, make([]int32, b.N)...)
+		labels := p.Labels[len(p.Labels)-b.N:]
+		err = t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), b.Labels.Buf, 4*b.Labels.Off)
+	}
+	if err != nil {
+		return err
+	}
 	r := &run{ops: t.ops, s: t.s}
-	err := t.forwardChunks(r, b, mean, std, func(logits kernels.F32, _ Batch, lo int) error {
+	err = t.forwardChunks(r, b, mean, std, func(logits kernels.F32, _ Batch, lo int) error {
 		dst := p.Logits[base+lo*p.Classes : base+(lo+logits.Len/p.Classes)*p.Classes]
 		return t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), logits.Buf, 4*logits.Off)
 	})
 	if err != nil {
-		return err
-	}
-	if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), b.Labels.Buf, 4*b.Labels.Off); err != nil {
 		return err
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {

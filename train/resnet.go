@@ -88,7 +88,7 @@ func (m *Model) rename(names []string) error {
 		}
 	}
 	if len(idx) != len(names) {
-		return fmt.Errorf("%w: %s: %d parameterized layers, %d names", ErrModel, m.name, len(idx), len(names))
+		return fmt.Errorf("train: %w: %s: %d parameterized layers, %d names", ErrModel, m.name, len(idx), len(names))
 	}
 	for _, p := range all {
 		prefix, last := splitLast(p.Name)

@@ -51,7 +51,8 @@ func TestFitStream(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	trainL, err := loaders.NewStream(memoryStream{memDataset(600, 1)}, loaders.Config{Batch: 32, Workers: 2, Shuffle: true, ShuffleBuffer: 200, Seed: 9, Device: dev, Stream: tr.Stream()})
+	trainL, err := loaders.NewStream(memoryStream{memDataset(600, 1)}, loaders.Config{Batch: 32, Workers: 2, Shuffle: true, ShuffleBuffer: 200, Seed: 9,
+		Device: dev, Stream: tr.Stream()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,18 +80,59 @@ func TestFitStream(t *testing.T) {
 	}
 }
 
-// TestFromLoaderRefusesFloatTargets: the models take class ids, so a loader of other targets fails
-// with ErrConfig rather than training on reinterpreted bytes.
-func TestFromLoaderRefusesFloatTargets(t *testing.T) {
+// TestFromLoaderTargets: a MultiHot or Vector loader gives float targets and says which
+// (Targeted); a loader of a Target the trainer does not know fails with ErrConfig rather than
+// training on reinterpreted bytes.
+func TestFromLoaderTargets(t *testing.T) {
 	dev := openCPU(t)
-	l, err := loaders.New(memDataset(10, 1), loaders.Config{Batch: 5, Workers: 1, Device: dev, Target: loaders.MultiHot(10)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer l.Close()
-	for _, err := range FromLoader(l).Batches(context.Background(), 0) {
-		if !errors.Is(err, ErrConfig) {
-			t.Errorf("a MultiHot loader: %v; want ErrConfig", err)
+	for _, tc := range []struct {
+		target loaders.Target
+		kind   TargetKind
+	}{{loaders.MultiHot(10), MultiHot}, {loaders.Vector(10), Vector}, {ownTarget{}, ClassIDs}} {
+		var ds loaders.Dataset = memDataset(10, 1)
+		if tc.kind == Vector {
+			ds = vectorDataset{memDataset(10, 1)}
 		}
+		l, err := loaders.New(ds, loaders.Config{Batch: 5, Workers: 1, Device: dev, Target: tc.target})
+		if err != nil {
+			t.Fatal(err)
+		}
+		data := FromLoader(l)
+		if k := data.(Targeted).TargetKind(); k != tc.kind {
+			t.Errorf("%T: kind %v; want %v", tc.target, k, tc.kind)
+		}
+		batches := 0
+		for b, err := range data.Batches(context.Background(), 0) {
+			if _, own := tc.target.(ownTarget); own {
+				if !errors.Is(err, ErrConfig) {
+					t.Errorf("a loader of its own Target: %v; want ErrConfig", err)
+				}
+				continue
+			}
+			if err != nil || b.Labels.Len != 0 || b.Targets.Len != 5*10 {
+				t.Fatalf("%T: batch with %d labels, %d targets (%v); want 0 and 50", tc.target, b.Labels.Len, b.Targets.Len, err)
+			}
+			b.Release()
+			batches++
+		}
+		if _, own := tc.target.(ownTarget); !own && batches != 2 {
+			t.Errorf("%T: %d batches; want 2", tc.target, batches)
+		}
+		l.Close()
 	}
+}
+
+// ownTarget is a Target of a user's: one byte per sample.
+type ownTarget struct{}
+
+func (ownTarget) Size() int                        { return 1 }
+func (ownTarget) Put([]byte, loaders.Sample) error { return nil }
+
+// vectorDataset gives every sample a Target of 10 values.
+type vectorDataset struct{ *loaders.Memory }
+
+func (d vectorDataset) Sample(ctx context.Context, i int) (loaders.Sample, error) {
+	s, err := d.Memory.Sample(ctx, i)
+	s.Target = make([]float32, 10)
+	return s, err
 }

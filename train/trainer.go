@@ -15,15 +15,17 @@ import (
 )
 
 // ErrConfig: a Config or an argument the trainer cannot use.
-var ErrConfig = errors.New("train: bad configuration")
+var ErrConfig = errors.New("bad configuration")
 
 // Batch is one batch on the device, as a Data source hands it to the trainer.
 type Batch struct {
-	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes).
-	Images kernels.U8
-	Labels kernels.I32
-	N      int
-	Shape  Shape
+	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes), or, for data
+	// with float targets (Targeted), Labels is empty and Targets holds float32 [N][classes].
+	Images  kernels.U8
+	Labels  kernels.I32
+	Targets kernels.F32
+	N       int
+	Shape   Shape
 	// Indices, if known, are the dataset indices of the N samples (Predict reports them).
 	Indices []int
 	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
@@ -63,6 +65,27 @@ type Config struct {
 	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
 	// label_smoothing); the reported loss is against the smoothed targets.
 	LabelSmoothing float64
+	// Init, if set, is a safetensors file (Export's, or torchvision's state_dict saved with
+	// safetensors) to start from: New loads it over the fresh weights with LoadWeights, strictly
+	// but for the classifier head, which stays freshly initialized when the file's has another
+	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
+	// Resume, Init is not read: the checkpoint holds the weights trained from it.
+	Init string
+	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
+	// if set, freezes the layers from the first up to the last one whose tensor names start with
+	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
+	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
+	// stops before them), and its BatchNorms run on their running statistics, which they keep
+	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
+	FreezeBackbone bool
+	FreezeUpTo     string
+	// BackboneLRScale, if not 0, multiplies the learning rate of every layer but the head (a
+	// parameter group of its own, as torch.optim's): 0.1 fine-tunes a pretrained backbone ten
+	// times slower than the new head. It must be positive; freeze the backbone for none.
+	BackboneLRScale float64
+	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
+	// softmax cross-entropy for class ids, BCEWithLogits for multi-hot, MSE for vectors.
+	Loss Loss
 	// Precision is the arithmetic of the model's products (kernels.ForPrecision), in training,
 	// evaluation and prediction alike; "" means FP32. BF16 and FP16 round the operands of every
 	// GEMM and convolution to 16 bits and accumulate in fp32; the weights, their gradients, the
@@ -74,6 +97,22 @@ type Config struct {
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
 	Progress func(*Progress)
+	// Dist, if set, trains data-parallel over its ranks as PyTorch's DistributedDataParallel
+	// does: each rank (one process, one device) runs a Trainer with the same configuration over
+	// its own part of every epoch (a Loader with the group's Rank and WorldSize) in batches of the
+	// same size, so the global batch is Size() times the rank's. Fit checks that the ranks agree
+	// (model, optimizer, seed, epochs, precision, steps per epoch, the data), broadcasts rank 0's
+	// weights, averages the gradients of every step over the ranks in buckets that overlap the
+	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
+	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
+	// BatchNorm normalizes with each rank's own batch statistics (DDP's default); rank 0's running
+	// statistics are the ones evaluated and saved. Every rank ends each step with the same
+	// weights, bit for bit.
+	Dist Collective
+	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
+	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
+	// 25 MiB, DDP's bucket_cap_mb.
+	BucketBytes int
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -165,6 +204,11 @@ type Result struct {
 	DataWaitFraction float64 `json:"data_wait_fraction"`
 	// History has one record per epoch, resumed ones included.
 	History []EpochResult `json:"history"`
+	// AllReduceSeconds is, in a data-parallel run, the time this rank's gradient all-reduces have
+	// taken since New; ExposedAllReduceSeconds the part that the backward pass did not hide (the
+	// steps waited for it after their backward pass had run).
+	AllReduceSeconds        float64 `json:"allreduce_seconds,omitempty"`
+	ExposedAllReduceSeconds float64 `json:"allreduce_exposed_seconds,omitempty"`
 }
 
 // Trainer trains one model on one device. It is not safe for concurrent use.
@@ -188,6 +232,16 @@ type Trainer struct {
 	step    int // completed steps over all epochs
 	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
+	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the steps
+	// taken before (Export adds the steps).
+	batchesTracked map[string]int64
+	initReport     *WeightsReport
+	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
+	loss      Loss
+	targets   TargetKind
+	posWeight kernels.F32
+
+	dist *ddp // data-parallel state; nil in a single process
 
 	host [4]byte // loss and count read-back
 }
@@ -199,10 +253,10 @@ type Trainer struct {
 // checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
 func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
 	if m == nil || dev == nil {
-		return nil, fmt.Errorf("%w: nil model or device", ErrConfig)
+		return nil, fmt.Errorf("train: %w: nil model or device", ErrConfig)
 	}
 	if cfg.Epochs < 0 || (opt != nil && !(opt.BaseLR() > 0)) {
-		return nil, fmt.Errorf("%w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
+		return nil, fmt.Errorf("train: %w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -211,14 +265,17 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 		cfg.Schedule = Constant()
 	}
 	if !(cfg.LabelSmoothing >= 0 && cfg.LabelSmoothing < 1) {
-		return nil, fmt.Errorf("%w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
+		return nil, fmt.Errorf("train: %w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
 	}
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
 	}
+	if cfg.BucketBytes < 0 {
+		return nil, fmt.Errorf("train: %w: bucket bytes %d", ErrConfig, cfg.BucketBytes)
+	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
 	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
-		return nil, fmt.Errorf("%w: %w", ErrConfig, err)
+		return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("train: %w", err)
@@ -227,6 +284,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
+	if opt != nil && cfg.BackboneLRScale != 0 {
+		opt = groupLR{opt}
+	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
 	if cfg.Precision == FP16 && opt != nil {
 		t.scaler = newLossScale()
@@ -234,10 +294,18 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err := t.setup(); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
+	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
+		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
+	}
 	return t, nil
 }
 
 func (t *Trainer) setup() error {
+	if t.m.ops == nil { // a model another trainer holds is refused by bind
+		if err := t.m.freeze(t.cfg); err != nil {
+			return err
+		}
+	}
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
 	}
@@ -251,7 +319,7 @@ func (t *Trainer) setup() error {
 		if t.opt == nil {
 			break
 		}
-		for range t.opt.slots() {
+		for range t.opt.Slots() {
 			v, err := t.m.weights.f32(p.Len())
 			if err != nil {
 				return err
@@ -260,6 +328,12 @@ func (t *Trainer) setup() error {
 				return err
 			}
 			p.slots = append(p.slots, v)
+		}
+	}
+	if t.cfg.Init != "" && t.cfg.Resume == "" {
+		var err error
+		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
+			return err
 		}
 	}
 	if t.cfg.Resume != "" {
@@ -296,15 +370,30 @@ func (t *Trainer) Close() error {
 // results so far with the first error; cancelling ctx stops it between steps.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
 	if t.opt == nil {
-		return Result{}, fmt.Errorf("%w: Fit needs an optimizer", ErrConfig)
+		return Result{}, fmt.Errorf("train: %w: Fit needs an optimizer", ErrConfig)
+	}
+	if err := t.prepareLoss(trainData); err != nil {
+		return Result{}, err
 	}
 	start := time.Now()
 	var res Result
 	var trainTime, waitTime time.Duration
 	var samples int
 	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
-		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch (another batch size or dataset)",
-			ErrMismatch, t.step, t.epochs, trainData.Steps())
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch "+
+			"(another batch size, dataset or world size)", ErrMismatch, t.step, t.epochs, trainData.Steps())
+	}
+	if w := dataWorld(trainData); w > 1 && t.dist == nil {
+		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Dist: "+
+			"without the gradients all-reduced every rank would train a model of its own", ErrConfig, dataRank(trainData), w)
+	}
+	if t.dist != nil {
+		if w := dataWorld(trainData); w != t.dist.g.Size() {
+			return Result{}, fmt.Errorf("train: %w: the training data is split for a world of %d; the group has %d ranks", ErrConfig, w, t.dist.g.Size())
+		}
+		if err := t.distStart(ctx, trainData); err != nil {
+			return Result{}, err
+		}
 	}
 	for t.epochs < t.cfg.Epochs {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
@@ -321,7 +410,10 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		}
 		t.history = append(t.history, er)
 		t.epochs++
-		if t.cfg.Checkpoint != "" {
+		if err := t.syncBuffers(ctx); err != nil {
+			return t.result(res, start, samples, trainTime, waitTime), err
+		}
+		if t.cfg.Checkpoint != "" && (t.dist == nil || t.dist.g.Rank() == 0) {
 			if err := t.Save(t.cfg.Checkpoint); err != nil {
 				return t.result(res, start, samples, trainTime, waitTime), err
 			}
@@ -341,6 +433,9 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 	}
 	r.Epochs = t.epochs
 	r.History = append([]EpochResult(nil), t.history...)
+	if t.dist != nil {
+		r.AllReduceSeconds, r.ExposedAllReduceSeconds = t.dist.comm.Seconds(), t.dist.exposed.Seconds()
+	}
 	if len(t.history) > 0 {
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
@@ -364,9 +459,10 @@ func (t *Trainer) checkBatch(b Batch) error {
 }
 
 func (t *Trainer) validBatch(b Batch) error {
-	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || b.Labels.Len != b.N {
-		return fmt.Errorf("%w: batch of %d images %v (%d bytes, %d labels); model %s takes %v", ErrConfig,
-			b.N, b.Shape, b.Images.Len, b.Labels.Len, t.m.name, t.m.in)
+	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes
+	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || !targets {
+		return fmt.Errorf("train: %w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
+			b.N, b.Shape, b.Images.Len, b.Labels.Len, b.Targets.Len, t.m.name, t.m.in, t.m.classes)
 	}
 	return nil
 }
@@ -434,12 +530,20 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 	if samples == 0 {
 		return er, samples, busy, wait, fmt.Errorf("train: epoch %d: no sample to train on: %w", epoch+1, ErrNoData)
 	}
+	if t.dist != nil {
+		// The epoch's loss and sample count are over every rank's batches.
+		all := float64(samples)
+		if err := t.sumOverRanks(ctx, &lossSum, &all); err != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, err)
+		}
+		samples = int(all)
+	}
 	return er, samples, busy, wait, nil
 }
 
 // trainStep enqueues one step on the batch, waits for it and returns its mean loss.
 func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) (float64, error) {
-	err := t.enqueueStep(b, mean, std, total, perEpoch)
+	err := t.enqueueStep(ctx, b, mean, std, total, perEpoch)
 	if b.Release != nil {
 		b.Release()
 	}
@@ -456,7 +560,7 @@ func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, t
 	return float64(*(*float32)(unsafe.Pointer(&t.host[0]))), nil
 }
 
-func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int) error {
+func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) error {
 	if err := t.checkBatch(b); err != nil {
 		return err
 	}
@@ -466,17 +570,18 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 	if err := t.ops.NormalizeU8(t.s, x, b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
 		return err
 	}
-	logits, err := m.forward(r, n, rng.Mix(t.seed, uint64(t.step), 7))
+	seed := rng.Mix(t.seed, uint64(t.step), 7)
+	if t.dist != nil {
+		// Each rank draws its own dropout masks (the same seed would give sample j of every rank's
+		// batch the same mask).
+		seed = rng.Mix(seed, uint64(t.dist.g.Rank()))
+	}
+	logits, err := m.forward(r, n, seed)
 	if err != nil {
 		return err
 	}
 	dl := m.dlogits.Slice(0, n*m.classes)
-	if t.cfg.LabelSmoothing > 0 {
-		err = t.ops.SoftmaxCrossEntropySmooth(t.s, m.loss, dl, logits, b.Labels, n, m.classes, float32(t.cfg.LabelSmoothing))
-	} else {
-		err = t.ops.SoftmaxCrossEntropy(t.s, m.loss, dl, logits, b.Labels, n, m.classes)
-	}
-	if err != nil {
+	if err := t.lossStep(b, logits, dl); err != nil {
 		return err
 	}
 	if t.scaler != nil {
@@ -484,7 +589,13 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 			return err
 		}
 	}
-	if err := m.backward(r, n); err != nil {
+	if t.dist != nil {
+		sr := t.dist.startStep(ctx, t)
+		r.layerDone = sr.layerDone
+		if err := sr.finish(ctx, m.backward(r, n)); err != nil {
+			return err
+		}
+	} else if err := m.backward(r, n); err != nil {
 		return err
 	}
 	if t.scaler != nil {
@@ -501,7 +612,7 @@ func (t *Trainer) enqueueStep(b Batch, mean, std []float32, total, perEpoch int)
 		applied -= t.scaler.skipped
 	}
 	for _, p := range m.params {
-		if err := t.opt.update(t.ops, t.s, p, lr, applied+1); err != nil {
+		if err := t.opt.Update(t.ops, t.s, p, lr, applied+1); err != nil {
 			return fmt.Errorf("train: update %s: %w", p.Name, err)
 		}
 	}
@@ -539,7 +650,25 @@ func (t *Trainer) unscale() (apply bool, err error) {
 }
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
+// For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
+// multi-hot targets; for vectors the accuracy when the trainer's loss is SoftCrossEntropy (soft
+// labels), else the mean squared error (lower is better). In a data-parallel run every rank calls
+// it with its own part of the data and gets the accuracy over all the parts, each sample counted
+// once (class ids only: float targets are scored on this rank's part).
 func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
+	if k := targetKind(data); k != ClassIDs {
+		m, err := t.Metrics(ctx, data)
+		if k == Vector && t.loss.Kind == SoftCrossEntropy {
+			return m.Accuracy, err
+		}
+		if k == Vector {
+			return m.MSE, err
+		}
+		return m.F1, err
+	}
+	if t.dist != nil {
+		return t.evaluateRanks(ctx, data)
+	}
 	mean, std := data.Normalization()
 	m := t.m
 	if err := t.ops.Fill(t.s, kernels.F32(m.correct), 0); err != nil {
@@ -595,7 +724,12 @@ func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(l
 	per := b.Shape.Len()
 	for lo := 0; lo < b.N; lo += chunk {
 		n := min(chunk, b.N-lo)
-		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), Labels: b.Labels.Slice(lo, lo+n), N: n, Shape: b.Shape}
+		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), N: n, Shape: b.Shape}
+		if b.Labels.Len > 0 {
+			part.Labels = b.Labels.Slice(lo, lo+n)
+		} else {
+			part.Targets = b.Targets.Slice(lo*m.classes, (lo+n)*m.classes)
+		}
 		if err := t.checkBatch(part); err != nil {
 			return err
 		}

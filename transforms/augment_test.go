@@ -156,7 +156,7 @@ func TestGeometryMatchesReference(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		// The reference starts from the displayed image the identity pipeline decodes.
+		// The reference starts from the displayed image the identity Chain decodes.
 		disp := make([]byte, 3*info.Width*info.Height)
 		if err := Compose().NewWorker().ApplyLayout(disp, HWC, Input{Encoded: data}, nil); err != nil {
 			t.Fatal(err)

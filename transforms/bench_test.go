@@ -151,3 +151,27 @@ func benchRaw(b *testing.B, h, w, c int) {
 	b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
 	b.ReportMetric((cpuSeconds()-cpu0)*1e6/float64(b.N), "cpu-µs/image")
 }
+
+// BenchmarkDecodeModes is the cost of ExactDecode against FastDecode per image, one Worker: the
+// photo set of $STOKE_PHOTOS (or, without it, the synthetic 500x375 JPEG) through Eval at 224
+// and 32 pixels and Train(224). (The decode alone: BenchmarkDecode of internal/jpeg.)
+func BenchmarkDecodeModes(b *testing.B) {
+	var imgs [][]byte
+	if os.Getenv("STOKE_PHOTOS") != "" {
+		imgs = photos(b)
+	} else {
+		imgs = [][]byte{synthetic(b)}
+	}
+	for _, c := range []struct {
+		name  string
+		chain *Chain
+	}{
+		{"eval224", Eval(224)},
+		{"eval32", Eval(32)},
+		{"train224", Train(224)},
+	} {
+		for _, m := range []DecodeMode{FastDecode, ExactDecode} {
+			b.Run(c.name+"/"+m.String(), func(b *testing.B) { benchApply(b, c.chain.WithDecode(m), imgs, 1) })
+		}
+	}
+}

@@ -35,9 +35,9 @@ func fuzzSeeds(f *testing.F) {
 	}
 }
 
-// FuzzApply feeds arbitrary bytes through header parsing, decoding and two random pipelines (a
+// FuzzApply feeds arbitrary bytes through header parsing, decoding and two random Chains (a
 // resized crop and flip; a padded crop with flips, quarter turns, whose JPEG decode reads a
-// transposed region, and a rotation): any input must give an output or an error wrapping one of
+// transposed region, and a rotation; the augmentation policies and ops): any input must give an output or an error wrapping one of
 // the sentinels, never a panic or a hang, and the same output with the SIMD kernels as without
 // (13 pixels a row: 8 by SIMD, 5 by Go).
 func FuzzApply(f *testing.F) {
@@ -47,6 +47,9 @@ func FuzzApply(f *testing.F) {
 	for _, p := range []*Chain{
 		Compose(RandomResizedCrop(13), HorizontalFlip(0.5)),
 		Compose(RandomCrop(13, 2), VerticalFlip(0.5), RandomRotate90(), RandomRotation(15)),
+		Compose(RandomResizedCrop(13), HorizontalFlip(0.5)).WithDecode(ExactDecode),
+		Compose(RandomResizedCrop(13), TrivialAugmentWide(), RandAugment(2, 20), AutoAugment(ImageNetPolicy),
+			RandomPerspective(0.5, 0.5), GaussianBlur(5, 0.5, 2), ColorJitterHue(0.3, 0.3, 0.3, 0.2), RandomErasing(0.5)),
 	} {
 		p = p.WithMaxPixels(1 << 20)
 		ws = append(ws, pair{p.NewWorker(), p.NewWorker()})

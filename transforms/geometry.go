@@ -38,9 +38,12 @@ func (a axis) reversed(size int) axis {
 
 // pixelOp is one step on the output pixels, run after the geometry in plan order.
 type pixelOp struct {
-	kind uint8       // opBrightness, opContrast, opSaturation (ColorJitter), opRotate or opFunc
-	f    float64     // the ColorJitter factor, or the rotation angle in radians
+	kind uint8       // opBrightness, opContrast, opSaturation (ColorJitter), opRotate, opFunc, or an op of augops.go
+	f    float64     // the ColorJitter factor, the rotation angle in radians, or the op's magnitude
 	fn   func(Image) // opFunc: a user's step
+	m    [8]float64  // opAffine's inverse affine matrix (6), opPerspective's coefficients
+	n    [4]int      // integer parameters (opPosterize's bits, opErase's box, opBlur's kernel size)
+	v    [3]byte     // opErase's value per channel
 }
 
 const (

@@ -94,7 +94,7 @@ func (ws *weights) compute(a axis, ratio float64, origin, size int, fd filterDef
 		for j := range cnt {
 			x := (float64(j+xmin) - center + 0.5) * ss
 			var v float64
-			if fd.support == 1 { // bilinear, inlined: most pipelines use nothing else
+			if fd.support == 1 { // bilinear, inlined: most Chains use nothing else
 				v = max(1-math.Abs(x), 0)
 			} else {
 				v = fd.f(x)

@@ -10,14 +10,14 @@ import (
 
 // Sentinel errors that callers check with errors.Is.
 var (
-	// ErrTooLarge: the image's header declares more pixels than the pipeline allows.
-	ErrTooLarge = errors.New("transforms: image too large")
+	// ErrTooLarge: the image's header declares more pixels than the Chain allows.
+	ErrTooLarge = errors.New("image too large")
 	// ErrCorrupt: the encoded bytes are not a decodable image of a supported format.
-	ErrCorrupt = errors.New("transforms: corrupt image")
-	// ErrShape: the input or the destination does not have the shape the pipeline needs.
-	ErrShape = errors.New("transforms: shape mismatch")
+	ErrCorrupt = errors.New("corrupt image")
+	// ErrShape: the input or the destination does not have the shape the Chain needs.
+	ErrShape = errors.New("shape mismatch")
 	// ErrInvalid: a transform's parameters are invalid (reported by OutShape and Apply).
-	ErrInvalid = errors.New("transforms: invalid transform")
+	ErrInvalid = errors.New("invalid transform")
 )
 
 // DefaultMaxPixels is the pixel limit (width x height) of a Chain that did not set one: 100
@@ -103,9 +103,10 @@ type Chain struct {
 	ts        []Transform
 	mean, std []float32
 	maxPixels int
+	decode    DecodeMode
 }
 
-// Compose returns the pipeline that applies ts in order. Normalize may appear anywhere: it is
+// Compose returns the Chain that applies ts in order. Normalize may appear anywhere: it is
 // recorded for the float path and the device and never changes the uint8 output.
 func Compose(ts ...Transform) *Chain {
 	p := &Chain{ts: append([]Transform(nil), ts...), maxPixels: DefaultMaxPixels}
@@ -117,6 +118,14 @@ func Compose(ts ...Transform) *Chain {
 	return p
 }
 
+// Append returns a new Chain that applies p's transforms, then ts (with p's pixel limit); p is
+// unchanged. A nil p gives Compose(ts...). A Normalize in ts replaces p's.
+func (p *Chain) Append(ts ...Transform) *Chain {
+	q := Compose(append(append([]Transform(nil), p.transforms()...), ts...)...)
+	q.maxPixels = p.limit()
+	return q
+}
+
 // Train is torchvision's ImageNet training transform: RandomResizedCrop(size),
 // HorizontalFlip(0.5), Normalize(ImageNetMean, ImageNetStd).
 func Train(size int) *Chain {
@@ -124,9 +133,71 @@ func Train(size int) *Chain {
 }
 
 // Eval is torchvision's ImageNet evaluation transform: Resize(size*8/7) (256 for 224),
-// CenterCrop(size), Normalize(ImageNetMean, ImageNetStd).
+// CenterCrop(size), Normalize(ImageNetMean, ImageNetStd), with ExactDecode, so that a model
+// evaluated or served here sees the pixels torchvision would give it.
 func Eval(size int) *Chain {
-	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd))
+	return Compose(Resize(size*8/7), CenterCrop(size), Normalize(ImageNetMean, ImageNetStd)).WithDecode(ExactDecode)
+}
+
+// DecodeMode says how a Chain decodes JPEG images (other formats have one decoder each).
+type DecodeMode uint8
+
+const (
+	// FastDecode, the default of Compose and Train, decodes only the blocks the crop needs, at
+	// the reduced scale (1/2, 1/4, 1/8) that still leaves a decoded sample per output pixel, and
+	// resamples straight from the Y, Cb and Cr planes. Its pixels differ from PIL's by a few
+	// levels (more at small outputs), which augmentation drowns in training.
+	FastDecode DecodeMode = iota
+	// ExactDecode, the default of Eval, decodes at full scale as libjpeg-turbo does with its
+	// default parameters, the decoder of PIL and so of torchvision (integer IDCT, fancy chroma
+	// upsampling, its YCbCr->RGB conversion; CMYK converted as PIL's convert("RGB")), then
+	// resamples the RGB pixels: PIL's decode bit for bit on valid files, and, with Resize and
+	// CenterCrop, what torchvision's transforms give. It still decodes only the blocks the crop
+	// needs; it costs more than FastDecode (the full-scale IDCT and the colour conversion of the
+	// whole crop).
+	ExactDecode
+)
+
+// String is "fast" or "exact" (ParseDecodeMode's names), or the number of another mode.
+func (m DecodeMode) String() string {
+	switch m {
+	case FastDecode:
+		return "fast"
+	case ExactDecode:
+		return "exact"
+	}
+	return fmt.Sprintf("DecodeMode(%d)", uint8(m))
+}
+
+// ParseDecodeMode returns the mode named "fast" or "exact" (as String writes them), or an error
+// wrapping ErrInvalid.
+func ParseDecodeMode(s string) (DecodeMode, error) {
+	switch s {
+	case "fast":
+		return FastDecode, nil
+	case "exact":
+		return ExactDecode, nil
+	}
+	return 0, fmt.Errorf("transforms: decode mode %q (want fast or exact): %w", s, ErrInvalid)
+}
+
+// WithDecode returns a copy of p that decodes JPEG images in mode m. A mode other than
+// FastDecode and ExactDecode makes Apply fail with ErrInvalid.
+func (p *Chain) WithDecode(m DecodeMode) *Chain {
+	q := Chain{maxPixels: DefaultMaxPixels}
+	if p != nil {
+		q = *p
+	}
+	q.decode = m
+	return &q
+}
+
+// DecodeMode returns the JPEG decode mode of p (FastDecode for the nil Chain).
+func (p *Chain) DecodeMode() DecodeMode {
+	if p == nil {
+		return FastDecode
+	}
+	return p.decode
 }
 
 // WithMaxPixels returns a copy of p whose decoders reject images of more than n pixels with
@@ -143,8 +214,8 @@ func (p *Chain) WithMaxPixels(n int) *Chain {
 	return &q
 }
 
-// Admit checks an image's header against the pipeline's limits before anything is decoded: at most
-// the pipeline's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
+// Admit checks an image's header against the Chain's limits before anything is decoded: at most
+// the Chain's pixel limit (WithMaxPixels, DefaultMaxPixels), and at most 4 bytes of decoded
 // memory per allowed pixel (ImageInfo.DecodedBytes), so that a 16-bit PNG counts for what it
 // takes. Images over either limit are an error wrapping ErrTooLarge.
 func (p *Chain) Admit(info ImageInfo) error {
@@ -153,7 +224,8 @@ func (p *Chain) Admit(info ImageInfo) error {
 		return fmt.Errorf("transforms: %s of %dx%d pixels (limit %d): %w", info.Format, info.Width, info.Height, p.limit(), ErrTooLarge)
 	}
 	if info.DecodedBytes > 4*int64(p.limit()) {
-		return fmt.Errorf("transforms: %s of %dx%d pixels decodes to %d bytes (limit %d): %w", info.Format, info.Width, info.Height, info.DecodedBytes, 4*int64(p.limit()), ErrTooLarge)
+		return fmt.Errorf("transforms: %s of %dx%d pixels decodes to %d bytes (limit %d): %w", info.Format, info.Width, info.Height, info.DecodedBytes,
+			4*int64(p.limit()), ErrTooLarge)
 	}
 	return nil
 }
@@ -182,12 +254,15 @@ func (p *Chain) String() string {
 		b.WriteString(t.String())
 	}
 	b.WriteString(")")
+	if m := p.DecodeMode(); m != FastDecode {
+		fmt.Fprintf(&b, ".WithDecode(%v)", m)
+	}
 	return b.String()
 }
 
-// Normalization returns the mean and standard deviation of the pipeline's Normalize step, which
+// Normalization returns the mean and standard deviation of the Chain's Normalize step, which
 // Apply leaves for the device: out = (float32(v)/255 - mean[c]) / std[c]. ok is false when the
-// pipeline does not normalize. The slices are copies.
+// Chain does not normalize. The slices are copies.
 func (p *Chain) Normalization() (mean, std []float32, ok bool) {
 	if p == nil || p.mean == nil {
 		return nil, nil, false
@@ -235,7 +310,8 @@ func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
 			return err
 		}
 		if pl.late {
-			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, Plan.Pixels): put it before them: %w", t, ErrInvalid)
+			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, an augmentation "+
+				"policy, RandomAffine, RandomPerspective, RandomErasing, GaussianBlur, Plan.Pixels): put it before them: %w", t, ErrInvalid)
 		}
 		if w, h := pl.Size(); w > maxSide || h > maxSide {
 			return fmt.Errorf("transforms: %v: output %dx%d: %w", t, w, h, ErrInvalid)
@@ -429,21 +505,26 @@ func (t flip) Plan(p *Plan, r *rand.Rand) error {
 // It acts on the output pixels: the contrast mean is that of the final crop, whatever its
 // position in Compose. Saturation leaves 1-channel outputs unchanged.
 func ColorJitter(brightness, contrast, saturation float64) Transform {
-	return jitter{brightness, contrast, saturation}
+	return jitter{brightness, contrast, saturation, 0}
 }
 
-type jitter struct{ b, c, s float64 }
+type jitter struct{ b, c, s, h float64 }
 
-func (t jitter) String() string { return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s) }
+func (t jitter) String() string {
+	if t.h != 0 {
+		return fmt.Sprintf("ColorJitterHue(%g, %g, %g, %g)", t.b, t.c, t.s, t.h)
+	}
+	return fmt.Sprintf("ColorJitter(%g, %g, %g)", t.b, t.c, t.s)
+}
 
 func (t jitter) Plan(p *Plan, r *rand.Rand) error {
-	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) {
+	if t.b < 0 || t.c < 0 || t.s < 0 || math.IsNaN(t.b+t.c+t.s) || math.IsInf(t.b+t.c+t.s, 0) || !(t.h >= 0 && t.h <= 0.5) {
 		return fmt.Errorf("transforms: %v: %w", t, ErrInvalid)
 	}
 	if r == nil {
 		return nil
 	}
-	var f [3]float64
+	var f [4]float64
 	for i, x := range [3]float64{t.b, t.c, t.s} {
 		f[i] = 1
 		if x > 0 {
@@ -451,10 +532,18 @@ func (t jitter) Plan(p *Plan, r *rand.Rand) error {
 			f[i] = lo + r.Float64()*(1+x-lo)
 		}
 	}
-	order := [3]uint8{0, 1, 2}
-	r.Shuffle(3, func(i, j int) { order[i], order[j] = order[j], order[i] })
-	for _, k := range order {
-		if [3]float64{t.b, t.c, t.s}[k] > 0 {
+	parts := 3
+	if t.h > 0 { // hue 0 draws exactly what ColorJitter always drew
+		f[3] = -t.h + r.Float64()*2*t.h
+		parts = 4
+	}
+	order := [4]uint8{0, 1, 2, 3}
+	r.Shuffle(parts, func(i, j int) { order[i], order[j] = order[j], order[i] })
+	for _, k := range order[:parts] {
+		switch {
+		case k == 3:
+			p.post = append(p.post, pixelOp{kind: opHue, f: f[3]})
+		case [3]float64{t.b, t.c, t.s}[k] > 0:
 			p.post = append(p.post, pixelOp{kind: k, f: f[k]})
 		}
 	}

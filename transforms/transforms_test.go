@@ -204,7 +204,7 @@ func TestColorJitterKnownValues(t *testing.T) {
 			t.Errorf("jitter(%+v) = %v; want %v", tc.op, dst, tc.want)
 		}
 	}
-	// Through a pipeline: factors are drawn per sample; a constant grey image keeps its grey.
+	// Through a Chain: factors are drawn per sample; a constant grey image keeps its grey.
 	in := hwc(5, 5, 3, func(y, x, c int) byte { return 128 })
 	dst := make([]byte, 75)
 	r := rng.NewSample()
@@ -470,7 +470,8 @@ func TestDecodeFormats(t *testing.T) {
 	for i := range grayIm.Pix {
 		grayIm.Pix[i] = byte(i % 2 * 200)
 	}
-	pal := image.NewPaletted(q.Rect, color.Palette{color.NRGBA{255, 0, 0, 255}, color.NRGBA{0, 255, 0, 255}, color.NRGBA{0, 0, 255, 255}, color.NRGBA{255, 255, 255, 255}})
+	pal := image.NewPaletted(q.Rect, color.Palette{color.NRGBA{255, 0, 0, 255}, color.NRGBA{0, 255, 0, 255}, color.NRGBA{0, 0, 255, 255}, color.NRGBA{255, 255,
+		255, 255}})
 	for y := range 16 {
 		for x := range 32 {
 			pal.SetColorIndex(x, y, uint8((y/8)*2+x/16))
@@ -727,20 +728,22 @@ func TestJPEGPathMatchesDecodedPixels(t *testing.T) {
 
 func TestJPEGSteadyStateAllocatesNothing(t *testing.T) {
 	data := encodeJPEG(t, toImage(hwc(240, 320, 3, func(y, x, c int) byte { return byte(x*y + c) })), 90)
-	w, r := Train(96).NewWorker(), rng.NewSample()
-	dst := make([]byte, 3*96*96)
-	i := 0
-	run := func() {
-		r.Reset(1, 0, i)
-		i++
-		if err := w.Apply(dst, Input{Encoded: data}, r.Rand); err != nil {
-			t.Fatal(err)
+	for _, m := range []DecodeMode{FastDecode, ExactDecode} {
+		w, r := Train(96).WithDecode(m).NewWorker(), rng.NewSample()
+		dst := make([]byte, 3*96*96)
+		i := 0
+		run := func() {
+			r.Reset(1, 0, i)
+			i++
+			if err := w.Apply(dst, Input{Encoded: data}, r.Rand); err != nil {
+				t.Fatal(err)
+			}
 		}
-	}
-	for range 50 {
-		run()
-	}
-	if n := testing.AllocsPerRun(50, run); n != 0 {
-		t.Errorf("Apply(jpeg) allocs = %v; want 0", n)
+		for range 50 {
+			run()
+		}
+		if n := testing.AllocsPerRun(50, run); n != 0 {
+			t.Errorf("Apply(jpeg, %v decode) allocs = %v; want 0", m, n)
+		}
 	}
 }

@@ -28,7 +28,8 @@ type Worker struct {
 	rows [3][]byte // one output row per plane, in the stored frame
 	conv []byte    // RGB conversion of rare image models
 	u8   []byte    // uint8 staging of the float path
-	rot  []byte    // RandomRotation's copy of the output
+	rot  []byte    // RandomRotation's (and the affine and sharpness steps') copy of the output
+	fbuf []float64 // GaussianBlur's horizontal pass
 	lut  [][256]float32
 }
 
@@ -47,11 +48,11 @@ func (p *Chain) NewWorker() *Worker {
 }
 
 // Apply transforms in and writes uint8 CHW pixels into dst, whose length must be C*H*W for the
-// output size H x W the pipeline gives this input and C = 1 or 3 (the channels wanted: encoded
+// output size H x W the Chain gives this input and C = 1 or 3 (the channels wanted: encoded
 // images are converted to RGB or to luma, raw pixels likewise). Randomness is drawn from r, the
 // sample's own generator (seed it from what identifies the sample, for instance
 // rand.New(rand.NewPCG(seed, uint64(index))), so that the output does not depend on which Worker
-// ran it); r may be nil for pipelines without random transforms (random ones then take their
+// ran it); r may be nil for Chains without random transforms (random ones then take their
 // deterministic fallback). A warm Worker allocates nothing for JPEG and raw input.
 func (w *Worker) Apply(dst []byte, in Input, r *rand.Rand) error {
 	return w.apply(dst, CHW, in, r)
@@ -63,7 +64,7 @@ func (w *Worker) ApplyLayout(dst []byte, l Layout, in Input, r *rand.Rand) error
 }
 
 // ApplyFloat32 is Apply followed by the conversion to float32 in layout l:
-// (float32(v)/255 - mean[c]) / std[c] with the pipeline's Normalize, or float32(v)/255 without
+// (float32(v)/255 - mean[c]) / std[c] with the Chain's Normalize, or float32(v)/255 without
 // one. The device-side normalization of Apply's output computes the same numbers.
 func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rand.Rand) error {
 	w.u8 = growBytes(w.u8, len(dst))
@@ -193,7 +194,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 			w.writeRow(dst, &m, k, nc, chanStride)
 		}
 	}
-	for _, op := range pl.post {
+	for i := range pl.post {
+		op := &pl.post[i]
 		switch op.kind {
 		case opFunc:
 			op.fn(Image{Pix: dst, C: nc, H: oh, W: ow, Layout: l})
@@ -201,8 +203,10 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 			w.rot = growBytes(w.rot, len(dst))
 			copy(w.rot, dst)
 			rotatePixels(dst, w.rot, op.f, nc, ow, oh, pix, row, chanStride)
+		case opBrightness, opContrast, opSaturation:
+			jitterPixels(dst, *op, nc, ow*oh, pix, chanStride)
 		default:
-			jitterPixels(dst, op, nc, ow*oh, pix, chanStride)
+			w.runAug(dst, op, view{nc: nc, w: ow, h: oh, pix: pix, row: row, cs: chanStride})
 		}
 	}
 	return nil
@@ -210,12 +214,18 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 
 // decodeJPEG decodes only what mapping m reads: the blocks around the crop, at the largest
 // reduced scale (1/2, 1/4, 1/8) that still leaves at least one decoded sample per output pixel.
-// Images the fork does not handle (CMYK) go through the standard library.
+// Images the fork does not handle (CMYK, unless exact) go through the standard library.
+//
+// With ExactDecode the decode is at full scale and as libjpeg-turbo's, into R, G, B planes.
 func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
+	exact := w.p.DecodeMode() == ExactDecode
+	if mode := w.p.DecodeMode(); mode != FastDecode && !exact {
+		return fmt.Errorf("transforms: decode mode %d: %w", mode, ErrInvalid)
+	}
 	s := min(m.u.scale, m.v.scale)
 	scale := 1
 	for _, d := range []int{8, 4, 2} {
-		if s >= float64(d) {
+		if s >= float64(d) && !exact {
 			scale = d
 			break
 		}
@@ -233,7 +243,7 @@ func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
 	if region.Empty() {
 		region = image.Rect(0, 0, 1, 1) // a crop wholly in padding reads nothing; decode little
 	}
-	im, err := w.jd.Decode(data, ijpeg.Options{Scale: scale, Region: region, MaxPixels: w.p.limit()})
+	im, err := w.jd.Decode(data, ijpeg.Options{Scale: scale, Region: region, MaxPixels: w.p.limit(), Exact: exact})
 	if err != nil && errors.As(err, new(ijpeg.UnsupportedError)) {
 		std, err := jpeg.Decode(bytes.NewReader(data))
 		if err != nil {
@@ -298,7 +308,7 @@ func (w *Worker) writeRow(dst []byte, m *mapping, k, nc, chanStride int) {
 }
 
 // copyRow stores src[j] at dst[o+j*du]. A flipped CHW row (du -1, half the rows of a
-// training pipeline) reverses 8 bytes at a time.
+// training Chain) reverses 8 bytes at a time.
 func copyRow(dst []byte, o, du int, src []byte) {
 	switch du {
 	case 1:

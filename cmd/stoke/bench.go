@@ -46,7 +46,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	lf.registerRanks(fs)
 	epochs := fs.Int("epochs", 1, "timed epochs")
 	warmup := fs.Int("warmup", 0, "untimed epochs first (warms the page cache and the workers' scratch memory)")
-	sampleLog := fs.String("sample-log", "", "write every sample this rank loaded to FILE, one line each: EPOCH BATCH INDEX (to check how ranks split the data)")
+	sampleLog := fs.String("sample-log", "",
+		"write every sample this rank loaded to FILE, one line each: EPOCH BATCH INDEX (to check how ranks split the data)")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -160,7 +161,8 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if el := after.Elapsed - before.Elapsed; el > 0 {
 		r.StallFraction = float64(after.Wait-before.Wait) / float64(el)
 	}
-	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.CPUMsPerImage, r.Device, r.Batch, workersString(lf.workers))
+	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.CPUMsPerImage,
+		r.Device, r.Batch, workersString(lf.workers))
 	e.printf("host to device: %.1f MB in %.3f s of copy time (%.2f GB/s), consumer stalled %.1f%% of the time\n",
 		float64(r.H2DBytes)/1e6, r.H2DSeconds, r.H2DGBps, 100*r.StallFraction)
 	if !r.Pinned {

@@ -1,12 +1,16 @@
 package main
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"io"
 	"strconv"
 	"strings"
+	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
+	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
@@ -24,23 +28,79 @@ type loaderFlags struct {
 	// autoWorkers is --workers auto: workers is sized by a short measurement when the loader opens.
 	autoWorkers bool
 	// opener reads remote shards (--cache-dir, --cache-size).
-	opener loaders.Opener
+	opener datasets.Opener
 	// rank and worldSize place this process among data-parallel ones (--rank, --world-size, from
 	// the launcher's environment by default); localRank (LOCAL_RANK) picks its GPU.
 	rank, worldSize, localRank int
-	envErr                     error
+	// decode is --decode by split (registerDecode): stoke train's for "train", predict's for "test".
+	decode map[string]*transforms.DecodeMode
+	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
+	augment         *augmentFlags
+	envErr, distErr error
+	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
+	// (registerDist).
+	env         dist.Config
+	masterAddr  string
+	masterPort  int
+	distTimeout time.Duration
 }
 
 // registerRanks adds --rank and --world-size, whose defaults come from the environment torchrun
-// and similar launchers set (RANK, WORLD_SIZE; LOCAL_RANK picks the GPU for --device cuda).
+// or Slurm set (RANK, WORLD_SIZE or SLURM_PROCID, SLURM_NTASKS; LOCAL_RANK or SLURM_LOCALID picks
+// the GPU for --device cuda).
 func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
-	rank, world, local, err := loaders.EnvRank()
+	cfg, err := dist.FromEnv()
 	if err != nil {
-		rank, world, local, lf.envErr = 0, 1, 0, err
+		// Commands that only split the data (bench, profile) need no rendezvous: RANK and
+		// WORLD_SIZE are enough for them; group reports what is missing.
+		lf.distErr = err
+		rank, world, local, err := loaders.EnvRank()
+		if err != nil {
+			rank, world, local, lf.envErr = 0, 1, 0, err
+		}
+		cfg = dist.Config{Rank: rank, WorldSize: world, LocalRank: local}
 	}
-	lf.localRank = local
-	fs.IntVar(&lf.rank, "rank", rank, "this process's rank among data-parallel processes (default: $RANK)")
-	fs.IntVar(&lf.worldSize, "world-size", world, "number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE)")
+	lf.env = cfg
+	lf.localRank = cfg.LocalRank
+	fs.IntVar(&lf.rank, "rank", cfg.Rank, "this process's rank among data-parallel processes (default: $RANK or $SLURM_PROCID)")
+	fs.IntVar(&lf.worldSize, "world-size", max(cfg.WorldSize, 1), "number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE or $SLURM_NTASKS)")
+}
+
+// registerDist adds the rendezvous flags of a command whose ranks talk to each other.
+func (lf *loaderFlags) registerDist(fs *flag.FlagSet) {
+	lf.registerRanks(fs)
+	addr := lf.env.Addr
+	if addr == "" {
+		addr = "127.0.0.1"
+	}
+	fs.StringVar(&lf.masterAddr, "master-addr", addr, "host of rank 0's store, where the ranks meet (default: $MASTER_ADDR)")
+	fs.IntVar(&lf.masterPort, "master-port", lf.env.Port, "port of that store (default: $MASTER_PORT; required with --world-size above 1)")
+	fs.DurationVar(&lf.distTimeout, "dist-timeout", 30*time.Minute, "how long a rank waits for the others (at the start, and in any collective) before it fails, naming the rank and the operation")
+}
+
+// group joins the data-parallel group the flags and the environment describe (a group of one with
+// --world-size 1). The caller closes it.
+func (lf *loaderFlags) group(ctx context.Context) (*dist.Group, error) {
+	cfg := lf.env
+	if lf.distErr != nil && lf.worldSize > 1 && lf.masterPort == 0 {
+		return nil, fmt.Errorf("%w: %v (or pass --master-addr and --master-port)", errUsage, lf.distErr)
+	}
+	if cfg.Rank != lf.rank || cfg.WorldSize != lf.worldSize {
+		// The flags place this process: no launcher's store to join.
+		cfg.Rank, cfg.WorldSize, cfg.UseAgentStore = lf.rank, lf.worldSize, false
+	}
+	cfg.Addr, cfg.Port, cfg.Timeout = lf.masterAddr, lf.masterPort, lf.distTimeout
+	if cfg.WorldSize > 1 && cfg.Port == 0 {
+		return nil, fmt.Errorf("%w: --world-size %d needs --master-port (or $MASTER_PORT), where rank 0's store listens", errUsage, cfg.WorldSize)
+	}
+	if !(lf.distTimeout > 0) {
+		return nil, fmt.Errorf("%w: --dist-timeout %v; want > 0", errUsage, lf.distTimeout)
+	}
+	g, err := dist.Init(ctx, cfg)
+	if err != nil {
+		return nil, fmt.Errorf("rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
+	}
+	return g, nil
 }
 
 // workersValue parses --workers: a count, or auto.
@@ -186,8 +246,21 @@ func (lf *loaderFlags) check() error {
 
 // transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
 // resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
-// otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test).
+// otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test); then, for
+// train, the augmentation of stoke train's --augment and --random-erasing.
 func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Chain {
+	p := lf.baseTransform(info, split)
+	if split == "train" && lf.augment != nil {
+		mean, _, _ := p.Normalization()
+		ts, _ := lf.augment.transforms(mean) // checked when the flags were parsed
+		if len(ts) > 0 {
+			p = p.Append(ts...)
+		}
+	}
+	return p
+}
+
+func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transforms.Chain {
 	if lf.size == 0 && info.Shape.C > 0 {
 		return nil
 	}
@@ -207,7 +280,7 @@ func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Ch
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the
 // work of stream (nil: yielded once copied). The returned closer closes both.
 func (lf *loaderFlags) open(split string, shuffle bool, dev gpu.Device, stream gpu.Stream) (*loaders.Loader, io.Closer, error) {
-	ds, err := lf.opener.Open(lf.data, split)
+	ds, err := openDataset(lf.opener, lf.data, split)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -232,7 +305,7 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 	cfg := loaders.Config{
 		Batch: lf.batch, Workers: lf.workers, Prefetch: lf.prefetch,
 		Shuffle: shuffle, Seed: lf.seed,
-		Transform: lf.transform(loaders.Describe(ds), split),
+		Transform: lf.withDecode(lf.transform(loaders.Describe(ds), split), split),
 		Device:    dev, Stream: stream,
 		OnError: policy, MaxSkipped: lf.maxSkipped, MemoryBudget: int64(lf.memory),
 		Rank: lf.rank, WorldSize: lf.worldSize,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -46,6 +47,37 @@ func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
 	tr, err := train.New(m, dev, nil, train.Config{Resume: ck})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
+	}
+	return &checkpointTrainer{tr, dev}, nil
+}
+
+// openWeights opens lf's device and builds the named model for the images lf's evaluation loader
+// gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
+// safetensors weights at path; closing the trainer also closes the device.
+func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int) (*checkpointTrainer, error) {
+	if classes <= 0 {
+		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
+	}
+	dev, err := gpu.Open(lf.device)
+	if err != nil {
+		return nil, err
+	}
+	probe, err := lf.loader(ds, "test", false, dev, nil)
+	if err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	shape := probe.Shape()
+	probe.Close()
+	m, err := train.NewModel(model, shape, classes)
+	if err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	tr, err := train.New(m, dev, nil, train.Config{})
+	if err != nil {
+		return nil, errors.Join(err, dev.Close())
+	}
+	if _, err := tr.LoadWeights(path, train.LoadOptions{}); err != nil {
+		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"bufio"
 	"encoding/json"
 	"image"
 	"image/color"
@@ -73,7 +72,8 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	root := noisyFolder(t, 3, 4, 73)
 	dir := t.TempDir()
 	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "m.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--size", "64", "--batch", "4", "--epochs", "1", "--lr", "0.02",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
@@ -83,18 +83,7 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("predict: exit %d: %s", code, errOut)
 	}
-	var preds []predictJSON
-	sc := bufio.NewScanner(strings.NewReader(out))
-	for sc.Scan() {
-		if strings.Contains(sc.Text(), `"samples"`) {
-			break
-		}
-		var p predictJSON
-		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
-			t.Fatalf("predict line %q: %v", sc.Text(), err)
-		}
-		preds = append(preds, p)
-	}
+	preds := predictLines(t, out)
 	if len(preds) != 12 {
 		t.Fatalf("predict printed %d samples; want 12", len(preds))
 	}
@@ -132,7 +121,8 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 func TestPredictAndExportErrors(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train",
+		"--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")

@@ -25,6 +25,7 @@ import (
 	"github.com/klauspost/compress/gzip"
 	"github.com/klauspost/compress/zstd"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -205,8 +206,10 @@ func TestHostileSizes(t *testing.T) {
 		{"cifar short", []string{"bench", "--data", "cifar10:" + filepath.Join(dir, "cifar")}, "data_batch_1.bin"},
 		{"16-bit png", []string{"bench", "--data", filepath.Join(dir, "png16"), "--size", "16", "--batch", "1"}, "decodes to 1100000000 bytes"},
 		{"jpeg bomb bench", []string{"bench", "--data", filepath.Join(dir, "jpegbomb"), "--size", "16", "--batch", "1"}, "image too large"},
-		{"jpeg bomb pack raw", []string{"pack", "--data", filepath.Join(dir, "jpegbomb"), "--out", filepath.Join(dir, "o1"), "--format", "raw"}, "image too large"},
-		{"jpeg bomb pack jpeg", []string{"pack", "--data", filepath.Join(dir, "jpegbomb"), "--out", filepath.Join(dir, "o2"), "--format", "jpeg"}, "image too large"},
+		{"jpeg bomb pack raw", []string{"pack", "--data", filepath.Join(dir, "jpegbomb"), "--out", filepath.Join(dir, "o1"), "--format", "raw"},
+			"image too large"},
+		{"jpeg bomb pack jpeg", []string{"pack", "--data", filepath.Join(dir, "jpegbomb"), "--out", filepath.Join(dir, "o2"), "--format", "jpeg"},
+			"image too large"},
 		{"zstd bomb", []string{"bench", "--data", "shards:" + filepath.Join(dir, "bomb", "*.zst"), "--size", "16"}, "expands past"},
 		{"slots over the budget", []string{"bench", "--data", photos, "--size", "5000", "--batch", "64"}, "over the memory budget"},
 		{"slots over --memory", []string{"bench", "--data", photos, "--size", "64", "--batch", "64", "--memory", "1M"}, "--memory"},
@@ -282,7 +285,8 @@ func TestSecondInterrupt(t *testing.T) {
 // interruptTwice starts a slow training run, interrupts it, waits for its message and interrupts
 // it again; it returns the exit status and the time from the second signal to the exit.
 func interruptTwice(t *testing.T, root string) (int, time.Duration, error) {
-	cmd := exec.Command(stokeBin(t), "train", "--data", root, "--size", "160", "--model", "cnn", "--batch", "8", "--workers", "1", "--eval-on-train", "--epochs", "5")
+	cmd := exec.Command(stokeBin(t), "train", "--data", root, "--size", "160", "--model", "cnn", "--batch", "8", "--workers", "1", "--eval-on-train", "--epochs",
+		"5")
 	stdout, _ := cmd.StdoutPipe()
 	stderr, _ := cmd.StderrPipe()
 	if err := cmd.Start(); err != nil {
@@ -342,7 +346,8 @@ func TestPackKilled(t *testing.T) {
 	out := filepath.Join(t.TempDir(), "out")
 	// Time one whole pack, to kill the others anywhere from their start to past their end.
 	start := time.Now()
-	if _, errOut, code := guarded(t, "pack", "--data", "mnist:"+src, "--out", out, "--format", "raw", "--compress", "zstd", "--shard-size", "2560", "-q"); code != 0 {
+	if _, errOut, code := guarded(t, "pack", "--data", "mnist:"+src, "--out", out, "--format", "raw", "--compress", "zstd", "--shard-size", "2560",
+		"-q"); code != 0 {
 		t.Fatalf("pack: %s", errOut)
 	}
 	whole := min(time.Since(start), 2*time.Second) // a loaded machine does not make the loop long
@@ -371,7 +376,7 @@ func TestPackKilled(t *testing.T) {
 			cmd.Wait()
 		}
 		for _, spec := range []string{"shards:" + out, "shards:" + filepath.Join(out, "shard-*")} {
-			ds, err := loaders.Open(spec, "train")
+			ds, err := datasets.Open(spec, "train")
 			if err != nil {
 				refused++
 				continue
@@ -389,7 +394,7 @@ func TestPackKilled(t *testing.T) {
 	if _, errOut, code := guarded(t, "pack", "--data", "mnist:"+src, "--out", out, "--format", "raw", "--overwrite", "-q"); code != 0 {
 		t.Fatalf("pack over the remains: %s", errOut)
 	}
-	ds, err := loaders.Open("shards:"+out, "train")
+	ds, err := datasets.Open("shards:"+out, "train")
 	if err != nil || ds.Len() != 600 {
 		t.Fatalf("read back: %v", err)
 	}
@@ -401,7 +406,7 @@ func TestPackKilled(t *testing.T) {
 func TestPackExclusive(t *testing.T) {
 	src := photoFolder(t, 2, 3, nil)
 	out := filepath.Join(t.TempDir(), "out")
-	held, err := loaders.CreatePackDir(out, shardPrefix, false)
+	held, err := createPackDir(out, false)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +425,7 @@ func TestPackExclusive(t *testing.T) {
 	if codes[0]+codes[1] != 1 {
 		t.Errorf("two packs into one folder exit %v; want one 0 and one 1", codes)
 	}
-	ds, err := loaders.Open("shards:"+out, "train")
+	ds, err := datasets.Open("shards:"+out, "train")
 	if err != nil || ds.Len() != 6 {
 		t.Fatalf("read back: %v", err)
 	}
@@ -453,7 +458,7 @@ func TestPackExclusive(t *testing.T) {
 			t.Errorf("pack %v: exit %d, stderr %q; want 2 and overlap", args, code, errOut)
 		}
 	}
-	if ds, err := loaders.Open("shards:"+out, "train"); err != nil || ds.Len() != 6 {
+	if ds, err := datasets.Open("shards:"+out, "train"); err != nil || ds.Len() != 6 {
 		t.Errorf("the pack given as input was touched: %v", err)
 	} else {
 		closeDataset(ds)
@@ -587,11 +592,13 @@ func TestTrainEvaluatesHonestly(t *testing.T) {
 		Eval    string   `json:"eval"`
 		TestAcc *float64 `json:"test_acc"`
 	}
-	if code != 0 || json.Unmarshal([]byte(lastLine(out)), &r) != nil || r.Eval != "train" || !strings.Contains(out, "not a test accuracy") || strings.Contains(out, "test accuracy ") {
+	if code != 0 || json.Unmarshal([]byte(lastLine(out)), &r) != nil || r.Eval != "train" || !strings.Contains(out,
+		"not a test accuracy") || strings.Contains(out, "test accuracy ") {
 		t.Errorf("--eval-on-train: exit %d, stdout %q, stderr %q; want eval \"train\" and the warning", code, out, errOut)
 	}
 	out, errOut, code = stoke(t, append(base, "--val-split", "0.2", "--json")...)
-	if code != 0 || json.Unmarshal([]byte(lastLine(out)), &r) != nil || r.Eval != "validation" || r.TestAcc == nil || !strings.Contains(out, "validation accuracy") {
+	if code != 0 || json.Unmarshal([]byte(lastLine(out)), &r) != nil || r.Eval != "validation" || r.TestAcc == nil || !strings.Contains(out,
+		"validation accuracy") {
 		t.Errorf("--val-split: exit %d, stdout %q, stderr %q; want eval \"validation\"", code, out, errOut)
 	}
 	// Every sample bad, skipped without a limit: the run fails.
@@ -599,13 +606,14 @@ func TestTrainEvaluatesHonestly(t *testing.T) {
 	for _, p := range []string{"a/0.png", "a/1.png", "b/0.png"} {
 		write(t, filepath.Join(bad, p), []byte("not an image"))
 	}
-	_, errOut, code = stoke(t, "train", "--data", bad, "--size", "8", "--batch", "2", "--epochs", "1", "--eval-on-train", "--on-error", "skip", "--max-skipped", "0")
+	_, errOut, code = stoke(t, "train", "--data", bad, "--size", "8", "--batch", "2", "--epochs", "1", "--eval-on-train", "--on-error", "skip", "--max-skipped",
+		"0")
 	if code != 1 || !strings.Contains(errOut, "skipped") {
 		t.Errorf("train on nothing but bad samples: exit %d, stderr %q; want 1", code, errOut)
 	}
 	// Labels beyond the class limit size no model; --classes declares the count.
 	ds := filepath.Join(t.TempDir(), "sh")
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(ds, "s-%04d.tar")})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(ds, "s-%04d.tar")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -627,7 +635,8 @@ func TestTrainEvaluatesHonestly(t *testing.T) {
 	if code != 1 || !strings.Contains(errOut, "label 5000000 not in [0, 2)") {
 		t.Errorf("train --classes 2 with label 5000000: exit %d, stderr %q; want 1 naming the label", code, errOut)
 	}
-	if _, errOut, code = stoke(t, "train", "--data", "shards:"+ds, "--size", "4", "--batch", "2", "--epochs", "1", "--eval-on-train", "--classes", "2", "--on-error", "skip"); code != 0 {
+	if _, errOut, code = stoke(t, "train", "--data", "shards:"+ds, "--size", "4", "--batch", "2", "--epochs", "1", "--eval-on-train", "--classes", "2",
+		"--on-error", "skip"); code != 0 {
 		t.Errorf("train --classes 2 --on-error skip: exit %d, stderr %q; want 0", code, errOut)
 	}
 }
@@ -647,7 +656,8 @@ func TestTrainSmallFaults(t *testing.T) {
 	if _, errOut, code := stoke(t, "train", "--data", "mnist:"+mn, "--size", "8", "--batch", "4", "--epochs", "1"); code != 0 {
 		t.Errorf("train on MNIST with --size 8: exit %d: %s", code, errOut)
 	}
-	out, errOut, code := stoke(t, "train", "--data", "mnist:"+mn, "--batch", "4", "--epochs", "1", "--checkpoint", filepath.Join(t.TempDir(), "missing", "ck.bin"))
+	out, errOut, code := stoke(t, "train", "--data", "mnist:"+mn, "--batch", "4", "--epochs", "1", "--checkpoint", filepath.Join(t.TempDir(), "missing",
+		"ck.bin"))
 	if code != 1 || strings.Contains(out, "epoch 1/1") || !strings.Contains(errOut, "missing") {
 		t.Errorf("--checkpoint into a missing folder: exit %d, stdout %q, stderr %q; want 1 before the first epoch", code, out, errOut)
 	}
@@ -700,7 +710,7 @@ func TestPackValidatesInput(t *testing.T) {
 	if code != 0 || json.Unmarshal([]byte(lastLine(stdout)), &r) != nil || r.Skipped != 1 || r.Samples != 5 {
 		t.Fatalf("pack --on-error skip: exit %d, stdout %q, stderr %q; want 5 samples and 1 skipped", code, stdout, errOut)
 	}
-	ds, err := loaders.Open(r.Spec, "train")
+	ds, err := datasets.Open(r.Spec, "train")
 	if err != nil || ds.Len() != 5 {
 		t.Fatalf("read back %s: %v", r.Spec, err)
 	}

@@ -1,12 +1,16 @@
-// Command stoke is Stoke's command line: train a classifier, benchmark or profile a data-loading
-// pipeline, pack a dataset into shards, and list the devices.
+// Command stoke is Stoke's command line: train a classifier (on one process or data-parallel on
+// several), benchmark or profile a data-loading pipeline, pack a dataset into shards, measure the
+// collective, and list the devices.
 //
 //	stoke train   --data mnist --model mlp --epochs 3
 //	stoke predict --checkpoint ck --data DIR --json
+//	stoke predict --weights resnet18.safetensors --model resnet18 --size 224 --data DIR
+//	stoke train   --data DIR --model resnet18 --init resnet18.safetensors --freeze
 //	stoke export  --checkpoint ck --out model.safetensors
 //	stoke bench   --data DIR --size 224 --batch 64 --workers 2
 //	stoke profile --data DIR --batches 50 --trace trace.json --svg timeline.svg
 //	stoke pack    --data DIR --out shards/ --format raw --compress zstd --max-side 256
+//	stoke allreduce --min-bytes 4K --max-bytes 256M (one process per rank, under torchrun or with --rank/--world-size)
 //	stoke devices
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
@@ -37,13 +41,14 @@ type command struct {
 }
 
 var commands = map[string]command{
-	"train":   {"train an image classifier (mlp, cnn, resnets) end to end", runTrain},
-	"bench":   {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
-	"profile": {"find where a data-loading pipeline loses time", runProfile},
-	"pack":    {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
-	"predict": {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
-	"export":  {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
-	"devices": {"list the backends built in and the devices found", runDevices},
+	"train":     {"train an image classifier (mlp, cnn, resnets) end to end", runTrain},
+	"bench":     {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
+	"profile":   {"find where a data-loading pipeline loses time", runProfile},
+	"pack":      {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
+	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
+	"export":    {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
+	"devices":   {"list the backends built in and the devices found", runDevices},
+	"allreduce": {"time the all-reduce of package dist across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
 
 // errUsage marks errors that are the caller's command line; they exit with status 2.

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
+	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pipeline"
@@ -43,17 +45,20 @@ type packResult struct {
 var compressSuffix = map[string]string{"none": ".tar", "zstd": ".tar.zst", "gzip": ".tar.gz"}
 
 func runPack(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("--data SPEC --out DIR [--overwrite] [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] [--workers W] [--on-error skip] [--json]", true)
+	fs := e.flags("--data SPEC --out DIR [--overwrite] [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] "+
+		"[--workers W] [--on-error skip] [--json]", true)
 	data := fs.String("data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB, shards:DIR")
 	split := fs.String("split", "train", "split of the dataset to pack: train or test")
 	out := fs.String("out", "", "folder the shards and index.json are written to: new, empty, or holding a previous pack that --overwrite replaces")
 	overwrite := fs.Bool("overwrite", false, "remove the previous pack in --out first (never other files)")
 	onError := fs.String("on-error", "fail", "bad samples: fail (stop at the first, writing nothing) or skip (leave them out, count them)")
 	maxSkipped := fs.Int("max-skipped", 1000, "with --on-error skip, fail once more samples than this were skipped (0: no limit)")
-	format := fs.String("format", "jpeg", "jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without decoding")
+	format := fs.String("format", "jpeg",
+		"jpeg: JPEG files (passed through when already JPEG and small enough, otherwise encoded at quality 90); raw: uint8 HWC pixels that load without "+
+			"decoding")
 	compress := fs.String("compress", "none", "compression of each whole shard: none, zstd or gzip")
 	maxSide := fs.Int("max-side", 0, "shrink images whose longer side exceeds this many pixels, keeping the aspect ratio (0: keep sizes)")
-	shardSize := fs.Int64("shard-size", loaders.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
+	shardSize := fs.Int64("shard-size", datasets.DefaultShardBytes, "start a new shard after this many bytes of samples (before compression)")
 	workers := fs.Int("workers", 0, "goroutines that decode and encode samples (0: one per core)")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -66,7 +71,8 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	case compressSuffix[*compress] == "":
 		return fmt.Errorf("%w: --compress %q; want none, zstd or gzip", errUsage, *compress)
 	case *maxSide < 0 || *shardSize < 1 || *workers < 0 || *workers > maxWorkers || *maxSkipped < 0:
-		return fmt.Errorf("%w: --max-side %d --shard-size %d --workers %d --max-skipped %d; want >= 0, >= 1, 0 to %d, >= 0", errUsage, *maxSide, *shardSize, *workers, *maxSkipped, maxWorkers)
+		return fmt.Errorf("%w: --max-side %d --shard-size %d --workers %d --max-skipped %d; want >= 0, >= 1, 0 to %d, >= 0", errUsage, *maxSide, *shardSize,
+			*workers, *maxSkipped, maxWorkers)
 	}
 	policy, err := loaders.ParseErrorPolicy(*onError)
 	if err != nil {
@@ -78,17 +84,17 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	if *workers == 0 {
 		*workers = runtime.GOMAXPROCS(0)
 	}
-	ds, err := loaders.Open(*data, *split)
+	ds, err := openDataset(datasets.Opener{}, *data, *split)
 	if err != nil {
 		return err
 	}
 	defer closeDataset(ds)
 	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), shardPrefix+"%06d"+compressSuffix[*compress])
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
 	if err != nil {
 		return err
 	}
-	dir, err := loaders.CreatePackDir(*out, shardPrefix, *overwrite)
+	dir, err := createPackDir(*out, *overwrite)
 	if err != nil {
 		return err
 	}
@@ -345,4 +351,9 @@ func hwcImage(px []byte, w, h, c int) image.Image {
 		rgba.Pix[j], rgba.Pix[j+1], rgba.Pix[j+2], rgba.Pix[j+3] = px[i], px[i+1], px[i+2], 255
 	}
 	return rgba
+}
+
+// createPackDir takes out for a pack of this command's shards (see packdir.Create).
+func createPackDir(out string, overwrite bool) (*packdir.Dir, error) {
+	return packdir.Create(out, packdir.Options{Prefix: shardPrefix, Index: datasets.IndexName, IsShard: datasets.IsShardName, Overwrite: overwrite})
 }

@@ -15,6 +15,7 @@ import (
 
 	"go.uber.org/goleak"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 )
 
@@ -97,7 +98,7 @@ func meanAbsDiff(a, b []byte) float64 {
 	return float64(s) / float64(len(a))
 }
 
-// TestPackRoundTrip packs datasets and reads every sample back through loaders.Open("shards:...").
+// TestPackRoundTrip packs datasets and reads every sample back through datasets.Open("shards:...").
 func TestPackRoundTrip(t *testing.T) {
 	pngs := photoFolder(t, 2, 4, nil)
 	jpegs := jpegFolder(t, 2, 3)
@@ -164,23 +165,24 @@ func TestPackRoundTrip(t *testing.T) {
 					Frames   [][2]int64 `json:"frames"`
 				} `json:"shardlist"`
 			}
-			if b, err := os.ReadFile(filepath.Join(out, loaders.IndexName)); err != nil || json.Unmarshal(b, &ix) != nil {
+			if b, err := os.ReadFile(filepath.Join(out, datasets.IndexName)); err != nil || json.Unmarshal(b, &ix) != nil {
 				t.Fatalf("index: %v", err)
 			}
 			compressed := slices.Contains(tc.args, "zstd") || slices.Contains(tc.args, "gzip")
 			for k, e := range ix.ShardList {
 				if len(e.Sizes) != e.NSamples || e.Classes < 1 || (e.Frames != nil) != compressed {
-					t.Errorf("index entry %d: %d sizes for %d samples, classes %d, %d frames (compressed %v)", k, len(e.Sizes), e.NSamples, e.Classes, len(e.Frames), compressed)
+					t.Errorf("index entry %d: %d sizes for %d samples, classes %d, %d frames (compressed %v)", k, len(e.Sizes), e.NSamples, e.Classes, len(e.Frames),
+						compressed)
 				}
 			}
-			src, err := loaders.Open(tc.data, "train")
+			src, err := datasets.Open(tc.data, "train")
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer closeDataset(src)
-			got, err := loaders.Open(r.Spec, "train")
+			got, err := datasets.Open(r.Spec, "train")
 			if err != nil {
-				t.Fatalf("loaders.Open(%q) = %v", r.Spec, err)
+				t.Fatalf("datasets.Open(%q) = %v", r.Spec, err)
 			}
 			defer closeDataset(got)
 			if got.Len() != src.Len() || r.Samples != src.Len() {
@@ -220,7 +222,7 @@ func TestPackShards(t *testing.T) {
 	if _, err := os.Stat(filepath.Join(out, "index.json")); err != nil {
 		t.Errorf("index: %v", err)
 	}
-	ds, err := loaders.Open(r.Spec, "")
+	ds, err := datasets.Open(r.Spec, "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,8 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -32,47 +34,72 @@ type predictSummary struct {
 
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--checkpoint PATH --data SPEC [--size N] [--batch B] [--workers W] [--device D] [--json]", true)
+	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--size N] [--batch B] [--workers W] [--device D] [--json]", true)
 	lf.register(fs, 128)
-	ck := fs.String("checkpoint", "", "checkpoint written by stoke train (required)")
+	// predict sizes photos from the checkpoint, not 224 as the other commands do.
+	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos (224 with --weights)"
+	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
+	weights := fs.String("weights", "", "safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
+	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
+	lf.registerDecode(fs, "test")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if *ck == "" {
-		return fmt.Errorf("%w: --checkpoint is required", errUsage)
+	switch {
+	case *ck == "" && *weights == "":
+		return fmt.Errorf("%w: --checkpoint is required (or --weights and --model)", errUsage)
+	case *ck != "" && *weights != "":
+		return fmt.Errorf("%w: --checkpoint and --weights: choose one", errUsage)
+	case *weights != "" && *model == "":
+		return fmt.Errorf("%w: --weights needs --model", errUsage)
+	case *ck != "" && (*model != "" || *classes != 0):
+		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
+	case *classes < 0 || *classes > maxClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
 	}
 	lf.worldSize = 1 // one process predicts every sample
 	if err := lf.check(); err != nil {
 		return err
 	}
 	start := time.Now()
-	tr, err := openCheckpoint(*ck, lf.device)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	m, dev := tr.Model(), tr.dev
 
 	// The test split when the data has one (a folder's test/ subfolder, MNIST's test files), else
 	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
 	// the model's input size.
 	split := "test"
-	ds, err := loaders.Open(lf.data, split)
-	if errors.Is(err, loaders.ErrNoSplit) {
+	ds, err := openDataset(datasets.Opener{}, lf.data, split)
+	if errors.Is(err, datasets.ErrNoSplit) {
 		split = "train"
-		ds, err = loaders.Open(lf.data, split)
+		ds, err = openDataset(datasets.Opener{}, lf.data, split)
 	}
 	if err != nil {
 		return err
 	}
 	defer closeDataset(ds)
 	info := loaders.Describe(ds)
+	src := *ck
+	var tr *checkpointTrainer
+	if *ck != "" {
+		tr, err = openCheckpoint(*ck, lf.device)
+	} else {
+		src = *weights
+		if *classes == 0 {
+			*classes = info.NumClasses
+		}
+		tr, err = openWeights(&lf, ds, *weights, *model, *classes)
+	}
+	if err != nil {
+		return err
+	}
+	defer tr.Close()
+	m, dev := tr.Model(), tr.dev
 	in := m.Input()
 	if lf.size == 0 && info.Shape.C == 0 {
 		lf.size = in.H
 	}
 	if info.NumClasses != 0 && info.NumClasses != m.Classes() {
-		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, *ck, m.Classes())
+		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, src, m.Classes())
 	}
 	ld, err := lf.loader(ds, "test", false, dev, tr.Stream()) // "test": the evaluation transform
 	if err != nil {
@@ -80,14 +107,14 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	}
 	defer ld.Close()
 	if s := ld.Shape(); s.C != in.C || s.H != in.H || s.W != in.W {
-		return fmt.Errorf("%s gives %dx%dx%d images; the model in %s takes %v (set --size)", info.Name, s.C, s.H, s.W, *ck, in)
+		return fmt.Errorf("%s gives %dx%dx%d images; the model in %s takes %v (set --size)", info.Name, s.C, s.H, s.W, src, in)
 	}
 	p, err := tr.Predict(ctx, train.FromLoader(ld))
 	if err != nil {
 		return err
 	}
 
-	folder, _ := ds.(*loaders.ImageFolder)
+	folder, _ := ds.(*datasets.ImageFolder)
 	correct := 0
 	for i := range p.Len() {
 		r := predictJSON{Index: i, Class: p.Class(i), Label: int(p.Labels[i]), Logits: p.Logits[i*p.Classes : (i+1)*p.Classes]}

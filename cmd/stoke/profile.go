@@ -28,7 +28,8 @@ const (
 
 func runProfile(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]", true)
+	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]",
+		true)
 	lf.register(fs, 64)
 	lf.registerRanks(fs)
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
@@ -51,7 +52,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer dev.Close()
-	ds, err := lf.opener.Open(lf.data, "train")
+	ds, err := openDataset(lf.opener, lf.data, "train")
 	if err != nil {
 		return err
 	}
@@ -119,7 +120,8 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		if err := writeFile(*tracePath, func(f *os.File) error { return profile.WriteTrace(f, tl) }); err != nil {
 			return err
 		}
-		e.printf("trace: %s (%d spans, %d tracks); open it in https://ui.perfetto.dev or chrome://tracing\n", *tracePath, len(tl.Spans), len(tl.Tracks)+len(tl.Counters))
+		e.printf("trace: %s (%d spans, %d tracks); open it in https://ui.perfetto.dev or chrome://tracing\n", *tracePath, len(tl.Spans),
+			len(tl.Tracks)+len(tl.Counters))
 	}
 	if *svgPath != "" {
 		if err := writeFile(*svgPath, func(f *os.File) error { return profile.WriteSVG(f, tl) }); err != nil {

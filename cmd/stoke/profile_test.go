@@ -60,7 +60,8 @@ func TestProfile(t *testing.T) {
 			}
 			// The loader copies ahead of the consumer: at least the 5 batches consumed were copied.
 			if perSample := int64(3*16*16 + 4); r.Workers < 1 || r.AutoWorkers < 1 || r.Copy.Bytes < 20*perSample || r.Copy.Bytes%(4*perSample) != 0 {
-				t.Errorf("profile workers %d, auto %d, copied %d bytes; want >= 1, >= 1, whole batches of %d bytes, at least 5", r.Workers, r.AutoWorkers, r.Copy.Bytes, 4*perSample)
+				t.Errorf("profile workers %d, auto %d, copied %d bytes; want >= 1, >= 1, whole batches of %d bytes, at least 5", r.Workers, r.AutoWorkers, r.Copy.Bytes,
+					4*perSample)
 			}
 			perTrack := checkTrace(t, trace, tc.tracks)
 			// One lane per transform worker that ran (with 12 samples an epoch, the scheduler may

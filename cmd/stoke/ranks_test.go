@@ -11,6 +11,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -30,7 +31,7 @@ func buildStoke(t *testing.T) string {
 func rawShards(t *testing.T, shards, perShard int) string {
 	t.Helper()
 	dir := t.TempDir()
-	w, err := loaders.NewShardWriter(loaders.ShardWriterConfig{Pattern: filepath.Join(dir, "part-%04d.tar"), MaxSamples: perShard})
+	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: filepath.Join(dir, "part-%04d.tar"), MaxSamples: perShard})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,8 +213,9 @@ func TestRanksUsage(t *testing.T) {
 		env  [][2]string
 		want string
 	}{
-		{[]string{"train", "--world-size", "2"}, nil, "all-reduced"},
-		{[]string{"train"}, [][2]string{{"RANK", "1"}, {"WORLD_SIZE", "2"}}, "all-reduced"},
+		{[]string{"train", "--world-size", "2"}, nil, "--master-port"},
+		{[]string{"train"}, [][2]string{{"RANK", "1"}, {"WORLD_SIZE", "2"}}, "--master-port"},
+		{[]string{"train", "--world-size", "2", "--master-port", "1", "--dist-timeout", "0s"}, nil, "--dist-timeout"},
 		{[]string{"bench", "--data", "mnist", "--rank", "4", "--world-size", "4"}, nil, "--rank 4 --world-size 4"},
 		{[]string{"profile", "--data", "mnist", "--world-size", "0"}, nil, "--rank 0 --world-size 0"},
 		{[]string{"bench", "--data", "mnist"}, [][2]string{{"WORLD_SIZE", "two"}}, "WORLD_SIZE"},

@@ -6,8 +6,10 @@ import (
 	"flag"
 	"fmt"
 	"math"
+	"os"
 	"strings"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
@@ -16,24 +18,41 @@ import (
 
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] [--checkpoint PATH] [--resume PATH] [--json]", true)
+	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
+		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
 	lf.register(fs, 128)
-	lf.registerRanks(fs)
+	lf.registerDist(fs)
+	lf.registerDecode(fs, "train")
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
-	wd := fs.Float64("wd", 0, "weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
+	wd := fs.Float64("wd", 0,
+		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
-	precision := fs.String("precision", "fp32", "arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
+	precision := fs.String("precision", "fp32",
+		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
+			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
-	valSplit := fs.Float64("val-split", 0, "hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
+	valSplit := fs.Float64("val-split", 0,
+		"hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
 	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	init := fs.String("init", "",
+		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
+	freeze := fs.Bool("freeze", false,
+		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
+	freezeUpTo := fs.String("freeze-upto", "",
+		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
+	backboneLR := fs.Float64("backbone-lr-scale", 0,
+		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
+	lf.augment = &augmentFlags{}
+	lf.augment.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -43,9 +62,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := lf.check(); err != nil {
 		return err
 	}
+	if _, err := lf.augment.transforms(nil); err != nil {
+		return err
+	}
 	switch {
-	case lf.worldSize > 1:
-		return fmt.Errorf("%w: world size %d: training across ranks needs the gradients all-reduced between them, which Stoke does not do yet; train in one process (world size 1), or measure each rank's loader with stoke bench or stoke profile", errUsage, lf.worldSize)
 	case *epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
 	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
@@ -60,6 +80,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --label-smoothing %v; want [0,1)", errUsage, *smoothing)
 	case *classes < 0 || *classes > maxClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *freeze && *freezeUpTo != "":
+		return fmt.Errorf("%w: --freeze and --freeze-upto: choose one", errUsage)
+	case !(*backboneLR >= 0) || math.IsInf(*backboneLR, 0):
+		return fmt.Errorf("%w: --backbone-lr-scale %v; want a finite factor > 0 (or --freeze)", errUsage, *backboneLR)
 	}
 	recipe, _ := train.Recipe(*model)
 	if *lr == 0 {
@@ -88,12 +112,30 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	default:
 		return fmt.Errorf("%w: --schedule %q; want constant, cosine or step", errUsage, *schedule)
 	}
+	logs, err := openRunLog(*logDir, *lr, sched, lf.batch)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
 
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
+	group, err := lf.group(ctx)
+	if err != nil {
+		return err
+	}
+	defer group.Close()
+	if group.Rank() != 0 {
+		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
+		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
+		*resume = *checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
+	}
 
 	sets, err := openEvalSets(lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
 	if err != nil {
@@ -102,7 +144,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
 	if nclasses > maxClasses {
-		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
+		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
+			"declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
 	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
@@ -122,7 +165,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
+		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Dist: group,
 		Progress: func(p *train.Progress) {
+			logs.progress(p, sets.evalName)
 			if p.Done {
 				if bar != nil {
 					bar.Finish()
@@ -145,6 +191,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
+	if rep := tr.InitReport(); rep != nil {
+		e.printf("initialized from %s: %d tensors loaded", *init, len(rep.Loaded))
+		if len(rep.NewHead) > 0 {
+			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
+		}
+		e.printf("\n")
+	}
+	if n := m.NumParams() - trainable(m); n > 0 {
+		e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
+	}
 	trainL, err := lf.loader(sets.train, "train", true, dev, tr.Stream())
 	if err != nil {
 		return err
@@ -156,7 +212,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer evalL.Close()
 
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, batch %d, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, lf.batch, cfg.Precision)
+	batch := fmt.Sprintf("batch %d", lf.batch)
+	if n := group.Size(); n > 1 {
+		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
+	}
+	e.printf("training %s (%d parameters) on %s with %s, %d epochs, %s, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, batch,
+		cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	}
@@ -164,12 +225,29 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if bar != nil {
 		bar.Finish()
 	}
+	if err == nil {
+		err = logs.Close()
+	}
 	if err != nil {
 		return err
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
-	return e.emit(trainResult{res, sets.evalName, *precision})
+	if group.Size() > 1 {
+		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
+	}
+	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size()})
+}
+
+// resumeAfterRestart reports whether a run restarted by its launcher should continue from its
+// checkpoint: torchrun counts restarts in TORCHELASTIC_RESTART_COUNT, and a restarted group that
+// began again from scratch would redo every epoch the checkpoint holds.
+func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
+	if resume != "" || checkpoint == "" || restarts == 0 {
+		return false
+	}
+	_, err := os.Stat(checkpoint)
+	return err == nil
 }
 
 // trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
@@ -179,6 +257,10 @@ type trainResult struct {
 	train.Result
 	Eval      string `json:"eval"`
 	Precision string `json:"precision"`
+	// Batch is the batch of each rank; GlobalBatch, of a step over all WorldSize ranks.
+	Batch       int `json:"batch"`
+	GlobalBatch int `json:"global_batch"`
+	WorldSize   int `json:"world_size"`
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
@@ -204,7 +286,7 @@ func (s *evalSets) Close() error {
 // test split, evaluating on the training data needs evalOnTrain: a run never reports its training
 // accuracy as a test accuracy. classes > 0 declares the number of classes.
 func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := loaders.Open(spec, "train")
+	trainDS, err := openDataset(datasets.Opener{}, spec, "train")
 	if err != nil {
 		return nil, err
 	}
@@ -218,16 +300,17 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		}
 		s.train, s.eval, s.evalName = tr, val, "validation"
 	default:
-		testDS, err := loaders.Open(spec, "test")
+		testDS, err := openDataset(datasets.Opener{}, spec, "test")
 		switch {
 		case err == nil:
 			s.eval, s.evalName = testDS, "test"
 			s.closers = append(s.closers, testDS)
-		case errors.Is(err, loaders.ErrNoSplit) && evalOnTrain:
+		case errors.Is(err, datasets.ErrNoSplit) && evalOnTrain:
 			s.eval, s.evalName = trainDS, "train"
-		case errors.Is(err, loaders.ErrNoSplit):
+		case errors.Is(err, datasets.ErrNoSplit):
 			s.Close()
-			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the training data", errUsage, spec, err)
+			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the "+
+				"training data", errUsage, spec, err)
 		default:
 			s.Close()
 			return nil, err
@@ -237,6 +320,15 @@ func openEvalSets(spec string, valSplit float64, evalOnTrain bool, seed uint64, 
 		s.train, s.eval = loaders.WithClasses(s.train, classes), loaders.WithClasses(s.eval, classes)
 	}
 	return s, nil
+}
+
+// trainable counts the parameters the trainer updates.
+func trainable(m *train.Model) int {
+	n := 0
+	for _, p := range m.Params() {
+		n += p.Len()
+	}
+	return n
 }
 
 // flagSet reports whether the command line set the flag.

@@ -45,7 +45,8 @@ func TestTrainCheckpointResume(t *testing.T) {
 	}
 
 	// A checkpoint of another model, and a truncated one, are refused with one line on stderr.
-	_, errOut, code = stoke(t, "train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "4", "--val-split", "0.25", "--epochs", "2", "--resume", ck, "-q")
+	_, errOut, code = stoke(t, "train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "4", "--val-split", "0.25", "--epochs", "2", "--resume", ck,
+		"-q")
 	if code != 1 || strings.Count(strings.TrimRight(errOut, "\n"), "\n") != 0 || !strings.Contains(errOut, "checkpoint") {
 		t.Errorf("resume with another model: exit %d, stderr %q; want 1 and a one-line checkpoint error", code, errOut)
 	}

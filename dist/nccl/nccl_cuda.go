@@ -58,6 +58,8 @@ type bootstrap interface {
 	Broadcast(ctx context.Context, buf []byte, root int) error
 }
 
+var _ bootstrap = (*dist.Group)(nil)
+
 // DType is the element type of an NCCL all-reduce.
 type DType uint8
 

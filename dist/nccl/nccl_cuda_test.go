@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"net"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -176,25 +177,16 @@ func want(c reduceCase, size, i int) float64 {
 func round(dt DType, v float64) float64 {
 	f := float32(v) // exact, or round to nearest even
 	if dt == BFloat16 {
-		return float64(bf16ToF32(f32ToBF16(f)))
+		return float64(dist.BF16ToF32(dist.F32ToBF16(f)))
 	}
 	return float64(f)
 }
-
-// f32ToBF16 rounds to nearest even (no NaN among the inputs).
-func f32ToBF16(f float32) uint16 {
-	x := math.Float32bits(f)
-	x += 0x7fff + (x>>16)&1
-	return uint16(x >> 16)
-}
-
-func bf16ToF32(h uint16) float32 { return math.Float32frombits(uint32(h) << 16) }
 
 func encode(dt DType, vals []float64) []byte {
 	b := make([]byte, len(vals)*dt.size())
 	for i, v := range vals {
 		if dt == BFloat16 {
-			binary.LittleEndian.PutUint16(b[2*i:], f32ToBF16(float32(v)))
+			binary.LittleEndian.PutUint16(b[2*i:], dist.F32ToBF16(float32(v)))
 		} else {
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 		}
@@ -204,7 +196,7 @@ func encode(dt DType, vals []float64) []byte {
 
 func decode(dt DType, b []byte, i int) float64 {
 	if dt == BFloat16 {
-		return float64(bf16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+		return float64(dist.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
 	}
 	return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
 }
@@ -365,7 +357,23 @@ func TestNCCLRank(t *testing.T) {
 	dev := openCUDA(t, index)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	c, err := New(ctx, fileBootstrap{rank, size, dir}, dev)
+	// The all-reduces bootstrap through the real process group (the id through its TCPStore);
+	// the failures through a file, which also orders their ranks.
+	var b bootstrap = fileBootstrap{rank, size, dir}
+	if mode == "reduce" {
+		port, _ := strconv.Atoi(os.Getenv("STOKE_NCCL_PORT"))
+		g, err := dist.Init(ctx, dist.Config{Rank: rank, WorldSize: size, Port: port, Timeout: time.Minute})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer func() {
+			if err := g.Close(); err != nil {
+				t.Errorf("group Close() = %v; want nil", err)
+			}
+		}()
+		b = g
+	}
+	c, err := New(ctx, b, dev)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -454,13 +462,19 @@ func runRanks(t *testing.T, mode string, size int, env ...string) string {
 		}
 	}
 	dir := t.TempDir()
+	l, err := net.Listen("tcp", "127.0.0.1:0") // a free port for the group's store
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
 	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
 	defer cancel()
 	cmds := make([]*exec.Cmd, size)
 	outs := make([]*strings.Builder, size)
 	for r := range size {
 		cmd := exec.CommandContext(ctx, os.Args[0], "-test.run=^TestNCCLRank$", "-test.v", "-test.count=1")
-		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %s", helperVar, mode, r, size, dir))
+		cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s %d %d %s", helperVar, mode, r, size, dir), fmt.Sprintf("STOKE_NCCL_PORT=%d", port))
 		if shared {
 			cmd.Env = append(cmd.Env, "STOKE_NCCL_SHARED_DEVICE=1")
 		}
@@ -488,8 +502,9 @@ func runRanks(t *testing.T, mode string, size int, env ...string) string {
 }
 
 // TestNCCLRanks all-reduces every case (float32 and bfloat16, sum and mean, 0, 1, 1001 and 2^20+3
-// elements, in the middle of a buffer) among 2 and 4 ranks, each a process: every rank's result
-// equals the exactly rounded reference (runCases) and all ranks' result bytes are identical.
+// elements, in the middle of a buffer) among 2 and 4 ranks, each a process, the unique id passed
+// through a dist.Group's store: every rank's result equals the exactly rounded reference
+// (runCases) and all ranks' result bytes are identical.
 func TestNCCLRanks(t *testing.T) {
 	for _, size := range []int{2, 4} {
 		t.Run(fmt.Sprint(size), func(t *testing.T) {

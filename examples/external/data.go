@@ -14,8 +14,9 @@ import (
 )
 
 // exerciseData uses the loaders' extension points from outside the module: a user StreamSource
-// read through a shuffle buffer and resumed mid-epoch, a user Sampler, and multi-label targets with
-// a custom collate hook.
+// read through a shuffle buffer and resumed mid-epoch, a user Sampler, multi-label targets with
+// a custom collate hook, and shards written and opened with package datasets under a user
+// dataset that receives the Loader's read-ahead plan.
 func exerciseData() error {
 	if err := streamAndResume(); err != nil {
 		return fmt.Errorf("stream: %w", err)
@@ -25,6 +26,9 @@ func exerciseData() error {
 	}
 	if err := multiLabelCollate(); err != nil {
 		return fmt.Errorf("multi-label: %w", err)
+	}
+	if err := shardsAndReadAhead(); err != nil {
+		return fmt.Errorf("datasets: %w", err)
 	}
 	return nil
 }

@@ -9,7 +9,9 @@
 //     stage table, the verdict, the timeline as a trace and an SVG;
 //   - the pipeline engine's worker index, for per-worker state;
 //   - the loaders' data extension points (data.go): a user StreamSource with a shuffle buffer
-//     resumed mid-epoch, a user Sampler, multi-label targets with a collate hook.
+//     resumed mid-epoch, a user Sampler, multi-label targets with a collate hook;
+//   - the model side (model.go): a user layer (train.Module) and a user optimizer trained through
+//     Loaders, and the model's checkpoint rebuilt once the layer is registered.
 //
 // Run it with `go run .` in this directory, or `make external` from the repository root.
 package main
@@ -41,6 +43,7 @@ func main() {
 		{"profile", profileLoader},
 		{"pipeline worker index", workerIndex},
 		{"data: stream, sampler, targets", func(context.Context) error { return exerciseData() }}, // data.go
+		{"model: user layer, user optimizer, checkpoint", userModel},                              // model.go
 	} {
 		if err := step.run(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "external: %s: %v\n", step.name, err)

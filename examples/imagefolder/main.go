@@ -18,6 +18,7 @@ import (
 	"os/signal"
 	"time"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
@@ -49,7 +50,7 @@ func main() {
 	var tr *train.Trainer
 	var stream gpu.Stream
 	if !*bench {
-		ds, err := loaders.Open(*data, "train")
+		ds, err := datasets.Open(*data, "train")
 		check(err)
 		classes := loaders.Describe(ds).NumClasses
 		m, err := train.NewModel("cnn", train.Shape{C: 3, H: *size, W: *size}, classes)
@@ -67,7 +68,7 @@ func main() {
 		stream = tr.Stream()
 	}
 	newLoader := func(split string, tf *transforms.Chain, shuffle bool) *loaders.Loader {
-		ds, err := loaders.Open(*data, split)
+		ds, err := datasets.Open(*data, split)
 		check(err)
 		l, err := loaders.New(ds, loaders.Config{Batch: *batch, Workers: *workers, Shuffle: shuffle, Seed: 1,
 			Transform: tf, Device: dev, Stream: stream})

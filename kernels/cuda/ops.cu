@@ -509,3 +509,72 @@ extern "C" __global__ void maxpool_pad_grad_f32(float *dx, const float *dy, cons
 		dx[i] = acc;
 	}
 }
+
+__device__ double softplus_d(double x) { return x > 0 ? x + log1p(exp(-x)) : log1p(exp(x)); }
+
+// The losses over float targets (kernels.LossKind: 1 soft-target cross-entropy, 2 binary
+// cross-entropy on logits with pos_weight pw, which may be null, 3 MSE, 4 smooth L1 with beta).
+// Launched as one block of 1024 threads: warp w handles rows w, w+32, ...; a row's loss is
+// summed over its lanes, each warp's in row order, then the warps in warp order.
+extern "C" __global__ void float_loss_f32(float *loss, float *d, const float *x, const float *t, const float *pw,
+	i64 n, i64 dim, i64 kind, double beta) {
+	__shared__ double wsum[32];
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	double inv = kind == 1 ? 1.0 / (double)n : 1.0 / ((double)n * (double)dim), acc = 0;
+	for (i64 r = warp; r < n; r += nwarps) {
+		const float *xr = x + r * dim, *tr = t + r * dim;
+		float *dr = d + r * dim;
+		double l = 0;
+		if (kind == 1) {
+			float mx = xr[0];
+			for (i64 j = lane; j < dim; j += 32) mx = fmaxf(mx, xr[j]);
+			for (int o = 16; o > 0; o /= 2) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+			double sum = 0, tsum = 0;
+			for (i64 j = lane; j < dim; j += 32) {
+				sum += exp((double)(xr[j] - mx));
+				tsum += (double)tr[j];
+			}
+			for (int o = 16; o > 0; o /= 2) {
+				sum += __shfl_xor_sync(0xffffffffu, sum, o);
+				tsum += __shfl_xor_sync(0xffffffffu, tsum, o);
+			}
+			double lse = log(sum);
+			for (i64 j = lane; j < dim; j += 32) {
+				double z = (double)(xr[j] - mx) - lse;
+				l -= (double)tr[j] * z;
+				dr[j] = (float)((exp(z) * tsum - (double)tr[j]) * inv);
+			}
+		} else {
+			for (i64 j = lane; j < dim; j += 32) {
+				double xv = (double)xr[j], tv = (double)tr[j], e = xv - tv;
+				if (kind == 2) {
+					double w = pw ? (double)pw[j] : 1.0;
+					l += w * tv * softplus_d(-xv) + (1 - tv) * softplus_d(xv);
+					double sig = 1 / (1 + exp(-xv));
+					dr[j] = (float)((sig * (w * tv + 1 - tv) - w * tv) * inv);
+				} else if (kind == 3) {
+					l += e * e;
+					dr[j] = (float)(2 * e * inv);
+				} else {
+					double a = fabs(e);
+					if (a < beta) {
+						l += 0.5 * e * e / beta;
+						dr[j] = (float)(e / beta * inv);
+					} else {
+						l += a - 0.5 * beta;
+						dr[j] = (float)((e > 0 ? 1.0 : (e < 0 ? -1.0 : 0.0)) * inv);
+					}
+				}
+			}
+		}
+		for (int o = 16; o > 0; o /= 2) l += __shfl_xor_sync(0xffffffffu, l, o);
+		acc += l;
+	}
+	if (lane == 0) wsum[warp] = acc;
+	__syncthreads();
+	if (threadIdx.x == 0) {
+		double s = 0;
+		for (int w = 0; w < nwarps; w++) s += wsum[w];
+		*loss = (float)(s * inv);
+	}
+}

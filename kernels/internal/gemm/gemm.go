@@ -207,7 +207,8 @@ func helper() {
 
 // multiply computes C = alpha*op(A)*op(B) + beta*C with kernel kern on up to threads goroutines.
 // Arguments must have passed check, with m, n > 0.
-func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int, threads int) {
+func multiply(kern *kernel, transA, transB bool, m, n, k int, alpha float32, a []float32, lda int, b []float32, ldb int, beta float32, c []float32, ldc int,
+	threads int) {
 	whole := part{kern: kern, transA: transA, transB: transB, m0: 0, m1: m, n0: 0, n1: n, k: k,
 		alpha: alpha, beta: beta, a: a, b: b, c: c, lda: lda, ldb: ldb, ldc: ldc}
 	whole.multiply(threads)

@@ -25,27 +25,32 @@ func benchFiles(b *testing.B) [][]byte {
 	return out
 }
 
-// BenchmarkDecode compares full-image decodes: this fork into reused planes against
-// image/jpeg.Decode.
+// BenchmarkDecode compares full-image decodes: this fork into reused planes (Y, Cb, Cr; and
+// with Exact, libjpeg-turbo's full-resolution RGB) against image/jpeg.Decode.
 func BenchmarkDecode(b *testing.B) {
 	imgs := benchFiles(b)
 	var size int64
 	for _, d := range imgs {
 		size += int64(len(d))
 	}
-	b.Run("fork", func(b *testing.B) {
-		var dec Decoder
-		b.SetBytes(size / int64(len(imgs)))
-		b.ReportAllocs()
-		i := 0
-		for b.Loop() {
-			if _, err := dec.Decode(imgs[i%len(imgs)], Options{}); err != nil {
-				b.Fatal(err)
+	for _, c := range []struct {
+		name string
+		opt  Options
+	}{{"fork", Options{}}, {"fork-exact", Options{Exact: true}}} {
+		b.Run(c.name, func(b *testing.B) {
+			var dec Decoder
+			b.SetBytes(size / int64(len(imgs)))
+			b.ReportAllocs()
+			i := 0
+			for b.Loop() {
+				if _, err := dec.Decode(imgs[i%len(imgs)], c.opt); err != nil {
+					b.Fatal(err)
+				}
+				i++
 			}
-			i++
-		}
-		b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
-	})
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+		})
+	}
 	b.Run("stdlib", func(b *testing.B) {
 		b.SetBytes(size / int64(len(imgs)))
 		b.ReportAllocs()

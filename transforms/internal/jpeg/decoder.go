@@ -13,10 +13,14 @@
 //     idct_gen.py) that computes exactly what dct.go computes; -tags noasm leaves it out;
 //   - planes and coefficient buffers belong to the Decoder and are reused, so a warm Decoder
 //     allocates nothing per image;
-//   - the result stays in Y, Cb, Cr (or gray) planes: no colour conversion happens here.
+//   - the result stays in Y, Cb, Cr (or gray) planes: no colour conversion happens here, except
+//     with Options.Exact (exact.go), which decodes as libjpeg-turbo with its default parameters
+//     (the decoder behind PIL and torchvision): its integer IDCT, fancy upsampling and colour
+//     conversion into full-resolution R, G, B planes, bit for bit on valid files, and CMYK or
+//     YCCK files converted to RGB as PIL does.
 //
-// The encoder, DecodeConfig, image.Image results and 4-component (CMYK) images are not part of
-// the fork; 4-component images return an UnsupportedError.
+// The encoder, DecodeConfig and image.Image results are not part of the fork; 4-component (CMYK)
+// images return an UnsupportedError unless Options.Exact is set.
 //
 // # Concurrency
 //
@@ -36,6 +40,9 @@ type Decoder struct {
 	img  Image
 	pix  [maxComponents][]byte
 	prog [maxComponents][]block
+	up   [maxComponents][]byte // Exact: full-resolution copies of subsampled planes
+	// colsum is Exact's scratch row of vertical sums (h2v2 upsampling).
+	colsum []int32
 }
 
 // Options say what part of an image to decode and at what scale.
@@ -48,6 +55,15 @@ type Options struct {
 	// MaxPixels, if positive, rejects frames of more pixels with an UnsupportedError before any
 	// plane is allocated.
 	MaxPixels int
+	// Exact decodes as libjpeg-turbo does with its default parameters (the decoder PIL, and so
+	// torchvision, uses): its integer IDCT (jpeg_idct_islow), its fancy upsampling of subsampled
+	// planes and its colour conversion, so that the Image holds full-resolution R, G, B planes
+	// (or the one gray plane) equal to PIL's decode of a valid file. 4-component files (CMYK,
+	// YCCK) are converted to RGB as PIL's convert("RGB") does. Exact needs Scale 1; without it,
+	// planes stay Y, Cb, Cr at their own resolution and 4-component files are unsupported. With
+	// a Region, the region is widened by one MCU on each side so that the upsampling of its
+	// pixels reads only decoded samples.
+	Exact bool
 }
 
 // Plane is the decoded part of one component: it holds the samples (X0+x, Y0+y) of the
@@ -61,7 +77,9 @@ type Plane struct {
 	SubX, SubY int // full-resolution pixels per sample (at Scale 1), e.g. 2, 2 for 4:2:0 chroma
 }
 
-// Image is a decoded JPEG: 1 (gray) or 3 (YCbCr, or RGB when RGB is set) planes.
+// Image is a decoded JPEG: 1 (gray) or 3 (YCbCr, or RGB when RGB is set) planes. An exact
+// decode (Options.Exact) has RGB set and full-resolution planes (SubX = SubY = 1) for every
+// colour file, CMYK included.
 type Image struct {
 	Width, Height int // full-resolution size
 	Comps         int
@@ -71,7 +89,8 @@ type Image struct {
 }
 
 // Decode decodes data. Errors are FormatError (corrupt data), UnsupportedError (valid but not
-// handled here: 4-component, lossless, arithmetic-coded, 12-bit) or io.ErrUnexpectedEOF.
+// handled here: 4-component without Exact, lossless, arithmetic-coded, 12-bit; Exact with a
+// reduced Scale) or io.ErrUnexpectedEOF.
 func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 	scale := opt.Scale
 	switch scale {
@@ -81,8 +100,11 @@ func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 	default:
 		return nil, UnsupportedError("scale")
 	}
+	if opt.Exact && scale != 1 {
+		return nil, UnsupportedError("exact decoding at a reduced scale")
+	}
 	d := &dec.d
-	*d = decoder{src: data, all: data, pool: dec, scale: scale, bs: 8 / scale}
+	*d = decoder{src: data, all: data, pool: dec, scale: scale, bs: 8 / scale, exact: opt.Exact}
 	if err := d.readFull(d.tmp[:2]); err != nil {
 		return nil, err
 	}
@@ -96,6 +118,10 @@ func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 		return nil, err
 	}
 	m := &dec.img
+	if d.exact {
+		dec.finishExact(m)
+		return m, nil
+	}
 	*m = Image{Width: d.width, Height: d.height, Comps: d.nComp, Scale: scale}
 	m.RGB = d.nComp == 3 && d.isRGB()
 	h0, v0 := d.comp[0].h, d.comp[0].v
@@ -121,6 +147,9 @@ func (d *decoder) setRegion() {
 		return
 	}
 	mw, mh := 8*d.comp[0].h, 8*d.comp[0].v
+	if d.exact {
+		r = image.Rect(r.Min.X-mw, r.Min.Y-mh, r.Max.X+mw, r.Max.Y+mh)
+	}
 	d.rx0, d.rx1 = max(r.Min.X, 0)/mw, (r.Max.X+mw-1)/mw
 	d.ry0, d.ry1 = max(r.Min.Y, 0)/mh, (r.Max.Y+mh-1)/mh
 }

@@ -190,6 +190,9 @@ func TestDecodeBadInput(t *testing.T) {
 	if _, err := dec.Decode(good, Options{Scale: 3}); err == nil {
 		t.Error("Decode(scale 3) = nil error; want UnsupportedError")
 	}
+	if _, err := dec.Decode(good, Options{Scale: 2, Exact: true}); !errors.As(err, new(UnsupportedError)) {
+		t.Errorf("Decode(scale 2, exact) = %v; want UnsupportedError", err)
+	}
 }
 
 func TestWarmDecoderAllocatesNothing(t *testing.T) {
@@ -206,6 +209,17 @@ func TestWarmDecoderAllocatesNothing(t *testing.T) {
 	if n != 0 {
 		t.Errorf("Decode allocs = %v; want 0", n)
 	}
+	if _, err := dec.Decode(data, Options{Exact: true}); err != nil {
+		t.Fatal(err)
+	}
+	n = testing.AllocsPerRun(20, func() {
+		if _, err := dec.Decode(data, Options{Exact: true, Region: image.Rect(30, 30, 100, 90)}); err != nil {
+			t.Fatal(err)
+		}
+	})
+	if n != 0 {
+		t.Errorf("Decode(exact) allocs = %v; want 0", n)
+	}
 }
 
 func FuzzDecode(f *testing.F) {
@@ -219,12 +233,16 @@ func FuzzDecode(f *testing.F) {
 		if len(data) > 1<<16 {
 			return
 		}
-		for _, o := range []Options{{MaxPixels: 1 << 20}, {Scale: 4, Region: image.Rect(8, 8, 16, 16), MaxPixels: 1 << 20}} {
+		for _, o := range []Options{{MaxPixels: 1 << 20}, {Scale: 4, Region: image.Rect(8, 8, 16, 16), MaxPixels: 1 << 20},
+			{Exact: true, MaxPixels: 1 << 20}, {Exact: true, Region: image.Rect(8, 8, 16, 16), MaxPixels: 1 << 20}} {
 			m, err := dec.Decode(data, o)
 			if err == nil && (m.Width <= 0 || m.Height <= 0 || m.Comps < 1) {
 				t.Errorf("Decode = %dx%d, %d comps; want a positive size", m.Width, m.Height, m.Comps)
 			}
-			if avx2 {
+			if err == nil && o.Exact {
+				checkExactPlanes(t, m)
+			}
+			if avx2 && !o.Exact {
 				decodeBoth(t, data, o) // the SIMD IDCT changes nothing, whatever the input
 			}
 		}

@@ -124,6 +124,7 @@ type decoder struct {
 	done               bool // a sequential scan passed the region's last MCU row
 	region             image.Rectangle
 	maxPixels          int
+	exact              bool // Options.Exact
 	pool               *Decoder
 	all                []byte    // the whole input
 	br                 bitReader // sequential scans' entropy decoder
@@ -326,7 +327,7 @@ func (d *decoder) processSOF(n int) error {
 	if int(d.tmp[5]) != d.nComp {
 		return FormatError("SOF has wrong length")
 	}
-	if d.nComp == 4 {
+	if d.nComp == 4 && !d.exact {
 		return UnsupportedError("4-component (CMYK or YCbCrK) image")
 	}
 	if d.width == 0 || d.height == 0 {

@@ -161,7 +161,7 @@ func (d *decoder) processSOS(n int) error {
 		d.br = bitReader{data: d.all, pos: len(d.all) - len(d.src) - (d.bytes.j - d.bytes.i)}
 	}
 	// Full-size blocks for the AVX2 IDCT are stored transposed: it then skips one transpose.
-	transposed, zz := avx2 && d.bs == 8, &unzig
+	transposed, zz := avx2 && d.bs == 8 && !d.exact, &unzig
 	if transposed {
 		zz = &unzigT
 	}
@@ -538,6 +538,20 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 	c := &d.comp[compIndex]
 	bs, stride := d.bs, d.stride[compIndex]
 	dst := d.pix[compIndex][bs*((by-d.ry0*c.v)*stride+bx-d.rx0*c.h):]
+	if d.exact {
+		if last == 0 { // jpeg_idct_islow's zero-AC shortcuts, both passes
+			v := rangeLimit((b[0]<<islowPass1Bits + 1<<(islowPass1Bits+2)) >> (islowPass1Bits + 3))
+			for y := range 8 {
+				row := dst[y*stride : y*stride+8]
+				for x := range row {
+					row[x] = v
+				}
+			}
+			return
+		}
+		idctIslow(dst, stride, b)
+		return
+	}
 	if last == 0 || bs == 1 {
 		v := uint8(min(max((b[0]+4)>>3+128, 0), 255))
 		for y := range bs {

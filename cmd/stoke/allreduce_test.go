@@ -1,0 +1,148 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+)
+
+// TestAllreduceCommand runs stoke allreduce as two processes on 127.0.0.1 and
+// reads both ranks' --json lines: every size is there, checked and correct.
+func TestAllreduceCommand(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command")
+	}
+	bin := buildStoke(t)
+	for _, tc := range []struct{ dtype, op string }{{"float32", "sum"}, {"bf16", "avg"}} {
+		t.Run(tc.dtype+"-"+tc.op, func(t *testing.T) {
+			ln, err := net.Listen("tcp", "127.0.0.1:0")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := ln.Addr().(*net.TCPAddr).Port
+			ln.Close()
+			outs := make([]bytes.Buffer, 2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for r := range 2 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					cmd := exec.Command(bin, "allreduce", "--rank", fmt.Sprint(r), "--world-size", "2",
+						"--master-addr", "127.0.0.1", "--master-port", fmt.Sprint(port), "--dist-timeout", "20s",
+						"--min-bytes", "4K", "--max-bytes", "1M", "--step-factor", "4", "--iters", "2", "--warmup", "1",
+						"--dtype", tc.dtype, "--op", tc.op, "--json")
+					cmd.Stdout = &outs[r]
+					cmd.Stderr = &outs[r]
+					errs[r] = cmd.Run()
+				}()
+			}
+			wg.Wait()
+			for r := range 2 {
+				if errs[r] != nil {
+					t.Fatalf("rank %d: %v\n%s", r, errs[r], outs[r].String())
+				}
+				lines := strings.Split(strings.TrimSpace(outs[r].String()), "\n")
+				var res allreduceResult
+				if err := json.Unmarshal([]byte(lines[len(lines)-1]), &res); err != nil {
+					t.Fatalf("rank %d: last line %q: %v", r, lines[len(lines)-1], err)
+				}
+				if res.Rank != r || res.WorldSize != 2 || res.Errors != 0 || res.Dtype != tc.dtype || res.Op != tc.op {
+					t.Errorf("rank %d: result %+v; want rank %d of 2, %s %s, no errors", r, res, r, tc.dtype, tc.op)
+				}
+				var sizes []int64
+				for _, row := range res.Rows {
+					sizes = append(sizes, row.Bytes)
+					es := int64(4)
+					if tc.dtype == "bf16" {
+						es = 2
+					}
+					if row.Count*es != row.Bytes || row.TimeUs <= 0 || row.BusBWGBps != row.AlgBWGBps || row.Errors != 0 {
+						t.Errorf("rank %d: row %+v; want count*%d = bytes, a time, busbw = algbw for 2 ranks, no errors", r, row, es)
+					}
+				}
+				if fmt.Sprint(sizes) != "[4096 16384 65536 262144 1048576]" {
+					t.Errorf("rank %d: sizes %v; want 4K to 1M by 4", r, sizes)
+				}
+				if r == 0 && !strings.Contains(outs[r].String(), "#wrong") {
+					t.Errorf("rank 0 printed no table:\n%s", outs[r].String())
+				}
+			}
+		})
+	}
+}
+
+func TestAllreduceUsage(t *testing.T) {
+	for _, args := range [][]string{
+		{"--op", "max"},
+		{"--dtype", "int8"},
+		{"--min-bytes", "1M", "--max-bytes", "4K"},
+		{"--min-bytes", "lots"},
+		{"--step-factor", "1"},
+	} {
+		var out, errb bytes.Buffer
+		code := run(t.Context(), append([]string{"allreduce", "--rank", "0", "--world-size", "1", "--json"}, args...), &out, &errb)
+		if code != 2 {
+			t.Errorf("stoke allreduce %v: exit %d; want 2 (stderr %q)", args, code, errb.String())
+		}
+		if !strings.Contains(out.String(), `"code":2`) {
+			t.Errorf("stoke allreduce %v: stdout %q; want the JSON error", args, out.String())
+		}
+	}
+}
+
+// TestAllreduceTorchrun launches two ranks with torch's own launcher: they read
+// torchrun's environment and rendezvous through its agent's c10d TCPStore.
+func TestAllreduceTorchrun(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds and runs the command")
+	}
+	py := os.Getenv("STOKE_PYTHON")
+	if py == "" {
+		py = "/usr/bin/python3"
+	}
+	if out, err := exec.Command(py, "-c", "import torch.distributed.run").CombinedOutput(); err != nil {
+		t.Skipf("torch's launcher is not importable by %s (set STOKE_PYTHON): %v %s", py, err, out)
+	}
+	bin := buildStoke(t)
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := ln.Addr().(*net.TCPAddr).Port
+	ln.Close()
+	// --redirects and --tee: torchrun on Python 3.11 fails at start without them.
+	cmd := exec.Command(py, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1", "--nproc_per_node", "2",
+		"--master_port", fmt.Sprint(port), "--no_python", bin, "allreduce", "-q", "--json",
+		"--min-bytes", "4K", "--max-bytes", "64K", "--step-factor", "16", "--iters", "2", "--warmup", "0")
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("torchrun: %v\n%s", err, out)
+	}
+	seen := 0
+	for _, l := range strings.Split(string(out), "\n") {
+		for r := range 2 {
+			p := fmt.Sprintf("[default%d]:", r)
+			if !strings.HasPrefix(l, p+"{") {
+				continue
+			}
+			var res allreduceResult
+			if err := json.Unmarshal([]byte(strings.TrimPrefix(l, p)), &res); err != nil {
+				t.Fatalf("rank %d: %q: %v", r, l, err)
+			}
+			if res.Rank != r || res.WorldSize != 2 || len(res.Rows) != 2 || res.Errors != 0 {
+				t.Errorf("rank %d under torchrun: %+v; want rank %d of 2, 2 rows, no errors", r, res, r)
+			}
+			seen++
+		}
+	}
+	if seen != 2 {
+		t.Fatalf("torchrun output has %d JSON results; want 2:\n%s", seen, out)
+	}
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// augmentFlags are stoke train's augmentation flags: a policy after the training crop and flip,
+// and RandomErasing after it.
+type augmentFlags struct {
+	policy  string
+	erasing float64
+}
+
+func (a *augmentFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9); randaugment:N:M for N ops at magnitude M of 31), autoaugment (AutoAugment, ImageNet policy)")
+	fs.Float64Var(&a.erasing, "random-erasing", 0, "probability of torchvision's RandomErasing on a training image (0: none), erasing to the normalization's mean (0 after Normalize, as torchvision's recipes)")
+}
+
+// transforms checks the flags and returns the transforms they add to the training chain.
+func (a *augmentFlags) transforms(mean []float32) ([]transforms.Transform, error) {
+	var ts []transforms.Transform
+	switch p := a.policy; {
+	case p == "" || p == "none":
+	case p == "trivialaugment":
+		ts = append(ts, transforms.TrivialAugmentWide())
+	case p == "randaugment":
+		ts = append(ts, transforms.RandAugment(2, 9))
+	case strings.HasPrefix(p, "randaugment:"):
+		n, m, ok := randAugmentArgs(a.policy)
+		if !ok {
+			return nil, fmt.Errorf("%w: --augment %q; want randaugment:N:M with 0 <= N <= 64 operations and a magnitude 0 <= M <= 30", errUsage, a.policy)
+		}
+		ts = append(ts, transforms.RandAugment(n, m))
+	case p == "autoaugment":
+		ts = append(ts, transforms.AutoAugment(transforms.ImageNetPolicy))
+	default:
+		return nil, fmt.Errorf("%w: --augment %q; want none, trivialaugment, randaugment, randaugment:N:M or autoaugment", errUsage, a.policy)
+	}
+	if !(a.erasing >= 0 && a.erasing <= 1) {
+		return nil, fmt.Errorf("%w: --random-erasing %v; want a probability in [0, 1]", errUsage, a.erasing)
+	}
+	if a.erasing > 0 {
+		value := make([]byte, 0, 3)
+		for _, m := range mean {
+			value = append(value, byte(m*255+0.5))
+		}
+		if len(value) != 3 {
+			value = []byte{0}
+		}
+		ts = append(ts, transforms.RandomErasingWith(a.erasing, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, value))
+	}
+	return ts, nil
+}
+
+// randAugmentArgs parses randaugment:N:M.
+func randAugmentArgs(s string) (n, m int, ok bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	n, err1 := strconv.Atoi(parts[1])
+	m, err2 := strconv.Atoi(parts[2])
+	return n, m, err1 == nil && err2 == nil && n >= 0 && n <= 64 && m >= 0 && m <= 30
+}

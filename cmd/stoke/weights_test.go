@@ -1,0 +1,139 @@
+package main
+
+import (
+	"bufio"
+	"encoding/json"
+	"math"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// predictLines parses stoke predict --json's per-sample lines.
+func predictLines(t *testing.T, out string) []predictJSON {
+	t.Helper()
+	var preds []predictJSON
+	sc := bufio.NewScanner(strings.NewReader(out))
+	for sc.Scan() {
+		if strings.Contains(sc.Text(), `"samples"`) {
+			break
+		}
+		var p predictJSON
+		if err := json.Unmarshal(sc.Bytes(), &p); err != nil {
+			t.Fatalf("predict line %q: %v", sc.Text(), err)
+		}
+		preds = append(preds, p)
+	}
+	return preds
+}
+
+// TestPredictTorchvisionWeights: stoke predict --weights on a torchvision resnet18 and resnet50
+// saved with safetensors (seeded in PyTorch, BatchNorm statistics set to non-trivial values, no
+// download) prints the logits torchvision computes on the same images, within 1e-4.
+func TestPredictTorchvisionWeights(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors, numpy and PIL (set STOKE_PYTHON)")
+	}
+	// 73 px images: the evaluation transform's Resize(64*8/7) keeps them as they are and its
+	// CenterCrop(64) takes the same pixels as the script's crop.
+	root := noisyFolder(t, 3, 3, 73)
+	var paths []string
+	for _, c := range []string{"a", "b", "c"} {
+		for _, i := range []string{"0", "1", "2"} {
+			paths = append(paths, filepath.Join(root, c, i+".png"))
+		}
+	}
+	for _, model := range []string{"resnet18", "resnet50"} {
+		st := filepath.Join(t.TempDir(), model+".safetensors")
+		cmd := exec.Command(py, append([]string{filepath.Join("..", "..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
+		cmd.Stderr = os.Stderr
+		pyOut, err := cmd.Output()
+		if err != nil {
+			t.Fatalf("torchvision_weights.py %s: %v", model, err)
+		}
+		want := map[string][]float64{}
+		for i, line := range strings.Split(strings.TrimSpace(string(pyOut)), "\n") {
+			var row []float64
+			if err := json.Unmarshal([]byte(line), &row); err != nil || i >= len(paths) {
+				t.Fatalf("torchvision_weights.py line %d %q: %v", i, line, err)
+			}
+			want[paths[i]] = row
+		}
+		out, errOut, code := stoke(t, "predict", "--weights", st, "--model", model, "--size", "64", "--data", root, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict --weights %s: exit %d: %s", model, code, errOut)
+		}
+		preds := predictLines(t, out)
+		if len(preds) != len(paths) {
+			t.Fatalf("%s: predict printed %d samples; want %d", model, len(preds), len(paths))
+		}
+		var worst float64
+		for _, p := range preds {
+			row, ok := want[p.Path]
+			if !ok || len(row) != len(p.Logits) {
+				t.Fatalf("%s: %s: torchvision gave %v, stoke %v", model, p.Path, row, p.Logits)
+			}
+			for j, v := range row {
+				worst = max(worst, math.Abs(v-float64(p.Logits[j])))
+			}
+		}
+		t.Logf("%s: largest logit difference from torchvision %.2g over %d images", model, worst, len(preds))
+		if worst > 1e-4 {
+			t.Errorf("%s: stoke predict --weights differs from torchvision by up to %.3g; want at most 1e-4", model, worst)
+		}
+	}
+}
+
+// TestPredictWeightsErrors: the flags that go with --weights, and a strict load that lists the
+// problem.
+func TestPredictWeightsErrors(t *testing.T) {
+	root := photoFolder(t, 2, 2, nil)
+	dir := t.TempDir()
+	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	// The exported weights predict as the checkpoint does.
+	a, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
+	if code != 0 {
+		t.Fatalf("predict: %s", errOut)
+	}
+	b, errOut, code := stoke(t, "predict", "--weights", st, "--model", "mlp", "--size", "8", "--data", root, "--json", "-q")
+	if code != 0 {
+		t.Fatalf("predict --weights: %s", errOut)
+	}
+	pa, pb := predictLines(t, a), predictLines(t, b)
+	if len(pa) != 4 || len(pb) != 4 {
+		t.Fatalf("%d and %d predictions; want 4", len(pa), len(pb))
+	}
+	for i := range pa {
+		for j := range pa[i].Logits {
+			if pa[i].Logits[j] != pb[i].Logits[j] {
+				t.Fatalf("sample %d logit %d: checkpoint %v, weights %v", i, j, pa[i].Logits[j], pb[i].Logits[j])
+			}
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"predict", "--weights", st, "--data", root}, 2, "--weights needs --model"},
+		{[]string{"predict", "--weights", st, "--checkpoint", ck, "--model", "mlp", "--data", root}, 2, "choose one"},
+		{[]string{"predict", "--checkpoint", ck, "--model", "mlp", "--data", root}, 2, "go with --weights"},
+		{[]string{"predict", "--weights", st, "--model", "cnn", "--size", "8", "--data", root}, 1, "file does not match: model cnn: 8 missing (0.conv2d.weight"},
+		{[]string{"predict", "--weights", st, "--model", "mlp", "--size", "8", "--classes", "3", "--data", root}, 1, "mis-shaped (5.linear.weight: file [2 256], model [3 256]"},
+		{[]string{"predict", "--weights", root + "/a/0.png", "--model", "mlp", "--size", "8", "--data", root}, 1, "bad safetensors file"},
+	} {
+		_, errOut, code := stoke(t, tc.args...)
+		if code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("stoke %v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
+		}
+	}
+}

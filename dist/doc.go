@@ -1,0 +1,92 @@
+// Package dist is Stoke's collective layer for data-parallel training: a
+// rendezvous through PyTorch's c10d TCPStore protocol, then a ring of TCP
+// connections over which AllReduce, AllReduceBF16, Broadcast, Barrier and
+// Agree run, in pure Go.
+//
+// # Rendezvous
+//
+// Init finds the other ranks through a c10d TCPStore at Config.Addr:Port:
+// under torchrun (Config.UseAgentStore) the agent's store, which every rank
+// joins as a client; otherwise rank 0 hosts the store (a torch TCPStore
+// client can join it too). The store speaks torch 1.13's wire protocol
+// (see dist/internal/tcpstore). Every key of an attempt starts with
+// "stoke/attempt_<RestartCount>/", so a restarted group never reads a dead
+// one's keys. Rank 0 publishes a random group id; every rank listens on an
+// ephemeral TCP port of the interface that reaches the store and publishes
+// "host:port world-size nonce" under rank/<r> (a second claim of a rank is an
+// error), then waits until all world-size ranks have published: a timeout
+// says how many arrived and which are missing.
+//
+// # Ring protocol
+//
+// Rank r dials rank r+1 and accepts rank r-1. The dialler sends "STOKRING",
+// the 16-byte group id, its rank and the world size (uint32 little-endian);
+// the acceptor checks all four (a stray connection, another group's rank or
+// another world size is refused) and answers the same with "STOKRACK". Data
+// flows one way, r to r+1. Each collective starts with a 24-byte header
+// (kind, op, sequence number, element count, root) that the receiver
+// compares with its own: ranks that call different collectives, sizes, ops
+// or roots fail with ErrMismatch instead of reducing garbage. Then the raw
+// little-endian bytes of the buffer follow, with no framing: the schedule
+// fixes every message's size.
+//
+// AllReduce is a ring reduce-scatter then all-gather, as Gloo's ring and
+// NCCL do: the buffer is cut into world-size segments and each segment into
+// chunks of 512 KiB; in step s rank r sends segment r-s and receives segment
+// r-s-1, and a chunk is forwarded as soon as it is received and reduced, so
+// sending, receiving and adding overlap (several chunks in flight). A
+// sender goroutine owns writes to the next rank; the caller's goroutine
+// reads and reduces (float32 with an AVX2 kernel on amd64, the Go loop under
+// the noasm tag or elsewhere: the same IEEE additions, the same bits). TCP
+// connections run with TCP_NODELAY and 4 MiB socket buffers, and float32 data
+// crosses as the buffer's own bytes (no per-element encoding). Broadcast pipelines the same chunks from the root
+// round the ring; Barrier and Agree are small all-gathers.
+//
+// # Determinism
+//
+// Segment k is added in one fixed order, rank k's value first then k+1's
+// and so on round the ring, whatever the timing; the rank that completes a
+// segment divides it once for Avg and the all-gather copies its bits, so
+// every rank holds identical bits, and the same bits from run to run.
+// bfloat16 is added in float32 and rounded to bf16 (nearest even) once per
+// hop; the wire carries bf16.
+//
+// # Timeouts and failures
+//
+// Config.Timeout (default 30 minutes, PyTorch's) bounds the whole
+// rendezvous (connecting to the store, waiting for every rank, connecting the
+// ring; one store reply is also bounded by 10 s, so a server that accepts and
+// never answers fails sooner) and each collective, from its start: a peer that hangs makes its neighbours
+// fail with ErrTimeout after it, naming the rank waited for. A peer that dies
+// or closes fails its neighbours at once with ErrPeer. Cancelling a
+// collective's ctx ends it promptly; it closes this rank's connections, so
+// the other ranks fail with ErrPeer too. A Group that failed stays failed:
+// later collectives return the first error; Close it and Init a new one.
+// When rank 0 hosts the store and gives up (or closes), the ranks still
+// talking to the store see it close (ErrPeer).
+//
+// # CUDA
+//
+// This package moves host memory over TCP. On GPUs the route is NCCL (the
+// collectives on device buffers, over NVLink and InfiniBand), which is not
+// built here.
+//
+// # Concurrency
+//
+// A Group's collectives are serialised on one mutex: calls from several
+// goroutines run one at a time in the order they take it, and every rank must
+// issue the same collectives in the same order (the trainer calls AllReduce
+// from one communication goroutine, in bucket order). Close may be called
+// from any goroutine, during a collective too (which then fails). Each Group
+// of more than one rank runs one goroutine, the sender, that Close joins; rank
+// 0's store runs its accept loop and one goroutine per connection, joined by
+// Close too. Init joins the goroutine that accepts the ring connection before
+// it returns.
+//
+// # Ownership
+//
+// A collective reads and writes the caller's buffer only until it returns;
+// the buffer is the caller's before and after. The Group owns its two
+// connections, a 128 KiB scratch buffer that steady-state all-reduces reuse
+// (they allocate nothing), and rank 0's store.
+package dist

@@ -1,0 +1,361 @@
+package dist
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/stoke-ml/stoke/dist/internal/tcpstore"
+)
+
+// Group is a set of processes joined in a ring. Its collectives are
+// serialised: calls from several goroutines run one at a time, in the order
+// they take the group's lock, so every rank must issue the same collectives
+// in the same order (from one goroutine, or ordered by the caller).
+type Group struct {
+	rank, size int
+	timeout    time.Duration
+	server     *tcpstore.Server // rank 0's store when it hosts one
+	ring       *ring            // nil when size is 1
+
+	mu     sync.Mutex // serialises collectives; guards plan
+	plan   plan
+	agree  []byte
+	closed bool
+}
+
+// Rank is this process's rank.
+func (g *Group) Rank() int { return g.rank }
+
+// Size is the world size.
+func (g *Group) Size() int { return g.size }
+
+// storeOpTimeout bounds one store reply (Wait excepted): a store answers in
+// milliseconds, and a server that speaks another protocol may never answer.
+const storeOpTimeout = 10 * time.Second
+
+// Init rendezvouses through the store and connects the ring: rank r sends to
+// rank r+1 and receives from rank r-1. With WorldSize 1 it needs no network.
+// Everything is bounded by ctx and cfg.Timeout.
+func Init(ctx context.Context, cfg Config) (*Group, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.withDefaults()
+	g := &Group{rank: cfg.Rank, size: cfg.WorldSize, timeout: cfg.Timeout}
+	if g.size == 1 {
+		return g, nil
+	}
+	deadline := time.Now().Add(cfg.Timeout)
+	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
+		deadline = d
+	}
+	storeAddr := net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port))
+	if !cfg.UseAgentStore && cfg.Rank == 0 {
+		s, err := tcpstore.Listen(net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+		if err != nil {
+			return nil, fmt.Errorf("dist: rendezvous: rank 0: host the store: %w", err)
+		}
+		g.server = s
+	}
+	r, err := rendezvous(ctx, cfg, storeAddr, deadline)
+	if err != nil {
+		if g.server != nil {
+			g.server.Close()
+		}
+		return nil, err
+	}
+	g.ring = r
+	return g, nil
+}
+
+// rendezvous publishes this rank's ring address in the store, reads the
+// others' and connects the ring.
+func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time.Time) (*ring, error) {
+	fail := func(kind error, format string, a ...any) error {
+		return errf(kind, "dist: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
+	}
+	opTimeout := min(storeOpTimeout, cfg.Timeout)
+	c, err := tcpstore.Dial(ctx, storeAddr, deadline, opTimeout)
+	if err != nil {
+		if errors.Is(err, tcpstore.ErrTimeout) {
+			return nil, fail(ErrTimeout, "store at %s: %w", storeAddr, err)
+		}
+		return nil, fail(nil, "store at %s: %w", storeAddr, err)
+	}
+	defer c.Close()
+	storeErr := func(err error) error {
+		switch {
+		case errors.Is(err, tcpstore.ErrProtocol):
+			return fail(ErrPeer, "%s does not speak the c10d store protocol: %w", storeAddr, err)
+		case errors.Is(err, tcpstore.ErrTimeout):
+			return fail(ErrTimeout, "store at %s: %w", storeAddr, err)
+		}
+		return fail(ErrPeer, "store at %s: %w", storeAddr, err)
+	}
+	pfx := fmt.Sprintf("stoke/attempt_%d/", cfg.RestartCount)
+	// A first query whose answer is one byte, 0 or 1: a server speaking
+	// another protocol shows itself here.
+	// Its key ends in a blank line, so an HTTP server answers at once (400).
+	if _, err := c.Check(ctx, pfx+"probe\r\n\r\n"); err != nil {
+		return nil, storeErr(err)
+	}
+
+	ip := c.LocalAddr().(*net.TCPAddr).IP
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
+	if err != nil {
+		return nil, fail(nil, "listen for the ring on %v: %w", ip, err)
+	}
+	defer ln.Close()
+
+	var nonce [8]byte
+	rand.Read(nonce[:])
+	if cfg.Rank == 0 {
+		var gid [8]byte
+		rand.Read(gid[:])
+		id := []byte(hex.EncodeToString(gid[:]))
+		got, err := c.CompareSet(ctx, pfx+"gid", nil, id)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if string(got) != string(id) {
+			return nil, fail(ErrMismatch, "another process is rank 0 of attempt %d (group %s)", cfg.RestartCount, got)
+		}
+	}
+	me := fmt.Sprintf("%s %d %x", ln.Addr(), cfg.WorldSize, nonce)
+	got, err := c.CompareSet(ctx, pfx+"rank/"+strconv.Itoa(cfg.Rank), nil, []byte(me))
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if string(got) != me {
+		return nil, fail(ErrMismatch, "another process already claimed rank %d (%s)", cfg.Rank, got)
+	}
+	arrived, err := c.Add(ctx, pfx+"arrived", 1)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	if arrived > int64(cfg.WorldSize) {
+		return nil, fail(ErrMismatch, "%d processes arrived, but the world size is %d", arrived, cfg.WorldSize)
+	}
+
+	keys := make([]string, cfg.WorldSize)
+	for i := range keys {
+		keys[i] = pfx + "rank/" + strconv.Itoa(i)
+	}
+	backoff := 2 * time.Millisecond
+	for {
+		ok, err := c.Check(ctx, keys...)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if ok {
+			break
+		}
+		if ctx.Err() != nil {
+			return nil, fail(nil, "%w", ctx.Err())
+		}
+		if !time.Now().Before(deadline) {
+			var missing []string
+			for i, k := range keys {
+				if ok, err := c.Check(ctx, k); err == nil && !ok {
+					missing = append(missing, strconv.Itoa(i))
+				}
+			}
+			n, _ := c.Add(ctx, pfx+"arrived", 0)
+			return nil, fail(ErrTimeout, "timed out after %v: %d of %d ranks arrived (missing: rank %s)", cfg.Timeout, n, cfg.WorldSize, strings.Join(missing, ", "))
+		}
+		t := time.NewTimer(min(backoff, time.Until(deadline)))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return nil, fail(nil, "%w", ctx.Err())
+		case <-t.C:
+		}
+		backoff = min(2*backoff, 100*time.Millisecond)
+	}
+	gidb, err := c.Get(ctx, pfx+"gid", opTimeout)
+	if err != nil {
+		return nil, storeErr(err)
+	}
+	var gid [16]byte
+	copy(gid[:], gidb)
+	addrs := make([]string, cfg.WorldSize)
+	for i, k := range keys {
+		v, err := c.Get(ctx, k, opTimeout)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		f := strings.Fields(string(v))
+		if len(f) != 3 {
+			return nil, fail(ErrPeer, "rank %d published %q", i, v)
+		}
+		if f[1] != strconv.Itoa(cfg.WorldSize) {
+			return nil, fail(ErrMismatch, "world size: rank %d has %d, rank %d has %s", cfg.Rank, cfg.WorldSize, i, f[1])
+		}
+		addrs[i] = f[0]
+	}
+	return connectRing(ctx, cfg, ln, addrs, gid, deadline)
+}
+
+// The ring handshake: the dialler sends hello, the acceptor answers ack.
+const (
+	helloMagic = "STOKRING"
+	ackMagic   = "STOKRACK"
+	helloSize  = 8 + 16 + 4 + 4
+)
+
+func hello(magic string, gid [16]byte, rank, w int) []byte {
+	b := make([]byte, 0, helloSize)
+	b = append(b, magic...)
+	b = append(b, gid[:]...)
+	b = binary.LittleEndian.AppendUint32(b, uint32(rank))
+	return binary.LittleEndian.AppendUint32(b, uint32(w))
+}
+
+// checkHello reads a hello or ack and returns the sender's rank.
+func checkHello(b []byte, magic string, gid [16]byte, w int) (int, error) {
+	if string(b[:8]) != magic {
+		return 0, errf(ErrPeer, "not a stoke ring peer (first bytes %q)", b[:8])
+	}
+	if string(b[8:24]) != string(gid[:]) {
+		return 0, errf(ErrMismatch, "a peer of another group (%x, want %x)", b[8:24], gid)
+	}
+	r, pw := int(binary.LittleEndian.Uint32(b[24:])), int(binary.LittleEndian.Uint32(b[28:]))
+	if pw != w {
+		return r, errf(ErrMismatch, "rank %d has world size %d, want %d", r, pw, w)
+	}
+	return r, nil
+}
+
+func tune(c *net.TCPConn) {
+	c.SetNoDelay(true)
+	c.SetReadBuffer(4 << 20)
+	c.SetWriteBuffer(4 << 20)
+}
+
+// connectRing dials next and accepts prev, concurrently; stray connections
+// to the listener are refused and the wait goes on until the deadline.
+func connectRing(ctx context.Context, cfg Config, ln *net.TCPListener, addrs []string, gid [16]byte, deadline time.Time) (*ring, error) {
+	w, rank := cfg.WorldSize, cfg.Rank
+	nextRank, prevRank := (rank+1)%w, (rank+w-1)%w
+	ln.SetDeadline(deadline)
+	stop := context.AfterFunc(ctx, func() { ln.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+
+	type result struct {
+		c   *net.TCPConn
+		err error
+	}
+	acc := make(chan result, 1)
+	go func() { // joined below: Init reads acc before it returns
+		var last error
+		for {
+			c, err := ln.AcceptTCP()
+			if err != nil {
+				if ctx.Err() != nil {
+					err = ctx.Err()
+				} else if last != nil {
+					err = errf(ErrTimeout, "timed out after %v waiting for rank %d to connect (refused: %w)", cfg.Timeout, prevRank, last)
+				} else {
+					err = errf(ErrTimeout, "timed out after %v waiting for rank %d to connect", cfg.Timeout, prevRank)
+				}
+				acc <- result{err: err}
+				return
+			}
+			c.SetDeadline(time.Now().Add(min(storeOpTimeout, time.Until(deadline))))
+			b := make([]byte, helloSize)
+			if _, err := io.ReadFull(c, b); err != nil {
+				c.Close()
+				last = fmt.Errorf("a connection from %v sent no hello: %w", c.RemoteAddr(), err)
+				continue
+			}
+			from, err := checkHello(b, helloMagic, gid, w)
+			if err == nil && from != prevRank {
+				err = errf(ErrPeer, "rank %d connected, want rank %d", from, prevRank)
+			}
+			if err != nil {
+				c.Close()
+				last = fmt.Errorf("from %v: %w", c.RemoteAddr(), err)
+				continue
+			}
+			if _, err := c.Write(hello(ackMagic, gid, rank, w)); err != nil {
+				c.Close()
+				last = err
+				continue
+			}
+			c.SetDeadline(time.Time{})
+			acc <- result{c: c}
+			return
+		}
+	}()
+
+	next, derr := dialNext(ctx, addrs[nextRank], nextRank, gid, rank, w, deadline)
+	if derr != nil {
+		ln.SetDeadline(time.Unix(1, 0)) // end the accept loop
+	}
+	a := <-acc
+	if derr != nil || a.err != nil {
+		if next != nil {
+			next.Close()
+		}
+		if a.c != nil {
+			a.c.Close()
+		}
+		if derr != nil {
+			return nil, fmt.Errorf("dist: rendezvous: rank %d: connect to rank %d at %s: %w", rank, nextRank, addrs[nextRank], derr)
+		}
+		return nil, fmt.Errorf("dist: rendezvous: rank %d: %w", rank, a.err)
+	}
+	tune(next)
+	tune(a.c)
+	return newRing(rank, w, next, a.c, cfg.Timeout), nil
+}
+
+func dialNext(ctx context.Context, addr string, nextRank int, gid [16]byte, rank, w int, deadline time.Time) (*net.TCPConn, error) {
+	d := net.Dialer{Deadline: deadline}
+	backoff := 2 * time.Millisecond
+	for {
+		c, err := d.DialContext(ctx, "tcp", addr)
+		if err != nil {
+			if ctx.Err() != nil {
+				return nil, ctx.Err()
+			}
+			if time.Now().Before(deadline) {
+				time.Sleep(min(backoff, time.Until(deadline)))
+				backoff = min(2*backoff, 100*time.Millisecond)
+				continue
+			}
+			return nil, errf(ErrTimeout, "timed out: %w", err)
+		}
+		tc := c.(*net.TCPConn)
+		tc.SetDeadline(time.Now().Add(min(storeOpTimeout, time.Until(deadline))))
+		if _, err := tc.Write(hello(helloMagic, gid, rank, w)); err != nil {
+			tc.Close()
+			return nil, errf(ErrPeer, "%w", err)
+		}
+		b := make([]byte, helloSize)
+		if _, err := io.ReadFull(tc, b); err != nil {
+			tc.Close()
+			return nil, errf(ErrPeer, "no answer to the ring handshake: %w", err)
+		}
+		from, err := checkHello(b, ackMagic, gid, w)
+		if err == nil && from != nextRank {
+			err = errf(ErrPeer, "rank %d answered, want rank %d", from, nextRank)
+		}
+		if err != nil {
+			tc.Close()
+			return nil, err
+		}
+		tc.SetDeadline(time.Time{})
+		return tc, nil
+	}
+}

@@ -1,0 +1,418 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"iter"
+	"math"
+	"net"
+	"sync"
+	"testing"
+	"time"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// rankMem is rank's part of an in-memory data set split for world ranks the way the loaders split
+// one: each global batch of `global` samples (in (seed, epoch) order) is cut into world parts of
+// global/world, rank taking part rank; the last global batch may be short, and a rank whose part
+// is empty is padded with the batch's first samples (as DistributedSampler pads).
+type rankMem struct {
+	dev           gpu.Device
+	s             gpu.Stream
+	images        []uint8
+	labels        []int32
+	shape         Shape
+	global        int
+	rank, world   int
+	shuffle       bool
+	seed          uint64
+	buf           gpu.Buffer
+	steps, perRnk int
+}
+
+func newRankMem(t testing.TB, dev gpu.Device, images []uint8, labels []int32, global, rank, world int, shuffle bool, seed uint64) *rankMem {
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := &rankMem{dev: dev, s: s, images: images, labels: labels, shape: img8, global: global, rank: rank, world: world, shuffle: shuffle, seed: seed}
+	t.Cleanup(func() {
+		if d.buf != nil {
+			d.buf.Free()
+		}
+		d.s.Close()
+	})
+	return d
+}
+
+func (d *rankMem) Steps() int                           { return (len(d.labels) + d.global - 1) / d.global }
+func (d *rankMem) Normalization() (mean, std []float32) { return []float32{0.3}, []float32{0.3} }
+func (d *rankMem) split() (int, int)                    { return d.rank, d.world }
+
+// part is the rank's positions in the epoch's order.
+func (d *rankMem) parts() [][]int {
+	n := len(d.labels)
+	var out [][]int
+	per := d.global / d.world
+	for lo := 0; lo < n; lo += d.global {
+		hi := min(lo+d.global, n)
+		a, b := min(lo+d.rank*per, hi), min(lo+(d.rank+1)*per, hi)
+		if d.rank == d.world-1 {
+			b = hi
+		}
+		var pos []int
+		for k := a; k < b; k++ {
+			pos = append(pos, k)
+		}
+		if len(pos) == 0 {
+			pos = []int{lo}
+		}
+		out = append(out, pos)
+	}
+	return out
+}
+
+func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		n, per := len(d.labels), d.shape.Len()
+		order := make([]int, n)
+		for i := range order {
+			order[i] = i
+		}
+		if d.shuffle {
+			r := rng.Epoch(d.seed, epoch)
+			r.Shuffle(n, func(i, j int) { order[i], order[j] = order[j], order[i] })
+		}
+		parts := d.parts()
+		total := 0
+		for _, p := range parts {
+			total += len(p)
+		}
+		host := make([]byte, total*per+4*total)
+		k := 0
+		for _, p := range parts {
+			for _, pos := range p {
+				i := order[pos]
+				copy(host[k*per:], d.images[i*per:(i+1)*per])
+				*(*int32)(unsafe.Pointer(&host[total*per+4*k])) = d.labels[i]
+				k++
+			}
+		}
+		if d.buf != nil {
+			d.buf.Free()
+		}
+		var err error
+		if d.buf, err = d.dev.Alloc(len(host)); err != nil {
+			yield(Batch{}, err)
+			return
+		}
+		if err := d.s.CopyH2D(d.buf, 0, host); err != nil {
+			yield(Batch{}, err)
+			return
+		}
+		if err := d.s.Synchronize(ctx); err != nil {
+			yield(Batch{}, err)
+			return
+		}
+		lo := 0
+		for _, p := range parts {
+			idx := make([]int, len(p))
+			for j, pos := range p {
+				idx[j] = order[pos]
+			}
+			b := Batch{
+				Images:  kernels.U8{Buf: d.buf, Off: lo * per, Len: len(p) * per},
+				Labels:  kernels.I32{Buf: d.buf, Off: total*per/4 + lo, Len: len(p)},
+				N:       len(p),
+				Shape:   d.shape,
+				Indices: idx,
+			}
+			lo += len(p)
+			if !yield(b, nil) {
+				return
+			}
+		}
+	}
+}
+
+// ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
+// trainer, per-rank batch global/world, and returns every rank's weights after each step.
+func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, bucket int) (perStep [][][][]float32, acc []float64) {
+	t.Helper()
+	imgs, labels := synthetic(global*steps, 1)
+	timgs, tlabels := synthetic(203, 2)
+	groups := testGroups(t, world)
+	perStep = make([][][][]float32, world)
+	acc = make([]float64, world)
+	var wg sync.WaitGroup
+	errs := make([]error, world)
+	for r := range world {
+		dev := openCPU(t)
+		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
+		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: bucket}
+		if world > 1 {
+			cfg.Dist = groups[r]
+		}
+		var tr *Trainer
+		cfg.Progress = func(p *Progress) {
+			if !p.Done {
+				perStep[r] = append(perStep[r], weights(t, tr))
+			}
+		}
+		tr, err := New(mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			res, err := tr.Fit(context.Background(), data, test)
+			errs[r], acc[r] = err, res.TestAcc
+		}()
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return perStep, acc
+}
+
+// TestDataParallelEquivalence: W ranks with a per-rank batch of B/W train the same model as one
+// process with batch B: after each of the first steps every rank holds the same bits, and those
+// agree with the single process's weights within float32 rounding of a reordered sum; the
+// evaluation, split between the ranks and padded, counts every test sample once.
+func TestDataParallelEquivalence(t *testing.T) {
+	const global, steps = 48, 20
+	for _, tc := range []struct {
+		name   string
+		mk     func(testing.TB) *Model
+		bucket int
+	}{
+		{"mlp", plainMLP, 0},
+		{"mlp/small-buckets", plainMLP, 1024},
+		{"cnn/small-buckets", smallCNN, 512},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, tc.bucket)
+			for _, world := range []int{2, 3} {
+				many, accW := ddpRun(t, tc.mk, world, global, steps, tc.bucket)
+				worst := 0.0
+				for s := range steps {
+					for r := 1; r < world; r++ {
+						if !sameTensors(many[0][s], many[r][s]) {
+							t.Fatalf("world %d step %d: rank %d's weights differ from rank 0's", world, s+1, r)
+						}
+					}
+					worst = max(worst, relDiff(one[0][s], many[0][s]))
+				}
+				// Measured: about 1e-6 after 20 steps; float32's epsilon is 1.2e-7.
+				t.Logf("world %d: largest weight difference to one process over %d steps: %.2g of the largest weight", world, steps, worst)
+				if worst > 1e-4 {
+					t.Errorf("world %d: weights drift from one process's by %.2g of the largest weight; want < 1e-4", world, worst)
+				}
+				for r := range world {
+					if math.Abs(accW[r]-acc1[0]) > 1.0/203 {
+						t.Errorf("world %d rank %d: test accuracy %v; one process %v", world, r, accW[r], acc1[0])
+					}
+				}
+			}
+		})
+	}
+}
+
+// plainMLP is smallMLP without its dropout, whose masks follow each sample's place in its batch.
+func plainMLP(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("plain-mlp", img8, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+func sameTensors(a, b [][]float32) bool {
+	for i := range a {
+		if !sameBits(a[i], b[i]) {
+			return false
+		}
+	}
+	return true
+}
+
+// relDiff is the largest |a-b| over the largest |a|.
+func relDiff(a, b [][]float32) float64 {
+	var d, m float64
+	for i := range a {
+		for j := range a[i] {
+			d = max(d, math.Abs(float64(a[i][j])-float64(b[i][j])))
+			m = max(m, math.Abs(float64(a[i][j])))
+		}
+	}
+	return d / m
+}
+
+// TestBucketLayout: buckets hold every trainable tensor once, in the order backward produces them,
+// each at least the cap but the last, and each is complete after a layer whose backward runs.
+func TestBucketLayout(t *testing.T) {
+	m, err := NewModel("resnet8", Shape{C: 3, H: 16, W: 16}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, capBytes := range []int{0, 1, 4096, 40000} {
+		d := newDDP(nil, m, capBytes)
+		var got []*Param
+		for bi, b := range d.buckets {
+			got = append(got, b.params...)
+			n := 0
+			for _, p := range b.params {
+				n += prod(p.Shape)
+			}
+			if n != b.hi-b.lo {
+				t.Fatalf("cap %d bucket %d: %d values in [%d,%d)", capBytes, bi, n, b.lo, b.hi)
+			}
+			c := capBytes
+			if c == 0 {
+				c = defaultBucketBytes
+			}
+			if bi == 0 {
+				c = min(c, firstBucketBytes)
+			}
+			if bi < len(d.buckets)-1 && 4*n < c {
+				t.Errorf("cap %d bucket %d: %d bytes; want at least %d", capBytes, bi, 4*n, c)
+			}
+		}
+		if len(got) != len(m.params) {
+			t.Fatalf("cap %d: buckets hold %d tensors; model has %d", capBytes, len(got), len(m.params))
+		}
+		var order []*Param // layers last to first, each layer's tensors in its own order
+		for k := len(m.order) - 1; k >= 0; k-- {
+			for _, p := range m.layerParams[m.order[k]] {
+				if !p.buffer() {
+					order = append(order, p)
+				}
+			}
+		}
+		for i, p := range got {
+			if want := order[i]; p != want {
+				t.Fatalf("cap %d: bucket tensor %d is %s; want %s (backward order)", capBytes, i, p.Name, want.Name)
+			}
+		}
+		for layer := range d.afterLayer {
+			if layer < m.firstParamLayer {
+				t.Errorf("cap %d: a bucket waits for layer %d, whose backward never runs", capBytes, layer)
+			}
+		}
+		withParams := 0
+		for _, ps := range m.layerParams {
+			if len(ps) > 0 && !ps[0].buffer() {
+				withParams++
+			}
+		}
+		if capBytes == 0 && len(d.buckets) != 1 || capBytes == 1 && len(d.buckets) != withParams {
+			t.Errorf("cap %d: %d buckets", capBytes, len(d.buckets))
+		}
+	}
+}
+
+// TestBucketLayoutResNet18: at the default caps, resnet18's 45 MB of gradients go in a first
+// bucket of at least 1 MiB (the head and the last block) and later ones of at least 25 MiB.
+func TestBucketLayoutResNet18(t *testing.T) {
+	m, err := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := newDDP(nil, m, 0)
+	if len(d.buckets) < 2 {
+		t.Fatalf("%d buckets for %d MB of gradients", len(d.buckets), 4*len(d.host)>>20)
+	}
+	for bi, b := range d.buckets[:len(d.buckets)-1] {
+		want := defaultBucketBytes
+		if bi == 0 {
+			want = firstBucketBytes
+		}
+		if 4*(b.hi-b.lo) < want {
+			t.Errorf("bucket %d: %d bytes; want at least %d", bi, 4*(b.hi-b.lo), want)
+		}
+	}
+}
+
+// TestFitRankSplitNeedsDist: a rank's part of the data with no collective is refused, not trained
+// into a model of its own.
+func TestFitRankSplitNeedsDist(t *testing.T) {
+	dev := openCPU(t)
+	imgs, labels := synthetic(64, 1)
+	data := newRankMem(t, dev, imgs, labels, 32, 1, 2, true, 7)
+	tr, err := New(smallMLP(t), dev, SGD{LR: 0.05}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.Fit(context.Background(), data, nil); !errors.Is(err, ErrConfig) {
+		t.Fatalf("Fit on rank 1 of 2 without Dist = %v; want ErrConfig", err)
+	}
+}
+
+// TestDataParallelMismatch: ranks that disagree on the model are refused at start, naming it.
+func TestDataParallelMismatch(t *testing.T) {
+	imgs, labels := synthetic(64, 1)
+	groups := testGroups(t, 2)
+	errs := make([]error, 2)
+	var wg sync.WaitGroup
+	for r := range 2 {
+		dev := openCPU(t)
+		m := smallMLP(t)
+		if r == 1 {
+			m = smallCNN(t)
+		}
+		tr, err := New(m, dev, SGD{LR: 0.05}, Config{Dist: groups[r]})
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
+		wg.Add(1)
+		go func() { defer wg.Done(); _, errs[r] = tr.Fit(context.Background(), data, nil) }()
+	}
+	wg.Wait()
+	for r, err := range errs {
+		if err == nil {
+			t.Fatalf("rank %d trained a model the other rank does not have", r)
+		}
+		t.Logf("rank %d: %v", r, err)
+	}
+}
+
+// testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.
+func testGroups(t testing.TB, n int) []Collective {
+	t.Helper()
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	l.Close()
+	gs := make([]Collective, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for r := range n {
+		wg.Go(func() {
+			g, err := dist.Init(context.Background(), dist.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
+			gs[r], errs[r] = g, err
+			if err == nil {
+				t.Cleanup(func() { g.Close() })
+			}
+		})
+	}
+	wg.Wait()
+	if err := errors.Join(errs...); err != nil {
+		t.Fatal(err)
+	}
+	return gs
+}

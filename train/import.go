@@ -1,0 +1,198 @@
+package train
+
+import (
+	"context"
+	"encoding/binary"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+)
+
+// LoadOptions say how LoadWeights matches a file's tensors with the model's. The zero value is
+// strict, as PyTorch's load_state_dict.
+type LoadOptions struct {
+	// Partial loads the tensors whose name and shape match and reports the others in the
+	// WeightsReport instead of failing (load_state_dict(strict=False), which here also passes
+	// over mis-shaped tensors instead of failing on them).
+	Partial bool
+	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters:
+	// a resnet's fc) at its fresh initialization when the file's head has another shape or is
+	// absent (weights trained for another number of classes), as torchvision fine-tuning's
+	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
+	NewHead bool
+}
+
+// WeightsReport says what LoadWeights did. Names are the model's tensor names.
+type WeightsReport struct {
+	// Loaded are the model's tensors set from the file.
+	Loaded []string
+	// Missing are the model's tensors the file lacks; Unexpected the file's tensors the model
+	// lacks (a BatchNorm's num_batches_tracked is accepted and not listed); Mismatched the
+	// tensors both have with different shapes ("fc.weight: file [10 512], model [3 512]").
+	Missing, Unexpected, Mismatched []string
+	// NewHead are the head's tensors left at their fresh initialization (LoadOptions.NewHead).
+	NewHead []string
+}
+
+func (r *WeightsReport) problems() string {
+	var parts []string
+	for _, g := range []struct {
+		what  string
+		names []string
+	}{{"missing", r.Missing}, {"unexpected", r.Unexpected}, {"mis-shaped", r.Mismatched}} {
+		if len(g.names) > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(g.names), g.what, strings.Join(g.names, ", ")))
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
+// LoadWeights sets the model's weights and BatchNorm running statistics from the safetensors
+// file at path, matching tensors by name: torchvision's state_dict names for resnet18 and
+// resnet50 over 32 px (so a torchvision model saved with safetensors.torch.save_file loads as it
+// is), the names Export writes for every model. F32, F16 and BF16 tensors are read (F16 and
+// BF16 converted exactly); a BatchNorm's num_batches_tracked is accepted and kept for Export,
+// which adds the steps trained since.
+//
+// By default every model tensor must be in the file with its shape, and the file must hold no
+// other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
+// mis-shaped tensor at once, and nothing is loaded. opts relax that (Partial, NewHead); the
+// report says what was loaded and what was not. A file that is not a well-formed safetensors
+// file gives an error wrapping ErrSafetensors, naming the tensor at fault. On error the trainer's
+// weights are unchanged. The optimizer's state is left as it is (zero on a fresh trainer).
+//
+// Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
+// tensors, whatever the file claims.
+func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, error) {
+	fh, err := os.Open(path)
+	if err != nil {
+		return nil, fmt.Errorf("train: weights: %w", err)
+	}
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("train: weights: %w", err)
+	}
+	if !st.Mode().IsRegular() {
+		return nil, fmt.Errorf("train: weights: %s is not a regular file (%v)", path, st.Mode().Type())
+	}
+	f, err := parseSafetensors(fh, st.Size())
+	if err != nil {
+		return nil, fmt.Errorf("train: weights %s: %w", path, err)
+	}
+	rep, load, nbt := t.m.match(f, opts)
+	if strict := rep.problems(); strict != "" && !opts.Partial {
+		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s", path, ErrMismatch, t.m.name, strict)
+	}
+	hosts := make([][]float32, len(load))
+	for i, p := range load {
+		hosts[i] = make([]float32, p.Len())
+		if err := f.float32s(hosts[i], f.tensors[p.Name]); err != nil {
+			return rep, fmt.Errorf("train: weights %s: %w", path, err)
+		}
+	}
+	for i, p := range load {
+		if err := upload(t.s, p.W, hosts[i]); err != nil {
+			return rep, fmt.Errorf("train: weights %s: %s: %w", path, p.Name, err)
+		}
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return rep, fmt.Errorf("train: weights %s: %w", path, err)
+	}
+	for k, v := range nbt {
+		if t.batchesTracked == nil {
+			t.batchesTracked = map[string]int64{}
+		}
+		t.batchesTracked[k] = v - int64(t.step)
+	}
+	return rep, nil
+}
+
+// match pairs the file's tensors with the model's: the tensors to load, the report, and the
+// num_batches_tracked values of the model's BatchNorms.
+func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64) {
+	rep := &WeightsReport{}
+	head := map[*Param]bool{}
+	for i := len(m.layerParams) - 1; i >= 0; i-- {
+		if ps := m.layerParams[i]; len(ps) > 0 {
+			for _, p := range ps {
+				head[p] = true
+			}
+			break
+		}
+	}
+	all := m.tensors()
+	known := map[string]bool{}
+	bnPrefix := map[string]bool{}
+	for _, p := range all {
+		known[p.Name] = true
+		if prefix, last := splitLast(p.Name); last == "running_mean" {
+			bnPrefix[prefix] = true
+		}
+	}
+	// The head is replaced when any of its tensors is absent or mis-shaped.
+	replaceHead := false
+	if opts.NewHead {
+		for p := range head {
+			ft, ok := f.tensors[p.Name]
+			replaceHead = replaceHead || !ok || !slices.Equal(ft.shape, p.Shape)
+		}
+	}
+	var load []*Param
+	for _, p := range all {
+		ft, ok := f.tensors[p.Name]
+		switch {
+		case replaceHead && head[p]:
+			rep.NewHead = append(rep.NewHead, p.Name)
+		case !ok:
+			rep.Missing = append(rep.Missing, p.Name)
+		case !slices.Equal(ft.shape, p.Shape):
+			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.shape, p.Shape))
+		default:
+			rep.Loaded = append(rep.Loaded, p.Name)
+			load = append(load, p)
+		}
+	}
+	nbt := map[string]int64{}
+	for _, name := range f.order {
+		if known[name] {
+			continue
+		}
+		if prefix, last := splitLast(name); last == "num_batches_tracked" && bnPrefix[prefix] {
+			if v, ok := f.int64Scalar(f.tensors[name]); ok {
+				nbt[prefix] = v
+			}
+			continue
+		}
+		if replaceHead && m.isHeadName(name, head) {
+			continue // the replaced head's old tensors (fc.weight of another shape is matched above)
+		}
+		rep.Unexpected = append(rep.Unexpected, name)
+	}
+	slices.Sort(rep.Unexpected)
+	return rep, load, nbt
+}
+
+// isHeadName reports whether a file tensor's name belongs to the head's layer (same prefix).
+func (m *Model) isHeadName(name string, head map[*Param]bool) bool {
+	prefix, _ := splitLast(name)
+	for p := range head {
+		if hp, _ := splitLast(p.Name); hp == prefix {
+			return true
+		}
+	}
+	return false
+}
+
+// int64Scalar reads an I64 scalar (num_batches_tracked); ok is false for anything else.
+func (f *stFile) int64Scalar(t *stInfo) (int64, bool) {
+	if t.dtype != "I64" || t.elems != 1 {
+		return 0, false
+	}
+	var b [8]byte
+	if _, err := f.r.ReadAt(b[:], f.dataOff+t.begin); err != nil {
+		return 0, false
+	}
+	return int64(binary.LittleEndian.Uint64(b[:])), true
+}

@@ -1,0 +1,290 @@
+package train
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+)
+
+// stBytes assembles a safetensors file from its JSON header and data, unchecked.
+func stBytes(header string, data []byte) []byte {
+	b := binary.LittleEndian.AppendUint64(nil, uint64(len(header)))
+	return append(append(b, header...), data...)
+}
+
+func writeFile(t testing.TB, b []byte) string {
+	t.Helper()
+	path := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := os.WriteFile(path, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return path
+}
+
+// TestLoadWeightsRoundTrip: weights exported by one trainer and loaded into a fresh one (another
+// seed) predict bit for bit alike, and exporting them again writes the same file byte for byte
+// (num_batches_tracked included).
+func TestLoadWeightsRoundTrip(t *testing.T) {
+	f := newFixture(t, 100)
+	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
+	dir := t.TempDir()
+	first, second := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
+	if err := tr.Export(first); err != nil {
+		t.Fatal(err)
+	}
+	want, err := tr.Predict(t.Context(), f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr2, err := New(smallResNet(t), f.dev, nil, Config{Seed: 99})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr2.Close()
+	rep, err := tr2.LoadWeights(first, LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.Loaded) != len(tr2.m.tensors()) || rep.problems() != "" {
+		t.Fatalf("report %+v", rep)
+	}
+	got, err := tr2.Predict(t.Context(), f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(got.Logits, want.Logits) {
+		t.Fatal("logits after LoadWeights differ from the exporting trainer's")
+	}
+	if err := tr2.Export(second); err != nil {
+		t.Fatal(err)
+	}
+	a, _ := os.ReadFile(first)
+	b, _ := os.ReadFile(second)
+	if !bytes.Equal(a, b) {
+		t.Fatalf("export after import differs from the imported file (%d and %d bytes)", len(a), len(b))
+	}
+}
+
+// TestLoadWeightsStrict: a file for another head and with a stray tensor is refused with every
+// problem listed and the weights untouched; Partial loads the rest; NewHead keeps the head fresh.
+func TestLoadWeightsStrict(t *testing.T) {
+	f := newFixture(t, 100)
+	// The same layers with a 5-class head.
+	layers := smallResNet(t).layers
+	layers[len(layers)-1] = Linear(8, 5)
+	other, err := Sequential("small-resnet", img8, 5, layers...)
+	if err != nil {
+		t.Fatal(err)
+	}
+	trOther, err := New(other, f.dev, nil, Config{Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	path := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := trOther.Export(path); err != nil {
+		t.Fatal(err)
+	}
+	trOther.Close()
+
+	tr, err := New(smallResNet(t), f.dev, nil, Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	before := weights(t, tr)
+	_, err = tr.LoadWeights(path, LoadOptions{})
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "2 mis-shaped (8.linear.weight: file [5 8], model [10 8], 8.linear.bias: file [5], model [10])") {
+		t.Fatalf("strict load of a 5-class file into a 10-class model: %v", err)
+	}
+	if !slices.EqualFunc(weights(t, tr), before, slices.Equal) {
+		t.Fatal("a refused load changed the weights")
+	}
+	for _, tc := range []struct {
+		opts     LoadOptions
+		loaded   int
+		newHead  int
+		mismatch int
+	}{
+		{LoadOptions{Partial: true}, len(before) - 2, 0, 2},
+		{LoadOptions{NewHead: true}, len(before) - 2, 2, 0},
+	} {
+		tr, err := New(smallResNet(t), f.dev, nil, Config{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rep, err := tr.LoadWeights(path, tc.opts)
+		if err != nil {
+			t.Fatalf("%+v: %v", tc.opts, err)
+		}
+		if len(rep.Loaded) != tc.loaded || len(rep.NewHead) != tc.newHead || len(rep.Mismatched) != tc.mismatch || len(rep.Missing)+len(rep.Unexpected) != 0 {
+			t.Errorf("%+v: report %+v", tc.opts, rep)
+		}
+		got := weights(t, tr)
+		for i, p := range tr.m.tensors() {
+			fromFile := !strings.HasPrefix(p.Name, "8.linear")
+			if slices.Equal(got[i], before[i]) == fromFile && p.kind == kindWeight {
+				t.Errorf("%+v: %s loaded from the file: %v; want %v", tc.opts, p.Name, !fromFile, fromFile)
+			}
+		}
+		tr.Close()
+	}
+
+	// Missing and unexpected tensors are listed by name, every one at once.
+	tr3, err := New(smallMLP(t), f.dev, nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr3.Close()
+	_, err = tr3.LoadWeights(path, LoadOptions{})
+	for _, want := range []string{"4 missing (1.linear.weight, 1.linear.bias, 4.linear.weight, 4.linear.bias)", "unexpected (0.conv2d.weight, 1.batchnorm.bias", "model small-mlp"} {
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), want) {
+			t.Errorf("load of a resnet's weights into an mlp: %v; want %q", err, want)
+		}
+	}
+}
+
+// TestLoadWeightsDTypes: F16 and BF16 tensors convert exactly (normals, subnormals, the largest
+// half, infinities); other dtypes are refused naming the tensor.
+func TestLoadWeightsDTypes(t *testing.T) {
+	dev := openCPU(t)
+	m, err := Sequential("lin", Shape{C: 1, H: 1, W: 3}, 2, Flatten(), Linear(3, 2))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	halves := []uint16{0x3c00, 0xc000, 0x0001, 0x7bff, 0x7c00, 0x8000} // 1, -2, 2^-24, 65504, +Inf, -0
+	wantW := []float32{1, -2, 1.0 / (1 << 24), 65504, float32(math.Inf(1)), float32(math.Copysign(0, -1))}
+	bf := []uint16{0x3f80, 0xc0a0} // 1, -5
+	wantB := []float32{1, -5}
+	var data []byte
+	for _, h := range append(halves, bf...) {
+		data = binary.LittleEndian.AppendUint16(data, h)
+	}
+	header := `{"1.linear.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"1.linear.bias":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]}}`
+	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, data)), LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	got := weights(t, tr)
+	for i, want := range [][]float32{wantW, wantB} {
+		for j := range want {
+			if math.Float32bits(got[i][j]) != math.Float32bits(want[j]) {
+				t.Errorf("%s[%d] = %v; want %v", tr.m.tensors()[i].Name, j, got[i][j], want[j])
+			}
+		}
+	}
+	header = `{"1.linear.weight":{"dtype":"F64","shape":[2,3],"data_offsets":[0,48]},"1.linear.bias":{"dtype":"F32","shape":[2],"data_offsets":[48,56]}}`
+	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) || !strings.Contains(err.Error(), `"1.linear.weight": dtype F64`) {
+		t.Errorf("F64 weights: %v; want ErrSafetensors naming the tensor", err)
+	}
+}
+
+// TestSafetensorsHostile: each malformed file gives ErrSafetensors naming what is wrong.
+func TestSafetensorsHostile(t *testing.T) {
+	huge := binary.LittleEndian.AppendUint64(nil, 1<<40)
+	for _, tc := range []struct {
+		name string
+		file []byte
+		want string
+	}{
+		{"short", []byte{1, 2, 3}, "shorter than the 8-byte header length"},
+		{"header past the end", append(huge, "{}"...), "header of 1099511627776 bytes in a file of 10"},
+		{"not JSON", stBytes(`{"a":`, nil), `the header ends inside tensor "a"`},
+		{"not an object", stBytes(`[1,2]`, nil), "not a JSON object"},
+		{"trailing", stBytes(`{} {}`, nil), "data after the header"},
+		{"unknown dtype", stBytes(`{"w":{"dtype":"F48","shape":[1],"data_offsets":[0,6]}}`, make([]byte, 6)), `tensor "w": unknown dtype "F48"`},
+		{"negative dim", stBytes(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, make([]byte, 4)), `tensor "w": dimension "-1"`},
+		{"overflowing shape", stBytes(`{"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}}`, nil), `tensor "w": shape [4294967296 4294967296 2] has more elements`},
+		{"size mismatch", stBytes(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)), `tensor "w": 4 bytes for F32 [2], which takes 8`},
+		{"past the end", stBytes(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 4)), `tensor "w": data_offsets [0 8] outside the 4 data bytes`},
+		{"overlap", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), `tensors "a" and "b" overlap`},
+		{"gap", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), `tensor "a" starts at byte 4`},
+		{"short data", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 8)), "ends at byte 4 of 8"},
+		{"duplicate", stBytes(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`, nil), `tensor "a" twice`},
+		{"two offsets", stBytes(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0]}}`, nil), `tensor "a": data_offsets`},
+		{"bad metadata", stBytes(`{"__metadata__":{"x":1}}`, nil), "__metadata__"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := parseSafetensors(bytes.NewReader(tc.file), int64(len(tc.file)))
+			if !errors.Is(err, ErrSafetensors) || !strings.Contains(err.Error(), tc.want) {
+				t.Fatalf("parse = %v; want ErrSafetensors with %q", err, tc.want)
+			}
+		})
+	}
+}
+
+// FuzzSafetensors: no input makes the parser panic, allocate past the file's size, or accept
+// ranges that do not tile the data; every tensor of an accepted float file reads.
+func FuzzSafetensors(f *testing.F) {
+	f.Add(stBytes(`{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F16","shape":[1],"data_offsets":[8,10]}}`, make([]byte, 10)))
+	f.Add(stBytes(`{"w":{"dtype":"BF16","shape":[2,1],"data_offsets":[0,4]},"n":{"dtype":"I64","shape":[],"data_offsets":[4,12]}}`, make([]byte, 12)))
+	f.Add(stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)))
+	f.Add(stBytes(`{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))
+	f.Add(append(binary.LittleEndian.AppendUint64(nil, 1<<62), "{}"...))
+	f.Fuzz(func(t *testing.T, b []byte) {
+		sf, err := parseSafetensors(bytes.NewReader(b), int64(len(b)))
+		if err != nil {
+			if !errors.Is(err, ErrSafetensors) {
+				t.Fatalf("error %v does not wrap ErrSafetensors", err)
+			}
+			return
+		}
+		var total int64
+		for _, name := range sf.order {
+			st := sf.tensors[name]
+			total += st.end - st.begin
+			if st.dtype == "F32" || st.dtype == "F16" || st.dtype == "BF16" {
+				if err := sf.float32s(make([]float32, st.elems), st); err != nil {
+					t.Fatalf("%s: %v", name, err)
+				}
+			}
+		}
+		if sf.dataOff+total != int64(len(b)) {
+			t.Fatalf("tensors cover %d of %d data bytes", total, int64(len(b))-sf.dataOff)
+		}
+	})
+}
+
+// ExampleTrainer_LoadWeights fine-tunes from a safetensors file: here one that Export wrote for
+// another number of classes, so the head is left freshly initialized (NewHead), as torchvision
+// fine-tuning replaces model.fc.
+func ExampleTrainer_LoadWeights() {
+	dev, _ := gpu.Open("cpu")
+	defer dev.Close()
+	path := filepath.Join(os.TempDir(), "stoke-example.safetensors")
+	defer os.Remove(path)
+	pre, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	trPre, _ := New(pre, dev, nil, Config{Seed: 1})
+	trPre.Export(path) // a pretrained model's weights
+	trPre.Close()
+
+	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 3, Flatten(), Linear(64, 32), ReLU(), Linear(32, 3))
+	tr, err := New(m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	defer tr.Close()
+	rep, err := tr.LoadWeights(path, LoadOptions{NewHead: true})
+	if err != nil {
+		fmt.Println(err)
+		return
+	}
+	fmt.Println("loaded:", rep.Loaded)
+	fmt.Println("new head:", rep.NewHead)
+	// Output:
+	// loaded: [1.linear.weight 1.linear.bias]
+	// new head: [3.linear.weight 3.linear.bias]
+}
