@@ -39,22 +39,24 @@ external:
 build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
-## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA")
+## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA"),
+## and NCCL (nccl.h, libnccl.so) at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl)
 CUDA_HOME ?= /usr/local/cuda
-CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include" \
-             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs"
+NCCL_HOME ?= $(CUDA_HOME)
+CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include" \
+             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64"
 cuda:
 	$(CUDA_ENV) $(GO) build -tags cuda ./...
 
-## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering); needs a GPU
+## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering, NCCL's all-reduce); needs a GPU
 cuda-test:
-	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./kernels/...
+	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./kernels/... ./dist/...
 
 ## cuda-check: compile the cuda build against CUDA 12 and 13 headers from PyPI, without a GPU
 cuda-check:
 	scripts/cuda-check.sh
 
-## cuda-sim: go test -tags cuda ./... against the CPU stand-in of the driver, the kernels and cuBLAS
+## cuda-sim: go test -tags cuda ./... against the CPU stand-in of the driver, the kernels, cuBLAS and NCCL
 ## (no GPU; GOTESTFLAGS go to go test, e.g. GOTESTFLAGS="-race -run CUDA")
 CUDA_SIM_VERSIONS ?= 13
 cuda-sim:

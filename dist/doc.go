@@ -68,8 +68,9 @@
 // # CUDA
 //
 // This package moves host memory over TCP. On GPUs the route is NCCL (the
-// collectives on device buffers, over NVLink and InfiniBand), which is not
-// built here.
+// collectives on device buffers, over NVLink and InfiniBand): package
+// dist/nccl (cuda tag), whose communicator takes a Group for the exchange of
+// NCCL's unique id and all-reduces on the stream that produced the gradients.
 //
 // # Concurrency
 //

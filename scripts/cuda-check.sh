@@ -12,13 +12,17 @@
 #   1. fetches NVIDIA's public header wheels from PyPI (pip download, pinned versions), keeps only
 #      their include/ trees and libnvrtc, and deletes the wheels (cuBLAS wheels are 400-600 MB each
 #      and we need 2 of their headers); later runs reuse $CUDA_CHECK_DIR and download nothing;
-#   2. makes empty libcuda.so / libcublas.so / libnvrtc.so so that -l resolves, and tells the linker
-#      to leave the driver's symbols unresolved;
+#      NCCL's nccl.h and libnccl.so.2 come from the nvidia-nccl wheel of the same CUDA major, kept in
+#      $CUDA_CHECK_DIR/nccl$V (include/nccl.h, lib/libnccl.so.2: the library a GPU host links);
+#   2. makes empty libcuda.so / libcublas.so / libnvrtc.so / libnccl.so so that -l resolves, and
+#      tells the linker to leave the driver's symbols unresolved;
 #   3. runs go vet, go build and a compile-only go test (-run '^$': the test binaries are linked and
 #      started against the empty libcuda, which also proves that nothing calls the driver at init)
 #      with -tags cuda, with internal/cudainc first on the include path (the CUDA 13 shims and the
 #      deferred cuInit for gorgonia.org/cu), in a build cache of its own under $CUDA_CHECK_DIR;
-#   4. runs the tests that need NVRTC but no GPU against the real libnvrtc of that version: they
+#   4. checks that every NCCL function the dist/nccl package calls is defined by the real
+#      libnccl.so.2 of that version (nm), since the link against the stubs ignores what is missing;
+#   5. runs the tests that need NVRTC but no GPU against the real libnvrtc of that version: they
 #      compile kernels/cuda/ops.cu for compute_90 exactly as the runtime does, check that every
 #      kernel the op set loads is in the PTX, and exercise the on-disk PTX cache;
 # Exit status: 0 all passed; 1 something failed to compile or a test failed; 3 the headers could
@@ -47,19 +51,23 @@ wheels_12="nvidia-cuda-runtime-cu12==12.9.79 nvidia-cuda-nvrtc-cu12==12.9.86 nvi
 nvidia-cuda-cccl-cu12==12.9.27 nvidia-cuda-nvcc-cu12==12.9.86"
 wheels_13="nvidia-cuda-runtime==13.0.96 nvidia-cuda-nvrtc==13.0.88 nvidia-cublas==13.0.2.14
 nvidia-cuda-cccl==13.0.85 nvidia-cuda-crt==13.0.88"
+# NCCL apart from the CUDA set (its own directory and .complete), so that a cache made before NCCL
+# was added only fetches NCCL. The same release for both majors.
+nccl_12="nvidia-nccl-cu12==2.28.9"
+nccl_13="nvidia-nccl-cu13==2.28.9"
 
 # extract WHEEL DEST: nvidia/<pkg>/include/* -> DEST/include, nvidia/<pkg>/lib/libnvrtc*.so.* -> DEST/lib.
 extract() {
 	python3 - "$1" "$2" <<'PY'
 import os, re, shutil, sys, zipfile
 wheel, dest = sys.argv[1], sys.argv[2]
-pat = re.compile(r'^nvidia/[^/]+/(include/.+|lib/libnvrtc(?:-builtins)?\.so\.[^/]*)$')  # not the .alt builds
+pat = re.compile(r'^nvidia/(?:nccl/(include/nccl\.h|lib/libnccl\.so\.2)|(?!nccl/)[^/]+/(include/.+|lib/libnvrtc(?:-builtins)?\.so\.[^/]*))$')  # not the .alt builds
 with zipfile.ZipFile(wheel) as z:
     for info in z.infolist():
         m = pat.match(info.filename)
         if not m or info.is_dir():
             continue
-        out = os.path.join(dest, m.group(1))
+        out = os.path.join(dest, m.group(1) or m.group(2))
         os.makedirs(os.path.dirname(out), exist_ok=True)
         with z.open(info) as src, open(out, 'wb') as dst:
             shutil.copyfileobj(src, dst)
@@ -67,9 +75,12 @@ PY
 }
 
 fetch() { # fetch VERSION
-	local v=$1 set=$dir/cuda$1 list spec tmp
+	fetch_set "$1" cuda "wheels_$1" && fetch_set "$1" nccl "nccl_$1"
+}
+
+fetch_set() { # fetch_set VERSION NAME LIST: the wheels of LIST into $dir/NAME$VERSION
+	local v=$1 set=$dir/$2$1 list=$3 spec tmp
 	[[ -f $set/.complete ]] && return 0
-	list=wheels_$v
 	rm -rf "$set" && mkdir -p "$set"
 	tmp=$(mktemp -d "$dir/dl.XXXXXX")
 	for spec in ${!list}; do
@@ -84,9 +95,21 @@ fetch() { # fetch VERSION
 stubs() {
 	mkdir -p "$dir/stubs"
 	local l
-	for l in cuda cublas nvrtc; do
+	for l in cuda cublas nvrtc nccl; do
 		[[ -f $dir/stubs/lib$l.so ]] || gcc -shared -o "$dir/stubs/lib$l.so" -x c /dev/null
 	done
+}
+
+# nccl_symbols LIB: every NCCL function the dist/nccl package's cgo code calls is defined by LIB, the
+# real libnccl.so.2: the link here is against an empty stub with unresolved symbols ignored, which
+# would take a function that NCCL does not have.
+nccl_symbols() {
+	local want have missing
+	want=$(grep -oh '\bnccl[A-Z][A-Za-z0-9]*(' dist/nccl/*_cuda.go | tr -d '(' | sort -u)
+	have=$(nm -D --defined-only "$1" | awk '{ print $3 }' | sort -u)
+	missing=$(comm -23 <(echo "$want") <(echo "$have"))
+	echo "   $(wc -w <<<"$want") NCCL functions called, all in $(basename "$1")${missing:+ except: $missing}"
+	[[ -n $want && -z $missing ]]
 }
 
 mkdir -p "$dir"
@@ -116,13 +139,16 @@ for v in "${versions[@]}"; do
 	inc=$dir/cuda$v/include
 	echo "== CUDA $v headers: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
 	export CGO_ENABLED=1
-	export CGO_CFLAGS="-I$root/internal/cudainc -I$inc"
+	export CGO_CFLAGS="-I$root/internal/cudainc -I$inc -I$dir/nccl$v/include"
 	export CGO_LDFLAGS="-L$dir/stubs -Wl,--unresolved-symbols=ignore-all"
 	export LD_LIBRARY_PATH="$dir/stubs"
 	run() { echo "-- $*"; "$@" || { echo "cuda-check: CUDA $v: FAILED: $*" >&2; status=1; }; }
 	run go vet -tags cuda "${pkgs[@]}"
 	run go build -tags cuda "${pkgs[@]}" gorgonia.org/cu gorgonia.org/cu/nvrtc
 	run go test -tags cuda -count=1 -run '^$' "${pkgs[@]}"
+	if [[ -d dist/nccl ]] && go list -tags cuda "${pkgs[@]}" 2>/dev/null | grep -qx 'github.com/stoke-ml/stoke/dist/nccl'; then
+		run nccl_symbols "$dir/nccl$v/lib/libnccl.so.2"
+	fi
 	# The tests that need NVRTC but no GPU run for real, against this version's libnvrtc: they
 	# compile kernels/cuda/ops.cu through the Go code path (gorgonia.org/cu/nvrtc) and check the
 	# on-disk PTX cache.

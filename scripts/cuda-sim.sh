@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # cuda-sim.sh: runs Stoke's CUDA road on a machine without a GPU, against the CPU stand-in of
 # internal/cudainc/sim: the real kernels of kernels/cuda/ops.cu (compiled as C++ for the CPU),
-# the real PTX from NVRTC, a stand-in driver and a stand-in cuBLAS with the real semantics, and
-# guard-page memory checking. See internal/cudainc/README.md.
+# the real PTX from NVRTC, a stand-in driver, cuBLAS and NCCL with the real semantics (NCCL's ranks
+# as processes meeting on 127.0.0.1), and guard-page memory checking. See internal/cudainc/README.md.
 #
 #   usage: scripts/cuda-sim.sh [--train] [12|13 ...]      (default: 13)
 #          without --train: go test -tags cuda $GOTESTFLAGS $CUDA_SIM_PKGS (default ./...)
@@ -66,7 +66,7 @@ table() {
 }
 
 # shellcheck disable=SC2016 # '$ORIGIN' is the dynamic linker's, not the shell's
-# build VERSION: the stand-in's three libraries in $dir/sim$VERSION, rebuilt when a source changed.
+# build VERSION: the stand-in's four libraries in $dir/sim$VERSION, rebuilt when a source changed.
 build() {
 	local v=$1 out=$dir/sim$1 inc=$dir/cuda$1/include stamp
 	stamp=$(cat "$src"/* "$ops" "$0" | sha256sum | cut -c1-16)
@@ -83,6 +83,11 @@ build() {
 	"${cxx[@]}" -O3 -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcublas.so -o "$out/libcublas.so" \
 		"$src/libcublas.cc" -L"$out" -lcuda -Wl,-rpath,'$ORIGIN'
 	g++ -std=c++17 -O1 -Wall -Werror -I"$inc" -o "$out/cublas_test" "$src/cublas_test.cc" -L"$out" -lcublas -lcuda -Wl,-rpath,'$ORIGIN'
+	# NCCL under the real library's soname, so a binary linked here runs against NVIDIA's too.
+	"${cxx[@]}" -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -I"$dir/nccl$v/include" -Wl,-soname,libnccl.so.2 -o "$out/libnccl.so" \
+		"$src/libnccl.cc" -L"$out" -lcuda -Wl,-rpath,'$ORIGIN'
+	ln -sf libnccl.so "$out/libnccl.so.2"
+	g++ -std=c++17 -O1 -Wall -Werror -I"$inc" -I"$dir/nccl$v/include" -o "$out/nccl_test" "$src/nccl_test.cc" -L"$out" -lnccl -lcuda -Wl,-rpath,'$ORIGIN'
 	echo "$stamp" >"$out/.stamp"
 }
 
@@ -149,7 +154,7 @@ for v in "${versions[@]}"; do
 	start=$SECONDS
 	build "$v" || { echo "cuda-sim: CUDA $v: FAILED: building the stand-in" >&2; exit 1; }
 	inc=$dir/cuda$v/include lib=$dir/cuda$v/lib out=$dir/sim$v
-	export CGO_ENABLED=1 CGO_CFLAGS="-I$root/internal/cudainc -I$inc"
+	export CGO_ENABLED=1 CGO_CFLAGS="-I$root/internal/cudainc -I$inc -I$dir/nccl$v/include"
 	# gorgonia.org/cu references the whole driver API; the stand-in defines what Stoke calls.
 	export CGO_LDFLAGS="-L$out -L$lib -Wl,--unresolved-symbols=ignore-all"
 	export LD_LIBRARY_PATH="$out:$lib"
@@ -161,6 +166,7 @@ for v in "${versions[@]}"; do
 		train_check || status=1
 	else
 		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
+		"$out/nccl_test" || status=1   # the stand-in NCCL's argument checks, types and operations
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
 		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
 	fi

@@ -8,9 +8,11 @@
 #   on the GPU host, from the repository root:
 #       bash .gpubundle/run.sh scripts/gpu-check.sh
 #
-# It runs the CUDA tests on the device (gpu and kernels, TestCUDAParity included), then measures,
-# and prints progress on stderr and one JSON object as the last line of stdout:
+# It runs the CUDA tests on the device (gpu and kernels, TestCUDAParity included), and NCCL's 1-rank
+# all-reduce (dist/nccl, against the host's nvidia-nccl-cu13 wheel), then measures, and prints progress on
+# stderr and one JSON object as the last line of stdout:
 #   device, driver, cuda_driver (the driver's CUDA version), cuda_toolkit, tests ("pass"/"fail"),
+#   nccl ("pass"/"fail", null where no NCCL was found),
 #   parity {case: max relative error vs the CPU op set}, h2d_gbps {pinned,pageable: {1MiB,16MiB,
 #   256MiB}}, bench {images_per_s, stall_fraction, h2d_gbps} of `stoke bench --device cuda` on a
 #   generated photo folder (1024 JPEGs, 224 px, batch 64, 8 workers), train {mlp,cnn: {samples_per_s,
@@ -47,6 +49,24 @@ cuda_driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/
 cuda_toolkit=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' /usr/local/cuda/include/cuda.h 2>/dev/null | head -1)
 log "device ${device:-?}, driver ${driver:-?}, CUDA ${cuda_driver:-?} (toolkit ${cuda_toolkit:-?})"
 
+# NCCL (dist/nccl, the CUDA backend of dist's all-reduce, and so every -tags cuda binary that imports it): the host's
+# nvidia-nccl-cu13 wheel (python3 -m pip show), else a system install. The wheel has no libnccl.so
+# for -lnccl: a link to its libnccl.so.2 stands in.
+nccl_inc= nccl_lib=
+if d=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) && [[ -f $d/include/nccl.h ]]; then
+	nccl_inc=$d/include nccl_lib=$d/lib
+elif [[ -f /usr/include/nccl.h ]]; then
+	nccl_inc=/usr/include nccl_lib=$(dirname "$(ldconfig -p | awk '/libnccl\.so\.2/ { print $NF; exit }')")
+fi
+if [[ -n $nccl_inc && -f $nccl_lib/libnccl.so.2 ]]; then
+	mkdir -p "$tmp/nccl" && ln -sf "$nccl_lib/libnccl.so.2" "$tmp/nccl/libnccl.so"
+	export CGO_CFLAGS="$CGO_CFLAGS -I$nccl_inc" CGO_LDFLAGS="${CGO_LDFLAGS:-} -L$tmp/nccl"
+	export LD_LIBRARY_PATH="$nccl_lib:${LD_LIBRARY_PATH:-}"
+	log "NCCL $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$nccl_inc/nccl.h" | paste -sd.) from $nccl_lib"
+else
+	log "no NCCL found (pip nvidia-nccl-cu13 or /usr/include/nccl.h): dist/nccl is not checked"
+fi
+
 log "CUDA tests on the device (gpu, kernels)"
 tests=fail
 if timeout 240 go test -tags cuda -count=1 -v -run 'CUDA|PTX|NVRTC|SizeClass' ./gpu/ ./kernels/ >"$tmp/test.log" 2>&1; then
@@ -56,6 +76,19 @@ else
 fi
 parity=$(sed -n 's/.*parity "\(.*\)": relative error \([^ ]*\) (tolerance.*/\1|\2/p' "$tmp/test.log" |
 	while IFS='|' read -r name err; do printf '%s:%s,' "$(str "$name")" "$(num "$err")"; done)
+
+# One rank per GPU: on a one-GPU host the 1-rank communicator runs (TestNCCLOneRank, TestNCCLArgs),
+# the 2- and 4-rank tests skip.
+nccl=null
+if [[ -n $nccl_inc ]]; then
+	log "NCCL all-reduce on the device (dist/nccl, 1 rank)"
+	if timeout 120 go test -tags cuda -count=1 -v -run 'NCCL' ./dist/nccl/ >"$tmp/nccl.log" 2>&1; then
+		nccl='"pass"'
+	else
+		nccl='"fail"'
+		grep -E -- '--- FAIL|^FAIL|panic|nccl_cuda_test' "$tmp/nccl.log" | head -20 >&2
+	fi
+fi
 
 log "H2D bandwidth, pinned and pageable, 1/16/256 MiB"
 timeout 120 go test -tags cuda -count=1 -run '^$' -bench 'CUDAH2D' -benchtime 20x ./gpu/ >"$tmp/h2d.log" 2>&1 || tail -5 "$tmp/h2d.log" >&2
@@ -87,8 +120,8 @@ else
 	tail -5 "$tmp/build.log" >&2
 fi
 
-printf '{"device":%s,"driver":%s,"cuda_driver":%s,"cuda_toolkit":%s,"tests":"%s","parity":{%s},"h2d_gbps":{%s},"bench":%s,"train":{"mlp":%s,"cnn":%s},"seconds":%d}\n' \
-	"$(str "$device")" "$(str "$driver")" "$(str "$cuda_driver")" "$(str "$cuda_toolkit")" "$tests" "${parity%,}" "${h2d_json%,}" \
+printf '{"device":%s,"driver":%s,"cuda_driver":%s,"cuda_toolkit":%s,"tests":"%s","nccl":%s,"parity":{%s},"h2d_gbps":{%s},"bench":%s,"train":{"mlp":%s,"cnn":%s},"seconds":%d}\n' \
+	"$(str "$device")" "$(str "$driver")" "$(str "$cuda_driver")" "$(str "$cuda_toolkit")" "$tests" "$nccl" "${parity%,}" "${h2d_json%,}" \
 	"$bench_json" "$train_mlp" "$train_cnn" $((SECONDS - start))
 rm -rf "$tmp"
-[[ $tests == pass ]]
+[[ $tests == pass && $nccl != '"fail"' ]]

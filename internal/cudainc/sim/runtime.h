@@ -32,8 +32,9 @@ void *alloc(size_t n, Kind kind);
 // release makes an allocation inaccessible (kept so for a while, so a use after free faults);
 // false if p is not the start of a live allocation of that kind.
 bool release(void *p, Kind kind);
-// within reports whether [p, p+n) lies inside one live allocation of one of kinds (a mask).
-bool within(uintptr_t p, size_t n, int kinds);
+// within reports whether [p, p+n) lies inside one live allocation of one of kinds (a mask);
+// exported for the stand-in NCCL's buffer checks.
+CUDASIM_API bool within(uintptr_t p, size_t n, int kinds);
 // describe writes what addr is (inside, past the end of, or freed) to buf.
 void describe(uintptr_t addr, char *buf, size_t len);
 
