@@ -13,7 +13,9 @@
 #                           test digits. Each test accuracy must be within 0.3 points of a
 #                           CPU-backend run of the same settings (same seed, same batches); and the
 #                           MLP once more with --precision bf16 (cublasGemmEx on bf16 operands),
-#                           within 0.3 points of the fp32 CUDA run.
+#                           within 0.3 points of the fp32 CUDA run; and the MLP on the digit subset
+#                           data-parallel on 2 and 4 ranks (processes, NCCL's stand-in), each
+#                           within 0.3 points of one rank at the same global batch.
 #   env:   GOTESTFLAGS   extra flags for go test (e.g. -race, -run TestCUDAParity, -v)
 #          CUDA_SIM_PKGS the packages to test (default ./...)
 #          CUDA_CHECK_DIR headers, NVRTC and the built stand-in (default /tmp/stoke-cuda-check)
@@ -144,6 +146,36 @@ if half is not None:
         sys.exit(f"cuda-sim: {model}: {p} accuracy is {h - b:+.2f} points off fp32's on cuda (limit 0.3)")
 PY
 	done
+	# Data-parallel training on the stand-in: 1, 2 and 4 ranks as processes sharing its one device,
+	# the gradients all-reduced by NCCL's stand-in on the compute stream, the same global batch;
+	# each accuracy within 0.3 points of the single rank's.
+	echo "-- stoke train --model mlp --data mnist6k --device cuda on 1, 2 and 4 ranks (NCCL), global batch 128"
+	local w r port pids
+	for w in 1 2 4; do
+		port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+		pids=()
+		for ((r = 0; r < w; r++)); do
+			"$bin" train --data "mnist:$tmp/mnist6k" --model mlp --epochs 1 --device cuda --batch $((128 / w)) --workers 1 \
+				--rank "$r" --world-size "$w" --master-port "$port" --dist-timeout 600s --json -q >"$tmp/ddp$w.json" 2>"$tmp/ddp$w.$r.err" &
+			pids+=($!)
+		done
+		for r in "${pids[@]}"; do
+			wait "$r" || { cat "$tmp"/ddp"$w".*.err >&2; return 1; }
+		done
+	done
+	python3 - "$tmp" <<'PY' || return 1
+import json, sys
+runs = {w: json.loads(open(f"{sys.argv[1]}/ddp{w}.json").read().strip().splitlines()[-1]) for w in (1, 2, 4)}
+one = 100 * runs[1]["test_acc"]
+for w in (2, 4):
+    r = runs[w]
+    acc = 100 * r["test_acc"]
+    print(f"mlp on {w} ranks (batch {r['batch']} each, global {r['global_batch']}): test accuracy {acc:.2f}% against {one:.2f}% on one")
+    if r["world_size"] != w or r["global_batch"] != 128:
+        sys.exit(f"cuda-sim: {w} ranks reported world {r['world_size']}, global batch {r['global_batch']}")
+    if abs(acc - one) > 0.3:
+        sys.exit(f"cuda-sim: {w} ranks: accuracy {acc - one:+.2f} points off one rank's (limit 0.3)")
+PY
 	rm -rf "$tmp"
 }
 

@@ -27,6 +27,15 @@ type Collective interface {
 	Agree(ctx context.Context, what, value string) error
 }
 
+// DeviceReducer averages a tensor over the ranks in device memory, enqueued on s: NCCL's
+// all-reduce (dist/nccl's Comm, under the cuda tag, behind a one-method adapter: cmd/stoke has
+// one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduces on
+// the compute stream as soon as backward has enqueued the layers that produce it, with no copy to
+// the host; the device overlaps them with the rest of the backward pass.
+type DeviceReducer interface {
+	AverageOnDevice(s gpu.Stream, v kernels.F32) error
+}
+
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
 // its first bucket's (1 MiB): small, so that the first all-reduce starts early in the backward pass.
 const (
@@ -51,6 +60,8 @@ type ddp struct {
 	// host stages every gradient, bucket after bucket: copied from the device, all-reduced, copied
 	// back.
 	host []float32
+	// dev, if set, reduces on the device (Config.DeviceReduce).
+	dev DeviceReducer
 	// synced is set once the weights have been broadcast from rank 0 (at the first Fit).
 	synced bool
 	// comm is the time the all-reduces took, exposed the part of it the steps waited for after
@@ -126,6 +137,21 @@ type stepReducer struct {
 type readyBucket struct {
 	index int
 	ready gpu.Event
+}
+
+// deviceLayerDone is backward's hook on the device path: the buckets layer i completes are
+// all-reduced on the compute stream, after the kernels that produced them.
+func (d *ddp) deviceLayerDone(s gpu.Stream) func(int) error {
+	return func(i int) error {
+		for _, bi := range d.afterLayer[i] {
+			for _, p := range d.buckets[bi].params {
+				if err := d.dev.AverageOnDevice(s, p.G); err != nil {
+					return fmt.Errorf("train: all-reduce of %s on the device: %w", p.Name, err)
+				}
+			}
+		}
+		return nil
+	}
 }
 
 // startStep starts the step's communication goroutine; finish joins it.

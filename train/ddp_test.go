@@ -142,7 +142,7 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 
 // ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
 // trainer, per-rank batch global/world, and returns every rank's weights after each step.
-func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, bucket int) (perStep [][][][]float32, acc []float64) {
+func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, bucket int, onDevice bool) (perStep [][][][]float32, acc []float64) {
 	t.Helper()
 	imgs, labels := synthetic(global*steps, 1)
 	timgs, tlabels := synthetic(203, 2)
@@ -158,6 +158,9 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, buck
 		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: bucket}
 		if world > 1 {
 			cfg.Dist = groups[r]
+			if onDevice {
+				cfg.DeviceReduce = streamReducer{groups[r]}
+			}
 		}
 		var tr *Trainer
 		cfg.Progress = func(p *Progress) {
@@ -198,11 +201,12 @@ func TestDataParallelEquivalence(t *testing.T) {
 		{"mlp", plainMLP, 0},
 		{"mlp/small-buckets", plainMLP, 1024},
 		{"cnn/small-buckets", smallCNN, 512},
+		{"cnn/on-device", smallCNN, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, tc.bucket)
+			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, max(tc.bucket, 0), false)
 			for _, world := range []int{2, 3} {
-				many, accW := ddpRun(t, tc.mk, world, global, steps, tc.bucket)
+				many, accW := ddpRun(t, tc.mk, world, global, steps, max(tc.bucket, 512), tc.bucket < 0)
 				worst := 0.0
 				for s := range steps {
 					for r := 1; r < world; r++ {
@@ -387,6 +391,22 @@ func TestDataParallelMismatch(t *testing.T) {
 		}
 		t.Logf("rank %d: %v", r, err)
 	}
+}
+
+// streamReducer is a DeviceReducer on the CPU backend, as NCCL is one on CUDA: the all-reduce runs
+// in stream order on the compute stream's executor, over the device memory itself (Go memory on
+// this backend).
+type streamReducer struct{ g Collective }
+
+func (r streamReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
+	b, ok := gpu.HostBytes(v.Buf)
+	if !ok {
+		return errors.New("not a CPU-backend buffer")
+	}
+	return s.Host(func() error {
+		f := unsafe.Slice((*float32)(unsafe.Pointer(&b[4*v.Off])), v.Len)
+		return r.g.AllReduce(context.Background(), f, dist.Avg)
+	})
 }
 
 // testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.

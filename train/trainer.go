@@ -113,6 +113,10 @@ type Config struct {
 	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
 	// 25 MiB, DDP's bucket_cap_mb.
 	BucketBytes int
+	// DeviceReduce, if set with Dist, all-reduces the gradients in device memory on the compute
+	// stream (NCCL on the CUDA backend) instead of through the host and Dist; Dist still
+	// broadcasts the weights, checks the ranks agree and sums the evaluation.
+	DeviceReduce DeviceReducer
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -296,6 +300,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	}
 	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
 		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
+		t.dist.dev = cfg.DeviceReduce
 	}
 	return t, nil
 }
@@ -589,7 +594,12 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 			return err
 		}
 	}
-	if t.dist != nil {
+	if t.dist != nil && t.dist.dev != nil {
+		r.layerDone = t.dist.deviceLayerDone(t.s)
+		if err := m.backward(r, n); err != nil {
+			return err
+		}
+	} else if t.dist != nil {
 		sr := t.dist.startStep(ctx, t)
 		r.layerDone = sr.layerDone
 		if err := sr.finish(ctx, m.backward(r, n)); err != nil {

@@ -134,6 +134,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if group.Rank() != 0 {
 		e.quiet, e.json = true, false // rank 0 reports for every rank
 	}
+	onDevice, comm, err := deviceReducer(ctx, group, dev) // NCCL on CUDA devices
+	if err != nil {
+		return err
+	}
+	if comm != nil {
+		defer comm.Close()
+	}
 	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
 		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
 		*resume = *checkpoint
@@ -172,7 +179,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
-		Dist: group,
+		Dist: group, DeviceReduce: onDevice,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
 			if p.Done {

@@ -1,0 +1,35 @@
+//go:build cuda
+
+package main
+
+import (
+	"context"
+	"io"
+
+	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/dist/nccl"
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/train"
+)
+
+// deviceReducer is the gradients' all-reduce in device memory for a data-parallel run on CUDA
+// devices: an NCCL communicator over the group (its unique id through the group's store), or nil
+// on another backend or in a group of one. The closer, if not nil, releases the communicator.
+func deviceReducer(ctx context.Context, g *dist.Group, dev gpu.Device) (train.DeviceReducer, io.Closer, error) {
+	if g.Size() == 1 || dev.Info().Backend != "cuda" {
+		return nil, nil, nil
+	}
+	c, err := nccl.New(ctx, g, dev)
+	if err != nil {
+		return nil, nil, err
+	}
+	return ncclReducer{c}, c, nil
+}
+
+// ncclReducer averages fp32 gradients with ncclAllReduce on the compute stream.
+type ncclReducer struct{ c *nccl.Comm }
+
+func (r ncclReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
+	return r.c.AllReduce(s, v.Buf, 4*v.Off, v.Len, nccl.Float32, dist.Avg)
+}
