@@ -228,6 +228,10 @@ func (c *Client) Get(ctx context.Context, url string, limit int64) ([]byte, erro
 		out, err = io.ReadAll(io.LimitReader(progressReader{body, progress}, limit+1))
 		return err
 	})
+	if ctx.Err() != nil {
+		// A body cut by the caller's cancellation can read as a short, successful one.
+		return nil, ctx.Err()
+	}
 	if err != nil {
 		return nil, err
 	}
