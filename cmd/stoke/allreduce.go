@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/pinned"
 )
 
 // allreduceRow is one size of stoke allreduce --json; the field names are a contract.
@@ -111,6 +112,11 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --iters %d, --warmup %d: want iters >= 1 and warmup >= 0", errUsage, *iters, *warmup)
 	case *timeout <= 0:
 		return fmt.Errorf("%w: --dist-timeout %v: want more than 0", errUsage, *timeout)
+	}
+	// The buffer is allocated whole up front: bound it as --memory bounds the loader, by a quarter
+	// of the memory this process may use.
+	if budget := pinned.SystemMemory() / 4; budget > 0 && maxBytes > budget {
+		return fmt.Errorf("%w: --max-bytes %d: over a quarter of this machine's memory (%d bytes)", errUsage, maxBytes, budget)
 	}
 	cfg.Timeout = *timeout
 	if err := cfg.Validate(); err != nil {

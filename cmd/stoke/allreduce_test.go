@@ -85,6 +85,7 @@ func TestAllreduceUsage(t *testing.T) {
 		{"--min-bytes", "1M", "--max-bytes", "4K"},
 		{"--min-bytes", "lots"},
 		{"--step-factor", "1"},
+		{"--max-bytes", "64T"}, // more than any machine here: refused, not allocated
 	} {
 		var out, errb bytes.Buffer
 		code := run(t.Context(), append([]string{"allreduce", "--rank", "0", "--world-size", "1", "--json"}, args...), &out, &errb)
