@@ -20,7 +20,7 @@ var splitOrder = []string{"train", "val", "test"}
 var splitAliases = map[string]string{"train": "train", "val": "val", "valid": "val", "validation": "val", "test": "test"}
 
 // splitName returns the split that name means ("" is train); any other name is an error wrapping
-// ErrSpec.
+// ErrSpec, for the caller to prefix.
 func splitName(name string) (string, error) {
 	if name == "" {
 		return "train", nil
@@ -28,7 +28,7 @@ func splitName(name string) (string, error) {
 	if s, ok := splitAliases[name]; ok {
 		return s, nil
 	}
-	return "", fmt.Errorf("datasets: split %q, want train, val (valid, validation) or test: %w", name, ErrSpec)
+	return "", fmt.Errorf("split %q, want train, val (valid, validation) or test: %w", name, ErrSpec)
 }
 
 // sortSplits orders splits as splitOrder does.
