@@ -159,6 +159,19 @@ func sameSamples(t *testing.T, what string, ds loaders.Dataset, want []loaders.S
 	}
 }
 
+// readSplits checks that spec has the three splits of want, each with its samples.
+func readSplits(t *testing.T, spec string, want map[string][]loaders.Sample) {
+	t.Helper()
+	checkSplits(t, spec, "train", "val", "test")
+	for split, samples := range want {
+		ds, err := Open(spec, split)
+		if err != nil {
+			t.Fatalf("Open(%q, %q): %v", spec, split, err)
+		}
+		sameSamples(t, spec+" "+split, ds, samples)
+	}
+}
+
 // TestShardSplits: a pack of three splits reads back by split through its folder, its index, a
 // glob and a stream; a glob of one split's shards is that split; older indexes are train.
 func TestShardSplits(t *testing.T) {
@@ -173,14 +186,7 @@ func TestShardSplits(t *testing.T) {
 		t.Errorf("shards %v; want %v", names, w)
 	}
 	for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, IndexName), "shards:" + filepath.Join(dir, "shard-*.tar")} {
-		checkSplits(t, spec, "train", "val", "test")
-		for split, samples := range want {
-			ds, err := Open(spec, split)
-			if err != nil {
-				t.Fatalf("Open(%q, %q): %v", spec, split, err)
-			}
-			sameSamples(t, spec+" "+split, ds, samples)
-		}
+		readSplits(t, spec, want)
 		if got := openLen(t, spec, ""); got != len(want["train"]) {
 			t.Errorf("Open(%q, \"\") = %d samples; want the train split's %d", spec, got, len(want["train"]))
 		}
@@ -252,4 +258,26 @@ func TestShardWriterSplits(t *testing.T) {
 		t.Fatal(err)
 	}
 	sameSamples(t, "test", ds, want["test"])
+}
+
+// TestRemoteShardSplits: the splits of a pack on a web server, through its index and through a
+// brace list of shards (with the index beside them).
+func TestRemoteShardSplits(t *testing.T) {
+	dir := t.TempDir()
+	want := packSplits(t, filepath.Join(dir, "shard-%s-%06d.tar"))
+	_, base := serveFiles(t, readFiles(t, dir))
+	index := "shards:" + base + "/" + IndexName
+	readSplits(t, index, want)
+	braces := "shards:" + base + "/shard-{val,test}-{000000..000001}.tar"
+	if _, err := Open(braces, "val"); err == nil {
+		t.Errorf("Open(%q): no error for shard-test-000001.tar, which does not exist", braces)
+	}
+	braces = "shards:" + base + "/shard-val-{000000..000001}.tar"
+	checkSplits(t, braces, "val")
+	ds, err := Open(braces, "val")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sameSamples(t, braces, ds, want["val"])
+	wantNoSplit(t, braces, "test", "val")
 }

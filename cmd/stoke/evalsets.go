@@ -116,7 +116,21 @@ func (s *evalSets) open(ctx context.Context, o datasets.Opener, spec string, hav
 	if s.train, err = opened(openDataset(ctx, o, spec, "train")); err != nil {
 		return err
 	}
-	var val loaders.Dataset
+	// The data of a role (val, test): the flag's spec when given, else spec's split of that name
+	// when it has one (nil when neither).
+	role := func(flag, data, want string) (loaders.Dataset, string, string, error) {
+		switch {
+		case data != "":
+			ds, split, err := openSplitFor(ctx, o, flag, data, want)
+			ds, err = opened(ds, err)
+			return ds, data, split, err
+		case slices.Contains(have, want):
+			ds, err := opened(openDataset(ctx, o, spec, want))
+			return ds, spec, want, err
+		}
+		return nil, "", "", nil
+	}
+	var val, test loaders.Dataset
 	switch {
 	case f.valSplit > 0 && (f.valData != "" || slices.Contains(have, "val")):
 		what := "--val-data " + f.valData
@@ -131,35 +145,21 @@ func (s *evalSets) open(ctx context.Context, o datasets.Opener, spec string, hav
 			return fmt.Errorf("%w: --val-split: %v", errUsage, err)
 		}
 		s.train, val, s.evalData, s.evalSplit = tr, held, spec, "train"
-	case f.valData != "":
-		ds, split, err := openSplitFor(ctx, o, "--val-data", f.valData, "val")
-		if val, err = opened(ds, err); err != nil {
+	default:
+		if val, s.evalData, s.evalSplit, err = role("--val-data", f.valData, "val"); err != nil {
 			return err
 		}
-		s.evalData, s.evalSplit = f.valData, split
-	case slices.Contains(have, "val"):
-		if val, err = opened(openDataset(ctx, o, spec, "val")); err != nil {
-			return err
-		}
-		s.evalData, s.evalSplit = spec, "val"
 	}
-	var test loaders.Dataset
-	s.testData, s.testSplit = spec, "test"
-	switch {
-	case f.testData != "":
-		ds, split, err := openSplitFor(ctx, o, "--test-data", f.testData, "test")
-		if test, err = opened(ds, err); err != nil {
-			return err
-		}
-		s.testData, s.testSplit = f.testData, split
-	case slices.Contains(have, "test"):
-		if test, err = opened(openDataset(ctx, o, spec, "test")); err != nil {
-			return err
-		}
+	if test, s.testData, s.testSplit, err = role("--test-data", f.testData, "test"); err != nil {
+		return err
 	}
 	switch {
 	case f.evalOnTrain && (val != nil || test != nil):
-		return fmt.Errorf("%w: --eval-on-train, but there is data to evaluate on (%s's splits: %v, --val-data, --test-data)", errUsage, spec, have)
+		found := s.testData + "'s " + s.testSplit + " split"
+		if val != nil {
+			found = s.evalData + "'s " + s.evalSplit + " split"
+		}
+		return fmt.Errorf("%w: --eval-on-train is for data without validation or test data, and there is %s to evaluate on: drop it", errUsage, found)
 	case val != nil:
 		s.eval, s.evalName, s.test = val, "validation", test
 	case test != nil:

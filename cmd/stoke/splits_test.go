@@ -126,7 +126,7 @@ func TestTrainSplits(t *testing.T) {
 		{[]string{"--data", flat, "--val-data", flat, "--val-split", "0.2"}, "--val-data " + flat + ": choose one"},
 		{[]string{"--data", flat, "--val-data", trainTest}, "no val split and more than one other (train, test)"},
 		{[]string{"--data", filepath.Join(all, "val"), "--test-data", filepath.Join(all, "nope")}, "nope"},
-		{[]string{"--data", trainTest, "--eval-on-train"}, "--eval-on-train, but there is data to evaluate on"},
+		{[]string{"--data", trainTest, "--eval-on-train"}, "--eval-on-train is for data without validation or test data, and there is " + trainTest + "'s test split"},
 		{[]string{"--data", flat}, "no test split and no val split"},
 	} {
 		_, errOut, code := stoke(t, append([]string{"train", "--size", "8", "--model", "mlp", "--epochs", "1", "-q"}, tc.args...)...)
