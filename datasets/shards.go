@@ -76,7 +76,7 @@ var (
 )
 
 // OpenShards opens the shards at paths, in that order (samples are numbered across them): local
-// files, or URLs read as the zero Opener reads them. Errors name the shard. NumClasses is one more
+// files, or URLs read as the zero Opener reads them, whatever split an index gives them. Errors name the shard. NumClasses is one more
 // than the largest label seen (or, for indexed shards, that the index gives). Close the dataset
 // when done.
 //

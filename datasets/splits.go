@@ -85,10 +85,10 @@ func (o Opener) Splits(ctx context.Context, spec string) ([]string, error) {
 		}
 	case "shards":
 		_, src, err := listShardArg(ctx, arg)
-		if err == nil {
-			err = src.findEntries(ctx)
-		}
 		if err != nil {
+			return nil, err
+		}
+		if err := src.findEntries(ctx); err != nil {
 			return nil, fmt.Errorf("datasets: splits of %q: %w", spec, err)
 		}
 		for _, e := range src.entries {

@@ -50,7 +50,9 @@ type ShardWriterConfig struct {
 	//
 	// sizes: the bytes of each sample's run of tar members in order (5 to 7 bytes of JSON per
 	// sample); classes: one more than the shard's largest label; frames (compressed shards): the
-	// bytes of each independent frame in the file and of tar it holds.
+	// bytes of each independent frame in the file and of tar it holds; split (see BeginSplit): the
+	// shard's split, absent for a writer of one split. A wids reader, which does not know split,
+	// reads every split's shards as one list: give it one split's shards by name.
 	Index string
 }
 
