@@ -2,6 +2,7 @@ package main
 
 import (
 	"errors"
+	"fmt"
 	"io"
 	"maps"
 	"os"
@@ -83,7 +84,8 @@ func TestTrainSplits(t *testing.T) {
 	trainTest := splitsFolder(t, map[string]int{"train": 6, "test": 3})
 	flat := photoFolder(t, 2, 4, nil)
 
-	out, r := trainSplits(t, "--data", all)
+	logs := t.TempDir()
+	out, r := trainSplits(t, "--data", all, "--log-dir", logs)
 	if r.Eval != "validation" || r.EvalData != all || r.EvalSplit != "val" || r.FinalTest == nil || r.FinalTest.Split != "test" ||
 		r.FinalTest.Data != all || r.FinalTest.Samples != 6 || r.FinalTest.Accuracy == nil {
 		t.Errorf("train on train/ val/ test/: JSON %+v (final %+v); want val each epoch, the 6 of test/ after", r, r.FinalTest)
@@ -91,6 +93,13 @@ func TestTrainSplits(t *testing.T) {
 	if want := "evaluating each epoch on " + all + "'s val split, then once after training on " + all + "'s test split"; !strings.Contains(out, want) ||
 		!strings.Contains(out, "validation accuracy") || !strings.Contains(out, "test accuracy") {
 		t.Errorf("train on train/ val/ test/: stdout %q; want %q and both accuracies", out, want)
+	}
+
+	// TensorBoard's scalars (in the CSV beside them): the final test after the last step, 3 of 12.
+	csvs, _ := filepath.Glob(filepath.Join(logs, "scalars.*.csv"))
+	if b, err := os.ReadFile(strings.Join(csvs, "")); err != nil || r.FinalTest == nil || r.FinalTest.Accuracy == nil ||
+		!strings.Contains(string(b), "\n3,epoch/validation_accuracy,") || !strings.Contains(string(b), fmt.Sprintf("\n3,final/test_accuracy,%v,", *r.FinalTest.Accuracy)) {
+		t.Errorf("--log-dir: %v %s; want final/test_accuracy at step 3 beside epoch/validation_accuracy", err, b)
 	}
 
 	// No val split: the test split each epoch, as before splits; nothing after.

@@ -241,7 +241,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	var final *finalTest
 	if err == nil && sets.test != nil {
-		final, err = evaluateTest(ctx, &lf, sets, dev, tr)
+		if final, err = evaluateTest(ctx, &lf, sets, dev, tr); err == nil {
+			logs.finalTest(final.Accuracy)
+		}
 	}
 	if err == nil {
 		err = logs.Close()
