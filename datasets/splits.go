@@ -117,8 +117,11 @@ func folderSplits(dir string) (map[string]string, error) {
 	dirs := map[string]string{}
 	for _, e := range entries {
 		s, ok := splitAliases[e.Name()]
+		if !ok {
+			continue
+		}
 		p := filepath.Join(dir, e.Name())
-		if st, err := os.Stat(p); !ok || err != nil || !st.IsDir() {
+		if st, err := os.Stat(p); err != nil || !st.IsDir() {
 			continue
 		}
 		if dirs[s] != "" {
