@@ -118,25 +118,9 @@ func (c *CIFAR) parse(r io.Reader, want int) error {
 // at a record boundary is an error wrapping ErrCorrupt, not a smaller dataset.
 func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
 	name := fmt.Sprintf("cifar%d", classes)
-	var files []string
-	var sub string
-	records := cifarFileRecords // in each file, as the format has it
-	switch {
-	case classes == 10 && (split == "train" || split == ""):
-		files, sub = []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}, "cifar-10-batches-bin"
-	case classes == 10 && split == "test":
-		files, sub = []string{"test_batch.bin"}, "cifar-10-batches-bin"
-	case classes == 100 && (split == "train" || split == ""):
-		files, sub, records = []string{"train.bin"}, "cifar-100-binary", 5*cifarFileRecords
-	case classes == 100 && split == "test":
-		files, sub = []string{"test.bin"}, "cifar-100-binary"
-	default:
-		return nil, fmt.Errorf("datasets: %s: classes %d split %q, want 10 or 100 and train or test: %w", name, classes, split, ErrSpec)
-	}
-	if _, err := os.Stat(filepath.Join(dir, files[0])); err != nil {
-		if _, err2 := os.Stat(filepath.Join(dir, sub, files[0])); err2 == nil {
-			dir = filepath.Join(dir, sub)
-		}
+	dir, files, records, err := cifarFiles(dir, classes, split)
+	if err != nil {
+		return nil, err
 	}
 	c := &CIFAR{name: name, classes: classes}
 	for _, f := range files {
@@ -158,6 +142,38 @@ func OpenCIFAR(dir string, classes int, split string) (*CIFAR, error) {
 		return nil, fmt.Errorf("datasets: %s %s split in %s: %w", name, split, dir, loaders.ErrEmpty)
 	}
 	return c, nil
+}
+
+// cifarFiles returns the folder that holds split of CIFAR-classes (dir, or the archive's own
+// subfolder in it), its files and each file's record count.
+func cifarFiles(dir string, classes int, split string) (string, []string, int, error) {
+	name := fmt.Sprintf("cifar%d", classes)
+	var files []string
+	var sub string
+	records := cifarFileRecords // in each file, as the format has it
+	switch {
+	case classes == 10 && (split == "train" || split == ""):
+		files, sub = []string{"data_batch_1.bin", "data_batch_2.bin", "data_batch_3.bin", "data_batch_4.bin", "data_batch_5.bin"}, "cifar-10-batches-bin"
+	case classes == 10 && split == "test":
+		files, sub = []string{"test_batch.bin"}, "cifar-10-batches-bin"
+	case classes == 100 && (split == "train" || split == ""):
+		files, sub, records = []string{"train.bin"}, "cifar-100-binary", 5*cifarFileRecords
+	case classes == 100 && split == "test":
+		files, sub = []string{"test.bin"}, "cifar-100-binary"
+	case classes == 10 || classes == 100:
+		if s, err := splitName(split); err == nil {
+			return "", nil, 0, noSplit(name, s, []string{"train", "test"})
+		}
+		fallthrough
+	default:
+		return "", nil, 0, fmt.Errorf("datasets: %s: classes %d split %q, want 10 or 100 and train or test: %w", name, classes, split, ErrSpec)
+	}
+	if _, err := os.Stat(filepath.Join(dir, files[0])); err != nil {
+		if _, err2 := os.Stat(filepath.Join(dir, sub, files[0])); err2 == nil {
+			dir = filepath.Join(dir, sub)
+		}
+	}
+	return dir, files, records, nil
 }
 
 // Len returns the number of images.

@@ -6,7 +6,17 @@
 // one read (stoke pack).
 //
 // Open("cifar10:DIR", "train"), Open("shards:GLOB", "") and the others return a loaders.Dataset;
-// OpenStream("shards:GLOB") reads the same shards as a loaders.StreamSource. The vocabulary these
+// OpenStream("shards:GLOB", "") reads the same shards as a loaders.StreamSource.
+//
+// # Splits
+//
+// A dataset has up to three splits, train, val and test, and Splits(spec) lists those a spec
+// has: MNIST and CIFAR have train and test; a folder has its subfolders train/, val/ (or valid/,
+// validation/, the names torchvision's datasets and Kaggle's exports use; Open's split argument
+// takes them too) and test/, and a folder of class folders is a train split alone; shards have the
+// splits their index.json records (ShardWriter.BeginSplit; stoke pack writes every split of its
+// input into one index), and shards without one, or packed before splits, are train. A split a
+// dataset does not have is an error wrapping ErrNoSplit that names those it has. The vocabulary these
 // share with the Loader (Dataset, Sample, Info, SampleError, the sentinel errors) is package
 // loaders': this package imports loaders, never the reverse, so a dataset of your own is written
 // against loaders alone, exactly as these are. Open is here, not in loaders, because it names

@@ -437,5 +437,5 @@ func TestEmptyImageFile(t *testing.T) {
 
 // packOptions are the packdir options of a pack of this package's shards, as stoke pack gives them.
 func packOptions(prefix string, overwrite bool) packdir.Options {
-	return packdir.Options{Prefix: prefix, Index: IndexName, IsShard: IsShardName, Overwrite: overwrite}
+	return packdir.Options{Prefixes: []string{prefix}, Index: IndexName, IsShard: IsShardName, Overwrite: overwrite}
 }

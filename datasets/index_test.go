@@ -290,7 +290,7 @@ func TestStreamSizedLocal(t *testing.T) {
 	ds := rawDataset(23, 2, 2, 1)
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 5, readAll(t, ds))
 	for _, spec := range []string{"shards:" + dir, "shards:" + filepath.Join(dir, "shard-*.tar")} {
-		src, err := OpenStream(spec)
+		src, err := OpenStream(spec, "")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -316,7 +316,7 @@ func TestStreamSizedLocal(t *testing.T) {
 		}
 	}
 	writeFile(t, filepath.Join(dir, packdir.LockName), nil)
-	if _, err := OpenStream("shards:" + filepath.Join(dir, "shard-*.tar")); !errors.Is(err, loaders.ErrCorrupt) {
+	if _, err := OpenStream("shards:"+filepath.Join(dir, "shard-*.tar"), ""); !errors.Is(err, loaders.ErrCorrupt) {
 		t.Fatalf("OpenStream of an unfinished pack: %v; want ErrCorrupt", err)
 	}
 }
@@ -326,7 +326,7 @@ func TestStreamSizedLocal(t *testing.T) {
 func TestStreamPrefetch(t *testing.T) {
 	noLeaks(t)
 	dir, h, base := serveShards(t, 12, nil)
-	src, err := Opener{CacheDir: t.TempDir()}.OpenStream("shards:" + base + "/zst/" + IndexName)
+	src, err := Opener{CacheDir: t.TempDir()}.OpenStream("shards:"+base+"/zst/"+IndexName, "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -601,7 +601,7 @@ func TestIndexCountsBounded(t *testing.T) {
 		editIndexFile(t, dir, func(ix *shardIndex) {
 			ix.ShardList[0].NSamples, ix.ShardList[1].NSamples = n, n
 		})
-		src, err := OpenStream("shards:" + dir)
+		src, err := OpenStream("shards:"+dir, "")
 		if !errors.Is(err, loaders.ErrCorrupt) || !strings.Contains(err.Error(), "shard-000000.tar") || !strings.Contains(err.Error(), "more than a file of") {
 			if err == nil {
 				l, _ := loaders.NewStream(src, loaders.Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.CenterCrop(2))})

@@ -168,7 +168,7 @@ func TestStreamShards(t *testing.T) {
 	ds := rawDataset(23, 2, 2, 1)
 	dir := t.TempDir()
 	writeShards(t, filepath.Join(dir, "s-%04d.tar"), 5, readAll(t, ds))
-	src, err := OpenStream("shards:" + filepath.Join(dir, "s-*.tar"))
+	src, err := OpenStream("shards:"+filepath.Join(dir, "s-*.tar"), "")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +203,7 @@ func TestStreamShards(t *testing.T) {
 			t.Errorf("streamed sample %v is not in the dataset", s)
 		}
 	}
-	if _, err := OpenStream("mnist"); !errors.Is(err, ErrSpec) {
+	if _, err := OpenStream("mnist", ""); !errors.Is(err, ErrSpec) {
 		t.Errorf("OpenStream(mnist) = %v; want ErrSpec", err)
 	}
 	if _, err := loaders.NewStream(src, loaders.Config{Sampler: loaders.Sequential(3)}); !errors.Is(err, loaders.ErrConfig) {

@@ -169,15 +169,7 @@ func OpenMNIST(dir, split string) (*MNIST, error) {
 	if err != nil {
 		return nil, err
 	}
-	var imgPath, labPath string
-	for _, d := range []string{dir, filepath.Join(dir, "raw"), filepath.Join(dir, "MNIST", "raw")} {
-		if imgPath == "" {
-			imgPath = findFile(d, prefix+"-images-idx3-ubyte")
-		}
-		if labPath == "" {
-			labPath = findFile(d, prefix+"-labels-idx1-ubyte")
-		}
-	}
+	imgPath, labPath := findMNIST(dir, split)
 	if imgPath == "" || labPath == "" {
 		return nil, fmt.Errorf("datasets: mnist %s split: no %s-images-idx3-ubyte[.gz] and %s-labels-idx1-ubyte[.gz] in %s: %w: %w", split, prefix, prefix, dir,
 			ErrNoSplit, os.ErrNotExist)
@@ -199,12 +191,32 @@ func OpenMNIST(dir, split string) (*MNIST, error) {
 	return m, nil
 }
 
+// findMNIST returns the files of split of MNIST in dir ("" for each that is missing).
+func findMNIST(dir, split string) (images, labels string) {
+	prefix, err := mnistPrefix(split)
+	if err != nil {
+		return "", ""
+	}
+	for _, d := range []string{dir, filepath.Join(dir, "raw"), filepath.Join(dir, "MNIST", "raw")} {
+		if images == "" {
+			images = findFile(d, prefix+"-images-idx3-ubyte")
+		}
+		if labels == "" {
+			labels = findFile(d, prefix+"-labels-idx1-ubyte")
+		}
+	}
+	return images, labels
+}
+
 func mnistPrefix(split string) (string, error) {
 	switch split {
 	case "train", "":
 		return "train", nil
 	case "test":
 		return "t10k", nil
+	}
+	if s, err := splitName(split); err == nil {
+		return "", noSplit("mnist", s, []string{"train", "test"})
 	}
 	return "", fmt.Errorf("datasets: mnist split %q, want train or test: %w", split, ErrSpec)
 }

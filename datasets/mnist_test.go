@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -96,8 +97,11 @@ func TestOpenMNISTDir(t *testing.T) {
 	if _, err := OpenMNIST(dir, "train"); err == nil {
 		t.Error("OpenMNIST(train) without train files: no error")
 	}
-	if _, err := OpenMNIST(dir, "val"); !errors.Is(err, ErrSpec) {
-		t.Errorf("OpenMNIST(val) error = %v; want ErrSpec", err)
+	if _, err := OpenMNIST(dir, "val"); !errors.Is(err, ErrNoSplit) || !strings.Contains(err.Error(), "train, test") {
+		t.Errorf("OpenMNIST(val) error = %v; want ErrNoSplit naming train and test", err)
+	}
+	if _, err := OpenMNIST(dir, "dev"); !errors.Is(err, ErrSpec) {
+		t.Errorf("OpenMNIST(dev) error = %v; want ErrSpec", err)
 	}
 }
 

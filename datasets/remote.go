@@ -59,7 +59,7 @@ func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
 	for _, p := range paths {
 		src.add(p, remote.Object{}, nil)
 	}
-	return o.openShards(context.Background(), name, src)
+	return o.openShards(context.Background(), name, src, "")
 }
 
 // shardList lists the shards of a dataset: local paths, or remote objects (already described by
@@ -99,14 +99,6 @@ func listShardSpec(ctx context.Context, pattern string) (shardList, error) {
 		return listIndexShards(ctx, pattern)
 	}
 	return listShards(ctx, pattern)
-}
-
-func (o Opener) openShardsSpec(ctx context.Context, pattern string) (*Shards, error) {
-	src, err := listShardSpec(ctx, pattern)
-	if err != nil {
-		return nil, err
-	}
-	return o.openShards(ctx, pattern, src)
 }
 
 // client is shared by every remote read of the process: one pool of connections, one S3

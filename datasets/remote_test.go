@@ -201,7 +201,7 @@ func TestRemoteShardStream(t *testing.T) {
 		}
 	}
 	// A stream source over the remote index knows its parts' lengths, and its parts are the shards.
-	src, err := OpenStream("shards:" + base + "/zst/index.json")
+	src, err := OpenStream("shards:"+base+"/zst/index.json", "")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -76,7 +76,7 @@ var (
 )
 
 // OpenShards opens the shards at paths, in that order (samples are numbered across them): local
-// files, or URLs read as the zero Opener reads them. Errors name the shard. NumClasses is one more
+// files, or URLs read as the zero Opener reads them, whatever split an index gives them. Errors name the shard. NumClasses is one more
 // than the largest label seen (or, for indexed shards, that the index gives). Close the dataset
 // when done.
 //
@@ -88,14 +88,21 @@ func OpenShards(name string, paths []string) (*Shards, error) {
 	return Opener{}.OpenShards(name, paths)
 }
 
-func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Shards, error) {
-	paths := src.paths
-	if len(paths) == 0 {
+// openShards opens the shards of src of split ("": every shard, whatever its split).
+func (o Opener) openShards(ctx context.Context, name string, src shardList, split string) (*Shards, error) {
+	if len(src.paths) == 0 {
 		return nil, fmt.Errorf("datasets: shards %s: no shard files: %w", name, loaders.ErrEmpty)
 	}
 	if err := src.findEntries(ctx); err != nil {
 		return nil, fmt.Errorf("datasets: shards %s: %w", name, err)
 	}
+	if split != "" {
+		var err error
+		if src, err = src.only(name, split); err != nil {
+			return nil, err
+		}
+	}
+	paths := src.paths
 	rs, err := o.newRemoteShards(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: shards %s: %w", name, err)
@@ -122,7 +129,8 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList) (*Sh
 
 // OpenShardIndex opens the shards that an index.json (WebDataset's "wids-shard-index-v1", as
 // ShardWriter and stoke pack write it) lists, with their URLs relative to it, checking that each
-// holds the samples and bytes the index promises. dir may be the index file or its folder.
+// holds the samples and bytes the index promises. dir may be the index file or its folder. It
+// opens every shard listed, whatever its split: Open("shards:DIR", split) opens one split's.
 func OpenShardIndex(path string) (*Shards, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, IndexName)
@@ -132,7 +140,7 @@ func OpenShardIndex(path string) (*Shards, error) {
 	if err != nil {
 		return nil, err
 	}
-	return Opener{}.openShards(ctx, filepath.Dir(path), src)
+	return Opener{}.openShards(ctx, filepath.Dir(path), src, "")
 }
 
 func (sh *shardData) len() int {

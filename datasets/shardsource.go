@@ -3,9 +3,6 @@ package datasets
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strings"
 
 	"github.com/stoke-ml/stoke/loaders"
 )
@@ -60,32 +57,36 @@ func (s *shardSource) Close() error {
 
 func (s *shardSource) Info() loaders.Info { return loaders.Info{Name: s.name} }
 
-// OpenStream opens the dataset named by spec for streaming, as the zero Opener does.
-func OpenStream(spec string) (loaders.StreamSource, error) {
-	return Opener{}.OpenStream(spec)
+// OpenStream opens split of the dataset named by spec for streaming, as the zero Opener does.
+func OpenStream(spec, split string) (loaders.StreamSource, error) {
+	return Opener{}.OpenStream(spec, split)
 }
 
-// OpenStream opens the dataset named by spec for streaming; "shards:PATTERN" is the one kind that
-// can be streamed (each shard read front to back; local, s3:// or http(s):// as Open names them).
-// Shards listed in an index.json (named, or beside the shards) make a SizedSource. Open reads the
-// same shards by random access, the default because it shuffles the whole dataset, knows the
-// epoch's length up front and splits shards across ranks with exact padding; stream shards that are
-// too large to hold decompressed or that are best read sequentially.
+// OpenStream opens split of the dataset named by spec for streaming; "shards:PATTERN" is the one
+// kind that can be streamed (each shard read front to back; local, s3:// or http(s):// as Open
+// names them, the split chosen as Open chooses it: "" is train). Shards listed in an index.json
+// (named, or beside the shards) make a SizedSource. Open reads the same shards by random access,
+// the default because it shuffles the whole dataset, knows the epoch's length up front and splits
+// shards across ranks with exact padding; stream shards that are too large to hold decompressed
+// or that are best read sequentially.
 //
 // With o.CacheDir, remote shards are read from their decompressed copies in the cache, and while
 // one is read the next ones (in the epoch's order) download into it; without, each is streamed by
 // one GET when it is reached. The source is then an io.Closer: close it when done, to stop the
 // downloads ahead.
-func (o Opener) OpenStream(spec string) (loaders.StreamSource, error) {
-	glob, ok := strings.CutPrefix(spec, "shards:")
-	if !ok {
-		return nil, fmt.Errorf("datasets: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
+func (o Opener) OpenStream(spec, split string) (loaders.StreamSource, error) {
+	kind, arg, err := parseSpec(spec)
+	if err == nil && kind != "shards" {
+		err = fmt.Errorf("datasets: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
 	}
-	if st, err := os.Stat(glob); err == nil && st.IsDir() {
-		glob = filepath.Join(glob, IndexName) // shards:DIR, as Open reads it
+	if err != nil {
+		return nil, err
+	}
+	if split, err = splitName(split); err != nil {
+		return nil, fmt.Errorf("datasets: open stream %q: %w", spec, err)
 	}
 	ctx := context.Background()
-	src, err := listShardSpec(ctx, glob)
+	name, src, err := listShardArg(ctx, arg)
 	if err != nil {
 		return nil, err
 	}
@@ -93,11 +94,14 @@ func (o Opener) OpenStream(spec string) (loaders.StreamSource, error) {
 	if err := src.findEntries(ctx); err != nil {
 		return nil, fmt.Errorf("datasets: open stream %q: %w", spec, err)
 	}
+	if src, err = src.only(name, split); err != nil {
+		return nil, err
+	}
 	rs, err := o.newRemoteShards(ctx, src)
 	if err != nil {
 		return nil, fmt.Errorf("datasets: open stream %q: %w", spec, err)
 	}
-	return &shardSource{name: glob, paths: src.paths, lens: src.lens(), remote: rs}, nil
+	return &shardSource{name: name, paths: src.paths, lens: src.lens(), remote: rs}, nil
 }
 
 // ShardStarts returns the index of the first sample of each shard that holds any, in the order of

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -30,6 +31,10 @@ const (
 type ShardWriterConfig struct {
 	// Pattern names the shards: a path with one integer verb, e.g. "out/train-%06d.tar". Its
 	// suffix selects the compression: ".tar" none, ".tar.gz" or ".tgz" gzip, ".tar.zst" zstd.
+	// A writer of several splits (BeginSplit) may name each split's shards with a %s verb before
+	// the integer one, which takes the split's name, each split's shards numbered from 0
+	// ("out/shard-%s-%06d.tar": shard-train-000000.tar, ..., shard-val-000000.tar); without
+	// one, the numbers go on from split to split.
 	Pattern string
 	// MaxSamples starts a new shard after this many samples (default DefaultShardSamples).
 	MaxSamples int
@@ -45,15 +50,22 @@ type ShardWriterConfig struct {
 	//
 	// sizes: the bytes of each sample's run of tar members in order (5 to 7 bytes of JSON per
 	// sample); classes: one more than the shard's largest label; frames (compressed shards): the
-	// bytes of each independent frame in the file and of tar it holds.
+	// bytes of each independent frame in the file and of tar it holds; split (see BeginSplit): the
+	// shard's split, absent for a writer of one split. A wids reader, which does not know split,
+	// reads every split's shards as one list: give it one split's shards by name.
 	Index string
 }
 
 // Validate reports whether NewShardWriter accepts c. It only checks: it changes nothing (the zero
 // value of a field selects its default, which WithDefaults fills in).
 func (c ShardWriterConfig) Validate() error {
-	if c.Pattern == "" || strings.Count(strings.ReplaceAll(c.Pattern, "%%", ""), "%") != 1 {
-		return fmt.Errorf("datasets: shard writer: pattern %q needs exactly one integer verb such as %%06d: %w", c.Pattern, loaders.ErrConfig)
+	verbs := 1 // the integer, and the split's %s if first
+	if splitVerb(c.Pattern) {
+		verbs = 2
+	}
+	if c.Pattern == "" || strings.Count(strings.ReplaceAll(c.Pattern, "%%", ""), "%") != verbs {
+		return fmt.Errorf("datasets: shard writer: pattern %q needs exactly one integer verb such as %%06d (and may have one %%s before it for the split): %w",
+			c.Pattern, loaders.ErrConfig)
 	}
 	if _, err := shardCompression(c.Pattern); err != nil {
 		return err
@@ -78,6 +90,13 @@ func (c ShardWriterConfig) WithDefaults() ShardWriterConfig {
 		c.Index = filepath.Join(filepath.Dir(c.Pattern), IndexName)
 	}
 	return c
+}
+
+// splitVerb reports whether pattern's first verb is a %s, for the split's name.
+func splitVerb(pattern string) bool {
+	p := strings.ReplaceAll(pattern, "%%", "")
+	i := strings.IndexByte(p, '%')
+	return i >= 0 && strings.HasPrefix(p[i:], "%s") && strings.Count(p, "%s") == 1
 }
 
 func shardCompression(pattern string) (string, error) {
@@ -125,6 +144,11 @@ type ShardWriter struct {
 	runStart int64           // where the next sample's run starts in it
 	written  int64           // payload bytes in the current shard
 	mtime    time.Time
+	// split is the split being written ("" before BeginSplit), splits those begun, splitShards
+	// the shards of the current one.
+	split       string
+	splits      []string
+	splitShards int
 }
 
 // shardEntry is one shard of an index. URL, NSamples and FileSize are wids' fields; Classes and
@@ -145,8 +169,11 @@ type shardEntry struct {
 	// order: the bytes of each in the file, and the bytes of tar it holds. With it a sample is
 	// read by decompressing the frames that hold its run; without, the shard is decompressed whole.
 	Frames [][2]int64 `json:"frames,omitempty"`
-	path   string     // final name
-	tmp    string     // name while written; "" once renamed
+	// Split is the split the shard belongs to: train, val or test ("": the index holds one split,
+	// read as train).
+	Split string `json:"split,omitempty"`
+	path  string // final name
+	tmp   string // name while written; "" once renamed
 }
 
 // indexed reports whether the entry locates its samples (Sizes), so that the shard is read
@@ -240,6 +267,9 @@ func parseShardIndex(path string, b []byte) (*shardIndex, error) {
 			return nil, fmt.Errorf("%s: shard %s: %d samples, more than a file of %d bytes holds (%d): %w", path, e.URL, e.NSamples, e.FileSize, most,
 				loaders.ErrCorrupt)
 		}
+		if e.Split != "" && !slices.Contains(splitOrder, e.Split) {
+			return nil, fmt.Errorf("%s: shard %s: split %q, want train, val or test: %w", path, e.URL, e.Split, loaders.ErrCorrupt)
+		}
 		if e.Classes > math.MaxInt32+1 {
 			return nil, fmt.Errorf("%s: shard %s: classes %d past the int32 class ids: %w", path, e.URL, e.Classes, loaders.ErrCorrupt)
 		}
@@ -295,6 +325,28 @@ func NewShardWriter(cfg ShardWriterConfig) (*ShardWriter, error) {
 	comp, _ := shardCompression(cfg.Pattern)
 	// A fixed modification time keeps shards byte-identical across runs.
 	return &ShardWriter{cfg: cfg, comp: comp, mtime: time.Unix(0, 0)}, nil
+}
+
+// BeginSplit starts split name (train, val or test; valid and validation mean val): the samples
+// written after it, up to the next BeginSplit or Close, are that split's, in shards of their own,
+// and the index records each shard's split (see Open). Each split is begun at most once; a writer
+// that never calls it writes the shards of one split, which the index leaves unnamed and readers
+// take as train.
+func (w *ShardWriter) BeginSplit(name string) error {
+	split, err := splitName(name)
+	if name == "" || err != nil {
+		return fmt.Errorf("datasets: shard writer: split %q, want train, val (valid, validation) or test: %w", name, loaders.ErrConfig)
+	}
+	if slices.Contains(w.splits, split) {
+		return fmt.Errorf("datasets: shard writer: split %s begun twice: %w", split, loaders.ErrConfig)
+	}
+	if w.tw != nil {
+		if err := w.finishShard(); err != nil {
+			return err
+		}
+	}
+	w.split, w.splits, w.splitShards = split, append(w.splits, split), 0
+	return nil
 }
 
 // Write appends one sample. Encoded images must be in a format transforms decodes; raw pixels need
@@ -385,6 +437,12 @@ func sniffImage(b []byte) string {
 
 func (w *ShardWriter) startShard() error {
 	path := fmt.Sprintf(w.cfg.Pattern, len(w.shards))
+	if splitVerb(w.cfg.Pattern) {
+		if w.split == "" {
+			return fmt.Errorf("datasets: shard writer: pattern %q names a split: call BeginSplit before Write: %w", w.cfg.Pattern, loaders.ErrConfig)
+		}
+		path = fmt.Sprintf(w.cfg.Pattern, w.split, w.splitShards)
+	}
 	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
 		return fmt.Errorf("datasets: shard writer: %w", err)
 	}
@@ -408,7 +466,8 @@ func (w *ShardWriter) startShard() error {
 	}
 	w.pos, w.runStart = &countingWriter{w: out}, 0
 	w.tw = tar.NewWriter(w.pos)
-	w.shards = append(w.shards, shardEntry{path: path, tmp: fh.Name(), Sizes: []int64{}})
+	w.shards = append(w.shards, shardEntry{path: path, tmp: fh.Name(), Sizes: []int64{}, Split: w.split})
+	w.splitShards++
 	return nil
 }
 

@@ -203,7 +203,7 @@ func ExampleOpener_OpenStream() {
 		fmt.Println(err)
 		return
 	}
-	src, err := datasets.Opener{}.OpenStream("shards:" + dir)
+	src, err := datasets.Opener{}.OpenStream("shards:"+dir, "")
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -60,14 +60,18 @@ func runAll(cmds []*exec.Cmd) []procOut {
 }
 
 // TestTrainDataParallel trains on 2 ranks placed by flags: rank 0 alone reports, with the global
-// batch; the accuracy it reports over the split evaluation is the accuracy of its checkpoint on the
-// whole test split, predicted by one process.
+// batch; the accuracies it reports over the split evaluations, of the val split each epoch and
+// of the test split after training, are those of its checkpoint on the whole splits, predicted
+// by one process.
 func TestTrainDataParallel(t *testing.T) {
 	if testing.Short() {
 		t.Skip("runs 2 training processes")
 	}
 	bin := stokeBin(t)
 	root := splitFolder(t, 3, 30, 11, 12)
+	if err := os.Rename(noisyFolder(t, 3, 7, 12), filepath.Join(root, "val")); err != nil {
+		t.Fatal(err)
+	}
 	port := freePort(t)
 	ck := filepath.Join(t.TempDir(), "ck")
 	var cmds []*exec.Cmd
@@ -89,22 +93,28 @@ func TestTrainDataParallel(t *testing.T) {
 	}
 	var res trainResult
 	lastJSON(t, outs[0].stdout, &res)
-	if res.WorldSize != 2 || res.Batch != 8 || res.GlobalBatch != 16 || res.Epochs != 2 || res.Eval != "test" {
-		t.Fatalf("rank 0 JSON: world %d, batch %d, global batch %d, %d epochs, eval %q; want 2, 8, 16, 2, test",
-			res.WorldSize, res.Batch, res.GlobalBatch, res.Epochs, res.Eval)
+	if res.WorldSize != 2 || res.Batch != 8 || res.GlobalBatch != 16 || res.Epochs != 2 || res.Eval != "validation" || res.FinalTest == nil {
+		t.Fatalf("rank 0 JSON: world %d, batch %d, global batch %d, %d epochs, eval %q, final test %v; want 2, 8, 16, 2, validation, one",
+			res.WorldSize, res.Batch, res.GlobalBatch, res.Epochs, res.Eval, res.FinalTest)
 	}
 	if !strings.Contains(outs[0].stdout, "batch 8 per rank x 2 ranks = 16") {
 		t.Errorf("rank 0's report does not state the global batch:\n%s", outs[0].stdout)
 	}
-	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
-	if code != 0 {
-		t.Fatalf("predict: exit %d: %s", code, errOut)
-	}
-	var pred predictSummary
-	lastJSON(t, out, &pred)
-	if pred.Samples != 33 || math.Abs(pred.Accuracy-res.TestAcc) > 1.0/33+1e-9 {
-		t.Errorf("the ranks reported accuracy %v; one process predicts %v on %d samples of the checkpoint (want 33, the same within one sample)",
-			res.TestAcc, pred.Accuracy, pred.Samples)
+	for _, split := range []struct {
+		name    string
+		samples int
+		acc     float64
+	}{{"val", 21, res.TestAcc}, {"test", 33, res.FinalTest.Accuracy}} {
+		out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--split", split.name, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict: exit %d: %s", code, errOut)
+		}
+		var pred predictSummary
+		lastJSON(t, out, &pred)
+		if n := float64(split.samples); pred.Samples != split.samples || math.Abs(pred.Accuracy-split.acc) > 1/n+1e-9 {
+			t.Errorf("the ranks reported %s accuracy %v; one process predicts %v on %d samples of the checkpoint (want %d, the same within one sample)",
+				split.name, split.acc, pred.Accuracy, pred.Samples, split.samples)
+		}
 	}
 }
 

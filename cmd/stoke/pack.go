@@ -27,18 +27,20 @@ const jpegQuality = 90
 
 // packResult is the --json line of stoke pack.
 type packResult struct {
-	Data        string   `json:"data"`
-	Out         string   `json:"out"`
-	Spec        string   `json:"spec"` // what to give --data to read the shards back
-	Format      string   `json:"format"`
-	Compress    string   `json:"compress"`
-	MaxSide     int      `json:"max_side"`
-	Samples     int      `json:"samples"`
-	Skipped     int      `json:"skipped"` // bad samples left out under --on-error skip
-	Shards      []string `json:"shards"`
-	Bytes       int64    `json:"bytes"` // size of the shard files
-	Seconds     float64  `json:"seconds"`
-	SamplesPerS float64  `json:"samples_per_s"`
+	Data     string `json:"data"`
+	Out      string `json:"out"`
+	Spec     string `json:"spec"` // what to give --data to read the shards back
+	Format   string `json:"format"`
+	Compress string `json:"compress"`
+	MaxSide  int    `json:"max_side"`
+	Samples  int    `json:"samples"`
+	// Splits counts the samples packed of each split, all in the one index.
+	Splits      map[string]int `json:"splits"`
+	Skipped     int            `json:"skipped"` // bad samples left out under --on-error skip
+	Shards      []string       `json:"shards"`
+	Bytes       int64          `json:"bytes"` // size of the shard files
+	Seconds     float64        `json:"seconds"`
+	SamplesPerS float64        `json:"samples_per_s"`
 }
 
 // compressSuffix maps --compress to the shard suffix that selects the compression.
@@ -48,7 +50,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--data SPEC --out DIR [--overwrite] [--format jpeg|raw] [--compress none|zstd|gzip] [--max-side N] [--shard-size BYTES] [--split S] "+
 		"[--workers W] [--on-error skip] [--json]", true)
 	data := fs.String("data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:GLOB, shards:DIR")
-	split := fs.String("split", "train", "split of the dataset to pack: train or test")
+	split := fs.String("split", "", "split of the dataset to pack: train, val or test (default: every split it has, into one index)")
 	out := fs.String("out", "", "folder the shards and index.json are written to: new, empty, or holding a previous pack that --overwrite replaces")
 	overwrite := fs.Bool("overwrite", false, "remove the previous pack in --out first (never other files)")
 	onError := fs.String("on-error", "fail", "bad samples: fail (stop at the first, writing nothing) or skip (leave them out, count them)")
@@ -86,12 +88,24 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	if *workers == 0 {
 		*workers = runtime.GOMAXPROCS(0)
 	}
-	ds, err := openDataset(ctx, datasets.Opener{}, *data, *split)
-	if err != nil {
-		return err
+	splits := []string{*split}
+	if *split == "" {
+		if splits, err = datasetSplits(ctx, datasets.Opener{}, *data); err != nil {
+			return err
+		}
 	}
-	defer closeDataset(ds)
-	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), shardPrefix+"%06d"+compressSuffix[*compress])
+	// Every split is opened before anything is written: the total for the progress bar, and no
+	// pack cut short by a split that does not open.
+	sets := make([]loaders.Dataset, len(splits))
+	total := 0
+	for i, s := range splits {
+		if sets[i], err = openDataset(ctx, datasets.Opener{}, *data, s); err != nil {
+			return err
+		}
+		defer closeDataset(sets[i])
+		total += sets[i].Len()
+	}
+	pattern := filepath.Join(strings.ReplaceAll(*out, "%", "%%"), shardPrefix+"%s-%06d"+compressSuffix[*compress])
 	w, err := datasets.NewShardWriter(datasets.ShardWriterConfig{Pattern: pattern, MaxBytes: *shardSize})
 	if err != nil {
 		return err
@@ -110,52 +124,26 @@ func runPack(ctx context.Context, e *env, args []string) error {
 		}
 	}()
 
-	pk := &packer{format: *format, maxSide: *maxSide, name: loaders.Describe(ds).Name}
 	start := time.Now()
-	bar := progress.New(e.stderr, e.progressMode(), "pack", "sample", int64(ds.Len()))
-	p := pipeline.New()
-	src := pipeline.FromSeq(p, "index", func(yield func(int) bool) {
-		for i := range ds.Len() {
-			if !yield(i) {
-				return
-			}
+	pk := &packer{format: *format, maxSide: *maxSide, workers: *workers, policy: policy, maxSkipped: *maxSkipped,
+		bar: progress.New(e.stderr, e.progressMode(), "pack", "sample", int64(total))}
+	r := packResult{Data: *data, Out: *out, Format: *format, Compress: *compress, MaxSide: *maxSide, Splits: map[string]int{}}
+	for i, ds := range sets {
+		skipped := pk.skipped
+		if err = w.BeginSplit(splits[i]); err == nil {
+			err = pk.packSplit(ctx, w, ds)
 		}
-	})
-	// A sample the skip policy leaves out travels as its error, so that the writer, which sees the
-	// samples in order, counts them.
-	type packed struct {
-		s   loaders.Sample
-		err error
-	}
-	encoded := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (packed, error) {
-		s, err := pk.pack(ctx, ds, i)
-		if err != nil && policy == loaders.Skip && ctx.Err() == nil {
-			return packed{err: err}, nil
+		if err == nil && pk.skipped-skipped == ds.Len() {
+			err = fmt.Errorf("every one of the %d samples of the %s split was bad; the last: %w", ds.Len(), splits[i], pk.lastSkipped)
 		}
-		return packed{s: s}, err
-	}, pipeline.Workers(*workers), pipeline.Ordered(true))
-	skipped := 0
-	var lastSkipped error
-	pipeline.Sink(p, "write", encoded, func(_ context.Context, s packed) error {
-		bar.Add(1)
-		if s.err != nil {
-			skipped++
-			lastSkipped = s.err
-			if *maxSkipped > 0 && skipped > *maxSkipped {
-				return fmt.Errorf("more than --max-skipped %d bad samples; the last: %w", *maxSkipped, s.err)
-			}
-			return nil
+		if err != nil {
+			pk.bar.Finish()
+			return err
 		}
-		return w.Write(s.s)
-	})
-	err = p.Run(ctx)
-	bar.Finish()
-	if err == nil && skipped == ds.Len() {
-		err = fmt.Errorf("every one of the %d samples was bad; the last: %w", skipped, lastSkipped)
+		r.Splits[splits[i]] = ds.Len() - (pk.skipped - skipped)
+		r.Samples += r.Splits[splits[i]]
 	}
-	if err != nil {
-		return packCause(err)
-	}
+	pk.bar.Finish()
 	if err := w.Close(); err != nil {
 		return err
 	}
@@ -163,9 +151,7 @@ func runPack(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	committed = true
-	r := packResult{Data: *data, Out: *out, Format: *format, Compress: *compress, MaxSide: *maxSide,
-		Samples: ds.Len() - skipped, Skipped: skipped, Shards: w.Shards(), Seconds: time.Since(start).Seconds()}
-	r.Spec = "shards:" + *out
+	r.Skipped, r.Shards, r.Seconds, r.Spec = pk.skipped, w.Shards(), time.Since(start).Seconds(), "shards:"+*out
 	for _, s := range r.Shards {
 		fi, err := os.Stat(s)
 		if err != nil {
@@ -176,10 +162,14 @@ func runPack(ctx context.Context, e *env, args []string) error {
 	if r.Seconds > 0 {
 		r.SamplesPerS = float64(r.Samples) / r.Seconds
 	}
-	e.printf("packed %d samples of %s into %d shards (%.1f MB, %s, compression %s) in %.2f s (%.0f samples/s)\n",
-		r.Samples, r.Data, len(r.Shards), float64(r.Bytes)/1e6, r.Format, r.Compress, r.Seconds, r.SamplesPerS)
+	var per []string
+	for _, s := range splits {
+		per = append(per, fmt.Sprintf("%s %d", s, r.Splits[s]))
+	}
+	e.printf("packed %d samples of %s (%s) into %d shards (%.1f MB, %s, compression %s) in %.2f s (%.0f samples/s)\n",
+		r.Samples, r.Data, strings.Join(per, ", "), len(r.Shards), float64(r.Bytes)/1e6, r.Format, r.Compress, r.Seconds, r.SamplesPerS)
 	if r.Skipped > 0 {
-		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, lastSkipped)
+		e.printf("skipped %d bad samples; the last: %v\n", r.Skipped, pk.lastSkipped)
 	}
 	e.printf("read them with --data %s\n", r.Spec)
 	return e.emit(r)
@@ -258,6 +248,53 @@ type packer struct {
 	format  string
 	maxSide int
 	name    string // the dataset's, for errors
+	workers int
+	// policy and maxSkipped are --on-error and --max-skipped; skipped counts the samples left out
+	// of the whole pack, lastSkipped is the last one's error.
+	policy      loaders.ErrorPolicy
+	maxSkipped  int
+	skipped     int
+	lastSkipped error
+	bar         *progress.Bar
+}
+
+// packSplit writes every sample of ds to w, in order, encoding them on pk.workers goroutines.
+func (pk *packer) packSplit(ctx context.Context, w *datasets.ShardWriter, ds loaders.Dataset) error {
+	pk.name = loaders.Describe(ds).Name
+	p := pipeline.New()
+	src := pipeline.FromSeq(p, "index", func(yield func(int) bool) {
+		for i := range ds.Len() {
+			if !yield(i) {
+				return
+			}
+		}
+	})
+	// A sample the skip policy leaves out travels as its error, so that the writer, which sees the
+	// samples in order, counts them.
+	type packed struct {
+		s   loaders.Sample
+		err error
+	}
+	encoded := pipeline.Map(p, "encode", src, func(ctx context.Context, i int) (packed, error) {
+		s, err := pk.pack(ctx, ds, i)
+		if err != nil && pk.policy == loaders.Skip && ctx.Err() == nil {
+			return packed{err: err}, nil
+		}
+		return packed{s: s}, err
+	}, pipeline.Workers(pk.workers), pipeline.Ordered(true))
+	pipeline.Sink(p, "write", encoded, func(_ context.Context, s packed) error {
+		pk.bar.Add(1)
+		if s.err != nil {
+			pk.skipped++
+			pk.lastSkipped = s.err
+			if pk.maxSkipped > 0 && pk.skipped > pk.maxSkipped {
+				return fmt.Errorf("more than --max-skipped %d bad samples; the last: %w", pk.maxSkipped, s.err)
+			}
+			return nil
+		}
+		return w.Write(s.s)
+	})
+	return packCause(p.Run(ctx))
 }
 
 func (pk *packer) pack(ctx context.Context, ds loaders.Dataset, i int) (loaders.Sample, error) {
@@ -357,5 +394,9 @@ func hwcImage(px []byte, w, h, c int) image.Image {
 
 // createPackDir takes out for a pack of this command's shards (see packdir.Create).
 func createPackDir(out string, overwrite bool) (*packdir.Dir, error) {
-	return packdir.Create(out, packdir.Options{Prefix: shardPrefix, Index: datasets.IndexName, IsShard: datasets.IsShardName, Overwrite: overwrite})
+	prefixes := []string{shardPrefix} // and the shards of packs before splits
+	for _, s := range []string{"train", "val", "test"} {
+		prefixes = append(prefixes, shardPrefix+s+"-")
+	}
+	return packdir.Create(out, packdir.Options{Prefixes: prefixes, Index: datasets.IndexName, IsShard: datasets.IsShardName, Overwrite: overwrite})
 }

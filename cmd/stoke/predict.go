@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -24,7 +23,9 @@ type predictJSON struct {
 
 // predictSummary is the last line of stoke predict --json.
 type predictSummary struct {
-	Model    string  `json:"model"`
+	Model string `json:"model"`
+	// Data and Split are the dataset and its split predicted (--data, --split).
+	Data     string  `json:"data"`
 	Split    string  `json:"split"`
 	Samples  int     `json:"samples"`
 	Correct  int     `json:"correct"`
@@ -36,7 +37,8 @@ type predictSummary struct {
 
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--size N] [--batch B] [--workers W] [--device D] [--json]", true)
+	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train] [--size N] [--batch B] [--workers W] "+
+		"[--device D] [--json]", true)
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos (224 with --weights)"
@@ -44,6 +46,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	weights := fs.String("weights", "", "safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
+	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
 	lf.registerDecode(fs, "test")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -66,15 +69,17 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	}
 	start := time.Now()
 
-	// The test split when the data has one (a folder's test/ subfolder, MNIST's test files), else
-	// all of it (a folder of class subfolders, shards), in order, with the evaluation transform at
-	// the model's input size.
-	split := "test"
-	ds, err := openDataset(ctx, lf.opener, lf.data, split)
-	if errors.Is(err, datasets.ErrNoSplit) {
-		split = "train"
-		ds, err = openDataset(ctx, lf.opener, lf.data, split)
+	// --split, or the test split when the data has one (a folder's test/ subfolder, MNIST's test
+	// files), else val, else train (a folder of class subfolders: all of it), in order, with the
+	// evaluation transform at the model's input size.
+	if *split == "" {
+		have, err := datasetSplits(ctx, lf.opener, lf.data)
+		if err != nil {
+			return err
+		}
+		*split = have[len(have)-1] // Splits orders them train, val, test
 	}
+	ds, err := openDataset(ctx, lf.opener, lf.data, *split)
 	if err != nil {
 		return err
 	}
@@ -139,12 +144,12 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
 	}
 	st := ld.Stats()
-	sum := predictSummary{Model: m.Name(), Split: split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped}
+	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped}
 	if p.Len() > 0 {
 		sum.Accuracy = float64(correct) / float64(p.Len())
 	}
 	if !e.json {
-		e.printf("accuracy %.2f%% (%d of %d, %s split)\n", 100*sum.Accuracy, correct, p.Len(), split)
+		e.printf("accuracy %.2f%% (%d of %d, %s split of %s)\n", 100*sum.Accuracy, correct, p.Len(), *split, lf.data)
 		lf.reportSkipped(e, st.Skipped, st.LastSkipped)
 	}
 	return e.emit(sum)

@@ -16,7 +16,8 @@ import (
 // rate the trainer applied: base x schedule) and train/samples_per_s (the batch over the time
 // since the previous step; from an epoch's second step). Per epoch, at the epoch's last global
 // step: epoch/train_loss, epoch/<eval>_accuracy (test, validation or train), epoch/samples_per_s
-// and epoch/data_wait_fraction.
+// and epoch/data_wait_fraction. After training, at the last step: final/test_accuracy, when the
+// test data is evaluated apart from the validation data.
 type runLog struct {
 	tb     *tensorboard.Writer
 	csv    *tensorboard.CSV
@@ -24,6 +25,7 @@ type runLog struct {
 	sched  train.Schedule
 	batch  int
 	last   time.Time
+	step   int // the last global step logged
 	err    error
 	closed bool
 }
@@ -58,6 +60,7 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 	now := time.Now()
 	if p.Done {
 		g, r := p.Epoch*p.Steps, p.Result
+		l.step = g
 		l.scalar("epoch/train_loss", g, r.TrainLoss, now)
 		l.scalar("epoch/"+evalName+"_accuracy", g, r.TestAcc, now)
 		l.scalar("epoch/samples_per_s", g, r.SamplesPerS, now)
@@ -74,6 +77,14 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 		}
 	}
 	l.last = now
+}
+
+// finalTest logs the test data's accuracy after training.
+func (l *runLog) finalTest(acc float64) {
+	if l == nil || l.err != nil {
+		return
+	}
+	l.scalar("final/test_accuracy", l.step, acc, time.Now())
 }
 
 // Close closes the files and returns the first error of the log, if any.

@@ -11,7 +11,6 @@ import (
 	"os"
 	"strings"
 
-	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
@@ -22,7 +21,8 @@ import (
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
-		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
+		"[--val-data SPEC | --val-split F] [--test-data SPEC] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] "+
+		"[--backbone-lr-scale X]] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
@@ -41,9 +41,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
-	valSplit := fs.Float64("val-split", 0,
-		"hold out this seeded fraction of the training data (0 < F < 1, disjoint) and evaluate on it instead of the test split")
-	evalOnTrain := fs.Bool("eval-on-train", false, "with no test split and no --val-split, evaluate on the training data (the output says so)")
+	var ef evalFlags
+	ef.register(fs)
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
 	init := fs.String("init", "",
 		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
@@ -75,9 +74,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, *lr, *momentum, *wd)
 	case !(*warmupEpochs >= 0) || *warmupEpochs > float64(*epochs):
 		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, *warmupEpochs)
-	case *valSplit != 0 && !(*valSplit > 0 && *valSplit < 1):
-		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, *valSplit)
-	case *valSplit != 0 && *evalOnTrain:
+	case ef.valSplit != 0 && !(ef.valSplit > 0 && ef.valSplit < 1):
+		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, ef.valSplit)
+	case ef.valSplit != 0 && ef.evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
 	case !(*smoothing >= 0 && *smoothing < 1):
 		return fmt.Errorf("%w: --label-smoothing %v; want [0,1)", errUsage, *smoothing)
@@ -147,10 +146,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
 	}
 
-	if err := checkRunSplit(*resume, *checkpoint, *valSplit); err != nil {
+	if err := checkRunSplit(*resume, *checkpoint, ef.valSplit); err != nil {
 		return err
 	}
-	sets, err := openEvalSets(ctx, lf.opener, lf.data, *valSplit, *evalOnTrain, lf.seed, *classes)
+	sets, err := openEvalSets(ctx, lf.opener, lf.data, ef, lf.seed, *classes)
 	if err != nil {
 		return err
 	}
@@ -233,10 +232,18 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		cfg.Precision)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
+	} else {
+		e.printf("evaluating each epoch on %s%s\n", sets.describe(false), sets.then())
 	}
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
 		bar.Finish()
+	}
+	var final *finalTest
+	if err == nil && sets.test != nil {
+		if final, err = evaluateTest(ctx, &lf, sets, dev, tr); err == nil {
+			logs.finalTest(final.Accuracy)
+		}
 	}
 	if err == nil {
 		err = logs.Close()
@@ -249,10 +256,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if group.Size() > 1 {
 		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
 	}
+	if final != nil {
+		e.printf("test accuracy %.2f%% on %s, once after training\n", 100*final.Accuracy, sets.describe(true))
+	}
 	ts, es := trainL.Stats(), evalL.Stats()
-	skipped := ts.Skipped + es.Skipped
-	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped))
-	return e.emit(trainResult{res, sets.evalName, *precision, lf.batch, group.Size() * lf.batch, group.Size(), skipped})
+	skipped := ts.Skipped + es.Skipped + final.skipped()
+	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
+	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
+		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), Skipped: skipped})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -302,13 +313,19 @@ func checkRunSplit(resume, checkpoint string, valSplit float64) error {
 	return nil
 }
 
-// trainResult is the --json line of stoke train: train.Result, whose test_acc is measured on the
-// data eval names: "test" (the test split), "validation" (--val-split) or "train" (--eval-on-train),
-// and the precision of the products.
+// trainResult is the --json line of stoke train: train.Result, whose test_acc is measured after
+// each epoch on the data eval names: "validation" (a val split, --val-data or --val-split), "test"
+// (the test split, when there is no validation data) or "train" (--eval-on-train), which is
+// eval_split (the training split for --val-split's held-out part) of eval_data; final_test is the
+// test data's evaluation after training, when there is validation data and test data; and the
+// precision of the products.
 type trainResult struct {
 	train.Result
-	Eval      string `json:"eval"`
-	Precision string `json:"precision"`
+	Eval      string     `json:"eval"`
+	EvalData  string     `json:"eval_data"`
+	EvalSplit string     `json:"eval_split"`
+	FinalTest *finalTest `json:"final_test,omitempty"`
+	Precision string     `json:"precision"`
 	// Batch is the batch of each rank; GlobalBatch, of a step over all WorldSize ranks.
 	Batch       int `json:"batch"`
 	GlobalBatch int `json:"global_batch"`
@@ -319,62 +336,6 @@ type trainResult struct {
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.
 const maxClasses = 100000
-
-// evalSets are the datasets of a training run: what it trains on, and what it evaluates on.
-type evalSets struct {
-	train, eval loaders.Dataset
-	evalName    string // "test", "validation" or "train"
-	closers     []loaders.Dataset
-}
-
-func (s *evalSets) Close() error {
-	var errs []error
-	for _, ds := range s.closers {
-		errs = append(errs, closeDataset(ds))
-	}
-	return errors.Join(errs...)
-}
-
-// openEvalSets opens the training data and the data evaluated after each epoch: a seeded
-// validation part of the training split with valSplit > 0, otherwise the test split. Without a
-// test split, evaluating on the training data needs evalOnTrain: a run never reports its training
-// accuracy as a test accuracy. classes > 0 declares the number of classes.
-func openEvalSets(ctx context.Context, o datasets.Opener, spec string, valSplit float64, evalOnTrain bool, seed uint64, classes int) (*evalSets, error) {
-	trainDS, err := openDataset(ctx, o, spec, "train")
-	if err != nil {
-		return nil, err
-	}
-	s := &evalSets{train: trainDS, closers: []loaders.Dataset{trainDS}}
-	switch {
-	case valSplit > 0:
-		tr, val, err := loaders.SplitValidation(trainDS, valSplit, seed)
-		if err != nil {
-			s.Close()
-			return nil, fmt.Errorf("%w: --val-split: %v", errUsage, err)
-		}
-		s.train, s.eval, s.evalName = tr, val, "validation"
-	default:
-		testDS, err := openDataset(ctx, o, spec, "test")
-		switch {
-		case err == nil:
-			s.eval, s.evalName = testDS, "test"
-			s.closers = append(s.closers, testDS)
-		case errors.Is(err, datasets.ErrNoSplit) && evalOnTrain:
-			s.eval, s.evalName = trainDS, "train"
-		case errors.Is(err, datasets.ErrNoSplit):
-			s.Close()
-			return nil, fmt.Errorf("%w: %s has no test split (%v); hold some training data out with --val-split 0.1, or pass --eval-on-train to evaluate on the "+
-				"training data", errUsage, spec, err)
-		default:
-			s.Close()
-			return nil, err
-		}
-	}
-	if classes > 0 {
-		s.train, s.eval = loaders.WithClasses(s.train, classes), loaders.WithClasses(s.eval, classes)
-	}
-	return s, nil
-}
 
 // trainable counts the parameters the trainer updates.
 func trainable(m *train.Model) int {

@@ -33,9 +33,10 @@ var ErrUnusable = errors.New("pack folder not usable")
 
 // Options say what a pack writes into its folder, and whether a previous pack may go.
 type Options struct {
-	// Prefix is the shards' file name up to their number (the file name of a
-	// datasets.ShardWriterConfig.Pattern up to its verb, such as "shard-").
-	Prefix string
+	// Prefixes are the shards' file names up to their number (the file name of a
+	// datasets.ShardWriterConfig.Pattern up to its integer verb, such as "shard-", or one per
+	// split, "shard-train-", "shard-val-", ...).
+	Prefixes []string
 	// Index is the name of the pack's index (datasets.IndexName); overwriting removes it first,
 	// so that the folder stops reading as a dataset at once.
 	Index string
@@ -53,7 +54,7 @@ type Dir struct {
 	lock *os.File
 }
 
-// Create takes dir for a pack whose shards are named o.Prefix + number + suffix, creating it if
+// Create takes dir for a pack whose shards are named prefix + number + suffix, creating it if
 // missing. dir must be empty or hold a previous pack (its shards, index, lock file and temporary
 // files): with o.Overwrite that pack is removed completely first, otherwise it is an error. Any
 // other file in dir is an error either way. A pack holding dir (through the lock file, locked with
@@ -128,15 +129,11 @@ func (p *Dir) isPackFile(name string) bool {
 	if name == p.opts.Index {
 		return true
 	}
-	rest, ok := strings.CutPrefix(name, p.opts.Prefix)
-	if !ok {
-		return false
-	}
-	digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
-	if digits == 0 {
-		return false
-	}
-	return p.opts.IsShard(rest[digits:]) && !strings.ContainsAny(rest[digits:], "%/")
+	return slices.ContainsFunc(p.opts.Prefixes, func(prefix string) bool {
+		rest, ok := strings.CutPrefix(name, prefix)
+		digits := len(rest) - len(strings.TrimLeft(rest, "0123456789"))
+		return ok && digits > 0 && p.opts.IsShard(rest[digits:]) && !strings.ContainsAny(rest[digits:], "%/")
+	})
 }
 
 // Commit ends the pack: the folder reads as a dataset from now on. Call it after the
