@@ -178,7 +178,9 @@ func TestAccumulateDataParallel(t *testing.T) {
 		}
 		// The ranks decide alike (the same scores, learning rates, best epoch), and score as one
 		// process does (within a sample of 203: the weights differ by rounding).
-		scores := func(h EpochResult) []float64 { return append([]float64{h.TestAcc, h.TestTop5, h.EMAAcc, h.EMATop5, h.LR}, h.ClassAcc...) }
+		scores := func(h EpochResult) []float64 {
+			return append([]float64{h.TestAcc, h.TestTop5, h.EMAAcc, h.EMATop5, h.LR}, h.ClassAcc...)
+		}
 		for e, b := range oneRes.History {
 			a0, a1 := scores(res[0].History[e]), scores(res[1].History[e])
 			if !slices.Equal(a0, a1) {
