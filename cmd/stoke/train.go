@@ -22,7 +22,8 @@ import (
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
-		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] [--json]", true)
+		"[--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] [--backbone-lr-scale X]] "+
+		"[--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
@@ -37,7 +38,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	precision := fs.String("precision", "fp32",
 		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
 			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
-	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
+	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch), "+
+		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
@@ -56,6 +58,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
+	var loop loopFlags
+	loop.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -105,6 +109,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --optimizer %q; want sgd or adamw", errUsage, *optName)
 	}
 	var sched train.Schedule
+	var plateau *train.Plateau
 	switch *schedule {
 	case "constant":
 		sched = train.Constant()
@@ -113,9 +118,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	case "step":
 		sched = train.StepDecay(1, 0.1)
 	default:
-		return fmt.Errorf("%w: --schedule %q; want constant, cosine or step", errUsage, *schedule)
+		var err error
+		if plateau, err = plateauSchedule(*schedule); err != nil {
+			return err
+		}
+		sched = train.Constant()
 	}
-	logs, err := openRunLog(*logDir, *lr, sched, lf.batch)
+	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
 	if err != nil {
 		return err
 	}
@@ -179,7 +188,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
-		Dist: group, DeviceReduce: onDevice,
+		Dist: group, DeviceReduce: onDevice, Plateau: plateau,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
 			if p.Done {
@@ -188,8 +197,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 					bar = nil
 				}
 				r := p.Result
-				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%, %.0f samples/s, waited for data %.1f%% of the time\n",
-					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, r.SamplesPerS, 100*r.DataWaitFraction)
+				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
+					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
 				return
 			}
 			if bar == nil {
@@ -198,6 +207,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
 			bar.Add(1)
 		},
+	}
+	if err := loop.apply(&cfg); err != nil {
+		return err
 	}
 	tr, err := train.New(m, dev, opt, cfg)
 	if err != nil {
@@ -246,6 +258,16 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
+	if res.StoppedEarly {
+		e.printf("stopped early after epoch %d: no better %s accuracy than epoch %d's in %d epochs\n", res.StoppedEpoch, sets.evalName, res.BestEpoch, loop.earlyStop)
+	}
+	if loop.keepBest != "" {
+		whose := ""
+		if cfg.EMA > 0 {
+			whose = ", the EMA's"
+		}
+		e.printf("best checkpoint: epoch %d (%s accuracy %.2f%%%s) in %s\n", res.BestEpoch, sets.evalName, 100*res.BestMetric, whose, loop.keepBest)
+	}
 	if group.Size() > 1 {
 		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
 	}
