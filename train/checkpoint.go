@@ -220,6 +220,11 @@ func (t *Trainer) Load(path string) error {
 			}
 		}
 	}
+	if t.hasEMA && !ema { // an EMA of other weights than these: start it again from them
+		if err := t.resetEMA(); err != nil {
+			return err
+		}
+	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}

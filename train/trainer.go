@@ -298,7 +298,7 @@ type Trainer struct {
 
 	epochs  int // completed epochs
 	step    int // completed steps over all epochs
-	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
+	learned int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
 	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the batches
 	// trained before (Export adds the batches).
