@@ -153,14 +153,14 @@ func (t *Trainer) setupLoop() error {
 		}
 	}
 	if t.cfg.ClipGradNorm > 0 {
-		longest := 0
+		longest, sums := 0, 0
 		for _, p := range t.m.params {
-			longest = max(longest, p.Len())
+			longest, sums = max(longest, p.Len()), sums+normParts(p.Len())
 		}
 		if t.sq, err = w.f32(longest); err != nil {
 			return err
 		}
-		if t.norms, err = w.f32(len(t.m.params)); err != nil {
+		if t.norms, err = w.f32(sums); err != nil {
 			return err
 		}
 	}
@@ -214,22 +214,34 @@ func (t *Trainer) foldGrads(params []*Param, n, total int) error {
 	return nil
 }
 
+// normParts is the number of parts a tensor of n elements is summed in for its norm: equal runs,
+// as many as divide n up to 256 (BiasGrad's channels, each a block of its own on CUDA).
+func normParts(n int) int {
+	a, b := n, 256
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
 // clipGrads scales the gradients so that their global L2 norm is at most Config.ClipGradNorm,
-// as torch.nn.utils.clip_grad_norm_ (norm_type 2): each tensor's sum of squares on the device
-// (Mul, then BiasGrad's sum), the total on the host in float64, and the same factor for all,
-// min(1, max/(norm+1e-6)). Under Dist every rank holds the same gradients here, so every rank
-// clips by the same factor.
+// as torch.nn.utils.clip_grad_norm_ (norm_type 2): the sums of squares of each tensor's parts on
+// the device (Mul, then BiasGrad's sums), the total on the host in float64, and the same factor
+// for all, min(1, max/(norm+1e-6)). Under Dist every rank holds the same gradients here, so every
+// rank clips by the same factor.
 func (t *Trainer) clipGrads() error {
-	for i, p := range t.m.params {
-		sq := t.sq.Slice(0, p.Len())
+	off := 0
+	for _, p := range t.m.params {
+		sq, parts := t.sq.Slice(0, p.Len()), normParts(p.Len())
 		if err := t.ops.Mul(t.s, sq, p.G, p.G); err != nil {
 			return err
 		}
-		if err := t.ops.BiasGrad(t.s, t.norms.Slice(i, i+1), sq, 1, p.Len()); err != nil {
+		if err := t.ops.BiasGrad(t.s, t.norms.Slice(off, off+parts), sq, 1, p.Len()/parts); err != nil {
 			return err
 		}
+		off += parts
 	}
-	host := make([]float32, len(t.m.params))
+	host := make([]float32, t.norms.Len)
 	if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), t.norms.Buf, 4*t.norms.Off); err != nil {
 		return err
 	}

@@ -141,7 +141,7 @@ type Config struct {
 	// EarlyStop, KeepBest, as timm selects by it), checkpoints hold it, and UseEMA puts it in
 	// the model's place for Export and Predict. EMAWarmup uses timm's ModelEmaV3 warm-up instead
 	// of the constant decay (use_warmup with warmup_gamma 1, warmup_power 2/3): the decay after
-	// step s is min(EMA, 1-s'^(-2/3)) with s' = s, from 0 after the first step (a copy).
+	// step s is min(EMA, 1-s^(-2/3)), 0 after the first step (a copy of the weights).
 	EMA       float64
 	EMAWarmup bool
 	// Plateau, if set, reduces the learning rate when the validation metric stops improving, as
@@ -674,7 +674,7 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		er.LR = t.lr
 	}()
 	var g stepGroup
-	// finish ends the step of the batches in g; it reports whether Fit is to stop.
+	// finish ends the step of the batches in g; its error (ctx's included) ends the epoch.
 	finish := func() error {
 		loss, err := t.finishStep(g, steps, total)
 		if err != nil {
