@@ -2,7 +2,9 @@ package main
 
 import (
 	"bytes"
+	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -97,5 +99,46 @@ func TestTrainLoopFlags(t *testing.T) {
 		if code != 2 {
 			t.Errorf("train %v: exit %d (%s); want 2", bad, code, errOut)
 		}
+	}
+}
+
+// TestTrainDataParallelLoop: on 2 ranks, with accumulation, clipping, an EMA, the plateau
+// schedule and early stopping decided on the evaluation summed over the ranks, both ranks stop
+// after the same epoch (a rank that went on would hang the other) and rank 0 keeps the best
+// checkpoint.
+func TestTrainDataParallelLoop(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 2 training processes")
+	}
+	bin := stokeBin(t)
+	root := splitFolder(t, 3, 16, 7, 12)
+	port := freePort(t)
+	best := filepath.Join(t.TempDir(), "best")
+	var cmds []*exec.Cmd
+	for r := range 2 {
+		cmd := exec.CommandContext(t.Context(), bin, "train", "--data", root, "--model", "mlp", "--size", "12", "--epochs", "6", "--lr", "1e-6",
+			"--batch", "4", "--workers", "1", "--rank", fmt.Sprint(r), "--world-size", "2", "--master-port", port, "--dist-timeout", "60s",
+			"--accumulate", "2", "--clip-grad-norm", "1", "--ema", "0.9", "--schedule", "plateau:patience=0", "--early-stop", "1", "--keep-best", best, "--json")
+		cmd.Env = withoutRankEnv()
+		cmds = append(cmds, cmd)
+	}
+	outs := runAll(cmds)
+	for r, o := range outs {
+		if o.err != nil {
+			t.Fatalf("rank %d: %v: %s", r, o.err, o.stderr)
+		}
+	}
+	var res struct {
+		StoppedEarly bool `json:"stopped_early"`
+		StoppedEpoch int  `json:"stopped_epoch"`
+		Epochs       int  `json:"epochs"`
+		WorldSize    int  `json:"world_size"`
+	}
+	lastJSON(t, outs[0].stdout, &res)
+	if !res.StoppedEarly || res.StoppedEpoch != 2 || res.Epochs != 2 || res.WorldSize != 2 {
+		t.Errorf("rank 0: %s; want stopped after epoch 2 of 2 ranks", lastLine(outs[0].stdout))
+	}
+	if c, err := os.Stat(best); err != nil || c.Size() == 0 {
+		t.Errorf("--keep-best: %v", err)
 	}
 }
