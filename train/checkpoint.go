@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"hash/crc32"
@@ -105,18 +106,20 @@ func isCheckpoint(path string) bool {
 //	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
 //
 // payload: model string | optimizer string | seed u64 | completed epochs u32 | completed steps u64 |
-// history count u32, then per epoch 6 float64 (epoch, train loss, test accuracy, seconds,
-// samples/s, data wait) | parameter count u32, then per parameter: name string, tensor count u32
-// (weights, then each optimizer slot), and per tensor: length u64, float32 values. The model's
-// buffers (BatchNorm running statistics) follow its parameters, each with one tensor.
-// A string is a u32 length and its bytes.
+// the loop's state (loopState) as JSON bytes | the history ([]EpochResult) as JSON bytes |
+// parameter count u32, then per parameter: name string, tensor count u32 (weights, then each
+// optimizer slot, then the EMA when the state says there is one), and per tensor: length u64,
+// float32 values. The model's buffers (BatchNorm running statistics) follow its parameters, each
+// with its weights (and EMA). A string is a u32 length and its bytes; JSON bytes a u64 length and
+// the bytes. Version 1, still read, had no state and per epoch 6 float64 (epoch, train loss, test
+// accuracy, seconds, samples/s, data wait) after a u32 count.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
 // epoch), and the checkpoint's epoch count says which epoch comes next. The dropout masks are a
 // function of (seed, step), both stored.
 const (
 	ckptMagic   = "STOKECKP"
-	ckptVersion = 1
+	ckptVersion = 2
 	// maxCkptString bounds names read from a file, so a corrupt length cannot allocate much.
 	maxCkptString = 1 << 16
 )
@@ -129,6 +132,7 @@ type checkpoint struct {
 	epochs           int
 	step             int
 	history          []EpochResult
+	state            loopState
 	params           []ckptParam
 }
 
@@ -143,10 +147,15 @@ func (t *Trainer) Save(path string) error {
 	if t.opt == nil {
 		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
-	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history}
+	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history, state: t.state}
+	c.state.EMA = t.hasEMA
 	for _, p := range t.m.tensors() {
 		cp := ckptParam{name: p.Name}
-		for _, v := range append([]kernels.F32{p.W}, p.slots...) {
+		vs := append([]kernels.F32{p.W}, p.slots...)
+		if t.hasEMA {
+			vs = append(vs, p.ema)
+		}
+		for _, v := range vs {
 			host := make([]float32, v.Len)
 			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
 				return fmt.Errorf("train: checkpoint %s: %w", path, err)
@@ -158,14 +167,19 @@ func (t *Trainer) Save(path string) error {
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	if err := atomicfile.WriteFile(path, c.encode(), 0o644); err != nil {
+	b, err := c.encode()
+	if err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	return nil
 }
 
-// Load restores weights, optimizer state, seed, step, epoch count and history from the checkpoint
-// at path. A file that is not a valid checkpoint gives an error wrapping ErrCheckpoint; one written
+// Load restores weights, optimizer state, seed, step, epoch count, history and the loop's state
+// (the EMA, ReduceLROnPlateau's, the best epoch and early stopping's: Config's settings decide
+// which of them the run uses) from the checkpoint at path. A file that is not a valid checkpoint gives an error wrapping ErrCheckpoint; one written
 // for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
 // is unchanged.
 func (t *Trainer) Load(path string) error {
@@ -184,18 +198,45 @@ func (t *Trainer) Load(path string) error {
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
+	// The EMA is loaded when the run keeps one, or to serve it (a trainer without an optimizer);
+	// a run with an EMA that resumes a checkpoint without one starts it from the weights (setup).
+	ema := c.state.EMA && (t.cfg.EMA > 0 || t.opt == nil)
+	if ema && !t.hasEMA {
+		if err := t.allocEMA(); err != nil {
+			return err
+		}
+	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (p.slots is empty).
+		ts := c.params[i].tensors
 		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
-			if err := upload(t.s, v, c.params[i].tensors[j]); err != nil {
+			if err := upload(t.s, v, ts[j]); err != nil {
 				return err
 			}
+		}
+		if ema {
+			if err := upload(t.s, p.ema, ts[len(ts)-1]); err != nil {
+				return err
+			}
+		}
+	}
+	if t.hasEMA && !ema { // an EMA of other weights than these: start it again from them
+		if err := t.resetEMA(); err != nil {
+			return err
 		}
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
+	plateau := t.state.Plateau
+	t.state = c.state
+	t.state.EMA = false // t.hasEMA says whether the trainer has one
+	if t.cfg.Plateau == nil {
+		t.state.Plateau = nil
+	} else if t.state.Plateau == nil {
+		t.state.Plateau = plateau
+	}
 	return nil
 }
 
@@ -216,10 +257,14 @@ func (t *Trainer) check(c *checkpoint) error {
 	if len(c.params) != len(all) {
 		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
 	}
+	ema := 0
+	if c.state.EMA {
+		ema = 1
+	}
 	for i, p := range all {
 		cp := c.params[i]
-		if cp.name != p.Name || len(cp.tensors) != 1+len(p.slots) && (t.opt != nil || len(cp.tensors) < 1) {
-			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, 1+len(p.slots))
+		if want := 1 + len(p.slots) + ema; cp.name != p.Name || len(cp.tensors) != want && (t.opt != nil || len(cp.tensors) < 1+ema) {
+			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, want)
 		}
 		for _, v := range cp.tensors {
 			if len(v) != p.Len() {
@@ -230,7 +275,7 @@ func (t *Trainer) check(c *checkpoint) error {
 	return nil
 }
 
-func (c *checkpoint) encode() []byte {
+func (c *checkpoint) encode() ([]byte, error) {
 	var p []byte
 	str := func(s string) {
 		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
@@ -241,11 +286,13 @@ func (c *checkpoint) encode() []byte {
 	p = binary.LittleEndian.AppendUint64(p, c.seed)
 	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
 	p = binary.LittleEndian.AppendUint64(p, uint64(c.step))
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.history)))
-	for _, h := range c.history {
-		for _, v := range []float64{float64(h.Epoch), h.TrainLoss, h.TestAcc, h.Seconds, h.SamplesPerS, h.DataWaitFraction} {
-			p = binary.LittleEndian.AppendUint64(p, math.Float64bits(v))
+	for _, v := range []any{c.state, c.history} {
+		b, err := json.Marshal(v)
+		if err != nil { // a NaN or Inf score
+			return nil, err
 		}
+		p = binary.LittleEndian.AppendUint64(p, uint64(len(b)))
+		p = append(p, b...)
 	}
 	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
 	for _, cp := range c.params {
@@ -263,7 +310,7 @@ func (c *checkpoint) encode() []byte {
 	out = binary.LittleEndian.AppendUint32(out, ckptVersion)
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
 	out = append(out, p...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli))
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli)), nil
 }
 
 // reader decodes the payload; the first short read sets err and every later read returns zero.
@@ -314,24 +361,9 @@ func (r *reader) fail(format string, args ...any) {
 	}
 }
 
-// decodeCheckpoint parses and verifies a checkpoint file's bytes.
-func decodeCheckpoint(b []byte) (*checkpoint, error) {
-	if len(b) < 24 || string(b[:8]) != ckptMagic {
-		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
-	}
-	if v := binary.LittleEndian.Uint32(b[8:]); v != ckptVersion {
-		return nil, fmt.Errorf("train: %w: version %d; this build reads version %d", ErrCheckpoint, v, ckptVersion)
-	}
-	n := binary.LittleEndian.Uint64(b[12:])
-	if n != uint64(len(b)-24) {
-		return nil, fmt.Errorf("train: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
-	}
-	payload := b[20 : 20+n]
-	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
-		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
-	}
-	r := &reader{b: payload}
-	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}
+// historyV1 reads a version 1 checkpoint's history.
+func (r *reader) historyV1() []EpochResult {
+	var h []EpochResult
 	nh := r.u32()
 	if uint64(nh)*48 > uint64(len(r.b)) {
 		r.fail("%d history records", nh)
@@ -344,7 +376,44 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		for i := range f {
 			f[i] = math.Float64frombits(r.u64())
 		}
-		c.history = append(c.history, EpochResult{Epoch: int(f[0]), TrainLoss: f[1], TestAcc: f[2], Seconds: f[3], SamplesPerS: f[4], DataWaitFraction: f[5]})
+		h = append(h, EpochResult{Epoch: int(f[0]), TrainLoss: f[1], TestAcc: f[2], Seconds: f[3], SamplesPerS: f[4], DataWaitFraction: f[5]})
+	}
+	return h
+}
+
+// decodeCheckpoint parses and verifies a checkpoint file's bytes.
+func decodeCheckpoint(b []byte) (*checkpoint, error) {
+	if len(b) < 24 || string(b[:8]) != ckptMagic {
+		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
+	}
+	version := binary.LittleEndian.Uint32(b[8:])
+	if version != 1 && version != ckptVersion {
+		return nil, fmt.Errorf("train: %w: version %d; this build reads versions 1 to %d", ErrCheckpoint, version, ckptVersion)
+	}
+	n := binary.LittleEndian.Uint64(b[12:])
+	if n != uint64(len(b)-24) {
+		return nil, fmt.Errorf("train: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
+	}
+	payload := b[20 : 20+n]
+	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
+		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
+	}
+	r := &reader{b: payload}
+	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}
+	if version == 1 {
+		c.history = r.historyV1()
+		c.state.Batches = c.step
+	} else {
+		for _, f := range []struct {
+			what string
+			v    any
+		}{{"state", &c.state}, {"history", &c.history}} {
+			if b := r.take(r.u64()); r.err == nil {
+				if err := json.Unmarshal(b, f.v); err != nil {
+					r.fail("%s: %v", f.what, err)
+				}
+			}
+		}
 	}
 	np := r.u32()
 	if uint64(np)*8 > uint64(len(r.b)) {

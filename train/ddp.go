@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"math"
 	"time"
 	"unsafe"
 
@@ -247,6 +246,8 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 		{"steps per epoch", fmt.Sprint(trainData.Steps())},
 		{"completed epochs", fmt.Sprint(t.epochs)},
 		{"completed steps", fmt.Sprint(t.step)},
+		{"accumulation, clipping, EMA", fmt.Sprint(t.accumulate(), t.cfg.ClipGradNorm, t.cfg.EMA, t.cfg.EMAWarmup)},
+		{"plateau, early stop", fmt.Sprintf("%+v %d", t.cfg.Plateau, t.cfg.EarlyStop)},
 	}
 	if id, ok := trainData.(interface{ identity() string }); ok {
 		checks = append(checks, struct{ what, value string }{"training data", id.identity()})
@@ -263,6 +264,9 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 	for _, p := range t.m.tensors() {
 		vs = append(vs, p.W)
 		vs = append(vs, p.slots...)
+		if t.hasEMA {
+			vs = append(vs, p.ema)
+		}
 	}
 	if err := t.broadcast(ctx, vs); err != nil {
 		return fmt.Errorf("train: data-parallel start: broadcast of rank 0's weights: %w", err)
@@ -271,17 +275,21 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 	return nil
 }
 
-// syncBuffers broadcasts rank 0's BatchNorm running statistics to every rank, before an
-// evaluation or a checkpoint: the ranks' batches differ, and so do their running statistics.
+// syncBuffers broadcasts rank 0's BatchNorm running statistics (and their EMA) to every rank,
+// before an evaluation or a checkpoint: the ranks' batches differ, and so do their running
+// statistics.
 // (PyTorch's DDP broadcasts them before every forward pass; rank 0's evolve the same either way,
 // and only evaluation reads them.)
 func (t *Trainer) syncBuffers(ctx context.Context) error {
 	if t.dist == nil || len(t.m.buffers) == 0 {
 		return nil
 	}
-	vs := make([]kernels.F32, len(t.m.buffers))
-	for i, p := range t.m.buffers {
-		vs[i] = p.W
+	var vs []kernels.F32
+	for _, p := range t.m.buffers {
+		vs = append(vs, p.W)
+		if t.hasEMA {
+			vs = append(vs, p.ema)
+		}
 	}
 	if err := t.broadcast(ctx, vs); err != nil {
 		return fmt.Errorf("train: broadcast of rank 0's running statistics: %w", err)
@@ -335,93 +343,6 @@ func (t *Trainer) sumOverRanks(ctx context.Context, vs ...*float64) error {
 		*v = float64(buf[i])
 	}
 	return nil
-}
-
-// evalTally counts an evaluation split between ranks once per sample: a rank-split loader pads
-// every rank to the same number of samples by repeating some (as PyTorch's DistributedSampler
-// does), so the ranks mark, per dataset index, how often they saw it and how often they got it
-// right, and the tallies are summed over the ranks; a sample seen twice counts its mean once.
-type evalTally struct {
-	seen, correct []float32
-}
-
-func (e *evalTally) add(indices []int, right []bool) {
-	for k, i := range indices {
-		if i >= len(e.seen) {
-			n := max(i+1, 2*len(e.seen))
-			e.seen = append(e.seen, make([]float32, n-len(e.seen))...)
-			e.correct = append(e.correct, make([]float32, n-len(e.correct))...)
-		}
-		e.seen[i]++
-		if right[k] {
-			e.correct[i]++
-		}
-	}
-}
-
-// reduce sums the tallies over the ranks and returns the number of distinct samples and the
-// number right.
-func (e *evalTally) reduce(ctx context.Context, g Collective) (samples, right float64, err error) {
-	// The tallies' length is the largest over the ranks: gathered through a sum in which each rank
-	// fills only its own slot.
-	lens := make([]float32, g.Size())
-	lens[g.Rank()] = float32(len(e.seen))
-	if err := g.AllReduce(ctx, lens, dist.Sum); err != nil {
-		return 0, 0, err
-	}
-	n := 0
-	for _, l := range lens {
-		n = max(n, int(l))
-	}
-	buf := make([]float32, 2*n)
-	copy(buf, e.seen)
-	copy(buf[n:], e.correct)
-	if err := g.AllReduce(ctx, buf, dist.Sum); err != nil {
-		return 0, 0, err
-	}
-	for i := range n {
-		if buf[i] > 0 {
-			samples++
-			right += float64(buf[n+i]) / float64(buf[i])
-		}
-	}
-	if math.IsNaN(right) {
-		return 0, 0, errors.New("train: evaluation tally is not a number")
-	}
-	return samples, right, nil
-}
-
-// evaluateRanks is Evaluate in a data-parallel run: each rank predicts its part, and the tallies by
-// dataset index are summed over the ranks.
-func (t *Trainer) evaluateRanks(ctx context.Context, data Data) (float64, error) {
-	p, err := t.Predict(ctx, data)
-	if err != nil {
-		return 0, fmt.Errorf("train: evaluate: %w", err)
-	}
-	if p.Indices == nil && dataWorld(data) > 1 {
-		return 0, fmt.Errorf("train: %w: evaluate: the data is split between ranks but gives no sample indices to count each sample once by", ErrConfig)
-	}
-	var tally evalTally
-	right := make([]bool, p.Len())
-	for i, l := range p.Labels {
-		right[i] = p.Class(i) == int(l)
-	}
-	indices := p.Indices
-	if indices == nil { // every rank evaluates the whole data: one tally per position
-		indices = make([]int, p.Len())
-		for i := range indices {
-			indices[i] = i
-		}
-	}
-	tally.add(indices, right)
-	samples, correct, err := tally.reduce(ctx, t.dist.g)
-	if err != nil {
-		return 0, fmt.Errorf("train: evaluate: %w", err)
-	}
-	if samples == 0 {
-		return 0, fmt.Errorf("train: evaluate: no sample: %w", ErrNoData)
-	}
-	return correct / samples, nil
 }
 
 // rankSplit is implemented by Data that is one rank's part of a data-parallel split (FromLoader's

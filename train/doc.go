@@ -6,9 +6,21 @@
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
 // optimizers SGD (momentum, Nesterov, weight decay) and AdamW (Optimizer takes your own),
-// learning-rate schedules (Constant, StepDecay, Cosine) and Recipe's settings per model, a Trainer
-// that runs epochs, evaluates and predicts (with fp16 loss scaling under reduced precision),
-// checkpoints to resume from, and FromLoader, which adapts a loaders.Loader.
+// learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
+// validation metric) and Recipe's settings per model, a Trainer that runs epochs, evaluates and
+// predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and
+// FromLoader, which adapts a loaders.Loader.
+//
+// The loop around the step is PyTorch's and timm's: Config.Accumulate accumulates the gradients
+// of several batches per optimizer step (one batch as large as them all, within float32 rounding,
+// BatchNorm aside; under Dist reduced once per step, DDP's no_sync), ClipGradNorm clips their
+// global norm (clip_grad_norm_, after the all-reduce), EMA keeps timm's ModelEmaV2 of the weights
+// (EMAWarmup: ModelEmaV3's warm-up), evaluated beside the model, checkpointed and served by
+// UseEMA; Plateau reduces the rate when the validation metric stalls, EarlyStop ends Fit normally
+// after epochs without a better one (Result.StoppedEarly) and KeepBest writes the best epoch's
+// checkpoint. Evaluations report top-1, top-5 and per-class accuracy (EvaluateClasses, every
+// epoch's EpochResult); the validation metric is the EMA's accuracy when there is an EMA, and
+// under Dist it comes from the evaluation summed over the ranks, so that every rank decides alike.
 //
 // Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come
 // back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless LoadOptions say

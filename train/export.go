@@ -39,7 +39,7 @@ func (t *Trainer) Export(path string) error {
 			}
 			ordered = append(ordered, stTensor{name: p.Name, dtype: "F32", shape: p.Shape, f32: host})
 			if prefix, last := splitLast(p.Name); last == "running_var" {
-				n := t.batchesTracked[prefix] + int64(t.step)
+				n := t.batchesTracked[prefix] + int64(t.state.Batches)
 				ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: n})
 			}
 		}

@@ -104,7 +104,7 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 		if t.batchesTracked == nil {
 			t.batchesTracked = map[string]int64{}
 		}
-		t.batchesTracked[k] = v - int64(t.step)
+		t.batchesTracked[k] = v - int64(t.state.Batches)
 	}
 	return rep, nil
 }

@@ -24,6 +24,8 @@ type Param struct {
 	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
 	frozen        bool          // not trained: no gradient, no optimizer state (see freeze)
 	lrScale       float64       // the learning rate's factor for this tensor; 0 means 1
+	acc           kernels.F32   // the step's earlier batches' gradients, weighted by their samples (Config.Accumulate)
+	ema           kernels.F32   // the exponential moving average of W (Config.EMA)
 }
 
 // paramKind says how a tensor is initialized and whether weight decay applies to it.

@@ -44,7 +44,6 @@ type Model struct {
 	input   kernels.F32 // normalized images
 	dlogits kernels.F32
 	loss    kernels.F32 // one element
-	correct kernels.I32 // one element
 }
 
 // Models lists the names NewModel knows.
@@ -254,10 +253,7 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 		}
 	}
 	var err error
-	if m.loss, err = m.weights.f32(1); err != nil {
-		return err
-	}
-	m.correct, err = m.weights.i32(1)
+	m.loss, err = m.weights.f32(1)
 	return err
 }
 
@@ -339,7 +335,7 @@ func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
 	for _, p := range m.tensors() {
-		p.W, p.G, p.slots = kernels.F32{}, kernels.F32{}, nil
+		p.W, p.G, p.slots, p.acc, p.ema = kernels.F32{}, kernels.F32{}, nil, kernels.F32{}, kernels.F32{}
 	}
 	m.unfreeze()
 	return err

@@ -38,6 +38,22 @@ func (p *Predictions) Class(i int) int {
 	return best
 }
 
+// InTopK reports whether class label is among sample i's k largest logits: fewer than k classes
+// rank above it, a class ranking above when its logit is larger, or equal and its index lower (as
+// Class breaks ties: InTopK(i, Class(i), 1) holds).
+func (p *Predictions) InTopK(i, label, k int) bool {
+	row := p.Logits[i*p.Classes : (i+1)*p.Classes]
+	v, above := row[label], 0
+	for j, x := range row {
+		if x > v || x == v && j < label {
+			if above++; above >= k {
+				return false
+			}
+		}
+	}
+	return true
+}
+
 // Accuracy is the fraction of samples whose predicted class is their label (0 with no samples).
 func (p *Predictions) Accuracy() float64 {
 	if p.Len() == 0 {

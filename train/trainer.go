@@ -117,6 +117,44 @@ type Config struct {
 	// stream (NCCL on the CUDA backend) instead of through the host and Dist; Dist still
 	// broadcasts the weights, checks the ranks agree and sums the evaluation.
 	DeviceReduce DeviceReducer
+
+	// Accumulate, if above 1, accumulates the gradients of that many consecutive batches before
+	// each optimizer step (a PyTorch loop that calls optimizer.step() every Accumulate backward
+	// passes): the step's gradient is the mean over all its samples, each batch weighted by its
+	// size, so Accumulate batches of B train as one batch of Accumulate*B within float32 rounding,
+	// BatchNorm aside: it normalizes each batch with that batch's statistics and moves its running
+	// statistics once per batch, as in PyTorch. An epoch's last step takes the batches left over.
+	// Steps, schedules, Progress and checkpoints count optimizer steps. Under Dist the gradients
+	// are all-reduced once per step, during the last batch's backward pass (DDP's no_sync for the
+	// others).
+	Accumulate int
+	// ClipGradNorm, if positive, scales every step's gradients so that their global L2 norm (over
+	// all trainable parameters) is at most ClipGradNorm, as torch.nn.utils.clip_grad_norm_: by
+	// min(1, ClipGradNorm/(norm+1e-6)). It runs on the all-reduced gradients under Dist (every
+	// rank clips by the same factor) and after fp16's unscaling, as GradScaler's users do.
+	ClipGradNorm float64
+	// EMA, if in (0,1), keeps an exponential moving average of the weights and BatchNorm running
+	// statistics as timm's ModelEmaV2 does: it starts as a copy of the initial weights (Init's, if
+	// set) and after every optimizer step (one that fp16 loss scaling skipped included, as timm's
+	// loop does) becomes EMA*ema + (1-EMA)*w. Every evaluation of Fit scores the model and its EMA
+	// (EpochResult.TestAcc and EMAAcc), the EMA's score is the validation metric (Plateau,
+	// EarlyStop, KeepBest, as timm selects by it), checkpoints hold it, and UseEMA puts it in
+	// the model's place for Export and Predict. EMAWarmup uses timm's ModelEmaV3 warm-up instead
+	// of the constant decay (use_warmup with warmup_gamma 1, warmup_power 2/3): the decay after
+	// step s is min(EMA, 1-s^(-2/3)), 0 after the first step (a copy of the weights).
+	EMA       float64
+	EMAWarmup bool
+	// Plateau, if set, reduces the learning rate when the validation metric stops improving, as
+	// torch's ReduceLROnPlateau stepped after each epoch's evaluation (see Plateau); Schedule
+	// still scales each step's rate (Constant, for torch's plain use).
+	Plateau *Plateau
+	// EarlyStop, if positive, ends Fit after that many consecutive epochs without a better
+	// validation metric than the best epoch's (the patience of Lightning's and Keras's
+	// EarlyStopping, min_delta 0): Fit returns normally, with Result.StoppedEarly and StoppedEpoch.
+	EarlyStop int
+	// KeepBest, if set, is the path the checkpoint of the best epoch by the validation metric is
+	// written to (atomically, from rank 0 under Dist), as timm's CheckpointSaver keeps its best.
+	KeepBest string
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -176,6 +214,9 @@ type Progress struct {
 	Step, Steps   int
 	// Loss is the mean training loss of the step (of the epoch so far, in an epoch report).
 	Loss float64
+	// LR is the learning rate of the step (base rate, Schedule and Plateau applied; the last
+	// step's in an epoch report).
+	LR float64
 	// Done is set on the epoch report, with Result filled in.
 	Done   bool
 	Result EpochResult
@@ -189,6 +230,17 @@ type EpochResult struct {
 	Seconds          float64 `json:"seconds"`
 	SamplesPerS      float64 `json:"samples_per_s"`
 	DataWaitFraction float64 `json:"data_wait_fraction"`
+	// TestTop5 is the fraction of the test samples whose label is among the model's 5 largest
+	// logits (timm's top-min(5, classes)), ClassAcc the accuracy per class (EvaluateClasses);
+	// class ids only.
+	TestTop5 float64   `json:"test_top5,omitempty"`
+	ClassAcc []float64 `json:"class_acc,omitempty"`
+	// EMAAcc and EMATop5 are the scores of the EMA of the weights (Config.EMA), evaluated as
+	// the model is.
+	EMAAcc  float64 `json:"ema_acc,omitempty"`
+	EMATop5 float64 `json:"ema_top5,omitempty"`
+	// LR is the learning rate of the epoch's last step.
+	LR float64 `json:"lr"`
 }
 
 // Result is what Fit returns.
@@ -213,6 +265,18 @@ type Result struct {
 	// steps waited for it after their backward pass had run).
 	AllReduceSeconds        float64 `json:"allreduce_seconds,omitempty"`
 	ExposedAllReduceSeconds float64 `json:"allreduce_exposed_seconds,omitempty"`
+	// TestTop5, ClassAcc, EMAAcc and EMATop5 are the last epoch's (see EpochResult).
+	TestTop5 float64   `json:"test_top5,omitempty"`
+	ClassAcc []float64 `json:"class_acc,omitempty"`
+	EMAAcc   float64   `json:"ema_acc,omitempty"`
+	EMATop5  float64   `json:"ema_top5,omitempty"`
+	// BestEpoch is the epoch with the best validation metric (the EMA's score with Config.EMA),
+	// BestMetric its value: what Config.KeepBest holds. 0 without evaluation data.
+	BestEpoch  int     `json:"best_epoch,omitempty"`
+	BestMetric float64 `json:"best_metric,omitempty"`
+	// StoppedEarly says that Config.EarlyStop ended the run, after epoch StoppedEpoch.
+	StoppedEarly bool `json:"stopped_early"`
+	StoppedEpoch int  `json:"stopped_epoch,omitempty"`
 }
 
 // Trainer trains one model on one device. It is not safe for concurrent use.
@@ -234,10 +298,10 @@ type Trainer struct {
 
 	epochs  int // completed epochs
 	step    int // completed steps over all epochs
-	learned int // steps of an epoch of unknown length, counted by the first such epoch (0 before)
+	learned int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
 	history []EpochResult
-	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the steps
-	// taken before (Export adds the steps).
+	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the batches
+	// trained before (Export adds the batches).
 	batchesTracked map[string]int64
 	initReport     *WeightsReport
 	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
@@ -246,6 +310,17 @@ type Trainer struct {
 	posWeight kernels.F32
 
 	dist *ddp // data-parallel state; nil in a single process
+
+	// The loop's state (checkpointed) and buffers: the step's loss sum over its batches
+	// (Accumulate), the squares' scratch and the per-tensor sums of squares (ClipGradNorm), and
+	// whether every tensor has an EMA (Config.EMA, or a checkpoint's).
+	state     loopState
+	lossSum   kernels.F32
+	sq, norms kernels.F32
+	gradNorm  float64 // the last step's gradient norm, before clipping
+	hasEMA    bool
+	lr        float64 // the last step's learning rate
+	higher    bool    // the validation metric is better higher (an accuracy, not an MSE)
 
 	host [4]byte // loss and count read-back
 }
@@ -277,6 +352,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.BucketBytes < 0 {
 		return nil, fmt.Errorf("train: %w: bucket bytes %d", ErrConfig, cfg.BucketBytes)
 	}
+	if err := validateLoop(cfg); err != nil {
+		return nil, err
+	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
 	if errors.Is(err, kernels.ErrArgument) { // an unknown precision
 		return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
@@ -292,6 +370,9 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 		opt = groupLR{opt}
 	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
+	if cfg.Plateau != nil && opt != nil {
+		t.state.Plateau = &plateauState{LR: opt.BaseLR()}
+	}
 	if cfg.Precision == FP16 && opt != nil {
 		t.scaler = newLossScale()
 	}
@@ -335,6 +416,9 @@ func (t *Trainer) setup() error {
 			p.slots = append(p.slots, v)
 		}
 	}
+	if err := t.setupLoop(); err != nil {
+		return err
+	}
 	if t.cfg.Init != "" && t.cfg.Resume == "" {
 		var err error
 		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
@@ -346,9 +430,20 @@ func (t *Trainer) setup() error {
 			return err
 		}
 	}
-	if t.cfg.Checkpoint != "" {
+	if t.cfg.EMA > 0 && !t.hasEMA && t.opt != nil { // the EMA starts from the weights (Init's, or a checkpoint's without one)
+		if err := t.allocEMA(); err != nil {
+			return err
+		}
+		if err := t.resetEMA(); err != nil {
+			return err
+		}
+	}
+	for _, path := range []string{t.cfg.Checkpoint, t.cfg.KeepBest} {
 		// A checkpoint that cannot be written fails now, not after the first epoch.
-		if err := prepareCheckpoint(t.cfg.Checkpoint); err != nil {
+		if path == "" {
+			continue
+		}
+		if err := prepareCheckpoint(path); err != nil {
 			return err
 		}
 	}
@@ -371,22 +466,28 @@ func (t *Trainer) Close() error {
 }
 
 // Fit trains from the epoch after the last completed one up to Config.Epochs, evaluating on test
-// after each epoch (test may be nil) and writing Config.Checkpoint after each. It returns the
-// results so far with the first error; cancelling ctx stops it between steps.
+// after each epoch (test may be nil, unless Plateau, EarlyStop or KeepBest need its metric) and
+// writing Config.Checkpoint after each. It returns the results so far with the first error;
+// cancelling ctx stops it between steps. Early stopping (Config.EarlyStop) returns normally, the
+// Result saying so; a resumed run that had stopped early returns at once.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
 	if t.opt == nil {
 		return Result{}, fmt.Errorf("train: %w: Fit needs an optimizer", ErrConfig)
 	}
+	if test == nil && t.cfg.needsMetric() {
+		return Result{}, fmt.Errorf("train: %w: Plateau, EarlyStop and KeepBest decide on the validation metric: Fit needs data to evaluate", ErrConfig)
+	}
 	if err := t.prepareLoss(trainData); err != nil {
 		return Result{}, err
 	}
+	t.higher = test == nil || targetKind(test) != Vector || t.loss.Kind == SoftCrossEntropy // Evaluate's MSE is better lower
 	start := time.Now()
 	var res Result
 	var trainTime, waitTime time.Duration
 	var samples int
-	if t.epochs > 0 && t.step != t.epochs*trainData.Steps() {
+	if t.epochs > 0 && t.step != t.epochs*t.optSteps(trainData.Steps()) {
 		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch "+
-			"(another batch size, dataset or world size)", ErrMismatch, t.step, t.epochs, trainData.Steps())
+			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, t.optSteps(trainData.Steps()))
 	}
 	if w := dataWorld(trainData); w > 1 && t.dist == nil {
 		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Dist: "+
@@ -400,7 +501,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			return Result{}, err
 		}
 	}
-	for t.epochs < t.cfg.Epochs {
+	for t.epochs < t.cfg.Epochs && (t.state.Stopped == 0 || t.cfg.EarlyStop == 0) {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
 		samples += n
 		trainTime += busy
@@ -408,26 +509,88 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		if err != nil {
 			return t.result(res, start, samples, trainTime, waitTime), err
 		}
-		if test != nil {
-			if er.TestAcc, err = t.Evaluate(ctx, test); err != nil {
-				return t.result(res, start, samples, trainTime, waitTime), err
-			}
-		}
-		t.history = append(t.history, er)
-		t.epochs++
+		// Every rank evaluates rank 0's running statistics.
 		if err := t.syncBuffers(ctx); err != nil {
 			return t.result(res, start, samples, trainTime, waitTime), err
 		}
-		if t.cfg.Checkpoint != "" && (t.dist == nil || t.dist.g.Rank() == 0) {
-			if err := t.Save(t.cfg.Checkpoint); err != nil {
+		improved := false
+		if test != nil {
+			if err := t.evaluateEpoch(ctx, test, &er); err != nil {
 				return t.result(res, start, samples, trainTime, waitTime), err
+			}
+			improved = t.decide(er)
+		}
+		t.history = append(t.history, er)
+		t.epochs++
+		if t.dist == nil || t.dist.g.Rank() == 0 {
+			paths := []string{t.cfg.Checkpoint}
+			if improved {
+				paths = append(paths, t.cfg.KeepBest)
+			}
+			for _, path := range paths {
+				if path == "" {
+					continue
+				}
+				if err := t.Save(path); err != nil {
+					return t.result(res, start, samples, trainTime, waitTime), err
+				}
 			}
 		}
 		if t.cfg.Progress != nil {
-			t.cfg.Progress(&Progress{Epoch: er.Epoch, Epochs: t.cfg.Epochs, Steps: trainData.Steps(), Loss: er.TrainLoss, Done: true, Result: er})
+			t.cfg.Progress(&Progress{Epoch: er.Epoch, Epochs: t.cfg.Epochs, Steps: t.optSteps(trainData.Steps()), Loss: er.TrainLoss, LR: er.LR,
+				Done: true, Result: er})
 		}
 	}
 	return t.result(res, start, samples, trainTime, waitTime), nil
+}
+
+// evaluateEpoch scores the model on test, and its EMA if it has one, into er.
+func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult) error {
+	score := func(acc, top5 *float64, class *[]float64) error {
+		if targetKind(test) != ClassIDs {
+			var err error
+			*acc, err = t.Evaluate(ctx, test)
+			return err
+		}
+		ev, err := t.EvaluateClasses(ctx, test)
+		if err == nil {
+			*acc, *top5 = ev.Acc, ev.Top5
+			if class != nil {
+				*class = ev.ClassAcc
+			}
+		}
+		return err
+	}
+	if err := score(&er.TestAcc, &er.TestTop5, &er.ClassAcc); err != nil || !t.hasEMA {
+		return err
+	}
+	t.swapEMA()
+	err := score(&er.EMAAcc, &er.EMATop5, nil)
+	t.swapEMA()
+	if err != nil {
+		return fmt.Errorf("train: the EMA's %w", err)
+	}
+	return nil
+}
+
+// decide runs the loop's decisions on the epoch's validation metric (the EMA's score when there
+// is an EMA): ReduceLROnPlateau's step, the best epoch and early stopping. It reports whether the
+// epoch is the best so far. Every rank decides the same: the metric is over all ranks' samples.
+func (t *Trainer) decide(er EpochResult) (improved bool) {
+	metric := er.TestAcc
+	if t.hasEMA {
+		metric = er.EMAAcc
+	}
+	if t.cfg.Plateau != nil {
+		t.state.Plateau.step(*t.cfg.Plateau, metric, t.higher)
+	}
+	if improved = t.state.improves(metric, t.higher); improved {
+		t.state.BestEpoch, t.state.Best = er.Epoch, metric
+	}
+	if t.cfg.EarlyStop > 0 && er.Epoch-t.state.BestEpoch >= t.cfg.EarlyStop {
+		t.state.Stopped = er.Epoch
+	}
+	return improved
 }
 
 func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time.Duration) Result {
@@ -444,6 +607,11 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 	if len(t.history) > 0 {
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
+		r.TestTop5, r.ClassAcc, r.EMAAcc, r.EMATop5 = last.TestTop5, last.ClassAcc, last.EMAAcc, last.EMATop5
+	}
+	r.BestEpoch, r.BestMetric = t.state.BestEpoch, t.state.Best
+	if t.cfg.EarlyStop > 0 && t.state.Stopped > 0 {
+		r.StoppedEarly, r.StoppedEpoch = true, t.state.Stopped
 	}
 	return r
 }
@@ -475,23 +643,24 @@ func (t *Trainer) validBatch(b Batch) error {
 // trainEpoch runs one epoch; it returns the epoch's record (without test accuracy), the number of
 // samples, the training time and the time spent waiting for batches.
 func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, samples int, busy, wait time.Duration, err error) {
-	stepInEpoch := 0
+	stepInEpoch, seen := 0, 0 // optimizer steps and batches
 	epoch := t.epochs
 	er.Epoch = epoch + 1
 	mean, std := data.Normalization()
-	steps := data.Steps()
-	if steps == 0 {
-		steps = t.learned
+	batches := data.Steps()
+	if batches == 0 {
+		batches = t.learned
 		defer func() {
 			if err == nil && t.learned == 0 {
-				t.learned = stepInEpoch
+				t.learned = seen
 			}
 		}()
 	}
+	steps := t.optSteps(batches)
 	total := steps * t.cfg.Epochs
 	var lossSum float64
 	start := time.Now()
-	last := start
+	prev := start
 	defer func() {
 		busy = time.Since(start)
 		er.Seconds = busy.Seconds()
@@ -502,15 +671,14 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		if samples > 0 {
 			er.TrainLoss = lossSum / float64(samples)
 		}
+		er.LR = t.lr
 	}()
-	for b, berr := range data.Batches(ctx, epoch) {
-		wait += time.Since(last)
-		if berr != nil {
-			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, berr)
-		}
-		loss, err := t.trainStep(ctx, b, mean, std, total, steps)
+	var g stepGroup
+	// finish ends the step of the batches in g; its error (ctx's included) ends the epoch.
+	finish := func() error {
+		loss, err := t.finishStep(g, steps, total)
 		if err != nil {
-			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
+			return fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
 			hint := "diverged; lower the learning rate"
@@ -519,18 +687,45 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 				// reaches the loss as Inf or NaN whatever the scale.
 				hint += ", or train in bf16 or fp32: an activation may have overflowed fp16's range (65504) in the forward pass"
 			}
-			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: loss is %v (%s)", epoch+1, stepInEpoch+1, loss, hint)
+			return fmt.Errorf("train: epoch %d step %d: loss is %v (%s)", epoch+1, stepInEpoch+1, loss, hint)
 		}
-		lossSum += loss * float64(b.N)
-		samples += b.N
+		lossSum += loss * float64(g.samples)
 		stepInEpoch++
+		g = stepGroup{}
 		if t.cfg.Progress != nil {
-			t.cfg.Progress(&Progress{Epoch: epoch + 1, Epochs: t.cfg.Epochs, Step: stepInEpoch, Steps: steps, Loss: loss})
+			t.cfg.Progress(&Progress{Epoch: epoch + 1, Epochs: t.cfg.Epochs, Step: stepInEpoch, Steps: steps, Loss: loss, LR: t.lr})
 		}
-		if err := ctx.Err(); err != nil {
+		return ctx.Err()
+	}
+	for b, berr := range data.Batches(ctx, epoch) {
+		wait += time.Since(prev)
+		if berr != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, berr)
+		}
+		last := g.batches+1 == t.accumulate() || seen+1 == batches
+		err := t.enqueueBatch(ctx, b, mean, std, &g, last)
+		if b.Release != nil {
+			b.Release()
+		}
+		if err != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
+		}
+		seen++
+		samples += b.N
+		if last {
+			if err := finish(); err != nil {
+				return er, samples, busy, wait, err
+			}
+		}
+		prev = time.Now()
+	}
+	if g.batches > 0 { // an epoch of unknown length (a stream's first) ended inside a step
+		if err := t.foldAll(ctx, g); err != nil {
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
+		}
+		if err := finish(); err != nil {
 			return er, samples, busy, wait, err
 		}
-		last = time.Now()
 	}
 	if samples == 0 {
 		return er, samples, busy, wait, fmt.Errorf("train: epoch %d: no sample to train on: %w", epoch+1, ErrNoData)
@@ -546,26 +741,13 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 	return er, samples, busy, wait, nil
 }
 
-// trainStep enqueues one step on the batch, waits for it and returns its mean loss.
-func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) (float64, error) {
-	err := t.enqueueStep(ctx, b, mean, std, total, perEpoch)
-	if b.Release != nil {
-		b.Release()
-	}
-	if err != nil {
-		return 0, err
-	}
-	if err := t.s.CopyD2H(t.host[:], t.m.loss.Buf, 4*t.m.loss.Off); err != nil {
-		return 0, err
-	}
-	if err := t.s.Synchronize(ctx); err != nil {
-		return 0, err
-	}
-	t.step++
-	return float64(*(*float32)(unsafe.Pointer(&t.host[0]))), nil
-}
+// stepGroup is the batches of one optimizer step enqueued so far: their number and samples.
+type stepGroup struct{ batches, samples int }
 
-func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32, total, perEpoch int) error {
+// enqueueBatch enqueues the forward and backward passes of one batch of the step g, which last
+// ends: an earlier batch's gradients go into the accumulators (Config.Accumulate), the last one's
+// are folded with them and, under Dist, all-reduced as backward produces them.
+func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32, g *stepGroup, last bool) error {
 	if err := t.checkBatch(b); err != nil {
 		return err
 	}
@@ -576,6 +758,9 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 		return err
 	}
 	seed := rng.Mix(t.seed, uint64(t.step), 7)
+	if g.batches > 0 {
+		seed = rng.Mix(seed, uint64(g.batches)) // each batch of a step draws its own dropout masks
+	}
 	if t.dist != nil {
 		// Each rank draws its own dropout masks (the same seed would give sample j of every rank's
 		// batch the same mask).
@@ -594,39 +779,159 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 			return err
 		}
 	}
-	if t.dist != nil && t.dist.dev != nil {
-		r.layerDone = t.dist.deviceLayerDone(t.s)
+	if t.accumulate() > 1 {
+		if g.batches == 0 {
+			if err := t.ops.Fill(t.s, t.lossSum, 0); err != nil {
+				return err
+			}
+		}
+		if err := t.ops.Axpy(t.s, t.lossSum, float32(n), m.loss); err != nil {
+			return err
+		}
+	}
+	first := g.batches == 0
+	g.batches++
+	g.samples += n
+	t.state.Batches++
+	if !last { // DDP's no_sync: this rank's gradients wait for the step's last batch
 		if err := m.backward(r, n); err != nil {
 			return err
 		}
-	} else if t.dist != nil {
+		for _, p := range m.params {
+			if first {
+				if err := t.ops.Fill(t.s, p.acc, 0); err != nil {
+					return err
+				}
+			}
+			if err := t.ops.Axpy(t.s, p.acc, float32(n), p.G); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	var fold func(int) error
+	if !first {
+		fold = func(i int) error { return t.foldGrads(m.layerParams[i], n, g.samples) }
+	}
+	return t.backward(ctx, r, n, fold)
+}
+
+// backward enqueues the backward pass of n samples; before, if set, runs on each layer's
+// gradients once they are enqueued, before the all-reduce of the buckets they complete (Dist).
+func (t *Trainer) backward(ctx context.Context, r *run, n int, before func(int) error) error {
+	then := func(hook func(int) error) func(int) error {
+		if before == nil {
+			return hook
+		}
+		return func(i int) error {
+			if err := before(i); err != nil {
+				return err
+			}
+			if hook == nil {
+				return nil
+			}
+			return hook(i)
+		}
+	}
+	switch {
+	case t.dist != nil && t.dist.dev != nil:
+		r.layerDone = then(t.dist.deviceLayerDone(t.s))
+	case t.dist != nil:
 		sr := t.dist.startStep(ctx, t)
-		r.layerDone = sr.layerDone
-		if err := sr.finish(ctx, m.backward(r, n)); err != nil {
+		r.layerDone = then(sr.layerDone)
+		return sr.finish(ctx, t.m.backward(r, n))
+	default:
+		r.layerDone = then(nil)
+	}
+	return t.m.backward(r, n)
+}
+
+// foldAll ends a step whose last batch was not known to be its last (an epoch of unknown length
+// ended): every batch's gradients are in the accumulators, so g = acc/samples; under Dist the
+// buckets are then all-reduced, layer after layer, with no backward pass to overlap.
+func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
+	for _, p := range t.m.params {
+		if err := t.ops.Copy(t.s, p.G, p.acc); err != nil {
 			return err
 		}
-	} else if err := m.backward(r, n); err != nil {
-		return err
-	}
-	if t.scaler != nil {
-		if apply, err := t.unscale(); err != nil || !apply {
+		if err := t.ops.Scale(t.s, p.G, 1/float32(g.samples)); err != nil {
 			return err
 		}
 	}
-	lr := t.opt.BaseLR() * t.cfg.Schedule(t.step, perEpoch, total)
-	// The optimizer counts the steps it made (AdamW's bias correction): a step that loss scaling
-	// skipped is none, as GradScaler skips optimizer.step(). (The scaler, and so this count of
-	// skipped steps, restarts with a resumed run.)
-	applied := t.step
-	if t.scaler != nil {
-		applied -= t.scaler.skipped
+	if t.dist == nil {
+		return nil
 	}
-	for _, p := range m.params {
-		if err := t.opt.Update(t.ops, t.s, p, lr, applied+1); err != nil {
-			return fmt.Errorf("train: update %s: %w", p.Name, err)
+	each := func(hook func(int) error) error {
+		for k := len(t.m.order) - 1; k >= 0 && k >= t.m.firstParamLayer; k-- {
+			if err := hook(t.m.order[k]); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	if t.dist.dev != nil {
+		return each(t.dist.deviceLayerDone(t.s))
+	}
+	sr := t.dist.startStep(ctx, t)
+	return sr.finish(ctx, each(sr.layerDone))
+}
+
+// finishStep applies the step whose gradients the batches of g left (perEpoch and total are the
+// schedule's optimizer steps), updates the EMA, waits for the stream and returns the step's mean
+// loss.
+func (t *Trainer) finishStep(g stepGroup, perEpoch, total int) (float64, error) {
+	apply := true
+	if t.scaler != nil {
+		var err error
+		if apply, err = t.unscale(); err != nil {
+			return 0, err
 		}
 	}
-	return nil
+	t.lr = t.opt.BaseLR()
+	if t.state.Plateau != nil {
+		t.lr = t.state.Plateau.LR
+	}
+	t.lr *= t.cfg.Schedule(t.step, perEpoch, total)
+	if apply {
+		if t.cfg.ClipGradNorm > 0 {
+			if err := t.clipGrads(); err != nil {
+				return 0, err
+			}
+		}
+		// The optimizer counts the steps it made (AdamW's bias correction): a step that loss
+		// scaling skipped is none, as GradScaler skips optimizer.step(). (The scaler, and so this
+		// count of skipped steps, restarts with a resumed run.)
+		applied := t.step
+		if t.scaler != nil {
+			applied -= t.scaler.skipped
+		}
+		for _, p := range t.m.params {
+			if err := t.opt.Update(t.ops, t.s, p, t.lr, applied+1); err != nil {
+				return 0, fmt.Errorf("train: update %s: %w", p.Name, err)
+			}
+		}
+	}
+	if t.cfg.EMA > 0 {
+		if err := t.updateEMA(t.step + 1); err != nil {
+			return 0, err
+		}
+	}
+	loss := t.m.loss
+	if t.accumulate() > 1 {
+		loss = t.lossSum
+	}
+	if err := t.s.CopyD2H(t.host[:], loss.Buf, 4*loss.Off); err != nil {
+		return 0, err
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return 0, err
+	}
+	t.step++
+	v := float64(*(*float32)(unsafe.Pointer(&t.host[0])))
+	if t.accumulate() > 1 {
+		v /= float64(g.samples)
+	}
+	return v, nil
 }
 
 // unscale counts the non-finite elements of the scaled gradients on the device, reads the one
@@ -657,65 +962,6 @@ func (t *Trainer) unscale() (apply bool, err error) {
 		}
 	}
 	return true, nil
-}
-
-// Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
-// For data with float targets (Targeted) it returns the score of Metrics: the macro F1 for
-// multi-hot targets; for vectors the accuracy when the trainer's loss is SoftCrossEntropy (soft
-// labels), else the mean squared error (lower is better). In a data-parallel run every rank calls
-// it with its own part of the data and gets the accuracy over all the parts, each sample counted
-// once (class ids only: float targets are scored on this rank's part).
-func (t *Trainer) Evaluate(ctx context.Context, data Data) (float64, error) {
-	if k := targetKind(data); k != ClassIDs {
-		m, err := t.Metrics(ctx, data)
-		if k == Vector && t.loss.Kind == SoftCrossEntropy {
-			return m.Accuracy, err
-		}
-		if k == Vector {
-			return m.MSE, err
-		}
-		return m.F1, err
-	}
-	if t.dist != nil {
-		return t.evaluateRanks(ctx, data)
-	}
-	mean, std := data.Normalization()
-	m := t.m
-	if err := t.ops.Fill(t.s, kernels.F32(m.correct), 0); err != nil {
-		return 0, err
-	}
-	r := &run{ops: t.ops, s: t.s}
-	seen := 0
-	for b, err := range data.Batches(ctx, 0) {
-		if err != nil {
-			return 0, fmt.Errorf("train: evaluate: %w", err)
-		}
-		err := t.enqueueEval(r, b, mean, std)
-		if b.Release != nil {
-			b.Release()
-		}
-		if err != nil {
-			return 0, fmt.Errorf("train: evaluate: %w", err)
-		}
-		seen += b.N
-	}
-	if err := t.s.CopyD2H(t.host[:], m.correct.Buf, 4*m.correct.Off); err != nil {
-		return 0, err
-	}
-	if err := t.s.Synchronize(ctx); err != nil {
-		return 0, fmt.Errorf("train: evaluate: %w", err)
-	}
-	if seen == 0 {
-		return 0, fmt.Errorf("train: evaluate: no sample: %w", ErrNoData)
-	}
-	return float64(*(*int32)(unsafe.Pointer(&t.host[0]))) / float64(seen), nil
-}
-
-// enqueueEval counts the correct predictions on b.
-func (t *Trainer) enqueueEval(r *run, b Batch, mean, std []float32) error {
-	return t.forwardChunks(r, b, mean, std, func(logits kernels.F32, part Batch, _ int) error {
-		return t.ops.CountCorrect(t.s, t.m.correct, logits, part.Labels, part.N, t.m.classes)
-	})
 }
 
 // forwardChunks enqueues the evaluation-mode forward pass over b in chunks no larger than the

@@ -14,6 +14,7 @@ func runExport(_ context.Context, e *env, args []string) error {
 	fs := e.flags("--checkpoint PATH --out model.safetensors", false)
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train (required)")
 	out := fs.String("out", "", "safetensors file to write (required)")
+	useEMA := fs.Bool("ema", true, "write the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -25,11 +26,21 @@ func runExport(_ context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
+	ema := false
+	if *useEMA {
+		if ema, err = tr.UseEMA(); err != nil {
+			return err
+		}
+	}
 	if err := tr.Export(*out); err != nil {
 		return err
 	}
 	m := tr.Model()
-	e.printf("wrote %s: %s, %d parameters\n", *out, m.Name(), m.NumParams())
+	weights := "weights"
+	if ema {
+		weights = "the EMA of the weights"
+	}
+	e.printf("wrote %s: %s, %d parameters, %s\n", *out, m.Name(), m.NumParams(), weights)
 	return nil
 }
 

@@ -30,7 +30,15 @@ type predictSummary struct {
 	Samples  int     `json:"samples"`
 	Correct  int     `json:"correct"`
 	Accuracy float64 `json:"accuracy"`
-	Seconds  float64 `json:"seconds"`
+	// Top5 is the fraction of samples whose label is among the 5 largest logits (of min(5,
+	// classes)); ClassAcc the accuracy per class (0 for a class without samples); Confusion, with
+	// --confusion, counts the samples per label (row) and predicted class (column).
+	Top5      float64   `json:"top5"`
+	ClassAcc  []float64 `json:"class_acc"`
+	Confusion [][]int   `json:"confusion,omitempty"`
+	// EMA says that the checkpoint's EMA of the weights was evaluated (stoke train --ema).
+	EMA     bool    `json:"ema"`
+	Seconds float64 `json:"seconds"`
 	// Skipped counts the bad samples left out under --on-error skip (not predicted).
 	Skipped int64 `json:"skipped"`
 }
@@ -38,7 +46,7 @@ type predictSummary struct {
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train] [--size N] [--batch B] [--workers W] "+
-		"[--device D] [--json]", true)
+		"[--device D] [--confusion] [--ema=false] [--json]", true)
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos (224 with --weights)"
@@ -48,6 +56,8 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
 	lf.registerDecode(fs, "test")
+	useEMA := fs.Bool("ema", true, "with --checkpoint: evaluate the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
+	confusion := fs.Bool("confusion", false, "print the confusion matrix (rows: labels, columns: predicted classes); with --json, in the summary's confusion field")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -100,6 +110,12 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
+	ema := false
+	if *useEMA {
+		if ema, err = tr.UseEMA(); err != nil {
+			return err
+		}
+	}
 	m, dev := tr.Model(), tr.dev
 	in := m.Input()
 	if lf.size == 0 && info.Shape.C == 0 {
@@ -122,7 +138,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	}
 
 	folder, _ := ds.(*datasets.ImageFolder)
-	correct := 0
+	correct, top5 := 0, 0
+	nc := p.Classes
+	right, count := make([]int, nc), make([]int, nc)
+	matrix := make([][]int, nc)
+	for i := range matrix {
+		matrix[i] = make([]int, nc)
+	}
 	for i := range p.Len() {
 		r := predictJSON{Index: i, Class: p.Class(i), Label: int(p.Labels[i]), Logits: p.Logits[i*p.Classes : (i+1)*p.Classes]}
 		if p.Indices != nil {
@@ -132,8 +154,17 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 			r.Path = folder.Path(r.Index)
 			r.ClassName = folder.Classes()[r.Class]
 		}
+		if r.Label < 0 || r.Label >= nc {
+			return fmt.Errorf("sample %d has label %d; the model has %d classes", r.Index, r.Label, nc)
+		}
+		count[r.Label]++
+		matrix[r.Label][r.Class]++
 		if r.Class == r.Label {
 			correct++
+			right[r.Label]++
+		}
+		if p.InTopK(i, r.Label, min(5, nc)) {
+			top5++
 		}
 		if e.json {
 			if err := e.emit(r); err != nil {
@@ -144,13 +175,66 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
 	}
 	st := ld.Stats()
-	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped}
+	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped,
+		ClassAcc: make([]float64, nc), EMA: ema}
 	if p.Len() > 0 {
-		sum.Accuracy = float64(correct) / float64(p.Len())
+		sum.Accuracy, sum.Top5 = float64(correct)/float64(p.Len()), float64(top5)/float64(p.Len())
+	}
+	for c, n := range count {
+		if n > 0 {
+			sum.ClassAcc[c] = float64(right[c]) / float64(n)
+		}
+	}
+	if *confusion {
+		sum.Confusion = matrix
 	}
 	if !e.json {
-		e.printf("accuracy %.2f%% (%d of %d, %s split of %s)\n", 100*sum.Accuracy, correct, p.Len(), *split, lf.data)
+		weights := ""
+		if ema {
+			weights = ", the EMA's weights"
+		}
+		e.printf("accuracy %.2f%% (%d of %d, %s split of %s%s), top-5 %.2f%%\n", 100*sum.Accuracy, correct, p.Len(), *split, lf.data, weights, 100*sum.Top5)
+		if *confusion {
+			var names []string
+			if folder != nil {
+				names = folder.Classes()
+			}
+			writeConfusion(e, matrix, sum.ClassAcc, names)
+		}
 		lf.reportSkipped(e, st.Skipped, st.LastSkipped)
 	}
 	return e.emit(sum)
+}
+
+// writeConfusion prints the confusion matrix: a row per label, a column per predicted class, each
+// row ending with the label's accuracy; names, if any, are the classes' names.
+func writeConfusion(e *env, matrix [][]int, acc []float64, names []string) {
+	width := 5
+	for _, row := range matrix {
+		for _, v := range row {
+			width = max(width, len(fmt.Sprint(v))+1)
+		}
+	}
+	label := func(c int) string {
+		if c < len(names) {
+			return fmt.Sprintf("%d %s", c, names[c])
+		}
+		return fmt.Sprint(c)
+	}
+	first := len("label")
+	for c := range matrix {
+		first = max(first, len(label(c)))
+	}
+	e.printf("confusion matrix (rows: label, columns: predicted class):\n%-*s", first, "label")
+	for c := range matrix {
+		e.printf("%*d", width, c)
+	}
+	e.printf("  accuracy\n")
+	for c, row := range matrix {
+		e.printf("%-*s", first, label(c))
+		for _, v := range row {
+			e.printf("%*d", width, v)
+		}
+		e.printf("  %6.2f%%\n", 100*acc[c])
+	}
 }

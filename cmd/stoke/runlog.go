@@ -13,7 +13,7 @@ import (
 // with the same rows. A nil runLog (no --log-dir) does nothing.
 //
 // Per step, at the global step (epoch-1)*steps + step: train/loss, train/learning_rate (the
-// rate the trainer applied: base x schedule) and train/samples_per_s (the batch over the time
+// rate the trainer applied: base x schedule x plateau) and train/samples_per_s (the step's samples over the time
 // since the previous step; from an epoch's second step). Per epoch, at the epoch's last global
 // step: epoch/train_loss, epoch/<eval>_accuracy (test, validation or train), epoch/samples_per_s
 // and epoch/data_wait_fraction. After training, at the last step: final/test_accuracy, when the
@@ -21,8 +21,6 @@ import (
 type runLog struct {
 	tb     *tensorboard.Writer
 	csv    *tensorboard.CSV
-	baseLR float64
-	sched  train.Schedule
 	batch  int
 	last   time.Time
 	step   int // the last global step logged
@@ -31,8 +29,8 @@ type runLog struct {
 }
 
 // openRunLog creates the log files in dir; "" means no log. It fails before any training when
-// dir is a file or cannot be written.
-func openRunLog(dir string, baseLR float64, sched train.Schedule, batch int) (*runLog, error) {
+// dir is a file or cannot be written. batch is the samples of a step.
+func openRunLog(dir string, batch int) (*runLog, error) {
 	if dir == "" {
 		return nil, nil
 	}
@@ -45,7 +43,7 @@ func openRunLog(dir string, baseLR float64, sched train.Schedule, batch int) (*r
 		tb.Close()
 		return nil, fmt.Errorf("--log-dir %s: %w", dir, err)
 	}
-	return &runLog{tb: tb, csv: csv, baseLR: baseLR, sched: sched, batch: batch}, nil
+	return &runLog{tb: tb, csv: csv, batch: batch}, nil
 }
 
 func (l *runLog) scalar(tag string, step int, v float64, now time.Time) {
@@ -70,7 +68,7 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 	}
 	g := (p.Epoch-1)*p.Steps + p.Step
 	l.scalar("train/loss", g, p.Loss, now)
-	l.scalar("train/learning_rate", g, l.baseLR*l.sched(g-1, p.Steps, p.Epochs*p.Steps), now)
+	l.scalar("train/learning_rate", g, p.LR, now)
 	if p.Step > 1 {
 		if dt := now.Sub(l.last).Seconds(); dt > 0 {
 			l.scalar("train/samples_per_s", g, float64(l.batch)/dt, now)

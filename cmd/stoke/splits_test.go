@@ -291,3 +291,30 @@ func TestTrainRemoteSplits(t *testing.T) {
 		t.Errorf("train on %s: %+v (final %+v); want val each epoch, the 6 of test after", spec, r, r.FinalTest)
 	}
 }
+
+// TestTrainFinalTestEMA: with --ema, the test once after training scores the EMA's weights, as
+// stoke predict (and export) use them, not the last step's.
+func TestTrainFinalTestEMA(t *testing.T) {
+	root := splitsFolder(t, map[string]int{"train": 8, "val": 2, "test": 10})
+	ck := filepath.Join(t.TempDir(), "ck.bin")
+	_, r := trainSplits(t, "--data", root, "--epochs", "3", "--lr", "0.05", "--ema", "0.99", "--checkpoint", ck)
+	if r.FinalTest == nil || r.FinalTest.Accuracy == nil {
+		t.Fatalf("train --ema: no final test in %+v", r)
+	}
+	acc := map[string]float64{}
+	for _, ema := range []string{"--ema=true", "--ema=false"} {
+		out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--split", "test", "--size", "8", ema, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict %s: exit %d: %s", ema, code, errOut)
+		}
+		var sum predictSummary
+		lastJSON(t, out, &sum)
+		acc[ema] = sum.Accuracy
+	}
+	if acc["--ema=true"] == acc["--ema=false"] {
+		t.Fatalf("the EMA and the trained weights both score %v: this run cannot tell which the final test used", acc["--ema=true"])
+	}
+	if got := *r.FinalTest.Accuracy; got != acc["--ema=true"] {
+		t.Errorf("final test accuracy %v; want the EMA's %v (the trained weights score %v)", got, acc["--ema=true"], acc["--ema=false"])
+	}
+}

@@ -22,7 +22,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--val-data SPEC | --val-split F] [--test-data SPEC] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] "+
-		"[--backbone-lr-scale X]] [--json]", true)
+		"[--backbone-lr-scale X]] [--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
@@ -37,7 +37,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	precision := fs.String("precision", "fp32",
 		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
 			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
-	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch)")
+	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch), "+
+		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
 	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
@@ -55,6 +56,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
+	var loop loopFlags
+	loop.register(fs)
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -104,6 +107,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --optimizer %q; want sgd or adamw", errUsage, *optName)
 	}
 	var sched train.Schedule
+	var plateau *train.Plateau
 	switch *schedule {
 	case "constant":
 		sched = train.Constant()
@@ -112,9 +116,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	case "step":
 		sched = train.StepDecay(1, 0.1)
 	default:
-		return fmt.Errorf("%w: --schedule %q; want constant, cosine or step", errUsage, *schedule)
+		var err error
+		if plateau, err = plateauSchedule(*schedule); err != nil {
+			return err
+		}
+		sched = train.Constant()
 	}
-	logs, err := openRunLog(*logDir, *lr, sched, lf.batch)
+	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
 	if err != nil {
 		return err
 	}
@@ -178,7 +186,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
-		Dist: group, DeviceReduce: onDevice,
+		Dist: group, DeviceReduce: onDevice, Plateau: plateau,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
 			if p.Done {
@@ -187,8 +195,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 					bar = nil
 				}
 				r := p.Result
-				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%, %.0f samples/s, waited for data %.1f%% of the time\n",
-					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, r.SamplesPerS, 100*r.DataWaitFraction)
+				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
+					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
 				return
 			}
 			if bar == nil {
@@ -197,6 +205,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
 			bar.Add(1)
 		},
+	}
+	if err := loop.apply(&cfg); err != nil {
+		return err
 	}
 	tr, err := train.New(m, dev, opt, cfg)
 	if err != nil {
@@ -241,7 +252,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	var final *finalTest
 	if err == nil && sets.test != nil {
-		if final, err = evaluateTest(ctx, &lf, sets, dev, tr); err == nil {
+		// The test scores the weights the run delivers: the EMA's when there is one, as stoke
+		// predict and export use them (the --keep-best checkpoint is stoke predict's to score).
+		if _, err = tr.UseEMA(); err == nil {
+			final, err = evaluateTest(ctx, &lf, sets, dev, tr)
+		}
+		if err == nil {
 			logs.finalTest(final.Accuracy)
 		}
 	}
@@ -253,11 +269,25 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
+	if res.StoppedEarly {
+		e.printf("stopped early after epoch %d: no better %s accuracy than epoch %d's in %d epochs\n", res.StoppedEpoch, sets.evalName, res.BestEpoch, loop.earlyStop)
+	}
+	if loop.keepBest != "" {
+		whose := ""
+		if cfg.EMA > 0 {
+			whose = ", the EMA's"
+		}
+		e.printf("best checkpoint: epoch %d (%s accuracy %.2f%%%s) in %s\n", res.BestEpoch, sets.evalName, 100*res.BestMetric, whose, loop.keepBest)
+	}
 	if group.Size() > 1 {
 		e.printf("gradient all-reduce: %.2f s on rank 0, %.2f s of it not hidden by the backward pass\n", res.AllReduceSeconds, res.ExposedAllReduceSeconds)
 	}
 	if final != nil {
-		e.printf("test accuracy %.2f%% on %s, once after training\n", 100*final.Accuracy, sets.describe(true))
+		whose := ""
+		if cfg.EMA > 0 {
+			whose = ", the EMA's weights"
+		}
+		e.printf("test accuracy %.2f%% on %s, once after training%s\n", 100*final.Accuracy, sets.describe(true), whose)
 	}
 	ts, es := trainL.Stats(), evalL.Stats()
 	skipped := ts.Skipped + es.Skipped + final.skipped()

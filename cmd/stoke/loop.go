@@ -1,0 +1,100 @@
+package main
+
+import (
+	"flag"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/stoke-ml/stoke/train"
+)
+
+// loopFlags are stoke train's flags for the training loop around the step: gradient accumulation
+// and clipping, the EMA of the weights, early stopping and the best checkpoint (the plateau
+// schedule is a --schedule: see plateauSchedule).
+type loopFlags struct {
+	accumulate int
+	clip       float64
+	ema        float64
+	emaWarmup  bool
+	earlyStop  int
+	keepBest   string
+}
+
+func (l *loopFlags) register(fs *flag.FlagSet) {
+	fs.IntVar(&l.accumulate, "accumulate", 1, "accumulate the gradients of N batches per optimizer step (a step of N x --batch samples per rank; "+
+		"steps and schedules count optimizer steps)")
+	fs.Float64Var(&l.clip, "clip-grad-norm", 0, "clip the gradients' global L2 norm to X every step (torch.nn.utils.clip_grad_norm_; 0: none)")
+	fs.Float64Var(&l.ema, "ema", 0, "keep an EMA of the weights with this decay (timm's ModelEmaV2, e.g. 0.9998; 0: none): evaluated beside the model, "+
+		"its accuracy decides --schedule plateau, --early-stop and --keep-best, and predict and export use it")
+	fs.BoolVar(&l.emaWarmup, "ema-warmup", false, "warm the EMA's decay up as timm's ModelEmaV3 use_warmup: min(DECAY, 1-s^(-2/3)) after optimizer step s")
+	fs.IntVar(&l.earlyStop, "early-stop", 0, "stop after N epochs without a better evaluation accuracy than the best epoch's (0: never)")
+	fs.StringVar(&l.keepBest, "keep-best", "", "write the checkpoint of the epoch with the best evaluation accuracy here")
+}
+
+// apply checks the flags and sets them in cfg.
+func (l *loopFlags) apply(cfg *train.Config) error {
+	switch {
+	case l.accumulate < 1:
+		return fmt.Errorf("%w: --accumulate %d; want >= 1", errUsage, l.accumulate)
+	case !(l.clip >= 0) || l.clip > 1e30:
+		return fmt.Errorf("%w: --clip-grad-norm %v; want a norm > 0 (0: none)", errUsage, l.clip)
+	case !(l.ema >= 0 && l.ema < 1):
+		return fmt.Errorf("%w: --ema %v; want a decay 0 < DECAY < 1 (0: none)", errUsage, l.ema)
+	case l.emaWarmup && l.ema == 0:
+		return fmt.Errorf("%w: --ema-warmup needs --ema DECAY", errUsage)
+	case l.earlyStop < 0:
+		return fmt.Errorf("%w: --early-stop %d; want a patience >= 1 (0: never)", errUsage, l.earlyStop)
+	}
+	cfg.Accumulate, cfg.ClipGradNorm, cfg.EMA, cfg.EMAWarmup, cfg.EarlyStop, cfg.KeepBest = l.accumulate, l.clip, l.ema, l.emaWarmup, l.earlyStop, l.keepBest
+	return nil
+}
+
+// plateauSchedule parses --schedule plateau[:KEY=VALUE,...], torch's ReduceLROnPlateau on the
+// evaluation accuracy (mode max) with its defaults for the keys not given: factor 0.1, patience
+// 10, threshold 1e-4 (relative), cooldown 0, min_lr 0.
+func plateauSchedule(spec string) (*train.Plateau, error) {
+	name, args, _ := strings.Cut(spec, ":")
+	if name != "plateau" {
+		return nil, fmt.Errorf("%w: --schedule %q; want constant, cosine, step or plateau[:factor=F,patience=N,threshold=T,cooldown=N,min_lr=X]", errUsage, spec)
+	}
+	p := train.ReduceLROnPlateau()
+	for kv := range strings.SplitSeq(args, ",") {
+		if kv == "" && args == "" {
+			break
+		}
+		k, v, _ := strings.Cut(kv, "=")
+		f, err := strconv.ParseFloat(v, 64)
+		n, nerr := strconv.Atoi(v)
+		switch {
+		case k == "factor" && err == nil:
+			p.Factor = f
+		case k == "threshold" && err == nil:
+			p.Threshold = f
+		case k == "min_lr" && err == nil:
+			p.MinLR = f
+		case k == "patience" && nerr == nil:
+			p.Patience = n
+		case k == "cooldown" && nerr == nil:
+			p.Cooldown = n
+		default:
+			return nil, fmt.Errorf("%w: --schedule %q: %q; want factor=F, patience=N, threshold=T, cooldown=N or min_lr=X", errUsage, spec, kv)
+		}
+	}
+	if err := p.Validate(); err != nil {
+		return nil, fmt.Errorf("%w: --schedule %q: %v", errUsage, spec, err)
+	}
+	return &p, nil
+}
+
+// scoreNote is what an epoch's line adds to its accuracy: the top-5 accuracy and the EMA's.
+func scoreNote(r train.EpochResult) string {
+	var b strings.Builder
+	if r.TestTop5 > 0 {
+		fmt.Fprintf(&b, " (top-5 %.2f%%)", 100*r.TestTop5)
+	}
+	if r.EMAAcc > 0 {
+		fmt.Fprintf(&b, ", EMA %.2f%% (top-5 %.2f%%)", 100*r.EMAAcc, 100*r.EMATop5)
+	}
+	return b.String()
+}

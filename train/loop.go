@@ -1,0 +1,323 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"unsafe"
+)
+
+// This file holds what a training loop does around the step: gradient accumulation, gradient
+// clipping, the EMA of the weights, ReduceLROnPlateau, early stopping and the best checkpoint.
+
+// Plateau is PyTorch's torch.optim.lr_scheduler.ReduceLROnPlateau with threshold_mode "rel", run
+// on the validation metric after every epoch: an epoch is better when its metric beats the best
+// so far by more than Threshold (relatively: metric > best*(1+Threshold) for a score that is
+// better higher, metric < best*(1-Threshold) for an error); after more than Patience epochs that
+// are not, the learning rate becomes max(lr*Factor, MinLR) (kept when that changes it by 1e-8 or
+// less, torch's eps) and Cooldown epochs follow in which bad epochs are not counted. The mode is
+// the metric's: "max" for accuracies and F1, "min" for a mean squared error. The rate it reduces
+// is the optimizer's base rate, which Config.Schedule then scales per step; parameter groups
+// (Config.BackboneLRScale) keep their ratio to it.
+type Plateau struct {
+	Factor    float64
+	Patience  int
+	Threshold float64
+	Cooldown  int
+	MinLR     float64
+}
+
+// ReduceLROnPlateau returns PyTorch's defaults: factor 0.1, patience 10, threshold 1e-4, cooldown
+// 0, min_lr 0.
+func ReduceLROnPlateau() Plateau { return Plateau{Factor: 0.1, Patience: 10, Threshold: 1e-4} }
+
+// Validate checks the settings (torch refuses a factor of 1 or more; so does it here).
+func (p Plateau) Validate() error {
+	if !(p.Factor > 0 && p.Factor < 1) || p.Patience < 0 || !(p.Threshold >= 0) || math.IsInf(p.Threshold, 0) || p.Cooldown < 0 ||
+		!(p.MinLR >= 0) || math.IsInf(p.MinLR, 0) {
+		return fmt.Errorf("train: %w: plateau %+v: want 0 < factor < 1, patience, cooldown, threshold and min_lr >= 0", ErrConfig, p)
+	}
+	return nil
+}
+
+// plateauState is ReduceLROnPlateau's state, checkpointed: the current base rate, the best metric
+// (nil before the first epoch, torch's ±inf), the bad epochs and the cooldown left.
+type plateauState struct {
+	LR       float64  `json:"lr"`
+	Best     *float64 `json:"best,omitempty"`
+	Bad      int      `json:"bad"`
+	Cooldown int      `json:"cooldown"`
+}
+
+// plateauEps is torch's eps: a reduction smaller than this is not made.
+const plateauEps = 1e-8
+
+// step is ReduceLROnPlateau.step(metric); higher says the metric is better higher (mode "max").
+func (s *plateauState) step(p Plateau, metric float64, higher bool) {
+	var better bool
+	switch {
+	case s.Best == nil:
+		better = !math.IsNaN(metric) // metric < inf (or > -inf)
+	case higher:
+		better = metric > *s.Best*(1+p.Threshold)
+	default:
+		better = metric < *s.Best*(1-p.Threshold)
+	}
+	if better {
+		s.Best, s.Bad = &metric, 0
+	} else {
+		s.Bad++
+	}
+	if s.Cooldown > 0 {
+		s.Cooldown--
+		s.Bad = 0
+	}
+	if s.Bad > p.Patience {
+		if lr := max(s.LR*p.Factor, p.MinLR); s.LR-lr > plateauEps {
+			s.LR = lr
+		}
+		s.Cooldown, s.Bad = p.Cooldown, 0
+	}
+}
+
+// loopState is the state of the loop that a checkpoint holds beside the weights (as JSON, so that
+// it can grow): the batches trained (BatchNorm's num_batches_tracked, which counts forward passes,
+// not optimizer steps), whether the checkpoint holds an EMA of every tensor, ReduceLROnPlateau's
+// state, the best epoch by the validation metric and its value, and the epoch early stopping
+// stopped after.
+type loopState struct {
+	Batches   int           `json:"batches"`
+	EMA       bool          `json:"ema,omitempty"`
+	Plateau   *plateauState `json:"plateau,omitempty"`
+	BestEpoch int           `json:"best_epoch,omitempty"`
+	Best      float64       `json:"best,omitempty"`
+	Stopped   int           `json:"stopped_epoch,omitempty"`
+}
+
+// improves reports whether metric beats the best epoch's (any epoch beats none; NaN never does).
+func (st *loopState) improves(metric float64, higher bool) bool {
+	switch {
+	case math.IsNaN(metric):
+		return false
+	case st.BestEpoch == 0:
+		return true
+	case higher:
+		return metric > st.Best
+	}
+	return metric < st.Best
+}
+
+// validateLoop checks the loop's settings of cfg.
+func validateLoop(cfg Config) error {
+	switch {
+	case cfg.Accumulate < 0:
+		return fmt.Errorf("train: %w: accumulate %d; want >= 1 (0 means 1)", ErrConfig, cfg.Accumulate)
+	case !(cfg.ClipGradNorm >= 0) || math.IsInf(cfg.ClipGradNorm, 0):
+		return fmt.Errorf("train: %w: clip grad norm %v; want a finite norm > 0 (0: none)", ErrConfig, cfg.ClipGradNorm)
+	case !(cfg.EMA >= 0 && cfg.EMA < 1):
+		return fmt.Errorf("train: %w: EMA decay %v; want 0 < decay < 1 (0: none)", ErrConfig, cfg.EMA)
+	case cfg.EMAWarmup && cfg.EMA == 0:
+		return fmt.Errorf("train: %w: EMA warm-up without an EMA decay", ErrConfig)
+	case cfg.EarlyStop < 0:
+		return fmt.Errorf("train: %w: early stop patience %d; want >= 1 (0: none)", ErrConfig, cfg.EarlyStop)
+	}
+	if cfg.Plateau != nil {
+		return cfg.Plateau.Validate()
+	}
+	return nil
+}
+
+// needsMetric reports whether the loop decides on the validation metric, so that Fit needs data to
+// evaluate.
+func (cfg Config) needsMetric() bool {
+	return cfg.Plateau != nil || cfg.EarlyStop > 0 || cfg.KeepBest != ""
+}
+
+// setupLoop allocates what the loop's settings need: the gradient accumulators and the step's
+// loss sum (Accumulate), the norms' scratch (ClipGradNorm). The EMA's tensors come once the
+// weights are loaded (see setup and Load).
+func (t *Trainer) setupLoop() error {
+	if t.opt == nil {
+		return nil
+	}
+	w := &t.m.weights
+	var err error
+	if t.accumulate() > 1 {
+		for _, p := range t.m.params {
+			if p.acc, err = w.f32(p.Len()); err != nil {
+				return err
+			}
+		}
+		if t.lossSum, err = w.f32(1); err != nil {
+			return err
+		}
+	}
+	if t.cfg.ClipGradNorm > 0 {
+		longest, sums := 0, 0
+		for _, p := range t.m.params {
+			longest, sums = max(longest, p.Len()), sums+normParts(p.Len())
+		}
+		if t.sq, err = w.f32(longest); err != nil {
+			return err
+		}
+		if t.norms, err = w.f32(sums); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// allocEMA allocates every tensor's EMA.
+func (t *Trainer) allocEMA() error {
+	for _, p := range t.m.tensors() {
+		var err error
+		if p.ema, err = t.m.weights.f32(p.Len()); err != nil {
+			return err
+		}
+	}
+	t.hasEMA = true
+	return nil
+}
+
+// resetEMA sets the EMA to the current weights (timm's ModelEmaV2 starts as a copy of the model).
+func (t *Trainer) resetEMA() error {
+	for _, p := range t.m.tensors() {
+		if err := t.ops.Copy(t.s, p.ema, p.W); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accumulate is the number of batches per optimizer step.
+func (t *Trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
+
+// optSteps is the number of optimizer steps an epoch of batches takes (0 when unknown).
+func (t *Trainer) optSteps(batches int) int { return (batches + t.accumulate() - 1) / t.accumulate() }
+
+// foldGrads makes the gradients of layer i's parameters the mean over the step's samples: on the
+// last batch of a step (n samples, total over the step), g = (n*g + acc)/total, acc holding the
+// earlier batches' n_j*g_j. Under Dist it runs before the layer's buckets are reduced, as the
+// gradients PyTorch accumulates in .grad are.
+func (t *Trainer) foldGrads(params []*Param, n, total int) error {
+	for _, p := range params {
+		if p.buffer() || p.frozen {
+			continue
+		}
+		if err := t.ops.Scale(t.s, p.G, float32(n)/float32(total)); err != nil {
+			return err
+		}
+		if err := t.ops.Axpy(t.s, p.G, 1/float32(total), p.acc); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// normParts is the number of parts a tensor of n elements is summed in for its norm: equal runs,
+// as many as divide n up to 256 (BiasGrad's channels, each a block of its own on CUDA).
+func normParts(n int) int {
+	a, b := n, 256
+	for b != 0 {
+		a, b = b, a%b
+	}
+	return a
+}
+
+// clipGrads scales the gradients so that their global L2 norm is at most Config.ClipGradNorm,
+// as torch.nn.utils.clip_grad_norm_ (norm_type 2): the sums of squares of each tensor's parts on
+// the device (Mul, then BiasGrad's sums), the total on the host in float64, and the same factor
+// for all, min(1, max/(norm+1e-6)). Under Dist every rank holds the same gradients here, so every
+// rank clips by the same factor.
+func (t *Trainer) clipGrads() error {
+	off := 0
+	for _, p := range t.m.params {
+		sq, parts := t.sq.Slice(0, p.Len()), normParts(p.Len())
+		if err := t.ops.Mul(t.s, sq, p.G, p.G); err != nil {
+			return err
+		}
+		if err := t.ops.BiasGrad(t.s, t.norms.Slice(off, off+parts), sq, 1, p.Len()/parts); err != nil {
+			return err
+		}
+		off += parts
+	}
+	host := make([]float32, t.norms.Len)
+	if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), t.norms.Buf, 4*t.norms.Off); err != nil {
+		return err
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return err
+	}
+	var sum float64
+	for _, v := range host {
+		sum += float64(v)
+	}
+	t.gradNorm = math.Sqrt(sum)
+	coef := t.cfg.ClipGradNorm / (t.gradNorm + 1e-6)
+	if coef >= 1 { // torch clamps the factor at 1 (a NaN norm makes NaN gradients, there as here)
+		return nil
+	}
+	for _, p := range t.m.params {
+		if err := t.ops.Scale(t.s, p.G, float32(coef)); err != nil {
+			return fmt.Errorf("train: clip %s: %w", p.Name, err)
+		}
+	}
+	return nil
+}
+
+// emaDecay is the EMA's decay for the update after optimizer step `step` (from 1): Config.EMA,
+// or with EMAWarmup timm's ModelEmaV3 warm-up (warmup_gamma 1, warmup_power 2/3, min_decay 0):
+// min(EMA, 1 - (1+s)^(-2/3)) with s = step-1, so that the first update copies the weights.
+func emaDecay(cfg Config, step int) float64 {
+	if !cfg.EMAWarmup {
+		return cfg.EMA
+	}
+	s := float64(step - 1)
+	if s <= 0 {
+		return 0
+	}
+	return max(min(1-math.Pow(1+s, -2.0/3), cfg.EMA), 0)
+}
+
+// updateEMA enqueues ema = decay*ema + (1-decay)*w for every tensor (parameters and BatchNorm's
+// running statistics, as timm's ModelEmaV2 averages the whole state_dict; frozen parameters do
+// not change and are left as they are).
+func (t *Trainer) updateEMA(step int) error {
+	d := emaDecay(t.cfg, step)
+	for _, p := range t.m.tensors() {
+		if p.frozen {
+			continue
+		}
+		if err := t.ops.Scale(t.s, p.ema, float32(d)); err != nil {
+			return err
+		}
+		if err := t.ops.Axpy(t.s, p.ema, float32(1-d), p.W); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// swapEMA exchanges every tensor's weights and EMA views, so that the model runs with the EMA
+// (a second call swaps back).
+func (t *Trainer) swapEMA() {
+	for _, p := range t.m.tensors() {
+		p.W, p.ema = p.ema, p.W
+	}
+}
+
+// UseEMA replaces the model's weights and running statistics by their exponential moving average
+// (Config.EMA's, or the one a checkpoint holds that Config.Resume loaded, with or without an
+// optimizer), for Export and Predict to serve it, as timm's users deploy the EMA weights. It
+// reports false, changing nothing, when the trainer has no EMA.
+func (t *Trainer) UseEMA() (bool, error) {
+	if !t.hasEMA {
+		return false, nil
+	}
+	for _, p := range t.m.tensors() {
+		if err := t.ops.Copy(t.s, p.W, p.ema); err != nil {
+			return false, fmt.Errorf("train: use EMA: %w", err)
+		}
+	}
+	return true, t.s.Synchronize(context.Background())
+}
