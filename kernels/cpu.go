@@ -458,6 +458,39 @@ func (cpuOps) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, s
 	})
 }
 
+func (cpuOps) BatchNormStats(s gpu.Stream, stats, x F32, g BatchNorm) error {
+	v, err := bnViews("batch norm stats", []string{"stats", "x"}, stats, x)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.BatchNormStats(v[0], v[1], bnGeom(g)); return nil })
+}
+
+func (cpuOps) BatchNormTrainStats(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error {
+	v, err := bnViews("batch norm over gathered stats",
+		[]string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std", "stats"},
+		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.BatchNormTrainStats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], bnGeom(g), g.Momentum, g.Eps)
+		return nil
+	})
+}
+
+func (cpuOps) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error {
+	v, err := bnViews("batch norm input gradient", []string{"dx", "dy", "x", "gamma", "saved mean", "saved inverse std", "sums"},
+		dx, dy, x, gamma, saveMean, saveInvStd, sums)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.BatchNormBackwardInput(v[0], v[1], v[2], v[3], v[4], v[5], v[6], bnGeom(g))
+		return nil
+	})
+}
+
 func (cpuOps) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {
 	const op = "global average pool"
 	ys, e1 := hostF32(op, "y", y)
