@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"math"
@@ -27,13 +28,14 @@ type Collective interface {
 	Agree(ctx context.Context, what, value string) error
 }
 
-// DeviceReducer averages a tensor over the ranks in device memory, enqueued on s: NCCL's
+// DeviceReducer all-reduces a tensor over the ranks in device memory, enqueued on s: NCCL's
 // all-reduce (dist/nccl's Comm, under the cuda tag, behind a one-method adapter: cmd/stoke has
-// one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduces on
-// the compute stream as soon as backward has enqueued the layers that produce it, with no copy to
-// the host; the device overlaps them with the rest of the backward pass.
+// one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduce
+// (dist.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
+// with no copy to the host; the device overlaps them with the rest of the backward pass. A
+// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum).
 type DeviceReducer interface {
-	AverageOnDevice(s gpu.Stream, v kernels.F32) error
+	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error
 }
 
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
@@ -52,14 +54,17 @@ const (
 // the order backward produces them) by one communication goroutine per step, which the step joins
 // before it enqueues the update. Every rank's gradients are then the same bits (the collective
 // guarantees it), so the updates, and the weights after them, are the same bits on every rank.
+// The model's gradients lie end to end in that order (Model.bind), so a bucket is one range of
+// them: one all-reduce, in place where device memory is host memory (the CPU backend), and
+// otherwise through host, a staging copy of every gradient.
 type ddp struct {
 	g       Collective
 	buckets []bucket
 	// afterLayer[i] lists the buckets complete once layer i's backward has been enqueued.
 	afterLayer map[int][]int
-	// host stages every gradient, bucket after bucket: copied from the device, all-reduced, copied
-	// back.
-	host []float32
+	// host stages the gradients (bucket b in host[b.lo:b.hi]) where they are not host memory;
+	// scratch stages a synchronized BatchNorm's sums.
+	host, scratch []float32
 	// dev, if set, reduces on the device (Config.DeviceReduce).
 	dev DeviceReducer
 	// synced is set once the weights have been broadcast from rank 0 (at the first Fit).
@@ -69,10 +74,12 @@ type ddp struct {
 	comm, exposed time.Duration
 }
 
-// bucket is a run of parameters whose gradients are all-reduced together: host[lo:hi].
+// bucket is a run of parameters whose gradients are all-reduced together: elements [lo, hi) of
+// the gradients in backward order (grad, once the model is bound).
 type bucket struct {
 	params []*Param
 	lo, hi int
+	grad   kernels.F32
 }
 
 // newDDP lays the model's gradients out in buckets in the order backward produces them, closing a
@@ -87,6 +94,9 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	n, last := 0, -1 // last: the layer that added cur's latest parameters
 	closeBucket := func() {
 		cur.hi = n
+		if p := cur.params[0]; p.G.Len > 0 { // bound: the bucket's range of the gradients
+			cur.grad = kernels.F32{Buf: p.G.Buf, Off: p.G.Off, Len: cur.hi - cur.lo}
+		}
 		d.afterLayer[last] = append(d.afterLayer[last], len(d.buckets))
 		d.buckets = append(d.buckets, cur)
 		cur = bucket{lo: n}
@@ -112,7 +122,11 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	if len(cur.params) > 0 {
 		closeBucket()
 	}
-	d.host = make([]float32, n)
+	if len(d.buckets) > 0 {
+		if _, inPlace := hostF32(d.buckets[0].grad); !inPlace {
+			d.host = make([]float32, n)
+		}
+	}
 	return d
 }
 
@@ -123,55 +137,85 @@ func f32Bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
-// stepReducer all-reduces one step's buckets on its own goroutine as backward hands them over.
+// hostF32 is v's memory where device memory is host memory (the CPU backend's buffers).
+func hostF32(v kernels.F32) ([]float32, bool) {
+	b, ok := gpu.HostBytes(v.Buf)
+	if !ok || v.Len == 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[4*v.Off])), v.Len), true
+}
+
+// stepReducer runs one step's collectives through the host on its own goroutine, in the order the
+// step hands them over (the same on every rank): the gradient buckets as backward completes them,
+// and a synchronized BatchNorm's sums, which the step waits for.
 type stepReducer struct {
 	d    *ddp
 	t    *Trainer
-	next chan readyBucket
-	done chan error
-	comm time.Duration // written by the goroutine, read after done
+	next chan hostJob
+	// synced answers a job that the step waits for (a BatchNorm's sums).
+	synced chan error
+	done   chan error
+	comm   time.Duration // written by the goroutine, read after done
 }
 
-// readyBucket is a bucket whose gradients are on their way to the host: ready completes once
-// they are there.
-type readyBucket struct {
-	index int
-	ready gpu.Event
+// hostJob is an all-reduce of buf, once ready has completed: bucket index of the gradients, or
+// (bucket -1) a BatchNorm's sums, answered on synced.
+type hostJob struct {
+	bucket int
+	ready  gpu.Event
+	buf    []float32
 }
 
-// deviceLayerDone is backward's hook on the device path: the buckets layer i completes are
-// all-reduced on the compute stream, after the kernels that produced them.
-func (d *ddp) deviceLayerDone(s gpu.Stream) func(int) error {
-	return func(i int) error {
+// deviceRun is the step's collectives on the device path: the buckets layer i completes are
+// averaged on the compute stream, after the kernels that produced them, and a synchronized
+// BatchNorm's sums are summed there.
+func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
+	r.layerDone = func(i int) error {
 		for _, bi := range d.afterLayer[i] {
-			for _, p := range d.buckets[bi].params {
-				if err := d.dev.AverageOnDevice(s, p.G); err != nil {
-					return fmt.Errorf("train: all-reduce of %s on the device: %w", p.Name, err)
-				}
+			b := d.buckets[bi]
+			if err := d.dev.AllReduceOnDevice(s, b.grad, dist.Avg); err != nil {
+				return fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...) on the device: %w", bi, b.params[0].Name, err)
 			}
 		}
 		return nil
 	}
+	if syncBN {
+		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, dist.Sum) }}
+	}
 }
 
-// startStep starts the step's communication goroutine; finish joins it.
-func (d *ddp) startStep(ctx context.Context, t *Trainer) *stepReducer {
-	sr := &stepReducer{d: d, t: t, next: make(chan readyBucket, len(d.buckets)), done: make(chan error, 1)}
+// startStep starts the step's communication goroutine, sets r's hooks to use it, and returns it;
+// finish joins it.
+func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *stepReducer {
+	sr := &stepReducer{d: d, t: t, next: make(chan hostJob, len(d.buckets)+1), synced: make(chan error, 1), done: make(chan error, 1)}
+	r.layerDone = sr.layerDone
+	if syncBN {
+		r.sync = &syncRun{rank: d.g.Rank(), sum: sr.sum}
+	}
 	go func() {
 		var err error
-		for rb := range sr.next {
-			if err != nil {
-				continue // drain: the step fails with the first error
+		for j := range sr.next {
+			if err == nil {
+				if err = j.ready.Synchronize(ctx); err == nil {
+					op := dist.Avg
+					if j.bucket < 0 {
+						op = dist.Sum
+					}
+					t0 := time.Now()
+					err = d.g.AllReduce(ctx, j.buf, op)
+					sr.comm += time.Since(t0)
+				}
+				if err != nil && j.bucket >= 0 {
+					b := d.buckets[j.bucket]
+					err = fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...): %w", j.bucket, b.params[0].Name, err)
+				} else if err != nil {
+					err = fmt.Errorf("train: all-reduce of batch norm sums: %w", err)
+				}
 			}
-			bi, b := rb.index, d.buckets[rb.index]
-			if err = rb.ready.Synchronize(ctx); err != nil {
-				continue
-			}
-			t0 := time.Now()
-			err = d.g.AllReduce(ctx, d.host[b.lo:b.hi], dist.Avg)
-			sr.comm += time.Since(t0)
-			if err != nil {
-				err = fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...): %w", bi, b.params[0].Name, err)
+			// After an error the jobs are drained; the step fails with the first error.
+			if j.bucket < 0 {
+				sr.synced <- err
 			}
 		}
 		sr.done <- err
@@ -179,29 +223,65 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer) *stepReducer {
 	return sr
 }
 
+// stage returns the host memory job's all-reduce works on for v: v's own where device memory is
+// host memory, else buf, with the copy to it enqueued.
+func (sr *stepReducer) stage(v kernels.F32, buf []float32) ([]float32, bool, error) {
+	if h, ok := hostF32(v); ok {
+		return h, true, nil
+	}
+	return buf, false, sr.t.s.CopyD2H(f32Bytes(buf), v.Buf, 4*v.Off)
+}
+
 // layerDone is backward's hook: once layer i's backward is enqueued, the buckets it completes are
-// copied to the host and handed to the communication goroutine.
+// handed to the communication goroutine (after their copy to the host, where one is needed).
 func (sr *stepReducer) layerDone(i int) error {
 	for _, bi := range sr.d.afterLayer[i] {
 		b := sr.d.buckets[bi]
-		off := b.lo
-		for _, p := range b.params {
-			if err := sr.t.s.CopyD2H(f32Bytes(sr.d.host[off:off+p.Len()]), p.G.Buf, 4*p.G.Off); err != nil {
-				return err
-			}
-			off += p.Len()
+		var staging []float32
+		if sr.d.host != nil {
+			staging = sr.d.host[b.lo:b.hi]
+		}
+		buf, _, err := sr.stage(b.grad, staging)
+		if err != nil {
+			return err
 		}
 		ev, err := sr.t.s.Record()
 		if err != nil {
 			return err
 		}
-		sr.next <- readyBucket{bi, ev}
+		sr.next <- hostJob{bi, ev, buf}
 	}
 	return nil
 }
 
+// sum is a synchronized BatchNorm's all-reduce: it waits for the goroutine to sum v (after the
+// jobs before it) and enqueues the copy back, where one is needed.
+func (sr *stepReducer) sum(v kernels.F32) error {
+	if len(sr.d.scratch) < v.Len {
+		// The stream has run every copy from the old scratch: each sum waits for its all-reduce,
+		// which waits for the stream.
+		sr.d.scratch = make([]float32, v.Len)
+	}
+	buf, inPlace, err := sr.stage(v, sr.d.scratch[:v.Len])
+	if err != nil {
+		return err
+	}
+	ev, err := sr.t.s.Record()
+	if err != nil {
+		return err
+	}
+	sr.next <- hostJob{-1, ev, buf}
+	if err := <-sr.synced; err != nil {
+		return err
+	}
+	if inPlace {
+		return nil
+	}
+	return sr.t.s.CopyH2D(v.Buf, 4*v.Off, f32Bytes(buf))
+}
+
 // finish waits for every bucket's all-reduce and enqueues the averaged gradients' copies back to
-// the device. It must be called once, whatever happened to the step.
+// the device where they were staged. It must be called once, whatever happened to the step.
 func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	close(sr.next)
 	var err error
@@ -217,16 +297,12 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	err = errors.Join(err, <-sr.done)
 	sr.d.exposed += time.Since(t0)
 	sr.d.comm += sr.comm
-	if stepErr != nil || err != nil {
+	if stepErr != nil || err != nil || sr.d.host == nil {
 		return errors.Join(stepErr, err)
 	}
 	for _, b := range sr.d.buckets {
-		off := b.lo
-		for _, p := range b.params {
-			if err := sr.t.s.CopyH2D(p.G.Buf, 4*p.G.Off, f32Bytes(sr.d.host[off:off+p.Len()])); err != nil {
-				return err
-			}
-			off += p.Len()
+		if err := sr.t.s.CopyH2D(b.grad.Buf, 4*b.grad.Off, f32Bytes(sr.d.host[b.lo:b.hi])); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -237,8 +313,13 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 // broadcast to the others.
 func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 	d := t.dist
+	model := t.m.String()
+	if len("model")+len(model) > dist.MaxAgree { // a resnet's layers: their digest
+		sum := sha256.Sum256([]byte(model))
+		model = fmt.Sprintf("%s %v->%d, %d layers, %d parameters, layers sha256 %x", t.m.name, t.m.in, t.m.classes, len(t.m.layers), t.m.NumParams(), sum[:8])
+	}
 	checks := []struct{ what, value string }{
-		{"model", t.m.String()},
+		{"model", model},
 		{"optimizer", t.opt.String()},
 		{"seed", fmt.Sprint(t.seed)},
 		{"epochs", fmt.Sprint(t.cfg.Epochs)},
@@ -247,6 +328,7 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 		{"steps per epoch", fmt.Sprint(trainData.Steps())},
 		{"completed epochs", fmt.Sprint(t.epochs)},
 		{"completed steps", fmt.Sprint(t.step)},
+		{"sync batch norm", fmt.Sprint(t.cfg.SyncBatchNorm)},
 	}
 	if id, ok := trainData.(interface{ identity() string }); ok {
 		checks = append(checks, struct{ what, value string }{"training data", id.identity()})

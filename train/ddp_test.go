@@ -140,9 +140,17 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 	}
 }
 
+// ddpOpts are a data-parallel test run's settings: the bucket size, whether the gradients are
+// all-reduced on the device (streamReducer), whether the BatchNorms are synchronized.
+type ddpOpts struct {
+	bucket           int
+	onDevice, syncBN bool
+}
+
 // ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
-// trainer, per-rank batch global/world, and returns every rank's weights after each step.
-func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, bucket int, onDevice bool) (perStep [][][][]float32, acc []float64) {
+// trainer, per-rank batch global/world (the last rank takes the remainder), and returns every
+// rank's weights and buffers after each step.
+func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, o ddpOpts) (perStep [][][][]float32, acc []float64) {
 	t.Helper()
 	imgs, labels := synthetic(global*steps, 1)
 	timgs, tlabels := synthetic(203, 2)
@@ -155,10 +163,10 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, buck
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
-		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: bucket}
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN}
 		if world > 1 {
 			cfg.Dist = groups[r]
-			if onDevice {
+			if o.onDevice {
 				cfg.DeviceReduce = streamReducer{groups[r]}
 			}
 		}
@@ -204,9 +212,9 @@ func TestDataParallelEquivalence(t *testing.T) {
 		{"cnn/on-device", smallCNN, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, max(tc.bucket, 0), false)
+			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, ddpOpts{bucket: max(tc.bucket, 0)})
 			for _, world := range []int{2, 3} {
-				many, accW := ddpRun(t, tc.mk, world, global, steps, max(tc.bucket, 512), tc.bucket < 0)
+				many, accW := ddpRun(t, tc.mk, world, global, steps, ddpOpts{bucket: max(tc.bucket, 512), onDevice: tc.bucket < 0})
 				worst := 0.0
 				for s := range steps {
 					for r := 1; r < world; r++ {
@@ -229,6 +237,99 @@ func TestDataParallelEquivalence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncBatchNormEquivalence: with SyncBatchNorm, W ranks with per-rank batches of B/W train a
+// model with BatchNorm as one process with batch B does: after each step every rank holds the same bits, weights and running statistics
+// alike, and they agree with the single process's within float32 rounding, through the host and
+// on the device. Without SyncBatchNorm (each rank's own statistics) they differ by orders more.
+func TestSyncBatchNormEquivalence(t *testing.T) {
+	const global, steps = 48, 15
+	for _, tc := range []struct {
+		name string
+		mk   func(testing.TB) *Model
+	}{{"bn-cnn", bnCNN}, {"resnet8", func(t testing.TB) *Model {
+		m, err := NewModel("resnet8", img8, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// worst is the largest difference over the first steps to one process's tensors, each
+			// relative to the tensor's largest value; every rank must hold rank 0's bits.
+			worst := func(one [][][][]float32, many [][][][]float32, world, steps int) float64 {
+				w := 0.0
+				for s := range steps {
+					for r := 1; r < world; r++ {
+						if !sameTensors(many[0][s], many[r][s]) {
+							t.Fatalf("world %d step %d: rank %d's weights or running statistics differ from rank 0's", world, s+1, r)
+						}
+					}
+					for i := range one[0][s] {
+						w = max(w, relDiff(one[0][s][i:i+1], many[0][s][i:i+1]))
+					}
+				}
+				return w
+			}
+			one, _ := ddpRun(t, tc.mk, 1, global, steps, ddpOpts{})
+			for _, o := range []ddpOpts{{syncBN: true}, {syncBN: true, bucket: 512}, {syncBN: true, onDevice: true}} {
+				for _, world := range []int{2, 4} {
+					w := worst(one, first(ddpRun(t, tc.mk, world, global, steps, o)), world, steps)
+					// Measured: at most 6e-7 of a tensor's largest value over the 15 steps.
+					t.Logf("world %d %+v: largest difference to one process over %d steps: %.2g of the tensor's largest value", world, o, steps, w)
+					if w > 1e-5 {
+						t.Errorf("world %d %+v: synchronized BatchNorm drifts from one process's by %.2g; want < 1e-5", world, o, w)
+					}
+				}
+			}
+			// Unequal batches (17, 17 and 18 of 52 on 3 ranks): DDP averages the ranks' mean
+			// gradients with equal weights, so only the first step's statistics can match the
+			// single process's, and they do, since they weigh each rank by its count.
+			oneU, _ := ddpRun(t, tc.mk, 1, 52, 1, ddpOpts{})
+			manyU, _ := ddpRun(t, tc.mk, 3, 52, 1, ddpOpts{syncBN: true})
+			nb := len(oneU[0][0]) - len(tc.mk(t).buffers)
+			u := worst(stepBuffers(oneU, nb), stepBuffers(manyU, nb), 3, 1)
+			t.Logf("world 3, unequal batches: running statistics after step 1 within %.2g", u)
+			if u > 1e-6 {
+				t.Errorf("world 3, unequal batches: running statistics after step 1 differ by %.2g from one process's", u)
+			}
+			// Without SyncBatchNorm each rank normalizes with its own batch: rank 0's weights leave
+			// the single process's at once.
+			many, _ := ddpRun(t, tc.mk, 2, global, steps, ddpOpts{})
+			w := 0.0
+			for s := range steps {
+				w = max(w, relDiff(one[0][s], many[0][s]))
+			}
+			t.Logf("world 2 without SyncBatchNorm: %.2g", w)
+			if w < 1e-3 {
+				t.Errorf("world 2 without SyncBatchNorm: %.2g from one process; per-rank statistics should differ more", w)
+			}
+		})
+	}
+}
+
+func first[A, B any](a A, _ B) A { return a }
+
+// stepBuffers keeps the tensors from index from on (a model's buffers follow its parameters).
+func stepBuffers(perStep [][][][]float32, from int) [][][][]float32 {
+	out := make([][][][]float32, len(perStep))
+	for r, steps := range perStep {
+		for _, ts := range steps {
+			out[r] = append(out[r], ts[from:])
+		}
+	}
+	return out
+}
+
+// bnCNN is a convolution, BatchNorm and ReLU, then a linear head.
+func bnCNN(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("bn-cnn", img8, 10, Conv2D(1, 4, 3, 1, NoBias()), BatchNorm2D(4), ReLU(), MaxPool2D(2), Flatten(), Linear(64, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // plainMLP is smallMLP without its dropout, whose masks follow each sample's place in its batch.
@@ -398,15 +499,12 @@ func TestDataParallelMismatch(t *testing.T) {
 // this backend).
 type streamReducer struct{ g Collective }
 
-func (r streamReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
-	b, ok := gpu.HostBytes(v.Buf)
+func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+	f, ok := hostF32(v)
 	if !ok {
 		return errors.New("not a CPU-backend buffer")
 	}
-	return s.Host(func() error {
-		f := unsafe.Slice((*float32)(unsafe.Pointer(&b[4*v.Off])), v.Len)
-		return r.g.AllReduce(context.Background(), f, dist.Avg)
-	})
+	return s.Host(func() error { return r.g.AllReduce(context.Background(), f, op) })
 }
 
 // testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.

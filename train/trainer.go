@@ -105,10 +105,19 @@ type Config struct {
 	// weights, averages the gradients of every step over the ranks in buckets that overlap the
 	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
 	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
-	// BatchNorm normalizes with each rank's own batch statistics (DDP's default); rank 0's running
-	// statistics are the ones evaluated and saved. Every rank ends each step with the same
-	// weights, bit for bit.
+	// BatchNorm normalizes with each rank's own batch statistics (DDP's default; SyncBatchNorm
+	// for the global batch's); rank 0's running statistics are the ones evaluated and saved. Every
+	// rank ends each step with the same weights, bit for bit.
 	Dist Collective
+	// SyncBatchNorm, with Dist, makes every BatchNorm in training normalize with the statistics
+	// of the global batch, as torch.nn.SyncBatchNorm: the mean and biased variance over all ranks'
+	// samples of the step (the counts summed too, so unequal batches weigh right), the running
+	// variance from the unbiased variance over the global count, and a backward pass whose input
+	// gradient is the global batch's (the per-channel sums of dy and dy*xhat summed over the
+	// ranks). It costs two small all-reduces per BatchNorm and step, which the forward and
+	// backward passes wait for. The running statistics are then the same on every rank.
+	// Evaluation, and a run without Dist, are plain BatchNorm.
+	SyncBatchNorm bool
 	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
 	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
 	// 25 MiB, DDP's bucket_cap_mb.
@@ -301,6 +310,11 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
 		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
 		t.dist.dev = cfg.DeviceReduce
+		if cfg.SyncBatchNorm {
+			if err := m.syncBatchNorms(cfg.Dist.Size()); err != nil {
+				return nil, errors.Join(err, t.Close())
+			}
+		}
 	}
 	return t, nil
 }
@@ -569,8 +583,27 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 	if err := t.checkBatch(b); err != nil {
 		return err
 	}
-	m, n := t.m, b.N
 	r := &run{ops: t.ops, s: t.s, train: true}
+	var err error
+	switch {
+	case t.dist == nil:
+		err = t.enqueuePass(r, b, mean, std)
+	case t.dist.dev != nil:
+		t.dist.deviceRun(t.s, r, t.cfg.SyncBatchNorm)
+		err = t.enqueuePass(r, b, mean, std)
+	default:
+		sr := t.dist.startStep(ctx, t, r, t.cfg.SyncBatchNorm)
+		err = sr.finish(ctx, t.enqueuePass(r, b, mean, std))
+	}
+	if err != nil {
+		return err
+	}
+	return t.enqueueUpdate(total, perEpoch)
+}
+
+// enqueuePass enqueues the forward and backward passes of a step, through r's hooks.
+func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32) error {
+	m, n := t.m, b.N
 	x := m.input.Slice(0, n*m.in.Len())
 	if err := t.ops.NormalizeU8(t.s, x, b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
 		return err
@@ -594,20 +627,13 @@ func (t *Trainer) enqueueStep(ctx context.Context, b Batch, mean, std []float32,
 			return err
 		}
 	}
-	if t.dist != nil && t.dist.dev != nil {
-		r.layerDone = t.dist.deviceLayerDone(t.s)
-		if err := m.backward(r, n); err != nil {
-			return err
-		}
-	} else if t.dist != nil {
-		sr := t.dist.startStep(ctx, t)
-		r.layerDone = sr.layerDone
-		if err := sr.finish(ctx, m.backward(r, n)); err != nil {
-			return err
-		}
-	} else if err := m.backward(r, n); err != nil {
-		return err
-	}
+	return m.backward(r, n)
+}
+
+// enqueueUpdate enqueues the optimizer's step over the gradients (after fp16's unscaling, which
+// may skip it).
+func (t *Trainer) enqueueUpdate(total, perEpoch int) error {
+	m := t.m
 	if t.scaler != nil {
 		if apply, err := t.unscale(); err != nil || !apply {
 			return err

@@ -27,9 +27,10 @@ func deviceReducer(ctx context.Context, g *dist.Group, dev gpu.Device) (train.De
 	return ncclReducer{c}, c, nil
 }
 
-// ncclReducer averages fp32 gradients with ncclAllReduce on the compute stream.
+// ncclReducer all-reduces fp32 tensors (gradients, SyncBatchNorm's statistics) with ncclAllReduce
+// on the compute stream.
 type ncclReducer struct{ c *nccl.Comm }
 
-func (r ncclReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
-	return r.c.AllReduce(s, v.Buf, 4*v.Off, v.Len, nccl.Float32, dist.Avg)
+func (r ncclReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+	return r.c.AllReduce(s, v.Buf, 4*v.Off, v.Len, nccl.Float32, op)
 }
