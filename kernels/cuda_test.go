@@ -357,7 +357,7 @@ var parityCovers = map[string]string{
 	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
 	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
 	"BatchNormStats": "batch norm over gathered stats", "BatchNormTrainStats": "batch norm over gathered stats",
-	"BatchNormBackwardInput": "batch norm over gathered stats",
+	"BatchNormBackwardInput":    "batch norm over gathered stats",
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
 	"FloatLoss": "float loss",
 }
