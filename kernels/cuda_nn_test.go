@@ -97,6 +97,16 @@ func nnParityCases() []parityCase {
 		bnCase(kernels.BatchNorm{N: 2, C: 3, HW: 1031, Momentum: 0.1, Eps: 1e-5}),
 		bnGatherCase(kernels.BatchNorm{N: 8, C: 16, HW: 49, Momentum: 0.1, Eps: 1e-5}, 3),
 		bnGatherCase(kernels.BatchNorm{N: 3, C: 5, HW: 1, Momentum: 0.3, Eps: 1e-3}, 1),
+		{"bf16 conversions", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const n = 10_002
+			v := randF32(r, n)
+			v[0], v[1], v[2] = 1+1.0/256, 3e38, 1e-40 // a tie, near bf16's largest, a subnormal
+			x, back := sd.f32(t, v), f32Len(sd, t, n)
+			bf := kernels.U8{Buf: f32Len(sd, t, n/2).Buf, Len: 2 * n}
+			check(t, sd.ops.ToBF16(sd.s, bf, x))
+			check(t, sd.ops.FromBF16(sd.s, back, bf))
+			return []any{kernels.I32{Buf: bf.Buf, Len: n / 2}, back}
+		}},
 		floatLossCase(kernels.Loss{Kind: kernels.SoftCrossEntropy}, 65, 10, false),
 		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 33, 7, true),
 		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 40, 3, false),

@@ -156,6 +156,26 @@ func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMe
 	return o.launchN(s, "bn_backward_input_f32", g.Len(), append(p, bnArgs(g)...)...)
 }
 
+func (o *cudaOps) ToBF16(gs gpu.Stream, dst U8, src F32) error {
+	s, e0 := o.stream("to bf16", gs)
+	dp, e1 := o.u8("to bf16", "dst", dst)
+	sp, e2 := o.f32("to bf16", "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), iarg(0))
+}
+
+func (o *cudaOps) FromBF16(gs gpu.Stream, dst F32, src U8) error {
+	s, e0 := o.stream("from bf16", gs)
+	dp, e1 := o.f32("from bf16", "dst", dst)
+	sp, e2 := o.u8("from bf16", "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "bf16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len))
+}
+
 func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x F32, inner int) error {
 	const op = "global average pool"
 	s, e0 := o.stream(op, gs)

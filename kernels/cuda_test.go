@@ -359,7 +359,7 @@ var parityCovers = map[string]string{
 	"BatchNormStats": "batch norm over gathered stats", "BatchNormTrainStats": "batch norm over gathered stats",
 	"BatchNormBackwardInput":    "batch norm over gathered stats",
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
-	"FloatLoss": "float loss",
+	"FloatLoss": "float loss", "ToBF16": "bf16 conversions", "FromBF16": "bf16 conversions",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

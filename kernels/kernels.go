@@ -364,6 +364,14 @@ type Ops interface {
 	// value for all; an empty mean is 0 and an empty std is 1. The values are copied at enqueue.
 	NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error
 
+	// ToBF16 rounds src to bfloat16 (to the nearest, ties to even; NaN stays NaN) into dst, 2
+	// bytes per value, little-endian (dst.Len = 2*src.Len, dst.Off even): gradients that travel
+	// as bf16 (a data-parallel step in bf16).
+	ToBF16(s gpu.Stream, dst U8, src F32) error
+	// FromBF16 widens the bfloat16 values of src (2 bytes each, as ToBF16 writes them) into dst,
+	// exactly.
+	FromBF16(s gpu.Stream, dst F32, src U8) error
+
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).
 	SGDStep(s gpu.Stream, w, g, v F32, p SGD) error

@@ -176,6 +176,11 @@ extern "C" __global__ void to_x16(unsigned short *dst, const float *src, i64 n, 
 	GRID_STRIDE(i, n) dst[i] = to_16(src[i], fp16);
 }
 
+// bf16_to_f32 widens n bfloat16 values to float32 (exactly).
+extern "C" __global__ void bf16_to_f32(float *dst, const unsigned short *src, i64 n) {
+	GRID_STRIDE(i, n) dst[i] = __uint_as_float((unsigned int)src[i] << 16);
+}
+
 // im2col_x16 is im2col_f32 writing bf16 (fp16 == 0) or fp16 (fp16 == 1) columns.
 extern "C" __global__ void im2col_x16(unsigned short *col, const float *x, i64 n, i64 inC, i64 inH, i64 inW, i64 kh,
 	i64 kw, i64 stride, i64 pad, i64 oh, i64 ow, i64 fp16) {
