@@ -22,6 +22,8 @@ type Collective interface {
 	Size() int
 	// AllReduce reduces buf in place across the ranks; every rank ends with the same bits.
 	AllReduce(ctx context.Context, buf []float32, op dist.Op) error
+	// AllReduceBF16 is AllReduce on bfloat16 values (the gradients of a bf16 run).
+	AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error
 	// Broadcast copies root's buf into every other rank's.
 	Broadcast(ctx context.Context, buf []byte, root int) error
 	// Agree fails on every rank, naming the values, unless all ranks pass the same value.
@@ -33,9 +35,11 @@ type Collective interface {
 // one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduce
 // (dist.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
 // with no copy to the host; the device overlaps them with the rest of the backward pass. A
-// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum).
+// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum). In a bf16
+// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v).
 type DeviceReducer interface {
 	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error
+	AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
 }
 
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
@@ -57,6 +61,10 @@ const (
 // The model's gradients lie end to end in that order (Model.bind), so a bucket is one range of
 // them: one all-reduce, in place where device memory is host memory (the CPU backend), and
 // otherwise through host, a staging copy of every gradient.
+//
+// Training in bf16, the buckets travel as bf16, as DDP's bf16_compress_hook sends them: rounded
+// to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and dist do), widened back
+// into the fp32 gradients, which the fp32 master weights are updated from: half the bytes.
 type ddp struct {
 	g       Collective
 	buckets []bucket
@@ -65,6 +73,11 @@ type ddp struct {
 	// host stages the gradients (bucket b in host[b.lo:b.hi]) where they are not host memory;
 	// scratch stages a synchronized BatchNorm's sums.
 	host, scratch []float32
+	// bf16 sends the buckets as bfloat16: through half on the host route, halfDev (2 bytes per
+	// gradient, bucket b at bytes [2*b.lo, 2*b.hi)) on the device route.
+	bf16    bool
+	half    []uint16
+	halfDev kernels.U8
 	// dev, if set, reduces on the device (Config.DeviceReduce).
 	dev DeviceReducer
 	// synced is set once the weights have been broadcast from rank 0 (at the first Fit).
@@ -130,6 +143,23 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	return d
 }
 
+// halfPrecision makes the buckets travel as bf16, staged on the device (the device route) or
+// the host.
+func (d *ddp) halfPrecision(m *Model) error {
+	d.bf16 = true
+	n := 0
+	if len(d.buckets) > 0 {
+		n = d.buckets[len(d.buckets)-1].hi
+	}
+	if d.dev == nil {
+		d.half = make([]uint16, n)
+		return nil
+	}
+	v, err := m.weights.f32((n + 1) / 2)
+	d.halfDev = kernels.U8{Buf: v.Buf, Len: 2 * n}
+	return err
+}
+
 func f32Bytes(v []float32) []byte {
 	if len(v) == 0 {
 		return nil
@@ -174,7 +204,7 @@ func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
 	r.layerDone = func(i int) error {
 		for _, bi := range d.afterLayer[i] {
 			b := d.buckets[bi]
-			if err := d.dev.AllReduceOnDevice(s, b.grad, dist.Avg); err != nil {
+			if err := d.reduceOnDevice(s, r.ops, b); err != nil {
 				return fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...) on the device: %w", bi, b.params[0].Name, err)
 			}
 		}
@@ -183,6 +213,47 @@ func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
 	if syncBN {
 		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, dist.Sum) }}
 	}
+}
+
+// reduceOnDevice enqueues the average of bucket b's gradients over the ranks on s.
+func (d *ddp) reduceOnDevice(s gpu.Stream, ops kernels.Ops, b bucket) error {
+	if !d.bf16 {
+		return d.dev.AllReduceOnDevice(s, b.grad, dist.Avg)
+	}
+	half := d.halfDev.Slice(2*b.lo, 2*b.hi)
+	if err := ops.ToBF16(s, half, b.grad); err != nil {
+		return err
+	}
+	if err := d.dev.AllReduceBF16OnDevice(s, half, dist.Avg); err != nil {
+		return err
+	}
+	return ops.FromBF16(s, b.grad, half)
+}
+
+// reduceOnHost averages a bucket's gradients, buf, over the ranks: as fp32, or (bf16) rounded
+// into half and widened back.
+func (d *ddp) reduceOnHost(ctx context.Context, buf []float32, half []uint16) error {
+	if !d.bf16 {
+		return d.g.AllReduce(ctx, buf, dist.Avg)
+	}
+	for i, f := range buf {
+		half[i] = dist.F32ToBF16(f)
+	}
+	if err := d.g.AllReduceBF16(ctx, half, dist.Avg); err != nil {
+		return err
+	}
+	for i, h := range half {
+		buf[i] = dist.BF16ToF32(h)
+	}
+	return nil
+}
+
+// halfOf is bucket b's part of half (nil unless bf16).
+func (d *ddp) halfOf(b bucket) []uint16 {
+	if !d.bf16 {
+		return nil
+	}
+	return d.half[b.lo:b.hi]
 }
 
 // startStep starts the step's communication goroutine, sets r's hooks to use it, and returns it;
@@ -198,12 +269,12 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *s
 		for j := range sr.next {
 			if err == nil {
 				if err = j.ready.Synchronize(ctx); err == nil {
-					op := dist.Avg
-					if j.bucket < 0 {
-						op = dist.Sum
-					}
 					t0 := time.Now()
-					err = d.g.AllReduce(ctx, j.buf, op)
+					if j.bucket < 0 {
+						err = d.g.AllReduce(ctx, j.buf, dist.Sum)
+					} else {
+						err = d.reduceOnHost(ctx, j.buf, d.halfOf(d.buckets[j.bucket]))
+					}
 					sr.comm += time.Since(t0)
 				}
 				if err != nil && j.bucket >= 0 {

@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -145,6 +146,11 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 type ddpOpts struct {
 	bucket           int
 	onDevice, syncBN bool
+	precision        Precision
+	// wire, if set, counts the bytes each rank's gradient all-reduces send per step; grads, if
+	// set, records rank 0's gradients after each step.
+	wire  *[]int64
+	grads *[][][]float32
 }
 
 // ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
@@ -163,17 +169,28 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
-		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN}
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision}
+		var sent atomic.Int64
 		if world > 1 {
-			cfg.Dist = groups[r]
+			g := countingGroup{groups[r], &sent}
+			cfg.Dist = g
 			if o.onDevice {
-				cfg.DeviceReduce = streamReducer{groups[r]}
+				cfg.DeviceReduce = streamReducer{g}
 			}
 		}
 		var tr *Trainer
+		last := int64(0)
 		cfg.Progress = func(p *Progress) {
-			if !p.Done {
-				perStep[r] = append(perStep[r], weights(t, tr))
+			if p.Done {
+				return
+			}
+			perStep[r] = append(perStep[r], weights(t, tr))
+			if r == 0 && o.wire != nil {
+				*o.wire = append(*o.wire, sent.Load()-last)
+				last = sent.Load()
+			}
+			if r == 0 && o.grads != nil {
+				*o.grads = append(*o.grads, gradients(t, tr))
 			}
 		}
 		tr, err := New(mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
@@ -494,6 +511,87 @@ func TestDataParallelMismatch(t *testing.T) {
 	}
 }
 
+// TestDataParallelBF16: training in bf16, the gradient buckets travel as bf16 (DDP's
+// bf16_compress_hook): half the bytes of an fp32 run's per step, every averaged gradient a bf16
+// value widened to fp32, every rank with the same bits after each step, the host route and the
+// device route with the same bits too (both round as dist.F32ToBF16 and reduce on one ring), and
+// the weights near one process's in bf16, which all-reduces nothing.
+func TestDataParallelBF16(t *testing.T) {
+	const global, steps = 48, 20
+	one, _ := ddpRun(t, smallCNN, 1, global, steps, ddpOpts{precision: BF16})
+	var wire32 []int64
+	ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, precision: FP32, wire: &wire32})
+	var runs [2][][][][]float32
+	for i, onDevice := range []bool{false, true} {
+		var wire []int64
+		var grads [][][]float32
+		many, _ := ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, onDevice: onDevice, precision: BF16, wire: &wire, grads: &grads})
+		runs[i] = many
+		worst := 0.0
+		for s := range steps {
+			if !sameTensors(many[0][s], many[1][s]) {
+				t.Fatalf("device %v step %d: rank 1's weights differ from rank 0's", onDevice, s+1)
+			}
+			if 2*wire[s] != wire32[s] {
+				t.Errorf("device %v step %d: the gradients' all-reduces sent %d bytes; the fp32 run's %d", onDevice, s+1, wire[s], wire32[s])
+			}
+			for _, g := range grads[s] {
+				for _, v := range g {
+					if math.Float32bits(v)&0xffff != 0 {
+						t.Fatalf("device %v step %d: averaged gradient %v is not a bf16 value", onDevice, s+1, v)
+					}
+				}
+			}
+			worst = max(worst, relDiff(one[0][s], many[0][s]))
+		}
+		t.Logf("device %v: %d bytes per step sent (fp32: %d); largest weight difference to one bf16 process over %d steps: %.2g of the largest weight",
+			onDevice, wire[0], wire32[0], steps, worst)
+		if worst > 1e-2 {
+			t.Errorf("device %v: weights drift from one process's by %.2g of the largest weight; want < 1e-2", onDevice, worst)
+		}
+	}
+	for s := range steps {
+		if !sameTensors(runs[0][0][s], runs[1][0][s]) {
+			t.Fatalf("step %d: the host route's weights differ from the device route's", s+1)
+		}
+	}
+}
+
+// countingGroup counts the bytes of the gradient all-reduces it passes on (fp32 or bf16).
+type countingGroup struct {
+	Collective
+	sent *atomic.Int64
+}
+
+func (g countingGroup) AllReduce(ctx context.Context, buf []float32, op dist.Op) error {
+	if op == dist.Avg { // the gradients; sums are statistics and tallies
+		g.sent.Add(int64(4 * len(buf)))
+	}
+	return g.Collective.AllReduce(ctx, buf, op)
+}
+
+func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error {
+	g.sent.Add(int64(2 * len(buf)))
+	return g.Collective.AllReduceBF16(ctx, buf, op)
+}
+
+// gradients reads every trained parameter's gradient back from the device.
+func gradients(t testing.TB, tr *Trainer) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, p := range tr.m.params {
+		host := make([]float32, p.G.Len)
+		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.G.Buf, 4*p.G.Off); err != nil {
+			t.Fatal(err)
+		}
+		out = append(out, host)
+	}
+	if err := tr.s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return out
+}
+
 // streamReducer is a DeviceReducer on the CPU backend, as NCCL is one on CUDA: the all-reduce runs
 // in stream order on the compute stream's executor, over the device memory itself (Go memory on
 // this backend).
@@ -505,6 +603,15 @@ func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op
 		return errors.New("not a CPU-backend buffer")
 	}
 	return s.Host(func() error { return r.g.AllReduce(context.Background(), f, op) })
+}
+
+func (r streamReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+	b, ok := gpu.HostBytes(v.Buf)
+	if !ok {
+		return errors.New("not a CPU-backend buffer")
+	}
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(&b[v.Off])), v.Len/2)
+	return s.Host(func() error { return r.g.AllReduceBF16(context.Background(), h, op) })
 }
 
 // testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.

@@ -310,6 +310,11 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
 		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
 		t.dist.dev = cfg.DeviceReduce
+		if cfg.Precision == BF16 {
+			if err := t.dist.halfPrecision(m); err != nil {
+				return nil, errors.Join(err, t.Close())
+			}
+		}
 		if cfg.SyncBatchNorm {
 			if err := m.syncBatchNorms(cfg.Dist.Size()); err != nil {
 				return nil, errors.Join(err, t.Close())
