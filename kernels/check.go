@@ -453,13 +453,19 @@ func checkBatchNorm(c *call, g BatchNorm, full []operand, perChannel []operand) 
 	return c.done()
 }
 
-func (o checked) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
-	c := newCall("batch norm", s)
-	err := checkBatchNorm(&c, g,
+// checkBatchNormTrain checks the operands of a batch norm in training: y and x [N][C][HW], the
+// others [C].
+func checkBatchNormTrain(c *call, g BatchNorm, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32) error {
+	return checkBatchNorm(c, g,
 		[]operand{{name: "y", v: vf(y), role: out}, {name: "x", v: vf(x)}},
 		[]operand{{name: "gamma", v: vf(gamma)}, {name: "beta", v: vf(beta)}, {name: "running mean", v: vf(runMean), role: out},
 			{name: "running var", v: vf(runVar), role: out}, {name: "saved mean", v: vf(saveMean), role: out},
 			{name: "saved inverse std", v: vf(saveInvStd), role: out}})
+}
+
+func (o checked) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+	c := newCall("batch norm", s)
+	err := checkBatchNormTrain(&c, g, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
 	if err != nil {
 		return err
 	}
@@ -510,11 +516,7 @@ func (o checked) BatchNormTrainStats(s gpu.Stream, y, x, gamma, beta, runMean, r
 	if c.err == nil && g.C > 0 && (stats.Len == 0 || stats.Len%bnRecord(g) != 0) {
 		c.err = fmt.Errorf("kernels: %w: %s: stats has %d elements; want records of 2C+1 = %d", ErrShape, c.op, stats.Len, bnRecord(g))
 	}
-	err := checkBatchNorm(&c, g,
-		[]operand{{name: "y", v: vf(y), role: out}, {name: "x", v: vf(x)}},
-		[]operand{{name: "gamma", v: vf(gamma)}, {name: "beta", v: vf(beta)}, {name: "running mean", v: vf(runMean), role: out},
-			{name: "running var", v: vf(runVar), role: out}, {name: "saved mean", v: vf(saveMean), role: out},
-			{name: "saved inverse std", v: vf(saveInvStd), role: out}})
+	err := checkBatchNormTrain(&c, g, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
 	if err != nil {
 		return err
 	}

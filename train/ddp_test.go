@@ -578,18 +578,11 @@ func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op dist.
 // gradients reads every trained parameter's gradient back from the device.
 func gradients(t testing.TB, tr *Trainer) [][]float32 {
 	t.Helper()
-	var out [][]float32
+	var vs []kernels.F32
 	for _, p := range tr.m.params {
-		host := make([]float32, p.G.Len)
-		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.G.Buf, 4*p.G.Off); err != nil {
-			t.Fatal(err)
-		}
-		out = append(out, host)
+		vs = append(vs, p.G)
 	}
-	if err := tr.s.Synchronize(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	return out
+	return readBack(t, tr, vs)
 }
 
 // streamReducer is a DeviceReducer on the CPU backend, as NCCL is one on CUDA: the all-reduce runs
