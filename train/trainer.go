@@ -93,6 +93,8 @@ type Config struct {
 	// PyTorch's GradScaler with its defaults (see lossScale).
 	// On the CUDA backend the products run on cuBLAS's mixed-precision GEMM; the CPU backend
 	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
+	// With Dist, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
+	// averaged, widened back into the fp32 gradients), half the bytes of fp32's.
 	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
