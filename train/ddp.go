@@ -269,13 +269,13 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *s
 		for j := range sr.next {
 			if err == nil {
 				if err = j.ready.Synchronize(ctx); err == nil {
-					t0 := time.Now()
 					if j.bucket < 0 {
 						err = d.g.AllReduce(ctx, j.buf, dist.Sum)
 					} else {
+						t0 := time.Now() // comm counts the gradients' all-reduces (Result.AllReduceSeconds)
 						err = d.reduceOnHost(ctx, j.buf, d.halfOf(d.buckets[j.bucket]))
+						sr.comm += time.Since(t0)
 					}
-					sr.comm += time.Since(t0)
 				}
 				if err != nil && j.bucket >= 0 {
 					b := d.buckets[j.bucket]
