@@ -61,7 +61,7 @@ type operand struct {
 type call struct {
 	op  string
 	err error
-	ops [8]operand
+	ops [10]operand
 	n   int
 }
 
@@ -453,13 +453,19 @@ func checkBatchNorm(c *call, g BatchNorm, full []operand, perChannel []operand) 
 	return c.done()
 }
 
-func (o checked) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
-	c := newCall("batch norm", s)
-	err := checkBatchNorm(&c, g,
+// checkBatchNormTrain checks the operands of a batch norm in training: y and x [N][C][HW], the
+// others [C].
+func checkBatchNormTrain(c *call, g BatchNorm, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32) error {
+	return checkBatchNorm(c, g,
 		[]operand{{name: "y", v: vf(y), role: out}, {name: "x", v: vf(x)}},
 		[]operand{{name: "gamma", v: vf(gamma)}, {name: "beta", v: vf(beta)}, {name: "running mean", v: vf(runMean), role: out},
 			{name: "running var", v: vf(runVar), role: out}, {name: "saved mean", v: vf(saveMean), role: out},
 			{name: "saved inverse std", v: vf(saveInvStd), role: out}})
+}
+
+func (o checked) BatchNormTrain(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+	c := newCall("batch norm", s)
+	err := checkBatchNormTrain(&c, g, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
 	if err != nil {
 		return err
 	}
@@ -488,6 +494,71 @@ func (o checked) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma
 		return err
 	}
 	return o.b.BatchNormBackward(s, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd, g)
+}
+
+// bnRecord is the length of one record of BatchNormStats (and of BatchNormBackwardInput's sums).
+func bnRecord(g BatchNorm) int { return 2*g.C + 1 }
+
+func (o checked) BatchNormStats(s gpu.Stream, stats, x F32, g BatchNorm) error {
+	c := newCall("batch norm stats", s)
+	c.valid(g.Validate())
+	c.view(out, "stats", vf(stats), bnRecord(g))
+	c.view(in, "x", vf(x), g.Len())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.BatchNormStats(s, stats, x, g)
+}
+
+func (o checked) BatchNormTrainStats(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error {
+	c := newCall("batch norm over gathered stats", s)
+	c.view(in, "stats", vf(stats), anyLen)
+	if c.err == nil && g.C > 0 && (stats.Len == 0 || stats.Len%bnRecord(g) != 0) {
+		c.err = fmt.Errorf("kernels: %w: %s: stats has %d elements; want records of 2C+1 = %d", ErrShape, c.op, stats.Len, bnRecord(g))
+	}
+	err := checkBatchNormTrain(&c, g, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
+	if err != nil {
+		return err
+	}
+	return o.b.BatchNormTrainStats(s, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats, g)
+}
+
+func (o checked) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error {
+	c := newCall("batch norm input gradient", s)
+	c.view(in, "sums", vf(sums), bnRecord(g))
+	err := checkBatchNorm(&c, g,
+		[]operand{{name: "dx", v: vf(dx), role: out}, {name: "dy", v: vf(dy)}, {name: "x", v: vf(x)}},
+		[]operand{{name: "gamma", v: vf(gamma)}, {name: "saved mean", v: vf(saveMean)}, {name: "saved inverse std", v: vf(saveInvStd)}})
+	if err != nil {
+		return err
+	}
+	return o.b.BatchNormBackwardInput(s, dx, dy, x, gamma, saveMean, saveInvStd, sums, g)
+}
+
+// checkBF16 checks a conversion's operands: 2 bytes of bf16 per float32, 2-byte aligned.
+func checkBF16(c *call, f F32, fname string, frole int, b U8, bname string, brole int) error {
+	c.view(frole, fname, vf(f), anyLen)
+	c.view(brole, bname, vu(b), c.mul(f.Len, 2))
+	if c.err == nil && b.Off%2 != 0 {
+		c.arg("%s at byte %d; want an even offset", bname, b.Off)
+	}
+	return c.done()
+}
+
+func (o checked) ToBF16(s gpu.Stream, dst U8, src F32) error {
+	c := newCall("to bf16", s)
+	if err := checkBF16(&c, src, "src", in, dst, "dst", out); err != nil {
+		return err
+	}
+	return o.b.ToBF16(s, dst, src)
+}
+
+func (o checked) FromBF16(s gpu.Stream, dst F32, src U8) error {
+	c := newCall("from bf16", s)
+	if err := checkBF16(&c, dst, "dst", out, src, "src", in); err != nil {
+		return err
+	}
+	return o.b.FromBF16(s, dst, src)
 }
 
 func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {

@@ -96,6 +96,17 @@ func (r *recorder) BatchNormEval(str, f32, f32, f32, f32, f32, f32, kernels.Batc
 func (r *recorder) BatchNormBackward(str, f32, f32, f32, f32, f32, f32, f32, f32, kernels.BatchNorm) error {
 	return r.called("BatchNormBackward")
 }
+func (r *recorder) BatchNormStats(str, f32, f32, kernels.BatchNorm) error {
+	return r.called("BatchNormStats")
+}
+func (r *recorder) BatchNormTrainStats(str, f32, f32, f32, f32, f32, f32, f32, f32, f32, kernels.BatchNorm) error {
+	return r.called("BatchNormTrainStats")
+}
+func (r *recorder) BatchNormBackwardInput(str, f32, f32, f32, f32, f32, f32, f32, kernels.BatchNorm) error {
+	return r.called("BatchNormBackwardInput")
+}
+func (r *recorder) ToBF16(str, kernels.U8, f32) error   { return r.called("ToBF16") }
+func (r *recorder) FromBF16(str, f32, kernels.U8) error { return r.called("FromBF16") }
 func (r *recorder) NormalizeU8(str, f32, kernels.U8, int, int, []float32, []float32) error {
 	return r.called("NormalizeU8")
 }
@@ -154,6 +165,8 @@ func checkCases(t *testing.T, e *env) []checkCase {
 	px := f(16)
 	bn := kernels.BatchNorm{N: 2, C: 2, HW: 1, Momentum: 0.1, Eps: 1e-5}
 	g2a, g2b, g2c, g2d, g2e, g2f := f(2), f(2), f(2), f(2), f(2), f(2)
+	rec5, rec10 := f(5), f(10)               // one and two records of BatchNormStats for bn
+	bf8 := kernels.U8{Buf: f(2).Buf, Len: 8} // four bf16 values
 	return []checkCase{
 		{"Fill", func(o kernels.Ops, s gpu.Stream) error { return o.Fill(s, x4, 1) }, []badCall{
 			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Fill(nil, x4, 1) }},
@@ -336,6 +349,52 @@ func checkCases(t *testing.T, e *env) []checkCase {
 				g.Momentum = 2
 				return o.BatchNormBackward(s, none, g2a, g2b, y4, x4, g2c, g2d, g2e, g)
 			}},
+		}},
+		{"BatchNormStats", func(o kernels.Ops, s gpu.Stream) error { return o.BatchNormStats(s, rec5, x4, bn) }, []badCall{
+			{"stats length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.BatchNormStats(s, x4, x4, bn) }},
+			{"stats is x", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormStats(s, kernels.F32{Buf: big.Buf, Len: 5}, kernels.F32{Buf: big.Buf, Off: 4, Len: 4}, bn)
+			}},
+		}},
+		{"BatchNormTrainStats", func(o kernels.Ops, s gpu.Stream) error {
+			return o.BatchNormTrainStats(s, y4, x4, g2a, g2b, g2c, g2d, g2e, g2f, rec10, bn)
+		}, []badCall{
+			{"stats not whole records", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormTrainStats(s, y4, x4, g2a, g2b, g2c, g2d, g2e, g2f, big, bn)
+			}},
+			{"no stats", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormTrainStats(s, y4, x4, g2a, g2b, g2c, g2d, g2e, g2f, none, bn)
+			}},
+			{"running var is saved inverse std", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormTrainStats(s, y4, x4, g2a, g2b, g2c, g2f, g2e, g2f, rec10, bn)
+			}},
+			{"y is stats", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormTrainStats(s, kernels.F32{Buf: rec10.Buf, Len: 4}, x4, g2a, g2b, g2c, g2d, g2e, g2f, rec10, bn)
+			}},
+		}},
+		{"BatchNormBackwardInput", func(o kernels.Ops, s gpu.Stream) error {
+			return o.BatchNormBackwardInput(s, z4, y4, x4, g2a, g2b, g2c, rec5, bn)
+		}, []badCall{
+			{"sums length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormBackwardInput(s, z4, y4, x4, g2a, g2b, g2c, x4, bn)
+			}},
+			{"no dx", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormBackwardInput(s, none, y4, x4, g2a, g2b, g2c, rec5, bn)
+			}},
+			{"dx is dy", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.BatchNormBackwardInput(s, y4, y4, x4, g2a, g2b, g2c, rec5, bn)
+			}},
+		}},
+		{"ToBF16", func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8, x4) }, []badCall{
+			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8, x3) }},
+			{"odd offset", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8.Slice(1, 7), x3) }},
+			{"dst is src", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.ToBF16(s, kernels.U8{Buf: x4.Buf, Off: 4, Len: 4}, x4.Slice(0, 2))
+			}},
+		}},
+		{"FromBF16", func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(s, y4, bf8) }, []badCall{
+			{"src length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(s, x3, bf8) }},
+			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(nil, y4, bf8) }},
 		}},
 		{"GlobalAvgPool", func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 2) }, []badCall{
 			{"inner 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 0) }},

@@ -1,7 +1,9 @@
 package kernels
 
 import (
+	"encoding/binary"
 	"fmt"
+	"math"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -453,6 +455,67 @@ func (cpuOps) BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, s
 	return s.Host(func() error {
 		if g.N > 0 {
 			cpu.BatchNormBackward(v[0], v[3], v[4], v[1], v[2], v[5], v[6], v[7], bnGeom(g))
+		}
+		return nil
+	})
+}
+
+func (cpuOps) BatchNormStats(s gpu.Stream, stats, x F32, g BatchNorm) error {
+	v, err := bnViews("batch norm stats", []string{"stats", "x"}, stats, x)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.BatchNormStats(v[0], v[1], bnGeom(g)); return nil })
+}
+
+func (cpuOps) BatchNormTrainStats(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error {
+	v, err := bnViews("batch norm over gathered stats",
+		[]string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std", "stats"},
+		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.BatchNormTrainStats(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], v[8], bnGeom(g), g.Momentum, g.Eps)
+		return nil
+	})
+}
+
+func (cpuOps) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error {
+	v, err := bnViews("batch norm input gradient", []string{"dx", "dy", "x", "gamma", "saved mean", "saved inverse std", "sums"},
+		dx, dy, x, gamma, saveMean, saveInvStd, sums)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.BatchNormBackwardInput(v[0], v[1], v[2], v[3], v[4], v[5], v[6], bnGeom(g))
+		return nil
+	})
+}
+
+func (cpuOps) ToBF16(s gpu.Stream, dst U8, src F32) error {
+	ds, e1 := hostU8("to bf16", "dst", dst)
+	ss, e2 := hostF32("to bf16", "src", src)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		for i, f := range ss {
+			binary.LittleEndian.PutUint16(ds[2*i:], uint16(math.Float32bits(BF16.round(f))>>16))
+		}
+		return nil
+	})
+}
+
+func (cpuOps) FromBF16(s gpu.Stream, dst F32, src U8) error {
+	ds, e1 := hostF32("from bf16", "dst", dst)
+	ss, e2 := hostU8("from bf16", "src", src)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		for i := range ds {
+			ds[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(ss[2*i:])) << 16)
 		}
 		return nil
 	})

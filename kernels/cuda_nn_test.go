@@ -28,6 +28,28 @@ func bnCase(g kernels.BatchNorm) parityCase {
 	}}
 }
 
+// bnGatherCase is a batch norm over two batches of x (the first n1 samples and the rest): each
+// batch's statistics, the second normalized with both records, its input gradient from sums.
+func bnGatherCase(g kernels.BatchNorm, n1 int) parityCase {
+	return parityCase{fmt.Sprintf("batch norm over gathered stats %+v, %d", g, n1), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		x, gamma, beta := sd.f32(t, randF32(r, g.Len())), sd.f32(t, randF32(r, g.C)), sd.f32(t, randF32(r, g.C))
+		rec, cut := 2*g.C+1, n1*g.C*g.HW
+		g1, g2 := g, g
+		g1.N, g2.N = n1, g.N-n1
+		stats := f32Len(sd, t, 2*rec)
+		check(t, sd.ops.BatchNormStats(sd.s, stats.Slice(0, rec), x.Slice(0, cut), g1))
+		check(t, sd.ops.BatchNormStats(sd.s, stats.Slice(rec, 2*rec), x.Slice(cut, g.Len()), g2))
+		rm, rv := sd.f32(t, randF32(r, g.C)), sd.f32(t, make([]float32, g.C))
+		check(t, sd.ops.Fill(sd.s, rv, 2))
+		y, sm, si := f32Len(sd, t, g2.Len()), f32Len(sd, t, g.C), f32Len(sd, t, g.C)
+		check(t, sd.ops.BatchNormTrainStats(sd.s, y, x.Slice(cut, g.Len()), gamma, beta, rm, rv, sm, si, stats, g2))
+		sums := sd.f32(t, append(randF32(r, 2*g.C), float32(g.N*g.HW)))
+		dy, dx := sd.f32(t, randF32(r, g2.Len())), f32Len(sd, t, g2.Len())
+		check(t, sd.ops.BatchNormBackwardInput(sd.s, dx, dy, x.Slice(cut, g.Len()), gamma, sm, si, sums, g2))
+		return []any{stats, y, sm, si, rm, rv, dx}
+	}}
+}
+
 func smoothLossCase(n, classes int, smoothing float32) parityCase {
 	return parityCase{fmt.Sprintf("label-smoothed cross-entropy %d x %d, %g", n, classes, smoothing), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
 		x, y := sd.f32(t, randF32(r, n*classes)), sd.i32(t, randLabels(r, n, classes))
@@ -73,6 +95,18 @@ func nnParityCases() []parityCase {
 		bnCase(kernels.BatchNorm{N: 8, C: 16, HW: 49, Momentum: 0.1, Eps: 1e-5}),
 		bnCase(kernels.BatchNorm{N: 3, C: 5, HW: 1, Momentum: 0.3, Eps: 1e-3}),
 		bnCase(kernels.BatchNorm{N: 2, C: 3, HW: 1031, Momentum: 0.1, Eps: 1e-5}),
+		bnGatherCase(kernels.BatchNorm{N: 8, C: 16, HW: 49, Momentum: 0.1, Eps: 1e-5}, 3),
+		bnGatherCase(kernels.BatchNorm{N: 3, C: 5, HW: 1, Momentum: 0.3, Eps: 1e-3}, 1),
+		{"bf16 conversions", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const n = 10_002
+			v := randF32(r, n)
+			v[0], v[1], v[2] = 1+1.0/256, 3e38, 1e-40 // a tie, near bf16's largest, a subnormal
+			x, back := sd.f32(t, v), f32Len(sd, t, n)
+			bf := kernels.U8{Buf: f32Len(sd, t, n/2).Buf, Len: 2 * n}
+			check(t, sd.ops.ToBF16(sd.s, bf, x))
+			check(t, sd.ops.FromBF16(sd.s, back, bf))
+			return []any{kernels.I32{Buf: bf.Buf, Len: n / 2}, back}
+		}},
 		floatLossCase(kernels.Loss{Kind: kernels.SoftCrossEntropy}, 65, 10, false),
 		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 33, 7, true),
 		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 40, 3, false),

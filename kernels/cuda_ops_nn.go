@@ -115,6 +115,67 @@ func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 	return o.launch(s, "bn_backward_f32", g.C, blockSize, append(args, bnArgs(g)...)...)
 }
 
+func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x F32, g BatchNorm) error {
+	const op = "batch norm stats"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"stats", "x"}, stats, x)
+	if err != nil {
+		return err
+	}
+	return o.launch(s, "bn_stats_f32", g.C, blockSize, append(p, bnArgs(g)...)...)
+}
+
+func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error {
+	const op = "batch norm over gathered stats"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std", "stats"},
+		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats)
+	if err != nil {
+		return err
+	}
+	args := append(append(p, iarg(stats.Len/(2*g.C+1))), bnArgs(g)...)
+	return o.launch(s, "bn_train_stats_f32", g.C, blockSize, append(args, farg(g.Momentum), farg(g.Eps))...)
+}
+
+func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error {
+	const op = "batch norm input gradient"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"dx", "dy", "x", "gamma", "saved mean", "saved inverse std", "sums"}, dx, dy, x, gamma, saveMean, saveInvStd, sums)
+	if err != nil {
+		return err
+	}
+	return o.launchN(s, "bn_backward_input_f32", g.Len(), append(p, bnArgs(g)...)...)
+}
+
+func (o *cudaOps) ToBF16(gs gpu.Stream, dst U8, src F32) error {
+	s, e0 := o.stream("to bf16", gs)
+	dp, e1 := o.u8("to bf16", "dst", dst)
+	sp, e2 := o.f32("to bf16", "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), iarg(0))
+}
+
+func (o *cudaOps) FromBF16(gs gpu.Stream, dst F32, src U8) error {
+	s, e0 := o.stream("from bf16", gs)
+	dp, e1 := o.f32("from bf16", "dst", dst)
+	sp, e2 := o.u8("from bf16", "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "bf16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len))
+}
+
 func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x F32, inner int) error {
 	const op = "global average pool"
 	s, e0 := o.stream(op, gs)

@@ -356,8 +356,10 @@ var parityCovers = map[string]string{
 	"SGDStep": "sgd", "AdamWStep": "adamw",
 	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
 	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
+	"BatchNormStats": "batch norm over gathered stats", "BatchNormTrainStats": "batch norm over gathered stats",
+	"BatchNormBackwardInput":    "batch norm over gathered stats",
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
-	"FloatLoss": "float loss",
+	"FloatLoss": "float loss", "ToBF16": "bf16 conversions", "FromBF16": "bf16 conversions",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

@@ -328,6 +328,25 @@ type Ops interface {
 	// forward input x, gamma and the statistics BatchNormTrain saved.
 	BatchNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error
 
+	// The ops of a batch norm over several batches (one per rank: a synchronized batch norm,
+	// PyTorch's SyncBatchNorm), whose statistics the caller gathers between them.
+	//
+	// BatchNormStats writes x's per-channel statistics as one record of 2C+1 values to stats: the
+	// mean [C], the sum of squared deviations from it [C] and the count N*HW (exact below 2^24).
+	BatchNormStats(s gpu.Stream, stats, x F32, g BatchNorm) error
+	// BatchNormTrainStats is BatchNormTrain with the statistics of every batch: stats holds W >= 1
+	// records of BatchNormStats end to end ([W][2C+1]), combined in record order, in float64, into
+	// the mean and biased variance of all their values; x (one of the batches) is normalized with
+	// them, they are saved, and the running statistics are updated with the unbiased variance over
+	// the total count. A single record of x's own is BatchNormTrain's arithmetic.
+	BatchNormTrainStats(s gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error
+	// BatchNormBackwardInput overwrites dx with the gradient of a batch norm over every batch
+	// from sums (2C+1 values): the sums over all the batches of dy*xhat [C] and dy [C] (what
+	// BatchNormBackward writes to dgamma and dbeta for one batch), then their total count;
+	// dx = gamma*inv * (dy - sum(dy)/count - xhat*sum(dy*xhat)/count), xhat = (x-mean)*inv with
+	// the statistics BatchNormTrainStats saved.
+	BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error
+
 	// GlobalAvgPool writes y[r] = the mean of x's row r, x viewed as [y.Len][inner] (NCHW
 	// images: one value per sample and channel, inner = H*W).
 	GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error
@@ -344,6 +363,14 @@ type Ops interface {
 	// dst = (src/255 - mean[c]) / std[c]. mean and std hold one value per channel or a single
 	// value for all; an empty mean is 0 and an empty std is 1. The values are copied at enqueue.
 	NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error
+
+	// ToBF16 rounds src to bfloat16 (to the nearest, ties to even; NaN stays NaN) into dst, 2
+	// bytes per value, little-endian (dst.Len = 2*src.Len, dst.Off even): gradients that travel
+	// as bf16 (a data-parallel step in bf16).
+	ToBF16(s gpu.Stream, dst U8, src F32) error
+	// FromBF16 widens the bfloat16 values of src (2 bytes each, as ToBF16 writes them) into dst,
+	// exactly.
+	FromBF16(s gpu.Stream, dst F32, src U8) error
 
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
+	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -202,5 +203,39 @@ func noErr(t testing.TB, err error) {
 	t.Helper()
 	if err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestBF16Conversions: ToBF16 rounds as dist.F32ToBF16 does (the host's all-reduce of bf16
+// gradients), to the nearest with ties to even, NaN kept; FromBF16 widens exactly.
+func TestBF16Conversions(t *testing.T) {
+	e := newEnv(t)
+	vals := []float32{1, -1, 1 + 1.0/256, 1 + 3.0/256, 3.1415927, 1e-40, float32(math.Inf(-1)), float32(math.NaN()), 65504, -0}
+	r := rand.New(rand.NewPCG(3, 4))
+	for range 1000 {
+		vals = append(vals, float32(r.NormFloat64()*math.Pow(10, float64(r.IntN(20)-10))))
+	}
+	src := e.f32(t, vals...)
+	buf, err := e.dev.Alloc(2 * len(vals))
+	if err != nil {
+		t.Fatal(err)
+	}
+	bf := kernels.Bytes(buf)
+	back := e.f32(t, make([]float32, len(vals))...)
+	if err := e.ops.ToBF16(e.s, bf, src); err != nil {
+		t.Fatal(err)
+	}
+	if err := e.ops.FromBF16(e.s, back, bf); err != nil {
+		t.Fatal(err)
+	}
+	got := e.read(t, back)
+	for i, v := range vals {
+		want := dist.BF16ToF32(dist.F32ToBF16(v))
+		if math.Float32bits(got[i]) != math.Float32bits(want) && !(math.IsNaN(float64(want)) && math.IsNaN(float64(got[i]))) {
+			t.Fatalf("bf16(%v) = %v; want %v", v, got[i], want)
+		}
+	}
+	if got[2] != 1 || got[3] != 1+4.0/256 { // ties to even: 1+1/256 down to 1, 1+3/256 up to 1+4/256
+		t.Errorf("ties: bf16(1+1/256) = %v, bf16(1+3/256) = %v; want 1 and %v", got[2], got[3], 1+4.0/256)
 	}
 }

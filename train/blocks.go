@@ -17,7 +17,12 @@ type batchNorm struct {
 	x, y, dx          kernels.F32
 	momentum, eps     float32
 	frozen            bool // evaluation mode in training too (a frozen layer: FrozenBatchNorm2d)
+	// sync, set in a data-parallel run with Config.SyncBatchNorm, holds the statistics gathered
+	// from every rank (world records of BatchNormStats) and the backward pass's summed sums.
+	sync *bnSync
 }
+
+type bnSync struct{ gather, sums kernels.F32 }
 
 // BatchNorm2D normalizes each of c channels of [C H W] inputs as PyTorch's nn.BatchNorm2d(c):
 // while training, with the batch's mean and variance over samples and pixels, moving running
@@ -69,7 +74,23 @@ func (l *batchNorm) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
 	if !r.train || l.frozen {
 		return y, r.ops.BatchNormEval(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, g)
 	}
-	return y, r.ops.BatchNormTrain(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, l.saveMean, l.saveInv, g)
+	if l.sync == nil || r.sync == nil {
+		return y, r.ops.BatchNormTrain(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, l.saveMean, l.saveInv, g)
+	}
+	// SyncBatchNorm: every rank writes its record in its own place of the gather buffer (zeros
+	// elsewhere), and the sum over the ranks is every rank's records, which each rank combines in
+	// rank order: the same statistics, bit for bit, on every rank.
+	rec := 2*l.c + 1
+	if err := r.ops.Fill(r.s, l.sync.gather, 0); err != nil {
+		return y, err
+	}
+	if err := r.ops.BatchNormStats(r.s, l.sync.gather.Slice(r.sync.rank*rec, (r.sync.rank+1)*rec), x, g); err != nil {
+		return y, err
+	}
+	if err := r.sync.sum(l.sync.gather); err != nil {
+		return y, fmt.Errorf("sync batch norm statistics: %w", err)
+	}
+	return y, r.ops.BatchNormTrainStats(r.s, y, x, l.w.W, l.b.W, l.mean.W, l.vr.W, l.saveMean, l.saveInv, l.sync.gather, g)
 }
 
 func (l *batchNorm) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
@@ -78,7 +99,28 @@ func (l *batchNorm) backward(r *run, dy kernels.F32, n int, needDx bool) (kernel
 	if needDx {
 		dx = l.dx.Slice(0, g.Len())
 	}
-	return dx, r.ops.BatchNormBackward(r.s, dx, l.w.G, l.b.G, dy, l.x, l.w.W, l.saveMean, l.saveInv, g)
+	if l.sync == nil || r.sync == nil || !needDx {
+		return dx, r.ops.BatchNormBackward(r.s, dx, l.w.G, l.b.G, dy, l.x, l.w.W, l.saveMean, l.saveInv, g)
+	}
+	// SyncBatchNorm: the weight and bias gradients stay this rank's (DDP averages them as any
+	// other), and their sums over every rank, with the total count, give dx.
+	if err := r.ops.BatchNormBackward(r.s, kernels.F32{}, l.w.G, l.b.G, dy, l.x, l.w.W, l.saveMean, l.saveInv, g); err != nil {
+		return dx, err
+	}
+	c := l.c
+	if err := r.ops.Copy(r.s, l.sync.sums.Slice(0, c), l.w.G); err != nil {
+		return dx, err
+	}
+	if err := r.ops.Copy(r.s, l.sync.sums.Slice(c, 2*c), l.b.G); err != nil {
+		return dx, err
+	}
+	if err := r.ops.Fill(r.s, l.sync.sums.Slice(2*c, 2*c+1), float32(g.N*g.HW)); err != nil {
+		return dx, err
+	}
+	if err := r.sync.sum(l.sync.sums); err != nil {
+		return dx, fmt.Errorf("sync batch norm gradient sums: %w", err)
+	}
+	return dx, r.ops.BatchNormBackwardInput(r.s, dx, dy, l.x, l.w.W, l.saveMean, l.saveInv, l.sync.sums, g)
 }
 
 // ---- GlobalAvgPool ----

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"crypto/sha256"
 	"errors"
 	"fmt"
 	"time"
@@ -20,19 +21,24 @@ type Collective interface {
 	Size() int
 	// AllReduce reduces buf in place across the ranks; every rank ends with the same bits.
 	AllReduce(ctx context.Context, buf []float32, op dist.Op) error
+	// AllReduceBF16 is AllReduce on bfloat16 values (the gradients of a bf16 run).
+	AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error
 	// Broadcast copies root's buf into every other rank's.
 	Broadcast(ctx context.Context, buf []byte, root int) error
 	// Agree fails on every rank, naming the values, unless all ranks pass the same value.
 	Agree(ctx context.Context, what, value string) error
 }
 
-// DeviceReducer averages a tensor over the ranks in device memory, enqueued on s: NCCL's
+// DeviceReducer all-reduces a tensor over the ranks in device memory, enqueued on s: NCCL's
 // all-reduce (dist/nccl's Comm, under the cuda tag, behind a one-method adapter: cmd/stoke has
-// one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduces on
-// the compute stream as soon as backward has enqueued the layers that produce it, with no copy to
-// the host; the device overlaps them with the rest of the backward pass.
+// one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduce
+// (dist.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
+// with no copy to the host; the device overlaps them with the rest of the backward pass. A
+// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum). In a bf16
+// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v).
 type DeviceReducer interface {
-	AverageOnDevice(s gpu.Stream, v kernels.F32) error
+	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error
+	AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
 }
 
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
@@ -51,14 +57,26 @@ const (
 // the order backward produces them) by one communication goroutine per step, which the step joins
 // before it enqueues the update. Every rank's gradients are then the same bits (the collective
 // guarantees it), so the updates, and the weights after them, are the same bits on every rank.
+// The model's gradients lie end to end in that order (Model.bind), so a bucket is one range of
+// them: one all-reduce, in place where device memory is host memory (the CPU backend), and
+// otherwise through host, a staging copy of every gradient.
+//
+// Training in bf16, the buckets travel as bf16, as DDP's bf16_compress_hook sends them: rounded
+// to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and dist do), widened back
+// into the fp32 gradients, which the fp32 master weights are updated from: half the bytes.
 type ddp struct {
 	g       Collective
 	buckets []bucket
 	// afterLayer[i] lists the buckets complete once layer i's backward has been enqueued.
 	afterLayer map[int][]int
-	// host stages every gradient, bucket after bucket: copied from the device, all-reduced, copied
-	// back.
-	host []float32
+	// host stages the gradients (bucket b in host[b.lo:b.hi]) where they are not host memory;
+	// scratch stages a synchronized BatchNorm's sums.
+	host, scratch []float32
+	// bf16 sends the buckets as bfloat16: through half on the host route, halfDev (2 bytes per
+	// gradient, bucket b at bytes [2*b.lo, 2*b.hi)) on the device route.
+	bf16    bool
+	half    []uint16
+	halfDev kernels.U8
 	// dev, if set, reduces on the device (Config.DeviceReduce).
 	dev DeviceReducer
 	// synced is set once the weights have been broadcast from rank 0 (at the first Fit).
@@ -68,10 +86,12 @@ type ddp struct {
 	comm, exposed time.Duration
 }
 
-// bucket is a run of parameters whose gradients are all-reduced together: host[lo:hi].
+// bucket is a run of parameters whose gradients are all-reduced together: elements [lo, hi) of
+// the gradients in backward order (grad, once the model is bound).
 type bucket struct {
 	params []*Param
 	lo, hi int
+	grad   kernels.F32
 }
 
 // newDDP lays the model's gradients out in buckets in the order backward produces them, closing a
@@ -86,6 +106,9 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	n, last := 0, -1 // last: the layer that added cur's latest parameters
 	closeBucket := func() {
 		cur.hi = n
+		if p := cur.params[0]; p.G.Len > 0 { // bound: the bucket's range of the gradients
+			cur.grad = kernels.F32{Buf: p.G.Buf, Off: p.G.Off, Len: cur.hi - cur.lo}
+		}
 		d.afterLayer[last] = append(d.afterLayer[last], len(d.buckets))
 		d.buckets = append(d.buckets, cur)
 		cur = bucket{lo: n}
@@ -111,8 +134,29 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	if len(cur.params) > 0 {
 		closeBucket()
 	}
-	d.host = make([]float32, n)
+	if len(d.buckets) > 0 {
+		if _, inPlace := hostF32(d.buckets[0].grad); !inPlace {
+			d.host = make([]float32, n)
+		}
+	}
 	return d
+}
+
+// halfPrecision makes the buckets travel as bf16, staged on the device (the device route) or
+// the host.
+func (d *ddp) halfPrecision(m *Model) error {
+	d.bf16 = true
+	n := 0
+	if len(d.buckets) > 0 {
+		n = d.buckets[len(d.buckets)-1].hi
+	}
+	if d.dev == nil {
+		d.half = make([]uint16, n)
+		return nil
+	}
+	v, err := m.weights.f32((n + 1) / 2)
+	d.halfDev = kernels.U8{Buf: v.Buf, Len: 2 * n}
+	return err
 }
 
 func f32Bytes(v []float32) []byte {
@@ -122,55 +166,129 @@ func f32Bytes(v []float32) []byte {
 	return unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))
 }
 
-// stepReducer all-reduces one step's buckets on its own goroutine as backward hands them over.
+// hostF32 is v's memory where device memory is host memory (the CPU backend's buffers).
+func hostF32(v kernels.F32) ([]float32, bool) {
+	b, ok := gpu.HostBytes(v.Buf)
+	if !ok || v.Len == 0 {
+		return nil, false
+	}
+	return unsafe.Slice((*float32)(unsafe.Pointer(&b[4*v.Off])), v.Len), true
+}
+
+// stepReducer runs one step's collectives through the host on its own goroutine, in the order the
+// step hands them over (the same on every rank): the gradient buckets as backward completes them,
+// and a synchronized BatchNorm's sums, which the step waits for.
 type stepReducer struct {
 	d    *ddp
 	t    *Trainer
-	next chan readyBucket
-	done chan error
-	comm time.Duration // written by the goroutine, read after done
+	next chan hostJob
+	// synced answers a job that the step waits for (a BatchNorm's sums).
+	synced chan error
+	done   chan error
+	comm   time.Duration // written by the goroutine, read after done
+	// grads records that gradient buckets were sent (a batch that only synchronizes BatchNorm,
+	// one of an accumulated step but the last, sends none and has nothing to copy back).
+	grads bool
 }
 
-// readyBucket is a bucket whose gradients are on their way to the host: ready completes once
-// they are there.
-type readyBucket struct {
-	index int
-	ready gpu.Event
+// hostJob is an all-reduce of buf, once ready has completed: bucket index of the gradients, or
+// (bucket -1) a BatchNorm's sums, answered on synced.
+type hostJob struct {
+	bucket int
+	ready  gpu.Event
+	buf    []float32
 }
 
-// deviceLayerDone is backward's hook on the device path: the buckets layer i completes are
-// all-reduced on the compute stream, after the kernels that produced them.
-func (d *ddp) deviceLayerDone(s gpu.Stream) func(int) error {
-	return func(i int) error {
+// deviceRun is the step's collectives on the device path: the buckets layer i completes are
+// averaged on the compute stream, after the kernels that produced them, and a synchronized
+// BatchNorm's sums are summed there.
+func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
+	r.layerDone = func(i int) error {
 		for _, bi := range d.afterLayer[i] {
-			for _, p := range d.buckets[bi].params {
-				if err := d.dev.AverageOnDevice(s, p.G); err != nil {
-					return fmt.Errorf("train: all-reduce of %s on the device: %w", p.Name, err)
-				}
+			b := d.buckets[bi]
+			if err := d.reduceOnDevice(s, r.ops, b); err != nil {
+				return fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...) on the device: %w", bi, b.params[0].Name, err)
 			}
 		}
 		return nil
 	}
+	if syncBN {
+		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, dist.Sum) }}
+	}
 }
 
-// startStep starts the step's communication goroutine; finish joins it.
-func (d *ddp) startStep(ctx context.Context, t *Trainer) *stepReducer {
-	sr := &stepReducer{d: d, t: t, next: make(chan readyBucket, len(d.buckets)), done: make(chan error, 1)}
+// reduceOnDevice enqueues the average of bucket b's gradients over the ranks on s.
+func (d *ddp) reduceOnDevice(s gpu.Stream, ops kernels.Ops, b bucket) error {
+	if !d.bf16 {
+		return d.dev.AllReduceOnDevice(s, b.grad, dist.Avg)
+	}
+	half := d.halfDev.Slice(2*b.lo, 2*b.hi)
+	if err := ops.ToBF16(s, half, b.grad); err != nil {
+		return err
+	}
+	if err := d.dev.AllReduceBF16OnDevice(s, half, dist.Avg); err != nil {
+		return err
+	}
+	return ops.FromBF16(s, b.grad, half)
+}
+
+// reduceOnHost averages a bucket's gradients, buf, over the ranks: as fp32, or (bf16) rounded
+// into half and widened back.
+func (d *ddp) reduceOnHost(ctx context.Context, buf []float32, half []uint16) error {
+	if !d.bf16 {
+		return d.g.AllReduce(ctx, buf, dist.Avg)
+	}
+	for i, f := range buf {
+		half[i] = dist.F32ToBF16(f)
+	}
+	if err := d.g.AllReduceBF16(ctx, half, dist.Avg); err != nil {
+		return err
+	}
+	for i, h := range half {
+		buf[i] = dist.BF16ToF32(h)
+	}
+	return nil
+}
+
+// halfOf is bucket b's part of half (nil unless bf16).
+func (d *ddp) halfOf(b bucket) []uint16 {
+	if !d.bf16 {
+		return nil
+	}
+	return d.half[b.lo:b.hi]
+}
+
+// startStep starts the step's communication goroutine, sets r's hooks to use it, and returns it;
+// finish joins it.
+func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *stepReducer {
+	sr := &stepReducer{d: d, t: t, next: make(chan hostJob, len(d.buckets)+1), synced: make(chan error, 1), done: make(chan error, 1)}
+	r.layerDone = sr.layerDone
+	if syncBN {
+		r.sync = &syncRun{rank: d.g.Rank(), sum: sr.sum}
+	}
 	go func() {
 		var err error
-		for rb := range sr.next {
-			if err != nil {
-				continue // drain: the step fails with the first error
+		for j := range sr.next {
+			if err == nil {
+				if err = j.ready.Synchronize(ctx); err == nil {
+					if j.bucket < 0 {
+						err = d.g.AllReduce(ctx, j.buf, dist.Sum)
+					} else {
+						t0 := time.Now() // comm counts the gradients' all-reduces (Result.AllReduceSeconds)
+						err = d.reduceOnHost(ctx, j.buf, d.halfOf(d.buckets[j.bucket]))
+						sr.comm += time.Since(t0)
+					}
+				}
+				if err != nil && j.bucket >= 0 {
+					b := d.buckets[j.bucket]
+					err = fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...): %w", j.bucket, b.params[0].Name, err)
+				} else if err != nil {
+					err = fmt.Errorf("train: all-reduce of batch norm sums: %w", err)
+				}
 			}
-			bi, b := rb.index, d.buckets[rb.index]
-			if err = rb.ready.Synchronize(ctx); err != nil {
-				continue
-			}
-			t0 := time.Now()
-			err = d.g.AllReduce(ctx, d.host[b.lo:b.hi], dist.Avg)
-			sr.comm += time.Since(t0)
-			if err != nil {
-				err = fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...): %w", bi, b.params[0].Name, err)
+			// After an error the jobs are drained; the step fails with the first error.
+			if j.bucket < 0 {
+				sr.synced <- err
 			}
 		}
 		sr.done <- err
@@ -178,29 +296,66 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer) *stepReducer {
 	return sr
 }
 
+// stage returns the host memory job's all-reduce works on for v: v's own where device memory is
+// host memory, else buf, with the copy to it enqueued.
+func (sr *stepReducer) stage(v kernels.F32, buf []float32) ([]float32, bool, error) {
+	if h, ok := hostF32(v); ok {
+		return h, true, nil
+	}
+	return buf, false, sr.t.s.CopyD2H(f32Bytes(buf), v.Buf, 4*v.Off)
+}
+
 // layerDone is backward's hook: once layer i's backward is enqueued, the buckets it completes are
-// copied to the host and handed to the communication goroutine.
+// handed to the communication goroutine (after their copy to the host, where one is needed).
 func (sr *stepReducer) layerDone(i int) error {
 	for _, bi := range sr.d.afterLayer[i] {
 		b := sr.d.buckets[bi]
-		off := b.lo
-		for _, p := range b.params {
-			if err := sr.t.s.CopyD2H(f32Bytes(sr.d.host[off:off+p.Len()]), p.G.Buf, 4*p.G.Off); err != nil {
-				return err
-			}
-			off += p.Len()
+		var staging []float32
+		if sr.d.host != nil {
+			staging = sr.d.host[b.lo:b.hi]
+		}
+		buf, _, err := sr.stage(b.grad, staging)
+		if err != nil {
+			return err
 		}
 		ev, err := sr.t.s.Record()
 		if err != nil {
 			return err
 		}
-		sr.next <- readyBucket{bi, ev}
+		sr.next <- hostJob{bi, ev, buf}
+		sr.grads = true
 	}
 	return nil
 }
 
+// sum is a synchronized BatchNorm's all-reduce: it waits for the goroutine to sum v (after the
+// jobs before it) and enqueues the copy back, where one is needed.
+func (sr *stepReducer) sum(v kernels.F32) error {
+	if len(sr.d.scratch) < v.Len {
+		// The stream has run every copy from the old scratch: each sum waits for its all-reduce,
+		// which waits for the stream.
+		sr.d.scratch = make([]float32, v.Len)
+	}
+	buf, inPlace, err := sr.stage(v, sr.d.scratch[:v.Len])
+	if err != nil {
+		return err
+	}
+	ev, err := sr.t.s.Record()
+	if err != nil {
+		return err
+	}
+	sr.next <- hostJob{-1, ev, buf}
+	if err := <-sr.synced; err != nil {
+		return err
+	}
+	if inPlace {
+		return nil
+	}
+	return sr.t.s.CopyH2D(v.Buf, 4*v.Off, f32Bytes(buf))
+}
+
 // finish waits for every bucket's all-reduce and enqueues the averaged gradients' copies back to
-// the device. It must be called once, whatever happened to the step.
+// the device where they were staged. It must be called once, whatever happened to the step.
 func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	close(sr.next)
 	var err error
@@ -216,16 +371,12 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	err = errors.Join(err, <-sr.done)
 	sr.d.exposed += time.Since(t0)
 	sr.d.comm += sr.comm
-	if stepErr != nil || err != nil {
+	if stepErr != nil || err != nil || sr.d.host == nil || !sr.grads {
 		return errors.Join(stepErr, err)
 	}
 	for _, b := range sr.d.buckets {
-		off := b.lo
-		for _, p := range b.params {
-			if err := sr.t.s.CopyH2D(p.G.Buf, 4*p.G.Off, f32Bytes(sr.d.host[off:off+p.Len()])); err != nil {
-				return err
-			}
-			off += p.Len()
+		if err := sr.t.s.CopyH2D(b.grad.Buf, 4*b.grad.Off, f32Bytes(sr.d.host[b.lo:b.hi])); err != nil {
+			return err
 		}
 	}
 	return nil
@@ -236,8 +387,13 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 // broadcast to the others.
 func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 	d := t.dist
+	model := t.m.String()
+	if len("model")+len(model) > dist.MaxAgree { // a resnet's layers: their digest
+		sum := sha256.Sum256([]byte(model))
+		model = fmt.Sprintf("%s %v->%d, %d layers, %d parameters, layers sha256 %x", t.m.name, t.m.in, t.m.classes, len(t.m.layers), t.m.NumParams(), sum[:8])
+	}
 	checks := []struct{ what, value string }{
-		{"model", t.m.String()},
+		{"model", model},
 		{"optimizer", t.opt.String()},
 		{"seed", fmt.Sprint(t.seed)},
 		{"epochs", fmt.Sprint(t.cfg.Epochs)},
@@ -248,6 +404,7 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 		{"completed steps", fmt.Sprint(t.step)},
 		{"accumulation, clipping, EMA", fmt.Sprint(t.accumulate(), t.cfg.ClipGradNorm, t.cfg.EMA, t.cfg.EMAWarmup)},
 		{"plateau, early stop", fmt.Sprintf("%+v %d", t.cfg.Plateau, t.cfg.EarlyStop)},
+		{"sync batch norm", fmt.Sprint(t.cfg.SyncBatchNorm)},
 	}
 	if id, ok := trainData.(interface{ identity() string }); ok {
 		checks = append(checks, struct{ what, value string }{"training data", id.identity()})

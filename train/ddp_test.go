@@ -7,6 +7,7 @@ import (
 	"math"
 	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 	"unsafe"
@@ -140,9 +141,22 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 	}
 }
 
+// ddpOpts are a data-parallel test run's settings: the bucket size, whether the gradients are
+// all-reduced on the device (streamReducer), whether the BatchNorms are synchronized.
+type ddpOpts struct {
+	bucket           int
+	onDevice, syncBN bool
+	precision        Precision
+	// wire, if set, counts the bytes each rank's gradient all-reduces send per step; grads, if
+	// set, records rank 0's gradients after each step.
+	wire  *[]int64
+	grads *[][][]float32
+}
+
 // ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
-// trainer, per-rank batch global/world, and returns every rank's weights after each step.
-func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, bucket int, onDevice bool) (perStep [][][][]float32, acc []float64) {
+// trainer, per-rank batch global/world (the last rank takes the remainder), and returns every
+// rank's weights and buffers after each step.
+func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, o ddpOpts) (perStep [][][][]float32, acc []float64) {
 	t.Helper()
 	imgs, labels := synthetic(global*steps, 1)
 	timgs, tlabels := synthetic(203, 2)
@@ -155,17 +169,28 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps, buck
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
-		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: bucket}
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision}
+		var sent atomic.Int64
 		if world > 1 {
-			cfg.Dist = groups[r]
-			if onDevice {
-				cfg.DeviceReduce = streamReducer{groups[r]}
+			g := countingGroup{groups[r], &sent}
+			cfg.Dist = g
+			if o.onDevice {
+				cfg.DeviceReduce = streamReducer{g}
 			}
 		}
 		var tr *Trainer
+		last := int64(0)
 		cfg.Progress = func(p *Progress) {
-			if !p.Done {
-				perStep[r] = append(perStep[r], weights(t, tr))
+			if p.Done {
+				return
+			}
+			perStep[r] = append(perStep[r], weights(t, tr))
+			if r == 0 && o.wire != nil {
+				*o.wire = append(*o.wire, sent.Load()-last)
+				last = sent.Load()
+			}
+			if r == 0 && o.grads != nil {
+				*o.grads = append(*o.grads, gradients(t, tr))
 			}
 		}
 		tr, err := New(mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
@@ -204,9 +229,9 @@ func TestDataParallelEquivalence(t *testing.T) {
 		{"cnn/on-device", smallCNN, -1},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, max(tc.bucket, 0), false)
+			one, acc1 := ddpRun(t, tc.mk, 1, global, steps, ddpOpts{bucket: max(tc.bucket, 0)})
 			for _, world := range []int{2, 3} {
-				many, accW := ddpRun(t, tc.mk, world, global, steps, max(tc.bucket, 512), tc.bucket < 0)
+				many, accW := ddpRun(t, tc.mk, world, global, steps, ddpOpts{bucket: max(tc.bucket, 512), onDevice: tc.bucket < 0})
 				worst := 0.0
 				for s := range steps {
 					for r := 1; r < world; r++ {
@@ -229,6 +254,99 @@ func TestDataParallelEquivalence(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestSyncBatchNormEquivalence: with SyncBatchNorm, W ranks with per-rank batches of B/W train a
+// model with BatchNorm as one process with batch B does: after each step every rank holds the same bits, weights and running statistics
+// alike, and they agree with the single process's within float32 rounding, through the host and
+// on the device. Without SyncBatchNorm (each rank's own statistics) they differ by orders more.
+func TestSyncBatchNormEquivalence(t *testing.T) {
+	const global, steps = 48, 15
+	for _, tc := range []struct {
+		name string
+		mk   func(testing.TB) *Model
+	}{{"bn-cnn", bnCNN}, {"resnet8", func(t testing.TB) *Model {
+		m, err := NewModel("resnet8", img8, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}}} {
+		t.Run(tc.name, func(t *testing.T) {
+			// worst is the largest difference over the first steps to one process's tensors, each
+			// relative to the tensor's largest value; every rank must hold rank 0's bits.
+			worst := func(one [][][][]float32, many [][][][]float32, world, steps int) float64 {
+				w := 0.0
+				for s := range steps {
+					for r := 1; r < world; r++ {
+						if !sameTensors(many[0][s], many[r][s]) {
+							t.Fatalf("world %d step %d: rank %d's weights or running statistics differ from rank 0's", world, s+1, r)
+						}
+					}
+					for i := range one[0][s] {
+						w = max(w, relDiff(one[0][s][i:i+1], many[0][s][i:i+1]))
+					}
+				}
+				return w
+			}
+			one, _ := ddpRun(t, tc.mk, 1, global, steps, ddpOpts{})
+			for _, o := range []ddpOpts{{syncBN: true}, {syncBN: true, bucket: 512}, {syncBN: true, onDevice: true}} {
+				for _, world := range []int{2, 4} {
+					w := worst(one, first(ddpRun(t, tc.mk, world, global, steps, o)), world, steps)
+					// Measured: at most 6e-7 of a tensor's largest value over the 15 steps.
+					t.Logf("world %d %+v: largest difference to one process over %d steps: %.2g of the tensor's largest value", world, o, steps, w)
+					if w > 1e-5 {
+						t.Errorf("world %d %+v: synchronized BatchNorm drifts from one process's by %.2g; want < 1e-5", world, o, w)
+					}
+				}
+			}
+			// Unequal batches (17, 17 and 18 of 52 on 3 ranks): DDP averages the ranks' mean
+			// gradients with equal weights, so only the first step's statistics can match the
+			// single process's, and they do, since they weigh each rank by its count.
+			oneU, _ := ddpRun(t, tc.mk, 1, 52, 1, ddpOpts{})
+			manyU, _ := ddpRun(t, tc.mk, 3, 52, 1, ddpOpts{syncBN: true})
+			nb := len(oneU[0][0]) - len(tc.mk(t).buffers)
+			u := worst(stepBuffers(oneU, nb), stepBuffers(manyU, nb), 3, 1)
+			t.Logf("world 3, unequal batches: running statistics after step 1 within %.2g", u)
+			if u > 1e-6 {
+				t.Errorf("world 3, unequal batches: running statistics after step 1 differ by %.2g from one process's", u)
+			}
+			// Without SyncBatchNorm each rank normalizes with its own batch: rank 0's weights leave
+			// the single process's at once.
+			many, _ := ddpRun(t, tc.mk, 2, global, steps, ddpOpts{})
+			w := 0.0
+			for s := range steps {
+				w = max(w, relDiff(one[0][s], many[0][s]))
+			}
+			t.Logf("world 2 without SyncBatchNorm: %.2g", w)
+			if w < 1e-3 {
+				t.Errorf("world 2 without SyncBatchNorm: %.2g from one process; per-rank statistics should differ more", w)
+			}
+		})
+	}
+}
+
+func first[A, B any](a A, _ B) A { return a }
+
+// stepBuffers keeps the tensors from index from on (a model's buffers follow its parameters).
+func stepBuffers(perStep [][][][]float32, from int) [][][][]float32 {
+	out := make([][][][]float32, len(perStep))
+	for r, steps := range perStep {
+		for _, ts := range steps {
+			out[r] = append(out[r], ts[from:])
+		}
+	}
+	return out
+}
+
+// bnCNN is a convolution, BatchNorm and ReLU, then a linear head.
+func bnCNN(t testing.TB) *Model {
+	t.Helper()
+	m, err := Sequential("bn-cnn", img8, 10, Conv2D(1, 4, 3, 1, NoBias()), BatchNorm2D(4), ReLU(), MaxPool2D(2), Flatten(), Linear(64, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
 }
 
 // plainMLP is smallMLP without its dropout, whose masks follow each sample's place in its batch.
@@ -393,20 +511,100 @@ func TestDataParallelMismatch(t *testing.T) {
 	}
 }
 
+// TestDataParallelBF16: training in bf16, the gradient buckets travel as bf16 (DDP's
+// bf16_compress_hook): half the bytes of an fp32 run's per step, every averaged gradient a bf16
+// value widened to fp32, every rank with the same bits after each step, the host route and the
+// device route with the same bits too (both round as dist.F32ToBF16 and reduce on one ring), and
+// the weights near one process's in bf16, which all-reduces nothing.
+func TestDataParallelBF16(t *testing.T) {
+	const global, steps = 48, 20
+	one, _ := ddpRun(t, smallCNN, 1, global, steps, ddpOpts{precision: BF16})
+	var wire32 []int64
+	ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, precision: FP32, wire: &wire32})
+	var runs [2][][][][]float32
+	for i, onDevice := range []bool{false, true} {
+		var wire []int64
+		var grads [][][]float32
+		many, _ := ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, onDevice: onDevice, precision: BF16, wire: &wire, grads: &grads})
+		runs[i] = many
+		worst := 0.0
+		for s := range steps {
+			if !sameTensors(many[0][s], many[1][s]) {
+				t.Fatalf("device %v step %d: rank 1's weights differ from rank 0's", onDevice, s+1)
+			}
+			if 2*wire[s] != wire32[s] {
+				t.Errorf("device %v step %d: the gradients' all-reduces sent %d bytes; the fp32 run's %d", onDevice, s+1, wire[s], wire32[s])
+			}
+			for _, g := range grads[s] {
+				for _, v := range g {
+					if math.Float32bits(v)&0xffff != 0 {
+						t.Fatalf("device %v step %d: averaged gradient %v is not a bf16 value", onDevice, s+1, v)
+					}
+				}
+			}
+			worst = max(worst, relDiff(one[0][s], many[0][s]))
+		}
+		t.Logf("device %v: %d bytes per step sent (fp32: %d); largest weight difference to one bf16 process over %d steps: %.2g of the largest weight",
+			onDevice, wire[0], wire32[0], steps, worst)
+		if worst > 1e-2 {
+			t.Errorf("device %v: weights drift from one process's by %.2g of the largest weight; want < 1e-2", onDevice, worst)
+		}
+	}
+	for s := range steps {
+		if !sameTensors(runs[0][0][s], runs[1][0][s]) {
+			t.Fatalf("step %d: the host route's weights differ from the device route's", s+1)
+		}
+	}
+}
+
+// countingGroup counts the bytes of the gradient all-reduces it passes on (fp32 or bf16).
+type countingGroup struct {
+	Collective
+	sent *atomic.Int64
+}
+
+func (g countingGroup) AllReduce(ctx context.Context, buf []float32, op dist.Op) error {
+	if op == dist.Avg { // the gradients; sums are statistics and tallies
+		g.sent.Add(int64(4 * len(buf)))
+	}
+	return g.Collective.AllReduce(ctx, buf, op)
+}
+
+func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error {
+	g.sent.Add(int64(2 * len(buf)))
+	return g.Collective.AllReduceBF16(ctx, buf, op)
+}
+
+// gradients reads every trained parameter's gradient back from the device.
+func gradients(t testing.TB, tr *Trainer) [][]float32 {
+	t.Helper()
+	var vs []kernels.F32
+	for _, p := range tr.m.params {
+		vs = append(vs, p.G)
+	}
+	return readBack(t, tr, vs)
+}
+
 // streamReducer is a DeviceReducer on the CPU backend, as NCCL is one on CUDA: the all-reduce runs
 // in stream order on the compute stream's executor, over the device memory itself (Go memory on
 // this backend).
 type streamReducer struct{ g Collective }
 
-func (r streamReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
+func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+	f, ok := hostF32(v)
+	if !ok {
+		return errors.New("not a CPU-backend buffer")
+	}
+	return s.Host(func() error { return r.g.AllReduce(context.Background(), f, op) })
+}
+
+func (r streamReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
 	b, ok := gpu.HostBytes(v.Buf)
 	if !ok {
 		return errors.New("not a CPU-backend buffer")
 	}
-	return s.Host(func() error {
-		f := unsafe.Slice((*float32)(unsafe.Pointer(&b[4*v.Off])), v.Len)
-		return r.g.AllReduce(context.Background(), f, dist.Avg)
-	})
+	h := unsafe.Slice((*uint16)(unsafe.Pointer(&b[v.Off])), v.Len/2)
+	return s.Host(func() error { return r.g.AllReduceBF16(context.Background(), h, op) })
 }
 
 // testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.

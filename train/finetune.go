@@ -119,17 +119,24 @@ func (m *Model) headLayer() int {
 
 // setFrozen marks the BatchNorms in l (inside blocks too) as frozen: evaluation mode always.
 func setFrozen(l Layer, v bool) {
+	for _, bn := range batchNorms(l) {
+		bn.frozen = v
+	}
+}
+
+// batchNorms lists the BatchNorms in l, inside blocks too.
+func batchNorms(l Layer) []*batchNorm {
 	switch l := l.(type) {
 	case *batchNorm:
-		l.frozen = v
+		return []*batchNorm{l}
 	case *residual:
-		for _, x := range l.main {
-			setFrozen(x, v)
+		var out []*batchNorm
+		for _, x := range append(append([]Layer(nil), l.main...), l.shortcut...) {
+			out = append(out, batchNorms(x)...)
 		}
-		for _, x := range l.shortcut {
-			setFrozen(x, v)
-		}
+		return out
 	}
+	return nil
 }
 
 // groupLR scales the learning rate of the backbone's parameters (Param.lrScale): a second

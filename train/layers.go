@@ -102,6 +102,16 @@ type run struct {
 	seed  uint64 // dropout seed of this step and layer
 	// layerDone, if set, is called with a layer's index once its backward has been enqueued.
 	layerDone func(layer int) error
+	// sync, if set, synchronizes the BatchNorms that have their bnSync (Config.SyncBatchNorm).
+	sync *syncRun
+}
+
+// syncRun is what a synchronized BatchNorm needs of a data-parallel pass: its rank, and sum,
+// which sums v (a small tensor on the device) over the ranks so that the work enqueued after it
+// on the stream reads the sum.
+type syncRun struct {
+	rank int
+	sum  func(v kernels.F32) error
 }
 
 // arena allocates device tensors and frees them together.

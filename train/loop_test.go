@@ -16,6 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
+	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -106,15 +107,15 @@ func TestAccumulateEquivalence(t *testing.T) {
 	}
 }
 
-// countingReducer counts the device all-reduces of a streamReducer.
+// countingReducer counts the gradient elements a streamReducer all-reduces on the device.
 type countingReducer struct {
 	streamReducer
-	calls *atomic.Int64
+	elems *atomic.Int64
 }
 
-func (r countingReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
-	r.calls.Add(1)
-	return r.streamReducer.AverageOnDevice(s, v)
+func (r countingReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+	r.elems.Add(int64(v.Len))
+	return r.streamReducer.AllReduceOnDevice(s, v, op)
 }
 
 // TestAccumulateDataParallel: 2 ranks with batches of 16 accumulating 4 per step, clipping by norm
@@ -137,14 +138,14 @@ func TestAccumulateDataParallel(t *testing.T) {
 		per := make([][][][]float32, world)
 		ema := make([][][]float32, world)
 		res := make([]Result, world)
-		var calls atomic.Int64
+		var elems atomic.Int64
 		var wg sync.WaitGroup
 		for r := range world {
 			dev := openCPU(t)
 			cfg := loop
 			cfg.Accumulate, cfg.Dist = 4, groups[r]
 			if onDevice {
-				cfg.DeviceReduce = countingReducer{streamReducer{groups[r]}, &calls}
+				cfg.DeviceReduce = countingReducer{streamReducer{groups[r]}, &elems}
 			}
 			data := newRankMem(t, dev, imgs, labels, 32, r, world, true, 7)
 			test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
@@ -173,8 +174,8 @@ func TestAccumulateDataParallel(t *testing.T) {
 		if worst > 1e-6 {
 			t.Errorf("on device %v: 2 ranks accumulating drift from one process by %.2g; want < 1e-6", onDevice, worst)
 		}
-		if params := len(plainMLP(t).Params()); onDevice && calls.Load() != int64(world*len(one)*params) {
-			t.Errorf("%d device all-reduces; want %d: one per parameter per optimizer step on each rank", calls.Load(), world*len(one)*params)
+		if params := plainMLP(t).NumParams(); onDevice && elems.Load() != int64(world*len(one)*params) {
+			t.Errorf("%d gradient elements all-reduced on the device; want %d: each once per optimizer step on each rank", elems.Load(), world*len(one)*params)
 		}
 		// The ranks decide alike (the same scores, learning rates, best epoch), and score as one
 		// process does (within a sample of 203: the weights differ by rounding).

@@ -239,11 +239,6 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 			if p.W, err = m.weights.f32(n); err != nil {
 				return err
 			}
-			if !p.buffer() && !p.frozen {
-				if p.G, err = m.weights.f32(n); err != nil {
-					return err
-				}
-			}
 			host := make([]float32, n)
 			r := rand.New(rand.NewPCG(rng.Mix(seed, uint64(pi), 5), rng.Mix(seed, uint64(pi), 6)))
 			p.init(host, r)
@@ -252,9 +247,38 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 			}
 		}
 	}
-	var err error
+	// The gradients lie end to end in one buffer, in the order backward produces them, so that a
+	// data-parallel bucket is one range of it (DDP's gradient_as_bucket_view).
+	order := m.gradOrder()
+	total := 0
+	for _, p := range order {
+		total += p.Len()
+	}
+	grads, err := m.weights.f32(total)
+	if err != nil {
+		return err
+	}
+	off := 0
+	for _, p := range order {
+		p.G = grads.Slice(off, off+p.Len())
+		off += p.Len()
+	}
 	m.loss, err = m.weights.f32(1)
 	return err
+}
+
+// gradOrder lists the tensors that get a gradient (not buffers, not frozen) in the order the
+// backward pass produces them: the layers from last to first, each layer's in its own order.
+func (m *Model) gradOrder() []*Param {
+	var out []*Param
+	for k := len(m.order) - 1; k >= 0; k-- {
+		for _, p := range m.layerParams[m.order[k]] {
+			if !p.buffer() && !p.frozen {
+				out = append(out, p)
+			}
+		}
+	}
+	return out
 }
 
 // upload enqueues a copy of host into v; host must not be modified afterwards (the stream reads it
@@ -329,6 +353,28 @@ func (m *Model) backward(r *run, n int) error {
 	return nil
 }
 
+// syncBatchNorms gives every BatchNorm that trains (not frozen) the buffers of a synchronized
+// batch norm over world ranks (Config.SyncBatchNorm).
+func (m *Model) syncBatchNorms(world int) error {
+	for _, l := range m.layers {
+		for _, bn := range batchNorms(l) {
+			if bn.frozen {
+				continue
+			}
+			var s bnSync
+			var err error
+			if s.gather, err = m.weights.f32(world * (2*bn.c + 1)); err != nil {
+				return err
+			}
+			if s.sums, err = m.weights.f32(2*bn.c + 1); err != nil {
+				return err
+			}
+			bn.sync = &s
+		}
+	}
+	return nil
+}
+
 // free releases the device memory and unbinds the model, so that another trainer may take it
 // (with freshly initialized weights).
 func (m *Model) free() error {
@@ -336,6 +382,11 @@ func (m *Model) free() error {
 	m.ops, m.capN = nil, 0
 	for _, p := range m.tensors() {
 		p.W, p.G, p.slots, p.acc, p.ema = kernels.F32{}, kernels.F32{}, nil, kernels.F32{}, kernels.F32{}
+	}
+	for _, l := range m.layers {
+		for _, bn := range batchNorms(l) {
+			bn.sync = nil
+		}
 	}
 	m.unfreeze()
 	return err

@@ -13,6 +13,7 @@ import (
 	"go.uber.org/goleak"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -50,10 +51,20 @@ func smallCNN(t testing.TB) *Model {
 // weights reads every parameter's values back from the device.
 func weights(t testing.TB, tr *Trainer) [][]float32 {
 	t.Helper()
-	var out [][]float32
+	var vs []kernels.F32
 	for _, p := range tr.m.tensors() {
-		host := make([]float32, p.Len())
-		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
+		vs = append(vs, p.W)
+	}
+	return readBack(t, tr, vs)
+}
+
+// readBack copies views of the trainer's device memory to the host.
+func readBack(t testing.TB, tr *Trainer, vs []kernels.F32) [][]float32 {
+	t.Helper()
+	var out [][]float32
+	for _, v := range vs {
+		host := make([]float32, v.Len)
+		if err := tr.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
 			t.Fatal(err)
 		}
 		out = append(out, host)

@@ -93,6 +93,8 @@ type Config struct {
 	// PyTorch's GradScaler with its defaults (see lossScale).
 	// On the CUDA backend the products run on cuBLAS's mixed-precision GEMM; the CPU backend
 	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
+	// With Dist, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
+	// averaged, widened back into the fp32 gradients), half the bytes of fp32's.
 	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
@@ -105,10 +107,19 @@ type Config struct {
 	// weights, averages the gradients of every step over the ranks in buckets that overlap the
 	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
 	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
-	// BatchNorm normalizes with each rank's own batch statistics (DDP's default); rank 0's running
-	// statistics are the ones evaluated and saved. Every rank ends each step with the same
-	// weights, bit for bit.
+	// BatchNorm normalizes with each rank's own batch statistics (DDP's default; SyncBatchNorm
+	// for the global batch's); rank 0's running statistics are the ones evaluated and saved. Every
+	// rank ends each step with the same weights, bit for bit.
 	Dist Collective
+	// SyncBatchNorm, with Dist, makes every BatchNorm in training normalize with the statistics
+	// of the global batch, as torch.nn.SyncBatchNorm: the mean and biased variance over all ranks'
+	// samples of the step (the counts summed too, so unequal batches weigh right), the running
+	// variance from the unbiased variance over the global count, and a backward pass whose input
+	// gradient is the global batch's (the per-channel sums of dy and dy*xhat summed over the
+	// ranks). It costs two small all-reduces per BatchNorm and step, which the forward and
+	// backward passes wait for. The running statistics are then the same on every rank.
+	// Evaluation, and a run without Dist, are plain BatchNorm.
+	SyncBatchNorm bool
 	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
 	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
 	// 25 MiB, DDP's bucket_cap_mb.
@@ -382,6 +393,16 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
 		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
 		t.dist.dev = cfg.DeviceReduce
+		if cfg.Precision == BF16 {
+			if err := t.dist.halfPrecision(m); err != nil {
+				return nil, errors.Join(err, t.Close())
+			}
+		}
+		if cfg.SyncBatchNorm {
+			if err := m.syncBatchNorms(cfg.Dist.Size()); err != nil {
+				return nil, errors.Join(err, t.Close())
+			}
+		}
 	}
 	return t, nil
 }
@@ -746,13 +767,28 @@ type stepGroup struct{ batches, samples int }
 
 // enqueueBatch enqueues the forward and backward passes of one batch of the step g, which last
 // ends: an earlier batch's gradients go into the accumulators (Config.Accumulate), the last one's
-// are folded with them and, under Dist, all-reduced as backward produces them.
+// are folded with them and, under Dist, all-reduced as backward produces them. A synchronized
+// BatchNorm sums its statistics over the ranks in every batch, the last or not.
 func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32, g *stepGroup, last bool) error {
 	if err := t.checkBatch(b); err != nil {
 		return err
 	}
-	m, n := t.m, b.N
 	r := &run{ops: t.ops, s: t.s, train: true}
+	switch {
+	case t.dist == nil:
+	case t.dist.dev != nil:
+		t.dist.deviceRun(t.s, r, t.cfg.SyncBatchNorm)
+	case last || t.cfg.SyncBatchNorm:
+		sr := t.dist.startStep(ctx, t, r, t.cfg.SyncBatchNorm)
+		return sr.finish(ctx, t.enqueuePass(r, b, mean, std, g, last))
+	}
+	return t.enqueuePass(r, b, mean, std, g, last)
+}
+
+// enqueuePass enqueues the forward and backward passes of one batch of the step g, through r's
+// hooks.
+func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup, last bool) error {
+	m, n := t.m, b.N
 	x := m.input.Slice(0, n*m.in.Len())
 	if err := t.ops.NormalizeU8(t.s, x, b.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {
 		return err
@@ -794,6 +830,7 @@ func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32
 	g.samples += n
 	t.state.Batches++
 	if !last { // DDP's no_sync: this rank's gradients wait for the step's last batch
+		r.layerDone = nil
 		if err := m.backward(r, n); err != nil {
 			return err
 		}
@@ -809,41 +846,21 @@ func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32
 		}
 		return nil
 	}
-	var fold func(int) error
 	if !first {
-		fold = func(i int) error { return t.foldGrads(m.layerParams[i], n, g.samples) }
-	}
-	return t.backward(ctx, r, n, fold)
-}
-
-// backward enqueues the backward pass of n samples; before, if set, runs on each layer's
-// gradients once they are enqueued, before the all-reduce of the buckets they complete (Dist).
-func (t *Trainer) backward(ctx context.Context, r *run, n int, before func(int) error) error {
-	then := func(hook func(int) error) func(int) error {
-		if before == nil {
-			return hook
-		}
-		return func(i int) error {
-			if err := before(i); err != nil {
+		// Each layer's gradients are folded with the accumulated ones before the all-reduce of
+		// the buckets they complete.
+		reduce := r.layerDone
+		r.layerDone = func(i int) error {
+			if err := t.foldGrads(m.layerParams[i], n, g.samples); err != nil {
 				return err
 			}
-			if hook == nil {
+			if reduce == nil {
 				return nil
 			}
-			return hook(i)
+			return reduce(i)
 		}
 	}
-	switch {
-	case t.dist != nil && t.dist.dev != nil:
-		r.layerDone = then(t.dist.deviceLayerDone(t.s))
-	case t.dist != nil:
-		sr := t.dist.startStep(ctx, t)
-		r.layerDone = then(sr.layerDone)
-		return sr.finish(ctx, t.m.backward(r, n))
-	default:
-		r.layerDone = then(nil)
-	}
-	return t.m.backward(r, n)
+	return m.backward(r, n)
 }
 
 // foldAll ends a step whose last batch was not known to be its last (an epoch of unknown length
@@ -861,19 +878,21 @@ func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
 	if t.dist == nil {
 		return nil
 	}
-	each := func(hook func(int) error) error {
+	r := &run{ops: t.ops, s: t.s}
+	each := func() error {
 		for k := len(t.m.order) - 1; k >= 0 && k >= t.m.firstParamLayer; k-- {
-			if err := hook(t.m.order[k]); err != nil {
+			if err := r.layerDone(t.m.order[k]); err != nil {
 				return err
 			}
 		}
 		return nil
 	}
 	if t.dist.dev != nil {
-		return each(t.dist.deviceLayerDone(t.s))
+		t.dist.deviceRun(t.s, r, false)
+		return each()
 	}
-	sr := t.dist.startStep(ctx, t)
-	return sr.finish(ctx, each(sr.layerDone))
+	sr := t.dist.startStep(ctx, t, r, false)
+	return sr.finish(ctx, each())
 }
 
 // finishStep applies the step whose gradients the batches of g left (perEpoch and total are the

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"encoding/json"
 	"fmt"
 	"math"
 	"net"
@@ -115,6 +116,83 @@ func TestTrainDataParallel(t *testing.T) {
 			t.Errorf("the ranks reported %s accuracy %v; one process predicts %v on %d samples of the checkpoint (want %d, the same within one sample)",
 				split.name, split.acc, pred.Accuracy, pred.Samples, split.samples)
 		}
+	}
+}
+
+// TestTrainSyncBN: resnet8 trained on 2 ranks at batch 4 with --sync-bn predicts what one process
+// trained at batch 8 predicts (the ranks' batches together are the single process's), within
+// float32 rounding; without --sync-bn the ranks' own BatchNorm statistics make it differ.
+func TestTrainSyncBN(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs 5 training processes")
+	}
+	bin := stokeBin(t)
+	root := splitFolder(t, 3, 12, 4, 12)
+	args := []string{"train", "--data", root, "--model", "resnet8", "--size", "12", "--epochs", "1", "--workers", "1", "--dist-timeout", "60s", "--json"}
+	trainRanks := func(world int, extra ...string) (trainResult, string) {
+		t.Helper()
+		ck := filepath.Join(t.TempDir(), "ck")
+		port := freePort(t)
+		var cmds []*exec.Cmd
+		for r := range world {
+			a := append(append(append([]string(nil), args...), extra...), "--batch", fmt.Sprint(8/world), "--checkpoint", ck,
+				"--rank", fmt.Sprint(r), "--world-size", fmt.Sprint(world), "--master-port", port)
+			cmd := exec.CommandContext(t.Context(), bin, a...)
+			cmd.Env = withoutRankEnv()
+			cmds = append(cmds, cmd)
+		}
+		outs := runAll(cmds)
+		for r, o := range outs {
+			if o.err != nil {
+				t.Fatalf("world %d rank %d: %v\n%s", world, r, o.err, o.stderr)
+			}
+		}
+		var res trainResult
+		lastJSON(t, outs[0].stdout, &res)
+		return res, ck
+	}
+	logits := func(ck string) [][]float32 {
+		t.Helper()
+		out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict: exit %d: %s", code, errOut)
+		}
+		var all [][]float32
+		for _, l := range strings.Split(strings.TrimSpace(out), "\n") {
+			var p predictJSON
+			if err := json.Unmarshal([]byte(l), &p); err == nil && p.Logits != nil {
+				all = append(all, p.Logits)
+			}
+		}
+		return all
+	}
+	largest := func(a, b [][]float32) float64 {
+		if len(a) != len(b) || len(a) == 0 {
+			t.Fatalf("predicted %d and %d samples", len(a), len(b))
+		}
+		d := 0.0
+		for i := range a {
+			for j := range a[i] {
+				d = max(d, math.Abs(float64(a[i][j]-b[i][j])))
+			}
+		}
+		return d
+	}
+	_, ck1 := trainRanks(1)
+	one := logits(ck1)
+	res, ckSync := trainRanks(2, "--sync-bn")
+	if !res.SyncBN || res.WorldSize != 2 || res.GlobalBatch != 8 {
+		t.Fatalf("rank 0 JSON: sync_bn %v, world %d, global batch %d; want true, 2, 8", res.SyncBN, res.WorldSize, res.GlobalBatch)
+	}
+	dSync := largest(one, logits(ckSync))
+	res, ckOwn := trainRanks(2)
+	if res.SyncBN {
+		t.Fatalf("rank 0 JSON: sync_bn true without --sync-bn")
+	}
+	dOwn := largest(one, logits(ckOwn))
+	t.Logf("largest logit difference to one process at batch 8: %.2g with --sync-bn, %.2g without", dSync, dOwn)
+	if dSync > 1e-4 || dOwn < 100*dSync {
+		t.Errorf("logits differ from one process's by %.2g with --sync-bn, %.2g without; want < 1e-4, and 100 times more without", dSync, dOwn)
 	}
 }
 

@@ -27,9 +27,15 @@ func deviceReducer(ctx context.Context, g *dist.Group, dev gpu.Device) (train.De
 	return ncclReducer{c}, c, nil
 }
 
-// ncclReducer averages fp32 gradients with ncclAllReduce on the compute stream.
+// ncclReducer all-reduces tensors (gradients, SyncBatchNorm's statistics) with ncclAllReduce on
+// the compute stream.
 type ncclReducer struct{ c *nccl.Comm }
 
-func (r ncclReducer) AverageOnDevice(s gpu.Stream, v kernels.F32) error {
-	return r.c.AllReduce(s, v.Buf, 4*v.Off, v.Len, nccl.Float32, dist.Avg)
+func (r ncclReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+	return r.c.AllReduce(s, v.Buf, 4*v.Off, v.Len, nccl.Float32, op)
+}
+
+// AllReduceBF16OnDevice all-reduces a bf16 run's gradients as bfloat16 (ncclBfloat16).
+func (r ncclReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+	return r.c.AllReduce(s, v.Buf, v.Off, v.Len/2, nccl.BFloat16, op)
 }

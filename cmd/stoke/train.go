@@ -22,7 +22,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--val-data SPEC | --val-split F] [--test-data SPEC] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] "+
-		"[--backbone-lr-scale X]] [--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--json]", true)
+		"[--backbone-lr-scale X]] [--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--sync-bn] [--json]", true)
 	lf.register(fs, 128)
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
@@ -53,6 +53,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
 	backboneLR := fs.Float64("backbone-lr-scale", 0,
 		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	syncBN := fs.Bool("sync-bn", false,
+		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
@@ -186,7 +188,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
 		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
-		Dist: group, DeviceReduce: onDevice, Plateau: plateau,
+		Dist: group, DeviceReduce: onDevice, SyncBatchNorm: *syncBN, Plateau: plateau,
 		Progress: func(p *train.Progress) {
 			logs.progress(p, sets.evalName)
 			if p.Done {
@@ -293,7 +295,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	skipped := ts.Skipped + es.Skipped + final.skipped()
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
-		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), Skipped: skipped})
+		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -360,6 +362,9 @@ type trainResult struct {
 	Batch       int `json:"batch"`
 	GlobalBatch int `json:"global_batch"`
 	WorldSize   int `json:"world_size"`
+	// SyncBN is --sync-bn: the BatchNorms normalized with the global batch's statistics (on one
+	// rank, its own batch is the global one).
+	SyncBN bool `json:"sync_bn"`
 	// Skipped counts the bad samples left out under --on-error skip, training and evaluation.
 	Skipped int64 `json:"skipped"`
 }

@@ -1,6 +1,7 @@
 // Package nccl is the CUDA backend of dist's all-reduce: NVIDIA's NCCL, run by the GPUs on the
-// stream that produced the data, for the gradients of a data-parallel step. It needs the cuda
-// build tag (and cgo, nccl.h and libnccl); without it the package is empty.
+// stream that produced the data, for the gradients of a data-parallel step (and a synchronized
+// BatchNorm's statistics). It needs the cuda build tag (and cgo, nccl.h and libnccl); without it
+// the package is empty.
 //
 // A Comm is one rank's communicator. New takes the rank, the world size and the exchange of
 // NCCL's 128-byte unique id from the process group (a *dist.Group: the id travels through its

@@ -176,6 +176,11 @@ extern "C" __global__ void to_x16(unsigned short *dst, const float *src, i64 n, 
 	GRID_STRIDE(i, n) dst[i] = to_16(src[i], fp16);
 }
 
+// bf16_to_f32 widens n bfloat16 values to float32 (exactly).
+extern "C" __global__ void bf16_to_f32(float *dst, const unsigned short *src, i64 n) {
+	GRID_STRIDE(i, n) dst[i] = __uint_as_float((unsigned int)src[i] << 16);
+}
+
 // im2col_x16 is im2col_f32 writing bf16 (fp16 == 0) or fp16 (fp16 == 1) columns.
 extern "C" __global__ void im2col_x16(unsigned short *col, const float *x, i64 n, i64 inC, i64 inH, i64 inW, i64 kh,
 	i64 kw, i64 stride, i64 pad, i64 oh, i64 ow, i64 fp16) {
@@ -404,6 +409,75 @@ extern "C" __global__ void bn_backward_f32(float *dx, float *dgamma, float *dbet
 	float k = gamma[ch] * inv, bmean = (float)(sdy / (double)m), bx = (float)(sdyx / (double)m);
 	for (i64 j = threadIdx.x; j < m; j += blockDim.x)
 		BN_AT(dx, j) = k * (BN_AT(dy, j) - bmean - (BN_AT(x, j) - mean) * inv * bx);
+}
+
+// The batch norm of several batches (SyncBatchNorm), one record of 2c+1 values per batch: the
+// means [c], the sums of squared deviations [c], the count. bn_stats_f32: one block per channel.
+extern "C" __global__ void bn_stats_f32(float *stats, const float *x, i64 n, i64 c, i64 hw) {
+	__shared__ double part[256];
+	i64 ch = blockIdx.x, m = n * hw;
+	double s = 0;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) s += (double)BN_AT(x, j);
+	double mean = block_sum(part, s) / (double)(m > 0 ? m : 1);
+	double ss = 0;
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
+		double d = (double)BN_AT(x, j) - mean;
+		ss += d * d;
+	}
+	ss = block_sum(part, ss);
+	if (threadIdx.x == 0) {
+		stats[ch] = (float)mean;
+		stats[c + ch] = (float)ss;
+		if (ch == 0) stats[2 * c] = (float)m;
+	}
+}
+
+// One block per channel: thread 0 combines the w records in order (Chan et al.'s update, in
+// double, as the CPU does), then bn_train_f32's saves, running statistics and y = x*a + b.
+extern "C" __global__ void bn_train_stats_f32(float *y, const float *x, const float *gamma, const float *beta, float *rmean,
+	float *rvar, float *smean, float *sinv, const float *stats, i64 w, i64 n, i64 c, i64 hw, double momentum, double eps) {
+	__shared__ float ab[2];
+	__shared__ int any;
+	i64 ch = blockIdx.x, m = n * hw;
+	if (threadIdx.x == 0) {
+		double cnt = 0, mean = 0, ss = 0;
+		for (i64 r = 0; r < w; r++) {
+			const float *rec = stats + r * (2 * c + 1);
+			double k = (double)rec[2 * c];
+			if (k == 0) continue;
+			double d = (double)rec[ch] - mean, t = cnt + k;
+			mean += d * k / t;
+			ss += (double)rec[c + ch] + d * d * cnt * k / t;
+			cnt = t;
+		}
+		any = cnt > 0;
+		if (any) {
+			double var = ss / cnt, unbiased = cnt > 1 ? ss / (cnt - 1) : var;
+			float inv = (float)(1.0 / sqrt(var + (double)(float)eps)), fm = (float)mean, mom = (float)momentum;
+			smean[ch] = fm;
+			sinv[ch] = inv;
+			rmean[ch] = (1 - mom) * rmean[ch] + mom * fm;
+			rvar[ch] = (1 - mom) * rvar[ch] + mom * (float)unbiased;
+			ab[0] = inv * gamma[ch];
+			ab[1] = beta[ch] - fm * ab[0];
+		}
+	}
+	__syncthreads();
+	if (!any) return; // no value in any batch: the channel is left as it is, as on the CPU
+	float a = ab[0], b = ab[1];
+	for (i64 j = threadIdx.x; j < m; j += blockDim.x) BN_AT(y, j) = BN_AT(x, j) * a + b;
+}
+
+// dx from the sums over every batch: sums = [sum dy*xhat (c)][sum dy (c)][count].
+extern "C" __global__ void bn_backward_input_f32(float *dx, const float *dy, const float *x, const float *gamma,
+	const float *smean, const float *sinv, const float *sums, i64 n, i64 c, i64 hw) {
+	double m = (double)sums[2 * c];
+	GRID_STRIDE(i, n * c * hw) {
+		i64 ch = (i / hw) % c;
+		float mean = smean[ch], inv = sinv[ch];
+		float k = gamma[ch] * inv, bmean = (float)((double)sums[c + ch] / m), bx = (float)((double)sums[ch] / m);
+		dx[i] = k * (dy[i] - bmean - (x[i] - mean) * inv * bx);
+	}
 }
 
 // y[r] = mean of row r of x [rows][inner], summed in float in index order as on the CPU.

@@ -20,25 +20,81 @@ func BatchNormTrain(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd []f
 	cnt := float64(g.count())
 	For(g.C, 3*g.count(), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
-			var s sums
-			for n := range g.N {
-				s.add(x[(n*g.C+c)*g.HW:][:g.HW])
+			mean, ss := channelStats(x, g, c)
+			bnApply(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, g, c, mean, ss, cnt, momentum, eps)
+		}
+	})
+}
+
+// channelStats returns channel c's mean and sum of squared deviations from it, in two passes.
+func channelStats(x []float32, g BNGeom, c int) (mean, ss float64) {
+	var s sums
+	for n := range g.N {
+		s.add(x[(n*g.C+c)*g.HW:][:g.HW])
+	}
+	mean = s.total() / float64(g.count())
+	var sq sums
+	for n := range g.N {
+		sq.addSquares(x[(n*g.C+c)*g.HW:][:g.HW], mean)
+	}
+	return mean, sq.total()
+}
+
+// bnApply saves channel c's statistics (mean, ss the sum of squared deviations over cnt values),
+// moves the running ones and normalizes the channel.
+func bnApply(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd []float32, g BNGeom, c int, mean, ss, cnt float64, momentum, eps float32) {
+	variance := ss / cnt
+	inv := 1 / math.Sqrt(variance+float64(eps))
+	saveMean[c], saveInvStd[c] = float32(mean), float32(inv)
+	unbiased := variance
+	if cnt > 1 {
+		unbiased = ss / (cnt - 1)
+	}
+	runMean[c] = (1-momentum)*runMean[c] + momentum*float32(mean)
+	runVar[c] = (1-momentum)*runVar[c] + momentum*float32(unbiased)
+	normalize(y, x, g, c, float32(mean), float32(inv), gamma[c], beta[c])
+}
+
+// BatchNormStats writes one record of x's statistics to stats (2C+1 values): each channel's mean,
+// then each channel's sum of squared deviations from it, then the count N*HW (all 0 without a
+// value).
+func BatchNormStats(stats, x []float32, g BNGeom) {
+	if g.count() == 0 {
+		clear(stats) // no value: mean, squared deviations and count 0
+		return
+	}
+	For(g.C, 2*g.count(), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			mean, ss := channelStats(x, g, c)
+			stats[c], stats[g.C+c] = float32(mean), float32(ss)
+		}
+	})
+	stats[2*g.C] = float32(g.count())
+}
+
+// BatchNormTrainStats is BatchNormTrain with the statistics combined from the records of
+// BatchNormStats in stats ([W][2C+1]), in record order, in float64 (Chan et al.'s pairwise
+// update: each record's mean and squared deviations join the running total's). A channel whose
+// total count is 0 is left as it is.
+func BatchNormTrainStats(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats []float32, g BNGeom, momentum, eps float32) {
+	rec := 2*g.C + 1
+	For(g.C, 2*g.count(), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			var cnt, mean, ss float64
+			for r := 0; r+rec <= len(stats); r += rec {
+				k := float64(stats[r+2*g.C])
+				if k == 0 {
+					continue
+				}
+				d := float64(stats[r+c]) - mean
+				t := cnt + k
+				mean += d * k / t
+				ss += float64(stats[r+g.C+c]) + d*d*cnt*k/t
+				cnt = t
 			}
-			mean := s.total() / cnt
-			var ss sums
-			for n := range g.N {
-				ss.addSquares(x[(n*g.C+c)*g.HW:][:g.HW], mean)
+			if cnt > 0 {
+				bnApply(y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, g, c, mean, ss, cnt, momentum, eps)
 			}
-			variance := ss.total() / cnt
-			inv := 1 / math.Sqrt(variance+float64(eps))
-			saveMean[c], saveInvStd[c] = float32(mean), float32(inv)
-			unbiased := variance
-			if cnt > 1 {
-				unbiased = ss.total() / (cnt - 1)
-			}
-			runMean[c] = (1-momentum)*runMean[c] + momentum*float32(mean)
-			runVar[c] = (1-momentum)*runVar[c] + momentum*float32(unbiased)
-			normalize(y, x, g, c, float32(mean), float32(inv), gamma[c], beta[c])
 		}
 	})
 }
@@ -81,16 +137,32 @@ func BatchNormBackward(dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd []f
 			}
 			sdy, sdyx := sy.total(), syx.total()
 			dbeta[c], dgamma[c] = float32(sdy), float32(sdyx)
-			if dx == nil {
-				continue
+			if dx != nil {
+				channelDx(dx, dy, x, gamma, saveMean, saveInvStd, g, c, sdy, sdyx, m)
 			}
-			k := gamma[c] * inv
-			bmean := float32(sdy / m)
-			bx := float32(sdyx / m)
-			for n := range g.N {
-				off := (n*g.C + c) * g.HW
-				bnDx(dx[off:off+g.HW], dy[off:off+g.HW], x[off:off+g.HW], k, bmean, mean, inv, bx)
-			}
+		}
+	})
+}
+
+// channelDx writes channel c of dx from the sums of dy (sdy) and dy*xhat (sdyx) over m values.
+func channelDx(dx, dy, x, gamma, saveMean, saveInvStd []float32, g BNGeom, c int, sdy, sdyx, m float64) {
+	mean, inv := saveMean[c], saveInvStd[c]
+	k := gamma[c] * inv
+	bmean := float32(sdy / m)
+	bx := float32(sdyx / m)
+	for n := range g.N {
+		off := (n*g.C + c) * g.HW
+		bnDx(dx[off:off+g.HW], dy[off:off+g.HW], x[off:off+g.HW], k, bmean, mean, inv, bx)
+	}
+}
+
+// BatchNormBackwardInput writes dx from sums (2C+1 values: Σdy*xhat per channel, Σdy per channel,
+// the count) over every batch, as BatchNormBackward's dx does from one batch's.
+func BatchNormBackwardInput(dx, dy, x, gamma, saveMean, saveInvStd, sums []float32, g BNGeom) {
+	m := float64(sums[2*g.C])
+	For(g.C, g.count(), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			channelDx(dx, dy, x, gamma, saveMean, saveInvStd, g, c, float64(sums[g.C+c]), float64(sums[c]), m)
 		}
 	})
 }
