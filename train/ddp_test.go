@@ -144,9 +144,9 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 // ddpOpts are a data-parallel test run's settings: the bucket size, whether the gradients are
 // all-reduced on the device (streamReducer), whether the BatchNorms are synchronized.
 type ddpOpts struct {
-	bucket           int
-	onDevice, syncBN bool
-	precision        Precision
+	bucket, accumulate int
+	onDevice, syncBN   bool
+	precision          Precision
 	// wire, if set, counts the bytes each rank's gradient all-reduces send per step; grads, if
 	// set, records rank 0's gradients after each step.
 	wire  *[]int64
@@ -169,7 +169,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
-		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision}
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision, Accumulate: o.accumulate}
 		var sent atomic.Int64
 		if world > 1 {
 			g := countingGroup{groups[r], &sent}
@@ -298,6 +298,16 @@ func TestSyncBatchNormEquivalence(t *testing.T) {
 					if w > 1e-5 {
 						t.Errorf("world %d %+v: synchronized BatchNorm drifts from one process's by %.2g; want < 1e-5", world, o, w)
 					}
+				}
+			}
+			// Accumulating 2 batches a step: every batch's statistics are still the global batch's
+			// (the batches before the last send no gradients, but sum their BatchNorms' sums).
+			oneAcc, _ := ddpRun(t, tc.mk, 1, global, steps, ddpOpts{accumulate: 2})
+			for _, o := range []ddpOpts{{syncBN: true, accumulate: 2}, {syncBN: true, accumulate: 2, onDevice: true}} {
+				w := worst(oneAcc, first(ddpRun(t, tc.mk, 2, global, steps, o)), 2, len(oneAcc[0]))
+				t.Logf("world 2 %+v: largest difference to one process accumulating alike: %.2g", o, w)
+				if w > 1e-5 {
+					t.Errorf("world 2 %+v: synchronized BatchNorm drifts from one process accumulating alike by %.2g; want < 1e-5", o, w)
 				}
 			}
 			// Unequal batches (17, 17 and 18 of 52 on 3 ranks): DDP averages the ranks' mean
