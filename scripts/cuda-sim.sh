@@ -253,6 +253,9 @@ for v in "${versions[@]}"; do
 	else
 		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
 		"$out/nccl_test" || status=1   # the stand-in NCCL's argument checks, types and operations
+		# The CUDA tests skip where no device opens: make sure the stand-in's does, or they all would.
+		go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/ | grep -q -- '--- PASS: TestCUDAInfo' ||
+			{ echo "cuda-sim: CUDA $v: the stand-in's device does not open (go test -run TestCUDAInfo -v ./gpu/ says why)" >&2; status=1; }
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
 		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
 	fi
