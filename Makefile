@@ -40,11 +40,12 @@ build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
 ## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA"),
-## and NCCL (nccl.h, libnccl.so) at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl)
+## and NCCL's nccl.h at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl). The binaries load
+## libcuda, NVRTC, cuBLAS and NCCL at run time; -L only gives gorgonia.org/cu's -lcuda and -lnvrtc a file.
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include" \
-             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64"
+             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs"
 cuda:
 	$(CUDA_ENV) $(GO) build -tags cuda ./...
 
