@@ -254,8 +254,9 @@ for v in "${versions[@]}"; do
 		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
 		"$out/nccl_test" || status=1   # the stand-in NCCL's argument checks, types and operations
 		# The CUDA tests skip where no device opens: make sure the stand-in's does, or they all would.
-		go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/ | grep -q -- '--- PASS: TestCUDAInfo' ||
-			{ echo "cuda-sim: CUDA $v: the stand-in's device does not open (go test -run TestCUDAInfo -v ./gpu/ says why)" >&2; status=1; }
+		info=$(go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/ 2>&1) || true
+		grep -q -- '--- PASS: TestCUDAInfo' <<<"$info" ||
+			{ echo "cuda-sim: CUDA $v: the stand-in's device does not open:" >&2; grep -m3 'cuda' <<<"$info" >&2; status=1; }
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
 		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
 	fi
