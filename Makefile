@@ -4,7 +4,7 @@ GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
 TRAINARGS ?= --data mnist --model mlp
 
-.PHONY: train test bench lint build external cuda cuda-test cuda-check cuda-sim cuda-sim-train
+.PHONY: train test bench lint build external cuda cuda-bin cuda-test cuda-check cuda-sim cuda-sim-train
 
 ## train: train the MNIST MLP on the default (CPU) backend
 train:
@@ -40,13 +40,19 @@ build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
 ## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA"),
-## and NCCL (nccl.h, libnccl.so) at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl)
+## and NCCL's nccl.h at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl). The binaries load
+## libcuda, NVRTC, cuBLAS and NCCL at run time; -L only gives gorgonia.org/cu's -lcuda and -lnvrtc a file.
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
 CUDA_ENV   = CGO_ENABLED=1 CGO_CFLAGS="-I$(CURDIR)/internal/cudainc -I$(CUDA_HOME)/include -I$(NCCL_HOME)/include" \
-             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs -L$(NCCL_HOME)/lib -L$(NCCL_HOME)/lib64"
+             CGO_LDFLAGS="-L$(CUDA_HOME)/lib64 -L$(CUDA_HOME)/lib64/stubs"
 cuda:
 	$(CUDA_ENV) $(GO) build -tags cuda ./...
+
+## cuda-bin: bin/stoke-cuda, the stoke binary with the CUDA backend, built against the headers cuda-check
+## fetches (CUDA 13; no toolkit needed); it loads the CUDA libraries at run time, so it starts on any host
+cuda-bin:
+	scripts/cuda-check.sh --bin bin/stoke-cuda 13
 
 ## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering, NCCL's all-reduce); needs a GPU
 cuda-test:

@@ -3,7 +3,9 @@
 package gpu
 
 /*
+#cgo LDFLAGS: -ldl -Wl,--as-needed
 #include <stdint.h>
+#include <stdlib.h>
 #include <cuda.h>
 
 #ifndef STOKE_CUDAINC_CUDA_H
@@ -12,6 +14,7 @@ package gpu
 // The wrapper turns cuInit into a no-op for gorgonia.org/cu's package init; this is the driver's.
 #undef cuInit
 
+int stoke_dl_load_driver(const char *soname, char *err, size_t n); // cuda_dl.c
 static CUresult stoke_init(void) { return cuInit(0); }
 static CUresult stoke_host_register(uintptr_t p, size_t n) {
 	return cuMemHostRegister((void *)p, n, CU_MEMHOSTREGISTER_PORTABLE);
@@ -50,16 +53,35 @@ var driver struct {
 	err  error
 }
 
-// initDriver calls the driver's cuInit once; its failure (no GPU, no device node, a driver older
-// than the toolkit) is reported by every later Devices and Open.
+// driverLib is the driver's soname: the one name NVIDIA gives libcuda, whatever the version.
+const driverLib = "libcuda.so.1"
+
+// initDriver loads the driver library (cuda_dl.c) and calls its cuInit, once; a failure (no
+// driver installed, no GPU, no device node, a driver older than the toolkit) is reported by every
+// later Devices and Open.
 func initDriver() error {
 	driver.once.Do(func() {
+		if err := loadDriver(driverLib); err != nil {
+			driver.err = fmt.Errorf("gpu: %w: cuda: %w (install the NVIDIA driver, or put its %s on LD_LIBRARY_PATH)", ErrNoDevice, err, driverLib)
+			return
+		}
 		if r := C.stoke_init(); r != C.CUDA_SUCCESS {
 			driver.err = fmt.Errorf("gpu: %w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
 				ErrNoDevice, cuResultError(r))
 		}
 	})
 	return driver.err
+}
+
+// loadDriver dlopens soname and points the driver's trampolines (cuda_dl.c) at it.
+func loadDriver(soname string) error {
+	so := C.CString(soname)
+	defer C.free(unsafe.Pointer(so))
+	var msg [512]C.char
+	if C.stoke_dl_load_driver(so, &msg[0], C.size_t(len(msg))) != 0 {
+		return fmt.Errorf("cannot load the CUDA driver: %s", C.GoString(&msg[0]))
+	}
+	return nil
 }
 
 // cuResultError names a raw CUresult from our own cgo calls.

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -403,5 +404,14 @@ func TestCUDACopyStructField(t *testing.T) {
 	}
 	if out.buf != in.buf {
 		t.Errorf("copied %v; want %v", out.buf, in.buf)
+	}
+}
+
+// TestCUDALoadMissing needs no GPU: a driver library the dynamic loader cannot find is refused
+// with the loader's own message, which names the file.
+func TestCUDALoadMissing(t *testing.T) {
+	err := loadDriver("libstoke-absent.so.1")
+	if err == nil || !strings.Contains(err.Error(), "cannot load the CUDA driver: libstoke-absent.so.1: cannot open shared object file") {
+		t.Errorf("loadDriver(libstoke-absent.so.1) = %v; want the loader's error naming the file", err)
 	}
 }

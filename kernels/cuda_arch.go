@@ -3,7 +3,6 @@
 package kernels
 
 /*
-#cgo LDFLAGS: -lnvrtc
 #include <nvrtc.h>
 
 static int stoke_num_archs(void) {
@@ -31,6 +30,9 @@ func nvrtcArch(cc string) (string, error) {
 		return "", fmt.Errorf("kernels: cuda: compute capability %q", cc)
 	}
 	want := ma*10 + mi
+	if err := nvrtcLib.Load(); err != nil {
+		return "", err
+	}
 	n := int(C.stoke_num_archs())
 	if n == 0 {
 		return "", fmt.Errorf("kernels: cuda: nvrtc lists no supported architectures")

@@ -3,7 +3,6 @@
 package kernels
 
 /*
-#cgo LDFLAGS: -lcublas
 #include <stdint.h>
 #include <cublas_v2.h>
 
@@ -58,6 +57,9 @@ import (
 type cublasHandle C.uintptr_t
 
 func newCublas(dev gpu.Device) (cublasHandle, error) {
+	if err := cublasLib.Load(); err != nil {
+		return 0, err
+	}
 	var h C.uintptr_t
 	var st C.cublasStatus_t
 	if err := gpu.CUDADo(dev, func() error { st = C.stoke_blas_create(&h); return nil }); err != nil {

@@ -30,8 +30,11 @@ func nvrtcOptions(arch string) []string {
 // the options and the NVRTC version, and by arch and driver version (cu.Version(): a new driver
 // may JIT the same PTX differently, an old one may reject it); without a cache directory (or if
 // writing fails) it compiles every time, which costs a second or two, not correctness. It needs
-// NVRTC but no device.
+// NVRTC (loaded here) but no device.
 func ptxFor(arch string, driver int) (string, error) {
+	if err := nvrtcLib.Load(); err != nil {
+		return "", err
+	}
 	major, minor, err := nvrtc.Version()
 	if err != nil {
 		return "", fmt.Errorf("kernels: cuda: nvrtc version: %w", err)

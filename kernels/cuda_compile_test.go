@@ -91,3 +91,17 @@ func TestNVRTCArch(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDALoadRefused needs no GPU: a library that is not the one asked for (here libc) is
+// refused, naming the first function it lacks, and one the loader cannot find with its message.
+func TestCUDALoadRefused(t *testing.T) {
+	for _, tt := range []struct{ soname, want string }{
+		{"libc.so.6", "cannot load NVRTC: libc.so.6 has no function nvrtcAddNameExpression"},
+		{"libstoke-absent.so.1", "cannot load NVRTC: libstoke-absent.so.1: cannot open shared object file"},
+	} {
+		l := &cudaLib{name: "NVRTC", soname: tt.soname, load: nvrtcLib.load}
+		if err := l.Load(); err == nil || !strings.Contains(err.Error(), tt.want) {
+			t.Errorf("load %s as NVRTC = %v; want an error containing %q", tt.soname, err, tt.want)
+		}
+	}
+}

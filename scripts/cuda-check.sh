@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
 # cuda-check.sh: compiles Stoke's `cuda` build on a machine with no GPU and no CUDA toolkit.
 #
-#   usage: scripts/cuda-check.sh [--fetch] [12|13 ...]   (default: both header sets)
-#          --fetch only fetches the headers and NVRTC (scripts/cuda-sim.sh uses it)
+#   usage: scripts/cuda-check.sh [--fetch | --bin OUT] [12|13 ...]   (default: both header sets)
+#          --fetch   only fetches the headers and NVRTC (scripts/cuda-sim.sh uses it)
+#          --bin OUT only builds the stoke binary with -tags cuda into OUT (`make cuda-bin`), against
+#                    the headers of the one version given (default 13), and checks that it links no
+#                    CUDA library: it loads them at run time (internal/cudainc/stoke_dl.h), so it
+#                    starts on any host and --device cpu works there
 #   env:   CUDA_CHECK_DIR   where headers, stubs and NVRTC live (default /tmp/stoke-cuda-check;
 #                           never inside the repository). Delete it to fetch afresh.
 #          CUDA_CHECK_PKGS  the packages to check (default ./...), e.g. "./gpu/... ./kernels/..."
@@ -14,10 +18,12 @@
 #      and we need 2 of their headers); later runs reuse $CUDA_CHECK_DIR and download nothing;
 #      NCCL's nccl.h and libnccl.so.2 come from the nvidia-nccl wheel of the same CUDA major, kept in
 #      $CUDA_CHECK_DIR/nccl$V (include/nccl.h, lib/libnccl.so.2: the library a GPU host links);
-#   2. makes empty libcuda.so / libcublas.so / libnvrtc.so / libnccl.so so that -l resolves, and
-#      tells the linker to leave the driver's symbols unresolved;
+#   2. makes empty libcuda.so / libnvrtc.so so that gorgonia.org/cu's -lcuda and -lnvrtc resolve:
+#      the binaries define every CUDA function they call themselves, as trampolines into the library
+#      loaded at run time (internal/cudainc/stoke_dl.h), so the link also proves that no function
+#      is missing from those tables (an undefined one fails it);
 #   3. runs go vet, go build and a compile-only go test (-run '^$': the test binaries are linked and
-#      started against the empty libcuda, which also proves that nothing calls the driver at init)
+#      started with no CUDA library loaded)
 #      with -tags cuda, with internal/cudainc first on the include path (the CUDA 13 shims and the
 #      deferred cuInit for gorgonia.org/cu), in a build cache of its own under $CUDA_CHECK_DIR;
 #   4. checks that every NCCL function the dist/nccl package calls is defined by the real
@@ -35,10 +41,15 @@ root=$(git -C "$(dirname "$0")" rev-parse --show-toplevel)
 cd "$root"
 dir=${CUDA_CHECK_DIR:-/tmp/stoke-cuda-check}
 case "$(realpath -m "$dir")/" in "$root"/*) echo "cuda-check: CUDA_CHECK_DIR must be outside the repository" >&2; exit 2 ;; esac
-fetch_only=0
+fetch_only=0 bin=
 if [[ ${1:-} == --fetch ]]; then
 	fetch_only=1
 	shift
+elif [[ ${1:-} == --bin ]]; then
+	bin=$(realpath -m "${2:?cuda-check: --bin needs the output path}")
+	shift 2
+	[[ $# -le 1 ]] || { echo "cuda-check: --bin builds against one CUDA version" >&2; exit 2; }
+	[[ $# -eq 1 ]] || set -- 13
 fi
 versions=("$@")
 read -r -a pkgs <<<"${CUDA_CHECK_PKGS:-./...}"
@@ -95,13 +106,29 @@ fetch_set() { # fetch_set VERSION NAME LIST: the wheels of LIST into $dir/NAME$V
 stubs() {
 	mkdir -p "$dir/stubs"
 	local l
-	for l in cuda cublas nvrtc nccl; do
+	for l in cuda nvrtc; do
 		[[ -f $dir/stubs/lib$l.so ]] || gcc -shared -o "$dir/stubs/lib$l.so" -x c /dev/null
 	done
 }
 
+# cgo_env VERSION: the environment of a cuda build against that version's headers.
+cgo_env() {
+	export CGO_ENABLED=1
+	export CGO_CFLAGS="-I$root/internal/cudainc -I$dir/cuda$1/include -I$dir/nccl$1/include"
+	export CGO_LDFLAGS="-L$dir/stubs"
+	export LD_LIBRARY_PATH="$dir/stubs"
+}
+
+# no_cuda_needed BIN: BIN names no CUDA library among the libraries the dynamic loader must find.
+no_cuda_needed() {
+	local needed
+	needed=$(readelf -d "$1" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p')
+	echo "   $(basename "$1") needs: $(echo $needed)"
+	! grep -E '^lib(cuda|nvrtc|cublas|nccl)' <<<"$needed"
+}
+
 # nccl_symbols LIB: every NCCL function the dist/nccl package's cgo code calls is defined by LIB, the
-# real libnccl.so.2: the link here is against an empty stub with unresolved symbols ignored, which
+# real libnccl.so.2: the binary loads NCCL at run time (dist/nccl/nccl_dl.c), so the link here
 # would take a function that NCCL does not have.
 nccl_symbols() {
 	local want have missing
@@ -122,12 +149,19 @@ if ((fetch_only)); then
 fi
 stubs
 # A build cache of our own: cgo does not hash included headers, so a cache that saw another
-# version of internal/cudainc/cuda.h would serve stale objects (and `go clean -cache` would wipe
-# everybody's cache). It is dropped whenever the wrapper changes.
+# version of internal/cudainc/cuda.h or stoke_dl.h would serve stale objects (and `go clean -cache`
+# would wipe everybody's cache). It is dropped whenever they change.
 export GOCACHE=$dir/gocache
-wrapper=$(sha256sum internal/cudainc/cuda.h | cut -c1-16)
+wrapper=$(cat internal/cudainc/*.h | sha256sum | cut -c1-16)
 if [[ $(cat "$GOCACHE/.stoke-wrapper" 2>/dev/null) != "$wrapper" ]]; then
 	rm -rf "$GOCACHE" && mkdir -p "$GOCACHE" && echo "$wrapper" > "$GOCACHE/.stoke-wrapper"
+fi
+if [[ -n $bin ]]; then
+	fetch "${versions[0]}" || { echo "cuda-check: could not fetch the CUDA ${versions[0]} headers from PyPI" >&2; exit 3; }
+	cgo_env "${versions[0]}"
+	echo "-- go build -tags cuda -o $bin ./cmd/stoke (CUDA ${versions[0]} headers)"
+	go build -tags cuda -o "$bin" ./cmd/stoke && no_cuda_needed "$bin" || { echo "cuda-check: FAILED: the cuda binary" >&2; exit 1; }
+	exit 0
 fi
 status=0
 for v in "${versions[@]}"; do
@@ -138,10 +172,7 @@ for v in "${versions[@]}"; do
 	fi
 	inc=$dir/cuda$v/include
 	echo "== CUDA $v headers: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
-	export CGO_ENABLED=1
-	export CGO_CFLAGS="-I$root/internal/cudainc -I$inc -I$dir/nccl$v/include"
-	export CGO_LDFLAGS="-L$dir/stubs -Wl,--unresolved-symbols=ignore-all"
-	export LD_LIBRARY_PATH="$dir/stubs"
+	cgo_env "$v"
 	run() { echo "-- $*"; "$@" || { echo "cuda-check: CUDA $v: FAILED: $*" >&2; status=1; }; }
 	run go vet -tags cuda "${pkgs[@]}"
 	run go build -tags cuda "${pkgs[@]}" gorgonia.org/cu gorgonia.org/cu/nvrtc
@@ -153,8 +184,7 @@ for v in "${versions[@]}"; do
 	# compile kernels/cuda/ops.cu through the Go code path (gorgonia.org/cu/nvrtc) and check the
 	# on-disk PTX cache.
 	ln -sf "$(basename "$(ls "$dir/cuda$v"/lib/libnvrtc.so.* | grep -v alt | head -1)")" "$dir/cuda$v/lib/libnvrtc.so"
-	CGO_LDFLAGS="-L$dir/cuda$v/lib $CGO_LDFLAGS" LD_LIBRARY_PATH="$dir/cuda$v/lib:$dir/stubs" \
-		run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*|TestNVRTCArch)$' ./gpu/ ./kernels/
+	LD_LIBRARY_PATH="$dir/cuda$v/lib" run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*|TestNVRTCArch|TestCUDALoad.*)$' ./gpu/ ./kernels/
 	echo "== CUDA $v: $((SECONDS - start)) s"
 done
 exit $status

@@ -6,7 +6,12 @@
 #
 #   usage: scripts/cuda-sim.sh [--train] [12|13 ...]      (default: 13)
 #          without --train: go test -tags cuda $GOTESTFLAGS $CUDA_SIM_PKGS (default ./...)
-#          with --train:    stoke bench --device cuda on a generated photo folder, and stoke train
+#          with --train:    the cuda binary of `make cuda-bin` started with no CUDA library on the
+#                           loader's path (stoke devices lists the CPU and names the missing
+#                           libcuda.so.1, also under LD_BIND_NOW=1; stoke train --device cpu trains
+#                           the MLP on 6000 digits; --device cuda fails naming libcuda.so.1); then
+#                           that binary on the stand-in: stoke bench --device cuda on a generated
+#                           photo folder, and stoke train
 #                           --device cuda on MNIST: the MLP for 1 epoch of the whole set, the CNN
 #                           (whose convolutions cost the stand-in ~25x the MLP's work per sample)
 #                           for 1 epoch of the first 6000 training digits, tested on the first 2000
@@ -85,8 +90,12 @@ build() {
 	"${cxx[@]}" -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcuda.so.1 -o "$out/libcuda.so" \
 		"$src/runtime.cc" "$src/libcuda.cc" -L"$out" -lcudasim_ops -Wl,-rpath,'$ORIGIN'
 	ln -sf libcuda.so "$out/libcuda.so.1"
-	"${cxx[@]}" -O3 -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,libcublas.so -o "$out/libcublas.so" \
+	# cuBLAS under the real library's soname (libcublas.so.MAJOR), which a cuda binary loads.
+	local blas
+	blas=libcublas.so.$(sed -n 's/^#define CUBLAS_VER_MAJOR \([0-9]*\).*/\1/p' "$inc/cublas_api.h")
+	"${cxx[@]}" -O3 -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -Wl,-soname,"$blas" -o "$out/libcublas.so" \
 		"$src/libcublas.cc" -L"$out" -lcuda -Wl,-rpath,'$ORIGIN'
+	ln -sf libcublas.so "$out/$blas"
 	g++ -std=c++17 -O1 -Wall -Werror -I"$inc" -o "$out/cublas_test" "$src/cublas_test.cc" -L"$out" -lcublas -lcuda -Wl,-rpath,'$ORIGIN'
 	# NCCL under the real library's soname, so a binary linked here runs against NVIDIA's too.
 	"${cxx[@]}" -fvisibility=hidden -Wall -Werror -I"$src" -I"$inc" -I"$dir/nccl$v/include" -Wl,-soname,libnccl.so.2 -o "$out/libnccl.so" \
@@ -96,12 +105,47 @@ build() {
 	echo "$stamp" >"$out/.stamp"
 }
 
+# anywhere_check BIN DATA: the cuda binary BIN on a host without CUDA (no library on the loader's
+# path): stoke devices lists the CPU and says what is missing, --device cpu trains the MLP on DATA,
+# and --device cuda fails naming the missing library.
+anywhere_check() {
+	local bin=$1 data=$2 out
+	echo "-- the cuda binary with no CUDA library on the loader's path: stoke devices, train --device cpu, then cuda"
+	if ldconfig -p | grep -q 'libcuda\.so\.1 '; then
+		echo "cuda-sim: this host has libcuda.so.1 installed; the check needs a host without it" >&2
+		return 1
+	fi
+	out=$(env -u LD_LIBRARY_PATH LD_BIND_NOW=1 "$bin" devices --json -q) || return 1
+	python3 - "$out" <<'PY' || return 1
+import json, sys
+b = {x["name"]: x for x in json.loads(sys.argv[1])["backends"]}
+print(f"devices: cpu {[d['name'] for d in b['cpu']['devices']]}; cuda: {b['cuda']['error']}")
+if len(b["cpu"]["devices"]) != 1 or b["cuda"]["devices"] or "libcuda.so.1: cannot open shared object file" not in b["cuda"]["error"]:
+    sys.exit("cuda-sim: stoke devices without CUDA: want the CPU listed and cuda's error naming libcuda.so.1")
+PY
+	out=$(env -u LD_LIBRARY_PATH "$bin" train --data "mnist:$data" --model mlp --epochs 1 --device cpu --json -q | tail -1) || return 1
+	python3 - "$out" <<'PY' || return 1
+import json, sys
+acc = 100 * json.loads(sys.argv[1])["test_acc"]
+print(f"train --device cpu: test accuracy {acc:.2f}%")
+if acc < 80:
+    sys.exit("cuda-sim: train --device cpu without CUDA did not train")
+PY
+	if out=$(env -u LD_LIBRARY_PATH "$bin" train --data "mnist:$data" --model mlp --epochs 1 --device cuda -q 2>&1); then
+		echo "cuda-sim: train --device cuda without CUDA succeeded" >&2
+		return 1
+	fi
+	echo "train --device cuda: $out"
+	grep -q 'cannot load the CUDA driver: libcuda.so.1: cannot open shared object file' <<<"$out" ||
+		{ echo "cuda-sim: train --device cuda without CUDA: the error does not name libcuda.so.1" >&2; return 1; }
+}
+
 # train_check runs the commands of the CUDA road end to end on the stand-in.
 train_check() {
 	local tmp bin out spec model data extra cpu gpu half
 	tmp=$(mktemp -d)
 	bin=$tmp/stoke
-	go build -tags cuda -o "$bin" ./cmd/stoke || return 1
+	scripts/cuda-check.sh --bin "$bin" "$v" || return 1
 	go run scripts/gen-photos.go "$tmp/photos" 4 16 || return 1
 	echo "-- stoke bench --device cuda (64 generated photos, 64 px)"
 	out=$("$bin" bench --data "$tmp/photos" --size 64 --batch 16 --workers 2 --device cuda --json -q | tail -1) || return 1
@@ -126,6 +170,7 @@ for prefix, n in (("train", 6000), ("t10k", 2000)):
         with open(f"{dst}/{prefix}-{kind}-ubyte", "wb") as f:
             f.write(data[:4] + struct.pack(">I", n) + data[8:head] + data[head:head + n * per])
 PY
+	anywhere_check "$bin" "$tmp/mnist6k" || return 1
 	for spec in "mlp mnist bf16" "cnn mnist:$tmp/mnist6k"; do
 		read -r model data extra <<<"$spec"
 		echo "-- stoke train --model $model --data $data --epochs 1: cpu, then cuda${extra:+, then cuda --precision $extra}"
@@ -213,17 +258,26 @@ PY
 	rm -rf "$tmp"
 }
 
-export GOCACHE=$dir/gocache-sim # cgo does not hash the headers: a cache of our own
-mkdir -p "$GOCACHE"
+# cgo does not hash included headers: a cache of our own, dropped when internal/cudainc's change.
+export GOCACHE=$dir/gocache-sim
+wrapper=$(cat internal/cudainc/*.h | sha256sum | cut -c1-16)
+if [[ $(cat "$GOCACHE/.stoke-wrapper" 2>/dev/null) != "$wrapper" ]]; then
+	rm -rf "$GOCACHE" && mkdir -p "$GOCACHE" && echo "$wrapper" >"$GOCACHE/.stoke-wrapper"
+fi
 status=0
 for v in "${versions[@]}"; do
 	start=$SECONDS
 	build "$v" || { echo "cuda-sim: CUDA $v: FAILED: building the stand-in" >&2; exit 1; }
 	inc=$dir/cuda$v/include lib=$dir/cuda$v/lib out=$dir/sim$v
 	export CGO_ENABLED=1 CGO_CFLAGS="-I$root/internal/cudainc -I$inc -I$dir/nccl$v/include"
-	# gorgonia.org/cu references the whole driver API; the stand-in defines what Stoke calls.
-	export CGO_LDFLAGS="-L$out -L$lib -Wl,--unresolved-symbols=ignore-all"
+	# No CUDA library is linked (they are loaded at run time from LD_LIBRARY_PATH, see
+	# internal/cudainc/stoke_dl.h); -L only gives gorgonia.org/cu's -lcuda and -lnvrtc a file.
+	export CGO_LDFLAGS="-L$out -L$lib"
 	export LD_LIBRARY_PATH="$out:$lib"
+	# The stand-in's kernels keep their __shared__ arrays in initial-exec TLS (about 8 KB), which a
+	# library opened by dlopen, as a cuda binary opens libcuda.so.1, gets only from glibc's static
+	# TLS surplus (512 bytes unless raised).
+	export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536
 	# Buffers at their exact size, so that the guard page after each one catches a kernel, copy or
 	# GEMM that runs past it (see gpu/cuda.go).
 	export STOKE_CUDA_EXACT_ALLOC=1
@@ -233,6 +287,10 @@ for v in "${versions[@]}"; do
 	else
 		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
 		"$out/nccl_test" || status=1   # the stand-in NCCL's argument checks, types and operations
+		# The CUDA tests skip where no device opens: make sure the stand-in's does, or they all would.
+		info=$(go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/ 2>&1) || true
+		grep -q -- '--- PASS: TestCUDAInfo' <<<"$info" ||
+			{ echo "cuda-sim: CUDA $v: the stand-in's device does not open:" >&2; grep -m3 'cuda' <<<"$info" >&2; status=1; }
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
 		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
 	fi

@@ -50,8 +50,8 @@ cuda_toolkit=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' /usr/local/cud
 log "device ${device:-?}, driver ${driver:-?}, CUDA ${cuda_driver:-?} (toolkit ${cuda_toolkit:-?})"
 
 # NCCL (dist/nccl, the CUDA backend of dist's all-reduce, and so every -tags cuda binary that imports it): the host's
-# nvidia-nccl-cu13 wheel (python3 -m pip show), else a system install. The wheel has no libnccl.so
-# for -lnccl: a link to its libnccl.so.2 stands in.
+# nvidia-nccl-cu13 wheel (python3 -m pip show), else a system install: nccl.h to build, and
+# libnccl.so.2 on LD_LIBRARY_PATH, where the binary loads it from at run time.
 nccl_inc= nccl_lib=
 if d=$(python3 -c 'import nvidia.nccl as n; print(list(n.__path__)[0])' 2>/dev/null) && [[ -f $d/include/nccl.h ]]; then
 	nccl_inc=$d/include nccl_lib=$d/lib
@@ -59,8 +59,7 @@ elif [[ -f /usr/include/nccl.h ]]; then
 	nccl_inc=/usr/include nccl_lib=$(dirname "$(ldconfig -p | awk '/libnccl\.so\.2/ { print $NF; exit }')")
 fi
 if [[ -n $nccl_inc && -f $nccl_lib/libnccl.so.2 ]]; then
-	mkdir -p "$tmp/nccl" && ln -sf "$nccl_lib/libnccl.so.2" "$tmp/nccl/libnccl.so"
-	export CGO_CFLAGS="$CGO_CFLAGS -I$nccl_inc" CGO_LDFLAGS="${CGO_LDFLAGS:-} -L$tmp/nccl"
+	export CGO_CFLAGS="$CGO_CFLAGS -I$nccl_inc"
 	export LD_LIBRARY_PATH="$nccl_lib:${LD_LIBRARY_PATH:-}"
 	log "NCCL $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$nccl_inc/nccl.h" | paste -sd.) from $nccl_lib"
 else

@@ -1,7 +1,8 @@
 // Package nccl is the CUDA backend of dist's all-reduce: NVIDIA's NCCL, run by the GPUs on the
 // stream that produced the data, for the gradients of a data-parallel step (and a synchronized
-// BatchNorm's statistics). It needs the cuda build tag (and cgo, nccl.h and libnccl); without it
-// the package is empty.
+// BatchNorm's statistics). It needs the cuda build tag (and cgo and nccl.h); without it the
+// package is empty. The binary loads libnccl.so.2 in New, which fails naming it where it is
+// missing.
 //
 // A Comm is one rank's communicator. New takes the rank, the world size and the exchange of
 // NCCL's 128-byte unique id from the process group (a *dist.Group: the id travels through its

@@ -3,10 +3,12 @@
 package nccl
 
 /*
-#cgo LDFLAGS: -lnccl
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 #include <nccl.h>
+
+int stoke_dl_load_nccl(const char *soname, char *err, size_t n); // nccl_dl.c
 
 // Communicators and streams travel as integers, so that no Go pointer reaches C.
 static ncclResult_t stoke_nccl_id(void *out) {
@@ -41,6 +43,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strconv"
 	"sync"
 	"time"
 	"unsafe"
@@ -100,6 +103,28 @@ func (t DType) nccl() C.int {
 	return C.ncclFloat32
 }
 
+// ncclLib is NCCL's soname for the major version of the headers the binary was built with.
+var ncclLib = "libnccl.so." + strconv.Itoa(C.NCCL_MAJOR)
+
+var ncclLoaded struct {
+	once sync.Once
+	err  error
+}
+
+// loadNCCL loads NCCL (nccl_dl.c) once; every call returns the first call's error.
+func loadNCCL() error {
+	ncclLoaded.once.Do(func() {
+		so := C.CString(ncclLib)
+		defer C.free(unsafe.Pointer(so))
+		var msg [512]C.char
+		if C.stoke_dl_load_nccl(so, &msg[0], C.size_t(len(msg))) != 0 {
+			ncclLoaded.err = fmt.Errorf("nccl: cannot load NCCL: %s (install NCCL %d, e.g. PyPI's nvidia-nccl-cu13, or put its %s on LD_LIBRARY_PATH)",
+				C.GoString(&msg[0]), C.NCCL_MAJOR, ncclLib)
+		}
+	})
+	return ncclLoaded.err
+}
+
 // Comm is one rank's NCCL communicator (see the package documentation for its concurrency and
 // ownership rules).
 //
@@ -128,6 +153,9 @@ func New(ctx context.Context, b bootstrap, dev gpu.Device) (*Comm, error) {
 	rank, size := b.Rank(), b.Size()
 	if size < 1 || rank < 0 || rank >= size {
 		return nil, fmt.Errorf("nccl: rank %d of %d ranks", rank, size)
+	}
+	if err := loadNCCL(); err != nil {
+		return nil, err
 	}
 	var id [C.NCCL_UNIQUE_ID_BYTES]byte
 	if rank == 0 {

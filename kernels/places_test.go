@@ -1,0 +1,72 @@
+package kernels_test
+
+import (
+	"go/ast"
+	"go/parser"
+	"go/token"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// TestOpPlaces lists the places an op of kernels.Ops must appear, so that one added without all of
+// them fails here, in the default build, on any machine. The compiler checks the interface, the
+// argument checks (check.go) and the CPU op set (cpu.go); TestChecksForEveryBackend that the op has
+// check cases (check_test.go, with the recorder's method); the NVRTC tests that every kernel the
+// CUDA op set loads (cudaKernels) is in cuda/ops.cu. What only a -tags cuda build would see is
+// read from the source here: a method of the CUDA op set (cuda_*.go), and a call of it in the
+// CUDA parity tests (cuda_*_test.go, through a side's op set: sd.ops.Op).
+func TestOpPlaces(t *testing.T) {
+	cudaMethods, parityCalls := map[string]bool{}, map[string]bool{}
+	files, err := filepath.Glob("cuda_*.go")
+	if err != nil || len(files) == 0 {
+		t.Fatalf("glob cuda_*.go = %v, %v", files, err)
+	}
+	fset := token.NewFileSet()
+	for _, name := range files {
+		f, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		test := strings.HasSuffix(name, "_test.go")
+		ast.Inspect(f, func(n ast.Node) bool {
+			switch n := n.(type) {
+			case *ast.FuncDecl:
+				if !test && n.Recv != nil && len(n.Recv.List) == 1 && types(n.Recv.List[0].Type) == "*cudaOps" {
+					cudaMethods[n.Name.Name] = true
+				}
+			case *ast.SelectorExpr:
+				if inner, ok := n.X.(*ast.SelectorExpr); test && ok && inner.Sel.Name == "ops" {
+					if side, ok := inner.X.(*ast.Ident); ok && side.Name == "sd" {
+						parityCalls[n.Sel.Name] = true
+					}
+				}
+			}
+			return true
+		})
+	}
+	ops := reflect.TypeFor[kernels.Ops]()
+	for i := range ops.NumMethod() {
+		m := ops.Method(i).Name
+		if !cudaMethods[m] {
+			t.Errorf("kernels.Ops.%s: no method of the CUDA op set (func (o *cudaOps) %s in cuda_*.go)", m, m)
+		}
+		if m != "Backend" && !parityCalls[m] {
+			t.Errorf("kernels.Ops.%s: no CUDA parity case calls it (sd.ops.%s in cuda_*_test.go)", m, m)
+		}
+	}
+}
+
+// types spells a receiver type: "*cudaOps" or "cudaOps".
+func types(e ast.Expr) string {
+	if s, ok := e.(*ast.StarExpr); ok {
+		return "*" + types(s.X)
+	}
+	if id, ok := e.(*ast.Ident); ok {
+		return id.Name
+	}
+	return ""
+}
