@@ -460,31 +460,39 @@ func writeTemp(t *testing.T, b []byte) string {
 	return p
 }
 
+// openStalledShards opens the index of 12 shards on a store whose handler is wrapped by mw and
+// whose reads stall at most stall, with a cache or without.
+func openStalledShards(t *testing.T, stall time.Duration, cache bool, mw func(h http.Handler, w http.ResponseWriter, r *http.Request)) *Shards {
+	t.Helper()
+	noLeaks(t)
+	_, _, base := storeShards(t, 12, stall, func(h http.Handler) http.Handler {
+		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mw(h, w, r) })
+	})
+	o := Opener{}
+	if cache {
+		o.CacheDir = t.TempDir()
+	}
+	ds, err := o.Open("shards:"+base+"/index.json", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ds.(*Shards).Close() })
+	return ds.(*Shards)
+}
+
 // TestSkipDoesNotHideOutage: under the loaders.Skip policy, a shard that the store refuses (403) is an
 // outage, not bad samples: the epoch fails with loaders.ErrStorage and the server's answer, with and
 // without a cache.
 func TestSkipDoesNotHideOutage(t *testing.T) {
 	for _, cache := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
-			noLeaks(t)
-			_, _, base := storeShards(t, 12, 200*time.Millisecond, func(h http.Handler) http.Handler {
-				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if strings.HasSuffix(r.URL.Path, "shard-000001.tar") {
-						http.Error(w, "no", http.StatusForbidden)
-						return
-					}
-					h.ServeHTTP(w, r)
-				})
+			ds := openStalledShards(t, 200*time.Millisecond, cache, func(h http.Handler, w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "shard-000001.tar") {
+					http.Error(w, "no", http.StatusForbidden)
+					return
+				}
+				h.ServeHTTP(w, r)
 			})
-			o := Opener{}
-			if cache {
-				o.CacheDir = t.TempDir()
-			}
-			ds, err := o.Open("shards:"+base+"/index.json", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ds.(*Shards).Close()
 			l := newLoader(t, ds, loaders.Config{Batch: 4, Workers: 2, OnError: loaders.Skip, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
 			var epochErr error
 			for b, err := range l.Epoch(context.Background(), 0) {
@@ -506,25 +514,13 @@ func TestSkipDoesNotHideOutage(t *testing.T) {
 func TestEpochCancelStopsRemoteReads(t *testing.T) {
 	for _, cache := range []bool{false, true} {
 		t.Run(fmt.Sprintf("cache=%v", cache), func(t *testing.T) {
-			noLeaks(t)
-			_, _, base := storeShards(t, 12, time.Minute, func(h http.Handler) http.Handler {
-				return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-					if strings.Contains(r.URL.Path, "shard-") {
-						<-r.Context().Done() // the store stalls
-						return
-					}
-					h.ServeHTTP(w, r)
-				})
+			ds := openStalledShards(t, time.Minute, cache, func(h http.Handler, w http.ResponseWriter, r *http.Request) {
+				if strings.Contains(r.URL.Path, "shard-") {
+					<-r.Context().Done() // the store stalls
+					return
+				}
+				h.ServeHTTP(w, r)
 			})
-			o := Opener{}
-			if cache {
-				o.CacheDir = t.TempDir()
-			}
-			ds, err := o.Open("shards:"+base+"/index.json", "")
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer ds.(*Shards).Close()
 			l := newLoader(t, ds, loaders.Config{Batch: 4, Workers: 2, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
 			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 			defer cancel()
