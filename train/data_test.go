@@ -87,19 +87,8 @@ func (d *memData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 		}
 		// Every earlier batch's work has completed: the trainer synchronizes after each step and
 		// each evaluation, so the old buffer can go.
-		if d.buf != nil {
-			d.buf.Free()
-		}
 		var err error
-		if d.buf, err = d.dev.Alloc(len(host)); err != nil {
-			yield(Batch{}, err)
-			return
-		}
-		if err := d.s.CopyH2D(d.buf, 0, host); err != nil {
-			yield(Batch{}, err)
-			return
-		}
-		if err := d.s.Synchronize(ctx); err != nil {
+		if d.buf, err = uploadEpoch(ctx, d.dev, d.s, d.buf, host); err != nil {
 			yield(Batch{}, err)
 			return
 		}
@@ -117,4 +106,19 @@ func (d *memData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 			}
 		}
 	}
+}
+
+// uploadEpoch frees old (nil for none) and returns a device buffer holding host, copied through s.
+func uploadEpoch(ctx context.Context, dev gpu.Device, s gpu.Stream, old gpu.Buffer, host []byte) (gpu.Buffer, error) {
+	if old != nil {
+		old.Free()
+	}
+	buf, err := dev.Alloc(len(host))
+	if err != nil {
+		return nil, err
+	}
+	if err := s.CopyH2D(buf, 0, host); err != nil {
+		return buf, err
+	}
+	return buf, s.Synchronize(ctx)
 }

@@ -104,19 +104,8 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 				k++
 			}
 		}
-		if d.buf != nil {
-			d.buf.Free()
-		}
 		var err error
-		if d.buf, err = d.dev.Alloc(len(host)); err != nil {
-			yield(Batch{}, err)
-			return
-		}
-		if err := d.s.CopyH2D(d.buf, 0, host); err != nil {
-			yield(Batch{}, err)
-			return
-		}
-		if err := d.s.Synchronize(ctx); err != nil {
+		if d.buf, err = uploadEpoch(ctx, d.dev, d.s, d.buf, host); err != nil {
 			yield(Batch{}, err)
 			return
 		}
