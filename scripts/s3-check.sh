@@ -66,9 +66,10 @@ stop() {
   rm -rf "$state"
 }
 
-# shard_gets counts the GETs of the uploaded shards in the server's request log.
+# shard_gets [SPLIT] counts the GETs of the uploaded shards (of SPLIT's only, if given) in the
+# server's request log (stoke pack names them shard-SPLIT-NNNNNN).
 shard_gets() {
-  grep -c '| GET | /stoke-ci/mnist/shard-' "$state/server.log" || true
+  grep -c "| GET | /stoke-ci/mnist/shard-${1:+$1-}" "$state/server.log" || true
 }
 
 run() {
@@ -95,11 +96,18 @@ run() {
   "$work/stoke" bench --data "$spec" "${common[@]}"
   echo "s3-check: stoke bench on local disk"
   "$work/stoke" bench --data "shards:$work/mnist/shard-*.tar.zst" "${common[@]}"
+  # The bench read the train split; train also tests once on the test split, whose one shard it
+  # fetches into the cache.
   echo "s3-check: stoke train over s3:// (index.json, through the cache the bench runs filled)"
-  before=$(shard_gets)
+  before=$(shard_gets train)
+  local tests=$(shard_gets test)
   "$work/stoke" train --data shards:s3://stoke-ci/mnist/index.json --cache-dir "$work/cache" --cache-size 1G --size 28 --model mlp --epochs 1 --val-split 0.1 --json -q | tee "$work/train.json"
-  if [[ $(shard_gets) != "$before" ]]; then
-    echo "s3-check: stoke train fetched $(($(shard_gets) - before)) shards instead of reading --cache-dir" >&2
+  if [[ $(shard_gets train) != "$before" ]]; then
+    echo "s3-check: stoke train fetched $(($(shard_gets train) - before)) train shards instead of reading --cache-dir" >&2
+    exit 1
+  fi
+  if [[ $(($(shard_gets test) - tests)) != 1 ]]; then
+    echo "s3-check: stoke train fetched the test split's shard $(($(shard_gets test) - tests)) times; want once, into the cache" >&2
     exit 1
   fi
   python3 - "$work/bench-cold.json" "$work/train.json" <<'PY'
@@ -108,8 +116,10 @@ bench = json.loads(open(sys.argv[1]).read().splitlines()[-1])
 assert bench["images"] == 60000 and bench["skipped"] == 0, bench
 train = json.loads(open(sys.argv[2]).read().splitlines()[-1])
 assert train["skipped"] == 0, train
-# Evaluated on a held-out tenth of the shards (--val-split).
+# Evaluated on a held-out tenth of the train split (--val-split), then once on the test split.
 assert train["test_acc"] > 0.8, train
+assert train["final_test"]["split"] == "test" and train["final_test"]["samples"] == 10000, train
+assert train["final_test"]["accuracy"] > 0.8, train
 print("s3-check: ok: %d images over s3:// (cold cache), train accuracy %.4f" % (bench["images"], train["test_acc"]))
 PY
 }
