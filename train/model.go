@@ -45,6 +45,11 @@ type Model struct {
 	dlogits kernels.F32
 	loss    kernels.F32 // one element
 	correct kernels.I32 // one element
+	// A mixed batch's second loss (one element), its gradient and the labels it is against
+	// (Trainer.mixedLoss).
+	mixLoss   kernels.F32
+	mixDL     kernels.F32
+	mixLabels kernels.I32
 }
 
 // Models lists the names NewModel knows.
@@ -257,6 +262,9 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 	if m.loss, err = m.weights.f32(1); err != nil {
 		return err
 	}
+	if m.mixLoss, err = m.weights.f32(1); err != nil {
+		return err
+	}
 	m.correct, err = m.weights.i32(1)
 	return err
 }
@@ -289,6 +297,12 @@ func (m *Model) reserve(n int) error {
 		return err
 	}
 	if m.dlogits, err = m.acts.f32(n * m.classes); err != nil {
+		return err
+	}
+	if m.mixDL, err = m.acts.f32(n * m.classes); err != nil {
+		return err
+	}
+	if m.mixLabels, err = m.acts.i32(n); err != nil {
 		return err
 	}
 	for _, l := range m.layers {

@@ -8,20 +8,23 @@ import (
 	"github.com/stoke-ml/stoke/internal/rng"
 )
 
-// Mix is batch-level MixUp and CutMix as torchvision's classification references do them
-// (RandomMixup and RandomCutmix, one of the two chosen at random for each batch when both are
-// enabled): each sample i is mixed with the sample before it in the batch (i-1; sample 0 with the
-// last, the batch rolled by one), with a weight Lambda drawn from Beta(alpha, alpha), and its
+// Mix is batch-level MixUp and CutMix with torchvision v2's semantics (transforms.v2.MixUp and
+// CutMix, the classification references' RandomMixup and RandomCutmix) and timm's choice between
+// them (Mixup with switch_prob 0.5): each batch is mixed with probability P; when both alphas are
+// set, it gets CutMix or MixUp with probability 1/2 each. Each sample i is mixed with the sample
+// before it in the batch (i-1; sample 0 with the last: the batch rolled by one, as torchvision;
+// timm pairs i with n-1-i instead), with a weight Lambda drawn from Beta(alpha, alpha), and its
 // target becomes Lambda x its own + (1 - Lambda) x its neighbour's (MixParams.SoftTargets).
 // MixUp blends whole images; CutMix pastes the neighbour's pixels in a box of about 1 - Lambda of
-// the area and sets Lambda to the share the box leaves.
+// the area, centred on a uniform pixel and clipped to the image, and sets Lambda to the share the
+// box leaves (timm's correct_lam).
 //
-// It works on uint8 batches in their host slot, before the copy to the device (a Loader's
-// Config.Collate). A MixUp blend is rounded to uint8, within 0.5/255 of torchvision's float blend
-// of the normalized images (normalization is affine, so blending commutes with it); CutMix is
-// exact. What a batch gets depends only on (Seed, epoch, batch sequence number), so the loss side
-// can recompute a batch's MixParams from the Batch's Epoch and Seq and mix its class ids into soft
-// targets there (SoftTargets), while the batch itself still carries int32 class ids.
+// It works on uint8 batches in their host slot, before the copy to the device (loaders.Config.Mix
+// applies it there and hands the MixParams on with the batch, for the loss to mix the class ids
+// into soft targets). A MixUp blend is rounded to uint8, as timm's FastCollateMixup rounds it,
+// within 0.5/255 of torchvision's float blend of the normalized images (normalization is affine,
+// so blending commutes with it); CutMix is exact. What a batch gets depends only on (Seed, epoch,
+// batch sequence number).
 type Mix struct {
 	// MixUpAlpha is the Beta(alpha, alpha) parameter of MixUp's weight; 0 disables MixUp
 	// (torchvision's ImageNet recipes: 0.2).
@@ -45,6 +48,9 @@ type MixParams struct {
 	X1, Y1, X2, Y2 int
 }
 
+// Enabled reports whether m mixes at all (an alpha is set).
+func (m Mix) Enabled() bool { return m.MixUpAlpha > 0 || m.CutMixAlpha > 0 }
+
 // Validate checks the alphas and P.
 func (m Mix) Validate() error {
 	if !(m.MixUpAlpha >= 0) || !(m.CutMixAlpha >= 0) || math.IsInf(m.MixUpAlpha+m.CutMixAlpha, 0) || !(m.P >= 0 && m.P <= 1) {
@@ -56,7 +62,7 @@ func (m Mix) Validate() error {
 // Params returns what batch seq of epoch gets, for images of shape s.
 func (m Mix) Params(epoch, seq int, s Shape) MixParams {
 	none := MixParams{Lambda: 1}
-	if m.Validate() != nil || (m.MixUpAlpha == 0 && m.CutMixAlpha == 0) || s.W <= 0 || s.H <= 0 {
+	if m.Validate() != nil || !m.Enabled() || s.W <= 0 || s.H <= 0 {
 		return none
 	}
 	r := rand.New(rand.NewPCG(rng.Mix(m.Seed, uint64(epoch), uint64(seq), 5), rng.Mix(m.Seed, uint64(epoch), uint64(seq), 6)))
