@@ -42,7 +42,8 @@ type Mix struct {
 type MixParams struct {
 	// Mixed is false when the batch is left as it is (Lambda 1).
 	Mixed, CutMix bool
-	// Lambda is the weight of each sample's own target.
+	// Lambda is the weight of each sample's own target (and pixels), for MixUp a multiple of
+	// 1/65536 (the Beta draw rounded), so that the uint8 blend is exact.
 	Lambda float64
 	// X1, Y1, X2, Y2 is CutMix's box: columns [X1, X2), rows [Y1, Y2).
 	X1, Y1, X2, Y2 int
@@ -75,7 +76,8 @@ func (m Mix) Params(epoch, seq int, s Shape) MixParams {
 		return none
 	}
 	if !cut {
-		return MixParams{Mixed: true, Lambda: beta(r, m.MixUpAlpha)}
+		// Lambda in 65536ths: Apply's fixed-point blend is then the float blend, rounded, exactly.
+		return MixParams{Mixed: true, Lambda: math.Round(beta(r, m.MixUpAlpha)*mixOne) / mixOne}
 	}
 	lam := beta(r, m.CutMixAlpha)
 	rx, ry := r.IntN(s.W), r.IntN(s.H)
@@ -118,9 +120,12 @@ func (m Mix) Apply(images []byte, n int, s Shape, epoch, seq int) (MixParams, er
 			}
 			continue
 		}
-		a, b := p.Lambda, 1-p.Lambda
+		// round(Lambda*v + (1-Lambda)*src): both weights are exact in 65536ths, so this is the
+		// float expression with its half rounded up, in integers (at most 255*65536 + 32768).
+		w := uint32(p.Lambda * mixOne)
+		src = src[:len(dst)]
 		for k, v := range dst {
-			dst[k] = byte(math.Min(math.Floor(a*float64(v)+b*float64(src[k])+0.5), 255))
+			dst[k] = byte((w*uint32(v) + (mixOne-w)*uint32(src[k]) + mixOne/2) >> 16)
 		}
 	}
 	return p, nil
@@ -150,6 +155,9 @@ func (p MixParams) SoftTargets(dst []float32, labels []int32, classes int) error
 	}
 	return nil
 }
+
+// mixOne is MixUp's weight 1 in its fixed-point blend: Lambda is a multiple of 1/mixOne.
+const mixOne = 1 << 16
 
 // beta draws from Beta(a, a) as X / (X + Y) of two Gamma(a) draws.
 func beta(r *rand.Rand, a float64) float64 {
