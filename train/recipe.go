@@ -34,7 +34,8 @@ func (r Recipe) String() string {
 //
 //   - "mlp": lr 0.08, batch 64, label smoothing 0.1: 98.45% (98.15% with the batch of 128 and no
 //     smoothing it had before).
-//   - "cnn": lr 0.03, batch 128: 99.28%.
+//   - "cnn": lr 0.06, batch 64, label smoothing 0.1: 99.36% (seed 2: 99.40%; 99.28% and 99.30%
+//     with lr 0.03, batch 128 and no smoothing).
 //   - "resnet8", "resnet20" (BatchNorm): lr 0.2, weight decay 5e-4, batch 64, label smoothing 0.1:
 //     resnet8 99.58% (seed 2: 99.51%; 99.23-99.27% with lr 0.1, batch 128 and no smoothing).
 //   - "resnet18", "resnet50": lr 0.1, weight decay 5e-4, batch 128 (not measured on MNIST).
@@ -43,14 +44,14 @@ func (r Recipe) String() string {
 // epoch, and no augmentation beyond the loader's (none for MNIST; the crop and flip for photos):
 // in 3 epochs, a mild RandAugment(1, 5) was no better at lr 0.2, and MixUp with CutMix worse.
 func RecipeFor(model string) Recipe {
-	r := Recipe{SGD: SGD{LR: 0.03, Momentum: 0.9, Nesterov: true}, WarmupEpochs: 0.2, Batch: 128}
+	r := Recipe{SGD: SGD{LR: 0.06, Momentum: 0.9, Nesterov: true}, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
 	switch {
 	case model == "mlp":
-		r.SGD.LR, r.Batch, r.LabelSmoothing = 0.08, 64, 0.1
+		r.SGD.LR = 0.08
 	case model == "resnet8" || model == "resnet20":
-		r.SGD.LR, r.SGD.WeightDecay, r.Batch, r.LabelSmoothing = 0.2, 5e-4, 64, 0.1
+		r.SGD.LR, r.SGD.WeightDecay = 0.2, 5e-4
 	case strings.HasPrefix(model, "resnet"):
-		r.SGD.LR, r.SGD.WeightDecay = 0.1, 5e-4
+		r.SGD.LR, r.SGD.WeightDecay, r.Batch, r.LabelSmoothing = 0.1, 5e-4, 128, 0
 	}
 	return r
 }
