@@ -15,8 +15,9 @@
 // A Sampler picks each epoch's indices (Config.Sampler); Config.Rank and Config.WorldSize give
 // each data-parallel process its disjoint part, with equal steps per rank (EnvRank reads them from
 // torchrun's environment). A Target writes each sample's label into the batch (int32 class ids by
-// default, float vectors, multi-hot rows, or your own encoding), and Config.Collate may rewrite a
-// whole batch in its host slot before the copy.
+// default, float vectors, multi-hot rows, or your own encoding); Config.Mix mixes each batch
+// (MixUp, CutMix) in its host slot before the copy and says in Batch.Mix what it drew, and
+// Config.Collate may rewrite a whole batch there.
 //
 // The Loader runs one epoch as a pipeline (package pipeline) of four stages:
 //

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/pipeline"
 )
@@ -396,6 +397,15 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	if b.N == 0 {
 		e.releaseOpen(sb)
 		return nil, sb.slot.Release()
+	}
+	if l.cfg.Mix.Enabled() {
+		m := l.cfg.Mix
+		m.Seed = rng.Mix(l.cfg.Seed, m.Seed)
+		var err error
+		if b.Mix, err = m.Apply(sb.mem[:b.N*l.sample], b.N, l.shape, e.epoch, sb.seq); err != nil {
+			e.releaseOpen(sb)
+			return nil, errors.Join(fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err), sb.slot.Release())
+		}
 	}
 	if l.cfg.Collate != nil {
 		hb := &HostBatch{Images: sb.mem[:b.N*l.sample], Targets: sb.mem[l.labOff : l.labOff+b.N*l.tsize], N: b.N,

@@ -157,6 +157,12 @@ type Config struct {
 	// targets in place (mixup, label smoothing). It runs on the Loader's copy stage, one batch at a
 	// time; an error ends the epoch.
 	Collate func(*HostBatch) error
+	// Mix, when it sets an alpha, is batch-level MixUp and CutMix (transforms.Mix): each batch is
+	// mixed in its host slot, before Collate and the copy, with draws that depend on (Seed,
+	// Mix.Seed, epoch, the batch's Seq) only, and Batch.Mix says what was drawn, so that the loss
+	// can mix the class ids into soft targets (train.Trainer does). It takes class-id targets (the
+	// default Target). Leave it zero on a loader that evaluates.
+	Mix transforms.Mix
 	// Allocator provides the host slots. nil means pinned.Locked() (which falls back to ordinary
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device
 	// when the device can register host memory (CUDA), so that copies from it are DMA transfers.
@@ -203,6 +209,12 @@ func (c Config) Validate() error {
 	}
 	if c.OnError != FailFast && c.OnError != Skip {
 		return fmt.Errorf("loaders: config: %v: %w", c.OnError, ErrConfig)
+	}
+	if err := c.Mix.Validate(); err != nil {
+		return fmt.Errorf("loaders: config: %w: %w", err, ErrConfig)
+	}
+	if _, class := c.Target.(class); c.Target != nil && !class && c.Mix.Enabled() {
+		return fmt.Errorf("loaders: config: Mix with %T targets: MixUp and CutMix mix class ids (the default Target): %w", c.Target, ErrConfig)
 	}
 	if err := checkRank(c.Rank, c.WorldSize); err != nil {
 		return err
@@ -329,6 +341,8 @@ type Batch struct {
 	// Epoch and Seq place the batch in the loader's order (Seq counts the epoch's batches,
 	// including any that the Skip policy left empty).
 	Epoch, Seq int
+	// Mix is what Config.Mix did to the batch (Mixed false: nothing).
+	Mix transforms.MixParams
 	// Ready completes when the batch's copies to the device have completed.
 	Ready gpu.Event
 

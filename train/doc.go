@@ -7,7 +7,7 @@
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
 // optimizers SGD (momentum, Nesterov, weight decay) and AdamW (Optimizer takes your own),
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
-// validation metric) and Recipe's settings per model, a Trainer that runs epochs, evaluates and
+// validation metric) and each model's Recipe (RecipeFor), a Trainer that runs epochs, evaluates and
 // predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and
 // FromLoader, which adapts a loaders.Loader.
 //
@@ -34,6 +34,8 @@
 // (Trainer.Stream): give that stream to the loader, so that its host-to-device copies run on the
 // loader's own copy stream, overlapped with compute, and are ordered before the kernels that read
 // them. Batches arrive as uint8 pixels and int32 labels; the trainer normalizes them on its stream.
+// A batch that MixUp or CutMix mixed (loaders.Config.Mix, Batch.Mix) trains against its soft
+// targets, timm's (the smoothed one-hot targets of each sample and of its neighbour, blended).
 //
 // A run is deterministic: initial weights are a function of the seed, dropout masks of (seed,
 // step, layer), the kernels are bit-for-bit repeatable, and the loader's order is a function of its

@@ -80,6 +80,7 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 				N:       b.N,
 				Shape:   s,
 				Indices: b.Indices,
+				Mix:     b.Mix,
 				Release: b.Release,
 			}
 			if kind == ClassIDs {

@@ -23,7 +23,8 @@ func memDataset(n int, seed uint64) *loaders.Memory {
 }
 
 // fitLoader trains model on ds through real loaders (workers goroutines each) and returns the result.
-func fitLoader(t *testing.T, dev gpu.Device, m *Model, trainDS, testDS loaders.Dataset, workers, epochs, batch int) Result {
+// The training loader mixes batches with mix (the zero value: none).
+func fitLoader(t *testing.T, dev gpu.Device, m *Model, trainDS, testDS loaders.Dataset, workers, epochs, batch int, mix transforms.Mix) Result {
 	t.Helper()
 	tr, err := New(m, dev, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: epochs, Seed: 1, Schedule: Cosine(0.1)})
 	if err != nil {
@@ -34,7 +35,7 @@ func fitLoader(t *testing.T, dev gpu.Device, m *Model, trainDS, testDS loaders.D
 			t.Error(err)
 		}
 	}()
-	trainL, err := loaders.New(trainDS, loaders.Config{Batch: batch, Workers: workers, Shuffle: true, Seed: 9, Device: dev, Stream: tr.Stream()})
+	trainL, err := loaders.New(trainDS, loaders.Config{Batch: batch, Workers: workers, Shuffle: true, Seed: 9, Device: dev, Stream: tr.Stream(), Mix: mix})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -56,7 +57,7 @@ func TestLoaderWorkersDoNotChangeTheRun(t *testing.T) {
 	trainDS, testDS := memDataset(600, 1), memDataset(200, 2)
 	var first Result
 	for _, workers := range []int{1, 3, 8} {
-		res := fitLoader(t, dev, smallCNN(t), trainDS, testDS, workers, 2, 32)
+		res := fitLoader(t, dev, smallCNN(t), trainDS, testDS, workers, 2, 32, transforms.Mix{})
 		if workers == 1 {
 			first = res
 			if res.TestAcc < 0.8 {
@@ -103,7 +104,7 @@ func TestMNISTSmoke(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	res := fitLoader(t, openCPU(t), m, subset{ds, 0, 40 * 64}, subset{ds, 5000, 1000}, 2, 1, 64)
+	res := fitLoader(t, openCPU(t), m, subset{ds, 0, 40 * 64}, subset{ds, 5000, 1000}, 2, 1, 64, transforms.Mix{})
 	if res.TestAcc < 0.8 {
 		t.Fatalf("MNIST MLP after 40 steps: accuracy on 1000 other images %v; want >= 0.8", res.TestAcc)
 	}

@@ -120,6 +120,12 @@ func (k TargetKind) String() string {
 // lossStep enqueues the loss of logits against b's targets and its gradient into dl.
 func (t *Trainer) lossStep(b Batch, logits, dl kernels.F32) error {
 	m, n := t.m, b.N
+	if b.Mix.Mixed && b.Targets.Len > 0 {
+		return fmt.Errorf("train: %w: a batch of float targets mixed by MixUp or CutMix; only class ids mix", ErrConfig)
+	}
+	if b.Mix.Mixed {
+		return t.mixedLoss(b, logits, dl)
+	}
 	if b.Targets.Len == 0 {
 		if t.cfg.LabelSmoothing > 0 {
 			return t.ops.SoftmaxCrossEntropySmooth(t.s, m.loss, dl, logits, b.Labels, n, m.classes, float32(t.cfg.LabelSmoothing))
@@ -141,6 +147,34 @@ func (t *Trainer) lossStep(b Batch, logits, dl kernels.F32) error {
 		return fmt.Errorf("train: %w: loss %v for a batch of float targets", ErrConfig, l.Kind)
 	}
 	return t.ops.FloatLoss(t.s, m.loss, dl, logits, b.Targets, t.posWeight, n, m.classes, kernels.Loss{Kind: kind, Beta: float32(l.Beta)})
+}
+
+// mixedLoss enqueues the loss of a batch that MixUp or CutMix mixed (Batch.Mix) and its gradient
+// into dl: the soft-target cross-entropy against Lambda x each sample's one-hot target + (1 -
+// Lambda) x the target of the sample before it (labels[i-1], labels[n-1] for sample 0), each
+// target smoothed by Config.LabelSmoothing first, as timm's mixup_target and
+// SoftTargetCrossEntropy. The cross-entropy is linear in its target, so this is Lambda x the
+// smoothed cross-entropy against the labels + (1 - Lambda) x the one against the labels rolled by
+// one, and so is its gradient (softmax - target)/n: two passes of the class-id loss, blended.
+func (t *Trainer) mixedLoss(b Batch, logits, dl kernels.F32) error {
+	m, n, o, s := t.m, b.N, t.ops, t.s
+	lam, sm := float32(b.Mix.Lambda), float32(t.cfg.LabelSmoothing)
+	rolled, dl2 := m.mixLabels.Slice(0, n), m.mixDL.Slice(0, n*m.classes)
+	for _, step := range []func() error{
+		func() error { return o.Copy(s, kernels.F32(rolled.Slice(1, n)), kernels.F32(b.Labels.Slice(0, n-1))) }, // int32 bits, copied
+		func() error { return o.Copy(s, kernels.F32(rolled.Slice(0, 1)), kernels.F32(b.Labels.Slice(n-1, n))) },
+		func() error { return o.SoftmaxCrossEntropySmooth(s, m.loss, dl, logits, b.Labels, n, m.classes, sm) },
+		func() error { return o.SoftmaxCrossEntropySmooth(s, m.mixLoss, dl2, logits, rolled, n, m.classes, sm) },
+		func() error { return o.Scale(s, m.loss, lam) },
+		func() error { return o.Axpy(s, m.loss, 1-lam, m.mixLoss) },
+		func() error { return o.Scale(s, dl, lam) },
+		func() error { return o.Axpy(s, dl, 1-lam, dl2) },
+	} {
+		if err := step(); err != nil {
+			return fmt.Errorf("train: mixed loss: %w", err)
+		}
+	}
+	return nil
 }
 
 // prepareLoss resolves Config.Loss for data and uploads its pos_weight.

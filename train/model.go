@@ -44,6 +44,11 @@ type Model struct {
 	input   kernels.F32 // normalized images
 	dlogits kernels.F32
 	loss    kernels.F32 // one element
+	// A mixed batch's second loss (one element), its gradient and the labels it is against
+	// (Trainer.mixedLoss).
+	mixLoss   kernels.F32
+	mixDL     kernels.F32
+	mixLabels kernels.I32
 }
 
 // Models lists the names NewModel knows.
@@ -263,7 +268,10 @@ func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64)
 		p.G = grads.Slice(off, off+p.Len())
 		off += p.Len()
 	}
-	m.loss, err = m.weights.f32(1)
+	if m.loss, err = m.weights.f32(1); err != nil {
+		return err
+	}
+	m.mixLoss, err = m.weights.f32(1)
 	return err
 }
 
@@ -309,6 +317,12 @@ func (m *Model) reserve(n int) error {
 		return err
 	}
 	if m.dlogits, err = m.acts.f32(n * m.classes); err != nil {
+		return err
+	}
+	if m.mixDL, err = m.acts.f32(n * m.classes); err != nil {
+		return err
+	}
+	if m.mixLabels, err = m.acts.i32(n); err != nil {
 		return err
 	}
 	for _, l := range m.layers {

@@ -12,6 +12,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // ErrConfig: a Config or an argument the trainer cannot use.
@@ -28,6 +29,11 @@ type Batch struct {
 	Shape   Shape
 	// Indices, if known, are the dataset indices of the N samples (Predict reports them).
 	Indices []int
+	// Mix, when Mixed, says that MixUp or CutMix mixed the images (loaders.Config.Mix): the
+	// trainer then trains against the soft targets Lambda x each sample's label + (1 - Lambda) x
+	// the label of the sample before it (see Trainer.mixedLoss). Only class ids mix, and only in
+	// training: Evaluate and Predict refuse a mixed batch.
+	Mix transforms.MixParams
 	// Release, if not nil, is called once the trainer has enqueued all its work that reads the
 	// batch on its stream (the source then recycles the buffers after that work has run).
 	Release func()
@@ -990,6 +996,9 @@ func (t *Trainer) unscale() (apply bool, err error) {
 func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(logits kernels.F32, part Batch, lo int) error) error {
 	if err := t.validBatch(b); err != nil {
 		return err
+	}
+	if b.Mix.Mixed {
+		return fmt.Errorf("train: %w: a batch mixed by MixUp or CutMix: evaluate on a loader without Mix", ErrConfig)
 	}
 	m := t.m
 	chunk := m.capN

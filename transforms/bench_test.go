@@ -175,3 +175,21 @@ func BenchmarkDecodeModes(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkMix: MixUp and CutMix of one batch of 64 images of 3x224x224 in place, what
+// loaders.Config.Mix adds to the copy stage per batch (ns/op is per batch).
+func BenchmarkMix(b *testing.B) {
+	s := Shape{C: 3, H: 224, W: 224}
+	batch := mixBatch(64, s)
+	for _, m := range []Mix{{MixUpAlpha: 0.2}, {CutMixAlpha: 1}} {
+		name := map[bool]string{true: "cutmix", false: "mixup"}[m.CutMixAlpha > 0]
+		b.Run(name, func(b *testing.B) {
+			b.SetBytes(int64(len(batch)))
+			for i := range b.N {
+				if _, err := m.Apply(batch, 64, s, 0, i); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -8,20 +8,23 @@ import (
 	"github.com/stoke-ml/stoke/internal/rng"
 )
 
-// Mix is batch-level MixUp and CutMix as torchvision's classification references do them
-// (RandomMixup and RandomCutmix, one of the two chosen at random for each batch when both are
-// enabled): each sample i is mixed with the sample before it in the batch (i-1; sample 0 with the
-// last, the batch rolled by one), with a weight Lambda drawn from Beta(alpha, alpha), and its
+// Mix is batch-level MixUp and CutMix with torchvision v2's semantics (transforms.v2.MixUp and
+// CutMix, the classification references' RandomMixup and RandomCutmix) and timm's choice between
+// them (Mixup with switch_prob 0.5): each batch is mixed with probability P; when both alphas are
+// set, it gets CutMix or MixUp with probability 1/2 each. Each sample i is mixed with the sample
+// before it in the batch (i-1; sample 0 with the last: the batch rolled by one, as torchvision;
+// timm pairs i with n-1-i instead), with a weight Lambda drawn from Beta(alpha, alpha), and its
 // target becomes Lambda x its own + (1 - Lambda) x its neighbour's (MixParams.SoftTargets).
 // MixUp blends whole images; CutMix pastes the neighbour's pixels in a box of about 1 - Lambda of
-// the area and sets Lambda to the share the box leaves.
+// the area, centred on a uniform pixel and clipped to the image, and sets Lambda to the share the
+// box leaves (timm's correct_lam).
 //
-// It works on uint8 batches in their host slot, before the copy to the device (a Loader's
-// Config.Collate). A MixUp blend is rounded to uint8, within 0.5/255 of torchvision's float blend
-// of the normalized images (normalization is affine, so blending commutes with it); CutMix is
-// exact. What a batch gets depends only on (Seed, epoch, batch sequence number), so the loss side
-// can recompute a batch's MixParams from the Batch's Epoch and Seq and mix its class ids into soft
-// targets there (SoftTargets), while the batch itself still carries int32 class ids.
+// It works on uint8 batches in their host slot, before the copy to the device (loaders.Config.Mix
+// applies it there and hands the MixParams on with the batch, for the loss to mix the class ids
+// into soft targets). A MixUp blend is rounded to uint8, as timm's FastCollateMixup rounds it,
+// within 0.5/255 of torchvision's float blend of the normalized images (normalization is affine,
+// so blending commutes with it); CutMix is exact. What a batch gets depends only on (Seed, epoch,
+// batch sequence number).
 type Mix struct {
 	// MixUpAlpha is the Beta(alpha, alpha) parameter of MixUp's weight; 0 disables MixUp
 	// (torchvision's ImageNet recipes: 0.2).
@@ -39,11 +42,15 @@ type Mix struct {
 type MixParams struct {
 	// Mixed is false when the batch is left as it is (Lambda 1).
 	Mixed, CutMix bool
-	// Lambda is the weight of each sample's own target.
+	// Lambda is the weight of each sample's own target (and pixels), for MixUp a multiple of
+	// 1/65536 (the Beta draw rounded), so that the uint8 blend is exact.
 	Lambda float64
 	// X1, Y1, X2, Y2 is CutMix's box: columns [X1, X2), rows [Y1, Y2).
 	X1, Y1, X2, Y2 int
 }
+
+// Enabled reports whether m mixes at all (an alpha is set).
+func (m Mix) Enabled() bool { return m.MixUpAlpha > 0 || m.CutMixAlpha > 0 }
 
 // Validate checks the alphas and P.
 func (m Mix) Validate() error {
@@ -56,7 +63,7 @@ func (m Mix) Validate() error {
 // Params returns what batch seq of epoch gets, for images of shape s.
 func (m Mix) Params(epoch, seq int, s Shape) MixParams {
 	none := MixParams{Lambda: 1}
-	if m.Validate() != nil || (m.MixUpAlpha == 0 && m.CutMixAlpha == 0) || s.W <= 0 || s.H <= 0 {
+	if m.Validate() != nil || !m.Enabled() || s.W <= 0 || s.H <= 0 {
 		return none
 	}
 	r := rand.New(rand.NewPCG(rng.Mix(m.Seed, uint64(epoch), uint64(seq), 5), rng.Mix(m.Seed, uint64(epoch), uint64(seq), 6)))
@@ -69,7 +76,8 @@ func (m Mix) Params(epoch, seq int, s Shape) MixParams {
 		return none
 	}
 	if !cut {
-		return MixParams{Mixed: true, Lambda: beta(r, m.MixUpAlpha)}
+		// Lambda in 65536ths: Apply's fixed-point blend is then the float blend, rounded, exactly.
+		return MixParams{Mixed: true, Lambda: math.Round(beta(r, m.MixUpAlpha)*mixOne) / mixOne}
 	}
 	lam := beta(r, m.CutMixAlpha)
 	rx, ry := r.IntN(s.W), r.IntN(s.H)
@@ -112,9 +120,12 @@ func (m Mix) Apply(images []byte, n int, s Shape, epoch, seq int) (MixParams, er
 			}
 			continue
 		}
-		a, b := p.Lambda, 1-p.Lambda
+		// round(Lambda*v + (1-Lambda)*src): both weights are exact in 65536ths, so this is the
+		// float expression with its half rounded up, in integers (at most 255*65536 + 32768).
+		w := uint32(p.Lambda * mixOne)
+		src = src[:len(dst)]
 		for k, v := range dst {
-			dst[k] = byte(math.Min(math.Floor(a*float64(v)+b*float64(src[k])+0.5), 255))
+			dst[k] = byte((w*uint32(v) + (mixOne-w)*uint32(src[k]) + mixOne/2) >> 16)
 		}
 	}
 	return p, nil
@@ -144,6 +155,9 @@ func (p MixParams) SoftTargets(dst []float32, labels []int32, classes int) error
 	}
 	return nil
 }
+
+// mixOne is MixUp's weight 1 in its fixed-point blend: Lambda is a multiple of 1/mixOne.
+const mixOne = 1 << 16
 
 // beta draws from Beta(a, a) as X / (X + Y) of two Gamma(a) draws.
 func beta(r *rand.Rand, a float64) float64 {

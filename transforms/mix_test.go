@@ -69,7 +69,7 @@ func TestCutMix(t *testing.T) {
 	}
 }
 
-// TestMixUp: every byte is lambda x its own + (1 - lambda) x its neighbour's, rounded.
+// TestMixUp: every byte is lambda x its own + (1 - lambda) x its neighbour's, rounded half up.
 func TestMixUp(t *testing.T) {
 	s := Shape{C: 1, H: 6, W: 7}
 	const n = 3
@@ -84,8 +84,8 @@ func TestMixUp(t *testing.T) {
 		for i := range n {
 			src := (i + n - 1) % n
 			for k := range s.Len() {
-				want := p.Lambda*float64(orig[i*s.Len()+k]) + (1-p.Lambda)*float64(orig[src*s.Len()+k])
-				if got := float64(b[i*s.Len()+k]); math.Abs(got-want) > 0.5 {
+				want := math.Floor(p.Lambda*float64(orig[i*s.Len()+k]) + (1-p.Lambda)*float64(orig[src*s.Len()+k]) + 0.5)
+				if got := float64(b[i*s.Len()+k]); got != want {
 					t.Fatalf("batch %d image %d byte %d = %v; want %.3f", seq, i, k, got, want)
 				}
 			}

@@ -63,3 +63,31 @@ func TestTrainAugment(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainMix: --mixup and --cutmix reach the training loader (the run trains on other numbers,
+// and its JSON says what it mixed with); a bad alpha is a usage error naming its flag.
+func TestTrainMix(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	args := []string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--val-split", "0.25", "--json"}
+	var plain, mixed trainResult
+	out, errOut, code := stoke(t, args...)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	lastJSON(t, out, &plain)
+	out, errOut, code = stoke(t, append(args, "--mixup", "0.2", "--cutmix", "1")...)
+	if code != 0 {
+		t.Fatalf("train --mixup 0.2 --cutmix 1: exit %d: %s", code, errOut)
+	}
+	lastJSON(t, out, &mixed)
+	if mixed.MixUp != 0.2 || mixed.CutMix != 1 || plain.MixUp != 0 || plain.CutMix != 0 || mixed.FinalLoss == plain.FinalLoss {
+		t.Errorf("mixup %v cutmix %v, loss %v; unmixed run: %v %v, loss %v; want 0.2 1 against 0 0, and another loss", mixed.MixUp, mixed.CutMix,
+			mixed.FinalLoss, plain.MixUp, plain.CutMix, plain.FinalLoss)
+	}
+	for _, bad := range [][]string{{"--mixup", "-0.2"}, {"--cutmix", "NaN"}, {"--mixup", "+Inf"}, {"--cutmix", "x"}} {
+		_, errOut, code := stoke(t, append(args[:len(args)-1], bad...)...)
+		if code != 2 || !strings.Contains(errOut, strings.TrimLeft(bad[0], "-")) {
+			t.Errorf("train %v: exit %d, stderr %q; want a usage error naming %s", bad, code, errOut, bad[0])
+		}
+	}
+}

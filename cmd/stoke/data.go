@@ -337,6 +337,9 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 	if lf.autoWorkers && lf.workers == 0 {
 		cfg.Workers = loaders.AutoWorkers
 	}
+	if split == "train" && lf.augment != nil {
+		cfg.Mix, _ = lf.augment.mix() // checked when the flags were parsed
+	}
 	return cfg
 }
 

@@ -74,8 +74,8 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		opt, sched := train.Recipe(*model)
-		tr, err = train.New(m, dev, opt, train.Config{Epochs: 1, Schedule: sched, Seed: lf.seed})
+		r := train.RecipeFor(*model)
+		tr, err = train.New(m, dev, r.SGD, train.Config{Epochs: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
 		if err != nil {
 			return err
 		}

@@ -23,23 +23,25 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--val-data SPEC | --val-split F] [--test-data SPEC] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] "+
 		"[--backbone-lr-scale X]] [--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--sync-bn] [--json]", true)
-	lf.register(fs, 128)
+	lf.register(fs, 0)
+	fs.Lookup("batch").Usage += " (0: the model's recipe)"
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
-	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", "))
+	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", ")+"; each trains by default with its recipe (train.RecipeFor), "+
+		"which --lr, --wd, --batch, --label-smoothing and --warmup-epochs override: "+recipes())
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
-	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe, 0.08 for mlp, 0.03 for cnn, 0.1 for resnets; see train.Recipe)")
+	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe)")
 	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
 	wd := fs.Float64("wd", 0,
-		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters); unset: the model's recipe, 0 for mlp and cnn, 5e-4 for resnets")
-	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing)")
+		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters; unset: the model's recipe)")
+	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
 	precision := fs.String("precision", "fp32",
 		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
 			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
 	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch), "+
 		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
-	warmupEpochs := fs.Float64("warmup-epochs", 0.2, "linear warm-up of the cosine schedule, in epochs")
+	warmupEpochs := fs.Float64("warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
 	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
 	var ef evalFlags
@@ -66,10 +68,30 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if lf.data == "" {
 		lf.data = "mnist"
 	}
+	recipe := train.RecipeFor(*model) // the defaults of what the command line leaves unset
+	if *lr == 0 {
+		*lr = recipe.SGD.LR
+	}
+	if lf.batch == 0 {
+		lf.batch = recipe.Batch
+	}
+	for _, d := range []struct {
+		flag   string
+		v      *float64
+		recipe float64
+	}{{"wd", wd, recipe.SGD.WeightDecay}, {"label-smoothing", smoothing, recipe.LabelSmoothing}, {"warmup-epochs", warmupEpochs, recipe.WarmupEpochs}} {
+		if !flagSet(fs, d.flag) {
+			*d.v = d.recipe
+		}
+	}
 	if err := lf.check(); err != nil {
 		return err
 	}
 	if _, err := lf.augment.transforms(nil); err != nil {
+		return err
+	}
+	mix, err := lf.augment.mix()
+	if err != nil {
 		return err
 	}
 	switch {
@@ -91,13 +113,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --freeze and --freeze-upto: choose one", errUsage)
 	case !(*backboneLR >= 0) || math.IsInf(*backboneLR, 0):
 		return fmt.Errorf("%w: --backbone-lr-scale %v; want a finite factor > 0 (or --freeze)", errUsage, *backboneLR)
-	}
-	recipe, _ := train.Recipe(*model)
-	if *lr == 0 {
-		*lr = recipe.LR
-	}
-	if !flagSet(fs, "wd") {
-		*wd = recipe.WeightDecay
 	}
 	var opt train.Optimizer
 	switch *optName {
@@ -241,8 +256,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if n := group.Size(); n > 1 {
 		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
 	}
-	e.printf("training %s (%d parameters) on %s with %s, %d epochs, %s, %s products\n", m.Name(), m.NumParams(), dev.Info(), opt, *epochs, batch,
-		cfg.Precision)
+	e.printf("training %s (%d parameters) on %s with %s, label smoothing %g, %d epochs, %s, %s products%s\n", m.Name(), m.NumParams(), dev.Info(), opt,
+		*smoothing, *epochs, batch, cfg.Precision, mixText(mix))
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	} else {
@@ -295,7 +310,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	skipped := ts.Skipped + es.Skipped + final.skipped()
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
-		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped})
+		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
+		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -367,6 +383,22 @@ type trainResult struct {
 	SyncBN bool `json:"sync_bn"`
 	// Skipped counts the bad samples left out under --on-error skip, training and evaluation.
 	Skipped int64 `json:"skipped"`
+	// The run's recipe: the model's (train.RecipeFor) where the flags left it.
+	LR             float64 `json:"lr"`
+	WeightDecay    float64 `json:"weight_decay"`
+	LabelSmoothing float64 `json:"label_smoothing"`
+	WarmupEpochs   float64 `json:"warmup_epochs"`
+	MixUp          float64 `json:"mixup"`
+	CutMix         float64 `json:"cutmix"`
+}
+
+// recipes describes every model's recipe, for --help.
+func recipes() string {
+	var out []string
+	for _, m := range train.Models() {
+		out = append(out, m+": "+train.RecipeFor(m).String())
+	}
+	return strings.Join(out, "; ")
 }
 
 // maxClasses bounds the classes a model gets from the labels' range without --classes.

@@ -5,6 +5,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/train"
 )
 
 type trainJSON struct {
@@ -83,6 +85,33 @@ func TestTrainPrecision(t *testing.T) {
 		}
 		if !strings.Contains(out, p+" products") {
 			t.Errorf("--precision %s: output %q does not name the precision", p, out)
+		}
+	}
+}
+
+// TestTrainRecipeDefaults: with no flag but --model, stoke train runs the model's recipe
+// (train.RecipeFor: learning rate, weight decay, batch, label smoothing, warm-up); each flag
+// given overrides its part.
+func TestTrainRecipeDefaults(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	for _, model := range []string{"mlp", "resnet8"} {
+		args := []string{"train", "--data", root, "--size", "8", "--model", model, "--epochs", "1", "--val-split", "0.25", "--json"}
+		r := train.RecipeFor(model)
+		for _, flags := range [][]string{nil, {"--lr", "0.05", "--wd", "0", "--batch", "3", "--label-smoothing", "0", "--warmup-epochs", "0"}} {
+			out, errOut, code := stoke(t, append(args, flags...)...)
+			if code != 0 {
+				t.Fatalf("train --model %s %v: exit %d: %s", model, flags, code, errOut)
+			}
+			var res trainResult
+			lastJSON(t, out, &res)
+			got := [5]float64{res.LR, res.WeightDecay, float64(res.Batch), res.LabelSmoothing, res.WarmupEpochs}
+			want := [5]float64{r.SGD.LR, r.SGD.WeightDecay, float64(r.Batch), r.LabelSmoothing, r.WarmupEpochs}
+			if flags != nil {
+				want = [5]float64{0.05, 0, 3, 0, 0}
+			}
+			if got != want {
+				t.Errorf("train --model %s %v: lr, weight decay, batch, label smoothing, warm-up %v; want %v", model, flags, got, want)
+			}
 		}
 	}
 }

@@ -52,8 +52,8 @@ func main() {
 	defer dev.Close()
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
-	opt, schedule := train.Recipe("mlp")
-	tr, err := train.New(m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: schedule, Dist: g})
+	recipe := train.RecipeFor("mlp")
+	tr, err := train.New(m, dev, recipe.SGD, train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Dist: g})
 	check(err)
 	defer tr.Close()
 

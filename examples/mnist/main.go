@@ -35,8 +35,8 @@ func main() {
 	defer dev.Close()
 	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
-	opt, schedule := train.Recipe(*model) // the settings that reach the MNIST targets
-	tr, err := train.New(m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: schedule,
+	recipe := train.RecipeFor(*model) // the settings that reach the MNIST targets
+	tr, err := train.New(m, dev, recipe.SGD, train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing,
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)
@@ -48,7 +48,7 @@ func main() {
 	newLoader := func(split string, shuffle bool) *loaders.Loader {
 		ds, err := datasets.Open(spec, split)
 		check(err)
-		l, err := loaders.New(ds, loaders.Config{Batch: 128, Shuffle: shuffle, Seed: 1, Device: dev, Stream: tr.Stream()})
+		l, err := loaders.New(ds, loaders.Config{Batch: recipe.Batch, Shuffle: shuffle, Seed: 1, Device: dev, Stream: tr.Stream()})
 		check(err)
 		return l
 	}
