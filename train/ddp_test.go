@@ -6,6 +6,8 @@ import (
 	"iter"
 	"math"
 	"net"
+	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,6 +16,7 @@ import (
 
 	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -632,4 +635,45 @@ func testGroups(t testing.TB, n int) []Collective {
 		t.Fatal(err)
 	}
 	return gs
+}
+
+// TestCheckpointPreparedByRankZeroOnly: only rank 0 writes checkpoints, so only rank 0 checks
+// their paths and clears Save's stale temporary files; another rank's New, which may run while
+// rank 0 saves, leaves rank 0's temporary file alone.
+func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
+	gs := testGroups(t, 2)
+	dev := openCPU(t)
+	dir := t.TempDir()
+	ck, best := filepath.Join(dir, "ck.bin"), filepath.Join(dir, "best.bin")
+	var saving []string
+	for _, path := range []string{ck, best} {
+		fh, err := os.CreateTemp(dir, atomicfile.TempPrefix(path)+"*") // rank 0's Save under way
+		if err != nil {
+			t.Fatal(err)
+		}
+		fh.Close()
+		saving = append(saving, fh.Name())
+	}
+	cfg := Config{Dist: gs[1], Checkpoint: ck, KeepBest: best, EarlyStop: 1}
+	tr, err := New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	for _, name := range saving {
+		if _, err := os.Stat(name); err != nil {
+			t.Errorf("rank 1's New removed rank 0's temporary file: %v", err)
+		}
+	}
+	cfg.Dist = gs[0]
+	tr, err = New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr.Close()
+	for _, name := range saving {
+		if _, err := os.Stat(name); !os.IsNotExist(err) {
+			t.Errorf("rank 0's New kept a stale temporary file %s (%v)", name, err)
+		}
+	}
 }

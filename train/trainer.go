@@ -466,8 +466,10 @@ func (t *Trainer) setup() error {
 		}
 	}
 	for _, path := range []string{t.cfg.Checkpoint, t.cfg.KeepBest} {
-		// A checkpoint that cannot be written fails now, not after the first epoch.
-		if path == "" {
+		// A checkpoint that cannot be written fails now, not after the first epoch. Only the rank
+		// that writes it looks: a rank starting late would remove rank 0's temporary file while
+		// rank 0 saves into it.
+		if path == "" || (t.cfg.Dist != nil && t.cfg.Dist.Rank() != 0) {
 			continue
 		}
 		if err := prepareCheckpoint(path); err != nil {
