@@ -6,9 +6,10 @@
 // in and is a real device, not a mock: device memory is Go memory (64-byte aligned), each stream
 // is an ordered executor goroutine, copies and host functions run when the stream reaches them,
 // events complete when reached, and a stream that waits on another stream's event really waits.
-// Kernels of the CPU backend are Host functions over HostBytes. The CUDA backend registers itself
-// when built with -tags cuda; its devices also implement pinned.Registerer, so that pinned host
-// slots are registered with the driver (pinned.Registered).
+// Kernels of the CPU backend are Host functions over HostBytes. Other backends live in packages of
+// their own and register themselves (Register) when imported: the CUDA backend is package
+// gpu/cuda, built with -tags cuda (import _ "github.com/stoke-ml/stoke/gpu/cuda"); a user's
+// backend registers the same way. This package exports no backend's internals.
 //
 // The Feeder is the data path's last step. Per batch the producer (the loader) fills a
 // pinned.Slot and calls Feed, which enqueues the slot's regions on the feeder's copy stream

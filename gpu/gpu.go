@@ -147,7 +147,8 @@ func Backends() []Backend {
 
 // Open opens a device by name: "cpu", "cuda" (the same as "cuda:0") or "cuda:N"; generally
 // "backend" or "backend:index". A backend that is not built in gives an error wrapping
-// ErrUnknownBackend (for "cuda" it says how to build it in); a missing device, ErrNoDevice.
+// ErrUnknownBackend (for "cuda" it says how to build package gpu/cuda in); a missing device,
+// ErrNoDevice.
 func Open(name string) (Device, error) {
 	backend, index, err := parseName(name)
 	if err != nil {
@@ -162,8 +163,8 @@ func Open(name string) (Device, error) {
 	registry.mu.Unlock()
 	if b == nil {
 		if backend == "cuda" {
-			return nil, fmt.Errorf("gpu: %w %q: this binary was built without CUDA support; rebuild with `go build -tags cuda` (needs cgo and the CUDA toolkit)",
-				ErrUnknownBackend, name)
+			return nil, fmt.Errorf("gpu: %w %q: the CUDA backend is not in this binary; import _ %q and build with `-tags cuda` (needs cgo and CUDA's headers)",
+				ErrUnknownBackend, name, "github.com/stoke-ml/stoke/gpu/cuda")
 		}
 		return nil, fmt.Errorf("gpu: %w %q (built in: %s)", ErrUnknownBackend, name, strings.Join(backendNames(), ", "))
 	}

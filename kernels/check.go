@@ -378,15 +378,6 @@ func (o checked) CountNonFinite(s gpu.Stream, count I32, x F32) error {
 	return o.b.CountNonFinite(s, count, x)
 }
 
-// withPrecision is the checked op set of the backend's precision p, when the backend has one.
-func (o checked) withPrecision(p Precision) (Ops, bool) {
-	b, ok := o.b.(interface{ withPrecision(Precision) Ops })
-	if !ok {
-		return nil, false
-	}
-	return checked{b.withPrecision(p)}, true
-}
-
 func (o checked) Conv2D(s gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	c := newCall("conv2d", s)
 	c.valid(g.Validate())

@@ -25,7 +25,10 @@ func CPU() Ops { return withChecks(cpuOps{}) }
 // products (see ForPrecision).
 type cpuOps struct{ prec Precision }
 
-func (cpuOps) withPrecision(p Precision) Ops { return cpuOps{prec: p} }
+// WithPrecision is the CPU op set emulating p in its products (see ForPrecision).
+func (cpuOps) WithPrecision(p Precision) Ops { return cpuOps{prec: p} }
+
+var _ MixedPrecision = cpuOps{}
 
 // operands returns the products' operands as prec rounds them: v itself in fp32.
 func (o cpuOps) operands(v []float32) []float32 {
@@ -501,7 +504,7 @@ func (cpuOps) ToBF16(s gpu.Stream, dst U8, src F32) error {
 	}
 	return s.Host(func() error {
 		for i, f := range ss {
-			binary.LittleEndian.PutUint16(ds[2*i:], uint16(math.Float32bits(BF16.round(f))>>16))
+			binary.LittleEndian.PutUint16(ds[2*i:], uint16(math.Float32bits(BF16.Round(f))>>16))
 		}
 		return nil
 	})

@@ -4,13 +4,13 @@
 //
 // An op set (Ops) exists per backend: For(dev) picks the one registered for dev's backend. The CPU
 // op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU
-// buffers; it is also the reference every other backend is tested against. The CUDA op set
-// (built with the cuda tag) registers itself as "cuda" and implements the same interface and
-// semantics. The argument checks are the package's, not a backend's: For puts them in front of
+// buffers; it is also the reference every other backend is tested against. The CUDA op set lives
+// with the rest of the CUDA backend in package gpu/cuda, which registers it as "cuda"; it
+// implements the same interface and semantics. The argument checks are the package's, not a backend's: For puts them in front of
 // whichever op set it returns (a user's registered one too), so every backend refuses a bad call
 // with the same error before the call reaches it. ForPrecision(dev, BF16 or FP16) gives an op set
 // of dev whose products (Gemm and the convolutions) take 16-bit operands with fp32 accumulation:
-// mixed precision.
+// mixed precision, for every op set that implements MixedPrecision.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
 // length, so that one allocation can hold many tensors. Matrices are row-major and packed; images

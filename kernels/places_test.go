@@ -14,16 +14,18 @@ import (
 
 // TestOpPlaces lists the places an op of kernels.Ops must appear, so that one added without all of
 // them fails here, in the default build, on any machine. The compiler checks the interface, the
-// argument checks (check.go) and the CPU op set (cpu.go); TestChecksForEveryBackend that the op has
-// check cases (check_test.go, with the recorder's method); the NVRTC tests that every kernel the
-// CUDA op set loads (cudaKernels) is in cuda/ops.cu. What only a -tags cuda build would see is
-// read from the source here: a method of the CUDA op set (cuda_*.go), and a call of it in the
-// CUDA parity tests (cuda_*_test.go, through a side's op set: sd.ops.Op).
+// argument checks (check.go) and the CPU op set (cpu.go, over its kernels in internal/cpu);
+// TestChecksForEveryBackend that the op has check cases (internal/opcheck, and the recorder's
+// method in check_test.go); the NVRTC tests of gpu/cuda that every kernel the CUDA op set loads
+// (cudaKernels) is in its ops.cu. What only a -tags cuda build would see is read from the source
+// here: a method of the CUDA op set (gpu/cuda/*.go), and a call of it in the CUDA parity tests
+// (gpu/cuda/*_test.go, through a side's op set: sd.ops.Op).
 func TestOpPlaces(t *testing.T) {
 	cudaMethods, parityCalls := map[string]bool{}, map[string]bool{}
-	files, err := filepath.Glob("cuda_*.go")
+	const cudaDir = "../gpu/cuda"
+	files, err := filepath.Glob(filepath.Join(cudaDir, "*.go"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("glob cuda_*.go = %v, %v", files, err)
+		t.Fatalf("glob %s/*.go = %v, %v", cudaDir, files, err)
 	}
 	fset := token.NewFileSet()
 	for _, name := range files {
@@ -52,10 +54,10 @@ func TestOpPlaces(t *testing.T) {
 	for i := range ops.NumMethod() {
 		m := ops.Method(i).Name
 		if !cudaMethods[m] {
-			t.Errorf("kernels.Ops.%s: no method of the CUDA op set (func (o *cudaOps) %s in cuda_*.go)", m, m)
+			t.Errorf("kernels.Ops.%s: no method of the CUDA op set (func (o *cudaOps) %s in gpu/cuda)", m, m)
 		}
 		if m != "Backend" && !parityCalls[m] {
-			t.Errorf("kernels.Ops.%s: no CUDA parity case calls it (sd.ops.%s in cuda_*_test.go)", m, m)
+			t.Errorf("kernels.Ops.%s: no CUDA parity case calls it (sd.ops.%s in gpu/cuda's tests)", m, m)
 		}
 	}
 }

@@ -40,21 +40,27 @@ func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
 	if err != nil || p == FP32 {
 		return ops, err
 	}
-	if c, ok := ops.(checked); ok {
-		if mp, ok := c.withPrecision(p); ok {
-			return mp, nil
-		}
+	if mp, ok := ops.(checked).b.(MixedPrecision); ok {
+		return withChecks(mp.WithPrecision(p)), nil
 	}
 	return nil, fmt.Errorf("kernels: %w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
+}
+
+// MixedPrecision is implemented by an op set that can compute its products in BF16 or FP16, as
+// ForPrecision describes; ForPrecision asks the op set a backend's Factory made for the device.
+type MixedPrecision interface {
+	// WithPrecision returns the op set of the same device computing its products in p (BF16 or
+	// FP16; never FP32).
+	WithPrecision(p Precision) Ops
 }
 
 // reduced reports whether p rounds the products' operands.
 func (p Precision) reduced() bool { return p == BF16 || p == FP16 }
 
-// round returns f rounded to the nearest value of p, ties to even, as the conversion kernels of
-// the CUDA op set (kernels/cuda/ops.cu) and the GPU's own conversions do: NaN stays NaN, and an
-// fp16 value of magnitude 65520 or more becomes ±Inf.
-func (p Precision) round(f float32) float32 {
+// Round returns f rounded to the nearest value of p, ties to even, as the conversion kernels of
+// the CUDA op set (gpu/cuda/ops.cu) and the GPU's own conversions do: NaN stays NaN, an fp16 value
+// of magnitude 65520 or more becomes ±Inf, and FP32 returns f.
+func (p Precision) Round(f float32) float32 {
 	b := math.Float32bits(f)
 	a := b &^ (1 << 31)
 	if a > 0x7f800000 { // NaN
@@ -82,7 +88,7 @@ func (p Precision) round(f float32) float32 {
 func (p Precision) rounded(v []float32) []float32 {
 	out := make([]float32, len(v))
 	for i, f := range v {
-		out[i] = p.round(f)
+		out[i] = p.Round(f)
 	}
 	return out
 }

@@ -29,7 +29,7 @@
 #   4. checks that every NCCL function the dist/nccl package calls is defined by the real
 #      libnccl.so.2 of that version (nm), since the link against the stubs ignores what is missing;
 #   5. runs the tests that need NVRTC but no GPU against the real libnvrtc of that version: they
-#      compile kernels/cuda/ops.cu for compute_90 exactly as the runtime does, check that every
+#      compile gpu/cuda/ops.cu for compute_90 exactly as the runtime does, check that every
 #      kernel the op set loads is in the PTX, and exercise the on-disk PTX cache;
 # Exit status: 0 all passed; 1 something failed to compile or a test failed; 3 the headers could
 # not be fetched (no network), so nothing was checked.
@@ -181,10 +181,10 @@ for v in "${versions[@]}"; do
 		run nccl_symbols "$dir/nccl$v/lib/libnccl.so.2"
 	fi
 	# The tests that need NVRTC but no GPU run for real, against this version's libnvrtc: they
-	# compile kernels/cuda/ops.cu through the Go code path (gorgonia.org/cu/nvrtc) and check the
+	# compile gpu/cuda/ops.cu through the Go code path (gorgonia.org/cu/nvrtc) and check the
 	# on-disk PTX cache.
 	ln -sf "$(basename "$(ls "$dir/cuda$v"/lib/libnvrtc.so.* | grep -v alt | head -1)")" "$dir/cuda$v/lib/libnvrtc.so"
-	LD_LIBRARY_PATH="$dir/cuda$v/lib" run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*|TestNVRTCArch|TestCUDALoad.*)$' ./gpu/ ./kernels/
+	LD_LIBRARY_PATH="$dir/cuda$v/lib" run go test -tags cuda -count=1 -run '^(TestSizeClass|TestPTX.*|TestNVRTCArch|TestCUDALoad.*)$' ./gpu/cuda/
 	echo "== CUDA $v: $((SECONDS - start)) s"
 done
 exit $status

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # cuda-sim.sh: runs Stoke's CUDA road on a machine without a GPU, against the CPU stand-in of
-# internal/cudainc/sim: the real kernels of kernels/cuda/ops.cu (compiled as C++ for the CPU),
+# internal/cudainc/sim: the real kernels of gpu/cuda/ops.cu (compiled as C++ for the CPU),
 # the real PTX from NVRTC, a stand-in driver, cuBLAS and NCCL with the real semantics (NCCL's ranks
 # as processes meeting on 127.0.0.1), and guard-page memory checking. See internal/cudainc/README.md.
 #
@@ -51,7 +51,7 @@ fi
 scripts/cuda-check.sh --fetch "${versions[@]}"
 
 src=$root/internal/cudainc/sim
-ops=$root/kernels/cuda/ops.cu
+ops=$root/gpu/cuda/ops.cu
 
 # table writes the C++ that registers every kernel of ops.cu (each `extern "C" __global__ void
 # NAME(` line) and defines the storage of each dynamic shared array (`extern __shared__ T NAME[];`).
@@ -279,7 +279,7 @@ for v in "${versions[@]}"; do
 	# TLS surplus (512 bytes unless raised).
 	export GLIBC_TUNABLES=glibc.rtld.optional_static_tls=65536
 	# Buffers at their exact size, so that the guard page after each one catches a kernel, copy or
-	# GEMM that runs past it (see gpu/cuda.go).
+	# GEMM that runs past it (see gpu/cuda/device.go).
 	export STOKE_CUDA_EXACT_ALLOC=1
 	echo "== CUDA $v stand-in: $(grep -m1 '#define CUDA_VERSION' "$inc/cuda.h" | awk '{print $3}')"
 	if ((train)); then
@@ -288,11 +288,11 @@ for v in "${versions[@]}"; do
 		"$out/cublas_test" || status=1 # the stand-in cuBLAS against the API's rules
 		"$out/nccl_test" || status=1   # the stand-in NCCL's argument checks, types and operations
 		# The CUDA tests skip where no device opens: make sure the stand-in's does, or they all would.
-		info=$(go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/ 2>&1) || true
+		info=$(go test -tags cuda -count=1 -run '^TestCUDAInfo$' -v ./gpu/cuda/ 2>&1) || true
 		grep -q -- '--- PASS: TestCUDAInfo' <<<"$info" ||
 			{ echo "cuda-sim: CUDA $v: the stand-in's device does not open:" >&2; grep -m3 'cuda' <<<"$info" >&2; status=1; }
 		go test -tags cuda -count=1 "${testflags[@]}" "${pkgs[@]}" || status=1
-		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/ || status=1
+		FAKECUDA_NODEVICE=1 go test -tags cuda -count=1 -run '^TestCUDANoDevice$' ./gpu/cuda/ || status=1
 	fi
 	echo "== CUDA $v stand-in: $((SECONDS - start)) s"
 done

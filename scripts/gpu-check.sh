@@ -68,7 +68,7 @@ fi
 
 log "CUDA tests on the device (gpu, kernels)"
 tests=fail
-if timeout 240 go test -tags cuda -count=1 -v -run 'CUDA|PTX|NVRTC|SizeClass' ./gpu/ ./kernels/ >"$tmp/test.log" 2>&1; then
+if timeout 240 go test -tags cuda -count=1 -v -run 'CUDA|PTX|NVRTC|SizeClass' ./gpu/cuda/ >"$tmp/test.log" 2>&1; then
 	tests=pass
 else
 	grep -E -- '--- FAIL|^FAIL|panic' "$tmp/test.log" | head -20 >&2

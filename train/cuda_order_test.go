@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	_ "github.com/stoke-ml/stoke/gpu/cuda" // the backend these tests open
 )
 
 // TestCUDAPoolBeforeReLUExact is TestPoolBeforeReLUExact on the CUDA op set (on the stand-in in

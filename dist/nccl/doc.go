@@ -18,7 +18,7 @@
 // # Concurrency
 //
 // A Comm's methods are safe for concurrent use. Every NCCL call that enqueues or creates runs on
-// the device's context thread (gpu.CUDADo), which also keeps them in call order. All ranks must
+// the device's context thread (cuda.Do), which also keeps them in call order. All ranks must
 // enqueue the same all-reduces (count, type, operation) in the same order: NCCL matches them by
 // order. Synchronize starts one goroutine (polling ncclCommGetAsyncError) and joins it before it
 // returns.

@@ -50,6 +50,7 @@ import (
 
 	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/gpu/cuda"
 )
 
 // bootstrap is what New needs of the process group: the rank, the number of ranks, and a
@@ -160,7 +161,7 @@ func New(ctx context.Context, b bootstrap, dev gpu.Device) (*Comm, error) {
 	var id [C.NCCL_UNIQUE_ID_BYTES]byte
 	if rank == 0 {
 		var r C.ncclResult_t
-		if err := gpu.CUDADo(dev, func() error { r = C.stoke_nccl_id(unsafe.Pointer(&id[0])); return nil }); err != nil {
+		if err := cuda.Do(dev, func() error { r = C.stoke_nccl_id(unsafe.Pointer(&id[0])); return nil }); err != nil {
 			return nil, fmt.Errorf("nccl: %w", err)
 		}
 		if r != C.ncclSuccess {
@@ -174,7 +175,7 @@ func New(ctx context.Context, b bootstrap, dev gpu.Device) (*Comm, error) {
 	}
 	var comm C.uintptr_t
 	var r C.ncclResult_t
-	err := gpu.CUDADo(dev, func() error {
+	err := cuda.Do(dev, func() error {
 		r = C.stoke_nccl_init(&comm, C.int(size), unsafe.Pointer(&id[0]), C.int(rank))
 		return nil
 	})
@@ -224,19 +225,19 @@ func (c *Comm) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtyp
 		return fmt.Errorf("nccl: all-reduce of %d %v from byte %d of a %d-byte buffer: out of range or misaligned",
 			count, dtype, offBytes, buf.Len())
 	}
-	if gpu.CUDABufferDevice(buf) != c.dev {
-		return fmt.Errorf("nccl: the buffer (%T) is not memory of %s: %w", buf, c.dev.Info(), gpu.ErrForeign)
+	ptr, bdev, err := cuda.Pointer(buf)
+	if err == nil && bdev != c.dev {
+		err = fmt.Errorf("the buffer is memory of %s: %w", bdev.Info(), gpu.ErrForeign)
 	}
-	stream, sdev, err := gpu.CUDAStream(s)
+	if err != nil {
+		return fmt.Errorf("nccl: the buffer is not memory of %s: %w", c.dev.Info(), err)
+	}
+	stream, sdev, err := cuda.DriverStream(s)
 	if err != nil {
 		return fmt.Errorf("nccl: %w", err)
 	}
 	if sdev != c.dev {
 		return fmt.Errorf("nccl: stream of %s, communicator of %s: %w", sdev.Info(), c.dev.Info(), gpu.ErrForeign)
-	}
-	ptr, err := gpu.CUDAPointer(buf)
-	if err != nil {
-		return fmt.Errorf("nccl: %w", err)
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -247,7 +248,7 @@ func (c *Comm) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtyp
 		return nil
 	}
 	var r C.ncclResult_t
-	err = gpu.CUDADo(c.dev, func() error {
+	err = cuda.Do(c.dev, func() error {
 		r = C.stoke_nccl_allreduce(C.uintptr_t(ptr)+C.uintptr_t(offBytes), C.size_t(count), dtype.nccl(), nop, c.comm,
 			C.uintptr_t(uintptr(unsafe.Pointer(stream.C()))))
 		return nil
@@ -347,7 +348,7 @@ func (c *Comm) abort() error {
 	comm := c.comm
 	c.comm = 0
 	var r C.ncclResult_t
-	if err := gpu.CUDADo(c.dev, func() error { r = C.stoke_nccl_abort(comm); return nil }); err != nil {
+	if err := cuda.Do(c.dev, func() error { r = C.stoke_nccl_abort(comm); return nil }); err != nil {
 		return fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {
@@ -375,7 +376,7 @@ func (c *Comm) Close() error {
 		call, fn = "ncclCommAbort", func() C.ncclResult_t { return C.stoke_nccl_abort(comm) }
 	}
 	var r C.ncclResult_t
-	if err := gpu.CUDADo(c.dev, func() error { r = fn(); return nil }); err != nil {
+	if err := cuda.Do(c.dev, func() error { r = fn(); return nil }); err != nil {
 		return fmt.Errorf("nccl: %w", err)
 	}
 	if r != C.ncclSuccess {

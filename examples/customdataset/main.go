@@ -26,6 +26,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	_ "github.com/stoke-ml/stoke/gpu/cuda" // --device cuda, in a -tags cuda build
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )

@@ -20,6 +20,7 @@ import (
 
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
+	_ "github.com/stoke-ml/stoke/gpu/cuda" // --device cuda, in a -tags cuda build
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"

@@ -10,7 +10,7 @@
  * For every version it also defers cuInit: gorgonia.org/cu calls cuInit from its package init and
  * prints and os.Exit(1)s when that fails (no GPU, no device node), so a binary built with
  * -tags cuda could not even start on such a machine. Here cuInit is a no-op that succeeds; Stoke's
- * CUDA backend (gpu/cuda_*.go) #undefs the macro and calls the driver's cuInit itself the first
+ * CUDA backend (gpu/cuda/device.go) #undefs the macro and calls the driver's cuInit itself the first
  * time a device is asked for, and reports a failure as an error from gpu.Open("cuda").
  *
  * Run `go clean -cache` after editing: the go build cache does not track this file.

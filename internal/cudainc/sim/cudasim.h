@@ -1,7 +1,7 @@
 /*
  * cudasim.h: what CUDA C++ device code needs to compile as host C++ and run on the CPU stand-in
  * (internal/cudainc/sim). scripts/cuda-sim.sh force-includes it (g++ -include cudasim.h) when it
- * compiles kernels/cuda/ops.cu itself, the very file NVRTC compiles for the GPU: no kernel has a
+ * compiles gpu/cuda/ops.cu itself, the very file NVRTC compiles for the GPU: no kernel has a
  * second copy.
  *
  * Execution model (runtime.cc): every CUDA thread of a block is a fiber with its own stack, so a
@@ -16,7 +16,7 @@
  * the write that a missing __syncthreads would allow gives a wrong result instead of last block's
  * value.
  *
- * Only what kernels/cuda/ops.cu and its likely successors use is here; an intrinsic that is
+ * Only what gpu/cuda/ops.cu and its likely successors use is here; an intrinsic that is
  * missing fails to compile, loudly.
  */
 #ifndef STOKE_CUDASIM_H

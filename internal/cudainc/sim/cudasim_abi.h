@@ -1,6 +1,6 @@
 /*
  * cudasim_abi.h: the table through which the stand-in driver (libcuda.so, runtime.cc) finds the
- * kernels of the simulator build of kernels/cuda/ops.cu (libcudasim_ops.so). scripts/cuda-sim.sh
+ * kernels of the simulator build of gpu/cuda/ops.cu (libcudasim_ops.so). scripts/cuda-sim.sh
  * generates the table from ops.cu's `extern "C" __global__ void NAME(` lines; the templates below
  * learn each kernel's parameter count, sizes and pointer-ness from its C++ signature and unpack the
  * driver's void** parameter array into typed arguments.

@@ -22,7 +22,7 @@
  *     refused with CUDA_ERROR_INVALID_VALUE, as the driver refuses it.
  *
  * Parameter checking: the driver gets no count with kernelParams. Stoke's launcher
- * (kernels/cuda_launch.go) ends the array with a NULL and then a pointer to a descriptor of its
+ * (gpu/cuda/launch.go) ends the array with a NULL and then a pointer to a descriptor of its
  * argument sizes; a real driver reads only as many entries as the kernel has parameters, so both are
  * ignored on a GPU. Here a count or a size that differs from the kernel's C++ signature fails the
  * launch with CUDA_ERROR_INVALID_VALUE and a message naming the kernel.
@@ -687,7 +687,7 @@ EXPORT CUresult cuLaunchKernel(CUfunction f, unsigned gx, unsigned gy, unsigned 
 			"Stoke's launcher ends it with)", name, n);
 	const ArgSizes *as = params ? (const ArgSizes *)params[n + 1] : nullptr;
 	if (!as || memcmp(as->magic, "stokearg", 8) != 0 || as->n != (unsigned)n)
-		return misuse(CUDA_ERROR_INVALID_VALUE, "launch of %s: no argument-size descriptor after the NULL (launch through kernels/cuda_launch.go)", name);
+		return misuse(CUDA_ERROR_INVALID_VALUE, "launch of %s: no argument-size descriptor after the NULL (launch through gpu/cuda/launch.go)", name);
 	Op *o = new Op{OP_LAUNCH};
 	size_t total = 0;
 	for (int i = 0; i < n; i++) {

@@ -1,5 +1,5 @@
 /*
- * runtime.cc: runs CUDA kernels of the simulator build of kernels/cuda/ops.cu on the CPU, and the
+ * runtime.cc: runs CUDA kernels of the simulator build of gpu/cuda/ops.cu on the CPU, and the
  * guard-page memory behind the stand-in driver. See cudasim.h for the execution model.
  *
  * Each worker thread owns up to 1024 fibers (one per CUDA thread of a block) with 32 KiB stacks

@@ -1,10 +1,9 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -12,19 +11,26 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 )
 
-// withPrecision is the op set of the same device computing its products in p (see ForPrecision):
-// it shares the module, the cuBLAS handle, the mapped host slots and the staging memory.
-func (o *cudaOps) withPrecision(p Precision) Ops {
+// WithPrecision is the op set of the same device computing its products in p (see
+// kernels.ForPrecision): it shares the module, the cuBLAS handle, the mapped host slots and the
+// staging memory.
+func (o *cudaOps) WithPrecision(p kernels.Precision) kernels.Ops {
 	c := *o
 	c.prec = p
 	return &c
 }
 
+var _ kernels.MixedPrecision = (*cudaOps)(nil)
+
+// reduced reports whether the products' operands are converted to 16 bits.
+func (o *cudaOps) reduced() bool { return o.prec == kernels.BF16 || o.prec == kernels.FP16 }
+
 // fp16Arg is the fp16 argument of the conversion kernels: 1 for fp16, 0 for bf16.
 func (o *cudaOps) fp16Arg() uint64 {
-	if o.prec == FP16 {
+	if o.prec == kernels.FP16 {
 		return 1
 	}
 	return 0
@@ -102,12 +108,9 @@ func (c *stagingCache) block(o *cudaOps, gs gpu.Stream, n int) (staging, error) 
 	}
 	buf, err := o.dev.Alloc(2 * n)
 	if err != nil {
-		return staging{}, fmt.Errorf("kernels: cuda: %s operands: %w", o.prec, err)
+		return staging{}, fmt.Errorf("cuda: %s operands: %w", o.prec, err)
 	}
-	p, err := gpu.CUDAPointer(buf)
-	if err != nil {
-		return staging{}, errors.Join(fmt.Errorf("kernels: cuda: %s operands: %w", o.prec, err), buf.Free())
-	}
+	p := buf.(*cudaBuffer).ptr
 	c.streams = append(c.streams, stagingBlock{gs, buf, p})
 	return staging{p}, nil
 }

@@ -1,8 +1,9 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 import (
+	"cmp"
 	"fmt"
 	"math"
 	"sync"
@@ -10,17 +11,22 @@ import (
 	"gorgonia.org/cu"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 )
 
-func init() { Register("cuda", cudaFor) }
+func init() { kernels.Register("cuda", cudaFor) }
 
 // One op set per device: the module load and the cuBLAS handle happen once.
 var cudaSets struct {
 	mu   sync.Mutex
-	sets map[gpu.Device]*cudaOps
+	sets map[*cudaDevice]*cudaOps
 }
 
-func cudaFor(dev gpu.Device) (Ops, error) {
+func cudaFor(d gpu.Device) (kernels.Ops, error) {
+	dev, ok := d.(*cudaDevice)
+	if !ok || dev == nil {
+		return nil, fmt.Errorf("cuda: op set for device %T: %w", d, gpu.ErrForeign)
+	}
 	cudaSets.mu.Lock()
 	defer cudaSets.mu.Unlock()
 	if o := cudaSets.sets[dev]; o != nil {
@@ -31,28 +37,28 @@ func cudaFor(dev gpu.Device) (Ops, error) {
 		return nil, err
 	}
 	if cudaSets.sets == nil {
-		cudaSets.sets = make(map[gpu.Device]*cudaOps)
+		cudaSets.sets = make(map[*cudaDevice]*cudaOps)
 	}
 	cudaSets.sets[dev] = o
 	return o, nil
 }
 
 // cudaOps is the CUDA op set: the kernels of cuda/ops.cu compiled for the device's architecture,
-// and GEMM through cuBLAS. Every launch goes through the device's context thread (gpu.CUDADo).
-// Its arguments passed the checks of check.go (For puts them in front); it checks only that
+// and GEMM through cuBLAS. Every launch goes through the device's context thread (cudaDevice.th).
+// Its arguments passed package kernels' checks (kernels.For puts them in front); it checks only that
 // streams and buffers are its device's.
-// The op sets of one device's precisions (cuda_precision.go) share all but prec.
+// The op sets of one device's precisions (precision.go) share all but prec.
 type cudaOps struct {
-	dev  gpu.Device
+	dev  *cudaDevice
 	blas cublasHandle
 	host *hostArena
 	fn   map[string]cudaFunction
-	prec Precision // BF16, FP16: the products' operands are converted (see ForPrecision)
+	prec kernels.Precision // BF16, FP16: the products' operands are converted (see ForPrecision)
 	// staging holds the converted operands, per stream, for every precision of the device.
 	staging *stagingCache
 }
 
-var _ Ops = (*cudaOps)(nil)
+var _ kernels.Ops = (*cudaOps)(nil)
 
 var cudaKernels = []string{
 	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
@@ -64,7 +70,7 @@ var cudaKernels = []string{
 	"bn_stats_f32", "bn_train_stats_f32", "bn_backward_input_f32", "bf16_to_f32",
 }
 
-func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
+func newCUDAOps(dev *cudaDevice) (*cudaOps, error) {
 	info := dev.Info()
 	arch, err := nvrtcArch(info.ComputeCapability)
 	if err != nil {
@@ -75,7 +81,7 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 		return nil, err
 	}
 	o := &cudaOps{dev: dev, host: &hostArena{dev: dev}, staging: &stagingCache{}}
-	err = gpu.CUDADo(dev, func() (err error) {
+	err = dev.th.do(func() (err error) {
 		o.fn, err = loadKernels(ptx, cudaKernels)
 		if err != nil {
 			return fmt.Errorf("load module for %s (a driver older than NVRTC rejects its PTX: update the driver): %w", arch, err)
@@ -83,7 +89,7 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 		return nil
 	})
 	if err != nil {
-		return nil, fmt.Errorf("kernels: cuda: %s: %w", info, err)
+		return nil, fmt.Errorf("cuda: %s: %w", info, err)
 	}
 	if o.blas, err = newCublas(dev); err != nil {
 		return nil, err
@@ -93,7 +99,17 @@ func newCUDAOps(dev gpu.Device) (*cudaOps, error) {
 
 func (*cudaOps) Backend() string { return "cuda" }
 
-// Kernel arguments: the launcher (cuda_launch.go) passes 8 bytes per argument, so every value is
+// firstErr returns the first non-nil error.
+func firstErr(errs ...error) error {
+	for _, e := range errs {
+		if e != nil {
+			return e
+		}
+	}
+	return nil
+}
+
+// Kernel arguments: the launcher (launch.go) passes 8 bytes per argument, so every value is
 // widened to 8 bytes here and every kernel parameter is 8 bytes wide (see ops.cu).
 func iarg(v int) uint64          { return uint64(int64(v)) }
 func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
@@ -101,41 +117,41 @@ func parg(p cu.DevicePtr) uint64 { return uint64(p) }
 
 // stream resolves s to the driver stream; it must be a stream of this op set's device.
 func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
-	cs, dev, err := gpu.CUDAStream(s)
+	cs, err := stream(s)
 	if err != nil {
-		return cu.Stream{}, fmt.Errorf("kernels: %w: %s: %w", ErrArgument, op, err)
+		return cu.Stream{}, fmt.Errorf("cuda: %w: %s: %w", kernels.ErrArgument, op, err)
 	}
-	if dev != o.dev {
-		return cu.Stream{}, fmt.Errorf("kernels: %w: %s: stream of %s given to the op set of %s", ErrArgument, op, dev.Info(), o.dev.Info())
+	if cs.dev != o.dev {
+		return cu.Stream{}, fmt.Errorf("cuda: %w: %s: stream of %s given to the op set of %s", kernels.ErrArgument, op, cs.dev.info, o.dev.info)
 	}
-	return cs, nil
+	return cs.s, nil
 }
 
-// ptr resolves n bytes at byte offset off of buf (empty, or inside buf: check.go) to a device
-// address (0 for an empty range); buf must be memory of this op set's device.
+// ptr resolves n bytes at byte offset off of buf (empty, or inside buf: the checks of package
+// kernels) to a device address (0 for an empty range); buf must be memory of this op set's device.
 func (o *cudaOps) ptr(op, name string, buf gpu.Buffer, off, n int) (cu.DevicePtr, error) {
 	if n == 0 {
 		return 0, nil
 	}
-	if gpu.CUDABufferDevice(buf) != o.dev {
-		return 0, fmt.Errorf("kernels: %w: %s: %s is not memory of %s", ErrBuffer, op, name, o.dev.Info())
+	if cb, ok := buf.(*cudaBuffer); !ok || cb == nil || cb.dev != o.dev {
+		return 0, fmt.Errorf("cuda: %w: %s: %s is not memory of %s", kernels.ErrBuffer, op, name, o.dev.info)
 	}
-	p, err := gpu.CUDAPointer(buf)
+	cb, err := buffer(buf)
 	if err != nil {
-		return 0, fmt.Errorf("kernels: %w: %s: %s: %w", ErrBuffer, op, name, err)
+		return 0, fmt.Errorf("cuda: %w: %s: %s: %w", kernels.ErrBuffer, op, name, err)
 	}
-	return p + cu.DevicePtr(off), nil
+	return cb.ptr + cu.DevicePtr(off), nil
 }
 
-func (o *cudaOps) f32(op, name string, v F32) (cu.DevicePtr, error) {
+func (o *cudaOps) f32(op, name string, v kernels.F32) (cu.DevicePtr, error) {
 	return o.ptr(op, name, v.Buf, 4*v.Off, 4*v.Len)
 }
 
-func (o *cudaOps) i32(op, name string, v I32) (cu.DevicePtr, error) {
+func (o *cudaOps) i32(op, name string, v kernels.I32) (cu.DevicePtr, error) {
 	return o.ptr(op, name, v.Buf, 4*v.Off, 4*v.Len)
 }
 
-func (o *cudaOps) u8(op, name string, v U8) (cu.DevicePtr, error) {
+func (o *cudaOps) u8(op, name string, v kernels.U8) (cu.DevicePtr, error) {
 	return o.ptr(op, name, v.Buf, v.Off, v.Len)
 }
 
@@ -155,9 +171,9 @@ func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error
 
 func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
 	fn := o.fn[name]
-	err := gpu.CUDADo(o.dev, func() error { return fn.launch(s, grid, block, args) })
+	err := o.dev.th.do(func() error { return fn.launch(s, grid, block, args) })
 	if err != nil {
-		return fmt.Errorf("kernels: cuda: launch %s on %s: %w", name, o.dev.Info(), err)
+		return fmt.Errorf("cuda: launch %s on %s: %w", name, o.dev.Info(), err)
 	}
 	return nil
 }
@@ -180,13 +196,13 @@ func (o *cudaOps) launchChecked(gs gpu.Stream, s cu.Stream, op, name string, n, 
 		bad, label := int(flag[0]), flag[1]
 		o.host.put(slot)
 		if bad < n {
-			return fmt.Errorf("kernels: %w: %s: sample %d of the batch has label %d; want [0,%d)", ErrLabel, op, bad, label, classes)
+			return fmt.Errorf("cuda: %w: %s: sample %d of the batch has label %d; want [0,%d)", kernels.ErrLabel, op, bad, label, classes)
 		}
 		return nil
 	})
 }
 
-func (o *cudaOps) Fill(gs gpu.Stream, x F32, v float32) error {
+func (o *cudaOps) Fill(gs gpu.Stream, x kernels.F32, v float32) error {
 	s, e1 := o.stream("fill", gs)
 	xp, e2 := o.f32("fill", "x", x)
 	if err := firstErr(e1, e2); err != nil {
@@ -195,7 +211,7 @@ func (o *cudaOps) Fill(gs gpu.Stream, x F32, v float32) error {
 	return o.launchN(s, "fill_f32", x.Len, parg(xp), iarg(x.Len), farg(v))
 }
 
-func (o *cudaOps) Copy(gs gpu.Stream, dst, src F32) error {
+func (o *cudaOps) Copy(gs gpu.Stream, dst, src kernels.F32) error {
 	s, e1 := o.stream("copy", gs)
 	dp, e2 := o.f32("copy", "dst", dst)
 	sp, e3 := o.f32("copy", "src", src)
@@ -205,14 +221,14 @@ func (o *cudaOps) Copy(gs gpu.Stream, dst, src F32) error {
 	if dst.Len == 0 {
 		return nil
 	}
-	err := gpu.CUDADo(o.dev, func() error { return cu.MemcpyDtoDAsync(dp, sp, int64(4*dst.Len), s) })
+	err := o.dev.th.do(func() error { return cu.MemcpyDtoDAsync(dp, sp, int64(4*dst.Len), s) })
 	if err != nil {
-		return fmt.Errorf("kernels: cuda: copy on %s: %w", o.dev.Info(), err)
+		return fmt.Errorf("cuda: copy on %s: %w", o.dev.Info(), err)
 	}
 	return nil
 }
 
-func (o *cudaOps) Axpy(gs gpu.Stream, y F32, alpha float32, x F32) error {
+func (o *cudaOps) Axpy(gs gpu.Stream, y kernels.F32, alpha float32, x kernels.F32) error {
 	s, e1 := o.stream("axpy", gs)
 	yp, e2 := o.f32("axpy", "y", y)
 	xp, e3 := o.f32("axpy", "x", x)
@@ -222,7 +238,7 @@ func (o *cudaOps) Axpy(gs gpu.Stream, y F32, alpha float32, x F32) error {
 	return o.launchN(s, "axpy_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), farg(alpha))
 }
 
-func (o *cudaOps) Scale(gs gpu.Stream, x F32, alpha float32) error {
+func (o *cudaOps) Scale(gs gpu.Stream, x kernels.F32, alpha float32) error {
 	s, e1 := o.stream("scale", gs)
 	xp, e2 := o.f32("scale", "x", x)
 	if err := firstErr(e1, e2); err != nil {
@@ -231,7 +247,7 @@ func (o *cudaOps) Scale(gs gpu.Stream, x F32, alpha float32) error {
 	return o.launchN(s, "scale_f32", x.Len, parg(xp), iarg(x.Len), farg(alpha))
 }
 
-func (o *cudaOps) Mul(gs gpu.Stream, z, x, y F32) error {
+func (o *cudaOps) Mul(gs gpu.Stream, z, x, y kernels.F32) error {
 	s, e1 := o.stream("mul", gs)
 	zp, e2 := o.f32("mul", "z", z)
 	xp, e3 := o.f32("mul", "x", x)
@@ -242,7 +258,7 @@ func (o *cudaOps) Mul(gs gpu.Stream, z, x, y F32) error {
 	return o.launchN(s, "mul_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
 }
 
-func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b F32, beta float32, c F32) error {
+func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b kernels.F32, beta float32, c kernels.F32) error {
 	s, e1 := o.stream("gemm", gs)
 	ap, e2 := o.f32("gemm", "a", a)
 	bp, e3 := o.f32("gemm", "b", b)
@@ -251,7 +267,7 @@ func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha fl
 		return err
 	}
 	g := gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp, batch: 1}
-	if !o.prec.reduced() {
+	if !o.reduced() {
 		return o.blas.gemm(o.dev, s, g)
 	}
 	offB := align16(m * k)
@@ -267,7 +283,7 @@ func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha fl
 	return o.blas.gemm(o.dev, s, g)
 }
 
-func (o *cudaOps) CountNonFinite(gs gpu.Stream, count I32, x F32) error {
+func (o *cudaOps) CountNonFinite(gs gpu.Stream, count kernels.I32, x kernels.F32) error {
 	const op = "count non-finite"
 	s, e0 := o.stream(op, gs)
 	cp, e1 := o.i32(op, "count", count)
@@ -278,7 +294,7 @@ func (o *cudaOps) CountNonFinite(gs gpu.Stream, count I32, x F32) error {
 	return o.launchN(s, "count_nonfinite_f32", x.Len, parg(cp), parg(xp), iarg(x.Len))
 }
 
-func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias F32, outer, inner int) error {
+func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias kernels.F32, outer, inner int) error {
 	s, e1 := o.stream("bias add", gs)
 	xp, e2 := o.f32("bias add", "x", x)
 	bp, e3 := o.f32("bias add", "bias", bias)
@@ -288,7 +304,7 @@ func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias F32, outer, inner int) error {
 	return o.launchN(s, "bias_add_f32", x.Len, parg(xp), parg(bp), iarg(outer), iarg(bias.Len), iarg(inner))
 }
 
-func (o *cudaOps) BiasGrad(gs gpu.Stream, dbias, dy F32, outer, inner int) error {
+func (o *cudaOps) BiasGrad(gs gpu.Stream, dbias, dy kernels.F32, outer, inner int) error {
 	s, e1 := o.stream("bias grad", gs)
 	dbp, e2 := o.f32("bias grad", "dbias", dbias)
 	dyp, e3 := o.f32("bias grad", "dy", dy)
@@ -306,7 +322,7 @@ func (o *cudaOps) biasGrad(s cu.Stream, dbias, dy cu.DevicePtr, outer, channels,
 	return o.launch(s, "bias_grad_f32", channels, blockSize, parg(dbias), parg(dy), iarg(outer), iarg(channels), iarg(inner))
 }
 
-func (o *cudaOps) ReLU(gs gpu.Stream, y, x F32) error {
+func (o *cudaOps) ReLU(gs gpu.Stream, y, x kernels.F32) error {
 	s, e1 := o.stream("relu", gs)
 	yp, e2 := o.f32("relu", "y", y)
 	xp, e3 := o.f32("relu", "x", x)
@@ -316,7 +332,7 @@ func (o *cudaOps) ReLU(gs gpu.Stream, y, x F32) error {
 	return o.launchN(s, "relu_f32", x.Len, parg(yp), parg(xp), iarg(x.Len))
 }
 
-func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
+func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y kernels.F32) error {
 	s, e1 := o.stream("relu grad", gs)
 	dxp, e2 := o.f32("relu grad", "dx", dx)
 	dyp, e3 := o.f32("relu grad", "dy", dy)
@@ -327,11 +343,11 @@ func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y F32) error {
 	return o.launchN(s, "relu_grad_f32", dx.Len, parg(dxp), parg(dyp), parg(yp), iarg(dx.Len))
 }
 
-func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int) error {
+func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits kernels.F32, labels kernels.I32, n, classes int) error {
 	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, 0)
 }
 
-func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) error {
+func (o *cudaOps) Argmax(gs gpu.Stream, dst kernels.I32, logits kernels.F32, n, classes int) error {
 	s, e0 := o.stream("argmax", gs)
 	dp, e1 := o.i32("argmax", "dst", dst)
 	xp, e2 := o.f32("argmax", "logits", logits)
@@ -341,7 +357,7 @@ func (o *cudaOps) Argmax(gs gpu.Stream, dst I32, logits F32, n, classes int) err
 	return o.launchN(s, "argmax_f32", n, parg(dp), parg(xp), iarg(n), iarg(classes))
 }
 
-func (o *cudaOps) CountCorrect(gs gpu.Stream, count I32, logits F32, labels I32, n, classes int) error {
+func (o *cudaOps) CountCorrect(gs gpu.Stream, count kernels.I32, logits kernels.F32, labels kernels.I32, n, classes int) error {
 	const op = "count correct"
 	s, e0 := o.stream(op, gs)
 	cp, e1 := o.i32(op, "count", count)
@@ -357,14 +373,14 @@ func (o *cudaOps) CountCorrect(gs gpu.Stream, count I32, logits F32, labels I32,
 }
 
 // convArgs are the geometry arguments of im2col_f32 and col2im_f32, after the two pointers.
-func convArgs(g Conv2D) []uint64 {
-	return []uint64{iarg(g.N), iarg(g.InC), iarg(g.InH), iarg(g.InW), iarg(g.KH), iarg(g.KW), iarg(g.stride()), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
+func convArgs(g kernels.Conv2D) []uint64 {
+	return []uint64{iarg(g.N), iarg(g.InC), iarg(g.InH), iarg(g.InW), iarg(g.KH), iarg(g.KW), iarg(max(g.Stride, 1)), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
 }
 
 // Conv2D is im2col into the workspace, one strided-batched GEMM y_n = w * col_n, and the bias. In
 // bf16/fp16 the columns are written in 16 bits (they stay in the workspace for the backward pass)
 // and the weights converted into staging memory.
-func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
+func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws kernels.F32, g kernels.Conv2D) error {
 	const op = "conv2d"
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
@@ -380,7 +396,7 @@ func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 	}
 	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
 	gm := gemmBatch{m: g.OutC, n: cols, k: rows, alpha: 1, beta: 0, a: wp, b: wsp, strideB: rows * cols, c: yp, strideC: g.OutC * cols, batch: g.N}
-	if o.prec.reduced() {
+	if o.reduced() {
 		st, done, err := o.stage(gs, g.WeightLen())
 		if err != nil {
 			return err
@@ -404,7 +420,7 @@ func (o *cudaOps) Conv2D(gs gpu.Stream, y, x, w, bias, ws F32, g Conv2D) error {
 // Conv2DBackward: dw accumulates dy_n * col_n^T over the batch in sample order (as the CPU op set
 // does), dbias sums dy, and dx is col2im of w^T * dy_n, computed into the workspace. In bf16/fp16
 // dy and w are converted into staging memory and the columns are the forward pass's 16-bit ones.
-func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error {
+func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws kernels.F32, g kernels.Conv2D) error {
 	const op = "conv2d backward"
 	s, e0 := o.stream(op, gs)
 	dxp, e1 := o.f32(op, "dx", dx)
@@ -423,7 +439,7 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 		return o.launchN(s, "fill_f32", dbias.Len, parg(dbp), iarg(dbias.Len), farg(0))
 	}
 	dyA, wA, size := dyp, wp, 4 // the products' operands dy and w, and their element size
-	if o.prec.reduced() {
+	if o.reduced() {
 		wLen := w.Len // w enters only dx's product
 		if dx.Len == 0 {
 			wLen = 0
@@ -445,9 +461,9 @@ func (o *cudaOps) Conv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, w, ws F32, g 
 // convBackward enqueues Conv2DBackward's work on resolved pointers: dyA and wA are the products'
 // operands dy and w (float32, or 16-bit as the workspace's columns when size is 2), dyp the
 // float32 dy the bias gradient sums.
-func (o *cudaOps) convBackward(s cu.Stream, dxp, dwp, dbp, dyp, dyA, wA, wsp cu.DevicePtr, size int, g Conv2D, wantDX, wantDB bool) error {
+func (o *cudaOps) convBackward(s cu.Stream, dxp, dwp, dbp, dyp, dyA, wA, wsp cu.DevicePtr, size int, g kernels.Conv2D, wantDX, wantDB bool) error {
 	rows, cols := g.InC*g.KH*g.KW, g.OutH()*g.OutW()
-	half := Precision("")
+	half := kernels.Precision("")
 	if size == 2 {
 		half = o.prec
 	}
@@ -479,11 +495,11 @@ func (o *cudaOps) convBackward(s cu.Stream, dxp, dwp, dbp, dyp, dyA, wA, wsp cu.
 	return o.launchN(s, "col2im_f32", g.InLen(), append([]uint64{parg(dxp), parg(wsp)}, convArgs(g)...)...)
 }
 
-func poolArgs(g Pool2D) []uint64 {
-	return []uint64{iarg(g.N * g.C), iarg(g.H), iarg(g.W), iarg(g.K), iarg(g.stride()), iarg(g.OutH()), iarg(g.OutW())}
+func poolArgs(g kernels.Pool2D) []uint64 {
+	return []uint64{iarg(g.N * g.C), iarg(g.H), iarg(g.W), iarg(g.K), iarg(cmp.Or(g.Stride, g.K)), iarg(g.OutH()), iarg(g.OutW())}
 }
 
-func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
+func (o *cudaOps) MaxPool2D(gs gpu.Stream, y kernels.F32, arg kernels.I32, x kernels.F32, g kernels.Pool2D) error {
 	const op = "maxpool2d"
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
@@ -498,7 +514,7 @@ func (o *cudaOps) MaxPool2D(gs gpu.Stream, y F32, arg I32, x F32, g Pool2D) erro
 	return o.launchN(s, "maxpool_f32", y.Len, append([]uint64{parg(yp), parg(ap), parg(xp)}, poolArgs(g)...)...)
 }
 
-func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D) error {
+func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy kernels.F32, arg kernels.I32, g kernels.Pool2D) error {
 	const op = "maxpool2d backward"
 	s, e0 := o.stream(op, gs)
 	dxp, e1 := o.f32(op, "dx", dx)
@@ -513,7 +529,7 @@ func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy F32, arg I32, g Pool2D
 	return o.launchN(s, "maxpool_grad_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(ap)}, poolArgs(g)...)...)
 }
 
-func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x F32, p float32, seed uint64) error {
+func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x kernels.F32, p float32, seed uint64) error {
 	const op = "dropout"
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
@@ -527,7 +543,7 @@ func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x F32, p float32, seed uint64)
 
 // NormalizeU8 reads its per-channel table from a mapped host slot, filled here and handed back by
 // a host function after the kernel; per-channel statistics are limited to maxNormChannels.
-func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error {
+func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst kernels.F32, src kernels.U8, channels, inner int, mean, std []float32) error {
 	const op = "normalize u8"
 	// With one statistic for all channels the table needs one entry: view the data as 1 channel.
 	tabC := channels
@@ -535,7 +551,7 @@ func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner in
 		tabC, inner = 1, channels*inner
 	}
 	if tabC > maxNormChannels {
-		return fmt.Errorf("kernels: %w: %s: per-channel statistics for %d channels; the cuda op set takes at most %d", ErrArgument, op, tabC, maxNormChannels)
+		return fmt.Errorf("cuda: %w: %s: per-channel statistics for %d channels; the cuda op set takes at most %d", kernels.ErrArgument, op, tabC, maxNormChannels)
 	}
 	s, e0 := o.stream(op, gs)
 	dp, e1 := o.f32(op, "dst", dst)
@@ -568,7 +584,7 @@ func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst F32, src U8, channels, inner in
 	return gs.Host(func() error { o.host.put(slot); return nil })
 }
 
-func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v F32, p SGD) error {
+func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v kernels.F32, p kernels.SGD) error {
 	const op = "sgd"
 	s, e0 := o.stream(op, gs)
 	wp, e1 := o.f32(op, "w", w)
@@ -584,7 +600,7 @@ func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v F32, p SGD) error {
 	return o.launchN(s, "sgd_f32", w.Len, parg(wp), parg(gp), parg(vp), iarg(w.Len), farg(p.LR), farg(p.Momentum), farg(p.WeightDecay), iarg(nesterov))
 }
 
-func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v F32, p AdamW) error {
+func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v kernels.F32, p kernels.AdamW) error {
 	const op = "adamw"
 	s, e0 := o.stream(op, gs)
 	wp, e1 := o.f32(op, "w", w)

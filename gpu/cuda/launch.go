@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 /*
 #include <stdint.h>

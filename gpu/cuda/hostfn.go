@@ -1,9 +1,9 @@
 //go:build cuda
 
-package gpu
+package cuda
 
 // This file holds the one //export of the CUDA backend; cgo forbids C definitions in the preamble
-// of such a file, so the trampoline that cuLaunchHostFunc calls lives in cuda.go.
+// of such a file, so the trampoline that cuLaunchHostFunc calls lives in stream.go.
 
 // #include <stdint.h>
 import "C"

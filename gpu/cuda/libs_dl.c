@@ -1,6 +1,6 @@
 //go:build cuda
 
-// NVRTC and cuBLAS, loaded at run time by the op set (cuda_dl.go): every function this package and
+// NVRTC and cuBLAS, loaded at run time by the op set (libs.go): every function this package and
 // gorgonia.org/cu/nvrtc call. Each library must define all of them. See
 // internal/cudainc/stoke_dl.h.
 

@@ -1,15 +1,14 @@
 //go:build cuda
 
-package gpu
+package cuda
 
-// cuda_stream.go: the CUDA backend's streams and events (cuda.go has the backend, the device and
-// its memory).
+// The CUDA backend's streams and events (device.go has the backend, the device and its
 
 /*
 #include <stdint.h>
 #include <cuda.h>
 
-// stokeCUDAHostFunc is exported by cuda_hostfn.go.
+// stokeCUDAHostFunc is exported by hostfn.go.
 extern void stokeCUDAHostFunc(uintptr_t handle);
 
 void stoke_host_trampoline(void *data) { stokeCUDAHostFunc((uintptr_t)data); }
@@ -37,12 +36,15 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
+	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
 	"unsafe"
 
 	"gorgonia.org/cu"
+
+	"github.com/stoke-ml/stoke/gpu"
 )
 
 type cudaStream struct {
@@ -54,7 +56,7 @@ type cudaStream struct {
 	sticky error // the first failure of a host function or an enqueue
 }
 
-var _ Stream = (*cudaStream)(nil)
+var _ gpu.Stream = (*cudaStream)(nil)
 
 // c is the driver's handle of the stream for our own cgo calls.
 func (s *cudaStream) c() C.CUstream { return C.CUstream(unsafe.Pointer(s.s.C())) }
@@ -75,18 +77,18 @@ func (s *cudaStream) fail(err error) {
 
 func (s *cudaStream) open(what string) error {
 	if s.closed.Load() {
-		return fmt.Errorf("gpu: %s on stream of %s: %w", what, s.dev.info, ErrClosed)
+		return fmt.Errorf("cuda: %s on stream of %s: %w", what, s.dev.info, gpu.ErrClosed)
 	}
 	return nil
 }
 
-func (s *cudaStream) buffer(b Buffer, what string) (*cudaBuffer, error) {
+func (s *cudaStream) buffer(b gpu.Buffer, what string) (*cudaBuffer, error) {
 	cb, ok := b.(*cudaBuffer)
 	if !ok || cb == nil || cb.dev != s.dev {
-		return nil, fmt.Errorf("gpu: %s: buffer %T is not memory of %s: %w", what, b, s.dev.info, ErrForeign)
+		return nil, fmt.Errorf("cuda: %s: buffer %T is not memory of %s: %w", what, b, s.dev.info, gpu.ErrForeign)
 	}
 	if cb.freed.Load() {
-		return nil, fmt.Errorf("gpu: %s: %w", what, ErrFreed)
+		return nil, fmt.Errorf("cuda: %s: %w", what, gpu.ErrFreed)
 	}
 	return cb, nil
 }
@@ -96,7 +98,7 @@ func (s *cudaStream) buffer(b Buffer, what string) (*cudaBuffer, error) {
 // A copy enqueued once the stream's sticky error is known is skipped; one enqueued behind a host
 // function that has not run yet still runs if that function fails (unlike on the CPU backend, the
 // GPU's copy engine does not consult the host).
-func (s *cudaStream) CopyH2D(dst Buffer, dstOff int, src []byte) error {
+func (s *cudaStream) CopyH2D(dst gpu.Buffer, dstOff int, src []byte) error {
 	const what = "copy host to device"
 	if err := s.open(what); err != nil {
 		return err
@@ -106,7 +108,7 @@ func (s *cudaStream) CopyH2D(dst Buffer, dstOff int, src []byte) error {
 		return err
 	}
 	if dstOff < 0 || dstOff+len(src) > b.n {
-		return fmt.Errorf("gpu: %s: %d bytes at offset %d of a %d-byte buffer: %w", what, len(src), dstOff, b.n, ErrRange)
+		return fmt.Errorf("cuda: %s: %d bytes at offset %d of a %d-byte buffer: %w", what, len(src), dstOff, b.n, gpu.ErrRange)
 	}
 	if len(src) == 0 || s.err() != nil {
 		return nil
@@ -122,14 +124,14 @@ func (s *cudaStream) CopyH2D(dst Buffer, dstOff int, src []byte) error {
 		err = cuResultError(r)
 	}
 	if err != nil {
-		err = fmt.Errorf("gpu: %s on %s: %w", what, s.dev.info, err)
+		err = fmt.Errorf("cuda: %s on %s: %w", what, s.dev.info, err)
 		s.fail(err)
 	}
 	return err
 }
 
 // CopyD2H enqueues an asynchronous copy into dst; dst is written when the stream reaches it.
-func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
+func (s *cudaStream) CopyD2H(dst []byte, src gpu.Buffer, srcOff int) error {
 	const what = "copy device to host"
 	if err := s.open(what); err != nil {
 		return err
@@ -139,7 +141,7 @@ func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
 		return err
 	}
 	if srcOff < 0 || srcOff+len(dst) > b.n {
-		return fmt.Errorf("gpu: %s: %d bytes at offset %d of a %d-byte buffer: %w", what, len(dst), srcOff, b.n, ErrRange)
+		return fmt.Errorf("cuda: %s: %d bytes at offset %d of a %d-byte buffer: %w", what, len(dst), srcOff, b.n, gpu.ErrRange)
 	}
 	if len(dst) == 0 || s.err() != nil {
 		return nil
@@ -155,7 +157,7 @@ func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
 		err = cuResultError(r)
 	}
 	if err != nil {
-		err = fmt.Errorf("gpu: %s on %s: %w", what, s.dev.info, err)
+		err = fmt.Errorf("cuda: %s on %s: %w", what, s.dev.info, err)
 		s.fail(err)
 	}
 	return err
@@ -168,7 +170,7 @@ func (s *cudaStream) CopyD2H(dst []byte, src Buffer, srcOff int) error {
 // when the stream reaches them.
 func (s *cudaStream) Host(fn func() error) error {
 	if fn == nil {
-		return fmt.Errorf("gpu: host function: nil function: %w", ErrRange)
+		return fmt.Errorf("cuda: host function: nil function: %w", gpu.ErrRange)
 	}
 	if err := s.open("host function"); err != nil {
 		return err
@@ -196,7 +198,7 @@ func (s *cudaStream) launchHost(f func()) error {
 	}
 	if err != nil {
 		h.Delete()
-		err = fmt.Errorf("gpu: enqueue host function on %s: %w", s.dev.info, err)
+		err = fmt.Errorf("cuda: enqueue host function on %s: %w", s.dev.info, err)
 		s.fail(err)
 	}
 	return err
@@ -204,7 +206,7 @@ func (s *cudaStream) launchHost(f func()) error {
 
 // Record enqueues a CUDA event (with timing) and, after it, a host function that marks it done,
 // so that waiting for it is a channel receive and needs no thread blocked in the driver.
-func (s *cudaStream) Record() (Event, error) {
+func (s *cudaStream) Record() (gpu.Event, error) {
 	if err := s.open("record event"); err != nil {
 		return nil, err
 	}
@@ -230,7 +232,7 @@ func (s *cudaStream) record() (*cudaEvent, error) {
 		return nil
 	})
 	if err != nil {
-		err = fmt.Errorf("gpu: record event on %s: %w", s.dev.info, err)
+		err = fmt.Errorf("cuda: record event on %s: %w", s.dev.info, err)
 		s.fail(err)
 		return nil, err
 	}
@@ -254,10 +256,10 @@ func destroyEvent(h eventHandle) {
 
 // Wait makes later work on s wait for e on the device (cuStreamWaitEvent); the caller does not
 // block. e must be an event of the same device.
-func (s *cudaStream) Wait(e Event) error {
+func (s *cudaStream) Wait(e gpu.Event) error {
 	ce, ok := e.(*cudaEvent)
 	if !ok || ce == nil || ce.dev != s.dev {
-		return fmt.Errorf("gpu: stream wait: event %T is not an event of %s: %w", e, s.dev.info, ErrForeign)
+		return fmt.Errorf("cuda: stream wait: event %T is not an event of %s: %w", e, s.dev.info, gpu.ErrForeign)
 	}
 	if err := s.open("wait"); err != nil {
 		return err
@@ -268,7 +270,7 @@ func (s *cudaStream) Wait(e Event) error {
 	err := s.dev.th.do(func() error { return s.s.Wait(ce.ev, 0) })
 	runtime.KeepAlive(ce)
 	if err != nil {
-		err = fmt.Errorf("gpu: stream wait on %s: %w", s.dev.info, err)
+		err = fmt.Errorf("cuda: stream wait on %s: %w", s.dev.info, err)
 		s.fail(err)
 	}
 	return err
@@ -287,7 +289,7 @@ func (s *cudaStream) Synchronize(ctx context.Context) error {
 
 func (s *cudaStream) Close() error {
 	if !s.closed.CompareAndSwap(false, true) {
-		return fmt.Errorf("gpu: close stream of %s: %w", s.dev.info, ErrClosed)
+		return fmt.Errorf("cuda: close stream of %s: %w", s.dev.info, gpu.ErrClosed)
 	}
 	// Wait for queued work: a host function still to run refers to this stream. A device fault
 	// ends the wait too (the event's query reports it).
@@ -308,7 +310,7 @@ type cudaEvent struct {
 	err  error // the stream's sticky error when the event was reached; read after done
 }
 
-var _ Event = (*cudaEvent)(nil)
+var _ gpu.Event = (*cudaEvent)(nil)
 
 func (e *cudaEvent) fire(err error) {
 	e.err = err
@@ -336,7 +338,7 @@ func (e *cudaEvent) Synchronize(ctx context.Context) error {
 		case <-tick.C:
 			err := e.dev.th.do(func() error { return e.ev.Query() })
 			if err != nil && !errors.Is(err, cu.NotReady) {
-				return fmt.Errorf("gpu: event on %s: %w", e.dev.info, err)
+				return fmt.Errorf("cuda: event on %s: %w", e.dev.info, err)
 			}
 		}
 	}
@@ -351,20 +353,33 @@ func (e *cudaEvent) Done() bool {
 	}
 }
 
-func (e *cudaEvent) Elapsed(start Event) (time.Duration, error) {
+func (e *cudaEvent) Elapsed(start gpu.Event) (time.Duration, error) {
 	se, ok := start.(*cudaEvent)
 	if !ok || se == nil || se.dev != e.dev {
-		return 0, fmt.Errorf("gpu: elapsed: event %T is not an event of %s: %w", start, e.dev.info, ErrForeign)
+		return 0, fmt.Errorf("cuda: elapsed: event %T is not an event of %s: %w", start, e.dev.info, gpu.ErrForeign)
 	}
 	if !e.Done() || !se.Done() {
-		return 0, fmt.Errorf("gpu: elapsed: %w", ErrNotReady)
+		return 0, fmt.Errorf("cuda: elapsed: %w", gpu.ErrNotReady)
 	}
 	var ms float64
 	err := e.dev.th.do(func() (err error) { ms, err = se.ev.Elapsed(e.ev); return err })
 	runtime.KeepAlive(se)
 	runtime.KeepAlive(e)
 	if err != nil {
-		return 0, fmt.Errorf("gpu: elapsed time on %s: %w", e.dev.info, err)
+		return 0, fmt.Errorf("cuda: elapsed time on %s: %w", e.dev.info, err)
 	}
 	return time.Duration(ms * float64(time.Millisecond)), nil
+}
+
+// runHost runs a host function as gpu.Stream's Host says: its error or panic becomes the stream's.
+func runHost(fn func() error) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			err = fmt.Errorf("cuda: host function panicked: %v\n%s", r, debug.Stack())
+		}
+	}()
+	if err := fn(); err != nil {
+		return fmt.Errorf("cuda: host function: %w", err)
+	}
+	return nil
 }

@@ -1,12 +1,15 @@
 //go:build cuda
 
-package kernels
+package cuda
 
-import "github.com/stoke-ml/stoke/gpu"
+import (
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
 
 // The classifier ops of the CUDA op set (kernels at the end of cuda/ops.cu).
 
-func (o *cudaOps) Add(gs gpu.Stream, z, x, y F32) error {
+func (o *cudaOps) Add(gs gpu.Stream, z, x, y kernels.F32) error {
 	s, e0 := o.stream("add", gs)
 	zp, e1 := o.f32("add", "z", z)
 	xp, e2 := o.f32("add", "x", x)
@@ -17,13 +20,13 @@ func (o *cudaOps) Add(gs gpu.Stream, z, x, y F32) error {
 	return o.launchN(s, "add_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
 }
 
-func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits kernels.F32, labels kernels.I32, n, classes int, smoothing float32) error {
 	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, smoothing)
 }
 
 // softmaxCrossEntropy is both losses: one kernel, softmax_ce_f32, whose smoothing 0 gives one-hot
 // targets bit for bit.
-func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, labels I32, n, classes int, smoothing float32) error {
+func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits kernels.F32, labels kernels.I32, n, classes int, smoothing float32) error {
 	const op = "softmax cross-entropy"
 	s, e0 := o.stream(op, gs)
 	lp, e1 := o.f32(op, "loss", loss)
@@ -39,7 +42,7 @@ func (o *cudaOps) softmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits F32, 
 	return o.launchChecked(gs, s, op, "softmax_ce_f32", n, classes, parg(lp), parg(dp), parg(xp), parg(yp), iarg(n), iarg(classes), farg(smoothing))
 }
 
-func (o *cudaOps) FloatLoss(gs gpu.Stream, loss, dpred, pred, target, posWeight F32, n, dim int, l Loss) error {
+func (o *cudaOps) FloatLoss(gs gpu.Stream, loss, dpred, pred, target, posWeight kernels.F32, n, dim int, l kernels.Loss) error {
 	const op = "float loss"
 	s, e0 := o.stream(op, gs)
 	lp, e1 := o.f32(op, "loss", loss)
@@ -57,7 +60,7 @@ func (o *cudaOps) FloatLoss(gs gpu.Stream, loss, dpred, pred, target, posWeight 
 }
 
 // bnPtrs resolves the views of a batch norm (an empty dx resolves to 0: skipped).
-func (o *cudaOps) bnPtrs(op string, names []string, views ...F32) ([]uint64, error) {
+func (o *cudaOps) bnPtrs(op string, names []string, views ...kernels.F32) ([]uint64, error) {
 	out := make([]uint64, len(views))
 	for i, v := range views {
 		p, err := o.f32(op, names[i], v)
@@ -69,9 +72,9 @@ func (o *cudaOps) bnPtrs(op string, names []string, views ...F32) ([]uint64, err
 	return out, nil
 }
 
-func bnArgs(g BatchNorm) []uint64 { return []uint64{iarg(g.N), iarg(g.C), iarg(g.HW)} }
+func bnArgs(g kernels.BatchNorm) []uint64 { return []uint64{iarg(g.N), iarg(g.C), iarg(g.HW)} }
 
-func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -86,7 +89,7 @@ func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runV
 	return o.launch(s, "bn_train_f32", g.C, blockSize, append(append(p, bnArgs(g)...), farg(g.Momentum), farg(g.Eps))...)
 }
 
-func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVar F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVar kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm eval"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -99,7 +102,7 @@ func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVa
 	return o.launchN(s, "bn_eval_f32", g.Len(), append(append(p, bnArgs(g)...), farg(g.Eps))...)
 }
 
-func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm backward"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -115,7 +118,7 @@ func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 	return o.launch(s, "bn_backward_f32", g.C, blockSize, append(args, bnArgs(g)...)...)
 }
 
-func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm stats"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -128,7 +131,7 @@ func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x F32, g BatchNorm) error
 	return o.launch(s, "bn_stats_f32", g.C, blockSize, append(p, bnArgs(g)...)...)
 }
 
-func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm over gathered stats"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -143,7 +146,7 @@ func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean,
 	return o.launch(s, "bn_train_stats_f32", g.C, blockSize, append(args, farg(g.Momentum), farg(g.Eps))...)
 }
 
-func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums F32, g BatchNorm) error {
+func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums kernels.F32, g kernels.BatchNorm) error {
 	const op = "batch norm input gradient"
 	s, err := o.stream(op, gs)
 	if err != nil {
@@ -156,7 +159,7 @@ func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMe
 	return o.launchN(s, "bn_backward_input_f32", g.Len(), append(p, bnArgs(g)...)...)
 }
 
-func (o *cudaOps) ToBF16(gs gpu.Stream, dst U8, src F32) error {
+func (o *cudaOps) ToBF16(gs gpu.Stream, dst kernels.U8, src kernels.F32) error {
 	s, e0 := o.stream("to bf16", gs)
 	dp, e1 := o.u8("to bf16", "dst", dst)
 	sp, e2 := o.f32("to bf16", "src", src)
@@ -166,7 +169,7 @@ func (o *cudaOps) ToBF16(gs gpu.Stream, dst U8, src F32) error {
 	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), iarg(0))
 }
 
-func (o *cudaOps) FromBF16(gs gpu.Stream, dst F32, src U8) error {
+func (o *cudaOps) FromBF16(gs gpu.Stream, dst kernels.F32, src kernels.U8) error {
 	s, e0 := o.stream("from bf16", gs)
 	dp, e1 := o.f32("from bf16", "dst", dst)
 	sp, e2 := o.u8("from bf16", "src", src)
@@ -176,7 +179,7 @@ func (o *cudaOps) FromBF16(gs gpu.Stream, dst F32, src U8) error {
 	return o.launchN(s, "bf16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len))
 }
 
-func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x F32, inner int) error {
+func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x kernels.F32, inner int) error {
 	const op = "global average pool"
 	s, e0 := o.stream(op, gs)
 	yp, e1 := o.f32(op, "y", y)
@@ -187,7 +190,7 @@ func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x F32, inner int) error {
 	return o.launchN(s, "gap_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), iarg(inner))
 }
 
-func (o *cudaOps) GlobalAvgPoolBackward(gs gpu.Stream, dx, dy F32, inner int) error {
+func (o *cudaOps) GlobalAvgPoolBackward(gs gpu.Stream, dx, dy kernels.F32, inner int) error {
 	const op = "global average pool backward"
 	s, e0 := o.stream(op, gs)
 	dxp, e1 := o.f32(op, "dx", dx)
@@ -200,7 +203,7 @@ func (o *cudaOps) GlobalAvgPoolBackward(gs gpu.Stream, dx, dy F32, inner int) er
 
 // maxPoolPad runs the padded pooling kernels (MaxPool2D and its backward pass hand over here when
 // g.Pad > 0); name is "maxpool_pad_f32" or "maxpool_pad_grad_f32", ptrs their three pointers.
-func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g Pool2D, ptrs ...uint64) error {
+func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g kernels.Pool2D, ptrs ...uint64) error {
 	s, err := o.stream("maxpool2d", gs)
 	if err != nil {
 		return err

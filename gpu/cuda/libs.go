@@ -1,13 +1,13 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 /*
 #include <stdlib.h>
 #include <cuda.h>
 #include <cublas_v2.h>
 
-// cuda_dl.c
+// libs_dl.c
 int stoke_dl_load_nvrtc(const char *soname, char *err, size_t n);
 int stoke_dl_load_cublas(const char *soname, char *err, size_t n);
 */
@@ -19,7 +19,7 @@ import (
 	"unsafe"
 )
 
-// cudaLib is a library of the op set, loaded at its first use (cuda_dl.c) under the soname of the
+// cudaLib is a library of the op set, loaded at its first use (libs_dl.c) under the soname of the
 // major version whose headers the binary was built with.
 type cudaLib struct {
 	name, soname string
@@ -42,7 +42,7 @@ func (l *cudaLib) Load() error {
 		defer C.free(unsafe.Pointer(so))
 		var msg [512]C.char
 		if l.load(so, &msg[0], C.size_t(len(msg))) != 0 {
-			l.err = fmt.Errorf("kernels: cuda: cannot load %s: %s (install CUDA %d's %s, or put it on LD_LIBRARY_PATH)",
+			l.err = fmt.Errorf("cuda: cannot load %s: %s (install CUDA %d's %s, or put it on LD_LIBRARY_PATH)",
 				l.name, C.GoString(&msg[0]), C.CUDA_VERSION/1000, l.soname)
 		}
 	})

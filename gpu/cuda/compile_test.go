@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 import (
 	"os"
@@ -60,7 +60,7 @@ func TestPTXCompileAndCache(t *testing.T) {
 func TestPTXCompileError(t *testing.T) {
 	t.Setenv("XDG_CACHE_HOME", t.TempDir())
 	_, err := ptxFor("compute_1", 13000)
-	if err == nil || !strings.Contains(err.Error(), "kernels: cuda: nvrtc compile") {
+	if err == nil || !strings.Contains(err.Error(), "cuda: nvrtc compile") {
 		t.Errorf("ptxFor(compute_1) = %v; want an nvrtc compile error", err)
 	}
 }

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 import (
 	"crypto/sha256"
@@ -16,7 +16,7 @@ import (
 
 // opsSource is the CUDA C of every kernel of the CUDA op set.
 //
-//go:embed cuda/ops.cu
+//go:embed ops.cu
 var opsSource string
 
 // nvrtcOptions are the compiler options (scripts/cuda-check.sh compiles ops.cu through ptxFor).
@@ -37,7 +37,7 @@ func ptxFor(arch string, driver int) (string, error) {
 	}
 	major, minor, err := nvrtc.Version()
 	if err != nil {
-		return "", fmt.Errorf("kernels: cuda: nvrtc version: %w", err)
+		return "", fmt.Errorf("cuda: nvrtc version: %w", err)
 	}
 	opts := nvrtcOptions(arch)
 	sum := sha256.Sum256([]byte(fmt.Sprintf("%s\x00%s\x00nvrtc %d.%d", opsSource, strings.Join(opts, " "), major, minor)))
@@ -62,16 +62,16 @@ func ptxFor(arch string, driver int) (string, error) {
 func compile(opts []string) (string, error) {
 	prog, err := nvrtc.CreateProgram(opsSource, "ops.cu")
 	if err != nil {
-		return "", fmt.Errorf("kernels: cuda: nvrtc create program: %w", err)
+		return "", fmt.Errorf("cuda: nvrtc create program: %w", err)
 	}
 	defer prog.Destroy()
 	if err := prog.Compile(opts...); err != nil {
 		log, _ := prog.GetLog()
-		return "", fmt.Errorf("kernels: cuda: nvrtc compile ops.cu %v: %w\n%s", opts, err, log)
+		return "", fmt.Errorf("cuda: nvrtc compile ops.cu %v: %w\n%s", opts, err, log)
 	}
 	ptx, err := prog.GetPTX()
 	if err != nil {
-		return "", fmt.Errorf("kernels: cuda: nvrtc get ptx: %w", err)
+		return "", fmt.Errorf("cuda: nvrtc get ptx: %w", err)
 	}
 	return ptx, nil
 }

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package gpu
+package cuda
 
 import (
 	"context"

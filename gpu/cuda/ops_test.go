@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels_test
+package cuda
 
 import (
 	"context"
@@ -15,6 +15,7 @@ import (
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/opcheck"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/pinned"
 )
@@ -430,14 +431,15 @@ func TestCUDAForeignOperands(t *testing.T) {
 	}
 }
 
-// TestCUDAChecks: the CUDA op set sits behind the package's checks. Every bad call of checkCases,
-// made with CPU buffers, gets the checks' error; the op set itself would say ErrBuffer.
+// TestCUDAChecks: the CUDA op set sits behind package kernels' checks. Every bad call of
+// opcheck.Cases, made with CPU buffers, gets the checks' error; the op set itself would say
+// ErrBuffer.
 func TestCUDAChecks(t *testing.T) {
-	gp := openSide(t, "cuda")
-	for _, c := range checkCases(t, newEnv(t)) {
-		for _, b := range c.bad {
-			if err := b.call(gp.ops, gp.s); !errors.Is(err, b.want) {
-				t.Errorf("%s: %s: error %v; want %v", c.method, b.name, err, b.want)
+	gp, cpu := openSide(t, "cuda"), openSide(t, "cpu")
+	for _, c := range opcheck.Cases(t, cpu.dev, cpu.s) {
+		for _, b := range c.Bad {
+			if err := b.Call(gp.ops, gp.s); !errors.Is(err, b.Want) {
+				t.Errorf("%s: %s: error %v; want %v", c.Method, b.Name, err, b.Want)
 			}
 		}
 	}

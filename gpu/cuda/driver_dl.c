@@ -1,7 +1,7 @@
 //go:build cuda
 
-// The CUDA driver (libcuda.so.1), loaded at run time by loadDriver (cuda.go): every driver
-// function this package, kernels/ and gorgonia.org/cu call, for CUDA 12 and 13 headers (the union
+// The CUDA driver (libcuda.so.1), loaded at run time by loadDriver (device.go): every driver
+// function this package and gorgonia.org/cu call, for CUDA 12 and 13 headers (the union
 // of `nm -u` over their cgo objects; a function missing here fails the link of
 // scripts/cuda-check.sh, whose stub libcuda.so is empty). A function the loaded driver lacks
 // returns CUDA_ERROR_NOT_FOUND (500). See internal/cudainc/stoke_dl.h.

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 /*
 #include <nvrtc.h>
@@ -27,7 +27,7 @@ func nvrtcArch(cc string) (string, error) {
 	ma, err1 := strconv.Atoi(major)
 	mi, err2 := strconv.Atoi(minor)
 	if !ok || err1 != nil || err2 != nil {
-		return "", fmt.Errorf("kernels: cuda: compute capability %q", cc)
+		return "", fmt.Errorf("cuda: compute capability %q", cc)
 	}
 	want := ma*10 + mi
 	if err := nvrtcLib.Load(); err != nil {
@@ -35,7 +35,7 @@ func nvrtcArch(cc string) (string, error) {
 	}
 	n := int(C.stoke_num_archs())
 	if n == 0 {
-		return "", fmt.Errorf("kernels: cuda: nvrtc lists no supported architectures")
+		return "", fmt.Errorf("cuda: nvrtc lists no supported architectures")
 	}
 	archs := make([]C.int, n)
 	C.stoke_archs(&archs[0])
@@ -46,7 +46,7 @@ func nvrtcArch(cc string) (string, error) {
 		}
 	}
 	if best == 0 {
-		return "", fmt.Errorf("kernels: cuda: compute capability %s is older than every architecture this NVRTC supports (oldest sm_%d)", cc, int(archs[0]))
+		return "", fmt.Errorf("cuda: compute capability %s is older than every architecture this NVRTC supports (oldest sm_%d)", cc, int(archs[0]))
 	}
 	return fmt.Sprintf("compute_%d", best), nil
 }

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 import (
 	"context"
@@ -46,8 +46,8 @@ func TestCUDAStandInChecks(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, _ := gpu.CUDAPointer(buf)
-		cs, _, _ := gpu.CUDAStream(s)
+		p, _, _ := Pointer(buf)
+		cs, _, _ := DriverStream(s)
 		// One element too many: the kernel's bounds check is right, the count is wrong.
 		if err := o.launchN(cs, "fill_f32", 1001, parg(p), iarg(1001), farg(1)); err != nil {
 			t.Fatal(err)
@@ -60,8 +60,8 @@ func TestCUDAStandInChecks(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, _ := gpu.CUDAPointer(buf)
-	cs, _, _ := gpu.CUDAStream(s)
+	p, _, _ := Pointer(buf)
+	cs, _, _ := DriverStream(s)
 	if err := o.launchN(cs, "fill_f32", 10, parg(p), iarg(10)); err == nil {
 		t.Error("launch of fill_f32 with 2 of its 3 arguments succeeded; want an error")
 	}

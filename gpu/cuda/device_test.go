@@ -1,6 +1,6 @@
 //go:build cuda
 
-package gpu
+package cuda
 
 import (
 	"bytes"
@@ -13,14 +13,15 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/pinned"
 )
 
 // openCUDA opens cuda:0 or skips: these tests run on a GPU host (go test -tags cuda ./gpu/) and
 // skip, not fail, on a machine whose driver or GPU is missing.
-func openCUDA(t testing.TB) Device {
+func openCUDA(t testing.TB) gpu.Device {
 	t.Helper()
-	d, err := Open("cuda")
+	d, err := gpu.Open("cuda")
 	if err != nil {
 		t.Skipf("no CUDA device: %v", err)
 	}
@@ -42,7 +43,7 @@ func TestCUDAInfo(t *testing.T) {
 	if err != nil || len(infos) == 0 || infos[0] != info {
 		t.Errorf("Devices() = %v, %v; want [%v ...]", infos, err, info)
 	}
-	if _, err := Open(fmt.Sprintf("cuda:%d", len(infos))); !errors.Is(err, ErrNoDevice) {
+	if _, err := gpu.Open(fmt.Sprintf("cuda:%d", len(infos))); !errors.Is(err, gpu.ErrNoDevice) {
 		t.Errorf("Open(cuda:%d) = %v; want ErrNoDevice", len(infos), err)
 	}
 }
@@ -53,10 +54,10 @@ func TestCUDANoDevice(t *testing.T) {
 	if os.Getenv("FAKECUDA_NODEVICE") != "1" {
 		t.Skip("needs a driver without a GPU: FAKECUDA_NODEVICE=1 with internal/cudainc/fake")
 	}
-	if d, err := Open("cuda"); !errors.Is(err, ErrNoDevice) {
+	if d, err := gpu.Open("cuda"); !errors.Is(err, gpu.ErrNoDevice) {
 		t.Errorf("Open(cuda) = %v, %v; want ErrNoDevice", d, err)
 	}
-	if infos, err := (cudaBackend{}).Devices(); len(infos) != 0 || !errors.Is(err, ErrNoDevice) {
+	if infos, err := (cudaBackend{}).Devices(); len(infos) != 0 || !errors.Is(err, gpu.ErrNoDevice) {
 		t.Errorf("Devices() = %v, %v; want none, ErrNoDevice", infos, err)
 	}
 }
@@ -107,7 +108,7 @@ func TestCUDAArgumentErrors(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	cpu, _ := Open("cpu")
+	cpu, _ := gpu.Open("cpu")
 	defer cpu.Close()
 	cb, _ := cpu.Alloc(8)
 	tests := []struct {
@@ -115,10 +116,10 @@ func TestCUDAArgumentErrors(t *testing.T) {
 		err  error
 		want error
 	}{
-		{"past end", s.CopyH2D(b, 4, make([]byte, 5)), ErrRange},
-		{"negative offset", s.CopyD2H(make([]byte, 1), b, -1), ErrRange},
-		{"cpu buffer", s.CopyH2D(cb, 0, make([]byte, 1)), ErrForeign},
-		{"nil host function", s.Host(nil), ErrRange},
+		{"past end", s.CopyH2D(b, 4, make([]byte, 5)), gpu.ErrRange},
+		{"negative offset", s.CopyD2H(make([]byte, 1), b, -1), gpu.ErrRange},
+		{"cpu buffer", s.CopyH2D(cb, 0, make([]byte, 1)), gpu.ErrForeign},
+		{"nil host function", s.Host(nil), gpu.ErrRange},
 	}
 	for _, tt := range tests {
 		if !errors.Is(tt.err, tt.want) {
@@ -128,10 +129,10 @@ func TestCUDAArgumentErrors(t *testing.T) {
 	if err := b.Free(); err != nil {
 		t.Fatal(err)
 	}
-	if err := b.Free(); !errors.Is(err, ErrFreed) {
+	if err := b.Free(); !errors.Is(err, gpu.ErrFreed) {
 		t.Errorf("second Free() = %v; want ErrFreed", err)
 	}
-	if err := s.CopyH2D(b, 0, make([]byte, 1)); !errors.Is(err, ErrFreed) {
+	if err := s.CopyH2D(b, 0, make([]byte, 1)); !errors.Is(err, gpu.ErrFreed) {
 		t.Errorf("CopyH2D(freed) = %v; want ErrFreed", err)
 	}
 }
@@ -205,7 +206,7 @@ func TestCUDAStickyError(t *testing.T) {
 	if err := s.Close(); !errors.Is(err, boom) {
 		t.Errorf("Close() = %v; want %v", err, boom)
 	}
-	if err := s.Host(func() error { return nil }); !errors.Is(err, ErrClosed) {
+	if err := s.Host(func() error { return nil }); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("Host after Close = %v; want ErrClosed", err)
 	}
 }
@@ -256,7 +257,7 @@ func TestCUDAEventElapsed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := start.Elapsed(start); err != nil && !errors.Is(err, ErrNotReady) {
+	if _, err := start.Elapsed(start); err != nil && !errors.Is(err, gpu.ErrNotReady) {
 		t.Errorf("Elapsed before completion = %v; want nil or ErrNotReady", err)
 	}
 	_ = s.Host(func() error { time.Sleep(20 * time.Millisecond); return nil })
@@ -271,11 +272,11 @@ func TestCUDAEventElapsed(t *testing.T) {
 	if err != nil || el < 15*time.Millisecond || el > 2*time.Second {
 		t.Errorf("Elapsed = %v, %v; want about 20ms", el, err)
 	}
-	cpu, _ := Open("cpu")
+	cpu, _ := gpu.Open("cpu")
 	defer cpu.Close()
 	cs, _ := cpu.NewStream()
 	ce, _ := cs.Record()
-	if err := s.Wait(ce); !errors.Is(err, ErrForeign) {
+	if err := s.Wait(ce); !errors.Is(err, gpu.ErrForeign) {
 		t.Errorf("Wait(cpu event) = %v; want ErrForeign", err)
 	}
 	_ = cs.Close()
@@ -307,13 +308,13 @@ func TestCUDAAllocCache(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p1, _ := CUDAPointer(b1)
+		p1, _, _ := Pointer(b1)
 		_ = b1.Free()
 		b2, err := d.Alloc(n)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p2, _ := CUDAPointer(b2)
+		p2, _, _ := Pointer(b2)
 		if p1 != p2 || b2.Len() != n {
 			t.Errorf("Alloc(%d) after Free = %v (len %d); want the cached block %v", n, p2, b2.Len(), p1)
 		}

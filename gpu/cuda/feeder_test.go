@@ -1,6 +1,6 @@
 //go:build cuda
 
-package gpu
+package cuda
 
 import (
 	"bytes"
@@ -14,12 +14,25 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/pinned"
 )
 
-// The feeder's ordering tests (feeder_test.go) on a GPU: copy stream and compute stream are CUDA
-// streams, slots are pinned.Locked memory registered with the driver, and the compute stream
+// The feeder's ordering tests (gpu/feeder_test.go) on a GPU: copy stream and compute stream are
+// CUDA streams, slots are pinned.Locked memory registered with the driver, and the compute stream
 // reads each batch back with device-to-host copies.
+
+const (
+	imgBytes = 3000
+	labBytes = 4
+)
+
+type feedRig struct {
+	dev     gpu.Device
+	compute gpu.Stream
+	pool    *pinned.Pool
+	f       *gpu.Feeder
+}
 
 func newCUDARig(t *testing.T, ring, prefetch int) *feedRig {
 	t.Helper()
@@ -33,7 +46,7 @@ func newCUDARig(t *testing.T, ring, prefetch int) *feedRig {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r.f, err = NewFeeder(FeederConfig{Device: r.dev, Compute: r.compute, Sizes: []int{imgBytes, labBytes}, Ring: ring})
+	r.f, err = gpu.NewFeeder(gpu.FeederConfig{Device: r.dev, Compute: r.compute, Sizes: []int{imgBytes, labBytes}, Ring: ring})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -54,9 +67,42 @@ func newCUDARig(t *testing.T, ring, prefetch int) *feedRig {
 	return r
 }
 
+// pump runs a producer feeding n batches into ch, with random delays: batch i is byte(i) images
+// and label i.
+func (r *feedRig) pump(ctx context.Context, g *errgroup.Group, n int, ch chan<- *gpu.DeviceBatch, seed uint64) {
+	g.Go(func() error {
+		defer close(ch)
+		rnd := rand.New(rand.NewPCG(seed, 1))
+		for i := range n {
+			if rnd.IntN(3) == 0 {
+				time.Sleep(time.Duration(rnd.IntN(300)) * time.Microsecond)
+			}
+			s, err := r.pool.Acquire(ctx)
+			if err != nil {
+				return err
+			}
+			mem := s.Bytes()
+			for k := range imgBytes {
+				mem[k] = byte(i)
+			}
+			binary.LittleEndian.PutUint32(mem[imgBytes:], uint32(i))
+			b, err := r.f.Feed(ctx, s, gpu.Region{Off: 0, Len: imgBytes}, gpu.Region{Off: imgBytes, Len: labBytes})
+			if err != nil {
+				return err
+			}
+			select {
+			case ch <- b:
+			case <-ctx.Done():
+				return errors.Join(ctx.Err(), b.Release())
+			}
+		}
+		return nil
+	})
+}
+
 // enqueueCUDACheck enqueues on the compute stream a read-back of batch b into host (pinned, so the
 // copies are asynchronous) and a host function that checks it holds batch i.
-func enqueueCUDACheck(s Stream, b *DeviceBatch, i int, host []byte) error {
+func enqueueCUDACheck(s gpu.Stream, b *gpu.DeviceBatch, i int, host []byte) error {
 	img, lab := host[:imgBytes], host[imgBytes:imgBytes+labBytes]
 	return errors.Join(
 		s.CopyD2H(img, b.Buffers[0], 0),
@@ -88,7 +134,7 @@ func TestCUDAFeederNoEarlyReuse(t *testing.T) {
 			defer alloc.Free(blk)
 			ctx := context.Background()
 			g, gctx := errgroup.WithContext(ctx)
-			ch := make(chan *DeviceBatch)
+			ch := make(chan *gpu.DeviceBatch)
 			const n = 60
 			r.pump(gctx, g, n, ch, uint64(tc.ring))
 			rnd := rand.New(rand.NewPCG(9, uint64(tc.prefetch)))
@@ -131,10 +177,10 @@ func TestCUDAFeederOverlap(t *testing.T) {
 	r := newCUDARig(t, 3, 2)
 	ctx := context.Background()
 	g, gctx := errgroup.WithContext(ctx)
-	ch := make(chan *DeviceBatch, 2)
+	ch := make(chan *gpu.DeviceBatch, 2)
 	const n, work = 6, 15 * time.Millisecond
 	r.pump(gctx, g, n, ch, 1)
-	var ready, computeEnd []Event
+	var ready, computeEnd []gpu.Event
 	for b := range ch {
 		if err := b.Deliver(); err != nil {
 			t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 /*
 #include <stdint.h>
@@ -49,24 +49,24 @@ import (
 
 	"gorgonia.org/cu"
 
-	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 )
 
 // cublasHandle is one cuBLAS handle per op set; it is only used on the device's context thread,
 // which also serialises the SetStream + Sgemm pair.
 type cublasHandle C.uintptr_t
 
-func newCublas(dev gpu.Device) (cublasHandle, error) {
+func newCublas(dev *cudaDevice) (cublasHandle, error) {
 	if err := cublasLib.Load(); err != nil {
 		return 0, err
 	}
 	var h C.uintptr_t
 	var st C.cublasStatus_t
-	if err := gpu.CUDADo(dev, func() error { st = C.stoke_blas_create(&h); return nil }); err != nil {
+	if err := dev.th.do(func() error { st = C.stoke_blas_create(&h); return nil }); err != nil {
 		return 0, err
 	}
 	if st != C.CUBLAS_STATUS_SUCCESS {
-		return 0, fmt.Errorf("kernels: cuda: cublasCreate on %s: status %d", dev.Info(), int(st))
+		return 0, fmt.Errorf("cuda: cublasCreate on %s: status %d", dev.Info(), int(st))
 	}
 	return cublasHandle(h), nil
 }
@@ -82,10 +82,10 @@ type gemmBatch struct {
 	a, b, c                   cu.DevicePtr
 	strideA, strideB, strideC int
 	batch                     int
-	half                      Precision
+	half                      kernels.Precision
 }
 
-func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
+func (h cublasHandle) gemm(dev *cudaDevice, s cu.Stream, g gemmBatch) error {
 	if g.m == 0 || g.n == 0 || g.batch == 0 {
 		return nil
 	}
@@ -100,13 +100,13 @@ func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
 	}
 	ab, name := C.int(C.CUDA_R_32F), "cublasSgemm"
 	switch g.half {
-	case BF16:
+	case kernels.BF16:
 		ab, name = C.CUDA_R_16BF, "cublasGemmEx (bf16)"
-	case FP16:
+	case kernels.FP16:
 		ab, name = C.CUDA_R_16F, "cublasGemmEx (fp16)"
 	}
 	var st C.cublasStatus_t
-	err := gpu.CUDADo(dev, func() error {
+	err := dev.th.do(func() error {
 		st = C.stoke_gemm_batched(C.uintptr_t(h), C.uintptr_t(uintptr(unsafe.Pointer(s.C()))), cbool(g.transB), cbool(g.transA),
 			C.int(g.n), C.int(g.m), C.int(g.k), C.float(g.alpha),
 			C.uintptr_t(g.b), C.int(ldb), C.longlong(g.strideB),
@@ -118,7 +118,7 @@ func (h cublasHandle) gemm(dev gpu.Device, s cu.Stream, g gemmBatch) error {
 		return err
 	}
 	if st != C.CUBLAS_STATUS_SUCCESS {
-		return fmt.Errorf("kernels: cuda: %s %dx%dx%d (batch %d) on %s: status %d", name, g.m, g.n, g.k, g.batch, dev.Info(), int(st))
+		return fmt.Errorf("cuda: %s %dx%dx%d (batch %d) on %s: status %d", name, g.m, g.n, g.k, g.batch, dev.Info(), int(st))
 	}
 	return nil
 }

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package gpu
+package cuda
 
 /*
 #cgo LDFLAGS: -ldl -Wl,--as-needed
@@ -14,7 +14,7 @@ package gpu
 // The wrapper turns cuInit into a no-op for gorgonia.org/cu's package init; this is the driver's.
 #undef cuInit
 
-int stoke_dl_load_driver(const char *soname, char *err, size_t n); // cuda_dl.c
+int stoke_dl_load_driver(const char *soname, char *err, size_t n); // driver_dl.c
 static CUresult stoke_init(void) { return cuInit(0); }
 static CUresult stoke_host_register(uintptr_t p, size_t n) {
 	return cuMemHostRegister((void *)p, n, CU_MEMHOSTREGISTER_PORTABLE);
@@ -35,16 +35,17 @@ import (
 
 	"gorgonia.org/cu"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/pinned"
 )
 
-func init() { Register(cudaBackend{}) }
+func init() { gpu.Register(cudaBackend{}) }
 
 // cudaBackend is the NVIDIA backend over the CUDA driver API (gorgonia.org/cu). Registering it
 // touches no hardware; the driver is initialised the first time a device is listed or opened.
 type cudaBackend struct{}
 
-var _ Backend = cudaBackend{}
+var _ gpu.Backend = cudaBackend{}
 
 func (cudaBackend) Name() string { return "cuda" }
 
@@ -56,24 +57,24 @@ var driver struct {
 // driverLib is the driver's soname: the one name NVIDIA gives libcuda, whatever the version.
 const driverLib = "libcuda.so.1"
 
-// initDriver loads the driver library (cuda_dl.c) and calls its cuInit, once; a failure (no
+// initDriver loads the driver library (driver_dl.c) and calls its cuInit, once; a failure (no
 // driver installed, no GPU, no device node, a driver older than the toolkit) is reported by every
 // later Devices and Open.
 func initDriver() error {
 	driver.once.Do(func() {
 		if err := loadDriver(driverLib); err != nil {
-			driver.err = fmt.Errorf("gpu: %w: cuda: %w (install the NVIDIA driver, or put its %s on LD_LIBRARY_PATH)", ErrNoDevice, err, driverLib)
+			driver.err = fmt.Errorf("cuda: %w: cuda: %w (install the NVIDIA driver, or put its %s on LD_LIBRARY_PATH)", gpu.ErrNoDevice, err, driverLib)
 			return
 		}
 		if r := C.stoke_init(); r != C.CUDA_SUCCESS {
-			driver.err = fmt.Errorf("gpu: %w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
-				ErrNoDevice, cuResultError(r))
+			driver.err = fmt.Errorf("cuda: %w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
+				gpu.ErrNoDevice, cuResultError(r))
 		}
 	})
 	return driver.err
 }
 
-// loadDriver dlopens soname and points the driver's trampolines (cuda_dl.c) at it.
+// loadDriver dlopens soname and points the driver's trampolines (driver_dl.c) at it.
 func loadDriver(soname string) error {
 	so := C.CString(soname)
 	defer C.free(unsafe.Pointer(so))
@@ -93,15 +94,15 @@ func cuResultError(r C.CUresult) error {
 	return fmt.Errorf("%s (%d)", C.GoString(name), int(r))
 }
 
-func (cudaBackend) Devices() ([]Info, error) {
+func (cudaBackend) Devices() ([]gpu.Info, error) {
 	if err := initDriver(); err != nil {
 		return nil, err
 	}
 	n, err := cu.NumDevices()
 	if err != nil {
-		return nil, fmt.Errorf("gpu: cuda: count devices: %w", err)
+		return nil, fmt.Errorf("cuda: count devices: %w", err)
 	}
-	infos := make([]Info, 0, n)
+	infos := make([]gpu.Info, 0, n)
 	for i := range n {
 		info, err := cudaInfo(i)
 		if err != nil {
@@ -113,36 +114,36 @@ func (cudaBackend) Devices() ([]Info, error) {
 }
 
 // cudaInfo describes device i; the calls need no context, so any thread may make them.
-func cudaInfo(i int) (Info, error) {
+func cudaInfo(i int) (gpu.Info, error) {
 	d, err := cu.GetDevice(i)
 	if err != nil {
-		return Info{}, fmt.Errorf("gpu: cuda:%d: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda:%d: %w", i, err)
 	}
 	name, err := d.Name()
 	if err != nil {
-		return Info{}, fmt.Errorf("gpu: cuda:%d: name: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda:%d: name: %w", i, err)
 	}
 	mem, err := d.TotalMem()
 	if err != nil {
-		return Info{}, fmt.Errorf("gpu: cuda:%d: memory: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda:%d: memory: %w", i, err)
 	}
 	major, minor, err := d.ComputeCapability()
 	if err != nil {
-		return Info{}, fmt.Errorf("gpu: cuda:%d: compute capability: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda:%d: compute capability: %w", i, err)
 	}
-	return Info{Backend: "cuda", Index: i, Name: name, Memory: mem, ComputeCapability: fmt.Sprintf("%d.%d", major, minor)}, nil
+	return gpu.Info{Backend: "cuda", Index: i, Name: name, Memory: mem, ComputeCapability: fmt.Sprintf("%d.%d", major, minor)}, nil
 }
 
-func (cudaBackend) Open(index int) (Device, error) {
+func (cudaBackend) Open(index int) (gpu.Device, error) {
 	if err := initDriver(); err != nil {
 		return nil, err
 	}
 	n, err := cu.NumDevices()
 	if err != nil {
-		return nil, fmt.Errorf("gpu: cuda: count devices: %w", err)
+		return nil, fmt.Errorf("cuda: count devices: %w", err)
 	}
 	if index < 0 || index >= n {
-		return nil, fmt.Errorf("gpu: %w: cuda:%d (this machine has %d CUDA devices)", ErrNoDevice, index, n)
+		return nil, fmt.Errorf("cuda: %w: cuda:%d (this machine has %d CUDA devices)", gpu.ErrNoDevice, index, n)
 	}
 	info, err := cudaInfo(index)
 	if err != nil {
@@ -160,11 +161,11 @@ func (cudaBackend) Open(index int) (Device, error) {
 	d.th, err = startThread(func() error {
 		var err error
 		if pctx, err = d.dev.RetainPrimaryCtx(); err != nil {
-			return fmt.Errorf("gpu: %s: retain primary context: %w", info, err)
+			return fmt.Errorf("cuda: %s: retain primary context: %w", info, err)
 		}
 		if err = cu.SetCurrentContext(pctx); err != nil {
 			_ = d.dev.ReleasePrimaryCtx()
-			return fmt.Errorf("gpu: %s: make context current: %w", info, err)
+			return fmt.Errorf("cuda: %s: make context current: %w", info, err)
 		}
 		return nil
 	})
@@ -219,7 +220,7 @@ func (t *cudaThread) do(fn func() error) error {
 	case t.work <- func() { errc <- fn() }:
 		return <-errc
 	case <-t.done:
-		return fmt.Errorf("gpu: device thread: %w", ErrClosed)
+		return fmt.Errorf("cuda: device thread: %w", gpu.ErrClosed)
 	}
 }
 
@@ -248,7 +249,7 @@ func sizeClass(n int) int {
 }
 
 type cudaDevice struct {
-	info  Info
+	info  gpu.Info
 	dev   cu.Device
 	th    *cudaThread
 	exact bool // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
@@ -262,40 +263,40 @@ type cudaDevice struct {
 }
 
 var (
-	_ Device            = (*cudaDevice)(nil)
+	_ gpu.Device        = (*cudaDevice)(nil)
 	_ pinned.Registerer = (*cudaDevice)(nil)
 )
 
-func (d *cudaDevice) Info() Info { return d.info }
+func (d *cudaDevice) Info() gpu.Info { return d.info }
 
-func (d *cudaDevice) NewStream() (Stream, error) {
+func (d *cudaDevice) NewStream() (gpu.Stream, error) {
 	d.mu.Lock()
 	closed := d.closed
 	d.mu.Unlock()
 	if closed {
-		return nil, fmt.Errorf("gpu: new stream on %s: %w", d.info, ErrClosed)
+		return nil, fmt.Errorf("cuda: new stream on %s: %w", d.info, gpu.ErrClosed)
 	}
 	var cs cu.Stream
 	// Non-blocking: our streams never serialise with the legacy default stream.
 	err := d.th.do(func() (err error) { cs, err = cu.MakeStream(cu.NonBlocking); return err })
 	if err != nil {
-		return nil, fmt.Errorf("gpu: new stream on %s: %w", d.info, err)
+		return nil, fmt.Errorf("cuda: new stream on %s: %w", d.info, err)
 	}
 	s := &cudaStream{dev: d, s: cs}
 	d.mu.Lock()
 	if d.closed { // closed while we were creating it
 		d.mu.Unlock()
 		_ = d.th.do(func() error { return cs.Destroy() })
-		return nil, fmt.Errorf("gpu: new stream on %s: %w", d.info, ErrClosed)
+		return nil, fmt.Errorf("cuda: new stream on %s: %w", d.info, gpu.ErrClosed)
 	}
 	d.streams[s] = struct{}{}
 	d.mu.Unlock()
 	return s, nil
 }
 
-func (d *cudaDevice) Alloc(n int) (Buffer, error) {
+func (d *cudaDevice) Alloc(n int) (gpu.Buffer, error) {
 	if n < 0 || (d.info.Memory > 0 && int64(n) > d.info.Memory) {
-		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w (device memory %d bytes)", n, d.info, ErrRange, d.info.Memory)
+		return nil, fmt.Errorf("cuda: alloc %d bytes on %s: %w (device memory %d bytes)", n, d.info, gpu.ErrRange, d.info.Memory)
 	}
 	if n == 0 {
 		return &cudaBuffer{dev: d}, nil
@@ -310,7 +311,7 @@ func (d *cudaDevice) Alloc(n int) (Buffer, error) {
 	d.mu.Lock()
 	if d.closed {
 		d.mu.Unlock()
-		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w", n, d.info, ErrClosed)
+		return nil, fmt.Errorf("cuda: alloc %d bytes on %s: %w", n, d.info, gpu.ErrClosed)
 	}
 	if free := d.cache[class]; len(free) > 0 {
 		p := free[len(free)-1]
@@ -327,7 +328,7 @@ func (d *cudaDevice) Alloc(n int) (Buffer, error) {
 		p, err = d.memAlloc(class)
 	}
 	if err != nil {
-		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w", n, d.info, err)
+		return nil, fmt.Errorf("cuda: alloc %d bytes on %s: %w", n, d.info, err)
 	}
 	d.mu.Lock()
 	d.live[p] = class
@@ -402,7 +403,7 @@ func (d *cudaDevice) Close() error {
 			_ = cu.MemFree(p)
 		}
 		if err := d.dev.ReleasePrimaryCtx(); err != nil {
-			errs = append(errs, fmt.Errorf("gpu: close %s: release primary context: %w", d.info, err))
+			errs = append(errs, fmt.Errorf("cuda: close %s: release primary context: %w", d.info, err))
 		}
 	})
 	return errors.Join(errs...)
@@ -414,7 +415,7 @@ func (d *cudaDevice) Close() error {
 // collector does not move objects, but must stay referenced until UnregisterHost.
 func (d *cudaDevice) RegisterHost(b []byte) error {
 	if len(b) == 0 {
-		return fmt.Errorf("gpu: register host memory with %s: empty range: %w", d.info, ErrRange)
+		return fmt.Errorf("cuda: register host memory with %s: empty range: %w", d.info, gpu.ErrRange)
 	}
 	p, n := uintptr(unsafe.Pointer(unsafe.SliceData(b))), C.size_t(len(b))
 	var r C.CUresult
@@ -422,7 +423,7 @@ func (d *cudaDevice) RegisterHost(b []byte) error {
 		return err
 	}
 	if r != C.CUDA_SUCCESS {
-		return fmt.Errorf("gpu: register %d bytes of host memory with %s: %w", len(b), d.info, cuResultError(r))
+		return fmt.Errorf("cuda: register %d bytes of host memory with %s: %w", len(b), d.info, cuResultError(r))
 	}
 	return nil
 }
@@ -430,7 +431,7 @@ func (d *cudaDevice) RegisterHost(b []byte) error {
 // UnregisterHost undoes RegisterHost for the same slice; no copy may be using b.
 func (d *cudaDevice) UnregisterHost(b []byte) error {
 	if len(b) == 0 {
-		return fmt.Errorf("gpu: unregister host memory from %s: empty range: %w", d.info, ErrRange)
+		return fmt.Errorf("cuda: unregister host memory from %s: empty range: %w", d.info, gpu.ErrRange)
 	}
 	p := uintptr(unsafe.Pointer(unsafe.SliceData(b)))
 	var r C.CUresult
@@ -438,7 +439,7 @@ func (d *cudaDevice) UnregisterHost(b []byte) error {
 		return err
 	}
 	if r != C.CUDA_SUCCESS {
-		return fmt.Errorf("gpu: unregister %d bytes of host memory from %s: %w", len(b), d.info, cuResultError(r))
+		return fmt.Errorf("cuda: unregister %d bytes of host memory from %s: %w", len(b), d.info, cuResultError(r))
 	}
 	return nil
 }
@@ -450,7 +451,7 @@ type cudaBuffer struct {
 	freed atomic.Bool
 }
 
-var _ Buffer = (*cudaBuffer)(nil)
+var _ gpu.Buffer = (*cudaBuffer)(nil)
 
 func (b *cudaBuffer) Len() int { return b.n }
 
@@ -458,7 +459,7 @@ func (b *cudaBuffer) Len() int { return b.n }
 // it; the memory itself stays allocated until the cache is trimmed or the device closes.
 func (b *cudaBuffer) Free() error {
 	if !b.freed.CompareAndSwap(false, true) {
-		return fmt.Errorf("gpu: free buffer of %d bytes on %s: %w", b.n, b.dev.info, ErrFreed)
+		return fmt.Errorf("cuda: free buffer of %d bytes on %s: %w", b.n, b.dev.info, gpu.ErrFreed)
 	}
 	if b.ptr != 0 {
 		b.dev.release(b.ptr)

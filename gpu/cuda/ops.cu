@@ -1,11 +1,11 @@
 // ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); GEMM is cuBLAS and Copy a
 // device-to-device copy, so neither is here.
 //
-// Compiled at run time by NVRTC for the device's own architecture (kernels/cuda_compile.go), with
+// Compiled at run time by NVRTC for the device's own architecture (gpu/cuda/compile.go), with
 // --fmad=false so that elementwise float arithmetic rounds as Go's does and matches the CPU op set
 // bit for bit where the operation order is the same.
 //
-// Conventions, because Stoke's launcher (kernels/cuda_launch.go) passes every argument as 8 bytes
+// Conventions, because Stoke's launcher (gpu/cuda/launch.go) passes every argument as 8 bytes
 // (the CPU stand-in checks each against the C++ signature):
 //   - every parameter is 8 bytes wide: pointers, long long for integers, double for scalars
 //     (a float32 scalar widened to double and narrowed back is exact);

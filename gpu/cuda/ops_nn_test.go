@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels_test
+package cuda
 
 import (
 	"fmt"

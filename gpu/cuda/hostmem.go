@@ -1,6 +1,6 @@
 //go:build cuda
 
-package kernels
+package cuda
 
 /*
 #include <stdint.h>
@@ -27,8 +27,6 @@ import (
 	"unsafe"
 
 	"gorgonia.org/cu"
-
-	"github.com/stoke-ml/stoke/gpu"
 )
 
 // Mapped host slots: one per op call that needs one, taken at enqueue and handed back by the host
@@ -51,7 +49,7 @@ func (s hostSlot) int32s(n int) []int32 { return unsafe.Slice((*int32)(s.host), 
 func (s hostSlot) float32s(n int) []float32 { return unsafe.Slice((*float32)(s.host), n) }
 
 type hostArena struct {
-	dev  gpu.Device
+	dev  *cudaDevice
 	mu   sync.Mutex
 	free []hostSlot
 }
@@ -82,7 +80,7 @@ func (a *hostArena) grow() error {
 		dptr C.CUdeviceptr
 		r    C.CUresult
 	)
-	err := gpu.CUDADo(a.dev, func() error {
+	err := a.dev.th.do(func() error {
 		if base = C.stoke_host_alloc(C.size_t(slotBytes*slotsPerChunk), &r); r != C.CUDA_SUCCESS {
 			return fmt.Errorf("cuMemHostAlloc: CUresult %d", int(r))
 		}
@@ -92,7 +90,7 @@ func (a *hostArena) grow() error {
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("kernels: cuda: mapped host memory on %s: %w", a.dev.Info(), err)
+		return fmt.Errorf("cuda: mapped host memory on %s: %w", a.dev.Info(), err)
 	}
 	for i := range slotsPerChunk {
 		a.free = append(a.free, hostSlot{host: unsafe.Add(base, i*slotBytes), dev: cu.DevicePtr(dptr) + cu.DevicePtr(i*slotBytes)})
