@@ -400,7 +400,7 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	}
 	if l.cfg.Mix.Enabled() {
 		m := l.cfg.Mix
-		m.Seed = rng.Mix(l.cfg.Seed, m.Seed)
+		m.Seed = mixSeed(l.cfg)
 		var err error
 		if b.Mix, err = m.Apply(sb.mem[:b.N*l.sample], b.N, l.shape, e.epoch, sb.seq); err != nil {
 			e.releaseOpen(sb)
@@ -432,4 +432,15 @@ func (e *epochRun) releaseOpen(sb *slotBatch) {
 	e.mu.Lock()
 	delete(e.open, sb)
 	e.mu.Unlock()
+}
+
+// mixSeed is the seed of cfg.Mix's draws on cfg.Rank: a function of (Seed, Mix.Seed, Rank), so
+// that the ranks of a data-parallel run, which share Seed, mix each batch differently (as each
+// torch DDP process draws from its own stream) and a run stays repeatable; rank 0's, a single
+// process's, is the seed of a loader without ranks.
+func mixSeed(cfg Config) uint64 {
+	if cfg.Rank == 0 {
+		return rng.Mix(cfg.Seed, cfg.Mix.Seed)
+	}
+	return rng.Mix(cfg.Seed, cfg.Mix.Seed, uint64(cfg.Rank))
 }

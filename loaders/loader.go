@@ -159,9 +159,11 @@ type Config struct {
 	Collate func(*HostBatch) error
 	// Mix, when it sets an alpha, is batch-level MixUp and CutMix (transforms.Mix): each batch is
 	// mixed in its host slot, before Collate and the copy, with draws that depend on (Seed,
-	// Mix.Seed, epoch, the batch's Seq) only, and Batch.Mix says what was drawn, so that the loss
-	// can mix the class ids into soft targets (train.Trainer does). It takes class-id targets (the
-	// default Target). Leave it zero on a loader that evaluates.
+	// Mix.Seed, Rank, epoch, the batch's Seq) only, and Batch.Mix says what was drawn, so that the
+	// loss can mix the class ids into soft targets (train.Trainer does). Each rank of a
+	// data-parallel run draws its own lambdas and boxes, as each process of a torch DDP run does
+	// (the ranks share Seed); rank 0, a single process's, draws what it would alone. It takes
+	// class-id targets (the default Target). Leave it zero on a loader that evaluates.
 	Mix transforms.Mix
 	// Allocator provides the host slots. nil means pinned.Locked() (which falls back to ordinary
 	// memory, reported in Stats, when the system refuses to lock it), registered with the device

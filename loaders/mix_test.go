@@ -70,3 +70,43 @@ func TestLoaderMix(t *testing.T) {
 		}
 	}
 }
+
+// TestLoaderMixRanks: the ranks of a data-parallel run, sharing Seed, each mix with their own
+// draws (MixUp's lambda and CutMix's box), as each torch DDP process does; a rank's draws are
+// the same every time it runs the epoch (another Loader of the same rank included), and rank 0's
+// are a single process's.
+func TestLoaderMixRanks(t *testing.T) {
+	noLeaks(t)
+	ds := rawDataset(64, 4, 5, 3)
+	draws := func(mix transforms.Mix, rank, world int) []transforms.MixParams {
+		l := newLoader(t, ds, Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 5, Mix: mix, Rank: rank, WorldSize: world})
+		var ps []transforms.MixParams
+		for b, err := range l.Epoch(context.Background(), 3) {
+			if err != nil {
+				t.Fatal(err)
+			}
+			ps = append(ps, b.Mix)
+			b.Release()
+		}
+		return ps
+	}
+	for _, mix := range []transforms.Mix{{MixUpAlpha: 0.4, Seed: 2}, {CutMixAlpha: 1, Seed: 2}} {
+		single := draws(mix, 0, 1)
+		r0, r1, again := draws(mix, 0, 2), draws(mix, 1, 2), draws(mix, 1, 2)
+		if len(r0) != 8 || len(r1) != 8 || len(single) != 16 {
+			t.Fatalf("%+v: %d, %d and %d batches; want 8 per rank of 2, 16 alone", mix, len(r0), len(r1), len(single))
+		}
+		if !slices.Equal(r1, again) {
+			t.Errorf("%+v: rank 1 drew %+v, then %+v; want the same draws", mix, r1, again)
+		}
+		if !slices.Equal(r0, single[:8]) {
+			t.Errorf("%+v: rank 0 of 2 drew %+v; want a single process's %+v", mix, r0, single[:8])
+		}
+		for k := range r0 {
+			// (CutMix's lambda is the box's share of 4x5 pixels: two boxes may leave the same.)
+			if !r0[k].Mixed || !r1[k].Mixed || r0[k] == r1[k] || mix.MixUpAlpha > 0 && r0[k].Lambda == r1[k].Lambda {
+				t.Errorf("%+v, batch %d: rank 0 drew %+v, rank 1 %+v; want both mixed, differently (MixUp: with different lambdas)", mix, k, r0[k], r1[k])
+			}
+		}
+	}
+}

@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"math"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -18,14 +17,9 @@ import (
 // (torchvision's FrozenBatchNorm2d). Frozen parameters are checkpointed and exported like the
 // others; Model.Params lists only the trained ones.
 
-// freeze applies the configuration's freezing and learning-rate groups to the unbound model.
+// freeze applies the configuration's freezing and learning-rate groups to the unbound model (the
+// choice between FreezeBackbone and FreezeUpTo and the scale are Config.Validate's to check).
 func (m *Model) freeze(cfg Config) error {
-	if cfg.FreezeBackbone && cfg.FreezeUpTo != "" {
-		return fmt.Errorf("train: %w: FreezeBackbone and FreezeUpTo %q: choose one", ErrConfig, cfg.FreezeUpTo)
-	}
-	if s := cfg.BackboneLRScale; s != 0 && !(s > 0 && !math.IsInf(s, 0)) {
-		return fmt.Errorf("train: %w: backbone learning-rate scale %v; want > 0 (freeze the backbone for none)", ErrConfig, s)
-	}
 	head := m.headLayer()
 	last := -1 // the last frozen layer
 	switch {

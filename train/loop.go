@@ -31,11 +31,12 @@ type Plateau struct {
 // 0, min_lr 0.
 func ReduceLROnPlateau() Plateau { return Plateau{Factor: 0.1, Patience: 10, Threshold: 1e-4} }
 
-// Validate checks the settings (torch refuses a factor of 1 or more; so does it here).
+// Validate checks the settings (torch refuses a factor of 1 or more; so does it here); it refuses
+// with a *FieldError of Field "Plateau".
 func (p Plateau) Validate() error {
 	if !(p.Factor > 0 && p.Factor < 1) || p.Patience < 0 || !(p.Threshold >= 0) || math.IsInf(p.Threshold, 0) || p.Cooldown < 0 ||
 		!(p.MinLR >= 0) || math.IsInf(p.MinLR, 0) {
-		return fmt.Errorf("train: %w: plateau %+v: want 0 < factor < 1, patience, cooldown, threshold and min_lr >= 0", ErrConfig, p)
+		return &FieldError{Field: "Plateau", Value: fmt.Sprintf("%+v", p), Want: "0 < factor < 1, patience, cooldown, threshold and min_lr >= 0"}
 	}
 	return nil
 }
@@ -105,26 +106,6 @@ func (st *loopState) improves(metric float64, higher bool) bool {
 		return metric > st.Best
 	}
 	return metric < st.Best
-}
-
-// validateLoop checks the loop's settings of cfg.
-func validateLoop(cfg Config) error {
-	switch {
-	case cfg.Accumulate < 0:
-		return fmt.Errorf("train: %w: accumulate %d; want >= 1 (0 means 1)", ErrConfig, cfg.Accumulate)
-	case !(cfg.ClipGradNorm >= 0) || math.IsInf(cfg.ClipGradNorm, 0):
-		return fmt.Errorf("train: %w: clip grad norm %v; want a finite norm > 0 (0: none)", ErrConfig, cfg.ClipGradNorm)
-	case !(cfg.EMA >= 0 && cfg.EMA < 1):
-		return fmt.Errorf("train: %w: EMA decay %v; want 0 < decay < 1 (0: none)", ErrConfig, cfg.EMA)
-	case cfg.EMAWarmup && cfg.EMA == 0:
-		return fmt.Errorf("train: %w: EMA warm-up without an EMA decay", ErrConfig)
-	case cfg.EarlyStop < 0:
-		return fmt.Errorf("train: %w: early stop patience %d; want >= 1 (0: none)", ErrConfig, cfg.EarlyStop)
-	}
-	if cfg.Plateau != nil {
-		return cfg.Plateau.Validate()
-	}
-	return nil
 }
 
 // needsMetric reports whether the loop decides on the validation metric, so that Fit needs data to

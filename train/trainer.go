@@ -351,8 +351,11 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if m == nil || dev == nil {
 		return nil, fmt.Errorf("train: %w: nil model or device", ErrConfig)
 	}
-	if cfg.Epochs < 0 || (opt != nil && !(opt.BaseLR() > 0)) {
-		return nil, fmt.Errorf("train: %w: epochs %d, optimizer %v", ErrConfig, cfg.Epochs, opt)
+	if opt != nil && !(opt.BaseLR() > 0) {
+		return nil, fmt.Errorf("train: %w: optimizer %v; want a learning rate > 0", ErrConfig, opt)
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
 	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
@@ -360,17 +363,8 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Schedule == nil {
 		cfg.Schedule = Constant()
 	}
-	if !(cfg.LabelSmoothing >= 0 && cfg.LabelSmoothing < 1) {
-		return nil, fmt.Errorf("train: %w: label smoothing %v; want [0,1)", ErrConfig, cfg.LabelSmoothing)
-	}
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
-	}
-	if cfg.BucketBytes < 0 {
-		return nil, fmt.Errorf("train: %w: bucket bytes %d", ErrConfig, cfg.BucketBytes)
-	}
-	if err := validateLoop(cfg); err != nil {
-		return nil, err
 	}
 	ops, err := kernels.ForPrecision(dev, cfg.Precision)
 	if errors.Is(err, kernels.ErrArgument) { // an unknown precision

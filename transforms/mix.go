@@ -24,7 +24,7 @@ import (
 // into soft targets). A MixUp blend is rounded to uint8, as timm's FastCollateMixup rounds it,
 // within 0.5/255 of torchvision's float blend of the normalized images (normalization is affine,
 // so blending commutes with it); CutMix is exact. What a batch gets depends only on (Seed, epoch,
-// batch sequence number).
+// batch sequence number); loaders.Config.Mix gives each data-parallel rank a Seed of its own.
 type Mix struct {
 	// MixUpAlpha is the Beta(alpha, alpha) parameter of MixUp's weight; 0 disables MixUp
 	// (torchvision's ImageNet recipes: 0.2).

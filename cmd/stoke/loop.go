@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"flag"
 	"fmt"
 	"strconv"
@@ -32,22 +33,41 @@ func (l *loopFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&l.keepBest, "keep-best", "", "write the checkpoint of the epoch with the best evaluation accuracy here")
 }
 
-// apply checks the flags and sets them in cfg.
+// apply sets the flags in cfg; train.Config.Validate checks them (see usageError), but for
+// --accumulate 0, which the flag refuses while Config reads it as 1.
 func (l *loopFlags) apply(cfg *train.Config) error {
-	switch {
-	case l.accumulate < 1:
-		return fmt.Errorf("%w: --accumulate %d; want >= 1", errUsage, l.accumulate)
-	case !(l.clip >= 0) || l.clip > 1e30:
-		return fmt.Errorf("%w: --clip-grad-norm %v; want a norm > 0 (0: none)", errUsage, l.clip)
-	case !(l.ema >= 0 && l.ema < 1):
-		return fmt.Errorf("%w: --ema %v; want a decay 0 < DECAY < 1 (0: none)", errUsage, l.ema)
-	case l.emaWarmup && l.ema == 0:
-		return fmt.Errorf("%w: --ema-warmup needs --ema DECAY", errUsage)
-	case l.earlyStop < 0:
-		return fmt.Errorf("%w: --early-stop %d; want a patience >= 1 (0: never)", errUsage, l.earlyStop)
+	if l.accumulate == 0 {
+		return fmt.Errorf("%w: --accumulate 0; want >= 1", errUsage)
 	}
 	cfg.Accumulate, cfg.ClipGradNorm, cfg.EMA, cfg.EMAWarmup, cfg.EarlyStop, cfg.KeepBest = l.accumulate, l.clip, l.ema, l.emaWarmup, l.earlyStop, l.keepBest
 	return nil
+}
+
+// configFlags names stoke train's flag of each train.Config field a flag sets (--schedule for
+// the plateau's settings).
+var configFlags = map[string]string{
+	"Epochs": "epochs", "LabelSmoothing": "label-smoothing", "FreezeBackbone": "freeze", "FreezeUpTo": "freeze-upto",
+	"BackboneLRScale": "backbone-lr-scale", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
+	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule",
+}
+
+// validateConfig checks cfg with train.Config.Validate, the one owner of its rules, and words a
+// refusal of a setting that a flag of fs made as a usage error naming the flag and its value.
+func validateConfig(fs *flag.FlagSet, cfg train.Config) error {
+	err := cfg.Validate()
+	var fe *train.FieldError
+	if !errors.As(err, &fe) {
+		return err
+	}
+	name, ok := configFlags[fe.Field]
+	f := fs.Lookup(name)
+	if !ok || f == nil {
+		return err
+	}
+	if fe.With != "" {
+		return fmt.Errorf("%w: --%s and --%s: %s", errUsage, name, configFlags[fe.With], fe.Want)
+	}
+	return fmt.Errorf("%w: --%s %s; want %s", errUsage, name, f.Value, fe.Want)
 }
 
 // plateauSchedule parses --schedule plateau[:KEY=VALUE,...], torch's ReduceLROnPlateau on the
@@ -81,10 +101,7 @@ func plateauSchedule(spec string) (*train.Plateau, error) {
 			return nil, fmt.Errorf("%w: --schedule %q: %q; want factor=F, patience=N, threshold=T, cooldown=N or min_lr=X", errUsage, spec, kv)
 		}
 	}
-	if err := p.Validate(); err != nil {
-		return nil, fmt.Errorf("%w: --schedule %q: %v", errUsage, spec, err)
-	}
-	return &p, nil
+	return &p, nil // validateConfig checks it
 }
 
 // scoreNote is what an epoch's line adds to its accuracy: the top-5 accuracy and the EMA's.

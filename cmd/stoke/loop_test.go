@@ -92,12 +92,17 @@ func TestTrainLoopFlags(t *testing.T) {
 	if bytes.Equal(files[0], files[1]) {
 		t.Error("export wrote the same weights with and without --ema")
 	}
+}
 
-	for _, bad := range [][]string{{"--accumulate", "0"}, {"--schedule", "plateau:bogus=1"}, {"--schedule", "plateau:factor=2"}, {"--ema", "1"},
-		{"--ema-warmup"}, {"--early-stop", "-1"}, {"--clip-grad-norm", "-1"}} {
+// TestTrainLoopFlagsRefused: a bad loop flag is a usage error (exit 2) whose message names the
+// flag, whether the flag's parsing or train.Config.Validate refuses it.
+func TestTrainLoopFlagsRefused(t *testing.T) {
+	root := photoFolder(t, 3, 4, nil)
+	for _, bad := range [][]string{{"--accumulate", "0"}, {"--accumulate", "-2"}, {"--schedule", "plateau:bogus=1"}, {"--schedule", "plateau:factor=2"},
+		{"--ema", "1"}, {"--ema-warmup"}, {"--early-stop", "-1"}, {"--clip-grad-norm", "-1"}, {"--clip-grad-norm", "+Inf"}} {
 		_, errOut, code := stoke(t, append([]string{"train", "--data", root, "--size", "8", "--val-split", "0.25", "-q"}, bad...)...)
-		if code != 2 {
-			t.Errorf("train %v: exit %d (%s); want 2", bad, code, errOut)
+		if code != 2 || !strings.Contains(errOut, bad[0]) {
+			t.Errorf("train %v: exit %d (%s); want 2 and a message naming %s", bad, code, errOut, bad[0])
 		}
 	}
 }

@@ -105,14 +105,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, ef.valSplit)
 	case ef.valSplit != 0 && ef.evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
-	case !(*smoothing >= 0 && *smoothing < 1):
-		return fmt.Errorf("%w: --label-smoothing %v; want [0,1)", errUsage, *smoothing)
 	case *classes < 0 || *classes > maxClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
-	case *freeze && *freezeUpTo != "":
-		return fmt.Errorf("%w: --freeze and --freeze-upto: choose one", errUsage)
-	case !(*backboneLR >= 0) || math.IsInf(*backboneLR, 0):
-		return fmt.Errorf("%w: --backbone-lr-scale %v; want a finite factor > 0 (or --freeze)", errUsage, *backboneLR)
 	}
 	var opt train.Optimizer
 	switch *optName {
@@ -138,6 +132,18 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		sched = train.Constant()
+	}
+	cfg := train.Config{
+		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
+		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
+		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		SyncBatchNorm: *syncBN, Plateau: plateau,
+	}
+	if err := loop.apply(&cfg); err != nil {
+		return err
+	}
+	if err := validateConfig(fs, cfg); err != nil {
+		return err
 	}
 	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
 	if err != nil {
@@ -199,32 +205,24 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 
 	var bar *progress.Bar
-	cfg := train.Config{
-		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint, Resume: *resume,
-		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
-		Dist: group, DeviceReduce: onDevice, SyncBatchNorm: *syncBN, Plateau: plateau,
-		Progress: func(p *train.Progress) {
-			logs.progress(p, sets.evalName)
-			if p.Done {
-				if bar != nil {
-					bar.Finish()
-					bar = nil
-				}
-				r := p.Result
-				e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
-					r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
-				return
+	cfg.Resume, cfg.Dist, cfg.DeviceReduce = *resume, group, onDevice
+	cfg.Progress = func(p *train.Progress) {
+		logs.progress(p, sets.evalName)
+		if p.Done {
+			if bar != nil {
+				bar.Finish()
+				bar = nil
 			}
-			if bar == nil {
-				bar = progress.New(e.stderr, e.progressMode(), fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), "step", int64(p.Steps))
-			}
-			bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
-			bar.Add(1)
-		},
-	}
-	if err := loop.apply(&cfg); err != nil {
-		return err
+			r := p.Result
+			e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
+				r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
+			return
+		}
+		if bar == nil {
+			bar = progress.New(e.stderr, e.progressMode(), fmt.Sprintf("epoch %d/%d", p.Epoch, p.Epochs), "step", int64(p.Steps))
+		}
+		bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
+		bar.Add(1)
 	}
 	tr, err := train.New(m, dev, opt, cfg)
 	if err != nil {
