@@ -367,12 +367,16 @@ func TestShardFolder(t *testing.T) {
 // storeShards writes n samples into plain shards of 4 samples (with their index.json) and serves
 // them from a remotetest.Store over HTTPS, through wrap when it is not nil; the package's client
 // trusts the server for the test's duration, with the stall limit given.
-func storeShards(t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+func storeShards(
+	t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler,
+) (files map[string][]byte, st *remotetest.Store, base string) {
 	return storeShardsAs(t, "shard-%06d.tar", n, timeout, wrap)
 }
 
 // storeShardsAs is storeShards with the shards' name pattern (".tar.zst": compressed).
-func storeShardsAs(t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+func storeShardsAs(
+	t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler,
+) (files map[string][]byte, st *remotetest.Store, base string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeShards(t, filepath.Join(dir, pattern), 4, testSamples(t, n))
@@ -502,7 +506,8 @@ func TestSkipDoesNotHideOutage(t *testing.T) {
 				}
 				b.Release()
 			}
-			if !errors.Is(epochErr, loaders.ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") || !strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
+			if !errors.Is(epochErr, loaders.ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") ||
+				!strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
 				t.Fatalf("epoch over a refused shard under Skip: %v (skipped %d); want loaders.ErrStorage with HTTP 403 naming the shard", epochErr, l.Stats().Skipped)
 			}
 		})
