@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
@@ -68,11 +69,8 @@ func BenchmarkShardsEpoch(b *testing.B) {
 			b.ReportAllocs()
 			e := 0
 			for b.Loop() {
-				for batch, err := range l.Epoch(context.Background(), e) {
-					if err != nil {
-						b.Fatal(err)
-					}
-					batch.Release()
+				if err := loadertest.Err(l.Epoch(context.Background(), e)); err != nil {
+					b.Fatal(err)
 				}
 				e++
 			}

@@ -8,18 +8,19 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 )
 
 func TestImageFolder(t *testing.T) {
 	root := t.TempDir()
 	// Classes must come out sorted whatever order they are created in.
-	writeFile(t, filepath.Join(root, "zebra", "b.PNG"), pngImage(t, 4, 3, 1))
-	writeFile(t, filepath.Join(root, "zebra", "a.png"), pngImage(t, 4, 3, 2))
+	writeFile(t, filepath.Join(root, "zebra", "b.PNG"), loadertest.PNG(t, 4, 3, 1))
+	writeFile(t, filepath.Join(root, "zebra", "a.png"), loadertest.PNG(t, 4, 3, 2))
 	writeFile(t, filepath.Join(root, "zebra", "notes.txt"), []byte("not an image"))
-	writeFile(t, filepath.Join(root, "ant", "deep", "c.png"), pngImage(t, 5, 5, 3))
-	writeFile(t, filepath.Join(root, "ant", ".hidden.png"), pngImage(t, 5, 5, 4))
-	writeFile(t, filepath.Join(root, ".cache", "x.png"), pngImage(t, 5, 5, 5))
+	writeFile(t, filepath.Join(root, "ant", "deep", "c.png"), loadertest.PNG(t, 5, 5, 3))
+	writeFile(t, filepath.Join(root, "ant", ".hidden.png"), loadertest.PNG(t, 5, 5, 4))
+	writeFile(t, filepath.Join(root, ".cache", "x.png"), loadertest.PNG(t, 5, 5, 5))
 	writeFile(t, filepath.Join(root, "README"), []byte("top-level files are not classes"))
 
 	f, err := NewImageFolder(root)

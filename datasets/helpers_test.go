@@ -5,9 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/binary"
-	"image"
-	"image/color"
-	"image/png"
 	"os"
 	"path/filepath"
 	"testing"
@@ -59,21 +56,6 @@ func zst(t testing.TB, b []byte) []byte {
 	}
 	defer zw.Close()
 	return zw.EncodeAll(b, nil)
-}
-
-// pngImage encodes a w x h RGB image whose pixels depend on seed.
-func pngImage(t testing.TB, w, h int, seed byte) []byte {
-	img := image.NewNRGBA(image.Rect(0, 0, w, h))
-	for y := range h {
-		for x := range w {
-			img.SetNRGBA(x, y, color.NRGBA{seed + byte(x), byte(y) * 3, seed ^ byte(x+y), 255})
-		}
-	}
-	var b bytes.Buffer
-	if err := png.Encode(&b, img); err != nil {
-		t.Fatal(err)
-	}
-	return b.Bytes()
 }
 
 type member struct {

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pinned"
@@ -53,7 +54,7 @@ func mkfifo(t *testing.T, path string) {
 func TestNotRegularFiles(t *testing.T) {
 	dir := t.TempDir()
 	// An image folder whose second image is a FIFO, whose third is a link to /dev/zero.
-	writeFile(t, filepath.Join(dir, "imgs", "a", "0.png"), pngImage(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "imgs", "a", "0.png"), loadertest.PNG(t, 2, 2, 0))
 	mkfifo(t, filepath.Join(dir, "imgs", "a", "1.png"))
 	if err := os.Symlink("/dev/zero", filepath.Join(dir, "imgs", "a", "2.png")); err != nil {
 		t.Fatal(err)
@@ -358,7 +359,7 @@ func TestCompressedShardMemory(t *testing.T) {
 // others (.txt, .npy, anything else), however many and large, are skipped, not held in memory.
 func TestShardStreamSkipsOtherMembers(t *testing.T) {
 	const extra, size = 24, 1 << 20
-	members := []member{{"a.png", pngImage(t, 4, 4, 1)}, {"a.cls", []byte("3")}}
+	members := []member{{"a.png", loadertest.PNG(t, 4, 4, 1)}, {"a.cls", []byte("3")}}
 	for k := range extra {
 		members = append(members, member{fmt.Sprintf("a.x%d", k), make([]byte, size)})
 	}
@@ -386,7 +387,7 @@ func TestShardStreamSkipsOtherMembers(t *testing.T) {
 func TestShardHugeMemberSize(t *testing.T) {
 	var b bytes.Buffer
 	tw := tar.NewWriter(&b)
-	img := pngImage(t, 2, 2, 1)
+	img := loadertest.PNG(t, 2, 2, 1)
 	tw.WriteHeader(&tar.Header{Name: "a.png", Mode: 0o644, Size: int64(len(img)), Typeflag: tar.TypeReg})
 	tw.Write(img)
 	tw.WriteHeader(&tar.Header{Name: "a.cls", Mode: 0o644, Size: 1, Typeflag: tar.TypeReg})
@@ -411,7 +412,7 @@ func TestShardHugeMemberSize(t *testing.T) {
 // "unknown format").
 func TestEmptyImageFile(t *testing.T) {
 	dir := t.TempDir()
-	writeFile(t, filepath.Join(dir, "a", "0.png"), pngImage(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "a", "0.png"), loadertest.PNG(t, 2, 2, 0))
 	writeFile(t, filepath.Join(dir, "a", "1.png"), nil)
 	f, err := NewImageFolder(dir)
 	if err != nil {
@@ -422,14 +423,7 @@ func TestEmptyImageFile(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Close()
-	var last error
-	for b, err := range l.Epoch(t.Context(), 0) {
-		if err != nil {
-			last = err
-			break
-		}
-		b.Release()
-	}
+	last := loadertest.Err(l.Epoch(t.Context(), 0))
 	if !errors.Is(last, transforms.ErrCorrupt) || !strings.Contains(fmt.Sprint(last), "empty image (0 bytes)") || !strings.Contains(fmt.Sprint(last), f.Path(1)) {
 		t.Errorf("epoch with an empty image file = %v; want ErrCorrupt naming %s as empty", last, f.Path(1))
 	}

@@ -17,6 +17,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/packdir"
 	"github.com/stoke-ml/stoke/internal/remote"
 	"github.com/stoke-ml/stoke/internal/remote/remotetest"
@@ -285,7 +286,7 @@ func sumFileSizes(ix shardIndex) int64 {
 // TestStreamSizedLocal: OpenStream over local shards that stoke pack wrote (named by their folder or
 // by a glob) knows their sizes from the index, so that ranks split whole shards.
 func TestStreamSizedLocal(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dir := t.TempDir()
 	ds := rawDataset(23, 2, 2, 1)
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 5, readAll(t, ds))
@@ -324,7 +325,7 @@ func TestStreamSizedLocal(t *testing.T) {
 // TestStreamPrefetch: a stream over remote shards with a cache downloads the next shards of the
 // epoch's (shuffled) order while the current one is read, and reads the same samples.
 func TestStreamPrefetch(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dir, h, base := serveShards(t, 12, nil)
 	src, err := Opener{CacheDir: t.TempDir()}.OpenStream("shards:"+base+"/zst/"+IndexName, "")
 	if err != nil {
@@ -402,7 +403,7 @@ func noisySamples(n int) []loaders.Sample {
 // TestFramedShardsRemote: a compressed shard listed with its frames is read sample by sample over
 // HTTPS: one ranged GET of the frames that hold the sample, not the shard.
 func TestFramedShardsRemote(t *testing.T) {
-	noLeaks(t) // pooled decoders start no goroutine
+	loadertest.NoLeaks(t) // pooled decoders start no goroutine
 	dir := t.TempDir()
 	samples := noisySamples(16)
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar.zst"), 8, samples)

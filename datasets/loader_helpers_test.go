@@ -1,39 +1,26 @@
 package datasets
 
 import (
-	"bytes"
 	"context"
-	"encoding/binary"
-	"hash/crc32"
 	"slices"
 	"sync"
 	"testing"
 
-	"go.uber.org/goleak"
-
-	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// Helpers that build and drain Loaders over this package's datasets (copies of those in
-// package loaders' own tests, which this package cannot import).
-
-// noLeaks checks for leaked goroutines after the test's other cleanups (Loader.Close) ran.
-func noLeaks(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
-}
+// Helpers that build and drain Loaders over this package's datasets, on those of
+// internal/loadertest (package loaders' own tests have the same thin wrappers: loadertest cannot
+// name loaders' types).
 
 // rawDataset returns n samples of h x w x c pixels; pixel j of sample i is byte(i*7 + j), label i%5.
 func rawDataset(n, h, w, c int) *loaders.Memory {
 	samples := make([]loaders.Sample, n)
 	for i := range samples {
-		px := make([]byte, h*w*c)
-		for j := range px {
-			px[j] = byte(i*7 + j)
-		}
-		samples[i] = loaders.Sample{Input: transforms.Input{Pixels: px, H: h, W: w, C: c}, Label: i % 5}
+		samples[i] = loaders.Sample{Input: loadertest.RawInput(i, h, w, c), Label: i % 5}
 	}
 	return loaders.NewMemory(loaders.Info{Name: "raw", NumClasses: 5, Shape: transforms.Shape{C: c, H: h, W: w}}, samples)
 }
@@ -48,16 +35,8 @@ type got struct {
 
 func hostBatch(t testing.TB, b *loaders.Batch) got {
 	t.Helper()
-	img, ok1 := gpu.HostBytes(b.Images)
-	lab, ok2 := gpu.HostBytes(b.Labels)
-	if !ok1 || !ok2 {
-		t.Fatal("batch buffers are not CPU-backend buffers")
-	}
-	g := got{images: bytes.Clone(img[:b.N*b.Shape.Len()]), indices: slices.Clone(b.Indices), seq: b.Seq}
-	for k := range b.N {
-		g.labels = append(g.labels, int32(binary.LittleEndian.Uint32(lab[4*k:])))
-	}
-	return g
+	img, lab := loadertest.Host(t, b.Images, b.Labels, b.N, b.Shape.Len())
+	return got{images: img, labels: lab, indices: slices.Clone(b.Indices), seq: b.Seq}
 }
 
 func newLoader(t testing.TB, ds loaders.Dataset, cfg loaders.Config) *loaders.Loader {
@@ -65,47 +44,19 @@ func newLoader(t testing.TB, ds loaders.Dataset, cfg loaders.Config) *loaders.Lo
 	if cfg.Allocator == nil {
 		cfg.Allocator = pinned.Heap() // keep tests independent of the machine's mlock limit
 	}
-	return closeAtEnd(t)(loaders.New(ds, cfg))
-}
-
-// closeAtEnd takes what New or NewStream returned: it fails the test on an error, and closes the
-// Loader when the test ends.
-func closeAtEnd(t testing.TB) func(*loaders.Loader, error) *loaders.Loader {
-	return func(l *loaders.Loader, err error) *loaders.Loader {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := l.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return l
-	}
+	return loadertest.CloseAtEnd[*loaders.Loader](t)(loaders.New(ds, cfg))
 }
 
 // epoch collects every batch of one epoch; stopAfter >= 0 breaks after that many batches.
 func epoch(t testing.TB, l *loaders.Loader, e, stopAfter int) []got {
 	t.Helper()
-	var out []got
-	for b, err := range l.Epoch(context.Background(), e) {
-		if err != nil {
-			t.Fatalf("Epoch(%d): %v", e, err)
-		}
-		out = append(out, hostBatch(t, b))
-		b.Release()
-		if len(out) == stopAfter {
-			break
-		}
-	}
-	return out
+	return loadertest.Epoch(t, l.Epoch(context.Background(), e), stopAfter, hostBatch)
 }
 
 func newStreamLoader(t testing.TB, src loaders.StreamSource, cfg loaders.Config) *loaders.Loader {
 	t.Helper()
 	cfg.Allocator = pinned.Heap()
-	return closeAtEnd(t)(loaders.NewStream(src, cfg))
+	return loadertest.CloseAtEnd[*loaders.Loader](t)(loaders.NewStream(src, cfg))
 }
 
 // recordingSource wraps a SizedSource and records, from the Loader's source goroutine, the parts it
@@ -173,21 +124,6 @@ func (s *recordingStream) Next(ctx context.Context) (loaders.Sample, error) {
 	}
 	s.first = false
 	return smp, nil
-}
-
-// pngHeader returns a PNG signature and IHDR chunk declaring w x h RGB pixels, without any data.
-func pngHeader(w, h uint32) []byte {
-	var ihdr bytes.Buffer
-	ihdr.WriteString("IHDR")
-	binary.Write(&ihdr, binary.BigEndian, w)
-	binary.Write(&ihdr, binary.BigEndian, h)
-	ihdr.Write([]byte{8, 2, 0, 0, 0})
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	binary.Write(&b, binary.BigEndian, uint32(ihdr.Len()-4))
-	b.Write(ihdr.Bytes())
-	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(ihdr.Bytes()))
-	return b.Bytes()
 }
 
 var crop1 = transforms.Compose(transforms.CenterCrop(1))

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -17,7 +18,7 @@ import (
 // Tests of the Loader (package loaders) over the datasets of this package.
 
 func TestLoaderBadSamples(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	root := badFolder(t)
 	ds, err := NewImageFolder(root)
 	if err != nil {
@@ -27,14 +28,7 @@ func TestLoaderBadSamples(t *testing.T) {
 
 	t.Run("fail fast", func(t *testing.T) {
 		l := newLoader(t, ds, loaders.Config{Batch: 3, Workers: 2, Transform: tf})
-		var err error
-		for b, e := range l.Epoch(context.Background(), 0) {
-			if e != nil {
-				err = e
-				break
-			}
-			b.Release()
-		}
+		err := loadertest.Err(l.Epoch(context.Background(), 0))
 		var se *loaders.SampleError
 		if !errors.As(err, &se) || !strings.Contains(err.Error(), root) || se.Key == "" {
 			t.Fatalf("epoch error = %v; want a SampleError naming a file under %s", err, root)
@@ -42,7 +36,7 @@ func TestLoaderBadSamples(t *testing.T) {
 	})
 	t.Run("header bomb", func(t *testing.T) {
 		i := slices.IndexFunc(ds.paths, func(p string) bool { return strings.HasSuffix(p, "bomb.png") })
-		l := newLoader(t, loaders.NewMemory(loaders.Info{Name: "bomb"}, []loaders.Sample{{Input: transforms.Input{Encoded: pngHeader(50000, 50000)},
+		l := newLoader(t, loaders.NewMemory(loaders.Info{Name: "bomb"}, []loaders.Sample{{Input: transforms.Input{Encoded: loadertest.PNGHeader(50000, 50000)},
 			Key: ds.paths[i]}}), loaders.Config{Batch: 1, Transform: tf})
 		for _, err := range l.Epoch(context.Background(), 0) {
 			if !errors.Is(err, transforms.ErrTooLarge) || !strings.Contains(err.Error(), "bomb.png") {
@@ -108,7 +102,7 @@ func TestLoaderNormalization(t *testing.T) {
 
 // TestLoaderFormats runs one epoch of every dataset format through the Loader.
 func TestLoaderFormats(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dir := t.TempDir()
 	img, lab := mnistFiles(9, 28, 28)
 	mn, err := ParseMNIST("mnist", bytes.NewReader(img), bytes.NewReader(lab))
@@ -120,7 +114,7 @@ func TestLoaderFormats(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i := range 5 {
-		writeFile(t, filepath.Join(dir, "folder", fmt.Sprint("class", i%2), fmt.Sprint(i, ".png")), pngImage(t, 9+i, 7, byte(i)))
+		writeFile(t, filepath.Join(dir, "folder", fmt.Sprint("class", i%2), fmt.Sprint(i, ".png")), loadertest.PNG(t, 9+i, 7, byte(i)))
 	}
 	folder, err := NewImageFolder(filepath.Join(dir, "folder"))
 	if err != nil {
@@ -164,7 +158,7 @@ func TestLoaderFormats(t *testing.T) {
 // TestStreamShards reads packed shards both ways: the stream loader (DropLast) yields batches of
 // the same samples as the random-access loader, without the short last batch.
 func TestStreamShards(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(23, 2, 2, 1)
 	dir := t.TempDir()
 	writeShards(t, filepath.Join(dir, "s-%04d.tar"), 5, readAll(t, ds))
@@ -215,7 +209,7 @@ func TestStreamShards(t *testing.T) {
 // only its own files), with equal batches and every sample on exactly one rank; a sampler keeps
 // the sample split.
 func TestLoaderShardRanks(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	sh, err := OpenShards("s", writeShards(t, filepath.Join(t.TempDir(), "s-%04d.tar"), 5, readAll(t, rawDataset(20, 1, 1, 1))).Shards())
 	if err != nil {
 		t.Fatal(err)
@@ -268,12 +262,12 @@ func TestLoaderShardRanks(t *testing.T) {
 func badFolder(t testing.TB) string {
 	root := t.TempDir()
 	for i := range 6 {
-		writeFile(t, filepath.Join(root, fmt.Sprint("c", i%2), fmt.Sprintf("good%d.png", i)), pngImage(t, 10, 10, byte(i)))
+		writeFile(t, filepath.Join(root, fmt.Sprint("c", i%2), fmt.Sprintf("good%d.png", i)), loadertest.PNG(t, 10, 10, byte(i)))
 	}
-	good := pngImage(t, 30, 30, 1)
+	good := loadertest.PNG(t, 30, 30, 1)
 	writeFile(t, filepath.Join(root, "c0", "truncated.png"), good[:len(good)/2])
 	writeFile(t, filepath.Join(root, "c0", "garbage.jpg"), bytes.Repeat([]byte("not a jpeg "), 20))
 	writeFile(t, filepath.Join(root, "c1", "empty.png"), nil)
-	writeFile(t, filepath.Join(root, "c1", "bomb.png"), pngHeader(50000, 50000))
+	writeFile(t, filepath.Join(root, "c1", "bomb.png"), loadertest.PNGHeader(50000, 50000))
 	return root
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 )
 
@@ -16,10 +17,10 @@ func TestOpen(t *testing.T) {
 	writeFile(t, filepath.Join(dir, "mnist", "train-labels-idx1-ubyte.gz"), gz(t, lab))
 	writeFile(t, filepath.Join(dir, "c10", "test_batch.bin"), cifarRecords(3, 1, func(int) byte { return 1 }))
 	writeFile(t, filepath.Join(dir, "c100", "cifar-100-binary", "train.bin"), cifarRecords(5*cifarFileRecords, 2, func(int) byte { return 1 }))
-	writeFile(t, filepath.Join(dir, "imgs", "train", "cat", "a.png"), pngImage(t, 2, 2, 0))
-	writeFile(t, filepath.Join(dir, "imgs", "train", "dog", "a.png"), pngImage(t, 2, 2, 0))
-	writeFile(t, filepath.Join(dir, "imgs", "test", "cat", "a.png"), pngImage(t, 2, 2, 0))
-	writeFile(t, filepath.Join(dir, "flat", "cat", "a.png"), pngImage(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "imgs", "train", "cat", "a.png"), loadertest.PNG(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "imgs", "train", "dog", "a.png"), loadertest.PNG(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "imgs", "test", "cat", "a.png"), loadertest.PNG(t, 2, 2, 0))
+	writeFile(t, filepath.Join(dir, "flat", "cat", "a.png"), loadertest.PNG(t, 2, 2, 0))
 	writeShards(t, filepath.Join(dir, "sh", "x-%02d.tar"), 2, testSamples(t, 5))
 
 	tests := []struct {

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/remote"
 	"github.com/stoke-ml/stoke/internal/remote/remotetest"
 	"github.com/stoke-ml/stoke/loaders"
@@ -116,7 +117,7 @@ func TestRemoteBracesIndex(t *testing.T) {
 // TestRemotePrefetchFollowsRank: with two ranks splitting the shards, rank 0's cache downloads its
 // own shards (ahead, in the order it reads them) and never one that only rank 1 reads.
 func TestRemotePrefetchFollowsRank(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dir := t.TempDir()
 	writeShards(t, filepath.Join(dir, "shard-%06d.tar"), 2, testSamples(t, 16))
 	files := readFiles(t, dir)

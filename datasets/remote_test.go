@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/remote"
 	"github.com/stoke-ml/stoke/internal/remote/remotetest"
 	"github.com/stoke-ml/stoke/loaders"
@@ -297,7 +298,7 @@ func TestS3Shards(t *testing.T) {
 // once) over shards behind every fault in a loop: the batches are those of the same shards on disk,
 // nothing lost, nothing repeated.
 func TestLoaderOverFaultyStore(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dir, _, base := serveShards(t, 23, remotetest.AllFaults)
 	run := func(spec string) []got {
 		ds, err := Open(spec, "")
@@ -335,7 +336,7 @@ func TestRemoteIndexURLsStayInFolder(t *testing.T) {
 	for _, u := range []string{"%2e%2e/%2e%2e/secret.tar", "%2E%2E/secret.tar", "sub/%2e%2e/%2e%2e/secret.tar", "%2e/x.tar"} {
 		files := map[string][]byte{
 			"p/" + IndexName: fmt.Appendf(nil, `{"__kind__":"wids-shard-index-v1","shardlist":[{"url":%q,"nsamples":1,"filesize":3072}]}`, u),
-			"secret.tar":     tarOf(t, member{"a.png", pngImage(t, 2, 2, 1)}, member{"a.cls", []byte("0")}),
+			"secret.tar":     tarOf(t, member{"a.png", loadertest.PNG(t, 2, 2, 1)}, member{"a.cls", []byte("0")}),
 		}
 		h, base := serveFiles(t, files)
 		_, err := Open("shards:"+base+"/p/"+IndexName, "")
@@ -367,12 +368,16 @@ func TestShardFolder(t *testing.T) {
 // storeShards writes n samples into plain shards of 4 samples (with their index.json) and serves
 // them from a remotetest.Store over HTTPS, through wrap when it is not nil; the package's client
 // trusts the server for the test's duration, with the stall limit given.
-func storeShards(t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+func storeShards(
+	t *testing.T, n int, timeout time.Duration, wrap func(http.Handler) http.Handler,
+) (files map[string][]byte, st *remotetest.Store, base string) {
 	return storeShardsAs(t, "shard-%06d.tar", n, timeout, wrap)
 }
 
 // storeShardsAs is storeShards with the shards' name pattern (".tar.zst": compressed).
-func storeShardsAs(t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler) (files map[string][]byte, st *remotetest.Store, base string) {
+func storeShardsAs(
+	t *testing.T, pattern string, n int, timeout time.Duration, wrap func(http.Handler) http.Handler,
+) (files map[string][]byte, st *remotetest.Store, base string) {
 	t.Helper()
 	dir := t.TempDir()
 	writeShards(t, filepath.Join(dir, pattern), 4, testSamples(t, n))
@@ -464,7 +469,7 @@ func writeTemp(t *testing.T, b []byte) string {
 // whose reads stall at most stall, with a cache or without.
 func openStalledShards(t *testing.T, stall time.Duration, cache bool, mw func(h http.Handler, w http.ResponseWriter, r *http.Request)) *Shards {
 	t.Helper()
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	_, _, base := storeShards(t, 12, stall, func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { mw(h, w, r) })
 	})
@@ -494,15 +499,9 @@ func TestSkipDoesNotHideOutage(t *testing.T) {
 				h.ServeHTTP(w, r)
 			})
 			l := newLoader(t, ds, loaders.Config{Batch: 4, Workers: 2, OnError: loaders.Skip, Transform: transforms.Compose(transforms.ResizeTo(3, 3))})
-			var epochErr error
-			for b, err := range l.Epoch(context.Background(), 0) {
-				if err != nil {
-					epochErr = err
-					break
-				}
-				b.Release()
-			}
-			if !errors.Is(epochErr, loaders.ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") || !strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
+			epochErr := loadertest.Err(l.Epoch(context.Background(), 0))
+			if !errors.Is(epochErr, loaders.ErrStorage) || !strings.Contains(fmt.Sprint(epochErr), "403") ||
+				!strings.Contains(fmt.Sprint(epochErr), "shard-000001.tar") {
 				t.Fatalf("epoch over a refused shard under Skip: %v (skipped %d); want loaders.ErrStorage with HTTP 403 naming the shard", epochErr, l.Stats().Skipped)
 			}
 		})
@@ -661,7 +660,7 @@ func TestRemoteIndexCacheSeesReplacement(t *testing.T) {
 // TestRemoteCacheBelowOneShard: with --cache-size below one shard, an epoch of two workers over
 // three shards (and the downloads ahead) completes with every sample: copies thrash, reads never fail.
 func TestRemoteCacheBelowOneShard(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	_, _, base := storeShards(t, 12, 200*time.Millisecond, nil)
 	ds, err := Opener{CacheDir: t.TempDir(), CacheSize: 1}.Open("shards:"+base+"/index.json", "")
 	if err != nil {

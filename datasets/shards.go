@@ -213,13 +213,16 @@ func (s *Shards) openIndexed(ctx context.Context, i int, path string, entry *sha
 	}
 	if end+tarEOFMarker > fh.Size() {
 		fh.Close()
-		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, past the tar's %d bytes and its end marker: %w", IndexName, end, fh.Size(), loaders.ErrCorrupt)
+		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, past the tar's %d bytes and its end marker: %w",
+			IndexName, end, fh.Size(), loaders.ErrCorrupt)
 	}
 	// ShardWriter ends the tar with the marker right after the last run: bytes between them would
 	// be members (samples) that the index does not list, a dataset quietly smaller than the shard.
 	if end+tarEOFMarker < fh.Size() {
 		fh.Close()
-		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, but the tar holds %d bytes: %d bytes before its end marker that no listed sample covers: %w", IndexName, end, fh.Size(), fh.Size()-end-tarEOFMarker, loaders.ErrCorrupt)
+		return nil, fmt.Errorf("the samples' runs in %s end at byte %d, but the tar holds %d bytes: "+
+			"%d bytes before its end marker that no listed sample covers: %w",
+			IndexName, end, fh.Size(), fh.Size()-end-tarEOFMarker, loaders.ErrCorrupt)
 	}
 	return fh, nil
 }
@@ -256,7 +259,8 @@ func localEntry(ctx context.Context, path string, listed *shardEntry, idx map[st
 	dir, base, index := shardFolder(path)
 	if !remote.IsURL(path) {
 		if _, err := os.Lstat(filepath.Join(dir, packdir.LockName)); err == nil {
-			return nil, fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w", dir, packdir.LockName, loaders.ErrCorrupt)
+			return nil, fmt.Errorf("%s holds %s: a pack into it is running, failed or was interrupted; pack again (stoke pack --overwrite): %w",
+				dir, packdir.LockName, loaders.ErrCorrupt)
 		}
 	}
 	if listed != nil {
@@ -460,7 +464,8 @@ func (s *Shards) Sample(ctx context.Context, i int) (loaders.Sample, error) {
 		return loaders.Sample{}, err
 	}
 	if m.n > maxFileBytes {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, loaders.ErrCorrupt)}
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key,
+			Err: fmt.Errorf(".%s member of %d bytes exceeds %d: %w", m.payload, m.n, maxFileBytes, loaders.ErrCorrupt)}
 	}
 	b := make([]byte, m.n)
 	fh, err := sh.fileOf(ctx)
@@ -482,7 +487,8 @@ func (s *Shards) indexedSample(ctx context.Context, sh *shardData, i, j int) (lo
 	n := sh.ends[j] - start
 	key := fmt.Sprintf("%s:#%d", sh.path, j) // until the run names the sample
 	if n > maxFileBytes {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: fmt.Errorf("run of %d bytes at offset %d exceeds %d: %w", n, start, maxFileBytes, loaders.ErrCorrupt)}
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key,
+			Err: fmt.Errorf("run of %d bytes at offset %d exceeds %d: %w", n, start, maxFileBytes, loaders.ErrCorrupt)}
 	}
 	fh, err := sh.fileOf(ctx)
 	if err != nil {
@@ -494,7 +500,8 @@ func (s *Shards) indexedSample(ctx context.Context, sh *shardData, i, j int) (lo
 	}
 	m, err := parseRun(b)
 	if err != nil {
-		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key, Err: fmt.Errorf("bytes %d-%d (its run in %s): %w", start, start+n-1, IndexName, err)}
+		return loaders.Sample{}, &loaders.SampleError{Dataset: s.name, Index: i, Key: key,
+			Err: fmt.Errorf("bytes %d-%d (its run in %s): %w", start, start+n-1, IndexName, err)}
 	}
 	key = sh.path + ":" + m.key
 	if m.labelErr != nil {

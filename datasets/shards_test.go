@@ -15,6 +15,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -46,7 +47,7 @@ func testSamples(t testing.TB, n int) []loaders.Sample {
 	for i := range out {
 		out[i].Label = i % 3
 		if i%2 == 0 {
-			out[i].Input.Encoded = pngImage(t, 3+i, 2, byte(i))
+			out[i].Input.Encoded = loadertest.PNG(t, 3+i, 2, byte(i))
 		} else {
 			px := make([]byte, 2*3*3)
 			for j := range px {
@@ -190,7 +191,7 @@ func payload(s loaders.Sample) []byte {
 func TestShardsPythonLayout(t *testing.T) {
 	// Members as Python writers lay them out: keys with folders, several members per key, extra
 	// members Stoke ignores, labels in .cls or .json, and metadata members to skip.
-	img := pngImage(t, 2, 2, 9)
+	img := loadertest.PNG(t, 2, 2, 9)
 	data := tarOf(t,
 		member{"__meta__", []byte("x")},
 		member{"train/n01/img_a.JPG", img},
@@ -223,7 +224,7 @@ func TestShardsPythonLayout(t *testing.T) {
 }
 
 func TestShardsCorrupt(t *testing.T) {
-	img := pngImage(t, 2, 2, 1)
+	img := loadertest.PNG(t, 2, 2, 1)
 	good := tarOf(t, member{"a.png", img}, member{"a.cls", []byte("1")})
 	tests := []struct {
 		name string
@@ -294,7 +295,7 @@ func TestShardWriterRejects(t *testing.T) {
 	}{
 		{"unknown format", loaders.Sample{Input: transforms.Input{Encoded: []byte("hello")}}, loaders.ErrCorrupt},
 		{"pixels of wrong length", loaders.Sample{Input: transforms.Input{Pixels: []byte{1}, H: 2, W: 2, C: 1}}, loaders.ErrCorrupt},
-		{"negative label", loaders.Sample{Input: transforms.Input{Encoded: pngImage(t, 1, 1, 0)}, Label: -2}, loaders.ErrLabel},
+		{"negative label", loaders.Sample{Input: transforms.Input{Encoded: loadertest.PNG(t, 1, 1, 0)}, Label: -2}, loaders.ErrLabel},
 	}
 	for _, tc := range tests {
 		if err := w.Write(tc.s); !errors.Is(err, tc.want) {
@@ -307,7 +308,7 @@ func TestShardWriterRejects(t *testing.T) {
 }
 
 func FuzzShards(f *testing.F) {
-	img := pngImage(f, 2, 2, 1)
+	img := loadertest.PNG(f, 2, 2, 1)
 	good := tarOf(f, member{"a.png", img}, member{"a.cls", []byte("1")}, member{"b.raw", []byte{1, 2, 3, 4}}, member{"b.json",
 		[]byte(`{"shape":[2,2],"label":3}`)})
 	f.Add(good)
@@ -366,7 +367,7 @@ func TestShardStreamCancelAndClose(t *testing.T) {
 // sample read fine).
 func TestShardLabelPastInt32(t *testing.T) {
 	dir := t.TempDir()
-	png := pngImage(t, 4, 4, 1)
+	png := loadertest.PNG(t, 4, 4, 1)
 	writeFile(t, filepath.Join(dir, "x.tar"), tarOf(t,
 		member{"a.png", png}, member{"a.cls", []byte("1")},
 		member{"b.png", png}, member{"b.cls", []byte(strconv.Itoa(math.MaxInt))}))

@@ -9,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/loaders"
 )
 
@@ -49,7 +50,7 @@ func wantNoSplit(t *testing.T, spec, split, have string) {
 // of their names; a folder of class folders is the train split alone.
 func TestFolderSplits(t *testing.T) {
 	dir := t.TempDir()
-	img := pngImage(t, 2, 2, 0)
+	img := loadertest.PNG(t, 2, 2, 0)
 	for split, n := range map[string]int{"train": 3, "validation": 2, "test": 1} {
 		for i := range n {
 			writeFile(t, filepath.Join(dir, "all", split, "cat", string(rune('a'+i))+".png"), img)

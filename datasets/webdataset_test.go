@@ -10,6 +10,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stoke-ml/stoke/internal/loadertest"
 )
 
 // webdatasetPython returns a Python interpreter with the webdataset package, named by
@@ -76,7 +78,7 @@ for s in wds.WebDataset(sys.argv[1:], shardshuffle=False):
 func TestStokeReadsWebDatasetShards(t *testing.T) {
 	py := webdatasetPython(t)
 	dir := t.TempDir()
-	img := pngImage(t, 5, 4, 7)
+	img := loadertest.PNG(t, 5, 4, 7)
 	imgPath := filepath.Join(dir, "img.png")
 	writeFile(t, imgPath, img)
 	script := `

@@ -20,7 +20,8 @@ func TestFromEnv(t *testing.T) {
 		{"rank-too-big", map[string]string{"RANK": "4", "WORLD_SIZE": "4", "MASTER_PORT": "1"}, Config{}, "Rank 4"},
 		{"no-world", map[string]string{"RANK": "0"}, Config{}, "WORLD_SIZE is not set"},
 		{"bad-rank", map[string]string{"RANK": "x", "WORLD_SIZE": "2"}, Config{}, "RANK=\"x\""},
-		{"bad-agent", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1", "TORCHELASTIC_USE_AGENT_STORE": "maybe"}, Config{}, "TORCHELASTIC_USE_AGENT_STORE"},
+		{"bad-agent", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1", "TORCHELASTIC_USE_AGENT_STORE": "maybe"},
+			Config{}, "TORCHELASTIC_USE_AGENT_STORE"},
 		{"no-port", map[string]string{"RANK": "0", "WORLD_SIZE": "2"}, Config{}, "MASTER_PORT"},
 		{"local-too-big", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1", "LOCAL_RANK": "2", "LOCAL_WORLD_SIZE": "2"}, Config{}, "LocalRank 2"},
 		{"slurm", map[string]string{"SLURM_PROCID": "5", "SLURM_NTASKS": "8", "SLURM_LOCALID": "1", "SLURM_TASKS_PER_NODE": "4(x2)",
@@ -31,8 +32,11 @@ func TestFromEnv(t *testing.T) {
 			Config{Rank: 4, WorldSize: 5, LocalWorldSize: 1, Addr: "m", Port: 1}, ""},
 		{"slurm-list", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "a1,b2", "MASTER_PORT": "1"},
 			Config{WorldSize: 2, Addr: "a1", Port: 1}, ""},
-		{"slurm-odd-list", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "n[a-b]", "MASTER_PORT": "1"}, Config{}, "SLURM_JOB_NODELIST"},
-		{"slurm-tasks", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_TASKS_PER_NODE": "2(x", "MASTER_ADDR": "m", "MASTER_PORT": "1"}, Config{}, "SLURM_TASKS_PER_NODE"},
+		{"slurm-odd-list", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_JOB_NODELIST": "n[a-b]", "MASTER_PORT": "1"},
+			Config{}, "SLURM_JOB_NODELIST"},
+		{"slurm-tasks", map[string]string{"SLURM_PROCID": "0", "SLURM_NTASKS": "2", "SLURM_TASKS_PER_NODE": "2(x",
+			"MASTER_ADDR": "m", "MASTER_PORT": "1"},
+			Config{}, "SLURM_TASKS_PER_NODE"},
 		{"slurm-no-ntasks", map[string]string{"SLURM_PROCID": "0"}, Config{}, "SLURM_NTASKS"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -172,7 +172,10 @@ func TestRendezvousFaults(t *testing.T) {
 	})
 	t.Run("too-few-arrive", func(t *testing.T) {
 		port := agentStore(t)
-		errs := initErrs([]Config{{Rank: 0, WorldSize: 3, Port: port, Timeout: 2 * time.Second, UseAgentStore: true}, {Rank: 1, WorldSize: 3, Port: port, Timeout: 2 * time.Second, UseAgentStore: true}})
+		errs := initErrs([]Config{
+			{Rank: 0, WorldSize: 3, Port: port, Timeout: 2 * time.Second, UseAgentStore: true},
+			{Rank: 1, WorldSize: 3, Port: port, Timeout: 2 * time.Second, UseAgentStore: true},
+		})
 		for r, err := range errs {
 			wantErr(t, "Init of rank "+strconv.Itoa(r), err, ErrTimeout, "2 of 3 ranks arrived", "missing: rank 2")
 		}

@@ -7,13 +7,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/internal/loadertest"
 )
 
 // TestAutoWorkers checks that Config.Workers = AutoWorkers opens a Loader with a measured worker
 // count within the cores, whose batches are those of any fixed count, and that other negative
 // counts are refused.
 func TestAutoWorkers(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(64, 4, 4, 3)
 	l := newLoader(t, ds, Config{Batch: 8, Workers: AutoWorkers, Shuffle: true, Seed: 3})
 	if w := l.Workers(); w < 1 || w > runtime.GOMAXPROCS(0) {
@@ -53,7 +55,7 @@ func (s sleepyDataset) Sample(ctx context.Context, i int) (Sample, error) {
 // TestStatsRead checks that Stats.Read counts the time spent in Dataset.Sample, within the
 // transform stage's busy time.
 func TestStatsRead(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	l := newLoader(t, sleepyDataset{rawDataset(20, 2, 2, 1), 2 * time.Millisecond}, Config{Batch: 5, Workers: 2})
 	epoch(t, l, 0, -1)
 	st := l.Stats()
@@ -68,7 +70,7 @@ func TestStatsRead(t *testing.T) {
 // TestStreamAutoWorkers: a stream loader sizes its workers with AutoWorkers too, and yields the
 // batches a fixed worker count does.
 func TestStreamAutoWorkers(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 10, 7, 9)
 	cfg := Config{Batch: 4, Workers: AutoWorkers, Shuffle: true, ShuffleBuffer: 5, Seed: 2, Transform: streamTransform}
 	l := newStreamLoader(t, src, cfg)

@@ -9,6 +9,7 @@ import (
 	"image/jpeg"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -60,11 +61,8 @@ func BenchmarkLoaderEpoch(b *testing.B) {
 				b.SetBytes(bc.bytes)
 				e := 0
 				for b.Loop() {
-					for batch, err := range l.Epoch(context.Background(), e) {
-						if err != nil {
-							b.Fatal(err)
-						}
-						batch.Release()
+					if err := loadertest.Err(l.Epoch(context.Background(), e)); err != nil {
+						b.Fatal(err)
 					}
 					e++
 				}

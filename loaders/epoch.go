@@ -243,7 +243,8 @@ func (e *epochRun) run(ctx context.Context, yield func(*Batch, error) bool) bool
 		l.mu.Lock()
 		last := l.stats.LastSkipped
 		l.mu.Unlock()
-		yield(nil, fmt.Errorf("loaders: %s epoch %d: every one of its %d samples was skipped: %w (last: %w)", l.info.Name, e.epoch, e.skipped, ErrTooManySkipped, last))
+		yield(nil, fmt.Errorf("loaders: %s epoch %d: every one of its %d samples was skipped: %w (last: %w)",
+			l.info.Name, e.epoch, e.skipped, ErrTooManySkipped, last))
 		return false
 	}
 	return true
@@ -383,7 +384,8 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 			l.stats.LastSkipped = r.err
 			l.mu.Unlock()
 			if l.cfg.MaxSkipped > 0 && e.skipped > l.cfg.MaxSkipped {
-				return nil, fmt.Errorf("loaders: %s epoch %d: %d samples skipped, more than %d: %w (last: %w)", l.info.Name, e.epoch, e.skipped, l.cfg.MaxSkipped, ErrTooManySkipped, r.err)
+				return nil, fmt.Errorf("loaders: %s epoch %d: %d samples skipped, more than %d: %w (last: %w)",
+					l.info.Name, e.epoch, e.skipped, l.cfg.MaxSkipped, ErrTooManySkipped, r.err)
 			}
 			continue
 		}

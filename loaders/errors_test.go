@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -37,17 +38,13 @@ func TestClosedErr(t *testing.T) {
 // TestCorruptImageIsErrCorrupt: a sample whose image does not decode fails the epoch with an error
 // that matches both loaders.ErrCorrupt and transforms.ErrCorrupt, and names the sample.
 func TestCorruptImageIsErrCorrupt(t *testing.T) {
-	noLeaks(t)
-	samples := []Sample{{Input: transforms.Input{Encoded: pngImage(t, 4, 4, 1)}}, {Input: transforms.Input{Encoded: []byte("\x89PNG garbage")}, Key: "bad.png"}}
-	l := newLoader(t, NewMemory(Info{Name: "m", NumClasses: 1}, samples), Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.ResizeTo(2, 2))})
-	var last error
-	for b, err := range l.Epoch(t.Context(), 0) {
-		if err != nil {
-			last = err
-			break
-		}
-		b.Release()
+	loadertest.NoLeaks(t)
+	samples := []Sample{
+		{Input: transforms.Input{Encoded: loadertest.PNG(t, 4, 4, 1)}},
+		{Input: transforms.Input{Encoded: []byte("\x89PNG garbage")}, Key: "bad.png"},
 	}
+	l := newLoader(t, NewMemory(Info{Name: "m", NumClasses: 1}, samples), Config{Batch: 2, Workers: 1, Transform: transforms.Compose(transforms.ResizeTo(2, 2))})
+	last := loadertest.Err(l.Epoch(t.Context(), 0))
 	var se *SampleError
 	if !errors.Is(last, ErrCorrupt) || !errors.Is(last, transforms.ErrCorrupt) || !errors.As(last, &se) || se.Key != "bad.png" {
 		t.Errorf("epoch over a corrupt image = %v; want ErrCorrupt, transforms.ErrCorrupt and the SampleError of bad.png", last)

@@ -3,17 +3,14 @@ package loaders
 import (
 	"bytes"
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
-	"hash/crc32"
 	"slices"
 	"testing"
 	"time"
 
-	"go.uber.org/goleak"
-
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
@@ -23,11 +20,7 @@ import (
 func rawDataset(n, h, w, c int) *Memory {
 	samples := make([]Sample, n)
 	for i := range samples {
-		px := make([]byte, h*w*c)
-		for j := range px {
-			px[j] = byte(i*7 + j)
-		}
-		samples[i] = Sample{Input: transforms.Input{Pixels: px, H: h, W: w, C: c}, Label: i % 5}
+		samples[i] = Sample{Input: loadertest.RawInput(i, h, w, c), Label: i % 5}
 	}
 	return NewMemory(Info{Name: "raw", NumClasses: 5, Shape: transforms.Shape{C: c, H: h, W: w}}, samples)
 }
@@ -36,7 +29,7 @@ func rawDataset(n, h, w, c int) *Memory {
 func pngDataset(t testing.TB, n int) *Memory {
 	samples := make([]Sample, n)
 	for i := range samples {
-		samples[i] = Sample{Input: transforms.Input{Encoded: pngImage(t, 12+i%5, 10+i%3, byte(i))}, Label: i % 3}
+		samples[i] = Sample{Input: transforms.Input{Encoded: loadertest.PNG(t, 12+i%5, 10+i%3, byte(i))}, Label: i % 3}
 	}
 	return NewMemory(Info{Name: "png", NumClasses: 3}, samples)
 }
@@ -64,21 +57,8 @@ type got struct {
 
 func hostBatch(t testing.TB, b *Batch) got {
 	t.Helper()
-	img, ok1 := gpu.HostBytes(b.Images)
-	lab, ok2 := gpu.HostBytes(b.Labels)
-	if !ok1 || !ok2 {
-		t.Fatal("batch buffers are not CPU-backend buffers")
-	}
-	g := got{images: bytes.Clone(img[:b.N*b.Shape.Len()]), indices: slices.Clone(b.Indices), seq: b.Seq}
-	for k := range b.N {
-		g.labels = append(g.labels, int32(binary.LittleEndian.Uint32(lab[4*k:])))
-	}
-	return g
-}
-
-// noLeaks checks for leaked goroutines after the test's other cleanups (Loader.Close) ran.
-func noLeaks(t *testing.T) {
-	t.Cleanup(func() { goleak.VerifyNone(t) })
+	img, lab := loadertest.Host(t, b.Images, b.Labels, b.N, b.Shape.Len())
+	return got{images: img, labels: lab, indices: slices.Clone(b.Indices), seq: b.Seq}
 }
 
 func newLoader(t testing.TB, ds Dataset, cfg Config) *Loader {
@@ -86,45 +66,17 @@ func newLoader(t testing.TB, ds Dataset, cfg Config) *Loader {
 	if cfg.Allocator == nil {
 		cfg.Allocator = pinned.Heap() // keep tests independent of the machine's mlock limit
 	}
-	return closeAtEnd(t)(New(ds, cfg))
-}
-
-// closeAtEnd takes what New or NewStream returned: it fails the test on an error, and closes the
-// Loader when the test ends.
-func closeAtEnd(t testing.TB) func(*Loader, error) *Loader {
-	return func(l *Loader, err error) *Loader {
-		t.Helper()
-		if err != nil {
-			t.Fatal(err)
-		}
-		t.Cleanup(func() {
-			if err := l.Close(); err != nil {
-				t.Errorf("Close: %v", err)
-			}
-		})
-		return l
-	}
+	return loadertest.CloseAtEnd[*Loader](t)(New(ds, cfg))
 }
 
 // epoch collects every batch of one epoch; stopAfter >= 0 breaks after that many batches.
 func epoch(t testing.TB, l *Loader, e, stopAfter int) []got {
 	t.Helper()
-	var out []got
-	for b, err := range l.Epoch(context.Background(), e) {
-		if err != nil {
-			t.Fatalf("Epoch(%d): %v", e, err)
-		}
-		out = append(out, hostBatch(t, b))
-		b.Release()
-		if len(out) == stopAfter {
-			break
-		}
-	}
-	return out
+	return loadertest.Epoch(t, l.Epoch(context.Background(), e), stopAfter, hostBatch)
 }
 
 func TestLoaderBatches(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(10, 2, 3, 1)
 	tests := []struct {
 		dropLast bool
@@ -169,7 +121,7 @@ func TestLoaderBatches(t *testing.T) {
 // TestLoaderWorkersIdentical: the batches are bit-identical for 1, 2 and 8 workers, with random
 // augmentation and samples that finish out of order.
 func TestLoaderWorkersIdentical(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := slowDataset{pngDataset(t, 37)}
 	tf := transforms.Compose(transforms.RandomResizedCrop(8), transforms.HorizontalFlip(0.5), transforms.ColorJitter(0.3, 0.3, 0.3))
 	var ref []got
@@ -199,7 +151,7 @@ func TestLoaderWorkersIdentical(t *testing.T) {
 // TestLoaderResume: a loader restored from a mid-epoch State yields exactly the rest of the
 // uninterrupted epoch.
 func TestLoaderResume(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := pngDataset(t, 23)
 	cfg := Config{Batch: 4, Workers: 3, Shuffle: true, Seed: 5, Transform: transforms.Compose(transforms.RandomResizedCrop(6), transforms.HorizontalFlip(0.5))}
 	full := epoch(t, newLoader(t, ds, cfg), 2, -1)
@@ -241,7 +193,7 @@ func TestLoaderResume(t *testing.T) {
 // TestLoaderDistributed: ranks get disjoint shares (apart from padding) covering the dataset, in
 // the same number of batches.
 func TestLoaderDistributed(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(22, 1, 1, 1)
 	const world = 3
 	seen := map[int]int{}
@@ -271,34 +223,12 @@ func TestLoaderDistributed(t *testing.T) {
 	}
 }
 
-// pngHeader returns a PNG signature and IHDR chunk declaring w x h RGB pixels, without any data.
-func pngHeader(w, h uint32) []byte {
-	var ihdr bytes.Buffer
-	ihdr.WriteString("IHDR")
-	binary.Write(&ihdr, binary.BigEndian, w)
-	binary.Write(&ihdr, binary.BigEndian, h)
-	ihdr.Write([]byte{8, 2, 0, 0, 0})
-	var b bytes.Buffer
-	b.WriteString("\x89PNG\r\n\x1a\n")
-	binary.Write(&b, binary.BigEndian, uint32(ihdr.Len()-4))
-	b.Write(ihdr.Bytes())
-	binary.Write(&b, binary.BigEndian, crc32.ChecksumIEEE(ihdr.Bytes()))
-	return b.Bytes()
-}
-
 func TestLoaderLabelOutOfRange(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	// A user dataset that does not check its labels: the Loader does.
 	ds := labelled{rawDataset(4, 1, 1, 1)}
 	l := newLoader(t, ds, Config{Batch: 2})
-	var err error
-	for b, e := range l.Epoch(context.Background(), 0) {
-		if e != nil {
-			err = e
-			break
-		}
-		b.Release()
-	}
+	err := loadertest.Err(l.Epoch(context.Background(), 0))
 	var se *SampleError
 	if !errors.Is(err, ErrLabel) || !errors.As(err, &se) || se.Index != 3 {
 		t.Errorf("epoch error = %v; want ErrLabel about sample 3", err)
@@ -321,7 +251,7 @@ func (d labelled) Sample(_ context.Context, i int) (Sample, error) {
 // TestLoaderCancel: cancelling mid-epoch, or breaking out of the loop, leaks no goroutine, and the
 // loader serves a full epoch afterwards (no slot or buffer lost).
 func TestLoaderCancel(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := slowDataset{rawDataset(60, 4, 4, 3)}
 	l := newLoader(t, ds, Config{Batch: 4, Workers: 4, Prefetch: 1})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -358,7 +288,7 @@ func TestLoaderCancel(t *testing.T) {
 // TestLoaderComputeStream: with a consumer stream, work enqueued on it sees the batch's data, and
 // buffers are reused only after that work.
 func TestLoaderComputeStream(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -441,7 +371,7 @@ func TestParseErrorPolicy(t *testing.T) {
 // TestLoaderLifecycle: Close and a second Epoch are refused while an epoch runs; a batch held past
 // Close is freed by its Release; a closed loader refuses epochs.
 func TestLoaderLifecycle(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	l, err := New(rawDataset(8, 1, 2, 1), Config{Batch: 2, Workers: 1, Allocator: pinned.Heap()})
 	if err != nil {
 		t.Fatal(err)
@@ -483,7 +413,7 @@ func TestLoaderLifecycle(t *testing.T) {
 // TestLoaderSurvivesPanickingConsumer: a panic in the consumer's loop, recovered by the caller,
 // leaves the Loader ready for the next epoch and for Close, with every goroutine joined.
 func TestLoaderSurvivesPanickingConsumer(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(40, 2, 3, 1)
 	l, err := New(ds, Config{Batch: 4, Workers: 3, Allocator: pinned.Heap()})
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -17,7 +18,7 @@ import (
 // holds the previous sample's bytes and the rest its own; the labels stay the samples' class ids.
 // Another worker count mixes the same way; a bad alpha and float targets are refused.
 func TestLoaderMix(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(64, 4, 5, 3)
 	mix := transforms.Mix{MixUpAlpha: 0.4, CutMixAlpha: 1, Seed: 2}
 	drawn := mix

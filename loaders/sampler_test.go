@@ -6,6 +6,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/stoke-ml/stoke/internal/loadertest"
 )
 
 func TestSamplerSequentialAndShuffled(t *testing.T) {
@@ -232,7 +234,7 @@ func (s listSampler) Indices(uint64, int) []int { return append([]int(nil), s.li
 // contract fails the epoch with a clear error; configurations that mix up the ways to order are
 // refused.
 func TestUserSampler(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(6, 1, 1, 1)
 	l := newLoader(t, ds, Config{Batch: 2, Workers: 2, Sampler: listSampler{5, []int{5, 0, 5, 3, 1}}})
 	var order []int

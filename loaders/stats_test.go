@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 )
 
 // TestStatsCompleteAfterEpoch checks that once an epoch's iterator has returned, Stats counts
@@ -12,7 +13,7 @@ import (
 // (whose batches are yielded before their copies complete), over several epochs and a Skip-free
 // short last batch.
 func TestStatsCompleteAfterEpoch(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/transforms"
@@ -58,7 +59,7 @@ func pngSource(t testing.TB, sizes ...int) *memSource {
 	for _, n := range sizes {
 		var part []Sample
 		for range n {
-			part = append(part, Sample{Input: transforms.Input{Encoded: pngImage(t, 12+j%5, 10+j%3, byte(j))}, Label: j % 3, Key: fmt.Sprint(j)})
+			part = append(part, Sample{Input: transforms.Input{Encoded: loadertest.PNG(t, 12+j%5, 10+j%3, byte(j))}, Label: j % 3, Key: fmt.Sprint(j)})
 			j++
 		}
 		src.parts = append(src.parts, part)
@@ -84,7 +85,7 @@ func (s sized) PartLens() []int {
 func newStreamLoader(t testing.TB, src StreamSource, cfg Config) *Loader {
 	t.Helper()
 	cfg.Allocator = pinned.Heap()
-	return closeAtEnd(t)(NewStream(src, cfg))
+	return loadertest.CloseAtEnd[*Loader](t)(NewStream(src, cfg))
 }
 
 var streamTransform = transforms.Compose(transforms.RandomResizedCrop(8), transforms.HorizontalFlip(0.5), transforms.ColorJitter(0.3, 0.3, 0.3))
@@ -92,7 +93,7 @@ var streamTransform = transforms.Compose(transforms.RandomResizedCrop(8), transf
 // TestStreamWorkersIdentical: a stream loader's batches (shuffle buffer, shuffled parts, random
 // augmentation) are bit-identical for 1 and 8 workers, and every sample comes once per epoch.
 func TestStreamWorkersIdentical(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 9, 7, 11, 3, 8)
 	cfg := Config{Batch: 5, Shuffle: true, ShuffleBuffer: 6, Seed: 42, Transform: streamTransform}
 	var ref []got
@@ -156,7 +157,7 @@ func TestStreamWorkersIdentical(t *testing.T) {
 // uninterrupted epoch, from positions while the buffer fills, in the middle, and while it drains,
 // for one rank and for ranks with padding.
 func TestStreamResume(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 9, 7, 11, 3, 8) // 38 samples
 	for _, tc := range []struct {
 		world, buffer int
@@ -221,7 +222,7 @@ func TestStreamResume(t *testing.T) {
 // TestStreamRanks: every rank yields the same number of batches, the ranks' samples are disjoint
 // apart from the stated padding (fewer than WorldSize samples), and together they cover the stream.
 func TestStreamRanks(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 9, 7, 11, 3, 8) // 38 samples
 	for _, world := range []int{3, 4, 40} {
 		seen := map[int]int{}
@@ -262,7 +263,7 @@ func TestStreamRanks(t *testing.T) {
 // and 8 samples: 18 and 20 for 2 ranks), each rank padded to 20 by reading its first parts again;
 // BatchesPerEpoch is known; a part whose size is wrong fails the epoch with ErrCorrupt.
 func TestSizedStreamRanks(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 9, 7, 11, 3, 8)
 	partOf := func(key string) int {
 		for p, part := range src.parts {
@@ -323,7 +324,7 @@ func TestSizedStreamRanks(t *testing.T) {
 // TestStreamErrors: a stream that fails mid-epoch ends the epoch with its error, and an empty
 // stream is ErrEmpty.
 func TestStreamErrors(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	l := newStreamLoader(t, &memSource{parts: [][]Sample{{}}, info: Info{Name: "empty", Shape: transforms.Shape{C: 1, H: 1, W: 1}}}, Config{Batch: 2,
 		Workers: 1})
 	for _, err := range l.Epoch(context.Background(), 0) {
@@ -373,7 +374,7 @@ func (f *failingStream) Next(ctx context.Context) (Sample, error) {
 // TestStreamBadSample: a sample of a stream that cannot be decoded is named by its position and
 // key (FailFast), or skipped and counted (Skip), as for a dataset.
 func TestStreamBadSample(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	src := pngSource(t, 6, 6)
 	src.parts[1][2].Input.Encoded = []byte("not a png")
 	cfg := Config{Batch: 4, Workers: 2, Transform: streamTransform}

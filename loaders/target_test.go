@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -46,7 +47,7 @@ func floats(t *testing.T, b *Batch, per int) [][]float32 {
 // TestVectorTarget: float targets travel with their samples, also when the Skip policy compacts a
 // batch around a bad one; under FailFast the bad sample is named.
 func TestVectorTarget(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := vectorDataset(10, 5)
 	l := newLoader(t, ds, Config{Batch: 4, Workers: 3, Target: Vector(2), OnError: Skip})
 	n := 0
@@ -97,7 +98,7 @@ func TestMultiHotRejects(t *testing.T) {
 // TestCollate: the hook sees each complete batch in host memory, in order, and what it writes is
 // what reaches the device; its error ends the epoch naming the batch.
 func TestCollate(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(10, 1, 2, 1)
 	var seqs []int
 	collate := func(b *HostBatch) error {

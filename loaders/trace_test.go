@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/loadertest"
 )
 
 type span struct {
@@ -47,7 +48,7 @@ func TestLoaderTracer(t *testing.T) {
 	for _, withStream := range []bool{false, true} {
 		name := map[bool]string{false: "host consumer", true: "compute stream"}[withStream]
 		t.Run(name, func(t *testing.T) {
-			noLeaks(t)
+			loadertest.NoLeaks(t)
 			dev, err := gpu.Open("cpu")
 			if err != nil {
 				t.Fatal(err)
@@ -113,7 +114,7 @@ func TestLoaderTracer(t *testing.T) {
 func TestLoaderTracerStop(t *testing.T) {
 	for _, cancel := range []bool{false, true} {
 		t.Run(map[bool]string{false: "break", true: "cancel"}[cancel], func(t *testing.T) {
-			noLeaks(t)
+			loadertest.NoLeaks(t)
 			rec := &spanRecorder{}
 			l := newLoader(t, rawDataset(64, 2, 2, 1), Config{Batch: 4, Workers: 2, Tracer: rec})
 			ctx, stop := context.WithCancel(context.Background())

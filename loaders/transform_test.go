@@ -5,6 +5,7 @@ import (
 	"math/rand/v2"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/loadertest"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -31,7 +32,7 @@ func (noise) Plan(p *transforms.Plan, r *rand.Rand) error {
 // the Loader: its draws are the same whatever the number of workers, and differ from sample to
 // sample and from epoch to epoch.
 func TestUserTransformRandomness(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(40, 4, 4, 1)
 	tf := transforms.Compose(noise{})
 	one := newLoader(t, ds, Config{Batch: 8, Workers: 1, Shuffle: true, Seed: 5, Transform: tf})

@@ -451,10 +451,13 @@ func TestStageOptionErrors(t *testing.T) {
 		build func(p *Pipeline) *Queue[int]
 		want  string // "" for no error
 	}{
-		{"source Workers", func(p *Pipeline) *Queue[int] { return FromSlice(p, "src", seq(3), Workers(2)) }, `"src": bad stage option: Workers does not apply to a source stage`},
+		{"source Workers", func(p *Pipeline) *Queue[int] { return FromSlice(p, "src", seq(3), Workers(2)) },
+			`"src": bad stage option: Workers does not apply to a source stage`},
 		{"source DropLast", func(p *Pipeline) *Queue[int] { return FromSeq(p, "src", slices.Values(seq(3)), DropLast()) }, "DropLast does not apply"},
-		{"map DropLast", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, DropLast()) }, `"m": bad stage option: DropLast does not apply to a map stage`},
-		{"unordered Window", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, Window(4)) }, "Window applies to an ordered Map only"},
+		{"map DropLast", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, DropLast()) },
+			`"m": bad stage option: DropLast does not apply to a map stage`},
+		{"unordered Window", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, Window(4)) },
+			"Window applies to an ordered Map only"},
 		{"Workers(0)", func(p *Pipeline) *Queue[int] { return Map(p, "m", FromSlice(p, "src", seq(3)), id, Workers(0)) }, "Workers(0); want >= 1"},
 		{"Buffer(-1)", func(p *Pipeline) *Queue[int] { return FromSlice(p, "src", seq(3), Buffer(-1)) }, "Buffer(-1); want >= 0"},
 		{"batch Ordered", func(p *Pipeline) *Queue[int] {

@@ -257,7 +257,9 @@ func Map[In, Out any](p *Pipeline, name string, in *Queue[In], fn func(ctx conte
 // There is no emitter goroutine: the worker that completes the item due next sends it, and any
 // results that were waiting behind it, itself; while it sends, others only deposit. This avoids a
 // goroutine hand-off per item.
-func orderedMap[In, Out any](ctx context.Context, st *stage, in chan item[In], out chan item[Out], fn func(context.Context, In) (Out, error), o stageOptions) error {
+func orderedMap[In, Out any](
+	ctx context.Context, st *stage, in chan item[In], out chan item[Out], fn func(context.Context, In) (Out, error), o stageOptions,
+) error {
 	type slot struct {
 		it    item[Out]
 		ready bool

@@ -127,7 +127,8 @@ func parseLayer(s string, depth int) (Layer, error) {
 		return l, err
 	}
 	f := strings.Fields(s)
-	bad := fmt.Errorf("layer %q is not one of the package's layers nor registered (a layer of your own: RegisterLayer its kind, or build the model again and load the checkpoint with New(m, dev, nil, Config{Resume: path}))", s)
+	bad := fmt.Errorf("layer %q is not one of the package's layers nor registered (a layer of your own: RegisterLayer its kind, "+
+		"or build the model again and load the checkpoint with New(m, dev, nil, Config{Resume: path}))", s)
 	if len(f) == 0 {
 		return nil, bad
 	}

@@ -474,7 +474,8 @@ func CheckpointModel(path string) (*Model, error) {
 	var name string
 	var in Shape
 	var classes int
-	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil && in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
+	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil &&
+		in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
 		if m, err := NewModel(name, in, classes); err == nil && m.String() == c.model {
 			return m, nil
 		}
@@ -489,7 +490,8 @@ func CheckpointModel(path string) (*Model, error) {
 	}
 	for i, p := range all {
 		if len(c.params[i].tensors) == 0 || len(c.params[i].tensors[0]) != prod(p.Shape) || c.params[i].name != p.Name {
-			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match", path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
+			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match",
+				path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
 		}
 	}
 	return m, nil

@@ -100,7 +100,8 @@ func TestCustomLayer(t *testing.T) {
 	if res.TestAcc < 0.8 {
 		t.Errorf("a model with Modules in a residual block: test accuracy %.3f; want >= 0.8", res.TestAcc)
 	}
-	if _, err := CheckpointModel(ck); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `"dense 64->32" is not one of the package's layers nor registered`) {
+	if _, err := CheckpointModel(ck); !errors.Is(err, ErrMismatch) ||
+		!strings.Contains(err.Error(), `"dense 64->32" is not one of the package's layers nor registered`) {
 		t.Fatalf("CheckpointModel before RegisterLayer: %v", err)
 	}
 	if err := RegisterLayer("dense", parseDense); err != nil {

@@ -191,7 +191,8 @@ func TestCheckpointModel(t *testing.T) {
 	}
 	ck4 := filepath.Join(t.TempDir(), "ck4")
 	fit(t, f, m4, SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck4})
-	if _, err := CheckpointModel(ck4); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), `layer "scale 2" is not one of the package's layers nor registered`) {
+	if _, err := CheckpointModel(ck4); !errors.Is(err, ErrMismatch) ||
+		!strings.Contains(err.Error(), `layer "scale 2" is not one of the package's layers nor registered`) {
 		t.Fatalf("CheckpointModel of a model with a layer of its own: %v; want ErrMismatch naming the layer", err)
 	}
 }

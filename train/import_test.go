@@ -102,7 +102,8 @@ func TestLoadWeightsStrict(t *testing.T) {
 	defer tr.Close()
 	before := weights(t, tr)
 	_, err = tr.LoadWeights(path, LoadOptions{})
-	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "2 mis-shaped (8.linear.weight: file [5 8], model [10 8], 8.linear.bias: file [5], model [10])") {
+	if !errors.Is(err, ErrMismatch) ||
+		!strings.Contains(err.Error(), "2 mis-shaped (8.linear.weight: file [5 8], model [10 8], 8.linear.bias: file [5], model [10])") {
 		t.Fatalf("strict load of a 5-class file into a 10-class model: %v", err)
 	}
 	if !slices.EqualFunc(weights(t, tr), before, slices.Equal) {
@@ -145,7 +146,11 @@ func TestLoadWeightsStrict(t *testing.T) {
 	}
 	defer tr3.Close()
 	_, err = tr3.LoadWeights(path, LoadOptions{})
-	for _, want := range []string{"4 missing (1.linear.weight, 1.linear.bias, 4.linear.weight, 4.linear.bias)", "unexpected (0.conv2d.weight, 1.batchnorm.bias", "model small-mlp"} {
+	for _, want := range []string{
+		"4 missing (1.linear.weight, 1.linear.bias, 4.linear.weight, 4.linear.bias)",
+		"unexpected (0.conv2d.weight, 1.batchnorm.bias",
+		"model small-mlp",
+	} {
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), want) {
 			t.Errorf("load of a resnet's weights into an mlp: %v; want %q", err, want)
 		}
@@ -186,7 +191,8 @@ func TestLoadWeightsDTypes(t *testing.T) {
 		}
 	}
 	header = `{"1.linear.weight":{"dtype":"F64","shape":[2,3],"data_offsets":[0,48]},"1.linear.bias":{"dtype":"F32","shape":[2],"data_offsets":[48,56]}}`
-	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) || !strings.Contains(err.Error(), `"1.linear.weight": dtype F64`) {
+	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) ||
+		!strings.Contains(err.Error(), `"1.linear.weight": dtype F64`) {
 		t.Errorf("F64 weights: %v; want ErrSafetensors naming the tensor", err)
 	}
 }
@@ -206,13 +212,17 @@ func TestSafetensorsHostile(t *testing.T) {
 		{"trailing", stBytes(`{} {}`, nil), "data after the header"},
 		{"unknown dtype", stBytes(`{"w":{"dtype":"F48","shape":[1],"data_offsets":[0,6]}}`, make([]byte, 6)), `tensor "w": unknown dtype "F48"`},
 		{"negative dim", stBytes(`{"w":{"dtype":"F32","shape":[-1],"data_offsets":[0,4]}}`, make([]byte, 4)), `tensor "w": dimension "-1"`},
-		{"overflowing shape", stBytes(`{"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}}`, nil), `tensor "w": shape [4294967296 4294967296 2] has more elements`},
+		{"overflowing shape", stBytes(`{"w":{"dtype":"F32","shape":[4294967296,4294967296,2],"data_offsets":[0,0]}}`, nil),
+			`tensor "w": shape [4294967296 4294967296 2] has more elements`},
 		{"size mismatch", stBytes(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,4]}}`, make([]byte, 4)), `tensor "w": 4 bytes for F32 [2], which takes 8`},
-		{"past the end", stBytes(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 4)), `tensor "w": data_offsets [0 8] outside the 4 data bytes`},
-		{"overlap", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), `tensors "a" and "b" overlap`},
+		{"past the end", stBytes(`{"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]}}`, make([]byte, 4)),
+			`tensor "w": data_offsets [0 8] outside the 4 data bytes`},
+		{"overlap", stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`,
+			make([]byte, 8)), `tensors "a" and "b" overlap`},
 		{"gap", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)), `tensor "a" starts at byte 4`},
 		{"short data", stBytes(`{"a":{"dtype":"F32","shape":[1],"data_offsets":[0,4]}}`, make([]byte, 8)), "ends at byte 4 of 8"},
-		{"duplicate", stBytes(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`, nil), `tensor "a" twice`},
+		{"duplicate", stBytes(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]},"a":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}}`,
+			nil), `tensor "a" twice`},
 		{"two offsets", stBytes(`{"a":{"dtype":"F32","shape":[0],"data_offsets":[0]}}`, nil), `tensor "a": data_offsets`},
 		{"bad metadata", stBytes(`{"__metadata__":{"x":1}}`, nil), "__metadata__"},
 	} {
@@ -228,7 +238,8 @@ func TestSafetensorsHostile(t *testing.T) {
 // FuzzSafetensors: no input makes the parser panic, allocate past the file's size, or accept
 // ranges that do not tile the data; every tensor of an accepted float file reads.
 func FuzzSafetensors(f *testing.F) {
-	f.Add(stBytes(`{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F16","shape":[1],"data_offsets":[8,10]}}`, make([]byte, 10)))
+	f.Add(stBytes(`{"__metadata__":{"format":"pt"},"w":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},`+
+		`"b":{"dtype":"F16","shape":[1],"data_offsets":[8,10]}}`, make([]byte, 10)))
 	f.Add(stBytes(`{"w":{"dtype":"BF16","shape":[2,1],"data_offsets":[0,4]},"n":{"dtype":"I64","shape":[],"data_offsets":[4,12]}}`, make([]byte, 12)))
 	f.Add(stBytes(`{"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},"b":{"dtype":"F32","shape":[1],"data_offsets":[4,8]}}`, make([]byte, 8)))
 	f.Add(stBytes(`{"w":{"dtype":"F32","shape":[4294967296,4294967296],"data_offsets":[0,0]}}`, nil))

@@ -62,7 +62,8 @@ func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, err
 	return func(yield func(Batch, error) bool) {
 		kind, dim := d.kind()
 		if dim < 0 {
-			yield(Batch{}, fmt.Errorf("train: %w: the loader's batches carry %T targets; the trainer takes class ids (loaders.Class), multi-hot (loaders.MultiHot) or vectors (loaders.Vector)", ErrConfig, d.l.Target()))
+			yield(Batch{}, fmt.Errorf("train: %w: the loader's batches carry %T targets; the trainer takes class ids (loaders.Class), "+
+				"multi-hot (loaders.MultiHot) or vectors (loaders.Vector)", ErrConfig, d.l.Target()))
 			return
 		}
 		for b, err := range d.l.Epoch(ctx, epoch) {

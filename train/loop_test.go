@@ -102,7 +102,8 @@ func TestAccumulateEquivalence(t *testing.T) {
 			t.Errorf("%s: final loss %v accumulated, %v with batch 128", mk(t).Name(), ra.FinalLoss, rb.FinalLoss)
 		}
 		if ra.History[1].LR != rb.History[1].LR {
-			t.Errorf("%s: last learning rate %v accumulated, %v with batch 128: the schedule must count optimizer steps", mk(t).Name(), ra.History[1].LR, rb.History[1].LR)
+			t.Errorf("%s: last learning rate %v accumulated, %v with batch 128: the schedule must count optimizer steps",
+				mk(t).Name(), ra.History[1].LR, rb.History[1].LR)
 		}
 	}
 }

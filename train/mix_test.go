@@ -77,9 +77,11 @@ func TestMixedLossIsSoftTargets(t *testing.T) {
 	mres, mw, mtr := run(mixedData{mem, p}, Config{LabelSmoothing: smoothing})
 	sres, sw, _ := run(target, Config{Loss: Loss{Kind: SoftCrossEntropy}})
 	pres, pw, _ := run(mem, Config{LabelSmoothing: smoothing})
-	t.Logf("loss mixed %.6f, soft targets %.6f, unmixed %.6f; weights %.2g apart (unmixed %.2g)", mres.FinalLoss, sres.FinalLoss, pres.FinalLoss, relDiff(mw, sw), relDiff(mw, pw))
+	t.Logf("loss mixed %.6f, soft targets %.6f, unmixed %.6f; weights %.2g apart (unmixed %.2g)",
+		mres.FinalLoss, sres.FinalLoss, pres.FinalLoss, relDiff(mw, sw), relDiff(mw, pw))
 	if d := relDiff(mw, sw); math.Abs(mres.FinalLoss-sres.FinalLoss) > 1e-5*sres.FinalLoss || d > 1e-5 {
-		t.Errorf("mixed batches: loss %v, weights %.2g from the soft-target run's (loss %v); want the same within float32 rounding", mres.FinalLoss, d, sres.FinalLoss)
+		t.Errorf("mixed batches: loss %v, weights %.2g from the soft-target run's (loss %v); want the same within float32 rounding",
+			mres.FinalLoss, d, sres.FinalLoss)
 	}
 	if relDiff(mw, pw) < 1e-3 {
 		t.Errorf("the mixed run's weights are within %.2g of the unmixed run's: the mix was not applied", relDiff(mw, pw))
@@ -99,6 +101,7 @@ func TestMixUpCutMixLearn(t *testing.T) {
 	plain := fitLoader(t, dev, smallCNN(t), trainDS, testDS, 2, 3, 32, transforms.Mix{})
 	t.Logf("mixed: accuracy %.3f, loss %.4f; unmixed: %.3f, %.4f", mixed.TestAcc, mixed.FinalLoss, plain.TestAcc, plain.FinalLoss)
 	if mixed.TestAcc < 0.8 || mixed.FinalLoss <= plain.FinalLoss {
-		t.Errorf("mixed: accuracy %.3f, loss %.4f (unmixed %.4f); want >= 0.8, and a higher loss against soft targets", mixed.TestAcc, mixed.FinalLoss, plain.FinalLoss)
+		t.Errorf("mixed: accuracy %.3f, loss %.4f (unmixed %.4f); want >= 0.8, and a higher loss against soft targets",
+			mixed.TestAcc, mixed.FinalLoss, plain.FinalLoss)
 	}
 }

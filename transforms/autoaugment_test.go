@@ -23,9 +23,13 @@ func augChains() map[string]*Chain {
 		"blur":           Compose(RandomCrop(40, 4), GaussianBlur(5, 0.1, 2)),
 		"grayscale":      Compose(RandomCrop(40, 4), RandomGrayscale(0.5)),
 		"jitterhue":      Compose(RandomCrop(40, 4), ColorJitterHue(0.4, 0.4, 0.4, 0.1)),
-		"affine":         Compose(RandomCrop(40, 4), RandomAffine(Affine{Degrees: [2]float64{-30, 30}, Translate: [2]float64{0.1, 0.2}, Scale: [2]float64{0.8, 1.2}, Shear: [4]float64{-10, 10, -5, 5}})),
 		"perspective":    Compose(RandomCrop(40, 4), RandomPerspective(0.5, 0.8)),
-		"all":            Compose(RandomResizedCrop(40), TrivialAugmentWide(), RandAugment(2, 14), GaussianBlur(3, 0.5, 1), ColorJitterHue(0.2, 0.2, 0.2, 0.5), RandomGrayscale(0.2), RandomAffine(Affine{Degrees: [2]float64{-10, 10}}), RandomPerspective(0.3, 0.5), RandomErasing(0.5)),
+		"affine": Compose(RandomCrop(40, 4), RandomAffine(Affine{
+			Degrees: [2]float64{-30, 30}, Translate: [2]float64{0.1, 0.2}, Scale: [2]float64{0.8, 1.2}, Shear: [4]float64{-10, 10, -5, 5},
+		})),
+		"all": Compose(RandomResizedCrop(40), TrivialAugmentWide(), RandAugment(2, 14), GaussianBlur(3, 0.5, 1),
+			ColorJitterHue(0.2, 0.2, 0.2, 0.5), RandomGrayscale(0.2), RandomAffine(Affine{Degrees: [2]float64{-10, 10}}),
+			RandomPerspective(0.3, 0.5), RandomErasing(0.5)),
 	}
 }
 
@@ -112,10 +116,19 @@ func TestAugmentOpSets(t *testing.T) {
 		min, max int
 		want     []string
 	}{
-		{TrivialAugmentWide(), 0, 1, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"}},
-		{RandAugment(3, 9), 0, 3, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize"}},
-		{AutoAugment(ImageNetPolicy), 0, 2, []string{"none", "affine", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"}},
-		{AutoAugment(CIFAR10Policy), 0, 2, []string{"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert"}},
+		{TrivialAugmentWide(), 0, 1, []string{
+			"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+		}},
+		{RandAugment(3, 9), 0, 3, []string{
+			"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+		}},
+		{AutoAugment(ImageNetPolicy), 0, 2, []string{
+			"none", "affine", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize", "Invert",
+		}},
+		{AutoAugment(CIFAR10Policy), 0, 2, []string{
+			"none", "affine", "translate", "Brightness", "Color", "Contrast", "Sharpness", "Posterize", "Solarize", "AutoContrast", "Equalize",
+			"Invert",
+		}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.t.String(), func(t *testing.T) {
@@ -235,7 +248,10 @@ func TestAugmentInvalid(t *testing.T) {
 		}
 	}
 	// Geometry after a policy would not move what it drew.
-	for _, tr := range []Transform{TrivialAugmentWide(), RandAugment(2, 9), AutoAugment(ImageNetPolicy), RandomErasing(0.5), RandomAffine(Affine{}), RandomPerspective(0.5, 0.5), GaussianBlur(3, 1, 2)} {
+	for _, tr := range []Transform{
+		TrivialAugmentWide(), RandAugment(2, 9), AutoAugment(ImageNetPolicy), RandomErasing(0.5), RandomAffine(Affine{}),
+		RandomPerspective(0.5, 0.5), GaussianBlur(3, 1, 2),
+	} {
 		if _, err := Compose(tr, CenterCrop(10)).OutShape(Shape{C: 3, H: 20, W: 20}); !errors.Is(err, ErrInvalid) {
 			t.Errorf("%v then CenterCrop: OutShape err = %v; want ErrInvalid", tr, err)
 		}
@@ -248,7 +264,8 @@ func TestAugmentInvalid(t *testing.T) {
 func TestChainAppend(t *testing.T) {
 	p := Train(32).WithMaxPixels(1000)
 	q := p.Append(TrivialAugmentWide(), RandomErasing(0.5))
-	if got, want := q.String(), strings.TrimSuffix(p.String(), ")")+", TrivialAugmentWide(bins=31), RandomErasing(p=0.5, scale=[0.02 0.33], ratio=[0.3 3.3], value=[0]))"; got != want {
+	if got, want := q.String(), strings.TrimSuffix(p.String(), ")")+
+		", TrivialAugmentWide(bins=31), RandomErasing(p=0.5, scale=[0.02 0.33], ratio=[0.3 3.3], value=[0]))"; got != want {
 		t.Errorf("Append = %s; want %s", got, want)
 	}
 	if p.String() != Train(32).String() {

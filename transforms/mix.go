@@ -55,7 +55,8 @@ func (m Mix) Enabled() bool { return m.MixUpAlpha > 0 || m.CutMixAlpha > 0 }
 // Validate checks the alphas and P.
 func (m Mix) Validate() error {
 	if !(m.MixUpAlpha >= 0) || !(m.CutMixAlpha >= 0) || math.IsInf(m.MixUpAlpha+m.CutMixAlpha, 0) || !(m.P >= 0 && m.P <= 1) {
-		return fmt.Errorf("transforms: Mix{MixUpAlpha: %v, CutMixAlpha: %v, P: %v}: alphas must be finite and >= 0, P in [0, 1]: %w", m.MixUpAlpha, m.CutMixAlpha, m.P, ErrInvalid)
+		return fmt.Errorf("transforms: Mix{MixUpAlpha: %v, CutMixAlpha: %v, P: %v}: alphas must be finite and >= 0, P in [0, 1]: %w",
+			m.MixUpAlpha, m.CutMixAlpha, m.P, ErrInvalid)
 	}
 	return nil
 }

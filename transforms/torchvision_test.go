@@ -205,7 +205,8 @@ func TestTorchvisionParity(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	specPath, outPath, tablePath, script := filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.raw"), filepath.Join(dir, "tables.json"), filepath.Join(dir, "tv.py")
+	specPath, outPath := filepath.Join(dir, "spec.json"), filepath.Join(dir, "out.raw")
+	tablePath, script := filepath.Join(dir, "tables.json"), filepath.Join(dir, "tv.py")
 	if err := os.WriteFile(specPath, b, 0o644); err != nil {
 		t.Fatal(err)
 	}

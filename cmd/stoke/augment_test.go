@@ -19,7 +19,10 @@ func TestAugmentFlagsChain(t *testing.T) {
 	}{
 		{"none", 0, nil},
 		{"trivialaugment", 0, []string{"TrivialAugmentWide(bins=31)"}},
-		{"randaugment", 0.25, []string{"RandAugment(num_ops=2, magnitude=9, bins=31)", "RandomErasing(p=0.25, scale=[0.02 0.33], ratio=[0.3 3.3], value=[124 116 104])"}},
+		{"randaugment", 0.25, []string{
+			"RandAugment(num_ops=2, magnitude=9, bins=31)",
+			"RandomErasing(p=0.25, scale=[0.02 0.33], ratio=[0.3 3.3], value=[124 116 104])",
+		}},
 		{"autoaugment", 1, []string{"AutoAugment(imagenet)", "RandomErasing(p=1"}},
 		{"randaugment:3:14", 0, []string{"RandAugment(num_ops=3, magnitude=14, bins=31)"}},
 	}
@@ -56,7 +59,10 @@ func TestTrainAugment(t *testing.T) {
 			t.Errorf("train --augment %s: exit %d: %s", policy, code, errOut)
 		}
 	}
-	for _, args := range [][]string{{"--augment", "mixup"}, {"--augment", "randaugment:2"}, {"--augment", "randaugment:2:31"}, {"--augment", "randaugment:x:9"}, {"--random-erasing", "1.5"}, {"--random-erasing", "-0.1"}} {
+	for _, args := range [][]string{
+		{"--augment", "mixup"}, {"--augment", "randaugment:2"}, {"--augment", "randaugment:2:31"}, {"--augment", "randaugment:x:9"},
+		{"--random-erasing", "1.5"}, {"--random-erasing", "-0.1"},
+	} {
 		_, errOut, code := stoke(t, append([]string{"train", "--data", root, "--size", "8", "--model", "mlp", "--val-split", "0.25", "-q"}, args...)...)
 		if code == 0 || !strings.Contains(errOut, args[0]) {
 			t.Errorf("train %v: exit %d, stderr %q; want a usage error naming %s", args, code, errOut, args[0])

@@ -63,7 +63,8 @@ func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
 	lf.env = cfg
 	lf.localRank = cfg.LocalRank
 	fs.IntVar(&lf.rank, "rank", cfg.Rank, "this process's rank among data-parallel processes (default: $RANK or $SLURM_PROCID)")
-	fs.IntVar(&lf.worldSize, "world-size", max(cfg.WorldSize, 1), "number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE or $SLURM_NTASKS)")
+	fs.IntVar(&lf.worldSize, "world-size", max(cfg.WorldSize, 1),
+		"number of data-parallel processes; each reads a disjoint part of every epoch (default: $WORLD_SIZE or $SLURM_NTASKS)")
 }
 
 // registerDist adds the rendezvous flags of a command whose ranks talk to each other.
@@ -75,7 +76,8 @@ func (lf *loaderFlags) registerDist(fs *flag.FlagSet) {
 	}
 	fs.StringVar(&lf.masterAddr, "master-addr", addr, "host of rank 0's store, where the ranks meet (default: $MASTER_ADDR)")
 	fs.IntVar(&lf.masterPort, "master-port", lf.env.Port, "port of that store (default: $MASTER_PORT; required with --world-size above 1)")
-	fs.DurationVar(&lf.distTimeout, "dist-timeout", 30*time.Minute, "how long a rank waits for the others (at the start, and in any collective) before it fails, naming the rank and the operation")
+	fs.DurationVar(&lf.distTimeout, "dist-timeout", 30*time.Minute,
+		"how long a rank waits for the others (at the start, and in any collective) before it fails, naming the rank and the operation")
 }
 
 // group joins the data-parallel group the flags and the environment describe (a group of one with
@@ -226,12 +228,15 @@ func (lf *loaderFlags) reportSkipped(e *env, n int64, last error) {
 }
 
 func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
-	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, shards:PATTERN (local, s3:// or https:// shards; braces {000..099}, wildcards, or an index.json)")
-	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes (default: none; plain shards are then read by byte ranges)")
+	fs.StringVar(&lf.data, "data", "", "dataset: mnist, mnist:DIR, cifar10:DIR, cifar100:DIR, DIR or folder:DIR, "+
+		"shards:PATTERN (local, s3:// or https:// shards; braces {000..099}, wildcards, or an index.json)")
+	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes "+
+		"(default: none; plain shards are then read by byte ranges)")
 	fs.Var(byteCount{&lf.opener.CacheSize, true}, "cache-size", "bound of --cache-dir, e.g. 200G; past it the least recently used shards go (0: no bound)")
 	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
-	fs.Var(workersValue{lf}, "workers", "loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
+	fs.Var(workersValue{lf}, "workers",
+		"loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
 	fs.IntVar(&lf.prefetch, "prefetch", 0, "batches ready ahead of the consumer (0: default)")
 	fs.StringVar(&lf.device, "device", "cpu", "device: cpu, cuda, cuda:N")
 	fs.StringVar(&lf.onError, "on-error", "fail", "bad samples: fail (stop at the first) or skip (count and skip them)")

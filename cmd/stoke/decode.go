@@ -32,9 +32,11 @@ func (lf *loaderFlags) registerDecode(fs *flag.FlagSet, split string) {
 	if lf.decode == nil {
 		lf.decode = map[string]*transforms.DecodeMode{}
 	}
-	m, usage := transforms.FastDecode, "JPEG decode of the training data: fast (reduced scale) or exact (as PIL and torchvision decode; slower); evaluation decodes exact"
+	m, usage := transforms.FastDecode, "JPEG decode of the training data: fast (reduced scale) or exact "+
+		"(as PIL and torchvision decode; slower); evaluation decodes exact"
 	if split == "test" {
-		m, usage = transforms.ExactDecode, "JPEG decode: exact (as PIL and torchvision decode, what a model trained or served there sees) or fast (reduced scale, stoke train's default)"
+		m, usage = transforms.ExactDecode, "JPEG decode: exact (as PIL and torchvision decode, what a model trained or served there sees) "+
+			"or fast (reduced scale, stoke train's default)"
 	}
 	lf.decode[split] = &m
 	fs.Var(decodeFlag{&m}, "decode", usage)

@@ -41,8 +41,10 @@ func tensorBytes(t *testing.T, path string) map[string][]byte {
 // pretrained one, and the head has the new class count.
 func TestTrainInitFreeze(t *testing.T) {
 	dir := t.TempDir()
-	pre, ck, w, ck2, w2 := photoFolder(t, 4, 4, nil), filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "ck2"), filepath.Join(dir, "w2.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", pre, "--size", "16", "--model", "resnet8", "--batch", "4", "--epochs", "2", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	pre, ck, w := photoFolder(t, 4, 4, nil), filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
+	ck2, w2 := filepath.Join(dir, "ck2"), filepath.Join(dir, "w2.safetensors")
+	if _, errOut, code := stoke(t, "train", "--data", pre, "--size", "16", "--model", "resnet8", "--batch", "4", "--epochs", "2",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", w); code != 0 {

@@ -43,8 +43,8 @@ func openSplitFor(ctx context.Context, o datasets.Opener, flag, spec, want strin
 	split := want
 	if !slices.Contains(have, want) {
 		if len(have) != 1 {
-			return nil, "", fmt.Errorf("%w: %s %s has no %s split and more than one other (%s): give the data of one split (a split's folder, or its shards)", errUsage, flag, spec, want,
-				strings.Join(have, ", "))
+			return nil, "", fmt.Errorf("%w: %s %s has no %s split and more than one other (%s): "+
+				"give the data of one split (a split's folder, or its shards)", errUsage, flag, spec, want, strings.Join(have, ", "))
 		}
 		split = have[0]
 	}

@@ -45,19 +45,23 @@ type predictSummary struct {
 
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train] [--size N] [--batch B] [--workers W] "+
-		"[--device D] [--confusion] [--ema=false] [--json]", true)
+	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train] "+
+		"[--size N] [--batch B] [--workers W] [--device D] [--confusion] [--ema=false] [--json]", true)
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
-	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means the checkpoint's input size for photos (224 with --weights)"
+	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) " +
+		"and means the checkpoint's input size for photos (224 with --weights)"
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
-	weights := fs.String("weights", "", "safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
+	weights := fs.String("weights", "",
+		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
 	lf.registerDecode(fs, "test")
-	useEMA := fs.Bool("ema", true, "with --checkpoint: evaluate the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
-	confusion := fs.Bool("confusion", false, "print the confusion matrix (rows: labels, columns: predicted classes); with --json, in the summary's confusion field")
+	useEMA := fs.Bool("ema", true, "with --checkpoint: evaluate the EMA of the weights when the checkpoint has one (stoke train --ema); "+
+		"--ema=false: the trained weights")
+	confusion := fs.Bool("confusion", false,
+		"print the confusion matrix (rows: labels, columns: predicted classes); with --json, in the summary's confusion field")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -175,8 +179,8 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
 	}
 	st := ld.Stats()
-	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct, Seconds: time.Since(start).Seconds(), Skipped: st.Skipped,
-		ClassAcc: make([]float64, nc), EMA: ema}
+	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct,
+		Seconds: time.Since(start).Seconds(), Skipped: st.Skipped, ClassAcc: make([]float64, nc), EMA: ema}
 	if p.Len() > 0 {
 		sum.Accuracy, sum.Top5 = float64(correct)/float64(p.Len()), float64(top5)/float64(p.Len())
 	}

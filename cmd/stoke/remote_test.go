@@ -116,7 +116,8 @@ func TestTrainResumeRefusesOtherValSplit(t *testing.T) {
 	root := photoFolder(t, 2, 10, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
 	args := func(epochs, split string, extra ...string) []string {
-		return append([]string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", epochs, "--val-split", split, "--checkpoint", ck, "-q"}, extra...)
+		return append([]string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", epochs,
+			"--val-split", split, "--checkpoint", ck, "-q"}, extra...)
 	}
 	if _, errOut, code := stoke(t, args("1", "0.2")...); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)

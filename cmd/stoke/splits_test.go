@@ -66,7 +66,8 @@ type trainSplitsJSON struct {
 // trainSplits runs stoke train on a tiny model and returns its stdout and JSON.
 func trainSplits(t *testing.T, args ...string) (string, trainSplitsJSON) {
 	t.Helper()
-	out, errOut, code := stoke(t, append([]string{"train", "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--workers", "1", "--json"}, args...)...)
+	out, errOut, code := stoke(t, append([]string{"train", "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1",
+		"--workers", "1", "--json"}, args...)...)
 	if code != 0 {
 		t.Fatalf("train %v: exit %d: %s", args, code, errOut)
 	}
@@ -98,7 +99,8 @@ func TestTrainSplits(t *testing.T) {
 	// TensorBoard's scalars (in the CSV beside them): the final test after the last step, 3 of 12.
 	csvs, _ := filepath.Glob(filepath.Join(logs, "scalars.*.csv"))
 	if b, err := os.ReadFile(strings.Join(csvs, "")); err != nil || r.FinalTest == nil || r.FinalTest.Accuracy == nil ||
-		!strings.Contains(string(b), "\n3,epoch/validation_accuracy,") || !strings.Contains(string(b), fmt.Sprintf("\n3,final/test_accuracy,%v,", *r.FinalTest.Accuracy)) {
+		!strings.Contains(string(b), "\n3,epoch/validation_accuracy,") ||
+		!strings.Contains(string(b), fmt.Sprintf("\n3,final/test_accuracy,%v,", *r.FinalTest.Accuracy)) {
 		t.Errorf("--log-dir: %v %s; want final/test_accuracy at step 3 beside epoch/validation_accuracy", err, b)
 	}
 
@@ -135,7 +137,8 @@ func TestTrainSplits(t *testing.T) {
 		{[]string{"--data", flat, "--val-data", flat, "--val-split", "0.2"}, "--val-data " + flat + ": choose one"},
 		{[]string{"--data", flat, "--val-data", trainTest}, "no val split and more than one other (train, test)"},
 		{[]string{"--data", filepath.Join(all, "val"), "--test-data", filepath.Join(all, "nope")}, "nope"},
-		{[]string{"--data", trainTest, "--eval-on-train"}, "--eval-on-train is for data without validation or test data, and there is " + trainTest + "'s test split"},
+		{[]string{"--data", trainTest, "--eval-on-train"},
+			"--eval-on-train is for data without validation or test data, and there is " + trainTest + "'s test split"},
 		{[]string{"--data", flat}, "no test split and no val split"},
 	} {
 		_, errOut, code := stoke(t, append([]string{"train", "--size", "8", "--model", "mlp", "--epochs", "1", "-q"}, tc.args...)...)
@@ -223,7 +226,8 @@ func TestPackSplits(t *testing.T) {
 func TestPredictSplits(t *testing.T) {
 	root := splitsFolder(t, map[string]int{"train": 6, "val": 2, "test": 3})
 	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1",
+		"--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	out := filepath.Join(t.TempDir(), "pack")

@@ -48,7 +48,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	ef.register(fs)
 	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
 	init := fs.String("init", "",
-		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); a classifier head of another class count is replaced and freshly initialized")
+		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
+			"a classifier head of another class count is replaced and freshly initialized")
 	freeze := fs.Bool("freeze", false,
 		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
 	freezeUpTo := fs.String("freeze-upto", "",
@@ -57,7 +58,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
 	syncBN := fs.Bool("sync-bn", false,
 		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
-	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
+	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
+		"per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
 	var loop loopFlags
@@ -344,7 +346,8 @@ func checkRunSplit(resume, checkpoint string, valSplit float64) error {
 				return fmt.Errorf("resume %s: %s: %w", resume, splitPath(resume), err)
 			}
 			if was.ValSplit != valSplit {
-				return fmt.Errorf("%w: resume %s: the run held out --val-split %v; this one %v: its validation samples would include trained ones (%w)", errUsage, resume, was.ValSplit, valSplit, train.ErrMismatch)
+				return fmt.Errorf("%w: resume %s: the run held out --val-split %v; this one %v: "+
+					"its validation samples would include trained ones (%w)", errUsage, resume, was.ValSplit, valSplit, train.ErrMismatch)
 			}
 		} else if !errors.Is(err, fs.ErrNotExist) {
 			return fmt.Errorf("resume %s: %w", resume, err)

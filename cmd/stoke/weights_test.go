@@ -93,7 +93,8 @@ func TestPredictWeightsErrors(t *testing.T) {
 	root := photoFolder(t, 2, 2, nil)
 	dir := t.TempDir()
 	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
@@ -128,7 +129,8 @@ func TestPredictWeightsErrors(t *testing.T) {
 		{[]string{"predict", "--weights", st, "--checkpoint", ck, "--model", "mlp", "--data", root}, 2, "choose one"},
 		{[]string{"predict", "--checkpoint", ck, "--model", "mlp", "--data", root}, 2, "go with --weights"},
 		{[]string{"predict", "--weights", st, "--model", "cnn", "--size", "8", "--data", root}, 1, "file does not match: model cnn: 8 missing (0.conv2d.weight"},
-		{[]string{"predict", "--weights", st, "--model", "mlp", "--size", "8", "--classes", "3", "--data", root}, 1, "mis-shaped (5.linear.weight: file [2 256], model [3 256]"},
+		{[]string{"predict", "--weights", st, "--model", "mlp", "--size", "8", "--classes", "3", "--data", root}, 1,
+			"mis-shaped (5.linear.weight: file [2 256], model [3 256]"},
 		{[]string{"predict", "--weights", root + "/a/0.png", "--model", "mlp", "--size", "8", "--data", root}, 1, "bad safetensors file"},
 	} {
 		_, errOut, code := stoke(t, tc.args...)

@@ -79,7 +79,16 @@ func NewCache(client *Client, dir string, maxBytes int64) (*Cache, error) {
 		return nil, fmt.Errorf("cache: %w", err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
-	return &Cache{dir: dir, max: maxBytes, client: client, ctx: ctx, cancel: cancel, sem: make(chan struct{}, DefaultPrefetch), inUse: map[string]int{}, described: map[string]Object{}}, nil
+	return &Cache{
+		dir:       dir,
+		max:       maxBytes,
+		client:    client,
+		ctx:       ctx,
+		cancel:    cancel,
+		sem:       make(chan struct{}, DefaultPrefetch),
+		inUse:     map[string]int{},
+		described: map[string]Object{},
+	}, nil
 }
 
 // Decoder turns an object's bytes into what the cache keeps (a decompressor); its close function

@@ -55,7 +55,8 @@ func TestCacheRevalidatesObjectWithoutETag(t *testing.T) {
 		got, err := openAll(t, cache, obj)
 		cache.Close()
 		if err != nil || !bytes.Equal(got, want) {
-			t.Fatalf("run %d: %d bytes (v1: %v, v2: %v), %v; want v%d", run, len(got), bytes.Equal(got, v1), bytes.Equal(got, v2), err, map[bool]int{true: 1, false: 2}[run < 2])
+			t.Fatalf("run %d: %d bytes (v1: %v, v2: %v), %v; want v%d",
+				run, len(got), bytes.Equal(got, v1), bytes.Equal(got, v2), err, map[bool]int{true: 1, false: 2}[run < 2])
 		}
 	}
 	if n := st.Requests("GET", "a.tar"); n != 2 {

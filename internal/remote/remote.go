@@ -260,7 +260,8 @@ func (c *Client) List(ctx context.Context, pattern string) ([]Object, error) {
 		return []Object{obj}, nil
 	}
 	if u.Scheme != "s3" {
-		return nil, fmt.Errorf("%s: wildcards need a listing, which %s servers do not give (name the files with {000..009} braces or an index.json)", pattern, u.Scheme)
+		return nil, fmt.Errorf("%s: wildcards need a listing, which %s servers do not give "+
+			"(name the files with {000..009} braces or an index.json)", pattern, u.Scheme)
 	}
 	if _, err := path.Match(key, ""); err != nil {
 		return nil, fmt.Errorf("%s: %w", pattern, err)
@@ -393,14 +394,18 @@ func retryable(parent context.Context, err error) bool {
 // described it), would splice them into the reads: that is a permanent error.
 func checkBody(obj Object, off, end int64, ranged bool, contentRange string, length int64) error {
 	if length >= 0 && end >= 0 && length != end-off {
-		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent %d bytes (Content-Range %q): the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, length, contentRange)
+		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent %d bytes (Content-Range %q): "+
+			"the object changed since it was described, or the server mishandles ranges",
+			obj.URL, off, end-1, obj.Size, length, contentRange)
 	}
 	if !ranged {
 		return nil
 	}
 	first, last, size, ok := parseContentRange(contentRange)
 	if !ok || first != off || last != end-1 || (size >= 0 && size != obj.Size) {
-		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent Content-Range %q: the object changed since it was described, or the server mishandles ranges", obj.URL, off, end-1, obj.Size, contentRange)
+		return fmt.Errorf("%s: asked for bytes %d-%d of an object of %d, the server sent Content-Range %q: "+
+			"the object changed since it was described, or the server mishandles ranges",
+			obj.URL, off, end-1, obj.Size, contentRange)
 	}
 	return nil
 }

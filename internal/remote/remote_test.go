@@ -411,7 +411,8 @@ func TestServerSendsOtherBytes(t *testing.T) {
 				defer f.Close()
 				p := make([]byte, tc.n)
 				n, err := f.ReadAt(p, tc.off)
-				if err == nil || !strings.Contains(err.Error(), url) || !strings.Contains(err.Error(), "the object changed since it was described, or the server mishandles ranges") {
+				if err == nil || !strings.Contains(err.Error(), url) ||
+					!strings.Contains(err.Error(), "the object changed since it was described, or the server mishandles ranges") {
 					t.Fatalf("ReadAt: %d bytes (same: %v), %v; want an error naming the URL and the mismatch", n, bytes.Equal(p[:n], data[tc.off:tc.off+int64(n)]), err)
 				}
 				if gets != 1 {

@@ -75,7 +75,8 @@ func checkExactPlanes(t *testing.T, m *Image) {
 		p := m.Planes[i]
 		if p.SubX != 1 || p.SubY != 1 || p.W <= 0 || p.H <= 0 || p.X0+p.W > m.Width || p.Y0+p.H > m.Height ||
 			p.Stride < p.W || len(p.Pix) < (p.H-1)*p.Stride+p.W {
-			t.Fatalf("exact Decode plane %d: %+v of a %dx%d image", i, Plane{X0: p.X0, Y0: p.Y0, W: p.W, H: p.H, Stride: p.Stride, SubX: p.SubX, SubY: p.SubY}, m.Width, m.Height)
+			t.Fatalf("exact Decode plane %d: %+v of a %dx%d image",
+				i, Plane{X0: p.X0, Y0: p.Y0, W: p.W, H: p.H, Stride: p.Stride, SubX: p.SubX, SubY: p.SubY}, m.Width, m.Height)
 		}
 	}
 }
