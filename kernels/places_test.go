@@ -16,10 +16,11 @@ import (
 // them fails here, in the default build, on any machine. The compiler checks the interface, the
 // argument checks (check.go) and the CPU op set (cpu.go, over its kernels in internal/cpu);
 // TestChecksForEveryBackend that the op has check cases (internal/opcheck, and the recorder's
-// method in check_test.go); the NVRTC tests of gpu/cuda that every kernel the CUDA op set loads
-// (cudaKernels) is in its ops.cu. What only a -tags cuda build would see is read from the source
-// here: a method of the CUDA op set (gpu/cuda/*.go), and a call of it in the CUDA parity tests
-// (gpu/cuda/*_test.go, through a side's op set: sd.ops.Op).
+// method in check_test.go); the NVRTC tests of gpu/cuda that every kernel of its ops.cu compiles
+// and loads (the op set loads each `extern "C" __global__` function it finds there). What only a
+// -tags cuda build would see is read from the source here: a method of the CUDA op set
+// (gpu/cuda/*.go), and a call of it in the CUDA parity tests (gpu/cuda/*_test.go, through a
+// side's op set: sd.ops.Op).
 func TestOpPlaces(t *testing.T) {
 	cudaMethods, parityCalls := map[string]bool{}, map[string]bool{}
 	const cudaDir = "../gpu/cuda"

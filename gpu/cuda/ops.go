@@ -6,6 +6,7 @@ import (
 	"cmp"
 	"fmt"
 	"math"
+	"regexp"
 	"sync"
 
 	"gorgonia.org/cu"
@@ -60,14 +61,17 @@ type cudaOps struct {
 
 var _ kernels.Ops = (*cudaOps)(nil)
 
-var cudaKernels = []string{
-	"fill_f32", "axpy_f32", "scale_f32", "mul_f32", "bias_add_f32", "bias_grad_f32", "relu_f32", "relu_grad_f32",
-	"softmax_ce_f32", "argmax_f32", "count_correct_f32", "im2col_f32", "col2im_f32", "maxpool_f32",
-	"maxpool_grad_f32", "dropout_f32", "normalize_u8", "sgd_f32", "adamw_f32",
-	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
-	"maxpool_pad_f32", "maxpool_pad_grad_f32", "to_x16", "im2col_x16", "count_nonfinite_f32",
-	"float_loss_f32",
-	"bn_stats_f32", "bn_train_stats_f32", "bn_backward_input_f32", "bf16_to_f32",
+// cudaKernels names every kernel of ops.cu, the functions the op set loads from its module: each
+// line `extern "C" __global__ void NAME(` (the rule scripts/cuda-sim.sh's table follows too), so
+// that a new kernel is written once, in ops.cu.
+var cudaKernels = kernelNames(opsSource)
+
+func kernelNames(src string) []string {
+	var names []string
+	for _, m := range regexp.MustCompile(`(?m)^extern "C" __global__ void ([A-Za-z_][A-Za-z0-9_]*)\(`).FindAllStringSubmatch(src, -1) {
+		names = append(names, m[1])
+	}
+	return names
 }
 
 func newCUDAOps(dev *cudaDevice) (*cudaOps, error) {
@@ -170,7 +174,10 @@ func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error
 }
 
 func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
-	fn := o.fn[name]
+	fn, ok := o.fn[name]
+	if !ok {
+		return fmt.Errorf("cuda: launch %s: ops.cu has no such kernel", name)
+	}
 	err := o.dev.th.do(func() error { return fn.launch(s, grid, block, args) })
 	if err != nil {
 		return fmt.Errorf("cuda: launch %s on %s: %w", name, o.dev.Info(), err)
