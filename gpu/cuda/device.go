@@ -63,11 +63,11 @@ const driverLib = "libcuda.so.1"
 func initDriver() error {
 	driver.once.Do(func() {
 		if err := loadDriver(driverLib); err != nil {
-			driver.err = fmt.Errorf("cuda: %w: cuda: %w (install the NVIDIA driver, or put its %s on LD_LIBRARY_PATH)", gpu.ErrNoDevice, err, driverLib)
+			driver.err = fmt.Errorf("cuda: %w: %w (install the NVIDIA driver, or put its %s on LD_LIBRARY_PATH)", gpu.ErrNoDevice, err, driverLib)
 			return
 		}
 		if r := C.stoke_init(); r != C.CUDA_SUCCESS {
-			driver.err = fmt.Errorf("cuda: %w: cuda: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
+			driver.err = fmt.Errorf("cuda: %w: cuInit: %v (is an NVIDIA GPU attached and its driver loaded? nvidia-smi should list it)",
 				gpu.ErrNoDevice, cuResultError(r))
 		}
 	})
