@@ -77,7 +77,7 @@ func TestLoaderMix(t *testing.T) {
 // the same every time it runs the epoch (another Loader of the same rank included), and rank 0's
 // are a single process's.
 func TestLoaderMixRanks(t *testing.T) {
-	noLeaks(t)
+	loadertest.NoLeaks(t)
 	ds := rawDataset(64, 4, 5, 3)
 	draws := func(mix transforms.Mix, rank, world int) []transforms.MixParams {
 		l := newLoader(t, ds, Config{Batch: 4, Workers: 2, Shuffle: true, Seed: 5, Mix: mix, Rank: rank, WorldSize: world})
