@@ -55,11 +55,17 @@ type Opener struct {
 // OpenShards opens the shards at paths (local paths or URLs), in that order; see the package
 // function OpenShards.
 func (o Opener) OpenShards(name string, paths []string) (*Shards, error) {
+	return o.OpenShardsContext(context.Background(), name, paths)
+}
+
+// OpenShardsContext is OpenShards with ctx bounding the requests that opening makes (each remote
+// shard's size and version, its index); the dataset's reads take the ctx of each Sample.
+func (o Opener) OpenShardsContext(ctx context.Context, name string, paths []string) (*Shards, error) {
 	var src shardList
 	for _, p := range paths {
 		src.add(p, remote.Object{}, nil)
 	}
-	return o.openShards(context.Background(), name, src, "")
+	return o.openShards(ctx, name, src, "")
 }
 
 // shardList lists the shards of a dataset: local paths, or remote objects (already described by
@@ -111,7 +117,12 @@ var client = &remote.Client{}
 // slash). http(s) servers cannot be listed: name their shards with braces or an index.json. No
 // match is an error wrapping ErrEmpty. ShardPaths reads no index.
 func ShardPaths(pattern string) ([]string, error) {
-	src, err := listShards(context.Background(), pattern)
+	return ShardPathsContext(context.Background(), pattern)
+}
+
+// ShardPathsContext is ShardPaths with ctx bounding the listing of an s3:// pattern.
+func ShardPathsContext(ctx context.Context, pattern string) ([]string, error) {
+	src, err := listShards(ctx, pattern)
 	return src.paths, err
 }
 

@@ -592,18 +592,55 @@ func TestStoreErrorIsNotCorruptData(t *testing.T) {
 	}
 }
 
-// TestOpenContextEndsOnCancel: opening shards whose store stalls (the index never comes) ends with
-// the context, well before the stall limit.
+// TestOpenContextEndsOnCancel: every way of opening remote shards ends with its context when the
+// store stalls (the index, the shards' sizes, the bucket's listing never come), well before the
+// stall limit.
 func TestOpenContextEndsOnCancel(t *testing.T) {
-	_, _, base := storeShards(t, 4, time.Minute, func(h http.Handler) http.Handler {
+	stall := func(h http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { <-r.Context().Done() })
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	start := time.Now()
-	_, err := Opener{}.OpenContext(ctx, "shards:"+base+"/index.json", "")
-	if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
-		t.Fatalf("open over a stalled store: %v after %v; want the context's error within a second", err, time.Since(start))
+	}
+	_, _, base := storeShards(t, 4, time.Minute, stall)
+	s3 := httptest.NewServer(stall(nil))
+	t.Cleanup(s3.Close)
+	t.Setenv("AWS_ENDPOINT_URL_S3", s3.URL)
+	t.Setenv("AWS_ACCESS_KEY_ID", "test")
+	t.Setenv("AWS_SECRET_ACCESS_KEY", "test")
+	t.Setenv("AWS_REGION", "us-east-1")
+	index := base + "/index.json"
+	for _, tc := range []struct {
+		name string
+		open func(ctx context.Context) error
+	}{
+		{"Opener.OpenContext", func(ctx context.Context) error {
+			_, err := Opener{}.OpenContext(ctx, "shards:"+index, "")
+			return err
+		}},
+		{"Opener.OpenStreamContext", func(ctx context.Context) error {
+			_, err := Opener{}.OpenStreamContext(ctx, "shards:"+index, "")
+			return err
+		}},
+		{"OpenShardIndexContext", func(ctx context.Context) error {
+			_, err := OpenShardIndexContext(ctx, index)
+			return err
+		}},
+		{"Opener.OpenShardsContext", func(ctx context.Context) error {
+			_, err := Opener{}.OpenShardsContext(ctx, "stalled", []string{base + "/shard-000000.tar.zst"})
+			return err
+		}},
+		{"ShardPathsContext", func(ctx context.Context) error {
+			_, err := ShardPathsContext(ctx, "s3://bucket/train/shard-*.tar")
+			return err
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			defer cancel()
+			start := time.Now()
+			err := tc.open(ctx)
+			if !errors.Is(err, context.DeadlineExceeded) || time.Since(start) > time.Second {
+				t.Fatalf("open over a stalled store: %v after %v; want the context's error within a second", err, time.Since(start))
+			}
+		})
 	}
 }
 

@@ -132,10 +132,15 @@ func (o Opener) openShards(ctx context.Context, name string, src shardList, spli
 // holds the samples and bytes the index promises. dir may be the index file or its folder. It
 // opens every shard listed, whatever its split: Open("shards:DIR", split) opens one split's.
 func OpenShardIndex(path string) (*Shards, error) {
+	return OpenShardIndexContext(context.Background(), path)
+}
+
+// OpenShardIndexContext is OpenShardIndex with ctx bounding the index's download and the requests
+// that opening the shards makes.
+func OpenShardIndexContext(ctx context.Context, path string) (*Shards, error) {
 	if st, err := os.Stat(path); err == nil && st.IsDir() {
 		path = filepath.Join(path, IndexName)
 	}
-	ctx := context.Background()
 	src, err := listIndexShards(ctx, path)
 	if err != nil {
 		return nil, err

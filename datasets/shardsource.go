@@ -75,6 +75,12 @@ func OpenStream(spec, split string) (loaders.StreamSource, error) {
 // one GET when it is reached. The source is then an io.Closer: close it when done, to stop the
 // downloads ahead.
 func (o Opener) OpenStream(spec, split string) (loaders.StreamSource, error) {
+	return o.OpenStreamContext(context.Background(), spec, split)
+}
+
+// OpenStreamContext is OpenStream with ctx bounding what opening reads: the listing of the
+// shards and their index. The parts' reads take the ctx the Loader gives each.
+func (o Opener) OpenStreamContext(ctx context.Context, spec, split string) (loaders.StreamSource, error) {
 	kind, arg, err := parseSpec(spec)
 	if err == nil && kind != "shards" {
 		err = fmt.Errorf("datasets: open stream %q: only shards:GLOB can be streamed: %w", spec, ErrSpec)
@@ -85,7 +91,6 @@ func (o Opener) OpenStream(spec, split string) (loaders.StreamSource, error) {
 	if split, err = splitName(split); err != nil {
 		return nil, fmt.Errorf("datasets: open stream %q: %w", spec, err)
 	}
-	ctx := context.Background()
 	name, src, err := listShardArg(ctx, arg)
 	if err != nil {
 		return nil, err
