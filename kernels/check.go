@@ -526,8 +526,8 @@ func (o checked) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean
 	return o.b.BatchNormBackwardInput(s, dx, dy, x, gamma, saveMean, saveInvStd, sums, g)
 }
 
-// checkBF16 checks a conversion's operands: 2 bytes of bf16 per float32, 2-byte aligned.
-func checkBF16(c *call, f F32, fname string, frole int, b U8, bname string, brole int) error {
+// check16 checks a conversion's operands: 2 bytes of bf16 or fp16 per float32, 2-byte aligned.
+func check16(c *call, f F32, fname string, frole int, b U8, bname string, brole int) error {
 	c.view(frole, fname, vf(f), anyLen)
 	c.view(brole, bname, vu(b), c.mul(f.Len, 2))
 	if c.err == nil && b.Off%2 != 0 {
@@ -538,7 +538,7 @@ func checkBF16(c *call, f F32, fname string, frole int, b U8, bname string, brol
 
 func (o checked) ToBF16(s gpu.Stream, dst U8, src F32) error {
 	c := newCall("to bf16", s)
-	if err := checkBF16(&c, src, "src", in, dst, "dst", out); err != nil {
+	if err := check16(&c, src, "src", in, dst, "dst", out); err != nil {
 		return err
 	}
 	return o.b.ToBF16(s, dst, src)
@@ -546,10 +546,26 @@ func (o checked) ToBF16(s gpu.Stream, dst U8, src F32) error {
 
 func (o checked) FromBF16(s gpu.Stream, dst F32, src U8) error {
 	c := newCall("from bf16", s)
-	if err := checkBF16(&c, dst, "dst", out, src, "src", in); err != nil {
+	if err := check16(&c, dst, "dst", out, src, "src", in); err != nil {
 		return err
 	}
 	return o.b.FromBF16(s, dst, src)
+}
+
+func (o checked) ToFP16(s gpu.Stream, dst U8, src F32) error {
+	c := newCall("to fp16", s)
+	if err := check16(&c, src, "src", in, dst, "dst", out); err != nil {
+		return err
+	}
+	return o.b.ToFP16(s, dst, src)
+}
+
+func (o checked) FromFP16(s gpu.Stream, dst F32, src U8) error {
+	c := newCall("from fp16", s)
+	if err := check16(&c, dst, "dst", out, src, "src", in); err != nil {
+		return err
+	}
+	return o.b.FromFP16(s, dst, src)
 }
 
 func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {

@@ -67,7 +67,7 @@ var cudaKernels = []string{
 	"add_f32", "bn_train_f32", "bn_eval_f32", "bn_backward_f32", "gap_f32", "gap_grad_f32",
 	"maxpool_pad_f32", "maxpool_pad_grad_f32", "to_x16", "im2col_x16", "count_nonfinite_f32",
 	"float_loss_f32",
-	"bn_stats_f32", "bn_train_stats_f32", "bn_backward_input_f32", "bf16_to_f32",
+	"bn_stats_f32", "bn_train_stats_f32", "bn_backward_input_f32", "x16_to_f32",
 }
 
 func newCUDAOps(dev *cudaDevice) (*cudaOps, error) {

@@ -308,6 +308,17 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 			{"src length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(s, x3, bf8) }},
 			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(nil, y4, bf8) }},
 		}},
+		{"ToFP16", func(o kernels.Ops, s gpu.Stream) error { return o.ToFP16(s, bf8, x4) }, []Bad{
+			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.ToFP16(s, bf8, x3) }},
+			{"odd offset", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.ToFP16(s, bf8.Slice(1, 7), x3) }},
+			{"dst is src", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.ToFP16(s, kernels.U8{Buf: x4.Buf, Off: 4, Len: 4}, x4.Slice(0, 2))
+			}},
+		}},
+		{"FromFP16", func(o kernels.Ops, s gpu.Stream) error { return o.FromFP16(s, y4, bf8) }, []Bad{
+			{"src length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.FromFP16(s, x3, bf8) }},
+			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.FromFP16(nil, y4, bf8) }},
+		}},
 		{"GlobalAvgPool", func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 2) }, []Bad{
 			{"inner 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 0) }},
 			{"x length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x3, 2) }},
