@@ -55,6 +55,19 @@ func (g *Group) AllReduceBF16(ctx context.Context, buf []uint16, op Op) error {
 	return g.collective(ctx, kindAllReduceBF16, op, 0, u16Bytes(buf), 2, len(buf))
 }
 
+// AllReduceFP16 is AllReduce on IEEE half-precision (fp16) bits, as
+// AllReduceBF16 is on bfloat16: the wire carries fp16; each hop adds in
+// float32 and rounds to fp16 (nearest even) once, a sum past 65504 becoming
+// ±Inf; Avg divides the total in float32 and rounds once more. (A
+// data-parallel fp16 run divides its gradients by the world size before it
+// rounds them, and sums: DDP's fp16_compress_hook, see train.)
+func (g *Group) AllReduceFP16(ctx context.Context, buf []uint16, op Op) error {
+	if err := checkOp("all-reduce fp16", op); err != nil {
+		return err
+	}
+	return g.collective(ctx, kindAllReduceFP16, op, 0, u16Bytes(buf), 2, len(buf))
+}
+
 // Broadcast copies root's buf to every rank's buf (each rank passes a buffer
 // of the same length), chunked and pipelined round the ring.
 func (g *Group) Broadcast(ctx context.Context, buf []byte, root int) error {

@@ -1,7 +1,7 @@
 // Package dist is Stoke's collective layer for data-parallel training: a
 // rendezvous through PyTorch's c10d TCPStore protocol, then a ring of TCP
-// connections over which AllReduce, AllReduceBF16, Broadcast, Barrier and
-// Agree run, in pure Go.
+// connections over which AllReduce, AllReduceBF16, AllReduceFP16, Broadcast,
+// Barrier and Agree run, in pure Go.
 //
 // # Rendezvous
 //
@@ -48,8 +48,9 @@
 // and so on round the ring, whatever the timing; the rank that completes a
 // segment divides it once for Avg and the all-gather copies its bits, so
 // every rank holds identical bits, and the same bits from run to run.
-// bfloat16 is added in float32 and rounded to bf16 (nearest even) once per
-// hop; the wire carries bf16.
+// bfloat16 and fp16 are added in float32 and rounded to the 16-bit format
+// (nearest even; fp16 overflows to ±Inf past 65504) once per hop; the wire
+// carries 16 bits.
 //
 // # Timeouts and failures
 //

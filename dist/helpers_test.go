@@ -102,17 +102,19 @@ func ringSum(w, n, i int, x func(r, i int) float32, op Op) float32 {
 	return acc
 }
 
-func ringSumBF16(w, n, i int, x func(r, i int) uint16, op Op) uint16 {
+// ringSum16 is ringSum in a 16-bit format: each hop adds in float32 and
+// rounds to the format.
+func ringSum16(w, n, i int, x func(r, i int) uint16, op Op, f format16) uint16 {
 	k := 0
 	for k+1 < w && (k+1)*n/w <= i {
 		k++
 	}
 	acc := x(k, i)
 	for j := 1; j < w; j++ {
-		acc = F32ToBF16(BF16ToF32(x((k+j)%w, i)) + BF16ToF32(acc))
+		acc = f.round(f.widen(x((k+j)%w, i)) + f.widen(acc))
 	}
 	if op == Avg {
-		acc = F32ToBF16(BF16ToF32(acc) / float32(w))
+		acc = f.round(f.widen(acc) / float32(w))
 	}
 	return acc
 }

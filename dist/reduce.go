@@ -1,8 +1,9 @@
 package dist
 
 import (
-	"math"
 	"unsafe"
+
+	"github.com/stoke-ml/stoke/internal/half"
 )
 
 // asF32 views b (whose length is a multiple of 4 and which is 4-aligned) as float32s.
@@ -73,29 +74,44 @@ func divF32(v []float32, n float32) {
 }
 
 // BF16ToF32 widens bfloat16 bits to a float32 (exactly).
-func BF16ToF32(b uint16) float32 { return math.Float32frombits(uint32(b) << 16) }
+func BF16ToF32(b uint16) float32 { return half.BF16ToF32(b) }
 
 // F32ToBF16 rounds f to the nearest bfloat16, ties to even; a NaN stays a
 // (quiet) NaN.
-func F32ToBF16(f float32) uint16 {
-	u := math.Float32bits(f)
-	if u&0x7fffffff > 0x7f800000 {
-		return uint16(u>>16) | 0x40
-	}
-	u += 0x7fff + (u>>16)&1
-	return uint16(u >> 16)
+func F32ToBF16(f float32) uint16 { return half.F32ToBF16(f) }
+
+// FP16ToF32 widens IEEE half-precision (fp16) bits to a float32 (exactly,
+// subnormals, infinities and NaNs included).
+func FP16ToF32(h uint16) float32 { return half.FP16ToF32(h) }
+
+// F32ToFP16 rounds f to the nearest IEEE half (fp16), ties to even: a
+// magnitude of 65520 or more becomes ±Inf, one below 2^-14 is kept as a
+// subnormal (a multiple of 2^-24), a NaN stays a (quiet) NaN.
+func F32ToFP16(f float32) uint16 { return half.F32ToFP16(f) }
+
+// format16 is a 16-bit floating-point format the ring reduces: its rounding
+// from float32 and its (exact) widening to it.
+type format16 struct {
+	round func(float32) uint16
+	widen func(uint16) float32
 }
 
-// addBF16 sets dst[i] = bf16(f32(dst[i]) + f32(src[i])): one rounding per hop.
-func addBF16(dst, src []uint16) {
+var (
+	bf16Format = format16{half.F32ToBF16, half.BF16ToF32}
+	fp16Format = format16{half.F32ToFP16, half.FP16ToF32}
+)
+
+// add sets dst[i] = round(f32(dst[i]) + f32(src[i])): one rounding per hop.
+func (f format16) add(dst, src []uint16) {
 	src = src[:len(dst)]
 	for i := range dst {
-		dst[i] = F32ToBF16(BF16ToF32(dst[i]) + BF16ToF32(src[i]))
+		dst[i] = f.round(f.widen(dst[i]) + f.widen(src[i]))
 	}
 }
 
-func divBF16(v []uint16, n float32) {
+// div sets v[i] = round(f32(v[i]) / n).
+func (f format16) div(v []uint16, n float32) {
 	for i := range v {
-		v[i] = F32ToBF16(BF16ToF32(v[i]) / n)
+		v[i] = f.round(f.widen(v[i]) / n)
 	}
 }

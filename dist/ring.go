@@ -19,9 +19,21 @@ const (
 	kindAllReduceBF16
 	kindBroadcast
 	kindAllGather
+	kindAllReduceFP16
 )
 
-var kindNames = [...]string{"", "all-reduce", "all-reduce bf16", "broadcast", "all-gather"}
+var kindNames = [...]string{"", "all-reduce", "all-reduce bf16", "broadcast", "all-gather", "all-reduce fp16"}
+
+// format is the 16-bit format a kind of all-reduce adds in (nil for fp32).
+func format(kind int) *format16 {
+	switch kind {
+	case kindAllReduceBF16:
+		return &bf16Format
+	case kindAllReduceFP16:
+		return &fp16Format
+	}
+	return nil
+}
 
 // headerSize is the bytes each rank sends its next neighbour before an
 // operation's data: kind, op, seq, element count, root.
@@ -85,7 +97,7 @@ func (p *plan) setup(w, rank, chunkBytes int, seq uint32) {
 	}
 	p.chunks = max(1, (segBytes+chunkBytes-1)/chunkBytes)
 	switch p.kind {
-	case kindAllReduceF32, kindAllReduceBF16:
+	case kindAllReduceF32, kindAllReduceBF16, kindAllReduceFP16:
 		p.steps, p.reduceSteps = 2*(w-1), w-1
 		p.nSend, p.nRecv, p.readyBase = p.steps*p.chunks, p.steps*p.chunks, p.chunks
 	case kindAllGather:
@@ -118,7 +130,7 @@ func describe(h []byte) string {
 	}
 	s := fmt.Sprintf("%s #%d of %d elements", name, binary.LittleEndian.Uint32(h[4:]), binary.LittleEndian.Uint64(h[8:]))
 	switch k {
-	case kindAllReduceF32, kindAllReduceBF16:
+	case kindAllReduceF32, kindAllReduceBF16, kindAllReduceFP16:
 		s += " (" + Op(h[1]).String() + ")"
 	case kindBroadcast:
 		s += fmt.Sprintf(" from root %d", binary.LittleEndian.Uint32(h[16:]))
@@ -330,18 +342,18 @@ func (r *ring) receive(p *plan) error {
 				if _, err := io.ReadFull(r.prev, s); err != nil {
 					return r.ioErr(p, err, r.prevRank(), "receiving from")
 				}
-				if p.kind == kindAllReduceF32 {
+				if f := format(p.kind); f == nil {
 					addF32(asF32(d), asF32(s))
 				} else {
-					addBF16(asU16(d), asU16(s))
+					f.add(asU16(d), asU16(s))
 				}
 			}
 			if step == p.reduceSteps-1 && p.op == Avg {
 				// This rank owns the chunk's total: divide once, here.
-				if p.kind == kindAllReduceF32 {
+				if f := format(p.kind); f == nil {
 					divF32(asF32(dst), float32(p.w))
 				} else {
-					divBF16(asU16(dst), float32(p.w))
+					f.div(asU16(dst), float32(p.w))
 				}
 			}
 		} else if len(dst) > 0 {

@@ -526,8 +526,8 @@ func (o checked) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean
 	return o.b.BatchNormBackwardInput(s, dx, dy, x, gamma, saveMean, saveInvStd, sums, g)
 }
 
-// checkBF16 checks a conversion's operands: 2 bytes of bf16 per float32, 2-byte aligned.
-func checkBF16(c *call, f F32, fname string, frole int, b U8, bname string, brole int) error {
+// check16 checks a conversion's operands: 2 bytes of bf16 or fp16 per float32, 2-byte aligned.
+func check16(c *call, f F32, fname string, frole int, b U8, bname string, brole int) error {
 	c.view(frole, fname, vf(f), anyLen)
 	c.view(brole, bname, vu(b), c.mul(f.Len, 2))
 	if c.err == nil && b.Off%2 != 0 {
@@ -537,19 +537,37 @@ func checkBF16(c *call, f F32, fname string, frole int, b U8, bname string, brol
 }
 
 func (o checked) ToBF16(s gpu.Stream, dst U8, src F32) error {
-	c := newCall("to bf16", s)
-	if err := checkBF16(&c, src, "src", in, dst, "dst", out); err != nil {
-		return err
-	}
-	return o.b.ToBF16(s, dst, src)
+	return checkTo16(s, "to bf16", dst, src, o.b.ToBF16)
 }
 
 func (o checked) FromBF16(s gpu.Stream, dst F32, src U8) error {
-	c := newCall("from bf16", s)
-	if err := checkBF16(&c, dst, "dst", out, src, "src", in); err != nil {
+	return checkFrom16(s, "from bf16", dst, src, o.b.FromBF16)
+}
+
+func (o checked) ToFP16(s gpu.Stream, dst U8, src F32) error {
+	return checkTo16(s, "to fp16", dst, src, o.b.ToFP16)
+}
+
+func (o checked) FromFP16(s gpu.Stream, dst F32, src U8) error {
+	return checkFrom16(s, "from fp16", dst, src, o.b.FromFP16)
+}
+
+// checkTo16 checks a conversion to 16 bits and hands it to the backend's, next.
+func checkTo16(s gpu.Stream, op string, dst U8, src F32, next func(gpu.Stream, U8, F32) error) error {
+	c := newCall(op, s)
+	if err := check16(&c, src, "src", in, dst, "dst", out); err != nil {
 		return err
 	}
-	return o.b.FromBF16(s, dst, src)
+	return next(s, dst, src)
+}
+
+// checkFrom16 checks a conversion from 16 bits and hands it to the backend's, next.
+func checkFrom16(s gpu.Stream, op string, dst F32, src U8, next func(gpu.Stream, F32, U8) error) error {
+	c := newCall(op, s)
+	if err := check16(&c, dst, "dst", out, src, "src", in); err != nil {
+		return err
+	}
+	return next(s, dst, src)
 }
 
 func (o checked) GlobalAvgPool(s gpu.Stream, y, x F32, inner int) error {

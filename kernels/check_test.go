@@ -107,6 +107,8 @@ func (r *recorder) BatchNormBackwardInput(str, f32, f32, f32, f32, f32, f32, f32
 }
 func (r *recorder) ToBF16(str, kernels.U8, f32) error   { return r.called("ToBF16") }
 func (r *recorder) FromBF16(str, f32, kernels.U8) error { return r.called("FromBF16") }
+func (r *recorder) ToFP16(str, kernels.U8, f32) error   { return r.called("ToFP16") }
+func (r *recorder) FromFP16(str, f32, kernels.U8) error { return r.called("FromFP16") }
 func (r *recorder) NormalizeU8(str, f32, kernels.U8, int, int, []float32, []float32) error {
 	return r.called("NormalizeU8")
 }

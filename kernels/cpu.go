@@ -3,10 +3,10 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
-	"math"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/half"
 	"github.com/stoke-ml/stoke/kernels/internal/cpu"
 )
 
@@ -497,28 +497,46 @@ func (cpuOps) BatchNormBackwardInput(s gpu.Stream, dx, dy, x, gamma, saveMean, s
 }
 
 func (cpuOps) ToBF16(s gpu.Stream, dst U8, src F32) error {
-	ds, e1 := hostU8("to bf16", "dst", dst)
-	ss, e2 := hostF32("to bf16", "src", src)
+	return to16(s, "to bf16", dst, src, half.F32ToBF16)
+}
+
+func (cpuOps) FromBF16(s gpu.Stream, dst F32, src U8) error {
+	return from16(s, "from bf16", dst, src, half.BF16ToF32)
+}
+
+func (cpuOps) ToFP16(s gpu.Stream, dst U8, src F32) error {
+	return to16(s, "to fp16", dst, src, half.F32ToFP16)
+}
+
+func (cpuOps) FromFP16(s gpu.Stream, dst F32, src U8) error {
+	return from16(s, "from fp16", dst, src, half.FP16ToF32)
+}
+
+// to16 writes src rounded by round into dst, 2 bytes little-endian per value.
+func to16(s gpu.Stream, op string, dst U8, src F32, round func(float32) uint16) error {
+	ds, e1 := hostU8(op, "dst", dst)
+	ss, e2 := hostF32(op, "src", src)
 	if err := firstErr(e1, e2); err != nil {
 		return err
 	}
 	return s.Host(func() error {
 		for i, f := range ss {
-			binary.LittleEndian.PutUint16(ds[2*i:], uint16(math.Float32bits(BF16.Round(f))>>16))
+			binary.LittleEndian.PutUint16(ds[2*i:], round(f))
 		}
 		return nil
 	})
 }
 
-func (cpuOps) FromBF16(s gpu.Stream, dst F32, src U8) error {
-	ds, e1 := hostF32("from bf16", "dst", dst)
-	ss, e2 := hostU8("from bf16", "src", src)
+// from16 widens the 16-bit values of src into dst.
+func from16(s gpu.Stream, op string, dst F32, src U8, widen func(uint16) float32) error {
+	ds, e1 := hostF32(op, "dst", dst)
+	ss, e2 := hostU8(op, "src", src)
 	if err := firstErr(e1, e2); err != nil {
 		return err
 	}
 	return s.Host(func() error {
 		for i := range ds {
-			ds[i] = math.Float32frombits(uint32(binary.LittleEndian.Uint16(ss[2*i:])) << 16)
+			ds[i] = widen(binary.LittleEndian.Uint16(ss[2*i:]))
 		}
 		return nil
 	})

@@ -371,6 +371,13 @@ type Ops interface {
 	// FromBF16 widens the bfloat16 values of src (2 bytes each, as ToBF16 writes them) into dst,
 	// exactly.
 	FromBF16(s gpu.Stream, dst F32, src U8) error
+	// ToFP16 rounds src to IEEE half precision (fp16: to the nearest, ties to even; a magnitude
+	// of 65520 or more becomes ±Inf, subnormals are kept, NaN stays NaN) into dst, laid out as
+	// ToBF16's: gradients that travel as fp16 (a data-parallel step in fp16).
+	ToFP16(s gpu.Stream, dst U8, src F32) error
+	// FromFP16 widens the fp16 values of src (2 bytes each, as ToFP16 writes them) into dst,
+	// exactly.
+	FromFP16(s gpu.Stream, dst F32, src U8) error
 
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).

@@ -2,9 +2,9 @@ package kernels
 
 import (
 	"fmt"
-	"math"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/half"
 )
 
 // Precision is the arithmetic of an op set's products: Gemm, Conv2D and Conv2DBackward. With BF16
@@ -61,25 +61,14 @@ func (p Precision) reduced() bool { return p == BF16 || p == FP16 }
 // the CUDA op set (gpu/cuda/ops.cu) and the GPU's own conversions do: NaN stays NaN, an fp16 value
 // of magnitude 65520 or more becomes ±Inf, and FP32 returns f.
 func (p Precision) Round(f float32) float32 {
-	b := math.Float32bits(f)
-	a := b &^ (1 << 31)
-	if a > 0x7f800000 { // NaN
+	if f != f { // NaN
 		return f
 	}
 	switch p {
 	case BF16:
-		return math.Float32frombits((b + 0x7fff + (b>>16)&1) &^ 0xffff)
+		return half.BF16ToF32(half.F32ToBF16(f))
 	case FP16:
-		sign := b &^ a
-		switch {
-		case a >= 0x477ff000: // 65520: halfway between 65504 and 65536, rounds to the even 65536
-			return math.Float32frombits(sign | 0x7f800000)
-		case a >= 0x38800000: // 2^-14 and up: a normal half, 10 significand bits
-			return math.Float32frombits(sign | (a+0xfff+(a>>13)&1)&^0x1fff)
-		default: // a subnormal half: a multiple of 2^-24
-			q := math.RoundToEven(float64(math.Float32frombits(a)) * (1 << 24))
-			return math.Float32frombits(sign | math.Float32bits(float32(q/(1<<24))))
-		}
+		return half.FP16ToF32(half.F32ToFP16(f))
 	}
 	return f
 }

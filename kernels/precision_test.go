@@ -206,11 +206,13 @@ func noErr(t testing.TB, err error) {
 	}
 }
 
-// TestBF16Conversions: ToBF16 rounds as dist.F32ToBF16 does (the host's all-reduce of bf16
-// gradients), to the nearest with ties to even, NaN kept; FromBF16 widens exactly.
-func TestBF16Conversions(t *testing.T) {
+// TestConversions16: ToBF16 and ToFP16 round as dist.F32ToBF16 and dist.F32ToFP16 do (the host's
+// all-reduce of 16-bit gradients), to the nearest with ties to even, NaN kept, fp16 overflowing
+// to Inf and keeping subnormals; FromBF16 and FromFP16 widen exactly.
+func TestConversions16(t *testing.T) {
 	e := newEnv(t)
-	vals := []float32{1, -1, 1 + 1.0/256, 1 + 3.0/256, 3.1415927, 1e-40, float32(math.Inf(-1)), float32(math.NaN()), 65504, -0}
+	vals := []float32{1, -1, 1 + 1.0/256, 1 + 3.0/256, 3.1415927, 1e-40, float32(math.Inf(-1)), float32(math.NaN()), 65504, -0,
+		1 + 1.0/2048, 1 + 3.0/2048, 65520, -1e6, 3e-6, 0x1p-25, 3 * 0x1p-25}
 	r := rand.New(rand.NewPCG(3, 4))
 	for range 1000 {
 		vals = append(vals, float32(r.NormFloat64()*math.Pow(10, float64(r.IntN(20)-10))))
@@ -220,22 +222,42 @@ func TestBF16Conversions(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bf := kernels.Bytes(buf)
+	b16 := kernels.Bytes(buf)
 	back := e.f32(t, make([]float32, len(vals))...)
-	if err := e.ops.ToBF16(e.s, bf, src); err != nil {
-		t.Fatal(err)
-	}
-	if err := e.ops.FromBF16(e.s, back, bf); err != nil {
-		t.Fatal(err)
-	}
-	got := e.read(t, back)
-	for i, v := range vals {
-		want := dist.BF16ToF32(dist.F32ToBF16(v))
-		if math.Float32bits(got[i]) != math.Float32bits(want) && !(math.IsNaN(float64(want)) && math.IsNaN(float64(got[i]))) {
-			t.Fatalf("bf16(%v) = %v; want %v", v, got[i], want)
+	for _, c := range []struct {
+		name     string
+		to       func(gpu.Stream, kernels.U8, kernels.F32) error
+		from     func(gpu.Stream, kernels.F32, kernels.U8) error
+		want     func(float32) float32
+		ties     [2]float32 // vals[2:4] in bf16, vals[10:12] in fp16: 1+1/256 and 1+3/256 or 1+1/2048 and 1+3/2048
+		tieIndex int
+	}{
+		{"bf16", e.ops.ToBF16, e.ops.FromBF16, func(v float32) float32 { return dist.BF16ToF32(dist.F32ToBF16(v)) }, [2]float32{1, 1 + 4.0/256}, 2},
+		{"fp16", e.ops.ToFP16, e.ops.FromFP16, func(v float32) float32 { return dist.FP16ToF32(dist.F32ToFP16(v)) }, [2]float32{1, 1 + 4.0/2048}, 10},
+	} {
+		if err := c.to(e.s, b16, src); err != nil {
+			t.Fatal(err)
 		}
-	}
-	if got[2] != 1 || got[3] != 1+4.0/256 { // ties to even: 1+1/256 down to 1, 1+3/256 up to 1+4/256
-		t.Errorf("ties: bf16(1+1/256) = %v, bf16(1+3/256) = %v; want 1 and %v", got[2], got[3], 1+4.0/256)
+		if err := c.from(e.s, back, b16); err != nil {
+			t.Fatal(err)
+		}
+		got := e.read(t, back)
+		for i, v := range vals {
+			want := c.want(v)
+			if math.Float32bits(got[i]) != math.Float32bits(want) && !(math.IsNaN(float64(want)) && math.IsNaN(float64(got[i]))) {
+				t.Fatalf("%s(%v) = %v; want %v", c.name, v, got[i], want)
+			}
+		}
+		if k := c.tieIndex; got[k] != c.ties[0] || got[k+1] != c.ties[1] { // ties to even
+			t.Errorf("%s ties: %v, %v round to %v, %v; want %v", c.name, vals[k], vals[k+1], got[k], got[k+1], c.ties)
+		}
+		if c.name == "fp16" {
+			if !math.IsInf(float64(got[12]), 1) || !math.IsInf(float64(got[13]), -1) || got[8] != 65504 {
+				t.Errorf("fp16: 65504, 65520, -1e6 round to %v, %v, %v; want 65504, +Inf, -Inf", got[8], got[12], got[13])
+			}
+			if got[15] != 0 || got[16] != 0x1p-23 || got[5] != 0 { // subnormal ties to even, 1e-40 to 0
+				t.Errorf("fp16: 2^-25, 3*2^-25, 1e-40 round to %v, %v, %v; want 0, 2^-23, 0", got[15], got[16], got[5])
+			}
+		}
 	}
 }

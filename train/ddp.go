@@ -23,6 +23,8 @@ type Collective interface {
 	AllReduce(ctx context.Context, buf []float32, op dist.Op) error
 	// AllReduceBF16 is AllReduce on bfloat16 values (the gradients of a bf16 run).
 	AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error
+	// AllReduceFP16 is AllReduce on IEEE half values (the gradients of an fp16 run).
+	AllReduceFP16(ctx context.Context, buf []uint16, op dist.Op) error
 	// Broadcast copies root's buf into every other rank's.
 	Broadcast(ctx context.Context, buf []byte, root int) error
 	// Agree fails on every rank, naming the values, unless all ranks pass the same value.
@@ -35,10 +37,13 @@ type Collective interface {
 // (dist.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
 // with no copy to the host; the device overlaps them with the rest of the backward pass. A
 // synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum). In a bf16
-// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v).
+// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v, dist.Avg),
+// in an fp16 run as IEEE half (AllReduceFP16OnDevice, 2 bytes per value, dist.Sum of values
+// already divided by the world size).
 type DeviceReducer interface {
 	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error
 	AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
+	AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
 }
 
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
@@ -64,6 +69,11 @@ const (
 // Training in bf16, the buckets travel as bf16, as DDP's bf16_compress_hook sends them: rounded
 // to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and dist do), widened back
 // into the fp32 gradients, which the fp32 master weights are updated from: half the bytes.
+// Training in fp16 they travel as IEEE half, as DDP's fp16_compress_hook sends them: multiplied
+// by 1/world in fp32 first (so that the sum of the ranks' values stays in fp16's range), rounded
+// to fp16, summed (each partial sum rounded to fp16), widened back. A sum past 65504 becomes
+// Inf, which the loss scaler's check of the gradients, after the all-reduce, finds on every rank
+// alike: the step is skipped and the scale halved, as GradScaler does after DDP's all-reduce.
 type ddp struct {
 	g       Collective
 	buckets []bucket
@@ -72,9 +82,10 @@ type ddp struct {
 	// host stages the gradients (bucket b in host[b.lo:b.hi]) where they are not host memory;
 	// scratch stages a synchronized BatchNorm's sums.
 	host, scratch []float32
-	// bf16 sends the buckets as bfloat16: through half on the host route, halfDev (2 bytes per
-	// gradient, bucket b at bytes [2*b.lo, 2*b.hi)) on the device route.
-	bf16    bool
+	// wire is the format the buckets travel in: FP32, or BF16 or FP16, through half on the host
+	// route, halfDev (2 bytes per gradient, bucket b at bytes [2*b.lo, 2*b.hi)) on the device
+	// route.
+	wire    Precision
 	half    []uint16
 	halfDev kernels.U8
 	// dev, if set, reduces on the device (Config.DeviceReduce).
@@ -101,7 +112,7 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	if capBytes <= 0 {
 		capBytes = defaultBucketBytes
 	}
-	d := &ddp{g: g, afterLayer: map[int][]int{}}
+	d := &ddp{g: g, afterLayer: map[int][]int{}, wire: FP32}
 	var cur bucket
 	n, last := 0, -1 // last: the layer that added cur's latest parameters
 	closeBucket := func() {
@@ -142,10 +153,10 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	return d
 }
 
-// halfPrecision makes the buckets travel as bf16, staged on the device (the device route) or
-// the host.
-func (d *ddp) halfPrecision(m *Model) error {
-	d.bf16 = true
+// halfPrecision makes the buckets travel as p (BF16 or FP16), staged on the device (the device
+// route) or the host.
+func (d *ddp) halfPrecision(m *Model, p Precision) error {
+	d.wire = p
 	n := 0
 	if len(d.buckets) > 0 {
 		n = d.buckets[len(d.buckets)-1].hi
@@ -219,40 +230,63 @@ func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
 
 // reduceOnDevice enqueues the average of bucket b's gradients over the ranks on s.
 func (d *ddp) reduceOnDevice(s gpu.Stream, ops kernels.Ops, b bucket) error {
-	if !d.bf16 {
+	to, from, reduce, op := ops.ToBF16, ops.FromBF16, d.dev.AllReduceBF16OnDevice, dist.Avg
+	switch d.wire {
+	case FP32:
 		return d.dev.AllReduceOnDevice(s, b.grad, dist.Avg)
+	case FP16:
+		if err := ops.Scale(s, b.grad, d.preDivide()); err != nil {
+			return err
+		}
+		to, from, reduce, op = ops.ToFP16, ops.FromFP16, d.dev.AllReduceFP16OnDevice, dist.Sum
 	}
 	half := d.halfDev.Slice(2*b.lo, 2*b.hi)
-	if err := ops.ToBF16(s, half, b.grad); err != nil {
+	if err := to(s, half, b.grad); err != nil {
 		return err
 	}
-	if err := d.dev.AllReduceBF16OnDevice(s, half, dist.Avg); err != nil {
+	if err := reduce(s, half, op); err != nil {
 		return err
 	}
-	return ops.FromBF16(s, b.grad, half)
+	return from(s, b.grad, half)
 }
 
-// reduceOnHost averages a bucket's gradients, buf, over the ranks: as fp32, or (bf16) rounded
-// into half and widened back.
+// preDivide is what an fp16 run multiplies its gradients by before it rounds them to fp16: 1/world
+// (in fp32, as the device route's Scale multiplies, so that both routes give the same bits).
+func (d *ddp) preDivide() float32 { return 1 / float32(d.g.Size()) }
+
+// reduceOnHost averages a bucket's gradients, buf, over the ranks: as fp32, or (bf16, fp16)
+// rounded into half and widened back.
 func (d *ddp) reduceOnHost(ctx context.Context, buf []float32, half []uint16) error {
-	if !d.bf16 {
+	var err error
+	switch d.wire {
+	case FP32:
 		return d.g.AllReduce(ctx, buf, dist.Avg)
+	case BF16:
+		for i, f := range buf {
+			half[i] = dist.F32ToBF16(f)
+		}
+		if err = d.g.AllReduceBF16(ctx, half, dist.Avg); err == nil {
+			for i, h := range half {
+				buf[i] = dist.BF16ToF32(h)
+			}
+		}
+	case FP16:
+		inv := d.preDivide()
+		for i, f := range buf {
+			half[i] = dist.F32ToFP16(f * inv)
+		}
+		if err = d.g.AllReduceFP16(ctx, half, dist.Sum); err == nil {
+			for i, h := range half {
+				buf[i] = dist.FP16ToF32(h)
+			}
+		}
 	}
-	for i, f := range buf {
-		half[i] = dist.F32ToBF16(f)
-	}
-	if err := d.g.AllReduceBF16(ctx, half, dist.Avg); err != nil {
-		return err
-	}
-	for i, h := range half {
-		buf[i] = dist.BF16ToF32(h)
-	}
-	return nil
+	return err
 }
 
-// halfOf is bucket b's part of half (nil unless bf16).
+// halfOf is bucket b's part of half (nil for fp32).
 func (d *ddp) halfOf(b bucket) []uint16 {
-	if !d.bf16 {
+	if d.wire == FP32 {
 		return nil
 	}
 	return d.half[b.lo:b.hi]

@@ -37,6 +37,8 @@ type rankMem struct {
 	seed          uint64
 	buf           gpu.Buffer
 	steps, perRnk int
+	// std, if not 0, is the normalization's standard deviation (0.3 otherwise).
+	std float32
 }
 
 func newRankMem(t testing.TB, dev gpu.Device, images []uint8, labels []int32, global, rank, world int, shuffle bool, seed uint64) *rankMem {
@@ -54,9 +56,14 @@ func newRankMem(t testing.TB, dev gpu.Device, images []uint8, labels []int32, gl
 	return d
 }
 
-func (d *rankMem) Steps() int                           { return (len(d.labels) + d.global - 1) / d.global }
-func (d *rankMem) Normalization() (mean, std []float32) { return []float32{0.3}, []float32{0.3} }
-func (d *rankMem) split() (int, int)                    { return d.rank, d.world }
+func (d *rankMem) Steps() int { return (len(d.labels) + d.global - 1) / d.global }
+func (d *rankMem) Normalization() (mean, std []float32) {
+	if d.std != 0 {
+		return []float32{0.3}, []float32{d.std}
+	}
+	return []float32{0.3}, []float32{0.3}
+}
+func (d *rankMem) split() (int, int) { return d.rank, d.world }
 
 // part is the rank's positions in the epoch's order.
 func (d *rankMem) parts() [][]int {
@@ -143,6 +150,14 @@ type ddpOpts struct {
 	// set, records rank 0's gradients after each step.
 	wire  *[]int64
 	grads *[][][]float32
+	// scales, if set, records rank 0's loss scaler after each step (fp16); init rank 0's weights
+	// before the first.
+	scales *[]lossScale
+	init   *[][]float32
+	// std is the data's normalization std (0: 0.3); fp32Wire all-reduces a reduced-precision
+	// run's gradients in fp32, as Stoke did before the 16-bit buckets.
+	std      float32
+	fp32Wire bool
 }
 
 // ddpRun trains model (built by mk) with SGD on world ranks, each with its own CPU device and
@@ -160,6 +175,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 	for r := range world {
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
+		data.std = o.std
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
 		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision, Accumulate: o.accumulate}
 		var sent atomic.Int64
@@ -184,10 +200,19 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 			if r == 0 && o.grads != nil {
 				*o.grads = append(*o.grads, gradients(t, tr))
 			}
+			if r == 0 && o.scales != nil {
+				*o.scales = append(*o.scales, *tr.scaler)
+			}
 		}
 		tr, err := New(mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
 		if err != nil {
 			t.Fatal(err)
+		}
+		if o.fp32Wire && tr.dist != nil {
+			tr.dist.wire = FP32
+		}
+		if r == 0 && o.init != nil {
+			*o.init = weights(t, tr)
 		}
 		t.Cleanup(func() { tr.Close() })
 		wg.Add(1)
@@ -559,7 +584,140 @@ func TestDataParallelBF16(t *testing.T) {
 	}
 }
 
-// countingGroup counts the bytes of the gradient all-reduces it passes on (fp32 or bf16).
+// TestDataParallelFP16: training in fp16, the gradient buckets travel as fp16 (DDP's
+// fp16_compress_hook): half the bytes of an fp32 run's per step, every averaged gradient of an
+// applied step an fp16 value (times the loss scale it was computed with), every rank with the
+// same bits after each step, the host and device routes with the same bits (both divide by the
+// world size in fp32, round as dist.F32ToFP16 and sum on one ring), and the weights near those of
+// the same run all-reducing in fp32 and of one fp16 process.
+func TestDataParallelFP16(t *testing.T) {
+	const global, steps = 48, 20
+	one, _ := ddpRun(t, smallCNN, 1, global, steps, ddpOpts{precision: FP16})
+	var wire32 []int64
+	ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, precision: FP32, wire: &wire32})
+	ref, _ := ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, precision: FP16, fp32Wire: true})
+	var runs [2][][][][]float32
+	for i, onDevice := range []bool{false, true} {
+		var wire []int64
+		var grads [][][]float32
+		var scales []lossScale
+		many, _ := ddpRun(t, smallCNN, 2, global, steps, ddpOpts{bucket: 512, onDevice: onDevice, precision: FP16, wire: &wire, grads: &grads, scales: &scales})
+		runs[i] = many
+		worst, worst32, checked := 0.0, 0.0, 0
+		for s := range steps {
+			if !sameTensors(many[0][s], many[1][s]) {
+				t.Fatalf("device %v step %d: rank 1's weights differ from rank 0's", onDevice, s+1)
+			}
+			if 2*wire[s] != wire32[s] {
+				t.Errorf("device %v step %d: the gradients' all-reduces sent %d bytes; the fp32 run's %d", onDevice, s+1, wire[s], wire32[s])
+			}
+			if s > 0 && scales[s].skipped != scales[s-1].skipped || s == 0 && scales[0].skipped != 0 {
+				continue // skipped: the gradients were not unscaled
+			}
+			for _, g := range grads[s] {
+				for _, v := range g {
+					if x := v * float32(scales[s].scale); dist.FP16ToF32(dist.F32ToFP16(x)) != x {
+						t.Fatalf("device %v step %d: averaged gradient %v (times the scale %v: %v) is not an fp16 value", onDevice, s+1, v, scales[s].scale, x)
+					}
+					checked++
+				}
+			}
+			worst = max(worst, relDiff(one[0][s], many[0][s]))
+			worst32 = max(worst32, relDiff(ref[0][s], many[0][s]))
+		}
+		if checked == 0 {
+			t.Fatalf("device %v: loss scaling skipped every step", onDevice)
+		}
+		t.Logf("device %v: %d bytes per step sent (fp32: %d), %d steps skipped; largest weight difference over %d steps to the fp16 run all-reducing in fp32: %.2g, to one fp16 process: %.2g of the largest weight",
+			onDevice, wire[0], wire32[0], scales[steps-1].skipped, steps, worst32, worst)
+		if worst > 1e-3 || worst32 > 1e-3 {
+			t.Errorf("device %v: weights drift from the fp32 all-reduce's by %.2g, from one process's by %.2g of the largest weight; want < 1e-3", onDevice, worst32, worst)
+		}
+	}
+	for s := range steps {
+		if !sameTensors(runs[0][0][s], runs[1][0][s]) {
+			t.Fatalf("step %d: the host route's weights differ from the device route's", s+1)
+		}
+	}
+	// Over 3 ranks 1/3 is inexact: both routes multiply by the same float32 1/3, so the same bits.
+	host3, _ := ddpRun(t, smallCNN, 3, global, 5, ddpOpts{bucket: 512, precision: FP16})
+	dev3, _ := ddpRun(t, smallCNN, 3, global, 5, ddpOpts{bucket: 512, precision: FP16, onDevice: true})
+	for s := range 5 {
+		for r := range 3 {
+			if !sameTensors(host3[r][s], dev3[r][s]) || !sameTensors(host3[0][s], host3[r][s]) {
+				t.Fatalf("world 3 step %d rank %d: the host route's weights differ from the device route's or rank 0's", s+1, r)
+			}
+		}
+	}
+}
+
+// TestDataParallelFP16Overflow: gradients whose average overflows fp16 (inputs normalized with a
+// tiny std, so the first layer's scaled gradients reach millions, finite in fp32): the fp16
+// all-reduce sums them to Inf, and fp16 loss scaling, which checks the gradients after the
+// all-reduce, skips the step on every rank alike (weights and momentum untouched, never NaN) and
+// halves the scale, until the average fits and a step is applied. The same run all-reducing in
+// fp32, and one process, apply the first step: the overflow is the 16-bit all-reduce's alone.
+func TestDataParallelFP16Overflow(t *testing.T) {
+	const global, steps = 48, 12
+	o := ddpOpts{precision: FP16, std: 0.002, bucket: 512}
+	for _, onDevice := range []bool{false, true} {
+		var scales, scales32, scales1 []lossScale
+		var init [][]float32
+		var grads32 [][][]float32
+		o.onDevice, o.scales, o.init = onDevice, &scales, &init
+		many, _ := ddpRun(t, plainMLP, 2, global, steps, o)
+		o.fp32Wire, o.scales, o.grads, o.init = true, &scales32, &grads32, nil
+		ddpRun(t, plainMLP, 2, global, steps, o)
+		o.fp32Wire, o.scales, o.grads = false, &scales1, nil
+		ddpRun(t, plainMLP, 1, global, steps, o)
+		if scales32[0].skipped != 0 || scales1[0].skipped != 0 {
+			t.Fatalf("device %v: the fp32 all-reduce's run skipped %d of the first step, one process %d; the test wants finite fp32 gradients",
+				onDevice, scales32[0].skipped, scales1[0].skipped)
+		}
+		// The fp32 average, times the loss scale of the first step, is past fp16's range.
+		peak := 0.0
+		for _, g := range grads32[0] {
+			for _, v := range g {
+				peak = max(peak, math.Abs(float64(v))*lossScaleInit)
+			}
+		}
+		if peak < 65520 {
+			t.Fatalf("device %v: the largest scaled average gradient of the first step is %g, within fp16's range", onDevice, peak)
+		}
+		skipped := scales[steps-1].skipped
+		t.Logf("device %v: the scaled average gradient reaches %.3g; %d of %d steps skipped (scale %g after them)", onDevice, peak, skipped, steps, scales[steps-1].scale)
+		if scales[0].skipped != 1 || scales[0].scale != lossScaleInit/2 {
+			t.Fatalf("device %v: after the overflowing first step: %d skipped, scale %v; want 1 skipped and the scale halved to %v",
+				onDevice, scales[0].skipped, scales[0].scale, lossScaleInit/2)
+		}
+		if skipped >= steps {
+			t.Fatalf("device %v: every step skipped; the scale never came down far enough", onDevice)
+		}
+		prev, prevScale := init, float64(lossScaleInit)
+		for s := range steps {
+			if !sameTensors(many[0][s], many[1][s]) {
+				t.Fatalf("device %v step %d: rank 1's weights differ from rank 0's", onDevice, s+1)
+			}
+			for _, w := range many[0][s] {
+				for _, v := range w {
+					if math.IsNaN(float64(v)) || math.IsInf(float64(v), 0) {
+						t.Fatalf("device %v step %d: weight %v", onDevice, s+1, v)
+					}
+				}
+			}
+			skip := s == 0 && scales[0].skipped == 1 || s > 0 && scales[s].skipped == scales[s-1].skipped+1
+			if same := sameTensors(prev, many[0][s]); same != skip {
+				t.Errorf("device %v step %d: skipped %v, weights unchanged %v", onDevice, s+1, skip, same)
+			}
+			if skip && scales[s].scale != prevScale/2 {
+				t.Errorf("device %v step %d: skipped, scale %v; want %v halved", onDevice, s+1, scales[s].scale, prevScale)
+			}
+			prev, prevScale = many[0][s], scales[s].scale
+		}
+	}
+}
+
+// countingGroup counts the bytes of the gradient all-reduces it passes on (fp32, bf16 or fp16).
 type countingGroup struct {
 	Collective
 	sent *atomic.Int64
@@ -575,6 +733,11 @@ func (g countingGroup) AllReduce(ctx context.Context, buf []float32, op dist.Op)
 func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error {
 	g.sent.Add(int64(2 * len(buf)))
 	return g.Collective.AllReduceBF16(ctx, buf, op)
+}
+
+func (g countingGroup) AllReduceFP16(ctx context.Context, buf []uint16, op dist.Op) error {
+	g.sent.Add(int64(2 * len(buf)))
+	return g.Collective.AllReduceFP16(ctx, buf, op)
 }
 
 // gradients reads every trained parameter's gradient back from the device.
@@ -601,12 +764,21 @@ func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op
 }
 
 func (r streamReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+	return r.on16(s, v, op, r.g.AllReduceBF16)
+}
+
+func (r streamReducer) AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+	return r.on16(s, v, op, r.g.AllReduceFP16)
+}
+
+// on16 runs reduce over v's 16-bit values in stream order.
+func (r streamReducer) on16(s gpu.Stream, v kernels.U8, op dist.Op, reduce func(context.Context, []uint16, dist.Op) error) error {
 	b, ok := gpu.HostBytes(v.Buf)
 	if !ok {
 		return errors.New("not a CPU-backend buffer")
 	}
 	h := unsafe.Slice((*uint16)(unsafe.Pointer(&b[v.Off])), v.Len/2)
-	return s.Host(func() error { return r.g.AllReduceBF16(context.Background(), h, op) })
+	return s.Host(func() error { return reduce(context.Background(), h, op) })
 }
 
 // testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.

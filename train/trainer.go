@@ -100,7 +100,9 @@ type Config struct {
 	// On the CUDA backend the products run on cuBLAS's mixed-precision GEMM; the CPU backend
 	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
 	// With Dist, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
-	// averaged, widened back into the fp32 gradients), half the bytes of fp32's.
+	// averaged, widened back into the fp32 gradients), half the bytes of fp32's; FP16 as fp16
+	// (DDP's fp16_compress_hook: divided by the world size, rounded, summed, widened back), and
+	// a sum that overflows fp16 is a non-finite gradient, which loss scaling skips.
 	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
@@ -393,8 +395,8 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
 		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
 		t.dist.dev = cfg.DeviceReduce
-		if cfg.Precision == BF16 {
-			if err := t.dist.halfPrecision(m); err != nil {
+		if cfg.Precision == BF16 || cfg.Precision == FP16 {
+			if err := t.dist.halfPrecision(m, cfg.Precision); err != nil {
 				return nil, errors.Join(err, t.Close())
 			}
 		}

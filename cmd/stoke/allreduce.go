@@ -54,7 +54,7 @@ func (b bytesValue) Set(s string) error {
 }
 
 func runAllreduce(ctx context.Context, e *env, args []string) error {
-	fs := e.flags("--min-bytes 4K --max-bytes 256M [--step-factor 2] [--iters N] [--warmup N] [--op sum|avg] [--dtype float32|bf16] [--json]", true)
+	fs := e.flags("--min-bytes 4K --max-bytes 256M [--step-factor 2] [--iters N] [--warmup N] [--op sum|avg] [--dtype float32|bf16|fp16] [--json]", true)
 	cfg, envErr := dist.FromEnv()
 	if envErr != nil {
 		cfg = dist.Config{WorldSize: 1}
@@ -72,7 +72,7 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	iters := fs.Int("iters", 20, "timed all-reduces per size")
 	warmup := fs.Int("warmup", 5, "untimed all-reduces per size before the timed ones")
 	opName := fs.String("op", "sum", "reduction: sum or avg")
-	dtype := fs.String("dtype", "float32", "element type: float32 or bf16")
+	dtype := fs.String("dtype", "float32", "element type: float32, bf16 or fp16")
 	timeout := fs.Duration("dist-timeout", 5*time.Minute, "bound on the rendezvous and on each all-reduce (as stoke train's --dist-timeout)")
 	fs.IntVar(&cfg.Rank, "rank", cfg.Rank, "this process's rank (default: $RANK or $SLURM_PROCID)")
 	fs.IntVar(&cfg.WorldSize, "world-size", cfg.WorldSize, "number of processes (default: $WORLD_SIZE or $SLURM_NTASKS)")
@@ -96,12 +96,15 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --op %q: want sum or avg", errUsage, *opName)
 	}
 	es := int64(4)
+	round, widen := dist.F32ToBF16, dist.BF16ToF32 // a 16-bit --dtype's conversions
 	switch *dtype {
 	case "float32":
 	case "bf16":
 		es = 2
+	case "fp16":
+		es, round, widen = 2, dist.F32ToFP16, dist.FP16ToF32
 	default:
-		return fmt.Errorf("%w: --dtype %q: want float32 or bf16", errUsage, *dtype)
+		return fmt.Errorf("%w: --dtype %q: want float32, bf16 or fp16", errUsage, *dtype)
 	}
 	switch {
 	case minBytes < es || maxBytes < minBytes:
@@ -143,15 +146,18 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 		b16 = make([]uint16, maxCount)
 	}
 	reduce := func(count int64) error {
-		if es == 4 {
-			return g.AllReduce(ctx, f32[:count], op)
+		switch *dtype {
+		case "bf16":
+			return g.AllReduceBF16(ctx, b16[:count], op)
+		case "fp16":
+			return g.AllReduceFP16(ctx, b16[:count], op)
 		}
-		return g.AllReduceBF16(ctx, b16[:count], op)
+		return g.AllReduce(ctx, f32[:count], op)
 	}
 	for size := minBytes; size <= maxBytes; size *= int64(*step) {
 		count := size / es
 		// Check once: a known pattern, compared after the reduction.
-		rowErrors, err := checkAllreduce(ctx, g, f32, b16, count, op, reduce)
+		rowErrors, err := checkAllreduce(ctx, g, f32, b16, count, op, reduce, round, widen)
 		if err != nil {
 			return err
 		}
@@ -198,8 +204,10 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 }
 
 // checkAllreduce fills the first count elements with rank r's pattern (r+1)*(i%3+1), reduces
-// them and counts the elements that differ from the exact result.
-func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uint16, count int64, op dist.Op, reduce func(int64) error) (int64, error) {
+// them and counts the elements that differ from the exact result (rounded by round and widened
+// back by widen, for 16-bit elements).
+func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uint16, count int64, op dist.Op, reduce func(int64) error,
+	round func(float32) uint16, widen func(uint16) float32) (int64, error) {
 	n := g.Size()
 	v := func(i int64) float32 { return float32(i%3 + 1) }
 	for i := range count {
@@ -207,7 +215,7 @@ func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uin
 		if f32 != nil && len(f32) > 0 {
 			f32[i] = x
 		} else {
-			b16[i] = dist.F32ToBF16(x)
+			b16[i] = round(x)
 		}
 	}
 	if err := reduce(count); err != nil {
@@ -224,7 +232,7 @@ func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uin
 		if len(f32) > 0 {
 			got = f32[i]
 		} else {
-			got, want = dist.BF16ToF32(b16[i]), dist.BF16ToF32(dist.F32ToBF16(want))
+			got, want = widen(b16[i]), widen(round(want))
 		}
 		if got != want {
 			wrong++

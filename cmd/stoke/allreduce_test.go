@@ -19,7 +19,7 @@ func TestAllreduceCommand(t *testing.T) {
 		t.Skip("builds and runs the command")
 	}
 	bin := buildStoke(t)
-	for _, tc := range []struct{ dtype, op string }{{"float32", "sum"}, {"bf16", "avg"}} {
+	for _, tc := range []struct{ dtype, op string }{{"float32", "sum"}, {"bf16", "avg"}, {"fp16", "sum"}} {
 		t.Run(tc.dtype+"-"+tc.op, func(t *testing.T) {
 			ln, err := net.Listen("tcp", "127.0.0.1:0")
 			if err != nil {
@@ -60,7 +60,7 @@ func TestAllreduceCommand(t *testing.T) {
 				for _, row := range res.Rows {
 					sizes = append(sizes, row.Bytes)
 					es := int64(4)
-					if tc.dtype == "bf16" {
+					if tc.dtype != "float32" {
 						es = 2
 					}
 					if row.Count*es != row.Bytes || row.TimeUs <= 0 || row.BusBWGBps != row.AlgBWGBps || row.Errors != 0 {

@@ -39,3 +39,8 @@ func (r ncclReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) 
 func (r ncclReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
 	return r.c.AllReduce(s, v.Buf, v.Off, v.Len/2, nccl.BFloat16, op)
 }
+
+// AllReduceFP16OnDevice all-reduces an fp16 run's gradients as IEEE half (ncclFloat16).
+func (r ncclReducer) AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+	return r.c.AllReduce(s, v.Buf, v.Off, v.Len/2, nccl.Float16, op)
+}

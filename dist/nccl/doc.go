@@ -7,8 +7,8 @@
 // A Comm is one rank's communicator. New takes the rank, the world size and the exchange of
 // NCCL's 128-byte unique id from the process group (a *dist.Group: the id travels through its
 // store, as PyTorch's ProcessGroupNCCL passes it); AllReduce enqueues ncclAllReduce in place, in
-// float32 or bfloat16, with dist.Sum or dist.Avg; Synchronize waits for the stream and surfaces
-// NCCL's asynchronous errors; Close releases the communicator.
+// float32, bfloat16 or float16, with dist.Sum or dist.Avg; Synchronize waits for the stream and
+// surfaces NCCL's asynchronous errors; Close releases the communicator.
 //
 // NCCL allows one rank per GPU: every rank opens a different device (on one host, rank r usually
 // opens cuda:r), and a process holds one rank. The CPU stand-in of scripts/cuda-sim.sh

@@ -73,6 +73,9 @@ const (
 	// BFloat16 is bfloat16 (ncclBfloat16), as gradients are when training in bf16; NCCL rounds
 	// each partial sum to bfloat16.
 	BFloat16
+	// Float16 is IEEE half precision (ncclFloat16), as gradients are when training in fp16 (DDP's
+	// fp16_compress_hook); NCCL rounds each partial sum to fp16, past 65504 to Inf.
+	Float16
 )
 
 // String returns the type's name.
@@ -82,6 +85,8 @@ func (t DType) String() string {
 		return "float32"
 	case BFloat16:
 		return "bfloat16"
+	case Float16:
+		return "float16"
 	}
 	return fmt.Sprintf("DType(%d)", uint8(t))
 }
@@ -91,15 +96,18 @@ func (t DType) size() int {
 	switch t {
 	case Float32:
 		return 4
-	case BFloat16:
+	case BFloat16, Float16:
 		return 2
 	}
 	return 0
 }
 
 func (t DType) nccl() C.int {
-	if t == BFloat16 {
+	switch t {
+	case BFloat16:
 		return C.ncclBfloat16
+	case Float16:
+		return C.ncclFloat16
 	}
 	return C.ncclFloat32
 }

@@ -130,7 +130,7 @@ func (c reduceCase) String() string {
 
 func reduceCases() []reduceCase {
 	var cs []reduceCase
-	for _, dt := range []DType{Float32, BFloat16} {
+	for _, dt := range []DType{Float32, BFloat16, Float16} {
 		for _, op := range []dist.Op{dist.Sum, dist.Avg} {
 			for _, n := range []int{0, 1, 1001, 1<<20 + 3} {
 				cs = append(cs, reduceCase{dt, op, n})
@@ -141,13 +141,17 @@ func reduceCases() []reduceCase {
 }
 
 // input is rank r's element i. Elements 0 and 1 of every 16 are nonzero on ranks 0 and 1 only and
-// their sum is a tie of the type (float32: 2^24 + 1 and 2^24 + 3; bfloat16: 257 and 259), so
-// that round-to-nearest-even gives 2^24, 2^24 + 4 (256, 260), whatever order NCCL adds in; the
-// others are integers in [-16, 16], whose sums and means over 4 ranks are exact.
+// their sum is a tie of the type (float32: 2^24 + 1 and 2^24 + 3; bfloat16: 257 and 259; float16:
+// 2049 and 2051), so that round-to-nearest-even gives 2^24, 2^24 + 4 (256, 260; 2048, 2052),
+// whatever order NCCL adds in; the others are integers in [-16, 16], whose sums and means over 4
+// ranks are exact.
 func input(dt DType, r, i int) float64 {
 	big, step := 256.0, 2.0
-	if dt == Float32 {
+	switch dt {
+	case Float32:
 		big = 1 << 24
+	case Float16:
+		big = 2048
 	}
 	switch i % 16 {
 	case 0, 1:
@@ -176,8 +180,11 @@ func want(c reduceCase, size, i int) float64 {
 
 func round(dt DType, v float64) float64 {
 	f := float32(v) // exact, or round to nearest even
-	if dt == BFloat16 {
+	switch dt {
+	case BFloat16:
 		return float64(dist.BF16ToF32(dist.F32ToBF16(f)))
+	case Float16:
+		return float64(dist.FP16ToF32(dist.F32ToFP16(f)))
 	}
 	return float64(f)
 }
@@ -185,9 +192,12 @@ func round(dt DType, v float64) float64 {
 func encode(dt DType, vals []float64) []byte {
 	b := make([]byte, len(vals)*dt.size())
 	for i, v := range vals {
-		if dt == BFloat16 {
+		switch dt {
+		case BFloat16:
 			binary.LittleEndian.PutUint16(b[2*i:], dist.F32ToBF16(float32(v)))
-		} else {
+		case Float16:
+			binary.LittleEndian.PutUint16(b[2*i:], dist.F32ToFP16(float32(v)))
+		default:
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 		}
 	}
@@ -195,8 +205,11 @@ func encode(dt DType, vals []float64) []byte {
 }
 
 func decode(dt DType, b []byte, i int) float64 {
-	if dt == BFloat16 {
+	switch dt {
+	case BFloat16:
 		return float64(dist.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+	case Float16:
+		return float64(dist.FP16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
 	}
 	return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
 }

@@ -176,9 +176,17 @@ extern "C" __global__ void to_x16(unsigned short *dst, const float *src, i64 n, 
 	GRID_STRIDE(i, n) dst[i] = to_16(src[i], fp16);
 }
 
-// bf16_to_f32 widens n bfloat16 values to float32 (exactly).
-extern "C" __global__ void bf16_to_f32(float *dst, const unsigned short *src, i64 n) {
-	GRID_STRIDE(i, n) dst[i] = __uint_as_float((unsigned int)src[i] << 16);
+// f16_to_f32 widens IEEE half bits to float (exactly: subnormals, Inf and NaN payloads included).
+__device__ float f16_to_f32(unsigned short h) {
+	unsigned int sign = (unsigned int)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+	if (e == 0x1fu) return __uint_as_float(sign | 0x7f800000u | (m << 13)); // Inf, NaN
+	if (e) return __uint_as_float(sign | ((e + 112u) << 23) | (m << 13));    // normal: rebias 15 -> 127
+	return __uint_as_float(sign | f32_bits((float)m * 5.9604644775390625e-8f)); // zero, subnormal: m * 2^-24
+}
+
+// x16_to_f32 widens n bf16 (fp16 == 0) or fp16 (fp16 == 1) values to float32 (exactly).
+extern "C" __global__ void x16_to_f32(float *dst, const unsigned short *src, i64 n, i64 fp16) {
+	GRID_STRIDE(i, n) dst[i] = fp16 ? f16_to_f32(src[i]) : __uint_as_float((unsigned int)src[i] << 16);
 }
 
 // im2col_x16 is im2col_f32 writing bf16 (fp16 == 0) or fp16 (fp16 == 1) columns.

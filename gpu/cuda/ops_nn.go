@@ -160,23 +160,42 @@ func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMe
 }
 
 func (o *cudaOps) ToBF16(gs gpu.Stream, dst kernels.U8, src kernels.F32) error {
-	s, e0 := o.stream("to bf16", gs)
-	dp, e1 := o.u8("to bf16", "dst", dst)
-	sp, e2 := o.f32("to bf16", "src", src)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), iarg(0))
+	return o.to16(gs, "to bf16", dst, src, 0)
 }
 
 func (o *cudaOps) FromBF16(gs gpu.Stream, dst kernels.F32, src kernels.U8) error {
-	s, e0 := o.stream("from bf16", gs)
-	dp, e1 := o.f32("from bf16", "dst", dst)
-	sp, e2 := o.u8("from bf16", "src", src)
+	return o.from16(gs, "from bf16", dst, src, 0)
+}
+
+func (o *cudaOps) ToFP16(gs gpu.Stream, dst kernels.U8, src kernels.F32) error {
+	return o.to16(gs, "to fp16", dst, src, 1)
+}
+
+func (o *cudaOps) FromFP16(gs gpu.Stream, dst kernels.F32, src kernels.U8) error {
+	return o.from16(gs, "from fp16", dst, src, 1)
+}
+
+// to16 rounds src into dst's bf16 (fp16 0) or fp16 (fp16 1) values: to_x16, the products'
+// operand conversion.
+func (o *cudaOps) to16(gs gpu.Stream, op string, dst kernels.U8, src kernels.F32, fp16 uint64) error {
+	s, e0 := o.stream(op, gs)
+	dp, e1 := o.u8(op, "dst", dst)
+	sp, e2 := o.f32(op, "src", src)
 	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
-	return o.launchN(s, "bf16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len))
+	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), fp16)
+}
+
+// from16 widens src's bf16 (fp16 0) or fp16 (fp16 1) values into dst.
+func (o *cudaOps) from16(gs gpu.Stream, op string, dst kernels.F32, src kernels.U8, fp16 uint64) error {
+	s, e0 := o.stream(op, gs)
+	dp, e1 := o.f32(op, "dst", dst)
+	sp, e2 := o.u8(op, "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "x16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len), fp16)
 }
 
 func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x kernels.F32, inner int) error {

@@ -4,6 +4,7 @@ package cuda
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"testing"
 
@@ -106,6 +107,23 @@ func nnParityCases() []parityCase {
 			check(t, sd.ops.ToBF16(sd.s, bf, x))
 			check(t, sd.ops.FromBF16(sd.s, back, bf))
 			return []any{kernels.I32{Buf: bf.Buf, Len: n / 2}, back}
+		}},
+		{"fp16 conversions", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			const n = 10_002
+			v := randF32(r, n)
+			// A tie (to even), just under the overflow tie, the overflow tie (to Inf), -Inf, NaN, a
+			// subnormal, a subnormal tie, the tie with 0 (to 0), -0, below fp16's range (to 0).
+			copy(v, []float32{1 + 1.0/2048, 65519, 65520, float32(math.Inf(-1)), float32(math.NaN()), 1e-6, 3 * 0x1p-25,
+				0x1p-25, float32(math.Copysign(0, -1)), 1e-9, -70000})
+			for i := 20; i < n; i += 7 { // wide magnitudes: normals, subnormals and overflows
+				v[i] *= float32(math.Ldexp(1, r.IntN(50)-30))
+			}
+			x, back := sd.f32(t, v), f32Len(sd, t, n)
+			h := kernels.U8{Buf: f32Len(sd, t, n/2).Buf, Len: 2 * n}
+			check(t, sd.ops.ToFP16(sd.s, h, x))
+			check(t, sd.ops.FromFP16(sd.s, back, h))
+			// Bits, compared as integers: Inf and NaN (whose payload fp16 drops) exactly.
+			return []any{kernels.I32{Buf: h.Buf, Len: n / 2}, kernels.I32(back)}
 		}},
 		floatLossCase(kernels.Loss{Kind: kernels.SoftCrossEntropy}, 65, 10, false),
 		floatLossCase(kernels.Loss{Kind: kernels.BCEWithLogits}, 33, 7, true),

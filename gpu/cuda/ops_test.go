@@ -361,6 +361,7 @@ var parityCovers = map[string]string{
 	"BatchNormBackwardInput":    "batch norm over gathered stats",
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
 	"FloatLoss": "float loss", "ToBF16": "bf16 conversions", "FromBF16": "bf16 conversions",
+	"ToFP16": "fp16 conversions", "FromFP16": "fp16 conversions",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

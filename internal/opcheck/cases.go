@@ -78,8 +78,8 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 	bn := kernels.BatchNorm{N: 2, C: 2, HW: 1, Momentum: 0.1, Eps: 1e-5}
 	g2a, g2b, g2c, g2d, g2e, g2f := f(2), f(2), f(2), f(2), f(2), f(2)
 	rec5, rec10 := f(5), f(10)               // one and two records of BatchNormStats for bn
-	bf8 := kernels.U8{Buf: f(2).Buf, Len: 8} // four bf16 values
-	return []Case{
+	bf8 := kernels.U8{Buf: f(2).Buf, Len: 8} // four bf16 or fp16 values
+	cases := []Case{
 		{"Fill", func(o kernels.Ops, s gpu.Stream) error { return o.Fill(s, x4, 1) }, []Bad{
 			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Fill(nil, x4, 1) }},
 			{"view outside its buffer", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.Fill(s, outside, 1) }},
@@ -297,17 +297,6 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 				return o.BatchNormBackwardInput(s, y4, y4, x4, g2a, g2b, g2c, rec5, bn)
 			}},
 		}},
-		{"ToBF16", func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8, x4) }, []Bad{
-			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8, x3) }},
-			{"odd offset", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.ToBF16(s, bf8.Slice(1, 7), x3) }},
-			{"dst is src", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
-				return o.ToBF16(s, kernels.U8{Buf: x4.Buf, Off: 4, Len: 4}, x4.Slice(0, 2))
-			}},
-		}},
-		{"FromBF16", func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(s, y4, bf8) }, []Bad{
-			{"src length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(s, x3, bf8) }},
-			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.FromBF16(nil, y4, bf8) }},
-		}},
 		{"GlobalAvgPool", func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 2) }, []Bad{
 			{"inner 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x4, 0) }},
 			{"x length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.GlobalAvgPool(s, y2, x3, 2) }},
@@ -349,6 +338,27 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 			{"m length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
 				return o.AdamWStep(s, w4, x4, x3, z4, kernels.AdamW{LR: 0.1, Step: 1})
 			}},
+		}},
+	}
+	cases = append(cases, conversionCases("BF16", kernels.Ops.ToBF16, kernels.Ops.FromBF16, x3, x4, y4, bf8)...)
+	return append(cases, conversionCases("FP16", kernels.Ops.ToFP16, kernels.Ops.FromFP16, x3, x4, y4, bf8)...)
+}
+
+// conversionCases are the cases of a 16-bit format's two conversions (ToBF16 and FromBF16, or
+// ToFP16 and FromFP16), over four 16-bit values h8.
+func conversionCases(format string, to func(kernels.Ops, gpu.Stream, kernels.U8, kernels.F32) error,
+	from func(kernels.Ops, gpu.Stream, kernels.F32, kernels.U8) error, x3, x4, y4 kernels.F32, h8 kernels.U8) []Case {
+	return []Case{
+		{"To" + format, func(o kernels.Ops, s gpu.Stream) error { return to(o, s, h8, x4) }, []Bad{
+			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return to(o, s, h8, x3) }},
+			{"odd offset", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return to(o, s, h8.Slice(1, 7), x3) }},
+			{"dst is src", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return to(o, s, kernels.U8{Buf: x4.Buf, Off: 4, Len: 4}, x4.Slice(0, 2))
+			}},
+		}},
+		{"From" + format, func(o kernels.Ops, s gpu.Stream) error { return from(o, s, y4, h8) }, []Bad{
+			{"src length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return from(o, s, x3, h8) }},
+			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return from(o, nil, y4, h8) }},
 		}},
 	}
 }
