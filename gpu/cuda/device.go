@@ -117,19 +117,19 @@ func (cudaBackend) Devices() ([]gpu.Info, error) {
 func cudaInfo(i int) (gpu.Info, error) {
 	d, err := cu.GetDevice(i)
 	if err != nil {
-		return gpu.Info{}, fmt.Errorf("cuda:%d: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda: device %d: %w", i, err)
 	}
 	name, err := d.Name()
 	if err != nil {
-		return gpu.Info{}, fmt.Errorf("cuda:%d: name: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda: device %d: name: %w", i, err)
 	}
 	mem, err := d.TotalMem()
 	if err != nil {
-		return gpu.Info{}, fmt.Errorf("cuda:%d: memory: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda: device %d: memory: %w", i, err)
 	}
 	major, minor, err := d.ComputeCapability()
 	if err != nil {
-		return gpu.Info{}, fmt.Errorf("cuda:%d: compute capability: %w", i, err)
+		return gpu.Info{}, fmt.Errorf("cuda: device %d: compute capability: %w", i, err)
 	}
 	return gpu.Info{Backend: "cuda", Index: i, Name: name, Memory: mem, ComputeCapability: fmt.Sprintf("%d.%d", major, minor)}, nil
 }
@@ -220,9 +220,12 @@ func (t *cudaThread) do(fn func() error) error {
 	case t.work <- func() { errc <- fn() }:
 		return <-errc
 	case <-t.done:
-		return fmt.Errorf("cuda: device thread: %w", gpu.ErrClosed)
+		return errThreadClosed
 	}
 }
+
+// errThreadClosed is do's error once the device has closed; the callers name what they did.
+var errThreadClosed = fmt.Errorf("device thread: %w", gpu.ErrClosed)
 
 // stop runs teardown on the thread, ends it and waits for it; later calls do nothing.
 func (t *cudaThread) stop(teardown func()) {

@@ -21,7 +21,7 @@ import (
 func Pointer(b gpu.Buffer) (cu.DevicePtr, gpu.Device, error) {
 	cb, err := buffer(b)
 	if err != nil {
-		return 0, nil, err
+		return 0, nil, fmt.Errorf("cuda: %w", err)
 	}
 	return cb.ptr, cb.dev, nil
 }
@@ -31,7 +31,7 @@ func Pointer(b gpu.Buffer) (cu.DevicePtr, gpu.Device, error) {
 func DriverStream(s gpu.Stream) (cu.Stream, gpu.Device, error) {
 	cs, err := stream(s)
 	if err != nil {
-		return cu.Stream{}, nil, err
+		return cu.Stream{}, nil, fmt.Errorf("cuda: %w", err)
 	}
 	return cs.s, cs.dev, nil
 }
@@ -45,29 +45,32 @@ func Do(d gpu.Device, fn func() error) error {
 	if !ok || cd == nil {
 		return fmt.Errorf("cuda: device %T is not a CUDA device: %w", d, gpu.ErrForeign)
 	}
-	return cd.th.do(fn)
+	if err := cd.th.do(fn); err != errThreadClosed {
+		return err
+	}
+	return fmt.Errorf("cuda: %s: %w", cd.info, errThreadClosed)
 }
 
-// buffer resolves b to a live CUDA buffer.
+// buffer resolves b to a live CUDA buffer; its error is the cause, for the caller to prefix.
 func buffer(b gpu.Buffer) (*cudaBuffer, error) {
 	cb, ok := b.(*cudaBuffer)
 	if !ok || cb == nil {
-		return nil, fmt.Errorf("cuda: buffer %T is not CUDA memory: %w", b, gpu.ErrForeign)
+		return nil, fmt.Errorf("buffer %T is not CUDA memory: %w", b, gpu.ErrForeign)
 	}
 	if cb.freed.Load() {
-		return nil, fmt.Errorf("cuda: buffer of %d bytes on %s: %w", cb.n, cb.dev.info, gpu.ErrFreed)
+		return nil, fmt.Errorf("buffer of %d bytes on %s: %w", cb.n, cb.dev.info, gpu.ErrFreed)
 	}
 	return cb, nil
 }
 
-// stream resolves s to an open CUDA stream.
+// stream resolves s to an open CUDA stream; its error is the cause, for the caller to prefix.
 func stream(s gpu.Stream) (*cudaStream, error) {
 	cs, ok := s.(*cudaStream)
 	if !ok || cs == nil {
-		return nil, fmt.Errorf("cuda: stream %T is not a CUDA stream: %w", s, gpu.ErrForeign)
+		return nil, fmt.Errorf("stream %T is not a CUDA stream: %w", s, gpu.ErrForeign)
 	}
-	if err := cs.open("use"); err != nil {
-		return nil, err
+	if cs.closed.Load() {
+		return nil, fmt.Errorf("stream of %s: %w", cs.dev.info, gpu.ErrClosed)
 	}
 	return cs, nil
 }

@@ -44,7 +44,7 @@ func cudaFor(d gpu.Device) (kernels.Ops, error) {
 	return o, nil
 }
 
-// cudaOps is the CUDA op set: the kernels of cuda/ops.cu compiled for the device's architecture,
+// cudaOps is the CUDA op set: the kernels of ops.cu compiled for the device's architecture,
 // and GEMM through cuBLAS. Every launch goes through the device's context thread (cudaDevice.th).
 // Its arguments passed package kernels' checks (kernels.For puts them in front); it checks only that
 // streams and buffers are its device's.

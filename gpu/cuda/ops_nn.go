@@ -7,7 +7,7 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// The classifier ops of the CUDA op set (kernels at the end of cuda/ops.cu).
+// The classifier ops of the CUDA op set (kernels at the end of ops.cu).
 
 func (o *cudaOps) Add(gs gpu.Stream, z, x, y kernels.F32) error {
 	s, e0 := o.stream("add", gs)

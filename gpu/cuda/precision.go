@@ -4,7 +4,6 @@ package cuda
 
 import (
 	"context"
-	"fmt"
 	"slices"
 	"sync"
 
@@ -17,10 +16,10 @@ import (
 // WithPrecision is the op set of the same device computing its products in p (see
 // kernels.ForPrecision): it shares the module, the cuBLAS handle, the mapped host slots and the
 // staging memory.
-func (o *cudaOps) WithPrecision(p kernels.Precision) kernels.Ops {
+func (o *cudaOps) WithPrecision(p kernels.Precision) (kernels.Ops, error) {
 	c := *o
 	c.prec = p
-	return &c
+	return &c, nil
 }
 
 var _ kernels.MixedPrecision = (*cudaOps)(nil)
@@ -106,9 +105,9 @@ func (c *stagingCache) block(o *cudaOps, gs gpu.Stream, n int) (staging, error) 
 			return staging{}, err
 		}
 	}
-	buf, err := o.dev.Alloc(2 * n)
+	buf, err := o.dev.Alloc(2 * n) // its error names the size and the device
 	if err != nil {
-		return staging{}, fmt.Errorf("cuda: %s operands: %w", o.prec, err)
+		return staging{}, err
 	}
 	p := buf.(*cudaBuffer).ptr
 	c.streams = append(c.streams, stagingBlock{gs, buf, p})

@@ -297,6 +297,9 @@ func (s *cudaStream) Close() error {
 		_ = e.Synchronize(context.Background())
 	}
 	err := s.dev.th.do(func() error { return s.s.Destroy() })
+	if err != nil {
+		err = fmt.Errorf("cuda: close stream on %s: %w", s.dev.info, err)
+	}
 	s.dev.mu.Lock()
 	delete(s.dev.streams, s)
 	s.dev.mu.Unlock()
