@@ -26,7 +26,7 @@ func CPU() Ops { return withChecks(cpuOps{}) }
 type cpuOps struct{ prec Precision }
 
 // WithPrecision is the CPU op set emulating p in its products (see ForPrecision).
-func (cpuOps) WithPrecision(p Precision) Ops { return cpuOps{prec: p} }
+func (cpuOps) WithPrecision(p Precision) (Ops, error) { return cpuOps{prec: p}, nil }
 
 var _ MixedPrecision = cpuOps{}
 

@@ -40,18 +40,26 @@ func ForPrecision(dev gpu.Device, p Precision) (Ops, error) {
 	if err != nil || p == FP32 {
 		return ops, err
 	}
-	if mp, ok := ops.(checked).b.(MixedPrecision); ok {
-		return withChecks(mp.WithPrecision(p)), nil
+	mp, ok := ops.(checked).b.(MixedPrecision)
+	if !ok {
+		return nil, fmt.Errorf("kernels: %w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
 	}
-	return nil, fmt.Errorf("kernels: %w: the %s op set computes in fp32 only, not %s", ErrNoBackend, ops.Backend(), p)
+	o, err := mp.WithPrecision(p)
+	if err != nil {
+		return nil, fmt.Errorf("kernels: the %s op set in %s: %w", dev.Info().Backend, p, err)
+	}
+	if o == nil {
+		return nil, fmt.Errorf("kernels: %w: the %s op set in %s: WithPrecision returned no op set", ErrNoBackend, dev.Info().Backend, p)
+	}
+	return withChecks(o), nil
 }
 
 // MixedPrecision is implemented by an op set that can compute its products in BF16 or FP16, as
 // ForPrecision describes; ForPrecision asks the op set a backend's Factory made for the device.
 type MixedPrecision interface {
 	// WithPrecision returns the op set of the same device computing its products in p (BF16 or
-	// FP16; never FP32).
-	WithPrecision(p Precision) Ops
+	// FP16; never FP32), or an error saying why it cannot (one of the two, say).
+	WithPrecision(p Precision) (Ops, error)
 }
 
 // reduced reports whether p rounds the products' operands.

@@ -91,6 +91,18 @@ func TestForPrecisionErrors(t *testing.T) {
 	if _, err := kernels.ForPrecision(recorderDevice{e.dev}, kernels.FP16); !errors.Is(err, kernels.ErrNoBackend) || !strings.Contains(err.Error(), "fp32 only") {
 		t.Errorf("ForPrecision(recorder, fp16) error = %v; want ErrNoBackend saying fp32 only", err)
 	}
+	// A backend's MixedPrecision that refuses, or returns nothing, is an error naming the op set.
+	for _, tc := range []struct {
+		name string
+		mp   halfOnly
+		want error
+	}{{"refuses", halfOnly{err: errNoFP16}, errNoFP16}, {"returns nil", halfOnly{}, kernels.ErrNoBackend}} {
+		theHalfOnly = tc.mp
+		_, err := kernels.ForPrecision(halfOnlyDevice{e.dev}, kernels.FP16)
+		if !errors.Is(err, tc.want) || !strings.Contains(err.Error(), halfOnlyBackend) {
+			t.Errorf("ForPrecision of a backend whose WithPrecision %s: error %v; want %v naming the op set", tc.name, err, tc.want)
+		}
+	}
 	// The package's argument checks stand in front of the precision's op set too.
 	bf16, err := kernels.ForPrecision(e.dev, kernels.BF16)
 	if err != nil {
@@ -260,4 +272,35 @@ func TestConversions16(t *testing.T) {
 			}
 		}
 	}
+}
+
+// halfOnly is the op set of a backend that implements MixedPrecision but gives no fp16 op set:
+// the CPU op set's methods, and WithPrecision's answer set by the test.
+type halfOnly struct {
+	kernels.Ops
+	err error
+}
+
+func (h halfOnly) WithPrecision(kernels.Precision) (kernels.Ops, error) { return nil, h.err }
+
+const halfOnlyBackend = "half-only (kernels test)"
+
+var (
+	theHalfOnly halfOnly
+	errNoFP16   = errors.New("no fp16 here")
+)
+
+func init() {
+	kernels.Register(halfOnlyBackend, func(gpu.Device) (kernels.Ops, error) {
+		return halfOnly{Ops: kernels.CPU(), err: theHalfOnly.err}, nil
+	})
+}
+
+// halfOnlyDevice is a CPU device that says it belongs to the half-only backend.
+type halfOnlyDevice struct{ gpu.Device }
+
+func (d halfOnlyDevice) Info() gpu.Info {
+	i := d.Device.Info()
+	i.Backend = halfOnlyBackend
+	return i
 }
