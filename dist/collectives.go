@@ -60,7 +60,7 @@ func (g *Group) AllReduceBF16(ctx context.Context, buf []uint16, op Op) error {
 // float32 and rounds to fp16 (nearest even) once, a sum past 65504 becoming
 // ±Inf; Avg divides the total in float32 and rounds once more. (A
 // data-parallel fp16 run divides its gradients by the world size before it
-// rounds them, and sums: DDP's fp16_compress_hook, see train.)
+// rounds them, and sums: like DDP's fp16_compress_hook, see train.)
 func (g *Group) AllReduceFP16(ctx context.Context, buf []uint16, op Op) error {
 	if err := checkOp("all-reduce fp16", op); err != nil {
 		return err

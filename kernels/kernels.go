@@ -419,7 +419,7 @@ func Registered() []string {
 }
 
 // For returns the op set for dev, behind the argument checks. The error wraps ErrNoBackend when
-// none is registered for dev's backend (for example "cuda" in a build without the cuda tag).
+// none is registered for dev's backend (a backend registered with gpu but not with this package).
 func For(dev gpu.Device) (Ops, error) {
 	if dev == nil {
 		return nil, fmt.Errorf("kernels: %w: nil device", ErrArgument)

@@ -23,7 +23,8 @@
 #                           within 0.3 points of one rank at the same global batch; and resnet8
 #                           with --sync-bn on 2 ranks of the photos, whose final loss must be one
 #                           rank's at the same global batch within 1e-5 (relative), in bf16 (the
-#                           gradients all-reduced as bf16) within 1e-2.
+#                           gradients all-reduced as bf16) and in fp16 (as fp16, under loss
+#                           scaling) within 1e-2.
 #   env:   GOTESTFLAGS   extra flags for go test (e.g. -race, -run TestCUDAParity, -v)
 #          CUDA_SIM_PKGS the packages to test (default ./...)
 #          CUDA_CHECK_DIR headers, NVRTC and the built stand-in (default /tmp/stoke-cuda-check)

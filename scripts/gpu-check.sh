@@ -8,7 +8,7 @@
 #   on the GPU host, from the repository root:
 #       bash .gpubundle/run.sh scripts/gpu-check.sh
 #
-# It runs the CUDA tests on the device (gpu and kernels, TestCUDAParity included), and NCCL's 1-rank
+# It runs the CUDA tests on the device (gpu/cuda, TestCUDAParity included), and NCCL's 1-rank
 # all-reduce (dist/nccl, against the host's nvidia-nccl-cu13 wheel), then measures, and prints progress on
 # stderr and one JSON object as the last line of stdout:
 #   device, driver, cuda_driver (the driver's CUDA version), cuda_toolkit, tests ("pass"/"fail"),
@@ -66,7 +66,7 @@ else
 	log "no NCCL found (pip nvidia-nccl-cu13 or /usr/include/nccl.h): dist/nccl is not checked"
 fi
 
-log "CUDA tests on the device (gpu, kernels)"
+log "CUDA tests on the device (gpu/cuda)"
 tests=fail
 if timeout 240 go test -tags cuda -count=1 -v -run 'CUDA|PTX|NVRTC|SizeClass' ./gpu/cuda/ >"$tmp/test.log" 2>&1; then
 	tests=pass
@@ -90,7 +90,7 @@ if [[ -n $nccl_inc ]]; then
 fi
 
 log "H2D bandwidth, pinned and pageable, 1/16/256 MiB"
-timeout 120 go test -tags cuda -count=1 -run '^$' -bench 'CUDAH2D' -benchtime 20x ./gpu/ >"$tmp/h2d.log" 2>&1 || tail -5 "$tmp/h2d.log" >&2
+timeout 120 go test -tags cuda -count=1 -run '^$' -bench 'CUDAH2D' -benchtime 20x ./gpu/cuda/ >"$tmp/h2d.log" 2>&1 || tail -5 "$tmp/h2d.log" >&2
 h2d() { num "$(awk -v n="BenchmarkCUDAH2D/$1/$2" 'index($1, n) == 1 { for (i = 2; i < NF; i++) if ($(i+1) == "GB/s") print $i }' "$tmp/h2d.log" | head -1)"; }
 h2d_json=$(for kind in pinned pageable; do
 	printf '"%s":{"1MiB":%s,"16MiB":%s,"256MiB":%s},' "$kind" "$(h2d 1MiB "$kind")" "$(h2d 16MiB "$kind")" "$(h2d 256MiB "$kind")"

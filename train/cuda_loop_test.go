@@ -23,10 +23,7 @@ func TestCUDALoop(t *testing.T) {
 		per, ema, res := stepWeights(t, dev, smallCNN(t), data, test, SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		return per[len(per)-1], ema, res
 	}
-	cuda, err := gpu.Open("cuda")
-	if err != nil {
-		t.Skip(err)
-	}
+	cuda := openCUDA(t)
 	t.Cleanup(func() { cuda.Close() })
 	w, ema, res := run(cuda)
 	wc, emac, resc := run(openCPU(t))

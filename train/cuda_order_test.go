@@ -2,20 +2,12 @@
 
 package train
 
-import (
-	"testing"
-
-	"github.com/stoke-ml/stoke/gpu"
-	_ "github.com/stoke-ml/stoke/gpu/cuda" // the backend these tests open
-)
+import "testing"
 
 // TestCUDAPoolBeforeReLUExact is TestPoolBeforeReLUExact on the CUDA op set (on the stand-in in
 // CI): its ReLU and pooling kernels give the reordered model the written order's bits too.
 func TestCUDAPoolBeforeReLUExact(t *testing.T) {
-	dev, err := gpu.Open("cuda")
-	if err != nil {
-		t.Skip(err)
-	}
+	dev := openCUDA(t)
 	t.Cleanup(func() { dev.Close() }) // after the test data's buffers (cleanups run last first)
 	poolBeforeReLUExact(t, dev)
 }

@@ -54,10 +54,7 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 		}
 		return before, after, *tr.scaler
 	}
-	cdev, err := gpu.Open("cuda")
-	if err != nil {
-		t.Skip(err)
-	}
+	cdev := openCUDA(t)
 	defer cdev.Close()
 	gb, ga, gl := run(cdev)
 	cb, ca, cl := run(openCPU(t))

@@ -69,9 +69,9 @@ const (
 // Training in bf16, the buckets travel as bf16, as DDP's bf16_compress_hook sends them: rounded
 // to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and dist do), widened back
 // into the fp32 gradients, which the fp32 master weights are updated from: half the bytes.
-// Training in fp16 they travel as IEEE half, as DDP's fp16_compress_hook sends them: multiplied
-// by 1/world in fp32 first (so that the sum of the ranks' values stays in fp16's range), rounded
-// to fp16, summed (each partial sum rounded to fp16), widened back. A sum past 65504 becomes
+// Training in fp16 they travel as IEEE half, like DDP's fp16_compress_hook but in another order:
+// multiplied by 1/world in fp32 first (the hook rounds to fp16 first and divides in fp16; this way
+// values up to 65504*world stay in range and are rounded once), rounded to fp16, summed (each partial sum rounded to fp16), widened back. A sum past 65504 becomes
 // Inf, which the loss scaler's check of the gradients, after the all-reduce, finds on every rank
 // alike: the step is skipped and the scale halved, as GradScaler does after DDP's all-reduce.
 type ddp struct {

@@ -10,6 +10,8 @@ import (
 	"math"
 	"math/bits"
 	"slices"
+
+	"github.com/stoke-ml/stoke/internal/half"
 )
 
 // maxSTHeader bounds the JSON header, as the safetensors reference implementation does (100 MB):
@@ -218,33 +220,11 @@ func (f *stFile) float32s(dst []float32, t *stInfo) error {
 		default:
 			h := binary.LittleEndian.Uint16(raw[2*i:])
 			if t.dtype == "BF16" {
-				dst[i] = math.Float32frombits(uint32(h) << 16)
+				dst[i] = half.BF16ToF32(h)
 			} else {
-				dst[i] = halfToFloat32(h)
+				dst[i] = half.FP16ToF32(h)
 			}
 		}
 	}
 	return nil
-}
-
-// halfToFloat32 converts an IEEE 754 binary16 value exactly (subnormals, infinities and NaNs
-// included).
-func halfToFloat32(h uint16) float32 {
-	sign := uint32(h>>15) << 31
-	exp := uint32(h>>10) & 0x1f
-	frac := uint32(h) & 0x3ff
-	switch {
-	case exp == 0x1f: // Inf or NaN
-		return math.Float32frombits(sign | 0xff<<23 | frac<<13)
-	case exp != 0:
-		return math.Float32frombits(sign | (exp+112)<<23 | frac<<13)
-	case frac == 0:
-		return math.Float32frombits(sign)
-	}
-	// A subnormal: frac * 2^-24.
-	v := float32(frac) * (1.0 / (1 << 24))
-	if sign != 0 {
-		v = -v
-	}
-	return v
 }

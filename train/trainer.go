@@ -101,7 +101,8 @@ type Config struct {
 	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
 	// With Dist, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
 	// averaged, widened back into the fp32 gradients), half the bytes of fp32's; FP16 as fp16
-	// (DDP's fp16_compress_hook: divided by the world size, rounded, summed, widened back), and
+	// (like DDP's fp16_compress_hook, but multiplied by 1/world in fp32 before the rounding, then
+	// summed and widened back), and
 	// a sum that overflows fp16 is a non-finite gradient, which loss scaling skips.
 	Precision Precision
 	// Progress, if set, is called on Fit's goroutine after every training step and after every

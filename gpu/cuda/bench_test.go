@@ -14,7 +14,7 @@ import (
 // (registered) memory, one copy of 1, 16 or 256 MiB per iteration (scripts/gpu-check.sh reports
 // them):
 //
-//	go test -tags cuda -run '^$' -bench CUDAH2D ./gpu/
+//	go test -tags cuda -run '^$' -bench CUDAH2D ./gpu/cuda/
 func BenchmarkCUDAH2D(b *testing.B) {
 	for _, mib := range []int{1, 16, 256} {
 		b.Run(fmt.Sprintf("%dMiB", mib), func(b *testing.B) { benchH2D(b, mib<<20) })

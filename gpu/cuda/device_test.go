@@ -17,7 +17,7 @@ import (
 	"github.com/stoke-ml/stoke/pinned"
 )
 
-// openCUDA opens cuda:0 or skips: these tests run on a GPU host (go test -tags cuda ./gpu/) and
+// openCUDA opens cuda:0 or skips: these tests run on a GPU host (go test -tags cuda ./gpu/cuda/) and
 // skip, not fail, on a machine whose driver or GPU is missing.
 func openCUDA(t testing.TB) gpu.Device {
 	t.Helper()
