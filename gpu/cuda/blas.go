@@ -14,6 +14,7 @@ static cublasStatus_t stoke_blas_create(uintptr_t *h) {
 	*h = (uintptr_t)handle;
 	return st;
 }
+static cublasStatus_t stoke_blas_destroy(uintptr_t h) { return cublasDestroy((cublasHandle_t)h); }
 
 // Column-major, as cuBLAS is; pointers are device addresses. c is float; a and b are float
 // (ab == CUDA_R_32F: Sgemm) or 16-bit (ab == CUDA_R_16BF or CUDA_R_16F: GemmEx with fp32
@@ -69,6 +70,14 @@ func newCublas(dev *cudaDevice) (cublasHandle, error) {
 		return 0, fmt.Errorf("cuda: cublasCreate on %s: status %d", dev.Info(), int(st))
 	}
 	return cublasHandle(h), nil
+}
+
+// destroy releases the handle; it runs on the device's context thread, before the context goes.
+func (h cublasHandle) destroy() error {
+	if st := C.stoke_blas_destroy(C.uintptr_t(h)); st != C.CUBLAS_STATUS_SUCCESS {
+		return fmt.Errorf("cublasDestroy: status %d", int(st))
+	}
+	return nil
 }
 
 // gemmBatch is row-major C_i = alpha*op(A_i)*op(B_i) + beta*C_i for i < batch, the i-th operand

@@ -257,6 +257,9 @@ type cudaDevice struct {
 	th    *cudaThread
 	exact bool // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
 
+	opsMu sync.Mutex
+	ops   *cudaOps // the device's op set, made by the first kernels.For (cudaFor)
+
 	mu      sync.Mutex
 	closed  bool
 	streams map[*cudaStream]struct{}
@@ -401,7 +404,16 @@ func (d *cudaDevice) Close() error {
 	live := d.live
 	d.live, d.cache, d.cached = map[cu.DevicePtr]int{}, map[int][]cu.DevicePtr{}, 0
 	d.mu.Unlock()
+	d.opsMu.Lock()
+	ops := d.ops
+	d.ops = nil
+	d.opsMu.Unlock()
 	d.th.stop(func() {
+		if ops != nil { // the module and the mapped host memory go with the context
+			if err := ops.blas.destroy(); err != nil {
+				errs = append(errs, fmt.Errorf("cuda: close %s: %w", d.info, err))
+			}
+		}
 		for p := range live {
 			_ = cu.MemFree(p)
 		}

@@ -13,6 +13,6 @@
 STOKE_DL_LIBRARY(nvrtc, STOKE_NVRTC_SYMBOLS, 1, 11) // NVRTC_ERROR_INTERNAL_ERROR
 
 #define STOKE_CUBLAS_SYMBOLS(X, lib) \
-	X(lib, cublasCreate_v2) X(lib, cublasGemmEx) X(lib, cublasGemmStridedBatchedEx) X(lib, cublasSetStream_v2) \
+	X(lib, cublasCreate_v2) X(lib, cublasDestroy_v2) X(lib, cublasGemmEx) X(lib, cublasGemmStridedBatchedEx) X(lib, cublasSetStream_v2) \
 	X(lib, cublasSgemmStridedBatched) X(lib, cublasSgemm_v2)
 STOKE_DL_LIBRARY(cublas, STOKE_CUBLAS_SYMBOLS, 1, 1) // CUBLAS_STATUS_NOT_INITIALIZED

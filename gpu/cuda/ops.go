@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"math"
 	"regexp"
-	"sync"
 
 	"gorgonia.org/cu"
 
@@ -17,30 +16,29 @@ import (
 
 func init() { kernels.Register("cuda", cudaFor) }
 
-// One op set per device: the module load and the cuBLAS handle happen once.
-var cudaSets struct {
-	mu   sync.Mutex
-	sets map[*cudaDevice]*cudaOps
-}
-
+// cudaFor is the factory kernels.For calls: one op set per device, kept by the device, so that
+// the module load and the cuBLAS handle happen once and end with the device (Close).
 func cudaFor(d gpu.Device) (kernels.Ops, error) {
 	dev, ok := d.(*cudaDevice)
 	if !ok || dev == nil {
 		return nil, fmt.Errorf("cuda: op set for device %T: %w", d, gpu.ErrForeign)
 	}
-	cudaSets.mu.Lock()
-	defer cudaSets.mu.Unlock()
-	if o := cudaSets.sets[dev]; o != nil {
-		return o, nil
+	dev.opsMu.Lock()
+	defer dev.opsMu.Unlock()
+	if dev.ops != nil {
+		return dev.ops, nil
+	}
+	dev.mu.Lock()
+	closed := dev.closed
+	dev.mu.Unlock()
+	if closed {
+		return nil, fmt.Errorf("cuda: op set of %s: %w", dev.info, gpu.ErrClosed)
 	}
 	o, err := newCUDAOps(dev)
 	if err != nil {
 		return nil, err
 	}
-	if cudaSets.sets == nil {
-		cudaSets.sets = make(map[*cudaDevice]*cudaOps)
-	}
-	cudaSets.sets[dev] = o
+	dev.ops = o
 	return o, nil
 }
 

@@ -489,3 +489,50 @@ func TestCUDAFeederKernel(t *testing.T) {
 		}
 	}
 }
+
+// TestCUDAOpSetEndsWithDevice: a device keeps one op set (kernels.For twice gives it), Close
+// releases it (its cuBLAS handle with it), a closed device makes none, and the device opened
+// again gets a new one that works.
+func TestCUDAOpSetEndsWithDevice(t *testing.T) {
+	for round := range 2 {
+		dev := openCUDA(t)
+		a, err := kernels.For(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := kernels.For(dev)
+		if err != nil {
+			t.Fatal(err)
+		}
+		cd := dev.(*cudaDevice)
+		if cd.ops == nil {
+			t.Fatalf("round %d: no op set kept by the device after kernels.For", round)
+		}
+		s, err := dev.NewStream()
+		if err != nil {
+			t.Fatal(err)
+		}
+		buf, err := dev.Alloc(4 * 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		x := kernels.Float32s(buf)
+		for _, o := range []kernels.Ops{a, b} {
+			if err := o.Fill(s, x, 2); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if err := s.Synchronize(context.Background()); err != nil {
+			t.Fatalf("round %d: %v", round, err)
+		}
+		if err := dev.Close(); err != nil {
+			t.Fatalf("round %d: Close: %v", round, err)
+		}
+		if cd.ops != nil {
+			t.Errorf("round %d: the closed device still holds its op set", round)
+		}
+		if _, err := kernels.For(dev); !errors.Is(err, gpu.ErrClosed) {
+			t.Errorf("round %d: kernels.For(closed device) error %v; want gpu.ErrClosed", round, err)
+		}
+	}
+}
