@@ -9,14 +9,14 @@ import (
 var (
 	// ErrMismatch: the ranks disagree (Agree's value, or the collective each
 	// rank called, its size, dtype, op or root).
-	ErrMismatch = errors.New("dist: mismatch")
+	ErrMismatch = errors.New("mismatch")
 	// ErrTimeout: an operation ran past Config.Timeout.
-	ErrTimeout = errors.New("dist: timed out")
+	ErrTimeout = errors.New("timed out")
 	// ErrPeer: a peer died, closed its connection, or sent bytes that are not
 	// the protocol.
-	ErrPeer = errors.New("dist: peer failed")
+	ErrPeer = errors.New("peer failed")
 	// ErrClosed: the Group was closed.
-	ErrClosed = errors.New("dist: group closed")
+	ErrClosed = errors.New("group closed")
 )
 
 // kindError is an error whose message is its own and which also matches a
