@@ -29,7 +29,6 @@ type Group struct {
 
 	mu     sync.Mutex // serialises collectives; guards plan
 	plan   plan
-	agree  []byte
 	closed bool
 }
 

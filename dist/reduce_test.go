@@ -38,3 +38,23 @@ func BenchmarkAddF32(b *testing.B) {
 		addF32(dst, src)
 	}
 }
+
+// BenchmarkAdd16 is the ring's add of bf16 and fp16 values (one rounding per element and hop).
+func BenchmarkAdd16(b *testing.B) {
+	for _, f := range []struct {
+		name string
+		f    format16
+	}{{"bf16", bf16Format}, {"fp16", fp16Format}} {
+		b.Run(f.name, func(b *testing.B) {
+			dst, src := make([]uint16, 32<<10), make([]uint16, 32<<10)
+			for i := range src {
+				src[i], dst[i] = f.f.round(float32(i%97)/7), f.f.round(float32(i%89)/5)
+			}
+			b.SetBytes(2 << 15)
+			b.ReportAllocs()
+			for b.Loop() {
+				f.f.add(dst, src)
+			}
+		})
+	}
+}

@@ -221,11 +221,14 @@ func (s *cpuStream) exec(o *op) {
 		}
 		copy(o.host, o.buf.data[o.off:])
 	case opHost:
-		s.sticky = runHost(o.fn)
+		s.sticky = RunHost(o.fn)
 	}
 }
 
-func runHost(fn func() error) (err error) {
+// RunHost runs fn as Stream.Host promises for every backend: it returns fn's error, or fn's panic
+// as an error with its stack, for the stream to make its sticky error. A backend's stream calls it
+// when it reaches a host function.
+func RunHost(fn func() error) (err error) {
 	defer func() {
 		if r := recover(); r != nil {
 			err = fmt.Errorf("gpu: host function panicked: %v\n%s", r, debug.Stack())

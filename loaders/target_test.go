@@ -142,5 +142,3 @@ func TestCollate(t *testing.T) {
 		t.Errorf("collate error: %v; want boom", last)
 	}
 }
-
-var crop1 = transforms.Compose(transforms.CenterCrop(1))

@@ -26,17 +26,16 @@ import (
 // global/world, rank taking part rank; the last global batch may be short, and a rank whose part
 // is empty is padded with the batch's first samples (as DistributedSampler pads).
 type rankMem struct {
-	dev           gpu.Device
-	s             gpu.Stream
-	images        []uint8
-	labels        []int32
-	shape         Shape
-	global        int
-	rank, world   int
-	shuffle       bool
-	seed          uint64
-	buf           gpu.Buffer
-	steps, perRnk int
+	dev         gpu.Device
+	s           gpu.Stream
+	images      []uint8
+	labels      []int32
+	shape       Shape
+	global      int
+	rank, world int
+	shuffle     bool
+	seed        uint64
+	buf         gpu.Buffer
 	// std, if not 0, is the normalization's standard deviation (0.3 otherwise).
 	std float32
 }

@@ -36,7 +36,6 @@ import (
 	"fmt"
 	"runtime"
 	"runtime/cgo"
-	"runtime/debug"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -179,7 +178,7 @@ func (s *cudaStream) Host(fn func() error) error {
 		if s.err() != nil {
 			return
 		}
-		if err := runHost(fn); err != nil {
+		if err := gpu.RunHost(fn); err != nil {
 			s.fail(err)
 		}
 	})
@@ -372,17 +371,4 @@ func (e *cudaEvent) Elapsed(start gpu.Event) (time.Duration, error) {
 		return 0, fmt.Errorf("cuda: elapsed time on %s: %w", e.dev.info, err)
 	}
 	return time.Duration(ms * float64(time.Millisecond)), nil
-}
-
-// runHost runs a host function as gpu.Stream's Host says: its error or panic becomes the stream's.
-func runHost(fn func() error) (err error) {
-	defer func() {
-		if r := recover(); r != nil {
-			err = fmt.Errorf("cuda: host function panicked: %v\n%s", r, debug.Stack())
-		}
-	}()
-	if err := fn(); err != nil {
-		return fmt.Errorf("cuda: host function: %w", err)
-	}
-	return nil
 }

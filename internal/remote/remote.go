@@ -136,7 +136,6 @@ type Client struct {
 	once sync.Once
 	s3   *s3Backend
 	web  *httpBackend
-	err  error
 }
 
 // backend is one protocol: stat and one ranged GET attempt, without retries.
