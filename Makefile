@@ -12,13 +12,13 @@ train:
 
 ## test: vet, the race-checked test suite, the pure-Go build check, and the two variant builds:
 ## stoke_invariants (slot misuse panics) on the packages that move slots, noasm (the pure-Go
-## fallbacks of the assembly kernels: transforms' SIMD, the GEMM, dist's reduction)
+## fallbacks of the assembly kernels: transforms' SIMD, the GEMM, collective's reduction)
 test: lint
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) build ./examples/...
 	$(GO) test -race -timeout 15m ./...
 	$(GO) test -tags stoke_invariants ./pinned/... ./gpu/... ./loaders/... ./datasets/... ./train/...
-	$(GO) test -tags noasm ./transforms/... ./kernels/... ./train/... ./dist/...
+	$(GO) test -tags noasm ./transforms/... ./kernels/... ./train/... ./collective/...
 	scripts/external-check.sh
 
 ## bench: the Go benchmarks of every package (one pass each)
@@ -40,7 +40,7 @@ build:
 	$(GO) build -o bin/stoke ./cmd/stoke
 
 ## cuda: build with the CUDA backend (needs the CUDA toolkit at CUDA_HOME; see README "Building with CUDA"),
-## and NCCL's nccl.h at NCCL_HOME for dist/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl). The binaries load
+## and NCCL's nccl.h at NCCL_HOME for collective/nccl (e.g. a pip nvidia-nccl-cu13's nvidia/nccl). The binaries load
 ## libcuda, NVRTC, cuBLAS and NCCL at run time; -L only gives gorgonia.org/cu's -lcuda and -lnvrtc a file.
 CUDA_HOME ?= /usr/local/cuda
 NCCL_HOME ?= $(CUDA_HOME)
@@ -56,7 +56,7 @@ cuda-bin:
 
 ## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering, NCCL's all-reduce); needs a GPU
 cuda-test:
-	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./dist/... ./train/
+	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./collective/... ./train/
 
 ## cuda-check: compile the cuda build against CUDA 12 and 13 headers from PyPI, without a GPU
 cuda-check:

@@ -10,7 +10,7 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -218,7 +218,7 @@ func noErr(t testing.TB, err error) {
 	}
 }
 
-// TestConversions16: ToBF16 and ToFP16 round as dist.F32ToBF16 and dist.F32ToFP16 do (the host's
+// TestConversions16: ToBF16 and ToFP16 round as collective.F32ToBF16 and collective.F32ToFP16 do (the host's
 // all-reduce of 16-bit gradients), to the nearest with ties to even, NaN kept, fp16 overflowing
 // to Inf and keeping subnormals; FromBF16 and FromFP16 widen exactly.
 func TestConversions16(t *testing.T) {
@@ -244,8 +244,8 @@ func TestConversions16(t *testing.T) {
 		ties     [2]float32 // vals[2:4] in bf16, vals[10:12] in fp16: 1+1/256 and 1+3/256 or 1+1/2048 and 1+3/2048
 		tieIndex int
 	}{
-		{"bf16", e.ops.ToBF16, e.ops.FromBF16, func(v float32) float32 { return dist.BF16ToF32(dist.F32ToBF16(v)) }, [2]float32{1, 1 + 4.0/256}, 2},
-		{"fp16", e.ops.ToFP16, e.ops.FromFP16, func(v float32) float32 { return dist.FP16ToF32(dist.F32ToFP16(v)) }, [2]float32{1, 1 + 4.0/2048}, 10},
+		{"bf16", e.ops.ToBF16, e.ops.FromBF16, func(v float32) float32 { return collective.BF16ToF32(collective.F32ToBF16(v)) }, [2]float32{1, 1 + 4.0/256}, 2},
+		{"fp16", e.ops.ToFP16, e.ops.FromFP16, func(v float32) float32 { return collective.FP16ToF32(collective.F32ToFP16(v)) }, [2]float32{1, 1 + 4.0/2048}, 10},
 	} {
 		if err := c.to(e.s, b16, src); err != nil {
 			t.Fatal(err)

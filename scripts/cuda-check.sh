@@ -26,7 +26,7 @@
 #      started with no CUDA library loaded)
 #      with -tags cuda, with internal/cudainc first on the include path (the CUDA 13 shims and the
 #      deferred cuInit for gorgonia.org/cu), in a build cache of its own under $CUDA_CHECK_DIR;
-#   4. checks that every NCCL function the dist/nccl package calls is defined by the real
+#   4. checks that every NCCL function the collective/nccl package calls is defined by the real
 #      libnccl.so.2 of that version (nm), since the link against the stubs ignores what is missing;
 #   5. runs the tests that need NVRTC but no GPU against the real libnvrtc of that version: they
 #      compile gpu/cuda/ops.cu for compute_90 exactly as the runtime does, check that every
@@ -127,12 +127,12 @@ no_cuda_needed() {
 	! grep -E '^lib(cuda|nvrtc|cublas|nccl)' <<<"$needed"
 }
 
-# nccl_symbols LIB: every NCCL function the dist/nccl package's cgo code calls is defined by LIB, the
-# real libnccl.so.2: the binary loads NCCL at run time (dist/nccl/nccl_dl.c), so the link here
+# nccl_symbols LIB: every NCCL function the collective/nccl package's cgo code calls is defined by LIB, the
+# real libnccl.so.2: the binary loads NCCL at run time (collective/nccl/nccl_dl.c), so the link here
 # would take a function that NCCL does not have.
 nccl_symbols() {
 	local want have missing
-	want=$(grep -oh '\bnccl[A-Z][A-Za-z0-9]*(' dist/nccl/*_cuda.go | tr -d '(' | sort -u)
+	want=$(grep -oh '\bnccl[A-Z][A-Za-z0-9]*(' collective/nccl/*_cuda.go | tr -d '(' | sort -u)
 	have=$(nm -D --defined-only "$1" | awk '{ print $3 }' | sort -u)
 	missing=$(comm -23 <(echo "$want") <(echo "$have"))
 	echo "   $(wc -w <<<"$want") NCCL functions called, all in $(basename "$1")${missing:+ except: $missing}"
@@ -177,7 +177,7 @@ for v in "${versions[@]}"; do
 	run go vet -tags cuda "${pkgs[@]}"
 	run go build -tags cuda "${pkgs[@]}" gorgonia.org/cu gorgonia.org/cu/nvrtc
 	run go test -tags cuda -count=1 -run '^$' "${pkgs[@]}"
-	if [[ -d dist/nccl ]] && go list -tags cuda "${pkgs[@]}" 2>/dev/null | grep -qx 'github.com/stoke-ml/stoke/dist/nccl'; then
+	if [[ -d collective/nccl ]] && go list -tags cuda "${pkgs[@]}" 2>/dev/null | grep -qx 'github.com/stoke-ml/stoke/collective/nccl'; then
 		run nccl_symbols "$dir/nccl$v/lib/libnccl.so.2"
 	fi
 	# The tests that need NVRTC but no GPU run for real, against this version's libnvrtc: they

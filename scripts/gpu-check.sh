@@ -9,7 +9,7 @@
 #       bash .gpubundle/run.sh scripts/gpu-check.sh
 #
 # It runs the CUDA tests on the device (gpu/cuda, TestCUDAParity included), and NCCL's 1-rank
-# all-reduce (dist/nccl, against the host's nvidia-nccl-cu13 wheel), then measures, and prints progress on
+# all-reduce (collective/nccl, against the host's nvidia-nccl-cu13 wheel), then measures, and prints progress on
 # stderr and one JSON object as the last line of stdout:
 #   device, driver, cuda_driver (the driver's CUDA version), cuda_toolkit, tests ("pass"/"fail"),
 #   nccl ("pass"/"fail", null where no NCCL was found),
@@ -49,7 +49,7 @@ cuda_driver=$(nvidia-smi 2>/dev/null | sed -n 's/.*CUDA Version: *\([0-9.]*\).*/
 cuda_toolkit=$(sed -n 's/^#define CUDA_VERSION \([0-9]*\).*/\1/p' /usr/local/cuda/include/cuda.h 2>/dev/null | head -1)
 log "device ${device:-?}, driver ${driver:-?}, CUDA ${cuda_driver:-?} (toolkit ${cuda_toolkit:-?})"
 
-# NCCL (dist/nccl, the CUDA backend of dist's all-reduce, and so every -tags cuda binary that imports it): the host's
+# NCCL (collective/nccl, the CUDA backend of collective's all-reduce, and so every -tags cuda binary that imports it): the host's
 # nvidia-nccl-cu13 wheel (python3 -m pip show), else a system install: nccl.h to build, and
 # libnccl.so.2 on LD_LIBRARY_PATH, where the binary loads it from at run time.
 nccl_inc= nccl_lib=
@@ -63,7 +63,7 @@ if [[ -n $nccl_inc && -f $nccl_lib/libnccl.so.2 ]]; then
 	export LD_LIBRARY_PATH="$nccl_lib:${LD_LIBRARY_PATH:-}"
 	log "NCCL $(sed -n 's/^#define NCCL_\(MAJOR\|MINOR\|PATCH\) \([0-9]*\).*/\2/p' "$nccl_inc/nccl.h" | paste -sd.) from $nccl_lib"
 else
-	log "no NCCL found (pip nvidia-nccl-cu13 or /usr/include/nccl.h): dist/nccl is not checked"
+	log "no NCCL found (pip nvidia-nccl-cu13 or /usr/include/nccl.h): collective/nccl is not checked"
 fi
 
 log "CUDA tests on the device (gpu/cuda)"
@@ -80,8 +80,8 @@ parity=$(sed -n 's/.*parity "\(.*\)": relative error \([^ ]*\) (tolerance.*/\1|\
 # the 2- and 4-rank tests skip.
 nccl=null
 if [[ -n $nccl_inc ]]; then
-	log "NCCL all-reduce on the device (dist/nccl, 1 rank)"
-	if timeout 120 go test -tags cuda -count=1 -v -run 'NCCL' ./dist/nccl/ >"$tmp/nccl.log" 2>&1; then
+	log "NCCL all-reduce on the device (collective/nccl, 1 rank)"
+	if timeout 120 go test -tags cuda -count=1 -v -run 'NCCL' ./collective/nccl/ >"$tmp/nccl.log" 2>&1; then
 		nccl='"pass"'
 	else
 		nccl='"fail"'

@@ -64,7 +64,7 @@ func BenchmarkStep(b *testing.B) {
 }
 
 // BenchmarkDataParallelStep times a training step of W ranks (goroutines of this process, each
-// with its own CPU device and trainer, the gradients all-reduced over dist's ring on 127.0.0.1)
+// with its own CPU device and trainer, the gradients all-reduced over collective's ring on 127.0.0.1)
 // at the same per-rank batch as one rank, to split a data-parallel step's overhead: "1" is one
 // rank, "2-apart" two ranks that step together but all-reduce nothing (what two ranks cost each
 // other on the cores: contention), "2" two data-parallel ranks (contention and communication).
@@ -97,7 +97,7 @@ func BenchmarkDataParallelStep(b *testing.B) {
 					}
 					cfg := Config{Seed: 1}
 					if groups != nil {
-						cfg.Dist = groups[r]
+						cfg.Collective = groups[r]
 					}
 					if trs[r], err = New(m, dev, SGD{LR: 0.01, Momentum: 0.9}, cfg); err != nil {
 						b.Fatal(err)

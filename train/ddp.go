@@ -8,23 +8,23 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// Collective is the process group data-parallel training runs over: *dist.Group is the one to
-// use (dist.Init under torchrun, Slurm or flags). Every rank must make the same calls in the same
+// Collective is the process group data-parallel training runs over: *collective.Group is the one to
+// use (collective.Init under torchrun, Slurm or flags). Every rank must make the same calls in the same
 // order; the trainer does.
 type Collective interface {
 	Rank() int
 	Size() int
 	// AllReduce reduces buf in place across the ranks; every rank ends with the same bits.
-	AllReduce(ctx context.Context, buf []float32, op dist.Op) error
+	AllReduce(ctx context.Context, buf []float32, op collective.Op) error
 	// AllReduceBF16 is AllReduce on bfloat16 values (the gradients of a bf16 run).
-	AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error
+	AllReduceBF16(ctx context.Context, buf []uint16, op collective.Op) error
 	// AllReduceFP16 is AllReduce on IEEE half values (the gradients of an fp16 run).
-	AllReduceFP16(ctx context.Context, buf []uint16, op dist.Op) error
+	AllReduceFP16(ctx context.Context, buf []uint16, op collective.Op) error
 	// Broadcast copies root's buf into every other rank's.
 	Broadcast(ctx context.Context, buf []byte, root int) error
 	// Agree fails on every rank, naming the values, unless all ranks pass the same value.
@@ -32,18 +32,18 @@ type Collective interface {
 }
 
 // DeviceReducer all-reduces a tensor over the ranks in device memory, enqueued on s: NCCL's
-// all-reduce (dist/nccl's Comm, under the cuda tag, behind a one-method adapter: cmd/stoke has
+// all-reduce (collective/nccl's Comm, under the cuda tag, behind a one-method adapter: cmd/stoke has
 // one). With Config.DeviceReduce set, a data-parallel step enqueues each bucket's all-reduce
-// (dist.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
+// (collective.Avg) on the compute stream as soon as backward has enqueued the layers that produce it,
 // with no copy to the host; the device overlaps them with the rest of the backward pass. A
-// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (dist.Sum). In a bf16
-// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v, dist.Avg),
-// in an fp16 run as IEEE half (AllReduceFP16OnDevice, 2 bytes per value, dist.Sum of values
+// synchronized BatchNorm (Config.SyncBatchNorm) sums its statistics with it (collective.Sum). In a bf16
+// run the buckets travel as bfloat16 (AllReduceBF16OnDevice, 2 bytes per value of v, collective.Avg),
+// in an fp16 run as IEEE half (AllReduceFP16OnDevice, 2 bytes per value, collective.Sum of values
 // already divided by the world size).
 type DeviceReducer interface {
-	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error
-	AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
-	AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error
+	AllReduceOnDevice(s gpu.Stream, v kernels.F32, op collective.Op) error
+	AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op collective.Op) error
+	AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op collective.Op) error
 }
 
 // defaultBucketBytes is DistributedDataParallel's bucket_cap_mb (25 MiB), and firstBucketBytes
@@ -67,7 +67,7 @@ const (
 // otherwise through host, a staging copy of every gradient.
 //
 // Training in bf16, the buckets travel as bf16, as DDP's bf16_compress_hook sends them: rounded
-// to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and dist do), widened back
+// to bfloat16, averaged (each partial sum rounded to bf16, as NCCL and collective do), widened back
 // into the fp32 gradients, which the fp32 master weights are updated from: half the bytes.
 // Training in fp16 they travel as IEEE half, like DDP's fp16_compress_hook but in another order:
 // multiplied by 1/world in fp32 first (the hook rounds to fp16 first and divides in fp16; this way
@@ -224,21 +224,21 @@ func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
 		return nil
 	}
 	if syncBN {
-		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, dist.Sum) }}
+		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, collective.Sum) }}
 	}
 }
 
 // reduceOnDevice enqueues the average of bucket b's gradients over the ranks on s.
 func (d *ddp) reduceOnDevice(s gpu.Stream, ops kernels.Ops, b bucket) error {
-	to, from, reduce, op := ops.ToBF16, ops.FromBF16, d.dev.AllReduceBF16OnDevice, dist.Avg
+	to, from, reduce, op := ops.ToBF16, ops.FromBF16, d.dev.AllReduceBF16OnDevice, collective.Avg
 	switch d.wire {
 	case FP32:
-		return d.dev.AllReduceOnDevice(s, b.grad, dist.Avg)
+		return d.dev.AllReduceOnDevice(s, b.grad, collective.Avg)
 	case FP16:
 		if err := ops.Scale(s, b.grad, d.preDivide()); err != nil {
 			return err
 		}
-		to, from, reduce, op = ops.ToFP16, ops.FromFP16, d.dev.AllReduceFP16OnDevice, dist.Sum
+		to, from, reduce, op = ops.ToFP16, ops.FromFP16, d.dev.AllReduceFP16OnDevice, collective.Sum
 	}
 	half := d.halfDev.Slice(2*b.lo, 2*b.hi)
 	if err := to(s, half, b.grad); err != nil {
@@ -260,24 +260,24 @@ func (d *ddp) reduceOnHost(ctx context.Context, buf []float32, half []uint16) er
 	var err error
 	switch d.wire {
 	case FP32:
-		return d.g.AllReduce(ctx, buf, dist.Avg)
+		return d.g.AllReduce(ctx, buf, collective.Avg)
 	case BF16:
 		for i, f := range buf {
-			half[i] = dist.F32ToBF16(f)
+			half[i] = collective.F32ToBF16(f)
 		}
-		if err = d.g.AllReduceBF16(ctx, half, dist.Avg); err == nil {
+		if err = d.g.AllReduceBF16(ctx, half, collective.Avg); err == nil {
 			for i, h := range half {
-				buf[i] = dist.BF16ToF32(h)
+				buf[i] = collective.BF16ToF32(h)
 			}
 		}
 	case FP16:
 		inv := d.preDivide()
 		for i, f := range buf {
-			half[i] = dist.F32ToFP16(f * inv)
+			half[i] = collective.F32ToFP16(f * inv)
 		}
-		if err = d.g.AllReduceFP16(ctx, half, dist.Sum); err == nil {
+		if err = d.g.AllReduceFP16(ctx, half, collective.Sum); err == nil {
 			for i, h := range half {
-				buf[i] = dist.FP16ToF32(h)
+				buf[i] = collective.FP16ToF32(h)
 			}
 		}
 	}
@@ -306,7 +306,7 @@ func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *s
 			if err == nil {
 				if err = j.ready.Synchronize(ctx); err == nil {
 					if j.bucket < 0 {
-						err = d.g.AllReduce(ctx, j.buf, dist.Sum)
+						err = d.g.AllReduce(ctx, j.buf, collective.Sum)
 					} else {
 						t0 := time.Now() // comm counts the gradients' all-reduces (Result.AllReduceSeconds)
 						err = d.reduceOnHost(ctx, j.buf, d.halfOf(d.buckets[j.bucket]))
@@ -422,7 +422,7 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 	d := t.dist
 	model := t.m.String()
-	if len("model")+len(model) > dist.MaxAgree { // a resnet's layers: their digest
+	if len("model")+len(model) > collective.MaxAgree { // a resnet's layers: their digest
 		sum := sha256.Sum256([]byte(model))
 		model = fmt.Sprintf("%s %v->%d, %d layers, %d parameters, layers sha256 %x", t.m.name, t.m.in, t.m.classes, len(t.m.layers), t.m.NumParams(), sum[:8])
 	}
@@ -527,7 +527,7 @@ func (t *Trainer) sumOverRanks(ctx context.Context, vs ...*float64) error {
 	for i, v := range vs {
 		buf[i] = float32(*v)
 	}
-	if err := t.dist.g.AllReduce(ctx, buf, dist.Sum); err != nil {
+	if err := t.dist.g.AllReduce(ctx, buf, collective.Sum); err != nil {
 		return err
 	}
 	for i, v := range vs {

@@ -14,7 +14,7 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/rng"
@@ -180,7 +180,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 		var sent atomic.Int64
 		if world > 1 {
 			g := countingGroup{groups[r], &sent}
-			cfg.Dist = g
+			cfg.Collective = g
 			if o.onDevice {
 				cfg.DeviceReduce = streamReducer{g}
 			}
@@ -503,7 +503,7 @@ func TestFitRankSplitNeedsDist(t *testing.T) {
 	}
 	defer tr.Close()
 	if _, err := tr.Fit(context.Background(), data, nil); !errors.Is(err, ErrConfig) {
-		t.Fatalf("Fit on rank 1 of 2 without Dist = %v; want ErrConfig", err)
+		t.Fatalf("Fit on rank 1 of 2 without Collective = %v; want ErrConfig", err)
 	}
 }
 
@@ -519,7 +519,7 @@ func TestDataParallelMismatch(t *testing.T) {
 		if r == 1 {
 			m = smallCNN(t)
 		}
-		tr, err := New(m, dev, SGD{LR: 0.05}, Config{Dist: groups[r]})
+		tr, err := New(m, dev, SGD{LR: 0.05}, Config{Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -540,7 +540,7 @@ func TestDataParallelMismatch(t *testing.T) {
 // TestDataParallelBF16: training in bf16, the gradient buckets travel as bf16 (DDP's
 // bf16_compress_hook): half the bytes of an fp32 run's per step, every averaged gradient a bf16
 // value widened to fp32, every rank with the same bits after each step, the host route and the
-// device route with the same bits too (both round as dist.F32ToBF16 and reduce on one ring), and
+// device route with the same bits too (both round as collective.F32ToBF16 and reduce on one ring), and
 // the weights near one process's in bf16, which all-reduces nothing.
 func TestDataParallelBF16(t *testing.T) {
 	const global, steps = 48, 20
@@ -587,7 +587,7 @@ func TestDataParallelBF16(t *testing.T) {
 // fp16_compress_hook): half the bytes of an fp32 run's per step, every averaged gradient of an
 // applied step an fp16 value (times the loss scale it was computed with), every rank with the
 // same bits after each step, the host and device routes with the same bits (both divide by the
-// world size in fp32, round as dist.F32ToFP16 and sum on one ring), and the weights near those of
+// world size in fp32, round as collective.F32ToFP16 and sum on one ring), and the weights near those of
 // the same run all-reducing in fp32 and of one fp16 process.
 func TestDataParallelFP16(t *testing.T) {
 	const global, steps = 48, 20
@@ -615,7 +615,7 @@ func TestDataParallelFP16(t *testing.T) {
 			}
 			for _, g := range grads[s] {
 				for _, v := range g {
-					if x := v * float32(scales[s].scale); dist.FP16ToF32(dist.F32ToFP16(x)) != x {
+					if x := v * float32(scales[s].scale); collective.FP16ToF32(collective.F32ToFP16(x)) != x {
 						t.Fatalf("device %v step %d: averaged gradient %v (times the scale %v: %v) is not an fp16 value", onDevice, s+1, v, scales[s].scale, x)
 					}
 					checked++
@@ -722,19 +722,19 @@ type countingGroup struct {
 	sent *atomic.Int64
 }
 
-func (g countingGroup) AllReduce(ctx context.Context, buf []float32, op dist.Op) error {
-	if op == dist.Avg { // the gradients; sums are statistics and tallies
+func (g countingGroup) AllReduce(ctx context.Context, buf []float32, op collective.Op) error {
+	if op == collective.Avg { // the gradients; sums are statistics and tallies
 		g.sent.Add(int64(4 * len(buf)))
 	}
 	return g.Collective.AllReduce(ctx, buf, op)
 }
 
-func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op dist.Op) error {
+func (g countingGroup) AllReduceBF16(ctx context.Context, buf []uint16, op collective.Op) error {
 	g.sent.Add(int64(2 * len(buf)))
 	return g.Collective.AllReduceBF16(ctx, buf, op)
 }
 
-func (g countingGroup) AllReduceFP16(ctx context.Context, buf []uint16, op dist.Op) error {
+func (g countingGroup) AllReduceFP16(ctx context.Context, buf []uint16, op collective.Op) error {
 	g.sent.Add(int64(2 * len(buf)))
 	return g.Collective.AllReduceFP16(ctx, buf, op)
 }
@@ -754,7 +754,7 @@ func gradients(t testing.TB, tr *Trainer) [][]float32 {
 // this backend).
 type streamReducer struct{ g Collective }
 
-func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op collective.Op) error {
 	f, ok := hostF32(v)
 	if !ok {
 		return errors.New("not a CPU-backend buffer")
@@ -762,16 +762,16 @@ func (r streamReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op
 	return s.Host(func() error { return r.g.AllReduce(context.Background(), f, op) })
 }
 
-func (r streamReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+func (r streamReducer) AllReduceBF16OnDevice(s gpu.Stream, v kernels.U8, op collective.Op) error {
 	return r.on16(s, v, op, r.g.AllReduceBF16)
 }
 
-func (r streamReducer) AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op dist.Op) error {
+func (r streamReducer) AllReduceFP16OnDevice(s gpu.Stream, v kernels.U8, op collective.Op) error {
 	return r.on16(s, v, op, r.g.AllReduceFP16)
 }
 
 // on16 runs reduce over v's 16-bit values in stream order.
-func (r streamReducer) on16(s gpu.Stream, v kernels.U8, op dist.Op, reduce func(context.Context, []uint16, dist.Op) error) error {
+func (r streamReducer) on16(s gpu.Stream, v kernels.U8, op collective.Op, reduce func(context.Context, []uint16, collective.Op) error) error {
 	b, ok := gpu.HostBytes(v.Buf)
 	if !ok {
 		return errors.New("not a CPU-backend buffer")
@@ -780,7 +780,7 @@ func (r streamReducer) on16(s gpu.Stream, v kernels.U8, op dist.Op, reduce func(
 	return s.Host(func() error { return reduce(context.Background(), h, op) })
 }
 
-// testGroups starts a dist group of n ranks as goroutines of this process on 127.0.0.1.
+// testGroups starts a collective group of n ranks as goroutines of this process on 127.0.0.1.
 func testGroups(t testing.TB, n int) []Collective {
 	t.Helper()
 	l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -794,7 +794,7 @@ func testGroups(t testing.TB, n int) []Collective {
 	var wg sync.WaitGroup
 	for r := range n {
 		wg.Go(func() {
-			g, err := dist.Init(context.Background(), dist.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
+			g, err := collective.Init(context.Background(), collective.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
 			gs[r], errs[r] = g, err
 			if err == nil {
 				t.Cleanup(func() { g.Close() })
@@ -825,7 +825,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		fh.Close()
 		saving = append(saving, fh.Name())
 	}
-	cfg := Config{Dist: gs[1], Checkpoint: ck, KeepBest: best, EarlyStop: 1}
+	cfg := Config{Collective: gs[1], Checkpoint: ck, KeepBest: best, EarlyStop: 1}
 	tr, err := New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -836,7 +836,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 			t.Errorf("rank 1's New removed rank 0's temporary file: %v", err)
 		}
 	}
-	cfg.Dist = gs[0]
+	cfg.Collective = gs[0]
 	tr, err = New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)

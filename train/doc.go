@@ -13,14 +13,14 @@
 //
 // The loop around the step is PyTorch's and timm's: Config.Accumulate accumulates the gradients
 // of several batches per optimizer step (one batch as large as them all, within float32 rounding,
-// BatchNorm aside; under Dist reduced once per step, DDP's no_sync), ClipGradNorm clips their
+// BatchNorm aside; under Collective reduced once per step, DDP's no_sync), ClipGradNorm clips their
 // global norm (clip_grad_norm_, after the all-reduce), EMA keeps timm's ModelEmaV2 of the weights
 // (EMAWarmup: ModelEmaV3's warm-up), evaluated beside the model, checkpointed and served by
 // UseEMA; Plateau reduces the rate when the validation metric stalls, EarlyStop ends Fit normally
 // after epochs without a better one (Result.StoppedEarly) and KeepBest writes the best epoch's
 // checkpoint. Evaluations report top-1, top-5 and per-class accuracy (EvaluateClasses, every
 // epoch's EpochResult); the validation metric is the EMA's accuracy when there is an EMA, and
-// under Dist it comes from the evaluation summed over the ranks, so that every rank decides alike.
+// under Collective it comes from the evaluation summed over the ranks, so that every rank decides alike.
 //
 // Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come
 // back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless LoadOptions say

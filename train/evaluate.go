@@ -6,12 +6,12 @@ import (
 	"fmt"
 	"math"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 )
 
 // Evaluation is what EvaluateClasses measures on data with class ids.
 type Evaluation struct {
-	// Samples is the number of samples evaluated (each once, over all ranks under Dist).
+	// Samples is the number of samples evaluated (each once, over all ranks under Collective).
 	Samples int
 	// Acc is the top-1 accuracy; Top5 the fraction of samples whose label is among the 5 largest
 	// logits (top-min(5, classes), as timm's validation; ties rank the lower class first, as
@@ -106,7 +106,7 @@ func (t *Trainer) EvaluateClasses(ctx context.Context, data Data) (*Evaluation, 
 	return ev, nil
 }
 
-// evalTally counts an evaluation per sample (by dataset index under Dist, where the ranks' tallies
+// evalTally counts an evaluation per sample (by dataset index under Collective, where the ranks' tallies
 // are summed: how often each sample was seen, right, in the top 5, and its label times the times
 // seen).
 type evalTally struct {
@@ -136,7 +136,7 @@ func (e *evalTally) reduce(ctx context.Context, g Collective) error {
 	// fills only its own slot.
 	lens := make([]float32, g.Size())
 	lens[g.Rank()] = float32(len(e.seen))
-	if err := g.AllReduce(ctx, lens, dist.Sum); err != nil {
+	if err := g.AllReduce(ctx, lens, collective.Sum); err != nil {
 		return err
 	}
 	n := 0
@@ -148,7 +148,7 @@ func (e *evalTally) reduce(ctx context.Context, g Collective) error {
 	for j, v := range vs {
 		copy(buf[j*n:], *v)
 	}
-	if err := g.AllReduce(ctx, buf, dist.Sum); err != nil {
+	if err := g.AllReduce(ctx, buf, collective.Sum); err != nil {
 		return err
 	}
 	for j, v := range vs {

@@ -195,7 +195,7 @@ func TestDataParallelFrozen(t *testing.T) {
 	for r := range 2 {
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
-		tr, err := New(smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Dist: groups[r]})
+		tr, err := New(smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -178,7 +178,7 @@ func (t *Trainer) optSteps(batches int) int { return (batches + t.accumulate() -
 
 // foldGrads makes the gradients of layer i's parameters the mean over the step's samples: on the
 // last batch of a step (n samples, total over the step), g = (n*g + acc)/total, acc holding the
-// earlier batches' n_j*g_j. Under Dist it runs before the layer's buckets are reduced, as the
+// earlier batches' n_j*g_j. Under Collective it runs before the layer's buckets are reduced, as the
 // gradients PyTorch accumulates in .grad are.
 func (t *Trainer) foldGrads(params []*Param, n, total int) error {
 	for _, p := range params {
@@ -208,7 +208,7 @@ func normParts(n int) int {
 // clipGrads scales the gradients so that their global L2 norm is at most Config.ClipGradNorm,
 // as torch.nn.utils.clip_grad_norm_ (norm_type 2): the sums of squares of each tensor's parts on
 // the device (Mul, then BiasGrad's sums), the total on the host in float64, and the same factor
-// for all, min(1, max/(norm+1e-6)). Under Dist every rank holds the same gradients here, so every
+// for all, min(1, max/(norm+1e-6)). Under Collective every rank holds the same gradients here, so every
 // rank clips by the same factor.
 func (t *Trainer) clipGrads() error {
 	off := 0

@@ -16,7 +16,7 @@ import (
 	"sync/atomic"
 	"testing"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -114,7 +114,7 @@ type countingReducer struct {
 	elems *atomic.Int64
 }
 
-func (r countingReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op dist.Op) error {
+func (r countingReducer) AllReduceOnDevice(s gpu.Stream, v kernels.F32, op collective.Op) error {
 	r.elems.Add(int64(v.Len))
 	return r.streamReducer.AllReduceOnDevice(s, v, op)
 }
@@ -144,7 +144,7 @@ func TestAccumulateDataParallel(t *testing.T) {
 		for r := range world {
 			dev := openCPU(t)
 			cfg := loop
-			cfg.Accumulate, cfg.Dist = 4, groups[r]
+			cfg.Accumulate, cfg.Collective = 4, groups[r]
 			if onDevice {
 				cfg.DeviceReduce = countingReducer{streamReducer{groups[r]}, &elems}
 			}

@@ -99,7 +99,7 @@ type Config struct {
 	// PyTorch's GradScaler with its defaults (see lossScale).
 	// On the CUDA backend the products run on cuBLAS's mixed-precision GEMM; the CPU backend
 	// emulates the rounding in fp32 arithmetic (the numbers of a bf16/fp16 run, not its speed).
-	// With Dist, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
+	// With Collective, BF16 also all-reduces the gradients as bf16 (DDP's bf16_compress_hook: rounded,
 	// averaged, widened back into the fp32 gradients), half the bytes of fp32's; FP16 as fp16
 	// (like DDP's fp16_compress_hook, but multiplied by 1/world in fp32 before the rounding, then
 	// summed and widened back), and
@@ -108,7 +108,7 @@ type Config struct {
 	// Progress, if set, is called on Fit's goroutine after every training step and after every
 	// epoch's evaluation. It must not keep the *Progress.
 	Progress func(*Progress)
-	// Dist, if set, trains data-parallel over its ranks as PyTorch's DistributedDataParallel
+	// Collective, if set, trains data-parallel over its ranks as PyTorch's DistributedDataParallel
 	// does: each rank (one process, one device) runs a Trainer with the same configuration over
 	// its own part of every epoch (a Loader with the group's Rank and WorldSize) in batches of the
 	// same size, so the global batch is Size() times the rank's. Fit checks that the ranks agree
@@ -119,22 +119,22 @@ type Config struct {
 	// BatchNorm normalizes with each rank's own batch statistics (DDP's default; SyncBatchNorm
 	// for the global batch's); rank 0's running statistics are the ones evaluated and saved. Every
 	// rank ends each step with the same weights, bit for bit.
-	Dist Collective
-	// SyncBatchNorm, with Dist, makes every BatchNorm in training normalize with the statistics
+	Collective Collective
+	// SyncBatchNorm, with Collective, makes every BatchNorm in training normalize with the statistics
 	// of the global batch, as torch.nn.SyncBatchNorm: the mean and biased variance over all ranks'
 	// samples of the step (the counts summed too, so unequal batches weigh right), the running
 	// variance from the unbiased variance over the global count, and a backward pass whose input
 	// gradient is the global batch's (the per-channel sums of dy and dy*xhat summed over the
 	// ranks). It costs two small all-reduces per BatchNorm and step, which the forward and
 	// backward passes wait for. The running statistics are then the same on every rank.
-	// Evaluation, and a run without Dist, are plain BatchNorm.
+	// Evaluation, and a run without Collective, are plain BatchNorm.
 	SyncBatchNorm bool
 	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
 	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
 	// 25 MiB, DDP's bucket_cap_mb.
 	BucketBytes int
-	// DeviceReduce, if set with Dist, all-reduces the gradients in device memory on the compute
-	// stream (NCCL on the CUDA backend) instead of through the host and Dist; Dist still
+	// DeviceReduce, if set with Collective, all-reduces the gradients in device memory on the compute
+	// stream (NCCL on the CUDA backend) instead of through the host and Collective; Collective still
 	// broadcasts the weights, checks the ranks agree and sums the evaluation.
 	DeviceReduce DeviceReducer
 
@@ -144,13 +144,13 @@ type Config struct {
 	// size, so Accumulate batches of B train as one batch of Accumulate*B within float32 rounding,
 	// BatchNorm aside: it normalizes each batch with that batch's statistics and moves its running
 	// statistics once per batch, as in PyTorch. An epoch's last step takes the batches left over.
-	// Steps, schedules, Progress and checkpoints count optimizer steps. Under Dist the gradients
+	// Steps, schedules, Progress and checkpoints count optimizer steps. Under Collective the gradients
 	// are all-reduced once per step, during the last batch's backward pass (DDP's no_sync for the
 	// others).
 	Accumulate int
 	// ClipGradNorm, if positive, scales every step's gradients so that their global L2 norm (over
 	// all trainable parameters) is at most ClipGradNorm, as torch.nn.utils.clip_grad_norm_: by
-	// min(1, ClipGradNorm/(norm+1e-6)). It runs on the all-reduced gradients under Dist (every
+	// min(1, ClipGradNorm/(norm+1e-6)). It runs on the all-reduced gradients under Collective (every
 	// rank clips by the same factor) and after fp16's unscaling, as GradScaler's users do.
 	ClipGradNorm float64
 	// EMA, if in (0,1), keeps an exponential moving average of the weights and BatchNorm running
@@ -173,7 +173,7 @@ type Config struct {
 	// EarlyStopping, min_delta 0): Fit returns normally, with Result.StoppedEarly and StoppedEpoch.
 	EarlyStop int
 	// KeepBest, if set, is the path the checkpoint of the best epoch by the validation metric is
-	// written to (atomically, from rank 0 under Dist), as timm's CheckpointSaver keeps its best.
+	// written to (atomically, from rank 0 under Collective), as timm's CheckpointSaver keeps its best.
 	KeepBest string
 }
 
@@ -393,8 +393,8 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err := t.setup(); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
-	if cfg.Dist != nil && cfg.Dist.Size() > 1 {
-		t.dist = newDDP(cfg.Dist, m, cfg.BucketBytes)
+	if cfg.Collective != nil && cfg.Collective.Size() > 1 {
+		t.dist = newDDP(cfg.Collective, m, cfg.BucketBytes)
 		t.dist.dev = cfg.DeviceReduce
 		if cfg.Precision == BF16 || cfg.Precision == FP16 {
 			if err := t.dist.halfPrecision(m, cfg.Precision); err != nil {
@@ -402,7 +402,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 			}
 		}
 		if cfg.SyncBatchNorm {
-			if err := m.syncBatchNorms(cfg.Dist.Size()); err != nil {
+			if err := m.syncBatchNorms(cfg.Collective.Size()); err != nil {
 				return nil, errors.Join(err, t.Close())
 			}
 		}
@@ -466,7 +466,7 @@ func (t *Trainer) setup() error {
 		// A checkpoint that cannot be written fails now, not after the first epoch. Only the rank
 		// that writes it looks: a rank starting late would remove rank 0's temporary file while
 		// rank 0 saves into it.
-		if path == "" || (t.cfg.Dist != nil && t.cfg.Dist.Rank() != 0) {
+		if path == "" || (t.cfg.Collective != nil && t.cfg.Collective.Rank() != 0) {
 			continue
 		}
 		if err := prepareCheckpoint(path); err != nil {
@@ -516,7 +516,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, t.optSteps(trainData.Steps()))
 	}
 	if w := dataWorld(trainData); w > 1 && t.dist == nil {
-		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Dist: "+
+		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Collective: "+
 			"without the gradients all-reduced every rank would train a model of its own", ErrConfig, dataRank(trainData), w)
 	}
 	if t.dist != nil {
@@ -772,7 +772,7 @@ type stepGroup struct{ batches, samples int }
 
 // enqueueBatch enqueues the forward and backward passes of one batch of the step g, which last
 // ends: an earlier batch's gradients go into the accumulators (Config.Accumulate), the last one's
-// are folded with them and, under Dist, all-reduced as backward produces them. A synchronized
+// are folded with them and, under Collective, all-reduced as backward produces them. A synchronized
 // BatchNorm sums its statistics over the ranks in every batch, the last or not.
 func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32, g *stepGroup, last bool) error {
 	if err := t.checkBatch(b); err != nil {
@@ -869,7 +869,7 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 }
 
 // foldAll ends a step whose last batch was not known to be its last (an epoch of unknown length
-// ended): every batch's gradients are in the accumulators, so g = acc/samples; under Dist the
+// ended): every batch's gradients are in the accumulators, so g = acc/samples; under Collective the
 // buckets are then all-reduced, layer after layer, with no backward pass to overlap.
 func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
 	for _, p := range t.m.params {

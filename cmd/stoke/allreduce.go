@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/pinned"
 )
 
@@ -55,9 +55,9 @@ func (b bytesValue) Set(s string) error {
 
 func runAllreduce(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--min-bytes 4K --max-bytes 256M [--step-factor 2] [--iters N] [--warmup N] [--op sum|avg] [--dtype float32|bf16|fp16] [--json]", true)
-	cfg, envErr := dist.FromEnv()
+	cfg, envErr := collective.FromEnv()
 	if envErr != nil {
-		cfg = dist.Config{WorldSize: 1}
+		cfg = collective.Config{WorldSize: 1}
 	}
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
@@ -86,23 +86,23 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	if envErr != nil && !(set["rank"] && set["world-size"]) {
 		return fmt.Errorf("%w: %v", errUsage, envErr)
 	}
-	var op dist.Op
+	var op collective.Op
 	switch *opName {
 	case "sum":
-		op = dist.Sum
+		op = collective.Sum
 	case "avg":
-		op = dist.Avg
+		op = collective.Avg
 	default:
 		return fmt.Errorf("%w: --op %q: want sum or avg", errUsage, *opName)
 	}
 	es := int64(4)
-	round, widen := dist.F32ToBF16, dist.BF16ToF32 // a 16-bit --dtype's conversions
+	round, widen := collective.F32ToBF16, collective.BF16ToF32 // a 16-bit --dtype's conversions
 	switch *dtype {
 	case "float32":
 	case "bf16":
 		es = 2
 	case "fp16":
-		es, round, widen = 2, dist.F32ToFP16, dist.FP16ToF32
+		es, round, widen = 2, collective.F32ToFP16, collective.FP16ToF32
 	default:
 		return fmt.Errorf("%w: --dtype %q: want float32, bf16 or fp16", errUsage, *dtype)
 	}
@@ -125,7 +125,7 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	if err := cfg.Validate(); err != nil {
 		return fmt.Errorf("%w: %v", errUsage, err)
 	}
-	g, err := dist.Init(ctx, cfg)
+	g, err := collective.Init(ctx, cfg)
 	if err != nil {
 		return err
 	}
@@ -206,7 +206,7 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 // checkAllreduce fills the first count elements with rank r's pattern (r+1)*(i%3+1), reduces
 // them and counts the elements that differ from the exact result (rounded by round and widened
 // back by widen, for 16-bit elements).
-func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uint16, count int64, op dist.Op, reduce func(int64) error,
+func checkAllreduce(ctx context.Context, g *collective.Group, f32 []float32, b16 []uint16, count int64, op collective.Op, reduce func(int64) error,
 	round func(float32) uint16, widen func(uint16) float32) (int64, error) {
 	n := g.Size()
 	v := func(i int64) float32 { return float32(i%3 + 1) }
@@ -222,7 +222,7 @@ func checkAllreduce(ctx context.Context, g *dist.Group, f32 []float32, b16 []uin
 		return 0, err
 	}
 	scale := float32(n*(n+1)) / 2
-	if op == dist.Avg {
+	if op == collective.Avg {
 		scale /= float32(n)
 	}
 	var wrong int64

@@ -9,8 +9,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/datasets"
-	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
@@ -39,7 +39,7 @@ type loaderFlags struct {
 	envErr, distErr error
 	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
 	// (registerDist).
-	env         dist.Config
+	env         collective.Config
 	masterAddr  string
 	masterPort  int
 	distTimeout time.Duration
@@ -49,7 +49,7 @@ type loaderFlags struct {
 // or Slurm set (RANK, WORLD_SIZE or SLURM_PROCID, SLURM_NTASKS; LOCAL_RANK or SLURM_LOCALID picks
 // the GPU for --device cuda).
 func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
-	cfg, err := dist.FromEnv()
+	cfg, err := collective.FromEnv()
 	if err != nil {
 		// Commands that only split the data (bench, profile) need no rendezvous: RANK and
 		// WORLD_SIZE are enough for them; group reports what is missing.
@@ -58,7 +58,7 @@ func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
 		if err != nil {
 			rank, world, local, lf.envErr = 0, 1, 0, err
 		}
-		cfg = dist.Config{Rank: rank, WorldSize: world, LocalRank: local}
+		cfg = collective.Config{Rank: rank, WorldSize: world, LocalRank: local}
 	}
 	lf.env = cfg
 	lf.localRank = cfg.LocalRank
@@ -82,7 +82,7 @@ func (lf *loaderFlags) registerDist(fs *flag.FlagSet) {
 
 // group joins the data-parallel group the flags and the environment describe (a group of one with
 // --world-size 1). The caller closes it.
-func (lf *loaderFlags) group(ctx context.Context) (*dist.Group, error) {
+func (lf *loaderFlags) group(ctx context.Context) (*collective.Group, error) {
 	cfg := lf.env
 	if lf.distErr != nil && lf.worldSize > 1 && lf.masterPort == 0 {
 		return nil, fmt.Errorf("%w: %v (or pass --master-addr and --master-port)", errUsage, lf.distErr)
@@ -98,7 +98,7 @@ func (lf *loaderFlags) group(ctx context.Context) (*dist.Group, error) {
 	if !(lf.distTimeout > 0) {
 		return nil, fmt.Errorf("%w: --dist-timeout %v; want > 0", errUsage, lf.distTimeout)
 	}
-	g, err := dist.Init(ctx, cfg)
+	g, err := collective.Init(ctx, cfg)
 	if err != nil {
 		return nil, fmt.Errorf("rank %d of %d: %w", cfg.Rank, cfg.WorldSize, err)
 	}

@@ -48,7 +48,7 @@ var commands = map[string]command{
 	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
 	"export":    {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
 	"devices":   {"list the backends built in and the devices found", runDevices},
-	"allreduce": {"time the all-reduce of package dist across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
+	"allreduce": {"time the all-reduce of package collective across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
 
 // errUsage marks errors that are the caller's command line; they exit with status 2.

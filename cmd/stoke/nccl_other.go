@@ -6,13 +6,13 @@ import (
 	"context"
 	"io"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/train"
 )
 
 // deviceReducer is nil without the CUDA backend: the gradients are all-reduced through the host
-// (dist's ring).
-func deviceReducer(context.Context, *dist.Group, gpu.Device) (train.DeviceReducer, io.Closer, error) {
+// (collective's ring).
+func deviceReducer(context.Context, *collective.Group, gpu.Device) (train.DeviceReducer, io.Closer, error) {
 	return nil, nil, nil
 }

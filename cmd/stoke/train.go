@@ -207,7 +207,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 
 	var bar *progress.Bar
-	cfg.Resume, cfg.Dist, cfg.DeviceReduce = *resume, group, onDevice
+	cfg.Resume, cfg.Collective, cfg.DeviceReduce = *resume, group, onDevice
 	cfg.Progress = func(p *train.Progress) {
 		logs.progress(p, sets.evalName)
 		if p.Done {

@@ -20,8 +20,8 @@ import (
 	"os/exec"
 	"time"
 
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/datasets"
-	"github.com/stoke-ml/stoke/dist"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
@@ -36,14 +36,14 @@ func main() {
 	flag.Parse()
 	ctx := context.Background()
 
-	cfg, err := dist.FromEnv() // torchrun's or Slurm's variables
+	cfg, err := collective.FromEnv() // torchrun's or Slurm's variables
 	check(err)
 	if cfg.WorldSize <= 1 && *world > 1 {
 		check(launch(*world))
 		return
 	}
 	cfg.Timeout = time.Minute // how long a rank waits for the others before it fails
-	g, err := dist.Init(ctx, cfg)
+	g, err := collective.Init(ctx, cfg)
 	check(err)
 	defer g.Close()
 
@@ -53,7 +53,7 @@ func main() {
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := train.RecipeFor("mlp")
-	tr, err := train.New(m, dev, recipe.SGD, train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Dist: g})
+	tr, err := train.New(m, dev, recipe.SGD, train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
 	check(err)
 	defer tr.Close()
 

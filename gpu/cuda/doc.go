@@ -18,7 +18,7 @@
 //
 // Devices also implement pinned.Registerer, so that pinned host slots are registered with the
 // driver (pinned.Registered) and copies from them are asynchronous. Pointer, DriverStream and Do
-// give the driver objects behind gpu's interfaces to code that calls CUDA itself (dist/nccl).
+// give the driver objects behind gpu's interfaces to code that calls CUDA itself (collective/nccl).
 //
 // # Concurrency
 //

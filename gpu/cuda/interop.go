@@ -11,7 +11,7 @@ import (
 )
 
 // The driver objects behind the gpu package's interfaces, for code that calls CUDA itself (NCCL in
-// dist/nccl, a kernel or library of your own): PyTorch's Tensor.data_ptr and Stream.cuda_stream.
+// collective/nccl, a kernel or library of your own): PyTorch's Tensor.data_ptr and Stream.cuda_stream.
 // Work enqueued this way is ordered with Stoke's on the same stream; make every driver call through
 // Do.
 

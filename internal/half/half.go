@@ -2,7 +2,7 @@
 // precision training: bfloat16 (fp32's range, 8 significand bits) and IEEE 754 binary16 (fp16:
 // 11 significand bits, largest finite 65504, subnormals down to 2^-24). Rounding is to the
 // nearest value, ties to even, as the GPU's conversions and the CUDA op set's kernels
-// (gpu/cuda/ops.cu) round. It is the one owner of these conversions: dist (the host's
+// (gpu/cuda/ops.cu) round. It is the one owner of these conversions: collective (the host's
 // all-reduce of 16-bit gradients) and kernels (the CPU op set and its precision emulation) both
 // use it, so the two agree bit for bit.
 package half

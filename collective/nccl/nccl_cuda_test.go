@@ -20,7 +20,7 @@ import (
 
 	"go.uber.org/goleak"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 )
 
@@ -120,18 +120,18 @@ func waitFile(ctx context.Context, path string) error {
 
 type reduceCase struct {
 	dtype DType
-	op    dist.Op
+	op    collective.Op
 	count int
 }
 
 func (c reduceCase) String() string {
-	return fmt.Sprintf("%v/%s/%d", c.dtype, map[dist.Op]string{dist.Sum: "sum", dist.Avg: "avg"}[c.op], c.count)
+	return fmt.Sprintf("%v/%s/%d", c.dtype, map[collective.Op]string{collective.Sum: "sum", collective.Avg: "avg"}[c.op], c.count)
 }
 
 func reduceCases() []reduceCase {
 	var cs []reduceCase
 	for _, dt := range []DType{Float32, BFloat16, Float16} {
-		for _, op := range []dist.Op{dist.Sum, dist.Avg} {
+		for _, op := range []collective.Op{collective.Sum, collective.Avg} {
 			for _, n := range []int{0, 1, 1001, 1<<20 + 3} {
 				cs = append(cs, reduceCase{dt, op, n})
 			}
@@ -172,7 +172,7 @@ func want(c reduceCase, size, i int) float64 {
 	for r := range size {
 		s += input(c.dtype, r, i)
 	}
-	if c.op == dist.Avg {
+	if c.op == collective.Avg {
 		s /= float64(size)
 	}
 	return round(c.dtype, s)
@@ -182,9 +182,9 @@ func round(dt DType, v float64) float64 {
 	f := float32(v) // exact, or round to nearest even
 	switch dt {
 	case BFloat16:
-		return float64(dist.BF16ToF32(dist.F32ToBF16(f)))
+		return float64(collective.BF16ToF32(collective.F32ToBF16(f)))
 	case Float16:
-		return float64(dist.FP16ToF32(dist.F32ToFP16(f)))
+		return float64(collective.FP16ToF32(collective.F32ToFP16(f)))
 	}
 	return float64(f)
 }
@@ -194,9 +194,9 @@ func encode(dt DType, vals []float64) []byte {
 	for i, v := range vals {
 		switch dt {
 		case BFloat16:
-			binary.LittleEndian.PutUint16(b[2*i:], dist.F32ToBF16(float32(v)))
+			binary.LittleEndian.PutUint16(b[2*i:], collective.F32ToBF16(float32(v)))
 		case Float16:
-			binary.LittleEndian.PutUint16(b[2*i:], dist.F32ToFP16(float32(v)))
+			binary.LittleEndian.PutUint16(b[2*i:], collective.F32ToFP16(float32(v)))
 		default:
 			binary.LittleEndian.PutUint32(b[4*i:], math.Float32bits(float32(v)))
 		}
@@ -207,9 +207,9 @@ func encode(dt DType, vals []float64) []byte {
 func decode(dt DType, b []byte, i int) float64 {
 	switch dt {
 	case BFloat16:
-		return float64(dist.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+		return float64(collective.BF16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
 	case Float16:
-		return float64(dist.FP16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
+		return float64(collective.FP16ToF32(binary.LittleEndian.Uint16(b[2*i:])))
 	}
 	return float64(math.Float32frombits(binary.LittleEndian.Uint32(b[4*i:])))
 }
@@ -312,18 +312,18 @@ func TestNCCLArgs(t *testing.T) {
 		b           gpu.Buffer
 		off, n      int
 		dt          DType
-		op          dist.Op
+		op          collective.Op
 		is, contain string
 	}{
-		{"past the end", s, buf, 0, 17, Float32, dist.Sum, "", "out of range"},
-		{"offset past the end", s, buf, 68, 0, Float32, dist.Sum, "", "out of range"},
-		{"negative count", s, buf, 0, -1, Float32, dist.Sum, "", "out of range"},
-		{"misaligned", s, buf, 2, 1, Float32, dist.Sum, "", "misaligned"},
-		{"bf16 past the end", s, buf, 2, 32, BFloat16, dist.Avg, "", "out of range"},
-		{"unknown type", s, buf, 0, 1, DType(9), dist.Sum, "", "unknown type"},
-		{"unknown op", s, buf, 0, 1, Float32, dist.Op(7), "", "unknown operation"},
-		{"cpu buffer", s, cpuBuf, 0, 1, Float32, dist.Sum, "foreign", ""},
-		{"cpu stream", cpuStream, buf, 0, 1, Float32, dist.Sum, "foreign", ""},
+		{"past the end", s, buf, 0, 17, Float32, collective.Sum, "", "out of range"},
+		{"offset past the end", s, buf, 68, 0, Float32, collective.Sum, "", "out of range"},
+		{"negative count", s, buf, 0, -1, Float32, collective.Sum, "", "out of range"},
+		{"misaligned", s, buf, 2, 1, Float32, collective.Sum, "", "misaligned"},
+		{"bf16 past the end", s, buf, 2, 32, BFloat16, collective.Avg, "", "out of range"},
+		{"unknown type", s, buf, 0, 1, DType(9), collective.Sum, "", "unknown type"},
+		{"unknown op", s, buf, 0, 1, Float32, collective.Op(7), "", "unknown operation"},
+		{"cpu buffer", s, cpuBuf, 0, 1, Float32, collective.Sum, "foreign", ""},
+		{"cpu stream", cpuStream, buf, 0, 1, Float32, collective.Sum, "foreign", ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			err := c.AllReduce(tc.s, tc.b, tc.off, tc.n, tc.dt, tc.op)
@@ -332,13 +332,13 @@ func TestNCCLArgs(t *testing.T) {
 			}
 		})
 	}
-	if err := c.AllReduce(s, buf, 64, 0, Float32, dist.Sum); err != nil {
+	if err := c.AllReduce(s, buf, 64, 0, Float32, collective.Sum); err != nil {
 		t.Errorf("AllReduce(count 0 at the end) = %v; want nil", err)
 	}
 	if err := c.Close(); err != nil {
 		t.Fatal(err)
 	}
-	if err := c.AllReduce(s, buf, 0, 1, Float32, dist.Sum); !errors.Is(err, gpu.ErrClosed) {
+	if err := c.AllReduce(s, buf, 0, 1, Float32, collective.Sum); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("AllReduce after Close = %v; want gpu.ErrClosed", err)
 	}
 	if _, err := New(context.Background(), fileBootstrap{2, 2, t.TempDir()}, dev); err == nil {
@@ -375,7 +375,7 @@ func TestNCCLRank(t *testing.T) {
 	var b bootstrap = fileBootstrap{rank, size, dir}
 	if mode == "reduce" {
 		port, _ := strconv.Atoi(os.Getenv("STOKE_NCCL_PORT"))
-		g, err := dist.Init(ctx, dist.Config{Rank: rank, WorldSize: size, Port: port, Timeout: time.Minute})
+		g, err := collective.Init(ctx, collective.Config{Rank: rank, WorldSize: size, Port: port, Timeout: time.Minute})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -434,7 +434,7 @@ func failures(t *testing.T, ctx context.Context, mode string, c *Comm, dev gpu.D
 		wait, cancel = context.WithTimeout(ctx, 300*time.Millisecond)
 		defer cancel()
 	}
-	if err := c.AllReduce(s, buf, 0, count, Float32, dist.Sum); err != nil {
+	if err := c.AllReduce(s, buf, 0, count, Float32, collective.Sum); err != nil {
 		t.Fatalf("AllReduce = %v; want nil (the failure comes later)", err)
 	}
 	err := c.Synchronize(wait, s)
@@ -454,7 +454,7 @@ func failures(t *testing.T, ctx context.Context, mode string, c *Comm, dev gpu.D
 		t.Errorf("%s: rank %d: Synchronize = %v; want NCCL's remote error", mode, rank, err)
 	}
 	t.Logf("%s: rank %d: %v", mode, rank, err)
-	if err := c.AllReduce(s, buf, 0, count, Float32, dist.Sum); !errors.Is(err, gpu.ErrClosed) {
+	if err := c.AllReduce(s, buf, 0, count, Float32, collective.Sum); !errors.Is(err, gpu.ErrClosed) {
 		t.Errorf("%s: rank %d: AllReduce after the failure = %v; want gpu.ErrClosed (aborted)", mode, rank, err)
 	}
 }
@@ -516,7 +516,7 @@ func runRanks(t *testing.T, mode string, size int, env ...string) string {
 
 // TestNCCLRanks all-reduces every case (float32 and bfloat16, sum and mean, 0, 1, 1001 and 2^20+3
 // elements, in the middle of a buffer) among 2 and 4 ranks, each a process, the unique id passed
-// through a dist.Group's store: every rank's result equals the exactly rounded reference
+// through a collective.Group's store: every rank's result equals the exactly rounded reference
 // (runCases) and all ranks' result bytes are identical.
 func TestNCCLRanks(t *testing.T) {
 	for _, size := range []int{2, 4} {

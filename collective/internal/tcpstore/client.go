@@ -14,7 +14,7 @@ import (
 )
 
 // ErrTimeout reports a store call that ran past its deadline.
-var ErrTimeout = errors.New("dist: store: timed out")
+var ErrTimeout = errors.New("collective: store: timed out")
 
 // Client is one connection to a c10d TCPStore server. Its methods serialise
 // on one mutex; each is bounded by its ctx and by the client's OpTimeout. A
@@ -47,11 +47,11 @@ func Dial(ctx context.Context, addr string, deadline time.Time, opTimeout time.D
 			return &Client{OpTimeout: opTimeout, addr: addr, conn: c, r: bufio.NewReader(c)}, nil
 		}
 		if ctx.Err() != nil {
-			return nil, fmt.Errorf("dist: store: connect to %s: %w", addr, ctx.Err())
+			return nil, fmt.Errorf("collective: store: connect to %s: %w", addr, ctx.Err())
 		}
 		if !time.Now().Before(deadline) || !retryable(err) {
 			if !retryable(err) && !isTimeout(err) {
-				return nil, fmt.Errorf("dist: store: connect to %s: %w", addr, err)
+				return nil, fmt.Errorf("collective: store: connect to %s: %w", addr, err)
 			}
 			return nil, fmt.Errorf("%w: connect to %s: no answer by the deadline: %w", ErrTimeout, addr, err)
 		}
@@ -59,7 +59,7 @@ func Dial(ctx context.Context, addr string, deadline time.Time, opTimeout time.D
 		select {
 		case <-ctx.Done():
 			t.Stop()
-			return nil, fmt.Errorf("dist: store: connect to %s: %w", addr, ctx.Err())
+			return nil, fmt.Errorf("collective: store: connect to %s: %w", addr, ctx.Err())
 		case <-t.C:
 		}
 		backoff = min(2*backoff, 500*time.Millisecond)
@@ -100,7 +100,7 @@ func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read fu
 		what += fmt.Sprintf(" %q", q.Keys[0])
 	}
 	if c.err != nil {
-		return fmt.Errorf("dist: store %s: %s: connection unusable after an earlier error: %w", c.addr, what, c.err)
+		return fmt.Errorf("collective: store %s: %s: connection unusable after an earlier error: %w", c.addr, what, c.err)
 	}
 	deadline := time.Now().Add(timeout)
 	if d, ok := ctx.Deadline(); ok && d.Before(deadline) {
@@ -114,13 +114,13 @@ func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read fu
 			c.err = err
 			c.conn.Close()
 			if ctx.Err() != nil {
-				err = fmt.Errorf("dist: store %s: %s: %w", c.addr, what, ctx.Err())
+				err = fmt.Errorf("collective: store %s: %s: %w", c.addr, what, ctx.Err())
 			} else if isTimeout(err) {
 				err = fmt.Errorf("%w after %v: store %s: %s", ErrTimeout, timeout.Round(time.Millisecond), c.addr, what)
 			} else if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) {
-				err = fmt.Errorf("dist: store %s: %s: the store closed the connection: %w", c.addr, what, err)
+				err = fmt.Errorf("collective: store %s: %s: the store closed the connection: %w", c.addr, what, err)
 			} else {
-				err = fmt.Errorf("dist: store %s: %s: %w", c.addr, what, err)
+				err = fmt.Errorf("collective: store %s: %s: %w", c.addr, what, err)
 			}
 		}
 	}()

@@ -36,7 +36,7 @@ func (s *state) put(k string, v []byte) error {
 		grow -= len(old) + len(k)
 	}
 	if s.size+grow > MaxStore {
-		return fmt.Errorf("dist: store: key %q: the store would hold more than %d bytes", k, MaxStore)
+		return fmt.Errorf("collective: store: key %q: the store would hold more than %d bytes", k, MaxStore)
 	}
 	s.size += grow
 	s.data[k] = v
@@ -96,7 +96,7 @@ func (s *state) apply(q Query) (reply []byte, w *waiter, err error) {
 	case Get:
 		v, ok := s.data[q.Keys[0]]
 		if !ok {
-			return nil, nil, fmt.Errorf("dist: store: get of key %q, which does not exist", q.Keys[0])
+			return nil, nil, fmt.Errorf("collective: store: get of key %q, which does not exist", q.Keys[0])
 		}
 		return appendBytes(nil, v), nil, nil
 	case Add:
@@ -105,7 +105,7 @@ func (s *state) apply(q Query) (reply []byte, w *waiter, err error) {
 		if v, ok := s.data[k]; ok {
 			n, err = strconv.ParseInt(string(v), 10, 64)
 			if err != nil {
-				return nil, nil, fmt.Errorf("dist: store: add to key %q, whose value is not a number: %w", k, err)
+				return nil, nil, fmt.Errorf("collective: store: add to key %q, whose value is not a number: %w", k, err)
 			}
 		}
 		n += q.Delta
@@ -137,7 +137,7 @@ func (s *state) apply(q Query) (reply []byte, w *waiter, err error) {
 		delete(s.data, k)
 		return binary.LittleEndian.AppendUint64(nil, 1), nil, nil
 	}
-	return nil, nil, fmt.Errorf("dist: store: %v is not supported", q.Type)
+	return nil, nil, fmt.Errorf("collective: store: %v is not supported", q.Type)
 }
 
 func (s *state) drop(w *waiter) {
@@ -162,7 +162,7 @@ type Server struct {
 func Listen(addr string) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("dist: store: listen on %s: %w", addr, err)
+		return nil, fmt.Errorf("collective: store: listen on %s: %w", addr, err)
 	}
 	s := &Server{ln: ln, st: newState(), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"context"
@@ -258,20 +258,20 @@ func (r *ring) ioErr(p *plan, err error, peer int, doing string) error {
 	var e error
 	switch {
 	case errors.Is(err, os.ErrDeadlineExceeded):
-		e = errf(ErrTimeout, "dist: %s: timed out after %v %s rank %d", name, r.timeout, doing, peer)
+		e = errf(ErrTimeout, "collective: %s: timed out after %v %s rank %d", name, r.timeout, doing, peer)
 		if doing == "receiving from" {
-			e = errf(ErrTimeout, "dist: %s: timed out after %v waiting for rank %d", name, r.timeout, peer)
+			e = errf(ErrTimeout, "collective: %s: timed out after %v waiting for rank %d", name, r.timeout, peer)
 		}
 	case errors.Is(err, io.EOF), errors.Is(err, io.ErrUnexpectedEOF):
-		e = errf(ErrPeer, "dist: %s: rank %d: connection closed by peer", name, peer)
+		e = errf(ErrPeer, "collective: %s: rank %d: connection closed by peer", name, peer)
 	case errors.Is(err, net.ErrClosed):
 		// Our own close: the first failure says why.
 		if f := r.failed(); f != nil {
 			return f
 		}
-		e = errf(ErrPeer, "dist: %s: rank %d: %w", name, peer, err)
+		e = errf(ErrPeer, "collective: %s: rank %d: %w", name, peer, err)
 	default:
-		e = errf(ErrPeer, "dist: %s: rank %d: %w", name, peer, unwrapOp(err))
+		e = errf(ErrPeer, "collective: %s: rank %d: %w", name, peer, unwrapOp(err))
 	}
 	return r.fail(e)
 }
@@ -293,7 +293,7 @@ func unwrapOp(err error) error {
 // reductions) here, then waits for the sender.
 func (r *ring) run(ctx context.Context, p *plan) error {
 	if err := r.failed(); err != nil {
-		return fmt.Errorf("dist: %s: group unusable after an earlier failure: %w", kindNames[p.kind], err)
+		return fmt.Errorf("collective: %s: group unusable after an earlier failure: %w", kindNames[p.kind], err)
 	}
 	r.seq++
 	p.setup(r.w, r.rank, r.chunkBytes, r.seq)
@@ -302,7 +302,7 @@ func (r *ring) run(ctx context.Context, p *plan) error {
 	r.prev.SetDeadline(deadline)
 	if ctx.Done() != nil {
 		stop := context.AfterFunc(ctx, func() {
-			r.fail(fmt.Errorf("dist: %s: rank %d: %w", kindNames[p.kind], r.rank, context.Cause(ctx)))
+			r.fail(fmt.Errorf("collective: %s: rank %d: %w", kindNames[p.kind], r.rank, context.Cause(ctx)))
 		})
 		defer stop()
 	}
@@ -328,7 +328,7 @@ func (r *ring) receive(p *plan) error {
 		return r.ioErr(p, err, r.prevRank(), "receiving from")
 	}
 	if *h != p.header {
-		return r.fail(errf(ErrMismatch, "dist: %s: ranks disagree: rank %d calls %s, rank %d calls %s", kindNames[p.kind],
+		return r.fail(errf(ErrMismatch, "collective: %s: ranks disagree: rank %d calls %s, rank %d calls %s", kindNames[p.kind],
 			r.rank, describe(p.header[:]), r.prevRank(), describe(h[:])))
 	}
 	scratch := f32Bytes(r.scratch)

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"context"
@@ -11,10 +11,10 @@ func (g *Group) collective(ctx context.Context, kind int, op Op, root int, buf [
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if g.closed {
-		return errf(ErrClosed, "dist: %s: rank %d: group closed", kindNames[kind], g.rank)
+		return errf(ErrClosed, "collective: %s: rank %d: group closed", kindNames[kind], g.rank)
 	}
 	if err := ctx.Err(); err != nil {
-		return fmt.Errorf("dist: %s: rank %d: %w", kindNames[kind], g.rank, err)
+		return fmt.Errorf("collective: %s: rank %d: %w", kindNames[kind], g.rank, err)
 	}
 	if g.ring == nil {
 		return nil
@@ -27,7 +27,7 @@ func (g *Group) collective(ctx context.Context, kind int, op Op, root int, buf [
 
 func checkOp(what string, op Op) error {
 	if op > Avg {
-		return fmt.Errorf("dist: %s: unknown %v", what, op)
+		return fmt.Errorf("collective: %s: unknown %v", what, op)
 	}
 	return nil
 }
@@ -72,7 +72,7 @@ func (g *Group) AllReduceFP16(ctx context.Context, buf []uint16, op Op) error {
 // of the same length), chunked and pipelined round the ring.
 func (g *Group) Broadcast(ctx context.Context, buf []byte, root int) error {
 	if root < 0 || root >= g.size {
-		return fmt.Errorf("dist: broadcast: root %d is outside 0..%d", root, g.size-1)
+		return fmt.Errorf("collective: broadcast: root %d is outside 0..%d", root, g.size-1)
 	}
 	return g.collective(ctx, kindBroadcast, Sum, root, buf, 1, len(buf))
 }
@@ -92,11 +92,11 @@ const MaxAgree = agreeSlot - 4
 // Agree checks that every rank passes the same value for what (a short name:
 // "model", "batch", "seed"). On a mismatch every rank returns the same error,
 // wrapping ErrMismatch, naming the first rank whose value differs from rank
-// 0's and both values: "dist: ranks disagree on batch: rank 0 has 64, rank 1
+// 0's and both values: "collective: ranks disagree on batch: rank 0 has 64, rank 1
 // has 32". len(what)+len(value) is at most MaxAgree.
 func (g *Group) Agree(ctx context.Context, what, value string) error {
 	if len(what)+len(value) > MaxAgree {
-		return fmt.Errorf("dist: agree on %s: %d bytes of name and value, at most %d", what, len(what)+len(value), MaxAgree)
+		return fmt.Errorf("collective: agree on %s: %d bytes of name and value, at most %d", what, len(what)+len(value), MaxAgree)
 	}
 	buf := make([]byte, g.size*agreeSlot)
 	mine := buf[g.rank*agreeSlot:]
@@ -105,13 +105,13 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 	copy(mine[4:], what)
 	copy(mine[4+len(what):], value)
 	if err := g.collective(ctx, kindAllGather, Sum, 0, buf, 1, len(buf)); err != nil {
-		return fmt.Errorf("dist: agree on %s: %w", what, err)
+		return fmt.Errorf("collective: agree on %s: %w", what, err)
 	}
 	slot := func(r int) (string, string, error) {
 		b := buf[r*agreeSlot : (r+1)*agreeSlot]
 		lw, lv := int(binary.LittleEndian.Uint16(b)), int(binary.LittleEndian.Uint16(b[2:]))
 		if 4+lw+lv > agreeSlot {
-			return "", "", errf(ErrPeer, "dist: agree on %s: rank %d: a slot of %d bytes", what, r, 4+lw+lv)
+			return "", "", errf(ErrPeer, "collective: agree on %s: rank %d: a slot of %d bytes", what, r, 4+lw+lv)
 		}
 		return string(b[4 : 4+lw]), string(b[4+lw : 4+lw+lv]), nil
 	}
@@ -125,10 +125,10 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 			return err
 		}
 		if w != w0 {
-			return errf(ErrMismatch, "dist: ranks agree on different things: rank 0 on %s, rank %d on %s", w0, r, w)
+			return errf(ErrMismatch, "collective: ranks agree on different things: rank 0 on %s, rank %d on %s", w0, r, w)
 		}
 		if v != v0 {
-			return errf(ErrMismatch, "dist: ranks disagree on %s: rank 0 has %s, rank %d has %s", what, v0, r, v)
+			return errf(ErrMismatch, "collective: ranks disagree on %s: rank 0 has %s, rank %d has %s", what, v0, r, v)
 		}
 	}
 	return nil
@@ -140,7 +140,7 @@ func (g *Group) Agree(ctx context.Context, what, value string) error {
 // Close is idempotent.
 func (g *Group) Close() error {
 	if g.ring != nil {
-		g.ring.fail(errf(ErrClosed, "dist: rank %d: group closed", g.rank))
+		g.ring.fail(errf(ErrClosed, "collective: rank %d: group closed", g.rank))
 	}
 	g.mu.Lock()
 	defer g.mu.Unlock()

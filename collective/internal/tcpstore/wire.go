@@ -82,7 +82,7 @@ const (
 )
 
 // ErrProtocol reports bytes that are not the c10d store protocol.
-var ErrProtocol = errors.New("dist: store: not the c10d TCPStore protocol")
+var ErrProtocol = errors.New("collective: store: not the c10d TCPStore protocol")
 
 func (q QueryType) String() string {
 	names := [...]string{"set", "compare-set", "get", "add", "check", "wait", "get-num-keys", "watch-key", "delete-key"}

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"bytes"
@@ -74,8 +74,8 @@ func TestAgree(t *testing.T) {
 		want  string
 	}{
 		{"seed", func(int) string { return "42" }, ""},
-		{"batch", func(r int) string { return map[bool]string{true: "64", false: "32"}[r != 2] }, "dist: ranks disagree on batch: rank 0 has 64, rank 2 has 32"},
-		{"model", func(r int) string { return fmt.Sprint("resnet", 18+r) }, "dist: ranks disagree on model: rank 0 has resnet18, rank 1 has resnet19"},
+		{"batch", func(r int) string { return map[bool]string{true: "64", false: "32"}[r != 2] }, "collective: ranks disagree on batch: rank 0 has 64, rank 2 has 32"},
+		{"model", func(r int) string { return fmt.Sprint("resnet", 18+r) }, "collective: ranks disagree on model: rank 0 has resnet18, rank 1 has resnet19"},
 		{"empty", func(r int) string { return "" }, ""},
 	} {
 		errs := onAll(gs, func(g *Group) error { return g.Agree(context.Background(), tc.what, tc.value(g.Rank())) })

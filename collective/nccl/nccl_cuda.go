@@ -48,13 +48,13 @@ import (
 	"time"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/gpu/cuda"
 )
 
 // bootstrap is what New needs of the process group: the rank, the number of ranks, and a
-// broadcast of a few bytes from rank 0: a *dist.Group, whose Broadcast goes through its store, as
+// broadcast of a few bytes from rank 0: a *collective.Group, whose Broadcast goes through its store, as
 // PyTorch's ProcessGroupNCCL passes the id through its store.
 type bootstrap interface {
 	Rank() int
@@ -62,7 +62,7 @@ type bootstrap interface {
 	Broadcast(ctx context.Context, buf []byte, root int) error
 }
 
-var _ bootstrap = (*dist.Group)(nil)
+var _ bootstrap = (*collective.Group)(nil)
 
 // DType is the element type of an NCCL all-reduce.
 type DType uint8
@@ -215,16 +215,16 @@ func callError(call string, r C.ncclResult_t, comm C.uintptr_t, dev gpu.Device) 
 // unknown type or operation) give an error at once; so does a closed or aborted communicator
 // (wrapping gpu.ErrClosed). A failure while the work runs is NCCL's asynchronous error: Synchronize
 // returns it.
-func (c *Comm) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtype DType, op dist.Op) error {
+func (c *Comm) AllReduce(s gpu.Stream, buf gpu.Buffer, offBytes, count int, dtype DType, op collective.Op) error {
 	es := dtype.size()
 	if es == 0 {
 		return fmt.Errorf("nccl: all-reduce of unknown type %v", dtype)
 	}
 	var nop C.int
 	switch op {
-	case dist.Sum:
+	case collective.Sum:
 		nop = C.ncclSum
-	case dist.Avg:
+	case collective.Avg:
 		nop = C.ncclAvg
 	default:
 		return fmt.Errorf("nccl: all-reduce with unknown operation %d", op)

@@ -1,4 +1,4 @@
-// Package dist is Stoke's collective layer for data-parallel training: a
+// Package collective is Stoke's collective layer for data-parallel training: a
 // rendezvous through PyTorch's c10d TCPStore protocol, then a ring of TCP
 // connections over which AllReduce, AllReduceBF16, AllReduceFP16, Broadcast,
 // Barrier and Agree run, in pure Go.
@@ -9,7 +9,7 @@
 // under torchrun (Config.UseAgentStore) the agent's store, which every rank
 // joins as a client; otherwise rank 0 hosts the store (a torch TCPStore
 // client can join it too). The store speaks torch 1.13's wire protocol
-// (see dist/internal/tcpstore). Every key of an attempt starts with
+// (see collective/internal/tcpstore). Every key of an attempt starts with
 // "stoke/attempt_<RestartCount>/", so a restarted group never reads a dead
 // one's keys. Rank 0 publishes a random group id; every rank listens on an
 // ephemeral TCP port of the interface that reaches the store and publishes
@@ -70,7 +70,7 @@
 //
 // This package moves host memory over TCP. On GPUs the route is NCCL (the
 // collectives on device buffers, over NVLink and InfiniBand): package
-// dist/nccl (cuda tag), whose communicator takes a Group for the exchange of
+// collective/nccl (cuda tag), whose communicator takes a Group for the exchange of
 // NCCL's unique id and all-reduces on the stream that produced the gradients.
 //
 // # Concurrency
@@ -91,4 +91,4 @@
 // the buffer is the caller's before and after. The Group owns its two
 // connections, a 128 KiB scratch buffer that steady-state all-reduces reuse
 // (they allocate nothing), and rank 0's store.
-package dist
+package collective

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"fmt"
@@ -70,23 +70,23 @@ func (c Config) Validate() error {
 	}
 	switch {
 	case c.WorldSize < 0:
-		return fmt.Errorf("dist: config: WorldSize %d is negative", c.WorldSize)
+		return fmt.Errorf("collective: config: WorldSize %d is negative", c.WorldSize)
 	case c.Rank < 0 || c.Rank >= ws:
-		return fmt.Errorf("dist: config: Rank %d is outside 0..%d (WorldSize %d)", c.Rank, ws-1, ws)
+		return fmt.Errorf("collective: config: Rank %d is outside 0..%d (WorldSize %d)", c.Rank, ws-1, ws)
 	case c.LocalWorldSize < 0:
-		return fmt.Errorf("dist: config: LocalWorldSize %d is negative", c.LocalWorldSize)
+		return fmt.Errorf("collective: config: LocalWorldSize %d is negative", c.LocalWorldSize)
 	case lws > ws:
-		return fmt.Errorf("dist: config: LocalWorldSize %d is more than WorldSize %d", lws, ws)
+		return fmt.Errorf("collective: config: LocalWorldSize %d is more than WorldSize %d", lws, ws)
 	case c.LocalRank < 0 || c.LocalRank >= lws:
-		return fmt.Errorf("dist: config: LocalRank %d is outside 0..%d (LocalWorldSize %d)", c.LocalRank, lws-1, lws)
+		return fmt.Errorf("collective: config: LocalRank %d is outside 0..%d (LocalWorldSize %d)", c.LocalRank, lws-1, lws)
 	case c.Port < 0 || c.Port > 65535:
-		return fmt.Errorf("dist: config: Port %d is outside 0..65535", c.Port)
+		return fmt.Errorf("collective: config: Port %d is outside 0..65535", c.Port)
 	case ws > 1 && c.Port == 0:
-		return fmt.Errorf("dist: config: Port (MASTER_PORT) is required when WorldSize is %d", ws)
+		return fmt.Errorf("collective: config: Port (MASTER_PORT) is required when WorldSize is %d", ws)
 	case c.Timeout < 0:
-		return fmt.Errorf("dist: config: Timeout %v is negative", c.Timeout)
+		return fmt.Errorf("collective: config: Timeout %v is negative", c.Timeout)
 	case c.RestartCount < 0:
-		return fmt.Errorf("dist: config: RestartCount %d is negative", c.RestartCount)
+		return fmt.Errorf("collective: config: RestartCount %d is negative", c.RestartCount)
 	}
 	return nil
 }
@@ -124,13 +124,13 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 		v, ok := look(name)
 		if !ok || v == "" {
 			if required {
-				return fmt.Errorf("dist: env: %s is not set", name)
+				return fmt.Errorf("collective: env: %s is not set", name)
 			}
 			return nil
 		}
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil || n < 0 {
-			return fmt.Errorf("dist: env: %s=%q is not a number >= 0", name, v)
+			return fmt.Errorf("collective: env: %s=%q is not a number >= 0", name, v)
 		}
 		*dst = n
 		return nil
@@ -156,7 +156,7 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 		if v, ok := look("TORCHELASTIC_USE_AGENT_STORE"); ok && v != "" {
 			c.UseAgentStore, err = strconv.ParseBool(v)
 			if err != nil {
-				return Config{}, fmt.Errorf("dist: env: TORCHELASTIC_USE_AGENT_STORE=%q is not a boolean", v)
+				return Config{}, fmt.Errorf("collective: env: TORCHELASTIC_USE_AGENT_STORE=%q is not a boolean", v)
 			}
 		}
 	case hasSlurm:
@@ -179,7 +179,7 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 			}
 			n, err := tasksPerNode(v, node)
 			if err != nil {
-				return Config{}, fmt.Errorf("dist: env: SLURM_TASKS_PER_NODE=%q: %w", v, err)
+				return Config{}, fmt.Errorf("collective: env: SLURM_TASKS_PER_NODE=%q: %w", v, err)
 			}
 			c.LocalWorldSize = n
 		}
@@ -190,14 +190,14 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 		if c.Addr == "" {
 			v, _ := look("SLURM_JOB_NODELIST")
 			if c.Addr = firstHost(v); c.Addr == "" {
-				return Config{}, fmt.Errorf("dist: env: MASTER_ADDR is not set and SLURM_JOB_NODELIST=%q has no simple first host", v)
+				return Config{}, fmt.Errorf("collective: env: MASTER_ADDR is not set and SLURM_JOB_NODELIST=%q has no simple first host", v)
 			}
 		}
 	default:
 		return Config{WorldSize: 1, LocalWorldSize: 1}, nil
 	}
 	if err := c.Validate(); err != nil {
-		return Config{}, fmt.Errorf("dist: env: %w", err)
+		return Config{}, fmt.Errorf("collective: env: %w", err)
 	}
 	return c, nil
 }

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stoke-ml/stoke/dist/internal/tcpstore"
+	"github.com/stoke-ml/stoke/collective/internal/tcpstore"
 )
 
 // Group is a set of processes joined in a ring. Its collectives are
@@ -62,7 +62,7 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 	if !cfg.UseAgentStore && cfg.Rank == 0 {
 		s, err := tcpstore.Listen(net.JoinHostPort("", strconv.Itoa(cfg.Port)))
 		if err != nil {
-			return nil, fmt.Errorf("dist: rendezvous: rank 0: host the store: %w", err)
+			return nil, fmt.Errorf("collective: rendezvous: rank 0: host the store: %w", err)
 		}
 		g.server = s
 	}
@@ -81,7 +81,7 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 // others' and connects the ring.
 func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time.Time) (*ring, error) {
 	fail := func(kind error, format string, a ...any) error {
-		return errf(kind, "dist: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
+		return errf(kind, "collective: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
 	}
 	opTimeout := min(storeOpTimeout, cfg.Timeout)
 	c, err := tcpstore.Dial(ctx, storeAddr, deadline, opTimeout)
@@ -310,9 +310,9 @@ func connectRing(ctx context.Context, cfg Config, ln *net.TCPListener, addrs []s
 			a.c.Close()
 		}
 		if derr != nil {
-			return nil, fmt.Errorf("dist: rendezvous: rank %d: connect to rank %d at %s: %w", rank, nextRank, addrs[nextRank], derr)
+			return nil, fmt.Errorf("collective: rendezvous: rank %d: connect to rank %d at %s: %w", rank, nextRank, addrs[nextRank], derr)
 		}
-		return nil, fmt.Errorf("dist: rendezvous: rank %d: %w", rank, a.err)
+		return nil, fmt.Errorf("collective: rendezvous: rank %d: %w", rank, a.err)
 	}
 	tune(next)
 	tune(a.c)

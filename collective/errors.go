@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"errors"
@@ -20,7 +20,7 @@ var (
 )
 
 // kindError is an error whose message is its own and which also matches a
-// sentinel (errors.Is), so messages read "dist: barrier: timed out after 5s
+// sentinel (errors.Is), so messages read "collective: barrier: timed out after 5s
 // waiting for rank 1" rather than repeat the sentinel's text.
 type kindError struct {
 	kind, err error

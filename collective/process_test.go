@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"bufio"
@@ -175,7 +175,7 @@ func TestKilledRank(t *testing.T) {
 			t.Fatalf("rank %d: exit %v; want status 3 (output %q)", r, err, out)
 		}
 		msg := out[len(out)-1]
-		if !strings.HasPrefix(msg, "ERR: dist: all-reduce: rank ") {
+		if !strings.HasPrefix(msg, "ERR: collective: all-reduce: rank ") {
 			t.Errorf("rank %d: %q; want an all-reduce error naming a rank", r, msg)
 		}
 		if strings.Contains(msg, "timed out") {
@@ -205,7 +205,7 @@ func TestStoppedRank(t *testing.T) {
 		t.Fatalf("rank 0: exit %v; want status 3 (output %q)", err, out)
 	}
 	msg := out[len(out)-1]
-	if !strings.Contains(msg, "dist: all-reduce: timed out after 2s waiting for rank 1") || !strings.Contains(msg, "rank 1") {
+	if !strings.Contains(msg, "collective: all-reduce: timed out after 2s waiting for rank 1") || !strings.Contains(msg, "rank 1") {
 		t.Errorf("rank 0: %q; want an all-reduce timeout naming rank 1", msg)
 	}
 }

@@ -1,4 +1,4 @@
-package dist
+package collective
 
 import (
 	"context"
@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/stoke-ml/stoke/dist/internal/tcpstore"
+	"github.com/stoke-ml/stoke/collective/internal/tcpstore"
 )
 
 func wantErr(t *testing.T, what string, err, sentinel error, parts ...string) {

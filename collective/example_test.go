@@ -1,4 +1,4 @@
-package dist_test
+package collective_test
 
 import (
 	"context"
@@ -7,11 +7,11 @@ import (
 	"sync"
 	"time"
 
-	"github.com/stoke-ml/stoke/dist"
+	"github.com/stoke-ml/stoke/collective"
 )
 
 // Two ranks, as goroutines here (processes under torchrun or Slurm, with
-// dist.FromEnv), sum a gradient-like buffer.
+// collective.FromEnv), sum a gradient-like buffer.
 func Example() {
 	ln, _ := net.Listen("tcp", "127.0.0.1:0") // find a free port for rank 0's store
 	port := ln.Addr().(*net.TCPAddr).Port
@@ -24,7 +24,7 @@ func Example() {
 		go func() {
 			defer wg.Done()
 			ctx := context.Background()
-			g, err := dist.Init(ctx, dist.Config{Rank: rank, WorldSize: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second})
+			g, err := collective.Init(ctx, collective.Config{Rank: rank, WorldSize: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second})
 			if err != nil {
 				fmt.Println(err)
 				return
@@ -34,7 +34,7 @@ func Example() {
 			for i := range grad {
 				grad[i] *= float32(rank + 1)
 			}
-			if err := g.AllReduce(ctx, grad, dist.Avg); err != nil {
+			if err := g.AllReduce(ctx, grad, collective.Avg); err != nil {
 				fmt.Println(err)
 				return
 			}

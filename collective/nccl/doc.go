@@ -1,13 +1,13 @@
-// Package nccl is the CUDA backend of dist's all-reduce: NVIDIA's NCCL, run by the GPUs on the
+// Package nccl is the CUDA backend of collective's all-reduce: NVIDIA's NCCL, run by the GPUs on the
 // stream that produced the data, for the gradients of a data-parallel step (and a synchronized
 // BatchNorm's statistics). It needs the cuda build tag (and cgo and nccl.h); without it the
 // package is empty. The binary loads libnccl.so.2 in New, which fails naming it where it is
 // missing.
 //
 // A Comm is one rank's communicator. New takes the rank, the world size and the exchange of
-// NCCL's 128-byte unique id from the process group (a *dist.Group: the id travels through its
+// NCCL's 128-byte unique id from the process group (a *collective.Group: the id travels through its
 // store, as PyTorch's ProcessGroupNCCL passes it); AllReduce enqueues ncclAllReduce in place, in
-// float32, bfloat16 or float16, with dist.Sum or dist.Avg; Synchronize waits for the stream and
+// float32, bfloat16 or float16, with collective.Sum or collective.Avg; Synchronize waits for the stream and
 // surfaces NCCL's asynchronous errors; Close releases the communicator.
 //
 // NCCL allows one rank per GPU: every rank opens a different device (on one host, rank r usually

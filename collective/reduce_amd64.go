@@ -1,6 +1,6 @@
 //go:build amd64 && !noasm
 
-package dist
+package collective
 
 import "golang.org/x/sys/cpu"
 
