@@ -664,3 +664,283 @@ func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 	}
 	return o.b.AdamWStep(s, w, g, m, v, p)
 }
+
+// shape checks an index space of rank 1..MaxRank with every dim >= 1, and the stride lists named
+// by names (one per stride list): each of the shape's rank, every stride >= 0. It returns the
+// number of indices (0 after a failure).
+func (c *call) shape(shape []int, names []string, strides ...[]int) int {
+	if len(shape) < 1 || len(shape) > MaxRank {
+		c.arg("rank %d; want 1..%d", len(shape), MaxRank)
+		return 0
+	}
+	n := 1
+	for d, v := range shape {
+		if v < 1 {
+			c.arg("shape %v: dim %d is %d; want >= 1", shape, d, v)
+			return 0
+		}
+		n = c.mul(n, v)
+	}
+	for i, st := range strides {
+		if len(st) != len(shape) {
+			c.arg("%d %s for rank %d", len(st), names[i], len(shape))
+			return 0
+		}
+		for d, v := range st {
+			if v < 0 {
+				c.arg("%s %v: %d on dim %d; want >= 0", names[i], st, v, d)
+				return 0
+			}
+		}
+	}
+	if c.err != nil {
+		return 0
+	}
+	return n
+}
+
+// reach checks that every element v's strides address over shape lies inside v (an operand
+// already added): the last one, Σ (shape[d]-1)·strides[d], must be below v.len, without overflow.
+func (c *call) reach(name string, v view, shape, strides []int) {
+	if c.err != nil {
+		return
+	}
+	last := 0
+	for d, st := range strides {
+		t := c.mul(shape[d]-1, st)
+		if c.err != nil {
+			return
+		}
+		if last > math.MaxInt-t {
+			c.arg("%s strides %v over shape %v overflow an int", name, strides, shape)
+			return
+		}
+		last += t
+	}
+	if last >= v.len {
+		c.err = fmt.Errorf("kernels: %w: %s: %s strides %v over shape %v reach element %d of its %d", ErrShape, c.op, name,
+			strides, shape, last, v.len)
+	}
+}
+
+// unary checks a UnaryFunc.
+func (c *call) unary(f UnaryFunc) {
+	if !f.valid() {
+		c.arg("unknown %v", f)
+	}
+}
+
+func (o checked) Unary(s gpu.Stream, f UnaryFunc, y, x F32) error {
+	c := newCall("unary", s)
+	c.unary(f)
+	c.view(in, "x", vf(x), anyLen)
+	c.view(out, "y", vf(y), x.Len)
+	c.mayBe("y", "x")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Unary(s, f, y, x)
+}
+
+func (o checked) UnaryGrad(s gpu.Stream, f UnaryFunc, dx, dy, x F32) error {
+	c := newCall("unary grad", s)
+	c.unary(f)
+	c.view(out, "dx", vf(dx), anyLen)
+	c.view(in, "dy", vf(dy), dx.Len)
+	c.view(in, "x", vf(x), dx.Len)
+	c.mayBe("dx", "dy")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.UnaryGrad(s, f, dx, dy, x)
+}
+
+func (o checked) Binary(s gpu.Stream, f BinaryFunc, z, x, y F32, shape, xStrides, yStrides []int) error {
+	c := newCall("binary", s)
+	if !f.valid() {
+		c.arg("unknown %v", f)
+	}
+	n := c.shape(shape, []string{"x strides", "y strides"}, xStrides, yStrides)
+	c.view(out, "z", vf(z), n)
+	c.view(in, "x", vf(x), anyLen)
+	c.reach("x", vf(x), shape, xStrides)
+	c.view(in, "y", vf(y), anyLen)
+	c.reach("y", vf(y), shape, yStrides)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Binary(s, f, z, x, y, shape, xStrides, yStrides)
+}
+
+func (o checked) SumTo(s gpu.Stream, y, x F32, shape, keep []int) error {
+	c := newCall("sum to", s)
+	n := c.shape(shape, nil)
+	kept := 0
+	if c.err == nil {
+		if len(keep) != len(shape) {
+			c.arg("keep %v for shape %v: ranks differ", keep, shape)
+		}
+		kept = 1
+		for d := range keep {
+			if keep[d] != shape[d] && keep[d] != 1 {
+				c.arg("keep %v for shape %v: dim %d is neither %d nor 1", keep, shape, d, shape[d])
+				break
+			}
+			kept *= keep[d] // at most n: no overflow
+		}
+	}
+	c.view(in, "x", vf(x), n)
+	c.view(out, "y", vf(y), kept)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.SumTo(s, y, x, shape, keep)
+}
+
+func (o checked) CopyStrided(s gpu.Stream, dst F32, dstStrides []int, src F32, srcStrides []int, shape []int) error {
+	c := newCall("copy strided", s)
+	c.shape(shape, []string{"dst strides", "src strides"}, dstStrides, srcStrides)
+	c.view(in, "src", vf(src), anyLen)
+	c.reach("src", vf(src), shape, srcStrides)
+	c.view(out, "dst", vf(dst), anyLen)
+	c.reach("dst", vf(dst), shape, dstStrides)
+	if c.err == nil {
+		c.distinct(shape, dstStrides)
+	}
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.CopyStrided(s, dst, dstStrides, src, srcStrides, shape)
+}
+
+// distinct checks that strides (which reach passed: no sum overflows) address distinct elements
+// over shape: taken by increasing stride, each dim of size > 1 steps past every element the
+// smaller ones reach.
+func (c *call) distinct(shape, strides []int) {
+	var dims [MaxRank]int
+	k := 0
+	for d, n := range shape {
+		if n > 1 {
+			dims[k] = d
+			k++
+		}
+	}
+	sorted := dims[:k]
+	slices.SortFunc(sorted, func(a, b int) int { return strides[a] - strides[b] })
+	last := 0 // the largest offset the dims so far reach
+	for _, d := range sorted {
+		if strides[d] <= last {
+			c.arg("dst strides %v over shape %v: dim %d steps onto the positions of smaller strides (taken by increasing stride, "+
+				"each must step past all of them)", strides, shape, d)
+			return
+		}
+		last += strides[d] * (shape[d] - 1)
+	}
+}
+
+// rowsCols checks a [rows][cols] operand's dimensions and returns rows*cols.
+func (c *call) rowsCols(rows, cols int) int {
+	if rows < 0 || cols < 1 {
+		c.arg("rows = %d, cols = %d", rows, cols)
+		return 0
+	}
+	return c.mul(rows, cols)
+}
+
+func (o checked) Softmax(s gpu.Stream, y, x F32, rows, cols int) error {
+	c := newCall("softmax", s)
+	n := c.rowsCols(rows, cols)
+	c.view(in, "x", vf(x), n)
+	c.view(out, "y", vf(y), n)
+	c.mayBe("y", "x")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Softmax(s, y, x, rows, cols)
+}
+
+func (o checked) SoftmaxBackward(s gpu.Stream, dx, dy, y F32, rows, cols int) error {
+	c := newCall("softmax backward", s)
+	n := c.rowsCols(rows, cols)
+	c.view(out, "dx", vf(dx), n)
+	c.view(in, "dy", vf(dy), n)
+	c.view(in, "y", vf(y), n)
+	c.mayBe("dx", "dy")
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.SoftmaxBackward(s, dx, dy, y, rows, cols)
+}
+
+func (o checked) LayerNorm(s gpu.Stream, y, mean, rstd, x, gamma, beta F32, rows, cols int, eps float32) error {
+	c := newCall("layer norm", s)
+	if !(eps > 0) || math.IsInf(float64(eps), 0) {
+		c.arg("eps %v; want finite and > 0", eps)
+	}
+	n := c.rowsCols(rows, cols)
+	c.view(out, "y", vf(y), n)
+	c.view(out, "mean", vf(mean), rows)
+	c.view(out, "rstd", vf(rstd), rows)
+	c.view(in, "x", vf(x), n)
+	c.view(in|opt, "gamma", vf(gamma), cols)
+	c.view(in|opt, "beta", vf(beta), cols)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.LayerNorm(s, y, mean, rstd, x, gamma, beta, rows, cols, eps)
+}
+
+func (o checked) LayerNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd F32, rows, cols int) error {
+	c := newCall("layer norm backward", s)
+	n := c.rowsCols(rows, cols)
+	c.view(out|opt, "dx", vf(dx), n)
+	c.view(out|opt, "dgamma", vf(dgamma), cols)
+	c.view(out|opt, "dbeta", vf(dbeta), cols)
+	c.view(in, "dy", vf(dy), n)
+	c.view(in, "x", vf(x), n)
+	c.view(in|opt, "gamma", vf(gamma), cols)
+	c.view(in, "mean", vf(mean), rows)
+	c.view(in, "rstd", vf(rstd), rows)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.LayerNormBackward(s, dx, dgamma, dbeta, dy, x, gamma, mean, rstd, rows, cols)
+}
+
+// batched checks that v holds batch matrices of size elements stride apart (stride >= 0): its
+// length is at least (batch-1)*stride + size when batch and size are not 0.
+func (c *call) batched(role int, name string, v view, batch, stride, size int) {
+	c.view(role, name, v, anyLen)
+	if c.err != nil || batch == 0 || size == 0 {
+		return
+	}
+	last := c.mul(batch-1, stride)
+	if c.err == nil && last > math.MaxInt-size {
+		c.arg("%s: %d matrices of %d elements %d apart overflow an int", name, batch, size, stride)
+	}
+	if c.err == nil && v.len < last+size {
+		c.err = fmt.Errorf("kernels: %w: %s: %s has %d elements; want %d matrices of %d elements %d apart (%d)", ErrShape, c.op,
+			name, v.len, batch, size, stride, last+size)
+	}
+}
+
+func (o checked) GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k int, alpha float32, a F32, strideA int, b F32, strideB int, beta float32, cv F32, strideC int) error {
+	c := newCall("gemm strided", s)
+	if batch < 0 || m < 0 || n < 0 || k < 0 {
+		c.arg("batch, m, n, k = %d, %d, %d, %d", batch, m, n, k)
+	}
+	if strideA < 0 || strideB < 0 {
+		c.arg("strides %d, %d; want >= 0", strideA, strideB)
+	}
+	mn := c.mul(m, n)
+	if c.err == nil && strideC < mn {
+		c.arg("c stride %d below m*n = %d: the outputs overlap", strideC, mn)
+	}
+	c.batched(in, "a", vf(a), batch, strideA, c.mul(m, k))
+	c.batched(in, "b", vf(b), batch, strideB, c.mul(k, n))
+	c.batched(out, "c", vf(cv), batch, strideC, mn)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.GemmStrided(s, transA, transB, batch, m, n, k, alpha, a, strideA, b, strideB, beta, cv, strideC)
+}

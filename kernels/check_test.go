@@ -117,6 +117,31 @@ func (r *recorder) AdamWStep(str, f32, f32, f32, f32, kernels.AdamW) error {
 	return r.called("AdamWStep")
 }
 
+func (r *recorder) Unary(str, kernels.UnaryFunc, f32, f32) error { return r.called("Unary") }
+func (r *recorder) UnaryGrad(str, kernels.UnaryFunc, f32, f32, f32) error {
+	return r.called("UnaryGrad")
+}
+func (r *recorder) Binary(str, kernels.BinaryFunc, f32, f32, f32, []int, []int, []int) error {
+	return r.called("Binary")
+}
+func (r *recorder) SumTo(str, f32, f32, []int, []int) error { return r.called("SumTo") }
+func (r *recorder) CopyStrided(str, f32, []int, f32, []int, []int) error {
+	return r.called("CopyStrided")
+}
+func (r *recorder) Softmax(str, f32, f32, int, int) error { return r.called("Softmax") }
+func (r *recorder) SoftmaxBackward(str, f32, f32, f32, int, int) error {
+	return r.called("SoftmaxBackward")
+}
+func (r *recorder) LayerNorm(str, f32, f32, f32, f32, f32, f32, int, int, float32) error {
+	return r.called("LayerNorm")
+}
+func (r *recorder) LayerNormBackward(str, f32, f32, f32, f32, f32, f32, f32, f32, int, int) error {
+	return r.called("LayerNormBackward")
+}
+func (r *recorder) GemmStrided(str, bool, bool, int, int, int, int, float32, f32, int, f32, int, float32, f32, int) error {
+	return r.called("GemmStrided")
+}
+
 const recorderBackend = "recorder (kernels test)"
 
 var theRecorder = &recorder{}

@@ -413,7 +413,7 @@ func (cpuOps) Add(s gpu.Stream, z, x, y F32) error {
 	return s.Host(func() error { cpu.Add(zs, xs, ys); return nil })
 }
 
-// bnViews resolves the views of a batch norm (an empty dx resolves to nil: skipped).
+// bnViews resolves the views of a batch or layer norm (an empty one resolves to nil: skipped).
 func bnViews(op string, names []string, views ...F32) ([][]float32, error) {
 	out := make([][]float32, len(views))
 	for i, v := range views {
@@ -560,4 +560,125 @@ func (cpuOps) GlobalAvgPoolBackward(s gpu.Stream, dx, dy F32, inner int) error {
 		return err
 	}
 	return s.Host(func() error { cpu.GlobalAvgPoolBackward(dxs, dys, inner); return nil })
+}
+
+// cpuUnary and cpuBinary map the functions to the CPU kernels' (valid ones: check.go).
+var (
+	cpuUnary = [...]cpu.UnaryOp{Exp: cpu.FExp, Log: cpu.FLog, Sqrt: cpu.FSqrt, Rsqrt: cpu.FRsqrt, Sigmoid: cpu.FSigmoid,
+		Tanh: cpu.FTanh, GELU: cpu.FGELU, GELUTanh: cpu.FGELUTanh, SiLU: cpu.FSiLU, Hardswish: cpu.FHardswish,
+		Hardsigmoid: cpu.FHardsigmoid, ReLU6: cpu.FReLU6}
+	cpuBinary = [...]cpu.BinaryOp{BinaryAdd: cpu.BinAdd, BinarySub: cpu.BinSub, BinaryMul: cpu.BinMul, BinaryDiv: cpu.BinDiv}
+)
+
+func (cpuOps) Unary(s gpu.Stream, f UnaryFunc, y, x F32) error {
+	ys, e1 := hostF32("unary", "y", y)
+	xs, e2 := hostF32("unary", "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	uf := cpuUnary[f]
+	return s.Host(func() error { cpu.Unary(uf, ys, xs); return nil })
+}
+
+func (cpuOps) UnaryGrad(s gpu.Stream, f UnaryFunc, dx, dy, x F32) error {
+	const op = "unary grad"
+	dxs, e1 := hostF32(op, "dx", dx)
+	dys, e2 := hostF32(op, "dy", dy)
+	xs, e3 := hostF32(op, "x", x)
+	if err := firstErr(e1, e2, e3); err != nil {
+		return err
+	}
+	uf := cpuUnary[f]
+	return s.Host(func() error { cpu.UnaryGrad(uf, dxs, dys, xs); return nil })
+}
+
+func (cpuOps) Binary(s gpu.Stream, f BinaryFunc, z, x, y F32, shape, xStrides, yStrides []int) error {
+	zs, e1 := hostF32("binary", "z", z)
+	xs, e2 := hostF32("binary", "x", x)
+	ys, e3 := hostF32("binary", "y", y)
+	if err := firstErr(e1, e2, e3); err != nil {
+		return err
+	}
+	l, bf := cpu.NewLayout(shape, cpu.Packed(shape), xStrides, yStrides), cpuBinary[f]
+	return s.Host(func() error { cpu.Binary(bf, zs, xs, ys, l); return nil })
+}
+
+func (cpuOps) SumTo(s gpu.Stream, y, x F32, shape, keep []int) error {
+	ys, e1 := hostF32("sum to", "y", y)
+	xs, e2 := hostF32("sum to", "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	yStrides := cpu.Packed(keep)
+	for d := range keep {
+		if keep[d] != shape[d] {
+			yStrides[d] = 0 // summed
+		}
+	}
+	l := cpu.NewLayout(shape, cpu.Packed(shape), yStrides)
+	return s.Host(func() error { cpu.SumTo(ys, xs, l); return nil })
+}
+
+func (cpuOps) CopyStrided(s gpu.Stream, dst F32, dstStrides []int, src F32, srcStrides []int, shape []int) error {
+	ds, e1 := hostF32("copy strided", "dst", dst)
+	ss, e2 := hostF32("copy strided", "src", src)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	l := cpu.NewLayout(shape, dstStrides, srcStrides)
+	return s.Host(func() error { cpu.CopyStrided(ds, ss, l); return nil })
+}
+
+func (cpuOps) Softmax(s gpu.Stream, y, x F32, rows, cols int) error {
+	ys, e1 := hostF32("softmax", "y", y)
+	xs, e2 := hostF32("softmax", "x", x)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.Softmax(ys, xs, rows, cols); return nil })
+}
+
+func (cpuOps) SoftmaxBackward(s gpu.Stream, dx, dy, y F32, rows, cols int) error {
+	const op = "softmax backward"
+	dxs, e1 := hostF32(op, "dx", dx)
+	dys, e2 := hostF32(op, "dy", dy)
+	ys, e3 := hostF32(op, "y", y)
+	if err := firstErr(e1, e2, e3); err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.SoftmaxBackward(dxs, dys, ys, rows, cols); return nil })
+}
+
+func (cpuOps) LayerNorm(s gpu.Stream, y, mean, rstd, x, gamma, beta F32, rows, cols int, eps float32) error {
+	v, err := bnViews("layer norm", []string{"y", "mean", "rstd", "x", "gamma", "beta"}, y, mean, rstd, x, gamma, beta)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.LayerNorm(v[0], v[1], v[2], v[3], v[4], v[5], rows, cols, eps); return nil })
+}
+
+func (cpuOps) LayerNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd F32, rows, cols int) error {
+	v, err := bnViews("layer norm backward", []string{"dx", "dgamma", "dbeta", "dy", "x", "gamma", "mean", "rstd"},
+		dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.LayerNormBackward(v[0], v[1], v[2], v[3], v[4], v[5], v[6], v[7], rows, cols)
+		return nil
+	})
+}
+
+func (o cpuOps) GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k int, alpha float32, a F32, strideA int, b F32, strideB int, beta float32, c F32, strideC int) error {
+	const op = "gemm strided"
+	as, e1 := hostF32(op, "a", a)
+	bs, e2 := hostF32(op, "b", b)
+	cs, e3 := hostF32(op, "c", c)
+	if err := firstErr(e1, e2, e3); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.GemmStrided(transA, transB, batch, m, n, k, alpha, o.operands(as), strideA, o.operands(bs), strideB, beta, cs, strideC)
+		return nil
+	})
 }

@@ -238,6 +238,64 @@ type AdamW struct {
 	Step                               int
 }
 
+// UnaryFunc names an elementwise function of Unary and UnaryGrad.
+type UnaryFunc uint8
+
+// The functions of Unary and UnaryGrad, as PyTorch's.
+const (
+	Exp         UnaryFunc = iota + 1 // e^x
+	Log                              // ln x
+	Sqrt                             // √x
+	Rsqrt                            // 1/√x
+	Sigmoid                          // 1/(1+e^-x), without overflow for any x
+	Tanh                             // tanh x
+	GELU                             // x·Φ(x), Φ by erf (PyTorch's approximate='none')
+	GELUTanh                         // PyTorch's approximate='tanh'
+	SiLU                             // x·sigmoid(x)
+	Hardswish                        // x·ReLU6(x+3)/6 (PyTorch's)
+	Hardsigmoid                      // ReLU6(x+3)/6
+	ReLU6                            // min(max(x,0),6)
+)
+
+var unaryNames = [...]string{Exp: "exp", Log: "log", Sqrt: "sqrt", Rsqrt: "rsqrt", Sigmoid: "sigmoid", Tanh: "tanh",
+	GELU: "gelu", GELUTanh: "gelu_tanh", SiLU: "silu", Hardswish: "hardswish", Hardsigmoid: "hardsigmoid", ReLU6: "relu6"}
+
+// String is f's name in lower case ("exp", "gelu_tanh", ...), or UnaryFunc(n) for an unknown f.
+func (f UnaryFunc) String() string {
+	if f.valid() {
+		return unaryNames[f]
+	}
+	return fmt.Sprintf("UnaryFunc(%d)", uint8(f))
+}
+
+func (f UnaryFunc) valid() bool { return f >= Exp && f <= ReLU6 }
+
+// BinaryFunc names an elementwise function of two operands, for Binary.
+type BinaryFunc uint8
+
+// The functions of Binary.
+const (
+	BinaryAdd BinaryFunc = iota + 1 // x + y
+	BinarySub                       // x - y
+	BinaryMul                       // x * y
+	BinaryDiv                       // x / y
+)
+
+var binaryNames = [...]string{BinaryAdd: "add", BinarySub: "sub", BinaryMul: "mul", BinaryDiv: "div"}
+
+// String is f's name in lower case ("add", "sub", "mul", "div"), or BinaryFunc(n) for an unknown f.
+func (f BinaryFunc) String() string {
+	if f.valid() {
+		return binaryNames[f]
+	}
+	return fmt.Sprintf("BinaryFunc(%d)", uint8(f))
+}
+
+func (f BinaryFunc) valid() bool { return f >= BinaryAdd && f <= BinaryDiv }
+
+// MaxRank is the most dimensions Binary, SumTo and CopyStrided take.
+const MaxRank = 8
+
 // Ops is the operation set training needs, enqueued on a stream of the device the op set was made
 // for. Every method checks its arguments' shapes and returns an error before enqueueing anything
 // when they are wrong (the op sets that For and CPU return check them the same way for every
@@ -378,6 +436,55 @@ type Ops interface {
 	// FromFP16 widens the fp16 values of src (2 bytes each, as ToFP16 writes them) into dst,
 	// exactly.
 	FromFP16(s gpu.Stream, dst F32, src U8) error
+
+	// Unary computes y = f(x) elementwise; y may be x. An unknown f is ErrArgument.
+	Unary(s gpu.Stream, f UnaryFunc, y, x F32) error
+	// UnaryGrad computes dx = dy·f'(x) from the forward input x; dx may be dy. At the kinks of
+	// Hardswish, Hardsigmoid and ReLU6 the derivative is PyTorch's: Hardswish's is x/3+0.5 on
+	// [-3,3], 0 below and 1 above; Hardsigmoid's 1/6 on (-3,3), else 0; ReLU6's 1 on (0,6), else 0.
+	UnaryGrad(s gpu.Stream, f UnaryFunc, dx, dy, x F32) error
+
+	// Binary, SumTo and CopyStrided read their int slices before they return (a backend copies
+	// what it needs later).
+	//
+	// Binary computes z = f(x, y) over an index space of the given shape (rank 1..MaxRank, every
+	// dim >= 1): z is packed row-major of that shape; x's element for index i is at
+	// x.Off + Σ i_d·xStrides[d], y's likewise (strides >= 0; a 0 stride broadcasts). Every
+	// element read must lie inside the view (x.Len, y.Len). z must not overlap x or y.
+	Binary(s gpu.Stream, f BinaryFunc, z, x, y F32, shape, xStrides, yStrides []int) error
+	// SumTo overwrites y with x summed over the dimensions that keep does not have: x is packed
+	// of shape, y packed of shape keep (same rank as shape, 1..MaxRank; keep[d] is shape[d] or 1).
+	// The order of the sums is fixed (the same result on every call), so the broadcast's VJP is
+	// deterministic. y must not overlap x.
+	SumTo(s gpu.Stream, y, x F32, shape, keep []int) error
+	// CopyStrided copies, for every index i of shape (rank 1..MaxRank), src[Σ i_d·srcStrides[d]]
+	// to dst[Σ i_d·dstStrides[d]] (offsets from each view's Off): a permutation, a slice or one
+	// part of a concatenation made packed, or written into its place. Strides >= 0; the dst
+	// positions must be distinct (checked: no dst stride 0 on a dim > 1, and the dims sorted by
+	// dst stride do not overlap); every position inside its view; dst must not overlap src.
+	CopyStrided(s gpu.Stream, dst F32, dstStrides []int, src F32, srcStrides []int, shape []int) error
+
+	// Softmax computes y = softmax of each row of x [rows][cols], stable for any finite x (the
+	// row maximum subtracted); y may be x.
+	Softmax(s gpu.Stream, y, x F32, rows, cols int) error
+	// SoftmaxBackward computes dx = y·(dy − Σ_row dy·y) from the forward output y; dx may be dy.
+	SoftmaxBackward(s gpu.Stream, dx, dy, y F32, rows, cols int) error
+
+	// LayerNorm normalizes each row of x [rows][cols] with its mean and biased variance,
+	// y = (x−mean)·rstd·gamma + beta, rstd = 1/√(var+eps) (PyTorch's layer_norm over the last
+	// dim); gamma and beta are [cols] or the empty view (1 and 0). mean and rstd ([rows] each)
+	// are saved for the backward pass. eps > 0.
+	LayerNorm(s gpu.Stream, y, mean, rstd, x, gamma, beta F32, rows, cols int, eps float32) error
+	// LayerNormBackward overwrites dx, dgamma and dbeta (each may be the empty view: skipped)
+	// from dy, the forward input x, gamma (empty: 1) and the saved mean and rstd.
+	LayerNormBackward(s gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd F32, rows, cols int) error
+
+	// GemmStrided computes batch independent Gemms (same transA, transB, m, n, k, alpha, beta as
+	// Gemm): the i-th on a[i·strideA:], b[i·strideB:], c[i·strideC:] (cublasSgemmStridedBatched).
+	// strideA or strideB may be 0 (one operand for all); strideC >= m·n (outputs do not overlap).
+	// Each view must hold its last matrix ((batch-1)·stride + the matrix's size elements, at
+	// least). batch >= 0; batch 0 does nothing.
+	GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k int, alpha float32, a F32, strideA int, b F32, strideB int, beta float32, c F32, strideC int) error
 
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).

@@ -7,11 +7,11 @@ import (
 	"github.com/stoke-ml/stoke/internal/half"
 )
 
-// Precision is the arithmetic of an op set's products: Gemm, Conv2D and Conv2DBackward. With BF16
-// or FP16 their operands (matrices, the convolution's input columns, weights and output
-// gradients) are rounded to 16 bits, to the nearest value with ties to even, and multiplied with
-// fp32 accumulation into fp32 results, as PyTorch's autocast does; every other op, the weights and
-// the optimizer state stay fp32. FP16 overflows past 65504 (the rounded operand becomes ±Inf),
+// Precision is the arithmetic of an op set's products: Gemm, GemmStrided, Conv2D and
+// Conv2DBackward. With BF16 or FP16 their operands (matrices, the convolution's input columns,
+// weights and output gradients) are rounded to 16 bits, to the nearest value with ties to even,
+// and multiplied with fp32 accumulation into fp32 results, as PyTorch's autocast does; every
+// other op, the weights and the optimizer state stay fp32. FP16 overflows past 65504 (the rounded operand becomes ±Inf),
 // which is why fp16 training needs loss scaling (see train.Config.Precision); BF16 has fp32's
 // range.
 type Precision string

@@ -340,6 +340,7 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 			}},
 		}},
 	}
+	cases = append(cases, nnCases(f, x2, x3, x4, y4, z4, big, none)...)
 	cases = append(cases, conversionCases("BF16", kernels.Ops.ToBF16, kernels.Ops.FromBF16, x3, x4, y4, bf8)...)
 	return append(cases, conversionCases("FP16", kernels.Ops.ToFP16, kernels.Ops.FromFP16, x3, x4, y4, bf8)...)
 }
@@ -362,3 +363,159 @@ func conversionCases(format string, to func(kernels.Ops, gpu.Stream, kernels.U8,
 		}},
 	}
 }
+
+// nnCases are the cases of the ops of the differentiable core (elementwise functions, strided
+// and broadcast ops, softmax, layer norm, batched GEMM), over new buffers of f and those given.
+func nnCases(f func(int) kernels.F32, x2, x3, x4, y4, z4, big, none kernels.F32) []Case {
+	type ops = kernels.Ops
+	type st = gpu.Stream
+	x6, z6, d6, a8, c8 := f(6), f(6), f(6), f(8), f(8)
+	s3, m2, r2, g2, b2 := f(3), f(2), f(2), f(2), f(2)
+	sh, xs, ys := []int{2, 3}, []int{3, 1}, []int{0, 1} // x6 [2][3] plus x3 [3] broadcast over rows
+	add := kernels.BinaryAdd
+	nine := []int{1, 1, 1, 1, 1, 1, 1, 1, 1}
+	return []Case{
+		{"Unary", func(o ops, s st) error { return o.Unary(s, kernels.GELU, x4, x4) }, []Bad{
+			{"func 0", kernels.ErrArgument, func(o ops, s st) error { return o.Unary(s, 0, y4, x4) }},
+			{"func past ReLU6", kernels.ErrArgument, func(o ops, s st) error { return o.Unary(s, kernels.ReLU6+1, y4, x4) }},
+			{"lengths", kernels.ErrShape, func(o ops, s st) error { return o.Unary(s, kernels.Exp, y4, x3) }},
+			{"y partly overlaps x", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Unary(s, kernels.Tanh, big.Slice(1, 5), big.Slice(0, 4))
+			}},
+		}},
+		{"UnaryGrad", func(o ops, s st) error { return o.UnaryGrad(s, kernels.SiLU, x4, x4, y4) }, []Bad{
+			{"func 0", kernels.ErrArgument, func(o ops, s st) error { return o.UnaryGrad(s, 0, x4, z4, y4) }},
+			{"x length", kernels.ErrShape, func(o ops, s st) error { return o.UnaryGrad(s, kernels.Exp, x4, z4, x3) }},
+			{"dx is x", kernels.ErrArgument, func(o ops, s st) error { return o.UnaryGrad(s, kernels.Exp, y4, z4, y4) }},
+		}},
+		{"Binary", func(o ops, s st) error { return o.Binary(s, add, z6, x6, x3, sh, xs, ys) }, []Bad{
+			{"func 0", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, 0, z6, x6, x3, sh, xs, ys) }},
+			{"func past BinaryDiv", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Binary(s, kernels.BinaryDiv+1, z6, x6, x3, sh, xs, ys)
+			}},
+			{"rank 0", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, add, x1of(z6), x6, x3, nil, nil, nil) }},
+			{"rank 9", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Binary(s, add, x1of(z6), x6, x3, nine, make([]int, 9), make([]int, 9))
+			}},
+			{"dim 0", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, add, none, x6, x3, []int{2, 0}, xs, ys) }},
+			{"y strides of rank 1", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, add, z6, x6, x3, sh, xs, []int{1}) }},
+			{"negative stride", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, add, z6, x6, x3, sh, []int{3, -1}, ys) }},
+			{"z length", kernels.ErrShape, func(o ops, s st) error { return o.Binary(s, add, z4, x6, x3, sh, xs, ys) }},
+			{"x strides read past x", kernels.ErrShape, func(o ops, s st) error {
+				return o.Binary(s, add, z6, x6, x3, sh, []int{3, 2}, ys)
+			}},
+			{"y broadcast past y", kernels.ErrShape, func(o ops, s st) error { return o.Binary(s, add, z6, x6, x2, sh, xs, ys) }},
+			{"strides overflow", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Binary(s, add, z6, x6, x3, sh, []int{math.MaxInt, 1}, ys)
+			}},
+			{"shape overflows", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Binary(s, add, none, x6, x3, []int{1 << 32, 1 << 32}, []int{0, 0}, []int{0, 0})
+			}},
+			{"z overlaps x", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Binary(s, add, big.Slice(0, 6), big.Slice(3, 9), x3, sh, xs, ys)
+			}},
+			{"z is y", kernels.ErrArgument, func(o ops, s st) error { return o.Binary(s, add, z6, x6, z6, sh, xs, xs) }},
+		}},
+		{"SumTo", func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{1, 3}) }, []Bad{
+			{"keep dim neither the dim nor 1", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, x4, x6, sh, []int{2, 2}) }},
+			{"keep of another rank", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{3}) }},
+			{"rank 9", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, x1of(s3), x1of(x6), nine, nine) }},
+			{"y length", kernels.ErrShape, func(o ops, s st) error { return o.SumTo(s, x2, x6, sh, []int{1, 3}) }},
+			{"x length", kernels.ErrShape, func(o ops, s st) error { return o.SumTo(s, s3, x4, sh, []int{1, 3}) }},
+			{"y inside x", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, x6.Slice(0, 3), x6, sh, []int{1, 3}) }},
+		}},
+		{"CopyStrided", func(o ops, s st) error { return o.CopyStrided(s, d6, []int{1, 2}, x6, xs, sh) }, []Bad{
+			{"dst stride 0 on a dim of 2", kernels.ErrArgument, func(o ops, s st) error { return o.CopyStrided(s, d6, []int{0, 1}, x6, xs, sh) }},
+			{"dst dims overlap", kernels.ErrArgument, func(o ops, s st) error { return o.CopyStrided(s, d6, []int{2, 1}, x6, xs, sh) }},
+			{"src strides read past src", kernels.ErrShape, func(o ops, s st) error {
+				return o.CopyStrided(s, d6, []int{1, 2}, x6, []int{3, 2}, sh)
+			}},
+			{"dst strides write past dst", kernels.ErrShape, func(o ops, s st) error {
+				return o.CopyStrided(s, x4, []int{1, 2}, x6, xs, sh)
+			}},
+			{"negative src stride", kernels.ErrArgument, func(o ops, s st) error {
+				return o.CopyStrided(s, d6, []int{1, 2}, x6, []int{-3, 1}, sh)
+			}},
+			{"rank 9", kernels.ErrArgument, func(o ops, s st) error {
+				return o.CopyStrided(s, d6, make([]int, 9), x6, make([]int, 9), nine)
+			}},
+			{"dst overlaps src", kernels.ErrArgument, func(o ops, s st) error {
+				return o.CopyStrided(s, big.Slice(0, 6), xs, big.Slice(4, 10), xs, sh)
+			}},
+		}},
+		{"Softmax", func(o ops, s st) error { return o.Softmax(s, x4, x4, 2, 2) }, []Bad{
+			{"cols 0", kernels.ErrArgument, func(o ops, s st) error { return o.Softmax(s, none, none, 2, 0) }},
+			{"negative rows", kernels.ErrArgument, func(o ops, s st) error { return o.Softmax(s, none, none, -1, 2) }},
+			{"y length", kernels.ErrShape, func(o ops, s st) error { return o.Softmax(s, x3, y4, 2, 2) }},
+			{"rows*cols overflows", kernels.ErrArgument, func(o ops, s st) error { return o.Softmax(s, none, none, 1<<32, 1<<32) }},
+			{"y partly overlaps x", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Softmax(s, big.Slice(2, 6), big.Slice(0, 4), 2, 2)
+			}},
+		}},
+		{"SoftmaxBackward", func(o ops, s st) error { return o.SoftmaxBackward(s, x4, x4, y4, 2, 2) }, []Bad{
+			{"y length", kernels.ErrShape, func(o ops, s st) error { return o.SoftmaxBackward(s, x4, z4, x3, 2, 2) }},
+			{"dx is y", kernels.ErrArgument, func(o ops, s st) error { return o.SoftmaxBackward(s, y4, z4, y4, 2, 2) }},
+		}},
+		{"LayerNorm", func(o ops, s st) error { return o.LayerNorm(s, y4, m2, r2, x4, g2, b2, 2, 2, 1e-5) }, []Bad{
+			{"eps 0", kernels.ErrArgument, func(o ops, s st) error { return o.LayerNorm(s, y4, m2, r2, x4, none, none, 2, 2, 0) }},
+			{"eps NaN", kernels.ErrArgument, func(o ops, s st) error {
+				return o.LayerNorm(s, y4, m2, r2, x4, none, none, 2, 2, float32(math.NaN()))
+			}},
+			{"eps +Inf", kernels.ErrArgument, func(o ops, s st) error {
+				return o.LayerNorm(s, y4, m2, r2, x4, none, none, 2, 2, float32(math.Inf(1)))
+			}},
+			{"cols 0", kernels.ErrArgument, func(o ops, s st) error { return o.LayerNorm(s, none, m2, r2, none, none, none, 2, 0, 1e-5) }},
+			{"mean length", kernels.ErrShape, func(o ops, s st) error { return o.LayerNorm(s, y4, x3, r2, x4, none, none, 2, 2, 1e-5) }},
+			{"gamma length", kernels.ErrShape, func(o ops, s st) error { return o.LayerNorm(s, y4, m2, r2, x4, x3, none, 2, 2, 1e-5) }},
+			{"y is x", kernels.ErrArgument, func(o ops, s st) error { return o.LayerNorm(s, x4, m2, r2, x4, none, none, 2, 2, 1e-5) }},
+			{"rstd is mean", kernels.ErrArgument, func(o ops, s st) error { return o.LayerNorm(s, y4, m2, m2, x4, none, none, 2, 2, 1e-5) }},
+		}},
+		{"LayerNormBackward", func(o ops, s st) error {
+			return o.LayerNormBackward(s, z4, g2, b2, y4, x4, none, m2, r2, 2, 2)
+		}, []Bad{
+			{"dgamma length", kernels.ErrShape, func(o ops, s st) error {
+				return o.LayerNormBackward(s, z4, x3, b2, y4, x4, none, m2, r2, 2, 2)
+			}},
+			{"no mean", kernels.ErrShape, func(o ops, s st) error {
+				return o.LayerNormBackward(s, z4, g2, b2, y4, x4, none, none, r2, 2, 2)
+			}},
+			{"negative rows", kernels.ErrArgument, func(o ops, s st) error {
+				return o.LayerNormBackward(s, none, none, none, none, none, none, none, none, -1, 2)
+			}},
+			{"dx is dy", kernels.ErrArgument, func(o ops, s st) error {
+				return o.LayerNormBackward(s, y4, g2, b2, y4, x4, none, m2, r2, 2, 2)
+			}},
+			{"dbeta is gamma", kernels.ErrArgument, func(o ops, s st) error {
+				return o.LayerNormBackward(s, z4, none, b2, y4, x4, b2, m2, r2, 2, 2)
+			}},
+		}},
+		{"GemmStrided", func(o ops, s st) error {
+			return o.GemmStrided(s, false, true, 2, 2, 2, 2, 1, a8, 4, y4, 0, 0, c8, 4)
+		}, []Bad{
+			{"negative batch", kernels.ErrArgument, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, -1, 2, 2, 2, 1, a8, 4, y4, 0, 0, c8, 4)
+			}},
+			{"negative stride", kernels.ErrArgument, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 2, 2, 2, 2, 1, a8, -4, y4, 0, 0, c8, 4)
+			}},
+			{"outputs overlap", kernels.ErrArgument, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 2, 2, 2, 2, 1, a8, 4, y4, 0, 0, c8, 3)
+			}},
+			{"a holds one matrix", kernels.ErrShape, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 2, 2, 2, 2, 1, x4, 4, y4, 0, 0, c8, 4)
+			}},
+			{"c holds one matrix", kernels.ErrShape, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 2, 2, 2, 2, 1, a8, 4, y4, 0, 0, z4, 4)
+			}},
+			{"batch*stride overflows", kernels.ErrArgument, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 1<<62, 2, 2, 2, 1, a8, 4, y4, 0, 0, c8, 4)
+			}},
+			{"c is a", kernels.ErrArgument, func(o ops, s st) error {
+				return o.GemmStrided(s, false, false, 2, 2, 2, 2, 1, a8, 4, y4, 0, 0, a8, 4)
+			}},
+		}},
+	}
+}
+
+// x1of is the first element of v: an operand of the right kind where the shape is what is wrong.
+func x1of(v kernels.F32) kernels.F32 { return v.Slice(0, 1) }

@@ -1,0 +1,407 @@
+package cpu
+
+import "math"
+
+// MaxRank is the most dimensions a Layout holds (kernels.MaxRank).
+const MaxRank = 8
+
+// maxOperands is the most operands a Layout holds strides for.
+const maxOperands = 3
+
+// Layout is an index space, row-major (the last dim varies fastest), and the element strides of
+// up to three operands over it, simplified without changing which element an index addresses in
+// any operand or the row-major order of the indices: dims of size 1 are dropped and neighbours
+// merged where every operand's strides allow (the outer stride is the inner one times the inner
+// size). It is a value: a Layout made at enqueue keeps no slice of the caller's.
+type Layout struct {
+	rank    int
+	shape   [MaxRank]int
+	strides [maxOperands][MaxRank]int
+}
+
+// NewLayout simplifies shape (rank 1..MaxRank, dims >= 1) with one stride list per operand
+// (1..3 of them, each of shape's rank).
+func NewLayout(shape []int, strides ...[]int) Layout {
+	var l Layout
+	for d, n := range shape {
+		if n == 1 {
+			continue
+		}
+		if r := l.rank - 1; r >= 0 && l.mergeable(r, d, n, strides) {
+			l.shape[r] *= n
+			for k, st := range strides {
+				l.strides[k][r] = st[d]
+			}
+			continue
+		}
+		l.shape[l.rank] = n
+		for k, st := range strides {
+			l.strides[k][l.rank] = st[d]
+		}
+		l.rank++
+	}
+	if l.rank == 0 { // a single element
+		l.rank, l.shape[0] = 1, 1
+	}
+	return l
+}
+
+// mergeable reports whether dim d of size n (strides given) continues l's dim r.
+func (l *Layout) mergeable(r, d, n int, strides [][]int) bool {
+	for k, st := range strides {
+		if l.strides[k][r] != st[d]*n {
+			return false
+		}
+	}
+	return true
+}
+
+// Packed returns the row-major strides of a packed tensor of shape.
+func Packed(shape []int) []int {
+	st := make([]int, len(shape))
+	p := 1
+	for d := len(shape) - 1; d >= 0; d-- {
+		st[d] = p
+		p *= shape[d]
+	}
+	return st
+}
+
+// inner is the size of the last dim; rows the number of indices of the others.
+func (l *Layout) inner() int { return l.shape[l.rank-1] }
+
+func (l *Layout) rows() int {
+	r := 1
+	for _, n := range l.shape[:l.rank-1] {
+		r *= n
+	}
+	return r
+}
+
+// rowOffsets returns operand k's offset of row r (an index over every dim but the last), for
+// the first n operands.
+func (l *Layout) rowOffsets(r, n int) (off [maxOperands]int) {
+	for d := l.rank - 2; d >= 0; d-- {
+		i := r % l.shape[d]
+		r /= l.shape[d]
+		for k := range n {
+			off[k] += i * l.strides[k][d]
+		}
+	}
+	return off
+}
+
+// BinaryOp is a function of Binary.
+type BinaryOp uint8
+
+// The functions of Binary.
+const (
+	BinAdd BinaryOp = iota + 1
+	BinSub
+	BinMul
+	BinDiv
+)
+
+// Binary computes z = f(x, y) over l, whose operands are z (packed), x and y.
+func Binary(f BinaryOp, z, x, y []float32, l Layout) {
+	n := l.inner()
+	sz, sx, sy := l.strides[0][l.rank-1], l.strides[1][l.rank-1], l.strides[2][l.rank-1]
+	For(l.rows(), n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			off := l.rowOffsets(r, 3)
+			binaryRow(f, z[off[0]:], x[off[1]:], y[off[2]:], n, sz, sx, sy)
+		}
+	})
+}
+
+// binaryRow computes z[i*sz] = f(x[i*sx], y[i*sy]) for i < n.
+func binaryRow(f BinaryOp, z, x, y []float32, n, sz, sx, sy int) {
+	if sz == 1 && sx == 1 && sy == 1 {
+		z, x, y = z[:n], x[:n], y[:n]
+		switch f {
+		case BinAdd:
+			for i := range z {
+				z[i] = x[i] + y[i]
+			}
+		case BinSub:
+			for i := range z {
+				z[i] = x[i] - y[i]
+			}
+		case BinMul:
+			for i := range z {
+				z[i] = x[i] * y[i]
+			}
+		case BinDiv:
+			for i := range z {
+				z[i] = x[i] / y[i]
+			}
+		}
+		return
+	}
+	iz, ix, iy := 0, 0, 0
+	for range n {
+		a, b := x[ix], y[iy]
+		var v float32
+		switch f {
+		case BinAdd:
+			v = a + b
+		case BinSub:
+			v = a - b
+		case BinMul:
+			v = a * b
+		case BinDiv:
+			v = a / b
+		}
+		z[iz] = v
+		iz, ix, iy = iz+sz, ix+sx, iy+sy
+	}
+}
+
+// CopyStrided copies src to dst over l, whose operands are dst and src.
+func CopyStrided(dst, src []float32, l Layout) {
+	n := l.inner()
+	sd, ss := l.strides[0][l.rank-1], l.strides[1][l.rank-1]
+	For(l.rows(), n, func(lo, hi int) {
+		for r := lo; r < hi; r++ {
+			off := l.rowOffsets(r, 2)
+			d, s := dst[off[0]:], src[off[1]:]
+			if sd == 1 && ss == 1 {
+				copy(d[:n], s[:n])
+				continue
+			}
+			for i := range n {
+				d[i*sd] = s[i*ss]
+			}
+		}
+	})
+}
+
+// SumTo writes to y the sums of x over the dims where y's stride is 0, for l whose operands
+// are x (packed) and y (packed of the kept dims, stride 0 on the summed ones). Each element of
+// y is a float64 sum rounded once, over the summed indices in row-major order: the same order
+// whatever the split of the work.
+func SumTo(y, x []float32, l Layout) {
+	var kept, summed []int // dims of l
+	for d := range l.rank {
+		if l.strides[1][d] != 0 {
+			kept = append(kept, d)
+		} else if l.shape[d] > 1 {
+			summed = append(summed, d)
+		}
+	}
+	if len(summed) == 0 {
+		copy(y, x)
+		return
+	}
+	last := l.rank - 1
+	if l.strides[1][last] == 0 {
+		// The last dim is summed: each output adds contiguous runs of x.
+		n := l.shape[last]
+		runs := offsets(&l, summed[:len(summed)-1])
+		For(len(y), len(runs)*n, func(lo, hi int) {
+			for j := lo; j < hi; j++ {
+				base := flatOffset(&l, kept, j)
+				var s float64
+				for _, r := range runs {
+					for _, v := range x[base+r : base+r+n] {
+						s += float64(v)
+					}
+				}
+				y[j] = float32(s)
+			}
+		})
+		return
+	}
+	// The last dim is kept: outputs come in blocks of n contiguous in x and y; each block adds
+	// rows of x, one per summed index.
+	n := l.shape[last]
+	rows := offsets(&l, summed)
+	outer := kept[:len(kept)-1]
+	For(len(y), len(rows), func(lo, hi int) {
+		acc := make([]float64, min(hi-lo, n))
+		for j := lo; j < hi; {
+			b, c0 := j/n, j%n
+			c1 := min(n, c0+hi-j)
+			base := flatOffset(&l, outer, b) + c0
+			a := acc[:c1-c0]
+			clear(a)
+			for _, r := range rows {
+				for i, v := range x[base+r : base+r+len(a)] {
+					a[i] += float64(v)
+				}
+			}
+			for i, v := range a {
+				y[j+i] = float32(v)
+			}
+			j += len(a)
+		}
+	})
+}
+
+// offsets lists operand 0's offsets of every index over dims (of l), in row-major order.
+func offsets(l *Layout, dims []int) []int {
+	n := 1
+	for _, d := range dims {
+		n *= l.shape[d]
+	}
+	out := make([]int, n)
+	for i := range out {
+		out[i] = flatOffset(l, dims, i)
+	}
+	return out
+}
+
+// flatOffset returns operand 0's offset of index i over dims (of l), row-major.
+func flatOffset(l *Layout, dims []int, i int) int {
+	off := 0
+	for k := len(dims) - 1; k >= 0; k-- {
+		d := dims[k]
+		off += i % l.shape[d] * l.strides[0][d]
+		i /= l.shape[d]
+	}
+	return off
+}
+
+// UnaryOp is a function of Unary and UnaryGrad.
+type UnaryOp uint8
+
+// The functions of Unary and UnaryGrad, as kernels.UnaryFunc's.
+const (
+	FExp UnaryOp = iota + 1
+	FLog
+	FSqrt
+	FRsqrt
+	FSigmoid
+	FTanh
+	FGELU
+	FGELUTanh
+	FSiLU
+	FHardswish
+	FHardsigmoid
+	FReLU6
+)
+
+// Unary computes y = f(x) elementwise, each in float64 rounded once; y may alias x.
+func Unary(f UnaryOp, y, x []float32) {
+	For(len(y), 16, func(lo, hi int) {
+		ys, xs := y[lo:hi], x[lo:hi]
+		for i, v := range xs {
+			ys[i] = float32(unary(f, float64(v)))
+		}
+	})
+}
+
+// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once; dx may alias dy.
+func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
+	For(len(dx), 16, func(lo, hi int) {
+		dxs, dys, xs := dx[lo:hi], dy[lo:hi], x[lo:hi]
+		for i, v := range xs {
+			dxs[i] = float32(float64(dys[i]) * unaryGrad(f, float64(v)))
+		}
+	})
+}
+
+const (
+	sqrt2Pi    = 0.7978845608028654 // √(2/π), GELUTanh's
+	geluCubic  = 0.044715           // GELUTanh's
+	invSqrt2   = 0.7071067811865476 // 1/√2
+	invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
+)
+
+func sigmoid(v float64) float64 {
+	if v >= 0 {
+		return 1 / (1 + math.Exp(-v))
+	}
+	e := math.Exp(v)
+	return e / (1 + e)
+}
+
+func unary(f UnaryOp, v float64) float64 {
+	switch f {
+	case FExp:
+		return math.Exp(v)
+	case FLog:
+		return math.Log(v)
+	case FSqrt:
+		return math.Sqrt(v)
+	case FRsqrt:
+		return 1 / math.Sqrt(v)
+	case FSigmoid:
+		return sigmoid(v)
+	case FTanh:
+		return math.Tanh(v)
+	case FGELU:
+		return 0.5 * v * (1 + math.Erf(v*invSqrt2))
+	case FGELUTanh:
+		return 0.5 * v * (1 + math.Tanh(sqrt2Pi*(v+geluCubic*v*v*v)))
+	case FSiLU:
+		return v * sigmoid(v)
+	case FHardswish:
+		return v * relu6(v+3) / 6
+	case FHardsigmoid:
+		return relu6(v+3) / 6
+	case FReLU6:
+		return relu6(v)
+	}
+	return math.NaN()
+}
+
+// relu6 is min(max(v,0),6), NaN kept.
+func relu6(v float64) float64 {
+	switch {
+	case v < 0:
+		return 0
+	case v > 6:
+		return 6
+	}
+	return v
+}
+
+// unaryGrad is f'(v); at the kinks of the piecewise functions, PyTorch's choice (its
+// hardswish_backward, hardsigmoid_backward and hardtanh_backward).
+func unaryGrad(f UnaryOp, v float64) float64 {
+	switch f {
+	case FExp:
+		return math.Exp(v)
+	case FLog:
+		return 1 / v
+	case FSqrt:
+		return 0.5 / math.Sqrt(v)
+	case FRsqrt:
+		r := 1 / math.Sqrt(v)
+		return -0.5 * r * r * r
+	case FSigmoid:
+		s := sigmoid(v)
+		return s * (1 - s)
+	case FTanh:
+		t := math.Tanh(v)
+		return 1 - t*t
+	case FGELU:
+		return 0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v)
+	case FGELUTanh:
+		t := math.Tanh(sqrt2Pi * (v + geluCubic*v*v*v))
+		return 0.5*(1+t) + 0.5*v*(1-t*t)*sqrt2Pi*(1+3*geluCubic*v*v)
+	case FSiLU:
+		s := sigmoid(v)
+		return s * (1 + v*(1-s))
+	case FHardswish:
+		switch {
+		case v < -3:
+			return 0
+		case v <= 3:
+			return v/3 + 0.5
+		}
+		return 1
+	case FHardsigmoid:
+		if v > -3 && v < 3 {
+			return 1.0 / 6
+		}
+		return 0
+	case FReLU6:
+		if v <= 0 || v >= 6 {
+			return 0
+		}
+		return 1
+	}
+	return math.NaN()
+}
