@@ -1,0 +1,60 @@
+// Package nn is Stoke's differentiable core: float32 tensors on a gpu.Device, ops whose forward
+// pass and vector-Jacobian product (VJP) are written once, side by side, reverse-mode
+// differentiation over the graph a forward pass records, and modules as PyTorch users know them.
+//
+// A layer made of existing ops is a Go type with a Forward and no backward:
+//
+//	type SE struct{ FC1, FC2 *nn.Linear }
+//
+//	func (m *SE) Forward(x *nn.Tensor) *nn.Tensor {
+//		s := nn.Mean(x, []int{2, 3}, true) // [N C 1 1]
+//		s = nn.Sigmoid(m.FC2.Forward(nn.ReLU(m.FC1.Forward(s.Reshape(s.Dim(0), s.Dim(1))))))
+//		return nn.Mul(x, s.Reshape(s.Dim(0), s.Dim(1), 1, 1))
+//	}
+//
+// # Tensors and graphs
+//
+// A Tensor is a shape and a packed row-major view of device memory. Tensors made by ops belong
+// to the Graph of their inputs; a Graph records each op's inputs, output and VJP as the forward
+// pass runs, and Backward walks the record in reverse, summing the gradients of a tensor used
+// twice and reducing the gradient of a broadcast operand (PyTorch's rules: trailing dimensions
+// aligned, size-1 dimensions stretched) to its shape. Reshape, and Narrow along the first
+// dimension, are views of their input's memory; Permute, Narrow along another dimension and
+// Concat copy.
+//
+// Ops never return an error: the first failure (a shape mismatch, a kernel's refusal) is kept by
+// the graph, later ops on it do nothing, and Graph.Err reports it, as bufio.Scanner does. Check
+// it once after the forward pass and once after Backward.
+//
+// Fused ops stay first-class: Conv2d, BatchNorm, LayerNorm, Softmax, CrossEntropy and the
+// activations run one kernel of the kernels op set forward and one backward; the others are
+// compositions.
+//
+// # Modules
+//
+// A Module is anything with Forward(*Tensor) *Tensor. Its parameters and buffers are found by
+// walking its exported fields (PyTorch registers them by attribute): a *Tensor made by Param or
+// Buffer, a Module, or a slice of Modules (named by index), depth first in field order. A field's
+// name is its Go name in snake case ("RunningMean" is "running_mean", "Layer1" is "layer1"), or
+// its `nn:"name"` tag; the tag `nn:"-"` hides a field. So the dotted names of StateDict are
+// torchvision's for a tree of torchvision's shape: "layer1.0.conv1.weight".
+//
+// # Ownership
+//
+// A Graph owns the memory of the tensors its ops make: it reuses that memory after Reset, so a
+// tensor of a graph is valid until the graph's next Reset. Memory is handed out from a pool keyed
+// by size: a step whose shapes repeat the previous step's allocates no device memory. The memory
+// of parameters and buffers belongs to whoever binds them (Bind, or a train.Trainer through
+// train.Graph); a Graph only reads them and writes their gradients.
+//
+// # Concurrency
+//
+// A Graph and the tensors of it are used by one goroutine. Ops enqueue kernels on the graph's
+// stream and do not wait: reading a tensor (Tensor.Host) synchronizes the stream.
+//
+// # Determinism
+//
+// Every op is bit-for-bit repeatable on one backend; Backward visits the record in a fixed
+// order and sums gradients in it; Dropout's masks are a function of the graph's seed and the
+// op's place in the pass.
+package nn

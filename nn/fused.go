@@ -1,0 +1,341 @@
+package nn
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// The fused ops: one kernel forward, one backward, and their VJP written here by hand.
+
+// Linear returns x·wᵀ + b for x [..., in], w [out in] (PyTorch's layout) and b [out] or nil.
+func Linear(x, w, b *Tensor) *Tensor {
+	g := graphOf(x, w)
+	if g == nil {
+		return orphan("linear")
+	}
+	if len(x.shape) < 1 || len(w.shape) != 2 || x.shape[len(x.shape)-1] != w.shape[1] || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
+		g.fail(fmt.Errorf("nn: linear of input %v, weight %v, bias %v: %w", x.shape, w.shape, shapeOf(b), ErrShape))
+		return &Tensor{g: g}
+	}
+	rows, in, out := x.Len()/max(x.shape[len(x.shape)-1], 1), w.shape[1], w.shape[0]
+	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), out)
+	y := g.newTensor(shape)
+	g.run(func() error {
+		if err := g.ops.Gemm(g.s, false, true, rows, out, in, 1, x.data, w.data, 0, y.data); err != nil {
+			return err
+		}
+		if b == nil {
+			return nil
+		}
+		return g.ops.BiasAdd(g.s, y.data, b.data, rows, 1)
+	})
+	ins := []*Tensor{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	g.record(y, ins, func(dy *Tensor) []*Tensor {
+		grads := make([]*Tensor, len(ins))
+		if x.grad {
+			dx := g.newTensor(slices.Clone(x.shape))
+			g.run(func() error { return g.ops.Gemm(g.s, false, false, rows, in, out, 1, dy.data, w.data, 0, dx.data) })
+			grads[0] = dx
+		}
+		if w.grad {
+			dw := g.newTensor(slices.Clone(w.shape))
+			g.run(func() error { return g.ops.Gemm(g.s, true, false, out, in, rows, 1, dy.data, x.data, 0, dw.data) })
+			grads[1] = dw
+		}
+		if b != nil && b.grad {
+			db := g.newTensor(slices.Clone(b.shape))
+			g.run(func() error { return g.ops.BiasGrad(g.s, db.data, dy.data, rows, 1) })
+			grads[2] = db
+		}
+		return grads
+	})
+	return y
+}
+
+func ones(n int) []int {
+	s := make([]int, n)
+	for i := range s {
+		s[i] = 1
+	}
+	return s
+}
+
+func shapeOf(t *Tensor) []int {
+	if t == nil {
+		return nil
+	}
+	return t.shape
+}
+
+// ConvOptions are a convolution's stride and zero padding (0 stride means 1).
+type ConvOptions struct {
+	Stride, Padding int
+}
+
+// Conv2d returns the convolution of x [N C H W] with w [O C KH KW], plus b [O] unless nil
+// (torch.nn.functional.conv2d with groups 1 and dilation 1).
+func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
+	g := graphOf(x, w)
+	if g == nil {
+		return orphan("conv2d")
+	}
+	if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1] != w.shape[1] || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
+		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, bias %v: %w", x.shape, w.shape, shapeOf(b), ErrShape))
+		return &Tensor{g: g}
+	}
+	geo := kernels.Conv2D{N: x.shape[0], InC: x.shape[1], InH: x.shape[2], InW: x.shape[3],
+		OutC: w.shape[0], KH: w.shape[2], KW: w.shape[3], Stride: o.Stride, Pad: o.Padding}
+	if err := geo.Validate(); err != nil {
+		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, %+v: %w", x.shape, w.shape, o, err))
+		return &Tensor{g: g}
+	}
+	y := g.newTensor([]int{geo.N, geo.OutC, geo.OutH(), geo.OutW()})
+	ws := g.buf(geo.WorkspaceLen())
+	var bias kernels.F32
+	if b != nil {
+		bias = b.data
+	}
+	g.run(func() error { return g.ops.Conv2D(g.s, y.data, x.data, w.data, bias, ws, geo) })
+	ins := []*Tensor{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	g.record(y, ins, func(dy *Tensor) []*Tensor {
+		grads := make([]*Tensor, len(ins))
+		var dx, db kernels.F32
+		if x.grad {
+			grads[0] = g.newTensor(slices.Clone(x.shape))
+			dx = grads[0].data
+		}
+		grads[1] = g.newTensor(slices.Clone(w.shape))
+		if b != nil {
+			grads[2] = g.newTensor(slices.Clone(b.shape))
+			db = grads[2].data
+		}
+		g.run(func() error { return g.ops.Conv2DBackward(g.s, dx, grads[1].data, db, dy.data, w.data, ws, geo) })
+		if !w.grad {
+			grads[1] = nil
+		}
+		if b != nil && !b.grad {
+			grads[2] = nil
+		}
+		return grads
+	})
+	return y
+}
+
+// BatchNorm normalizes x [N C ...] per channel (torch.nn.functional.batch_norm): in training with
+// the batch's statistics, updating the running ones (momentum as PyTorch's), in evaluation with
+// the running ones. weight and bias are [C].
+func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("batch norm")
+	}
+	if len(x.shape) < 2 {
+		g.fail(fmt.Errorf("nn: batch norm of a tensor of shape %v: %w", x.shape, ErrShape))
+		return &Tensor{g: g}
+	}
+	c := x.shape[1]
+	for _, t := range []*Tensor{runMean, runVar, weight, bias} {
+		if t == nil || !slices.Equal(t.shape, []int{c}) {
+			g.fail(fmt.Errorf("nn: batch norm of %v: a statistic or affine tensor of shape %v; want [%d]: %w", x.shape, shapeOf(t), c, ErrShape))
+			return &Tensor{g: g}
+		}
+	}
+	geo := kernels.BatchNorm{N: x.shape[0], C: c, HW: prod(x.shape[2:]), Momentum: momentum, Eps: eps}
+	if err := geo.Validate(); err != nil {
+		g.fail(fmt.Errorf("nn: batch norm of %v: %w", x.shape, err))
+		return &Tensor{g: g}
+	}
+	y := g.newTensor(slices.Clone(x.shape))
+	if !g.train {
+		g.run(func() error {
+			return g.ops.BatchNormEval(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, geo)
+		})
+		g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+			// y = x·s + t per channel, s = weight/√(runVar+eps): dx = dy·s. The affine tensors
+			// of a batch norm in evaluation (frozen) get no gradient.
+			scale := Mul(weight, Rsqrt(AddScalar(runVar, eps)))
+			return []*Tensor{Mul(dy, scale.Reshape(append([]int{c}, ones(len(x.shape)-2)...)...))}
+		})
+		return y
+	}
+	mean, invStd := g.buf(c), g.buf(c)
+	g.run(func() error {
+		return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
+	})
+	g.record(y, []*Tensor{x, weight, bias}, func(dy *Tensor) []*Tensor {
+		var dx kernels.F32
+		grads := []*Tensor{nil, g.newTensor([]int{c}), g.newTensor([]int{c})}
+		if x.grad {
+			grads[0] = g.newTensor(slices.Clone(x.shape))
+			dx = grads[0].data
+		}
+		g.run(func() error {
+			return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+		})
+		return grads
+	})
+	return y
+}
+
+// LayerNorm normalizes each vector along x's last dimension with its mean and biased variance
+// (torch.nn.functional.layer_norm over the last dimension); weight and bias are [last] or nil.
+func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("layer norm")
+	}
+	cols := x.Dim(-1)
+	for _, t := range []*Tensor{weight, bias} {
+		if t != nil && !slices.Equal(t.shape, []int{cols}) {
+			g.fail(fmt.Errorf("nn: layer norm of %v: weight or bias of shape %v: %w", x.shape, t.shape, ErrShape))
+			return &Tensor{g: g}
+		}
+	}
+	rows := x.Len() / max(cols, 1)
+	var gamma, beta kernels.F32
+	if weight != nil {
+		gamma = weight.data
+	}
+	if bias != nil {
+		beta = bias.data
+	}
+	y := g.newTensor(slices.Clone(x.shape))
+	mean, rstd := g.buf(rows), g.buf(rows)
+	g.run(func() error { return g.ops.LayerNorm(g.s, y.data, mean, rstd, x.data, gamma, beta, rows, cols, eps) })
+	ins := []*Tensor{x, weight, bias}
+	g.record(y, slices.DeleteFunc(ins, func(t *Tensor) bool { return t == nil }), func(dy *Tensor) []*Tensor {
+		grads := make([]*Tensor, 0, 3)
+		dx := g.newTensor(slices.Clone(x.shape))
+		grads = append(grads, dx)
+		var dgamma, dbeta kernels.F32
+		if weight != nil {
+			t := g.newTensor([]int{cols})
+			dgamma, grads = t.data, append(grads, t)
+		}
+		if bias != nil {
+			t := g.newTensor([]int{cols})
+			dbeta, grads = t.data, append(grads, t)
+		}
+		g.run(func() error {
+			return g.ops.LayerNormBackward(g.s, dx.data, dgamma, dbeta, dy.data, x.data, gamma, mean, rstd, rows, cols)
+		})
+		return grads
+	})
+	return y
+}
+
+// Softmax returns the softmax of x along its last dimension.
+func Softmax(x *Tensor) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("softmax")
+	}
+	cols := x.Dim(-1)
+	rows := x.Len() / max(cols, 1)
+	y := g.newTensor(slices.Clone(x.shape))
+	g.run(func() error { return g.ops.Softmax(g.s, y.data, x.data, rows, cols) })
+	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+		dx := g.newTensor(slices.Clone(x.shape))
+		g.run(func() error { return g.ops.SoftmaxBackward(g.s, dx.data, dy.data, y.data, rows, cols) })
+		return []*Tensor{dx}
+	})
+	return y
+}
+
+// MaxPool2d returns the maximum of each k×k window of x [N C H W], every stride pixels (0: k),
+// over x padded with pad pixels of −∞.
+func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("max pool")
+	}
+	if len(x.shape) != 4 {
+		g.fail(fmt.Errorf("nn: max pool of a tensor of shape %v: %w", x.shape, ErrShape))
+		return &Tensor{g: g}
+	}
+	geo := kernels.Pool2D{N: x.shape[0], C: x.shape[1], H: x.shape[2], W: x.shape[3], K: k, Stride: stride, Pad: pad}
+	if err := geo.Validate(); err != nil {
+		g.fail(fmt.Errorf("nn: max pool of %v: %w", x.shape, err))
+		return &Tensor{g: g}
+	}
+	y := g.newTensor([]int{geo.N, geo.C, geo.OutH(), geo.OutW()})
+	arg := kernels.I32(g.buf(geo.OutLen()))
+	g.run(func() error { return g.ops.MaxPool2D(g.s, y.data, arg, x.data, geo) })
+	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+		dx := g.newTensor(slices.Clone(x.shape))
+		g.run(func() error { return g.ops.MaxPool2DBackward(g.s, dx.data, dy.data, arg, geo) })
+		return []*Tensor{dx}
+	})
+	return y
+}
+
+// GlobalAvgPool returns the mean of each channel of x [N C H W] as [N C 1 1]
+// (AdaptiveAvgPool2d(1)).
+func GlobalAvgPool(x *Tensor) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("average pool")
+	}
+	if len(x.shape) != 4 {
+		g.fail(fmt.Errorf("nn: global average pool of a tensor of shape %v: %w", x.shape, ErrShape))
+		return &Tensor{g: g}
+	}
+	inner := x.shape[2] * x.shape[3]
+	y := g.newTensor([]int{x.shape[0], x.shape[1], 1, 1})
+	g.run(func() error { return g.ops.GlobalAvgPool(g.s, y.data, x.data, inner) })
+	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+		dx := g.newTensor(slices.Clone(x.shape))
+		g.run(func() error { return g.ops.GlobalAvgPoolBackward(g.s, dx.data, dy.data, inner) })
+		return []*Tensor{dx}
+	})
+	return y
+}
+
+// Dropout zeroes each element with probability p in training and scales the others by 1/(1−p);
+// in evaluation it returns x. The mask is a function of the graph's seed and the number of
+// random ops before it in the pass.
+func Dropout(x *Tensor, p float32) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("dropout")
+	}
+	if !g.train || p == 0 {
+		return x
+	}
+	g.draws++
+	seed := g.seed ^ (g.draws * 0x9e3779b97f4a7c15)
+	y := g.newTensor(slices.Clone(x.shape))
+	mask := g.newTensor(slices.Clone(x.shape))
+	g.run(func() error { return g.ops.Dropout(g.s, y.data, mask.data, x.data, p, seed) })
+	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dy, mask)} })
+	return y
+}
+
+// CrossEntropy returns the mean softmax cross-entropy of logits [N classes] against labels [N]
+// (class ids on the device), with label smoothing s in [0, 1): a tensor of shape [1].
+func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor {
+	g := graphOf(logits)
+	if g == nil {
+		return orphan("cross-entropy")
+	}
+	if len(logits.shape) != 2 {
+		g.fail(fmt.Errorf("nn: cross-entropy of logits of shape %v: %w", logits.shape, ErrShape))
+		return &Tensor{g: g}
+	}
+	n, classes := logits.shape[0], logits.shape[1]
+	loss := g.newTensor([]int{1})
+	dl := g.newTensor(slices.Clone(logits.shape))
+	g.run(func() error {
+		return g.ops.SoftmaxCrossEntropySmooth(g.s, loss.data, dl.data, logits.data, labels, n, classes, smoothing)
+	})
+	g.record(loss, []*Tensor{logits}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dl, dy)} })
+	return loss
+}

@@ -1,0 +1,226 @@
+package nn
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"reflect"
+	"strconv"
+	"strings"
+	"unicode"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// Module is a layer or a model: a forward pass over the ops of this package. Its parameters and
+// buffers are its exported fields (see the package doc); Backward derives its gradient.
+type Module interface {
+	Forward(x *Tensor) *Tensor
+}
+
+// Fn makes a function of one tensor a Module with no parameters: nn.Fn(nn.ReLU).
+type Fn func(x *Tensor) *Tensor
+
+// Forward returns f(x).
+func (f Fn) Forward(x *Tensor) *Tensor { return f(x) }
+
+// Sequential runs its modules one after the other; their tensors are named by index
+// ("0.weight"), as torch.nn.Sequential's.
+type Sequential []Module
+
+// Forward runs the modules in order.
+func (s Sequential) Forward(x *Tensor) *Tensor {
+	for _, m := range s {
+		x = m.Forward(x)
+	}
+	return x
+}
+
+// Named is one tensor of a module tree with its dotted name.
+type Named struct {
+	Name   string
+	Tensor *Tensor
+}
+
+// StateDict lists the parameters and buffers of m, depth first in field order, named as
+// PyTorch's state_dict names them (see the package doc). A tensor reachable twice is listed
+// once, under its first name.
+func StateDict(m Module) ([]Named, error) {
+	var out []Named
+	seen := map[*Tensor]bool{}
+	err := walk(reflect.ValueOf(m), "", seen, &out, 0)
+	return out, err
+}
+
+var (
+	tensorType = reflect.TypeFor[*Tensor]()
+	moduleType = reflect.TypeFor[Module]()
+)
+
+func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, depth int) error {
+	if depth > 64 {
+		return fmt.Errorf("nn: module tree deeper than 64 at %q (a cycle?)", prefix)
+	}
+	for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
+		if v.IsNil() {
+			return nil
+		}
+		if v.Type() == tensorType {
+			break
+		}
+		v = v.Elem()
+	}
+	join := func(name string) string {
+		if prefix == "" {
+			return name
+		}
+		return prefix + "." + name
+	}
+	switch {
+	case v.Type() == tensorType:
+		t := v.Interface().(*Tensor)
+		if t.p != nil && !seen[t] {
+			seen[t] = true
+			*out = append(*out, Named{prefix, t})
+		}
+	case v.Kind() == reflect.Slice || v.Kind() == reflect.Array:
+		for i := range v.Len() {
+			if err := walk(v.Index(i), join(strconv.Itoa(i)), seen, out, depth+1); err != nil {
+				return err
+			}
+		}
+	case v.Kind() == reflect.Struct:
+		t := v.Type()
+		for i := range t.NumField() {
+			f := t.Field(i)
+			name, ok := fieldName(f)
+			if !ok || !holds(f.Type) {
+				continue
+			}
+			if err := walk(v.Field(i), join(name), seen, out, depth+1); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
+}
+
+// holds reports a field type that can hold tensors: a tensor, a module, or a slice or array of
+// either.
+func holds(t reflect.Type) bool {
+	if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
+		t = t.Elem()
+	}
+	return t == tensorType || t.Implements(moduleType) || t == moduleType ||
+		(t.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(moduleType))
+}
+
+// fieldName is a field's name in state_dict keys: its tag `nn:"name"` or its Go name in snake
+// case; ok is false for an unexported field or the tag "-".
+func fieldName(f reflect.StructField) (string, bool) {
+	if !f.IsExported() {
+		return "", false
+	}
+	if tag, ok := f.Tag.Lookup("nn"); ok {
+		return tag, tag != "-"
+	}
+	return snake(f.Name), true
+}
+
+// snake turns a Go name into snake case: RunningMean is running_mean, QKVProj qkv_proj, Layer1
+// layer1.
+func snake(name string) string {
+	rs := []rune(name)
+	var b strings.Builder
+	for i, r := range rs {
+		if i > 0 && unicode.IsUpper(r) {
+			prev := rs[i-1]
+			nextLower := i+1 < len(rs) && unicode.IsLower(rs[i+1])
+			if unicode.IsLower(prev) || unicode.IsDigit(prev) || (unicode.IsUpper(prev) && nextLower) {
+				b.WriteByte('_')
+			}
+		}
+		b.WriteRune(unicode.ToLower(r))
+	}
+	return b.String()
+}
+
+// Bind binds a parameter or buffer to memory: its values, and for a trained parameter the memory
+// Backward writes its gradient to (the empty view: no gradient, a frozen parameter).
+func (t *Tensor) Bind(values, grad kernels.F32) error {
+	if t.p == nil {
+		return fmt.Errorf("nn: Bind of a tensor that is not a parameter or buffer")
+	}
+	if values.Len != t.Len() || (grad.Len != 0 && grad.Len != t.Len()) {
+		return fmt.Errorf("nn: bind a tensor of shape %v to %d values and %d gradients: %w", t.shape, values.Len, grad.Len, ErrShape)
+	}
+	t.data, t.p.g = values, grad
+	t.grad = t.p.trained && grad.Len > 0
+	return nil
+}
+
+// GradData is the memory Backward writes the parameter's gradient to (empty when none).
+func (t *Tensor) GradData() kernels.F32 {
+	if t.p == nil {
+		return kernels.F32{}
+	}
+	return t.p.g
+}
+
+// InitKind is how the tensor starts (Param, Buffer); 0 for a graph's tensor.
+func (t *Tensor) InitKind() Init {
+	if t.p == nil {
+		return 0
+	}
+	return t.p.init
+}
+
+// Bind allocates the parameters and buffers of m from a, with gradient memory for the trained
+// ones, and enqueues their initial values on s: a function of seed and their place in
+// StateDict. Weights are He uniform, U(±√(6/fan_in)) with fan_in the product of every dimension
+// but the first. The host values are kept until the copies have run.
+func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
+	named, err := StateDict(m)
+	if err != nil {
+		return err
+	}
+	r := rand.New(rand.NewPCG(seed, 0x6e6e))
+	for _, n := range named {
+		t := n.Tensor
+		vals, err := a.F32(t.Len())
+		if err != nil {
+			return fmt.Errorf("nn: bind %s: %w", n.Name, err)
+		}
+		var grad kernels.F32
+		if t.p.trained {
+			if grad, err = a.F32(t.Len()); err != nil {
+				return fmt.Errorf("nn: bind %s: %w", n.Name, err)
+			}
+		}
+		if err := t.Bind(vals.Slice(0, t.Len()), grad.Slice(0, grad.Len)); err != nil {
+			return fmt.Errorf("nn: bind %s: %w", n.Name, err)
+		}
+		host := make([]float32, t.Len())
+		switch t.p.init {
+		case Ones:
+			for i := range host {
+				host[i] = 1
+			}
+		case Weight:
+			fanIn := max(prod(t.shape[1:]), 1)
+			bound := math.Sqrt(6 / float64(fanIn))
+			for i := range host {
+				host[i] = float32((2*r.Float64() - 1) * bound)
+			}
+		}
+		if len(host) > 0 {
+			b := unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))
+			if err := s.CopyH2D(vals.Buf, 4*vals.Off, b); err != nil {
+				return fmt.Errorf("nn: bind %s: %w", n.Name, err)
+			}
+		}
+	}
+	return nil
+}

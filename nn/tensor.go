@@ -1,0 +1,443 @@
+package nn
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// ErrShape: an op's operands do not fit together (shapes that do not broadcast, a matrix
+// product's inner sizes, an axis out of range).
+var ErrShape = errors.New("shape mismatch")
+
+// Tensor is a float32 tensor: a shape and a packed row-major view of device memory. A tensor made
+// by an op belongs to that op's Graph; a parameter or buffer (Param, Buffer) belongs to its
+// module and is bound to memory by Bind or by a trainer.
+type Tensor struct {
+	shape []int
+	data  kernels.F32
+	g     *Graph
+	id    int  // 1 + the tensor's index in g's record; 0 for a tensor outside the record
+	grad  bool // Backward computes the tensor's gradient
+	p     *param
+}
+
+// param is what a parameter or buffer carries beyond its values.
+type param struct {
+	init    Init
+	trained bool
+	g       kernels.F32 // where Backward writes the gradient; empty: not wanted (frozen)
+}
+
+// Init says how a parameter or buffer starts: Bind and trainers fill it so.
+type Init uint8
+
+const (
+	// Weight is a random weight of shape [out in ...] (PyTorch's layout), uniform within
+	// ±√(6/fan_in) (He) for the package's Bind; a trainer applies its own rule (train's: He or
+	// Glorot) to a Weight.
+	Weight Init = iota + 1
+	// Zeros starts at 0 (a bias, a running mean).
+	Zeros
+	// Ones starts at 1 (a norm's scale, a running variance).
+	Ones
+)
+
+// Param declares a trained tensor of a module.
+func Param(shape []int, init Init) *Tensor {
+	return &Tensor{shape: slices.Clone(shape), grad: true, p: &param{init: init, trained: true}}
+}
+
+// Buffer declares a tensor of a module that is saved and loaded with it but not trained
+// (BatchNorm's running statistics).
+func Buffer(shape []int, init Init) *Tensor {
+	return &Tensor{shape: slices.Clone(shape), p: &param{init: init}}
+}
+
+// Shape returns a copy of the tensor's shape.
+func (t *Tensor) Shape() []int { return slices.Clone(t.shape) }
+
+// Dim returns the size of dimension d; a negative d counts from the end.
+func (t *Tensor) Dim(d int) int {
+	if d < 0 {
+		d += len(t.shape)
+	}
+	return t.shape[d]
+}
+
+// Rank is the number of dimensions.
+func (t *Tensor) Rank() int { return len(t.shape) }
+
+// Len is the number of elements.
+func (t *Tensor) Len() int { return prod(t.shape) }
+
+// Data is the tensor's memory (empty before a parameter is bound, or after a failed op).
+func (t *Tensor) Data() kernels.F32 { return t.data }
+
+// Trained reports a parameter (made by Param), as opposed to a buffer or a graph's tensor.
+func (t *Tensor) Trained() bool { return t.p != nil && t.p.trained }
+
+// Graph is the graph the tensor belongs to; nil for a parameter or buffer.
+func (t *Tensor) Graph() *Graph { return t.g }
+
+// Host waits for the tensor's graph's stream (or, for a parameter, the given graph's) and
+// returns a copy of its values.
+func (t *Tensor) Host(ctx context.Context, g *Graph) ([]float32, error) {
+	if g == nil {
+		g = t.g
+	}
+	if g == nil {
+		return nil, errors.New("nn: Host of a parameter needs a graph")
+	}
+	if err := g.Err(); err != nil {
+		return nil, err
+	}
+	host := make([]float32, t.data.Len)
+	if len(host) == 0 {
+		return host, nil
+	}
+	b := unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))
+	if err := g.s.CopyD2H(b, t.data.Buf, 4*t.data.Off); err != nil {
+		return nil, fmt.Errorf("nn: read tensor: %w", err)
+	}
+	if err := g.s.Synchronize(ctx); err != nil {
+		return nil, fmt.Errorf("nn: read tensor: %w", err)
+	}
+	return host, nil
+}
+
+// Allocator hands out device memory: a Graph takes its tensors' memory from one, Bind its
+// parameters'. What it hands out stays valid until its owner frees it all at once.
+type Allocator interface {
+	// F32 allocates n float32 values (contents undefined).
+	F32(n int) (kernels.F32, error)
+}
+
+// Arena is an Allocator over a device whose memory Free releases together.
+type Arena struct {
+	dev  gpu.Device
+	bufs []gpu.Buffer
+}
+
+// NewArena returns an empty arena on dev.
+func NewArena(dev gpu.Device) *Arena { return &Arena{dev: dev} }
+
+// F32 allocates n float32 values on the arena's device.
+func (a *Arena) F32(n int) (kernels.F32, error) {
+	b, err := a.dev.Alloc(4 * max(n, 1))
+	if err != nil {
+		return kernels.F32{}, fmt.Errorf("nn: allocate %d floats: %w", n, err)
+	}
+	a.bufs = append(a.bufs, b)
+	return kernels.F32{Buf: b, Len: n}, nil
+}
+
+// Free releases everything the arena allocated; no queued work may still use it.
+func (a *Arena) Free() error {
+	var errs []error
+	for _, b := range a.bufs {
+		errs = append(errs, b.Free())
+	}
+	a.bufs = nil
+	return errors.Join(errs...)
+}
+
+// Graph records a forward pass: the ops that made each tensor, in order, for Backward. It also
+// owns the memory of those tensors (see the package doc's Ownership).
+type Graph struct {
+	ops   kernels.Ops
+	s     gpu.Stream
+	alloc Allocator
+	train bool
+	seed  uint64
+	meta  bool // shapes only: no memory, no kernels (Infer)
+
+	err      error
+	nodes    []node
+	grads    []*Tensor // Backward's gradient of each recorded tensor, by id-1
+	backward bool      // Backward is running: ops are not recorded
+	draws    uint64    // random ops of this pass so far (their seeds)
+	pool     map[int][]kernels.F32
+	used     []kernels.F32
+	params   []*Tensor       // attached parameters (Attach)
+	written  map[*param]bool // parameters whose gradient Backward has written
+}
+
+// node is one recorded op: the output, the inputs, and the VJP, which returns each input's
+// gradient (nil where it has none) from the output's.
+type node struct {
+	out *Tensor
+	ins []*Tensor
+	vjp func(dy *Tensor) []*Tensor
+}
+
+// NewGraph returns a graph that runs its ops with ops on stream s, taking the memory of its
+// tensors from alloc. train selects training behaviour (batch statistics, dropout); seed is the
+// pass's random seed.
+func NewGraph(ops kernels.Ops, s gpu.Stream, alloc Allocator, train bool, seed uint64) *Graph {
+	return &Graph{ops: ops, s: s, alloc: alloc, train: train, seed: seed, pool: map[int][]kernels.F32{}, written: map[*param]bool{}}
+}
+
+// Infer runs f on placeholder tensors of the given shapes without memory or kernels and returns
+// the shape of its result: a model's output shape, found by the same code that computes it.
+func Infer(train bool, f func(in *Tensor) *Tensor, shape ...int) ([]int, error) {
+	g := &Graph{train: train, meta: true}
+	y := f(g.Input(kernels.F32{}, shape...))
+	if g.err != nil {
+		return nil, g.err
+	}
+	if y == nil {
+		return nil, errors.New("nn: the forward pass returned no tensor")
+	}
+	return slices.Clone(y.shape), nil
+}
+
+// Training reports whether the pass trains (batch statistics, dropout on).
+func (g *Graph) Training() bool { return g.train }
+
+// Err is the first error of the graph's ops, or nil.
+func (g *Graph) Err() error { return g.err }
+
+// Ops is the op set the graph runs with, and Stream its stream: for fused ops of one's own.
+func (g *Graph) Ops() kernels.Ops { return g.ops }
+
+// Stream is the stream the graph's kernels are enqueued on.
+func (g *Graph) Stream() gpu.Stream { return g.s }
+
+// Reset forgets the record and makes the memory of the graph's tensors reusable: every tensor of
+// the graph is invalid afterwards. Work already enqueued that reads them is safe: the graph's
+// next kernels run after it on the same stream. train and seed are the next pass's.
+func (g *Graph) Reset(train bool, seed uint64) {
+	for _, v := range g.used {
+		g.pool[v.Len] = append(g.pool[v.Len], v)
+	}
+	g.used = g.used[:0]
+	clear(g.nodes)
+	g.nodes = g.nodes[:0]
+	clear(g.grads)
+	g.grads = g.grads[:0]
+	g.err, g.train, g.seed, g.draws, g.backward = nil, train, seed, 0, false
+}
+
+// Input makes a tensor of the graph from memory the caller owns (a batch), of the given shape.
+// Backward computes its gradient (see Grad).
+func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
+	t := &Tensor{shape: slices.Clone(shape), data: data, g: g, grad: true}
+	if !g.meta && g.err == nil && data.Len != prod(shape) {
+		g.fail(fmt.Errorf("nn: input of shape %v over %d values: %w", shape, data.Len, ErrShape))
+	}
+	g.record(t, nil, nil)
+	return t
+}
+
+// Constant makes a tensor of the graph holding the given values (copied to the device now), with
+// no gradient.
+func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
+	t := g.newTensor(shape)
+	t.grad = false
+	if g.meta || g.err != nil {
+		return t
+	}
+	if len(values) != t.data.Len {
+		g.fail(fmt.Errorf("nn: constant of shape %v from %d values: %w", shape, len(values), ErrShape))
+		return t
+	}
+	if len(values) > 0 {
+		b := unsafe.Slice((*byte)(unsafe.Pointer(&values[0])), 4*len(values))
+		// The copy must not read values after they change: the graph keeps its own copy.
+		g.check(g.s.CopyH2D(t.data.Buf, 4*t.data.Off, slices.Clone(b)))
+	}
+	return t
+}
+
+// Full makes a tensor of the graph filled with v, with no gradient.
+func (g *Graph) Full(v float32, shape ...int) *Tensor {
+	t := g.newTensor(shape)
+	t.grad = false
+	g.run(func() error { return g.ops.Fill(g.s, t.data, v) })
+	return t
+}
+
+// fail keeps the first error.
+func (g *Graph) fail(err error) {
+	if g.err == nil {
+		g.err = err
+	}
+}
+
+func (g *Graph) check(err error) {
+	if err != nil {
+		g.fail(err)
+	}
+}
+
+// run enqueues a kernel unless the graph has failed or only infers shapes.
+func (g *Graph) run(k func() error) {
+	if g.meta || g.err != nil {
+		return
+	}
+	g.check(k())
+}
+
+// buf hands out n floats of memory for this pass.
+func (g *Graph) buf(n int) kernels.F32 {
+	if g.meta || g.err != nil {
+		return kernels.F32{}
+	}
+	var v kernels.F32
+	if free := g.pool[n]; len(free) > 0 {
+		v, g.pool[n] = free[len(free)-1], free[:len(free)-1]
+	} else {
+		var err error
+		if v, err = g.alloc.F32(n); err != nil {
+			g.fail(err)
+			return kernels.F32{}
+		}
+		v = v.Slice(0, n)
+	}
+	g.used = append(g.used, v)
+	return v
+}
+
+// newTensor makes an output tensor of the graph with fresh memory.
+func (g *Graph) newTensor(shape []int) *Tensor {
+	return &Tensor{shape: shape, data: g.buf(prod(shape)), g: g}
+}
+
+// record adds t to the record as made by vjp from ins; t needs a gradient when an input does.
+func (g *Graph) record(t *Tensor, ins []*Tensor, vjp func(dy *Tensor) []*Tensor) {
+	if g.backward {
+		t.grad = false
+		return
+	}
+	if vjp != nil {
+		t.grad = slices.ContainsFunc(ins, func(x *Tensor) bool { return x.grad })
+	}
+	g.nodes = append(g.nodes, node{out: t, ins: ins, vjp: vjp})
+	t.id = len(g.nodes)
+}
+
+// graphOf finds the graph of an op's operands: parameters and buffers have none of their own.
+func graphOf(ts ...*Tensor) *Graph {
+	for _, t := range ts {
+		if t != nil && t.g != nil {
+			return t.g
+		}
+	}
+	return nil
+}
+
+// Backward computes the gradients of every tensor of the record that needs one, from dy, the
+// gradient of y (same shape as y; nil means ones: y is a loss). Parameters' gradients are written
+// to their bound gradient memory (overwriting it; zeros for a parameter the pass did not use);
+// Grad returns the others'. Backward may be called once per pass.
+func (g *Graph) Backward(y, dy *Tensor) error {
+	if g.err != nil {
+		return g.err
+	}
+	if y == nil || y.g != g || y.id == 0 {
+		return errors.New("nn: Backward of a tensor not recorded by this graph")
+	}
+	if dy == nil {
+		dy = g.Full(1, y.shape...)
+	} else if !slices.Equal(dy.shape, y.shape) {
+		return fmt.Errorf("nn: Backward: gradient of shape %v for a tensor of shape %v: %w", dy.shape, y.shape, ErrShape)
+	}
+	g.backward = true
+	defer func() { g.backward = false }()
+	g.grads = append(g.grads[:0], make([]*Tensor, len(g.nodes))...)
+	g.grads[y.id-1] = dy
+	clear(g.written)
+	for i := len(g.nodes) - 1; i >= 0 && g.err == nil; i-- {
+		n := g.nodes[i]
+		gy := g.grads[i]
+		if gy == nil || n.vjp == nil {
+			continue
+		}
+		gx := n.vjp(gy)
+		for j, x := range n.ins {
+			if j >= len(gx) || gx[j] == nil || !x.grad {
+				continue
+			}
+			g.accumulate(x, gx[j])
+		}
+	}
+	for _, p := range g.params {
+		if p.p.g.Len > 0 && !g.written[p.p] {
+			g.run(func() error { return g.ops.Fill(g.s, p.p.g, 0) })
+		}
+	}
+	return g.err
+}
+
+// Attach makes parameters and buffers usable by the graph's ops and names those whose gradients
+// Backward writes: each trained one with gradient memory gets its gradient, or zeros when the
+// pass did not use it.
+func (g *Graph) Attach(params ...*Tensor) {
+	for _, p := range params {
+		p.g = g
+		if p.Trained() {
+			g.params = append(g.params, p)
+		}
+	}
+}
+
+// accumulate adds gx, the gradient of x from one use (of the use's broadcast shape), to x's.
+func (g *Graph) accumulate(x, gx *Tensor) {
+	seen := g.written
+	gx = sumTo(gx, x.shape)
+	if x.p != nil {
+		// A parameter: its uses are leaves of the record, each a view of the same memory.
+		if x.p.g.Len == 0 {
+			return
+		}
+		if !seen[x.p] {
+			seen[x.p] = true
+			g.run(func() error { return g.ops.Copy(g.s, x.p.g, gx.data) })
+		} else {
+			g.run(func() error { return g.ops.Axpy(g.s, x.p.g, 1, gx.data) })
+		}
+		return
+	}
+	if x.id == 0 {
+		return
+	}
+	if prev := g.grads[x.id-1]; prev != nil {
+		gx = Add(prev, gx)
+	}
+	g.grads[x.id-1] = gx
+}
+
+// Grad is the gradient Backward computed for a tensor of the record (an Input, say), or nil.
+func (g *Graph) Grad(t *Tensor) *Tensor {
+	if t.g != g || t.id == 0 || t.id > len(g.grads) {
+		return nil
+	}
+	return g.grads[t.id-1]
+}
+
+func prod(s []int) int {
+	p := 1
+	for _, v := range s {
+		p *= v
+	}
+	return p
+}
+
+// fits reports whether a shape's element count fits an int.
+func fits(shape []int) bool {
+	p := 1
+	for _, d := range shape {
+		if d < 0 || (d > 0 && p > math.MaxInt/d) {
+			return false
+		}
+		p *= d
+	}
+	return true
+}
