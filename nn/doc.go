@@ -36,7 +36,8 @@
 // walking its exported fields (PyTorch registers them by attribute): a *Tensor made by Param or
 // Buffer, a Module, or a slice of Modules (named by index), depth first in field order. A field's
 // name is its Go name in snake case ("RunningMean" is "running_mean", "Layer1" is "layer1"), or
-// its `nn:"name"` tag; the tag `nn:"-"` hides a field. So the dotted names of StateDict are
+// its `nn:"name"` tag; the tag `nn:"-"` hides a field, and an embedded module's tensors are named as
+// the embedder's own (a Python subclass's). So the dotted names of StateDict are
 // torchvision's for a tree of torchvision's shape: "layer1.0.conv1.weight".
 //
 // # Ownership

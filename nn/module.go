@@ -73,6 +73,9 @@ func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, d
 		v = v.Elem()
 	}
 	join := func(name string) string {
+		if name == "" {
+			return prefix
+		}
 		if prefix == "" {
 			return name
 		}
@@ -117,14 +120,18 @@ func holds(t reflect.Type) bool {
 		(t.Kind() == reflect.Struct && reflect.PointerTo(t).Implements(moduleType))
 }
 
-// fieldName is a field's name in state_dict keys: its tag `nn:"name"` or its Go name in snake
-// case; ok is false for an unexported field or the tag "-".
+// fieldName is a field's name in state_dict keys: its tag `nn:"name"`, "" for an embedded field
+// (its tensors are named as the embedder's own), or its Go name in snake case; ok is false for an
+// unexported field or the tag "-".
 func fieldName(f reflect.StructField) (string, bool) {
 	if !f.IsExported() {
 		return "", false
 	}
 	if tag, ok := f.Tag.Lookup("nn"); ok {
 		return tag, tag != "-"
+	}
+	if f.Anonymous {
+		return "", true // an embedded module's tensors are the embedder's, as a subclass's
 	}
 	return snake(f.Name), true
 }

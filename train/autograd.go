@@ -1,0 +1,116 @@
+package train
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
+)
+
+// NNModule is a module of package nn that describes itself: its String is its identity in
+// checkpoints, as a Module's (kind first; RegisterLayer rebuilds it from the description).
+type NNModule interface {
+	nn.Module
+	String() string
+}
+
+// NN makes a module of package nn a Module whose backward pass nn derives: Custom(NN(m)) is a
+// layer written as a forward pass only. Its tensors are nn.StateDict's, named after the layer's
+// place ("3.se.fc1.weight"); the trainer allocates, initializes (a Weight as NewWeight, Zeros as
+// NewBias or a zero buffer, Ones as NewScale or a buffer of ones), trains, checkpoints and exports
+// them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
+// Config.SyncBatchNorm).
+func NN(m NNModule) Module { return &nnModule{m: m} }
+
+type nnModule struct {
+	m       NNModule
+	in, out []int // per sample
+	tensors []nn.Named
+	params  []*Param // tensors[i]'s
+	alloc   Allocator
+	g       *nn.Graph
+	x, y    *nn.Tensor // the last forward's input and output
+}
+
+func (l *nnModule) String() string { return l.m.String() }
+
+func (l *nnModule) Setup(in []int) ([]int, error) {
+	out, err := nn.Infer(true, l.m.Forward, append([]int{1}, in...)...)
+	if err != nil {
+		return nil, fmt.Errorf("train: %v: %w", l.m, err)
+	}
+	if len(out) == 0 || out[0] != 1 {
+		return nil, fmt.Errorf("train: %v: output shape %v does not keep the batch dimension", l.m, out)
+	}
+	if l.tensors, err = nn.StateDict(l.m); err != nil {
+		return nil, fmt.Errorf("train: %v: %w", l.m, err)
+	}
+	l.in, l.out = slices.Clone(in), out[1:]
+	return l.out, nil
+}
+
+func (l *nnModule) Params() []*Param {
+	l.params = make([]*Param, len(l.tensors))
+	for i, n := range l.tensors {
+		shape := n.Tensor.Shape()
+		switch init := n.Tensor.InitKind(); {
+		case !n.Tensor.Trained():
+			l.params[i] = NewBuffer(n.Name, shape, init == nn.Ones)
+		case init == nn.Weight:
+			l.params[i] = NewWeight(n.Name, shape)
+		case init == nn.Ones:
+			l.params[i] = NewScale(n.Name, shape)
+		default:
+			l.params[i] = NewBias(n.Name, shape)
+		}
+	}
+	return l.params
+}
+
+func (l *nnModule) Reserve(a Allocator, n int) error {
+	// A new arena: the graph's pool held memory of the old one.
+	l.alloc, l.g = a, nil
+	return nil
+}
+
+func (l *nnModule) Forward(p *Pass, x kernels.F32, n int) (kernels.F32, error) {
+	if l.g == nil || l.g.Ops() != p.Ops || l.g.Stream() != p.Stream {
+		l.g = nn.NewGraph(p.Ops, p.Stream, l.alloc, p.Train, p.Seed)
+		for _, t := range l.tensors {
+			l.g.Attach(t.Tensor)
+		}
+	} else {
+		l.g.Reset(p.Train, p.Seed)
+	}
+	for i, t := range l.tensors {
+		// The trainer's memory, bound every pass: freezing empties G.
+		if err := t.Tensor.Bind(l.params[i].W, l.params[i].G); err != nil {
+			return kernels.F32{}, fmt.Errorf("train: %v: %s: %w", l.m, t.Name, err)
+		}
+	}
+	l.x = l.g.Input(x, append([]int{n}, l.in...)...)
+	l.y = l.m.Forward(l.x)
+	if err := l.g.Err(); err != nil {
+		return kernels.F32{}, fmt.Errorf("train: %v: %w", l.m, err)
+	}
+	if !slices.Equal(l.y.Shape(), append([]int{n}, l.out...)) {
+		return kernels.F32{}, fmt.Errorf("train: %v: output shape %v; Setup found %v per sample", l.m, l.y.Shape(), l.out)
+	}
+	return l.y.Data(), nil
+}
+
+func (l *nnModule) Backward(p *Pass, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	if err := l.g.Backward(l.y, l.g.Input(dy, l.y.Shape()...)); err != nil {
+		return kernels.F32{}, fmt.Errorf("train: %v: backward: %w", l.m, err)
+	}
+	if !needDx {
+		return kernels.F32{}, nil
+	}
+	dx := l.g.Grad(l.x)
+	if dx == nil {
+		// The output does not depend on the input.
+		dx = l.g.Full(0, l.x.Shape()...)
+	}
+	return dx.Data(), l.g.Err()
+}
