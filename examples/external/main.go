@@ -44,6 +44,7 @@ func main() {
 		{"pipeline worker index", workerIndex},
 		{"data: stream, sampler, targets", func(context.Context) error { return exerciseData() }}, // data.go
 		{"model: user layer, user optimizer, checkpoint", userModel},                              // model.go
+		{"model: forward-only layers of package nn", forwardOnlyLayers},                           // layers.go
 	} {
 		if err := step.run(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "external: %s: %v\n", step.name, err)
