@@ -80,6 +80,15 @@ func (t *Tensor) Len() int { return prod(t.shape) }
 // Data is the tensor's memory (empty before a parameter is bound, or after a failed op).
 func (t *Tensor) Data() kernels.F32 { return t.data }
 
+// SetRequiresGrad says whether Backward computes the gradient of an input (Graph.Input): off, the
+// ops that read it skip that part of their VJP (a first layer's dL/dx). It may be changed between
+// the forward pass and Backward; it has no effect on a tensor an op made.
+func (t *Tensor) SetRequiresGrad(on bool) {
+	if t.id > 0 && t.g != nil && t.g.nodes[t.id-1].vjp == nil && t.p == nil {
+		t.grad = on
+	}
+}
+
 // Trained reports a parameter (made by Param), as opposed to a buffer or a graph's tensor.
 func (t *Tensor) Trained() bool { return t.p != nil && t.p.trained }
 
@@ -316,9 +325,6 @@ func (g *Graph) record(t *Tensor, ins []*Tensor, vjp func(dy *Tensor) []*Tensor)
 		t.grad = false
 		return
 	}
-	if vjp != nil {
-		t.grad = slices.ContainsFunc(ins, func(x *Tensor) bool { return x.grad })
-	}
 	g.nodes = append(g.nodes, node{out: t, ins: ins, vjp: vjp})
 	t.id = len(g.nodes)
 }
@@ -348,6 +354,13 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 		dy = g.Full(1, y.shape...)
 	} else if !slices.Equal(dy.shape, y.shape) {
 		return fmt.Errorf("nn: Backward: gradient of shape %v for a tensor of shape %v: %w", dy.shape, y.shape, ErrShape)
+	}
+	// Which tensors need a gradient, from the inputs' and parameters' flags as they are now
+	// (SetRequiresGrad may have changed an input's since the forward pass).
+	for _, n := range g.nodes {
+		if n.vjp != nil {
+			n.out.grad = slices.ContainsFunc(n.ins, func(x *Tensor) bool { return x.grad })
+		}
 	}
 	g.backward = true
 	defer func() { g.backward = false }()

@@ -101,6 +101,7 @@ func (l *nnModule) Forward(p *Pass, x kernels.F32, n int) (kernels.F32, error) {
 }
 
 func (l *nnModule) Backward(p *Pass, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
+	l.x.SetRequiresGrad(needDx)
 	if err := l.g.Backward(l.y, l.g.Input(dy, l.y.Shape()...)); err != nil {
 		return kernels.F32{}, fmt.Errorf("train: %v: backward: %w", l.m, err)
 	}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/cputime"
+	"github.com/stoke-ml/stoke/nn"
 )
 
 // cpuTime is the process's user+system CPU time (0 where the system does not report it).
@@ -19,17 +20,19 @@ func cpuTime() time.Duration {
 // BenchmarkStep times one training step (normalize, forward, loss, backward, SGD update, wait) on
 // the CPU device, on a batch already on the device: the MNIST models and resnet8 at batch 128,
 // resnet18 on 64 px RGB images at batch 32 (the model of the export test and the PyTorch
-// comparison, scripts/torch_resnet.py).
+// comparison, scripts/torch_resnet.py). mlp-nn and cnn-nn are mlp and cnn written as modules of
+// package nn (train.NN), whose backward pass the graph derives: their ratio to mlp and cnn is
+// the graph's cost.
 func BenchmarkStep(b *testing.B) {
 	mnist, rgb64 := Shape{C: 1, H: 28, W: 28}, Shape{C: 3, H: 64, W: 64}
 	for _, bc := range []struct {
 		name  string
 		shape Shape
 		n     int
-	}{{"mlp", mnist, 128}, {"cnn", mnist, 128}, {"resnet8", mnist, 128}, {"resnet18", rgb64, 32}} {
+	}{{"mlp", mnist, 128}, {"mlp-nn", mnist, 128}, {"cnn", mnist, 128}, {"cnn-nn", mnist, 128}, {"resnet8", mnist, 128}, {"resnet18", rgb64, 32}} {
 		b.Run(bc.name, func(b *testing.B) {
 			dev := openCPU(b)
-			m, err := NewModel(bc.name, bc.shape, 10)
+			m, err := benchModel(bc.name, bc.shape)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -142,3 +145,28 @@ func BenchmarkDataParallelStep(b *testing.B) {
 		}
 	}
 }
+
+// benchModel is NewModel's model of that name, or for mlp-nn and cnn-nn the same network written
+// as one module of package nn.
+func benchModel(name string, in Shape) (*Model, error) {
+	relu := nn.Fn(nn.ReLU)
+	conv := func(i, o int) nn.Module { return nn.NewConv2d(i, o, 5, nn.ConvOptions{Padding: 2}, true) }
+	pool := nn.MaxPool2dLayer{K: 2}
+	switch name {
+	case "mlp-nn":
+		return Sequential(name, in, 10, Custom(NN(described{"mlpnn", nn.Sequential{nn.Fn(nn.Flatten),
+			nn.NewLinear(in.Len(), 512, true), relu, nn.NewLinear(512, 256, true), relu, nn.NewLinear(256, 10, true)}})))
+	case "cnn-nn":
+		return Sequential(name, in, 10, Custom(NN(described{"cnnnn", nn.Sequential{conv(in.C, 32), pool, relu, conv(32, 64), pool, relu,
+			nn.Fn(nn.Flatten), nn.NewLinear(64*(in.H/4)*(in.W/4), 128, true), relu, nn.NewLinear(128, 10, true)}})))
+	}
+	return NewModel(name, in, 10)
+}
+
+// described is a module of package nn with a description.
+type described struct {
+	desc string
+	nn.Sequential
+}
+
+func (d described) String() string { return d.desc }
