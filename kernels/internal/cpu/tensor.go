@@ -138,22 +138,23 @@ func binaryRow(f BinaryOp, z, x, y []float32, n, sz, sx, sy int) {
 		}
 		return
 	}
-	iz, ix, iy := 0, 0, 0
-	for range n {
-		a, b := x[ix], y[iy]
-		var v float32
-		switch f {
-		case BinAdd:
-			v = a + b
-		case BinSub:
-			v = a - b
-		case BinMul:
-			v = a * b
-		case BinDiv:
-			v = a / b
+	switch f {
+	case BinAdd:
+		for i := range n {
+			z[i*sz] = x[i*sx] + y[i*sy]
 		}
-		z[iz] = v
-		iz, ix, iy = iz+sz, ix+sx, iy+sy
+	case BinSub:
+		for i := range n {
+			z[i*sz] = x[i*sx] - y[i*sy]
+		}
+	case BinMul:
+		for i := range n {
+			z[i*sz] = x[i*sx] * y[i*sy]
+		}
+	case BinDiv:
+		for i := range n {
+			z[i*sz] = x[i*sx] / y[i*sy]
+		}
 	}
 }
 
