@@ -237,6 +237,7 @@ func TestBinary(t *testing.T) {
 		{"offsets and a step", []int{5}, []int{2}, []int{1}, 3, 7},
 		{"rank 8", []int{2, 1, 2, 1, 2, 1, 2, 3}, packed([]int{2, 1, 2, 1, 2, 1, 2, 3}), []int{0, 9, 1, 0, 0, 5, 3, 0}, 0, 1},
 		{"parallel", []int{64, 33, 17}, []int{33 * 17, 17, 1}, []int{17, 0, 1}, 0, 0},
+		{"one packed run split", []int{200, 300}, []int{300, 1}, []int{300, 1}, 0, 5},
 	} {
 		for f := kernels.BinaryAdd; f <= kernels.BinaryDiv; f++ {
 			t.Run(tc.name+"/"+f.String(), func(t *testing.T) {
@@ -342,6 +343,7 @@ func TestCopyStrided(t *testing.T) {
 		{"broadcast", []int{4, 3}, []int{3, 1}, []int{0, 1}, 12, 0, 3, 0},
 		{"rank 8", []int{2, 2, 1, 2, 2, 1, 2, 2}, []int{1, 2, 7, 4, 8, 5, 16, 32}, packed([]int{2, 2, 1, 2, 2, 1, 2, 2}), 64, 0, 64, 0},
 		{"large transpose", []int{300, 200}, []int{1, 300}, []int{200, 1}, 60000, 0, 60000, 0},
+		{"one packed run split", []int{200, 300}, []int{300, 1}, []int{300, 1}, 60001, 1, 60000, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			const sentinel = -12345
