@@ -472,7 +472,7 @@ type Ops interface {
 	// LayerNorm normalizes each row of x [rows][cols] with its mean and biased variance,
 	// y = (x−mean)·rstd·gamma + beta, rstd = 1/√(var+eps) (PyTorch's layer_norm over the last
 	// dim); gamma and beta are [cols] or the empty view (1 and 0). mean and rstd ([rows] each)
-	// are saved for the backward pass. eps > 0.
+	// are saved for the backward pass. eps > 0 and finite.
 	LayerNorm(s gpu.Stream, y, mean, rstd, x, gamma, beta F32, rows, cols int, eps float32) error
 	// LayerNormBackward overwrites dx, dgamma and dbeta (each may be the empty view: skipped)
 	// from dy, the forward input x, gamma (empty: 1) and the saved mean and rstd.
