@@ -38,6 +38,24 @@ func (s Sequential) Forward(x *Tensor) *Tensor {
 	return x
 }
 
+// Dict runs its modules in order, as Sequential does, and names their tensors by each entry's
+// name: torch.nn.Sequential over an OrderedDict ("encoder_layer_0.ln_1.weight").
+type Dict []Entry
+
+// Entry is one named module of a Dict.
+type Entry struct {
+	Name   string
+	Module Module
+}
+
+// Forward runs the modules in order.
+func (d Dict) Forward(x *Tensor) *Tensor {
+	for _, e := range d {
+		x = e.Module.Forward(x)
+	}
+	return x
+}
+
 // Named is one tensor of a module tree with its dotted name.
 type Named struct {
 	Name   string
@@ -57,6 +75,7 @@ func StateDict(m Module) ([]Named, error) {
 var (
 	tensorType = reflect.TypeFor[*Tensor]()
 	moduleType = reflect.TypeFor[Module]()
+	dictType   = reflect.TypeFor[Dict]()
 )
 
 func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, depth int) error {
@@ -82,6 +101,12 @@ func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, d
 		return prefix + "." + name
 	}
 	switch {
+	case v.Type() == dictType:
+		for _, e := range v.Interface().(Dict) {
+			if err := walk(reflect.ValueOf(e.Module), join(e.Name), seen, out, depth+1); err != nil {
+				return err
+			}
+		}
 	case v.Type() == tensorType:
 		t := v.Interface().(*Tensor)
 		if t.p != nil && !seen[t] {
@@ -113,6 +138,9 @@ func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, d
 // holds reports a field type that can hold tensors: a tensor, a module, or a slice or array of
 // either.
 func holds(t reflect.Type) bool {
+	if t == dictType {
+		return true
+	}
 	if t.Kind() == reflect.Slice || t.Kind() == reflect.Array {
 		t = t.Elem()
 	}

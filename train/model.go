@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -51,8 +52,20 @@ type Model struct {
 	mixLabels kernels.I32
 }
 
-// Models lists the names NewModel knows.
-func Models() []string { return []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "resnet8"} }
+// builtinModels are the models of this package's own layers.
+var builtinModels = []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "resnet8"}
+
+// Models lists the names NewModel knows: its own, then those registered (RegisterModel), sorted.
+func Models() []string {
+	buildersMu.RLock()
+	defer buildersMu.RUnlock()
+	names := slices.Clone(builtinModels)
+	for n := range builders {
+		names = append(names, n)
+	}
+	slices.Sort(names[len(builtinModels):])
+	return names
+}
 
 // NewModel builds a named model for images of shape in and the given number of classes:
 //
@@ -93,6 +106,9 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 		return torchResNet(name, in, classes, false, []int{2, 2, 2, 2})
 	case "resnet50":
 		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
+	}
+	if m, ok, err := registeredModel(name, in, classes); ok {
+		return m, err
 	}
 	return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
 }

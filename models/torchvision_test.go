@@ -1,0 +1,124 @@
+package models
+
+import (
+	"encoding/json"
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// torchPython is $STOKE_PYTHON (or python3) when it has torch, torchvision and safetensors.
+func torchPython() string {
+	py := os.Getenv("STOKE_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	if exec.Command(py, "-c", "import torch, torchvision, safetensors, numpy").Run() != nil {
+		return ""
+	}
+	return py
+}
+
+// TestTorchvisionViT: a torchvision VisionTransformer with random weights, saved as safetensors,
+// loads strictly into vit of the same arguments, and on the same uint8 pixels and normalization its
+// logits equal torchvision's within 1e-4 of the largest.
+func TestTorchvisionViT(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
+	}
+	const n, size, classes, patch, layers, heads, hidden, mlp = 3, 16, 5, 4, 2, 2, 16, 32
+	r := rand.New(rand.NewPCG(3, 4))
+	pixels := make([]uint8, n*3*size*size)
+	for i := range pixels {
+		pixels[i] = uint8(r.IntN(256))
+	}
+	dir := t.TempDir()
+	u8, st := filepath.Join(dir, "pixels.u8"), filepath.Join(dir, "vit.safetensors")
+	if err := os.WriteFile(u8, pixels, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	args := []string{filepath.Join("testdata", "torchvision_vit.py"), st, u8}
+	for _, v := range []int{n, size, classes, patch, layers, heads, hidden, mlp} {
+		args = append(args, strconv.Itoa(v))
+	}
+	cmd := exec.Command(py, args...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torchvision_vit.py: %v", err)
+	}
+	var want [][]float64
+	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
+		var row []float64
+		if err := json.Unmarshal([]byte(line), &row); err != nil {
+			t.Fatalf("torchvision_vit.py printed %q: %v", line, err)
+		}
+		want = append(want, row)
+	}
+
+	in := train.Shape{C: 3, H: size, W: size}
+	m, err := train.NewModel(fmt.Sprintf("vit(image_size=%d,patch_size=%d,num_layers=%d,num_heads=%d,hidden_dim=%d,mlp_dim=%d)",
+		size, patch, layers, heads, hidden, mlp), in, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if _, err := tr.LoadWeights(st, train.LoadOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	samples := make([]loaders.Sample, n)
+	per := 3 * size * size
+	for i := range samples {
+		// The loader takes interleaved (HWC) pixels; the file is planar (CHW).
+		px := make([]uint8, per)
+		for c := range 3 {
+			for j := range size * size {
+				px[j*3+c] = pixels[i*per+c*size*size+j]
+			}
+		}
+		samples[i] = loaders.Sample{Input: transforms.Input{Pixels: px, H: size, W: size, C: 3}}
+	}
+	data, err := loaders.New(loaders.NewMemory(loaders.Info{Name: "pixels", NumClasses: classes, Shape: in,
+		Mean: []float32{0.485, 0.456, 0.406}, Std: []float32{0.229, 0.224, 0.225}}, samples),
+		loaders.Config{Batch: n, Workers: 1, Device: dev, Stream: tr.Stream()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer data.Close()
+	p, err := tr.Predict(t.Context(), train.FromLoader(data))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var worst, scale float64
+	for i := range n {
+		for j := range classes {
+			worst = max(worst, math.Abs(float64(p.Logits[i*classes+j])-want[i][j]))
+			scale = max(scale, math.Abs(want[i][j]))
+		}
+	}
+	t.Logf("largest logit difference from torchvision %.2g (logits up to %.2g)", worst, scale)
+	if worst > 1e-4*scale || scale < 0.1 {
+		t.Errorf("logits differ from torchvision's by up to %.3g (largest %.3g); want at most 1e-4 of the largest", worst, scale)
+	}
+}

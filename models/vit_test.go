@@ -1,0 +1,71 @@
+package models
+
+import (
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/train"
+)
+
+// TestViTNames: a small vit's tensors are torchvision's VisionTransformer's state_dict, in order.
+func TestViTNames(t *testing.T) {
+	m, err := train.NewModel("vit(image_size=8,patch_size=4,num_layers=2,num_heads=2,hidden_dim=8,mlp_dim=16)", train.Shape{C: 3, H: 8, W: 8}, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	shapes := map[string][]int{}
+	for _, p := range m.Params() {
+		got = append(got, p.Name)
+		shapes[p.Name] = p.Shape
+	}
+	want := []string{"conv_proj.weight", "conv_proj.bias", "class_token", "encoder.pos_embedding"}
+	for i := range 2 {
+		b := "encoder.layers.encoder_layer_" + string(rune('0'+i)) + "."
+		want = append(want, b+"ln_1.weight", b+"ln_1.bias", b+"self_attention.in_proj_weight", b+"self_attention.in_proj_bias",
+			b+"self_attention.out_proj.weight", b+"self_attention.out_proj.bias", b+"ln_2.weight", b+"ln_2.bias",
+			b+"mlp.0.weight", b+"mlp.0.bias", b+"mlp.3.weight", b+"mlp.3.bias")
+	}
+	want = append(want, "encoder.ln.weight", "encoder.ln.bias", "heads.head.weight", "heads.head.bias")
+	if !slices.Equal(got, want) {
+		t.Errorf("names\n got %v\nwant %v", got, want)
+	}
+	for name, shape := range map[string][]int{"conv_proj.weight": {8, 3, 4, 4}, "encoder.pos_embedding": {1, 5, 8},
+		"encoder.layers.encoder_layer_1.self_attention.in_proj_weight": {24, 8}, "heads.head.weight": {5, 8}} {
+		if !slices.Equal(shapes[name], shape) {
+			t.Errorf("%s: shape %v; want %v", name, shapes[name], shape)
+		}
+	}
+	if m.Name() != "vit(image_size=8,patch_size=4,num_layers=2,num_heads=2,hidden_dim=8,mlp_dim=16)" {
+		t.Errorf("name %q", m.Name())
+	}
+}
+
+func TestViTArguments(t *testing.T) {
+	in := train.Shape{C: 1, H: 28, W: 28}
+	for _, tc := range []struct{ spec, want string }{
+		{"vit(image_size=28,patch_size=4)", "num_layers is required"},
+		{"vit(image_size=28,patch_size=4,num_layers=1,num_heads=3,hidden_dim=8,mlp_dim=8)", "not a multiple of num_heads"},
+		{"vit(image_size=28,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=8,depth=3)", `argument "depth=3"`},
+		{"vit(image_size=32,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=8)", "the images are 28x28"},
+		{"vit_b_16(image_size=28,dropout=1.5)", "dropout=1.5"},
+		{"vit(image_size=28", "unbalanced"},
+	} {
+		_, err := train.NewModel(tc.spec, in, 10)
+		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want ErrModel saying %q", tc.spec, err, tc.want)
+		}
+	}
+	m, err := train.NewModel("vit_b_32(image_size=64)", train.Shape{C: 3, H: 64, W: 64}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m.Name() != "vit_b_32(image_size=64)" || m.NumParams() < 85e6 {
+		t.Errorf("vit_b_32: name %q, %d parameters", m.Name(), m.NumParams())
+	}
+	if !slices.Contains(train.Models(), "vit_h_14") {
+		t.Errorf("train.Models() = %v lacks the zoo", train.Models())
+	}
+}

@@ -1,0 +1,78 @@
+package train
+
+import (
+	"fmt"
+	"slices"
+	"strings"
+	"sync"
+)
+
+// The builders NewModel knows beyond its own: a model zoo registers each architecture by name, as
+// torchvision.models and timm do, and NewModel builds "name" or "name(key=value,...)".
+
+// Builder builds a model of a registered architecture for images of shape in and the given number
+// of classes, from the arguments of its name ("" for none; "image_size=28,patch_size=4" for
+// "vit(image_size=28,patch_size=4)"). The model's Name must be the name it was built from, with
+// its arguments written so that building from that name again gives the same model: a
+// checkpoint records it and CheckpointModel rebuilds the model from it.
+type Builder func(args string, in Shape, classes int) (*Model, error)
+
+var (
+	buildersMu sync.RWMutex
+	builders   = map[string]Builder{}
+)
+
+// RegisterModel makes NewModel (and so stoke train --model, predict, export and CheckpointModel)
+// build name with build. Register in an init function; it is safe for concurrent use.
+func RegisterModel(name string, build Builder) error {
+	if name == "" || strings.ContainsAny(name, " (),=:") || build == nil {
+		return fmt.Errorf("train: RegisterModel %q: a name is one word and build is not nil", name)
+	}
+	buildersMu.Lock()
+	defer buildersMu.Unlock()
+	if _, dup := builders[name]; dup || slices.Contains(builtinModels, name) {
+		return fmt.Errorf("train: %w: model %q", ErrRegistered, name)
+	}
+	builders[name] = build
+	return nil
+}
+
+// registeredModel builds spec ("name" or "name(args)") with its registered builder; ok is false
+// when no builder has that name.
+func registeredModel(spec string, in Shape, classes int) (m *Model, ok bool, err error) {
+	name, args := spec, ""
+	if i := strings.IndexByte(spec, '('); i >= 0 {
+		if !strings.HasSuffix(spec, ")") {
+			return nil, true, fmt.Errorf("train: %w: model %q: unbalanced parentheses", ErrModel, spec)
+		}
+		name, args = spec[:i], spec[i+1:len(spec)-1]
+	}
+	buildersMu.RLock()
+	build := builders[name]
+	buildersMu.RUnlock()
+	if build == nil {
+		return nil, false, nil
+	}
+	m, err = build(args, in, classes)
+	if err != nil {
+		return nil, true, fmt.Errorf("train: %w: model %q: %w", ErrModel, spec, err)
+	}
+	return m, true, nil
+}
+
+// Net builds a model of one module of package nn, for images of shape in: its tensors carry the
+// module's nn.StateDict names exactly ("encoder.layers.encoder_layer_0.ln_1.weight"), so weights
+// of the same architecture in PyTorch load (LoadWeights, Config.Init) and export by name. The
+// model's String is "NAME CxHxW->K: " and the module's String; a registered Builder returns such
+// a model under the name it was built from.
+func Net(name string, in Shape, classes int, m NNModule) (*Model, error) {
+	model, err := Sequential(name, in, classes, Custom(NN(m)))
+	if err != nil {
+		return nil, err
+	}
+	prefix := "0." + layerKind(model.layers[0]) + "."
+	for _, p := range model.layerParams[0] {
+		p.Name = strings.TrimPrefix(p.Name, prefix)
+	}
+	return model, nil
+}
