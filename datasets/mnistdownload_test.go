@@ -112,6 +112,22 @@ func TestDownloadMNIST(t *testing.T) {
 	if got := requests.Load(); got != 2 {
 		t.Errorf("second call made %d requests, want none", got-2)
 	}
+	// Nor does a torchvision root, whose files are in MNIST/raw/.
+	tv := filepath.Join(t.TempDir(), "MNIST", "raw")
+	if err := os.MkdirAll(tv, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	for _, e := range entries {
+		if err := os.Link(filepath.Join(dir, e.Name()), filepath.Join(tv, e.Name())); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := DownloadMNIST(t.Context(), filepath.Dir(filepath.Dir(tv))); err != nil {
+		t.Fatal(err)
+	}
+	if got := requests.Load(); got != 2 {
+		t.Errorf("a torchvision root made %d requests, want none", got-2)
+	}
 }
 
 func TestDownloadMNISTRefusesOtherBytes(t *testing.T) {
