@@ -31,7 +31,8 @@ lint:
 	  if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
 	$(GO) vet ./...
 
-## external: build and run examples/external, a separate module, from a copy outside the repository
+## external: build and run examples/external, a separate module, and the other examples (mnist and ddp
+## train one epoch), from copies outside the repository
 external:
 	scripts/external-check.sh
 

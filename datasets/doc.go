@@ -21,7 +21,8 @@
 // loaders': this package imports loaders, never the reverse, so a dataset of your own is written
 // against loaders alone, exactly as these are. Open is here, not in loaders, because it names
 // every format of this package. The bare spec "mnist" is the command line's (it runs go mod
-// download); the library takes "mnist:DIR".
+// download); the library takes "mnist:DIR", and DownloadMNIST(ctx, DIR) fetches the four files
+// into DIR once.
 //
 // Remote shards through a cache implement loaders.ReadPlanner (random access) and
 // loaders.PartPrefetcher (streams): the Loader tells them what it will read next, as it tells any

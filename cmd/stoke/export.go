@@ -69,6 +69,9 @@ func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classe
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
+	if err := train.CheckWeightsFile(path); err != nil { // a .pth: say how to convert it
+		return nil, err
+	}
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
 		return nil, err

@@ -28,6 +28,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime"
 	"sort"
 	"strings"
 	"syscall"
@@ -55,6 +56,9 @@ var commands = map[string]command{
 var errUsage = errors.New("usage")
 
 func main() {
+	if n := rankProcs(os.Getenv, runtime.GOMAXPROCS(0)); n > 0 {
+		runtime.GOMAXPROCS(n) // one of several ranks on this host: its share of the cores
+	}
 	ctx, stop := interrupts(os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()

@@ -5,7 +5,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/stoke-ml/stoke/internal/tensorboard"
+	"github.com/stoke-ml/stoke/tensorboard"
 	"github.com/stoke-ml/stoke/train"
 )
 

@@ -147,6 +147,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := validateConfig(fs, cfg); err != nil {
 		return err
 	}
+	if err := train.CheckWeightsFile(cfg.Init); err != nil { // a .pth as --init: say how to convert it
+		return err
+	}
 	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
 	if err != nil {
 		return err

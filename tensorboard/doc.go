@@ -6,6 +6,28 @@
 // time, a step and a Summary of one simple_value scalar. TensorBoard's EventAccumulator reads
 // them (TestEventAccumulatorReads) and drops a record whose CRC does not match.
 //
+// # Logging a training run
+//
+// stoke train --log-dir DIR writes its scalars with this package; a program of yours logs from
+// the trainer's Progress callback, which runs on one goroutine:
+//
+//	tb, err := tensorboard.Create("runs/exp1", time.Now())
+//	if err != nil { return err }
+//	defer tb.Close()
+//	cfg := train.Config{Epochs: 10, Progress: func(p *train.Progress) {
+//		step := int64((p.Epoch-1)*p.Steps + p.Step)
+//		if p.Done {
+//			step = int64(p.Epoch * p.Steps)
+//			tb.Scalar("epoch/test_accuracy", step, p.Result.TestAcc, time.Now())
+//			tb.Flush() // TensorBoard sees the epoch now
+//			return
+//		}
+//		tb.Scalar("train/loss", step, p.Loss, time.Now())
+//	}}
+//
+// then `tensorboard --logdir runs` shows them. Scalar keeps the first write error and returns it
+// from every later call and from Close, so checking Close's error is enough.
+//
 // # Concurrency
 //
 // A Writer or a CSV is not safe for concurrent use: one goroutine (a trainer's Progress callback)
