@@ -72,17 +72,36 @@ func shapeOf(t *Tensor) []int {
 	return t.shape
 }
 
-// ConvOptions are a convolution's stride and zero padding (0 stride means 1).
+// ConvOptions are a convolution's stride, zero padding and groups (0 stride or groups mean 1).
 type ConvOptions struct {
-	Stride, Padding int
+	Stride, Padding, Groups int
 }
 
-// Conv2d returns the convolution of x [N C H W] with w [O C KH KW], plus b [O] unless nil
-// (torch.nn.functional.conv2d with groups 1 and dilation 1).
+// Conv2d returns the convolution of x [N C H W] with w [O C/groups KH KW], plus b [O] unless nil
+// (torch.nn.functional.conv2d with dilation 1). With groups > 1, output channels
+// [i·O/groups, (i+1)·O/groups) see input channels [i·C/groups, (i+1)·C/groups) only (grouped
+// and depthwise convolutions), computed one group at a time.
 func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	g := graphOf(x, w)
 	if g == nil {
 		return orphan("conv2d")
+	}
+	if groups := max(o.Groups, 1); groups > 1 {
+		if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1]%groups != 0 || w.shape[0]%groups != 0 || x.shape[1]/groups != w.shape[1] {
+			g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, groups %d: %w", x.shape, w.shape, groups, ErrShape))
+			return &Tensor{g: g}
+		}
+		ci, co := x.shape[1]/groups, w.shape[0]/groups
+		o.Groups = 1
+		ys := make([]*Tensor, groups)
+		for i := range ys {
+			var bi *Tensor
+			if b != nil {
+				bi = Narrow(b, 0, i*co, co)
+			}
+			ys[i] = Conv2d(Narrow(x, 1, i*ci, ci), Narrow(w, 0, i*co, co), bi, o)
+		}
+		return Concat(1, ys...)
 	}
 	if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1] != w.shape[1] || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
 		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, bias %v: %w", x.shape, w.shape, shapeOf(b), ErrShape))
@@ -338,4 +357,19 @@ func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor
 	})
 	g.record(loss, []*Tensor{logits}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dl, dy)} })
 	return loss
+}
+
+// DropPath drops each sample's x with probability p in training and scales the others by
+// 1/(1−p) (stochastic depth: timm's drop_path, torchvision's StochasticDepth in "row" mode); in
+// evaluation it returns x.
+func DropPath(x *Tensor, p float32) *Tensor {
+	g := graphOf(x)
+	if g == nil {
+		return orphan("drop path")
+	}
+	if !g.train || p == 0 || len(x.shape) == 0 {
+		return x
+	}
+	shape := append([]int{x.shape[0]}, ones(len(x.shape)-1)...)
+	return Mul(x, Dropout(g.Full(1, shape...), p))
 }

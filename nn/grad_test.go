@@ -117,6 +117,9 @@ func gradCases() []gradCase {
 		{name: "conv2d", shapes: [][]int{{2, 3, 5, 5}, {4, 3, 3, 3}, {4}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.Conv2d(x[0], x[1], x[2], nn.ConvOptions{Stride: 2, Padding: 1})
 		}},
+		{name: "conv2d grouped", shapes: [][]int{{1, 4, 4, 4}, {6, 2, 3, 3}, {6}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.Conv2d(x[0], x[1], x[2], nn.ConvOptions{Padding: 1, Groups: 2})
+		}},
 		{name: "batch norm (training)", train: true, shapes: [][]int{{4, 3, 2, 2}, {3}, {3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
 			g := x[0].Graph()
 			return nn.BatchNorm(x[0], g.Full(0, 3), g.Full(1, 3), x[1], x[2], 0.1, 1e-5)
@@ -128,6 +131,7 @@ func gradCases() []gradCase {
 		{name: "max pool", h: 1e-3, shapes: [][]int{{1, 2, 4, 4}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor { return nn.MaxPool2d(x[0], 2, 2, 0) }},
 		{name: "global average pool", shapes: [][]int{{2, 3, 2, 3}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor { return nn.GlobalAvgPool(x[0]) }},
 		{name: "dropout", train: true, shapes: [][]int{{4, 8}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor { return nn.Dropout(x[0], 0.5) }},
+		{name: "drop path", train: true, shapes: [][]int{{8, 2, 3}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor { return nn.DropPath(x[0], 0.5) }},
 		{name: "cross-entropy", shapes: [][]int{{3, 5}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.CrossEntropy(x[0], e.labels([]int32{4, 0, 2}), 0.1)
 		}},

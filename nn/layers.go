@@ -19,8 +19,7 @@ func NewLinear(in, out int, bias bool) *LinearLayer {
 // Forward applies the layer to x [..., in].
 func (l *LinearLayer) Forward(x *Tensor) *Tensor { return Linear(x, l.Weight, l.Bias) }
 
-// Conv2dLayer is torch.nn.Conv2d with groups 1 and dilation 1: Weight [out in kh kw], Bias [out]
-// or nil.
+// Conv2dLayer is torch.nn.Conv2d with dilation 1: Weight [out in/groups kh kw], Bias [out] or nil.
 type Conv2dLayer struct {
 	Weight, Bias *Tensor
 	Options      ConvOptions `nn:"-"`
@@ -28,7 +27,7 @@ type Conv2dLayer struct {
 
 // NewConv2d returns a convolution from in to out channels with a k×k kernel.
 func NewConv2d(in, out, k int, o ConvOptions, bias bool) *Conv2dLayer {
-	c := &Conv2dLayer{Weight: Param([]int{out, in, k, k}, Weight), Options: o}
+	c := &Conv2dLayer{Weight: Param([]int{out, in / max(o.Groups, 1), k, k}, Weight), Options: o}
 	if bias {
 		c.Bias = Param([]int{out}, Zeros)
 	}
