@@ -2,7 +2,6 @@ package models
 
 import (
 	"encoding/json"
-	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -30,47 +29,59 @@ func torchPython() string {
 	return py
 }
 
-// TestTorchvisionViT: a torchvision VisionTransformer with random weights, saved as safetensors,
-// loads strictly into vit of the same arguments, and on the same uint8 pixels and normalization its
-// logits equal torchvision's within 1e-4 of the largest.
-func TestTorchvisionViT(t *testing.T) {
+// torchvisionCases are the zoo's models next to the torchvision constructor of the same
+// architecture: small configurations, 3-channel images of the given size, 5 classes.
+var torchvisionCases = []struct {
+	spec, python string
+	size         int
+}{
+	{"vit(image_size=16,patch_size=4,num_layers=2,num_heads=2,hidden_dim=16,mlp_dim=32)",
+		"torchvision.models.VisionTransformer(16, 4, 2, 2, 16, 32, num_classes=5)", 16},
+}
+
+// TestTorchvision: each model of torchvisionCases, built in PyTorch with random weights and
+// BatchNorm statistics and saved as safetensors, loads strictly into the zoo's model of the same
+// arguments; on the same uint8 pixels and normalization its logits equal torchvision's within
+// 1e-4 of the largest.
+func TestTorchvision(t *testing.T) {
 	py := torchPython()
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
-	const n, size, classes, patch, layers, heads, hidden, mlp = 3, 16, 5, 4, 2, 2, 16, 32
+	for _, tc := range torchvisionCases {
+		t.Run(tc.spec, func(t *testing.T) { compareTorchvision(t, py, tc.spec, tc.python, tc.size) })
+	}
+}
+
+func compareTorchvision(t *testing.T, py, spec, python string, size int) {
+	const n, classes = 3, 5
 	r := rand.New(rand.NewPCG(3, 4))
 	pixels := make([]uint8, n*3*size*size)
 	for i := range pixels {
 		pixels[i] = uint8(r.IntN(256))
 	}
 	dir := t.TempDir()
-	u8, st := filepath.Join(dir, "pixels.u8"), filepath.Join(dir, "vit.safetensors")
+	u8, st := filepath.Join(dir, "pixels.u8"), filepath.Join(dir, "w.safetensors")
 	if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{filepath.Join("testdata", "torchvision_vit.py"), st, u8}
-	for _, v := range []int{n, size, classes, patch, layers, heads, hidden, mlp} {
-		args = append(args, strconv.Itoa(v))
-	}
-	cmd := exec.Command(py, args...)
+	cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), st, u8, strconv.Itoa(n), strconv.Itoa(size), python)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("torchvision_vit.py: %v", err)
+		t.Fatalf("torchvision_parity.py: %v", err)
 	}
 	var want [][]float64
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var row []float64
 		if err := json.Unmarshal([]byte(line), &row); err != nil {
-			t.Fatalf("torchvision_vit.py printed %q: %v", line, err)
+			t.Fatalf("torchvision_parity.py printed %q: %v", line, err)
 		}
 		want = append(want, row)
 	}
 
 	in := train.Shape{C: 3, H: size, W: size}
-	m, err := train.NewModel(fmt.Sprintf("vit(image_size=%d,patch_size=%d,num_layers=%d,num_heads=%d,hidden_dim=%d,mlp_dim=%d)",
-		size, patch, layers, heads, hidden, mlp), in, classes)
+	m, err := train.NewModel(spec, in, classes)
 	if err != nil {
 		t.Fatal(err)
 	}
