@@ -1,0 +1,23 @@
+package nn
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// TestInferGroupedConv: shape inference runs a grouped convolution whose weights are parameters
+// attached to no graph (as train's Setup does), and a failed op before a Concat is reported as
+// the graph's error, not a panic.
+func TestInferGroupedConv(t *testing.T) {
+	dw := NewConv2d(8, 8, 3, ConvOptions{Padding: 1, Groups: 8}, true)
+	grouped := NewConv2d(8, 4, 1, ConvOptions{Stride: 2, Groups: 2}, false)
+	out, err := Infer(true, func(x *Tensor) *Tensor { return grouped.Forward(dw.Forward(x)) }, 2, 8, 6, 6)
+	if err != nil || !slices.Equal(out, []int{2, 4, 3, 3}) {
+		t.Errorf("Infer = %v, %v; want [2 4 3 3]", out, err)
+	}
+	_, err = Infer(true, func(x *Tensor) *Tensor { return Concat(1, x.Reshape(5, -1), x) }, 2, 8)
+	if !errors.Is(err, ErrShape) {
+		t.Errorf("Infer of a concat after a failed reshape: %v; want ErrShape", err)
+	}
+}
