@@ -10,6 +10,10 @@
 //   - vit(image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout,
 //     attention_dropout): torchvision's VisionTransformer. vit_b_16, vit_b_32, vit_l_16,
 //     vit_l_32 and vit_h_14 are its named configurations (image_size 224 unless given).
+//   - convnext(width_1, ..., width_4, depth_1, ..., depth_4, stochastic_depth_prob):
+//     torchvision's ConvNeXt with block_setting [CNBlockConfig(width_i, width_i+1, depth_i)];
+//     convnext_tiny, convnext_small, convnext_base and convnext_large (stochastic_depth_prob
+//     only). Images of at least 32x32.
 //
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.

@@ -37,6 +37,9 @@ var torchvisionCases = []struct {
 }{
 	{"vit(image_size=16,patch_size=4,num_layers=2,num_heads=2,hidden_dim=16,mlp_dim=32)",
 		"torchvision.models.VisionTransformer(16, 4, 2, 2, 16, 32, num_classes=5)", 16},
+	{"convnext(width_1=8,width_2=16,width_3=24,width_4=32,depth_1=1,depth_2=1,depth_3=2,depth_4=1)",
+		"torchvision.models.ConvNeXt([torchvision.models.convnext.CNBlockConfig(w, o, d) for w, o, d in " +
+			"[(8, 16, 1), (16, 24, 1), (24, 32, 2), (32, None, 1)]], num_classes=5)", 32},
 }
 
 // TestTorchvision: each model of torchvisionCases, built in PyTorch with random weights and

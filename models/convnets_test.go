@@ -1,0 +1,134 @@
+package models
+
+import (
+	"encoding/json"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// convNetNames are the named builders of the convolutional families, each torchvision's
+// constructor of the same name.
+var convNetNames = []string{
+	"convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
+}
+
+// TestTorchvisionShapes: every named builder of convNetNames has torchvision's parameters: the
+// same names with the same shapes (so torchvision's weights load strictly), and so the same
+// parameter count, for 224 px RGB images and 5 classes. One Python process lists them all.
+func TestTorchvisionShapes(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
+	}
+	const classes = 5
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, convNetNames...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torchvision_shapes.py: %v", err)
+	}
+	var want map[string]map[string][]int
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
+	}
+	for _, name := range convNetNames {
+		m, err := train.NewModel(name, train.Shape{C: 3, H: 224, W: 224}, classes)
+		if err != nil {
+			t.Errorf("%s: %v", name, err)
+			continue
+		}
+		got := map[string][]int{}
+		for _, p := range m.Params() {
+			got[p.Name] = p.Shape
+		}
+		total := 0
+		for p, shape := range want[name] {
+			n := 1
+			for _, d := range shape {
+				n *= d
+			}
+			total += n
+			if !slices.Equal(got[p], shape) {
+				t.Errorf("%s: %s: shape %v; torchvision's %v", name, p, got[p], shape)
+			}
+		}
+		for p := range got {
+			if _, ok := want[name][p]; !ok {
+				t.Errorf("%s: parameter %s is not torchvision's", name, p)
+			}
+		}
+		if m.NumParams() != total || total == 0 {
+			t.Errorf("%s: %d parameters; torchvision's has %d", name, m.NumParams(), total)
+		}
+	}
+}
+
+// TestConvNeXtTrains: a small ConvNeXt learns ten classes of synthetic 32 px grayscale images
+// (a bright bar whose row is the class, on noise) on the CPU: the second epoch's training loss
+// is below the first's and the test accuracy is well above chance.
+func TestConvNeXtTrains(t *testing.T) {
+	const classes, size = 10, 32
+	in := train.Shape{C: 1, H: size, W: size}
+	m, err := train.NewModel("convnext(width_1=8,width_2=16,width_3=32,width_4=64,depth_1=1,depth_2=1,depth_3=1,depth_4=1)", in, classes)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr, err := train.New(m, dev, train.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r := rand.New(rand.NewPCG(5, 6))
+	images := func(n int) []loaders.Sample {
+		s := make([]loaders.Sample, n)
+		for i := range s {
+			label := r.IntN(classes)
+			px := make([]uint8, size*size)
+			for j := range px {
+				px[j] = uint8(r.IntN(96))
+			}
+			for y := 3 * label; y < 3*label+2; y++ {
+				for x := 4; x < size-4; x++ {
+					px[y*size+x] = 255
+				}
+			}
+			s[i] = loaders.Sample{Input: transforms.Input{Pixels: px, H: size, W: size, C: 1}, Label: label}
+		}
+		return s
+	}
+	load := func(s []loaders.Sample, shuffle bool) *loaders.Loader {
+		l, err := loaders.New(loaders.NewMemory(loaders.Info{Name: "bars", NumClasses: classes, Shape: in,
+			Mean: []float32{0.3}, Std: []float32{0.3}}, s),
+			loaders.Config{Batch: 30, Workers: 1, Shuffle: shuffle, Seed: 1, Device: dev, Stream: tr.Stream()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return l
+	}
+	trainData, testData := load(images(600), true), load(images(200), false)
+	defer trainData.Close()
+	defer testData.Close()
+	res, err := tr.Fit(t.Context(), train.FromLoader(trainData), train.FromLoader(testData))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("losses %.3f then %.3f, test accuracy %.3f, %.1f s", res.History[0].TrainLoss, res.History[1].TrainLoss, res.TestAcc, res.Seconds)
+	if res.History[1].TrainLoss >= res.History[0].TrainLoss || res.TestAcc < 0.5 {
+		t.Errorf("losses %.3f then %.3f, test accuracy %.3f: want a falling loss and accuracy at least 0.5",
+			res.History[0].TrainLoss, res.History[1].TrainLoss, res.TestAcc)
+	}
+}
