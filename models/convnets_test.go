@@ -19,6 +19,8 @@ import (
 // constructor of the same name.
 var convNetNames = []string{
 	"convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
+	"resnet34", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d",
+	"wide_resnet50_2", "wide_resnet101_2",
 }
 
 // TestTorchvisionShapes: every named builder of convNetNames has torchvision's parameters: the

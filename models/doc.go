@@ -14,6 +14,11 @@
 //     torchvision's ConvNeXt with block_setting [CNBlockConfig(width_i, width_i+1, depth_i)];
 //     convnext_tiny, convnext_small, convnext_base and convnext_large (stochastic_depth_prob
 //     only). Images of at least 32x32.
+//   - resnet(layers_1, ..., layers_4, bottleneck, groups, width_per_group): torchvision's ResNet
+//     with Bottleneck blocks (bottleneck=1, the default) or BasicBlock (bottleneck=0);
+//     resnet34, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
+//     wide_resnet50_2 and wide_resnet101_2 (no arguments). resnet18 and resnet50 are package
+//     train's own.
 //
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.

@@ -40,6 +40,8 @@ var torchvisionCases = []struct {
 	{"convnext(width_1=8,width_2=16,width_3=24,width_4=32,depth_1=1,depth_2=1,depth_3=2,depth_4=1)",
 		"torchvision.models.ConvNeXt([torchvision.models.convnext.CNBlockConfig(w, o, d) for w, o, d in " +
 			"[(8, 16, 1), (16, 24, 1), (24, 32, 2), (32, None, 1)]], num_classes=5)", 32},
+	{"resnet(layers_1=1,layers_2=1,layers_3=2,layers_4=1,groups=4,width_per_group=8)",
+		"torchvision.models.ResNet(torchvision.models.resnet.Bottleneck, [1, 1, 2, 1], num_classes=5, groups=4, width_per_group=8)", 32},
 }
 
 // TestTorchvision: each model of torchvisionCases, built in PyTorch with random weights and
