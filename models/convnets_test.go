@@ -21,6 +21,9 @@ var convNetNames = []string{
 	"convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
 	"resnet34", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d",
 	"wide_resnet50_2", "wide_resnet101_2",
+	"regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf",
+	"regnet_y_32gf", "regnet_y_128gf", "regnet_x_400mf", "regnet_x_800mf", "regnet_x_1_6gf", "regnet_x_3_2gf",
+	"regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
 }
 
 // TestTorchvisionShapes: every named builder of convNetNames has torchvision's parameters: the

@@ -19,6 +19,10 @@
 //     resnet34, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
 //     wide_resnet50_2 and wide_resnet101_2 (no arguments). resnet18 and resnet50 are package
 //     train's own.
+//   - regnet(depth_1, ..., depth_4, width_1, ..., width_4, group_width, se_ratio, stem_width):
+//     torchvision's RegNet over BlockParams of those stage depths and widths (bottleneck
+//     multiplier 1; a stage's group width is min(group_width, its width); se_ratio 0 for none,
+//     stem_width 32 unless given); every regnet_x_* and regnet_y_* of torchvision (no arguments).
 //
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.

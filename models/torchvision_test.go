@@ -42,6 +42,9 @@ var torchvisionCases = []struct {
 			"[(8, 16, 1), (16, 24, 1), (24, 32, 2), (32, None, 1)]], num_classes=5)", 32},
 	{"resnet(layers_1=1,layers_2=1,layers_3=2,layers_4=1,groups=4,width_per_group=8)",
 		"torchvision.models.ResNet(torchvision.models.resnet.Bottleneck, [1, 1, 2, 1], num_classes=5, groups=4, width_per_group=8)", 32},
+	{"regnet(depth_1=1,depth_2=1,depth_3=2,depth_4=1,width_1=8,width_2=16,width_3=24,width_4=32,group_width=8,se_ratio=0.25,stem_width=8)",
+		"torchvision.models.RegNet(torchvision.models.regnet.BlockParams([1, 1, 2, 1], [8, 16, 24, 32], [8] * 4, [1.0] * 4, [2] * 4, 0.25), " +
+			"num_classes=5, stem_width=8)", 32},
 }
 
 // TestTorchvision: each model of torchvisionCases, built in PyTorch with random weights and
