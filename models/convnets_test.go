@@ -2,11 +2,13 @@ package models
 
 import (
 	"encoding/json"
+	"errors"
 	"math/rand/v2"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -135,5 +137,45 @@ func TestConvNeXtTrains(t *testing.T) {
 	if res.History[1].TrainLoss >= res.History[0].TrainLoss || res.TestAcc < 0.5 {
 		t.Errorf("losses %.3f then %.3f, test accuracy %.3f: want a falling loss and accuracy at least 0.5",
 			res.History[0].TrainLoss, res.History[1].TrainLoss, res.TestAcc)
+	}
+}
+
+// TestConvNetArguments: the generic builders take their arguments by name and refuse bad ones
+// with an error naming the argument or the constraint; a model's name records what was given.
+func TestConvNetArguments(t *testing.T) {
+	in := train.Shape{C: 3, H: 32, W: 32}
+	const cnx = "convnext(width_1=8,width_2=16,width_3=24,width_4=32,depth_1=1,depth_2=1,depth_3=1"
+	for _, tc := range []struct {
+		spec string
+		in   train.Shape
+		want string
+	}{
+		{cnx + ")", in, "depth_4 is required"},
+		{cnx + ",depth_4=1)", train.Shape{C: 1, H: 28, W: 28}, "at least 32x32"},
+		{cnx + ",depth_4=0)", in, "stage 4: width 32, depth 0"},
+		{"convnext_tiny(width_1=8)", in, `argument "width_1=8"`},
+		{"resnet(layers_1=1,layers_2=1,layers_3=1,layers_4=1,bottleneck=0,groups=2)", in, "basic blocks take groups=1"},
+		{"resnet(layers_1=1,layers_2=1,layers_3=1,layers_4=1,bottleneck=2)", in, "bottleneck=2"},
+		{"resnext50_32x4d(groups=2)", in, `argument "groups=2"`},
+		{"regnet(depth_1=1,depth_2=1,depth_3=1,depth_4=1,width_1=8,width_2=16,width_3=20,width_4=32,group_width=8)", in,
+			"stage 3: depth 1, width 20, group width 8"},
+		{"regnet(depth_1=1,depth_2=1,depth_3=1,depth_4=1,width_1=8,width_2=16,width_3=24,width_4=32)", in, "group_width is required"},
+	} {
+		_, err := train.NewModel(tc.spec, tc.in, 10)
+		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want ErrModel saying %q", tc.spec, err, tc.want)
+		}
+	}
+	for _, name := range []string{
+		"convnext_tiny(stochastic_depth_prob=0.2)", "resnet34", "regnet_x_400mf",
+		"resnet(layers_1=2,layers_2=1,layers_3=1,layers_4=1,bottleneck=0)",
+		"regnet(depth_1=1,depth_2=1,depth_3=1,depth_4=1,width_1=8,width_2=16,width_3=24,width_4=32,group_width=8,stem_width=16)",
+	} {
+		m, err := train.NewModel(name, train.Shape{C: 1, H: 32, W: 32}, 10)
+		if err != nil {
+			t.Errorf("NewModel(%q): %v", name, err)
+		} else if m.Name() != name {
+			t.Errorf("NewModel(%q) is named %q", name, m.Name())
+		}
 	}
 }
