@@ -8,7 +8,9 @@
 // Init finds the other ranks through a c10d TCPStore at Config.Addr:Port:
 // under torchrun (Config.UseAgentStore) the agent's store, which every rank
 // joins as a client; otherwise rank 0 hosts the store (a torch TCPStore
-// client can join it too). The store speaks torch 1.13's wire protocol
+// client can join it too) on Config.Addr's own address: loopback for
+// 127.0.0.1, never every interface (Addr must then be an address of rank 0's
+// machine). The store speaks torch 1.13's wire protocol
 // (see collective/internal/tcpstore). Every key of an attempt starts with
 // "stoke/attempt_<RestartCount>/", so a restarted group never reads a dead
 // one's keys. Rank 0 publishes a random group id; every rank listens on an

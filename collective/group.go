@@ -60,9 +60,9 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	storeAddr := net.JoinHostPort(cfg.Addr, strconv.Itoa(cfg.Port))
 	if !cfg.UseAgentStore && cfg.Rank == 0 {
-		s, err := tcpstore.Listen(net.JoinHostPort("", strconv.Itoa(cfg.Port)))
+		s, err := listenStore(ctx, cfg)
 		if err != nil {
-			return nil, fmt.Errorf("collective: rendezvous: rank 0: host the store: %w", err)
+			return nil, err
 		}
 		g.server = s
 	}
@@ -75,6 +75,27 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 	}
 	g.ring = r
 	return g, nil
+}
+
+// listenStore starts rank 0's store on MASTER_ADDR's own address (loopback
+// for 127.0.0.1 or localhost), never on every interface: only the network
+// the other ranks are told to use reaches it. MASTER_ADDR must name an
+// address of rank 0's machine.
+func listenStore(ctx context.Context, cfg Config) (*tcpstore.Server, error) {
+	ips, err := net.DefaultResolver.LookupIPAddr(ctx, cfg.Addr)
+	if err != nil {
+		return nil, fmt.Errorf("collective: rendezvous: rank 0: host the store: MASTER_ADDR %q: %w", cfg.Addr, err)
+	}
+	var errs []error
+	for _, ip := range ips {
+		s, err := tcpstore.Listen(net.JoinHostPort(ip.String(), strconv.Itoa(cfg.Port)))
+		if err == nil {
+			return s, nil
+		}
+		errs = append(errs, err)
+	}
+	return nil, fmt.Errorf("collective: rendezvous: rank 0: host the store on MASTER_ADDR %s (rank 0 hosts it: MASTER_ADDR must be an address of its machine): %w",
+		cfg.Addr, errors.Join(errs...))
 }
 
 // rendezvous publishes this rank's ring address in the store, reads the

@@ -6,6 +6,7 @@ import (
 	"math"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -142,4 +143,14 @@ func checkSum(w int, got []float32, op Op) error {
 		}
 	}
 	return nil
+}
+
+// containsAll reports whether s contains every one of parts.
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }
