@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
@@ -56,7 +57,18 @@ type Config struct {
 	// RestartCount is TORCHELASTIC_RESTART_COUNT: the keys of this attempt
 	// are prefixed with it so a restarted group does not read a dead one's keys.
 	RestartCount int
+	// Secret is STOKE_SECRET, the same on every rank: it authenticates every
+	// query to rank 0's store and every ring handshake (HMAC-SHA256
+	// challenge-response; it never crosses the wire). "" leaves the job open
+	// to any process that reaches its ports, and rank 0 says so once.
+	Secret string
+	// Log receives Init's warning that a job has no Secret (rank 0 only);
+	// nil means the log package's standard logger.
+	Log *log.Logger
 }
+
+// SecretEnv is the environment variable FromEnv reads Config.Secret from.
+const SecretEnv = "STOKE_SECRET"
 
 // Validate checks c without filling defaults.
 func (c Config) Validate() error {
@@ -114,12 +126,13 @@ func (c Config) withDefaults() Config {
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE or
 // SLURM_TASKS_PER_NODE, with MASTER_ADDR, which defaults to the first host of
 // SLURM_JOB_NODELIST, and MASTER_PORT) when SLURM_PROCID is set, else a single
-// process. A value that does not parse, or that contradicts another, is an
-// error naming the variable.
+// process. In every case it reads Secret from STOKE_SECRET. A value that does
+// not parse, or that contradicts another, is an error naming the variable.
 func FromEnv() (Config, error) { return fromEnv(os.LookupEnv) }
 
 func fromEnv(look func(string) (string, bool)) (Config, error) {
 	var c Config
+	c.Secret, _ = look(SecretEnv)
 	num := func(name string, dst *int, required bool) error {
 		v, ok := look(name)
 		if !ok || v == "" {
@@ -194,7 +207,7 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 			}
 		}
 	default:
-		return Config{WorldSize: 1, LocalWorldSize: 1}, nil
+		return Config{WorldSize: 1, LocalWorldSize: 1, Secret: c.Secret}, nil
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("collective: env: %w", err)

@@ -22,10 +22,28 @@
 // # Ring protocol
 //
 // Rank r dials rank r+1 and accepts rank r-1. The dialler sends "STOKRING",
-// the 16-byte group id, its rank and the world size (uint32 little-endian);
-// the acceptor checks all four (a stray connection, another group's rank or
-// another world size is refused) and answers the same with "STOKRACK". Data
-// flows one way, r to r+1. Each collective starts with a 24-byte header
+// the 16-byte group id, its rank, the world size (uint32 little-endian) and a
+// 32-byte nonce; the acceptor checks the first four (a stray connection,
+// another group's rank or another world size is refused) and answers the
+// same with "STOKRACK" and its own nonce, followed by its proof; the dialler
+// checks it and sends its own. A proof is HMAC-SHA256 keyed by Config.Secret
+// over both messages, with a label per direction: a process without the
+// secret cannot pass for a rank, in either direction. Each connection's
+// handshake runs on its own goroutine, so a stray connection does not hold
+// up the real one. Data flows one way, r to r+1.
+//
+// # Authentication
+//
+// With Config.Secret (STOKE_SECRET, the same on every rank) every connection
+// to rank 0's store opens with an HMAC-SHA256 challenge-response in both
+// directions and tags each query with a key of that session (see
+// collective/internal/tcpstore): a process without the secret can neither
+// read nor write a key. Under torchrun the store is the agent's, torch's and
+// unauthenticated, so the ring handshake is where the secret is checked: a
+// process that publishes itself as a rank there gets nothing from the others.
+// The secret never crosses the wire. Without a secret rank 0 logs once
+// (Config.Log) that the job is unauthenticated, as PyTorch's documentation
+// warns for TCPStore; a torch TCPStore client can then join rank 0's store. Each collective starts with a 24-byte header
 // (kind, op, sequence number, element count, root) that the receiver
 // compares with its own: ranks that call different collectives, sizes, ops
 // or roots fail with ErrMismatch instead of reducing garbage. Then the raw

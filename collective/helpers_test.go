@@ -3,6 +3,8 @@ package collective
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"math"
 	"net"
 	"os"
@@ -20,6 +22,9 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// quiet discards Init's warning of an unauthenticated job.
+var quiet = log.New(io.Discard, "", 0)
 
 // freePort returns a TCP port that was free a moment ago.
 func freePort(t testing.TB) int {
@@ -43,7 +48,7 @@ func startGroups(t testing.TB, w int, timeout time.Duration) []*Group {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gs[r], errs[r] = Init(context.Background(), Config{Rank: r, WorldSize: w, Addr: "127.0.0.1", Port: port, Timeout: timeout})
+			gs[r], errs[r] = Init(context.Background(), Config{Rank: r, WorldSize: w, Addr: "127.0.0.1", Port: port, Timeout: timeout, Log: quiet})
 		}()
 	}
 	wg.Wait()

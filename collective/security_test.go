@@ -1,8 +1,10 @@
 package collective
 
 import (
+	"log"
 	"net"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 )
@@ -64,8 +66,83 @@ func TestStoreListensOnMasterAddr(t *testing.T) {
 // an address of another machine is an error naming it, not a store on every
 // interface.
 func TestStoreNeedsALocalMasterAddr(t *testing.T) {
-	_, err := Init(t.Context(), Config{Rank: 0, WorldSize: 2, Addr: "203.0.113.7", Port: freePort(t), Timeout: time.Second})
+	_, err := Init(t.Context(), Config{Rank: 0, WorldSize: 2, Addr: "203.0.113.7", Port: freePort(t), Timeout: time.Second, Log: quiet})
 	if err == nil || !containsAll(err.Error(), "rank 0", "MASTER_ADDR 203.0.113.7", "cannot assign requested address") {
 		t.Fatalf("Init(rank 0, MASTER_ADDR of another machine) = %v; want it refused naming the address", err)
+	}
+}
+
+// TestSecretRanks: ranks with the same STOKE_SECRET form a group; a rank
+// with another secret, or none, is refused by rank 0's store and by the ring
+// (torchrun's store is torch's, so there the ring is where it is caught).
+func TestSecretRanks(t *testing.T) {
+	cfgs := func(agent bool, secrets ...string) []Config {
+		port := 0
+		if agent {
+			port = agentStore(t)
+		} else {
+			port = freePort(t)
+		}
+		cs := make([]Config, len(secrets))
+		for r, s := range secrets {
+			cs[r] = Config{Rank: r, WorldSize: len(secrets), Addr: "127.0.0.1", Port: port, Timeout: 2 * time.Second,
+				UseAgentStore: agent, Secret: s, Log: quiet}
+		}
+		return cs
+	}
+	for _, agent := range []bool{false, true} {
+		for _, err := range initErrs(cfgs(agent, "k1", "k1", "k1")) {
+			if err != nil {
+				t.Fatalf("Init with one secret (agent store %v) = %v", agent, err)
+			}
+		}
+	}
+	errs := initErrs(cfgs(false, "k1", "k2"))
+	wantErr(t, "Init of rank 1 with another secret", errs[1], ErrMismatch, "rank 1", "STOKE_SECRET differs from rank 0's", "not this client's")
+	errs = initErrs(cfgs(false, "k1", ""))
+	wantErr(t, "Init of rank 1 with no secret", errs[1], ErrMismatch, "rank 1", "STOKE_SECRET", "requires a secret")
+	errs = initErrs(cfgs(false, "", "k1"))
+	wantErr(t, "Init of rank 1 with a secret rank 0 lacks", errs[1], ErrMismatch, "rank 1", "STOKE_SECRET", "has no secret")
+	// The first rank to check a proof fails and closes its ports, so the
+	// other may see that rather than a proof: each fails, one names the cause.
+	errs = initErrs(cfgs(true, "k1", "k2"))
+	named := 0
+	for r, err := range errs {
+		t.Logf("rank %d: %v", r, err)
+		if err == nil {
+			t.Errorf("Init of rank %d through the agent's store with another secret succeeded", r)
+		} else if strings.Contains(err.Error(), "STOKE_SECRET differs") {
+			named++
+		}
+	}
+	if named == 0 {
+		t.Errorf("no rank said STOKE_SECRET differs: %v", errs)
+	}
+}
+
+// TestUnauthenticatedWarning: a job without a secret says so once, on rank 0.
+func TestUnauthenticatedWarning(t *testing.T) {
+	for _, secret := range []string{"", "k"} {
+		port := freePort(t)
+		logs := make([]strings.Builder, 2)
+		cs := make([]Config, 2)
+		for r := range cs {
+			cs[r] = Config{Rank: r, WorldSize: 2, Port: port, Timeout: 5 * time.Second, Secret: secret, Log: log.New(&logs[r], "", 0)}
+		}
+		for _, err := range initErrs(cs) {
+			if err != nil {
+				t.Fatal(err)
+			}
+		}
+		n := strings.Count(logs[0].String(), "unauthenticated")
+		if secret == "" && (n != 1 || !strings.Contains(logs[0].String(), "STOKE_SECRET is not set")) {
+			t.Errorf("rank 0 of a job without a secret logged %q; want one warning", logs[0].String())
+		}
+		if secret != "" && logs[0].Len() > 0 {
+			t.Errorf("rank 0 of a job with a secret logged %q", logs[0].String())
+		}
+		if logs[1].Len() > 0 {
+			t.Errorf("rank 1 logged %q; want rank 0 alone to warn", logs[1].String())
+		}
 	}
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log"
+	"os"
 	"strconv"
 	"time"
 
@@ -57,8 +59,9 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--min-bytes 4K --max-bytes 256M [--step-factor 2] [--iters N] [--warmup N] [--op sum|avg] [--dtype float32|bf16|fp16] [--json]", true)
 	cfg, envErr := collective.FromEnv()
 	if envErr != nil {
-		cfg = collective.Config{WorldSize: 1}
+		cfg = collective.Config{WorldSize: 1, Secret: os.Getenv(collective.SecretEnv)}
 	}
+	cfg.Log = log.New(e.stderr, "stoke allreduce: ", 0)
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
 	}

@@ -3,12 +3,16 @@ package tcpstore
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net"
 	"strconv"
 	"sync"
+	"time"
 )
 
 // state is the server's map and its waiters; the methods hold mu.
@@ -146,25 +150,33 @@ func (s *state) drop(w *waiter) {
 	s.mu.Unlock()
 }
 
+// Options configure a Server.
+type Options struct {
+	// Secret, when set, makes every connection open with a hello that proves
+	// it (see Client.Hello) and tag each query; torch's client cannot join.
+	Secret []byte
+}
+
 // Server is a c10d TCPStore server.
 type Server struct {
-	ln    net.Listener
-	st    *state
-	done  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	once  sync.Once
+	secret []byte
+	ln     net.Listener
+	st     *state
+	done   chan struct{}
+	wg     sync.WaitGroup
+	mu     sync.Mutex
+	conns  map[net.Conn]struct{}
+	once   sync.Once
 }
 
 // Listen starts a server on addr (host:port; port 0 picks one). Its accept
 // loop and connection goroutines run until Close.
-func Listen(addr string) (*Server, error) {
+func Listen(addr string, o Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("collective: store: listen on %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, st: newState(), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	s := &Server{secret: o.Secret, ln: ln, st: newState(), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -206,10 +218,35 @@ func (s *Server) serve(c net.Conn) {
 		c.Close()
 	}()
 	r := bufio.NewReader(c)
+	if s.secret != nil {
+		c.SetReadDeadline(time.Now().Add(helloTimeout))
+	}
+	first, err := r.Peek(1)
+	if err != nil {
+		return
+	}
+	var sess *session
+	if first[0] == helloQuery {
+		if sess, err = s.hello(c, r); err != nil {
+			return
+		}
+	} else if s.secret != nil {
+		return // not a stoke client holding the secret
+	}
+	c.SetReadDeadline(time.Time{})
+	var tag [tagSize]byte
 	for {
 		q, err := ReadQuery(r)
 		if err != nil {
 			return
+		}
+		if sess != nil {
+			if _, err := io.ReadFull(r, tag[:]); err != nil {
+				return
+			}
+			if !hmac.Equal(tag[:], sess.tag(func(h hash.Hash) { hashQuery(h, q) })) {
+				return
+			}
 		}
 		reply, w, err := s.st.apply(q)
 		if err != nil {
