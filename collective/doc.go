@@ -13,7 +13,11 @@
 // machine). The store speaks torch 1.13's wire protocol
 // (see collective/internal/tcpstore). Every key of an attempt starts with
 // "stoke/attempt_<RestartCount>/", so a restarted group never reads a dead
-// one's keys. Rank 0 publishes a random group id; every rank listens on an
+// one's keys. Rank 0 first publishes the job's identity (Config.JobID:
+// torchrun's run id, Slurm's job id, or one it generates); every other rank
+// waits for it and, when it has an identity of its own that differs, fails
+// naming both before it claims a place, so a rank of another job that finds
+// this job's store does not join it. Rank 0 publishes a random group id; every rank listens on an
 // ephemeral TCP port of the interface that reaches the store and publishes
 // "host:port world-size nonce" under rank/<r> (a second claim of a rank is an
 // error), then waits until all world-size ranks have published: a timeout
@@ -83,8 +87,11 @@
 // collective's ctx ends it promptly; it closes this rank's connections, so
 // the other ranks fail with ErrPeer too. A Group that failed stays failed:
 // later collectives return the first error; Close it and Init a new one.
-// When rank 0 hosts the store and gives up (or closes), the ranks still
-// talking to the store see it close (ErrPeer).
+// When rank 0 gives up during the rendezvous it publishes its cause in the
+// store (and, hosting it, keeps it open up to a second for the others to
+// read it): the ranks still waiting fail at once with "rank 0 gave up:" and
+// that cause, wrapping its sentinel. A store that rank 0 hosted and that
+// closes without a cause is named as such (rank 0 exited or was killed).
 //
 // # CUDA
 //

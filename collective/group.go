@@ -15,6 +15,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/stoke-ml/stoke/collective/internal/tcpstore"
@@ -80,6 +81,9 @@ func Init(ctx context.Context, cfg Config) (*Group, error) {
 	r, err := rendezvous(ctx, cfg, storeAddr, deadline)
 	if err != nil {
 		if g.server != nil {
+			// rendezvous published why: give the ranks still polling the
+			// store (every 100 ms at most) time to read it.
+			g.server.Drain(time.Second)
 			g.server.Close()
 		}
 		return nil, err
@@ -115,7 +119,7 @@ func listenStore(ctx context.Context, cfg Config) (*tcpstore.Server, error) {
 
 // rendezvous publishes this rank's ring address in the store, reads the
 // others' and connects the ring.
-func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time.Time) (*ring, error) {
+func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time.Time) (_ *ring, err error) {
 	fail := func(kind error, format string, a ...any) error {
 		return errf(kind, "collective: rendezvous: rank %d: "+format, append([]any{cfg.Rank}, a...)...)
 	}
@@ -134,10 +138,34 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 			return fail(ErrPeer, "%s does not speak the c10d store protocol: %w", storeAddr, err)
 		case errors.Is(err, tcpstore.ErrTimeout):
 			return fail(ErrTimeout, "store at %s: %w", storeAddr, err)
+		case !cfg.UseAgentStore && cfg.Rank != 0 && (errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET)):
+			return fail(ErrPeer, "rank 0, which hosts the store at %s, closed it without a cause (it exited or was killed): %w", storeAddr, err)
 		}
 		return fail(ErrPeer, "store at %s: %w", storeAddr, err)
 	}
 	pfx := fmt.Sprintf("stoke/attempt_%d/", cfg.RestartCount)
+	abortKey := pfx + "abort"
+	defer func() {
+		if err == nil {
+			return
+		}
+		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
+		defer cancel()
+		if cfg.Rank == 0 {
+			// Say why, for the ranks still waiting in the store: the
+			// sentinel's index, a newline, the message.
+			kind := 0
+			for i, k := range abortKinds {
+				if errors.Is(err, k) {
+					kind = i
+					break
+				}
+			}
+			c.Set(actx, abortKey, []byte(strconv.Itoa(kind)+"\n"+err.Error()))
+		} else if kind, cause, ok := abortCause(actx, c, abortKey); ok {
+			err = errf(kind, "collective: rendezvous: rank %d: rank 0 gave up: %s", cfg.Rank, strings.TrimPrefix(cause, "collective: rendezvous: rank 0: "))
+		}
+	}()
 	if !cfg.UseAgentStore {
 		// Rank 0's store: prove the secret, or agree there is none.
 		if err := c.Hello(ctx, []byte(cfg.Secret)); err != nil {
@@ -152,6 +180,75 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	// Its key ends in a blank line, so an HTTP server answers at once (400).
 	if _, err := c.Check(ctx, pfx+"probe\r\n\r\n"); err != nil {
 		return nil, storeErr(err)
+	}
+
+	// waitFor polls until every key exists, rank 0 gives up (abortKey) or
+	// the deadline passes (then timedOut says what was missing).
+	waitFor := func(keys []string, timedOut func() error) error {
+		backoff := 2 * time.Millisecond
+		for {
+			ok, err := c.Check(ctx, keys...)
+			if err != nil {
+				return storeErr(err)
+			}
+			if ok {
+				return nil
+			}
+			if cfg.Rank != 0 {
+				if ok, err := c.Check(ctx, abortKey); err != nil {
+					return storeErr(err)
+				} else if ok {
+					return fail(ErrPeer, "rank 0 gave up") // the deferred func reads why
+				}
+			}
+			if ctx.Err() != nil {
+				return fail(nil, "%w", ctx.Err())
+			}
+			if !time.Now().Before(deadline) {
+				return timedOut()
+			}
+			t := time.NewTimer(min(backoff, time.Until(deadline)))
+			select {
+			case <-ctx.Done():
+				t.Stop()
+				return fail(nil, "%w", ctx.Err())
+			case <-t.C:
+			}
+			backoff = min(2*backoff, 100*time.Millisecond)
+		}
+	}
+
+	// The job's identity, before this rank claims a place in it.
+	jobKey := pfx + "job"
+	job := cfg.JobID
+	if cfg.Rank == 0 {
+		if job == "" {
+			var b [8]byte
+			rand.Read(b[:])
+			job = "stoke-" + hex.EncodeToString(b[:])
+		}
+		got, err := c.CompareSet(ctx, jobKey, nil, []byte(job))
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if string(got) != job {
+			return nil, fail(ErrMismatch, "this rank 0 is of job %s, but the store at %s already serves job %s", job, storeAddr, got)
+		}
+	} else {
+		err := waitFor([]string{jobKey}, func() error {
+			return fail(ErrTimeout, "timed out after %v waiting for rank 0 at %s (it publishes the job's identity first)", cfg.Timeout, storeAddr)
+		})
+		if err != nil {
+			return nil, err
+		}
+		got, err := c.Get(ctx, jobKey, opTimeout)
+		if err != nil {
+			return nil, storeErr(err)
+		}
+		if job != "" && string(got) != job {
+			return nil, fail(ErrMismatch, "this rank is of job %s, but rank 0 at %s is of job %s", job, storeAddr, got)
+		}
+		job = string(got)
 	}
 
 	ip := c.LocalAddr().(*net.TCPAddr).IP
@@ -181,7 +278,7 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 		return nil, storeErr(err)
 	}
 	if string(got) != me {
-		return nil, fail(ErrMismatch, "another process already claimed rank %d (%s)", cfg.Rank, got)
+		return nil, fail(ErrMismatch, "another process already claimed rank %d of job %s (%s)", cfg.Rank, job, got)
 	}
 	arrived, err := c.Add(ctx, pfx+"arrived", 1)
 	if err != nil {
@@ -195,36 +292,18 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	for i := range keys {
 		keys[i] = pfx + "rank/" + strconv.Itoa(i)
 	}
-	backoff := 2 * time.Millisecond
-	for {
-		ok, err := c.Check(ctx, keys...)
-		if err != nil {
-			return nil, storeErr(err)
-		}
-		if ok {
-			break
-		}
-		if ctx.Err() != nil {
-			return nil, fail(nil, "%w", ctx.Err())
-		}
-		if !time.Now().Before(deadline) {
-			var missing []string
-			for i, k := range keys {
-				if ok, err := c.Check(ctx, k); err == nil && !ok {
-					missing = append(missing, strconv.Itoa(i))
-				}
+	err = waitFor(keys, func() error {
+		var missing []string
+		for i, k := range keys {
+			if ok, err := c.Check(ctx, k); err == nil && !ok {
+				missing = append(missing, strconv.Itoa(i))
 			}
-			n, _ := c.Add(ctx, pfx+"arrived", 0)
-			return nil, fail(ErrTimeout, "timed out after %v: %d of %d ranks arrived (missing: rank %s)", cfg.Timeout, n, cfg.WorldSize, strings.Join(missing, ", "))
 		}
-		t := time.NewTimer(min(backoff, time.Until(deadline)))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return nil, fail(nil, "%w", ctx.Err())
-		case <-t.C:
-		}
-		backoff = min(2*backoff, 100*time.Millisecond)
+		n, _ := c.Add(ctx, pfx+"arrived", 0)
+		return fail(ErrTimeout, "timed out after %v: %d of %d ranks arrived (missing: rank %s)", cfg.Timeout, n, cfg.WorldSize, strings.Join(missing, ", "))
+	})
+	if err != nil {
+		return nil, err
 	}
 	gidb, err := c.Get(ctx, pfx+"gid", opTimeout)
 	if err != nil {
@@ -248,6 +327,27 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 		addrs[i] = f[0]
 	}
 	return connectRing(ctx, cfg, ln, addrs, gid, deadline)
+}
+
+// abortKinds are the sentinels rank 0's published cause can carry, by index.
+var abortKinds = []error{ErrPeer, ErrTimeout, ErrMismatch, ErrClosed}
+
+// abortCause returns what rank 0 published when it gave up: its cause's
+// sentinel and message.
+func abortCause(ctx context.Context, c *tcpstore.Client, key string) (kind error, cause string, ok bool) {
+	if ok, err := c.Check(ctx, key); err != nil || !ok {
+		return nil, "", false
+	}
+	v, err := c.Get(ctx, key, time.Second)
+	if err != nil {
+		return nil, "", false
+	}
+	k, msg, _ := strings.Cut(string(v), "\n")
+	kind = ErrPeer
+	if i, err := strconv.Atoi(k); err == nil && i >= 0 && i < len(abortKinds) {
+		kind = abortKinds[i]
+	}
+	return kind, msg, true
 }
 
 // The ring handshake: the dialler sends hello, the acceptor answers ack and

@@ -146,3 +146,57 @@ func TestUnauthenticatedWarning(t *testing.T) {
 		}
 	}
 }
+
+// TestJobIdentity: a rank of another job that finds this job's store is
+// refused naming both jobs, before it claims a place, and the job goes on.
+func TestJobIdentity(t *testing.T) {
+	port := freePort(t)
+	cfg := func(r int, job string) Config {
+		return Config{Rank: r, WorldSize: 2, Addr: "127.0.0.1", Port: port, Timeout: 10 * time.Second, JobID: job, Log: quiet}
+	}
+	type res struct {
+		g   *Group
+		err error
+	}
+	zero := make(chan res, 1)
+	go func() { g, err := Init(t.Context(), cfg(0, "A")); zero <- res{g, err} }()
+	_, err := Init(t.Context(), cfg(1, "B"))
+	wantErr(t, "Init of rank 1 of job B at job A's store", err, ErrMismatch, "rank 1", "job B", "job A")
+	one, err := Init(t.Context(), cfg(1, "A"))
+	if err != nil {
+		t.Fatalf("Init of job A's rank 1 after the stranger = %v", err)
+	}
+	defer one.Close()
+	r0 := <-zero
+	if r0.err != nil {
+		t.Fatalf("Init of job A's rank 0 = %v", r0.err)
+	}
+	defer r0.g.Close()
+	for _, err := range onAll([]*Group{r0.g, one}, func(g *Group) error { return g.Barrier(t.Context()) }) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	// Through an agent's store: another job's rank 0 is refused too.
+	aport := agentStore(t)
+	acfg := func(r int, job string) Config {
+		return Config{Rank: r, WorldSize: 2, Port: aport, Timeout: 10 * time.Second, JobID: job, UseAgentStore: true, Log: quiet}
+	}
+	errs := make(chan error, 2)
+	go func() { g, err := Init(t.Context(), acfg(0, "A")); errs <- err; closeGroup(g) }()
+	go func() { g, err := Init(t.Context(), acfg(1, "A")); errs <- err; closeGroup(g) }()
+	for range 2 {
+		if err := <-errs; err != nil {
+			t.Fatal(err)
+		}
+	}
+	_, err = Init(t.Context(), acfg(0, "B"))
+	wantErr(t, "Init of job B's rank 0 at job A's store", err, ErrMismatch, "rank 0 is of job B", "already serves job A")
+}
+
+func closeGroup(g *Group) {
+	if g != nil {
+		g.Close()
+	}
+}

@@ -269,6 +269,19 @@ func (s *Server) serve(c net.Conn) {
 	}
 }
 
+// Drain waits until no client is connected, or d has passed: a server
+// about to close lets its clients read what was last set.
+func (s *Server) Drain(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			return
+		}
+	}
+}
+
 // Close stops the server, closes every connection and joins its goroutines.
 func (s *Server) Close() error {
 	var err error
