@@ -45,7 +45,9 @@
 // read nor write a key. Under torchrun the store is the agent's, torch's and
 // unauthenticated, so the ring handshake is where the secret is checked: a
 // process that publishes itself as a rank there gets nothing from the others.
-// The secret never crosses the wire. Without a secret rank 0 logs once
+// The secret never crosses the wire. Rank 0's store bounds what a client
+// can make it hold: 4 MiB a query, 64 MiB for all the queries being read at
+// once, 2*WorldSize+64 connections, 256 MiB of keys and values. Without a secret rank 0 logs once
 // (Config.Log) that the job is unauthenticated, as PyTorch's documentation
 // warns for TCPStore; a torch TCPStore client can then join rank 0's store. Each collective starts with a 24-byte header
 // (kind, op, sequence number, element count, root) that the receiver

@@ -103,7 +103,10 @@ func listenStore(ctx context.Context, cfg Config) (*tcpstore.Server, error) {
 	}
 	var errs []error
 	for _, ip := range ips {
-		var o tcpstore.Options
+		// Stoke's largest query is a CHECK of every rank's key (under 40
+		// bytes each; MaxArgs bounds the count); each rank holds one
+		// connection during the rendezvous.
+		o := tcpstore.Options{MaxConns: 2*cfg.WorldSize + 64, MaxRequest: 4 << 20}
 		if cfg.Secret != "" {
 			o.Secret = []byte(cfg.Secret)
 		}
