@@ -134,6 +134,17 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	}
 	defer g.Close()
 
+	// A rank with other flags would time or check other sizes, or exit 0
+	// early: every rank fails, naming the flag and both values.
+	for _, f := range []struct{ name, value string }{
+		{"dtype", *dtype}, {"op", *opName}, {"min-bytes", strconv.FormatInt(minBytes, 10)},
+		{"max-bytes", strconv.FormatInt(maxBytes, 10)}, {"step-factor", strconv.Itoa(*step)},
+		{"iters", strconv.Itoa(*iters)}, {"warmup", strconv.Itoa(*warmup)},
+	} {
+		if err := g.Agree(ctx, "--"+f.name, f.value); err != nil {
+			return err
+		}
+	}
 	res := allreduceResult{Rank: g.Rank(), WorldSize: g.Size(), Dtype: *dtype, Op: *opName, Iters: *iters, Warmup: *warmup}
 	if g.Rank() == 0 {
 		e.printf("# stoke allreduce: %d ranks, %s, op %s, %d iters after %d warm-up\n", g.Size(), *dtype, *opName, *iters, *warmup)
