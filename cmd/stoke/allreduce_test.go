@@ -196,6 +196,9 @@ func TestAllreduceTorchrun(t *testing.T) {
 	cmd := exec.Command(py, "-m", "torch.distributed.run", "--redirects", "1", "--tee", "1", "--nproc_per_node", "2",
 		"--master_port", fmt.Sprint(port), "--no_python", bin, "allreduce", "-q", "--json",
 		"--min-bytes", "4K", "--max-bytes", "64K", "--step-factor", "16", "--iters", "2", "--warmup", "0")
+	// Every worker inherits the secret from torchrun's environment; the
+	// agent's store is torch's, so the ring handshake checks it.
+	cmd.Env = append(os.Environ(), "STOKE_SECRET=from-the-launcher")
 	out, err := cmd.CombinedOutput()
 	if err != nil {
 		t.Fatalf("torchrun: %v\n%s", err, out)
@@ -219,5 +222,8 @@ func TestAllreduceTorchrun(t *testing.T) {
 	}
 	if seen != 2 {
 		t.Fatalf("torchrun output has %d JSON results; want 2:\n%s", seen, out)
+	}
+	if strings.Contains(string(out), "unauthenticated") {
+		t.Errorf("a job with STOKE_SECRET warned it is unauthenticated:\n%s", out)
 	}
 }
