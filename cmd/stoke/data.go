@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
 		if err != nil {
 			rank, world, local, lf.envErr = 0, 1, 0, err
 		}
-		cfg = collective.Config{Rank: rank, WorldSize: world, LocalRank: local}
+		cfg = collective.Config{Rank: rank, WorldSize: world, LocalRank: local, Secret: os.Getenv(collective.SecretEnv)}
 	}
 	lf.env = cfg
 	lf.localRank = cfg.LocalRank
