@@ -15,7 +15,7 @@
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
 // object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
-// stdout. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
+// stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
 package main
 
@@ -32,6 +32,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/stoke-ml/stoke/internal/progress"
 )
@@ -162,9 +163,31 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nstoke <command> --help shows the command's flags.")
 }
 
+// maxErrorLine bounds the error line: its head and tail are kept (what failed, and the cause).
+const maxErrorLine = 2000
+
 // oneLine keeps an error on one line: the lines of joined errors are kept, separated by "; ",
-// and a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal.
+// a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal, and a line
+// over maxErrorLine bytes keeps its first 1,500 and last 400 bytes.
 func oneLine(err error) string {
+	return capLine(joinLines(err))
+}
+
+func capLine(s string) string {
+	if len(s) <= maxErrorLine {
+		return s
+	}
+	head, tail := 1500, len(s)-400
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s ... [%d bytes left out] ... %s", s[:head], tail-head, s[tail:])
+}
+
+func joinLines(err error) string {
 	var parts []string
 	for _, l := range strings.Split(err.Error(), "\n") {
 		if strings.HasPrefix(l, "goroutine ") {
@@ -229,12 +252,13 @@ func (e *env) progressMode() progress.Mode {
 	return progress.Auto
 }
 
-// emit writes v as the final JSON line when --json is set.
+// emit writes v as the final JSON line when --json is set (marshalJSON: a figure that is not
+// finite is null).
 func (e *env) emit(v any) error {
 	if !e.json {
 		return nil
 	}
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		return err
 	}
