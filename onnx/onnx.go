@@ -263,7 +263,9 @@ func (m *Model) check() error {
 			if d < 0 || d > math.MaxInt32 {
 				return bad("initializer %q: dimension %d out of range", t.Name, d)
 			}
-			n *= d
+			if n *= d; n > int64(len(t.Data)) { // no further product can come back to it, nor overflow
+				break
+			}
 		}
 		if n != int64(len(t.Data)) {
 			return bad("initializer %q of shape %v holds %d values; want %d", t.Name, t.Dims, len(t.Data), n)

@@ -124,3 +124,36 @@ func must(t *testing.T, pm *onnxpb.ModelProto) []byte {
 	}
 	return b
 }
+
+// FuzzUnmarshal: any bytes give a Model or an error, never a panic, and a Model read back
+// marshals again to a file that reads back and marshals to the same bytes.
+func FuzzUnmarshal(f *testing.F) {
+	b, err := Marshal(testModel())
+	if err != nil {
+		f.Fatal(err)
+	}
+	f.Add(b)
+	f.Add(b[:len(b)/2])
+	f.Add([]byte{})
+	f.Fuzz(func(t *testing.T, b []byte) {
+		m, err := Unmarshal(b)
+		if err != nil {
+			if !errors.Is(err, ErrModel) {
+				t.Fatalf("error %v does not wrap ErrModel", err)
+			}
+			return
+		}
+		again, err := Marshal(m)
+		if err != nil {
+			t.Fatalf("a model Unmarshal accepted does not marshal: %v", err)
+		}
+		m2, err := Unmarshal(again)
+		if err != nil {
+			t.Fatal(err)
+		}
+		// Bytes, not the Models, are compared: a NaN weight is not DeepEqual to itself.
+		if third, err := Marshal(m2); err != nil || string(third) != string(again) {
+			t.Fatalf("marshal and unmarshal changed the model (%v):\n%+v\n%+v", err, m, m2)
+		}
+	})
+}
