@@ -48,7 +48,7 @@ var commands = map[string]command{
 	"profile":   {"find where a data-loading pipeline loses time", runProfile},
 	"pack":      {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
 	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
-	"export":    {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
+	"export":    {"write a model as safetensors weights (torchvision names for resnets) or as an ONNX graph", runExport},
 	"devices":   {"list the backends built in and the devices found", runDevices},
 	"allreduce": {"time the all-reduce of package collective across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
