@@ -20,7 +20,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	// loader on the CPU, no loader flags beyond --data and --size.
 	lf := loaderFlags{batch: 1, device: "cpu", onError: "fail", seed: 1, worldSize: 1}
 	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N] --data SPEC) --out FILE "+
-		"[--format safetensors|onnx] [--data SPEC [--size N] | --mean M1,M2,M3 --std S1,S2,S3] [--ema=false]", false)
+		"[--format safetensors|onnx] [--data SPEC [--size N]] [--mean M1,M2,M3 --std S1,S2,S3] [--ema=false]", false)
 	fs.StringVar(&lf.data, "data", "", "the data the model was trained on, as stoke train's --data (mnist:DIR, cifar10:DIR, DIR, shards:PATTERN, ...): "+
 		"with --weights, the input shape and the class count; with --format onnx, the input normalization its evaluation applies (as stoke predict's)")
 	fs.IntVar(&lf.size, "size", 0, "with --data: the image side, as stoke predict takes it (0: a fixed-shape dataset's own size; "+
@@ -36,7 +36,8 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		"opset 17, for onnxruntime, TensorRT or OpenVINO; its input is the float32 NCHW image after normalization); "+
 		"default: onnx when --out ends in .onnx, else safetensors")
 	var mean, std floatList
-	fs.Var(&mean, "mean", "with --format onnx and without --data: the per-channel mean of the input normalization, e.g. 0.485,0.456,0.406")
+	fs.Var(&mean, "mean", "with --format onnx: the per-channel mean of the input normalization to record, e.g. 0.485,0.456,0.406 "+
+		"(default: the one --data's evaluation applies)")
 	fs.Var(&std, "std", "with --mean: the per-channel standard deviation, e.g. 0.229,0.224,0.225")
 	useEMA := fs.Bool("ema", true, "write the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
 	if err := e.parse(fs, args); err != nil {
@@ -67,8 +68,6 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --mean and --std go together", errUsage)
 	case mean != nil && *format != "onnx":
 		return fmt.Errorf("%w: --mean and --std go with --format onnx (a safetensors file holds only the weights)", errUsage)
-	case mean != nil && lf.data != "":
-		return fmt.Errorf("%w: --mean and --std, or --data: choose one (--data gives the normalization its evaluation applies)", errUsage)
 	case *format == "onnx" && mean == nil && lf.data == "":
 		return fmt.Errorf("%w: --format onnx records the input normalization: give --data SPEC (the data the model was trained on) "+
 			"or --mean and --std", errUsage)
@@ -116,7 +115,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	m := tr.Model()
-	if *format == "onnx" && ds != nil {
+	if *format == "onnx" && mean == nil {
 		if mean, std, err = dataNormalization(&lf, ds, m, tr.dev, src); err != nil {
 			return err
 		}

@@ -264,8 +264,8 @@ func readONNX(t *testing.T, path string) *onnx.Model {
 }
 
 // TestExportONNXFlags: the format follows --format or --out's extension; the normalization comes
-// from --data (the evaluation's, as predict applies it) or --mean and --std, and one of them is
-// required; --weights --model --data gives the same file as the checkpoint it was exported from.
+// from --mean and --std, else from --data (the evaluation's, as predict applies it), and one of
+// them is required; --weights --model --data gives the same file as the checkpoint it was exported from.
 func TestExportONNXFlags(t *testing.T) {
 	root := noisyFolder(t, 2, 3, 12)
 	dir := t.TempDir()
@@ -302,11 +302,14 @@ func TestExportONNXFlags(t *testing.T) {
 	}
 
 	d := filepath.Join(dir, "d.bin")
-	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--format", "onnx", "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--out", d); code != 0 {
-		t.Fatalf("export --mean --std: exit %d: %s", code, errOut)
-	}
-	if got, _ := readONNX(t, d).Meta(train.ONNXMetaStd); got != "0.25,0.25,0.25" {
-		t.Errorf("--std 0.25,0.25,0.25: metadata %q", got)
+	for _, data := range [][]string{nil, {"--data", root}} { // --mean and --std, without --data or over its normalization
+		args := append([]string{"export", "--checkpoint", ck, "--format", "onnx", "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--out", d}, data...)
+		if _, errOut, code := stoke(t, args...); code != 0 {
+			t.Fatalf("export %v: exit %d: %s", args, code, errOut)
+		}
+		if got, _ := readONNX(t, d).Meta(train.ONNXMetaStd); got != "0.25,0.25,0.25" {
+			t.Errorf("export %v: metadata std %q", args, got)
+		}
 	}
 	for _, tc := range []struct {
 		args []string
@@ -319,7 +322,6 @@ func TestExportONNXFlags(t *testing.T) {
 		{[]string{"--out", st, "--mean", "0.5,0.5,0.5", "--std", "1,1,1"}, 2, "--mean and --std go with --format onnx"},
 		{[]string{"--out", a, "--mean", "0.5,x", "--std", "1,1"}, 2, "want finite numbers"},
 		{[]string{"--out", a, "--mean", "0.5,0.5", "--std", "1,1"}, 1, "2 means and 2 stds for 3 channels"},
-		{[]string{"--out", a, "--data", root, "--mean", "0.5,0.5,0.5", "--std", "1,1,1"}, 2, "choose one"},
 		{[]string{"--out", a, "--data", root, "--size", "20"}, 1, "gives 3x20x20 images; the model in"},
 	} {
 		args := append([]string{"export", "--checkpoint", ck}, tc.args...)

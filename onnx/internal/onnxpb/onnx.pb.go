@@ -8,7 +8,7 @@
 // versions:
 // 	protoc-gen-go v1.36.12
 // 	protoc        v3.21.12
-// source: onnx.proto
+// source: stoke/onnx/onnx.proto
 
 package onnxpb
 
@@ -149,11 +149,11 @@ func (x Version) String() string {
 }
 
 func (Version) Descriptor() protoreflect.EnumDescriptor {
-	return file_onnx_proto_enumTypes[0].Descriptor()
+	return file_stoke_onnx_onnx_proto_enumTypes[0].Descriptor()
 }
 
 func (Version) Type() protoreflect.EnumType {
-	return &file_onnx_proto_enumTypes[0]
+	return &file_stoke_onnx_onnx_proto_enumTypes[0]
 }
 
 func (x Version) Number() protoreflect.EnumNumber {
@@ -172,7 +172,7 @@ func (x *Version) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use Version.Descriptor instead.
 func (Version) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{0}
 }
 
 // Operator/function status.
@@ -206,11 +206,11 @@ func (x OperatorStatus) String() string {
 }
 
 func (OperatorStatus) Descriptor() protoreflect.EnumDescriptor {
-	return file_onnx_proto_enumTypes[1].Descriptor()
+	return file_stoke_onnx_onnx_proto_enumTypes[1].Descriptor()
 }
 
 func (OperatorStatus) Type() protoreflect.EnumType {
-	return &file_onnx_proto_enumTypes[1]
+	return &file_stoke_onnx_onnx_proto_enumTypes[1]
 }
 
 func (x OperatorStatus) Number() protoreflect.EnumNumber {
@@ -229,7 +229,7 @@ func (x *OperatorStatus) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use OperatorStatus.Descriptor instead.
 func (OperatorStatus) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{1}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{1}
 }
 
 // Note: this enum is structurally identical to the OpSchema::AttrType
@@ -303,11 +303,11 @@ func (x AttributeProto_AttributeType) String() string {
 }
 
 func (AttributeProto_AttributeType) Descriptor() protoreflect.EnumDescriptor {
-	return file_onnx_proto_enumTypes[2].Descriptor()
+	return file_stoke_onnx_onnx_proto_enumTypes[2].Descriptor()
 }
 
 func (AttributeProto_AttributeType) Type() protoreflect.EnumType {
-	return &file_onnx_proto_enumTypes[2]
+	return &file_stoke_onnx_onnx_proto_enumTypes[2]
 }
 
 func (x AttributeProto_AttributeType) Number() protoreflect.EnumNumber {
@@ -326,7 +326,7 @@ func (x *AttributeProto_AttributeType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use AttributeProto_AttributeType.Descriptor instead.
 func (AttributeProto_AttributeType) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{0, 0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{0, 0}
 }
 
 type TensorProto_DataType int32
@@ -451,11 +451,11 @@ func (x TensorProto_DataType) String() string {
 }
 
 func (TensorProto_DataType) Descriptor() protoreflect.EnumDescriptor {
-	return file_onnx_proto_enumTypes[3].Descriptor()
+	return file_stoke_onnx_onnx_proto_enumTypes[3].Descriptor()
 }
 
 func (TensorProto_DataType) Type() protoreflect.EnumType {
-	return &file_onnx_proto_enumTypes[3]
+	return &file_stoke_onnx_onnx_proto_enumTypes[3]
 }
 
 func (x TensorProto_DataType) Number() protoreflect.EnumNumber {
@@ -474,7 +474,7 @@ func (x *TensorProto_DataType) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use TensorProto_DataType.Descriptor instead.
 func (TensorProto_DataType) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{14, 0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{14, 0}
 }
 
 // Location of the data for this tensor. MUST be one of:
@@ -510,11 +510,11 @@ func (x TensorProto_DataLocation) String() string {
 }
 
 func (TensorProto_DataLocation) Descriptor() protoreflect.EnumDescriptor {
-	return file_onnx_proto_enumTypes[4].Descriptor()
+	return file_stoke_onnx_onnx_proto_enumTypes[4].Descriptor()
 }
 
 func (TensorProto_DataLocation) Type() protoreflect.EnumType {
-	return &file_onnx_proto_enumTypes[4]
+	return &file_stoke_onnx_onnx_proto_enumTypes[4]
 }
 
 func (x TensorProto_DataLocation) Number() protoreflect.EnumNumber {
@@ -533,7 +533,7 @@ func (x *TensorProto_DataLocation) UnmarshalJSON(b []byte) error {
 
 // Deprecated: Use TensorProto_DataLocation.Descriptor instead.
 func (TensorProto_DataLocation) EnumDescriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{14, 1}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{14, 1}
 }
 
 // Attributes
@@ -559,7 +559,7 @@ type AttributeProto struct {
 	// which value field was in use.  For IR_VERSION 0.0.2 or later, this
 	// field MUST be set and match the f|i|s|t|... field in use.  This
 	// change was made to accommodate proto3 implementations.
-	Type *AttributeProto_AttributeType `protobuf:"varint,20,opt,name=type,enum=onnx.AttributeProto_AttributeType" json:"type,omitempty"` // discriminator that indicates which field below is in use
+	Type *AttributeProto_AttributeType `protobuf:"varint,20,opt,name=type,enum=stoke.onnx.AttributeProto_AttributeType" json:"type,omitempty"` // discriminator that indicates which field below is in use
 	// Exactly ONE of the following fields must be present for this version of the IR
 	F            *float32           `protobuf:"fixed32,2,opt,name=f" json:"f,omitempty"`                                          // float
 	I            *int64             `protobuf:"varint,3,opt,name=i" json:"i,omitempty"`                                           // int
@@ -583,7 +583,7 @@ type AttributeProto struct {
 
 func (x *AttributeProto) Reset() {
 	*x = AttributeProto{}
-	mi := &file_onnx_proto_msgTypes[0]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[0]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -595,7 +595,7 @@ func (x *AttributeProto) String() string {
 func (*AttributeProto) ProtoMessage() {}
 
 func (x *AttributeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[0]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[0]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -608,7 +608,7 @@ func (x *AttributeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use AttributeProto.ProtoReflect.Descriptor instead.
 func (*AttributeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{0}
 }
 
 func (x *AttributeProto) GetName() string {
@@ -756,7 +756,7 @@ type ValueInfoProto struct {
 
 func (x *ValueInfoProto) Reset() {
 	*x = ValueInfoProto{}
-	mi := &file_onnx_proto_msgTypes[1]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[1]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -768,7 +768,7 @@ func (x *ValueInfoProto) String() string {
 func (*ValueInfoProto) ProtoMessage() {}
 
 func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[1]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[1]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -781,7 +781,7 @@ func (x *ValueInfoProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ValueInfoProto.ProtoReflect.Descriptor instead.
 func (*ValueInfoProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{1}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{1}
 }
 
 func (x *ValueInfoProto) GetName() string {
@@ -846,7 +846,7 @@ type NodeProto struct {
 
 func (x *NodeProto) Reset() {
 	*x = NodeProto{}
-	mi := &file_onnx_proto_msgTypes[2]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[2]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -858,7 +858,7 @@ func (x *NodeProto) String() string {
 func (*NodeProto) ProtoMessage() {}
 
 func (x *NodeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[2]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[2]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -871,7 +871,7 @@ func (x *NodeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeProto.ProtoReflect.Descriptor instead.
 func (*NodeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{2}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{2}
 }
 
 func (x *NodeProto) GetInput() []string {
@@ -956,7 +956,7 @@ type IntIntListEntryProto struct {
 
 func (x *IntIntListEntryProto) Reset() {
 	*x = IntIntListEntryProto{}
-	mi := &file_onnx_proto_msgTypes[3]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[3]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -968,7 +968,7 @@ func (x *IntIntListEntryProto) String() string {
 func (*IntIntListEntryProto) ProtoMessage() {}
 
 func (x *IntIntListEntryProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[3]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[3]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -981,7 +981,7 @@ func (x *IntIntListEntryProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use IntIntListEntryProto.ProtoReflect.Descriptor instead.
 func (*IntIntListEntryProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{3}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{3}
 }
 
 func (x *IntIntListEntryProto) GetKey() int64 {
@@ -1014,7 +1014,7 @@ type NodeDeviceConfigurationProto struct {
 
 func (x *NodeDeviceConfigurationProto) Reset() {
 	*x = NodeDeviceConfigurationProto{}
-	mi := &file_onnx_proto_msgTypes[4]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[4]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1026,7 +1026,7 @@ func (x *NodeDeviceConfigurationProto) String() string {
 func (*NodeDeviceConfigurationProto) ProtoMessage() {}
 
 func (x *NodeDeviceConfigurationProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[4]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[4]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1039,7 +1039,7 @@ func (x *NodeDeviceConfigurationProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use NodeDeviceConfigurationProto.ProtoReflect.Descriptor instead.
 func (*NodeDeviceConfigurationProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{4}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{4}
 }
 
 func (x *NodeDeviceConfigurationProto) GetConfigurationId() string {
@@ -1091,7 +1091,7 @@ type ShardingSpecProto struct {
 
 func (x *ShardingSpecProto) Reset() {
 	*x = ShardingSpecProto{}
-	mi := &file_onnx_proto_msgTypes[5]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[5]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1103,7 +1103,7 @@ func (x *ShardingSpecProto) String() string {
 func (*ShardingSpecProto) ProtoMessage() {}
 
 func (x *ShardingSpecProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[5]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[5]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1116,7 +1116,7 @@ func (x *ShardingSpecProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardingSpecProto.ProtoReflect.Descriptor instead.
 func (*ShardingSpecProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{5}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{5}
 }
 
 func (x *ShardingSpecProto) GetTensorName() string {
@@ -1167,7 +1167,7 @@ type ShardedDimProto struct {
 
 func (x *ShardedDimProto) Reset() {
 	*x = ShardedDimProto{}
-	mi := &file_onnx_proto_msgTypes[6]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[6]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1179,7 +1179,7 @@ func (x *ShardedDimProto) String() string {
 func (*ShardedDimProto) ProtoMessage() {}
 
 func (x *ShardedDimProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[6]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[6]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1192,7 +1192,7 @@ func (x *ShardedDimProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ShardedDimProto.ProtoReflect.Descriptor instead.
 func (*ShardedDimProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{6}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{6}
 }
 
 func (x *ShardedDimProto) GetAxis() int64 {
@@ -1229,7 +1229,7 @@ type SimpleShardedDimProto struct {
 
 func (x *SimpleShardedDimProto) Reset() {
 	*x = SimpleShardedDimProto{}
-	mi := &file_onnx_proto_msgTypes[7]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[7]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1241,7 +1241,7 @@ func (x *SimpleShardedDimProto) String() string {
 func (*SimpleShardedDimProto) ProtoMessage() {}
 
 func (x *SimpleShardedDimProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[7]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[7]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1254,7 +1254,7 @@ func (x *SimpleShardedDimProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SimpleShardedDimProto.ProtoReflect.Descriptor instead.
 func (*SimpleShardedDimProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{7}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{7}
 }
 
 func (x *SimpleShardedDimProto) GetDim() isSimpleShardedDimProto_Dim {
@@ -1430,7 +1430,7 @@ type TrainingInfoProto struct {
 
 func (x *TrainingInfoProto) Reset() {
 	*x = TrainingInfoProto{}
-	mi := &file_onnx_proto_msgTypes[8]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[8]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1442,7 +1442,7 @@ func (x *TrainingInfoProto) String() string {
 func (*TrainingInfoProto) ProtoMessage() {}
 
 func (x *TrainingInfoProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[8]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[8]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1455,7 +1455,7 @@ func (x *TrainingInfoProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TrainingInfoProto.ProtoReflect.Descriptor instead.
 func (*TrainingInfoProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{8}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{8}
 }
 
 func (x *TrainingInfoProto) GetInitialization() *GraphProto {
@@ -1565,7 +1565,7 @@ type ModelProto struct {
 
 func (x *ModelProto) Reset() {
 	*x = ModelProto{}
-	mi := &file_onnx_proto_msgTypes[9]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[9]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1577,7 +1577,7 @@ func (x *ModelProto) String() string {
 func (*ModelProto) ProtoMessage() {}
 
 func (x *ModelProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[9]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[9]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1590,7 +1590,7 @@ func (x *ModelProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use ModelProto.ProtoReflect.Descriptor instead.
 func (*ModelProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{9}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{9}
 }
 
 func (x *ModelProto) GetIrVersion() int64 {
@@ -1694,7 +1694,7 @@ type DeviceConfigurationProto struct {
 
 func (x *DeviceConfigurationProto) Reset() {
 	*x = DeviceConfigurationProto{}
-	mi := &file_onnx_proto_msgTypes[10]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[10]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1706,7 +1706,7 @@ func (x *DeviceConfigurationProto) String() string {
 func (*DeviceConfigurationProto) ProtoMessage() {}
 
 func (x *DeviceConfigurationProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[10]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[10]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1719,7 +1719,7 @@ func (x *DeviceConfigurationProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use DeviceConfigurationProto.ProtoReflect.Descriptor instead.
 func (*DeviceConfigurationProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{10}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{10}
 }
 
 func (x *DeviceConfigurationProto) GetName() string {
@@ -1755,7 +1755,7 @@ type StringStringEntryProto struct {
 
 func (x *StringStringEntryProto) Reset() {
 	*x = StringStringEntryProto{}
-	mi := &file_onnx_proto_msgTypes[11]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[11]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1767,7 +1767,7 @@ func (x *StringStringEntryProto) String() string {
 func (*StringStringEntryProto) ProtoMessage() {}
 
 func (x *StringStringEntryProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[11]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[11]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1780,7 +1780,7 @@ func (x *StringStringEntryProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use StringStringEntryProto.ProtoReflect.Descriptor instead.
 func (*StringStringEntryProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{11}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{11}
 }
 
 func (x *StringStringEntryProto) GetKey() string {
@@ -1811,7 +1811,7 @@ type TensorAnnotation struct {
 
 func (x *TensorAnnotation) Reset() {
 	*x = TensorAnnotation{}
-	mi := &file_onnx_proto_msgTypes[12]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[12]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1823,7 +1823,7 @@ func (x *TensorAnnotation) String() string {
 func (*TensorAnnotation) ProtoMessage() {}
 
 func (x *TensorAnnotation) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[12]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[12]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1836,7 +1836,7 @@ func (x *TensorAnnotation) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorAnnotation.ProtoReflect.Descriptor instead.
 func (*TensorAnnotation) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{12}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{12}
 }
 
 func (x *TensorAnnotation) GetTensorName() string {
@@ -1893,7 +1893,7 @@ type GraphProto struct {
 
 func (x *GraphProto) Reset() {
 	*x = GraphProto{}
-	mi := &file_onnx_proto_msgTypes[13]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[13]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -1905,7 +1905,7 @@ func (x *GraphProto) String() string {
 func (*GraphProto) ProtoMessage() {}
 
 func (x *GraphProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[13]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[13]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -1918,7 +1918,7 @@ func (x *GraphProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use GraphProto.ProtoReflect.Descriptor instead.
 func (*GraphProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{13}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{13}
 }
 
 func (x *GraphProto) GetNode() []*NodeProto {
@@ -2071,7 +2071,7 @@ type TensorProto struct {
 	//   - "checksum" (optional) - SHA1 digest of file specified in under 'location' key.
 	ExternalData []*StringStringEntryProto `protobuf:"bytes,13,rep,name=external_data,json=externalData" json:"external_data,omitempty"`
 	// If value not set, data is stored in raw_data (if set) otherwise in type-specified field.
-	DataLocation *TensorProto_DataLocation `protobuf:"varint,14,opt,name=data_location,json=dataLocation,enum=onnx.TensorProto_DataLocation" json:"data_location,omitempty"`
+	DataLocation *TensorProto_DataLocation `protobuf:"varint,14,opt,name=data_location,json=dataLocation,enum=stoke.onnx.TensorProto_DataLocation" json:"data_location,omitempty"`
 	// For double
 	// Complex128 tensors are encoded as a single array of doubles,
 	// with the real components appearing in odd numbered positions,
@@ -2092,7 +2092,7 @@ type TensorProto struct {
 
 func (x *TensorProto) Reset() {
 	*x = TensorProto{}
-	mi := &file_onnx_proto_msgTypes[14]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[14]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2104,7 +2104,7 @@ func (x *TensorProto) String() string {
 func (*TensorProto) ProtoMessage() {}
 
 func (x *TensorProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[14]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[14]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2117,7 +2117,7 @@ func (x *TensorProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorProto.ProtoReflect.Descriptor instead.
 func (*TensorProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{14}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{14}
 }
 
 func (x *TensorProto) GetDims() []int64 {
@@ -2252,7 +2252,7 @@ type SparseTensorProto struct {
 
 func (x *SparseTensorProto) Reset() {
 	*x = SparseTensorProto{}
-	mi := &file_onnx_proto_msgTypes[15]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[15]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2264,7 +2264,7 @@ func (x *SparseTensorProto) String() string {
 func (*SparseTensorProto) ProtoMessage() {}
 
 func (x *SparseTensorProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[15]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[15]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2277,7 +2277,7 @@ func (x *SparseTensorProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use SparseTensorProto.ProtoReflect.Descriptor instead.
 func (*SparseTensorProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{15}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{15}
 }
 
 func (x *SparseTensorProto) GetValues() *TensorProto {
@@ -2313,7 +2313,7 @@ type TensorShapeProto struct {
 
 func (x *TensorShapeProto) Reset() {
 	*x = TensorShapeProto{}
-	mi := &file_onnx_proto_msgTypes[16]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[16]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2325,7 +2325,7 @@ func (x *TensorShapeProto) String() string {
 func (*TensorShapeProto) ProtoMessage() {}
 
 func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[16]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[16]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2338,7 +2338,7 @@ func (x *TensorShapeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{16}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{16}
 }
 
 func (x *TensorShapeProto) GetDim() []*TensorShapeProto_Dimension {
@@ -2372,7 +2372,7 @@ type TypeProto struct {
 
 func (x *TypeProto) Reset() {
 	*x = TypeProto{}
-	mi := &file_onnx_proto_msgTypes[17]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[17]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2384,7 +2384,7 @@ func (x *TypeProto) String() string {
 func (*TypeProto) ProtoMessage() {}
 
 func (x *TypeProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[17]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[17]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2397,7 +2397,7 @@ func (x *TypeProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto.ProtoReflect.Descriptor instead.
 func (*TypeProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17}
 }
 
 func (x *TypeProto) GetValue() isTypeProto_Value {
@@ -2517,7 +2517,7 @@ type OperatorSetIdProto struct {
 
 func (x *OperatorSetIdProto) Reset() {
 	*x = OperatorSetIdProto{}
-	mi := &file_onnx_proto_msgTypes[18]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[18]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2529,7 +2529,7 @@ func (x *OperatorSetIdProto) String() string {
 func (*OperatorSetIdProto) ProtoMessage() {}
 
 func (x *OperatorSetIdProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[18]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[18]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2542,7 +2542,7 @@ func (x *OperatorSetIdProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use OperatorSetIdProto.ProtoReflect.Descriptor instead.
 func (*OperatorSetIdProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{18}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{18}
 }
 
 func (x *OperatorSetIdProto) GetDomain() string {
@@ -2599,7 +2599,7 @@ type FunctionProto struct {
 
 func (x *FunctionProto) Reset() {
 	*x = FunctionProto{}
-	mi := &file_onnx_proto_msgTypes[19]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[19]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2611,7 +2611,7 @@ func (x *FunctionProto) String() string {
 func (*FunctionProto) ProtoMessage() {}
 
 func (x *FunctionProto) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[19]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[19]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2624,7 +2624,7 @@ func (x *FunctionProto) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use FunctionProto.ProtoReflect.Descriptor instead.
 func (*FunctionProto) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{19}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{19}
 }
 
 func (x *FunctionProto) GetName() string {
@@ -2724,7 +2724,7 @@ type TensorProto_Segment struct {
 
 func (x *TensorProto_Segment) Reset() {
 	*x = TensorProto_Segment{}
-	mi := &file_onnx_proto_msgTypes[20]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[20]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2736,7 +2736,7 @@ func (x *TensorProto_Segment) String() string {
 func (*TensorProto_Segment) ProtoMessage() {}
 
 func (x *TensorProto_Segment) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[20]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[20]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2749,7 +2749,7 @@ func (x *TensorProto_Segment) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorProto_Segment.ProtoReflect.Descriptor instead.
 func (*TensorProto_Segment) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{14, 0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{14, 0}
 }
 
 func (x *TensorProto_Segment) GetBegin() int64 {
@@ -2785,7 +2785,7 @@ type TensorShapeProto_Dimension struct {
 
 func (x *TensorShapeProto_Dimension) Reset() {
 	*x = TensorShapeProto_Dimension{}
-	mi := &file_onnx_proto_msgTypes[21]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[21]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2797,7 +2797,7 @@ func (x *TensorShapeProto_Dimension) String() string {
 func (*TensorShapeProto_Dimension) ProtoMessage() {}
 
 func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[21]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[21]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2810,7 +2810,7 @@ func (x *TensorShapeProto_Dimension) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TensorShapeProto_Dimension.ProtoReflect.Descriptor instead.
 func (*TensorShapeProto_Dimension) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{16, 0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{16, 0}
 }
 
 func (x *TensorShapeProto_Dimension) GetValue() isTensorShapeProto_Dimension_Value {
@@ -2874,7 +2874,7 @@ type TypeProto_Tensor struct {
 
 func (x *TypeProto_Tensor) Reset() {
 	*x = TypeProto_Tensor{}
-	mi := &file_onnx_proto_msgTypes[22]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[22]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2886,7 +2886,7 @@ func (x *TypeProto_Tensor) String() string {
 func (*TypeProto_Tensor) ProtoMessage() {}
 
 func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[22]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[22]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2899,7 +2899,7 @@ func (x *TypeProto_Tensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Tensor.ProtoReflect.Descriptor instead.
 func (*TypeProto_Tensor) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17, 0}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17, 0}
 }
 
 func (x *TypeProto_Tensor) GetElemType() int32 {
@@ -2928,7 +2928,7 @@ type TypeProto_Sequence struct {
 
 func (x *TypeProto_Sequence) Reset() {
 	*x = TypeProto_Sequence{}
-	mi := &file_onnx_proto_msgTypes[23]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[23]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2940,7 +2940,7 @@ func (x *TypeProto_Sequence) String() string {
 func (*TypeProto_Sequence) ProtoMessage() {}
 
 func (x *TypeProto_Sequence) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[23]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[23]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -2953,7 +2953,7 @@ func (x *TypeProto_Sequence) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Sequence.ProtoReflect.Descriptor instead.
 func (*TypeProto_Sequence) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17, 1}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17, 1}
 }
 
 func (x *TypeProto_Sequence) GetElemType() *TypeProto {
@@ -2978,7 +2978,7 @@ type TypeProto_Map struct {
 
 func (x *TypeProto_Map) Reset() {
 	*x = TypeProto_Map{}
-	mi := &file_onnx_proto_msgTypes[24]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[24]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -2990,7 +2990,7 @@ func (x *TypeProto_Map) String() string {
 func (*TypeProto_Map) ProtoMessage() {}
 
 func (x *TypeProto_Map) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[24]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[24]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3003,7 +3003,7 @@ func (x *TypeProto_Map) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Map.ProtoReflect.Descriptor instead.
 func (*TypeProto_Map) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17, 2}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17, 2}
 }
 
 func (x *TypeProto_Map) GetKeyType() int32 {
@@ -3033,7 +3033,7 @@ type TypeProto_Optional struct {
 
 func (x *TypeProto_Optional) Reset() {
 	*x = TypeProto_Optional{}
-	mi := &file_onnx_proto_msgTypes[25]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[25]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3045,7 +3045,7 @@ func (x *TypeProto_Optional) String() string {
 func (*TypeProto_Optional) ProtoMessage() {}
 
 func (x *TypeProto_Optional) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[25]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[25]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3058,7 +3058,7 @@ func (x *TypeProto_Optional) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_Optional.ProtoReflect.Descriptor instead.
 func (*TypeProto_Optional) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17, 3}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17, 3}
 }
 
 func (x *TypeProto_Optional) GetElemType() *TypeProto {
@@ -3081,7 +3081,7 @@ type TypeProto_SparseTensor struct {
 
 func (x *TypeProto_SparseTensor) Reset() {
 	*x = TypeProto_SparseTensor{}
-	mi := &file_onnx_proto_msgTypes[26]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[26]
 	ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 	ms.StoreMessageInfo(mi)
 }
@@ -3093,7 +3093,7 @@ func (x *TypeProto_SparseTensor) String() string {
 func (*TypeProto_SparseTensor) ProtoMessage() {}
 
 func (x *TypeProto_SparseTensor) ProtoReflect() protoreflect.Message {
-	mi := &file_onnx_proto_msgTypes[26]
+	mi := &file_stoke_onnx_onnx_proto_msgTypes[26]
 	if x != nil {
 		ms := protoimpl.X.MessageStateOf(protoimpl.Pointer(x))
 		if ms.LoadMessageInfo() == nil {
@@ -3106,7 +3106,7 @@ func (x *TypeProto_SparseTensor) ProtoReflect() protoreflect.Message {
 
 // Deprecated: Use TypeProto_SparseTensor.ProtoReflect.Descriptor instead.
 func (*TypeProto_SparseTensor) Descriptor() ([]byte, []int) {
-	return file_onnx_proto_rawDescGZIP(), []int{17, 4}
+	return file_stoke_onnx_onnx_proto_rawDescGZIP(), []int{17, 4}
 }
 
 func (x *TypeProto_SparseTensor) GetElemType() int32 {
@@ -3123,33 +3123,33 @@ func (x *TypeProto_SparseTensor) GetShape() *TensorShapeProto {
 	return nil
 }
 
-var File_onnx_proto protoreflect.FileDescriptor
+var File_stoke_onnx_onnx_proto protoreflect.FileDescriptor
 
-const file_onnx_proto_rawDesc = "" +
+const file_stoke_onnx_onnx_proto_rawDesc = "" +
 	"\n" +
-	"\n" +
-	"onnx.proto\x12\x04onnx\"\xe3\x06\n" +
+	"\x15stoke/onnx/onnx.proto\x12\n" +
+	"stoke.onnx\"\x99\a\n" +
 	"\x0eAttributeProto\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\"\n" +
 	"\rref_attr_name\x18\x15 \x01(\tR\vrefAttrName\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\r \x01(\tR\tdocString\x126\n" +
-	"\x04type\x18\x14 \x01(\x0e2\".onnx.AttributeProto.AttributeTypeR\x04type\x12\f\n" +
+	"doc_string\x18\r \x01(\tR\tdocString\x12<\n" +
+	"\x04type\x18\x14 \x01(\x0e2(.stoke.onnx.AttributeProto.AttributeTypeR\x04type\x12\f\n" +
 	"\x01f\x18\x02 \x01(\x02R\x01f\x12\f\n" +
 	"\x01i\x18\x03 \x01(\x03R\x01i\x12\f\n" +
-	"\x01s\x18\x04 \x01(\fR\x01s\x12\x1f\n" +
-	"\x01t\x18\x05 \x01(\v2\x11.onnx.TensorProtoR\x01t\x12\x1e\n" +
-	"\x01g\x18\x06 \x01(\v2\x10.onnx.GraphProtoR\x01g\x12<\n" +
-	"\rsparse_tensor\x18\x16 \x01(\v2\x17.onnx.SparseTensorProtoR\fsparseTensor\x12\x1f\n" +
-	"\x02tp\x18\x0e \x01(\v2\x0f.onnx.TypeProtoR\x02tp\x12\x16\n" +
+	"\x01s\x18\x04 \x01(\fR\x01s\x12%\n" +
+	"\x01t\x18\x05 \x01(\v2\x17.stoke.onnx.TensorProtoR\x01t\x12$\n" +
+	"\x01g\x18\x06 \x01(\v2\x16.stoke.onnx.GraphProtoR\x01g\x12B\n" +
+	"\rsparse_tensor\x18\x16 \x01(\v2\x1d.stoke.onnx.SparseTensorProtoR\fsparseTensor\x12%\n" +
+	"\x02tp\x18\x0e \x01(\v2\x15.stoke.onnx.TypeProtoR\x02tp\x12\x16\n" +
 	"\x06floats\x18\a \x03(\x02R\x06floats\x12\x12\n" +
 	"\x04ints\x18\b \x03(\x03R\x04ints\x12\x18\n" +
-	"\astrings\x18\t \x03(\fR\astrings\x12+\n" +
+	"\astrings\x18\t \x03(\fR\astrings\x121\n" +
 	"\atensors\x18\n" +
-	" \x03(\v2\x11.onnx.TensorProtoR\atensors\x12(\n" +
-	"\x06graphs\x18\v \x03(\v2\x10.onnx.GraphProtoR\x06graphs\x12>\n" +
-	"\x0esparse_tensors\x18\x17 \x03(\v2\x17.onnx.SparseTensorProtoR\rsparseTensors\x120\n" +
-	"\vtype_protos\x18\x0f \x03(\v2\x0f.onnx.TypeProtoR\n" +
+	" \x03(\v2\x17.stoke.onnx.TensorProtoR\atensors\x12.\n" +
+	"\x06graphs\x18\v \x03(\v2\x16.stoke.onnx.GraphProtoR\x06graphs\x12D\n" +
+	"\x0esparse_tensors\x18\x17 \x03(\v2\x1d.stoke.onnx.SparseTensorProtoR\rsparseTensors\x126\n" +
+	"\vtype_protos\x18\x0f \x03(\v2\x15.stoke.onnx.TypeProtoR\n" +
 	"typeProtos\"\xd9\x01\n" +
 	"\rAttributeType\x12\r\n" +
 	"\tUNDEFINED\x10\x00\x12\t\n" +
@@ -3172,70 +3172,70 @@ const file_onnx_proto_rawDesc = "" +
 	"\x06GRAPHS\x10\n" +
 	"\x12\x12\n" +
 	"\x0eSPARSE_TENSORS\x10\f\x12\x0f\n" +
-	"\vTYPE_PROTOS\x10\x0eJ\x04\b\f\x10\rJ\x04\b\x10\x10\x14R\x01v\"\xad\x01\n" +
+	"\vTYPE_PROTOS\x10\x0eJ\x04\b\f\x10\rJ\x04\b\x10\x10\x14R\x01v\"\xb9\x01\n" +
 	"\x0eValueInfoProto\x12\x12\n" +
-	"\x04name\x18\x01 \x01(\tR\x04name\x12#\n" +
-	"\x04type\x18\x02 \x01(\v2\x0f.onnx.TypeProtoR\x04type\x12\x1d\n" +
+	"\x04name\x18\x01 \x01(\tR\x04name\x12)\n" +
+	"\x04type\x18\x02 \x01(\v2\x15.stoke.onnx.TypeProtoR\x04type\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x03 \x01(\tR\tdocString\x12C\n" +
-	"\x0emetadata_props\x18\x04 \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataProps\"\x8b\x03\n" +
+	"doc_string\x18\x03 \x01(\tR\tdocString\x12I\n" +
+	"\x0emetadata_props\x18\x04 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataProps\"\x9d\x03\n" +
 	"\tNodeProto\x12\x14\n" +
 	"\x05input\x18\x01 \x03(\tR\x05input\x12\x16\n" +
 	"\x06output\x18\x02 \x03(\tR\x06output\x12\x12\n" +
 	"\x04name\x18\x03 \x01(\tR\x04name\x12\x17\n" +
 	"\aop_type\x18\x04 \x01(\tR\x06opType\x12\x16\n" +
 	"\x06domain\x18\a \x01(\tR\x06domain\x12\x1a\n" +
-	"\boverload\x18\b \x01(\tR\boverload\x122\n" +
-	"\tattribute\x18\x05 \x03(\v2\x14.onnx.AttributeProtoR\tattribute\x12\x1d\n" +
+	"\boverload\x18\b \x01(\tR\boverload\x128\n" +
+	"\tattribute\x18\x05 \x03(\v2\x1a.stoke.onnx.AttributeProtoR\tattribute\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x06 \x01(\tR\tdocString\x12C\n" +
-	"\x0emetadata_props\x18\t \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataProps\x12W\n" +
+	"doc_string\x18\x06 \x01(\tR\tdocString\x12I\n" +
+	"\x0emetadata_props\x18\t \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataProps\x12]\n" +
 	"\x15device_configurations\x18\n" +
-	" \x03(\v2\".onnx.NodeDeviceConfigurationProtoR\x14deviceConfigurations\">\n" +
+	" \x03(\v2(.stoke.onnx.NodeDeviceConfigurationProtoR\x14deviceConfigurations\">\n" +
 	"\x14IntIntListEntryProto\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\x03R\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x03(\x03R\x05value\"\xae\x01\n" +
+	"\x05value\x18\x02 \x03(\x03R\x05value\"\xb4\x01\n" +
 	"\x1cNodeDeviceConfigurationProto\x12)\n" +
-	"\x10configuration_id\x18\x01 \x01(\tR\x0fconfigurationId\x12<\n" +
-	"\rsharding_spec\x18\x02 \x03(\v2\x17.onnx.ShardingSpecProtoR\fshardingSpec\x12%\n" +
-	"\x0epipeline_stage\x18\x03 \x01(\x05R\rpipelineStage\"\xda\x01\n" +
+	"\x10configuration_id\x18\x01 \x01(\tR\x0fconfigurationId\x12B\n" +
+	"\rsharding_spec\x18\x02 \x03(\v2\x1d.stoke.onnx.ShardingSpecProtoR\fshardingSpec\x12%\n" +
+	"\x0epipeline_stage\x18\x03 \x01(\x05R\rpipelineStage\"\xe6\x01\n" +
 	"\x11ShardingSpecProto\x12\x1f\n" +
 	"\vtensor_name\x18\x01 \x01(\tR\n" +
 	"tensorName\x12\x16\n" +
-	"\x06device\x18\x02 \x03(\x03R\x06device\x12T\n" +
-	"\x19index_to_device_group_map\x18\x03 \x03(\v2\x1a.onnx.IntIntListEntryProtoR\x15indexToDeviceGroupMap\x126\n" +
-	"\vsharded_dim\x18\x04 \x03(\v2\x15.onnx.ShardedDimProtoR\n" +
-	"shardedDim\"k\n" +
+	"\x06device\x18\x02 \x03(\x03R\x06device\x12Z\n" +
+	"\x19index_to_device_group_map\x18\x03 \x03(\v2 .stoke.onnx.IntIntListEntryProtoR\x15indexToDeviceGroupMap\x12<\n" +
+	"\vsharded_dim\x18\x04 \x03(\v2\x1b.stoke.onnx.ShardedDimProtoR\n" +
+	"shardedDim\"q\n" +
 	"\x0fShardedDimProto\x12\x12\n" +
-	"\x04axis\x18\x01 \x01(\x03R\x04axis\x12D\n" +
-	"\x0fsimple_sharding\x18\x02 \x03(\v2\x1b.onnx.SimpleShardedDimProtoR\x0esimpleSharding\"{\n" +
+	"\x04axis\x18\x01 \x01(\x03R\x04axis\x12J\n" +
+	"\x0fsimple_sharding\x18\x02 \x03(\v2!.stoke.onnx.SimpleShardedDimProtoR\x0esimpleSharding\"{\n" +
 	"\x15SimpleShardedDimProto\x12\x1d\n" +
 	"\tdim_value\x18\x01 \x01(\x03H\x00R\bdimValue\x12\x1d\n" +
 	"\tdim_param\x18\x02 \x01(\tH\x00R\bdimParam\x12\x1d\n" +
 	"\n" +
 	"num_shards\x18\x03 \x01(\x03R\tnumShardsB\x05\n" +
-	"\x03dim\"\x97\x02\n" +
-	"\x11TrainingInfoProto\x128\n" +
-	"\x0einitialization\x18\x01 \x01(\v2\x10.onnx.GraphProtoR\x0einitialization\x12.\n" +
-	"\talgorithm\x18\x02 \x01(\v2\x10.onnx.GraphProtoR\talgorithm\x12S\n" +
-	"\x16initialization_binding\x18\x03 \x03(\v2\x1c.onnx.StringStringEntryProtoR\x15initializationBinding\x12C\n" +
-	"\x0eupdate_binding\x18\x04 \x03(\v2\x1c.onnx.StringStringEntryProtoR\rupdateBinding\"\xb8\x04\n" +
+	"\x03dim\"\xaf\x02\n" +
+	"\x11TrainingInfoProto\x12>\n" +
+	"\x0einitialization\x18\x01 \x01(\v2\x16.stoke.onnx.GraphProtoR\x0einitialization\x124\n" +
+	"\talgorithm\x18\x02 \x01(\v2\x16.stoke.onnx.GraphProtoR\talgorithm\x12Y\n" +
+	"\x16initialization_binding\x18\x03 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\x15initializationBinding\x12I\n" +
+	"\x0eupdate_binding\x18\x04 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rupdateBinding\"\xdc\x04\n" +
 	"\n" +
 	"ModelProto\x12\x1d\n" +
 	"\n" +
-	"ir_version\x18\x01 \x01(\x03R\tirVersion\x12;\n" +
-	"\fopset_import\x18\b \x03(\v2\x18.onnx.OperatorSetIdProtoR\vopsetImport\x12#\n" +
+	"ir_version\x18\x01 \x01(\x03R\tirVersion\x12A\n" +
+	"\fopset_import\x18\b \x03(\v2\x1e.stoke.onnx.OperatorSetIdProtoR\vopsetImport\x12#\n" +
 	"\rproducer_name\x18\x02 \x01(\tR\fproducerName\x12)\n" +
 	"\x10producer_version\x18\x03 \x01(\tR\x0fproducerVersion\x12\x16\n" +
 	"\x06domain\x18\x04 \x01(\tR\x06domain\x12#\n" +
 	"\rmodel_version\x18\x05 \x01(\x03R\fmodelVersion\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\x06 \x01(\tR\tdocString\x12&\n" +
-	"\x05graph\x18\a \x01(\v2\x10.onnx.GraphProtoR\x05graph\x12C\n" +
-	"\x0emetadata_props\x18\x0e \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataProps\x12<\n" +
-	"\rtraining_info\x18\x14 \x03(\v2\x17.onnx.TrainingInfoProtoR\ftrainingInfo\x121\n" +
-	"\tfunctions\x18\x19 \x03(\v2\x13.onnx.FunctionProtoR\tfunctions\x12D\n" +
-	"\rconfiguration\x18\x1a \x03(\v2\x1e.onnx.DeviceConfigurationProtoR\rconfiguration\"g\n" +
+	"doc_string\x18\x06 \x01(\tR\tdocString\x12,\n" +
+	"\x05graph\x18\a \x01(\v2\x16.stoke.onnx.GraphProtoR\x05graph\x12I\n" +
+	"\x0emetadata_props\x18\x0e \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataProps\x12B\n" +
+	"\rtraining_info\x18\x14 \x03(\v2\x1d.stoke.onnx.TrainingInfoProtoR\ftrainingInfo\x127\n" +
+	"\tfunctions\x18\x19 \x03(\v2\x19.stoke.onnx.FunctionProtoR\tfunctions\x12J\n" +
+	"\rconfiguration\x18\x1a \x03(\v2$.stoke.onnx.DeviceConfigurationProtoR\rconfiguration\"g\n" +
 	"\x18DeviceConfigurationProto\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x1f\n" +
 	"\vnum_devices\x18\x02 \x01(\x05R\n" +
@@ -3243,32 +3243,32 @@ const file_onnx_proto_rawDesc = "" +
 	"\x06device\x18\x03 \x03(\tR\x06device\"@\n" +
 	"\x16StringStringEntryProto\x12\x10\n" +
 	"\x03key\x18\x01 \x01(\tR\x03key\x12\x14\n" +
-	"\x05value\x18\x02 \x01(\tR\x05value\"\x92\x01\n" +
+	"\x05value\x18\x02 \x01(\tR\x05value\"\x98\x01\n" +
 	"\x10TensorAnnotation\x12\x1f\n" +
 	"\vtensor_name\x18\x01 \x01(\tR\n" +
-	"tensorName\x12]\n" +
-	"\x1cquant_parameter_tensor_names\x18\x02 \x03(\v2\x1c.onnx.StringStringEntryProtoR\x19quantParameterTensorNames\"\xcc\x04\n" +
+	"tensorName\x12c\n" +
+	"\x1cquant_parameter_tensor_names\x18\x02 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\x19quantParameterTensorNames\"\xfc\x04\n" +
 	"\n" +
-	"GraphProto\x12#\n" +
-	"\x04node\x18\x01 \x03(\v2\x0f.onnx.NodeProtoR\x04node\x12\x12\n" +
-	"\x04name\x18\x02 \x01(\tR\x04name\x123\n" +
-	"\vinitializer\x18\x05 \x03(\v2\x11.onnx.TensorProtoR\vinitializer\x12F\n" +
-	"\x12sparse_initializer\x18\x0f \x03(\v2\x17.onnx.SparseTensorProtoR\x11sparseInitializer\x12\x1d\n" +
+	"GraphProto\x12)\n" +
+	"\x04node\x18\x01 \x03(\v2\x15.stoke.onnx.NodeProtoR\x04node\x12\x12\n" +
+	"\x04name\x18\x02 \x01(\tR\x04name\x129\n" +
+	"\vinitializer\x18\x05 \x03(\v2\x17.stoke.onnx.TensorProtoR\vinitializer\x12L\n" +
+	"\x12sparse_initializer\x18\x0f \x03(\v2\x1d.stoke.onnx.SparseTensorProtoR\x11sparseInitializer\x12\x1d\n" +
 	"\n" +
 	"doc_string\x18\n" +
-	" \x01(\tR\tdocString\x12*\n" +
-	"\x05input\x18\v \x03(\v2\x14.onnx.ValueInfoProtoR\x05input\x12,\n" +
-	"\x06output\x18\f \x03(\v2\x14.onnx.ValueInfoProtoR\x06output\x123\n" +
+	" \x01(\tR\tdocString\x120\n" +
+	"\x05input\x18\v \x03(\v2\x1a.stoke.onnx.ValueInfoProtoR\x05input\x122\n" +
+	"\x06output\x18\f \x03(\v2\x1a.stoke.onnx.ValueInfoProtoR\x06output\x129\n" +
 	"\n" +
-	"value_info\x18\r \x03(\v2\x14.onnx.ValueInfoProtoR\tvalueInfo\x12O\n" +
-	"\x17quantization_annotation\x18\x0e \x03(\v2\x16.onnx.TensorAnnotationR\x16quantizationAnnotation\x12C\n" +
-	"\x0emetadata_props\x18\x10 \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataPropsJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x06\x10\n" +
+	"value_info\x18\r \x03(\v2\x1a.stoke.onnx.ValueInfoProtoR\tvalueInfo\x12U\n" +
+	"\x17quantization_annotation\x18\x0e \x03(\v2\x1c.stoke.onnx.TensorAnnotationR\x16quantizationAnnotation\x12I\n" +
+	"\x0emetadata_props\x18\x10 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataPropsJ\x04\b\x03\x10\x04J\x04\b\x04\x10\x05J\x04\b\x06\x10\n" +
 	"R\n" +
-	"ir_versionR\x10producer_versionR\fproducer_tagR\x06domain\"\xb1\b\n" +
+	"ir_versionR\x10producer_versionR\fproducer_tagR\x06domain\"\xc9\b\n" +
 	"\vTensorProto\x12\x12\n" +
 	"\x04dims\x18\x01 \x03(\x03R\x04dims\x12\x1b\n" +
-	"\tdata_type\x18\x02 \x01(\x05R\bdataType\x123\n" +
-	"\asegment\x18\x03 \x01(\v2\x19.onnx.TensorProto.SegmentR\asegment\x12!\n" +
+	"\tdata_type\x18\x02 \x01(\x05R\bdataType\x129\n" +
+	"\asegment\x18\x03 \x01(\v2\x1f.stoke.onnx.TensorProto.SegmentR\asegment\x12!\n" +
 	"\n" +
 	"float_data\x18\x04 \x03(\x02B\x02\x10\x01R\tfloatData\x12!\n" +
 	"\n" +
@@ -3280,15 +3280,15 @@ const file_onnx_proto_rawDesc = "" +
 	"\x04name\x18\b \x01(\tR\x04name\x12\x1d\n" +
 	"\n" +
 	"doc_string\x18\f \x01(\tR\tdocString\x12\x19\n" +
-	"\braw_data\x18\t \x01(\fR\arawData\x12A\n" +
-	"\rexternal_data\x18\r \x03(\v2\x1c.onnx.StringStringEntryProtoR\fexternalData\x12C\n" +
-	"\rdata_location\x18\x0e \x01(\x0e2\x1e.onnx.TensorProto.DataLocationR\fdataLocation\x12#\n" +
+	"\braw_data\x18\t \x01(\fR\arawData\x12G\n" +
+	"\rexternal_data\x18\r \x03(\v2\".stoke.onnx.StringStringEntryProtoR\fexternalData\x12I\n" +
+	"\rdata_location\x18\x0e \x01(\x0e2$.stoke.onnx.TensorProto.DataLocationR\fdataLocation\x12#\n" +
 	"\vdouble_data\x18\n" +
 	" \x03(\x01B\x02\x10\x01R\n" +
 	"doubleData\x12#\n" +
 	"\vuint64_data\x18\v \x03(\x04B\x02\x10\x01R\n" +
-	"uint64Data\x12C\n" +
-	"\x0emetadata_props\x18\x10 \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataProps\x1a1\n" +
+	"uint64Data\x12I\n" +
+	"\x0emetadata_props\x18\x10 \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataProps\x1a1\n" +
 	"\aSegment\x12\x14\n" +
 	"\x05begin\x18\x01 \x01(\x03R\x05begin\x12\x10\n" +
 	"\x03end\x18\x02 \x01(\x03R\x03end\"\xee\x02\n" +
@@ -3332,64 +3332,64 @@ const file_onnx_proto_rawDesc = "" +
 	"\x04INT2\x10\x1a\")\n" +
 	"\fDataLocation\x12\v\n" +
 	"\aDEFAULT\x10\x00\x12\f\n" +
-	"\bEXTERNAL\x10\x01\"\x7f\n" +
-	"\x11SparseTensorProto\x12)\n" +
-	"\x06values\x18\x01 \x01(\v2\x11.onnx.TensorProtoR\x06values\x12+\n" +
-	"\aindices\x18\x02 \x01(\v2\x11.onnx.TensorProtoR\aindices\x12\x12\n" +
-	"\x04dims\x18\x03 \x03(\x03R\x04dims\"\xba\x01\n" +
-	"\x10TensorShapeProto\x122\n" +
-	"\x03dim\x18\x01 \x03(\v2 .onnx.TensorShapeProto.DimensionR\x03dim\x1ar\n" +
+	"\bEXTERNAL\x10\x01\"\x8b\x01\n" +
+	"\x11SparseTensorProto\x12/\n" +
+	"\x06values\x18\x01 \x01(\v2\x17.stoke.onnx.TensorProtoR\x06values\x121\n" +
+	"\aindices\x18\x02 \x01(\v2\x17.stoke.onnx.TensorProtoR\aindices\x12\x12\n" +
+	"\x04dims\x18\x03 \x03(\x03R\x04dims\"\xc0\x01\n" +
+	"\x10TensorShapeProto\x128\n" +
+	"\x03dim\x18\x01 \x03(\v2&.stoke.onnx.TensorShapeProto.DimensionR\x03dim\x1ar\n" +
 	"\tDimension\x12\x1d\n" +
 	"\tdim_value\x18\x01 \x01(\x03H\x00R\bdimValue\x12\x1d\n" +
 	"\tdim_param\x18\x02 \x01(\tH\x00R\bdimParam\x12\x1e\n" +
 	"\n" +
 	"denotation\x18\x03 \x01(\tR\n" +
 	"denotationB\a\n" +
-	"\x05value\"\xe7\x05\n" +
-	"\tTypeProto\x129\n" +
-	"\vtensor_type\x18\x01 \x01(\v2\x16.onnx.TypeProto.TensorH\x00R\n" +
-	"tensorType\x12?\n" +
-	"\rsequence_type\x18\x04 \x01(\v2\x18.onnx.TypeProto.SequenceH\x00R\fsequenceType\x120\n" +
-	"\bmap_type\x18\x05 \x01(\v2\x13.onnx.TypeProto.MapH\x00R\amapType\x12?\n" +
-	"\roptional_type\x18\t \x01(\v2\x18.onnx.TypeProto.OptionalH\x00R\foptionalType\x12L\n" +
-	"\x12sparse_tensor_type\x18\b \x01(\v2\x1c.onnx.TypeProto.SparseTensorH\x00R\x10sparseTensorType\x12\x1e\n" +
+	"\x05value\"\xa3\x06\n" +
+	"\tTypeProto\x12?\n" +
+	"\vtensor_type\x18\x01 \x01(\v2\x1c.stoke.onnx.TypeProto.TensorH\x00R\n" +
+	"tensorType\x12E\n" +
+	"\rsequence_type\x18\x04 \x01(\v2\x1e.stoke.onnx.TypeProto.SequenceH\x00R\fsequenceType\x126\n" +
+	"\bmap_type\x18\x05 \x01(\v2\x19.stoke.onnx.TypeProto.MapH\x00R\amapType\x12E\n" +
+	"\roptional_type\x18\t \x01(\v2\x1e.stoke.onnx.TypeProto.OptionalH\x00R\foptionalType\x12R\n" +
+	"\x12sparse_tensor_type\x18\b \x01(\v2\".stoke.onnx.TypeProto.SparseTensorH\x00R\x10sparseTensorType\x12\x1e\n" +
 	"\n" +
 	"denotation\x18\x06 \x01(\tR\n" +
-	"denotation\x1aS\n" +
+	"denotation\x1aY\n" +
 	"\x06Tensor\x12\x1b\n" +
-	"\telem_type\x18\x01 \x01(\x05R\belemType\x12,\n" +
-	"\x05shape\x18\x02 \x01(\v2\x16.onnx.TensorShapeProtoR\x05shape\x1a8\n" +
-	"\bSequence\x12,\n" +
-	"\telem_type\x18\x01 \x01(\v2\x0f.onnx.TypeProtoR\belemType\x1aP\n" +
+	"\telem_type\x18\x01 \x01(\x05R\belemType\x122\n" +
+	"\x05shape\x18\x02 \x01(\v2\x1c.stoke.onnx.TensorShapeProtoR\x05shape\x1a>\n" +
+	"\bSequence\x122\n" +
+	"\telem_type\x18\x01 \x01(\v2\x15.stoke.onnx.TypeProtoR\belemType\x1aV\n" +
 	"\x03Map\x12\x19\n" +
-	"\bkey_type\x18\x01 \x01(\x05R\akeyType\x12.\n" +
+	"\bkey_type\x18\x01 \x01(\x05R\akeyType\x124\n" +
 	"\n" +
-	"value_type\x18\x02 \x01(\v2\x0f.onnx.TypeProtoR\tvalueType\x1a8\n" +
-	"\bOptional\x12,\n" +
-	"\telem_type\x18\x01 \x01(\v2\x0f.onnx.TypeProtoR\belemType\x1aY\n" +
+	"value_type\x18\x02 \x01(\v2\x15.stoke.onnx.TypeProtoR\tvalueType\x1a>\n" +
+	"\bOptional\x122\n" +
+	"\telem_type\x18\x01 \x01(\v2\x15.stoke.onnx.TypeProtoR\belemType\x1a_\n" +
 	"\fSparseTensor\x12\x1b\n" +
-	"\telem_type\x18\x01 \x01(\x05R\belemType\x12,\n" +
-	"\x05shape\x18\x02 \x01(\v2\x16.onnx.TensorShapeProtoR\x05shapeB\a\n" +
+	"\telem_type\x18\x01 \x01(\x05R\belemType\x122\n" +
+	"\x05shape\x18\x02 \x01(\v2\x1c.stoke.onnx.TensorShapeProtoR\x05shapeB\a\n" +
 	"\x05value\"F\n" +
 	"\x12OperatorSetIdProto\x12\x16\n" +
 	"\x06domain\x18\x01 \x01(\tR\x06domain\x12\x18\n" +
-	"\aversion\x18\x02 \x01(\x03R\aversion\"\x80\x04\n" +
+	"\aversion\x18\x02 \x01(\x03R\aversion\"\x9e\x04\n" +
 	"\rFunctionProto\x12\x12\n" +
 	"\x04name\x18\x01 \x01(\tR\x04name\x12\x14\n" +
 	"\x05input\x18\x04 \x03(\tR\x05input\x12\x16\n" +
 	"\x06output\x18\x05 \x03(\tR\x06output\x12\x1c\n" +
-	"\tattribute\x18\x06 \x03(\tR\tattribute\x12=\n" +
-	"\x0fattribute_proto\x18\v \x03(\v2\x14.onnx.AttributeProtoR\x0eattributeProto\x12#\n" +
-	"\x04node\x18\a \x03(\v2\x0f.onnx.NodeProtoR\x04node\x12\x1d\n" +
+	"\tattribute\x18\x06 \x03(\tR\tattribute\x12C\n" +
+	"\x0fattribute_proto\x18\v \x03(\v2\x1a.stoke.onnx.AttributeProtoR\x0eattributeProto\x12)\n" +
+	"\x04node\x18\a \x03(\v2\x15.stoke.onnx.NodeProtoR\x04node\x12\x1d\n" +
 	"\n" +
-	"doc_string\x18\b \x01(\tR\tdocString\x12;\n" +
-	"\fopset_import\x18\t \x03(\v2\x18.onnx.OperatorSetIdProtoR\vopsetImport\x12\x16\n" +
+	"doc_string\x18\b \x01(\tR\tdocString\x12A\n" +
+	"\fopset_import\x18\t \x03(\v2\x1e.stoke.onnx.OperatorSetIdProtoR\vopsetImport\x12\x16\n" +
 	"\x06domain\x18\n" +
 	" \x01(\tR\x06domain\x12\x1a\n" +
-	"\boverload\x18\r \x01(\tR\boverload\x123\n" +
+	"\boverload\x18\r \x01(\tR\boverload\x129\n" +
 	"\n" +
-	"value_info\x18\f \x03(\v2\x14.onnx.ValueInfoProtoR\tvalueInfo\x12C\n" +
-	"\x0emetadata_props\x18\x0e \x03(\v2\x1c.onnx.StringStringEntryProtoR\rmetadataPropsJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\rsince_versionR\x06status*\xe7\x02\n" +
+	"value_info\x18\f \x03(\v2\x1a.stoke.onnx.ValueInfoProtoR\tvalueInfo\x12I\n" +
+	"\x0emetadata_props\x18\x0e \x03(\v2\".stoke.onnx.StringStringEntryProtoR\rmetadataPropsJ\x04\b\x02\x10\x03J\x04\b\x03\x10\x04R\rsince_versionR\x06status*\xe7\x02\n" +
 	"\aVersion\x12\x12\n" +
 	"\x0e_START_VERSION\x10\x00\x12\x19\n" +
 	"\x15IR_VERSION_2017_10_10\x10\x01\x12\x19\n" +
@@ -3413,113 +3413,113 @@ const file_onnx_proto_rawDesc = "" +
 	"\x06STABLE\x10\x01B\x02H\x03"
 
 var (
-	file_onnx_proto_rawDescOnce sync.Once
-	file_onnx_proto_rawDescData []byte
+	file_stoke_onnx_onnx_proto_rawDescOnce sync.Once
+	file_stoke_onnx_onnx_proto_rawDescData []byte
 )
 
-func file_onnx_proto_rawDescGZIP() []byte {
-	file_onnx_proto_rawDescOnce.Do(func() {
-		file_onnx_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_onnx_proto_rawDesc), len(file_onnx_proto_rawDesc)))
+func file_stoke_onnx_onnx_proto_rawDescGZIP() []byte {
+	file_stoke_onnx_onnx_proto_rawDescOnce.Do(func() {
+		file_stoke_onnx_onnx_proto_rawDescData = protoimpl.X.CompressGZIP(unsafe.Slice(unsafe.StringData(file_stoke_onnx_onnx_proto_rawDesc), len(file_stoke_onnx_onnx_proto_rawDesc)))
 	})
-	return file_onnx_proto_rawDescData
+	return file_stoke_onnx_onnx_proto_rawDescData
 }
 
-var file_onnx_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
-var file_onnx_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
-var file_onnx_proto_goTypes = []any{
-	(Version)(0),                         // 0: onnx.Version
-	(OperatorStatus)(0),                  // 1: onnx.OperatorStatus
-	(AttributeProto_AttributeType)(0),    // 2: onnx.AttributeProto.AttributeType
-	(TensorProto_DataType)(0),            // 3: onnx.TensorProto.DataType
-	(TensorProto_DataLocation)(0),        // 4: onnx.TensorProto.DataLocation
-	(*AttributeProto)(nil),               // 5: onnx.AttributeProto
-	(*ValueInfoProto)(nil),               // 6: onnx.ValueInfoProto
-	(*NodeProto)(nil),                    // 7: onnx.NodeProto
-	(*IntIntListEntryProto)(nil),         // 8: onnx.IntIntListEntryProto
-	(*NodeDeviceConfigurationProto)(nil), // 9: onnx.NodeDeviceConfigurationProto
-	(*ShardingSpecProto)(nil),            // 10: onnx.ShardingSpecProto
-	(*ShardedDimProto)(nil),              // 11: onnx.ShardedDimProto
-	(*SimpleShardedDimProto)(nil),        // 12: onnx.SimpleShardedDimProto
-	(*TrainingInfoProto)(nil),            // 13: onnx.TrainingInfoProto
-	(*ModelProto)(nil),                   // 14: onnx.ModelProto
-	(*DeviceConfigurationProto)(nil),     // 15: onnx.DeviceConfigurationProto
-	(*StringStringEntryProto)(nil),       // 16: onnx.StringStringEntryProto
-	(*TensorAnnotation)(nil),             // 17: onnx.TensorAnnotation
-	(*GraphProto)(nil),                   // 18: onnx.GraphProto
-	(*TensorProto)(nil),                  // 19: onnx.TensorProto
-	(*SparseTensorProto)(nil),            // 20: onnx.SparseTensorProto
-	(*TensorShapeProto)(nil),             // 21: onnx.TensorShapeProto
-	(*TypeProto)(nil),                    // 22: onnx.TypeProto
-	(*OperatorSetIdProto)(nil),           // 23: onnx.OperatorSetIdProto
-	(*FunctionProto)(nil),                // 24: onnx.FunctionProto
-	(*TensorProto_Segment)(nil),          // 25: onnx.TensorProto.Segment
-	(*TensorShapeProto_Dimension)(nil),   // 26: onnx.TensorShapeProto.Dimension
-	(*TypeProto_Tensor)(nil),             // 27: onnx.TypeProto.Tensor
-	(*TypeProto_Sequence)(nil),           // 28: onnx.TypeProto.Sequence
-	(*TypeProto_Map)(nil),                // 29: onnx.TypeProto.Map
-	(*TypeProto_Optional)(nil),           // 30: onnx.TypeProto.Optional
-	(*TypeProto_SparseTensor)(nil),       // 31: onnx.TypeProto.SparseTensor
+var file_stoke_onnx_onnx_proto_enumTypes = make([]protoimpl.EnumInfo, 5)
+var file_stoke_onnx_onnx_proto_msgTypes = make([]protoimpl.MessageInfo, 27)
+var file_stoke_onnx_onnx_proto_goTypes = []any{
+	(Version)(0),                         // 0: stoke.onnx.Version
+	(OperatorStatus)(0),                  // 1: stoke.onnx.OperatorStatus
+	(AttributeProto_AttributeType)(0),    // 2: stoke.onnx.AttributeProto.AttributeType
+	(TensorProto_DataType)(0),            // 3: stoke.onnx.TensorProto.DataType
+	(TensorProto_DataLocation)(0),        // 4: stoke.onnx.TensorProto.DataLocation
+	(*AttributeProto)(nil),               // 5: stoke.onnx.AttributeProto
+	(*ValueInfoProto)(nil),               // 6: stoke.onnx.ValueInfoProto
+	(*NodeProto)(nil),                    // 7: stoke.onnx.NodeProto
+	(*IntIntListEntryProto)(nil),         // 8: stoke.onnx.IntIntListEntryProto
+	(*NodeDeviceConfigurationProto)(nil), // 9: stoke.onnx.NodeDeviceConfigurationProto
+	(*ShardingSpecProto)(nil),            // 10: stoke.onnx.ShardingSpecProto
+	(*ShardedDimProto)(nil),              // 11: stoke.onnx.ShardedDimProto
+	(*SimpleShardedDimProto)(nil),        // 12: stoke.onnx.SimpleShardedDimProto
+	(*TrainingInfoProto)(nil),            // 13: stoke.onnx.TrainingInfoProto
+	(*ModelProto)(nil),                   // 14: stoke.onnx.ModelProto
+	(*DeviceConfigurationProto)(nil),     // 15: stoke.onnx.DeviceConfigurationProto
+	(*StringStringEntryProto)(nil),       // 16: stoke.onnx.StringStringEntryProto
+	(*TensorAnnotation)(nil),             // 17: stoke.onnx.TensorAnnotation
+	(*GraphProto)(nil),                   // 18: stoke.onnx.GraphProto
+	(*TensorProto)(nil),                  // 19: stoke.onnx.TensorProto
+	(*SparseTensorProto)(nil),            // 20: stoke.onnx.SparseTensorProto
+	(*TensorShapeProto)(nil),             // 21: stoke.onnx.TensorShapeProto
+	(*TypeProto)(nil),                    // 22: stoke.onnx.TypeProto
+	(*OperatorSetIdProto)(nil),           // 23: stoke.onnx.OperatorSetIdProto
+	(*FunctionProto)(nil),                // 24: stoke.onnx.FunctionProto
+	(*TensorProto_Segment)(nil),          // 25: stoke.onnx.TensorProto.Segment
+	(*TensorShapeProto_Dimension)(nil),   // 26: stoke.onnx.TensorShapeProto.Dimension
+	(*TypeProto_Tensor)(nil),             // 27: stoke.onnx.TypeProto.Tensor
+	(*TypeProto_Sequence)(nil),           // 28: stoke.onnx.TypeProto.Sequence
+	(*TypeProto_Map)(nil),                // 29: stoke.onnx.TypeProto.Map
+	(*TypeProto_Optional)(nil),           // 30: stoke.onnx.TypeProto.Optional
+	(*TypeProto_SparseTensor)(nil),       // 31: stoke.onnx.TypeProto.SparseTensor
 }
-var file_onnx_proto_depIdxs = []int32{
-	2,  // 0: onnx.AttributeProto.type:type_name -> onnx.AttributeProto.AttributeType
-	19, // 1: onnx.AttributeProto.t:type_name -> onnx.TensorProto
-	18, // 2: onnx.AttributeProto.g:type_name -> onnx.GraphProto
-	20, // 3: onnx.AttributeProto.sparse_tensor:type_name -> onnx.SparseTensorProto
-	22, // 4: onnx.AttributeProto.tp:type_name -> onnx.TypeProto
-	19, // 5: onnx.AttributeProto.tensors:type_name -> onnx.TensorProto
-	18, // 6: onnx.AttributeProto.graphs:type_name -> onnx.GraphProto
-	20, // 7: onnx.AttributeProto.sparse_tensors:type_name -> onnx.SparseTensorProto
-	22, // 8: onnx.AttributeProto.type_protos:type_name -> onnx.TypeProto
-	22, // 9: onnx.ValueInfoProto.type:type_name -> onnx.TypeProto
-	16, // 10: onnx.ValueInfoProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	5,  // 11: onnx.NodeProto.attribute:type_name -> onnx.AttributeProto
-	16, // 12: onnx.NodeProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	9,  // 13: onnx.NodeProto.device_configurations:type_name -> onnx.NodeDeviceConfigurationProto
-	10, // 14: onnx.NodeDeviceConfigurationProto.sharding_spec:type_name -> onnx.ShardingSpecProto
-	8,  // 15: onnx.ShardingSpecProto.index_to_device_group_map:type_name -> onnx.IntIntListEntryProto
-	11, // 16: onnx.ShardingSpecProto.sharded_dim:type_name -> onnx.ShardedDimProto
-	12, // 17: onnx.ShardedDimProto.simple_sharding:type_name -> onnx.SimpleShardedDimProto
-	18, // 18: onnx.TrainingInfoProto.initialization:type_name -> onnx.GraphProto
-	18, // 19: onnx.TrainingInfoProto.algorithm:type_name -> onnx.GraphProto
-	16, // 20: onnx.TrainingInfoProto.initialization_binding:type_name -> onnx.StringStringEntryProto
-	16, // 21: onnx.TrainingInfoProto.update_binding:type_name -> onnx.StringStringEntryProto
-	23, // 22: onnx.ModelProto.opset_import:type_name -> onnx.OperatorSetIdProto
-	18, // 23: onnx.ModelProto.graph:type_name -> onnx.GraphProto
-	16, // 24: onnx.ModelProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	13, // 25: onnx.ModelProto.training_info:type_name -> onnx.TrainingInfoProto
-	24, // 26: onnx.ModelProto.functions:type_name -> onnx.FunctionProto
-	15, // 27: onnx.ModelProto.configuration:type_name -> onnx.DeviceConfigurationProto
-	16, // 28: onnx.TensorAnnotation.quant_parameter_tensor_names:type_name -> onnx.StringStringEntryProto
-	7,  // 29: onnx.GraphProto.node:type_name -> onnx.NodeProto
-	19, // 30: onnx.GraphProto.initializer:type_name -> onnx.TensorProto
-	20, // 31: onnx.GraphProto.sparse_initializer:type_name -> onnx.SparseTensorProto
-	6,  // 32: onnx.GraphProto.input:type_name -> onnx.ValueInfoProto
-	6,  // 33: onnx.GraphProto.output:type_name -> onnx.ValueInfoProto
-	6,  // 34: onnx.GraphProto.value_info:type_name -> onnx.ValueInfoProto
-	17, // 35: onnx.GraphProto.quantization_annotation:type_name -> onnx.TensorAnnotation
-	16, // 36: onnx.GraphProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	25, // 37: onnx.TensorProto.segment:type_name -> onnx.TensorProto.Segment
-	16, // 38: onnx.TensorProto.external_data:type_name -> onnx.StringStringEntryProto
-	4,  // 39: onnx.TensorProto.data_location:type_name -> onnx.TensorProto.DataLocation
-	16, // 40: onnx.TensorProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	19, // 41: onnx.SparseTensorProto.values:type_name -> onnx.TensorProto
-	19, // 42: onnx.SparseTensorProto.indices:type_name -> onnx.TensorProto
-	26, // 43: onnx.TensorShapeProto.dim:type_name -> onnx.TensorShapeProto.Dimension
-	27, // 44: onnx.TypeProto.tensor_type:type_name -> onnx.TypeProto.Tensor
-	28, // 45: onnx.TypeProto.sequence_type:type_name -> onnx.TypeProto.Sequence
-	29, // 46: onnx.TypeProto.map_type:type_name -> onnx.TypeProto.Map
-	30, // 47: onnx.TypeProto.optional_type:type_name -> onnx.TypeProto.Optional
-	31, // 48: onnx.TypeProto.sparse_tensor_type:type_name -> onnx.TypeProto.SparseTensor
-	5,  // 49: onnx.FunctionProto.attribute_proto:type_name -> onnx.AttributeProto
-	7,  // 50: onnx.FunctionProto.node:type_name -> onnx.NodeProto
-	23, // 51: onnx.FunctionProto.opset_import:type_name -> onnx.OperatorSetIdProto
-	6,  // 52: onnx.FunctionProto.value_info:type_name -> onnx.ValueInfoProto
-	16, // 53: onnx.FunctionProto.metadata_props:type_name -> onnx.StringStringEntryProto
-	21, // 54: onnx.TypeProto.Tensor.shape:type_name -> onnx.TensorShapeProto
-	22, // 55: onnx.TypeProto.Sequence.elem_type:type_name -> onnx.TypeProto
-	22, // 56: onnx.TypeProto.Map.value_type:type_name -> onnx.TypeProto
-	22, // 57: onnx.TypeProto.Optional.elem_type:type_name -> onnx.TypeProto
-	21, // 58: onnx.TypeProto.SparseTensor.shape:type_name -> onnx.TensorShapeProto
+var file_stoke_onnx_onnx_proto_depIdxs = []int32{
+	2,  // 0: stoke.onnx.AttributeProto.type:type_name -> stoke.onnx.AttributeProto.AttributeType
+	19, // 1: stoke.onnx.AttributeProto.t:type_name -> stoke.onnx.TensorProto
+	18, // 2: stoke.onnx.AttributeProto.g:type_name -> stoke.onnx.GraphProto
+	20, // 3: stoke.onnx.AttributeProto.sparse_tensor:type_name -> stoke.onnx.SparseTensorProto
+	22, // 4: stoke.onnx.AttributeProto.tp:type_name -> stoke.onnx.TypeProto
+	19, // 5: stoke.onnx.AttributeProto.tensors:type_name -> stoke.onnx.TensorProto
+	18, // 6: stoke.onnx.AttributeProto.graphs:type_name -> stoke.onnx.GraphProto
+	20, // 7: stoke.onnx.AttributeProto.sparse_tensors:type_name -> stoke.onnx.SparseTensorProto
+	22, // 8: stoke.onnx.AttributeProto.type_protos:type_name -> stoke.onnx.TypeProto
+	22, // 9: stoke.onnx.ValueInfoProto.type:type_name -> stoke.onnx.TypeProto
+	16, // 10: stoke.onnx.ValueInfoProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	5,  // 11: stoke.onnx.NodeProto.attribute:type_name -> stoke.onnx.AttributeProto
+	16, // 12: stoke.onnx.NodeProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	9,  // 13: stoke.onnx.NodeProto.device_configurations:type_name -> stoke.onnx.NodeDeviceConfigurationProto
+	10, // 14: stoke.onnx.NodeDeviceConfigurationProto.sharding_spec:type_name -> stoke.onnx.ShardingSpecProto
+	8,  // 15: stoke.onnx.ShardingSpecProto.index_to_device_group_map:type_name -> stoke.onnx.IntIntListEntryProto
+	11, // 16: stoke.onnx.ShardingSpecProto.sharded_dim:type_name -> stoke.onnx.ShardedDimProto
+	12, // 17: stoke.onnx.ShardedDimProto.simple_sharding:type_name -> stoke.onnx.SimpleShardedDimProto
+	18, // 18: stoke.onnx.TrainingInfoProto.initialization:type_name -> stoke.onnx.GraphProto
+	18, // 19: stoke.onnx.TrainingInfoProto.algorithm:type_name -> stoke.onnx.GraphProto
+	16, // 20: stoke.onnx.TrainingInfoProto.initialization_binding:type_name -> stoke.onnx.StringStringEntryProto
+	16, // 21: stoke.onnx.TrainingInfoProto.update_binding:type_name -> stoke.onnx.StringStringEntryProto
+	23, // 22: stoke.onnx.ModelProto.opset_import:type_name -> stoke.onnx.OperatorSetIdProto
+	18, // 23: stoke.onnx.ModelProto.graph:type_name -> stoke.onnx.GraphProto
+	16, // 24: stoke.onnx.ModelProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	13, // 25: stoke.onnx.ModelProto.training_info:type_name -> stoke.onnx.TrainingInfoProto
+	24, // 26: stoke.onnx.ModelProto.functions:type_name -> stoke.onnx.FunctionProto
+	15, // 27: stoke.onnx.ModelProto.configuration:type_name -> stoke.onnx.DeviceConfigurationProto
+	16, // 28: stoke.onnx.TensorAnnotation.quant_parameter_tensor_names:type_name -> stoke.onnx.StringStringEntryProto
+	7,  // 29: stoke.onnx.GraphProto.node:type_name -> stoke.onnx.NodeProto
+	19, // 30: stoke.onnx.GraphProto.initializer:type_name -> stoke.onnx.TensorProto
+	20, // 31: stoke.onnx.GraphProto.sparse_initializer:type_name -> stoke.onnx.SparseTensorProto
+	6,  // 32: stoke.onnx.GraphProto.input:type_name -> stoke.onnx.ValueInfoProto
+	6,  // 33: stoke.onnx.GraphProto.output:type_name -> stoke.onnx.ValueInfoProto
+	6,  // 34: stoke.onnx.GraphProto.value_info:type_name -> stoke.onnx.ValueInfoProto
+	17, // 35: stoke.onnx.GraphProto.quantization_annotation:type_name -> stoke.onnx.TensorAnnotation
+	16, // 36: stoke.onnx.GraphProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	25, // 37: stoke.onnx.TensorProto.segment:type_name -> stoke.onnx.TensorProto.Segment
+	16, // 38: stoke.onnx.TensorProto.external_data:type_name -> stoke.onnx.StringStringEntryProto
+	4,  // 39: stoke.onnx.TensorProto.data_location:type_name -> stoke.onnx.TensorProto.DataLocation
+	16, // 40: stoke.onnx.TensorProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	19, // 41: stoke.onnx.SparseTensorProto.values:type_name -> stoke.onnx.TensorProto
+	19, // 42: stoke.onnx.SparseTensorProto.indices:type_name -> stoke.onnx.TensorProto
+	26, // 43: stoke.onnx.TensorShapeProto.dim:type_name -> stoke.onnx.TensorShapeProto.Dimension
+	27, // 44: stoke.onnx.TypeProto.tensor_type:type_name -> stoke.onnx.TypeProto.Tensor
+	28, // 45: stoke.onnx.TypeProto.sequence_type:type_name -> stoke.onnx.TypeProto.Sequence
+	29, // 46: stoke.onnx.TypeProto.map_type:type_name -> stoke.onnx.TypeProto.Map
+	30, // 47: stoke.onnx.TypeProto.optional_type:type_name -> stoke.onnx.TypeProto.Optional
+	31, // 48: stoke.onnx.TypeProto.sparse_tensor_type:type_name -> stoke.onnx.TypeProto.SparseTensor
+	5,  // 49: stoke.onnx.FunctionProto.attribute_proto:type_name -> stoke.onnx.AttributeProto
+	7,  // 50: stoke.onnx.FunctionProto.node:type_name -> stoke.onnx.NodeProto
+	23, // 51: stoke.onnx.FunctionProto.opset_import:type_name -> stoke.onnx.OperatorSetIdProto
+	6,  // 52: stoke.onnx.FunctionProto.value_info:type_name -> stoke.onnx.ValueInfoProto
+	16, // 53: stoke.onnx.FunctionProto.metadata_props:type_name -> stoke.onnx.StringStringEntryProto
+	21, // 54: stoke.onnx.TypeProto.Tensor.shape:type_name -> stoke.onnx.TensorShapeProto
+	22, // 55: stoke.onnx.TypeProto.Sequence.elem_type:type_name -> stoke.onnx.TypeProto
+	22, // 56: stoke.onnx.TypeProto.Map.value_type:type_name -> stoke.onnx.TypeProto
+	22, // 57: stoke.onnx.TypeProto.Optional.elem_type:type_name -> stoke.onnx.TypeProto
+	21, // 58: stoke.onnx.TypeProto.SparseTensor.shape:type_name -> stoke.onnx.TensorShapeProto
 	59, // [59:59] is the sub-list for method output_type
 	59, // [59:59] is the sub-list for method input_type
 	59, // [59:59] is the sub-list for extension type_name
@@ -3527,23 +3527,23 @@ var file_onnx_proto_depIdxs = []int32{
 	0,  // [0:59] is the sub-list for field type_name
 }
 
-func init() { file_onnx_proto_init() }
-func file_onnx_proto_init() {
-	if File_onnx_proto != nil {
+func init() { file_stoke_onnx_onnx_proto_init() }
+func file_stoke_onnx_onnx_proto_init() {
+	if File_stoke_onnx_onnx_proto != nil {
 		return
 	}
-	file_onnx_proto_msgTypes[7].OneofWrappers = []any{
+	file_stoke_onnx_onnx_proto_msgTypes[7].OneofWrappers = []any{
 		(*SimpleShardedDimProto_DimValue)(nil),
 		(*SimpleShardedDimProto_DimParam)(nil),
 	}
-	file_onnx_proto_msgTypes[17].OneofWrappers = []any{
+	file_stoke_onnx_onnx_proto_msgTypes[17].OneofWrappers = []any{
 		(*TypeProto_TensorType)(nil),
 		(*TypeProto_SequenceType)(nil),
 		(*TypeProto_MapType)(nil),
 		(*TypeProto_OptionalType)(nil),
 		(*TypeProto_SparseTensorType)(nil),
 	}
-	file_onnx_proto_msgTypes[21].OneofWrappers = []any{
+	file_stoke_onnx_onnx_proto_msgTypes[21].OneofWrappers = []any{
 		(*TensorShapeProto_Dimension_DimValue)(nil),
 		(*TensorShapeProto_Dimension_DimParam)(nil),
 	}
@@ -3551,18 +3551,18 @@ func file_onnx_proto_init() {
 	out := protoimpl.TypeBuilder{
 		File: protoimpl.DescBuilder{
 			GoPackagePath: reflect.TypeOf(x{}).PkgPath(),
-			RawDescriptor: unsafe.Slice(unsafe.StringData(file_onnx_proto_rawDesc), len(file_onnx_proto_rawDesc)),
+			RawDescriptor: unsafe.Slice(unsafe.StringData(file_stoke_onnx_onnx_proto_rawDesc), len(file_stoke_onnx_onnx_proto_rawDesc)),
 			NumEnums:      5,
 			NumMessages:   27,
 			NumExtensions: 0,
 			NumServices:   0,
 		},
-		GoTypes:           file_onnx_proto_goTypes,
-		DependencyIndexes: file_onnx_proto_depIdxs,
-		EnumInfos:         file_onnx_proto_enumTypes,
-		MessageInfos:      file_onnx_proto_msgTypes,
+		GoTypes:           file_stoke_onnx_onnx_proto_goTypes,
+		DependencyIndexes: file_stoke_onnx_onnx_proto_depIdxs,
+		EnumInfos:         file_stoke_onnx_onnx_proto_enumTypes,
+		MessageInfos:      file_stoke_onnx_onnx_proto_msgTypes,
 	}.Build()
-	File_onnx_proto = out.File
-	file_onnx_proto_goTypes = nil
-	file_onnx_proto_depIdxs = nil
+	File_stoke_onnx_onnx_proto = out.File
+	file_stoke_onnx_onnx_proto_goTypes = nil
+	file_stoke_onnx_onnx_proto_depIdxs = nil
 }
