@@ -129,6 +129,10 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	opTimeout := min(storeOpTimeout, cfg.Timeout)
 	c, err := tcpstore.Dial(ctx, storeAddr, deadline, opTimeout)
 	if err != nil {
+		if errors.Is(err, tcpstore.ErrTimeout) && !cfg.UseAgentStore {
+			return nil, fail(ErrTimeout, "rank 0 hosts the store at %s and did not open it within %v (it failed before the rendezvous, or its MASTER_ADDR or MASTER_PORT is not this rank's): %w",
+				storeAddr, cfg.Timeout, err)
+		}
 		if errors.Is(err, tcpstore.ErrTimeout) {
 			return nil, fail(ErrTimeout, "store at %s: %w", storeAddr, err)
 		}
