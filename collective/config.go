@@ -76,6 +76,16 @@ type Config struct {
 // SecretEnv is the environment variable FromEnv reads Config.Secret from.
 const SecretEnv = "STOKE_SECRET"
 
+// String formats c with its Secret redacted, so that a logged Config does
+// not leak it.
+func (c Config) String() string {
+	if c.Secret != "" {
+		c.Secret = "[redacted]"
+	}
+	type fields Config // without this method
+	return fmt.Sprintf("%+v", fields(c))
+}
+
 // Validate checks c without filling defaults.
 func (c Config) Validate() error {
 	ws := c.WorldSize

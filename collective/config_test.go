@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -86,5 +87,14 @@ func TestValidate(t *testing.T) {
 	c.Validate()
 	if c.Timeout != 0 || c.Addr != "" {
 		t.Errorf("Validate filled defaults")
+	}
+}
+
+func TestConfigStringHidesSecret(t *testing.T) {
+	c := Config{Rank: 1, WorldSize: 2, Secret: "hunter2"}
+	for _, f := range []string{"%v", "%+v", "%s"} {
+		if got := fmt.Sprintf(f, c); strings.Contains(got, "hunter2") || !strings.Contains(got, "Secret:[redacted]") || !strings.Contains(got, "Rank:1") {
+			t.Errorf("Sprintf(%q, config) = %q; want the fields with the secret redacted", f, got)
+		}
 	}
 }

@@ -127,7 +127,7 @@ func TestRendezvousFaults(t *testing.T) {
 	t.Run("store-refuses", func(t *testing.T) {
 		port := freePort(t)
 		_, err := Init(context.Background(), Config{Rank: 1, WorldSize: 2, Port: port, Timeout: time.Second})
-		wantErr(t, "Init with no store", err, ErrTimeout, "rank 1", "127.0.0.1:"+strconv.Itoa(port))
+		wantErr(t, "Init with no store", err, ErrTimeout, "rank 1", "rank 0 hosts the store at 127.0.0.1:"+strconv.Itoa(port)+" and did not open it within 1s")
 	})
 	t.Run("store-silent", func(t *testing.T) {
 		// A server that accepts and never answers.

@@ -129,6 +129,10 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	opTimeout := min(storeOpTimeout, cfg.Timeout)
 	c, err := tcpstore.Dial(ctx, storeAddr, deadline, opTimeout)
 	if err != nil {
+		if errors.Is(err, tcpstore.ErrTimeout) && !cfg.UseAgentStore {
+			return nil, fail(ErrTimeout, "rank 0 hosts the store at %s and did not open it within %v (it failed before the rendezvous, or its MASTER_ADDR or MASTER_PORT is not this rank's): %w",
+				storeAddr, cfg.Timeout, err)
+		}
 		if errors.Is(err, tcpstore.ErrTimeout) {
 			return nil, fail(ErrTimeout, "store at %s: %w", storeAddr, err)
 		}
@@ -148,8 +152,12 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 	}
 	pfx := fmt.Sprintf("stoke/attempt_%d/", cfg.RestartCount)
 	abortKey := pfx + "abort"
+	// owner: this rank 0 holds the job's keys (it may speak for the job);
+	// stranger: this rank is of another job (what the job does is not its
+	// business).
+	owner, stranger := false, false
 	defer func() {
-		if err == nil {
+		if err == nil || (cfg.Rank == 0 && !owner) || stranger {
 			return
 		}
 		actx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Second)
@@ -249,17 +257,11 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 			return nil, storeErr(err)
 		}
 		if job != "" && string(got) != job {
+			stranger = true
 			return nil, fail(ErrMismatch, "this rank is of job %s, but rank 0 at %s is of job %s", job, storeAddr, got)
 		}
 		job = string(got)
 	}
-
-	ip := c.LocalAddr().(*net.TCPAddr).IP
-	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
-	if err != nil {
-		return nil, fail(nil, "listen for the ring on %v: %w", ip, err)
-	}
-	defer ln.Close()
 
 	var nonce [8]byte
 	rand.Read(nonce[:])
@@ -274,7 +276,14 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 		if string(got) != string(id) {
 			return nil, fail(ErrMismatch, "another process is rank 0 of attempt %d (group %s)", cfg.RestartCount, got)
 		}
+		owner = true
 	}
+	ip := c.LocalAddr().(*net.TCPAddr).IP
+	ln, err := net.ListenTCP("tcp", &net.TCPAddr{IP: ip})
+	if err != nil {
+		return nil, fail(nil, "listen for the ring on %v: %w", ip, err)
+	}
+	defer ln.Close()
 	me := fmt.Sprintf("%s %d %x", ln.Addr(), cfg.WorldSize, nonce)
 	got, err := c.CompareSet(ctx, pfx+"rank/"+strconv.Itoa(cfg.Rank), nil, []byte(me))
 	if err != nil {

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/collective/internal/tcpstore"
 )
 
 // otherAddrs returns this machine's addresses that are not loopback, and ::1
@@ -178,21 +180,34 @@ func TestJobIdentity(t *testing.T) {
 		}
 	}
 
-	// Through an agent's store: another job's rank 0 is refused too.
+	// Through an agent's store: another job's rank 0 is refused too, and
+	// says nothing in the job's name (it once told the job's ranks that
+	// their rank 0 had given up).
 	aport := agentStore(t)
 	acfg := func(r int, job string) Config {
-		return Config{Rank: r, WorldSize: 2, Port: aport, Timeout: 10 * time.Second, JobID: job, UseAgentStore: true, Log: quiet}
+		return Config{Rank: r, WorldSize: 3, Port: aport, Timeout: 10 * time.Second, JobID: job, UseAgentStore: true, Log: quiet}
 	}
-	errs := make(chan error, 2)
-	go func() { g, err := Init(t.Context(), acfg(0, "A")); errs <- err; closeGroup(g) }()
-	go func() { g, err := Init(t.Context(), acfg(1, "A")); errs <- err; closeGroup(g) }()
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatal(err)
-		}
+	errs := make(chan error, 3)
+	for r := range 2 { // ranks 0 and 1 wait for rank 2 while job B's rank 0 comes
+		go func() { g, err := Init(t.Context(), acfg(r, "A")); errs <- err; closeGroup(g) }()
+	}
+	c, err := tcpstore.Dial(t.Context(), "127.0.0.1:"+strconv.Itoa(aport), time.Now().Add(5*time.Second), 5*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	if err := c.Wait(t.Context(), []string{"stoke/attempt_0/rank/0", "stoke/attempt_0/rank/1"}, 5*time.Second); err != nil {
+		t.Fatal(err)
 	}
 	_, err = Init(t.Context(), acfg(0, "B"))
 	wantErr(t, "Init of job B's rank 0 at job A's store", err, ErrMismatch, "rank 0 is of job B", "already serves job A")
+	time.Sleep(300 * time.Millisecond) // rank 1 polls the store meanwhile
+	go func() { g, err := Init(t.Context(), acfg(2, "A")); errs <- err; closeGroup(g) }()
+	for range 3 {
+		if err := <-errs; err != nil {
+			t.Fatalf("job A with job B's rank 0 about: %v", err)
+		}
+	}
 }
 
 func closeGroup(g *Group) {

@@ -79,7 +79,8 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	timeout := fs.Duration("dist-timeout", 5*time.Minute, "bound on the rendezvous and on each all-reduce (as stoke train's --dist-timeout)")
 	fs.IntVar(&cfg.Rank, "rank", cfg.Rank, "this process's rank (default: $RANK or $SLURM_PROCID)")
 	fs.IntVar(&cfg.WorldSize, "world-size", cfg.WorldSize, "number of processes (default: $WORLD_SIZE or $SLURM_NTASKS)")
-	fs.StringVar(&cfg.Addr, "master-addr", cfg.Addr, "host of the store (default: $MASTER_ADDR)")
+	fs.StringVar(&cfg.Addr, "master-addr", cfg.Addr,
+		"host of the store; rank 0's listens on this address only (default: $MASTER_ADDR). Set the same $STOKE_SECRET on every rank to authenticate the job")
 	fs.IntVar(&cfg.Port, "master-port", cfg.Port, "port of the store (default: $MASTER_PORT)")
 	if err := e.parse(fs, args); err != nil {
 		return err

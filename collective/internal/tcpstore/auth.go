@@ -30,7 +30,10 @@ import (
 // wire, a proof is good for one connection, and a query is good only in its
 // place on it. A Server with a secret closes a connection that sends
 // anything but a hello first, a wrong proof or a wrong tag; a Server
-// without one also serves torch's client, which sends no hello.
+// without one also serves torch's client, which sends no hello. Replies are
+// not tagged: whoever can rewrite the connection's bytes can make a client
+// fail, and Stoke's ring handshake proves the secret again, so a forged
+// address joins no stranger to a job.
 const (
 	helloQuery  = 0xA5
 	helloSecret = 1
