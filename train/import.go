@@ -21,6 +21,10 @@ type LoadOptions struct {
 	// absent (weights trained for another number of classes), as torchvision fine-tuning's
 	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
 	NewHead bool
+	// AllowNonFinite loads tensors that hold NaN or infinite values, which LoadWeights otherwise
+	// refuses (ErrNonFinite, naming the file and the tensor): such weights predict one class for
+	// every input.
+	AllowNonFinite bool
 }
 
 // WeightsReport says what LoadWeights did. Names are the model's tensor names.
@@ -59,7 +63,8 @@ func (r *WeightsReport) problems() string {
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
 // mis-shaped tensor at once, and nothing is loaded. opts relax that (Partial, NewHead); the
 // report says what was loaded and what was not. A file that is not a well-formed safetensors
-// file gives an error wrapping ErrSafetensors, naming the tensor at fault. On error the trainer's
+// file gives an error wrapping ErrSafetensors, naming the tensor at fault; a tensor with a NaN or
+// an infinite value, one wrapping ErrNonFinite (unless opts.AllowNonFinite). On error the trainer's
 // weights are unchanged. The optimizer's state is left as it is (zero on a fresh trainer).
 //
 // Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
@@ -90,6 +95,11 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 		hosts[i] = make([]float32, p.Len())
 		if err := f.float32s(hosts[i], f.tensors[p.Name]); err != nil {
 			return rep, fmt.Errorf("train: weights %s: %w", path, err)
+		}
+		if !opts.AllowNonFinite {
+			if err := finite(hosts[i]); err != nil {
+				return rep, fmt.Errorf("train: weights %s: tensor %q: %w", path, p.Name, err)
+			}
 		}
 	}
 	for i, p := range load {

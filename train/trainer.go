@@ -77,6 +77,10 @@ type Config struct {
 	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
 	// Resume, Init is not read: the checkpoint holds the weights trained from it.
 	Init string
+	// AllowNonFinite loads Init and Resume even when their weights hold NaN or infinite values,
+	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
+	// tensor (LoadOptions.AllowNonFinite).
+	AllowNonFinite bool
 	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
 	// if set, freezes the layers from the first up to the last one whose tensor names start with
 	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
@@ -445,7 +449,7 @@ func (t *Trainer) setup() error {
 	}
 	if t.cfg.Init != "" && t.cfg.Resume == "" {
 		var err error
-		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
+		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
 			return err
 		}
 	}

@@ -15,7 +15,7 @@
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
 // object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
-// stdout. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
+// stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
 package main
 
@@ -225,12 +225,13 @@ func (e *env) progressMode() progress.Mode {
 	return progress.Auto
 }
 
-// emit writes v as the final JSON line when --json is set.
+// emit writes v as the final JSON line when --json is set (marshalJSON: a figure that is not
+// finite is null).
 func (e *env) emit(v any) error {
 	if !e.json {
 		return nil
 	}
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		return err
 	}

@@ -50,6 +50,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	init := fs.String("init", "",
 		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
 			"a classifier head of another class count is replaced and freshly initialized")
+	allowNonFinite := fs.Bool("allow-nonfinite", false,
+		"load --init weights and a --resume checkpoint even when they hold NaN or infinite values (refused by default, naming the file and the tensor)")
 	freeze := fs.Bool("freeze", false,
 		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
 	freezeUpTo := fs.String("freeze-upto", "",
@@ -138,7 +140,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
 		SyncBatchNorm: *syncBN, Plateau: plateau,
 	}
 	if err := loop.apply(&cfg); err != nil {

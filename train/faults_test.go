@@ -1,0 +1,116 @@
+package train
+
+import (
+	"bytes"
+	"encoding/binary"
+	"errors"
+	"math"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestNonFiniteWeightsRefused: a safetensors file or a checkpoint with a NaN or an infinite value
+// is refused at load, by LoadWeights, Config.Init and Config.Resume alike, naming the file and the
+// tensor, and loaded when the caller allows it.
+func TestNonFiniteWeightsRefused(t *testing.T) {
+	f := newFixture(t, 64)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck})
+	st := filepath.Join(dir, "w.safetensors")
+	if err := tr.Export(st); err != nil {
+		t.Fatal(err)
+	}
+
+	// One value of a tensor of each file becomes NaN, another's +Inf.
+	b, err := os.ReadFile(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := parseSafetensors(bytes.NewReader(b), int64(len(b)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	victim := sf.order[len(sf.order)-1]
+	vt := sf.tensors[victim]
+	binary.LittleEndian.PutUint32(b[sf.dataOff+vt.begin+4:], math.Float32bits(float32(math.NaN())))
+	badST := filepath.Join(dir, "nan.safetensors")
+	if err := os.WriteFile(badST, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := decodeCheckpoint(raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.params[0].tensors[1][2] = float32(math.Inf(1)) // the first parameter's momentum
+	enc, err := c.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	badCK := filepath.Join(dir, "inf.ckpt")
+	if err := os.WriteFile(badCK, enc, 0o644); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Run("LoadWeights", func(t *testing.T) {
+		tr2, err := New(smallMLP(t), f.dev, nil, Config{Seed: 5})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr2.Close()
+		before := weights(t, tr2)
+		_, err = tr2.LoadWeights(badST, LoadOptions{})
+		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), badST) || !strings.Contains(err.Error(), `"`+victim+`"`) ||
+			!strings.Contains(err.Error(), "1 of") || !strings.Contains(err.Error(), "index 1, is NaN") {
+			t.Fatalf("LoadWeights(NaN) = %v; want ErrNonFinite naming %s and %s", err, badST, victim)
+		}
+		if after := weights(t, tr2); !equalAll(before, after) {
+			t.Fatal("a refused file changed the weights")
+		}
+		if _, err := tr2.LoadWeights(badST, LoadOptions{AllowNonFinite: true}); err != nil {
+			t.Fatalf("LoadWeights(AllowNonFinite) = %v", err)
+		}
+	})
+	opt := SGD{LR: 0.1, Momentum: 0.9}
+	for _, tc := range []struct {
+		name, tensor string
+		cfg          Config
+	}{
+		{"Init", victim, Config{Init: badST}},
+		{"Resume", c.params[0].name + `" (optimizer state 1)`, Config{Resume: badCK}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := New(smallMLP(t), f.dev, opt, tc.cfg)
+			path := tc.cfg.Init + tc.cfg.Resume
+			if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.tensor) {
+				t.Fatalf("New(%s) = %v; want ErrNonFinite naming %s and %s", tc.name, err, path, tc.tensor)
+			}
+			tc.cfg.AllowNonFinite = true
+			tr, err := New(smallMLP(t), f.dev, opt, tc.cfg)
+			if err != nil {
+				t.Fatalf("New(%s, AllowNonFinite) = %v", tc.name, err)
+			}
+			tr.Close()
+		})
+	}
+}
+
+func equalAll(a, b [][]float32) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		for j := range a[i] {
+			if math.Float32bits(a[i][j]) != math.Float32bits(b[i][j]) {
+				return false
+			}
+		}
+	}
+	return true
+}
