@@ -114,3 +114,42 @@ func equalAll(a, b [][]float32) bool {
 	}
 	return true
 }
+
+// TestKeepBestIsNotCheckpoint: Validate refuses a KeepBest that names the Checkpoint file by
+// another spelling, a link or a linked folder, and takes two files.
+func TestKeepBestIsNotCheckpoint(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if err := os.WriteFile(ck, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(dir, "sub"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	must := func(err error) {
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.Link(ck, filepath.Join(dir, "hard")))
+	must(os.Symlink(ck, filepath.Join(dir, "soft")))
+	must(os.Symlink(dir, filepath.Join(dir, "linkdir")))
+	for _, tc := range []struct {
+		checkpoint, keepBest string
+		refused              bool
+	}{
+		{ck, ck, true},
+		{ck, filepath.Join(dir, "sub", "..", "ck"), true},
+		{ck, filepath.Join(dir, "hard"), true},
+		{ck, filepath.Join(dir, "soft"), true},
+		{filepath.Join(dir, "new"), filepath.Join(dir, "linkdir", "new"), true}, // neither exists yet
+		{ck, filepath.Join(dir, "best"), false},
+		{ck, filepath.Join(dir, "sub", "ck"), false},
+	} {
+		err := Config{Checkpoint: tc.checkpoint, KeepBest: tc.keepBest}.Validate()
+		var fe *FieldError
+		if refused := errors.As(err, &fe) && fe.Field == "KeepBest" && fe.With == "Checkpoint"; refused != tc.refused || !tc.refused && err != nil {
+			t.Errorf("Validate(Checkpoint %s, KeepBest %s) = %v; want refused %v", tc.checkpoint, tc.keepBest, err, tc.refused)
+		}
+	}
+}

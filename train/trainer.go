@@ -178,6 +178,7 @@ type Config struct {
 	EarlyStop int
 	// KeepBest, if set, is the path the checkpoint of the best epoch by the validation metric is
 	// written to (atomically, from rank 0 under Collective), as timm's CheckpointSaver keeps its best.
+	// It must be another file than Checkpoint (Validate).
 	KeepBest string
 }
 

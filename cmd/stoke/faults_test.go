@@ -78,3 +78,18 @@ func TestNonFiniteWeightsCLI(t *testing.T) {
 		t.Fatalf("train --init --allow-nonfinite: %s", errOut)
 	}
 }
+
+// TestKeepBestIsNotCheckpointCLI: --keep-best naming the --checkpoint file is a usage error at
+// start, before any training.
+func TestKeepBestIsNotCheckpointCLI(t *testing.T) {
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	_, errOut, code := stoke(t, "train", "--data", photoFolder(t, 2, 2, nil), "--size", "8", "--model", "mlp", "--eval-on-train", "-q",
+		"--checkpoint", ck, "--keep-best", filepath.Join(dir, ".", "ck"))
+	if code != 2 || !strings.Contains(errOut, "--keep-best and --checkpoint: two files") {
+		t.Fatalf("train --keep-best = --checkpoint: exit %d, stderr %q; want 2 and a refusal naming both flags", code, errOut)
+	}
+	if _, err := os.Stat(ck); err == nil {
+		t.Fatal("the refused run wrote a checkpoint")
+	}
+}
