@@ -7,7 +7,9 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
+	"time"
 )
 
 // poisonSafetensors writes a copy of the safetensors file src with the second value of the tensor
@@ -91,5 +93,63 @@ func TestKeepBestIsNotCheckpointCLI(t *testing.T) {
 	}
 	if _, err := os.Stat(ck); err == nil {
 		t.Fatal("the refused run wrote a checkpoint")
+	}
+}
+
+// failingSink is a --log-dir file on a disk that fills after left writes.
+type failingSink struct{ left int }
+
+func (s *failingSink) err() error {
+	if s.left > 0 {
+		return nil
+	}
+	return &os.PathError{Op: "write", Path: "/logs/scalars.csv", Err: syscall.ENOSPC}
+}
+
+func (s *failingSink) Scalar(string, int64, float64, time.Time) error {
+	if err := s.err(); err != nil {
+		return err
+	}
+	s.left--
+	return nil
+}
+func (s *failingSink) Flush() error { return s.err() }
+func (s *failingSink) Close() error { return s.err() }
+
+// TestTrainLogDirFails: a --log-dir whose writes start failing mid-run (a full disk) is one
+// warning, on stderr and in the JSON's warnings; the run finishes, exits 0 and reports the figures
+// of a run without a log.
+func TestTrainLogDirFails(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	args := []string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "2", "--epochs", "2", "--val-split", "0.25", "--json", "-q"}
+	want, errOut, code := stoke(t, args...)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	defer func(create func(string, time.Time) ([]scalarSink, error)) { createLogSinks = create }(createLogSinks)
+	createLogSinks = func(string, time.Time) ([]scalarSink, error) {
+		return []scalarSink{&failingSink{left: 1000}, &failingSink{left: 5}}, nil
+	}
+	out, errOut, code := stoke(t, append(args, "--log-dir", t.TempDir())...)
+	if code != 0 || strings.Count(errOut, "no space left on device") != 1 || !strings.Contains(errOut, "stoke train: warning: --log-dir") {
+		t.Fatalf("train with a failing --log-dir: exit %d, stderr %q; want 0 and one warning", code, errOut)
+	}
+	type result struct {
+		TestAcc   float64           `json:"test_acc"`
+		FinalLoss float64           `json:"final_loss"`
+		History   []json.RawMessage `json:"history"`
+		Warnings  []string          `json:"warnings"`
+	}
+	var a, b result
+	lastJSON(t, want, &a)
+	lastJSON(t, out, &b)
+	if a.Warnings == nil || len(a.Warnings) != 0 {
+		t.Errorf("a run without a log has warnings %v; want []", a.Warnings)
+	}
+	if len(b.Warnings) != 1 || !strings.Contains(b.Warnings[0], "no space left on device") || !strings.Contains(b.Warnings[0], "global step 3") {
+		t.Errorf("warnings %q; want one, of the full disk at global step 3", b.Warnings)
+	}
+	if b.TestAcc != a.TestAcc || b.FinalLoss != a.FinalLoss || len(b.History) != 2 {
+		t.Errorf("with the failing log: test_acc %v, final_loss %v, %d epochs; without: %v, %v", b.TestAcc, b.FinalLoss, len(b.History), a.TestAcc, a.FinalLoss)
 	}
 }

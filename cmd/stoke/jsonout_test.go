@@ -16,7 +16,7 @@ import (
 func TestMarshalJSONNonFinite(t *testing.T) {
 	finite := []any{
 		trainResult{Result: train.Result{TestAcc: 0.5, History: []train.EpochResult{{Epoch: 1, TrainLoss: 0.25, ClassAcc: []float64{1, 0}}}},
-			FinalTest: &finalTest{Accuracy: 0.75}, Eval: "test", LR: 0.1},
+			FinalTest: &finalTest{Accuracy: 0.75}, Eval: "test", LR: 0.1, Warnings: []string{"w"}},
 		trainResult{},
 		predictSummary{Model: "mlp", ClassAcc: []float64{0.5}, Confusion: [][]int{{1, 2}, {3, 4}}},
 		predictJSON{Index: 3, Logits: []float32{1.5, -2}},

@@ -149,7 +149,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := validateConfig(fs, cfg); err != nil {
 		return err
 	}
-	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
+	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -280,9 +280,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			logs.finalTest(final.Accuracy)
 		}
 	}
-	if err == nil {
-		err = logs.Close()
-	}
+	logs.Close()
 	if err != nil {
 		return err
 	}
@@ -313,7 +311,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
-		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha})
+		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha,
+		Warnings: append([]string{}, logs.Warnings()...)})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -393,6 +392,9 @@ type trainResult struct {
 	WarmupEpochs   float64 `json:"warmup_epochs"`
 	MixUp          float64 `json:"mixup"`
 	CutMix         float64 `json:"cutmix"`
+	// Warnings are what went wrong without stopping the run (a --log-dir that failed); [] for
+	// none.
+	Warnings []string `json:"warnings"`
 }
 
 // recipes describes every model's recipe, for --help.
