@@ -1,8 +1,12 @@
 package main
 
 import (
+	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
+	"errors"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -10,6 +14,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/train"
 )
 
 // poisonSafetensors writes a copy of the safetensors file src with the second value of the tensor
@@ -151,5 +157,63 @@ func TestTrainLogDirFails(t *testing.T) {
 	}
 	if b.TestAcc != a.TestAcc || b.FinalLoss != a.FinalLoss || len(b.History) != 2 {
 		t.Errorf("with the failing log: test_acc %v, final_loss %v, %d epochs; without: %v, %v", b.TestAcc, b.FinalLoss, len(b.History), a.TestAcc, a.FinalLoss)
+	}
+}
+
+// TestPredictReportsStop: the per-sample report and the confusion matrix stop at a cancelled
+// context (Ctrl-C, SIGTERM) instead of writing every line.
+func TestPredictReportsStop(t *testing.T) {
+	ctx, cancel := context.WithCancel(t.Context())
+	cancel()
+	const n, classes = 1000, 3
+	p := &train.Predictions{Classes: classes, Logits: make([]float32, n*classes), Labels: make([]int32, n)}
+	for _, asJSON := range []bool{false, true} {
+		var out bytes.Buffer
+		e := &env{stdout: &out, stderr: io.Discard, json: asJSON}
+		if _, err := scorePredictions(ctx, e, p, nil, true); !errors.Is(err, context.Canceled) || out.Len() != 0 {
+			t.Errorf("scorePredictions(cancelled, json %v) = %v after %d bytes; want context.Canceled and nothing written", asJSON, err, out.Len())
+		}
+	}
+	matrix := make([][]int, maxConfusionClasses)
+	for i := range matrix {
+		matrix[i] = make([]int, maxConfusionClasses)
+	}
+	var out bytes.Buffer
+	err := writeConfusion(ctx, &env{stdout: &out}, matrix, make([]float64, maxConfusionClasses), nil)
+	if !errors.Is(err, context.Canceled) || strings.Count(out.String(), "\n") > 2 {
+		t.Errorf("writeConfusion(cancelled) = %v after %d lines; want context.Canceled after the header", err, strings.Count(out.String(), "\n"))
+	}
+}
+
+// TestClassLimits: predict --confusion refuses a model over maxConfusionClasses naming its count,
+// before predicting; --classes takes the counts the error on too many labels tells the user to
+// declare.
+func TestClassLimits(t *testing.T) {
+	root := photoFolder(t, 2, 2, nil)
+	ck := filepath.Join(t.TempDir(), "ck")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1",
+		"--eval-on-train", "--classes", "1001", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train --classes 1001: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--confusion", "--json")
+	if code != 2 || !strings.Contains(errOut, "--confusion: the model in "+ck+" has 1001 classes; the matrix is written for at most 1000") ||
+		strings.Contains(out, `"index"`) {
+		t.Fatalf("predict --confusion at 1001 classes: exit %d, stderr %q, stdout %q; want a usage error naming the count", code, errOut, out)
+	}
+	missing := filepath.Join(t.TempDir(), "no-such-data")
+	for _, cmd := range []string{"train", "predict"} {
+		args := func(classes string) []string {
+			a := []string{cmd, "--data", missing, "--model", "mlp", "--classes", classes}
+			if cmd == "predict" {
+				a = append(a, "--weights", ck)
+			}
+			return a
+		}
+		if _, errOut, _ := stoke(t, args("100001")...); strings.Contains(errOut, "--classes") || !strings.Contains(errOut, "no-such-data") {
+			t.Errorf("%s --classes 100001: stderr %q; want the flag taken (and the missing data refused)", cmd, errOut)
+		}
+		if _, errOut, code := stoke(t, args("10000001")...); code != 2 || !strings.Contains(errOut, "--classes 10000001; want 1 to 10000000") {
+			t.Errorf("%s --classes 10000001: exit %d, stderr %q; want a usage error", cmd, code, errOut)
+		}
 	}
 }

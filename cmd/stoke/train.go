@@ -46,7 +46,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
 	var ef evalFlags
 	ef.register(fs)
-	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	classes := fs.Int("classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
+		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
 	init := fs.String("init", "",
 		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
 			"a classifier head of another class count is replaced and freshly initialized")
@@ -109,8 +110,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, ef.valSplit)
 	case ef.valSplit != 0 && ef.evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
-	case *classes < 0 || *classes > maxClasses:
-		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *classes < 0 || *classes > maxDeclaredClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
 	var opt train.Optimizer
 	switch *optName {
@@ -190,9 +191,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
-	if nclasses > maxClasses {
+	if nclasses > maxClasses && *classes == 0 {
 		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
-			"declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
+			"declare the count with --classes N (up to %d): %w", lf.data, nclasses-1, maxClasses, maxDeclaredClasses, loaders.ErrLabel)
 	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
@@ -406,8 +407,12 @@ func recipes() string {
 	return strings.Join(out, "; ")
 }
 
-// maxClasses bounds the classes a model gets from the labels' range without --classes.
-const maxClasses = 100000
+// maxClasses bounds the classes a model gets from the labels' range without --classes, and
+// maxDeclaredClasses the count --classes declares (Amazon-3M's 2.8 million labels fit).
+const (
+	maxClasses         = 100000
+	maxDeclaredClasses = 10000000
+)
 
 // trainable counts the parameters the trainer updates.
 func trainable(m *train.Model) int {
