@@ -2,12 +2,15 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"math"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strings"
+	"sync"
 	"testing"
 )
 
@@ -151,5 +154,103 @@ func TestKeepBestIsNotCheckpoint(t *testing.T) {
 		if refused := errors.As(err, &fe) && fe.Field == "KeepBest" && fe.With == "Checkpoint"; refused != tc.refused || !tc.refused && err != nil {
 			t.Errorf("Validate(Checkpoint %s, KeepBest %s) = %v; want refused %v", tc.checkpoint, tc.keepBest, err, tc.refused)
 		}
+	}
+}
+
+// TestConfigAgreement: every Config field is either agreed by the ranks at start (an agreement
+// names it) or declared rank-local, once: a field added without either fails here.
+func TestConfigAgreement(t *testing.T) {
+	f := newFixture(t, 64)
+	tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.1}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	as, err := tr.agreements(f.train)
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[string]string{}
+	note := func(field, where string) {
+		if prev, ok := seen[field]; ok {
+			t.Errorf("Config.%s is covered twice: %s and %s", field, prev, where)
+		}
+		seen[field] = where
+	}
+	for _, a := range as {
+		for _, field := range a.fields {
+			note(field, "agreement "+a.what)
+		}
+	}
+	for field := range rankLocalConfig {
+		note(field, "rank-local")
+	}
+	typ := reflect.TypeFor[Config]()
+	for i := range typ.NumField() {
+		name := typ.Field(i).Name
+		if _, ok := seen[name]; !ok {
+			t.Errorf("Config.%s is neither agreed by the ranks at start (Trainer.agreements) nor in rankLocalConfig", name)
+		}
+		delete(seen, name)
+	}
+	for field, where := range seen {
+		t.Errorf("%s names Config.%s, which does not exist", where, field)
+	}
+}
+
+// TestDataParallelDisagree: ranks whose configurations differ in a setting that changes the
+// weights are refused at start on both ranks, naming the setting and both values.
+func TestDataParallelDisagree(t *testing.T) {
+	imgs, labels := synthetic(64, 1)
+	dir := t.TempDir()
+	initA, initB := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
+	for i, path := range []string{initA, initB} {
+		tr, err := New(smallMLP(t), openCPU(t), nil, Config{Seed: uint64(i)})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := tr.Export(path); err != nil {
+			t.Fatal(err)
+		}
+		tr.Close()
+	}
+	for _, tc := range []struct {
+		what       string
+		zero, one  Config
+		wantValues []string
+	}{
+		{"schedule", Config{Schedule: Cosine(0)}, Config{Schedule: Constant()}, []string{"rank 0 has x1 x0.5 ", "rank 1 has x1 x1 "}},
+		{"schedule", Config{Schedule: Cosine(0), Epochs: 2}, Config{Schedule: Cosine(1), Epochs: 2}, []string{"rank 0 has x1 ", "rank 1 has x0.5 "}},
+		{"init", Config{Init: initA}, Config{Init: initB}, []string{"sha256"}},
+		{"freezing", Config{}, Config{FreezeBackbone: true}, []string{"backbone false", "backbone true"}},
+		{"gradient buckets", Config{}, Config{BucketBytes: 64}, []string{"1 buckets", "2 buckets"}},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			groups := testGroups(t, 2)
+			errs := make([]error, 2)
+			var wg sync.WaitGroup
+			for r, cfg := range []Config{tc.zero, tc.one} {
+				dev := openCPU(t)
+				cfg.Collective = groups[r]
+				tr, err := New(smallMLP(t), dev, SGD{LR: 0.05}, cfg)
+				if err != nil {
+					t.Fatal(err)
+				}
+				t.Cleanup(func() { tr.Close() })
+				data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
+				wg.Go(func() { _, errs[r] = tr.Fit(context.Background(), data, nil) })
+			}
+			wg.Wait()
+			for r, err := range errs {
+				if err == nil || !strings.Contains(err.Error(), "ranks disagree on "+tc.what+": rank 0 has ") {
+					t.Fatalf("rank %d: %v; want a refusal naming %s", r, err, tc.what)
+				}
+				for _, v := range tc.wantValues {
+					if !strings.Contains(err.Error(), v) {
+						t.Errorf("rank %d: %v; want %q in it", r, err, v)
+					}
+				}
+			}
+		})
 	}
 }

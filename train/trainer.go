@@ -116,7 +116,10 @@ type Config struct {
 	// does: each rank (one process, one device) runs a Trainer with the same configuration over
 	// its own part of every epoch (a Loader with the group's Rank and WorldSize) in batches of the
 	// same size, so the global batch is Size() times the rank's. Fit checks that the ranks agree
-	// (model, optimizer, seed, epochs, precision, steps per epoch, the data), broadcasts rank 0's
+	// on everything that changes the weights (the model, the optimizer and its rates, every
+	// Config field but Checkpoint, KeepBest, Resume, Progress and Collective, the schedule's
+	// factor at every step, the Init file's SHA-256, steps per epoch, the data), refusing on every
+	// rank with an error that names the setting and both values; then it broadcasts rank 0's
 	// weights, averages the gradients of every step over the ranks in buckets that overlap the
 	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
 	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
