@@ -6,11 +6,14 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"math"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,6 +217,91 @@ func TestClassLimits(t *testing.T) {
 		}
 		if _, errOut, code := stoke(t, args("10000001")...); code != 2 || !strings.Contains(errOut, "--classes 10000001; want 1 to 10000000") {
 			t.Errorf("%s --classes 10000001: exit %d, stderr %q; want a usage error", cmd, code, errOut)
+		}
+	}
+}
+
+// twoRanks runs stoke train on ranks 0 and 1 of a group on a fresh port, in this process, with
+// the arguments args(r), and returns each rank's stderr and exit status.
+func twoRanks(t *testing.T, args func(r int) []string) ([2]string, [2]int) {
+	t.Helper()
+	port := freePort(t)
+	var errOuts [2]string
+	var codes [2]int
+	var wg sync.WaitGroup
+	for r := range 2 {
+		a := append([]string{"train", "--rank", fmt.Sprint(r), "--world-size", "2", "--master-addr", "127.0.0.1", "--master-port", port,
+			"--dist-timeout", "60s", "-q"}, args(r)...)
+		wg.Go(func() {
+			var out, errOut bytes.Buffer
+			codes[r] = run(t.Context(), a, &out, &errOut)
+			errOuts[r] = errOut.String()
+		})
+	}
+	wg.Wait()
+	return errOuts, codes
+}
+
+// TestRanksAgreeOnFlagsAndData: ranks that differ in a flag that changes the weights, or train on
+// other samples of the same count, shape and classes, are refused at start on both ranks, naming
+// the flag or the data and both values; ranks that differ only in a rank-local flag train.
+func TestRanksAgreeOnFlagsAndData(t *testing.T) {
+	data := noisyFolder(t, 2, 4, 8)
+	other := noisyFolder(t, 2, 4, 8)
+	// Other bytes in one sample: the same count, shape and labels.
+	a, err := os.ReadFile(filepath.Join(other, "a", "0.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(other, "a", "1.png"), a, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	base := []string{"--model", "mlp", "--size", "8", "--batch", "2", "--epochs", "1", "--eval-on-train"}
+	for _, tc := range []struct {
+		name string
+		args func(r int) []string
+		want []string // "" for a run that trains
+	}{
+		{"schedule", func(r int) []string {
+			return append(base, "--data", data, "--schedule", []string{"cosine", "constant"}[r])
+		}, []string{"ranks disagree on --schedule: rank 0 has cosine, rank 1 has constant"}},
+		{"augmentation", func(r int) []string {
+			return append(base, "--data", data, "--random-erasing", []string{"0", "0.25"}[r])
+		}, []string{"ranks disagree on --random-erasing: rank 0 has 0, rank 1 has 0.25"}},
+		{"data", func(r int) []string {
+			return append(base, "--data", []string{data, other}[r])
+		}, []string{"ranks disagree on training data: rank 0 has 8 samples, 8 of them read: sha256 ", ", rank 1 has 8 samples"}},
+		{"rank-local", func(r int) []string {
+			return append(base, "--data", data, "--workers", []string{"1", "2"}[r], "--checkpoint", filepath.Join(t.TempDir(), "ck"))
+		}, nil},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			errOuts, codes := twoRanks(t, tc.args)
+			for r := range 2 {
+				if tc.want == nil {
+					if codes[r] != 0 {
+						t.Errorf("rank %d: exit %d: %s", r, codes[r], errOuts[r])
+					}
+					continue
+				}
+				for _, w := range tc.want {
+					if codes[r] != 1 || !strings.Contains(errOuts[r], w) {
+						t.Errorf("rank %d: exit %d, stderr %q; want 1 and %q", r, codes[r], errOuts[r], w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// TestRankLocalFlagsExist: every flag rankLocalFlags exempts from the ranks' agreement is one of
+// stoke train's (a renamed flag would otherwise be agreed under its new name and its exemption
+// kept for nothing).
+func TestRankLocalFlagsExist(t *testing.T) {
+	_, errOut, _ := stoke(t, "train", "--help")
+	for name := range rankLocalFlags {
+		if !regexp.MustCompile(`\n  -` + regexp.QuoteMeta(name) + `\s`).MatchString(errOut) {
+			t.Errorf("rankLocalFlags names --%s, which stoke train does not have", name)
 		}
 	}
 }

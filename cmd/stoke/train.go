@@ -195,6 +195,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
 			"declare the count with --classes N (up to %d): %w", lf.data, nclasses-1, maxClasses, maxDeclaredClasses, loaders.ErrLabel)
 	}
+	if err := agreeRun(ctx, group, fs, lf.device, map[string]loaders.Dataset{"training data": sets.train, "evaluation data": sets.eval, "test data": sets.test}); err != nil {
+		return err
+	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
 	// open a loader first to learn the shape, then build the trainer, then the loaders.
