@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -252,5 +253,51 @@ func TestDataParallelDisagree(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// TestLoadWeightsErrorBounded: a file of 200,000 stray tensors gives an error that lists a few of
+// them and counts the others (it was a 1.69 MB line).
+func TestLoadWeightsErrorBounded(t *testing.T) {
+	var h strings.Builder
+	h.WriteString("{")
+	for i := range 200000 {
+		if i > 0 {
+			h.WriteString(",")
+		}
+		fmt.Fprintf(&h, `"stray.%06d":{"dtype":"F32","shape":[0],"data_offsets":[0,0]}`, i)
+	}
+	h.WriteString("}")
+	path := writeFile(t, stBytes(h.String(), nil))
+	tr, err := New(smallMLP(t), openCPU(t), nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.LoadWeights(path, LoadOptions{})
+	if !errors.Is(err, ErrMismatch) || len(err.Error()) > 1000 ||
+		!strings.Contains(err.Error(), "200000 unexpected (stray.000000, stray.000001,") || !strings.Contains(err.Error(), "stray.000009 and 199990 more)") {
+		t.Fatalf("LoadWeights(200,000 stray tensors) = %.2000s (%d bytes); want ErrMismatch listing 10 and counting the rest", err, len(err.Error()))
+	}
+}
+
+// TestLoadWeightsStemHint: torchvision's 7x7 conv1 loaded into a resnet of 32 px images, whose
+// stem is the small-image 3x3 one, is refused with the reason and the way out.
+func TestLoadWeightsStemHint(t *testing.T) {
+	m, err := NewModel("resnet18", Shape{C: 3, H: 32, W: 32}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data := make([]byte, 64*3*7*7*4)
+	path := writeFile(t, stBytes(fmt.Sprintf(`{"conv1.weight":{"dtype":"F32","shape":[64,3,7,7],"data_offsets":[0,%d]}}`, len(data)), data))
+	tr, err := New(m, openCPU(t), nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	_, err = tr.LoadWeights(path, LoadOptions{})
+	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "conv1.weight: file [64 3 7 7], model [64 3 3 3]") ||
+		!strings.Contains(err.Error(), "conv1: the model takes 32x32 images") || !strings.Contains(err.Error(), "larger than 32 px a side") {
+		t.Fatalf("LoadWeights(7x7 conv1 into a 32 px resnet18) = %v; want the small-image stem explained", err)
 	}
 }

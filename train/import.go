@@ -46,10 +46,40 @@ func (r *WeightsReport) problems() string {
 		names []string
 	}{{"missing", r.Missing}, {"unexpected", r.Unexpected}, {"mis-shaped", r.Mismatched}} {
 		if len(g.names) > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(g.names), g.what, strings.Join(g.names, ", ")))
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(g.names), g.what, listSome(g.names)))
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// maxListed is how many names an error lists of a longer list (a file of 200,000 tensors made
+// a one-line error of 1.69 MB).
+const maxListed = 10
+
+// listSome joins the first maxListed names and counts the others.
+func listSome(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+}
+
+// stemHint explains a conv1.weight whose file shape is the 7x7 stem of a resnet that takes large
+// images while the model, taking images of at most 32 px a side, has the small-image 3x3 stem
+// (torchResNet); "" otherwise.
+func (m *Model) stemHint(f *stFile) string {
+	ft, ok := f.tensors["conv1.weight"]
+	if !ok || len(ft.shape) != 4 || ft.shape[2] != 7 {
+		return ""
+	}
+	for _, p := range m.tensors() {
+		if p.Name == "conv1.weight" && len(p.Shape) == 4 && p.Shape[2] == 3 {
+			return fmt.Sprintf("; conv1: the model takes %dx%d images, and at most 32 px a side a resnet has the small-image stem "+
+				"(a 3x3 conv1, no max pooling); these weights are for the 7x7 stem of larger images (torchvision's): give the model images "+
+				"larger than 32 px a side", m.in.H, m.in.W)
+		}
+	}
+	return ""
 }
 
 // LoadWeights sets the model's weights and BatchNorm running statistics from the safetensors
@@ -88,7 +118,7 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 	}
 	rep, load, nbt := t.m.match(f, opts)
 	if strict := rep.problems(); strict != "" && !opts.Partial {
-		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s", path, ErrMismatch, t.m.name, strict)
+		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s%s", path, ErrMismatch, t.m.name, strict, t.m.stemHint(f))
 	}
 	hosts := make([][]float32, len(load))
 	for i, p := range load {

@@ -17,6 +17,7 @@ import (
 	"syscall"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/stoke-ml/stoke/train"
 )
@@ -303,5 +304,19 @@ func TestRankLocalFlagsExist(t *testing.T) {
 		if !regexp.MustCompile(`\n  -` + regexp.QuoteMeta(name) + `\s`).MatchString(errOut) {
 			t.Errorf("rankLocalFlags names --%s, which stoke train does not have", name)
 		}
+	}
+}
+
+// TestErrorLineBounded: an error of megabytes is printed as its head and tail, with the count of
+// the bytes left out, cut at character boundaries.
+func TestErrorLineBounded(t *testing.T) {
+	long := "what failed: " + strings.Repeat("é", 1<<20) + ": the cause"
+	got := oneLine(errors.New(long))
+	if len(got) > maxErrorLine+100 || !strings.HasPrefix(got, "what failed: éé") || !strings.HasSuffix(got, "éé: the cause") ||
+		!strings.Contains(got, " bytes left out] ... ") || !utf8.ValidString(got) {
+		t.Fatalf("oneLine(%d bytes) = %d bytes: %.80q ... %.80q", len(long), len(got), got, got[len(got)-80:])
+	}
+	if short := "a: b"; oneLine(errors.New(short)) != short {
+		t.Fatalf("oneLine(%q) = %q", short, oneLine(errors.New(short)))
 	}
 }

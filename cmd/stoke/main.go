@@ -31,6 +31,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/stoke-ml/stoke/internal/progress"
 )
@@ -158,9 +159,31 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nstoke <command> --help shows the command's flags.")
 }
 
+// maxErrorLine bounds the error line: its head and tail are kept (what failed, and the cause).
+const maxErrorLine = 2000
+
 // oneLine keeps an error on one line: the lines of joined errors are kept, separated by "; ",
-// and a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal.
+// a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal, and a line
+// over maxErrorLine bytes keeps its first 1,500 and last 400 bytes.
 func oneLine(err error) string {
+	return capLine(joinLines(err))
+}
+
+func capLine(s string) string {
+	if len(s) <= maxErrorLine {
+		return s
+	}
+	head, tail := 1500, len(s)-400
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s ... [%d bytes left out] ... %s", s[:head], tail-head, s[tail:])
+}
+
+func joinLines(err error) string {
 	var parts []string
 	for _, l := range strings.Split(err.Error(), "\n") {
 		if strings.HasPrefix(l, "goroutine ") {
