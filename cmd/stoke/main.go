@@ -17,6 +17,7 @@
 // object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
 // stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
+// On Linux a worker started by torchrun gets SIGTERM when torchrun's agent dies.
 package main
 
 import (
@@ -56,6 +57,10 @@ var commands = map[string]command{
 var errUsage = errors.New("usage")
 
 func main() {
+	if err := endWithLauncher(); err != nil {
+		fmt.Fprintf(os.Stderr, "stoke: %v\n", err)
+		os.Exit(1)
+	}
 	ctx, stop := interrupts(os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
