@@ -17,6 +17,7 @@
 // object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
 // stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
+// On Linux a worker started by torchrun gets SIGTERM when torchrun's agent dies.
 package main
 
 import (
@@ -59,6 +60,10 @@ var errUsage = errors.New("usage")
 func main() {
 	if n := rankProcs(os.Getenv, runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n) // one of several ranks on this host: its share of the cores
+	}
+	if err := endWithLauncher(); err != nil {
+		fmt.Fprintf(os.Stderr, "stoke: %v\n", err)
+		os.Exit(1)
 	}
 	ctx, stop := interrupts(os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
