@@ -97,12 +97,12 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	}
 	var tr *checkpointTrainer
 	if *ck != "" {
-		tr, err = openCheckpoint(*ck, "cpu")
+		tr, err = openCheckpoint(*ck, "cpu", false)
 	} else {
 		if *classes == 0 {
 			*classes = loaders.Describe(ds).NumClasses
 		}
-		tr, err = openWeights(&lf, ds, *weights, *model, *classes)
+		tr, err = openWeights(&lf, ds, *weights, *model, *classes, false)
 	}
 	if err != nil {
 		return err
@@ -207,7 +207,8 @@ func (l *floatList) Set(s string) error {
 
 // openCheckpoint opens device and loads the named model of checkpoint ck into an optimizer-less
 // trainer (for prediction and export); closing the trainer also closes the device.
-func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
+// allowNonFinite loads weights holding NaN or Inf (predict's --allow-nonfinite).
+func openCheckpoint(ck, device string, allowNonFinite bool) (*checkpointTrainer, error) {
 	m, err := train.CheckpointModel(ck)
 	if err != nil {
 		return nil, err
@@ -216,7 +217,7 @@ func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := train.New(m, dev, nil, train.Config{Resume: ck})
+	tr, err := train.New(m, dev, nil, train.Config{Resume: ck, AllowNonFinite: allowNonFinite})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
@@ -226,7 +227,7 @@ func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
 // openWeights opens lf's device and builds the named model for the images lf's evaluation loader
 // gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
 // safetensors weights at path; closing the trainer also closes the device.
-func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int) (*checkpointTrainer, error) {
+func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
@@ -251,7 +252,7 @@ func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classe
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	if _, err := tr.LoadWeights(path, train.LoadOptions{}); err != nil {
+	if _, err := tr.LoadWeights(path, train.LoadOptions{AllowNonFinite: allowNonFinite}); err != nil {
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil

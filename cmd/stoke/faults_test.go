@@ -54,7 +54,7 @@ func poisonSafetensors(t *testing.T, src string) (string, string) {
 
 // TestNonFiniteWeightsCLI: predict --weights and train --init refuse weights with a NaN before
 // reading any data, naming the file and the tensor (predict --json ends with the error object);
-// train --allow-nonfinite loads them.
+// predict and train --allow-nonfinite load them.
 func TestNonFiniteWeightsCLI(t *testing.T) {
 	root := photoFolder(t, 2, 2, nil)
 	dir := t.TempDir()
@@ -78,6 +78,10 @@ func TestNonFiniteWeightsCLI(t *testing.T) {
 	}
 	if strings.Contains(out, `"index"`) {
 		t.Fatalf("predict --weights with a NaN predicted: %s", out)
+	}
+	out, errOut, code = stoke(t, "predict", "--weights", bad, "--model", "mlp", "--size", "8", "--data", root, "--json", "--allow-nonfinite")
+	if code != 0 || !strings.Contains(out, `"index"`) {
+		t.Fatalf("predict --weights --allow-nonfinite: exit %d, stderr %q", code, errOut)
 	}
 	train := []string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1", "--eval-on-train", "-q", "--init", bad}
 	_, errOut, code = stoke(t, train...)

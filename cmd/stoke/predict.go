@@ -55,6 +55,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	allowNonFinite := fs.Bool("allow-nonfinite", false, "load weights or a checkpoint holding NaN or Inf (refused by default, naming the file and tensor)")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
 	lf.registerDecode(fs, "test")
@@ -103,13 +104,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	src := *ck
 	var tr *checkpointTrainer
 	if *ck != "" {
-		tr, err = openCheckpoint(*ck, lf.device)
+		tr, err = openCheckpoint(*ck, lf.device, *allowNonFinite)
 	} else {
 		src = *weights
 		if *classes == 0 {
 			*classes = info.NumClasses
 		}
-		tr, err = openWeights(&lf, ds, *weights, *model, *classes)
+		tr, err = openWeights(&lf, ds, *weights, *model, *classes, *allowNonFinite)
 	}
 	if err != nil {
 		return err
