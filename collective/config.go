@@ -2,6 +2,7 @@ package collective
 
 import (
 	"fmt"
+	"log"
 	"os"
 	"strconv"
 	"strings"
@@ -56,6 +57,33 @@ type Config struct {
 	// RestartCount is TORCHELASTIC_RESTART_COUNT: the keys of this attempt
 	// are prefixed with it so a restarted group does not read a dead one's keys.
 	RestartCount int
+	// Secret is STOKE_SECRET, the same on every rank: it authenticates every
+	// query to rank 0's store and every ring handshake (HMAC-SHA256
+	// challenge-response; it never crosses the wire). "" leaves the job open
+	// to any process that reaches its ports, and rank 0 says so once.
+	Secret string
+	// JobID names the job: FromEnv reads torchrun's TORCHELASTIC_RUN_ID (but
+	// its default, "none") or Slurm's SLURM_JOB_ID. Rank 0 publishes its own
+	// (one it generates when it has none) before any rank claims a place; a
+	// rank whose JobID is set and differs is refused naming both, so a rank
+	// of another job that finds this job's store does not join it.
+	JobID string
+	// Log receives Init's warning that a job has no Secret (rank 0 only);
+	// nil means the log package's standard logger.
+	Log *log.Logger
+}
+
+// SecretEnv is the environment variable FromEnv reads Config.Secret from.
+const SecretEnv = "STOKE_SECRET"
+
+// String formats c with its Secret redacted, so that a logged Config does
+// not leak it.
+func (c Config) String() string {
+	if c.Secret != "" {
+		c.Secret = "[redacted]"
+	}
+	type fields Config // without this method
+	return fmt.Sprintf("%+v", fields(c))
 }
 
 // Validate checks c without filling defaults.
@@ -114,12 +142,19 @@ func (c Config) withDefaults() Config {
 // (SLURM_PROCID, SLURM_NTASKS, SLURM_LOCALID, SLURM_NTASKS_PER_NODE or
 // SLURM_TASKS_PER_NODE, with MASTER_ADDR, which defaults to the first host of
 // SLURM_JOB_NODELIST, and MASTER_PORT) when SLURM_PROCID is set, else a single
-// process. A value that does not parse, or that contradicts another, is an
-// error naming the variable.
+// process. In every case it reads Secret from STOKE_SECRET and JobID from
+// TORCHELASTIC_RUN_ID or SLURM_JOB_ID. A value that does not parse, or that
+// contradicts another, is an error naming the variable.
 func FromEnv() (Config, error) { return fromEnv(os.LookupEnv) }
 
 func fromEnv(look func(string) (string, bool)) (Config, error) {
 	var c Config
+	c.Secret, _ = look(SecretEnv)
+	if v, _ := look("TORCHELASTIC_RUN_ID"); v != "" && v != "none" {
+		c.JobID = v
+	} else {
+		c.JobID, _ = look("SLURM_JOB_ID")
+	}
 	num := func(name string, dst *int, required bool) error {
 		v, ok := look(name)
 		if !ok || v == "" {
@@ -194,7 +229,7 @@ func fromEnv(look func(string) (string, bool)) (Config, error) {
 			}
 		}
 	default:
-		return Config{WorldSize: 1, LocalWorldSize: 1}, nil
+		return Config{WorldSize: 1, LocalWorldSize: 1, Secret: c.Secret, JobID: c.JobID}, nil
 	}
 	if err := c.Validate(); err != nil {
 		return Config{}, fmt.Errorf("collective: env: %w", err)

@@ -1,6 +1,7 @@
 package collective
 
 import (
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -38,6 +39,14 @@ func TestFromEnv(t *testing.T) {
 			"MASTER_ADDR": "m", "MASTER_PORT": "1"},
 			Config{}, "SLURM_TASKS_PER_NODE"},
 		{"slurm-no-ntasks", map[string]string{"SLURM_PROCID": "0"}, Config{}, "SLURM_NTASKS"},
+		{"single-secret", map[string]string{"STOKE_SECRET": "k", "SLURM_JOB_ID": "77"}, Config{WorldSize: 1, LocalWorldSize: 1, Secret: "k", JobID: "77"}, ""},
+		{"torchrun-id", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1", "TORCHELASTIC_RUN_ID": "r9", "SLURM_JOB_ID": "77", "STOKE_SECRET": "k"},
+			Config{WorldSize: 2, Port: 1, JobID: "r9", Secret: "k"}, ""},
+		// torchrun's default id is the same for every job: Slurm's says more.
+		{"torchrun-none", map[string]string{"RANK": "0", "WORLD_SIZE": "2", "MASTER_PORT": "1", "TORCHELASTIC_RUN_ID": "none", "SLURM_JOB_ID": "77"},
+			Config{WorldSize: 2, Port: 1, JobID: "77"}, ""},
+		{"slurm-id", map[string]string{"SLURM_PROCID": "1", "SLURM_NTASKS": "2", "SLURM_JOB_ID": "4242", "MASTER_ADDR": "m", "MASTER_PORT": "1"},
+			Config{Rank: 1, WorldSize: 2, Addr: "m", Port: 1, JobID: "4242"}, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			got, err := fromEnv(func(k string) (string, bool) { v, ok := tc.env[k]; return v, ok })
@@ -78,5 +87,14 @@ func TestValidate(t *testing.T) {
 	c.Validate()
 	if c.Timeout != 0 || c.Addr != "" {
 		t.Errorf("Validate filled defaults")
+	}
+}
+
+func TestConfigStringHidesSecret(t *testing.T) {
+	c := Config{Rank: 1, WorldSize: 2, Secret: "hunter2"}
+	for _, f := range []string{"%v", "%+v", "%s"} {
+		if got := fmt.Sprintf(f, c); strings.Contains(got, "hunter2") || !strings.Contains(got, "Secret:[redacted]") || !strings.Contains(got, "Rank:1") {
+			t.Errorf("Sprintf(%q, config) = %q; want the fields with the secret redacted", f, got)
+		}
 	}
 }

@@ -8,10 +8,16 @@
 // Init finds the other ranks through a c10d TCPStore at Config.Addr:Port:
 // under torchrun (Config.UseAgentStore) the agent's store, which every rank
 // joins as a client; otherwise rank 0 hosts the store (a torch TCPStore
-// client can join it too). The store speaks torch 1.13's wire protocol
+// client can join it too) on Config.Addr's own address: loopback for
+// 127.0.0.1, never every interface (Addr must then be an address of rank 0's
+// machine). The store speaks torch 1.13's wire protocol
 // (see collective/internal/tcpstore). Every key of an attempt starts with
 // "stoke/attempt_<RestartCount>/", so a restarted group never reads a dead
-// one's keys. Rank 0 publishes a random group id; every rank listens on an
+// one's keys. Rank 0 first publishes the job's identity (Config.JobID:
+// torchrun's run id, Slurm's job id, or one it generates); every other rank
+// waits for it and, when it has an identity of its own that differs, fails
+// naming both before it claims a place, so a rank of another job that finds
+// this job's store does not join it. Rank 0 publishes a random group id; every rank listens on an
 // ephemeral TCP port of the interface that reaches the store and publishes
 // "host:port world-size nonce" under rank/<r> (a second claim of a rank is an
 // error), then waits until all world-size ranks have published: a timeout
@@ -20,10 +26,30 @@
 // # Ring protocol
 //
 // Rank r dials rank r+1 and accepts rank r-1. The dialler sends "STOKRING",
-// the 16-byte group id, its rank and the world size (uint32 little-endian);
-// the acceptor checks all four (a stray connection, another group's rank or
-// another world size is refused) and answers the same with "STOKRACK". Data
-// flows one way, r to r+1. Each collective starts with a 24-byte header
+// the 16-byte group id, its rank, the world size (uint32 little-endian) and a
+// 32-byte nonce; the acceptor checks the first four (a stray connection,
+// another group's rank or another world size is refused) and answers the
+// same with "STOKRACK" and its own nonce, followed by its proof; the dialler
+// checks it and sends its own. A proof is HMAC-SHA256 keyed by Config.Secret
+// over both messages, with a label per direction: a process without the
+// secret cannot pass for a rank, in either direction. Each connection's
+// handshake runs on its own goroutine, so a stray connection does not hold
+// up the real one. Data flows one way, r to r+1.
+//
+// # Authentication
+//
+// With Config.Secret (STOKE_SECRET, the same on every rank) every connection
+// to rank 0's store opens with an HMAC-SHA256 challenge-response in both
+// directions and tags each query with a key of that session (see
+// collective/internal/tcpstore): a process without the secret can neither
+// read nor write a key. Under torchrun the store is the agent's, torch's and
+// unauthenticated, so the ring handshake is where the secret is checked: a
+// process that publishes itself as a rank there gets nothing from the others.
+// The secret never crosses the wire. Rank 0's store bounds what a client
+// can make it hold: 4 MiB a query, 64 MiB for all the queries being read at
+// once, 2*WorldSize+64 connections, 256 MiB of keys and values. Without a secret rank 0 logs once
+// (Config.Log) that the job is unauthenticated, as PyTorch's documentation
+// warns for TCPStore; a torch TCPStore client can then join rank 0's store. Each collective starts with a 24-byte header
 // (kind, op, sequence number, element count, root) that the receiver
 // compares with its own: ranks that call different collectives, sizes, ops
 // or roots fail with ErrMismatch instead of reducing garbage. Then the raw
@@ -63,8 +89,11 @@
 // collective's ctx ends it promptly; it closes this rank's connections, so
 // the other ranks fail with ErrPeer too. A Group that failed stays failed:
 // later collectives return the first error; Close it and Init a new one.
-// When rank 0 hosts the store and gives up (or closes), the ranks still
-// talking to the store see it close (ErrPeer).
+// When rank 0 gives up during the rendezvous it publishes its cause in the
+// store (and, hosting it, keeps it open up to a second for the others to
+// read it): the ranks still waiting fail at once with "rank 0 gave up:" and
+// that cause, wrapping its sentinel. A store that rank 0 hosted and that
+// closes without a cause is named as such (rank 0 exited or was killed).
 //
 // # CUDA
 //

@@ -115,7 +115,7 @@ func initErrs(cfgs []Config) []error {
 
 // agentStore hosts a store for the test, as torchrun's agent does.
 func agentStore(t *testing.T) int {
-	srv, err := tcpstore.Listen("127.0.0.1:0")
+	srv, err := tcpstore.Listen("127.0.0.1:0", tcpstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +127,7 @@ func TestRendezvousFaults(t *testing.T) {
 	t.Run("store-refuses", func(t *testing.T) {
 		port := freePort(t)
 		_, err := Init(context.Background(), Config{Rank: 1, WorldSize: 2, Port: port, Timeout: time.Second})
-		wantErr(t, "Init with no store", err, ErrTimeout, "rank 1", "127.0.0.1:"+strconv.Itoa(port))
+		wantErr(t, "Init with no store", err, ErrTimeout, "rank 1", "rank 0 hosts the store at 127.0.0.1:"+strconv.Itoa(port)+" and did not open it within 1s")
 	})
 	t.Run("store-silent", func(t *testing.T) {
 		// A server that accepts and never answers.
@@ -148,7 +148,7 @@ func TestRendezvousFaults(t *testing.T) {
 			}
 		}()
 		_, err = Init(context.Background(), Config{Rank: 1, WorldSize: 2, Port: ln.Addr().(*net.TCPAddr).Port, Timeout: time.Second})
-		wantErr(t, "Init with a silent store", err, ErrTimeout, "check")
+		wantErr(t, "Init with a silent store", err, ErrTimeout, "hello")
 		ln.Close()
 		conns.Wait()
 	})
@@ -208,9 +208,10 @@ func TestRendezvousFaults(t *testing.T) {
 
 // TestAgentStore joins a store the test hosts (torchrun's agent), after a
 // failed attempt 0 left its keys there, and with a stray connection made to
-// rank 1's ring port before rank 0 arrives.
+// rank 1's ring port before rank 0 arrives: it sends part of a hello and
+// waits, and must not hold up rank 0's handshake (it did for 10 s once).
 func TestAgentStore(t *testing.T) {
-	srv, err := tcpstore.Listen("127.0.0.1:0")
+	srv, err := tcpstore.Listen("127.0.0.1:0", tcpstore.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -220,19 +221,24 @@ func TestAgentStore(t *testing.T) {
 	wantErr(t, "Init of attempt 0 alone", err, ErrTimeout, "1 of 2 ranks arrived")
 
 	cfg := func(r int) Config {
-		return Config{Rank: r, WorldSize: 2, Port: port, UseAgentStore: true, RestartCount: 1, Timeout: 10 * time.Second}
+		return Config{Rank: r, WorldSize: 2, Port: port, UseAgentStore: true, RestartCount: 1, Timeout: 10 * time.Second, JobID: "run-7"}
 	}
 	type res struct {
 		g   *Group
 		err error
 	}
-	one := make(chan res, 1)
-	go func() { g, err := Init(context.Background(), cfg(1)); one <- res{g, err} }()
 	c, err := tcpstore.Dial(context.Background(), srv.Addr().String(), time.Now().Add(5*time.Second), 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer c.Close()
+	// Rank 1 claims its place once the job's identity is there; rank 0 will
+	// find the same one.
+	if err := c.Set(context.Background(), "stoke/attempt_1/job", []byte("run-7")); err != nil {
+		t.Fatal(err)
+	}
+	one := make(chan res, 1)
+	go func() { g, err := Init(context.Background(), cfg(1)); one <- res{g, err} }()
 	v, err := c.Get(context.Background(), "stoke/attempt_1/rank/1", 5*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -241,7 +247,7 @@ func TestAgentStore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	stray.Write([]byte("GET / HTTP/1.0\r\n\r\n and more bytes than a hello"))
+	stray.Write([]byte("GET / HTTP/1.0\r\n\r\n and fewer bytes than a hello"))
 	defer stray.Close()
 	g0, err := Init(context.Background(), cfg(0))
 	if err != nil {
@@ -271,5 +277,51 @@ func TestAgentStore(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
+	}
+}
+
+// TestRankZeroGivesUp: when rank 0 gives up during the rendezvous, the ranks
+// still waiting name it and its cause, with its sentinel, at once (they once
+// said only "the store closed the connection: EOF").
+func TestRankZeroGivesUp(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		cancel bool
+		kind   error
+		cause  string
+	}{
+		{"timeout", false, ErrTimeout, "rank 0 gave up: timed out after 1s: 2 of 3 ranks arrived (missing: rank 2)"},
+		{"interrupted", true, context.Canceled, "rank 0 gave up: context canceled"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			port := freePort(t)
+			ctx, cancel := context.WithCancel(t.Context())
+			defer cancel()
+			zero := make(chan error, 1)
+			timeout := time.Second
+			if tc.cancel {
+				timeout = time.Minute
+			}
+			go func() {
+				_, err := Init(ctx, Config{Rank: 0, WorldSize: 3, Port: port, Timeout: timeout, Log: quiet})
+				zero <- err
+			}()
+			if tc.cancel {
+				time.AfterFunc(500*time.Millisecond, cancel)
+			}
+			start := time.Now()
+			_, err := Init(t.Context(), Config{Rank: 1, WorldSize: 3, Port: port, Timeout: time.Minute})
+			kind := tc.kind
+			if kind == context.Canceled {
+				kind = ErrPeer
+			}
+			wantErr(t, "Init of rank 1", err, kind, "rendezvous: rank 1: "+tc.cause)
+			if d := time.Since(start); d > 10*time.Second {
+				t.Errorf("rank 1 took %v to fail; want at once after rank 0", d)
+			}
+			if err := <-zero; err == nil {
+				t.Errorf("rank 0 succeeded")
+			}
+		})
 	}
 }

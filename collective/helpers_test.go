@@ -3,9 +3,12 @@ package collective
 import (
 	"context"
 	"fmt"
+	"io"
+	"log"
 	"math"
 	"net"
 	"os"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -19,6 +22,9 @@ func TestMain(m *testing.M) {
 	}
 	goleak.VerifyTestMain(m)
 }
+
+// quiet discards Init's warning of an unauthenticated job.
+var quiet = log.New(io.Discard, "", 0)
 
 // freePort returns a TCP port that was free a moment ago.
 func freePort(t testing.TB) int {
@@ -42,7 +48,7 @@ func startGroups(t testing.TB, w int, timeout time.Duration) []*Group {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			gs[r], errs[r] = Init(context.Background(), Config{Rank: r, WorldSize: w, Addr: "127.0.0.1", Port: port, Timeout: timeout})
+			gs[r], errs[r] = Init(context.Background(), Config{Rank: r, WorldSize: w, Addr: "127.0.0.1", Port: port, Timeout: timeout, Log: quiet})
 		}()
 	}
 	wg.Wait()
@@ -142,4 +148,14 @@ func checkSum(w int, got []float32, op Op) error {
 		}
 	}
 	return nil
+}
+
+// containsAll reports whether s contains every one of parts.
+func containsAll(s string, parts ...string) bool {
+	for _, p := range parts {
+		if !strings.Contains(s, p) {
+			return false
+		}
+	}
+	return true
 }

@@ -35,7 +35,7 @@ func Linear(x, w, b *Tensor) *Tensor {
 	if b != nil {
 		ins = append(ins, b)
 	}
-	g.record(y, ins, func(dy *Tensor) []*Tensor {
+	g.record(y, "linear", nil, ins, func(dy *Tensor) []*Tensor {
 		grads := make([]*Tensor, len(ins))
 		if x.grad {
 			dx := g.newTensor(slices.Clone(x.shape))
@@ -129,7 +129,7 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if b != nil {
 		ins = append(ins, b)
 	}
-	g.record(y, ins, func(dy *Tensor) []*Tensor {
+	g.record(y, "conv2d", Attr{"stride": geo.Stride, "padding": geo.Pad}, ins, func(dy *Tensor) []*Tensor {
 		grads := make([]*Tensor, len(ins))
 		var dx, db kernels.F32
 		if x.grad {
@@ -182,7 +182,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		g.run(func() error {
 			return g.ops.BatchNormEval(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, geo)
 		})
-		g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+		g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
 			// y = x·s + t per channel, s = weight/√(runVar+eps): dx = dy·s. The affine tensors
 			// of a batch norm in evaluation (frozen) get no gradient.
 			scale := Mul(weight, Rsqrt(AddScalar(runVar, eps)))
@@ -194,7 +194,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 	g.run(func() error {
 		return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
 	})
-	g.record(y, []*Tensor{x, weight, bias}, func(dy *Tensor) []*Tensor {
+	g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
 		var dx kernels.F32
 		grads := []*Tensor{nil, g.newTensor([]int{c}), g.newTensor([]int{c})}
 		if x.grad {
@@ -235,7 +235,7 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 	mean, rstd := g.buf(rows), g.buf(rows)
 	g.run(func() error { return g.ops.LayerNorm(g.s, y.data, mean, rstd, x.data, gamma, beta, rows, cols, eps) })
 	ins := []*Tensor{x, weight, bias}
-	g.record(y, slices.DeleteFunc(ins, func(t *Tensor) bool { return t == nil }), func(dy *Tensor) []*Tensor {
+	g.record(y, "layer_norm", Attr{"eps": eps}, slices.DeleteFunc(ins, func(t *Tensor) bool { return t == nil }), func(dy *Tensor) []*Tensor {
 		grads := make([]*Tensor, 0, 3)
 		dx := g.newTensor(slices.Clone(x.shape))
 		grads = append(grads, dx)
@@ -266,7 +266,7 @@ func Softmax(x *Tensor) *Tensor {
 	rows := x.Len() / max(cols, 1)
 	y := g.newTensor(slices.Clone(x.shape))
 	g.run(func() error { return g.ops.Softmax(g.s, y.data, x.data, rows, cols) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "softmax", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.newTensor(slices.Clone(x.shape))
 		g.run(func() error { return g.ops.SoftmaxBackward(g.s, dx.data, dy.data, y.data, rows, cols) })
 		return []*Tensor{dx}
@@ -293,7 +293,7 @@ func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
 	y := g.newTensor([]int{geo.N, geo.C, geo.OutH(), geo.OutW()})
 	arg := kernels.I32(g.buf(geo.OutLen()))
 	g.run(func() error { return g.ops.MaxPool2D(g.s, y.data, arg, x.data, geo) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "max_pool2d", Attr{"kernel": k, "stride": geo.Stride, "padding": pad}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.newTensor(slices.Clone(x.shape))
 		g.run(func() error { return g.ops.MaxPool2DBackward(g.s, dx.data, dy.data, arg, geo) })
 		return []*Tensor{dx}
@@ -315,7 +315,7 @@ func GlobalAvgPool(x *Tensor) *Tensor {
 	inner := x.shape[2] * x.shape[3]
 	y := g.newTensor([]int{x.shape[0], x.shape[1], 1, 1})
 	g.run(func() error { return g.ops.GlobalAvgPool(g.s, y.data, x.data, inner) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "global_avg_pool", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.newTensor(slices.Clone(x.shape))
 		g.run(func() error { return g.ops.GlobalAvgPoolBackward(g.s, dx.data, dy.data, inner) })
 		return []*Tensor{dx}
@@ -339,7 +339,7 @@ func Dropout(x *Tensor, p float32) *Tensor {
 	y := g.newTensor(slices.Clone(x.shape))
 	mask := g.newTensor(slices.Clone(x.shape))
 	g.run(func() error { return g.ops.Dropout(g.s, y.data, mask.data, x.data, p, seed) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dy, mask)} })
+	g.record(y, "dropout", Attr{"p": p}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dy, mask)} })
 	return y
 }
 
@@ -360,7 +360,7 @@ func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor
 	g.run(func() error {
 		return g.ops.SoftmaxCrossEntropySmooth(g.s, loss.data, dl.data, logits.data, labels, n, classes, smoothing)
 	})
-	g.record(loss, []*Tensor{logits}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dl, dy)} })
+	g.record(loss, "cross_entropy", Attr{"smoothing": smoothing}, []*Tensor{logits}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dl, dy)} })
 	return loss
 }
 

@@ -48,7 +48,7 @@ func binary(f kernels.BinaryFunc, name string, x, y *Tensor, vjp func(z, dz *Ten
 	z := g.newTensor(shape)
 	xs, ys := stridesIn(x.shape, shape), stridesIn(y.shape, shape)
 	g.run(func() error { return g.ops.Binary(g.s, f, z.data, x.data, y.data, shape, xs, ys) })
-	g.record(z, []*Tensor{x, y}, func(dz *Tensor) []*Tensor {
+	g.record(z, name, nil, []*Tensor{x, y}, func(dz *Tensor) []*Tensor {
 		dx, dy := vjp(z, dz)
 		return []*Tensor{dx, dy}
 	})
@@ -74,7 +74,7 @@ func Scale(x *Tensor, a float32) *Tensor {
 		}
 		return g.ops.Scale(g.s, y.data, a)
 	})
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Scale(dy, a)} })
+	g.record(y, "scale", Attr{"alpha": a}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Scale(dy, a)} })
 	return y
 }
 
@@ -131,7 +131,7 @@ func unary(f kernels.UnaryFunc, x *Tensor) *Tensor {
 	}
 	y := g.newTensor(slices.Clone(x.shape))
 	g.run(func() error { return g.ops.Unary(g.s, f, y.data, x.data) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, f.String(), nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.newTensor(slices.Clone(x.shape))
 		g.run(func() error { return g.ops.UnaryGrad(g.s, f, dx.data, dy.data, x.data) })
 		return []*Tensor{dx}
@@ -147,7 +147,7 @@ func ReLU(x *Tensor) *Tensor {
 	}
 	y := g.newTensor(slices.Clone(x.shape))
 	g.run(func() error { return g.ops.ReLU(g.s, y.data, x.data) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "relu", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.newTensor(slices.Clone(x.shape))
 		g.run(func() error { return g.ops.ReLUGrad(g.s, dx.data, dy.data, y.data) })
 		return []*Tensor{dx}
@@ -177,7 +177,7 @@ func Sum(x *Tensor, axes []int, keepDim bool) *Tensor {
 	y := x
 	if !slices.Equal(keep, x.shape) {
 		y = reduce(x, keep)
-		g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{expand(dy, x.shape)} })
+		g.record(y, "sum", Attr{"keep": slices.Clone(keep)}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{expand(dy, x.shape)} })
 	}
 	if keepDim {
 		return y
@@ -258,7 +258,7 @@ func (x *Tensor) Reshape(shape ...int) *Tensor {
 		return &Tensor{g: g}
 	}
 	y := &Tensor{shape: shape, data: x.data, g: g}
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{dy.Reshape(x.shape...)} })
+	g.record(y, "reshape", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{dy.Reshape(x.shape...)} })
 	return y
 }
 
@@ -289,7 +289,7 @@ func Permute(x *Tensor, perm ...int) *Tensor {
 	}
 	y := g.newTensor(shape)
 	g.run(func() error { return g.ops.CopyStrided(g.s, y.data, packedStrides(shape), x.data, srcStrides, shape) })
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "permute", Attr{"perm": slices.Clone(perm)}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		inv := make([]int, len(perm))
 		for d, p := range perm {
 			inv[p] = d
@@ -349,7 +349,7 @@ func Narrow(x *Tensor, dim, start, n int) *Tensor {
 		}
 		g.run(func() error { return g.ops.CopyStrided(g.s, y.data, packedStrides(shape), src, strides, shape) })
 	}
-	g.record(y, []*Tensor{x}, func(dy *Tensor) []*Tensor {
+	g.record(y, "narrow", Attr{"dim": dim, "start": start, "length": n}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
 		dx := g.Full(0, x.shape...)
 		place(dx, dy, dim, start)
 		return []*Tensor{dx}
@@ -403,7 +403,7 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 		place(y, x, dim, at)
 		at += x.shape[dim]
 	}
-	g.record(y, xs, func(dy *Tensor) []*Tensor {
+	g.record(y, "concat", Attr{"dim": dim}, xs, func(dy *Tensor) []*Tensor {
 		dxs := make([]*Tensor, len(xs))
 		at := 0
 		for i, x := range xs {
@@ -445,7 +445,7 @@ func MatMul(a, b *Tensor) *Tensor {
 	shape := append(slices.Clone(batchShape), m, n)
 	c := g.newTensor(shape)
 	gemm(g, false, false, a, b, c, m, n, k, 0)
-	g.record(c, []*Tensor{a, b}, func(dc *Tensor) []*Tensor {
+	g.record(c, "matmul", nil, []*Tensor{a, b}, func(dc *Tensor) []*Tensor {
 		// The gradients over c's batch; Backward sums a shared operand's over it.
 		da := g.newTensor(append(slices.Clone(batchShape), m, k))
 		db := g.newTensor(append(slices.Clone(batchShape), k, n))

@@ -181,9 +181,11 @@ type Graph struct {
 // node is one recorded op: the output, the inputs, and the VJP, which returns each input's
 // gradient (nil where it has none) from the output's.
 type node struct {
-	out *Tensor
-	ins []*Tensor
-	vjp func(dy *Tensor) []*Tensor
+	out  *Tensor
+	ins  []*Tensor
+	vjp  func(dy *Tensor) []*Tensor
+	op   string
+	attr Attr
 }
 
 // NewGraph returns a graph that runs its ops with ops on stream s, taking the memory of its
@@ -241,7 +243,7 @@ func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 	if !g.meta && g.err == nil && data.Len != prod(shape) {
 		g.fail(fmt.Errorf("nn: input of shape %v over %d values: %w", shape, data.Len, ErrShape))
 	}
-	g.record(t, nil, nil)
+	g.record(t, "input", nil, nil, nil)
 	return t
 }
 
@@ -250,6 +252,7 @@ func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
 	t := g.newTensor(shape)
 	t.grad = false
+	g.record(t, "constant", Attr{"values": slices.Clone(values)}, nil, nil)
 	if g.meta || g.err != nil {
 		return t
 	}
@@ -269,6 +272,7 @@ func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
 func (g *Graph) Full(v float32, shape ...int) *Tensor {
 	t := g.newTensor(shape)
 	t.grad = false
+	g.record(t, "full", Attr{"value": v}, nil, nil)
 	g.run(func() error { return g.ops.Fill(g.s, t.data, v) })
 	return t
 }
@@ -319,13 +323,13 @@ func (g *Graph) newTensor(shape []int) *Tensor {
 	return &Tensor{shape: shape, data: g.buf(prod(shape)), g: g}
 }
 
-// record adds t to the record as made by vjp from ins; t needs a gradient when an input does.
-func (g *Graph) record(t *Tensor, ins []*Tensor, vjp func(dy *Tensor) []*Tensor) {
+// record adds t to the record as made by op (with its settings) from ins, with its VJP.
+func (g *Graph) record(t *Tensor, op string, attr Attr, ins []*Tensor, vjp func(dy *Tensor) []*Tensor) {
 	if g.backward {
 		t.grad = false
 		return
 	}
-	g.nodes = append(g.nodes, node{out: t, ins: ins, vjp: vjp})
+	g.nodes = append(g.nodes, node{out: t, ins: ins, vjp: vjp, op: op, attr: attr})
 	t.id = len(g.nodes)
 }
 

@@ -33,6 +33,11 @@ var (
 	// the file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
 	// overlap, leave a gap or run past the end).
 	ErrSafetensors = errors.New("bad safetensors file")
+	// ErrNonFinite: a weights file (LoadWeights, Config.Init) or a checkpoint (Config.Resume) holds
+	// a NaN or an infinite value, which no trained model has: such weights predict one class for
+	// every input and train to a NaN loss. LoadOptions.AllowNonFinite and Config.AllowNonFinite
+	// load them anyway.
+	ErrNonFinite = errors.New("non-finite weights")
 	// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or
 	// an earlier call).
 	ErrRegistered = errors.New("layer kind already registered")
@@ -198,6 +203,11 @@ func (t *Trainer) Load(path string) error {
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
+	if !t.cfg.AllowNonFinite {
+		if err := c.finite(); err != nil {
+			return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+		}
+	}
 	// The EMA is loaded when the run keeps one, or to serve it (a trainer without an optimizer);
 	// a run with an EMA that resumes a checkpoint without one starts it from the weights (setup).
 	ema := c.state.EMA && (t.cfg.EMA > 0 || t.opt == nil)
@@ -273,6 +283,43 @@ func (t *Trainer) check(c *checkpoint) error {
 		}
 	}
 	return nil
+}
+
+// finite checks every tensor of the checkpoint (weights, optimizer state, EMA) for NaN and
+// infinite values; the error names the first tensor that holds one.
+func (c *checkpoint) finite() error {
+	for _, cp := range c.params {
+		for j, v := range cp.tensors {
+			if err := finite(v); err != nil {
+				what := "weights"
+				switch {
+				case c.state.EMA && j == len(cp.tensors)-1:
+					what = "EMA"
+				case j > 0:
+					what = fmt.Sprintf("optimizer state %d", j)
+				}
+				return fmt.Errorf("tensor %q (%s): %w", cp.name, what, err)
+			}
+		}
+	}
+	return nil
+}
+
+// finite returns an error wrapping ErrNonFinite that counts the NaN and infinite values of v and
+// gives the first, or nil when there is none.
+func finite(v []float32) error {
+	n, first := 0, -1
+	for i, x := range v {
+		if x-x != 0 { // NaN or ±Inf
+			if n++; first < 0 {
+				first = i
+			}
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	return fmt.Errorf("%w: %d of %d values are NaN or infinite (the first, at index %d, is %v)", ErrNonFinite, n, len(v), first, v[first])
 }
 
 func (c *checkpoint) encode() ([]byte, error) {

@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"math"
+	"os"
+	"path/filepath"
 )
 
 // FieldError is a Config setting that Validate refuses (it wraps ErrConfig): the Config field,
@@ -26,7 +28,10 @@ func (e *FieldError) Unwrap() error { return ErrConfig }
 // Validate checks the settings of c that need neither a model nor a device, as New does before
 // it applies the defaults of the zero values (Epochs 0 means 1, Accumulate 0 means 1, ...): the
 // epochs, the label smoothing, the gradient buckets, the fine-tuning's choice and learning-rate
-// scale, and the loop's settings (Accumulate, ClipGradNorm, EMA, EMAWarmup, EarlyStop, Plateau).
+// scale, the loop's settings (Accumulate, ClipGradNorm, EMA, EMAWarmup, EarlyStop, Plateau), and
+// that KeepBest is not the Checkpoint file (the same path once absolute and clean, the same
+// folder through symbolic links, or os.SameFile where both exist: every epoch's checkpoint would
+// replace the best one).
 // It refuses with a *FieldError and does not change c. What needs the model (FreezeUpTo's layer)
 // or the device (Precision) New checks.
 func (c Config) Validate() error {
@@ -52,9 +57,35 @@ func (c Config) Validate() error {
 		return &FieldError{Field: "EMAWarmup", Value: true, With: "EMA", Want: "the warm-up needs an EMA decay"}
 	case c.EarlyStop < 0:
 		return bad("EarlyStop", c.EarlyStop, "a patience >= 1 (0: never)")
+	case c.KeepBest != "" && c.Checkpoint != "" && sameFile(c.KeepBest, c.Checkpoint):
+		return &FieldError{Field: "KeepBest", Value: c.KeepBest, With: "Checkpoint",
+			Want: "two files: the checkpoint written after every epoch would replace the best epoch's"}
 	}
 	if c.Plateau != nil {
 		return c.Plateau.Validate()
 	}
 	return nil
+}
+
+// sameFile reports whether paths a and b name one file: os.SameFile when both exist (a hard or
+// symbolic link to the other), otherwise the same absolute path with their folders' symbolic
+// links resolved.
+func sameFile(a, b string) bool {
+	if sa, err := os.Stat(a); err == nil {
+		if sb, err := os.Stat(b); err == nil {
+			return os.SameFile(sa, sb)
+		}
+	}
+	return canonicalPath(a) == canonicalPath(b)
+}
+
+func canonicalPath(p string) string {
+	abs, err := filepath.Abs(p)
+	if err != nil {
+		return filepath.Clean(p)
+	}
+	if dir, err := filepath.EvalSymlinks(filepath.Dir(abs)); err == nil {
+		return filepath.Join(dir, filepath.Base(abs))
+	}
+	return abs
 }

@@ -3,8 +3,13 @@ package train
 import (
 	"context"
 	"crypto/sha256"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"io"
+	"math"
+	"os"
+	"strings"
 	"time"
 	"unsafe"
 
@@ -416,35 +421,123 @@ func (sr *stepReducer) finish(ctx context.Context, stepErr error) error {
 	return nil
 }
 
-// distStart runs before a data-parallel Fit trains: the ranks check that they run the same
-// configuration, and rank 0's weights and buffers (and, on a resumed run, optimizer state) are
-// broadcast to the others.
-func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
-	d := t.dist
+// agreement is one value the ranks of a data-parallel run must share, and the Config fields it
+// covers (none for what is not a field: the model, the data).
+type agreement struct {
+	what   string
+	fields []string
+	value  string
+}
+
+// rankLocalConfig are the Config fields each rank may set alone, and why; every other field is
+// covered by an agreement (TestConfigAgreement keeps the lists complete).
+var rankLocalConfig = map[string]string{
+	"Checkpoint": "only rank 0 writes it",
+	"KeepBest":   "only rank 0 writes it",
+	"Resume":     "rank 0's state is broadcast; the completed epochs and steps are agreed",
+	"Progress":   "each rank's own reports",
+	"Collective": "each rank's own handle of the one group",
+}
+
+// agreements lists what the ranks check at start, in order: everything that changes the weights
+// (the model, the optimizer and its recipe, the schedule over this run's steps, every setting of
+// the loop, the loss, the precision, the freezing, the init file's contents), the run's position,
+// and the training data's identity.
+func (t *Trainer) agreements(trainData Data) ([]agreement, error) {
 	model := t.m.String()
 	if len("model")+len(model) > collective.MaxAgree { // a resnet's layers: their digest
 		sum := sha256.Sum256([]byte(model))
 		model = fmt.Sprintf("%s %v->%d, %d layers, %d parameters, layers sha256 %x", t.m.name, t.m.in, t.m.classes, len(t.m.layers), t.m.NumParams(), sum[:8])
 	}
-	checks := []struct{ what, value string }{
-		{"model", model},
-		{"optimizer", t.opt.String()},
-		{"seed", fmt.Sprint(t.seed)},
-		{"epochs", fmt.Sprint(t.cfg.Epochs)},
-		{"precision", string(t.cfg.Precision)},
-		{"label smoothing", fmt.Sprint(t.cfg.LabelSmoothing)},
-		{"steps per epoch", fmt.Sprint(trainData.Steps())},
-		{"completed epochs", fmt.Sprint(t.epochs)},
-		{"completed steps", fmt.Sprint(t.step)},
-		{"accumulation, clipping, EMA", fmt.Sprint(t.accumulate(), t.cfg.ClipGradNorm, t.cfg.EMA, t.cfg.EMAWarmup)},
-		{"plateau, early stop", fmt.Sprintf("%+v %d", t.cfg.Plateau, t.cfg.EarlyStop)},
-		{"sync batch norm", fmt.Sprint(t.cfg.SyncBatchNorm)},
+	init := "none"
+	switch {
+	case t.cfg.Init != "" && t.cfg.Resume != "":
+		init = "not read (a resumed run)"
+	case t.cfg.Init != "":
+		var err error
+		if init, err = fileDigest(t.cfg.Init); err != nil {
+			return nil, fmt.Errorf("train: data-parallel start: init %s: %w", t.cfg.Init, err)
+		}
+	}
+	cfg := t.cfg
+	buckets := 0
+	if t.dist != nil {
+		buckets = len(t.dist.buckets)
+	}
+	as := []agreement{
+		{"model", nil, model},
+		{"optimizer", nil, t.opt.String()},
+		{"seed", []string{"Seed"}, fmt.Sprint(cfg.Seed)},
+		{"epochs", []string{"Epochs"}, fmt.Sprint(cfg.Epochs)},
+		{"schedule", []string{"Schedule"}, t.scheduleDigest(trainData.Steps())},
+		{"precision", []string{"Precision"}, string(cfg.Precision)},
+		{"label smoothing", []string{"LabelSmoothing"}, fmt.Sprint(cfg.LabelSmoothing)},
+		{"loss", []string{"Loss"}, fmt.Sprintf("%+v", cfg.Loss)},
+		{"init", []string{"Init", "AllowNonFinite"}, fmt.Sprintf("%s, non-finite allowed %v", init, cfg.AllowNonFinite)},
+		{"freezing", []string{"FreezeBackbone", "FreezeUpTo", "BackboneLRScale"},
+			fmt.Sprintf("backbone %v, up to %q, backbone rate x%g", cfg.FreezeBackbone, cfg.FreezeUpTo, cfg.BackboneLRScale)},
+		{"steps per epoch", nil, fmt.Sprint(trainData.Steps())},
+		{"completed epochs", nil, fmt.Sprint(t.epochs)},
+		{"completed steps", nil, fmt.Sprint(t.step)},
+		{"accumulation, clipping, EMA", []string{"Accumulate", "ClipGradNorm", "EMA", "EMAWarmup"},
+			fmt.Sprint(t.accumulate(), cfg.ClipGradNorm, cfg.EMA, cfg.EMAWarmup)},
+		{"plateau, early stop", []string{"Plateau", "EarlyStop"}, fmt.Sprintf("%+v %d", cfg.Plateau, cfg.EarlyStop)},
+		{"sync batch norm", []string{"SyncBatchNorm"}, fmt.Sprint(cfg.SyncBatchNorm)},
+		{"gradient buckets", []string{"BucketBytes", "DeviceReduce"},
+			fmt.Sprintf("%d buckets of %d bytes at most, on the device %v", buckets, cfg.BucketBytes, cfg.DeviceReduce != nil)},
 	}
 	if id, ok := trainData.(interface{ identity() string }); ok {
-		checks = append(checks, struct{ what, value string }{"training data", id.identity()})
+		as = append(as, agreement{"training data", nil, id.identity()})
 	}
-	for _, c := range checks {
-		if err := d.g.Agree(ctx, c.what, c.value); err != nil {
+	return as, nil
+}
+
+// scheduleDigest describes the schedule's factor at every optimizer step of this run (a nominal
+// 100 steps per epoch when the data does not say): a few of them, and the digest of all.
+func (t *Trainer) scheduleDigest(batches int) string {
+	perEpoch := t.optSteps(batches)
+	if perEpoch <= 0 {
+		perEpoch = 100
+	}
+	total := perEpoch * t.cfg.Epochs
+	h := sha256.New()
+	var b [8]byte
+	for s := range total {
+		binary.LittleEndian.PutUint64(b[:], math.Float64bits(t.cfg.Schedule(s, perEpoch, total)))
+		h.Write(b[:])
+	}
+	var some []string
+	for _, s := range []int{0, 1, total / 4, total / 2, 3 * total / 4, total - 1} {
+		some = append(some, fmt.Sprintf("%.4g", t.cfg.Schedule(min(max(s, 0), total-1), perEpoch, total)))
+	}
+	return fmt.Sprintf("x%s at steps 0, 1, 1/4, 1/2, 3/4 and the last of %d; sha256 %x", strings.Join(some, " x"), total, h.Sum(nil)[:8])
+}
+
+// fileDigest is the SHA-256 of the file at path, shortened.
+func fileDigest(path string) (string, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return "", err
+	}
+	defer f.Close()
+	h := sha256.New()
+	if _, err := io.Copy(h, f); err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("sha256 %x", h.Sum(nil)[:12]), nil
+}
+
+// distStart runs before a data-parallel Fit trains: the ranks check that they run the same
+// configuration (agreements), and rank 0's weights and buffers (and, on a resumed run, optimizer
+// state) are broadcast to the others.
+func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
+	d := t.dist
+	as, err := t.agreements(trainData)
+	if err != nil {
+		return err
+	}
+	for _, a := range as {
+		if err := d.g.Agree(ctx, a.what, a.value); err != nil {
 			return fmt.Errorf("train: data-parallel start: %w", err)
 		}
 	}

@@ -21,6 +21,10 @@ type LoadOptions struct {
 	// absent (weights trained for another number of classes), as torchvision fine-tuning's
 	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
 	NewHead bool
+	// AllowNonFinite loads tensors that hold NaN or infinite values, which LoadWeights otherwise
+	// refuses (ErrNonFinite, naming the file and the tensor): such weights predict one class for
+	// every input.
+	AllowNonFinite bool
 }
 
 // WeightsReport says what LoadWeights did. Names are the model's tensor names.
@@ -42,10 +46,40 @@ func (r *WeightsReport) problems() string {
 		names []string
 	}{{"missing", r.Missing}, {"unexpected", r.Unexpected}, {"mis-shaped", r.Mismatched}} {
 		if len(g.names) > 0 {
-			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(g.names), g.what, strings.Join(g.names, ", ")))
+			parts = append(parts, fmt.Sprintf("%d %s (%s)", len(g.names), g.what, listSome(g.names)))
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// maxListed is how many names an error lists of a longer list (a file of 200,000 tensors made
+// a one-line error of 1.69 MB).
+const maxListed = 10
+
+// listSome joins the first maxListed names and counts the others.
+func listSome(names []string) string {
+	if len(names) <= maxListed {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:maxListed], ", "), len(names)-maxListed)
+}
+
+// stemHint explains a conv1.weight whose file shape is the 7x7 stem of a resnet that takes large
+// images while the model, taking images of at most 32 px a side, has the small-image 3x3 stem
+// (torchResNet); "" otherwise.
+func (m *Model) stemHint(f *stFile) string {
+	ft, ok := f.tensors["conv1.weight"]
+	if !ok || len(ft.shape) != 4 || ft.shape[2] != 7 {
+		return ""
+	}
+	for _, p := range m.tensors() {
+		if p.Name == "conv1.weight" && len(p.Shape) == 4 && p.Shape[2] == 3 {
+			return fmt.Sprintf("; conv1: the model takes %dx%d images, and at most 32 px a side a resnet has the small-image stem "+
+				"(a 3x3 conv1, no max pooling); these weights are for the 7x7 stem of larger images (torchvision's): give the model images "+
+				"larger than 32 px a side", m.in.H, m.in.W)
+		}
+	}
+	return ""
 }
 
 // LoadWeights sets the model's weights and BatchNorm running statistics from the safetensors
@@ -59,7 +93,8 @@ func (r *WeightsReport) problems() string {
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
 // mis-shaped tensor at once, and nothing is loaded. opts relax that (Partial, NewHead); the
 // report says what was loaded and what was not. A file that is not a well-formed safetensors
-// file gives an error wrapping ErrSafetensors, naming the tensor at fault. On error the trainer's
+// file gives an error wrapping ErrSafetensors, naming the tensor at fault; a tensor with a NaN or
+// an infinite value, one wrapping ErrNonFinite (unless opts.AllowNonFinite). On error the trainer's
 // weights are unchanged. The optimizer's state is left as it is (zero on a fresh trainer).
 //
 // Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
@@ -83,13 +118,18 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 	}
 	rep, load, nbt := t.m.match(f, opts)
 	if strict := rep.problems(); strict != "" && !opts.Partial {
-		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s", path, ErrMismatch, t.m.name, strict)
+		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s%s", path, ErrMismatch, t.m.name, strict, t.m.stemHint(f))
 	}
 	hosts := make([][]float32, len(load))
 	for i, p := range load {
 		hosts[i] = make([]float32, p.Len())
 		if err := f.float32s(hosts[i], f.tensors[p.Name]); err != nil {
 			return rep, fmt.Errorf("train: weights %s: %w", path, err)
+		}
+		if !opts.AllowNonFinite {
+			if err := finite(hosts[i]); err != nil {
+				return rep, fmt.Errorf("train: weights %s: tensor %q: %w", path, p.Name, err)
+			}
 		}
 	}
 	for i, p := range load {

@@ -179,7 +179,8 @@ func TestLoadWeightsDTypes(t *testing.T) {
 		data = binary.LittleEndian.AppendUint16(data, h)
 	}
 	header := `{"1.linear.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"1.linear.bias":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]}}`
-	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, data)), LoadOptions{}); err != nil {
+	// The +Inf is allowed here to check its conversion (TestNonFiniteWeightsRefused: refused by default).
+	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, data)), LoadOptions{AllowNonFinite: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := weights(t, tr)

@@ -50,10 +50,13 @@ func (d loaderData) split() (rank, world int) {
 	return s.Rank, s.WorldSize
 }
 
-// identity is what the ranks of a data-parallel run must agree on about their data.
+// identity is what the ranks of a data-parallel run must agree on about their data, as far as the
+// loader knows it (the samples' contents are the caller's to compare: stoke train digests them).
 func (d loaderData) identity() string {
-	s := d.l.State()
-	return fmt.Sprintf("%s: %d samples, %v, batch %d, shuffle %v, drop last %v", d.l.Info().Name, s.Len, d.l.Shape(), s.BatchSize, s.Shuffle, s.DropLast)
+	s, info := d.l.State(), d.l.Info()
+	mean, std := d.l.Normalization()
+	return fmt.Sprintf("%s: %d samples, %d classes, %v, normalized by %v %v, batch %d, shuffle %v, drop last %v, seed %d",
+		info.Name, s.Len, info.NumClasses, d.l.Shape(), mean, std, s.BatchSize, s.Shuffle, s.DropLast, s.Seed)
 }
 
 func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normalization() }

@@ -77,6 +77,10 @@ type Config struct {
 	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
 	// Resume, Init is not read: the checkpoint holds the weights trained from it.
 	Init string
+	// AllowNonFinite loads Init and Resume even when their weights hold NaN or infinite values,
+	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
+	// tensor (LoadOptions.AllowNonFinite).
+	AllowNonFinite bool
 	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
 	// if set, freezes the layers from the first up to the last one whose tensor names start with
 	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
@@ -112,7 +116,10 @@ type Config struct {
 	// does: each rank (one process, one device) runs a Trainer with the same configuration over
 	// its own part of every epoch (a Loader with the group's Rank and WorldSize) in batches of the
 	// same size, so the global batch is Size() times the rank's. Fit checks that the ranks agree
-	// (model, optimizer, seed, epochs, precision, steps per epoch, the data), broadcasts rank 0's
+	// on everything that changes the weights (the model, the optimizer and its rates, every
+	// Config field but Checkpoint, KeepBest, Resume, Progress and Collective, the schedule's
+	// factor at every step, the Init file's SHA-256, steps per epoch, the data), refusing on every
+	// rank with an error that names the setting and both values; then it broadcasts rank 0's
 	// weights, averages the gradients of every step over the ranks in buckets that overlap the
 	// backward pass, reports the loss and the accuracy over all ranks' samples (an evaluation is
 	// split between the ranks, each sample counted once), and writes Checkpoint from rank 0 only.
@@ -174,6 +181,7 @@ type Config struct {
 	EarlyStop int
 	// KeepBest, if set, is the path the checkpoint of the best epoch by the validation metric is
 	// written to (atomically, from rank 0 under Collective), as timm's CheckpointSaver keeps its best.
+	// It must be another file than Checkpoint (Validate).
 	KeepBest string
 }
 
@@ -445,7 +453,7 @@ func (t *Trainer) setup() error {
 	}
 	if t.cfg.Init != "" && t.cfg.Resume == "" {
 		var err error
-		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true}); err != nil {
+		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
 			return err
 		}
 	}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"log"
+	"os"
 	"strconv"
 	"time"
 
@@ -57,8 +59,9 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--min-bytes 4K --max-bytes 256M [--step-factor 2] [--iters N] [--warmup N] [--op sum|avg] [--dtype float32|bf16|fp16] [--json]", true)
 	cfg, envErr := collective.FromEnv()
 	if envErr != nil {
-		cfg = collective.Config{WorldSize: 1}
+		cfg = collective.Config{WorldSize: 1, Secret: os.Getenv(collective.SecretEnv)}
 	}
+	cfg.Log = log.New(e.stderr, "stoke allreduce: ", 0)
 	if cfg.Addr == "" {
 		cfg.Addr = "127.0.0.1"
 	}
@@ -76,7 +79,8 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	timeout := fs.Duration("dist-timeout", 5*time.Minute, "bound on the rendezvous and on each all-reduce (as stoke train's --dist-timeout)")
 	fs.IntVar(&cfg.Rank, "rank", cfg.Rank, "this process's rank (default: $RANK or $SLURM_PROCID)")
 	fs.IntVar(&cfg.WorldSize, "world-size", cfg.WorldSize, "number of processes (default: $WORLD_SIZE or $SLURM_NTASKS)")
-	fs.StringVar(&cfg.Addr, "master-addr", cfg.Addr, "host of the store (default: $MASTER_ADDR)")
+	fs.StringVar(&cfg.Addr, "master-addr", cfg.Addr,
+		"host of the store; rank 0's listens on this address only (default: $MASTER_ADDR). Set the same $STOKE_SECRET on every rank to authenticate the job")
 	fs.IntVar(&cfg.Port, "master-port", cfg.Port, "port of the store (default: $MASTER_PORT)")
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -131,6 +135,17 @@ func runAllreduce(ctx context.Context, e *env, args []string) error {
 	}
 	defer g.Close()
 
+	// A rank with other flags would time or check other sizes, or exit 0
+	// early: every rank fails, naming the flag and both values.
+	for _, f := range []struct{ name, value string }{
+		{"dtype", *dtype}, {"op", *opName}, {"min-bytes", strconv.FormatInt(minBytes, 10)},
+		{"max-bytes", strconv.FormatInt(maxBytes, 10)}, {"step-factor", strconv.Itoa(*step)},
+		{"iters", strconv.Itoa(*iters)}, {"warmup", strconv.Itoa(*warmup)},
+	} {
+		if err := g.Agree(ctx, "--"+f.name, f.value); err != nil {
+			return err
+		}
+	}
 	res := allreduceResult{Rank: g.Rank(), WorldSize: g.Size(), Dtype: *dtype, Op: *opName, Iters: *iters, Warmup: *warmup}
 	if g.Rank() == 0 {
 		e.printf("# stoke allreduce: %d ranks, %s, op %s, %d iters after %d warm-up\n", g.Size(), *dtype, *opName, *iters, *warmup)

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -58,7 +59,7 @@ func (lf *loaderFlags) registerRanks(fs *flag.FlagSet) {
 		if err != nil {
 			rank, world, local, lf.envErr = 0, 1, 0, err
 		}
-		cfg = collective.Config{Rank: rank, WorldSize: world, LocalRank: local}
+		cfg = collective.Config{Rank: rank, WorldSize: world, LocalRank: local, Secret: os.Getenv(collective.SecretEnv)}
 	}
 	lf.env = cfg
 	lf.localRank = cfg.LocalRank
@@ -74,7 +75,8 @@ func (lf *loaderFlags) registerDist(fs *flag.FlagSet) {
 	if addr == "" {
 		addr = "127.0.0.1"
 	}
-	fs.StringVar(&lf.masterAddr, "master-addr", addr, "host of rank 0's store, where the ranks meet (default: $MASTER_ADDR)")
+	fs.StringVar(&lf.masterAddr, "master-addr", addr,
+		"host of rank 0's store, where the ranks meet; the store listens on this address only (default: $MASTER_ADDR). Set the same $STOKE_SECRET on every rank to authenticate the job")
 	fs.IntVar(&lf.masterPort, "master-port", lf.env.Port, "port of that store (default: $MASTER_PORT; required with --world-size above 1)")
 	fs.DurationVar(&lf.distTimeout, "dist-timeout", 30*time.Minute,
 		"how long a rank waits for the others (at the start, and in any collective) before it fails, naming the rank and the operation")

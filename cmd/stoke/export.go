@@ -4,24 +4,106 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 )
 
-func runExport(_ context.Context, e *env, args []string) error {
-	fs := e.flags("--checkpoint PATH --out model.safetensors", false)
-	ck := fs.String("checkpoint", "", "checkpoint written by stoke train (required)")
-	out := fs.String("out", "", "safetensors file to write (required)")
+func runExport(ctx context.Context, e *env, args []string) error {
+	// The data is read only for its shape, classes and evaluation normalization: one sample's
+	// loader on the CPU, no loader flags beyond --data and --size.
+	lf := loaderFlags{batch: 1, device: "cpu", onError: "fail", seed: 1, worldSize: 1}
+	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N] --data SPEC) --out FILE "+
+		"[--format safetensors|onnx] [--data SPEC [--size N]] [--mean M1,M2,M3 --std S1,S2,S3] [--ema=false]", false)
+	fs.StringVar(&lf.data, "data", "", "the data the model was trained on, as stoke train's --data (mnist:DIR, cifar10:DIR, DIR, shards:PATTERN, ...): "+
+		"with --weights, the input shape and the class count; with --format onnx, the input normalization its evaluation applies (as stoke predict's)")
+	fs.IntVar(&lf.size, "size", 0, "with --data: the image side, as stoke predict takes it (0: a fixed-shape dataset's own size; "+
+		"for photos the checkpoint's input size, 224 with --weights)")
+	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
+	weights := fs.String("weights", "",
+		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
+	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
+	out := fs.String("out", "", "file to write (required); it must not be the input. An existing file there is replaced atomically: "+
+		"the export is written to a temporary file beside it and renamed over it, so the old file stays whole until the new one is")
+	format := fs.String("format", "", "safetensors (the weights under torchvision's names for resnets) or onnx (the model as an ONNX graph, "+
+		"opset 17, for onnxruntime, TensorRT or OpenVINO; its input is the float32 NCHW image after normalization); "+
+		"default: onnx when --out ends in .onnx, else safetensors")
+	var mean, std floatList
+	fs.Var(&mean, "mean", "with --format onnx: the per-channel mean of the input normalization to record, e.g. 0.485,0.456,0.406 "+
+		"(default: the one --data's evaluation applies)")
+	fs.Var(&std, "std", "with --mean: the per-channel standard deviation, e.g. 0.229,0.224,0.225")
 	useEMA := fs.Bool("ema", true, "write the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
-	if *ck == "" || *out == "" {
-		return fmt.Errorf("%w: --checkpoint and --out are required", errUsage)
+	if *format == "" {
+		*format = "safetensors"
+		if strings.EqualFold(filepath.Ext(*out), ".onnx") {
+			*format = "onnx"
+		}
 	}
-	tr, err := openCheckpoint(*ck, "cpu")
+	switch {
+	case *out == "":
+		return fmt.Errorf("%w: --out is required", errUsage)
+	case *ck == "" && *weights == "":
+		return fmt.Errorf("%w: --checkpoint is required (or --weights and --model)", errUsage)
+	case *ck != "" && *weights != "":
+		return fmt.Errorf("%w: --checkpoint and --weights: choose one", errUsage)
+	case *weights != "" && (*model == "" || lf.data == ""):
+		return fmt.Errorf("%w: --weights needs --model and --data (the input shape and classes)", errUsage)
+	case *ck != "" && (*model != "" || *classes != 0):
+		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
+	case *classes < 0 || *classes > maxClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *format != "safetensors" && *format != "onnx":
+		return fmt.Errorf("%w: --format %q; want safetensors or onnx", errUsage, *format)
+	case (mean == nil) != (std == nil):
+		return fmt.Errorf("%w: --mean and --std go together", errUsage)
+	case mean != nil && *format != "onnx":
+		return fmt.Errorf("%w: --mean and --std go with --format onnx (a safetensors file holds only the weights)", errUsage)
+	case *format == "onnx" && mean == nil && lf.data == "":
+		return fmt.Errorf("%w: --format onnx records the input normalization: give --data SPEC (the data the model was trained on) "+
+			"or --mean and --std", errUsage)
+	}
+	src := *ck
+	if *weights != "" {
+		src = *weights
+	}
+	replaced, err := checkExportOut(*out, src)
+	if err != nil {
+		return err
+	}
+	var ds loaders.Dataset
+	if lf.data != "" {
+		if err := lf.check(); err != nil {
+			return err
+		}
+		have, err := datasetSplits(ctx, lf.opener, lf.data)
+		if err != nil {
+			return err
+		}
+		// The split stoke predict scores by default: test, else val, else train.
+		if ds, err = openDataset(ctx, lf.opener, lf.data, have[len(have)-1]); err != nil {
+			return err
+		}
+		defer closeDataset(ds)
+	}
+	var tr *checkpointTrainer
+	if *ck != "" {
+		tr, err = openCheckpoint(*ck, "cpu", false)
+	} else {
+		if *classes == 0 {
+			*classes = loaders.Describe(ds).NumClasses
+		}
+		tr, err = openWeights(&lf, ds, *weights, *model, *classes, false)
+	}
 	if err != nil {
 		return err
 	}
@@ -32,21 +114,101 @@ func runExport(_ context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if err := tr.Export(*out); err != nil {
+	m := tr.Model()
+	if *format == "onnx" && mean == nil {
+		if mean, std, err = dataNormalization(&lf, ds, m, tr.dev, src); err != nil {
+			return err
+		}
+	}
+	if *format == "onnx" {
+		err = tr.ExportONNX(*out, mean, std)
+	} else {
+		err = tr.Export(*out)
+	}
+	if err != nil {
 		return err
 	}
-	m := tr.Model()
-	weights := "weights"
+	what := "weights"
 	if ema {
-		weights = "the EMA of the weights"
+		what = "the EMA of the weights"
 	}
-	e.printf("wrote %s: %s, %d parameters, %s\n", *out, m.Name(), m.NumParams(), weights)
+	if *format == "onnx" {
+		in := m.Input()
+		what += fmt.Sprintf("; ONNX opset %d, input float32 [N %d %d %d] normalized with mean %v, std %v", train.ONNXOpset, in.C, in.H, in.W, mean, std)
+	}
+	if replaced {
+		what += "; replaced the file that was there"
+	}
+	e.printf("wrote %s: %s, %d parameters, %s\n", *out, m.Name(), m.NumParams(), what)
+	return nil
+}
+
+// checkExportOut refuses an --out that is the input src (under any name: a link, another path) or
+// that exists and is not a regular file (a folder, a device: the rename would replace it). It
+// reports whether a file is there, to be replaced.
+func checkExportOut(out, src string) (bool, error) {
+	st, err := os.Stat(out)
+	if errors.Is(err, os.ErrNotExist) {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("--out %s: %w", out, err)
+	}
+	if !st.Mode().IsRegular() {
+		return false, fmt.Errorf("%w: --out %s exists and is not a regular file (%v); choose a file path", errUsage, out, st.Mode().Type())
+	}
+	if in, err := os.Stat(src); err == nil && os.SameFile(st, in) {
+		return false, fmt.Errorf("%w: --out %s is the input %s; the export would replace it: choose another path", errUsage, out, src)
+	}
+	return true, nil
+}
+
+// dataNormalization is the normalization the evaluation loader of ds applies, as stoke predict
+// opens it for model m (photos at the model's input size); the loader's images must fit m.
+func dataNormalization(lf *loaderFlags, ds loaders.Dataset, m *train.Model, dev gpu.Device, src string) (mean, std []float32, err error) {
+	info, in := loaders.Describe(ds), m.Input()
+	if lf.size == 0 && info.Shape.C == 0 {
+		lf.size = in.H
+	}
+	probe, err := lf.loader(ds, "test", false, dev, nil)
+	if err != nil {
+		return nil, nil, err
+	}
+	defer probe.Close()
+	if s := probe.Shape(); s.C != in.C || s.H != in.H || s.W != in.W {
+		return nil, nil, fmt.Errorf("%s gives %dx%dx%d images; the model in %s takes %v (set --size)", info.Name, s.C, s.H, s.W, src, in)
+	}
+	mean, std = probe.Normalization()
+	return mean, std, nil
+}
+
+// floatList is a comma-separated list of numbers (--mean, --std).
+type floatList []float32
+
+func (l *floatList) String() string {
+	if l == nil {
+		return ""
+	}
+	return fmt.Sprint([]float32(*l))
+}
+
+func (l *floatList) Set(s string) error {
+	var out []float32
+	for _, f := range strings.Split(s, ",") {
+		v, err := strconv.ParseFloat(strings.TrimSpace(f), 32)
+		if err != nil || math.IsNaN(v) || math.IsInf(v, 0) {
+			return fmt.Errorf("%q: want finite numbers separated by commas", s)
+		}
+		out = append(out, float32(v))
+	}
+	*l = out
 	return nil
 }
 
 // openCheckpoint opens device and loads the named model of checkpoint ck into an optimizer-less
 // trainer (for prediction and export); closing the trainer also closes the device.
-func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
+// allowNonFinite loads weights holding NaN or Inf (predict's --allow-nonfinite).
+func openCheckpoint(ck, device string, allowNonFinite bool) (*checkpointTrainer, error) {
 	m, err := train.CheckpointModel(ck)
 	if err != nil {
 		return nil, err
@@ -55,7 +217,7 @@ func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
 	if err != nil {
 		return nil, err
 	}
-	tr, err := train.New(m, dev, nil, train.Config{Resume: ck})
+	tr, err := train.New(m, dev, nil, train.Config{Resume: ck, AllowNonFinite: allowNonFinite})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
@@ -65,7 +227,7 @@ func openCheckpoint(ck, device string) (*checkpointTrainer, error) {
 // openWeights opens lf's device and builds the named model for the images lf's evaluation loader
 // gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
 // safetensors weights at path; closing the trainer also closes the device.
-func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int) (*checkpointTrainer, error) {
+func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
@@ -90,7 +252,7 @@ func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classe
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	if _, err := tr.LoadWeights(path, train.LoadOptions{}); err != nil {
+	if _, err := tr.LoadWeights(path, train.LoadOptions{AllowNonFinite: allowNonFinite}); err != nil {
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil

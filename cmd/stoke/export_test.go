@@ -10,9 +10,13 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/onnx"
+	"github.com/stoke-ml/stoke/train"
 )
 
 // noisyFolder writes classes x perClass RGB PNGs of side x side: a class colour with noise, so
@@ -148,7 +152,7 @@ func TestPredictAndExportErrors(t *testing.T) {
 		want string
 	}{
 		{[]string{"predict", "--data", root}, 2, "--checkpoint is required"},
-		{[]string{"export", "--checkpoint", ck}, 2, "--out are required"},
+		{[]string{"export", "--checkpoint", ck}, 2, "--out is required"},
 		{[]string{"predict", "--checkpoint", root + "/a/0.png", "--data", root}, 1, "checkpoint"},
 		{[]string{"predict", "--checkpoint", ck, "--data", photoFolder(t, 3, 1, nil)}, 1, "3 classes"},
 		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--precision", "fp8", "-q"}, 1, "want fp32, bf16 or fp16"},
@@ -158,5 +162,248 @@ func TestPredictAndExportErrors(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("stoke %v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// onnxPython is the interpreter with onnx, onnxruntime, numpy and PIL: $STOKE_PYTHON (.ci/run's
+// venv) or python3; "" when it lacks them.
+func onnxPython() string {
+	py := os.Getenv("STOKE_PYTHON")
+	if py == "" {
+		py = "python3"
+	}
+	if exec.Command(py, "-c", "import onnx, onnxruntime, numpy, PIL").Run() != nil {
+		return ""
+	}
+	return py
+}
+
+// TestExportONNXRuntime trains every model stoke builds a little on 48 px photos, exports it with
+// --format onnx, and runs the file with onnxruntime (after onnx.checker's full check) on the
+// pixels stoke predict sees, normalized as the file's metadata says: the logits agree with stoke
+// predict's within 1e-4 of each sample's largest logit, at batch 1 and at batch 3.
+func TestExportONNXRuntime(t *testing.T) {
+	py := onnxPython()
+	if py == "" {
+		t.Skip("no python3 with onnx, onnxruntime, numpy and PIL (set STOKE_PYTHON)")
+	}
+	// 54 px images: the evaluation transform's Resize(48*8/7) keeps them as they are, and its
+	// CenterCrop(48) takes the same pixels as the script's crop. 48 px gives the resnets from 18
+	// up torchvision's own stem (7x7 stride 2 and max pooling).
+	root := noisyFolder(t, 3, 2, 54)
+	for _, name := range train.Models() {
+		t.Run(name, func(t *testing.T) {
+			dir := t.TempDir()
+			ck, path := filepath.Join(dir, "ck"), filepath.Join(dir, "m.onnx")
+			if _, errOut, code := stoke(t, "train", "--data", root, "--model", name, "--size", "48", "--batch", "3", "--epochs", "1",
+				"--lr", "0.01", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+				t.Fatalf("train: exit %d: %s", code, errOut)
+			}
+			if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--data", root, "--out", path); code != 0 {
+				t.Fatalf("export: exit %d: %s", code, errOut)
+			}
+			out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
+			if code != 0 {
+				t.Fatalf("predict: exit %d: %s", code, errOut)
+			}
+			preds := predictLines(t, out)
+			if len(preds) != 6 {
+				t.Fatalf("predict printed %d samples; want 6", len(preds))
+			}
+			args := []string{filepath.Join("testdata", "onnx_logits.py"), path}
+			for _, p := range preds {
+				args = append(args, p.Path)
+			}
+			cmd := exec.Command(py, args...)
+			cmd.Stderr = os.Stderr
+			pyOut, err := cmd.Output()
+			if err != nil {
+				t.Fatalf("onnx_logits.py: %v", err)
+			}
+			var got map[string][][]float64
+			if err := json.Unmarshal(pyOut, &got); err != nil {
+				t.Fatalf("onnx_logits.py printed %q: %v", pyOut, err)
+			}
+			var worst float64
+			for _, batch := range []string{"batch1", "batch3"} {
+				if len(got[batch]) != len(preds) {
+					t.Fatalf("%s: %d rows; want %d", batch, len(got[batch]), len(preds))
+				}
+				for i, row := range got[batch] {
+					want := preds[i].Logits
+					largest := 0.0
+					for _, v := range want {
+						largest = max(largest, math.Abs(float64(v)))
+					}
+					for j, v := range row {
+						d := math.Abs(v - float64(want[j]))
+						worst = max(worst, d/largest)
+						if d > 1e-4*largest {
+							t.Errorf("%s %s logit %d: onnxruntime %v, stoke predict %v (largest logit %.3g)", batch, preds[i].Path, j, v, want[j], largest)
+						}
+					}
+				}
+			}
+			t.Logf("largest logit difference %.2g of the sample's largest logit", worst)
+		})
+	}
+}
+
+// readONNX reads an exported ONNX file back.
+func readONNX(t *testing.T, path string) *onnx.Model {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m, err := onnx.Unmarshal(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
+
+// TestExportONNXFlags: the format follows --format or --out's extension; the normalization comes
+// from --mean and --std, else from --data (the evaluation's, as predict applies it), and one of
+// them is required; --weights --model --data gives the same file as the checkpoint it was exported from.
+func TestExportONNXFlags(t *testing.T) {
+	root := noisyFolder(t, 2, 3, 12)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "3", "--epochs", "1",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	a := filepath.Join(dir, "a.onnx")
+	out, errOut, code := stoke(t, "export", "--checkpoint", ck, "--data", root, "--out", a)
+	if code != 0 || !strings.Contains(out, "ONNX opset 17, input float32 [N 3 8 8]") {
+		t.Fatalf("export: exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	m := readONNX(t, a)
+	for key, want := range map[string]string{train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaStd: "0.229,0.224,0.225",
+		train.ONNXMetaInputShape: "3,8,8"} {
+		if got, _ := m.Meta(key); got != want {
+			t.Errorf("metadata %s = %q; want %q (the evaluation transform's)", key, got, want)
+		}
+	}
+	if desc, _ := m.Meta(train.ONNXMetaModel); !strings.HasPrefix(desc, "resnet8 3x8x8->2: ") {
+		t.Errorf("model description %q", desc)
+	}
+
+	st, c := filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "c.onnx")
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
+		t.Fatalf("export safetensors: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--weights", st, "--model", "resnet8", "--data", root, "--size", "8", "--out", c); code != 0 {
+		t.Fatalf("export --weights: exit %d: %s", code, errOut)
+	}
+	if ab, cb := readFile(t, a), readFile(t, c); string(ab) != string(cb) {
+		t.Errorf("the ONNX file from --weights differs from the checkpoint's (%d and %d bytes)", len(cb), len(ab))
+	}
+
+	d := filepath.Join(dir, "d.bin")
+	for _, data := range [][]string{nil, {"--data", root}} { // --mean and --std, without --data or over its normalization
+		args := append([]string{"export", "--checkpoint", ck, "--format", "onnx", "--mean", "0.5,0.5,0.5", "--std", "0.25,0.25,0.25", "--out", d}, data...)
+		if _, errOut, code := stoke(t, args...); code != 0 {
+			t.Fatalf("export %v: exit %d: %s", args, code, errOut)
+		}
+		if got, _ := readONNX(t, d).Meta(train.ONNXMetaStd); got != "0.25,0.25,0.25" {
+			t.Errorf("export %v: metadata std %q", args, got)
+		}
+	}
+	for _, tc := range []struct {
+		args []string
+		code int
+		want string
+	}{
+		{[]string{"--out", a}, 2, "--format onnx records the input normalization: give --data SPEC"},
+		{[]string{"--out", d, "--format", "xml"}, 2, `--format "xml"; want safetensors or onnx`},
+		{[]string{"--out", a, "--mean", "0.5,0.5,0.5"}, 2, "--mean and --std go together"},
+		{[]string{"--out", st, "--mean", "0.5,0.5,0.5", "--std", "1,1,1"}, 2, "--mean and --std go with --format onnx"},
+		{[]string{"--out", a, "--mean", "0.5,x", "--std", "1,1"}, 2, "want finite numbers"},
+		{[]string{"--out", a, "--mean", "0.5,0.5", "--std", "1,1"}, 1, "2 means and 2 stds for 3 channels"},
+		{[]string{"--out", a, "--data", root, "--size", "20"}, 1, "gives 3x20x20 images; the model in"},
+	} {
+		args := append([]string{"export", "--checkpoint", ck}, tc.args...)
+		if _, errOut, code := stoke(t, args...); code != tc.code || !strings.Contains(errOut, tc.want) {
+			t.Errorf("stoke %v: exit %d, stderr %q; want %d and %q", args, code, errOut, tc.code, tc.want)
+		}
+	}
+	if _, errOut, code := stoke(t, "export", "--weights", st, "--model", "resnet8", "--out", c); code != 2 || !strings.Contains(errOut, "--weights needs --model and --data") {
+		t.Errorf("--weights without --data: exit %d, stderr %q", code, errOut)
+	}
+}
+
+func readFile(t *testing.T, path string) []byte {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// TestExportNeverDestroysItsInput: --out naming the checkpoint or the weights read (by the same
+// path, another spelling or a symbolic link) is refused and the input is untouched; an --out that
+// is a folder is refused; an existing file is replaced only by a whole export (a failed export
+// leaves it as it was, and no temporary file stays).
+func TestExportNeverDestroysItsInput(t *testing.T) {
+	root := noisyFolder(t, 2, 3, 12)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "3", "--epochs", "1",
+		"--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	st := filepath.Join(dir, "w.safetensors")
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	link := filepath.Join(dir, "link")
+	if err := os.Symlink(ck, link); err != nil {
+		t.Fatal(err)
+	}
+	ckBytes, stBytes := readFile(t, ck), readFile(t, st)
+	for _, args := range [][]string{
+		{"--checkpoint", ck, "--out", ck},
+		{"--checkpoint", ck, "--out", dir + "/./../" + filepath.Base(dir) + "//ck"},
+		{"--checkpoint", ck, "--out", link},
+		{"--checkpoint", link, "--out", ck, "--format", "onnx", "--mean", "0", "--std", "1"},
+		{"--weights", st, "--model", "mlp", "--data", root, "--size", "8", "--out", st},
+		{"--weights", st, "--model", "mlp", "--data", root, "--size", "8", "--out", st, "--format", "onnx"},
+	} {
+		if _, errOut, code := stoke(t, append([]string{"export"}, args...)...); code != 2 || !strings.Contains(errOut, "is the input") {
+			t.Errorf("export %v: exit %d, stderr %q; want 2 and the input named", args, code, errOut)
+		}
+	}
+	if string(readFile(t, ck)) != string(ckBytes) || string(readFile(t, st)) != string(stBytes) {
+		t.Fatal("a refused export changed its input")
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", dir); code != 2 || !strings.Contains(errOut, "is not a regular file") {
+		t.Errorf("--out a folder: exit %d, stderr %q", code, errOut)
+	}
+
+	old := filepath.Join(dir, "old.onnx")
+	if err := os.WriteFile(old, []byte("keep me"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if _, _, code := stoke(t, "export", "--checkpoint", ck, "--out", old, "--format", "onnx", "--mean", "0,0", "--std", "1,1"); code != 1 || string(readFile(t, old)) != "keep me" {
+		t.Errorf("a failed export over an existing file: exit %d, the file now %q; want it untouched", code, readFile(t, old))
+	}
+	out, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", old, "--mean", "0,0,0", "--std", "1,1,1")
+	if code != 0 || !strings.Contains(out, "replaced the file that was there") {
+		t.Fatalf("export over an existing file: exit %d, stdout %q, stderr %s", code, out, errOut)
+	}
+	readONNX(t, old)
+	entries, err := os.ReadDir(dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var names []string
+	for _, e := range entries {
+		names = append(names, e.Name())
+	}
+	if want := []string{"ck", "ck.split.json", "link", "old.onnx", "w.safetensors"}; !slices.Equal(names, want) {
+		t.Errorf("folder holds %v; want %v (no temporary file left)", names, want)
 	}
 }

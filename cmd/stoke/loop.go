@@ -48,7 +48,7 @@ func (l *loopFlags) apply(cfg *train.Config) error {
 var configFlags = map[string]string{
 	"Epochs": "epochs", "LabelSmoothing": "label-smoothing", "FreezeBackbone": "freeze", "FreezeUpTo": "freeze-upto",
 	"BackboneLRScale": "backbone-lr-scale", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
-	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule",
+	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule", "KeepBest": "keep-best", "Checkpoint": "checkpoint",
 }
 
 // validateConfig checks cfg with train.Config.Validate, the one owner of its rules, and words a

@@ -15,8 +15,9 @@
 //
 // Every subcommand that measures something takes --json: the last line of stdout is then one JSON
 // object with its figures, or {"error": "...", "code": N} when it fails; -q leaves nothing else on
-// stdout. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
+// stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
+// On Linux a worker started by torchrun gets SIGTERM when torchrun's agent dies.
 package main
 
 import (
@@ -32,6 +33,7 @@ import (
 	"sort"
 	"strings"
 	"syscall"
+	"unicode/utf8"
 
 	"github.com/stoke-ml/stoke/internal/progress"
 )
@@ -47,7 +49,7 @@ var commands = map[string]command{
 	"profile":   {"find where a data-loading pipeline loses time", runProfile},
 	"pack":      {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
 	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
-	"export":    {"write a checkpoint's weights as safetensors (torchvision names for resnets)", runExport},
+	"export":    {"write a model as safetensors weights (torchvision names for resnets) or as an ONNX graph", runExport},
 	"devices":   {"list the backends built in and the devices found", runDevices},
 	"allreduce": {"time the all-reduce of package collective across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
@@ -58,6 +60,10 @@ var errUsage = errors.New("usage")
 func main() {
 	if n := rankProcs(os.Getenv, runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n) // one of several ranks on this host: its share of the cores
+	}
+	if err := endWithLauncher(); err != nil {
+		fmt.Fprintf(os.Stderr, "stoke: %v\n", err)
+		os.Exit(1)
 	}
 	ctx, stop := interrupts(os.Stderr, os.Exit)
 	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
@@ -162,9 +168,31 @@ func usage(w io.Writer) {
 	fmt.Fprintln(w, "\nstoke <command> --help shows the command's flags.")
 }
 
+// maxErrorLine bounds the error line: its head and tail are kept (what failed, and the cause).
+const maxErrorLine = 2000
+
 // oneLine keeps an error on one line: the lines of joined errors are kept, separated by "; ",
-// and a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal.
+// a panic's stack (from its "goroutine N [...]:" line on) stays out of the terminal, and a line
+// over maxErrorLine bytes keeps its first 1,500 and last 400 bytes.
 func oneLine(err error) string {
+	return capLine(joinLines(err))
+}
+
+func capLine(s string) string {
+	if len(s) <= maxErrorLine {
+		return s
+	}
+	head, tail := 1500, len(s)-400
+	for head > 0 && !utf8.RuneStart(s[head]) {
+		head--
+	}
+	for tail < len(s) && !utf8.RuneStart(s[tail]) {
+		tail++
+	}
+	return fmt.Sprintf("%s ... [%d bytes left out] ... %s", s[:head], tail-head, s[tail:])
+}
+
+func joinLines(err error) string {
 	var parts []string
 	for _, l := range strings.Split(err.Error(), "\n") {
 		if strings.HasPrefix(l, "goroutine ") {
@@ -229,12 +257,13 @@ func (e *env) progressMode() progress.Mode {
 	return progress.Auto
 }
 
-// emit writes v as the final JSON line when --json is set.
+// emit writes v as the final JSON line when --json is set (marshalJSON: a figure that is not
+// finite is null).
 func (e *env) emit(v any) error {
 	if !e.json {
 		return nil
 	}
-	b, err := json.Marshal(v)
+	b, err := marshalJSON(v)
 	if err != nil {
 		return err
 	}

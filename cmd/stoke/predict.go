@@ -55,13 +55,15 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	allowNonFinite := fs.Bool("allow-nonfinite", false, "load weights or a checkpoint holding NaN or Inf (refused by default, naming the file and tensor)")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
 	lf.registerDecode(fs, "test")
 	useEMA := fs.Bool("ema", true, "with --checkpoint: evaluate the EMA of the weights when the checkpoint has one (stoke train --ema); "+
 		"--ema=false: the trained weights")
 	confusion := fs.Bool("confusion", false,
-		"print the confusion matrix (rows: labels, columns: predicted classes); with --json, in the summary's confusion field")
+		fmt.Sprintf("print the confusion matrix (rows: labels, columns: predicted classes; models of at most %d classes); "+
+			"with --json, in the summary's confusion field", maxConfusionClasses))
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
@@ -74,8 +76,8 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --weights needs --model", errUsage)
 	case *ck != "" && (*model != "" || *classes != 0):
 		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
-	case *classes < 0 || *classes > maxClasses:
-		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *classes < 0 || *classes > maxDeclaredClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
 	lf.worldSize = 1 // one process predicts every sample
 	if err := lf.check(); err != nil {
@@ -102,13 +104,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	src := *ck
 	var tr *checkpointTrainer
 	if *ck != "" {
-		tr, err = openCheckpoint(*ck, lf.device)
+		tr, err = openCheckpoint(*ck, lf.device, *allowNonFinite)
 	} else {
 		src = *weights
 		if *classes == 0 {
 			*classes = info.NumClasses
 		}
-		tr, err = openWeights(&lf, ds, *weights, *model, *classes)
+		tr, err = openWeights(&lf, ds, *weights, *model, *classes, *allowNonFinite)
 	}
 	if err != nil {
 		return err
@@ -121,6 +123,10 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	m, dev := tr.Model(), tr.dev
+	if *confusion && m.Classes() > maxConfusionClasses {
+		return fmt.Errorf("%w: --confusion: the model in %s has %d classes; the matrix is written for at most %d "+
+			"(--json's per-sample lines hold every label and predicted class)", errUsage, src, m.Classes(), maxConfusionClasses)
+	}
 	in := m.Input()
 	if lf.size == 0 && info.Shape.C == 0 {
 		lf.size = in.H
@@ -142,55 +148,21 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	}
 
 	folder, _ := ds.(*datasets.ImageFolder)
-	correct, top5 := 0, 0
-	nc := p.Classes
-	right, count := make([]int, nc), make([]int, nc)
-	matrix := make([][]int, nc)
-	for i := range matrix {
-		matrix[i] = make([]int, nc)
+	sc, err := scorePredictions(ctx, e, p, folder, *confusion)
+	if err != nil {
+		return err
 	}
-	for i := range p.Len() {
-		r := predictJSON{Index: i, Class: p.Class(i), Label: int(p.Labels[i]), Logits: p.Logits[i*p.Classes : (i+1)*p.Classes]}
-		if p.Indices != nil {
-			r.Index = p.Indices[i]
-		}
-		if folder != nil {
-			r.Path = folder.Path(r.Index)
-			r.ClassName = folder.Classes()[r.Class]
-		}
-		if r.Label < 0 || r.Label >= nc {
-			return fmt.Errorf("sample %d has label %d; the model has %d classes", r.Index, r.Label, nc)
-		}
-		count[r.Label]++
-		matrix[r.Label][r.Class]++
-		if r.Class == r.Label {
-			correct++
-			right[r.Label]++
-		}
-		if p.InTopK(i, r.Label, min(5, nc)) {
-			top5++
-		}
-		if e.json {
-			if err := e.emit(r); err != nil {
-				return err
-			}
-			continue
-		}
-		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
-	}
+	correct, nc := sc.correct, p.Classes
 	st := ld.Stats()
 	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct,
-		Seconds: time.Since(start).Seconds(), Skipped: st.Skipped, ClassAcc: make([]float64, nc), EMA: ema}
+		Seconds: time.Since(start).Seconds(), Skipped: st.Skipped, ClassAcc: make([]float64, nc), EMA: ema, Confusion: sc.matrix}
 	if p.Len() > 0 {
-		sum.Accuracy, sum.Top5 = float64(correct)/float64(p.Len()), float64(top5)/float64(p.Len())
+		sum.Accuracy, sum.Top5 = float64(correct)/float64(p.Len()), float64(sc.top5)/float64(p.Len())
 	}
-	for c, n := range count {
+	for c, n := range sc.count {
 		if n > 0 {
-			sum.ClassAcc[c] = float64(right[c]) / float64(n)
+			sum.ClassAcc[c] = float64(sc.right[c]) / float64(n)
 		}
-	}
-	if *confusion {
-		sum.Confusion = matrix
 	}
 	if !e.json {
 		weights := ""
@@ -203,16 +175,79 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 			if folder != nil {
 				names = folder.Classes()
 			}
-			writeConfusion(e, matrix, sum.ClassAcc, names)
+			if err := writeConfusion(ctx, e, sc.matrix, sum.ClassAcc, names); err != nil {
+				return err
+			}
 		}
 		lf.reportSkipped(e, st.Skipped, st.LastSkipped)
 	}
 	return e.emit(sum)
 }
 
+// scores are what predict counts over the samples: per label, the samples and those predicted
+// right, the top-5 hits, and with --confusion the matrix (rows: labels, columns: predicted classes).
+type scores struct {
+	correct, top5 int
+	right, count  []int
+	matrix        [][]int
+}
+
+// scorePredictions counts p's scores and reports every sample (a line of text, or of JSON); it
+// stops when ctx is cancelled (Ctrl-C). folder, if not nil, names the samples' files and classes.
+func scorePredictions(ctx context.Context, e *env, p *train.Predictions, folder *datasets.ImageFolder, confusion bool) (*scores, error) {
+	nc := p.Classes
+	sc := &scores{right: make([]int, nc), count: make([]int, nc)}
+	if confusion {
+		sc.matrix = make([][]int, nc)
+		for i := range sc.matrix {
+			sc.matrix[i] = make([]int, nc)
+		}
+	}
+	for i := range p.Len() {
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+		r := predictJSON{Index: i, Class: p.Class(i), Label: int(p.Labels[i]), Logits: p.Logits[i*p.Classes : (i+1)*p.Classes]}
+		if p.Indices != nil {
+			r.Index = p.Indices[i]
+		}
+		if folder != nil {
+			r.Path = folder.Path(r.Index)
+			r.ClassName = folder.Classes()[r.Class]
+		}
+		if r.Label < 0 || r.Label >= nc {
+			return nil, fmt.Errorf("sample %d has label %d; the model has %d classes", r.Index, r.Label, nc)
+		}
+		sc.count[r.Label]++
+		if sc.matrix != nil {
+			sc.matrix[r.Label][r.Class]++
+		}
+		if r.Class == r.Label {
+			sc.correct++
+			sc.right[r.Label]++
+		}
+		if p.InTopK(i, r.Label, min(5, nc)) {
+			sc.top5++
+		}
+		if e.json {
+			if err := e.emit(r); err != nil {
+				return nil, err
+			}
+			continue
+		}
+		e.printf("%d\tclass %d\tlabel %d\t%s\n", r.Index, r.Class, r.Label, r.Path)
+	}
+	return sc, nil
+}
+
+// maxConfusionClasses bounds --confusion's dense matrix (classes x classes counts: 8 MB and
+// 1,000 rows of 1,000 columns at ImageNet's 1,000 classes).
+const maxConfusionClasses = 1000
+
 // writeConfusion prints the confusion matrix: a row per label, a column per predicted class, each
-// row ending with the label's accuracy; names, if any, are the classes' names.
-func writeConfusion(e *env, matrix [][]int, acc []float64, names []string) {
+// row ending with the label's accuracy; names, if any, are the classes' names. It stops when ctx
+// is cancelled (Ctrl-C).
+func writeConfusion(ctx context.Context, e *env, matrix [][]int, acc []float64, names []string) error {
 	width := 5
 	for _, row := range matrix {
 		for _, v := range row {
@@ -235,10 +270,14 @@ func writeConfusion(e *env, matrix [][]int, acc []float64, names []string) {
 	}
 	e.printf("  accuracy\n")
 	for c, row := range matrix {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
 		e.printf("%-*s", first, label(c))
 		for _, v := range row {
 			e.printf("%*d", width, v)
 		}
 		e.printf("  %6.2f%%\n", 100*acc[c])
 	}
+	return nil
 }

@@ -3,6 +3,7 @@ package main
 import (
 	"errors"
 	"fmt"
+	"io"
 	"time"
 
 	"github.com/stoke-ml/stoke/tensorboard"
@@ -18,41 +19,89 @@ import (
 // step: epoch/train_loss, epoch/<eval>_accuracy (test, validation or train), epoch/samples_per_s
 // and epoch/data_wait_fraction. After training, at the last step: final/test_accuracy, when the
 // test data is evaluated apart from the validation data.
+//
+// Logging is not the result: the first write that fails (a full disk) stops the log and becomes
+// one warning, on stderr at once and in Warnings (stoke train --json's warnings); training goes
+// on and its result is kept.
 type runLog struct {
-	tb     *tensorboard.Writer
-	csv    *tensorboard.CSV
+	dir    string
+	sinks  []scalarSink
+	warn   io.Writer // where the warning is written when it happens
 	batch  int
 	last   time.Time
-	step   int // the last global step logged
-	err    error
+	step   int // the global step being logged (the last one, after an epoch)
+	failed bool
 	closed bool
+	// warnings says what went wrong with the log (at most one failure, and one at close).
+	warnings []string
+}
+
+// scalarSink is one of --log-dir's files: *tensorboard.Writer and *tensorboard.CSV.
+type scalarSink interface {
+	Scalar(tag string, step int64, value float64, now time.Time) error
+	Flush() error
+	Close() error
+}
+
+var (
+	_ scalarSink = (*tensorboard.Writer)(nil)
+	_ scalarSink = (*tensorboard.CSV)(nil)
+)
+
+// createLogSinks creates the files of a --log-dir; the tests replace it with files that fail.
+var createLogSinks = func(dir string, now time.Time) ([]scalarSink, error) {
+	tb, err := tensorboard.Create(dir, now)
+	if err != nil {
+		return nil, err
+	}
+	csv, err := tensorboard.CreateCSV(dir, fmt.Sprintf("scalars.%d.csv", now.UnixNano()))
+	if err != nil {
+		tb.Close()
+		return nil, err
+	}
+	return []scalarSink{tb, csv}, nil
 }
 
 // openRunLog creates the log files in dir; "" means no log. It fails before any training when
-// dir is a file or cannot be written. batch is the samples of a step.
-func openRunLog(dir string, batch int) (*runLog, error) {
+// dir is a file or cannot be written. batch is the samples of a step; warn takes the warning of
+// a log that fails later.
+func openRunLog(dir string, batch int, warn io.Writer) (*runLog, error) {
 	if dir == "" {
 		return nil, nil
 	}
-	tb, err := tensorboard.Create(dir, time.Now())
+	sinks, err := createLogSinks(dir, time.Now())
 	if err != nil {
 		return nil, fmt.Errorf("--log-dir %s: %w", dir, err)
 	}
-	csv, err := tensorboard.CreateCSV(dir, fmt.Sprintf("scalars.%d.csv", time.Now().UnixNano()))
-	if err != nil {
-		tb.Close()
-		return nil, fmt.Errorf("--log-dir %s: %w", dir, err)
+	return &runLog{dir: dir, sinks: sinks, batch: batch, warn: warn}, nil
+}
+
+// fail stops the log at its first error, with a warning.
+func (l *runLog) fail(err error) {
+	if err == nil || l.failed {
+		return
 	}
-	return &runLog{tb: tb, csv: csv, batch: batch}, nil
+	l.failed = true
+	l.warning(fmt.Sprintf("--log-dir %s: %v: logging stopped at global step %d; the run goes on", l.dir, err, l.step))
+}
+
+func (l *runLog) warning(w string) {
+	l.warnings = append(l.warnings, w)
+	fmt.Fprintf(l.warn, "stoke train: warning: %s\n", w)
 }
 
 func (l *runLog) scalar(tag string, step int, v float64, now time.Time) {
-	l.err = errors.Join(l.err, l.tb.Scalar(tag, int64(step), v, now), l.csv.Scalar(tag, int64(step), v, now))
+	for _, s := range l.sinks {
+		if l.failed {
+			return
+		}
+		l.fail(s.Scalar(tag, int64(step), v, now))
+	}
 }
 
 // progress logs one of the trainer's reports; evalName names the accuracy's data.
 func (l *runLog) progress(p *train.Progress, evalName string) {
-	if l == nil || l.err != nil {
+	if l == nil || l.failed {
 		return
 	}
 	now := time.Now()
@@ -63,10 +112,15 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 		l.scalar("epoch/"+evalName+"_accuracy", g, r.TestAcc, now)
 		l.scalar("epoch/samples_per_s", g, r.SamplesPerS, now)
 		l.scalar("epoch/data_wait_fraction", g, r.DataWaitFraction, now)
-		l.err = errors.Join(l.err, l.tb.Flush(), l.csv.Flush())
+		for _, s := range l.sinks {
+			if !l.failed {
+				l.fail(s.Flush())
+			}
+		}
 		return
 	}
 	g := (p.Epoch-1)*p.Steps + p.Step
+	l.step = g
 	l.scalar("train/loss", g, p.Loss, now)
 	l.scalar("train/learning_rate", g, p.LR, now)
 	if p.Step > 1 {
@@ -79,21 +133,32 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 
 // finalTest logs the test data's accuracy after training.
 func (l *runLog) finalTest(acc float64) {
-	if l == nil || l.err != nil {
+	if l == nil || l.failed {
 		return
 	}
 	l.scalar("final/test_accuracy", l.step, acc, time.Now())
 }
 
-// Close closes the files and returns the first error of the log, if any.
-func (l *runLog) Close() error {
+// Close closes the files; a failure is a warning (unless the log had already failed).
+func (l *runLog) Close() {
 	if l == nil || l.closed {
-		return nil
+		return
 	}
 	l.closed = true
-	err := errors.Join(l.err, l.tb.Close(), l.csv.Close())
-	if err != nil {
-		return fmt.Errorf("--log-dir: %w", err)
+	var errs []error
+	for _, s := range l.sinks {
+		errs = append(errs, s.Close())
 	}
-	return nil
+	if err := errors.Join(errs...); err != nil && !l.failed {
+		l.failed = true
+		l.warning(fmt.Sprintf("--log-dir %s: %v", l.dir, err))
+	}
+}
+
+// Warnings are the log's warnings (none for no log).
+func (l *runLog) Warnings() []string {
+	if l == nil {
+		return nil
+	}
+	return l.warnings
 }

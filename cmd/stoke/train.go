@@ -46,10 +46,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
 	var ef evalFlags
 	ef.register(fs)
-	classes := fs.Int("classes", 0, "number of classes, when the labels' range should not decide it (labels outside are bad samples)")
+	classes := fs.Int("classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
+		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
 	init := fs.String("init", "",
 		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
 			"a classifier head of another class count is replaced and freshly initialized")
+	allowNonFinite := fs.Bool("allow-nonfinite", false,
+		"load --init weights and a --resume checkpoint even when they hold NaN or infinite values (refused by default, naming the file and the tensor)")
 	freeze := fs.Bool("freeze", false,
 		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
 	freezeUpTo := fs.String("freeze-upto", "",
@@ -107,8 +110,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, ef.valSplit)
 	case ef.valSplit != 0 && ef.evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
-	case *classes < 0 || *classes > maxClasses:
-		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxClasses)
+	case *classes < 0 || *classes > maxDeclaredClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
 	var opt train.Optimizer
 	switch *optName {
@@ -138,7 +141,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
 		SyncBatchNorm: *syncBN, Plateau: plateau,
 	}
 	if err := loop.apply(&cfg); err != nil {
@@ -150,7 +153,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := train.CheckWeightsFile(cfg.Init); err != nil { // a .pth as --init: say how to convert it
 		return err
 	}
-	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate)
+	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -191,9 +194,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
-	if nclasses > maxClasses {
+	if nclasses > maxClasses && *classes == 0 {
 		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
-			"declare the count with --classes N: %w", lf.data, nclasses-1, maxClasses, loaders.ErrLabel)
+			"declare the count with --classes N (up to %d): %w", lf.data, nclasses-1, maxClasses, maxDeclaredClasses, loaders.ErrLabel)
+	}
+	if err := agreeRun(ctx, group, fs, lf.device, map[string]loaders.Dataset{"training data": sets.train, "evaluation data": sets.eval, "test data": sets.test}); err != nil {
+		return err
 	}
 
 	// The loaders need the trainer's compute stream, and the model needs the loaders' output shape:
@@ -281,9 +287,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			logs.finalTest(final.Accuracy)
 		}
 	}
-	if err == nil {
-		err = logs.Close()
-	}
+	logs.Close()
 	if err != nil {
 		return err
 	}
@@ -314,7 +318,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
-		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha})
+		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha,
+		Warnings: append([]string{}, logs.Warnings()...)})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -394,6 +399,9 @@ type trainResult struct {
 	WarmupEpochs   float64 `json:"warmup_epochs"`
 	MixUp          float64 `json:"mixup"`
 	CutMix         float64 `json:"cutmix"`
+	// Warnings are what went wrong without stopping the run (a --log-dir that failed); [] for
+	// none.
+	Warnings []string `json:"warnings"`
 }
 
 // recipes describes every model's recipe, for --help.
@@ -405,8 +413,12 @@ func recipes() string {
 	return strings.Join(out, "; ")
 }
 
-// maxClasses bounds the classes a model gets from the labels' range without --classes.
-const maxClasses = 100000
+// maxClasses bounds the classes a model gets from the labels' range without --classes, and
+// maxDeclaredClasses the count --classes declares (Amazon-3M's 2.8 million labels fit).
+const (
+	maxClasses         = 100000
+	maxDeclaredClasses = 10000000
+)
 
 // trainable counts the parameters the trainer updates.
 func trainable(m *train.Model) int {

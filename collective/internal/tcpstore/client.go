@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"os"
@@ -29,6 +30,7 @@ type Client struct {
 	r    *bufio.Reader
 	buf  []byte
 	err  error
+	sess *session // after a Hello with a secret
 }
 
 // Dial connects to the store at addr, retrying a refused connection until ctx
@@ -91,14 +93,32 @@ func (c *Client) Close() error {
 	return c.conn.Close()
 }
 
-// do sends q and reads its reply with read, under the deadline and ctx.
-func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read func(r *bufio.Reader) error) (err error) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
+// do sends q (tagged in a session) and reads its reply with read.
+func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read func(r *bufio.Reader) error) error {
 	what := q.Type.String()
 	if len(q.Keys) == 1 {
 		what += fmt.Sprintf(" %q", q.Keys[0])
 	}
+	return c.exchange(ctx, what, timeout, func() error {
+		c.buf = AppendQuery(c.buf[:0], q)
+		if c.sess != nil {
+			c.buf = append(c.buf, c.sess.tag(func(h hash.Hash) { h.Write(c.buf) })...)
+		}
+		if _, err := c.conn.Write(c.buf); err != nil {
+			return err
+		}
+		if read == nil {
+			return nil
+		}
+		return read(c.r)
+	})
+}
+
+// exchange runs f, which writes to and reads from the connection, under the
+// client's lock, timeout and ctx; an error closes the connection.
+func (c *Client) exchange(ctx context.Context, what string, timeout time.Duration, f func() error) (err error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
 	if c.err != nil {
 		return fmt.Errorf("collective: store %s: %s: connection unusable after an earlier error: %w", c.addr, what, c.err)
 	}
@@ -124,14 +144,7 @@ func (c *Client) do(ctx context.Context, q Query, timeout time.Duration, read fu
 			}
 		}
 	}()
-	c.buf = AppendQuery(c.buf[:0], q)
-	if _, err := c.conn.Write(c.buf); err != nil {
-		return err
-	}
-	if read == nil {
-		return nil
-	}
-	return read(c.r)
+	return f()
 }
 
 func (c *Client) readFlag(r *bufio.Reader, want ...byte) (byte, error) {

@@ -3,12 +3,17 @@ package tcpstore
 import (
 	"bufio"
 	"bytes"
+	"crypto/hmac"
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"hash"
+	"io"
 	"net"
 	"strconv"
 	"sync"
+	"sync/atomic"
+	"time"
 )
 
 // state is the server's map and its waiters; the methods hold mu.
@@ -146,25 +151,58 @@ func (s *state) drop(w *waiter) {
 	s.mu.Unlock()
 }
 
+// Options configure a Server.
+type Options struct {
+	// Secret, when set, makes every connection open with a hello that proves
+	// it (see Client.Hello) and tag each query; torch's client cannot join.
+	Secret []byte
+	// MaxConns bounds the connections open at once (0: 1024); one more is
+	// closed as soon as it is accepted.
+	MaxConns int
+	// MaxRequest bounds one query's bytes (0: MaxQuery); a longer one
+	// closes its connection.
+	MaxRequest int
+	// MaxPending bounds the bytes of all the queries being read at once
+	// (0: 64 MiB); a query that would take more closes its connection.
+	MaxPending int
+}
+
+// queryTimeout bounds the arrival of a query's bytes after its first: a
+// client that stops half-way is closed and what it held is released.
+const queryTimeout = 30 * time.Second
+
 // Server is a c10d TCPStore server.
 type Server struct {
-	ln    net.Listener
-	st    *state
-	done  chan struct{}
-	wg    sync.WaitGroup
-	mu    sync.Mutex
-	conns map[net.Conn]struct{}
-	once  sync.Once
+	secret []byte
+	opts   Options
+	// pending is the bytes admitted for the queries being read.
+	pending atomic.Int64
+	ln      net.Listener
+	st      *state
+	done    chan struct{}
+	wg      sync.WaitGroup
+	mu      sync.Mutex
+	conns   map[net.Conn]struct{}
+	once    sync.Once
 }
 
 // Listen starts a server on addr (host:port; port 0 picks one). Its accept
 // loop and connection goroutines run until Close.
-func Listen(addr string) (*Server, error) {
+func Listen(addr string, o Options) (*Server, error) {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return nil, fmt.Errorf("collective: store: listen on %s: %w", addr, err)
 	}
-	s := &Server{ln: ln, st: newState(), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
+	if o.MaxConns <= 0 {
+		o.MaxConns = 1024
+	}
+	if o.MaxRequest <= 0 {
+		o.MaxRequest = MaxQuery
+	}
+	if o.MaxPending <= 0 {
+		o.MaxPending = 64 << 20
+	}
+	s := &Server{secret: o.Secret, opts: o, ln: ln, st: newState(), done: make(chan struct{}), conns: map[net.Conn]struct{}{}}
 	s.wg.Add(1)
 	go s.accept()
 	return s, nil
@@ -188,6 +226,11 @@ func (s *Server) accept() {
 			return
 		default:
 		}
+		if len(s.conns) >= s.opts.MaxConns {
+			s.mu.Unlock()
+			c.Close()
+			continue
+		}
 		s.conns[c] = struct{}{}
 		s.wg.Add(1)
 		s.mu.Unlock()
@@ -206,10 +249,52 @@ func (s *Server) serve(c net.Conn) {
 		c.Close()
 	}()
 	r := bufio.NewReader(c)
+	if s.secret != nil {
+		c.SetReadDeadline(time.Now().Add(helloTimeout))
+	}
+	first, err := r.Peek(1)
+	if err != nil {
+		return
+	}
+	var sess *session
+	if first[0] == helloQuery {
+		if sess, err = s.hello(c, r); err != nil {
+			return
+		}
+	} else if s.secret != nil {
+		return // not a stoke client holding the secret
+	}
+	c.SetReadDeadline(time.Time{})
+	var tag [tagSize]byte
+	held := 0 // bytes this connection holds of s.pending
+	defer func() { s.pending.Add(int64(-held)) }()
+	admit := func(n int) error {
+		if s.pending.Add(int64(n)) > int64(s.opts.MaxPending) {
+			s.pending.Add(int64(-n))
+			return errPending
+		}
+		held += n
+		return nil
+	}
 	for {
-		q, err := ReadQuery(r)
+		if _, err := r.Peek(1); err != nil {
+			return
+		}
+		c.SetReadDeadline(time.Now().Add(queryTimeout))
+		q, err := readQuery(r, s.opts.MaxRequest, admit)
+		s.pending.Add(int64(-held))
+		held = 0
 		if err != nil {
 			return
+		}
+		c.SetReadDeadline(time.Time{})
+		if sess != nil {
+			if _, err := io.ReadFull(r, tag[:]); err != nil {
+				return
+			}
+			if !hmac.Equal(tag[:], sess.tag(func(h hash.Hash) { hashQuery(h, q) })) {
+				return
+			}
 		}
 		reply, w, err := s.st.apply(q)
 		if err != nil {
@@ -228,6 +313,23 @@ func (s *Server) serve(c net.Conn) {
 			if _, err := c.Write(reply); err != nil {
 				return
 			}
+		}
+	}
+}
+
+// errPending closes a connection whose query would take the bytes being
+// read past Options.MaxPending.
+var errPending = errors.New("collective: store: too many bytes being read at once")
+
+// Drain waits until no client is connected, or d has passed: a server
+// about to close lets its clients read what was last set.
+func (s *Server) Drain(d time.Duration) {
+	for end := time.Now().Add(d); time.Now().Before(end); time.Sleep(10 * time.Millisecond) {
+		s.mu.Lock()
+		n := len(s.conns)
+		s.mu.Unlock()
+		if n == 0 {
+			return
 		}
 	}
 }

@@ -31,7 +31,7 @@ func dial(t *testing.T, addr string) *Client {
 }
 
 func TestServerClient(t *testing.T) {
-	s, err := Listen("127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,7 +116,7 @@ func python(t *testing.T) string {
 // TestTorchClient: torch's TCPStore client against the Go server.
 func TestTorchClient(t *testing.T) {
 	py := python(t)
-	s, err := Listen("127.0.0.1:0")
+	s, err := Listen("127.0.0.1:0", Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -272,4 +272,95 @@ func FuzzReadQuery(f *testing.F) {
 			}
 		}
 	})
+}
+
+// TestSecret: a server with a secret serves only clients that prove it, and
+// only queries tagged in their session; the secret never crosses the wire.
+func TestSecret(t *testing.T) {
+	secret := []byte("s3cret-of-the-job")
+	s, err := Listen("127.0.0.1:0", Options{Secret: secret})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	addr := s.Addr().String()
+	ctx := context.Background()
+
+	var wire bytes.Buffer
+	c := dial(t, addr)
+	c.conn = teeConn{c.conn, &wire}
+	if err := c.Hello(ctx, secret); err != nil {
+		t.Fatalf("Hello with the secret = %v", err)
+	}
+	if v, err := c.CompareSet(ctx, "k", nil, []byte("v")); err != nil || string(v) != "v" {
+		t.Fatalf("CompareSet after Hello = %q, %v", v, err)
+	}
+	if n, err := c.Add(ctx, "n", 2); err != nil || n != 2 {
+		t.Fatalf("Add after Hello = %d, %v", n, err)
+	}
+	if bytes.Contains(wire.Bytes(), secret) {
+		t.Errorf("the secret crossed the wire")
+	}
+
+	// A query without a hello (torch's client, or a stranger): closed unanswered.
+	plain := dial(t, addr)
+	if _, err := plain.CompareSet(ctx, "k", []byte("v"), []byte("stolen")); err == nil {
+		t.Errorf("a compare-set without a hello was answered")
+	}
+	for _, tc := range []struct {
+		name   string
+		secret []byte
+	}{{"none", nil}, {"wrong", []byte("guess")}} {
+		o := dial(t, addr)
+		if err := o.Hello(ctx, tc.secret); !errors.Is(err, ErrAuth) {
+			t.Errorf("Hello with secret %s = %v; want ErrAuth", tc.name, err)
+		}
+		if _, err := o.Add(ctx, "n", 1); err == nil {
+			t.Errorf("Add after a failed Hello (%s) was answered", tc.name)
+		}
+	}
+	// A query whose tag is not its place in the session (a replay): closed.
+	r := dial(t, addr)
+	if err := r.Hello(ctx, secret); err != nil {
+		t.Fatal(err)
+	}
+	r.sess.seq = 5
+	if _, err := r.Add(ctx, "n", 1); err == nil {
+		t.Errorf("an Add tagged out of sequence was answered")
+	}
+	if n, err := c.Add(ctx, "n", 0); err != nil || n != 2 {
+		t.Errorf("the counter is %d, %v after the refused adds; want 2", n, err)
+	}
+	if v, err := c.Get(ctx, "k", time.Second); err != nil || string(v) != "v" {
+		t.Errorf("k = %q, %v after the refused compare-set; want v", v, err)
+	}
+
+	// A server without a secret: a client with one is told, a client
+	// without one is served.
+	open, err := Listen("127.0.0.1:0", Options{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer open.Close()
+	if err := dial(t, open.Addr().String()).Hello(ctx, secret); !errors.Is(err, ErrAuth) || !strings.Contains(err.Error(), "has no secret") {
+		t.Errorf("Hello with a secret to an open store = %v; want ErrAuth saying it has none", err)
+	}
+	oc := dial(t, open.Addr().String())
+	if err := oc.Hello(ctx, nil); err != nil {
+		t.Fatalf("Hello without a secret to an open store = %v", err)
+	}
+	if n, err := oc.Add(ctx, "n", 3); err != nil || n != 3 {
+		t.Errorf("Add after an open Hello = %d, %v", n, err)
+	}
+}
+
+// teeConn copies what the client writes to w.
+type teeConn struct {
+	net.Conn
+	w *bytes.Buffer
+}
+
+func (c teeConn) Write(b []byte) (int, error) {
+	c.w.Write(b)
+	return c.Conn.Write(b)
 }

@@ -29,7 +29,13 @@
 //
 // Everything read from a peer is bounded before it is allocated: a key is at
 // most MaxKey bytes, a value MaxValue, a query at most MaxArgs keys and
-// MaxQuery bytes in all, and a Server holds at most MaxStore bytes.
+// MaxQuery bytes in all (a Server's Options.MaxRequest), and a Server holds
+// at most MaxStore bytes. A Server also bounds the bytes of all the queries
+// it is reading at once (Options.MaxPending, 64 MiB) and its connections
+// (Options.MaxConns): a query past either closes its connection, so
+// clients that stop half-way through large queries hold at most MaxPending
+// between them, and a query's bytes must all arrive within 30 s of its
+// first. What a closed connection held is released.
 //
 // # Concurrency
 //
@@ -110,7 +116,11 @@ func readU64(r io.Reader) (uint64, error) {
 
 // readBytes reads a length-prefixed vector of at most limit bytes, growing its
 // buffer as bytes arrive so a claimed length alone allocates little.
-func readBytes(r io.Reader, limit int) ([]byte, error) {
+func readBytes(r io.Reader, limit int) ([]byte, error) { return readBytesIn(r, limit, nil) }
+
+// readBytesIn is readBytes that asks admit for the bytes each buffer adds
+// before it allocates it (nil: no one to ask).
+func readBytesIn(r io.Reader, limit int, admit func(n int) error) ([]byte, error) {
 	n, err := readU64(r)
 	if err != nil {
 		return nil, err
@@ -119,10 +129,23 @@ func readBytes(r io.Reader, limit int) ([]byte, error) {
 		return nil, fmt.Errorf("%w: a vector of %d bytes (at most %d)", ErrProtocol, n, limit)
 	}
 	const step = 64 << 10
+	grow := func(c int) error {
+		if admit == nil {
+			return nil
+		}
+		return admit(c)
+	}
+	if err := grow(min(int(n), step)); err != nil {
+		return nil, err
+	}
 	buf := make([]byte, 0, min(int(n), step))
 	for len(buf) < int(n) {
 		k := min(int(n)-len(buf), step)
 		if cap(buf)-len(buf) < k {
+			// The old buffer is dropped for the new one: admit the difference.
+			if err := grow(min(int(n), 2*cap(buf)+k) - cap(buf)); err != nil {
+				return nil, err
+			}
 			nb := make([]byte, len(buf), min(int(n), 2*cap(buf)+k))
 			copy(nb, buf)
 			buf = nb
@@ -137,24 +160,34 @@ func readBytes(r io.Reader, limit int) ([]byte, error) {
 
 // ReadQuery parses one query from r. An io.EOF before its first byte is
 // returned as io.EOF; a query cut short is io.ErrUnexpectedEOF.
-func ReadQuery(r *bufio.Reader) (Query, error) {
+func ReadQuery(r *bufio.Reader) (Query, error) { return readQuery(r, MaxQuery, nil) }
+
+// readQuery is ReadQuery for a query of at most limit bytes, that asks admit
+// for the bytes of each buffer before it allocates it (a key's twice: its
+// buffer and its string), 16 more per key.
+func readQuery(r *bufio.Reader, limit int, admit func(n int) error) (Query, error) {
 	t, err := r.ReadByte()
 	if err != nil {
 		return Query{}, err
 	}
 	q := Query{Type: QueryType(t)}
-	budget := MaxQuery
+	budget := limit
 	key := func() error {
-		b, err := readBytes(r, min(MaxKey, budget))
+		b, err := readBytesIn(r, min(MaxKey, budget), admit)
 		if err != nil {
 			return err
+		}
+		if admit != nil {
+			if err := admit(len(b) + 16); err != nil {
+				return err
+			}
 		}
 		budget -= len(b)
 		q.Keys = append(q.Keys, string(b))
 		return nil
 	}
 	val := func() error {
-		b, err := readBytes(r, min(MaxValue, budget))
+		b, err := readBytesIn(r, min(MaxValue, budget), admit)
 		if err != nil {
 			return err
 		}
@@ -164,7 +197,9 @@ func ReadQuery(r *bufio.Reader) (Query, error) {
 	}
 	switch q.Type {
 	case Set:
-		err = errors.Join(key(), val())
+		if err = key(); err == nil {
+			err = val()
+		}
 	case CompareSet:
 		if err = key(); err == nil {
 			if err = val(); err == nil {

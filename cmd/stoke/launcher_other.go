@@ -1,0 +1,7 @@
+//go:build !linux
+
+package main
+
+// endWithLauncher does nothing where the kernel has no parent-death signal: a worker orphaned by
+// its launcher runs on.
+func endWithLauncher() error { return nil }

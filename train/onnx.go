@@ -1,0 +1,264 @@
+package train
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/onnx"
+)
+
+// ONNXOpset is the version of ONNX's default operator set that ExportONNX writes: 17 (ONNX 1.12,
+// 2022), which onnxruntime from 1.12 on, TensorRT 8.6 and OpenVINO 2022.3 read.
+const ONNXOpset = 17
+
+// The metadata_props keys ExportONNX writes.
+const (
+	// ONNXMetaModel is the model's description (Model.String).
+	ONNXMetaModel = "stoke.model"
+	// ONNXMetaInputShape is the shape of one input image, "C,H,W" ("3,224,224").
+	ONNXMetaInputShape = "stoke.input_shape"
+	// ONNXMetaMean and ONNXMetaStd are the per-channel normalization the input must have had,
+	// comma-separated ("0.485,0.456,0.406").
+	ONNXMetaMean = "stoke.mean"
+	ONNXMetaStd  = "stoke.std"
+	// ONNXMetaInput says in words what the input is.
+	ONNXMetaInput = "stoke.input"
+)
+
+// ExportONNX writes the model to path as an ONNX model (opset ONNXOpset) that computes its logits
+// in evaluation mode, as Predict does: BatchNorm on its running statistics (BatchNormalization
+// nodes), Dropout left out. The graph's input "input" is a float32 tensor [N C H W] (NCHW, N
+// dynamic, named "batch") of images already normalized: each pixel scaled to [0, 1], then
+// (x - mean[c]) / std[c]. Its output "logits" is [N classes]. mean and std are the normalization
+// the model was trained with (Data.Normalization: one value per channel, or nil for mean 0 and
+// std 1); they are not part of the graph but recorded in its metadata_props, under ONNXMetaMean
+// and ONNXMetaStd, with the input's shape (ONNXMetaInputShape), a description of the input
+// (ONNXMetaInput) and the model's own (ONNXMetaModel).
+//
+// The weights are initializers named as Export names them: torchvision's state_dict names for the
+// resnets (conv1.weight, layer1.0.bn1.running_mean, fc.bias), the package's otherwise; each node
+// is named after its layer. A model holding a layer of one's own (Custom, RegisterLayer) is
+// refused with an error naming the layer: ONNX export knows the package's layers only. The file
+// is written atomically (a temporary file renamed over path).
+func (t *Trainer) ExportONNX(path string, mean, std []float32) error {
+	m := t.m
+	fail := func(err error) error { return fmt.Errorf("train: export onnx %s: %w", path, err) }
+	mean, std, err := onnxNormalization(m.in.C, mean, std)
+	if err != nil {
+		return fail(err)
+	}
+	if err := onnxSupported(m.layers, ""); err != nil {
+		return fail(err)
+	}
+	host := map[*Param][]float32{}
+	for _, ps := range m.layerParams {
+		for _, p := range ps {
+			h := make([]float32, p.W.Len)
+			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&h[0])), 4*len(h)), p.W.Buf, 4*p.W.Off); err != nil {
+				return fail(err)
+			}
+			host[p] = h
+		}
+	}
+	if err := t.s.Synchronize(context.Background()); err != nil {
+		return fail(err)
+	}
+	model, err := m.onnxModel(host, mean, std)
+	if err != nil {
+		return fail(err)
+	}
+	b, err := onnx.Marshal(model)
+	if err != nil {
+		return fail(err)
+	}
+	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+		return fail(err)
+	}
+	return nil
+}
+
+// onnxNormalization checks mean and std (one finite value per channel, std positive), nil
+// meaning mean 0 and std 1.
+func onnxNormalization(c int, mean, std []float32) ([]float32, []float32, error) {
+	if mean == nil && std == nil {
+		mean, std = make([]float32, c), make([]float32, c)
+		for i := range std {
+			std[i] = 1
+		}
+	}
+	if len(mean) != c || len(std) != c {
+		return nil, nil, fmt.Errorf("%w: normalization of %d means and %d stds for %d channels", ErrConfig, len(mean), len(std), c)
+	}
+	for i := range c {
+		if math.IsNaN(float64(mean[i])) || math.IsInf(float64(mean[i]), 0) || !(std[i] > 0) || math.IsInf(float64(std[i]), 0) {
+			return nil, nil, fmt.Errorf("%w: channel %d's normalization is mean %g, std %g; want finite values, std positive", ErrConfig, i, mean[i], std[i])
+		}
+	}
+	return mean, std, nil
+}
+
+// onnxSupported reports the first layer (in a Residual block too) that ONNX export does not know.
+func onnxSupported(layers []Layer, where string) error {
+	for i, l := range layers {
+		switch l := l.(type) {
+		case *linear, *conv2d, *relu, *maxPool, *batchNorm, *globalAvgPool, flatten, *dropout:
+		case *residual:
+			if err := onnxSupported(l.main, fmt.Sprintf("%s%d.main.", where, i)); err != nil {
+				return err
+			}
+			if err := onnxSupported(l.shortcut, fmt.Sprintf("%s%d.shortcut.", where, i)); err != nil {
+				return err
+			}
+		case *custom:
+			return fmt.Errorf("%w: layer %s%d %q is a layer of one's own (Custom); ONNX export knows only the package's layers",
+				ErrModel, where, i, l.String())
+		default:
+			return fmt.Errorf("%w: layer %s%d %q has no ONNX form", ErrModel, where, i, l.String())
+		}
+	}
+	return nil
+}
+
+// onnxModel builds the ONNX model of m from its tensors' values.
+func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32) (*onnx.Model, error) {
+	in := m.in
+	e := &onnxEmitter{host: host}
+	e.g.Name = m.name
+	batch := onnx.Dim{Param: "batch"}
+	e.g.Inputs = []onnx.Value{{Name: "input", Shape: []onnx.Dim{batch, {Size: int64(in.C)}, {Size: int64(in.H)}, {Size: int64(in.W)}}}}
+	x, shape, err := e.layers(m.layers, "input", []int{in.C, in.H, in.W}, "")
+	if err != nil {
+		return nil, err
+	}
+	if len(shape) != 1 {
+		x = e.node("flatten", "Flatten", []string{x}, onnx.Int("axis", 1))
+	}
+	// The last node's output is the graph's "logits" (an Identity when no node gives it: a model
+	// that only flattens).
+	if n := len(e.g.Nodes); n > 0 && e.g.Nodes[n-1].Outputs[0] == x {
+		e.g.Nodes[n-1].Outputs[0] = "logits"
+	} else {
+		e.node("logits", "Identity", []string{x})
+	}
+	e.g.Outputs = []onnx.Value{{Name: "logits", Shape: []onnx.Dim{batch, {Size: int64(m.classes)}}}}
+	floats := func(v []float32) string {
+		s := make([]string, len(v))
+		for i, f := range v {
+			s[i] = strconv.FormatFloat(float64(f), 'g', -1, 32)
+		}
+		return strings.Join(s, ",")
+	}
+	input := fmt.Sprintf("float32 [N %d %d %d] (NCHW), each pixel scaled to [0, 1] then normalized per channel as (x - mean[c]) / std[c] "+
+		"with %s and %s; output logits [N %d]", in.C, in.H, in.W, ONNXMetaMean, ONNXMetaStd, m.classes)
+	return &onnx.Model{
+		Opset:    ONNXOpset,
+		Producer: "stoke",
+		Doc:      fmt.Sprintf("%s, exported by Stoke. Input: %s.", m.String(), input),
+		Graph:    e.g,
+		Metadata: []onnx.Property{
+			{Key: ONNXMetaModel, Value: m.String()},
+			{Key: ONNXMetaInputShape, Value: fmt.Sprintf("%d,%d,%d", in.C, in.H, in.W)},
+			{Key: ONNXMetaMean, Value: floats(mean)},
+			{Key: ONNXMetaStd, Value: floats(std)},
+			{Key: ONNXMetaInput, Value: input},
+		},
+	}, nil
+}
+
+// onnxEmitter appends a model's nodes and initializers to an ONNX graph.
+type onnxEmitter struct {
+	g    onnx.Graph
+	host map[*Param][]float32
+}
+
+// node appends a node named name (its output tensor has the same name) and returns its output.
+func (e *onnxEmitter) node(name, op string, inputs []string, attrs ...onnx.Attr) string {
+	e.g.Nodes = append(e.g.Nodes, onnx.Node{Name: name, Op: op, Inputs: inputs, Outputs: []string{name}, Attrs: attrs})
+	return name
+}
+
+// init adds p's values as an initializer under p's name, and returns the name.
+func (e *onnxEmitter) init(p *Param) string {
+	dims := make([]int64, len(p.Shape))
+	for i, d := range p.Shape {
+		dims[i] = int64(d)
+	}
+	e.g.Initializers = append(e.g.Initializers, onnx.Tensor{Name: p.Name, Dims: dims, Data: e.host[p]})
+	return p.Name
+}
+
+// layers appends the nodes of layers, in their written order, applied to x of per-sample shape
+// shape; where is the prefix of the layers' place ("3.residual.main."). It returns the output
+// and its per-sample shape.
+func (e *onnxEmitter) layers(layers []Layer, x string, shape []int, where string) (string, []int, error) {
+	for i, l := range layers {
+		var err error
+		if x, shape, err = e.layer(l, x, shape, fmt.Sprintf("%s%d.%s", where, i, layerKind(l))); err != nil {
+			return "", nil, err
+		}
+	}
+	return x, shape, nil
+}
+
+// layer appends one layer's nodes, named after its tensors' prefix ("layer1.0.conv1") when it
+// has tensors, after its place otherwise.
+func (e *onnxEmitter) layer(l Layer, x string, shape []int, place string) (string, []int, error) {
+	switch l := l.(type) {
+	case *linear:
+		name, _ := splitLast(l.w.Name)
+		if len(shape) != 1 {
+			x = e.node(name+".flatten", "Flatten", []string{x}, onnx.Int("axis", 1))
+		}
+		x = e.node(name, "Gemm", []string{x, e.init(l.w), e.init(l.b)},
+			onnx.Float("alpha", 1), onnx.Float("beta", 1), onnx.Int("transA", 0), onnx.Int("transB", 1))
+		return x, []int{l.out}, nil
+	case *conv2d:
+		name, _ := splitLast(l.w.Name)
+		ins := []string{x, e.init(l.w)}
+		if l.b != nil {
+			ins = append(ins, e.init(l.b))
+		}
+		k, s, p := int64(l.k), int64(l.stride), int64(l.pad)
+		x = e.node(name, "Conv", ins, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", s, s),
+			onnx.Ints("pads", p, p, p, p), onnx.Ints("dilations", 1, 1), onnx.Int("group", 1))
+		return x, []int{l.outC, l.g.OutH(), l.g.OutW()}, nil
+	case *batchNorm:
+		name, _ := splitLast(l.w.Name)
+		x = e.node(name, "BatchNormalization", []string{x, e.init(l.w), e.init(l.b), e.init(l.mean), e.init(l.vr)},
+			onnx.Float("epsilon", l.eps), onnx.Float("momentum", 1-l.momentum))
+		return x, shape, nil
+	case *relu:
+		return e.node(place, "Relu", []string{x}), shape, nil
+	case *maxPool:
+		k, s, p := int64(l.k), int64(l.stride), int64(l.pad)
+		x = e.node(place, "MaxPool", []string{x}, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", s, s),
+			onnx.Ints("pads", p, p, p, p), onnx.Int("ceil_mode", 0))
+		return x, []int{shape[0], l.g.OutH(), l.g.OutW()}, nil
+	case *globalAvgPool:
+		x = e.node(place, "GlobalAveragePool", []string{x})
+		return e.node(place+".flatten", "Flatten", []string{x}, onnx.Int("axis", 1)), []int{shape[0]}, nil
+	case flatten:
+		if len(shape) == 1 {
+			return x, shape, nil
+		}
+		return e.node(place, "Flatten", []string{x}, onnx.Int("axis", 1)), []int{prod(shape)}, nil
+	case *dropout: // evaluation: the identity
+		return x, shape, nil
+	case *residual:
+		h, out, err := e.layers(l.main, x, shape, place+".main.")
+		if err != nil {
+			return "", nil, err
+		}
+		s, _, err := e.layers(l.shortcut, x, shape, place+".shortcut.")
+		if err != nil {
+			return "", nil, err
+		}
+		return e.node(place+".add", "Add", []string{h, s}), out, nil
+	}
+	return "", nil, fmt.Errorf("%w: layer %s %q has no ONNX form", ErrModel, place, l.String())
+}
