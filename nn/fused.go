@@ -86,18 +86,14 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if g == nil {
 		return orphan("conv2d")
 	}
-	if groups := max(o.Groups, 1); groups > 1 {
-		if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1]%groups != 0 || w.shape[0]%groups != 0 || x.shape[1]/groups != w.shape[1] {
-			g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, groups %d: %w", x.shape, w.shape, groups, ErrShape))
-			return &Tensor{g: g}
-		}
+	groups := max(o.Groups, 1)
+	if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1] != w.shape[1]*groups || w.shape[0]%groups != 0 || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
+		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, bias %v, groups %d: %w", x.shape, w.shape, shapeOf(b), groups, ErrShape))
+		return &Tensor{g: g}
+	}
+	if groups > 1 && !g.meta {
 		ci, co := x.shape[1]/groups, w.shape[0]/groups
 		o.Groups = 1
-		if g.meta {
-			// Shapes only (Infer): the parameters belong to no graph, so their per-group views
-			// below cannot be taken; one convolution of all channels has the output's shape.
-			return Conv2d(x, &Tensor{shape: []int{w.shape[0], x.shape[1], w.shape[2], w.shape[3]}, g: g}, nil, o)
-		}
 		ys := make([]*Tensor, groups)
 		for i := range ys {
 			var bi *Tensor
@@ -108,15 +104,18 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		}
 		return Concat(1, ys...)
 	}
-	if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1] != w.shape[1] || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
-		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, bias %v: %w", x.shape, w.shape, shapeOf(b), ErrShape))
-		return &Tensor{g: g}
-	}
+	// A grouped convolution of a meta graph (Infer, Trace) is one step of all its groups: no
+	// kernel runs, and the per-group views above cannot be taken of parameters, which belong to
+	// no graph there.
 	geo := kernels.Conv2D{N: x.shape[0], InC: x.shape[1], InH: x.shape[2], InW: x.shape[3],
 		OutC: w.shape[0], KH: w.shape[2], KW: w.shape[3], Stride: o.Stride, Pad: o.Padding}
 	if err := geo.Validate(); err != nil {
 		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, %+v: %w", x.shape, w.shape, o, err))
 		return &Tensor{g: g}
+	}
+	attr := Attr{"stride": geo.Stride, "padding": geo.Pad}
+	if groups > 1 {
+		attr["groups"] = groups
 	}
 	y := g.newTensor([]int{geo.N, geo.OutC, geo.OutH(), geo.OutW()})
 	ws := g.buf(geo.WorkspaceLen())
@@ -129,7 +128,7 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if b != nil {
 		ins = append(ins, b)
 	}
-	g.record(y, "conv2d", Attr{"stride": geo.Stride, "padding": geo.Pad}, ins, func(dy *Tensor) []*Tensor {
+	g.record(y, "conv2d", attr, ins, func(dy *Tensor) []*Tensor {
 		grads := make([]*Tensor, len(ins))
 		var dx, db kernels.F32
 		if x.grad {
