@@ -377,6 +377,9 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 	if g == nil || len(xs) == 0 {
 		return orphan("concat")
 	}
+	if g.err != nil {
+		return &Tensor{g: g}
+	}
 	first := xs[0].shape
 	if dim < 0 {
 		dim += len(first)
