@@ -7,6 +7,8 @@
 //
 // The builders, each with torchvision's keyword arguments:
 //
+//   - mobilenet_v2(width_mult, round_nearest, dropout), mobilenet_v3_large and
+//     mobilenet_v3_small(width_mult, dropout): torchvision's MobileNetV2 and MobileNetV3.
 //   - vit(image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout,
 //     attention_dropout): torchvision's VisionTransformer. vit_b_16, vit_b_32, vit_l_16,
 //     vit_l_32 and vit_h_14 are its named configurations (image_size 224 unless given).
