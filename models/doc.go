@@ -7,6 +7,8 @@
 //
 // The builders, each with torchvision's keyword arguments:
 //
+//   - efficientnet_b0 to efficientnet_b7, efficientnet_v2_s, _m and _l(stochastic_depth_prob):
+//     torchvision's EfficientNet V1 and V2.
 //   - mobilenet_v2(width_mult, round_nearest, dropout), mobilenet_v3_large and
 //     mobilenet_v3_small(width_mult, dropout): torchvision's MobileNetV2 and MobileNetV3.
 //   - vit(image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout,

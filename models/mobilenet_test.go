@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"math"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -15,12 +16,15 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
 // mobileNames are the builders of the MobileNet and EfficientNet families.
-var mobileNames = []string{"mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large"}
+var mobileNames = []string{"mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
+	"efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4", "efficientnet_b5",
+	"efficientnet_b6", "efficientnet_b7", "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l"}
 
 // TestMobileShapes: every named builder of the MobileNet and EfficientNet families at 224 px and
 // 1000 classes has torchvision's parameters: the same names, in the same order, of the same
@@ -62,9 +66,30 @@ func TestMobileShapes(t *testing.T) {
 // synthetic images of 4 classes (a colour per class, with noise) brings the loss of the last
 // steps well below that of the first.
 func TestMobileNetV3Trains(t *testing.T) {
-	const n, size, classes, batch = 320, 32, 4, 32
+	losses := trainEpoch(t, "mobilenet_v3_small(dropout=0)", 320, 32)
+	first, last := (losses[0]+losses[1])/2, (losses[len(losses)-2]+losses[len(losses)-1])/2
+	if !(last < 0.7*first) {
+		t.Errorf("mean loss of the first two steps %.3f, of the last two %.3f; want the last below 70%% of the first", first, last)
+	}
+}
+
+// TestEfficientNetTrains: efficientnet_b0 trains with stochastic depth and dropout on (two
+// steps, finite losses).
+func TestEfficientNetTrains(t *testing.T) {
+	for _, l := range trainEpoch(t, "efficientnet_b0(stochastic_depth_prob=0.5)", 8, 4) {
+		if math.IsNaN(l) || math.IsInf(l, 0) || l <= 0 {
+			t.Errorf("loss %g", l)
+		}
+	}
+}
+
+// trainEpoch trains spec at 32 px for one epoch of SGD over n synthetic images of 4 classes (a
+// colour per class, with noise) and returns the loss of every step.
+func trainEpoch(t *testing.T, spec string, n, batch int) []float64 {
+	t.Helper()
+	const size, classes = 32, 4
 	in := train.Shape{C: 3, H: size, W: size}
-	m, err := train.NewModel("mobilenet_v3_small(dropout=0)", in, classes)
+	m, err := train.NewModel(spec, in, classes)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -78,7 +103,7 @@ func TestMobileNetV3Trains(t *testing.T) {
 			if j%3 == label%3 {
 				base = 180
 			}
-			if label == 3 && j/3%size < size/2 { // class 3: class 0's colour on the left half only
+			if label == 3 && j/3%size < size/2 { // class 3: class 0's colour on the right half only
 				base = 40
 			}
 			px[j] = uint8(base + r.IntN(60))
@@ -112,14 +137,11 @@ func TestMobileNetV3Trains(t *testing.T) {
 	if _, err := tr.Fit(ctx, train.FromLoader(data), nil); err != nil {
 		t.Fatal(err)
 	}
-	t.Logf("%d steps in %v, losses %.3f", len(losses), time.Since(start).Round(time.Millisecond), losses)
+	t.Logf("%s: %d steps in %v, losses %.3f", spec, len(losses), time.Since(start).Round(time.Millisecond), losses)
 	if len(losses) != n/batch {
 		t.Fatalf("%d steps; want %d", len(losses), n/batch)
 	}
-	first, last := (losses[0]+losses[1])/2, (losses[len(losses)-2]+losses[len(losses)-1])/2
-	if !(last < 0.7*first) {
-		t.Errorf("mean loss of the first two steps %.3f, of the last two %.3f; want the last below 70%% of the first", first, last)
-	}
+	return losses
 }
 
 // TestMobileNetArguments: the builders take torchvision's keyword arguments, refuse bad values
@@ -153,5 +175,54 @@ func TestMobileNetArguments(t *testing.T) {
 		if m.Name() != tc.spec || m.NumParams() != tc.params {
 			t.Errorf("%s: name %q, %d parameters; want %d", tc.spec, m.Name(), m.NumParams(), tc.params)
 		}
+	}
+}
+
+// TestEfficientNetArguments: stochastic_depth_prob is torchvision's (rising linearly over the
+// blocks, dropping residual branches only), bad values are refused by name, and names rebuild
+// the models.
+func TestEfficientNetArguments(t *testing.T) {
+	in := train.Shape{C: 3, H: 32, W: 32}
+	for _, spec := range []string{"efficientnet_b0(stochastic_depth_prob=1)", "efficientnet_v2_s(dropout=0.5)"} {
+		if _, err := train.NewModel(spec, in, 10); !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), spec[strings.IndexByte(spec, '(')+1:len(spec)-1]) {
+			t.Errorf("%s: error %v; want ErrModel naming the argument", spec, err)
+		}
+	}
+	for _, tc := range []struct {
+		spec   string
+		params int
+	}{
+		{"efficientnet_b0(stochastic_depth_prob=0.5)", 4_020_358}, // torchvision's counts at 10 classes
+		{"efficientnet_v2_s", 20_190_298},
+	} {
+		m, err := train.NewModel(tc.spec, in, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if m.Name() != tc.spec || m.NumParams() != tc.params {
+			t.Errorf("%s: name %q, %d parameters; want %d", tc.spec, m.Name(), m.NumParams(), tc.params)
+		}
+	}
+	m, err := NewEfficientNet("efficientnet_b0", 0.5, 3, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var probs []float32
+	var residual []bool
+	for _, stage := range m.Features[1 : len(m.Features)-1] {
+		for _, b := range stage.(nn.Sequential) {
+			probs = append(probs, b.(*MBConv).dropPath)
+			residual = append(residual, b.(*MBConv).residual)
+		}
+	}
+	// b0's 16 blocks: stochastic_depth_prob·i/16; a residual branch where a stage repeats a block.
+	for i, p := range probs {
+		if want := float32(0.5 * float64(i) / 16); p != want {
+			t.Errorf("block %d: drop path %g; want %g", i, p, want)
+		}
+	}
+	wantResidual := []bool{false, false, true, false, true, false, true, true, false, true, true, false, true, true, true, false}
+	if len(probs) != 16 || !slices.Equal(residual, wantResidual) {
+		t.Errorf("%d blocks, residual %v; want 16, %v", len(probs), residual, wantResidual)
 	}
 }

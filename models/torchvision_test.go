@@ -37,6 +37,8 @@ var torchvisionCases = []struct {
 }{
 	{"mobilenet_v2(width_mult=0.5)", "torchvision.models.mobilenet_v2(width_mult=0.5, num_classes=5)", 32},
 	{"mobilenet_v3_small", "torchvision.models.mobilenet_v3_small(num_classes=5)", 32},
+	{"efficientnet_b0", "torchvision.models.efficientnet_b0(num_classes=5)", 32},
+	{"efficientnet_v2_s", "torchvision.models.efficientnet_v2_s(num_classes=5)", 32},
 	{"vit(image_size=16,patch_size=4,num_layers=2,num_heads=2,hidden_dim=16,mlp_dim=32)",
 		"torchvision.models.VisionTransformer(16, 4, 2, 2, 16, 32, num_classes=5)", 16},
 }
