@@ -154,8 +154,9 @@ var mobileNetV3Blocks = map[string]struct {
 }
 
 // NewMobileNetV3 builds torchvision's mobilenet_v3_large or mobilenet_v3_small (arch) for images
-// of c channels: the channels scaled by widthMult, dropout in the head.
-func NewMobileNetV3(arch string, widthMult float64, dropout float32, c, classes int) (*MobileNetV3, error) {
+// of c channels: the channels scaled by widthMult, those of the last three blocks and the head
+// halved when reducedTail is set (torchvision's reduced_tail), dropout in the head.
+func NewMobileNetV3(arch string, widthMult float64, reducedTail bool, dropout float32, c, classes int) (*MobileNetV3, error) {
 	conf, ok := mobileNetV3Blocks[arch]
 	if !ok {
 		return nil, fmt.Errorf("mobilenet v3 %q: want mobilenet_v3_large or mobilenet_v3_small", arch)
@@ -165,8 +166,19 @@ func NewMobileNetV3(arch string, widthMult float64, dropout float32, c, classes 
 	}
 	adjust := func(ch int) int { return mbDivisible(float64(ch)*widthMult, 8, 0) }
 	bn := func(c int) *nn.BatchNorm2dLayer { return mbNorm(c, 1e-3, 0.01) }
+	div := 1
+	if reducedTail {
+		div = 2
+	}
 	m := &MobileNetV3{name: arch, Features: nn.Sequential{mbConvNormAct(c, adjust(conf.rows[0][0]), 3, 2, 1, bn, nn.Hardswish)}}
-	for _, r := range conf.rows {
+	tail := len(conf.rows) - 3
+	for i, r := range conf.rows {
+		if i >= tail {
+			r[3] /= div
+		}
+		if i > tail {
+			r[0], r[2] = r[0]/div, r[2]/div
+		}
 		in, k, exp, out, stride := adjust(r[0]), r[1], adjust(r[2]), adjust(r[3]), r[6]
 		act := nn.ReLU
 		if r[5] == 1 {
@@ -183,8 +195,8 @@ func NewMobileNetV3(arch string, widthMult float64, dropout float32, c, classes 
 		block = append(block, mbConvNormAct(exp, out, 1, 1, 1, bn, nil))
 		m.Features = append(m.Features, &MobileNetV3Block{Block: block, residual: stride == 1 && in == out})
 	}
-	lastIn := adjust(conf.rows[len(conf.rows)-1][3])
-	last := adjust(conf.last)
+	lastIn := adjust(conf.rows[len(conf.rows)-1][3] / div)
+	last := adjust(conf.last / div)
 	m.Features = append(m.Features, mbConvNormAct(lastIn, 6*lastIn, 1, 1, 1, bn, nn.Hardswish))
 	m.Classifier = nn.Sequential{nn.NewLinear(6*lastIn, last, true), nn.Fn(nn.Hardswish),
 		nn.DropoutLayer{P: dropout}, nn.NewLinear(last, classes, true)}
@@ -226,12 +238,15 @@ func init() {
 	})
 	for _, name := range []string{"mobilenet_v3_large", "mobilenet_v3_small"} {
 		register(name, func(s string, in train.Shape, classes int) (*train.Model, error) {
-			width, dropout := 1.0, 0.2
-			args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "dropout", f: &dropout}}
+			width, reduced, dropout := 1.0, 0, 0.2
+			args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "reduced_tail", i: &reduced}, {name: "dropout", f: &dropout}}
 			if err := parseArgs(s, args); err != nil {
 				return nil, err
 			}
-			m, err := NewMobileNetV3(name, width, float32(dropout), in.C, classes)
+			if reduced > 1 {
+				return nil, fmt.Errorf("argument reduced_tail=%d: want 0 or 1 (False or True)", reduced)
+			}
+			m, err := NewMobileNetV3(name, width, reduced == 1, float32(dropout), in.C, classes)
 			if err != nil {
 				return nil, err
 			}

@@ -155,6 +155,7 @@ func TestMobileNetArguments(t *testing.T) {
 		{"mobilenet_v3_small(round_nearest=8)", `argument "round_nearest=8"`},
 		{"mobilenet_v3_large(width_mult=0)", "width_mult 0: want > 0"},
 		{"mobilenet_v3_large(dropout=1)", "dropout=1: want a number in [0, 1)"},
+		{"mobilenet_v3_large(reduced_tail=2)", "reduced_tail=2: want 0 or 1"},
 	} {
 		_, err := train.NewModel(tc.spec, in, 10)
 		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
@@ -167,6 +168,8 @@ func TestMobileNetArguments(t *testing.T) {
 	}{
 		{"mobilenet_v2(width_mult=1.4,dropout=0.5)", 4_333_706}, // torchvision's counts at 10 classes
 		{"mobilenet_v3_small", 1_528_106},
+		{"mobilenet_v3_small(reduced_tail=1)", 591_802},
+		{"mobilenet_v3_large(reduced_tail=1,dropout=0)", 1_934_762},
 	} {
 		m, err := train.NewModel(tc.spec, in, 10)
 		if err != nil {
