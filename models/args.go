@@ -8,11 +8,13 @@ import (
 	"strings"
 )
 
-// arg is one keyword argument of a builder: an int or a float, with its default.
+// arg is one keyword argument of a builder: an int or a float, with its default. A float is in
+// [0, hi); hi 0 means 1 (a probability).
 type arg struct {
 	name     string
 	i        *int
 	f        *float64
+	hi       float64
 	required bool
 	set      bool
 }
@@ -40,9 +42,13 @@ func parseArgs(s string, args []*arg) error {
 				}
 				*a.i = n
 			} else {
+				hi := a.hi
+				if hi == 0 {
+					hi = 1
+				}
 				f, err := strconv.ParseFloat(v, 64)
-				if err != nil || math.IsNaN(f) || f < 0 || f >= 1 {
-					return fmt.Errorf("argument %s=%s: want a number in [0, 1)", k, v)
+				if err != nil || math.IsNaN(f) || f < 0 || f >= hi {
+					return fmt.Errorf("argument %s=%s: want a number in [0, %g)", k, v, hi)
 				}
 				*a.f = f
 			}

@@ -7,6 +7,11 @@
 //
 // The builders, each with torchvision's keyword arguments:
 //
+//   - efficientnet_b0 to efficientnet_b7, efficientnet_v2_s, _m and _l(stochastic_depth_prob):
+//     torchvision's EfficientNet V1 and V2.
+//   - mobilenet_v2(width_mult, round_nearest, dropout), mobilenet_v3_large and
+//     mobilenet_v3_small(width_mult, reduced_tail, dropout): torchvision's MobileNetV2 and
+//     MobileNetV3 (reduced_tail=1 for True).
 //   - vit(image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout,
 //     attention_dropout): torchvision's VisionTransformer. vit_b_16, vit_b_32, vit_l_16,
 //     vit_l_32 and vit_h_14 are its named configurations (image_size 224 unless given).
