@@ -335,7 +335,7 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		return x.node(name, "MatMul", in), nil
 	case "conv2d":
 		w := x.shape(refs[1])
-		st, p := int64(attrInt("stride")), int64(attrInt("padding"))
+		st, p := int64(max(attrInt("stride"), 1)), int64(attrInt("padding")) // stride 0 is 1
 		return x.node(name, "Conv", in, onnx.Ints("kernel_shape", int64(w[2]), int64(w[3])), onnx.Ints("strides", st, st),
 			onnx.Ints("pads", p, p, p, p), onnx.Ints("dilations", 1, 1), onnx.Int("group", int64(max(attrInt("groups"), 1)))), nil
 	case "batch_norm": // x, weight, bias, running mean, running variance: ONNX's order
@@ -350,6 +350,9 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		return x.node(name, "Softmax", in, onnx.Int("axis", -1)), nil
 	case "max_pool2d":
 		k, st, p := int64(attrInt("kernel")), int64(attrInt("stride")), int64(attrInt("padding"))
+		if st == 0 { // the kernel's size
+			st = k
+		}
 		return x.node(name, "MaxPool", in, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", st, st),
 			onnx.Ints("pads", p, p, p, p), onnx.Int("ceil_mode", 0)), nil
 	case "global_avg_pool":
