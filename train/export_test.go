@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/onnx"
 )
 
@@ -237,15 +238,71 @@ func FuzzParseModel(f *testing.F) {
 	})
 }
 
-// onnxValue is a tensor of onnxEval: its shape and values.
+// onnxValue is a tensor of onnxEval: its shape and values (int64 tensors' too).
 type onnxValue struct {
 	shape []int
 	v     []float64
 }
 
+// broadcastShape is the shape of a and b broadcast together (ONNX's multidirectional rule, numpy's).
+func broadcastShape(t *testing.T, a, b []int) []int {
+	n := max(len(a), len(b))
+	out := make([]int, n)
+	for i := range n {
+		da, db := 1, 1
+		if j := i - (n - len(a)); j >= 0 {
+			da = a[j]
+		}
+		if j := i - (n - len(b)); j >= 0 {
+			db = b[j]
+		}
+		switch {
+		case da == db || db == 1:
+			out[i] = da
+		case da == 1:
+			out[i] = db
+		default:
+			t.Fatalf("shapes %v and %v do not broadcast", a, b)
+		}
+	}
+	return out
+}
+
+// at returns the flat index into a tensor of shape (aligned at the end of out, size-1 dimensions
+// stretched) of the element at out's multi-index idx.
+func at(shape, idx []int) int {
+	off, k := 0, len(idx)-len(shape)
+	for d, n := range shape {
+		if n != 1 {
+			off = off*n + idx[k+d]
+		} else {
+			off *= n
+		}
+	}
+	return off
+}
+
+// unflat is the multi-index of flat index i in shape.
+func unflat(shape []int, i int) []int {
+	idx := make([]int, len(shape))
+	for d := len(shape) - 1; d >= 0; d-- {
+		idx[d] = i % shape[d]
+		i /= shape[d]
+	}
+	return idx
+}
+
+func numel(shape []int) int {
+	n := 1
+	for _, d := range shape {
+		n *= d
+	}
+	return n
+}
+
 // onnxEval runs the graph of m on the input x of shape [n c h w], in float64, with the operators
 // ExportONNX writes as ONNX's operator specification defines them (a reference independent of the
-// kernels), and returns the graph's first output.
+// kernels and of package nn), and returns the graph's first output.
 func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 	t.Helper()
 	vals := map[string]onnxValue{}
@@ -273,6 +330,19 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 		}
 		return out
 	}
+	asInts := func(v onnxValue) []int {
+		out := make([]int, len(v.v))
+		for i, f := range v.v {
+			out[i] = int(f)
+		}
+		return out
+	}
+	axis := func(a, rank int) int {
+		if a < 0 {
+			return a + rank
+		}
+		return a
+	}
 	for i := range m.Graph.Nodes {
 		nd := &m.Graph.Nodes[i]
 		arg := func(i int) onnxValue {
@@ -282,24 +352,187 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 			}
 			return v
 		}
-		x := arg(0)
+		var x onnxValue
+		if len(nd.Inputs) > 0 {
+			x = arg(0)
+		}
+		intAttr := func(name string, def int64) int {
+			if a, ok := nd.Attr(name); ok {
+				return int(a.Int)
+			}
+			return int(def)
+		}
+		floatAttr := func(name string) float64 {
+			a, ok := nd.Attr(name)
+			if !ok {
+				t.Fatalf("node %v: no attribute %s", nd, name)
+			}
+			return float64(a.Float)
+		}
+		unary := func(f func(float64) float64) onnxValue {
+			y := onnxValue{x.shape, make([]float64, len(x.v))}
+			for i, v := range x.v {
+				y.v[i] = f(v)
+			}
+			return y
+		}
+		binary := func(b onnxValue, f func(a, b float64) float64) onnxValue {
+			s := broadcastShape(t, x.shape, b.shape)
+			y := onnxValue{s, make([]float64, numel(s))}
+			for i := range y.v {
+				idx := unflat(s, i)
+				y.v[i] = f(x.v[at(x.shape, idx)], b.v[at(b.shape, idx)])
+			}
+			return y
+		}
 		var y onnxValue
 		switch nd.Op {
 		case "Identity":
 			y = x
+		case "Constant":
+			if a, ok := nd.Attr("value_ints"); ok {
+				y = onnxValue{[]int{len(a.Ints)}, make([]float64, len(a.Ints))}
+				for i, v := range a.Ints {
+					y.v[i] = float64(v)
+				}
+			} else {
+				y = onnxValue{nil, []float64{floatAttr("value_float")}}
+			}
+		case "Shape":
+			s := x.shape[intAttr("start", 0):intAttr("end", int64(len(x.shape)))]
+			y = onnxValue{[]int{len(s)}, f64Ints(s)}
 		case "Relu":
-			y = onnxValue{x.shape, make([]float64, len(x.v))}
-			for i, v := range x.v {
-				y.v[i] = max(v, 0)
-			}
+			y = unary(func(v float64) float64 { return max(v, 0) })
+		case "Exp":
+			y = unary(math.Exp)
+		case "Log":
+			y = unary(math.Log)
+		case "Sqrt":
+			y = unary(math.Sqrt)
+		case "Reciprocal":
+			y = unary(func(v float64) float64 { return 1 / v })
+		case "Sigmoid":
+			y = unary(func(v float64) float64 { return 1 / (1 + math.Exp(-v)) })
+		case "Tanh":
+			y = unary(math.Tanh)
+		case "Erf":
+			y = unary(math.Erf)
+		case "HardSigmoid":
+			a, b := floatAttr("alpha"), floatAttr("beta")
+			y = unary(func(v float64) float64 { return max(0, min(1, a*v+b)) })
+		case "HardSwish":
+			y = unary(func(v float64) float64 { return v * max(0, min(1, v/6+0.5)) })
+		case "Clip":
+			lo, hi := arg(1).v[0], arg(2).v[0]
+			y = unary(func(v float64) float64 { return max(lo, min(hi, v)) })
 		case "Add":
-			b := arg(1)
-			if !slices.Equal(x.shape, b.shape) {
-				t.Fatalf("node %v: Add of %v and %v", nd, x.shape, b.shape)
+			y = binary(arg(1), func(a, b float64) float64 { return a + b })
+		case "Sub":
+			y = binary(arg(1), func(a, b float64) float64 { return a - b })
+		case "Mul":
+			y = binary(arg(1), func(a, b float64) float64 { return a * b })
+		case "Div":
+			y = binary(arg(1), func(a, b float64) float64 { return a / b })
+		case "Expand":
+			y = binary(onnxValue{asInts(arg(1)), make([]float64, numel(asInts(arg(1))))}, func(a, _ float64) float64 { return a })
+		case "Reshape":
+			s := asInts(arg(1))
+			infer := -1
+			for d, v := range s {
+				switch v {
+				case 0:
+					s[d] = x.shape[d]
+				case -1:
+					infer = d
+				}
 			}
-			y = onnxValue{x.shape, make([]float64, len(x.v))}
-			for i := range x.v {
-				y.v[i] = x.v[i] + b.v[i]
+			if infer >= 0 {
+				s[infer] = 1
+				s[infer] = len(x.v) / numel(s)
+			}
+			if numel(s) != len(x.v) {
+				t.Fatalf("node %v: reshape %v to %v", nd, x.shape, s)
+			}
+			y = onnxValue{s, x.v}
+		case "Transpose":
+			perm := ints(nd, "perm")
+			s := make([]int, len(perm))
+			for d, p := range perm {
+				s[d] = x.shape[p]
+			}
+			y = onnxValue{s, make([]float64, len(x.v))}
+			src := make([]int, len(perm))
+			for i := range y.v {
+				idx := unflat(s, i)
+				for d, p := range perm {
+					src[p] = idx[d]
+				}
+				y.v[i] = x.v[at(x.shape, src)]
+			}
+		case "Slice":
+			starts, ends, axes := asInts(arg(1)), asInts(arg(2)), asInts(arg(3))
+			s, from := slices.Clone(x.shape), make([]int, len(x.shape))
+			for j, a := range axes {
+				a = axis(a, len(s))
+				from[a], s[a] = starts[j], min(ends[j], x.shape[a])-starts[j]
+			}
+			y = onnxValue{s, make([]float64, numel(s))}
+			for i := range y.v {
+				idx := unflat(s, i)
+				for d := range idx {
+					idx[d] += from[d]
+				}
+				y.v[i] = x.v[at(x.shape, idx)]
+			}
+		case "Concat":
+			a := axis(intAttr("axis", 0), len(x.shape))
+			s := slices.Clone(x.shape)
+			s[a] = 0
+			for j := range nd.Inputs {
+				s[a] += arg(j).shape[a]
+			}
+			y = onnxValue{s, make([]float64, numel(s))}
+			for i := range y.v {
+				idx := unflat(s, i)
+				for j := range nd.Inputs {
+					p := arg(j)
+					if idx[a] < p.shape[a] {
+						y.v[i] = p.v[at(p.shape, idx)]
+						break
+					}
+					idx[a] -= p.shape[a]
+				}
+			}
+		case "ReduceSum":
+			if intAttr("keepdims", 1) != 1 {
+				t.Fatalf("node %v: keepdims 0", nd)
+			}
+			s := slices.Clone(x.shape)
+			for _, a := range asInts(arg(1)) {
+				s[axis(a, len(s))] = 1
+			}
+			y = onnxValue{s, make([]float64, numel(s))}
+			for i, v := range x.v {
+				y.v[at(s, unflat(x.shape, i))] += v
+			}
+		case "MatMul":
+			b := arg(1)
+			ra, rb := len(x.shape), len(b.shape)
+			mm, k, nn := x.shape[ra-2], x.shape[ra-1], b.shape[rb-1]
+			if b.shape[rb-2] != k {
+				t.Fatalf("node %v: MatMul of %v and %v", nd, x.shape, b.shape)
+			}
+			bs := broadcastShape(t, x.shape[:ra-2], b.shape[:rb-2])
+			s := append(slices.Clone(bs), mm, nn)
+			y = onnxValue{s, make([]float64, numel(s))}
+			for i := range y.v {
+				idx := unflat(s, i)
+				r, c := idx[len(idx)-2], idx[len(idx)-1]
+				ia, ib := append(slices.Clone(idx[:len(bs)]), r, 0), append(slices.Clone(idx[:len(bs)]), 0, c)
+				for j := range k {
+					ia[len(ia)-1], ib[len(ib)-2] = j, j
+					y.v[i] += x.v[at(x.shape, ia)] * b.v[at(b.shape, ib)]
+				}
 			}
 		case "Flatten":
 			if a, _ := nd.Attr("axis"); a.Int != 1 {
@@ -307,7 +540,7 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 			}
 			y = onnxValue{[]int{x.shape[0], len(x.v) / x.shape[0]}, x.v}
 		case "Gemm":
-			w, b := arg(1), arg(2)
+			w := arg(1)
 			if a, _ := nd.Attr("transB"); a.Int != 1 || len(x.shape) != 2 || x.shape[1] != w.shape[1] {
 				t.Fatalf("node %v: transB %d, x %v, w %v", nd, a.Int, x.shape, w.shape)
 			}
@@ -315,17 +548,53 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 			y = onnxValue{[]int{rows, out}, make([]float64, rows*out)}
 			for r := range rows {
 				for o := range out {
-					s := b.v[o]
+					s := 0.0
+					if len(nd.Inputs) > 2 {
+						s = arg(2).v[o]
+					}
 					for j := range k {
 						s += x.v[r*k+j] * w.v[o*k+j]
 					}
 					y.v[r*out+o] = s
 				}
 			}
+		case "LayerNormalization", "Softmax":
+			if a := intAttr("axis", -1); axis(a, len(x.shape)) != len(x.shape)-1 {
+				t.Fatalf("node %v: axis %d", nd, a)
+			}
+			cols := x.shape[len(x.shape)-1]
+			y = onnxValue{x.shape, make([]float64, len(x.v))}
+			for r := 0; r < len(x.v); r += cols {
+				row, out := x.v[r:r+cols], y.v[r:r+cols]
+				if nd.Op == "Softmax" {
+					hi, sum := slices.Max(row), 0.0
+					for j, v := range row {
+						out[j] = math.Exp(v - hi)
+						sum += out[j]
+					}
+					for j := range out {
+						out[j] /= sum
+					}
+					continue
+				}
+				mean, vr := 0.0, 0.0
+				for _, v := range row {
+					mean += v / float64(cols)
+				}
+				for _, v := range row {
+					vr += (v - mean) * (v - mean) / float64(cols)
+				}
+				for j, v := range row {
+					out[j] = (v - mean) / math.Sqrt(vr+floatAttr("epsilon")) * arg(1).v[j]
+					if len(nd.Inputs) > 2 {
+						out[j] += arg(2).v[j]
+					}
+				}
+			}
 		case "BatchNormalization":
 			sc, bi, mu, vr := arg(1), arg(2), arg(3), arg(4)
 			eps, _ := nd.Attr("epsilon")
-			c, hw := x.shape[1], x.shape[2]*x.shape[3]
+			c, hw := x.shape[1], numel(x.shape[2:])
 			y = onnxValue{x.shape, make([]float64, len(x.v))}
 			for i := range x.v {
 				ch := i / hw % c
@@ -342,12 +611,10 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 			}
 		case "Conv", "MaxPool":
 			k, st, pad := ints(nd, "kernel_shape"), ints(nd, "strides", 1, 1), ints(nd, "pads", 0, 0, 0, 0)
-			if g, ok := nd.Attr("group"); ok && g.Int != 1 {
-				t.Fatalf("node %v: group %d", nd, g.Int)
-			}
+			groups := intAttr("group", 1)
 			N, C, H, W := x.shape[0], x.shape[1], x.shape[2], x.shape[3]
 			oh, ow := (H+pad[0]+pad[2]-k[0])/st[0]+1, (W+pad[1]+pad[3]-k[1])/st[1]+1
-			oc := C
+			oc, cg := C, C/groups // output channels; input channels per group
 			var w, b onnxValue
 			if nd.Op == "Conv" {
 				w = arg(1)
@@ -369,7 +636,7 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 								}
 							}
 							for ci := range C {
-								if nd.Op == "MaxPool" && ci != o {
+								if nd.Op == "MaxPool" && ci != o || nd.Op == "Conv" && ci/cg != o/(oc/groups) {
 									continue
 								}
 								for di := range k[0] {
@@ -382,7 +649,7 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 										if nd.Op == "MaxPool" {
 											acc = max(acc, v)
 										} else {
-											acc += v * w.v[((o*C+ci)*k[0]+di)*k[1]+dj]
+											acc += v * w.v[((o*cg+ci%cg)*k[0]+di)*k[1]+dj]
 										}
 									}
 								}
@@ -403,6 +670,14 @@ func onnxEval(t *testing.T, m *onnx.Model, x []float32, n int) []float32 {
 		r[i] = float32(v)
 	}
 	return r
+}
+
+func f64Ints(x []int) []float64 {
+	out := make([]float64, len(x))
+	for i, v := range x {
+		out[i] = float64(v)
+	}
+	return out
 }
 
 func f64(x []float32) []float64 {
@@ -632,3 +907,134 @@ type normalized struct {
 }
 
 func (d normalized) Normalization() (mean, std []float32) { return d.mean, d.std }
+
+// everyOp is a module of package nn that uses every op ExportONNX writes down from a trace: a
+// convolution, batch norm and pooling, linears of 2 and 3 dimensions with and without a bias,
+// layer norms with and without affine tensors, attention-like products over a batch·heads
+// reshape, a class token made of a batch-sized Full, narrowing, concatenation, sums and means,
+// a constant and each elementwise function.
+type everyOp struct {
+	Conv  *nn.Conv2dLayer
+	BN    *nn.BatchNorm2dLayer
+	Proj  *nn.Tensor
+	LN    *nn.LayerNormLayer
+	Token *nn.Tensor
+	Head  *nn.LinearLayer
+}
+
+func newEveryOp(c int) *everyOp {
+	return &everyOp{Conv: nn.NewConv2d(c, 4, 3, nn.ConvOptions{Padding: 1}, true), BN: nn.NewBatchNorm2d(4),
+		Proj: nn.Param([]int{8, 4}, nn.Weight), LN: nn.NewLayerNorm(8), Token: nn.Param([]int{1, 1, 8}, nn.Weight),
+		Head: nn.NewLinear(8, 10, true)}
+}
+
+func (m *everyOp) String() string { return "everyop" }
+
+func (m *everyOp) Forward(x *nn.Tensor) *nn.Tensor {
+	n, g := x.Dim(0), x.Graph()
+	y := nn.MaxPool2d(nn.ReLU6(m.BN.Forward(m.Conv.Forward(x))), 2, 2, 0) // [N 4 4 4]
+	y = nn.Mul(y, nn.Hardsigmoid(nn.GlobalAvgPool(y)))
+	t := nn.Hardswish(nn.Permute(y.Reshape(n, 4, 16), 0, 2, 1)) // [N 16 4]
+	t = m.LN.Forward(nn.GELU(nn.Linear(t, m.Proj, nil)))        // [N 16 8]
+	h := t.Reshape(n*2, 16, 4)                                  // two "heads": the batch times 2
+	h = nn.MatMul(nn.Softmax(nn.Scale(nn.MatMul(h, nn.Transpose(h, 1, 2)), 0.5)), h).Reshape(n, 16, 8)
+	h = nn.LayerNorm(h, nil, nil, 1e-5)
+	token := nn.Add(g.Full(0, n, 1, 8), m.Token)
+	t = nn.Narrow(nn.SiLU(nn.GELUTanh(nn.Concat(1, token, h))), 1, 0, 9) // [N 9 8]
+	v := nn.Add(nn.Mean(t, []int{1}, false), nn.Log(nn.Sum(nn.Exp(nn.Scale(t, 0.1)), []int{1}, true).Reshape(n, 8)))
+	v = nn.Div(nn.Sub(v, nn.Sqrt(nn.Sigmoid(v))), nn.AddScalar(nn.Exp(nn.Tanh(v)), 1))
+	v = nn.Mul(v, nn.Rsqrt(nn.AddScalar(nn.Sigmoid(v), 1)))
+	v = nn.ReLU(nn.Add(v, g.Constant([]float32{0.1, -0.1, 0.2, -0.2, 0.3, -0.3, 0.4, -0.4}, 8)))
+	return m.Head.Forward(v)
+}
+
+// TestExportONNXNN exports a trained model holding a module of package nn after layers of the
+// package: each of the module's ops has its ONNX form, its tensors are initializers under their
+// names and with their values, and the graph, run by the reference evaluator at batch sizes 1
+// and 3 (it was traced at 2 and 3), gives Predict's logits.
+func TestExportONNXNN(t *testing.T) {
+	f := newFixture(t, 100)
+	m, err := Sequential("everyop", img8, 10, Conv2D(1, 2, 3, 1), ReLU(), Custom(NN(newEveryOp(2))))
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, tr := fit(t, f, m, AdamW{LR: 3e-3}, Config{Epochs: 1, Seed: 5})
+	mean, std := f.test.Normalization()
+	om := exportONNX(t, tr, mean, std)
+	g := &om.Graph
+	if fmt.Sprint(g.Inputs[0].Shape) != "[{0 batch} {1 } {8 } {8 }]" || fmt.Sprint(g.Outputs[0].Shape) != "[{0 batch} {10 }]" {
+		t.Errorf("input %v, output %v; want [batch 1 8 8] and [batch 10]", g.Inputs[0].Shape, g.Outputs[0].Shape)
+	}
+	ops := map[string]bool{}
+	for _, n := range g.Nodes {
+		ops[n.Op] = true
+	}
+	for _, op := range []string{"Conv", "BatchNormalization", "Clip", "MaxPool", "GlobalAveragePool", "HardSigmoid", "Mul",
+		"Reshape", "Transpose", "HardSwish", "MatMul", "Erf", "LayerNormalization", "Softmax", "Shape", "Expand", "Add",
+		"Concat", "Tanh", "Sigmoid", "Slice", "ReduceSum", "Exp", "Log", "Sub", "Sqrt", "Div", "Reciprocal", "Relu", "Gemm"} {
+		if !ops[op] {
+			t.Errorf("no %s node", op)
+		}
+	}
+	for _, name := range []string{"2.everyop.conv", "2.everyop.bn", "2.everyop.ln", "2.everyop.head"} {
+		if !slices.ContainsFunc(g.Nodes, func(n onnx.Node) bool { return n.Name == name }) {
+			t.Errorf("no node %s (named after its module)", name)
+		}
+	}
+	want := weights(t, tr)
+	all := tr.m.tensors()
+	if len(g.Initializers) != len(all)+1 {
+		t.Errorf("%d initializers; want the model's %d tensors and the constant", len(g.Initializers), len(all))
+	}
+	for i, p := range all {
+		init := g.Initializer(p.Name)
+		if init == nil {
+			t.Fatalf("no initializer %s", p.Name)
+		}
+		if fmt.Sprint(init.Dims) != fmt.Sprint(p.Shape) || !slices.Equal(init.Data, want[i]) {
+			t.Fatalf("initializer %s: %v; want the tensor's %v and values", p.Name, init.Dims, p.Shape)
+		}
+	}
+	p, err := tr.Predict(context.Background(), f.test)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range []int{1, 3} {
+		x := make([]float32, n*64)
+		for i, v := range f.test.images[:n*64] {
+			x[i] = (float32(v)/255 - mean[0]) / std[0]
+		}
+		got, want := onnxEval(t, om, x, n), p.Logits[:n*10]
+		if d, tol := maxDiff(got, want), 1e-4*maxAbs(want); d > tol {
+			t.Errorf("batch %d: the graph's logits differ from Predict's by %g (tolerance %g):\n%v\n%v", n, d, tol, got, want)
+		}
+	}
+}
+
+// batchNarrow mixes the samples of a batch: x + x[0].
+type batchNarrow struct{}
+
+func (batchNarrow) String() string                  { return "batchnarrow" }
+func (batchNarrow) Forward(x *nn.Tensor) *nn.Tensor { return nn.Add(x, nn.Narrow(x, 0, 0, 1)) }
+
+// TestExportONNXNNRefused: a module whose pass does not hold for every batch size is refused
+// with an error naming the layer and the step, and no file is written.
+func TestExportONNXNNRefused(t *testing.T) {
+	m, err := Sequential("mixer", img8, 10, Custom(NN(batchNarrow{})), Flatten(), Linear(64, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, openCPU(t), nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	path := filepath.Join(t.TempDir(), "m.onnx")
+	err = tr.ExportONNX(path, nil, nil)
+	if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), `layer 0.batchnarrow "batchnarrow": step 0 (narrow): narrows dimension 0, which holds the batch`) {
+		t.Errorf("a pass that narrows the batch: %v", err)
+	}
+	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("a refused export left %s: %v", path, err)
+	}
+}

@@ -42,8 +42,15 @@ const (
 //
 // The weights are initializers named as Export names them: torchvision's state_dict names for the
 // resnets (conv1.weight, layer1.0.bn1.running_mean, fc.bias), the package's otherwise; each node
-// is named after its layer. A model holding a layer of one's own (Custom, RegisterLayer) is
-// refused with an error naming the layer: ONNX export knows the package's layers only. The file
+// is named after its layer.
+//
+// A layer that is a module of package nn (NN; every model Net builds, and so the model zoo's) is
+// written down from its forward pass, traced by nn.Trace in evaluation mode: its tensors are
+// initializers under their state_dict names, its fused ops ONNX's (Conv, Gemm or MatMul,
+// BatchNormalization, LayerNormalization, Softmax, MaxPool, GlobalAveragePool), GELU as its erf
+// composition (opset 17 has no Gelu), reshapes with -1 where the batch goes so that any batch
+// size runs. A layer of one's own written against Module (Custom, RegisterLayer) is refused with
+// an error naming the layer: its forward pass is Go code that ONNX export cannot see. The file
 // is written atomically (a temporary file renamed over path).
 func (t *Trainer) ExportONNX(path string, mean, std []float32) error {
 	m := t.m
@@ -115,7 +122,10 @@ func onnxSupported(layers []Layer, where string) error {
 				return err
 			}
 		case *custom:
-			return fmt.Errorf("%w: layer %s%d %q is a layer of one's own (Custom); ONNX export knows only the package's layers",
+			if _, ok := l.m.(*nnModule); ok { // traced at export (nnModule)
+				continue
+			}
+			return fmt.Errorf("%w: layer %s%d %q is a layer of one's own (Custom) written against Module; ONNX export knows the package's layers and modules of package nn (NN)",
 				ErrModel, where, i, l.String())
 		default:
 			return fmt.Errorf("%w: layer %s%d %q has no ONNX form", ErrModel, where, i, l.String())
@@ -249,6 +259,10 @@ func (e *onnxEmitter) layer(l Layer, x string, shape []int, place string) (strin
 		return e.node(place, "Flatten", []string{x}, onnx.Int("axis", 1)), []int{prod(shape)}, nil
 	case *dropout: // evaluation: the identity
 		return x, shape, nil
+	case *custom:
+		if nm, ok := l.m.(*nnModule); ok {
+			return e.nnModule(nm, x, shape, place)
+		}
 	case *residual:
 		h, out, err := e.layers(l.main, x, shape, place+".main.")
 		if err != nil {

@@ -1,0 +1,425 @@
+package train
+
+import (
+	"fmt"
+	"math"
+	"reflect"
+	"slices"
+
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/onnx"
+)
+
+// ONNX export of a layer written as a module of package nn (NN, and so every model Net builds):
+// nn.Trace writes the module's forward pass in evaluation mode down as steps (dropout and drop
+// path are gone), and each step becomes ONNX operators.
+//
+// The batch stays dynamic: the module is traced at two batch sizes, and a dimension that differs
+// between the traces is the batch's, or a multiple of it (N·heads); a shape that holds one such
+// dimension is written with -1 there, one that holds several is computed from the input's batch
+// at run time.
+
+// nnTraceBatches are the two batch sizes a module is traced at.
+var nnTraceBatches = [2]int{2, 3}
+
+// nnTrace is one trace of a module: its steps, input and output, and each step's operands as
+// references (nnRef).
+type nnTrace struct {
+	steps   []nn.Step
+	in, out *nn.Tensor
+	refs    [][]int
+	outRef  int
+}
+
+// The references of nnTrace.refs: a step's index (0 and up), the input, or the parameter
+// paramRef(i) of the module's tensors.
+const nnInputRef = -1
+
+func paramRef(i int) int { return -2 - i }
+
+func newNNTrace(l *nnModule, in []int, batch int) (*nnTrace, error) {
+	steps, x, y, err := nn.Trace(l.m.Forward, append([]int{batch}, in...)...)
+	if err != nil {
+		return nil, err
+	}
+	t := &nnTrace{steps: steps, in: x, out: y, refs: make([][]int, len(steps))}
+	ref := map[*nn.Tensor]int{x: nnInputRef}
+	for i, n := range l.tensors {
+		ref[n.Tensor] = paramRef(i)
+	}
+	for i, s := range steps {
+		for _, op := range s.In {
+			r, ok := ref[op]
+			if !ok {
+				return nil, fmt.Errorf("step %d (%s) reads a tensor that is neither the input, one of the module's tensors nor an earlier step's result", i, s.Op)
+			}
+			t.refs[i] = append(t.refs[i], r)
+		}
+		ref[s.Out] = i
+	}
+	var ok bool
+	if t.outRef, ok = ref[y]; !ok || t.outRef < nnInputRef {
+		return nil, fmt.Errorf("the output is a parameter or a tensor the pass did not make")
+	}
+	return t, nil
+}
+
+// batchFactors compares a shape of two traces: 0 for a dimension that does not change, k for one
+// that is k times the batch size in both.
+func batchFactors(a, b []int) ([]int, error) {
+	if len(a) != len(b) {
+		return nil, fmt.Errorf("shapes %v and %v at batch sizes %d and %d", a, b, nnTraceBatches[0], nnTraceBatches[1])
+	}
+	k := make([]int, len(a))
+	for d := range a {
+		if a[d] == b[d] {
+			continue
+		}
+		if a[d]%nnTraceBatches[0] != 0 || a[d]/nnTraceBatches[0]*nnTraceBatches[1] != b[d] {
+			return nil, fmt.Errorf("dimension %d is %d at batch size %d and %d at batch size %d: not a multiple of the batch size",
+				d, a[d], nnTraceBatches[0], b[d], nnTraceBatches[1])
+		}
+		k[d] = a[d] / nnTraceBatches[0]
+	}
+	return k, nil
+}
+
+// nnExport writes one traced module into an onnxEmitter's graph.
+type nnExport struct {
+	e      *onnxEmitter
+	l      *nnModule
+	place  string
+	tr     *nnTrace
+	k      [][]int  // batch factors of each step's output
+	names  []string // ONNX name of each step's output
+	x      string   // the module's input
+	batch  string   // the batch size, an int64 [1] tensor, once made
+	used   map[string]bool
+	params []string // ONNX names of the module's tensors
+}
+
+// nnModule appends the nodes of l's forward pass applied to x of per-sample shape in; place names
+// the layer ("0.vit"). It returns the output and its per-sample shape.
+func (e *onnxEmitter) nnModule(l *nnModule, x string, in []int, place string) (string, []int, error) {
+	fail := func(err error) (string, []int, error) {
+		return "", nil, fmt.Errorf("%w: layer %s %q: %w", ErrModel, place, l.String(), err)
+	}
+	var tr [2]*nnTrace
+	for i, n := range nnTraceBatches {
+		t, err := newNNTrace(l, in, n)
+		if err != nil {
+			return fail(fmt.Errorf("trace at batch size %d: %w", n, err))
+		}
+		tr[i] = t
+	}
+	a, b := tr[0], tr[1]
+	if len(a.steps) != len(b.steps) || a.outRef != b.outRef {
+		return fail(fmt.Errorf("the forward pass takes %d steps at batch size %d and %d at %d", len(a.steps), nnTraceBatches[0], len(b.steps), nnTraceBatches[1]))
+	}
+	w := &nnExport{e: e, l: l, place: place, tr: a, k: make([][]int, len(a.steps)), names: make([]string, len(a.steps)), x: x, used: map[string]bool{}}
+	for i, s := range a.steps {
+		t := b.steps[i]
+		if s.Op != t.Op || !slices.Equal(a.refs[i], b.refs[i]) || !sameAttrs(s.Attr, t.Attr) {
+			return fail(fmt.Errorf("step %d (%s) differs between batch sizes %d and %d", i, s.Op, nnTraceBatches[0], nnTraceBatches[1]))
+		}
+		k, err := batchFactors(s.Out.Shape(), t.Out.Shape())
+		if err != nil {
+			return fail(fmt.Errorf("step %d (%s): %w", i, s.Op, err))
+		}
+		w.k[i] = k
+	}
+	outK := w.factors(a.outRef)
+	if out := a.out.Shape(); len(out) == 0 || outK[0] != 1 || slices.ContainsFunc(outK[1:], func(k int) bool { return k != 0 }) {
+		return fail(fmt.Errorf("output of shape %v at batch size %d does not keep the batch as its first dimension only", out, nnTraceBatches[0]))
+	}
+	for _, p := range l.params {
+		w.params = append(w.params, e.init(p))
+	}
+	// Only the steps the output depends on.
+	live := make([]bool, len(a.steps))
+	if a.outRef >= 0 {
+		live[a.outRef] = true
+	}
+	for i := len(a.steps) - 1; i >= 0; i-- {
+		if live[i] {
+			for _, r := range a.refs[i] {
+				if r >= 0 {
+					live[r] = true
+				}
+			}
+		}
+	}
+	for i, s := range a.steps {
+		if !live[i] {
+			continue
+		}
+		name, err := w.step(i, s)
+		if err != nil {
+			return fail(fmt.Errorf("step %d (%s): %w", i, s.Op, err))
+		}
+		w.names[i] = name
+	}
+	return w.name(a.outRef), a.out.Shape()[1:], nil
+}
+
+// sameAttrs compares two steps' settings, but for "keep" (a sum's kept shape, which holds the
+// batch).
+func sameAttrs(a, b nn.Attr) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for key, v := range a {
+		w, ok := b[key]
+		if !ok || (key != "keep" && !reflect.DeepEqual(v, w)) {
+			return false
+		}
+	}
+	return true
+}
+
+// name is the ONNX name of a reference.
+func (x *nnExport) name(r int) string {
+	switch {
+	case r == nnInputRef:
+		return x.x
+	case r < nnInputRef:
+		return x.params[-2-r]
+	}
+	return x.names[r]
+}
+
+// shape is a reference's shape in the first trace.
+func (x *nnExport) shape(r int) []int {
+	switch {
+	case r == nnInputRef:
+		return x.tr.in.Shape()
+	case r < nnInputRef:
+		return x.l.tensors[-2-r].Tensor.Shape()
+	}
+	return x.tr.steps[r].Out.Shape()
+}
+
+// factors are a reference's batch factors (see batchFactors).
+func (x *nnExport) factors(r int) []int {
+	switch {
+	case r == nnInputRef:
+		k := make([]int, x.tr.in.Rank())
+		k[0] = 1
+		return k
+	case r < nnInputRef:
+		return make([]int, x.l.tensors[-2-r].Tensor.Rank())
+	}
+	return x.k[r]
+}
+
+// stepName names step i's node: a fused op with tensors after their module ("encoder.ln"), as
+// the package's own layers are named; the others after the layer's place and the step.
+func (x *nnExport) stepName(i int, s nn.Step) string {
+	name := fmt.Sprintf("%s/%d.%s", x.place, i, s.Op)
+	switch s.Op {
+	case "linear", "conv2d", "batch_norm", "layer_norm":
+		if r := x.tr.refs[i]; len(r) > 1 && r[1] < nnInputRef {
+			if prefix, _ := splitLast(x.params[-2-r[1]]); prefix != "" && !x.used[prefix] {
+				name = prefix
+			}
+		}
+	}
+	x.used[name] = true
+	return name
+}
+
+func (x *nnExport) node(name, op string, inputs []string, attrs ...onnx.Attr) string {
+	return x.e.node(name, op, inputs, attrs...)
+}
+
+// ints is a Constant int64 vector.
+func (x *nnExport) ints(name string, v ...int) string {
+	w := make([]int64, len(v))
+	for i, d := range v {
+		w[i] = int64(d)
+	}
+	return x.node(name, "Constant", nil, onnx.Ints("value_ints", w...))
+}
+
+// scalar is a Constant float32 scalar.
+func (x *nnExport) scalar(name string, v float32) string {
+	return x.node(name, "Constant", nil, onnx.Float("value_float", v))
+}
+
+// batchSize is the batch size of the module's input, an int64 [1] tensor.
+func (x *nnExport) batchSize() string {
+	if x.batch == "" {
+		x.batch = x.node(x.place+"/batch", "Shape", []string{x.x}, onnx.Int("start", 0), onnx.Int("end", 1))
+	}
+	return x.batch
+}
+
+// dynamicShape is an int64 shape tensor of dims (the first trace's) whose dimensions with a batch
+// factor k are k times the input's batch size.
+func (x *nnExport) dynamicShape(name string, dims, k []int) string {
+	if !slices.ContainsFunc(k, func(k int) bool { return k != 0 }) {
+		return x.ints(name, dims...)
+	}
+	var parts []string
+	for d := 0; d < len(dims); {
+		part := fmt.Sprintf("%s.%d", name, d)
+		if k[d] == 0 {
+			e := d
+			for e < len(dims) && k[e] == 0 {
+				e++
+			}
+			parts = append(parts, x.ints(part, dims[d:e]...))
+			d = e
+			continue
+		}
+		n := x.batchSize()
+		if k[d] != 1 {
+			n = x.node(part, "Mul", []string{n, x.ints(part+".k", k[d])})
+		}
+		parts = append(parts, n)
+		d++
+	}
+	return x.node(name, "Concat", parts, onnx.Int("axis", 0))
+}
+
+// step appends the nodes of step i and returns its output's name.
+func (x *nnExport) step(i int, s nn.Step) (string, error) {
+	name := x.stepName(i, s)
+	refs := x.tr.refs[i]
+	in := make([]string, len(refs))
+	for j, r := range refs {
+		in[j] = x.name(r)
+	}
+	out := s.Out.Shape()
+	attrInt := func(key string) int { v, _ := s.Attr[key].(int); return v }
+	attrF32 := func(key string) float32 { v, _ := s.Attr[key].(float32); return v }
+	switch s.Op {
+	case "add", "sub", "mul", "div":
+		op := map[string]string{"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[s.Op]
+		return x.node(name, op, in), nil
+	case "scale":
+		return x.node(name, "Mul", []string{in[0], x.scalar(name+"/alpha", attrF32("alpha"))}), nil
+	case "exp", "log", "sqrt", "sigmoid", "tanh", "relu":
+		op := map[string]string{"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}[s.Op]
+		return x.node(name, op, in), nil
+	case "rsqrt":
+		return x.node(name, "Reciprocal", []string{x.node(name+"/sqrt", "Sqrt", in)}), nil
+	case "gelu": // x·½(1 + erf(x/√2)): opset 17 has no Gelu
+		erf := x.node(name+"/erf", "Erf", []string{x.node(name+"/div", "Div", []string{in[0], x.scalar(name+"/sqrt2", math.Sqrt2)})})
+		h := x.node(name+"/mul", "Mul", []string{in[0], x.node(name+"/add", "Add", []string{erf, x.scalar(name+"/one", 1)})})
+		return x.node(name, "Mul", []string{h, x.scalar(name+"/half", 0.5)}), nil
+	case "gelu_tanh": // x·½(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+		x3 := x.node(name+"/cube", "Mul", []string{x.node(name+"/square", "Mul", []string{in[0], in[0]}), in[0]})
+		inner := x.node(name+"/inner", "Add", []string{in[0], x.node(name+"/cubic", "Mul", []string{x3, x.scalar(name+"/c", 0.044715)})})
+		th := x.node(name+"/tanh", "Tanh", []string{x.node(name+"/scaled", "Mul", []string{inner, x.scalar(name+"/k", float32(math.Sqrt(2/math.Pi)))})})
+		h := x.node(name+"/mul", "Mul", []string{in[0], x.node(name+"/add", "Add", []string{th, x.scalar(name+"/one", 1)})})
+		return x.node(name, "Mul", []string{h, x.scalar(name+"/half", 0.5)}), nil
+	case "silu":
+		return x.node(name, "Mul", []string{in[0], x.node(name+"/sigmoid", "Sigmoid", in)}), nil
+	case "hardswish":
+		return x.node(name, "HardSwish", in), nil
+	case "hardsigmoid":
+		return x.node(name, "HardSigmoid", in, onnx.Float("alpha", 1.0/6), onnx.Float("beta", 0.5)), nil
+	case "relu6":
+		return x.node(name, "Clip", []string{in[0], x.scalar(name+"/min", 0), x.scalar(name+"/max", 6)}), nil
+	case "linear":
+		if len(x.shape(refs[0])) == 2 {
+			return x.node(name, "Gemm", in, onnx.Float("alpha", 1), onnx.Float("beta", 1), onnx.Int("transA", 0), onnx.Int("transB", 1)), nil
+		}
+		wt := x.node(name+"/weight_t", "Transpose", in[1:2], onnx.Ints("perm", 1, 0))
+		if len(in) == 2 {
+			return x.node(name, "MatMul", []string{in[0], wt}), nil
+		}
+		return x.node(name, "Add", []string{x.node(name+"/matmul", "MatMul", []string{in[0], wt}), in[2]}), nil
+	case "matmul":
+		return x.node(name, "MatMul", in), nil
+	case "conv2d":
+		w := x.shape(refs[1])
+		st, p := int64(max(attrInt("stride"), 1)), int64(attrInt("padding")) // stride 0 is 1
+		return x.node(name, "Conv", in, onnx.Ints("kernel_shape", int64(w[2]), int64(w[3])), onnx.Ints("strides", st, st),
+			onnx.Ints("pads", p, p, p, p), onnx.Ints("dilations", 1, 1), onnx.Int("group", int64(max(attrInt("groups"), 1)))), nil
+	case "batch_norm": // x, weight, bias, running mean, running variance: ONNX's order
+		return x.node(name, "BatchNormalization", in, onnx.Float("epsilon", attrF32("eps")), onnx.Float("momentum", 1-attrF32("momentum"))), nil
+	case "layer_norm":
+		if len(in) == 1 { // no affine tensors: a scale of ones
+			c := out[len(out)-1]
+			in = append(in, x.node(name+"/ones", "Expand", []string{x.scalar(name+"/one", 1), x.ints(name+"/cols", c)}))
+		}
+		return x.node(name, "LayerNormalization", in, onnx.Int("axis", -1), onnx.Float("epsilon", attrF32("eps"))), nil
+	case "softmax":
+		return x.node(name, "Softmax", in, onnx.Int("axis", -1)), nil
+	case "max_pool2d":
+		k, st, p := int64(attrInt("kernel")), int64(attrInt("stride")), int64(attrInt("padding"))
+		if st == 0 { // the kernel's size
+			st = k
+		}
+		return x.node(name, "MaxPool", in, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", st, st),
+			onnx.Ints("pads", p, p, p, p), onnx.Int("ceil_mode", 0)), nil
+	case "global_avg_pool":
+		return x.node(name, "GlobalAveragePool", in), nil
+	case "reshape":
+		return x.node(name, "Reshape", []string{in[0], x.reshapeTarget(name+"/shape", out, x.k[i])}), nil
+	case "permute":
+		perm, _ := s.Attr["perm"].([]int)
+		p := make([]int64, len(perm))
+		for j, v := range perm {
+			p[j] = int64(v)
+		}
+		return x.node(name, "Transpose", in, onnx.Ints("perm", p...)), nil
+	case "narrow":
+		d, start := attrInt("dim"), attrInt("start")
+		if x.factors(refs[0])[d] != 0 {
+			return "", fmt.Errorf("narrows dimension %d, which holds the batch", d)
+		}
+		return x.node(name, "Slice", []string{in[0], x.ints(name+"/starts", start), x.ints(name+"/ends", start+attrInt("length")),
+			x.ints(name+"/axes", d)}), nil
+	case "concat":
+		return x.node(name, "Concat", in, onnx.Int("axis", int64(attrInt("dim")))), nil
+	case "sum":
+		shape := x.shape(refs[0])
+		var axes []int
+		for d, n := range out {
+			if n == 1 && shape[d] != 1 {
+				axes = append(axes, d)
+			}
+		}
+		if len(axes) == 0 { // only dimensions of size 1: the values as they are
+			return x.node(name, "Identity", in), nil
+		}
+		return x.node(name, "ReduceSum", []string{in[0], x.ints(name+"/axes", axes...)}, onnx.Int("keepdims", 1)), nil
+	case "full":
+		return x.node(name, "Expand", []string{x.scalar(name+"/value", attrF32("value")), x.dynamicShape(name+"/shape", out, x.k[i])}), nil
+	case "constant":
+		if slices.ContainsFunc(x.k[i], func(k int) bool { return k != 0 }) {
+			return "", fmt.Errorf("a constant of shape %v grows with the batch", out)
+		}
+		values, _ := s.Attr["values"].([]float32)
+		dims := make([]int64, len(out))
+		for j, d := range out {
+			dims[j] = int64(d)
+		}
+		x.e.g.Initializers = append(x.e.g.Initializers, onnx.Tensor{Name: name, Dims: dims, Data: slices.Clone(values)})
+		return name, nil
+	}
+	return "", fmt.Errorf("operator %q has no ONNX form", s.Op)
+}
+
+// reshapeTarget is the shape tensor of a Reshape to dims (the first trace's) with batch factors k:
+// the dims as they are when none holds the batch, -1 in place of the one that does, the shape
+// computed from the batch size when several do.
+func (x *nnExport) reshapeTarget(name string, dims, k []int) string {
+	var batch []int
+	for d, f := range k {
+		if f != 0 {
+			batch = append(batch, d)
+		}
+	}
+	if len(batch) > 1 {
+		return x.dynamicShape(name, dims, k)
+	}
+	dims = slices.Clone(dims)
+	if len(batch) == 1 {
+		dims[batch[0]] = -1
+	}
+	return x.ints(name, dims...)
+}
