@@ -94,11 +94,6 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if groups > 1 && !g.meta {
 		ci, co := x.shape[1]/groups, w.shape[0]/groups
 		o.Groups = 1
-		if g.meta {
-			// Shapes only (Infer): the parameters belong to no graph, so their per-group views
-			// below cannot be taken; one convolution of all channels has the output's shape.
-			return Conv2d(x, &Tensor{shape: []int{w.shape[0], x.shape[1], w.shape[2], w.shape[3]}, g: g}, nil, o)
-		}
 		ys := make([]*Tensor, groups)
 		for i := range ys {
 			var bi *Tensor
