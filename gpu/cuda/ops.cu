@@ -799,8 +799,9 @@ extern "C" __global__ void copy_strided_f32(float *dst, const float *src, i64 n,
 }
 
 // y (packed, m elements) = x (packed of d.shape, strides s0) summed over the dimensions with
-// s1[k] == 0 (r elements for each of y's); s1[k] == 1 for the dimensions y keeps. One block per
-// element of y: each thread sums a fixed strided subset in double, then block_sum's fixed tree.
+// s1[k] == 0 (r elements for each of y's); s1 holds y's strides, nonzero on the dimensions y
+// keeps. One block per element of y: each thread sums a fixed strided subset in double, then
+// block_sum's fixed tree.
 extern "C" __global__ void sum_to_f32(float *y, const float *x, i64 m, i64 r, dims d) {
 	__shared__ double part[256];
 	for (i64 o = blockIdx.x; o < m; o += gridDim.x) {

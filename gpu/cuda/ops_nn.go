@@ -267,12 +267,38 @@ type dims struct {
 	s0, s1 [kernels.MaxRank]int
 }
 
+// newDims is the simplified index space of shape with the strides s0 and s1.
 func newDims(shape, s0, s1 []int) *dims {
 	d := &dims{rank: len(shape)}
 	copy(d.shape[:], shape)
 	copy(d.s0[:], s0)
 	copy(d.s1[:], s1)
+	d.simplify()
 	return d
+}
+
+// simplify drops the dimensions of size 1 and merges each dimension into the one outside it
+// where both operands step through the two as through one (outer stride = inner stride · inner
+// size), so that the kernels divide less: a packed operand plus a broadcast row over [B][T][C]
+// becomes [B·T][C]. The elements and their order stay the same.
+func (d *dims) simplify() {
+	out := 0
+	for k := range d.rank {
+		if d.shape[k] == 1 {
+			continue
+		}
+		if out > 0 && d.s0[out-1] == d.s0[k]*d.shape[k] && d.s1[out-1] == d.s1[k]*d.shape[k] {
+			d.shape[out-1] *= d.shape[k]
+			d.s0[out-1], d.s1[out-1] = d.s0[k], d.s1[k]
+			continue
+		}
+		d.shape[out], d.s0[out], d.s1[out] = d.shape[k], d.s0[k], d.s1[k]
+		out++
+	}
+	for k := out; k < d.rank; k++ {
+		d.shape[k], d.s0[k], d.s1[k] = 0, 0, 0
+	}
+	d.rank = out
 }
 
 // words is the struct as the kernel reads it: 8-byte words in field order.
@@ -332,7 +358,8 @@ func rowBlock(n int) int {
 	return b
 }
 
-// SumTo runs one block per element of y over the r = x.Len/y.Len elements summed into it.
+// SumTo runs one block per element of y over the r = x.Len/y.Len elements summed into it (a
+// copy when every summed dimension has size 1).
 func (o *cudaOps) SumTo(gs gpu.Stream, y, x kernels.F32, shape, keep []int) error {
 	const op = "sum to"
 	s, e0 := o.stream(op, gs)
@@ -341,18 +368,20 @@ func (o *cudaOps) SumTo(gs gpu.Stream, y, x kernels.F32, shape, keep []int) erro
 	if err := firstErr(e0, e1, e2); err != nil {
 		return err
 	}
-	if y.Len == 0 {
-		return nil
+	if y.Len == x.Len {
+		return o.Copy(gs, y, x)
 	}
-	d := &dims{rank: len(shape)}
-	stride := 1
-	for k := len(shape) - 1; k >= 0; k-- {
-		d.shape[k], d.s0[k] = shape[k], stride
-		stride *= shape[k]
+	// s0: x's packed strides; s1: y's, 0 on the summed dimensions.
+	var xs, ys [kernels.MaxRank]int
+	for k, xstride, ystride := len(shape)-1, 1, 1; k >= 0; k-- {
+		xs[k] = xstride
+		xstride *= shape[k]
 		if keep[k] == shape[k] {
-			d.s1[k] = 1
+			ys[k] = ystride
+			ystride *= shape[k]
 		}
 	}
+	d := newDims(shape, xs[:len(shape)], ys[:len(shape)])
 	r := x.Len / y.Len
 	return o.launchByValue(s, "sum_to_f32", min(y.Len, maxBlocks), rowBlock(r), d.words(), parg(yp), parg(xp), iarg(y.Len), iarg(r))
 }

@@ -277,6 +277,7 @@ func coreParityCases() []parityCase {
 	}
 	return append(cases,
 		binaryCase("packed", []int{3, 4, 5}, []int{20, 5, 1}, []int{20, 5, 1}, 60, 60),
+		binaryCase("bias row over three dims", []int{4, 5, 6}, []int{30, 6, 1}, []int{0, 0, 1}, 120, 6),
 		binaryCase("broadcast row and scalar", []int{6, 7}, []int{7, 1}, []int{0, 0}, 42, 1),
 		binaryCase("transposed, broadcast middle", []int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}, 60, 4),
 		binaryCase("rank 8", []int{2, 1, 3, 1, 2, 2, 1, 3}, []int{36, 36, 12, 12, 6, 3, 3, 1}, []int{0, 0, 1, 0, 3, 0, 0, 6}, 72, 18),
@@ -305,4 +306,29 @@ func coreParityCases() []parityCase {
 		gemmStridedCase(false, false, 3, 4, 5, 0, 0, 0, 20),
 		gemmStridedCase(false, false, 0, 4, 5, 6, 24, 30, 20),
 	)
+}
+
+// TestDimsSimplify: the strided kernels' index space loses its dimensions of size 1 and merges
+// the dimensions both operands step through as one, keeping every element's offsets.
+func TestDimsSimplify(t *testing.T) {
+	for _, c := range []struct {
+		shape, s0, s1           []int
+		wantShape, want0, want1 []int
+	}{
+		{[]int{4, 5, 6}, []int{30, 6, 1}, []int{0, 0, 1}, []int{20, 6}, []int{6, 1}, []int{0, 1}},
+		{[]int{3, 4, 5}, []int{20, 5, 1}, []int{20, 5, 1}, []int{60}, []int{1}, []int{1}},
+		{[]int{1, 1}, []int{1, 1}, []int{0, 0}, nil, nil, nil},
+		{[]int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}, []int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}},
+		{[]int{2, 1, 3, 1, 2}, []int{6, 6, 2, 2, 1}, []int{0, 0, 2, 9, 1}, []int{2, 6}, []int{6, 1}, []int{0, 1}},
+	} {
+		d := newDims(c.shape, c.s0, c.s1)
+		var want dims
+		want.rank = len(c.wantShape)
+		copy(want.shape[:], c.wantShape)
+		copy(want.s0[:], c.want0)
+		copy(want.s1[:], c.want1)
+		if *d != want {
+			t.Errorf("newDims(%v, %v, %v) = %+v; want %+v", c.shape, c.s0, c.s1, *d, want)
+		}
+	}
 }
