@@ -776,10 +776,10 @@ func (o checked) SumTo(s gpu.Stream, y, x F32, shape, keep []int) error {
 	c := newCall("sum to", s)
 	n := c.shape(shape, nil)
 	kept := 0
+	if c.err == nil && len(keep) != len(shape) {
+		c.arg("keep %v for shape %v: ranks differ", keep, shape)
+	}
 	if c.err == nil {
-		if len(keep) != len(shape) {
-			c.arg("keep %v for shape %v: ranks differ", keep, shape)
-		}
 		kept = 1
 		for d := range keep {
 			if keep[d] != shape[d] && keep[d] != 1 {

@@ -1,6 +1,7 @@
-// Package kernels is the operation set that training needs (GEMM, elementwise ops, reductions,
-// convolution, pooling, losses, optimizer updates, uint8 -> float32 normalization), enqueued on a
-// gpu.Stream of the device it runs on.
+// Package kernels is the operation set that training needs (GEMM and batched GEMM, elementwise
+// functions and their gradients, broadcast arithmetic, reductions, strided copies, softmax, layer
+// and batch norm, convolution, pooling, losses, optimizer updates, uint8 -> float32
+// normalization), enqueued on a gpu.Stream of the device it runs on.
 //
 // An op set (Ops) exists per backend: For(dev) picks the one registered for dev's backend. The CPU
 // op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU
@@ -9,7 +10,7 @@
 // implements the same interface and semantics. The argument checks are the package's, not a backend's: For puts them in front of
 // whichever op set it returns (a user's registered one too), so every backend refuses a bad call
 // with the same error before the call reaches it. ForPrecision(dev, BF16 or FP16) gives an op set
-// of dev whose products (Gemm and the convolutions) take 16-bit operands with fp32 accumulation:
+// of dev whose products (Gemm, GemmStrided and the convolutions) take 16-bit operands with fp32 accumulation:
 // mixed precision, for every op set that implements MixedPrecision.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
@@ -30,7 +31,8 @@
 // (ForPrecision) keep a block of 16-bit memory per stream (for the last few streams) for the
 // converted operands of the products, until the device closes. The caller owns every buffer and
 // must keep it alive, and unchanged where an op reads it, until the stream has run the op. Host
-// slices given to an op (NormalizeU8's mean and std) are copied when it is enqueued.
+// slices given to an op (NormalizeU8's mean and std, the shapes and strides of Binary, SumTo and
+// CopyStrided) are copied when it is enqueued.
 //
 // # Determinism
 //

@@ -444,8 +444,7 @@ type Ops interface {
 	// [-3,3], 0 below and 1 above; Hardsigmoid's 1/6 on (-3,3), else 0; ReLU6's 1 on (0,6), else 0.
 	UnaryGrad(s gpu.Stream, f UnaryFunc, dx, dy, x F32) error
 
-	// Binary, SumTo and CopyStrided read their int slices before they return (a backend copies
-	// what it needs later).
+	// Binary, SumTo and CopyStrided copy their shapes and strides when they enqueue.
 	//
 	// Binary computes z = f(x, y) over an index space of the given shape (rank 1..MaxRank, every
 	// dim >= 1): z is packed row-major of that shape; x's element for index i is at
@@ -473,7 +472,7 @@ type Ops interface {
 	// LayerNorm normalizes each row of x [rows][cols] with its mean and biased variance,
 	// y = (x−mean)·rstd·gamma + beta, rstd = 1/√(var+eps) (PyTorch's layer_norm over the last
 	// dim); gamma and beta are [cols] or the empty view (1 and 0). mean and rstd ([rows] each)
-	// are saved for the backward pass. eps > 0.
+	// are saved for the backward pass. eps > 0 and finite.
 	LayerNorm(s gpu.Stream, y, mean, rstd, x, gamma, beta F32, rows, cols int, eps float32) error
 	// LayerNormBackward overwrites dx, dgamma and dbeta (each may be the empty view: skipped)
 	// from dy, the forward input x, gamma (empty: 1) and the saved mean and rstd.

@@ -418,7 +418,8 @@ func nnCases(f func(int) kernels.F32, x2, x3, x4, y4, z4, big, none kernels.F32)
 		}},
 		{"SumTo", func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{1, 3}) }, []Bad{
 			{"keep dim neither the dim nor 1", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, x4, x6, sh, []int{2, 2}) }},
-			{"keep of another rank", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{3}) }},
+			{"keep of a lower rank", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{3}) }},
+			{"keep of a higher rank", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, s3, x6, sh, []int{1, 3, 1}) }},
 			{"rank 9", kernels.ErrArgument, func(o ops, s st) error { return o.SumTo(s, x1of(s3), x1of(x6), nine, nine) }},
 			{"y length", kernels.ErrShape, func(o ops, s st) error { return o.SumTo(s, x2, x6, sh, []int{1, 3}) }},
 			{"x length", kernels.ErrShape, func(o ops, s st) error { return o.SumTo(s, s3, x4, sh, []int{1, 3}) }},

@@ -102,15 +102,30 @@ const (
 	BinDiv
 )
 
+// runs calls body for every run of consecutive indices of l's last dim, in parallel when the
+// indices are many (a single run of a packed tensor is split too): off holds the first nops
+// operands' offsets of the run's first index, n its length.
+func (l *Layout) runs(nops, cost int, body func(off [maxOperands]int, n int)) {
+	inner, last := l.inner(), l.rank-1
+	For(l.rows()*inner, cost, func(lo, hi int) {
+		for j := lo; j < hi; {
+			r, c := j/inner, j%inner
+			n := min(inner-c, hi-j)
+			off := l.rowOffsets(r, nops)
+			for k := range nops {
+				off[k] += c * l.strides[k][last]
+			}
+			body(off, n)
+			j += n
+		}
+	})
+}
+
 // Binary computes z = f(x, y) over l, whose operands are z (packed), x and y.
 func Binary(f BinaryOp, z, x, y []float32, l Layout) {
-	n := l.inner()
 	sz, sx, sy := l.strides[0][l.rank-1], l.strides[1][l.rank-1], l.strides[2][l.rank-1]
-	For(l.rows(), n, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			off := l.rowOffsets(r, 3)
-			binaryRow(f, z[off[0]:], x[off[1]:], y[off[2]:], n, sz, sx, sy)
-		}
+	l.runs(3, 1, func(off [maxOperands]int, n int) {
+		binaryRow(f, z[off[0]:], x[off[1]:], y[off[2]:], n, sz, sx, sy)
 	})
 }
 
@@ -138,40 +153,37 @@ func binaryRow(f BinaryOp, z, x, y []float32, n, sz, sx, sy int) {
 		}
 		return
 	}
-	iz, ix, iy := 0, 0, 0
-	for range n {
-		a, b := x[ix], y[iy]
-		var v float32
-		switch f {
-		case BinAdd:
-			v = a + b
-		case BinSub:
-			v = a - b
-		case BinMul:
-			v = a * b
-		case BinDiv:
-			v = a / b
+	switch f {
+	case BinAdd:
+		for i := range n {
+			z[i*sz] = x[i*sx] + y[i*sy]
 		}
-		z[iz] = v
-		iz, ix, iy = iz+sz, ix+sx, iy+sy
+	case BinSub:
+		for i := range n {
+			z[i*sz] = x[i*sx] - y[i*sy]
+		}
+	case BinMul:
+		for i := range n {
+			z[i*sz] = x[i*sx] * y[i*sy]
+		}
+	case BinDiv:
+		for i := range n {
+			z[i*sz] = x[i*sx] / y[i*sy]
+		}
 	}
 }
 
 // CopyStrided copies src to dst over l, whose operands are dst and src.
 func CopyStrided(dst, src []float32, l Layout) {
-	n := l.inner()
 	sd, ss := l.strides[0][l.rank-1], l.strides[1][l.rank-1]
-	For(l.rows(), n, func(lo, hi int) {
-		for r := lo; r < hi; r++ {
-			off := l.rowOffsets(r, 2)
-			d, s := dst[off[0]:], src[off[1]:]
-			if sd == 1 && ss == 1 {
-				copy(d[:n], s[:n])
-				continue
-			}
-			for i := range n {
-				d[i*sd] = s[i*ss]
-			}
+	l.runs(2, 1, func(off [maxOperands]int, n int) {
+		d, s := dst[off[0]:], src[off[1]:]
+		if sd == 1 && ss == 1 {
+			copy(d[:n], s[:n])
+			return
+		}
+		for i := range n {
+			d[i*sd] = s[i*ss]
 		}
 	})
 }
