@@ -1,4 +1,4 @@
-// ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); GEMM is cuBLAS and Copy a
+// ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); the GEMMs are cuBLAS and Copy a
 // device-to-device copy, so neither is here.
 //
 // Compiled at run time by NVRTC for the device's own architecture (gpu/cuda/compile.go), with
@@ -887,10 +887,11 @@ extern "C" __global__ void layer_norm_f32(float *y, float *mean, float *rstd, co
 }
 
 // The backward pass of layer_norm_f32 with xhat = (x-mean)·rstd and g = dy·gamma (both rounded
-// to float, as on the CPU); a null output is skipped. Blocks have two roles (blockDim 256):
+// to float, as on the CPU); a null output is skipped. Blocks (blockDim a power of two in
+// [32, 256]) have two roles, the host launching one at a time:
 //   - rows (dx): one block per row, dx = rstd·(g − Σg/cols − xhat·Σ(g·xhat)/cols), sums in double;
 //   - columns (dgamma = Σ_rows dy·xhat, dbeta = Σ_rows dy): one block per 32 columns, warp w of
-//     the block summing rows w, w+8, ... in double, then the 8 warps' sums in warp order.
+//     the block's W summing rows w, w+W, ... in double, then the warps' sums in warp order.
 extern "C" __global__ void layer_norm_grad_f32(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
 	const float *gamma, const float *mean, const float *rstd, i64 rows, i64 cols) {
 	__shared__ double part[256], part2[256];

@@ -422,8 +422,8 @@ func (o *cudaOps) LayerNorm(gs gpu.Stream, y, mean, rstd, x, gamma, beta kernels
 	return o.launch(s, "layer_norm_f32", min(rows, maxBlocks), rowBlock(cols), append(p, iarg(rows), iarg(cols), farg(eps))...)
 }
 
-// LayerNormBackward is one launch of layer_norm_grad_f32, whose blocks compute dx row by row and
-// dgamma, dbeta 32 columns at a time.
+// LayerNormBackward launches layer_norm_grad_f32 for dx, one block of rowBlock(cols) threads per
+// row, and again for dgamma and dbeta, one block of 256 threads per 32 columns.
 func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd kernels.F32, rows, cols int) error {
 	const op = "layer norm backward"
 	s, err := o.stream(op, gs)
@@ -434,15 +434,14 @@ func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 	if err != nil {
 		return err
 	}
-	grid := 0
+	in := append(p[3:], iarg(rows), iarg(cols))
 	if dx.Len > 0 {
-		grid = rows
+		if err := o.launch(s, "layer_norm_grad_f32", min(rows, maxBlocks), rowBlock(cols), append([]uint64{p[0], 0, 0}, in...)...); err != nil {
+			return err
+		}
 	}
-	if dgamma.Len > 0 || dbeta.Len > 0 {
-		grid = max(grid, (cols+31)/32)
-	}
-	if grid == 0 {
+	if dgamma.Len == 0 && dbeta.Len == 0 {
 		return nil
 	}
-	return o.launch(s, "layer_norm_grad_f32", min(grid, maxBlocks), 256, append(p, iarg(rows), iarg(cols))...)
+	return o.launch(s, "layer_norm_grad_f32", min((cols+31)/32, maxBlocks), 256, append([]uint64{0, p[1], p[2]}, in...)...)
 }

@@ -292,13 +292,16 @@ func coreParityCases() []parityCase {
 		sumToCase([]int{100_003}, []int{1}),
 		sumToCase([]int{512, 300}, []int{1, 300}),
 		sumToCase([]int{2, 1, 3, 2, 2, 1, 2, 3}, []int{1, 1, 3, 1, 2, 1, 1, 3}),
+		sumToCase([]int{9000, 3}, []int{9000, 1}), // more outputs than blocks
 		softmaxCase(64, 10, 1),
 		softmaxCase(7, 1000, 25),
 		softmaxCase(3, 1, 1),
 		softmaxCase(300, 33, 100),
+		softmaxCase(8300, 2, 1), // more rows than blocks
 		layerNormCase(33, 100, true),
 		layerNormCase(5, 1031, false),
 		layerNormCase(300, 3, true),
+		layerNormCase(8300, 2, true), // more rows than blocks
 		gemmStridedCase(false, false, 3, 7, 5, 4, 28, 20, 35),
 		gemmStridedCase(true, false, 4, 16, 8, 32, 0, 256, 128),
 		gemmStridedCase(false, true, 2, 9, 11, 13, 130, 150, 110),
