@@ -1,4 +1,4 @@
-// ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); GEMM is cuBLAS and Copy a
+// ops.cu: the CUDA kernels of Stoke's op set (kernels.Ops); the GEMMs are cuBLAS and Copy a
 // device-to-device copy, so neither is here.
 //
 // Compiled at run time by NVRTC for the device's own architecture (gpu/cuda/compile.go), with
@@ -8,7 +8,8 @@
 // Conventions, because Stoke's launcher (gpu/cuda/launch.go) passes every argument as 8 bytes
 // (the CPU stand-in checks each against the C++ signature):
 //   - every parameter is 8 bytes wide: pointers, long long for integers, double for scalars
-//     (a float32 scalar widened to double and narrowed back is exact);
+//     (a float32 scalar widened to double and narrowed back is exact); the one exception is a
+//     struct dims passed by value as a kernel's last parameter (the strided kernels);
 //   - element counts and indices are long long; grids are grid-stride loops;
 //   - reductions run in one block in a fixed order: results do not depend on timing (no float
 //     atomics), so every run gives the same bits.
@@ -658,5 +659,282 @@ extern "C" __global__ void float_loss_f32(float *loss, float *d, const float *x,
 		double s = 0;
 		for (int w = 0; w < nwarps; w++) s += wsum[w];
 		*loss = (float)(s * inv);
+	}
+}
+
+// ---- The differentiable core's ops (package nn): elementwise functions, broadcasting, strided
+// copies, softmax, layer norm. Same conventions as above; elementwise functions are computed in
+// double and rounded to float once; row reductions run one block per row (blockDim a power of two
+// <= 256) in double with block_sum's fixed tree.
+
+// Maximum of v over the block (blockDim.x a power of two <= 256); every thread gets the result.
+__device__ float block_max(double *part, float v) {
+	part[threadIdx.x] = v;
+	__syncthreads();
+	for (int w = blockDim.x / 2; w > 0; w /= 2) {
+		if (threadIdx.x < w) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
+		__syncthreads();
+	}
+	float r = (float)part[0];
+	__syncthreads();
+	return r;
+}
+
+// The values of kernels.UnaryFunc and kernels.BinaryFunc.
+enum {
+	U_EXP = 1, U_LOG, U_SQRT, U_RSQRT, U_SIGMOID, U_TANH, U_GELU, U_GELU_TANH, U_SILU, U_HARDSWISH,
+	U_HARDSIGMOID, U_RELU6
+};
+enum { B_ADD = 1, B_SUB, B_MUL, B_DIV };
+
+#define SQRT1_2 0.70710678118654752440     // 1/sqrt(2)
+#define INV_SQRT_2PI 0.39894228040143267794 // 1/sqrt(2*pi)
+#define GELU_BETA 0.79788456080286535588    // sqrt(2/pi)
+#define GELU_KAPPA 0.044715
+
+// Sigmoid without overflow: exp of a negative argument only.
+__device__ double sigmoid_d(double x) {
+	if (x >= 0) return 1 / (1 + exp(-x));
+	double e = exp(x);
+	return e / (1 + e);
+}
+
+__device__ double relu6_d(double x) { return x < 0 ? 0 : (x > 6 ? 6 : x); }
+
+__device__ double unary_d(i64 f, double x) {
+	switch (f) {
+	case U_EXP: return exp(x);
+	case U_LOG: return log(x);
+	case U_SQRT: return sqrt(x);
+	case U_RSQRT: return 1 / sqrt(x);
+	case U_SIGMOID: return sigmoid_d(x);
+	case U_TANH: return tanh(x);
+	case U_GELU: return 0.5 * x * (1 + erf(x * SQRT1_2));
+	case U_GELU_TANH: return 0.5 * x * (1 + tanh(GELU_BETA * (x + GELU_KAPPA * x * x * x)));
+	case U_SILU: return x * sigmoid_d(x);
+	case U_HARDSWISH: return x * relu6_d(x + 3) / 6;
+	case U_HARDSIGMOID: return relu6_d(x + 3) / 6;
+	default: return relu6_d(x); // U_RELU6
+	}
+}
+
+// f'(x); at the kinks of Hardswish, Hardsigmoid and ReLU6 PyTorch's choices (its
+// hardswish_backward, hardsigmoid_backward and hardtanh_backward).
+__device__ double unary_grad_d(i64 f, double x) {
+	switch (f) {
+	case U_EXP: return exp(x);
+	case U_LOG: return 1 / x;
+	case U_SQRT: return 0.5 / sqrt(x);
+	case U_RSQRT: {
+		double r = 1 / sqrt(x);
+		return -0.5 * r * r * r;
+	}
+	case U_SIGMOID: {
+		double s = sigmoid_d(x);
+		return s * (1 - s);
+	}
+	case U_TANH: {
+		double t = tanh(x);
+		return 1 - t * t;
+	}
+	case U_GELU: return 0.5 * (1 + erf(x * SQRT1_2)) + x * INV_SQRT_2PI * exp(-0.5 * x * x);
+	case U_GELU_TANH: {
+		double t = tanh(GELU_BETA * (x + GELU_KAPPA * x * x * x));
+		return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * GELU_BETA * (1 + 3 * GELU_KAPPA * x * x);
+	}
+	case U_SILU: {
+		double s = sigmoid_d(x);
+		return s * (1 + x * (1 - s));
+	}
+	case U_HARDSWISH: return x < -3 ? 0 : (x <= 3 ? x / 3 + 0.5 : 1);
+	case U_HARDSIGMOID: return x > -3 && x < 3 ? 1.0 / 6 : 0;
+	default: return x <= 0 || x >= 6 ? 0 : 1; // U_RELU6 (NaN passes dy through, as on the CPU)
+	}
+}
+
+extern "C" __global__ void unary_f32(float *y, const float *x, i64 n, i64 f) {
+	GRID_STRIDE(i, n) y[i] = (float)unary_d(f, (double)x[i]);
+}
+
+extern "C" __global__ void unary_grad_f32(float *dx, const float *dy, const float *x, i64 n, i64 f) {
+	GRID_STRIDE(i, n) dx[i] = (float)((double)dy[i] * unary_grad_d(f, (double)x[i]));
+}
+
+// An index space of rank dimensions (kernels.MaxRank at most; row-major, the last fastest) and the
+// element strides s0 and s1 of two operands over it. Passed by value: 200 bytes.
+#define MAX_RANK 8
+struct dims {
+	i64 rank;
+	i64 shape[MAX_RANK];
+	i64 s0[MAX_RANK], s1[MAX_RANK];
+};
+
+// z (packed) = f(x, y) over d's index space: x's element of index i at Σ i_k·s0[k], y's at Σ i_k·s1[k].
+extern "C" __global__ void binary_f32(float *z, const float *x, const float *y, i64 n, i64 f, dims d) {
+	GRID_STRIDE(i, n) {
+		i64 rem = i, xo = 0, yo = 0;
+		for (int k = (int)d.rank - 1; k >= 0; k--) {
+			i64 c = rem % d.shape[k];
+			rem /= d.shape[k];
+			xo += c * d.s0[k];
+			yo += c * d.s1[k];
+		}
+		float a = x[xo], b = y[yo];
+		z[i] = f == B_ADD ? a + b : (f == B_SUB ? a - b : (f == B_MUL ? a * b : a / b));
+	}
+}
+
+// dst[Σ i_k·s0[k]] = src[Σ i_k·s1[k]] for every index i of d's index space.
+extern "C" __global__ void copy_strided_f32(float *dst, const float *src, i64 n, dims d) {
+	GRID_STRIDE(i, n) {
+		i64 rem = i, po = 0, so = 0;
+		for (int k = (int)d.rank - 1; k >= 0; k--) {
+			i64 c = rem % d.shape[k];
+			rem /= d.shape[k];
+			po += c * d.s0[k];
+			so += c * d.s1[k];
+		}
+		dst[po] = src[so];
+	}
+}
+
+// y (packed, m elements) = x (packed of d.shape, strides s0) summed over the dimensions with
+// s1[k] == 0 (r elements for each of y's); s1 holds y's strides, nonzero on the dimensions y
+// keeps. One block per element of y: each thread sums a fixed strided subset in double, then
+// block_sum's fixed tree.
+extern "C" __global__ void sum_to_f32(float *y, const float *x, i64 m, i64 r, dims d) {
+	__shared__ double part[256];
+	for (i64 o = blockIdx.x; o < m; o += gridDim.x) {
+		i64 rem = o, base = 0;
+		for (int k = (int)d.rank - 1; k >= 0; k--)
+			if (d.s1[k]) {
+				base += rem % d.shape[k] * d.s0[k];
+				rem /= d.shape[k];
+			}
+		double s = 0;
+		for (i64 j = threadIdx.x; j < r; j += blockDim.x) {
+			i64 jr = j, off = base;
+			for (int k = (int)d.rank - 1; k >= 0; k--)
+				if (!d.s1[k]) {
+					off += jr % d.shape[k] * d.s0[k];
+					jr /= d.shape[k];
+				}
+			s += (double)x[off];
+		}
+		s = block_sum(part, s);
+		if (threadIdx.x == 0) y[o] = (float)s;
+	}
+}
+
+// One block per row of x [rows][cols] (cols >= 1): y = exp(x - max) · (1 / Σ exp(x - max)), as the
+// CPU op set rounds it; y may be x.
+extern "C" __global__ void softmax_f32(float *y, const float *x, i64 rows, i64 cols) {
+	__shared__ double part[256];
+	for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+		const float *xr = x + r * cols;
+		float *yr = y + r * cols;
+		float mx = xr[0];
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) mx = fmaxf(mx, xr[j]);
+		mx = block_max(part, mx);
+		double s = 0;
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += exp((double)(xr[j] - mx));
+		double inv = 1 / block_sum(part, s);
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) yr[j] = (float)(exp((double)(xr[j] - mx)) * inv);
+	}
+}
+
+// One block per row: dx = y·(dy − Σ dy·y) in double; dx may be dy.
+extern "C" __global__ void softmax_grad_f32(float *dx, const float *dy, const float *y, i64 rows, i64 cols) {
+	__shared__ double part[256];
+	for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+		const float *dyr = dy + r * cols, *yr = y + r * cols;
+		float *dxr = dx + r * cols;
+		double s = 0;
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += (double)dyr[j] * (double)yr[j];
+		s = block_sum(part, s);
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) dxr[j] = (float)((double)yr[j] * ((double)dyr[j] - s));
+	}
+}
+
+// One block per row of x [rows][cols]: mean and biased variance (two passes, in double), saved
+// mean and rstd = 1/sqrt(var+eps), y = (x-mean)·rstd·gamma + beta (gamma, beta null: 1 and 0).
+extern "C" __global__ void layer_norm_f32(float *y, float *mean, float *rstd, const float *x, const float *gamma,
+	const float *beta, i64 rows, i64 cols, double eps) {
+	__shared__ double part[256];
+	for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+		const float *xr = x + r * cols;
+		float *yr = y + r * cols;
+		double s = 0;
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) s += (double)xr[j];
+		double mu = block_sum(part, s) / (double)cols, ss = 0;
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+			double dv = (double)xr[j] - mu;
+			ss += dv * dv;
+		}
+		double var = block_sum(part, ss) / (double)cols;
+		float fm = (float)mu, fr = (float)(1.0 / sqrt(var + (double)(float)eps));
+		if (threadIdx.x == 0) {
+			mean[r] = fm;
+			rstd[r] = fr;
+		}
+		for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+			float v = (xr[j] - fm) * fr;
+			if (gamma) v *= gamma[j];
+			if (beta) v += beta[j];
+			yr[j] = v;
+		}
+	}
+}
+
+// The backward pass of layer_norm_f32 with xhat = (x-mean)·rstd and g = dy·gamma (both rounded
+// to float, as on the CPU); a null output is skipped. Blocks (blockDim a power of two in
+// [32, 256]) have two roles, the host launching one at a time:
+//   - rows (dx): one block per row, dx = rstd·(g − Σg/cols − xhat·Σ(g·xhat)/cols), sums in double;
+//   - columns (dgamma = Σ_rows dy·xhat, dbeta = Σ_rows dy): one block per 32 columns, warp w of
+//     the block's W summing rows w, w+W, ... in double, then the warps' sums in warp order.
+extern "C" __global__ void layer_norm_grad_f32(float *dx, float *dgamma, float *dbeta, const float *dy, const float *x,
+	const float *gamma, const float *mean, const float *rstd, i64 rows, i64 cols) {
+	__shared__ double part[256], part2[256];
+	if (dx)
+		for (i64 r = blockIdx.x; r < rows; r += gridDim.x) {
+			const float *xr = x + r * cols, *dyr = dy + r * cols;
+			float *dxr = dx + r * cols;
+			float mu = mean[r], rs = rstd[r];
+			double sg = 0, sgx = 0;
+			for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+				float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+				sg += (double)g;
+				sgx += (double)g * (double)((xr[j] - mu) * rs);
+			}
+			double mg = block_sum(part, sg) / (double)cols, mgx = block_sum(part, sgx) / (double)cols;
+			for (i64 j = threadIdx.x; j < cols; j += blockDim.x) {
+				float g = gamma ? dyr[j] * gamma[j] : dyr[j];
+				dxr[j] = (float)((double)rs * ((double)g - mg - (double)((xr[j] - mu) * rs) * mgx));
+			}
+		}
+	if (!dgamma && !dbeta) return;
+	int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nwarps = blockDim.x >> 5;
+	for (i64 c0 = (i64)blockIdx.x * 32; c0 < cols; c0 += (i64)gridDim.x * 32) {
+		i64 c = c0 + lane;
+		double sg = 0, sb = 0;
+		if (c < cols)
+			for (i64 r = warp; r < rows; r += nwarps) {
+				float d = dy[r * cols + c];
+				sb += (double)d;
+				sg += (double)d * (double)((x[r * cols + c] - mean[r]) * rstd[r]);
+			}
+		part[threadIdx.x] = sg;
+		part2[threadIdx.x] = sb;
+		__syncthreads();
+		if (warp == 0 && c < cols) {
+			double tg = 0, tb = 0;
+			for (int w = 0; w < nwarps; w++) {
+				tg += part[w * 32 + lane];
+				tb += part2[w * 32 + lane];
+			}
+			if (dgamma) dgamma[c] = (float)tg;
+			if (dbeta) dbeta[c] = (float)tb;
+		}
+		__syncthreads();
 	}
 }

@@ -112,7 +112,8 @@ func firstErr(errs ...error) error {
 }
 
 // Kernel arguments: the launcher (launch.go) passes 8 bytes per argument, so every value is
-// widened to 8 bytes here and every kernel parameter is 8 bytes wide (see ops.cu).
+// widened to 8 bytes here and every kernel parameter is 8 bytes wide (see ops.cu), but for a
+// struct passed by value as a kernel's last parameter (dims, in ops_nn.go).
 func iarg(v int) uint64          { return uint64(int64(v)) }
 func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
 func parg(p cu.DevicePtr) uint64 { return uint64(p) }
@@ -172,11 +173,17 @@ func (o *cudaOps) launchN(s cu.Stream, name string, n int, args ...uint64) error
 }
 
 func (o *cudaOps) launch(s cu.Stream, name string, grid, block int, args ...uint64) error {
+	return o.launchByValue(s, name, grid, block, nil, args...)
+}
+
+// launchByValue launches a kernel whose last parameter is a struct passed by value, byValue's
+// 8-byte words (nil: none), after args.
+func (o *cudaOps) launchByValue(s cu.Stream, name string, grid, block int, byValue []uint64, args ...uint64) error {
 	fn, ok := o.fn[name]
 	if !ok {
 		return fmt.Errorf("cuda: launch %s: ops.cu has no such kernel", name)
 	}
-	err := o.dev.th.do(func() error { return fn.launch(s, grid, block, args) })
+	err := o.dev.th.do(func() error { return fn.launch(s, grid, block, args, byValue) })
 	if err != nil {
 		return fmt.Errorf("cuda: launch %s on %s: %w", name, o.dev.Info(), err)
 	}
@@ -286,6 +293,49 @@ func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha fl
 		return err
 	}
 	return o.blas.gemm(o.dev, s, g)
+}
+
+// GemmStrided is one strided-batched cuBLAS GEMM (cublasSgemmStridedBatched, or
+// cublasGemmStridedBatchedEx on 16-bit operands). In bf16/fp16 each operand's span (batch-1
+// strides and one matrix) is converted into staging memory, where the strides stay the same.
+func (o *cudaOps) GemmStrided(gs gpu.Stream, transA, transB bool, batch, m, n, k int, alpha float32, a kernels.F32, strideA int, b kernels.F32, strideB int, beta float32, c kernels.F32, strideC int) error {
+	const op = "gemm strided"
+	s, e1 := o.stream(op, gs)
+	ap, e2 := o.f32(op, "a", a)
+	bp, e3 := o.f32(op, "b", b)
+	cp, e4 := o.f32(op, "c", c)
+	if err := firstErr(e1, e2, e3, e4); err != nil {
+		return err
+	}
+	if batch == 0 || m == 0 || n == 0 {
+		return nil
+	}
+	g := gemmBatch{transA: transA, transB: transB, m: m, n: n, k: k, alpha: alpha, beta: beta, a: ap, b: bp, c: cp,
+		strideA: strideA, strideB: strideB, strideC: strideC, batch: batch}
+	if !o.reduced() {
+		return o.blas.gemm(o.dev, s, g)
+	}
+	spanA, spanB := span(batch, strideA, m*k), span(batch, strideB, k*n)
+	offB := align16(spanA)
+	st, done, err := o.stage(gs, offB+spanB)
+	if err != nil {
+		return err
+	}
+	defer done()
+	g.a, g.b, g.half = st.at(0), st.at(offB), o.prec
+	if err := firstErr(o.toHalf(s, g.a, ap, spanA), o.toHalf(s, g.b, bp, spanB)); err != nil {
+		return err
+	}
+	return o.blas.gemm(o.dev, s, g)
+}
+
+// span is the elements from the first to the last of batch matrices of size elements each,
+// stride apart (none when the matrices are empty).
+func span(batch, stride, size int) int {
+	if size == 0 {
+		return 0
+	}
+	return (batch-1)*stride + size
 }
 
 func (o *cudaOps) CountNonFinite(gs gpu.Stream, count kernels.I32, x kernels.F32) error {

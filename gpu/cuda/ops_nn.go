@@ -3,6 +3,8 @@
 package cuda
 
 import (
+	"gorgonia.org/cu"
+
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -59,7 +61,8 @@ func (o *cudaOps) FloatLoss(gs gpu.Stream, loss, dpred, pred, target, posWeight 
 	return o.launch(s, "float_loss_f32", 1, 1024, parg(lp), parg(dp), parg(xp), parg(tp), parg(wp), iarg(n), iarg(dim), iarg(int(l.Kind)), farg(l.Beta))
 }
 
-// bnPtrs resolves the views of a batch norm (an empty dx resolves to 0: skipped).
+// bnPtrs resolves the views of a batch or layer norm, in order (an empty view resolves to 0:
+// skipped, or gamma 1 and beta 0).
 func (o *cudaOps) bnPtrs(op string, names []string, views ...kernels.F32) ([]uint64, error) {
 	out := make([]uint64, len(views))
 	for i, v := range views {
@@ -228,4 +231,217 @@ func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g kernels.Pool2D
 		return err
 	}
 	return o.launchN(s, name, n, append(append(ptrs, poolArgs(g)...), iarg(g.Pad))...)
+}
+
+// The differentiable core's ops (package nn): their kernels end ops.cu.
+
+func (o *cudaOps) Unary(gs gpu.Stream, f kernels.UnaryFunc, y, x kernels.F32) error {
+	const op = "unary"
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	return o.launchN(s, "unary_f32", x.Len, parg(yp), parg(xp), iarg(x.Len), iarg(int(f)))
+}
+
+func (o *cudaOps) UnaryGrad(gs gpu.Stream, f kernels.UnaryFunc, dx, dy, x kernels.F32) error {
+	const op = "unary grad"
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dyp, e2 := o.f32(op, "dy", dy)
+	xp, e3 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2, e3); err != nil {
+		return err
+	}
+	return o.launchN(s, "unary_grad_f32", x.Len, parg(dxp), parg(dyp), parg(xp), iarg(x.Len), iarg(int(f)))
+}
+
+// dims is ops.cu's struct dims, the last parameter of the strided kernels, passed by value: an
+// index space of up to kernels.MaxRank dimensions (MAX_RANK there) and the element strides s0 and
+// s1 of two operands over it. The stand-in checks its size against the kernel's signature.
+type dims struct {
+	rank   int
+	shape  [kernels.MaxRank]int
+	s0, s1 [kernels.MaxRank]int
+}
+
+// newDims is the simplified index space of shape with the strides s0 and s1.
+func newDims(shape, s0, s1 []int) *dims {
+	d := &dims{rank: len(shape)}
+	copy(d.shape[:], shape)
+	copy(d.s0[:], s0)
+	copy(d.s1[:], s1)
+	d.simplify()
+	return d
+}
+
+// simplify drops the dimensions of size 1 and merges each dimension into the one outside it
+// where both operands step through the two as through one (outer stride = inner stride · inner
+// size), so that the kernels divide less: a packed operand plus a broadcast row over [B][T][C]
+// becomes [B·T][C]. The elements and their order stay the same.
+func (d *dims) simplify() {
+	out := 0
+	for k := range d.rank {
+		if d.shape[k] == 1 {
+			continue
+		}
+		if out > 0 && d.s0[out-1] == d.s0[k]*d.shape[k] && d.s1[out-1] == d.s1[k]*d.shape[k] {
+			d.shape[out-1] *= d.shape[k]
+			d.s0[out-1], d.s1[out-1] = d.s0[k], d.s1[k]
+			continue
+		}
+		d.shape[out], d.s0[out], d.s1[out] = d.shape[k], d.s0[k], d.s1[k]
+		out++
+	}
+	for k := out; k < d.rank; k++ {
+		d.shape[k], d.s0[k], d.s1[k] = 0, 0, 0
+	}
+	d.rank = out
+}
+
+// words is the struct as the kernel reads it: 8-byte words in field order.
+func (d *dims) words() []uint64 {
+	w := make([]uint64, 0, 1+3*kernels.MaxRank)
+	w = append(w, iarg(d.rank))
+	for _, a := range [][kernels.MaxRank]int{d.shape, d.s0, d.s1} {
+		for _, v := range a {
+			w = append(w, iarg(v))
+		}
+	}
+	return w
+}
+
+// launchDims launches a grid-stride kernel over n elements whose last parameter is d.
+func (o *cudaOps) launchDims(s cu.Stream, name string, n int, d *dims, args ...uint64) error {
+	if n == 0 {
+		return nil
+	}
+	return o.launchByValue(s, name, min((n+blockSize-1)/blockSize, maxBlocks), blockSize, d.words(), args...)
+}
+
+func (o *cudaOps) Binary(gs gpu.Stream, f kernels.BinaryFunc, z, x, y kernels.F32, shape, xStrides, yStrides []int) error {
+	const op = "binary"
+	s, e0 := o.stream(op, gs)
+	zp, e1 := o.f32(op, "z", z)
+	xp, e2 := o.f32(op, "x", x)
+	yp, e3 := o.f32(op, "y", y)
+	if err := firstErr(e0, e1, e2, e3); err != nil {
+		return err
+	}
+	return o.launchDims(s, "binary_f32", z.Len, newDims(shape, xStrides, yStrides), parg(zp), parg(xp), parg(yp), iarg(z.Len), iarg(int(f)))
+}
+
+func (o *cudaOps) CopyStrided(gs gpu.Stream, dst kernels.F32, dstStrides []int, src kernels.F32, srcStrides []int, shape []int) error {
+	const op = "copy strided"
+	s, e0 := o.stream(op, gs)
+	dp, e1 := o.f32(op, "dst", dst)
+	sp, e2 := o.f32(op, "src", src)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	n := 1
+	for _, v := range shape {
+		n *= v // the checks bound the product
+	}
+	return o.launchDims(s, "copy_strided_f32", n, newDims(shape, dstStrides, srcStrides), parg(dp), parg(sp), iarg(n))
+}
+
+// rowBlock is the block size of the kernels that reduce n values per block (block_sum's limits):
+// the power of two in [32, 256] nearest above n.
+func rowBlock(n int) int {
+	b := 32
+	for b < n && b < 256 {
+		b *= 2
+	}
+	return b
+}
+
+// SumTo runs one block per element of y over the r = x.Len/y.Len elements summed into it (a
+// copy when every summed dimension has size 1).
+func (o *cudaOps) SumTo(gs gpu.Stream, y, x kernels.F32, shape, keep []int) error {
+	const op = "sum to"
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2); err != nil {
+		return err
+	}
+	if y.Len == x.Len {
+		return o.Copy(gs, y, x)
+	}
+	// s0: x's packed strides; s1: y's, 0 on the summed dimensions.
+	var xs, ys [kernels.MaxRank]int
+	for k, xstride, ystride := len(shape)-1, 1, 1; k >= 0; k-- {
+		xs[k] = xstride
+		xstride *= shape[k]
+		if keep[k] == shape[k] {
+			ys[k] = ystride
+			ystride *= shape[k]
+		}
+	}
+	d := newDims(shape, xs[:len(shape)], ys[:len(shape)])
+	r := x.Len / y.Len
+	return o.launchByValue(s, "sum_to_f32", min(y.Len, maxBlocks), rowBlock(r), d.words(), parg(yp), parg(xp), iarg(y.Len), iarg(r))
+}
+
+func (o *cudaOps) Softmax(gs gpu.Stream, y, x kernels.F32, rows, cols int) error {
+	const op = "softmax"
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	if err := firstErr(e0, e1, e2); err != nil || x.Len == 0 {
+		return err
+	}
+	return o.launch(s, "softmax_f32", min(rows, maxBlocks), rowBlock(cols), parg(yp), parg(xp), iarg(rows), iarg(cols))
+}
+
+func (o *cudaOps) SoftmaxBackward(gs gpu.Stream, dx, dy, y kernels.F32, rows, cols int) error {
+	const op = "softmax backward"
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dyp, e2 := o.f32(op, "dy", dy)
+	yp, e3 := o.f32(op, "y", y)
+	if err := firstErr(e0, e1, e2, e3); err != nil || y.Len == 0 {
+		return err
+	}
+	return o.launch(s, "softmax_grad_f32", min(rows, maxBlocks), rowBlock(cols), parg(dxp), parg(dyp), parg(yp), iarg(rows), iarg(cols))
+}
+
+func (o *cudaOps) LayerNorm(gs gpu.Stream, y, mean, rstd, x, gamma, beta kernels.F32, rows, cols int, eps float32) error {
+	const op = "layer norm"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"y", "mean", "rstd", "x", "gamma", "beta"}, y, mean, rstd, x, gamma, beta)
+	if err != nil || rows == 0 {
+		return err
+	}
+	return o.launch(s, "layer_norm_f32", min(rows, maxBlocks), rowBlock(cols), append(p, iarg(rows), iarg(cols), farg(eps))...)
+}
+
+// LayerNormBackward launches layer_norm_grad_f32 for dx, one block of rowBlock(cols) threads per
+// row, and again for dgamma and dbeta, one block of 256 threads per 32 columns.
+func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd kernels.F32, rows, cols int) error {
+	const op = "layer norm backward"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"dx", "dgamma", "dbeta", "dy", "x", "gamma", "mean", "rstd"}, dx, dgamma, dbeta, dy, x, gamma, mean, rstd)
+	if err != nil {
+		return err
+	}
+	in := append(p[3:], iarg(rows), iarg(cols))
+	if dx.Len > 0 {
+		if err := o.launch(s, "layer_norm_grad_f32", min(rows, maxBlocks), rowBlock(cols), append([]uint64{p[0], 0, 0}, in...)...); err != nil {
+			return err
+		}
+	}
+	if dgamma.Len == 0 && dbeta.Len == 0 {
+		return nil
+	}
+	return o.launch(s, "layer_norm_grad_f32", min((cols+31)/32, maxBlocks), 256, append([]uint64{0, p[1], p[2]}, in...)...)
 }

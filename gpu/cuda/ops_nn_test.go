@@ -136,3 +136,202 @@ func nnParityCases() []parityCase {
 		poolCase(kernels.Pool2D{N: 1, C: 2, H: 5, W: 6, K: 2, Stride: 1, Pad: 1}),
 	}
 }
+
+// unaryCase runs f forward and backward, each into a new output and in place (y may be x, dx
+// may be dy), on inputs of f's domain with the kinks of the piecewise functions and, where f
+// saturates, large magnitudes.
+func unaryCase(f kernels.UnaryFunc) parityCase {
+	return parityCase{fmt.Sprintf("unary %v", f), 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		const n = 10_007
+		v := randF32(r, n)
+		for i := range v {
+			v[i] *= 4
+		}
+		switch f {
+		case kernels.Log, kernels.Sqrt, kernels.Rsqrt:
+			for i := range v {
+				v[i] = float32(math.Abs(float64(v[i]))) + 1e-3
+			}
+		case kernels.Exp: // no large magnitudes: e^100 overflows float32
+		default:
+			copy(v, []float32{-3, 3, 0, 6, -6, float32(math.Copysign(0, -1)), 100, -100, 30, -30})
+		}
+		x, xi := sd.f32(t, v), sd.f32(t, v)
+		dy, dyi := sd.f32(t, randF32(r, n)), f32Len(sd, t, n)
+		check(t, sd.ops.Copy(sd.s, dyi, dy))
+		y, dx := f32Len(sd, t, n), f32Len(sd, t, n)
+		check(t, sd.ops.Unary(sd.s, f, y, x))
+		check(t, sd.ops.Unary(sd.s, f, xi, xi))
+		check(t, sd.ops.UnaryGrad(sd.s, f, dx, dy, x))
+		check(t, sd.ops.UnaryGrad(sd.s, f, dyi, dyi, x))
+		return []any{y, xi, dx, dyi}
+	}}
+}
+
+// binaryCase runs the four BinaryFuncs over shape, x and y read at offset 3 of buffers of xLen
+// and yLen elements with the given strides.
+func binaryCase(name string, shape, xStrides, yStrides []int, xLen, yLen int) parityCase {
+	return parityCase{"binary " + name, 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		n := 1
+		for _, d := range shape {
+			n *= d
+		}
+		x, y := sd.f32(t, randF32(r, 3+xLen)).Slice(3, 3+xLen), sd.f32(t, randF32(r, 3+yLen)).Slice(3, 3+yLen)
+		var out []any
+		for _, f := range []kernels.BinaryFunc{kernels.BinaryAdd, kernels.BinarySub, kernels.BinaryMul, kernels.BinaryDiv} {
+			z := f32Len(sd, t, n)
+			check(t, sd.ops.Binary(sd.s, f, z, x, y, shape, xStrides, yStrides))
+			out = append(out, z)
+		}
+		return out
+	}}
+}
+
+// copyStridedCase copies src (srcLen elements) into dst (dstLen elements, random beforehand,
+// so that the elements it must not write are compared too).
+func copyStridedCase(name string, shape, dstStrides, srcStrides []int, dstOff, dstLen, srcOff, srcLen int) parityCase {
+	return parityCase{"copy strided " + name, 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		dst, src := sd.f32(t, randF32(r, dstOff+dstLen)), sd.f32(t, randF32(r, srcOff+srcLen))
+		check(t, sd.ops.CopyStrided(sd.s, dst.Slice(dstOff, dstOff+dstLen), dstStrides, src.Slice(srcOff, srcOff+srcLen), srcStrides, shape))
+		return []any{dst}
+	}}
+}
+
+func sumToCase(shape, keep []int) parityCase {
+	return parityCase{fmt.Sprintf("sum to %v of %v", keep, shape), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		n, m := 1, 1
+		for i := range shape {
+			n, m = n*shape[i], m*keep[i]
+		}
+		x, y := sd.f32(t, randF32(r, n)), f32Len(sd, t, m)
+		check(t, sd.ops.SumTo(sd.s, y, x, shape, keep))
+		return []any{y}
+	}}
+}
+
+// softmaxCase: forward and backward into new outputs and in place, on logits of magnitude up to
+// about 4·scale (large scales test the subtracted maximum).
+func softmaxCase(rows, cols int, scale float32) parityCase {
+	return parityCase{fmt.Sprintf("softmax and backward %d x %d, scale %g", rows, cols, scale), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		v := randF32(r, rows*cols)
+		for i := range v {
+			v[i] *= scale
+		}
+		x, xi, y := sd.f32(t, v), sd.f32(t, v), f32Len(sd, t, rows*cols)
+		check(t, sd.ops.Softmax(sd.s, y, x, rows, cols))
+		check(t, sd.ops.Softmax(sd.s, xi, xi, rows, cols))
+		dy, dx := sd.f32(t, randF32(r, rows*cols)), f32Len(sd, t, rows*cols)
+		check(t, sd.ops.SoftmaxBackward(sd.s, dx, dy, y, rows, cols))
+		check(t, sd.ops.SoftmaxBackward(sd.s, dy, dy, y, rows, cols))
+		return []any{y, xi, dx, dy}
+	}}
+}
+
+// layerNormCase: the forward pass (with or without gamma and beta) on rows of mean 3 and
+// standard deviation 2, then the backward pass with every output, and with dx alone and with
+// dgamma alone.
+func layerNormCase(rows, cols int, affine bool) parityCase {
+	return parityCase{fmt.Sprintf("layer norm %d x %d, affine %v", rows, cols, affine), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		v := randF32(r, rows*cols)
+		for i := range v {
+			v[i] = 3 + 2*v[i]
+		}
+		x := sd.f32(t, v)
+		var gamma, beta kernels.F32
+		if affine {
+			gamma, beta = sd.f32(t, randF32(r, cols)), sd.f32(t, randF32(r, cols))
+		}
+		y, mean, rstd := f32Len(sd, t, rows*cols), f32Len(sd, t, rows), f32Len(sd, t, rows)
+		check(t, sd.ops.LayerNorm(sd.s, y, mean, rstd, x, gamma, beta, rows, cols, 1e-5))
+		dy := sd.f32(t, randF32(r, rows*cols))
+		dx, dg, db := f32Len(sd, t, rows*cols), f32Len(sd, t, cols), f32Len(sd, t, cols)
+		check(t, sd.ops.LayerNormBackward(sd.s, dx, dg, db, dy, x, gamma, mean, rstd, rows, cols))
+		dx2, dg2 := f32Len(sd, t, rows*cols), f32Len(sd, t, cols)
+		check(t, sd.ops.LayerNormBackward(sd.s, dx2, kernels.F32{}, kernels.F32{}, dy, x, gamma, mean, rstd, rows, cols))
+		check(t, sd.ops.LayerNormBackward(sd.s, kernels.F32{}, dg2, kernels.F32{}, dy, x, gamma, mean, rstd, rows, cols))
+		return []any{y, mean, rstd, dx, dg, db, dx2, dg2}
+	}}
+}
+
+// gemmStridedCase: batch products whose operands lie at the given strides (0: one operand for
+// all; more than a matrix: gaps) in views of exactly their span, into a random c whose gaps must
+// stay as they are.
+func gemmStridedCase(ta, tb bool, batch, m, n, k, strideA, strideB, strideC int) parityCase {
+	name := fmt.Sprintf("gemm strided ta=%v tb=%v %d x %dx%dx%d, strides %d %d %d", ta, tb, batch, m, n, k, strideA, strideB, strideC)
+	return parityCase{name, 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		spanOf := func(stride, size int) int { return max(batch-1, 0)*stride + size }
+		a, b := sd.f32(t, randF32(r, spanOf(strideA, m*k))), sd.f32(t, randF32(r, spanOf(strideB, k*n)))
+		c := sd.f32(t, randF32(r, spanOf(strideC, m*n)))
+		check(t, sd.ops.GemmStrided(sd.s, ta, tb, batch, m, n, k, 0.5, a, strideA, b, strideB, 0.25, c, strideC))
+		return []any{c}
+	}}
+}
+
+// coreParityCases are TestCUDAParity's cases for the differentiable core's ops: elementwise
+// functions (computed in double on the GPU: within 1e-6), Binary and CopyStrided (exact),
+// reductions and GemmStrided (another order: 1e-5 relative).
+func coreParityCases() []parityCase {
+	var cases []parityCase
+	for f := kernels.Exp; f <= kernels.ReLU6; f++ {
+		cases = append(cases, unaryCase(f))
+	}
+	return append(cases,
+		binaryCase("packed", []int{3, 4, 5}, []int{20, 5, 1}, []int{20, 5, 1}, 60, 60),
+		binaryCase("bias row over three dims", []int{4, 5, 6}, []int{30, 6, 1}, []int{0, 0, 1}, 120, 6),
+		binaryCase("broadcast row and scalar", []int{6, 7}, []int{7, 1}, []int{0, 0}, 42, 1),
+		binaryCase("transposed, broadcast middle", []int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}, 60, 4),
+		binaryCase("rank 8", []int{2, 1, 3, 1, 2, 2, 1, 3}, []int{36, 36, 12, 12, 6, 3, 3, 1}, []int{0, 0, 1, 0, 3, 0, 0, 6}, 72, 18),
+		binaryCase("large", []int{100_003}, []int{1}, []int{1}, 100_003, 100_003),
+		copyStridedCase("transpose", []int{4, 5, 6}, []int{30, 6, 1}, []int{1, 24, 4}, 0, 120, 0, 120),
+		copyStridedCase("into a concatenation", []int{3, 5}, []int{9, 1}, []int{5, 1}, 4, 27, 0, 15),
+		copyStridedCase("a slice made packed", []int{2, 3}, []int{3, 1}, []int{10, 2}, 0, 6, 7, 15),
+		copyStridedCase("broadcast source, rank 8", []int{2, 2, 1, 2, 1, 3, 2, 2}, []int{48, 24, 24, 12, 12, 4, 2, 1}, []int{0, 1, 0, 0, 0, 2, 0, 6}, 1, 96, 2, 12),
+		sumToCase([]int{4, 5, 6}, []int{1, 5, 1}),
+		sumToCase([]int{4, 5, 6}, []int{4, 1, 6}),
+		sumToCase([]int{2, 3, 1, 4}, []int{2, 3, 1, 4}),
+		sumToCase([]int{100_003}, []int{1}),
+		sumToCase([]int{512, 300}, []int{1, 300}),
+		sumToCase([]int{2, 1, 3, 2, 2, 1, 2, 3}, []int{1, 1, 3, 1, 2, 1, 1, 3}),
+		sumToCase([]int{9000, 3}, []int{9000, 1}), // more outputs than blocks
+		softmaxCase(64, 10, 1),
+		softmaxCase(7, 1000, 25),
+		softmaxCase(3, 1, 1),
+		softmaxCase(300, 33, 100),
+		softmaxCase(8300, 2, 1), // more rows than blocks
+		layerNormCase(33, 100, true),
+		layerNormCase(5, 1031, false),
+		layerNormCase(300, 3, true),
+		layerNormCase(8300, 2, true), // more rows than blocks
+		gemmStridedCase(false, false, 3, 7, 5, 4, 28, 20, 35),
+		gemmStridedCase(true, false, 4, 16, 8, 32, 0, 256, 128),
+		gemmStridedCase(false, true, 2, 9, 11, 13, 130, 150, 110),
+		gemmStridedCase(true, true, 5, 6, 3, 7, 42, 0, 18),
+		gemmStridedCase(false, false, 3, 4, 5, 0, 0, 0, 20),
+		gemmStridedCase(false, false, 0, 4, 5, 6, 24, 30, 20),
+	)
+}
+
+// TestDimsSimplify: the strided kernels' index space loses its dimensions of size 1 and merges
+// the dimensions both operands step through as one, keeping every element's offsets.
+func TestDimsSimplify(t *testing.T) {
+	for _, c := range []struct {
+		shape, s0, s1           []int
+		wantShape, want0, want1 []int
+	}{
+		{[]int{4, 5, 6}, []int{30, 6, 1}, []int{0, 0, 1}, []int{20, 6}, []int{6, 1}, []int{0, 1}},
+		{[]int{3, 4, 5}, []int{20, 5, 1}, []int{20, 5, 1}, []int{60}, []int{1}, []int{1}},
+		{[]int{1, 1}, []int{1, 1}, []int{0, 0}, nil, nil, nil},
+		{[]int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}, []int{5, 4, 3}, []int{1, 15, 5}, []int{0, 1, 0}},
+		{[]int{2, 1, 3, 1, 2}, []int{6, 6, 2, 2, 1}, []int{0, 0, 2, 9, 1}, []int{2, 6}, []int{6, 1}, []int{0, 1}},
+	} {
+		d := newDims(c.shape, c.s0, c.s1)
+		var want dims
+		want.rank = len(c.wantShape)
+		copy(want.shape[:], c.wantShape)
+		copy(want.s0[:], c.want0)
+		copy(want.s1[:], c.want1)
+		if *d != want {
+			t.Errorf("newDims(%v, %v, %v) = %+v; want %+v", c.shape, c.s0, c.s1, *d, want)
+		}
+	}
+}

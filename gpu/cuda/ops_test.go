@@ -329,6 +329,7 @@ func TestCUDAParity(t *testing.T) {
 		}},
 	}
 	cases = append(cases, nnParityCases()...)
+	cases = append(cases, coreParityCases()...)
 	checkParityCovers(t, cases)
 	gp := openSide(t, "cuda")
 	cp := openSide(t, "cpu")
@@ -362,6 +363,9 @@ var parityCovers = map[string]string{
 	"SoftmaxCrossEntropySmooth": "label-smoothed cross-entropy", "CountNonFinite": "count non-finite",
 	"FloatLoss": "float loss", "ToBF16": "bf16 conversions", "FromBF16": "bf16 conversions",
 	"ToFP16": "fp16 conversions", "FromFP16": "fp16 conversions",
+	"Unary": "unary", "UnaryGrad": "unary", "Binary": "binary", "CopyStrided": "copy strided", "SumTo": "sum to",
+	"Softmax": "softmax and backward", "SoftmaxBackward": "softmax and backward", "LayerNorm": "layer norm",
+	"LayerNormBackward": "layer norm", "GemmStrided": "gemm strided",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

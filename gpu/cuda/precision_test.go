@@ -11,12 +11,12 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// TestCUDAPrecisionParity runs the products of TestCUDAParity (Gemm, Conv2D, Conv2DBackward)
-// through the bf16 and fp16 op sets: the CUDA op set's GemmEx on converted operands must match the
-// CPU op set's emulation of the same precision (the same rounded operands, fp32 sums in another
-// order: within 1e-5), and the fp32 results within that precision's rounding (bf16 keeps 8
-// significand bits, fp16 11: relative errors of about 2^-9 and 2^-12 per operand), but not to
-// fp32's 1e-5, or nothing was rounded.
+// TestCUDAPrecisionParity runs the products of TestCUDAParity (Gemm, GemmStrided, Conv2D,
+// Conv2DBackward) through the bf16 and fp16 op sets: the CUDA op set's GemmEx on converted
+// operands must match the CPU op set's emulation of the same precision (the same rounded
+// operands, fp32 sums in another order: within 1e-5), and the fp32 results within that
+// precision's rounding (bf16 keeps 8 significand bits, fp16 11: relative errors of about 2^-9
+// and 2^-12 per operand), but not to fp32's 1e-5, or nothing was rounded.
 func TestCUDAPrecisionParity(t *testing.T) {
 	cases := []parityCase{
 		gemmCase(false, false, 37, 53, 29),
@@ -27,6 +27,8 @@ func TestCUDAPrecisionParity(t *testing.T) {
 		convCase(kernels.Conv2D{N: 4, InC: 3, InH: 13, InW: 11, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}),
 		convCase(kernels.Conv2D{N: 2, InC: 5, InH: 16, InW: 16, OutC: 6, KH: 5, KW: 5, Stride: 2, Pad: 2}),
 		convCase(kernels.Conv2D{N: 3, InC: 7, InH: 1, InW: 1, OutC: 9, KH: 1, KW: 1}),
+		gemmStridedCase(false, true, 2, 9, 11, 13, 130, 150, 110),
+		gemmStridedCase(true, true, 5, 6, 3, 7, 42, 0, 18),
 	}
 	gp, cp := openSide(t, "cuda"), openSide(t, "cpu")
 	for _, p := range []struct {
