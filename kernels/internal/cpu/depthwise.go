@@ -1,0 +1,170 @@
+package cpu
+
+// DepthwiseGeom is the shape of a depthwise convolution over NCHW data: channel c of the output
+// sees channel c of the input through its own K×K kernel, over the input padded with Pad zeros,
+// every Stride (>= 1) pixels.
+type DepthwiseGeom struct {
+	N, C, H, W, K, Stride, Pad int
+}
+
+// OutH is the output height.
+func (g DepthwiseGeom) OutH() int { return (g.H+2*g.Pad-g.K)/g.Stride + 1 }
+
+// OutW is the output width.
+func (g DepthwiseGeom) OutW() int { return (g.W+2*g.Pad-g.K)/g.Stride + 1 }
+
+// taps returns the outputs [lo, hi) of a row (or column) of n outputs whose tap k lands inside
+// an input of size in: o*stride - pad + k in [0, in).
+func taps(k, n, in, stride, pad int) (lo, hi int) {
+	lo = max(0, (pad-k+stride-1)/stride)
+	if in-1+pad-k < 0 {
+		return lo, lo
+	}
+	return lo, max(lo, min(n, (in-1+pad-k)/stride+1))
+}
+
+// DepthwiseConv2D computes y = the depthwise convolution of x with w ([C][K][K]) plus bias ([C],
+// or nil: 0), one plane (sample, channel) at a time, in parallel over planes. Each output is its
+// bias plus its window's products, added in float32 in row-major tap order with the padding taps
+// left out: the plane starts as the bias and each tap adds its product to the outputs it reaches
+// (a run of contiguous outputs, an AXPY over a row with stride 1).
+func DepthwiseConv2D(y, x, w, bias []float32, g DepthwiseGeom) {
+	oh, ow := g.OutH(), g.OutW()
+	hw, ohw, kk := g.H*g.W, oh*ow, g.K*g.K
+	For(g.N*g.C, ohw*kk, func(lo, hi int) {
+		for p := lo; p < hi; p++ {
+			c := p % g.C
+			yp, xp, wc := y[p*ohw:(p+1)*ohw], x[p*hw:(p+1)*hw], w[c*kk:(c+1)*kk]
+			b := float32(0)
+			if bias != nil {
+				b = bias[c]
+			}
+			for i := range yp {
+				yp[i] = b
+			}
+			for kh := range g.K {
+				oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+				for oy := oy0; oy < oy1; oy++ {
+					yr, xr := yp[oy*ow:(oy+1)*ow], xp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W]
+					for kw := range g.K {
+						ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+						if ox0 >= ox1 {
+							continue
+						}
+						axpyTap(yr[ox0:ox1], wc[kh*g.K+kw], xr, ox0*g.Stride-g.Pad+kw, g.Stride)
+					}
+				}
+			}
+		}
+	})
+}
+
+// axpyTap adds a*xr[off + i*stride] to each ys[i].
+func axpyTap(ys []float32, a float32, xr []float32, off, stride int) {
+	if stride == 1 {
+		xs := xr[off : off+len(ys)]
+		for i, v := range xs {
+			ys[i] += a * v
+		}
+		return
+	}
+	_ = xr[off+(len(ys)-1)*stride]
+	for i := range ys {
+		ys[i] += a * xr[off+i*stride]
+	}
+}
+
+// DepthwiseConv2DBackward overwrites dw ([C][K][K]) and, when not nil, dx (as x) and dbias ([C])
+// from dy, the forward input x and the weights w. dx is computed plane by plane as the forward
+// pass in reverse: each tap adds its weight times dy to the inputs it read, so every dx is a
+// float32 sum of its taps in row-major tap order. dw and dbias are sums over the samples and the
+// output plane in float64 (samples, then rows, then columns), one channel per parallel item.
+func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom) {
+	oh, ow := g.OutH(), g.OutW()
+	hw, ohw, kk := g.H*g.W, oh*ow, g.K*g.K
+	if dx != nil {
+		For(g.N*g.C, ohw*kk, func(lo, hi int) {
+			for p := lo; p < hi; p++ {
+				c := p % g.C
+				dxp, dyp, wc := dx[p*hw:(p+1)*hw], dy[p*ohw:(p+1)*ohw], w[c*kk:(c+1)*kk]
+				for i := range dxp {
+					dxp[i] = 0
+				}
+				for kh := range g.K {
+					oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+					for oy := oy0; oy < oy1; oy++ {
+						dyr, dxr := dyp[oy*ow:(oy+1)*ow], dxp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W]
+						for kw := range g.K {
+							ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+							if ox0 >= ox1 {
+								continue
+							}
+							scatterTap(dxr, ox0*g.Stride-g.Pad+kw, g.Stride, wc[kh*g.K+kw], dyr[ox0:ox1])
+						}
+					}
+				}
+			}
+		})
+	}
+	For(g.C, g.N*ohw*(kk+1), func(lo, hi int) {
+		for c := lo; c < hi; c++ {
+			for kh := range g.K {
+				oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+				for kw := range g.K {
+					ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+					var s float64
+					for n := range g.N {
+						p := n*g.C + c
+						dyp, xp := dy[p*ohw:(p+1)*ohw], x[p*hw:(p+1)*hw]
+						for oy := oy0; oy < oy1; oy++ {
+							if ox0 < ox1 {
+								s = dotTap(s, dyp[oy*ow+ox0:oy*ow+ox1], xp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W], ox0*g.Stride-g.Pad+kw, g.Stride)
+							}
+						}
+					}
+					dw[c*kk+kh*g.K+kw] = float32(s)
+				}
+			}
+			if dbias != nil {
+				var s float64
+				for n := range g.N {
+					for _, v := range dy[(n*g.C+c)*ohw : (n*g.C+c+1)*ohw] {
+						s += float64(v)
+					}
+				}
+				dbias[c] = float32(s)
+			}
+		}
+	})
+}
+
+// scatterTap adds a*dys[i] to dxr[off + i*stride].
+func scatterTap(dxr []float32, off, stride int, a float32, dys []float32) {
+	if stride == 1 {
+		xs := dxr[off : off+len(dys)]
+		for i, v := range dys {
+			xs[i] += a * v
+		}
+		return
+	}
+	_ = dxr[off+(len(dys)-1)*stride]
+	for i, v := range dys {
+		dxr[off+i*stride] += a * v
+	}
+}
+
+// dotTap returns s + Σ dys[i]·xr[off + i*stride] in float64, added in index order.
+func dotTap(s float64, dys, xr []float32, off, stride int) float64 {
+	if stride == 1 {
+		xs := xr[off : off+len(dys)]
+		for i, v := range dys {
+			s += float64(v) * float64(xs[i])
+		}
+		return s
+	}
+	_ = xr[off+(len(dys)-1)*stride]
+	for i, v := range dys {
+		s += float64(v) * float64(xr[off+i*stride])
+	}
+	return s
+}
