@@ -23,6 +23,17 @@ func taps(k, n, in, stride, pad int) (lo, hi int) {
 	return lo, max(lo, min(n, (in-1+pad-k)/stride+1))
 }
 
+// tapRanges returns taps' [lo, hi) for every tap 0..K-1 of the rows (r[2k], r[2k+1]) and of the
+// columns (c[2k], c[2k+1]): computed once per call, not per row.
+func (g DepthwiseGeom) tapRanges() (r, c []int) {
+	r, c = make([]int, 2*g.K), make([]int, 2*g.K)
+	for k := range g.K {
+		r[2*k], r[2*k+1] = taps(k, g.OutH(), g.H, g.Stride, g.Pad)
+		c[2*k], c[2*k+1] = taps(k, g.OutW(), g.W, g.Stride, g.Pad)
+	}
+	return r, c
+}
+
 // DepthwiseConv2D computes y = the depthwise convolution of x with w ([C][K][K]) plus bias ([C],
 // or nil: 0), one plane (sample, channel) at a time, in parallel over planes. Each output is its
 // bias plus its window's products, added in float32 in row-major tap order with the padding taps
@@ -31,6 +42,7 @@ func taps(k, n, in, stride, pad int) (lo, hi int) {
 func DepthwiseConv2D(y, x, w, bias []float32, g DepthwiseGeom) {
 	oh, ow := g.OutH(), g.OutW()
 	hw, ohw, kk := g.H*g.W, oh*ow, g.K*g.K
+	rows, cols := g.tapRanges()
 	For(g.N*g.C, ohw*kk, func(lo, hi int) {
 		for p := lo; p < hi; p++ {
 			c := p % g.C
@@ -43,11 +55,11 @@ func DepthwiseConv2D(y, x, w, bias []float32, g DepthwiseGeom) {
 				yp[i] = b
 			}
 			for kh := range g.K {
-				oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+				oy0, oy1 := rows[2*kh], rows[2*kh+1]
 				for oy := oy0; oy < oy1; oy++ {
 					yr, xr := yp[oy*ow:(oy+1)*ow], xp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W]
 					for kw := range g.K {
-						ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+						ox0, ox1 := cols[2*kw], cols[2*kw+1]
 						if ox0 >= ox1 {
 							continue
 						}
@@ -82,6 +94,7 @@ func axpyTap(ys []float32, a float32, xr []float32, off, stride int) {
 func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom) {
 	oh, ow := g.OutH(), g.OutW()
 	hw, ohw, kk := g.H*g.W, oh*ow, g.K*g.K
+	rows, cols := g.tapRanges()
 	if dx != nil {
 		For(g.N*g.C, ohw*kk, func(lo, hi int) {
 			for p := lo; p < hi; p++ {
@@ -91,11 +104,11 @@ func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom)
 					dxp[i] = 0
 				}
 				for kh := range g.K {
-					oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+					oy0, oy1 := rows[2*kh], rows[2*kh+1]
 					for oy := oy0; oy < oy1; oy++ {
 						dyr, dxr := dyp[oy*ow:(oy+1)*ow], dxp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W]
 						for kw := range g.K {
-							ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+							ox0, ox1 := cols[2*kw], cols[2*kw+1]
 							if ox0 >= ox1 {
 								continue
 							}
@@ -109,9 +122,9 @@ func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom)
 	For(g.C, g.N*ohw*(kk+1), func(lo, hi int) {
 		for c := lo; c < hi; c++ {
 			for kh := range g.K {
-				oy0, oy1 := taps(kh, oh, g.H, g.Stride, g.Pad)
+				oy0, oy1 := rows[2*kh], rows[2*kh+1]
 				for kw := range g.K {
-					ox0, ox1 := taps(kw, ow, g.W, g.Stride, g.Pad)
+					ox0, ox1 := cols[2*kw], cols[2*kw+1]
 					var s float64
 					for n := range g.N {
 						p := n*g.C + c
