@@ -76,13 +76,13 @@ func axpyTap(ys []float32, a float32, xr []float32, off, stride int) {
 	if stride == 1 {
 		xs := xr[off : off+len(ys)]
 		for i, v := range xs {
-			ys[i] += a * v
+			ys[i] += float32(a * v) // rounded: never fused (GOAMD64=v3), as on CUDA (--fmad=false)
 		}
 		return
 	}
 	_ = xr[off+(len(ys)-1)*stride]
 	for i := range ys {
-		ys[i] += a * xr[off+i*stride]
+		ys[i] += float32(a * xr[off+i*stride])
 	}
 }
 
@@ -156,13 +156,13 @@ func scatterTap(dxr []float32, off, stride int, a float32, dys []float32) {
 	if stride == 1 {
 		xs := dxr[off : off+len(dys)]
 		for i, v := range dys {
-			xs[i] += a * v
+			xs[i] += float32(a * v)
 		}
 		return
 	}
 	_ = dxr[off+(len(dys)-1)*stride]
 	for i, v := range dys {
-		dxr[off+i*stride] += a * v
+		dxr[off+i*stride] += float32(a * v)
 	}
 }
 

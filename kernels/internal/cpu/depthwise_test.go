@@ -65,7 +65,7 @@ func depthwiseOrder32(x, w, b, dy []float32, g DepthwiseGeom) (y, dx []float32) 
 					for kw := range g.K {
 						iy, ix := oy*g.Stride-g.Pad+kh, ox*g.Stride-g.Pad+kw
 						if iy >= 0 && iy < g.H && ix >= 0 && ix < g.W {
-							s += w[(c*g.K+kh)*g.K+kw] * x[(p*g.H+iy)*g.W+ix]
+							s += float32(w[(c*g.K+kh)*g.K+kw] * x[(p*g.H+iy)*g.W+ix])
 						}
 					}
 				}
@@ -79,7 +79,7 @@ func depthwiseOrder32(x, w, b, dy []float32, g DepthwiseGeom) (y, dx []float32) 
 					for kw := range g.K {
 						ty, tx := iy+g.Pad-kh, ix+g.Pad-kw
 						if ty >= 0 && tx >= 0 && ty%g.Stride == 0 && tx%g.Stride == 0 && ty/g.Stride < oh && tx/g.Stride < ow {
-							s += w[(c*g.K+kh)*g.K+kw] * dy[(p*oh+ty/g.Stride)*ow+tx/g.Stride]
+							s += float32(w[(c*g.K+kh)*g.K+kw] * dy[(p*oh+ty/g.Stride)*ow+tx/g.Stride])
 						}
 					}
 				}
