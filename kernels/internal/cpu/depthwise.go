@@ -75,8 +75,8 @@ func DepthwiseConv2D(y, x, w, bias []float32, g DepthwiseGeom) {
 func axpyTap(ys []float32, a float32, xr []float32, off, stride int) {
 	if stride == 1 {
 		xs := xr[off : off+len(ys)]
-		for i, v := range xs {
-			ys[i] += float32(a * v) // rounded: never fused (GOAMD64=v3), as on CUDA (--fmad=false)
+		for i := range ys {
+			ys[i] += float32(a * xs[i]) // rounded: never fused (GOAMD64=v3), as on CUDA (--fmad=false)
 		}
 		return
 	}
@@ -120,23 +120,20 @@ func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom)
 		})
 	}
 	For(g.C, g.N*ohw*(kk+1), func(lo, hi int) {
+		acc := make([]float64, kk)
 		for c := lo; c < hi; c++ {
-			for kh := range g.K {
-				oy0, oy1 := rows[2*kh], rows[2*kh+1]
-				for kw := range g.K {
-					ox0, ox1 := cols[2*kw], cols[2*kw+1]
-					var s float64
-					for n := range g.N {
-						p := n*g.C + c
-						dyp, xp := dy[p*ohw:(p+1)*ohw], x[p*hw:(p+1)*hw]
-						for oy := oy0; oy < oy1; oy++ {
-							if ox0 < ox1 {
-								s = dotTap(s, dyp[oy*ow+ox0:oy*ow+ox1], xp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W], ox0*g.Stride-g.Pad+kw, g.Stride)
-							}
-						}
+			clear(acc)
+			for n := range g.N {
+				p := n*g.C + c
+				dyp, xp := dy[p*ohw:(p+1)*ohw], x[p*hw:(p+1)*hw]
+				for kh := range g.K {
+					for oy := rows[2*kh]; oy < rows[2*kh+1]; oy++ {
+						dwRow(acc[kh*g.K:(kh+1)*g.K], dyp[oy*ow:(oy+1)*ow], xp[(oy*g.Stride-g.Pad+kh)*g.W:][:g.W], g.Stride, g.Pad)
 					}
-					dw[c*kk+kh*g.K+kw] = float32(s)
 				}
+			}
+			for i, v := range acc {
+				dw[c*kk+i] = float32(v)
 			}
 			if dbias != nil {
 				var s float64
@@ -149,6 +146,24 @@ func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom)
 			}
 		}
 	})
+}
+
+// dwRow adds one output row's products to the weight gradients of one kernel row: acc[kw] +=
+// dyr[ox]·xr[ox*stride - pad + kw] for every ox whose tap kw lies inside xr, column after column.
+// The K sums are independent chains (not one latency-bound sum per tap), and each still adds its
+// terms in column order.
+func dwRow(acc []float64, dyr, xr []float32, stride, pad int) {
+	for ox, v := range dyr {
+		d, base := float64(v), ox*stride-pad
+		k0, k1 := max(0, -base), min(len(acc), len(xr)-base)
+		if k0 >= k1 {
+			continue
+		}
+		as, xs := acc[k0:k1], xr[base+k0:base+k1]
+		for i := range as {
+			as[i] += d * float64(xs[i])
+		}
+	}
 }
 
 // scatterTap adds a*dys[i] to dxr[off + i*stride].
@@ -164,20 +179,4 @@ func scatterTap(dxr []float32, off, stride int, a float32, dys []float32) {
 	for i, v := range dys {
 		dxr[off+i*stride] += float32(a * v)
 	}
-}
-
-// dotTap returns s + Σ dys[i]·xr[off + i*stride] in float64, added in index order.
-func dotTap(s float64, dys, xr []float32, off, stride int) float64 {
-	if stride == 1 {
-		xs := xr[off : off+len(dys)]
-		for i, v := range dys {
-			s += float64(v) * float64(xs[i])
-		}
-		return s
-	}
-	_ = xr[off+(len(dys)-1)*stride]
-	for i, v := range dys {
-		s += float64(v) * float64(xr[off+i*stride])
-	}
-	return s
 }
