@@ -407,6 +407,34 @@ func (o checked) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Co
 	return o.b.Conv2DBackward(s, dx, dw, dbias, dy, w, ws, g)
 }
 
+func (o checked) DepthwiseConv2D(s gpu.Stream, y, x, w, bias F32, g Depthwise2D) error {
+	c := newCall("depthwise conv2d", s)
+	c.valid(g.Validate())
+	c.view(out, "y", vf(y), g.OutLen())
+	c.view(in, "x", vf(x), g.InLen())
+	c.view(in, "w", vf(w), g.WeightLen())
+	c.view(in|opt, "bias", vf(bias), g.C)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.DepthwiseConv2D(s, y, x, w, bias, g)
+}
+
+func (o checked) DepthwiseConv2DBackward(s gpu.Stream, dx, dw, dbias, dy, x, w F32, g Depthwise2D) error {
+	c := newCall("depthwise conv2d backward", s)
+	c.valid(g.Validate())
+	c.view(out|opt, "dx", vf(dx), g.InLen())
+	c.view(out, "dw", vf(dw), g.WeightLen())
+	c.view(out|opt, "dbias", vf(dbias), g.C)
+	c.view(in, "dy", vf(dy), g.OutLen())
+	c.view(in, "x", vf(x), g.InLen())
+	c.view(in, "w", vf(w), g.WeightLen())
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.DepthwiseConv2DBackward(s, dx, dw, dbias, dy, x, w, g)
+}
+
 func (o checked) MaxPool2D(s gpu.Stream, y F32, arg I32, x F32, g Pool2D) error {
 	c := newCall("maxpool2d", s)
 	c.valid(g.Validate())

@@ -81,6 +81,12 @@ func (r *recorder) Conv2D(str, f32, f32, f32, f32, f32, kernels.Conv2D) error {
 func (r *recorder) Conv2DBackward(str, f32, f32, f32, f32, f32, f32, kernels.Conv2D) error {
 	return r.called("Conv2DBackward")
 }
+func (r *recorder) DepthwiseConv2D(str, f32, f32, f32, f32, kernels.Depthwise2D) error {
+	return r.called("DepthwiseConv2D")
+}
+func (r *recorder) DepthwiseConv2DBackward(str, f32, f32, f32, f32, f32, f32, kernels.Depthwise2D) error {
+	return r.called("DepthwiseConv2DBackward")
+}
 func (r *recorder) MaxPool2D(str, f32, i32, f32, kernels.Pool2D) error {
 	return r.called("MaxPool2D")
 }

@@ -327,6 +327,38 @@ func (o cpuOps) Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Con
 	})
 }
 
+func depthwiseGeom(g Depthwise2D) cpu.DepthwiseGeom {
+	return cpu.DepthwiseGeom{N: g.N, C: g.C, H: g.H, W: g.W, K: g.K, Stride: g.stride(), Pad: g.Pad}
+}
+
+func (cpuOps) DepthwiseConv2D(s gpu.Stream, y, x, w, bias F32, g Depthwise2D) error {
+	const op = "depthwise conv2d"
+	ys, e1 := hostF32(op, "y", y)
+	xs, e2 := hostF32(op, "x", x)
+	wv, e3 := hostF32(op, "w", w)
+	bs, e4 := hostF32(op, "bias", bias)
+	if err := firstErr(e1, e2, e3, e4); err != nil {
+		return err
+	}
+	dg := depthwiseGeom(g)
+	return s.Host(func() error { cpu.DepthwiseConv2D(ys, xs, wv, bs, dg); return nil })
+}
+
+func (cpuOps) DepthwiseConv2DBackward(s gpu.Stream, dx, dw, dbias, dy, x, w F32, g Depthwise2D) error {
+	const op = "depthwise conv2d backward"
+	dxs, e1 := hostF32(op, "dx", dx)
+	dws, e2 := hostF32(op, "dw", dw)
+	dbs, e3 := hostF32(op, "dbias", dbias)
+	dys, e4 := hostF32(op, "dy", dy)
+	xs, e5 := hostF32(op, "x", x)
+	wv, e6 := hostF32(op, "w", w)
+	if err := firstErr(e1, e2, e3, e4, e5, e6); err != nil {
+		return err
+	}
+	dg := depthwiseGeom(g)
+	return s.Host(func() error { cpu.DepthwiseConv2DBackward(dxs, dws, dbs, dys, xs, wv, dg); return nil })
+}
+
 func poolGeom(g Pool2D) cpu.PoolGeom {
 	return cpu.PoolGeom{N: g.N, C: g.C, H: g.H, W: g.W, K: g.K, Stride: g.stride(), Pad: g.Pad}
 }

@@ -10,7 +10,7 @@
 // implements the same interface and semantics. The argument checks are the package's, not a backend's: For puts them in front of
 // whichever op set it returns (a user's registered one too), so every backend refuses a bad call
 // with the same error before the call reaches it. ForPrecision(dev, BF16 or FP16) gives an op set
-// of dev whose products (Gemm, GemmStrided and the convolutions) take 16-bit operands with fp32 accumulation:
+// of dev whose products (Gemm, GemmStrided and Conv2D; DepthwiseConv2D stays fp32) take 16-bit operands with fp32 accumulation:
 // mixed precision, for every op set that implements MixedPrecision.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a

@@ -128,6 +128,43 @@ func (g Conv2D) Validate() error {
 	return nil
 }
 
+// Depthwise2D is the geometry of a depthwise 2-D convolution (a convolution with one group per
+// channel and channel multiplier 1, PyTorch's Conv2d with groups = in = out channels): x is
+// NCHW [N][C][H][W], weights w are [C][1][K][K] (square kernels), bias is [C], output y is
+// [N][C][OutH][OutW]; x is padded with Pad zeros on each side and the window moves Stride pixels
+// (0 means 1). Channel c of y sees channel c of x only.
+type Depthwise2D struct {
+	N, C, H, W     int
+	K, Stride, Pad int
+}
+
+func (g Depthwise2D) stride() int { return max(g.Stride, 1) }
+
+// OutH is the output height, (H + 2*Pad - K)/Stride + 1.
+func (g Depthwise2D) OutH() int { return (g.H+2*g.Pad-g.K)/g.stride() + 1 }
+
+// OutW is the output width, (W + 2*Pad - K)/Stride + 1.
+func (g Depthwise2D) OutW() int { return (g.W+2*g.Pad-g.K)/g.stride() + 1 }
+
+// InLen is the element count of x.
+func (g Depthwise2D) InLen() int { return g.N * g.C * g.H * g.W }
+
+// OutLen is the element count of y.
+func (g Depthwise2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
+
+// WeightLen is the element count of w, C*K*K.
+func (g Depthwise2D) WeightLen() int { return g.C * g.K * g.K }
+
+// Validate reports a geometry that has no output or a negative size.
+func (g Depthwise2D) Validate() error {
+	if g.N < 0 || g.C <= 0 || g.H <= 0 || g.W <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 ||
+		g.Pad > (math.MaxInt-max(g.H, g.W))/2 || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
+		!fits(g.N, g.C, g.H, g.W) || !fits(g.C, g.K, g.K) || !fits(g.N, g.C, g.OutH(), g.OutW()) {
+		return fmt.Errorf("kernels: %w: depthwise conv2d geometry %+v", ErrArgument, g)
+	}
+	return nil
+}
+
 // Pool2D is the geometry of a max pooling: x is [N][C][H][W], windows K×K every Stride pixels
 // (Stride 0 means K) over the input padded with Pad pixels of -Inf on each side (Pad at most K/2,
 // as in PyTorch); a partial window at the edge is left out, as in PyTorch.
@@ -365,6 +402,17 @@ type Ops interface {
 	// Conv2DBackward overwrites dw, dbias (empty view: skipped) and dx (empty view: skipped, for a
 	// first layer) from dy, the weights w and the workspace ws left by Conv2D, which it overwrites.
 	Conv2DBackward(s gpu.Stream, dx, dw, dbias, dy, w, ws F32, g Conv2D) error
+
+	// DepthwiseConv2D computes y = the depthwise convolution of x with w, plus bias (bias may be
+	// the empty view): each output is bias[c] (or 0) plus the products of its window's taps, added
+	// in float32 in row-major tap order (padding taps left out). It stays float32 under reduced
+	// precision (it has no GEMM).
+	DepthwiseConv2D(s gpu.Stream, y, x, w, bias F32, g Depthwise2D) error
+	// DepthwiseConv2DBackward overwrites dw, dbias (empty view: skipped) and dx (empty view:
+	// skipped) from dy, the forward input x and the weights w. Each dx is a float32 sum of its
+	// taps in row-major tap order; dw and dbias sum over the batch and the output plane in
+	// float64, rounded once.
+	DepthwiseConv2DBackward(s gpu.Stream, dx, dw, dbias, dy, x, w F32, g Depthwise2D) error
 
 	// MaxPool2D writes each window's maximum to y and the maximum's index within its input plane
 	// (H*W) to arg, for the backward pass. The first maximum wins ties.

@@ -80,7 +80,9 @@ type ConvOptions struct {
 // Conv2d returns the convolution of x [N C H W] with w [O C/groups KH KW], plus b [O] unless nil
 // (torch.nn.functional.conv2d with dilation 1). With groups > 1, output channels
 // [i·O/groups, (i+1)·O/groups) see input channels [i·C/groups, (i+1)·C/groups) only (grouped
-// and depthwise convolutions), computed one group at a time.
+// and depthwise convolutions). A depthwise convolution (groups = C = O, square kernels) runs
+// kernels of its own (kernels.Ops.DepthwiseConv2D); other groupings are computed one group at a
+// time.
 func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	g := graphOf(x, w)
 	if g == nil {
@@ -90,6 +92,9 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if len(x.shape) != 4 || len(w.shape) != 4 || x.shape[1] != w.shape[1]*groups || w.shape[0]%groups != 0 || (b != nil && !slices.Equal(b.shape, w.shape[:1])) {
 		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, bias %v, groups %d: %w", x.shape, w.shape, shapeOf(b), groups, ErrShape))
 		return &Tensor{g: g}
+	}
+	if groups > 1 && groups == x.shape[1] && w.shape[0] == groups && w.shape[2] == w.shape[3] {
+		return depthwiseConv2d(g, x, w, b, o)
 	}
 	if groups > 1 && !g.meta {
 		ci, co := x.shape[1]/groups, w.shape[0]/groups
@@ -146,6 +151,49 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		}
 		if b != nil && !b.grad {
 			grads[2] = nil
+		}
+		return grads
+	})
+	return y
+}
+
+// depthwiseConv2d is Conv2d of x [N C H W] with w [C 1 K K] and groups C, recorded as a conv2d
+// step with its groups. Its VJP is the kernel's backward pass: dx (when x needs it), dw and dbias
+// from dy, x and w.
+func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
+	geo := kernels.Depthwise2D{N: x.shape[0], C: x.shape[1], H: x.shape[2], W: x.shape[3], K: w.shape[2], Stride: o.Stride, Pad: o.Padding}
+	if err := geo.Validate(); err != nil {
+		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, %+v: %w", x.shape, w.shape, o, err))
+		return &Tensor{g: g}
+	}
+	y := g.newTensor([]int{geo.N, geo.C, geo.OutH(), geo.OutW()})
+	var bias kernels.F32
+	if b != nil {
+		bias = b.data
+	}
+	g.run(func() error { return g.ops.DepthwiseConv2D(g.s, y.data, x.data, w.data, bias, geo) })
+	ins := []*Tensor{x, w}
+	if b != nil {
+		ins = append(ins, b)
+	}
+	attr := Attr{"stride": geo.Stride, "padding": geo.Pad, "groups": geo.C}
+	g.record(y, "conv2d", attr, ins, func(dy *Tensor) []*Tensor {
+		grads := make([]*Tensor, len(ins))
+		var dx, db kernels.F32
+		if x.grad {
+			grads[0] = g.newTensor(slices.Clone(x.shape))
+			dx = grads[0].data
+		}
+		grads[1] = g.newTensor(slices.Clone(w.shape))
+		if b != nil && b.grad {
+			grads[2] = g.newTensor(slices.Clone(b.shape))
+			db = grads[2].data
+		}
+		g.run(func() error {
+			return g.ops.DepthwiseConv2DBackward(g.s, dx, grads[1].data, db, dy.data, x.data, w.data, geo)
+		})
+		if !w.grad {
+			grads[1] = nil
 		}
 		return grads
 	})

@@ -120,6 +120,12 @@ func gradCases() []gradCase {
 		{name: "conv2d grouped", shapes: [][]int{{1, 4, 4, 4}, {6, 2, 3, 3}, {6}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.Conv2d(x[0], x[1], x[2], nn.ConvOptions{Padding: 1, Groups: 2})
 		}},
+		{name: "conv2d depthwise", shapes: [][]int{{2, 3, 5, 5}, {3, 1, 3, 3}, {3}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.Conv2d(x[0], x[1], x[2], nn.ConvOptions{Padding: 1, Groups: 3})
+		}},
+		{name: "conv2d depthwise strided, no bias", shapes: [][]int{{1, 4, 7, 6}, {4, 1, 5, 5}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.Conv2d(x[0], x[1], nil, nn.ConvOptions{Stride: 2, Padding: 2, Groups: 4})
+		}},
 		{name: "batch norm (training)", train: true, shapes: [][]int{{4, 3, 2, 2}, {3}, {3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
 			g := x[0].Graph()
 			return nn.BatchNorm(x[0], g.Full(0, 3), g.Full(1, 3), x[1], x[2], 0.1, 1e-5)

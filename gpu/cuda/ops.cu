@@ -938,3 +938,66 @@ extern "C" __global__ void layer_norm_grad_f32(float *dx, float *dgamma, float *
 		__syncthreads();
 	}
 }
+
+// Depthwise convolution (kernels.Depthwise2D): x [n][c][h][w], w [c][k][k], y [n][c][oh][ow].
+// One thread per output: bias (or 0) plus the window's products in float32, taps in row-major
+// order, padding taps left out (the CPU op set's order: the same bits).
+extern "C" __global__ void dwconv_f32(float *y, const float *x, const float *w, const float *bias, i64 n, i64 c, i64 h,
+	i64 wd, i64 k, i64 stride, i64 pad, i64 oh, i64 ow) {
+	GRID_STRIDE(i, n * c * oh * ow) {
+		i64 ox = i % ow, oy = (i / ow) % oh, p = i / (ow * oh), ch = p % c;
+		const float *xp = x + p * h * wd, *wc = w + ch * k * k;
+		float acc = bias ? bias[ch] : 0.0f;
+		for (i64 kh = 0; kh < k; kh++) {
+			i64 iy = oy * stride - pad + kh;
+			if (iy < 0 || iy >= h) continue;
+			for (i64 kw = 0; kw < k; kw++) {
+				i64 ix = ox * stride - pad + kw;
+				if (ix < 0 || ix >= wd) continue;
+				acc += wc[kh * k + kw] * xp[iy * wd + ix];
+			}
+		}
+		y[i] = acc;
+	}
+}
+
+// The input gradient, one thread per input: the taps that read it, in row-major tap order,
+// each adding w·dy in float32 (the CPU op set's order).
+extern "C" __global__ void dwconv_grad_x_f32(float *dx, const float *dy, const float *w, i64 n, i64 c, i64 h, i64 wd,
+	i64 k, i64 stride, i64 pad, i64 oh, i64 ow) {
+	GRID_STRIDE(i, n * c * h * wd) {
+		i64 ix = i % wd, iy = (i / wd) % h, p = i / (wd * h), ch = p % c;
+		const float *dyp = dy + p * oh * ow, *wc = w + ch * k * k;
+		float acc = 0.0f;
+		for (i64 kh = 0; kh < k; kh++) {
+			i64 ty = iy + pad - kh;
+			if (ty < 0 || ty % stride != 0 || ty / stride >= oh) continue;
+			for (i64 kw = 0; kw < k; kw++) {
+				i64 tx = ix + pad - kw;
+				if (tx < 0 || tx % stride != 0 || tx / stride >= ow) continue;
+				acc += wc[kh * k + kw] * dyp[(ty / stride) * ow + tx / stride];
+			}
+		}
+		dx[i] = acc;
+	}
+}
+
+// The weight gradient, one block per weight (channel, kh, kw): each thread sums a fixed strided
+// subset of the n·oh·ow products dy·x in double, then block_sum's fixed tree; rounded once.
+extern "C" __global__ void dwconv_grad_w_f32(float *dw, const float *dy, const float *x, i64 n, i64 c, i64 h, i64 wd,
+	i64 k, i64 stride, i64 pad, i64 oh, i64 ow) {
+	__shared__ double part[256];
+	for (i64 b = blockIdx.x; b < c * k * k; b += gridDim.x) {
+		i64 ch = b / (k * k), kh = (b / k) % k, kw = b % k;
+		double s = 0;
+		for (i64 j = threadIdx.x; j < n * oh * ow; j += blockDim.x) {
+			i64 ox = j % ow, oy = (j / ow) % oh, s0 = j / (ow * oh);
+			i64 iy = oy * stride - pad + kh, ix = ox * stride - pad + kw;
+			if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
+			i64 p = s0 * c + ch;
+			s += (double)dy[(p * oh + oy) * ow + ox] * (double)x[(p * h + iy) * wd + ix];
+		}
+		s = block_sum(part, s);
+		if (threadIdx.x == 0) dw[b] = (float)s;
+	}
+}

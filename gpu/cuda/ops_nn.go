@@ -445,3 +445,49 @@ func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 	}
 	return o.launch(s, "layer_norm_grad_f32", min((cols+31)/32, maxBlocks), 256, append([]uint64{0, p[1], p[2]}, in...)...)
 }
+
+func dwArgs(g kernels.Depthwise2D) []uint64 {
+	return []uint64{iarg(g.N), iarg(g.C), iarg(g.H), iarg(g.W), iarg(g.K), iarg(max(g.Stride, 1)), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
+}
+
+// DepthwiseConv2D runs dwconv_f32, one thread per output (float32 throughout, under reduced
+// precision too).
+func (o *cudaOps) DepthwiseConv2D(gs gpu.Stream, y, x, w, bias kernels.F32, g kernels.Depthwise2D) error {
+	const op = "depthwise conv2d"
+	s, e0 := o.stream(op, gs)
+	yp, e1 := o.f32(op, "y", y)
+	xp, e2 := o.f32(op, "x", x)
+	wp, e3 := o.f32(op, "w", w)
+	bp, e4 := o.f32(op, "bias", bias) // 0 when empty: no bias
+	if err := firstErr(e0, e1, e2, e3, e4); err != nil {
+		return err
+	}
+	return o.launchN(s, "dwconv_f32", y.Len, append([]uint64{parg(yp), parg(xp), parg(wp), parg(bp)}, dwArgs(g)...)...)
+}
+
+// DepthwiseConv2DBackward runs dwconv_grad_x_f32 for dx (one thread per input), dwconv_grad_w_f32
+// for dw (one block per weight) and bias_grad_f32 for dbias (one block per channel).
+func (o *cudaOps) DepthwiseConv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, x, w kernels.F32, g kernels.Depthwise2D) error {
+	const op = "depthwise conv2d backward"
+	s, e0 := o.stream(op, gs)
+	dxp, e1 := o.f32(op, "dx", dx)
+	dwp, e2 := o.f32(op, "dw", dw)
+	dbp, e3 := o.f32(op, "dbias", dbias)
+	dyp, e4 := o.f32(op, "dy", dy)
+	xp, e5 := o.f32(op, "x", x)
+	wp, e6 := o.f32(op, "w", w)
+	if err := firstErr(e0, e1, e2, e3, e4, e5, e6); err != nil {
+		return err
+	}
+	geo := dwArgs(g)
+	if err := o.launchN(s, "dwconv_grad_x_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(wp)}, geo...)...); err != nil {
+		return err
+	}
+	if err := o.launch(s, "dwconv_grad_w_f32", min(dw.Len, maxBlocks), blockSize, append([]uint64{parg(dwp), parg(dyp), parg(xp)}, geo...)...); err != nil {
+		return err
+	}
+	if dbias.Len == 0 {
+		return nil
+	}
+	return o.biasGrad(s, dbp, dyp, g.N, g.C, g.OutH()*g.OutW())
+}

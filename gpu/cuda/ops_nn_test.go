@@ -267,6 +267,36 @@ func gemmStridedCase(ta, tb bool, batch, m, n, k, strideA, strideB, strideC int)
 	}}
 }
 
+// depthwiseCases: the forward pass and the input gradient (the CPU's float32 order: exact), then
+// the weight and bias gradients (sums in double in another order: 1e-6 relative), the backward
+// pass with every output and with dw alone.
+func depthwiseCases(g kernels.Depthwise2D, bias bool) []parityCase {
+	name := fmt.Sprintf("depthwise conv2d %+v, bias %v", g, bias)
+	inputs := func(t *testing.T, sd *side, r *rand.Rand) (x, w, b, dy kernels.F32) {
+		x, w, dy = sd.f32(t, randF32(r, g.InLen())), sd.f32(t, randF32(r, g.WeightLen())), sd.f32(t, randF32(r, g.OutLen()))
+		if bias {
+			b = sd.f32(t, randF32(r, g.C))
+		}
+		return x, w, b, dy
+	}
+	return []parityCase{
+		{name + ": y and dx", 0, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x, w, b, dy := inputs(t, sd, r)
+			y, dx, dw := f32Len(sd, t, g.OutLen()), f32Len(sd, t, g.InLen()), f32Len(sd, t, g.WeightLen())
+			check(t, sd.ops.DepthwiseConv2D(sd.s, y, x, w, b, g))
+			check(t, sd.ops.DepthwiseConv2DBackward(sd.s, dx, dw, kernels.F32{}, dy, x, w, g))
+			return []any{y, dx}
+		}},
+		{name + ": dw and dbias", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			x, w, _, dy := inputs(t, sd, r)
+			dx, dw, db, dw2 := f32Len(sd, t, g.InLen()), f32Len(sd, t, g.WeightLen()), f32Len(sd, t, g.C), f32Len(sd, t, g.WeightLen())
+			check(t, sd.ops.DepthwiseConv2DBackward(sd.s, dx, dw, db, dy, x, w, g))
+			check(t, sd.ops.DepthwiseConv2DBackward(sd.s, kernels.F32{}, dw2, kernels.F32{}, dy, x, w, g))
+			return []any{dw, db, dw2}
+		}},
+	}
+}
+
 // coreParityCases are TestCUDAParity's cases for the differentiable core's ops: elementwise
 // functions (computed in double on the GPU: within 1e-6), Binary and CopyStrided (exact),
 // reductions and GemmStrided (another order: 1e-5 relative).
@@ -275,7 +305,7 @@ func coreParityCases() []parityCase {
 	for f := kernels.Exp; f <= kernels.ReLU6; f++ {
 		cases = append(cases, unaryCase(f))
 	}
-	return append(cases,
+	cases = append(cases,
 		binaryCase("packed", []int{3, 4, 5}, []int{20, 5, 1}, []int{20, 5, 1}, 60, 60),
 		binaryCase("bias row over three dims", []int{4, 5, 6}, []int{30, 6, 1}, []int{0, 0, 1}, 120, 6),
 		binaryCase("broadcast row and scalar", []int{6, 7}, []int{7, 1}, []int{0, 0}, 42, 1),
@@ -309,6 +339,19 @@ func coreParityCases() []parityCase {
 		gemmStridedCase(false, false, 3, 4, 5, 0, 0, 0, 20),
 		gemmStridedCase(false, false, 0, 4, 5, 6, 24, 30, 20),
 	)
+	for _, c := range []struct {
+		g    kernels.Depthwise2D
+		bias bool
+	}{
+		{kernels.Depthwise2D{N: 2, C: 5, H: 9, W: 11, K: 3, Pad: 1}, true},
+		{kernels.Depthwise2D{N: 3, C: 4, H: 14, W: 13, K: 7, Stride: 1, Pad: 3}, true},
+		{kernels.Depthwise2D{N: 2, C: 3, H: 10, W: 9, K: 3, Stride: 2, Pad: 1}, false},
+		{kernels.Depthwise2D{N: 1, C: 2, H: 5, W: 5, K: 5, Stride: 3, Pad: 5}, true}, // outputs of padding only
+		{kernels.Depthwise2D{N: 1, C: 180, H: 6, W: 6, K: 7, Pad: 3}, true},          // more weights than blocks
+	} {
+		cases = append(cases, depthwiseCases(c.g, c.bias)...)
+	}
+	return cases
 }
 
 // TestDimsSimplify: the strided kernels' index space loses its dimensions of size 1 and merges

@@ -366,6 +366,7 @@ var parityCovers = map[string]string{
 	"Unary": "unary", "UnaryGrad": "unary", "Binary": "binary", "CopyStrided": "copy strided", "SumTo": "sum to",
 	"Softmax": "softmax and backward", "SoftmaxBackward": "softmax and backward", "LayerNorm": "layer norm",
 	"LayerNormBackward": "layer norm", "GemmStrided": "gemm strided",
+	"DepthwiseConv2D": "depthwise conv2d", "DepthwiseConv2DBackward": "depthwise conv2d",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

@@ -73,6 +73,8 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 	bytes4 := kernels.U8{Buf: f(1).Buf, Len: 4}
 	conv := kernels.Conv2D{N: 1, InC: 1, InH: 3, InW: 3, OutC: 1, KH: 2, KW: 2} // y 2x2, ws 20
 	cy, cx, cw, cws := f(4), f(9), f(4), f(conv.WorkspaceLen())
+	dw := kernels.Depthwise2D{N: 1, C: 2, H: 3, W: 3, K: 2} // x [1][2][3][3], y [1][2][2][2], w [2][1][2][2]
+	dwy, dwx, dww, dwdx, dwdw := f(8), f(18), f(8), f(18), f(8)
 	pool := kernels.Pool2D{N: 1, C: 1, H: 4, W: 4, K: 2} // y 2x2
 	px := f(16)
 	bn := kernels.BatchNorm{N: 2, C: 2, HW: 1, Momentum: 0.1, Eps: 1e-5}
@@ -210,6 +212,66 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 		}, []Bad{
 			{"dx length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.Conv2DBackward(s, x4, y4, none, cy, cw, cws, conv) }},
 			{"dw is w", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Conv2DBackward(s, none, cw, none, cy, cw, cws, conv) }},
+		}},
+		{"DepthwiseConv2D", func(o kernels.Ops, s gpu.Stream) error { return o.DepthwiseConv2D(s, dwy, dwx, dww, x2, dw) }, []Bad{
+			{"bias length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.DepthwiseConv2D(s, dwy, dwx, dww, x3, dw) }},
+			{"w length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.DepthwiseConv2D(s, dwy, dwx, y4, none, dw) }},
+			{"y length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.DepthwiseConv2D(s, big, dwx, dww, none, dw) }},
+			{"y is x", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.K, g.Pad = 3, 1 // y as x, w [2][1][3][3]
+				return o.DepthwiseConv2D(s, dwx, dwx, dwdx, none, g)
+			}},
+			{"kernel larger than the padded input", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.K = 4
+				return o.DepthwiseConv2D(s, dwy, dwx, dww, none, g)
+			}},
+			{"negative stride", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.Stride = -1
+				return o.DepthwiseConv2D(s, dwy, dwx, dww, none, g)
+			}},
+			{"no channel", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2D(s, none, none, none, none, kernels.Depthwise2D{N: 1, H: 3, W: 3, K: 1})
+			}},
+			{"element counts overflow", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.N, g.C = 1<<32, 1<<32
+				return o.DepthwiseConv2D(s, dwy, dwx, dww, none, g)
+			}},
+			{"padding overflows", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.Pad = math.MaxInt / 2
+				return o.DepthwiseConv2D(s, dwy, dwx, dww, none, g)
+			}},
+		}},
+		{"DepthwiseConv2DBackward", func(o kernels.Ops, s gpu.Stream) error {
+			return o.DepthwiseConv2DBackward(s, dwdx, dwdw, y2, dwy, dwx, dww, dw)
+		}, []Bad{
+			{"dw length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, none, y4, none, dwy, dwx, dww, dw)
+			}},
+			{"no dw", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, dwdx, none, none, dwy, dwx, dww, dw)
+			}},
+			{"dx length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, big, dwdw, none, dwy, dwx, dww, dw)
+			}},
+			{"dbias length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, none, dwdw, x3, dwy, dwx, dww, dw)
+			}},
+			{"dw is w", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, none, dww, none, dwy, dwx, dww, dw)
+			}},
+			{"dx is x", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.DepthwiseConv2DBackward(s, dwx, dwdw, none, dwy, dwx, dww, dw)
+			}},
+			{"geometry", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				g := dw
+				g.H = 0
+				return o.DepthwiseConv2DBackward(s, dwdx, dwdw, none, dwy, dwx, dww, g)
+			}},
 		}},
 		{"MaxPool2D", func(o kernels.Ops, s gpu.Stream) error { return o.MaxPool2D(s, x4, arg4, px, pool) }, []Bad{
 			{"arg length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.MaxPool2D(s, x4, lab, px, pool) }},
