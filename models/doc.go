@@ -29,6 +29,10 @@
 //     multiplier 1; a stage's group width is min(group_width, its width); se_ratio 0 for none,
 //     stem_width 32 unless given); every regnet_x_* and regnet_y_* of torchvision (no arguments).
 //
+// Depthwise convolutions (ConvNeXt's, MobileNet's, EfficientNet's) run kernels of their own
+// (kernels.Ops.DepthwiseConv2D); other grouped convolutions (ResNeXt's, RegNet's) run one
+// convolution per group.
+//
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.
 package models
