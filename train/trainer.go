@@ -267,6 +267,10 @@ type EpochResult struct {
 	// the model is.
 	EMAAcc  float64 `json:"ema_acc,omitempty"`
 	EMATop5 float64 `json:"ema_top5,omitempty"`
+	// TestLoss and EMALoss are the mean cross-entropy of the model's and the EMA's logits on the
+	// test data (Evaluation.Loss: the validation loss, without label smoothing); class ids only.
+	TestLoss float64 `json:"test_loss,omitempty"`
+	EMALoss  float64 `json:"ema_loss,omitempty"`
 	// LR is the learning rate of the epoch's last step.
 	LR float64 `json:"lr"`
 }
@@ -298,6 +302,9 @@ type Result struct {
 	ClassAcc []float64 `json:"class_acc,omitempty"`
 	EMAAcc   float64   `json:"ema_acc,omitempty"`
 	EMATop5  float64   `json:"ema_top5,omitempty"`
+	// TestLoss and EMALoss are the last epoch's validation losses (see EpochResult).
+	TestLoss float64 `json:"test_loss,omitempty"`
+	EMALoss  float64 `json:"ema_loss,omitempty"`
 	// BestEpoch is the epoch with the best validation metric (the EMA's score with Config.EMA),
 	// BestMetric its value: what Config.KeepBest holds. 0 without evaluation data.
 	BestEpoch  int     `json:"best_epoch,omitempty"`
@@ -580,7 +587,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 
 // evaluateEpoch scores the model on test, and its EMA if it has one, into er.
 func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult) error {
-	score := func(acc, top5 *float64, class *[]float64) error {
+	score := func(acc, top5, loss *float64, class *[]float64) error {
 		if targetKind(test) != ClassIDs {
 			var err error
 			*acc, err = t.Evaluate(ctx, test)
@@ -588,18 +595,18 @@ func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult)
 		}
 		ev, err := t.EvaluateClasses(ctx, test)
 		if err == nil {
-			*acc, *top5 = ev.Acc, ev.Top5
+			*acc, *top5, *loss = ev.Acc, ev.Top5, ev.Loss
 			if class != nil {
 				*class = ev.ClassAcc
 			}
 		}
 		return err
 	}
-	if err := score(&er.TestAcc, &er.TestTop5, &er.ClassAcc); err != nil || !t.hasEMA {
+	if err := score(&er.TestAcc, &er.TestTop5, &er.TestLoss, &er.ClassAcc); err != nil || !t.hasEMA {
 		return err
 	}
 	t.swapEMA()
-	err := score(&er.EMAAcc, &er.EMATop5, nil)
+	err := score(&er.EMAAcc, &er.EMATop5, &er.EMALoss, nil)
 	t.swapEMA()
 	if err != nil {
 		return fmt.Errorf("train: the EMA's %w", err)
@@ -642,6 +649,7 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
 		r.TestTop5, r.ClassAcc, r.EMAAcc, r.EMATop5 = last.TestTop5, last.ClassAcc, last.EMAAcc, last.EMATop5
+		r.TestLoss, r.EMALoss = last.TestLoss, last.EMALoss
 	}
 	r.BestEpoch, r.BestMetric = t.state.BestEpoch, t.state.Best
 	if t.cfg.EarlyStop > 0 && t.state.Stopped > 0 {

@@ -104,6 +104,15 @@ func plateauSchedule(spec string) (*train.Plateau, error) {
 	return &p, nil // validateConfig checks it
 }
 
+// lossNote is what an epoch's line adds to its training loss: the loss on the evaluated data
+// (class ids only).
+func lossNote(r train.EpochResult, evalName string) string {
+	if r.TestLoss <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s loss %.4f", evalName, r.TestLoss)
+}
+
 // scoreNote is what an epoch's line adds to its accuracy: the top-5 accuracy and the EMA's.
 func scoreNote(r train.EpochResult) string {
 	var b strings.Builder
@@ -111,7 +120,7 @@ func scoreNote(r train.EpochResult) string {
 		fmt.Fprintf(&b, " (top-5 %.2f%%)", 100*r.TestTop5)
 	}
 	if r.EMAAcc > 0 {
-		fmt.Fprintf(&b, ", EMA %.2f%% (top-5 %.2f%%)", 100*r.EMAAcc, 100*r.EMATop5)
+		fmt.Fprintf(&b, ", EMA %.2f%% (top-5 %.2f%%, loss %.4f)", 100*r.EMAAcc, 100*r.EMATop5, r.EMALoss)
 	}
 	return b.String()
 }

@@ -225,8 +225,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 				bar = nil
 			}
 			r := p.Result
-			e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
-				r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
+			e.printf("epoch %d/%d: train loss %.4f%s, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
+				r.Epoch, p.Epochs, r.TrainLoss, lossNote(r, sets.evalName), sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
 			return
 		}
 		if bar == nil {
