@@ -354,6 +354,33 @@ func TestEMAResume(t *testing.T) {
 	}
 }
 
+// TestEMABehindNotServed: an EMA of decay 0.999 without warm-up, after the few steps of a short
+// run, scores below the model; the best epoch is chosen by the model's score, the checkpoint of
+// it remembers, and UseEMA declines both on the trainer and on a trainer that loads the checkpoint.
+func TestEMABehindNotServed(t *testing.T) {
+	f := newFixture(t, 128)
+	best := filepath.Join(t.TempDir(), "best")
+	res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 2, Seed: 5, EMA: 0.999, KeepBest: best})
+	if !(res.EMAAcc < res.TestAcc) {
+		t.Fatalf("EMA %v, model %v: the case shows nothing", res.EMAAcc, res.TestAcc)
+	}
+	if h := res.History[res.BestEpoch-1]; res.BestMetric != h.TestAcc {
+		t.Errorf("best metric %v at epoch %d; want the model's %v, not the EMA's %v", res.BestMetric, res.BestEpoch, h.TestAcc, h.EMAAcc)
+	}
+	if ok, err := tr.UseEMA(); ok || err != nil {
+		t.Errorf("UseEMA after the run = %v, %v; want false: the EMA scored %v, the model %v", ok, err, res.EMAAcc, res.TestAcc)
+	}
+	served, err := New(smallCNN(t), f.dev, nil, Config{Resume: best})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	last, ok := served.LastEpoch()
+	if ok2, err := served.UseEMA(); ok2 || err != nil || !ok || last.Epoch != res.BestEpoch {
+		t.Errorf("UseEMA on the best checkpoint = %v, %v (last epoch %+v); want false, the record of epoch %d", ok2, err, last, res.BestEpoch)
+	}
+}
+
 // TestPlateauHand: torch's ReduceLROnPlateau worked by hand on a flat metric (mode max, factor
 // 0.5, patience 1, cooldown 1): reduce after the second bad epoch, then a cooldown epoch in
 // which bad epochs do not count.

@@ -164,9 +164,12 @@ type Config struct {
 	// statistics as timm's ModelEmaV2 does: it starts as a copy of the initial weights (Init's, if
 	// set) and after every optimizer step (one that fp16 loss scaling skipped included, as timm's
 	// loop does) becomes EMA*ema + (1-EMA)*w. Every evaluation of Fit scores the model and its EMA
-	// (EpochResult.TestAcc and EMAAcc), the EMA's score is the validation metric (Plateau,
-	// EarlyStop, KeepBest, as timm selects by it), checkpoints hold it, and UseEMA puts it in
-	// the model's place for Export and Predict. EMAWarmup uses timm's ModelEmaV3 warm-up instead
+	// (EpochResult.TestAcc and EMAAcc); the EMA's score is the validation metric (Plateau,
+	// EarlyStop, KeepBest, as timm selects by it) when it is at least the model's, else the
+	// model's is; checkpoints hold the EMA, and UseEMA puts it in the model's place for Export
+	// and Predict unless it scored worse than the model at the last evaluation (an EMA whose
+	// decay needs more steps, ~1/(1-EMA), than the run has taken serves an average of barely
+	// trained weights). EMAWarmup uses timm's ModelEmaV3 warm-up instead
 	// of the constant decay (use_warmup with warmup_gamma 1, warmup_power 2/3): the decay after
 	// step s is min(EMA, 1-s^(-2/3)), 0 after the first step (a copy of the weights).
 	EMA       float64
@@ -305,7 +308,8 @@ type Result struct {
 	// TestLoss and EMALoss are the last epoch's validation losses (see EpochResult).
 	TestLoss float64 `json:"test_loss,omitempty"`
 	EMALoss  float64 `json:"ema_loss,omitempty"`
-	// BestEpoch is the epoch with the best validation metric (the EMA's score with Config.EMA),
+	// BestEpoch is the epoch with the best validation metric (with Config.EMA, the EMA's score
+	// when it is at least the model's),
 	// BestMetric its value: what Config.KeepBest holds. 0 without evaluation data.
 	BestEpoch  int     `json:"best_epoch,omitempty"`
 	BestMetric float64 `json:"best_metric,omitempty"`
@@ -614,12 +618,15 @@ func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult)
 	return nil
 }
 
-// decide runs the loop's decisions on the epoch's validation metric (the EMA's score when there
-// is an EMA): ReduceLROnPlateau's step, the best epoch and early stopping. It reports whether the
-// epoch is the best so far. Every rank decides the same: the metric is over all ranks' samples.
+// decide runs the loop's decisions on the epoch's validation metric (the score of the weights
+// the epoch's checkpoint serves: the EMA's when there is one and it scores at least the model's,
+// else the model's): ReduceLROnPlateau's step, the best epoch and early stopping. It reports
+// whether the epoch is the best so far. Every rank decides the same: the metric is over all
+// ranks' samples.
 func (t *Trainer) decide(er EpochResult) (improved bool) {
 	metric := er.TestAcc
-	if t.hasEMA {
+	t.state.EMABehind = t.hasEMA && emaBehind(er, t.higher)
+	if t.hasEMA && !t.state.EMABehind {
 		metric = er.EMAAcc
 	}
 	if t.cfg.Plateau != nil {

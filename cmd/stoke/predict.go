@@ -116,10 +116,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	ema := false
+	ema, emaNote := false, ""
 	if *useEMA {
-		if ema, err = tr.UseEMA(); err != nil {
+		if ema, emaNote, err = tr.useEMA(); err != nil {
 			return err
+		}
+		if emaNote != "" {
+			emaNote = ", the trained weights: " + emaNote
 		}
 	}
 	m, dev := tr.Model(), tr.dev
@@ -165,7 +168,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if !e.json {
-		weights := ""
+		weights := emaNote
 		if ema {
 			weights = ", the EMA's weights"
 		}
