@@ -47,10 +47,11 @@ func (l *loopFlags) apply(cfg *train.Config) error {
 // emaDefault settles --ema-warmup for a run of steps optimizer steps in all. An EMA of decay D
 // averages over ~1/(1-D) steps (timm's rule of thumb): on a shorter run it stays close to the
 // initial weights. Unless --ema-warmup was given, such a run warms the decay up, and note says so;
-// with --ema-warmup=false, warning says what the run will give.
+// with --ema-warmup=false, warning says what the run will give. steps 0 is a run of unknown length
+// (a stream whose length the loader learns at the end of each epoch): nothing is said.
 func (l *loopFlags) emaDefault(fs *flag.FlagSet, steps int) (note, warning string) {
 	need := 1 / (1 - l.ema)
-	if l.ema == 0 || l.emaWarmup || float64(steps) >= need {
+	if l.ema == 0 || l.emaWarmup || steps == 0 || float64(steps) >= need {
 		return "", ""
 	}
 	what := fmt.Sprintf("--ema %g averages over ~%.0f optimizer steps and the run takes %d", l.ema, need, steps)
