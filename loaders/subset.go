@@ -76,6 +76,9 @@ func (s *Subset) Sample(ctx context.Context, i int) (Sample, error) {
 	return s.ds.Sample(ctx, s.indices[i])
 }
 
+// Index returns the dataset's index of the subset's sample i (0 <= i < Len).
+func (s *Subset) Index(i int) int { return s.indices[i] }
+
 // WithClasses returns ds declared to have classes classes: its Info says so, and a sample whose
 // label is outside [0, classes) is an error wrapping ErrLabel that names it.
 func WithClasses(ds Dataset, classes int) Dataset {

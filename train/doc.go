@@ -19,7 +19,9 @@
 // UseEMA; Plateau reduces the rate when the validation metric stalls, EarlyStop ends Fit normally
 // after epochs without a better one (Result.StoppedEarly) and KeepBest writes the best epoch's
 // checkpoint. Evaluations report top-1, top-5 and per-class accuracy (EvaluateClasses, every
-// epoch's EpochResult); the validation metric is the EMA's accuracy when there is an EMA, and
+// epoch's EpochResult) and the validation loss (the mean cross-entropy); the validation metric is
+// the EMA's accuracy when there is an EMA that scores at least the model's (else the model's, and
+// UseEMA then declines to serve the EMA), and
 // under Collective it comes from the evaluation summed over the ranks, so that every rank decides alike.
 //
 // Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come

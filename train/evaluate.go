@@ -22,6 +22,10 @@ type Evaluation struct {
 	// counts them.
 	ClassAcc     []float64
 	ClassSamples []int
+	// Loss is the mean cross-entropy of the samples' logits against their labels, without label
+	// smoothing or mixing (the validation loss of PyTorch's nn.CrossEntropyLoss and timm's
+	// validate).
+	Loss float64
 }
 
 // Evaluate returns the model's accuracy over one pass of data (epoch 0 of it), with dropout off.
@@ -87,7 +91,7 @@ func (t *Trainer) EvaluateClasses(ctx context.Context, data Data) (*Evaluation, 
 			if l < 0 || int(l) >= classes {
 				return nil, fmt.Errorf("train: evaluate: sample %d has label %d; the model has %d classes", at, l, classes)
 			}
-			tally.add(at, int(l), p.Class(i) == int(l), p.InTopK(i, int(l), k))
+			tally.add(at, int(l), p.Class(i) == int(l), p.InTopK(i, int(l), k), crossEntropy(p.Logits[i*classes:(i+1)*classes], int(l)))
 		}
 		pos += p.Len()
 		if err := ctx.Err(); err != nil {
@@ -106,22 +110,36 @@ func (t *Trainer) EvaluateClasses(ctx context.Context, data Data) (*Evaluation, 
 	return ev, nil
 }
 
-// evalTally counts an evaluation per sample (by dataset index under Collective, where the ranks' tallies
-// are summed: how often each sample was seen, right, in the top 5, and its label times the times
-// seen).
-type evalTally struct {
-	seen, right, top, label []float32
+// crossEntropy is -log softmax(row)[label], computed in float64 from the largest logit.
+func crossEntropy(row []float32, label int) float64 {
+	top := float64(row[0])
+	for _, v := range row {
+		top = max(top, float64(v))
+	}
+	var sum float64
+	for _, v := range row {
+		sum += math.Exp(float64(v) - top)
+	}
+	return top + math.Log(sum) - float64(row[label])
 }
 
-func (e *evalTally) add(i, label int, right, top bool) {
+// evalTally counts an evaluation per sample (by dataset index under Collective, where the ranks' tallies
+// are summed: how often each sample was seen, right, in the top 5, its label times the times seen
+// and its loss summed over the times seen).
+type evalTally struct {
+	seen, right, top, label, loss []float32
+}
+
+func (e *evalTally) add(i, label int, right, top bool, loss float64) {
 	if i >= len(e.seen) {
 		n := max(i+1, 2*len(e.seen))
-		for _, v := range []*[]float32{&e.seen, &e.right, &e.top, &e.label} {
+		for _, v := range e.all() {
 			*v = append(*v, make([]float32, n-len(*v))...)
 		}
 	}
 	e.seen[i]++
 	e.label[i] += float32(label)
+	e.loss[i] += float32(loss)
 	if right {
 		e.right[i]++
 	}
@@ -143,7 +161,7 @@ func (e *evalTally) reduce(ctx context.Context, g Collective) error {
 	for _, l := range lens {
 		n = max(n, int(l))
 	}
-	vs := []*[]float32{&e.seen, &e.right, &e.top, &e.label}
+	vs := e.all()
 	buf := make([]float32, len(vs)*n)
 	for j, v := range vs {
 		copy(buf[j*n:], *v)
@@ -157,10 +175,14 @@ func (e *evalTally) reduce(ctx context.Context, g Collective) error {
 	return nil
 }
 
+func (e *evalTally) all() []*[]float32 {
+	return []*[]float32{&e.seen, &e.right, &e.top, &e.label, &e.loss}
+}
+
 // evaluation turns the tally into scores, each sample counting once.
 func (e *evalTally) evaluation(classes int) (*Evaluation, error) {
 	ev := &Evaluation{ClassAcc: make([]float64, classes), ClassSamples: make([]int, classes)}
-	var right, top float64
+	var right, top, loss float64
 	for i, seen := range e.seen {
 		if seen == 0 {
 			continue
@@ -173,6 +195,7 @@ func (e *evalTally) evaluation(classes int) (*Evaluation, error) {
 		ev.Samples++
 		right += r
 		top += float64(e.top[i]) / float64(seen)
+		loss += float64(e.loss[i]) / float64(seen)
 		ev.ClassAcc[c] += r
 		ev.ClassSamples[c]++
 	}
@@ -182,7 +205,7 @@ func (e *evalTally) evaluation(classes int) (*Evaluation, error) {
 	if math.IsNaN(right) || math.IsNaN(top) {
 		return nil, errors.New("evaluation tally is not a number")
 	}
-	ev.Acc, ev.Top5 = right/float64(ev.Samples), top/float64(ev.Samples)
+	ev.Acc, ev.Top5, ev.Loss = right/float64(ev.Samples), top/float64(ev.Samples), loss/float64(ev.Samples)
 	for c, n := range ev.ClassSamples {
 		if n > 0 {
 			ev.ClassAcc[c] /= float64(n)

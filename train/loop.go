@@ -93,6 +93,9 @@ type loopState struct {
 	BestEpoch int           `json:"best_epoch,omitempty"`
 	Best      float64       `json:"best,omitempty"`
 	Stopped   int           `json:"stopped_epoch,omitempty"`
+	// EMABehind says that the EMA scored worse than the model at the last evaluation: the
+	// weights to serve are the model's (UseEMA declines).
+	EMABehind bool `json:"ema_behind,omitempty"`
 }
 
 // improves reports whether metric beats the best epoch's (any epoch beats none; NaN never does).
@@ -279,6 +282,27 @@ func (t *Trainer) updateEMA(step int) error {
 	return nil
 }
 
+// LastEpoch returns the record of the last epoch trained (by Fit, or before the checkpoint that
+// Config.Resume loaded); false before any.
+func (t *Trainer) LastEpoch() (EpochResult, bool) {
+	if len(t.history) == 0 {
+		return EpochResult{}, false
+	}
+	return t.history[len(t.history)-1], true
+}
+
+// emaBehind reports whether the EMA's score is worse than the model's (a NaN one is; a NaN model
+// score never beats the EMA's).
+func emaBehind(er EpochResult, higher bool) bool {
+	if math.IsNaN(er.TestAcc) {
+		return false
+	}
+	if higher {
+		return !(er.EMAAcc >= er.TestAcc)
+	}
+	return !(er.EMAAcc <= er.TestAcc)
+}
+
 // swapEMA exchanges every tensor's weights and EMA views, so that the model runs with the EMA
 // (a second call swaps back).
 func (t *Trainer) swapEMA() {
@@ -290,9 +314,11 @@ func (t *Trainer) swapEMA() {
 // UseEMA replaces the model's weights and running statistics by their exponential moving average
 // (Config.EMA's, or the one a checkpoint holds that Config.Resume loaded, with or without an
 // optimizer), for Export and Predict to serve it, as timm's users deploy the EMA weights. It
-// reports false, changing nothing, when the trainer has no EMA.
+// reports false, changing nothing, when the trainer has no EMA, or when the EMA scored worse than
+// the model at the last evaluation (Fit's, or the checkpoint's: LastEpoch has both scores), as
+// an EMA that has not caught up with the training does on a run too short for its decay.
 func (t *Trainer) UseEMA() (bool, error) {
-	if !t.hasEMA {
+	if !t.hasEMA || t.state.EMABehind {
 		return false, nil
 	}
 	for _, p := range t.m.tensors() {

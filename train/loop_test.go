@@ -354,6 +354,33 @@ func TestEMAResume(t *testing.T) {
 	}
 }
 
+// TestEMABehindNotServed: an EMA of decay 0.999 without warm-up, after the few steps of a short
+// run, scores below the model; the best epoch is chosen by the model's score, the checkpoint of
+// it remembers, and UseEMA declines both on the trainer and on a trainer that loads the checkpoint.
+func TestEMABehindNotServed(t *testing.T) {
+	f := newFixture(t, 128)
+	best := filepath.Join(t.TempDir(), "best")
+	res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 2, Seed: 5, EMA: 0.999, KeepBest: best})
+	if !(res.EMAAcc < res.TestAcc) {
+		t.Fatalf("EMA %v, model %v: the case shows nothing", res.EMAAcc, res.TestAcc)
+	}
+	if h := res.History[res.BestEpoch-1]; res.BestMetric != h.TestAcc {
+		t.Errorf("best metric %v at epoch %d; want the model's %v, not the EMA's %v", res.BestMetric, res.BestEpoch, h.TestAcc, h.EMAAcc)
+	}
+	if ok, err := tr.UseEMA(); ok || err != nil {
+		t.Errorf("UseEMA after the run = %v, %v; want false: the EMA scored %v, the model %v", ok, err, res.EMAAcc, res.TestAcc)
+	}
+	served, err := New(smallCNN(t), f.dev, nil, Config{Resume: best})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer served.Close()
+	last, ok := served.LastEpoch()
+	if ok2, err := served.UseEMA(); ok2 || err != nil || !ok || last.Epoch != res.BestEpoch {
+		t.Errorf("UseEMA on the best checkpoint = %v, %v (last epoch %+v); want false, the record of epoch %d", ok2, err, last, res.BestEpoch)
+	}
+}
+
 // TestPlateauHand: torch's ReduceLROnPlateau worked by hand on a flat metric (mode max, factor
 // 0.5, patience 1, cooldown 1): reduce after the second bad epoch, then a cooldown epoch in
 // which bad epochs do not count.
@@ -534,11 +561,23 @@ func TestTopKAndPerClass(t *testing.T) {
 	}}
 	var tally evalTally
 	for i, l := range p.Labels {
-		tally.add(i, int(l), p.Class(i) == int(l), p.InTopK(i, int(l), 5))
+		tally.add(i, int(l), p.Class(i) == int(l), p.InTopK(i, int(l), 5), crossEntropy(p.Logits[i*6:(i+1)*6], int(l)))
 	}
 	ev, err := tally.evaluation(6)
 	if err != nil {
 		t.Fatal(err)
+	}
+	// -log softmax by hand: log(sum exp(row)) - row[label] per sample.
+	var want float64
+	for i, l := range p.Labels {
+		var sum float64
+		for _, v := range p.Logits[i*6 : (i+1)*6] {
+			sum += math.Exp(float64(v))
+		}
+		want += math.Log(sum) - float64(p.Logits[i*6+int(l)])
+	}
+	if want /= 4; math.Abs(ev.Loss-want) > 1e-6 {
+		t.Errorf("hand case: loss %v; want %v", ev.Loss, want)
 	}
 	if ev.Acc != 0.5 || ev.Top5 != 0.75 || !slices.Equal(ev.ClassAcc, []float64{0, 0.5, 1, 0, 0, 0}) || !slices.Equal(ev.ClassSamples, []int{1, 2, 1, 0, 0, 0}) {
 		t.Errorf("hand case: %+v; want acc 0.5, top-5 0.75, per class [0 0.5 1 0 0 0] of [1 2 1 0 0 0]", ev)
@@ -548,7 +587,7 @@ func TestTopKAndPerClass(t *testing.T) {
 	}
 
 	f := newFixture(t, 128)
-	_, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 5})
+	res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 5})
 	got, err := tr.EvaluateClasses(context.Background(), f.test)
 	if err != nil {
 		t.Fatal(err)
@@ -557,10 +596,15 @@ func TestTopKAndPerClass(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var top1, top5 float64
+	var top1, top5, loss float64
 	right, count := make([]float64, 10), make([]int, 10)
 	for i, l := range pr.Labels {
 		row := pr.Logits[i*10 : (i+1)*10]
+		var sum float64
+		for _, v := range row {
+			sum += math.Exp(float64(v))
+		}
+		loss += math.Log(sum) - float64(row[l])
 		order := []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9}
 		slices.SortStableFunc(order, func(a, b int) int { return cmpDesc(row[a], row[b]) })
 		count[l]++
@@ -575,6 +619,13 @@ func TestTopKAndPerClass(t *testing.T) {
 	n := float64(pr.Len())
 	if got.Samples != pr.Len() || got.Acc != top1/n || got.Top5 != top5/n {
 		t.Errorf("EvaluateClasses: %d samples, top-1 %v, top-5 %v; by sorting %d, %v, %v", got.Samples, got.Acc, got.Top5, pr.Len(), top1/n, top5/n)
+	}
+	if math.Abs(got.Loss-loss/n) > 1e-5*loss/n || got.Loss <= 0 {
+		t.Errorf("EvaluateClasses: loss %v; from Predict's logits %v", got.Loss, loss/n)
+	}
+	// Fit reports the last epoch's evaluation: the same weights, the same loss.
+	if last := res.History[len(res.History)-1]; res.TestLoss != got.Loss || last.TestLoss != got.Loss {
+		t.Errorf("Fit's validation loss %v (history %v); EvaluateClasses after it %v", res.TestLoss, last.TestLoss, got.Loss)
 	}
 	for c := range right {
 		if want := right[c] / float64(count[c]); got.ClassAcc[c] != want || got.ClassSamples[c] != count[c] {

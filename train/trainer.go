@@ -164,9 +164,12 @@ type Config struct {
 	// statistics as timm's ModelEmaV2 does: it starts as a copy of the initial weights (Init's, if
 	// set) and after every optimizer step (one that fp16 loss scaling skipped included, as timm's
 	// loop does) becomes EMA*ema + (1-EMA)*w. Every evaluation of Fit scores the model and its EMA
-	// (EpochResult.TestAcc and EMAAcc), the EMA's score is the validation metric (Plateau,
-	// EarlyStop, KeepBest, as timm selects by it), checkpoints hold it, and UseEMA puts it in
-	// the model's place for Export and Predict. EMAWarmup uses timm's ModelEmaV3 warm-up instead
+	// (EpochResult.TestAcc and EMAAcc); the EMA's score is the validation metric (Plateau,
+	// EarlyStop, KeepBest, as timm selects by it) when it is at least the model's, else the
+	// model's is; checkpoints hold the EMA, and UseEMA puts it in the model's place for Export
+	// and Predict unless it scored worse than the model at the last evaluation (an EMA whose
+	// decay needs more steps, ~1/(1-EMA), than the run has taken serves an average of barely
+	// trained weights). EMAWarmup uses timm's ModelEmaV3 warm-up instead
 	// of the constant decay (use_warmup with warmup_gamma 1, warmup_power 2/3): the decay after
 	// step s is min(EMA, 1-s^(-2/3)), 0 after the first step (a copy of the weights).
 	EMA       float64
@@ -267,6 +270,10 @@ type EpochResult struct {
 	// the model is.
 	EMAAcc  float64 `json:"ema_acc,omitempty"`
 	EMATop5 float64 `json:"ema_top5,omitempty"`
+	// TestLoss and EMALoss are the mean cross-entropy of the model's and the EMA's logits on the
+	// test data (Evaluation.Loss: the validation loss, without label smoothing); class ids only.
+	TestLoss float64 `json:"test_loss,omitempty"`
+	EMALoss  float64 `json:"ema_loss,omitempty"`
 	// LR is the learning rate of the epoch's last step.
 	LR float64 `json:"lr"`
 }
@@ -298,7 +305,11 @@ type Result struct {
 	ClassAcc []float64 `json:"class_acc,omitempty"`
 	EMAAcc   float64   `json:"ema_acc,omitempty"`
 	EMATop5  float64   `json:"ema_top5,omitempty"`
-	// BestEpoch is the epoch with the best validation metric (the EMA's score with Config.EMA),
+	// TestLoss and EMALoss are the last epoch's validation losses (see EpochResult).
+	TestLoss float64 `json:"test_loss,omitempty"`
+	EMALoss  float64 `json:"ema_loss,omitempty"`
+	// BestEpoch is the epoch with the best validation metric (with Config.EMA, the EMA's score
+	// when it is at least the model's),
 	// BestMetric its value: what Config.KeepBest holds. 0 without evaluation data.
 	BestEpoch  int     `json:"best_epoch,omitempty"`
 	BestMetric float64 `json:"best_metric,omitempty"`
@@ -580,7 +591,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 
 // evaluateEpoch scores the model on test, and its EMA if it has one, into er.
 func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult) error {
-	score := func(acc, top5 *float64, class *[]float64) error {
+	score := func(acc, top5, loss *float64, class *[]float64) error {
 		if targetKind(test) != ClassIDs {
 			var err error
 			*acc, err = t.Evaluate(ctx, test)
@@ -588,18 +599,18 @@ func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult)
 		}
 		ev, err := t.EvaluateClasses(ctx, test)
 		if err == nil {
-			*acc, *top5 = ev.Acc, ev.Top5
+			*acc, *top5, *loss = ev.Acc, ev.Top5, ev.Loss
 			if class != nil {
 				*class = ev.ClassAcc
 			}
 		}
 		return err
 	}
-	if err := score(&er.TestAcc, &er.TestTop5, &er.ClassAcc); err != nil || !t.hasEMA {
+	if err := score(&er.TestAcc, &er.TestTop5, &er.TestLoss, &er.ClassAcc); err != nil || !t.hasEMA {
 		return err
 	}
 	t.swapEMA()
-	err := score(&er.EMAAcc, &er.EMATop5, nil)
+	err := score(&er.EMAAcc, &er.EMATop5, &er.EMALoss, nil)
 	t.swapEMA()
 	if err != nil {
 		return fmt.Errorf("train: the EMA's %w", err)
@@ -607,12 +618,15 @@ func (t *Trainer) evaluateEpoch(ctx context.Context, test Data, er *EpochResult)
 	return nil
 }
 
-// decide runs the loop's decisions on the epoch's validation metric (the EMA's score when there
-// is an EMA): ReduceLROnPlateau's step, the best epoch and early stopping. It reports whether the
-// epoch is the best so far. Every rank decides the same: the metric is over all ranks' samples.
+// decide runs the loop's decisions on the epoch's validation metric (the score of the weights
+// the epoch's checkpoint serves: the EMA's when there is one and it scores at least the model's,
+// else the model's): ReduceLROnPlateau's step, the best epoch and early stopping. It reports
+// whether the epoch is the best so far. Every rank decides the same: the metric is over all
+// ranks' samples.
 func (t *Trainer) decide(er EpochResult) (improved bool) {
 	metric := er.TestAcc
-	if t.hasEMA {
+	t.state.EMABehind = t.hasEMA && emaBehind(er, t.higher)
+	if t.hasEMA && !t.state.EMABehind {
 		metric = er.EMAAcc
 	}
 	if t.cfg.Plateau != nil {
@@ -642,6 +656,7 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 		last := t.history[len(t.history)-1]
 		r.TestAcc, r.FinalLoss = last.TestAcc, last.TrainLoss
 		r.TestTop5, r.ClassAcc, r.EMAAcc, r.EMATop5 = last.TestTop5, last.ClassAcc, last.EMAAcc, last.EMATop5
+		r.TestLoss, r.EMALoss = last.TestLoss, last.EMALoss
 	}
 	r.BestEpoch, r.BestMetric = t.state.BestEpoch, t.state.Best
 	if t.cfg.EarlyStop > 0 && t.state.Stopped > 0 {

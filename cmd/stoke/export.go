@@ -108,9 +108,9 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	ema := false
+	ema, emaNote := false, ""
 	if *useEMA {
-		if ema, err = tr.UseEMA(); err != nil {
+		if ema, emaNote, err = tr.useEMA(); err != nil {
 			return err
 		}
 	}
@@ -131,6 +131,8 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	what := "weights"
 	if ema {
 		what = "the EMA of the weights"
+	} else if emaNote != "" {
+		what = "the trained weights (" + emaNote + ")"
 	}
 	if *format == "onnx" {
 		in := m.Input()
@@ -262,6 +264,18 @@ func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classe
 type checkpointTrainer struct {
 	*train.Trainer
 	dev gpu.Device
+}
+
+// useEMA serves the checkpoint's EMA (train.Trainer.UseEMA); when the checkpoint holds one that
+// UseEMA declined, because it scored below the trained weights at its last evaluation, note says so.
+func (t *checkpointTrainer) useEMA() (ema bool, note string, err error) {
+	if ema, err = t.UseEMA(); err != nil || ema {
+		return ema, "", err
+	}
+	if last, ok := t.LastEpoch(); ok && (last.EMAAcc != 0 || last.EMALoss != 0) {
+		note = fmt.Sprintf("the checkpoint's EMA scored %.4g against their %.4g at epoch %d", last.EMAAcc, last.TestAcc, last.Epoch)
+	}
+	return false, note, nil
 }
 
 func (t *checkpointTrainer) Close() error { return errors.Join(t.Trainer.Close(), t.dev.Close()) }

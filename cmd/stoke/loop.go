@@ -27,8 +27,9 @@ func (l *loopFlags) register(fs *flag.FlagSet) {
 		"steps and schedules count optimizer steps)")
 	fs.Float64Var(&l.clip, "clip-grad-norm", 0, "clip the gradients' global L2 norm to X every step (torch.nn.utils.clip_grad_norm_; 0: none)")
 	fs.Float64Var(&l.ema, "ema", 0, "keep an EMA of the weights with this decay (timm's ModelEmaV2, e.g. 0.9998; 0: none): evaluated beside the model, "+
-		"its accuracy decides --schedule plateau, --early-stop and --keep-best, and predict and export use it")
-	fs.BoolVar(&l.emaWarmup, "ema-warmup", false, "warm the EMA's decay up as timm's ModelEmaV3 use_warmup: min(DECAY, 1-s^(-2/3)) after optimizer step s")
+		"its accuracy decides --schedule plateau, --early-stop and --keep-best, and predict and export use it, unless it scored below the model's at the last evaluation")
+	fs.BoolVar(&l.emaWarmup, "ema-warmup", false, "warm the EMA's decay up as timm's ModelEmaV3 use_warmup: min(DECAY, 1-s^(-2/3)) after optimizer step s "+
+		"(unset: on when the run has fewer optimizer steps than the ~1/(1-DECAY) the EMA needs)")
 	fs.IntVar(&l.earlyStop, "early-stop", 0, "stop after N epochs without a better evaluation accuracy than the best epoch's (0: never)")
 	fs.StringVar(&l.keepBest, "keep-best", "", "write the checkpoint of the epoch with the best evaluation accuracy here")
 }
@@ -41,6 +42,24 @@ func (l *loopFlags) apply(cfg *train.Config) error {
 	}
 	cfg.Accumulate, cfg.ClipGradNorm, cfg.EMA, cfg.EMAWarmup, cfg.EarlyStop, cfg.KeepBest = l.accumulate, l.clip, l.ema, l.emaWarmup, l.earlyStop, l.keepBest
 	return nil
+}
+
+// emaDefault settles --ema-warmup for a run of steps optimizer steps in all. An EMA of decay D
+// averages over ~1/(1-D) steps (timm's rule of thumb): on a shorter run it stays close to the
+// initial weights. Unless --ema-warmup was given, such a run warms the decay up, and note says so;
+// with --ema-warmup=false, warning says what the run will give. steps 0 is a run of unknown length
+// (a stream whose length the loader learns at the end of each epoch): nothing is said.
+func (l *loopFlags) emaDefault(fs *flag.FlagSet, steps int) (note, warning string) {
+	need := 1 / (1 - l.ema)
+	if l.ema == 0 || l.emaWarmup || steps == 0 || float64(steps) >= need {
+		return "", ""
+	}
+	what := fmt.Sprintf("--ema %g averages over ~%.0f optimizer steps and the run takes %d", l.ema, need, steps)
+	if flagSet(fs, "ema-warmup") {
+		return "", what + ": with --ema-warmup=false the EMA stays close to the initial weights (predict and export serve the model's weights while the EMA scores below them)"
+	}
+	l.emaWarmup = true
+	return what + ": warming its decay up (--ema-warmup; --ema-warmup=false keeps it constant)", ""
 }
 
 // configFlags names stoke train's flag of each train.Config field a flag sets (--schedule for
@@ -104,6 +123,15 @@ func plateauSchedule(spec string) (*train.Plateau, error) {
 	return &p, nil // validateConfig checks it
 }
 
+// lossNote is what an epoch's line adds to its training loss: the loss on the evaluated data
+// (class ids only).
+func lossNote(r train.EpochResult, evalName string) string {
+	if r.TestLoss <= 0 {
+		return ""
+	}
+	return fmt.Sprintf(", %s loss %.4f", evalName, r.TestLoss)
+}
+
 // scoreNote is what an epoch's line adds to its accuracy: the top-5 accuracy and the EMA's.
 func scoreNote(r train.EpochResult) string {
 	var b strings.Builder
@@ -111,7 +139,7 @@ func scoreNote(r train.EpochResult) string {
 		fmt.Fprintf(&b, " (top-5 %.2f%%)", 100*r.TestTop5)
 	}
 	if r.EMAAcc > 0 {
-		fmt.Fprintf(&b, ", EMA %.2f%% (top-5 %.2f%%)", 100*r.EMAAcc, 100*r.EMATop5)
+		fmt.Fprintf(&b, ", EMA %.2f%% (top-5 %.2f%%, loss %.4f)", 100*r.EMAAcc, 100*r.EMATop5, r.EMALoss)
 	}
 	return b.String()
 }

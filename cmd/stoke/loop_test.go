@@ -147,3 +147,70 @@ func TestTrainDataParallelLoop(t *testing.T) {
 		t.Errorf("--keep-best: %v", err)
 	}
 }
+
+// TestEMAShortRun is the issue's case: a run of 18 optimizer steps with --ema 0.999 (an average
+// over ~1000 steps) and --ema-warmup=false keeps an EMA near the initial weights. The run warns;
+// --keep-best keeps the best epoch by the model's accuracy, not the EMA's; stoke predict and
+// export serve the trained weights and say why. Without --ema-warmup the run warms the decay up.
+func TestEMAShortRun(t *testing.T) {
+	root := photoFolder(t, 3, 8, nil)
+	dir := t.TempDir()
+	best := filepath.Join(dir, "best.bin")
+	args := []string{"train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "1", "--epochs", "1", "--lr", "0.05", "--val-split", "0.25",
+		"--ema", "0.999", "--keep-best", best, "--json"}
+	out, errOut, code := stoke(t, append(args, "--ema-warmup=false")...)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	var res struct {
+		TestAcc    float64  `json:"test_acc"`
+		EMAAcc     float64  `json:"ema_acc"`
+		BestMetric float64  `json:"best_metric"`
+		EMAWarmup  bool     `json:"ema_warmup"`
+		Warnings   []string `json:"warnings"`
+	}
+	lastJSON(t, out, &res)
+	t.Logf("model %.3f, EMA %.3f", res.TestAcc, res.EMAAcc)
+	if !(res.EMAAcc < res.TestAcc) {
+		t.Fatalf("the EMA scores %v, the model %v: this run cannot show which is served", res.EMAAcc, res.TestAcc)
+	}
+	if res.EMAWarmup || len(res.Warnings) != 1 || !strings.Contains(res.Warnings[0], "~1000 optimizer steps") || !strings.Contains(errOut, "warning: --ema 0.999") {
+		t.Errorf("train --ema-warmup=false: ema_warmup %v, warnings %q, stderr %q; want a warning that the EMA needs ~1000 steps", res.EMAWarmup, res.Warnings, errOut)
+	}
+	if res.BestMetric != res.TestAcc || !strings.Contains(out, "the model's: its EMA scored") {
+		t.Errorf("--keep-best kept a metric of %v; want the model's %v, said so:\n%s", res.BestMetric, res.TestAcc, out)
+	}
+	var acc [2]float64
+	for i, ema := range []string{"--ema=true", "--ema=false"} {
+		out, errOut, code := stoke(t, "predict", "--checkpoint", best, "--data", root, "--size", "8", ema, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict %s: exit %d: %s", ema, code, errOut)
+		}
+		var sum predictSummary
+		lastJSON(t, out, &sum)
+		if sum.EMA {
+			t.Errorf("predict %s served the EMA that scored %v against the model's %v", ema, res.EMAAcc, res.TestAcc)
+		}
+		acc[i] = sum.Accuracy
+	}
+	if acc[0] != acc[1] {
+		t.Errorf("predict scores %v by default, %v with the trained weights; want the trained weights served", acc[0], acc[1])
+	}
+	out, errOut, code = stoke(t, "predict", "--checkpoint", best, "--data", root, "--size", "8")
+	if code != 0 || !strings.Contains(out, "the trained weights: the checkpoint's EMA scored") {
+		t.Errorf("predict: exit %d, printed %q (%s); want it to say it serves the trained weights and why", code, out, errOut)
+	}
+	out, errOut, code = stoke(t, "export", "--checkpoint", best, "--out", filepath.Join(dir, "m.safetensors"))
+	if code != 0 || !strings.Contains(out, "the trained weights (the checkpoint's EMA scored") {
+		t.Errorf("export: exit %d, printed %q (%s); want the trained weights, said so", code, out, errOut)
+	}
+
+	out, errOut, code = stoke(t, args...)
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	lastJSON(t, out, &res)
+	if !res.EMAWarmup || len(res.Warnings) != 0 || !strings.Contains(out, "warming its decay up") {
+		t.Errorf("train --ema 0.999 on 18 steps: ema_warmup %v, warnings %q; want the warm-up on, said so:\n%s", res.EMAWarmup, res.Warnings, out)
+	}
+}

@@ -24,9 +24,12 @@ type predictJSON struct {
 // predictSummary is the last line of stoke predict --json.
 type predictSummary struct {
 	Model string `json:"model"`
-	// Data and Split are the dataset and its split predicted (--data, --split).
+	// Data and Split are the dataset and its split predicted (--data, --split); ValSplit, with
+	// --val-split, the fraction of the train split held out and scored, with Seed.
 	Data     string  `json:"data"`
 	Split    string  `json:"split"`
+	ValSplit float64 `json:"val_split,omitempty"`
+	Seed     uint64  `json:"seed,omitempty"`
 	Samples  int     `json:"samples"`
 	Correct  int     `json:"correct"`
 	Accuracy float64 `json:"accuracy"`
@@ -45,7 +48,7 @@ type predictSummary struct {
 
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train] "+
+	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train | --val-split F [--seed S]] "+
 		"[--size N] [--batch B] [--workers W] [--device D] [--confusion] [--ema=false] [--json]", true)
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
@@ -58,6 +61,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	allowNonFinite := fs.Bool("allow-nonfinite", false, "load weights or a checkpoint holding NaN or Inf (refused by default, naming the file and tensor)")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")
+	valSplit := fs.Float64("val-split", 0, "score the part of the train split that stoke train --val-split F held out: the same F and --seed as the training run")
 	lf.registerDecode(fs, "test")
 	useEMA := fs.Bool("ema", true, "with --checkpoint: evaluate the EMA of the weights when the checkpoint has one (stoke train --ema); "+
 		"--ema=false: the trained weights")
@@ -78,6 +82,10 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
 	case *classes < 0 || *classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
+	case !(*valSplit >= 0 && *valSplit < 1):
+		return fmt.Errorf("%w: --val-split %v; want the fraction stoke train held out, between 0 and 1", errUsage, *valSplit)
+	case *valSplit > 0 && *split != "" && *split != "train":
+		return fmt.Errorf("%w: --val-split scores a held-out part of the train split, not of --split %s", errUsage, *split)
 	}
 	lf.worldSize = 1 // one process predicts every sample
 	if err := lf.check(); err != nil {
@@ -88,18 +96,40 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	// --split, or the test split when the data has one (a folder's test/ subfolder, MNIST's test
 	// files), else val, else train (a folder of class subfolders: all of it), in order, with the
 	// evaluation transform at the model's input size.
+	// A data set with only a train split (a folder of class subfolders) is scored all, training
+	// images included: said on stderr unless --split train asked for it.
+	trainNote := ""
+	if *valSplit > 0 {
+		*split = "train"
+	}
 	if *split == "" {
 		have, err := datasetSplits(ctx, lf.opener, lf.data)
 		if err != nil {
 			return err
 		}
 		*split = have[len(have)-1] // Splits orders them train, val, test
+		if *split == "train" {
+			trainNote = fmt.Sprintf("%s has no test or val split: scoring its train split, all of it, the images a model trained on it has seen "+
+				"(--val-split F --seed S scores the part stoke train --val-split F --seed S held out; --split train says this is meant)", lf.data)
+		}
 	}
 	ds, err := openDataset(ctx, lf.opener, lf.data, *split)
 	if err != nil {
 		return err
 	}
 	defer closeDataset(ds)
+	folder, _ := ds.(*datasets.ImageFolder) // names the samples (by their index in the split)
+	var held *loaders.Subset
+	if *valSplit > 0 {
+		// The same split as stoke train's: it depends on the train split's length, F and the seed.
+		if _, held, err = loaders.SplitValidation(ds, *valSplit, lf.seed); err != nil {
+			return fmt.Errorf("%w: --val-split: %v", errUsage, err)
+		}
+		ds = held
+	}
+	if trainNote != "" {
+		fmt.Fprintf(e.stderr, "stoke predict: note: %s\n", trainNote)
+	}
 	info := loaders.Describe(ds)
 	src := *ck
 	var tr *checkpointTrainer
@@ -116,10 +146,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer tr.Close()
-	ema := false
+	ema, emaNote := false, ""
 	if *useEMA {
-		if ema, err = tr.UseEMA(); err != nil {
+		if ema, emaNote, err = tr.useEMA(); err != nil {
 			return err
+		}
+		if emaNote != "" {
+			emaNote = ", the trained weights: " + emaNote
 		}
 	}
 	m, dev := tr.Model(), tr.dev
@@ -146,16 +179,29 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if held != nil { // name the samples by their index in the train split, as the folder does
+		if p.Indices == nil {
+			p.Indices = make([]int, p.Len())
+			for i := range p.Indices {
+				p.Indices[i] = i
+			}
+		}
+		for i, x := range p.Indices {
+			p.Indices[i] = held.Index(x)
+		}
+	}
 
-	folder, _ := ds.(*datasets.ImageFolder)
 	sc, err := scorePredictions(ctx, e, p, folder, *confusion)
 	if err != nil {
 		return err
 	}
 	correct, nc := sc.correct, p.Classes
 	st := ld.Stats()
-	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, Samples: p.Len(), Correct: correct,
+	sum := predictSummary{Model: m.Name(), Data: lf.data, Split: *split, ValSplit: *valSplit, Samples: p.Len(), Correct: correct,
 		Seconds: time.Since(start).Seconds(), Skipped: st.Skipped, ClassAcc: make([]float64, nc), EMA: ema, Confusion: sc.matrix}
+	if held != nil {
+		sum.Seed = lf.seed
+	}
 	if p.Len() > 0 {
 		sum.Accuracy, sum.Top5 = float64(correct)/float64(p.Len()), float64(sc.top5)/float64(p.Len())
 	}
@@ -165,11 +211,15 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if !e.json {
-		weights := ""
+		weights := emaNote
 		if ema {
 			weights = ", the EMA's weights"
 		}
-		e.printf("accuracy %.2f%% (%d of %d, %s split of %s%s), top-5 %.2f%%\n", 100*sum.Accuracy, correct, p.Len(), *split, lf.data, weights, 100*sum.Top5)
+		what := *split + " split"
+		if held != nil {
+			what = fmt.Sprintf("the part of the train split --val-split %g --seed %d holds out", *valSplit, lf.seed)
+		}
+		e.printf("accuracy %.2f%% (%d of %d, %s of %s%s), top-5 %.2f%%\n", 100*sum.Accuracy, correct, p.Len(), what, lf.data, weights, 100*sum.Top5)
 		if *confusion {
 			var names []string
 			if folder != nil {

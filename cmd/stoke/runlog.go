@@ -17,7 +17,9 @@ import (
 // rate the trainer applied: base x schedule x plateau) and train/samples_per_s (the step's samples over the time
 // since the previous step; from an epoch's second step). Per epoch, at the epoch's last global
 // step: epoch/train_loss, epoch/<eval>_accuracy (test, validation or train), epoch/samples_per_s
-// and epoch/data_wait_fraction. After training, at the last step: final/test_accuracy, when the
+// and epoch/data_wait_fraction; for class ids also epoch/<eval>_loss (the mean cross-entropy, the
+// validation loss), epoch/<eval>_top5 and epoch/<eval>_class_accuracy/<class id>; with --ema
+// epoch/ema_<eval>_accuracy, epoch/ema_<eval>_top5 and epoch/ema_<eval>_loss. After training, at the last step: final/test_accuracy, when the
 // test data is evaluated apart from the validation data.
 //
 // Logging is not the result: the first write that fails (a full disk) stops the log and becomes
@@ -112,6 +114,18 @@ func (l *runLog) progress(p *train.Progress, evalName string) {
 		l.scalar("epoch/"+evalName+"_accuracy", g, r.TestAcc, now)
 		l.scalar("epoch/samples_per_s", g, r.SamplesPerS, now)
 		l.scalar("epoch/data_wait_fraction", g, r.DataWaitFraction, now)
+		if r.TestLoss > 0 { // class ids: the loss, top-5 and per-class accuracy are measured
+			l.scalar("epoch/"+evalName+"_loss", g, r.TestLoss, now)
+			l.scalar("epoch/"+evalName+"_top5", g, r.TestTop5, now)
+			for c, a := range r.ClassAcc {
+				l.scalar(fmt.Sprintf("epoch/%s_class_accuracy/%d", evalName, c), g, a, now)
+			}
+		}
+		if r.EMALoss > 0 { // an EMA is evaluated
+			l.scalar("epoch/ema_"+evalName+"_accuracy", g, r.EMAAcc, now)
+			l.scalar("epoch/ema_"+evalName+"_top5", g, r.EMATop5, now)
+			l.scalar("epoch/ema_"+evalName+"_loss", g, r.EMALoss, now)
+		}
 		for _, s := range l.sinks {
 			if !l.failed {
 				l.fail(s.Flush())

@@ -3,6 +3,7 @@ package main
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"math"
 	"os"
 	"os/exec"
@@ -22,12 +23,25 @@ func TestTrainLogDir(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	dir := filepath.Join(t.TempDir(), "logs", "run1") // created, parents included
 	out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "2", "--epochs", "2",
-		"--val-split", "0.25", "--lr", "0.05", "--log-dir", dir, "--json", "-q")
+		"--val-split", "0.25", "--lr", "0.05", "--ema", "0.5", "--log-dir", dir, "--json", "-q")
 	if code != 0 {
 		t.Fatalf("train --log-dir: exit %d: %s", code, errOut)
 	}
 	var res trainJSON
 	lastJSON(t, out, &res)
+	var losses struct {
+		TestLoss float64 `json:"test_loss"`
+		EMALoss  float64 `json:"ema_loss"`
+		EMAAcc   float64 `json:"ema_acc"`
+		History  []struct {
+			TestLoss float64   `json:"test_loss"`
+			ClassAcc []float64 `json:"class_acc"`
+		} `json:"history"`
+	}
+	lastJSON(t, out, &losses)
+	if len(losses.History) != 2 || losses.TestLoss <= 0 || losses.EMALoss <= 0 || losses.History[1].TestLoss != losses.TestLoss {
+		t.Errorf("train --json: test_loss %v, ema_loss %v, history %+v; want the validation losses, the last epoch's the run's", losses.TestLoss, losses.EMALoss, losses.History)
+	}
 
 	csvs, _ := filepath.Glob(filepath.Join(dir, "scalars.*.csv"))
 	if len(csvs) != 1 {
@@ -61,6 +75,9 @@ func TestTrainLogDir(t *testing.T) {
 	wantSteps := map[string][]int64{
 		"train/loss": {1, 2, 3, 4, 5, 6}, "train/learning_rate": {1, 2, 3, 4, 5, 6}, "train/samples_per_s": {2, 3, 5, 6},
 		"epoch/train_loss": {3, 6}, "epoch/validation_accuracy": {3, 6}, "epoch/samples_per_s": {3, 6}, "epoch/data_wait_fraction": {3, 6},
+		"epoch/validation_loss": {3, 6}, "epoch/validation_top5": {3, 6},
+		"epoch/validation_class_accuracy/0": {3, 6}, "epoch/validation_class_accuracy/1": {3, 6},
+		"epoch/ema_validation_accuracy": {3, 6}, "epoch/ema_validation_top5": {3, 6}, "epoch/ema_validation_loss": {3, 6},
 	}
 	if len(got) != len(wantSteps) {
 		t.Errorf("tags %v; want %v", keys(got), keys(wantSteps))
@@ -84,7 +101,18 @@ func TestTrainLogDir(t *testing.T) {
 	if res.FinalLoss == nil || math.Abs(got["epoch/train_loss"][6]-*res.FinalLoss) > 1e-9*math.Abs(*res.FinalLoss) {
 		t.Errorf("epoch/train_loss at step 6 = %v; want the run's final_loss %v", got["epoch/train_loss"][6], res.FinalLoss)
 	}
-	for _, tag := range []string{"epoch/validation_accuracy", "epoch/data_wait_fraction"} {
+	if v := got["epoch/validation_loss"][6]; math.Abs(v-losses.TestLoss) > 1e-9*losses.TestLoss {
+		t.Errorf("epoch/validation_loss at step 6 = %v; want the run's test_loss %v", v, losses.TestLoss)
+	}
+	if v := got["epoch/ema_validation_loss"][6]; math.Abs(v-losses.EMALoss) > 1e-9*losses.EMALoss || got["epoch/ema_validation_accuracy"][6] != losses.EMAAcc {
+		t.Errorf("epoch/ema_validation_loss and accuracy at step 6 = %v, %v; want the run's %v, %v", v, got["epoch/ema_validation_accuracy"][6], losses.EMALoss, losses.EMAAcc)
+	}
+	for c, a := range losses.History[len(losses.History)-1].ClassAcc {
+		if v := got[fmt.Sprintf("epoch/validation_class_accuracy/%d", c)][6]; v != a {
+			t.Errorf("class %d accuracy at step 6 = %v; want the run's %v", c, v, a)
+		}
+	}
+	for _, tag := range []string{"epoch/validation_accuracy", "epoch/data_wait_fraction", "epoch/validation_top5", "epoch/ema_validation_accuracy"} {
 		for s, v := range got[tag] {
 			if !(v >= 0 && v <= 1) {
 				t.Errorf("%s at %d = %v; want a fraction", tag, s, v)

@@ -1,6 +1,8 @@
 package main
 
 import (
+	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -296,16 +298,18 @@ func TestTrainRemoteSplits(t *testing.T) {
 	}
 }
 
-// TestTrainFinalTestEMA: with --ema, the test once after training scores the EMA's weights, as
-// stoke predict (and export) use them, not the last step's.
+// TestTrainFinalTestEMA: with --ema, the test once after training scores the weights stoke
+// predict (and export) serve: the EMA's unless it scored below the model's at the last evaluation,
+// as an EMA of decay 0.99 does after 12 steps without warm-up (near the initial weights).
 func TestTrainFinalTestEMA(t *testing.T) {
 	root := splitsFolder(t, map[string]int{"train": 8, "val": 2, "test": 10})
 	ck := filepath.Join(t.TempDir(), "ck.bin")
-	_, r := trainSplits(t, "--data", root, "--epochs", "3", "--lr", "0.05", "--ema", "0.99", "--checkpoint", ck)
+	_, r := trainSplits(t, "--data", root, "--epochs", "3", "--lr", "0.05", "--ema", "0.99", "--ema-warmup=false", "--checkpoint", ck)
 	if r.FinalTest == nil || r.FinalTest.Accuracy == nil {
 		t.Fatalf("train --ema: no final test in %+v", r)
 	}
 	acc := map[string]float64{}
+	served := false
 	for _, ema := range []string{"--ema=true", "--ema=false"} {
 		out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--split", "test", "--size", "8", ema, "--json", "-q")
 		if code != 0 {
@@ -314,11 +318,72 @@ func TestTrainFinalTestEMA(t *testing.T) {
 		var sum predictSummary
 		lastJSON(t, out, &sum)
 		acc[ema] = sum.Accuracy
+		served = served || sum.EMA
 	}
-	if acc["--ema=true"] == acc["--ema=false"] {
-		t.Fatalf("the EMA and the trained weights both score %v: this run cannot tell which the final test used", acc["--ema=true"])
+	if served || acc["--ema=true"] != acc["--ema=false"] {
+		t.Errorf("predict served the EMA (%v) or scored %v against the trained weights' %v; want the trained weights", served, acc["--ema=true"], acc["--ema=false"])
 	}
-	if got := *r.FinalTest.Accuracy; got != acc["--ema=true"] {
-		t.Errorf("final test accuracy %v; want the EMA's %v (the trained weights score %v)", got, acc["--ema=true"], acc["--ema=false"])
+	if got := *r.FinalTest.Accuracy; got != acc["--ema=false"] {
+		t.Errorf("final test accuracy %v; want the trained weights' %v, which predict serves", got, acc["--ema=false"])
+	}
+}
+
+// lenDataset is a dataset of n samples that are never read: what loaders.SplitValidation needs.
+type lenDataset int
+
+func (n lenDataset) Len() int { return int(n) }
+func (n lenDataset) Sample(context.Context, int) (loaders.Sample, error) {
+	return loaders.Sample{}, errors.New("not read")
+}
+
+// TestPredictValSplit: stoke predict --val-split F --seed S scores the samples stoke train
+// --val-split F --seed S held out (by their indices and paths in the folder, and the validation
+// accuracy the run reported); on a folder without a test or val split, predict says on stderr that
+// it scores the train split, unless --split train asks for it.
+func TestPredictValSplit(t *testing.T) {
+	root := photoFolder(t, 3, 8, nil)
+	ck := filepath.Join(t.TempDir(), "ck.bin")
+	out, _ := trainSplits(t, "--data", root, "--val-split", "0.25", "--seed", "7", "--checkpoint", ck)
+	var run struct {
+		TestAcc float64 `json:"test_acc"`
+	}
+	lastJSON(t, out, &run)
+	_, want, err := loaders.SplitValidation(lenDataset(24), 0.25, 7)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--val-split", "0.25", "--seed", "7", "--json")
+	if code != 0 {
+		t.Fatalf("predict --val-split: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	var sum predictSummary
+	lastJSON(t, out, &sum)
+	if sum.Samples != want.Len() || sum.Split != "train" || sum.ValSplit != 0.25 || sum.Seed != 7 || sum.Accuracy != run.TestAcc || len(lines) != want.Len()+1 {
+		t.Errorf("predict --val-split 0.25 --seed 7: %+v; want the %d held-out samples scoring the run's validation accuracy %v", sum, want.Len(), run.TestAcc)
+	}
+	for i, l := range lines[:len(lines)-1] {
+		var r predictJSON
+		if err := json.Unmarshal([]byte(l), &r); err != nil {
+			t.Fatal(err)
+		}
+		if r.Index != want.Index(i) || !strings.HasPrefix(r.Path, root) {
+			t.Errorf("sample %d: index %d (%s); want the held-out index %d", i, r.Index, r.Path, want.Index(i))
+		}
+	}
+	if out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--val-split", "0.25"); code != 0 ||
+		!strings.Contains(out, "the part of the train split --val-split 0.25 --seed 1 holds out") || strings.Contains(errOut, "note") {
+		t.Errorf("predict --val-split 0.25: exit %d, stdout %q, stderr %q; want the held-out part of seed 1 named", code, out, errOut)
+	}
+
+	_, errOut, code = stoke(t, "predict", "--checkpoint", ck, "--data", root, "-q")
+	if code != 0 || !strings.Contains(errOut, "note: "+root+" has no test or val split: scoring its train split") {
+		t.Errorf("predict on a folder: exit %d, stderr %q; want a note that it scores the train split", code, errOut)
+	}
+	if _, errOut, code = stoke(t, "predict", "--checkpoint", ck, "--data", root, "--split", "train", "-q"); code != 0 || errOut != "" {
+		t.Errorf("predict --split train: exit %d, stderr %q; want no note", code, errOut)
+	}
+	if _, errOut, code = stoke(t, "predict", "--checkpoint", ck, "--data", root, "--val-split", "0.25", "--split", "test"); code != 2 || !strings.Contains(errOut, "--val-split") {
+		t.Errorf("predict --val-split --split test: exit %d, %q; want a usage error", code, errOut)
 	}
 }

@@ -209,7 +209,15 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	shape := probe.Shape()
+	note, emaWarning := loop.emaDefault(fs, *epochs*((probe.BatchesPerEpoch()+loop.accumulate-1)/loop.accumulate))
 	probe.Close()
+	cfg.EMAWarmup = loop.emaWarmup
+	if note != "" {
+		e.printf("%s\n", note)
+	}
+	if emaWarning != "" {
+		fmt.Fprintf(e.stderr, "stoke train: warning: %s\n", emaWarning)
+	}
 	m, err := train.NewModel(*model, shape, nclasses)
 	if err != nil {
 		return err
@@ -225,8 +233,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 				bar = nil
 			}
 			r := p.Result
-			e.printf("epoch %d/%d: train loss %.4f, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
-				r.Epoch, p.Epochs, r.TrainLoss, sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
+			e.printf("epoch %d/%d: train loss %.4f%s, %s accuracy %.2f%%%s, %.0f samples/s, waited for data %.1f%% of the time\n",
+				r.Epoch, p.Epochs, r.TrainLoss, lossNote(r, sets.evalName), sets.evalName, 100*r.TestAcc, scoreNote(r), r.SamplesPerS, 100*r.DataWaitFraction)
 			return
 		}
 		if bar == nil {
@@ -277,10 +285,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		bar.Finish()
 	}
 	var final *finalTest
+	servesEMA := false
 	if err == nil && sets.test != nil {
-		// The test scores the weights the run delivers: the EMA's when there is one, as stoke
-		// predict and export use them (the --keep-best checkpoint is stoke predict's to score).
-		if _, err = tr.UseEMA(); err == nil {
+		// The test scores the weights the run delivers: the EMA's when there is one that scored
+		// at least the model's, as stoke predict and export use them (the --keep-best checkpoint
+		// is stoke predict's to score).
+		if servesEMA, err = tr.UseEMA(); err == nil {
 			final, err = evaluateTest(ctx, &lf, sets, dev, tr)
 		}
 		if err == nil {
@@ -298,8 +308,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if loop.keepBest != "" {
 		whose := ""
-		if cfg.EMA > 0 {
-			whose = ", the EMA's"
+		if b := res.BestEpoch - 1; cfg.EMA > 0 && b >= 0 && b < len(res.History) {
+			if h := res.History[b]; res.BestMetric == h.EMAAcc {
+				whose = ", the EMA's"
+			} else {
+				whose = fmt.Sprintf(", the model's: its EMA scored %.2f%%", 100*h.EMAAcc)
+			}
 		}
 		e.printf("best checkpoint: epoch %d (%s accuracy %.2f%%%s) in %s\n", res.BestEpoch, sets.evalName, 100*res.BestMetric, whose, loop.keepBest)
 	}
@@ -308,8 +322,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if final != nil {
 		whose := ""
-		if cfg.EMA > 0 {
+		if servesEMA {
 			whose = ", the EMA's weights"
+		} else if cfg.EMA > 0 {
+			whose = ", the model's weights (its EMA scored lower)"
 		}
 		e.printf("test accuracy %.2f%% on %s, once after training%s\n", 100*final.Accuracy, sets.describe(true), whose)
 	}
@@ -319,7 +335,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
 		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha,
-		Warnings: append([]string{}, logs.Warnings()...)})
+		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -399,8 +415,11 @@ type trainResult struct {
 	WarmupEpochs   float64 `json:"warmup_epochs"`
 	MixUp          float64 `json:"mixup"`
 	CutMix         float64 `json:"cutmix"`
-	// Warnings are what went wrong without stopping the run (a --log-dir that failed); [] for
-	// none.
+	// EMAWarmup says that the EMA's decay warmed up: --ema-warmup, or a run shorter than its
+	// decay needs (see loopFlags.emaDefault).
+	EMAWarmup bool `json:"ema_warmup,omitempty"`
+	// Warnings are what went wrong without stopping the run (a --log-dir that failed, an EMA
+	// too slow for the run); [] for none.
 	Warnings []string `json:"warnings"`
 }
 
@@ -427,6 +446,17 @@ func trainable(m *train.Model) int {
 		n += p.Len()
 	}
 	return n
+}
+
+// warnings is a list of the non-empty ws, [] for none.
+func warnings(ws ...string) []string {
+	out := []string{}
+	for _, w := range ws {
+		if w != "" {
+			out = append(out, w)
+		}
+	}
+	return out
 }
 
 // flagSet reports whether the command line set the flag.
