@@ -6,10 +6,14 @@ import (
 	"image"
 	"image/png"
 	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -117,21 +121,9 @@ func TestPredictorMatchesPredict(t *testing.T) {
 
 func TestTopKTies(t *testing.T) {
 	got := topK([]float32{1, 3, 3, -1, 2}, 4)
-	if want := []int{1, 2, 4, 0}; !slicesEqual(got, want) {
+	if want := []int{1, 2, 4, 0}; !slices.Equal(got, want) {
 		t.Fatalf("topK = %v, want %v", got, want)
 	}
-}
-
-func slicesEqual(a, b []int) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for i := range a {
-		if a[i] != b[i] {
-			return false
-		}
-	}
-	return true
 }
 
 // TestPredictorErrors: a corrupt file fails the call naming its index; a normalization that does
@@ -202,6 +194,82 @@ func TestPredictBatchWithoutLabels(t *testing.T) {
 		for i, v := range got.Logits {
 			if v != want.Logits[i] {
 				t.Fatalf("logit %d: %v unlabelled, %v labelled", i, v, want.Logits[i])
+			}
+		}
+	}
+}
+
+// pngSet is an in-memory dataset of encoded images, all of class 0.
+type pngSet [][]byte
+
+func (d pngSet) Len() int { return len(d) }
+func (d pngSet) Sample(_ context.Context, i int) (loaders.Sample, error) {
+	return loaders.Sample{Input: transforms.Input{Encoded: d[i]}}, nil
+}
+
+// TestOpenPredictorMatchesEvalLoader: a Predictor opened from a checkpoint with the default
+// configuration gives, bit for bit, the logits Trainer.Predict gives over a loader with
+// transforms.Eval at the model's size (what stoke predict runs on photos: ImageNet's
+// normalization, exact decode) for RGB PNGs of other sizes than the model's.
+func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	m, err := Sequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, Conv2D(3, 4, 3, 1), ReLU(), Flatten(), Linear(4*16*16, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, SGD{LR: 0.1}, Config{Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ck := filepath.Join(t.TempDir(), "rgb.ckpt")
+	if err := tr.Save(ck); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	var set pngSet
+	var inputs []transforms.Input
+	for i := range 5 {
+		img := image.NewRGBA(image.Rect(0, 0, 20+3*i, 24))
+		for k := range img.Pix {
+			img.Pix[k] = byte(r.IntN(256))
+		}
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		set = append(set, b.Bytes())
+		inputs = append(inputs, transforms.Input{Encoded: b.Bytes()})
+	}
+	ld, err := loaders.New(set, loaders.Config{Batch: 2, Transform: transforms.Eval(16), Device: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	want, err := tr.Predict(context.Background(), FromLoader(ld))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPredictor(ck, dev, true, PredictorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if mean, std := p.Normalization(); !slices.Equal(mean, transforms.ImageNetMean) || !slices.Equal(std, transforms.ImageNetStd) {
+		t.Fatalf("default normalization %v %v, want ImageNet's", mean, std)
+	}
+	got, err := p.Predict(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		for c, v := range g.Logits {
+			if w := want.Logits[i*4+c]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("image %d class %d: logit %v, the Eval loader's %v", i, c, v, w)
 			}
 		}
 	}
