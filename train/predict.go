@@ -14,7 +14,7 @@ type Predictions struct {
 	Classes int
 	// Logits are [Len][Classes], row-major.
 	Logits []float32
-	// Labels are the samples' labels as the data gave them.
+	// Labels are the samples' labels as the data gave them; none for a batch of images alone.
 	Labels []int32
 	// Targets are the samples' float targets [Len][Classes] for data with float targets
 	// (Targeted); nil otherwise, when Labels holds the class ids.
@@ -92,7 +92,9 @@ func (t *Trainer) Predict(ctx context.Context, data Data) (*Predictions, error) 
 }
 
 // PredictBatch returns the logits of one batch, its pixels normalized with mean and std (as
-// Data.Normalization gives them), in evaluation mode. The caller keeps ownership of b.
+// Data.Normalization gives them), in evaluation mode. The caller keeps ownership of b. The batch
+// needs only its images: Labels and Targets may be empty (the Predictions then have no labels).
+// Predictor does this from image files or decoded images.
 func (t *Trainer) PredictBatch(b Batch, mean, std []float32) (*Predictions, error) {
 	p := &Predictions{Classes: t.m.classes}
 	if err := t.predictInto(p, b, mean, std); err != nil {
@@ -103,17 +105,19 @@ func (t *Trainer) PredictBatch(b Batch, mean, std []float32) (*Predictions, erro
 
 // predictInto appends b's logits and labels to p; it waits for the stream.
 func (t *Trainer) predictInto(p *Predictions, b Batch, mean, std []float32) error {
-	if err := t.validBatch(b); err != nil {
+	if err := t.validInputs(b, true); err != nil {
 		return err
 	}
 	base := len(p.Logits)
 	p.Logits = append(p.Logits, make([]float32, b.N*p.Classes)...)
 	var err error
-	if b.Targets.Len > 0 {
+	switch {
+	case b.Labels.Len == 0 && b.Targets.Len == 0: // images only: nothing to copy
+	case b.Targets.Len > 0:
 		p.Targets = append(p.Targets, make([]float32, b.Targets.Len)...)
 		dst := p.Targets[len(p.Targets)-b.Targets.Len:]
 		err = t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), b.Targets.Buf, 4*b.Targets.Off)
-	} else {
+	default:
 		p.Labels = append(p.Labels, make([]int32, b.N)...)
 		labels := p.Labels[len(p.Labels)-b.N:]
 		err = t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&labels[0])), 4*len(labels)), b.Labels.Buf, 4*b.Labels.Off)

@@ -670,18 +670,28 @@ func (t *Trainer) checkBatch(b Batch) error {
 	if err := t.validBatch(b); err != nil {
 		return err
 	}
-	if b.N > t.m.capN {
+	return t.reserve(b.N)
+}
+
+// reserve makes room for n samples in the model's activations.
+func (t *Trainer) reserve(n int) error {
+	if n > t.m.capN {
 		// The activations are about to be reallocated: no queued work may still use them.
 		if err := t.s.Synchronize(context.Background()); err != nil {
 			return err
 		}
-		return t.m.reserve(b.N)
+		return t.m.reserve(n)
 	}
 	return nil
 }
 
-func (t *Trainer) validBatch(b Batch) error {
-	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes
+func (t *Trainer) validBatch(b Batch) error { return t.validInputs(b, false) }
+
+// validInputs validates b's images against the model and its labels or float targets; with
+// unlabelled, b may also carry neither (prediction needs only the images).
+func (t *Trainer) validInputs(b Batch, unlabelled bool) error {
+	targets := b.Labels.Len == b.N && b.Targets.Len == 0 || b.Labels.Len == 0 && b.Targets.Len == b.N*t.m.classes ||
+		unlabelled && b.Labels.Len == 0 && b.Targets.Len == 0
 	if b.Shape != t.m.in || b.N <= 0 || b.Images.Len != b.N*b.Shape.Len() || !targets {
 		return fmt.Errorf("train: %w: batch of %d images %v (%d bytes, %d labels, %d float targets); model %s takes %v and %d classes", ErrConfig,
 			b.N, b.Shape, b.Images.Len, b.Labels.Len, b.Targets.Len, t.m.name, t.m.in, t.m.classes)
@@ -1016,7 +1026,7 @@ func (t *Trainer) unscale() (apply bool, err error) {
 // convolution workspace is hundreds of bytes per pixel), and calls use with each chunk's logits,
 // the chunk and its first sample's index in b.
 func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(logits kernels.F32, part Batch, lo int) error) error {
-	if err := t.validBatch(b); err != nil {
+	if err := t.validInputs(b, true); err != nil {
 		return err
 	}
 	if b.Mix.Mixed {
@@ -1033,10 +1043,10 @@ func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(l
 		part := Batch{Images: b.Images.Slice(lo*per, (lo+n)*per), N: n, Shape: b.Shape}
 		if b.Labels.Len > 0 {
 			part.Labels = b.Labels.Slice(lo, lo+n)
-		} else {
+		} else if b.Targets.Len > 0 {
 			part.Targets = b.Targets.Slice(lo*m.classes, (lo+n)*m.classes)
 		}
-		if err := t.checkBatch(part); err != nil {
+		if err := t.reserve(n); err != nil {
 			return err
 		}
 		if err := t.ops.NormalizeU8(t.s, m.input.Slice(0, n*m.in.Len()), part.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {

@@ -48,6 +48,7 @@ var commands = map[string]command{
 	"bench":     {"measure the loader alone: read, decode, augment, collate, copy to the device", runBench},
 	"profile":   {"find where a data-loading pipeline loses time", runProfile},
 	"pack":      {"write a dataset as WebDataset tar shards (JPEG or raw+zstd)", runPack},
+	"preview":   {"write a training batch, augmented as training sees it, as a PNG grid labelled by class", runPreview},
 	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
 	"export":    {"write a model as safetensors weights (torchvision names for resnets) or as an ONNX graph", runExport},
 	"devices":   {"list the backends built in and the devices found", runDevices},

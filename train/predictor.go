@@ -1,0 +1,291 @@
+package train
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"image"
+	"image/draw"
+	"math"
+	"slices"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// PredictorConfig configures a Predictor.
+//
+// A checkpoint records the model and its input size, not the normalization its training data
+// used, so the normalization comes from the transform: its Normalize, else Mean and Std. The
+// default transform of a 3-channel model is transforms.Eval at the model's input size, whose
+// Normalize is ImageNet's: what stoke predict applies to photos. Give Transform (or Mean and Std)
+// when the model was trained with other statistics: loaders.Loader.Normalization of the training
+// loader says which, as do the datasets' Info.Mean and Info.Std.
+type PredictorConfig struct {
+	// Transform turns one image into the model's input pixels (uint8 CHW of Model.Input's shape);
+	// it must be deterministic (no random transform). nil: transforms.Eval(H) (Resize(H*8/7),
+	// CenterCrop(H), ImageNet's Normalize, exact JPEG decode) for a square 3-channel model, and
+	// transforms.ResizeTo(H, W) for any other (then Mean and Std are required).
+	Transform *transforms.Chain
+	// Mean and Std are the per-channel normalization (on the [0,1] scale) when Transform has no
+	// Normalize; with one, they must be empty.
+	Mean, Std []float32
+	// Batch is the most images per forward pass; 0 means 64.
+	Batch int
+	// TopK is the number of classes Prediction.Top lists; 0 means 5. It is capped at the number of
+	// classes.
+	TopK int
+}
+
+// Prediction is the output of a model for one image.
+type Prediction struct {
+	// Logits are the model's outputs, one per class.
+	Logits []float32
+	// Probs is the softmax of Logits.
+	Probs []float32
+	// Top are the TopK classes of largest logit, best first; equal logits rank the lower class
+	// first (as Predictions.Class does).
+	Top []int
+}
+
+// Predictor classifies images with a trained model in evaluation mode (BatchNorm on its running
+// statistics, no dropout), applying the model's evaluation transform and normalization on the
+// way: image files (JPEG, PNG, GIF, BMP, WebP), raw pixels or decoded images in, logits,
+// probabilities and top-k classes out, a batch at a time, on the trainer's device.
+//
+// # Concurrency
+//
+// A Predictor is not safe for concurrent use (it owns one staging buffer and one transform
+// worker); make one per goroutine over trainers of their own.
+//
+// # Ownership
+//
+// A Predictor from NewPredictor uses the caller's Trainer, which must outlive it; one from
+// OpenPredictor owns its trainer. Close frees the device buffer (and an owned trainer).
+type Predictor struct {
+	t         *Trainer
+	own       bool
+	w         *transforms.Worker
+	mean, std []float32
+	batch     int
+	topK      int
+	host      []byte
+	buf       gpu.Buffer
+}
+
+// NewPredictor returns a Predictor running t's model. t may hold a checkpoint (New with
+// Config{Resume}, an optimizer-less trainer) or loaded weights (NewModel, New, LoadWeights);
+// for a checkpoint with an EMA, call t.UseEMA first to predict with the averaged weights.
+func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
+	if t == nil {
+		return nil, fmt.Errorf("train: %w: predictor: nil trainer", ErrConfig)
+	}
+	in := t.m.in
+	if cfg.Batch < 0 || cfg.TopK < 0 {
+		return nil, fmt.Errorf("train: %w: predictor: batch %d, top-k %d; want >= 0", ErrConfig, cfg.Batch, cfg.TopK)
+	}
+	chain := cfg.Transform
+	if chain == nil {
+		if in.C == 3 && in.H == in.W {
+			chain = transforms.Eval(in.H)
+		} else {
+			chain = transforms.Compose(transforms.ResizeTo(in.H, in.W))
+		}
+	}
+	mean, std, ok := chain.Normalization()
+	switch {
+	case ok && (cfg.Mean != nil || cfg.Std != nil):
+		return nil, fmt.Errorf("train: %w: predictor: Mean and Std given and the transform normalizes too: choose one", ErrConfig)
+	case !ok:
+		mean, std = cfg.Mean, cfg.Std
+	}
+	if len(mean) != in.C || len(std) != in.C {
+		return nil, fmt.Errorf("train: %w: predictor: normalization of %d means and %d stds for a model of %d channels "+
+			"(a checkpoint does not record its data's normalization: set PredictorConfig.Transform's Normalize or Mean and Std)",
+			ErrConfig, len(mean), len(std), in.C)
+	}
+	for c, s := range std {
+		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(mean[c])) || math.IsInf(float64(mean[c]), 0) {
+			return nil, fmt.Errorf("train: %w: predictor: channel %d: mean %v, std %v; want finite, std > 0", ErrConfig, c, mean[c], s)
+		}
+	}
+	p := &Predictor{t: t, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}
+	if p.batch == 0 {
+		p.batch = 64
+	}
+	if p.topK == 0 {
+		p.topK = 5
+	}
+	p.topK = min(p.topK, t.m.classes)
+	return p, nil
+}
+
+// OpenPredictor opens the checkpoint at path (written by Trainer.Save or stoke train) on dev and
+// returns a Predictor that owns the trainer holding it; useEMA predicts with the checkpoint's EMA
+// of the weights when it has one. dev stays the caller's.
+func OpenPredictor(path string, dev gpu.Device, useEMA bool, cfg PredictorConfig) (*Predictor, error) {
+	m, err := CheckpointModel(path)
+	if err != nil {
+		return nil, err
+	}
+	t, err := New(m, dev, nil, Config{Resume: path})
+	if err != nil {
+		return nil, err
+	}
+	if useEMA {
+		if _, err := t.UseEMA(); err != nil {
+			return nil, errors.Join(err, t.Close())
+		}
+	}
+	p, err := NewPredictor(t, cfg)
+	if err != nil {
+		return nil, errors.Join(err, t.Close())
+	}
+	p.own = true
+	return p, nil
+}
+
+// Model is the model the Predictor runs.
+func (p *Predictor) Model() *Model { return p.t.m }
+
+// Normalization is the per-channel mean and std the Predictor applies (copies).
+func (p *Predictor) Normalization() (mean, std []float32) {
+	return slices.Clone(p.mean), slices.Clone(p.std)
+}
+
+// Predict returns one Prediction per input, in order. Each input is an image file's bytes
+// (Encoded) or raw HWC pixels (Pixels); a bad one fails the call with an error naming its index.
+func (p *Predictor) Predict(ctx context.Context, inputs []transforms.Input) ([]Prediction, error) {
+	per := p.t.m.in.Len()
+	out := make([]Prediction, 0, len(inputs))
+	for lo := 0; lo < len(inputs); lo += p.batch {
+		n := min(p.batch, len(inputs)-lo)
+		p.host = slices.Grow(p.host[:0], n*per)[:n*per]
+		for i := range n {
+			if err := p.w.Apply(p.host[i*per:(i+1)*per], inputs[lo+i], nil); err != nil {
+				return nil, fmt.Errorf("train: predict: image %d: %w", lo+i, err)
+			}
+		}
+		logits, err := p.forward(n)
+		if err != nil {
+			return nil, err
+		}
+		out = p.appendPredictions(out, logits)
+		if err := ctx.Err(); err != nil {
+			return nil, err
+		}
+	}
+	return out, nil
+}
+
+// PredictImages is Predict over decoded images (any image.Image; alpha is ignored).
+func (p *Predictor) PredictImages(ctx context.Context, images []image.Image) ([]Prediction, error) {
+	inputs := make([]transforms.Input, len(images))
+	for i, im := range images {
+		if im == nil {
+			return nil, fmt.Errorf("train: predict: image %d: nil image", i)
+		}
+		inputs[i] = imageInput(im)
+	}
+	return p.Predict(ctx, inputs)
+}
+
+// imageInput gives im's pixels as HWC bytes: gray as 1 channel, anything else as NRGBA.
+func imageInput(im image.Image) transforms.Input {
+	b := im.Bounds()
+	w, h := b.Dx(), b.Dy()
+	if g, ok := im.(*image.Gray); ok {
+		pix := make([]byte, w*h)
+		for y := range h {
+			copy(pix[y*w:(y+1)*w], g.Pix[g.PixOffset(b.Min.X, b.Min.Y+y):])
+		}
+		return transforms.Input{Pixels: pix, H: h, W: w, C: 1}
+	}
+	n := image.NewNRGBA(image.Rect(0, 0, w, h))
+	draw.Draw(n, n.Rect, im, b.Min, draw.Src)
+	return transforms.Input{Pixels: n.Pix, H: h, W: w, C: 4}
+}
+
+// forward uploads the n staged images and returns their logits.
+func (p *Predictor) forward(n int) ([]float32, error) {
+	per := p.t.m.in.Len()
+	if p.buf == nil || p.buf.Len() < n*per {
+		if p.buf != nil {
+			p.buf.Free() // PredictBatch synchronized: no queued work reads it
+		}
+		var err error
+		if p.buf, err = p.t.dev.Alloc(p.batch * per); err != nil {
+			p.buf = nil
+			return nil, fmt.Errorf("train: predict: %w", err)
+		}
+	}
+	if err := p.t.s.CopyH2D(p.buf, 0, p.host); err != nil {
+		return nil, fmt.Errorf("train: predict: %w", err)
+	}
+	pr, err := p.t.PredictBatch(Batch{Images: kernels.U8{Buf: p.buf, Len: n * per}, N: n, Shape: p.t.m.in}, p.mean, p.std)
+	if err != nil {
+		return nil, err
+	}
+	return pr.Logits, nil
+}
+
+// appendPredictions appends the Prediction of each row of logits to out.
+func (p *Predictor) appendPredictions(out []Prediction, logits []float32) []Prediction {
+	nc := p.t.m.classes
+	for lo := 0; lo < len(logits); lo += nc {
+		row := slices.Clone(logits[lo : lo+nc])
+		out = append(out, Prediction{Logits: row, Probs: softmax(row), Top: topK(row, p.topK)})
+	}
+	return out
+}
+
+// softmax is exp(v - max) normalized, in float64.
+func softmax(v []float32) []float32 {
+	hi := math.Inf(-1)
+	for _, x := range v {
+		hi = max(hi, float64(x))
+	}
+	e := make([]float64, len(v))
+	var sum float64
+	for i, x := range v {
+		e[i] = math.Exp(float64(x) - hi)
+		sum += e[i]
+	}
+	out := make([]float32, len(v))
+	for i := range e {
+		out[i] = float32(e[i] / sum)
+	}
+	return out
+}
+
+// topK returns the k classes of largest value, best first, the lower class first on ties.
+func topK(v []float32, k int) []int {
+	idx := make([]int, len(v))
+	for i := range idx {
+		idx[i] = i
+	}
+	slices.SortStableFunc(idx, func(a, b int) int {
+		switch {
+		case v[a] > v[b]:
+			return -1
+		case v[a] < v[b]:
+			return 1
+		}
+		return 0
+	})
+	return idx[:k]
+}
+
+// Close frees the Predictor's device buffer, and the trainer of OpenPredictor.
+func (p *Predictor) Close() error {
+	var err error
+	if p.buf != nil {
+		err = p.buf.Free()
+		p.buf = nil
+	}
+	if p.own {
+		err = errors.Join(err, p.t.Close())
+	}
+	return err
+}

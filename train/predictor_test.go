@@ -1,0 +1,276 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"image"
+	"image/png"
+	"math"
+	"math/rand/v2"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// tinyPredictTrainer is an optimizer-less trainer of a small 1x8x8 network with seeded weights.
+func tinyPredictTrainer(t *testing.T, dev gpu.Device) *Trainer {
+	t.Helper()
+	m, err := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, nil, Config{Seed: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tr.Close() })
+	return tr
+}
+
+func grayPNG(t *testing.T, pix []byte) []byte {
+	t.Helper()
+	g := &image.Gray{Pix: pix, Stride: 8, Rect: image.Rect(0, 0, 8, 8)}
+	var b bytes.Buffer
+	if err := png.Encode(&b, g); err != nil {
+		t.Fatal(err)
+	}
+	return b.Bytes()
+}
+
+// TestPredictorMatchesPredict: the Predictor's logits for PNG files, raw pixels and decoded images
+// are bit for bit Trainer.Predict's over the same pixels and normalization, across batches of
+// the Predictor's size, and its probabilities and top-k follow from the logits.
+func TestPredictorMatchesPredict(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr := tinyPredictTrainer(t, dev)
+	imgs, labels := synthetic(7, 5)
+	data := newMemData(dev, imgs, labels, Shape{C: 1, H: 8, W: 8}, 4, false, 0)
+	defer data.close()
+	want, err := tr.Predict(context.Background(), data)
+	if err != nil {
+		t.Fatal(err)
+	}
+	mean, std := data.Normalization()
+	p, err := NewPredictor(tr, PredictorConfig{Mean: mean, Std: std, Batch: 3, TopK: 4})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var files, raw []transforms.Input
+	var decoded []image.Image
+	for i := range 7 {
+		pix := imgs[i*64 : (i+1)*64]
+		files = append(files, transforms.Input{Encoded: grayPNG(t, pix)})
+		raw = append(raw, transforms.Input{Pixels: pix, H: 8, W: 8, C: 1})
+		decoded = append(decoded, &image.Gray{Pix: pix, Stride: 8, Rect: image.Rect(0, 0, 8, 8)})
+	}
+	check := func(name string, got []Prediction, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		if len(got) != 7 {
+			t.Fatalf("%s: %d predictions, want 7", name, len(got))
+		}
+		for i, g := range got {
+			for c, v := range g.Logits {
+				if w := want.Logits[i*10+c]; math.Float32bits(v) != math.Float32bits(w) {
+					t.Fatalf("%s: image %d class %d: logit %v, Trainer.Predict's %v", name, i, c, v, w)
+				}
+			}
+			var sum float64
+			for c, pr := range g.Probs {
+				sum += float64(pr)
+				if c > 0 && (g.Logits[c] > g.Logits[c-1]) != (pr > g.Probs[c-1]) {
+					t.Fatalf("%s: image %d: probabilities %v do not order as logits %v", name, i, g.Probs, g.Logits)
+				}
+			}
+			if math.Abs(sum-1) > 1e-5 {
+				t.Fatalf("%s: image %d: probabilities sum to %v", name, i, sum)
+			}
+			if len(g.Top) != 4 || g.Top[0] != want.Class(i) {
+				t.Fatalf("%s: image %d: top %v, want 4 classes led by %d", name, i, g.Top, want.Class(i))
+			}
+			for k := 1; k < len(g.Top); k++ {
+				if g.Logits[g.Top[k]] > g.Logits[g.Top[k-1]] {
+					t.Fatalf("%s: image %d: top %v out of order for logits %v", name, i, g.Top, g.Logits)
+				}
+			}
+			if !want.InTopK(i, g.Top[3], 4) || want.InTopK(i, g.Top[3], 3) {
+				t.Fatalf("%s: image %d: class %d is not the 4th by Predictions.InTopK", name, i, g.Top[3])
+			}
+		}
+	}
+	ctx := context.Background()
+	got, err := p.Predict(ctx, files)
+	check("png", got, err)
+	got, err = p.Predict(ctx, raw)
+	check("raw", got, err)
+	got, err = p.PredictImages(ctx, decoded)
+	check("decoded", got, err)
+}
+
+func TestTopKTies(t *testing.T) {
+	got := topK([]float32{1, 3, 3, -1, 2}, 4)
+	if want := []int{1, 2, 4, 0}; !slices.Equal(got, want) {
+		t.Fatalf("topK = %v, want %v", got, want)
+	}
+}
+
+// TestPredictorErrors: a corrupt file fails the call naming its index; a normalization that does
+// not fit the model, or is given twice, is refused.
+func TestPredictorErrors(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr := tinyPredictTrainer(t, dev)
+	if _, err := NewPredictor(tr, PredictorConfig{}); err == nil || !strings.Contains(err.Error(), "0 means and 0 stds for a model of 1 channels") {
+		t.Fatalf("no normalization for a gray model: %v", err)
+	}
+	norm := transforms.Compose(transforms.Normalize([]float32{0.5}, []float32{0.25}))
+	if _, err := NewPredictor(tr, PredictorConfig{Transform: norm, Mean: []float32{0.5}, Std: []float32{0.25}}); err == nil {
+		t.Fatal("normalization given twice accepted")
+	}
+	p, err := NewPredictor(tr, PredictorConfig{Transform: norm, Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	good := transforms.Input{Encoded: grayPNG(t, make([]byte, 64))}
+	bad := transforms.Input{Encoded: []byte("\x89PNG\r\n\x1a\nnot really")}
+	_, err = p.Predict(context.Background(), []transforms.Input{good, good, good, bad})
+	if err == nil || !strings.Contains(err.Error(), "train: predict: image 3: ") {
+		t.Fatalf("corrupt image 3: %v", err)
+	}
+	big := transforms.Input{Pixels: make([]byte, 81), H: 9, W: 9, C: 1}
+	if _, err = p.Predict(context.Background(), []transforms.Input{good, big}); err == nil || !strings.Contains(err.Error(), "image 1: ") {
+		t.Fatalf("9x9 image for an 8x8 model with no resize: %v", err)
+	}
+	if _, err = p.PredictImages(context.Background(), []image.Image{nil}); err == nil || !strings.Contains(err.Error(), "image 0: nil image") {
+		t.Fatalf("nil image: %v", err)
+	}
+}
+
+// TestPredictBatchWithoutLabels: a batch of images alone gives the logits a labelled batch of the
+// same images gives, and no labels.
+func TestPredictBatchWithoutLabels(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr := tinyPredictTrainer(t, dev)
+	imgs, labels := synthetic(5, 9)
+	data := newMemData(dev, imgs, labels, Shape{C: 1, H: 8, W: 8}, 5, false, 0)
+	defer data.close()
+	mean, std := data.Normalization()
+	for b, err := range data.Batches(context.Background(), 0) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		want, err := tr.PredictBatch(b, mean, std)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Labels.Len = 0
+		got, err := tr.PredictBatch(b, mean, std)
+		if err != nil {
+			t.Fatalf("batch without labels: %v", err)
+		}
+		if len(got.Labels) != 0 || got.Len() != 5 {
+			t.Fatalf("unlabelled batch: %d labels, %d samples", len(got.Labels), got.Len())
+		}
+		for i, v := range got.Logits {
+			if v != want.Logits[i] {
+				t.Fatalf("logit %d: %v unlabelled, %v labelled", i, v, want.Logits[i])
+			}
+		}
+	}
+}
+
+// pngSet is an in-memory dataset of encoded images, all of class 0.
+type pngSet [][]byte
+
+func (d pngSet) Len() int { return len(d) }
+func (d pngSet) Sample(_ context.Context, i int) (loaders.Sample, error) {
+	return loaders.Sample{Input: transforms.Input{Encoded: d[i]}}, nil
+}
+
+// TestOpenPredictorMatchesEvalLoader: a Predictor opened from a checkpoint with the default
+// configuration gives, bit for bit, the logits Trainer.Predict gives over a loader with
+// transforms.Eval at the model's size (what stoke predict runs on photos: ImageNet's
+// normalization, exact decode) for RGB PNGs of other sizes than the model's.
+func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	m, err := Sequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, Conv2D(3, 4, 3, 1), ReLU(), Flatten(), Linear(4*16*16, 4))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, SGD{LR: 0.1}, Config{Seed: 5})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ck := filepath.Join(t.TempDir(), "rgb.ckpt")
+	if err := tr.Save(ck); err != nil {
+		t.Fatal(err)
+	}
+	r := rand.New(rand.NewPCG(4, 4))
+	var set pngSet
+	var inputs []transforms.Input
+	for i := range 5 {
+		img := image.NewRGBA(image.Rect(0, 0, 20+3*i, 24))
+		for k := range img.Pix {
+			img.Pix[k] = byte(r.IntN(256))
+		}
+		var b bytes.Buffer
+		if err := png.Encode(&b, img); err != nil {
+			t.Fatal(err)
+		}
+		set = append(set, b.Bytes())
+		inputs = append(inputs, transforms.Input{Encoded: b.Bytes()})
+	}
+	ld, err := loaders.New(set, loaders.Config{Batch: 2, Transform: transforms.Eval(16), Device: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ld.Close()
+	want, err := tr.Predict(context.Background(), FromLoader(ld))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := OpenPredictor(ck, dev, true, PredictorConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if mean, std := p.Normalization(); !slices.Equal(mean, transforms.ImageNetMean) || !slices.Equal(std, transforms.ImageNetStd) {
+		t.Fatalf("default normalization %v %v, want ImageNet's", mean, std)
+	}
+	got, err := p.Predict(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		for c, v := range g.Logits {
+			if w := want.Logits[i*4+c]; math.Float32bits(v) != math.Float32bits(w) {
+				t.Fatalf("image %d class %d: logit %v, the Eval loader's %v", i, c, v, w)
+			}
+		}
+	}
+}
