@@ -195,11 +195,18 @@ func NewGraph(ops kernels.Ops, s gpu.Stream, alloc Allocator, train bool, seed u
 	return &Graph{ops: ops, s: s, alloc: alloc, train: train, seed: seed, pool: map[int][]kernels.F32{}, written: map[*param]bool{}}
 }
 
-// Infer runs f on placeholder tensors of the given shapes without memory or kernels and returns
-// the shape of its result: a model's output shape, found by the same code that computes it.
-func Infer(train bool, f func(in *Tensor) *Tensor, shape ...int) ([]int, error) {
+// Infer runs m's forward pass on a placeholder input of the given shape without memory or kernels
+// and returns the shape of its result: a model's output shape, found by the same code that
+// computes it. m's parameters and buffers take part as they would in a graph of their own (a
+// reshaped weight), and are given back as they were.
+func Infer(m Module, train bool, shape ...int) ([]int, error) {
 	g := &Graph{train: train, meta: true}
-	y := f(g.Input(kernels.F32{}, shape...))
+	restore, err := g.lend(m)
+	if err != nil {
+		return nil, err
+	}
+	defer restore()
+	y := m.Forward(g.Input(kernels.F32{}, shape...))
 	if g.err != nil {
 		return nil, g.err
 	}
@@ -207,6 +214,24 @@ func Infer(train bool, f func(in *Tensor) *Tensor, shape ...int) ([]int, error) 
 		return nil, errors.New("nn: the forward pass returned no tensor")
 	}
 	return slices.Clone(y.shape), nil
+}
+
+// lend attaches m's parameters and buffers to the meta graph g for one pass and returns what
+// gives them back to the graph they had.
+func (g *Graph) lend(m Module) (restore func(), err error) {
+	named, err := StateDict(m)
+	if err != nil {
+		return nil, err
+	}
+	had := make([]*Graph, len(named))
+	for i, n := range named {
+		had[i], n.Tensor.g = n.Tensor.g, g
+	}
+	return func() {
+		for i, n := range named {
+			n.Tensor.g = had[i]
+		}
+	}, nil
 }
 
 // Training reports whether the pass trains (batch statistics, dropout on).

@@ -23,13 +23,18 @@ type Step struct {
 	Attr Attr
 }
 
-// Trace runs f in evaluation mode on an input of the given shape without memory or kernels and
-// returns its steps in order, the input and the output. Every tensor a step reads is the input,
-// a parameter or buffer, or the output of an earlier step.
-func Trace(f func(in *Tensor) *Tensor, shape ...int) (steps []Step, in, out *Tensor, err error) {
+// Trace runs m's forward pass in evaluation mode on an input of the given shape without memory
+// or kernels and returns its steps in order, the input and the output. Every tensor a step reads
+// is the input, one of m's parameters or buffers (StateDict), or the output of an earlier step.
+func Trace(m Module, shape ...int) (steps []Step, in, out *Tensor, err error) {
 	g := &Graph{meta: true}
+	restore, err := g.lend(m)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	defer restore()
 	in = g.Input(kernels.F32{}, shape...)
-	out = f(in)
+	out = m.Forward(in)
 	if g.err != nil {
 		return nil, nil, nil, g.err
 	}

@@ -36,7 +36,7 @@ type nnModule struct {
 func (l *nnModule) String() string { return l.m.String() }
 
 func (l *nnModule) Setup(in []int) ([]int, error) {
-	out, err := nn.Infer(true, l.m.Forward, append([]int{1}, in...)...)
+	out, err := nn.Infer(l.m, true, append([]int{1}, in...)...)
 	if err != nil {
 		return nil, fmt.Errorf("train: %v: %w", l.m, err)
 	}

@@ -38,7 +38,7 @@ const nnInputRef = -1
 func paramRef(i int) int { return -2 - i }
 
 func newNNTrace(l *nnModule, in []int, batch int) (*nnTrace, error) {
-	steps, x, y, err := nn.Trace(l.m.Forward, append([]int{batch}, in...)...)
+	steps, x, y, err := nn.Trace(l.m, append([]int{batch}, in...)...)
 	if err != nil {
 		return nil, err
 	}
