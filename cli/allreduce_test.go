@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -162,7 +162,7 @@ func TestAllreduceUsage(t *testing.T) {
 		{"--max-bytes", "64T"}, // more than any machine here: refused, not allocated
 	} {
 		var out, errb bytes.Buffer
-		code := run(t.Context(), append([]string{"allreduce", "--rank", "0", "--world-size", "1", "--json"}, args...), &out, &errb)
+		code := Run(t.Context(), append([]string{"allreduce", "--rank", "0", "--world-size", "1", "--json"}, args...), &out, &errb)
 		if code != 2 {
 			t.Errorf("stoke allreduce %v: exit %d; want 2 (stderr %q)", args, code, errb.String())
 		}

@@ -1,4 +1,17 @@
-// Command stoke is Stoke's command line: train a classifier (on one process or data-parallel on
+// Package cli is the stoke command line as a library: cmd/stoke is its Main, and a program of
+// your own that imports it (and the packages that register your layers and models) is a stoke
+// that knows them, as caddy and hugo are built with plugins:
+//
+//	package main
+//
+//	import (
+//		"github.com/stoke-ml/stoke/cli"
+//		_ "example.com/mylayers" // train.RegisterLayer, train.RegisterModel in init
+//	)
+//
+//	func main() { cli.Main() }
+//
+// The command line: train a classifier (on one process or data-parallel on
 // several), benchmark or profile a data-loading pipeline, pack a dataset into shards, measure the
 // collective, and list the devices.
 //
@@ -18,7 +31,7 @@
 // stdout. A figure that is not finite (NaN, +Inf, -Inf) is written as null. Errors go to stderr as one line, and the exit status is 1 (2 for a usage error). The first
 // SIGINT or SIGTERM stops the command cleanly; a second one ends the process at once (status 130).
 // On Linux a worker started by torchrun gets SIGTERM when torchrun's agent dies.
-package main
+package cli
 
 import (
 	"context"
@@ -58,7 +71,8 @@ var commands = map[string]command{
 // errUsage marks errors that are the caller's command line; they exit with status 2.
 var errUsage = errors.New("usage")
 
-func main() {
+// Main runs the command line of os.Args and exits with its status: the whole of cmd/stoke.
+func Main() {
 	if n := rankProcs(os.Getenv, runtime.GOMAXPROCS(0)); n > 0 {
 		runtime.GOMAXPROCS(n) // one of several ranks on this host: its share of the cores
 	}
@@ -67,7 +81,7 @@ func main() {
 		os.Exit(1)
 	}
 	ctx, stop := interrupts(os.Stderr, os.Exit)
-	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	code := Run(ctx, os.Args[1:], os.Stdout, os.Stderr)
 	stop()
 	os.Exit(code)
 }
@@ -101,8 +115,10 @@ func interrupts(stderr io.Writer, exit func(int)) (context.Context, func()) {
 	}
 }
 
-// run executes one command line and returns the exit status.
-func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+// Run executes one command line (args without the program's name: "train", "--data", ...),
+// writing to stdout and stderr, and returns the exit status: 0, 1 for a failure, 2 for a usage
+// error. ctx stops the command (Main cancels it on the first SIGINT or SIGTERM).
+func Run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
 	if len(args) == 0 || args[0] == "-h" || args[0] == "--help" || args[0] == "help" {
 		usage(stdout)
 		if len(args) == 0 {

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -239,7 +239,7 @@ func twoRanks(t *testing.T, args func(r int) []string) ([2]string, [2]int) {
 			"--dist-timeout", "60s", "-q"}, args(r)...)
 		wg.Go(func() {
 			var out, errOut bytes.Buffer
-			codes[r] = run(t.Context(), a, &out, &errOut)
+			codes[r] = Run(t.Context(), a, &out, &errOut)
 			errOuts[r] = errOut.String()
 		})
 	}

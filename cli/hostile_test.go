@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bufio"
@@ -58,7 +58,7 @@ func stokeBin(t *testing.T) string {
 			return
 		}
 		binPath = filepath.Join(binDir, "stoke")
-		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		out, err := exec.Command("go", "build", "-o", binPath, "../cmd/stoke").CombinedOutput()
 		if err != nil {
 			binErr = fmt.Errorf("go build: %v: %s", err, out)
 		}

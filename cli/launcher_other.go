@@ -1,6 +1,6 @@
 //go:build !linux
 
-package main
+package cli
 
 // endWithLauncher does nothing where the kernel has no parent-death signal: a worker orphaned by
 // its launcher runs on.

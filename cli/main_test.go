@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -11,7 +11,7 @@ import (
 func stoke(t *testing.T, args ...string) (string, string, int) {
 	t.Helper()
 	var out, errOut bytes.Buffer
-	code := run(t.Context(), args, &out, &errOut)
+	code := Run(t.Context(), args, &out, &errOut)
 	return out.String(), errOut.String(), code
 }
 

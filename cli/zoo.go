@@ -1,4 +1,4 @@
-package main
+package cli
 
 // The model zoo's builders (vit, ...) register themselves with train.NewModel, so --model takes
 // them and predict, export and --resume rebuild their checkpoints.

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
 
+	"github.com/stoke-ml/stoke/cli"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/nn"
@@ -15,7 +17,8 @@ import (
 
 // Layers written as forward passes over package nn's ops, with no backward code: a channels-first
 // layer norm (ConvNeXt's LayerNorm2d) and a squeeze-and-excitation block (SENet's), trained in a
-// small convolutional model, checkpointed, resumed, rebuilt from the checkpoint and served.
+// small convolutional model, checkpointed, resumed, rebuilt from the checkpoint and served, then
+// exported by a stoke of this program's own (package cli).
 
 // LayerNorm2d normalizes each pixel's channel vector of x [N C H W] with its mean and biased
 // variance, then scales and shifts per channel.
@@ -162,6 +165,18 @@ func forwardOnlyLayers(ctx context.Context) error {
 	if !slices.Equal(got.Logits, want.Logits) {
 		return fmt.Errorf("the model rebuilt from its checkpoint predicts other logits")
 	}
-	fmt.Printf("se-net of forward-only layers: test accuracy %.1f%%, served from its checkpoint\n", 100*res.TestAcc)
+	// A stoke of one's own: the command line as a library (package cli) knows the layers this
+	// program registered, so it exports the checkpoint that holds them, as safetensors and as ONNX
+	// (a prebuilt stoke binary cannot: it was not built with this code).
+	for _, args := range [][]string{
+		{"export", "--checkpoint", ck, "--out", filepath.Join(dir, "se-net.safetensors")},
+		{"export", "--checkpoint", ck, "--out", filepath.Join(dir, "se-net.onnx"), "--mean", "0.3", "--std", "0.3"},
+	} {
+		var stdout, stderr bytes.Buffer
+		if code := cli.Run(ctx, args, &stdout, &stderr); code != 0 {
+			return fmt.Errorf("stoke %v of the model holding layernorm2d and squeezeexcite: exit %d: %s", args, code, stderr.String())
+		}
+	}
+	fmt.Printf("se-net of forward-only layers: test accuracy %.1f%%, served from its checkpoint, exported by its own stoke\n", 100*res.TestAcc)
 	return nil
 }
