@@ -28,16 +28,18 @@ var convNetNames = []string{
 	"regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
 }
 
-// TestTorchvisionShapes: every named builder of convNetNames has torchvision's parameters: the
-// same names with the same shapes (so torchvision's weights load strictly), and so the same
-// parameter count, for 224 px RGB images and 5 classes. One Python process lists them all.
+// TestTorchvisionShapes: every named builder of the zoo (convNetNames, mobileNames, vitNames) has
+// torchvision's parameters: the same names with the same shapes (so torchvision's weights load
+// strictly), and so the same parameter count, for 224 px RGB images and 5 classes. One Python
+// process lists them all.
 func TestTorchvisionShapes(t *testing.T) {
 	py := torchPython()
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
 	const classes = 5
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, convNetNames...)...)
+	names := slices.Concat(convNetNames, mobileNames, vitNames)
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, names...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -47,7 +49,7 @@ func TestTorchvisionShapes(t *testing.T) {
 	if err := json.Unmarshal(out, &want); err != nil {
 		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
 	}
-	for _, name := range convNetNames {
+	for _, name := range names {
 		m, err := train.NewModel(name, train.Shape{C: 3, H: 224, W: 224}, classes)
 		if err != nil {
 			t.Errorf("%s: %v", name, err)

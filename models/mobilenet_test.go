@@ -2,13 +2,9 @@ package models
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -25,42 +21,6 @@ import (
 var mobileNames = []string{"mobilenet_v2", "mobilenet_v3_small", "mobilenet_v3_large",
 	"efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3", "efficientnet_b4", "efficientnet_b5",
 	"efficientnet_b6", "efficientnet_b7", "efficientnet_v2_s", "efficientnet_v2_m", "efficientnet_v2_l"}
-
-// TestMobileShapes: every named builder of the MobileNet and EfficientNet families at 224 px and
-// 1000 classes has torchvision's parameters: the same names, in the same order, of the same
-// shapes.
-func TestMobileShapes(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "1000"}, mobileNames...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torchvision_shapes.py: %v", err)
-	}
-	var want map[string]map[string][]int
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
-	}
-	for _, name := range mobileNames {
-		m, err := train.NewModel(name, train.Shape{C: 3, H: 224, W: 224}, 1000)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
-		}
-		params := m.Params()
-		if len(params) != len(want[name]) {
-			t.Errorf("%s: %d parameters; torchvision has %d", name, len(params), len(want[name]))
-		}
-		for _, p := range params {
-			if w, ok := want[name][p.Name]; !ok || !slices.Equal(p.Shape, w) {
-				t.Errorf("%s: %s of shape %v; torchvision's is %v (none when [])", name, p.Name, p.Shape, w)
-			}
-		}
-	}
-}
 
 // TestMobileNetV3Trains: mobilenet_v3_small at 32 px learns on the CPU: one epoch of SGD over 320
 // synthetic images of 4 classes (a colour per class, with noise) brings the loss of the last

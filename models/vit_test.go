@@ -9,6 +9,10 @@ import (
 	"github.com/stoke-ml/stoke/train"
 )
 
+// vitNames are the VisionTransformer configurations TestTorchvisionShapes compares with
+// torchvision's (vit_l_* and vit_h_14 differ only in their sizes, and weigh gigabytes in Python).
+var vitNames = []string{"vit_b_16", "vit_b_32"}
+
 // TestViTNames: a small vit's tensors are torchvision's VisionTransformer's state_dict, in order.
 func TestViTNames(t *testing.T) {
 	m, err := train.NewModel("vit(image_size=8,patch_size=4,num_layers=2,num_heads=2,hidden_dim=8,mlp_dim=16)", train.Shape{C: 3, H: 8, W: 8}, 5)
