@@ -20,7 +20,7 @@ import (
 func buildStoke(t *testing.T) string {
 	t.Helper()
 	bin := filepath.Join(t.TempDir(), "stoke")
-	out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput()
+	out, err := exec.Command("go", "build", "-o", bin, "../cmd/stoke").CombinedOutput()
 	if err != nil {
 		t.Fatalf("go build: %v\n%s", err, out)
 	}

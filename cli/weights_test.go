@@ -48,7 +48,7 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 	}
 	for _, model := range []string{"resnet18", "resnet50"} {
 		st := filepath.Join(t.TempDir(), model+".safetensors")
-		cmd := exec.Command(py, append([]string{filepath.Join("..", "..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
+		cmd := exec.Command(py, append([]string{filepath.Join("..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
 		cmd.Stderr = os.Stderr
 		pyOut, err := cmd.Output()
 		if err != nil {
