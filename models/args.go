@@ -19,6 +19,11 @@ type arg struct {
 	set      bool
 }
 
+// maxArg bounds an integer argument (a size, a width, a count of layers) as train bounds each
+// size of a model it rebuilds from a description (1<<15): a name from a checkpoint or a flag
+// cannot ask for sizes whose products overflow.
+const maxArg = 1 << 15
+
 // parseArgs sets the arguments named in s ("a=1,b=0.5") and checks that each required one is
 // given; an unknown or repeated name, or a value that is not a number, is an error naming it.
 func parseArgs(s string, args []*arg) error {
@@ -37,8 +42,8 @@ func parseArgs(s string, args []*arg) error {
 			a.set = true
 			if a.i != nil {
 				n, err := strconv.Atoi(v)
-				if err != nil || n < 0 || n > 1<<20 {
-					return fmt.Errorf("argument %s=%s: want an integer from 0 to %d", k, v, 1<<20)
+				if err != nil || n < 0 || n > maxArg {
+					return fmt.Errorf("argument %s=%s: want an integer from 0 to %d", k, v, maxArg)
 				}
 				*a.i = n
 			} else {

@@ -56,6 +56,7 @@ func TestViTArguments(t *testing.T) {
 		{"vit(image_size=32,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=8)", "the images are 28x28"},
 		{"vit_b_16(image_size=28,dropout=1.5)", "dropout=1.5"},
 		{"vit(image_size=28", "unbalanced"},
+		{"vit(image_size=28,patch_size=4,num_layers=1,num_heads=2,hidden_dim=1048576,mlp_dim=8)", "hidden_dim=1048576: want an integer from 0 to 32768"},
 	} {
 		_, err := train.NewModel(tc.spec, in, 10)
 		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
