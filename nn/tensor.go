@@ -393,7 +393,8 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 	}
 	g.backward = true
 	defer func() { g.backward = false }()
-	g.grads = append(g.grads[:0], make([]*Tensor, len(g.nodes))...)
+	g.grads = slices.Grow(g.grads[:0], len(g.nodes))[:len(g.nodes)]
+	clear(g.grads) // reused from pass to pass: no allocation once the record stops growing
 	g.grads[y.id-1] = dy
 	clear(g.written)
 	for i := len(g.nodes) - 1; i >= 0 && g.err == nil; i-- {
