@@ -173,7 +173,14 @@ func rendezvous(ctx context.Context, cfg Config, storeAddr string, deadline time
 				}
 			}
 			c.Set(actx, abortKey, []byte(strconv.Itoa(kind)+"\n"+err.Error()))
-		} else if kind, cause, ok := abortCause(actx, c, abortKey); ok {
+			return
+		}
+		// A rank that found a mismatch itself (a secret or a setting that
+		// differs) keeps its own cause: rank 0's failure is its consequence.
+		if errors.Is(err, ErrMismatch) {
+			return
+		}
+		if kind, cause, ok := abortCause(actx, c, abortKey); ok {
 			err = errf(kind, "collective: rendezvous: rank %d: rank 0 gave up: %s", cfg.Rank, strings.TrimPrefix(cause, "collective: rendezvous: rank 0: "))
 		}
 	}()
