@@ -2,12 +2,17 @@ package models
 
 import (
 	"errors"
+	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
+	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -118,5 +123,78 @@ func TestSwinTrains(t *testing.T) {
 					res.History[0].TrainLoss, res.History[1].TrainLoss, res.TestAcc)
 			}
 		})
+	}
+}
+
+// TestSwinV2LogitScaleClamp: V2's attention scale is exp(min(logit_scale, log 100)), as
+// torchvision's clamp: a logit_scale above log 100 gives the logits of log 100 and no gradient,
+// one below it other logits and a gradient.
+func TestSwinV2LogitScaleClamp(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	a := nn.NewArena(dev)
+	defer a.Free()
+	cfg := SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 1, 1, 1}, NumHeads: [4]int{2, 2, 2, 2}, MLPRatio: 2, V2: true}
+	m, err := NewSwin(cfg, 1, 3, "swin_v2")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nn.Bind(m, a, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	named, err := nn.StateDict(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	in := make([]float32, 2*8*8)
+	for i := range in {
+		in[i] = float32(math.Sin(float64(i)))
+	}
+	// run sets every logit_scale to v and returns the logits and the first block's logit_scale
+	// gradient.
+	run := func(v float32) (logits, grad []float32) {
+		g := nn.NewGraph(ops, s, a, true, 1)
+		for _, n := range named {
+			g.Attach(n.Tensor)
+			if strings.HasSuffix(n.Name, "logit_scale") {
+				vals := []float32{v, v}
+				if err := s.CopyH2D(n.Tensor.Data().Buf, 4*n.Tensor.Data().Off, unsafe.Slice((*byte)(unsafe.Pointer(&vals[0])), 8)); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		y := m.Forward(g.Constant(in, 2, 1, 8, 8))
+		if err := g.Backward(nn.Sum(y, []int{0, 1}, false), nil); err != nil {
+			t.Fatal(err)
+		}
+		if logits, err = y.Host(t.Context(), g); err != nil {
+			t.Fatal(err)
+		}
+		scale := m.Features[1].(nn.Sequential)[0].(*SwinBlock).Attn.LogitScale
+		if grad, err = g.Input(scale.GradData(), 2).Host(t.Context(), g); err != nil {
+			t.Fatal(err)
+		}
+		return logits, grad
+	}
+	clamped, _ := run(float32(math.Log(100)))
+	above, gradAbove := run(6)
+	below, gradBelow := run(3)
+	if !slices.Equal(above, clamped) || slices.ContainsFunc(gradAbove, func(v float32) bool { return v != 0 }) {
+		t.Errorf("logit_scale 6: logits %v, gradient %v; want log 100's %v and no gradient", above, gradAbove, clamped)
+	}
+	if slices.Equal(below, clamped) || !slices.ContainsFunc(gradBelow, func(v float32) bool { return v != 0 }) {
+		t.Errorf("logit_scale 3: logits %v, gradient %v; want others than log 100's and a gradient", below, gradBelow)
 	}
 }
