@@ -175,7 +175,8 @@ func (p *PatchMerging) Forward(x *nn.Tensor) *nn.Tensor {
 // Forward is torchvision's shifted_window_attention over x [N H W C]: the map padded with zeros
 // to whole windows, rolled back by the shift (none along a side that one window covers), cut
 // into windows that attend within themselves (a rolled-in token masked from the others with
-// −100), put back, rolled forward and unpadded.
+// −100), put back, rolled forward and unpadded. Its dropouts act in training only (torchvision's
+// F.dropout calls also drop in evaluation).
 func (a *ShiftedWindowAttention) Forward(x *nn.Tensor) *nn.Tensor {
 	g := x.Graph()
 	n, h, w, c := x.Dim(0), x.Dim(1), x.Dim(2), x.Dim(3)
