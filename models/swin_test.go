@@ -1,10 +1,16 @@
 package models
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"unsafe"
@@ -197,4 +203,146 @@ func TestSwinV2LogitScaleClamp(t *testing.T) {
 	if slices.Equal(below, clamped) || !slices.ContainsFunc(gradBelow, func(v float32) bool { return v != 0 }) {
 		t.Errorf("logit_scale 3: logits %v, gradient %v; want others than log 100's and a gradient", below, gradBelow)
 	}
+}
+
+// TestSwinGradients: small Swin V1 and V2 models with torchvision's random weights (the
+// configurations of torchvisionCases) give every parameter the gradient torchvision gives it, of
+// sum(logits²)/2 in evaluation mode, within 1e-4 of the tensor's largest: the backward pass
+// through windows, shifts, masks, the position-bias gathers and V2's cosine attention (whose key
+// bias gets none) is torchvision's autograd's.
+func TestSwinGradients(t *testing.T) {
+	py := torchPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
+	}
+	const n, size, classes = 2, 28, 5
+	for _, tc := range []struct {
+		name   string
+		cfg    SwinConfig
+		python string
+	}{
+		{"v1", SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 4, Depths: [4]int{2, 2, 2, 1}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4},
+			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 1], [2, 2, 4, 4], [4, 4], num_classes=5)"},
+		{"v2", SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 3, Depths: [4]int{2, 2, 2, 2}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4, V2: true},
+			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 2], [2, 2, 4, 4], [3, 3], num_classes=5, " +
+				"block=torchvision.models.swin_transformer.SwinTransformerBlockV2, downsample_layer=torchvision.models.swin_transformer.PatchMergingV2)"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(7, 8))
+			pixels := make([]uint8, n*3*size*size)
+			for i := range pixels {
+				pixels[i] = uint8(r.IntN(256))
+			}
+			dir := t.TempDir()
+			u8, wst, gst := filepath.Join(dir, "pixels.u8"), filepath.Join(dir, "w.safetensors"), filepath.Join(dir, "g.safetensors")
+			if err := os.WriteFile(u8, pixels, 0o644); err != nil {
+				t.Fatal(err)
+			}
+			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), strconv.Itoa(size), tc.python, gst)
+			cmd.Stderr = os.Stderr
+			if err := cmd.Run(); err != nil {
+				t.Fatalf("torchvision_parity.py: %v", err)
+			}
+			weights, grads := readF32Safetensors(t, wst), readF32Safetensors(t, gst)
+
+			dev, err := gpu.Open("cpu")
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dev.Close()
+			ops, err := kernels.For(dev)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s, err := dev.NewStream()
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer s.Close()
+			a := nn.NewArena(dev)
+			defer a.Free()
+			m, err := NewSwin(tc.cfg, 3, classes, "swin")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := nn.Bind(m, a, s, 1); err != nil {
+				t.Fatal(err)
+			}
+			named, err := nn.StateDict(m)
+			if err != nil {
+				t.Fatal(err)
+			}
+			g := nn.NewGraph(ops, s, a, false, 1)
+			for _, p := range named {
+				w, ok := weights[p.Name]
+				if !ok || len(w) != p.Tensor.Len() {
+					t.Fatalf("%s: %d values in torchvision's file; want %d", p.Name, len(w), p.Tensor.Len())
+				}
+				if err := s.CopyH2D(p.Tensor.Data().Buf, 4*p.Tensor.Data().Off, unsafe.Slice((*byte)(unsafe.Pointer(&w[0])), 4*len(w))); err != nil {
+					t.Fatal(err)
+				}
+				g.Attach(p.Tensor)
+			}
+			mean, std := []float32{0.485, 0.456, 0.406}, []float32{0.229, 0.224, 0.225}
+			x := make([]float32, len(pixels))
+			for i, v := range pixels {
+				c := i / (size * size) % 3
+				x[i] = (float32(v)/255 - mean[c]) / std[c]
+			}
+			y := m.Forward(g.Constant(x, n, 3, size, size))
+			if err := g.Backward(nn.Scale(nn.Sum(nn.Mul(y, y), []int{0, 1}, false), 0.5), nil); err != nil {
+				t.Fatal(err)
+			}
+			var worst float64
+			for _, p := range named {
+				want := grads[p.Name]
+				got, err := g.Input(p.Tensor.GradData(), p.Tensor.Shape()...).Host(t.Context(), g)
+				if err != nil {
+					t.Fatal(err)
+				}
+				var diff, scale float64
+				for i := range want {
+					diff = max(diff, math.Abs(float64(got[i]-want[i])))
+					scale = max(scale, math.Abs(float64(want[i])))
+				}
+				worst = max(worst, diff/max(scale, 1e-30))
+				if diff > 1e-4*scale {
+					t.Errorf("%s: gradient differs from torchvision's by up to %.3g (largest %.3g)", p.Name, diff, scale)
+				}
+			}
+			t.Logf("largest gradient difference %.2g of its tensor's largest", worst)
+		})
+	}
+}
+
+// readF32Safetensors reads a safetensors file's float32 tensors (others, torchvision's int64
+// indices, are left out) by name.
+func readF32Safetensors(t *testing.T, path string) map[string][]float32 {
+	t.Helper()
+	b, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	hl := binary.LittleEndian.Uint64(b)
+	var header map[string]json.RawMessage
+	if err := json.Unmarshal(b[8:8+hl], &header); err != nil {
+		t.Fatal(err)
+	}
+	data := b[8+hl:]
+	out := map[string][]float32{}
+	for name, raw := range header {
+		var info struct {
+			DType   string `json:"dtype"`
+			Offsets [2]int `json:"data_offsets"`
+		}
+		if name == "__metadata__" || json.Unmarshal(raw, &info) != nil || info.DType != "F32" {
+			continue
+		}
+		v := make([]float32, (info.Offsets[1]-info.Offsets[0])/4)
+		for i := range v {
+			v[i] = math.Float32frombits(binary.LittleEndian.Uint32(data[info.Offsets[0]+4*i:]))
+		}
+		out[name] = v
+	}
+	return out
 }
