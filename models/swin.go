@@ -292,14 +292,13 @@ func coordsTable(ws int) []float32 {
 
 // shiftMask is the mask [windows T T] of a shifted pass over a padded map of ph×pw: 0 between
 // tokens of one region of the rolled map, −100 across regions. The regions are torchvision's:
-// along each side [0, L−w), [L−w, L−s), [L−s, L) (one region when s is 0).
+// along each side [0, L−w), [L−w, L−s), [L−s, L). A side is unshifted only where one window
+// covers it (L = w): one region, as torchvision's.
 func shiftMask(ph, pw, ws, sh, sw int) []float32 {
 	region := func(l, s int) []int {
 		r := make([]int, l)
 		for i := range r {
 			switch {
-			case s == 0:
-				r[i] = 2 // torchvision's slice [−0:] is the whole side
 			case i >= l-s:
 				r[i] = 2
 			case i >= l-ws:

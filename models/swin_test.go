@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -205,31 +206,35 @@ func TestSwinV2LogitScaleClamp(t *testing.T) {
 	}
 }
 
-// TestSwinGradients: small Swin V1 and V2 models with torchvision's random weights (the
-// configurations of torchvisionCases) give every parameter the gradient torchvision gives it, of
-// sum(logits²)/2 in evaluation mode, within 1e-4 of the tensor's largest: the backward pass
-// through windows, shifts, masks, the position-bias gathers and V2's cosine attention (whose key
-// bias gets none) is torchvision's autograd's.
+// TestSwinGradients: small Swin V1 and V2 models with torchvision's random weights give every
+// parameter the gradient torchvision gives it, of sum(logits²)/2 in evaluation mode, within 1e-4
+// of the tensor's largest: the backward pass through windows, shifts, masks, the position-bias
+// gathers and V2's cosine attention (whose key bias gets none) is torchvision's autograd's. The
+// images are not square, so that some maps are shifted along one side only (a window covers the
+// other), and V2's merge odd sides.
 func TestSwinGradients(t *testing.T) {
 	py := torchPython()
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
-	const n, size, classes = 2, 28, 5
+	const n, classes = 2, 5
 	for _, tc := range []struct {
 		name   string
+		h, w   int
 		cfg    SwinConfig
 		python string
 	}{
-		{"v1", SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 4, Depths: [4]int{2, 2, 2, 1}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4},
+		// 16x8, 8x4 (shifted along H only), 4x2 and 2x1 maps.
+		{"v1", 32, 16, SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 4, Depths: [4]int{2, 2, 2, 1}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4},
 			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 1], [2, 2, 4, 4], [4, 4], num_classes=5)"},
-		{"v2", SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 3, Depths: [4]int{2, 2, 2, 2}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4, V2: true},
+		// 14x10, 7x5, 4x3 (padded to 6x3, shifted along H only) and 2x2 maps.
+		{"v2", 28, 20, SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 3, Depths: [4]int{2, 2, 2, 2}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4, V2: true},
 			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 2], [2, 2, 4, 4], [3, 3], num_classes=5, " +
 				"block=torchvision.models.swin_transformer.SwinTransformerBlockV2, downsample_layer=torchvision.models.swin_transformer.PatchMergingV2)"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			r := rand.New(rand.NewPCG(7, 8))
-			pixels := make([]uint8, n*3*size*size)
+			pixels := make([]uint8, n*3*tc.h*tc.w)
 			for i := range pixels {
 				pixels[i] = uint8(r.IntN(256))
 			}
@@ -238,7 +243,7 @@ func TestSwinGradients(t *testing.T) {
 			if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), strconv.Itoa(size), tc.python, gst)
+			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), fmt.Sprintf("%dx%d", tc.h, tc.w), tc.python, gst)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("torchvision_parity.py: %v", err)
@@ -286,10 +291,10 @@ func TestSwinGradients(t *testing.T) {
 			mean, std := []float32{0.485, 0.456, 0.406}, []float32{0.229, 0.224, 0.225}
 			x := make([]float32, len(pixels))
 			for i, v := range pixels {
-				c := i / (size * size) % 3
+				c := i / (tc.h * tc.w) % 3
 				x[i] = (float32(v)/255 - mean[c]) / std[c]
 			}
-			y := m.Forward(g.Constant(x, n, 3, size, size))
+			y := m.Forward(g.Constant(x, n, 3, tc.h, tc.w))
 			if err := g.Backward(nn.Scale(nn.Sum(nn.Mul(y, y), []int{0, 1}, false), 0.5), nil); err != nil {
 				t.Fatal(err)
 			}
