@@ -24,8 +24,8 @@ type SwinConfig struct {
 // final LayerNorm, average pooling and a linear head. Its tensors carry torchvision's state_dict
 // names (features.1.0.attn.relative_position_bias_table, features.2.reduction.weight,
 // head.weight) except the two buffers torchvision derives from the window size,
-// relative_position_index and V2's relative_coords_table, which are the constants of the
-// forward pass here.
+// relative_position_index and V2's relative_coords_table, which are constants of the forward
+// pass here: a strict train.LoadWeights of torchvision's file reports them as unexpected.
 type SwinTransformer struct {
 	Features nn.Sequential
 	Norm     *nn.LayerNormLayer
@@ -50,7 +50,7 @@ type SwinBlock struct {
 // relative coordinates). V1 has RelativePositionBiasTable; V2 has LogitScale and CpbMLP.
 type ShiftedWindowAttention struct {
 	RelativePositionBiasTable *nn.Tensor // V1: [(2w−1)², heads], row (Δh+w−1)·(2w−1) + Δw+w−1
-	LogitScale                *nn.Tensor // V2: [heads 1 1], a log
+	LogitScale                *nn.Tensor // V2: [heads 1 1], the log of the scale
 	Qkv, Proj                 *nn.LinearLayer
 	CpbMLP                    nn.Sequential `nn:"cpb_mlp"` // V2
 	window, shift, heads      int
@@ -68,7 +68,8 @@ type PatchMerging struct {
 
 // NewSwin builds a SwinTransformer for images of c channels and the given number of classes.
 // The bias tables, and V2's position MLPs, start as nn's initialization gives them; V2's logit
-// scales start at 1 (torchvision's at log 10): set them by loading weights.
+// scales start at 1, a scale of e (torchvision's at log 10, a scale of 10): nn's initializations
+// are zeros, ones and random weights. Loading weights sets them.
 func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, error) {
 	switch {
 	case cfg.PatchSize <= 0 || cfg.EmbedDim <= 0:
@@ -113,11 +114,11 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 				window: cfg.WindowSize, shift: (j % 2) * (cfg.WindowSize / 2), heads: heads,
 				dropout: float32(cfg.Dropout), attnDropout: float32(cfg.AttentionDropout),
 			}
-			m := 2*cfg.WindowSize - 1
 			if cfg.V2 {
 				attn.LogitScale = nn.Param([]int{heads, 1, 1}, nn.Ones)
 				attn.CpbMLP = nn.Sequential{nn.NewLinear(2, 512, true), nn.Fn(nn.ReLU), nn.NewLinear(512, heads, false)}
 			} else {
+				m := 2*cfg.WindowSize - 1
 				attn.RelativePositionBiasTable = nn.Param([]int{m * m, heads}, nn.Zeros)
 			}
 			stage = append(stage, &SwinBlock{
