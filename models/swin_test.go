@@ -88,7 +88,7 @@ func TestSwinTrains(t *testing.T) {
 		}
 		return s
 	}
-	trainSet, testSet := images(400), images(160)
+	trainSet, testSet := images(160), images(80)
 	for _, spec := range []string{
 		"swin(patch_size=2,embed_dim=16," + smallSwin + ",window_size=4)",
 		"swin_v2(patch_size=2,embed_dim=16," + smallSwin + ",window_size=4)",
