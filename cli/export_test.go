@@ -264,6 +264,10 @@ var zooSpecs = map[string]string{
 	"regnet": "regnet(depth_1=1,depth_2=1,depth_3=1,depth_4=1,width_1=8,width_2=16,width_3=32,width_4=64," +
 		"group_width=8,se_ratio=0.25,stem_width=8)",
 	"resnet": "resnet(layers_1=1,layers_2=1,layers_3=1,layers_4=1,bottleneck=1,groups=2,width_per_group=16)",
+	"swin": "swin(patch_size=4,embed_dim=8,depth_1=2,depth_2=2,depth_3=1,depth_4=1,num_heads_1=2,num_heads_2=2," +
+		"num_heads_3=2,num_heads_4=2,window_size=4)",
+	"swin_v2": "swin_v2(patch_size=4,embed_dim=8,depth_1=2,depth_2=2,depth_3=1,depth_4=1,num_heads_1=2,num_heads_2=2," +
+		"num_heads_3=2,num_heads_4=2,window_size=4)",
 }
 
 // builtinModels are train's own models, which TestExportONNXRuntime runs whatever their size.
@@ -280,6 +284,7 @@ var zooNamed = []string{"mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0"}
 var zooFamilies = map[string]string{
 	"vit": "vit", "convnext": "convnext", "regnet": "regnet", "resnet": "resnet", "resnext": "resnet",
 	"wide_resnet": "resnet", "mobilenet": "mobilenet_v3_small", "efficientnet": "efficientnet_b0",
+	"swin_t": "swin", "swin_s": "swin", "swin_b": "swin", "swin_v2_": "swin_v2",
 }
 
 // onnxRuntimeSpec is the model TestExportONNXRuntime trains for the name train.Models gives, or

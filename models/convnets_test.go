@@ -28,17 +28,17 @@ var convNetNames = []string{
 	"regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
 }
 
-// TestTorchvisionShapes: every named builder of the zoo (convNetNames, mobileNames, vitNames) has
-// torchvision's parameters: the same names with the same shapes (so torchvision's weights load
-// strictly), and so the same parameter count, for 224 px RGB images and 5 classes. One Python
-// process lists them all.
+// TestTorchvisionShapes: every named builder of the zoo (convNetNames, mobileNames, vitNames,
+// swinNames) has torchvision's parameters: the same names with the same shapes (so torchvision's
+// weights load strictly), and so the same parameter count, for 224 px RGB images and 5 classes.
+// One Python process lists them all.
 func TestTorchvisionShapes(t *testing.T) {
 	py := torchPython()
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
 	const classes = 5
-	names := slices.Concat(convNetNames, mobileNames, vitNames)
+	names := slices.Concat(convNetNames, mobileNames, vitNames, swinNames)
 	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, names...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()

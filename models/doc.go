@@ -15,6 +15,13 @@
 //   - vit(image_size, patch_size, num_layers, num_heads, hidden_dim, mlp_dim, dropout,
 //     attention_dropout): torchvision's VisionTransformer. vit_b_16, vit_b_32, vit_l_16,
 //     vit_l_32 and vit_h_14 are its named configurations (image_size 224 unless given).
+//   - swin(patch_size, embed_dim, depth_1, ..., depth_4, num_heads_1, ..., num_heads_4,
+//     window_size, mlp_ratio, dropout, attention_dropout, stochastic_depth_prob) and swin_v2(the
+//     same): torchvision's SwinTransformer with square patches and windows, V2 with
+//     SwinTransformerBlockV2 and PatchMergingV2; swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s and
+//     swin_v2_b (stochastic_depth_prob only). Any image of at least one patch (maps padded to
+//     whole windows, as torchvision's). torchvision's buffers relative_position_index and
+//     relative_coords_table are constants of the forward pass, not tensors of the model.
 //   - convnext(width_1, ..., width_4, depth_1, ..., depth_4, stochastic_depth_prob):
 //     torchvision's ConvNeXt with block_setting [CNBlockConfig(width_i, width_i+1, depth_i)];
 //     convnext_tiny, convnext_small, convnext_base and convnext_large (stochastic_depth_prob

@@ -1,7 +1,7 @@
 """Times PyTorch training steps of the models models.BenchmarkTrainStep times in Stoke: the same
 architectures (torchvision's), batches, optimizers and random 3-channel images, on the CPU.
 
-usage: torch_zoo_step.py MODEL THREADS STEPS      MODEL: vit | convnext_tiny | efficientnet_b0
+usage: torch_zoo_step.py MODEL THREADS STEPS      MODEL: vit | convnext_tiny | efficientnet_b0 | swin_t
 prints samples_per_s=X (steps after two warm-up steps)
 """
 import sys
