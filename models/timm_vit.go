@@ -60,9 +60,10 @@ type TimmAttention struct {
 	mha  *MultiheadAttention // over QKV's and Proj's tensors
 }
 
-// TimmMlp is timm's Mlp: fc1, GELU, fc2.
+// TimmMlp is timm's Mlp: fc1, GELU, fc2, each fc a Linear, or a 1×1 convolution (use_conv, a
+// ConvNeXt's conv_mlp).
 type TimmMlp struct {
-	FC1, FC2 *nn.LinearLayer
+	FC1, FC2 nn.Module
 }
 
 // NewTimmViT builds timm's VisionTransformer for images of c channels and the given number of
