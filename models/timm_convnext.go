@@ -38,7 +38,7 @@ type TimmConvNeXtStage struct {
 // TimmConvNeXtBlock is timm's ConvNeXtBlock: x + drop_path(gamma · mlp(norm(conv_dw(x)))), the
 // norm and MLP over channels-last tensors (or channels-first with conv_mlp).
 type TimmConvNeXtBlock struct {
-	Gamma    *nn.Tensor // [C]
+	Gamma    *nn.Tensor      // [C]
 	ConvDW   *nn.Conv2dLayer `nn:"conv_dw"`
 	Norm     nn.Module
 	MLP      *TimmMlp
