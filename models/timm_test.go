@@ -37,6 +37,8 @@ var timmCases = []struct {
 		"timm.create_model('deit_small_patch16_224', img_size=16, patch_size=4, embed_dim=64, depth=2, num_heads=4, mlp_ratio=2.5, num_classes=5)", 16},
 	{"timm/convnext_atto(drop_path_rate=0.1)", "timm.create_model('convnext_atto', drop_path_rate=0.1, num_classes=5)", 32},
 	{"timm/convnext_tiny", "timm.create_model('convnext_tiny', num_classes=5)", 32},
+	{"timm/efficientnet_b0", "timm.create_model('efficientnet_b0', num_classes=5)", 32},
+	{"timm/efficientnet_b2(drop_rate=0.3,drop_path_rate=0.2)", "timm.create_model('efficientnet_b2', drop_rate=0.3, drop_path_rate=0.2, num_classes=5)", 32},
 }
 
 // TestTimm: each model of timmCases, built by timm with random weights and BatchNorm statistics
