@@ -37,7 +37,6 @@ func TestTorchvisionShapes(t *testing.T) {
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
-	const classes = 5
 	names := slices.Concat(convNetNames, mobileNames, vitNames)
 	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, names...)...)
 	cmd.Stderr = os.Stderr
@@ -50,34 +49,42 @@ func TestTorchvisionShapes(t *testing.T) {
 		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
 	}
 	for _, name := range names {
-		m, err := train.NewModel(name, train.Shape{C: 3, H: 224, W: 224}, classes)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
+		checkShapes(t, name, want[name], "torchvision's")
+	}
+}
+
+// checkShapes checks that the zoo's model spec, built for 224 px RGB images and 5 classes, has
+// the parameters want (Python's named_parameters, from origin): the same names with the same
+// shapes, and so the same parameter count.
+func checkShapes(t *testing.T, spec string, want map[string][]int, origin string) {
+	t.Helper()
+	m, err := train.NewModel(spec, train.Shape{C: 3, H: 224, W: 224}, 5)
+	if err != nil {
+		t.Errorf("%s: %v", spec, err)
+		return
+	}
+	got := map[string][]int{}
+	for _, p := range m.Params() {
+		got[p.Name] = p.Shape
+	}
+	total := 0
+	for p, shape := range want {
+		n := 1
+		for _, d := range shape {
+			n *= d
 		}
-		got := map[string][]int{}
-		for _, p := range m.Params() {
-			got[p.Name] = p.Shape
+		total += n
+		if !slices.Equal(got[p], shape) {
+			t.Errorf("%s: %s: shape %v; %s %v", spec, p, got[p], origin, shape)
 		}
-		total := 0
-		for p, shape := range want[name] {
-			n := 1
-			for _, d := range shape {
-				n *= d
-			}
-			total += n
-			if !slices.Equal(got[p], shape) {
-				t.Errorf("%s: %s: shape %v; torchvision's %v", name, p, got[p], shape)
-			}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: parameter %s is not %s", spec, p, origin)
 		}
-		for p := range got {
-			if _, ok := want[name][p]; !ok {
-				t.Errorf("%s: parameter %s is not torchvision's", name, p)
-			}
-		}
-		if m.NumParams() != total || total == 0 {
-			t.Errorf("%s: %d parameters; torchvision's has %d", name, m.NumParams(), total)
-		}
+	}
+	if m.NumParams() != total || total == 0 {
+		t.Errorf("%s: %d parameters; %s has %d", spec, m.NumParams(), origin, total)
 	}
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
+	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -204,5 +205,71 @@ func TestLoadResampled(t *testing.T) {
 	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48).LoadWeights(file, train.LoadOptions{})
 	if !errors.Is(err, train.ErrMismatch) || !strings.Contains(err.Error(), "pos_embed: file [1 17 16], model [1 37 8] (position embeddings of shape [1 17 16]: want [1 1+n*n 8]") {
 		t.Errorf("loading a ViT of another width: %v; want ErrMismatch naming pos_embed and why", err)
+	}
+}
+
+// TestTimmShapes: every timm builder of the zoo has timm's parameters (timm.create_model of the
+// name without the prefix): the same names with the same shapes, so timm's weights load strictly,
+// and the same parameter count, for 224 px RGB images and 5 classes. One Python process lists
+// them all.
+func TestTimmShapes(t *testing.T) {
+	py := timmPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
+	}
+	var names []string
+	for _, m := range train.Models() {
+		if name, ok := strings.CutPrefix(m, timmPrefix); ok {
+			names = append(names, name)
+		}
+	}
+	if len(names) != len(timmViTs)+len(timmConvNeXts)+4 {
+		t.Fatalf("train.Models() has the timm builders %v", names)
+	}
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "timm_shapes.py"), "5"}, names...)...)
+	cmd.Stderr = os.Stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("timm_shapes.py: %v", err)
+	}
+	var want map[string]map[string][]int
+	if err := json.Unmarshal(out, &want); err != nil {
+		t.Fatalf("timm_shapes.py printed %.200q: %v", out, err)
+	}
+	for _, name := range names {
+		checkShapes(t, timmPrefix+name, want[name], "timm's")
+	}
+}
+
+// TestTimmArguments: timm's builders take create_model's keyword arguments, refuse others and
+// images they were not built for, naming the cause, and record the arguments in the model's name.
+func TestTimmArguments(t *testing.T) {
+	for _, tc := range []struct {
+		spec string
+		size int
+		want string
+	}{
+		{"timm/vit_small_patch16_224(img_size=32,patch_size=4,depht=2)", 32, `argument "depht=2"`},
+		{"timm/vit_small_patch16_224(patch_size=4)", 32, "img_size 224; the images are 32x32 (give img_size=32"},
+		{"timm/vit_base_patch16_224(img_size=32,patch_size=4,num_heads=5)", 32, "embed_dim 768 is not a multiple of num_heads 5"},
+		{"timm/vit_tiny_patch16_224(img_size=32,patch_size=64)", 32, "patch_size 64 and img_size 32"},
+		{"timm/vit_tiny_patch16_224(img_size=32,patch_size=4,mlp_ratio=0.001)", 32, "mlp_ratio 0.001"},
+		{"timm/deit_tiny_patch16_224(img_size=32,patch_size=4,drop_path_rate=1)", 32, "drop_path_rate=1: want a number in [0, 1)"},
+		{"timm/convnext_atto", 16, "the images are 16x16"},
+		{"timm/convnext_tiny(depths=3)", 32, `argument "depths=3": want one of drop_rate, drop_path_rate`},
+		{"timm/efficientnet_b1(drop_rate=-1)", 32, "drop_rate=-1"},
+		{"convnext_atto", 32, "unknown model"},
+	} {
+		_, err := train.NewModel(tc.spec, train.Shape{C: 3, H: tc.size, W: tc.size}, 10)
+		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: error %v; want ErrModel saying %q", tc.spec, err, tc.want)
+		}
+	}
+	m, err := train.NewModel("timm/vit_small_patch16_224(img_size=32,patch_size=4,drop_rate=0.1,depth=2)", train.Shape{C: 1, H: 32, W: 32}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "timm/vit_small_patch16_224(img_size=32,patch_size=4,depth=2,drop_rate=0.1)"; m.Name() != want {
+		t.Errorf("name %q; want %q (the arguments in the builder's order)", m.Name(), want)
 	}
 }
