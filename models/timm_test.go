@@ -171,20 +171,21 @@ func prod(s []int) int {
 }
 
 // TestLoadResampled: weights a timm ViT exports at 32 px load strictly into the same ViT at 48
-// px, its position embeddings resampled (and reported so); into a ViT of another width, whose
-// embeddings cannot be resampled, they fail as mis-shaped, naming the reason.
+// px, its position embeddings resampled (and reported so), by LoadWeights and as Config.Init
+// (stoke train --init); into a ViT of another width,
+// whose embeddings cannot be resampled, they fail as mis-shaped, naming the reason.
 func TestLoadResampled(t *testing.T) {
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	trainer := func(spec string, size int) *train.Trainer {
-		m, err := train.NewModel(spec, train.Shape{C: 3, H: size, W: size}, 5)
+	trainer := func(spec string, size, classes int, init string) *train.Trainer {
+		m, err := train.NewModel(spec, train.Shape{C: 3, H: size, W: size}, classes)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+		tr, err := train.New(m, dev, train.AdamW{LR: 1e-3}, train.Config{Seed: 1, Init: init})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -192,17 +193,23 @@ func TestLoadResampled(t *testing.T) {
 		return tr
 	}
 	file := filepath.Join(t.TempDir(), "w.safetensors")
-	if err := trainer("timm/vit_tiny_patch16_224(img_size=32,patch_size=8,embed_dim=16,depth=1,num_heads=2)", 32).Export(file); err != nil {
+	if err := trainer("timm/vit_tiny_patch16_224(img_size=32,patch_size=8,embed_dim=16,depth=1,num_heads=2)", 32, 5, "").Export(file); err != nil {
 		t.Fatal(err)
 	}
-	rep, err := trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=16,depth=1,num_heads=2)", 48).LoadWeights(file, train.LoadOptions{})
+	const at48 = "timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=16,depth=1,num_heads=2)"
+	rep, err := trainer(at48, 48, 5, "").LoadWeights(file, train.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if want := []string{"pos_embed: file [1 17 16], model [1 37 16]"}; !slices.Equal(rep.Resampled, want) || !slices.Contains(rep.Loaded, "pos_embed") {
+	want := []string{"pos_embed: file [1 17 16], model [1 37 16]"}
+	if !slices.Equal(rep.Resampled, want) || !slices.Contains(rep.Loaded, "pos_embed") {
 		t.Errorf("report: resampled %q, loaded %q; want %q, and pos_embed loaded", rep.Resampled, rep.Loaded, want)
 	}
-	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48).LoadWeights(file, train.LoadOptions{})
+	rep = trainer(at48, 48, 5, file).InitReport()
+	if !slices.Equal(rep.Resampled, want) || len(rep.NewHead) > 0 {
+		t.Errorf("Config.Init's report: resampled %q, new head %q; want %q and no new head", rep.Resampled, rep.NewHead, want)
+	}
+	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48, 5, "").LoadWeights(file, train.LoadOptions{})
 	if !errors.Is(err, train.ErrMismatch) || !strings.Contains(err.Error(), "pos_embed: file [1 17 16], model [1 37 8] (position embeddings of shape [1 17 16]: want [1 1+n*n 8]") {
 		t.Errorf("loading a ViT of another width: %v; want ErrMismatch naming pos_embed and why", err)
 	}

@@ -188,12 +188,14 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 			bnPrefix[prefix] = true
 		}
 	}
-	// The head is replaced when any of its tensors is absent or mis-shaped.
+	// The head is replaced when any of its tensors is absent or mis-shaped (not one its module
+	// resamples: a ViT's position embeddings, when the whole ViT is one layer).
 	replaceHead := false
 	if opts.NewHead {
 		for p := range head {
 			ft, ok := f.tensors[p.Name]
-			replaceHead = replaceHead || !ok || !slices.Equal(ft.shape, p.Shape)
+			r, _ := m.resamplerOf(p)
+			replaceHead = replaceHead || !ok || (!slices.Equal(ft.shape, p.Shape) && r == nil)
 		}
 	}
 	var load, candidates []*Param
