@@ -261,6 +261,7 @@ func TestTimmArguments(t *testing.T) {
 		{"timm/vit_base_patch16_224(img_size=32,patch_size=4,num_heads=5)", 32, "embed_dim 768 is not a multiple of num_heads 5"},
 		{"timm/vit_tiny_patch16_224(img_size=32,patch_size=64)", 32, "patch_size 64 and img_size 32"},
 		{"timm/vit_tiny_patch16_224(img_size=32,patch_size=4,mlp_ratio=0.001)", 32, "mlp_ratio 0.001"},
+		{"timm/vit_base_patch16_224(img_size=32,patch_size=4,mlp_ratio=63)", 32, "is 48384 hidden units; want 1 to 32768"},
 		{"timm/deit_tiny_patch16_224(img_size=32,patch_size=4,drop_path_rate=1)", 32, "drop_path_rate=1: want a number in [0, 1)"},
 		{"timm/convnext_atto", 16, "the images are 16x16"},
 		{"timm/convnext_tiny(depths=3)", 32, `argument "depths=3": want one of drop_rate, drop_path_rate`},

@@ -69,6 +69,7 @@ type TimmMlp struct {
 // NewTimmViT builds timm's VisionTransformer for images of c channels and the given number of
 // classes; name is the model's.
 func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error) {
+	hidden := int(float64(cfg.EmbedDim) * cfg.MLPRatio)
 	switch {
 	case cfg.PatchSize <= 0 || cfg.ImgSize < cfg.PatchSize:
 		return nil, fmt.Errorf("patch_size %d and img_size %d: want 0 < patch_size <= img_size", cfg.PatchSize, cfg.ImgSize)
@@ -76,12 +77,11 @@ func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error
 		return nil, fmt.Errorf("depth %d, num_heads %d, embed_dim %d: want each > 0", cfg.Depth, cfg.NumHeads, cfg.EmbedDim)
 	case cfg.EmbedDim%cfg.NumHeads != 0:
 		return nil, fmt.Errorf("embed_dim %d is not a multiple of num_heads %d", cfg.EmbedDim, cfg.NumHeads)
-	case int(float64(cfg.EmbedDim)*cfg.MLPRatio) <= 0:
-		return nil, fmt.Errorf("mlp_ratio %g: embed_dim %d times it is no hidden unit", cfg.MLPRatio, cfg.EmbedDim)
+	case hidden <= 0 || hidden > maxArg:
+		return nil, fmt.Errorf("mlp_ratio %g: embed_dim %d times it is %d hidden units; want 1 to %d", cfg.MLPRatio, cfg.EmbedDim, hidden, maxArg)
 	}
 	e, p := cfg.EmbedDim, cfg.PatchSize
 	side := cfg.ImgSize / p
-	hidden := int(float64(e) * cfg.MLPRatio)
 	v := &TimmViT{
 		ClsToken:   nn.Param([]int{1, 1, e}, nn.Zeros),
 		PosEmbed:   nn.Param([]int{1, side*side + 1, e}, nn.Weight),
