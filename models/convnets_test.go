@@ -37,6 +37,7 @@ func TestTorchvisionShapes(t *testing.T) {
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
 	}
+	const classes = 5
 	names := slices.Concat(convNetNames, mobileNames, vitNames)
 	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, names...)...)
 	cmd.Stderr = os.Stderr
@@ -49,16 +50,16 @@ func TestTorchvisionShapes(t *testing.T) {
 		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
 	}
 	for _, name := range names {
-		checkShapes(t, name, want[name], "torchvision's")
+		checkShapes(t, name, classes, want[name], "torchvision's")
 	}
 }
 
-// checkShapes checks that the zoo's model spec, built for 224 px RGB images and 5 classes, has
-// the parameters want (Python's named_parameters, from origin): the same names with the same
-// shapes, and so the same parameter count.
-func checkShapes(t *testing.T, spec string, want map[string][]int, origin string) {
+// checkShapes checks that the zoo's model spec, built for 224 px RGB images and the given number
+// of classes, has the parameters want (Python's named_parameters, from origin): the same names
+// with the same shapes, and so the same parameter count.
+func checkShapes(t *testing.T, spec string, classes int, want map[string][]int, origin string) {
 	t.Helper()
-	m, err := train.NewModel(spec, train.Shape{C: 3, H: 224, W: 224}, 5)
+	m, err := train.NewModel(spec, train.Shape{C: 3, H: 224, W: 224}, classes)
 	if err != nil {
 		t.Errorf("%s: %v", spec, err)
 		return

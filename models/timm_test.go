@@ -244,7 +244,7 @@ func TestTimmShapes(t *testing.T) {
 		t.Fatalf("timm_shapes.py printed %.200q: %v", out, err)
 	}
 	for _, name := range names {
-		checkShapes(t, timmPrefix+name, want[name], "timm's")
+		checkShapes(t, timmPrefix+name, 5, want[name], "timm's")
 	}
 }
 

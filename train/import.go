@@ -96,10 +96,11 @@ func (m *Model) stemHint(f *stFile) string {
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
 // mis-shaped tensor at once, and nothing is loaded; a tensor of another shape that its module
 // resamples (a Resampler: a ViT's position embeddings) is loaded, and reported. opts relax that
-// (Partial, NewHead); the report says what was loaded and what was not. A file that is not a well-formed safetensors
-// file gives an error wrapping ErrSafetensors, naming the tensor at fault; a tensor with a NaN or
-// an infinite value, one wrapping ErrNonFinite (unless opts.AllowNonFinite). On error the trainer's
-// weights are unchanged. The optimizer's state is left as it is (zero on a fresh trainer).
+// (Partial, NewHead); the report says what was loaded and what was not. A file that is not a
+// well-formed safetensors file gives an error wrapping ErrSafetensors, naming the tensor at
+// fault; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
+// opts.AllowNonFinite). On error the trainer's weights are unchanged. The optimizer's state is
+// left as it is (zero on a fresh trainer).
 //
 // Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
 // tensors, whatever the file claims, and of each file tensor a Resampler resamples.
