@@ -281,3 +281,48 @@ func TestTimmArguments(t *testing.T) {
 		t.Errorf("name %q; want %q (the arguments in the builder's order)", m.Name(), want)
 	}
 }
+
+// TestTimmExport: a timm builder's weights as Stoke exports them load into timm's model of the
+// same arguments with load_state_dict(strict=True), BatchNorm statistics included.
+func TestTimmExport(t *testing.T) {
+	py := timmPython()
+	if py == "" {
+		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
+	}
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	dir := t.TempDir()
+	var args []string
+	for i, tc := range []struct{ spec, python string }{
+		{"timm/deit_tiny_patch16_224(img_size=32,patch_size=8,depth=1)", "timm.create_model('deit_tiny_patch16_224', img_size=32, patch_size=8, depth=1, num_classes=5)"},
+		{"timm/convnext_atto", "timm.create_model('convnext_atto', num_classes=5)"},
+		{"timm/efficientnet_b0", "timm.create_model('efficientnet_b0', num_classes=5)"},
+	} {
+		m, err := train.NewModel(tc.spec, train.Shape{C: 3, H: 32, W: 32}, 5)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+		if err != nil {
+			t.Fatal(err)
+		}
+		path := filepath.Join(dir, strconv.Itoa(i)+".safetensors")
+		err = tr.Export(path)
+		tr.Close()
+		if err != nil {
+			t.Fatal(err)
+		}
+		args = append(args, path, tc.python)
+	}
+	script := `import sys, timm
+from safetensors.torch import load_file
+for path, expr in zip(sys.argv[1::2], sys.argv[2::2]):
+    eval(expr).load_state_dict(load_file(path), strict=True)`
+	cmd := exec.Command(py, append([]string{"-c", script}, args...)...)
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Errorf("timm's load_state_dict(strict=True) of Stoke's exports: %v\n%s", err, out)
+	}
+}
