@@ -253,6 +253,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		if len(rep.NewHead) > 0 {
 			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
 		}
+		if len(rep.Resampled) > 0 {
+			e.printf("; resampled: %s", strings.Join(rep.Resampled, ", "))
+		}
 		e.printf("\n")
 	}
 	if n := m.NumParams() - trainable(m); n > 0 {

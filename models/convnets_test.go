@@ -50,34 +50,42 @@ func TestTorchvisionShapes(t *testing.T) {
 		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
 	}
 	for _, name := range names {
-		m, err := train.NewModel(name, train.Shape{C: 3, H: 224, W: 224}, classes)
-		if err != nil {
-			t.Errorf("%s: %v", name, err)
-			continue
+		checkShapes(t, name, classes, want[name], "torchvision's")
+	}
+}
+
+// checkShapes checks that the zoo's model spec, built for 224 px RGB images and the given number
+// of classes, has the parameters want (Python's named_parameters, from origin): the same names
+// with the same shapes, and so the same parameter count.
+func checkShapes(t *testing.T, spec string, classes int, want map[string][]int, origin string) {
+	t.Helper()
+	m, err := train.NewModel(spec, train.Shape{C: 3, H: 224, W: 224}, classes)
+	if err != nil {
+		t.Errorf("%s: %v", spec, err)
+		return
+	}
+	got := map[string][]int{}
+	for _, p := range m.Params() {
+		got[p.Name] = p.Shape
+	}
+	total := 0
+	for p, shape := range want {
+		n := 1
+		for _, d := range shape {
+			n *= d
 		}
-		got := map[string][]int{}
-		for _, p := range m.Params() {
-			got[p.Name] = p.Shape
+		total += n
+		if !slices.Equal(got[p], shape) {
+			t.Errorf("%s: %s: shape %v; %s %v", spec, p, got[p], origin, shape)
 		}
-		total := 0
-		for p, shape := range want[name] {
-			n := 1
-			for _, d := range shape {
-				n *= d
-			}
-			total += n
-			if !slices.Equal(got[p], shape) {
-				t.Errorf("%s: %s: shape %v; torchvision's %v", name, p, got[p], shape)
-			}
+	}
+	for p := range got {
+		if _, ok := want[p]; !ok {
+			t.Errorf("%s: parameter %s is not %s", spec, p, origin)
 		}
-		for p := range got {
-			if _, ok := want[name][p]; !ok {
-				t.Errorf("%s: parameter %s is not torchvision's", name, p)
-			}
-		}
-		if m.NumParams() != total || total == 0 {
-			t.Errorf("%s: %d parameters; torchvision's has %d", name, m.NumParams(), total)
-		}
+	}
+	if m.NumParams() != total || total == 0 {
+		t.Errorf("%s: %d parameters; %s has %d", spec, m.NumParams(), origin, total)
 	}
 }
 

@@ -1,6 +1,6 @@
 // Package models is Stoke's model zoo: architectures written over package nn's ops, built by
-// name as torchvision.models builds them, with torchvision's arguments and state_dict names, so
-// that torchvision's weights load and Stoke's weights export by name. Importing the package
+// name as torchvision.models (and timm) builds them, with their arguments and state_dict names,
+// so that torchvision's and timm's weights load and Stoke's weights export by name. Importing the package
 // registers its builders with train.RegisterModel: `stoke train --model
 // 'vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)'`, or
 // train.NewModel with the same name.
@@ -35,6 +35,25 @@
 //     torchvision's RegNet over BlockParams of those stage depths and widths (bottleneck
 //     multiplier 1; a stage's group width is min(group_width, its width); se_ratio 0 for none,
 //     stem_width 32 unless given); every regnet_x_* and regnet_y_* of torchvision (no arguments).
+//
+// And timm's, with timm.create_model's keyword arguments and timm's state_dict names, under
+// the prefix "timm/": timm and torchvision both name a convnext_tiny and an efficientnet_b0, of
+// one architecture and two state_dict layouts, and a weights file loads into one layout only; the
+// prefix, on every timm builder, says which (as the Hugging Face hub names timm's weights,
+// "timm/vit_tiny_patch16_224.augreg_in21k"):
+//
+//   - timm/vit_tiny_patch16_224, timm/vit_small_patch16_224, timm/vit_base_patch16_224,
+//     timm/deit_tiny_patch16_224, timm/deit_small_patch16_224 and timm/deit_base_patch16_224
+//     (img_size, patch_size, embed_dim, depth, num_heads, mlp_ratio, drop_rate, drop_path_rate):
+//     timm's VisionTransformer (img_size 224 unless given).
+//   - timm/convnext_atto, _femto, _pico, _nano, _tiny, _small and _base (drop_rate,
+//     drop_path_rate): timm's ConvNeXt. Images of at least 32x32.
+//   - timm/efficientnet_b0 to timm/efficientnet_b3 (drop_rate, drop_path_rate): timm's
+//     EfficientNet.
+//
+// A ViT of either layout takes weights made for another image size or patch size: LoadWeights
+// resamples their position embeddings to its grid (train.Resampler), bicubic as timm's
+// resample_abs_pos_embed.
 //
 // Depthwise convolutions (ConvNeXt's, MobileNet's, EfficientNet's) run kernels of their own
 // (kernels.Ops.DepthwiseConv2D); other grouped convolutions (ResNeXt's, RegNet's) run one

@@ -243,7 +243,7 @@ func TestSwinGradients(t *testing.T) {
 			if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), fmt.Sprintf("%dx%d", tc.h, tc.w), tc.python, gst)
+			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), fmt.Sprintf("%dx%d", tc.h, tc.w), tc.python, "--grads", gst)
 			cmd.Stderr = os.Stderr
 			if err := cmd.Run(); err != nil {
 				t.Fatalf("torchvision_parity.py: %v", err)

@@ -73,6 +73,15 @@ func TestTorchvision(t *testing.T) {
 }
 
 func compareTorchvision(t *testing.T, py, spec, python string, size int) {
+	compareParity(t, py, spec, size, 1e-4, python)
+}
+
+// compareParity builds exprs[0] in Python (torchvision_parity.py: random weights saved as
+// safetensors, and the logits of exprs[1] with them when given) and checks that spec, loading
+// those weights strictly, predicts the same logits on the same size×size pixels within tol of the
+// largest. It returns LoadWeights's report.
+func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs ...string) *train.WeightsReport {
+	t.Helper()
 	const n, classes = 3, 5
 	r := rand.New(rand.NewPCG(3, 4))
 	pixels := make([]uint8, n*3*size*size)
@@ -84,7 +93,7 @@ func compareTorchvision(t *testing.T, py, spec, python string, size int) {
 	if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), st, u8, strconv.Itoa(n), strconv.Itoa(size), python)
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_parity.py"), st, u8, strconv.Itoa(n), strconv.Itoa(size)}, exprs...)...)
 	cmd.Stderr = os.Stderr
 	out, err := cmd.Output()
 	if err != nil {
@@ -158,8 +167,9 @@ func compareTorchvision(t *testing.T, py, spec, python string, size int) {
 			scale = max(scale, math.Abs(want[i][j]))
 		}
 	}
-	t.Logf("largest logit difference from torchvision %.2g (logits up to %.2g)", worst, scale)
-	if worst > 1e-4*scale || scale < 0.1 {
-		t.Errorf("logits differ from torchvision's by up to %.3g (largest %.3g); want at most 1e-4 of the largest", worst, scale)
+	t.Logf("largest logit difference from Python's %.2g (logits up to %.2g)", worst, scale)
+	if worst > tol*scale || scale < 0.1 {
+		t.Errorf("logits differ from Python's by up to %.3g (largest %.3g); want at most %g of the largest", worst, scale, tol)
 	}
+	return rep
 }

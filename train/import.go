@@ -37,6 +37,9 @@ type WeightsReport struct {
 	Missing, Unexpected, Mismatched []string
 	// NewHead are the head's tensors left at their fresh initialization (LoadOptions.NewHead).
 	NewHead []string
+	// Resampled are the loaded tensors made from a file tensor of another shape by their module
+	// (a Resampler: a ViT's position embeddings for another image size), with both shapes.
+	Resampled []string
 }
 
 func (r *WeightsReport) problems() string {
@@ -91,14 +94,16 @@ func (m *Model) stemHint(f *stFile) string {
 //
 // By default every model tensor must be in the file with its shape, and the file must hold no
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
-// mis-shaped tensor at once, and nothing is loaded. opts relax that (Partial, NewHead); the
-// report says what was loaded and what was not. A file that is not a well-formed safetensors
-// file gives an error wrapping ErrSafetensors, naming the tensor at fault; a tensor with a NaN or
-// an infinite value, one wrapping ErrNonFinite (unless opts.AllowNonFinite). On error the trainer's
-// weights are unchanged. The optimizer's state is left as it is (zero on a fresh trainer).
+// mis-shaped tensor at once, and nothing is loaded; a tensor of another shape that its module
+// resamples (a Resampler: a ViT's position embeddings) is loaded, and reported. opts relax that
+// (Partial, NewHead); the report says what was loaded and what was not. A file that is not a
+// well-formed safetensors file gives an error wrapping ErrSafetensors, naming the tensor at
+// fault; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
+// opts.AllowNonFinite). On error the trainer's weights are unchanged. The optimizer's state is
+// left as it is (zero on a fresh trainer).
 //
 // Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
-// tensors, whatever the file claims.
+// tensors, whatever the file claims, and of each file tensor a Resampler resamples.
 func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, error) {
 	fh, err := os.Open(path)
 	if err != nil {
@@ -116,7 +121,11 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 	if err != nil {
 		return nil, fmt.Errorf("train: weights %s: %w", path, err)
 	}
-	rep, load, nbt := t.m.match(f, opts)
+	rep, load, nbt, candidates := t.m.match(f, opts)
+	res, err := t.m.resample(f, rep, candidates)
+	if err != nil {
+		return rep, fmt.Errorf("train: weights %s: %w", path, err)
+	}
 	if strict := rep.problems(); strict != "" && !opts.Partial {
 		return rep, fmt.Errorf("train: weights %s: %w: model %s: %s%s", path, ErrMismatch, t.m.name, strict, t.m.stemHint(f))
 	}
@@ -131,6 +140,14 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 				return rep, fmt.Errorf("train: weights %s: tensor %q: %w", path, p.Name, err)
 			}
 		}
+	}
+	for _, r := range res {
+		if !opts.AllowNonFinite {
+			if err := finite(r.values); err != nil {
+				return rep, fmt.Errorf("train: weights %s: tensor %q: %w", path, r.p.Name, err)
+			}
+		}
+		load, hosts = append(load, r.p), append(hosts, r.values)
 	}
 	for i, p := range load {
 		if err := upload(t.s, p.W, hosts[i]); err != nil {
@@ -149,9 +166,10 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 	return rep, nil
 }
 
-// match pairs the file's tensors with the model's: the tensors to load, the report, and the
-// num_batches_tracked values of the model's BatchNorms.
-func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64) {
+// match pairs the file's tensors with the model's: the tensors to load, the report, the
+// num_batches_tracked values of the model's BatchNorms, and the tensors of another shape in the
+// file that their module may resample (m.resample).
+func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64, []*Param) {
 	rep := &WeightsReport{}
 	head := map[*Param]bool{}
 	for i := len(m.layerParams) - 1; i >= 0; i-- {
@@ -171,15 +189,17 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 			bnPrefix[prefix] = true
 		}
 	}
-	// The head is replaced when any of its tensors is absent or mis-shaped.
+	// The head is replaced when any of its tensors is absent or mis-shaped (not one its module
+	// resamples: a ViT's position embeddings, when the whole ViT is one layer).
 	replaceHead := false
 	if opts.NewHead {
 		for p := range head {
 			ft, ok := f.tensors[p.Name]
-			replaceHead = replaceHead || !ok || !slices.Equal(ft.shape, p.Shape)
+			r, _ := m.resamplerOf(p)
+			replaceHead = replaceHead || !ok || (!slices.Equal(ft.shape, p.Shape) && r == nil)
 		}
 	}
-	var load []*Param
+	var load, candidates []*Param
 	for _, p := range all {
 		ft, ok := f.tensors[p.Name]
 		switch {
@@ -188,6 +208,10 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 		case !ok:
 			rep.Missing = append(rep.Missing, p.Name)
 		case !slices.Equal(ft.shape, p.Shape):
+			if r, _ := m.resamplerOf(p); r != nil {
+				candidates = append(candidates, p)
+				break
+			}
 			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.shape, p.Shape))
 		default:
 			rep.Loaded = append(rep.Loaded, p.Name)
@@ -211,7 +235,7 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 		rep.Unexpected = append(rep.Unexpected, name)
 	}
 	slices.Sort(rep.Unexpected)
-	return rep, load, nbt
+	return rep, load, nbt, candidates
 }
 
 // isHeadName reports whether a file tensor's name belongs to the head's layer (same prefix).

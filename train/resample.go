@@ -1,0 +1,74 @@
+package train
+
+import (
+	"fmt"
+	"slices"
+)
+
+// Resampler is an NNModule some of whose tensors can take a weights file's values made for
+// another shape: a vision transformer's position embeddings, learned on one image size, resampled
+// to the model's grid as timm's resample_abs_pos_embed does. Without it, weights trained at 224 px
+// could not start a model of another image size. LoadWeights (and so Config.Init and stoke
+// predict --weights) asks the module that holds a tensor whose shape differs from the file's.
+type Resampler interface {
+	// Resample returns the values of the module's tensor name (its nn.StateDict name) made from a
+	// file's values of shape from, or an error saying why they cannot be (the tensor is then
+	// reported mis-shaped). It must not keep values.
+	Resample(name string, from []int, values []float32) ([]float32, error)
+}
+
+// resampled is a model tensor whose values were made from a file tensor of another shape.
+type resampled struct {
+	p      *Param
+	values []float32
+}
+
+// resamplerOf is the Resampler module holding p, and p's name in it; nil when none.
+func (m *Model) resamplerOf(p *Param) (Resampler, string) {
+	for _, l := range m.layers {
+		c, ok := l.(*custom)
+		if !ok {
+			continue
+		}
+		nm, ok := c.m.(*nnModule)
+		if !ok {
+			continue
+		}
+		r, ok := nm.m.(Resampler)
+		if !ok {
+			continue
+		}
+		if j := slices.Index(nm.params, p); j >= 0 {
+			return r, nm.tensors[j].Name
+		}
+	}
+	return nil, ""
+}
+
+// resample reads the file tensors that match left for their module to resample (those whose
+// shape differs and whose module is a Resampler) and resamples them, reporting each as loaded and
+// resampled, or as mis-shaped with the module's reason. Memory: one host copy of each such file
+// tensor, which the file's size bounds.
+func (m *Model) resample(f *stFile, rep *WeightsReport, candidates []*Param) ([]resampled, error) {
+	var out []resampled
+	for _, p := range candidates {
+		ft := f.tensors[p.Name]
+		r, name := m.resamplerOf(p)
+		values := make([]float32, ft.elems)
+		if err := f.float32s(values, ft); err != nil {
+			return nil, err
+		}
+		v, err := r.Resample(name, ft.shape, values)
+		if err == nil && len(v) != p.Len() {
+			err = fmt.Errorf("resampled to %d values; the model's tensor has %d", len(v), p.Len())
+		}
+		if err != nil {
+			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v (%v)", p.Name, ft.shape, p.Shape, err))
+			continue
+		}
+		rep.Loaded = append(rep.Loaded, p.Name)
+		rep.Resampled = append(rep.Resampled, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.shape, p.Shape))
+		out = append(out, resampled{p, v})
+	}
+	return out, nil
+}
