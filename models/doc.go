@@ -21,7 +21,8 @@
 //     SwinTransformerBlockV2 and PatchMergingV2; swin_t, swin_s, swin_b, swin_v2_t, swin_v2_s and
 //     swin_v2_b (stochastic_depth_prob only). Any image of at least one patch (maps padded to
 //     whole windows, as torchvision's). torchvision's buffers relative_position_index and
-//     relative_coords_table are constants of the forward pass, not tensors of the model.
+//     relative_coords_table are constants of the forward pass, not tensors of the model: loads
+//     check them, exports write them (train.Derived).
 //   - convnext(width_1, ..., width_4, depth_1, ..., depth_4, stochastic_depth_prob):
 //     torchvision's ConvNeXt with block_setting [CNBlockConfig(width_i, width_i+1, depth_i)];
 //     convnext_tiny, convnext_small, convnext_base and convnext_large (stochastic_depth_prob

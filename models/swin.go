@@ -23,9 +23,10 @@ type SwinConfig struct {
 // a patch embedding, four stages of shifted-window attention blocks joined by patch merging, a
 // final LayerNorm, average pooling and a linear head. Its tensors carry torchvision's state_dict
 // names (features.1.0.attn.relative_position_bias_table, features.2.reduction.weight,
-// head.weight) except the two buffers torchvision derives from the window size,
-// relative_position_index and V2's relative_coords_table, which are constants of the forward
-// pass here: a strict train.LoadWeights of torchvision's file reports them as unexpected.
+// head.weight). The two buffers torchvision derives from the window size, relative_position_index
+// and V2's relative_coords_table, are constants of the forward pass here, given to the loader and
+// the exporter by Derived, so torchvision's files load strictly and Stoke's exports load into
+// torchvision strictly.
 type SwinTransformer struct {
 	Features nn.Sequential
 	Norm     *nn.LayerNormLayer
@@ -143,6 +144,38 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 }
 
 func (m *SwinTransformer) String() string { return m.name }
+
+// Derived implements train.Derived: each attention block's relative_position_index (and V2's
+// relative_coords_table), as torchvision's state_dict holds them.
+func (m *SwinTransformer) Derived() []train.DerivedTensor {
+	var out []train.DerivedTensor
+	for i, f := range m.Features {
+		stage, ok := f.(nn.Sequential)
+		if !ok || i == 0 {
+			continue
+		}
+		for j, b := range stage {
+			a := b.(*SwinBlock).Attn
+			ws := a.window
+			prefix := fmt.Sprintf("features.%d.%d.attn.", i, j)
+			if a.LogitScale != nil {
+				out = append(out, train.DerivedTensor{Name: prefix + "relative_coords_table",
+					Shape: []int{1, 2*ws - 1, 2*ws - 1, 2}, F32: coordsTable(ws)})
+			}
+			// torchvision's define_relative_position_index: tokens p and q of a window, at
+			// (ph, pw) and (qh, qw), index the table's row (ph−qh+w−1)·(2w−1) + pw−qw+w−1.
+			t := ws * ws
+			index := make([]int64, 0, t*t)
+			for p := range t {
+				for q := range t {
+					index = append(index, int64((p/ws-q/ws+ws-1)*(2*ws-1)+p%ws-q%ws+ws-1))
+				}
+			}
+			out = append(out, train.DerivedTensor{Name: prefix + "relative_position_index", Shape: []int{t * t}, I64: index})
+		}
+	}
+	return out
+}
 
 // Forward maps images [N C H W] (normalized) to logits [N classes].
 func (m *SwinTransformer) Forward(x *nn.Tensor) *nn.Tensor {

@@ -40,12 +40,19 @@ func (t *Trainer) Export(path string) error {
 			ordered = append(ordered, stTensor{name: p.Name, dtype: "F32", shape: p.Shape, f32: host})
 			if prefix, last := splitLast(p.Name); last == "running_var" {
 				n := t.batchesTracked[prefix] + int64(t.state.Batches)
-				ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: n})
+				ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: []int64{n}})
 			}
 		}
 	}
 	if err := t.s.Synchronize(context.Background()); err != nil {
 		return fmt.Errorf("train: export %s: %w", path, err)
+	}
+	for _, d := range t.m.derived() {
+		dtype := "F32"
+		if d.I64 != nil {
+			dtype = "I64"
+		}
+		ordered = append(ordered, stTensor{name: d.Name, dtype: dtype, shape: d.Shape, f32: d.F32, i64: d.I64})
 	}
 	meta := map[string]string{"format": "pt", "stoke_model": t.m.String()}
 	var buf bytes.Buffer
@@ -58,17 +65,17 @@ func (t *Trainer) Export(path string) error {
 	return nil
 }
 
-// stTensor is one tensor of a safetensors file: float32 values, or one int64 scalar.
+// stTensor is one tensor of a safetensors file: float32 values, or int64 ones (dtype I64).
 type stTensor struct {
 	name, dtype string
 	shape       []int
 	f32         []float32
-	i64         int64
+	i64         []int64
 }
 
 func (t stTensor) bytes() int {
 	if t.dtype == "I64" {
-		return 8
+		return 8 * len(t.i64)
 	}
 	return 4 * len(t.f32)
 }
@@ -103,10 +110,9 @@ func writeSafetensors(w io.Writer, tensors []stTensor, meta map[string]string) e
 	bw.Write(n[:])
 	bw.Write(h)
 	for _, t := range tensors {
-		if t.dtype == "I64" {
-			binary.LittleEndian.PutUint64(n[:], uint64(t.i64))
+		for _, v := range t.i64 {
+			binary.LittleEndian.PutUint64(n[:], uint64(v))
 			bw.Write(n[:])
-			continue
 		}
 		for _, v := range t.f32 {
 			binary.LittleEndian.PutUint32(n[:4], math.Float32bits(v))

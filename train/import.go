@@ -90,7 +90,8 @@ func (m *Model) stemHint(f *stFile) string {
 // resnet50 over 32 px (so a torchvision model saved with safetensors.torch.save_file loads as it
 // is), the names Export writes for every model. F32, F16 and BF16 tensors are read (F16 and
 // BF16 converted exactly); a BatchNorm's num_batches_tracked is accepted and kept for Export,
-// which adds the steps trained since.
+// which adds the steps trained since; a tensor a module derives from its configuration (Derived: a
+// Swin's relative_position_index) is accepted when it equals the module's.
 //
 // By default every model tensor must be in the file with its shape, and the file must hold no
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
@@ -218,9 +219,19 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 			load = append(load, p)
 		}
 	}
+	derived := map[string]DerivedTensor{}
+	for _, d := range m.derived() {
+		derived[d.Name] = d
+	}
 	nbt := map[string]int64{}
 	for _, name := range f.order {
 		if known[name] {
+			continue
+		}
+		if d, ok := derived[name]; ok {
+			if err := f.checkDerived(f.tensors[name], d); err != nil {
+				rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: %v", name, err))
+			}
 			continue
 		}
 		if prefix, last := splitLast(name); last == "num_batches_tracked" && bnPrefix[prefix] {

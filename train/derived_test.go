@@ -1,0 +1,102 @@
+package train
+
+import (
+	"bytes"
+	"errors"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/nn"
+)
+
+// deriving is a Linear whose PyTorch twin would keep an index and a table it derives from its
+// configuration, as a Swin's attention keeps relative_position_index.
+type deriving struct{ Dense *nn.LinearLayer }
+
+func (m *deriving) String() string                  { return "deriving" }
+func (m *deriving) Forward(x *nn.Tensor) *nn.Tensor { return m.Dense.Forward(nn.Flatten(x)) }
+func (m *deriving) Derived() []DerivedTensor {
+	return []DerivedTensor{
+		{Name: "dense.index", Shape: []int{3}, I64: []int64{2, 0, 1}},
+		{Name: "dense.table", Shape: []int{1, 2}, F32: []float32{0.5, -0.25}},
+	}
+}
+
+// TestDerived: Export writes a Derived module's tensors with their dtypes, a strict LoadWeights
+// accepts them (and a file without them), and a file whose derived tensor differs in values,
+// shape or kind is refused naming it, loading nothing.
+func TestDerived(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	m, err := Net("deriving", Shape{C: 1, H: 2, W: 2}, 2, &deriving{Dense: nn.NewLinear(4, 2, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, nil, Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+
+	path := filepath.Join(t.TempDir(), "out.safetensors")
+	if err := tr.Export(path); err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := parseSafetensors(bytes.NewReader(raw), int64(len(raw)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if idx, tab := f.tensors["dense.index"], f.tensors["dense.table"]; idx == nil || idx.dtype != "I64" || !slices.Equal(idx.shape, []int{3}) ||
+		tab == nil || tab.dtype != "F32" || !slices.Equal(tab.shape, []int{1, 2}) {
+		t.Fatalf("the export's derived tensors: %+v, %+v; want dense.index I64 [3] and dense.table F32 [1 2]", idx, tab)
+	}
+	if err := f.checkDerived(f.tensors["dense.index"], m.derived()[0]); err != nil {
+		t.Errorf("the exported index: %v", err)
+	}
+	if _, err := tr.LoadWeights(path, LoadOptions{}); err != nil {
+		t.Errorf("a strict load of the export: %v", err)
+	}
+
+	weights := []stTensor{{name: "dense.weight", dtype: "F32", shape: []int{2, 4}, f32: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
+		{name: "dense.bias", dtype: "F32", shape: []int{2}, f32: []float32{9, 10}}}
+	file := func(extra ...stTensor) string {
+		var b bytes.Buffer
+		if err := writeSafetensors(&b, append(slices.Clone(weights), extra...), nil); err != nil {
+			t.Fatal(err)
+		}
+		return writeFile(t, b.Bytes())
+	}
+	table := stTensor{name: "dense.table", dtype: "F32", shape: []int{1, 2}, f32: []float32{0.5, -0.25}}
+	if _, err := tr.LoadWeights(file(), LoadOptions{}); err != nil {
+		t.Errorf("a file without the derived tensors: %v", err)
+	}
+	if _, err := tr.LoadWeights(file(table), LoadOptions{}); err != nil {
+		t.Errorf("a file with the same table: %v", err)
+	}
+	for _, tc := range []struct {
+		name  string
+		extra stTensor
+		want  string
+	}{
+		{"another index", stTensor{name: "dense.index", dtype: "I64", shape: []int{3}, i64: []int64{0, 1, 2}}, "dense.index: the values differ"},
+		{"another table", stTensor{name: "dense.table", dtype: "F32", shape: []int{1, 2}, f32: []float32{0.5, 0.25}}, "dense.table: the values differ"},
+		{"another shape", stTensor{name: "dense.index", dtype: "I64", shape: []int{1}, i64: []int64{2}}, "dense.index: file [1], model [3]"},
+		{"a float index", stTensor{name: "dense.index", dtype: "F32", shape: []int{3}, f32: []float32{2, 0, 1}}, "dense.index: dtype F32"},
+	} {
+		_, err := tr.LoadWeights(file(tc.extra), LoadOptions{})
+		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), tc.want) {
+			t.Errorf("%s: %v; want ErrMismatch saying %q", tc.name, err, tc.want)
+		}
+	}
+}
