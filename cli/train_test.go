@@ -105,7 +105,7 @@ func TestTrainRecipeDefaults(t *testing.T) {
 			var res trainResult
 			lastJSON(t, out, &res)
 			got := [5]float64{res.LR, res.WeightDecay, float64(res.Batch), res.LabelSmoothing, res.WarmupEpochs}
-			want := [5]float64{r.SGD.LR, r.SGD.WeightDecay, float64(r.Batch), r.LabelSmoothing, r.WarmupEpochs}
+			want := [5]float64{r.LR, r.WeightDecay, float64(r.Batch), r.LabelSmoothing, r.WarmupEpochs}
 			if flags != nil {
 				want = [5]float64{0.05, 0, 3, 0, 0}
 			}

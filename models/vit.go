@@ -66,7 +66,7 @@ func NewViT(cfg ViTConfig, c, classes int) (*VisionTransformer, error) {
 	e, p := cfg.HiddenDim, cfg.PatchSize
 	side := cfg.ImageSize / p
 	enc := &Encoder{
-		PosEmbedding: nn.Param([]int{1, side*side + 1, e}, nn.Weight),
+		PosEmbedding: nn.Param([]int{1, side*side + 1, e}, nn.Embedding),
 		LN:           layerNorm(e), dropout: float32(cfg.Dropout),
 	}
 	for i := range cfg.NumLayers {

@@ -16,8 +16,8 @@ type LoadOptions struct {
 	// WeightsReport instead of failing (load_state_dict(strict=False), which here also passes
 	// over mis-shaped tensors instead of failing on them).
 	Partial bool
-	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters:
-	// a resnet's fc) at its fresh initialization when the file's head has another shape or is
+	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters,
+	// or of the last linear layer of a module of package nn: a resnet's fc) at its fresh initialization when the file's head has another shape or is
 	// absent (weights trained for another number of classes), as torchvision fine-tuning's
 	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
 	NewHead bool
@@ -153,15 +153,7 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 // num_batches_tracked values of the model's BatchNorms.
 func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64) {
 	rep := &WeightsReport{}
-	head := map[*Param]bool{}
-	for i := len(m.layerParams) - 1; i >= 0; i-- {
-		if ps := m.layerParams[i]; len(ps) > 0 {
-			for _, p := range ps {
-				head[p] = true
-			}
-			break
-		}
-	}
+	head := m.head()
 	all := m.tensors()
 	known := map[string]bool{}
 	bnPrefix := map[string]bool{}

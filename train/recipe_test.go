@@ -19,7 +19,7 @@ func TestRecipesLearn(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, test := newMemData(dev, imgs, labels, img8, r.Batch, true, 1), newMemData(dev, timgs, tlabels, img8, 100, false, 0)
-		tr, err := New(m, dev, r.SGD, Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
+		tr, err := New(m, dev, r.NewOptimizer(r.Batch), Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
 		if err != nil {
 			t.Fatal(err)
 		}

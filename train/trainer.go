@@ -81,7 +81,8 @@ type Config struct {
 	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
 	// tensor (LoadOptions.AllowNonFinite).
 	AllowNonFinite bool
-	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
+	// FreezeBackbone freezes every layer but the head (the last layer with parameters; in a zoo
+	// model, its last linear layer: heads.head, fc, classifier.2); FreezeUpTo,
 	// if set, freezes the layers from the first up to the last one whose tensor names start with
 	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
 	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
