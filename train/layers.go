@@ -32,12 +32,12 @@ type Param struct {
 type paramKind uint8
 
 const (
-	kindWeight  paramKind = iota // random init, weight decay
-	kindBias                     // zeros, no weight decay
-	kindScale                    // ones (a BatchNorm scale), no weight decay
-	kindBuffer0                  // zeros, not trained (a BatchNorm running mean)
-	kindBuffer1                  // ones, not trained (a BatchNorm running variance)
-	kindEmbedding                // normal with std 0.02, no weight decay (nn.Embedding)
+	kindWeight    paramKind = iota // random init, weight decay
+	kindBias                       // zeros, no weight decay
+	kindScale                      // ones (a BatchNorm scale), no weight decay
+	kindBuffer0                    // zeros, not trained (a BatchNorm running mean)
+	kindBuffer1                    // ones, not trained (a BatchNorm running variance)
+	kindEmbedding                  // normal with std 0.02, no weight decay (nn.Embedding)
 )
 
 // buffer reports a tensor the optimizer does not update (running statistics).
