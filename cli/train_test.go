@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -86,6 +88,43 @@ func TestTrainPrecision(t *testing.T) {
 		if !strings.Contains(out, p+" products") {
 			t.Errorf("--precision %s: output %q does not name the precision", p, out)
 		}
+	}
+}
+
+// TestTrainZooRecipe: stoke train --model vit(...) trains with the ViT family's recipe (AdamW,
+// the learning rate scaled to the batch, weight decay 0.05, RandAugment, MixUp, CutMix, random
+// erasing); its flags override each part, and a rate from the recipe follows --batch.
+func TestTrainZooRecipe(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	const vit = "vit(image_size=8,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=16)"
+	r := train.RecipeFor(vit)
+	args := []string{"train", "--data", root, "--size", "8", "--model", vit, "--epochs", "1", "--val-split", "0.25", "--json"}
+	for _, c := range []struct {
+		flags []string
+		want  trainResult
+	}{
+		{nil, trainResult{Optimizer: "adamw", LR: r.ScaledLR(r.Batch), WeightDecay: 0.05, Batch: r.Batch, Augment: "randaugment:2:9", MixUp: 0.8, CutMix: 1,
+			RandomErasing: 0.25}},
+		{[]string{"--batch", "8"}, trainResult{Optimizer: "adamw", LR: r.ScaledLR(8), WeightDecay: 0.05, Batch: 8, Augment: "randaugment:2:9", MixUp: 0.8,
+			CutMix: 1, RandomErasing: 0.25}},
+		{[]string{"--optimizer", "sgd", "--lr", "0.05", "--wd", "0", "--batch", "3", "--augment", "none", "--mixup", "0", "--cutmix", "0",
+			"--random-erasing", "0", "--ema", "0.9"}, trainResult{Optimizer: "sgd", LR: 0.05, Batch: 3, Augment: "none", EMA: 0.9}},
+	} {
+		out, errOut, code := stoke(t, append(args, c.flags...)...)
+		if code != 0 {
+			t.Fatalf("train --model %s %v: exit %d: %s", vit, c.flags, code, errOut)
+		}
+		var res trainResult
+		lastJSON(t, out, &res)
+		got := trainResult{Optimizer: res.Optimizer, LR: res.LR, WeightDecay: res.WeightDecay, Batch: res.Batch, Augment: res.Augment, MixUp: res.MixUp,
+			CutMix: res.CutMix, RandomErasing: res.RandomErasing, EMA: res.EMA}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("train --model %s %v: the run's recipe %+v; want %+v", vit, c.flags, got, c.want)
+		}
+	}
+	out, errOut, _ := stoke(t, "train", "--help")
+	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05`).MatchString(help) {
+		t.Errorf("train --help does not show the ViT's recipe: %s", help)
 	}
 }
 
