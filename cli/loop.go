@@ -66,7 +66,7 @@ func (l *loopFlags) emaDefault(fs *flag.FlagSet, steps int) (note, warning strin
 // the plateau's settings).
 var configFlags = map[string]string{
 	"Epochs": "epochs", "LabelSmoothing": "label-smoothing", "FreezeBackbone": "freeze", "FreezeUpTo": "freeze-upto",
-	"BackboneLRScale": "backbone-lr-scale", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
+	"BackboneLRScale": "backbone-lr-scale", "LayerDecay": "layer-decay", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
 	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule", "KeepBest": "keep-best", "Checkpoint": "checkpoint",
 }
 

@@ -60,6 +60,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
 	backboneLR := fs.Float64("backbone-lr-scale", 0,
 		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	layerDecay := fs.Float64("layer-decay", 0, "decay the learning rate block by block down from the head by this factor "+
+		"(BEiT's and timm's layer_decay; vit; 0: none; unset with --init: the model's recipe)")
 	syncBN := fs.Bool("sync-bn", false,
 		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
@@ -92,6 +94,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		if !flagSet(fs, d.flag) {
 			*d.v = d.recipe
 		}
+	}
+	if *init != "" && !flagSet(fs, "layer-decay") {
+		*layerDecay = recipe.LayerDecay
 	}
 	if ra := recipe.RandAugment; ra != [2]int{} && !flagSet(fs, "augment") {
 		lf.augment.policy = fmt.Sprintf("randaugment:%d:%d", ra[0], ra[1])
@@ -142,7 +147,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR, LayerDecay: *layerDecay,
 		SyncBatchNorm: *syncBN, Plateau: plateau,
 	}
 	if err := loop.apply(&cfg); err != nil {
@@ -343,7 +348,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
 		Optimizer: *optName, LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, Augment: lf.augment.policy,
-		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
+		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay, EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -428,6 +433,7 @@ type trainResult struct {
 	CutMix         float64 `json:"cutmix"`
 	RandomErasing  float64 `json:"random_erasing"`
 	EMA            float64 `json:"ema"`
+	LayerDecay     float64 `json:"layer_decay"`
 	// EMAWarmup says that the EMA's decay warmed up: --ema-warmup, or a run shorter than its
 	// decay needs (see loopFlags.emaDefault).
 	EMAWarmup bool `json:"ema_warmup,omitempty"`

@@ -93,7 +93,8 @@ func TestTrainPrecision(t *testing.T) {
 
 // TestTrainZooRecipe: stoke train --model vit(...) trains with the ViT family's recipe (AdamW,
 // the learning rate scaled to the batch, weight decay 0.05, RandAugment, MixUp, CutMix, random
-// erasing); its flags override each part, and a rate from the recipe follows --batch.
+// erasing); its flags override each part, and a rate from the recipe follows --batch. Fine-tuned
+// from its weights (--init), it decays the rate by layer as the recipe says.
 func TestTrainZooRecipe(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	const vit = "vit(image_size=8,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=16)"
@@ -122,7 +123,28 @@ func TestTrainZooRecipe(t *testing.T) {
 			t.Errorf("train --model %s %v: the run's recipe %+v; want %+v", vit, c.flags, got, c.want)
 		}
 	}
-	out, errOut, _ := stoke(t, "train", "--help")
+	// Fine-tuning from its weights: the new head is heads.head, the rest frozen, and the recipe's
+	// layer decay applies.
+	dir := t.TempDir()
+	ck, w := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
+	if _, errOut, code := stoke(t, append(args, "--checkpoint", ck)...); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", w); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := stoke(t, "train", "--data", photoFolder(t, 3, 4, nil), "--size", "8", "--model", vit, "--epochs", "1", "--eval-on-train",
+		"--init", w, "--freeze", "--json")
+	if code != 0 {
+		t.Fatalf("train --init --freeze: exit %d: %s", code, errOut)
+	}
+	var res trainResult
+	lastJSON(t, out, &res)
+	if want := "new head (3 classes): heads.head.weight, heads.head.bias"; !strings.Contains(out, want) || !strings.Contains(out, "frozen: ") ||
+		res.LayerDecay != 0.75 {
+		t.Errorf("train --init --freeze printed %q; want %q, the frozen count and layer decay 0.75", out, want)
+	}
+	out, errOut, _ = stoke(t, "train", "--help")
 	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05`).MatchString(help) {
 		t.Errorf("train --help does not show the ViT's recipe: %s", help)
 	}

@@ -28,13 +28,16 @@ var zooRecipes = []struct {
 }{
 	// ViT: DeiT (Touvron et al. 2021, timm's deit_*): AdamW, lr 5e-4 x batch/512, weight decay
 	// 0.05, label smoothing 0.1, RandAugment rand-m9-mstd0.5-inc1 (2 ops at 9), MixUp 0.8, CutMix
-	// 1.0, random erasing 0.25 (drop path 0.1: torchvision's VisionTransformer has none).
-	// Swin (Liu et al. 2021) and ConvNeXt (Liu et al. 2022) train with the same recipe (ConvNeXt's
-	// drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults).
+	// 1.0, random erasing 0.25 (drop path 0.1: torchvision's VisionTransformer has none); layer
+	// decay 0.75 when fine-tuning (MAE's for ViT-B, He et al. 2022; BEiT's 0.65).
+	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
+		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25, LayerDecay: 0.75},
+		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"}},
+	// Swin (Liu et al. 2021) and ConvNeXt (Liu et al. 2022): DeiT's recipe but the layer decay
+	// (ConvNeXt's drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults).
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25},
-		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14",
-			"swin", "swin_t", "swin_s", "swin_b", "swin_v2", "swin_v2_t", "swin_v2_s", "swin_v2_b",
+		[]string{"swin", "swin_t", "swin_s", "swin_b", "swin_v2", "swin_v2_t", "swin_v2_s", "swin_v2_b",
 			"convnext", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"}},
 	// EfficientNet V1 and V2: torchvision's recipe for efficientnet_v2_s (the V1 weights are
 	// timm's ports, without a torchvision recipe): SGD, lr 0.5 per 1024, weight decay 2e-5, label

@@ -9,6 +9,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -181,4 +182,32 @@ func bars(t *testing.T, dev gpu.Device, tr *train.Trainer, n int, shuffle bool) 
 		t.Fatal(err)
 	}
 	return l
+}
+
+// TestViTLayerID: a ViT's tensors lie at timm's depths for layer decay: the patch projection,
+// class token and position embedding at 0, encoder_layer_i's at i+1, the final norm and the
+// head at num_layers+1.
+func TestViTLayerID(t *testing.T) {
+	v, err := NewViT(ViTConfig{ImageSize: 8, PatchSize: 4, NumLayers: 2, NumHeads: 2, HiddenDim: 8, MLPDim: 16}, 3, 5)
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := nn.StateDict(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range named {
+		want := 3
+		switch {
+		case strings.HasPrefix(n.Name, "conv_proj.") || n.Name == "class_token" || n.Name == "encoder.pos_embedding":
+			want = 0
+		case strings.HasPrefix(n.Name, "encoder.layers.encoder_layer_0."):
+			want = 1
+		case strings.HasPrefix(n.Name, "encoder.layers.encoder_layer_1."):
+			want = 2
+		}
+		if id, last := v.LayerID(n.Name); id != want || last != 3 {
+			t.Errorf("%s: layer %d of %d; want %d of 3", n.Name, id, last, want)
+		}
+	}
 }

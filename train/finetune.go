@@ -1,7 +1,9 @@
 package train
 
 import (
+	"cmp"
 	"fmt"
+	"math"
 	"slices"
 	"strings"
 
@@ -103,6 +105,47 @@ func (m *Model) freeze(cfg Config) error {
 				p.lrScale = cfg.BackboneLRScale
 			}
 		}
+	}
+	if cfg.LayerDecay != 0 {
+		return m.decayLayers(cfg.LayerDecay)
+	}
+	return nil
+}
+
+// Layered is a module of package nn whose tensors lie in a stack of blocks, which
+// Config.LayerDecay needs: LayerID is the depth of the tensor named name (its nn.StateDict name)
+// and last the depth of the head: 0 for the embeddings before the first block, i+1 for block i's
+// tensors, last = blocks+1 for the final norm and the head (timm's get_layer_id_for_vit).
+type Layered interface {
+	LayerID(name string) (id, last int)
+}
+
+// decayLayers multiplies the learning-rate scale of every tensor of the model's Layered modules
+// by decay^(last-id) (Config.LayerDecay).
+func (m *Model) decayLayers(decay float64) error {
+	found := false
+	for _, l := range m.layers {
+		c, ok := l.(*custom)
+		if !ok {
+			continue
+		}
+		nm, ok := c.m.(*nnModule)
+		if !ok {
+			continue
+		}
+		lm, ok := nm.m.(Layered)
+		if !ok {
+			continue
+		}
+		found = true
+		for i, t := range nm.tensors {
+			id, last := lm.LayerID(t.Name)
+			p := nm.params[i]
+			p.lrScale = cmp.Or(p.lrScale, 1) * math.Pow(decay, float64(last-id))
+		}
+	}
+	if !found {
+		return fmt.Errorf("train: %w: LayerDecay %g: %s has no stack of blocks to decay the rate over (a ViT has)", ErrConfig, decay, m.name)
 	}
 	return nil
 }

@@ -45,6 +45,9 @@ type Recipe struct {
 	MixUp, CutMix, RandomErasing float64
 	// EMA is Config.EMA, the decay of the weights' moving average (0: none).
 	EMA float64
+	// LayerDecay is Config.LayerDecay when fine-tuning (a run from Config.Init weights); 0 for
+	// none.
+	LayerDecay float64
 }
 
 // Schedule is the recipe's learning-rate schedule: Cosine(WarmupEpochs).
@@ -80,7 +83,7 @@ func (r Recipe) String() string {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"mixup", r.MixUp}, {"cutmix", r.CutMix}, {"random erasing", r.RandomErasing}, {"ema", r.EMA}} {
+	}{{"mixup", r.MixUp}, {"cutmix", r.CutMix}, {"random erasing", r.RandomErasing}, {"ema", r.EMA}, {"layer decay when fine-tuning", r.LayerDecay}} {
 		if f.v != 0 {
 			s += fmt.Sprintf(", %s %g", f.name, f.v)
 		}
@@ -97,8 +100,8 @@ var (
 // does beside RegisterModel for each family. The optimizer must be "sgd" or "adamw", the batch
 // and the learning rate positive. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
-	if (r.Optimizer != "sgd" && r.Optimizer != "adamw") || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 {
-		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd or adamw, a batch >= 1, a learning rate > 0", r)
+	if (r.Optimizer != "sgd" && r.Optimizer != "adamw") || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
+		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd or adamw, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
 	}
 	recipesMu.Lock()
 	defer recipesMu.Unlock()
