@@ -34,18 +34,23 @@ var zooRecipes = []struct {
 		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25, LayerDecay: 0.75},
 		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"}},
 	// Swin (Liu et al. 2021) and ConvNeXt (Liu et al. 2022): DeiT's recipe but the layer decay
-	// (ConvNeXt's drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults).
+	// (ConvNeXt's drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults);
+	// timm's ViT, DeiT and ConvNeXt builders too (their modules have no layer depths).
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25},
 		[]string{"swin", "swin_t", "swin_s", "swin_b", "swin_v2", "swin_v2_t", "swin_v2_s", "swin_v2_b",
-			"convnext", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large"}},
+			"convnext", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
+			"timm/vit_tiny_patch16_224", "timm/vit_small_patch16_224", "timm/vit_base_patch16_224",
+			"timm/deit_tiny_patch16_224", "timm/deit_small_patch16_224", "timm/deit_base_patch16_224",
+			"timm/convnext_atto", "timm/convnext_femto", "timm/convnext_pico", "timm/convnext_nano", "timm/convnext_tiny",
+			"timm/convnext_small", "timm/convnext_base"}},
 	// EfficientNet V1 and V2: torchvision's recipe for efficientnet_v2_s (the V1 weights are
 	// timm's ports, without a torchvision recipe): SGD, lr 0.5 per 1024, weight decay 2e-5, label
 	// smoothing 0.1, MixUp 0.2, CutMix 1.0, random erasing 0.1 (its TrivialAugmentWide: stoke
 	// train --augment trivialaugment).
 	{train.Recipe{Optimizer: "sgd", LR: 4, LRBatch: 1024, WeightDecay: 2e-5, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		MixUp: 0.2, CutMix: 1, RandomErasing: 0.1},
-		slices.Sorted(maps.Keys(efficientNets))},
+		append(slices.Sorted(maps.Keys(efficientNets)), "timm/efficientnet_b0", "timm/efficientnet_b1", "timm/efficientnet_b2", "timm/efficientnet_b3")},
 	// MobileNet V2 and V3: torchvision's recipe for mobilenet_v2 (V3's is RMSprop, which Stoke
 	// lacks): SGD, lr 0.036 per 256, weight decay 4e-5; label smoothing 0.1 as the other
 	// families'.

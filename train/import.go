@@ -17,8 +17,8 @@ type LoadOptions struct {
 	// over mis-shaped tensors instead of failing on them).
 	Partial bool
 	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters,
-	// or of the last linear layer of a module of package nn: a resnet's fc) at its fresh initialization when the file's head has another shape or is
-	// absent (weights trained for another number of classes), as torchvision fine-tuning's
+	// or of the last linear layer of a module of package nn: a resnet's fc, a ViT's heads.head)
+	// at its fresh initialization when the file's head has another shape or is absent (weights trained for another number of classes), as torchvision fine-tuning's
 	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
 	NewHead bool
 	// AllowNonFinite loads tensors that hold NaN or infinite values, which LoadWeights otherwise
