@@ -35,7 +35,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	optName := fs.String("optimizer", "", "sgd (momentum 0.9, Nesterov) or adamw (unset: the model's recipe)")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
 	wd := fs.Float64("wd", 0,
-		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters; unset: the model's recipe)")
+		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
 	precision := fs.String("precision", "fp32",
 		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
@@ -348,7 +348,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
 		Optimizer: *optName, LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, Augment: lf.augment.policy,
-		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay, EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
+		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay,
+		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its

@@ -211,3 +211,37 @@ func TestViTLayerID(t *testing.T) {
 		}
 	}
 }
+
+// TestFreezeUpToZoo: FreezeUpTo in a zoo model freezes its tensors in state_dict order up to the
+// last one it names (a ViT's first block and all before it), and refuses to freeze the head.
+func TestFreezeUpToZoo(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	const vit = "vit(image_size=8,patch_size=4,num_layers=2,num_heads=2,hidden_dim=8,mlp_dim=16)"
+	m, err := train.NewModel(vit, train.Shape{C: 1, H: 8, W: 8}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := train.New(m, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "encoder.layers.encoder_layer_0"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var trained []string
+	for _, p := range m.Params() {
+		trained = append(trained, p.Name)
+	}
+	if len(trained) == 0 || !strings.HasPrefix(trained[0], "encoder.layers.encoder_layer_1.") || !slices.Contains(trained, "heads.head.weight") {
+		t.Errorf("trained tensors %v; want encoder_layer_1's and all after", trained)
+	}
+	m2, err := train.NewModel(vit, train.Shape{C: 1, H: 8, W: 8}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := train.New(m2, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
+		t.Errorf("FreezeUpTo heads: %v; want a refusal to freeze the head", err)
+	}
+}

@@ -19,8 +19,7 @@ type NNModule interface {
 // layer written as a forward pass only. Its tensors are nn.StateDict's, named after the layer's
 // place ("3.se.fc1.weight"); the trainer allocates, initializes (a Weight as NewWeight, Zeros as
 // NewBias or a zero buffer, Ones as NewScale or a buffer of ones, Embedding normal with std 0.02
-// and without weight decay), trains, checkpoints and exports
-// them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
+// and without weight decay), trains, checkpoints and exports them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
 // Config.SyncBatchNorm).
 func NN(m NNModule) Module { return &nnModule{m: m} }
 

@@ -81,12 +81,13 @@ type Config struct {
 	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
 	// tensor (LoadOptions.AllowNonFinite).
 	AllowNonFinite bool
-	// FreezeBackbone freezes every layer but the head (the last layer with parameters; in a zoo
-	// model, its last linear layer: heads.head, fc, classifier.2); FreezeUpTo,
-	// if set, freezes the layers from the first up to the last one whose tensor names start with
-	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
-	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
-	// stops before them), and its BatchNorms run on their running statistics, which they keep
+	// FreezeBackbone freezes every tensor but the head's (the last layer with parameters; in a
+	// zoo model, its last linear layer: heads.head, fc, classifier.2); FreezeUpTo, if set,
+	// freezes the layers from the first up to the last one whose tensor names start with
+	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3; in a zoo
+	// model, the tensors up to that one in state_dict order). A frozen tensor gets no gradient,
+	// no optimizer state and no update (the backward pass stops before a layer that trains
+	// nothing), and a BatchNorm frozen runs on its running statistics, which it keeps
 	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
 	FreezeBackbone bool
 	FreezeUpTo     string
