@@ -21,15 +21,15 @@ type augmentFlags struct {
 func (a *augmentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, "+
 		"trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9); randaugment:N:M for N ops at magnitude M of 31), "+
-		"autoaugment (AutoAugment, ImageNet policy)")
+		"autoaugment (AutoAugment, ImageNet policy); unset: the model's recipe")
 	fs.Float64Var(&a.erasing, "random-erasing", 0, "probability of torchvision's RandomErasing on a training image (0: none), "+
-		"erasing to the normalization's mean (0 after Normalize, as torchvision's recipes)")
+		"erasing to the normalization's mean (0 after Normalize, as torchvision's recipes; unset: the model's recipe)")
 	fs.Float64Var(&a.mixup, "mixup", 0, "MixUp of the training batches with a weight from Beta(ALPHA, ALPHA) "+
 		"(0: none; timm's and torchvision's recipes: 0.2 to 0.8), "+
 		"each image blended with the one before it in the batch and the targets alike (soft targets, smoothed by --label-smoothing first); with --cutmix, "+
-		"each batch gets one of the two with probability 1/2")
+		"each batch gets one of the two with probability 1/2 (unset: the model's recipe)")
 	fs.Float64Var(&a.cutmix, "cutmix", 0, "CutMix of the training batches with ALPHA (0: none; the recipes: 1.0): a box of the image before it pasted in, "+
-		"the targets weighted by the box's area")
+		"the targets weighted by the box's area (unset: the model's recipe)")
 }
 
 // mix checks --mixup and --cutmix and returns the batch-level mix of the training loader.

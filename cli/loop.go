@@ -27,7 +27,7 @@ func (l *loopFlags) register(fs *flag.FlagSet) {
 		"steps and schedules count optimizer steps)")
 	fs.Float64Var(&l.clip, "clip-grad-norm", 0, "clip the gradients' global L2 norm to X every step (torch.nn.utils.clip_grad_norm_; 0: none)")
 	fs.Float64Var(&l.ema, "ema", 0, "keep an EMA of the weights with this decay (timm's ModelEmaV2, e.g. 0.9998; 0: none): evaluated beside the model, "+
-		"its accuracy decides --schedule plateau, --early-stop and --keep-best, and predict and export use it, unless it scored below the model's at the last evaluation")
+		"its accuracy decides --schedule plateau, --early-stop and --keep-best, and predict and export use it, unless it scored below the model's at the last evaluation (unset: the model's recipe)")
 	fs.BoolVar(&l.emaWarmup, "ema-warmup", false, "warm the EMA's decay up as timm's ModelEmaV3 use_warmup: min(DECAY, 1-s^(-2/3)) after optimizer step s "+
 		"(unset: on when the run has fewer optimizer steps than the ~1/(1-DECAY) the EMA needs)")
 	fs.IntVar(&l.earlyStop, "early-stop", 0, "stop after N epochs without a better evaluation accuracy than the best epoch's (0: never)")
@@ -66,7 +66,7 @@ func (l *loopFlags) emaDefault(fs *flag.FlagSet, steps int) (note, warning strin
 // the plateau's settings).
 var configFlags = map[string]string{
 	"Epochs": "epochs", "LabelSmoothing": "label-smoothing", "FreezeBackbone": "freeze", "FreezeUpTo": "freeze-upto",
-	"BackboneLRScale": "backbone-lr-scale", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
+	"BackboneLRScale": "backbone-lr-scale", "LayerDecay": "layer-decay", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
 	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule", "KeepBest": "keep-best", "Checkpoint": "checkpoint",
 }
 

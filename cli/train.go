@@ -28,13 +28,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
 	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", ")+"; each trains by default with its recipe (train.RecipeFor), "+
-		"which --lr, --wd, --batch, --label-smoothing and --warmup-epochs override: "+recipes())
+		"which --optimizer, --lr, --wd, --batch, --label-smoothing, --warmup-epochs, --augment, --mixup, --cutmix, --random-erasing and --ema override "+
+		"(a learning rate given per batch scales with the global batch): "+recipes())
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
-	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe)")
-	optName := fs.String("optimizer", "sgd", "sgd (momentum 0.9, Nesterov) or adamw")
+	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
+	optName := fs.String("optimizer", "", "sgd (momentum 0.9, Nesterov) or adamw (unset: the model's recipe)")
 	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
 	wd := fs.Float64("wd", 0,
-		"weight decay (decoupled for adamw; never on biases and BatchNorm parameters; unset: the model's recipe)")
+		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
 	precision := fs.String("precision", "fp32",
 		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
@@ -59,6 +60,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
 	backboneLR := fs.Float64("backbone-lr-scale", 0,
 		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	layerDecay := fs.Float64("layer-decay", 0, "decay the learning rate block by block down from the head by this factor "+
+		"(BEiT's and timm's layer_decay; vit; 0: none; unset with --init: the model's recipe)")
 	syncBN := fs.Bool("sync-bn", false,
 		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
 	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
@@ -74,8 +77,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		lf.data = "mnist"
 	}
 	recipe := train.RecipeFor(*model) // the defaults of what the command line leaves unset
-	if *lr == 0 {
-		*lr = recipe.SGD.LR
+	lrFromRecipe := *lr == 0
+	if *optName == "" {
+		*optName = recipe.Optimizer
 	}
 	if lf.batch == 0 {
 		lf.batch = recipe.Batch
@@ -84,10 +88,18 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		flag   string
 		v      *float64
 		recipe float64
-	}{{"wd", wd, recipe.SGD.WeightDecay}, {"label-smoothing", smoothing, recipe.LabelSmoothing}, {"warmup-epochs", warmupEpochs, recipe.WarmupEpochs}} {
+	}{{"wd", wd, recipe.WeightDecay}, {"label-smoothing", smoothing, recipe.LabelSmoothing}, {"warmup-epochs", warmupEpochs, recipe.WarmupEpochs},
+		{"mixup", &lf.augment.mixup, recipe.MixUp}, {"cutmix", &lf.augment.cutmix, recipe.CutMix},
+		{"random-erasing", &lf.augment.erasing, recipe.RandomErasing}, {"ema", &loop.ema, recipe.EMA}} {
 		if !flagSet(fs, d.flag) {
 			*d.v = d.recipe
 		}
+	}
+	if *init != "" && !flagSet(fs, "layer-decay") {
+		*layerDecay = recipe.LayerDecay
+	}
+	if ra := recipe.RandAugment; ra != [2]int{} && !flagSet(fs, "augment") {
+		lf.augment.policy = fmt.Sprintf("randaugment:%d:%d", ra[0], ra[1])
 	}
 	if err := lf.check(); err != nil {
 		return err
@@ -113,13 +125,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	case *classes < 0 || *classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
-	var opt train.Optimizer
-	switch *optName {
-	case "sgd":
-		opt = train.SGD{LR: *lr, Momentum: *momentum, Nesterov: *momentum > 0, WeightDecay: *wd}
-	case "adamw":
-		opt = train.AdamW{LR: *lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: *wd}
-	default:
+	if *optName != "sgd" && *optName != "adamw" {
 		return fmt.Errorf("%w: --optimizer %q; want sgd or adamw", errUsage, *optName)
 	}
 	var sched train.Schedule
@@ -141,7 +147,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	cfg := train.Config{
 		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
 		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR,
+		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR, LayerDecay: *layerDecay,
 		SyncBatchNorm: *syncBN, Plateau: plateau,
 	}
 	if err := loop.apply(&cfg); err != nil {
@@ -171,6 +177,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer group.Close()
 	if group.Rank() != 0 {
 		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if lrFromRecipe {
+		*lr = recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
+	}
+	var opt train.Optimizer = train.SGD{LR: *lr, Momentum: *momentum, Nesterov: *momentum > 0, WeightDecay: *wd}
+	if *optName == "adamw" {
+		opt = train.AdamW{LR: *lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: *wd}
 	}
 	onDevice, comm, err := deviceReducer(ctx, group, dev) // NCCL on CUDA devices
 	if err != nil {
@@ -337,7 +350,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
 	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
-		LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha,
+		Optimizer: *optName, LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, Augment: lf.augment.policy,
+		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay,
 		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
 }
 
@@ -411,13 +425,19 @@ type trainResult struct {
 	SyncBN bool `json:"sync_bn"`
 	// Skipped counts the bad samples left out under --on-error skip, training and evaluation.
 	Skipped int64 `json:"skipped"`
-	// The run's recipe: the model's (train.RecipeFor) where the flags left it.
+	// The run's recipe: the model's (train.RecipeFor) where the flags left it; lr is the peak
+	// rate, scaled to the global batch where the recipe's is given per batch.
+	Optimizer      string  `json:"optimizer"`
 	LR             float64 `json:"lr"`
 	WeightDecay    float64 `json:"weight_decay"`
 	LabelSmoothing float64 `json:"label_smoothing"`
 	WarmupEpochs   float64 `json:"warmup_epochs"`
+	Augment        string  `json:"augment"`
 	MixUp          float64 `json:"mixup"`
 	CutMix         float64 `json:"cutmix"`
+	RandomErasing  float64 `json:"random_erasing"`
+	EMA            float64 `json:"ema"`
+	LayerDecay     float64 `json:"layer_decay"`
 	// EMAWarmup says that the EMA's decay warmed up: --ema-warmup, or a run shorter than its
 	// decay needs (see loopFlags.emaDefault).
 	EMAWarmup bool `json:"ema_warmup,omitempty"`
@@ -426,11 +446,20 @@ type trainResult struct {
 	Warnings []string `json:"warnings"`
 }
 
-// recipes describes every model's recipe, for --help.
+// recipes describes every model's recipe, for --help: the models that share one, then it.
 func recipes() string {
-	var out []string
+	var order []train.Recipe
+	models := map[train.Recipe][]string{}
 	for _, m := range train.Models() {
-		out = append(out, m+": "+train.RecipeFor(m).String())
+		r := train.RecipeFor(m)
+		if models[r] == nil {
+			order = append(order, r)
+		}
+		models[r] = append(models[r], m)
+	}
+	var out []string
+	for _, r := range order {
+		out = append(out, strings.Join(models[r], ", ")+": "+r.String())
 	}
 	return strings.Join(out, "; ")
 }

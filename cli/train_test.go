@@ -3,6 +3,8 @@ package cli
 import (
 	"os"
 	"path/filepath"
+	"reflect"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -89,6 +91,65 @@ func TestTrainPrecision(t *testing.T) {
 	}
 }
 
+// TestTrainZooRecipe: stoke train --model vit(...) trains with the ViT family's recipe (AdamW,
+// the learning rate scaled to the batch, weight decay 0.05, RandAugment, MixUp, CutMix, random
+// erasing); its flags override each part, and a rate from the recipe follows --batch. Fine-tuned
+// from its weights (--init), it decays the rate by layer as the recipe says.
+func TestTrainZooRecipe(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	const vit = "vit(image_size=8,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=16)"
+	r := train.RecipeFor(vit)
+	args := []string{"train", "--data", root, "--size", "8", "--model", vit, "--epochs", "1", "--val-split", "0.25", "--json"}
+	for _, c := range []struct {
+		flags []string
+		want  trainResult
+	}{
+		{nil, trainResult{Optimizer: "adamw", LR: r.ScaledLR(r.Batch), WeightDecay: 0.05, Batch: r.Batch, Augment: "randaugment:2:9", MixUp: 0.8, CutMix: 1,
+			RandomErasing: 0.25}},
+		{[]string{"--batch", "8"}, trainResult{Optimizer: "adamw", LR: r.ScaledLR(8), WeightDecay: 0.05, Batch: 8, Augment: "randaugment:2:9", MixUp: 0.8,
+			CutMix: 1, RandomErasing: 0.25}},
+		{[]string{"--optimizer", "sgd", "--lr", "0.05", "--wd", "0", "--batch", "3", "--augment", "none", "--mixup", "0", "--cutmix", "0",
+			"--random-erasing", "0", "--ema", "0.9"}, trainResult{Optimizer: "sgd", LR: 0.05, Batch: 3, Augment: "none", EMA: 0.9}},
+	} {
+		out, errOut, code := stoke(t, append(args, c.flags...)...)
+		if code != 0 {
+			t.Fatalf("train --model %s %v: exit %d: %s", vit, c.flags, code, errOut)
+		}
+		var res trainResult
+		lastJSON(t, out, &res)
+		got := trainResult{Optimizer: res.Optimizer, LR: res.LR, WeightDecay: res.WeightDecay, Batch: res.Batch, Augment: res.Augment, MixUp: res.MixUp,
+			CutMix: res.CutMix, RandomErasing: res.RandomErasing, EMA: res.EMA}
+		if !reflect.DeepEqual(got, c.want) {
+			t.Errorf("train --model %s %v: the run's recipe %+v; want %+v", vit, c.flags, got, c.want)
+		}
+	}
+	// Fine-tuning from its weights: the new head is heads.head, the rest frozen, and the recipe's
+	// layer decay applies.
+	dir := t.TempDir()
+	ck, w := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
+	if _, errOut, code := stoke(t, append(args, "--checkpoint", ck)...); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", w); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	out, errOut, code := stoke(t, "train", "--data", photoFolder(t, 3, 4, nil), "--size", "8", "--model", vit, "--epochs", "1", "--eval-on-train",
+		"--init", w, "--freeze", "--json")
+	if code != 0 {
+		t.Fatalf("train --init --freeze: exit %d: %s", code, errOut)
+	}
+	var res trainResult
+	lastJSON(t, out, &res)
+	if want := "new head (3 classes): heads.head.weight, heads.head.bias"; !strings.Contains(out, want) || !strings.Contains(out, "frozen: ") ||
+		res.LayerDecay != 0.75 {
+		t.Errorf("train --init --freeze printed %q; want %q, the frozen count and layer decay 0.75", out, want)
+	}
+	out, errOut, _ = stoke(t, "train", "--help")
+	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05`).MatchString(help) {
+		t.Errorf("train --help does not show the ViT's recipe: %s", help)
+	}
+}
+
 // TestTrainRecipeDefaults: with no flag but --model, stoke train runs the model's recipe
 // (train.RecipeFor: learning rate, weight decay, batch, label smoothing, warm-up); each flag
 // given overrides its part.
@@ -105,7 +166,7 @@ func TestTrainRecipeDefaults(t *testing.T) {
 			var res trainResult
 			lastJSON(t, out, &res)
 			got := [5]float64{res.LR, res.WeightDecay, float64(res.Batch), res.LabelSmoothing, res.WarmupEpochs}
-			want := [5]float64{r.SGD.LR, r.SGD.WeightDecay, float64(r.Batch), r.LabelSmoothing, r.WarmupEpochs}
+			want := [5]float64{r.LR, r.WeightDecay, float64(r.Batch), r.LabelSmoothing, r.WarmupEpochs}
 			if flags != nil {
 				want = [5]float64{0.05, 0, 3, 0, 0}
 			}

@@ -60,6 +60,11 @@
 // (kernels.Ops.DepthwiseConv2D); other grouped convolutions (ResNeXt's, RegNet's) run one
 // convolution per group.
 //
+// Each family registers its training recipe (train.RegisterRecipe, from its paper and timm's or
+// torchvision's recipes: see recipes.go), which train.RecipeFor and stoke train use by default.
+// A VisionTransformer is a train.Layered model, for layer-wise learning-rate decay
+// (train.Config.LayerDecay).
+//
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.
 package models

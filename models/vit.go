@@ -3,6 +3,8 @@ package models
 import (
 	"fmt"
 	"math"
+	"strconv"
+	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
@@ -66,7 +68,7 @@ func NewViT(cfg ViTConfig, c, classes int) (*VisionTransformer, error) {
 	e, p := cfg.HiddenDim, cfg.PatchSize
 	side := cfg.ImageSize / p
 	enc := &Encoder{
-		PosEmbedding: nn.Param([]int{1, side*side + 1, e}, nn.Weight),
+		PosEmbedding: nn.Param([]int{1, side*side + 1, e}, nn.Embedding),
 		LN:           layerNorm(e), dropout: float32(cfg.Dropout),
 	}
 	for i := range cfg.NumLayers {
@@ -99,6 +101,8 @@ func layerNorm(d int) *nn.LayerNormLayer {
 }
 
 func (v *VisionTransformer) String() string { return "vit" }
+
+var _ train.Layered = (*VisionTransformer)(nil)
 
 // Forward maps images [N C H W] (normalized) to logits [N classes].
 func (v *VisionTransformer) Forward(x *nn.Tensor) *nn.Tensor {
@@ -135,6 +139,23 @@ func (a *MultiheadAttention) Forward(x *nn.Tensor) *nn.Tensor {
 	out := nn.MatMul(nn.Dropout(nn.Softmax(scores), a.dropout), v)                            // [NH S D]
 	out = nn.Permute(out.Reshape(n, h, s, d), 0, 2, 1, 3).Reshape(n, s, e)
 	return a.OutProj.Forward(out)
+}
+
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered, timm's
+// get_layer_id_for_vit): 0 for the patch projection, the class token and the position
+// embedding, i+1 for encoder_layer_i's tensors, num_layers+1 for the final norm and the head.
+func (v *VisionTransformer) LayerID(name string) (id, last int) {
+	last = v.Config.NumLayers + 1
+	switch {
+	case strings.HasPrefix(name, "conv_proj."), name == "class_token", name == "encoder.pos_embedding":
+		return 0, last
+	case strings.HasPrefix(name, "encoder.layers.encoder_layer_"):
+		block, _, _ := strings.Cut(strings.TrimPrefix(name, "encoder.layers.encoder_layer_"), ".")
+		if i, err := strconv.Atoi(block); err == nil {
+			return i + 1, last
+		}
+	}
+	return last, last
 }
 
 // vitArgs are the arguments of vit and its named configurations, bound to cfg.

@@ -202,7 +202,8 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 
 // BatchNorm normalizes x [N C ...] per channel (torch.nn.functional.batch_norm): in training with
 // the batch's statistics, updating the running ones (momentum as PyTorch's), in evaluation with
-// the running ones. weight and bias are [C].
+// the running ones, as in training when weight is a parameter bound without gradient memory (a
+// frozen batch norm). weight and bias are [C].
 func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) *Tensor {
 	g := graphOf(x)
 	if g == nil {
@@ -225,7 +226,10 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		return &Tensor{g: g}
 	}
 	y := g.newTensor(slices.Clone(x.shape))
-	if !g.train {
+	// A frozen batch norm (its affine parameters bound without gradient memory: a trainer's
+	// frozen backbone) evaluates in training too, as torchvision's FrozenBatchNorm2d.
+	frozen := weight.Trained() && !weight.grad
+	if !g.train || frozen {
 		g.run(func() error {
 			return g.ops.BatchNormEval(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, geo)
 		})

@@ -215,7 +215,8 @@ func (t *Tensor) InitKind() Init {
 // Bind allocates the parameters and buffers of m from a, with gradient memory for the trained
 // ones, and enqueues their initial values on s: a function of seed and their place in
 // StateDict. Weights are He uniform, U(±√(6/fan_in)) with fan_in the product of every dimension
-// but the first. The host values are kept until the copies have run.
+// but the first; embeddings normal with std 0.02. The host values are kept until the copies have
+// run.
 func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
 	named, err := StateDict(m)
 	if err != nil {
@@ -248,6 +249,10 @@ func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
 			bound := math.Sqrt(6 / float64(fanIn))
 			for i := range host {
 				host[i] = float32((2*r.Float64() - 1) * bound)
+			}
+		case Embedding:
+			for i := range host {
+				host[i] = float32(0.02 * r.NormFloat64())
 			}
 		}
 		if len(host) > 0 {

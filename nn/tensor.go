@@ -47,6 +47,10 @@ const (
 	Zeros
 	// Ones starts at 1 (a norm's scale, a running variance).
 	Ones
+	// Embedding is a learned embedding added to or put among the activations (a position
+	// embedding, a class token): normal with std 0.02, as torchvision's ViT and timm's start
+	// theirs, and, in a trainer, without weight decay (timm's no_weight_decay).
+	Embedding
 )
 
 // Param declares a trained tensor of a module.

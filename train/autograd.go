@@ -18,8 +18,8 @@ type NNModule interface {
 // NN makes a module of package nn a Module whose backward pass nn derives: Custom(NN(m)) is a
 // layer written as a forward pass only. Its tensors are nn.StateDict's, named after the layer's
 // place ("3.se.fc1.weight"); the trainer allocates, initializes (a Weight as NewWeight, Zeros as
-// NewBias or a zero buffer, Ones as NewScale or a buffer of ones), trains, checkpoints and exports
-// them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
+// NewBias or a zero buffer, Ones as NewScale or a buffer of ones, Embedding normal with std 0.02
+// and without weight decay), trains, checkpoints and exports them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
 // Config.SyncBatchNorm).
 func NN(m NNModule) Module { return &nnModule{m: m} }
 
@@ -61,6 +61,8 @@ func (l *nnModule) Params() []*Param {
 			l.params[i] = NewWeight(n.Name, shape)
 		case init == nn.Ones:
 			l.params[i] = NewScale(n.Name, shape)
+		case init == nn.Embedding:
+			l.params[i] = &Param{Name: n.Name, Shape: shape, kind: kindEmbedding}
 		default:
 			l.params[i] = NewBias(n.Name, shape)
 		}

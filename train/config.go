@@ -47,6 +47,8 @@ func (c Config) Validate() error {
 		return &FieldError{Field: "FreezeBackbone", Value: true, With: "FreezeUpTo", Want: "choose one"}
 	case c.BackboneLRScale != 0 && !(c.BackboneLRScale > 0 && !math.IsInf(c.BackboneLRScale, 0)):
 		return bad("BackboneLRScale", c.BackboneLRScale, "a finite factor > 0 (freeze the backbone for none)")
+	case !(c.LayerDecay >= 0 && c.LayerDecay < 1):
+		return bad("LayerDecay", c.LayerDecay, "a factor 0 < decay < 1 (0: none)")
 	case c.Accumulate < 0:
 		return bad("Accumulate", c.Accumulate, ">= 1")
 	case !(c.ClipGradNorm >= 0) || math.IsInf(c.ClipGradNorm, 0):

@@ -1,7 +1,10 @@
 package train
 
 import (
+	"cmp"
 	"fmt"
+	"math"
+	"slices"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -10,30 +13,50 @@ import (
 
 // Fine-tuning: Config.Init, Config.FreezeBackbone, Config.FreezeUpTo, Config.BackboneLRScale.
 //
-// A frozen layer is one of a prefix of the model's layers: from the first up to the last one
-// frozen. Its parameters are neither updated nor given a gradient buffer or optimizer state, the
-// backward pass stops at the first layer that trains (nothing before it needs a gradient), and
-// its BatchNorms run in evaluation mode, on their running statistics, which they do not update
-// (torchvision's FrozenBatchNorm2d). Frozen parameters are checkpointed and exported like the
-// others; Model.Params lists only the trained ones.
+// The head is the classifier: the tensors of the model's last layer with parameters; in a model
+// of package nn (Net: a zoo model is one such layer), those of its last linear layer, the last
+// two-dimensional weight and the tensors beside it (a ViT's heads.head, a ConvNeXt's
+// classifier.2, a ResNet's fc, an EfficientNet's classifier.1).
+//
+// What freezes is a prefix of the model's tensors: every one but the head's (FreezeBackbone), or
+// those up to the last one named FreezeUpTo (whole layers of a Sequential model; tensors in
+// state_dict order within a module of package nn). A frozen tensor is neither updated nor given a
+// gradient buffer or optimizer state, the backward pass stops before the first layer that trains
+// (nothing before it needs a gradient), and a BatchNorm whose tensors are frozen runs in
+// evaluation mode, on its running statistics, which it does not update (torchvision's
+// FrozenBatchNorm2d). Frozen tensors are checkpointed and exported like the others; Model.Params
+// lists only the trained ones.
 
 // freeze applies the configuration's freezing and learning-rate groups to the unbound model (the
 // choice between FreezeBackbone and FreezeUpTo and the scale are Config.Validate's to check).
 func (m *Model) freeze(cfg Config) error {
-	head := m.headLayer()
-	last := -1 // the last frozen layer
+	head := m.head()
+	var flat []*Param // every tensor, in layer order
+	for _, ps := range m.layerParams {
+		flat = append(flat, ps...)
+	}
+	upTo := -1 // the last frozen tensor's index in flat
 	switch {
 	case cfg.FreezeBackbone:
-		last = head - 1
-	case cfg.FreezeUpTo != "":
-		for i, ps := range m.layerParams {
-			for _, p := range ps {
-				if p.Name == cfg.FreezeUpTo || strings.HasPrefix(p.Name, cfg.FreezeUpTo+".") {
-					last = i
-				}
+		for i, p := range flat {
+			if !head[p] {
+				upTo = i
 			}
 		}
-		if last < 0 {
+	case cfg.FreezeUpTo != "":
+		off := 0
+		for _, ps := range m.layerParams {
+			for j, p := range ps {
+				if p.Name == cfg.FreezeUpTo || strings.HasPrefix(p.Name, cfg.FreezeUpTo+".") {
+					upTo = off + j
+					if len(ps) > 0 && !isNN(m, ps[0]) {
+						upTo = off + len(ps) - 1 // the whole layer
+					}
+				}
+			}
+			off += len(ps)
+		}
+		if upTo < 0 {
 			var names []string
 			for _, ps := range m.layerParams {
 				if len(ps) > 0 {
@@ -44,24 +67,29 @@ func (m *Model) freeze(cfg Config) error {
 			return fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
 		}
 	}
-	if last >= head {
-		return fmt.Errorf("train: %w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
+	for i := 0; i <= upTo; i++ {
+		if head[flat[i]] && !flat[i].buffer() && cfg.FreezeUpTo != "" {
+			return fmt.Errorf("train: %w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
+		}
+		flat[i].frozen = !flat[i].buffer() && !head[flat[i]]
+	}
+	last := -1 // the last layer of the prefix of layers that train nothing
+	for i, ps := range m.layerParams {
+		if slices.ContainsFunc(ps, func(p *Param) bool { return !p.buffer() && !p.frozen }) {
+			break
+		}
+		last = i
 	}
 	for i := 0; i <= last; i++ {
 		setFrozen(m.layers[i], true)
-		for _, p := range m.layerParams[i] {
-			p.frozen = !p.buffer()
-		}
 	}
 	m.params, m.frozen = m.params[:0], nil
-	for _, ps := range m.layerParams {
-		for _, p := range ps {
-			switch {
-			case p.frozen:
-				m.frozen = append(m.frozen, p)
-			case !p.buffer():
-				m.params = append(m.params, p)
-			}
+	for _, p := range flat {
+		switch {
+		case p.frozen:
+			m.frozen = append(m.frozen, p)
+		case !p.buffer():
+			m.params = append(m.params, p)
 		}
 	}
 	m.firstParamLayer = -1
@@ -72,11 +100,52 @@ func (m *Model) freeze(cfg Config) error {
 		}
 	}
 	if cfg.BackboneLRScale != 0 {
-		for i := 0; i < head; i++ {
-			for _, p := range m.layerParams[i] {
+		for _, p := range flat {
+			if !head[p] {
 				p.lrScale = cfg.BackboneLRScale
 			}
 		}
+	}
+	if cfg.LayerDecay != 0 {
+		return m.decayLayers(cfg.LayerDecay)
+	}
+	return nil
+}
+
+// Layered is a module of package nn whose tensors lie in a stack of blocks, which
+// Config.LayerDecay needs: LayerID is the depth of the tensor named name (its nn.StateDict name)
+// and last the depth of the head: 0 for the embeddings before the first block, i+1 for block i's
+// tensors, last = blocks+1 for the final norm and the head (timm's get_layer_id_for_vit).
+type Layered interface {
+	LayerID(name string) (id, last int)
+}
+
+// decayLayers multiplies the learning-rate scale of every tensor of the model's Layered modules
+// by decay^(last-id) (Config.LayerDecay).
+func (m *Model) decayLayers(decay float64) error {
+	found := false
+	for _, l := range m.layers {
+		c, ok := l.(*custom)
+		if !ok {
+			continue
+		}
+		nm, ok := c.m.(*nnModule)
+		if !ok {
+			continue
+		}
+		lm, ok := nm.m.(Layered)
+		if !ok {
+			continue
+		}
+		found = true
+		for i, t := range nm.tensors {
+			id, last := lm.LayerID(t.Name)
+			p := nm.params[i]
+			p.lrScale = cmp.Or(p.lrScale, 1) * math.Pow(decay, float64(last-id))
+		}
+	}
+	if !found {
+		return fmt.Errorf("train: %w: LayerDecay %g: %s has no stack of blocks to decay the rate over (a ViT has)", ErrConfig, decay, m.name)
 	}
 	return nil
 }
@@ -101,14 +170,48 @@ func (m *Model) unfreeze() {
 	}
 }
 
-// headLayer is the index of the model's last layer with parameters: the classifier head.
-func (m *Model) headLayer() int {
+// head is the set of the classifier head's tensors (see freeze).
+func (m *Model) head() map[*Param]bool {
+	head := map[*Param]bool{}
 	for i := len(m.layerParams) - 1; i >= 0; i-- {
-		if len(m.layerParams[i]) > 0 {
-			return i
+		ps := m.layerParams[i]
+		if len(ps) == 0 {
+			continue
+		}
+		if isNN(m, ps[0]) {
+			for j := len(ps) - 1; j >= 0; j-- {
+				if ps[j].kind == kindWeight && len(ps[j].Shape) == 2 {
+					prefix, _ := splitLast(ps[j].Name)
+					for _, p := range ps {
+						if q, _ := splitLast(p.Name); q == prefix {
+							head[p] = true
+						}
+					}
+					return head
+				}
+			}
+		}
+		for _, p := range ps {
+			head[p] = true
+		}
+		return head
+	}
+	return head
+}
+
+// isNN reports whether p is a tensor of a module of package nn (NN) in m.
+func isNN(m *Model, p *Param) bool {
+	for i, ps := range m.layerParams {
+		if slices.Contains(ps, p) {
+			c, ok := m.layers[i].(*custom)
+			if !ok {
+				return false
+			}
+			_, ok = c.m.(*nnModule)
+			return ok
 		}
 	}
-	return -1
+	return false
 }
 
 // setFrozen marks the BatchNorms in l (inside blocks too) as frozen: evaluation mode always.

@@ -16,9 +16,9 @@ type LoadOptions struct {
 	// WeightsReport instead of failing (load_state_dict(strict=False), which here also passes
 	// over mis-shaped tensors instead of failing on them).
 	Partial bool
-	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters:
-	// a resnet's fc) at its fresh initialization when the file's head has another shape or is
-	// absent (weights trained for another number of classes), as torchvision fine-tuning's
+	// NewHead leaves the classifier head (the tensors of the model's last layer with parameters,
+	// or of the last linear layer of a module of package nn: a resnet's fc, a ViT's heads.head)
+	// at its fresh initialization when the file's head has another shape or is absent (weights trained for another number of classes), as torchvision fine-tuning's
 	// model.fc = nn.Linear(...) does. The other tensors are matched as Partial says.
 	NewHead bool
 	// AllowNonFinite loads tensors that hold NaN or infinite values, which LoadWeights otherwise
@@ -172,15 +172,7 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 // file that their module may resample (m.resample).
 func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64, []*Param) {
 	rep := &WeightsReport{}
-	head := map[*Param]bool{}
-	for i := len(m.layerParams) - 1; i >= 0; i-- {
-		if ps := m.layerParams[i]; len(ps) > 0 {
-			for _, p := range ps {
-				head[p] = true
-			}
-			break
-		}
-	}
+	head := m.head()
 	all := m.tensors()
 	known := map[string]bool{}
 	bnPrefix := map[string]bool{}

@@ -32,18 +32,20 @@ type Param struct {
 type paramKind uint8
 
 const (
-	kindWeight  paramKind = iota // random init, weight decay
-	kindBias                     // zeros, no weight decay
-	kindScale                    // ones (a BatchNorm scale), no weight decay
-	kindBuffer0                  // zeros, not trained (a BatchNorm running mean)
-	kindBuffer1                  // ones, not trained (a BatchNorm running variance)
+	kindWeight    paramKind = iota // random init, weight decay
+	kindBias                       // zeros, no weight decay
+	kindScale                      // ones (a BatchNorm scale), no weight decay
+	kindBuffer0                    // zeros, not trained (a BatchNorm running mean)
+	kindBuffer1                    // ones, not trained (a BatchNorm running variance)
+	kindEmbedding                  // normal with std 0.02, no weight decay (nn.Embedding)
 )
 
 // buffer reports a tensor the optimizer does not update (running statistics).
 func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBuffer1 }
 
 // Decayed reports whether weight decay applies to the tensor: weights of linear and convolution
-// layers, not biases or BatchNorm scales and shifts.
+// layers, not biases, norms' scales and shifts, or embeddings (nn.Embedding: position
+// embeddings, class tokens).
 func (p *Param) Decayed() bool { return p.kind == kindWeight }
 
 // State is the optimizer's state tensors for the parameter (Optimizer.Slots of them), valid
@@ -63,6 +65,11 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 	case kindScale, kindBuffer1:
 		for i := range host {
 			host[i] = 1
+		}
+		return
+	case kindEmbedding:
+		for i := range host {
+			host[i] = float32(0.02 * r.NormFloat64())
 		}
 		return
 	}

@@ -2,35 +2,125 @@ package train
 
 import (
 	"fmt"
+	"slices"
 	"strings"
+	"sync"
 )
 
-// Recipe is how a built-in model trains by default: what `stoke train --model M` uses when no
-// other flag says otherwise, and what a library user passes to the optimizer, the schedule, the
-// loader and Config.
+// Recipe is how a model trains by default: what `stoke train --model M` uses when no other flag
+// says otherwise, and what a library user passes to the optimizer, the schedule, the loader and
+// Config. The built-in models have theirs (RecipeFor); a model zoo registers its families' beside
+// their builders (RegisterRecipe).
+//
+// Weight decay applies to the tensors Param.Decayed reports, whatever the optimizer: weights of
+// linear and convolution layers, not biases, norms' scales and shifts, position embeddings or
+// class tokens (timm's no-decay set: one-dimensional tensors and model.no_weight_decay();
+// torchvision's norm_weight_decay, bias_weight_decay and transformer_embedding_decay of 0).
+//
+// Drop path (stochastic depth) is a model's own: its builder's argument (stochastic_depth_prob),
+// whose default in a named configuration is torchvision's recipe's.
 type Recipe struct {
-	// SGD is the optimizer: Nesterov momentum 0.9, the peak learning rate and the weight decay
-	// (on weights only: Param.Decayed).
-	SGD SGD
+	// Optimizer is "sgd" (Nesterov momentum 0.9, torchvision's recipes for convolutional
+	// networks) or "adamw" (betas 0.9 and 0.999, eps 1e-8: timm's and DeiT's).
+	Optimizer string
+	// LR is the peak learning rate for a global batch of LRBatch samples: a run with a global
+	// batch of B takes LR*B/LRBatch (the linear scaling rule of Goyal et al. 2017, DeiT's
+	// 5e-4*B/512). LRBatch 0 keeps LR whatever the batch.
+	LR      float64
+	LRBatch int
+	// WeightDecay is the optimizer's (decoupled for AdamW).
+	WeightDecay float64
 	// WarmupEpochs is the linear warm-up of the cosine schedule (Schedule).
 	WarmupEpochs float64
 	// Batch is the batch size (of each rank, in a data-parallel run).
 	Batch int
 	// LabelSmoothing is Config.LabelSmoothing.
 	LabelSmoothing float64
+	// RandAugment is the number of operations and the magnitude (of 31 levels) of the
+	// RandAugment after the training crop and flip (torchvision's num_ops, magnitude; timm's
+	// rand-mM-nN); zero for none.
+	RandAugment [2]int
+	// MixUp and CutMix are the Beta distributions' alphas of the batch mixes (0: none; both: one
+	// of the two per batch), RandomErasing the probability of erasing a box of an image.
+	MixUp, CutMix, RandomErasing float64
+	// EMA is Config.EMA, the decay of the weights' moving average (0: none).
+	EMA float64
+	// LayerDecay is Config.LayerDecay when fine-tuning (a run from Config.Init weights); 0 for
+	// none.
+	LayerDecay float64
 }
 
 // Schedule is the recipe's learning-rate schedule: Cosine(WarmupEpochs).
 func (r Recipe) Schedule() Schedule { return Cosine(r.WarmupEpochs) }
 
-func (r Recipe) String() string {
-	return fmt.Sprintf("lr %g, weight decay %g, batch %d, label smoothing %g, cosine with %g epochs' warm-up", r.SGD.LR, r.SGD.WeightDecay, r.Batch,
-		r.LabelSmoothing, r.WarmupEpochs)
+// ScaledLR is the peak learning rate for a global batch of batch samples: LR*batch/LRBatch, or
+// LR when LRBatch is 0.
+func (r Recipe) ScaledLR(batch int) float64 {
+	if r.LRBatch == 0 {
+		return r.LR
+	}
+	return r.LR * float64(batch) / float64(r.LRBatch)
 }
 
-// RecipeFor returns the recipe of a model NewModel knows (any other name gets the CNN's): the
-// best of the runs in train/README.md ("Recipes"), which gives every candidate's figures and
-// commands. MNIST test accuracy after 3 epochs of `stoke train --data mnist --model M`, seed 1:
+// NewOptimizer returns the recipe's optimizer for a global batch of batch samples (ScaledLR).
+func (r Recipe) NewOptimizer(batch int) Optimizer {
+	if r.Optimizer == "adamw" {
+		return AdamW{LR: r.ScaledLR(batch), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: r.WeightDecay}
+	}
+	return SGD{LR: r.ScaledLR(batch), Momentum: 0.9, Nesterov: true, WeightDecay: r.WeightDecay}
+}
+
+func (r Recipe) String() string {
+	lr := fmt.Sprintf("lr %g", r.LR)
+	if r.LRBatch != 0 {
+		lr += fmt.Sprintf(" x batch/%d", r.LRBatch)
+	}
+	s := fmt.Sprintf("%s %s, weight decay %g, batch %d, label smoothing %g, cosine with %g epochs' warm-up", r.Optimizer, lr, r.WeightDecay, r.Batch,
+		r.LabelSmoothing, r.WarmupEpochs)
+	if r.RandAugment != [2]int{} {
+		s += fmt.Sprintf(", randaugment %d ops at %d", r.RandAugment[0], r.RandAugment[1])
+	}
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"mixup", r.MixUp}, {"cutmix", r.CutMix}, {"random erasing", r.RandomErasing}, {"ema", r.EMA}, {"layer decay when fine-tuning", r.LayerDecay}} {
+		if f.v != 0 {
+			s += fmt.Sprintf(", %s %g", f.name, f.v)
+		}
+	}
+	return s
+}
+
+var (
+	recipesMu sync.RWMutex
+	recipes   = map[string]Recipe{}
+)
+
+// RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
+// does beside RegisterModel for each family. The optimizer must be "sgd" or "adamw", the batch
+// and the learning rate positive. Register in an init function; it is safe for concurrent use.
+func RegisterRecipe(r Recipe, names ...string) error {
+	if (r.Optimizer != "sgd" && r.Optimizer != "adamw") || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
+		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd or adamw, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
+	}
+	recipesMu.Lock()
+	defer recipesMu.Unlock()
+	for _, name := range names {
+		if _, dup := recipes[name]; dup || slices.Contains(builtinModels, name) {
+			return fmt.Errorf("train: %w: recipe of %q", ErrRegistered, name)
+		}
+	}
+	for _, name := range names {
+		recipes[name] = r
+	}
+	return nil
+}
+
+// RecipeFor returns the recipe of a model NewModel knows, by name ("vit_b_16", or with arguments:
+// "vit(image_size=28,...)"): a registered one (RegisterRecipe), else the built-in models' below,
+// and the CNN's for any other name. The built-in models' are the best of the runs in
+// train/README.md ("Recipes"), which gives every candidate's figures and commands. MNIST test
+// accuracy after 3 epochs of `stoke train --data mnist --model M`, seed 1:
 //
 //   - "mlp": lr 0.08, batch 64, label smoothing 0.1: 98.45% (98.15% with the batch of 128 and no
 //     smoothing it had before).
@@ -44,14 +134,21 @@ func (r Recipe) String() string {
 // epoch, and no augmentation beyond the loader's (none for MNIST; the crop and flip for photos):
 // in 3 epochs, a mild RandAugment(1, 5) was no better at lr 0.2, and MixUp with CutMix worse.
 func RecipeFor(model string) Recipe {
-	r := Recipe{SGD: SGD{LR: 0.06, Momentum: 0.9, Nesterov: true}, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
+	name, _, _ := strings.Cut(model, "(")
+	recipesMu.RLock()
+	r, ok := recipes[name]
+	recipesMu.RUnlock()
+	if ok {
+		return r
+	}
+	r = Recipe{Optimizer: "sgd", LR: 0.06, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
 	switch {
-	case model == "mlp":
-		r.SGD.LR = 0.08
-	case model == "resnet8" || model == "resnet20":
-		r.SGD.LR, r.SGD.WeightDecay = 0.2, 5e-4
-	case strings.HasPrefix(model, "resnet"):
-		r.SGD.LR, r.SGD.WeightDecay, r.Batch, r.LabelSmoothing = 0.1, 5e-4, 128, 0
+	case name == "mlp":
+		r.LR = 0.08
+	case name == "resnet8" || name == "resnet20":
+		r.LR, r.WeightDecay = 0.2, 5e-4
+	case strings.HasPrefix(name, "resnet"):
+		r.LR, r.WeightDecay, r.Batch, r.LabelSmoothing = 0.1, 5e-4, 128, 0
 	}
 	return r
 }

@@ -1,6 +1,13 @@
 package train
 
-import "testing"
+import (
+	"errors"
+	"math"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/nn"
+)
 
 // TestRecipesLearn: mlp, cnn and resnet8 (the resnets share a recipe), each trained with its recipe (optimizer, schedule, batch,
 // label smoothing) learns the synthetic classes in two epochs: a recipe that diverges or does not
@@ -19,7 +26,7 @@ func TestRecipesLearn(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, test := newMemData(dev, imgs, labels, img8, r.Batch, true, 1), newMemData(dev, timgs, tlabels, img8, 100, false, 0)
-		tr, err := New(m, dev, r.SGD, Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
+		tr, err := New(m, dev, r.NewOptimizer(r.Batch), Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -34,5 +41,100 @@ func TestRecipesLearn(t *testing.T) {
 		if res.TestAcc < 0.9 {
 			t.Errorf("%s with its recipe (%v): test accuracy %.3f; want >= 0.9", name, r, res.TestAcc)
 		}
+	}
+}
+
+// TestRecipeOptimizer: a recipe's rate given per batch scales linearly with the global batch
+// (DeiT's 5e-4*B/512); one without LRBatch keeps its rate; NewOptimizer is the recipe's
+// optimizer at that rate. RecipeFor finds a registered recipe by a name with arguments.
+func TestRecipeOptimizer(t *testing.T) {
+	deit := Recipe{Optimizer: "adamw", LR: 5e-4, LRBatch: 512, WeightDecay: 0.05, Batch: 64}
+	if got := deit.NewOptimizer(1024); got != (AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05}) {
+		t.Errorf("DeiT's recipe at a batch of 1024: %v; want AdamW at lr 1e-3", got)
+	}
+	if got := RecipeFor("resnet8").NewOptimizer(7); got != (SGD{LR: 0.2, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}) {
+		t.Errorf("resnet8's recipe at a batch of 7: %v; want its own rate, 0.2", got)
+	}
+	if err := RegisterRecipe(deit, "recipe_test_model"); err != nil {
+		t.Fatal(err)
+	}
+	if got := RecipeFor("recipe_test_model(a=1)"); got != deit {
+		t.Errorf("RecipeFor with arguments: %v; want the registered %v", got, deit)
+	}
+	for _, r := range []Recipe{{Optimizer: "lion", LR: 1, Batch: 1}, {Optimizer: "sgd", LR: 1}, {Optimizer: "sgd", Batch: 1}} {
+		if err := RegisterRecipe(r, "recipe_test_bad"); err == nil {
+			t.Errorf("RegisterRecipe(%v): no error", r)
+		}
+	}
+	if err := RegisterRecipe(deit, "mlp"); !errors.Is(err, ErrRegistered) {
+		t.Errorf("RegisterRecipe of a built-in model: %v; want ErrRegistered", err)
+	}
+}
+
+// stack is a model of package nn with an embedding, two blocks and a head, for LayerDecay.
+type stack struct {
+	Embed  *nn.Tensor
+	Blocks []*nn.LinearLayer
+	Head   *nn.LinearLayer
+}
+
+func (s *stack) String() string { return "stack" }
+
+func (s *stack) Forward(x *nn.Tensor) *nn.Tensor {
+	x = nn.Add(nn.Flatten(x), s.Embed)
+	for _, b := range s.Blocks {
+		x = nn.ReLU(b.Forward(x))
+	}
+	return s.Head.Forward(x)
+}
+
+func (s *stack) LayerID(name string) (id, last int) {
+	switch {
+	case name == "embed":
+		return 0, 3
+	case strings.HasPrefix(name, "blocks.0."):
+		return 1, 3
+	case strings.HasPrefix(name, "blocks.1."):
+		return 2, 3
+	}
+	return 3, 3
+}
+
+// TestLayerDecay: Config.LayerDecay scales each tensor's learning rate by decay^(last-depth) as
+// the model's Layered module places it (BEiT's layer_decay), times BackboneLRScale; a model
+// without blocks is refused; closing the trainer clears the scales.
+func TestLayerDecay(t *testing.T) {
+	dev := openCPU(t)
+	m, err := Net("stack", img8, 3, &stack{Embed: nn.Param([]int{64}, nn.Embedding),
+		Blocks: []*nn.LinearLayer{nn.NewLinear(64, 16, true), nn.NewLinear(16, 16, true)}, Head: nn.NewLinear(16, 3, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(m, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5, BackboneLRScale: 0.1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := map[string]float64{"embed": 0.125 * 0.1, "blocks.0.weight": 0.25 * 0.1, "blocks.0.bias": 0.25 * 0.1,
+		"blocks.1.weight": 0.5 * 0.1, "blocks.1.bias": 0.5 * 0.1, "head.weight": 1, "head.bias": 1}
+	for _, p := range m.Params() {
+		if math.Abs(p.lrScale-want[p.Name]) > 1e-15 {
+			t.Errorf("%s: learning-rate scale %g; want %g", p.Name, p.lrScale, want[p.Name])
+		}
+	}
+	tr.Close()
+	for _, p := range m.Params() {
+		if p.lrScale != 0 {
+			t.Errorf("%s: learning-rate scale %g after Close; want none", p.Name, p.lrScale)
+		}
+	}
+	mlp, err := NewModel("mlp", img8, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := New(mlp, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5}); !errors.Is(err, ErrConfig) {
+		t.Errorf("LayerDecay on an mlp: %v; want ErrConfig", err)
+	}
+	if err := (Config{LayerDecay: 1}).Validate(); err == nil {
+		t.Errorf("LayerDecay 1: no error")
 	}
 }

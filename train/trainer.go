@@ -81,11 +81,13 @@ type Config struct {
 	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
 	// tensor (LoadOptions.AllowNonFinite).
 	AllowNonFinite bool
-	// FreezeBackbone freezes every layer but the head (the last layer with parameters); FreezeUpTo,
-	// if set, freezes the layers from the first up to the last one whose tensor names start with
-	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3). A frozen
-	// layer's parameters get no gradient, no optimizer state and no update (the backward pass
-	// stops before them), and its BatchNorms run on their running statistics, which they keep
+	// FreezeBackbone freezes every tensor but the head's (the last layer with parameters; in a
+	// zoo model, its last linear layer: heads.head, fc, classifier.2); FreezeUpTo, if set,
+	// freezes the layers from the first up to the last one whose tensor names start with
+	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3; in a zoo
+	// model, the tensors up to that one in state_dict order). A frozen tensor gets no gradient,
+	// no optimizer state and no update (the backward pass stops before a layer that trains
+	// nothing), and a BatchNorm frozen runs on its running statistics, which it keeps
 	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
 	FreezeBackbone bool
 	FreezeUpTo     string
@@ -93,6 +95,12 @@ type Config struct {
 	// parameter group of its own, as torch.optim's): 0.1 fine-tunes a pretrained backbone ten
 	// times slower than the new head. It must be positive; freeze the backbone for none.
 	BackboneLRScale float64
+	// LayerDecay, if in (0,1), decays the learning rate layer by layer down from the head, as
+	// BEiT's and timm's layer_decay for fine-tuning transformers: a tensor at depth d of a model of
+	// n blocks trains at LayerDecay^(n+1-d) times the rate, where d is 0 for the embeddings before
+	// the first block, i+1 for block i's tensors and n+1 for the final norm and the head (the
+	// model's Layered module says which). It multiplies BackboneLRScale.
+	LayerDecay float64
 	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
 	// softmax cross-entropy for class ids, BCEWithLogits for multi-hot, MSE for vectors.
 	Loss Loss
@@ -399,7 +407,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
-	if opt != nil && cfg.BackboneLRScale != 0 {
+	if opt != nil && (cfg.BackboneLRScale != 0 || cfg.LayerDecay != 0) {
 		opt = groupLR{opt}
 	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}

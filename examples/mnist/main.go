@@ -36,7 +36,7 @@ func main() {
 	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := train.RecipeFor(*model) // the settings that reach the MNIST targets
-	tr, err := train.New(m, dev, recipe.SGD, train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing,
+	tr, err := train.New(m, dev, recipe.NewOptimizer(recipe.Batch), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing,
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)
