@@ -32,16 +32,16 @@ var zooRecipes = []struct {
 	// decay 0.75 when fine-tuning (MAE's for ViT-B, He et al. 2022; BEiT's 0.65).
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25, LayerDecay: 0.75},
-		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14"}},
+		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14",
+			"timm/vit_tiny_patch16_224", "timm/vit_small_patch16_224", "timm/vit_base_patch16_224",
+			"timm/deit_tiny_patch16_224", "timm/deit_small_patch16_224", "timm/deit_base_patch16_224"}},
 	// Swin (Liu et al. 2021) and ConvNeXt (Liu et al. 2022): DeiT's recipe but the layer decay
 	// (ConvNeXt's drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults);
-	// timm's ViT, DeiT and ConvNeXt builders too (their modules have no layer depths).
+	// timm's ConvNeXt builders too.
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25},
 		[]string{"swin", "swin_t", "swin_s", "swin_b", "swin_v2", "swin_v2_t", "swin_v2_s", "swin_v2_b",
 			"convnext", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
-			"timm/vit_tiny_patch16_224", "timm/vit_small_patch16_224", "timm/vit_base_patch16_224",
-			"timm/deit_tiny_patch16_224", "timm/deit_small_patch16_224", "timm/deit_base_patch16_224",
 			"timm/convnext_atto", "timm/convnext_femto", "timm/convnext_pico", "timm/convnext_nano", "timm/convnext_tiny",
 			"timm/convnext_small", "timm/convnext_base"}},
 	// EfficientNet V1 and V2: torchvision's recipe for efficientnet_v2_s (the V1 weights are

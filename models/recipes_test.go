@@ -245,3 +245,30 @@ func TestFreezeUpToZoo(t *testing.T) {
 		t.Errorf("FreezeUpTo heads: %v; want a refusal to freeze the head", err)
 	}
 }
+
+// TestTimmViTLayerID: timm's ViT lies at get_layer_id_for_vit's depths: patch_embed, cls_token
+// and pos_embed at 0, blocks.i at i+1, norm and head at depth+1.
+func TestTimmViTLayerID(t *testing.T) {
+	v, err := NewTimmViT(TimmViTConfig{ImgSize: 8, PatchSize: 4, EmbedDim: 8, Depth: 2, NumHeads: 2, MLPRatio: 2}, 3, 5, "timm/vit")
+	if err != nil {
+		t.Fatal(err)
+	}
+	named, err := nn.StateDict(v)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, n := range named {
+		want := 3
+		switch {
+		case strings.HasPrefix(n.Name, "patch_embed.") || n.Name == "cls_token" || n.Name == "pos_embed":
+			want = 0
+		case strings.HasPrefix(n.Name, "blocks.0."):
+			want = 1
+		case strings.HasPrefix(n.Name, "blocks.1."):
+			want = 2
+		}
+		if id, last := v.LayerID(n.Name); id != want || last != 3 {
+			t.Errorf("%s: layer %d of %d; want %d of 3", n.Name, id, last, want)
+		}
+	}
+}

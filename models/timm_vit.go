@@ -2,6 +2,8 @@ package models
 
 import (
 	"fmt"
+	"strconv"
+	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
@@ -36,6 +38,25 @@ type TimmViT struct {
 	Config     TimmViTConfig `nn:"-"`
 	name       string
 }
+
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered, timm's
+// get_layer_id_for_vit): 0 for the patch embedding, the class token and the position
+// embedding, i+1 for blocks.i's tensors, depth+1 for the final norm and the head.
+func (v *TimmViT) LayerID(name string) (id, last int) {
+	last = v.Config.Depth + 1
+	switch {
+	case strings.HasPrefix(name, "patch_embed."), name == "cls_token", name == "pos_embed":
+		return 0, last
+	case strings.HasPrefix(name, "blocks."):
+		block, _, _ := strings.Cut(strings.TrimPrefix(name, "blocks."), ".")
+		if i, err := strconv.Atoi(block); err == nil {
+			return i + 1, last
+		}
+	}
+	return last, last
+}
+
+var _ train.Layered = (*TimmViT)(nil)
 
 // TimmPatchEmbed is timm's PatchEmbed: a strided convolution, its grid flattened to tokens.
 type TimmPatchEmbed struct {
@@ -84,7 +105,7 @@ func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error
 	side := cfg.ImgSize / p
 	v := &TimmViT{
 		ClsToken:   nn.Param([]int{1, 1, e}, nn.Zeros),
-		PosEmbed:   nn.Param([]int{1, side*side + 1, e}, nn.Weight),
+		PosEmbed:   nn.Param([]int{1, side*side + 1, e}, nn.Embedding),
 		PatchEmbed: &TimmPatchEmbed{Proj: nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true)},
 		Norm:       layerNorm(e),
 		Head:       nn.NewLinear(e, classes, true),

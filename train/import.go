@@ -182,14 +182,12 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 			bnPrefix[prefix] = true
 		}
 	}
-	// The head is replaced when any of its tensors is absent or mis-shaped (not one its module
-	// resamples: a ViT's position embeddings, when the whole ViT is one layer).
+	// The head is replaced when any of its tensors is absent or mis-shaped.
 	replaceHead := false
 	if opts.NewHead {
 		for p := range head {
 			ft, ok := f.tensors[p.Name]
-			r, _ := m.resamplerOf(p)
-			replaceHead = replaceHead || !ok || (!slices.Equal(ft.shape, p.Shape) && r == nil)
+			replaceHead = replaceHead || !ok || !slices.Equal(ft.shape, p.Shape)
 		}
 	}
 	var load, candidates []*Param
