@@ -1,0 +1,211 @@
+package cpu
+
+import (
+	"math"
+	"sync"
+
+	"github.com/stoke-ml/stoke/kernels/internal/gemm"
+)
+
+// AttnGeom is the shape of a scaled dot-product attention: Batch problems of queries [LQ][D] and
+// keys and values [LK][D], packed one after another, scores scaled by Scale.
+type AttnGeom struct {
+	Batch, LQ, LK, D int
+	Scale            float32
+}
+
+// The blocks of Attention and AttentionBackward: a query block's scores against one key block
+// ([attnBQ][attnBK], 32 KiB) is all of the score matrix held at a time. The sizes are constants,
+// so the order of every sum (and the result) is the same on every machine.
+const (
+	attnBQ = 64
+	attnBK = 128
+)
+
+// attnScratch is one worker's blocks: the scores (then probabilities), their gradients, and the
+// running maximum and sum of each query row (the forward pass) or each query's Σ dy·y (the
+// backward pass).
+type attnScratch struct {
+	s, dp, m, l []float32
+}
+
+var attnScratches = sync.Pool{New: func() any { return new(attnScratch) }}
+
+// Attention writes y = softmax(Scale·q·kᵀ)·v for each problem and lse, each query's log-sum-exp
+// of its scaled scores, taking keys attnBK at a time with the online softmax of FlashAttention:
+// a block's scores are exponentiated against the row's running maximum, and when a later block
+// raises it, the partial output and sum are rescaled. Work is split over (problem, query block);
+// each product is a GEMM of the block (kernels/internal/gemm).
+func Attention(y, lse, q, k, v []float32, g AttnGeom) {
+	qb := (g.LQ + attnBQ - 1) / attnBQ
+	For(g.Batch*qb, 4*attnBQ*g.LK*g.D, func(lo, hi int) {
+		ws := attnScratches.Get().(*attnScratch)
+		defer attnScratches.Put(ws)
+		ws.s = grow(ws.s, attnBQ*attnBK)
+		ws.m, ws.l = grow(ws.m, attnBQ), grow(ws.l, attnBQ)
+		for t := lo; t < hi; t++ {
+			attnForwardBlock(y, lse, q, k, v, g, t/qb, t%qb*attnBQ, ws)
+		}
+	})
+}
+
+// attnForwardBlock computes the queries [i0, i0+attnBQ) of problem b.
+func attnForwardBlock(y, lse, q, k, v []float32, g AttnGeom, b, i0 int, ws *attnScratch) {
+	d := g.D
+	nq := min(attnBQ, g.LQ-i0)
+	qs := q[(b*g.LQ+i0)*d:][:nq*d]
+	ys := y[(b*g.LQ+i0)*d:][:nq*d]
+	m, l := ws.m[:nq], ws.l[:nq]
+	for r := range nq {
+		m[r], l[r] = float32(math.Inf(-1)), 0
+	}
+	for j0 := 0; j0 < g.LK; j0 += attnBK {
+		nk := min(attnBK, g.LK-j0)
+		ks := k[(b*g.LK+j0)*d:][:nk*d]
+		vs := v[(b*g.LK+j0)*d:][:nk*d]
+		s := ws.s[:nq*nk]
+		gemm.Sgemm(false, true, nq, nk, d, g.Scale, qs, d, ks, d, 0, s, nk)
+		for r := range nq {
+			row := s[r*nk : (r+1)*nk]
+			mx := m[r]
+			for _, x := range row {
+				if x > mx {
+					mx = x
+				}
+			}
+			l[r] = l[r]*expf(m[r]-mx) + expRow(row, mx)
+			if j0 > 0 && mx != m[r] {
+				scaleRow(ys[r*d:(r+1)*d], expf(m[r]-mx))
+			}
+			m[r] = mx
+		}
+		beta := float32(1)
+		if j0 == 0 {
+			beta = 0 // y's old contents are ignored
+		}
+		gemm.Sgemm(false, false, nq, d, nk, 1, s, nk, vs, d, beta, ys, d)
+	}
+	for r := range nq {
+		scaleRow(ys[r*d:(r+1)*d], 1/l[r])
+		lse[b*g.LQ+i0+r] = m[r] + float32(math.Log(float64(l[r])))
+	}
+}
+
+// AttentionBackward writes dq, dk and dv of Attention from dy, its operands, its output y and
+// the lse it saved (FlashAttention-2's backward pass): for each key block and then each query
+// block the probabilities P = exp(Scale·q·kᵀ − lse) are recomputed, dv += Pᵀ·dy,
+// dS = P·(dy·vᵀ − Σ dy·y)·Scale, dq += dS·k and dk += dSᵀ·q. Work is split over problems, each
+// one's sums taken in block order.
+func AttentionBackward(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom) {
+	if g.LQ == 0 { // no query: no gradient reaches the keys and values
+		clear(dk)
+		clear(dv)
+		return
+	}
+	For(g.Batch, 8*g.LQ*g.LK*g.D, func(lo, hi int) {
+		ws := attnScratches.Get().(*attnScratch)
+		defer attnScratches.Put(ws)
+		ws.s, ws.dp = grow(ws.s, attnBQ*attnBK), grow(ws.dp, attnBQ*attnBK)
+		ws.l = grow(ws.l, g.LQ)
+		for b := lo; b < hi; b++ {
+			attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse, g, b, ws)
+		}
+	})
+}
+
+// attnBackwardProblem computes the gradients of problem b.
+func attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom, b int, ws *attnScratch) {
+	d := g.D
+	qo, ko := b*g.LQ*d, b*g.LK*d
+	delta := ws.l[:g.LQ]
+	for i := range delta {
+		var s float32
+		dys, ys := dy[qo+i*d:][:d], y[qo+i*d:][:d]
+		for c, x := range dys {
+			s += x * ys[c]
+		}
+		delta[i] = s
+	}
+	ls := lse[b*g.LQ:][:g.LQ]
+	for j0 := 0; j0 < g.LK; j0 += attnBK {
+		nk := min(attnBK, g.LK-j0)
+		ks, vs := k[ko+j0*d:][:nk*d], v[ko+j0*d:][:nk*d]
+		dks, dvs := dk[ko+j0*d:][:nk*d], dv[ko+j0*d:][:nk*d]
+		for i0 := 0; i0 < g.LQ; i0 += attnBQ {
+			nq := min(attnBQ, g.LQ-i0)
+			qs, dys := q[qo+i0*d:][:nq*d], dy[qo+i0*d:][:nq*d]
+			dqs := dq[qo+i0*d:][:nq*d]
+			p, dp := ws.s[:nq*nk], ws.dp[:nq*nk]
+			gemm.Sgemm(false, true, nq, nk, d, g.Scale, qs, d, ks, d, 0, p, nk)
+			for r := range nq {
+				expRowShift(p[r*nk:(r+1)*nk], ls[i0+r])
+			}
+			first := float32(1)
+			if i0 == 0 {
+				first = 0 // dk's and dv's old contents are ignored
+			}
+			gemm.Sgemm(true, false, nk, d, nq, 1, p, nk, dys, d, first, dvs, d)
+			gemm.Sgemm(false, true, nq, nk, d, 1, dys, d, vs, d, 0, dp, nk)
+			for r := range nq {
+				pr, dpr := p[r*nk:(r+1)*nk], dp[r*nk:(r+1)*nk]
+				dl := delta[i0+r]
+				for j, x := range pr {
+					dpr[j] = x * (dpr[j] - dl) * g.Scale
+				}
+			}
+			beta := float32(1)
+			if j0 == 0 {
+				beta = 0 // dq's old contents are ignored
+			}
+			gemm.Sgemm(false, false, nq, d, nk, 1, dp, nk, ks, d, beta, dqs, d)
+			gemm.Sgemm(true, false, nk, d, nq, 1, dp, nk, qs, d, first, dks, d)
+		}
+	}
+}
+
+// scaleRow multiplies x by a.
+func scaleRow(x []float32, a float32) {
+	for i := range x {
+		x[i] *= a
+	}
+}
+
+// expRow replaces each x of row by e^(x−mx) and returns their sum.
+func expRow(row []float32, mx float32) float32 {
+	var s float32
+	for j, x := range row {
+		e := expf(x - mx)
+		row[j] = e
+		s += e
+	}
+	return s
+}
+
+// expRowShift replaces each x of row by e^(x−shift).
+func expRowShift(row []float32, shift float32) {
+	for j, x := range row {
+		row[j] = expf(x - shift)
+	}
+}
+
+// expf is e^x in float32 (Cephes' expf: x = n·ln2 + r, |r| <= ln2/2, a degree-6 polynomial of r
+// times 2^n; within 2 ulp), several times faster than math.Exp, which the softmax's scores would
+// otherwise spend most of their time in. Below about -87.3 it is 0 (the subnormal results are left
+// out), above 88.7 +Inf; NaN stays NaN.
+func expf(x float32) float32 {
+	switch {
+	case x != x: // NaN
+		return x
+	case x > 88.72:
+		return float32(math.Inf(1))
+	case x < -87.33:
+		return 0
+	}
+	n := float32(math.Floor(float64(x*1.44269504088896341 + 0.5)))
+	x -= n * 0.693359375
+	x -= n * -2.12194440e-4
+	z := x * x
+	p := ((((1.9875691500e-4*x+1.3981999507e-3)*x+8.3334519073e-3)*x+4.1665795894e-2)*x+1.6666665459e-1)*x + 5.0000001201e-1
+	p = p*z + x + 1
+	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
+}
