@@ -73,7 +73,7 @@ func attnForwardBlock(y, lse, q, k, v []float32, g AttnGeom, b, i0 int, ws *attn
 					mx = x
 				}
 			}
-			l[r] = l[r]*expf(m[r]-mx) + expRow(row, mx)
+			l[r] = l[r]*expf(m[r]-mx) + expShift(row, mx)
 			if j0 > 0 && mx != m[r] {
 				scaleRow(ys[r*d:(r+1)*d], expf(m[r]-mx))
 			}
@@ -138,7 +138,7 @@ func attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom, 
 			p, dp := ws.s[:nq*nk], ws.dp[:nq*nk]
 			gemm.Sgemm(false, true, nq, nk, d, g.Scale, qs, d, ks, d, 0, p, nk)
 			for r := range nq {
-				expRowShift(p[r*nk:(r+1)*nk], ls[i0+r])
+				expShift(p[r*nk:(r+1)*nk], ls[i0+r])
 			}
 			first := float32(1)
 			if i0 == 0 {
@@ -170,42 +170,60 @@ func scaleRow(x []float32, a float32) {
 	}
 }
 
-// expRow replaces each x of row by e^(x−mx) and returns their sum.
-func expRow(row []float32, mx float32) float32 {
-	var s float32
-	for j, x := range row {
-		e := expf(x - mx)
-		row[j] = e
+// expShift replaces each x of row by expf(x−shift) and returns their sum: the whole blocks of 8
+// in 8 lanes (with AVX2, 8 at a time), the lanes added pairwise, then the rest in order. The
+// arithmetic is the same with and without the assembly, so are the bits.
+func expShift(row []float32, shift float32) float32 {
+	var lanes [8]float32
+	k := expShiftSIMD(row, shift, &lanes)
+	for ; k+8 <= len(row); k += 8 {
+		for i := range 8 {
+			e := expf(row[k+i] - shift)
+			row[k+i] = e
+			lanes[i] += e
+		}
+	}
+	s := ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
+	for j, x := range row[k:] {
+		e := expf(x - shift)
+		row[k+j] = e
 		s += e
 	}
 	return s
 }
 
-// expRowShift replaces each x of row by e^(x−shift).
-func expRowShift(row []float32, shift float32) {
-	for j, x := range row {
-		row[j] = expf(x - shift)
-	}
-}
+// The constants of expf (Cephes' expf), also in exp_amd64.s.
+const (
+	expLo    = -87.33 // below: 0 (the subnormal results are left out)
+	expHi    = 88.72  // above: as at expHi, +Inf
+	expLog2e = 1.44269504088896341
+	expC1    = 0.693359375 // ln 2 = expC1 + expC2, expC1 exact in few bits
+	expC2    = -2.12194440e-4
+	expP0    = 1.9875691500e-4
+	expP1    = 1.3981999507e-3
+	expP2    = 8.3334519073e-3
+	expP3    = 4.1665795894e-2
+	expP4    = 1.6666665459e-1
+	expP5    = 5.0000001201e-1
+)
 
-// expf is e^x in float32 (Cephes' expf: x = n·ln2 + r, |r| <= ln2/2, a degree-6 polynomial of r
-// times 2^n; within 2 ulp), several times faster than math.Exp, which the softmax's scores would
-// otherwise spend most of their time in. Below about -87.3 it is 0 (the subnormal results are left
-// out), above 88.7 +Inf; NaN stays NaN.
+// expf is e^x in float32, within 2 ulp (Cephes' expf: x = n·ln2 + r, |r| <= ln2/2, a degree-7
+// polynomial of r times 2^n), several times faster than math.Exp, in which the softmax would
+// otherwise spend most of its time. Below expLo it is 0; +Inf stays +Inf, NaN NaN. Every
+// product is rounded before the sum (no fused multiply-add), as exp_amd64.s computes it.
 func expf(x float32) float32 {
-	switch {
-	case x != x: // NaN
-		return x
-	case x > 88.72:
-		return float32(math.Inf(1))
-	case x < -87.33:
+	if x < expLo {
 		return 0
 	}
-	n := float32(math.Floor(float64(x*1.44269504088896341 + 0.5)))
-	x -= n * 0.693359375
-	x -= n * -2.12194440e-4
-	z := x * x
-	p := ((((1.9875691500e-4*x+1.3981999507e-3)*x+8.3334519073e-3)*x+4.1665795894e-2)*x+1.6666665459e-1)*x + 5.0000001201e-1
-	p = p*z + x + 1
+	x = min(x, expHi)
+	n := float32(math.RoundToEven(float64(float32(x * expLog2e))))
+	x -= float32(n * expC1)
+	x -= float32(n * expC2)
+	p := float32(expP0*x) + expP1
+	p = float32(p*x) + expP2
+	p = float32(p*x) + expP3
+	p = float32(p*x) + expP4
+	p = float32(p*x) + expP5
+	p = float32(p*float32(x*x)) + x + 1
 	return p * math.Float32frombits(uint32(int32(n)+127)<<23)
 }

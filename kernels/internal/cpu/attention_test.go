@@ -101,6 +101,43 @@ func TestAttentionSameBitsAnyCores(t *testing.T) {
 	}
 }
 
+// TestExpShift: each value is expf's, bit for bit (the assembly's blocks of 8 and the Go loop's
+// rest), and the sum is the lanes' then the rest's, as the doc says.
+func TestExpShift(t *testing.T) {
+	r := rand.New(rand.NewPCG(35, 36))
+	for _, n := range []int{0, 5, 8, 37, 128} {
+		row := randVec(r, n)
+		for i := range row {
+			row[i] *= 30
+		}
+		if n > 3 {
+			row[1], row[2], row[3] = float32(math.Inf(-1)), -200, float32(math.NaN())
+		}
+		const shift = 1.5
+		got := slices.Clone(row)
+		sum := expShift(got, shift)
+		var lanes [8]float32
+		k := n &^ 7
+		var want float32
+		for i, x := range row {
+			e := expf(x - shift)
+			if math.Float32bits(got[i]) != math.Float32bits(e) && !(got[i] != got[i] && e != e) { // NaN: any payload
+				t.Fatalf("n %d: expShift [%d] = %v; want expf's %v", n, i, got[i], e)
+			}
+			if i < k {
+				lanes[i%8] += e
+			}
+		}
+		want = ((lanes[0] + lanes[4]) + (lanes[2] + lanes[6])) + ((lanes[1] + lanes[5]) + (lanes[3] + lanes[7]))
+		for _, e := range got[k:] {
+			want += e
+		}
+		if math.Float32bits(sum) != math.Float32bits(want) && !(sum != sum && want != want) {
+			t.Fatalf("n %d: sum %v; want %v", n, sum, want)
+		}
+	}
+}
+
 // TestExpf: within 2 ulp of math.Exp over the range the softmax uses, 0 and +Inf past it.
 func TestExpf(t *testing.T) {
 	for x := float32(-87); x <= 88; x += 0.0137 {
