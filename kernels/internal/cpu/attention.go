@@ -14,13 +14,21 @@ type AttnGeom struct {
 	Scale            float32
 }
 
-// The blocks of Attention and AttentionBackward: a query block's scores against one key block
-// ([attnBQ][attnBK], 32 KiB) is all of the score matrix held at a time. The sizes are constants,
-// so the order of every sum (and the result) is the same on every machine.
+// The largest blocks of Attention and AttentionBackward: a query block's scores against one key
+// block (at most [attnBQ][attnBK], 128 KiB, in L2) is all of the score matrix held at a time. A
+// sequence is cut into equal blocks (blockOf), so that 197 tokens are not a block of 128 and one
+// of 69, and each GEMM is as large as it can be. The sizes depend on the shape alone, so the order
+// of every sum (and the result) is the same on every machine.
 const (
-	attnBQ = 64
-	attnBK = 128
+	attnBQ = 128
+	attnBK = 256
 )
+
+// blockOf is the size of the equal blocks, at most max, that cover n >= 1.
+func blockOf(n, max int) int {
+	parts := (n + max - 1) / max
+	return (n + parts - 1) / parts
+}
 
 // attnScratch is one worker's blocks: the scores (then probabilities), their gradients, and the
 // running maximum and sum of each query row (the forward pass) or each query's Σ dy·y (the
@@ -32,35 +40,39 @@ type attnScratch struct {
 var attnScratches = sync.Pool{New: func() any { return new(attnScratch) }}
 
 // Attention writes y = softmax(Scale·q·kᵀ)·v for each problem and lse, each query's log-sum-exp
-// of its scaled scores, taking keys attnBK at a time with the online softmax of FlashAttention:
+// of its scaled scores, taking keys a block at a time with the online softmax of FlashAttention:
 // a block's scores are exponentiated against the row's running maximum, and when a later block
 // raises it, the partial output and sum are rescaled. Work is split over (problem, query block);
 // each product is a GEMM of the block (kernels/internal/gemm).
 func Attention(y, lse, q, k, v []float32, g AttnGeom) {
-	qb := (g.LQ + attnBQ - 1) / attnBQ
-	For(g.Batch*qb, 4*attnBQ*g.LK*g.D, func(lo, hi int) {
+	if g.LQ == 0 {
+		return
+	}
+	bq, bk := blockOf(g.LQ, attnBQ), blockOf(g.LK, attnBK)
+	qb := (g.LQ + bq - 1) / bq
+	For(g.Batch*qb, 4*bq*g.LK*g.D, func(lo, hi int) {
 		ws := attnScratches.Get().(*attnScratch)
 		defer attnScratches.Put(ws)
-		ws.s = grow(ws.s, attnBQ*attnBK)
-		ws.m, ws.l = grow(ws.m, attnBQ), grow(ws.l, attnBQ)
+		ws.s = grow(ws.s, bq*bk)
+		ws.m, ws.l = grow(ws.m, bq), grow(ws.l, bq)
 		for t := lo; t < hi; t++ {
-			attnForwardBlock(y, lse, q, k, v, g, t/qb, t%qb*attnBQ, ws)
+			attnForwardBlock(y, lse, q, k, v, g, t/qb, t%qb*bq, bq, bk, ws)
 		}
 	})
 }
 
-// attnForwardBlock computes the queries [i0, i0+attnBQ) of problem b.
-func attnForwardBlock(y, lse, q, k, v []float32, g AttnGeom, b, i0 int, ws *attnScratch) {
+// attnForwardBlock computes the queries [i0, i0+bq) of problem b, keys bk at a time.
+func attnForwardBlock(y, lse, q, k, v []float32, g AttnGeom, b, i0, bq, bk int, ws *attnScratch) {
 	d := g.D
-	nq := min(attnBQ, g.LQ-i0)
+	nq := min(bq, g.LQ-i0)
 	qs := q[(b*g.LQ+i0)*d:][:nq*d]
 	ys := y[(b*g.LQ+i0)*d:][:nq*d]
 	m, l := ws.m[:nq], ws.l[:nq]
 	for r := range nq {
 		m[r], l[r] = float32(math.Inf(-1)), 0
 	}
-	for j0 := 0; j0 < g.LK; j0 += attnBK {
-		nk := min(attnBK, g.LK-j0)
+	for j0 := 0; j0 < g.LK; j0 += bk {
+		nk := min(bk, g.LK-j0)
 		ks := k[(b*g.LK+j0)*d:][:nk*d]
 		vs := v[(b*g.LK+j0)*d:][:nk*d]
 		s := ws.s[:nq*nk]
@@ -102,19 +114,20 @@ func AttentionBackward(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom) {
 		clear(dv)
 		return
 	}
+	bq, bk := blockOf(g.LQ, attnBQ), blockOf(g.LK, attnBK)
 	For(g.Batch, 8*g.LQ*g.LK*g.D, func(lo, hi int) {
 		ws := attnScratches.Get().(*attnScratch)
 		defer attnScratches.Put(ws)
-		ws.s, ws.dp = grow(ws.s, attnBQ*attnBK), grow(ws.dp, attnBQ*attnBK)
+		ws.s, ws.dp = grow(ws.s, bq*bk), grow(ws.dp, bq*bk)
 		ws.l = grow(ws.l, g.LQ)
 		for b := lo; b < hi; b++ {
-			attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse, g, b, ws)
+			attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse, g, b, bq, bk, ws)
 		}
 	})
 }
 
-// attnBackwardProblem computes the gradients of problem b.
-func attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom, b int, ws *attnScratch) {
+// attnBackwardProblem computes the gradients of problem b in blocks of bq queries and bk keys.
+func attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom, b, bq, bk int, ws *attnScratch) {
 	d := g.D
 	qo, ko := b*g.LQ*d, b*g.LK*d
 	delta := ws.l[:g.LQ]
@@ -127,12 +140,12 @@ func attnBackwardProblem(dq, dk, dv, dy, q, k, v, y, lse []float32, g AttnGeom, 
 		delta[i] = s
 	}
 	ls := lse[b*g.LQ:][:g.LQ]
-	for j0 := 0; j0 < g.LK; j0 += attnBK {
-		nk := min(attnBK, g.LK-j0)
+	for j0 := 0; j0 < g.LK; j0 += bk {
+		nk := min(bk, g.LK-j0)
 		ks, vs := k[ko+j0*d:][:nk*d], v[ko+j0*d:][:nk*d]
 		dks, dvs := dk[ko+j0*d:][:nk*d], dv[ko+j0*d:][:nk*d]
-		for i0 := 0; i0 < g.LQ; i0 += attnBQ {
-			nq := min(attnBQ, g.LQ-i0)
+		for i0 := 0; i0 < g.LQ; i0 += bq {
+			nq := min(bq, g.LQ-i0)
 			qs, dys := q[qo+i0*d:][:nq*d], dy[qo+i0*d:][:nq*d]
 			dqs := dq[qo+i0*d:][:nq*d]
 			p, dp := ws.s[:nq*nk], ws.dp[:nq*nk]
