@@ -24,9 +24,9 @@ const (
 	attnBK = 256
 )
 
-// blockOf is the size of the equal blocks, at most max, that cover n >= 1.
-func blockOf(n, max int) int {
-	parts := (n + max - 1) / max
+// blockOf is the size of the equal blocks, at most most, that cover n >= 1.
+func blockOf(n, most int) int {
+	parts := (n + most - 1) / most
 	return (n + parts - 1) / parts
 }
 
