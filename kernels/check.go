@@ -972,3 +972,37 @@ func (o checked) GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k i
 	}
 	return o.b.GemmStrided(s, transA, transB, batch, m, n, k, alpha, a, strideA, b, strideB, beta, cv, strideC)
 }
+
+func (o checked) Attention(s gpu.Stream, y, lse, q, k, v F32, g Attention) error {
+	c := newCall("attention", s)
+	c.valid(g.Validate())
+	qn, kn, rows := g.QLen(), g.KLen(), g.Rows()
+	c.view(out, "y", vf(y), qn)
+	c.view(out, "lse", vf(lse), rows)
+	c.view(in, "q", vf(q), qn)
+	c.view(in, "k", vf(k), kn)
+	c.view(in, "v", vf(v), kn)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.Attention(s, y, lse, q, k, v, g)
+}
+
+func (o checked) AttentionBackward(s gpu.Stream, dq, dk, dv, dy, q, k, v, y, lse F32, g Attention) error {
+	c := newCall("attention backward", s)
+	c.valid(g.Validate())
+	qn, kn, rows := g.QLen(), g.KLen(), g.Rows()
+	c.view(out, "dq", vf(dq), qn)
+	c.view(out, "dk", vf(dk), kn)
+	c.view(out, "dv", vf(dv), kn)
+	c.view(in, "dy", vf(dy), qn)
+	c.view(in, "q", vf(q), qn)
+	c.view(in, "k", vf(k), kn)
+	c.view(in, "v", vf(v), kn)
+	c.view(in, "y", vf(y), qn)
+	c.view(in, "lse", vf(lse), rows)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.AttentionBackward(s, dq, dk, dv, dy, q, k, v, y, lse, g)
+}

@@ -148,6 +148,13 @@ func (r *recorder) GemmStrided(str, bool, bool, int, int, int, int, float32, f32
 	return r.called("GemmStrided")
 }
 
+func (r *recorder) Attention(str, f32, f32, f32, f32, f32, kernels.Attention) error {
+	return r.called("Attention")
+}
+func (r *recorder) AttentionBackward(str, f32, f32, f32, f32, f32, f32, f32, f32, f32, kernels.Attention) error {
+	return r.called("AttentionBackward")
+}
+
 const recorderBackend = "recorder (kernels test)"
 
 var theRecorder = &recorder{}

@@ -714,3 +714,26 @@ func (o cpuOps) GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k in
 		return nil
 	})
 }
+
+func attnGeom(g Attention) cpu.AttnGeom {
+	return cpu.AttnGeom{Batch: g.Batch, LQ: g.LQ, LK: g.LK, D: g.D, Scale: g.Scale}
+}
+
+func (cpuOps) Attention(s gpu.Stream, y, lse, q, k, v F32, g Attention) error {
+	vs, err := bnViews("attention", []string{"y", "lse", "q", "k", "v"}, y, lse, q, k, v)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error { cpu.Attention(vs[0], vs[1], vs[2], vs[3], vs[4], attnGeom(g)); return nil })
+}
+
+func (cpuOps) AttentionBackward(s gpu.Stream, dq, dk, dv, dy, q, k, v, y, lse F32, g Attention) error {
+	vs, err := bnViews("attention backward", []string{"dq", "dk", "dv", "dy", "q", "k", "v", "y", "lse"}, dq, dk, dv, dy, q, k, v, y, lse)
+	if err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.AttentionBackward(vs[0], vs[1], vs[2], vs[3], vs[4], vs[5], vs[6], vs[7], vs[8], attnGeom(g))
+		return nil
+	})
+}

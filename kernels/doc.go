@@ -1,7 +1,7 @@
 // Package kernels is the operation set that training needs (GEMM and batched GEMM, elementwise
-// functions and their gradients, broadcast arithmetic, reductions, strided copies, softmax, layer
-// and batch norm, convolution, pooling, losses, optimizer updates, uint8 -> float32
-// normalization), enqueued on a gpu.Stream of the device it runs on.
+// functions and their gradients, broadcast arithmetic, reductions, strided copies, softmax,
+// fused attention, layer and batch norm, convolution, pooling, losses, optimizer updates, uint8 ->
+// float32 normalization), enqueued on a gpu.Stream of the device it runs on.
 //
 // An op set (Ops) exists per backend: For(dev) picks the one registered for dev's backend. The CPU
 // op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU

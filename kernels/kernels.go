@@ -222,6 +222,35 @@ func (g BatchNorm) Validate() error {
 	return nil
 }
 
+// Attention is the geometry of a scaled dot-product attention: Batch independent problems (batch
+// times heads), each of queries q [LQ][D], keys k [LK][D] and values v [LK][D], packed one after
+// another ([Batch][LQ][D], [Batch][LK][D]); the output y is [Batch][LQ][D] and the saved
+// log-sum-exp of each query's scaled scores [Batch][LQ]. Scale multiplies the scores q·kᵀ before
+// the softmax (1/√D is torch's default).
+type Attention struct {
+	Batch, LQ, LK, D int
+	Scale            float32
+}
+
+// QLen is the element count of q, y and their gradients, Batch*LQ*D.
+func (g Attention) QLen() int { return g.Batch * g.LQ * g.D }
+
+// KLen is the element count of k, v and their gradients, Batch*LK*D.
+func (g Attention) KLen() int { return g.Batch * g.LK * g.D }
+
+// Rows is the element count of the saved log-sum-exp, Batch*LQ.
+func (g Attention) Rows() int { return g.Batch * g.LQ }
+
+// Validate reports a negative size, no key or no feature (a softmax over no key has no value) and
+// a scale that is not finite.
+func (g Attention) Validate() error {
+	if g.Batch < 0 || g.LQ < 0 || g.LK <= 0 || g.D <= 0 || math.IsNaN(float64(g.Scale)) || math.IsInf(float64(g.Scale), 0) ||
+		!fits(g.Batch, g.LQ, g.D) || !fits(g.Batch, g.LK, g.D) {
+		return fmt.Errorf("kernels: %w: attention geometry %+v", ErrArgument, g)
+	}
+	return nil
+}
+
 // fits reports whether the product of dims (each >= 0) and its partial products fit in an int: a
 // geometry whose element counts wrap around would pass the length checks with small views.
 func fits(dims ...int) bool {
@@ -532,6 +561,17 @@ type Ops interface {
 	// Each view must hold its last matrix ((batch-1)·stride + the matrix's size elements, at
 	// least). batch >= 0; batch 0 does nothing.
 	GemmStrided(s gpu.Stream, transA, transB bool, batch, m, n, k int, alpha float32, a F32, strideA int, b F32, strideB int, beta float32, c F32, strideC int) error
+
+	// Attention computes y = softmax(g.Scale·q·kᵀ)·v for each of g.Batch problems (torch's
+	// scaled_dot_product_attention without a mask or dropout) and saves each query's log-sum-exp
+	// of its scaled scores to lse for the backward pass. The score matrix is never held whole: keys
+	// are taken a block at a time with an online softmax (FlashAttention's), so memory does not grow
+	// with LQ·LK. It stays float32 under reduced precision.
+	Attention(s gpu.Stream, y, lse, q, k, v F32, g Attention) error
+	// AttentionBackward overwrites dq, dk and dv from dy, the forward operands q, k, v, the output y
+	// and the lse Attention saved, recomputing the scores block by block (FlashAttention-2's
+	// backward pass).
+	AttentionBackward(s gpu.Stream, dq, dk, dv, dy, q, k, v, y, lse F32, g Attention) error
 
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).

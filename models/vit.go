@@ -135,8 +135,15 @@ func (a *MultiheadAttention) Forward(x *nn.Tensor) *nn.Tensor {
 	qkv = nn.Permute(qkv.Reshape(n, s, 3, h, d), 2, 0, 3, 1, 4) // [3 N H S D]
 	parts := nn.Split(qkv, 0, 1, 1, 1)
 	q, k, v := parts[0].Reshape(n*h, s, d), parts[1].Reshape(n*h, s, d), parts[2].Reshape(n*h, s, d)
-	scores := nn.MatMul(nn.Scale(q, float32(1/math.Sqrt(float64(d)))), nn.Transpose(k, 1, 2)) // [NH S S]
-	out := nn.MatMul(nn.Dropout(nn.Softmax(scores), a.dropout), v)                            // [NH S D]
+	scale := float32(1 / math.Sqrt(float64(d)))
+	var out *nn.Tensor // [NH S D]
+	if a.dropout > 0 && x.Graph().Training() {
+		// Dropout on the probabilities: the fused op has none, so the scores are made whole.
+		scores := nn.MatMul(nn.Scale(q, scale), nn.Transpose(k, 1, 2)) // [NH S S]
+		out = nn.MatMul(nn.Dropout(nn.Softmax(scores), a.dropout), v)
+	} else {
+		out = nn.ScaledDotProductAttention(q, k, v, scale)
+	}
 	out = nn.Permute(out.Reshape(n, h, s, d), 0, 2, 1, 3).Reshape(n, s, e)
 	return a.OutProj.Forward(out)
 }

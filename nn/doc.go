@@ -26,9 +26,9 @@
 // the graph, later ops on it do nothing, and Graph.Err reports it, as bufio.Scanner does. Check
 // it once after the forward pass and once after Backward.
 //
-// Fused ops stay first-class: Conv2d, BatchNorm, LayerNorm, Softmax, CrossEntropy and the
-// activations run one kernel of the kernels op set forward and one backward; the others are
-// compositions.
+// Fused ops stay first-class: Conv2d, BatchNorm, LayerNorm, Softmax, ScaledDotProductAttention,
+// CrossEntropy and the activations run one kernel of the kernels op set forward and one backward;
+// the others are compositions.
 //
 // # Modules
 //

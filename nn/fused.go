@@ -325,6 +325,39 @@ func Softmax(x *Tensor) *Tensor {
 	return y
 }
 
+// ScaledDotProductAttention returns softmax(scale·q·kᵀ)·v over the last two dimensions of q
+// [..., Lq, D] and k, v [..., Lk, D] (the leading dimensions, batch and heads, equal), as torch's
+// F.scaled_dot_product_attention without a mask or dropout (its default scale is 1/√D). It is one
+// fused op (kernels.Ops.Attention) that never holds the whole score matrix, and its VJP recomputes
+// the scores block by block; attention dropout needs the composed MatMul, Softmax, Dropout, MatMul.
+func ScaledDotProductAttention(q, k, v *Tensor, scale float32) *Tensor {
+	g := graphOf(q, k, v)
+	if g == nil {
+		return orphan("scaled dot-product attention")
+	}
+	r := len(q.shape)
+	if r < 2 || len(k.shape) != r || !slices.Equal(k.shape, v.shape) || !slices.Equal(q.shape[:r-2], k.shape[:r-2]) || q.shape[r-1] != k.shape[r-1] {
+		g.fail(fmt.Errorf("nn: scaled dot-product attention of query %v, key %v, value %v: %w", q.shape, k.shape, v.shape, ErrShape))
+		return &Tensor{g: g}
+	}
+	geo := kernels.Attention{Batch: prod(q.shape[:r-2]), LQ: q.shape[r-2], LK: k.shape[r-2], D: q.shape[r-1], Scale: scale}
+	if err := geo.Validate(); err != nil {
+		g.fail(fmt.Errorf("nn: scaled dot-product attention of query %v, key %v, value %v, scale %v: %w", q.shape, k.shape, v.shape, scale, err))
+		return &Tensor{g: g}
+	}
+	y := g.newTensor(slices.Clone(q.shape))
+	lse := g.buf(geo.Rows()) // each query's log-sum-exp, for the backward pass
+	g.run(func() error { return g.ops.Attention(g.s, y.data, lse, q.data, k.data, v.data, geo) })
+	g.record(y, "scaled_dot_product_attention", Attr{"scale": scale}, []*Tensor{q, k, v}, func(dy *Tensor) []*Tensor {
+		dq, dk, dv := g.newTensor(slices.Clone(q.shape)), g.newTensor(slices.Clone(k.shape)), g.newTensor(slices.Clone(v.shape))
+		g.run(func() error {
+			return g.ops.AttentionBackward(g.s, dq.data, dk.data, dv.data, dy.data, q.data, k.data, v.data, y.data, lse, geo)
+		})
+		return []*Tensor{dq, dk, dv}
+	})
+	return y
+}
+
 // MaxPool2d returns the maximum of each k×k window of x [N C H W], every stride pixels (0: k),
 // over x padded with pad pixels of −∞.
 func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {

@@ -111,6 +111,9 @@ func gradCases() []gradCase {
 			p := nn.Split(x[0], 1, 2, 3)
 			return nn.Concat(1, nn.Mul(p[1], p[1]), x[1], p[0])
 		}},
+		{name: "scaled dot-product attention", shapes: [][]int{{2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 4}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.ScaledDotProductAttention(nn.Scale(x[0], 3), x[1], x[2], 0.5)
+		}},
 		{name: "layer norm", shapes: [][]int{{3, 6}, {6}, {6}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.LayerNorm(x[0], x[1], x[2], 1e-5)
 		}},

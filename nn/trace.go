@@ -9,7 +9,8 @@ import (
 
 // Attr holds an op's settings in a Step: "stride", "padding" and "groups" of a conv2d, "eps" of a
 // norm, "perm" of a permute, "dim", "start" and "length" of a narrow, "keep" (the kept shape) of a
-// sum, "alpha" of a scale, "value" of a full, "values" of a constant, "p" of a dropout.
+// sum, "alpha" of a scale, "scale" of a scaled_dot_product_attention, "value" of a full, "values"
+// of a constant, "p" of a dropout.
 type Attr map[string]any
 
 // Step is one op of a traced forward pass: its name ("add", "linear", "conv2d", "gelu", ...; the

@@ -911,7 +911,7 @@ func (d normalized) Normalization() (mean, std []float32) { return d.mean, d.std
 // everyOp is a module of package nn that uses every op ExportONNX writes down from a trace: a
 // convolution, batch norm and pooling, linears of 2 and 3 dimensions with and without a bias,
 // layer norms with and without affine tensors, attention-like products over a batch·heads
-// reshape, a class token made of a batch-sized Full, narrowing, concatenation, sums and means,
+// reshape and the fused attention, a class token made of a batch-sized Full, narrowing, concatenation, sums and means,
 // a constant and each elementwise function.
 type everyOp struct {
 	Conv  *nn.Conv2dLayer
@@ -938,6 +938,7 @@ func (m *everyOp) Forward(x *nn.Tensor) *nn.Tensor {
 	t = m.LN.Forward(nn.GELU(nn.Linear(t, m.Proj, nil)))        // [N 16 8]
 	h := t.Reshape(n*2, 16, 4)                                  // two "heads": the batch times 2
 	h = nn.MatMul(nn.Softmax(nn.Scale(nn.MatMul(h, nn.Transpose(h, 1, 2)), 0.5)), h).Reshape(n, 16, 8)
+	h = nn.ScaledDotProductAttention(h, nn.Scale(h, 2), h, 0.3) // the fused op: its own ONNX form
 	h = nn.LayerNorm(h, nil, nil, 1e-5)
 	token := nn.Add(g.Full(0, n, 1, 8), m.Token)
 	t = nn.Narrow(nn.SiLU(nn.GELUTanh(nn.Concat(1, token, h))), 1, 0, 9) // [N 9 8]

@@ -348,6 +348,15 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		return x.node(name, "LayerNormalization", in, onnx.Int("axis", -1), onnx.Float("epsilon", attrF32("eps"))), nil
 	case "softmax":
 		return x.node(name, "Softmax", in, onnx.Int("axis", -1)), nil
+	case "scaled_dot_product_attention": // opset 17 has no attention: softmax(scale·q·kᵀ)·v
+		perm := make([]int64, len(out))
+		for j := range perm {
+			perm[j] = int64(j)
+		}
+		perm[len(out)-2], perm[len(out)-1] = perm[len(out)-1], perm[len(out)-2]
+		kt := x.node(name+"/key_t", "Transpose", in[1:2], onnx.Ints("perm", perm...))
+		scores := x.node(name+"/scores", "Mul", []string{x.node(name+"/matmul", "MatMul", []string{in[0], kt}), x.scalar(name+"/scale", attrF32("scale"))})
+		return x.node(name, "MatMul", []string{x.node(name+"/softmax", "Softmax", []string{scores}, onnx.Int("axis", -1)), in[2]}), nil
 	case "max_pool2d":
 		k, st, p := int64(attrInt("kernel")), int64(attrInt("stride")), int64(attrInt("padding"))
 		if st == 0 { // the kernel's size

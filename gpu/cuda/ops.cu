@@ -1001,3 +1001,174 @@ extern "C" __global__ void dwconv_grad_w_f32(float *dw, const float *dy, const f
 		if (threadIdx.x == 0) dw[b] = (float)s;
 	}
 }
+
+// Scaled dot-product attention (FlashAttention's tiling): blocks of ATT_ROWS threads, each thread
+// one query row (or, for the key gradients, one key row) of one problem; the rows it meets from the
+// other side come through shared memory ATT_TILE at a time, ATT_CHUNK features at a time, so any
+// head dimension fits. A thread's scores against a tile sit in its own row of shared memory; its
+// output row accumulates in global memory, which it alone writes. Every sum is in a fixed order:
+// features within a chunk, chunks, tiles, in increasing order.
+#define ATT_ROWS 64
+#define ATT_TILE 32
+#define ATT_CHUNK 64
+#define ATT_LOW (-3.402823466e38f) // below every finite score: e^(ATT_LOW - score) is 0
+
+// The shared memory of the three attention kernels, declared once (each block has its own): the
+// tile of rows from the other side, and each thread's row of scores and of their gradients.
+__shared__ float att_tile[ATT_TILE * ATT_CHUNK];
+__shared__ float att_s[ATT_ROWS * (ATT_TILE + 1)], att_dp[ATT_ROWS * (ATT_TILE + 1)];
+
+// Loads rows [j0, j0+nt) of src (rows of d features), features [c0, c0+nc), into tile.
+__device__ void att_load(float *tile, const float *src, i64 d, i64 j0, int nt, i64 c0, int nc) {
+	__syncthreads();
+	for (int e = threadIdx.x; e < nt * nc; e += blockDim.x) tile[(e / nc) * ATT_CHUNK + e % nc] = src[(j0 + e / nc) * d + c0 + e % nc];
+	__syncthreads();
+}
+
+// sr[j] = Σ_c a[c]·b_j[c] for the nt rows b_j of src from j0 (the tile's dot products with row a).
+__device__ void att_dots(float *sr, float *tile, const float *a, const float *src, i64 d, i64 j0, int nt, bool row) {
+	if (row)
+		for (int j = 0; j < nt; j++) sr[j] = 0;
+	for (i64 c0 = 0; c0 < d; c0 += ATT_CHUNK) {
+		int nc = (int)min((i64)ATT_CHUNK, d - c0);
+		att_load(tile, src, d, j0, nt, c0, nc);
+		if (!row) continue;
+		for (int j = 0; j < nt; j++) {
+			float s = 0;
+			for (int c = 0; c < nc; c++) s += a[c0 + c] * tile[j * ATT_CHUNK + c];
+			sr[j] += s;
+		}
+	}
+}
+
+// acc[c] = acc[c]·keep + Σ_j w[j]·b_j[c] for the nt rows b_j of src from j0.
+__device__ void att_accumulate(float *acc, float keep, float *tile, const float *w, const float *src, i64 d, i64 j0, int nt, bool row) {
+	for (i64 c0 = 0; c0 < d; c0 += ATT_CHUNK) {
+		int nc = (int)min((i64)ATT_CHUNK, d - c0);
+		att_load(tile, src, d, j0, nt, c0, nc);
+		if (!row) continue;
+		for (int c = 0; c < nc; c++) {
+			float s = acc[c0 + c] * keep;
+			for (int j = 0; j < nt; j++) s += w[j] * tile[j * ATT_CHUNK + c];
+			acc[c0 + c] = s;
+		}
+	}
+}
+
+// The forward pass: y = softmax(scale·q·kᵀ)·v with the online softmax (a tile's scores
+// exponentiated against the row's running maximum m, the output and the sum l rescaled when a tile
+// raises it), then lse = m + ln l. One block per (problem, ATT_ROWS queries).
+extern "C" __global__ void attention_f32(float *y, float *lse, const float *q, const float *k, const float *v, i64 batch,
+	i64 lq, i64 lk, i64 d, double scale) {
+	float *tile = att_tile, *st = att_s;
+	float sc = (float)scale;
+	i64 tiles = (lq + ATT_ROWS - 1) / ATT_ROWS;
+	for (i64 blk = blockIdx.x; blk < batch * tiles; blk += gridDim.x) {
+		i64 b = blk / tiles, i = (blk % tiles) * ATT_ROWS + threadIdx.x;
+		bool row = i < lq;
+		const float *qr = q + (b * lq + i) * d, *kb = k + b * lk * d, *vb = v + b * lk * d;
+		float *yr = y + (b * lq + i) * d, *sr = st + threadIdx.x * (ATT_TILE + 1);
+		float m = ATT_LOW, l = 0;
+		if (row)
+			for (i64 c = 0; c < d; c++) yr[c] = 0;
+		for (i64 j0 = 0; j0 < lk; j0 += ATT_TILE) {
+			int nk = (int)min((i64)ATT_TILE, lk - j0);
+			att_dots(sr, tile, qr, kb, d, j0, nk, row);
+			float corr = 1;
+			if (row) {
+				float mx = m, sum = 0;
+				for (int j = 0; j < nk; j++) {
+					sr[j] *= sc;
+					mx = fmaxf(mx, sr[j]);
+				}
+				corr = expf(m - mx);
+				for (int j = 0; j < nk; j++) {
+					sr[j] = expf(sr[j] - mx);
+					sum += sr[j];
+				}
+				l = l * corr + sum;
+				m = mx;
+			}
+			att_accumulate(yr, corr, tile, sr, vb, d, j0, nk, row);
+		}
+		if (row) {
+			float inv = 1 / l;
+			for (i64 c = 0; c < d; c++) yr[c] *= inv;
+			lse[b * lq + i] = m + logf(l);
+		}
+	}
+}
+
+// The query gradient: for each key, p = e^(scale·q·k − lse), ds = p·(dy·v − Σ dy·y)·scale, and
+// dq += ds·k. One block per (problem, ATT_ROWS queries).
+extern "C" __global__ void attention_grad_q_f32(float *dq, const float *dy, const float *q, const float *k, const float *v,
+	const float *y, const float *lse, i64 batch, i64 lq, i64 lk, i64 d, double scale) {
+	float *tile = att_tile, *st = att_s, *dpt = att_dp;
+	float sc = (float)scale;
+	i64 tiles = (lq + ATT_ROWS - 1) / ATT_ROWS;
+	for (i64 blk = blockIdx.x; blk < batch * tiles; blk += gridDim.x) {
+		i64 b = blk / tiles, i = (blk % tiles) * ATT_ROWS + threadIdx.x;
+		bool row = i < lq;
+		const float *qr = q + (b * lq + i) * d, *dyr = dy + (b * lq + i) * d, *yr = y + (b * lq + i) * d;
+		const float *kb = k + b * lk * d, *vb = v + b * lk * d;
+		float *dqr = dq + (b * lq + i) * d, *sr = st + threadIdx.x * (ATT_TILE + 1), *dpr = dpt + threadIdx.x * (ATT_TILE + 1);
+		float delta = 0, ls = 0;
+		if (row) {
+			for (i64 c = 0; c < d; c++) {
+				delta += dyr[c] * yr[c];
+				dqr[c] = 0;
+			}
+			ls = lse[b * lq + i];
+		}
+		for (i64 j0 = 0; j0 < lk; j0 += ATT_TILE) {
+			int nk = (int)min((i64)ATT_TILE, lk - j0);
+			att_dots(sr, tile, qr, kb, d, j0, nk, row);
+			att_dots(dpr, tile, dyr, vb, d, j0, nk, row);
+			if (row)
+				for (int j = 0; j < nk; j++) dpr[j] = expf(sr[j] * sc - ls) * (dpr[j] - delta) * sc;
+			att_accumulate(dqr, 1, tile, dpr, kb, d, j0, nk, row);
+		}
+	}
+}
+
+// The key and value gradients: for each query, p and ds as attention_grad_q_f32's, dv += p·dy and
+// dk += ds·q. One block per (problem, ATT_ROWS keys); each query tile's lse and Σ dy·y are
+// computed once into shared memory.
+extern "C" __global__ void attention_grad_kv_f32(float *dk, float *dv, const float *dy, const float *q, const float *k,
+	const float *v, const float *y, const float *lse, i64 batch, i64 lq, i64 lk, i64 d, double scale) {
+	__shared__ float lt[ATT_TILE], dt[ATT_TILE];
+	float *tile = att_tile, *st = att_s, *dpt = att_dp;
+	float sc = (float)scale;
+	i64 tiles = (lk + ATT_ROWS - 1) / ATT_ROWS;
+	for (i64 blk = blockIdx.x; blk < batch * tiles; blk += gridDim.x) {
+		i64 b = blk / tiles, j = (blk % tiles) * ATT_ROWS + threadIdx.x;
+		bool row = j < lk;
+		const float *kr = k + (b * lk + j) * d, *vr = v + (b * lk + j) * d;
+		const float *qb = q + b * lq * d, *dyb = dy + b * lq * d, *yb = y + b * lq * d;
+		float *dkr = dk + (b * lk + j) * d, *dvr = dv + (b * lk + j) * d;
+		float *sr = st + threadIdx.x * (ATT_TILE + 1), *dpr = dpt + threadIdx.x * (ATT_TILE + 1);
+		if (row)
+			for (i64 c = 0; c < d; c++) dkr[c] = dvr[c] = 0;
+		for (i64 i0 = 0; i0 < lq; i0 += ATT_TILE) {
+			int nq = (int)min((i64)ATT_TILE, lq - i0);
+			__syncthreads();
+			if (threadIdx.x < nq) {
+				i64 i = i0 + threadIdx.x;
+				float delta = 0;
+				for (i64 c = 0; c < d; c++) delta += dyb[i * d + c] * yb[i * d + c];
+				dt[threadIdx.x] = delta;
+				lt[threadIdx.x] = lse[b * lq + i];
+			}
+			att_dots(sr, tile, kr, qb, d, i0, nq, row);
+			att_dots(dpr, tile, vr, dyb, d, i0, nq, row);
+			if (row)
+				for (int t = 0; t < nq; t++) {
+					float p = expf(sr[t] * sc - lt[t]);
+					dpr[t] = p * (dpr[t] - dt[t]) * sc;
+					sr[t] = p;
+				}
+			att_accumulate(dvr, 1, tile, sr, dyb, d, i0, nq, row);
+			att_accumulate(dkr, 1, tile, dpr, qb, d, i0, nq, row);
+		}
+	}
+}

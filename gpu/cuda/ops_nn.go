@@ -491,3 +491,49 @@ func (o *cudaOps) DepthwiseConv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, x, w
 	}
 	return o.biasGrad(s, dbp, dyp, g.N, g.C, g.OutH()*g.OutW())
 }
+
+// attRows is ops.cu's ATT_ROWS: the threads of an attention block, one query (or key) row each.
+const attRows = 64
+
+func attArgs(g kernels.Attention) []uint64 {
+	return []uint64{iarg(g.Batch), iarg(g.LQ), iarg(g.LK), iarg(g.D), farg(g.Scale)}
+}
+
+// Attention runs attention_f32, one block per problem and attRows queries (float32 throughout,
+// under reduced precision too).
+func (o *cudaOps) Attention(gs gpu.Stream, y, lse, q, k, v kernels.F32, g kernels.Attention) error {
+	const op = "attention"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"y", "lse", "q", "k", "v"}, y, lse, q, k, v)
+	if err != nil || g.Rows() == 0 {
+		return err
+	}
+	blocks := g.Batch * ((g.LQ + attRows - 1) / attRows)
+	return o.launch(s, "attention_f32", min(blocks, maxBlocks), attRows, append(p, attArgs(g)...)...)
+}
+
+// AttentionBackward runs attention_grad_q_f32 for dq (one block per problem and attRows queries)
+// and attention_grad_kv_f32 for dk and dv (one block per problem and attRows keys): each output
+// row is one thread's, so no sum needs atomics.
+func (o *cudaOps) AttentionBackward(gs gpu.Stream, dq, dk, dv, dy, q, k, v, y, lse kernels.F32, g kernels.Attention) error {
+	const op = "attention backward"
+	s, err := o.stream(op, gs)
+	if err != nil {
+		return err
+	}
+	p, err := o.bnPtrs(op, []string{"dq", "dk", "dv", "dy", "q", "k", "v", "y", "lse"}, dq, dk, dv, dy, q, k, v, y, lse)
+	if err != nil || g.Batch == 0 {
+		return err
+	}
+	in := append(p[3:], attArgs(g)...)
+	if qb := g.Batch * ((g.LQ + attRows - 1) / attRows); qb > 0 {
+		if err := o.launch(s, "attention_grad_q_f32", min(qb, maxBlocks), attRows, append([]uint64{p[0]}, in...)...); err != nil {
+			return err
+		}
+	}
+	kb := g.Batch * ((g.LK + attRows - 1) / attRows)
+	return o.launch(s, "attention_grad_kv_f32", min(kb, maxBlocks), attRows, append([]uint64{p[1], p[2]}, in...)...)
+}

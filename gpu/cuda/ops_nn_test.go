@@ -297,6 +297,20 @@ func depthwiseCases(g kernels.Depthwise2D, bias bool) []parityCase {
 	}
 }
 
+// attentionCase: the forward pass and the backward pass into dk and dv full of garbage (they
+// must be overwritten); the CPU's blocks sum in another order than the GPU's tiles (1e-5 relative).
+func attentionCase(g kernels.Attention) parityCase {
+	return parityCase{fmt.Sprintf("attention %+v", g), 1e-5, func(t *testing.T, sd *side, r *rand.Rand) []any {
+		q, k, v := sd.f32(t, randF32(r, g.QLen())), sd.f32(t, randF32(r, g.KLen())), sd.f32(t, randF32(r, g.KLen()))
+		y, lse := f32Len(sd, t, g.QLen()), f32Len(sd, t, g.Rows())
+		check(t, sd.ops.Attention(sd.s, y, lse, q, k, v, g))
+		dy, dq := sd.f32(t, randF32(r, g.QLen())), f32Len(sd, t, g.QLen())
+		dk, dv := sd.f32(t, randF32(r, g.KLen())), sd.f32(t, randF32(r, g.KLen()))
+		check(t, sd.ops.AttentionBackward(sd.s, dq, dk, dv, dy, q, k, v, y, lse, g))
+		return []any{y, lse, dq, dk, dv}
+	}}
+}
+
 // coreParityCases are TestCUDAParity's cases for the differentiable core's ops: elementwise
 // functions (computed in double on the GPU: within 1e-6), Binary and CopyStrided (exact),
 // reductions and GemmStrided (another order: 1e-5 relative).
@@ -323,6 +337,10 @@ func coreParityCases() []parityCase {
 		sumToCase([]int{512, 300}, []int{1, 300}),
 		sumToCase([]int{2, 1, 3, 2, 2, 1, 2, 3}, []int{1, 1, 3, 1, 2, 1, 1, 3}),
 		sumToCase([]int{9000, 3}, []int{9000, 1}), // more outputs than blocks
+		attentionCase(kernels.Attention{Batch: 3, LQ: 17, LK: 17, D: 8, Scale: 0.35}),
+		attentionCase(kernels.Attention{Batch: 2, LQ: 130, LK: 197, D: 64, Scale: 0.125}),
+		attentionCase(kernels.Attention{Batch: 1, LQ: 5, LK: 40, D: 300, Scale: 0.06}),
+		attentionCase(kernels.Attention{Batch: 2, LQ: 0, LK: 3, D: 4, Scale: 1}),
 		softmaxCase(64, 10, 1),
 		softmaxCase(7, 1000, 25),
 		softmaxCase(3, 1, 1),

@@ -367,6 +367,7 @@ var parityCovers = map[string]string{
 	"Softmax": "softmax and backward", "SoftmaxBackward": "softmax and backward", "LayerNorm": "layer norm",
 	"LayerNormBackward": "layer norm", "GemmStrided": "gemm strided",
 	"DepthwiseConv2D": "depthwise conv2d", "DepthwiseConv2DBackward": "depthwise conv2d",
+	"Attention": "attention", "AttentionBackward": "attention",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

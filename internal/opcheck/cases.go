@@ -436,6 +436,8 @@ func nnCases(f func(int) kernels.F32, x2, x3, x4, y4, z4, big, none kernels.F32)
 	sh, xs, ys := []int{2, 3}, []int{3, 1}, []int{0, 1} // x6 [2][3] plus x3 [3] broadcast over rows
 	add := kernels.BinaryAdd
 	nine := []int{1, 1, 1, 1, 1, 1, 1, 1, 1}
+	att := kernels.Attention{Batch: 1, LQ: 2, LK: 2, D: 2, Scale: 0.5} // q, k, v, y [1][2][2], lse [1][2]
+	w4 := f(4)
 	return []Case{
 		{"Unary", func(o ops, s st) error { return o.Unary(s, kernels.GELU, x4, x4) }, []Bad{
 			{"func 0", kernels.ErrArgument, func(o ops, s st) error { return o.Unary(s, 0, y4, x4) }},
@@ -550,6 +552,43 @@ func nnCases(f func(int) kernels.F32, x2, x3, x4, y4, z4, big, none kernels.F32)
 			}},
 			{"dbeta is gamma", kernels.ErrArgument, func(o ops, s st) error {
 				return o.LayerNormBackward(s, z4, none, b2, y4, x4, b2, m2, r2, 2, 2)
+			}},
+		}},
+		{"Attention", func(o ops, s st) error { return o.Attention(s, w4, m2, x4, z4, y4, att) }, []Bad{
+			{"no key", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Attention(s, a8, m2, x4, none, none, kernels.Attention{Batch: 1, LQ: 2, LK: 0, D: 4, Scale: 0.5})
+			}},
+			{"d 0", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Attention(s, none, m2, none, none, none, kernels.Attention{Batch: 1, LQ: 2, LK: 1, Scale: 0.5})
+			}},
+			{"scale NaN", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Attention(s, w4, m2, x4, z4, y4, kernels.Attention{Batch: 1, LQ: 2, LK: 2, D: 2, Scale: float32(math.NaN())})
+			}},
+			{"batch*lq*d overflows", kernels.ErrArgument, func(o ops, s st) error {
+				return o.Attention(s, a8, m2, x4, z4, y4, kernels.Attention{Batch: 1 << 32, LQ: 1 << 32, LK: 1, D: 1, Scale: 1})
+			}},
+			{"y length", kernels.ErrShape, func(o ops, s st) error { return o.Attention(s, c8, m2, x4, z4, y4, att) }},
+			{"lse length", kernels.ErrShape, func(o ops, s st) error { return o.Attention(s, x4, x3, y4, z4, w4, att) }},
+			{"v length", kernels.ErrShape, func(o ops, s st) error { return o.Attention(s, x4, m2, y4, z4, x3, att) }},
+			{"y is q", kernels.ErrArgument, func(o ops, s st) error { return o.Attention(s, x4, m2, x4, z4, y4, att) }},
+		}},
+		{"AttentionBackward", func(o ops, s st) error {
+			return o.AttentionBackward(s, a8.Slice(0, 4), a8.Slice(4, 8), c8.Slice(0, 4), c8.Slice(4, 8), x4, z4, y4, w4, m2, att)
+		}, []Bad{
+			{"dk length", kernels.ErrShape, func(o ops, s st) error {
+				return o.AttentionBackward(s, a8.Slice(0, 4), x3, c8.Slice(0, 4), c8.Slice(4, 8), x4, z4, y4, w4, m2, att)
+			}},
+			{"no lse", kernels.ErrShape, func(o ops, s st) error {
+				return o.AttentionBackward(s, a8.Slice(0, 4), a8.Slice(4, 8), c8.Slice(0, 4), c8.Slice(4, 8), x4, z4, y4, w4, none, att)
+			}},
+			{"negative batch", kernels.ErrArgument, func(o ops, s st) error {
+				return o.AttentionBackward(s, none, none, none, none, none, none, none, none, none, kernels.Attention{Batch: -1, LQ: 1, LK: 1, D: 1})
+			}},
+			{"dq is dy", kernels.ErrArgument, func(o ops, s st) error {
+				return o.AttentionBackward(s, c8.Slice(4, 8), a8.Slice(4, 8), c8.Slice(0, 4), c8.Slice(4, 8), x4, z4, y4, w4, m2, att)
+			}},
+			{"dv overlaps dk", kernels.ErrArgument, func(o ops, s st) error {
+				return o.AttentionBackward(s, a8.Slice(0, 4), a8.Slice(4, 8), a8.Slice(2, 6), c8.Slice(4, 8), x4, z4, y4, w4, m2, att)
 			}},
 		}},
 		{"GemmStrided", func(o ops, s st) error {
