@@ -43,12 +43,12 @@ func Linear(x, w, b *Tensor) *Tensor {
 			grads[0] = dx
 		}
 		if w.grad {
-			dw := g.newTensor(slices.Clone(w.shape))
+			dw := g.gradFor(w)
 			g.run(func() error { return g.ops.Gemm(g.s, true, false, out, in, rows, 1, dy.data, x.data, 0, dw.data) })
 			grads[1] = dw
 		}
 		if b != nil && b.grad {
-			db := g.newTensor(slices.Clone(b.shape))
+			db := g.gradFor(b)
 			g.run(func() error { return g.ops.BiasGrad(g.s, db.data, dy.data, rows, 1) })
 			grads[2] = db
 		}
@@ -140,9 +140,9 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
-		grads[1] = g.newTensor(slices.Clone(w.shape))
+		grads[1] = g.gradFor(w)
 		if b != nil {
-			grads[2] = g.newTensor(slices.Clone(b.shape))
+			grads[2] = g.gradFor(b)
 			db = grads[2].data
 		}
 		g.run(func() error { return g.ops.Conv2DBackward(g.s, dx, grads[1].data, db, dy.data, w.data, ws, geo) })
@@ -184,9 +184,9 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
-		grads[1] = g.newTensor(slices.Clone(w.shape))
+		grads[1] = g.gradFor(w)
 		if b != nil && b.grad {
-			grads[2] = g.newTensor(slices.Clone(b.shape))
+			grads[2] = g.gradFor(b)
 			db = grads[2].data
 		}
 		g.run(func() error {
@@ -243,7 +243,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 	})
 	g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
 		var dx kernels.F32
-		grads := []*Tensor{nil, g.newTensor([]int{c}), g.newTensor([]int{c})}
+		grads := []*Tensor{nil, g.gradFor(weight), g.gradFor(bias)}
 		if x.grad {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data

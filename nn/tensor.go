@@ -343,6 +343,18 @@ func (g *Graph) buf(n int) kernels.F32 {
 	return v
 }
 
+// gradFor makes the tensor a VJP writes x's gradient into (x's shape, contents undefined): the
+// parameter's bound gradient memory itself when x is a parameter whose gradient this Backward has
+// not written yet, so that accumulate has nothing to copy (a copy of every weight gradient, a
+// pass over the model's size, per step); fresh memory otherwise.
+func (g *Graph) gradFor(x *Tensor) *Tensor {
+	if x.p != nil && x.grad && x.p.g.Len == x.Len() && !g.written[x.p] {
+		g.written[x.p] = true
+		return &Tensor{shape: slices.Clone(x.shape), data: x.p.g, g: g}
+	}
+	return g.newTensor(slices.Clone(x.shape))
+}
+
 // newTensor makes an output tensor of the graph with fresh memory.
 func (g *Graph) newTensor(shape []int) *Tensor {
 	return &Tensor{shape: shape, data: g.buf(prod(shape)), g: g}
@@ -437,8 +449,8 @@ func (g *Graph) accumulate(x, gx *Tensor) {
 	gx = sumTo(gx, x.shape)
 	if x.p != nil {
 		// A parameter: its uses are leaves of the record, each a view of the same memory.
-		if x.p.g.Len == 0 {
-			return
+		if x.p.g.Len == 0 || gx.data == x.p.g {
+			return // frozen, or written in place by the VJP (gradFor)
 		}
 		if !seen[x.p] {
 			seen[x.p] = true
