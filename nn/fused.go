@@ -238,9 +238,28 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		return y
 	}
 	mean, invStd := g.buf(c), g.buf(c)
-	g.run(func() error {
-		return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
-	})
+	sync := g.sync
+	if sync == nil {
+		g.run(func() error {
+			return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
+		})
+	} else {
+		// Every rank writes its record in its own place of the gathered records (zeros
+		// elsewhere), and their sum over the ranks is every rank's records.
+		rec := 2*c + 1
+		stats := g.buf(sync.world * rec)
+		g.run(func() error { return g.ops.Fill(g.s, stats, 0) })
+		g.run(func() error { return g.ops.BatchNormStats(g.s, stats.Slice(sync.rank*rec, (sync.rank+1)*rec), x.data, geo) })
+		g.run(func() error {
+			if err := sync.sum(stats); err != nil {
+				return fmt.Errorf("nn: sync batch norm statistics: %w", err)
+			}
+			return nil
+		})
+		g.run(func() error {
+			return g.ops.BatchNormTrainStats(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, stats, geo)
+		})
+	}
 	g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
 		var dx kernels.F32
 		grads := []*Tensor{nil, g.gradFor(weight), g.gradFor(bias)}
@@ -248,8 +267,29 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
+		if sync == nil || !x.grad {
+			g.run(func() error {
+				return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+			})
+			return grads
+		}
+		// The weight and bias gradients stay this rank's (data-parallel training averages them
+		// as any other); their sums over the ranks, with the total count, give dx.
+		sums := g.buf(2*c + 1)
 		g.run(func() error {
-			return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+			return g.ops.BatchNormBackward(g.s, kernels.F32{}, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+		})
+		g.run(func() error { return g.ops.Copy(g.s, sums.Slice(0, c), grads[1].data) })
+		g.run(func() error { return g.ops.Copy(g.s, sums.Slice(c, 2*c), grads[2].data) })
+		g.run(func() error { return g.ops.Fill(g.s, sums.Slice(2*c, 2*c+1), float32(geo.N*geo.HW)) })
+		g.run(func() error {
+			if err := sync.sum(sums); err != nil {
+				return fmt.Errorf("nn: sync batch norm gradient sums: %w", err)
+			}
+			return nil
+		})
+		g.run(func() error {
+			return g.ops.BatchNormBackwardInput(g.s, dx, dy.data, x.data, weight.data, mean, invStd, sums, geo)
 		})
 		return grads
 	})
