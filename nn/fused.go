@@ -249,7 +249,9 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		rec := 2*c + 1
 		stats := g.buf(sync.world * rec)
 		g.run(func() error { return g.ops.Fill(g.s, stats, 0) })
-		g.run(func() error { return g.ops.BatchNormStats(g.s, stats.Slice(sync.rank*rec, (sync.rank+1)*rec), x.data, geo) })
+		g.run(func() error {
+			return g.ops.BatchNormStats(g.s, stats.Slice(sync.rank*rec, (sync.rank+1)*rec), x.data, geo)
+		})
 		g.run(func() error {
 			if err := sync.sum(stats); err != nil {
 				return fmt.Errorf("nn: sync batch norm statistics: %w", err)
