@@ -27,6 +27,7 @@ type Model struct {
 	name    string
 	in      Shape
 	classes int
+	built   bool // NewModel built it: its identity is its name, input and classes (see builder)
 	layers  []Layer
 	// order is the order in which the layers run, as indices into layers (see execOrder).
 	order   []int
@@ -88,6 +89,15 @@ func Models() []string {
 //
 // An unknown name gives an error wrapping ErrModel.
 func NewModel(name string, in Shape, classes int) (*Model, error) {
+	m, err := newModel(name, in, classes)
+	if err != nil {
+		return nil, err
+	}
+	m.built = true
+	return m, nil
+}
+
+func newModel(name string, in Shape, classes int) (*Model, error) {
 	switch name {
 	case "mlp":
 		return Sequential(name, in, classes,
