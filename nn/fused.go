@@ -43,12 +43,12 @@ func Linear(x, w, b *Tensor) *Tensor {
 			grads[0] = dx
 		}
 		if w.grad {
-			dw := g.newTensor(slices.Clone(w.shape))
+			dw := g.gradFor(w)
 			g.run(func() error { return g.ops.Gemm(g.s, true, false, out, in, rows, 1, dy.data, x.data, 0, dw.data) })
 			grads[1] = dw
 		}
 		if b != nil && b.grad {
-			db := g.newTensor(slices.Clone(b.shape))
+			db := g.gradFor(b)
 			g.run(func() error { return g.ops.BiasGrad(g.s, db.data, dy.data, rows, 1) })
 			grads[2] = db
 		}
@@ -140,9 +140,9 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
-		grads[1] = g.newTensor(slices.Clone(w.shape))
+		grads[1] = g.gradFor(w)
 		if b != nil {
-			grads[2] = g.newTensor(slices.Clone(b.shape))
+			grads[2] = g.gradFor(b)
 			db = grads[2].data
 		}
 		g.run(func() error { return g.ops.Conv2DBackward(g.s, dx, grads[1].data, db, dy.data, w.data, ws, geo) })
@@ -184,9 +184,9 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
-		grads[1] = g.newTensor(slices.Clone(w.shape))
+		grads[1] = g.gradFor(w)
 		if b != nil && b.grad {
-			grads[2] = g.newTensor(slices.Clone(b.shape))
+			grads[2] = g.gradFor(b)
 			db = grads[2].data
 		}
 		g.run(func() error {
@@ -242,18 +242,60 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		return y
 	}
 	mean, invStd := g.buf(c), g.buf(c)
-	g.run(func() error {
-		return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
-	})
+	sync := g.sync
+	if sync == nil {
+		g.run(func() error {
+			return g.ops.BatchNormTrain(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, geo)
+		})
+	} else {
+		// Every rank writes its record in its own place of the gathered records (zeros
+		// elsewhere), and their sum over the ranks is every rank's records.
+		rec := 2*c + 1
+		stats := g.buf(sync.world * rec)
+		g.run(func() error { return g.ops.Fill(g.s, stats, 0) })
+		g.run(func() error {
+			return g.ops.BatchNormStats(g.s, stats.Slice(sync.rank*rec, (sync.rank+1)*rec), x.data, geo)
+		})
+		g.run(func() error {
+			if err := sync.sum(stats); err != nil {
+				return fmt.Errorf("nn: sync batch norm statistics: %w", err)
+			}
+			return nil
+		})
+		g.run(func() error {
+			return g.ops.BatchNormTrainStats(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, stats, geo)
+		})
+	}
 	g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
 		var dx kernels.F32
-		grads := []*Tensor{nil, g.newTensor([]int{c}), g.newTensor([]int{c})}
+		grads := []*Tensor{nil, g.gradFor(weight), g.gradFor(bias)}
 		if x.grad {
 			grads[0] = g.newTensor(slices.Clone(x.shape))
 			dx = grads[0].data
 		}
+		if sync == nil || !x.grad {
+			g.run(func() error {
+				return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+			})
+			return grads
+		}
+		// The weight and bias gradients stay this rank's (data-parallel training averages them
+		// as any other); their sums over the ranks, with the total count, give dx.
+		sums := g.buf(2*c + 1)
 		g.run(func() error {
-			return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+			return g.ops.BatchNormBackward(g.s, kernels.F32{}, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
+		})
+		g.run(func() error { return g.ops.Copy(g.s, sums.Slice(0, c), grads[1].data) })
+		g.run(func() error { return g.ops.Copy(g.s, sums.Slice(c, 2*c), grads[2].data) })
+		g.run(func() error { return g.ops.Fill(g.s, sums.Slice(2*c, 2*c+1), float32(geo.N*geo.HW)) })
+		g.run(func() error {
+			if err := sync.sum(sums); err != nil {
+				return fmt.Errorf("nn: sync batch norm gradient sums: %w", err)
+			}
+			return nil
+		})
+		g.run(func() error {
+			return g.ops.BatchNormBackwardInput(g.s, dx, dy.data, x.data, weight.data, mean, invStd, sums, geo)
 		})
 		return grads
 	})

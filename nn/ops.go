@@ -262,8 +262,11 @@ func (x *Tensor) Reshape(shape ...int) *Tensor {
 	return y
 }
 
-// Flatten returns x as [x.Dim(0), the rest].
+// Flatten returns x as [x.Dim(0), the rest] (x itself when it has that shape).
 func Flatten(x *Tensor) *Tensor {
+	if len(x.shape) == 2 {
+		return x
+	}
 	if len(x.shape) == 0 {
 		return x.Reshape(1, 1)
 	}

@@ -180,6 +180,13 @@ type Graph struct {
 	used     []kernels.F32
 	params   []*Tensor       // attached parameters (Attach)
 	written  map[*param]bool // parameters whose gradient Backward has written
+	sync     *bnSync         // set by SyncBatchNorm
+}
+
+// bnSync is how a data-parallel pass synchronizes its batch norms (SyncBatchNorm).
+type bnSync struct {
+	rank, world int
+	sum         func(v kernels.F32) error
 }
 
 // node is one recorded op: the output, the inputs, and the VJP, which returns each input's
@@ -197,6 +204,20 @@ type node struct {
 // pass's random seed.
 func NewGraph(ops kernels.Ops, s gpu.Stream, alloc Allocator, train bool, seed uint64) *Graph {
 	return &Graph{ops: ops, s: s, alloc: alloc, train: train, seed: seed, pool: map[int][]kernels.F32{}, written: map[*param]bool{}}
+}
+
+// SyncBatchNorm makes the graph's batch norms in training normalize with the statistics of the
+// whole data-parallel batch, as PyTorch's SyncBatchNorm: this graph is rank's of world, and sum
+// sums v (a few values on the device) over the ranks so that the work enqueued after it on the
+// graph's stream reads the sum. Every rank then computes the same statistics, bit for bit (the
+// kernels combine the ranks' records in rank order), and the input gradient from the sums of
+// every rank's weight and bias gradients. A nil sum (or world 1) returns to each rank's own
+// batch. The setting outlives Reset.
+func (g *Graph) SyncBatchNorm(rank, world int, sum func(v kernels.F32) error) {
+	g.sync = nil
+	if sum != nil && world > 1 {
+		g.sync = &bnSync{rank: rank, world: world, sum: sum}
+	}
 }
 
 // Infer runs m's forward pass on a placeholder input of the given shape without memory or kernels
@@ -347,6 +368,18 @@ func (g *Graph) buf(n int) kernels.F32 {
 	return v
 }
 
+// gradFor makes the tensor a VJP writes x's gradient into (x's shape, contents undefined): the
+// parameter's bound gradient memory itself when x is a parameter whose gradient this Backward has
+// not written yet, so that accumulate has nothing to copy (a copy of every weight gradient, a
+// pass over the model's size, per step); fresh memory otherwise.
+func (g *Graph) gradFor(x *Tensor) *Tensor {
+	if x.p != nil && x.grad && x.p.g.Len == x.Len() && !g.written[x.p] {
+		g.written[x.p] = true
+		return &Tensor{shape: slices.Clone(x.shape), data: x.p.g, g: g}
+	}
+	return g.newTensor(slices.Clone(x.shape))
+}
+
 // newTensor makes an output tensor of the graph with fresh memory.
 func (g *Graph) newTensor(shape []int) *Tensor {
 	return &Tensor{shape: shape, data: g.buf(prod(shape)), g: g}
@@ -441,8 +474,8 @@ func (g *Graph) accumulate(x, gx *Tensor) {
 	gx = sumTo(gx, x.shape)
 	if x.p != nil {
 		// A parameter: its uses are leaves of the record, each a view of the same memory.
-		if x.p.g.Len == 0 {
-			return
+		if x.p.g.Len == 0 || gx.data == x.p.g {
+			return // frozen, or written in place by the VJP (gradFor)
 		}
 		if !seen[x.p] {
 			seen[x.p] = true

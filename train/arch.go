@@ -174,16 +174,16 @@ func parseLayer(s string, depth int) (Layer, error) {
 		if !ok {
 			return nil, bad
 		}
-		mp := &maxPool{k: k, stride: k}
+		stride, pad := k, 0
 		if len(f) == 6 {
 			var ok1, ok2 bool
-			mp.stride, ok1 = archInt(f[3], 1)
-			mp.pad, ok2 = archInt(f[5], 0)
+			stride, ok1 = archInt(f[3], 1)
+			pad, ok2 = archInt(f[5], 0)
 			if !ok1 || !ok2 {
 				return nil, bad
 			}
 		}
-		l = mp
+		l = maxPool2D(k, stride, pad)
 	case f[0] == "conv2d" && len(f) >= 5 && f[3] == "pad":
 		in, out, ok := io(f[1])
 		k, ok1 := square(f[2])

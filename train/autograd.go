@@ -19,8 +19,9 @@ type NNModule interface {
 // layer written as a forward pass only. Its tensors are nn.StateDict's, named after the layer's
 // place ("3.se.fc1.weight"); the trainer allocates, initializes (a Weight as NewWeight, Zeros as
 // NewBias or a zero buffer, Ones as NewScale or a buffer of ones, Embedding normal with std 0.02
-// and without weight decay), trains, checkpoints and exports them like any layer's. A batch norm inside m normalizes with its rank's batch only (no
-// Config.SyncBatchNorm).
+// and without weight decay), trains, checkpoints and exports them like any layer's. A batch norm
+// inside m follows Config.SyncBatchNorm; a frozen layer (Config.FreezeBackbone, FreezeUpTo) runs
+// in evaluation mode (batch norms on their running statistics, no dropout).
 func NN(m NNModule) Module { return &nnModule{m: m} }
 
 type nnModule struct {
@@ -31,11 +32,22 @@ type nnModule struct {
 	alloc   Allocator
 	g       *nn.Graph
 	x, y    *nn.Tensor // the last forward's input and output
+	frozen  bool       // evaluation mode in training too (see freeze)
+	world   int        // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
 }
+
+// inputChecker is a module that refuses some per-sample input shapes before nn sees them (one of
+// the package's layers, with its own words).
+type inputChecker interface{ checkInput(in []int) error }
 
 func (l *nnModule) String() string { return l.m.String() }
 
 func (l *nnModule) Setup(in []int) ([]int, error) {
+	if c, ok := l.m.(inputChecker); ok {
+		if err := c.checkInput(in); err != nil {
+			return nil, err
+		}
+	}
 	out, err := nn.Infer(l.m, true, append([]int{1}, in...)...)
 	if err != nil {
 		return nil, fmt.Errorf("train: %v: %w", l.m, err)
@@ -77,13 +89,19 @@ func (l *nnModule) Reserve(a Allocator, n int) error {
 }
 
 func (l *nnModule) Forward(p *Pass, x kernels.F32, n int) (kernels.F32, error) {
+	train := p.Train && !l.frozen
 	if l.g == nil || l.g.Ops() != p.Ops || l.g.Stream() != p.Stream {
-		l.g = nn.NewGraph(p.Ops, p.Stream, l.alloc, p.Train, p.Seed)
+		l.g = nn.NewGraph(p.Ops, p.Stream, l.alloc, train, p.Seed)
 		for _, t := range l.tensors {
 			l.g.Attach(t.Tensor)
 		}
 	} else {
-		l.g.Reset(p.Train, p.Seed)
+		l.g.Reset(train, p.Seed)
+	}
+	if p.sync != nil && l.world > 1 {
+		l.g.SyncBatchNorm(p.sync.rank, l.world, p.sync.sum)
+	} else {
+		l.g.SyncBatchNorm(0, 0, nil)
 	}
 	for i, t := range l.tensors {
 		// The trainer's memory, bound every pass: freezing empties G.

@@ -11,6 +11,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"unsafe"
 
@@ -110,13 +111,23 @@ func isCheckpoint(path string) bool {
 //
 //	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
 //
-// payload: model string | optimizer string | seed u64 | completed epochs u32 | completed steps u64 |
-// the loop's state (loopState) as JSON bytes | the history ([]EpochResult) as JSON bytes |
-// parameter count u32, then per parameter: name string, tensor count u32 (weights, then each
-// optimizer slot, then the EMA when the state says there is one), and per tensor: length u64,
-// float32 values. The model's buffers (BatchNorm running statistics) follow its parameters, each
-// with its weights (and EMA). A string is a u32 length and its bytes; JSON bytes a u64 length and
-// the bytes. Version 1, still read, had no state and per epoch 6 float64 (epoch, train loss, test
+// payload: model string | builder string | optimizer string | seed u64 | completed epochs u32 |
+// completed steps u64 | the loop's state (loopState) as JSON bytes | the history ([]EpochResult)
+// as JSON bytes | parameter count u32, then per parameter: name string, rank u32 and as many
+// dimensions u32, tensor count u32 (weights, then each optimizer slot, then the EMA when the
+// state says there is one), and per tensor: length u64, float32 values. The model's buffers
+// (BatchNorm running statistics) follow its parameters, each with its weights (and EMA). A string
+// is a u32 length and its bytes; JSON bytes a u64 length and the bytes.
+//
+// A model's identity is structural: for a model NewModel built, the builder string is its name
+// with the builder's arguments, input shape and classes ("resnet8 1x28x28->10",
+// "vit(image_size=28,patch_size=7) 1x28x28->10"), and with the tensors' names and shapes it is
+// what a checkpoint must match; the model string (Model.String) is then a description for
+// people. A model built otherwise (Sequential, Net) has no builder string, and its description
+// is its identity, as before. Version 2, still read, had no builder string and no shapes: its
+// description's head ("resnet8 1x28x28->10: ") names the builder of a model NewModel built, and
+// the tensors' names and sizes decide, so rewording a layer's description breaks no checkpoint.
+// Version 1, still read, had besides no state and per epoch 6 float64 (epoch, train loss, test
 // accuracy, seconds, samples/s, data wait) after a u32 count.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
@@ -124,15 +135,18 @@ func isCheckpoint(path string) bool {
 // function of (seed, step), both stored.
 const (
 	ckptMagic   = "STOKECKP"
-	ckptVersion = 2
+	ckptVersion = 3
 	// maxCkptString bounds names read from a file, so a corrupt length cannot allocate much.
 	maxCkptString = 1 << 16
+	// maxCkptRank bounds a tensor's rank read from a file, for the same reason.
+	maxCkptRank = 16
 )
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 type checkpoint struct {
 	model, optimizer string
+	builder          string // the model's structural identity (Model.builder); "" for none
 	seed             uint64
 	epochs           int
 	step             int
@@ -143,6 +157,7 @@ type checkpoint struct {
 
 type ckptParam struct {
 	name    string
+	shape   []int // nil in a checkpoint before version 3
 	tensors [][]float32
 }
 
@@ -152,10 +167,11 @@ func (t *Trainer) Save(path string) error {
 	if t.opt == nil {
 		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
-	c := checkpoint{model: t.m.String(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step, history: t.history, state: t.state}
+	c := checkpoint{model: t.m.String(), builder: t.m.builder(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step,
+		history: t.history, state: t.state}
 	c.state.EMA = t.hasEMA
 	for _, p := range t.m.tensors() {
-		cp := ckptParam{name: p.Name}
+		cp := ckptParam{name: p.Name, shape: p.Shape}
 		vs := append([]kernels.F32{p.W}, p.slots...)
 		if t.hasEMA {
 			vs = append(vs, p.ema)
@@ -251,8 +267,8 @@ func (t *Trainer) Load(path string) error {
 }
 
 func (t *Trainer) check(c *checkpoint) error {
-	if c.model != t.m.String() {
-		return fmt.Errorf("train: %w: it holds model %q; this is %q", ErrMismatch, c.model, t.m.String())
+	if err := t.m.matches(c); err != nil {
+		return fmt.Errorf("train: %w: %w", ErrMismatch, err)
 	}
 	if c.seed != t.seed {
 		// The data order and the dropout masks follow the seed: another one would silently train
@@ -275,6 +291,9 @@ func (t *Trainer) check(c *checkpoint) error {
 		cp := c.params[i]
 		if want := 1 + len(p.slots) + ema; cp.name != p.Name || len(cp.tensors) != want && (t.opt != nil || len(cp.tensors) < 1+ema) {
 			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, want)
+		}
+		if cp.shape != nil && !slices.Equal(cp.shape, p.Shape) {
+			return fmt.Errorf("train: %w: parameter %s has shape %v; want %v", ErrMismatch, p.Name, cp.shape, p.Shape)
 		}
 		for _, v := range cp.tensors {
 			if len(v) != p.Len() {
@@ -329,6 +348,7 @@ func (c *checkpoint) encode() ([]byte, error) {
 		p = append(p, s...)
 	}
 	str(c.model)
+	str(c.builder)
 	str(c.optimizer)
 	p = binary.LittleEndian.AppendUint64(p, c.seed)
 	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
@@ -344,6 +364,10 @@ func (c *checkpoint) encode() ([]byte, error) {
 	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
 	for _, cp := range c.params {
 		str(cp.name)
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.shape)))
+		for _, d := range cp.shape {
+			p = binary.LittleEndian.AppendUint32(p, uint32(d))
+		}
 		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.tensors)))
 		for _, v := range cp.tensors {
 			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
@@ -434,7 +458,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
 	}
 	version := binary.LittleEndian.Uint32(b[8:])
-	if version != 1 && version != ckptVersion {
+	if version < 1 || version > ckptVersion {
 		return nil, fmt.Errorf("train: %w: version %d; this build reads versions 1 to %d", ErrCheckpoint, version, ckptVersion)
 	}
 	n := binary.LittleEndian.Uint64(b[12:])
@@ -446,7 +470,11 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
 	}
 	r := &reader{b: payload}
-	c := &checkpoint{model: r.str(), optimizer: r.str(), seed: r.u64(), epochs: int(r.u32()), step: int(r.u64())}
+	c := &checkpoint{model: r.str()}
+	if version >= 3 {
+		c.builder = r.str()
+	}
+	c.optimizer, c.seed, c.epochs, c.step = r.str(), r.u64(), int(r.u32()), int(r.u64())
 	if version == 1 {
 		c.history = r.historyV1()
 		c.state.Batches = c.step
@@ -471,6 +499,17 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 			break
 		}
 		cp := ckptParam{name: r.str()}
+		if version >= 3 {
+			rank := r.u32()
+			if rank > maxCkptRank {
+				r.fail("%s of rank %d", cp.name, rank)
+				break
+			}
+			cp.shape = make([]int, rank)
+			for d := range cp.shape {
+				cp.shape[d] = int(r.u32())
+			}
+		}
 		nt := r.u32()
 		if uint64(nt)*8 > uint64(len(r.b)) {
 			r.fail("%d tensors in %s", nt, cp.name)
@@ -501,14 +540,15 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 	return c, nil
 }
 
-// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's, or a
-// Sequential model of the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout,
-// BatchNorm2D, GlobalAvgPool, Residual blocks of them), rebuilt from the description the
-// checkpoint holds (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path})
-// to predict or export. A model with a layer of another package gives an error wrapping
-// ErrMismatch that names the layer: build that model again and load it the same way. The model's
-// tensors must have the sizes of the checkpoint's (so a corrupt description cannot ask for more
-// memory than the file holds).
+// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's (the
+// builder, its arguments, the input shape and the classes it records), or a Sequential model of
+// the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout, BatchNorm2D,
+// GlobalAvgPool, Residual blocks of them), rebuilt from the description the checkpoint holds
+// (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path}) to predict or
+// export. A model with a layer of another package gives an error wrapping ErrMismatch that names
+// the layer: build that model again and load it the same way. The model's tensors must have the
+// names and sizes of the checkpoint's (so a corrupt description cannot ask for more memory than
+// the file holds).
 func CheckpointModel(path string) (*Model, error) {
 	b, err := readCheckpoint(path)
 	if err != nil {
@@ -518,28 +558,93 @@ func CheckpointModel(path string) (*Model, error) {
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", path, err)
 	}
-	var name string
-	var in Shape
-	var classes int
-	if _, err := fmt.Sscanf(c.model, "%s %dx%dx%d->%d:", &name, &in.C, &in.H, &in.W, &classes); err == nil &&
-		in.C > 0 && in.H > 0 && in.W > 0 && classes > 0 && in.Len() <= maxArchInput {
-		if m, err := NewModel(name, in, classes); err == nil && m.String() == c.model {
-			return m, nil
-		}
-	}
-	m, err := parseModel(c.model)
+	m, err := checkpointModel(c)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w: %w", path, ErrMismatch, err)
 	}
+	return m, nil
+}
+
+// checkpointModel builds c's model: by its builder, or from its description, and checks its
+// tensors against c's.
+func checkpointModel(c *checkpoint) (*Model, error) {
+	if c.builder != "" {
+		m, err := builtModel(c.builder)
+		if err != nil {
+			return nil, err
+		}
+		if err := m.matches(c); err != nil {
+			return nil, err
+		}
+		return m, m.sameTensors(c)
+	}
+	// Before version 3, a model NewModel built is named by its description's head; a model built
+	// otherwise under the same name is rebuilt from its description.
+	head, _, _ := strings.Cut(c.model, ": ")
+	if m, err := builtModel(head); err == nil && m.matches(c) == nil && m.sameTensors(c) == nil {
+		return m, nil
+	}
+	m, err := parseModel(c.model)
+	if err != nil {
+		return nil, err
+	}
+	return m, m.sameTensors(c)
+}
+
+// builtModel is NewModel's model of a builder identity ("resnet8 1x28x28->10").
+func builtModel(id string) (*Model, error) {
+	var in Shape
+	var classes int
+	i := strings.LastIndexByte(id, ' ')
+	if i <= 0 {
+		return nil, fmt.Errorf("model %q is not a builder, input shape and classes", id)
+	}
+	if _, err := fmt.Sscanf(id[i+1:], "%dx%dx%d->%d", &in.C, &in.H, &in.W, &classes); err != nil ||
+		in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 || in.Len() > maxArchInput {
+		return nil, fmt.Errorf("model %q: input shape and classes out of range", id)
+	}
+	return NewModel(id[:i], in, classes)
+}
+
+// sameTensors reports whether c holds m's tensors: names and sizes (and shapes, from version 3).
+func (m *Model) sameTensors(c *checkpoint) error {
 	all := m.tensors()
 	if len(all) != len(c.params) {
-		return nil, fmt.Errorf("train: %s: %w: model %q has %d tensors; the checkpoint %d", path, ErrMismatch, m.name, len(all), len(c.params))
+		return fmt.Errorf("model %q has %d tensors; the checkpoint %d", m.name, len(all), len(c.params))
 	}
 	for i, p := range all {
-		if len(c.params[i].tensors) == 0 || len(c.params[i].tensors[0]) != prod(p.Shape) || c.params[i].name != p.Name {
-			return nil, fmt.Errorf("train: %s: %w: tensor %d of model %q is %s of %d values; the checkpoint's %q does not match",
-				path, ErrMismatch, i, m.name, p.Name, prod(p.Shape), c.params[i].name)
+		cp := c.params[i]
+		if len(cp.tensors) == 0 || len(cp.tensors[0]) != prod(p.Shape) || cp.name != p.Name || cp.shape != nil && !slices.Equal(cp.shape, p.Shape) {
+			return fmt.Errorf("tensor %d of model %q is %s of shape %v; the checkpoint's %q does not match", i, m.name, p.Name, p.Shape, cp.name)
 		}
 	}
-	return m, nil
+	return nil
+}
+
+// builder is the model's structural identity when NewModel built it: its name (with the
+// builder's arguments), input shape and classes, "resnet8 1x28x28->10"; "" otherwise.
+func (m *Model) builder() string {
+	if !m.built {
+		return ""
+	}
+	return fmt.Sprintf("%s %v->%d", m.name, m.in, m.classes)
+}
+
+// matches reports whether checkpoint c was written for a model of m's identity (see the format):
+// the same builder, or, for a model no builder made (or a checkpoint before version 3), the same
+// description, or a description whose head names m's builder. The tensors are compared apart.
+func (m *Model) matches(c *checkpoint) error {
+	switch b := m.builder(); {
+	case c.builder != "" && c.builder == b:
+	case c.builder != "":
+		if b == "" {
+			b = m.String()
+		}
+		return fmt.Errorf("it holds model %q; this is %q", c.builder, b)
+	case c.model == m.String():
+	case b != "" && strings.HasPrefix(c.model, b+": "):
+	default:
+		return fmt.Errorf("it holds model %q; this is %q", c.model, m.String())
+	}
+	return nil
 }

@@ -1,9 +1,15 @@
 package train
 
 import (
+	"encoding/binary"
+	"encoding/json"
 	"errors"
+	"hash/crc32"
+	"math"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 	"syscall"
 	"testing"
 )
@@ -50,4 +56,138 @@ func TestCheckpointTarget(t *testing.T) {
 		}
 		tr.Close()
 	}
+}
+
+// TestCheckpointIdentity: a checkpoint names a model NewModel built by its builder, input and
+// classes, with its tensors' shapes, and a model of another builder or shape is refused; one
+// written before (version 2, no builder, no shapes) is still read by its description's head, so a
+// layer's reworded description breaks no checkpoint of a built-in model, while a model built by
+// hand keeps its description as its identity.
+func TestCheckpointIdentity(t *testing.T) {
+	dir := t.TempDir()
+	f := newFixture(t, 64)
+	mlp := func(t testing.TB) *Model {
+		m, err := NewModel("mlp", img8, 10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ck := filepath.Join(dir, "mlp.ck")
+	_, tr := fit(t, f, mlp(t), SGD{LR: 0.1}, Config{Seed: 2, Checkpoint: ck})
+	want := weights(t, tr)
+	b, err := os.ReadFile(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c, err := decodeCheckpoint(b)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.builder != "mlp 1x8x8->10" || !slices.Equal(c.params[0].shape, []int{512, 64}) {
+		t.Fatalf("checkpoint identity %q, first tensor %s of shape %v; want mlp 1x8x8->10 and [512 64]", c.builder, c.params[0].name, c.params[0].shape)
+	}
+	write := func(name string, b []byte) string {
+		p := filepath.Join(dir, name)
+		if err := os.WriteFile(p, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		return p
+	}
+	resume := func(m *Model, path string) ([][]float32, error) {
+		tr, err := New(m, f.dev, SGD{LR: 0.1}, Config{Seed: 2, Resume: path})
+		if err != nil {
+			return nil, err
+		}
+		defer tr.Close()
+		return weights(t, tr), nil
+	}
+
+	// Version 2, the layers described in other words: read as the built-in mlp.
+	old := *c
+	old.builder = ""
+	old.model = strings.ReplaceAll(c.model, "linear", "dense")
+	v2 := write("v2.ck", encodeV2(t, &old))
+	got, err := resume(mlp(t), v2)
+	if err != nil {
+		t.Fatalf("resume from a version 2 checkpoint of mlp: %v", err)
+	}
+	for i := range want {
+		if !sameBits(got[i], want[i]) {
+			t.Fatalf("tensor %d resumed from version 2 differs from the checkpoint's", i)
+		}
+	}
+	if m, err := CheckpointModel(v2); err != nil || m.builder() != "mlp 1x8x8->10" {
+		t.Fatalf("CheckpointModel of version 2 = %v, %v; want the built-in mlp", m, err)
+	}
+
+	// The same layers built by hand are not the built-in model, in either version; a hand-built
+	// model's reworded description is another model.
+	byHand := func(t testing.TB) *Model {
+		m, err := Sequential("mlp", img8, 10, Flatten(), Linear(64, 512), ReLU(), Linear(512, 256), ReLU(), Linear(256, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	if _, err := resume(byHand(t), ck); !errors.Is(err, ErrMismatch) {
+		t.Errorf("resume of a hand-built model from the built-in mlp's checkpoint: %v; want ErrMismatch", err)
+	}
+	if _, err := resume(byHand(t), v2); !errors.Is(err, ErrMismatch) {
+		t.Errorf("resume of a hand-built model from a reworded description: %v; want ErrMismatch", err)
+	}
+
+	// A tensor of the same size but another shape.
+	bad := *c
+	bad.params = slices.Clone(c.params)
+	bad.params[0].shape = []int{64, 512}
+	b, err = bad.encode()
+	if err != nil {
+		t.Fatal(err)
+	}
+	shaped := write("shape.ck", b)
+	if _, err := resume(mlp(t), shaped); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "shape") {
+		t.Errorf("resume from a tensor of another shape: %v; want ErrMismatch naming the shape", err)
+	}
+	if _, err := CheckpointModel(shaped); !errors.Is(err, ErrMismatch) {
+		t.Errorf("CheckpointModel of a tensor of another shape: %v; want ErrMismatch", err)
+	}
+}
+
+// encodeV2 writes c in checkpoint format version 2: no builder, no shapes.
+func encodeV2(t *testing.T, c *checkpoint) []byte {
+	t.Helper()
+	var p []byte
+	str := func(s string) {
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
+		p = append(p, s...)
+	}
+	str(c.model)
+	str(c.optimizer)
+	p = binary.LittleEndian.AppendUint64(p, c.seed)
+	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
+	p = binary.LittleEndian.AppendUint64(p, uint64(c.step))
+	for _, v := range []any{c.state, c.history} {
+		b, err := json.Marshal(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		p = binary.LittleEndian.AppendUint64(p, uint64(len(b)))
+		p = append(p, b...)
+	}
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
+	for _, cp := range c.params {
+		str(cp.name)
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.tensors)))
+		for _, v := range cp.tensors {
+			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
+			for _, x := range v {
+				p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
+			}
+		}
+	}
+	out := append([]byte(ckptMagic), 2, 0, 0, 0)
+	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
+	out = append(out, p...)
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli))
 }

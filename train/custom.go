@@ -50,6 +50,9 @@ type Pass struct {
 	Train bool
 	// Seed is this step's and layer's seed, for randomness that must repeat (dropout masks).
 	Seed uint64
+	// sync, in a data-parallel step with Config.SyncBatchNorm, sums a synchronized batch
+	// norm's values over the ranks (NN's batch norms).
+	sync *syncRun
 }
 
 // Allocator hands out device memory that the trainer frees with the model.
@@ -109,7 +112,7 @@ func (l *custom) String() string                { return l.m.String() }
 func (l *custom) setup(in []int) ([]int, error) { return l.m.Setup(in) }
 func (l *custom) reserve(a *arena, n int) error { return l.m.Reserve(a, n) }
 func (l *custom) pass(r *run) *Pass {
-	l.p = Pass{Ops: r.ops, Stream: r.s, Train: r.train, Seed: r.seed}
+	l.p = Pass{Ops: r.ops, Stream: r.s, Train: r.train, Seed: r.seed, sync: r.sync}
 	return &l.p
 }
 

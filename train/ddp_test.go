@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/nn"
 	"iter"
 	"math"
 	"net"
@@ -276,6 +277,7 @@ func TestDataParallelEquivalence(t *testing.T) {
 // model with BatchNorm as one process with batch B does: after each step every rank holds the same bits, weights and running statistics
 // alike, and they agree with the single process's within float32 rounding, through the host and
 // on the device. Without SyncBatchNorm (each rank's own statistics) they differ by orders more.
+// The batch norms are the package's layers (modules of nn) and an nn module's own (Net).
 func TestSyncBatchNormEquivalence(t *testing.T) {
 	const global, steps = 48, 15
 	for _, tc := range []struct {
@@ -287,7 +289,7 @@ func TestSyncBatchNormEquivalence(t *testing.T) {
 			t.Fatal(err)
 		}
 		return m
-	}}} {
+	}}, {"nn-module", bnNet}} {
 		t.Run(tc.name, func(t *testing.T) {
 			// worst is the largest difference over the first steps to one process's tensors, each
 			// relative to the tensor's largest value; every rank must hold rank 0's bits.
@@ -353,6 +355,21 @@ func TestSyncBatchNormEquivalence(t *testing.T) {
 }
 
 func first[A, B any](a A, _ B) A { return a }
+
+// bnNet is a model of one module of package nn (Net) holding two batch norms: conv 3x3 - batch
+// norm - relu - conv 3x3 stride 2 - batch norm - relu - average pooling - linear, over 8x8 images.
+func bnNet(t testing.TB) *Model {
+	t.Helper()
+	conv := func(i, o, s int) nn.Module {
+		return nn.NewConv2d(i, o, 3, nn.ConvOptions{Stride: s, Padding: 1}, false)
+	}
+	m, err := Net("bn-net", img8, 10, described{"bnnet", nn.Sequential{conv(1, 4, 1), nn.NewBatchNorm2d(4), nn.Fn(nn.ReLU),
+		conv(4, 8, 2), nn.NewBatchNorm2d(8), nn.Fn(nn.ReLU), nn.Fn(nn.GlobalAvgPool), nn.Fn(nn.Flatten), nn.NewLinear(8, 10, true)}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return m
+}
 
 // stepBuffers keeps the tensors from index from on (a model's buffers follow its parameters).
 func stepBuffers(perStep [][][][]float32, from int) [][][][]float32 {

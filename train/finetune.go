@@ -214,22 +214,24 @@ func isNN(m *Model, p *Param) bool {
 	return false
 }
 
-// setFrozen marks the BatchNorms in l (inside blocks too) as frozen: evaluation mode always.
+// setFrozen puts the layers of nn in l (inside blocks too) in evaluation mode always, or back.
 func setFrozen(l Layer, v bool) {
-	for _, bn := range batchNorms(l) {
-		bn.frozen = v
+	for _, n := range nnModules(l) {
+		n.frozen = v
 	}
 }
 
-// batchNorms lists the BatchNorms in l, inside blocks too.
-func batchNorms(l Layer) []*batchNorm {
+// nnModules lists the layers of nn in l (the package's own among them), inside blocks too.
+func nnModules(l Layer) []*nnModule {
 	switch l := l.(type) {
-	case *batchNorm:
-		return []*batchNorm{l}
+	case *custom:
+		if n, ok := l.m.(*nnModule); ok {
+			return []*nnModule{n}
+		}
 	case *residual:
-		var out []*batchNorm
+		var out []*nnModule
 		for _, x := range append(append([]Layer(nil), l.main...), l.shortcut...) {
-			out = append(out, batchNorms(x)...)
+			out = append(out, nnModules(x)...)
 		}
 		return out
 	}

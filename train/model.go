@@ -27,6 +27,7 @@ type Model struct {
 	name    string
 	in      Shape
 	classes int
+	built   bool // NewModel built it: its identity is its name, input and classes (see builder)
 	layers  []Layer
 	// order is the order in which the layers run, as indices into layers (see execOrder).
 	order   []int
@@ -88,6 +89,15 @@ func Models() []string {
 //
 // An unknown name gives an error wrapping ErrModel.
 func NewModel(name string, in Shape, classes int) (*Model, error) {
+	m, err := newModel(name, in, classes)
+	if err != nil {
+		return nil, err
+	}
+	m.built = true
+	return m, nil
+}
+
+func newModel(name string, in Shape, classes int) (*Model, error) {
 	switch name {
 	case "mlp":
 		return Sequential(name, in, classes,
@@ -160,13 +170,13 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 	// gets He initialization.
 	for i := range layers {
 		for j := i + 1; j < len(layers); j++ {
-			if _, ok := layers[j].(*relu); ok {
+			if kindOf(layers[j]) == "relu" {
 				for _, p := range m.layerParams[i] {
 					p.he = p.he || p.kind == kindWeight
 				}
 				break
 			}
-			if _, ok := layers[j].(*batchNorm); !ok && len(m.layerParams[j]) > 0 {
+			if kindOf(layers[j]) != "batchnorm" && len(m.layerParams[j]) > 0 {
 				break
 			}
 		}
@@ -184,9 +194,7 @@ func execOrder(layers []Layer) []int {
 		order[i] = i
 	}
 	for k := 0; k+1 < len(order); k++ {
-		_, isReLU := layers[order[k]].(*relu)
-		_, pooled := layers[order[k+1]].(*maxPool)
-		if isReLU && pooled {
+		if kindOf(layers[order[k]]) == "relu" && kindOf(layers[order[k+1]]) == "maxpool" {
 			order[k], order[k+1] = order[k+1], order[k]
 		}
 	}
@@ -383,26 +391,16 @@ func (m *Model) backward(r *run, n int) error {
 	return nil
 }
 
-// syncBatchNorms gives every BatchNorm that trains (not frozen) the buffers of a synchronized
-// batch norm over world ranks (Config.SyncBatchNorm).
-func (m *Model) syncBatchNorms(world int) error {
+// syncBatchNorms makes the batch norms of every layer that trains (not frozen) synchronize their
+// statistics over world ranks (Config.SyncBatchNorm).
+func (m *Model) syncBatchNorms(world int) {
 	for _, l := range m.layers {
-		for _, bn := range batchNorms(l) {
-			if bn.frozen {
-				continue
+		for _, n := range nnModules(l) {
+			if !n.frozen {
+				n.world = world
 			}
-			var s bnSync
-			var err error
-			if s.gather, err = m.weights.f32(world * (2*bn.c + 1)); err != nil {
-				return err
-			}
-			if s.sums, err = m.weights.f32(2*bn.c + 1); err != nil {
-				return err
-			}
-			bn.sync = &s
 		}
 	}
-	return nil
 }
 
 // free releases the device memory and unbinds the model, so that another trainer may take it
@@ -414,8 +412,8 @@ func (m *Model) free() error {
 		p.W, p.G, p.slots, p.acc, p.ema = kernels.F32{}, kernels.F32{}, nil, kernels.F32{}, kernels.F32{}
 	}
 	for _, l := range m.layers {
-		for _, bn := range batchNorms(l) {
-			bn.sync = nil
+		for _, n := range nnModules(l) {
+			n.world = 0
 		}
 	}
 	m.unfreeze()

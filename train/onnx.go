@@ -113,7 +113,7 @@ func onnxNormalization(c int, mean, std []float32) ([]float32, []float32, error)
 func onnxSupported(layers []Layer, where string) error {
 	for i, l := range layers {
 		switch l := l.(type) {
-		case *linear, *conv2d, *relu, *maxPool, *batchNorm, *globalAvgPool, flatten, *dropout:
+		case *dropout:
 		case *residual:
 			if err := onnxSupported(l.main, fmt.Sprintf("%s%d.main.", where, i)); err != nil {
 				return err
@@ -219,44 +219,6 @@ func (e *onnxEmitter) layers(layers []Layer, x string, shape []int, where string
 // has tensors, after its place otherwise.
 func (e *onnxEmitter) layer(l Layer, x string, shape []int, place string) (string, []int, error) {
 	switch l := l.(type) {
-	case *linear:
-		name, _ := splitLast(l.w.Name)
-		if len(shape) != 1 {
-			x = e.node(name+".flatten", "Flatten", []string{x}, onnx.Int("axis", 1))
-		}
-		x = e.node(name, "Gemm", []string{x, e.init(l.w), e.init(l.b)},
-			onnx.Float("alpha", 1), onnx.Float("beta", 1), onnx.Int("transA", 0), onnx.Int("transB", 1))
-		return x, []int{l.out}, nil
-	case *conv2d:
-		name, _ := splitLast(l.w.Name)
-		ins := []string{x, e.init(l.w)}
-		if l.b != nil {
-			ins = append(ins, e.init(l.b))
-		}
-		k, s, p := int64(l.k), int64(l.stride), int64(l.pad)
-		x = e.node(name, "Conv", ins, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", s, s),
-			onnx.Ints("pads", p, p, p, p), onnx.Ints("dilations", 1, 1), onnx.Int("group", 1))
-		return x, []int{l.outC, l.g.OutH(), l.g.OutW()}, nil
-	case *batchNorm:
-		name, _ := splitLast(l.w.Name)
-		x = e.node(name, "BatchNormalization", []string{x, e.init(l.w), e.init(l.b), e.init(l.mean), e.init(l.vr)},
-			onnx.Float("epsilon", l.eps), onnx.Float("momentum", 1-l.momentum))
-		return x, shape, nil
-	case *relu:
-		return e.node(place, "Relu", []string{x}), shape, nil
-	case *maxPool:
-		k, s, p := int64(l.k), int64(l.stride), int64(l.pad)
-		x = e.node(place, "MaxPool", []string{x}, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", s, s),
-			onnx.Ints("pads", p, p, p, p), onnx.Int("ceil_mode", 0))
-		return x, []int{shape[0], l.g.OutH(), l.g.OutW()}, nil
-	case *globalAvgPool:
-		x = e.node(place, "GlobalAveragePool", []string{x})
-		return e.node(place+".flatten", "Flatten", []string{x}, onnx.Int("axis", 1)), []int{shape[0]}, nil
-	case flatten:
-		if len(shape) == 1 {
-			return x, shape, nil
-		}
-		return e.node(place, "Flatten", []string{x}, onnx.Int("axis", 1)), []int{prod(shape)}, nil
 	case *dropout: // evaluation: the identity
 		return x, shape, nil
 	case *custom:

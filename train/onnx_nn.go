@@ -212,10 +212,14 @@ func (x *nnExport) factors(r int) []int {
 	return x.k[r]
 }
 
-// stepName names step i's node: a fused op with tensors after their module ("encoder.ln"), as
-// the package's own layers are named; the others after the layer's place and the step.
+// stepName names step i's node: a fused op with tensors after their module ("encoder.ln"); the
+// first other step of one of the package's layers after the layer's place ("2.relu"), as before
+// they were modules of nn; the others after the layer's place and the step.
 func (x *nnExport) stepName(i int, s nn.Step) string {
 	name := fmt.Sprintf("%s/%d.%s", x.place, i, s.Op)
+	if _, ok := x.l.m.(builtin); ok && !x.used[x.place] {
+		name = x.place
+	}
 	switch s.Op {
 	case "linear", "conv2d", "batch_norm", "layer_norm":
 		if r := x.tr.refs[i]; len(r) > 1 && r[1] < nnInputRef {
@@ -367,6 +371,10 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 	case "global_avg_pool":
 		return x.node(name, "GlobalAveragePool", in), nil
 	case "reshape":
+		if k := x.factors(refs[0]); len(out) == 2 && k[0] == 1 && !slices.ContainsFunc(k[1:], func(k int) bool { return k != 0 }) &&
+			slices.Equal(x.k[i], []int{1, 0}) {
+			return x.node(name, "Flatten", in, onnx.Int("axis", 1)), nil // [N ...] to [N rest]
+		}
 		return x.node(name, "Reshape", []string{in[0], x.reshapeTarget(name+"/shape", out, x.k[i])}), nil
 	case "permute":
 		perm, _ := s.Attr["perm"].([]int)

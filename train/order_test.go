@@ -24,7 +24,7 @@ func TestExecOrder(t *testing.T) {
 		{[]Layer{MaxPool2D(2), ReLU(), Flatten(), ReLU()}, []int{0, 1, 2, 3}}, // no pooling after
 		{[]Layer{Residual([]Layer{ReLU()}, nil), MaxPool2D(2)}, []int{0, 1}},  // a block is not a ReLU
 		{[]Layer{ReLU(), Residual([]Layer{MaxPool2D(2)}, nil)}, []int{0, 1}},  // nor a pooling
-		{[]Layer{Conv2D(1, 4, 3, 1), BatchNorm2D(4), ReLU(), &maxPool{k: 3, stride: 2, pad: 1}}, []int{0, 1, 3, 2}},
+		{[]Layer{Conv2D(1, 4, 3, 1), BatchNorm2D(4), ReLU(), maxPool2D(3, 2, 1)}, []int{0, 1, 3, 2}},
 	} {
 		if got := execOrder(tc.layers); !slices.Equal(got, tc.want) {
 			t.Errorf("execOrder(%v) = %v; want %v", tc.layers, got, tc.want)
@@ -56,8 +56,8 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 		t.Errorf("parameter names %s; want %s", got, want)
 	}
 	// The ReLUs were set up on the pooled shapes: a quarter of the values.
-	if r := m.layers[1].(*relu); r.per != 32*14*14 {
-		t.Errorf("first ReLU: %d values per sample; want %d (after the pooling)", r.per, 32*14*14)
+	if r := nnOf(m.layers[1]); !slices.Equal(r.in, []int{32, 14, 14}) {
+		t.Errorf("first ReLU: input %v per sample; want [32 14 14] (after the pooling)", r.in)
 	}
 	// torchvision's stem from 33 px up: conv1 - bn1 - relu - maxpool 3x3 stride 2 pad 1.
 	r18, err := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 10)
@@ -70,6 +70,9 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 }
 
 var img10 = Shape{C: 1, H: 10, W: 10}
+
+// nnOf is the nn layer l is (one of the package's layers).
+func nnOf(l Layer) *nnModule { return l.(*custom).m.(*nnModule) }
 
 // poolNet is conv 1x1 - relu - maxpool 2 - conv 3x3 - batchnorm - relu - maxpool 3x3 stride 2
 // pad 1 (a ResNet stem's, whose 5x5 input leaves windows on the padding at the bottom and right)
@@ -85,7 +88,7 @@ func poolNet(t testing.TB, written bool) *Model {
 	ls := append([]Layer{Conv2D(1, 4, 1, 0), ReLU()}, sep...)
 	ls = append(ls, MaxPool2D(2), Conv2D(4, 4, 3, 1), BatchNorm2D(4), ReLU())
 	ls = append(ls, sep...)
-	ls = append(ls, &maxPool{k: 3, stride: 2, pad: 1}, Flatten(), Linear(4*3*3, 10))
+	ls = append(ls, maxPool2D(3, 2, 1), Flatten(), Linear(4*3*3, 10))
 	m, err := Sequential("poolnet", img10, 10, ls...)
 	if err != nil {
 		t.Fatal(err)
@@ -183,11 +186,11 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		defer tr.Close()
 		// The first convolution passes the pixels (channel 0), their negation (1), -1 (2: no
 		// positive value) and 0 (3: all tied at 0).
-		conv := m.layers[0].(*conv2d)
-		if err := upload(tr.s, conv.w.W, []float32{1, -1, 0, 0}); err != nil {
+		conv := m.layerParams[0]
+		if err := upload(tr.s, conv[0].W, []float32{1, -1, 0, 0}); err != nil {
 			t.Fatal(err)
 		}
-		if err := upload(tr.s, conv.b.W, []float32{0, 0, -1, 0}); err != nil {
+		if err := upload(tr.s, conv[1].W, []float32{0, 0, -1, 0}); err != nil {
 			t.Fatal(err)
 		}
 		var batch Batch // valid until test's next pass (the Fit's evaluation)
@@ -199,24 +202,23 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		}
 		res := result{order: m.order}
 		res.loss = float32(lossAndGrad(t, tr, batch, mean, std))
-		last := m.layers[len(m.layers)-1].(*linear)
-		res.logits = readF32(t, tr, last.y.Slice(0, batch.N*10))
+		res.logits = readF32(t, tr, nnOf(m.layers[len(m.layers)-1]).y.Data())
 		for _, p := range m.params {
 			res.grads = append(res.grads, readF32(t, tr, p.G))
 		}
 		// Both poolings see what the test is about.
-		var bn *batchNorm
+		var bn *nnModule
 		for _, l := range m.layers {
-			if b, ok := l.(*batchNorm); ok {
-				bn = b
+			if kindOf(l) == "batchnorm" {
+				bn = nnOf(l)
 			}
 		}
 		for _, c := range []struct {
 			x kernels.F32
 			g kernels.Pool2D
 		}{
-			{conv.y.Slice(0, batch.N*4*100), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
-			{bn.y.Slice(0, batch.N*4*25), kernels.Pool2D{N: batch.N, C: 4, H: 5, W: 5, K: 3, Stride: 2, Pad: 1}},
+			{nnOf(m.layers[0]).y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
+			{bn.y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 5, W: 5, K: 3, Stride: 2, Pad: 1}},
 		} {
 			tied, nonPositive := windowKinds(readF32(t, tr, c.x), c.g)
 			if tied == 0 || nonPositive == 0 {

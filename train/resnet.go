@@ -137,7 +137,7 @@ func torchResNet(name string, in Shape, classes int, bottleneck bool, blocks []i
 		b.stem(in.C, 64, 3, 1)
 	} else {
 		b.stem(in.C, 64, 7, 2)
-		b.add("", &maxPool{k: 3, stride: 2, pad: 1})
+		b.add("", maxPool2D(3, 2, 1))
 	}
 	b.head(b.stages(64, []int{64, 128, 256, 512}, blocks, bottleneck), classes)
 	return b.model(name, in, classes)

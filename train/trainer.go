@@ -429,9 +429,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 			}
 		}
 		if cfg.SyncBatchNorm {
-			if err := m.syncBatchNorms(cfg.Collective.Size()); err != nil {
-				return nil, errors.Join(err, t.Close())
-			}
+			m.syncBatchNorms(cfg.Collective.Size())
 		}
 	}
 	return t, nil
