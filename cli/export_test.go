@@ -268,6 +268,7 @@ var zooSpecs = map[string]string{
 		"num_heads_3=2,num_heads_4=2,window_size=4)",
 	"swin_v2": "swin_v2(patch_size=4,embed_dim=8,depth_1=2,depth_2=2,depth_3=1,depth_4=1,num_heads_1=2,num_heads_2=2," +
 		"num_heads_3=2,num_heads_4=2,window_size=4)",
+	"timm/vit_tiny_patch16_224": "timm/vit_tiny_patch16_224(img_size=48,patch_size=16,depth=1)",
 }
 
 // builtinModels are train's own models, which TestExportONNXRuntime runs whatever their size.
@@ -275,7 +276,7 @@ var builtinModels = []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "
 
 // zooNamed are the named configurations TestExportONNXRuntime runs as they are: the families
 // whose builders take no architecture arguments, one model per set of operators.
-var zooNamed = []string{"mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0"}
+var zooNamed = []string{"mobilenet_v2", "mobilenet_v3_small", "efficientnet_b0", "timm/convnext_atto"}
 
 // zooFamilies maps the prefixes of the zoo's names to the model that runs their operators: a
 // small instance of zooSpecs or a model of zooNamed. Every named configuration of a family
@@ -285,6 +286,11 @@ var zooFamilies = map[string]string{
 	"vit": "vit", "convnext": "convnext", "regnet": "regnet", "resnet": "resnet", "resnext": "resnet",
 	"wide_resnet": "resnet", "mobilenet": "mobilenet_v3_small", "efficientnet": "efficientnet_b0",
 	"swin_t": "swin", "swin_s": "swin", "swin_b": "swin", "swin_v2_": "swin_v2",
+	// timm's: its ViT and DeiT one family; its ConvNeXt atto runs the 1x1-convolution MLPs of
+	// atto to nano (tiny and up have Linear ones, as convnext's); its EfficientNet's operators
+	// are torchvision's.
+	"timm/vit_": "timm/vit_tiny_patch16_224", "timm/deit_": "timm/vit_tiny_patch16_224",
+	"timm/convnext_": "timm/convnext_atto", "timm/efficientnet_": "efficientnet_b0",
 }
 
 // onnxRuntimeSpec is the model TestExportONNXRuntime trains for the name train.Models gives, or
