@@ -197,7 +197,8 @@ PY
 	# accuracy must be at least 40% (chance: 10%), so that the two runs agree on a model that learnt.
 	# The zoo's families, one small model each (see the header for what each exercises), on mnist1k
 	# at batch 32 (32 steps): they cost the stand-in 20-60x the CPU backend's CPU time.
-	local m1k=mnist:$tmp/mnist1k adamw="--batch 32 --optimizer adamw --lr 0.003" specs=(
+	local m1k=mnist:$tmp/mnist1k adamw="--batch 32 --optimizer adamw --lr 0.003"
+	local specs=(
 		"mlp|mnist|bf16|0.3|"
 		"cnn|mnist:$tmp/mnist6k||0.3|"
 		"vit(image_size=28,patch_size=7,num_layers=2,num_heads=4,hidden_dim=32,mlp_dim=64)|mnist:$tmp/mnist6k||0.5|--optimizer adamw --lr 0.002"
