@@ -7,6 +7,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -21,15 +22,35 @@ type augmentFlags struct {
 func (a *augmentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, "+
 		"trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9); randaugment:N:M for N ops at magnitude M of 31), "+
-		"autoaugment (AutoAugment, ImageNet policy); unset: the model's recipe")
+		"autoaugment (AutoAugment, ImageNet policy); stoke train also takes recipe: the model's recipe's RandAugment, and its "+
+		"--random-erasing, --mixup and --cutmix where those flags are unset (off by default, as in timm's and torchvision's training scripts: "+
+		"meant for runs of hundreds of epochs, they slow a short one down)")
 	fs.Float64Var(&a.erasing, "random-erasing", 0, "probability of torchvision's RandomErasing on a training image (0: none), "+
-		"erasing to the normalization's mean (0 after Normalize, as torchvision's recipes; unset: the model's recipe)")
+		"erasing to the normalization's mean (0 after Normalize, as torchvision's recipes)")
 	fs.Float64Var(&a.mixup, "mixup", 0, "MixUp of the training batches with a weight from Beta(ALPHA, ALPHA) "+
 		"(0: none; timm's and torchvision's recipes: 0.2 to 0.8), "+
 		"each image blended with the one before it in the batch and the targets alike (soft targets, smoothed by --label-smoothing first); with --cutmix, "+
-		"each batch gets one of the two with probability 1/2 (unset: the model's recipe)")
+		"each batch gets one of the two with probability 1/2")
 	fs.Float64Var(&a.cutmix, "cutmix", 0, "CutMix of the training batches with ALPHA (0: none; the recipes: 1.0): a box of the image before it pasted in, "+
-		"the targets weighted by the box's area (unset: the model's recipe)")
+		"the targets weighted by the box's area")
+}
+
+// useRecipe is --augment recipe: the recipe's RandAugment (or none), and its random erasing,
+// MixUp and CutMix where their flags are unset.
+func (a *augmentFlags) useRecipe(fs *flag.FlagSet, r train.Recipe) {
+	a.policy = "none"
+	if ra := r.RandAugment; ra != [2]int{} {
+		a.policy = fmt.Sprintf("randaugment:%d:%d", ra[0], ra[1])
+	}
+	for _, d := range []struct {
+		flag   string
+		v      *float64
+		recipe float64
+	}{{"random-erasing", &a.erasing, r.RandomErasing}, {"mixup", &a.mixup, r.MixUp}, {"cutmix", &a.cutmix, r.CutMix}} {
+		if !flagSet(fs, d.flag) {
+			*d.v = d.recipe
+		}
+	}
 }
 
 // mix checks --mixup and --cutmix and returns the batch-level mix of the training loader.

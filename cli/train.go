@@ -89,8 +89,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		v      *float64
 		recipe float64
 	}{{"wd", wd, recipe.WeightDecay}, {"label-smoothing", smoothing, recipe.LabelSmoothing}, {"warmup-epochs", warmupEpochs, recipe.WarmupEpochs},
-		{"mixup", &lf.augment.mixup, recipe.MixUp}, {"cutmix", &lf.augment.cutmix, recipe.CutMix},
-		{"random-erasing", &lf.augment.erasing, recipe.RandomErasing}, {"ema", &loop.ema, recipe.EMA}} {
+		{"ema", &loop.ema, recipe.EMA}} {
 		if !flagSet(fs, d.flag) {
 			*d.v = d.recipe
 		}
@@ -98,8 +97,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if *init != "" && !flagSet(fs, "layer-decay") {
 		*layerDecay = recipe.LayerDecay
 	}
-	if ra := recipe.RandAugment; ra != [2]int{} && !flagSet(fs, "augment") {
-		lf.augment.policy = fmt.Sprintf("randaugment:%d:%d", ra[0], ra[1])
+	if lf.augment.policy == "recipe" {
+		lf.augment.useRecipe(fs, recipe)
 	}
 	if err := lf.check(); err != nil {
 		return err

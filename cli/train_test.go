@@ -92,9 +92,10 @@ func TestTrainPrecision(t *testing.T) {
 }
 
 // TestTrainZooRecipe: stoke train --model vit(...) trains with the ViT family's recipe (AdamW,
-// the learning rate scaled to the batch, weight decay 0.05, RandAugment, MixUp, CutMix, random
-// erasing); its flags override each part, and a rate from the recipe follows --batch. Fine-tuned
-// from its weights (--init), it decays the rate by layer as the recipe says.
+// the learning rate scaled to the batch, weight decay 0.05), its augmentation (RandAugment, MixUp,
+// CutMix, random erasing) only with --augment recipe; its flags override each part, and a rate
+// from the recipe follows --batch. Fine-tuned from its weights (--init), it decays the rate by
+// layer as the recipe says.
 func TestTrainZooRecipe(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	const vit = "vit(image_size=8,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=16)"
@@ -104,12 +105,13 @@ func TestTrainZooRecipe(t *testing.T) {
 		flags []string
 		want  trainResult
 	}{
-		{nil, trainResult{Optimizer: "adamw", LR: r.ScaledLR(r.Batch), WeightDecay: 0.05, Batch: r.Batch, Augment: "randaugment:2:9", MixUp: 0.8, CutMix: 1,
-			RandomErasing: 0.25}},
-		{[]string{"--batch", "8"}, trainResult{Optimizer: "adamw", LR: r.ScaledLR(8), WeightDecay: 0.05, Batch: 8, Augment: "randaugment:2:9", MixUp: 0.8,
-			CutMix: 1, RandomErasing: 0.25}},
-		{[]string{"--optimizer", "sgd", "--lr", "0.05", "--wd", "0", "--batch", "3", "--augment", "none", "--mixup", "0", "--cutmix", "0",
-			"--random-erasing", "0", "--ema", "0.9"}, trainResult{Optimizer: "sgd", LR: 0.05, Batch: 3, Augment: "none", EMA: 0.9}},
+		{nil, trainResult{Optimizer: "adamw", LR: r.ScaledLR(r.Batch), WeightDecay: 0.05, Batch: r.Batch, Augment: "none"}},
+		{[]string{"--augment", "recipe"}, trainResult{Optimizer: "adamw", LR: r.ScaledLR(r.Batch), WeightDecay: 0.05, Batch: r.Batch,
+			Augment: "randaugment:2:9", MixUp: 0.8, CutMix: 1, RandomErasing: 0.25}},
+		{[]string{"--batch", "8", "--augment", "recipe", "--mixup", "0.3", "--random-erasing", "0"}, trainResult{Optimizer: "adamw", LR: r.ScaledLR(8),
+			WeightDecay: 0.05, Batch: 8, Augment: "randaugment:2:9", MixUp: 0.3, CutMix: 1}},
+		{[]string{"--optimizer", "sgd", "--lr", "0.05", "--wd", "0", "--batch", "3", "--augment", "trivialaugment", "--ema", "0.9"},
+			trainResult{Optimizer: "sgd", LR: 0.05, Batch: 3, Augment: "trivialaugment", EMA: 0.9}},
 	} {
 		out, errOut, code := stoke(t, append(args, c.flags...)...)
 		if code != 0 {
@@ -145,7 +147,7 @@ func TestTrainZooRecipe(t *testing.T) {
 		t.Errorf("train --init --freeze printed %q; want %q, the frozen count and layer decay 0.75", out, want)
 	}
 	out, errOut, _ = stoke(t, "train", "--help")
-	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05`).MatchString(help) {
+	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05[^;]*, and when asked \(stoke train --augment recipe\) randaugment 2 ops at 9, mixup 0\.8`).MatchString(help) {
 		t.Errorf("train --help does not show the ViT's recipe: %s", help)
 	}
 }
