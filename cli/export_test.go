@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/binary"
 	"encoding/json"
 	"fmt"
 	"image"
@@ -123,6 +124,21 @@ func TestExportLoadsIntoTorchvision(t *testing.T) {
 	t.Logf("largest logit difference %.2g over %d images", worst, len(preds))
 }
 
+// predictJSONLines runs stoke predict --json on the checkpoint ck and data, and returns its output
+// and lines: n samples' and the summary.
+func predictJSONLines(t *testing.T, ck, data string, n int) (string, []string) {
+	t.Helper()
+	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", data, "--json", "-q")
+	if code != 0 {
+		t.Fatalf("predict: exit %d: %s", code, errOut)
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) != n+1 {
+		t.Fatalf("predict --json printed %d lines; want %d samples and a summary", len(lines), n)
+	}
+	return out, lines
+}
+
 func TestPredictAndExportErrors(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
@@ -130,14 +146,7 @@ func TestPredictAndExportErrors(t *testing.T) {
 		"--checkpoint", ck, "-q"); code != 0 {
 		t.Fatalf("train: exit %d: %s", code, errOut)
 	}
-	out, errOut, code := stoke(t, "predict", "--checkpoint", ck, "--data", root, "--json", "-q")
-	if code != 0 {
-		t.Fatalf("predict: exit %d: %s", code, errOut)
-	}
-	lines := strings.Split(strings.TrimSpace(out), "\n")
-	if len(lines) != 9 {
-		t.Fatalf("predict --json printed %d lines; want 8 samples and a summary", len(lines))
-	}
+	out, lines := predictJSONLines(t, ck, root, 8)
 	var first predictJSON
 	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Path == "" || len(first.Logits) != 2 || first.ClassName == "" {
 		t.Fatalf("first line %q (%v); want index, path, class, class_name, label, 2 logits", lines[0], err)
@@ -469,5 +478,82 @@ func TestExportNeverDestroysItsInput(t *testing.T) {
 	}
 	if want := []string{"ck", "ck.split.json", "link", "old.onnx", "w.safetensors"}; !slices.Equal(names, want) {
 		t.Errorf("folder holds %v; want %v (no temporary file left)", names, want)
+	}
+}
+
+// idxFolder writes MNIST's four files into a new folder: n training and n test images of 28 x 28
+// whose pixels are 255 or 0, about mean of them 255 (MNIST's mean pixel is 0.13, Fashion-MNIST's
+// 0.29), and labels i mod 10.
+func idxFolder(t *testing.T, n int, mean float64) string {
+	t.Helper()
+	dir := t.TempDir()
+	img := binary.BigEndian.AppendUint32(nil, 0x803)
+	for _, d := range []int{n, 28, 28} {
+		img = binary.BigEndian.AppendUint32(img, uint32(d))
+	}
+	lab := binary.BigEndian.AppendUint32(nil, 0x801)
+	lab = binary.BigEndian.AppendUint32(lab, uint32(n))
+	for i := range n {
+		for p := range 28 * 28 {
+			px := byte(0)
+			if float64((i*784+p)*37%1000) < mean*1000 {
+				px = 255
+			}
+			img = append(img, px)
+		}
+		lab = append(lab, byte(i%10))
+	}
+	for _, split := range []string{"train", "t10k"} {
+		for name, b := range map[string][]byte{split + "-images-idx3-ubyte": img, split + "-labels-idx1-ubyte": lab} {
+			if err := os.WriteFile(filepath.Join(dir, name), b, 0o644); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return dir
+}
+
+// TestFashionMNIST: mnist:DIR on a folder of Fashion-MNIST's pixels trains, predicts and exports
+// as Fashion-MNIST (its class names in predict's JSON, its normalization in the ONNX metadata),
+// and on MNIST's as MNIST.
+func TestFashionMNIST(t *testing.T) {
+	fashion := []string{"T-shirt/top", "Trouser", "Pullover", "Dress", "Coat", "Sandal", "Shirt", "Sneaker", "Bag", "Ankle boot"}
+	for _, tc := range []struct {
+		name     string
+		mean     float64
+		classes  []string // nil: no names
+		meanMeta string
+	}{
+		{"fashion-mnist", 0.29, fashion, "0.286"},
+		{"mnist", 0.13, nil, "0.1307"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			data := "mnist:" + idxFolder(t, 40, tc.mean)
+			dir := t.TempDir()
+			ck, o := filepath.Join(dir, "ck"), filepath.Join(dir, "m.onnx")
+			if _, errOut, code := stoke(t, "train", "--data", data, "--model", "mlp", "--batch", "10", "--epochs", "1", "--checkpoint", ck, "-q"); code != 0 {
+				t.Fatalf("train: exit %d: %s", code, errOut)
+			}
+			_, lines := predictJSONLines(t, ck, data, 40)
+			for _, line := range lines[:40] {
+				var r predictJSON
+				if err := json.Unmarshal([]byte(line), &r); err != nil {
+					t.Fatal(err)
+				}
+				want := ""
+				if tc.classes != nil {
+					want = tc.classes[r.Class]
+				}
+				if r.ClassName != want {
+					t.Fatalf("sample %d: class %d named %q; want %q", r.Index, r.Class, r.ClassName, want)
+				}
+			}
+			if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--data", data, "--out", o); code != 0 {
+				t.Fatalf("export: exit %d: %s", code, errOut)
+			}
+			if got, _ := readONNX(t, o).Meta(train.ONNXMetaMean); got != tc.meanMeta {
+				t.Errorf("ONNX metadata mean %q; want %q", got, tc.meanMeta)
+			}
+		})
 	}
 }

@@ -178,7 +178,7 @@ func TestPredictReportsStop(t *testing.T) {
 	for _, asJSON := range []bool{false, true} {
 		var out bytes.Buffer
 		e := &env{stdout: &out, stderr: io.Discard, json: asJSON}
-		if _, err := scorePredictions(ctx, e, p, nil, true); !errors.Is(err, context.Canceled) || out.Len() != 0 {
+		if _, err := scorePredictions(ctx, e, p, nil, nil, true); !errors.Is(err, context.Canceled) || out.Len() != 0 {
 			t.Errorf("scorePredictions(cancelled, json %v) = %v after %d bytes; want context.Canceled and nothing written", asJSON, err, out.Len())
 		}
 	}

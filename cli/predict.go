@@ -119,6 +119,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	}
 	defer closeDataset(ds)
 	folder, _ := ds.(*datasets.ImageFolder) // names the samples (by their index in the split)
+	names := classNames(ds)
 	var held *loaders.Subset
 	if *valSplit > 0 {
 		// The same split as stoke train's: it depends on the train split's length, F and the seed.
@@ -191,7 +192,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 	}
 
-	sc, err := scorePredictions(ctx, e, p, folder, *confusion)
+	sc, err := scorePredictions(ctx, e, p, folder, names, *confusion)
 	if err != nil {
 		return err
 	}
@@ -221,10 +222,6 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 		e.printf("accuracy %.2f%% (%d of %d, %s of %s%s), top-5 %.2f%%\n", 100*sum.Accuracy, correct, p.Len(), what, lf.data, weights, 100*sum.Top5)
 		if *confusion {
-			var names []string
-			if folder != nil {
-				names = folder.Classes()
-			}
 			if err := writeConfusion(ctx, e, sc.matrix, sum.ClassAcc, names); err != nil {
 				return err
 			}
@@ -243,8 +240,9 @@ type scores struct {
 }
 
 // scorePredictions counts p's scores and reports every sample (a line of text, or of JSON); it
-// stops when ctx is cancelled (Ctrl-C). folder, if not nil, names the samples' files and classes.
-func scorePredictions(ctx context.Context, e *env, p *train.Predictions, folder *datasets.ImageFolder, confusion bool) (*scores, error) {
+// stops when ctx is cancelled (Ctrl-C). folder, if not nil, names the samples' files, and names,
+// if any, the classes.
+func scorePredictions(ctx context.Context, e *env, p *train.Predictions, folder *datasets.ImageFolder, names []string, confusion bool) (*scores, error) {
 	nc := p.Classes
 	sc := &scores{right: make([]int, nc), count: make([]int, nc)}
 	if confusion {
@@ -263,7 +261,9 @@ func scorePredictions(ctx context.Context, e *env, p *train.Predictions, folder 
 		}
 		if folder != nil {
 			r.Path = folder.Path(r.Index)
-			r.ClassName = folder.Classes()[r.Class]
+		}
+		if r.Class < len(names) {
+			r.ClassName = names[r.Class]
 		}
 		if r.Label < 0 || r.Label >= nc {
 			return nil, fmt.Errorf("sample %d has label %d; the model has %d classes", r.Index, r.Label, nc)

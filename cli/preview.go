@@ -9,7 +9,6 @@ import (
 	"os"
 	"strconv"
 
-	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/transforms"
@@ -160,10 +159,11 @@ func batchToHost(ctx context.Context, s gpu.Stream, b *loaders.Batch) ([]byte, [
 	return pixels, labels, nil
 }
 
-// classNames are a folder's class names (its subfolders), else nil: labels show as numbers.
+// classNames are the class names ds gives (a folder's subfolders, Fashion-MNIST's classes), else
+// nil: labels show as numbers.
 func classNames(ds loaders.Dataset) []string {
-	if f, ok := ds.(*datasets.ImageFolder); ok {
-		return f.Classes()
+	if c, ok := ds.(interface{ Classes() []string }); ok {
+		return c.Classes()
 	}
 	return nil
 }

@@ -49,7 +49,11 @@
 // can make it hold: 4 MiB a query, 64 MiB for all the queries being read at
 // once, 2*WorldSize+64 connections, 256 MiB of keys and values. Without a secret rank 0 logs once
 // (Config.Log) that the job is unauthenticated, as PyTorch's documentation
-// warns for TCPStore; a torch TCPStore client can then join rank 0's store. Each collective starts with a 24-byte header
+// warns for TCPStore; a torch TCPStore client can then join rank 0's store,
+// and any process that reaches it can stop the job: a compare-set on a
+// rank's key makes that rank's Init fail with ErrMismatch naming the claim,
+// and the other ranks fail within Config.Timeout, at Init or at their first
+// collective, without a result. Each collective starts with a 24-byte header
 // (kind, op, sequence number, element count, root) that the receiver
 // compares with its own: ranks that call different collectives, sizes, ops
 // or roots fail with ErrMismatch instead of reducing garbage. Then the raw

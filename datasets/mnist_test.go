@@ -84,7 +84,7 @@ func TestMNISTLabelAndIndexErrors(t *testing.T) {
 
 func TestOpenMNISTDir(t *testing.T) {
 	dir := t.TempDir()
-	img, lab := mnistFiles(7, 28, 28)
+	img, lab := idxLike(7, 0.13)
 	writeFile(t, filepath.Join(dir, "t10k-images-idx3-ubyte.gz"), gz(t, img))
 	writeFile(t, filepath.Join(dir, "t10k-labels-idx1-ubyte"), lab)
 	m, err := OpenMNIST(dir, "test")
@@ -102,6 +102,90 @@ func TestOpenMNISTDir(t *testing.T) {
 	}
 	if _, err := OpenMNIST(dir, "dev"); !errors.Is(err, ErrSpec) {
 		t.Errorf("OpenMNIST(dev) error = %v; want ErrSpec", err)
+	}
+}
+
+// idxLike returns n 28 x 28 images, each of whose pixels is 255 or 0, with about mean of them
+// 255, and labels i mod 10: the mean pixel of MNIST (0.13) or of Fashion-MNIST (0.29).
+func idxLike(n int, mean float64) (images, labels []byte) {
+	px := make([]byte, n*28*28)
+	for i := range px {
+		if float64((i*37)%1000) < mean*1000 {
+			px[i] = 255
+		}
+	}
+	lab := make([]byte, n)
+	for i := range lab {
+		lab[i] = byte(i % 10)
+	}
+	return idx([]int{n, 28, 28}, px), idx([]int{n}, lab)
+}
+
+// TestOpenMNISTFashion checks OpenMNIST's rule: a folder whose training images have
+// Fashion-MNIST's mean pixel is named fashion-mnist, normalized with its mean and std and its
+// classes named, in both splits, and one of MNIST's is MNIST; the test split follows the
+// training images, and a folder without them its test images.
+func TestOpenMNISTFashion(t *testing.T) {
+	type want struct {
+		name      string
+		mean, std float32
+		class9    string // "" for no names
+	}
+	mnist := want{"mnist", 0.1307, 0.3081, ""}
+	fashion := want{"fashion-mnist", 0.2860, 0.3530, "Ankle boot"}
+	tests := []struct {
+		name             string
+		train, test      float64 // mean pixels of the files written; 0 for none
+		layout           string  // the folder below dir holding the files
+		trainWant, testW want
+	}{
+		{"mnist", 0.13, 0.13, "", mnist, mnist},
+		{"fashion", 0.29, 0.29, "", fashion, fashion},
+		{"fashion, torchvision root", 0.29, 0.29, "FashionMNIST/raw", fashion, fashion},
+		{"test split follows the training images", 0.29, 0.13, "", fashion, fashion},
+		{"mnist test split follows the training images", 0.13, 0.29, "", mnist, mnist},
+		{"fashion test files only", 0, 0.29, "", want{}, fashion},
+		{"neither: a pattern of mean 0.5 stays mnist", 0.5, 0.5, "", mnist, mnist},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			root := t.TempDir()
+			dir := filepath.Join(root, filepath.FromSlash(tc.layout))
+			for _, f := range []struct {
+				prefix string
+				mean   float64
+				n      int
+			}{{"train", tc.train, 1200}, {"t10k", tc.test, 30}} {
+				if f.mean == 0 {
+					continue
+				}
+				img, lab := idxLike(f.n, f.mean)
+				writeFile(t, filepath.Join(dir, f.prefix+"-images-idx3-ubyte.gz"), gz(t, img))
+				writeFile(t, filepath.Join(dir, f.prefix+"-labels-idx1-ubyte"), lab)
+			}
+			for _, c := range []struct {
+				split string
+				want  want
+			}{{"train", tc.trainWant}, {"test", tc.testW}} {
+				if c.want.name == "" {
+					continue
+				}
+				ds, err := Open("mnist:"+root, c.split)
+				if err != nil {
+					t.Fatal(err)
+				}
+				m := ds.(*MNIST)
+				info, names := m.Info(), m.Classes()
+				class9 := ""
+				if len(names) == 10 {
+					class9 = names[9]
+				}
+				if info.Name != c.want.name || info.Mean[0] != c.want.mean || info.Std[0] != c.want.std || class9 != c.want.class9 {
+					t.Errorf("%s split: name %q, mean %v, std %v, class 9 %q; want %q, %v, %v, %q", c.split, info.Name, info.Mean[0], info.Std[0], class9,
+						c.want.name, c.want.mean, c.want.std, c.want.class9)
+				}
+			}
+		})
 	}
 }
 
@@ -128,8 +212,9 @@ func TestMNISTFromModuleProxy(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if m.Len() != tc.n || s.Label != tc.firstLabel || len(s.Input.Pixels) != 784 {
-				t.Errorf("mnist %s = %d samples, first label %d, %d pixels; want %d, %d, 784", tc.split, m.Len(), s.Label, len(s.Input.Pixels), tc.n, tc.firstLabel)
+			if m.Len() != tc.n || s.Label != tc.firstLabel || len(s.Input.Pixels) != 784 || m.Info().Name != "mnist" {
+				t.Errorf("mnist %s = %d samples, first label %d, %d pixels, named %q; want %d, %d, 784, mnist", tc.split, m.Len(), s.Label, len(s.Input.Pixels),
+					m.Info().Name, tc.n, tc.firstLabel)
 			}
 		})
 	}

@@ -13,7 +13,8 @@ import (
 // Open opens split "train", "val" or "test" ("" means "train"; "valid" and "validation" mean
 // "val") of the dataset named by spec:
 //
-//	mnist:DIR        MNIST IDX files (plain or .gz) in DIR: train and test
+//	mnist:DIR        MNIST IDX files (plain or .gz) in DIR: train and test; Fashion-MNIST's
+//	                 too, told apart by their pixels (see OpenMNIST)
 //	cifar10:DIR      CIFAR-10 binary files in DIR: train and test
 //	cifar100:DIR     CIFAR-100 binary files in DIR: train and test
 //	folder:DIR, DIR  an ImageFolder; DIR's subfolders train/, val/ (or valid/, validation/) and

@@ -11,14 +11,20 @@
 //   - the loaders' data extension points (data.go): a user StreamSource with a shuffle buffer
 //     resumed mid-epoch, a user Sampler, multi-label targets with a collate hook;
 //   - the model side (model.go): a user layer (train.Module) and a user optimizer trained through
-//     Loaders, and the model's checkpoint rebuilt once the layer is registered.
+//     Loaders, and the model's checkpoint rebuilt once the layer is registered;
+//   - layers of package nn's ops (package layers, layers.go) trained, resumed and served;
+//   - a stoke of its own (stoke.go, ./cmd/stoke): the command line built with package layers
+//     trains, predicts and exports a model holding them, and agrees with the library.
 //
 // Run it with `go run .` in this directory, or `make external` from the repository root.
+// `go run . -folder DIR` only writes the image folder the stoke step trains on into DIR, for
+// ./cmd/stoke to be run on by hand (scripts/external-check.sh does).
 package main
 
 import (
 	"bytes"
 	"context"
+	"flag"
 	"fmt"
 	"math/rand/v2"
 	"os"
@@ -34,6 +40,15 @@ import (
 )
 
 func main() {
+	folder := flag.String("folder", "", "only write the stoke step's image folder into this folder")
+	flag.Parse()
+	if *folder != "" {
+		if err := writeColours(*folder, 48); err != nil {
+			fmt.Fprintf(os.Stderr, "external: %v\n", err)
+			os.Exit(1)
+		}
+		return
+	}
 	ctx := context.Background()
 	for _, step := range []struct {
 		name string
@@ -45,6 +60,7 @@ func main() {
 		{"data: stream, sampler, targets", func(context.Context) error { return exerciseData() }}, // data.go
 		{"model: user layer, user optimizer, checkpoint", userModel},                              // model.go
 		{"model: forward-only layers of package nn", forwardOnlyLayers},                           // layers.go
+		{"a stoke of its own: train, predict, export", ownStoke},                                  // stoke.go
 	} {
 		if err := step.run(ctx); err != nil {
 			fmt.Fprintf(os.Stderr, "external: %s: %v\n", step.name, err)

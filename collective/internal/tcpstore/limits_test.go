@@ -5,17 +5,11 @@ import (
 	"io"
 	"net"
 	"runtime"
-	"sync"
 	"testing"
 	"time"
-)
 
-func heapAlloc() int64 {
-	runtime.GC()
-	var m runtime.MemStats
-	runtime.ReadMemStats(&m)
-	return int64(m.HeapAlloc)
-}
+	"github.com/stoke-ml/stoke/internal/hostiletest"
+)
 
 // settle waits until the server's pending bytes and connections have not
 // changed for a while (it is still reading what the clients sent).
@@ -53,40 +47,28 @@ func TestHalfSentQueries(t *testing.T) {
 	}
 	defer s.Close()
 	chunk := make([]byte, 1<<20)
-	before := heapAlloc()
+	before := hostiletest.HeapAlloc()
 
 	// A COMPARE_SET of two 16 MiB values: 32 MiB, of which the first half is sent.
 	head := []byte{byte(CompareSet)}
 	head = binary.LittleEndian.AppendUint64(head, 2)
 	head = append(head, "/k"...)
 	head = binary.LittleEndian.AppendUint64(head, value/2)
-	cs := make([]net.Conn, conns)
-	var wg sync.WaitGroup
-	for i := range cs {
-		c, err := net.Dial("tcp", s.Addr().String())
-		if err != nil {
-			t.Fatal(err)
+	cs := hostiletest.Clients(t, s.Addr().String(), conns, func(_ int, c net.Conn) {
+		if _, err := c.Write(head); err != nil {
+			return
 		}
-		cs[i] = c
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			if _, err := c.Write(head); err != nil {
-				return
+		for n := 0; n < sent; n += len(chunk) {
+			if n == value/2 {
+				c.Write(binary.LittleEndian.AppendUint64(nil, value/2))
 			}
-			for n := 0; n < sent; n += len(chunk) {
-				if n == value/2 {
-					c.Write(binary.LittleEndian.AppendUint64(nil, value/2))
-				}
-				if _, err := c.Write(chunk); err != nil {
-					return // refused: the store closed it
-				}
+			if _, err := c.Write(chunk); err != nil {
+				return // refused: the store closed it
 			}
-		}()
-	}
-	wg.Wait()
+		}
+	})
 	settle(s)
-	held := heapAlloc() - before
+	held := hostiletest.HeapAlloc() - before
 	bound := int64(pending + conns*64<<10 + 8<<20)
 	t.Logf("40 half-sent 32 MiB queries: heap +%d MiB (bound %d MiB), pending %d MiB", held>>20, bound>>20, s.pending.Load()>>20)
 	if held > bound {
@@ -102,7 +84,7 @@ func TestHalfSentQueries(t *testing.T) {
 	if p := s.pending.Load(); p != 0 {
 		t.Errorf("pending %d bytes after every client closed; want 0", p)
 	}
-	if after := heapAlloc() - before; after > 4<<20 {
+	if after := hostiletest.HeapAlloc() - before; after > 4<<20 {
 		t.Errorf("the heap is %d MiB above where it started after every client closed; want within 4 MiB", after>>20)
 	}
 	runtime.KeepAlive(chunk)
