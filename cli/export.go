@@ -97,12 +97,12 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	}
 	var tr *checkpointTrainer
 	if *ck != "" {
-		tr, err = openCheckpoint(*ck, "cpu", false)
+		tr, err = openCheckpoint(ctx, *ck, "cpu", false)
 	} else {
 		if *classes == 0 {
 			*classes = loaders.Describe(ds).NumClasses
 		}
-		tr, err = openWeights(&lf, ds, *weights, *model, *classes, false)
+		tr, err = openWeights(ctx, &lf, ds, *weights, *model, *classes, false)
 	}
 	if err != nil {
 		return err
@@ -110,7 +110,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	defer tr.Close()
 	ema, emaNote := false, ""
 	if *useEMA {
-		if ema, emaNote, err = tr.useEMA(); err != nil {
+		if ema, emaNote, err = tr.useEMA(ctx); err != nil {
 			return err
 		}
 	}
@@ -121,9 +121,9 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	if *format == "onnx" {
-		err = tr.ExportONNX(*out, mean, std)
+		err = tr.ExportONNX(ctx, *out, mean, std)
 	} else {
-		err = tr.Export(*out)
+		err = tr.Export(ctx, *out)
 	}
 	if err != nil {
 		return err
@@ -210,7 +210,7 @@ func (l *floatList) Set(s string) error {
 // openCheckpoint opens device and loads the named model of checkpoint ck into an optimizer-less
 // trainer (for prediction and export); closing the trainer also closes the device.
 // allowNonFinite loads weights holding NaN or Inf (predict's --allow-nonfinite).
-func openCheckpoint(ck, device string, allowNonFinite bool) (*checkpointTrainer, error) {
+func openCheckpoint(ctx context.Context, ck, device string, allowNonFinite bool) (*checkpointTrainer, error) {
 	m, err := train.CheckpointModel(ck)
 	if err != nil {
 		return nil, err
@@ -219,7 +219,7 @@ func openCheckpoint(ck, device string, allowNonFinite bool) (*checkpointTrainer,
 	if err != nil {
 		return nil, err
 	}
-	tr, err := train.New(m, dev, nil, train.Config{Resume: ck, AllowNonFinite: allowNonFinite})
+	tr, err := train.New(ctx, m, dev, nil, train.Config{Resume: ck, AllowNonFinite: allowNonFinite})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
@@ -229,7 +229,7 @@ func openCheckpoint(ck, device string, allowNonFinite bool) (*checkpointTrainer,
 // openWeights opens lf's device and builds the named model for the images lf's evaluation loader
 // gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
 // safetensors weights at path; closing the trainer also closes the device.
-func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
+func openWeights(ctx context.Context, lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
@@ -250,11 +250,11 @@ func openWeights(lf *loaderFlags, ds loaders.Dataset, path, model string, classe
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	tr, err := train.New(m, dev, nil, train.Config{})
+	tr, err := train.New(ctx, m, dev, nil, train.Config{})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	if _, err := tr.LoadWeights(path, train.LoadOptions{AllowNonFinite: allowNonFinite}); err != nil {
+	if _, err := tr.LoadWeights(ctx, path, train.LoadOptions{AllowNonFinite: allowNonFinite}); err != nil {
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil
@@ -268,8 +268,8 @@ type checkpointTrainer struct {
 
 // useEMA serves the checkpoint's EMA (train.Trainer.UseEMA); when the checkpoint holds one that
 // UseEMA declined, because it scored below the trained weights at its last evaluation, note says so.
-func (t *checkpointTrainer) useEMA() (ema bool, note string, err error) {
-	if ema, err = t.UseEMA(); err != nil || ema {
+func (t *checkpointTrainer) useEMA(ctx context.Context) (ema bool, note string, err error) {
+	if ema, err = t.UseEMA(ctx); err != nil || ema {
 		return ema, "", err
 	}
 	if last, ok := t.LastEpoch(); ok && (last.EMAAcc != 0 || last.EMALoss != 0) {

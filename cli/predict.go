@@ -135,13 +135,13 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	src := *ck
 	var tr *checkpointTrainer
 	if *ck != "" {
-		tr, err = openCheckpoint(*ck, lf.device, *allowNonFinite)
+		tr, err = openCheckpoint(ctx, *ck, lf.device, *allowNonFinite)
 	} else {
 		src = *weights
 		if *classes == 0 {
 			*classes = info.NumClasses
 		}
-		tr, err = openWeights(&lf, ds, *weights, *model, *classes, *allowNonFinite)
+		tr, err = openWeights(ctx, &lf, ds, *weights, *model, *classes, *allowNonFinite)
 	}
 	if err != nil {
 		return err
@@ -149,7 +149,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	defer tr.Close()
 	ema, emaNote := false, ""
 	if *useEMA {
-		if ema, emaNote, err = tr.useEMA(); err != nil {
+		if ema, emaNote, err = tr.useEMA(ctx); err != nil {
 			return err
 		}
 		if emaNote != "" {

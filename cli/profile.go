@@ -75,7 +75,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		r := train.RecipeFor(*model)
-		tr, err = train.New(m, dev, r.NewOptimizer(lf.batch), train.Config{Epochs: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
+		tr, err = train.New(ctx, m, dev, r.NewOptimizer(lf.batch), train.Config{Epochs: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
 		if err != nil {
 			return err
 		}

@@ -255,7 +255,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
 		bar.Add(1)
 	}
-	tr, err := train.New(m, dev, opt, cfg)
+	tr, err := train.New(ctx, m, dev, opt, cfg)
 	if err != nil {
 		return err
 	}
@@ -305,7 +305,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		// The test scores the weights the run delivers: the EMA's when there is one that scored
 		// at least the model's, as stoke predict and export use them (the --keep-best checkpoint
 		// is stoke predict's to score).
-		if servesEMA, err = tr.UseEMA(); err == nil {
+		if servesEMA, err = tr.UseEMA(ctx); err == nil {
 			final, err = evaluateTest(ctx, &lf, sets, dev, tr)
 		}
 		if err == nil {

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"math/rand/v2"
 	"testing"
 
@@ -37,7 +38,7 @@ func BenchmarkTrainStep(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer dev.Close()
-			tr, err := train.New(m, dev, bc.opt, train.Config{Epochs: 1, Seed: 1})
+			tr, err := train.New(context.Background(), m, dev, bc.opt, train.Config{Epochs: 1, Seed: 1})
 			if err != nil {
 				b.Fatal(err)
 			}

@@ -76,7 +76,7 @@ func trainEpoch(t *testing.T, spec string, n, batch int) []float64 {
 	}
 	defer dev.Close()
 	var losses []float64
-	tr, err := train.New(m, dev, train.SGD{LR: 0.05, Momentum: 0.9}, train.Config{Epochs: 1, Seed: 1, Progress: func(p *train.Progress) {
+	tr, err := train.New(context.Background(), m, dev, train.SGD{LR: 0.05, Momentum: 0.9}, train.Config{Epochs: 1, Seed: 1, Progress: func(p *train.Progress) {
 		if !p.Done {
 			losses = append(losses, p.Loss)
 		}

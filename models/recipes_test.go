@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -97,12 +98,12 @@ func TestFineTuneZoo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			ptr, err := train.New(pre, dev, nil, train.Config{Seed: 7})
+			ptr, err := train.New(context.Background(), pre, dev, nil, train.Config{Seed: 7})
 			if err != nil {
 				t.Fatal(err)
 			}
 			path := filepath.Join(dir, "pre.safetensors")
-			err = ptr.Export(path)
+			err = ptr.Export(context.Background(), path)
 			ptr.Close()
 			if err != nil {
 				t.Fatal(err)
@@ -111,7 +112,7 @@ func TestFineTuneZoo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := train.New(m, dev, train.AdamW{LR: 1e-2}, train.Config{Epochs: 2, Seed: 1, Init: path, FreezeBackbone: true})
+			tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-2}, train.Config{Epochs: 2, Seed: 1, Init: path, FreezeBackbone: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -134,7 +135,7 @@ func TestFineTuneZoo(t *testing.T) {
 				t.Fatal(err)
 			}
 			after := filepath.Join(dir, "after.safetensors")
-			if err := tr.Export(after); err != nil {
+			if err := tr.Export(context.Background(), after); err != nil {
 				t.Fatal(err)
 			}
 			was, now := readF32Safetensors(t, path), readF32Safetensors(t, after)
@@ -225,7 +226,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.New(m, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "encoder.layers.encoder_layer_0"})
+	tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "encoder.layers.encoder_layer_0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -241,7 +242,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := train.New(m2, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
+	if _, err := train.New(context.Background(), m2, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
 		t.Errorf("FreezeUpTo heads: %v; want a refusal to freeze the head", err)
 	}
 }

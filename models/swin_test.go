@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -103,7 +104,7 @@ func TestSwinTrains(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dev.Close()
-			tr, err := train.New(m, dev, train.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
+			tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -1,6 +1,7 @@
 package models
 
 import (
+	"context"
 	"encoding/json"
 	"errors"
 	"math"
@@ -185,7 +186,7 @@ func TestLoadResampled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(m, dev, train.AdamW{LR: 1e-3}, train.Config{Seed: 1, Init: init})
+		tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-3}, train.Config{Seed: 1, Init: init})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -193,11 +194,11 @@ func TestLoadResampled(t *testing.T) {
 		return tr
 	}
 	file := filepath.Join(t.TempDir(), "w.safetensors")
-	if err := trainer("timm/vit_tiny_patch16_224(img_size=32,patch_size=8,embed_dim=16,depth=1,num_heads=2)", 32, 5, "").Export(file); err != nil {
+	if err := trainer("timm/vit_tiny_patch16_224(img_size=32,patch_size=8,embed_dim=16,depth=1,num_heads=2)", 32, 5, "").Export(context.Background(), file); err != nil {
 		t.Fatal(err)
 	}
 	const at48 = "timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=16,depth=1,num_heads=2)"
-	rep, err := trainer(at48, 48, 5, "").LoadWeights(file, train.LoadOptions{})
+	rep, err := trainer(at48, 48, 5, "").LoadWeights(context.Background(), file, train.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -209,7 +210,7 @@ func TestLoadResampled(t *testing.T) {
 	if !slices.Equal(rep.Resampled, want) || len(rep.NewHead) > 0 {
 		t.Errorf("Config.Init's report: resampled %q, new head %q; want %q and no new head", rep.Resampled, rep.NewHead, want)
 	}
-	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48, 5, "").LoadWeights(file, train.LoadOptions{})
+	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48, 5, "").LoadWeights(context.Background(), file, train.LoadOptions{})
 	if !errors.Is(err, train.ErrMismatch) || !strings.Contains(err.Error(), "pos_embed: file [1 17 16], model [1 37 8] (position embeddings of shape [1 17 16]: want [1 1+n*n 8]") {
 		t.Errorf("loading a ViT of another width: %v; want ErrMismatch naming pos_embed and why", err)
 	}
@@ -305,12 +306,12 @@ func TestTimmExport(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+		tr, err := train.New(context.Background(), m, dev, nil, train.Config{Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
 		path := filepath.Join(dir, strconv.Itoa(i)+".safetensors")
-		err = tr.Export(path)
+		err = tr.Export(context.Background(), path)
 		tr.Close()
 		if err != nil {
 			t.Fatal(err)

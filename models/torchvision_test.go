@@ -2,6 +2,7 @@ package models
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"math"
@@ -121,12 +122,12 @@ func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs .
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+	tr, err := train.New(context.Background(), m, dev, nil, train.Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	rep, err := tr.LoadWeights(st, train.LoadOptions{})
+	rep, err := tr.LoadWeights(context.Background(), st, train.LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs .
 		// Weights in, weights out: the export holds the file's tensors bit for bit, so it loads
 		// back into the Python model strictly and unchanged.
 		back := filepath.Join(dir, "back.safetensors")
-		if err := tr.Export(back); err != nil {
+		if err := tr.Export(context.Background(), back); err != nil {
 			t.Fatal(err)
 		}
 		sameTensors(t, st, back)

@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"fmt"
 	"path/filepath"
 	"slices"
@@ -85,7 +86,7 @@ func TestNNModule(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr2, err := New(m, f.dev, nil, Config{Resume: ck})
+	tr2, err := New(context.Background(), m, f.dev, nil, Config{Resume: ck})
 	if err != nil {
 		t.Fatal(err)
 	}

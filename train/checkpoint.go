@@ -162,8 +162,9 @@ type ckptParam struct {
 }
 
 // Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
-// directory, renamed over path, so a crash never leaves a half-written checkpoint under path).
-func (t *Trainer) Save(path string) error {
+// directory, renamed over path, so a crash never leaves a half-written checkpoint under path), once
+// the state is read back from the device: if ctx ends first, nothing is written.
+func (t *Trainer) Save(ctx context.Context, path string) error {
 	if t.opt == nil {
 		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
@@ -185,7 +186,7 @@ func (t *Trainer) Save(path string) error {
 		}
 		c.params = append(c.params, cp)
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	b, err := c.encode()
@@ -202,8 +203,9 @@ func (t *Trainer) Save(path string) error {
 // (the EMA, ReduceLROnPlateau's, the best epoch and early stopping's: Config's settings decide
 // which of them the run uses) from the checkpoint at path. A file that is not a valid checkpoint gives an error wrapping ErrCheckpoint; one written
 // for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
-// is unchanged.
-func (t *Trainer) Load(path string) error {
+// is unchanged, but for one: ctx ending during the final wait for the device, when the uploads are
+// enqueued and the load completes on the stream (the error then wraps ctx's).
+func (t *Trainer) Load(ctx context.Context, path string) error {
 	b, err := readCheckpoint(path)
 	if err != nil {
 		return fmt.Errorf("train: resume: %w", err)
@@ -223,6 +225,9 @@ func (t *Trainer) Load(path string) error {
 		if err := c.finite(); err != nil {
 			return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 		}
+	}
+	if err := ctx.Err(); err != nil { // before the first upload: a cancelled Load changes nothing
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	// The EMA is loaded when the run keeps one, or to serve it (a trainer without an optimizer);
 	// a run with an EMA that resumes a checkpoint without one starts it from the weights (setup).
@@ -251,9 +256,8 @@ func (t *Trainer) Load(path string) error {
 			return err
 		}
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
-		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
-	}
+	// The uploads are enqueued: the stream completes them whatever ctx does, so the rest of the
+	// state is the checkpoint's before the wait.
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
 	plateau := t.state.Plateau
 	t.state = c.state
@@ -262,6 +266,9 @@ func (t *Trainer) Load(path string) error {
 		t.state.Plateau = nil
 	} else if t.state.Plateau == nil {
 		t.state.Plateau = plateau
+	}
+	if err := t.wait(ctx); err != nil {
+		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	return nil
 }

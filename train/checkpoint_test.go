@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
@@ -28,7 +29,7 @@ func TestCheckpointTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{text, fifo, dir} {
-		tr, err := New(smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
+		tr, err := New(context.Background(), smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
 		if err == nil {
 			tr.Close()
 		}
@@ -49,7 +50,7 @@ func TestCheckpointTarget(t *testing.T) {
 	good := filepath.Join(dir, "good")
 	fit(t, newFixture(t, 64), smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: good})
 	for _, path := range []string{empty, good} {
-		tr, err := New(smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
+		tr, err := New(context.Background(), smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
 		if err != nil {
 			t.Errorf("New with Checkpoint %s = %v; want it accepted", path, err)
 			continue
@@ -95,7 +96,7 @@ func TestCheckpointIdentity(t *testing.T) {
 		return p
 	}
 	resume := func(m *Model, path string) ([][]float32, error) {
-		tr, err := New(m, f.dev, SGD{LR: 0.1}, Config{Seed: 2, Resume: path})
+		tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{Seed: 2, Resume: path})
 		if err != nil {
 			return nil, err
 		}

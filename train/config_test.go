@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -70,7 +71,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate changed %+v to %+v", tc.c, c)
 		}
 		// New refuses it with the same error.
-		tr, nerr := New(plainMLP(t), dev, SGD{LR: 0.1}, tc.c)
+		tr, nerr := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, tc.c)
 		if nerr == nil {
 			tr.Close()
 		}

@@ -23,7 +23,7 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 		d := newMemData(dev, imgs, labels, img8, 32, true, 7)
 		defer d.close()
 		mean, std := d.Normalization()
-		tr, err := New(smallCNN(t), dev, AdamW{LR: 0.01}, Config{Precision: FP16, Seed: 1})
+		tr, err := New(context.Background(), smallCNN(t), dev, AdamW{LR: 0.01}, Config{Precision: FP16, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

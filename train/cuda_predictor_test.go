@@ -34,7 +34,7 @@ func TestCUDAPredictorMatchesCPU(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(m, dev, nil, Config{Seed: 5})
+		tr, err := New(context.Background(), m, dev, nil, Config{Seed: 5})
 		if err != nil {
 			t.Fatal(err)
 		}

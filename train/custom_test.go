@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"path/filepath"
@@ -120,7 +121,7 @@ func TestCustomLayer(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr2, err := New(m, f.dev, nil, Config{Resume: ck})
+	tr2, err := New(context.Background(), m, f.dev, nil, Config{Resume: ck})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -204,7 +204,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 				*o.scales = append(*o.scales, *tr.scaler)
 			}
 		}
-		tr, err := New(mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
+		tr, err := New(context.Background(), mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -514,7 +514,7 @@ func TestFitRankSplitNeedsDist(t *testing.T) {
 	dev := openCPU(t)
 	imgs, labels := synthetic(64, 1)
 	data := newRankMem(t, dev, imgs, labels, 32, 1, 2, true, 7)
-	tr, err := New(smallMLP(t), dev, SGD{LR: 0.05}, Config{})
+	tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -536,7 +536,7 @@ func TestDataParallelMismatch(t *testing.T) {
 		if r == 1 {
 			m = smallCNN(t)
 		}
-		tr, err := New(m, dev, SGD{LR: 0.05}, Config{Collective: groups[r]})
+		tr, err := New(context.Background(), m, dev, SGD{LR: 0.05}, Config{Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -843,7 +843,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		saving = append(saving, fh.Name())
 	}
 	cfg := Config{Collective: gs[1], Checkpoint: ck, KeepBest: best, EarlyStop: 1}
-	tr, err := New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	tr, err := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -854,7 +854,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		}
 	}
 	cfg.Collective = gs[0]
-	tr, err = New(plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	tr, err = New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

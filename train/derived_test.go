@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"os"
 	"path/filepath"
@@ -39,14 +40,14 @@ func TestDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, nil, Config{Seed: 1})
+	tr, err := New(context.Background(), m, dev, nil, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 
 	path := filepath.Join(t.TempDir(), "out.safetensors")
-	if err := tr.Export(path); err != nil {
+	if err := tr.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
 	raw, err := os.ReadFile(path)
@@ -64,7 +65,7 @@ func TestDerived(t *testing.T) {
 	if err := f.checkDerived(f.tensors["dense.index"], m.derived()[0]); err != nil {
 		t.Errorf("the exported index: %v", err)
 	}
-	if _, err := tr.LoadWeights(path, LoadOptions{}); err != nil {
+	if _, err := tr.LoadWeights(context.Background(), path, LoadOptions{}); err != nil {
 		t.Errorf("a strict load of the export: %v", err)
 	}
 
@@ -78,10 +79,10 @@ func TestDerived(t *testing.T) {
 		return writeFile(t, b.Bytes())
 	}
 	table := stTensor{name: "dense.table", dtype: "F32", shape: []int{1, 2}, f32: []float32{0.5, -0.25}}
-	if _, err := tr.LoadWeights(file(), LoadOptions{}); err != nil {
+	if _, err := tr.LoadWeights(context.Background(), file(), LoadOptions{}); err != nil {
 		t.Errorf("a file without the derived tensors: %v", err)
 	}
-	if _, err := tr.LoadWeights(file(table), LoadOptions{}); err != nil {
+	if _, err := tr.LoadWeights(context.Background(), file(table), LoadOptions{}); err != nil {
 		t.Errorf("a file with the same table: %v", err)
 	}
 	for _, tc := range []struct {
@@ -94,7 +95,7 @@ func TestDerived(t *testing.T) {
 		{"another shape", stTensor{name: "dense.index", dtype: "I64", shape: []int{1}, i64: []int64{2}}, "dense.index: file [1], model [3]"},
 		{"a float index", stTensor{name: "dense.index", dtype: "F32", shape: []int{3}, f32: []float32{2, 0, 1}}, "dense.index: dtype F32"},
 	} {
-		_, err := tr.LoadWeights(file(tc.extra), LoadOptions{})
+		_, err := tr.LoadWeights(context.Background(), file(tc.extra), LoadOptions{})
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: %v; want ErrMismatch saying %q", tc.name, err, tc.want)
 		}

@@ -49,7 +49,18 @@
 //
 // A Trainer is used by one goroutine. Fit calls Config.Progress on that goroutine. The trainer
 // waits for its stream after every step (to read the loss) and at the end of every evaluation, so
-// no work of a step is pending when Fit returns.
+// no work of a step is pending when Fit returns (unless ctx ended during a wait: see Cancellation).
+//
+// # Cancellation
+//
+// Every method that can wait for the device takes a context first (New, Fit, Evaluate,
+// EvaluateClasses, Metrics, Predict, PredictBatch, Save, Load, Export, ExportONNX, LoadWeights,
+// UseEMA; OpenPredictor and Predictor.Predict), and each of its waits ends when ctx does: the call
+// then returns an error wrapping ctx's (errors.Is(err, context.Canceled)). A ctx already done fails
+// the call before it changes the trainer or writes a file. Work enqueued before ctx ended still
+// runs on the stream, and the next call waits for it; Close, an io.Closer, waits for it without a
+// deadline. A Fit cancelled inside a step leaves the trainer in that step: resume from the last
+// checkpoint rather than saving it.
 //
 // # Ownership
 //

@@ -72,7 +72,7 @@ func (t *Trainer) EvaluateClasses(ctx context.Context, data Data) (*Evaluation, 
 			return nil, fmt.Errorf("train: evaluate: %w", err)
 		}
 		p.Logits, p.Labels, p.Indices = p.Logits[:0], p.Labels[:0], p.Indices[:0]
-		err := t.predictInto(p, b, mean, std)
+		err := t.predictInto(ctx, p, b, mean, std)
 		if b.Release != nil {
 			b.Release()
 		}

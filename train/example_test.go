@@ -29,10 +29,11 @@ func ExampleNewModel() {
 // ExampleTrainer_Fit trains a small network on synthetic 8x8 images held in memory. With real
 // data, the Data sources are train.FromLoader(loader) over loaders built with the trainer's Stream.
 func ExampleTrainer_Fit() {
+	ctx := context.Background()
 	dev, _ := gpu.Open("cpu")
 	defer dev.Close()
 	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
-	tr, err := New(m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: Cosine(0)})
+	tr, err := New(ctx, m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: Cosine(0)})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -46,7 +47,7 @@ func ExampleTrainer_Fit() {
 	testData := newMemData(dev, timgs, tlabels, Shape{C: 1, H: 8, W: 8}, 100, false, 0)
 	defer testData.close()
 
-	res, err := tr.Fit(context.Background(), trainData, testData)
+	res, err := tr.Fit(ctx, trainData, testData)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -93,10 +94,11 @@ func ExampleResidual() {
 // images, fed 16x16 PNGs that the transform resizes; with a trained model, OpenPredictor opens
 // its checkpoint, and a 3-channel model gets torchvision's evaluation transform by default.
 func ExamplePredictor() {
+	ctx := context.Background()
 	dev, _ := gpu.Open("cpu")
 	defer dev.Close()
 	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 10))
-	tr, err := New(m, dev, nil, Config{Seed: 1})
+	tr, err := New(ctx, m, dev, nil, Config{Seed: 1})
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -123,10 +125,10 @@ func ExamplePredictor() {
 		files = append(files, transforms.Input{Encoded: b.Bytes()})
 	}
 	files = append(files, transforms.Input{Encoded: []byte("not an image")})
-	if _, err := p.Predict(context.Background(), files); err != nil {
+	if _, err := p.Predict(ctx, files); err != nil {
 		fmt.Println("error names the file:", strings.Contains(err.Error(), "image 2"))
 	}
-	preds, err := p.Predict(context.Background(), files[:2])
+	preds, err := p.Predict(ctx, files[:2])
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -26,8 +26,9 @@ import (
 //	model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
 //
 // works for a model trained on images over 32 px; ours ("1.linear.weight") for the others. The
-// file is written atomically (a temporary file renamed over path).
-func (t *Trainer) Export(path string) error {
+// file is written atomically (a temporary file renamed over path), once the weights are read back
+// from the device: if ctx ends first, nothing is written.
+func (t *Trainer) Export(ctx context.Context, path string) error {
 	// The state_dict's order: each layer's tensors in order, a BatchNorm's running statistics after
 	// its parameters, then its step count.
 	var ordered []stTensor
@@ -44,7 +45,7 @@ func (t *Trainer) Export(path string) error {
 			}
 		}
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return fmt.Errorf("train: export %s: %w", path, err)
 	}
 	for _, d := range t.m.derived() {

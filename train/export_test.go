@@ -91,7 +91,7 @@ func TestExportRoundTrip(t *testing.T) {
 	f := newFixture(t, 100)
 	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
 	path := filepath.Join(t.TempDir(), "m.safetensors")
-	if err := tr.Export(path); err != nil {
+	if err := tr.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -151,7 +151,7 @@ func TestCheckpointModel(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr2, err := New(m2, f.dev, nil, Config{Resume: ck})
+	tr2, err := New(context.Background(), m2, f.dev, nil, Config{Resume: ck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +178,7 @@ func TestCheckpointModel(t *testing.T) {
 		if err != nil {
 			t.Fatalf("CheckpointModel of %s: %v", hand.name, err)
 		}
-		tr3, err := New(m3, f.dev, nil, Config{Resume: ck2})
+		tr3, err := New(context.Background(), m3, f.dev, nil, Config{Resume: ck2})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -692,7 +692,7 @@ func f64(x []float32) []float64 {
 func exportONNX(t *testing.T, tr *Trainer, mean, std []float32) *onnx.Model {
 	t.Helper()
 	path := filepath.Join(t.TempDir(), "m.onnx")
-	if err := tr.ExportONNX(path, mean, std); err != nil {
+	if err := tr.ExportONNX(context.Background(), path, mean, std); err != nil {
 		t.Fatal(err)
 	}
 	b, err := os.ReadFile(path)
@@ -816,7 +816,7 @@ func TestExportONNXTorchvision(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, nil, Config{Seed: 2})
+	tr, err := New(context.Background(), m, dev, nil, Config{Seed: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -872,13 +872,13 @@ func TestExportONNXRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, f.dev, nil, Config{})
+	tr, err := New(context.Background(), m, f.dev, nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	path := filepath.Join(t.TempDir(), "m.onnx")
-	err = tr.ExportONNX(path, nil, nil)
+	err = tr.ExportONNX(context.Background(), path, nil, nil)
 	if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), `layer 3.main.0 "dense 32->32" is a layer of one's own (Custom)`) {
 		t.Errorf("a custom layer: %v", err)
 	}
@@ -887,7 +887,7 @@ func TestExportONNXRefused(t *testing.T) {
 	}
 	_, tr2 := fit(t, f, smallMLP(t), SGD{LR: 0.05}, Config{Epochs: 1})
 	for _, norm := range [][2][]float32{{{0.5, 0.5}, {1, 1}}, {{0.5}, {0}}, {{float32(math.NaN())}, {1}}} {
-		if err := tr2.ExportONNX(path, norm[0], norm[1]); !errors.Is(err, ErrConfig) {
+		if err := tr2.ExportONNX(context.Background(), path, norm[0], norm[1]); !errors.Is(err, ErrConfig) {
 			t.Errorf("mean %v, std %v: %v; want ErrConfig", norm[0], norm[1], err)
 		}
 	}
@@ -1025,13 +1025,13 @@ func TestExportONNXNNRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, openCPU(t), nil, Config{})
+	tr, err := New(context.Background(), m, openCPU(t), nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	path := filepath.Join(t.TempDir(), "m.onnx")
-	err = tr.ExportONNX(path, nil, nil)
+	err = tr.ExportONNX(context.Background(), path, nil, nil)
 	if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), `layer 0.batchnarrow "batchnarrow": step 0 (narrow): narrows dimension 0, which holds the batch`) {
 		t.Errorf("a pass that narrows the batch: %v", err)
 	}

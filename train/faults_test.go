@@ -24,7 +24,7 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	ck := filepath.Join(dir, "ck")
 	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck})
 	st := filepath.Join(dir, "w.safetensors")
-	if err := tr.Export(st); err != nil {
+	if err := tr.Export(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 
@@ -63,13 +63,13 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	}
 
 	t.Run("LoadWeights", func(t *testing.T) {
-		tr2, err := New(smallMLP(t), f.dev, nil, Config{Seed: 5})
+		tr2, err := New(context.Background(), smallMLP(t), f.dev, nil, Config{Seed: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer tr2.Close()
 		before := weights(t, tr2)
-		_, err = tr2.LoadWeights(badST, LoadOptions{})
+		_, err = tr2.LoadWeights(context.Background(), badST, LoadOptions{})
 		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), badST) || !strings.Contains(err.Error(), `"`+victim+`"`) ||
 			!strings.Contains(err.Error(), "1 of") || !strings.Contains(err.Error(), "index 1, is NaN") {
 			t.Fatalf("LoadWeights(NaN) = %v; want ErrNonFinite naming %s and %s", err, badST, victim)
@@ -77,7 +77,7 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 		if after := weights(t, tr2); !equalAll(before, after) {
 			t.Fatal("a refused file changed the weights")
 		}
-		if _, err := tr2.LoadWeights(badST, LoadOptions{AllowNonFinite: true}); err != nil {
+		if _, err := tr2.LoadWeights(context.Background(), badST, LoadOptions{AllowNonFinite: true}); err != nil {
 			t.Fatalf("LoadWeights(AllowNonFinite) = %v", err)
 		}
 	})
@@ -90,13 +90,13 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 		{"Resume", c.params[0].name + `" (optimizer state 1)`, Config{Resume: badCK}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(smallMLP(t), f.dev, opt, tc.cfg)
+			_, err := New(context.Background(), smallMLP(t), f.dev, opt, tc.cfg)
 			path := tc.cfg.Init + tc.cfg.Resume
 			if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), path) || !strings.Contains(err.Error(), tc.tensor) {
 				t.Fatalf("New(%s) = %v; want ErrNonFinite naming %s and %s", tc.name, err, path, tc.tensor)
 			}
 			tc.cfg.AllowNonFinite = true
-			tr, err := New(smallMLP(t), f.dev, opt, tc.cfg)
+			tr, err := New(context.Background(), smallMLP(t), f.dev, opt, tc.cfg)
 			if err != nil {
 				t.Fatalf("New(%s, AllowNonFinite) = %v", tc.name, err)
 			}
@@ -162,7 +162,7 @@ func TestKeepBestIsNotCheckpoint(t *testing.T) {
 // names it) or declared rank-local, once: a field added without either fails here.
 func TestConfigAgreement(t *testing.T) {
 	f := newFixture(t, 64)
-	tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,11 +206,11 @@ func TestDataParallelDisagree(t *testing.T) {
 	dir := t.TempDir()
 	initA, initB := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
 	for i, path := range []string{initA, initB} {
-		tr, err := New(smallMLP(t), openCPU(t), nil, Config{Seed: uint64(i)})
+		tr, err := New(context.Background(), smallMLP(t), openCPU(t), nil, Config{Seed: uint64(i)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := tr.Export(path); err != nil {
+		if err := tr.Export(context.Background(), path); err != nil {
 			t.Fatal(err)
 		}
 		tr.Close()
@@ -233,7 +233,7 @@ func TestDataParallelDisagree(t *testing.T) {
 			for r, cfg := range []Config{tc.zero, tc.one} {
 				dev := openCPU(t)
 				cfg.Collective = groups[r]
-				tr, err := New(smallMLP(t), dev, SGD{LR: 0.05}, cfg)
+				tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05}, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -269,12 +269,12 @@ func TestLoadWeightsErrorBounded(t *testing.T) {
 	}
 	h.WriteString("}")
 	path := writeFile(t, stBytes(h.String(), nil))
-	tr, err := New(smallMLP(t), openCPU(t), nil, Config{})
+	tr, err := New(context.Background(), smallMLP(t), openCPU(t), nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	_, err = tr.LoadWeights(path, LoadOptions{})
+	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
 	if !errors.Is(err, ErrMismatch) || len(err.Error()) > 1000 ||
 		!strings.Contains(err.Error(), "200000 unexpected (stray.000000, stray.000001,") || !strings.Contains(err.Error(), "stray.000009 and 199990 more)") {
 		t.Fatalf("LoadWeights(200,000 stray tensors) = %.2000s (%d bytes); want ErrMismatch listing 10 and counting the rest", err, len(err.Error()))
@@ -290,12 +290,12 @@ func TestLoadWeightsStemHint(t *testing.T) {
 	}
 	data := make([]byte, 64*3*7*7*4)
 	path := writeFile(t, stBytes(fmt.Sprintf(`{"conv1.weight":{"dtype":"F32","shape":[64,3,7,7],"data_offsets":[0,%d]}}`, len(data)), data))
-	tr, err := New(m, openCPU(t), nil, Config{})
+	tr, err := New(context.Background(), m, openCPU(t), nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	_, err = tr.LoadWeights(path, LoadOptions{})
+	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
 	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "conv1.weight: file [64 3 7 7], model [64 3 3 3]") ||
 		!strings.Contains(err.Error(), "conv1: the model takes 32x32 images") || !strings.Contains(err.Error(), "larger than 32 px a side") {
 		t.Fatalf("LoadWeights(7x7 conv1 into a 32 px resnet18) = %v; want the small-image stem explained", err)

@@ -41,7 +41,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 	f := newFixture(t, 1000)
 	_, pre := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 	path := filepath.Join(t.TempDir(), "pre.safetensors")
-	if err := pre.Export(path); err != nil {
+	if err := pre.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
 	preW := map[string][]float32{}
@@ -56,7 +56,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 	defer train5.close()
 	defer test5.close()
 	run := func(cfg Config) (*Trainer, [][]float32, float64) {
-		tr, err := New(fiveClassResNet(t), f.dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), fiveClassResNet(t), f.dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -102,7 +102,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 // refused.
 func TestFreezeUpToAndLRGroups(t *testing.T) {
 	f := newFixture(t, 200)
-	tr, err := New(smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, FreezeUpTo: "3.residual"})
+	tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, FreezeUpTo: "3.residual"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -132,7 +132,7 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 	// With the backbone's rate scaled by 1e-9, a step moves it by almost nothing, while the head
 	// moves as without the scale.
 	step := func(scale float64) (backbone, head float64) {
-		tr, err := New(smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, BackboneLRScale: scale})
+		tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, BackboneLRScale: scale})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -166,7 +166,7 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 		{FreezeUpTo: "3.residual", FreezeBackbone: true},
 		{BackboneLRScale: -1},
 	} {
-		tr, err := New(smallResNet(t), f.dev, SGD{LR: 0.05}, cfg)
+		tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, cfg)
 		if err == nil {
 			tr.Close()
 		}
@@ -195,7 +195,7 @@ func TestDataParallelFrozen(t *testing.T) {
 	for r := range 2 {
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
-		tr, err := New(smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Collective: groups[r]})
+		tr, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}

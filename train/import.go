@@ -100,12 +100,13 @@ func (m *Model) stemHint(f *stFile) string {
 // (Partial, NewHead); the report says what was loaded and what was not. A file that is not a
 // well-formed safetensors file gives an error wrapping ErrSafetensors, naming the tensor at
 // fault; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
-// opts.AllowNonFinite). On error the trainer's weights are unchanged. The optimizer's state is
-// left as it is (zero on a fresh trainer).
+// opts.AllowNonFinite). On error the trainer's weights are unchanged, but for one: ctx ending
+// during the final wait for the device, when the uploads are enqueued and complete on the stream
+// (the error then wraps ctx's). The optimizer's state is left as it is (zero on a fresh trainer).
 //
 // Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
 // tensors, whatever the file claims, and of each file tensor a Resampler resamples.
-func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, error) {
+func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions) (*WeightsReport, error) {
 	fh, err := os.Open(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: weights: %w", err)
@@ -150,19 +151,23 @@ func (t *Trainer) LoadWeights(path string, opts LoadOptions) (*WeightsReport, er
 		}
 		load, hosts = append(load, r.p), append(hosts, r.values)
 	}
+	if err := ctx.Err(); err != nil { // before the first upload: a cancelled call changes nothing
+		return rep, fmt.Errorf("train: weights %s: %w", path, err)
+	}
 	for i, p := range load {
 		if err := upload(t.s, p.W, hosts[i]); err != nil {
 			return rep, fmt.Errorf("train: weights %s: %s: %w", path, p.Name, err)
 		}
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
-		return rep, fmt.Errorf("train: weights %s: %w", path, err)
-	}
+	// The uploads are enqueued: the stream completes them whatever ctx does.
 	for k, v := range nbt {
 		if t.batchesTracked == nil {
 			t.batchesTracked = map[string]int64{}
 		}
 		t.batchesTracked[k] = v - int64(t.state.Batches)
+	}
+	if err := t.wait(ctx); err != nil {
+		return rep, fmt.Errorf("train: weights %s: %w", path, err)
 	}
 	return rep, nil
 }

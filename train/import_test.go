@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -38,19 +39,19 @@ func TestLoadWeightsRoundTrip(t *testing.T) {
 	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
-	if err := tr.Export(first); err != nil {
+	if err := tr.Export(context.Background(), first); err != nil {
 		t.Fatal(err)
 	}
 	want, err := tr.Predict(t.Context(), f.test)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr2, err := New(smallResNet(t), f.dev, nil, Config{Seed: 99})
+	tr2, err := New(context.Background(), smallResNet(t), f.dev, nil, Config{Seed: 99})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr2.Close()
-	rep, err := tr2.LoadWeights(first, LoadOptions{})
+	rep, err := tr2.LoadWeights(context.Background(), first, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -64,7 +65,7 @@ func TestLoadWeightsRoundTrip(t *testing.T) {
 	if !slices.Equal(got.Logits, want.Logits) {
 		t.Fatal("logits after LoadWeights differ from the exporting trainer's")
 	}
-	if err := tr2.Export(second); err != nil {
+	if err := tr2.Export(context.Background(), second); err != nil {
 		t.Fatal(err)
 	}
 	a, _ := os.ReadFile(first)
@@ -85,23 +86,23 @@ func TestLoadWeightsStrict(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	trOther, err := New(other, f.dev, nil, Config{Seed: 5})
+	trOther, err := New(context.Background(), other, f.dev, nil, Config{Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	path := filepath.Join(t.TempDir(), "w.safetensors")
-	if err := trOther.Export(path); err != nil {
+	if err := trOther.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
 	}
 	trOther.Close()
 
-	tr, err := New(smallResNet(t), f.dev, nil, Config{Seed: 1})
+	tr, err := New(context.Background(), smallResNet(t), f.dev, nil, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	before := weights(t, tr)
-	_, err = tr.LoadWeights(path, LoadOptions{})
+	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
 	if !errors.Is(err, ErrMismatch) ||
 		!strings.Contains(err.Error(), "2 mis-shaped (8.linear.weight: file [5 8], model [10 8], 8.linear.bias: file [5], model [10])") {
 		t.Fatalf("strict load of a 5-class file into a 10-class model: %v", err)
@@ -118,11 +119,11 @@ func TestLoadWeightsStrict(t *testing.T) {
 		{LoadOptions{Partial: true}, len(before) - 2, 0, 2},
 		{LoadOptions{NewHead: true}, len(before) - 2, 2, 0},
 	} {
-		tr, err := New(smallResNet(t), f.dev, nil, Config{Seed: 1})
+		tr, err := New(context.Background(), smallResNet(t), f.dev, nil, Config{Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
-		rep, err := tr.LoadWeights(path, tc.opts)
+		rep, err := tr.LoadWeights(context.Background(), path, tc.opts)
 		if err != nil {
 			t.Fatalf("%+v: %v", tc.opts, err)
 		}
@@ -140,12 +141,12 @@ func TestLoadWeightsStrict(t *testing.T) {
 	}
 
 	// Missing and unexpected tensors are listed by name, every one at once.
-	tr3, err := New(smallMLP(t), f.dev, nil, Config{})
+	tr3, err := New(context.Background(), smallMLP(t), f.dev, nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr3.Close()
-	_, err = tr3.LoadWeights(path, LoadOptions{})
+	_, err = tr3.LoadWeights(context.Background(), path, LoadOptions{})
 	for _, want := range []string{
 		"4 missing (1.linear.weight, 1.linear.bias, 4.linear.weight, 4.linear.bias)",
 		"unexpected (0.conv2d.weight, 1.batchnorm.bias",
@@ -165,7 +166,7 @@ func TestLoadWeightsDTypes(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, nil, Config{})
+	tr, err := New(context.Background(), m, dev, nil, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestLoadWeightsDTypes(t *testing.T) {
 	}
 	header := `{"1.linear.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"1.linear.bias":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]}}`
 	// The +Inf is allowed here to check its conversion (TestNonFiniteWeightsRefused: refused by default).
-	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, data)), LoadOptions{AllowNonFinite: true}); err != nil {
+	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, data)), LoadOptions{AllowNonFinite: true}); err != nil {
 		t.Fatal(err)
 	}
 	got := weights(t, tr)
@@ -192,7 +193,7 @@ func TestLoadWeightsDTypes(t *testing.T) {
 		}
 	}
 	header = `{"1.linear.weight":{"dtype":"F64","shape":[2,3],"data_offsets":[0,48]},"1.linear.bias":{"dtype":"F32","shape":[2],"data_offsets":[48,56]}}`
-	if _, err := tr.LoadWeights(writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) ||
+	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) ||
 		!strings.Contains(err.Error(), `"1.linear.weight": dtype F64`) {
 		t.Errorf("F64 weights: %v; want ErrSafetensors naming the tensor", err)
 	}
@@ -278,18 +279,18 @@ func ExampleTrainer_LoadWeights() {
 	path := filepath.Join(os.TempDir(), "stoke-example.safetensors")
 	defer os.Remove(path)
 	pre, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
-	trPre, _ := New(pre, dev, nil, Config{Seed: 1})
-	trPre.Export(path) // a pretrained model's weights
+	trPre, _ := New(context.Background(), pre, dev, nil, Config{Seed: 1})
+	trPre.Export(context.Background(), path) // a pretrained model's weights
 	trPre.Close()
 
 	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 3, Flatten(), Linear(64, 32), ReLU(), Linear(32, 3))
-	tr, err := New(m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{})
+	tr, err := New(context.Background(), m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{})
 	if err != nil {
 		fmt.Println(err)
 		return
 	}
 	defer tr.Close()
-	rep, err := tr.LoadWeights(path, LoadOptions{NewHead: true})
+	rep, err := tr.LoadWeights(context.Background(), path, LoadOptions{NewHead: true})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -213,7 +213,7 @@ func normParts(n int) int {
 // the device (Mul, then BiasGrad's sums), the total on the host in float64, and the same factor
 // for all, min(1, max/(norm+1e-6)). Under Collective every rank holds the same gradients here, so every
 // rank clips by the same factor.
-func (t *Trainer) clipGrads() error {
+func (t *Trainer) clipGrads(ctx context.Context) error {
 	off := 0
 	for _, p := range t.m.params {
 		sq, parts := t.sq.Slice(0, p.Len()), normParts(p.Len())
@@ -229,7 +229,7 @@ func (t *Trainer) clipGrads() error {
 	if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), t.norms.Buf, 4*t.norms.Off); err != nil {
 		return err
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return err
 	}
 	var sum float64
@@ -316,8 +316,13 @@ func (t *Trainer) swapEMA() {
 // optimizer), for Export and Predict to serve it, as timm's users deploy the EMA weights. It
 // reports false, changing nothing, when the trainer has no EMA, or when the EMA scored worse than
 // the model at the last evaluation (Fit's, or the checkpoint's: LastEpoch has both scores), as
-// an EMA that has not caught up with the training does on a run too short for its decay.
-func (t *Trainer) UseEMA() (bool, error) {
+// an EMA that has not caught up with the training does on a run too short for its decay. A ctx
+// already done fails it, changing nothing; one that ends during its wait for the device gives
+// true with ctx's error (the copy completes on the stream).
+func (t *Trainer) UseEMA(ctx context.Context) (bool, error) {
+	if err := ctx.Err(); err != nil {
+		return false, fmt.Errorf("train: use EMA: %w", err)
+	}
 	if !t.hasEMA || t.state.EMABehind {
 		return false, nil
 	}
@@ -326,5 +331,8 @@ func (t *Trainer) UseEMA() (bool, error) {
 			return false, fmt.Errorf("train: use EMA: %w", err)
 		}
 	}
-	return true, t.s.Synchronize(context.Background())
+	if err := t.wait(ctx); err != nil {
+		return true, fmt.Errorf("train: use EMA: %w", err)
+	}
+	return true, nil
 }

@@ -32,7 +32,7 @@ func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, t
 	if err != nil {
 		return 0, err
 	}
-	return t.finishStep(g, perEpoch, total)
+	return t.finishStep(context.Background(), g, perEpoch, total)
 }
 
 // stepWeights trains mk's model for epochs over data with cfg and returns the weights after every
@@ -46,7 +46,7 @@ func stepWeights(t *testing.T, dev gpu.Device, m *Model, data, test Data, opt Op
 			per = append(per, weights(t, tr))
 		}
 	}
-	tr, err := New(m, dev, opt, cfg)
+	tr, err := New(context.Background(), m, dev, opt, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -208,7 +208,7 @@ func TestClipGradNorm(t *testing.T) {
 	f := newFixture(t, 32) // one step
 	const lr = 0.1
 	step := func(clip float64) (w0, w1 [][]float32, norm float64) {
-		tr, err := New(plainMLP(t), f.dev, SGD{LR: lr}, Config{Seed: 5, ClipGradNorm: clip})
+		tr, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: lr}, Config{Seed: 5, ClipGradNorm: clip})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -269,7 +269,7 @@ func TestEMA(t *testing.T) {
 				per = append(per, weights(t, tr))
 			}
 		}
-		tr, err := New(smallCNN(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), smallCNN(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -337,7 +337,7 @@ func TestEMAResume(t *testing.T) {
 	if a, b := resumed.History[1], straight.History[1]; a.EMAAcc != b.EMAAcc || a.TestAcc != b.TestAcc || a.TrainLoss != b.TrainLoss || a.LR != b.LR {
 		t.Errorf("resumed epoch 2 %+v; straight %+v", a, b)
 	}
-	tr, err := New(smallCNN(t), f.dev, nil, Config{Resume: first.Checkpoint})
+	tr, err := New(context.Background(), smallCNN(t), f.dev, nil, Config{Resume: first.Checkpoint})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -346,7 +346,7 @@ func TestEMAResume(t *testing.T) {
 	tr.swapEMA()
 	ema := weights(t, tr)
 	tr.swapEMA()
-	if ok, err := tr.UseEMA(); !ok || err != nil {
+	if ok, err := tr.UseEMA(context.Background()); !ok || err != nil {
 		t.Fatalf("UseEMA on a checkpoint with an EMA = %v, %v", ok, err)
 	}
 	if !sameTensors(weights(t, tr), ema) || sameTensors(trained, ema) || len(per) == 0 {
@@ -367,16 +367,16 @@ func TestEMABehindNotServed(t *testing.T) {
 	if h := res.History[res.BestEpoch-1]; res.BestMetric != h.TestAcc {
 		t.Errorf("best metric %v at epoch %d; want the model's %v, not the EMA's %v", res.BestMetric, res.BestEpoch, h.TestAcc, h.EMAAcc)
 	}
-	if ok, err := tr.UseEMA(); ok || err != nil {
+	if ok, err := tr.UseEMA(context.Background()); ok || err != nil {
 		t.Errorf("UseEMA after the run = %v, %v; want false: the EMA scored %v, the model %v", ok, err, res.EMAAcc, res.TestAcc)
 	}
-	served, err := New(smallCNN(t), f.dev, nil, Config{Resume: best})
+	served, err := New(context.Background(), smallCNN(t), f.dev, nil, Config{Resume: best})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer served.Close()
 	last, ok := served.LastEpoch()
-	if ok2, err := served.UseEMA(); ok2 || err != nil || !ok || last.Epoch != res.BestEpoch {
+	if ok2, err := served.UseEMA(context.Background()); ok2 || err != nil || !ok || last.Epoch != res.BestEpoch {
 		t.Errorf("UseEMA on the best checkpoint = %v, %v (last epoch %+v); want false, the record of epoch %d", ok2, err, last, res.BestEpoch)
 	}
 }
@@ -524,10 +524,10 @@ func TestEarlyStopKeepBest(t *testing.T) {
 			t.Errorf("epoch %d scored %v, above the best %v", h.Epoch, h.TestAcc, res3.BestMetric)
 		}
 	}
-	if _, err := New(plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: -1}); !errors.Is(err, ErrConfig) {
+	if _, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: -1}); !errors.Is(err, ErrConfig) {
 		t.Errorf("EarlyStop -1: error %v; want ErrConfig", err)
 	}
-	tr, err := New(plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: 2})
+	tr, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: 2})
 	if err != nil {
 		t.Fatal(err)
 	}

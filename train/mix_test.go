@@ -63,7 +63,7 @@ func TestMixedLossIsSoftTargets(t *testing.T) {
 	target.batch = batch
 	run := func(data Data, cfg Config) (Result, [][]float32, *Trainer) {
 		cfg.Seed, cfg.Epochs = 3, 1
-		tr, err := New(plainMLP(t), dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -51,8 +51,9 @@ const (
 // composition (opset 17 has no Gelu), reshapes with -1 where the batch goes so that any batch
 // size runs. A layer of one's own written against Module (Custom, RegisterLayer) is refused with
 // an error naming the layer: its forward pass is Go code that ONNX export cannot see. The file
-// is written atomically (a temporary file renamed over path).
-func (t *Trainer) ExportONNX(path string, mean, std []float32) error {
+// is written atomically (a temporary file renamed over path), once the weights are read back from
+// the device: if ctx ends first, nothing is written.
+func (t *Trainer) ExportONNX(ctx context.Context, path string, mean, std []float32) error {
 	m := t.m
 	fail := func(err error) error { return fmt.Errorf("train: export onnx %s: %w", path, err) }
 	mean, std, err := onnxNormalization(m.in.C, mean, std)
@@ -72,7 +73,7 @@ func (t *Trainer) ExportONNX(path string, mean, std []float32) error {
 			host[p] = h
 		}
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return fail(err)
 	}
 	model, err := m.onnxModel(host, mean, std)

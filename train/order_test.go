@@ -179,7 +179,7 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 	}
 	runModel := func(written bool) result {
 		m := poolNet(t, written)
-		tr, err := New(m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
+		tr, err := New(context.Background(), m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

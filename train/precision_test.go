@@ -44,7 +44,7 @@ func TestFP16LossScaling(t *testing.T) {
 	ctx := context.Background()
 	mean, std := f.train.Normalization()
 	newTrainer := func(p Precision) *Trainer {
-		tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Precision: p, Seed: 1})
+		tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Precision: p, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -157,7 +157,7 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 	ctx := context.Background()
 	mean, std := f.train.Normalization()
 	newTrainer := func(p Precision) *Trainer {
-		tr, err := New(smallCNN(t), f.dev, AdamW{LR: 0.01}, Config{Precision: p, Seed: 1})
+		tr, err := New(context.Background(), smallCNN(t), f.dev, AdamW{LR: 0.01}, Config{Precision: p, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -218,7 +218,7 @@ func TestFP16ForwardOverflowNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, f.dev, SGD{LR: 0.01}, Config{Precision: FP16, Seed: 1})
+	tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.01}, Config{Precision: FP16, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

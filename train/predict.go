@@ -77,7 +77,7 @@ func (t *Trainer) Predict(ctx context.Context, data Data) (*Predictions, error) 
 		if err != nil {
 			return nil, fmt.Errorf("train: predict: %w", err)
 		}
-		err := t.predictInto(p, b, mean, std)
+		err := t.predictInto(ctx, p, b, mean, std)
 		if b.Release != nil {
 			b.Release()
 		}
@@ -95,16 +95,16 @@ func (t *Trainer) Predict(ctx context.Context, data Data) (*Predictions, error) 
 // Data.Normalization gives them), in evaluation mode. The caller keeps ownership of b. The batch
 // needs only its images: Labels and Targets may be empty (the Predictions then have no labels).
 // Predictor does this from image files or decoded images.
-func (t *Trainer) PredictBatch(b Batch, mean, std []float32) (*Predictions, error) {
+func (t *Trainer) PredictBatch(ctx context.Context, b Batch, mean, std []float32) (*Predictions, error) {
 	p := &Predictions{Classes: t.m.classes}
-	if err := t.predictInto(p, b, mean, std); err != nil {
+	if err := t.predictInto(ctx, p, b, mean, std); err != nil {
 		return nil, fmt.Errorf("train: predict: %w", err)
 	}
 	return p, nil
 }
 
 // predictInto appends b's logits and labels to p; it waits for the stream.
-func (t *Trainer) predictInto(p *Predictions, b Batch, mean, std []float32) error {
+func (t *Trainer) predictInto(ctx context.Context, p *Predictions, b Batch, mean, std []float32) error {
 	if err := t.validInputs(b, true); err != nil {
 		return err
 	}
@@ -126,14 +126,14 @@ func (t *Trainer) predictInto(p *Predictions, b Batch, mean, std []float32) erro
 		return err
 	}
 	r := &run{ops: t.ops, s: t.s}
-	err = t.forwardChunks(r, b, mean, std, func(logits kernels.F32, _ Batch, lo int) error {
+	err = t.forwardChunks(ctx, r, b, mean, std, func(logits kernels.F32, _ Batch, lo int) error {
 		dst := p.Logits[base+lo*p.Classes : base+(lo+logits.Len/p.Classes)*p.Classes]
 		return t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), logits.Buf, 4*logits.Off)
 	})
 	if err != nil {
 		return err
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return err
 	}
 	if b.Indices != nil {

@@ -72,6 +72,9 @@ type Predictor struct {
 	topK      int
 	host      []byte
 	buf       gpu.Buffer
+	// pending: a batch's work may still be queued (its wait failed, a cancelled ctx's say), reading
+	// host and buf; the next call waits for it before reusing them.
+	pending bool
 }
 
 // NewPredictor returns a Predictor running t's model. t may hold a checkpoint (New with
@@ -123,18 +126,19 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 
 // OpenPredictor opens the checkpoint at path (written by Trainer.Save or stoke train) on dev and
 // returns a Predictor that owns the trainer holding it; useEMA predicts with the checkpoint's EMA
-// of the weights when it has one. dev stays the caller's.
-func OpenPredictor(path string, dev gpu.Device, useEMA bool, cfg PredictorConfig) (*Predictor, error) {
+// of the weights when it has one; ctx bounds the waits for the device while it loads. dev stays
+// the caller's.
+func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool, cfg PredictorConfig) (*Predictor, error) {
 	m, err := CheckpointModel(path)
 	if err != nil {
 		return nil, err
 	}
-	t, err := New(m, dev, nil, Config{Resume: path})
+	t, err := New(ctx, m, dev, nil, Config{Resume: path})
 	if err != nil {
 		return nil, err
 	}
 	if useEMA {
-		if _, err := t.UseEMA(); err != nil {
+		if _, err := t.UseEMA(ctx); err != nil {
 			return nil, errors.Join(err, t.Close())
 		}
 	}
@@ -157,6 +161,12 @@ func (p *Predictor) Normalization() (mean, std []float32) {
 // Predict returns one Prediction per input, in order. Each input is an image file's bytes
 // (Encoded) or raw HWC pixels (Pixels); a bad one fails the call with an error naming its index.
 func (p *Predictor) Predict(ctx context.Context, inputs []transforms.Input) ([]Prediction, error) {
+	if p.pending { // the host and device buffers are about to be rewritten
+		if err := p.t.wait(ctx); err != nil {
+			return nil, fmt.Errorf("train: predict: %w", err)
+		}
+		p.pending = false
+	}
 	per := p.t.m.in.Len()
 	out := make([]Prediction, 0, len(inputs))
 	for lo := 0; lo < len(inputs); lo += p.batch {
@@ -167,7 +177,7 @@ func (p *Predictor) Predict(ctx context.Context, inputs []transforms.Input) ([]P
 				return nil, fmt.Errorf("train: predict: image %d: %w", lo+i, err)
 			}
 		}
-		logits, err := p.forward(n)
+		logits, err := p.forward(ctx, n)
 		if err != nil {
 			return nil, err
 		}
@@ -208,7 +218,7 @@ func imageInput(im image.Image) transforms.Input {
 }
 
 // forward uploads the n staged images and returns their logits.
-func (p *Predictor) forward(n int) ([]float32, error) {
+func (p *Predictor) forward(ctx context.Context, n int) ([]float32, error) {
 	per := p.t.m.in.Len()
 	if p.buf == nil || p.buf.Len() < n*per {
 		if p.buf != nil {
@@ -223,8 +233,9 @@ func (p *Predictor) forward(n int) ([]float32, error) {
 	if err := p.t.s.CopyH2D(p.buf, 0, p.host); err != nil {
 		return nil, fmt.Errorf("train: predict: %w", err)
 	}
-	pr, err := p.t.PredictBatch(Batch{Images: kernels.U8{Buf: p.buf, Len: n * per}, N: n, Shape: p.t.m.in}, p.mean, p.std)
+	pr, err := p.t.PredictBatch(ctx, Batch{Images: kernels.U8{Buf: p.buf, Len: n * per}, N: n, Shape: p.t.m.in}, p.mean, p.std)
 	if err != nil {
+		p.pending = true
 		return nil, err
 	}
 	return pr.Logits, nil
@@ -277,11 +288,17 @@ func topK(v []float32, k int) []int {
 	return idx[:k]
 }
 
-// Close frees the Predictor's device buffer, and the trainer of OpenPredictor.
+// Close frees the Predictor's device buffer, and the trainer of OpenPredictor. Like Trainer.Close
+// it takes no context: when a cancelled Predict left work queued, it waits for it without a
+// deadline.
 func (p *Predictor) Close() error {
 	var err error
+	if p.pending {
+		err = p.t.s.Synchronize(context.Background())
+		p.pending = false
+	}
 	if p.buf != nil {
-		err = p.buf.Free()
+		err = errors.Join(err, p.buf.Free())
 		p.buf = nil
 	}
 	if p.own {

@@ -24,7 +24,7 @@ func tinyPredictTrainer(t *testing.T, dev gpu.Device) *Trainer {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, nil, Config{Seed: 3})
+	tr, err := New(context.Background(), m, dev, nil, Config{Seed: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,12 +179,12 @@ func TestPredictBatchWithoutLabels(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want, err := tr.PredictBatch(b, mean, std)
+		want, err := tr.PredictBatch(context.Background(), b, mean, std)
 		if err != nil {
 			t.Fatal(err)
 		}
 		b.Labels.Len = 0
-		got, err := tr.PredictBatch(b, mean, std)
+		got, err := tr.PredictBatch(context.Background(), b, mean, std)
 		if err != nil {
 			t.Fatalf("batch without labels: %v", err)
 		}
@@ -221,13 +221,13 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, SGD{LR: 0.1}, Config{Seed: 5})
+	tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{Seed: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	ck := filepath.Join(t.TempDir(), "rgb.ckpt")
-	if err := tr.Save(ck); err != nil {
+	if err := tr.Save(context.Background(), ck); err != nil {
 		t.Fatal(err)
 	}
 	r := rand.New(rand.NewPCG(4, 4))
@@ -254,7 +254,7 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p, err := OpenPredictor(ck, dev, true, PredictorConfig{})
+	p, err := OpenPredictor(context.Background(), ck, dev, true, PredictorConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

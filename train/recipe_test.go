@@ -1,6 +1,7 @@
 package train
 
 import (
+	"context"
 	"errors"
 	"math"
 	"strings"
@@ -26,7 +27,7 @@ func TestRecipesLearn(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, test := newMemData(dev, imgs, labels, img8, r.Batch, true, 1), newMemData(dev, timgs, tlabels, img8, 100, false, 0)
-		tr, err := New(m, dev, r.NewOptimizer(r.Batch), Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
+		tr, err := New(context.Background(), m, dev, r.NewOptimizer(r.Batch), Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -110,7 +111,7 @@ func TestLayerDecay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5, BackboneLRScale: 0.1})
+	tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5, BackboneLRScale: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,7 +132,7 @@ func TestLayerDecay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(mlp, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5}); !errors.Is(err, ErrConfig) {
+	if _, err := New(context.Background(), mlp, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5}); !errors.Is(err, ErrConfig) {
 		t.Errorf("LayerDecay on an mlp: %v; want ErrConfig", err)
 	}
 	if err := (Config{LayerDecay: 1}).Validate(); err == nil {

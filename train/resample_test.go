@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -57,7 +58,7 @@ func TestResampler(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, dev, nil, Config{Seed: 1})
+	tr, err := New(context.Background(), m, dev, nil, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -73,7 +74,7 @@ func TestResampler(t *testing.T) {
 	}
 	exported := func() []float32 {
 		path := filepath.Join(t.TempDir(), "out.safetensors")
-		if err := tr.Export(path); err != nil {
+		if err := tr.Export(context.Background(), path); err != nil {
 			t.Fatal(err)
 		}
 		fh, err := os.Open(path)
@@ -93,7 +94,7 @@ func TestResampler(t *testing.T) {
 		return v
 	}
 
-	rep, err := tr.LoadWeights(file(1, 2), LoadOptions{})
+	rep, err := tr.LoadWeights(context.Background(), file(1, 2), LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -111,7 +112,7 @@ func TestResampler(t *testing.T) {
 		{[]float32{5, 5, 5}, "offset: file [3], model [4] (three values do not repeat into four)"},
 		{[]float32{5}, "offset: file [1], model [4] (resampled to 1 values; the model's tensor has 4)"},
 	} {
-		_, err := tr.LoadWeights(file(tc.offset...), LoadOptions{})
+		_, err := tr.LoadWeights(context.Background(), file(tc.offset...), LoadOptions{})
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("offset %v: error %v; want ErrMismatch saying %q", tc.offset, err, tc.want)
 		}
@@ -119,11 +120,11 @@ func TestResampler(t *testing.T) {
 			t.Errorf("offset %v: a refused file changed the offset to %v", tc.offset, got)
 		}
 	}
-	rep, err = tr.LoadWeights(file(5, 5, 5), LoadOptions{Partial: true})
+	rep, err = tr.LoadWeights(context.Background(), file(5, 5, 5), LoadOptions{Partial: true})
 	if err != nil || len(rep.Mismatched) != 1 || len(rep.Loaded) != 2 || len(rep.Resampled) != 0 {
 		t.Errorf("Partial: report %+v, %v; want offset mis-shaped and the rest loaded", rep, err)
 	}
-	if _, err := tr.LoadWeights(file(float32(math.NaN()), 1), LoadOptions{}); !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), `"offset"`) {
+	if _, err := tr.LoadWeights(context.Background(), file(float32(math.NaN()), 1), LoadOptions{}); !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), `"offset"`) {
 		t.Errorf("a NaN in a resampled tensor: %v; want ErrNonFinite naming offset", err)
 	}
 }

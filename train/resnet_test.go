@@ -47,7 +47,7 @@ func readF32(t testing.TB, tr *Trainer, v kernels.F32) []float32 {
 func lossAndGrad(t testing.TB, tr *Trainer, b Batch, mean, std []float32) float64 {
 	t.Helper()
 	m := tr.m
-	if err := tr.checkBatch(b); err != nil {
+	if err := tr.checkBatch(context.Background(), b); err != nil {
 		t.Fatal(err)
 	}
 	r := &run{ops: tr.ops, s: tr.s, train: true}
@@ -72,7 +72,7 @@ func lossAndGrad(t testing.TB, tr *Trainer, b Batch, mean, std []float32) float6
 // convolutions against central differences of the loss, for a sample of every parameter.
 func TestModelGradients(t *testing.T) {
 	f := newFixture(t, 16)
-	tr, err := New(smallResNet(t), f.dev, SGD{LR: 0.1}, Config{Seed: 4})
+	tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.1}, Config{Seed: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -183,7 +183,7 @@ func TestPredict(t *testing.T) {
 			t.Fatal(err)
 		}
 		one := Batch{Images: b.Images.Slice(b.Shape.Len(), 2*b.Shape.Len()), Labels: b.Labels.Slice(1, 2), N: 1, Shape: b.Shape}
-		q, err := tr.PredictBatch(one, mean, std)
+		q, err := tr.PredictBatch(context.Background(), one, mean, std)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -199,7 +199,7 @@ func TestPredict(t *testing.T) {
 func TestConfigRefused(t *testing.T) {
 	dev := openCPU(t)
 	for _, cfg := range []Config{{LabelSmoothing: 1}, {LabelSmoothing: -0.1}, {Precision: "fp8"}, {Precision: "BF16"}} {
-		tr, err := New(smallResNet(t), dev, SGD{LR: 0.1}, cfg)
+		tr, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.1}, cfg)
 		if !errors.Is(err, ErrConfig) {
 			if tr != nil {
 				tr.Close()
@@ -207,7 +207,7 @@ func TestConfigRefused(t *testing.T) {
 			t.Fatalf("New with %+v: error %v; want ErrConfig", cfg, err)
 		}
 	}
-	if _, err := New(smallResNet(t), dev, SGD{LR: 0.1}, Config{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), "want fp32, bf16 or fp16") {
+	if _, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.1}, Config{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), "want fp32, bf16 or fp16") {
 		t.Fatalf("precision fp8: error %v; want it to name the precisions", err)
 	}
 }

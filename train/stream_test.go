@@ -46,7 +46,7 @@ func TestFitStream(t *testing.T) {
 		calls = append(calls, call{perEpoch, total})
 		return 1
 	}
-	tr, err := New(smallCNN(t), dev, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: 2, Seed: 1, Schedule: sched})
+	tr, err := New(context.Background(), smallCNN(t), dev, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: 2, Seed: 1, Schedule: sched})
 	if err != nil {
 		t.Fatal(err)
 	}

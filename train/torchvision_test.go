@@ -2,6 +2,7 @@ package train
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"math"
 	"math/rand/v2"
@@ -88,12 +89,12 @@ func TestTorchvisionWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			dev := openCPU(t)
-			tr, err := New(m, dev, nil, Config{Seed: 1})
+			tr, err := New(context.Background(), m, dev, nil, Config{Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			rep, err := tr.LoadWeights(st, LoadOptions{})
+			rep, err := tr.LoadWeights(context.Background(), st, LoadOptions{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -124,7 +125,7 @@ func TestTorchvisionWeights(t *testing.T) {
 			}
 
 			again := filepath.Join(dir, name+"-again.safetensors")
-			if err := tr.Export(again); err != nil {
+			if err := tr.Export(context.Background(), again); err != nil {
 				t.Fatal(err)
 			}
 			a, _ := os.ReadFile(st)

@@ -93,7 +93,7 @@ func newFixture(t testing.TB, n int) *fixture {
 
 func fit(t testing.TB, f *fixture, m *Model, opt Optimizer, cfg Config) (Result, *Trainer) {
 	t.Helper()
-	tr, err := New(m, f.dev, opt, cfg)
+	tr, err := New(context.Background(), m, f.dev, opt, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +254,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 				}
 			}
 			f := newFixture(t, 200)
-			tr1, err := New(tc.model(t), f.dev, tc.opt, part)
+			tr1, err := New(context.Background(), tc.model(t), f.dev, tc.opt, part)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -315,7 +315,7 @@ func TestCheckpointRefused(t *testing.T) {
 		{"missing file", filepath.Join(dir, "none"), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, os.ErrNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			_, err := New(tc.model(t), openCPU(t), tc.opt, Config{Resume: tc.path})
+			_, err := New(context.Background(), tc.model(t), openCPU(t), tc.opt, Config{Resume: tc.path})
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("New(resume %s) error = %v; want %v", tc.name, err, tc.want)
 			}
@@ -329,7 +329,7 @@ func TestBadBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(m, f.dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -343,7 +343,7 @@ func TestCancel(t *testing.T) {
 	f := newFixture(t, 640)
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := 0
-	tr, err := New(smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: 5, Progress: func(p *Progress) {
+	tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: 5, Progress: func(p *Progress) {
 		if steps++; steps == 3 {
 			cancel()
 		}
@@ -398,7 +398,7 @@ func FuzzDecodeCheckpoint(f *testing.F) {
 func TestModelReusableAfterClose(t *testing.T) {
 	f := newFixture(t, 64)
 	m := smallMLP(t)
-	if _, err := New(m, f.dev, SGD{LR: 0.1}, Config{Resume: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{Resume: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Fatal("New with a missing checkpoint: error = nil; want one")
 	}
 	res, _ := fit(t, f, m, SGD{LR: 0.1}, Config{})

@@ -373,11 +373,12 @@ type Trainer struct {
 }
 
 // New prepares m on dev for training with opt: it opens a compute stream, allocates and
-// initializes the parameters from cfg.Seed, and loads cfg.Resume if set. Close releases it all.
+// initializes the parameters from cfg.Seed, and loads cfg.Init or cfg.Resume if set, waiting for
+// the device under ctx. Close releases it all.
 //
 // A nil opt makes a trainer that only evaluates, predicts and exports: cfg.Resume then loads a
 // checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
-func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
+func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
 	if m == nil || dev == nil {
 		return nil, fmt.Errorf("train: %w: nil model or device", ErrConfig)
 	}
@@ -417,7 +418,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	if cfg.Precision == FP16 && opt != nil {
 		t.scaler = newLossScale()
 	}
-	if err := t.setup(); err != nil {
+	if err := t.setup(ctx); err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
 	if cfg.Collective != nil && cfg.Collective.Size() > 1 {
@@ -435,7 +436,7 @@ func New(m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) 
 	return t, nil
 }
 
-func (t *Trainer) setup() error {
+func (t *Trainer) setup(ctx context.Context) error {
 	if t.m.ops == nil { // a model another trainer holds is refused by bind
 		if err := t.m.freeze(t.cfg); err != nil {
 			return err
@@ -470,12 +471,12 @@ func (t *Trainer) setup() error {
 	}
 	if t.cfg.Init != "" && t.cfg.Resume == "" {
 		var err error
-		if t.initReport, err = t.LoadWeights(t.cfg.Init, LoadOptions{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
+		if t.initReport, err = t.LoadWeights(ctx, t.cfg.Init, LoadOptions{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
 			return err
 		}
 	}
 	if t.cfg.Resume != "" {
-		if err := t.Load(t.cfg.Resume); err != nil {
+		if err := t.Load(ctx, t.cfg.Resume); err != nil {
 			return err
 		}
 	}
@@ -498,7 +499,16 @@ func (t *Trainer) setup() error {
 			return err
 		}
 	}
-	return t.s.Synchronize(context.Background())
+	return t.wait(ctx)
+}
+
+// wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
+// stream has nothing left to run, so that a cancelled call fails whatever the device's timing.
+func (t *Trainer) wait(ctx context.Context) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return t.s.Synchronize(ctx)
 }
 
 // Stream is the trainer's compute stream.
@@ -510,7 +520,9 @@ func (t *Trainer) Model() *Model { return t.m }
 // Epochs is the number of completed epochs (resumed ones included).
 func (t *Trainer) Epochs() int { return t.epochs }
 
-// Close waits for the stream, frees the model's device memory and closes the stream.
+// Close waits for the stream, frees the model's device memory and closes the stream. It takes no
+// context (it is an io.Closer): its wait for the device has no deadline, as it must not free memory
+// that queued work still uses.
 func (t *Trainer) Close() error {
 	err := t.s.Synchronize(context.Background())
 	return errors.Join(err, t.m.free(), t.s.Close())
@@ -519,9 +531,14 @@ func (t *Trainer) Close() error {
 // Fit trains from the epoch after the last completed one up to Config.Epochs, evaluating on test
 // after each epoch (test may be nil, unless Plateau, EarlyStop or KeepBest need its metric) and
 // writing Config.Checkpoint after each. It returns the results so far with the first error;
-// cancelling ctx stops it between steps. Early stopping (Config.EarlyStop) returns normally, the
-// Result saying so; a resumed run that had stopped early returns at once.
+// cancelling ctx stops it at its next wait for the device, the data or the other ranks (a ctx
+// already done, before it starts; see the package's Cancellation). Early stopping
+// (Config.EarlyStop) returns normally, the Result saying so; a resumed run that had stopped early
+// returns at once.
 func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error) {
+	if err := ctx.Err(); err != nil {
+		return Result{}, err
+	}
 	if t.opt == nil {
 		return Result{}, fmt.Errorf("train: %w: Fit needs an optimizer", ErrConfig)
 	}
@@ -582,7 +599,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 				if path == "" {
 					continue
 				}
-				if err := t.Save(path); err != nil {
+				if err := t.Save(ctx, path); err != nil {
 					return t.result(res, start, samples, trainTime, waitTime), err
 				}
 			}
@@ -672,18 +689,18 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 }
 
 // checkBatch validates b against the model and makes room for b.N samples.
-func (t *Trainer) checkBatch(b Batch) error {
+func (t *Trainer) checkBatch(ctx context.Context, b Batch) error {
 	if err := t.validBatch(b); err != nil {
 		return err
 	}
-	return t.reserve(b.N)
+	return t.reserve(ctx, b.N)
 }
 
 // reserve makes room for n samples in the model's activations.
-func (t *Trainer) reserve(n int) error {
+func (t *Trainer) reserve(ctx context.Context, n int) error {
 	if n > t.m.capN {
 		// The activations are about to be reallocated: no queued work may still use them.
-		if err := t.s.Synchronize(context.Background()); err != nil {
+		if err := t.wait(ctx); err != nil {
 			return err
 		}
 		return t.m.reserve(n)
@@ -741,7 +758,7 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 	var g stepGroup
 	// finish ends the step of the batches in g; its error (ctx's included) ends the epoch.
 	finish := func() error {
-		loss, err := t.finishStep(g, steps, total)
+		loss, err := t.finishStep(ctx, g, steps, total)
 		if err != nil {
 			return fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
 		}
@@ -814,7 +831,7 @@ type stepGroup struct{ batches, samples int }
 // are folded with them and, under Collective, all-reduced as backward produces them. A synchronized
 // BatchNorm sums its statistics over the ranks in every batch, the last or not.
 func (t *Trainer) enqueueBatch(ctx context.Context, b Batch, mean, std []float32, g *stepGroup, last bool) error {
-	if err := t.checkBatch(b); err != nil {
+	if err := t.checkBatch(ctx, b); err != nil {
 		return err
 	}
 	r := &run{ops: t.ops, s: t.s, train: true}
@@ -942,11 +959,11 @@ func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
 // finishStep applies the step whose gradients the batches of g left (perEpoch and total are the
 // schedule's optimizer steps), updates the EMA, waits for the stream and returns the step's mean
 // loss.
-func (t *Trainer) finishStep(g stepGroup, perEpoch, total int) (float64, error) {
+func (t *Trainer) finishStep(ctx context.Context, g stepGroup, perEpoch, total int) (float64, error) {
 	apply := true
 	if t.scaler != nil {
 		var err error
-		if apply, err = t.unscale(); err != nil {
+		if apply, err = t.unscale(ctx); err != nil {
 			return 0, err
 		}
 	}
@@ -957,7 +974,7 @@ func (t *Trainer) finishStep(g stepGroup, perEpoch, total int) (float64, error) 
 	t.lr *= t.cfg.Schedule(t.step, perEpoch, total)
 	if apply {
 		if t.cfg.ClipGradNorm > 0 {
-			if err := t.clipGrads(); err != nil {
+			if err := t.clipGrads(ctx); err != nil {
 				return 0, err
 			}
 		}
@@ -986,7 +1003,7 @@ func (t *Trainer) finishStep(g stepGroup, perEpoch, total int) (float64, error) 
 	if err := t.s.CopyD2H(t.host[:], loss.Buf, 4*loss.Off); err != nil {
 		return 0, err
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return 0, err
 	}
 	t.step++
@@ -1000,7 +1017,7 @@ func (t *Trainer) finishStep(g stepGroup, perEpoch, total int) (float64, error) 
 // unscale counts the non-finite elements of the scaled gradients on the device, reads the one
 // count back (a wait for the backward pass, as GradScaler's), updates the loss scale and, when the
 // step is to be applied, divides the gradients by the scale they were computed with.
-func (t *Trainer) unscale() (apply bool, err error) {
+func (t *Trainer) unscale(ctx context.Context) (apply bool, err error) {
 	if err := t.ops.Fill(t.s, kernels.F32(t.nonFinite), 0); err != nil { // 0.0's bits are int32 0
 		return false, err
 	}
@@ -1012,7 +1029,7 @@ func (t *Trainer) unscale() (apply bool, err error) {
 	if err := t.s.CopyD2H(t.host[:], t.nonFinite.Buf, 4*t.nonFinite.Off); err != nil {
 		return false, err
 	}
-	if err := t.s.Synchronize(context.Background()); err != nil {
+	if err := t.wait(ctx); err != nil {
 		return false, err
 	}
 	scale := t.scaler.scale
@@ -1031,7 +1048,7 @@ func (t *Trainer) unscale() (apply bool, err error) {
 // batches the model trained on, so that a large test batch does not grow the activations (a CNN's
 // convolution workspace is hundreds of bytes per pixel), and calls use with each chunk's logits,
 // the chunk and its first sample's index in b.
-func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(logits kernels.F32, part Batch, lo int) error) error {
+func (t *Trainer) forwardChunks(ctx context.Context, r *run, b Batch, mean, std []float32, use func(logits kernels.F32, part Batch, lo int) error) error {
 	if err := t.validInputs(b, true); err != nil {
 		return err
 	}
@@ -1052,7 +1069,7 @@ func (t *Trainer) forwardChunks(r *run, b Batch, mean, std []float32, use func(l
 		} else if b.Targets.Len > 0 {
 			part.Targets = b.Targets.Slice(lo*m.classes, (lo+n)*m.classes)
 		}
-		if err := t.reserve(n); err != nil {
+		if err := t.reserve(ctx, n); err != nil {
 			return err
 		}
 		if err := t.ops.NormalizeU8(t.s, m.input.Slice(0, n*m.in.Len()), part.Images, m.in.C, m.in.H*m.in.W, mean, std); err != nil {

@@ -63,7 +63,7 @@ func main() {
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := train.RecipeFor("mlp")
-	tr, err := train.New(m, dev, recipe.NewOptimizer(*batch*g.Size()), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
+	tr, err := train.New(ctx, m, dev, recipe.NewOptimizer(*batch*g.Size()), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
 	check(err)
 	defer tr.Close()
 

@@ -41,7 +41,7 @@ func forwardOnlyLayers(ctx context.Context) error {
 		if err != nil {
 			return nil, train.Result{}, nil, err
 		}
-		tr, err := train.New(m, dev, train.AdamW{LR: 1e-2}, cfg)
+		tr, err := train.New(ctx, m, dev, train.AdamW{LR: 1e-2}, cfg)
 		if err != nil {
 			return nil, train.Result{}, nil, err
 		}
@@ -87,7 +87,7 @@ func forwardOnlyLayers(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	served, err := train.New(m, dev, nil, train.Config{Resume: ck})
+	served, err := train.New(ctx, m, dev, nil, train.Config{Resume: ck})
 	if err != nil {
 		return err
 	}

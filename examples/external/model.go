@@ -163,7 +163,7 @@ func userModel(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	ck := filepath.Join(dir, "ck")
-	tr, err := train.New(m, dev, HeavyBall{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, train.Config{Epochs: 3, Seed: 1, Checkpoint: ck})
+	tr, err := train.New(ctx, m, dev, HeavyBall{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, train.Config{Epochs: 3, Seed: 1, Checkpoint: ck})
 	if err != nil {
 		return err
 	}

@@ -57,7 +57,7 @@ func main() {
 		m, err := train.NewModel("cnn", train.Shape{C: 3, H: *size, W: *size}, classes)
 		check(err)
 		opt := train.SGD{LR: *lr, Momentum: 0.9, Nesterov: true}
-		tr, err = train.New(m, dev, opt, train.Config{Epochs: *epochs, Schedule: train.Cosine(0.2), Seed: 1,
+		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Schedule: train.Cosine(0.2), Seed: 1,
 			Progress: func(p *train.Progress) {
 				if p.Done {
 					fmt.Printf("epoch %d: loss %.4f, test accuracy %.3f, %.0f images/s, waited for data %.0f%% of the time\n",

@@ -27,7 +27,8 @@ func main() {
 		check(err)
 		*dir = filepath.Join(cache, "stoke", "mnist")
 	}
-	check(datasets.DownloadMNIST(context.Background(), *dir)) // the four original files, once
+	ctx := context.Background()
+	check(datasets.DownloadMNIST(ctx, *dir)) // the four original files, once
 	spec := "mnist:" + *dir
 
 	dev, err := gpu.Open("cpu")
@@ -36,7 +37,7 @@ func main() {
 	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := train.RecipeFor(*model) // the settings that reach the MNIST targets
-	tr, err := train.New(m, dev, recipe.NewOptimizer(recipe.Batch), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing,
+	tr, err := train.New(ctx, m, dev, recipe.NewOptimizer(recipe.Batch), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing,
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)
@@ -56,7 +57,7 @@ func main() {
 	defer trainL.Close()
 	defer testL.Close()
 
-	res, err := tr.Fit(context.Background(), train.FromLoader(trainL), train.FromLoader(testL))
+	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(testL))
 	check(err)
 	fmt.Printf("test accuracy %.4f after %d epochs (%.0f samples/s)\n", res.TestAcc, res.Epochs, res.SamplesPerS)
 }
