@@ -123,7 +123,7 @@ func ownStoke(ctx context.Context) error {
 		return err
 	}
 	defer dev.Close()
-	p, err := train.OpenPredictor(ck, dev, false, train.PredictorConfig{})
+	p, err := train.OpenPredictor(ctx, ck, dev, false, train.PredictorConfig{})
 	if err != nil {
 		return err
 	}
