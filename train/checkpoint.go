@@ -261,7 +261,10 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
 	plateau := t.state.Plateau
 	t.state = c.state
-	t.state.EMA = false // t.hasEMA says whether the trainer has one
+	t.state.EMA = false         // t.hasEMA says whether the trainer has one
+	if t.state.Tracked == nil { // a checkpoint written before the counts were kept
+		t.state.Tracked = t.m.batchNormCounts(int64(c.state.Batches))
+	}
 	if t.cfg.Plateau == nil {
 		t.state.Plateau = nil
 	} else if t.state.Plateau == nil {

@@ -20,7 +20,8 @@ import (
 // JSON header naming each tensor's dtype, shape and byte range, then the raw little-endian data),
 // under the tensors' names: torchvision's state_dict names and layouts for the resnets (each
 // BatchNorm also gets num_batches_tracked, the number of training steps (plus the count of the
-// weights LoadWeights read, if any), as torchvision's state_dict has it), so that
+// weights LoadWeights read, if any; a frozen BatchNorm, whose statistics did not move, keeps the
+// count its weights came with), as torchvision's state_dict has it), so that
 //
 //	model = torchvision.models.resnet18(num_classes=K)
 //	model.load_state_dict(safetensors.torch.load_file("model.safetensors"))
@@ -40,7 +41,7 @@ func (t *Trainer) Export(ctx context.Context, path string) error {
 			}
 			ordered = append(ordered, stTensor{name: p.Name, dtype: "F32", shape: p.Shape, f32: host})
 			if prefix, last := splitLast(p.Name); last == "running_var" {
-				n := t.batchesTracked[prefix] + int64(t.state.Batches)
+				n := t.state.Tracked[prefix]
 				ordered = append(ordered, stTensor{name: prefix + ".num_batches_tracked", dtype: "I64", shape: []int{}, i64: []int64{n}})
 			}
 		}

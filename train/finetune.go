@@ -252,3 +252,33 @@ func (o groupLR) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, ste
 
 // InitReport is what loading Config.Init did (nil without Init, or when Resume was set).
 func (t *Trainer) InitReport() *WeightsReport { return t.initReport }
+
+// batchNormCounts returns a count of n for each of the model's BatchNorms (named by the prefix of
+// their PREFIX.running_var), for loopState.Tracked.
+func (m *Model) batchNormCounts(n int64) map[string]int64 {
+	counts := map[string]int64{}
+	for _, p := range m.tensors() {
+		if prefix, last := splitLast(p.Name); last == "running_var" {
+			counts[prefix] = n
+		}
+	}
+	return counts
+}
+
+// countBatchNorms adds a batch to the counts of the BatchNorms that ran in training mode: those
+// whose scale (PREFIX.weight) is not frozen. A frozen one normalizes with its running statistics,
+// as torchvision's FrozenBatchNorm2d, and keeps its count.
+func (m *Model) countBatchNorms(counts map[string]int64) {
+	for _, ps := range m.layerParams {
+		frozen := ""
+		for _, p := range ps {
+			prefix, last := splitLast(p.Name)
+			switch {
+			case last == "weight" && p.frozen:
+				frozen = prefix
+			case last == "running_var" && prefix != frozen:
+				counts[prefix]++
+			}
+		}
+	}
+}

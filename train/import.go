@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"fmt"
+	"maps"
 	"os"
 	"slices"
 	"strings"
@@ -160,12 +161,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions
 		}
 	}
 	// The uploads are enqueued: the stream completes them whatever ctx does.
-	for k, v := range nbt {
-		if t.batchesTracked == nil {
-			t.batchesTracked = map[string]int64{}
-		}
-		t.batchesTracked[k] = v - int64(t.state.Batches)
-	}
+	maps.Copy(t.state.Tracked, nbt)
 	if err := t.wait(ctx); err != nil {
 		return rep, fmt.Errorf("train: weights %s: %w", path, err)
 	}

@@ -87,12 +87,16 @@ func (s *plateauState) step(p Plateau, metric float64, higher bool) {
 // state, the best epoch by the validation metric and its value, and the epoch early stopping
 // stopped after.
 type loopState struct {
-	Batches   int           `json:"batches"`
-	EMA       bool          `json:"ema,omitempty"`
-	Plateau   *plateauState `json:"plateau,omitempty"`
-	BestEpoch int           `json:"best_epoch,omitempty"`
-	Best      float64       `json:"best,omitempty"`
-	Stopped   int           `json:"stopped_epoch,omitempty"`
+	Batches int `json:"batches"`
+	// Tracked is each BatchNorm's num_batches_tracked, by its tensors' prefix: the count its
+	// weights came with (LoadWeights), plus the batches it trained in training mode; a frozen
+	// BatchNorm, whose statistics stay, keeps its count. Checkpoints before it: Batches, each.
+	Tracked   map[string]int64 `json:"num_batches_tracked,omitempty"`
+	EMA       bool             `json:"ema,omitempty"`
+	Plateau   *plateauState    `json:"plateau,omitempty"`
+	BestEpoch int              `json:"best_epoch,omitempty"`
+	Best      float64          `json:"best,omitempty"`
+	Stopped   int              `json:"stopped_epoch,omitempty"`
 	// EMABehind says that the EMA scored worse than the model at the last evaluation: the
 	// weights to serve are the model's (UseEMA declines).
 	EMABehind bool `json:"ema_behind,omitempty"`

@@ -343,14 +343,11 @@ type Trainer struct {
 	scaler    *lossScale
 	nonFinite kernels.I32
 
-	epochs  int // completed epochs
-	step    int // completed steps over all epochs
-	learned int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
-	history []EpochResult
-	// batchesTracked is num_batches_tracked per BatchNorm as LoadWeights read it, less the batches
-	// trained before (Export adds the batches).
-	batchesTracked map[string]int64
-	initReport     *WeightsReport
+	epochs     int // completed epochs
+	step       int // completed steps over all epochs
+	learned    int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
+	history    []EpochResult
+	initReport *WeightsReport
 	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
 	loss      Loss
 	targets   TargetKind
@@ -445,6 +442,7 @@ func (t *Trainer) setup(ctx context.Context) error {
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
 	}
+	t.state.Tracked = t.m.batchNormCounts(0)
 	if t.scaler != nil {
 		var err error
 		if t.nonFinite, err = t.m.weights.i32(1); err != nil {
@@ -890,6 +888,7 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 	g.batches++
 	g.samples += n
 	t.state.Batches++
+	t.m.countBatchNorms(t.state.Tracked)
 	if !last { // DDP's no_sync: this rank's gradients wait for the step's last batch
 		r.layerDone = nil
 		if err := m.backward(r, n); err != nil {
