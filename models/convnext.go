@@ -52,8 +52,9 @@ func (l *LayerNorm2d) Forward(x *nn.Tensor) *nn.Tensor {
 	return nn.Permute(x, 0, 3, 1, 2)
 }
 
-// NewConvNeXt builds a ConvNeXt for images of c channels and the given number of classes. The
-// layer scales start at 1 (torchvision's start at 1e-6: set them by loading weights).
+// NewConvNeXt builds a ConvNeXt for images of c channels and the given number of classes,
+// initialized as torchvision's: every convolution's and linear layer's weight truncated normal
+// with std 0.02, zero biases, the layer scales 1e-6 (layer_scale).
 func NewConvNeXt(cfg ConvNeXtConfig, c, classes int, name string) (*ConvNeXt, error) {
 	for i := range 4 {
 		if cfg.Widths[i] <= 0 || cfg.Depths[i] <= 0 {
@@ -75,7 +76,7 @@ func NewConvNeXt(cfg ConvNeXtConfig, c, classes int, name string) (*ConvNeXt, er
 				p = cfg.StochasticDepthProb * float64(id) / float64(total-1)
 			}
 			stage = append(stage, &CNBlock{
-				LayerScale: nn.Param([]int{w, 1, 1}, nn.Ones),
+				LayerScale: nn.Param([]int{w, 1, 1}, nn.Ones).SetDist(nn.Const(1e-6)),
 				Block: nn.Sequential{
 					nn.NewConv2d(w, w, 7, nn.ConvOptions{Padding: 3, Groups: w}, true),
 					nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Permute(x, 0, 2, 3, 1) }),
@@ -95,11 +96,13 @@ func NewConvNeXt(cfg ConvNeXtConfig, c, classes int, name string) (*ConvNeXt, er
 		}
 	}
 	last := cfg.Widths[3]
-	return &ConvNeXt{
+	m := &ConvNeXt{
 		Features:   feats,
 		Classifier: nn.Sequential{newLayerNorm2d(last), nn.Fn(nn.Flatten), nn.NewLinear(last, classes, true)},
 		name:       name,
-	}, nil
+	}
+	initLayers(m, always(nn.TruncNormal(0.02)), always(nn.TruncNormal(0.02)))
+	return m, nil
 }
 
 func (m *ConvNeXt) String() string { return m.name }

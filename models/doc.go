@@ -65,6 +65,11 @@
 // A VisionTransformer is a train.Layered model, for layer-wise learning-rate decay
 // (train.Config.LayerDecay).
 //
+// A model built fresh starts as its torchvision or timm constructor initializes it: the same
+// distribution for each tensor (truncated normal, Kaiming normal, Xavier uniform, torch.nn's
+// defaults), ConvNeXt's layer scales at 1e-6, Swin V2's logit scales at log 10, a torchvision
+// ViT's head at zero.
+//
 // The input channels follow the data (torchvision's are 3). A model's name records the
 // arguments it was built with, in a fixed order, so a checkpoint rebuilds it.
 package models

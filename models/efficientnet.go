@@ -81,7 +81,9 @@ var efficientNetStages = map[string][]mbStage{
 
 // NewEfficientNet builds torchvision's efficientnet_b0 to _b7 or efficientnet_v2_s, _m or _l
 // (arch) for images of c channels, with stochastic depth rising linearly over the blocks to
-// stochasticDepth.
+// stochasticDepth. It starts as torchvision's: every convolution's weight kaiming_normal_
+// (fan_out), the linear head's uniform within ±1/√classes, zero biases, the BatchNorms ones and
+// zeros.
 func NewEfficientNet(arch string, stochasticDepth float64, c, classes int) (*EfficientNet, error) {
 	conf, ok := efficientNets[arch]
 	if !ok {
@@ -141,6 +143,7 @@ func NewEfficientNet(arch string, stochasticDepth float64, c, classes int) (*Eff
 	}
 	m.Features = append(m.Features, mbConvNormAct(lastIn, last, 1, 1, 1, bn, nn.SiLU))
 	m.Classifier = nn.Sequential{nn.DropoutLayer{P: conf.dropout}, nn.NewLinear(last, classes, true)}
+	initLayers(m, kaimingFanOut, uniformOut)
 	return m, nil
 }
 

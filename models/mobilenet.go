@@ -85,7 +85,9 @@ func mbDivisible(v float64, divisor, minValue int) int {
 }
 
 // NewMobileNetV2 builds torchvision's mobilenet_v2 for images of c channels: the channels scaled
-// by widthMult and rounded to multiples of roundNearest, dropout before the head.
+// by widthMult and rounded to multiples of roundNearest, dropout before the head. It starts as
+// torchvision's: every convolution's weight kaiming_normal_ (fan_out), the linear layers' normal
+// with std 0.01, zero biases, the BatchNorms ones and zeros.
 func NewMobileNetV2(widthMult float64, roundNearest int, dropout float32, c, classes int) (*MobileNetV2, error) {
 	if !(widthMult > 0) || roundNearest < 1 {
 		return nil, fmt.Errorf("width_mult %g and round_nearest %d: want both > 0", widthMult, roundNearest)
@@ -114,6 +116,7 @@ func NewMobileNetV2(widthMult float64, roundNearest int, dropout float32, c, cla
 	}
 	m.Features = append(m.Features, mbConvNormAct(in, last, 1, 1, 1, bn, nn.ReLU6))
 	m.Classifier = nn.Sequential{nn.DropoutLayer{P: dropout}, nn.NewLinear(last, classes, true)}
+	initLayers(m, kaimingFanOut, always(nn.Normal(0.01)))
 	return m, nil
 }
 
@@ -155,7 +158,8 @@ var mobileNetV3Blocks = map[string]struct {
 
 // NewMobileNetV3 builds torchvision's mobilenet_v3_large or mobilenet_v3_small (arch) for images
 // of c channels: the channels scaled by widthMult, those of the last three blocks and the head
-// halved when reducedTail is set (torchvision's reduced_tail), dropout in the head.
+// halved when reducedTail is set (torchvision's reduced_tail), dropout in the head. It starts as
+// NewMobileNetV2's model does.
 func NewMobileNetV3(arch string, widthMult float64, reducedTail bool, dropout float32, c, classes int) (*MobileNetV3, error) {
 	conf, ok := mobileNetV3Blocks[arch]
 	if !ok {
@@ -200,6 +204,7 @@ func NewMobileNetV3(arch string, widthMult float64, reducedTail bool, dropout fl
 	m.Features = append(m.Features, mbConvNormAct(lastIn, 6*lastIn, 1, 1, 1, bn, nn.Hardswish))
 	m.Classifier = nn.Sequential{nn.NewLinear(6*lastIn, last, true), nn.Fn(nn.Hardswish),
 		nn.DropoutLayer{P: dropout}, nn.NewLinear(last, classes, true)}
+	initLayers(m, kaimingFanOut, always(nn.Normal(0.01)))
 	return m, nil
 }
 

@@ -58,7 +58,10 @@ func convBN(in, out, k, stride, groups int, relu bool) nn.Sequential {
 	return s
 }
 
-// NewRegNet builds a RegNet for images of c channels and the given number of classes.
+// NewRegNet builds a RegNet for images of c channels and the given number of classes,
+// initialized as torchvision's: every convolution's weight normal with std √(2/fan_out), the
+// linear head's normal with std 0.01, its bias zeros, the squeeze-and-excitation's biases as
+// torch.nn.Conv2d starts them.
 func NewRegNet(cfg RegNetConfig, c, classes int, name string) (*RegNet, error) {
 	if cfg.StemWidth <= 0 {
 		return nil, fmt.Errorf("stem_width %d: want > 0", cfg.StemWidth)
@@ -82,8 +85,10 @@ func NewRegNet(cfg RegNetConfig, c, classes int, name string) (*RegNet, error) {
 			b := &RegNetBlock{F: nn.Dict{{Name: "a", Module: convBN(win, w, 1, 1, 1, true)}, {Name: "b", Module: convBN(w, w, 3, stride, groups, true)}}}
 			if cfg.SERatio > 0 {
 				sq := int(math.RoundToEven(cfg.SERatio * float64(win)))
-				b.F = append(b.F, nn.Entry{Name: "se", Module: &SqueezeExcitation{
-					FC1: nn.NewConv2d(w, sq, 1, nn.ConvOptions{}, true), FC2: nn.NewConv2d(sq, w, 1, nn.ConvOptions{}, true)}})
+				se := &SqueezeExcitation{FC1: nn.NewConv2d(w, sq, 1, nn.ConvOptions{}, true), FC2: nn.NewConv2d(sq, w, 1, nn.ConvOptions{}, true)}
+				torchDefault(se.FC1.Weight, se.FC1.Bias)
+				torchDefault(se.FC2.Weight, se.FC2.Bias)
+				b.F = append(b.F, nn.Entry{Name: "se", Module: se})
 			}
 			b.F = append(b.F, nn.Entry{Name: "c", Module: convBN(w, w, 1, 1, 1, false)})
 			if win != w || stride != 1 {
@@ -94,12 +99,14 @@ func NewRegNet(cfg RegNetConfig, c, classes int, name string) (*RegNet, error) {
 		}
 		trunk = append(trunk, nn.Entry{Name: fmt.Sprintf("block%d", i+1), Module: stage})
 	}
-	return &RegNet{
+	m := &RegNet{
 		Stem:        convBN(c, cfg.StemWidth, 3, 2, 1, true),
 		TrunkOutput: trunk,
 		FC:          nn.NewLinear(win, classes, true),
 		name:        name,
-	}, nil
+	}
+	initLayers(m, kaimingFanOut, always(nn.Normal(0.01)))
+	return m, nil
 }
 
 func (m *RegNet) String() string { return m.name }

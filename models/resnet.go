@@ -42,7 +42,9 @@ type ResBlock struct {
 	Downsample nn.Sequential
 }
 
-// NewResNet builds a ResNet for images of c channels and the given number of classes.
+// NewResNet builds a ResNet for images of c channels and the given number of classes,
+// initialized as torchvision's: every convolution's weight kaiming_normal_ (fan_out, ReLU), the
+// BatchNorms ones and zeros, the linear head as torch.nn.Linear starts.
 func NewResNet(cfg ResNetConfig, c, classes int, name string) (*ResNet, error) {
 	for i, n := range cfg.Layers {
 		if n <= 0 {
@@ -87,7 +89,7 @@ func NewResNet(cfg ResNetConfig, c, classes int, name string) (*ResNet, error) {
 		}
 		return s
 	}
-	return &ResNet{
+	m := &ResNet{
 		Conv1:  nn.NewConv2d(c, 64, 7, nn.ConvOptions{Stride: 2, Padding: 3}, false),
 		BN1:    nn.NewBatchNorm2d(64),
 		Layer1: stage(64, cfg.Layers[0], 1),
@@ -96,7 +98,10 @@ func NewResNet(cfg ResNetConfig, c, classes int, name string) (*ResNet, error) {
 		Layer4: stage(512, cfg.Layers[3], 2),
 		FC:     nn.NewLinear(512*expansion, classes, true),
 		name:   name,
-	}, nil
+	}
+	torchDefault(m.FC.Weight, m.FC.Bias)
+	initLayers(m, kaimingFanOut, nil)
+	return m, nil
 }
 
 func (m *ResNet) String() string { return m.name }

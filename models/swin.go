@@ -67,10 +67,10 @@ type PatchMerging struct {
 	v2        bool
 }
 
-// NewSwin builds a SwinTransformer for images of c channels and the given number of classes.
-// The bias tables, and V2's position MLPs, start as nn's initialization gives them; V2's logit
-// scales start at 1, a scale of e (torchvision's at log 10, a scale of 10): nn's initializations
-// are zeros, ones and random weights. Loading weights sets them.
+// NewSwin builds a SwinTransformer for images of c channels and the given number of classes,
+// initialized as torchvision's: every linear layer's weight (V2's position MLPs' too) and the
+// relative position bias tables truncated normal with std 0.02, zero biases, V2's logit scales
+// log 10, the patch embedding's convolution as torch.nn.Conv2d starts.
 func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, error) {
 	switch {
 	case cfg.PatchSize <= 0 || cfg.EmbedDim <= 0:
@@ -95,8 +95,10 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 		total += cfg.Depths[i]
 	}
 	e, p := cfg.EmbedDim, cfg.PatchSize
+	embed := nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true)
+	torchDefault(embed.Weight, embed.Bias)
 	feats := nn.Sequential{nn.Sequential{
-		nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true),
+		embed,
 		nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Permute(x, 0, 2, 3, 1) }), // channels last
 		nn.NewLayerNorm(e),
 	}}
@@ -116,11 +118,11 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 				dropout: float32(cfg.Dropout), attnDropout: float32(cfg.AttentionDropout),
 			}
 			if cfg.V2 {
-				attn.LogitScale = nn.Param([]int{heads, 1, 1}, nn.Ones)
+				attn.LogitScale = nn.Param([]int{heads, 1, 1}, nn.Ones).SetDist(nn.Const(math.Log(10)))
 				attn.CpbMLP = nn.Sequential{nn.NewLinear(2, 512, true), nn.Fn(nn.ReLU), nn.NewLinear(512, heads, false)}
 			} else {
 				m := 2*cfg.WindowSize - 1
-				attn.RelativePositionBiasTable = nn.Param([]int{m * m, heads}, nn.Zeros)
+				attn.RelativePositionBiasTable = nn.Param([]int{m * m, heads}, nn.Embedding).SetDist(nn.TruncNormal(0.02))
 			}
 			stage = append(stage, &SwinBlock{
 				Norm1: nn.NewLayerNorm(dim), Attn: attn, Norm2: nn.NewLayerNorm(dim),
@@ -140,7 +142,9 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 		}
 	}
 	last := e << 3
-	return &SwinTransformer{Features: feats, Norm: nn.NewLayerNorm(last), Head: nn.NewLinear(last, classes, true), name: name}, nil
+	m := &SwinTransformer{Features: feats, Norm: nn.NewLayerNorm(last), Head: nn.NewLinear(last, classes, true), name: name}
+	initLayers(m, nil, always(nn.TruncNormal(0.02)))
+	return m, nil
 }
 
 func (m *SwinTransformer) String() string { return m.name }

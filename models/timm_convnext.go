@@ -55,8 +55,9 @@ type TimmNormHead struct {
 }
 
 // NewTimmConvNeXt builds a timm ConvNeXt for images of c channels and the given number of
-// classes; name is the model's. The layer scales (gamma) start at 1 (timm's at 1e-6: set them by
-// loading weights), as NewConvNeXt's.
+// classes; name is the model's. It starts as timm's (_init_weights): every convolution's and
+// linear layer's weight truncated normal with std 0.02, zero biases, the layer scales (gamma)
+// 1e-6 (ls_init_value).
 func NewTimmConvNeXt(cfg TimmConvNeXtConfig, c, classes int, name string) *TimmConvNeXt {
 	total := 0
 	for _, d := range cfg.Depths {
@@ -76,7 +77,7 @@ func NewTimmConvNeXt(cfg TimmConvNeXtConfig, c, classes int, name string) *TimmC
 		}
 		for range cfg.Depths[i] {
 			b := &TimmConvNeXtBlock{
-				Gamma:    nn.Param([]int{w}, nn.Ones),
+				Gamma:    nn.Param([]int{w}, nn.Ones).SetDist(nn.Const(1e-6)),
 				ConvDW:   nn.NewConv2d(w, w, 7, nn.ConvOptions{Padding: 3, Groups: w}, true),
 				Norm:     layerNorm(w),
 				MLP:      &TimmMlp{FC1: nn.NewLinear(w, 4*w, true), FC2: nn.NewLinear(4*w, w, true)},
@@ -92,6 +93,7 @@ func NewTimmConvNeXt(cfg TimmConvNeXtConfig, c, classes int, name string) *TimmC
 		}
 		m.Stages = append(m.Stages, s)
 	}
+	initLayers(m, always(nn.TruncNormal(0.02)), always(nn.TruncNormal(0.02)))
 	return m
 }
 

@@ -66,7 +66,10 @@ func newTimmSqueezeExcite(c, squeeze int) *TimmSqueezeExcite {
 
 // NewTimmEfficientNet builds timm's efficientnet_b0 to _b3 (arch) for images of c channels, with
 // dropRate the head's dropout and stochastic depth rising linearly over the blocks from 0 to
-// dropPathRate (block i of n: dropPathRate·i/n, as timm and torchvision both do).
+// dropPathRate (block i of n: dropPathRate·i/n, as timm and torchvision both do). It starts as
+// timm's (_init_weight_goog): every convolution's weight normal with std √(2/fan_out), fan_out
+// divided by the groups, the classifier's uniform within ±1/√classes, zero biases, the
+// BatchNorms ones and zeros.
 func NewTimmEfficientNet(arch string, dropRate, dropPathRate float64, c, classes int, name string) (*TimmEfficientNet, error) {
 	conf, ok := efficientNets[arch]
 	if !ok || conf.v2 {
@@ -114,6 +117,10 @@ func NewTimmEfficientNet(arch string, dropRate, dropPathRate float64, c, classes
 		}
 		m.Blocks = append(m.Blocks, stage)
 	}
+	initLayers(m, func(w *nn.Tensor, groups int) nn.Dist {
+		_, out := fans(w)
+		return nn.Normal(math.Sqrt(2 / float64(int(out)/groups)))
+	}, uniformOut)
 	return m, nil
 }
 

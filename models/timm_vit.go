@@ -88,7 +88,10 @@ type TimmMlp struct {
 }
 
 // NewTimmViT builds timm's VisionTransformer for images of c channels and the given number of
-// classes; name is the model's.
+// classes; name is the model's. It starts as timm's (init_weights in its default mode): every
+// linear layer's weight and the position embeddings truncated normal with std 0.02, zero biases,
+// the class token normal with std 1e-6, the patch embedding's convolution as torch.nn.Conv2d
+// starts.
 func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error) {
 	hidden := int(float64(cfg.EmbedDim) * cfg.MLPRatio)
 	switch {
@@ -103,10 +106,12 @@ func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error
 	}
 	e, p := cfg.EmbedDim, cfg.PatchSize
 	side := cfg.ImgSize / p
+	patch := nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true)
+	torchDefault(patch.Weight, patch.Bias)
 	v := &TimmViT{
-		ClsToken:   nn.Param([]int{1, 1, e}, nn.Zeros),
-		PosEmbed:   nn.Param([]int{1, side*side + 1, e}, nn.Embedding),
-		PatchEmbed: &TimmPatchEmbed{Proj: nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true)},
+		ClsToken:   nn.Param([]int{1, 1, e}, nn.Embedding).SetDist(nn.Normal(1e-6)),
+		PosEmbed:   nn.Param([]int{1, side*side + 1, e}, nn.Embedding).SetDist(nn.TruncNormal(0.02)),
+		PatchEmbed: &TimmPatchEmbed{Proj: patch},
 		Norm:       layerNorm(e),
 		Head:       nn.NewLinear(e, classes, true),
 		Config:     cfg,
@@ -127,6 +132,7 @@ func NewTimmViT(cfg TimmViTConfig, c, classes int, name string) (*TimmViT, error
 			dropPath: float32(dp),
 		})
 	}
+	initLayers(v, nil, always(nn.TruncNormal(0.02)))
 	return v, nil
 }
 

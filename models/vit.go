@@ -55,7 +55,11 @@ type MultiheadAttention struct {
 	dropout                  float32
 }
 
-// NewViT builds a VisionTransformer for images of c channels and the given number of classes.
+// NewViT builds a VisionTransformer for images of c channels and the given number of classes,
+// initialized as torchvision's: the patch projection truncated normal with std √(1/fan_in), the
+// position embeddings normal with std 0.02, the class token and the head zeros, the attention's
+// input projection Xavier uniform (its output projection as torch.nn.Linear starts), the MLPs'
+// weights Xavier uniform and their biases normal with std 1e-6, the other biases zeros.
 func NewViT(cfg ViTConfig, c, classes int) (*VisionTransformer, error) {
 	switch {
 	case cfg.PatchSize <= 0 || cfg.ImageSize < cfg.PatchSize:
@@ -72,23 +76,35 @@ func NewViT(cfg ViTConfig, c, classes int) (*VisionTransformer, error) {
 		LN:           layerNorm(e), dropout: float32(cfg.Dropout),
 	}
 	for i := range cfg.NumLayers {
+		attn := &MultiheadAttention{
+			InProjWeight: nn.Param([]int{3 * e, e}, nn.Weight), InProjBias: nn.Param([]int{3 * e}, nn.Zeros),
+			OutProj: nn.NewLinear(e, e, true), heads: cfg.NumHeads, dropout: float32(cfg.AttentionDropout),
+		}
+		// torch.nn.MultiheadAttention's _reset_parameters.
+		attn.InProjWeight.SetDist(xavierUniform(attn.InProjWeight))
+		torchDefault(attn.OutProj.Weight, nil)
+		fc1, fc2 := nn.NewLinear(e, cfg.MLPDim, true), nn.NewLinear(cfg.MLPDim, e, true)
+		for _, l := range []*nn.LinearLayer{fc1, fc2} { // MLPBlock's
+			l.Weight.SetDist(xavierUniform(l.Weight))
+			l.Bias.SetDist(nn.Normal(1e-6))
+		}
 		enc.Layers = append(enc.Layers, nn.Entry{Name: fmt.Sprintf("encoder_layer_%d", i), Module: &EncoderBlock{
-			LN1: layerNorm(e),
-			SelfAttention: &MultiheadAttention{
-				InProjWeight: nn.Param([]int{3 * e, e}, nn.Weight), InProjBias: nn.Param([]int{3 * e}, nn.Zeros),
-				OutProj: nn.NewLinear(e, e, true), heads: cfg.NumHeads, dropout: float32(cfg.AttentionDropout),
-			},
-			LN2: layerNorm(e),
-			MLP: nn.Sequential{nn.NewLinear(e, cfg.MLPDim, true), nn.Fn(nn.GELU), nn.DropoutLayer{P: float32(cfg.Dropout)},
-				nn.NewLinear(cfg.MLPDim, e, true), nn.DropoutLayer{P: float32(cfg.Dropout)}},
+			LN1: layerNorm(e), SelfAttention: attn, LN2: layerNorm(e),
+			MLP: nn.Sequential{fc1, nn.Fn(nn.GELU), nn.DropoutLayer{P: float32(cfg.Dropout)},
+				fc2, nn.DropoutLayer{P: float32(cfg.Dropout)}},
 			dropout: float32(cfg.Dropout),
 		}})
 	}
+	proj := nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true)
+	fanIn, _ := fans(proj.Weight)
+	proj.Weight.SetDist(nn.TruncNormal(math.Sqrt(1 / fanIn)))
+	head := nn.NewLinear(e, classes, true)
+	head.Weight.SetDist(nn.Const(0))
 	return &VisionTransformer{
-		ConvProj:   nn.NewConv2d(c, e, p, nn.ConvOptions{Stride: p}, true),
+		ConvProj:   proj,
 		ClassToken: nn.Param([]int{1, 1, e}, nn.Zeros),
 		Encoder:    enc,
-		Heads:      nn.Dict{{Name: "head", Module: nn.NewLinear(e, classes, true)}},
+		Heads:      nn.Dict{{Name: "head", Module: head}},
 		Config:     cfg,
 	}, nil
 }

@@ -40,6 +40,10 @@
 // the embedder's own (a Python subclass's). So the dotted names of StateDict are
 // torchvision's for a tree of torchvision's shape: "layer1.0.conv1.weight".
 //
+// A tensor starts as its Init says (a weight, zeros, ones, an embedding), or drawn from the
+// distribution SetDist gives it: torch.nn.init's fills, Const, Normal, TruncNormal and Uniform. A
+// model's constructor sets them as torchvision's do, over the modules Apply visits.
+//
 // # Ownership
 //
 // A Graph owns the memory of the tensors its ops make: it reuses that memory after Reset, so a

@@ -2,7 +2,6 @@ package nn
 
 import (
 	"fmt"
-	"math"
 	"math/rand/v2"
 	"reflect"
 	"strconv"
@@ -68,8 +67,20 @@ type Named struct {
 func StateDict(m Module) ([]Named, error) {
 	var out []Named
 	seen := map[*Tensor]bool{}
-	err := walk(reflect.ValueOf(m), "", seen, &out, 0)
+	err := walk(reflect.ValueOf(m), "", visitor{tensor: func(name string, t *Tensor) {
+		if !seen[t] {
+			seen[t] = true
+			out = append(out, Named{name, t})
+		}
+	}}, 0)
 	return out, err
+}
+
+// Apply calls fn with m and each module in it, a module before the modules it holds, in the
+// order StateDict lists their tensors: torch.nn.Module.modules(), over which a model's
+// constructor initializes its layers (SetDist).
+func Apply(m Module, fn func(Module)) error {
+	return walk(reflect.ValueOf(m), "", visitor{module: fn}, 0)
 }
 
 var (
@@ -78,18 +89,33 @@ var (
 	dictType   = reflect.TypeFor[Dict]()
 )
 
-func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, depth int) error {
+// visitor is what walk calls for each parameter or buffer and each module it finds; either may
+// be nil.
+type visitor struct {
+	tensor func(name string, t *Tensor)
+	module func(m Module)
+}
+
+func walk(v reflect.Value, prefix string, vis visitor, depth int) error {
 	if depth > 64 {
 		return fmt.Errorf("nn: module tree deeper than 64 at %q (a cycle?)", prefix)
 	}
-	for v.Kind() == reflect.Interface || v.Kind() == reflect.Pointer {
+	for v.Kind() == reflect.Interface {
 		if v.IsNil() {
 			return nil
 		}
-		if v.Type() == tensorType {
-			break
-		}
 		v = v.Elem()
+	}
+	if !v.IsValid() || v.Kind() == reflect.Pointer && v.IsNil() {
+		return nil
+	}
+	if vis.module != nil && v.Type().Implements(moduleType) {
+		vis.module(v.Interface().(Module))
+	}
+	for v.Kind() == reflect.Pointer && v.Type() != tensorType {
+		if v = v.Elem(); v.Kind() == reflect.Pointer && v.IsNil() {
+			return nil
+		}
 	}
 	join := func(name string) string {
 		if name == "" {
@@ -103,19 +129,17 @@ func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, d
 	switch {
 	case v.Type() == dictType:
 		for _, e := range v.Interface().(Dict) {
-			if err := walk(reflect.ValueOf(e.Module), join(e.Name), seen, out, depth+1); err != nil {
+			if err := walk(reflect.ValueOf(e.Module), join(e.Name), vis, depth+1); err != nil {
 				return err
 			}
 		}
 	case v.Type() == tensorType:
-		t := v.Interface().(*Tensor)
-		if t.p != nil && !seen[t] {
-			seen[t] = true
-			*out = append(*out, Named{prefix, t})
+		if t := v.Interface().(*Tensor); t.p != nil && vis.tensor != nil {
+			vis.tensor(prefix, t)
 		}
 	case v.Kind() == reflect.Slice || v.Kind() == reflect.Array:
 		for i := range v.Len() {
-			if err := walk(v.Index(i), join(strconv.Itoa(i)), seen, out, depth+1); err != nil {
+			if err := walk(v.Index(i), join(strconv.Itoa(i)), vis, depth+1); err != nil {
 				return err
 			}
 		}
@@ -127,7 +151,7 @@ func walk(v reflect.Value, prefix string, seen map[*Tensor]bool, out *[]Named, d
 			if !ok || !holds(f.Type) {
 				continue
 			}
-			if err := walk(v.Field(i), join(name), seen, out, depth+1); err != nil {
+			if err := walk(v.Field(i), join(name), vis, depth+1); err != nil {
 				return err
 			}
 		}
@@ -214,9 +238,9 @@ func (t *Tensor) InitKind() Init {
 
 // Bind allocates the parameters and buffers of m from a, with gradient memory for the trained
 // ones, and enqueues their initial values on s: a function of seed and their place in
-// StateDict. Weights are He uniform, U(±√(6/fan_in)) with fan_in the product of every dimension
-// but the first; embeddings normal with std 0.02. The host values are kept until the copies have
-// run.
+// StateDict: drawn from the tensor's Dist (SetDist) where it has one, or else by its Init:
+// weights He uniform, U(±√(6/fan_in)) with fan_in the product of every dimension but the first;
+// embeddings normal with std 0.02. The host values are kept until the copies have run.
 func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
 	named, err := StateDict(m)
 	if err != nil {
@@ -239,22 +263,11 @@ func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
 			return fmt.Errorf("nn: bind %s: %w", n.Name, err)
 		}
 		host := make([]float32, t.Len())
-		switch t.p.init {
-		case Ones:
-			for i := range host {
-				host[i] = 1
-			}
-		case Weight:
-			fanIn := max(prod(t.shape[1:]), 1)
-			bound := math.Sqrt(6 / float64(fanIn))
-			for i := range host {
-				host[i] = float32((2*r.Float64() - 1) * bound)
-			}
-		case Embedding:
-			for i := range host {
-				host[i] = float32(0.02 * r.NormFloat64())
-			}
+		d := t.p.dist
+		if d == (Dist{}) {
+			d = t.p.init.bindDist(t.shape)
 		}
+		d.Fill(host, r)
 		if len(host) > 0 {
 			b := unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host))
 			if err := s.CopyH2D(vals.Buf, 4*vals.Off, b); err != nil {

@@ -31,27 +31,10 @@ type Tensor struct {
 // param is what a parameter or buffer carries beyond its values.
 type param struct {
 	init    Init
+	dist    Dist // SetDist's; the zero Dist: init's rule
 	trained bool
 	g       kernels.F32 // where Backward writes the gradient; empty: not wanted (frozen)
 }
-
-// Init says how a parameter or buffer starts: Bind and trainers fill it so.
-type Init uint8
-
-const (
-	// Weight is a random weight of shape [out in ...] (PyTorch's layout), uniform within
-	// ±√(6/fan_in) (He) for the package's Bind; a trainer applies its own rule (train's: He or
-	// Glorot) to a Weight.
-	Weight Init = iota + 1
-	// Zeros starts at 0 (a bias, a running mean).
-	Zeros
-	// Ones starts at 1 (a norm's scale, a running variance).
-	Ones
-	// Embedding is a learned embedding added to or put among the activations (a position
-	// embedding, a class token): normal with std 0.02, as torchvision's ViT and timm's start
-	// theirs, and, in a trainer, without weight decay (timm's no_weight_decay).
-	Embedding
-)
 
 // Param declares a trained tensor of a module.
 func Param(shape []int, init Init) *Tensor {

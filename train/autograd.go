@@ -17,11 +17,12 @@ type NNModule interface {
 
 // NN makes a module of package nn a Module whose backward pass nn derives: Custom(NN(m)) is a
 // layer written as a forward pass only. Its tensors are nn.StateDict's, named after the layer's
-// place ("3.se.fc1.weight"); the trainer allocates, initializes (a Weight as NewWeight, Zeros as
-// NewBias or a zero buffer, Ones as NewScale or a buffer of ones, Embedding normal with std 0.02
-// and without weight decay), trains, checkpoints and exports them like any layer's. A batch norm
-// inside m follows Config.SyncBatchNorm; a frozen layer (Config.FreezeBackbone, FreezeUpTo) runs
-// in evaluation mode (batch norms on their running statistics, no dropout).
+// place ("3.se.fc1.weight"); the trainer allocates, initializes (from the tensor's nn.Dist where
+// it has one; or else a Weight as NewWeight, Zeros as NewBias or a zero buffer, Ones as NewScale
+// or a buffer of ones, Embedding normal with std 0.02), trains, checkpoints and exports them like
+// any layer's, with weight decay on a Weight only. A batch norm inside m follows
+// Config.SyncBatchNorm; a frozen layer (Config.FreezeBackbone, FreezeUpTo) runs in evaluation
+// mode (batch norms on their running statistics, no dropout).
 func NN(m NNModule) Module { return &nnModule{m: m} }
 
 type nnModule struct {
@@ -78,6 +79,7 @@ func (l *nnModule) Params() []*Param {
 		default:
 			l.params[i] = NewBias(n.Name, shape)
 		}
+		l.params[i].dist = n.Tensor.Dist()
 	}
 	return l.params
 }

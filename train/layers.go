@@ -7,6 +7,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 )
 
 // Param is one trainable tensor of a model: its weights W and gradient G (same length) on the
@@ -20,6 +21,7 @@ type Param struct {
 
 	fanIn, fanOut int
 	kind          paramKind
+	dist          nn.Dist       // the distribution a module of package nn gave the tensor (nn.Tensor.SetDist); none: kind's rule
 	he            bool          // a weight feeding a ReLU: He rather than Glorot initialization
 	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
 	frozen        bool          // not trained: no gradient, no optimizer state (see freeze)
@@ -55,9 +57,13 @@ func (p *Param) State() []kernels.F32 { return p.slots }
 // Len is the number of elements of the tensor.
 func (p *Param) Len() int { return p.W.Len }
 
-// init fills host with the initial values: zeros for a bias, ones for a scale, He (Kaiming)
-// uniform for a weight feeding a ReLU, Glorot (Xavier) uniform otherwise.
+// init fills host with the initial values: drawn from the tensor's distribution where it has
+// one, or else zeros for a bias, ones for a scale, He (Kaiming) uniform for a weight feeding a
+// ReLU, Glorot (Xavier) uniform otherwise.
 func (p *Param) init(host []float32, r *rand.Rand) {
+	if p.dist.Fill(host, r) {
+		return
+	}
 	switch p.kind {
 	case kindBias, kindBuffer0:
 		clear(host)
