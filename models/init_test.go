@@ -130,13 +130,13 @@ func freshTensors(t *testing.T, dev gpu.Device, spec string, size int) map[strin
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.New(m, dev, nil, train.Config{Seed: 1})
+	tr, err := train.New(t.Context(), m, dev, nil, train.Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tr.Close()
 	path := filepath.Join(t.TempDir(), "fresh.safetensors")
-	if err := tr.Export(path); err != nil {
+	if err := tr.Export(t.Context(), path); err != nil {
 		t.Fatal(err)
 	}
 	return readF32Safetensors(t, path)
