@@ -16,8 +16,9 @@
 // dtype of the format, non-negative dimensions whose product fits an int and matches its byte
 // range, and byte ranges that tile the data exactly: no overlap, no gap, none past the end, and
 // the last ending at the end of the file (the reference implementation's checks). Every such
-// refusal wraps ErrFormat and names the tensor at fault. A tensor's read allocates its byte
-// size, which the caller has admitted by sizing the destination.
+// refusal wraps ErrFormat and says what is wrong, naming the tensor at fault where there is
+// one. A tensor's read allocates its byte size, which the caller has admitted by sizing the
+// destination.
 //
 // # Concurrency
 //
