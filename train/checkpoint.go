@@ -30,10 +30,6 @@ var (
 	ErrMismatch = errors.New("file does not match")
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
-	// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than
-	// the file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
-	// overlap, leave a gap or run past the end).
-	ErrSafetensors = errors.New("bad safetensors file")
 	// ErrNonFinite: a weights file (LoadWeights, Config.Init) or a checkpoint (Config.Resume) holds
 	// a NaN or an infinite value, which no trained model has: such weights predict one class for
 	// every input and train to a NaN loss. LoadOptions.AllowNonFinite and Config.AllowNonFinite

@@ -1,11 +1,12 @@
 package train
 
 import (
-	"encoding/binary"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // Derived is an NNModule whose PyTorch twin keeps, as persistent buffers, tensors it derives from
@@ -55,50 +56,33 @@ func (m *Model) derived() []DerivedTensor {
 	return out
 }
 
-// checkDerived reports why the file's tensor t is not the derived tensor d, or nil when it
+// checkDerived reports why the tensor t of file f is not the derived tensor d, or nil when it
 // equals it: the same shape, and the same values (as int64 for an index of any integer dtype;
 // float32 within 1e-6 of the largest, or 1e-2 for F16 and BF16, for a float table).
-func (f *stFile) checkDerived(t *stInfo, d DerivedTensor) error {
-	if !slices.Equal(t.shape, d.Shape) {
-		return fmt.Errorf("file %v, model %v (derived from the model's configuration)", t.shape, d.Shape)
+func checkDerived(f *safetensors.File, t safetensors.TensorInfo, d DerivedTensor) error {
+	if !slices.Equal(t.Shape, d.Shape) {
+		return fmt.Errorf("file %v, model %v (derived from the model's configuration)", t.Shape, d.Shape)
 	}
 	differ := fmt.Errorf("the values differ from those the model derives from its configuration")
 	if d.I64 != nil {
-		size := stDTypes[t.dtype]
-		if t.dtype[0] != 'I' && t.dtype[0] != 'U' {
-			return fmt.Errorf("dtype %s; an index is an integer", t.dtype)
+		if t.DType[0] != 'I' && t.DType[0] != 'U' {
+			return fmt.Errorf("dtype %s; an index is an integer", t.DType)
 		}
-		raw := make([]byte, t.end-t.begin)
-		if _, err := f.r.ReadAt(raw, f.dataOff+t.begin); err != nil {
+		got := make([]int64, t.Len())
+		if err := f.Int64s(t.Name, got); err != nil {
 			return err
 		}
-		for i, want := range d.I64 {
-			var v int64
-			switch size {
-			case 8:
-				v = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-			case 4:
-				v = int64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
-			case 2:
-				v = int64(int16(binary.LittleEndian.Uint16(raw[2*i:])))
-			default:
-				v = int64(raw[i])
-			}
-			if t.dtype[0] == 'U' && size < 8 {
-				v &= 1<<(8*size) - 1
-			}
-			if v != want {
-				return differ
-			}
+		if !slices.Equal(got, d.I64) {
+			return differ
 		}
 		return nil
 	}
-	got := make([]float32, t.elems)
-	if err := f.float32s(got, t); err != nil {
+	got := make([]float32, t.Len())
+	if err := f.Float32s(t.Name, got); err != nil {
 		return err
 	}
 	tol := 1e-6
-	if t.dtype != "F32" {
+	if t.DType != "F32" {
 		tol = 1e-2
 	}
 	big := 1.0

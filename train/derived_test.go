@@ -12,6 +12,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // deriving is a Linear whose PyTorch twin would keep an index and a table it derives from its
@@ -54,31 +55,32 @@ func TestDerived(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	f, err := parseSafetensors(bytes.NewReader(raw), int64(len(raw)))
+	f, err := safetensors.NewFile(bytes.NewReader(raw), int64(len(raw)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if idx, tab := f.tensors["dense.index"], f.tensors["dense.table"]; idx == nil || idx.dtype != "I64" || !slices.Equal(idx.shape, []int{3}) ||
-		tab == nil || tab.dtype != "F32" || !slices.Equal(tab.shape, []int{1, 2}) {
+	idx, ok1 := f.Tensor("dense.index")
+	tab, ok2 := f.Tensor("dense.table")
+	if !ok1 || idx.DType != "I64" || !slices.Equal(idx.Shape, []int{3}) || !ok2 || tab.DType != "F32" || !slices.Equal(tab.Shape, []int{1, 2}) {
 		t.Fatalf("the export's derived tensors: %+v, %+v; want dense.index I64 [3] and dense.table F32 [1 2]", idx, tab)
 	}
-	if err := f.checkDerived(f.tensors["dense.index"], m.derived()[0]); err != nil {
+	if err := checkDerived(f, idx, m.derived()[0]); err != nil {
 		t.Errorf("the exported index: %v", err)
 	}
 	if _, err := tr.LoadWeights(context.Background(), path, LoadOptions{}); err != nil {
 		t.Errorf("a strict load of the export: %v", err)
 	}
 
-	weights := []stTensor{{name: "dense.weight", dtype: "F32", shape: []int{2, 4}, f32: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
-		{name: "dense.bias", dtype: "F32", shape: []int{2}, f32: []float32{9, 10}}}
-	file := func(extra ...stTensor) string {
+	weights := []safetensors.Tensor{{Name: "dense.weight", Shape: []int{2, 4}, F32: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
+		{Name: "dense.bias", Shape: []int{2}, F32: []float32{9, 10}}}
+	file := func(extra ...safetensors.Tensor) string {
 		var b bytes.Buffer
-		if err := writeSafetensors(&b, append(slices.Clone(weights), extra...), nil); err != nil {
+		if err := safetensors.Write(&b, append(slices.Clone(weights), extra...), nil); err != nil {
 			t.Fatal(err)
 		}
 		return writeFile(t, b.Bytes())
 	}
-	table := stTensor{name: "dense.table", dtype: "F32", shape: []int{1, 2}, f32: []float32{0.5, -0.25}}
+	table := safetensors.Tensor{Name: "dense.table", Shape: []int{1, 2}, F32: []float32{0.5, -0.25}}
 	if _, err := tr.LoadWeights(context.Background(), file(), LoadOptions{}); err != nil {
 		t.Errorf("a file without the derived tensors: %v", err)
 	}
@@ -87,13 +89,13 @@ func TestDerived(t *testing.T) {
 	}
 	for _, tc := range []struct {
 		name  string
-		extra stTensor
+		extra safetensors.Tensor
 		want  string
 	}{
-		{"another index", stTensor{name: "dense.index", dtype: "I64", shape: []int{3}, i64: []int64{0, 1, 2}}, "dense.index: the values differ"},
-		{"another table", stTensor{name: "dense.table", dtype: "F32", shape: []int{1, 2}, f32: []float32{0.5, 0.25}}, "dense.table: the values differ"},
-		{"another shape", stTensor{name: "dense.index", dtype: "I64", shape: []int{1}, i64: []int64{2}}, "dense.index: file [1], model [3]"},
-		{"a float index", stTensor{name: "dense.index", dtype: "F32", shape: []int{3}, f32: []float32{2, 0, 1}}, "dense.index: dtype F32"},
+		{"another index", safetensors.Tensor{Name: "dense.index", Shape: []int{3}, I64: []int64{0, 1, 2}}, "dense.index: the values differ"},
+		{"another table", safetensors.Tensor{Name: "dense.table", Shape: []int{1, 2}, F32: []float32{0.5, 0.25}}, "dense.table: the values differ"},
+		{"another shape", safetensors.Tensor{Name: "dense.index", Shape: []int{1}, I64: []int64{2}}, "dense.index: file [1], model [3]"},
+		{"a float index", safetensors.Tensor{Name: "dense.index", Shape: []int{3}, F32: []float32{2, 0, 1}}, "dense.index: dtype F32"},
 	} {
 		_, err := tr.LoadWeights(context.Background(), file(tc.extra), LoadOptions{})
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), tc.want) {

@@ -13,6 +13,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // TestNonFiniteWeightsRefused: a safetensors file or a checkpoint with a NaN or an infinite value
@@ -33,13 +35,14 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sf, err := parseSafetensors(bytes.NewReader(b), int64(len(b)))
+	sf, err := safetensors.NewFile(bytes.NewReader(b), int64(len(b)))
 	if err != nil {
 		t.Fatal(err)
 	}
-	victim := sf.order[len(sf.order)-1]
-	vt := sf.tensors[victim]
-	binary.LittleEndian.PutUint32(b[sf.dataOff+vt.begin+4:], math.Float32bits(float32(math.NaN())))
+	all := sf.Tensors()
+	vt := all[len(all)-1]
+	victim := vt.Name
+	binary.LittleEndian.PutUint32(b[vt.Offset+4:], math.Float32bits(float32(math.NaN())))
 	badST := filepath.Join(dir, "nan.safetensors")
 	if err := os.WriteFile(badST, b, 0o644); err != nil {
 		t.Fatal(err)

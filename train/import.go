@@ -2,13 +2,20 @@ package train
 
 import (
 	"context"
-	"encoding/binary"
 	"fmt"
 	"maps"
 	"os"
 	"slices"
 	"strings"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
+
+// ErrSafetensors: a file that is not a well-formed safetensors file (a header longer than the
+// file, bad JSON, an unknown dtype, a shape that does not fit its byte range, offsets that
+// overlap, leave a gap or run past the end), or weights of a dtype other than F32, F16 and BF16.
+// It is package safetensors' ErrFormat.
+var ErrSafetensors = safetensors.ErrFormat
 
 // LoadOptions say how LoadWeights matches a file's tensors with the model's. The zero value is
 // strict, as PyTorch's load_state_dict.
@@ -71,9 +78,9 @@ func listSome(names []string) string {
 // stemHint explains a conv1.weight whose file shape is the 7x7 stem of a resnet that takes large
 // images while the model, taking images of at most 32 px a side, has the small-image 3x3 stem
 // (torchResNet); "" otherwise.
-func (m *Model) stemHint(f *stFile) string {
-	ft, ok := f.tensors["conv1.weight"]
-	if !ok || len(ft.shape) != 4 || ft.shape[2] != 7 {
+func (m *Model) stemHint(f *safetensors.File) string {
+	ft, ok := f.Tensor("conv1.weight")
+	if !ok || len(ft.Shape) != 4 || ft.Shape[2] != 7 {
 		return ""
 	}
 	for _, p := range m.tensors() {
@@ -120,7 +127,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("train: weights: %s is not a regular file (%v)", path, st.Mode().Type())
 	}
-	f, err := parseSafetensors(fh, st.Size())
+	f, err := safetensors.NewFile(fh, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("train: weights %s: %w", path, err)
 	}
@@ -135,7 +142,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions
 	hosts := make([][]float32, len(load))
 	for i, p := range load {
 		hosts[i] = make([]float32, p.Len())
-		if err := f.float32s(hosts[i], f.tensors[p.Name]); err != nil {
+		if err := f.Float32s(p.Name, hosts[i]); err != nil {
 			return rep, fmt.Errorf("train: weights %s: %w", path, err)
 		}
 		if !opts.AllowNonFinite {
@@ -171,7 +178,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions
 // match pairs the file's tensors with the model's: the tensors to load, the report, the
 // num_batches_tracked values of the model's BatchNorms, and the tensors of another shape in the
 // file that their module may resample (m.resample).
-func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64, []*Param) {
+func (m *Model) match(f *safetensors.File, opts LoadOptions) (*WeightsReport, []*Param, map[string]int64, []*Param) {
 	rep := &WeightsReport{}
 	head := m.head()
 	all := m.tensors()
@@ -187,24 +194,24 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 	replaceHead := false
 	if opts.NewHead {
 		for p := range head {
-			ft, ok := f.tensors[p.Name]
-			replaceHead = replaceHead || !ok || !slices.Equal(ft.shape, p.Shape)
+			ft, ok := f.Tensor(p.Name)
+			replaceHead = replaceHead || !ok || !slices.Equal(ft.Shape, p.Shape)
 		}
 	}
 	var load, candidates []*Param
 	for _, p := range all {
-		ft, ok := f.tensors[p.Name]
+		ft, ok := f.Tensor(p.Name)
 		switch {
 		case replaceHead && head[p]:
 			rep.NewHead = append(rep.NewHead, p.Name)
 		case !ok:
 			rep.Missing = append(rep.Missing, p.Name)
-		case !slices.Equal(ft.shape, p.Shape):
+		case !slices.Equal(ft.Shape, p.Shape):
 			if r, _ := m.resamplerOf(p); r != nil {
 				candidates = append(candidates, p)
 				break
 			}
-			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.shape, p.Shape))
+			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.Shape, p.Shape))
 		default:
 			rep.Loaded = append(rep.Loaded, p.Name)
 			load = append(load, p)
@@ -215,18 +222,19 @@ func (m *Model) match(f *stFile, opts LoadOptions) (*WeightsReport, []*Param, ma
 		derived[d.Name] = d
 	}
 	nbt := map[string]int64{}
-	for _, name := range f.order {
+	for _, ft := range f.Tensors() {
+		name := ft.Name
 		if known[name] {
 			continue
 		}
 		if d, ok := derived[name]; ok {
-			if err := f.checkDerived(f.tensors[name], d); err != nil {
+			if err := checkDerived(f, ft, d); err != nil {
 				rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: %v", name, err))
 			}
 			continue
 		}
 		if prefix, last := splitLast(name); last == "num_batches_tracked" && bnPrefix[prefix] {
-			if v, ok := f.int64Scalar(f.tensors[name]); ok {
+			if v, ok := int64Scalar(f, ft); ok {
 				nbt[prefix] = v
 			}
 			continue
@@ -252,13 +260,13 @@ func (m *Model) isHeadName(name string, head map[*Param]bool) bool {
 }
 
 // int64Scalar reads an I64 scalar (num_batches_tracked); ok is false for anything else.
-func (f *stFile) int64Scalar(t *stInfo) (int64, bool) {
-	if t.dtype != "I64" || t.elems != 1 {
+func int64Scalar(f *safetensors.File, t safetensors.TensorInfo) (int64, bool) {
+	if t.DType != "I64" || t.Len() != 1 {
 		return 0, false
 	}
-	var b [8]byte
-	if _, err := f.r.ReadAt(b[:], f.dataOff+t.begin); err != nil {
+	var v [1]int64
+	if err := f.Int64s(t.Name, v[:]); err != nil {
 		return 0, false
 	}
-	return int64(binary.LittleEndian.Uint64(b[:])), true
+	return v[0], true
 }

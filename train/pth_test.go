@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 func TestCheckWeightsFile(t *testing.T) {
@@ -58,7 +60,7 @@ func TestCheckWeightsFile(t *testing.T) {
 	if st[0] != 0x80 || st[1] != 0x02 {
 		t.Fatalf("the safetensors file starts % x; want 80 02", st[:2])
 	}
-	if _, err := parseSafetensors(bytes.NewReader(st), int64(len(st))); err != nil {
+	if _, err := safetensors.NewFile(bytes.NewReader(st), int64(len(st))); err != nil {
 		t.Errorf("the safetensors file does not parse: %v", err)
 	}
 }

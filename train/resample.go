@@ -3,6 +3,8 @@ package train
 import (
 	"fmt"
 	"slices"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // Resampler is an NNModule some of whose tensors can take a weights file's values made for
@@ -49,25 +51,25 @@ func (m *Model) resamplerOf(p *Param) (Resampler, string) {
 // shape differs and whose module is a Resampler) and resamples them, reporting each as loaded and
 // resampled, or as mis-shaped with the module's reason. Memory: one host copy of each such file
 // tensor, which the file's size bounds.
-func (m *Model) resample(f *stFile, rep *WeightsReport, candidates []*Param) ([]resampled, error) {
+func (m *Model) resample(f *safetensors.File, rep *WeightsReport, candidates []*Param) ([]resampled, error) {
 	var out []resampled
 	for _, p := range candidates {
-		ft := f.tensors[p.Name]
+		ft, _ := f.Tensor(p.Name)
 		r, name := m.resamplerOf(p)
-		values := make([]float32, ft.elems)
-		if err := f.float32s(values, ft); err != nil {
+		values := make([]float32, ft.Len())
+		if err := f.Float32s(p.Name, values); err != nil {
 			return nil, err
 		}
-		v, err := r.Resample(name, ft.shape, values)
+		v, err := r.Resample(name, ft.Shape, values)
 		if err == nil && len(v) != p.Len() {
 			err = fmt.Errorf("resampled to %d values; the model's tensor has %d", len(v), p.Len())
 		}
 		if err != nil {
-			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v (%v)", p.Name, ft.shape, p.Shape, err))
+			rep.Mismatched = append(rep.Mismatched, fmt.Sprintf("%s: file %v, model %v (%v)", p.Name, ft.Shape, p.Shape, err))
 			continue
 		}
 		rep.Loaded = append(rep.Loaded, p.Name)
-		rep.Resampled = append(rep.Resampled, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.shape, p.Shape))
+		rep.Resampled = append(rep.Resampled, fmt.Sprintf("%s: file %v, model %v", p.Name, ft.Shape, p.Shape))
 		out = append(out, resampled{p, v})
 	}
 	return out, nil

@@ -14,6 +14,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // repeating is y = dense(x + offset), whose offset a file's offset of another length fills by
@@ -65,9 +66,9 @@ func TestResampler(t *testing.T) {
 	defer tr.Close()
 	file := func(offset ...float32) string {
 		var b bytes.Buffer
-		if err := writeSafetensors(&b, []stTensor{{name: "offset", dtype: "F32", shape: []int{len(offset)}, f32: offset},
-			{name: "dense.weight", dtype: "F32", shape: []int{2, 4}, f32: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
-			{name: "dense.bias", dtype: "F32", shape: []int{2}, f32: []float32{9, 10}}}, nil); err != nil {
+		if err := safetensors.Write(&b, []safetensors.Tensor{{Name: "offset", Shape: []int{len(offset)}, F32: offset},
+			{Name: "dense.weight", Shape: []int{2, 4}, F32: []float32{1, 2, 3, 4, 5, 6, 7, 8}},
+			{Name: "dense.bias", Shape: []int{2}, F32: []float32{9, 10}}}, nil); err != nil {
 			t.Fatal(err)
 		}
 		return writeFile(t, b.Bytes())
@@ -83,12 +84,12 @@ func TestResampler(t *testing.T) {
 		}
 		defer fh.Close()
 		st, _ := fh.Stat()
-		f, err := parseSafetensors(fh, st.Size())
+		f, err := safetensors.NewFile(fh, st.Size())
 		if err != nil {
 			t.Fatal(err)
 		}
 		v := make([]float32, 4)
-		if err := f.float32s(v, f.tensors["offset"]); err != nil {
+		if err := f.Float32s("offset", v); err != nil {
 			t.Fatal(err)
 		}
 		return v
