@@ -409,7 +409,7 @@ func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
 	for _, p := range m.tensors() {
-		p.W, p.G, p.slots, p.acc, p.ema = kernels.F32{}, kernels.F32{}, nil, kernels.F32{}, kernels.F32{}
+		p.W, p.G = kernels.F32{}, kernels.F32{}
 	}
 	for _, l := range m.layers {
 		for _, n := range nnModules(l) {
