@@ -40,7 +40,7 @@ type Model struct {
 
 	// Bound state (see bind).
 	ops     kernels.Ops
-	weights arena // parameters, gradients and optimizer state
+	weights arena // parameters, gradients, and the trainer's optimizer state, accumulators and EMA
 	acts    arena // activations for up to capN samples
 	capN    int
 	input   kernels.F32 // normalized images
