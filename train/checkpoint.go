@@ -167,11 +167,11 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 	c := checkpoint{model: t.m.String(), builder: t.m.builder(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step,
 		history: t.history, state: t.state}
 	c.state.EMA = t.hasEMA
-	for _, p := range t.m.tensors() {
+	for i, p := range t.m.tensors() {
 		cp := ckptParam{name: p.Name, shape: p.Shape}
-		vs := append([]kernels.F32{p.W}, p.slots...)
+		vs := append([]kernels.F32{p.W}, t.OptimizerState(p)...)
 		if t.hasEMA {
-			vs = append(vs, p.ema)
+			vs = append(vs, t.ema[i])
 		}
 		for _, v := range vs {
 			host := make([]float32, v.Len)
@@ -234,15 +234,15 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		}
 	}
 	for i, p := range t.m.tensors() {
-		// Without an optimizer only the weights are loaded (p.slots is empty).
+		// Without an optimizer only the weights are loaded (OptimizerState is empty).
 		ts := c.params[i].tensors
-		for j, v := range append([]kernels.F32{p.W}, p.slots...) {
+		for j, v := range append([]kernels.F32{p.W}, t.OptimizerState(p)...) {
 			if err := upload(t.s, v, ts[j]); err != nil {
 				return err
 			}
 		}
 		if ema {
-			if err := upload(t.s, p.ema, ts[len(ts)-1]); err != nil {
+			if err := upload(t.s, t.ema[i], ts[len(ts)-1]); err != nil {
 				return err
 			}
 		}
@@ -295,7 +295,7 @@ func (t *Trainer) check(c *checkpoint) error {
 	}
 	for i, p := range all {
 		cp := c.params[i]
-		if want := 1 + len(p.slots) + ema; cp.name != p.Name || len(cp.tensors) != want && (t.opt != nil || len(cp.tensors) < 1+ema) {
+		if want := 1 + len(t.OptimizerState(p)) + ema; cp.name != p.Name || len(cp.tensors) != want && (t.opt != nil || len(cp.tensors) < 1+ema) {
 			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, want)
 		}
 		if cp.shape != nil && !slices.Equal(cp.shape, p.Shape) {

@@ -545,11 +545,11 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 		return nil
 	}
 	var vs []kernels.F32
-	for _, p := range t.m.tensors() {
+	for i, p := range t.m.tensors() {
 		vs = append(vs, p.W)
-		vs = append(vs, p.slots...)
+		vs = append(vs, t.OptimizerState(p)...)
 		if t.hasEMA {
-			vs = append(vs, p.ema)
+			vs = append(vs, t.ema[i])
 		}
 	}
 	if err := t.broadcast(ctx, vs); err != nil {
@@ -569,10 +569,11 @@ func (t *Trainer) syncBuffers(ctx context.Context) error {
 		return nil
 	}
 	var vs []kernels.F32
-	for _, p := range t.m.buffers {
+	first := len(t.m.params) + len(t.m.frozen) // the buffers are the last of Model.tensors
+	for j, p := range t.m.buffers {
 		vs = append(vs, p.W)
 		if t.hasEMA {
-			vs = append(vs, p.ema)
+			vs = append(vs, t.ema[first+j])
 		}
 	}
 	if err := t.broadcast(ctx, vs); err != nil {

@@ -6,9 +6,6 @@ import (
 	"math"
 	"slices"
 	"strings"
-
-	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/kernels"
 )
 
 // Fine-tuning: Config.Init, Config.FreezeBackbone, Config.FreezeUpTo, Config.BackboneLRScale.
@@ -27,9 +24,10 @@ import (
 // FrozenBatchNorm2d). Frozen tensors are checkpointed and exported like the others; Model.Params
 // lists only the trained ones.
 
-// freeze applies the configuration's freezing and learning-rate groups to the unbound model (the
-// choice between FreezeBackbone and FreezeUpTo and the scale are Config.Validate's to check).
-func (m *Model) freeze(cfg Config) error {
+// freeze applies the configuration's freezing to the unbound model and returns the learning-rate
+// groups: the factors of the tensors that have one, the others' being 1 (the choice between FreezeBackbone and
+// FreezeUpTo and the scale are Config.Validate's to check).
+func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 	head := m.head()
 	var flat []*Param // every tensor, in layer order
 	for _, ps := range m.layerParams {
@@ -64,12 +62,12 @@ func (m *Model) freeze(cfg Config) error {
 					names = append(names, prefix)
 				}
 			}
-			return fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
 		}
 	}
 	for i := 0; i <= upTo; i++ {
 		if head[flat[i]] && !flat[i].buffer() && cfg.FreezeUpTo != "" {
-			return fmt.Errorf("train: %w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
+			return nil, fmt.Errorf("train: %w: FreezeUpTo %q freezes the whole of %s, its head too: nothing would train", ErrConfig, cfg.FreezeUpTo, m.name)
 		}
 		flat[i].frozen = !flat[i].buffer() && !head[flat[i]]
 	}
@@ -99,17 +97,20 @@ func (m *Model) freeze(cfg Config) error {
 			break
 		}
 	}
+	lrScale = map[*Param]float64{}
 	if cfg.BackboneLRScale != 0 {
 		for _, p := range flat {
 			if !head[p] {
-				p.lrScale = cfg.BackboneLRScale
+				lrScale[p] = cfg.BackboneLRScale
 			}
 		}
 	}
 	if cfg.LayerDecay != 0 {
-		return m.decayLayers(cfg.LayerDecay)
+		if err := m.decayLayers(cfg.LayerDecay, lrScale); err != nil {
+			return nil, err
+		}
 	}
-	return nil
+	return lrScale, nil
 }
 
 // Layered is a module of package nn whose tensors lie in a stack of blocks, which
@@ -120,9 +121,9 @@ type Layered interface {
 	LayerID(name string) (id, last int)
 }
 
-// decayLayers multiplies the learning-rate scale of every tensor of the model's Layered modules
-// by decay^(last-id) (Config.LayerDecay).
-func (m *Model) decayLayers(decay float64) error {
+// decayLayers multiplies the learning-rate factor in lrScale of every tensor of the model's
+// Layered modules by decay^(last-id) (Config.LayerDecay).
+func (m *Model) decayLayers(decay float64, lrScale map[*Param]float64) error {
 	found := false
 	for _, l := range m.layers {
 		c, ok := l.(*custom)
@@ -141,7 +142,7 @@ func (m *Model) decayLayers(decay float64) error {
 		for i, t := range nm.tensors {
 			id, last := lm.LayerID(t.Name)
 			p := nm.params[i]
-			p.lrScale = cmp.Or(p.lrScale, 1) * math.Pow(decay, float64(last-id))
+			lrScale[p] = cmp.Or(lrScale[p], 1) * math.Pow(decay, float64(last-id))
 		}
 	}
 	if !found {
@@ -159,7 +160,7 @@ func (m *Model) unfreeze() {
 	m.firstParamLayer = -1
 	for i, ps := range m.layerParams {
 		for _, p := range ps {
-			p.frozen, p.lrScale = false, 0
+			p.frozen = false
 			if !p.buffer() {
 				m.params = append(m.params, p)
 			}
@@ -236,18 +237,6 @@ func nnModules(l Layer) []*nnModule {
 		return out
 	}
 	return nil
-}
-
-// groupLR scales the learning rate of the backbone's parameters (Param.lrScale): a second
-// parameter group, as torch.optim takes them. It reports the wrapped optimizer's String, so a
-// checkpoint names the same optimizer.
-type groupLR struct{ Optimizer }
-
-func (o groupLR) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
-	if p.lrScale != 0 {
-		lr *= p.lrScale
-	}
-	return o.Optimizer.Update(ops, s, p, lr, step)
 }
 
 // InitReport is what loading Config.Init did (nil without Init, or when Resume was set).

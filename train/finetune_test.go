@@ -82,7 +82,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 			if !slices.Equal(after[i], preW[p.Name]) {
 				t.Errorf("frozen %s changed in training", p.Name)
 			}
-			if p.G.Buf != nil || len(p.slots) != 0 {
+			if p.G.Buf != nil || len(tr.OptimizerState(p)) != 0 {
 				t.Errorf("frozen %s has a gradient buffer or optimizer state", p.Name)
 			}
 		}

@@ -10,8 +10,10 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// Param is one trainable tensor of a model: its weights W and gradient G (same length) on the
-// device, and the optimizer's state next to them.
+// Param is one tensor of a model: its weights W and gradient G (same length) on the device, and
+// how it is initialized and decayed. What training keeps beside it is the Trainer's, as torch
+// keeps it in the optimizer and not in the tensor: the optimizer's state
+// (Trainer.OptimizerState), the accumulated gradient and the EMA.
 type Param struct {
 	// Name identifies the tensor in checkpoints: "<layer index>.<layer>.weight" or ".bias".
 	Name string
@@ -21,13 +23,9 @@ type Param struct {
 
 	fanIn, fanOut int
 	kind          paramKind
-	dist          nn.Dist       // the distribution a module of package nn gave the tensor (nn.Tensor.SetDist); none: kind's rule
-	he            bool          // a weight feeding a ReLU: He rather than Glorot initialization
-	slots         []kernels.F32 // optimizer state (momentum, moments), allocated by the trainer
-	frozen        bool          // not trained: no gradient, no optimizer state (see freeze)
-	lrScale       float64       // the learning rate's factor for this tensor; 0 means 1
-	acc           kernels.F32   // the step's earlier batches' gradients, weighted by their samples (Config.Accumulate)
-	ema           kernels.F32   // the exponential moving average of W (Config.EMA)
+	dist          nn.Dist // the distribution a module of package nn gave the tensor (nn.Tensor.SetDist); none: kind's rule
+	he            bool    // a weight feeding a ReLU: He rather than Glorot initialization
+	frozen        bool    // not trained: no gradient, no optimizer state (torch's requires_grad=False; see freeze)
 }
 
 // paramKind says how a tensor is initialized and whether weight decay applies to it.
@@ -49,10 +47,6 @@ func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBu
 // layers, not biases, norms' scales and shifts, or embeddings (nn.Embedding: position
 // embeddings, class tokens).
 func (p *Param) Decayed() bool { return p.kind == kindWeight }
-
-// State is the optimizer's state tensors for the parameter (Optimizer.Slots of them), valid
-// while a Trainer with an optimizer holds the model.
-func (p *Param) State() []kernels.F32 { return p.slots }
 
 // Len is the number of elements of the tensor.
 func (p *Param) Len() int { return p.W.Len }

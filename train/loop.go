@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"math"
 	"unsafe"
+
+	"github.com/stoke-ml/stoke/kernels"
 )
 
 // This file holds what a training loop does around the step: gradient accumulation, gradient
@@ -131,8 +133,9 @@ func (t *Trainer) setupLoop() error {
 	w := &t.m.weights
 	var err error
 	if t.accumulate() > 1 {
-		for _, p := range t.m.params {
-			if p.acc, err = w.f32(p.Len()); err != nil {
+		t.acc = make([]kernels.F32, len(t.m.params))
+		for i, p := range t.m.params {
+			if t.acc[i], err = w.f32(p.Len()); err != nil {
 				return err
 			}
 		}
@@ -157,9 +160,11 @@ func (t *Trainer) setupLoop() error {
 
 // allocEMA allocates every tensor's EMA.
 func (t *Trainer) allocEMA() error {
-	for _, p := range t.m.tensors() {
+	all := t.m.tensors()
+	t.ema = make([]kernels.F32, len(all))
+	for i, p := range all {
 		var err error
-		if p.ema, err = t.m.weights.f32(p.Len()); err != nil {
+		if t.ema[i], err = t.m.weights.f32(p.Len()); err != nil {
 			return err
 		}
 	}
@@ -169,8 +174,8 @@ func (t *Trainer) allocEMA() error {
 
 // resetEMA sets the EMA to the current weights (timm's ModelEmaV2 starts as a copy of the model).
 func (t *Trainer) resetEMA() error {
-	for _, p := range t.m.tensors() {
-		if err := t.ops.Copy(t.s, p.ema, p.W); err != nil {
+	for i, p := range t.m.tensors() {
+		if err := t.ops.Copy(t.s, t.ema[i], p.W); err != nil {
 			return err
 		}
 	}
@@ -195,7 +200,7 @@ func (t *Trainer) foldGrads(params []*Param, n, total int) error {
 		if err := t.ops.Scale(t.s, p.G, float32(n)/float32(total)); err != nil {
 			return err
 		}
-		if err := t.ops.Axpy(t.s, p.G, 1/float32(total), p.acc); err != nil {
+		if err := t.ops.Axpy(t.s, p.G, 1/float32(total), t.acc[t.index[p]]); err != nil {
 			return err
 		}
 	}
@@ -272,14 +277,14 @@ func emaDecay(cfg Config, step int) float64 {
 // not change and are left as they are).
 func (t *Trainer) updateEMA(step int) error {
 	d := emaDecay(t.cfg, step)
-	for _, p := range t.m.tensors() {
+	for i, p := range t.m.tensors() {
 		if p.frozen {
 			continue
 		}
-		if err := t.ops.Scale(t.s, p.ema, float32(d)); err != nil {
+		if err := t.ops.Scale(t.s, t.ema[i], float32(d)); err != nil {
 			return err
 		}
-		if err := t.ops.Axpy(t.s, p.ema, float32(1-d), p.W); err != nil {
+		if err := t.ops.Axpy(t.s, t.ema[i], float32(1-d), p.W); err != nil {
 			return err
 		}
 	}
@@ -310,8 +315,8 @@ func emaBehind(er EpochResult, higher bool) bool {
 // swapEMA exchanges every tensor's weights and EMA views, so that the model runs with the EMA
 // (a second call swaps back).
 func (t *Trainer) swapEMA() {
-	for _, p := range t.m.tensors() {
-		p.W, p.ema = p.ema, p.W
+	for i, p := range t.m.tensors() {
+		p.W, t.ema[i] = t.ema[i], p.W
 	}
 }
 
@@ -330,8 +335,8 @@ func (t *Trainer) UseEMA(ctx context.Context) (bool, error) {
 	if !t.hasEMA || t.state.EMABehind {
 		return false, nil
 	}
-	for _, p := range t.m.tensors() {
-		if err := t.ops.Copy(t.s, p.W, p.ema); err != nil {
+	for i, p := range t.m.tensors() {
+		if err := t.ops.Copy(t.s, p.W, t.ema[i]); err != nil {
 			return false, fmt.Errorf("train: use EMA: %w", err)
 		}
 	}

@@ -40,7 +40,7 @@ type Model struct {
 
 	// Bound state (see bind).
 	ops     kernels.Ops
-	weights arena // parameters, gradients and optimizer state
+	weights arena // parameters, gradients, and the trainer's optimizer state, accumulators and EMA
 	acts    arena // activations for up to capN samples
 	capN    int
 	input   kernels.F32 // normalized images
@@ -409,7 +409,7 @@ func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
 	m.ops, m.capN = nil, 0
 	for _, p := range m.tensors() {
-		p.W, p.G, p.slots, p.acc, p.ema = kernels.F32{}, kernels.F32{}, nil, kernels.F32{}, kernels.F32{}
+		p.W, p.G = kernels.F32{}, kernels.F32{}
 	}
 	for _, l := range m.layers {
 		for _, n := range nnModules(l) {

@@ -9,7 +9,9 @@ import (
 )
 
 // Optimizer updates parameters from their gradients. SGD and AdamW implement it; so can a user's
-// (examples/external has Lion).
+// (examples/external has HeavyBall). An Optimizer is its settings: its per-parameter state
+// (torch.optim.Optimizer.state) is the trainer's, which allocates it, checkpoints it and hands
+// each parameter's to Update (Trainer.OptimizerState reads it).
 type Optimizer interface {
 	// String names the optimizer and its settings; checkpoints record it, and a resumed run
 	// must have an optimizer whose String starts with the same word.
@@ -18,14 +20,22 @@ type Optimizer interface {
 	BaseLR() float64
 	// Slots is the number of state tensors per parameter (momentum, moments): the trainer
 	// allocates them, each of the parameter's length, filled with zeros, checkpoints them and
-	// hands them to Update as p.State().
+	// hands them to Update as state.
 	Slots() int
 	// Update enqueues on s, through ops, one step of p: p.W from the gradient p.G (the mean over
-	// the batch, already unscaled under fp16 loss scaling) and p.State(). lr is this step's
-	// rate, the schedule's and the parameter group's factors applied (Config.BackboneLRScale);
-	// step counts the updates made, from 1. Apply weight decay only where p.Decayed(). Frozen
-	// parameters are never passed.
-	Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error
+	// the batch, already unscaled under fp16 loss scaling) and state, p's Slots tensors, which it
+	// updates in place. lr is this step's rate, the schedule's and the parameter group's factors
+	// applied (Config.BackboneLRScale, LayerDecay); step counts the updates made, from 1. Apply
+	// weight decay only where p.Decayed(). Frozen parameters are never passed.
+	Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error
+}
+
+// optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and
+// param_groups: each trained parameter's Optimizer.Slots tensors, allocated by the trainer in the
+// model's weights arena, and its learning-rate factor. Both are indexed as Model.params.
+type optimState struct {
+	slots   [][]kernels.F32
+	lrScale []float64 // the parameter group's factor (Config.BackboneLRScale, LayerDecay); 0 means 1
 }
 
 // SGD is stochastic gradient descent with momentum, as PyTorch's torch.optim.SGD without
@@ -53,10 +63,10 @@ func (o SGD) Slots() int {
 	return 1
 }
 
-func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, _ int) error {
+func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, _ int) error {
 	var v kernels.F32
-	if len(p.slots) > 0 {
-		v = p.slots[0]
+	if len(state) > 0 {
+		v = state[0]
 	}
 	return ops.SGDStep(s, p.W, p.G, v, kernels.SGD{LR: float32(lr), Momentum: float32(o.Momentum), WeightDecay: decay(p, o.WeightDecay), Nesterov: o.Nesterov})
 }
@@ -93,9 +103,9 @@ func (o AdamW) BaseLR() float64 { return o.LR }
 
 func (o AdamW) Slots() int { return 2 }
 
-func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, lr float64, step int) error {
+func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error {
 	o = o.withDefaults()
-	return ops.AdamWStep(s, p.W, p.G, p.slots[0], p.slots[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
+	return ops.AdamWStep(s, p.W, p.G, state[0], state[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
 		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})
 }
 

@@ -103,7 +103,7 @@ func (s *stack) LayerID(name string) (id, last int) {
 
 // TestLayerDecay: Config.LayerDecay scales each tensor's learning rate by decay^(last-depth) as
 // the model's Layered module places it (BEiT's layer_decay), times BackboneLRScale; a model
-// without blocks is refused; closing the trainer clears the scales.
+// without blocks is refused; the next trainer of the model starts without them.
 func TestLayerDecay(t *testing.T) {
 	dev := openCPU(t)
 	m, err := Net("stack", img8, 3, &stack{Embed: nn.Param([]int{64}, nn.Embedding),
@@ -117,17 +117,21 @@ func TestLayerDecay(t *testing.T) {
 	}
 	want := map[string]float64{"embed": 0.125 * 0.1, "blocks.0.weight": 0.25 * 0.1, "blocks.0.bias": 0.25 * 0.1,
 		"blocks.1.weight": 0.5 * 0.1, "blocks.1.bias": 0.5 * 0.1, "head.weight": 1, "head.bias": 1}
-	for _, p := range m.Params() {
-		if math.Abs(p.lrScale-want[p.Name]) > 1e-15 {
-			t.Errorf("%s: learning-rate scale %g; want %g", p.Name, p.lrScale, want[p.Name])
+	for i, p := range m.Params() {
+		if f := tr.optim.lrScale[i]; math.Abs(f-want[p.Name]) > 1e-15 {
+			t.Errorf("%s: learning-rate scale %g; want %g", p.Name, f, want[p.Name])
 		}
 	}
 	tr.Close()
-	for _, p := range m.Params() {
-		if p.lrScale != 0 {
-			t.Errorf("%s: learning-rate scale %g after Close; want none", p.Name, p.lrScale)
+	if tr, err = New(context.Background(), m, dev, SGD{LR: 0.1}, Config{}); err != nil {
+		t.Fatal(err)
+	}
+	for i, p := range m.Params() {
+		if f := tr.optim.lrScale[i]; f != 0 {
+			t.Errorf("%s: learning-rate scale %g in the next trainer; want none", p.Name, f)
 		}
 	}
+	tr.Close()
 	mlp, err := NewModel("mlp", img8, 3)
 	if err != nil {
 		t.Fatal(err)

@@ -355,10 +355,18 @@ type Trainer struct {
 
 	dist *ddp // data-parallel state; nil in a single process
 
-	// The loop's state (checkpointed) and buffers: the step's loss sum over its batches
-	// (Accumulate), the squares' scratch and the per-tensor sums of squares (ClipGradNorm), and
-	// whether every tensor has an EMA (Config.EMA, or a checkpoint's).
+	// The optimizer's state of each trained parameter, and a parameter's index in Model.params,
+	// which indexes optim and acc.
+	optim optimState
+	index map[*Param]int
+
+	// The loop's state (checkpointed) and buffers: each trained parameter's gradients of the
+	// step's earlier batches and the step's loss sum over its batches (Accumulate), each tensor's
+	// EMA (indexed as Model.tensors), the squares' scratch and the per-tensor sums of squares
+	// (ClipGradNorm), and whether every tensor has an EMA (Config.EMA, or a checkpoint's).
 	state     loopState
+	acc       []kernels.F32
+	ema       []kernels.F32
 	lossSum   kernels.F32
 	sq, norms kernels.F32
 	gradNorm  float64 // the last step's gradient norm, before clipping
@@ -405,9 +413,6 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
-	if opt != nil && (cfg.BackboneLRScale != 0 || cfg.LayerDecay != 0) {
-		opt = groupLR{opt}
-	}
 	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
 	if cfg.Plateau != nil && opt != nil {
 		t.state.Plateau = &plateauState{LR: opt.BaseLR()}
@@ -434,13 +439,19 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 }
 
 func (t *Trainer) setup(ctx context.Context) error {
+	var lrScale map[*Param]float64
 	if t.m.ops == nil { // a model another trainer holds is refused by bind
-		if err := t.m.freeze(t.cfg); err != nil {
+		var err error
+		if lrScale, err = t.m.freeze(t.cfg); err != nil {
 			return err
 		}
 	}
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
+	}
+	t.index = make(map[*Param]int, len(t.m.params))
+	for i, p := range t.m.params {
+		t.index[p] = i
 	}
 	t.state.Tracked = t.m.batchNormCounts(0)
 	if t.scaler != nil {
@@ -449,20 +460,8 @@ func (t *Trainer) setup(ctx context.Context) error {
 			return err
 		}
 	}
-	for _, p := range t.m.params {
-		if t.opt == nil {
-			break
-		}
-		for range t.opt.Slots() {
-			v, err := t.m.weights.f32(p.Len())
-			if err != nil {
-				return err
-			}
-			if err := t.ops.Fill(t.s, v, 0); err != nil {
-				return err
-			}
-			p.slots = append(p.slots, v)
-		}
+	if err := t.setupOptim(lrScale); err != nil {
+		return err
 	}
 	if err := t.setupLoop(); err != nil {
 		return err
@@ -502,6 +501,40 @@ func (t *Trainer) setup(ctx context.Context) error {
 
 // wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
 // stream has nothing left to run, so that a cancelled call fails whatever the device's timing.
+// setupOptim allocates the optimizer's state, Slots zeroed tensors for each trained parameter, and
+// sets the parameters' learning-rate factors.
+func (t *Trainer) setupOptim(lrScale map[*Param]float64) error {
+	if t.opt == nil {
+		return nil
+	}
+	t.optim = optimState{slots: make([][]kernels.F32, len(t.m.params)), lrScale: make([]float64, len(t.m.params))}
+	for i, p := range t.m.params {
+		t.optim.lrScale[i] = lrScale[p]
+		for range t.opt.Slots() {
+			v, err := t.m.weights.f32(p.Len())
+			if err != nil {
+				return err
+			}
+			if err := t.ops.Fill(t.s, v, 0); err != nil {
+				return err
+			}
+			t.optim.slots[i] = append(t.optim.slots[i], v)
+		}
+	}
+	return nil
+}
+
+// OptimizerState returns the optimizer's state tensors of p (Optimizer.Slots of them: SGD's
+// momentum, AdamW's moments), as torch's optimizer.state[p]: none for a tensor that does not
+// train (a frozen one, running statistics), one of another model, or without an optimizer. They
+// live on the trainer's device until Close; read them after the stream's work (Stream).
+func (t *Trainer) OptimizerState(p *Param) []kernels.F32 {
+	if i, ok := t.index[p]; ok && t.optim.slots != nil {
+		return t.optim.slots[i]
+	}
+	return nil
+}
+
 func (t *Trainer) wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -523,6 +556,7 @@ func (t *Trainer) Epochs() int { return t.epochs }
 // that queued work still uses.
 func (t *Trainer) Close() error {
 	err := t.s.Synchronize(context.Background())
+	t.optim, t.index, t.acc, t.ema, t.hasEMA = optimState{}, nil, nil, nil, false
 	return errors.Join(err, t.m.free(), t.s.Close())
 }
 
@@ -894,13 +928,13 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 		if err := m.backward(r, n); err != nil {
 			return err
 		}
-		for _, p := range m.params {
+		for i, p := range m.params {
 			if first {
-				if err := t.ops.Fill(t.s, p.acc, 0); err != nil {
+				if err := t.ops.Fill(t.s, t.acc[i], 0); err != nil {
 					return err
 				}
 			}
-			if err := t.ops.Axpy(t.s, p.acc, float32(n), p.G); err != nil {
+			if err := t.ops.Axpy(t.s, t.acc[i], float32(n), p.G); err != nil {
 				return err
 			}
 		}
@@ -927,8 +961,8 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 // ended): every batch's gradients are in the accumulators, so g = acc/samples; under Collective the
 // buckets are then all-reduced, layer after layer, with no backward pass to overlap.
 func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
-	for _, p := range t.m.params {
-		if err := t.ops.Copy(t.s, p.G, p.acc); err != nil {
+	for i, p := range t.m.params {
+		if err := t.ops.Copy(t.s, p.G, t.acc[i]); err != nil {
 			return err
 		}
 		if err := t.ops.Scale(t.s, p.G, 1/float32(g.samples)); err != nil {
@@ -984,8 +1018,12 @@ func (t *Trainer) finishStep(ctx context.Context, g stepGroup, perEpoch, total i
 		if t.scaler != nil {
 			applied -= t.scaler.skipped
 		}
-		for _, p := range t.m.params {
-			if err := t.opt.Update(t.ops, t.s, p, t.lr, applied+1); err != nil {
+		for i, p := range t.m.params {
+			lr := t.lr
+			if f := t.optim.lrScale[i]; f != 0 { // a parameter group's factor
+				lr *= f
+			}
+			if err := t.opt.Update(t.ops, t.s, p, t.optim.slots[i], lr, applied+1); err != nil {
 				return 0, fmt.Errorf("train: update %s: %w", p.Name, err)
 			}
 		}

@@ -109,8 +109,8 @@ func (o HeavyBall) String() string {
 func (o HeavyBall) BaseLR() float64 { return o.LR }
 func (o HeavyBall) Slots() int      { return 1 }
 
-func (o HeavyBall) Update(ops kernels.Ops, s gpu.Stream, p *train.Param, lr float64, _ int) error {
-	v := p.State()[0]
+func (o HeavyBall) Update(ops kernels.Ops, s gpu.Stream, p *train.Param, state []kernels.F32, lr float64, _ int) error {
+	v := state[0]
 	if p.Decayed() && o.WeightDecay != 0 {
 		if err := ops.Scale(s, p.W, float32(1-lr*o.WeightDecay)); err != nil {
 			return err
