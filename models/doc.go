@@ -62,8 +62,9 @@
 //
 // Each family registers its training recipe (train.RegisterRecipe, from its paper and timm's or
 // torchvision's recipes: see recipes.go), which train.RecipeFor and stoke train use by default.
-// A VisionTransformer is a train.Layered model, for layer-wise learning-rate decay
-// (train.Config.LayerDecay).
+// The ViTs, Swins and ConvNeXts of both namings are train.Layered models, for layer-wise
+// learning-rate decay (train.Config.LayerDecay), at timm's layer ids (layerdecay.go maps
+// torchvision's names onto timm's layout).
 //
 // A model built fresh starts as its torchvision or timm constructor initializes it: the same
 // distribution for each tensor (truncated normal, Kaiming normal, Xavier uniform, torch.nn's

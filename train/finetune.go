@@ -3,7 +3,7 @@ package train
 import (
 	"cmp"
 	"fmt"
-	"math"
+	"math/big"
 	"slices"
 	"strings"
 )
@@ -115,8 +115,9 @@ func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 
 // Layered is a module of package nn whose tensors lie in a stack of blocks, which
 // Config.LayerDecay needs: LayerID is the depth of the tensor named name (its nn.StateDict name)
-// and last the depth of the head: 0 for the embeddings before the first block, i+1 for block i's
-// tensors, last = blocks+1 for the final norm and the head (timm's get_layer_id_for_vit).
+// and last the depth of the head, timm's layer ids: 0 for the embeddings before the first block,
+// i+1 for block i's tensors (counted through every stage of a hierarchical model), last =
+// blocks+1 for the head (timm's get_layer_id_for_vit for a ViT, its group_matcher for the others).
 type Layered interface {
 	LayerID(name string) (id, last int)
 }
@@ -142,13 +143,30 @@ func (m *Model) decayLayers(decay float64, lrScale map[*Param]float64) error {
 		for i, t := range nm.tensors {
 			id, last := lm.LayerID(t.Name)
 			p := nm.params[i]
-			lrScale[p] = cmp.Or(lrScale[p], 1) * math.Pow(decay, float64(last-id))
+			lrScale[p] = cmp.Or(lrScale[p], 1) * powRounded(decay, last-id)
 		}
 	}
 	if !found {
-		return fmt.Errorf("train: %w: LayerDecay %g: %s has no stack of blocks to decay the rate over (a ViT has)", ErrConfig, decay, m.name)
+		return fmt.Errorf("train: %w: LayerDecay %g: %s has no stack of blocks to decay the rate over (a ViT, Swin or ConvNeXt has)", ErrConfig, decay, m.name)
 	}
 	return nil
+}
+
+// powRounded is x^n rounded once to the nearest float64, as timm's layer_decay ** n is
+// (Python's float power, the C library's pow, correctly rounded but for exact halfway cases,
+// which this rounds to even): math.Pow multiplies rounded squares and misses it by a few ulp.
+func powRounded(x float64, n int) float64 {
+	k := max(n, -n)
+	r := new(big.Float).SetPrec(uint(53 * (k + 1))).SetFloat64(1) // wide enough to be exact
+	b := new(big.Float).SetFloat64(x)
+	for range k {
+		r.Mul(r, b)
+	}
+	if n < 0 {
+		r = new(big.Float).SetPrec(53).Quo(big.NewFloat(1), r) // rounded once, to 53 bits
+	}
+	f, _ := r.Float64()
+	return f
 }
 
 // unfreeze undoes freeze, when the model is freed.

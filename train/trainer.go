@@ -98,8 +98,9 @@ type Config struct {
 	// LayerDecay, if in (0,1), decays the learning rate layer by layer down from the head, as
 	// BEiT's and timm's layer_decay for fine-tuning transformers: a tensor at depth d of a model of
 	// n blocks trains at LayerDecay^(n+1-d) times the rate, where d is 0 for the embeddings before
-	// the first block, i+1 for block i's tensors and n+1 for the final norm and the head (the
-	// model's Layered module says which). It multiplies BackboneLRScale.
+	// the first block, i+1 for block i's tensors (through every stage of a Swin or ConvNeXt) and
+	// n+1 for the head (the model's Layered module says which, as timm's param_groups_layer_decay:
+	// a ViT's final norm at n+1, a Swin's at n). It multiplies BackboneLRScale.
 	LayerDecay float64
 	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
 	// softmax cross-entropy for class ids, BCEWithLogits for multi-hot, MSE for vectors.
