@@ -44,6 +44,31 @@ func AdamW(w, g, m, v []float32, lr, b1, b2, eps, wd float32, step int) {
 	})
 }
 
+// RMSprop applies one step of RMSprop, torch.optim.RMSprop's formulation: g' = g + wd*w;
+// sq = alpha*sq + (1-alpha)*g'²; centered: ga = alpha*ga + (1-alpha)*g', d = sqrt(sq - ga²) + eps,
+// otherwise d = sqrt(sq) + eps; with momentum, b = momentum*b + g'/d and w -= lr*b, otherwise
+// w -= lr*g'/d. b is untouched (and may be nil) with momentum 0, ga unless centered.
+func RMSprop(w, g, sq, b, ga []float32, lr, alpha, eps, wd, momentum float32, centered bool) {
+	For(len(w), 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := g[i] + wd*w[i]
+			s := alpha*sq[i] + (1-alpha)*d*d
+			sq[i] = s
+			if centered {
+				a := alpha*ga[i] + (1-alpha)*d
+				ga[i] = a
+				s -= a * a
+			}
+			u := d / (float32(math.Sqrt(float64(s))) + eps)
+			if momentum != 0 {
+				u += momentum * b[i]
+				b[i] = u
+			}
+			w[i] -= lr * u
+		}
+	})
+}
+
 // DropoutKeep reports whether element i survives dropout with probability p under seed: a
 // counter-based hash, so any backend and any partition of the work give the same mask.
 func DropoutKeep(seed uint64, i int, p float32) bool {
