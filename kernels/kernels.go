@@ -308,10 +308,12 @@ type AdamW struct {
 // outside the root, weight decay added to the gradient): g' = g + WeightDecay*w;
 // sq = Alpha*sq + (1-Alpha)*g'²; with Centered, ga = Alpha*ga + (1-Alpha)*g' and
 // d = √(sq - ga²) + Eps, otherwise d = √sq + Eps; with Momentum, b = Momentum*b + g'/d and
-// w -= LR*b, otherwise w -= LR*g'/d.
+// w -= LR*b, otherwise w -= LR*g'/d. Alpha is a float64 so that 1-Alpha is rounded to float32
+// as torch's (from 0.99, float32 arithmetic gives a 1-Alpha 1e-6 off).
 type RMSprop struct {
-	LR, Alpha, Eps, WeightDecay, Momentum float32
-	Centered                              bool
+	LR, Eps, WeightDecay, Momentum float32
+	Alpha                          float64
+	Centered                       bool
 }
 
 // UnaryFunc names an elementwise function of Unary and UnaryGrad.

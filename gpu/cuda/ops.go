@@ -688,5 +688,5 @@ func (o *cudaOps) RMSpropStep(gs gpu.Stream, w, g, sq, b, ga kernels.F32, p kern
 		centered = 1
 	}
 	return o.launchN(s, "rmsprop_f32", w.Len, parg(wp), parg(gp), parg(sqp), parg(bp), parg(gap), iarg(w.Len),
-		farg(p.LR), farg(p.Alpha), farg(p.Eps), farg(p.WeightDecay), farg(p.Momentum), iarg(centered))
+		farg(p.LR), math.Float64bits(p.Alpha), farg(p.Eps), farg(p.WeightDecay), farg(p.Momentum), iarg(centered))
 }

@@ -699,7 +699,7 @@ func TestRMSprop(t *testing.T) {
 			w64, sq64, b64, ga64 := to64(w), make([]float64, n), make([]float64, n), make([]float64, n)
 			for range 4 {
 				g := randVec(r, n)
-				RMSprop(w, g, sq, b, ga, lr, float32(tc.alpha), float32(tc.eps), float32(tc.wd), float32(tc.mom), tc.centered)
+				RMSprop(w, g, sq, b, ga, lr, tc.alpha, float32(tc.eps), float32(tc.wd), float32(tc.mom), tc.centered)
 				for i := range w64 {
 					d := float64(g[i]) + tc.wd*w64[i]
 					sq64[i] = tc.alpha*sq64[i] + (1-tc.alpha)*d*d
