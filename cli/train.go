@@ -32,8 +32,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		"(a learning rate given per batch scales with the global batch): "+recipes())
 	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
 	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
-	optName := fs.String("optimizer", "", "sgd (momentum 0.9, Nesterov) or adamw (unset: the model's recipe)")
-	momentum := fs.Float64("momentum", 0.9, "SGD momentum")
+	optName := fs.String("optimizer", "", "sgd (momentum 0.9, Nesterov), adamw, or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: "+
+		"torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
+	momentum := fs.Float64("momentum", 0.9, "momentum of sgd and rmsprop")
 	wd := fs.Float64("wd", 0,
 		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
 	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
@@ -124,8 +125,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	case *classes < 0 || *classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
-	if *optName != "sgd" && *optName != "adamw" {
-		return fmt.Errorf("%w: --optimizer %q; want sgd or adamw", errUsage, *optName)
+	if *optName != "sgd" && *optName != "adamw" && *optName != "rmsprop" {
+		return fmt.Errorf("%w: --optimizer %q; want sgd, adamw or rmsprop", errUsage, *optName)
 	}
 	var sched train.Schedule
 	var plateau *train.Plateau
@@ -181,8 +182,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		*lr = recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
 	}
 	var opt train.Optimizer = train.SGD{LR: *lr, Momentum: *momentum, Nesterov: *momentum > 0, WeightDecay: *wd}
-	if *optName == "adamw" {
+	switch *optName {
+	case "adamw":
 		opt = train.AdamW{LR: *lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: *wd}
+	case "rmsprop": // torchvision's train.py --opt rmsprop
+		opt = train.RMSprop{LR: *lr, Alpha: 0.9, Eps: 0.0316, Momentum: *momentum, WeightDecay: *wd}
 	}
 	onDevice, comm, err := deviceReducer(ctx, group, dev) // NCCL on CUDA devices
 	if err != nil {

@@ -112,6 +112,8 @@ func TestTrainZooRecipe(t *testing.T) {
 			WeightDecay: 0.05, Batch: 8, Augment: "randaugment:2:9", MixUp: 0.3, CutMix: 1}},
 		{[]string{"--optimizer", "sgd", "--lr", "0.05", "--wd", "0", "--batch", "3", "--augment", "trivialaugment", "--ema", "0.9"},
 			trainResult{Optimizer: "sgd", LR: 0.05, Batch: 3, Augment: "trivialaugment", EMA: 0.9}},
+		{[]string{"--optimizer", "rmsprop", "--lr", "0.01", "--wd", "1e-5", "--batch", "3"},
+			trainResult{Optimizer: "rmsprop", LR: 0.01, WeightDecay: 1e-5, Batch: 3, Augment: "none"}},
 	} {
 		out, errOut, code := stoke(t, append(args, c.flags...)...)
 		if code != 0 {
@@ -123,6 +125,21 @@ func TestTrainZooRecipe(t *testing.T) {
 			CutMix: res.CutMix, RandomErasing: res.RandomErasing, EMA: res.EMA}
 		if !reflect.DeepEqual(got, c.want) {
 			t.Errorf("train --model %s %v: the run's recipe %+v; want %+v", vit, c.flags, got, c.want)
+		}
+	}
+	// MobileNetV3 trains with its recipe's RMSprop, torchvision's.
+	{
+		const v3 = "mobilenet_v3_small(width_mult=0.25)"
+		out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", v3, "--epochs", "1", "--val-split", "0.25", "--batch", "3",
+			"--augment", "recipe", "--json")
+		if code != 0 {
+			t.Fatalf("train --model %s: exit %d: %s", v3, code, errOut)
+		}
+		var res trainResult
+		lastJSON(t, out, &res)
+		if r3 := train.RecipeFor(v3); res.Optimizer != "rmsprop" || res.LR != r3.ScaledLR(3) || res.WeightDecay != 1e-5 || res.RandomErasing != 0.2 {
+			t.Errorf("train --model %s: optimizer %q, lr %v, weight decay %v, random erasing %v; want its recipe's rmsprop, %v, 1e-5, 0.2", v3,
+				res.Optimizer, res.LR, res.WeightDecay, res.RandomErasing, r3.ScaledLR(3))
 		}
 	}
 	// Fine-tuning from its weights: the new head is heads.head, the rest frozen, and the recipe's

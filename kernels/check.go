@@ -693,6 +693,26 @@ func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 	return o.b.AdamWStep(s, w, g, m, v, p)
 }
 
+func (o checked) RMSpropStep(s gpu.Stream, w, g, sq, b, ga F32, p RMSprop) error {
+	c := newCall("rmsprop", s)
+	c.view(out, "w", vf(w), anyLen)
+	c.view(in, "g", vf(g), w.Len)
+	c.view(out, "sq", vf(sq), w.Len)
+	wantB, wantGA := w.Len, w.Len
+	if p.Momentum == 0 {
+		wantB = anyLen // b is not used
+	}
+	if !p.Centered {
+		wantGA = anyLen // ga is not used
+	}
+	c.view(out, "b", vf(b), wantB)
+	c.view(out, "ga", vf(ga), wantGA)
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.RMSpropStep(s, w, g, sq, b, ga, p)
+}
+
 // shape checks an index space of rank 1..MaxRank with every dim >= 1, and the stride lists named
 // by names (one per stride list): each of the shape's rank, every stride >= 0. It returns the
 // number of indices (0 after a failure).

@@ -122,6 +122,9 @@ func (r *recorder) SGDStep(str, f32, f32, f32, kernels.SGD) error { return r.cal
 func (r *recorder) AdamWStep(str, f32, f32, f32, f32, kernels.AdamW) error {
 	return r.called("AdamWStep")
 }
+func (r *recorder) RMSpropStep(str, f32, f32, f32, f32, f32, kernels.RMSprop) error {
+	return r.called("RMSpropStep")
+}
 
 func (r *recorder) Unary(str, kernels.UnaryFunc, f32, f32) error { return r.called("Unary") }
 func (r *recorder) UnaryGrad(str, kernels.UnaryFunc, f32, f32, f32) error {

@@ -435,6 +435,22 @@ func (cpuOps) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 	})
 }
 
+func (cpuOps) RMSpropStep(s gpu.Stream, w, g, sq, b, ga F32, p RMSprop) error {
+	const op = "rmsprop"
+	ws, e1 := hostF32(op, "w", w)
+	gs, e2 := hostF32(op, "g", g)
+	sqs, e3 := hostF32(op, "sq", sq)
+	bs, e4 := hostF32(op, "b", b)
+	gas, e5 := hostF32(op, "ga", ga)
+	if err := firstErr(e1, e2, e3, e4, e5); err != nil {
+		return err
+	}
+	return s.Host(func() error {
+		cpu.RMSprop(ws, gs, sqs, bs, gas, p.LR, p.Alpha, p.Eps, p.WeightDecay, p.Momentum, p.Centered)
+		return nil
+	})
+}
+
 func (cpuOps) Add(s gpu.Stream, z, x, y F32) error {
 	zs, e1 := hostF32("add", "z", z)
 	xs, e2 := hostF32("add", "x", x)

@@ -304,6 +304,18 @@ type AdamW struct {
 	Step                               int
 }
 
+// RMSprop holds the hyper-parameters of one RMSprop step, torch.optim.RMSprop's formulation (eps
+// outside the root, weight decay added to the gradient): g' = g + WeightDecay*w;
+// sq = Alpha*sq + (1-Alpha)*g'²; with Centered, ga = Alpha*ga + (1-Alpha)*g' and
+// d = √(sq - ga²) + Eps, otherwise d = √sq + Eps; with Momentum, b = Momentum*b + g'/d and
+// w -= LR*b, otherwise w -= LR*g'/d. Alpha is a float64 so that 1-Alpha is rounded to float32
+// as torch's (from 0.99, float32 arithmetic gives a 1-Alpha 1e-6 off).
+type RMSprop struct {
+	LR, Eps, WeightDecay, Momentum float32
+	Alpha                          float64
+	Centered                       bool
+}
+
 // UnaryFunc names an elementwise function of Unary and UnaryGrad.
 type UnaryFunc uint8
 
@@ -578,6 +590,10 @@ type Ops interface {
 	SGDStep(s gpu.Stream, w, g, v F32, p SGD) error
 	// AdamWStep updates w in place from g and the moment estimates m and v.
 	AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error
+	// RMSpropStep updates w in place from g, the mean square sq, the momentum buffer b (unused,
+	// may be empty, with Momentum 0) and the mean gradient ga (unused, may be empty, unless
+	// Centered).
+	RMSpropStep(s gpu.Stream, w, g, sq, b, ga F32, p RMSprop) error
 }
 
 // Factory makes the op set for one opened device of its backend. The op set it returns may assume

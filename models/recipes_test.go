@@ -32,6 +32,15 @@ func TestZooRecipes(t *testing.T) {
 	if vit.Optimizer != "adamw" || vit.WeightDecay != 0.05 || vit.ScaledLR(512) != 4e-3 || vit != train.RecipeFor("vit_b_16") {
 		t.Errorf("vit(...)'s recipe %v; want DeiT's: adamw, weight decay 0.05, vit_b_16's", vit)
 	}
+	// MobileNetV3 trains with torchvision's RMSprop, V2 with SGD.
+	v3 := train.RecipeFor("mobilenet_v3_small(width_mult=0.5)")
+	if got, want := v3.NewOptimizer(1024), (train.RMSprop{LR: 0.512, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}); v3.Optimizer != "rmsprop" ||
+		got != want || v3 != train.RecipeFor("mobilenet_v3_large") {
+		t.Errorf("mobilenet_v3_small(...)'s recipe %v, optimizer %v at a batch of 1024; want torchvision's RMSprop %v, mobilenet_v3_large's", v3, got, want)
+	}
+	if v2 := train.RecipeFor("mobilenet_v2"); v2.Optimizer != "sgd" {
+		t.Errorf("mobilenet_v2's recipe %v; want sgd", v2)
+	}
 }
 
 // TestViTNoDecay: a ViT's tensors without weight decay are exactly timm's no-decay set: the

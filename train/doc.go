@@ -5,7 +5,7 @@
 // a layer of your own), the losses (softmax cross-entropy on class ids with label smoothing; on
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
-// optimizers SGD (momentum, Nesterov, weight decay) and AdamW (Optimizer takes your own),
+// optimizers SGD (momentum, Nesterov, weight decay), AdamW and RMSprop (Optimizer takes your own),
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
 // validation metric) and each model's Recipe (RecipeFor), a Trainer that runs epochs, evaluates and
 // predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and

@@ -8,7 +8,7 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// Optimizer updates parameters from their gradients. SGD and AdamW implement it; so can a user's
+// Optimizer updates parameters from their gradients. SGD, AdamW and RMSprop implement it; so can a user's
 // (examples/external has HeavyBall). An Optimizer is its settings: its per-parameter state
 // (torch.optim.Optimizer.state) is the trainer's, which allocates it, checkpoints it and hands
 // each parameter's to Update (Trainer.OptimizerState reads it).
@@ -107,6 +107,64 @@ func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F
 	o = o.withDefaults()
 	return ops.AdamWStep(s, p.W, p.G, state[0], state[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
 		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})
+}
+
+// RMSprop is torch.optim.RMSprop: g += WeightDecay*w (coupled, as torch's); sq = Alpha*sq +
+// (1-Alpha)*g²; d = √sq + Eps (Centered: ga = Alpha*ga + (1-Alpha)*g, d = √(sq - ga²) + Eps, eps
+// outside the root as torch's); without momentum w -= LR*g/d, with it b = Momentum*b + g/d and
+// w -= LR*b. Zero Alpha and Eps mean PyTorch's defaults 0.99 and 1e-8; torchvision's MobileNetV3
+// recipe (Recipe.NewOptimizer's "rmsprop") takes 0.9 and 0.0316. Like SGD's, the weight decay
+// applies to weights only. Its state is the mean square, then the momentum buffer (with
+// Momentum), then the mean gradient (Centered): torch's square_avg, momentum_buffer, grad_avg.
+type RMSprop struct {
+	LR, Alpha, Eps, WeightDecay, Momentum float64
+	Centered                              bool
+}
+
+var _ Optimizer = RMSprop{}
+
+func (o RMSprop) withDefaults() RMSprop {
+	if o.Alpha == 0 {
+		o.Alpha = 0.99
+	}
+	if o.Eps == 0 {
+		o.Eps = 1e-8
+	}
+	return o
+}
+
+func (o RMSprop) String() string {
+	o = o.withDefaults()
+	return fmt.Sprintf("rmsprop lr=%g alpha=%g eps=%g weight_decay=%g momentum=%g centered=%v", o.LR, o.Alpha, o.Eps, o.WeightDecay,
+		o.Momentum, o.Centered)
+}
+
+// BaseLR returns LR.
+func (o RMSprop) BaseLR() float64 { return o.LR }
+
+func (o RMSprop) Slots() int {
+	n := 1
+	if o.Momentum != 0 {
+		n++
+	}
+	if o.Centered {
+		n++
+	}
+	return n
+}
+
+func (o RMSprop) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, _ int) error {
+	o = o.withDefaults()
+	sq, rest := state[0], state[1:]
+	var b, ga kernels.F32
+	if o.Momentum != 0 {
+		b, rest = rest[0], rest[1:]
+	}
+	if o.Centered {
+		ga = rest[0]
+	}
+	return ops.RMSpropStep(s, p.W, p.G, sq, b, ga, kernels.RMSprop{LR: float32(lr), Alpha: o.Alpha, Eps: float32(o.Eps),
+		WeightDecay: decay(p, o.WeightDecay), Momentum: float32(o.Momentum), Centered: o.Centered})
 }
 
 // decay is the weight decay for p: wd for weights, 0 for biases and BatchNorm parameters.

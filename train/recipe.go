@@ -21,14 +21,17 @@ import (
 // whose default in a named configuration is torchvision's recipe's.
 type Recipe struct {
 	// Optimizer is "sgd" (Nesterov momentum 0.9, torchvision's recipes for convolutional
-	// networks) or "adamw" (betas 0.9 and 0.999, eps 1e-8: timm's and DeiT's).
+	// networks), "adamw" (betas 0.9 and 0.999, eps 1e-8: timm's and DeiT's) or "rmsprop"
+	// (momentum 0.9, alpha 0.9, eps 0.0316: torchvision's train.py --opt rmsprop, its
+	// MobileNetV3 recipe).
 	Optimizer string
 	// LR is the peak learning rate for a global batch of LRBatch samples: a run with a global
 	// batch of B takes LR*B/LRBatch (the linear scaling rule of Goyal et al. 2017, DeiT's
 	// 5e-4*B/512). LRBatch 0 keeps LR whatever the batch.
 	LR      float64
 	LRBatch int
-	// WeightDecay is the optimizer's (decoupled for AdamW).
+	// WeightDecay is the optimizer's (decoupled for AdamW, added to the gradient for SGD and
+	// RMSprop).
 	WeightDecay float64
 	// WarmupEpochs is the linear warm-up of the cosine schedule (Schedule).
 	WarmupEpochs float64
@@ -69,8 +72,11 @@ func (r Recipe) ScaledLR(batch int) float64 {
 
 // NewOptimizer returns the recipe's optimizer for a global batch of batch samples (ScaledLR).
 func (r Recipe) NewOptimizer(batch int) Optimizer {
-	if r.Optimizer == "adamw" {
+	switch r.Optimizer {
+	case "adamw":
 		return AdamW{LR: r.ScaledLR(batch), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: r.WeightDecay}
+	case "rmsprop":
+		return RMSprop{LR: r.ScaledLR(batch), Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: r.WeightDecay}
 	}
 	return SGD{LR: r.ScaledLR(batch), Momentum: 0.9, Nesterov: true, WeightDecay: r.WeightDecay}
 }
@@ -108,17 +114,20 @@ func (r Recipe) String() string {
 	return s
 }
 
+// recipeOptimizers are the names Recipe.Optimizer takes.
+var recipeOptimizers = []string{"sgd", "adamw", "rmsprop"}
+
 var (
 	recipesMu sync.RWMutex
 	recipes   = map[string]Recipe{}
 )
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
-// does beside RegisterModel for each family. The optimizer must be "sgd" or "adamw", the batch
-// and the learning rate positive. Register in an init function; it is safe for concurrent use.
+// does beside RegisterModel for each family. The optimizer must be "sgd", "adamw" or "rmsprop",
+// the batch and the learning rate positive. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
-	if (r.Optimizer != "sgd" && r.Optimizer != "adamw") || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
-		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd or adamw, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
+	if !slices.Contains(recipeOptimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
+		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
 	}
 	recipesMu.Lock()
 	defer recipesMu.Unlock()

@@ -53,6 +53,13 @@ func TestRecipeOptimizer(t *testing.T) {
 	if got := deit.NewOptimizer(1024); got != (AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05}) {
 		t.Errorf("DeiT's recipe at a batch of 1024: %v; want AdamW at lr 1e-3", got)
 	}
+	mnv3 := Recipe{Optimizer: "rmsprop", LR: 0.064, LRBatch: 1024, WeightDecay: 1e-5, Batch: 128}
+	if got := mnv3.NewOptimizer(1024); got != (RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}) {
+		t.Errorf("torchvision's MobileNetV3 recipe at a batch of 1024: %v; want its train.py's RMSprop at lr 0.064", got)
+	}
+	if err := RegisterRecipe(mnv3, "recipe_test_rmsprop"); err != nil {
+		t.Errorf("RegisterRecipe with rmsprop: %v", err)
+	}
 	if got := RecipeFor("resnet8").NewOptimizer(7); got != (SGD{LR: 0.2, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}) {
 		t.Errorf("resnet8's recipe at a batch of 7: %v; want its own rate, 0.2", got)
 	}

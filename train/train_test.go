@@ -173,6 +173,7 @@ func TestFitLearns(t *testing.T) {
 		{"mlp sgd nesterov", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4}},
 		{"cnn sgd", smallCNN, SGD{LR: 0.05, Momentum: 0.9}},
 		{"mlp adamw", smallMLP, AdamW{LR: 3e-3, WeightDecay: 1e-2}},
+		{"cnn rmsprop", smallCNN, RMSprop{LR: 2e-3, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}},
 		{"resnet sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 5e-4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -235,6 +236,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	}{
 		{"mlp with dropout, sgd", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}},
 		{"cnn adamw", smallCNN, AdamW{LR: 1e-3}},
+		{"mlp centered rmsprop", smallMLP, RMSprop{LR: 1e-3, Momentum: 0.9, WeightDecay: 1e-4, Centered: true}},
 		{"resnet with batch norm, sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -312,6 +314,7 @@ func TestCheckpointRefused(t *testing.T) {
 		{"not a checkpoint", write("text", []byte("hello, world; this is not a checkpoint")), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
 		{"wrong model", path, smallCNN, SGD{LR: 0.1, Momentum: 0.9}, ErrMismatch},
 		{"wrong optimizer", path, smallMLP, AdamW{LR: 0.1}, ErrMismatch},
+		{"sgd's checkpoint for rmsprop", path, smallMLP, RMSprop{LR: 0.1, Momentum: 0.9}, ErrMismatch},
 		{"missing file", filepath.Join(dir, "none"), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, os.ErrNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

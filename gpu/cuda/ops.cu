@@ -331,6 +331,30 @@ extern "C" __global__ void adamw_f32(float *w, const float *g, float *m, float *
 	}
 }
 
+// torch.optim.RMSprop: eps outside the root, weight decay added to the gradient. b is read only
+// with momentum, ga only when centered. alpha comes as the host's float64, so that 1-alpha rounds
+// as torch's.
+extern "C" __global__ void rmsprop_f32(float *w, const float *g, float *sq, float *b, float *ga, i64 n, double lr,
+	double alpha, double eps, double wd, double momentum, i64 centered) {
+	float l = (float)lr, a = (float)alpha, c = (float)(1 - alpha), e = (float)eps, d = (float)wd, m = (float)momentum;
+	GRID_STRIDE(i, n) {
+		float gi = g[i] + d * w[i];
+		float s = a * sq[i] + c * gi * gi;
+		sq[i] = s;
+		if (centered) {
+			float ai = a * ga[i] + c * gi;
+			ga[i] = ai;
+			s -= ai * ai;
+		}
+		float u = gi / ((float)sqrt((double)s) + e);
+		if (m != 0) {
+			u += m * b[i];
+			b[i] = u;
+		}
+		w[i] -= l * u;
+	}
+}
+
 // ---- Classifier ops: residual add, batch norm, global average pooling, label smoothing, padded
 // max pooling. Same conventions as above; the per-channel reductions run one block per channel
 // with a fixed-order tree in double.

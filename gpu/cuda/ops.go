@@ -671,3 +671,22 @@ func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v kernels.F32, p kernels.Ada
 	return o.launchN(s, "adamw_f32", w.Len, parg(wp), parg(gp), parg(mp), parg(vp), iarg(w.Len),
 		farg(p.LR), farg(p.Beta1), farg(p.Beta2), farg(p.Eps), farg(p.WeightDecay), farg(c1), farg(c2))
 }
+
+func (o *cudaOps) RMSpropStep(gs gpu.Stream, w, g, sq, b, ga kernels.F32, p kernels.RMSprop) error {
+	const op = "rmsprop"
+	s, e0 := o.stream(op, gs)
+	wp, e1 := o.f32(op, "w", w)
+	gp, e2 := o.f32(op, "g", g)
+	sqp, e3 := o.f32(op, "sq", sq)
+	bp, e4 := o.f32(op, "b", b)
+	gap, e5 := o.f32(op, "ga", ga)
+	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
+		return err
+	}
+	centered := 0
+	if p.Centered {
+		centered = 1
+	}
+	return o.launchN(s, "rmsprop_f32", w.Len, parg(wp), parg(gp), parg(sqp), parg(bp), parg(gap), iarg(w.Len),
+		farg(p.LR), math.Float64bits(p.Alpha), farg(p.Eps), farg(p.WeightDecay), farg(p.Momentum), iarg(centered))
+}

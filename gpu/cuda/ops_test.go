@@ -327,6 +327,16 @@ func TestCUDAParity(t *testing.T) {
 			}
 			return []any{w, m, v}
 		}},
+		{"rmsprop", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
+			sq, b, ga := sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n))
+			w2, sq2 := sd.f32(t, randF32(r, n)), sd.f32(t, make([]float32, n))
+			for range 3 {
+				check(t, sd.ops.RMSpropStep(sd.s, w, g, sq, b, ga, kernels.RMSprop{LR: 0.01, Alpha: 0.9, Eps: 0.0316, WeightDecay: 1e-4, Momentum: 0.9, Centered: true}))
+				check(t, sd.ops.RMSpropStep(sd.s, w2, g, sq2, kernels.F32{}, kernels.F32{}, kernels.RMSprop{LR: 0.01, Alpha: 0.99, Eps: 1e-8}))
+			}
+			return []any{w, sq, b, ga, w2, sq2}
+		}},
 	}
 	cases = append(cases, nnParityCases()...)
 	cases = append(cases, coreParityCases()...)
@@ -355,7 +365,7 @@ var parityCovers = map[string]string{
 	"SoftmaxCrossEntropy": "softmax cross-entropy", "Argmax": "softmax cross-entropy, argmax",
 	"CountCorrect": "softmax cross-entropy, argmax, count correct", "Conv2D": "conv2d", "Conv2DBackward": "conv2d",
 	"MaxPool2D": "maxpool", "MaxPool2DBackward": "maxpool", "Dropout": "dropout", "NormalizeU8": "normalize u8",
-	"SGDStep": "sgd", "AdamWStep": "adamw",
+	"SGDStep": "sgd", "AdamWStep": "adamw", "RMSpropStep": "rmsprop",
 	"Add": "add", "GlobalAvgPool": "global average pool", "GlobalAvgPoolBackward": "global average pool and grad",
 	"BatchNormTrain": "batch norm", "BatchNormEval": "batch norm", "BatchNormBackward": "batch norm",
 	"BatchNormStats": "batch norm over gathered stats", "BatchNormTrainStats": "batch norm over gathered stats",

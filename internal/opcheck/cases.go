@@ -401,6 +401,22 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 				return o.AdamWStep(s, w4, x4, x3, z4, kernels.AdamW{LR: 0.1, Step: 1})
 			}},
 		}},
+		{"RMSpropStep", func(o kernels.Ops, s gpu.Stream) error {
+			return o.RMSpropStep(s, w4, x4, y4, z4, none, kernels.RMSprop{LR: 0.1, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9})
+		}, []Bad{
+			{"centered without mean gradient", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RMSpropStep(s, w4, x4, y4, none, none, kernels.RMSprop{LR: 0.1, Alpha: 0.9, Centered: true})
+			}},
+			{"momentum without buffer", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RMSpropStep(s, w4, x4, y4, none, none, kernels.RMSprop{LR: 0.1, Alpha: 0.9, Momentum: 0.9})
+			}},
+			{"sq length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RMSpropStep(s, w4, x4, x3, none, none, kernels.RMSprop{LR: 0.1, Alpha: 0.9})
+			}},
+			{"sq overlaps w", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RMSpropStep(s, w4, x4, w4, none, none, kernels.RMSprop{LR: 0.1, Alpha: 0.9})
+			}},
+		}},
 	}
 	cases = append(cases, nnCases(f, x2, x3, x4, y4, z4, big, none)...)
 	cases = append(cases, conversionCases("BF16", kernels.Ops.ToBF16, kernels.Ops.FromBF16, x3, x4, y4, bf8)...)

@@ -681,6 +681,47 @@ func TestAdamW(t *testing.T) {
 	closeTo(t, "w", w, w64, 1e-5)
 }
 
+func TestRMSprop(t *testing.T) {
+	for _, tc := range []struct {
+		name                string
+		alpha, eps, wd, mom float64
+		centered            bool
+	}{
+		{"plain", 0.99, 1e-8, 0, 0, false},
+		{"momentum wd", 0.9, 0.0316, 1e-2, 0.9, false},
+		{"centered", 0.9, 1e-3, 1e-3, 0.5, true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := rand.New(rand.NewPCG(21, 22))
+			const n, lr = 40, 1e-2
+			w := randVec(r, n)
+			sq, b, ga := make([]float32, n), make([]float32, n), make([]float32, n)
+			w64, sq64, b64, ga64 := to64(w), make([]float64, n), make([]float64, n), make([]float64, n)
+			for range 4 {
+				g := randVec(r, n)
+				RMSprop(w, g, sq, b, ga, lr, tc.alpha, float32(tc.eps), float32(tc.wd), float32(tc.mom), tc.centered)
+				for i := range w64 {
+					d := float64(g[i]) + tc.wd*w64[i]
+					sq64[i] = tc.alpha*sq64[i] + (1-tc.alpha)*d*d
+					v := sq64[i]
+					if tc.centered {
+						ga64[i] = tc.alpha*ga64[i] + (1-tc.alpha)*d
+						v -= ga64[i] * ga64[i]
+					}
+					u := d / (math.Sqrt(v) + tc.eps)
+					if tc.mom != 0 {
+						b64[i] = tc.mom*b64[i] + u
+						u = b64[i]
+					}
+					w64[i] -= lr * u
+				}
+			}
+			closeTo(t, "w", w, w64, 1e-5)
+			closeTo(t, "sq", sq, sq64, 1e-5)
+		})
+	}
+}
+
 func TestForCoversRangeOnce(t *testing.T) {
 	for _, n := range []int{1, 7, 16, 17, 1000} {
 		hits := make([]int32, n)

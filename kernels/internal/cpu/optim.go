@@ -44,6 +44,33 @@ func AdamW(w, g, m, v []float32, lr, b1, b2, eps, wd float32, step int) {
 	})
 }
 
+// RMSprop applies one step of RMSprop, torch.optim.RMSprop's formulation: g' = g + wd*w;
+// sq = alpha*sq + (1-alpha)*g'²; centered: ga = alpha*ga + (1-alpha)*g', d = sqrt(sq - ga²) + eps,
+// otherwise d = sqrt(sq) + eps; with momentum, b = momentum*b + g'/d and w -= lr*b, otherwise
+// w -= lr*g'/d. b is untouched (and may be nil) with momentum 0, ga unless centered. alpha and
+// 1-alpha are rounded to float32 from float64, as torch's scalars.
+func RMSprop(w, g, sq, b, ga []float32, lr float32, alpha float64, eps, wd, momentum float32, centered bool) {
+	a, c := float32(alpha), float32(1-alpha)
+	For(len(w), 8, func(lo, hi int) {
+		for i := lo; i < hi; i++ {
+			d := g[i] + wd*w[i]
+			s := a*sq[i] + c*d*d
+			sq[i] = s
+			if centered {
+				m := a*ga[i] + c*d
+				ga[i] = m
+				s -= m * m
+			}
+			u := d / (float32(math.Sqrt(float64(s))) + eps)
+			if momentum != 0 {
+				u += momentum * b[i]
+				b[i] = u
+			}
+			w[i] -= lr * u
+		}
+	})
+}
+
 // DropoutKeep reports whether element i survives dropout with probability p under seed: a
 // counter-based hash, so any backend and any partition of the work give the same mask.
 func DropoutKeep(seed uint64, i int, p float32) bool {

@@ -1,0 +1,212 @@
+package train
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"math"
+	"math/rand/v2"
+	"os"
+	"os/exec"
+	"testing"
+	"unsafe"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+)
+
+// TestRMSpropTorch: RMSprop's steps match torch.optim.RMSprop's (torch's own implementation, run
+// through $STOKE_PYTHON) within 1e-6 relative, weights and state, over five steps of given
+// gradients, plain, with momentum, centered, with weight decay and with torchvision's MobileNetV3
+// settings; a bias (Param.Decayed false) gets no weight decay, as a torch parameter group with
+// weight_decay 0.
+func TestRMSpropTorch(t *testing.T) {
+	py := os.Getenv("STOKE_PYTHON")
+	if py == "" {
+		t.Skip("no python with torch (set STOKE_PYTHON)")
+	}
+	const n, nb, steps = 24, 5, 5
+	cases := []struct {
+		name string
+		o    RMSprop
+	}{
+		{"plain", RMSprop{LR: 0.01}},
+		{"momentum", RMSprop{LR: 0.01, Momentum: 0.9}},
+		{"centered", RMSprop{LR: 0.01, Alpha: 0.9, Centered: true}},
+		{"centered momentum", RMSprop{LR: 0.005, Momentum: 0.5, Centered: true, Eps: 1e-3}},
+		{"weight decay", RMSprop{LR: 0.01, WeightDecay: 0.1}},
+		{"mobilenet_v3", RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}},
+	}
+	r := rand.New(rand.NewPCG(7, 8))
+	vec := func(k int, scale float32) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = scale * float32(r.NormFloat64())
+		}
+		return v
+	}
+	type pcase struct {
+		LR, Alpha, Eps, WeightDecay, Momentum float64
+		Centered                              bool
+		W, B                                  []float32
+		GW, GB                                [][]float32 // the gradients of each step
+	}
+	in := make([]pcase, len(cases))
+	for i, c := range cases {
+		o := c.o.withDefaults()
+		in[i] = pcase{LR: o.LR, Alpha: o.Alpha, Eps: o.Eps, WeightDecay: o.WeightDecay, Momentum: o.Momentum, Centered: o.Centered,
+			W: vec(n, 1), B: vec(nb, 0.1)}
+		for range steps {
+			in[i].GW, in[i].GB = append(in[i].GW, vec(n, 0.5)), append(in[i].GB, vec(nb, 0.05))
+		}
+	}
+	script := `
+import json, sys, torch
+out = []
+for c in json.load(sys.stdin):
+    w = torch.nn.Parameter(torch.tensor(c["W"], dtype=torch.float32))
+    b = torch.nn.Parameter(torch.tensor(c["B"], dtype=torch.float32))
+    opt = torch.optim.RMSprop([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=c["LR"], alpha=c["Alpha"],
+        eps=c["Eps"], weight_decay=c["WeightDecay"], momentum=c["Momentum"], centered=c["Centered"])
+    for gw, gb in zip(c["GW"], c["GB"]):
+        w.grad = torch.tensor(gw, dtype=torch.float32)
+        b.grad = torch.tensor(gb, dtype=torch.float32)
+        opt.step()
+    res = {}
+    for name, p in (("W", w), ("B", b)):
+        st = opt.state[p]
+        res[name] = [p.detach().tolist(), st["square_avg"].tolist()]
+        if c["Momentum"] != 0:
+            res[name].append(st["momentum_buffer"].tolist())
+        if c["Centered"]:
+            res[name].append(st["grad_avg"].tolist())
+    out.append(res)
+print(json.dumps(out))
+`
+	inb, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = bytes.NewReader(inb)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torch: %v: %s", err, stderr.Bytes())
+	}
+	var want []map[string][][]float64
+	if err := json.Unmarshal(outb, &want); err != nil {
+		t.Fatal(err)
+	}
+
+	dev := openCPU(t)
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	for i, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			pc := in[i]
+			w := newTestParam(t, dev, s, kindWeight, pc.W)
+			b := newTestParam(t, dev, s, kindBias, pc.B)
+			for _, p := range []*testParam{w, b} {
+				for range c.o.Slots() {
+					p.state = append(p.state, deviceF32(t, dev, s, make([]float32, p.W.Len)))
+				}
+			}
+			for step := range steps {
+				for _, x := range []struct {
+					p *testParam
+					g []float32
+				}{{w, pc.GW[step]}, {b, pc.GB[step]}} {
+					put(t, s, x.p.G, x.g)
+					if err := c.o.Update(ops, s, &x.p.Param, x.p.state, c.o.LR, step+1); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			for name, p := range map[string]*testParam{"W": w, "B": b} {
+				got := append([]kernels.F32{p.W}, p.state...)
+				if len(got) != len(want[i][name]) {
+					t.Fatalf("%s: %d tensors of weights and state; torch has %d", name, len(got), len(want[i][name]))
+				}
+				for j, v := range got {
+					if e := relErr(download(t, s, v), want[i][name][j]); !(e <= 1e-6) {
+						t.Errorf("%s tensor %d (weights, square_avg, momentum_buffer, grad_avg): relative error %g against torch; want <= 1e-6",
+							name, j, e)
+					}
+				}
+			}
+		})
+	}
+}
+
+// testParam is a Param on a device with its optimizer state.
+type testParam struct {
+	Param
+	state []kernels.F32
+}
+
+func newTestParam(t *testing.T, dev gpu.Device, s gpu.Stream, kind paramKind, w []float32) *testParam {
+	t.Helper()
+	return &testParam{Param: Param{W: deviceF32(t, dev, s, w), G: deviceF32(t, dev, s, make([]float32, len(w))), kind: kind}}
+}
+
+// deviceF32 allocates a tensor on dev holding host.
+func deviceF32(t *testing.T, dev gpu.Device, s gpu.Stream, host []float32) kernels.F32 {
+	t.Helper()
+	buf, err := dev.Alloc(4 * len(host))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { buf.Free() })
+	v := kernels.Float32s(buf)
+	put(t, s, v, host)
+	return v
+}
+
+// put copies host into v.
+func put(t *testing.T, s gpu.Stream, v kernels.F32, host []float32) {
+	t.Helper()
+	if err := upload(s, v, host); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// download reads v.
+func download(t *testing.T, s gpu.Stream, v kernels.F32) []float32 {
+	t.Helper()
+	host := make([]float32, v.Len)
+	if err := s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Synchronize(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	return host
+}
+
+// relErr is the largest difference of got from want relative to want's largest magnitude.
+func relErr(got []float32, want []float64) float64 {
+	if len(got) != len(want) {
+		return math.Inf(1)
+	}
+	var d, m float64
+	for i := range want {
+		d = max(d, math.Abs(float64(got[i])-want[i]))
+		m = max(m, math.Abs(want[i]))
+	}
+	if m == 0 {
+		return d
+	}
+	return d / m
+}
