@@ -48,9 +48,11 @@
 //
 // A Graph owns the memory of the tensors its ops make: it reuses that memory after Reset, so a
 // tensor of a graph is valid until the graph's next Reset. Memory is handed out from a pool keyed
-// by size: a step whose shapes repeat the previous step's allocates no device memory. The memory
-// of parameters and buffers belongs to whoever binds them (Bind, or a train.Trainer through
-// train.Graph); a Graph only reads them and writes their gradients.
+// by size: a step whose shapes repeat the previous step's allocates no device memory. The Tensor
+// values themselves, their shapes and the record are reused after Reset too, so such a step
+// allocates little Go memory either (one VJP closure per op). The memory of parameters and
+// buffers belongs to whoever binds them (Bind, or a train.Trainer through train.Graph); a Graph
+// only reads them and writes their gradients.
 //
 // # Concurrency
 //

@@ -20,8 +20,7 @@ func Linear(x, w, b *Tensor) *Tensor {
 		return &Tensor{g: g}
 	}
 	rows, in, out := x.Len()/max(x.shape[len(x.shape)-1], 1), w.shape[1], w.shape[0]
-	shape := append(slices.Clone(x.shape[:len(x.shape)-1]), out)
-	y := g.newTensor(shape)
+	y := g.newTensor(g.shape(x.shape[:len(x.shape)-1], out))
 	g.run(func() error {
 		if err := g.ops.Gemm(g.s, false, true, rows, out, in, 1, x.data, w.data, 0, y.data); err != nil {
 			return err
@@ -31,14 +30,9 @@ func Linear(x, w, b *Tensor) *Tensor {
 		}
 		return g.ops.BiasAdd(g.s, y.data, b.data, rows, 1)
 	})
-	ins := []*Tensor{x, w}
-	if b != nil {
-		ins = append(ins, b)
-	}
-	g.record(y, "linear", nil, ins, func(dy *Tensor) []*Tensor {
-		grads := make([]*Tensor, len(ins))
+	g.record(y, "linear", nil, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		if x.grad {
-			dx := g.newTensor(slices.Clone(x.shape))
+			dx := g.newTensor(x.shape)
 			g.run(func() error { return g.ops.Gemm(g.s, false, false, rows, in, out, 1, dy.data, w.data, 0, dx.data) })
 			grads[0] = dx
 		}
@@ -52,7 +46,6 @@ func Linear(x, w, b *Tensor) *Tensor {
 			g.run(func() error { return g.ops.BiasGrad(g.s, db.data, dy.data, rows, 1) })
 			grads[2] = db
 		}
-		return grads
 	})
 	return y
 }
@@ -118,26 +111,24 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, %+v: %w", x.shape, w.shape, o, err))
 		return &Tensor{g: g}
 	}
-	attr := Attr{"stride": geo.Stride, "padding": geo.Pad}
-	if groups > 1 {
-		attr["groups"] = groups
+	attr := func() Attr {
+		a := Attr{"stride": geo.Stride, "padding": geo.Pad}
+		if groups > 1 {
+			a["groups"] = groups
+		}
+		return a
 	}
-	y := g.newTensor([]int{geo.N, geo.OutC, geo.OutH(), geo.OutW()})
+	y := g.newTensor(g.shape(nil, geo.N, geo.OutC, geo.OutH(), geo.OutW()))
 	ws := g.buf(geo.WorkspaceLen())
 	var bias kernels.F32
 	if b != nil {
 		bias = b.data
 	}
 	g.run(func() error { return g.ops.Conv2D(g.s, y.data, x.data, w.data, bias, ws, geo) })
-	ins := []*Tensor{x, w}
-	if b != nil {
-		ins = append(ins, b)
-	}
-	g.record(y, "conv2d", attr, ins, func(dy *Tensor) []*Tensor {
-		grads := make([]*Tensor, len(ins))
+	g.record(y, "conv2d", attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		var dx, db kernels.F32
 		if x.grad {
-			grads[0] = g.newTensor(slices.Clone(x.shape))
+			grads[0] = g.newTensor(x.shape)
 			dx = grads[0].data
 		}
 		grads[1] = g.gradFor(w)
@@ -152,7 +143,6 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		if b != nil && !b.grad {
 			grads[2] = nil
 		}
-		return grads
 	})
 	return y
 }
@@ -166,22 +156,17 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 		g.fail(fmt.Errorf("nn: conv2d of input %v, weight %v, %+v: %w", x.shape, w.shape, o, err))
 		return &Tensor{g: g}
 	}
-	y := g.newTensor([]int{geo.N, geo.C, geo.OutH(), geo.OutW()})
+	y := g.newTensor(g.shape(nil, geo.N, geo.C, geo.OutH(), geo.OutW()))
 	var bias kernels.F32
 	if b != nil {
 		bias = b.data
 	}
 	g.run(func() error { return g.ops.DepthwiseConv2D(g.s, y.data, x.data, w.data, bias, geo) })
-	ins := []*Tensor{x, w}
-	if b != nil {
-		ins = append(ins, b)
-	}
-	attr := Attr{"stride": geo.Stride, "padding": geo.Pad, "groups": geo.C}
-	g.record(y, "conv2d", attr, ins, func(dy *Tensor) []*Tensor {
-		grads := make([]*Tensor, len(ins))
+	attr := func() Attr { return Attr{"stride": geo.Stride, "padding": geo.Pad, "groups": geo.C} }
+	g.record(y, "conv2d", attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		var dx, db kernels.F32
 		if x.grad {
-			grads[0] = g.newTensor(slices.Clone(x.shape))
+			grads[0] = g.newTensor(x.shape)
 			dx = grads[0].data
 		}
 		grads[1] = g.gradFor(w)
@@ -195,7 +180,6 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 		if !w.grad {
 			grads[1] = nil
 		}
-		return grads
 	})
 	return y
 }
@@ -214,8 +198,8 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		return &Tensor{g: g}
 	}
 	c := x.shape[1]
-	for _, t := range []*Tensor{runMean, runVar, weight, bias} {
-		if t == nil || !slices.Equal(t.shape, []int{c}) {
+	for _, t := range [...]*Tensor{runMean, runVar, weight, bias} {
+		if t == nil || len(t.shape) != 1 || t.shape[0] != c {
 			g.fail(fmt.Errorf("nn: batch norm of %v: a statistic or affine tensor of shape %v; want [%d]: %w", x.shape, shapeOf(t), c, ErrShape))
 			return &Tensor{g: g}
 		}
@@ -225,7 +209,8 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		g.fail(fmt.Errorf("nn: batch norm of %v: %w", x.shape, err))
 		return &Tensor{g: g}
 	}
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
+	attr := func() Attr { return Attr{"eps": eps, "momentum": momentum} }
 	// A frozen batch norm (its affine parameters bound without gradient memory: a trainer's
 	// frozen backbone) evaluates in training too, as torchvision's FrozenBatchNorm2d.
 	frozen := weight.Trained() && !weight.grad
@@ -233,11 +218,11 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		g.run(func() error {
 			return g.ops.BatchNormEval(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, geo)
 		})
-		g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
+		g.record(y, "batch_norm", attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, dx []*Tensor) {
 			// y = x·s + t per channel, s = weight/√(runVar+eps): dx = dy·s. The affine tensors
 			// of a batch norm in evaluation (frozen) get no gradient.
 			scale := Mul(weight, Rsqrt(AddScalar(runVar, eps)))
-			return []*Tensor{Mul(dy, scale.Reshape(append([]int{c}, ones(len(x.shape)-2)...)...))}
+			dx[0] = Mul(dy, scale.Reshape(append([]int{c}, ones(len(x.shape)-2)...)...))
 		})
 		return y
 	}
@@ -266,18 +251,18 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 			return g.ops.BatchNormTrainStats(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, stats, geo)
 		})
 	}
-	g.record(y, "batch_norm", Attr{"eps": eps, "momentum": momentum}, []*Tensor{x, weight, bias, runMean, runVar}, func(dy *Tensor) []*Tensor {
+	g.record(y, "batch_norm", attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, grads []*Tensor) {
 		var dx kernels.F32
-		grads := []*Tensor{nil, g.gradFor(weight), g.gradFor(bias)}
+		grads[1], grads[2] = g.gradFor(weight), g.gradFor(bias)
 		if x.grad {
-			grads[0] = g.newTensor(slices.Clone(x.shape))
+			grads[0] = g.newTensor(x.shape)
 			dx = grads[0].data
 		}
 		if sync == nil || !x.grad {
 			g.run(func() error {
 				return g.ops.BatchNormBackward(g.s, dx, grads[1].data, grads[2].data, dy.data, x.data, weight.data, mean, invStd, geo)
 			})
-			return grads
+			return
 		}
 		// The weight and bias gradients stay this rank's (data-parallel training averages them
 		// as any other); their sums over the ranks, with the total count, give dx.
@@ -297,7 +282,6 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		g.run(func() error {
 			return g.ops.BatchNormBackwardInput(g.s, dx, dy.data, x.data, weight.data, mean, invStd, sums, geo)
 		})
-		return grads
 	})
 	return y
 }
@@ -310,8 +294,8 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 		return orphan("layer norm")
 	}
 	cols := x.Dim(-1)
-	for _, t := range []*Tensor{weight, bias} {
-		if t != nil && !slices.Equal(t.shape, []int{cols}) {
+	for _, t := range [...]*Tensor{weight, bias} {
+		if t != nil && (len(t.shape) != 1 || t.shape[0] != cols) {
 			g.fail(fmt.Errorf("nn: layer norm of %v: weight or bias of shape %v: %w", x.shape, t.shape, ErrShape))
 			return &Tensor{g: g}
 		}
@@ -324,27 +308,25 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 	if bias != nil {
 		beta = bias.data
 	}
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
 	mean, rstd := g.buf(rows), g.buf(rows)
 	g.run(func() error { return g.ops.LayerNorm(g.s, y.data, mean, rstd, x.data, gamma, beta, rows, cols, eps) })
-	ins := []*Tensor{x, weight, bias}
-	g.record(y, "layer_norm", Attr{"eps": eps}, slices.DeleteFunc(ins, func(t *Tensor) bool { return t == nil }), func(dy *Tensor) []*Tensor {
-		grads := make([]*Tensor, 0, 3)
-		dx := g.newTensor(slices.Clone(x.shape))
-		grads = append(grads, dx)
+	g.record(y, "layer_norm", func() Attr { return Attr{"eps": eps} }, g.operands(x, weight, bias), func(dy *Tensor, grads []*Tensor) {
+		dx := g.newTensor(x.shape)
+		grads[0] = dx
 		var dgamma, dbeta kernels.F32
+		i := 1
 		if weight != nil {
-			t := g.newTensor([]int{cols})
-			dgamma, grads = t.data, append(grads, t)
+			grads[i] = g.newTensor(weight.shape)
+			dgamma, i = grads[i].data, i+1
 		}
 		if bias != nil {
-			t := g.newTensor([]int{cols})
-			dbeta, grads = t.data, append(grads, t)
+			grads[i] = g.newTensor(bias.shape)
+			dbeta = grads[i].data
 		}
 		g.run(func() error {
 			return g.ops.LayerNormBackward(g.s, dx.data, dgamma, dbeta, dy.data, x.data, gamma, mean, rstd, rows, cols)
 		})
-		return grads
 	})
 	return y
 }
@@ -357,12 +339,11 @@ func Softmax(x *Tensor) *Tensor {
 	}
 	cols := x.Dim(-1)
 	rows := x.Len() / max(cols, 1)
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Softmax(g.s, y.data, x.data, rows, cols) })
-	g.record(y, "softmax", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.newTensor(slices.Clone(x.shape))
-		g.run(func() error { return g.ops.SoftmaxBackward(g.s, dx.data, dy.data, y.data, rows, cols) })
-		return []*Tensor{dx}
+	g.record(y, "softmax", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.newTensor(x.shape)
+		g.run(func() error { return g.ops.SoftmaxBackward(g.s, dx[0].data, dy.data, y.data, rows, cols) })
 	})
 	return y
 }
@@ -387,15 +368,16 @@ func ScaledDotProductAttention(q, k, v *Tensor, scale float32) *Tensor {
 		g.fail(fmt.Errorf("nn: scaled dot-product attention of query %v, key %v, value %v, scale %v: %w", q.shape, k.shape, v.shape, scale, err))
 		return &Tensor{g: g}
 	}
-	y := g.newTensor(slices.Clone(q.shape))
+	y := g.newTensor(q.shape)
 	lse := g.buf(geo.Rows()) // each query's log-sum-exp, for the backward pass
 	g.run(func() error { return g.ops.Attention(g.s, y.data, lse, q.data, k.data, v.data, geo) })
-	g.record(y, "scaled_dot_product_attention", Attr{"scale": scale}, []*Tensor{q, k, v}, func(dy *Tensor) []*Tensor {
-		dq, dk, dv := g.newTensor(slices.Clone(q.shape)), g.newTensor(slices.Clone(k.shape)), g.newTensor(slices.Clone(v.shape))
+	attr := func() Attr { return Attr{"scale": scale} }
+	g.record(y, "scaled_dot_product_attention", attr, g.operands(q, k, v), func(dy *Tensor, dx []*Tensor) {
+		dq, dk, dv := g.newTensor(q.shape), g.newTensor(k.shape), g.newTensor(v.shape)
 		g.run(func() error {
 			return g.ops.AttentionBackward(g.s, dq.data, dk.data, dv.data, dy.data, q.data, k.data, v.data, y.data, lse, geo)
 		})
-		return []*Tensor{dq, dk, dv}
+		dx[0], dx[1], dx[2] = dq, dk, dv
 	})
 	return y
 }
@@ -416,13 +398,13 @@ func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
 		g.fail(fmt.Errorf("nn: max pool of %v: %w", x.shape, err))
 		return &Tensor{g: g}
 	}
-	y := g.newTensor([]int{geo.N, geo.C, geo.OutH(), geo.OutW()})
+	y := g.newTensor(g.shape(nil, geo.N, geo.C, geo.OutH(), geo.OutW()))
 	arg := kernels.I32(g.buf(geo.OutLen()))
 	g.run(func() error { return g.ops.MaxPool2D(g.s, y.data, arg, x.data, geo) })
-	g.record(y, "max_pool2d", Attr{"kernel": k, "stride": geo.Stride, "padding": pad}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.newTensor(slices.Clone(x.shape))
-		g.run(func() error { return g.ops.MaxPool2DBackward(g.s, dx.data, dy.data, arg, geo) })
-		return []*Tensor{dx}
+	attr := func() Attr { return Attr{"kernel": k, "stride": geo.Stride, "padding": pad} }
+	g.record(y, "max_pool2d", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.newTensor(x.shape)
+		g.run(func() error { return g.ops.MaxPool2DBackward(g.s, dx[0].data, dy.data, arg, geo) })
 	})
 	return y
 }
@@ -439,12 +421,11 @@ func GlobalAvgPool(x *Tensor) *Tensor {
 		return &Tensor{g: g}
 	}
 	inner := x.shape[2] * x.shape[3]
-	y := g.newTensor([]int{x.shape[0], x.shape[1], 1, 1})
+	y := g.newTensor(g.shape(nil, x.shape[0], x.shape[1], 1, 1))
 	g.run(func() error { return g.ops.GlobalAvgPool(g.s, y.data, x.data, inner) })
-	g.record(y, "global_avg_pool", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.newTensor(slices.Clone(x.shape))
-		g.run(func() error { return g.ops.GlobalAvgPoolBackward(g.s, dx.data, dy.data, inner) })
-		return []*Tensor{dx}
+	g.record(y, "global_avg_pool", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.newTensor(x.shape)
+		g.run(func() error { return g.ops.GlobalAvgPoolBackward(g.s, dx[0].data, dy.data, inner) })
 	})
 	return y
 }
@@ -462,10 +443,10 @@ func Dropout(x *Tensor, p float32) *Tensor {
 	}
 	g.draws++
 	seed := g.seed ^ (g.draws * 0x9e3779b97f4a7c15)
-	y := g.newTensor(slices.Clone(x.shape))
-	mask := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
+	mask := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Dropout(g.s, y.data, mask.data, x.data, p, seed) })
-	g.record(y, "dropout", Attr{"p": p}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dy, mask)} })
+	g.record(y, "dropout", func() Attr { return Attr{"p": p} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dy, mask) })
 	return y
 }
 
@@ -481,12 +462,13 @@ func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor
 		return &Tensor{g: g}
 	}
 	n, classes := logits.shape[0], logits.shape[1]
-	loss := g.newTensor([]int{1})
-	dl := g.newTensor(slices.Clone(logits.shape))
+	loss := g.newTensor(g.shape(nil, 1))
+	dl := g.newTensor(logits.shape)
 	g.run(func() error {
 		return g.ops.SoftmaxCrossEntropySmooth(g.s, loss.data, dl.data, logits.data, labels, n, classes, smoothing)
 	})
-	g.record(loss, "cross_entropy", Attr{"smoothing": smoothing}, []*Tensor{logits}, func(dy *Tensor) []*Tensor { return []*Tensor{Mul(dl, dy)} })
+	attr := func() Attr { return Attr{"smoothing": smoothing} }
+	g.record(loss, "cross_entropy", attr, g.operands(logits), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dl, dy) })
 	return loss
 }
 

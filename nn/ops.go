@@ -11,46 +11,44 @@ import (
 // and a dimension of size 1 (or a missing one) stretches to the other's.
 
 // Add returns x + y.
-func Add(x, y *Tensor) *Tensor {
-	return binary(kernels.BinaryAdd, "add", x, y, func(z, dz *Tensor) (*Tensor, *Tensor) { return dz, dz })
-}
+func Add(x, y *Tensor) *Tensor { return binary(kernels.BinaryAdd, "add", x, y) }
 
 // Sub returns x − y.
-func Sub(x, y *Tensor) *Tensor {
-	return binary(kernels.BinarySub, "sub", x, y, func(z, dz *Tensor) (*Tensor, *Tensor) { return dz, Scale(dz, -1) })
-}
+func Sub(x, y *Tensor) *Tensor { return binary(kernels.BinarySub, "sub", x, y) }
 
 // Mul returns x · y elementwise.
-func Mul(x, y *Tensor) *Tensor {
-	return binary(kernels.BinaryMul, "mul", x, y, func(z, dz *Tensor) (*Tensor, *Tensor) { return Mul(dz, y), Mul(dz, x) })
-}
+func Mul(x, y *Tensor) *Tensor { return binary(kernels.BinaryMul, "mul", x, y) }
 
 // Div returns x / y elementwise.
-func Div(x, y *Tensor) *Tensor {
-	return binary(kernels.BinaryDiv, "div", x, y, func(z, dz *Tensor) (*Tensor, *Tensor) {
-		dx := Div(dz, y)
-		return dx, Scale(Mul(dx, z), -1) // d(x/y)/dy = −x/y² = −z/y
-	})
-}
+func Div(x, y *Tensor) *Tensor { return binary(kernels.BinaryDiv, "div", x, y) }
 
-// binary runs f over the broadcast of x and y; vjp returns the gradients of x and y (of the
-// broadcast shape: Backward reduces them).
-func binary(f kernels.BinaryFunc, name string, x, y *Tensor, vjp func(z, dz *Tensor) (*Tensor, *Tensor)) *Tensor {
+// binary runs f over the broadcast of x and y. Its VJP gives the gradients of x and y of the
+// broadcast shape: Backward reduces them.
+func binary(f kernels.BinaryFunc, name string, x, y *Tensor) *Tensor {
 	g := graphOf(x, y)
 	if g == nil {
 		return orphan(name)
 	}
-	shape, err := broadcast(x.shape, y.shape)
-	if err != nil {
+	shape := g.dims.take(max(len(x.shape), len(y.shape)))
+	if err := broadcast(shape, x.shape, y.shape); err != nil {
 		g.fail(fmt.Errorf("nn: %s: %w", name, err))
 		return &Tensor{g: g}
 	}
 	z := g.newTensor(shape)
-	xs, ys := stridesIn(x.shape, shape), stridesIn(y.shape, shape)
+	xs, ys := stridesIn(g.dims.take(len(shape)), x.shape, shape), stridesIn(g.dims.take(len(shape)), y.shape, shape)
 	g.run(func() error { return g.ops.Binary(g.s, f, z.data, x.data, y.data, shape, xs, ys) })
-	g.record(z, name, nil, []*Tensor{x, y}, func(dz *Tensor) []*Tensor {
-		dx, dy := vjp(z, dz)
-		return []*Tensor{dx, dy}
+	g.record(z, name, nil, g.operands(x, y), func(dz *Tensor, dx []*Tensor) {
+		switch f {
+		case kernels.BinaryAdd:
+			dx[0], dx[1] = dz, dz
+		case kernels.BinarySub:
+			dx[0], dx[1] = dz, Scale(dz, -1)
+		case kernels.BinaryMul:
+			dx[0], dx[1] = Mul(dz, y), Mul(dz, x)
+		case kernels.BinaryDiv:
+			dx[0] = Div(dz, y)
+			dx[1] = Scale(Mul(dx[0], z), -1) // d(x/y)/dy = −x/y² = −z/y
+		}
 	})
 	return z
 }
@@ -67,14 +65,14 @@ func Scale(x *Tensor, a float32) *Tensor {
 	if g == nil {
 		return orphan("scale")
 	}
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
 	g.run(func() error {
 		if err := g.ops.Copy(g.s, y.data, x.data); err != nil {
 			return err
 		}
 		return g.ops.Scale(g.s, y.data, a)
 	})
-	g.record(y, "scale", Attr{"alpha": a}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{Scale(dy, a)} })
+	g.record(y, "scale", func() Attr { return Attr{"alpha": a} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Scale(dy, a) })
 	return y
 }
 
@@ -129,12 +127,11 @@ func unary(f kernels.UnaryFunc, x *Tensor) *Tensor {
 	if g == nil {
 		return orphan(f.String())
 	}
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Unary(g.s, f, y.data, x.data) })
-	g.record(y, f.String(), nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.newTensor(slices.Clone(x.shape))
-		g.run(func() error { return g.ops.UnaryGrad(g.s, f, dx.data, dy.data, x.data) })
-		return []*Tensor{dx}
+	g.record(y, f.String(), nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.newTensor(x.shape)
+		g.run(func() error { return g.ops.UnaryGrad(g.s, f, dx[0].data, dy.data, x.data) })
 	})
 	return y
 }
@@ -145,12 +142,11 @@ func ReLU(x *Tensor) *Tensor {
 	if g == nil {
 		return orphan("relu")
 	}
-	y := g.newTensor(slices.Clone(x.shape))
+	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.ReLU(g.s, y.data, x.data) })
-	g.record(y, "relu", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.newTensor(slices.Clone(x.shape))
-		g.run(func() error { return g.ops.ReLUGrad(g.s, dx.data, dy.data, y.data) })
-		return []*Tensor{dx}
+	g.record(y, "relu", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.newTensor(x.shape)
+		g.run(func() error { return g.ops.ReLUGrad(g.s, dx[0].data, dy.data, y.data) })
 	})
 	return y
 }
@@ -162,7 +158,7 @@ func Sum(x *Tensor, axes []int, keepDim bool) *Tensor {
 	if g == nil {
 		return orphan("sum")
 	}
-	keep := slices.Clone(x.shape)
+	keep := g.shape(x.shape)
 	summed := make([]bool, len(x.shape))
 	for _, a := range axes {
 		if a < 0 {
@@ -177,7 +173,7 @@ func Sum(x *Tensor, axes []int, keepDim bool) *Tensor {
 	y := x
 	if !slices.Equal(keep, x.shape) {
 		y = reduce(x, keep)
-		g.record(y, "sum", Attr{"keep": slices.Clone(keep)}, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{expand(dy, x.shape)} })
+		g.record(y, "sum", func() Attr { return Attr{"keep": slices.Clone(keep)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = expand(dy, x.shape) })
 	}
 	if keepDim {
 		return y
@@ -213,7 +209,8 @@ func sumTo(gx *Tensor, shape []int) *Tensor {
 	if slices.Equal(gx.shape, shape) {
 		return gx
 	}
-	keep := make([]int, len(gx.shape))
+	g := gx.g
+	keep := g.dims.take(len(gx.shape))
 	off := len(gx.shape) - len(shape)
 	for d := range keep {
 		keep[d] = 1
@@ -221,16 +218,15 @@ func sumTo(gx *Tensor, shape []int) *Tensor {
 			keep[d] = shape[d-off]
 		}
 	}
-	return &Tensor{shape: slices.Clone(shape), data: reduce(gx, keep).data, g: gx.g}
+	return g.tensor(shape, reduce(gx, keep).data)
 }
 
 // expand broadcasts x to shape (x's dimensions aligned at the end), unrecorded: a copy.
 func expand(x *Tensor, shape []int) *Tensor {
 	g := x.g
-	y := g.newTensor(slices.Clone(shape))
-	g.run(func() error {
-		return g.ops.CopyStrided(g.s, y.data, packedStrides(shape), x.data, stridesIn(x.shape, shape), shape)
-	})
+	y := g.newTensor(shape)
+	dst, src := packedStrides(g.dims.take(len(shape)), shape), stridesIn(g.dims.take(len(shape)), x.shape, shape)
+	g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dst, x.data, src, shape) })
 	return y
 }
 
@@ -241,24 +237,24 @@ func (x *Tensor) Reshape(shape ...int) *Tensor {
 	if g == nil {
 		return orphan("reshape")
 	}
-	shape = slices.Clone(shape)
-	if i := slices.Index(shape, -1); i >= 0 {
+	to := g.shape(shape) // a copy: the caller's slice does not escape
+	if i := slices.Index(to, -1); i >= 0 {
 		rest := 1
-		for j, d := range shape {
+		for j, d := range to {
 			if j != i {
 				rest *= d
 			}
 		}
 		if rest > 0 {
-			shape[i] = x.Len() / rest
+			to[i] = x.Len() / rest
 		}
 	}
-	if !fits(shape) || prod(shape) != x.Len() {
-		g.fail(fmt.Errorf("nn: reshape %v to %v: %w", x.shape, shape, ErrShape))
+	if !fits(to) || prod(to) != x.Len() {
+		g.fail(fmt.Errorf("nn: reshape %v to %v: %w", x.shape, to, ErrShape))
 		return &Tensor{g: g}
 	}
-	y := &Tensor{shape: shape, data: x.data, g: g}
-	g.record(y, "reshape", nil, []*Tensor{x}, func(dy *Tensor) []*Tensor { return []*Tensor{dy.Reshape(x.shape...)} })
+	y := g.tensor(to, x.data)
+	g.record(y, "reshape", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = dy.Reshape(x.shape...) })
 	return y
 }
 
@@ -284,20 +280,22 @@ func Permute(x *Tensor, perm ...int) *Tensor {
 		g.fail(fmt.Errorf("nn: permute %v of a tensor of shape %v: %w", perm, x.shape, ErrShape))
 		return &Tensor{g: g}
 	}
-	shape := make([]int, len(perm))
-	src := packedStrides(x.shape)
-	srcStrides := make([]int, len(perm))
+	shape := g.dims.take(len(perm))
+	src := packedStrides(g.dims.take(len(perm)), x.shape)
+	srcStrides := g.dims.take(len(perm))
 	for d, p := range perm {
 		shape[d], srcStrides[d] = x.shape[p], src[p]
 	}
 	y := g.newTensor(shape)
-	g.run(func() error { return g.ops.CopyStrided(g.s, y.data, packedStrides(shape), x.data, srcStrides, shape) })
-	g.record(y, "permute", Attr{"perm": slices.Clone(perm)}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		inv := make([]int, len(perm))
+	dstStrides := packedStrides(g.dims.take(len(shape)), shape)
+	g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dstStrides, x.data, srcStrides, shape) })
+	perm = g.shape(perm)
+	g.record(y, "permute", func() Attr { return Attr{"perm": slices.Clone(perm)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		inv := g.dims.take(len(perm))
 		for d, p := range perm {
 			inv[p] = d
 		}
-		return []*Tensor{Permute(dy, inv...)}
+		dx[0] = Permute(dy, inv...)
 	})
 	return y
 }
@@ -334,28 +332,29 @@ func Narrow(x *Tensor, dim, start, n int) *Tensor {
 		g.fail(fmt.Errorf("nn: narrow dim %d [%d, %d) of a tensor of shape %v: %w", dim, start, start+n, x.shape, ErrShape))
 		return &Tensor{g: g}
 	}
-	shape := slices.Clone(x.shape)
+	shape := g.shape(x.shape)
 	shape[dim] = n
 	var y *Tensor
 	if prod(x.shape[:dim]) == 1 {
 		inner := prod(x.shape[dim+1:])
-		y = &Tensor{shape: shape, g: g}
+		y = g.tensor(shape, kernels.F32{})
 		if !g.meta && g.err == nil {
 			y.data = x.data.Slice(start*inner, (start+n)*inner)
 		}
 	} else {
 		y = g.newTensor(shape)
-		strides := packedStrides(x.shape)
+		strides := packedStrides(g.dims.take(len(x.shape)), x.shape)
+		dstStrides := packedStrides(g.dims.take(len(shape)), shape)
 		src := x.data
 		if !g.meta && g.err == nil {
 			src = x.data.Slice(start*strides[dim], x.data.Len)
 		}
-		g.run(func() error { return g.ops.CopyStrided(g.s, y.data, packedStrides(shape), src, strides, shape) })
+		g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dstStrides, src, strides, shape) })
 	}
-	g.record(y, "narrow", Attr{"dim": dim, "start": start, "length": n}, []*Tensor{x}, func(dy *Tensor) []*Tensor {
-		dx := g.Full(0, x.shape...)
-		place(dx, dy, dim, start)
-		return []*Tensor{dx}
+	attr := func() Attr { return Attr{"dim": dim, "start": start, "length": n} }
+	g.record(y, "narrow", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		dx[0] = g.Full(0, x.shape...)
+		place(dx[0], dy, dim, start)
 	})
 	return y
 }
@@ -387,7 +386,7 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 	if dim < 0 {
 		dim += len(first)
 	}
-	shape := slices.Clone(first)
+	shape := g.shape(first)
 	shape[dim] = 0
 	for _, x := range xs {
 		same := len(x.shape) == len(first)
@@ -406,14 +405,13 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 		place(y, x, dim, at)
 		at += x.shape[dim]
 	}
-	g.record(y, "concat", Attr{"dim": dim}, xs, func(dy *Tensor) []*Tensor {
-		dxs := make([]*Tensor, len(xs))
+	xs = g.operands(xs...)
+	g.record(y, "concat", func() Attr { return Attr{"dim": dim} }, xs, func(dy *Tensor, dxs []*Tensor) {
 		at := 0
 		for i, x := range xs {
 			dxs[i] = Narrow(dy, dim, at, x.shape[dim])
 			at += x.shape[dim]
 		}
-		return dxs
 	})
 	return y
 }
@@ -421,10 +419,11 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 // place copies x into y at offset at along dim (y's other dimensions equal x's), unrecorded.
 func place(y, x *Tensor, dim, at int) {
 	g := y.g
-	strides := packedStrides(y.shape)
+	strides := packedStrides(g.dims.take(len(y.shape)), y.shape)
+	src := packedStrides(g.dims.take(len(x.shape)), x.shape)
 	g.run(func() error {
 		dst := y.data.Slice(at*strides[dim], y.data.Len)
-		return g.ops.CopyStrided(g.s, dst, strides, x.data, packedStrides(x.shape), x.shape)
+		return g.ops.CopyStrided(g.s, dst, strides, x.data, src, x.shape)
 	})
 }
 
@@ -445,16 +444,15 @@ func MatMul(a, b *Tensor) *Tensor {
 	if rb > ra {
 		batchShape = b.shape[:rb-2]
 	}
-	shape := append(slices.Clone(batchShape), m, n)
-	c := g.newTensor(shape)
+	c := g.newTensor(g.shape(batchShape, m, n))
 	gemm(g, false, false, a, b, c, m, n, k, 0)
-	g.record(c, "matmul", nil, []*Tensor{a, b}, func(dc *Tensor) []*Tensor {
+	g.record(c, "matmul", nil, g.operands(a, b), func(dc *Tensor, dx []*Tensor) {
 		// The gradients over c's batch; Backward sums a shared operand's over it.
-		da := g.newTensor(append(slices.Clone(batchShape), m, k))
-		db := g.newTensor(append(slices.Clone(batchShape), k, n))
+		da := g.newTensor(g.shape(batchShape, m, k))
+		db := g.newTensor(g.shape(batchShape, k, n))
 		gemm(g, false, true, dc, b, da, m, k, n, 0) // da = dc·bᵀ
 		gemm(g, true, false, a, dc, db, k, n, m, 0) // db = aᵀ·dc
-		return []*Tensor{da, db}
+		dx[0], dx[1] = da, db
 	})
 	return c
 }
@@ -494,13 +492,12 @@ func isPerm(p []int) bool {
 	return true
 }
 
-// broadcast is the shape of x and y broadcast together.
-func broadcast(x, y []int) ([]int, error) {
-	n := max(len(x), len(y))
+// broadcast writes the shape of x and y broadcast together to out, of the longer one's rank.
+func broadcast(out, x, y []int) error {
+	n := len(out)
 	if n > kernels.MaxRank {
-		return nil, fmt.Errorf("shapes %v and %v: more than %d dimensions: %w", x, y, kernels.MaxRank, ErrShape)
+		return fmt.Errorf("shapes %v and %v: more than %d dimensions: %w", x, y, kernels.MaxRank, ErrShape)
 	}
-	out := make([]int, n)
 	for i := range n {
 		a, b := dimFromEnd(x, n-1-i), dimFromEnd(y, n-1-i)
 		switch {
@@ -509,10 +506,10 @@ func broadcast(x, y []int) ([]int, error) {
 		case a == 1:
 			out[i] = b
 		default:
-			return nil, fmt.Errorf("shapes %v and %v do not broadcast: %w", x, y, ErrShape)
+			return fmt.Errorf("shapes %v and %v do not broadcast: %w", x, y, ErrShape)
 		}
 	}
-	return out, nil
+	return nil
 }
 
 func dimFromEnd(s []int, i int) int {
@@ -522,9 +519,9 @@ func dimFromEnd(s []int, i int) int {
 	return 1
 }
 
-// packedStrides are the strides of a packed row-major tensor of shape.
-func packedStrides(shape []int) []int {
-	st := make([]int, len(shape))
+// packedStrides writes to st (of shape's length) and returns the strides of a packed row-major
+// tensor of shape.
+func packedStrides(st, shape []int) []int {
 	acc := 1
 	for d := len(shape) - 1; d >= 0; d-- {
 		st[d] = acc
@@ -533,16 +530,18 @@ func packedStrides(shape []int) []int {
 	return st
 }
 
-// stridesIn are the strides with which a packed tensor of shape is read over the index space out
-// (shape aligned at the end, broadcast dimensions 0).
-func stridesIn(shape, out []int) []int {
-	st := make([]int, len(out))
-	packed := packedStrides(shape)
+// stridesIn writes to st (of out's length, zeros) and returns the strides with which a packed
+// tensor of shape is read over the index space out (shape aligned at the end, broadcast
+// dimensions 0).
+func stridesIn(st, shape, out []int) []int {
+	clear(st)
 	off := len(out) - len(shape)
-	for d := range out {
-		if d >= off && shape[d-off] != 1 {
-			st[d] = packed[d-off]
+	acc := 1
+	for d := len(out) - 1; d >= off; d-- {
+		if shape[d-off] != 1 {
+			st[d] = acc
 		}
+		acc *= shape[d-off]
 	}
 	return st
 }

@@ -161,9 +161,14 @@ type Graph struct {
 	draws    uint64    // random ops of this pass so far (their seeds)
 	pool     map[int][]kernels.F32
 	used     []kernels.F32
-	params   []*Tensor       // attached parameters (Attach)
-	written  map[*param]bool // parameters whose gradient Backward has written
-	sync     *bnSync         // set by SyncBatchNorm
+	// The pass's tensor headers, shapes, operand lists and VJP results, kept from pass to pass
+	// (Reset) so that a pass whose ops repeat the last one's allocates no Go memory for them.
+	tensors slab[Tensor]
+	dims    slab[int]
+	lists   slab[*Tensor]
+	params  []*Tensor       // attached parameters (Attach)
+	written map[*param]bool // parameters whose gradient Backward has written
+	sync    *bnSync         // set by SyncBatchNorm
 }
 
 // bnSync is how a data-parallel pass synchronizes its batch norms (SyncBatchNorm).
@@ -172,14 +177,15 @@ type bnSync struct {
 	sum         func(v kernels.F32) error
 }
 
-// node is one recorded op: the output, the inputs, and the VJP, which returns each input's
-// gradient (nil where it has none) from the output's.
+// node is one recorded op: the output, the inputs, and the VJP, which writes each input's
+// gradient from the output's into dx (of the inputs' length, all nil on entry; left nil where an
+// input has none).
 type node struct {
 	out  *Tensor
 	ins  []*Tensor
-	vjp  func(dy *Tensor) []*Tensor
+	vjp  func(dy *Tensor, dx []*Tensor)
 	op   string
-	attr Attr
+	attr Attr // only in a graph that infers shapes (Trace reads it)
 }
 
 // NewGraph returns a graph that runs its ops with ops on stream s, taking the memory of its
@@ -266,13 +272,17 @@ func (g *Graph) Reset(train bool, seed uint64) {
 	g.nodes = g.nodes[:0]
 	clear(g.grads)
 	g.grads = g.grads[:0]
+	g.tensors.reset()
+	g.dims.reset()
+	g.lists.reset()
 	g.err, g.train, g.seed, g.draws, g.backward = nil, train, seed, 0, false
 }
 
 // Input makes a tensor of the graph from memory the caller owns (a batch), of the given shape.
 // Backward computes its gradient (see Grad).
 func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
-	t := &Tensor{shape: slices.Clone(shape), data: data, g: g, grad: true}
+	t := g.tensor(g.shape(shape), data)
+	t.grad = true
 	if !g.meta && g.err == nil && data.Len != prod(shape) {
 		g.fail(fmt.Errorf("nn: input of shape %v over %d values: %w", shape, data.Len, ErrShape))
 	}
@@ -283,9 +293,9 @@ func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 // Constant makes a tensor of the graph holding the given values (copied to the device now), with
 // no gradient.
 func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
-	t := g.newTensor(shape)
+	t := g.newTensor(g.shape(shape))
 	t.grad = false
-	g.record(t, "constant", Attr{"values": slices.Clone(values)}, nil, nil)
+	g.record(t, "constant", func() Attr { return Attr{"values": slices.Clone(values)} }, nil, nil)
 	if g.meta || g.err != nil {
 		return t
 	}
@@ -303,9 +313,9 @@ func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
 
 // Full makes a tensor of the graph filled with v, with no gradient.
 func (g *Graph) Full(v float32, shape ...int) *Tensor {
-	t := g.newTensor(shape)
+	t := g.newTensor(g.shape(shape))
 	t.grad = false
-	g.record(t, "full", Attr{"value": v}, nil, nil)
+	g.record(t, "full", func() Attr { return Attr{"value": v} }, nil, nil)
 	g.run(func() error { return g.ops.Fill(g.s, t.data, v) })
 	return t
 }
@@ -358,23 +368,63 @@ func (g *Graph) buf(n int) kernels.F32 {
 func (g *Graph) gradFor(x *Tensor) *Tensor {
 	if x.p != nil && x.grad && x.p.g.Len == x.Len() && !g.written[x.p] {
 		g.written[x.p] = true
-		return &Tensor{shape: slices.Clone(x.shape), data: x.p.g, g: g}
+		return g.tensor(x.shape, x.p.g)
 	}
-	return g.newTensor(slices.Clone(x.shape))
+	return g.newTensor(x.shape)
 }
 
-// newTensor makes an output tensor of the graph with fresh memory.
+// newTensor makes an output tensor of the graph with fresh memory. shape becomes the tensor's:
+// another tensor's (shapes never change), or one made by Graph.shape.
 func (g *Graph) newTensor(shape []int) *Tensor {
-	return &Tensor{shape: shape, data: g.buf(prod(shape)), g: g}
+	return g.tensor(shape, g.buf(prod(shape)))
 }
 
-// record adds t to the record as made by op (with its settings) from ins, with its VJP.
-func (g *Graph) record(t *Tensor, op string, attr Attr, ins []*Tensor, vjp func(dy *Tensor) []*Tensor) {
+// tensor makes a tensor of the graph over data; its header is the graph's until Reset.
+func (g *Graph) tensor(shape []int, data kernels.F32) *Tensor {
+	t := &g.tensors.take(1)[0]
+	*t = Tensor{shape: shape, data: data, g: g}
+	return t
+}
+
+// shape returns prefix followed by dims in memory of the graph's, valid until Reset: the shape
+// of a new tensor.
+func (g *Graph) shape(prefix []int, dims ...int) []int {
+	s := g.dims.take(len(prefix) + len(dims))
+	copy(s[copy(s, prefix):], dims)
+	return s
+}
+
+// operands returns the non-nil tensors of ts in a list of the graph's, valid until Reset: an
+// op's inputs.
+func (g *Graph) operands(ts ...*Tensor) []*Tensor {
+	n := 0
+	for _, t := range ts {
+		if t != nil {
+			n++
+		}
+	}
+	list := g.lists.take(n)[:0]
+	for _, t := range ts {
+		if t != nil {
+			list = append(list, t)
+		}
+	}
+	return list
+}
+
+// record adds t to the record as made by op from ins, with its VJP. attr gives the op's settings;
+// it is called only in a graph that infers shapes, where Trace reads them (a training pass makes
+// no maps).
+func (g *Graph) record(t *Tensor, op string, attr func() Attr, ins []*Tensor, vjp func(dy *Tensor, dx []*Tensor)) {
 	if g.backward {
 		t.grad = false
 		return
 	}
-	g.nodes = append(g.nodes, node{out: t, ins: ins, vjp: vjp, op: op, attr: attr})
+	n := node{out: t, ins: ins, vjp: vjp, op: op}
+	if g.meta && attr != nil {
+		n.attr = attr()
+	}
+	g.nodes = append(g.nodes, n)
 	t.id = len(g.nodes)
 }
 
@@ -423,9 +473,10 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 		if gy == nil || n.vjp == nil {
 			continue
 		}
-		gx := n.vjp(gy)
+		gx := g.lists.take(len(n.ins))
+		n.vjp(gy, gx)
 		for j, x := range n.ins {
-			if j >= len(gx) || gx[j] == nil || !x.grad {
+			if gx[j] == nil || !x.grad {
 				continue
 			}
 			g.accumulate(x, gx[j])

@@ -33,8 +33,10 @@ type nnModule struct {
 	alloc   Allocator
 	g       *nn.Graph
 	x, y    *nn.Tensor // the last forward's input and output
-	frozen  bool       // evaluation mode in training too (see freeze)
-	world   int        // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
+	xShape  []int      // x's shape, and then y's: the batch size and the shapes Setup found
+	yShape  []int
+	frozen  bool // evaluation mode in training too (see freeze)
+	world   int  // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
 }
 
 // inputChecker is a module that refuses some per-sample input shapes before nn sees them (one of
@@ -111,12 +113,14 @@ func (l *nnModule) Forward(p *Pass, x kernels.F32, n int) (kernels.F32, error) {
 			return kernels.F32{}, fmt.Errorf("train: %v: %s: %w", l.m, t.Name, err)
 		}
 	}
-	l.x = l.g.Input(x, append([]int{n}, l.in...)...)
+	l.xShape = append(append(l.xShape[:0], n), l.in...)
+	l.yShape = append(append(l.yShape[:0], n), l.out...)
+	l.x = l.g.Input(x, l.xShape...)
 	l.y = l.m.Forward(l.x)
 	if err := l.g.Err(); err != nil {
 		return kernels.F32{}, fmt.Errorf("train: %v: %w", l.m, err)
 	}
-	if !slices.Equal(l.y.Shape(), append([]int{n}, l.out...)) {
+	if !sameShape(l.y, l.yShape) {
 		return kernels.F32{}, fmt.Errorf("train: %v: output shape %v; Setup found %v per sample", l.m, l.y.Shape(), l.out)
 	}
 	return l.y.Data(), nil
@@ -124,7 +128,7 @@ func (l *nnModule) Forward(p *Pass, x kernels.F32, n int) (kernels.F32, error) {
 
 func (l *nnModule) Backward(p *Pass, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
 	l.x.SetRequiresGrad(needDx)
-	if err := l.g.Backward(l.y, l.g.Input(dy, l.y.Shape()...)); err != nil {
+	if err := l.g.Backward(l.y, l.g.Input(dy, l.yShape...)); err != nil {
 		return kernels.F32{}, fmt.Errorf("train: %v: backward: %w", l.m, err)
 	}
 	if !needDx {
@@ -133,7 +137,20 @@ func (l *nnModule) Backward(p *Pass, dy kernels.F32, n int, needDx bool) (kernel
 	dx := l.g.Grad(l.x)
 	if dx == nil {
 		// The output does not depend on the input.
-		dx = l.g.Full(0, l.x.Shape()...)
+		dx = l.g.Full(0, l.xShape...)
 	}
 	return dx.Data(), l.g.Err()
+}
+
+// sameShape reports whether t has the given shape (without Shape's copy).
+func sameShape(t *nn.Tensor, shape []int) bool {
+	if t.Rank() != len(shape) {
+		return false
+	}
+	for d, n := range shape {
+		if t.Dim(d) != n {
+			return false
+		}
+	}
+	return true
 }
