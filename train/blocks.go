@@ -2,18 +2,11 @@ package train
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 
-	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 )
-
-// ---- Residual ----
-
-type residual struct {
-	main, shortcut []Layer
-	per, inPer     int // output and input elements per sample
-	y, dx          kernels.F32
-}
 
 // Residual is a block with a skip connection: y = main(x) + shortcut(x), where main and shortcut
 // are layers applied in order and an empty shortcut is the identity. Both paths must give the
@@ -23,11 +16,95 @@ type residual struct {
 //	Residual([]Layer{Conv2D(c, c, 3, 1, NoBias()), BatchNorm2D(c), ReLU(), Conv2D(c, c, 3, 1, NoBias()), BatchNorm2D(c)}, nil),
 //	ReLU(),
 //
-// The weights of the layers inside a block are He-initialized (they feed a ReLU, through
-// BatchNorm and the addition).
-func Residual(main, shortcut []Layer) Layer { return &residual{main: main, shortcut: shortcut} }
+// The block is one module of package nn, whose backward pass the graph derives: its layers are
+// the package's own, blocks, and modules of package nn (NN). A Module with a backward pass of
+// its own (Custom) cannot sit inside a block (Setup says so); write the whole block as one.
+// Its tensors are named by path and place ("3.residual.main.0.conv2d.weight"). The weights of
+// the layers inside a block are He-initialized (they feed a ReLU, through BatchNorm and the
+// addition).
+func Residual(main, shortcut []Layer) Layer {
+	check := func(in []int) error {
+		if len(main) == 0 {
+			return fmt.Errorf("train: residual block with no layers")
+		}
+		out, err := blockPath(main, "main", in)
+		if err != nil {
+			return err
+		}
+		short, err := blockPath(shortcut, "shortcut", in)
+		if err != nil {
+			return err
+		}
+		if !slices.Equal(out, short) {
+			return fmt.Errorf("train: residual block: main path gives %v, shortcut %v", out, short)
+		}
+		return nil
+	}
+	b := residualBlock{Main: blockDict(main), Shortcut: blockDict(shortcut)}
+	return Custom(NN(builtin{Module: b, desc: residualDesc(main, shortcut), check: check, block: true}))
+}
 
-func (l *residual) String() string {
+// residualBlock is a Residual block as a module of package nn.
+type residualBlock struct {
+	Main, Shortcut nn.Dict
+}
+
+func (b residualBlock) Forward(x *nn.Tensor) *nn.Tensor {
+	h, s := b.Main.Forward(x), x
+	if len(b.Shortcut) > 0 {
+		s = b.Shortcut.Forward(x)
+	}
+	return nn.Add(h, s)
+}
+
+// blockDict makes a block's path a Dict of its layers' modules, named by place and kind
+// ("0.conv2d"); a layer that is not a module of package nn is left out (Setup refuses it).
+func blockDict(layers []Layer) nn.Dict {
+	d := make(nn.Dict, 0, len(layers))
+	for i, l := range layers {
+		if m, ok := nnOf(l); ok {
+			d = append(d, nn.Entry{Name: fmt.Sprintf("%d.%s", i, layerKind(l)), Module: m})
+		}
+	}
+	return d
+}
+
+// blockPath sets up one path of a block from the per-sample input shape in, and returns its
+// output shape.
+func blockPath(layers []Layer, path string, in []int) ([]int, error) {
+	s := in
+	for i, l := range layers {
+		if _, ok := nnOf(l); !ok {
+			return nil, fmt.Errorf("train: residual block: layer %s.%d %q has a backward pass of its own (Custom over Module); a block holds the package's layers and modules of package nn (NN)",
+				path, i, l.String())
+		}
+		var err error
+		if s, err = l.setup(s); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// nnOf is the module of package nn a layer runs (the package's own layers and blocks, and NN's).
+func nnOf(l Layer) (NNModule, bool) {
+	if n := nnLayer(l); n != nil {
+		return n.m, true
+	}
+	return nil, false
+}
+
+// nnLayer is the layer's binding of a module of package nn; nil for a Module of one's own.
+func nnLayer(l Layer) *nnModule {
+	if c, ok := l.(*custom); ok {
+		if n, ok := c.m.(*nnModule); ok {
+			return n
+		}
+	}
+	return nil
+}
+
+func residualDesc(main, shortcut []Layer) string {
 	name := func(ls []Layer) string {
 		parts := make([]string, len(ls))
 		for i, x := range ls {
@@ -35,112 +112,10 @@ func (l *residual) String() string {
 		}
 		return strings.Join(parts, " - ")
 	}
-	if len(l.shortcut) == 0 {
-		return fmt.Sprintf("residual(%s)", name(l.main))
+	if len(shortcut) == 0 {
+		return fmt.Sprintf("residual(%s)", name(main))
 	}
-	return fmt.Sprintf("residual(%s | %s)", name(l.main), name(l.shortcut))
-}
-
-func (l *residual) setup(in []int) ([]int, error) {
-	if len(l.main) == 0 {
-		return nil, fmt.Errorf("train: residual block with no layers")
-	}
-	path := func(ls []Layer) ([]int, error) {
-		s := in
-		for _, x := range ls {
-			var err error
-			if s, err = x.setup(s); err != nil {
-				return nil, err
-			}
-		}
-		return s, nil
-	}
-	out, err := path(l.main)
-	if err != nil {
-		return nil, err
-	}
-	short, err := path(l.shortcut)
-	if err != nil {
-		return nil, err
-	}
-	if fmt.Sprint(out) != fmt.Sprint(short) {
-		return nil, fmt.Errorf("train: residual block: main path gives %v, shortcut %v", out, short)
-	}
-	l.per, l.inPer = prod(out), prod(in)
-	return out, nil
-}
-
-func (l *residual) newParams(prefix string) []*Param {
-	var ps []*Param
-	for _, p := range []struct {
-		name   string
-		layers []Layer
-	}{{"main", l.main}, {"shortcut", l.shortcut}} {
-		for i, x := range p.layers {
-			for _, q := range x.newParams(fmt.Sprintf("%s.%s.%d.%s", prefix, p.name, i, layerKind(x))) {
-				if q.kind == kindWeight {
-					q.he = true
-				}
-				ps = append(ps, q)
-			}
-		}
-	}
-	return ps
-}
-
-func (l *residual) reserve(a *arena, n int) (err error) {
-	for _, x := range append(append([]Layer(nil), l.main...), l.shortcut...) {
-		if err := x.reserve(a, n); err != nil {
-			return err
-		}
-	}
-	if l.y, err = a.f32(n * l.per); err != nil {
-		return err
-	}
-	l.dx, err = a.f32(n * l.inPer)
-	return err
-}
-
-func (l *residual) forward(r *run, x kernels.F32, n int) (kernels.F32, error) {
-	h, s := x, x
-	var err error
-	for _, m := range l.main {
-		if h, err = m.forward(r, h, n); err != nil {
-			return h, err
-		}
-	}
-	for _, m := range l.shortcut {
-		if s, err = m.forward(r, s, n); err != nil {
-			return s, err
-		}
-	}
-	y := l.y.Slice(0, n*l.per)
-	return y, r.ops.Add(r.s, y, h, s)
-}
-
-// backward runs both paths back from dy (every inner layer but the first of each path needs its
-// input gradient) and adds their input gradients when the block's own is needed.
-func (l *residual) backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
-	path := func(ls []Layer) (kernels.F32, error) {
-		d := dy
-		for i := len(ls) - 1; i >= 0; i-- {
-			var err error
-			if d, err = ls[i].backward(r, d, n, i > 0 || needDx); err != nil {
-				return d, err
-			}
-		}
-		return d, nil
-	}
-	dm, err := path(l.main)
-	if err != nil {
-		return dm, err
-	}
-	ds, err := path(l.shortcut)
-	if err != nil || !needDx {
-		return kernels.F32{}, err
-	}
-	dx := l.dx.Slice(0, n*l.inPer)
-	return dx, r.ops.Add(r.s, dx, dm, ds)
+	return fmt.Sprintf("residual(%s | %s)", name(main), name(shortcut))
 }
 
 // layerKind is the first word of a layer's description ("conv2d", "residual"), used in parameter

@@ -2,7 +2,6 @@ package train
 
 import (
 	"fmt"
-	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
 )
@@ -18,6 +17,7 @@ type builtin struct {
 	nn.Module
 	desc  string
 	check func(in []int) error // refuses an input shape the description does not take
+	block bool                 // a Residual: check's errors name the block and its layers already
 }
 
 func (b builtin) String() string { return b.desc }
@@ -26,8 +26,10 @@ func (b builtin) checkInput(in []int) error {
 	if b.check == nil {
 		return nil
 	}
-	if err := b.check(in); err != nil {
+	if err := b.check(in); err != nil && !b.block {
 		return fmt.Errorf("train: %s: %w", b.desc, err)
+	} else if err != nil {
+		return err
 	}
 	return nil
 }
@@ -46,12 +48,10 @@ func kindOf(l Layer) string {
 	if !ok {
 		return ""
 	}
-	b, ok := n.m.(builtin)
-	if !ok {
+	if _, ok := n.m.(builtin); !ok {
 		return ""
 	}
-	kind, _, _ := strings.Cut(b.desc, " ")
-	return kind
+	return layerKind(l)
 }
 
 // chw checks an input of [C H W] per sample, with c channels when c > 0.
@@ -165,5 +165,18 @@ func BatchNorm2D(c int) Layer {
 			return fmt.Errorf("input shape %v; want [%d H W]", in, c)
 		}
 		return chw(c)(in)
+	})
+}
+
+// Dropout zeroes each element with probability p while training and scales the others by
+// 1/(1-p); in evaluation, or in a frozen part of the model (Config.FreezeBackbone, FreezeUpTo), it
+// passes its input through. The mask is a function of the trainer's seed, the step and the
+// layer, so runs (and resumed runs) repeat exactly.
+func Dropout(p float32) Layer {
+	return newBuiltin(fmt.Sprintf("dropout %g", p), nn.DropoutLayer{P: p}, func([]int) error {
+		if !(p >= 0 && p < 1) {
+			return fmt.Errorf("p must be in [0,1)")
+		}
+		return nil
 	})
 }

@@ -71,8 +71,8 @@ func parseDense(desc string) (Module, error) {
 }
 
 // TestCustomLayer: a user's Module written like Linear trains bit for bit like Linear (same
-// initialization, same kernels), inside a Residual block too; once registered, CheckpointModel
-// rebuilds the model from its checkpoint.
+// initialization, same kernels), beside a Residual block too (but not inside one); once
+// registered, CheckpointModel rebuilds the model from its checkpoint.
 func TestCustomLayer(t *testing.T) {
 	f := newFixture(t, 300)
 	builtin, err := Sequential("m", img8, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
@@ -80,9 +80,15 @@ func TestCustomLayer(t *testing.T) {
 		t.Fatal(err)
 	}
 	mine, err := Sequential("m", img8, 10, Flatten(), Custom(&dense{in: 64, out: 32}), ReLU(),
-		Residual([]Layer{Custom(&dense{in: 32, out: 32})}, []Layer{Linear(32, 32)}), Linear(32, 10))
+		Residual([]Layer{Linear(32, 32)}, []Layer{Linear(32, 32)}), Linear(32, 10))
 	if err != nil {
 		t.Fatal(err)
+	}
+	// A block is one module of package nn: a Module with its own backward pass is refused inside.
+	_, err = Sequential("m", img8, 10, Flatten(), Linear(64, 32), ReLU(),
+		Residual([]Layer{ReLU()}, []Layer{Custom(&dense{in: 32, out: 32})}), Linear(32, 10))
+	if !errors.Is(err, ErrModel) || !strings.Contains(err.Error(), `layer 3: train: residual block: layer shortcut.0 "dense 32->32" has a backward pass of its own`) {
+		t.Errorf("a Module inside a residual block: %v", err)
 	}
 	plain, err := Sequential("m", img8, 10, Flatten(), Custom(&dense{in: 64, out: 32}), ReLU(), Custom(&dense{in: 32, out: 10}))
 	if err != nil {

@@ -233,28 +233,12 @@ func isNN(m *Model, p *Param) bool {
 	return false
 }
 
-// setFrozen puts the layers of nn in l (inside blocks too) in evaluation mode always, or back.
+// setFrozen puts a layer of nn (the package's own among them) in evaluation mode always, or
+// back.
 func setFrozen(l Layer, v bool) {
-	for _, n := range nnModules(l) {
+	if n := nnLayer(l); n != nil {
 		n.frozen = v
 	}
-}
-
-// nnModules lists the layers of nn in l (the package's own among them), inside blocks too.
-func nnModules(l Layer) []*nnModule {
-	switch l := l.(type) {
-	case *custom:
-		if n, ok := l.m.(*nnModule); ok {
-			return []*nnModule{n}
-		}
-	case *residual:
-		var out []*nnModule
-		for _, x := range append(append([]Layer(nil), l.main...), l.shortcut...) {
-			out = append(out, nnModules(x)...)
-		}
-		return out
-	}
-	return nil
 }
 
 // InitReport is what loading Config.Init did (nil without Init, or when Resume was set).

@@ -141,6 +141,11 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 	}
 	m := &Model{name: name, in: in, classes: classes, layers: layers, order: execOrder(layers),
 		firstParamLayer: -1, layerParams: make([][]*Param, len(layers))}
+	for i, l := range layers {
+		if j := slices.Index(layers[:i], l); j >= 0 {
+			return nil, fmt.Errorf("train: %w: %s: layer %d is layer %d again; a Layer value is one layer of one model", ErrModel, name, i, j)
+		}
+	}
 	shape := []int{in.C, in.H, in.W}
 	for _, i := range m.order {
 		out, err := layers[i].setup(shape)
@@ -167,8 +172,13 @@ func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, er
 		}
 	}
 	// A weight whose output reaches a ReLU before any other parameterized layer (BatchNorm aside)
-	// gets He initialization.
+	// gets He initialization, as do the weights inside a residual block (see Residual).
 	for i := range layers {
+		if layerKind(layers[i]) == "residual" {
+			for _, p := range m.layerParams[i] {
+				p.he = p.he || p.kind == kindWeight
+			}
+		}
 		for j := i + 1; j < len(layers); j++ {
 			if kindOf(layers[j]) == "relu" {
 				for _, p := range m.layerParams[i] {
@@ -395,10 +405,8 @@ func (m *Model) backward(r *run, n int) error {
 // statistics over world ranks (Config.SyncBatchNorm).
 func (m *Model) syncBatchNorms(world int) {
 	for _, l := range m.layers {
-		for _, n := range nnModules(l) {
-			if !n.frozen {
-				n.world = world
-			}
+		if n := nnLayer(l); n != nil && !n.frozen {
+			n.world = world
 		}
 	}
 }
@@ -412,7 +420,7 @@ func (m *Model) free() error {
 		p.W, p.G = kernels.F32{}, kernels.F32{}
 	}
 	for _, l := range m.layers {
-		for _, n := range nnModules(l) {
+		if n := nnLayer(l); n != nil {
 			n.world = 0
 		}
 	}

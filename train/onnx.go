@@ -114,14 +114,6 @@ func onnxNormalization(c int, mean, std []float32) ([]float32, []float32, error)
 func onnxSupported(layers []Layer, where string) error {
 	for i, l := range layers {
 		switch l := l.(type) {
-		case *dropout:
-		case *residual:
-			if err := onnxSupported(l.main, fmt.Sprintf("%s%d.main.", where, i)); err != nil {
-				return err
-			}
-			if err := onnxSupported(l.shortcut, fmt.Sprintf("%s%d.shortcut.", where, i)); err != nil {
-				return err
-			}
 		case *custom:
 			if _, ok := l.m.(*nnModule); ok { // traced at export (nnModule)
 				continue
@@ -220,22 +212,10 @@ func (e *onnxEmitter) layers(layers []Layer, x string, shape []int, where string
 // has tensors, after its place otherwise.
 func (e *onnxEmitter) layer(l Layer, x string, shape []int, place string) (string, []int, error) {
 	switch l := l.(type) {
-	case *dropout: // evaluation: the identity
-		return x, shape, nil
 	case *custom:
 		if nm, ok := l.m.(*nnModule); ok {
 			return e.nnModule(nm, x, shape, place)
 		}
-	case *residual:
-		h, out, err := e.layers(l.main, x, shape, place+".main.")
-		if err != nil {
-			return "", nil, err
-		}
-		s, _, err := e.layers(l.shortcut, x, shape, place+".shortcut.")
-		if err != nil {
-			return "", nil, err
-		}
-		return e.node(place+".add", "Add", []string{h, s}), out, nil
 	}
 	return "", nil, fmt.Errorf("%w: layer %s %q has no ONNX form", ErrModel, place, l.String())
 }

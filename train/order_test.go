@@ -56,7 +56,7 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 		t.Errorf("parameter names %s; want %s", got, want)
 	}
 	// The ReLUs were set up on the pooled shapes: a quarter of the values.
-	if r := nnOf(m.layers[1]); !slices.Equal(r.in, []int{32, 14, 14}) {
+	if r := nnLayer(m.layers[1]); !slices.Equal(r.in, []int{32, 14, 14}) {
 		t.Errorf("first ReLU: input %v per sample; want [32 14 14] (after the pooling)", r.in)
 	}
 	// torchvision's stem from 33 px up: conv1 - bn1 - relu - maxpool 3x3 stride 2 pad 1.
@@ -71,9 +71,6 @@ func TestCNNWrittenAsGiven(t *testing.T) {
 
 var img10 = Shape{C: 1, H: 10, W: 10}
 
-// nnOf is the nn layer l is (one of the package's layers).
-func nnOf(l Layer) *nnModule { return l.(*custom).m.(*nnModule) }
-
 // poolNet is conv 1x1 - relu - maxpool 2 - conv 3x3 - batchnorm - relu - maxpool 3x3 stride 2
 // pad 1 (a ResNet stem's, whose 5x5 input leaves windows on the padding at the bottom and right)
 // - flatten - linear over 1x10x10 images. With written, a Dropout(0), which passes values and
@@ -81,13 +78,15 @@ func nnOf(l Layer) *nnModule { return l.(*custom).m.(*nnModule) }
 // written order; the parameters are the same tensors in the same order and are initialized alike.
 func poolNet(t testing.TB, written bool) *Model {
 	t.Helper()
-	var sep []Layer
-	if written {
-		sep = []Layer{Dropout(0)}
+	sep := func() []Layer {
+		if written {
+			return []Layer{Dropout(0)}
+		}
+		return nil
 	}
-	ls := append([]Layer{Conv2D(1, 4, 1, 0), ReLU()}, sep...)
+	ls := append([]Layer{Conv2D(1, 4, 1, 0), ReLU()}, sep()...)
 	ls = append(ls, MaxPool2D(2), Conv2D(4, 4, 3, 1), BatchNorm2D(4), ReLU())
-	ls = append(ls, sep...)
+	ls = append(ls, sep()...)
 	ls = append(ls, maxPool2D(3, 2, 1), Flatten(), Linear(4*3*3, 10))
 	m, err := Sequential("poolnet", img10, 10, ls...)
 	if err != nil {
@@ -202,7 +201,7 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		}
 		res := result{order: m.order}
 		res.loss = float32(lossAndGrad(t, tr, batch, mean, std))
-		res.logits = readF32(t, tr, nnOf(m.layers[len(m.layers)-1]).y.Data())
+		res.logits = readF32(t, tr, nnLayer(m.layers[len(m.layers)-1]).y.Data())
 		for _, p := range m.params {
 			res.grads = append(res.grads, readF32(t, tr, p.G))
 		}
@@ -210,14 +209,14 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		var bn *nnModule
 		for _, l := range m.layers {
 			if kindOf(l) == "batchnorm" {
-				bn = nnOf(l)
+				bn = nnLayer(l)
 			}
 		}
 		for _, c := range []struct {
 			x kernels.F32
 			g kernels.Pool2D
 		}{
-			{nnOf(m.layers[0]).y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
+			{nnLayer(m.layers[0]).y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
 			{bn.y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 5, W: 5, K: 3, Stride: 2, Pad: 1}},
 		} {
 			tied, nonPositive := windowKinds(readF32(t, tr, c.x), c.g)

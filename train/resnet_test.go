@@ -211,3 +211,33 @@ func TestConfigRefused(t *testing.T) {
 		t.Fatalf("precision fp8: error %v; want it to name the precisions", err)
 	}
 }
+
+// TestSequentialRefuses: a model whose layers do not fit together is refused with ErrModel,
+// naming the layer and the cause: a block's paths that give different shapes (which the
+// block's addition would otherwise broadcast), an empty block, a layer inside a block that does
+// not take its input, and one Layer value at two places.
+func TestSequentialRefuses(t *testing.T) {
+	in := Shape{C: 4, H: 4, W: 4}
+	relu := ReLU()
+	for _, c := range []struct {
+		name   string
+		layers []Layer
+		want   string
+	}{
+		{"paths of different shapes", []Layer{
+			Residual([]Layer{Conv2D(4, 8, 1, 0)}, []Layer{Conv2D(4, 8, 1, 0), MaxPool2D(4)}), Flatten(), Linear(128, 10)},
+			"layer 0: train: residual block: main path gives [8 4 4], shortcut [8 1 1]"},
+		{"an empty block", []Layer{Residual(nil, nil), Flatten(), Linear(64, 10)},
+			"layer 0: train: residual block with no layers"},
+		{"a block's layer that does not take its input", []Layer{
+			Residual([]Layer{ReLU(), Conv2D(3, 4, 1, 0)}, nil), Flatten(), Linear(64, 10)},
+			"layer 0: train: conv2d 3->4 1x1 pad 0: input shape [4 4 4]; want [3 H W]"},
+		{"one layer twice", []Layer{relu, Conv2D(4, 4, 1, 0), relu, Flatten(), Linear(64, 10)},
+			"layer 2 is layer 0 again"},
+	} {
+		_, err := Sequential("m", in, 10, c.layers...)
+		if !errors.Is(err, ErrModel) || !strings.Contains(fmt.Sprint(err), c.want) {
+			t.Errorf("%s: %v; want ErrModel and %q", c.name, err, c.want)
+		}
+	}
+}
