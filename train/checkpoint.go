@@ -2,19 +2,16 @@ package train
 
 import (
 	"context"
-	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"hash/crc32"
-	"io"
-	"math"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"unsafe"
 
+	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/kernels"
 )
@@ -22,8 +19,8 @@ import (
 // Checkpoint errors, checked with errors.Is.
 var (
 	// ErrCheckpoint: the file is not a readable checkpoint (bad magic, unknown version, truncated,
-	// checksum mismatch).
-	ErrCheckpoint = errors.New("corrupt checkpoint")
+	// checksum mismatch): checkpoint.ErrFormat.
+	ErrCheckpoint = checkpoint.ErrFormat
 	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
 	// size; or a weights file (LoadWeights) lacks tensors of the model, holds others, or holds
 	// them in other shapes.
@@ -39,19 +36,6 @@ var (
 	// an earlier call).
 	ErrRegistered = errors.New("layer kind already registered")
 )
-
-// readCheckpoint reads a checkpoint file whole; anything but a regular file (a FIFO would block the
-// read forever, a device never end it) is refused first.
-func readCheckpoint(path string) ([]byte, error) {
-	st, err := os.Stat(path)
-	if err != nil {
-		return nil, err
-	}
-	if !st.Mode().IsRegular() {
-		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
-	}
-	return os.ReadFile(path)
-}
 
 // prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
 // file) and removes the temporary files that a killed Save left there.
@@ -69,7 +53,7 @@ func prepareCheckpoint(path string) error {
 		if !st.Mode().IsRegular() {
 			return fmt.Errorf("train: checkpoint %s: it exists and is not a regular file (%v): %w", path, st.Mode().Type(), ErrConfig)
 		}
-		if !isCheckpoint(path) {
+		if !checkpoint.Sniff(path) {
 			return fmt.Errorf("train: checkpoint %s: it exists and is not a stoke checkpoint; remove it or choose another path: %w", path, ErrConfig)
 		}
 	}
@@ -91,71 +75,24 @@ func prepareCheckpoint(path string) error {
 	return os.Remove(tmp.Name())
 }
 
-// isCheckpoint reports whether the regular file at path is empty or starts like a checkpoint.
-func isCheckpoint(path string) bool {
-	f, err := os.Open(path)
-	if err != nil {
-		return false
-	}
-	defer f.Close()
-	magic := make([]byte, len(ckptMagic))
-	n, _ := io.ReadFull(f, magic)
-	return n == 0 || n == len(magic) && string(magic) == ckptMagic
-}
-
-// The checkpoint format, little-endian:
-//
-//	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
-//
-// payload: model string | builder string | optimizer string | seed u64 | completed epochs u32 |
-// completed steps u64 | the loop's state (loopState) as JSON bytes | the history ([]EpochResult)
-// as JSON bytes | parameter count u32, then per parameter: name string, rank u32 and as many
-// dimensions u32, tensor count u32 (weights, then each optimizer slot, then the EMA when the
-// state says there is one), and per tensor: length u64, float32 values. The model's buffers
-// (BatchNorm running statistics) follow its parameters, each with its weights (and EMA). A string
-// is a u32 length and its bytes; JSON bytes a u64 length and the bytes.
+// A checkpoint (package checkpoint's File) holds the trainer's state: the model's description
+// and identity, the optimizer's description, the seed, the epochs and steps done, the loop's
+// state (loopState) and history ([]EpochResult) as JSON, and per tensor of the model (its
+// parameters, then its buffers: BatchNorm running statistics) the weights, each optimizer slot
+// (Trainer.OptimizerState) and the EMA when the state says there is one.
 //
 // A model's identity is structural: for a model NewModel built, the builder string is its name
 // with the builder's arguments, input shape and classes ("resnet8 1x28x28->10",
 // "vit(image_size=28,patch_size=7) 1x28x28->10"), and with the tensors' names and shapes it is
 // what a checkpoint must match; the model string (Model.String) is then a description for
 // people. A model built otherwise (Sequential, Net) has no builder string, and its description
-// is its identity, as before. Version 2, still read, had no builder string and no shapes: its
+// is its identity, as before. A version 2 file had no builder string and no shapes: its
 // description's head ("resnet8 1x28x28->10: ") names the builder of a model NewModel built, and
 // the tensors' names and sizes decide, so rewording a layer's description breaks no checkpoint.
-// Version 1, still read, had besides no state and per epoch 6 float64 (epoch, train loss, test
-// accuracy, seconds, samples/s, data wait) after a u32 count.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
 // epoch), and the checkpoint's epoch count says which epoch comes next. The dropout masks are a
 // function of (seed, step), both stored.
-const (
-	ckptMagic   = "STOKECKP"
-	ckptVersion = 3
-	// maxCkptString bounds names read from a file, so a corrupt length cannot allocate much.
-	maxCkptString = 1 << 16
-	// maxCkptRank bounds a tensor's rank read from a file, for the same reason.
-	maxCkptRank = 16
-)
-
-var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-type checkpoint struct {
-	model, optimizer string
-	builder          string // the model's structural identity (Model.builder); "" for none
-	seed             uint64
-	epochs           int
-	step             int
-	history          []EpochResult
-	state            loopState
-	params           []ckptParam
-}
-
-type ckptParam struct {
-	name    string
-	shape   []int // nil in a checkpoint before version 3
-	tensors [][]float32
-}
 
 // Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path), once
@@ -164,11 +101,18 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 	if t.opt == nil {
 		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
-	c := checkpoint{model: t.m.String(), builder: t.m.builder(), optimizer: t.opt.String(), seed: t.seed, epochs: t.epochs, step: t.step,
-		history: t.history, state: t.state}
-	c.state.EMA = t.hasEMA
+	state := t.state
+	state.EMA = t.hasEMA
+	c := checkpoint.File{Model: t.m.String(), Builder: t.m.builder(), Optimizer: t.opt.String(), Seed: t.seed, Epochs: t.epochs, Steps: t.step}
+	var err error
+	if c.State, err = json.Marshal(state); err != nil {
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
+	if c.History, err = json.Marshal(t.history); err != nil { // a NaN or Inf score
+		return fmt.Errorf("train: checkpoint %s: %w", path, err)
+	}
 	for i, p := range t.m.tensors() {
-		cp := ckptParam{name: p.Name, shape: p.Shape}
+		ct := checkpoint.Tensor{Name: p.Name, Shape: p.Shape}
 		vs := append([]kernels.F32{p.W}, t.OptimizerState(p)...)
 		if t.hasEMA {
 			vs = append(vs, t.ema[i])
@@ -178,18 +122,14 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
 				return fmt.Errorf("train: checkpoint %s: %w", path, err)
 			}
-			cp.tensors = append(cp.tensors, host)
+			ct.Values = append(ct.Values, host)
 		}
-		c.params = append(c.params, cp)
+		c.Tensors = append(c.Tensors, ct)
 	}
 	if err := t.wait(ctx); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	b, err := c.encode()
-	if err != nil {
-		return fmt.Errorf("train: checkpoint %s: %w", path, err)
-	}
-	if err := atomicfile.WriteFile(path, b, 0o644); err != nil {
+	if err := checkpoint.Write(path, &c); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	return nil
@@ -202,17 +142,13 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 // is unchanged, but for one: ctx ending during the final wait for the device, when the uploads are
 // enqueued and the load completes on the stream (the error then wraps ctx's).
 func (t *Trainer) Load(ctx context.Context, path string) error {
-	b, err := readCheckpoint(path)
-	if err != nil {
-		return fmt.Errorf("train: resume: %w", err)
-	}
-	c, err := decodeCheckpoint(b)
+	c, err := readSaved(path)
 	if err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
 	}
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
-		t.seed = c.seed
+		t.seed = c.Seed
 	}
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
@@ -235,7 +171,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (OptimizerState is empty).
-		ts := c.params[i].tensors
+		ts := c.Tensors[i].Values
 		for j, v := range append([]kernels.F32{p.W}, t.OptimizerState(p)...) {
 			if err := upload(t.s, v, ts[j]); err != nil {
 				return err
@@ -254,7 +190,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	}
 	// The uploads are enqueued: the stream completes them whatever ctx does, so the rest of the
 	// state is the checkpoint's before the wait.
-	t.seed, t.epochs, t.step, t.history = c.seed, c.epochs, c.step, c.history
+	t.seed, t.epochs, t.step, t.history = c.Seed, c.Epochs, c.Steps, c.history
 	plateau := t.state.Plateau
 	t.state = c.state
 	t.state.EMA = false         // t.hasEMA says whether the trainer has one
@@ -272,36 +208,36 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	return nil
 }
 
-func (t *Trainer) check(c *checkpoint) error {
+func (t *Trainer) check(c *saved) error {
 	if err := t.m.matches(c); err != nil {
 		return fmt.Errorf("train: %w: %w", ErrMismatch, err)
 	}
-	if c.seed != t.seed {
+	if c.Seed != t.seed {
 		// The data order and the dropout masks follow the seed: another one would silently train
 		// on another sequence than the run being continued.
-		return fmt.Errorf("train: %w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.seed, t.seed)
+		return fmt.Errorf("train: %w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.Seed, t.seed)
 	}
 	kind := func(s string) string { return strings.Fields(s + " ")[0] }
-	if t.opt != nil && kind(c.optimizer) != kind(t.opt.String()) {
-		return fmt.Errorf("train: %w: it holds optimizer %q; this is %q", ErrMismatch, c.optimizer, t.opt.String())
+	if t.opt != nil && kind(c.Optimizer) != kind(t.opt.String()) {
+		return fmt.Errorf("train: %w: it holds optimizer %q; this is %q", ErrMismatch, c.Optimizer, t.opt.String())
 	}
 	all := t.m.tensors()
-	if len(c.params) != len(all) {
-		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.params), len(all))
+	if len(c.Tensors) != len(all) {
+		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.Tensors), len(all))
 	}
 	ema := 0
 	if c.state.EMA {
 		ema = 1
 	}
 	for i, p := range all {
-		cp := c.params[i]
-		if want := 1 + len(t.OptimizerState(p)) + ema; cp.name != p.Name || len(cp.tensors) != want && (t.opt != nil || len(cp.tensors) < 1+ema) {
-			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.name, len(cp.tensors), p.Name, want)
+		cp := c.Tensors[i]
+		if want := 1 + len(t.OptimizerState(p)) + ema; cp.Name != p.Name || len(cp.Values) != want && (t.opt != nil || len(cp.Values) < 1+ema) {
+			return fmt.Errorf("train: %w: parameter %d is %q with %d tensors; want %q with %d", ErrMismatch, i, cp.Name, len(cp.Values), p.Name, want)
 		}
-		if cp.shape != nil && !slices.Equal(cp.shape, p.Shape) {
-			return fmt.Errorf("train: %w: parameter %s has shape %v; want %v", ErrMismatch, p.Name, cp.shape, p.Shape)
+		if cp.Shape != nil && !slices.Equal(cp.Shape, p.Shape) {
+			return fmt.Errorf("train: %w: parameter %s has shape %v; want %v", ErrMismatch, p.Name, cp.Shape, p.Shape)
 		}
-		for _, v := range cp.tensors {
+		for _, v := range cp.Values {
 			if len(v) != p.Len() {
 				return fmt.Errorf("train: %w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
 			}
@@ -312,18 +248,18 @@ func (t *Trainer) check(c *checkpoint) error {
 
 // finite checks every tensor of the checkpoint (weights, optimizer state, EMA) for NaN and
 // infinite values; the error names the first tensor that holds one.
-func (c *checkpoint) finite() error {
-	for _, cp := range c.params {
-		for j, v := range cp.tensors {
+func (c *saved) finite() error {
+	for _, cp := range c.Tensors {
+		for j, v := range cp.Values {
 			if err := finite(v); err != nil {
 				what := "weights"
 				switch {
-				case c.state.EMA && j == len(cp.tensors)-1:
+				case c.state.EMA && j == len(cp.Values)-1:
 					what = "EMA"
 				case j > 0:
 					what = fmt.Sprintf("optimizer state %d", j)
 				}
-				return fmt.Errorf("tensor %q (%s): %w", cp.name, what, err)
+				return fmt.Errorf("tensor %q (%s): %w", cp.Name, what, err)
 			}
 		}
 	}
@@ -347,201 +283,34 @@ func finite(v []float32) error {
 	return fmt.Errorf("%w: %d of %d values are NaN or infinite (the first, at index %d, is %v)", ErrNonFinite, n, len(v), first, v[first])
 }
 
-func (c *checkpoint) encode() ([]byte, error) {
-	var p []byte
-	str := func(s string) {
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
-		p = append(p, s...)
-	}
-	str(c.model)
-	str(c.builder)
-	str(c.optimizer)
-	p = binary.LittleEndian.AppendUint64(p, c.seed)
-	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
-	p = binary.LittleEndian.AppendUint64(p, uint64(c.step))
-	for _, v := range []any{c.state, c.history} {
-		b, err := json.Marshal(v)
-		if err != nil { // a NaN or Inf score
-			return nil, err
-		}
-		p = binary.LittleEndian.AppendUint64(p, uint64(len(b)))
-		p = append(p, b...)
-	}
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
-	for _, cp := range c.params {
-		str(cp.name)
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.shape)))
-		for _, d := range cp.shape {
-			p = binary.LittleEndian.AppendUint32(p, uint32(d))
-		}
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.tensors)))
-		for _, v := range cp.tensors {
-			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
-			for _, f := range v {
-				p = binary.LittleEndian.AppendUint32(p, math.Float32bits(f))
-			}
-		}
-	}
-	out := make([]byte, 0, len(p)+24)
-	out = append(out, ckptMagic...)
-	out = binary.LittleEndian.AppendUint32(out, ckptVersion)
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
-	out = append(out, p...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli)), nil
+// saved is a checkpoint read back, its loop state and history decoded.
+type saved struct {
+	*checkpoint.File
+	state   loopState
+	history []EpochResult
 }
 
-// reader decodes the payload; the first short read sets err and every later read returns zero.
-type reader struct {
-	b   []byte
-	err error
-}
-
-func (r *reader) take(n uint64) []byte {
-	if r.err != nil {
-		return nil
+// readSaved reads the checkpoint at path; an unreadable one gives an error wrapping
+// ErrCheckpoint.
+func readSaved(path string) (*saved, error) {
+	f, err := checkpoint.Read(path)
+	if err != nil {
+		return nil, err
 	}
-	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("train: %w: truncated payload", ErrCheckpoint)
-		return nil
-	}
-	v := r.b[:n]
-	r.b = r.b[n:]
-	return v
-}
-
-func (r *reader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.LittleEndian.Uint32(b)
-	}
-	return 0
-}
-
-func (r *reader) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return binary.LittleEndian.Uint64(b)
-	}
-	return 0
-}
-
-func (r *reader) str() string {
-	n := r.u32()
-	if n > maxCkptString {
-		r.fail("string of %d bytes", n)
-		return ""
-	}
-	return string(r.take(uint64(n)))
-}
-
-func (r *reader) fail(format string, args ...any) {
-	if r.err == nil {
-		r.err = fmt.Errorf("train: %w: "+format, append([]any{ErrCheckpoint}, args...)...)
-	}
-}
-
-// historyV1 reads a version 1 checkpoint's history.
-func (r *reader) historyV1() []EpochResult {
-	var h []EpochResult
-	nh := r.u32()
-	if uint64(nh)*48 > uint64(len(r.b)) {
-		r.fail("%d history records", nh)
-	}
-	for range nh {
-		if r.err != nil {
-			break
+	c := &saved{File: f}
+	if f.State == nil && f.History == nil { // version 1
+		for _, e := range f.History1 {
+			c.history = append(c.history, EpochResult{Epoch: e.Epoch, TrainLoss: e.TrainLoss, TestAcc: e.TestAcc, Seconds: e.Seconds,
+				SamplesPerS: e.SamplesPerS, DataWaitFraction: e.DataWaitFraction})
 		}
-		var f [6]float64
-		for i := range f {
-			f[i] = math.Float64frombits(r.u64())
-		}
-		h = append(h, EpochResult{Epoch: int(f[0]), TrainLoss: f[1], TestAcc: f[2], Seconds: f[3], SamplesPerS: f[4], DataWaitFraction: f[5]})
+		c.state.Batches = f.Steps
+		return c, nil
 	}
-	return h
-}
-
-// decodeCheckpoint parses and verifies a checkpoint file's bytes.
-func decodeCheckpoint(b []byte) (*checkpoint, error) {
-	if len(b) < 24 || string(b[:8]) != ckptMagic {
-		return nil, fmt.Errorf("train: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrCheckpoint)
+	if err := json.Unmarshal(f.State, &c.state); err != nil {
+		return nil, fmt.Errorf("%w: the loop's state: %v", ErrCheckpoint, err)
 	}
-	version := binary.LittleEndian.Uint32(b[8:])
-	if version < 1 || version > ckptVersion {
-		return nil, fmt.Errorf("train: %w: version %d; this build reads versions 1 to %d", ErrCheckpoint, version, ckptVersion)
-	}
-	n := binary.LittleEndian.Uint64(b[12:])
-	if n != uint64(len(b)-24) {
-		return nil, fmt.Errorf("train: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrCheckpoint, n, len(b)-24)
-	}
-	payload := b[20 : 20+n]
-	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
-		return nil, fmt.Errorf("train: %w: checksum mismatch", ErrCheckpoint)
-	}
-	r := &reader{b: payload}
-	c := &checkpoint{model: r.str()}
-	if version >= 3 {
-		c.builder = r.str()
-	}
-	c.optimizer, c.seed, c.epochs, c.step = r.str(), r.u64(), int(r.u32()), int(r.u64())
-	if version == 1 {
-		c.history = r.historyV1()
-		c.state.Batches = c.step
-	} else {
-		for _, f := range []struct {
-			what string
-			v    any
-		}{{"state", &c.state}, {"history", &c.history}} {
-			if b := r.take(r.u64()); r.err == nil {
-				if err := json.Unmarshal(b, f.v); err != nil {
-					r.fail("%s: %v", f.what, err)
-				}
-			}
-		}
-	}
-	np := r.u32()
-	if uint64(np)*8 > uint64(len(r.b)) {
-		r.fail("%d parameters", np)
-	}
-	for range np {
-		if r.err != nil {
-			break
-		}
-		cp := ckptParam{name: r.str()}
-		if version >= 3 {
-			rank := r.u32()
-			if rank > maxCkptRank {
-				r.fail("%s of rank %d", cp.name, rank)
-				break
-			}
-			cp.shape = make([]int, rank)
-			for d := range cp.shape {
-				cp.shape[d] = int(r.u32())
-			}
-		}
-		nt := r.u32()
-		if uint64(nt)*8 > uint64(len(r.b)) {
-			r.fail("%d tensors in %s", nt, cp.name)
-		}
-		for range nt {
-			l := r.u64()
-			if l > uint64(len(r.b))/4 {
-				r.fail("tensor of %d values in %s", l, cp.name)
-			}
-			raw := r.take(4 * l)
-			if r.err != nil {
-				break
-			}
-			v := make([]float32, l)
-			for i := range v {
-				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-			cp.tensors = append(cp.tensors, v)
-		}
-		c.params = append(c.params, cp)
-	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d bytes after the last parameter", len(r.b))
-	}
-	if r.err != nil {
-		return nil, r.err
+	if err := json.Unmarshal(f.History, &c.history); err != nil {
+		return nil, fmt.Errorf("%w: the history: %v", ErrCheckpoint, err)
 	}
 	return c, nil
 }
@@ -556,11 +325,7 @@ func decodeCheckpoint(b []byte) (*checkpoint, error) {
 // names and sizes of the checkpoint's (so a corrupt description cannot ask for more memory than
 // the file holds).
 func CheckpointModel(path string) (*Model, error) {
-	b, err := readCheckpoint(path)
-	if err != nil {
-		return nil, fmt.Errorf("train: %w", err)
-	}
-	c, err := decodeCheckpoint(b)
+	c, err := readSaved(path)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", path, err)
 	}
@@ -573,9 +338,9 @@ func CheckpointModel(path string) (*Model, error) {
 
 // checkpointModel builds c's model: by its builder, or from its description, and checks its
 // tensors against c's.
-func checkpointModel(c *checkpoint) (*Model, error) {
-	if c.builder != "" {
-		m, err := builtModel(c.builder)
+func checkpointModel(c *saved) (*Model, error) {
+	if c.Builder != "" {
+		m, err := builtModel(c.Builder)
 		if err != nil {
 			return nil, err
 		}
@@ -586,11 +351,11 @@ func checkpointModel(c *checkpoint) (*Model, error) {
 	}
 	// Before version 3, a model NewModel built is named by its description's head; a model built
 	// otherwise under the same name is rebuilt from its description.
-	head, _, _ := strings.Cut(c.model, ": ")
+	head, _, _ := strings.Cut(c.Model, ": ")
 	if m, err := builtModel(head); err == nil && m.matches(c) == nil && m.sameTensors(c) == nil {
 		return m, nil
 	}
-	m, err := parseModel(c.model)
+	m, err := parseModel(c.Model)
 	if err != nil {
 		return nil, err
 	}
@@ -613,15 +378,15 @@ func builtModel(id string) (*Model, error) {
 }
 
 // sameTensors reports whether c holds m's tensors: names and sizes (and shapes, from version 3).
-func (m *Model) sameTensors(c *checkpoint) error {
+func (m *Model) sameTensors(c *saved) error {
 	all := m.tensors()
-	if len(all) != len(c.params) {
-		return fmt.Errorf("model %q has %d tensors; the checkpoint %d", m.name, len(all), len(c.params))
+	if len(all) != len(c.Tensors) {
+		return fmt.Errorf("model %q has %d tensors; the checkpoint %d", m.name, len(all), len(c.Tensors))
 	}
 	for i, p := range all {
-		cp := c.params[i]
-		if len(cp.tensors) == 0 || len(cp.tensors[0]) != prod(p.Shape) || cp.name != p.Name || cp.shape != nil && !slices.Equal(cp.shape, p.Shape) {
-			return fmt.Errorf("tensor %d of model %q is %s of shape %v; the checkpoint's %q does not match", i, m.name, p.Name, p.Shape, cp.name)
+		cp := c.Tensors[i]
+		if len(cp.Values) == 0 || len(cp.Values[0]) != prod(p.Shape) || cp.Name != p.Name || cp.Shape != nil && !slices.Equal(cp.Shape, p.Shape) {
+			return fmt.Errorf("tensor %d of model %q is %s of shape %v; the checkpoint's %q does not match", i, m.name, p.Name, p.Shape, cp.Name)
 		}
 	}
 	return nil
@@ -639,18 +404,18 @@ func (m *Model) builder() string {
 // matches reports whether checkpoint c was written for a model of m's identity (see the format):
 // the same builder, or, for a model no builder made (or a checkpoint before version 3), the same
 // description, or a description whose head names m's builder. The tensors are compared apart.
-func (m *Model) matches(c *checkpoint) error {
+func (m *Model) matches(c *saved) error {
 	switch b := m.builder(); {
-	case c.builder != "" && c.builder == b:
-	case c.builder != "":
+	case c.Builder != "" && c.Builder == b:
+	case c.Builder != "":
 		if b == "" {
 			b = m.String()
 		}
-		return fmt.Errorf("it holds model %q; this is %q", c.builder, b)
-	case c.model == m.String():
-	case b != "" && strings.HasPrefix(c.model, b+": "):
+		return fmt.Errorf("it holds model %q; this is %q", c.Builder, b)
+	case c.Model == m.String():
+	case b != "" && strings.HasPrefix(c.Model, b+": "):
 	default:
-		return fmt.Errorf("it holds model %q; this is %q", c.model, m.String())
+		return fmt.Errorf("it holds model %q; this is %q", c.Model, m.String())
 	}
 	return nil
 }

@@ -3,8 +3,8 @@ package train
 import (
 	"context"
 	"encoding/binary"
-	"encoding/json"
 	"errors"
+	"github.com/stoke-ml/stoke/checkpoint"
 	"hash/crc32"
 	"math"
 	"os"
@@ -77,16 +77,12 @@ func TestCheckpointIdentity(t *testing.T) {
 	ck := filepath.Join(dir, "mlp.ck")
 	_, tr := fit(t, f, mlp(t), SGD{LR: 0.1}, Config{Seed: 2, Checkpoint: ck})
 	want := weights(t, tr)
-	b, err := os.ReadFile(ck)
+	c, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := decodeCheckpoint(b)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if c.builder != "mlp 1x8x8->10" || !slices.Equal(c.params[0].shape, []int{512, 64}) {
-		t.Fatalf("checkpoint identity %q, first tensor %s of shape %v; want mlp 1x8x8->10 and [512 64]", c.builder, c.params[0].name, c.params[0].shape)
+	if c.Builder != "mlp 1x8x8->10" || !slices.Equal(c.Tensors[0].Shape, []int{512, 64}) {
+		t.Fatalf("checkpoint identity %q, first tensor %s of shape %v; want mlp 1x8x8->10 and [512 64]", c.Builder, c.Tensors[0].Name, c.Tensors[0].Shape)
 	}
 	write := func(name string, b []byte) string {
 		p := filepath.Join(dir, name)
@@ -106,8 +102,8 @@ func TestCheckpointIdentity(t *testing.T) {
 
 	// Version 2, the layers described in other words: read as the built-in mlp.
 	old := *c
-	old.builder = ""
-	old.model = strings.ReplaceAll(c.model, "linear", "dense")
+	old.Builder = ""
+	old.Model = strings.ReplaceAll(c.Model, "linear", "dense")
 	v2 := write("v2.ck", encodeV2(t, &old))
 	got, err := resume(mlp(t), v2)
 	if err != nil {
@@ -140,13 +136,9 @@ func TestCheckpointIdentity(t *testing.T) {
 
 	// A tensor of the same size but another shape.
 	bad := *c
-	bad.params = slices.Clone(c.params)
-	bad.params[0].shape = []int{64, 512}
-	b, err = bad.encode()
-	if err != nil {
-		t.Fatal(err)
-	}
-	shaped := write("shape.ck", b)
+	bad.Tensors = slices.Clone(c.Tensors)
+	bad.Tensors[0].Shape = []int{64, 512}
+	shaped := write("shape.ck", bad.Encode())
 	if _, err := resume(mlp(t), shaped); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "shape") {
 		t.Errorf("resume from a tensor of another shape: %v; want ErrMismatch naming the shape", err)
 	}
@@ -156,39 +148,35 @@ func TestCheckpointIdentity(t *testing.T) {
 }
 
 // encodeV2 writes c in checkpoint format version 2: no builder, no shapes.
-func encodeV2(t *testing.T, c *checkpoint) []byte {
+func encodeV2(t *testing.T, c *checkpoint.File) []byte {
 	t.Helper()
 	var p []byte
 	str := func(s string) {
 		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
 		p = append(p, s...)
 	}
-	str(c.model)
-	str(c.optimizer)
-	p = binary.LittleEndian.AppendUint64(p, c.seed)
-	p = binary.LittleEndian.AppendUint32(p, uint32(c.epochs))
-	p = binary.LittleEndian.AppendUint64(p, uint64(c.step))
-	for _, v := range []any{c.state, c.history} {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
+	str(c.Model)
+	str(c.Optimizer)
+	p = binary.LittleEndian.AppendUint64(p, c.Seed)
+	p = binary.LittleEndian.AppendUint32(p, uint32(c.Epochs))
+	p = binary.LittleEndian.AppendUint64(p, uint64(c.Steps))
+	for _, b := range [][]byte{c.State, c.History} {
 		p = binary.LittleEndian.AppendUint64(p, uint64(len(b)))
 		p = append(p, b...)
 	}
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.params)))
-	for _, cp := range c.params {
-		str(cp.name)
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(cp.tensors)))
-		for _, v := range cp.tensors {
+	p = binary.LittleEndian.AppendUint32(p, uint32(len(c.Tensors)))
+	for _, ct := range c.Tensors {
+		str(ct.Name)
+		p = binary.LittleEndian.AppendUint32(p, uint32(len(ct.Values)))
+		for _, v := range ct.Values {
 			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
 			for _, x := range v {
 				p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
 			}
 		}
 	}
-	out := append([]byte(ckptMagic), 2, 0, 0, 0)
+	out := append([]byte("STOKECKP"), 2, 0, 0, 0)
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
 	out = append(out, p...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli))
+	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)))
 }

@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/checkpoint"
 	"math"
 	"os"
 	"path/filepath"
@@ -47,21 +48,13 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	if err := os.WriteFile(badST, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	raw, err := os.ReadFile(ck)
+	c, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)
 	}
-	c, err := decodeCheckpoint(raw)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c.params[0].tensors[1][2] = float32(math.Inf(1)) // the first parameter's momentum
-	enc, err := c.encode()
-	if err != nil {
-		t.Fatal(err)
-	}
+	c.Tensors[0].Values[1][2] = float32(math.Inf(1)) // the first parameter's momentum
 	badCK := filepath.Join(dir, "inf.ckpt")
-	if err := os.WriteFile(badCK, enc, 0o644); err != nil {
+	if err := os.WriteFile(badCK, c.Encode(), 0o644); err != nil {
 		t.Fatal(err)
 	}
 
@@ -90,7 +83,7 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 		cfg          Config
 	}{
 		{"Init", victim, Config{Init: badST}},
-		{"Resume", c.params[0].name + `" (optimizer state 1)`, Config{Resume: badCK}},
+		{"Resume", c.Tensors[0].Name + `" (optimizer state 1)`, Config{Resume: badCK}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(context.Background(), smallMLP(t), f.dev, opt, tc.cfg)

@@ -503,8 +503,8 @@ func TestEarlyStopKeepBest(t *testing.T) {
 	if want := []float64{1e-6, 1e-6, 1e-6, 0.5e-6}; !slices.Equal(lrs, want) {
 		t.Errorf("learning rates %v; want %v (%+v)", lrs, want, res.History)
 	}
-	if c := readCkpt(t, best); c.epochs != 1 {
-		t.Errorf("the best checkpoint holds %d epochs; want 1", c.epochs)
+	if c := readCkpt(t, best); c.Epochs != 1 {
+		t.Errorf("the best checkpoint holds %d epochs; want 1", c.Epochs)
 	}
 	again := cfg
 	again.Resume = ck
@@ -516,8 +516,8 @@ func TestEarlyStopKeepBest(t *testing.T) {
 	live := Config{Epochs: 4, Seed: 5, KeepBest: best}
 	_, _, res3 := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, SGD{LR: 0.1, Momentum: 0.9}, live)
 	c := readCkpt(t, best)
-	if c.epochs != res3.BestEpoch || c.history[c.epochs-1].TestAcc != res3.BestMetric || res3.StoppedEarly {
-		t.Errorf("best checkpoint of epoch %d (accuracy %v); the run's best epoch %d (%v)", c.epochs, c.history[c.epochs-1].TestAcc, res3.BestEpoch, res3.BestMetric)
+	if c.Epochs != res3.BestEpoch || c.history[c.Epochs-1].TestAcc != res3.BestMetric || res3.StoppedEarly {
+		t.Errorf("best checkpoint of epoch %d (accuracy %v); the run's best epoch %d (%v)", c.Epochs, c.history[c.Epochs-1].TestAcc, res3.BestEpoch, res3.BestMetric)
 	}
 	for _, h := range res3.History {
 		if h.TestAcc > res3.BestMetric {
@@ -537,13 +537,9 @@ func TestEarlyStopKeepBest(t *testing.T) {
 	}
 }
 
-func readCkpt(t *testing.T, path string) *checkpoint {
+func readCkpt(t *testing.T, path string) *saved {
 	t.Helper()
-	b, err := os.ReadFile(path)
-	if err != nil {
-		t.Fatal(err)
-	}
-	c, err := decodeCheckpoint(b)
+	c, err := readSaved(path)
 	if err != nil {
 		t.Fatal(err)
 	}
