@@ -3,14 +3,13 @@ package models
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/internal/grouptest"
 	"math"
 	"math/rand/v2"
-	"net"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/collective"
@@ -131,7 +130,7 @@ func familyRun(t *testing.T, spec string, in train.Shape, samples []loaders.Samp
 	t.Helper()
 	var groups []*collective.Group
 	if world > 1 {
-		groups = localGroups(t, world)
+		groups = grouptest.Groups(t, world)
 	}
 	runs := make([]rankRun, world)
 	errs := make([]error, world)
@@ -177,33 +176,6 @@ func familyRun(t *testing.T, spec string, in train.Shape, samples []loaders.Samp
 		t.Fatalf("%s, %d ranks, precision %q: %v", spec, world, precision, err)
 	}
 	return runs
-}
-
-// localGroups starts a process group of n ranks on the loopback interface.
-func localGroups(t *testing.T, n int) []*collective.Group {
-	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
-	gs := make([]*collective.Group, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			gs[r], errs[r] = collective.Init(context.Background(), collective.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
-	}
-	for _, g := range gs {
-		t.Cleanup(func() { g.Close() })
-	}
-	return gs
 }
 
 // hostParams copies the trainer's parameters to the host.

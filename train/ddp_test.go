@@ -3,16 +3,15 @@ package train
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/internal/grouptest"
 	"github.com/stoke-ml/stoke/nn"
 	"iter"
 	"math"
-	"net"
 	"os"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/collective"
@@ -800,27 +799,9 @@ func (r streamReducer) on16(s gpu.Stream, v kernels.U8, op collective.Op, reduce
 // testGroups starts a collective group of n ranks as goroutines of this process on 127.0.0.1.
 func testGroups(t testing.TB, n int) []Collective {
 	t.Helper()
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	l.Close()
 	gs := make([]Collective, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for r := range n {
-		wg.Go(func() {
-			g, err := collective.Init(context.Background(), collective.Config{Rank: r, WorldSize: n, Addr: "127.0.0.1", Port: port, Timeout: time.Minute})
-			gs[r], errs[r] = g, err
-			if err == nil {
-				t.Cleanup(func() { g.Close() })
-			}
-		})
-	}
-	wg.Wait()
-	if err := errors.Join(errs...); err != nil {
-		t.Fatal(err)
+	for r, g := range grouptest.Groups(t, n) {
+		gs[r] = g
 	}
 	return gs
 }
