@@ -10,13 +10,15 @@ TRAINARGS ?= --data mnist --model mlp
 train:
 	$(STOKE) train $(TRAINARGS)
 
-## test: vet, the race-checked test suite, the pure-Go build check, and the two variant builds:
+## test: vet, the race-checked test suite (and, without the race detector, the families' training
+## check it would take minutes over), the pure-Go build check, and the two variant builds:
 ## stoke_invariants (slot misuse panics) on the packages that move slots, noasm (the pure-Go
 ## fallbacks of the assembly kernels: transforms' SIMD, the GEMM, collective's reduction)
 test: lint
 	CGO_ENABLED=0 $(GO) build ./...
 	$(GO) build ./examples/...
 	$(GO) test -race -timeout 15m ./...
+	$(GO) test -run TestFamiliesEverywhere ./models/
 	$(GO) test -tags stoke_invariants ./pinned/... ./gpu/... ./loaders/... ./datasets/... ./train/...
 	$(GO) test -tags noasm ./transforms/... ./kernels/... ./train/... ./collective/...
 	scripts/external-check.sh

@@ -36,6 +36,9 @@ func TestFamiliesEverywhere(t *testing.T) {
 		spec, random := deterministic(c.spec)
 		name, _, _ := strings.Cut(spec, "(")
 		t.Run(name, func(t *testing.T) {
+			if raceEnabled && slowUnderRace[name] {
+				t.Skip("10x slower under the race detector; make test runs it without")
+			}
 			in := train.Shape{C: 3, H: c.size, W: c.size}
 			samples := randomSamples(batch*steps, c.size)
 			one := familyRun(t, spec, in, samples, batch, "", 1)
@@ -80,6 +83,10 @@ func TestFamiliesEverywhere(t *testing.T) {
 		})
 	}
 }
+
+// slowUnderRace are the families whose runs take over a minute under the race detector (the
+// others exercise the ranks' concurrency there just as well).
+var slowUnderRace = map[string]bool{"efficientnet_b0": true, "efficientnet_v2_s": true, "resnet": true, "mobilenet_v2": true}
 
 // deterministic turns off a spec's random layers where its builder takes the argument (as
 // torchvision's do: dropout, stochastic depth), so that 2 ranks can equal one process; random
