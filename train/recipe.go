@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
 )
 
 // Recipe is how a model trains by default: what `stoke train --model M` uses when no other flag
@@ -117,10 +116,7 @@ func (r Recipe) String() string {
 // recipeOptimizers are the names Recipe.Optimizer takes.
 var recipeOptimizers = []string{"sgd", "adamw", "rmsprop"}
 
-var (
-	recipesMu sync.RWMutex
-	recipes   = map[string]Recipe{}
-)
+var recipes nameRegistry[Recipe]
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
 // does beside RegisterModel for each family. The optimizer must be "sgd", "adamw" or "rmsprop",
@@ -129,17 +125,7 @@ func RegisterRecipe(r Recipe, names ...string) error {
 	if !slices.Contains(recipeOptimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
 		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
 	}
-	recipesMu.Lock()
-	defer recipesMu.Unlock()
-	for _, name := range names {
-		if _, dup := recipes[name]; dup || slices.Contains(builtinModels, name) {
-			return fmt.Errorf("train: %w: recipe of %q", ErrRegistered, name)
-		}
-	}
-	for _, name := range names {
-		recipes[name] = r
-	}
-	return nil
+	return recipes.register("recipe", r, names)
 }
 
 // RecipeFor returns the recipe of a model NewModel knows, by name ("vit_b_16", or with arguments:
@@ -160,14 +146,11 @@ func RegisterRecipe(r Recipe, names ...string) error {
 // epoch, and no augmentation beyond the loader's (none for MNIST; the crop and flip for photos):
 // in 3 epochs, a mild RandAugment(1, 5) was no better at lr 0.2, and MixUp with CutMix worse.
 func RecipeFor(model string) Recipe {
-	name, _, _ := strings.Cut(model, "(")
-	recipesMu.RLock()
-	r, ok := recipes[name]
-	recipesMu.RUnlock()
-	if ok {
+	if r, ok := recipes.lookup(model); ok {
 		return r
 	}
-	r = Recipe{Optimizer: "sgd", LR: 0.06, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
+	name, _, _ := strings.Cut(model, "(")
+	r := Recipe{Optimizer: "sgd", LR: 0.06, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
 	switch {
 	case name == "mlp":
 		r.LR = 0.08
