@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // Recipe is how a model trains by default: what `stoke train --model M` uses when no other flag
@@ -43,10 +45,13 @@ type Recipe struct {
 	// hundreds of epochs, it slows a run of a few down (a ViT on MNIST in one epoch: 86.3%
 	// with it, 92.3% without).
 	//
-	// RandAugment is the number of operations and the magnitude (of 31 levels) of the
-	// RandAugment after the training crop and flip (torchvision's num_ops, magnitude; timm's
-	// rand-mM-nN); zero for none.
-	RandAugment [2]int
+	// AutoAugment is the automatic augmentation policy after the training crop and flip, in the
+	// words of stoke train --augment (transforms.ParseAugment makes its transform):
+	// "randaugment:N:M" (RandAugment of N operations at magnitude M of 31: torchvision's num_ops
+	// and magnitude, timm's rand-mM-nN), "trivialaugment" (TrivialAugmentWide, torchvision's
+	// --auto-augment ta_wide), "autoaugment" (AutoAugment's ImageNet policy, --auto-augment
+	// imagenet); "" for none.
+	AutoAugment string
 	// MixUp and CutMix are the Beta distributions' alphas of the batch mixes (0: none; both: one
 	// of the two per batch), RandomErasing the probability of erasing a box of an image.
 	MixUp, CutMix, RandomErasing float64
@@ -96,8 +101,8 @@ func (r Recipe) String() string {
 		}
 	}
 	var aug []string
-	if r.RandAugment != [2]int{} {
-		aug = append(aug, fmt.Sprintf("randaugment %d ops at %d", r.RandAugment[0], r.RandAugment[1]))
+	if r.AutoAugment != "" {
+		aug = append(aug, r.AutoAugment)
 	}
 	for _, f := range []struct {
 		name string
@@ -120,10 +125,17 @@ var recipes nameRegistry[Recipe]
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
 // does beside RegisterModel for each family. The optimizer must be "sgd", "adamw" or "rmsprop",
-// the batch and the learning rate positive. Register in an init function; it is safe for concurrent use.
+// the batch and the learning rate positive, the AutoAugment policy one transforms.ParseAugment
+// knows. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
 	if !slices.Contains(recipeOptimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
 		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
+	}
+	if _, err := transforms.ParseAugment(r.AutoAugment); err != nil {
+		return fmt.Errorf("train: RegisterRecipe %v: AutoAugment: %w", r, err)
+	}
+	if r.AutoAugment == "none" {
+		return fmt.Errorf("train: RegisterRecipe %v: AutoAugment \"none\": leave it empty for none", r)
 	}
 	return recipes.register("recipe", r, names)
 }
