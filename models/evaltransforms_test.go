@@ -3,12 +3,16 @@ package models
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"encoding/json"
+	"math"
+	"math/rand/v2"
 	"os/exec"
 	"path/filepath"
 	"slices"
 	"testing"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -64,5 +68,60 @@ func TestEvalTransforms(t *testing.T) {
 	if got, want := train.EvalTransformFor("swin_t(stochastic_depth_prob=0.1)"), train.EvalTransformFor("swin_t"); !slices.Equal(
 		[]int{got.Resize, got.Crop, int(got.Filter)}, []int{want.Resize, want.Crop, int(want.Filter)}) {
 		t.Errorf("swin_t with arguments: %v; without: %v", got, want)
+	}
+}
+
+// TestPredictorEvalTransform: a Predictor of a timm ViT built at 16 px, given no transform,
+// applies its augreg weights' (bicubic, mean and std 0.5), the resize scaled to the size
+// (floor(16*248/224) = 17): its logits are those of that transform given by hand, bit for bit,
+// and not those of transforms.Eval.
+func TestPredictorEvalTransform(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	m, err := train.NewModel("timm/vit_tiny_patch16_224(img_size=16,patch_size=8,embed_dim=16,depth=1,num_heads=2)", train.Shape{C: 3, H: 16, W: 16}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := train.New(context.Background(), m, dev, nil, train.Config{Seed: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	r := rand.New(rand.NewPCG(7, 7))
+	pix := make([]byte, 23*29*3)
+	for i := range pix {
+		pix[i] = byte(r.IntN(256))
+	}
+	in := []transforms.Input{{Pixels: pix, H: 23, W: 29, C: 3}}
+	half := []float32{0.5, 0.5, 0.5}
+	logits := func(cfg train.PredictorConfig) []float32 {
+		p, err := train.NewPredictor(tr, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer p.Close()
+		out, err := p.Predict(context.Background(), in)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if mean, std := p.Normalization(); cfg.Transform == nil && (!slices.Equal(mean, half) || !slices.Equal(std, half)) {
+			t.Errorf("default normalization %v, %v; want the augreg weights' 0.5", mean, std)
+		}
+		return out[0].Logits
+	}
+	got := logits(train.PredictorConfig{})
+	want := logits(train.PredictorConfig{Transform: transforms.Compose(transforms.ResizeFilter(17, transforms.Bicubic), transforms.CenterCrop(16),
+		transforms.Normalize(half, half))})
+	eval := logits(train.PredictorConfig{Transform: transforms.Eval(16)})
+	for c := range got {
+		if math.Float32bits(got[c]) != math.Float32bits(want[c]) {
+			t.Fatalf("default transform's logits %v; the weights' transform's %v", got, want)
+		}
+	}
+	if slices.Equal(got, eval) {
+		t.Errorf("default transform's logits %v equal transforms.Eval's", got)
 	}
 }
