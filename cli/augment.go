@@ -4,7 +4,6 @@ import (
 	"flag"
 	"fmt"
 	"math"
-	"strconv"
 	"strings"
 
 	"github.com/stoke-ml/stoke/train"
@@ -22,7 +21,7 @@ type augmentFlags struct {
 func (a *augmentFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&a.policy, "augment", "none", "augmentation of the training images after the crop and flip, torchvision's: none, "+
 		"trivialaugment (TrivialAugmentWide), randaugment (RandAugment(2, 9); randaugment:N:M for N ops at magnitude M of 31), "+
-		"autoaugment (AutoAugment, ImageNet policy); stoke train also takes recipe: the model's recipe's RandAugment, and its "+
+		"autoaugment (AutoAugment, ImageNet policy); stoke train also takes recipe: the model's recipe's policy (stoke train --help lists them), and its "+
 		"--random-erasing, --mixup and --cutmix where those flags are unset (off by default, as in timm's and torchvision's training scripts: "+
 		"meant for runs of hundreds of epochs, they slow a short one down)")
 	fs.Float64Var(&a.erasing, "random-erasing", 0, "probability of torchvision's RandomErasing on a training image (0: none), "+
@@ -35,12 +34,12 @@ func (a *augmentFlags) register(fs *flag.FlagSet) {
 		"the targets weighted by the box's area")
 }
 
-// useRecipe is --augment recipe: the recipe's RandAugment (or none), and its random erasing,
+// useRecipe is --augment recipe: the recipe's AutoAugment (or none), and its random erasing,
 // MixUp and CutMix where their flags are unset.
 func (a *augmentFlags) useRecipe(fs *flag.FlagSet, r train.Recipe) {
 	a.policy = "none"
-	if ra := r.RandAugment; ra != [2]int{} {
-		a.policy = fmt.Sprintf("randaugment:%d:%d", ra[0], ra[1])
+	if r.AutoAugment != "" {
+		a.policy = r.AutoAugment
 	}
 	for _, d := range []struct {
 		flag   string
@@ -84,22 +83,12 @@ func mixText(m transforms.Mix) string {
 // transforms checks the flags and returns the transforms they add to the training chain.
 func (a *augmentFlags) transforms(mean []float32) ([]transforms.Transform, error) {
 	var ts []transforms.Transform
-	switch p := a.policy; {
-	case p == "" || p == "none":
-	case p == "trivialaugment":
-		ts = append(ts, transforms.TrivialAugmentWide())
-	case p == "randaugment":
-		ts = append(ts, transforms.RandAugment(2, 9))
-	case strings.HasPrefix(p, "randaugment:"):
-		n, m, ok := randAugmentArgs(a.policy)
-		if !ok {
-			return nil, fmt.Errorf("%w: --augment %q; want randaugment:N:M with 0 <= N <= 64 operations and a magnitude 0 <= M <= 30", errUsage, a.policy)
-		}
-		ts = append(ts, transforms.RandAugment(n, m))
-	case p == "autoaugment":
-		ts = append(ts, transforms.AutoAugment(transforms.ImageNetPolicy))
-	default:
-		return nil, fmt.Errorf("%w: --augment %q; want none, trivialaugment, randaugment, randaugment:N:M or autoaugment", errUsage, a.policy)
+	policy, err := transforms.ParseAugment(a.policy)
+	if err != nil {
+		return nil, fmt.Errorf("%w: --augment: %v", errUsage, err)
+	}
+	if policy != nil {
+		ts = append(ts, policy)
 	}
 	if !(a.erasing >= 0 && a.erasing <= 1) {
 		return nil, fmt.Errorf("%w: --random-erasing %v; want a probability in [0, 1]", errUsage, a.erasing)
@@ -115,15 +104,4 @@ func (a *augmentFlags) transforms(mean []float32) ([]transforms.Transform, error
 		ts = append(ts, transforms.RandomErasingWith(a.erasing, [2]float64{0.02, 0.33}, [2]float64{0.3, 3.3}, value))
 	}
 	return ts, nil
-}
-
-// randAugmentArgs parses randaugment:N:M.
-func randAugmentArgs(s string) (n, m int, ok bool) {
-	parts := strings.Split(s, ":")
-	if len(parts) != 3 {
-		return 0, 0, false
-	}
-	n, err1 := strconv.Atoi(parts[1])
-	m, err2 := strconv.Atoi(parts[2])
-	return n, m, err1 == nil && err2 == nil && n >= 0 && n <= 64 && m >= 0 && m <= 30
 }

@@ -50,6 +50,33 @@ func TestAugmentFlagsChain(t *testing.T) {
 	}
 }
 
+// TestModelTransform: photos are evaluated with the transform of the model's weights (swin_t's
+// bicubic resize to 232, timm's augreg ViTs' mean and std of 0.5) and train with its
+// normalization; a model without weights of its own keeps torchvision's ImageNet recipe.
+func TestModelTransform(t *testing.T) {
+	photos := loaders.Info{Shape: transforms.Shape{}}
+	half := transforms.Normalize([]float32{0.5, 0.5, 0.5}, []float32{0.5, 0.5, 0.5}).String()
+	for _, tc := range []struct {
+		model       string
+		train, test string
+	}{
+		{"", transforms.Train(224).String(), transforms.Eval(224).String()},
+		{"cnn", transforms.Train(224).String(), transforms.Eval(224).String()},
+		{"swin_t(stochastic_depth_prob=0.1)", transforms.Train(224).String(), "Compose(Resize(232, bicubic), CenterCrop(224), " +
+			transforms.Normalize(transforms.ImageNetMean, transforms.ImageNetStd).String() + ").WithDecode(exact)"},
+		{"timm/vit_tiny_patch16_224", "Compose(RandomResizedCrop(224, scale=[0.08 1], ratio=[0.75 1.3333333333333333]), HorizontalFlip(0.5), " + half + ")",
+			"Compose(Resize(248, bicubic), CenterCrop(224), " + half + ").WithDecode(exact)"},
+	} {
+		lf := loaderFlags{model: tc.model}
+		if got := lf.transform(photos, "test").String(); got != tc.test {
+			t.Errorf("model %q: test chain %s; want %s", tc.model, got, tc.test)
+		}
+		if got := lf.transform(photos, "train").String(); got != tc.train {
+			t.Errorf("model %q: train chain %s; want %s", tc.model, got, tc.train)
+		}
+	}
+}
+
 func TestTrainAugment(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	for _, policy := range []string{"trivialaugment", "randaugment", "autoaugment"} {

@@ -14,6 +14,7 @@ import (
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -36,7 +37,10 @@ type loaderFlags struct {
 	// decode is --decode by split (registerDecode): stoke train's for "train", predict's for "test".
 	decode map[string]*transforms.DecodeMode
 	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
-	augment         *augmentFlags
+	augment *augmentFlags
+	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
+	// (train.EvalTransformFor) evaluates, and its normalization trains.
+	model           string
 	envErr, distErr error
 	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
 	// (registerDist).
@@ -277,8 +281,10 @@ func (lf *loaderFlags) check() error {
 
 // transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
 // resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
-// otherwise torchvision's ImageNet recipe (train) or its evaluation transform (test); then, for
-// train, the augmentation of stoke train's --augment and --random-erasing.
+// otherwise the evaluation transform of lf.model's weights (test; train.EvalTransformFor:
+// transforms.Eval's for a model without one) or torchvision's ImageNet training crop and flip with
+// the normalization of that transform (train); then, for train, the augmentation of stoke train's
+// --augment and --random-erasing.
 func (lf *loaderFlags) transform(info loaders.Info, split string) *transforms.Chain {
 	p := lf.baseTransform(info, split)
 	if split == "train" && lf.augment != nil {
@@ -302,10 +308,11 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 	if size == 0 {
 		size = 224
 	}
+	e := train.EvalTransformFor(lf.model)
 	if split == "test" {
-		return transforms.Eval(size)
+		return e.Chain(size)
 	}
-	return transforms.Train(size)
+	return transforms.Compose(transforms.RandomResizedCrop(size), transforms.HorizontalFlip(0.5), transforms.Normalize(e.Mean, e.Std))
 }
 
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the

@@ -172,6 +172,7 @@ func dataNormalization(lf *loaderFlags, ds loaders.Dataset, m *train.Model, dev 
 	if lf.size == 0 && info.Shape.C == 0 {
 		lf.size = in.H
 	}
+	lf.model = m.Name()
 	probe, err := lf.loader(ds, "test", false, dev, nil)
 	if err != nil {
 		return nil, nil, err
@@ -240,6 +241,7 @@ func openWeights(ctx context.Context, lf *loaderFlags, ds loaders.Dataset, path,
 	if err != nil {
 		return nil, err
 	}
+	lf.model = model
 	probe, err := lf.loader(ds, "test", false, dev, nil)
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())

@@ -198,16 +198,17 @@ func TestExportONNXRuntime(t *testing.T) {
 	if py == "" {
 		t.Skip("no python3 with onnx, onnxruntime, numpy and PIL (set STOKE_PYTHON)")
 	}
-	// 54 px images: the evaluation transform's Resize(48*8/7) keeps them as they are, and its
-	// CenterCrop(48) takes the same pixels as the script's crop. 48 px gives the resnets from 18
-	// up torchvision's own stem (7x7 stride 2 and max pooling).
-	root := noisyFolder(t, 3, 2, 54)
+	// 48 px gives the resnets from 18 up torchvision's own stem (7x7 stride 2 and max pooling).
 	for _, name := range train.Models() {
 		t.Run(name, func(t *testing.T) {
 			spec, skip := onnxRuntimeSpec(t, name)
 			if skip != "" {
 				t.Skip(skip)
 			}
+			// Images at the side the model's evaluation transform resizes to (54 px for
+			// Resize(48*8/7)): it keeps them as they are, and its CenterCrop(48) takes the same
+			// pixels as the script's crop.
+			root := noisyFolder(t, 3, 2, evalSide(spec, 48))
 			dir := t.TempDir()
 			ck, path := filepath.Join(dir, "ck"), filepath.Join(dir, "m.onnx")
 			if _, errOut, code := stoke(t, "train", "--data", root, "--model", spec, "--size", "48", "--batch", "3", "--epochs", "1",

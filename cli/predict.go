@@ -165,6 +165,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if lf.size == 0 && info.Shape.C == 0 {
 		lf.size = in.H
 	}
+	lf.model = m.Name() // the evaluation transform of its weights
 	if info.NumClasses != 0 && info.NumClasses != m.Classes() {
 		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, src, m.Classes())
 	}

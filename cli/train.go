@@ -78,6 +78,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		lf.data = "mnist"
 	}
 	recipe := train.RecipeFor(*model) // the defaults of what the command line leaves unset
+	lf.model = *model                 // its evaluation transform and normalization
 	lrFromRecipe := *lr == 0
 	if *optName == "" {
 		*optName = recipe.Optimizer

@@ -127,7 +127,7 @@ func TestTrainZooRecipe(t *testing.T) {
 			t.Errorf("train --model %s %v: the run's recipe %+v; want %+v", vit, c.flags, got, c.want)
 		}
 	}
-	// MobileNetV3 trains with its recipe's RMSprop, torchvision's.
+	// MobileNetV3 trains with its recipe's RMSprop and AutoAugment, torchvision's.
 	{
 		const v3 = "mobilenet_v3_small(width_mult=0.25)"
 		out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", v3, "--epochs", "1", "--val-split", "0.25", "--batch", "3",
@@ -137,9 +137,10 @@ func TestTrainZooRecipe(t *testing.T) {
 		}
 		var res trainResult
 		lastJSON(t, out, &res)
-		if r3 := train.RecipeFor(v3); res.Optimizer != "rmsprop" || res.LR != r3.ScaledLR(3) || res.WeightDecay != 1e-5 || res.RandomErasing != 0.2 {
-			t.Errorf("train --model %s: optimizer %q, lr %v, weight decay %v, random erasing %v; want its recipe's rmsprop, %v, 1e-5, 0.2", v3,
-				res.Optimizer, res.LR, res.WeightDecay, res.RandomErasing, r3.ScaledLR(3))
+		if r3 := train.RecipeFor(v3); res.Optimizer != "rmsprop" || res.LR != r3.ScaledLR(3) || res.WeightDecay != 1e-5 || res.RandomErasing != 0.2 ||
+			res.Augment != "autoaugment" {
+			t.Errorf("train --model %s: optimizer %q, lr %v, weight decay %v, random erasing %v, augment %q; want its recipe's rmsprop, %v, 1e-5, 0.2, autoaugment", v3,
+				res.Optimizer, res.LR, res.WeightDecay, res.RandomErasing, res.Augment, r3.ScaledLR(3))
 		}
 	}
 	// Fine-tuning from its weights: the new head is heads.head, the rest frozen, and the recipe's
@@ -164,8 +165,15 @@ func TestTrainZooRecipe(t *testing.T) {
 		t.Errorf("train --init --freeze printed %q; want %q, the frozen count and layer decay 0.75", out, want)
 	}
 	out, errOut, _ = stoke(t, "train", "--help")
-	if help := out + errOut; !regexp.MustCompile(`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05[^;]*, and when asked \(stoke train --augment recipe\) randaugment 2 ops at 9, mixup 0\.8`).MatchString(help) {
-		t.Errorf("train --help does not show the ViT's recipe: %s", help)
+	help := out + errOut
+	for _, want := range []string{
+		`vit_l_32[^;]*: adamw lr 0\.004 x batch/512, weight decay 0\.05[^;]*, and when asked \(stoke train --augment recipe\) randaugment:2:9, mixup 0\.8`,
+		`efficientnet_v2_s[^;]*: sgd lr 4 x batch/1024[^;]*, and when asked \(stoke train --augment recipe\) trivialaugment, mixup 0\.2`,
+		`mobilenet_v3_small[^;]*: rmsprop [^;]*, and when asked \(stoke train --augment recipe\) autoaugment, random erasing 0\.2`,
+	} {
+		if !regexp.MustCompile(want).MatchString(help) {
+			t.Errorf("train --help does not show the recipe %s: %s", want, help)
+		}
 	}
 }
 

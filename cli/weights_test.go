@@ -9,6 +9,8 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/train"
 )
 
 // predictLines parses stoke predict --json's per-sample lines.
@@ -37,16 +39,17 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 	if py == "" {
 		t.Skip("no python3 with torch, torchvision, safetensors, numpy and PIL (set STOKE_PYTHON)")
 	}
-	// 73 px images: the evaluation transform's Resize(64*8/7) keeps them as they are and its
-	// CenterCrop(64) takes the same pixels as the script's crop.
-	root := noisyFolder(t, 3, 3, 73)
-	var paths []string
-	for _, c := range []string{"a", "b", "c"} {
-		for _, i := range []string{"0", "1", "2"} {
-			paths = append(paths, filepath.Join(root, c, i+".png"))
-		}
-	}
 	for _, model := range []string{"resnet18", "resnet50"} {
+		// Images at the side the model's evaluation transform resizes to (73 px for resnet18's
+		// Resize(64*256/224), 66 for resnet50's 64*232/224): it keeps them as they are and its
+		// CenterCrop(64) takes the same pixels as the script's crop.
+		root := noisyFolder(t, 3, 3, evalSide(model, 64))
+		var paths []string
+		for _, c := range []string{"a", "b", "c"} {
+			for _, i := range []string{"0", "1", "2"} {
+				paths = append(paths, filepath.Join(root, c, i+".png"))
+			}
+		}
 		st := filepath.Join(t.TempDir(), model+".safetensors")
 		cmd := exec.Command(py, append([]string{filepath.Join("..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
 		cmd.Stderr = os.Stderr
@@ -85,6 +88,13 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 			t.Errorf("%s: stoke predict --weights differs from torchvision by up to %.3g; want at most 1e-4", model, worst)
 		}
 	}
+}
+
+// evalSide is the side model's evaluation transform resizes images to for a model of size x size
+// pixels (train.EvalTransform.Chain): an image of that side reaches the crop unresampled.
+func evalSide(model string, size int) int {
+	e := train.EvalTransformFor(model)
+	return size * e.Resize / e.Crop
 }
 
 // TestPredictWeightsErrors: the flags that go with --weights, and a strict load that lists the

@@ -60,6 +60,10 @@
 // (kernels.Ops.DepthwiseConv2D); other grouped convolutions (ResNeXt's, RegNet's) run one
 // convolution per group.
 //
+// Each model with weights registers their evaluation transform (train.RegisterEvalTransform:
+// torchvision 0.14's DEFAULT weights' transforms(), timm's default pretrained_cfg; see
+// evaltransforms.go), which train.NewPredictor and stoke predict apply to photos by default.
+//
 // Each family registers its training recipe (train.RegisterRecipe, from its paper and timm's or
 // torchvision's recipes: see recipes.go), which train.RecipeFor and stoke train use by default.
 // The ViTs, Swins and ConvNeXts of both namings are train.Layered models, for layer-wise

@@ -31,7 +31,7 @@ var zooRecipes = []struct {
 	// 1.0, random erasing 0.25 (drop path 0.1: torchvision's VisionTransformer has none); layer
 	// decay 0.75 when fine-tuning (MAE's for ViT-B, He et al. 2022; BEiT's 0.65).
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
-		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25, LayerDecay: 0.75},
+		AutoAugment: "randaugment:2:9", MixUp: 0.8, CutMix: 1, RandomErasing: 0.25, LayerDecay: 0.75},
 		[]string{"vit", "vit_b_16", "vit_b_32", "vit_l_16", "vit_l_32", "vit_h_14",
 			"timm/vit_tiny_patch16_224", "timm/vit_small_patch16_224", "timm/vit_base_patch16_224",
 			"timm/deit_tiny_patch16_224", "timm/deit_small_patch16_224", "timm/deit_base_patch16_224"}},
@@ -39,17 +39,17 @@ var zooRecipes = []struct {
 	// (ConvNeXt's drop path 0.1 to 0.5 by size, Swin's 0.2 to 0.5: their builders' defaults);
 	// timm's ConvNeXt builders too.
 	{train.Recipe{Optimizer: "adamw", LR: 4e-3, LRBatch: 512, WeightDecay: 0.05, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
-		RandAugment: [2]int{2, 9}, MixUp: 0.8, CutMix: 1, RandomErasing: 0.25},
+		AutoAugment: "randaugment:2:9", MixUp: 0.8, CutMix: 1, RandomErasing: 0.25},
 		[]string{"swin", "swin_t", "swin_s", "swin_b", "swin_v2", "swin_v2_t", "swin_v2_s", "swin_v2_b",
 			"convnext", "convnext_tiny", "convnext_small", "convnext_base", "convnext_large",
 			"timm/convnext_atto", "timm/convnext_femto", "timm/convnext_pico", "timm/convnext_nano", "timm/convnext_tiny",
 			"timm/convnext_small", "timm/convnext_base"}},
 	// EfficientNet V1 and V2: torchvision's recipe for efficientnet_v2_s (the V1 weights are
 	// timm's ports, without a torchvision recipe): SGD, lr 0.5 per 1024, weight decay 2e-5, label
-	// smoothing 0.1, MixUp 0.2, CutMix 1.0, random erasing 0.1 (its TrivialAugmentWide: stoke
-	// train --augment trivialaugment).
+	// smoothing 0.1, TrivialAugmentWide (--auto-augment ta_wide), MixUp 0.2, CutMix 1.0, random
+	// erasing 0.1.
 	{train.Recipe{Optimizer: "sgd", LR: 4, LRBatch: 1024, WeightDecay: 2e-5, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
-		MixUp: 0.2, CutMix: 1, RandomErasing: 0.1},
+		AutoAugment: "trivialaugment", MixUp: 0.2, CutMix: 1, RandomErasing: 0.1},
 		append(slices.Sorted(maps.Keys(efficientNets)), "timm/efficientnet_b0", "timm/efficientnet_b1", "timm/efficientnet_b2", "timm/efficientnet_b3")},
 	// MobileNet V2: torchvision's recipe for mobilenet_v2: SGD, lr 0.036 per 256, weight decay
 	// 4e-5; label smoothing 0.1 as the other families'.
@@ -57,11 +57,11 @@ var zooRecipes = []struct {
 		[]string{"mobilenet_v2"}},
 	// MobileNet V3: torchvision's recipe for mobilenet_v3_large and _small: RMSprop (train.py's
 	// --opt rmsprop: momentum 0.9, alpha 0.9, eps 0.0316), lr 0.064 per 1024 (8 GPUs of 128),
-	// weight decay 1e-5, random erasing 0.2 (its AutoAugment's imagenet policy: stoke train
-	// --augment autoaugment); label smoothing 0.1 as the other families', a cosine schedule
-	// where it steps by 0.973 every 2 of its 600 epochs, which a run of 3 would not see.
+	// weight decay 1e-5, AutoAugment's ImageNet policy (--auto-augment imagenet), random erasing
+	// 0.2; label smoothing 0.1 as the other families', a cosine schedule where it steps by 0.973
+	// every 2 of its 600 epochs, which a run of 3 would not see.
 	{train.Recipe{Optimizer: "rmsprop", LR: 0.512, LRBatch: 1024, WeightDecay: 1e-5, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
-		RandomErasing: 0.2},
+		AutoAugment: "autoaugment", RandomErasing: 0.2},
 		[]string{"mobilenet_v3_large", "mobilenet_v3_small"}},
 	// RegNet: torchvision's recipe for regnet_x and regnet_y: SGD, lr 0.8 per 1024, weight decay
 	// 5e-5, label smoothing 0.1, MixUp 0.2, CutMix 1.0, random erasing 0.1.

@@ -41,6 +41,24 @@ func TestZooRecipes(t *testing.T) {
 	if v2 := train.RecipeFor("mobilenet_v2"); v2.Optimizer != "sgd" {
 		t.Errorf("mobilenet_v2's recipe %v; want sgd", v2)
 	}
+	// The automatic augmentation of torchvision's references/classification: DeiT's
+	// RandAugment(2, 9) for the transformers, --auto-augment ta_wide for the EfficientNets,
+	// imagenet for MobileNetV3, none for the others.
+	for _, tc := range []struct {
+		policy string
+		models []string
+	}{
+		{"randaugment:2:9", []string{"vit_b_16", "vit(image_size=28)", "timm/deit_tiny_patch16_224", "swin_t", "swin_v2_b", "convnext_tiny", "timm/convnext_atto"}},
+		{"trivialaugment", []string{"efficientnet_b0", "efficientnet_b7", "efficientnet_v2_s(stochastic_depth_prob=0.1)", "efficientnet_v2_l", "timm/efficientnet_b3"}},
+		{"autoaugment", []string{"mobilenet_v3_large", "mobilenet_v3_small"}},
+		{"", []string{"mobilenet_v2", "regnet_y_400mf", "resnet34", "resnext50_32x4d", "mlp", "resnet50"}},
+	} {
+		for _, m := range tc.models {
+			if got := train.RecipeFor(m).AutoAugment; got != tc.policy {
+				t.Errorf("%s's recipe: AutoAugment %q; want %q", m, got, tc.policy)
+			}
+		}
+	}
 }
 
 // TestViTNoDecay: a ViT's tensors without weight decay are exactly timm's no-decay set: the

@@ -7,7 +7,8 @@
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
 // optimizers SGD (momentum, Nesterov, weight decay), AdamW and RMSprop (Optimizer takes your own),
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
-// validation metric) and each model's Recipe (RecipeFor), a Trainer that runs epochs, evaluates and
+// validation metric), each model's Recipe (RecipeFor) and its weights' EvalTransform
+// (EvalTransformFor: the Predictor's default transform), a Trainer that runs epochs, evaluates and
 // predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and
 // FromLoader, which adapts a loaders.Loader.
 //

@@ -18,15 +18,18 @@ import (
 //
 // A checkpoint records the model and its input size, not the normalization its training data
 // used, so the normalization comes from the transform: its Normalize, else Mean and Std. The
-// default transform of a 3-channel model is transforms.Eval at the model's input size, whose
-// Normalize is ImageNet's: what stoke predict applies to photos. Give Transform (or Mean and Std)
-// when the model was trained with other statistics: loaders.Loader.Normalization of the training
-// loader says which, as do the datasets' Info.Mean and Info.Std.
+// default transform of a 3-channel model is the evaluation transform of its weights
+// (EvalTransformFor(model).Chain at the model's input size: swin_t's Resize(232, bicubic),
+// CenterCrop(224) and ImageNet's Normalize, timm's ViTs' mean and std of 0.5; transforms.Eval
+// for a model without one), what stoke predict applies to photos. Give Transform (or Mean and
+// Std) when the model was trained with other statistics: loaders.Loader.Normalization of the
+// training loader says which, as do the datasets' Info.Mean and Info.Std.
 type PredictorConfig struct {
 	// Transform turns one image into the model's input pixels (uint8 CHW of Model.Input's shape);
-	// it must be deterministic (no random transform). nil: transforms.Eval(H) (Resize(H*8/7),
-	// CenterCrop(H), ImageNet's Normalize, exact JPEG decode) for a square 3-channel model, and
-	// transforms.ResizeTo(H, W) for any other (then Mean and Std are required).
+	// it must be deterministic (no random transform). nil: the model's EvalTransformFor(name).Chain(H)
+	// (its weights' resize, CenterCrop(H) and Normalize, exact JPEG decode; transforms.Eval(H)
+	// for a model without one) for a square 3-channel model, and transforms.ResizeTo(H, W) for
+	// any other (then Mean and Std are required).
 	Transform *transforms.Chain
 	// Mean and Std are the per-channel normalization (on the [0,1] scale) when Transform has no
 	// Normalize; with one, they must be empty.
@@ -91,7 +94,7 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 	chain := cfg.Transform
 	if chain == nil {
 		if in.C == 3 && in.H == in.W {
-			chain = transforms.Eval(in.H)
+			chain = EvalTransformFor(t.m.name).Chain(in.H)
 		} else {
 			chain = transforms.Compose(transforms.ResizeTo(in.H, in.W))
 		}

@@ -3,12 +3,14 @@ package train
 import (
 	"bytes"
 	"context"
+	"errors"
 	"image"
 	"image/png"
 	"math"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -207,70 +209,141 @@ func (d pngSet) Sample(_ context.Context, i int) (loaders.Sample, error) {
 	return loaders.Sample{Input: transforms.Input{Encoded: d[i]}}, nil
 }
 
+// evalTestTransform is the evaluation transform of the model "evaltf_test", a bicubic resize to 19
+// of a 16-pixel input and a mean and std of 0.5.
+var evalTestTransform = EvalTransform{Resize: 19, Crop: 16, Filter: transforms.Bicubic, Mean: half3, Std: half3}
+
+func init() {
+	build := func(_ string, in Shape, classes int) (*Model, error) {
+		return Sequential("evaltf_test", in, classes, Conv2D(in.C, 4, 3, 1), ReLU(), Flatten(), Linear(4*in.H*in.W, classes))
+	}
+	if err := errors.Join(RegisterModel("evaltf_test", build), RegisterEvalTransform(evalTestTransform, "evaltf_test")); err != nil {
+		panic(err)
+	}
+}
+
 // TestOpenPredictorMatchesEvalLoader: a Predictor opened from a checkpoint with the default
-// configuration gives, bit for bit, the logits Trainer.Predict gives over a loader with
-// transforms.Eval at the model's size (what stoke predict runs on photos: ImageNet's
-// normalization, exact decode) for RGB PNGs of other sizes than the model's.
+// configuration gives, bit for bit, the logits Trainer.Predict gives over a loader with the
+// model's evaluation transform at its size (what stoke predict runs on photos: exact decode) for
+// RGB PNGs of other sizes than the model's: transforms.Eval (ImageNet's normalization) for a
+// model without one of its own, and a registered model's own (RegisterEvalTransform: bicubic,
+// another normalization), not Eval.
 func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	m, err := Sequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, Conv2D(3, 4, 3, 1), ReLU(), Flatten(), Linear(4*16*16, 4))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{Seed: 5})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tr.Close()
-	ck := filepath.Join(t.TempDir(), "rgb.ckpt")
-	if err := tr.Save(context.Background(), ck); err != nil {
-		t.Fatal(err)
-	}
-	r := rand.New(rand.NewPCG(4, 4))
-	var set pngSet
-	var inputs []transforms.Input
-	for i := range 5 {
-		img := image.NewRGBA(image.Rect(0, 0, 20+3*i, 24))
-		for k := range img.Pix {
-			img.Pix[k] = byte(r.IntN(256))
-		}
-		var b bytes.Buffer
-		if err := png.Encode(&b, img); err != nil {
-			t.Fatal(err)
-		}
-		set = append(set, b.Bytes())
-		inputs = append(inputs, transforms.Input{Encoded: b.Bytes()})
-	}
-	ld, err := loaders.New(set, loaders.Config{Batch: 2, Transform: transforms.Eval(16), Device: dev})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ld.Close()
-	want, err := tr.Predict(context.Background(), FromLoader(ld))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p, err := OpenPredictor(context.Background(), ck, dev, true, PredictorConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	if mean, std := p.Normalization(); !slices.Equal(mean, transforms.ImageNetMean) || !slices.Equal(std, transforms.ImageNetStd) {
-		t.Fatalf("default normalization %v %v, want ImageNet's", mean, std)
-	}
-	got, err := p.Predict(context.Background(), inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i, g := range got {
-		for c, v := range g.Logits {
-			if w := want.Logits[i*4+c]; math.Float32bits(v) != math.Float32bits(w) {
-				t.Fatalf("image %d class %d: logit %v, the Eval loader's %v", i, c, v, w)
+	for _, tc := range []struct {
+		model     string
+		transform *transforms.Chain
+		mean, std []float32
+	}{
+		{"cnn", transforms.Eval(16), transforms.ImageNetMean, transforms.ImageNetStd},
+		{"evaltf_test", transforms.Compose(transforms.ResizeFilter(19, transforms.Bicubic), transforms.CenterCrop(16),
+			transforms.Normalize(half3, half3)).WithDecode(transforms.ExactDecode), half3, half3},
+	} {
+		t.Run(tc.model, func(t *testing.T) {
+			m, err := NewModel(tc.model, Shape{C: 3, H: 16, W: 16}, 4)
+			if err != nil {
+				t.Fatal(err)
 			}
-		}
+			tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{Seed: 5})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer tr.Close()
+			ck := filepath.Join(t.TempDir(), "rgb.ckpt")
+			if err := tr.Save(context.Background(), ck); err != nil {
+				t.Fatal(err)
+			}
+			r := rand.New(rand.NewPCG(4, 4))
+			var set pngSet
+			var inputs []transforms.Input
+			for i := range 5 {
+				img := image.NewRGBA(image.Rect(0, 0, 20+3*i, 24))
+				for k := range img.Pix {
+					img.Pix[k] = byte(r.IntN(256))
+				}
+				var b bytes.Buffer
+				if err := png.Encode(&b, img); err != nil {
+					t.Fatal(err)
+				}
+				set = append(set, b.Bytes())
+				inputs = append(inputs, transforms.Input{Encoded: b.Bytes()})
+			}
+			ld, err := loaders.New(set, loaders.Config{Batch: 2, Transform: tc.transform, Device: dev})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ld.Close()
+			want, err := tr.Predict(context.Background(), FromLoader(ld))
+			if err != nil {
+				t.Fatal(err)
+			}
+			p, err := OpenPredictor(context.Background(), ck, dev, true, PredictorConfig{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer p.Close()
+			if mean, std := p.Normalization(); !slices.Equal(mean, tc.mean) || !slices.Equal(std, tc.std) {
+				t.Fatalf("default normalization %v %v, want %v %v", mean, std, tc.mean, tc.std)
+			}
+			got, err := p.Predict(context.Background(), inputs)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for i, g := range got {
+				for c, v := range g.Logits {
+					if w := want.Logits[i*4+c]; math.Float32bits(v) != math.Float32bits(w) {
+						t.Fatalf("image %d class %d: logit %v, the %v loader's %v", i, c, v, tc.transform, w)
+					}
+				}
+			}
+		})
 	}
 }
+
+// TestEvalTransformChain: EvalTransform.Chain is the weights' transform at their crop size and
+// keeps the ratio of resize to crop at another; the default is transforms.Eval at every size; a
+// registered transform is checked and registered once.
+func TestEvalTransformChain(t *testing.T) {
+	swin := EvalTransform{Resize: 232, Crop: 224, Filter: transforms.Bicubic, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
+	for size, want := range map[int]string{224: "Resize(232, bicubic)", 28: "Resize(29, bicubic)", 384: "Resize(397, bicubic)"} {
+		if got := swin.Chain(size).String(); !strings.Contains(got, want+", CenterCrop("+strconv.Itoa(size)+")") {
+			t.Errorf("swin_t's Chain(%d) = %s; want %s", size, got, want)
+		}
+	}
+	for _, size := range []int{8, 28, 32, 224, 384} {
+		if got, want := EvalTransformFor("no_such_model").Chain(size), transforms.Eval(size); got.String() != want.String() || got.DecodeMode() != want.DecodeMode() {
+			t.Errorf("default Chain(%d) = %v (%v); transforms.Eval's %v (%v)", size, got, got.DecodeMode(), want, want.DecodeMode())
+		}
+	}
+	if got := EvalTransformFor("resnet50(x=1)"); got.Resize != 232 || got.Crop != 224 {
+		t.Errorf("resnet50's = %v; want torchvision's IMAGENET1K_V2 resize 232", got)
+	}
+	e := EvalTransformFor("evaltf_test")
+	e.Mean[0] = 9 // the caller's copy
+	if got := EvalTransformFor("evaltf_test"); got.String() != evalTestTransform.String() {
+		t.Errorf("EvalTransformFor(evaltf_test) = %v after the caller changed its copy; want %v", got, evalTestTransform)
+	}
+	for _, bad := range []EvalTransform{
+		{Resize: 10, Crop: 16, Mean: half3, Std: half3},
+		{Resize: 16, Crop: 0, Mean: half3, Std: half3},
+		{Resize: 16, Crop: 16, Filter: transforms.Lanczos + 1, Mean: half3, Std: half3},
+		{Resize: 16, Crop: 16, Mean: half3, Std: []float32{0.5, 0, 0.5}},
+		{Resize: 16, Crop: 16, Mean: half3, Std: half3[:2]},
+	} {
+		if err := RegisterEvalTransform(bad, "evaltf_bad"); err == nil {
+			t.Errorf("RegisterEvalTransform(%v): no error", bad)
+		}
+	}
+	if err := RegisterEvalTransform(evalTestTransform, "evaltf_test"); !errors.Is(err, ErrRegistered) {
+		t.Errorf("RegisterEvalTransform twice: %v; want ErrRegistered", err)
+	}
+	if err := RegisterEvalTransform(evalTestTransform, "resnet50"); !errors.Is(err, ErrRegistered) {
+		t.Errorf("RegisterEvalTransform of a built-in model: %v; want ErrRegistered", err)
+	}
+}
+
+var half3 = []float32{0.5, 0.5, 0.5}

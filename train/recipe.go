@@ -4,7 +4,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
-	"sync"
+
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // Recipe is how a model trains by default: what `stoke train --model M` uses when no other flag
@@ -44,10 +45,13 @@ type Recipe struct {
 	// hundreds of epochs, it slows a run of a few down (a ViT on MNIST in one epoch: 86.3%
 	// with it, 92.3% without).
 	//
-	// RandAugment is the number of operations and the magnitude (of 31 levels) of the
-	// RandAugment after the training crop and flip (torchvision's num_ops, magnitude; timm's
-	// rand-mM-nN); zero for none.
-	RandAugment [2]int
+	// AutoAugment is the automatic augmentation policy after the training crop and flip, in the
+	// words of stoke train --augment (transforms.ParseAugment makes its transform):
+	// "randaugment:N:M" (RandAugment of N operations at magnitude M of 31: torchvision's num_ops
+	// and magnitude, timm's rand-mM-nN), "trivialaugment" (TrivialAugmentWide, torchvision's
+	// --auto-augment ta_wide), "autoaugment" (AutoAugment's ImageNet policy, --auto-augment
+	// imagenet); "" for none.
+	AutoAugment string
 	// MixUp and CutMix are the Beta distributions' alphas of the batch mixes (0: none; both: one
 	// of the two per batch), RandomErasing the probability of erasing a box of an image.
 	MixUp, CutMix, RandomErasing float64
@@ -97,8 +101,8 @@ func (r Recipe) String() string {
 		}
 	}
 	var aug []string
-	if r.RandAugment != [2]int{} {
-		aug = append(aug, fmt.Sprintf("randaugment %d ops at %d", r.RandAugment[0], r.RandAugment[1]))
+	if r.AutoAugment != "" {
+		aug = append(aug, r.AutoAugment)
 	}
 	for _, f := range []struct {
 		name string
@@ -117,29 +121,23 @@ func (r Recipe) String() string {
 // recipeOptimizers are the names Recipe.Optimizer takes.
 var recipeOptimizers = []string{"sgd", "adamw", "rmsprop"}
 
-var (
-	recipesMu sync.RWMutex
-	recipes   = map[string]Recipe{}
-)
+var recipes nameRegistry[Recipe]
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
 // does beside RegisterModel for each family. The optimizer must be "sgd", "adamw" or "rmsprop",
-// the batch and the learning rate positive. Register in an init function; it is safe for concurrent use.
+// the batch and the learning rate positive, the AutoAugment policy one transforms.ParseAugment
+// knows. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
 	if !slices.Contains(recipeOptimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
 		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
 	}
-	recipesMu.Lock()
-	defer recipesMu.Unlock()
-	for _, name := range names {
-		if _, dup := recipes[name]; dup || slices.Contains(builtinModels, name) {
-			return fmt.Errorf("train: %w: recipe of %q", ErrRegistered, name)
-		}
+	if _, err := transforms.ParseAugment(r.AutoAugment); err != nil {
+		return fmt.Errorf("train: RegisterRecipe %v: AutoAugment: %w", r, err)
 	}
-	for _, name := range names {
-		recipes[name] = r
+	if r.AutoAugment == "none" {
+		return fmt.Errorf("train: RegisterRecipe %v: AutoAugment \"none\": leave it empty for none", r)
 	}
-	return nil
+	return recipes.register("recipe", r, names)
 }
 
 // RecipeFor returns the recipe of a model NewModel knows, by name ("vit_b_16", or with arguments:
@@ -160,14 +158,11 @@ func RegisterRecipe(r Recipe, names ...string) error {
 // epoch, and no augmentation beyond the loader's (none for MNIST; the crop and flip for photos):
 // in 3 epochs, a mild RandAugment(1, 5) was no better at lr 0.2, and MixUp with CutMix worse.
 func RecipeFor(model string) Recipe {
-	name, _, _ := strings.Cut(model, "(")
-	recipesMu.RLock()
-	r, ok := recipes[name]
-	recipesMu.RUnlock()
-	if ok {
+	if r, ok := recipes.lookup(model); ok {
 		return r
 	}
-	r = Recipe{Optimizer: "sgd", LR: 0.06, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
+	name, _, _ := strings.Cut(model, "(")
+	r := Recipe{Optimizer: "sgd", LR: 0.06, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1}
 	switch {
 	case name == "mlp":
 		r.LR = 0.08

@@ -74,6 +74,18 @@ func TestRecipeOptimizer(t *testing.T) {
 			t.Errorf("RegisterRecipe(%v): no error", r)
 		}
 	}
+	for _, aug := range []string{"none", "randaugment:2", "randaugment:2:31", "mixup", "AutoAugment"} {
+		if err := RegisterRecipe(Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: aug}, "recipe_test_bad"); err == nil {
+			t.Errorf("RegisterRecipe with AutoAugment %q: no error", aug)
+		}
+	}
+	ta := Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: "trivialaugment", MixUp: 0.2}
+	if err := RegisterRecipe(ta, "recipe_test_trivialaugment"); err != nil {
+		t.Errorf("RegisterRecipe with AutoAugment trivialaugment: %v", err)
+	}
+	if got, want := RecipeFor("recipe_test_trivialaugment").String(), "when asked (stoke train --augment recipe) trivialaugment, mixup 0.2"; !strings.HasSuffix(got, want) {
+		t.Errorf("recipe %s; want it to end %q", got, want)
+	}
 	if err := RegisterRecipe(deit, "mlp"); !errors.Is(err, ErrRegistered) {
 		t.Errorf("RegisterRecipe of a built-in model: %v; want ErrRegistered", err)
 	}

@@ -60,6 +60,41 @@ func registeredModel(spec string, in Shape, classes int) (m *Model, ok bool, err
 	return m, true, nil
 }
 
+// nameRegistry holds what a model zoo registers by model name beside the builders (recipes,
+// evaluation transforms); it is safe for concurrent use.
+type nameRegistry[T any] struct {
+	mu sync.RWMutex
+	m  map[string]T
+}
+
+// register makes v the value of names, or of none when one of them has a value already or is a
+// built-in model's; what names the value in the error.
+func (r *nameRegistry[T]) register(what string, v T, names []string) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	for _, name := range names {
+		if _, dup := r.m[name]; dup || slices.Contains(builtinModels, name) {
+			return fmt.Errorf("train: %w: %s of %q", ErrRegistered, what, name)
+		}
+	}
+	if r.m == nil {
+		r.m = map[string]T{}
+	}
+	for _, name := range names {
+		r.m[name] = v
+	}
+	return nil
+}
+
+// lookup returns the value registered for model's name (model is "name" or "name(args)").
+func (r *nameRegistry[T]) lookup(model string) (T, bool) {
+	name, _, _ := strings.Cut(model, "(")
+	r.mu.RLock()
+	defer r.mu.RUnlock()
+	v, ok := r.m[name]
+	return v, ok
+}
+
 // Net builds a model of one module of package nn, for images of shape in: its tensors carry the
 // module's nn.StateDict names exactly ("encoder.layers.encoder_layer_0.ln_1.weight"), so weights
 // of the same architecture in PyTorch load (LoadWeights, Config.Init) and export by name. The

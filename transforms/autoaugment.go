@@ -4,6 +4,8 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strconv"
+	"strings"
 )
 
 // augOp is one operation of torchvision's augmentation spaces (autoaugment.py's _apply_op).
@@ -219,6 +221,41 @@ func AutoAugment(policy AutoAugmentPolicy) Transform { return autoAugment{policy
 type autoAugment struct{ policy AutoAugmentPolicy }
 
 func (t autoAugment) String() string { return fmt.Sprintf("AutoAugment(%v)", t.policy) }
+
+// ParseAugment returns the automatic augmentation policy named s, in the words of stoke train
+// --augment and train.Recipe.AutoAugment: "trivialaugment" (TrivialAugmentWide()),
+// "randaugment" (RandAugment(2, 9), torchvision's defaults), "randaugment:N:M" (RandAugment(N, M):
+// 0 <= N <= 64 operations at magnitude 0 <= M <= 30), "autoaugment" (AutoAugment(ImageNetPolicy));
+// nil for "none" and "". Any other s is an error wrapping ErrInvalid.
+func ParseAugment(s string) (Transform, error) {
+	switch {
+	case s == "" || s == "none":
+		return nil, nil
+	case s == "trivialaugment":
+		return TrivialAugmentWide(), nil
+	case s == "randaugment":
+		return RandAugment(2, 9), nil
+	case s == "autoaugment":
+		return AutoAugment(ImageNetPolicy), nil
+	case strings.HasPrefix(s, "randaugment:"):
+		if n, m, ok := randAugmentArgs(s); ok {
+			return RandAugment(n, m), nil
+		}
+		return nil, fmt.Errorf("transforms: augmentation %q: want randaugment:N:M with 0 <= N <= 64 operations and a magnitude 0 <= M <= 30: %w", s, ErrInvalid)
+	}
+	return nil, fmt.Errorf("transforms: augmentation %q: want none, trivialaugment, randaugment, randaugment:N:M or autoaugment: %w", s, ErrInvalid)
+}
+
+// randAugmentArgs parses randaugment:N:M.
+func randAugmentArgs(s string) (n, m int, ok bool) {
+	parts := strings.Split(s, ":")
+	if len(parts) != 3 {
+		return 0, 0, false
+	}
+	n, err1 := strconv.Atoi(parts[1])
+	m, err2 := strconv.Atoi(parts[2])
+	return n, m, err1 == nil && err2 == nil && n >= 0 && n <= 64 && m >= 0 && m <= 30
+}
 
 // subPolicy is one (operation, probability, magnitude bin) pair of a policy; bin -1 is None.
 type subPolicy [2]struct {

@@ -2,6 +2,7 @@ package transforms
 
 import (
 	"errors"
+	"fmt"
 	"math"
 	"math/rand/v2"
 	"strings"
@@ -398,6 +399,30 @@ func TestFusedTranslateUnderOrientation(t *testing.T) {
 			if string(x) != string(y) {
 				t.Errorf("%v: the fused translation differs from the pixel step", a)
 			}
+		}
+	}
+}
+
+// TestParseAugment: the policies of stoke train --augment and train.Recipe.AutoAugment, by name;
+// anything else is ErrInvalid.
+func TestParseAugment(t *testing.T) {
+	for s, want := range map[string]string{
+		"": "<nil>", "none": "<nil>",
+		"trivialaugment":    TrivialAugmentWide().String(),
+		"randaugment":       RandAugment(2, 9).String(),
+		"randaugment:0:0":   RandAugment(0, 0).String(),
+		"randaugment:64:30": RandAugment(64, 30).String(),
+		"autoaugment":       AutoAugment(ImageNetPolicy).String(),
+	} {
+		got, err := ParseAugment(s)
+		if err != nil || fmt.Sprint(got) != want {
+			t.Errorf("ParseAugment(%q) = %v, %v; want %s", s, got, err, want)
+		}
+	}
+	for _, s := range []string{"randaugment:2", "randaugment:2:31", "randaugment:65:9", "randaugment:-1:9", "randaugment:x:9", "randaugment:2:9:1",
+		"autoaugment:cifar10", "mixup", "TrivialAugment"} {
+		if got, err := ParseAugment(s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("ParseAugment(%q) = %v, %v; want ErrInvalid", s, got, err)
 		}
 	}
 }

@@ -13,7 +13,8 @@ import (
 // on the pilref corpus (Go's and libjpeg-turbo's test images, PIL's own encodes, and 40 real
 // photographs from $STOKE_PHOTOS when set): the decode alone (Compose(), the image at its own
 // size) and torchvision's evaluation transform, Resize(size*8/7) + CenterCrop(size), at 224 and
-// 32 pixels (Eval), where torchvision is installed. The figures per kind of image are logged (go
+// 32 pixels (Eval), and with the bicubic filter (swin_t's weights': Resize(232, bicubic) +
+// CenterCrop(224)), where torchvision is installed. The figures per kind of image are logged (go
 // test -v); ExactDecode must agree with PIL on every sample but a few in 10,000, by at most 1,
 // and it does with each one equal, as measured.
 func TestDecodeModesAgainstPIL(t *testing.T) {
@@ -49,6 +50,12 @@ func TestDecodeModesAgainstPIL(t *testing.T) {
 				ok    bool
 			}{fmt.Sprintf("eval %d", size), Eval(size), want, ok})
 		}
+		paths = append(paths, struct {
+			name  string
+			chain *Chain
+			want  pilref.Pixels
+			ok    bool
+		}{"bicubic 224", Compose(ResizeFilter(232, Bicubic), CenterCrop(224)), im.Bicubic, im.Bicubic.W != 0})
 		for _, p := range paths {
 			if !p.ok {
 				continue

@@ -45,6 +45,9 @@ type Image struct {
 	// Eval[224] and Eval[32] are torchvision's Resize(size*8/7) and CenterCrop(size) of RGB
 	// (transforms.Eval's geometry); absent without torchvision.
 	Eval map[int]Pixels
+	// Bicubic is torchvision's Resize(232, bicubic) and CenterCrop(224) of RGB (swin_t's
+	// weights' transform); zero without torchvision.
+	Bicubic Pixels
 }
 
 // Corpus returns the test JPEGs and PIL's view of them: Go's image/testdata JPEGs (4:2:0,
@@ -119,6 +122,9 @@ func Corpus(t testing.TB, photos int) []Image {
 			if p := fmt.Sprintf("%s.eval%d.rgb", f, size); exists(p) {
 				im.Eval[size] = read(t, p)
 			}
+		}
+		if p := f + ".bicubic224.rgb"; exists(p) {
+			im.Bicubic = read(t, p)
 		}
 		imgs = append(imgs, im)
 	}

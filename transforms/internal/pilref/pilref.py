@@ -3,7 +3,9 @@
     python3 pilref.py gen OUT SRC...   write PIL-encoded variants of the images SRC into OUT
     python3 pilref.py ref FILE...      write FILE.rgb: PIL's decode, convert("RGB"), HWC bytes;
                                        with torchvision, also FILE.eval224.rgb and FILE.eval32.rgb:
-                                       Resize(size*8//7) + CenterCrop(size), as transforms.Eval
+                                       Resize(size*8//7) + CenterCrop(size), as transforms.Eval,
+                                       and FILE.bicubic224.rgb: Resize(232, bicubic) +
+                                       CenterCrop(224), swin_t's weights' transform
 
 Each output starts with a line "W H\\n" then the bytes.
 """
@@ -56,6 +58,9 @@ def ref(files):
             t = T.Compose([T.Resize(size * 8 // 7), T.CenterCrop(size)])
             o = t(rgb)
             write(f + ".eval%d.rgb" % size, o.size[0], o.size[1], o.tobytes())
+        t = T.Compose([T.Resize(232, interpolation=T.InterpolationMode.BICUBIC), T.CenterCrop(224)])
+        o = t(rgb)
+        write(f + ".bicubic224.rgb", o.size[0], o.size[1], o.tobytes())
 
 
 if __name__ == "__main__":
