@@ -2,12 +2,8 @@ package models
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"math/rand/v2"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -40,16 +36,8 @@ func TestTorchvisionShapes(t *testing.T) {
 	}
 	const classes = 5
 	names := slices.Concat(convNetNames, mobileNames, vitNames, swinNames)
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_shapes.py"), "5"}, names...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torchvision_shapes.py: %v", err)
-	}
 	var want map[string]map[string][]int
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("torchvision_shapes.py printed %.200q: %v", out, err)
-	}
+	pythonJSON(t, &want, py, "torchvision_shapes.py", append([]string{"5"}, names...)...)
 	for _, name := range names {
 		checkShapes(t, name, classes, want[name], "torchvision's")
 	}

@@ -7,8 +7,6 @@ import (
 	"encoding/json"
 	"math"
 	"math/rand/v2"
-	"os/exec"
-	"path/filepath"
 	"slices"
 	"testing"
 
@@ -27,13 +25,7 @@ func TestEvalTransforms(t *testing.T) {
 		t.Skip("no python3 with torch, torchvision and timm (set STOKE_PYTHON)")
 	}
 	names := train.Models()
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "eval_transforms.py")}, names...)...)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("%v\n%s", err, stderr.Bytes())
-	}
+	out := runPython(t, py, "eval_transforms.py", names...)
 	filters := map[string]transforms.Filter{"bilinear": transforms.Bilinear, "bicubic": transforms.Bicubic, "lanczos": transforms.Lanczos}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	seen, weights := 0, 0

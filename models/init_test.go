@@ -4,8 +4,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
@@ -69,16 +67,11 @@ func TestFreshInit(t *testing.T) {
 	for _, c := range timmCases {
 		cases = append(cases, initCase{c.spec, c.python, c.size})
 	}
-	args := []string{filepath.Join("testdata", "init_stats.py")}
+	var args []string
 	for _, c := range cases {
 		args = append(args, c.python)
 	}
-	cmd := exec.Command(py, args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("init_stats.py: %v", err)
-	}
+	out := runPython(t, py, "init_stats.py", args...)
 	lines := strings.Split(strings.TrimSpace(string(out)), "\n")
 	if len(lines) != len(cases) {
 		t.Fatalf("init_stats.py printed %d lines for %d models", len(lines), len(cases))

@@ -2,11 +2,7 @@ package models
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"os"
-	"os/exec"
-	"path/filepath"
 	"strings"
 	"testing"
 
@@ -69,20 +65,12 @@ func TestLayerDecayTimm(t *testing.T) {
 		{"timm.models.swin_transformer.SwinTransformer(" + timmSwin + ")", must(NewSwin(swin, 3, 5, "")), true, true},
 		{"timm.models.swin_transformer_v2.SwinTransformerV2(" + timmSwin + ")", must(NewSwin(swin2, 3, 5, "")), true, true},
 	}
-	args := []string{filepath.Join("testdata", "timm_layer_decay.py"), "0.8"}
+	args := []string{"0.8"}
 	for _, c := range cases {
 		args = append(args, c.python)
 	}
-	cmd := exec.Command(py, args...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("timm_layer_decay.py: %v", err)
-	}
 	var want map[string]map[string][3]float64 // layer_id, layer_max, lr_scale
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("timm_layer_decay.py printed %.200q: %v", out, err)
-	}
+	pythonJSON(t, &want, py, "timm_layer_decay.py", args...)
 	for _, c := range cases {
 		named, err := nn.StateDict(c.model)
 		if err != nil {

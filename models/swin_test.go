@@ -9,7 +9,6 @@ import (
 	"math"
 	"math/rand/v2"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -244,11 +243,7 @@ func TestSwinGradients(t *testing.T) {
 			if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 				t.Fatal(err)
 			}
-			cmd := exec.Command(py, filepath.Join("testdata", "torchvision_parity.py"), wst, u8, strconv.Itoa(n), fmt.Sprintf("%dx%d", tc.h, tc.w), tc.python, "--grads", gst)
-			cmd.Stderr = os.Stderr
-			if err := cmd.Run(); err != nil {
-				t.Fatalf("torchvision_parity.py: %v", err)
-			}
+			runPython(t, py, "torchvision_parity.py", wst, u8, strconv.Itoa(n), fmt.Sprintf("%dx%d", tc.h, tc.w), tc.python, "--grads", gst)
 			weights, grads := readF32Safetensors(t, wst), readF32Safetensors(t, gst)
 
 			dev, err := gpu.Open("cpu")

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
@@ -234,16 +233,8 @@ func TestTimmShapes(t *testing.T) {
 	if len(names) != len(timmViTs)+len(timmConvNeXts)+4 {
 		t.Fatalf("train.Models() has the timm builders %v", names)
 	}
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "timm_shapes.py"), "5"}, names...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("timm_shapes.py: %v", err)
-	}
 	var want map[string]map[string][]int
-	if err := json.Unmarshal(out, &want); err != nil {
-		t.Fatalf("timm_shapes.py printed %.200q: %v", out, err)
-	}
+	pythonJSON(t, &want, py, "timm_shapes.py", append([]string{"5"}, names...)...)
 	for _, name := range names {
 		checkShapes(t, timmPrefix+name, 5, want[name], "timm's")
 	}

@@ -33,6 +33,29 @@ func torchPython() string {
 	return py
 }
 
+// runPython runs testdata/script with args under py and returns what it printed; its standard
+// error goes into the failure.
+func runPython(t *testing.T, py, script string, args ...string) []byte {
+	t.Helper()
+	cmd := exec.Command(py, append([]string{filepath.Join("testdata", script)}, args...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v\n%s", script, err, stderr.Bytes())
+	}
+	return out
+}
+
+// pythonJSON runs testdata/script as runPython does and decodes the JSON it printed into v.
+func pythonJSON(t *testing.T, v any, py, script string, args ...string) {
+	t.Helper()
+	out := runPython(t, py, script, args...)
+	if err := json.Unmarshal(out, v); err != nil {
+		t.Fatalf("%s printed %.200q: %v", script, out, err)
+	}
+}
+
 // torchvisionCases are the zoo's models next to the torchvision constructor of the same
 // architecture: small configurations, 3-channel images of the given size, 5 classes.
 var torchvisionCases = []struct {
@@ -97,12 +120,7 @@ func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs .
 	if err := os.WriteFile(u8, pixels, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	cmd := exec.Command(py, append([]string{filepath.Join("testdata", "torchvision_parity.py"), st, u8, strconv.Itoa(n), strconv.Itoa(size)}, exprs...)...)
-	cmd.Stderr = os.Stderr
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torchvision_parity.py: %v", err)
-	}
+	out := runPython(t, py, "torchvision_parity.py", append([]string{st, u8, strconv.Itoa(n), strconv.Itoa(size)}, exprs...)...)
 	var want [][]float64
 	for _, line := range strings.Split(strings.TrimSpace(string(out)), "\n") {
 		var row []float64
