@@ -293,8 +293,13 @@ const (
 	FReLU6
 )
 
-// Unary computes y = f(x) elementwise, each in float64 rounded once; y may alias x.
+// Unary computes y = f(x) elementwise, each in float64 rounded once, GELU in float32 within
+// 5e-7·(1+x²) relative (gelu); y may alias x.
 func Unary(f UnaryOp, y, x []float32) {
+	if f == FGELU {
+		For(len(y), 16, func(lo, hi int) { gelu(y[lo:hi], x[lo:hi]) })
+		return
+	}
 	For(len(y), 16, func(lo, hi int) {
 		ys, xs := y[lo:hi], x[lo:hi]
 		for i, v := range xs {
@@ -303,8 +308,13 @@ func Unary(f UnaryOp, y, x []float32) {
 	})
 }
 
-// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once; dx may alias dy.
+// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once, GELU's in
+// float32 (geluGrad); dx may alias dy.
 func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
+	if f == FGELU {
+		For(len(dx), 16, func(lo, hi int) { geluGrad(dx[lo:hi], dy[lo:hi], x[lo:hi]) })
+		return
+	}
 	For(len(dx), 16, func(lo, hi int) {
 		dxs, dys, xs := dx[lo:hi], dy[lo:hi], x[lo:hi]
 		for i, v := range xs {
@@ -316,7 +326,6 @@ func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
 const (
 	sqrt2Pi    = 0.7978845608028654 // √(2/π), GELUTanh's
 	geluCubic  = 0.044715           // GELUTanh's
-	invSqrt2   = 0.7071067811865476 // 1/√2
 	invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
 )
 
@@ -342,8 +351,6 @@ func unary(f UnaryOp, v float64) float64 {
 		return sigmoid(v)
 	case FTanh:
 		return math.Tanh(v)
-	case FGELU:
-		return 0.5 * v * (1 + math.Erf(v*invSqrt2))
 	case FGELUTanh:
 		return 0.5 * v * (1 + math.Tanh(sqrt2Pi*(v+geluCubic*v*v*v)))
 	case FSiLU:
@@ -388,8 +395,6 @@ func unaryGrad(f UnaryOp, v float64) float64 {
 	case FTanh:
 		t := math.Tanh(v)
 		return 1 - t*t
-	case FGELU:
-		return 0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v)
 	case FGELUTanh:
 		t := math.Tanh(sqrt2Pi * (v + geluCubic*v*v*v))
 		return 0.5*(1+t) + 0.5*v*(1-t*t)*sqrt2Pi*(1+3*geluCubic*v*v)
