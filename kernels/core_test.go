@@ -323,8 +323,8 @@ func TestSumTo(t *testing.T) {
 }
 
 // TestCopyStrided: a permutation, a slice, a part of a concatenation written into its place (the
-// other part untouched), a broadcast (src stride 0), rank MaxRank and a large transpose, each
-// element where the strides put it.
+// other part untouched), a broadcast (src stride 0), rank MaxRank, a large transpose and a
+// permutation of short runs, each element where the strides put it.
 func TestCopyStrided(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
@@ -343,6 +343,9 @@ func TestCopyStrided(t *testing.T) {
 		{"broadcast", []int{4, 3}, []int{3, 1}, []int{0, 1}, 12, 0, 3, 0},
 		{"rank 8", []int{2, 2, 1, 2, 2, 1, 2, 2}, []int{1, 2, 7, 4, 8, 5, 16, 32}, packed([]int{2, 2, 1, 2, 2, 1, 2, 2}), 64, 0, 64, 0},
 		{"large transpose", []int{300, 200}, []int{1, 300}, []int{200, 1}, 60000, 0, 60000, 0},
+		// [5][9][7][3] to [5][7][9][3], as attention's heads: runs of 3, the parts of the
+		// work starting within a run and rows carrying into every dim.
+		{"heads permuted", []int{5, 7, 9, 3}, packed([]int{5, 7, 9, 3}), []int{189, 3, 21, 1}, 945, 0, 945, 0},
 		{"one packed run split", []int{200, 300}, []int{300, 1}, []int{300, 1}, 60001, 1, 60000, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
