@@ -491,13 +491,14 @@ func layerNormRef(x, gamma, beta []float64, rows, cols int, eps float64) (y, mea
 
 // TestLayerNorm: LayerNorm with and without gamma and beta against the float64 normalization
 // (y, the saved mean and rstd), over a shape large enough for the parallel path too; its backward
-// pass against the central finite differences of Σ dy·y in x, gamma and beta, each output
-// skipped when it is the empty view.
+// pass (rows longer than the vectors of sums, columns in more than one block) against the central
+// finite differences of Σ dy·y in x, gamma and beta, each output skipped when it is the empty
+// view.
 func TestLayerNorm(t *testing.T) {
 	e := newEnv(t)
 	const eps = 1e-5
 	var none kernels.F32
-	for _, sz := range []struct{ rows, cols int }{{4, 6}, {3, 1}, {512, 64}} {
+	for _, sz := range []struct{ rows, cols int }{{4, 6}, {3, 1}, {5, 37}, {1, 300}, {512, 64}} {
 		rows, cols := sz.rows, sz.cols
 		for _, affine := range []bool{true, false} {
 			xv := randoms(rows*cols, 8, -2, 3)
@@ -519,7 +520,7 @@ func TestLayerNorm(t *testing.T) {
 			near(t, "y", e.read(t, y), wy, 1e-5)
 			near(t, "mean", e.read(t, mean), wm, 1e-6)
 			near(t, "rstd", e.read(t, rstd), wr, 1e-5)
-			if rows*cols > 100 {
+			if rows*cols > 300 {
 				continue // the finite differences cost the reference (rows*cols)² each
 			}
 
