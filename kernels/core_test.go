@@ -323,8 +323,8 @@ func TestSumTo(t *testing.T) {
 }
 
 // TestCopyStrided: a permutation, a slice, a part of a concatenation written into its place (the
-// other part untouched), a broadcast (src stride 0), rank MaxRank and a large transpose, each
-// element where the strides put it.
+// other part untouched), a broadcast (src stride 0), rank MaxRank, a large transpose and a
+// permutation of short runs, each element where the strides put it.
 func TestCopyStrided(t *testing.T) {
 	e := newEnv(t)
 	for _, tc := range []struct {
@@ -343,6 +343,9 @@ func TestCopyStrided(t *testing.T) {
 		{"broadcast", []int{4, 3}, []int{3, 1}, []int{0, 1}, 12, 0, 3, 0},
 		{"rank 8", []int{2, 2, 1, 2, 2, 1, 2, 2}, []int{1, 2, 7, 4, 8, 5, 16, 32}, packed([]int{2, 2, 1, 2, 2, 1, 2, 2}), 64, 0, 64, 0},
 		{"large transpose", []int{300, 200}, []int{1, 300}, []int{200, 1}, 60000, 0, 60000, 0},
+		// [5][9][7][3] to [5][7][9][3], as attention's heads: runs of 3, the parts of the
+		// work starting within a run and rows carrying into every dim.
+		{"heads permuted", []int{5, 7, 9, 3}, packed([]int{5, 7, 9, 3}), []int{189, 3, 21, 1}, 945, 0, 945, 0},
 		{"one packed run split", []int{200, 300}, []int{300, 1}, []int{300, 1}, 60001, 1, 60000, 0},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -488,13 +491,14 @@ func layerNormRef(x, gamma, beta []float64, rows, cols int, eps float64) (y, mea
 
 // TestLayerNorm: LayerNorm with and without gamma and beta against the float64 normalization
 // (y, the saved mean and rstd), over a shape large enough for the parallel path too; its backward
-// pass against the central finite differences of Σ dy·y in x, gamma and beta, each output
-// skipped when it is the empty view.
+// pass (rows longer than the vectors of sums, columns in more than one block) against the central
+// finite differences of Σ dy·y in x, gamma and beta, each output skipped when it is the empty
+// view.
 func TestLayerNorm(t *testing.T) {
 	e := newEnv(t)
 	const eps = 1e-5
 	var none kernels.F32
-	for _, sz := range []struct{ rows, cols int }{{4, 6}, {3, 1}, {512, 64}} {
+	for _, sz := range []struct{ rows, cols int }{{4, 6}, {3, 1}, {5, 37}, {1, 300}, {512, 64}} {
 		rows, cols := sz.rows, sz.cols
 		for _, affine := range []bool{true, false} {
 			xv := randoms(rows*cols, 8, -2, 3)
@@ -516,7 +520,7 @@ func TestLayerNorm(t *testing.T) {
 			near(t, "y", e.read(t, y), wy, 1e-5)
 			near(t, "mean", e.read(t, mean), wm, 1e-6)
 			near(t, "rstd", e.read(t, rstd), wr, 1e-5)
-			if rows*cols > 100 {
+			if rows*cols > 300 {
 				continue // the finite differences cost the reference (rows*cols)² each
 			}
 

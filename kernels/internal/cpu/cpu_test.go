@@ -443,6 +443,9 @@ var convParityShapes = []ConvGeom{
 	{N: 3, InC: 4, InH: 17, InW: 17, OutC: 6, KH: 1, KW: 1, Stride: 2, Pad: 0},
 	{N: 2, InC: 4, InH: 35, InW: 33, OutC: 3, KH: 3, KW: 3, Stride: 2, Pad: 1},
 	{N: 2, InC: 2, InH: 8, InW: 39, OutC: 3, KH: 2, KW: 2, Stride: 2, Pad: 0},
+	// Patches (toPatches): a ViT's, and padded ones that leave a partial tile out.
+	{N: 9, InC: 3, InH: 28, InW: 28, OutC: 32, KH: 7, KW: 7, Stride: 7, Pad: 0},
+	{N: 2, InC: 2, InH: 10, InW: 11, OutC: 5, KH: 4, KW: 4, Stride: 4, Pad: 1},
 	{N: 11, InC: 32, InH: 16, InW: 16, OutC: 40, KH: 3, KW: 3, Stride: 1, Pad: 1}, // dx chunks of 3, 3, 3, 2
 	{N: 13, InC: 64, InH: 9, InW: 9, OutC: 9, KH: 3, KW: 3, Stride: 1, Pad: 1},    // dx chunks of 5, 5, 3
 	{N: 5, InC: 1, InH: 33, InW: 31, OutC: 1, KH: 7, KW: 7, Stride: 2, Pad: 3},

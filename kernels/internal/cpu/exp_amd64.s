@@ -2,25 +2,26 @@
 
 #include "textflag.h"
 
-// The constants of expf (attention.go), each broadcast to 8 lanes.
-#define ROW(off, v) \
-	DATA expConsts<>+(off+0)(SB)/4, $v; DATA expConsts<>+(off+4)(SB)/4, $v; \
-	DATA expConsts<>+(off+8)(SB)/4, $v; DATA expConsts<>+(off+12)(SB)/4, $v; \
-	DATA expConsts<>+(off+16)(SB)/4, $v; DATA expConsts<>+(off+20)(SB)/4, $v; \
-	DATA expConsts<>+(off+24)(SB)/4, $v; DATA expConsts<>+(off+28)(SB)/4, $v
+// ROW broadcasts the float32 v to 8 lanes at sym+off.
+#define ROW(sym, off, v) \
+	DATA sym+(off+0)(SB)/4, $v; DATA sym+(off+4)(SB)/4, $v; \
+	DATA sym+(off+8)(SB)/4, $v; DATA sym+(off+12)(SB)/4, $v; \
+	DATA sym+(off+16)(SB)/4, $v; DATA sym+(off+20)(SB)/4, $v; \
+	DATA sym+(off+24)(SB)/4, $v; DATA sym+(off+28)(SB)/4, $v
 
-ROW(0, -87.33)               // expLo
-ROW(32, 88.72)               // expHi
-ROW(64, 1.44269504088896341) // expLog2e
-ROW(96, 0.693359375)         // expC1
-ROW(128, -2.12194440e-4)     // expC2
-ROW(160, 1.9875691500e-4)    // expP0
-ROW(192, 1.3981999507e-3)    // expP1
-ROW(224, 8.3334519073e-3)    // expP2
-ROW(256, 4.1665795894e-2)    // expP3
-ROW(288, 1.6666665459e-1)    // expP4
-ROW(320, 5.0000001201e-1)    // expP5
-ROW(352, 1.0)                // one
+// The constants of expf (attention.go).
+ROW(expConsts<>, 0, -87.33)               // expLo
+ROW(expConsts<>, 32, 88.72)               // expHi
+ROW(expConsts<>, 64, 1.44269504088896341) // expLog2e
+ROW(expConsts<>, 96, 0.693359375)         // expC1
+ROW(expConsts<>, 128, -2.12194440e-4)     // expC2
+ROW(expConsts<>, 160, 1.9875691500e-4)    // expP0
+ROW(expConsts<>, 192, 1.3981999507e-3)    // expP1
+ROW(expConsts<>, 224, 8.3334519073e-3)    // expP2
+ROW(expConsts<>, 256, 4.1665795894e-2)    // expP3
+ROW(expConsts<>, 288, 1.6666665459e-1)    // expP4
+ROW(expConsts<>, 320, 5.0000001201e-1)    // expP5
+ROW(expConsts<>, 352, 1.0)                // one
 GLOBL expConsts<>(SB), RODATA|NOPTR, $384
 
 // func expShiftAVX2(x *float32, n int, shift float32, lanes *[8]float32)
@@ -84,5 +85,127 @@ exp_loop:
 
 exp_done:
 	VMOVUPS Y0, (DI)
+	VZEROUPPER
+	RET
+
+// The constants of normalCDF (gelu.go).
+ROW(geluConsts<>, 0, 0.01658014953136444)    // geluS0
+ROW(geluConsts<>, 32, -0.06279485672712326)  // geluS1
+ROW(geluConsts<>, 64, 0.05165864899754524)   // geluS2
+ROW(geluConsts<>, 96, 0.028427530080080032)  // geluS3
+ROW(geluConsts<>, 128, 0.01271863840520382)  // geluS4
+ROW(geluConsts<>, 160, 0.08665331453084946)  // geluS5
+ROW(geluConsts<>, 192, 0.07200063019990921)  // geluS6
+ROW(geluConsts<>, 224, 0.09551546722650528)  // geluS7
+ROW(geluConsts<>, 256, 0.09949258714914322)  // geluS8
+ROW(geluConsts<>, 288, 0.0997479036450386)   // geluS9
+ROW(geluConsts<>, 320, 0.25)                 // t's 1/4
+ROW(geluConsts<>, 352, -0.5)                 // e's -1/2
+ROW(geluConsts<>, 384, 0.3989422804014327)   // invSqrt2Pi (tensor.go)
+GLOBL geluConsts<>(SB), RODATA|NOPTR, $416
+
+// GELU_SETUP loads the registers NORMAL_CDF keeps its constants in: Y8 |x|'s mask, Y10 1,
+// Y12 expLo, Y13 expHi, Y14 the exponent's bias 127<<23, Y15 0.
+#define GELU_SETUP \
+	MOVL $0x7fffffff, AX; VMOVD AX, X8; VPBROADCASTD X8, Y8; \
+	VMOVUPS expConsts<>+352(SB), Y10; \
+	VMOVUPS expConsts<>+0(SB), Y12; \
+	VMOVUPS expConsts<>+32(SB), Y13; \
+	MOVL $0x3f800000, AX; VMOVD AX, X14; VPBROADCASTD X14, Y14; \
+	VXORPS Y15, Y15, Y15
+
+// NORMAL_CDF sets Y6 = Φ(Y0) and Y4 = e^(-Y0²/2), normalCDF's float32 operations one for one
+// (Y1-Y3, Y5 and Y7 are clobbered): a = |x|, t = 1/(1 + a/4), s = S(t) by Horner, e = expf(a·a
+// · -1/2) as expShiftAVX2's loop, q = t·s·e, Φ = q where x < 0, else 1 - q.
+#define NORMAL_CDF \
+	VANDPS Y8, Y0, Y1; \
+	VMULPS geluConsts<>+320(SB), Y1, Y2; \
+	VADDPS Y10, Y2, Y2; \
+	VDIVPS Y2, Y10, Y2; \
+	VMULPS geluConsts<>+0(SB), Y2, Y3; \
+	VADDPS geluConsts<>+32(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+64(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+96(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+128(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+160(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+192(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+224(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+256(SB), Y3, Y3; \
+	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+288(SB), Y3, Y3; \
+	VMULPS Y1, Y1, Y4; \
+	VMULPS geluConsts<>+352(SB), Y4, Y4; \
+	VCMPPS $1, Y12, Y4, Y6; \
+	VMINPS Y4, Y13, Y4; \
+	VMULPS expConsts<>+64(SB), Y4, Y5; \
+	VROUNDPS $0, Y5, Y5; \
+	VMULPS expConsts<>+96(SB), Y5, Y7; VSUBPS Y7, Y4, Y4; \
+	VMULPS expConsts<>+128(SB), Y5, Y7; VSUBPS Y7, Y4, Y4; \
+	VMULPS expConsts<>+160(SB), Y4, Y7; VADDPS expConsts<>+192(SB), Y7, Y7; \
+	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+224(SB), Y7, Y7; \
+	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+256(SB), Y7, Y7; \
+	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+288(SB), Y7, Y7; \
+	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+320(SB), Y7, Y7; \
+	VMULPS Y4, Y4, Y1; VMULPS Y1, Y7, Y7; VADDPS Y4, Y7, Y7; VADDPS Y10, Y7, Y7; \
+	VCVTPS2DQ Y5, Y5; VPSLLD $23, Y5, Y5; VPADDD Y14, Y5, Y5; VMULPS Y5, Y7, Y7; \
+	VANDNPS Y7, Y6, Y4; \
+	VMULPS Y2, Y3, Y3; \
+	VMULPS Y4, Y3, Y3; \
+	VCMPPS $1, Y15, Y0, Y5; \
+	VSUBPS Y3, Y10, Y6; \
+	VBLENDVPS Y5, Y3, Y6, Y6
+
+// func geluAVX2(y, x *float32, n int)
+//
+// y[i] = x[i]·Φ(x[i]) for i < n, n a multiple of 8, gelu's float32 operations one for one.
+TEXT ·geluAVX2(SB), NOSPLIT, $0-24
+	MOVQ y+0(FP), DI
+	MOVQ x+8(FP), SI
+	MOVQ n+16(FP), CX
+	GELU_SETUP
+	SHRQ $3, CX
+	JZ   gelu_done
+
+gelu_loop:
+	VMOVUPS (SI), Y0
+	NORMAL_CDF
+	VMULPS Y6, Y0, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  gelu_loop
+
+gelu_done:
+	VZEROUPPER
+	RET
+
+// func geluGradAVX2(dx, dy, x *float32, n int)
+//
+// dx[i] = dy[i]·(Φ(x[i]) + x[i]·e^(-x[i]²/2)/√(2π)) for i < n, n a multiple of 8, geluGrad's
+// float32 operations one for one.
+TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
+	MOVQ dx+0(FP), DI
+	MOVQ dy+8(FP), DX
+	MOVQ x+16(FP), SI
+	MOVQ n+24(FP), CX
+	GELU_SETUP
+	SHRQ $3, CX
+	JZ   gelu_grad_done
+
+gelu_grad_loop:
+	VMOVUPS (SI), Y0
+	NORMAL_CDF
+	VMULPS geluConsts<>+384(SB), Y4, Y4
+	VMULPS Y0, Y4, Y4
+	VADDPS Y4, Y6, Y6
+	VMULPS (DX), Y6, Y6
+	VMOVUPS Y6, (DI)
+	ADDQ $32, SI
+	ADDQ $32, DX
+	ADDQ $32, DI
+	DECQ CX
+	JNZ  gelu_grad_loop
+
+gelu_grad_done:
 	VZEROUPPER
 	RET

@@ -47,25 +47,28 @@ func SoftmaxBackward(dx, dy, y []float32, rows, cols int) {
 }
 
 // LayerNorm normalizes each row of x [rows][cols] with its mean and biased variance (float64
-// sums in column order, the variance's over the squared deviations from the mean):
+// sums, kept as sums keeps them, the variance's over the squared deviations from the mean):
 // y = (x-mean)*rstd*gamma + beta, rstd = 1/sqrt(var+eps), in float32 from the rounded mean and
 // rstd it saves; nil gamma is 1 and nil beta 0.
 func LayerNorm(y, mean, rstd, x, gamma, beta []float32, rows, cols int, eps float32) {
 	For(rows, 4*cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xs, ys := x[r*cols:(r+1)*cols], y[r*cols:(r+1)*cols]
-			var s float64
-			for _, v := range xs {
-				s += float64(v)
-			}
-			m := s / float64(cols)
-			var ss float64
-			for _, v := range xs {
-				d := float64(v) - m
-				ss += d * d
-			}
-			mu, rs := float32(m), float32(1/math.Sqrt(ss/float64(cols)+float64(eps)))
+			var s, q sums
+			s.add(xs)
+			m := s.total() / float64(cols)
+			q.addSquares(xs, m)
+			mu, rs := float32(m), float32(1/math.Sqrt(q.total()/float64(cols)+float64(eps)))
 			mean[r], rstd[r] = mu, rs
+			if gamma != nil && beta != nil {
+				gs, bs := gamma[:cols], beta[:cols]
+				for j, v := range xs {
+					h := (v - mu) * rs
+					h *= gs[j]
+					ys[j] = h + bs[j]
+				}
+				continue
+			}
 			for j, v := range xs {
 				h := (v - mu) * rs
 				if gamma != nil {
@@ -80,34 +83,39 @@ func LayerNorm(y, mean, rstd, x, gamma, beta []float32, rows, cols int, eps floa
 	})
 }
 
+// lnColumns is the most columns of LayerNormBackward's dgamma and dbeta one part of the work
+// sums: the rows are read a block of columns at a time, not a column or two.
+const lnColumns = 256
+
 // LayerNormBackward writes, for a LayerNorm of x [rows][cols] with the saved mean and rstd and
 // gamma (nil: 1), dx = rstd*(g - mean_row(g) - xhat*mean_row(g*xhat)) with g = dy*gamma and
 // xhat = (x-mean)*rstd, dgamma = Σ_rows dy*xhat and dbeta = Σ_rows dy; a nil output is skipped.
-// Every sum is float64, over columns in order for dx and over rows in order for dgamma and dbeta.
+// Every sum is float64, kept as sums keeps them for dx and over rows in order for dgamma and
+// dbeta.
 func LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd []float32, rows, cols int) {
 	if dx != nil {
 		For(rows, 6*cols, func(lo, hi int) {
+			var gs []float32 // g of a row, where gamma is given
+			if gamma != nil {
+				gs = make([]float32, cols)
+			}
 			for r := lo; r < hi; r++ {
 				dys, xs, dxs := dy[r*cols:(r+1)*cols], x[r*cols:(r+1)*cols], dx[r*cols:(r+1)*cols]
 				mu, rs := mean[r], rstd[r]
-				var sg, sgh float64
-				for j, v := range xs {
-					g := dys[j]
-					if gamma != nil {
-						g *= gamma[j]
+				g := dys
+				if gamma != nil {
+					for j, v := range dys {
+						gs[j] = v * gamma[j]
 					}
-					h := (v - mu) * rs
-					sg += float64(g)
-					sgh += float64(g) * float64(h)
+					g = gs
 				}
-				mg, mgh := sg/float64(cols), sgh/float64(cols)
+				var sg, sgh sums
+				sg.add(g)
+				sgh.addProducts(g, xs, mu, rs)
+				mg, mgh := sg.total()/float64(cols), sgh.total()/float64(cols)
 				for j, v := range xs {
-					g := dys[j]
-					if gamma != nil {
-						g *= gamma[j]
-					}
 					h := (v - mu) * rs
-					dxs[j] = float32(float64(rs) * (float64(g) - mg - float64(h)*mgh))
+					dxs[j] = float32(float64(rs) * (float64(g[j]) - mg - float64(h)*mgh))
 				}
 			}
 		})
@@ -115,22 +123,26 @@ func LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd []float32, ro
 	if dgamma == nil && dbeta == nil {
 		return
 	}
-	For(cols, 3*rows, func(lo, hi int) {
-		sgam, sbeta := make([]float64, hi-lo), make([]float64, hi-lo)
-		for r := range rows {
-			dys, xs := dy[r*cols+lo:r*cols+hi], x[r*cols+lo:r*cols+hi]
-			mu, rs := mean[r], rstd[r]
-			for j, v := range dys {
-				sbeta[j] += float64(v)
-				sgam[j] += float64(v) * float64((xs[j]-mu)*rs)
+	blocks := (cols + lnColumns - 1) / lnColumns
+	For(blocks, 3*rows*min(cols, lnColumns), func(lo, hi int) {
+		for b := lo; b < hi; b++ {
+			c0, c1 := b*lnColumns, min(cols, (b+1)*lnColumns)
+			sgam, sbeta := make([]float64, c1-c0), make([]float64, c1-c0)
+			for r := range rows {
+				dys, xs := dy[r*cols+c0:r*cols+c1], x[r*cols+c0:r*cols+c1]
+				mu, rs := mean[r], rstd[r]
+				for j, v := range dys {
+					sbeta[j] += float64(v)
+					sgam[j] += float64(v) * float64((xs[j]-mu)*rs)
+				}
 			}
-		}
-		for j := range hi - lo {
-			if dgamma != nil {
-				dgamma[lo+j] = float32(sgam[j])
-			}
-			if dbeta != nil {
-				dbeta[lo+j] = float32(sbeta[j])
+			for j := range c1 - c0 {
+				if dgamma != nil {
+					dgamma[c0+j] = float32(sgam[j])
+				}
+				if dbeta != nil {
+					dbeta[c0+j] = float32(sbeta[j])
+				}
 			}
 		}
 	})

@@ -40,3 +40,7 @@ func copyRows2(dst, src []float32, n, w, dstStride, srcStride int) {
 }
 
 func expShiftSIMD(row []float32, shift float32, lanes *[8]float32) int { return 0 }
+
+func geluSIMD(y, x []float32) int { return 0 }
+
+func geluGradSIMD(dx, dy, x []float32) int { return 0 }

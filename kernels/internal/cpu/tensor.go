@@ -78,17 +78,17 @@ func (l *Layout) rows() int {
 	return r
 }
 
-// rowOffsets returns operand k's offset of row r (an index over every dim but the last), for
-// the first n operands.
-func (l *Layout) rowOffsets(r, n int) (off [maxOperands]int) {
+// rowStart returns the index over every dim but the last of row r, and the first n operands'
+// offsets of it.
+func (l *Layout) rowStart(r, n int) (idx [MaxRank]int, off [maxOperands]int) {
 	for d := l.rank - 2; d >= 0; d-- {
-		i := r % l.shape[d]
+		idx[d] = r % l.shape[d]
 		r /= l.shape[d]
 		for k := range n {
-			off[k] += i * l.strides[k][d]
+			off[k] += idx[d] * l.strides[k][d]
 		}
 	}
-	return off
+	return idx, off
 }
 
 // BinaryOp is a function of Binary.
@@ -104,21 +104,58 @@ const (
 
 // runs calls body for every run of consecutive indices of l's last dim, in parallel when the
 // indices are many (a single run of a packed tensor is split too): off holds the first nops
-// operands' offsets of the run's first index, n its length.
+// operands' offsets of the run's first index, n its length. Each part divides once to find its
+// first row, then steps from row to row (the runs of permuted heads are a few floats long).
 func (l *Layout) runs(nops, cost int, body func(off [maxOperands]int, n int)) {
 	inner, last := l.inner(), l.rank-1
 	For(l.rows()*inner, cost, func(lo, hi int) {
+		idx, row := l.rowStart(lo/inner, nops)
+		c := lo % inner
 		for j := lo; j < hi; {
-			r, c := j/inner, j%inner
 			n := min(inner-c, hi-j)
-			off := l.rowOffsets(r, nops)
+			off := row
 			for k := range nops {
 				off[k] += c * l.strides[k][last]
 			}
 			body(off, n)
-			j += n
+			j, c = j+n, 0
+			l.nextRows(&idx, &row, nops, 1)
 		}
 	})
+}
+
+// rowBlocks calls body for every block of consecutive rows (indices over every dim but the
+// last) that differ in the next-to-last dim alone, in parallel when the rows are many: off holds
+// the first nops operands' offsets of the block's first row, n its number of rows. l's rank is
+// at least 2.
+func (l *Layout) rowBlocks(nops, cost int, body func(off [maxOperands]int, n int)) {
+	size := l.shape[l.rank-2]
+	For(l.rows(), cost, func(lo, hi int) {
+		idx, row := l.rowStart(lo, nops)
+		for r := lo; r < hi; {
+			n := min(size-idx[l.rank-2], hi-r)
+			body(row, n)
+			r += n
+			l.nextRows(&idx, &row, nops, n)
+		}
+	})
+}
+
+// nextRows moves idx, a row's index, and row, its offsets, n rows on: n is at most what is
+// left of the next-to-last dim.
+func (l *Layout) nextRows(idx *[MaxRank]int, row *[maxOperands]int, nops, n int) {
+	for d := l.rank - 2; d >= 0; d, n = d-1, 1 {
+		for k := range nops {
+			row[k] += n * l.strides[k][d]
+		}
+		if idx[d] += n; idx[d] < l.shape[d] {
+			return
+		}
+		for k := range nops {
+			row[k] -= l.shape[d] * l.strides[k][d]
+		}
+		idx[d] = 0
+	}
 }
 
 // Binary computes z = f(x, y) over l, whose operands are z (packed), x and y.
@@ -175,7 +212,16 @@ func binaryRow(f BinaryOp, z, x, y []float32, n, sz, sx, sy int) {
 
 // CopyStrided copies src to dst over l, whose operands are dst and src.
 func CopyStrided(dst, src []float32, l Layout) {
-	sd, ss := l.strides[0][l.rank-1], l.strides[1][l.rank-1]
+	last := l.rank - 1
+	sd, ss := l.strides[0][last], l.strides[1][last]
+	if l.rank >= 2 && sd == 1 && ss == 1 && l.inner() < 64 && l.strides[0][last-1] >= 0 && l.strides[1][last-1] >= 0 {
+		// Short runs (attention's heads): a block of rows in one copyRows call.
+		w, dr, sr := l.inner(), l.strides[0][last-1], l.strides[1][last-1]
+		l.rowBlocks(2, w, func(off [maxOperands]int, n int) {
+			copyRows(dst[off[0]:], src[off[1]:], n, w, dr, sr)
+		})
+		return
+	}
 	l.runs(2, 1, func(off [maxOperands]int, n int) {
 		d, s := dst[off[0]:], src[off[1]:]
 		if sd == 1 && ss == 1 {
@@ -293,8 +339,13 @@ const (
 	FReLU6
 )
 
-// Unary computes y = f(x) elementwise, each in float64 rounded once; y may alias x.
+// Unary computes y = f(x) elementwise, each in float64 rounded once, GELU in float32 within
+// 5e-7·(1+x²) relative (gelu); y may alias x.
 func Unary(f UnaryOp, y, x []float32) {
+	if f == FGELU {
+		For(len(y), 16, func(lo, hi int) { gelu(y[lo:hi], x[lo:hi]) })
+		return
+	}
 	For(len(y), 16, func(lo, hi int) {
 		ys, xs := y[lo:hi], x[lo:hi]
 		for i, v := range xs {
@@ -303,8 +354,13 @@ func Unary(f UnaryOp, y, x []float32) {
 	})
 }
 
-// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once; dx may alias dy.
+// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once, GELU's in
+// float32 (geluGrad); dx may alias dy.
 func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
+	if f == FGELU {
+		For(len(dx), 16, func(lo, hi int) { geluGrad(dx[lo:hi], dy[lo:hi], x[lo:hi]) })
+		return
+	}
 	For(len(dx), 16, func(lo, hi int) {
 		dxs, dys, xs := dx[lo:hi], dy[lo:hi], x[lo:hi]
 		for i, v := range xs {
@@ -316,7 +372,6 @@ func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
 const (
 	sqrt2Pi    = 0.7978845608028654 // √(2/π), GELUTanh's
 	geluCubic  = 0.044715           // GELUTanh's
-	invSqrt2   = 0.7071067811865476 // 1/√2
 	invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
 )
 
@@ -342,8 +397,6 @@ func unary(f UnaryOp, v float64) float64 {
 		return sigmoid(v)
 	case FTanh:
 		return math.Tanh(v)
-	case FGELU:
-		return 0.5 * v * (1 + math.Erf(v*invSqrt2))
 	case FGELUTanh:
 		return 0.5 * v * (1 + math.Tanh(sqrt2Pi*(v+geluCubic*v*v*v)))
 	case FSiLU:
@@ -388,8 +441,6 @@ func unaryGrad(f UnaryOp, v float64) float64 {
 	case FTanh:
 		t := math.Tanh(v)
 		return 1 - t*t
-	case FGELU:
-		return 0.5*(1+math.Erf(v*invSqrt2)) + v*invSqrt2Pi*math.Exp(-0.5*v*v)
 	case FGELUTanh:
 		t := math.Tanh(sqrt2Pi * (v + geluCubic*v*v*v))
 		return 0.5*(1+t) + 0.5*v*(1-t*t)*sqrt2Pi*(1+3*geluCubic*v*v)
