@@ -20,7 +20,7 @@ import (
 
 func runTrain(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50 [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
+	fs := e.flags("--data SPEC --model mlp|cnn|resnet8|resnet20|resnet18|resnet50|ZOO_MODEL [--epochs N] [--batch B] [--lr X] [--seed S] [--workers W] [--device D] "+
 		"[--val-data SPEC | --val-split F] [--test-data SPEC] [--checkpoint PATH] [--resume PATH] [--init W.safetensors [--freeze | --freeze-upto NAME] "+
 		"[--backbone-lr-scale X]] [--accumulate N] [--clip-grad-norm X] [--ema DECAY] [--early-stop N] [--keep-best PATH] [--sync-bn] [--json]", true)
 	lf.register(fs, 0)
@@ -295,6 +295,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("training %s (%d parameters) on %s with %s, label smoothing %g, %d epochs, %s, %s products%s\n", m.Name(), m.NumParams(), dev.Info(), opt,
 		*smoothing, *epochs, batch, cfg.Precision, mixText(mix))
+	mean, std := trainL.Normalization()
+	e.printf("training data: %s, %d samples of %d classes, normalized with mean %v and std %v\n",
+		loaders.Describe(sets.train).Name, sets.train.Len(), nclasses, mean, std)
 	if sets.evalName == "train" {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	} else {
