@@ -22,24 +22,46 @@ func geluAVX2(y, x *float32, n int)
 //go:noescape
 func geluGradAVX2(dx, dy, x *float32, n int)
 
-// geluSIMD does gelu's whole blocks of 8 with AVX2 and returns how many values it did.
-func geluSIMD(y, x []float32) int {
+//go:noescape
+func sigmoidAVX2(y, x *float32, n int)
+
+//go:noescape
+func sigmoidGradAVX2(dx, dy, x *float32, n int)
+
+//go:noescape
+func siluAVX2(y, x *float32, n int)
+
+//go:noescape
+func siluGradAVX2(dx, dy, x *float32, n int)
+
+// geluSIMD does gelu's whole blocks of 8 with AVX2 and returns how many values it did; the
+// others likewise for their functions and gradients.
+func geluSIMD(y, x []float32) int    { return unarySIMD(geluAVX2, y, x) }
+func sigmoidSIMD(y, x []float32) int { return unarySIMD(sigmoidAVX2, y, x) }
+func siluSIMD(y, x []float32) int    { return unarySIMD(siluAVX2, y, x) }
+
+func geluGradSIMD(dx, dy, x []float32) int    { return unaryGradSIMD(geluGradAVX2, dx, dy, x) }
+func sigmoidGradSIMD(dx, dy, x []float32) int { return unaryGradSIMD(sigmoidGradAVX2, dx, dy, x) }
+func siluGradSIMD(dx, dy, x []float32) int    { return unaryGradSIMD(siluGradAVX2, dx, dy, x) }
+
+// unarySIMD runs f over the whole blocks of 8 of x and returns how many values it did.
+func unarySIMD(f func(y, x *float32, n int), y, x []float32) int {
 	n := len(x) &^ 7
 	if !hasAVX2 || n == 0 {
 		return 0
 	}
 	_ = y[n-1]
-	geluAVX2(&y[0], &x[0], n)
+	f(&y[0], &x[0], n)
 	return n
 }
 
-// geluGradSIMD is geluSIMD for geluGrad.
-func geluGradSIMD(dx, dy, x []float32) int {
+// unaryGradSIMD is unarySIMD for a gradient's f.
+func unaryGradSIMD(f func(dx, dy, x *float32, n int), dx, dy, x []float32) int {
 	n := len(x) &^ 7
 	if !hasAVX2 || n == 0 {
 		return 0
 	}
 	_, _ = dx[n-1], dy[n-1]
-	geluGradAVX2(&dx[0], &dy[0], &x[0], n)
+	f(&dx[0], &dy[0], &x[0], n)
 	return n
 }

@@ -114,6 +114,24 @@ GLOBL geluConsts<>(SB), RODATA|NOPTR, $416
 	MOVL $0x3f800000, AX; VMOVD AX, X14; VPBROADCASTD X14, Y14; \
 	VXORPS Y15, Y15, Y15
 
+// EXPF sets OUT = expf(X) as expShiftAVX2's loop computes it, with GELU_SETUP's constants in
+// Y10 and Y12-Y14; X, N, P, M and Z are clobbered (OUT may be X).
+#define EXPF(X, N, P, M, Z, OUT) \
+	VCMPPS $1, Y12, X, M; \
+	VMINPS X, Y13, X; \
+	VMULPS expConsts<>+64(SB), X, N; \
+	VROUNDPS $0, N, N; \
+	VMULPS expConsts<>+96(SB), N, P; VSUBPS P, X, X; \
+	VMULPS expConsts<>+128(SB), N, P; VSUBPS P, X, X; \
+	VMULPS expConsts<>+160(SB), X, P; VADDPS expConsts<>+192(SB), P, P; \
+	VMULPS X, P, P; VADDPS expConsts<>+224(SB), P, P; \
+	VMULPS X, P, P; VADDPS expConsts<>+256(SB), P, P; \
+	VMULPS X, P, P; VADDPS expConsts<>+288(SB), P, P; \
+	VMULPS X, P, P; VADDPS expConsts<>+320(SB), P, P; \
+	VMULPS X, X, Z; VMULPS Z, P, P; VADDPS X, P, P; VADDPS Y10, P, P; \
+	VCVTPS2DQ N, N; VPSLLD $23, N, N; VPADDD Y14, N, N; VMULPS N, P, P; \
+	VANDNPS P, M, OUT
+
 // NORMAL_CDF sets Y6 = Φ(Y0) and Y4 = e^(-Y0²/2), normalCDF's float32 operations one for one
 // (Y1-Y3, Y5 and Y7 are clobbered): a = |x|, t = 1/(1 + a/4), s = S(t) by Horner, e = expf(a·a
 // · -1/2) as expShiftAVX2's loop, q = t·s·e, Φ = q where x < 0, else 1 - q.
@@ -134,78 +152,82 @@ GLOBL geluConsts<>(SB), RODATA|NOPTR, $416
 	VMULPS Y2, Y3, Y3; VADDPS geluConsts<>+288(SB), Y3, Y3; \
 	VMULPS Y1, Y1, Y4; \
 	VMULPS geluConsts<>+352(SB), Y4, Y4; \
-	VCMPPS $1, Y12, Y4, Y6; \
-	VMINPS Y4, Y13, Y4; \
-	VMULPS expConsts<>+64(SB), Y4, Y5; \
-	VROUNDPS $0, Y5, Y5; \
-	VMULPS expConsts<>+96(SB), Y5, Y7; VSUBPS Y7, Y4, Y4; \
-	VMULPS expConsts<>+128(SB), Y5, Y7; VSUBPS Y7, Y4, Y4; \
-	VMULPS expConsts<>+160(SB), Y4, Y7; VADDPS expConsts<>+192(SB), Y7, Y7; \
-	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+224(SB), Y7, Y7; \
-	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+256(SB), Y7, Y7; \
-	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+288(SB), Y7, Y7; \
-	VMULPS Y4, Y7, Y7; VADDPS expConsts<>+320(SB), Y7, Y7; \
-	VMULPS Y4, Y4, Y1; VMULPS Y1, Y7, Y7; VADDPS Y4, Y7, Y7; VADDPS Y10, Y7, Y7; \
-	VCVTPS2DQ Y5, Y5; VPSLLD $23, Y5, Y5; VPADDD Y14, Y5, Y5; VMULPS Y5, Y7, Y7; \
-	VANDNPS Y7, Y6, Y4; \
+	EXPF(Y4, Y5, Y7, Y6, Y1, Y4); \
 	VMULPS Y2, Y3, Y3; \
 	VMULPS Y4, Y3, Y3; \
 	VCMPPS $1, Y15, Y0, Y5; \
 	VSUBPS Y3, Y10, Y6; \
 	VBLENDVPS Y5, Y3, Y6, Y6
 
+// SIGMOID sets Y6 = σ(Y0) and Y4 = σ(-Y0), sigmoidParts' float32 operations one for one, with
+// GELU_SETUP's constants (Y1-Y3, Y5 and Y7 are clobbered): e = expf(-|x|) as expShiftAVX2's
+// loop, d = 1 + e, s = 1/d and t = e/d where x >= 0, s = e/d and t = 1/d where x < 0.
+#define SIGMOID \
+	VANDPS Y8, Y0, Y1; \
+	VSUBPS Y1, Y15, Y1; \
+	EXPF(Y1, Y5, Y7, Y6, Y2, Y4); \
+	VADDPS Y10, Y4, Y2; \
+	VCMPPS $1, Y15, Y0, Y5; \
+	VBLENDVPS Y5, Y4, Y10, Y3; \
+	VBLENDVPS Y5, Y10, Y4, Y1; \
+	VDIVPS Y2, Y3, Y6; \
+	VDIVPS Y2, Y1, Y4
+
+// UNARY_TEXT is the body of a function (y, x *float32, n int) that sets y[i] from x[i] for
+// i < n, n a multiple of 8, by the macro F: Y0 holds x's 8 values, F leaves y's in Y6.
+#define UNARY_TEXT(F) \
+	MOVQ y+0(FP), DI; MOVQ x+8(FP), SI; MOVQ n+16(FP), CX; \
+	GELU_SETUP; \
+	SHRQ $3, CX; JZ done; \
+loop: \
+	VMOVUPS (SI), Y0; F; VMOVUPS Y6, (DI); \
+	ADDQ $32, SI; ADDQ $32, DI; DECQ CX; JNZ loop; \
+done: \
+	VZEROUPPER; RET
+
+// UNARY_GRAD_TEXT is the body of a function (dx, dy, x *float32, n int) that sets dx[i] =
+// dy[i]·g where the macro G leaves g, the derivative at x[i], in Y6 from x's 8 values in Y0.
+#define UNARY_GRAD_TEXT(G) \
+	MOVQ dx+0(FP), DI; MOVQ dy+8(FP), DX; MOVQ x+16(FP), SI; MOVQ n+24(FP), CX; \
+	GELU_SETUP; \
+	SHRQ $3, CX; JZ done; \
+loop: \
+	VMOVUPS (SI), Y0; G; VMULPS (DX), Y6, Y6; VMOVUPS Y6, (DI); \
+	ADDQ $32, SI; ADDQ $32, DX; ADDQ $32, DI; DECQ CX; JNZ loop; \
+done: \
+	VZEROUPPER; RET
+
+// GELU: x·Φ(x); GELU_GRAD: Φ(x) + x·e^(-x²/2)/√(2π), gelu's and geluGrad's float32 operations
+// one for one.
+#define GELU NORMAL_CDF; VMULPS Y6, Y0, Y6
+#define GELU_GRAD NORMAL_CDF; VMULPS geluConsts<>+384(SB), Y4, Y4; VMULPS Y0, Y4, Y4; VADDPS Y4, Y6, Y6
+
+// SIGMOID_GRAD: σ(x)·σ(-x); SILU: x·σ(x); SILU_GRAD: σ(x)·(1 + x·σ(-x)); sigmoidGrad's, silu's
+// and siluGrad's float32 operations one for one.
+#define SIGMOID_GRAD SIGMOID; VMULPS Y4, Y6, Y6
+#define SILU SIGMOID; VMULPS Y6, Y0, Y6
+#define SILU_GRAD SIGMOID; VMULPS Y4, Y0, Y4; VADDPS Y10, Y4, Y4; VMULPS Y4, Y6, Y6
+
 // func geluAVX2(y, x *float32, n int)
-//
-// y[i] = x[i]·Φ(x[i]) for i < n, n a multiple of 8, gelu's float32 operations one for one.
 TEXT ·geluAVX2(SB), NOSPLIT, $0-24
-	MOVQ y+0(FP), DI
-	MOVQ x+8(FP), SI
-	MOVQ n+16(FP), CX
-	GELU_SETUP
-	SHRQ $3, CX
-	JZ   gelu_done
-
-gelu_loop:
-	VMOVUPS (SI), Y0
-	NORMAL_CDF
-	VMULPS Y6, Y0, Y6
-	VMOVUPS Y6, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DI
-	DECQ CX
-	JNZ  gelu_loop
-
-gelu_done:
-	VZEROUPPER
-	RET
+	UNARY_TEXT(GELU)
 
 // func geluGradAVX2(dx, dy, x *float32, n int)
-//
-// dx[i] = dy[i]·(Φ(x[i]) + x[i]·e^(-x[i]²/2)/√(2π)) for i < n, n a multiple of 8, geluGrad's
-// float32 operations one for one.
 TEXT ·geluGradAVX2(SB), NOSPLIT, $0-32
-	MOVQ dx+0(FP), DI
-	MOVQ dy+8(FP), DX
-	MOVQ x+16(FP), SI
-	MOVQ n+24(FP), CX
-	GELU_SETUP
-	SHRQ $3, CX
-	JZ   gelu_grad_done
+	UNARY_GRAD_TEXT(GELU_GRAD)
 
-gelu_grad_loop:
-	VMOVUPS (SI), Y0
-	NORMAL_CDF
-	VMULPS geluConsts<>+384(SB), Y4, Y4
-	VMULPS Y0, Y4, Y4
-	VADDPS Y4, Y6, Y6
-	VMULPS (DX), Y6, Y6
-	VMOVUPS Y6, (DI)
-	ADDQ $32, SI
-	ADDQ $32, DX
-	ADDQ $32, DI
-	DECQ CX
-	JNZ  gelu_grad_loop
+// func sigmoidAVX2(y, x *float32, n int)
+TEXT ·sigmoidAVX2(SB), NOSPLIT, $0-24
+	UNARY_TEXT(SIGMOID)
 
-gelu_grad_done:
-	VZEROUPPER
-	RET
+// func sigmoidGradAVX2(dx, dy, x *float32, n int)
+TEXT ·sigmoidGradAVX2(SB), NOSPLIT, $0-32
+	UNARY_GRAD_TEXT(SIGMOID_GRAD)
+
+// func siluAVX2(y, x *float32, n int)
+TEXT ·siluAVX2(SB), NOSPLIT, $0-24
+	UNARY_TEXT(SILU)
+
+// func siluGradAVX2(dx, dy, x *float32, n int)
+TEXT ·siluGradAVX2(SB), NOSPLIT, $0-32
+	UNARY_GRAD_TEXT(SILU_GRAD)

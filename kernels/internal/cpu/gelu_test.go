@@ -63,36 +63,41 @@ func TestGELUAccuracy(t *testing.T) {
 	}
 }
 
-// TestGELUSIMD: gelu and geluGrad give normalCDF's values bit for bit (the assembly's blocks
-// of 8 and the Go loop's rest) over lengths around the vector width, with the edge values, in
+// TestFloat32UnarySIMD: gelu, sigmoid, silu and their gradients give their Go loops' values
+// bit for bit (the assembly's blocks of 8 against the same kernel called on one value at a time,
+// which the Go loop computes) over lengths around the vector width, with the edge values, in
 // place too.
-func TestGELUSIMD(t *testing.T) {
+func TestFloat32UnarySIMD(t *testing.T) {
 	r := rand.New(rand.NewPCG(41, 42))
 	same := func(a, b float32) bool { return math.Float32bits(a) == math.Float32bits(b) || a != a && b != b }
-	for n := range 42 {
-		x, dy := make([]float32, n), make([]float32, n)
-		for i := range x {
-			x[i], dy[i] = float32(r.NormFloat64()*4), float32(r.NormFloat64())
-			if r.IntN(4) == 0 {
-				x[i] = geluEdges[r.IntN(len(geluEdges))]
+	for _, f := range []UnaryOp{FGELU, FSigmoid, FSiLU} {
+		fwd, grad := float32Unary(f)
+		for n := range 42 {
+			x, dy := make([]float32, n), make([]float32, n)
+			for i := range x {
+				x[i], dy[i] = float32(r.NormFloat64()*4), float32(r.NormFloat64())
+				if r.IntN(4) == 0 {
+					x[i] = geluEdges[r.IntN(len(geluEdges))]
+				}
 			}
-		}
-		y, dx := make([]float32, n), make([]float32, n)
-		gelu(y, x)
-		geluGrad(dx, dy, x)
-		for i, v := range x {
-			phi, e := normalCDF(v)
-			wy, wg := v*phi, dy[i]*(phi+float32(v*float32(e*invSqrt2Pi)))
-			if !same(y[i], wy) || !same(dx[i], wg) {
-				t.Fatalf("n %d: gelu(%v) = %v, its gradient %v; want %v, %v", n, v, y[i], dx[i], wy, wg)
+			y, dx := make([]float32, n), make([]float32, n)
+			fwd(y, x)
+			grad(dx, dy, x)
+			for i := range x {
+				var wy, wg [1]float32
+				fwd(wy[:], x[i:i+1])
+				grad(wg[:], dy[i:i+1], x[i:i+1])
+				if !same(y[i], wy[0]) || !same(dx[i], wg[0]) {
+					t.Fatalf("op %d, n %d: f(%v) = %v, its gradient %v; want %v, %v", f, n, x[i], y[i], dx[i], wy[0], wg[0])
+				}
 			}
-		}
-		in, ind := append([]float32(nil), x...), append([]float32(nil), dy...)
-		gelu(in, in)
-		geluGrad(ind, ind, x)
-		for i := range x {
-			if !same(in[i], y[i]) || !same(ind[i], dx[i]) {
-				t.Fatalf("n %d: in place [%d] = %v, %v; want %v, %v", n, i, in[i], ind[i], y[i], dx[i])
+			in, ind := append([]float32(nil), x...), append([]float32(nil), dy...)
+			fwd(in, in)
+			grad(ind, ind, x)
+			for i := range x {
+				if !same(in[i], y[i]) || !same(ind[i], dx[i]) {
+					t.Fatalf("op %d, n %d: in place [%d] = %v, %v; want %v, %v", f, n, i, in[i], ind[i], y[i], dx[i])
+				}
 			}
 		}
 	}

@@ -44,3 +44,11 @@ func expShiftSIMD(row []float32, shift float32, lanes *[8]float32) int { return 
 func geluSIMD(y, x []float32) int { return 0 }
 
 func geluGradSIMD(dx, dy, x []float32) int { return 0 }
+
+func sigmoidSIMD(y, x []float32) int { return 0 }
+
+func sigmoidGradSIMD(dx, dy, x []float32) int { return 0 }
+
+func siluSIMD(y, x []float32) int { return 0 }
+
+func siluGradSIMD(dx, dy, x []float32) int { return 0 }

@@ -339,11 +339,12 @@ const (
 	FReLU6
 )
 
-// Unary computes y = f(x) elementwise, each in float64 rounded once, GELU in float32 within
-// 5e-7·(1+x²) relative (gelu); y may alias x.
+// Unary computes y = f(x) elementwise, each in float64 rounded once except GELU, Sigmoid and
+// SiLU, which are computed in float32 (gelu within 5e-7·(1+x²) relative, sigmoid and silu within
+// 4e-7); y may alias x.
 func Unary(f UnaryOp, y, x []float32) {
-	if f == FGELU {
-		For(len(y), 16, func(lo, hi int) { gelu(y[lo:hi], x[lo:hi]) })
+	if k, _ := float32Unary(f); k != nil {
+		For(len(y), 16, func(lo, hi int) { k(y[lo:hi], x[lo:hi]) })
 		return
 	}
 	For(len(y), 16, func(lo, hi int) {
@@ -354,11 +355,11 @@ func Unary(f UnaryOp, y, x []float32) {
 	})
 }
 
-// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once, GELU's in
-// float32 (geluGrad); dx may alias dy.
+// UnaryGrad computes dx = dy*f'(x) elementwise, each in float64 rounded once except GELU's,
+// Sigmoid's and SiLU's, in float32 (geluGrad, sigmoidGrad, siluGrad); dx may alias dy.
 func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
-	if f == FGELU {
-		For(len(dx), 16, func(lo, hi int) { geluGrad(dx[lo:hi], dy[lo:hi], x[lo:hi]) })
+	if _, k := float32Unary(f); k != nil {
+		For(len(dx), 16, func(lo, hi int) { k(dx[lo:hi], dy[lo:hi], x[lo:hi]) })
 		return
 	}
 	For(len(dx), 16, func(lo, hi int) {
@@ -369,19 +370,26 @@ func UnaryGrad(f UnaryOp, dx, dy, x []float32) {
 	})
 }
 
+// float32Unary returns the float32 kernels of f and of its gradient, where f has them: the
+// functions whose float64 exp or erf took most of a model's activation time (a SiLU network's
+// step spent a fifth of its time in math.Exp).
+func float32Unary(f UnaryOp) (func(y, x []float32), func(dx, dy, x []float32)) {
+	switch f {
+	case FGELU:
+		return gelu, geluGrad
+	case FSigmoid:
+		return sigmoid, sigmoidGrad
+	case FSiLU:
+		return silu, siluGrad
+	}
+	return nil, nil
+}
+
 const (
 	sqrt2Pi    = 0.7978845608028654 // √(2/π), GELUTanh's
 	geluCubic  = 0.044715           // GELUTanh's
 	invSqrt2Pi = 0.3989422804014327 // 1/√(2π)
 )
-
-func sigmoid(v float64) float64 {
-	if v >= 0 {
-		return 1 / (1 + math.Exp(-v))
-	}
-	e := math.Exp(v)
-	return e / (1 + e)
-}
 
 func unary(f UnaryOp, v float64) float64 {
 	switch f {
@@ -393,14 +401,10 @@ func unary(f UnaryOp, v float64) float64 {
 		return math.Sqrt(v)
 	case FRsqrt:
 		return 1 / math.Sqrt(v)
-	case FSigmoid:
-		return sigmoid(v)
 	case FTanh:
 		return math.Tanh(v)
 	case FGELUTanh:
 		return 0.5 * v * (1 + math.Tanh(sqrt2Pi*(v+geluCubic*v*v*v)))
-	case FSiLU:
-		return v * sigmoid(v)
 	case FHardswish:
 		return v * relu6(v+3) / 6
 	case FHardsigmoid:
@@ -435,18 +439,12 @@ func unaryGrad(f UnaryOp, v float64) float64 {
 	case FRsqrt:
 		r := 1 / math.Sqrt(v)
 		return -0.5 * r * r * r
-	case FSigmoid:
-		s := sigmoid(v)
-		return s * (1 - s)
 	case FTanh:
 		t := math.Tanh(v)
 		return 1 - t*t
 	case FGELUTanh:
 		t := math.Tanh(sqrt2Pi * (v + geluCubic*v*v*v))
 		return 0.5*(1+t) + 0.5*v*(1-t*t)*sqrt2Pi*(1+3*geluCubic*v*v)
-	case FSiLU:
-		s := sigmoid(v)
-		return s * (1 + v*(1-s))
 	case FHardswish:
 		switch {
 		case v < -3:
