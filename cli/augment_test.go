@@ -52,7 +52,9 @@ func TestAugmentFlagsChain(t *testing.T) {
 
 // TestModelTransform: photos are evaluated with the transform of the model's weights (swin_t's
 // bicubic resize to 232, timm's augreg ViTs' mean and std of 0.5) and train with its
-// normalization; a model without weights of its own keeps torchvision's ImageNet recipe.
+// normalization; a model without weights of its own keeps torchvision's ImageNet recipe; without
+// --size, photos take the size the weights were evaluated at (efficientnet_b1's 240, its resize
+// 255 bilinear; efficientnet_v2_s's 384, bilinear to 384).
 func TestModelTransform(t *testing.T) {
 	photos := loaders.Info{Shape: transforms.Shape{}}
 	half := transforms.Normalize([]float32{0.5, 0.5, 0.5}, []float32{0.5, 0.5, 0.5}).String()
@@ -66,6 +68,10 @@ func TestModelTransform(t *testing.T) {
 			transforms.Normalize(transforms.ImageNetMean, transforms.ImageNetStd).String() + ").WithDecode(exact)"},
 		{"timm/vit_tiny_patch16_224", "Compose(RandomResizedCrop(224, scale=[0.08 1], ratio=[0.75 1.3333333333333333]), HorizontalFlip(0.5), " + half + ")",
 			"Compose(Resize(248, bicubic), CenterCrop(224), " + half + ").WithDecode(exact)"},
+		{"efficientnet_b1", transforms.Train(240).String(), "Compose(Resize(255, bilinear), CenterCrop(240), " +
+			transforms.Normalize(transforms.ImageNetMean, transforms.ImageNetStd).String() + ").WithDecode(exact)"},
+		{"efficientnet_v2_s", transforms.Train(384).String(), "Compose(Resize(384, bilinear), CenterCrop(384), " +
+			transforms.Normalize(transforms.ImageNetMean, transforms.ImageNetStd).String() + ").WithDecode(exact)"},
 	} {
 		lf := loaderFlags{model: tc.model}
 		if got := lf.transform(photos, "test").String(); got != tc.test {

@@ -239,7 +239,8 @@ func (lf *loaderFlags) register(fs *flag.FlagSet, batch int) {
 	fs.StringVar(&lf.opener.CacheDir, "cache-dir", "", "folder of local copies of remote shards, shared safely by several processes "+
 		"(default: none; plain shards are then read by byte ranges)")
 	fs.Var(byteCount{&lf.opener.CacheSize, true}, "cache-size", "bound of --cache-dir, e.g. 200G; past it the least recently used shards go (0: no bound)")
-	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means 224 for photos")
+	fs.IntVar(&lf.size, "size", 0, "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) and means, for photos, "+
+		"the crop of the model's weights' evaluation transform (224 for most models; efficientnet_b1 240, efficientnet_v2_s 384)")
 	fs.IntVar(&lf.batch, "batch", batch, "samples per batch")
 	fs.Var(workersValue{lf}, "workers",
 		"loader workers: a number (0: one per core) or auto (sized from a short measurement of the loader's stages, within the cores)")
@@ -304,11 +305,11 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 	if info.Shape.C == 1 {
 		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
+	e := train.EvalTransformFor(lf.model)
 	size := lf.size
 	if size == 0 {
-		size = 224
+		size = e.Crop // the size its weights were evaluated at
 	}
-	e := train.EvalTransformFor(lf.model)
 	if split == "test" {
 		return e.Chain(size)
 	}

@@ -24,7 +24,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	fs.StringVar(&lf.data, "data", "", "the data the model was trained on, as stoke train's --data (mnist:DIR, cifar10:DIR, DIR, shards:PATTERN, ...): "+
 		"with --weights, the input shape and the class count; with --format onnx, the input normalization its evaluation applies (as stoke predict's)")
 	fs.IntVar(&lf.size, "size", 0, "with --data: the image side, as stoke predict takes it (0: a fixed-shape dataset's own size; "+
-		"for photos the checkpoint's input size, 224 with --weights)")
+		"for photos the checkpoint's input size, with --weights the crop of the weights' evaluation transform)")
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")

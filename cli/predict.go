@@ -53,7 +53,8 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) " +
-		"and means the checkpoint's input size for photos (224 with --weights)"
+		"and means the checkpoint's input size for photos (with --weights: the crop of the weights' evaluation transform, " +
+		"224 for most models; efficientnet_b1 240, efficientnet_v2_s 384)"
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
