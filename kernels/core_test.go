@@ -225,8 +225,8 @@ type stridedCase struct {
 	xOff, yOff int   // offsets of the views in their buffers
 }
 
-// TestBinary: every BinaryFunc over broadcast (0) strides, transposed strides, views at an
-// offset, rank MaxRank and a shape large enough for the parallel path, exactly as float32
+// TestBinary: every BinaryFunc over broadcast (0) strides (one value along rows of packed
+// values: the CPU's vector loop and its rest), transposed strides, views at an offset, rank MaxRank and a shape large enough for the parallel path, exactly as float32
 // arithmetic of the addressed elements gives it.
 func TestBinary(t *testing.T) {
 	e := newEnv(t)
@@ -238,6 +238,8 @@ func TestBinary(t *testing.T) {
 		{"rank 8", []int{2, 1, 2, 1, 2, 1, 2, 3}, packed([]int{2, 1, 2, 1, 2, 1, 2, 3}), []int{0, 9, 1, 0, 0, 5, 3, 0}, 0, 1},
 		{"parallel", []int{64, 33, 17}, []int{33 * 17, 17, 1}, []int{17, 0, 1}, 0, 0},
 		{"one packed run split", []int{200, 300}, []int{300, 1}, []int{300, 1}, 0, 5},
+		{"y one value a row (a gate)", []int{6, 37}, []int{37, 1}, []int{1, 0}, 2, 1},
+		{"x one value a row", []int{5, 29}, []int{1, 0}, []int{29, 1}, 0, 3},
 	} {
 		for f := kernels.BinaryAdd; f <= kernels.BinaryDiv; f++ {
 			t.Run(tc.name+"/"+f.String(), func(t *testing.T) {

@@ -52,3 +52,5 @@ func sigmoidGradSIMD(dx, dy, x []float32) int { return 0 }
 func siluSIMD(y, x []float32) int { return 0 }
 
 func siluGradSIMD(dx, dy, x []float32) int { return 0 }
+
+func binarySIMD(f BinaryOp, z, x, y []float32, n, sx, sy int) int { return 0 }

@@ -168,6 +168,10 @@ func Binary(f BinaryOp, z, x, y []float32, l Layout) {
 
 // binaryRow computes z[i*sz] = f(x[i*sx], y[i*sy]) for i < n.
 func binaryRow(f BinaryOp, z, x, y []float32, n, sz, sx, sy int) {
+	if sz == 1 {
+		done := binarySIMD(f, z, x, y, n, sx, sy)
+		z, x, y, n = z[done:], x[done*sx:], y[done*sy:], n-done
+	}
 	if sz == 1 && sx == 1 && sy == 1 {
 		z, x, y = z[:n], x[:n], y[:n]
 		switch f {
