@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"testing"
 )
 
@@ -660,6 +661,34 @@ func TestSGD(t *testing.T) {
 				closeTo(t, "v", v, v64, 1e-5)
 			}
 		})
+	}
+}
+
+// TestSGDSIMD: SGD over lengths whose parts (For's) are around the vector width and above gives,
+// bit for bit, what it gives one value at a time (the Go loop), in each of its modes, v untouched and nil with momentum 0 (or
+// -0).
+func TestSGDSIMD(t *testing.T) {
+	r := rand.New(rand.NewPCG(21, 22))
+	for _, mom := range []float32{0, float32(math.Copysign(0, -1)), 0.9} {
+		for _, nesterov := range []bool{false, true} {
+			for _, n := range []int{0, 5, 127, 130, 257, 1000, 4099} {
+				w, g, v := randVec(r, n), randVec(r, n), randVec(r, n)
+				w1, v1 := slices.Clone(w), slices.Clone(v)
+				vs := v
+				if mom == 0 {
+					vs = nil
+				}
+				SGD(w, g, vs, 0.05, mom, 1e-2, nesterov)
+				for i := range n {
+					SGD(w1[i:i+1], g[i:i+1], v1[i:i+1], 0.05, mom, 1e-2, nesterov)
+				}
+				for i := range n {
+					if w[i] != w1[i] || v[i] != v1[i] {
+						t.Fatalf("momentum %v, nesterov %v, n %d: w[%d] %v, v[%d] %v; one at a time %v, %v", mom, nesterov, n, i, w[i], i, v[i], w1[i], v1[i])
+					}
+				}
+			}
+		}
 	}
 }
 

@@ -11,6 +11,11 @@ import (
 // With momentum 0, v is untouched (and may be nil).
 func SGD(w, g, v []float32, lr, momentum, wd float32, nesterov bool) {
 	For(len(w), 4, func(lo, hi int) {
+		var vs []float32
+		if momentum != 0 {
+			vs = v[lo:hi]
+		}
+		lo += sgdSIMD(w[lo:hi], g[lo:hi], vs, lr, momentum, wd, nesterov)
 		for i := lo; i < hi; i++ {
 			d := g[i] + wd*w[i]
 			if momentum != 0 {

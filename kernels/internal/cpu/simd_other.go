@@ -54,3 +54,5 @@ func siluSIMD(y, x []float32) int { return 0 }
 func siluGradSIMD(dx, dy, x []float32) int { return 0 }
 
 func binarySIMD(f BinaryOp, z, x, y []float32, n, sx, sy int) int { return 0 }
+
+func sgdSIMD(w, g, v []float32, lr, momentum, wd float32, nesterov bool) int { return 0 }
