@@ -40,6 +40,7 @@ type dwScratch struct {
 	ok      []bool    // whether a group's tiles may run the assembly (see depthwiseSIMD)
 	sub     []float32 // one group's weights in dx's phase order
 	in, out []float32 // one tile's input and output
+	dense   []float32 // one plane group interleaved, before its rows are spaced out
 	acc     []float64 // one group's weight gradient
 }
 
@@ -70,11 +71,36 @@ func (d *dwScratch) dwPackWeights(w, bias []float32, c, kk int, checkBias bool) 
 	}
 }
 
+// dwTransposeAVX2 transposes n blocks of 8×8 floats: row i of a block from src + i*ss bytes to
+// column i, rows ds bytes apart, at dst; each next block sa bytes on in src and da in dst.
+//
+//go:noescape
+func dwTransposeAVX2(dst, src *float32, n, ds, da, ss, sa int)
+
 // dwPack interleaves live planes of h×w floats (src, one after another) into t: pixel (j, k) of
 // plane l at [((j*tw)+off+k)*8+l]; the lanes past live are zeroed, the other pixels of t left
-// as they are.
-func dwPack(t, src []float32, live, h, w, tw, off int) {
+// as they are. dense (h*w*8 floats) is scratch.
+func dwPack(t, src, dense []float32, live, h, w, tw, off int) {
 	hw := h * w
+	if live == dwLanes && hw >= dwLanes {
+		_ = src[dwLanes*hw-1]
+		if tw == w && off == 0 {
+			dense = t[:hw*dwLanes]
+		}
+		dense = dense[:hw*dwLanes]
+		dwTransposeAVX2(&dense[0], &src[0], hw/dwLanes, 4*dwLanes, 4*dwLanes*dwLanes, 4*hw, 4*dwLanes)
+		for i := hw &^ (dwLanes - 1); i < hw; i++ {
+			for l := range dwLanes {
+				dense[i*dwLanes+l] = src[l*hw+i]
+			}
+		}
+		if &dense[0] != &t[0] {
+			for j := range h {
+				copy(t[(j*tw+off)*dwLanes:][:w*dwLanes], dense[j*w*dwLanes:])
+			}
+		}
+		return
+	}
 	for l := range dwLanes {
 		if l >= live {
 			for j := range h {
@@ -98,9 +124,15 @@ func dwPack(t, src []float32, live, h, w, tw, off int) {
 // dwUnpack copies the first live lanes of the n pixels of t to planes of n floats (dst, one after
 // another).
 func dwUnpack(dst, t []float32, live, n int) {
+	i0 := 0
+	if live == dwLanes && n >= dwLanes {
+		_, _ = dst[dwLanes*n-1], t[dwLanes*n-1]
+		dwTransposeAVX2(&dst[0], &t[0], n/dwLanes, 4*n, 4*dwLanes, 4*dwLanes, 4*dwLanes*dwLanes)
+		i0 = n &^ (dwLanes - 1)
+	}
 	for l := range live {
 		plane := dst[l*n : (l+1)*n]
-		for i := range plane {
+		for i := i0; i < n; i++ {
 			plane[i] = t[i*dwLanes+l]
 		}
 	}
@@ -130,6 +162,7 @@ func depthwiseSIMD(y, x, w, bias []float32, g DepthwiseGeom) bool {
 		t := dwScratches.Get().(*dwScratch)
 		defer dwScratches.Put(t)
 		t.in, t.out = grow(t.in, g.H*tw*dwLanes), grow(t.out, ohw*dwLanes)
+		t.dense = grow(t.dense, hw*dwLanes)
 		clear(t.in)
 		for it := lo; it < hi; it++ {
 			n, gi := it/groups, it%groups
@@ -140,7 +173,7 @@ func depthwiseSIMD(y, x, w, bias []float32, g DepthwiseGeom) bool {
 				}
 				continue
 			}
-			dwPack(t.in, x[p0*hw:(p0+live)*hw], live, g.H, g.W, tw, g.Pad)
+			dwPack(t.in, x[p0*hw:(p0+live)*hw], t.dense, live, g.H, g.W, tw, g.Pad)
 			for oy := range oh {
 				kh0, kh1 := max(0, g.Pad-oy*s), min(g.K, g.H+g.Pad-oy*s)
 				in, wk := &t.in[0], &d.w[0]
@@ -215,6 +248,7 @@ func depthwiseBackwardSIMD(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom) b
 		xl := g.H * xtw * dwLanes
 		t.in, t.out = grow(t.in, xl+oh*dtw*dwLanes), grow(t.out, hw*dwLanes)
 		t.acc, t.sub = grow(t.acc, kk*dwLanes), grow(t.sub, kk*dwLanes)
+		t.dense = grow(t.dense, max(hw, ohw)*dwLanes)
 		clear(t.in)
 		xt, dyt := t.in[:xl], t.in[xl:]
 		for gi := lo; gi < hi; gi++ {
@@ -229,8 +263,8 @@ func depthwiseBackwardSIMD(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom) b
 			clear(t.acc)
 			for n := range g.N {
 				p0 := n*g.C + gi*dwLanes
-				dwPack(dyt, dy[p0*ohw:(p0+live)*ohw], live, oh, ow, dtw, lpad)
-				dwPack(xt, x[p0*hw:(p0+live)*hw], live, g.H, g.W, xtw, g.Pad)
+				dwPack(dyt, dy[p0*ohw:(p0+live)*ohw], t.dense, live, oh, ow, dtw, lpad)
+				dwPack(xt, x[p0*hw:(p0+live)*hw], t.dense, live, g.H, g.W, xtw, g.Pad)
 				for kh := range k {
 					for oy := rows[2*kh]; oy < rows[2*kh+1]; oy++ {
 						dwGradRowAVX2(&t.acc[kh*k*dwLanes], &dyt[(oy*dtw+lpad)*dwLanes], &xt[(oy*s-g.Pad+kh)*xtw*dwLanes],
