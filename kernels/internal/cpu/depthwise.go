@@ -38,7 +38,8 @@ func (g DepthwiseGeom) tapRanges() (r, c []int) {
 // or nil: 0), one plane (sample, channel) at a time, in parallel over planes. Each output is its
 // bias plus its window's products, added in float32 in row-major tap order with the padding taps
 // left out: the plane starts as the bias and each tap adds its product to the outputs it reaches
-// (a run of contiguous outputs, an AXPY over a row with stride 1).
+// (a run of contiguous outputs, an AXPY over a row with stride 1). With AVX2 (depthwise_amd64.go)
+// the planes are computed 8 channels at a time, to the same bits.
 func DepthwiseConv2D(y, x, w, bias []float32, g DepthwiseGeom) {
 	if depthwiseSIMD(y, x, w, bias, g) {
 		return
@@ -99,7 +100,8 @@ func axpyTap(ys []float32, a float32, xr []float32, off, stride int) {
 // from dy, the forward input x and the weights w. dx is computed plane by plane as the forward
 // pass in reverse: each tap adds its weight times dy to the inputs it read, so every dx is a
 // float32 sum of its taps in row-major tap order. dw and dbias are sums over the samples and the
-// output plane in float64 (samples, then rows, then columns), one channel per parallel item.
+// output plane in float64 (samples, then rows, then columns), one channel per parallel item
+// (with AVX2, depthwise_amd64.go: 8 channels, in the same order, to the same bits).
 func DepthwiseConv2DBackward(dx, dw, dbias, dy, x, w []float32, g DepthwiseGeom) {
 	if depthwiseBackwardSIMD(dx, dw, dbias, dy, x, w, g) {
 		return
