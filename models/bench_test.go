@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/cputime"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
@@ -60,11 +61,16 @@ func BenchmarkTrainStep(b *testing.B) {
 			}
 			defer data.Close()
 			b.ResetTimer()
+			cpu0, _ := cputime.Process()
 			res, err := tr.Fit(b.Context(), train.FromLoader(data), nil)
 			if err != nil {
 				b.Fatal(err)
 			}
+			cpu1, _ := cputime.Process()
 			b.ReportMetric(res.SamplesPerS, "samples/s")
+			// The process's CPU per step (the loader's workers' included), steadier than the wall
+			// time on a shared machine; torch_zoo_step.py prints its cpu_ms_per_step.
+			b.ReportMetric((cpu1-cpu0).Seconds()*1000/float64(steps), "cpu-ms/step")
 		})
 	}
 }
