@@ -3,11 +3,12 @@ package cpu
 import "math"
 
 // Softmax writes y = softmax of each row of x [rows][cols] (y may alias x): the row maximum is
-// subtracted, each exponential taken and summed in float64 in column order, and each quotient
-// rounded once.
+// subtracted, each exponential taken in float32 (expf) and summed in float32 as expShift sums
+// (eight lanes, then their tree), and each multiplied by the sum's reciprocal: within a few ulp
+// of the float64 softmax, several times faster than math.Exp (a Swin's window attention spent
+// a twentieth of its step in it).
 func Softmax(y, x []float32, rows, cols int) {
 	For(rows, 8*cols, func(lo, hi int) {
-		e := make([]float64, cols)
 		for r := lo; r < hi; r++ {
 			xs, ys := x[r*cols:(r+1)*cols], y[r*cols:(r+1)*cols]
 			mx := xs[0]
@@ -16,14 +17,10 @@ func Softmax(y, x []float32, rows, cols int) {
 					mx = v
 				}
 			}
-			var sum float64
-			for j, v := range xs {
-				e[j] = math.Exp(float64(v - mx))
-				sum += e[j]
-			}
-			inv := 1 / sum
+			copy(ys, xs)
+			inv := 1 / expShift(ys, mx)
 			for j := range ys {
-				ys[j] = float32(e[j] * inv)
+				ys[j] *= inv
 			}
 		}
 	})
