@@ -14,7 +14,8 @@ import (
 
 // BenchmarkTrainStep times training steps of the zoo's models on the CPU device (forward,
 // backward, optimizer step; the batch comes from memory through a Loader) on random 3-channel
-// images: the small MNIST-sized ViT of the README with AdamW, convnext_tiny, efficientnet_b0 and
+// images: the small MNIST-sized ViT of the README and the larger one of its Fashion-MNIST table
+// (vit_p4: patch 4, 4 layers, hidden 64) with AdamW, convnext_tiny, efficientnet_b0 and
 // swin_t at 64 px with SGD. scripts/torch_zoo_step.py times the same models, batches and optimizers in
 // PyTorch: run the two alternately and compare samples/s (docs/figures.md).
 func BenchmarkTrainStep(b *testing.B) {
@@ -24,6 +25,7 @@ func BenchmarkTrainStep(b *testing.B) {
 		opt        train.Optimizer
 	}{
 		{"vit", "vit(image_size=28,patch_size=7,num_layers=2,num_heads=4,hidden_dim=32,mlp_dim=64)", 28, 64, train.AdamW{LR: 1e-3}},
+		{"vit_p4", "vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)", 28, 64, train.AdamW{LR: 1e-3}},
 		{"convnext_tiny", "convnext_tiny", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
 		{"efficientnet_b0", "efficientnet_b0", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
 		{"swin_t", "swin_t", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
