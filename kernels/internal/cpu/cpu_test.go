@@ -241,6 +241,22 @@ func TestBias(t *testing.T) {
 		return s
 	}
 	closeTo(t, "BiasGrad", db, numGrad(to64(bias), f), 1e-5)
+	// A linear layer's bias gradient (inner 1; channel counts whose parts hold blocks of 8 and a
+	// rest): each channel its rows' float64 sum in row order, rounded once.
+	for _, lc := range []int{3, 45, 150} {
+		ly := randVec(r, 37*lc)
+		ldb := make([]float32, lc)
+		BiasGrad(ldb, ly, 37, 1)
+		for ch := range ldb {
+			var s float64
+			for o := range 37 {
+				s += float64(ly[o*lc+ch])
+			}
+			if ldb[ch] != float32(s) {
+				t.Fatalf("BiasGrad inner 1, %d channels: [%d] = %v; want %v", lc, ch, ldb[ch], float32(s))
+			}
+		}
+	}
 }
 
 func ce64(logits []float64, labels []int32, n, classes int) float64 {
