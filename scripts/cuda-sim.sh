@@ -50,10 +50,11 @@
 #                             a grouped resnet (resnet(layers 1,1,1,1, groups=4,
 #                               width_per_group=4): Bottleneck's expansion to 256-2048 channels
 #                               gives it 8224 BatchNorm channels whatever its groups): at 16 px,
-#                               batch 32: cpu 50.3% in 3 s, cuda 49.8% in 166 s (seeds 2, 3: cpu
-#                               47.0%, 41.4%); at 8 px: cpu 57.1%, cuda 28.0% (its 1x1 stages
-#                               amplify as the regnet's) in 174 s (157 CPU-s); at batch 64 (16
-#                               steps): cpu 15.7%; at SGD lr 0.005, 16 px: cpu 60.5%, cuda 49.7%;
+#                               batch 32, seeds 1-3: cpu 50.3/47.0/41.4% in 3 s, cuda
+#                               49.8/35.3/38.3% in 141-185 s (its BatchNorms amplify as the
+#                               regnet's: 11.7 points apart at seed 2); at 8 px: cpu 57.1%, cuda
+#                               28.0%, 174 s (157 CPU-s); at batch 64 (16 steps): cpu 15.7%;
+#                               at SGD lr 0.005: cpu 60.5%, cuda 49.7%;
 #                             mobilenet (mobilenet_v2(width_mult=0.25) at 16 px, batch 32: 163 s
 #                               on the stand-in against 1.5 s, and at chance, 12.6%; v2 at width
 #                               0.5 learns, 31.5-47.5% in 63 steps at 28 px, for over 430 CPU-s;
@@ -61,8 +62,9 @@
 #                               a few dozen steps);
 #                             efficientnet (efficientnet_b0, the smallest, takes no width or
 #                               depth argument: 182016 depthwise weights and 21008 BatchNorm
-#                               channels, 11x and 5x mobilenet_v2(width_mult=0.25)'s: by that, half
-#                               an hour for 32 steps; at 16 px on the CPU backend 11.0%);
+#                               channels, 11x and 5x mobilenet_v2(width_mult=0.25)'s: one step
+#                               of 1000 digits at 16 px and the test took the stand-in 98 s, the
+#                               CPU backend 7 s, so 32 steps would take some 50 minutes);
 #                           and the
 #                           MLP once more with --precision bf16 (cublasGemmEx on bf16 operands),
 #                           within 0.3 points of the fp32 CUDA run; and the MLP on the digit subset
