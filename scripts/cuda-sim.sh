@@ -38,14 +38,34 @@
 #                           px, batch 16, seeds 1-3: cpu 62.9/60.1/56.0%, cuda 54.4/54.9/50.4%;
 #                           batch 32, lr 0.3: cpu 33.0%, cuda 43.1%; 64 px, batch 16: cpu 70.6%,
 #                           cuda 72.1%), so its run checks that both learn, within 10 points.
-#                           Not trained here: a grouped resnet (the same amplification:
-#                           resnet(layers 1,1,1,1, groups=4, width_per_group=4) at 16 px, SGD lr
-#                           0.005: cpu 60.5%, cuda 49.7%, though 2 steps agree to 2e-7 in loss),
-#                           mobilenet (mobilenet_v3's BatchNorm momentum
-#                           0.01 leaves it at chance after a few dozen steps; mobilenet_v2 at width
-#                           0.5 learns, 47.5% in 63 steps, but took the stand-in over 430 CPU-s,
-#                           70x the CPU backend's) and efficientnet (efficientnet_b0, the smallest,
-#                           trains 35 digits/s on the CPU backend at 28 px); and the
+#                           Not trained here, for their cost on the stand-in (which runs a
+#                           block's threads as fibers, so that a block that reduces, block_sum's
+#                           __syncthreads at each level, costs far more than its arithmetic):
+#                           every BatchNorm channel is such a block, and every weight of a
+#                           depthwise filter in the backward pass, so a step costs the stand-in by
+#                           channels, not by pixels, and neither --size nor a smaller model of the
+#                           family's builder arguments brings one under a minute and a half, while
+#                           fewer, larger batches leave it unlearnt (1 epoch of the first 1000
+#                           digits, AdamW lr 0.003, on 2 cores shared with another CI run):
+#                             a grouped resnet (resnet(layers 1,1,1,1, groups=4,
+#                               width_per_group=4): Bottleneck's expansion to 256-2048 channels
+#                               gives it 8224 BatchNorm channels whatever its groups): at 16 px,
+#                               batch 32, seeds 1-3: cpu 50.3/47.0/41.4% in 3 s, cuda
+#                               49.8/35.3/38.3% in 141-185 s (its BatchNorms amplify as the
+#                               regnet's: 11.7 points apart at seed 2); at 8 px: cpu 57.1%, cuda
+#                               28.0%, 174 s (157 CPU-s); at batch 64 (16 steps): cpu 15.7%;
+#                               at SGD lr 0.005: cpu 60.5%, cuda 49.7%;
+#                             mobilenet (mobilenet_v2(width_mult=0.25) at 16 px, batch 32: 163 s
+#                               on the stand-in against 1.5 s, and at chance, 12.6%; v2 at width
+#                               0.5 learns, 31.5-47.5% in 63 steps at 28 px, for over 430 CPU-s;
+#                               mobilenet_v3's BatchNorm momentum 0.01 leaves it at chance after
+#                               a few dozen steps);
+#                             efficientnet (efficientnet_b0, the smallest, takes no width or
+#                               depth argument: 182016 depthwise weights and 21008 BatchNorm
+#                               channels, 11x and 5x mobilenet_v2(width_mult=0.25)'s: one step
+#                               of 1000 digits at 16 px and the test took the stand-in 98 s, the
+#                               CPU backend 7 s, so 32 steps would take some 50 minutes);
+#                           and the
 #                           MLP once more with --precision bf16 (cublasGemmEx on bf16 operands),
 #                           within 0.3 points of the fp32 CUDA run; and the MLP on the digit subset
 #                           data-parallel on 2 and 4 ranks (processes, NCCL's stand-in), each
