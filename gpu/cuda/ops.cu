@@ -19,6 +19,42 @@ typedef unsigned long long u64;
 
 #define GRID_STRIDE(i, n) for (i64 i = (i64)blockIdx.x * blockDim.x + threadIdx.x; i < (n); i += (i64)gridDim.x * blockDim.x)
 
+// Block reductions, in a fixed order and three barriers whatever the block size (blockDim.x a
+// multiple of 32, at most 256): each value into part, then thread t < 32 folds values t+32, t+64,
+// ... into value t in turn (fold32), then the 32 folds are combined pairwise (sum32).
+
+// fold32 folds each of the nt rows of part (blockDim.x values each) into its first 32 values.
+// The barriers before (part written) and after (the folds read) are the caller's.
+__device__ void fold32(double *part, int nt) {
+	if (threadIdx.x >= 32) return;
+	for (int t = 0; t < nt; t++) {
+		double *row = part + t * blockDim.x, s = row[threadIdx.x];
+		for (int i = threadIdx.x + 32; i < blockDim.x; i += 32) s += row[i];
+		row[threadIdx.x] = s;
+	}
+}
+
+// sum32 is the sum of the first 32 values of row, pairwise: (row[0]+row[1]) + (row[2]+row[3]),
+// and so on up (five dependent additions, not 31).
+__device__ double sum32(const double *row) {
+	double r[16];
+	for (int i = 0; i < 16; i++) r[i] = row[2 * i] + row[2 * i + 1];
+	for (int w = 8; w > 0; w /= 2)
+		for (int i = 0; i < w; i++) r[i] = r[2 * i] + r[2 * i + 1];
+	return r[0];
+}
+
+// Sum of v over the block; every thread gets the result.
+__device__ double block_sum(double *part, double v) {
+	part[threadIdx.x] = v;
+	__syncthreads();
+	fold32(part, 1);
+	__syncthreads();
+	double r = sum32(part);
+	__syncthreads();
+	return r;
+}
+
 extern "C" __global__ void fill_f32(float *x, i64 n, double v) {
 	float f = (float)v;
 	GRID_STRIDE(i, n) x[i] = f;
@@ -43,7 +79,7 @@ extern "C" __global__ void bias_add_f32(float *x, const float *bias, i64 outer, 
 	GRID_STRIDE(i, outer * c * inner) x[i] += bias[(i / inner) % c];
 }
 
-// One block per channel; each thread sums a fixed strided subset in double, then a fixed tree.
+// One block per channel; each thread sums a fixed strided subset in double, then block_sum.
 extern "C" __global__ void bias_grad_f32(float *dbias, const float *dy, i64 outer, i64 c, i64 inner) {
 	__shared__ double part[256];
 	i64 ch = blockIdx.x;
@@ -52,13 +88,8 @@ extern "C" __global__ void bias_grad_f32(float *dbias, const float *dy, i64 oute
 		i64 o = j / inner, k = j % inner;
 		s += (double)dy[(o * c + ch) * inner + k];
 	}
-	part[threadIdx.x] = s;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-		__syncthreads();
-	}
-	if (threadIdx.x == 0) dbias[ch] = (float)part[0];
+	s = block_sum(part, s);
+	if (threadIdx.x == 0) dbias[ch] = (float)s;
 }
 
 extern "C" __global__ void relu_f32(float *y, const float *x, i64 n) {
@@ -361,20 +392,6 @@ extern "C" __global__ void rmsprop_f32(float *w, const float *g, float *sq, floa
 
 extern "C" __global__ void add_f32(float *z, const float *x, const float *y, i64 n) {
 	GRID_STRIDE(i, n) z[i] = x[i] + y[i];
-}
-
-// Sum of v over the block (blockDim.x a power of two <= 256), in a fixed tree order; every thread
-// gets the result.
-__device__ double block_sum(double *part, double v) {
-	part[threadIdx.x] = v;
-	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if (threadIdx.x < w) part[threadIdx.x] += part[threadIdx.x + w];
-		__syncthreads();
-	}
-	double r = part[0];
-	__syncthreads();
-	return r;
 }
 
 // Channel ch of x viewed as [n][c][hw]: element j of the channel's n*hw values.
@@ -688,20 +705,23 @@ extern "C" __global__ void float_loss_f32(float *loss, float *d, const float *x,
 
 // ---- The differentiable core's ops (package nn): elementwise functions, broadcasting, strided
 // copies, softmax, layer norm. Same conventions as above; elementwise functions are computed in
-// double and rounded to float once; row reductions run one block per row (blockDim a power of two
-// <= 256) in double with block_sum's fixed tree.
+// double and rounded to float once; row reductions run one block per row (blockDim a multiple of 32,
+// at most 256) in double in block_sum's fixed order.
 
-// Maximum of v over the block (blockDim.x a power of two <= 256); every thread gets the result.
+// Maximum of v over the block, in block_sum's order; every thread gets the result.
 __device__ float block_max(double *part, float v) {
 	part[threadIdx.x] = v;
 	__syncthreads();
-	for (int w = blockDim.x / 2; w > 0; w /= 2) {
-		if (threadIdx.x < w) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + w]);
-		__syncthreads();
+	if (threadIdx.x < 32) {
+		double m = part[threadIdx.x];
+		for (int i = threadIdx.x + 32; i < blockDim.x; i += 32) m = fmax(m, part[i]);
+		part[threadIdx.x] = m;
 	}
-	float r = (float)part[0];
 	__syncthreads();
-	return r;
+	double r = part[0];
+	for (int i = 1; i < 32; i++) r = fmax(r, part[i]);
+	__syncthreads();
+	return (float)r;
 }
 
 // The values of kernels.UnaryFunc and kernels.BinaryFunc.
@@ -825,7 +845,7 @@ extern "C" __global__ void copy_strided_f32(float *dst, const float *src, i64 n,
 // y (packed, m elements) = x (packed of d.shape, strides s0) summed over the dimensions with
 // s1[k] == 0 (r elements for each of y's); s1 holds y's strides, nonzero on the dimensions y
 // keeps. One block per element of y: each thread sums a fixed strided subset in double, then
-// block_sum's fixed tree.
+// block_sum's fixed order.
 extern "C" __global__ void sum_to_f32(float *y, const float *x, i64 m, i64 r, dims d) {
 	__shared__ double part[256];
 	for (i64 o = blockIdx.x; o < m; o += gridDim.x) {
@@ -1006,23 +1026,39 @@ extern "C" __global__ void dwconv_grad_x_f32(float *dx, const float *dy, const f
 	}
 }
 
-// The weight gradient, one block per weight (channel, kh, kw): each thread sums a fixed strided
-// subset of the n·oh·ow products dy·x in double, then block_sum's fixed tree; rounded once.
+// The weight gradient, one block per channel: its k·k taps DW_TAPS at a time, each thread summing
+// the products dy·x of a fixed strided subset of the n·oh·ow outputs in double, then block_sum's
+// order for those taps together (three barriers for DW_TAPS sums); rounded once.
+#define DW_TAPS 8
 extern "C" __global__ void dwconv_grad_w_f32(float *dw, const float *dy, const float *x, i64 n, i64 c, i64 h, i64 wd,
 	i64 k, i64 stride, i64 pad, i64 oh, i64 ow) {
-	__shared__ double part[256];
-	for (i64 b = blockIdx.x; b < c * k * k; b += gridDim.x) {
-		i64 ch = b / (k * k), kh = (b / k) % k, kw = b % k;
-		double s = 0;
-		for (i64 j = threadIdx.x; j < n * oh * ow; j += blockDim.x) {
-			i64 ox = j % ow, oy = (j / ow) % oh, s0 = j / (ow * oh);
-			i64 iy = oy * stride - pad + kh, ix = ox * stride - pad + kw;
-			if (iy < 0 || iy >= h || ix < 0 || ix >= wd) continue;
-			i64 p = s0 * c + ch;
-			s += (double)dy[(p * oh + oy) * ow + ox] * (double)x[(p * h + iy) * wd + ix];
+	__shared__ double dw_part[DW_TAPS * 256];
+	i64 kk = k * k, m = n * oh * ow;
+	for (i64 ch = blockIdx.x; ch < c; ch += gridDim.x) {
+		for (i64 t0 = 0; t0 < kk; t0 += DW_TAPS) {
+			int nt = (int)min((i64)DW_TAPS, kk - t0);
+			double s[DW_TAPS];
+#pragma unroll
+			for (int t = 0; t < DW_TAPS; t++) s[t] = 0;
+			for (i64 j = threadIdx.x; j < m; j += blockDim.x) {
+				i64 ox = j % ow, oy = (j / ow) % oh, p = j / (ow * oh) * c + ch;
+				double g = (double)dy[(p * oh + oy) * ow + ox];
+				const float *xp = x + p * h * wd;
+#pragma unroll
+				for (int t = 0; t < DW_TAPS; t++) {
+					i64 iy = oy * stride - pad + (t0 + t) / k, ix = ox * stride - pad + (t0 + t) % k;
+					if (t < nt && iy >= 0 && iy < h && ix >= 0 && ix < wd) s[t] += g * (double)xp[iy * wd + ix];
+				}
+			}
+#pragma unroll
+			for (int t = 0; t < DW_TAPS; t++)
+				if (t < nt) dw_part[t * blockDim.x + threadIdx.x] = s[t];
+			__syncthreads();
+			fold32(dw_part, nt);
+			__syncthreads();
+			if (threadIdx.x < nt) dw[ch * kk + t0 + threadIdx.x] = (float)sum32(dw_part + threadIdx.x * blockDim.x);
+			__syncthreads();
 		}
-		s = block_sum(part, s);
-		if (threadIdx.x == 0) dw[b] = (float)s;
 	}
 }
 

@@ -373,8 +373,7 @@ func (o *cudaOps) biasGrad(s cu.Stream, dbias, dy cu.DevicePtr, outer, channels,
 	if channels == 0 {
 		return nil
 	}
-	// One block per channel (the kernel's shared array holds blockSize partial sums).
-	return o.launch(s, "bias_grad_f32", channels, blockSize, parg(dbias), parg(dy), iarg(outer), iarg(channels), iarg(inner))
+	return o.launch(s, "bias_grad_f32", channels, rowBlock(outer*inner), parg(dbias), parg(dy), iarg(outer), iarg(channels), iarg(inner))
 }
 
 func (o *cudaOps) ReLU(gs gpu.Stream, y, x kernels.F32) error {

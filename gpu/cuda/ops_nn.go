@@ -88,8 +88,7 @@ func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runV
 	if err != nil || g.N == 0 {
 		return err
 	}
-	// One block per channel (the kernel's shared array holds blockSize partial sums).
-	return o.launch(s, "bn_train_f32", g.C, blockSize, append(append(p, bnArgs(g)...), farg(g.Momentum), farg(g.Eps))...)
+	return o.launch(s, "bn_train_f32", g.C, rowBlock(g.N*g.HW), append(append(p, bnArgs(g)...), farg(g.Momentum), farg(g.Eps))...)
 }
 
 func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVar kernels.F32, g kernels.BatchNorm) error {
@@ -118,7 +117,7 @@ func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 	}
 	// The kernel takes dx, dgamma, dbeta, dy, x, gamma, saved mean, saved inverse std.
 	args := []uint64{p[0], p[3], p[4], p[1], p[2], p[5], p[6], p[7]}
-	return o.launch(s, "bn_backward_f32", g.C, blockSize, append(args, bnArgs(g)...)...)
+	return o.launch(s, "bn_backward_f32", g.C, rowBlock(g.N*g.HW), append(args, bnArgs(g)...)...)
 }
 
 func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x kernels.F32, g kernels.BatchNorm) error {
@@ -131,7 +130,7 @@ func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x kernels.F32, g kernels.
 	if err != nil {
 		return err
 	}
-	return o.launch(s, "bn_stats_f32", g.C, blockSize, append(p, bnArgs(g)...)...)
+	return o.launch(s, "bn_stats_f32", g.C, rowBlock(g.N*g.HW), append(p, bnArgs(g)...)...)
 }
 
 func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats kernels.F32, g kernels.BatchNorm) error {
@@ -349,7 +348,8 @@ func (o *cudaOps) CopyStrided(gs gpu.Stream, dst kernels.F32, dstStrides []int, 
 }
 
 // rowBlock is the block size of the kernels that reduce n values per block (block_sum's limits):
-// the power of two in [32, 256] nearest above n.
+// the power of two in [32, 256] nearest above n, so that a small reduction (a batch norm's channel
+// at 1x1) leaves no idle threads waiting at each level's barrier.
 func rowBlock(n int) int {
 	b := 32
 	for b < n && b < 256 {
@@ -466,7 +466,7 @@ func (o *cudaOps) DepthwiseConv2D(gs gpu.Stream, y, x, w, bias kernels.F32, g ke
 }
 
 // DepthwiseConv2DBackward runs dwconv_grad_x_f32 for dx (one thread per input), dwconv_grad_w_f32
-// for dw (one block per weight) and bias_grad_f32 for dbias (one block per channel).
+// for dw and bias_grad_f32 for dbias (one block per channel each).
 func (o *cudaOps) DepthwiseConv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, x, w kernels.F32, g kernels.Depthwise2D) error {
 	const op = "depthwise conv2d backward"
 	s, e0 := o.stream(op, gs)
@@ -483,7 +483,7 @@ func (o *cudaOps) DepthwiseConv2DBackward(gs gpu.Stream, dx, dw, dbias, dy, x, w
 	if err := o.launchN(s, "dwconv_grad_x_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(wp)}, geo...)...); err != nil {
 		return err
 	}
-	if err := o.launch(s, "dwconv_grad_w_f32", min(dw.Len, maxBlocks), blockSize, append([]uint64{parg(dwp), parg(dyp), parg(xp)}, geo...)...); err != nil {
+	if err := o.launch(s, "dwconv_grad_w_f32", min(g.C, maxBlocks), rowBlock(g.N*g.OutH()*g.OutW()), append([]uint64{parg(dwp), parg(dyp), parg(xp)}, geo...)...); err != nil {
 		return err
 	}
 	if dbias.Len == 0 {

@@ -365,7 +365,8 @@ func coreParityCases() []parityCase {
 		{kernels.Depthwise2D{N: 3, C: 4, H: 14, W: 13, K: 7, Stride: 1, Pad: 3}, true},
 		{kernels.Depthwise2D{N: 2, C: 3, H: 10, W: 9, K: 3, Stride: 2, Pad: 1}, false},
 		{kernels.Depthwise2D{N: 1, C: 2, H: 5, W: 5, K: 5, Stride: 3, Pad: 5}, true}, // outputs of padding only
-		{kernels.Depthwise2D{N: 1, C: 180, H: 6, W: 6, K: 7, Pad: 3}, true},          // more weights than blocks
+		{kernels.Depthwise2D{N: 1, C: 8200, H: 2, W: 2, K: 3, Pad: 1}, true},         // more channels than blocks
+		{kernels.Depthwise2D{N: 40, C: 3, H: 5, W: 4, K: 2, Stride: 1}, false},       // fewer taps than a chunk, 480 outputs a channel
 	} {
 		cases = append(cases, depthwiseCases(c.g, c.bias)...)
 	}

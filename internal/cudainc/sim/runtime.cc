@@ -412,7 +412,7 @@ static void run_block(Worker *w, const Launch &l, uint64_t linear) {
 		h *= 0x94d049bb133111ebull;
 		h ^= h >> 29;
 		int first = (int)(h % (uint64_t)n), step = (h >> 40) & 1 ? 1 : n - 1; // a rotation, either way round
-		for (int k = 0, i = first; k < n; k++, i = (i + step) % n) {
+		for (int k = 0, i = first; k < n; k++, i = i + step < n ? i + step : i + step - n) {
 			Fiber *f = &w->fibers[i];
 			if (f->state != kRunnable) continue;
 			ran = true;
