@@ -8,7 +8,9 @@
 // The builders, each with torchvision's keyword arguments:
 //
 //   - efficientnet_b0 to efficientnet_b7, efficientnet_v2_s, _m and _l(stochastic_depth_prob):
-//     torchvision's EfficientNet V1 and V2.
+//     torchvision's EfficientNet V1 and V2; efficientnet(width_mult, depth_mult, dropout,
+//     stochastic_depth_prob): V1 at any multipliers, torchvision's EfficientNet over
+//     _efficientnet_conf's stages (efficientnet_b0 is width_mult=1,depth_mult=1).
 //   - mobilenet_v2(width_mult, round_nearest, dropout), mobilenet_v3_large and
 //     mobilenet_v3_small(width_mult, reduced_tail, dropout): torchvision's MobileNetV2 and
 //     MobileNetV3 (reduced_tail=1 for True).

@@ -3,6 +3,7 @@ package models
 import (
 	"fmt"
 	"math"
+	"slices"
 
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
@@ -89,21 +90,42 @@ func NewEfficientNet(arch string, stochasticDepth float64, c, classes int) (*Eff
 	if !ok {
 		return nil, fmt.Errorf("efficientnet %q: want efficientnet_b0 to _b7 or efficientnet_v2_s, _m or _l", arch)
 	}
-	stages := efficientNetStages["v1"]
-	if conf.v2 {
-		stages = efficientNetStages[arch]
-	} else {
-		// MBConvConfig's adjust_channels and adjust_depth.
-		scaled := make([]mbStage, len(stages))
-		for i, s := range stages {
-			s.in, s.out = mbDivisible(float64(s.in)*conf.width, 8, 0), mbDivisible(float64(s.out)*conf.width, 8, 0)
-			s.layers = int(math.Ceil(float64(s.layers) * conf.depth))
-			scaled[i] = s
-		}
-		stages = scaled
+	stages := efficientNetStages[arch]
+	if !conf.v2 {
+		stages = efficientNetV1(conf.width, conf.depth)
 	}
-	bn := func(c int) *nn.BatchNorm2dLayer { return mbNorm(c, conf.eps, conf.momentum) }
-	m := &EfficientNet{name: arch, Features: nn.Sequential{mbConvNormAct(c, stages[0].in, 3, 2, 1, bn, nn.SiLU)}}
+	return newEfficientNet(arch, stages, conf.last, conf.dropout, stochasticDepth, conf.eps, conf.momentum, c, classes), nil
+}
+
+// NewEfficientNetV1 builds the EfficientNet V1 of width and depth multipliers widthMult and
+// depthMult, as torchvision's EfficientNet(_efficientnet_conf("efficientnet_b0", width_mult,
+// depth_mult)[0], dropout, stochastic_depth_prob) builds it (BatchNorm eps 1e-5, momentum 0.1, as
+// efficientnet_b0 to _b4): efficientnet_b0 is widthMult 1, depthMult 1, dropout 0.2, and a
+// fraction of each (0.25, 0.25) a model for small images and datasets.
+func NewEfficientNetV1(widthMult, depthMult float64, dropout float32, stochasticDepth float64, c, classes int) (*EfficientNet, error) {
+	if !(widthMult > 0) || !(depthMult > 0) {
+		return nil, fmt.Errorf("efficientnet: width_mult %g and depth_mult %g: want both above 0", widthMult, depthMult)
+	}
+	return newEfficientNet("efficientnet", efficientNetV1(widthMult, depthMult), 0, dropout, stochasticDepth, 1e-5, 0.1, c, classes), nil
+}
+
+// efficientNetV1 is V1's stages under MBConvConfig's adjust_channels and adjust_depth.
+func efficientNetV1(width, depth float64) []mbStage {
+	stages := slices.Clone(efficientNetStages["v1"])
+	for i, s := range stages {
+		s.in, s.out = mbDivisible(float64(s.in)*width, 8, 0), mbDivisible(float64(s.out)*width, 8, 0)
+		s.layers = int(math.Ceil(float64(s.layers) * depth))
+		stages[i] = s
+	}
+	return stages
+}
+
+// newEfficientNet builds torchvision's EfficientNet over stages: last is the last convolution's
+// channels (0: 4 times the last stage's), eps and momentum its BatchNorms'.
+func newEfficientNet(name string, stages []mbStage, last int, dropout float32, stochasticDepth float64, eps, momentum float32,
+	c, classes int) *EfficientNet {
+	bn := func(c int) *nn.BatchNorm2dLayer { return mbNorm(c, eps, momentum) }
+	m := &EfficientNet{name: name, Features: nn.Sequential{mbConvNormAct(c, stages[0].in, 3, 2, 1, bn, nn.SiLU)}}
 	total := 0
 	for _, s := range stages {
 		total += s.layers
@@ -137,14 +159,13 @@ func NewEfficientNet(arch string, stochasticDepth float64, c, classes int) (*Eff
 		m.Features = append(m.Features, stage)
 	}
 	lastIn := stages[len(stages)-1].out
-	last := conf.last
 	if last == 0 {
 		last = 4 * lastIn
 	}
 	m.Features = append(m.Features, mbConvNormAct(lastIn, last, 1, 1, 1, bn, nn.SiLU))
-	m.Classifier = nn.Sequential{nn.DropoutLayer{P: conf.dropout}, nn.NewLinear(last, classes, true)}
+	m.Classifier = nn.Sequential{nn.DropoutLayer{P: dropout}, nn.NewLinear(last, classes, true)}
 	initLayers(m, kaimingFanOut, uniformOut)
-	return m, nil
+	return m
 }
 
 func (m *EfficientNet) String() string { return m.name }
@@ -171,5 +192,21 @@ func init() {
 		if err != nil {
 			panic(err)
 		}
+	}
+	err := train.RegisterModel("efficientnet", func(s string, in train.Shape, classes int) (*train.Model, error) {
+		width, depth, dropout, sd := 1.0, 1.0, 0.2, 0.2
+		args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "depth_mult", f: &depth, hi: 4},
+			{name: "dropout", f: &dropout}, {name: "stochastic_depth_prob", f: &sd}}
+		if err := parseArgs(s, args); err != nil {
+			return nil, err
+		}
+		m, err := NewEfficientNetV1(width, depth, float32(dropout), sd, in.C, classes)
+		if err != nil {
+			return nil, err
+		}
+		return train.Net(spec("efficientnet", args), in, classes, m)
+	})
+	if err != nil {
+		panic(err)
 	}
 }

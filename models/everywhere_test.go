@@ -41,7 +41,7 @@ func TestFamiliesEverywhere(t *testing.T) {
 			}
 			in := train.Shape{C: 3, H: c.size, W: c.size}
 			samples := randomSamples(batch*steps, c.size)
-			one := familyRun(t, spec, in, samples, batch, "", 1)
+			one := familyRun(t, "cpu", spec, in, samples, batch, "", 1)
 			// The first step whose loss is not ln 5: a ViT's head starts at zero, so its first
 			// logits are zero in any precision.
 			k := slices.IndexFunc(one[0].losses, func(l float64) bool { return math.Abs(l-math.Log(5)) > 1e-3 })
@@ -52,7 +52,7 @@ func TestFamiliesEverywhere(t *testing.T) {
 				name string
 				tol  float64 // 50 units of roundoff: measured up to 36 (efficientnet_v2_s in bf16)
 			}{{"bf16", 50 * 0x1p-8}, {"fp16", 50 * 0x1p-11}} {
-				half := familyRun(t, spec, in, samples, batch, p.name, 1)
+				half := familyRun(t, "cpu", spec, in, samples, batch, p.name, 1)
 				for s, l := range half[0].losses {
 					if math.IsNaN(l) || math.IsInf(l, 0) {
 						t.Errorf("%s: step %d's loss is %v", p.name, s+1, l)
@@ -62,7 +62,7 @@ func TestFamiliesEverywhere(t *testing.T) {
 					t.Errorf("%s: step %d's loss %.5f; fp32's %.5f (tolerance %.2g of it)", p.name, k+1, b, a, p.tol)
 				}
 			}
-			two := familyRun(t, spec, in, samples, batch, "", 2)
+			two := familyRun(t, "cpu", spec, in, samples, batch, "", 2)
 			for s := range steps {
 				if !equalBits(two[0].weights[s], two[1].weights[s]) {
 					t.Fatalf("step %d: the ranks' weights differ", s+1)
@@ -90,13 +90,15 @@ var slowUnderRace = map[string]bool{"efficientnet_b0": true, "efficientnet_v2_s"
 
 // deterministic turns off a spec's random layers where its builder takes the argument (as
 // torchvision's do: dropout, stochastic depth), so that 2 ranks can equal one process; random
-// reports a model that keeps one (EfficientNet's classifier dropout).
+// reports a model that keeps one (the named EfficientNets' classifier dropout).
 func deterministic(spec string) (_ string, random bool) {
 	name, args, _ := strings.Cut(strings.TrimSuffix(spec, ")"), "(")
 	var extra []string
 	switch {
 	case strings.HasPrefix(name, "mobilenet"):
 		extra = []string{"dropout=0"}
+	case name == "efficientnet":
+		extra = []string{"dropout=0", "stochastic_depth_prob=0"}
 	case strings.HasPrefix(name, "efficientnet"):
 		extra, random = []string{"stochastic_depth_prob=0"}, true
 	case name == "convnext", name == "swin", name == "swin_v2":
@@ -130,10 +132,10 @@ type rankRun struct {
 	weights [][][]float32
 }
 
-// familyRun trains spec on samples in order (no shuffle), a global batch of batch, on world ranks
-// with synchronized batch norms, at the given precision ("": fp32), with SGD; it returns each
-// rank's record.
-func familyRun(t *testing.T, spec string, in train.Shape, samples []loaders.Sample, batch int, precision string, world int) []rankRun {
+// familyRun trains spec on samples in order (no shuffle) on the backend device ("cpu", "cuda"), a
+// global batch of batch, on world ranks with synchronized batch norms, at the given precision
+// ("": fp32), with SGD; it returns each rank's record.
+func familyRun(t *testing.T, device, spec string, in train.Shape, samples []loaders.Sample, batch int, precision string, world int) []rankRun {
 	t.Helper()
 	var groups []*collective.Group
 	if world > 1 {
@@ -147,7 +149,7 @@ func familyRun(t *testing.T, spec string, in train.Shape, samples []loaders.Samp
 		if err != nil {
 			t.Fatal(err)
 		}
-		dev, err := gpu.Open("cpu")
+		dev, err := gpu.Open(device)
 		if err != nil {
 			t.Fatal(err)
 		}

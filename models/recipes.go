@@ -50,7 +50,7 @@ var zooRecipes = []struct {
 	// erasing 0.1.
 	{train.Recipe{Optimizer: "sgd", LR: 4, LRBatch: 1024, WeightDecay: 2e-5, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1,
 		AutoAugment: "trivialaugment", MixUp: 0.2, CutMix: 1, RandomErasing: 0.1},
-		append(slices.Sorted(maps.Keys(efficientNets)), "timm/efficientnet_b0", "timm/efficientnet_b1", "timm/efficientnet_b2", "timm/efficientnet_b3")},
+		append(slices.Sorted(maps.Keys(efficientNets)), "efficientnet", "timm/efficientnet_b0", "timm/efficientnet_b1", "timm/efficientnet_b2", "timm/efficientnet_b3")},
 	// MobileNet V2: torchvision's recipe for mobilenet_v2: SGD, lr 0.036 per 256, weight decay
 	// 4e-5; label smoothing 0.1 as the other families'.
 	{train.Recipe{Optimizer: "sgd", LR: 0.288, LRBatch: 256, WeightDecay: 4e-5, WarmupEpochs: 0.2, Batch: 64, LabelSmoothing: 0.1},

@@ -66,6 +66,9 @@ var torchvisionCases = []struct {
 	{"mobilenet_v3_small", "torchvision.models.mobilenet_v3_small(num_classes=5)", 32},
 	{"efficientnet_b0", "torchvision.models.efficientnet_b0(num_classes=5)", 32},
 	{"efficientnet_v2_s", "torchvision.models.efficientnet_v2_s(num_classes=5)", 32},
+	{"efficientnet(width_mult=0.25,depth_mult=0.25)",
+		"torchvision.models.EfficientNet(torchvision.models.efficientnet._efficientnet_conf('efficientnet_b0', " +
+			"width_mult=0.25, depth_mult=0.25)[0], 0.2, num_classes=5)", 32},
 	{"vit(image_size=16,patch_size=4,num_layers=2,num_heads=2,hidden_dim=16,mlp_dim=32)",
 		"torchvision.models.VisionTransformer(16, 4, 2, 2, 16, 32, num_classes=5)", 16},
 	{"convnext(width_1=8,width_2=16,width_3=24,width_4=32,depth_1=1,depth_2=1,depth_3=2,depth_4=1)",
