@@ -31,6 +31,11 @@ var benchShapes = []struct {
 	{"conv2_dX_800x25088x64_TN", true, false, 800, 128 * 14 * 14, 64},
 	// The same convolution with the column matrix the other way round (one row per output pixel).
 	{"conv2_pixrows_25088x64x800_NN", false, false, 128 * 14 * 14, 64, 800},
+	// A small ViT's weight gradients dY^T X (batch 64 of 50 tokens, hidden 64, MLP 256: models'
+	// vit_p4), whose A^T the 6-row AVX2 kernel packs 6 values at a time.
+	{"vit_mlp1_dW_256x64x3200_TN", true, false, 256, 64, 3200},
+	{"vit_qkv_dW_192x64x3200_TN", true, false, 192, 64, 3200},
+	{"vit_mlp2_dW_64x256x3200_TN", true, false, 64, 256, 3200},
 }
 
 // report adds GFLOP/s (wall clock) and, where the process CPU time is known, GFLOP per CPU

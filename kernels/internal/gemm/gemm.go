@@ -490,7 +490,7 @@ func packB(dst []float32, kern *kernel, trans bool, b []float32, ldb, p0, kc, j0
 func packRow(dst []float32, kern *kernel, src []float32, p, kc, w int) {
 	n := len(src)
 	full := n / w
-	if kern.scatter != nil && w%4 == 0 {
+	if kern.scatter != nil && w%2 == 0 {
 		kern.scatter(dst[p*w:], src, full, kc*w, w, w)
 	} else {
 		for s := 0; s < full*w; s += w {

@@ -11,7 +11,7 @@ package gemm
 // packA, if not nil, packs a full mr x k sliver of row-major A (dst[p*mr+r] = a[r*lda+p]);
 // when nil, the kernel reads row-major A in place (rs = lda, ps = 1) instead.
 //
-// scatter, if not nil, copies n rows of w floats (w a multiple of 4) from src (row i at
+// scatter, if not nil, copies n rows of w floats (w even) from src (row i at
 // i*srcStride) to dst (row i at i*dstStride), faster than copy per row: the packing of row-major
 // B and of A^T, which moves whole rows of a sliver.
 //

@@ -134,14 +134,14 @@ func packA12AVX(dst, a []float32, lda, kc int) {
 // scatterAVX is implemented in kernel_amd64.s; it needs only AVX.
 //
 //go:noescape
-func scatterAVX(dst, src *float32, n, dstStride, srcStride, w4 int)
+func scatterAVX(dst, src *float32, n, dstStride, srcStride, w2 int)
 
-// scatterRows copies n rows of w floats (w a multiple of 4) from src (row i at i*srcStride) to
+// scatterRows copies n rows of w floats (w even) from src (row i at i*srcStride) to
 // dst (row i at i*dstStride).
 func scatterRows(dst, src []float32, n, dstStride, srcStride, w int) {
 	if n == 0 {
 		return
 	}
 	_, _ = dst[(n-1)*dstStride+w-1], src[(n-1)*srcStride+w-1]
-	scatterAVX(&dst[0], &src[0], n, dstStride, srcStride, w/4)
+	scatterAVX(&dst[0], &src[0], n, dstStride, srcStride, w/2)
 }

@@ -460,10 +460,10 @@ storezero8:
 	VZEROUPPER
 	RET
 
-// func scatterAVX(dst, src *float32, n, dstStride, srcStride, w4 int)
+// func scatterAVX(dst, src *float32, n, dstStride, srcStride, w2 int)
 //
-// For i < n, copies 4*w4 floats from src+i*srcStride to dst+i*dstStride (strides in floats):
-// whole rows of a packing, without a memmove call per row.
+// For i < n, copies 2*w2 floats from src+i*srcStride to dst+i*dstStride (strides in floats):
+// whole rows of a packing, without a memmove call per row; 8 floats a move, then 4, then 2.
 TEXT ·scatterAVX(SB), NOSPLIT, $0-48
 	MOVQ dst+0(FP), DI
 	MOVQ src+8(FP), SI
@@ -472,7 +472,7 @@ TEXT ·scatterAVX(SB), NOSPLIT, $0-48
 	SHLQ $2, R8
 	MOVQ srcStride+32(FP), R9
 	SHLQ $2, R9
-	MOVQ w4+40(FP), R10
+	MOVQ w2+40(FP), R10
 	TESTQ CX, CX
 	JZ   done
 
@@ -481,19 +481,27 @@ row:
 	XORQ AX, AX
 
 eight:
-	CMPQ BX, $2
+	CMPQ BX, $4
 	JLT  four
 	VMOVUPS (SI)(AX*1), Y0
 	VMOVUPS Y0, (DI)(AX*1)
 	ADDQ $32, AX
-	SUBQ $2, BX
+	SUBQ $4, BX
 	JMP  eight
 
 four:
-	TESTQ BX, BX
-	JZ   next
+	CMPQ BX, $2
+	JLT  two
 	VMOVUPS (SI)(AX*1), X0
 	VMOVUPS X0, (DI)(AX*1)
+	ADDQ $16, AX
+	SUBQ $2, BX
+
+two:
+	TESTQ BX, BX
+	JZ   next
+	MOVQ (SI)(AX*1), DX
+	MOVQ DX, (DI)(AX*1)
 
 next:
 	ADDQ R8, DI
