@@ -101,9 +101,7 @@ func LayerNormBackward(dx, dgamma, dbeta, dy, x, gamma, mean, rstd []float32, ro
 				mu, rs := mean[r], rstd[r]
 				g := dys
 				if gamma != nil {
-					for j, v := range dys {
-						gs[j] = v * gamma[j]
-					}
+					binaryRow(BinMul, gs, dys, gamma, cols, 1, 1, 1)
 					g = gs
 				}
 				var sg, sgh sums
