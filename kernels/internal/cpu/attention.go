@@ -79,12 +79,7 @@ func attnForwardBlock(y, lse, q, k, v []float32, g AttnGeom, b, i0, bq, bk int, 
 		gemm.Sgemm(false, true, nq, nk, d, g.Scale, qs, d, ks, d, 0, s, nk)
 		for r := range nq {
 			row := s[r*nk : (r+1)*nk]
-			mx := m[r]
-			for _, x := range row {
-				if x > mx {
-					mx = x
-				}
-			}
+			mx := rowMax(row, m[r])
 			l[r] = l[r]*expf(m[r]-mx) + expShift(row, mx)
 			if j0 > 0 && mx != m[r] {
 				scaleRow(ys[r*d:(r+1)*d], expf(m[r]-mx))
@@ -203,6 +198,17 @@ func expShift(row []float32, shift float32) float32 {
 		s += e
 	}
 	return s
+}
+
+// rowMax is the largest of mx and the values of row; a NaN among them is passed over.
+func rowMax(row []float32, mx float32) float32 {
+	mx, k := maxSIMD(row, mx)
+	for _, x := range row[k:] {
+		if x > mx {
+			mx = x
+		}
+	}
+	return mx
 }
 
 // The constants of expf (Cephes' expf), also in exp_amd64.s.

@@ -17,6 +17,19 @@ func expShiftSIMD(row []float32, shift float32, lanes *[8]float32) int {
 }
 
 //go:noescape
+func maxAVX2(x *float32, n int, mx float32) float32
+
+// maxSIMD is rowMax over row's whole blocks of 8 with AVX2; it returns the maximum and how many
+// values it read.
+func maxSIMD(row []float32, mx float32) (float32, int) {
+	n := len(row) &^ 7
+	if !hasAVX2 || n == 0 {
+		return mx, 0
+	}
+	return maxAVX2(&row[0], n, mx), n
+}
+
+//go:noescape
 func geluAVX2(y, x *float32, n int)
 
 //go:noescape

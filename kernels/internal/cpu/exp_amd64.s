@@ -231,3 +231,32 @@ TEXT ·siluAVX2(SB), NOSPLIT, $0-24
 // func siluGradAVX2(dx, dy, x *float32, n int)
 TEXT ·siluGradAVX2(SB), NOSPLIT, $0-32
 	UNARY_GRAD_TEXT(SILU_GRAD)
+
+// func maxAVX2(x *float32, n int, mx float32) float32
+//
+// The largest of mx and x[0:n], n a multiple of 8. VMAXPS returns its second operand, the running
+// maximum, where either is NaN: a NaN among the values is passed over, as by the Go loop's x > mx.
+TEXT ·maxAVX2(SB), NOSPLIT, $0-28
+	MOVQ x+0(FP), SI
+	MOVQ n+8(FP), CX
+	VBROADCASTSS mx+16(FP), Y0
+	SHRQ $3, CX
+	JZ   max_fold
+
+max_loop:
+	VMOVUPS (SI), Y1
+	VMAXPS Y0, Y1, Y0
+	ADDQ $32, SI
+	DECQ CX
+	JNZ  max_loop
+
+max_fold:
+	VEXTRACTF128 $1, Y0, X1
+	VMAXPS X0, X1, X0
+	VMOVHLPS X0, X0, X1
+	VMAXPS X0, X1, X0
+	VPSHUFD $1, X0, X1
+	VMAXSS X0, X1, X0
+	VZEROUPPER
+	MOVSS X0, ret+24(FP)
+	RET

@@ -11,12 +11,7 @@ func Softmax(y, x []float32, rows, cols int) {
 	For(rows, 8*cols, func(lo, hi int) {
 		for r := lo; r < hi; r++ {
 			xs, ys := x[r*cols:(r+1)*cols], y[r*cols:(r+1)*cols]
-			mx := xs[0]
-			for _, v := range xs[1:] {
-				if v > mx {
-					mx = v
-				}
-			}
+			mx := rowMax(xs[1:], xs[0])
 			copy(ys, xs)
 			inv := 1 / expShift(ys, mx)
 			for j := range ys {

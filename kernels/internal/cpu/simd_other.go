@@ -41,6 +41,8 @@ func copyRows2(dst, src []float32, n, w, dstStride, srcStride int) {
 
 func expShiftSIMD(row []float32, shift float32, lanes *[8]float32) int { return 0 }
 
+func maxSIMD(row []float32, mx float32) (float32, int) { return mx, 0 }
+
 func geluSIMD(y, x []float32) int { return 0 }
 
 func geluGradSIMD(dx, dy, x []float32) int { return 0 }
