@@ -111,6 +111,24 @@ func gradCases() []gradCase {
 			p := nn.Split(x[0], 1, 2, 3)
 			return nn.Concat(1, nn.Mul(p[1], p[1]), x[1], p[0])
 		}},
+		// The gradients of a tensor's slices are gathered into one (Backward): slices with a gap
+		// between them and a use of the whole tensor besides, slices that overlap, slices along
+		// two dimensions, a slice used twice.
+		{name: "narrows with a gap, and the whole", shapes: [][]int{{2, 7, 3}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			a, b := nn.Narrow(x[0], 1, 5, 2), nn.Narrow(x[0], 1, 0, 2)
+			return nn.Add(nn.Sum(nn.Mul(x[0], x[0]), []int{1}, true), nn.Concat(1, nn.Exp(a), b))
+		}},
+		{name: "overlapping narrows", shapes: [][]int{{3, 6}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.Mul(nn.Narrow(x[0], 1, 0, 4), nn.Exp(nn.Narrow(x[0], 1, 2, 4)))
+		}},
+		{name: "narrows along two dimensions", shapes: [][]int{{4, 4}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			a := nn.Narrow(x[0], 0, 1, 2)
+			return nn.Mul(a, nn.Transpose(nn.Narrow(x[0], 1, 0, 2), 0, 1).Reshape(2, 4))
+		}},
+		{name: "a narrow used twice", shapes: [][]int{{2, 5}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
+			p := nn.Split(x[0], 1, 3, 2)
+			return nn.Concat(1, nn.Mul(p[0], p[0]), nn.Exp(p[1]), p[1])
+		}},
 		{name: "scaled dot-product attention", shapes: [][]int{{2, 3, 5, 4}, {2, 3, 7, 4}, {2, 3, 7, 4}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.ScaledDotProductAttention(nn.Scale(x[0], 3), x[1], x[2], 0.5)
 		}},

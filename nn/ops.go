@@ -353,6 +353,12 @@ func Narrow(x *Tensor, dim, start, n int) *Tensor {
 	}
 	attr := func() Attr { return Attr{"dim": dim, "start": start, "length": n} }
 	g.record(y, "narrow", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+		if x.p == nil && x.id > 0 {
+			if x.grad {
+				g.pieces[x.id-1] = append(g.pieces[x.id-1], piece{dy, dim, start})
+			}
+			return // gather places it into x's gradient with the other slices' gradients
+		}
 		dx[0] = g.Full(0, x.shape...)
 		place(dx[0], dy, dim, start)
 	})

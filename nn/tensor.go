@@ -157,6 +157,7 @@ type Graph struct {
 	err      error
 	nodes    []node
 	grads    []*Tensor // Backward's gradient of each recorded tensor, by id-1
+	pieces   [][]piece // the gradients of its slices (Narrow) that Backward has for each, by id-1
 	backward bool      // Backward is running: ops are not recorded
 	draws    uint64    // random ops of this pass so far (their seeds)
 	pool     map[int][]kernels.F32
@@ -175,6 +176,12 @@ type Graph struct {
 type bnSync struct {
 	rank, world int
 	sum         func(v kernels.F32) error
+}
+
+// piece is the gradient dy of a slice of a tensor: its elements [start, start+len) along dim.
+type piece struct {
+	dy         *Tensor
+	dim, start int
 }
 
 // node is one recorded op: the output, the inputs, and the VJP, which writes each input's
@@ -466,8 +473,13 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 	g.grads = slices.Grow(g.grads[:0], len(g.nodes))[:len(g.nodes)]
 	clear(g.grads) // reused from pass to pass: no allocation once the record stops growing
 	g.grads[y.id-1] = dy
+	g.pieces = slices.Grow(g.pieces[:0], len(g.nodes))[:len(g.nodes)]
+	for i := range g.pieces {
+		g.pieces[i] = g.pieces[i][:0]
+	}
 	clear(g.written)
 	for i := len(g.nodes) - 1; i >= 0 && g.err == nil; i-- {
+		g.gather(i)
 		n := g.nodes[i]
 		gy := g.grads[i]
 		if gy == nil || n.vjp == nil {
@@ -526,6 +538,63 @@ func (g *Graph) accumulate(x, gx *Tensor) {
 		gx = Add(prev, gx)
 	}
 	g.grads[x.id-1] = gx
+}
+
+// gather adds the gradients of the slices of tensor i (its pieces) to its gradient, once every
+// op that used it has given its own: pieces that do not overlap are placed side by side in one
+// tensor, zeros only where none lies (a Split's parts: no zeros at all), where each slice's
+// gradient as a whole zero tensor of its own, all of them added up, cost a fill and an addition
+// of the whole tensor per slice. Overlapping pieces are added up that way.
+func (g *Graph) gather(i int) {
+	ps := g.pieces[i]
+	if len(ps) == 0 {
+		return
+	}
+	x := g.nodes[i].out
+	slices.SortFunc(ps, func(a, b piece) int { return a.start - b.start })
+	disjoint, covered := true, 0
+	for _, p := range ps {
+		if p.dim != ps[0].dim || p.start < covered {
+			disjoint = false
+			break
+		}
+		covered = p.start + p.dy.shape[p.dim]
+	}
+	var t *Tensor
+	if disjoint {
+		if ps[0].start == 0 && covered == x.shape[ps[0].dim] && gapless(ps) {
+			t = g.newTensor(g.shape(x.shape))
+		} else {
+			t = g.Full(0, x.shape...)
+		}
+		for _, p := range ps {
+			place(t, p.dy, p.dim, p.start)
+		}
+	} else {
+		for _, p := range ps {
+			one := g.Full(0, x.shape...)
+			place(one, p.dy, p.dim, p.start)
+			if t == nil {
+				t = one
+			} else {
+				t = Add(t, one)
+			}
+		}
+	}
+	if prev := g.grads[i]; prev != nil {
+		t = Add(prev, t)
+	}
+	g.grads[i] = t
+}
+
+// gapless reports whether the sorted, disjoint pieces ps follow one another with no gap.
+func gapless(ps []piece) bool {
+	for k := 1; k < len(ps); k++ {
+		if p := ps[k-1]; p.start+p.dy.shape[p.dim] != ps[k].start {
+			return false
+		}
+	}
+	return true
 }
 
 // Grad is the gradient Backward computed for a tensor of the record (an Input, say), or nil.
