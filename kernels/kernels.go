@@ -194,7 +194,7 @@ func (g Pool2D) OutLen() int { return g.N * g.C * g.OutH() * g.OutW() }
 
 // Validate reports a geometry with no output or a negative size.
 func (g Pool2D) Validate() error {
-	if g.N < 0 || g.C <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
+	if g.N < 0 || g.C <= 0 || g.H <= 0 || g.W <= 0 || g.K <= 0 || g.Stride < 0 || g.Pad < 0 || 2*g.Pad > g.K || g.H+2*g.Pad < g.K || g.W+2*g.Pad < g.K ||
 		!fits(g.N, g.C, g.H, g.W) {
 		return fmt.Errorf("kernels: %w: pool2d geometry %+v", ErrArgument, g)
 	}

@@ -4,7 +4,7 @@
 //
 // A layer made of existing ops is a Go type with a Forward and no backward:
 //
-//	type SE struct{ FC1, FC2 *nn.Linear }
+//	type SE struct{ FC1, FC2 *nn.LinearLayer }
 //
 //	func (m *SE) Forward(x *nn.Tensor) *nn.Tensor {
 //		s := nn.Mean(x, []int{2, 3}, true) // [N C 1 1]
@@ -22,9 +22,12 @@
 // dimension, are views of their input's memory; Permute, Narrow along another dimension and
 // Concat copy.
 //
-// Ops never return an error: the first failure (a shape mismatch, a kernel's refusal) is kept by
-// the graph, later ops on it do nothing, and Graph.Err reports it, as bufio.Scanner does. Check
-// it once after the forward pass and once after Backward.
+// Ops never return an error and never panic: the first failure (a shape mismatch, a size that is
+// negative or too large, a kernel's refusal, operands of two graphs) is kept by the graph, later
+// ops on it do nothing, and Graph.Err reports it, as bufio.Scanner does; it wraps ErrShape,
+// ErrArgument or ErrGraph. Check it once after the forward pass and once after Backward. A
+// tensor an op failed to make has no shape (Dim of it is 0), so code that computes the next
+// shape from it runs on without a panic. FuzzOps drives every op with random shapes to hold this.
 //
 // Fused ops stay first-class: Conv2d, BatchNorm, LayerNorm, Softmax, ScaledDotProductAttention,
 // CrossEntropy and the activations run one kernel of the kernels op set forward and one backward;

@@ -11,7 +11,7 @@ import (
 
 // Linear returns x·wᵀ + b for x [..., in], w [out in] (PyTorch's layout) and b [out] or nil.
 func Linear(x, w, b *Tensor) *Tensor {
-	g := graphOf(x, w)
+	g := graphOf("linear", x, w, b)
 	if g == nil {
 		return orphan("linear")
 	}
@@ -77,7 +77,7 @@ type ConvOptions struct {
 // kernels of its own (kernels.Ops.DepthwiseConv2D); other groupings are computed one group at a
 // time.
 func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
-	g := graphOf(x, w)
+	g := graphOf("conv2d", x, w, b)
 	if g == nil {
 		return orphan("conv2d")
 	}
@@ -189,7 +189,7 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 // the running ones, as in training when weight is a parameter bound without gradient memory (a
 // frozen batch norm). weight and bias are [C].
 func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) *Tensor {
-	g := graphOf(x)
+	g := graphOf("batch norm", x, runMean, runVar, weight, bias)
 	if g == nil {
 		return orphan("batch norm")
 	}
@@ -289,7 +289,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 // LayerNorm normalizes each vector along x's last dimension with its mean and biased variance
 // (torch.nn.functional.layer_norm over the last dimension); weight and bias are [last] or nil.
 func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
-	g := graphOf(x)
+	g := graphOf("layer norm", x, weight, bias)
 	if g == nil {
 		return orphan("layer norm")
 	}
@@ -333,7 +333,7 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 
 // Softmax returns the softmax of x along its last dimension.
 func Softmax(x *Tensor) *Tensor {
-	g := graphOf(x)
+	g := graphOf("softmax", x)
 	if g == nil {
 		return orphan("softmax")
 	}
@@ -354,7 +354,7 @@ func Softmax(x *Tensor) *Tensor {
 // fused op (kernels.Ops.Attention) that never holds the whole score matrix, and its VJP recomputes
 // the scores block by block; attention dropout needs the composed MatMul, Softmax, Dropout, MatMul.
 func ScaledDotProductAttention(q, k, v *Tensor, scale float32) *Tensor {
-	g := graphOf(q, k, v)
+	g := graphOf("scaled dot-product attention", q, k, v)
 	if g == nil {
 		return orphan("scaled dot-product attention")
 	}
@@ -385,7 +385,7 @@ func ScaledDotProductAttention(q, k, v *Tensor, scale float32) *Tensor {
 // MaxPool2d returns the maximum of each k×k window of x [N C H W], every stride pixels (0: k),
 // over x padded with pad pixels of −∞.
 func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
-	g := graphOf(x)
+	g := graphOf("max pool", x)
 	if g == nil {
 		return orphan("max pool")
 	}
@@ -412,7 +412,7 @@ func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
 // GlobalAvgPool returns the mean of each channel of x [N C H W] as [N C 1 1]
 // (AdaptiveAvgPool2d(1)).
 func GlobalAvgPool(x *Tensor) *Tensor {
-	g := graphOf(x)
+	g := graphOf("average pool", x)
 	if g == nil {
 		return orphan("average pool")
 	}
@@ -434,7 +434,7 @@ func GlobalAvgPool(x *Tensor) *Tensor {
 // in evaluation it returns x. The mask is a function of the graph's seed and the number of
 // random ops before it in the pass.
 func Dropout(x *Tensor, p float32) *Tensor {
-	g := graphOf(x)
+	g := graphOf("dropout", x)
 	if g == nil {
 		return orphan("dropout")
 	}
@@ -453,7 +453,7 @@ func Dropout(x *Tensor, p float32) *Tensor {
 // CrossEntropy returns the mean softmax cross-entropy of logits [N classes] against labels [N]
 // (class ids on the device), with label smoothing s in [0, 1): a tensor of shape [1].
 func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor {
-	g := graphOf(logits)
+	g := graphOf("cross-entropy", logits)
 	if g == nil {
 		return orphan("cross-entropy")
 	}
@@ -476,7 +476,7 @@ func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor
 // 1/(1−p) (stochastic depth: timm's drop_path, torchvision's StochasticDepth in "row" mode); in
 // evaluation it returns x.
 func DropPath(x *Tensor, p float32) *Tensor {
-	g := graphOf(x)
+	g := graphOf("drop path", x)
 	if g == nil {
 		return orphan("drop path")
 	}

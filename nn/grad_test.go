@@ -22,6 +22,14 @@ type env struct {
 
 func newEnv(t testing.TB) *env {
 	t.Helper()
+	e, release := openEnv(t)
+	t.Cleanup(release)
+	return e
+}
+
+// openEnv is newEnv with the release left to the caller.
+func openEnv(t testing.TB) (*env, func()) {
+	t.Helper()
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -35,12 +43,11 @@ func newEnv(t testing.TB) *env {
 		t.Fatal(err)
 	}
 	a := nn.NewArena(dev)
-	t.Cleanup(func() {
+	return &env{t: t, ops: ops, s: s, a: a}, func() {
 		s.Close()
 		a.Free()
 		dev.Close()
-	})
-	return &env{t: t, ops: ops, s: s, a: a}
+	}
 }
 
 func (e *env) graph(train bool) *nn.Graph { return nn.NewGraph(e.ops, e.s, e.a, train, 7) }

@@ -30,7 +30,11 @@ const (
 func (i Init) bindDist(shape []int) Dist {
 	switch i {
 	case Weight:
-		return Uniform(math.Sqrt(6 / float64(max(prod(shape[1:]), 1))))
+		fanIn := 1
+		if len(shape) > 1 {
+			fanIn = prod(shape[1:])
+		}
+		return Uniform(math.Sqrt(6 / float64(max(fanIn, 1))))
 	case Ones:
 		return Const(1)
 	case Embedding:

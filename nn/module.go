@@ -249,6 +249,9 @@ func Bind(m Module, a Allocator, s gpu.Stream, seed uint64) error {
 	r := rand.New(rand.NewPCG(seed, 0x6e6e))
 	for _, n := range named {
 		t := n.Tensor
+		if !fits(t.shape) {
+			return fmt.Errorf("nn: bind %s of shape %v: a size is negative or the whole too large: %w", n.Name, t.shape, ErrShape)
+		}
 		vals, err := a.F32(t.Len())
 		if err != nil {
 			return fmt.Errorf("nn: bind %s: %w", n.Name, err)

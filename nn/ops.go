@@ -25,7 +25,7 @@ func Div(x, y *Tensor) *Tensor { return binary(kernels.BinaryDiv, "div", x, y) }
 // binary runs f over the broadcast of x and y. Its VJP gives the gradients of x and y of the
 // broadcast shape: Backward reduces them.
 func binary(f kernels.BinaryFunc, name string, x, y *Tensor) *Tensor {
-	g := graphOf(x, y)
+	g := graphOf(name, x, y)
 	if g == nil {
 		return orphan(name)
 	}
@@ -56,7 +56,7 @@ func binary(f kernels.BinaryFunc, name string, x, y *Tensor) *Tensor {
 // orphan is the result of an op none of whose operands belongs to a graph: there is no graph
 // to keep the error, so the tensor carries none and the next op that meets it fails.
 func orphan(name string) *Tensor {
-	return &Tensor{g: &Graph{err: fmt.Errorf("nn: %s: no operand belongs to a graph (only parameters)", name)}}
+	return &Tensor{g: &Graph{err: fmt.Errorf("nn: %s: no operand belongs to a graph (only parameters): %w", name, ErrGraph)}}
 }
 
 // Scale returns a·x.
@@ -345,11 +345,13 @@ func Narrow(x *Tensor, dim, start, n int) *Tensor {
 		y = g.newTensor(shape)
 		strides := packedStrides(g.dims.take(len(x.shape)), x.shape)
 		dstStrides := packedStrides(g.dims.take(len(shape)), shape)
-		src := x.data
-		if !g.meta && g.err == nil {
-			src = x.data.Slice(start*strides[dim], x.data.Len)
+		if prod(shape) > 0 { // an empty slice copies nothing (and may start past x's end)
+			src := x.data
+			if !g.meta && g.err == nil {
+				src = x.data.Slice(start*strides[dim], x.data.Len)
+			}
+			g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dstStrides, src, strides, shape) })
 		}
-		g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dstStrides, src, strides, shape) })
 	}
 	attr := func() Attr { return Attr{"dim": dim, "start": start, "length": n} }
 	g.record(y, "narrow", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
@@ -381,7 +383,7 @@ func Split(x *Tensor, dim int, sizes ...int) []*Tensor {
 
 // Concat joins tensors of equal shapes but along dim (torch.cat).
 func Concat(dim int, xs ...*Tensor) *Tensor {
-	g := graphOf(xs...)
+	g := graphOf("concat", xs...)
 	if g == nil || len(xs) == 0 {
 		return orphan("concat")
 	}
@@ -392,6 +394,10 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 	if dim < 0 {
 		dim += len(first)
 	}
+	if dim < 0 || dim >= len(first) {
+		g.fail(fmt.Errorf("nn: concat along %d of shape %v: %w", dim, first, ErrShape))
+		return &Tensor{g: g}
+	}
 	shape := g.shape(first)
 	shape[dim] = 0
 	for _, x := range xs {
@@ -399,7 +405,7 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 		for d := range first {
 			same = same && (d == dim || x.shape[d] == first[d])
 		}
-		if dim < 0 || dim >= len(first) || !same {
+		if !same {
 			g.fail(fmt.Errorf("nn: concat along %d of shapes %v and %v: %w", dim, first, x.shape, ErrShape))
 			return &Tensor{g: g}
 		}
@@ -425,6 +431,9 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 // place copies x into y at offset at along dim (y's other dimensions equal x's), unrecorded.
 func place(y, x *Tensor, dim, at int) {
 	g := y.g
+	if x.Len() == 0 {
+		return
+	}
 	strides := packedStrides(g.dims.take(len(y.shape)), y.shape)
 	src := packedStrides(g.dims.take(len(x.shape)), x.shape)
 	g.run(func() error {
@@ -436,7 +445,7 @@ func place(y, x *Tensor, dim, at int) {
 // MatMul returns the matrix product of a [..., m, k] and b [..., k, n] (torch.matmul): the
 // leading (batch) dimensions must be equal, or one operand is a plain matrix shared by all.
 func MatMul(a, b *Tensor) *Tensor {
-	g := graphOf(a, b)
+	g := graphOf("matmul", a, b)
 	if g == nil {
 		return orphan("matmul")
 	}

@@ -12,9 +12,19 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 )
 
-// ErrShape: an op's operands do not fit together (shapes that do not broadcast, a matrix
-// product's inner sizes, an axis out of range).
-var ErrShape = errors.New("shape mismatch")
+// The sentinels every error of a graph wraps (besides a backend's own). ErrShape and ErrArgument
+// are package kernels' own, so a kernel's refusal and an op's are one error to errors.Is.
+var (
+	// ErrShape: an op's operands do not fit together (shapes that do not broadcast, a matrix
+	// product's inner sizes, an axis out of range, a size that is negative or too large).
+	ErrShape = kernels.ErrShape
+	// ErrArgument: a bad setting of an op (a zero kernel, a dropout p outside [0, 1)).
+	ErrArgument = kernels.ErrArgument
+	// ErrGraph: tensors used where they do not belong: operands of two graphs (or of two
+	// devices), a parameter attached to another graph, Backward of a loss that reaches nothing
+	// with a gradient.
+	ErrGraph = errors.New("tensor of another graph")
+)
 
 // Tensor is a float32 tensor: a shape and a packed row-major view of device memory. A tensor made
 // by an op belongs to that op's Graph; a parameter or buffer (Param, Buffer) belongs to its
@@ -50,10 +60,18 @@ func Buffer(shape []int, init Init) *Tensor {
 // Shape returns a copy of the tensor's shape.
 func (t *Tensor) Shape() []int { return slices.Clone(t.shape) }
 
-// Dim returns the size of dimension d; a negative d counts from the end.
+// Dim returns the size of dimension d; a negative d counts from the end. A d out of range is an
+// error of the tensor's graph (ErrShape), and Dim returns 0.
 func (t *Tensor) Dim(d int) int {
 	if d < 0 {
 		d += len(t.shape)
+	}
+	if d < 0 || d >= len(t.shape) {
+		// The result of a failed op has no shape; its graph holds the error already.
+		if t.g != nil {
+			t.g.fail(fmt.Errorf("nn: dimension %d of a tensor of shape %v: %w", d, t.shape, ErrShape))
+		}
+		return 0
 	}
 	return t.shape[d]
 }
@@ -168,6 +186,7 @@ type Graph struct {
 	dims    slab[int]
 	lists   slab[*Tensor]
 	params  []*Tensor       // attached parameters (Attach)
+	reach   []bool          // Backward: whether each recorded tensor depends on a parameter
 	written map[*param]bool // parameters whose gradient Backward has written
 	sync    *bnSync         // set by SyncBatchNorm
 }
@@ -290,7 +309,9 @@ func (g *Graph) Reset(train bool, seed uint64) {
 func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 	t := g.tensor(g.shape(shape), data)
 	t.grad = true
-	if !g.meta && g.err == nil && data.Len != prod(shape) {
+	if !fits(shape) {
+		g.fail(fmt.Errorf("nn: input of shape %v: a size is negative or the whole too large: %w", shape, ErrShape))
+	} else if !g.meta && g.err == nil && data.Len != prod(shape) {
 		g.fail(fmt.Errorf("nn: input of shape %v over %d values: %w", shape, data.Len, ErrShape))
 	}
 	g.record(t, "input", nil, nil, nil)
@@ -383,6 +404,10 @@ func (g *Graph) gradFor(x *Tensor) *Tensor {
 // newTensor makes an output tensor of the graph with fresh memory. shape becomes the tensor's:
 // another tensor's (shapes never change), or one made by Graph.shape.
 func (g *Graph) newTensor(shape []int) *Tensor {
+	if !fits(shape) {
+		g.fail(fmt.Errorf("nn: a tensor of shape %v: a size is negative or the whole too large: %w", shape, ErrShape))
+		return g.tensor(shape, kernels.F32{})
+	}
 	return g.tensor(shape, g.buf(prod(shape)))
 }
 
@@ -435,14 +460,22 @@ func (g *Graph) record(t *Tensor, op string, attr func() Attr, ins []*Tensor, vj
 	t.id = len(g.nodes)
 }
 
-// graphOf finds the graph of an op's operands: parameters and buffers have none of their own.
-func graphOf(ts ...*Tensor) *Graph {
+// graphOf finds the graph of op's operands (parameters and buffers attached to none have none
+// of their own) and fails it when an operand belongs to another graph: a tensor of another pass
+// or device, or a parameter attached to another graph, whose values or gradient would be wrong.
+func graphOf(op string, ts ...*Tensor) *Graph {
+	var g *Graph
 	for _, t := range ts {
-		if t != nil && t.g != nil {
-			return t.g
+		if t == nil || t.g == nil {
+			continue
+		}
+		if g == nil {
+			g = t.g
+		} else if t.g != g {
+			g.fail(fmt.Errorf("nn: %s: operands of two graphs (of shapes %v and %v): %w", op, shapeOf(ts[0]), t.shape, ErrGraph))
 		}
 	}
-	return nil
+	return g
 }
 
 // Backward computes the gradients of every tensor of the record that needs one, from dy, the
@@ -454,7 +487,10 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 		return g.err
 	}
 	if y == nil || y.g != g || y.id == 0 {
-		return errors.New("nn: Backward of a tensor not recorded by this graph")
+		if y != nil && y.g != nil && y.g != g && y.g.err != nil {
+			return y.g.err // the loss's own graph failed (an op of no graph's operands)
+		}
+		return fmt.Errorf("nn: Backward of a tensor not recorded by this graph: %w", ErrGraph)
 	}
 	if dy == nil {
 		dy = g.Full(1, y.shape...)
@@ -463,10 +499,22 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 	}
 	// Which tensors need a gradient, from the inputs' and parameters' flags as they are now
 	// (SetRequiresGrad may have changed an input's since the forward pass).
-	for _, n := range g.nodes {
+	g.reach = slices.Grow(g.reach[:0], len(g.nodes))[:len(g.nodes)]
+	for i, n := range g.nodes {
+		g.reach[i] = false
 		if n.vjp != nil {
 			n.out.grad = slices.ContainsFunc(n.ins, func(x *Tensor) bool { return x.grad })
+			g.reach[i] = slices.ContainsFunc(n.ins, func(x *Tensor) bool {
+				return (x.p != nil && x.grad) || (x.id > 0 && x.g == g && g.reach[x.id-1])
+			})
 		}
+	}
+	// As PyTorch raises for a loss that needs no gradient: a loss that reaches none of the
+	// parameters whose gradients are wanted (or, with none, no input) is a mistake (a model's
+	// output not used, a detached path), not a step of zero gradients.
+	wanted := slices.ContainsFunc(g.params, func(p *Tensor) bool { return p.grad })
+	if (wanted && !g.reach[y.id-1]) || (!wanted && !y.grad) {
+		return fmt.Errorf("nn: Backward: the %v tensor reaches no parameter or input that takes a gradient: %w", y.shape, ErrGraph)
 	}
 	g.backward = true
 	defer func() { g.backward = false }()
@@ -613,9 +661,9 @@ func prod(s []int) int {
 	return p
 }
 
-// fits reports whether a shape's element count fits an int.
+// fits reports whether a shape's sizes are not negative and its bytes as float32 fit an int.
 func fits(shape []int) bool {
-	p := 1
+	p := 4
 	for _, d := range shape {
 		if d < 0 || (d > 0 && p > math.MaxInt/d) {
 			return false
