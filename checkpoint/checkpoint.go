@@ -19,15 +19,20 @@
 // Version 2, still read, had no builder string and no shapes. Version 1, still read, had besides
 // no state and, for history, a u32 count of 6 float64 per epoch (Epoch1).
 //
-// Decode treats its input as outside bytes: every length is checked against what remains before
+// Reading treats the file as outside bytes: every length is checked against what remains before
 // anything is allocated, so a corrupt or hostile file costs no more memory than its own size.
+// Both ways stream: Write takes the values of a set at a time from the caller (Fill) and Read
+// decodes them straight from the file, so neither holds the file's bytes beside the values.
 package checkpoint
 
 import (
+	"bufio"
+	"bytes"
 	"encoding/binary"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash"
 	"hash/crc32"
 	"io"
 	"math"
@@ -89,8 +94,9 @@ type Tensor struct {
 	Values [][]float32
 }
 
-// Read reads and decodes the checkpoint at path. Anything but a regular file (a FIFO would block
-// the read forever, a device never end it) is refused before it is opened for reading.
+// Read reads and decodes the checkpoint at path, streamed: the file is not held in memory beside
+// the File it decodes to. Anything but a regular file (a FIFO would block the read forever, a
+// device never end it) is refused before it is opened for reading.
 func Read(path string) (*File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -99,17 +105,25 @@ func Read(path string) (*File, error) {
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
 	}
-	b, err := os.ReadFile(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return nil, err
 	}
-	return Decode(b)
+	defer fh.Close()
+	return decode(bufio.NewReaderSize(fh, 1<<16), st.Size())
 }
 
+// Fill gives a streamed write the values of a set that the File leaves nil: it writes set k of
+// tensor i (the weights, an optimizer slot, the EMA) into dst, of the tensor's element count.
+type Fill func(i, k int, dst []float32) error
+
 // Write writes f to path atomically: to a temporary file in the same folder, renamed over path,
-// so that a crash never leaves a half-written checkpoint under path.
-func Write(path string, f *File) error {
-	return atomicfile.WriteFile(path, f.Encode(), 0o644)
+// so that a crash never leaves a half-written checkpoint under path. It streams: a value set
+// that is nil in f.Tensors (of a tensor with a Shape) is taken from fill when the write reaches
+// it, into one buffer reused for every such set, so that the write holds one tensor's values
+// beyond what f holds, whatever the model's size. fill may be nil when f holds every value.
+func Write(path string, f *File, fill Fill) error {
+	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return f.encode(w, fill) })
 }
 
 // Sniff reports whether the regular file at path is empty or starts like a checkpoint (what may
@@ -128,65 +142,176 @@ func Sniff(path string) bool {
 // Encode returns f in the format of Version. State and History are written as they are, nil as
 // JSON's null; History1 is not written.
 func (f *File) Encode() []byte {
-	var p []byte
-	str := func(s string) {
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(s)))
-		p = append(p, s...)
+	var b bytes.Buffer
+	f.encode(&b, nil) // a bytes.Buffer never fails, and without fill nothing else can
+	return b.Bytes()
+}
+
+// setLen is the number of values set v of tensor t holds in the file: a nil set filled by a
+// Fill holds the tensor's element count.
+func setLen(t Tensor, v []float32, fill Fill) int {
+	if v != nil || fill == nil {
+		return len(v)
 	}
-	str(f.Model)
-	str(f.Builder)
-	str(f.Optimizer)
-	p = binary.LittleEndian.AppendUint64(p, f.Seed)
-	p = binary.LittleEndian.AppendUint32(p, uint32(f.Epochs))
-	p = binary.LittleEndian.AppendUint64(p, uint64(f.Steps))
-	for _, b := range []json.RawMessage{f.State, f.History} {
-		if b == nil {
-			b = json.RawMessage("null")
-		}
-		p = binary.LittleEndian.AppendUint64(p, uint64(len(b)))
-		p = append(p, b...)
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
 	}
-	p = binary.LittleEndian.AppendUint32(p, uint32(len(f.Tensors)))
+	return n
+}
+
+// encode writes f to w in the format of Version, the values of its nil sets from fill.
+func (f *File) encode(w io.Writer, fill Fill) error {
+	state, history := f.State, f.History
+	if state == nil {
+		state = json.RawMessage("null")
+	}
+	if history == nil {
+		history = json.RawMessage("null")
+	}
+	// The payload's length comes first: count it.
+	n := 3*4 + len(f.Model) + len(f.Builder) + len(f.Optimizer) + 8 + 4 + 8 + 2*8 + len(state) + len(history) + 4
+	most := 0
 	for _, t := range f.Tensors {
-		str(t.Name)
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(t.Shape)))
-		for _, d := range t.Shape {
-			p = binary.LittleEndian.AppendUint32(p, uint32(d))
-		}
-		p = binary.LittleEndian.AppendUint32(p, uint32(len(t.Values)))
+		n += 4 + len(t.Name) + 4 + 4*len(t.Shape) + 4
 		for _, v := range t.Values {
-			p = binary.LittleEndian.AppendUint64(p, uint64(len(v)))
-			for _, x := range v {
-				p = binary.LittleEndian.AppendUint32(p, math.Float32bits(x))
+			l := setLen(t, v, fill)
+			n += 8 + 4*l
+			if v == nil {
+				most = max(most, l)
 			}
 		}
 	}
-	out := make([]byte, 0, len(p)+24)
-	out = append(out, magic...)
-	out = binary.LittleEndian.AppendUint32(out, Version)
-	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
-	out = append(out, p...)
-	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, castagnoli))
+	bw := bufio.NewWriterSize(w, 1<<16)
+	head := binary.LittleEndian.AppendUint32([]byte(magic), Version)
+	bw.Write(binary.LittleEndian.AppendUint64(head, uint64(n)))
+	sum := crc32.New(castagnoli)
+	e := &encoder{w: io.MultiWriter(bw, sum)}
+	e.str(f.Model)
+	e.str(f.Builder)
+	e.str(f.Optimizer)
+	e.u64(f.Seed)
+	e.u32(uint32(f.Epochs))
+	e.u64(uint64(f.Steps))
+	for _, b := range []json.RawMessage{state, history} {
+		e.u64(uint64(len(b)))
+		e.write(b)
+	}
+	e.u32(uint32(len(f.Tensors)))
+	var dst []float32
+	if most > 0 {
+		dst = make([]float32, most)
+	}
+	for i, t := range f.Tensors {
+		e.str(t.Name)
+		e.u32(uint32(len(t.Shape)))
+		for _, d := range t.Shape {
+			e.u32(uint32(d))
+		}
+		e.u32(uint32(len(t.Values)))
+		for k, v := range t.Values {
+			if v == nil && fill != nil && e.err == nil {
+				v = dst[:setLen(t, v, fill)]
+				if err := fill(i, k, v); err != nil {
+					return fmt.Errorf("checkpoint: tensor %s: %w", t.Name, err)
+				}
+			}
+			e.u64(uint64(len(v)))
+			e.floats(v)
+		}
+	}
+	if e.err != nil {
+		return e.err
+	}
+	bw.Write(binary.LittleEndian.AppendUint32(nil, sum.Sum32()))
+	return bw.Flush()
+}
+
+// encoder writes the payload's fields; the first error of w is kept and later writes do nothing.
+type encoder struct {
+	w   io.Writer
+	buf [1 << 12]byte
+	err error
+}
+
+func (e *encoder) write(b []byte) {
+	if e.err == nil {
+		_, e.err = e.w.Write(b)
+	}
+}
+
+func (e *encoder) u32(v uint32) { e.write(binary.LittleEndian.AppendUint32(e.buf[:0], v)) }
+func (e *encoder) u64(v uint64) { e.write(binary.LittleEndian.AppendUint64(e.buf[:0], v)) }
+
+func (e *encoder) str(s string) {
+	e.u32(uint32(len(s)))
+	e.write([]byte(s))
+}
+
+// floats writes v as little-endian float32, through the encoder's buffer.
+func (e *encoder) floats(v []float32) {
+	for len(v) > 0 && e.err == nil {
+		n := min(len(v), len(e.buf)/4)
+		for i, x := range v[:n] {
+			binary.LittleEndian.PutUint32(e.buf[4*i:], math.Float32bits(x))
+		}
+		e.write(e.buf[:4*n])
+		v = v[n:]
+	}
 }
 
 // Decode parses and verifies a checkpoint's bytes; an error wraps ErrFormat.
 func Decode(b []byte) (*File, error) {
-	if len(b) < 24 || string(b[:8]) != magic {
+	return decode(bytes.NewReader(b), int64(len(b)))
+}
+
+// decode parses and verifies a checkpoint of size bytes read from src. Every length is checked
+// against the bytes that remain before anything is allocated; the values go straight from src
+// into the File's slices.
+func decode(src io.Reader, size int64) (*File, error) {
+	var head [20]byte
+	if size < 24 {
 		return nil, fmt.Errorf("checkpoint: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrFormat)
 	}
-	version := binary.LittleEndian.Uint32(b[8:])
+	if _, err := io.ReadFull(src, head[:]); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w: header: %v", ErrFormat, err)
+	}
+	if string(head[:8]) != magic {
+		return nil, fmt.Errorf("checkpoint: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrFormat)
+	}
+	version := binary.LittleEndian.Uint32(head[8:])
 	if version < 1 || version > Version {
 		return nil, fmt.Errorf("checkpoint: %w: version %d; this build reads versions 1 to %d", ErrFormat, version, Version)
 	}
-	n := binary.LittleEndian.Uint64(b[12:])
-	if n != uint64(len(b)-24) {
-		return nil, fmt.Errorf("checkpoint: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrFormat, n, len(b)-24)
+	n := binary.LittleEndian.Uint64(head[12:])
+	if n != uint64(size-24) {
+		return nil, fmt.Errorf("checkpoint: %w: payload of %d bytes declared, %d present (truncated or padded)", ErrFormat, n, size-24)
 	}
-	payload := b[20 : 20+n]
-	if sum := binary.LittleEndian.Uint32(b[20+n:]); sum != crc32.Checksum(payload, castagnoli) {
+	r := &reader{src: src, n: n, sum: crc32.New(castagnoli)}
+	f := r.payload(version)
+	// A damaged file is reported by its checksum, whatever the damage made of the fields: read
+	// what remains of the payload (without keeping it) and compare.
+	if r.err == nil && r.n != 0 {
+		r.fail("%d bytes after the last tensor", r.n)
+	}
+	if _, err := io.CopyN(r.sum, src, int64(r.n)); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w: %v", ErrFormat, err)
+	}
+	var tail [4]byte
+	if _, err := io.ReadFull(src, tail[:]); err != nil {
+		return nil, fmt.Errorf("checkpoint: %w: checksum: %v", ErrFormat, err)
+	}
+	if binary.LittleEndian.Uint32(tail[:]) != r.sum.Sum32() {
 		return nil, fmt.Errorf("checkpoint: %w: checksum mismatch", ErrFormat)
 	}
-	r := &reader{b: payload}
+	if r.err != nil {
+		return nil, r.err
+	}
+	return f, nil
+}
+
+// payload reads the fields of a payload of the given version.
+func (r *reader) payload(version uint32) *File {
 	f := &File{Model: r.str()}
 	if version >= 3 {
 		f.Builder = r.str()
@@ -205,7 +330,7 @@ func Decode(b []byte) (*File, error) {
 		}
 	}
 	nt := r.u32()
-	if uint64(nt)*8 > uint64(len(r.b)) {
+	if uint64(nt)*8 > r.n {
 		r.fail("%d tensors", nt)
 	}
 	for range nt {
@@ -225,64 +350,92 @@ func Decode(b []byte) (*File, error) {
 			}
 		}
 		nv := r.u32()
-		if uint64(nv)*8 > uint64(len(r.b)) {
+		if uint64(nv)*8 > r.n {
 			r.fail("%d value sets in %s", nv, t.Name)
 		}
 		for range nv {
 			l := r.u64()
-			if l > uint64(len(r.b))/4 {
+			if l > r.n/4 {
 				r.fail("%d values in %s", l, t.Name)
 			}
-			raw := r.take(4 * l)
 			if r.err != nil {
 				break
 			}
-			v := make([]float32, l)
-			for i := range v {
-				v[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-			}
-			t.Values = append(t.Values, v)
+			t.Values = append(t.Values, r.floats(int(l)))
 		}
 		f.Tensors = append(f.Tensors, t)
 	}
-	if r.err == nil && len(r.b) != 0 {
-		r.fail("%d bytes after the last tensor", len(r.b))
-	}
-	if r.err != nil {
-		return nil, r.err
-	}
-	return f, nil
+	return f
 }
 
-// reader decodes the payload; the first short read sets err and every later read returns zero.
+// reader decodes the payload from src, n bytes of it remaining, each byte read added to sum; the
+// first failure sets err and every later read returns zero.
 type reader struct {
-	b   []byte
+	src io.Reader
+	n   uint64
+	sum hash.Hash32
+	buf [1 << 12]byte
 	err error
 }
 
+// read fills b from the payload.
+func (r *reader) read(b []byte) bool {
+	if r.err != nil {
+		return false
+	}
+	if uint64(len(b)) > r.n {
+		r.err = fmt.Errorf("checkpoint: %w: truncated payload", ErrFormat)
+		return false
+	}
+	if _, err := io.ReadFull(r.src, b); err != nil {
+		r.err = fmt.Errorf("checkpoint: %w: %v", ErrFormat, err)
+		return false
+	}
+	r.sum.Write(b)
+	r.n -= uint64(len(b))
+	return true
+}
+
+// take reads n bytes into a new slice (n checked against what remains first).
 func (r *reader) take(n uint64) []byte {
+	if r.err == nil && n > r.n {
+		r.err = fmt.Errorf("checkpoint: %w: truncated payload", ErrFormat)
+	}
 	if r.err != nil {
 		return nil
 	}
-	if n > uint64(len(r.b)) {
-		r.err = fmt.Errorf("checkpoint: %w: truncated payload", ErrFormat)
+	b := make([]byte, n)
+	if !r.read(b) {
 		return nil
 	}
-	v := r.b[:n]
-	r.b = r.b[n:]
+	return b
+}
+
+// floats reads l little-endian float32 (l checked against what remains by the caller).
+func (r *reader) floats(l int) []float32 {
+	v := make([]float32, l)
+	for at := 0; at < l && r.err == nil; {
+		n := min(l-at, len(r.buf)/4)
+		if r.read(r.buf[:4*n]) {
+			for i := range n {
+				v[at+i] = math.Float32frombits(binary.LittleEndian.Uint32(r.buf[4*i:]))
+			}
+		}
+		at += n
+	}
 	return v
 }
 
 func (r *reader) u32() uint32 {
-	if b := r.take(4); b != nil {
-		return binary.LittleEndian.Uint32(b)
+	if r.read(r.buf[:4]) {
+		return binary.LittleEndian.Uint32(r.buf[:4])
 	}
 	return 0
 }
 
 func (r *reader) u64() uint64 {
-	if b := r.take(8); b != nil {
-		return binary.LittleEndian.Uint64(b)
+	if r.read(r.buf[:8]) {
+		return binary.LittleEndian.Uint64(r.buf[:8])
 	}
 	return 0
 }
@@ -306,7 +459,7 @@ func (r *reader) fail(format string, args ...any) {
 func (r *reader) history1() []Epoch1 {
 	var h []Epoch1
 	n := r.u32()
-	if uint64(n)*48 > uint64(len(r.b)) {
+	if uint64(n)*48 > r.n {
 		r.fail("%d history records", n)
 	}
 	for range n {

@@ -5,11 +5,13 @@ import (
 	"encoding/binary"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
 	"reflect"
+	"runtime"
 	"strings"
 	"testing"
 )
@@ -29,7 +31,7 @@ func TestRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "ck")
 	want := sample()
-	if err := Write(path, want); err != nil {
+	if err := Write(path, want, nil); err != nil {
 		t.Fatal(err)
 	}
 	got, err := Read(path)
@@ -170,4 +172,66 @@ func FuzzDecode(f *testing.F) {
 			t.Fatalf("decode then encode is not stable")
 		}
 	})
+}
+
+// TestStreamed: Write takes the nil sets from its Fill a set at a time, holding one tensor's
+// values (not the file's bytes, nor every tensor's values) beyond what the File holds; Read
+// allocates the values and little else; a Fill's error leaves the old file in place.
+func TestStreamed(t *testing.T) {
+	const tensors, n = 8, 1 << 21 // 8 tensors of 8 MiB
+	f := &File{Model: "big", Builder: "big", Optimizer: "sgd"}
+	for i := range tensors {
+		f.Tensors = append(f.Tensors, Tensor{Name: fmt.Sprint("t", i), Shape: []int{n / 4, 4}, Values: make([][]float32, 2)})
+	}
+	value := func(i, k, j int) float32 { return float32(i*1000+k*100) + float32(j%97) }
+	fill := func(i, k int, dst []float32) error {
+		for j := range dst {
+			dst[j] = value(i, k, j)
+		}
+		return nil
+	}
+	path := filepath.Join(t.TempDir(), "ck")
+	allocated := func(do func()) uint64 {
+		var before, after runtime.MemStats
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		do()
+		runtime.ReadMemStats(&after)
+		return after.TotalAlloc - before.TotalAlloc
+	}
+	var err error
+	payload := uint64(tensors * 2 * 4 * n)
+	if a := allocated(func() { err = Write(path, f, fill) }); err != nil || a > 4*n+1<<20 {
+		t.Fatalf("Write of a %d MiB payload allocated %d MiB (error %v); want one tensor's %d MiB and buffers", payload>>20, a>>20, err, 4*n>>20)
+	}
+	var got *File
+	if a := allocated(func() { got, err = Read(path) }); err != nil || a > payload+1<<20 {
+		t.Fatalf("Read of a %d MiB payload allocated %d MiB (error %v); want the values and buffers", payload>>20, a>>20, err)
+	}
+	for i, tt := range got.Tensors {
+		for k, v := range tt.Values {
+			for _, j := range []int{0, 1, n / 2, n - 1} {
+				if v[j] != value(i, k, j) {
+					t.Fatalf("tensor %d set %d value %d: %v; want %v", i, k, j, v[j], value(i, k, j))
+				}
+			}
+		}
+	}
+	before, _ := os.ReadFile(path)
+	boom := errors.New("device lost")
+	err = Write(path, f, func(i, k int, dst []float32) error {
+		if i == 5 {
+			return boom
+		}
+		return fill(i, k, dst)
+	})
+	if !errors.Is(err, boom) || !strings.Contains(err.Error(), "tensor t5") {
+		t.Fatalf("Write with a failing Fill: %v; want its error naming tensor t5", err)
+	}
+	if after, _ := os.ReadFile(path); !bytes.Equal(after, before) {
+		t.Fatal("a failed Write changed the file")
+	}
+	if entries, _ := os.ReadDir(filepath.Dir(path)); len(entries) != 1 {
+		t.Fatalf("a failed Write left %d files; want the checkpoint alone", len(entries))
+	}
 }

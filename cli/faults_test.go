@@ -324,3 +324,17 @@ func TestErrorLineBounded(t *testing.T) {
 		t.Fatalf("oneLine(%q) = %q", short, oneLine(errors.New(short)))
 	}
 }
+
+// TestDivergenceOnePolicy: a run whose loss is not finite, in training or in validation, ends
+// with the divergence error whether or not it writes a checkpoint, and never with a checkpoint
+// that failed to encode a NaN.
+func TestDivergenceOnePolicy(t *testing.T) {
+	data := photoFolder(t, 2, 4, nil)
+	for _, extra := range [][]string{nil, {"--checkpoint", filepath.Join(t.TempDir(), "ck")}} {
+		args := append([]string{"train", "--data", data, "--size", "8", "--model", "mlp", "--eval-on-train", "-q", "--epochs", "2", "--lr", "1e9"}, extra...)
+		_, errOut, code := stoke(t, args...)
+		if code == 0 || !strings.Contains(errOut, "diverged; lower the learning rate") || strings.Contains(errOut, "json") {
+			t.Fatalf("train %v: exit %d, stderr %q; want the divergence error", extra, code, errOut)
+		}
+	}
+}

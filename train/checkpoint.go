@@ -111,25 +111,31 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 	if c.History, err = json.Marshal(t.history); err != nil { // a NaN or Inf score
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
-	for i, p := range t.m.tensors() {
-		ct := checkpoint.Tensor{Name: p.Name, Shape: p.Shape}
-		vs := append([]kernels.F32{p.W}, t.OptimizerState(p)...)
+	// The values stream from the device to the file a set at a time (checkpoint.Fill): a
+	// checkpoint costs one tensor's host memory, not the model's (and its optimizer state's) twice.
+	tensors := t.m.tensors()
+	sets := make([][]kernels.F32, len(tensors))
+	for i, p := range tensors {
+		sets[i] = append([]kernels.F32{p.W}, t.OptimizerState(p)...)
 		if t.hasEMA {
-			vs = append(vs, t.ema[i])
+			sets[i] = append(sets[i], t.ema[i])
 		}
-		for _, v := range vs {
-			host := make([]float32, v.Len)
-			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), v.Buf, 4*v.Off); err != nil {
-				return fmt.Errorf("train: checkpoint %s: %w", path, err)
-			}
-			ct.Values = append(ct.Values, host)
+		c.Tensors = append(c.Tensors, checkpoint.Tensor{Name: p.Name, Shape: p.Shape, Values: make([][]float32, len(sets[i]))})
+	}
+	fill := func(i, k int, dst []float32) error {
+		v := sets[i][k]
+		if v.Len != len(dst) {
+			return fmt.Errorf("%d values on the device for a tensor of shape %v", v.Len, tensors[i].Shape)
 		}
-		c.Tensors = append(c.Tensors, ct)
+		if len(dst) == 0 {
+			return nil
+		}
+		if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&dst[0])), 4*len(dst)), v.Buf, 4*v.Off); err != nil {
+			return err
+		}
+		return t.wait(ctx)
 	}
-	if err := t.wait(ctx); err != nil {
-		return fmt.Errorf("train: checkpoint %s: %w", path, err)
-	}
-	if err := checkpoint.Write(path, &c); err != nil {
+	if err := checkpoint.Write(path, &c, fill); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	return nil

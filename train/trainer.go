@@ -619,6 +619,11 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			if err := t.evaluateEpoch(ctx, test, &er); err != nil {
 				return t.result(res, start, samples, trainTime, waitTime), err
 			}
+			if err := diverged(er); err != nil {
+				// As a training loss that is not finite: the epoch is not kept, and the last
+				// checkpoint (of the epoch before) stays as it was.
+				return t.result(res, start, samples, trainTime, waitTime), err
+			}
 			improved = t.decide(er)
 		}
 		t.history = append(t.history, er)
@@ -643,6 +648,21 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		}
 	}
 	return t.result(res, start, samples, trainTime, waitTime), nil
+}
+
+// diverged is the divergence error of an epoch whose validation figures are not finite (a loss,
+// or the accuracy or mean squared error of the model or its EMA), as a training loss that is
+// not finite is its step's: one NaN policy, with or without a checkpoint.
+func diverged(er EpochResult) error {
+	for _, f := range []struct {
+		name string
+		v    float64
+	}{{"validation loss", er.TestLoss}, {"EMA's validation loss", er.EMALoss}, {"validation score", er.TestAcc}, {"EMA's validation score", er.EMAAcc}} {
+		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
+			return fmt.Errorf("train: epoch %d: the %s is %v (diverged; lower the learning rate)", er.Epoch, f.name, f.v)
+		}
+	}
+	return nil
 }
 
 // evaluateEpoch scores the model on test, and its EMA if it has one, into er.

@@ -2,6 +2,7 @@
 package atomicfile
 
 import (
+	"io"
 	"os"
 	"path/filepath"
 )
@@ -11,11 +12,20 @@ import (
 // old content or b, whatever happens meanwhile. A failed write removes the temporary file; a killed
 // process leaves it, for its owner to clean up.
 func WriteFile(path string, b []byte, perm os.FileMode) error {
+	return Write(path, perm, func(w io.Writer) error {
+		_, err := w.Write(b)
+		return err
+	})
+}
+
+// Write is WriteFile with the content streamed by write, so that it need not be in memory at
+// once; an error of write leaves path as it was.
+func Write(path string, perm os.FileMode, write func(w io.Writer) error) error {
 	fh, err := os.CreateTemp(filepath.Dir(path), TempPrefix(path)+"*")
 	if err != nil {
 		return err
 	}
-	_, err = fh.Write(b)
+	err = write(fh)
 	if err == nil {
 		err = fh.Chmod(perm)
 	}
@@ -34,5 +44,4 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 	return err
 }
 
-// TempPrefix is the start of the base name of WriteFile's temporary files for path.
 func TempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }

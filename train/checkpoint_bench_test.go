@@ -1,0 +1,75 @@
+package train
+
+import (
+	"context"
+	"path/filepath"
+	"runtime"
+	"runtime/metrics"
+	"sync"
+	"testing"
+	"time"
+)
+
+// BenchmarkCheckpoint50M writes and reads the checkpoint of a 50M-parameter model trained with
+// AdamW (weights and two slots: a 605 MB payload) and reports the peak of the Go heap above
+// what the trainer held before (peak-MB): the memory a checkpoint costs (go test -run '^$'
+// -bench Checkpoint50M ./train/).
+func BenchmarkCheckpoint50M(b *testing.B) {
+	m, err := Sequential("big", Shape{C: 1, H: 64, W: 64}, 10, Flatten(), Linear(4096, 12288), Linear(12288, 10))
+	if err != nil {
+		b.Fatal(err)
+	}
+	tr, err := New(context.Background(), m, openCPU(b), AdamW{LR: 1e-3}, Config{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	defer tr.Close()
+	path := filepath.Join(b.TempDir(), "ck")
+	for _, c := range []struct {
+		name string
+		do   func() error
+	}{
+		{"save", func() error { return tr.Save(context.Background(), path) }},
+		{"load", func() error { return tr.Load(context.Background(), path) }},
+	} {
+		b.Run(c.name, func(b *testing.B) {
+			var peak uint64
+			for b.Loop() {
+				p, err := heapPeak(c.do)
+				if err != nil {
+					b.Fatal(err)
+				}
+				peak = max(peak, p)
+			}
+			b.ReportMetric(float64(peak)/(1<<20), "peak-MB")
+		})
+	}
+}
+
+// heapPeak runs do and returns the peak of the live heap above its level before, sampled every
+// millisecond.
+func heapPeak(do func() error) (uint64, error) {
+	runtime.GC()
+	sample := []metrics.Sample{{Name: "/memory/classes/heap/objects:bytes"}}
+	read := func() uint64 { metrics.Read(sample); return sample[0].Value.Uint64() }
+	base := read()
+	peak := base
+	stop := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick := time.NewTicker(time.Millisecond)
+		defer tick.Stop()
+		for {
+			peak = max(peak, read())
+			select {
+			case <-stop:
+				return
+			case <-tick.C:
+			}
+		}
+	})
+	err := do()
+	close(stop)
+	wg.Wait()
+	return max(peak, read()) - base, err
+}
