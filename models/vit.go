@@ -66,6 +66,10 @@ func NewViT(cfg ViTConfig, c, classes int) (*VisionTransformer, error) {
 		return nil, fmt.Errorf("patch_size %d and image_size %d: want 0 < patch_size <= image_size", cfg.PatchSize, cfg.ImageSize)
 	case cfg.NumLayers <= 0 || cfg.NumHeads <= 0 || cfg.HiddenDim <= 0 || cfg.MLPDim <= 0:
 		return nil, fmt.Errorf("num_layers %d, num_heads %d, hidden_dim %d, mlp_dim %d: want each > 0", cfg.NumLayers, cfg.NumHeads, cfg.HiddenDim, cfg.MLPDim)
+	case cfg.ImageSize%cfg.PatchSize != 0:
+		// As torchvision ("Input shape indivisible by patch size!"): the pixels past the last
+		// whole patch would be dropped without a word.
+		return nil, fmt.Errorf("image_size %d is not a multiple of patch_size %d", cfg.ImageSize, cfg.PatchSize)
 	case cfg.HiddenDim%cfg.NumHeads != 0:
 		return nil, fmt.Errorf("hidden_dim %d is not a multiple of num_heads %d", cfg.HiddenDim, cfg.NumHeads)
 	}

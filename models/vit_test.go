@@ -57,12 +57,17 @@ func TestViTArguments(t *testing.T) {
 		{"vit(image_size=32,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=8)", "the images are 28x28"},
 		{"vit_b_16(image_size=28,dropout=1.5)", "dropout=1.5"},
 		{"vit(image_size=28", "unbalanced"},
+		{"vit(image_size=28,patch_size=5,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=8)", "image_size 28 is not a multiple of patch_size 5"},
 		{"vit(image_size=28,patch_size=4,num_layers=1,num_heads=2,hidden_dim=1048576,mlp_dim=8)", "hidden_dim=1048576: want an integer from 0 to 32768"},
 	} {
 		_, err := train.NewModel(tc.spec, in, 10)
 		if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("%s: error %v; want ErrModel saying %q", tc.spec, err, tc.want)
 		}
+	}
+	// Spaces around the name are not part of it, and inside the parentheses they are allowed.
+	if _, err := train.NewModel(" vit( image_size = 28 , patch_size = 7 , num_layers = 1 , num_heads = 2 , hidden_dim = 8 , mlp_dim = 8 ) ", in, 10); err != nil {
+		t.Errorf("a spec with spaces: %v", err)
 	}
 	m, err := train.NewModel("vit_b_32(image_size=64)", train.Shape{C: 3, H: 64, W: 64}, 10)
 	if err != nil {

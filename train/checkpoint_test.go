@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/binary"
 	"errors"
+	"fmt"
 	"github.com/stoke-ml/stoke/checkpoint"
 	"hash/crc32"
 	"math"
@@ -179,4 +180,27 @@ func encodeV2(t *testing.T, c *checkpoint.File) []byte {
 	out = binary.LittleEndian.AppendUint64(out, uint64(len(p)))
 	out = append(out, p...)
 	return binary.LittleEndian.AppendUint32(out, crc32.Checksum(p, crc32.MakeTable(crc32.Castagnoli)))
+}
+
+// TestResumeNothingLeft: resuming a 2-epoch checkpoint with Epochs 2 (or fewer) trains nothing,
+// and says so with ErrConfig rather than reporting the checkpoint's run as its own.
+func TestResumeNothingLeft(t *testing.T) {
+	f := newFixture(t, 64)
+	path := filepath.Join(t.TempDir(), "ck")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Epochs: 2, Checkpoint: path})
+	for _, epochs := range []int{1, 2} {
+		tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: epochs, Resume: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		_, err = tr.Fit(context.Background(), f.train, f.test)
+		tr.Close()
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "has done 2 epochs and Epochs is "+fmt.Sprint(epochs)) {
+			t.Errorf("resume of 2 epochs with Epochs %d: %v; want ErrConfig saying nothing is left", epochs, err)
+		}
+	}
+	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Epochs: 3, Resume: path})
+	if tr.Epochs() != 3 {
+		t.Errorf("resume to 3 epochs: %d done", tr.Epochs())
+	}
 }

@@ -87,9 +87,10 @@ func Models() []string {
 //     torchvision's state_dict names (conv1.weight, layer1.0.bn1.running_mean, fc.bias, ...),
 //     so an exported model loads into torchvision.models.resnet18(num_classes=classes).
 //
-// An unknown name gives an error wrapping ErrModel.
+// An unknown name gives an error wrapping ErrModel. Spaces around the name are not part of it
+// (" vit(...) " is "vit(...)").
 func NewModel(name string, in Shape, classes int) (*Model, error) {
-	m, err := newModel(name, in, classes)
+	m, err := newModel(strings.TrimSpace(name), in, classes)
 	if err != nil {
 		return nil, err
 	}

@@ -69,6 +69,7 @@ type Prediction struct {
 type Predictor struct {
 	t         *Trainer
 	own       bool
+	chain     *transforms.Chain // its pixel limit is checked before an image.Image is copied
 	w         *transforms.Worker
 	mean, std []float32
 	batch     int
@@ -116,7 +117,7 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 			return nil, fmt.Errorf("train: %w: predictor: channel %d: mean %v, std %v; want finite, std > 0", ErrConfig, c, mean[c], s)
 		}
 	}
-	p := &Predictor{t: t, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}
+	p := &Predictor{t: t, chain: chain, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}
 	if p.batch == 0 {
 		p.batch = 64
 	}
@@ -198,6 +199,13 @@ func (p *Predictor) PredictImages(ctx context.Context, images []image.Image) ([]
 	for i, im := range images {
 		if im == nil {
 			return nil, fmt.Errorf("train: predict: image %d: nil image", i)
+		}
+		// The pixel limit first: copying a 40000x40000 image to learn that it is too large took
+		// 6.4 GB and the process.
+		b := im.Bounds()
+		info := transforms.ImageInfo{Format: "image", Width: b.Dx(), Height: b.Dy(), DecodedBytes: 4 * int64(b.Dx()) * int64(b.Dy())}
+		if err := p.chain.Admit(info); err != nil {
+			return nil, fmt.Errorf("train: predict: image %d: %w", i, err)
 		}
 		inputs[i] = imageInput(im)
 	}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"image"
+	"image/color"
 	"image/png"
 	"math"
 	"math/rand/v2"
@@ -162,7 +163,25 @@ func TestPredictorErrors(t *testing.T) {
 	if _, err = p.PredictImages(context.Background(), []image.Image{nil}); err == nil || !strings.Contains(err.Error(), "image 0: nil image") {
 		t.Fatalf("nil image: %v", err)
 	}
+	// An image over the pixel limit is refused from its bounds, before a pixel is read (a
+	// 40000x40000 image was copied whole first: 6.4 GB).
+	small, err := NewPredictor(tr, PredictorConfig{Transform: norm.WithMaxPixels(100), Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer small.Close()
+	_, err = small.PredictImages(context.Background(), []image.Image{untouchable{image.Rect(0, 0, 20, 20)}})
+	if !errors.Is(err, transforms.ErrTooLarge) || !strings.Contains(err.Error(), "image 0: ") || !strings.Contains(err.Error(), "20x20") {
+		t.Fatalf("a 20x20 image over a limit of 100 pixels: %v; want ErrTooLarge naming image 0", err)
+	}
 }
+
+// untouchable is an image whose pixels must not be read.
+type untouchable struct{ r image.Rectangle }
+
+func (u untouchable) ColorModel() color.Model { return color.GrayModel }
+func (u untouchable) Bounds() image.Rectangle { return u.r }
+func (u untouchable) At(x, y int) color.Color { panic("a pixel of an image over the limit was read") }
 
 // TestPredictBatchWithoutLabels: a batch of images alone gives the logits a labelled batch of the
 // same images gives, and no labels.

@@ -590,6 +590,12 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch "+
 			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, t.optSteps(trainData.Steps()))
 	}
+	if t.epochs > 0 && t.epochs >= t.cfg.Epochs {
+		// A resumed run with nothing left to train would report the checkpoint's figures as
+		// its own (0 samples/s) and exit as if it had trained.
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint has done %d epochs and Epochs is %d: nothing to train "+
+			"(set Epochs, --epochs, above %d to continue)", ErrConfig, t.epochs, t.cfg.Epochs, t.epochs)
+	}
 	if w := dataWorld(trainData); w > 1 && t.dist == nil {
 		return Result{}, fmt.Errorf("train: %w: the training data is rank %d's part of a world of %d, but the trainer has no Config.Collective: "+
 			"without the gradients all-reduced every rank would train a model of its own", ErrConfig, dataRank(trainData), w)
