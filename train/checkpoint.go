@@ -148,24 +148,29 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 // is unchanged, but for one: ctx ending during the final wait for the device, when the uploads are
 // enqueued and the load completes on the stream (the error then wraps ctx's).
 func (t *Trainer) Load(ctx context.Context, path string) error {
+	// A trainer without an optimizer (predict, export) loads weights; it resumes no run.
+	what := "resume from checkpoint"
+	if t.opt == nil {
+		what = "load checkpoint"
+	}
 	c, err := readSaved(path)
 	if err != nil {
-		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
 		t.seed = c.Seed
 	}
 	if err := t.check(c); err != nil {
-		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
 	if !t.cfg.AllowNonFinite {
 		if err := c.finite(); err != nil {
-			return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+			return fmt.Errorf("train: %s %s: %w", what, path, err)
 		}
 	}
 	if err := ctx.Err(); err != nil { // before the first upload: a cancelled Load changes nothing
-		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
 	// The EMA is loaded when the run keeps one, or to serve it (a trainer without an optimizer);
 	// a run with an EMA that resumes a checkpoint without one starts it from the weights (setup).
@@ -209,7 +214,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		t.state.Plateau = plateau
 	}
 	if err := t.wait(ctx); err != nil {
-		return fmt.Errorf("train: resume from checkpoint %s: %w", path, err)
+		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
 	return nil
 }

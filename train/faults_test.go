@@ -58,6 +58,22 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	t.Run("Predict", func(t *testing.T) {
+		// A trainer without an optimizer (predict, export) loads a checkpoint; it resumes nothing.
+		w, err := checkpoint.Read(ck)
+		if err != nil {
+			t.Fatal(err)
+		}
+		w.Tensors[0].Values[0][0] = float32(math.NaN())
+		nanCK := filepath.Join(dir, "nan.ckpt")
+		if err := os.WriteFile(nanCK, w.Encode(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_, err = New(context.Background(), smallMLP(t), f.dev, nil, Config{Resume: nanCK})
+		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), "train: load checkpoint "+nanCK) {
+			t.Fatalf("a checkpoint with NaN weights for predicting: %v; want ErrNonFinite from loading it, not resuming", err)
+		}
+	})
 	t.Run("LoadWeights", func(t *testing.T) {
 		tr2, err := New(context.Background(), smallMLP(t), f.dev, nil, Config{Seed: 5})
 		if err != nil {
