@@ -500,14 +500,19 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 	// Which tensors need a gradient, from the inputs' and parameters' flags as they are now
 	// (SetRequiresGrad may have changed an input's since the forward pass).
 	g.reach = slices.Grow(g.reach[:0], len(g.nodes))[:len(g.nodes)]
+	// reach says whether a tensor depends on a parameter that takes a gradient, for the check
+	// below: one pass over the record, no closure per node.
 	for i, n := range g.nodes {
 		g.reach[i] = false
-		if n.vjp != nil {
-			n.out.grad = slices.ContainsFunc(n.ins, func(x *Tensor) bool { return x.grad })
-			g.reach[i] = slices.ContainsFunc(n.ins, func(x *Tensor) bool {
-				return (x.p != nil && x.grad) || (x.id > 0 && x.g == g && g.reach[x.id-1])
-			})
+		if n.vjp == nil {
+			continue
 		}
+		grad, reach := false, false
+		for _, x := range n.ins {
+			grad = grad || x.grad
+			reach = reach || (x.p != nil && x.grad) || (x.id > 0 && x.g == g && g.reach[x.id-1])
+		}
+		n.out.grad, g.reach[i] = grad, reach
 	}
 	// As PyTorch raises for a loss that needs no gradient: a loss that reaches none of the
 	// parameters whose gradients are wanted (or, with none, no input) is a mistake (a model's

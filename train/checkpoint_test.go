@@ -195,7 +195,7 @@ func TestResumeNothingLeft(t *testing.T) {
 		}
 		_, err = tr.Fit(context.Background(), f.train, f.test)
 		tr.Close()
-		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "has done 2 epochs and Epochs is "+fmt.Sprint(epochs)) {
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "2 epochs are done and Epochs is "+fmt.Sprint(epochs)) {
 			t.Errorf("resume of 2 epochs with Epochs %d: %v; want ErrConfig saying nothing is left", epochs, err)
 		}
 	}

@@ -203,8 +203,7 @@ func (p *Predictor) PredictImages(ctx context.Context, images []image.Image) ([]
 		// The pixel limit first: copying a 40000x40000 image to learn that it is too large took
 		// 6.4 GB and the process.
 		b := im.Bounds()
-		info := transforms.ImageInfo{Format: "image", Width: b.Dx(), Height: b.Dy(), DecodedBytes: 4 * int64(b.Dx()) * int64(b.Dy())}
-		if err := p.chain.Admit(info); err != nil {
+		if err := p.chain.Admit(transforms.ImageInfo{Format: "image", Width: b.Dx(), Height: b.Dy()}); err != nil {
 			return nil, fmt.Errorf("train: predict: image %d: %w", i, err)
 		}
 		inputs[i] = imageInput(im)

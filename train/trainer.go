@@ -591,9 +591,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, t.optSteps(trainData.Steps()))
 	}
 	if t.epochs > 0 && t.epochs >= t.cfg.Epochs {
-		// A resumed run with nothing left to train would report the checkpoint's figures as
-		// its own (0 samples/s) and exit as if it had trained.
-		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint has done %d epochs and Epochs is %d: nothing to train "+
+		// A run with nothing left to train (a resumed checkpoint's, or a second Fit) would report
+		// the epochs done before as its own (0 samples/s) and end as if it had trained.
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: %w: %d epochs are done and Epochs is %d: nothing to train "+
 			"(set Epochs, --epochs, above %d to continue)", ErrConfig, t.epochs, t.cfg.Epochs, t.epochs)
 	}
 	if w := dataWorld(trainData); w > 1 && t.dist == nil {
