@@ -39,8 +39,10 @@ type loaderFlags struct {
 	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
 	augment *augmentFlags
 	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
-	// (train.EvalTransformFor) evaluates, and its normalization trains.
+	// (train.EvalTransformFor) evaluates, and its normalization trains; eval, if set, is the one a
+	// checkpoint records (train.Preprocess), which evaluates instead.
 	model           string
+	eval            *train.EvalTransform
 	envErr, distErr error
 	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
 	// (registerDist).
@@ -306,6 +308,9 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
 	e := train.EvalTransformFor(lf.model)
+	if lf.eval != nil {
+		e = *lf.eval
+	}
 	size := lf.size
 	if size == 0 {
 		size = e.Crop // the size its weights were evaluated at
@@ -314,6 +319,23 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 		return e.Chain(size)
 	}
 	return transforms.Compose(transforms.RandomResizedCrop(size), transforms.HorizontalFlip(0.5), transforms.Normalize(e.Mean, e.Std))
+}
+
+// preprocess is what stoke train's checkpoints record of ds (train.Preprocess): the evaluation
+// transform baseTransform gives its test split, for a model of input shape in (a resize to the
+// input for fixed-shape and one-channel data, the weights' resize and central crop for photos),
+// the normalization mean and std of its loaders, and its class names when it names as many as
+// the model has.
+func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *train.Preprocess {
+	p := &train.Preprocess{Eval: train.EvalTransform{Mean: mean, Std: std}}
+	if info := loaders.Describe(ds); info.Shape.C == 0 || (lf.size != 0 && info.Shape.C != 1) {
+		p.Eval = train.EvalTransformFor(lf.model)
+		p.Eval.Resize, p.Eval.Crop = int(int64(in.H)*int64(p.Eval.Resize)/int64(p.Eval.Crop)), in.H // as EvalTransform.Chain
+	}
+	if names := classNames(ds); len(names) == classes {
+		p.Classes = names
+	}
+	return p
 }
 
 // open opens split of the dataset and a Loader over it that delivers to dev, ordered before the

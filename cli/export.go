@@ -22,7 +22,8 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N] --data SPEC) --out FILE "+
 		"[--format safetensors|onnx] [--data SPEC [--size N]] [--mean M1,M2,M3 --std S1,S2,S3] [--ema=false]", false)
 	fs.StringVar(&lf.data, "data", "", "the data the model was trained on, as stoke train's --data (mnist:DIR, cifar10:DIR, DIR, shards:PATTERN, ...): "+
-		"with --weights, the input shape and the class count; with --format onnx, the input normalization its evaluation applies (as stoke predict's)")
+		"with --weights, the input shape and the class count; with --format onnx, the input normalization its evaluation applies (as stoke predict's; "+
+		"by default a checkpoint's own, which stoke train records)")
 	fs.IntVar(&lf.size, "size", 0, "with --data: the image side, as stoke predict takes it (0: a fixed-shape dataset's own size; "+
 		"for photos the checkpoint's input size, with --weights the crop of the weights' evaluation transform)")
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
@@ -37,7 +38,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		"default: onnx when --out ends in .onnx, else safetensors")
 	var mean, std floatList
 	fs.Var(&mean, "mean", "with --format onnx: the per-channel mean of the input normalization to record, e.g. 0.485,0.456,0.406 "+
-		"(default: the one --data's evaluation applies)")
+		"(default: the one --data's evaluation applies, else the checkpoint's)")
 	fs.Var(&std, "std", "with --mean: the per-channel standard deviation, e.g. 0.229,0.224,0.225")
 	useEMA := fs.Bool("ema", true, "write the EMA of the weights when the checkpoint has one (stoke train --ema); --ema=false: the trained weights")
 	if err := e.parse(fs, args); err != nil {
@@ -68,7 +69,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --mean and --std go together", errUsage)
 	case mean != nil && *format != "onnx":
 		return fmt.Errorf("%w: --mean and --std go with --format onnx (a safetensors file holds only the weights)", errUsage)
-	case *format == "onnx" && mean == nil && lf.data == "":
+	case *format == "onnx" && mean == nil && lf.data == "" && *weights != "":
 		return fmt.Errorf("%w: --format onnx records the input normalization: give --data SPEC (the data the model was trained on) "+
 			"or --mean and --std", errUsage)
 	}
@@ -115,10 +116,18 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		}
 	}
 	m := tr.Model()
-	if *format == "onnx" && mean == nil {
+	pre := tr.Preprocess() // what the checkpoint records of its data: nil for one written before stoke did
+	switch {
+	case *format != "onnx" || mean != nil:
+	case lf.data != "":
 		if mean, std, err = dataNormalization(&lf, ds, m, tr.dev, src); err != nil {
 			return err
 		}
+	case pre == nil:
+		return fmt.Errorf("%w: --format onnx records the input normalization, which %s does not (it was written before stoke recorded it): "+
+			"give --data SPEC (the data the model was trained on) or --mean and --std", errUsage, src)
+	default:
+		mean, std = pre.Eval.Mean, pre.Eval.Std
 	}
 	if *format == "onnx" {
 		err = tr.ExportONNX(ctx, *out, mean, std)
@@ -137,6 +146,9 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	if *format == "onnx" {
 		in := m.Input()
 		what += fmt.Sprintf("; ONNX opset %d, input float32 [N %d %d %d] normalized with mean %v, std %v", train.ONNXOpset, in.C, in.H, in.W, mean, std)
+		if pre != nil {
+			what += ", the checkpoint's evaluation transform and class names in its metadata"
+		}
 	}
 	if replaced {
 		what += "; replaced the file that was there"

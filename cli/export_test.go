@@ -17,6 +17,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -156,11 +157,20 @@ func TestPredictAndExportErrors(t *testing.T) {
 	if sum.Samples != 8 || sum.Model != "resnet8" || sum.Split != "train" || sum.Accuracy < 0 || sum.Accuracy > 1 {
 		t.Fatalf("summary %+v", sum)
 	}
+	// The checkpoint names its classes: a folder of other names is refused, not scored against
+	// labels that are not the model's classes.
+	renamed := photoFolder(t, 2, 4, nil)
+	for from, to := range map[string]string{"a": "dog", "b": "cat"} {
+		if err := os.Rename(filepath.Join(renamed, from), filepath.Join(renamed, to)); err != nil {
+			t.Fatal(err)
+		}
+	}
 	for _, tc := range []struct {
 		args []string
 		code int
 		want string
 	}{
+		{[]string{"predict", "--checkpoint", ck, "--data", renamed}, 1, "names its classes cat, dog; the model in " + ck + " was trained on classes named a, b"},
 		{[]string{"predict", "--data", root}, 2, "--checkpoint is required"},
 		{[]string{"export", "--checkpoint", ck}, 2, "--out is required"},
 		{[]string{"predict", "--checkpoint", root + "/a/0.png", "--data", root}, 1, "checkpoint"},
@@ -338,8 +348,10 @@ func readONNX(t *testing.T, path string) *onnx.Model {
 }
 
 // TestExportONNXFlags: the format follows --format or --out's extension; the normalization comes
-// from --mean and --std, else from --data (the evaluation's, as predict applies it), and one of
-// them is required; --weights --model --data gives the same file as the checkpoint it was exported from.
+// from --mean and --std, else from --data (the evaluation's, as predict applies it), else from the
+// checkpoint, which records it with the evaluation transform and the class names (one written
+// before it did needs --data or --mean and --std); --weights --model --data gives the same file as
+// the checkpoint it was exported from, but for that record.
 func TestExportONNXFlags(t *testing.T) {
 	root := noisyFolder(t, 2, 3, 12)
 	dir := t.TempDir()
@@ -371,8 +383,45 @@ func TestExportONNXFlags(t *testing.T) {
 	if _, errOut, code := stoke(t, "export", "--weights", st, "--model", "resnet8", "--data", root, "--size", "8", "--out", c); code != 0 {
 		t.Fatalf("export --weights: exit %d: %s", code, errOut)
 	}
-	if ab, cb := readFile(t, a), readFile(t, c); string(ab) != string(cb) {
-		t.Errorf("the ONNX file from --weights differs from the checkpoint's (%d and %d bytes)", len(cb), len(ab))
+	// The same file but for the checkpoint's record of its data, which weights do not have.
+	fromCk := readONNX(t, a)
+	fromCk.Metadata = slices.DeleteFunc(fromCk.Metadata, func(p onnx.Property) bool { return p.Key == train.ONNXMetaPretrainedCfg })
+	if ab, err := onnx.Marshal(fromCk); err != nil || string(ab) != string(readFile(t, c)) {
+		t.Errorf("the ONNX file from --weights differs from the checkpoint's but for %s (%v)", train.ONNXMetaPretrainedCfg, err)
+	}
+
+	// Without --data: the checkpoint's own normalization, transform and class names.
+	b := filepath.Join(dir, "b.onnx")
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", b); code != 0 {
+		t.Fatalf("export without --data: exit %d: %s", code, errOut)
+	}
+	for key, want := range map[string]string{train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaStd: "0.229,0.224,0.225",
+		train.ONNXMetaPretrainedCfg: `{"input_size":[3,8,8],"interpolation":"bilinear","crop_pct":0.8888888888888888,"crop_mode":"center","resize":9,` +
+			`"mean":[0.485,0.456,0.406],"std":[0.229,0.224,0.225],"num_classes":2,"label_names":["a","b"]}`} {
+		if got, _ := readONNX(t, b).Meta(key); got != want {
+			t.Errorf("export without --data: metadata %s = %q; want %q", key, got, want)
+		}
+	}
+	// A checkpoint written before stoke recorded its data needs --data or --mean and --std.
+	old := filepath.Join(dir, "old")
+	f, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]json.RawMessage
+	if err := json.Unmarshal(f.State, &state); err != nil || state["pretrained_cfg"] == nil {
+		t.Fatalf("the checkpoint's state %s records no pretrained_cfg (%v)", f.State, err)
+	}
+	delete(state, "pretrained_cfg")
+	if f.State, err = json.Marshal(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Write(old, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", old, "--out", b); code != 2 ||
+		!strings.Contains(errOut, "--format onnx records the input normalization, which "+old+" does not") {
+		t.Errorf("export of a checkpoint without its data's record: exit %d, stderr %q", code, errOut)
 	}
 
 	d := filepath.Join(dir, "d.bin")
@@ -390,7 +439,6 @@ func TestExportONNXFlags(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"--out", a}, 2, "--format onnx records the input normalization: give --data SPEC"},
 		{[]string{"--out", d, "--format", "xml"}, 2, `--format "xml"; want safetensors or onnx`},
 		{[]string{"--out", a, "--mean", "0.5,0.5,0.5"}, 2, "--mean and --std go together"},
 		{[]string{"--out", st, "--mean", "0.5,0.5,0.5", "--std", "1,1,1"}, 2, "--mean and --std go with --format onnx"},
@@ -556,5 +604,25 @@ func TestFashionMNIST(t *testing.T) {
 				t.Errorf("ONNX metadata mean %q; want %q", got, tc.meanMeta)
 			}
 		})
+	}
+}
+
+// TestDigitsCheckpointRecordsItsData: a model trained on fixed-shape gray data (MNIST's files)
+// records a resize to its input, MNIST's normalization and no class names, and exports to ONNX
+// without --data.
+func TestDigitsCheckpointRecordsItsData(t *testing.T) {
+	root := mnistDir(t, 40, 8, 8)
+	dir := t.TempDir()
+	ck, out := filepath.Join(dir, "ck"), filepath.Join(dir, "m.onnx")
+	if _, errOut, code := stoke(t, "train", "--data", "mnist:"+root, "--model", "mlp", "--batch", "20", "--epochs", "1", "--eval-on-train",
+		"--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", out); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	want := `{"input_size":[1,8,8],"interpolation":"bilinear","crop_pct":1,"crop_mode":"squash","mean":[0.1307],"std":[0.3081],"num_classes":10}`
+	if got, _ := readONNX(t, out).Meta(train.ONNXMetaPretrainedCfg); got != want {
+		t.Errorf("metadata %s = %s; want %s", train.ONNXMetaPretrainedCfg, got, want)
 	}
 }

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -166,9 +167,23 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if lf.size == 0 && info.Shape.C == 0 {
 		lf.size = in.H
 	}
-	lf.model = m.Name() // the evaluation transform of its weights
+	lf.model = m.Name() // the evaluation transform of its weights, unless the checkpoint records its own
 	if info.NumClasses != 0 && info.NumClasses != m.Classes() {
 		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, src, m.Classes())
+	}
+	if pre := tr.Preprocess(); pre != nil {
+		if pre.Eval.Crop != 0 {
+			lf.eval = &pre.Eval
+		}
+		if pre.Classes != nil {
+			// A folder's labels are its class folders in sorted order: other names, and the
+			// labels would not be the classes the model learned under those numbers.
+			if names != nil && !slices.Equal(names, pre.Classes) {
+				return fmt.Errorf("%s names its classes %s; the model in %s was trained on classes named %s: "+
+					"its labels would not be the model's classes", info.Name, listNames(names), src, listNames(pre.Classes))
+			}
+			names = pre.Classes
+		}
 	}
 	ld, err := lf.loader(ds, "test", false, dev, tr.Stream()) // "test": the evaluation transform
 	if err != nil {
@@ -332,4 +347,12 @@ func writeConfusion(ctx context.Context, e *env, matrix [][]int, acc []float64, 
 		e.printf("  %6.2f%%\n", 100*acc[c])
 	}
 	return nil
+}
+
+// listNames writes class names for a message: the first ten, then how many more.
+func listNames(names []string) string {
+	if len(names) <= 10 {
+		return strings.Join(names, ", ")
+	}
+	return fmt.Sprintf("%s and %d more", strings.Join(names[:10], ", "), len(names)-10)
 }

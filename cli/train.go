@@ -226,6 +226,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	shape := probe.Shape()
+	mean, std := probe.Normalization()
 	note, emaWarning := loop.emaDefault(fs, *epochs*((probe.BatchesPerEpoch()+loop.accumulate-1)/loop.accumulate))
 	probe.Close()
 	cfg.EMAWarmup = loop.emaWarmup
@@ -239,6 +240,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	cfg.Preprocess = lf.preprocess(sets.train, shape, nclasses, mean, std)
 
 	var bar *progress.Bar
 	cfg.Resume, cfg.Collective, cfg.DeviceReduce = *resume, group, onDevice
@@ -295,7 +297,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("training %s (%d parameters) on %s with %s, label smoothing %g, %d epochs, %s, %s products%s\n", m.Name(), m.NumParams(), dev.Info(), opt,
 		*smoothing, *epochs, batch, cfg.Precision, mixText(mix))
-	mean, std := trainL.Normalization()
 	e.printf("training data: %s, %d samples of %d classes, normalized with mean %v and std %v\n",
 		loaders.Describe(sets.train).Name, sets.train.Len(), nclasses, mean, std)
 	if sets.evalName == "train" {

@@ -103,6 +103,9 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 	}
 	state := t.state
 	state.EMA = t.hasEMA
+	if t.pre != nil {
+		state.Preprocess = t.pre.cfg(t.m.in, t.m.classes)
+	}
 	c := checkpoint.File{Model: t.m.String(), Builder: t.m.builder(), Optimizer: t.opt.String(), Seed: t.seed, Epochs: t.epochs, Steps: t.step}
 	var err error
 	if c.State, err = json.Marshal(state); err != nil {
@@ -164,6 +167,12 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
+	var pre *Preprocess
+	if c.state.Preprocess != nil {
+		if pre, err = c.state.Preprocess.preprocess(t.m.in, t.m.classes); err != nil {
+			return fmt.Errorf("train: %s %s: %w: %w", what, path, ErrCheckpoint, err)
+		}
+	}
 	if !t.cfg.AllowNonFinite {
 		if err := c.finite(); err != nil {
 			return fmt.Errorf("train: %s %s: %w", what, path, err)
@@ -204,7 +213,11 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	t.seed, t.epochs, t.step, t.history = c.Seed, c.Epochs, c.Steps, c.history
 	plateau := t.state.Plateau
 	t.state = c.state
-	t.state.EMA = false         // t.hasEMA says whether the trainer has one
+	t.state.EMA = false // t.hasEMA says whether the trainer has one
+	t.state.Preprocess = nil
+	if t.pre == nil {
+		t.pre = pre
+	}
 	if t.state.Tracked == nil { // a checkpoint written before the counts were kept
 		t.state.Tracked = t.m.batchNormCounts(int64(c.state.Batches))
 	}

@@ -436,6 +436,7 @@ var rankLocalConfig = map[string]string{
 	"KeepBest":   "only rank 0 writes it",
 	"Resume":     "rank 0's state is broadcast; the completed epochs and steps are agreed",
 	"Progress":   "each rank's own reports",
+	"Preprocess": "what rank 0's checkpoints record of the data; it changes no weight",
 	"Collective": "each rank's own handle of the one group",
 }
 

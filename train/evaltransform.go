@@ -54,9 +54,18 @@ func (e EvalTransform) check() error {
 		return fmt.Errorf("train: RegisterEvalTransform %v: want a crop >= 1, a resize from the crop to 32768, "+
 			"a known filter, as many means as stds", e)
 	}
-	for c, s := range e.Std {
-		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(e.Mean[c])) || math.IsInf(float64(e.Mean[c]), 0) {
-			return fmt.Errorf("train: RegisterEvalTransform %v: channel %d: want a finite mean and std > 0", e, c)
+	if err := checkNormalization(e.Mean, e.Std); err != nil {
+		return fmt.Errorf("train: RegisterEvalTransform %v: %w", e, err)
+	}
+	return nil
+}
+
+// checkNormalization reports the first channel whose mean is not finite or whose std is not
+// finite and positive; mean and std have a value per channel.
+func checkNormalization(mean, std []float32) error {
+	for c, s := range std {
+		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(mean[c])) || math.IsInf(float64(mean[c]), 0) {
+			return fmt.Errorf("channel %d: mean %v, std %v; want finite, std > 0", c, mean[c], s)
 		}
 	}
 	return nil

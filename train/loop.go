@@ -102,6 +102,8 @@ type loopState struct {
 	// EMABehind says that the EMA scored worse than the model at the last evaluation: the
 	// weights to serve are the model's (UseEMA declines).
 	EMABehind bool `json:"ema_behind,omitempty"`
+	// Preprocess is the trainer's Preprocess, set as Save writes it (the trainer keeps its own).
+	Preprocess *pretrainedCfg `json:"pretrained_cfg,omitempty"`
 }
 
 // improves reports whether metric beats the best epoch's (any epoch beats none; NaN never does).

@@ -2,6 +2,7 @@ package train
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"math"
 	"strconv"
@@ -28,6 +29,11 @@ const (
 	ONNXMetaStd  = "stoke.std"
 	// ONNXMetaInput says in words what the input is.
 	ONNXMetaInput = "stoke.input"
+	// ONNXMetaPretrainedCfg is the trainer's Preprocess, when it has one, as JSON under timm's
+	// pretrained_cfg keys: the whole evaluation transform that makes an image the input
+	// (input_size, interpolation, crop_pct, crop_mode, mean, std, and resize, the exact shorter
+	// side of a center crop's resize) and the class names (num_classes, label_names).
+	ONNXMetaPretrainedCfg = "stoke.pretrained_cfg"
 )
 
 // ExportONNX writes the model to path as an ONNX model (opset ONNXOpset) that computes its logits
@@ -35,10 +41,12 @@ const (
 // nodes), Dropout left out. The graph's input "input" is a float32 tensor [N C H W] (NCHW, N
 // dynamic, named "batch") of images already normalized: each pixel scaled to [0, 1], then
 // (x - mean[c]) / std[c]. Its output "logits" is [N classes]. mean and std are the normalization
-// the model was trained with (Data.Normalization: one value per channel, or nil for mean 0 and
-// std 1); they are not part of the graph but recorded in its metadata_props, under ONNXMetaMean
-// and ONNXMetaStd, with the input's shape (ONNXMetaInputShape), a description of the input
-// (ONNXMetaInput) and the model's own (ONNXMetaModel).
+// the model was trained with (Data.Normalization: one value per channel; nil for the trainer's
+// Preprocess's, or without one mean 0 and std 1); they are not part of the graph but recorded in
+// its metadata_props, under ONNXMetaMean and ONNXMetaStd, with the input's shape
+// (ONNXMetaInputShape), a description of the input (ONNXMetaInput), the model's own
+// (ONNXMetaModel) and, when the trainer has a Preprocess, the whole evaluation transform and the
+// class names (ONNXMetaPretrainedCfg).
 //
 // The weights are initializers named as Export names them: torchvision's state_dict names for the
 // resnets (conv1.weight, layer1.0.bn1.running_mean, fc.bias), the package's otherwise; each node
@@ -56,6 +64,13 @@ const (
 func (t *Trainer) ExportONNX(ctx context.Context, path string, mean, std []float32) error {
 	m := t.m
 	fail := func(err error) error { return fmt.Errorf("train: export onnx %s: %w", path, err) }
+	var cfg *pretrainedCfg
+	if t.pre != nil {
+		if mean == nil && std == nil {
+			mean, std = t.pre.Eval.Mean, t.pre.Eval.Std
+		}
+		cfg = t.pre.cfg(m.in, m.classes)
+	}
 	mean, std, err := onnxNormalization(m.in.C, mean, std)
 	if err != nil {
 		return fail(err)
@@ -76,7 +91,10 @@ func (t *Trainer) ExportONNX(ctx context.Context, path string, mean, std []float
 	if err := t.wait(ctx); err != nil {
 		return fail(err)
 	}
-	model, err := m.onnxModel(host, mean, std)
+	if cfg != nil {
+		cfg.Mean, cfg.Std = mean, std
+	}
+	model, err := m.onnxModel(host, mean, std, cfg)
 	if err != nil {
 		return fail(err)
 	}
@@ -128,7 +146,7 @@ func onnxSupported(layers []Layer, where string) error {
 }
 
 // onnxModel builds the ONNX model of m from its tensors' values.
-func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32) (*onnx.Model, error) {
+func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32, cfg *pretrainedCfg) (*onnx.Model, error) {
 	in := m.in
 	e := &onnxEmitter{host: host}
 	e.g.Name = m.name
@@ -158,18 +176,26 @@ func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32) (*onnx
 	}
 	input := fmt.Sprintf("float32 [N %d %d %d] (NCHW), each pixel scaled to [0, 1] then normalized per channel as (x - mean[c]) / std[c] "+
 		"with %s and %s; output logits [N %d]", in.C, in.H, in.W, ONNXMetaMean, ONNXMetaStd, m.classes)
+	meta := []onnx.Property{
+		{Key: ONNXMetaModel, Value: m.String()},
+		{Key: ONNXMetaInputShape, Value: fmt.Sprintf("%d,%d,%d", in.C, in.H, in.W)},
+		{Key: ONNXMetaMean, Value: floats(mean)},
+		{Key: ONNXMetaStd, Value: floats(std)},
+		{Key: ONNXMetaInput, Value: input},
+	}
+	if cfg != nil {
+		b, err := json.Marshal(cfg)
+		if err != nil {
+			return nil, err
+		}
+		meta = append(meta, onnx.Property{Key: ONNXMetaPretrainedCfg, Value: string(b)})
+	}
 	return &onnx.Model{
 		Opset:    ONNXOpset,
 		Producer: "stoke",
 		Doc:      fmt.Sprintf("%s, exported by Stoke. Input: %s.", m.String(), input),
 		Graph:    e.g,
-		Metadata: []onnx.Property{
-			{Key: ONNXMetaModel, Value: m.String()},
-			{Key: ONNXMetaInputShape, Value: fmt.Sprintf("%d,%d,%d", in.C, in.H, in.W)},
-			{Key: ONNXMetaMean, Value: floats(mean)},
-			{Key: ONNXMetaStd, Value: floats(std)},
-			{Key: ONNXMetaInput, Value: input},
-		},
+		Metadata: meta,
 	}, nil
 }
 

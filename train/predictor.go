@@ -16,17 +16,21 @@ import (
 
 // PredictorConfig configures a Predictor.
 //
-// A checkpoint records the model and its input size, not the normalization its training data
-// used, so the normalization comes from the transform: its Normalize, else Mean and Std. The
-// default transform of a 3-channel model is the evaluation transform of its weights
+// The default transform is the one the trainer's checkpoint records (Trainer.Preprocess: the
+// evaluation transform and normalization of the data the model was trained on, as stoke train
+// writes it). A checkpoint without one (written before stoke recorded it, or by a trainer
+// without Config.Preprocess) records the model and its input size only: the default transform
+// of a 3-channel model is then the evaluation transform of its weights
 // (EvalTransformFor(model).Chain at the model's input size: swin_t's Resize(232, bicubic),
 // CenterCrop(224) and ImageNet's Normalize, timm's ViTs' mean and std of 0.5; transforms.Eval
-// for a model without one), what stoke predict applies to photos. Give Transform (or Mean and
-// Std) when the model was trained with other statistics: loaders.Loader.Normalization of the
-// training loader says which, as do the datasets' Info.Mean and Info.Std.
+// for a model without one), and the normalization comes from the transform: its Normalize, else
+// Mean and Std. Give Transform (or Mean and Std) when the model was trained with other
+// statistics: loaders.Loader.Normalization of the training loader says which, as do the
+// datasets' Info.Mean and Info.Std.
 type PredictorConfig struct {
 	// Transform turns one image into the model's input pixels (uint8 CHW of Model.Input's shape);
-	// it must be deterministic (no random transform). nil: the model's EvalTransformFor(name).Chain(H)
+	// it must be deterministic (no random transform). nil: the trainer's Preprocess's Chain, else
+	// the model's EvalTransformFor(name).Chain(H)
 	// (its weights' resize, CenterCrop(H) and Normalize, exact JPEG decode; transforms.Eval(H)
 	// for a model without one) for a square 3-channel model, and transforms.ResizeTo(H, W) for
 	// any other (then Mean and Std are required).
@@ -94,9 +98,12 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 	}
 	chain := cfg.Transform
 	if chain == nil {
-		if in.C == 3 && in.H == in.W {
+		switch {
+		case t.pre != nil && cfg.Mean == nil && cfg.Std == nil:
+			chain = t.pre.Chain(in)
+		case in.C == 3 && in.H == in.W:
 			chain = EvalTransformFor(t.m.name).Chain(in.H)
-		} else {
+		default:
 			chain = transforms.Compose(transforms.ResizeTo(in.H, in.W))
 		}
 	}
@@ -112,10 +119,8 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 			"(a checkpoint does not record its data's normalization: set PredictorConfig.Transform's Normalize or Mean and Std)",
 			ErrConfig, len(mean), len(std), in.C)
 	}
-	for c, s := range std {
-		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(mean[c])) || math.IsInf(float64(mean[c]), 0) {
-			return nil, fmt.Errorf("train: %w: predictor: channel %d: mean %v, std %v; want finite, std > 0", ErrConfig, c, mean[c], s)
-		}
+	if err := checkNormalization(mean, std); err != nil {
+		return nil, fmt.Errorf("train: %w: predictor: %w", ErrConfig, err)
 	}
 	p := &Predictor{t: t, chain: chain, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}
 	if p.batch == 0 {
@@ -156,6 +161,10 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 
 // Model is the model the Predictor runs.
 func (p *Predictor) Model() *Model { return p.t.m }
+
+// Classes names the classes of Prediction.Top, as the trainer's Preprocess records them, or is
+// nil when they are unnamed. The slice is a copy.
+func (p *Predictor) Classes() []string { return slices.Clone(p.t.pre.classes()) }
 
 // Normalization is the per-channel mean and std the Predictor applies (copies).
 func (p *Predictor) Normalization() (mean, std []float32) {

@@ -195,6 +195,11 @@ type Config struct {
 	// written to (atomically, from rank 0 under Collective), as timm's CheckpointSaver keeps its best.
 	// It must be another file than Checkpoint (Validate).
 	KeepBest string
+	// Preprocess, if set, is what the checkpoints record of the data (Preprocess): the evaluation
+	// transform that makes an image the model's input, and the class names. New checks that it
+	// fits the model. A trainer that resumes or loads a checkpoint recording one has it back
+	// when Preprocess is nil.
+	Preprocess *Preprocess
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -349,6 +354,7 @@ type Trainer struct {
 	learned    int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
 	history    []EpochResult
 	initReport *WeightsReport
+	pre        *Preprocess // Config.Preprocess, or the loaded checkpoint's
 	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
 	loss      Loss
 	targets   TargetKind
@@ -394,6 +400,11 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	if cfg.Preprocess != nil {
+		if err := cfg.Preprocess.check(m.in, m.classes); err != nil {
+			return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
+		}
+	}
 	if cfg.Epochs == 0 {
 		cfg.Epochs = 1
 	}
@@ -414,7 +425,7 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
-	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed}
+	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed, pre: cfg.Preprocess.clone()}
 	if cfg.Plateau != nil && opt != nil {
 		t.state.Plateau = &plateauState{LR: opt.BaseLR()}
 	}
@@ -548,6 +559,11 @@ func (t *Trainer) Stream() gpu.Stream { return t.s }
 
 // Model is the model being trained.
 func (t *Trainer) Model() *Model { return t.m }
+
+// Preprocess is what the trainer's checkpoints record of the data (Config.Preprocess, or the
+// loaded checkpoint's), or nil when nothing said it (a checkpoint written before stoke recorded
+// it). The value is a copy.
+func (t *Trainer) Preprocess() *Preprocess { return t.pre.clone() }
 
 // Epochs is the number of completed epochs (resumed ones included).
 func (t *Trainer) Epochs() int { return t.epochs }

@@ -1,0 +1,129 @@
+package train
+
+import (
+	"fmt"
+	"slices"
+
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// Preprocess is what a checkpoint records of the images its model was trained on, so that the
+// model is served without them, as timm keeps a model's pretrained_cfg: the evaluation transform
+// that makes an image the model's input, and the names of the classes. Config.Preprocess gives
+// it to the trainer and Save records it; a trainer that loads the checkpoint has it back
+// (Trainer.Preprocess), and its Predictor applies it and ExportONNX records it.
+type Preprocess struct {
+	// Eval is the evaluation transform at the model's input size: Crop is the input's side. A
+	// zero Resize and Crop mean that an image is resized to the input's height and width
+	// (bilinear) without a crop, as stoke does to digits and other fixed-shape data (timm's
+	// crop_mode "squash"); Mean and Std are the normalization either way.
+	Eval EvalTransform
+	// Classes names the classes in the order of the model's outputs; nil when the data named
+	// none (MNIST's digits).
+	Classes []string
+}
+
+// squash reports whether the transform resizes to the input without a crop.
+func (p *Preprocess) squash() bool { return p.Eval.Resize == 0 && p.Eval.Crop == 0 }
+
+// Chain returns the transform that makes an image the input of a model whose input is in: the
+// resize and central crop of Eval (or the resize to in's size), its normalization, JPEG decoded
+// exactly as PIL does.
+func (p *Preprocess) Chain(in Shape) *transforms.Chain {
+	if p.squash() {
+		return transforms.Compose(transforms.ResizeTo(in.H, in.W), transforms.Normalize(p.Eval.Mean, p.Eval.Std)).
+			WithDecode(transforms.ExactDecode)
+	}
+	return p.Eval.Chain(in.H)
+}
+
+// check reports whether p fits a model whose input is in, with classes outputs.
+func (p *Preprocess) check(in Shape, classes int) error {
+	e := p.Eval
+	switch {
+	case p.squash():
+		if len(e.Mean) != in.C || len(e.Std) != in.C {
+			return fmt.Errorf("preprocess: %d means and %d stds for a model of %d channels", len(e.Mean), len(e.Std), in.C)
+		}
+		if err := checkNormalization(e.Mean, e.Std); err != nil {
+			return fmt.Errorf("preprocess: %w", err)
+		}
+	case e.Crop != in.H || e.Crop != in.W:
+		return fmt.Errorf("preprocess: a crop of %d for a model of input %v", e.Crop, in)
+	case len(e.Mean) != in.C:
+		return fmt.Errorf("preprocess: %d means for a model of %d channels", len(e.Mean), in.C)
+	default:
+		if err := e.check(); err != nil {
+			return fmt.Errorf("preprocess: %w", err)
+		}
+	}
+	if p.Classes != nil && len(p.Classes) != classes {
+		return fmt.Errorf("preprocess: %d class names for a model of %d classes", len(p.Classes), classes)
+	}
+	return nil
+}
+
+// classes is p's class names; nil for a nil p.
+func (p *Preprocess) classes() []string {
+	if p == nil {
+		return nil
+	}
+	return p.Classes
+}
+
+// clone returns a copy of p that shares no slice with it.
+func (p *Preprocess) clone() *Preprocess {
+	if p == nil {
+		return nil
+	}
+	c := *p
+	c.Eval.Mean, c.Eval.Std, c.Classes = slices.Clone(p.Eval.Mean), slices.Clone(p.Eval.Std), slices.Clone(p.Classes)
+	return &c
+}
+
+// pretrainedCfg is a Preprocess as a checkpoint holds it, under timm's pretrained_cfg keys, and
+// "resize", the exact side crop_pct rounds (timm resizes to floor(crop/crop_pct)).
+type pretrainedCfg struct {
+	InputSize     []int     `json:"input_size"`
+	Interpolation string    `json:"interpolation"`
+	CropPct       float64   `json:"crop_pct"`
+	CropMode      string    `json:"crop_mode"`
+	Resize        int       `json:"resize,omitempty"`
+	Mean          []float32 `json:"mean"`
+	Std           []float32 `json:"std"`
+	NumClasses    int       `json:"num_classes"`
+	LabelNames    []string  `json:"label_names,omitempty"`
+}
+
+func (p *Preprocess) cfg(in Shape, classes int) *pretrainedCfg {
+	c := &pretrainedCfg{InputSize: []int{in.C, in.H, in.W}, Interpolation: p.Eval.Filter.String(), CropPct: 1, CropMode: "squash",
+		Mean: p.Eval.Mean, Std: p.Eval.Std, NumClasses: classes, LabelNames: p.Classes}
+	if !p.squash() {
+		c.CropPct, c.CropMode, c.Resize = float64(p.Eval.Crop)/float64(p.Eval.Resize), "center", p.Eval.Resize
+	}
+	return c
+}
+
+// preprocess is the Preprocess c describes, checked against the model.
+func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
+	p := &Preprocess{Eval: EvalTransform{Mean: c.Mean, Std: c.Std}, Classes: c.LabelNames}
+	switch c.CropMode {
+	case "squash":
+	case "center":
+		p.Eval.Resize, p.Eval.Crop = c.Resize, in.H
+	default:
+		return nil, fmt.Errorf("preprocess: crop_mode %q; want center or squash", c.CropMode)
+	}
+	f, ok := filters[c.Interpolation]
+	if !ok {
+		return nil, fmt.Errorf("preprocess: interpolation %q", c.Interpolation)
+	}
+	p.Eval.Filter = f
+	if len(c.InputSize) != 3 || c.InputSize[0] != in.C || c.InputSize[1] != in.H || c.InputSize[2] != in.W || c.NumClasses != classes {
+		return nil, fmt.Errorf("preprocess: input_size %v and %d classes for a model of input %v and %d classes", c.InputSize, c.NumClasses, in, classes)
+	}
+	return p, p.check(in, classes)
+}
+
+// filters are the resize filters by their names in a pretrained_cfg (timm's, PIL's).
+var filters = map[string]transforms.Filter{"bilinear": transforms.Bilinear, "bicubic": transforms.Bicubic, "lanczos": transforms.Lanczos}

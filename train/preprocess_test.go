@@ -1,0 +1,194 @@
+package train
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/stoke-ml/stoke/checkpoint"
+	"github.com/stoke-ml/stoke/onnx"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+var digits = []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
+
+// TestPreprocessRecorded: the Preprocess a trainer is given is what its checkpoint records, and a
+// trainer that loads the checkpoint (to resume, predict or export) has it back, unchanged through
+// a resume that gives none; the Predictor applies it and names the classes; ExportONNX records
+// its normalization and the whole transform; a checkpoint written without one has none.
+func TestPreprocessRecorded(t *testing.T) {
+	ctx := context.Background()
+	dir := t.TempDir()
+	f := newFixture(t, 64)
+	pre := &Preprocess{Eval: EvalTransform{Mean: []float32{0.3}, Std: []float32{0.3}}, Classes: digits} // the fixture's
+	ck := filepath.Join(dir, "ck")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck, Preprocess: pre})
+	pre.Classes[0] = "changed after New" // the trainer keeps its own copy
+	pre.Classes[0] = "zero"
+
+	// Resumed without a Preprocess: the checkpoint's, which the next checkpoint keeps.
+	ck2 := filepath.Join(dir, "ck2")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Epochs: 2, Resume: ck, Checkpoint: ck2})
+	for _, path := range []string{ck, ck2} {
+		m, err := CheckpointModel(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(ctx, m, f.dev, nil, Config{Resume: path})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		if got := tr.Preprocess(); !reflect.DeepEqual(got, pre) {
+			t.Errorf("%s: Preprocess %+v; want %+v", path, got, pre)
+		}
+		p, err := NewPredictor(tr, PredictorConfig{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		mean, std := p.Normalization()
+		if !reflect.DeepEqual(mean, pre.Eval.Mean) || !reflect.DeepEqual(std, pre.Eval.Std) || !reflect.DeepEqual(p.Classes(), digits) {
+			t.Errorf("%s: the predictor normalizes with %v %v and names %v; want the checkpoint's", path, mean, std, p.Classes())
+		}
+		// Its transform (a resize to the input's size, at that size) leaves the pixels as they
+		// are: the logits are Trainer.Predict's, bit for bit.
+		want, err := tr.Predict(ctx, f.test)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var raw []transforms.Input
+		for i := range 5 {
+			raw = append(raw, transforms.Input{Pixels: f.test.images[i*64 : (i+1)*64], H: 8, W: 8, C: 1})
+		}
+		got, err := p.Predict(ctx, raw)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for i, g := range got {
+			if !reflect.DeepEqual(g.Logits, want.Logits[i*10:(i+1)*10]) {
+				t.Fatalf("%s: image %d: the predictor's logits %v; Trainer.Predict's %v", path, i, g.Logits, want.Logits[i*10:(i+1)*10])
+			}
+		}
+		p.Close()
+	}
+
+	// ONNX: the normalization and the transform from the checkpoint, no mean or std given.
+	m, err := CheckpointModel(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(ctx, m, f.dev, nil, Config{Resume: ck})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	meta := onnxMeta(exportONNX(t, tr, nil, nil))
+	if meta[ONNXMetaMean] != "0.3" || meta[ONNXMetaStd] != "0.3" {
+		t.Errorf("ONNX normalization %q %q; want the checkpoint's 0.3 and 0.3", meta[ONNXMetaMean], meta[ONNXMetaStd])
+	}
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(meta[ONNXMetaPretrainedCfg]), &cfg); err != nil {
+		t.Fatalf("%s: %q: %v", ONNXMetaPretrainedCfg, meta[ONNXMetaPretrainedCfg], err)
+	}
+	if cfg["crop_mode"] != "squash" || cfg["num_classes"] != 10.0 || len(cfg["label_names"].([]any)) != 10 ||
+		!reflect.DeepEqual(cfg["input_size"], []any{1.0, 8.0, 8.0}) {
+		t.Errorf("%s: %v", ONNXMetaPretrainedCfg, cfg)
+	}
+
+	// Without a Preprocess: none recorded, none in the ONNX file.
+	ck3 := filepath.Join(dir, "ck3")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck3})
+	tr3, err := New(ctx, smallMLP(t), f.dev, nil, Config{Resume: ck3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr3.Close()
+	if got := tr3.Preprocess(); got != nil {
+		t.Errorf("a checkpoint written without a Preprocess has %+v", got)
+	}
+	if v, ok := onnxMeta(exportONNX(t, tr3, nil, nil))[ONNXMetaPretrainedCfg]; ok {
+		t.Errorf("an ONNX file of a trainer without a Preprocess records %s %s", ONNXMetaPretrainedCfg, v)
+	}
+}
+
+// TestPreprocessCenterCrop: a resize and central crop round-trips through the checkpoint, keeping
+// the exact resize, and its Chain is the EvalTransform's at the input size.
+func TestPreprocessCenterCrop(t *testing.T) {
+	pre := &Preprocess{Eval: EvalTransform{Resize: 9, Crop: 8, Filter: transforms.Bicubic, Mean: []float32{0.5}, Std: []float32{0.25}}}
+	cfg := pre.cfg(img8, 10)
+	if cfg.CropMode != "center" || cfg.Resize != 9 || cfg.CropPct != 8.0/9 || cfg.Interpolation != "bicubic" {
+		t.Errorf("pretrained_cfg %+v", cfg)
+	}
+	b, err := json.Marshal(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var back pretrainedCfg
+	if err := json.Unmarshal(b, &back); err != nil {
+		t.Fatal(err)
+	}
+	got, err := back.preprocess(img8, 10)
+	if err != nil || !reflect.DeepEqual(got, pre) {
+		t.Fatalf("read back %+v, %v; want %+v", got, err, pre)
+	}
+	if a, b := got.Chain(img8).String(), pre.Eval.Chain(8).String(); a != b {
+		t.Errorf("Chain %s; want %s", a, b)
+	}
+}
+
+// TestPreprocessRefused: a Preprocess that does not fit the model is a configuration error before
+// anything is allocated, and a checkpoint whose recorded one does not fit is refused as damaged.
+func TestPreprocessRefused(t *testing.T) {
+	ctx := context.Background()
+	dev := openCPU(t)
+	for name, pre := range map[string]*Preprocess{
+		"class names":  {Eval: EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits[:3]},
+		"channels":     {Eval: EvalTransform{Mean: []float32{0, 0, 0}, Std: []float32{1, 1, 1}}},
+		"zero std":     {Eval: EvalTransform{Mean: []float32{0}, Std: []float32{0}}},
+		"crop":         {Eval: EvalTransform{Resize: 256, Crop: 224, Mean: []float32{0}, Std: []float32{1}}},
+		"resize":       {Eval: EvalTransform{Resize: 4, Crop: 8, Mean: []float32{0}, Std: []float32{1}}},
+		"no normalize": {Eval: EvalTransform{Resize: 9, Crop: 8}},
+	} {
+		tr, err := New(ctx, smallMLP(t), dev, SGD{LR: 0.1}, Config{Preprocess: pre})
+		if err == nil {
+			tr.Close()
+		}
+		if !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "preprocess") {
+			t.Errorf("%s: New = %v; want ErrConfig naming the preprocessing", name, err)
+		}
+	}
+
+	f := newFixture(t, 64)
+	ck := filepath.Join(t.TempDir(), "ck")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck,
+		Preprocess: &Preprocess{Eval: EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits}})
+	c, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.State = []byte(strings.Replace(string(c.State), `"crop_mode":"squash"`, `"crop_mode":"diagonal"`, 1))
+	bad := filepath.Join(t.TempDir(), "bad")
+	if err := checkpoint.Write(bad, c, nil); err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(ctx, smallMLP(t), dev, nil, Config{Resume: bad})
+	if err == nil {
+		tr.Close()
+	}
+	if !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "diagonal") {
+		t.Errorf("a checkpoint with crop_mode diagonal: %v; want ErrCheckpoint naming it", err)
+	}
+}
+
+// onnxMeta is the metadata_props of an ONNX model.
+func onnxMeta(m *onnx.Model) map[string]string {
+	meta := map[string]string{}
+	for _, p := range m.Metadata {
+		meta[p.Key] = p.Value
+	}
+	return meta
+}
