@@ -283,6 +283,24 @@ func TestSecondInterrupt(t *testing.T) {
 	}
 }
 
+// TestModelTooLarge: a model whose arguments are each within bounds but whose tensors, with their
+// gradients and optimizer state, cannot fit in the device's memory is refused before anything is
+// allocated, with an error naming the model and the sizes (under ulimit -v: the check, not the
+// limit, must stop it), instead of Go's "fatal error: out of memory".
+func TestModelTooLarge(t *testing.T) {
+	data := "mnist:" + mnistDir(t, 20, 16, 16)
+	for _, model := range []string{
+		"vit(image_size=16,patch_size=4,num_layers=1,num_heads=2,hidden_dim=32768,mlp_dim=32768)",
+		"mlp --classes 10000000",
+	} {
+		args := append([]string{"train", "--data", data, "--epochs", "1", "--eval-on-train", "--model"}, strings.Fields(model)...)
+		_, errOut, code := guarded(t, args...)
+		if code != 1 || !strings.Contains(errOut, "choose a smaller model") || !strings.Contains(errOut, "out of device memory") {
+			t.Errorf("train --model %s: exit %d, stderr %q; want 1 and the model's sizes", model, code, errOut)
+		}
+	}
+}
+
 // interruptTwice starts a slow training run, interrupts it, waits for its message and interrupts
 // it again; it returns the exit status and the time from the second signal to the exit.
 func interruptTwice(t *testing.T, root string) (int, time.Duration, error) {

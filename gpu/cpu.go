@@ -9,6 +9,9 @@ import (
 	"sync/atomic"
 	"time"
 	"unsafe"
+
+	"github.com/stoke-ml/stoke/internal/bytesize"
+	"github.com/stoke-ml/stoke/pinned"
 )
 
 func init() { Register(cpuBackend{}) }
@@ -27,14 +30,14 @@ func (cpuBackend) Open(index int) (Device, error) {
 	if index != 0 {
 		return nil, fmt.Errorf("gpu: %w: cpu:%d (the cpu backend has one device, cpu:0)", ErrNoDevice, index)
 	}
-	return &cpuDevice{info: cpuInfo(), streams: make(map[*cpuStream]struct{})}, nil
+	return &cpuDevice{info: cpuInfo(), avail: pinned.AvailableMemory(), streams: make(map[*cpuStream]struct{})}, nil
 }
 
 func cpuInfo() Info {
 	return Info{
 		Backend: "cpu",
 		Name:    fmt.Sprintf("host %s/%s, %d cores", runtime.GOOS, runtime.GOARCH, runtime.NumCPU()),
-		Memory:  hostMemory(),
+		Memory:  pinned.SystemMemory(),
 	}
 }
 
@@ -42,7 +45,12 @@ func cpuInfo() Info {
 const bufferAlign = 64
 
 type cpuDevice struct {
-	info    Info
+	info Info
+	// avail is the host memory available when the device opened (0: unknown), the bound of the
+	// bytes its live buffers hold, used: an allocation past it is ErrOutOfMemory, as on a GPU,
+	// not a crash of the process when the host runs out.
+	avail   int64
+	used    atomic.Int64
 	mu      sync.Mutex
 	closed  bool
 	streams map[*cpuStream]struct{}
@@ -71,8 +79,13 @@ func (d *cpuDevice) Alloc(n int) (Buffer, error) {
 	if closed {
 		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w", n, d.info, ErrClosed)
 	}
-	if n < 0 || (d.info.Memory > 0 && int64(n) > d.info.Memory) {
-		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w (device memory %d bytes)", n, d.info, ErrRange, d.info.Memory)
+	if n < 0 {
+		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w", n, d.info, ErrRange)
+	}
+	if used := d.used.Add(int64(n)); d.avail > 0 && used > d.avail {
+		d.used.Add(-int64(n))
+		return nil, fmt.Errorf("gpu: alloc %s on %s: %w (%s in use, %s available when it opened)", bytesize.Format(int64(n)), d.info, ErrOutOfMemory,
+			bytesize.Format(used-int64(n)), bytesize.Format(d.avail))
 	}
 	raw := make([]byte, n+bufferAlign-1)
 	skip := 0
@@ -121,6 +134,7 @@ func (b *cpuBuffer) Free() error {
 	if !b.freed.CompareAndSwap(false, true) {
 		return fmt.Errorf("gpu: free buffer of %d bytes: %w", len(b.data), ErrFreed)
 	}
+	b.dev.used.Add(-int64(len(b.data)))
 	return nil
 }
 

@@ -27,6 +27,10 @@ var (
 	ErrForeign = errors.New("object from another backend")
 	// ErrNotReady: an event has not completed yet.
 	ErrNotReady = errors.New("event not ready")
+	// ErrOutOfMemory: an allocation does not fit in the device's memory (on the CUDA backend,
+	// cudaErrorMemoryAllocation; on the CPU backend, the memory the host had available when the
+	// device opened, less the device's live buffers).
+	ErrOutOfMemory = errors.New("out of device memory")
 )
 
 // Info describes one device. Memory is in bytes (0 when unknown); ComputeCapability is empty

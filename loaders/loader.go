@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/bytesize"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/pipeline"
@@ -278,23 +279,9 @@ func checkBudget(name string, c Config, shape transforms.Shape) error {
 	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
 		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s "+
 			"(Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
-			name, c.Batch, shape, formatBytes(f.total()), f.Slots, f.Sets, formatBytes(f.SlotBytes), formatBytes(c.MemoryBudget), ErrMemory)
+			name, c.Batch, shape, bytesize.Format(f.total()), f.Slots, f.Sets, bytesize.Format(f.SlotBytes), bytesize.Format(c.MemoryBudget), ErrMemory)
 	}
 	return nil
-}
-
-// formatBytes writes n bytes in the largest binary unit that keeps a figure >= 1 ("1.5 GiB").
-func formatBytes(n int64) string {
-	const units = "KMGTPE"
-	if n < 1024 {
-		return fmt.Sprintf("%d B", n)
-	}
-	v, i := float64(n)/1024, 0
-	for v >= 1024 && i < len(units)-1 {
-		v /= 1024
-		i++
-	}
-	return fmt.Sprintf("%.1f %ciB", v, units[i])
 }
 
 // State is a Loader's position: the next batch it yields is batch Batch of epoch Epoch. The other

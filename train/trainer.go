@@ -10,6 +10,7 @@ import (
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/bytesize"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/transforms"
@@ -458,6 +459,9 @@ func (t *Trainer) setup(ctx context.Context) error {
 			return err
 		}
 	}
+	if err := t.checkMemory(); err != nil {
+		return err
+	}
 	if err := t.m.bind(t.dev, t.ops, t.s, t.cfg.Seed); err != nil {
 		return err
 	}
@@ -509,6 +513,47 @@ func (t *Trainer) setup(ctx context.Context) error {
 		}
 	}
 	return t.wait(ctx)
+}
+
+// checkMemory refuses, before anything is allocated, a model whose tensors and what training keeps
+// beside them cannot fit in the device's memory whatever the batch: the weights and buffers, a
+// gradient, the optimizer's slots and an accumulator per trained value, and the EMA. The sizes
+// of a model are checked argument by argument when it is built; only their product says whether
+// it fits (a ViT of width 32768, a head of ten million classes). Activations, which grow with
+// the batch, are the device's to refuse as they are allocated (gpu.ErrOutOfMemory).
+func (t *Trainer) checkMemory() error {
+	mem := t.dev.Info().Memory
+	if mem <= 0 {
+		return nil
+	}
+	var values, trained int64
+	for _, p := range t.m.tensors() {
+		n := int64(prod(p.Shape))
+		values += n
+		if !p.buffer() && !p.frozen {
+			trained += n
+		}
+	}
+	perTrained, beside := int64(1), "a gradient"
+	if t.opt != nil {
+		perTrained += int64(t.opt.Slots())
+		beside += fmt.Sprintf(", %d optimizer slot(s)", t.opt.Slots())
+		if t.cfg.Accumulate > 1 {
+			perTrained++
+			beside += ", an accumulator"
+		}
+	}
+	total := values + trained*perTrained
+	if t.cfg.EMA > 0 && t.opt != nil {
+		total += values
+		beside += " and the EMA"
+	}
+	if need := 4 * total; need > mem {
+		return fmt.Errorf("train: model %s: %d values (%s) with %s per trained value need %s, over the %s of %s: "+
+			"choose a smaller model (its width, depth or classes): %w", t.m.name, values, bytesize.Format(4*values), beside,
+			bytesize.Format(need), bytesize.Format(mem), t.dev.Info().Name, gpu.ErrOutOfMemory)
+	}
+	return nil
 }
 
 // wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
@@ -863,6 +908,10 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		err := t.enqueueBatch(ctx, b, mean, std, &g, last)
 		if b.Release != nil {
 			b.Release()
+		}
+		if errors.Is(err, gpu.ErrOutOfMemory) { // the batch's activations: the model's tensors were checked
+			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w (a batch of %d %v images: lower the batch size or the image size)",
+				epoch+1, stepInEpoch+1, err, b.N, b.Shape)
 		}
 		if err != nil {
 			return er, samples, busy, wait, fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)

@@ -333,6 +333,9 @@ func (d *cudaDevice) Alloc(n int) (gpu.Buffer, error) {
 		d.trim()
 		p, err = d.memAlloc(class)
 	}
+	if errors.Is(err, cu.OutOfMemory) {
+		return nil, fmt.Errorf("cuda: alloc %d bytes on %s: %w: %w", n, d.info, gpu.ErrOutOfMemory, err)
+	}
 	if err != nil {
 		return nil, fmt.Errorf("cuda: alloc %d bytes on %s: %w", n, d.info, err)
 	}
