@@ -2,6 +2,7 @@ package models
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -271,6 +272,16 @@ func TestFreezeUpToZoo(t *testing.T) {
 	}
 	if _, err := train.New(context.Background(), m2, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
 		t.Errorf("FreezeUpTo heads: %v; want a refusal to freeze the head", err)
+	}
+	// A name of no layer lists the model's layers two names deep, as they are accepted (the list
+	// named the first tensor's module only: "stem.0" for timm's convnext_atto).
+	atto, err := train.NewModel("timm/convnext_atto", train.Shape{C: 3, H: 32, W: 32}, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = train.New(context.Background(), atto, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "stages.9"})
+	if !errors.Is(err, train.ErrConfig) || !strings.Contains(err.Error(), "its layers, two names deep: stem.0, stem.1, stages.0, stages.1, stages.2, stages.3, head.norm, head.fc;") {
+		t.Errorf("FreezeUpTo stages.9 of convnext_atto: %v; want the layers listed", err)
 	}
 }
 

@@ -203,6 +203,13 @@ func vitBuilder(name string, base ViTConfig) train.Builder {
 		if err := parseArgs(s, args); err != nil {
 			return nil, err
 		}
+		if base != (ViTConfig{}) && !args[0].set && in.H == in.W {
+			// A named ViT takes its images' side unless image_size says otherwise, as torchvision
+			// builds vit_h_14 at its default weights' 518 and timm at a given img_size: the
+			// position embedding is made for the grid (and resampled from weights of another,
+			// Resampler), and the checkpoint records the input it was built for.
+			cfg.ImageSize = in.H
+		}
 		if in.H != cfg.ImageSize || in.W != cfg.ImageSize {
 			return nil, fmt.Errorf("image_size %d; the images are %dx%d (give image_size=%d, or --size %d)", cfg.ImageSize, in.H, in.W, in.H, cfg.ImageSize)
 		}

@@ -79,6 +79,17 @@ func TestViTArguments(t *testing.T) {
 	if !slices.Contains(train.Models(), "vit_h_14") {
 		t.Errorf("train.Models() = %v lacks the zoo", train.Models())
 	}
+	// A named ViT without image_size takes its images' side: vit_h_14 at the 518 px of its
+	// weights' evaluation crop, what stoke train gives it by default (built for 224, it refused
+	// the images its own transform made).
+	crop := train.EvalTransformFor("vit_h_14").Crop
+	h, err := train.NewModel("vit_h_14", train.Shape{C: 3, H: crop, W: crop}, 1000)
+	if err != nil {
+		t.Fatalf("vit_h_14 at its weights' crop %d: %v", crop, err)
+	}
+	if h.Name() != "vit_h_14" || h.NumParams() != 633470440 {
+		t.Errorf("vit_h_14 at %d px: name %q, %d parameters; want torchvision's vit_h_14(image_size=518) of 633,470,440", crop, h.Name(), h.NumParams())
+	}
 }
 
 // TestViTTrains: a small vit learns with the fused attention (one epoch of SGD over 320 synthetic

@@ -27,6 +27,25 @@ import (
 // freeze applies the configuration's freezing to the unbound model and returns the learning-rate
 // groups: the factors of the tensors that have one, the others' being 1 (the choice between FreezeBackbone and
 // FreezeUpTo and the scale are Config.Validate's to check).
+// layerNames lists the layers that hold tensors, in order, by the first depth parts of their
+// names ("stages.1" for stages.1.blocks.0.conv_dw.weight), at most max of them and how many more.
+func layerNames(tensors []*Param, depth, max int) string {
+	var names []string
+	for _, p := range tensors {
+		layer, _ := splitLast(p.Name)
+		if parts := strings.SplitN(layer, ".", depth+1); len(parts) > depth {
+			layer = strings.Join(parts[:depth], ".")
+		}
+		if layer != "" && !slices.Contains(names, layer) {
+			names = append(names, layer)
+		}
+	}
+	if len(names) > max {
+		return fmt.Sprintf("%s and %d more", strings.Join(names[:max], ", "), len(names)-max)
+	}
+	return strings.Join(names, ", ")
+}
+
 func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 	head := m.head()
 	var flat []*Param // every tensor, in layer order
@@ -55,14 +74,8 @@ func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 			off += len(ps)
 		}
 		if upTo < 0 {
-			var names []string
-			for _, ps := range m.layerParams {
-				if len(ps) > 0 {
-					prefix, _ := splitLast(ps[0].Name)
-					names = append(names, prefix)
-				}
-			}
-			return nil, fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers: %s)", ErrConfig, cfg.FreezeUpTo, m.name, strings.Join(names, ", "))
+			return nil, fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers, two names deep: %s; "+
+				"any prefix of a tensor's name that ends before a dot is a layer)", ErrConfig, cfg.FreezeUpTo, m.name, layerNames(flat, 2, 40))
 		}
 	}
 	for i := 0; i <= upTo; i++ {
