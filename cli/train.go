@@ -9,6 +9,7 @@ import (
 	"io/fs"
 	"math"
 	"os"
+	"slices"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -126,8 +127,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	case *classes < 0 || *classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
 	}
-	if *optName != "sgd" && *optName != "adamw" && *optName != "rmsprop" {
-		return fmt.Errorf("%w: --optimizer %q; want sgd, adamw or rmsprop", errUsage, *optName)
+	if !slices.Contains(train.Optimizers, *optName) {
+		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, *optName, strings.Join(train.Optimizers, ", "))
 	}
 	var sched train.Schedule
 	var plateau *train.Plateau
@@ -182,12 +183,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if lrFromRecipe {
 		*lr = recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
 	}
-	var opt train.Optimizer = train.SGD{LR: *lr, Momentum: *momentum, Nesterov: *momentum > 0, WeightDecay: *wd}
-	switch *optName {
-	case "adamw":
-		opt = train.AdamW{LR: *lr, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: *wd}
-	case "rmsprop": // torchvision's train.py --opt rmsprop
-		opt = train.RMSprop{LR: *lr, Alpha: 0.9, Eps: 0.0316, Momentum: *momentum, WeightDecay: *wd}
+	opt, err := train.NewOptimizer(*optName, *lr, *momentum, *wd) // the name was checked with the flags
+	if err != nil {
+		return err
 	}
 	onDevice, comm, err := deviceReducer(ctx, group, dev) // NCCL on CUDA devices
 	if err != nil {

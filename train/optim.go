@@ -3,6 +3,7 @@ package train
 import (
 	"fmt"
 	"math"
+	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
@@ -28,6 +29,26 @@ type Optimizer interface {
 	// applied (Config.BackboneLRScale, LayerDecay); step counts the updates made, from 1. Apply
 	// weight decay only where p.Decayed(). Frozen parameters are never passed.
 	Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error
+}
+
+// Optimizers are the names NewOptimizer knows.
+var Optimizers = []string{"sgd", "adamw", "rmsprop"}
+
+// NewOptimizer returns the optimizer of that name with stoke's settings, the one place they are
+// stated: "sgd" with momentum (Nesterov when it is positive), "adamw" with PyTorch's betas and eps
+// (momentum is its Beta1's business and not used), "rmsprop" with momentum and torchvision's
+// MobileNetV3 recipe's alpha 0.9 and eps 0.0316. weightDecay applies to weights only (see
+// Param.Decayed). An unknown name is an error wrapping ErrConfig.
+func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, error) {
+	switch name {
+	case "sgd":
+		return SGD{LR: lr, Momentum: momentum, Nesterov: momentum > 0, WeightDecay: weightDecay}, nil
+	case "adamw":
+		return AdamW{LR: lr, WeightDecay: weightDecay}.withDefaults(), nil
+	case "rmsprop":
+		return RMSprop{LR: lr, Alpha: 0.9, Eps: 0.0316, Momentum: momentum, WeightDecay: weightDecay}, nil
+	}
+	return nil, fmt.Errorf("train: %w: optimizer %q; want %s", ErrConfig, name, strings.Join(Optimizers, ", "))
 }
 
 // optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -209,4 +210,30 @@ func relErr(got []float32, want []float64) float64 {
 		return d
 	}
 	return d / m
+}
+
+// TestNewOptimizer: the names stoke train and the recipes take give their optimizers with the
+// settings stated once (PyTorch's AdamW defaults, torchvision's RMSprop recipe), a recipe's is
+// NewOptimizer's at its scaled rate, and an unknown name is a configuration error.
+func TestNewOptimizer(t *testing.T) {
+	for name, want := range map[string]Optimizer{
+		"sgd":     SGD{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4},
+		"adamw":   AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-4},
+		"rmsprop": RMSprop{LR: 0.1, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-4},
+	} {
+		got, err := NewOptimizer(name, 0.1, 0.9, 1e-4)
+		if err != nil || got != want {
+			t.Errorf("NewOptimizer(%s) = %#v, %v; want %#v", name, got, err, want)
+		}
+		r := Recipe{Optimizer: name, LR: 0.05, LRBatch: 64, WeightDecay: 1e-4}
+		if got, _ := NewOptimizer(name, 0.1, 0.9, 1e-4); r.NewOptimizer(128) != got {
+			t.Errorf("recipe %s: %#v; want NewOptimizer's %#v", name, r.NewOptimizer(128), got)
+		}
+	}
+	if sgd, _ := NewOptimizer("sgd", 0.1, 0, 0); sgd.(SGD).Nesterov {
+		t.Error("sgd without momentum is Nesterov")
+	}
+	if _, err := NewOptimizer("adam", 0.1, 0.9, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("NewOptimizer(adam) = %v; want ErrConfig", err)
+	}
 }

@@ -76,13 +76,11 @@ func (r Recipe) ScaledLR(batch int) float64 {
 
 // NewOptimizer returns the recipe's optimizer for a global batch of batch samples (ScaledLR).
 func (r Recipe) NewOptimizer(batch int) Optimizer {
-	switch r.Optimizer {
-	case "adamw":
-		return AdamW{LR: r.ScaledLR(batch), Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: r.WeightDecay}
-	case "rmsprop":
-		return RMSprop{LR: r.ScaledLR(batch), Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: r.WeightDecay}
+	opt, err := NewOptimizer(r.Optimizer, r.ScaledLR(batch), 0.9, r.WeightDecay)
+	if err != nil { // an unregistered recipe's unknown name (RegisterRecipe refuses one): sgd
+		opt, _ = NewOptimizer("sgd", r.ScaledLR(batch), 0.9, r.WeightDecay)
 	}
-	return SGD{LR: r.ScaledLR(batch), Momentum: 0.9, Nesterov: true, WeightDecay: r.WeightDecay}
+	return opt
 }
 
 func (r Recipe) String() string {
@@ -118,9 +116,6 @@ func (r Recipe) String() string {
 	return s
 }
 
-// recipeOptimizers are the names Recipe.Optimizer takes.
-var recipeOptimizers = []string{"sgd", "adamw", "rmsprop"}
-
 var recipes nameRegistry[Recipe]
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as a model zoo
@@ -128,7 +123,7 @@ var recipes nameRegistry[Recipe]
 // the batch and the learning rate positive, the AutoAugment policy one transforms.ParseAugment
 // knows. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
-	if !slices.Contains(recipeOptimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
+	if !slices.Contains(Optimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
 		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
 	}
 	if _, err := transforms.ParseAugment(r.AutoAugment); err != nil {
