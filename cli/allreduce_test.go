@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 )
 
 // TestAllreduceCommand runs stoke allreduce as two processes on 127.0.0.1 and
@@ -178,13 +180,7 @@ func TestAllreduceTorchrun(t *testing.T) {
 	if testing.Short() {
 		t.Skip("builds and runs the command")
 	}
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch.distributed.run").CombinedOutput(); err != nil {
-		t.Skipf("torch's launcher is not importable by %s (set STOKE_PYTHON): %v %s", py, err, out)
-	}
+	py := pyoracle.Python(t, "torch.distributed.run")
 	bin := buildStoke(t)
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {

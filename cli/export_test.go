@@ -18,6 +18,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/checkpoint"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -53,27 +54,11 @@ func noisyFolder(t *testing.T, classes, perClass, side int) string {
 	return root
 }
 
-// torchPython is the interpreter with torch, torchvision, safetensors, numpy and PIL: $STOKE_PYTHON
-// (.ci/run sets it to a venv over Debian's torchvision) or python3; "" when it lacks them.
-func torchPython() string {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if exec.Command(py, "-c", "import torch, torchvision, safetensors, numpy, PIL").Run() != nil {
-		return ""
-	}
-	return py
-}
-
 // TestExportLoadsIntoTorchvision trains resnet18 a little at 64 px, exports it, loads the file
 // into torchvision's resnet18(num_classes=3) with load_state_dict (strict) and checks that
 // PyTorch's logits match stoke predict's within 1e-3 on the same images.
 func TestExportLoadsIntoTorchvision(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and PIL (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "PIL")
 	// 73 px images: the evaluation transform's Resize(64*8/7) keeps them as they are and its
 	// CenterCrop(64) takes the same pixels as the script's crop.
 	root := noisyFolder(t, 3, 4, 73)
@@ -185,29 +170,13 @@ func TestPredictAndExportErrors(t *testing.T) {
 	}
 }
 
-// onnxPython is the interpreter with onnx, onnxruntime, numpy and PIL: $STOKE_PYTHON (.ci/run's
-// venv) or python3; "" when it lacks them.
-func onnxPython() string {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if exec.Command(py, "-c", "import onnx, onnxruntime, numpy, PIL").Run() != nil {
-		return ""
-	}
-	return py
-}
-
 // TestExportONNXRuntime trains every model stoke builds (the zoo's as onnxRuntimeSpec says) a
 // little on 48 px photos, exports it with --format onnx, and runs the file with onnxruntime
 // (after onnx.checker's full check) on the pixels stoke predict sees, normalized as the file's
 // metadata says: the logits agree with stoke predict's within 1e-4 of each sample's largest
 // logit, at batch 1 and at batch 3.
 func TestExportONNXRuntime(t *testing.T) {
-	py := onnxPython()
-	if py == "" {
-		t.Skip("no python3 with onnx, onnxruntime, numpy and PIL (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "onnx", "onnxruntime", "numpy", "PIL")
 	// 48 px gives the resnets from 18 up torchvision's own stem (7x7 stride 2 and max pooling).
 	for _, name := range train.Models() {
 		t.Run(name, func(t *testing.T) {

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -120,10 +121,7 @@ func TestTrainLogDir(t *testing.T) {
 		}
 	}
 
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		t.Skip("STOKE_PYTHON is unset: reading the event file back needs a python3 with tensorboard (pip install tensorboard)")
-	}
+	py := pyoracle.Python(t, "tensorboard")
 	script := `
 import sys, json
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator

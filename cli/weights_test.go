@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -35,10 +36,7 @@ func predictLines(t *testing.T, out string) []predictJSON {
 // saved with safetensors (seeded in PyTorch, BatchNorm statistics set to non-trivial values, no
 // download) prints the logits torchvision computes on the same images, within 1e-4.
 func TestPredictTorchvisionWeights(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and PIL (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "PIL")
 	for _, model := range []string{"resnet18", "resnet50"} {
 		// Images at the side the model's evaluation transform resizes to (73 px for resnet18's
 		// Resize(64*256/224), 66 for resnet50's 64*232/224): it keeps them as they are and its

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
@@ -30,10 +31,7 @@ var convNetNames = []string{
 // weights load strictly), and so the same parameter count, for 224 px RGB images and 5 classes.
 // One Python process lists them all.
 func TestTorchvisionShapes(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
 	const classes = 5
 	names := slices.Concat(convNetNames, mobileNames, vitNames, swinNames)
 	var want map[string]map[string][]int

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -20,10 +21,7 @@ import (
 // pretrained_cfg (resize, crop, interpolation, mean, std); a model neither has weights for takes
 // transforms.Eval's (resize 256, crop 224, bilinear, ImageNet's).
 func TestEvalTransforms(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	names := train.Models()
 	out := runPython(t, py, "eval_transforms.py", names...)
 	filters := map[string]transforms.Filter{"bilinear": transforms.Bilinear, "bicubic": transforms.Bicubic, "lanczos": transforms.Lanczos}

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -52,10 +53,7 @@ func statsOf(v []float32) initStats {
 // within one standard deviation of the mean (a normal's against a uniform's) within 5 standard
 // errors, and for a uniform one of at least 200 values the bound within what n draws leave.
 func TestFreshInit(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	type initCase struct {
 		spec, python string
 		size         int

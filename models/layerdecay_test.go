@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -42,10 +43,7 @@ func timmName(name string, swin bool) string {
 // last layer; every timm parameter has a tensor. With TestLayerDecayScale (package train: the
 // factor decay^(last-id) rounded as Python's) the learning-rate factors are timm's lr_scale.
 func TestLayerDecayTimm(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	atto := timmConvNeXts[0].cfg
 	swin := SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 2, 3, 1}, NumHeads: [4]int{1, 1, 2, 2}, MLPRatio: 2}
 	swin2 := swin

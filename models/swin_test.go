@@ -17,6 +17,7 @@ import (
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/nn"
@@ -213,10 +214,7 @@ func TestSwinV2LogitScaleClamp(t *testing.T) {
 // images are not square, so that some maps are shifted along one side only (a window covers the
 // other), and V2's merge odd sides.
 func TestSwinGradients(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
 	const n, classes = 2, 5
 	for _, tc := range []struct {
 		name   string

@@ -14,17 +14,9 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 )
-
-// timmPython is torchPython when it has timm too.
-func timmPython() string {
-	py := torchPython()
-	if py == "" || exec.Command(py, "-c", "import timm").Run() != nil {
-		return ""
-	}
-	return py
-}
 
 // timmCases are the zoo's timm builders next to timm.create_model with the same arguments: small
 // configurations, 3-channel images of the given size, 5 classes.
@@ -46,10 +38,7 @@ var timmCases = []struct {
 // and saved as safetensors, loads strictly into the zoo's model of the same name and arguments;
 // on the same pixels its eval-mode logits equal timm's within 1e-5 of the largest.
 func TestTimm(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	for _, tc := range timmCases {
 		t.Run(tc.spec, func(t *testing.T) { compareParity(t, py, tc.spec, tc.size, 1e-5, tc.python) })
 	}
@@ -60,10 +49,7 @@ func TestTimm(t *testing.T) {
 // embeddings resampled; the model predicts as timm's model of that size does with the weights'
 // position embeddings resampled by timm's resample_abs_pos_embed.
 func TestResamplePosEmbed(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	timmViT := func(size int) string {
 		return "timm.create_model('vit_tiny_patch16_224', img_size=" + strconv.Itoa(size) + ", patch_size=4, embed_dim=32, depth=2, num_heads=2, num_classes=5)"
 	}
@@ -94,10 +80,7 @@ func TestResamplePosEmbed(t *testing.T) {
 // F.interpolate(mode="bicubic", align_corners=False, antialias=False) within 1e-5 of its
 // largest value, upsampling, downsampling, to a non-square grid and to the same size.
 func TestBicubic(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
 	const h, w, c = 7, 5, 3
 	r := rand.New(rand.NewPCG(5, 6))
 	src := make([]float32, h*w*c) // channels last
@@ -220,10 +203,7 @@ func TestLoadResampled(t *testing.T) {
 // and the same parameter count, for 224 px RGB images and 5 classes. One Python process lists
 // them all.
 func TestTimmShapes(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	var names []string
 	for _, m := range train.Models() {
 		if name, ok := strings.CutPrefix(m, timmPrefix); ok {
@@ -277,10 +257,7 @@ func TestTimmArguments(t *testing.T) {
 // TestTimmExport: a timm builder's weights as Stoke exports them load into timm's model of the
 // same arguments with load_state_dict(strict=True), BatchNorm statistics included.
 func TestTimmExport(t *testing.T) {
-	py := timmPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors, numpy and timm (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)

@@ -16,22 +16,11 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
-
-// torchPython is $STOKE_PYTHON (or python3) when it has torch, torchvision and safetensors.
-func torchPython() string {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if exec.Command(py, "-c", "import torch, torchvision, safetensors, numpy").Run() != nil {
-		return ""
-	}
-	return py
-}
 
 // runPython runs testdata/script with args under py and returns what it printed; its standard
 // error goes into the failure.
@@ -93,10 +82,7 @@ var torchvisionCases = []struct {
 // arguments; on the same uint8 pixels and normalization its logits equal torchvision's within
 // 1e-4 of the largest.
 func TestTorchvision(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
 	for _, tc := range torchvisionCases {
 		t.Run(tc.spec, func(t *testing.T) { compareTorchvision(t, py, tc.spec, tc.python, tc.size) })
 	}

@@ -12,6 +12,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 )
 
 type scalar struct {
@@ -156,10 +158,7 @@ json.dump(out, sys.stdout)
 // readWithTensorBoard reads the event files of dir with TensorBoard's EventAccumulator.
 func readWithTensorBoard(t *testing.T, dir string) map[string][][3]float64 {
 	t.Helper()
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		t.Skip("STOKE_PYTHON is unset: reading the event files back needs a python3 with tensorboard (pip install tensorboard)")
-	}
+	py := pyoracle.Python(t, "tensorboard")
 	out, err := exec.Command(py, "-c", readerScript, dir).Output()
 	if err != nil {
 		var ee *exec.ExitError

@@ -7,17 +7,16 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"path/filepath"
 	"slices"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
 
 	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -401,10 +400,7 @@ func TestPlateauHand(t *testing.T) {
 // with rises, falls, flat runs and moves below the threshold, in both modes, for several settings
 // (factor, patience, threshold, cooldown, min_lr).
 func TestPlateauTorch(t *testing.T) {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
+	py := pyoracle.Python(t, "torch")
 	type tcase struct {
 		Mode      string    `json:"mode"`
 		Factor    float64   `json:"factor"`
@@ -454,9 +450,6 @@ print(json.dumps(out))
 	var stderr bytes.Buffer
 	cmd.Stderr = &stderr
 	outb, err := cmd.Output()
-	if _, missing := err.(*exec.ExitError); missing && strings.Contains(stderr.String(), "No module named 'torch'") || errors.Is(err, exec.ErrNotFound) {
-		t.Skipf("no python3 with torch (set STOKE_PYTHON): %v", err)
-	}
 	if err != nil {
 		t.Fatalf("torch: %v: %s", err, stderr.Bytes())
 	}

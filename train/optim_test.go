@@ -7,12 +7,12 @@ import (
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os"
 	"os/exec"
 	"testing"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
 )
 
@@ -22,10 +22,7 @@ import (
 // settings; a bias (Param.Decayed false) gets no weight decay, as a torch parameter group with
 // weight_decay 0.
 func TestRMSpropTorch(t *testing.T) {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		t.Skip("no python with torch (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch")
 	const n, nb, steps = 24, 5, 5
 	cases := []struct {
 		name string

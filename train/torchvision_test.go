@@ -13,20 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
-)
 
-// torchPython is the interpreter with torch, torchvision, safetensors and numpy: $STOKE_PYTHON
-// (.ci/run sets it to a venv over Debian's torchvision) or python3; "" when it lacks them.
-func torchPython() string {
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "python3"
-	}
-	if exec.Command(py, "-c", "import torch, torchvision, safetensors, numpy").Run() != nil {
-		return ""
-	}
-	return py
-}
+	"github.com/stoke-ml/stoke/internal/pyoracle"
+)
 
 // normData is a memData with a per-channel mean and std of its own.
 type normData struct {
@@ -48,10 +37,7 @@ var (
 // in evaluation mode equal torchvision's within 1e-4, and exporting the loaded model gives back
 // every tensor of the file bit for bit (num_batches_tracked included).
 func TestTorchvisionWeights(t *testing.T) {
-	py := torchPython()
-	if py == "" {
-		t.Skip("no python3 with torch, torchvision, safetensors and numpy (set STOKE_PYTHON)")
-	}
+	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
 	const n, size, classes = 6, 64, 5
 	r := rand.New(rand.NewPCG(3, 4))
 	pixels := make([]uint8, n*3*size*size)

@@ -9,17 +9,19 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 )
 
 // stokePython is $STOKE_PYTHON, the interpreter with torch and torchvision 0.14 that CI sets; the
-// parity tests skip without it and fail when it is set but does not work.
+// parity tests skip without it (another python3's torchvision may be another version) and fail
+// when it is set but does not work.
 func stokePython(t *testing.T) string {
 	t.Helper()
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
+	if os.Getenv("STOKE_PYTHON") == "" {
 		t.Skip("STOKE_PYTHON is unset: the parity tests against torchvision need a python3 with torch and torchvision 0.14")
 	}
-	return py
+	return pyoracle.Python(t, "torch", "torchvision")
 }
 
 // fixedAug applies one operation of the augmentation spaces at a fixed magnitude, as

@@ -16,6 +16,8 @@ import (
 	"time"
 
 	"go.uber.org/goleak"
+
+	"github.com/stoke-ml/stoke/internal/pyoracle"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -101,17 +103,7 @@ func TestHTTPServerIsNotAStore(t *testing.T) {
 	}
 }
 
-func python(t *testing.T) string {
-	t.Helper()
-	py := os.Getenv("STOKE_PYTHON")
-	if py == "" {
-		py = "/usr/bin/python3"
-	}
-	if out, err := exec.Command(py, "-c", "import torch.distributed as d; assert d.is_available()").CombinedOutput(); err != nil {
-		t.Skipf("torch.distributed is not importable by %s (set STOKE_PYTHON): %v %s", py, err, out)
-	}
-	return py
-}
+func python(t *testing.T) string { return pyoracle.Python(t, "torch.distributed") }
 
 // TestTorchClient: torch's TCPStore client against the Go server.
 func TestTorchClient(t *testing.T) {
