@@ -31,6 +31,17 @@ func (f *evalFlags) register(fs *flag.FlagSet) {
 	fs.BoolVar(&f.evalOnTrain, "eval-on-train", false, "with no validation or test data, evaluate on the training data (the output says so)")
 }
 
+// check refuses a --val-split that is no fraction, or that comes with --eval-on-train.
+func (f *evalFlags) check() error {
+	switch {
+	case f.valSplit != 0 && !(f.valSplit > 0 && f.valSplit < 1):
+		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, f.valSplit)
+	case f.valSplit != 0 && f.evalOnTrain:
+		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
+	}
+	return nil
+}
+
 // evalSets are the datasets of a training run: what it trains on, what it evaluates on after each
 // epoch, and the test data it evaluates once after training (nil: none).
 type evalSets struct {

@@ -7,9 +7,7 @@ import (
 	"flag"
 	"fmt"
 	"io/fs"
-	"math"
 	"os"
-	"slices"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -28,46 +26,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	fs.Lookup("batch").Usage += " (0: the model's recipe)"
 	lf.registerDist(fs)
 	lf.registerDecode(fs, "train")
-	model := fs.String("model", "mlp", "model: "+strings.Join(train.Models(), ", ")+"; each trains by default with its recipe (train.RecipeFor), "+
-		"which --optimizer, --lr, --wd, --batch, --label-smoothing, --warmup-epochs, --augment, --mixup, --cutmix, --random-erasing and --ema override "+
-		"(a learning rate given per batch scales with the global batch): "+recipes())
-	epochs := fs.Int("epochs", 3, "total epochs (a resumed run continues up to this many)")
-	lr := fs.Float64("lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
-	optName := fs.String("optimizer", "", "sgd (momentum 0.9, Nesterov), adamw, or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: "+
-		"torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
-	momentum := fs.Float64("momentum", 0.9, "momentum of sgd and rmsprop")
-	wd := fs.Float64("wd", 0,
-		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
-	smoothing := fs.Float64("label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
-	precision := fs.String("precision", "fp32",
-		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
-			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
-	schedule := fs.String("schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch), "+
-		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
-	warmupEpochs := fs.Float64("warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
-	checkpoint := fs.String("checkpoint", "", "write a checkpoint here after each epoch")
-	resume := fs.String("resume", "", "continue from this checkpoint up to --epochs in total")
+	var tf trainFlags
+	tf.register(fs)
 	var ef evalFlags
 	ef.register(fs)
-	classes := fs.Int("classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
-		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
-	init := fs.String("init", "",
-		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
-			"a classifier head of another class count is replaced and freshly initialized")
-	allowNonFinite := fs.Bool("allow-nonfinite", false,
-		"load --init weights and a --resume checkpoint even when they hold NaN or infinite values (refused by default, naming the file and the tensor)")
-	freeze := fs.Bool("freeze", false,
-		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
-	freezeUpTo := fs.String("freeze-upto", "",
-		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
-	backboneLR := fs.Float64("backbone-lr-scale", 0,
-		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
-	layerDecay := fs.Float64("layer-decay", 0, "decay the learning rate block by block down from the head by this factor "+
-		"(BEiT's and timm's layer_decay; vit; 0: none; unset with --init: the model's recipe)")
-	syncBN := fs.Bool("sync-bn", false,
-		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
-	logDir := fs.String("log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
-		"per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 	lf.augment = &augmentFlags{}
 	lf.augment.register(fs)
 	var loop loopFlags
@@ -78,31 +40,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if lf.data == "" {
 		lf.data = "mnist"
 	}
-	recipe := train.RecipeFor(*model) // the defaults of what the command line leaves unset
-	lf.model = *model                 // its evaluation transform and normalization
-	lrFromRecipe := *lr == 0
-	if *optName == "" {
-		*optName = recipe.Optimizer
-	}
-	if lf.batch == 0 {
-		lf.batch = recipe.Batch
-	}
-	for _, d := range []struct {
-		flag   string
-		v      *float64
-		recipe float64
-	}{{"wd", wd, recipe.WeightDecay}, {"label-smoothing", smoothing, recipe.LabelSmoothing}, {"warmup-epochs", warmupEpochs, recipe.WarmupEpochs},
-		{"ema", &loop.ema, recipe.EMA}} {
-		if !flagSet(fs, d.flag) {
-			*d.v = d.recipe
-		}
-	}
-	if *init != "" && !flagSet(fs, "layer-decay") {
-		*layerDecay = recipe.LayerDecay
-	}
-	if lf.augment.policy == "recipe" {
-		lf.augment.useRecipe(fs, recipe)
-	}
+	tf.applyRecipe(fs, &lf, &loop)
 	if err := lf.check(); err != nil {
 		return err
 	}
@@ -113,44 +51,15 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
-	switch {
-	case *epochs < 1:
-		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, *epochs)
-	case !(*lr >= 0) || math.IsInf(*lr, 0) || !(*momentum >= 0 && *momentum < 1) || !(*wd >= 0) || math.IsInf(*wd, 0):
-		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, *lr, *momentum, *wd)
-	case !(*warmupEpochs >= 0) || *warmupEpochs > float64(*epochs):
-		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, *warmupEpochs)
-	case ef.valSplit != 0 && !(ef.valSplit > 0 && ef.valSplit < 1):
-		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, ef.valSplit)
-	case ef.valSplit != 0 && ef.evalOnTrain:
-		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
-	case *classes < 0 || *classes > maxDeclaredClasses:
-		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, *classes, maxDeclaredClasses)
+	if err := tf.check(); err != nil {
+		return err
 	}
-	if !slices.Contains(train.Optimizers, *optName) {
-		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, *optName, strings.Join(train.Optimizers, ", "))
+	if err := ef.check(); err != nil {
+		return err
 	}
-	var sched train.Schedule
-	var plateau *train.Plateau
-	switch *schedule {
-	case "constant":
-		sched = train.Constant()
-	case "cosine":
-		sched = train.Cosine(*warmupEpochs)
-	case "step":
-		sched = train.StepDecay(1, 0.1)
-	default:
-		var err error
-		if plateau, err = plateauSchedule(*schedule); err != nil {
-			return err
-		}
-		sched = train.Constant()
-	}
-	cfg := train.Config{
-		Epochs: *epochs, Schedule: sched, Seed: lf.seed, Checkpoint: *checkpoint,
-		LabelSmoothing: *smoothing, Precision: train.Precision(*precision),
-		Init: *init, AllowNonFinite: *allowNonFinite, FreezeBackbone: *freeze, FreezeUpTo: *freezeUpTo, BackboneLRScale: *backboneLR, LayerDecay: *layerDecay,
-		SyncBatchNorm: *syncBN, Plateau: plateau,
+	cfg, err := tf.config(lf.seed)
+	if err != nil {
+		return err
 	}
 	if err := loop.apply(&cfg); err != nil {
 		return err
@@ -161,7 +70,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := train.CheckWeightsFile(cfg.Init); err != nil { // a .pth as --init: say how to convert it
 		return err
 	}
-	logs, err := openRunLog(*logDir, lf.batch*loop.accumulate, e.stderr)
+	logs, err := openRunLog(tf.logDir, lf.batch*loop.accumulate, e.stderr)
 	if err != nil {
 		return err
 	}
@@ -180,10 +89,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if group.Rank() != 0 {
 		e.quiet, e.json = true, false // rank 0 reports for every rank
 	}
-	if lrFromRecipe {
-		*lr = recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
+	if tf.lrFromRecipe {
+		tf.lr = tf.recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
 	}
-	opt, err := train.NewOptimizer(*optName, *lr, *momentum, *wd) // the name was checked with the flags
+	opt, err := train.NewOptimizer(tf.optimizer, tf.lr, tf.momentum, tf.wd) // the name was checked with the flags
 	if err != nil {
 		return err
 	}
@@ -194,22 +103,22 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if comm != nil {
 		defer comm.Close()
 	}
-	if resumeAfterRestart(*resume, *checkpoint, lf.env.RestartCount) {
+	if resumeAfterRestart(tf.resume, tf.checkpoint, lf.env.RestartCount) {
 		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
-		*resume = *checkpoint
-		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, *checkpoint)
+		tf.resume = tf.checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, tf.checkpoint)
 	}
 
-	if err := checkRunSplit(*resume, *checkpoint, ef.valSplit); err != nil {
+	if err := checkRunSplit(tf.resume, tf.checkpoint, ef.valSplit); err != nil {
 		return err
 	}
-	sets, err := openEvalSets(ctx, lf.opener, lf.data, ef, lf.seed, *classes)
+	sets, err := openEvalSets(ctx, lf.opener, lf.data, ef, lf.seed, tf.classes)
 	if err != nil {
 		return err
 	}
 	defer sets.Close()
 	nclasses := loaders.Describe(sets.train).NumClasses
-	if nclasses > maxClasses && *classes == 0 {
+	if nclasses > maxClasses && tf.classes == 0 {
 		return fmt.Errorf("the labels of %s go up to %d, over the %d classes a model may have without --classes (one stray label would size the output layer); "+
 			"declare the count with --classes N (up to %d): %w", lf.data, nclasses-1, maxClasses, maxDeclaredClasses, loaders.ErrLabel)
 	}
@@ -225,7 +134,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	shape := probe.Shape()
 	mean, std := probe.Normalization()
-	note, emaWarning := loop.emaDefault(fs, *epochs*((probe.BatchesPerEpoch()+loop.accumulate-1)/loop.accumulate))
+	note, emaWarning := loop.emaDefault(fs, tf.epochs*((probe.BatchesPerEpoch()+loop.accumulate-1)/loop.accumulate))
 	probe.Close()
 	cfg.EMAWarmup = loop.emaWarmup
 	if note != "" {
@@ -234,14 +143,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if emaWarning != "" {
 		fmt.Fprintf(e.stderr, "stoke train: warning: %s\n", emaWarning)
 	}
-	m, err := train.NewModel(*model, shape, nclasses)
+	m, err := train.NewModel(tf.model, shape, nclasses)
 	if err != nil {
 		return err
 	}
 	cfg.Preprocess = lf.preprocess(sets.train, shape, nclasses, mean, std)
 
 	var bar *progress.Bar
-	cfg.Resume, cfg.Collective, cfg.DeviceReduce = *resume, group, onDevice
+	cfg.Resume, cfg.Collective, cfg.DeviceReduce = tf.resume, group, onDevice
 	cfg.Progress = func(p *train.Progress) {
 		logs.progress(p, sets.evalName)
 		if p.Done {
@@ -266,7 +175,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	defer tr.Close()
 	if rep := tr.InitReport(); rep != nil {
-		e.printf("initialized from %s: %d tensors loaded", *init, len(rep.Loaded))
+		e.printf("initialized from %s: %d tensors loaded", tf.init, len(rep.Loaded))
 		if len(rep.NewHead) > 0 {
 			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
 		}
@@ -294,7 +203,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		batch = fmt.Sprintf("batch %d per rank x %d ranks = %d", lf.batch, n, n*lf.batch)
 	}
 	e.printf("training %s (%d parameters) on %s with %s, label smoothing %g, %d epochs, %s, %s products%s\n", m.Name(), m.NumParams(), dev.Info(), opt,
-		*smoothing, *epochs, batch, cfg.Precision, mixText(mix))
+		tf.smoothing, tf.epochs, batch, cfg.Precision, mixText(mix))
 	e.printf("training data: %s, %d samples of %d classes, normalized with mean %v and std %v\n",
 		loaders.Describe(sets.train).Name, sets.train.Len(), nclasses, mean, std)
 	if sets.evalName == "train" {
@@ -354,9 +263,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	ts, es := trainL.Stats(), evalL.Stats()
 	skipped := ts.Skipped + es.Skipped + final.skipped()
 	lf.reportSkipped(e, skipped, errors.Join(ts.LastSkipped, es.LastSkipped, final.lastSkipped()))
-	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: *precision,
-		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: *syncBN, Skipped: skipped,
-		Optimizer: *optName, LR: *lr, WeightDecay: *wd, LabelSmoothing: *smoothing, WarmupEpochs: *warmupEpochs, Augment: lf.augment.policy,
+	return e.emit(trainResult{Result: res, Eval: sets.evalName, EvalData: sets.evalData, EvalSplit: sets.evalSplit, FinalTest: final, Precision: tf.precision,
+		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: tf.syncBN, Skipped: skipped,
+		Optimizer: tf.optimizer, LR: tf.lr, WeightDecay: tf.wd, LabelSmoothing: tf.smoothing, WarmupEpochs: tf.warmup, Augment: lf.augment.policy,
 		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay,
 		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
 }

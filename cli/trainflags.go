@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"math"
+	"slices"
+	"strings"
+
+	"github.com/stoke-ml/stoke/train"
+)
+
+// trainFlags are stoke train's own flags, beside the loader's (loaderFlags), the evaluation's
+// (evalFlags), the loop's (loopFlags) and the augmentation's (augmentFlags).
+type trainFlags struct {
+	model, optimizer, precision, schedule string
+	checkpoint, resume, init, freezeUpTo  string
+	logDir                                string
+	epochs, classes                       int
+	lr, momentum, wd, smoothing, warmup   float64
+	backboneLR, layerDecay                float64
+	allowNonFinite, freeze, syncBN        bool
+	lrFromRecipe                          bool // --lr was unset: the recipe's, scaled to the global batch once it is known
+	recipe                                train.Recipe
+}
+
+func (f *trainFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.model, "model", "mlp", "model: "+strings.Join(train.Models(), ", ")+"; each trains by default with its recipe (train.RecipeFor), "+
+		"which --optimizer, --lr, --wd, --batch, --label-smoothing, --warmup-epochs, --augment, --mixup, --cutmix, --random-erasing and --ema override "+
+		"(a learning rate given per batch scales with the global batch): "+recipes())
+	fs.IntVar(&f.epochs, "epochs", 3, "total epochs (a resumed run continues up to this many)")
+	fs.Float64Var(&f.lr, "lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
+	fs.StringVar(&f.optimizer, "optimizer", "", "sgd (momentum 0.9, Nesterov), adamw, or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: "+
+		"torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
+	fs.Float64Var(&f.momentum, "momentum", 0.9, "momentum of sgd and rmsprop")
+	fs.Float64Var(&f.wd, "wd", 0,
+		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
+	fs.Float64Var(&f.smoothing, "label-smoothing", 0, "label smoothing in [0,1) (PyTorch's CrossEntropyLoss label_smoothing; unset: the model's recipe)")
+	fs.StringVar(&f.precision, "precision", "fp32",
+		"arithmetic of the GEMMs and convolutions: fp32, or bf16/fp16 operands with fp32 accumulation, fp32 weights and optimizer state (fp16 with dynamic loss "+
+			"scaling); on --device cuda cuBLAS's mixed-precision GEMM, on --device cpu an emulation in fp32 arithmetic (a 16-bit run's numbers, not its speed)")
+	fs.StringVar(&f.schedule, "schedule", "cosine", "learning-rate schedule: constant, cosine (with --warmup-epochs), step (x0.1 every epoch), "+
+		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
+	fs.Float64Var(&f.warmup, "warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
+	fs.StringVar(&f.checkpoint, "checkpoint", "", "write a checkpoint here after each epoch")
+	fs.StringVar(&f.resume, "resume", "", "continue from this checkpoint up to --epochs in total")
+	fs.IntVar(&f.classes, "classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
+		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
+	fs.StringVar(&f.init, "init", "",
+		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
+			"a classifier head of another class count is replaced and freshly initialized")
+	fs.BoolVar(&f.allowNonFinite, "allow-nonfinite", false,
+		"load --init weights and a --resume checkpoint even when they hold NaN or infinite values (refused by default, naming the file and the tensor)")
+	fs.BoolVar(&f.freeze, "freeze", false,
+		"freeze every layer but the classifier head: no gradient, no update, BatchNorm on its running statistics")
+	fs.StringVar(&f.freezeUpTo, "freeze-upto", "",
+		"freeze the layers from the first up to the last one whose tensors are named NAME.* (a resnet's conv1, layer1 ... layer4)")
+	fs.Float64Var(&f.backboneLR, "backbone-lr-scale", 0,
+		"multiply the learning rate of every layer but the head by this factor (0: the same rate)")
+	fs.Float64Var(&f.layerDecay, "layer-decay", 0, "decay the learning rate block by block down from the head by this factor "+
+		"(BEiT's and timm's layer_decay; vit; 0: none; unset with --init: the model's recipe)")
+	fs.BoolVar(&f.syncBN, "sync-bn", false,
+		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
+	fs.StringVar(&f.logDir, "log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
+		"per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
+}
+
+// applyRecipe fills what the command line left unset from the model's recipe (train.RecipeFor):
+// the optimizer, the batch, the weight decay, the label smoothing, the warm-up, the EMA, the layer
+// decay of a fine-tune, and the augmentation of --augment recipe.
+func (f *trainFlags) applyRecipe(fs *flag.FlagSet, lf *loaderFlags, loop *loopFlags) {
+	f.recipe = train.RecipeFor(f.model)
+	lf.model = f.model // its evaluation transform and normalization
+	f.lrFromRecipe = f.lr == 0
+	if f.optimizer == "" {
+		f.optimizer = f.recipe.Optimizer
+	}
+	if lf.batch == 0 {
+		lf.batch = f.recipe.Batch
+	}
+	for _, d := range []struct {
+		flag   string
+		v      *float64
+		recipe float64
+	}{{"wd", &f.wd, f.recipe.WeightDecay}, {"label-smoothing", &f.smoothing, f.recipe.LabelSmoothing}, {"warmup-epochs", &f.warmup, f.recipe.WarmupEpochs},
+		{"ema", &loop.ema, f.recipe.EMA}} {
+		if !flagSet(fs, d.flag) {
+			*d.v = d.recipe
+		}
+	}
+	if f.init != "" && !flagSet(fs, "layer-decay") {
+		f.layerDecay = f.recipe.LayerDecay
+	}
+	if lf.augment.policy == "recipe" {
+		lf.augment.useRecipe(fs, f.recipe)
+	}
+}
+
+// check refuses values no run takes (usage errors); train.Config.Validate checks the rest.
+func (f *trainFlags) check() error {
+	switch {
+	case f.epochs < 1:
+		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, f.epochs)
+	case !(f.lr >= 0) || math.IsInf(f.lr, 0) || !(f.momentum >= 0 && f.momentum < 1) || !(f.wd >= 0) || math.IsInf(f.wd, 0):
+		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, f.lr, f.momentum, f.wd)
+	case !(f.warmup >= 0) || f.warmup > float64(f.epochs):
+		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, f.warmup)
+	case f.classes < 0 || f.classes > maxDeclaredClasses:
+		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, f.classes, maxDeclaredClasses)
+	case !slices.Contains(train.Optimizers, f.optimizer):
+		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, f.optimizer, strings.Join(train.Optimizers, ", "))
+	}
+	return nil
+}
+
+// config is the trainer's configuration the flags describe (the loop's flags applied by the
+// caller), with the seed of the loader's flags.
+func (f *trainFlags) config(seed uint64) (train.Config, error) {
+	cfg := train.Config{
+		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint,
+		LabelSmoothing: f.smoothing, Precision: train.Precision(f.precision),
+		Init: f.init, AllowNonFinite: f.allowNonFinite, FreezeBackbone: f.freeze, FreezeUpTo: f.freezeUpTo, BackboneLRScale: f.backboneLR,
+		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN,
+	}
+	switch f.schedule {
+	case "constant":
+	case "cosine":
+		cfg.Schedule = train.Cosine(f.warmup)
+	case "step":
+		cfg.Schedule = train.StepDecay(1, 0.1)
+	default:
+		var err error
+		if cfg.Plateau, err = plateauSchedule(f.schedule); err != nil {
+			return train.Config{}, err
+		}
+	}
+	return cfg, nil
+}
