@@ -2,12 +2,13 @@
 # only Go installed (modules and MNIST come through the Go module proxy).
 GO        ?= go
 STOKE     := $(GO) run ./cmd/stoke
-TRAINARGS ?= --data mnist --model mlp
+TRAINARGS ?= --data mnist --model mlp --checkpoint runs/mnist-mlp.ckpt
 
 .PHONY: train test bench lint build external cuda cuda-bin cuda-test cuda-check cuda-sim cuda-sim-train
 
-## train: train the MNIST MLP on the default (CPU) backend
+## train: train the MNIST MLP on the default (CPU) backend, its checkpoint in runs/
 train:
+	mkdir -p runs
 	$(STOKE) train $(TRAINARGS)
 
 ## test: vet, the race-checked test suite (and, without the race detector, the families' training

@@ -259,6 +259,24 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 	return nil
 }
 
+// parseWithArgs is parse for a command that also takes arguments (stoke predict's images), which
+// may come before, between or after the flags; it returns them in order.
+func (e *env) parseWithArgs(fs *flag.FlagSet, args []string) ([]string, error) {
+	var pos []string
+	for {
+		if err := fs.Parse(args); err != nil {
+			if errors.Is(err, flag.ErrHelp) {
+				return nil, err
+			}
+			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if fs.NArg() == 0 {
+			return pos, nil
+		}
+		pos, args = append(pos, fs.Arg(0)), fs.Args()[1:]
+	}
+}
+
 // printf writes the human-readable report (not with -q).
 func (e *env) printf(format string, a ...any) {
 	if !e.quiet {

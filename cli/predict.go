@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"fmt"
+	"os"
 	"slices"
 	"strings"
 	"time"
@@ -50,7 +51,8 @@ type predictSummary struct {
 func runPredict(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
 	fs := e.flags("(--checkpoint PATH | --weights W.safetensors --model M [--classes N]) --data SPEC [--split test|val|train | --val-split F [--seed S]] "+
-		"[--size N] [--batch B] [--workers W] [--device D] [--confusion] [--ema=false] [--json]", true)
+		"[--size N] [--batch B] [--workers W] [--device D] [--confusion] [--ema=false] [--json]\n"+
+		"       stoke predict --checkpoint PATH [--top K] [--batch B] [--device D] [--ema=false] [--json] IMAGE|FOLDER|GLOB|- ...", true)
 	lf.register(fs, 128)
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) " +
@@ -70,8 +72,21 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	confusion := fs.Bool("confusion", false,
 		fmt.Sprintf("print the confusion matrix (rows: labels, columns: predicted classes; models of at most %d classes); "+
 			"with --json, in the summary's confusion field", maxConfusionClasses))
-	if err := e.parse(fs, args); err != nil {
+	top := fs.Int("top", 5, "with image files: the number of classes to print for each, best first")
+	images, err := e.parseWithArgs(fs, args)
+	if err != nil {
 		return err
+	}
+	if len(images) > 0 {
+		switch {
+		case *ck == "":
+			return fmt.Errorf("%w: image files are predicted with --checkpoint (it records the model, its transform and its classes)", errUsage)
+		case lf.data != "" || *weights != "":
+			return fmt.Errorf("%w: --data scores a dataset, and image files are predicted without it: choose one", errUsage)
+		case *top < 1 || lf.batch < 1:
+			return fmt.Errorf("%w: --top %d --batch %d; want >= 1", errUsage, *top, lf.batch)
+		}
+		return predictImages(ctx, e, os.Stdin, *ck, images, lf.device, lf.batch, *top, *useEMA)
 	}
 	switch {
 	case *ck == "" && *weights == "":

@@ -60,6 +60,11 @@ func fileKind(m os.FileMode) string {
 	return "special file"
 }
 
+// ReadImage reads one image file whole, as an ImageFolder reads its samples: a regular file
+// (a FIFO or a device is ErrNotRegular) of at most 256 MiB (more is loaders.ErrCorrupt, refused
+// before reading).
+func ReadImage(path string) ([]byte, error) { return readFileLimited(path, maxFileBytes) }
+
 // readFileLimited reads a regular file whole, refusing one of more than limit bytes before reading.
 // A file that grows while it is read is cut at the size it had when opened.
 func readFileLimited(path string, limit int64) ([]byte, error) {

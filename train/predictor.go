@@ -80,6 +80,7 @@ type Predictor struct {
 	topK      int
 	host      []byte
 	buf       gpu.Buffer
+	ema       bool // OpenPredictor's trainer serves the checkpoint's EMA
 	// pending: a batch's work may still be queued (its wait failed, a cancelled ctx's say), reading
 	// host and buf; the next call waits for it before reusing them.
 	pending bool
@@ -146,8 +147,9 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 	if err != nil {
 		return nil, err
 	}
+	ema := false
 	if useEMA {
-		if _, err := t.UseEMA(ctx); err != nil {
+		if ema, err = t.UseEMA(ctx); err != nil {
 			return nil, errors.Join(err, t.Close())
 		}
 	}
@@ -155,9 +157,26 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 	if err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
-	p.own = true
+	p.own, p.ema = true, ema
 	return p, nil
 }
+
+// EMA reports whether the Predictor runs a checkpoint's EMA of the weights (OpenPredictor with
+// useEMA, for a checkpoint that has one it serves: Trainer.UseEMA).
+func (p *Predictor) EMA() bool { return p.ema }
+
+// ImageError is the error of Predict for an input it cannot take (not an image, too large, bad
+// pixels): Index is the input's place in the call's slice.
+type ImageError struct {
+	Index int
+	Err   error
+}
+
+func (e *ImageError) Error() string {
+	return fmt.Sprintf("train: predict: image %d: %v", e.Index, e.Err)
+}
+
+func (e *ImageError) Unwrap() error { return e.Err }
 
 // Model is the model the Predictor runs.
 func (p *Predictor) Model() *Model { return p.t.m }
@@ -187,7 +206,7 @@ func (p *Predictor) Predict(ctx context.Context, inputs []transforms.Input) ([]P
 		p.host = slices.Grow(p.host[:0], n*per)[:n*per]
 		for i := range n {
 			if err := p.w.Apply(p.host[i*per:(i+1)*per], inputs[lo+i], nil); err != nil {
-				return nil, fmt.Errorf("train: predict: image %d: %w", lo+i, err)
+				return nil, &ImageError{Index: lo + i, Err: err}
 			}
 		}
 		logits, err := p.forward(ctx, n)
@@ -213,7 +232,7 @@ func (p *Predictor) PredictImages(ctx context.Context, images []image.Image) ([]
 		// 6.4 GB and the process.
 		b := im.Bounds()
 		if err := p.chain.Admit(transforms.ImageInfo{Format: "image", Width: b.Dx(), Height: b.Dy()}); err != nil {
-			return nil, fmt.Errorf("train: predict: image %d: %w", i, err)
+			return nil, &ImageError{Index: i, Err: err}
 		}
 		inputs[i] = imageInput(im)
 	}
