@@ -68,6 +68,7 @@ var configFlags = map[string]string{
 	"Epochs": "epochs", "LabelSmoothing": "label-smoothing", "FreezeBackbone": "freeze", "FreezeUpTo": "freeze-upto",
 	"BackboneLRScale": "backbone-lr-scale", "LayerDecay": "layer-decay", "Accumulate": "accumulate", "ClipGradNorm": "clip-grad-norm", "EMA": "ema",
 	"EMAWarmup": "ema-warmup", "EarlyStop": "early-stop", "Plateau": "schedule", "KeepBest": "keep-best", "Checkpoint": "checkpoint",
+	"CheckpointEvery": "checkpoint-every",
 }
 
 // validateConfig checks cfg with train.Config.Validate, the one owner of its rules, and words a

@@ -16,7 +16,7 @@ type trainFlags struct {
 	model, optimizer, precision, schedule string
 	checkpoint, resume, init, freezeUpTo  string
 	logDir                                string
-	epochs, classes                       int
+	epochs, classes, checkpointEvery      int
 	lr, momentum, wd, smoothing, warmup   float64
 	backboneLR, layerDecay                float64
 	allowNonFinite, freeze, syncBN        bool
@@ -43,6 +43,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
 	fs.Float64Var(&f.warmup, "warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "write a checkpoint here after each epoch")
+	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: write it also every N optimizer steps within an epoch, "+
+		"so that a run that dies loses at most N steps; --resume continues inside the epoch at the next batch (0: after each epoch only)")
 	fs.StringVar(&f.resume, "resume", "", "continue from this checkpoint up to --epochs in total")
 	fs.IntVar(&f.classes, "classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
 		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
@@ -117,7 +119,7 @@ func (f *trainFlags) check() error {
 // caller), with the seed of the loader's flags.
 func (f *trainFlags) config(seed uint64) (train.Config, error) {
 	cfg := train.Config{
-		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint,
+		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery,
 		LabelSmoothing: f.smoothing, Precision: train.Precision(f.precision),
 		Init: f.init, AllowNonFinite: f.allowNonFinite, FreezeBackbone: f.freeze, FreezeUpTo: f.freezeUpTo, BackboneLRScale: f.backboneLR,
 		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN,

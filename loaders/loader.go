@@ -701,7 +701,9 @@ func (l *Loader) Restore(s State) error {
 	if l.src == nil {
 		bad = bad || s.Batch > l.BatchesPerEpoch() || s.Read != 0 || len(s.Buffer) > 0
 	} else {
-		bad = bad || s.Read < 0 || len(s.Buffer) > l.cfg.ShuffleBuffer || (len(s.Buffer) > 0 && l.cfg.ShuffleBuffer <= 1) ||
+		// A stream is placed by what was read of it: a batch past the first with nothing read
+		// (a State made from a batch count alone) would start the stream over under its number.
+		bad = bad || s.Read < 0 || (s.Batch > 0 && s.Read == 0) || len(s.Buffer) > l.cfg.ShuffleBuffer || (len(s.Buffer) > 0 && l.cfg.ShuffleBuffer <= 1) ||
 			(l.perRank > 0 && s.Batch > l.BatchesPerEpoch())
 	}
 	if bad {

@@ -59,6 +59,10 @@ func (c Config) Validate() error {
 		return &FieldError{Field: "EMAWarmup", Value: true, With: "EMA", Want: "the warm-up needs an EMA decay"}
 	case c.EarlyStop < 0:
 		return bad("EarlyStop", c.EarlyStop, "a patience >= 1 (0: never)")
+	case c.CheckpointEvery < 0:
+		return bad("CheckpointEvery", c.CheckpointEvery, "a number of steps >= 1 (0: after each epoch only)")
+	case c.CheckpointEvery > 0 && c.Checkpoint == "":
+		return &FieldError{Field: "CheckpointEvery", Value: c.CheckpointEvery, With: "Checkpoint", Want: "a checkpoint path to write to"}
 	case c.KeepBest != "" && c.Checkpoint != "" && sameFile(c.KeepBest, c.Checkpoint):
 		return &FieldError{Field: "KeepBest", Value: c.KeepBest, With: "Checkpoint",
 			Want: "two files: the checkpoint written after every epoch would replace the best epoch's"}

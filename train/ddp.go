@@ -432,12 +432,13 @@ type agreement struct {
 // rankLocalConfig are the Config fields each rank may set alone, and why; every other field is
 // covered by an agreement (TestConfigAgreement keeps the lists complete).
 var rankLocalConfig = map[string]string{
-	"Checkpoint": "only rank 0 writes it",
-	"KeepBest":   "only rank 0 writes it",
-	"Resume":     "rank 0's state is broadcast; the completed epochs and steps are agreed",
-	"Progress":   "each rank's own reports",
-	"Preprocess": "what rank 0's checkpoints record of the data; it changes no weight",
-	"Collective": "each rank's own handle of the one group",
+	"Checkpoint":      "only rank 0 writes it",
+	"KeepBest":        "only rank 0 writes it",
+	"CheckpointEvery": "only rank 0 writes the checkpoint",
+	"Resume":          "rank 0's state is broadcast; the completed epochs and steps are agreed",
+	"Progress":        "each rank's own reports",
+	"Preprocess":      "what rank 0's checkpoints record of the data; it changes no weight",
+	"Collective":      "each rank's own handle of the one group",
 }
 
 // agreements lists what the ranks check at start, in order: everything that changes the weights

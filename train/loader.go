@@ -23,7 +23,10 @@ func FromLoader(l *loaders.Loader) Data { return loaderData{l} }
 
 type loaderData struct{ l *loaders.Loader }
 
-var _ Targeted = loaderData{}
+var (
+	_ Targeted = loaderData{}
+	_ Seeker   = loaderData{}
+)
 
 // TargetKind is the kind of the loader's Target; dim its values per sample (0 for class ids, -1
 // for a Target the trainer does not take).
@@ -60,6 +63,21 @@ func (d loaderData) identity() string {
 }
 
 func (d loaderData) Normalization() (mean, std []float32) { return d.l.Normalization() }
+
+// BatchesFrom starts the epoch at batch from (loaders.Loader.Restore): the order, the samples'
+// augmentations and the batches are those of the whole epoch's from on, and the samples before are
+// not read. A stream loader cannot be placed by a batch count (only by its own State, which says
+// how far its stream was read): it fails the epoch with loaders.ErrStateMismatch.
+func (d loaderData) BatchesFrom(ctx context.Context, epoch, from int) iter.Seq2[Batch, error] {
+	s := d.l.State()
+	s.Epoch, s.Batch = epoch, from
+	if err := d.l.Restore(s); err != nil {
+		return func(yield func(Batch, error) bool) {
+			yield(Batch{}, fmt.Errorf("train: epoch %d from batch %d: %w", epoch+1, from+1, err))
+		}
+	}
+	return d.Batches(ctx, epoch)
+}
 
 func (d loaderData) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
 	return func(yield func(Batch, error) bool) {

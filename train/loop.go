@@ -104,6 +104,9 @@ type loopState struct {
 	EMABehind bool `json:"ema_behind,omitempty"`
 	// Preprocess is the trainer's Preprocess, set as Save writes it (the trainer keeps its own).
 	Preprocess *pretrainedCfg `json:"pretrained_cfg,omitempty"`
+	// EpochBatches, in a checkpoint written within an epoch (Config.CheckpointEvery), is the
+	// batches of the next epoch already trained (per rank), where a resumed run starts it.
+	EpochBatches int `json:"epoch_batches,omitempty"`
 }
 
 // improves reports whether metric beats the best epoch's (any epoch beats none; NaN never does).

@@ -40,6 +40,14 @@ type Batch struct {
 	Release func()
 }
 
+// Seeker is Data that can start an epoch at a batch other than the first, where a checkpoint
+// written within an epoch resumes (Config.CheckpointEvery). FromLoader's Data is one.
+type Seeker interface {
+	// BatchesFrom is Batches from batch from on: the batches Batches would yield after its first
+	// from, without reading what comes before.
+	BatchesFrom(ctx context.Context, epoch, from int) iter.Seq2[Batch, error]
+}
+
 // Data is a source of device batches: a loader (see FromLoader) or an in-memory set.
 type Data interface {
 	// Batches yields the batches of an epoch (from 0) in order; the trainer stops at the first
@@ -65,6 +73,12 @@ type Config struct {
 	// Checkpoint, if set, is the path a checkpoint is written to after each epoch (atomically:
 	// a temporary file renamed over it).
 	Checkpoint string
+	// CheckpointEvery, if positive, also writes Checkpoint every that many optimizer steps within
+	// an epoch, so that a run that dies loses at most that many steps: Resume continues inside
+	// the epoch at the next batch, with the data's order, dropout masks and augmentations of an
+	// uninterrupted run, from data that can start an epoch at a batch (Seeker: FromLoader's).
+	// The resumed epoch's training loss counts the batches after the checkpoint only.
+	CheckpointEvery int
 	// Resume, if set, is a checkpoint to start from: New loads its weights, optimizer state and
 	// progress, and Fit continues with the epoch after the last one it holds.
 	Resume string
@@ -647,9 +661,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 	var res Result
 	var trainTime, waitTime time.Duration
 	var samples int
-	if t.epochs > 0 && t.step != t.epochs*t.optSteps(trainData.Steps()) {
-		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs; this data takes %d per epoch "+
-			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, t.optSteps(trainData.Steps()))
+	if within := t.state.EpochBatches; (t.epochs > 0 || within > 0) && t.step != t.epochs*t.optSteps(trainData.Steps())+within/t.accumulate() {
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs and %d batches; this data takes %d per epoch "+
+			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, within, t.optSteps(trainData.Steps()))
 	}
 	if t.epochs > 0 && t.epochs >= t.cfg.Epochs {
 		// A run with nothing left to train (a resumed checkpoint's, or a second Fit) would report
@@ -845,9 +859,21 @@ func (t *Trainer) validInputs(b Batch, unlabelled bool) error {
 // trainEpoch runs one epoch; it returns the epoch's record (without test accuracy), the number of
 // samples, the training time and the time spent waiting for batches.
 func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, samples int, busy, wait time.Duration, err error) {
-	stepInEpoch, seen := 0, 0 // optimizer steps and batches
+	// A checkpoint written within the epoch (Config.CheckpointEvery) continues at its next batch.
+	seen := t.state.EpochBatches         // batches
+	stepInEpoch := seen / t.accumulate() // optimizer steps
+	t.state.EpochBatches = 0
 	epoch := t.epochs
 	er.Epoch = epoch + 1
+	batchSeq := data.Batches
+	if seen > 0 {
+		sk, ok := data.(Seeker)
+		if !ok {
+			return er, 0, 0, 0, fmt.Errorf("train: resume within epoch %d at batch %d: %w: the data cannot start an epoch at a batch "+
+				"(Seeker; FromLoader's can)", epoch+1, seen+1, ErrConfig)
+		}
+		batchSeq = func(ctx context.Context, epoch int) iter.Seq2[Batch, error] { return sk.BatchesFrom(ctx, epoch, seen) }
+	}
 	mean, std := data.Normalization()
 	batches := data.Steps()
 	if batches == 0 {
@@ -897,9 +923,17 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		if t.cfg.Progress != nil {
 			t.cfg.Progress(&Progress{Epoch: epoch + 1, Epochs: t.cfg.Epochs, Step: stepInEpoch, Steps: steps, Loss: loss, LR: t.lr})
 		}
+		if every := t.cfg.CheckpointEvery; every > 0 && t.step%every == 0 && stepInEpoch < steps && (t.dist == nil || t.dist.g.Rank() == 0) {
+			t.state.EpochBatches = seen
+			err := t.Save(ctx, t.cfg.Checkpoint)
+			t.state.EpochBatches = 0
+			if err != nil {
+				return err
+			}
+		}
 		return ctx.Err()
 	}
-	for b, berr := range data.Batches(ctx, epoch) {
+	for b, berr := range batchSeq(ctx, epoch) {
 		wait += time.Since(prev)
 		if berr != nil {
 			return er, samples, busy, wait, fmt.Errorf("train: epoch %d: %w", epoch+1, berr)
