@@ -260,7 +260,8 @@ func (e *env) parse(fs *flag.FlagSet, args []string) error {
 }
 
 // parseWithArgs is parse for a command that also takes arguments (stoke predict's images), which
-// may come before, between or after the flags; it returns them in order.
+// may come before, between or after the flags; it returns them in order. After "--" everything
+// is an argument (a file named "-x.png").
 func (e *env) parseWithArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 	var pos []string
 	for {
@@ -269,6 +270,9 @@ func (e *env) parseWithArgs(fs *flag.FlagSet, args []string) ([]string, error) {
 				return nil, err
 			}
 			return nil, fmt.Errorf("%w: %v", errUsage, err)
+		}
+		if consumed := len(args) - fs.NArg(); consumed > 0 && args[consumed-1] == "--" {
+			return append(pos, fs.Args()...), nil
 		}
 		if fs.NArg() == 0 {
 			return pos, nil

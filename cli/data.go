@@ -39,10 +39,10 @@ type loaderFlags struct {
 	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
 	augment *augmentFlags
 	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
-	// (train.EvalTransformFor) evaluates, and its normalization trains; eval, if set, is the one a
-	// checkpoint records (train.Preprocess), which evaluates instead.
+	// (train.EvalTransformFor) evaluates, and its normalization trains; pre, if set, is what a
+	// checkpoint records of its data (train.Preprocess), whose transform evaluates photos instead.
 	model           string
-	eval            *train.EvalTransform
+	pre             *train.Preprocess
 	envErr, distErr error
 	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
 	// (registerDist).
@@ -308,14 +308,14 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
 	e := train.EvalTransformFor(lf.model)
-	if lf.eval != nil {
-		e = *lf.eval
-	}
 	size := lf.size
 	if size == 0 {
 		size = e.Crop // the size its weights were evaluated at
 	}
 	if split == "test" {
+		if lf.pre != nil { // the checkpoint's own: a resize and central crop, or a resize to the input
+			return lf.pre.Chain(transforms.Shape{H: size, W: size})
+		}
 		return e.Chain(size)
 	}
 	return transforms.Compose(transforms.RandomResizedCrop(size), transforms.HorizontalFlip(0.5), transforms.Normalize(e.Mean, e.Std))

@@ -372,22 +372,7 @@ func TestExportONNXFlags(t *testing.T) {
 		}
 	}
 	// A checkpoint written before stoke recorded its data needs --data or --mean and --std.
-	old := filepath.Join(dir, "old")
-	f, err := checkpoint.Read(ck)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var state map[string]json.RawMessage
-	if err := json.Unmarshal(f.State, &state); err != nil || state["pretrained_cfg"] == nil {
-		t.Fatalf("the checkpoint's state %s records no pretrained_cfg (%v)", f.State, err)
-	}
-	delete(state, "pretrained_cfg")
-	if f.State, err = json.Marshal(state); err != nil {
-		t.Fatal(err)
-	}
-	if err := checkpoint.Write(old, f, nil); err != nil {
-		t.Fatal(err)
-	}
+	old := withoutPreprocess(t, ck)
 	if _, errOut, code := stoke(t, "export", "--checkpoint", old, "--out", b); code != 2 ||
 		!strings.Contains(errOut, "--format onnx records the input normalization, which "+old+" does not") {
 		t.Errorf("export of a checkpoint without its data's record: exit %d, stderr %q", code, errOut)
@@ -594,4 +579,27 @@ func TestDigitsCheckpointRecordsItsData(t *testing.T) {
 	if got, _ := readONNX(t, out).Meta(train.ONNXMetaPretrainedCfg); got != want {
 		t.Errorf("metadata %s = %s; want %s", train.ONNXMetaPretrainedCfg, got, want)
 	}
+}
+
+// withoutPreprocess writes a copy of the checkpoint ck as stoke wrote it before checkpoints
+// recorded their data (no pretrained_cfg), and returns its path.
+func withoutPreprocess(t *testing.T, ck string) string {
+	t.Helper()
+	old := filepath.Join(t.TempDir(), "old")
+	f, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state map[string]json.RawMessage
+	if err := json.Unmarshal(f.State, &state); err != nil || state["pretrained_cfg"] == nil {
+		t.Fatalf("the checkpoint's state %s records no pretrained_cfg (%v)", f.State, err)
+	}
+	delete(state, "pretrained_cfg")
+	if f.State, err = json.Marshal(state); err != nil {
+		t.Fatal(err)
+	}
+	if err := checkpoint.Write(old, f, nil); err != nil {
+		t.Fatal(err)
+	}
+	return old
 }

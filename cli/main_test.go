@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"io"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -84,5 +86,27 @@ func TestDevicesJSON(t *testing.T) {
 	}
 	if len(v.Backends) == 0 || v.Backends[0].Name != "cpu" || len(v.Backends[0].Devices) != 1 || v.Backends[0].Devices[0].Memory <= 0 {
 		t.Errorf("devices = %+v; want the cpu backend with one device and its memory", v)
+	}
+}
+
+// TestParseWithArgs: arguments may come before, between and after the flags, and after "--"
+// everything is an argument.
+func TestParseWithArgs(t *testing.T) {
+	for _, tc := range []struct {
+		args []string
+		want []string
+		top  int
+	}{
+		{[]string{"a.png", "--top", "2", "b.png"}, []string{"a.png", "b.png"}, 2},
+		{[]string{"--top", "3", "-", "c.png"}, []string{"-", "c.png"}, 3},
+		{[]string{"a.png", "--", "-x.png", "--top"}, []string{"a.png", "-x.png", "--top"}, 5},
+	} {
+		e := &env{name: "predict", stderr: io.Discard}
+		fs := e.flags("", false)
+		top := fs.Int("top", 5, "")
+		got, err := e.parseWithArgs(fs, tc.args)
+		if err != nil || !slices.Equal(got, tc.want) || *top != tc.top {
+			t.Errorf("parseWithArgs(%q) = %q, --top %d, %v; want %q, %d", tc.args, got, *top, err, tc.want, tc.top)
+		}
 	}
 }

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"os"
 	"slices"
@@ -78,7 +79,15 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if len(images) > 0 {
+		var other []string // flags of the dataset mode
+		fs.Visit(func(f *flag.Flag) {
+			if !slices.Contains([]string{"checkpoint", "top", "batch", "device", "ema", "json", "q", "data", "weights"}, f.Name) {
+				other = append(other, "--"+f.Name)
+			}
+		})
 		switch {
+		case len(other) > 0:
+			return fmt.Errorf("%w: %s score a dataset (--data); image files take --top, --batch, --device, --ema and --json", errUsage, strings.Join(other, ", "))
 		case *ck == "":
 			return fmt.Errorf("%w: image files are predicted with --checkpoint (it records the model, its transform and its classes)", errUsage)
 		case lf.data != "" || *weights != "":
@@ -187,9 +196,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, src, m.Classes())
 	}
 	if pre := tr.Preprocess(); pre != nil {
-		if pre.Eval.Crop != 0 {
-			lf.eval = &pre.Eval
-		}
+		lf.pre = pre
 		if pre.Classes != nil {
 			// A folder's labels are its class folders in sorted order: other names, and the
 			// labels would not be the classes the model learned under those numbers.

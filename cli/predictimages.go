@@ -13,7 +13,6 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/datasets"
-	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -41,27 +40,34 @@ type imagesSummary struct {
 }
 
 // predictImages classifies image files with the checkpoint ck (stoke predict --checkpoint CK
-// IMAGE...): each with the checkpoint's own evaluation transform (train.Preprocess; a checkpoint
-// written before stoke recorded it, its weights' evaluation transform), gray or colour converted
-// to the channels the model takes, top classes by name when the checkpoint names them. args are
-// files, folders (their image files, not recursively), globs, or "-" for paths on stdin, one per
-// line. A file that is not an image fails the command naming it, after the lines of those before.
+// IMAGE...): each with the checkpoint's own evaluation transform (train.Preprocess), gray or colour
+// converted to the channels the model takes, top classes by name when the checkpoint names them.
+// A checkpoint written before stoke recorded its data is refused: its normalization is not known.
+// args are files, folders (their image files, not recursively), globs, or "-" for paths on stdin,
+// one per line. A file that is not an image fails the command naming it, after the lines of those
+// before.
 func predictImages(ctx context.Context, e *env, stdin io.Reader, ck string, args []string, device string, batch, topK int, useEMA bool) error {
 	start := time.Now()
 	paths, err := imagePaths(args, stdin)
 	if err != nil {
 		return err
 	}
-	dev, err := gpu.Open(device)
+	tr, err := openCheckpoint(ctx, ck, device, false)
 	if err != nil {
 		return err
 	}
-	defer dev.Close()
-	p, err := train.OpenPredictor(ctx, ck, dev, useEMA, train.PredictorConfig{Batch: batch, TopK: topK})
-	if errors.Is(err, train.ErrConfig) && strings.Contains(err.Error(), "normalization") {
-		return fmt.Errorf("%s does not record its data's normalization (it was written before stoke did): "+
-			"score it on its data with --data SPEC: %w", ck, err)
+	defer tr.Close()
+	if tr.Preprocess() == nil {
+		return fmt.Errorf("%s does not record the transform and normalization of its data (it was written before stoke recorded them): "+
+			"score it on its data with --data SPEC", ck)
 	}
+	ema := false
+	if useEMA {
+		if ema, _, err = tr.useEMA(ctx); err != nil {
+			return err
+		}
+	}
+	p, err := train.NewPredictor(tr.Trainer, train.PredictorConfig{Batch: batch, TopK: topK})
 	if err != nil {
 		return err
 	}
@@ -102,7 +108,7 @@ func predictImages(ctx context.Context, e *env, stdin io.Reader, ck string, args
 			}
 		}
 	}
-	return e.emit(imagesSummary{Model: m.Name(), Images: len(paths), EMA: p.EMA(), Seconds: time.Since(start).Seconds()})
+	return e.emit(imagesSummary{Model: m.Name(), Images: len(paths), EMA: ema, Seconds: time.Since(start).Seconds()})
 }
 
 // topText writes top classes as "cat 91.2%, dog 5.1%" (class numbers when unnamed).
@@ -123,6 +129,9 @@ func topText(top []topClass) string {
 // (one per line, blank lines skipped). An argument that names nothing is an error.
 func imagePaths(args []string, stdin io.Reader) ([]string, error) {
 	var paths []string
+	if n := len(slices.DeleteFunc(slices.Clone(args), func(a string) bool { return a != "-" })); n > 1 {
+		return nil, fmt.Errorf("%w: \"-\" given twice: stdin is read once", errUsage)
+	}
 	for _, a := range args {
 		switch {
 		case a == "-":

@@ -98,6 +98,9 @@ func TestPredictImages(t *testing.T) {
 		{[]string{"--checkpoint", ck, filepath.Join(dir, "*.jpg")}, 1, "matches no file"},
 		{[]string{"--checkpoint", ck, "--data", root, gray}, 2, "choose one"},
 		{[]string{gray}, 2, "predicted with --checkpoint"},
+		{[]string{"--checkpoint", ck, "--size", "16", gray}, 2, "--size score a dataset"},
+		{[]string{"--checkpoint", ck, "-", "-"}, 2, "given twice"},
+		{[]string{"--checkpoint", withoutPreprocess(t, ck), gray}, 1, "does not record the transform and normalization of its data"},
 	} {
 		_, errOut, code := stoke(t, append([]string{"predict"}, tc.args...)...)
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
@@ -115,5 +118,22 @@ func writePNG(t *testing.T, path string, im image.Image) {
 	defer f.Close()
 	if err := png.Encode(f, im); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// TestClassNamesThroughSubsets: the class names reach the checkpoint through --val-split's subset
+// and --classes's declared count, as they do from the folder itself.
+func TestClassNamesThroughSubsets(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	for _, extra := range [][]string{{"--val-split", "0.25"}, {"--classes", "2", "--eval-on-train"}} {
+		ck := filepath.Join(t.TempDir(), "ck")
+		args := append([]string{"train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "2", "--epochs", "1", "--checkpoint", ck, "-q"}, extra...)
+		if _, errOut, code := stoke(t, args...); code != 0 {
+			t.Fatalf("train %v: exit %d: %s", extra, code, errOut)
+		}
+		out, errOut, code := stoke(t, "predict", "--checkpoint", ck, filepath.Join(root, "a", "0.png"))
+		if code != 0 || !(strings.Contains(out, ": a ") || strings.Contains(out, ": b ")) {
+			t.Errorf("train %v, then predict: exit %d, stdout %q, stderr %s; want the class named", extra, code, out, errOut)
+		}
 	}
 }

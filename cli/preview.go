@@ -159,11 +159,6 @@ func batchToHost(ctx context.Context, s gpu.Stream, b *loaders.Batch) ([]byte, [
 	return pixels, labels, nil
 }
 
-// classNames are the class names ds gives (a folder's subfolders, Fashion-MNIST's classes), else
-// nil: labels show as numbers.
-func classNames(ds loaders.Dataset) []string {
-	if c, ok := ds.(interface{ Classes() []string }); ok {
-		return c.Classes()
-	}
-	return nil
-}
+// classNames are the class names ds gives (a folder's subfolders, Fashion-MNIST's classes, through
+// a subset or a declared class count), else nil: labels show as numbers.
+func classNames(ds loaders.Dataset) []string { return loaders.Describe(ds).Classes }

@@ -106,7 +106,7 @@ func (f *ImageFolder) Path(i int) string { return f.paths[i] }
 
 // Info names the dataset after its root; shapes vary, normalization is left to the default.
 func (f *ImageFolder) Info() loaders.Info {
-	return loaders.Info{Name: f.root, NumClasses: len(f.classes)}
+	return loaders.Info{Name: f.root, NumClasses: len(f.classes), Classes: f.classes}
 }
 
 // Sample reads image i's file; the Input holds its encoded bytes (a new slice per call). Decoding

@@ -335,7 +335,7 @@ func (m *MNIST) Info() loaders.Info {
 		mean, std = 0.2860, 0.3530
 	}
 	return loaders.Info{Name: m.name, NumClasses: 10, Shape: transforms.Shape{C: 1, H: m.h, W: m.w},
-		Mean: []float32{mean}, Std: []float32{std}}
+		Mean: []float32{mean}, Std: []float32{std}, Classes: m.Classes()}
 }
 
 // fashionClasses are Fashion-MNIST's class names, index = label (torchvision's FashionMNIST.classes).

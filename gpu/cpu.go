@@ -82,10 +82,15 @@ func (d *cpuDevice) Alloc(n int) (Buffer, error) {
 	if n < 0 {
 		return nil, fmt.Errorf("gpu: alloc %d bytes on %s: %w", n, d.info, ErrRange)
 	}
-	if used := d.used.Add(int64(n)); d.avail > 0 && used > d.avail {
-		d.used.Add(-int64(n))
-		return nil, fmt.Errorf("gpu: alloc %s on %s: %w (%s in use, %s available when it opened)", bytesize.Format(int64(n)), d.info, ErrOutOfMemory,
-			bytesize.Format(used-int64(n)), bytesize.Format(d.avail))
+	for {
+		used := d.used.Load()
+		if d.avail > 0 && used+int64(n) > d.avail {
+			return nil, fmt.Errorf("gpu: alloc %s on %s: %w (%s in use, %s available when it opened)", bytesize.Format(int64(n)), d.info, ErrOutOfMemory,
+				bytesize.Format(used), bytesize.Format(d.avail))
+		}
+		if d.used.CompareAndSwap(used, used+int64(n)) {
+			break
+		}
 	}
 	raw := make([]byte, n+bufferAlign-1)
 	skip := 0

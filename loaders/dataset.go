@@ -74,6 +74,10 @@ type Info struct {
 	// Mean and Std are the dataset's usual per-channel normalization on the [0, 1] scale, or nil
 	// when it has none (the ImageNet values are then the Loader's default).
 	Mean, Std []float32
+	// Classes names the classes in label order when the dataset names them (an image folder's
+	// class folders, Fashion-MNIST's), or is nil (MNIST, whose label is its digit). Subsets and
+	// WithClasses keep it; the slice is shared: do not modify.
+	Classes []string
 }
 
 // Describer is implemented by datasets that know their Info. Datasets that do not are described by

@@ -172,6 +172,12 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		if pre, err = c.state.Preprocess.preprocess(t.m.in, t.m.classes); err != nil {
 			return fmt.Errorf("train: %s %s: %w: %w", what, path, ErrCheckpoint, err)
 		}
+		// A run resumed on data whose classes have other names would train its outputs as other
+		// classes than the checkpoint's (a folder's classes are numbered in sorted order).
+		if mine := t.cfg.Preprocess; mine != nil && mine.Classes != nil && pre.Classes != nil && !slices.Equal(mine.Classes, pre.Classes) {
+			return fmt.Errorf("train: %s %s: %w: its classes are named %s; the data's %s", what, path, ErrMismatch,
+				strings.Join(pre.Classes, ", "), strings.Join(mine.Classes, ", "))
+		}
 	}
 	if !t.cfg.AllowNonFinite {
 		if err := c.finite(); err != nil {
@@ -215,7 +221,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	t.state = c.state
 	t.state.EMA = false // t.hasEMA says whether the trainer has one
 	t.state.Preprocess = nil
-	if t.pre == nil {
+	if t.cfg.Preprocess == nil { // the checkpoint's, also over an earlier Load's
 		t.pre = pre
 	}
 	if t.state.Tracked == nil { // a checkpoint written before the counts were kept

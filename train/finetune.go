@@ -24,9 +24,6 @@ import (
 // FrozenBatchNorm2d). Frozen tensors are checkpointed and exported like the others; Model.Params
 // lists only the trained ones.
 
-// freeze applies the configuration's freezing to the unbound model and returns the learning-rate
-// groups: the factors of the tensors that have one, the others' being 1 (the choice between FreezeBackbone and
-// FreezeUpTo and the scale are Config.Validate's to check).
 // layerNames lists the layers that hold tensors, in order, by the first depth parts of their
 // names ("stages.1" for stages.1.blocks.0.conv_dw.weight), at most max of them and how many more.
 func layerNames(tensors []*Param, depth, max int) string {
@@ -46,6 +43,9 @@ func layerNames(tensors []*Param, depth, max int) string {
 	return strings.Join(names, ", ")
 }
 
+// freeze applies the configuration's freezing to the unbound model and returns the learning-rate
+// groups: the factors of the tensors that have one, the others' being 1 (the choice between FreezeBackbone and
+// FreezeUpTo and the scale are Config.Validate's to check).
 func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 	head := m.head()
 	var flat []*Param // every tensor, in layer order

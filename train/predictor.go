@@ -80,7 +80,6 @@ type Predictor struct {
 	topK      int
 	host      []byte
 	buf       gpu.Buffer
-	ema       bool // OpenPredictor's trainer serves the checkpoint's EMA
 	// pending: a batch's work may still be queued (its wait failed, a cancelled ctx's say), reading
 	// host and buf; the next call waits for it before reusing them.
 	pending bool
@@ -147,9 +146,8 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 	if err != nil {
 		return nil, err
 	}
-	ema := false
 	if useEMA {
-		if ema, err = t.UseEMA(ctx); err != nil {
+		if _, err := t.UseEMA(ctx); err != nil {
 			return nil, errors.Join(err, t.Close())
 		}
 	}
@@ -157,13 +155,9 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 	if err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
-	p.own, p.ema = true, ema
+	p.own = true
 	return p, nil
 }
-
-// EMA reports whether the Predictor runs a checkpoint's EMA of the weights (OpenPredictor with
-// useEMA, for a checkpoint that has one it serves: Trainer.UseEMA).
-func (p *Predictor) EMA() bool { return p.ema }
 
 // ImageError is the error of Predict for an input it cannot take (not an image, too large, bad
 // pixels): Index is the input's place in the call's slice.

@@ -26,8 +26,11 @@ func TestPreprocessRecorded(t *testing.T) {
 	f := newFixture(t, 64)
 	pre := &Preprocess{Eval: EvalTransform{Mean: []float32{0.3}, Std: []float32{0.3}}, Classes: digits} // the fixture's
 	ck := filepath.Join(dir, "ck")
-	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck, Preprocess: pre})
-	pre.Classes[0] = "changed after New" // the trainer keeps its own copy
+	_, first := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck, Preprocess: pre})
+	pre.Classes[0] = "changed after New"
+	if got := first.Preprocess().Classes[0]; got != "zero" {
+		t.Errorf("the trainer's class 0 is %q after the caller's slice changed; want its own copy's zero", got)
+	}
 	pre.Classes[0] = "zero"
 
 	// Resumed without a Preprocess: the checkpoint's, which the next checkpoint keeps.
@@ -112,6 +115,22 @@ func TestPreprocessRecorded(t *testing.T) {
 	}
 	if v, ok := onnxMeta(exportONNX(t, tr3, nil, nil))[ONNXMetaPretrainedCfg]; ok {
 		t.Errorf("an ONNX file of a trainer without a Preprocess records %s %s", ONNXMetaPretrainedCfg, v)
+	}
+	// A trainer has the record of the checkpoint it loaded last: none after ck3.
+	if err := tr.Load(ctx, ck3); err != nil {
+		t.Fatal(err)
+	}
+	if got := tr.Preprocess(); got != nil {
+		t.Errorf("after loading a checkpoint without a record, Preprocess %+v; want nil", got)
+	}
+	// Resuming on data whose classes have other names is refused.
+	renamed := pre.clone()
+	renamed.Classes[3] = "drei"
+	if tr, err := New(ctx, smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Resume: ck, Preprocess: renamed}); !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "drei") {
+		if err == nil {
+			tr.Close()
+		}
+		t.Errorf("resume with other class names: %v; want ErrMismatch naming them", err)
 	}
 }
 

@@ -212,8 +212,9 @@ type Config struct {
 	KeepBest string
 	// Preprocess, if set, is what the checkpoints record of the data (Preprocess): the evaluation
 	// transform that makes an image the model's input, and the class names. New checks that it
-	// fits the model. A trainer that resumes or loads a checkpoint recording one has it back
-	// when Preprocess is nil.
+	// fits the model, and Resume that its class names are the checkpoint's (ErrMismatch). A
+	// trainer without one has that of the checkpoint it last loaded (none, for one written
+	// before checkpoints recorded it).
 	Preprocess *Preprocess
 }
 
