@@ -293,3 +293,55 @@ func TestTrainRestartResumes(t *testing.T) {
 		t.Fatalf("restart: %d epochs, %d in the history; want 2 and 2, resumed from %s:\n%s", res.Epochs, len(res.History), ck, o.stdout)
 	}
 }
+
+// TestRestartOnFewerRanks: a run of 2 ranks at batch 4 whose group restarts on 1 (an elastic
+// restart after a rank's node died: torchrun's TORCHELASTIC_RESTART_COUNT, WORLD_SIZE 1) resumes
+// its checkpoint at batch 8, the global batch the checkpoint's steps took; on 3 ranks, which do
+// not divide it, the restart is refused with the reason.
+func TestRestartOnFewerRanks(t *testing.T) {
+	if testing.Short() {
+		t.Skip("runs training processes")
+	}
+	bin := stokeBin(t)
+	root := splitFolder(t, 2, 16, 4, 8)
+	ck := filepath.Join(t.TempDir(), "ck")
+	args := []string{"train", "--data", root, "--model", "mlp", "--size", "8", "--batch", "4", "--workers", "1", "--checkpoint", ck,
+		"--checkpoint-every", "2", "--dist-timeout", "60s", "--json"}
+	port := freePort(t)
+	var cmds []*exec.Cmd
+	for r := range 2 {
+		cmd := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "1")...)
+		cmd.Env = append(withoutRankEnv(), fmt.Sprintf("RANK=%d", r), "WORLD_SIZE=2", fmt.Sprintf("LOCAL_RANK=%d", r), "LOCAL_WORLD_SIZE=2",
+			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, "TORCHELASTIC_RESTART_COUNT=0")
+		cmds = append(cmds, cmd)
+	}
+	for r, o := range runAll(cmds) {
+		if o.err != nil {
+			t.Fatalf("rank %d of 2: %v\n%s", r, o.err, o.stderr)
+		}
+	}
+	restart := func(world int) procOut {
+		var cmds []*exec.Cmd
+		port := freePort(t)
+		for r := range world {
+			cmd := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "2")...)
+			cmd.Env = append(withoutRankEnv(), fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", world), fmt.Sprintf("LOCAL_RANK=%d", r),
+				fmt.Sprintf("LOCAL_WORLD_SIZE=%d", world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, "TORCHELASTIC_RESTART_COUNT=1")
+			cmds = append(cmds, cmd)
+		}
+		return runAll(cmds)[0]
+	}
+	if o := restart(3); o.err == nil || !strings.Contains(o.stderr, "global batch of 8 on 2 ranks, which does not divide over 3") {
+		t.Errorf("restart on 3 ranks: %v; want the refusal saying why:\n%s", o.err, o.stderr)
+	}
+	o := restart(1)
+	if o.err != nil {
+		t.Fatalf("restart on 1 rank: %v\n%s", o.err, o.stderr)
+	}
+	var res trainResult
+	lastJSON(t, o.stdout, &res)
+	if !strings.Contains(o.stdout, "resuming on 1 ranks a run of 2: batch 8 per rank keeps its global batch of 8") || res.Epochs != 2 ||
+		res.Batch != 8 || res.GlobalBatch != 8 || len(res.History) != 2 {
+		t.Fatalf("restart on 1 rank: %d epochs, batch %d, global %d; want 2 epochs at batch 8:\n%s", res.Epochs, res.Batch, res.GlobalBatch, o.stdout)
+	}
+}

@@ -70,11 +70,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := train.CheckWeightsFile(cfg.Init); err != nil { // a .pth as --init: say how to convert it
 		return err
 	}
-	logs, err := openRunLog(tf.logDir, lf.batch*loop.accumulate, e.stderr)
-	if err != nil {
-		return err
-	}
-	defer logs.Close()
 
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
@@ -88,6 +83,35 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer group.Close()
 	if group.Rank() != 0 {
 		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if resumeAfterRestart(tf.resume, tf.checkpoint, lf.env.RestartCount) {
+		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
+		tf.resume = tf.checkpoint
+		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, tf.checkpoint)
+	}
+	if tf.resume != "" {
+		// On another number of ranks (an elastic restart, a requeue on other nodes): the same
+		// global batch, each rank's changed.
+		was, _, err := readRun(tf.resume)
+		if err != nil {
+			return err
+		}
+		batch, changed, err := resumeBatch(was, group.Size())
+		if err != nil {
+			return err
+		}
+		if changed {
+			e.printf("resuming on %d ranks a run of %d: batch %d per rank keeps its global batch of %d\n", group.Size(), was.WorldSize, batch, was.GlobalBatch)
+			lf.batch = batch
+		}
+	}
+	logs, err := openRunLog(tf.logDir, lf.batch*loop.accumulate, e.stderr)
+	if err != nil {
+		return err
+	}
+	defer logs.Close()
+	if err := checkRun(tf.resume, tf.checkpoint, runRecord{ValSplit: ef.valSplit, GlobalBatch: lf.batch * group.Size(), WorldSize: group.Size()}); err != nil {
+		return err
 	}
 	if tf.lrFromRecipe {
 		tf.lr = tf.recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
@@ -103,15 +127,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if comm != nil {
 		defer comm.Close()
 	}
-	if resumeAfterRestart(tf.resume, tf.checkpoint, lf.env.RestartCount) {
-		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
-		tf.resume = tf.checkpoint
-		e.printf("restart %d: resuming from %s\n", lf.env.RestartCount, tf.checkpoint)
-	}
 
-	if err := checkRunSplit(tf.resume, tf.checkpoint, ef.valSplit); err != nil {
-		return err
-	}
 	sets, err := openEvalSets(ctx, lf.opener, lf.data, ef, lf.seed, tf.classes)
 	if err != nil {
 		return err
@@ -281,36 +297,65 @@ func resumeAfterRestart(resume, checkpoint string, restarts int) bool {
 	return err == nil
 }
 
-// runSplit is what a checkpoint's run held out for validation (--val-split), written beside the
-// checkpoint (PATH.split.json) so that a resumed run that holds out another part is refused: its
-// validation samples would have been trained on.
-type runSplit struct {
-	ValSplit float64 `json:"val_split"`
+// runRecord is what a run writes beside its checkpoint (PATH.split.json): the fraction of the
+// training split it held out for validation (--val-split), so that a resumed run that holds out
+// another part is refused (its validation samples would have been trained on); and its global
+// batch and world size, so that a run resumed on another number of ranks keeps the global batch
+// (see resumeBatch). A checkpoint without it, from an older stoke, is taken as it is.
+type runRecord struct {
+	ValSplit    float64 `json:"val_split"`
+	GlobalBatch int     `json:"global_batch,omitempty"`
+	WorldSize   int     `json:"world_size,omitempty"`
 }
 
 func splitPath(checkpoint string) string { return checkpoint + ".split.json" }
 
-// checkRunSplit refuses to resume a checkpoint whose run held out another --val-split (a
-// checkpoint without the record, from an older stoke, is taken as it is), and records this run's
-// beside its checkpoint.
-func checkRunSplit(resume, checkpoint string, valSplit float64) error {
+// readRun reads the record beside the checkpoint resume; ok is false when there is none.
+func readRun(resume string) (rec runRecord, ok bool, err error) {
+	b, err := os.ReadFile(splitPath(resume))
+	if errors.Is(err, fs.ErrNotExist) {
+		return runRecord{}, false, nil
+	}
+	if err == nil {
+		err = json.Unmarshal(b, &rec)
+	}
+	if err != nil {
+		return runRecord{}, false, fmt.Errorf("resume %s: %s: %w", resume, splitPath(resume), err)
+	}
+	return rec, true, nil
+}
+
+// resumeBatch is the per-rank batch of a run resumed on world ranks from a run recorded as was:
+// the same global batch, so that each step takes the same samples as the run being continued
+// (the ranks take strided parts of one order, DistributedSampler's), and a checkpoint written
+// within an epoch continues with that epoch's next global batch. ok is false when the run is on
+// as many ranks as was (or was is unknown): the flags decide.
+func resumeBatch(was runRecord, world int) (batch int, ok bool, err error) {
+	if was.WorldSize == 0 || was.GlobalBatch == 0 || was.WorldSize == world {
+		return 0, false, nil
+	}
+	if was.GlobalBatch%world != 0 {
+		return 0, false, fmt.Errorf("%w: the checkpoint's run trained a global batch of %d on %d ranks, which does not divide over %d: "+
+			"resume on a number of ranks that divides it", errUsage, was.GlobalBatch, was.WorldSize, world)
+	}
+	return was.GlobalBatch / world, true, nil
+}
+
+// checkRun refuses to resume a checkpoint whose run held out another --val-split, and records this
+// run's beside its checkpoint.
+func checkRun(resume, checkpoint string, run runRecord) error {
 	if resume != "" {
-		b, err := os.ReadFile(splitPath(resume))
-		if err == nil {
-			var was runSplit
-			if err := json.Unmarshal(b, &was); err != nil {
-				return fmt.Errorf("resume %s: %s: %w", resume, splitPath(resume), err)
-			}
-			if was.ValSplit != valSplit {
-				return fmt.Errorf("%w: resume %s: the run held out --val-split %v; this one %v: "+
-					"its validation samples would include trained ones (%w)", errUsage, resume, was.ValSplit, valSplit, train.ErrMismatch)
-			}
-		} else if !errors.Is(err, fs.ErrNotExist) {
-			return fmt.Errorf("resume %s: %w", resume, err)
+		was, ok, err := readRun(resume)
+		if err != nil {
+			return err
+		}
+		if ok && was.ValSplit != run.ValSplit {
+			return fmt.Errorf("%w: resume %s: the run held out --val-split %v; this one %v: "+
+				"its validation samples would include trained ones (%w)", errUsage, resume, was.ValSplit, run.ValSplit, train.ErrMismatch)
 		}
 	}
 	if checkpoint != "" {
-		b, _ := json.Marshal(runSplit{valSplit})
+		b, _ := json.Marshal(run)
 		if err := atomicfile.WriteFile(splitPath(checkpoint), append(b, '\n'), 0o644); err != nil {
 			return fmt.Errorf("checkpoint %s: %w", checkpoint, err)
 		}

@@ -1,0 +1,57 @@
+package loaders_test
+
+import (
+	"slices"
+	"testing"
+
+	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/pinned"
+	"github.com/stoke-ml/stoke/transforms"
+)
+
+// TestResumeAtAnotherWorldSize: with the global batch kept (world x batch), global batch k of an
+// epoch holds the same samples whatever the world size, because the ranks take strided parts of
+// one order (DistributedSampler's): so a position saved by 2 ranks after batch k continues on 1
+// rank, or on 4, with the same remaining global batches, each loader placed at batch k by its
+// own State without reading the batches before.
+func TestResumeAtAnotherWorldSize(t *testing.T) {
+	ds := loaders.NewMemory(loaders.Info{Name: "mine", NumClasses: 3, Shape: transforms.Shape{C: 1, H: 1, W: 1}}, tinySamples(120))
+	const global, epoch, k = 12, 1, 4
+	// globalBatches runs the epoch from batch `from` on world ranks of batch global/world and
+	// returns each global batch's samples, sorted.
+	globalBatches := func(world, from int) [][]int {
+		var out [][]int
+		for r := range world {
+			l, err := loaders.New(ds, loaders.Config{Batch: global / world, Workers: 2, Shuffle: true, Seed: 9, Rank: r, WorldSize: world,
+				Allocator: pinned.Heap()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := l.State()
+			s.Epoch, s.Batch = epoch, from
+			if err := l.Restore(s); err != nil {
+				t.Fatal(err)
+			}
+			got := read(t, l, epoch, -1)
+			l.Close()
+			per := global / world
+			for b := 0; b*per < len(got); b++ {
+				if r == 0 {
+					out = append(out, nil)
+				}
+				out[b] = append(out[b], got[b*per:min((b+1)*per, len(got))]...)
+			}
+		}
+		for _, b := range out {
+			slices.Sort(b)
+		}
+		return out
+	}
+	want := globalBatches(2, 0)[k:] // the uninterrupted 2-rank epoch's batches after k
+	for _, world := range []int{1, 2, 4} {
+		got := globalBatches(world, k)
+		if !slices.EqualFunc(got, want, slices.Equal) {
+			t.Errorf("resumed on %d ranks at batch %d: global batches %v; the 2-rank run's %v", world, k, got, want)
+		}
+	}
+}
