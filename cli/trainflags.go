@@ -30,8 +30,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"(a learning rate given per batch scales with the global batch): "+recipes())
 	fs.IntVar(&f.epochs, "epochs", 3, "total epochs (a resumed run continues up to this many)")
 	fs.Float64Var(&f.lr, "lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
-	fs.StringVar(&f.optimizer, "optimizer", "", "sgd (momentum 0.9, Nesterov), adamw, or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: "+
-		"torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
+	fs.StringVar(&f.optimizer, "optimizer", "", "sgd (momentum 0.9, Nesterov), adam (torch's: --wd added to the gradient), adamw (decoupled --wd), "+
+		"or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
 	fs.Float64Var(&f.momentum, "momentum", 0.9, "momentum of sgd and rmsprop")
 	fs.Float64Var(&f.wd, "wd", 0,
 		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")

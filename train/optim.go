@@ -32,17 +32,20 @@ type Optimizer interface {
 }
 
 // Optimizers are the names NewOptimizer knows.
-var Optimizers = []string{"sgd", "adamw", "rmsprop"}
+var Optimizers = []string{"sgd", "adam", "adamw", "rmsprop"}
 
 // NewOptimizer returns the optimizer of that name with stoke's settings, the one place they are
-// stated: "sgd" with momentum (Nesterov when it is positive), "adamw" with PyTorch's betas and eps
-// (momentum is its Beta1's business and not used), "rmsprop" with momentum and torchvision's
+// stated: "sgd" with momentum (Nesterov when it is positive), "adam" and "adamw" with PyTorch's
+// betas and eps (momentum is their Beta1's business and not used), "rmsprop" with momentum and torchvision's
 // MobileNetV3 recipe's alpha 0.9 and eps 0.0316. weightDecay applies to weights only (see
 // Param.Decayed). An unknown name is an error wrapping ErrConfig.
 func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, error) {
 	switch name {
 	case "sgd":
 		return SGD{LR: lr, Momentum: momentum, Nesterov: momentum > 0, WeightDecay: weightDecay}, nil
+	case "adam":
+		a := AdamW{}.withDefaults()
+		return Adam{LR: lr, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: weightDecay}, nil
 	case "adamw":
 		return AdamW{LR: lr, WeightDecay: weightDecay}.withDefaults(), nil
 	case "rmsprop":
@@ -128,6 +131,42 @@ func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F
 	o = o.withDefaults()
 	return ops.AdamWStep(s, p.W, p.G, state[0], state[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
 		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})
+}
+
+// Adam is torch.optim.Adam: Adam (Kingma & Ba) with the weight decay added to the gradient, g +=
+// WeightDecay*w (L2, coupled, as torch's Adam; AdamW decouples it, and is what transformers are
+// trained with). Zero Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8. Like
+// SGD's, the weight decay applies to weights only. Its state is torch's exp_avg and exp_avg_sq.
+type Adam struct {
+	LR, Beta1, Beta2, Eps, WeightDecay float64
+}
+
+var _ Optimizer = Adam{}
+
+// adamW is o's step without its decay: AdamW's with none.
+func (o Adam) adamW() AdamW {
+	return AdamW{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps}.withDefaults()
+}
+
+func (o Adam) String() string {
+	a := o.adamW()
+	return fmt.Sprintf("adam lr=%g betas=(%g,%g) eps=%g weight_decay=%g", a.LR, a.Beta1, a.Beta2, a.Eps, o.WeightDecay)
+}
+
+// BaseLR returns LR.
+func (o Adam) BaseLR() float64 { return o.LR }
+
+func (o Adam) Slots() int { return 2 }
+
+// Update adds the decay to the gradient in place (the trainer's gradient is the step's scratch,
+// read by nothing after the update), then takes AdamW's step without decay.
+func (o Adam) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error {
+	if wd := decay(p, o.WeightDecay); wd != 0 {
+		if err := ops.Axpy(s, p.G, wd, p.W); err != nil {
+			return err
+		}
+	}
+	return o.adamW().Update(ops, s, p, state, lr, step)
 }
 
 // RMSprop is torch.optim.RMSprop: g += WeightDecay*w (coupled, as torch's); sq = Alpha*sq +

@@ -81,33 +81,9 @@ for c in json.load(sys.stdin):
     out.append(res)
 print(json.dumps(out))
 `
-	inb, err := json.Marshal(in)
-	if err != nil {
-		t.Fatal(err)
-	}
-	cmd := exec.Command(py, "-c", script)
-	cmd.Stdin = bytes.NewReader(inb)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torch: %v: %s", err, stderr.Bytes())
-	}
 	var want []map[string][][]float64
-	if err := json.Unmarshal(outb, &want); err != nil {
-		t.Fatal(err)
-	}
-
-	dev := openCPU(t)
-	ops, err := kernels.For(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	runTorch(t, py, script, in, &want)
+	dev, ops, s := optimDevice(t)
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pc := in[i]
@@ -215,6 +191,7 @@ func relErr(got []float32, want []float64) float64 {
 func TestNewOptimizer(t *testing.T) {
 	for name, want := range map[string]Optimizer{
 		"sgd":     SGD{LR: 0.1, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4},
+		"adam":    Adam{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-4},
 		"adamw":   AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 1e-4},
 		"rmsprop": RMSprop{LR: 0.1, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-4},
 	} {
@@ -230,7 +207,128 @@ func TestNewOptimizer(t *testing.T) {
 	if sgd, _ := NewOptimizer("sgd", 0.1, 0, 0); sgd.(SGD).Nesterov {
 		t.Error("sgd without momentum is Nesterov")
 	}
-	if _, err := NewOptimizer("adam", 0.1, 0.9, 0); !errors.Is(err, ErrConfig) {
-		t.Errorf("NewOptimizer(adam) = %v; want ErrConfig", err)
+	if _, err := NewOptimizer("adagrad", 0.1, 0.9, 0); !errors.Is(err, ErrConfig) {
+		t.Errorf("NewOptimizer(adagrad) = %v; want ErrConfig", err)
 	}
+}
+
+// TestAdamTorch: Adam's steps match torch.optim.Adam's (run through $STOKE_PYTHON) within 1e-6
+// relative, weights and exp_avg, over five steps of given gradients: with torch's defaults, other
+// betas and eps, and an L2 weight decay added to the gradient of the weight, not of the bias (a
+// parameter group with weight_decay 0), which AdamW would decouple. exp_avg_sq is within 2e-5:
+// the kernels (AdamW's, shared) take the betas as float32 and compute 1-β2 from them, 0.00099998713
+// for 0.999 where torch rounds its float64 1-β2 to 0.001, 1.3e-5 relative (RMSprop's kernel takes
+// alpha in float64 for that reason; AdamW's CPU and CUDA kernels could too).
+func TestAdamTorch(t *testing.T) {
+	py := pyoracle.Python(t, "torch")
+	const n, nb, steps = 24, 5, 5
+	cases := map[string]Adam{
+		"defaults":     {LR: 0.01},
+		"betas":        {LR: 0.003, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6},
+		"weight decay": {LR: 0.01, WeightDecay: 0.1},
+	}
+	r := rand.New(rand.NewPCG(9, 10))
+	vec := func(k int, scale float32) []float32 {
+		v := make([]float32, k)
+		for i := range v {
+			v[i] = scale * float32(r.NormFloat64())
+		}
+		return v
+	}
+	type pcase struct {
+		LR, Beta1, Beta2, Eps, WeightDecay float64
+		W, B                               []float32
+		GW, GB                             [][]float32
+	}
+	in := map[string]pcase{}
+	for name, o := range cases {
+		a := o.adamW()
+		c := pcase{LR: o.LR, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: o.WeightDecay, W: vec(n, 1), B: vec(nb, 0.1)}
+		for range steps {
+			c.GW, c.GB = append(c.GW, vec(n, 0.5)), append(c.GB, vec(nb, 0.05))
+		}
+		in[name] = c
+	}
+	script := `
+import json, sys, torch
+out = {}
+for name, c in json.load(sys.stdin).items():
+    w = torch.nn.Parameter(torch.tensor(c["W"], dtype=torch.float32))
+    b = torch.nn.Parameter(torch.tensor(c["B"], dtype=torch.float32))
+    opt = torch.optim.Adam([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=c["LR"], betas=(c["Beta1"], c["Beta2"]),
+        eps=c["Eps"], weight_decay=c["WeightDecay"])
+    for gw, gb in zip(c["GW"], c["GB"]):
+        w.grad = torch.tensor(gw, dtype=torch.float32)
+        b.grad = torch.tensor(gb, dtype=torch.float32)
+        opt.step()
+    out[name] = {k: [p.detach().tolist(), opt.state[p]["exp_avg"].tolist(), opt.state[p]["exp_avg_sq"].tolist()] for k, p in (("W", w), ("B", b))}
+print(json.dumps(out))
+`
+	var want map[string]map[string][][]float64
+	runTorch(t, py, script, in, &want)
+	dev, ops, s := optimDevice(t)
+	for name, o := range cases {
+		pc := in[name]
+		w, b := newTestParam(t, dev, s, kindWeight, pc.W), newTestParam(t, dev, s, kindBias, pc.B)
+		for _, p := range []*testParam{w, b} {
+			for range o.Slots() {
+				p.state = append(p.state, deviceF32(t, dev, s, make([]float32, p.W.Len)))
+			}
+		}
+		for step := range steps {
+			for _, x := range []struct {
+				p *testParam
+				g []float32
+			}{{w, pc.GW[step]}, {b, pc.GB[step]}} {
+				put(t, s, x.p.G, x.g)
+				if err := o.Update(ops, s, &x.p.Param, x.p.state, o.LR, step+1); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}
+		for pname, p := range map[string]*testParam{"W": w, "B": b} {
+			for j, v := range append([]kernels.F32{p.W}, p.state...) {
+				tol := []float64{1e-6, 1e-6, 2e-5}[j]
+				if e := relErr(download(t, s, v), want[name][pname][j]); !(e <= tol) {
+					t.Errorf("%s: %s tensor %d (weights, exp_avg, exp_avg_sq): relative error %g against torch; want <= %g", name, pname, j, e, tol)
+				}
+			}
+		}
+	}
+}
+
+// runTorch runs the Python script with in as JSON on its stdin and decodes its stdout into out.
+func runTorch(t *testing.T, py, script string, in, out any) {
+	t.Helper()
+	inb, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = bytes.NewReader(inb)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("torch: %v: %s", err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(outb, out); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// optimDevice opens the CPU device, its ops and a stream for an optimizer's steps.
+func optimDevice(t *testing.T) (gpu.Device, kernels.Ops, gpu.Stream) {
+	t.Helper()
+	dev := openCPU(t)
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return dev, ops, s
 }

@@ -124,7 +124,7 @@ var recipes nameRegistry[Recipe]
 // knows. Register in an init function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {
 	if !slices.Contains(Optimizers, r.Optimizer) || r.Batch < 1 || !(r.LR > 0) || r.LRBatch < 0 || !(r.LayerDecay >= 0 && r.LayerDecay < 1) {
-		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer sgd, adamw or rmsprop, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r)
+		return fmt.Errorf("train: RegisterRecipe %v: want the optimizer one of %s, a batch >= 1, a learning rate > 0, a layer decay in [0,1)", r, strings.Join(Optimizers, ", "))
 	}
 	if _, err := transforms.ParseAugment(r.AutoAugment); err != nil {
 		return fmt.Errorf("train: RegisterRecipe %v: AutoAugment: %w", r, err)
