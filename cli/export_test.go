@@ -143,7 +143,19 @@ func TestPredictAndExportErrors(t *testing.T) {
 		t.Fatalf("summary %+v", sum)
 	}
 	// The checkpoint names its classes: a folder of other names is refused, not scored against
-	// labels that are not the model's classes.
+	// labels that are not the model's classes; a folder of some of them is mapped by name (its
+	// one class folder "b" is label 0 of the folder, class 1 of the model).
+	subset := photoFolder(t, 2, 4, nil)
+	if err := os.RemoveAll(filepath.Join(subset, "a")); err != nil {
+		t.Fatal(err)
+	}
+	_, sub := predictJSONLines(t, ck, subset, 4)
+	for _, l := range sub[:4] {
+		var r predictJSON
+		if err := json.Unmarshal([]byte(l), &r); err != nil || r.Label != 1 {
+			t.Fatalf("a folder of class b only: line %s (%v); want label 1, b's class in the model", l, err)
+		}
+	}
 	renamed := photoFolder(t, 2, 4, nil)
 	for from, to := range map[string]string{"a": "dog", "b": "cat"} {
 		if err := os.Rename(filepath.Join(renamed, from), filepath.Join(renamed, to)); err != nil {
@@ -155,11 +167,11 @@ func TestPredictAndExportErrors(t *testing.T) {
 		code int
 		want string
 	}{
-		{[]string{"predict", "--checkpoint", ck, "--data", renamed}, 1, "names its classes cat, dog; the model in " + ck + " was trained on classes named a, b"},
+		{[]string{"predict", "--checkpoint", ck, "--data", renamed}, 1, `has class "cat", which the model in ` + ck + " was not trained on (its classes: a, b)"},
 		{[]string{"predict", "--data", root}, 2, "--checkpoint is required"},
 		{[]string{"export", "--checkpoint", ck}, 2, "--out is required"},
 		{[]string{"predict", "--checkpoint", root + "/a/0.png", "--data", root}, 1, "checkpoint"},
-		{[]string{"predict", "--checkpoint", ck, "--data", photoFolder(t, 3, 1, nil)}, 1, "3 classes"},
+		{[]string{"predict", "--checkpoint", ck, "--data", photoFolder(t, 3, 1, nil)}, 1, `has class "c", which the model in`},
 		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--precision", "fp8", "-q"}, 1, "want fp32, bf16 or fp16"},
 		{[]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--eval-on-train", "--label-smoothing", "1", "-q"}, 2, "--label-smoothing"},
 	} {

@@ -192,20 +192,30 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		lf.size = in.H
 	}
 	lf.model = m.Name() // the evaluation transform of its weights, unless the checkpoint records its own
-	if info.NumClasses != 0 && info.NumClasses != m.Classes() {
+	pre := tr.Preprocess()
+	if pre != nil {
+		lf.pre = pre
+	}
+	// relabel, when the data names its classes and they are not the model's (a folder of some of
+	// them), maps the data's labels to the model's classes by name: a folder's labels are its
+	// class folders in sorted order, not the numbers the model learned the classes under.
+	var relabel []int32
+	switch {
+	case pre != nil && pre.Classes != nil && names != nil && !slices.Equal(names, pre.Classes):
+		relabel = make([]int32, len(names))
+		for i, n := range names {
+			j := slices.Index(pre.Classes, n)
+			if j < 0 {
+				return fmt.Errorf("%s has class %q, which the model in %s was not trained on (its classes: %s)", info.Name, n, src, listNames(pre.Classes))
+			}
+			relabel[i] = int32(j)
+		}
+		fmt.Fprintf(e.stderr, "stoke predict: note: %s has %d of the model's %d classes: its labels are mapped to them by name\n", info.Name, len(names), m.Classes())
+	case info.NumClasses != 0 && info.NumClasses != m.Classes():
 		return fmt.Errorf("%s has %d classes; the model in %s was trained on %d", info.Name, info.NumClasses, src, m.Classes())
 	}
-	if pre := tr.Preprocess(); pre != nil {
-		lf.pre = pre
-		if pre.Classes != nil {
-			// A folder's labels are its class folders in sorted order: other names, and the
-			// labels would not be the classes the model learned under those numbers.
-			if names != nil && !slices.Equal(names, pre.Classes) {
-				return fmt.Errorf("%s names its classes %s; the model in %s was trained on classes named %s: "+
-					"its labels would not be the model's classes", info.Name, listNames(names), src, listNames(pre.Classes))
-			}
-			names = pre.Classes
-		}
+	if pre != nil && pre.Classes != nil {
+		names = pre.Classes
 	}
 	ld, err := lf.loader(ds, "test", false, dev, tr.Stream()) // "test": the evaluation transform
 	if err != nil {
@@ -218,6 +228,11 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	p, err := tr.Predict(ctx, train.FromLoader(ld))
 	if err != nil {
 		return err
+	}
+	if relabel != nil {
+		for i, l := range p.Labels {
+			p.Labels[i] = relabel[l] // the loader checked l against the data's classes
+		}
 	}
 	if held != nil { // name the samples by their index in the train split, as the folder does
 		if p.Indices == nil {
