@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/train"
@@ -61,5 +62,31 @@ func TestCheckpointEveryResumes(t *testing.T) {
 	if len(resumed.History) != 2 || r.TestLoss != w.TestLoss || r.TestAcc != w.TestAcc {
 		t.Errorf("resumed within the epoch: %d epochs, last validation loss %v accuracy %v; uninterrupted: %v %v", len(resumed.History), r.TestLoss, r.TestAcc,
 			w.TestLoss, w.TestAcc)
+	}
+}
+
+// TestLimits: --limit-train and --limit-val train and evaluate on a seeded part of the data (a
+// number of samples or a fraction), the same part on every run with the seed; a limit that is no
+// count or fraction is a usage error.
+func TestLimits(t *testing.T) {
+	root := photoFolder(t, 2, 8, nil)
+	args := []string{"train", "--data", root, "--size", "8", "--model", "cnn", "--batch", "2", "--epochs", "1", "--eval-on-train",
+		"--limit-train", "6", "--limit-val", "0.25", "--seed", "5", "--json"}
+	out, errOut, code := stoke(t, args...)
+	if code != 0 || !strings.Contains(out, "(6 samples), 6 samples of 2 classes") {
+		t.Fatalf("train with limits: exit %d, stdout %q, stderr %s; want 6 training samples", code, out, errOut)
+	}
+	var first, again train.Result
+	lastJSON(t, out, &first)
+	out, _, _ = stoke(t, args...)
+	lastJSON(t, out, &again)
+	if first.FinalLoss != again.FinalLoss || first.TestAcc != again.TestAcc {
+		t.Errorf("two runs with one seed: loss %v and %v, accuracy %v and %v; want the same part of the data", first.FinalLoss, again.FinalLoss,
+			first.TestAcc, again.TestAcc)
+	}
+	for _, bad := range []string{"2.5", "-1"} {
+		if _, errOut, code := stoke(t, "train", "--data", root, "--limit-train", bad, "--eval-on-train"); code != 2 || !strings.Contains(errOut, "--limit-train") {
+			t.Errorf("--limit-train %s: exit %d, stderr %q; want a usage error", bad, code, errOut)
+		}
 	}
 }

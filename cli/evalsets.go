@@ -5,6 +5,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"slices"
 
 	"github.com/stoke-ml/stoke/datasets"
@@ -15,9 +16,10 @@ import (
 
 // evalFlags are stoke train's flags that choose what it evaluates on.
 type evalFlags struct {
-	valData, testData string  // --val-data, --test-data
-	valSplit          float64 // --val-split
-	evalOnTrain       bool    // --eval-on-train
+	valData, testData    string  // --val-data, --test-data
+	valSplit             float64 // --val-split
+	evalOnTrain          bool    // --eval-on-train
+	limitTrain, limitVal float64 // --limit-train, --limit-val: samples (>= 1) or a fraction (< 1); 0: all
 }
 
 func (f *evalFlags) register(fs *flag.FlagSet) {
@@ -29,6 +31,23 @@ func (f *evalFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.valSplit, "val-split", 0,
 		"hold out this seeded fraction of the training split (0 < F < 1, disjoint) and evaluate on it each epoch; not with --val-data or a val split in --data")
 	fs.BoolVar(&f.evalOnTrain, "eval-on-train", false, "with no validation or test data, evaluate on the training data (the output says so)")
+	fs.Float64Var(&f.limitTrain, "limit-train", 0, "train on N samples of the training data, or this fraction of it (0 < F < 1), "+
+		"drawn once with --seed: the same every epoch and on --resume (0: all)")
+	fs.Float64Var(&f.limitVal, "limit-val", 0, "evaluate each epoch on N samples of the evaluation data, or this fraction of it, "+
+		"drawn with --seed (0: all); the test after training takes all of the test data")
+}
+
+// limit is ds limited by --limit-train or --limit-val's v (loaders.RandomSubset), or ds itself when
+// v is 0 or asks for all of it.
+func limit(ds loaders.Dataset, v float64, seed uint64) (loaders.Dataset, error) {
+	n := int(v)
+	if v < 1 {
+		n = max(int(v*float64(ds.Len())+0.5), 1)
+	}
+	if v == 0 || n >= ds.Len() {
+		return ds, nil
+	}
+	return loaders.RandomSubset(ds, n, seed)
 }
 
 // check refuses a --val-split that is no fraction, or that comes with --eval-on-train.
@@ -38,6 +57,11 @@ func (f *evalFlags) check() error {
 		return fmt.Errorf("%w: --val-split %v; want a fraction between 0 and 1", errUsage, f.valSplit)
 	case f.valSplit != 0 && f.evalOnTrain:
 		return fmt.Errorf("%w: --val-split and --eval-on-train: choose one", errUsage)
+	}
+	for name, v := range map[string]float64{"limit-train": f.limitTrain, "limit-val": f.limitVal} {
+		if !(v >= 0) || math.IsInf(v, 0) || (v >= 1 && v != math.Trunc(v)) {
+			return fmt.Errorf("%w: --%s %v; want a number of samples or a fraction between 0 and 1", errUsage, name, v)
+		}
 	}
 	return nil
 }
@@ -102,6 +126,11 @@ func openEvalSets(ctx context.Context, o datasets.Opener, spec string, f evalFla
 	if err == nil && s.eval == nil {
 		err = fmt.Errorf("%w: %s has no test split and no val split; give --val-data or --test-data, hold some training data out with --val-split 0.1, "+
 			"or pass --eval-on-train to evaluate on the training data", errUsage, spec)
+	}
+	if err == nil {
+		if s.train, err = limit(s.train, f.limitTrain, seed); err == nil {
+			s.eval, err = limit(s.eval, f.limitVal, seed)
+		}
 	}
 	if err != nil {
 		s.Close()

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 
 	"github.com/stoke-ml/stoke/internal/rng"
 )
@@ -38,16 +39,10 @@ func SplitValidation(ds Dataset, frac float64, seed uint64) (train, val *Subset,
 		return nil, nil, fmt.Errorf("loaders: validation split %v of %d samples: want a fraction in (0, 1) leaving at least one sample on each side: %w", frac, n,
 			ErrConfig)
 	}
-	// A seeded Fisher-Yates permutation; its first nv indices validate.
-	perm := make([]int, n)
-	for i := range perm {
-		perm[i] = i
-	}
-	// Its own stream ("validate"), unrelated to the epochs' orders.
-	r := rand.New(rand.NewPCG(rng.Mix(seed, 0x76616c6964617465, 1), rng.Mix(seed, 0x76616c6964617465, 2)))
-	r.Shuffle(n, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	// A seeded Fisher-Yates permutation's first nv indices validate, on a stream of its own
+	// ("validate"), unrelated to the epochs' orders.
 	isVal := make([]bool, n)
-	for _, i := range perm[:nv] {
+	for _, i := range drawn(n, nv, seed, 0x76616c6964617465) {
 		isVal[i] = true
 	}
 	var ti, vi []int
@@ -60,6 +55,31 @@ func SplitValidation(ds Dataset, frac float64, seed uint64) (train, val *Subset,
 	}
 	name := Describe(ds).Name
 	return NewSubset(ds, name+" (training part)", ti), NewSubset(ds, name+" (validation part)", vi), nil
+}
+
+// RandomSubset returns n samples of ds drawn without replacement by seed, in ds's order: the same
+// for the same (ds.Len(), n, seed), so that every epoch and a resumed run take the same ones (a
+// shorter run on part of the data, Lightning's limit_train_batches as a fixed sample). n must be
+// from 1 to ds.Len().
+func RandomSubset(ds Dataset, n int, seed uint64) (*Subset, error) {
+	if n < 1 || n > ds.Len() {
+		return nil, fmt.Errorf("loaders: a subset of %d of %d samples: %w", n, ds.Len(), ErrConfig)
+	}
+	return NewSubset(ds, fmt.Sprintf("%s (%d samples)", Describe(ds).Name, n), drawn(ds.Len(), n, seed, 0x6c696d6974)), nil // "limit"
+}
+
+// drawn returns n of the indices 0..total-1, drawn by seed from the stream named stream (a seeded
+// Fisher-Yates permutation's first n), sorted.
+func drawn(total, n int, seed, stream uint64) []int {
+	perm := make([]int, total)
+	for i := range perm {
+		perm[i] = i
+	}
+	r := rand.New(rand.NewPCG(rng.Mix(seed, stream, 1), rng.Mix(seed, stream, 2)))
+	r.Shuffle(total, func(i, j int) { perm[i], perm[j] = perm[j], perm[i] })
+	out := perm[:n]
+	slices.Sort(out)
+	return out
 }
 
 // Len returns the number of indices.

@@ -1,6 +1,7 @@
 package loaders_test
 
 import (
+	"errors"
 	"slices"
 	"testing"
 
@@ -52,6 +53,35 @@ func TestResumeAtAnotherWorldSize(t *testing.T) {
 		got := globalBatches(world, k)
 		if !slices.EqualFunc(got, want, slices.Equal) {
 			t.Errorf("resumed on %d ranks at batch %d: global batches %v; the 2-rank run's %v", world, k, got, want)
+		}
+	}
+}
+
+// TestRandomSubset: n distinct samples in the dataset's order, the same for the same seed and
+// others for another; n outside 1..Len is refused.
+func TestRandomSubset(t *testing.T) {
+	ds := loaders.NewMemory(loaders.Info{Name: "mine", NumClasses: 3, Shape: transforms.Shape{C: 1, H: 1, W: 1}}, tinySamples(50))
+	indices := func(seed uint64) []int {
+		s, err := loaders.RandomSubset(ds, 10, seed)
+		if err != nil {
+			t.Fatal(err)
+		}
+		out := make([]int, s.Len())
+		for i := range out {
+			out[i] = s.Index(i)
+		}
+		return out
+	}
+	a, b, c := indices(1), indices(1), indices(2)
+	if len(a) != 10 || !slices.IsSorted(a) || len(slices.Compact(slices.Clone(a))) != 10 || a[9] >= 50 {
+		t.Fatalf("indices %v; want 10 distinct sorted indices below 50", a)
+	}
+	if !slices.Equal(a, b) || slices.Equal(a, c) {
+		t.Errorf("seed 1 gives %v and %v, seed 2 %v; want the same for one seed, others for another", a, b, c)
+	}
+	for _, n := range []int{0, 51} {
+		if _, err := loaders.RandomSubset(ds, n, 1); !errors.Is(err, loaders.ErrConfig) {
+			t.Errorf("RandomSubset of %d: %v; want ErrConfig", n, err)
 		}
 	}
 }

@@ -80,7 +80,8 @@ type Config struct {
 	// The resumed epoch's training loss counts the batches after the checkpoint only.
 	CheckpointEvery int
 	// Resume, if set, is a checkpoint to start from: New loads its weights, optimizer state and
-	// progress, and Fit continues with the epoch after the last one it holds.
+	// progress, and Fit continues with the epoch after the last one it holds (or inside the epoch
+	// a CheckpointEvery checkpoint was written in).
 	Resume string
 	// LabelSmoothing, in [0,1), trains against the targets (1-LabelSmoothing)*onehot +
 	// LabelSmoothing/classes instead of one-hot labels (PyTorch's CrossEntropyLoss
