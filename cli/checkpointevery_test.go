@@ -90,3 +90,26 @@ func TestLimits(t *testing.T) {
 		}
 	}
 }
+
+// TestResumeBatch: a run resumed on other ranks takes the recorded global batch over them; on as
+// many ranks, or without a record, the flags decide; a global batch that does not divide, or a
+// damaged record, is an error.
+func TestResumeBatch(t *testing.T) {
+	for _, tc := range []struct {
+		was          runRecord
+		world, batch int
+		changed, bad bool
+	}{
+		{runRecord{GlobalBatch: 16, WorldSize: 2}, 4, 4, true, false},
+		{runRecord{GlobalBatch: 16, WorldSize: 2}, 1, 16, true, false},
+		{runRecord{GlobalBatch: 16, WorldSize: 2}, 2, 0, false, false},
+		{runRecord{}, 3, 0, false, false},
+		{runRecord{GlobalBatch: 16, WorldSize: 2}, 3, 0, false, true},
+		{runRecord{GlobalBatch: -16, WorldSize: 2}, 1, 0, false, true},
+	} {
+		batch, changed, err := resumeBatch(tc.was, tc.world)
+		if batch != tc.batch || changed != tc.changed || (err != nil) != tc.bad {
+			t.Errorf("resumeBatch(%+v, %d) = %d, %v, %v; want %d, %v, error %v", tc.was, tc.world, batch, changed, err, tc.batch, tc.changed, tc.bad)
+		}
+	}
+}

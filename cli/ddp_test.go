@@ -311,8 +311,7 @@ func TestRestartOnFewerRanks(t *testing.T) {
 	var cmds []*exec.Cmd
 	for r := range 2 {
 		cmd := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "1")...)
-		cmd.Env = append(withoutRankEnv(), fmt.Sprintf("RANK=%d", r), "WORLD_SIZE=2", fmt.Sprintf("LOCAL_RANK=%d", r), "LOCAL_WORLD_SIZE=2",
-			"MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, "TORCHELASTIC_RESTART_COUNT=0")
+		cmd.Env = torchrunEnv(r, 2, port, 0)
 		cmds = append(cmds, cmd)
 	}
 	for r, o := range runAll(cmds) {
@@ -325,8 +324,7 @@ func TestRestartOnFewerRanks(t *testing.T) {
 		port := freePort(t)
 		for r := range world {
 			cmd := exec.CommandContext(t.Context(), bin, append(args, "--epochs", "2")...)
-			cmd.Env = append(withoutRankEnv(), fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", world), fmt.Sprintf("LOCAL_RANK=%d", r),
-				fmt.Sprintf("LOCAL_WORLD_SIZE=%d", world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, "TORCHELASTIC_RESTART_COUNT=1")
+			cmd.Env = torchrunEnv(r, world, port, 1)
 			cmds = append(cmds, cmd)
 		}
 		return runAll(cmds)[0]
@@ -344,4 +342,11 @@ func TestRestartOnFewerRanks(t *testing.T) {
 		res.Batch != 8 || res.GlobalBatch != 8 || len(res.History) != 2 {
 		t.Fatalf("restart on 1 rank: %d epochs, batch %d, global %d; want 2 epochs at batch 8:\n%s", res.Epochs, res.Batch, res.GlobalBatch, o.stdout)
 	}
+}
+
+// torchrunEnv is the environment torchrun gives rank r of world on one host, the store at port of
+// 127.0.0.1, after restarts restarts of the group.
+func torchrunEnv(r, world int, port string, restarts int) []string {
+	return append(withoutRankEnv(), fmt.Sprintf("RANK=%d", r), fmt.Sprintf("WORLD_SIZE=%d", world), fmt.Sprintf("LOCAL_RANK=%d", r),
+		fmt.Sprintf("LOCAL_WORLD_SIZE=%d", world), "MASTER_ADDR=127.0.0.1", "MASTER_PORT="+port, fmt.Sprintf("TORCHELASTIC_RESTART_COUNT=%d", restarts))
 }

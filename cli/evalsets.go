@@ -40,14 +40,14 @@ func (f *evalFlags) register(fs *flag.FlagSet) {
 // limit is ds limited by --limit-train or --limit-val's v (loaders.RandomSubset), or ds itself when
 // v is 0 or asks for all of it.
 func limit(ds loaders.Dataset, v float64, seed uint64) (loaders.Dataset, error) {
+	if v == 0 || v >= float64(ds.Len()) {
+		return ds, nil
+	}
 	n := int(v)
 	if v < 1 {
 		n = max(int(v*float64(ds.Len())+0.5), 1)
 	}
-	if v == 0 || n >= ds.Len() {
-		return ds, nil
-	}
-	return loaders.RandomSubset(ds, n, seed)
+	return loaders.RandomSubset(ds, min(n, ds.Len()), seed)
 }
 
 // check refuses a --val-split that is no fraction, or that comes with --eval-on-train.

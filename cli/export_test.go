@@ -126,12 +126,7 @@ func predictJSONLines(t *testing.T, ck, data string, n int) (string, []string) {
 }
 
 func TestPredictAndExportErrors(t *testing.T) {
-	root := photoFolder(t, 2, 4, nil)
-	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train",
-		"--checkpoint", ck, "-q"); code != 0 {
-		t.Fatalf("train: exit %d: %s", code, errOut)
-	}
+	root, ck := photoCheckpoint(t)
 	out, lines := predictJSONLines(t, ck, root, 8)
 	var first predictJSON
 	if err := json.Unmarshal([]byte(lines[0]), &first); err != nil || first.Path == "" || len(first.Logits) != 2 || first.ClassName == "" {

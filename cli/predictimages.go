@@ -52,6 +52,8 @@ func predictImages(ctx context.Context, e *env, stdin io.Reader, ck string, args
 	if err != nil {
 		return err
 	}
+	batch = min(batch, len(paths)) // the Predictor stages a whole batch
+
 	tr, err := openCheckpoint(ctx, ck, device, false)
 	if err != nil {
 		return err

@@ -17,12 +17,7 @@ import (
 // predict gives the same files as a dataset; a model trained on gray digits takes colour and gray
 // files alike; what is not an image fails naming the file.
 func TestPredictImages(t *testing.T) {
-	root := photoFolder(t, 2, 4, nil)
-	ck := filepath.Join(t.TempDir(), "ck")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train",
-		"--checkpoint", ck, "-q"); code != 0 {
-		t.Fatalf("train: exit %d: %s", code, errOut)
-	}
+	root, ck := photoCheckpoint(t)
 	// The dataset's logits, by file.
 	want := map[string][]float32{}
 	_, lines := predictJSONLines(t, ck, root, 8)
@@ -136,4 +131,16 @@ func TestClassNamesThroughSubsets(t *testing.T) {
 			t.Errorf("train %v, then predict: exit %d, stdout %q, stderr %s; want the class named", extra, code, out, errOut)
 		}
 	}
+}
+
+// photoCheckpoint trains resnet8 one epoch on a folder of 2 classes (a, b) of 4 photos at 8 px and
+// returns the folder and the checkpoint.
+func photoCheckpoint(t *testing.T) (root, ck string) {
+	t.Helper()
+	root, ck = photoFolder(t, 2, 4, nil), filepath.Join(t.TempDir(), "ck")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1", "--eval-on-train",
+		"--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	return root, ck
 }

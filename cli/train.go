@@ -331,6 +331,9 @@ func readRun(resume string) (rec runRecord, ok bool, err error) {
 // within an epoch continues with that epoch's next global batch. ok is false when the run is on
 // as many ranks as was (or was is unknown): the flags decide.
 func resumeBatch(was runRecord, world int) (batch int, ok bool, err error) {
+	if was.WorldSize < 0 || was.GlobalBatch < 0 {
+		return 0, false, fmt.Errorf("the checkpoint's run record says %d ranks and a global batch of %d: it is damaged", was.WorldSize, was.GlobalBatch)
+	}
 	if was.WorldSize == 0 || was.GlobalBatch == 0 || was.WorldSize == world {
 		return 0, false, nil
 	}

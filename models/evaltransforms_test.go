@@ -24,7 +24,6 @@ func TestEvalTransforms(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	names := train.Models()
 	out := runPython(t, py, "eval_transforms.py", names...)
-	filters := map[string]transforms.Filter{"bilinear": transforms.Bilinear, "bicubic": transforms.Bicubic, "lanczos": transforms.Lanczos}
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	seen, weights := 0, 0
 	for sc.Scan() {
@@ -40,7 +39,7 @@ func TestEvalTransforms(t *testing.T) {
 		seen++
 		want := train.EvalTransform{Resize: 256, Crop: 224, Filter: transforms.Bilinear, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
 		if w.Resize != 0 {
-			f, ok := filters[w.Filter]
+			f, ok := transforms.ParseFilter(w.Filter)
 			if !ok {
 				t.Fatalf("%s: interpolation %q", w.Name, w.Filter)
 			}

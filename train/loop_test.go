@@ -1,13 +1,10 @@
 package train
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"math"
 	"math/rand/v2"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"sync"
@@ -429,7 +426,6 @@ func TestPlateauTorch(t *testing.T) {
 			cases = append(cases, tcase{mode, p.Factor, p.Patience, p.Threshold, p.Cooldown, p.MinLR, ms})
 		}
 	}
-	in, _ := json.Marshal(cases)
 	script := `
 import json, sys, torch
 out = []
@@ -445,18 +441,8 @@ for c in json.load(sys.stdin):
     out.append(lrs)
 print(json.dumps(out))
 `
-	cmd := exec.Command(py, "-c", script)
-	cmd.Stdin = bytes.NewReader(in)
-	var stderr bytes.Buffer
-	cmd.Stderr = &stderr
-	outb, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("torch: %v: %s", err, stderr.Bytes())
-	}
 	var want [][]float64
-	if err := json.Unmarshal(outb, &want); err != nil {
-		t.Fatal(err)
-	}
+	runTorch(t, py, script, cases, &want)
 	reductions := 0
 	for i, c := range cases {
 		s := plateauState{LR: 0.1}

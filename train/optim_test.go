@@ -36,13 +36,7 @@ func TestRMSpropTorch(t *testing.T) {
 		{"mobilenet_v3", RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}},
 	}
 	r := rand.New(rand.NewPCG(7, 8))
-	vec := func(k int, scale float32) []float32 {
-		v := make([]float32, k)
-		for i := range v {
-			v[i] = scale * float32(r.NormFloat64())
-		}
-		return v
-	}
+	vec := func(k int, scale float32) []float32 { return normalVec(r, k, scale) }
 	type pcase struct {
 		LR, Alpha, Eps, WeightDecay, Momentum float64
 		Centered                              bool
@@ -87,24 +81,7 @@ print(json.dumps(out))
 	for i, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
 			pc := in[i]
-			w := newTestParam(t, dev, s, kindWeight, pc.W)
-			b := newTestParam(t, dev, s, kindBias, pc.B)
-			for _, p := range []*testParam{w, b} {
-				for range c.o.Slots() {
-					p.state = append(p.state, deviceF32(t, dev, s, make([]float32, p.W.Len)))
-				}
-			}
-			for step := range steps {
-				for _, x := range []struct {
-					p *testParam
-					g []float32
-				}{{w, pc.GW[step]}, {b, pc.GB[step]}} {
-					put(t, s, x.p.G, x.g)
-					if err := c.o.Update(ops, s, &x.p.Param, x.p.state, c.o.LR, step+1); err != nil {
-						t.Fatal(err)
-					}
-				}
-			}
+			w, b := optimSteps(t, dev, ops, s, c.o, c.o.LR, pc.W, pc.B, pc.GW, pc.GB)
 			for name, p := range map[string]*testParam{"W": w, "B": b} {
 				got := append([]kernels.F32{p.W}, p.state...)
 				if len(got) != len(want[i][name]) {
@@ -228,13 +205,7 @@ func TestAdamTorch(t *testing.T) {
 		"weight decay": {LR: 0.01, WeightDecay: 0.1},
 	}
 	r := rand.New(rand.NewPCG(9, 10))
-	vec := func(k int, scale float32) []float32 {
-		v := make([]float32, k)
-		for i := range v {
-			v[i] = scale * float32(r.NormFloat64())
-		}
-		return v
-	}
+	vec := func(k int, scale float32) []float32 { return normalVec(r, k, scale) }
 	type pcase struct {
 		LR, Beta1, Beta2, Eps, WeightDecay float64
 		W, B                               []float32
@@ -269,23 +240,7 @@ print(json.dumps(out))
 	dev, ops, s := optimDevice(t)
 	for name, o := range cases {
 		pc := in[name]
-		w, b := newTestParam(t, dev, s, kindWeight, pc.W), newTestParam(t, dev, s, kindBias, pc.B)
-		for _, p := range []*testParam{w, b} {
-			for range o.Slots() {
-				p.state = append(p.state, deviceF32(t, dev, s, make([]float32, p.W.Len)))
-			}
-		}
-		for step := range steps {
-			for _, x := range []struct {
-				p *testParam
-				g []float32
-			}{{w, pc.GW[step]}, {b, pc.GB[step]}} {
-				put(t, s, x.p.G, x.g)
-				if err := o.Update(ops, s, &x.p.Param, x.p.state, o.LR, step+1); err != nil {
-					t.Fatal(err)
-				}
-			}
-		}
+		w, b := optimSteps(t, dev, ops, s, o, o.LR, pc.W, pc.B, pc.GW, pc.GB)
 		for pname, p := range map[string]*testParam{"W": w, "B": b} {
 			for j, v := range append([]kernels.F32{p.W}, p.state...) {
 				tol := []float64{1e-6, 1e-6, 2e-5}[j]
@@ -331,4 +286,37 @@ func optimDevice(t *testing.T) (gpu.Device, kernels.Ops, gpu.Stream) {
 	}
 	t.Cleanup(func() { s.Close() })
 	return dev, ops, s
+}
+
+// normalVec is k normal values times scale.
+func normalVec(r *rand.Rand, k int, scale float32) []float32 {
+	v := make([]float32, k)
+	for i := range v {
+		v[i] = scale * float32(r.NormFloat64())
+	}
+	return v
+}
+
+// optimSteps makes a weight (decayed) and a bias (not) with their optimizer state on dev and takes
+// o's steps with their gradients gw and gb at rate lr; it returns both.
+func optimSteps(t *testing.T, dev gpu.Device, ops kernels.Ops, s gpu.Stream, o Optimizer, lr float64, w, b []float32, gw, gb [][]float32) (*testParam, *testParam) {
+	t.Helper()
+	pw, pb := newTestParam(t, dev, s, kindWeight, w), newTestParam(t, dev, s, kindBias, b)
+	for _, p := range []*testParam{pw, pb} {
+		for range o.Slots() {
+			p.state = append(p.state, deviceF32(t, dev, s, make([]float32, p.W.Len)))
+		}
+	}
+	for step := range gw {
+		for _, x := range []struct {
+			p *testParam
+			g []float32
+		}{{pw, gw[step]}, {pb, gb[step]}} {
+			put(t, s, x.p.G, x.g)
+			if err := o.Update(ops, s, &x.p.Param, x.p.state, lr, step+1); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	return pw, pb
 }

@@ -114,7 +114,7 @@ func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
 	default:
 		return nil, fmt.Errorf("preprocess: crop_mode %q; want center or squash", c.CropMode)
 	}
-	f, ok := filters[c.Interpolation]
+	f, ok := transforms.ParseFilter(c.Interpolation)
 	if !ok {
 		return nil, fmt.Errorf("preprocess: interpolation %q", c.Interpolation)
 	}
@@ -124,6 +124,3 @@ func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
 	}
 	return p, p.check(in, classes)
 }
-
-// filters are the resize filters by their names in a pretrained_cfg (timm's, PIL's).
-var filters = map[string]transforms.Filter{"bilinear": transforms.Bilinear, "bicubic": transforms.Bicubic, "lanczos": transforms.Lanczos}

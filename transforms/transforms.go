@@ -74,6 +74,17 @@ func (f Filter) String() string {
 	return "bilinear"
 }
 
+// ParseFilter is the Filter a name gives ("bilinear", "bicubic", "lanczos": String's, and PIL's,
+// torchvision's and timm's interpolation names); ok is false for another name.
+func ParseFilter(name string) (f Filter, ok bool) {
+	for f := Bilinear; f <= Lanczos; f++ {
+		if f.String() == name {
+			return f, true
+		}
+	}
+	return 0, false
+}
+
 // ImageNet's per-channel mean and standard deviation (RGB, on [0,1] values), as torchvision uses.
 var (
 	ImageNetMean = []float32{0.485, 0.456, 0.406}

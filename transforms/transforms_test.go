@@ -747,3 +747,15 @@ func TestJPEGSteadyStateAllocatesNothing(t *testing.T) {
 		}
 	}
 }
+
+// TestParseFilter: every filter's name parses back to it; another name does not.
+func TestParseFilter(t *testing.T) {
+	for _, f := range []Filter{Bilinear, Bicubic, Lanczos} {
+		if got, ok := ParseFilter(f.String()); !ok || got != f {
+			t.Errorf("ParseFilter(%q) = %v, %v; want %v", f.String(), got, ok, f)
+		}
+	}
+	if _, ok := ParseFilter("nearest"); ok {
+		t.Error("ParseFilter(nearest) is ok; stoke has no nearest filter")
+	}
+}
