@@ -1,12 +1,30 @@
 // Package checkpoint reads and writes Stoke's checkpoint files (train.Trainer's Save and Load,
-// stoke train --checkpoint and --resume): a training run's whole state in one file, the model's
-// identity, the optimizer, the seed and counters, the training loop's state and history, and each
-// tensor of the model with its optimizer state and EMA. It knows nothing of models and trainers:
-// package train maps a Trainer to a File and back, and checks that a File fits a model.
+// stoke train --checkpoint and --resume): a training run's whole state, the model's identity,
+// the optimizer, the seed and counters, the training loop's state and history, and each tensor of
+// the model with its optimizer state and EMA. It knows nothing of models and trainers: package
+// train maps a Trainer to a File and back, and checks that a File fits a model.
 //
 // # Format
 //
-// Little-endian:
+// Version 4, which Write writes, is two safetensors files. The checkpoint's own, at its path, is
+// the model's state_dict: each tensor's weights under its name, then File.Extra (a BatchNorm's
+// num_batches_tracked, a module's derived buffers), so that PyTorch takes it as it is:
+//
+//	model.load_state_dict(safetensors.torch.load_file(path), strict=True)
+//
+// Its metadata holds the rest: "format": "pt", File.Meta (timm's "pretrained_cfg", say), and
+// under keys that start with "stoke.": the version ("stoke.checkpoint": "4"), the model, builder
+// and optimizer strings, the seed, epochs and steps in decimal, the loop's state and history as
+// JSON, the tensors' names in order, the number of value sets per tensor, the CRC-32C of the
+// data, and, when there is more than the weights, the name of the training state's file beside
+// it. That one, PATH.train-ID (ID 16 random hexadecimal digits), holds every optimizer slot and
+// the EMA, set k of tensor NAME as "k:NAME", with its own CRC-32C: a state_dict loads only what
+// the model has, so the training state cannot share its file (as Accelerate's save_state keeps
+// optimizer.bin beside model.safetensors). Write writes the training state under a new ID first,
+// then the checkpoint over path, then removes the training state of the write before: a crash at
+// any point leaves path naming a training state that exists.
+//
+// Versions 1 to 3, still read, were one file of this package's own, little-endian:
 //
 //	magic "STOKECKP" | version u32 | payload length u64 | payload | CRC-32C of payload u32
 //
@@ -15,14 +33,15 @@
 // u32, then per tensor: name string, rank u32 and as many dimensions u32, value count u32
 // (weights, then each optimizer slot, then the EMA when there is one), and per value: length u64,
 // float32 values. A string is a u32 length and its bytes; JSON bytes a u64 length and the bytes.
+// Version 2 had no builder string and no shapes; version 1 besides no state and, for history, a
+// u32 count of 6 float64 per epoch (Epoch1). Encode still writes version 3, for tests of the
+// reading of older files.
 //
-// Version 2, still read, had no builder string and no shapes. Version 1, still read, had besides
-// no state and, for history, a u32 count of 6 float64 per epoch (Epoch1).
-//
-// Reading treats the file as outside bytes: every length is checked against what remains before
-// anything is allocated, so a corrupt or hostile file costs no more memory than its own size.
-// Both ways stream: Write takes the values of a set at a time from the caller (Fill) and Read
-// decodes them straight from the file, so neither holds the file's bytes beside the values.
+// Reading treats the files as outside bytes: every length is checked against what remains before
+// anything is allocated, so a corrupt or hostile file costs no more memory than its own size, and
+// the checksums catch damage. Both ways stream: Write takes the values of a set at a time from
+// the caller (Fill) and Read decodes them straight from the file, so neither holds the file's
+// bytes beside the values.
 package checkpoint
 
 import (
@@ -38,15 +57,15 @@ import (
 	"math"
 	"os"
 
-	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // ErrFormat: the bytes are not a readable checkpoint (bad magic, unknown version, truncated,
 // checksum mismatch, lengths that do not fit).
 var ErrFormat = errors.New("corrupt checkpoint")
 
-// Version is the version Encode writes; Decode reads versions 1 to Version.
-const Version = 3
+// Version is the version Write writes; Read reads versions 1 to Version.
+const Version = 4
 
 const (
 	magic = "STOKECKP"
@@ -76,6 +95,12 @@ type File struct {
 	History1       []Epoch1
 	// Tensors are the model's tensors in the model's order.
 	Tensors []Tensor
+	// Extra are tensors the weights file holds for PyTorch's strict loading alone (a BatchNorm's
+	// num_batches_tracked, derived buffers): written, not read back.
+	Extra []safetensors.Tensor
+	// Meta is metadata of the caller's own, written with the weights and read back (version 4):
+	// keys that do not start with MetaPrefix and are not "format".
+	Meta map[string]string
 }
 
 // Epoch1 is one epoch's record in a version 1 file.
@@ -94,9 +119,10 @@ type Tensor struct {
 	Values [][]float32
 }
 
-// Read reads and decodes the checkpoint at path, streamed: the file is not held in memory beside
-// the File it decodes to. Anything but a regular file (a FIFO would block the read forever, a
-// device never end it) is refused before it is opened for reading.
+// Read reads and decodes the checkpoint at path (any version), streamed: the file is not held in
+// memory beside the File it decodes to. Anything but a regular file (a FIFO would block the read
+// forever, a device never end it) is refused before it is opened for reading. An error of the
+// bytes wraps ErrFormat.
 func Read(path string) (*File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
@@ -110,37 +136,48 @@ func Read(path string) (*File, error) {
 		return nil, err
 	}
 	defer fh.Close()
-	return decode(bufio.NewReaderSize(fh, 1<<16), st.Size())
+	b := make([]byte, len(magic))
+	if n, _ := io.ReadFull(fh, b); n == len(b) && string(b) == magic {
+		if _, err := fh.Seek(0, io.SeekStart); err != nil {
+			return nil, err
+		}
+		return decode(bufio.NewReaderSize(fh, 1<<16), st.Size())
+	}
+	return read4(path)
 }
 
 // Fill gives a streamed write the values of a set that the File leaves nil: it writes set k of
 // tensor i (the weights, an optimizer slot, the EMA) into dst, of the tensor's element count.
 type Fill func(i, k int, dst []float32) error
 
-// Write writes f to path atomically: to a temporary file in the same folder, renamed over path,
-// so that a crash never leaves a half-written checkpoint under path. It streams: a value set
-// that is nil in f.Tensors (of a tensor with a Shape) is taken from fill when the write reaches
-// it, into one buffer reused for every such set, so that the write holds one tensor's values
-// beyond what f holds, whatever the model's size. fill may be nil when f holds every value.
-func Write(path string, f *File, fill Fill) error {
-	return atomicfile.Write(path, 0o644, func(w io.Writer) error { return f.encode(w, fill) })
-}
+// Write writes f to path in version 4, atomically: each file to a temporary file in the same
+// folder, renamed over its name, so that a crash never leaves a half-written checkpoint under
+// path (see the Format). It streams: a value set that is nil in f.Tensors is taken from fill when
+// the write reaches it, into one buffer reused for every such set, so that the write holds one
+// tensor's values beyond what f holds, whatever the model's size (each set is taken twice: once
+// for the checksum, which the header holds, once to write it). fill may be nil when f holds every
+// value. Every tensor needs a Shape and as many value sets as the others.
+func Write(path string, f *File, fill Fill) error { return write4(path, f, fill) }
 
-// Sniff reports whether the regular file at path is empty or starts like a checkpoint (what may
-// be overwritten by one).
+// Sniff reports whether the regular file at path is empty or is a checkpoint (what may be
+// overwritten by one).
 func Sniff(path string) bool {
-	f, err := os.Open(path)
+	fh, err := os.Open(path)
 	if err != nil {
 		return false
 	}
-	defer f.Close()
+	defer fh.Close()
+	st, err := fh.Stat()
+	if err != nil {
+		return false
+	}
 	b := make([]byte, len(magic))
-	n, _ := io.ReadFull(f, b)
-	return n == 0 || n == len(b) && string(b) == magic
+	n, _ := io.ReadFull(fh, b)
+	return n == 0 || n == len(b) && string(b) == magic || sniff4(fh, st.Size())
 }
 
-// Encode returns f in the format of Version. State and History are written as they are, nil as
-// JSON's null; History1 is not written.
+// Encode returns f in format version 3 (tests of older files use it). State and History are
+// written as they are, nil as JSON's null; History1, Extra and Meta are not written.
 func (f *File) Encode() []byte {
 	var b bytes.Buffer
 	f.encode(&b, nil) // a bytes.Buffer never fails, and without fill nothing else can
@@ -160,7 +197,7 @@ func setLen(t Tensor, v []float32, fill Fill) int {
 	return n
 }
 
-// encode writes f to w in the format of Version, the values of its nil sets from fill.
+// encode writes f to w in format version 3, the values of its nil sets from fill.
 func (f *File) encode(w io.Writer, fill Fill) error {
 	state, history := f.State, f.History
 	if state == nil {
@@ -183,7 +220,7 @@ func (f *File) encode(w io.Writer, fill Fill) error {
 		}
 	}
 	bw := bufio.NewWriterSize(w, 1<<16)
-	head := binary.LittleEndian.AppendUint32([]byte(magic), Version)
+	head := binary.LittleEndian.AppendUint32([]byte(magic), 3)
 	bw.Write(binary.LittleEndian.AppendUint64(head, uint64(n)))
 	sum := crc32.New(castagnoli)
 	e := &encoder{w: io.MultiWriter(bw, sum)}
@@ -280,8 +317,8 @@ func decode(src io.Reader, size int64) (*File, error) {
 		return nil, fmt.Errorf("checkpoint: %w: not a stoke checkpoint (bad magic or shorter than a header)", ErrFormat)
 	}
 	version := binary.LittleEndian.Uint32(head[8:])
-	if version < 1 || version > Version {
-		return nil, fmt.Errorf("checkpoint: %w: version %d; this build reads versions 1 to %d", ErrFormat, version, Version)
+	if version < 1 || version > 3 {
+		return nil, fmt.Errorf("checkpoint: %w: version %d; this build reads versions 1 to %d (4 as safetensors)", ErrFormat, version, Version)
 	}
 	n := binary.LittleEndian.Uint64(head[12:])
 	if n != uint64(size-24) {

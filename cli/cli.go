@@ -1,12 +1,12 @@
 // Package cli is the stoke command line as a library: cmd/stoke is its Main, and a program of
-// your own that imports it (and the packages that register your layers and models) is a stoke
-// that knows them, as caddy and hugo are built with plugins:
+// your own that imports it (and the packages that register your models) is a stoke that knows
+// them, as caddy and hugo are built with plugins:
 //
 //	package main
 //
 //	import (
 //		"github.com/stoke-ml/stoke/cli"
-//		_ "example.com/mylayers" // train.RegisterLayer, train.RegisterModel in init
+//		_ "example.com/mylayers" // train.RegisterModel in init
 //	)
 //
 //	func main() { cli.Main() }

@@ -189,6 +189,12 @@ type Graph struct {
 	reach   []bool          // Backward: whether each recorded tensor depends on a parameter
 	written map[*param]bool // parameters whose gradient Backward has written
 	sync    *bnSync         // set by SyncBatchNorm
+	// OnGradient's hook, and Backward's schedule of it: each attached parameter's first use in
+	// the record (-1: none), and the parameters' indices in the order their gradients complete.
+	onGrad   func(p *Tensor) error
+	index    map[*param]int // each attached trained parameter's place in params
+	firstUse []int
+	gradDone []int
 }
 
 // bnSync is how a data-parallel pass synchronizes its batch norms (SyncBatchNorm).
@@ -531,20 +537,22 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 		g.pieces[i] = g.pieces[i][:0]
 	}
 	clear(g.written)
+	done := g.scheduleGradients()
 	for i := len(g.nodes) - 1; i >= 0 && g.err == nil; i-- {
 		g.gather(i)
 		n := g.nodes[i]
-		gy := g.grads[i]
-		if gy == nil || n.vjp == nil {
-			continue
-		}
-		gx := g.lists.take(len(n.ins))
-		n.vjp(gy, gx)
-		for j, x := range n.ins {
-			if gx[j] == nil || !x.grad {
-				continue
+		if gy := g.grads[i]; gy != nil && n.vjp != nil {
+			gx := g.lists.take(len(n.ins))
+			n.vjp(gy, gx)
+			for j, x := range n.ins {
+				if gx[j] == nil || !x.grad {
+					continue
+				}
+				g.accumulate(x, gx[j])
 			}
-			g.accumulate(x, gx[j])
+		}
+		for ; done < len(g.gradDone) && g.firstUse[g.gradDone[done]] == i && g.err == nil; done++ {
+			g.fail(g.onGrad(g.params[g.gradDone[done]]))
 		}
 	}
 	for _, p := range g.params {
@@ -552,7 +560,50 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 			g.run(func() error { return g.ops.Fill(g.s, p.p.g, 0) })
 		}
 	}
+	for ; done < len(g.gradDone) && g.err == nil; done++ {
+		g.fail(g.onGrad(g.params[g.gradDone[done]]))
+	}
 	return g.err
+}
+
+// OnGradient makes Backward call fn once for each attached parameter it writes a gradient for
+// (trained, with gradient memory), as soon as that gradient is complete: once the work of the
+// parameter's first use in the record, the last op Backward reaches, is enqueued; for a
+// parameter the pass did not use, after its zeros. A data-parallel trainer starts the
+// all-reduce of a bucket of gradients there, while the rest of the backward pass runs (as
+// PyTorch DDP's autograd hooks do). An error from fn ends Backward with it. The setting
+// outlives Reset; nil removes it.
+func (g *Graph) OnGradient(fn func(p *Tensor) error) { g.onGrad = fn }
+
+// scheduleGradients fills g.firstUse and g.gradDone for OnGradient's hook (nothing without
+// one) and returns the index in gradDone to start from.
+func (g *Graph) scheduleGradients() int {
+	g.gradDone = g.gradDone[:0]
+	if g.onGrad == nil {
+		return 0
+	}
+	g.firstUse = slices.Grow(g.firstUse[:0], len(g.params))[:len(g.params)]
+	for k := range g.firstUse {
+		g.firstUse[k] = -1
+	}
+	for i, n := range g.nodes {
+		for _, x := range n.ins {
+			if x.p == nil || !x.p.trained {
+				continue
+			}
+			if k, ok := g.index[x.p]; ok && g.firstUse[k] < 0 {
+				g.firstUse[k] = i
+			}
+		}
+	}
+	for k, p := range g.params {
+		if p.p.g.Len > 0 {
+			g.gradDone = append(g.gradDone, k)
+		}
+	}
+	// Backward walks the record from its end: latest first use first, unused ones last.
+	slices.SortStableFunc(g.gradDone, func(a, b int) int { return g.firstUse[b] - g.firstUse[a] })
+	return 0
 }
 
 // Attach makes parameters and buffers usable by the graph's ops and names those whose gradients
@@ -562,6 +613,10 @@ func (g *Graph) Attach(params ...*Tensor) {
 	for _, p := range params {
 		p.g = g
 		if p.Trained() {
+			if g.index == nil {
+				g.index = map[*param]int{}
+			}
+			g.index[p.p] = len(g.params)
 			g.params = append(g.params, p)
 		}
 	}

@@ -255,26 +255,32 @@ func (f *File) Metadata() map[string]string {
 	return maps.Clone(f.meta)
 }
 
-// raw reads the bytes of the tensor name, whose values are to go into a destination of n
-// elements, after checking that it exists and has n of them.
-func (f *File) raw(name string, n int) (TensorInfo, []byte, error) {
+// chunks reads the bytes of the tensor name, whose values are to go into a destination of n
+// elements, after checking that it exists and has n of them, and hands them to use a chunk of at
+// most 32 KiB at a time (whole elements), with the index of the chunk's first element.
+func (f *File) chunks(name string, n int, use func(t TensorInfo, b []byte, first int)) error {
 	t, ok := f.Tensor(name)
 	if !ok {
-		return t, nil, fmt.Errorf("safetensors: no tensor %q", name)
+		return fmt.Errorf("safetensors: no tensor %q", name)
 	}
 	if t.Len() != n {
-		return t, nil, fmt.Errorf("safetensors: tensor %q: %d values into %d", name, t.Len(), n)
+		return fmt.Errorf("safetensors: tensor %q: %d values into %d", name, t.Len(), n)
 	}
-	b := make([]byte, t.Size)
-	if _, err := f.r.ReadAt(b, t.Offset); err != nil {
-		return t, nil, fmt.Errorf("safetensors: tensor %q: %w", name, err)
+	size := int64(dtypeSizes[t.DType])
+	buf := make([]byte, min(t.Size, 1<<15/size*size))
+	for off := int64(0); off < t.Size; off += int64(len(buf)) {
+		b := buf[:min(int64(len(buf)), t.Size-off)]
+		if _, err := f.r.ReadAt(b, t.Offset+off); err != nil {
+			return fmt.Errorf("safetensors: tensor %q: %w", name, err)
+		}
+		use(t, b, int(off/size))
 	}
-	return t, b, nil
+	return nil
 }
 
 // Float32s reads the tensor name into dst, which must have its number of elements (Len),
 // converting F16 and BF16 exactly. A tensor of another dtype gives an error wrapping ErrFormat.
-// It allocates the tensor's bytes.
+// It reads the file 32 KiB at a time.
 func (f *File) Float32s(name string, dst []float32) error {
 	if t, ok := f.Tensor(name); ok {
 		switch t.DType {
@@ -283,53 +289,47 @@ func (f *File) Float32s(name string, dst []float32) error {
 			return fmt.Errorf("%w: tensor %q: dtype %s; want F32, F16 or BF16", ErrFormat, name, t.DType)
 		}
 	}
-	t, raw, err := f.raw(name, len(dst))
-	if err != nil {
-		return err
-	}
-	for i := range dst {
-		switch t.DType {
-		case "F32":
-			dst[i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
-		case "BF16":
-			dst[i] = half.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
-		default:
-			dst[i] = half.FP16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+	return f.chunks(name, len(dst), func(t TensorInfo, raw []byte, first int) {
+		for i := range len(raw) / dtypeSizes[t.DType] {
+			switch t.DType {
+			case "F32":
+				dst[first+i] = math.Float32frombits(binary.LittleEndian.Uint32(raw[4*i:]))
+			case "BF16":
+				dst[first+i] = half.BF16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+			default:
+				dst[first+i] = half.FP16ToF32(binary.LittleEndian.Uint16(raw[2*i:]))
+			}
 		}
-	}
-	return nil
+	})
 }
 
 // Int64s reads the tensor name, of any integer dtype (I8 to I64, U8 to U64), into dst, which
 // must have its number of elements (Len). A U64 value above math.MaxInt64 wraps to a negative
-// one. A tensor of another dtype (BOOL among them) gives an error wrapping ErrFormat. It
-// allocates the tensor's bytes.
+// one. A tensor of another dtype (BOOL among them) gives an error wrapping ErrFormat. It reads
+// the file 32 KiB at a time.
 func (f *File) Int64s(name string, dst []int64) error {
 	t, ok := f.Tensor(name)
 	if ok && t.DType[0] != 'I' && t.DType[0] != 'U' {
 		return fmt.Errorf("%w: tensor %q: dtype %s; want an integer dtype", ErrFormat, name, t.DType)
 	}
-	t, raw, err := f.raw(name, len(dst))
-	if err != nil {
-		return err
-	}
-	size := dtypeSizes[t.DType]
-	for i := range dst {
-		var v int64
-		switch size {
-		case 8:
-			v = int64(binary.LittleEndian.Uint64(raw[8*i:]))
-		case 4:
-			v = int64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
-		case 2:
-			v = int64(int16(binary.LittleEndian.Uint16(raw[2*i:])))
-		default:
-			v = int64(int8(raw[i]))
+	return f.chunks(name, len(dst), func(t TensorInfo, raw []byte, first int) {
+		size := dtypeSizes[t.DType]
+		for i := range len(raw) / size {
+			var v int64
+			switch size {
+			case 8:
+				v = int64(binary.LittleEndian.Uint64(raw[8*i:]))
+			case 4:
+				v = int64(int32(binary.LittleEndian.Uint32(raw[4*i:])))
+			case 2:
+				v = int64(int16(binary.LittleEndian.Uint16(raw[2*i:])))
+			default:
+				v = int64(int8(raw[i]))
+			}
+			if t.DType[0] == 'U' && size < 8 {
+				v &= 1<<(8*size) - 1
+			}
+			dst[first+i] = v
 		}
-		if t.DType[0] == 'U' && size < 8 {
-			v &= 1<<(8*size) - 1
-		}
-		dst[i] = v
-	}
-	return nil
+	})
 }

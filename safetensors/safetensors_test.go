@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"io"
 	"math"
 	"slices"
 	"strings"
@@ -224,6 +225,48 @@ func TestWriteRoundTrip(t *testing.T) {
 	}
 }
 
+// TestWriteFill: tensors whose values Fill gives when the write reaches them give the bytes of the
+// same values given, each Fill called once, in order; a Fill's error, or its values of another
+// length, ends the write naming the tensor.
+func TestWriteFill(t *testing.T) {
+	given := []Tensor{
+		{Name: "b", Shape: []int{2, 3}, F32: []float32{1, 2, 3, 4, 5, 6}},
+		{Name: "n", Shape: []int{}, I64: []int64{9}},
+		{Name: "a", Shape: []int{4}, F32: []float32{-1, 0.5, 7, 8}},
+	}
+	var calls []string
+	filled := slices.Clone(given)
+	for i := range filled {
+		if v := filled[i].F32; v != nil {
+			name := filled[i].Name
+			filled[i].F32 = nil
+			filled[i].Fill = func() ([]float32, error) {
+				calls = append(calls, name)
+				return slices.Clone(v), nil
+			}
+		}
+	}
+	var want, got bytes.Buffer
+	if err := Write(&want, given, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if err := Write(&got, filled, map[string]string{"k": "v"}); err != nil {
+		t.Fatal(err)
+	}
+	if !bytes.Equal(got.Bytes(), want.Bytes()) || !slices.Equal(calls, []string{"b", "a"}) {
+		t.Errorf("filled write differs from the given values' (Fill calls %v)", calls)
+	}
+	boom := errors.New("boom")
+	filled[2].Fill = func() ([]float32, error) { return nil, boom }
+	if err := Write(io.Discard, filled, nil); !errors.Is(err, boom) || !strings.Contains(err.Error(), `tensor "a"`) {
+		t.Errorf("a failing Fill: %v; want its error naming the tensor", err)
+	}
+	filled[2].Fill = func() ([]float32, error) { return make([]float32, 3), nil }
+	if err := Write(io.Discard, filled, nil); err == nil || !strings.Contains(err.Error(), `tensor "a": 3 values for shape [4]`) {
+		t.Errorf("a Fill of 3 values for 4: %v; want an error naming the tensor", err)
+	}
+}
+
 // TestWriteRefuses: a tensor Write cannot write as asked is an error, and nothing is written.
 func TestWriteRefuses(t *testing.T) {
 	for _, tc := range []struct {
@@ -233,7 +276,8 @@ func TestWriteRefuses(t *testing.T) {
 	}{
 		{"twice", []Tensor{{Name: "a", Shape: []int{1}, F32: []float32{1}}, {Name: "a", Shape: []int{1}, F32: []float32{1}}}, `tensor "a" twice`},
 		{"metadata key", []Tensor{{Name: "__metadata__", Shape: []int{1}, F32: []float32{1}}}, "__metadata__"},
-		{"both", []Tensor{{Name: "a", Shape: []int{1}, F32: []float32{1}, I64: []int64{1}}}, "both F32 and I64"},
+		{"both", []Tensor{{Name: "a", Shape: []int{1}, F32: []float32{1}, I64: []int64{1}}}, "values of two kinds"},
+		{"fill and values", []Tensor{{Name: "a", Shape: []int{1}, F32: []float32{1}, Fill: func() ([]float32, error) { return nil, nil }}}, "values of two kinds"},
 		{"short", []Tensor{{Name: "a", Shape: []int{2, 2}, F32: []float32{1, 2, 3}}}, `tensor "a": 3 values for shape [2 2]`},
 		{"negative", []Tensor{{Name: "a", Shape: []int{-1}}}, `tensor "a": shape [-1]`},
 	} {

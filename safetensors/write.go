@@ -11,8 +11,8 @@ import (
 	"strings"
 )
 
-// Tensor is one tensor to Write: float32 values (dtype F32), or int64 ones (dtype I64) when I64
-// is set.
+// Tensor is one tensor to Write: float32 values (dtype F32), given or made by Fill, or int64
+// ones (dtype I64) when I64 is set.
 type Tensor struct {
 	// Name is the tensor's key in the header (a state_dict name: "fc.weight"); "__metadata__" is
 	// the format's own.
@@ -24,6 +24,10 @@ type Tensor struct {
 	F32 []float32
 	// I64 holds the values of an I64 tensor, in row-major order; F32 is then nil.
 	I64 []int64
+	// Fill, when F32 and I64 are nil, returns the F32 tensor's values (as many as its shape
+	// holds) when Write reaches the tensor, in memory the caller may reuse for the next: a write
+	// streams, holding one tensor's values at a time, whatever the file's size.
+	Fill func() ([]float32, error)
 }
 
 // dtype is the dtype t is written as.
@@ -36,10 +40,22 @@ func (t *Tensor) dtype() string {
 
 // size is the number of bytes of t's data.
 func (t *Tensor) size() int {
-	if t.I64 != nil {
+	switch {
+	case t.I64 != nil:
 		return 8 * len(t.I64)
+	case t.Fill != nil:
+		return 4 * t.len()
 	}
 	return 4 * len(t.F32)
+}
+
+// len is the number of values t's shape holds (check has bounded it).
+func (t *Tensor) len() int {
+	n := 1
+	for _, d := range t.Shape {
+		n *= d
+	}
+	return n
 }
 
 // check reports why t cannot be written: both value slices set, a negative dimension, or a
@@ -48,8 +64,8 @@ func (t *Tensor) check() error {
 	if t.Name == "__metadata__" {
 		return fmt.Errorf("safetensors: a tensor named __metadata__, the header's metadata key")
 	}
-	if t.F32 != nil && t.I64 != nil {
-		return fmt.Errorf("safetensors: tensor %q has both F32 and I64 values", t.Name)
+	if t.F32 != nil && t.I64 != nil || t.Fill != nil && (t.F32 != nil || t.I64 != nil) {
+		return fmt.Errorf("safetensors: tensor %q has values of two kinds (F32, I64, Fill)", t.Name)
 	}
 	n := uint64(1)
 	for _, d := range t.Shape {
@@ -59,8 +75,11 @@ func (t *Tensor) check() error {
 		}
 		n = lo
 	}
-	if have := max(len(t.F32), len(t.I64)); uint64(have) != n {
+	if have := max(len(t.F32), len(t.I64)); t.Fill == nil && uint64(have) != n {
 		return fmt.Errorf("safetensors: tensor %q: %d values for shape %v", t.Name, have, t.Shape)
+	}
+	if t.Fill != nil && n > math.MaxInt/8 {
+		return fmt.Errorf("safetensors: tensor %q: shape %v", t.Name, t.Shape)
 	}
 	return nil
 }
@@ -69,7 +88,8 @@ func (t *Tensor) check() error {
 // under "__metadata__", padded with spaces to a multiple of 8 bytes so that the data is aligned,
 // then each tensor's values in the order given, little-endian. The header's keys are sorted (the
 // JSON of encoding/json), so the same tensors give the same bytes. A tensor named twice or whose
-// values do not fit its shape is an error, and nothing is written.
+// values do not fit its shape is an error, and nothing is written; an error from a tensor's Fill
+// ends the write with it (what was written is then a truncated file).
 func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 	type entry struct {
 		DType   string `json:"dtype"`
@@ -113,7 +133,17 @@ func Write(w io.Writer, tensors []Tensor, metadata map[string]string) error {
 			binary.LittleEndian.PutUint64(n[:], uint64(v))
 			bw.Write(n[:])
 		}
-		for _, v := range t.F32 {
+		values := t.F32
+		if t.Fill != nil {
+			var err error
+			if values, err = t.Fill(); err == nil && len(values) != t.len() {
+				err = fmt.Errorf("%d values for shape %v", len(values), t.Shape)
+			}
+			if err != nil {
+				return fmt.Errorf("safetensors: tensor %q: %w", t.Name, err)
+			}
+		}
+		for _, v := range values {
 			binary.LittleEndian.PutUint32(n[:4], math.Float32bits(v))
 			bw.Write(n[:4])
 		}

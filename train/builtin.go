@@ -2,181 +2,161 @@ package train
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// The package's layers are modules of package nn: each is its forward pass over nn's ops, whose
-// backward pass the graph derives (NN), under the description checkpoints know it by. Their
-// tensors, parameter order, initialization and descriptions are those of the hand-written
-// layers they replace, so checkpoints written before load and resume unchanged.
+// The package's own models (NewModel), each a module of package nn. Their tensors, their order
+// and their initialization are those of the layer-by-layer models they were before, so
+// checkpoints written then load, resume and predict the same.
 
-// builtin is one of the package's layers: an nn module, its description ("linear 784->512") and
-// the per-sample input shapes it takes.
-type builtin struct {
-	nn.Module
-	desc  string
-	check func(in []int) error // refuses an input shape the description does not take
-	block bool                 // a Residual: check's errors name the block and its layers already
+// builtinModule builds one of builtinModels for images of shape in.
+func builtinModule(name string, in Shape, classes int) (nn.Module, error) {
+	if in.C <= 0 || in.H <= 0 || in.W <= 0 || in.Len() > maxInput || classes <= 0 {
+		return nil, fmt.Errorf("input %v, %d classes", in, classes)
+	}
+	switch name {
+	case "mlp":
+		return nn.Dict{
+			{Name: "0.flatten", Module: nn.Fn(nn.Flatten)},
+			{Name: "1.linear", Module: he(nn.NewLinear(in.Len(), 512, true))},
+			{Name: "2.relu", Module: nn.Fn(nn.ReLU)},
+			{Name: "3.linear", Module: he(nn.NewLinear(512, 256, true))},
+			{Name: "4.relu", Module: nn.Fn(nn.ReLU)},
+			{Name: "5.linear", Module: nn.NewLinear(256, classes, true)},
+		}, nil
+	case "cnn":
+		if in.H < 4 || in.W < 4 {
+			return nil, fmt.Errorf("input %v: the cnn's two 2x2 poolings need images of at least 4x4", in)
+		}
+		pad2 := nn.ConvOptions{Stride: 1, Padding: 2}
+		return nn.Dict{
+			{Name: "0.conv2d", Module: he(nn.NewConv2d(in.C, 32, 5, pad2, true))},
+			{Name: "2.maxpool", Module: nn.MaxPool2dLayer{K: 2, Stride: 2}}, // before 1.relu: see NewModel
+			{Name: "1.relu", Module: nn.Fn(nn.ReLU)},
+			{Name: "3.conv2d", Module: he(nn.NewConv2d(32, 64, 5, pad2, true))},
+			{Name: "5.maxpool", Module: nn.MaxPool2dLayer{K: 2, Stride: 2}},
+			{Name: "4.relu", Module: nn.Fn(nn.ReLU)},
+			{Name: "6.flatten", Module: nn.Fn(nn.Flatten)},
+			{Name: "7.linear", Module: he(nn.NewLinear(64*(in.H/4)*(in.W/4), 128, true))},
+			{Name: "8.relu", Module: nn.Fn(nn.ReLU)},
+			{Name: "9.linear", Module: nn.NewLinear(128, classes, true)},
+		}, nil
+	case "resnet8":
+		return newResNet(in, classes, 16, 3, 1, []int{16, 32, 64}, []int{1, 1, 1}, false), nil
+	case "resnet20":
+		return newResNet(in, classes, 16, 3, 1, []int{16, 32, 64}, []int{3, 3, 3}, false), nil
+	case "resnet18", "resnet50":
+		blocks, bottleneck := []int{2, 2, 2, 2}, false
+		if name == "resnet50" {
+			blocks, bottleneck = []int{3, 4, 6, 3}, true
+		}
+		k, stride := 7, 2
+		if in.H <= 32 && in.W <= 32 {
+			k, stride = 3, 1
+		}
+		return newResNet(in, classes, 64, k, stride, []int{64, 128, 256, 512}, blocks, bottleneck), nil
+	}
+	return nil, fmt.Errorf("no built-in model %q", name)
 }
 
-func (b builtin) String() string { return b.desc }
-
-func (b builtin) checkInput(in []int) error {
-	if b.check == nil {
-		return nil
-	}
-	if err := b.check(in); err != nil && !b.block {
-		return fmt.Errorf("train: %s: %w", b.desc, err)
-	} else if err != nil {
-		return err
-	}
-	return nil
+// heWeight makes a weight start He (Kaiming) uniform, bound √(6/fan_in): a weight that feeds a
+// ReLU.
+func heWeight(w *nn.Tensor) {
+	s := w.Shape()
+	fanIn := prod(s[1:])
+	w.SetDist(nn.Uniform(math.Sqrt(6 / float64(fanIn))))
 }
 
-func newBuiltin(desc string, m nn.Module, check func(in []int) error) Layer {
-	return Custom(NN(builtin{Module: m, desc: desc, check: check}))
+// he makes a linear or convolution layer's weight start He uniform and returns the layer.
+func he[L interface {
+	*nn.LinearLayer | *nn.Conv2dLayer
+}](l L) L {
+	switch l := any(l).(type) {
+	case *nn.LinearLayer:
+		heWeight(l.Weight)
+	case *nn.Conv2dLayer:
+		heWeight(l.Weight)
+	}
+	return l
 }
 
-// kindOf is the kind of one of the package's layers ("relu", "maxpool"); "" for another layer.
-func kindOf(l Layer) string {
-	c, ok := l.(*custom)
-	if !ok {
-		return ""
+// newResNet is a ResNet of torchvision's naming: a stem of width channels (a k×k convolution
+// with the stride, BatchNorm, ReLU, and a 3x3 stride-2 max pooling when the stride is 2), stages
+// "layer1", ... of blocks[i] blocks of widths[i] (the first block of every stage after the first
+// with stride 2), global average pooling and the linear "fc". Every convolution's weight starts
+// He uniform.
+func newResNet(in Shape, classes, width, k, stride int, widths, blocks []int, bottleneck bool) nn.Dict {
+	stem := he(nn.NewConv2d(in.C, width, k, nn.ConvOptions{Stride: stride, Padding: k / 2}, false))
+	d := nn.Dict{{Name: "conv1", Module: stem}, {Name: "bn1", Module: nn.NewBatchNorm2d(width)}}
+	if stride == 2 {
+		// The pooling before the ReLU: the same values, the ReLU on a quarter of them.
+		d = append(d, nn.Entry{Name: "maxpool", Module: nn.MaxPool2dLayer{K: 3, Stride: 2, Padding: 1}})
 	}
-	n, ok := c.m.(*nnModule)
-	if !ok {
-		return ""
-	}
-	if _, ok := n.m.(builtin); !ok {
-		return ""
-	}
-	return layerKind(l)
-}
-
-// chw checks an input of [C H W] per sample, with c channels when c > 0.
-func chw(c int) func(in []int) error {
-	return func(in []int) error {
-		if len(in) != 3 || (c > 0 && in[0] != c) {
-			if c > 0 {
-				return fmt.Errorf("input shape %v; want [%d H W]", in, c)
+	d = append(d, nn.Entry{Name: "relu", Module: nn.Fn(nn.ReLU)})
+	c := width
+	for stage, w := range widths {
+		var layer nn.Sequential
+		for i := range blocks[stage] {
+			s := 1
+			if i == 0 && stage > 0 {
+				s = 2
 			}
-			return fmt.Errorf("input shape %v; want [C H W]", in)
+			b := newBlock(c, w, s, bottleneck)
+			layer = append(layer, b)
+			c = b.out
 		}
-		return nil
+		d = append(d, nn.Entry{Name: fmt.Sprintf("layer%d", stage+1), Module: layer})
 	}
+	return append(d,
+		nn.Entry{Name: "avgpool", Module: nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Flatten(nn.GlobalAvgPool(x)) })},
+		nn.Entry{Name: "fc", Module: nn.NewLinear(c, classes, true)})
 }
 
-// Linear is a fully connected layer y = x Wᵀ + b with W of shape [out in] (PyTorch's layout). Its
-// input must have in elements per sample (any shape; it is read flat).
-func Linear(in, out int) Layer {
-	return newBuiltin(fmt.Sprintf("linear %d->%d", in, out), flatLinear{nn.NewLinear(max(in, 0), max(out, 0), true)},
-		func(shape []int) error {
-			if in <= 0 || out <= 0 {
-				return fmt.Errorf("sizes must be positive")
-			}
-			if prod(shape) != in {
-				return fmt.Errorf("input shape %v has %d elements; want %d", shape, prod(shape), in)
-			}
-			return nil
-		})
+// block is torchvision's BasicBlock (two 3x3 convolutions) or Bottleneck (1x1, 3x3 with the
+// stride, 1x1 to 4x the width), each convolution followed by BatchNorm, with a 1x1 convolution
+// and BatchNorm as the shortcut when the shape changes, and the ReLU after the addition.
+type block struct {
+	Conv1      *nn.Conv2dLayer
+	Bn1        *nn.BatchNorm2dLayer
+	Conv2      *nn.Conv2dLayer
+	Bn2        *nn.BatchNorm2dLayer
+	Conv3      *nn.Conv2dLayer // a Bottleneck's
+	Bn3        *nn.BatchNorm2dLayer
+	Downsample nn.Sequential
+	out        int
 }
 
-// flatLinear is nn's Linear over its input read flat; its tensors are the Linear's.
-type flatLinear struct{ *nn.LinearLayer }
-
-func (l flatLinear) Forward(x *nn.Tensor) *nn.Tensor { return l.LinearLayer.Forward(nn.Flatten(x)) }
-
-// convSpec is a Conv2D's settings.
-type convSpec struct {
-	stride int
-	noBias bool
-}
-
-// ConvOption changes a Conv2D from its defaults (stride 1, with a bias).
-type ConvOption func(*convSpec)
-
-// Stride makes the convolution step s pixels (output (H+2*pad-k)/s + 1, as PyTorch's).
-func Stride(s int) ConvOption { return func(c *convSpec) { c.stride = s } }
-
-// NoBias leaves out the bias (a convolution followed by BatchNorm2D needs none).
-func NoBias() ConvOption { return func(c *convSpec) { c.noBias = true } }
-
-// Conv2D is a 2-D convolution with outC filters of k×k over inC input channels, zero padding pad
-// on each side, stride 1 and a bias per filter unless opts say otherwise. Input and output are
-// [C H W] per sample.
-func Conv2D(inC, outC, k, pad int, opts ...ConvOption) Layer {
-	c := convSpec{stride: 1}
-	for _, o := range opts {
-		o(&c)
+func newBlock(in, width, stride int, bottleneck bool) *block {
+	conv := func(in, out, k, stride int) *nn.Conv2dLayer {
+		return he(nn.NewConv2d(in, out, k, nn.ConvOptions{Stride: stride, Padding: k / 2}, false))
 	}
-	desc := fmt.Sprintf("conv2d %d->%d %dx%d pad %d", inC, outC, k, k, pad)
-	if c.stride != 1 {
-		desc += fmt.Sprintf(" stride %d", c.stride)
+	b := &block{out: width}
+	if bottleneck {
+		b.out = 4 * width
+		b.Conv1, b.Bn1 = conv(in, width, 1, 1), nn.NewBatchNorm2d(width)
+		b.Conv2, b.Bn2 = conv(width, width, 3, stride), nn.NewBatchNorm2d(width)
+		b.Conv3, b.Bn3 = conv(width, b.out, 1, 1), nn.NewBatchNorm2d(b.out)
+	} else {
+		b.Conv1, b.Bn1 = conv(in, width, 3, stride), nn.NewBatchNorm2d(width)
+		b.Conv2, b.Bn2 = conv(width, width, 3, 1), nn.NewBatchNorm2d(width)
 	}
-	if c.noBias {
-		desc += " no bias"
+	if stride != 1 || in != b.out {
+		b.Downsample = nn.Sequential{conv(in, b.out, 1, stride), nn.NewBatchNorm2d(b.out)}
 	}
-	conv := nn.NewConv2d(max(inC, 0), max(outC, 0), max(k, 0), nn.ConvOptions{Stride: c.stride, Padding: pad}, !c.noBias)
-	return newBuiltin(desc, conv, func(in []int) error {
-		if c.stride < 1 {
-			return fmt.Errorf("stride must be positive")
-		}
-		return chw(inC)(in)
-	})
+	return b
 }
 
-// ReLU is max(x, 0), elementwise (NaN gives 0). Followed by a MaxPool2D in a Sequential model, it
-// runs after the pooling, to the same values (see Sequential).
-func ReLU() Layer { return newBuiltin("relu", nn.Fn(nn.ReLU), nil) }
-
-// MaxPool2D takes the maximum of each k×k window, stride k (a partial window at the edge is
-// dropped, as in PyTorch). Input and output are [C H W] per sample.
-func MaxPool2D(k int) Layer { return maxPool2D(k, k, 0) }
-
-// maxPool2D is a k×k max pooling with a stride and zero padding (torchvision's ResNet stem: 3,
-// 2, 1).
-func maxPool2D(k, stride, pad int) Layer {
-	desc := fmt.Sprintf("maxpool %dx%d", k, k)
-	if stride != k || pad != 0 {
-		desc += fmt.Sprintf(" stride %d pad %d", stride, pad)
+func (b *block) Forward(x *nn.Tensor) *nn.Tensor {
+	h := nn.ReLU(b.Bn1.Forward(b.Conv1.Forward(x)))
+	h = b.Bn2.Forward(b.Conv2.Forward(h))
+	if b.Conv3 != nil {
+		h = b.Bn3.Forward(b.Conv3.Forward(nn.ReLU(h)))
 	}
-	return newBuiltin(desc, nn.MaxPool2dLayer{K: k, Stride: stride, Padding: pad}, chw(0))
-}
-
-// Flatten reshapes each sample to one dimension; it moves no data.
-func Flatten() Layer { return newBuiltin("flatten", nn.Fn(nn.Flatten), nil) }
-
-// GlobalAvgPool averages each channel of a [C H W] input over its pixels, giving [C] per sample
-// (PyTorch's AdaptiveAvgPool2d(1) followed by flatten).
-func GlobalAvgPool() Layer {
-	return newBuiltin("avgpool", nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Flatten(nn.GlobalAvgPool(x)) }), chw(0))
-}
-
-// BatchNorm2D normalizes each of c channels of [C H W] inputs as PyTorch's nn.BatchNorm2d(c):
-// while training, with the batch's mean and variance over samples and pixels, moving running
-// estimates with momentum 0.1; in evaluation, with the running estimates; then scales and shifts
-// by a learned weight (initially 1) and bias (initially 0), which get no weight decay. The
-// running statistics are checkpointed and exported with the weights. With
-// Config.SyncBatchNorm, the statistics are the whole data-parallel batch's.
-func BatchNorm2D(c int) Layer {
-	return newBuiltin(fmt.Sprintf("batchnorm %d", c), nn.NewBatchNorm2d(max(c, 0)), func(in []int) error {
-		if c <= 0 {
-			return fmt.Errorf("input shape %v; want [%d H W]", in, c)
-		}
-		return chw(c)(in)
-	})
-}
-
-// Dropout zeroes each element with probability p while training and scales the others by
-// 1/(1-p); in evaluation, or in a frozen part of the model (Config.FreezeBackbone, FreezeUpTo), it
-// passes its input through. The mask is a function of the trainer's seed, the step and the
-// layer, so runs (and resumed runs) repeat exactly.
-func Dropout(p float32) Layer {
-	return newBuiltin(fmt.Sprintf("dropout %g", p), nn.DropoutLayer{P: p}, func([]int) error {
-		if !(p >= 0 && p < 1) {
-			return fmt.Errorf("p must be in [0,1)")
-		}
-		return nil
-	})
+	s := x
+	if b.Downsample != nil {
+		s = b.Downsample.Forward(x)
+	}
+	return nn.ReLU(nn.Add(h, s))
 }

@@ -32,9 +32,9 @@ var (
 	// every input and train to a NaN loss. LoadOptions.AllowNonFinite and Config.AllowNonFinite
 	// load them anyway.
 	ErrNonFinite = errors.New("non-finite weights")
-	// ErrRegistered: RegisterLayer was given a kind that is taken (by the package's own layers or
-	// an earlier call).
-	ErrRegistered = errors.New("layer kind already registered")
+	// ErrRegistered: RegisterModel (or RegisterRecipe, RegisterEvalTransform) was given a name
+	// that is taken (by a built-in model or an earlier call).
+	ErrRegistered = errors.New("name already registered")
 )
 
 // prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
@@ -57,13 +57,15 @@ func prepareCheckpoint(path string) error {
 			return fmt.Errorf("train: checkpoint %s: it exists and is not a stoke checkpoint; remove it or choose another path: %w", path, ErrConfig)
 		}
 	}
-	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name).
+	// Save's temporary files: "." + base + ".tmp*" (and "base.tmp*" from before that name), and
+	// those of its training state's file, "." + base + ".train-ID.tmp*".
 	entries, err := os.ReadDir(dir)
 	if err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
 	for _, e := range entries {
-		if strings.HasPrefix(e.Name(), atomicfile.TempPrefix(path)) || strings.HasPrefix(e.Name(), base+".tmp") {
+		if n := e.Name(); strings.HasPrefix(n, atomicfile.TempPrefix(path)) || strings.HasPrefix(n, base+".tmp") ||
+			strings.HasPrefix(n, "."+base+".train-") && strings.Contains(n, ".tmp") {
 			os.Remove(filepath.Join(dir, e.Name()))
 		}
 	}
@@ -84,30 +86,43 @@ func prepareCheckpoint(path string) error {
 // A model's identity is structural: for a model NewModel built, the builder string is its name
 // with the builder's arguments, input shape and classes ("resnet8 1x28x28->10",
 // "vit(image_size=28,patch_size=7) 1x28x28->10"), and with the tensors' names and shapes it is
-// what a checkpoint must match; the model string (Model.String) is then a description for
-// people. A model built otherwise (Sequential, Net) has no builder string, and its description
-// is its identity, as before. A version 2 file had no builder string and no shapes: its
+// what a checkpoint must match. A model built otherwise (Net) has no builder string: its name,
+// input and classes (Model.String) and its tensors' names and shapes are its identity, as a
+// state_dict's keys are in PyTorch. A version 2 file had no builder string and no shapes: its
 // description's head ("resnet8 1x28x28->10: ") names the builder of a model NewModel built, and
-// the tensors' names and sizes decide, so rewording a layer's description breaks no checkpoint.
+// the tensors' names and sizes decide.
 //
 // The loader needs no state of its own at an epoch boundary: its order is a function of (seed,
 // epoch), and the checkpoint's epoch count says which epoch comes next. The dropout masks are a
 // function of (seed, step), both stored.
 
+// metaPretrainedCfg is the checkpoint metadata key of the trainer's Preprocess: timm's name, the
+// JSON of the keys of timm's pretrained_cfg.
+const metaPretrainedCfg = "pretrained_cfg"
+
 // Save writes a checkpoint of the trainer's current state to path (via a temporary file in the same
 // directory, renamed over path, so a crash never leaves a half-written checkpoint under path), once
-// the state is read back from the device: if ctx ends first, nothing is written.
+// the state is read back from the device: if ctx ends first, nothing is written. The file is the
+// model's state_dict as safetensors, which PyTorch loads as it is
+// (model.load_state_dict(safetensors.torch.load_file(path))), its metadata the rest of the run
+// (the Preprocess under timm's "pretrained_cfg"); the optimizer's state and the EMA lie beside it
+// in PATH.train-ID, which only a resume needs (see package checkpoint's Format).
 func (t *Trainer) Save(ctx context.Context, path string) error {
 	if t.opt == nil {
 		return fmt.Errorf("train: %w: a trainer without an optimizer has no training state to save", ErrConfig)
 	}
 	state := t.state
 	state.EMA = t.hasEMA
-	if t.pre != nil {
-		state.Preprocess = t.pre.cfg(t.m.in, t.m.classes)
-	}
-	c := checkpoint.File{Model: t.m.String(), Builder: t.m.builder(), Optimizer: t.opt.String(), Seed: t.seed, Epochs: t.epochs, Steps: t.step}
+	c := checkpoint.File{Model: t.m.String(), Builder: t.m.builder(), Optimizer: t.opt.String(), Seed: t.seed, Epochs: t.epochs, Steps: t.step,
+		Extra: t.extraTensors()}
 	var err error
+	if t.pre != nil { // timm's key, beside the weights, where Python finds it
+		b, err := json.Marshal(t.pre.cfg(t.m.in, t.m.classes))
+		if err != nil {
+			return fmt.Errorf("train: checkpoint %s: %w", path, err)
+		}
+		c.Meta = map[string]string{metaPretrainedCfg: string(b)}
+	}
 	if c.State, err = json.Marshal(state); err != nil {
 		return fmt.Errorf("train: checkpoint %s: %w", path, err)
 	}
@@ -342,18 +357,21 @@ func readSaved(path string) (*saved, error) {
 	if err := json.Unmarshal(f.History, &c.history); err != nil {
 		return nil, fmt.Errorf("%w: the history: %v", ErrCheckpoint, err)
 	}
+	if cfg, ok := f.Meta[metaPretrainedCfg]; ok { // version 4; before, in the loop's state
+		if err := json.Unmarshal([]byte(cfg), &c.state.Preprocess); err != nil || c.state.Preprocess == nil {
+			return nil, fmt.Errorf("%w: %s: %v", ErrCheckpoint, metaPretrainedCfg, err)
+		}
+	}
 	return c, nil
 }
 
-// CheckpointModel builds the model a checkpoint at path was written for: one of NewModel's (the
-// builder, its arguments, the input shape and the classes it records), or a Sequential model of
-// the package's layers (Linear, Conv2D, ReLU, MaxPool2D, Flatten, Dropout, BatchNorm2D,
-// GlobalAvgPool, Residual blocks of them), rebuilt from the description the checkpoint holds
-// (Model.String). Load the weights with New(m, dev, nil, Config{Resume: path}) to predict or
-// export. A model with a layer of another package gives an error wrapping ErrMismatch that names
-// the layer: build that model again and load it the same way. The model's tensors must have the
-// names and sizes of the checkpoint's (so a corrupt description cannot ask for more memory than
-// the file holds).
+// CheckpointModel builds the model a checkpoint at path was written for: one NewModel builds (the
+// builder, its arguments, the input shape and the classes it records: a built-in model or a
+// registered one, RegisterModel). Load the weights with New(m, dev, nil, Config{Resume: path}) to
+// predict or export. A model built otherwise gives an error wrapping ErrMismatch: as with a
+// PyTorch state_dict, build that model again with the code that made it (Net) and load it the
+// same way. The model's tensors must have the names and sizes of the checkpoint's (so a corrupt
+// record cannot ask for more memory than the file holds).
 func CheckpointModel(path string) (*Model, error) {
 	c, err := readSaved(path)
 	if err != nil {
@@ -379,17 +397,19 @@ func checkpointModel(c *saved) (*Model, error) {
 		}
 		return m, m.sameTensors(c)
 	}
-	// Before version 3, a model NewModel built is named by its description's head; a model built
-	// otherwise under the same name is rebuilt from its description.
+	// Before version 3, a model NewModel built is named by its description's head.
 	head, _, _ := strings.Cut(c.Model, ": ")
-	if m, err := builtModel(head); err == nil && m.matches(c) == nil && m.sameTensors(c) == nil {
-		return m, nil
+	m, err := builtModel(head)
+	if err == nil {
+		if err = m.matches(c); err == nil {
+			err = m.sameTensors(c)
+		}
 	}
-	m, err := parseModel(c.Model)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("model %q: %w; a model no registered builder made is built again by the code that "+
+			"made it (Net), then loaded with New(m, dev, nil, Config{Resume: path})", c.Model, err)
 	}
-	return m, m.sameTensors(c)
+	return m, nil
 }
 
 // builtModel is NewModel's model of a builder identity ("resnet8 1x28x28->10").
@@ -401,7 +421,7 @@ func builtModel(id string) (*Model, error) {
 		return nil, fmt.Errorf("model %q is not a builder, input shape and classes", id)
 	}
 	if _, err := fmt.Sscanf(id[i+1:], "%dx%dx%d->%d", &in.C, &in.H, &in.W, &classes); err != nil ||
-		in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 || in.Len() > maxArchInput {
+		in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 || in.Len() > maxInput {
 		return nil, fmt.Errorf("model %q: input shape and classes out of range", id)
 	}
 	return NewModel(id[:i], in, classes)
@@ -433,7 +453,9 @@ func (m *Model) builder() string {
 
 // matches reports whether checkpoint c was written for a model of m's identity (see the format):
 // the same builder, or, for a model no builder made (or a checkpoint before version 3), the same
-// description, or a description whose head names m's builder. The tensors are compared apart.
+// name, input and classes (Model.String), which the description of a checkpoint before this
+// package's layers became modules of nn starts with ("mlp 1x28x28->10: flatten - linear ...").
+// The tensors are compared apart.
 func (m *Model) matches(c *saved) error {
 	switch b := m.builder(); {
 	case c.Builder != "" && c.Builder == b:
@@ -442,8 +464,7 @@ func (m *Model) matches(c *saved) error {
 			b = m.String()
 		}
 		return fmt.Errorf("it holds model %q; this is %q", c.Builder, b)
-	case c.Model == m.String():
-	case b != "" && strings.HasPrefix(c.Model, b+": "):
+	case c.Model == m.String() || strings.HasPrefix(c.Model, m.String()+": "):
 	default:
 		return fmt.Errorf("it holds model %q; this is %q", c.Model, m.String())
 	}

@@ -15,7 +15,7 @@ import (
 // what the trainer held before (peak-MB): the memory a checkpoint costs (go test -run '^$'
 // -bench Checkpoint50M ./train/).
 func BenchmarkCheckpoint50M(b *testing.B) {
-	m, err := Sequential("big", Shape{C: 1, H: 64, W: 64}, 10, Flatten(), Linear(4096, 12288), Linear(12288, 10))
+	m, err := tSequential("big", Shape{C: 1, H: 64, W: 64}, 10, tFlatten(), tLinear(4096, 12288), tLinear(12288, 10))
 	if err != nil {
 		b.Fatal(err)
 	}

@@ -30,7 +30,7 @@ func TestCUDAPredictorMatchesCPU(t *testing.T) {
 		inputs = append(inputs, transforms.Input{Pixels: px, H: 24, W: 20 + i, C: 3})
 	}
 	logits := func(dev gpu.Device) []Prediction {
-		m, err := Sequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, Conv2D(3, 4, 3, 1), ReLU(), Flatten(), Linear(4*16*16, 4))
+		m, err := tSequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, tConv(3, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*16*16, 4))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -82,8 +82,10 @@ const (
 type ddp struct {
 	g       Collective
 	buckets []bucket
-	// afterLayer[i] lists the buckets complete once layer i's backward has been enqueued.
-	afterLayer map[int][]int
+	// bucketOf is each trained tensor's bucket; pending, during a step, counts each bucket's
+	// tensors whose gradients the backward pass has yet to complete.
+	bucketOf map[*Param]int
+	pending  []int
 	// host stages the gradients (bucket b in host[b.lo:b.hi]) where they are not host memory;
 	// scratch stages a synchronized BatchNorm's sums.
 	host, scratch []float32
@@ -110,52 +112,81 @@ type bucket struct {
 	grad   kernels.F32
 }
 
-// newDDP lays the model's gradients out in buckets in the order backward produces them, closing a
-// bucket at the first layer boundary past min(1 MiB, capBytes) for the first bucket and past
-// capBytes for the others (the last may be smaller).
+// newDDP lays the model's gradients out in buckets in the order backward completes them
+// (Model.order), closing a bucket at the first tensor past min(1 MiB, capBytes) for the first
+// bucket and past capBytes for the others (the last may be smaller).
 func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	if capBytes <= 0 {
 		capBytes = defaultBucketBytes
 	}
-	d := &ddp{g: g, afterLayer: map[int][]int{}, wire: FP32}
+	d := &ddp{g: g, bucketOf: map[*Param]int{}, wire: FP32}
 	var cur bucket
-	n, last := 0, -1 // last: the layer that added cur's latest parameters
+	n := 0
 	closeBucket := func() {
 		cur.hi = n
 		if p := cur.params[0]; p.G.Len > 0 { // bound: the bucket's range of the gradients
 			cur.grad = kernels.F32{Buf: p.G.Buf, Off: p.G.Off, Len: cur.hi - cur.lo}
 		}
-		d.afterLayer[last] = append(d.afterLayer[last], len(d.buckets))
+		for _, p := range cur.params {
+			d.bucketOf[p] = len(d.buckets)
+		}
 		d.buckets = append(d.buckets, cur)
 		cur = bucket{lo: n}
 	}
-	for k := len(m.order) - 1; k >= 0; k-- {
-		i := m.order[k]
-		for _, p := range m.layerParams[i] {
-			if p.buffer() || p.frozen { // frozen: no gradient to reduce (Config.FreezeBackbone)
-				continue
-			}
-			cur.params = append(cur.params, p)
-			n += prod(p.Shape)
-			last = i
+	for _, p := range m.order {
+		if p.frozen { // no gradient to reduce (Config.FreezeBackbone)
+			continue
 		}
+		cur.params = append(cur.params, p)
+		n += prod(p.Shape)
 		limit := capBytes
 		if len(d.buckets) == 0 {
 			limit = min(capBytes, firstBucketBytes)
 		}
-		if len(cur.params) > 0 && 4*(n-cur.lo) >= limit {
+		if 4*(n-cur.lo) >= limit {
 			closeBucket()
 		}
 	}
 	if len(cur.params) > 0 {
 		closeBucket()
 	}
+	d.pending = make([]int, len(d.buckets))
 	if len(d.buckets) > 0 {
 		if _, inPlace := hostF32(d.buckets[0].grad); !inPlace {
 			d.host = make([]float32, n)
 		}
 	}
 	return d
+}
+
+// hook returns the backward pass's gradDone for a step: it calls reduce with each bucket once
+// the gradients of all its tensors are enqueued.
+func (d *ddp) hook(reduce func(bi int) error) func(p *Param) error {
+	for i, b := range d.buckets {
+		d.pending[i] = len(b.params)
+	}
+	return func(p *Param) error {
+		bi, ok := d.bucketOf[p]
+		if !ok {
+			return nil
+		}
+		if d.pending[bi]--; d.pending[bi] > 0 {
+			return nil
+		}
+		return reduce(bi)
+	}
+}
+
+// reduceAll calls gradDone for every bucket's tensors: a step's gradients all complete (foldAll).
+func (d *ddp) reduceAll(gradDone func(p *Param) error) error {
+	for _, b := range d.buckets {
+		for _, p := range b.params {
+			if err := gradDone(p); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 // halfPrecision makes the buckets travel as p (BF16 or FP16), staged on the device (the device
@@ -215,19 +246,17 @@ type hostJob struct {
 	buf    []float32
 }
 
-// deviceRun is the step's collectives on the device path: the buckets layer i completes are
-// averaged on the compute stream, after the kernels that produced them, and a synchronized
+// deviceRun is the step's collectives on the device path: each bucket, once complete, is
+// averaged on the compute stream, after the kernels that produced it, and a synchronized
 // BatchNorm's sums are summed there.
 func (d *ddp) deviceRun(s gpu.Stream, r *run, syncBN bool) {
-	r.layerDone = func(i int) error {
-		for _, bi := range d.afterLayer[i] {
-			b := d.buckets[bi]
-			if err := d.reduceOnDevice(s, r.ops, b); err != nil {
-				return fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...) on the device: %w", bi, b.params[0].Name, err)
-			}
+	r.gradDone = d.hook(func(bi int) error {
+		b := d.buckets[bi]
+		if err := d.reduceOnDevice(s, r.ops, b); err != nil {
+			return fmt.Errorf("train: all-reduce of gradient bucket %d (%s ...) on the device: %w", bi, b.params[0].Name, err)
 		}
 		return nil
-	}
+	})
 	if syncBN {
 		r.sync = &syncRun{rank: d.g.Rank(), sum: func(v kernels.F32) error { return d.dev.AllReduceOnDevice(s, v, collective.Sum) }}
 	}
@@ -301,7 +330,7 @@ func (d *ddp) halfOf(b bucket) []uint16 {
 // finish joins it.
 func (d *ddp) startStep(ctx context.Context, t *Trainer, r *run, syncBN bool) *stepReducer {
 	sr := &stepReducer{d: d, t: t, next: make(chan hostJob, len(d.buckets)+1), synced: make(chan error, 1), done: make(chan error, 1)}
-	r.layerDone = sr.layerDone
+	r.gradDone = d.hook(sr.reduce)
 	if syncBN {
 		r.sync = &syncRun{rank: d.g.Rank(), sum: sr.sum}
 	}
@@ -344,26 +373,24 @@ func (sr *stepReducer) stage(v kernels.F32, buf []float32) ([]float32, bool, err
 	return buf, false, sr.t.s.CopyD2H(f32Bytes(buf), v.Buf, 4*v.Off)
 }
 
-// layerDone is backward's hook: once layer i's backward is enqueued, the buckets it completes are
-// handed to the communication goroutine (after their copy to the host, where one is needed).
-func (sr *stepReducer) layerDone(i int) error {
-	for _, bi := range sr.d.afterLayer[i] {
-		b := sr.d.buckets[bi]
-		var staging []float32
-		if sr.d.host != nil {
-			staging = sr.d.host[b.lo:b.hi]
-		}
-		buf, _, err := sr.stage(b.grad, staging)
-		if err != nil {
-			return err
-		}
-		ev, err := sr.t.s.Record()
-		if err != nil {
-			return err
-		}
-		sr.next <- hostJob{bi, ev, buf}
-		sr.grads = true
+// reduce hands bucket bi, complete, to the communication goroutine (after its copy to the host,
+// where one is needed).
+func (sr *stepReducer) reduce(bi int) error {
+	b := sr.d.buckets[bi]
+	var staging []float32
+	if sr.d.host != nil {
+		staging = sr.d.host[b.lo:b.hi]
 	}
+	buf, _, err := sr.stage(b.grad, staging)
+	if err != nil {
+		return err
+	}
+	ev, err := sr.t.s.Record()
+	if err != nil {
+		return err
+	}
+	sr.next <- hostJob{bi, ev, buf}
+	sr.grads = true
 	return nil
 }
 
@@ -446,10 +473,17 @@ var rankLocalConfig = map[string]string{
 // the loop, the loss, the precision, the freezing, the init file's contents), the run's position,
 // and the training data's identity.
 func (t *Trainer) agreements(trainData Data) ([]agreement, error) {
-	model := t.m.String()
-	if len("model")+len(model) > collective.MaxAgree { // a resnet's layers: their digest
-		sum := sha256.Sum256([]byte(model))
-		model = fmt.Sprintf("%s %v->%d, %d layers, %d parameters, layers sha256 %x", t.m.name, t.m.in, t.m.classes, len(t.m.layers), t.m.NumParams(), sum[:8])
+	// The model: its identity and a digest of its tensors' names and shapes.
+	h := sha256.New()
+	for _, p := range t.m.all {
+		fmt.Fprintf(h, "%s %v\n", p.Name, p.Shape)
+	}
+	model := fmt.Sprintf("%d tensors, %d parameters, tensors sha256 %x", len(t.m.all), t.m.NumParams(), h.Sum(nil)[:8])
+	if id := t.m.String(); len("model")+len(id)+2+len(model) <= collective.MaxAgree {
+		model = id + ", " + model
+	} else {
+		sum := sha256.Sum256([]byte(id))
+		model = fmt.Sprintf("%s... sha256 %x, %s", id[:64], sum[:8], model)
 	}
 	init := "none"
 	switch {

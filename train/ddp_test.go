@@ -9,6 +9,7 @@ import (
 	"math"
 	"os"
 	"path/filepath"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -362,8 +363,8 @@ func bnNet(t testing.TB) *Model {
 	conv := func(i, o, s int) nn.Module {
 		return nn.NewConv2d(i, o, 3, nn.ConvOptions{Stride: s, Padding: 1}, false)
 	}
-	m, err := Net("bn-net", img8, 10, described{"bnnet", nn.Sequential{conv(1, 4, 1), nn.NewBatchNorm2d(4), nn.Fn(nn.ReLU),
-		conv(4, 8, 2), nn.NewBatchNorm2d(8), nn.Fn(nn.ReLU), nn.Fn(nn.GlobalAvgPool), nn.Fn(nn.Flatten), nn.NewLinear(8, 10, true)}})
+	m, err := Net("bn-net", img8, 10, nn.Sequential{conv(1, 4, 1), nn.NewBatchNorm2d(4), nn.Fn(nn.ReLU),
+		conv(4, 8, 2), nn.NewBatchNorm2d(8), nn.Fn(nn.ReLU), nn.Fn(nn.GlobalAvgPool), nn.Fn(nn.Flatten), nn.NewLinear(8, 10, true)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -384,7 +385,7 @@ func stepBuffers(perStep [][][][]float32, from int) [][][][]float32 {
 // bnCNN is a convolution, BatchNorm and ReLU, then a linear head.
 func bnCNN(t testing.TB) *Model {
 	t.Helper()
-	m, err := Sequential("bn-cnn", img8, 10, Conv2D(1, 4, 3, 1, NoBias()), BatchNorm2D(4), ReLU(), MaxPool2D(2), Flatten(), Linear(64, 10))
+	m, err := tSequential("bn-cnn", img8, 10, tConv(1, 4, 3, 1, tNoBias()), tBatchNorm(4), tReLU(), tMaxPool(2), tFlatten(), tLinear(64, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -394,7 +395,7 @@ func bnCNN(t testing.TB) *Model {
 // plainMLP is smallMLP without its dropout, whose masks follow each sample's place in its batch.
 func plainMLP(t testing.TB) *Model {
 	t.Helper()
-	m, err := Sequential("plain-mlp", img8, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	m, err := tSequential("plain-mlp", img8, 10, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -422,8 +423,9 @@ func relDiff(a, b [][]float32) float64 {
 	return d / m
 }
 
-// TestBucketLayout: buckets hold every trainable tensor once, in the order backward produces them,
-// each at least the cap but the last, and each is complete after a layer whose backward runs.
+// TestBucketLayout: buckets hold every trainable tensor once, in the order backward completes
+// their gradients (which a backward pass is checked to follow), each at least the cap but the
+// last.
 func TestBucketLayout(t *testing.T) {
 	m, err := NewModel("resnet8", Shape{C: 3, H: 16, W: 16}, 10)
 	if err != nil {
@@ -455,33 +457,37 @@ func TestBucketLayout(t *testing.T) {
 		if len(got) != len(m.params) {
 			t.Fatalf("cap %d: buckets hold %d tensors; model has %d", capBytes, len(got), len(m.params))
 		}
-		var order []*Param // layers last to first, each layer's tensors in its own order
-		for k := len(m.order) - 1; k >= 0; k-- {
-			for _, p := range m.layerParams[m.order[k]] {
-				if !p.buffer() {
-					order = append(order, p)
-				}
-			}
+		if !slices.Equal(got, m.order) {
+			t.Fatalf("cap %d: buckets hold the tensors in another order than the model's backward order", capBytes)
 		}
-		for i, p := range got {
-			if want := order[i]; p != want {
-				t.Fatalf("cap %d: bucket tensor %d is %s; want %s (backward order)", capBytes, i, p.Name, want.Name)
-			}
-		}
-		for layer := range d.afterLayer {
-			if layer < m.firstParamLayer {
-				t.Errorf("cap %d: a bucket waits for layer %d, whose backward never runs", capBytes, layer)
-			}
-		}
-		withParams := 0
-		for _, ps := range m.layerParams {
-			if len(ps) > 0 && !ps[0].buffer() {
-				withParams++
-			}
-		}
-		if capBytes == 0 && len(d.buckets) != 1 || capBytes == 1 && len(d.buckets) != withParams {
+		if capBytes == 0 && len(d.buckets) != 1 || capBytes == 1 && len(d.buckets) != len(m.params) {
 			t.Errorf("cap %d: %d buckets", capBytes, len(d.buckets))
 		}
+	}
+	// The backward pass completes the gradients in that order, each once.
+	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.reserve(t.Context(), 2); err != nil {
+		t.Fatal(err)
+	}
+	r := &run{ops: tr.ops, s: tr.s, train: true}
+	if _, err := m.forward(r, 2, 1); err != nil {
+		t.Fatal(err)
+	}
+	var done []*Param
+	r.gradDone = func(p *Param) error { done = append(done, p); return nil }
+	if err := m.backward(r, 2); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(done, m.order) {
+		var names []string
+		for _, p := range done {
+			names = append(names, p.Name)
+		}
+		t.Fatalf("backward completed the gradients in the order %v; the layout's differs", names)
 	}
 }
 

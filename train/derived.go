@@ -4,12 +4,11 @@ import (
 	"fmt"
 	"math"
 	"slices"
-	"strings"
 
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
-// Derived is an NNModule whose PyTorch twin keeps, as persistent buffers, tensors it derives from
+// Derived is a module whose PyTorch twin keeps, as persistent buffers, tensors it derives from
 // its configuration (a Swin's relative_position_index and V2's relative_coords_table). Stoke
 // computes them in the forward pass, so they are neither trained nor loaded; but the twin's
 // state_dict holds them, so LoadWeights accepts a file's copy when it equals the module's (and
@@ -29,31 +28,12 @@ type DerivedTensor struct {
 	F32   []float32
 }
 
-// derived returns the model's derived tensors under their names in the model (a layer's prefix
-// added), in layer order.
+// derived returns the model's derived tensors (none when its module is not Derived).
 func (m *Model) derived() []DerivedTensor {
-	var out []DerivedTensor
-	for _, l := range m.layers {
-		c, ok := l.(*custom)
-		if !ok {
-			continue
-		}
-		nm, ok := c.m.(*nnModule)
-		if !ok || len(nm.tensors) == 0 {
-			continue
-		}
-		d, ok := nm.m.(Derived)
-		if !ok {
-			continue
-		}
-		// The layer's prefix: what its first tensor's model name adds to its module name.
-		prefix := strings.TrimSuffix(nm.params[0].Name, nm.tensors[0].Name)
-		for _, t := range d.Derived() {
-			t.Name = prefix + t.Name
-			out = append(out, t)
-		}
+	if d, ok := m.module.(Derived); ok {
+		return d.Derived()
 	}
-	return out
+	return nil
 }
 
 // checkDerived reports why the tensor t of file f is not the derived tensor d, or nil when it

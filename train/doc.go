@@ -1,8 +1,7 @@
-// Package train trains image classifiers on a gpu.Device: layers over device tensors (Linear,
-// Conv2D with Stride and NoBias, ReLU, MaxPool2D, BatchNorm2D, GlobalAvgPool, Flatten, Dropout,
-// and Residual blocks), the models of Models ("mlp", "cnn", the CIFAR ResNets "resnet8" and
-// "resnet20", torchvision's "resnet18" and "resnet50"; Sequential builds your own, Custom takes
-// a layer of your own), the losses (softmax cross-entropy on class ids with label smoothing; on
+// Package train trains image classifiers on a gpu.Device: a model is one module of package nn
+// (Net makes one of yours a Model; NewModel builds the built-in ones, "mlp", "cnn", the CIFAR
+// ResNets "resnet8" and "resnet20", torchvision's "resnet18" and "resnet50", and those a model zoo
+// registers, RegisterModel, their arguments decoded into a Go struct by DecodeArgs), the losses (softmax cross-entropy on class ids with label smoothing; on
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
 // optimizers SGD (momentum, Nesterov, weight decay), AdamW and RMSprop (Optimizer takes your own),
@@ -41,7 +40,7 @@
 // targets, timm's (the smoothed one-hot targets of each sample and of its neighbour, blended).
 //
 // A run is deterministic: initial weights are a function of the seed, dropout masks of (seed,
-// step, layer), the kernels are bit-for-bit repeatable, and the loader's order is a function of its
+// step), the kernels are bit-for-bit repeatable, and the loader's order is a function of its
 // seed and the epoch. So the same seed gives the same final loss whatever the number of loader
 // workers, and resuming from the checkpoint written after epoch k gives the same final weights as a
 // run that was never interrupted.

@@ -10,6 +10,7 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -22,7 +23,7 @@ func ExampleNewModel() {
 	fmt.Println(m)
 	fmt.Println(m.NumParams(), "parameters")
 	// Output:
-	// mlp 1x28x28->10: flatten - linear 784->512 - relu - linear 512->256 - relu - linear 256->10
+	// mlp 1x28x28->10
 	// 535818 parameters
 }
 
@@ -32,7 +33,8 @@ func ExampleTrainer_Fit() {
 	ctx := context.Background()
 	dev, _ := gpu.Open("cpu")
 	defer dev.Close()
-	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	m, _ := Net("tiny", Shape{C: 1, H: 8, W: 8}, 10,
+		nn.Sequential{nn.Fn(nn.Flatten), nn.NewLinear(64, 32, true), nn.Fn(nn.ReLU), nn.NewLinear(32, 10, true)})
 	tr, err := New(ctx, m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: Cosine(0)})
 	if err != nil {
 		fmt.Println(err)
@@ -56,25 +58,46 @@ func ExampleTrainer_Fit() {
 	// Output: epochs: 2 accuracy above 90%: true
 }
 
-// ExampleResidual builds a small residual network of one's own: a stem, a downsampling block with
-// a projection shortcut, an identity block, global average pooling and a classifier.
-func ExampleResidual() {
-	block := func(in, out, stride int) []Layer {
-		main := []Layer{
-			Conv2D(in, out, 3, 1, Stride(stride), NoBias()), BatchNorm2D(out), ReLU(),
-			Conv2D(out, out, 3, 1, NoBias()), BatchNorm2D(out),
-		}
-		var shortcut []Layer // identity
-		if stride != 1 || in != out {
-			shortcut = []Layer{Conv2D(in, out, 1, 0, Stride(stride), NoBias()), BatchNorm2D(out)}
-		}
-		return []Layer{Residual(main, shortcut), ReLU()}
+// resBlock is a residual block of one's own, a module of package nn: its tensors are named after
+// its fields ("conv1.weight", "bn1.running_mean", "shortcut.0.weight"), and nn derives its
+// backward pass.
+type resBlock struct {
+	Conv1, Conv2 *nn.Conv2dLayer
+	BN1, BN2     *nn.BatchNorm2dLayer
+	Shortcut     nn.Sequential // empty: the identity
+}
+
+func newResBlock(in, out, stride int) *resBlock {
+	b := &resBlock{
+		Conv1: nn.NewConv2d(in, out, 3, nn.ConvOptions{Stride: stride, Padding: 1}, false), BN1: nn.NewBatchNorm2d(out),
+		Conv2: nn.NewConv2d(out, out, 3, nn.ConvOptions{Stride: 1, Padding: 1}, false), BN2: nn.NewBatchNorm2d(out),
 	}
-	layers := []Layer{Conv2D(3, 16, 3, 1, NoBias()), BatchNorm2D(16), ReLU()}
-	layers = append(layers, block(16, 32, 2)...)
-	layers = append(layers, block(32, 32, 1)...)
-	layers = append(layers, GlobalAvgPool(), Linear(32, 10))
-	m, err := Sequential("my-resnet", Shape{C: 3, H: 32, W: 32}, 10, layers...)
+	if stride != 1 || in != out {
+		b.Shortcut = nn.Sequential{nn.NewConv2d(in, out, 1, nn.ConvOptions{Stride: stride}, false), nn.NewBatchNorm2d(out)}
+	}
+	return b
+}
+
+func (b *resBlock) Forward(x *nn.Tensor) *nn.Tensor {
+	h := b.BN2.Forward(b.Conv2.Forward(nn.ReLU(b.BN1.Forward(b.Conv1.Forward(x)))))
+	s := x
+	if len(b.Shortcut) > 0 {
+		s = b.Shortcut.Forward(x)
+	}
+	return nn.ReLU(nn.Add(h, s))
+}
+
+// ExampleNet builds a small residual network of one's own: a stem, a downsampling block with a
+// projection shortcut, an identity block, global average pooling and a classifier.
+func ExampleNet() {
+	net := nn.Dict{
+		{Name: "stem", Module: nn.Sequential{nn.NewConv2d(3, 16, 3, nn.ConvOptions{Stride: 1, Padding: 1}, false), nn.NewBatchNorm2d(16), nn.Fn(nn.ReLU)}},
+		{Name: "block1", Module: newResBlock(16, 32, 2)},
+		{Name: "block2", Module: newResBlock(32, 32, 1)},
+		{Name: "pool", Module: nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Flatten(nn.GlobalAvgPool(x)) })},
+		{Name: "fc", Module: nn.NewLinear(32, 10, true)},
+	}
+	m, err := Net("my-resnet", Shape{C: 3, H: 32, W: 32}, 10, net)
 	if err != nil {
 		fmt.Println(err)
 		return
@@ -83,11 +106,13 @@ func ExampleResidual() {
 	for _, p := range m.Params()[:3] {
 		fmt.Println(p.Name, p.Shape, "decayed:", p.Decayed())
 	}
+	fmt.Println(m.Params()[len(m.Params())-3].Name)
 	// Output:
 	// 33882 parameters
-	// 0.conv2d.weight [16 3 3 3] decayed: true
-	// 1.batchnorm.weight [16] decayed: false
-	// 1.batchnorm.bias [16] decayed: false
+	// stem.0.weight [16 3 3 3] decayed: true
+	// stem.1.weight [16] decayed: false
+	// stem.1.bias [16] decayed: false
+	// block2.bn2.bias
 }
 
 // ExamplePredictor classifies image files with a model: here an untrained one on 8x8 gray
@@ -97,7 +122,7 @@ func ExamplePredictor() {
 	ctx := context.Background()
 	dev, _ := gpu.Open("cpu")
 	defer dev.Close()
-	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 10))
+	m, _ := Net("tiny", Shape{C: 1, H: 8, W: 8}, 10, nn.Sequential{nn.Fn(nn.Flatten), nn.NewLinear(64, 10, true)})
 	tr, err := New(ctx, m, dev, nil, Config{Seed: 1})
 	if err != nil {
 		fmt.Println(err)

@@ -25,20 +25,16 @@ import (
 // file is written atomically (a temporary file renamed over path), once the weights are read back
 // from the device: if ctx ends first, nothing is written.
 func (t *Trainer) Export(ctx context.Context, path string) error {
-	// The state_dict's order: each layer's tensors in order, a BatchNorm's running statistics after
-	// its parameters, then its step count.
+	// The state_dict's order, a BatchNorm's step count after its running statistics.
 	var ordered []safetensors.Tensor
-	for _, ps := range t.m.layerParams {
-		for _, p := range ps {
-			host := make([]float32, p.W.Len)
-			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
-				return fmt.Errorf("train: export %s: %w", path, err)
-			}
-			ordered = append(ordered, safetensors.Tensor{Name: p.Name, Shape: p.Shape, F32: host})
-			if prefix, last := splitLast(p.Name); last == "running_var" {
-				n := t.state.Tracked[prefix]
-				ordered = append(ordered, safetensors.Tensor{Name: prefix + ".num_batches_tracked", Shape: []int{}, I64: []int64{n}})
-			}
+	for _, p := range t.m.all {
+		host := make([]float32, p.W.Len)
+		if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
+			return fmt.Errorf("train: export %s: %w", path, err)
+		}
+		ordered = append(ordered, safetensors.Tensor{Name: p.Name, Shape: p.Shape, F32: host})
+		if n, ok := t.numBatchesTracked(p); ok {
+			ordered = append(ordered, n)
 		}
 	}
 	if err := t.wait(ctx); err != nil {
@@ -56,4 +52,29 @@ func (t *Trainer) Export(ctx context.Context, path string) error {
 		return fmt.Errorf("train: export %s: %w", path, err)
 	}
 	return nil
+}
+
+// extraTensors are the tensors a PyTorch twin's state_dict holds beyond the model's: each
+// BatchNorm's num_batches_tracked (its count of training batches) and the module's derived
+// buffers, in state_dict order.
+func (t *Trainer) extraTensors() []safetensors.Tensor {
+	var out []safetensors.Tensor
+	for _, p := range t.m.all {
+		if n, ok := t.numBatchesTracked(p); ok {
+			out = append(out, n)
+		}
+	}
+	for _, d := range t.m.derived() {
+		out = append(out, safetensors.Tensor{Name: d.Name, Shape: d.Shape, F32: d.F32, I64: d.I64})
+	}
+	return out
+}
+
+// numBatchesTracked is the num_batches_tracked of the BatchNorm whose running variance p is.
+func (t *Trainer) numBatchesTracked(p *Param) (safetensors.Tensor, bool) {
+	prefix, last := splitLast(p.Name)
+	if last != "running_var" {
+		return safetensors.Tensor{}, false
+	}
+	return safetensors.Tensor{Name: prefix + ".num_batches_tracked", Shape: []int{}, I64: []int64{t.state.Tracked[prefix]}}, true
 }

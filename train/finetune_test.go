@@ -23,13 +23,7 @@ func columns(labels []int32) []int32 {
 // fiveClassResNet is smallResNet with a 5-class head.
 func fiveClassResNet(t testing.TB) *Model {
 	t.Helper()
-	layers := smallResNet(t).layers
-	layers[len(layers)-1] = Linear(8, 5)
-	m, err := Sequential("small-resnet", img8, 5, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return m
+	return smallResNetOf(t, 5)
 }
 
 // TestFineTuneFrozenBackbone: weights trained on one task, exported, start a run on another

@@ -80,12 +80,7 @@ func TestLoadWeightsRoundTrip(t *testing.T) {
 func TestLoadWeightsStrict(t *testing.T) {
 	f := newFixture(t, 100)
 	// The same layers with a 5-class head.
-	layers := smallResNet(t).layers
-	layers[len(layers)-1] = Linear(8, 5)
-	other, err := Sequential("small-resnet", img8, 5, layers...)
-	if err != nil {
-		t.Fatal(err)
-	}
+	other := smallResNetOf(t, 5)
 	trOther, err := New(context.Background(), other, f.dev, nil, Config{Seed: 5})
 	if err != nil {
 		t.Fatal(err)
@@ -162,7 +157,7 @@ func TestLoadWeightsStrict(t *testing.T) {
 // half, infinities); other dtypes are refused naming the tensor.
 func TestLoadWeightsDTypes(t *testing.T) {
 	dev := openCPU(t)
-	m, err := Sequential("lin", Shape{C: 1, H: 1, W: 3}, 2, Flatten(), Linear(3, 2))
+	m, err := tSequential("lin", Shape{C: 1, H: 1, W: 3}, 2, tFlatten(), tLinear(3, 2))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -207,12 +202,12 @@ func ExampleTrainer_LoadWeights() {
 	defer dev.Close()
 	path := filepath.Join(os.TempDir(), "stoke-example.safetensors")
 	defer os.Remove(path)
-	pre, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	pre, _ := tSequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 10))
 	trPre, _ := New(context.Background(), pre, dev, nil, Config{Seed: 1})
 	trPre.Export(context.Background(), path) // a pretrained model's weights
 	trPre.Close()
 
-	m, _ := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 3, Flatten(), Linear(64, 32), ReLU(), Linear(32, 3))
+	m, _ := tSequential("tiny", Shape{C: 1, H: 8, W: 8}, 3, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 3))
 	tr, err := New(context.Background(), m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{})
 	if err != nil {
 		fmt.Println(err)

@@ -102,7 +102,8 @@ type loopState struct {
 	// EMABehind says that the EMA scored worse than the model at the last evaluation: the
 	// weights to serve are the model's (UseEMA declines).
 	EMABehind bool `json:"ema_behind,omitempty"`
-	// Preprocess is the trainer's Preprocess, set as Save writes it (the trainer keeps its own).
+	// Preprocess is the trainer's Preprocess in a checkpoint of version 3; since version 4 it is
+	// the checkpoint's "pretrained_cfg" metadata, beside the weights (the trainer keeps its own).
 	Preprocess *pretrainedCfg `json:"pretrained_cfg,omitempty"`
 	// EpochBatches, in a checkpoint written within an epoch (Config.CheckpointEvery), is the
 	// batches of the next epoch already trained (per rank), where a resumed run starts it.
@@ -193,23 +194,17 @@ func (t *Trainer) accumulate() int { return max(t.cfg.Accumulate, 1) }
 // optSteps is the number of optimizer steps an epoch of batches takes (0 when unknown).
 func (t *Trainer) optSteps(batches int) int { return (batches + t.accumulate() - 1) / t.accumulate() }
 
-// foldGrads makes the gradients of layer i's parameters the mean over the step's samples: on the
-// last batch of a step (n samples, total over the step), g = (n*g + acc)/total, acc holding the
-// earlier batches' n_j*g_j. Under Collective it runs before the layer's buckets are reduced, as the
-// gradients PyTorch accumulates in .grad are.
-func (t *Trainer) foldGrads(params []*Param, n, total int) error {
-	for _, p := range params {
-		if p.buffer() || p.frozen {
-			continue
-		}
-		if err := t.ops.Scale(t.s, p.G, float32(n)/float32(total)); err != nil {
-			return err
-		}
-		if err := t.ops.Axpy(t.s, p.G, 1/float32(total), t.acc[t.index[p]]); err != nil {
-			return err
-		}
+// foldGrad makes p's gradient the mean over the step's samples: on the device, G holds this
+// batch's mean over its n samples and the accumulator the sum over the step's earlier batches, so
+// G = (n*G + acc)/total.
+func (t *Trainer) foldGrad(p *Param, n, total int) error {
+	if p.buffer() || p.frozen {
+		return nil
 	}
-	return nil
+	if err := t.ops.Scale(t.s, p.G, float32(n)/float32(total)); err != nil {
+		return err
+	}
+	return t.ops.Axpy(t.s, p.G, 1/float32(total), t.acc[t.index[p]])
 }
 
 // normParts is the number of parts a tensor of n elements is summed in for its norm: equal runs,

@@ -130,7 +130,7 @@ func TestMultiLabel(t *testing.T) {
 	timgs, ttg := multiLabel(400, 2)
 	train, test := newFloatData(t, dev, imgs, tg, 4, MultiHot), newFloatData(t, dev, timgs, ttg, 4, MultiHot)
 	for _, loss := range []Loss{{}, {Kind: BCEWithLogits, PosWeight: []float32{2, 1, 1, 0.5}}} {
-		m, err := Sequential("ml", img8, 4, Conv2D(1, 8, 3, 1), ReLU(), MaxPool2D(2), Flatten(), Linear(128, 4))
+		m, err := tSequential("ml", img8, 4, tConv(1, 8, 3, 1), tReLU(), tMaxPool(2), tFlatten(), tLinear(128, 4))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -171,7 +171,7 @@ func TestSoftLabels(t *testing.T) {
 	imgs, labels := synthetic(1000, 1)
 	timgs, tlabels := synthetic(300, 2)
 	train, test := newFloatData(t, dev, imgs, soft(labels), 10, Vector), newFloatData(t, dev, timgs, soft(tlabels), 10, Vector)
-	m, err := Sequential("soft", img8, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	m, err := tSequential("soft", img8, 10, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -206,7 +206,7 @@ func TestRegression(t *testing.T) {
 		variance += (float64(v) - mean) * (float64(v) - mean) / float64(len(ttg))
 	}
 	for _, loss := range []Loss{{}, {Kind: SmoothL1, Beta: 0.1}} {
-		m, err := Sequential("reg", img8, 2, Flatten(), Linear(64, 2))
+		m, err := tSequential("reg", img8, 2, tFlatten(), tLinear(64, 2))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +224,7 @@ func TestRegression(t *testing.T) {
 			t.Errorf("%+v: loss %v, test MSE %.5f; want %v and below %.5f", loss, tr.loss.Kind, res.TestAcc, want, 0.02*variance)
 		}
 	}
-	m, _ := Sequential("reg", img8, 2, Flatten(), Linear(64, 2))
+	m, _ := tSequential("reg", img8, 2, tFlatten(), tLinear(64, 2))
 	tr, err := New(context.Background(), m, dev, SGD{LR: 0.01}, Config{Loss: Loss{Kind: CrossEntropy}})
 	if err != nil {
 		t.Fatal(err)

@@ -11,37 +11,44 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// ErrModel: an unknown model name or a model whose layers do not fit together.
+// ErrModel: an unknown model name or a module that does not fit its input or classes.
 var ErrModel = errors.New("bad model")
 
 // Shape is the shape of one input image: channels, height, width. It is transforms.Shape, the
 // shape a Loader's batches carry, under the name the trainer's signatures use.
 type Shape = transforms.Shape
 
-// Model is a sequential classifier: uint8 images in, logits over Classes out. A Model is used by
-// one Trainer; its device tensors exist from the Trainer's New to its Close.
+// maxInput bounds the values of one input image a model is built for (3x2364x2364), so that a
+// name read from a checkpoint or a flag cannot ask for sizes whose products overflow.
+const maxInput = 1 << 24
+
+// Model is a classifier: one module of package nn, uint8 images in, logits over Classes out, its
+// tensors those of the module's nn.StateDict under the same names. A Model is used by one
+// Trainer; its device tensors exist from the Trainer's New to its Close.
 type Model struct {
 	name    string
 	in      Shape
 	classes int
 	built   bool // NewModel built it: its identity is its name, input and classes (see builder)
-	layers  []Layer
-	// order is the order in which the layers run, as indices into layers (see execOrder).
-	order   []int
-	params  []*Param
-	buffers []*Param // running statistics: checkpointed and exported, not trained
-	frozen  []*Param // frozen parameters (Config.FreezeBackbone, FreezeUpTo): not trained either
-	// layerParams[i] are layer i's tensors, buffers included.
-	layerParams     [][]*Param
-	firstParamLayer int
+	module  nn.Module
+	state   []nn.Named // the module's state_dict
+	all     []*Param   // tensors[i]'s
+	params  []*Param   // trained (not frozen)
+	buffers []*Param   // running statistics: checkpointed and exported, not trained
+	frozen  []*Param   // frozen parameters (Config.FreezeBackbone, FreezeUpTo): not trained either
+	byNN    map[*nn.Tensor]*Param
+	// order is the trained tensors in the order the backward pass completes their gradients:
+	// latest first use in the forward pass first.
+	order []*Param
 
 	// Bound state (see bind).
 	ops     kernels.Ops
 	weights arena // parameters, gradients, and the trainer's optimizer state, accumulators and EMA
-	acts    arena // activations for up to capN samples
+	acts    arena // activations for up to capN samples, taken by the graph
 	capN    int
 	input   kernels.F32 // normalized images
 	dlogits kernels.F32
@@ -51,9 +58,14 @@ type Model struct {
 	mixLoss   kernels.F32
 	mixDL     kernels.F32
 	mixLabels kernels.I32
+	// The pass: the graph that records it, its input and output.
+	g              *nn.Graph
+	x, y           *nn.Tensor
+	xShape, yShape []int
+	world          int // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
 }
 
-// builtinModels are the models of this package's own layers.
+// builtinModels are the models this package builds itself (builtin.go).
 var builtinModels = []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "resnet8"}
 
 // Models lists the names NewModel knows: its own, then those registered (RegisterModel), sorted.
@@ -73,7 +85,8 @@ func Models() []string {
 //   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
 //   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
 //     flatten - linear 128 - relu - linear classes (the PyTorch peer's network; each relu runs
-//     after the maxpool that follows it, on a quarter of the values: see Sequential)
+//     after the maxpool that follows it, on a quarter of the values: ReLU is monotone, so the
+//     values and gradients are the same)
 //   - "resnet8", "resnet20": the CIFAR ResNets of He et al. (2016) for 28-32 px images: a 3x3
 //     stem of 16 channels, then 1 (resnet8) or 3 (resnet20) basic blocks in each of three stages of
 //     16, 32 and 64 channels (stride 2 at the start of the last two), global average pooling and a
@@ -83,14 +96,32 @@ func Models() []string {
 //     stride on the 3x3 convolution), with one change for small images: when both sides of the
 //     input are at most 32 px, the stem is a 3x3 stride-1 convolution without the max pooling
 //     (a 7x7 stride-2 stem and a stride-2 pooling would leave a 32 px image 1x1 before the last
-//     stage). From 33 px up the layers are exactly torchvision's, and their parameters carry
-//     torchvision's state_dict names (conv1.weight, layer1.0.bn1.running_mean, fc.bias, ...),
-//     so an exported model loads into torchvision.models.resnet18(num_classes=classes).
+//     stage). From 33 px up the layers are exactly torchvision's.
 //
-// An unknown name gives an error wrapping ErrModel. Spaces around the name are not part of it
+// The ResNets' tensors carry torchvision's state_dict names (conv1.weight,
+// layer1.0.bn1.running_mean, fc.bias, ...), so an exported model loads into
+// torchvision.models.resnet18(num_classes=classes); mlp's and cnn's are "1.linear.weight" and
+// so on. Weights that feed a ReLU start He uniform, the others Glorot uniform.
+//
+// Any other name is a registered builder's (RegisterModel), "name" or "name(key=value,...)". An
+// unknown name gives an error wrapping ErrModel. Spaces around the name are not part of it
 // (" vit(...) " is "vit(...)").
 func NewModel(name string, in Shape, classes int) (*Model, error) {
-	m, err := newModel(strings.TrimSpace(name), in, classes)
+	name = strings.TrimSpace(name)
+	var m *Model
+	var err error
+	if slices.Contains(builtinModels, name) {
+		var module nn.Module
+		if module, err = builtinModule(name, in, classes); err != nil {
+			return nil, fmt.Errorf("train: %w: %s: %w", ErrModel, name, err)
+		}
+		m, err = Net(name, in, classes, module)
+	} else {
+		var ok bool
+		if m, ok, err = registeredModel(name, in, classes); !ok {
+			return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
+		}
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -98,118 +129,73 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 	return m, nil
 }
 
-func newModel(name string, in Shape, classes int) (*Model, error) {
-	switch name {
-	case "mlp":
-		return Sequential(name, in, classes,
-			Flatten(), Linear(in.Len(), 512), ReLU(), Linear(512, 256), ReLU(), Linear(256, classes))
-	case "cnn":
-		h, w := in.H/4, in.W/4
-		return Sequential(name, in, classes,
-			Conv2D(in.C, 32, 5, 2), ReLU(), MaxPool2D(2),
-			Conv2D(32, 64, 5, 2), ReLU(), MaxPool2D(2),
-			Flatten(), Linear(64*h*w, 128), ReLU(), Linear(128, classes))
-	case "resnet8":
-		return cifarResNet(name, in, classes, 1)
-	case "resnet20":
-		return cifarResNet(name, in, classes, 3)
-	case "resnet18":
-		return torchResNet(name, in, classes, false, []int{2, 2, 2, 2})
-	case "resnet50":
-		return torchResNet(name, in, classes, true, []int{3, 4, 6, 3})
-	}
-	if m, ok, err := registeredModel(name, in, classes); ok {
-		return m, err
-	}
-	return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
-}
-
-// Sequential builds a model from layers applied in order to images of shape in; the last layer
-// must output classes values per sample. It checks that each layer's input shape fits.
-//
-// A ReLU immediately followed by a MaxPool2D (the "cnn" model's conv - relu - maxpool, a ResNet's
-// stem) runs as the pooling then the ReLU, in training and in evaluation: ReLU is monotone, so
-// maxpool(relu(x)) = relu(maxpool(x)) and the gradients agree bit for bit, while the ReLU and its
-// gradient touch a quarter of the values behind a 2x2 pooling. Only the execution changes: the
-// layers, their indices, the parameter names, checkpoints, exports and String stay as written.
-// The one difference is for NaN inputs to the pair (a run that has already gone wrong): the ReLU
-// maps NaN to 0, and the pooling keeps a NaN that is the first pixel of its window, so such a
-// window gives 0 where the written order gives the largest ReLU of its other pixels. A layer in
-// between (a Dropout) keeps the written order; so do the layers inside a Residual block.
-func Sequential(name string, in Shape, classes int, layers ...Layer) (*Model, error) {
-	if in.C <= 0 || in.H <= 0 || in.W <= 0 || classes <= 0 {
+// Net makes a model of a module of package nn for images of shape in and the given number of
+// classes: the module takes a batch [N C H W] of normalized images and returns [N classes]
+// logits. Its tensors are the module's nn.StateDict exactly ("encoder.layers.encoder_layer_0.ln_1.weight"),
+// so weights of the same architecture in PyTorch load (LoadWeights, Config.Init) and export by
+// name. The trainer allocates, initializes (from the tensor's nn.Dist where it has one; or else
+// a Weight Glorot uniform, Zeros and Ones as they say, Embedding normal with std 0.02), trains,
+// checkpoints and exports them, with weight decay on a Weight only; a batch norm follows
+// Config.SyncBatchNorm. A registered Builder returns such a model under the name it was built
+// from.
+func Net(name string, in Shape, classes int, module nn.Module) (*Model, error) {
+	if in.C <= 0 || in.H <= 0 || in.W <= 0 || in.Len() > maxInput || classes <= 0 || module == nil {
 		return nil, fmt.Errorf("train: %w: %s: input %v, %d classes", ErrModel, name, in, classes)
 	}
-	m := &Model{name: name, in: in, classes: classes, layers: layers, order: execOrder(layers),
-		firstParamLayer: -1, layerParams: make([][]*Param, len(layers))}
-	for i, l := range layers {
-		if j := slices.Index(layers[:i], l); j >= 0 {
-			return nil, fmt.Errorf("train: %w: %s: layer %d is layer %d again; a Layer value is one layer of one model", ErrModel, name, i, j)
+	out, err := nn.Infer(module, true, 1, in.C, in.H, in.W)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w: %s: %w", ErrModel, name, err)
+	}
+	if len(out) == 0 || out[0] != 1 || prod(out[1:]) != classes {
+		return nil, fmt.Errorf("train: %w: %s: output shape %v for one image; want %d classes", ErrModel, name, out, classes)
+	}
+	m := &Model{name: name, in: in, classes: classes, module: module, byNN: map[*nn.Tensor]*Param{}}
+	if m.state, err = nn.StateDict(module); err != nil {
+		return nil, fmt.Errorf("train: %w: %s: %w", ErrModel, name, err)
+	}
+	for _, t := range m.state {
+		p := newParam(t.Name, t.Tensor)
+		m.all = append(m.all, p)
+		m.byNN[t.Tensor] = p
+		if p.buffer() {
+			m.buffers = append(m.buffers, p)
+		} else {
+			m.params = append(m.params, p)
 		}
 	}
-	shape := []int{in.C, in.H, in.W}
-	for _, i := range m.order {
-		out, err := layers[i].setup(shape)
-		if err != nil {
-			return nil, fmt.Errorf("train: %w: %s layer %d: %w", ErrModel, name, i, err)
-		}
-		shape = out
-	}
-	if prod(shape) != classes {
-		return nil, fmt.Errorf("train: %w: %s: output shape %v; want %d classes", ErrModel, name, shape, classes)
-	}
-	for i, l := range layers {
-		ps := l.newParams(fmt.Sprintf("%d.%s", i, layerKind(l)))
-		if len(ps) > 0 && m.firstParamLayer < 0 {
-			m.firstParamLayer = i
-		}
-		m.layerParams[i] = ps
-		for _, p := range ps {
-			if p.buffer() {
-				m.buffers = append(m.buffers, p)
-			} else {
-				m.params = append(m.params, p)
-			}
-		}
-	}
-	// A weight whose output reaches a ReLU before any other parameterized layer (BatchNorm aside)
-	// gets He initialization, as do the weights inside a residual block (see Residual).
-	for i := range layers {
-		if layerKind(layers[i]) == "residual" {
-			for _, p := range m.layerParams[i] {
-				p.he = p.he || p.kind == kindWeight
-			}
-		}
-		for j := i + 1; j < len(layers); j++ {
-			if kindOf(layers[j]) == "relu" {
-				for _, p := range m.layerParams[i] {
-					p.he = p.he || p.kind == kindWeight
-				}
-				break
-			}
-			if kindOf(layers[j]) != "batchnorm" && len(m.layerParams[j]) > 0 {
-				break
-			}
-		}
+	if m.order, err = gradOrder(m); err != nil {
+		return nil, fmt.Errorf("train: %w: %s: %w", ErrModel, name, err)
 	}
 	return m, nil
 }
 
-// execOrder is the order in which layers run, as indices into layers: the written order, except
-// that a ReLU immediately followed by a MaxPool2D moves after it (past a run of poolings, one
-// adjacent swap at a time). Only layers without parameters move, so a layer with parameters
-// keeps its index as its position in the order.
-func execOrder(layers []Layer) []int {
-	order := make([]int, len(layers))
-	for i := range order {
-		order[i] = i
+// gradOrder lists m's trained tensors in the order a backward pass completes their gradients
+// (nn.Graph.OnGradient): by their first use in the forward pass (nn.Trace), latest first, those
+// of one op in state_dict order, then those the pass does not use.
+func gradOrder(m *Model) ([]*Param, error) {
+	steps, _, _, err := nn.Trace(m.module, 1, m.in.C, m.in.H, m.in.W)
+	if err != nil {
+		return nil, err
 	}
-	for k := 0; k+1 < len(order); k++ {
-		if kindOf(layers[order[k]]) == "relu" && kindOf(layers[order[k+1]]) == "maxpool" {
-			order[k], order[k+1] = order[k+1], order[k]
+	first := map[*Param]int{}
+	for i, s := range steps {
+		for _, t := range s.In {
+			if p := m.byNN[t]; p != nil && !p.buffer() {
+				if _, seen := first[p]; !seen {
+					first[p] = i
+				}
+			}
 		}
 	}
-	return order
+	order := slices.Clone(m.params)
+	use := func(p *Param) int {
+		if i, ok := first[p]; ok {
+			return i
+		}
+		return -1
+	}
+	slices.SortStableFunc(order, func(a, b *Param) int { return use(b) - use(a) })
+	return order, nil
 }
 
 // Name is the model's name.
@@ -221,107 +207,84 @@ func (m *Model) Input() Shape { return m.in }
 // Classes is the number of outputs per sample.
 func (m *Model) Classes() int { return m.classes }
 
+// Module is the model's module.
+func (m *Model) Module() nn.Module { return m.module }
+
 // Params returns the model's trainable tensors in a fixed order. Their W and G views are valid
 // while a Trainer holds the model. A Trainer that freezes layers (Config.FreezeBackbone,
 // FreezeUpTo) leaves their parameters out until it is closed.
 func (m *Model) Params() []*Param { return m.params }
 
-// tensors is the parameters (frozen ones included, in layer order), then the buffers: what a
+// tensors is the parameters (frozen ones included, in state_dict order), then the buffers: what a
 // checkpoint holds, in the same order whatever is frozen.
 func (m *Model) tensors() []*Param {
-	if len(m.frozen) == 0 {
-		return append(append([]*Param(nil), m.params...), m.buffers...)
-	}
-	var all []*Param
-	for _, ps := range m.layerParams {
-		for _, p := range ps {
-			if !p.buffer() {
-				all = append(all, p)
-			}
+	var out []*Param
+	for _, p := range m.all {
+		if !p.buffer() {
+			out = append(out, p)
 		}
 	}
-	return append(all, m.buffers...)
+	return append(out, m.buffers...)
 }
 
 // NumParams is the total number of trainable values.
 func (m *Model) NumParams() int {
 	n := 0
-	for _, p := range append(m.params, m.frozen...) {
-		n += prod(p.Shape)
+	for _, p := range m.all {
+		if !p.buffer() {
+			n += prod(p.Shape)
+		}
 	}
 	return n
 }
 
-// String lists the layers, e.g. "mlp: flatten - linear 784->512 - relu - ...". It is also the
-// model's identity in checkpoints.
-func (m *Model) String() string {
-	parts := make([]string, len(m.layers))
-	for i, l := range m.layers {
-		parts[i] = l.String()
-	}
-	return fmt.Sprintf("%s %v->%d: %s", m.name, m.in, m.classes, strings.Join(parts, " - "))
-}
+// String is the model's name, input and classes, "resnet8 1x28x28->10".
+func (m *Model) String() string { return fmt.Sprintf("%s %v->%d", m.name, m.in, m.classes) }
 
-// bind allocates the parameters on dev and initializes them from seed (He uniform for weights
-// that feed a ReLU, Glorot uniform otherwise, zero biases), through stream s.
+// bind allocates the tensors on dev and initializes them from seed (see Net), through stream s.
 func (m *Model) bind(dev gpu.Device, ops kernels.Ops, s gpu.Stream, seed uint64) error {
 	if m.ops != nil {
 		return fmt.Errorf("train: %w: %s is already used by a trainer", ErrModel, m.name)
 	}
 	m.ops = ops
 	m.weights.dev, m.acts.dev = dev, dev
-	pi := 0
-	for _, ps := range m.layerParams {
-		for _, p := range ps {
-			pi++
-			n := prod(p.Shape)
-			var err error
-			if p.W, err = m.weights.f32(n); err != nil {
-				return err
-			}
-			host := make([]float32, n)
-			r := rand.New(rand.NewPCG(rng.Mix(seed, uint64(pi), 5), rng.Mix(seed, uint64(pi), 6)))
-			p.init(host, r)
-			if err := upload(s, p.W, host); err != nil {
-				return err
-			}
+	for i, p := range m.all {
+		n := prod(p.Shape)
+		var err error
+		if p.W, err = m.weights.f32(n); err != nil {
+			return err
+		}
+		host := make([]float32, n)
+		r := rand.New(rand.NewPCG(rng.Mix(seed, uint64(i+1), 5), rng.Mix(seed, uint64(i+1), 6)))
+		p.init(host, r)
+		if err := upload(s, p.W, host); err != nil {
+			return err
 		}
 	}
-	// The gradients lie end to end in one buffer, in the order backward produces them, so that a
+	// The gradients lie end to end in one buffer, in the order backward completes them, so that a
 	// data-parallel bucket is one range of it (DDP's gradient_as_bucket_view).
-	order := m.gradOrder()
 	total := 0
-	for _, p := range order {
-		total += p.Len()
+	for _, p := range m.order {
+		if !p.frozen {
+			total += p.Len()
+		}
 	}
 	grads, err := m.weights.f32(total)
 	if err != nil {
 		return err
 	}
 	off := 0
-	for _, p := range order {
-		p.G = grads.Slice(off, off+p.Len())
-		off += p.Len()
+	for _, p := range m.order {
+		if !p.frozen {
+			p.G = grads.Slice(off, off+p.Len())
+			off += p.Len()
+		}
 	}
 	if m.loss, err = m.weights.f32(1); err != nil {
 		return err
 	}
 	m.mixLoss, err = m.weights.f32(1)
 	return err
-}
-
-// gradOrder lists the tensors that get a gradient (not buffers, not frozen) in the order the
-// backward pass produces them: the layers from last to first, each layer's in its own order.
-func (m *Model) gradOrder() []*Param {
-	var out []*Param
-	for k := len(m.order) - 1; k >= 0; k-- {
-		for _, p := range m.layerParams[m.order[k]] {
-			if !p.buffer() && !p.frozen {
-				out = append(out, p)
-			}
-		}
-	}
-	return out
 }
 
 // upload enqueues a copy of host into v; host must not be modified afterwards (the stream reads it
@@ -346,7 +309,7 @@ func (m *Model) reserve(n int) error {
 	if err := m.acts.free(); err != nil {
 		return err
 	}
-	m.capN = 0
+	m.capN, m.g = 0, nil // a new graph: the old one's pool held memory of the freed arena
 	var err error
 	if m.input, err = m.acts.f32(n * m.in.Len()); err != nil {
 		return err
@@ -360,70 +323,78 @@ func (m *Model) reserve(n int) error {
 	if m.mixLabels, err = m.acts.i32(n); err != nil {
 		return err
 	}
-	for _, l := range m.layers {
-		if err := l.reserve(&m.acts, n); err != nil {
-			return err
-		}
-	}
 	m.capN = n
 	return nil
 }
 
 // forward enqueues the pass over the normalized input of n samples and returns the logits.
 func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
-	h := m.input.Slice(0, n*m.in.Len())
-	for _, i := range m.order {
-		l := m.layers[i]
-		r.seed = rng.Mix(seed, uint64(i))
-		var err error
-		if h, err = l.forward(r, h, n); err != nil {
-			return h, fmt.Errorf("train: %s layer %d (%v) forward: %w", m.name, i, l, err)
+	seed = rng.Mix(seed, 0)
+	if m.g == nil || m.g.Ops() != r.ops || m.g.Stream() != r.s {
+		m.g = nn.NewGraph(r.ops, r.s, &m.acts, r.train, seed)
+		for _, t := range m.state {
+			m.g.Attach(t.Tensor)
+		}
+	} else {
+		m.g.Reset(r.train, seed)
+	}
+	if r.sync != nil && m.world > 1 {
+		m.g.SyncBatchNorm(r.sync.rank, m.world, r.sync.sum)
+	} else {
+		m.g.SyncBatchNorm(0, 0, nil)
+	}
+	for i, t := range m.state {
+		// The trainer's memory, bound every pass: freezing empties G.
+		if err := t.Tensor.Bind(m.all[i].W, m.all[i].G); err != nil {
+			return kernels.F32{}, fmt.Errorf("train: %s: %s: %w", m.name, t.Name, err)
 		}
 	}
-	return h, nil
+	m.xShape = append(m.xShape[:0], n, m.in.C, m.in.H, m.in.W)
+	m.x = m.g.Input(m.input.Slice(0, n*m.in.Len()), m.xShape...)
+	m.y = m.module.Forward(m.x)
+	if err := m.g.Err(); err != nil {
+		return kernels.F32{}, fmt.Errorf("train: %s forward: %w", m.name, err)
+	}
+	if m.y == nil || m.y.Rank() == 0 || m.y.Dim(0) != n || m.y.Len() != n*m.classes {
+		return kernels.F32{}, fmt.Errorf("train: %s forward: output of shape %v for %d images; want [%d %d]", m.name, shapeOf(m.y), n, n, m.classes)
+	}
+	m.yShape = append(m.yShape[:0], m.y.Shape()...)
+	return m.y.Data(), nil
 }
 
-// backward enqueues the gradient pass from dlogits, in the reverse of the forward order (the
-// first parameterized layer's position in it is its index), calling r.layerDone after each layer.
+func shapeOf(t *nn.Tensor) []int {
+	if t == nil {
+		return nil
+	}
+	return t.Shape()
+}
+
+// backward enqueues the gradient pass from dlogits into the trained tensors' G, calling
+// r.gradDone for each as soon as its gradient is enqueued.
 func (m *Model) backward(r *run, n int) error {
-	d := m.dlogits.Slice(0, n*m.classes)
-	for k := len(m.order) - 1; k >= 0 && k >= m.firstParamLayer; k-- {
-		i := m.order[k]
-		var err error
-		if d, err = m.layers[i].backward(r, d, n, k > m.firstParamLayer); err != nil {
-			return fmt.Errorf("train: %s layer %d (%v) backward: %w", m.name, i, m.layers[i], err)
-		}
-		if r.layerDone != nil {
-			if err := r.layerDone(i); err != nil {
-				return err
-			}
-		}
+	m.x.SetRequiresGrad(false)
+	if r.gradDone != nil {
+		m.g.OnGradient(func(t *nn.Tensor) error { return r.gradDone(m.byNN[t]) })
+	} else {
+		m.g.OnGradient(nil)
+	}
+	if err := m.g.Backward(m.y, m.g.Input(m.dlogits.Slice(0, n*m.classes), m.yShape...)); err != nil {
+		return fmt.Errorf("train: %s backward: %w", m.name, err)
 	}
 	return nil
 }
 
-// syncBatchNorms makes the batch norms of every layer that trains (not frozen) synchronize their
-// statistics over world ranks (Config.SyncBatchNorm).
-func (m *Model) syncBatchNorms(world int) {
-	for _, l := range m.layers {
-		if n := nnLayer(l); n != nil && !n.frozen {
-			n.world = world
-		}
-	}
-}
+// syncBatchNorms makes the model's batch norms synchronize their statistics over world ranks
+// (Config.SyncBatchNorm).
+func (m *Model) syncBatchNorms(world int) { m.world = world }
 
 // free releases the device memory and unbinds the model, so that another trainer may take it
 // (with freshly initialized weights).
 func (m *Model) free() error {
 	err := errors.Join(m.acts.free(), m.weights.free())
-	m.ops, m.capN = nil, 0
-	for _, p := range m.tensors() {
+	m.ops, m.capN, m.g, m.x, m.y, m.world = nil, 0, nil, nil, nil, 0
+	for _, p := range m.all {
 		p.W, p.G = kernels.F32{}, kernels.F32{}
-	}
-	for _, l := range m.layers {
-		if n := nnLayer(l); n != nil {
-			n.world = 0
-		}
 	}
 	m.unfreeze()
 	return err

@@ -48,17 +48,12 @@ const (
 // (ONNXMetaModel) and, when the trainer has a Preprocess, the whole evaluation transform and the
 // class names (ONNXMetaPretrainedCfg).
 //
-// The weights are initializers named as Export names them: torchvision's state_dict names for the
-// resnets (conv1.weight, layer1.0.bn1.running_mean, fc.bias), the package's otherwise; each node
-// is named after its layer.
-//
-// A layer that is a module of package nn (NN; every model Net builds, and so the model zoo's) is
-// written down from its forward pass, traced by nn.Trace in evaluation mode: its tensors are
-// initializers under their state_dict names, its fused ops ONNX's (Conv, Gemm or MatMul,
-// BatchNormalization, LayerNormalization, Softmax, MaxPool, GlobalAveragePool), GELU as its erf
-// composition (opset 17 has no Gelu), reshapes with -1 where the batch goes so that any batch
-// size runs. A layer of one's own written against Module (Custom, RegisterLayer) is refused with
-// an error naming the layer: its forward pass is Go code that ONNX export cannot see. The file
+// The model is written down from its forward pass, traced by nn.Trace in evaluation mode: its
+// tensors are initializers under their state_dict names (as Export names them: torchvision's for
+// the resnets, conv1.weight, layer1.0.bn1.running_mean, fc.bias), its fused ops ONNX's (Conv,
+// Gemm or MatMul, BatchNormalization, LayerNormalization, Softmax, MaxPool, GlobalAveragePool),
+// GELU as its erf composition (opset 17 has no Gelu), reshapes with -1 where the batch goes so
+// that any batch size runs; a fused op's node is named after its module. The file
 // is written atomically (a temporary file renamed over path), once the weights are read back from
 // the device: if ctx ends first, nothing is written.
 func (t *Trainer) ExportONNX(ctx context.Context, path string, mean, std []float32) error {
@@ -75,18 +70,13 @@ func (t *Trainer) ExportONNX(ctx context.Context, path string, mean, std []float
 	if err != nil {
 		return fail(err)
 	}
-	if err := onnxSupported(m.layers, ""); err != nil {
-		return fail(err)
-	}
 	host := map[*Param][]float32{}
-	for _, ps := range m.layerParams {
-		for _, p := range ps {
-			h := make([]float32, p.W.Len)
-			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&h[0])), 4*len(h)), p.W.Buf, 4*p.W.Off); err != nil {
-				return fail(err)
-			}
-			host[p] = h
+	for _, p := range m.all {
+		h := make([]float32, p.W.Len)
+		if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&h[0])), 4*len(h)), p.W.Buf, 4*p.W.Off); err != nil {
+			return fail(err)
 		}
+		host[p] = h
 	}
 	if err := t.wait(ctx); err != nil {
 		return fail(err)
@@ -128,23 +118,6 @@ func onnxNormalization(c int, mean, std []float32) ([]float32, []float32, error)
 	return mean, std, nil
 }
 
-// onnxSupported reports the first layer (in a Residual block too) that ONNX export does not know.
-func onnxSupported(layers []Layer, where string) error {
-	for i, l := range layers {
-		switch l := l.(type) {
-		case *custom:
-			if _, ok := l.m.(*nnModule); ok { // traced at export (nnModule)
-				continue
-			}
-			return fmt.Errorf("%w: layer %s%d %q is a layer of one's own (Custom) written against Module; ONNX export knows the package's layers and modules of package nn (NN)",
-				ErrModel, where, i, l.String())
-		default:
-			return fmt.Errorf("%w: layer %s%d %q has no ONNX form", ErrModel, where, i, l.String())
-		}
-	}
-	return nil
-}
-
 // onnxModel builds the ONNX model of m from its tensors' values.
 func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32, cfg *pretrainedCfg) (*onnx.Model, error) {
 	in := m.in
@@ -152,7 +125,7 @@ func (m *Model) onnxModel(host map[*Param][]float32, mean, std []float32, cfg *p
 	e.g.Name = m.name
 	batch := onnx.Dim{Param: "batch"}
 	e.g.Inputs = []onnx.Value{{Name: "input", Shape: []onnx.Dim{batch, {Size: int64(in.C)}, {Size: int64(in.H)}, {Size: int64(in.W)}}}}
-	x, shape, err := e.layers(m.layers, "input", []int{in.C, in.H, in.W}, "")
+	x, shape, err := e.module(m, "input")
 	if err != nil {
 		return nil, err
 	}
@@ -219,29 +192,4 @@ func (e *onnxEmitter) init(p *Param) string {
 	}
 	e.g.Initializers = append(e.g.Initializers, onnx.Tensor{Name: p.Name, Dims: dims, Data: e.host[p]})
 	return p.Name
-}
-
-// layers appends the nodes of layers, in their written order, applied to x of per-sample shape
-// shape; where is the prefix of the layers' place ("3.residual.main."). It returns the output
-// and its per-sample shape.
-func (e *onnxEmitter) layers(layers []Layer, x string, shape []int, where string) (string, []int, error) {
-	for i, l := range layers {
-		var err error
-		if x, shape, err = e.layer(l, x, shape, fmt.Sprintf("%s%d.%s", where, i, layerKind(l))); err != nil {
-			return "", nil, err
-		}
-	}
-	return x, shape, nil
-}
-
-// layer appends one layer's nodes, named after its tensors' prefix ("layer1.0.conv1") when it
-// has tensors, after its place otherwise.
-func (e *onnxEmitter) layer(l Layer, x string, shape []int, place string) (string, []int, error) {
-	switch l := l.(type) {
-	case *custom:
-		if nm, ok := l.m.(*nnModule); ok {
-			return e.nnModule(nm, x, shape, place)
-		}
-	}
-	return "", nil, fmt.Errorf("%w: layer %s %q has no ONNX form", ErrModel, place, l.String())
 }

@@ -10,8 +10,7 @@ import (
 	"github.com/stoke-ml/stoke/onnx"
 )
 
-// ONNX export of a layer written as a module of package nn (NN, and so every model Net builds):
-// nn.Trace writes the module's forward pass in evaluation mode down as steps (dropout and drop
+// ONNX export of a model's module: nn.Trace writes the module's forward pass in evaluation mode down as steps (dropout and drop
 // path are gone), and each step becomes ONNX operators.
 //
 // The batch stays dynamic: the module is traced at two batch sizes, and a dimension that differs
@@ -37,14 +36,14 @@ const nnInputRef = -1
 
 func paramRef(i int) int { return -2 - i }
 
-func newNNTrace(l *nnModule, in []int, batch int) (*nnTrace, error) {
-	steps, x, y, err := nn.Trace(l.m, append([]int{batch}, in...)...)
+func newNNTrace(m *Model, batch int) (*nnTrace, error) {
+	steps, x, y, err := nn.Trace(m.module, batch, m.in.C, m.in.H, m.in.W)
 	if err != nil {
 		return nil, err
 	}
 	t := &nnTrace{steps: steps, in: x, out: y, refs: make([][]int, len(steps))}
 	ref := map[*nn.Tensor]int{x: nnInputRef}
-	for i, n := range l.tensors {
+	for i, n := range m.state {
 		ref[n.Tensor] = paramRef(i)
 	}
 	for i, s := range steps {
@@ -87,8 +86,7 @@ func batchFactors(a, b []int) ([]int, error) {
 // nnExport writes one traced module into an onnxEmitter's graph.
 type nnExport struct {
 	e      *onnxEmitter
-	l      *nnModule
-	place  string
+	m      *Model
 	tr     *nnTrace
 	k      [][]int  // batch factors of each step's output
 	names  []string // ONNX name of each step's output
@@ -98,15 +96,15 @@ type nnExport struct {
 	params []string // ONNX names of the module's tensors
 }
 
-// nnModule appends the nodes of l's forward pass applied to x of per-sample shape in; place names
-// the layer ("0.vit"). It returns the output and its per-sample shape.
-func (e *onnxEmitter) nnModule(l *nnModule, x string, in []int, place string) (string, []int, error) {
+// module appends the nodes of m's forward pass applied to x. It returns the output and its
+// per-sample shape.
+func (e *onnxEmitter) module(m *Model, x string) (string, []int, error) {
 	fail := func(err error) (string, []int, error) {
-		return "", nil, fmt.Errorf("%w: layer %s %q: %w", ErrModel, place, l.String(), err)
+		return "", nil, fmt.Errorf("%w: %s: %w", ErrModel, m.name, err)
 	}
 	var tr [2]*nnTrace
 	for i, n := range nnTraceBatches {
-		t, err := newNNTrace(l, in, n)
+		t, err := newNNTrace(m, n)
 		if err != nil {
 			return fail(fmt.Errorf("trace at batch size %d: %w", n, err))
 		}
@@ -116,7 +114,7 @@ func (e *onnxEmitter) nnModule(l *nnModule, x string, in []int, place string) (s
 	if len(a.steps) != len(b.steps) || a.outRef != b.outRef {
 		return fail(fmt.Errorf("the forward pass takes %d steps at batch size %d and %d at %d", len(a.steps), nnTraceBatches[0], len(b.steps), nnTraceBatches[1]))
 	}
-	w := &nnExport{e: e, l: l, place: place, tr: a, k: make([][]int, len(a.steps)), names: make([]string, len(a.steps)), x: x, used: map[string]bool{}}
+	w := &nnExport{e: e, m: m, tr: a, k: make([][]int, len(a.steps)), names: make([]string, len(a.steps)), x: x, used: map[string]bool{}}
 	for i, s := range a.steps {
 		t := b.steps[i]
 		if s.Op != t.Op || !slices.Equal(a.refs[i], b.refs[i]) || !sameAttrs(s.Attr, t.Attr) {
@@ -132,7 +130,7 @@ func (e *onnxEmitter) nnModule(l *nnModule, x string, in []int, place string) (s
 	if out := a.out.Shape(); len(out) == 0 || outK[0] != 1 || slices.ContainsFunc(outK[1:], func(k int) bool { return k != 0 }) {
 		return fail(fmt.Errorf("output of shape %v at batch size %d does not keep the batch as its first dimension only", out, nnTraceBatches[0]))
 	}
-	for _, p := range l.params {
+	for _, p := range m.all {
 		w.params = append(w.params, e.init(p))
 	}
 	// Only the steps the output depends on.
@@ -194,7 +192,7 @@ func (x *nnExport) shape(r int) []int {
 	case r == nnInputRef:
 		return x.tr.in.Shape()
 	case r < nnInputRef:
-		return x.l.tensors[-2-r].Tensor.Shape()
+		return x.m.state[-2-r].Tensor.Shape()
 	}
 	return x.tr.steps[r].Out.Shape()
 }
@@ -207,19 +205,15 @@ func (x *nnExport) factors(r int) []int {
 		k[0] = 1
 		return k
 	case r < nnInputRef:
-		return make([]int, x.l.tensors[-2-r].Tensor.Rank())
+		return make([]int, x.m.state[-2-r].Tensor.Rank())
 	}
 	return x.k[r]
 }
 
-// stepName names step i's node: a fused op with tensors after their module ("encoder.ln"); the
-// first other step of one of the package's layers after the layer's place ("2.relu"), as before
-// they were modules of nn; the others after the layer's place and the step.
+// stepName names step i's node: a fused op with tensors after their module ("encoder.ln"), the
+// others after the step ("17.relu").
 func (x *nnExport) stepName(i int, s nn.Step) string {
-	name := fmt.Sprintf("%s/%d.%s", x.place, i, s.Op)
-	if _, ok := x.l.m.(builtin); ok && !x.used[x.place] {
-		name = x.place
-	}
+	name := fmt.Sprintf("%d.%s", i, s.Op)
 	switch s.Op {
 	case "linear", "conv2d", "batch_norm", "layer_norm":
 		if r := x.tr.refs[i]; len(r) > 1 && r[1] < nnInputRef {
@@ -253,7 +247,7 @@ func (x *nnExport) scalar(name string, v float32) string {
 // batchSize is the batch size of the module's input, an int64 [1] tensor.
 func (x *nnExport) batchSize() string {
 	if x.batch == "" {
-		x.batch = x.node(x.place+"/batch", "Shape", []string{x.x}, onnx.Int("start", 0), onnx.Int("end", 1))
+		x.batch = x.node("batch_size", "Shape", []string{x.x}, onnx.Int("start", 0), onnx.Int("end", 1))
 	}
 	return x.batch
 }

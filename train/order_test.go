@@ -4,68 +4,40 @@ import (
 	"context"
 	"math"
 	"math/rand/v2"
-	"slices"
 	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 )
 
-func TestExecOrder(t *testing.T) {
+// TestBuiltinNames: the built-in cnn and resnet18 keep the tensor names checkpoints and exports
+// carry.
+func TestBuiltinNames(t *testing.T) {
 	for _, tc := range []struct {
-		layers []Layer
-		want   []int
+		model string
+		in    Shape
+		want  string
 	}{
-		{[]Layer{Conv2D(1, 4, 3, 1), ReLU(), MaxPool2D(2), Flatten(), Linear(4, 2)}, []int{0, 2, 1, 3, 4}},
-		{[]Layer{ReLU(), MaxPool2D(2), MaxPool2D(2)}, []int{1, 2, 0}},         // past a run of poolings
-		{[]Layer{ReLU(), ReLU(), MaxPool2D(2)}, []int{0, 2, 1}},               // only the adjacent one
-		{[]Layer{ReLU(), Dropout(0.5), MaxPool2D(2)}, []int{0, 1, 2}},         // not adjacent
-		{[]Layer{MaxPool2D(2), ReLU(), Flatten(), ReLU()}, []int{0, 1, 2, 3}}, // no pooling after
-		{[]Layer{Residual([]Layer{ReLU()}, nil), MaxPool2D(2)}, []int{0, 1}},  // a block is not a ReLU
-		{[]Layer{ReLU(), Residual([]Layer{MaxPool2D(2)}, nil)}, []int{0, 1}},  // nor a pooling
-		{[]Layer{Conv2D(1, 4, 3, 1), BatchNorm2D(4), ReLU(), maxPool2D(3, 2, 1)}, []int{0, 1, 3, 2}},
+		{"cnn", Shape{C: 1, H: 28, W: 28}, "0.conv2d.weight 0.conv2d.bias 3.conv2d.weight 3.conv2d.bias 7.linear.weight 7.linear.bias 9.linear.weight 9.linear.bias"},
+		{"mlp", Shape{C: 1, H: 28, W: 28}, "1.linear.weight 1.linear.bias 3.linear.weight 3.linear.bias 5.linear.weight 5.linear.bias"},
+		{"resnet8", Shape{C: 1, H: 28, W: 28}, "conv1.weight bn1.weight bn1.bias layer1.0.conv1.weight layer1.0.bn1.weight layer1.0.bn1.bias"},
 	} {
-		if got := execOrder(tc.layers); !slices.Equal(got, tc.want) {
-			t.Errorf("execOrder(%v) = %v; want %v", tc.layers, got, tc.want)
+		m, err := NewModel(tc.model, tc.in, 10)
+		if err != nil {
+			t.Fatal(err)
 		}
-	}
-}
-
-// TestCNNWrittenAsGiven: the "cnn" runs its poolings before their ReLUs but keeps the layers,
-// indices, parameter names and description as written (checkpoints and exports carry them); so
-// does resnet18's stem.
-func TestCNNWrittenAsGiven(t *testing.T) {
-	m, err := NewModel("cnn", Shape{C: 1, H: 28, W: 28}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if want := []int{0, 2, 1, 3, 5, 4, 6, 7, 8, 9}; !slices.Equal(m.order, want) {
-		t.Errorf("cnn runs its layers in the order %v; want %v", m.order, want)
-	}
-	if want := "cnn 1x28x28->10: conv2d 1->32 5x5 pad 2 - relu - maxpool 2x2 - conv2d 32->64 5x5 pad 2 - relu - maxpool 2x2 - flatten - linear 3136->128 - " +
-		"relu - linear 128->10"; m.String() != want {
-		t.Errorf("String() = %q; want %q", m.String(), want)
-	}
-	var names []string
-	for _, p := range m.Params() {
-		names = append(names, p.Name)
-	}
-	if got, want := strings.Join(names,
-		" "), "0.conv2d.weight 0.conv2d.bias 3.conv2d.weight 3.conv2d.bias 7.linear.weight 7.linear.bias 9.linear.weight 9.linear.bias"; got != want {
-		t.Errorf("parameter names %s; want %s", got, want)
-	}
-	// The ReLUs were set up on the pooled shapes: a quarter of the values.
-	if r := nnLayer(m.layers[1]); !slices.Equal(r.in, []int{32, 14, 14}) {
-		t.Errorf("first ReLU: input %v per sample; want [32 14 14] (after the pooling)", r.in)
-	}
-	// torchvision's stem from 33 px up: conv1 - bn1 - relu - maxpool 3x3 stride 2 pad 1.
-	r18, err := NewModel("resnet18", Shape{C: 3, H: 64, W: 64}, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := r18.order[:5]; !slices.Equal(got, []int{0, 1, 3, 2, 4}) {
-		t.Errorf("resnet18 at 64 px runs its stem in the order %v; want [0 1 3 2 4]", got)
+		var names []string
+		for _, p := range m.Params() {
+			names = append(names, p.Name)
+		}
+		if got := strings.Join(names, " "); !strings.HasPrefix(got, tc.want) {
+			t.Errorf("%s: parameter names %s; want %s...", tc.model, got, tc.want)
+		}
+		if want := tc.model + " " + tc.in.String() + "->10"; m.String() != want {
+			t.Errorf("String() = %q; want %q", m.String(), want)
+		}
 	}
 }
 
@@ -73,27 +45,34 @@ var img10 = Shape{C: 1, H: 10, W: 10}
 
 // poolNet is conv 1x1 - relu - maxpool 2 - conv 3x3 - batchnorm - relu - maxpool 3x3 stride 2
 // pad 1 (a ResNet stem's, whose 5x5 input leaves windows on the padding at the bottom and right)
-// - flatten - linear over 1x10x10 images. With written, a Dropout(0), which passes values and
-// gradients through unchanged, separates each ReLU from its pooling, so that the layers run in the
-// written order; the parameters are the same tensors in the same order and are initialized alike.
-func poolNet(t testing.TB, written bool) *Model {
+// - flatten - linear over 1x10x10 images, with each ReLU run after its pooling unless written
+// (as the built-in cnn and ResNets run theirs); the tensors are the same in the same order, and
+// are initialized alike. The probes see the inputs of the two poolings.
+func poolNet(t testing.TB, written bool) (*Model, [2]*probe) {
 	t.Helper()
-	sep := func() []Layer {
+	probes := [2]*probe{{}, {}}
+	relu := tReLU()
+	pair := func(pool tLayer, p *probe) []tLayer {
 		if written {
-			return []Layer{Dropout(0)}
+			return []tLayer{relu, tModule("probe", p), pool}
 		}
-		return nil
+		return []tLayer{tModule("probe", p), pool, relu}
 	}
-	ls := append([]Layer{Conv2D(1, 4, 1, 0), ReLU()}, sep()...)
-	ls = append(ls, MaxPool2D(2), Conv2D(4, 4, 3, 1), BatchNorm2D(4), ReLU())
-	ls = append(ls, sep()...)
-	ls = append(ls, maxPool2D(3, 2, 1), Flatten(), Linear(4*3*3, 10))
-	m, err := Sequential("poolnet", img10, 10, ls...)
+	ls := append([]tLayer{tConv(1, 4, 1, 0)}, pair(tMaxPool(2), probes[0])...)
+	ls = append(ls, tConv(4, 4, 3, 1), tBatchNorm(4))
+	ls = append(ls, pair(tModule("maxpool", nn.MaxPool2dLayer{K: 3, Stride: 2, Padding: 1}), probes[1])...)
+	ls = append(ls, tFlatten(), tLinear(4*3*3, 10))
+	m, err := tSequential("poolnet", img10, 10, ls...)
 	if err != nil {
 		t.Fatal(err)
 	}
-	return m
+	return m, probes
 }
+
+// probe passes its input through and keeps it.
+type probe struct{ x *nn.Tensor }
+
+func (p *probe) Forward(x *nn.Tensor) *nn.Tensor { p.x = x; return x }
 
 // tiedImages are n 10x10 images of four grey levels, every eighth one flat, so that pooling
 // windows often tie at their maximum, and labels.
@@ -170,14 +149,13 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 	mean, std := train.Normalization()
 
 	type result struct {
-		order        []int
 		loss         float32
 		logits       []float32
 		grads, after [][]float32
 		predicted    []float32
 	}
 	runModel := func(written bool) result {
-		m := poolNet(t, written)
+		m, probes := poolNet(t, written)
 		tr, err := New(context.Background(), m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
@@ -185,7 +163,7 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		defer tr.Close()
 		// The first convolution passes the pixels (channel 0), their negation (1), -1 (2: no
 		// positive value) and 0 (3: all tied at 0).
-		conv := m.layerParams[0]
+		conv := m.all[:2]
 		if err := upload(tr.s, conv[0].W, []float32{1, -1, 0, 0}); err != nil {
 			t.Fatal(err)
 		}
@@ -199,25 +177,19 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 			}
 			batch = b
 		}
-		res := result{order: m.order}
+		var res result
 		res.loss = float32(lossAndGrad(t, tr, batch, mean, std))
-		res.logits = readF32(t, tr, nnLayer(m.layers[len(m.layers)-1]).y.Data())
+		res.logits = readF32(t, tr, m.y.Data())
 		for _, p := range m.params {
 			res.grads = append(res.grads, readF32(t, tr, p.G))
 		}
 		// Both poolings see what the test is about.
-		var bn *nnModule
-		for _, l := range m.layers {
-			if kindOf(l) == "batchnorm" {
-				bn = nnLayer(l)
-			}
-		}
 		for _, c := range []struct {
 			x kernels.F32
 			g kernels.Pool2D
 		}{
-			{nnLayer(m.layers[0]).y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
-			{bn.y.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 5, W: 5, K: 3, Stride: 2, Pad: 1}},
+			{probes[0].x.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 10, W: 10, K: 2, Stride: 2}},
+			{probes[1].x.Data(), kernels.Pool2D{N: batch.N, C: 4, H: 5, W: 5, K: 3, Stride: 2, Pad: 1}},
 		} {
 			tied, nonPositive := windowKinds(readF32(t, tr, c.x), c.g)
 			if tied == 0 || nonPositive == 0 {
@@ -236,9 +208,6 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		return res
 	}
 	got, want := runModel(false), runModel(true)
-	if !slices.Equal(got.order, []int{0, 2, 1, 3, 4, 6, 5, 7, 8}) || !slices.Equal(want.order, []int{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10}) {
-		t.Fatalf("orders %v and %v; want the poolings first in the first only", got.order, want.order)
-	}
 	if math.Float32bits(got.loss) != math.Float32bits(want.loss) {
 		t.Errorf("loss %v; written order %v", got.loss, want.loss)
 	}

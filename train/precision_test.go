@@ -214,7 +214,7 @@ func TestFP16ForwardOverflowNamed(t *testing.T) {
 	f := newFixture(t, 64)
 	// One linear layer: the overflow reaches the logits directly (a ReLU may turn a NaN into 0,
 	// and the pure-Go one does).
-	m, err := Sequential("linear", img8, 10, Flatten(), Linear(64, 10))
+	m, err := tSequential("linear", img8, 10, tFlatten(), tLinear(64, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -23,7 +23,7 @@ import (
 // tinyPredictTrainer is an optimizer-less trainer of a small 1x8x8 network with seeded weights.
 func tinyPredictTrainer(t *testing.T, dev gpu.Device) *Trainer {
 	t.Helper()
-	m, err := Sequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, Flatten(), Linear(64, 32), ReLU(), Linear(32, 10))
+	m, err := tSequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -234,7 +234,7 @@ var evalTestTransform = EvalTransform{Resize: 19, Crop: 16, Filter: transforms.B
 
 func init() {
 	build := func(_ string, in Shape, classes int) (*Model, error) {
-		return Sequential("evaltf_test", in, classes, Conv2D(in.C, 4, 3, 1), ReLU(), Flatten(), Linear(4*in.H*in.W, classes))
+		return tSequential("evaltf_test", in, classes, tConv(in.C, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*in.H*in.W, classes))
 	}
 	if err := errors.Join(RegisterModel("evaltf_test", build), RegisterEvalTransform(evalTestTransform, "evaltf_test")); err != nil {
 		panic(err)

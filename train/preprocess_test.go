@@ -4,8 +4,10 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"os"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 
@@ -189,7 +191,26 @@ func TestPreprocessRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.State = []byte(strings.Replace(string(c.State), `"crop_mode":"squash"`, `"crop_mode":"diagonal"`, 1))
+	cfg := c.Meta[metaPretrainedCfg]
+	if !strings.Contains(cfg, `"crop_mode":"squash"`) {
+		t.Fatalf("the checkpoint's %s is %q; want the squash crop mode", metaPretrainedCfg, cfg)
+	}
+	// A version 3 checkpoint kept it in the loop's state: it still loads.
+	v3 := *c
+	v3.State = []byte(strings.Replace(string(c.State), `{`, `{"pretrained_cfg":`+cfg+`,`, 1))
+	old := filepath.Join(t.TempDir(), "v3")
+	if err := os.WriteFile(old, v3.Encode(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	tr3, err := New(ctx, smallMLP(t), dev, nil, Config{Resume: old})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := tr3.Preprocess(); got == nil || !slices.Equal(got.Classes, digits) {
+		t.Errorf("a version 3 checkpoint's Preprocess: %+v; want its classes", got)
+	}
+	tr3.Close()
+	c.Meta[metaPretrainedCfg] = strings.Replace(cfg, `"crop_mode":"squash"`, `"crop_mode":"diagonal"`, 1)
 	bad := filepath.Join(t.TempDir(), "bad")
 	if err := checkpoint.Write(bad, c, nil); err != nil {
 		t.Fatal(err)

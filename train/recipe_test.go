@@ -162,3 +162,43 @@ func TestLayerDecay(t *testing.T) {
 		t.Errorf("LayerDecay 1: no error")
 	}
 }
+
+// TestDecodeArgs: a builder's arguments decode into its struct from the name's key=value form or
+// JSON, keeping the defaults of what is not given; unknown, repeated and mistyped keys are
+// errors naming them.
+func TestDecodeArgs(t *testing.T) {
+	type args struct {
+		Heads int     `json:"heads"`
+		Width int     `json:"width"`
+		Drop  float64 `json:"drop"`
+		Norm  string  `json:"norm"`
+		Bias  bool    `json:"bias"`
+	}
+	for _, tc := range []struct {
+		in   string
+		want args
+	}{
+		{"", args{Heads: 4, Width: 24}},
+		{" heads = 3 , drop=0.1,norm=batch, bias=true", args{Heads: 3, Width: 24, Drop: 0.1, Norm: "batch", Bias: true}},
+		{`norm="layer"`, args{Heads: 4, Width: 24, Norm: "layer"}},
+		{`{"width": 32, "heads": 2}`, args{Heads: 2, Width: 32}},
+	} {
+		a := args{Heads: 4, Width: 24}
+		if err := DecodeArgs(tc.in, &a); err != nil || a != tc.want {
+			t.Errorf("DecodeArgs(%q) = %+v, %v; want %+v", tc.in, a, err, tc.want)
+		}
+	}
+	for in, want := range map[string]string{
+		"heads=3,heads=4": "heads given twice",
+		"hedas=3":         `unknown field "hedas"`,
+		"heads=four":      "heads",
+		"heads":           `argument "heads": want key=value`,
+		`{"heads": 1} {}`: "more than one JSON object",
+		`{"heads": "x"}`:  "heads",
+	} {
+		var a args
+		if err := DecodeArgs(in, &a); err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("DecodeArgs(%q) = %v; want an error naming %q", in, err, want)
+		}
+	}
+}

@@ -2,12 +2,11 @@ package train
 
 import (
 	"fmt"
-	"slices"
 
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
-// Resampler is an NNModule some of whose tensors can take a weights file's values made for
+// Resampler is a model's module some of whose tensors can take a weights file's values made for
 // another shape: a vision transformer's position embeddings, learned on one image size, resampled
 // to the model's grid as timm's resample_abs_pos_embed does. Without it, weights trained at 224 px
 // could not start a model of another image size. LoadWeights (and so Config.Init and stoke
@@ -25,24 +24,10 @@ type resampled struct {
 	values []float32
 }
 
-// resamplerOf is the Resampler module holding p, and p's name in it; nil when none.
+// resamplerOf is the model's module when it is a Resampler, and p's name in it; nil when not.
 func (m *Model) resamplerOf(p *Param) (Resampler, string) {
-	for _, l := range m.layers {
-		c, ok := l.(*custom)
-		if !ok {
-			continue
-		}
-		nm, ok := c.m.(*nnModule)
-		if !ok {
-			continue
-		}
-		r, ok := nm.m.(Resampler)
-		if !ok {
-			continue
-		}
-		if j := slices.Index(nm.params, p); j >= 0 {
-			return r, nm.tensors[j].Name
-		}
+	if r, ok := m.module.(Resampler); ok {
+		return r, p.Name
 	}
 	return nil, ""
 }

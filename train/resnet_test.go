@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/nn"
 	"math"
 	"slices"
 	"strings"
@@ -15,15 +16,18 @@ import (
 
 // smallResNet has every new piece: BatchNorm, a strided block with a projection shortcut, an
 // identity block, global average pooling.
-func smallResNet(t testing.TB) *Model {
+func smallResNet(t testing.TB) *Model { return smallResNetOf(t, 10) }
+
+// smallResNetOf is smallResNet with a head of the given classes.
+func smallResNetOf(t testing.TB, classes int) *Model {
 	t.Helper()
-	m, err := Sequential("small-resnet", img8, 10,
-		Conv2D(1, 4, 3, 1, NoBias()), BatchNorm2D(4), ReLU(),
-		Residual([]Layer{Conv2D(4, 8, 3, 1, Stride(2), NoBias()), BatchNorm2D(8), ReLU(), Conv2D(8, 8, 3, 1, NoBias()), BatchNorm2D(8)},
-			[]Layer{Conv2D(4, 8, 1, 0, Stride(2), NoBias()), BatchNorm2D(8)}),
-		ReLU(),
-		Residual([]Layer{Conv2D(8, 8, 3, 1), BatchNorm2D(8)}, nil), ReLU(),
-		GlobalAvgPool(), Linear(8, 10))
+	m, err := tSequential("small-resnet", img8, classes,
+		tConv(1, 4, 3, 1, tNoBias()), tBatchNorm(4), tReLU(),
+		tResidual([]tLayer{tConv(4, 8, 3, 1, tStride(2), tNoBias()), tBatchNorm(8), tReLU(), tConv(8, 8, 3, 1, tNoBias()), tBatchNorm(8)},
+			[]tLayer{tConv(4, 8, 1, 0, tStride(2), tNoBias()), tBatchNorm(8)}),
+		tReLU(),
+		tResidual([]tLayer{tConv(8, 8, 3, 1), tBatchNorm(8)}, nil), tReLU(),
+		tAvgPool(), tLinear(8, classes))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -212,30 +216,24 @@ func TestConfigRefused(t *testing.T) {
 	}
 }
 
-// TestSequentialRefuses: a model whose layers do not fit together is refused with ErrModel,
-// naming the layer and the cause: a block's paths that give different shapes (which the
-// block's addition would otherwise broadcast), an empty block, a layer inside a block that does
-// not take its input, and one Layer value at two places.
-func TestSequentialRefuses(t *testing.T) {
+// TestNetRefuses: a module that does not fit its input or classes is refused with ErrModel,
+// naming the model and the cause.
+func TestNetRefuses(t *testing.T) {
 	in := Shape{C: 4, H: 4, W: 4}
-	relu := ReLU()
 	for _, c := range []struct {
 		name   string
-		layers []Layer
+		in     Shape
+		module nn.Module
 		want   string
 	}{
-		{"paths of different shapes", []Layer{
-			Residual([]Layer{Conv2D(4, 8, 1, 0)}, []Layer{Conv2D(4, 8, 1, 0), MaxPool2D(4)}), Flatten(), Linear(128, 10)},
-			"layer 0: train: residual block: main path gives [8 4 4], shortcut [8 1 1]"},
-		{"an empty block", []Layer{Residual(nil, nil), Flatten(), Linear(64, 10)},
-			"layer 0: train: residual block with no layers"},
-		{"a block's layer that does not take its input", []Layer{
-			Residual([]Layer{ReLU(), Conv2D(3, 4, 1, 0)}, nil), Flatten(), Linear(64, 10)},
-			"layer 0: train: conv2d 3->4 1x1 pad 0: input shape [4 4 4]; want [3 H W]"},
-		{"one layer twice", []Layer{relu, Conv2D(4, 4, 1, 0), relu, Flatten(), Linear(64, 10)},
-			"layer 2 is layer 0 again"},
+		{"another number of classes", in, nn.Sequential{nn.Fn(nn.Flatten), nn.NewLinear(64, 5, true)},
+			"m: output shape [1 5] for one image; want 10 classes"},
+		{"a layer that does not take its input", in, nn.Sequential{nn.NewConv2d(3, 4, 1, nn.ConvOptions{Stride: 1}, true), nn.Fn(nn.Flatten), nn.NewLinear(64, 10, true)},
+			"m: nn: conv2d of input [1 4 4 4], weight [4 3 1 1]"},
+		{"no module", in, nil, "m: input 4x4x4, 10 classes"},
+		{"an empty input", Shape{C: 4, H: 0, W: 4}, nn.Sequential{nn.Fn(nn.Flatten), nn.NewLinear(0, 10, true)}, "m: input 4x0x4"},
 	} {
-		_, err := Sequential("m", in, 10, c.layers...)
+		_, err := Net("m", c.in, 10, c.module)
 		if !errors.Is(err, ErrModel) || !strings.Contains(fmt.Sprint(err), c.want) {
 			t.Errorf("%s: %v; want ErrModel and %q", c.name, err, c.want)
 		}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"os"
 	"path/filepath"
@@ -30,9 +31,30 @@ func openCPU(t testing.TB) gpu.Device {
 
 var img8 = Shape{C: 1, H: 8, W: 8}
 
+// The small models are registered, so that CheckpointModel and OpenPredictor rebuild them.
+func init() {
+	for name, build := range map[string]func(testing.TB) *Model{"small-mlp": smallMLP, "small-resnet": smallResNet, "small-cnn": smallCNN} {
+		err := RegisterModel(name, func(args string, in Shape, classes int) (*Model, error) {
+			if args != "" || in != img8 || classes != 10 {
+				return nil, fmt.Errorf("%s takes no arguments, 1x8x8 images and 10 classes", name)
+			}
+			return build(panicTB{}), nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+}
+
+// panicTB is a testing.TB for a builder, which has none: a failure panics.
+type panicTB struct{ testing.TB }
+
+func (panicTB) Helper()           {}
+func (panicTB) Fatal(args ...any) { panic(fmt.Sprint(args...)) }
+
 func smallMLP(t testing.TB) *Model {
 	t.Helper()
-	m, err := Sequential("small-mlp", img8, 10, Flatten(), Linear(64, 32), ReLU(), Dropout(0.1), Linear(32, 10))
+	m, err := tSequential("small-mlp", img8, 10, tFlatten(), tLinear(64, 32), tReLU(), tDropout(0.1), tLinear(32, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -41,7 +63,7 @@ func smallMLP(t testing.TB) *Model {
 
 func smallCNN(t testing.TB) *Model {
 	t.Helper()
-	m, err := Sequential("small-cnn", img8, 10, Conv2D(1, 4, 3, 1), ReLU(), MaxPool2D(2), Flatten(), Linear(64, 10))
+	m, err := tSequential("small-cnn", img8, 10, tConv(1, 4, 3, 1), tReLU(), tMaxPool(2), tFlatten(), tLinear(64, 10))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -131,10 +153,10 @@ func TestNewModel(t *testing.T) {
 	if _, err := NewModel("resnet", mnist, 10); !errors.Is(err, ErrModel) {
 		t.Fatalf("NewModel(resnet) error = %v; want ErrModel", err)
 	}
-	if _, err := Sequential("bad", mnist, 10, Flatten(), Linear(100, 10)); !errors.Is(err, ErrModel) {
+	if _, err := tSequential("bad", mnist, 10, tFlatten(), tLinear(100, 10)); !errors.Is(err, ErrModel) {
 		t.Fatalf("Sequential with a misfit Linear error = %v; want ErrModel", err)
 	}
-	if _, err := Sequential("bad", mnist, 10, Conv2D(3, 4, 3, 1)); !errors.Is(err, ErrModel) {
+	if _, err := tSequential("bad", mnist, 10, tConv(3, 4, 3, 1)); !errors.Is(err, ErrModel) {
 		t.Fatalf("Sequential with a misfit Conv2D error = %v; want ErrModel", err)
 	}
 }
@@ -328,7 +350,7 @@ func TestCheckpointRefused(t *testing.T) {
 
 func TestBadBatch(t *testing.T) {
 	f := newFixture(t, 64)
-	m, err := Sequential("mlp16", Shape{C: 1, H: 4, W: 4}, 10, Flatten(), Linear(16, 10))
+	m, err := tSequential("mlp16", Shape{C: 1, H: 4, W: 4}, 10, tFlatten(), tLinear(16, 10))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1052,7 +1052,7 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 	t.state.Batches++
 	t.m.countBatchNorms(t.state.Tracked)
 	if !last { // DDP's no_sync: this rank's gradients wait for the step's last batch
-		r.layerDone = nil
+		r.gradDone = nil
 		if err := m.backward(r, n); err != nil {
 			return err
 		}
@@ -1069,17 +1069,17 @@ func (t *Trainer) enqueuePass(r *run, b Batch, mean, std []float32, g *stepGroup
 		return nil
 	}
 	if !first {
-		// Each layer's gradients are folded with the accumulated ones before the all-reduce of
-		// the buckets they complete.
-		reduce := r.layerDone
-		r.layerDone = func(i int) error {
-			if err := t.foldGrads(m.layerParams[i], n, g.samples); err != nil {
+		// Each tensor's gradient is folded with the accumulated one before the all-reduce of
+		// the bucket it completes.
+		reduce := r.gradDone
+		r.gradDone = func(p *Param) error {
+			if err := t.foldGrad(p, n, g.samples); err != nil {
 				return err
 			}
 			if reduce == nil {
 				return nil
 			}
-			return reduce(i)
+			return reduce(p)
 		}
 	}
 	return m.backward(r, n)
@@ -1101,14 +1101,7 @@ func (t *Trainer) foldAll(ctx context.Context, g stepGroup) error {
 		return nil
 	}
 	r := &run{ops: t.ops, s: t.s}
-	each := func() error {
-		for k := len(t.m.order) - 1; k >= 0 && k >= t.m.firstParamLayer; k-- {
-			if err := r.layerDone(t.m.order[k]); err != nil {
-				return err
-			}
-		}
-		return nil
-	}
+	each := func() error { return t.dist.reduceAll(r.gradDone) }
 	if t.dist.dev != nil {
 		t.dist.deviceRun(t.s, r, false)
 		return each()

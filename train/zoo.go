@@ -1,6 +1,8 @@
 package train
 
 import (
+	"bytes"
+	"encoding/json"
 	"fmt"
 	"slices"
 	"strings"
@@ -14,7 +16,8 @@ import (
 // of classes, from the arguments of its name ("" for none; "image_size=28,patch_size=4" for
 // "vit(image_size=28,patch_size=4)"). The model's Name must be the name it was built from, with
 // its arguments written so that building from that name again gives the same model: a
-// checkpoint records it and CheckpointModel rebuilds the model from it.
+// checkpoint records it and CheckpointModel rebuilds the model from it. A builder makes the model
+// with Net from its module.
 type Builder func(args string, in Shape, classes int) (*Model, error)
 
 var (
@@ -95,19 +98,45 @@ func (r *nameRegistry[T]) lookup(model string) (T, bool) {
 	return v, ok
 }
 
-// Net builds a model of one module of package nn, for images of shape in: its tensors carry the
-// module's nn.StateDict names exactly ("encoder.layers.encoder_layer_0.ln_1.weight"), so weights
-// of the same architecture in PyTorch load (LoadWeights, Config.Init) and export by name. The
-// model's String is "NAME CxHxW->K: " and the module's String; a registered Builder returns such
-// a model under the name it was built from.
-func Net(name string, in Shape, classes int, m NNModule) (*Model, error) {
-	model, err := Sequential(name, in, classes, Custom(NN(m)))
-	if err != nil {
-		return nil, err
+// DecodeArgs decodes a registered builder's arguments into the struct dst points to, so that a
+// builder needs no parser of its own: args is what the model's name holds between its
+// parentheses, "key=value,..." (stoke train --model "tiny-transformer(heads=4,width=32)") or a
+// JSON object. Each key is a field's json name; each value a JSON number, true or false, or a
+// string, quoted or a bare word. A field not given keeps the value dst holds (the builder's
+// default). An unknown key, a repeated one, or a value of another type than its field's is an
+// error naming the key.
+func DecodeArgs(args string, dst any) error {
+	args = strings.TrimSpace(args)
+	if args == "" {
+		return nil
 	}
-	prefix := "0." + layerKind(model.layers[0]) + "."
-	for _, p := range model.layerParams[0] {
-		p.Name = strings.TrimPrefix(p.Name, prefix)
+	obj := []byte(args)
+	if !strings.HasPrefix(args, "{") {
+		fields := map[string]json.RawMessage{}
+		for _, kv := range strings.Split(args, ",") {
+			k, v, ok := strings.Cut(kv, "=")
+			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
+			if !ok || k == "" {
+				return fmt.Errorf("argument %q: want key=value", strings.TrimSpace(kv))
+			}
+			if _, dup := fields[k]; dup {
+				return fmt.Errorf("argument %s given twice", k)
+			}
+			raw := json.RawMessage(v)
+			if !json.Valid(raw) { // a bare word: a string
+				raw, _ = json.Marshal(v)
+			}
+			fields[k] = raw
+		}
+		obj, _ = json.Marshal(fields)
 	}
-	return model, nil
+	dec := json.NewDecoder(bytes.NewReader(obj))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(dst); err != nil {
+		return fmt.Errorf("arguments %q: %w", args, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("arguments %q: more than one JSON object", args)
+	}
+	return nil
 }

@@ -15,9 +15,9 @@ import (
 )
 
 // The layers of package layers (forward passes over package nn's ops, no backward code) trained
-// in a small convolutional model, checkpointed, resumed, rebuilt from the checkpoint and served.
-// Importing package layers registered them; stoke.go runs the same model through a stoke of this
-// module's own.
+// in a small convolutional model, checkpointed, resumed, rebuilt from the checkpoint by name and
+// served. Importing package layers registered the model; stoke.go runs the same model through a
+// stoke of this module's own.
 
 // forwardOnlyLayers trains conv - LayerNorm2d - ReLU - SqueezeExcite - pool - linear on the
 // quadrants to at least 90%, resumes from the checkpoint for an epoch more, rebuilds the model

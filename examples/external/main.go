@@ -10,9 +10,11 @@
 //   - the pipeline engine's worker index, for per-worker state;
 //   - the loaders' data extension points (data.go): a user StreamSource with a shuffle buffer
 //     resumed mid-epoch, a user Sampler, multi-label targets with a collate hook;
-//   - the model side (model.go): a user layer (train.Module) and a user optimizer trained through
-//     Loaders, and the model's checkpoint rebuilt once the layer is registered;
-//   - layers of package nn's ops (package layers, layers.go) trained, resumed and served;
+//   - the model side (model.go): a model of one's own of the layers of package layers (modules of
+//     package nn, written as forward passes) and a user optimizer trained through Loaders, and its
+//     checkpoint loaded into the same model built again; a registered model whose arguments are
+//     a Go struct (tiny-transformer), and its misfit arguments refused naming the op;
+//   - a registered model of those layers (se-net, layers.go) trained, resumed and served;
 //   - a stoke of its own (stoke.go, ./cmd/stoke): the command line built with package layers
 //     trains, predicts and exports a model holding them, and agrees with the library.
 //
@@ -58,8 +60,9 @@ func main() {
 		{"profile", profileLoader},
 		{"pipeline worker index", workerIndex},
 		{"data: stream, sampler, targets", func(context.Context) error { return exerciseData() }}, // data.go
-		{"model: user layer, user optimizer, checkpoint", userModel},                              // model.go
-		{"model: forward-only layers of package nn", forwardOnlyLayers},                           // layers.go
+		{"model: user layers, user optimizer, checkpoint", userModel},                             // model.go
+		{"model: a transformer block, arguments as a struct", transformerModel},                   // model.go
+		{"model: a registered model of one's own layers", forwardOnlyLayers},                      // layers.go
 		{"a stoke of its own: train, predict, export", ownStoke},                                  // stoke.go
 	} {
 		if err := step.run(ctx); err != nil {

@@ -7,95 +7,25 @@ import (
 	"math/rand/v2"
 	"os"
 	"path/filepath"
+	"slices"
+	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
+
+	"example.com/stoke-external/layers"
 )
 
-// The model side's extension points: a user layer (LowRank, a train.Module over kernels.Ops), a
-// user optimizer (HeavyBall, a train.Optimizer), training a model that holds both through a
-// Loader, and the checkpoint of that model rebuilt by train.CheckpointModel once the layer's kind
-// is registered.
-
-// LowRank is a factorized fully connected layer y = (x Vᵀ) Uᵀ, V [rank in], U [out rank]: fewer
-// weights than a Linear of in x out when rank is small.
-type LowRank struct {
-	In, Rank, Out int
-	u, v          *train.Param
-	x, h, y       kernels.F32 // input (kept for Backward), hidden [n rank], output
-	dh, dx        kernels.F32
-}
-
-var _ train.Module = (*LowRank)(nil)
-
-func (l *LowRank) String() string { return fmt.Sprintf("lowrank %d->%d->%d", l.In, l.Rank, l.Out) }
-
-func (l *LowRank) Setup(in []int) ([]int, error) {
-	n := 1
-	for _, d := range in {
-		n *= d
-	}
-	if n != l.In || l.Rank < 1 || l.Out < 1 {
-		return nil, fmt.Errorf("lowrank: input %v (%d values); want %d, rank and out positive", in, n, l.In)
-	}
-	return []int{l.Out}, nil
-}
-
-func (l *LowRank) Params() []*train.Param {
-	l.v, l.u = train.NewWeight("v", []int{l.Rank, l.In}), train.NewWeight("u", []int{l.Out, l.Rank})
-	return []*train.Param{l.v, l.u}
-}
-
-func (l *LowRank) Reserve(a train.Allocator, n int) (err error) {
-	for _, p := range []struct {
-		dst *kernels.F32
-		len int
-	}{{&l.h, n * l.Rank}, {&l.y, n * l.Out}, {&l.dh, n * l.Rank}, {&l.dx, n * l.In}} {
-		if *p.dst, err = a.F32(p.len); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func (l *LowRank) Forward(p *train.Pass, x kernels.F32, n int) (kernels.F32, error) {
-	l.x = x
-	h, y := l.h.Slice(0, n*l.Rank), l.y.Slice(0, n*l.Out)
-	if err := p.Ops.Gemm(p.Stream, false, true, n, l.Rank, l.In, 1, x, l.v.W, 0, h); err != nil {
-		return y, err
-	}
-	return y, p.Ops.Gemm(p.Stream, false, true, n, l.Out, l.Rank, 1, h, l.u.W, 0, y)
-}
-
-func (l *LowRank) Backward(p *train.Pass, dy kernels.F32, n int, needDx bool) (kernels.F32, error) {
-	h, dh := l.h.Slice(0, n*l.Rank), l.dh.Slice(0, n*l.Rank)
-	steps := []func() error{
-		func() error { return p.Ops.Gemm(p.Stream, true, false, l.Out, l.Rank, n, 1, dy, h, 0, l.u.G) },   // dU = dyᵀ h
-		func() error { return p.Ops.Gemm(p.Stream, false, false, n, l.Rank, l.Out, 1, dy, l.u.W, 0, dh) }, // dh = dy U
-		func() error { return p.Ops.Gemm(p.Stream, true, false, l.Rank, l.In, n, 1, dh, l.x, 0, l.v.G) },  // dV = dhᵀ x
-	}
-	for _, s := range steps {
-		if err := s(); err != nil {
-			return kernels.F32{}, err
-		}
-	}
-	if !needDx {
-		return kernels.F32{}, nil
-	}
-	dx := l.dx.Slice(0, n*l.In)
-	return dx, p.Ops.Gemm(p.Stream, false, false, n, l.In, l.Rank, 1, dh, l.v.W, 0, dx) // dx = dh V
-}
-
-func parseLowRank(desc string) (train.Module, error) {
-	l := &LowRank{}
-	if _, err := fmt.Sscanf(desc, "lowrank %d->%d->%d", &l.In, &l.Rank, &l.Out); err != nil {
-		return nil, err
-	}
-	return l, nil
-}
+// The model side's extension points: a model of one's own made of the layers of package layers
+// (a LowRank layer, a module of package nn), a user optimizer (HeavyBall, a train.Optimizer),
+// training it through a Loader, and its checkpoint loaded into the same model built again, as a
+// PyTorch state_dict is; and a registered model whose arguments are a Go struct
+// (tiny-transformer), rebuilt from its checkpoint by name, whose misfit arguments are an error
+// naming the op and the shapes.
 
 // HeavyBall is Polyak momentum with decoupled weight decay, written over kernels.Ops:
 // v = Momentum*v + g; w -= LR*(v + WeightDecay*w) (weight decay where the parameter takes it).
@@ -144,16 +74,56 @@ func quadrants(n int, seed uint64) *loaders.Memory {
 		Mean: []float32{0.3}, Std: []float32{0.3}}, samples)
 }
 
-// userModel trains Flatten - LowRank - ReLU - Linear with HeavyBall through Loaders to a test
-// accuracy of at least 90%, checkpoints it and rebuilds it from the checkpoint.
+// lowRankNet is Flatten - LowRank - ReLU - Linear over 8x8 images, a model no builder is
+// registered for.
+func lowRankNet() (*train.Model, error) {
+	return train.Net("lowrank-net", train.Shape{C: 1, H: 8, W: 8}, 4, nn.Dict{
+		{Name: "flatten", Module: nn.Fn(nn.Flatten)},
+		{Name: "lowrank", Module: layers.NewLowRank(64, 8, 32)},
+		{Name: "relu", Module: nn.Fn(nn.ReLU)},
+		{Name: "fc", Module: nn.NewLinear(32, 4, true)},
+	})
+}
+
+// fitQuadrants trains m with opt for 3 epochs on quadrants through Loaders, checkpointing to ck,
+// and checks a test accuracy of at least 90%. done releases the trainer and the test Loader.
+func fitQuadrants(ctx context.Context, dev gpu.Device, m *train.Model, opt train.Optimizer, ck string) (tr *train.Trainer, testL *loaders.Loader, res train.Result, done func(), err error) {
+	tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: 3, Seed: 1, Checkpoint: ck})
+	if err != nil {
+		return nil, nil, res, nil, err
+	}
+	trainL, err := loaders.New(quadrants(1200, 1), loaders.Config{Batch: 32, Workers: 2, Shuffle: true, Device: dev, Stream: tr.Stream()})
+	if err != nil {
+		tr.Close()
+		return nil, nil, res, nil, err
+	}
+	defer trainL.Close()
+	testL, err = loaders.New(quadrants(400, 2), loaders.Config{Batch: 100, Workers: 2, Device: dev, Stream: tr.Stream()})
+	if err != nil {
+		tr.Close()
+		return nil, nil, res, nil, err
+	}
+	done = func() { testL.Close(); tr.Close() }
+	if res, err = tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(testL)); err == nil && res.TestAcc < 0.9 {
+		err = fmt.Errorf("test accuracy %.3f after %d epochs; want >= 0.9", res.TestAcc, res.Epochs)
+	}
+	if err != nil {
+		done()
+		return nil, nil, res, nil, err
+	}
+	return tr, testL, res, done, nil
+}
+
+// userModel trains lowrank-net with HeavyBall through Loaders to a test accuracy of at least 90%,
+// checkpoints it, and loads the checkpoint into the same model built again: it predicts the same
+// logits. train.CheckpointModel refuses it, since no builder is registered for it.
 func userModel(ctx context.Context) error {
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		return err
 	}
 	defer dev.Close()
-	in := train.Shape{C: 1, H: 8, W: 8}
-	m, err := train.Sequential("lowrank-net", in, 4, train.Flatten(), train.Custom(&LowRank{In: 64, Rank: 8, Out: 32}), train.ReLU(), train.Linear(32, 4))
+	m, err := lowRankNet()
 	if err != nil {
 		return err
 	}
@@ -163,41 +133,77 @@ func userModel(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	ck := filepath.Join(dir, "ck")
-	tr, err := train.New(ctx, m, dev, HeavyBall{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, train.Config{Epochs: 3, Seed: 1, Checkpoint: ck})
+	tr, testL, res, done, err := fitQuadrants(ctx, dev, m, HeavyBall{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, ck)
 	if err != nil {
 		return err
 	}
-	defer tr.Close()
-	trainL, err := loaders.New(quadrants(1200, 1), loaders.Config{Batch: 32, Workers: 2, Shuffle: true, Device: dev, Stream: tr.Stream()})
+	defer done()
+	want, err := tr.Predict(ctx, train.FromLoader(testL))
 	if err != nil {
 		return err
-	}
-	defer trainL.Close()
-	testL, err := loaders.New(quadrants(400, 2), loaders.Config{Batch: 100, Workers: 2, Device: dev, Stream: tr.Stream()})
-	if err != nil {
-		return err
-	}
-	defer testL.Close()
-	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(testL))
-	if err != nil {
-		return err
-	}
-	if res.TestAcc < 0.9 {
-		return fmt.Errorf("test accuracy %.3f after %d epochs; want >= 0.9", res.TestAcc, res.Epochs)
 	}
 	if _, err := train.CheckpointModel(ck); !errors.Is(err, train.ErrMismatch) {
-		return fmt.Errorf("CheckpointModel before RegisterLayer: %v; want ErrMismatch naming lowrank", err)
+		return fmt.Errorf("CheckpointModel of a model no builder made: %v; want ErrMismatch", err)
 	}
-	if err := train.RegisterLayer("lowrank", parseLowRank); err != nil {
+	again, err := lowRankNet()
+	if err != nil {
 		return err
 	}
+	served, err := train.New(ctx, again, dev, nil, train.Config{Resume: ck})
+	if err != nil {
+		return err
+	}
+	defer served.Close()
+	got, err := served.Predict(ctx, train.FromLoader(testL))
+	if err != nil {
+		return err
+	}
+	if !slices.Equal(got.Logits, want.Logits) {
+		return fmt.Errorf("lowrank-net built again and loaded from its checkpoint predicts other logits")
+	}
+	fmt.Printf("lowrank-net with heavyball: test accuracy %.1f%%\n", 100*res.TestAcc)
+	return nil
+}
+
+// transformerModel: tiny-transformer with 5 heads over a width of 24 is refused with an error
+// naming the reshape and its shapes (not a panic); with 4 heads it trains to at least 90%, and
+// its checkpoint rebuilds it by name, its arguments decoded again from the name.
+func transformerModel(ctx context.Context) error {
+	in := train.Shape{C: 1, H: 8, W: 8}
+	_, err := train.NewModel("tiny-transformer(heads=5)", in, 4)
+	if !errors.Is(err, train.ErrModel) || !strings.Contains(err.Error(), "reshape [1 4 24] to [1 4 5 4]") {
+		return fmt.Errorf("5 heads over a width of 24: %v; want ErrModel naming the reshape and its shapes", err)
+	}
+	if _, err := train.NewModel("tiny-transformer(heads=four)", in, 4); err == nil || !strings.Contains(err.Error(), "heads") {
+		return fmt.Errorf("heads=four: %v; want an error naming heads", err)
+	}
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		return err
+	}
+	defer dev.Close()
+	m, err := train.NewModel("tiny-transformer(heads=4)", in, 4)
+	if err != nil {
+		return err
+	}
+	dir, err := os.MkdirTemp("", "stoke-external-transformer")
+	if err != nil {
+		return err
+	}
+	defer os.RemoveAll(dir)
+	ck := filepath.Join(dir, "ck")
+	_, _, res, done, err := fitQuadrants(ctx, dev, m, train.AdamW{LR: 3e-3}, ck)
+	if err != nil {
+		return err
+	}
+	done()
 	m2, err := train.CheckpointModel(ck)
 	if err != nil {
 		return err
 	}
-	if m2.String() != m.String() {
-		return fmt.Errorf("rebuilt %q; want %q", m2, m)
+	if m2.Name() != "tiny-transformer(heads=4,width=24)" {
+		return fmt.Errorf("rebuilt %q from the checkpoint", m2.Name())
 	}
-	fmt.Printf("lowrank-net with heavyball: test accuracy %.1f%%\n", 100*res.TestAcc)
+	fmt.Printf("%s: test accuracy %.1f%%\n", m2.Name(), 100*res.TestAcc)
 	return nil
 }

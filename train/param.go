@@ -10,21 +10,22 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// Param is one tensor of a model: its weights W and gradient G (same length) on the device, and
-// how it is initialized and decayed. What training keeps beside it is the Trainer's, as torch
-// keeps it in the optimizer and not in the tensor: the optimizer's state
-// (Trainer.OptimizerState), the accumulated gradient and the EMA.
+// Param is one tensor of a model (a tensor of its module's nn.StateDict, under the same name):
+// its weights W and gradient G (same length) on the device, and how it is initialized and
+// decayed. What training keeps beside it is the Trainer's, as torch keeps it in the optimizer and
+// not in the tensor: the optimizer's state (Trainer.OptimizerState), the accumulated gradient and
+// the EMA.
 type Param struct {
-	// Name identifies the tensor in checkpoints: "<layer index>.<layer>.weight" or ".bias".
+	// Name identifies the tensor in checkpoints and weights files: its state_dict name
+	// ("layer1.0.bn2.running_var", "1.linear.weight").
 	Name string
-	// Shape is the tensor's shape (Linear weight [out in], Conv2D weight [outC inC kh kw]).
+	// Shape is the tensor's shape (a Linear weight [out in], a Conv2d weight [outC inC kh kw]).
 	Shape []int
 	W, G  kernels.F32
 
 	fanIn, fanOut int
 	kind          paramKind
-	dist          nn.Dist // the distribution a module of package nn gave the tensor (nn.Tensor.SetDist); none: kind's rule
-	he            bool    // a weight feeding a ReLU: He rather than Glorot initialization
+	dist          nn.Dist // the distribution the module gave the tensor (nn.Tensor.SetDist); none: kind's rule
 	frozen        bool    // not trained: no gradient, no optimizer state (torch's requires_grad=False; see freeze)
 }
 
@@ -32,13 +33,42 @@ type Param struct {
 type paramKind uint8
 
 const (
-	kindWeight    paramKind = iota // random init, weight decay
+	kindWeight    paramKind = iota // Glorot uniform, weight decay
 	kindBias                       // zeros, no weight decay
-	kindScale                      // ones (a BatchNorm scale), no weight decay
+	kindScale                      // ones (a norm's scale), no weight decay
 	kindBuffer0                    // zeros, not trained (a BatchNorm running mean)
 	kindBuffer1                    // ones, not trained (a BatchNorm running variance)
 	kindEmbedding                  // normal with std 0.02, no weight decay (nn.Embedding)
 )
+
+// newParam is the Param of a module's tensor: its kind from the tensor's nn.Init, its
+// distribution the module's.
+func newParam(name string, t *nn.Tensor) *Param {
+	shape := t.Shape()
+	p := &Param{Name: name, Shape: shape, fanIn: 1, fanOut: 1, dist: t.Dist()}
+	switch init := t.InitKind(); {
+	case !t.Trained() && init == nn.Ones:
+		p.kind = kindBuffer1
+	case !t.Trained():
+		p.kind = kindBuffer0
+	case init == nn.Weight:
+		if len(shape) > 0 {
+			rest := prod(shape[1:])
+			if len(shape) > 1 {
+				rest = prod(shape[2:])
+				p.fanIn = shape[1] * rest
+			}
+			p.fanOut = shape[0] * rest
+		}
+	case init == nn.Ones:
+		p.kind = kindScale
+	case init == nn.Embedding:
+		p.kind = kindEmbedding
+	default:
+		p.kind = kindBias
+	}
+	return p
+}
 
 // buffer reports a tensor the optimizer does not update (running statistics).
 func (p *Param) buffer() bool { return p.kind == kindBuffer0 || p.kind == kindBuffer1 }
@@ -52,8 +82,7 @@ func (p *Param) Decayed() bool { return p.kind == kindWeight }
 func (p *Param) Len() int { return p.W.Len }
 
 // init fills host with the initial values: drawn from the tensor's distribution where it has
-// one, or else zeros for a bias, ones for a scale, He (Kaiming) uniform for a weight feeding a
-// ReLU, Glorot (Xavier) uniform otherwise.
+// one, or else zeros for a bias, ones for a scale, Glorot (Xavier) uniform for a weight.
 func (p *Param) init(host []float32, r *rand.Rand) {
 	if p.dist.Fill(host, r) {
 		return
@@ -74,31 +103,9 @@ func (p *Param) init(host []float32, r *rand.Rand) {
 		return
 	}
 	bound := math.Sqrt(6 / float64(p.fanIn+p.fanOut))
-	if p.he {
-		bound = math.Sqrt(6 / float64(p.fanIn))
-	}
 	for i := range host {
 		host[i] = float32((2*r.Float64() - 1) * bound)
 	}
-}
-
-// Layer is one stage of a Sequential model. Layers are made by Linear, Conv2D, ReLU, MaxPool2D,
-// BatchNorm2D, GlobalAvgPool, Flatten, Dropout and Residual (a block of layers plus a shortcut);
-// a layer of one's own is a Module that Custom makes a Layer. A Layer value belongs to one model.
-type Layer interface {
-	// String describes the layer ("linear 784->512").
-	String() string
-
-	// setup fixes the layer's per-sample input shape and returns its output shape.
-	setup(in []int) ([]int, error)
-	// newParams creates the layer's parameters (named with prefix), unallocated.
-	newParams(prefix string) []*Param
-	// reserve allocates the activations, gradients and workspaces a batch of n samples needs.
-	reserve(a *arena, n int) error
-	// forward enqueues y = layer(x) for n samples and returns y.
-	forward(r *run, x kernels.F32, n int) (kernels.F32, error)
-	// backward enqueues the parameter gradients and, when needDx, returns dL/dx.
-	backward(r *run, dy kernels.F32, n int, needDx bool) (kernels.F32, error)
 }
 
 // run is the context of one forward/backward pass.
@@ -106,10 +113,10 @@ type run struct {
 	ops   kernels.Ops
 	s     gpu.Stream
 	train bool
-	seed  uint64 // dropout seed of this step and layer
-	// layerDone, if set, is called with a layer's index once its backward has been enqueued.
-	layerDone func(layer int) error
-	// sync, if set, synchronizes the BatchNorms that have their bnSync (Config.SyncBatchNorm).
+	// gradDone, if set, is called with each trained tensor once the backward pass has enqueued
+	// the whole of its gradient (nn.Graph.OnGradient).
+	gradDone func(p *Param) error
+	// sync, if set, synchronizes the batch norms (Config.SyncBatchNorm).
 	sync *syncRun
 }
 
@@ -121,11 +128,14 @@ type syncRun struct {
 	sum  func(v kernels.F32) error
 }
 
-// arena allocates device tensors and frees them together.
+// arena allocates device tensors and frees them together; it is the nn.Allocator of a model's
+// graph.
 type arena struct {
 	dev  gpu.Device
 	bufs []gpu.Buffer
 }
+
+var _ nn.Allocator = (*arena)(nil)
 
 func (a *arena) f32(n int) (kernels.F32, error) {
 	b, err := a.dev.Alloc(4 * max(n, 1))
@@ -135,6 +145,9 @@ func (a *arena) f32(n int) (kernels.F32, error) {
 	a.bufs = append(a.bufs, b)
 	return kernels.F32{Buf: b, Len: n}, nil
 }
+
+// F32 allocates n float32 values on the arena's device.
+func (a *arena) F32(n int) (kernels.F32, error) { return a.f32(n) }
 
 func (a *arena) i32(n int) (kernels.I32, error) {
 	v, err := a.f32(n)
@@ -158,4 +171,14 @@ func prod(s []int) int {
 		p *= v
 	}
 	return p
+}
+
+// splitLast splits a tensor's name at its last dot: "layer1.0.bn2" and "running_var".
+func splitLast(name string) (prefix, last string) {
+	for i := len(name) - 1; i >= 0; i-- {
+		if name[i] == '.' {
+			return name[:i], name[i+1:]
+		}
+	}
+	return "", name
 }
