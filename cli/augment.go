@@ -6,7 +6,7 @@ import (
 	"math"
 	"strings"
 
-	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -36,7 +36,7 @@ func (a *augmentFlags) register(fs *flag.FlagSet) {
 
 // useRecipe is --augment recipe: the recipe's AutoAugment (or none), and its random erasing,
 // MixUp and CutMix where their flags are unset.
-func (a *augmentFlags) useRecipe(fs *flag.FlagSet, r train.Recipe) {
+func (a *augmentFlags) useRecipe(fs *flag.FlagSet, r models.Recipe) {
 	a.policy = "none"
 	if r.AutoAugment != "" {
 		a.policy = r.AutoAugment

@@ -6,7 +6,7 @@
 //
 //	import (
 //		"github.com/stoke-ml/stoke/cli"
-//		_ "example.com/mylayers" // train.RegisterModel in init
+//		_ "example.com/mylayers" // models.Register in init
 //	)
 //
 //	func main() { cli.Main() }

@@ -14,6 +14,7 @@ import (
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -39,7 +40,7 @@ type loaderFlags struct {
 	// augment, set by stoke train, adds its --augment and --random-erasing to the training split.
 	augment *augmentFlags
 	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
-	// (train.EvalTransformFor) evaluates, and its normalization trains; pre, if set, is what a
+	// (models.EvalTransformFor) evaluates, and its normalization trains; pre, if set, is what a
 	// checkpoint records of its data (train.Preprocess), whose transform evaluates photos instead.
 	model           string
 	pre             *train.Preprocess
@@ -284,7 +285,7 @@ func (lf *loaderFlags) check() error {
 
 // transform picks the transform for split: none for fixed-shape datasets at their own size, a plain
 // resize for one-channel ones at another (digits neither flip nor take ImageNet's colour means),
-// otherwise the evaluation transform of lf.model's weights (test; train.EvalTransformFor:
+// otherwise the evaluation transform of lf.model's weights (test; models.EvalTransformFor:
 // transforms.Eval's for a model without one) or torchvision's ImageNet training crop and flip with
 // the normalization of that transform (train); then, for train, the augmentation of stoke train's
 // --augment and --random-erasing.
@@ -307,7 +308,7 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 	if info.Shape.C == 1 {
 		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
-	e := train.EvalTransformFor(lf.model)
+	e := models.EvalTransformFor(lf.model)
 	size := lf.size
 	if size == 0 {
 		size = e.Crop // the size its weights were evaluated at
@@ -327,9 +328,9 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 // the normalization mean and std of its loaders, and its class names when it names as many as
 // the model has.
 func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *train.Preprocess {
-	p := &train.Preprocess{Eval: train.EvalTransform{Mean: mean, Std: std}}
+	p := &train.Preprocess{Eval: models.EvalTransform{Mean: mean, Std: std}}
 	if info := loaders.Describe(ds); info.Shape.C == 0 || (lf.size != 0 && info.Shape.C != 1) {
-		p.Eval = train.EvalTransformFor(lf.model)
+		p.Eval = models.EvalTransformFor(lf.model)
 		p.Eval.Resize, p.Eval.Crop = int(int64(in.H)*int64(p.Eval.Resize)/int64(p.Eval.Crop)), in.H // as EvalTransform.Chain
 	}
 	if names := classNames(ds); len(names) == classes {

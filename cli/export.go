@@ -12,6 +12,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -29,7 +30,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
-	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	model := fs.String("model", "", "with --weights: the model ("+strings.Join(models.Names(), ", ")+")")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	out := fs.String("out", "", "file to write (required); it must not be the input. An existing file there is replaced atomically: "+
 		"the export is written to a temporary file beside it and renamed over it, so the old file stays whole until the new one is")

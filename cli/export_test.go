@@ -19,6 +19,7 @@ import (
 
 	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -185,7 +186,7 @@ func TestPredictAndExportErrors(t *testing.T) {
 func TestExportONNXRuntime(t *testing.T) {
 	py := pyoracle.Python(t, "onnx", "onnxruntime", "numpy", "PIL")
 	// 48 px gives the resnets from 18 up torchvision's own stem (7x7 stride 2 and max pooling).
-	for _, name := range train.Models() {
+	for _, name := range models.Names() {
 		t.Run(name, func(t *testing.T) {
 			spec, skip := onnxRuntimeSpec(t, name)
 			if skip != "" {
@@ -289,7 +290,7 @@ var zooFamilies = map[string]string{
 	"timm/convnext_": "timm/convnext_atto", "timm/efficientnet_": "efficientnet_b0",
 }
 
-// onnxRuntimeSpec is the model TestExportONNXRuntime trains for the name train.Models gives, or
+// onnxRuntimeSpec is the model TestExportONNXRuntime trains for the name models.Names gives, or
 // why it skips it: a built-in model as it is, a zoo family's small instance (zooSpecs), a model
 // of zooNamed as it is; the zoo's other names are skipped for the model of their family. A name
 // of no known family fails the test, so that a new family gets its entry.

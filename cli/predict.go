@@ -11,6 +11,7 @@ import (
 
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -62,7 +63,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
 		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
-	model := fs.String("model", "", "with --weights: the model ("+strings.Join(train.Models(), ", ")+")")
+	model := fs.String("model", "", "with --weights: the model ("+strings.Join(models.Names(), ", ")+")")
 	allowNonFinite := fs.Bool("allow-nonfinite", false, "load weights or a checkpoint holding NaN or Inf (refused by default, naming the file and tensor)")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	split := fs.String("split", "", "split of --data to predict: train, val or test (default: test, else val, else train, the first the data has)")

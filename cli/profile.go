@@ -14,6 +14,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/pipeline"
 	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/train"
@@ -34,7 +35,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 	lf.registerRanks(fs)
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
 	withTrain := fs.Bool("train", false, "profile the training step too: the trainer consumes the batches")
-	model := fs.String("model", "mlp", "model trained with --train: "+strings.Join(train.Models(), ", "))
+	model := fs.String("model", "mlp", "model trained with --train: "+strings.Join(models.Names(), ", "))
 	tracePath := fs.String("trace", "", "write the timeline as Chrome trace-event JSON (Perfetto, chrome://tracing)")
 	svgPath := fs.String("svg", "", "write the timeline as an SVG picture")
 	if err := e.parse(fs, args); err != nil {
@@ -74,8 +75,12 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
-		r := train.RecipeFor(*model)
-		tr, err = train.New(ctx, m, dev, r.NewOptimizer(lf.batch), train.Config{Epochs: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
+		r := models.RecipeFor(*model)
+		opt, err := train.RecipeOptimizer(r, lf.batch)
+		if err != nil {
+			return err
+		}
+		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: 1, Schedule: train.Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
 		if err != nil {
 			return err
 		}

@@ -14,6 +14,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -388,7 +389,7 @@ type trainResult struct {
 	SyncBN bool `json:"sync_bn"`
 	// Skipped counts the bad samples left out under --on-error skip, training and evaluation.
 	Skipped int64 `json:"skipped"`
-	// The run's recipe: the model's (train.RecipeFor) where the flags left it; lr is the peak
+	// The run's recipe: the model's (models.RecipeFor) where the flags left it; lr is the peak
 	// rate, scaled to the global batch where the recipe's is given per batch.
 	Optimizer      string  `json:"optimizer"`
 	LR             float64 `json:"lr"`
@@ -411,18 +412,18 @@ type trainResult struct {
 
 // recipes describes every model's recipe, for --help: the models that share one, then it.
 func recipes() string {
-	var order []train.Recipe
-	models := map[train.Recipe][]string{}
-	for _, m := range train.Models() {
-		r := train.RecipeFor(m)
-		if models[r] == nil {
+	var order []models.Recipe
+	byRecipe := map[models.Recipe][]string{}
+	for _, m := range models.Names() {
+		r := models.RecipeFor(m)
+		if byRecipe[r] == nil {
 			order = append(order, r)
 		}
-		models[r] = append(models[r], m)
+		byRecipe[r] = append(byRecipe[r], m)
 	}
 	var out []string
 	for _, r := range order {
-		out = append(out, strings.Join(models[r], ", ")+": "+r.String())
+		out = append(out, strings.Join(byRecipe[r], ", ")+": "+r.String())
 	}
 	return strings.Join(out, "; ")
 }

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/models"
 )
 
 type trainJSON struct {
@@ -99,7 +99,7 @@ func TestTrainPrecision(t *testing.T) {
 func TestTrainZooRecipe(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	const vit = "vit(image_size=8,patch_size=4,num_layers=1,num_heads=2,hidden_dim=8,mlp_dim=16)"
-	r := train.RecipeFor(vit)
+	r := models.RecipeFor(vit)
 	args := []string{"train", "--data", root, "--size", "8", "--model", vit, "--epochs", "1", "--val-split", "0.25", "--json"}
 	for _, c := range []struct {
 		flags []string
@@ -137,7 +137,7 @@ func TestTrainZooRecipe(t *testing.T) {
 		}
 		var res trainResult
 		lastJSON(t, out, &res)
-		if r3 := train.RecipeFor(v3); res.Optimizer != "rmsprop" || res.LR != r3.ScaledLR(3) || res.WeightDecay != 1e-5 || res.RandomErasing != 0.2 ||
+		if r3 := models.RecipeFor(v3); res.Optimizer != "rmsprop" || res.LR != r3.ScaledLR(3) || res.WeightDecay != 1e-5 || res.RandomErasing != 0.2 ||
 			res.Augment != "autoaugment" {
 			t.Errorf("train --model %s: optimizer %q, lr %v, weight decay %v, random erasing %v, augment %q; want its recipe's rmsprop, %v, 1e-5, 0.2, autoaugment", v3,
 				res.Optimizer, res.LR, res.WeightDecay, res.RandomErasing, res.Augment, r3.ScaledLR(3))
@@ -178,13 +178,13 @@ func TestTrainZooRecipe(t *testing.T) {
 }
 
 // TestTrainRecipeDefaults: with no flag but --model, stoke train runs the model's recipe
-// (train.RecipeFor: learning rate, weight decay, batch, label smoothing, warm-up); each flag
+// (models.RecipeFor: learning rate, weight decay, batch, label smoothing, warm-up); each flag
 // given overrides its part.
 func TestTrainRecipeDefaults(t *testing.T) {
 	root := photoFolder(t, 2, 4, nil)
 	for _, model := range []string{"mlp", "resnet8"} {
 		args := []string{"train", "--data", root, "--size", "8", "--model", model, "--epochs", "1", "--val-split", "0.25", "--json"}
-		r := train.RecipeFor(model)
+		r := models.RecipeFor(model)
 		for _, flags := range [][]string{nil, {"--lr", "0.05", "--wd", "0", "--batch", "3", "--label-smoothing", "0", "--warmup-epochs", "0"}} {
 			out, errOut, code := stoke(t, append(args, flags...)...)
 			if code != 0 {

@@ -7,6 +7,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -21,11 +22,11 @@ type trainFlags struct {
 	backboneLR, layerDecay                float64
 	allowNonFinite, freeze, syncBN        bool
 	lrFromRecipe                          bool // --lr was unset: the recipe's, scaled to the global batch once it is known
-	recipe                                train.Recipe
+	recipe                                models.Recipe
 }
 
 func (f *trainFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.model, "model", "mlp", "model: "+strings.Join(train.Models(), ", ")+"; each trains by default with its recipe (train.RecipeFor), "+
+	fs.StringVar(&f.model, "model", "mlp", "model: "+strings.Join(models.Names(), ", ")+"; each trains by default with its recipe (models.RecipeFor), "+
 		"which --optimizer, --lr, --wd, --batch, --label-smoothing, --warmup-epochs, --augment, --mixup, --cutmix, --random-erasing and --ema override "+
 		"(a learning rate given per batch scales with the global batch): "+recipes())
 	fs.IntVar(&f.epochs, "epochs", 3, "total epochs (a resumed run continues up to this many)")
@@ -67,11 +68,11 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 }
 
-// applyRecipe fills what the command line left unset from the model's recipe (train.RecipeFor):
+// applyRecipe fills what the command line left unset from the model's recipe (models.RecipeFor):
 // the optimizer, the batch, the weight decay, the label smoothing, the warm-up, the EMA, the layer
 // decay of a fine-tune, and the augmentation of --augment recipe.
 func (f *trainFlags) applyRecipe(fs *flag.FlagSet, lf *loaderFlags, loop *loopFlags) {
-	f.recipe = train.RecipeFor(f.model)
+	f.recipe = models.RecipeFor(f.model)
 	lf.model = f.model // its evaluation transform and normalization
 	f.lrFromRecipe = f.lr == 0
 	if f.optimizer == "" {

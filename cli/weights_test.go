@@ -11,7 +11,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/internal/pyoracle"
-	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/models"
 )
 
 // predictLines parses stoke predict --json's per-sample lines.
@@ -89,9 +89,9 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 }
 
 // evalSide is the side model's evaluation transform resizes images to for a model of size x size
-// pixels (train.EvalTransform.Chain): an image of that side reaches the crop unresampled.
+// pixels (models.EvalTransform.Chain): an image of that side reaches the crop unresampled.
 func evalSide(model string, size int) int {
-	e := train.EvalTransformFor(model)
+	e := models.EvalTransformFor(model)
 	return size * e.Resize / e.Crop
 }
 

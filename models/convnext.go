@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // ConvNeXtConfig is a ConvNeXt's four stages, torchvision's block_setting: stage i has Depths[i]
@@ -118,8 +117,8 @@ func (b *CNBlock) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // convnextBuilder builds name from base (its named configuration; zero for convnext itself).
-func convnextBuilder(name string, base ConvNeXtConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func convnextBuilder(name string, base ConvNeXtConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		var args []*arg
 		if base.Widths == [4]int{} {
@@ -142,7 +141,7 @@ func convnextBuilder(name string, base ConvNeXtConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(name, in, classes, m)
+		return &Model{Name: name, Module: m}, nil
 	}
 }
 
@@ -157,7 +156,7 @@ func init() {
 		{"convnext_base", ConvNeXtConfig{[4]int{128, 256, 512, 1024}, [4]int{3, 3, 27, 3}, 0.5}},
 		{"convnext_large", ConvNeXtConfig{[4]int{192, 384, 768, 1536}, [4]int{3, 3, 27, 3}, 0.5}},
 	} {
-		if err := train.RegisterModel(c.name, convnextBuilder(c.name, c.cfg)); err != nil {
+		if err := Register(c.name, convnextBuilder(c.name, c.cfg)); err != nil {
 			panic(err)
 		}
 	}

@@ -1,6 +1,6 @@
 //go:build cuda
 
-package models
+package models_test
 
 import (
 	"errors"

@@ -1,9 +1,16 @@
 // Package models is Stoke's model zoo: architectures written over package nn's ops, built by
 // name as torchvision.models (and timm) builds them, with their arguments and state_dict names,
-// so that torchvision's and timm's weights load and Stoke's weights export by name. Importing the package
-// registers its builders with train.RegisterModel: `stoke train --model
-// 'vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)'`, or
-// train.NewModel with the same name.
+// so that torchvision's and timm's weights load and Stoke's weights export by name, and the
+// registry that builds them: New builds a model by name with its arguments (timm's
+// create_model(name, **kwargs)), `stoke train --model
+// 'vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)'` or
+// train.NewModel with the same name; Register adds one's own, whose arguments DecodeArgs reads
+// into a Go struct. Each family's Recipe (RecipeFor) and each model's weights' EvalTransform
+// (EvalTransformFor) are registered beside it. The package knows nothing of training: a Model is
+// a name and an nn.Module, which train.Net trains.
+//
+// Stoke's own models (builtin.go): mlp, cnn, the CIFAR ResNets resnet8 and resnet20, and
+// torchvision's resnet18 and resnet50 with a 3x3 stem below 33 px.
 //
 // The builders, each with torchvision's keyword arguments:
 //
@@ -32,8 +39,8 @@
 //   - resnet(layers_1, ..., layers_4, bottleneck, groups, width_per_group): torchvision's ResNet
 //     with Bottleneck blocks (bottleneck=1, the default) or BasicBlock (bottleneck=0);
 //     resnet34, resnet101, resnet152, resnext50_32x4d, resnext101_32x8d, resnext101_64x4d,
-//     wide_resnet50_2 and wide_resnet101_2 (no arguments). resnet18 and resnet50 are package
-//     train's own.
+//     wide_resnet50_2 and wide_resnet101_2 (no arguments). resnet18 and resnet50 are
+//     Stoke's own (builtin.go).
 //   - regnet(depth_1, ..., depth_4, width_1, ..., width_4, group_width, se_ratio, stem_width):
 //     torchvision's RegNet over BlockParams of those stage depths and widths (bottleneck
 //     multiplier 1; a stage's group width is min(group_width, its width); se_ratio 0 for none,
@@ -62,12 +69,12 @@
 // (kernels.Ops.DepthwiseConv2D); other grouped convolutions (ResNeXt's, RegNet's) run one
 // convolution per group.
 //
-// Each model with weights registers their evaluation transform (train.RegisterEvalTransform:
+// Each model with weights registers their evaluation transform (RegisterEvalTransform:
 // torchvision 0.14's DEFAULT weights' transforms(), timm's default pretrained_cfg; see
 // evaltransforms.go), which train.NewPredictor and stoke predict apply to photos by default.
 //
-// Each family registers its training recipe (train.RegisterRecipe, from its paper and timm's or
-// torchvision's recipes: see recipes.go), which train.RecipeFor and stoke train use by default.
+// Each family registers its training recipe (RegisterRecipe, from its paper and timm's or
+// torchvision's recipes: see recipes.go), which RecipeFor returns and stoke train uses by default.
 // The ViTs, Swins and ConvNeXts of both namings are train.Layered models, for layer-wise
 // learning-rate decay (train.Config.LayerDecay), at timm's layer ids (layerdecay.go maps
 // torchvision's names onto timm's layout).

@@ -6,7 +6,6 @@ import (
 	"slices"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // EfficientNet is torchvision.models.EfficientNet, V1 (Tan and Le, 2019) and V2 (Tan and Le,
@@ -177,7 +176,7 @@ func (m *EfficientNet) Forward(x *nn.Tensor) *nn.Tensor {
 
 func init() {
 	for name := range efficientNets {
-		err := train.RegisterModel(name, func(s string, in train.Shape, classes int) (*train.Model, error) {
+		err := Register(name, func(s string, in Shape, classes int) (*Model, error) {
 			sd := 0.2
 			args := []*arg{{name: "stochastic_depth_prob", f: &sd}}
 			if err := parseArgs(s, args); err != nil {
@@ -187,13 +186,13 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return train.Net(spec(name, args), in, classes, m)
+			return &Model{Name: spec(name, args), Module: m}, nil
 		})
 		if err != nil {
 			panic(err)
 		}
 	}
-	err := train.RegisterModel("efficientnet", func(s string, in train.Shape, classes int) (*train.Model, error) {
+	err := Register("efficientnet", func(s string, in Shape, classes int) (*Model, error) {
 		width, depth, dropout, sd := 1.0, 1.0, 0.2, 0.2
 		args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "depth_mult", f: &depth, hi: 4},
 			{name: "dropout", f: &dropout}, {name: "stochastic_depth_prob", f: &sd}}
@@ -204,7 +203,7 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(spec("efficientnet", args), in, classes, m)
+		return &Model{Name: spec("efficientnet", args), Module: m}, nil
 	})
 	if err != nil {
 		panic(err)

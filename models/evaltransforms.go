@@ -1,11 +1,93 @@
 package models
 
 import (
-	"github.com/stoke-ml/stoke/train"
+	"fmt"
+	"slices"
+
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// The zoo's evaluation transforms (train.EvalTransformFor), one per model with weights: those of
+// EvalTransform is the evaluation transform a model's weights were made with, as torchvision's
+// weights.transforms() gives it (ImageClassification's resize_size, crop_size, interpolation, mean
+// and std) and timm's pretrained_cfg (a resize of crop/crop_pct, its interpolation, mean and std):
+// a resize of the shorter side, a central crop, a normalization. Each model with weights
+// registers its own beside its builder (RegisterEvalTransform); EvalTransformFor returns it, and
+// train.NewPredictor and stoke predict (and stoke train's evaluation) apply it when no transform
+// is given.
+type EvalTransform struct {
+	// Resize is the side the shorter side of an image is resized to, for a model whose input is
+	// Crop x Crop; Crop is the side of the central crop.
+	Resize, Crop int
+	// Filter is the resize's interpolation, antialiased as PIL's (and torchvision's on PIL
+	// images).
+	Filter transforms.Filter
+	// Mean and Std are the per-channel normalization (RGB, on [0,1] values).
+	Mean, Std []float32
+}
+
+// imageNetEval is transforms.Eval's: torchvision's ImageNet evaluation transform, the transform
+// of its weights made before 2021 (resnet18's, vit_b_16's).
+var imageNetEval = EvalTransform{Resize: 256, Crop: 224, Filter: transforms.Bilinear,
+	Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
+
+// Chain returns the transform for a model of input size x size: Resize(r) with Filter,
+// CenterCrop(size) and Normalize(Mean, Std), decoding JPEG exactly as PIL does (ExactDecode). At
+// size Crop, r is Resize: the weights' own transform. At another size (a model built for other
+// images: vit_b_16(image_size=384), a ViT of 28 pixels) r keeps the ratio of the two,
+// floor(size*Resize/Crop), as transforms.Eval keeps 8/7 and timm keeps its crop_pct (which it
+// applies as floor(size/crop_pct), one pixel more at some sizes); torchvision's weights have one
+// size only.
+func (e EvalTransform) Chain(size int) *transforms.Chain {
+	r := int(int64(size) * int64(e.Resize) / int64(e.Crop))
+	return transforms.Compose(transforms.ResizeFilter(r, e.Filter), transforms.CenterCrop(size),
+		transforms.Normalize(e.Mean, e.Std)).WithDecode(transforms.ExactDecode)
+}
+
+func (e EvalTransform) String() string {
+	return fmt.Sprintf("resize %d %v, crop %d, mean %v, std %v", e.Resize, e.Filter, e.Crop, e.Mean, e.Std)
+}
+
+// Check reports why e is not a transform: a crop below 1, a resize below the crop or above 32768,
+// an unknown filter, no mean or not as many means as stds, a mean or std not finite, a std not
+// positive.
+func (e EvalTransform) Check() error {
+	if e.Crop < 1 || e.Resize < e.Crop || e.Resize > 1<<15 || e.Filter > transforms.Lanczos || len(e.Mean) == 0 || len(e.Mean) != len(e.Std) {
+		return fmt.Errorf("%v: want a crop >= 1, a resize from the crop to 32768, a known filter, as many means as stds", e)
+	}
+	if err := transforms.CheckNormalization(e.Mean, e.Std); err != nil {
+		return fmt.Errorf("%v: %w", e, err)
+	}
+	return nil
+}
+
+var evals nameRegistry[EvalTransform]
+
+// RegisterEvalTransform makes e the evaluation transform of the registered models names
+// (EvalTransformFor), as each model with weights does beside Register: the transform of the weights the
+// builder of each name loads by default (torchvision's DEFAULT weights, timm's default pretrained
+// tag). Register in an init function; it is safe for concurrent use.
+func RegisterEvalTransform(e EvalTransform, names ...string) error {
+	if err := e.Check(); err != nil {
+		return fmt.Errorf("models: RegisterEvalTransform: %w", err)
+	}
+	e.Mean, e.Std = slices.Clone(e.Mean), slices.Clone(e.Std)
+	return evals.register("evaluation transform", e, names)
+}
+
+// EvalTransformFor returns the evaluation transform of a model, by name ("swin_t", or with
+// arguments: "vit_b_16(image_size=384)"): a registered one (RegisterEvalTransform), else
+// transforms.Eval's (Resize 256, Crop 224, bilinear, ImageNet's mean and std). The slices are the
+// caller's.
+func EvalTransformFor(model string) EvalTransform {
+	e, ok := evals.lookup(model)
+	if !ok {
+		e = imageNetEval
+	}
+	e.Mean, e.Std = slices.Clone(e.Mean), slices.Clone(e.Std)
+	return e
+}
+
+// The zoo's evaluation transforms (EvalTransformFor), one per model with weights: those of
 // the weights its builder's name loads by default, torchvision 0.14's DEFAULT weights
 // (weights.transforms(): ImageClassification's resize_size, crop_size, interpolation, mean, std)
 // and timm 0.9's default pretrained tag (pretrained_cfg's crop_pct, interpolation, mean, std, as
@@ -13,14 +95,14 @@ import (
 // weights of their own (vit, swin, swin_v2, convnext, resnet, regnet) take transforms.Eval's.
 // TestEvalTransforms compares every one with torchvision's and timm's.
 var zooEvals = []struct {
-	e     train.EvalTransform
+	e     EvalTransform
 	names []string
 }{
 	// torchvision: the weights of before its 2021 recipe (IMAGENET1K_V1), and vit_b_16's.
 	{evalImageNet(256, 224, transforms.Bilinear), []string{"resnet34", "mobilenet_v3_small", "vit_b_16", "vit_b_32", "vit_l_32"}},
 	// torchvision's 2021 recipe (IMAGENET1K_V2, "How to train state-of-the-art models"), and the
 	// ConvNeXts', RegNets' and resnext101_64x4d's weights trained with it.
-	{evalImageNet(232, 224, transforms.Bilinear), []string{"resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d",
+	{evalImageNet(232, 224, transforms.Bilinear), []string{"resnet50", "resnet101", "resnet152", "resnext50_32x4d", "resnext101_32x8d", "resnext101_64x4d",
 		"wide_resnet50_2", "wide_resnet101_2", "mobilenet_v2", "mobilenet_v3_large", "convnext_base", "convnext_large",
 		"regnet_x_400mf", "regnet_x_800mf", "regnet_x_1_6gf", "regnet_x_3_2gf", "regnet_x_8gf", "regnet_x_16gf", "regnet_x_32gf",
 		"regnet_y_400mf", "regnet_y_800mf", "regnet_y_1_6gf", "regnet_y_3_2gf", "regnet_y_8gf", "regnet_y_16gf", "regnet_y_32gf"}},
@@ -64,20 +146,20 @@ var zooEvals = []struct {
 }
 
 // evalImageNet is an evaluation transform with ImageNet's mean and std.
-func evalImageNet(resize, crop int, f transforms.Filter) train.EvalTransform {
-	return train.EvalTransform{Resize: resize, Crop: crop, Filter: f, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
+func evalImageNet(resize, crop int, f transforms.Filter) EvalTransform {
+	return EvalTransform{Resize: resize, Crop: crop, Filter: f, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
 }
 
 // evalHalf is a bicubic evaluation transform with a mean and std of 0.5 (Inception's, timm's
 // IMAGENET_INCEPTION_MEAN).
-func evalHalf(resize, crop int) train.EvalTransform {
+func evalHalf(resize, crop int) EvalTransform {
 	half := []float32{0.5, 0.5, 0.5}
-	return train.EvalTransform{Resize: resize, Crop: crop, Filter: transforms.Bicubic, Mean: half, Std: half}
+	return EvalTransform{Resize: resize, Crop: crop, Filter: transforms.Bicubic, Mean: half, Std: half}
 }
 
 func init() {
 	for _, z := range zooEvals {
-		if err := train.RegisterEvalTransform(z.e, z.names...); err != nil {
+		if err := RegisterEvalTransform(z.e, z.names...); err != nil {
 			panic(err)
 		}
 	}

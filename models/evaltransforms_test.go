@@ -1,10 +1,11 @@
-package models
+package models_test
 
 import (
 	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -22,7 +23,7 @@ import (
 // transforms.Eval's (resize 256, crop 224, bilinear, ImageNet's).
 func TestEvalTransforms(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
-	names := train.Models()
+	names := models.Names()
 	out := runPython(t, py, "eval_transforms.py", names...)
 	sc := bufio.NewScanner(bytes.NewReader(out))
 	seen, weights := 0, 0
@@ -37,16 +38,16 @@ func TestEvalTransforms(t *testing.T) {
 			t.Fatalf("%v: %s", err, sc.Bytes())
 		}
 		seen++
-		want := train.EvalTransform{Resize: 256, Crop: 224, Filter: transforms.Bilinear, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
+		want := models.EvalTransform{Resize: 256, Crop: 224, Filter: transforms.Bilinear, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
 		if w.Resize != 0 {
 			f, ok := transforms.ParseFilter(w.Filter)
 			if !ok {
 				t.Fatalf("%s: interpolation %q", w.Name, w.Filter)
 			}
-			want = train.EvalTransform{Resize: w.Resize, Crop: w.Crop, Filter: f, Mean: w.Mean, Std: w.Std}
+			want = models.EvalTransform{Resize: w.Resize, Crop: w.Crop, Filter: f, Mean: w.Mean, Std: w.Std}
 			weights++
 		}
-		if got := train.EvalTransformFor(w.Name); got.String() != want.String() {
+		if got := models.EvalTransformFor(w.Name); got.String() != want.String() {
 			t.Errorf("EvalTransformFor(%q) = %v; its weights' is %v", w.Name, got, want)
 		}
 	}
@@ -54,7 +55,7 @@ func TestEvalTransforms(t *testing.T) {
 		t.Fatalf("%d models compared, %d with weights; want %d, most with weights", seen, weights, len(names))
 	}
 	// With arguments, the model keeps its name's.
-	if got, want := train.EvalTransformFor("swin_t(stochastic_depth_prob=0.1)"), train.EvalTransformFor("swin_t"); !slices.Equal(
+	if got, want := models.EvalTransformFor("swin_t(stochastic_depth_prob=0.1)"), models.EvalTransformFor("swin_t"); !slices.Equal(
 		[]int{got.Resize, got.Crop, int(got.Filter)}, []int{want.Resize, want.Crop, int(want.Filter)}) {
 		t.Errorf("swin_t with arguments: %v; without: %v", got, want)
 	}

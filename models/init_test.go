@@ -1,4 +1,4 @@
-package models
+package models_test
 
 import (
 	"encoding/json"

@@ -5,7 +5,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // Layer ids of the hierarchical models (train.Layered), timm 0.9.16's rule: the layer_map that
@@ -127,9 +126,3 @@ func (m *TimmConvNeXt) LayerID(name string) (id, last int) {
 	}
 	return last, last
 }
-
-var (
-	_ train.Layered = (*ConvNeXt)(nil)
-	_ train.Layered = (*SwinTransformer)(nil)
-	_ train.Layered = (*TimmConvNeXt)(nil)
-)

@@ -1,8 +1,9 @@
-package models
+package models_test
 
 import (
 	"context"
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"strings"
 	"testing"
 
@@ -44,8 +45,8 @@ func timmName(name string, swin bool) string {
 // factor decay^(last-id) rounded as Python's) the learning-rate factors are timm's lr_scale.
 func TestLayerDecayTimm(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
-	atto := timmConvNeXts[0].cfg
-	swin := SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 2, 3, 1}, NumHeads: [4]int{1, 1, 2, 2}, MLPRatio: 2}
+	atto := models.TimmConvNeXtAtto
+	swin := models.SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 2, 3, 1}, NumHeads: [4]int{1, 1, 2, 2}, MLPRatio: 2}
 	swin2 := swin
 	swin2.V2 = true
 	const timmSwin = "img_size=32, patch_size=2, window_size=2, embed_dim=8, depths=(1, 2, 3, 1), num_heads=(1, 1, 2, 2), mlp_ratio=2, num_classes=5"
@@ -57,11 +58,11 @@ func TestLayerDecayTimm(t *testing.T) {
 		}
 		swin, torchvision bool
 	}{
-		{"timm.create_model('convnext_atto', num_classes=5)", NewTimmConvNeXt(atto, 3, 5, "timm/convnext_atto"), false, false},
-		{"timm.create_model('convnext_atto', num_classes=5, depths=(1, 3, 2, 1))", NewTimmConvNeXt(TimmConvNeXtConfig{Depths: [4]int{1, 3, 2, 1}, Dims: atto.Dims, ConvMLP: true}, 3, 5, ""), false, false},
-		{"timm.create_model('convnext_atto', num_classes=5, depths=(1, 3, 2, 1))", must(NewConvNeXt(ConvNeXtConfig{Depths: [4]int{1, 3, 2, 1}, Widths: atto.Dims}, 3, 5, "")), false, true},
-		{"timm.models.swin_transformer.SwinTransformer(" + timmSwin + ")", must(NewSwin(swin, 3, 5, "")), true, true},
-		{"timm.models.swin_transformer_v2.SwinTransformerV2(" + timmSwin + ")", must(NewSwin(swin2, 3, 5, "")), true, true},
+		{"timm.create_model('convnext_atto', num_classes=5)", models.NewTimmConvNeXt(atto, 3, 5, "timm/convnext_atto"), false, false},
+		{"timm.create_model('convnext_atto', num_classes=5, depths=(1, 3, 2, 1))", models.NewTimmConvNeXt(models.TimmConvNeXtConfig{Depths: [4]int{1, 3, 2, 1}, Dims: atto.Dims, ConvMLP: true}, 3, 5, ""), false, false},
+		{"timm.create_model('convnext_atto', num_classes=5, depths=(1, 3, 2, 1))", must(models.NewConvNeXt(models.ConvNeXtConfig{Depths: [4]int{1, 3, 2, 1}, Widths: atto.Dims}, 3, 5, "")), false, true},
+		{"timm.models.swin_transformer.SwinTransformer(" + timmSwin + ")", must(models.NewSwin(swin, 3, 5, "")), true, true},
+		{"timm.models.swin_transformer_v2.SwinTransformerV2(" + timmSwin + ")", must(models.NewSwin(swin2, 3, 5, "")), true, true},
 	}
 	args := []string{"0.8"}
 	for _, c := range cases {

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // MobileNetV2 is torchvision.models.MobileNetV2 (Sandler et al., 2018): a strided stem, inverted
@@ -224,12 +223,12 @@ func (b *MobileNetV3Block) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 func init() {
-	register := func(name string, build train.Builder) {
-		if err := train.RegisterModel(name, build); err != nil {
+	register := func(name string, build Builder) {
+		if err := Register(name, build); err != nil {
 			panic(err)
 		}
 	}
-	register("mobilenet_v2", func(s string, in train.Shape, classes int) (*train.Model, error) {
+	register("mobilenet_v2", func(s string, in Shape, classes int) (*Model, error) {
 		width, round, dropout := 1.0, 8, 0.2
 		args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "round_nearest", i: &round}, {name: "dropout", f: &dropout}}
 		if err := parseArgs(s, args); err != nil {
@@ -239,10 +238,10 @@ func init() {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(spec("mobilenet_v2", args), in, classes, m)
+		return &Model{Name: spec("mobilenet_v2", args), Module: m}, nil
 	})
 	for _, name := range []string{"mobilenet_v3_large", "mobilenet_v3_small"} {
-		register(name, func(s string, in train.Shape, classes int) (*train.Model, error) {
+		register(name, func(s string, in Shape, classes int) (*Model, error) {
 			width, reduced, dropout := 1.0, 0, 0.2
 			args := []*arg{{name: "width_mult", f: &width, hi: 4}, {name: "reduced_tail", i: &reduced}, {name: "dropout", f: &dropout}}
 			if err := parseArgs(s, args); err != nil {
@@ -255,7 +254,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return train.Net(spec(name, args), in, classes, m)
+			return &Model{Name: spec(name, args), Module: m}, nil
 		})
 	}
 }

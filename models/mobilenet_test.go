@@ -1,8 +1,9 @@
-package models
+package models_test
 
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -166,7 +167,7 @@ func TestEfficientNetArguments(t *testing.T) {
 			t.Errorf("%s: name %q, %d parameters; want %d", tc.spec, m.Name(), m.NumParams(), tc.params)
 		}
 	}
-	m, err := NewEfficientNet("efficientnet_b0", 0.5, 3, 10)
+	m, err := models.NewEfficientNet("efficientnet_b0", 0.5, 3, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,8 +175,9 @@ func TestEfficientNetArguments(t *testing.T) {
 	var residual []bool
 	for _, stage := range m.Features[1 : len(m.Features)-1] {
 		for _, b := range stage.(nn.Sequential) {
-			probs = append(probs, b.(*MBConv).dropPath)
-			residual = append(residual, b.(*MBConv).residual)
+			p, r := models.MBConvDropPath(b.(*models.MBConv))
+			probs = append(probs, p)
+			residual = append(residual, r)
 		}
 	}
 	// b0's 16 blocks: stochastic_depth_prob·i/16; a residual branch where a stage repeats a block.

@@ -1,5 +1,5 @@
 //go:build !race
 
-package models
+package models_test
 
 const raceEnabled = false

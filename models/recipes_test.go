@@ -1,8 +1,9 @@
-package models
+package models_test
 
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -16,30 +17,30 @@ import (
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// TestZooRecipes: every builder of the zoo has its family's recipe registered (train.RecipeFor
+// TestZooRecipes: every builder of the zoo has its family's recipe registered (models.RecipeFor
 // finds it by name, with arguments too), not the built-in CNN's that RecipeFor gives an unknown
 // name.
 func TestZooRecipes(t *testing.T) {
 	builtin := []string{"mlp", "cnn", "resnet8", "resnet20", "resnet18", "resnet50"}
-	for _, name := range train.Models() {
+	for _, name := range models.Names() {
 		if slices.Contains(builtin, name) {
 			continue
 		}
-		if r := train.RecipeFor(name); r.LRBatch == 0 {
+		if r := models.RecipeFor(name); r.LRBatch == 0 {
 			t.Errorf("%s: recipe %v; want its family's (a learning rate per batch)", name, r)
 		}
 	}
-	vit := train.RecipeFor("vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)")
-	if vit.Optimizer != "adamw" || vit.WeightDecay != 0.05 || vit.ScaledLR(512) != 4e-3 || vit != train.RecipeFor("vit_b_16") {
+	vit := models.RecipeFor("vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)")
+	if vit.Optimizer != "adamw" || vit.WeightDecay != 0.05 || vit.ScaledLR(512) != 4e-3 || vit != models.RecipeFor("vit_b_16") {
 		t.Errorf("vit(...)'s recipe %v; want DeiT's: adamw, weight decay 0.05, vit_b_16's", vit)
 	}
 	// MobileNetV3 trains with torchvision's RMSprop, V2 with SGD.
-	v3 := train.RecipeFor("mobilenet_v3_small(width_mult=0.5)")
-	if got, want := v3.NewOptimizer(1024), (train.RMSprop{LR: 0.512, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}); v3.Optimizer != "rmsprop" ||
-		got != want || v3 != train.RecipeFor("mobilenet_v3_large") {
+	v3 := models.RecipeFor("mobilenet_v3_small(width_mult=0.5)")
+	if got, want := must(train.RecipeOptimizer(v3, 1024)), (train.RMSprop{LR: 0.512, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}); v3.Optimizer != "rmsprop" ||
+		got != want || v3 != models.RecipeFor("mobilenet_v3_large") {
 		t.Errorf("mobilenet_v3_small(...)'s recipe %v, optimizer %v at a batch of 1024; want torchvision's RMSprop %v, mobilenet_v3_large's", v3, got, want)
 	}
-	if v2 := train.RecipeFor("mobilenet_v2"); v2.Optimizer != "sgd" {
+	if v2 := models.RecipeFor("mobilenet_v2"); v2.Optimizer != "sgd" {
 		t.Errorf("mobilenet_v2's recipe %v; want sgd", v2)
 	}
 	// The automatic augmentation of torchvision's references/classification: DeiT's
@@ -55,7 +56,7 @@ func TestZooRecipes(t *testing.T) {
 		{"", []string{"mobilenet_v2", "regnet_y_400mf", "resnet34", "resnext50_32x4d", "mlp", "resnet50"}},
 	} {
 		for _, m := range tc.models {
-			if got := train.RecipeFor(m).AutoAugment; got != tc.policy {
+			if got := models.RecipeFor(m).AutoAugment; got != tc.policy {
 				t.Errorf("%s's recipe: AutoAugment %q; want %q", m, got, tc.policy)
 			}
 		}
@@ -217,7 +218,7 @@ func bars(t *testing.T, dev gpu.Device, tr *train.Trainer, n int, shuffle bool) 
 // class token and position embedding at 0, encoder_layer_i's at i+1, the final norm and the
 // head at num_layers+1.
 func TestViTLayerID(t *testing.T) {
-	v, err := NewViT(ViTConfig{ImageSize: 8, PatchSize: 4, NumLayers: 2, NumHeads: 2, HiddenDim: 8, MLPDim: 16}, 3, 5)
+	v, err := models.NewViT(models.ViTConfig{ImageSize: 8, PatchSize: 4, NumLayers: 2, NumHeads: 2, HiddenDim: 8, MLPDim: 16}, 3, 5)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -288,7 +289,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 // TestTimmViTLayerID: timm's ViT lies at get_layer_id_for_vit's depths: patch_embed, cls_token
 // and pos_embed at 0, blocks.i at i+1, norm and head at depth+1.
 func TestTimmViTLayerID(t *testing.T) {
-	v, err := NewTimmViT(TimmViTConfig{ImgSize: 8, PatchSize: 4, EmbedDim: 8, Depth: 2, NumHeads: 2, MLPRatio: 2}, 3, 5, "timm/vit")
+	v, err := models.NewTimmViT(models.TimmViTConfig{ImgSize: 8, PatchSize: 4, EmbedDim: 8, Depth: 2, NumHeads: 2, MLPRatio: 2}, 3, 5, "timm/vit")
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // RegNetConfig is a RegNet's stages as torchvision's BlockParams expands them (bottleneck
@@ -127,8 +126,8 @@ func (b *RegNetBlock) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // regnetBuilder builds name from base (its named configuration; zero for regnet itself).
-func regnetBuilder(name string, base RegNetConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func regnetBuilder(name string, base RegNetConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		var args []*arg
 		groupWidth := 0
@@ -156,7 +155,7 @@ func regnetBuilder(name string, base RegNetConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(name, in, classes, m)
+		return &Model{Name: name, Module: m}, nil
 	}
 }
 
@@ -185,7 +184,7 @@ func init() {
 		{"regnet_x_16gf", RegNetConfig{stages{2, 6, 13, 1}, stages{256, 512, 896, 2048}, stages{128, 128, 128, 128}, 0, 32}},
 		{"regnet_x_32gf", RegNetConfig{stages{2, 7, 13, 1}, stages{336, 672, 1344, 2520}, stages{168, 168, 168, 168}, 0, 32}},
 	} {
-		if err := train.RegisterModel(c.name, regnetBuilder(c.name, c.cfg)); err != nil {
+		if err := Register(c.name, regnetBuilder(c.name, c.cfg)); err != nil {
 			panic(err)
 		}
 	}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // ResNetConfig is torchvision's ResNet's arguments: the blocks of each of the four stages, basic
@@ -127,8 +126,8 @@ func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor {
 
 // resnetBuilder builds name from base (its named configuration; zero for resnet itself, whose
 // arguments are torchvision's ResNet's).
-func resnetBuilder(name string, base ResNetConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func resnetBuilder(name string, base ResNetConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		var args []*arg
 		bottleneck := 1
@@ -154,7 +153,7 @@ func resnetBuilder(name string, base ResNetConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(name, in, classes, m)
+		return &Model{Name: name, Module: m}, nil
 	}
 }
 
@@ -174,7 +173,7 @@ func init() {
 		{"wide_resnet50_2", ResNetConfig{[4]int{3, 4, 6, 3}, true, 1, 128}},
 		{"wide_resnet101_2", ResNetConfig{[4]int{3, 4, 23, 3}, true, 1, 128}},
 	} {
-		if err := train.RegisterModel(c.name, resnetBuilder(c.name, c.cfg)); err != nil {
+		if err := Register(c.name, resnetBuilder(c.name, c.cfg)); err != nil {
 			panic(err)
 		}
 	}

@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // SwinConfig is torchvision's SwinTransformer's arguments, with square patches and windows:
@@ -151,8 +150,8 @@ func (m *SwinTransformer) String() string { return m.name }
 
 // Derived implements train.Derived: each attention block's relative_position_index (and V2's
 // relative_coords_table), as torchvision's state_dict holds them.
-func (m *SwinTransformer) Derived() []train.DerivedTensor {
-	var out []train.DerivedTensor
+func (m *SwinTransformer) Derived() []nn.DerivedTensor {
+	var out []nn.DerivedTensor
 	for i, f := range m.Features {
 		stage, ok := f.(nn.Sequential)
 		if !ok || i == 0 {
@@ -163,7 +162,7 @@ func (m *SwinTransformer) Derived() []train.DerivedTensor {
 			ws := a.window
 			prefix := fmt.Sprintf("features.%d.%d.attn.", i, j)
 			if a.LogitScale != nil {
-				out = append(out, train.DerivedTensor{Name: prefix + "relative_coords_table",
+				out = append(out, nn.DerivedTensor{Name: prefix + "relative_coords_table",
 					Shape: []int{1, 2*ws - 1, 2*ws - 1, 2}, F32: coordsTable(ws)})
 			}
 			// torchvision's define_relative_position_index: tokens p and q of a window, at
@@ -175,7 +174,7 @@ func (m *SwinTransformer) Derived() []train.DerivedTensor {
 					index = append(index, int64((p/ws-q/ws+ws-1)*(2*ws-1)+p%ws-q%ws+ws-1))
 				}
 			}
-			out = append(out, train.DerivedTensor{Name: prefix + "relative_position_index", Shape: []int{t * t}, I64: index})
+			out = append(out, nn.DerivedTensor{Name: prefix + "relative_position_index", Shape: []int{t * t}, I64: index})
 		}
 	}
 	return out
@@ -398,8 +397,8 @@ func roll(x *nn.Tensor, dim, s int) *nn.Tensor {
 }
 
 // swinBuilder builds name from base (its named configuration; zero sizes for swin and swin_v2).
-func swinBuilder(name string, base SwinConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func swinBuilder(name string, base SwinConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		var args []*arg
 		if base.EmbedDim == 0 {
@@ -426,7 +425,7 @@ func swinBuilder(name string, base SwinConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(name, in, classes, m)
+		return &Model{Name: name, Module: m}, nil
 	}
 }
 
@@ -445,7 +444,7 @@ func init() {
 		{"swin_v2_s", SwinConfig{4, 96, 8, stages{2, 2, 18, 2}, stages{3, 6, 12, 24}, 4, 0, 0, 0.3, true}},
 		{"swin_v2_b", SwinConfig{4, 128, 8, stages{2, 2, 18, 2}, stages{4, 8, 16, 32}, 4, 0, 0, 0.5, true}},
 	} {
-		if err := train.RegisterModel(c.name, swinBuilder(c.name, c.cfg)); err != nil {
+		if err := Register(c.name, swinBuilder(c.name, c.cfg)); err != nil {
 			panic(err)
 		}
 	}

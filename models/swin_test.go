@@ -1,4 +1,4 @@
-package models
+package models_test
 
 import (
 	"context"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -154,8 +155,8 @@ func TestSwinV2LogitScaleClamp(t *testing.T) {
 	defer s.Close()
 	a := nn.NewArena(dev)
 	defer a.Free()
-	cfg := SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 1, 1, 1}, NumHeads: [4]int{2, 2, 2, 2}, MLPRatio: 2, V2: true}
-	m, err := NewSwin(cfg, 1, 3, "swin_v2")
+	cfg := models.SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 2, Depths: [4]int{1, 1, 1, 1}, NumHeads: [4]int{2, 2, 2, 2}, MLPRatio: 2, V2: true}
+	m, err := models.NewSwin(cfg, 1, 3, "swin_v2")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +191,7 @@ func TestSwinV2LogitScaleClamp(t *testing.T) {
 		if logits, err = y.Host(t.Context(), g); err != nil {
 			t.Fatal(err)
 		}
-		scale := m.Features[1].(nn.Sequential)[0].(*SwinBlock).Attn.LogitScale
+		scale := m.Features[1].(nn.Sequential)[0].(*models.SwinBlock).Attn.LogitScale
 		if grad, err = g.Input(scale.GradData(), 2).Host(t.Context(), g); err != nil {
 			t.Fatal(err)
 		}
@@ -219,14 +220,14 @@ func TestSwinGradients(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		h, w   int
-		cfg    SwinConfig
+		cfg    models.SwinConfig
 		python string
 	}{
 		// 16x8, 8x4 (shifted along H only), 4x2 and 2x1 maps.
-		{"v1", 32, 16, SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 4, Depths: [4]int{2, 2, 2, 1}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4},
+		{"v1", 32, 16, models.SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 4, Depths: [4]int{2, 2, 2, 1}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4},
 			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 1], [2, 2, 4, 4], [4, 4], num_classes=5)"},
 		// 14x10, 7x5, 4x3 (padded to 6x3, shifted along H only) and 2x2 maps.
-		{"v2", 28, 20, SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 3, Depths: [4]int{2, 2, 2, 2}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4, V2: true},
+		{"v2", 28, 20, models.SwinConfig{PatchSize: 2, EmbedDim: 8, WindowSize: 3, Depths: [4]int{2, 2, 2, 2}, NumHeads: [4]int{2, 2, 4, 4}, MLPRatio: 4, V2: true},
 			"torchvision.models.SwinTransformer([2, 2], 8, [2, 2, 2, 2], [2, 2, 4, 4], [3, 3], num_classes=5, " +
 				"block=torchvision.models.swin_transformer.SwinTransformerBlockV2, downsample_layer=torchvision.models.swin_transformer.PatchMergingV2)"},
 	} {
@@ -260,7 +261,7 @@ func TestSwinGradients(t *testing.T) {
 			defer s.Close()
 			a := nn.NewArena(dev)
 			defer a.Free()
-			m, err := NewSwin(tc.cfg, 3, classes, "swin")
+			m, err := models.NewSwin(tc.cfg, 3, classes, "swin")
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"fmt"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // TimmConvNeXtConfig is a timm ConvNeXt: its stages' depths and dims, conv_mlp (the smallest
@@ -147,7 +146,7 @@ var timmConvNeXts = []struct {
 
 func init() {
 	for _, c := range timmConvNeXts {
-		err := train.RegisterModel(timmPrefix+c.name, func(s string, in train.Shape, classes int) (*train.Model, error) {
+		err := Register(timmPrefix+c.name, func(s string, in Shape, classes int) (*Model, error) {
 			cfg := c.cfg
 			args := []*arg{{name: "drop_rate", f: &cfg.DropRate}, {name: "drop_path_rate", f: &cfg.DropPathRate}}
 			if err := parseArgs(s, args); err != nil {
@@ -157,7 +156,7 @@ func init() {
 				return nil, fmt.Errorf("the images are %dx%d; a ConvNeXt downsamples by 32 (want at least 32x32)", in.H, in.W)
 			}
 			name := spec(timmPrefix+c.name, args)
-			return train.Net(name, in, classes, NewTimmConvNeXt(cfg, in.C, classes, name))
+			return &Model{Name: name, Module: NewTimmConvNeXt(cfg, in.C, classes, name)}, nil
 		})
 		if err != nil {
 			panic(err)

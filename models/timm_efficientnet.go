@@ -5,7 +5,6 @@ import (
 	"math"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // TimmEfficientNet is timm.models.EfficientNet as timm's efficientnet_b0 to _b3 build it:
@@ -159,7 +158,7 @@ func (s *TimmSqueezeExcite) Forward(x *nn.Tensor) *nn.Tensor { return s.se.Forwa
 
 func init() {
 	for _, arch := range []string{"efficientnet_b0", "efficientnet_b1", "efficientnet_b2", "efficientnet_b3"} {
-		err := train.RegisterModel(timmPrefix+arch, func(s string, in train.Shape, classes int) (*train.Model, error) {
+		err := Register(timmPrefix+arch, func(s string, in Shape, classes int) (*Model, error) {
 			var drop, dropPath float64
 			args := []*arg{{name: "drop_rate", f: &drop}, {name: "drop_path_rate", f: &dropPath}}
 			if err := parseArgs(s, args); err != nil {
@@ -170,7 +169,7 @@ func init() {
 			if err != nil {
 				return nil, err
 			}
-			return train.Net(name, in, classes, m)
+			return &Model{Name: name, Module: m}, nil
 		})
 		if err != nil {
 			panic(err)

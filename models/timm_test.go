@@ -1,9 +1,10 @@
-package models
+package models_test
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -76,8 +77,8 @@ func TestResamplePosEmbed(t *testing.T) {
 	}
 }
 
-// TestBicubic: Stoke's bicubic resize of a random [1 C H W] tensor equals torch's
-// F.interpolate(mode="bicubic", align_corners=False, antialias=False) within 1e-5 of its
+// TestBicubic: Stoke's models.Bicubic resize of a random [1 C H W] tensor equals torch's
+// F.interpolate(mode="models.Bicubic", align_corners=False, antialias=False) within 1e-5 of its
 // largest value, upsampling, downsampling, to a non-square grid and to the same size.
 func TestBicubic(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
@@ -93,7 +94,7 @@ func TestBicubic(t *testing.T) {
 	script := `import json, sys, torch
 src = torch.tensor(json.loads(sys.argv[1])).reshape(1, ` + strconv.Itoa(h) + `, ` + strconv.Itoa(w) + `, ` + strconv.Itoa(c) + `).permute(0, 3, 1, 2)
 for oh, ow in json.loads(sys.argv[2]):
-    y = torch.nn.functional.interpolate(src, size=(oh, ow), mode="bicubic", align_corners=False, antialias=False)
+    y = torch.nn.functional.interpolate(src, size=(oh, ow), mode="models.Bicubic", align_corners=False, antialias=False)
     print(json.dumps(y.permute(0, 2, 3, 1).reshape(-1).tolist()))`
 	out, err := exec.Command(py, "-c", script, string(in), string(sz)).Output()
 	if err != nil {
@@ -109,7 +110,7 @@ for oh, ow in json.loads(sys.argv[2]):
 			t.Fatal(err)
 		}
 		got := make([]float32, s[0]*s[1]*c)
-		bicubic(got, src, h, w, c, s[0], s[1])
+		models.Bicubic(got, src, h, w, c, s[0], s[1])
 		var worst, scale float64
 		for j := range want {
 			worst = max(worst, math.Abs(float64(got[j]-want[j])))
@@ -130,16 +131,16 @@ func TestResamplePosEmbedShapes(t *testing.T) {
 	for i := range values {
 		values[i] = float32(i%7) - 2.5
 	}
-	same, err := resamplePosEmbed([]int{1, 17, e}, values, e, 4)
+	same, err := models.ResamplePosEmbed([]int{1, 17, e}, values, e, 4)
 	if err != nil || !slices.Equal(same, values) {
 		t.Errorf("4x4 to 4x4: %v, %v; want the values unchanged", same, err)
 	}
-	up, err := resamplePosEmbed([]int{1, 17, e}, values, e, 6)
+	up, err := models.ResamplePosEmbed([]int{1, 17, e}, values, e, 6)
 	if err != nil || len(up) != (1+36)*e || !slices.Equal(up[:e], values[:e]) {
 		t.Errorf("4x4 to 6x6: %d values (class token %v), %v; want %d, the class token's kept", len(up), up[:min(e, len(up))], err, (1+36)*e)
 	}
 	for _, from := range [][]int{{1, 16, e}, {1, 17, e + 1}, {2, 17, e}, {17, e}, {1, 1, e}} {
-		if _, err := resamplePosEmbed(from, make([]float32, prod(from)), e, 4); err == nil || !strings.Contains(err.Error(), "position embeddings of shape") {
+		if _, err := models.ResamplePosEmbed(from, make([]float32, prod(from)), e, 4); err == nil || !strings.Contains(err.Error(), "position embeddings of shape") {
 			t.Errorf("%v: error %v; want one naming the shape", from, err)
 		}
 	}
@@ -205,18 +206,18 @@ func TestLoadResampled(t *testing.T) {
 func TestTimmShapes(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "timm")
 	var names []string
-	for _, m := range train.Models() {
-		if name, ok := strings.CutPrefix(m, timmPrefix); ok {
+	for _, m := range models.Names() {
+		if name, ok := strings.CutPrefix(m, models.TimmPrefix); ok {
 			names = append(names, name)
 		}
 	}
-	if len(names) != len(timmViTs)+len(timmConvNeXts)+4 {
-		t.Fatalf("train.Models() has the timm builders %v", names)
+	if len(names) != len(models.TimmViTs)+len(models.TimmConvNeXts)+4 {
+		t.Fatalf("models.Names() has the timm builders %v", names)
 	}
 	var want map[string]map[string][]int
 	pythonJSON(t, &want, py, "timm_shapes.py", append([]string{"5"}, names...)...)
 	for _, name := range names {
-		checkShapes(t, timmPrefix+name, 5, want[name], "timm's")
+		checkShapes(t, models.TimmPrefix+name, 5, want[name], "timm's")
 	}
 }
 

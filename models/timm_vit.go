@@ -6,7 +6,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // The zoo registers timm's builders under timm's names with the prefix "timm/", as the Hugging
@@ -55,8 +54,6 @@ func (v *TimmViT) LayerID(name string) (id, last int) {
 	}
 	return last, last
 }
-
-var _ train.Layered = (*TimmViT)(nil)
 
 // TimmPatchEmbed is timm's PatchEmbed: a strided convolution, its grid flattened to tokens.
 type TimmPatchEmbed struct {
@@ -181,8 +178,8 @@ func (m *TimmMlp) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // timmViTBuilder builds timm/name from base, its configuration (img_size 224 unless given).
-func timmViTBuilder(name string, base TimmViTConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func timmViTBuilder(name string, base TimmViTConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		args := []*arg{
 			{name: "img_size", i: &cfg.ImgSize}, {name: "patch_size", i: &cfg.PatchSize},
@@ -200,7 +197,7 @@ func timmViTBuilder(name string, base TimmViTConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(name, in, classes, v)
+		return &Model{Name: name, Module: v}, nil
 	}
 }
 
@@ -220,7 +217,7 @@ var timmViTs = []struct {
 
 func init() {
 	for _, v := range timmViTs {
-		if err := train.RegisterModel(timmPrefix+v.name, timmViTBuilder(v.name, v.cfg)); err != nil {
+		if err := Register(timmPrefix+v.name, timmViTBuilder(v.name, v.cfg)); err != nil {
 			panic(err)
 		}
 	}

@@ -7,7 +7,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // ViTConfig is torchvision's VisionTransformer's arguments.
@@ -122,8 +121,6 @@ func layerNorm(d int) *nn.LayerNormLayer {
 
 func (v *VisionTransformer) String() string { return "vit" }
 
-var _ train.Layered = (*VisionTransformer)(nil)
-
 // Forward maps images [N C H W] (normalized) to logits [N classes].
 func (v *VisionTransformer) Forward(x *nn.Tensor) *nn.Tensor {
 	n, e := x.Dim(0), v.Config.HiddenDim
@@ -196,8 +193,8 @@ func vitArgs(cfg *ViTConfig, required bool) []*arg {
 }
 
 // vitBuilder builds name from base (its named configuration; zero for vit itself).
-func vitBuilder(name string, base ViTConfig) train.Builder {
-	return func(s string, in train.Shape, classes int) (*train.Model, error) {
+func vitBuilder(name string, base ViTConfig) Builder {
+	return func(s string, in Shape, classes int) (*Model, error) {
 		cfg := base
 		args := vitArgs(&cfg, base == ViTConfig{})
 		if err := parseArgs(s, args); err != nil {
@@ -217,7 +214,7 @@ func vitBuilder(name string, base ViTConfig) train.Builder {
 		if err != nil {
 			return nil, err
 		}
-		return train.Net(spec(name, args), in, classes, v)
+		return &Model{Name: spec(name, args), Module: v}, nil
 	}
 }
 
@@ -234,7 +231,7 @@ func init() {
 		{"vit_h_14", ViTConfig{ImageSize: 224, PatchSize: 14, NumLayers: 32, NumHeads: 16, HiddenDim: 1280, MLPDim: 5120}},
 	}
 	for _, v := range vits {
-		if err := train.RegisterModel(v.name, vitBuilder(v.name, v.cfg)); err != nil {
+		if err := Register(v.name, vitBuilder(v.name, v.cfg)); err != nil {
 			panic(err)
 		}
 	}

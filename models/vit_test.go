@@ -1,7 +1,8 @@
-package models
+package models_test
 
 import (
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"slices"
 	"strings"
@@ -76,13 +77,13 @@ func TestViTArguments(t *testing.T) {
 	if m.Name() != "vit_b_32(image_size=64)" || m.NumParams() < 85e6 {
 		t.Errorf("vit_b_32: name %q, %d parameters", m.Name(), m.NumParams())
 	}
-	if !slices.Contains(train.Models(), "vit_h_14") {
-		t.Errorf("train.Models() = %v lacks the zoo", train.Models())
+	if !slices.Contains(models.Names(), "vit_h_14") {
+		t.Errorf("models.Names() = %v lacks the zoo", models.Names())
 	}
 	// A named ViT without image_size takes its images' side: vit_h_14 at the 518 px of its
 	// weights' evaluation crop, what stoke train gives it by default (built for 224, it refused
 	// the images its own transform made).
-	crop := train.EvalTransformFor("vit_h_14").Crop
+	crop := models.EvalTransformFor("vit_h_14").Crop
 	h, err := train.NewModel("vit_h_14", train.Shape{C: 3, H: crop, W: crop}, 1000)
 	if err != nil {
 		t.Fatalf("vit_h_14 at its weights' crop %d: %v", crop, err)

@@ -55,6 +55,17 @@ func (d Dict) Forward(x *Tensor) *Tensor {
 	return x
 }
 
+// DerivedTensor is a buffer a module's PyTorch twin keeps in its state_dict but the module derives
+// from its configuration in the forward pass (a Swin's relative_position_index): int64 values
+// (dtype I64, an index) when I64 is set, float32 ones otherwise. A trainer writes them to weights
+// files and checks a file's copy against them, so that weights load strictly both ways.
+type DerivedTensor struct {
+	Name  string
+	Shape []int
+	I64   []int64
+	F32   []float32
+}
+
 // Named is one tensor of a module tree with its dotted name.
 type Named struct {
 	Name   string

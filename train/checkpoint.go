@@ -32,9 +32,6 @@ var (
 	// every input and train to a NaN loss. LoadOptions.AllowNonFinite and Config.AllowNonFinite
 	// load them anyway.
 	ErrNonFinite = errors.New("non-finite weights")
-	// ErrRegistered: RegisterModel (or RegisterRecipe, RegisterEvalTransform) was given a name
-	// that is taken (by a built-in model or an earlier call).
-	ErrRegistered = errors.New("name already registered")
 )
 
 // prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
@@ -367,7 +364,7 @@ func readSaved(path string) (*saved, error) {
 
 // CheckpointModel builds the model a checkpoint at path was written for: one NewModel builds (the
 // builder, its arguments, the input shape and the classes it records: a built-in model or a
-// registered one, RegisterModel). Load the weights with New(m, dev, nil, Config{Resume: path}) to
+// registered one, models.Register). Load the weights with New(m, dev, nil, Config{Resume: path}) to
 // predict or export. A model built otherwise gives an error wrapping ErrMismatch: as with a
 // PyTorch state_dict, build that model again with the code that made it (Net) and load it the
 // same way. The model's tensors must have the names and sizes of the checkpoint's (so a corrupt

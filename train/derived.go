@@ -5,6 +5,7 @@ import (
 	"math"
 	"slices"
 
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
@@ -16,20 +17,11 @@ import (
 // weights load strictly both ways.
 type Derived interface {
 	// Derived returns the derived tensors, named as in nn.StateDict.
-	Derived() []DerivedTensor
-}
-
-// DerivedTensor is one derived buffer: int64 values (dtype I64, an index) when I64 is set,
-// float32 ones otherwise.
-type DerivedTensor struct {
-	Name  string
-	Shape []int
-	I64   []int64
-	F32   []float32
+	Derived() []nn.DerivedTensor
 }
 
 // derived returns the model's derived tensors (none when its module is not Derived).
-func (m *Model) derived() []DerivedTensor {
+func (m *Model) derived() []nn.DerivedTensor {
 	if d, ok := m.module.(Derived); ok {
 		return d.Derived()
 	}
@@ -39,7 +31,7 @@ func (m *Model) derived() []DerivedTensor {
 // checkDerived reports why the tensor t of file f is not the derived tensor d, or nil when it
 // equals it: the same shape, and the same values (as int64 for an index of any integer dtype;
 // float32 within 1e-6 of the largest, or 1e-2 for F16 and BF16, for a float table).
-func checkDerived(f *safetensors.File, t safetensors.TensorInfo, d DerivedTensor) error {
+func checkDerived(f *safetensors.File, t safetensors.TensorInfo, d nn.DerivedTensor) error {
 	if !slices.Equal(t.Shape, d.Shape) {
 		return fmt.Errorf("file %v, model %v (derived from the model's configuration)", t.Shape, d.Shape)
 	}

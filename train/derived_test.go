@@ -21,8 +21,8 @@ type deriving struct{ Dense *nn.LinearLayer }
 
 func (m *deriving) String() string                  { return "deriving" }
 func (m *deriving) Forward(x *nn.Tensor) *nn.Tensor { return m.Dense.Forward(nn.Flatten(x)) }
-func (m *deriving) Derived() []DerivedTensor {
-	return []DerivedTensor{
+func (m *deriving) Derived() []nn.DerivedTensor {
+	return []nn.DerivedTensor{
 		{Name: "dense.index", Shape: []int{3}, I64: []int64{2, 0, 1}},
 		{Name: "dense.table", Shape: []int{1, 2}, F32: []float32{0.5, -0.25}},
 	}

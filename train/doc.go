@@ -1,13 +1,12 @@
 // Package train trains image classifiers on a gpu.Device: a model is one module of package nn
-// (Net makes one of yours a Model; NewModel builds the built-in ones, "mlp", "cnn", the CIFAR
-// ResNets "resnet8" and "resnet20", torchvision's "resnet18" and "resnet50", and those a model zoo
-// registers, RegisterModel, their arguments decoded into a Go struct by DecodeArgs), the losses (softmax cross-entropy on class ids with label smoothing; on
+// (Net makes one of yours a Model; NewModel builds package models' by name: Stoke's own "mlp",
+// "cnn" and ResNets, the zoo's, and those you register with models.Register), the losses (softmax cross-entropy on class ids with label smoothing; on
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
 // optimizers SGD (momentum, Nesterov, weight decay), AdamW and RMSprop (Optimizer takes your own),
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
-// validation metric), each model's Recipe (RecipeFor) and its weights' EvalTransform
-// (EvalTransformFor: the Predictor's default transform), a Trainer that runs epochs, evaluates and
+// validation metric), each model's recipe's optimizer (RecipeOptimizer of models.RecipeFor), a
+// Trainer that runs epochs, evaluates and
 // predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and
 // FromLoader, which adapts a loaders.Loader.
 //

@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"github.com/stoke-ml/stoke/nn"
 	"maps"
 	"os"
 	"slices"
@@ -217,7 +218,7 @@ func (m *Model) match(f *safetensors.File, opts LoadOptions) (*WeightsReport, []
 			load = append(load, p)
 		}
 	}
-	derived := map[string]DerivedTensor{}
+	derived := map[string]nn.DerivedTensor{}
 	for _, d := range m.derived() {
 		derived[d.Name] = d
 	}

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"math"
 
 	"github.com/stoke-ml/stoke/nn"
 )
@@ -78,6 +79,12 @@ func tDict(layers []tLayer) nn.Dict {
 	return d
 }
 
+// heWeight makes a weight start He uniform, as models' built-in ones do.
+func heWeight(w *nn.Tensor) {
+	s := w.Shape()
+	w.SetDist(nn.Uniform(math.Sqrt(6 / float64(prod(s[1:])))))
+}
+
 func heLayer(m nn.Module) {
 	switch l := m.(type) {
 	case flatLinear:
@@ -89,6 +96,11 @@ func heLayer(m nn.Module) {
 
 // tSequential is the model of layers applied in order.
 func tSequential(name string, in Shape, classes int, layers ...tLayer) (*Model, error) {
+	return Net(name, in, classes, tNet(layers...))
+}
+
+// tNet is the module of layers applied in order.
+func tNet(layers ...tLayer) nn.Dict {
 	for i, l := range layers {
 		for _, next := range layers[i+1:] {
 			if next.kind == "relu" {
@@ -100,5 +112,5 @@ func tSequential(name string, in Shape, classes int, layers ...tLayer) (*Model, 
 			}
 		}
 	}
-	return Net(name, in, classes, tDict(layers))
+	return tDict(layers)
 }

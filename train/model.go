@@ -5,12 +5,12 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"slices"
-	"strings"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -65,63 +65,17 @@ type Model struct {
 	world          int // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
 }
 
-// builtinModels are the models this package builds itself (builtin.go).
-var builtinModels = []string{"cnn", "mlp", "resnet18", "resnet20", "resnet50", "resnet8"}
-
-// Models lists the names NewModel knows: its own, then those registered (RegisterModel), sorted.
-func Models() []string {
-	buildersMu.RLock()
-	defer buildersMu.RUnlock()
-	names := slices.Clone(builtinModels)
-	for n := range builders {
-		names = append(names, n)
-	}
-	slices.Sort(names[len(builtinModels):])
-	return names
-}
-
-// NewModel builds a named model for images of shape in and the given number of classes:
-//
-//   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
-//   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
-//     flatten - linear 128 - relu - linear classes (the PyTorch peer's network; each relu runs
-//     after the maxpool that follows it, on a quarter of the values: ReLU is monotone, so the
-//     values and gradients are the same)
-//   - "resnet8", "resnet20": the CIFAR ResNets of He et al. (2016) for 28-32 px images: a 3x3
-//     stem of 16 channels, then 1 (resnet8) or 3 (resnet20) basic blocks in each of three stages of
-//     16, 32 and 64 channels (stride 2 at the start of the last two), global average pooling and a
-//     linear layer. Shortcuts that change shape are 1x1 convolutions with BatchNorm (He et al.'s
-//     option B).
-//   - "resnet18", "resnet50": torchvision's resnet18 and resnet50 (basic and bottleneck blocks,
-//     stride on the 3x3 convolution), with one change for small images: when both sides of the
-//     input are at most 32 px, the stem is a 3x3 stride-1 convolution without the max pooling
-//     (a 7x7 stride-2 stem and a stride-2 pooling would leave a 32 px image 1x1 before the last
-//     stage). From 33 px up the layers are exactly torchvision's.
-//
-// The ResNets' tensors carry torchvision's state_dict names (conv1.weight,
-// layer1.0.bn1.running_mean, fc.bias, ...), so an exported model loads into
-// torchvision.models.resnet18(num_classes=classes); mlp's and cnn's are "1.linear.weight" and
-// so on. Weights that feed a ReLU start He uniform, the others Glorot uniform.
-//
-// Any other name is a registered builder's (RegisterModel), "name" or "name(key=value,...)". An
-// unknown name gives an error wrapping ErrModel. Spaces around the name are not part of it
-// (" vit(...) " is "vit(...)").
+// NewModel builds a model by name, "name" or "name(key=value,...)", for images of shape in and
+// the given number of classes: models.New's (the model zoo and Stoke's own mlp, cnn and ResNets;
+// models.Names lists them) made a Model by Net under the name it was built from. An unknown name,
+// or arguments its builder refuses, give an error wrapping ErrModel. Spaces around the name are
+// not part of it (" vit(...) " is "vit(...)").
 func NewModel(name string, in Shape, classes int) (*Model, error) {
-	name = strings.TrimSpace(name)
-	var m *Model
-	var err error
-	if slices.Contains(builtinModels, name) {
-		var module nn.Module
-		if module, err = builtinModule(name, in, classes); err != nil {
-			return nil, fmt.Errorf("train: %w: %s: %w", ErrModel, name, err)
-		}
-		m, err = Net(name, in, classes, module)
-	} else {
-		var ok bool
-		if m, ok, err = registeredModel(name, in, classes); !ok {
-			return nil, fmt.Errorf("train: %w: unknown model %q (have %s)", ErrModel, name, strings.Join(Models(), ", "))
-		}
+	b, err := models.New(name, in, classes)
+	if err != nil {
+		return nil, fmt.Errorf("train: %w: %w", ErrModel, err)
 	}
+	m, err := Net(b.Name, in, classes, b.Module)
 	if err != nil {
 		return nil, err
 	}
@@ -136,8 +90,7 @@ func NewModel(name string, in Shape, classes int) (*Model, error) {
 // name. The trainer allocates, initializes (from the tensor's nn.Dist where it has one; or else
 // a Weight Glorot uniform, Zeros and Ones as they say, Embedding normal with std 0.02), trains,
 // checkpoints and exports them, with weight decay on a Weight only; a batch norm follows
-// Config.SyncBatchNorm. A registered Builder returns such a model under the name it was built
-// from.
+// Config.SyncBatchNorm.
 func Net(name string, in Shape, classes int, module nn.Module) (*Model, error) {
 	if in.C <= 0 || in.H <= 0 || in.W <= 0 || in.Len() > maxInput || classes <= 0 || module == nil {
 		return nil, fmt.Errorf("train: %w: %s: input %v, %d classes", ErrModel, name, in, classes)

@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"strings"
 
@@ -52,6 +53,13 @@ func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, er
 		return RMSprop{LR: lr, Alpha: 0.9, Eps: 0.0316, Momentum: momentum, WeightDecay: weightDecay}, nil
 	}
 	return nil, fmt.Errorf("train: %w: optimizer %q; want %s", ErrConfig, name, strings.Join(Optimizers, ", "))
+}
+
+// RecipeOptimizer is the optimizer of a model's recipe (models.RecipeFor) for a global batch of
+// batch samples: NewOptimizer of its Optimizer at its ScaledLR(batch), momentum 0.9 and its
+// weight decay. Its schedule is Cosine(r.WarmupEpochs).
+func RecipeOptimizer(r models.Recipe, batch int) (Optimizer, error) {
+	return NewOptimizer(r.Optimizer, r.ScaledLR(batch), 0.9, r.WeightDecay)
 }
 
 // optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and

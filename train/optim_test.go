@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -176,9 +177,9 @@ func TestNewOptimizer(t *testing.T) {
 		if err != nil || got != want {
 			t.Errorf("NewOptimizer(%s) = %#v, %v; want %#v", name, got, err, want)
 		}
-		r := Recipe{Optimizer: name, LR: 0.05, LRBatch: 64, WeightDecay: 1e-4}
-		if got, _ := NewOptimizer(name, 0.1, 0.9, 1e-4); r.NewOptimizer(128) != got {
-			t.Errorf("recipe %s: %#v; want NewOptimizer's %#v", name, r.NewOptimizer(128), got)
+		r := models.Recipe{Optimizer: name, LR: 0.05, LRBatch: 64, WeightDecay: 1e-4}
+		if ro, err := RecipeOptimizer(r, 128); err != nil || ro != got {
+			t.Errorf("recipe %s: %#v, %v; want NewOptimizer's %#v", name, ro, err, got)
 		}
 	}
 	if sgd, _ := NewOptimizer("sgd", 0.1, 0, 0); sgd.(SGD).Nesterov {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"image"
 	"image/draw"
 	"math"
@@ -21,7 +22,7 @@ import (
 // writes it). A checkpoint without one (written before stoke recorded it, or by a trainer
 // without Config.Preprocess) records the model and its input size only: the default transform
 // of a 3-channel model is then the evaluation transform of its weights
-// (EvalTransformFor(model).Chain at the model's input size: swin_t's Resize(232, bicubic),
+// (models.EvalTransformFor(model).Chain at the model's input size: swin_t's Resize(232, bicubic),
 // CenterCrop(224) and ImageNet's Normalize, timm's ViTs' mean and std of 0.5; transforms.Eval
 // for a model without one), and the normalization comes from the transform: its Normalize, else
 // Mean and Std. Give Transform (or Mean and Std) when the model was trained with other
@@ -30,7 +31,7 @@ import (
 type PredictorConfig struct {
 	// Transform turns one image into the model's input pixels (uint8 CHW of Model.Input's shape);
 	// it must be deterministic (no random transform). nil: the trainer's Preprocess's Chain, else
-	// the model's EvalTransformFor(name).Chain(H)
+	// the model's models.EvalTransformFor(name).Chain(H)
 	// (its weights' resize, CenterCrop(H) and Normalize, exact JPEG decode; transforms.Eval(H)
 	// for a model without one) for a square 3-channel model, and transforms.ResizeTo(H, W) for
 	// any other (then Mean and Std are required).
@@ -102,7 +103,7 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 		case t.pre != nil && cfg.Mean == nil && cfg.Std == nil:
 			chain = t.pre.Chain(in)
 		case in.C == 3 && in.H == in.W:
-			chain = EvalTransformFor(t.m.name).Chain(in.H)
+			chain = models.EvalTransformFor(t.m.name).Chain(in.H)
 		default:
 			chain = transforms.Compose(transforms.ResizeTo(in.H, in.W))
 		}
@@ -119,7 +120,7 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 			"(a checkpoint does not record its data's normalization: set PredictorConfig.Transform's Normalize or Mean and Std)",
 			ErrConfig, len(mean), len(std), in.C)
 	}
-	if err := checkNormalization(mean, std); err != nil {
+	if err := transforms.CheckNormalization(mean, std); err != nil {
 		return nil, fmt.Errorf("train: %w: predictor: %w", ErrConfig, err)
 	}
 	p := &Predictor{t: t, chain: chain, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"image"
 	"image/color"
 	"image/png"
@@ -230,13 +231,13 @@ func (d pngSet) Sample(_ context.Context, i int) (loaders.Sample, error) {
 
 // evalTestTransform is the evaluation transform of the model "evaltf_test", a bicubic resize to 19
 // of a 16-pixel input and a mean and std of 0.5.
-var evalTestTransform = EvalTransform{Resize: 19, Crop: 16, Filter: transforms.Bicubic, Mean: half3, Std: half3}
+var evalTestTransform = models.EvalTransform{Resize: 19, Crop: 16, Filter: transforms.Bicubic, Mean: half3, Std: half3}
 
 func init() {
-	build := func(_ string, in Shape, classes int) (*Model, error) {
-		return tSequential("evaltf_test", in, classes, tConv(in.C, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*in.H*in.W, classes))
+	build := func(_ string, in Shape, classes int) (*models.Model, error) {
+		return &models.Model{Name: "evaltf_test", Module: tNet(tConv(in.C, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*in.H*in.W, classes))}, nil
 	}
-	if err := errors.Join(RegisterModel("evaltf_test", build), RegisterEvalTransform(evalTestTransform, "evaltf_test")); err != nil {
+	if err := errors.Join(models.Register("evaltf_test", build), models.RegisterEvalTransform(evalTestTransform, "evaltf_test")); err != nil {
 		panic(err)
 	}
 }
@@ -323,45 +324,45 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 	}
 }
 
-// TestEvalTransformChain: EvalTransform.Chain is the weights' transform at their crop size and
+// TestEvalTransformChain: models.EvalTransform.Chain is the weights' transform at their crop size and
 // keeps the ratio of resize to crop at another; the default is transforms.Eval at every size; a
 // registered transform is checked and registered once.
 func TestEvalTransformChain(t *testing.T) {
-	swin := EvalTransform{Resize: 232, Crop: 224, Filter: transforms.Bicubic, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
+	swin := models.EvalTransform{Resize: 232, Crop: 224, Filter: transforms.Bicubic, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
 	for size, want := range map[int]string{224: "Resize(232, bicubic)", 28: "Resize(29, bicubic)", 384: "Resize(397, bicubic)"} {
 		if got := swin.Chain(size).String(); !strings.Contains(got, want+", CenterCrop("+strconv.Itoa(size)+")") {
 			t.Errorf("swin_t's Chain(%d) = %s; want %s", size, got, want)
 		}
 	}
 	for _, size := range []int{8, 28, 32, 224, 384} {
-		if got, want := EvalTransformFor("no_such_model").Chain(size), transforms.Eval(size); got.String() != want.String() || got.DecodeMode() != want.DecodeMode() {
+		if got, want := models.EvalTransformFor("no_such_model").Chain(size), transforms.Eval(size); got.String() != want.String() || got.DecodeMode() != want.DecodeMode() {
 			t.Errorf("default Chain(%d) = %v (%v); transforms.Eval's %v (%v)", size, got, got.DecodeMode(), want, want.DecodeMode())
 		}
 	}
-	if got := EvalTransformFor("resnet50(x=1)"); got.Resize != 232 || got.Crop != 224 {
+	if got := models.EvalTransformFor("resnet50(x=1)"); got.Resize != 232 || got.Crop != 224 {
 		t.Errorf("resnet50's = %v; want torchvision's IMAGENET1K_V2 resize 232", got)
 	}
-	e := EvalTransformFor("evaltf_test")
+	e := models.EvalTransformFor("evaltf_test")
 	e.Mean[0] = 9 // the caller's copy
-	if got := EvalTransformFor("evaltf_test"); got.String() != evalTestTransform.String() {
-		t.Errorf("EvalTransformFor(evaltf_test) = %v after the caller changed its copy; want %v", got, evalTestTransform)
+	if got := models.EvalTransformFor("evaltf_test"); got.String() != evalTestTransform.String() {
+		t.Errorf("models.EvalTransformFor(evaltf_test) = %v after the caller changed its copy; want %v", got, evalTestTransform)
 	}
-	for _, bad := range []EvalTransform{
+	for _, bad := range []models.EvalTransform{
 		{Resize: 10, Crop: 16, Mean: half3, Std: half3},
 		{Resize: 16, Crop: 0, Mean: half3, Std: half3},
 		{Resize: 16, Crop: 16, Filter: transforms.Lanczos + 1, Mean: half3, Std: half3},
 		{Resize: 16, Crop: 16, Mean: half3, Std: []float32{0.5, 0, 0.5}},
 		{Resize: 16, Crop: 16, Mean: half3, Std: half3[:2]},
 	} {
-		if err := RegisterEvalTransform(bad, "evaltf_bad"); err == nil {
-			t.Errorf("RegisterEvalTransform(%v): no error", bad)
+		if err := models.RegisterEvalTransform(bad, "evaltf_bad"); err == nil {
+			t.Errorf("models.RegisterEvalTransform(%v): no error", bad)
 		}
 	}
-	if err := RegisterEvalTransform(evalTestTransform, "evaltf_test"); !errors.Is(err, ErrRegistered) {
-		t.Errorf("RegisterEvalTransform twice: %v; want ErrRegistered", err)
+	if err := models.RegisterEvalTransform(evalTestTransform, "evaltf_test"); !errors.Is(err, models.ErrRegistered) {
+		t.Errorf("RegisterEvalTransform twice: %v; want models.ErrRegistered", err)
 	}
-	if err := RegisterEvalTransform(evalTestTransform, "resnet50"); !errors.Is(err, ErrRegistered) {
-		t.Errorf("RegisterEvalTransform of a built-in model: %v; want ErrRegistered", err)
+	if err := models.RegisterEvalTransform(evalTestTransform, "resnet50"); !errors.Is(err, models.ErrRegistered) {
+		t.Errorf("RegisterEvalTransform of a built-in model: %v; want models.ErrRegistered", err)
 	}
 }
 

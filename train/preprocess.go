@@ -2,6 +2,7 @@ package train
 
 import (
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"slices"
 
 	"github.com/stoke-ml/stoke/transforms"
@@ -17,7 +18,7 @@ type Preprocess struct {
 	// zero Resize and Crop mean that an image is resized to the input's height and width
 	// (bilinear) without a crop, as stoke does to digits and other fixed-shape data (timm's
 	// crop_mode "squash"); Mean and Std are the normalization either way.
-	Eval EvalTransform
+	Eval models.EvalTransform
 	// Classes names the classes in the order of the model's outputs; nil when the data named
 	// none (MNIST's digits).
 	Classes []string
@@ -45,7 +46,7 @@ func (p *Preprocess) check(in Shape, classes int) error {
 		if len(e.Mean) != in.C || len(e.Std) != in.C {
 			return fmt.Errorf("preprocess: %d means and %d stds for a model of %d channels", len(e.Mean), len(e.Std), in.C)
 		}
-		if err := checkNormalization(e.Mean, e.Std); err != nil {
+		if err := transforms.CheckNormalization(e.Mean, e.Std); err != nil {
 			return fmt.Errorf("preprocess: %w", err)
 		}
 	case e.Crop != in.H || e.Crop != in.W:
@@ -53,7 +54,7 @@ func (p *Preprocess) check(in Shape, classes int) error {
 	case len(e.Mean) != in.C:
 		return fmt.Errorf("preprocess: %d means for a model of %d channels", len(e.Mean), in.C)
 	default:
-		if err := e.check(); err != nil {
+		if err := e.Check(); err != nil {
 			return fmt.Errorf("preprocess: %w", err)
 		}
 	}
@@ -106,7 +107,7 @@ func (p *Preprocess) cfg(in Shape, classes int) *pretrainedCfg {
 
 // preprocess is the Preprocess c describes, checked against the model.
 func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
-	p := &Preprocess{Eval: EvalTransform{Mean: c.Mean, Std: c.Std}, Classes: c.LabelNames}
+	p := &Preprocess{Eval: models.EvalTransform{Mean: c.Mean, Std: c.Std}, Classes: c.LabelNames}
 	switch c.CropMode {
 	case "squash":
 	case "center":

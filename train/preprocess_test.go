@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -26,7 +27,7 @@ func TestPreprocessRecorded(t *testing.T) {
 	ctx := context.Background()
 	dir := t.TempDir()
 	f := newFixture(t, 64)
-	pre := &Preprocess{Eval: EvalTransform{Mean: []float32{0.3}, Std: []float32{0.3}}, Classes: digits} // the fixture's
+	pre := &Preprocess{Eval: models.EvalTransform{Mean: []float32{0.3}, Std: []float32{0.3}}, Classes: digits} // the fixture's
 	ck := filepath.Join(dir, "ck")
 	_, first := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck, Preprocess: pre})
 	pre.Classes[0] = "changed after New"
@@ -137,9 +138,9 @@ func TestPreprocessRecorded(t *testing.T) {
 }
 
 // TestPreprocessCenterCrop: a resize and central crop round-trips through the checkpoint, keeping
-// the exact resize, and its Chain is the EvalTransform's at the input size.
+// the exact resize, and its Chain is the models.EvalTransform's at the input size.
 func TestPreprocessCenterCrop(t *testing.T) {
-	pre := &Preprocess{Eval: EvalTransform{Resize: 9, Crop: 8, Filter: transforms.Bicubic, Mean: []float32{0.5}, Std: []float32{0.25}}}
+	pre := &Preprocess{Eval: models.EvalTransform{Resize: 9, Crop: 8, Filter: transforms.Bicubic, Mean: []float32{0.5}, Std: []float32{0.25}}}
 	cfg := pre.cfg(img8, 10)
 	if cfg.CropMode != "center" || cfg.Resize != 9 || cfg.CropPct != 8.0/9 || cfg.Interpolation != "bicubic" {
 		t.Errorf("pretrained_cfg %+v", cfg)
@@ -167,12 +168,12 @@ func TestPreprocessRefused(t *testing.T) {
 	ctx := context.Background()
 	dev := openCPU(t)
 	for name, pre := range map[string]*Preprocess{
-		"class names":  {Eval: EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits[:3]},
-		"channels":     {Eval: EvalTransform{Mean: []float32{0, 0, 0}, Std: []float32{1, 1, 1}}},
-		"zero std":     {Eval: EvalTransform{Mean: []float32{0}, Std: []float32{0}}},
-		"crop":         {Eval: EvalTransform{Resize: 256, Crop: 224, Mean: []float32{0}, Std: []float32{1}}},
-		"resize":       {Eval: EvalTransform{Resize: 4, Crop: 8, Mean: []float32{0}, Std: []float32{1}}},
-		"no normalize": {Eval: EvalTransform{Resize: 9, Crop: 8}},
+		"class names":  {Eval: models.EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits[:3]},
+		"channels":     {Eval: models.EvalTransform{Mean: []float32{0, 0, 0}, Std: []float32{1, 1, 1}}},
+		"zero std":     {Eval: models.EvalTransform{Mean: []float32{0}, Std: []float32{0}}},
+		"crop":         {Eval: models.EvalTransform{Resize: 256, Crop: 224, Mean: []float32{0}, Std: []float32{1}}},
+		"resize":       {Eval: models.EvalTransform{Resize: 4, Crop: 8, Mean: []float32{0}, Std: []float32{1}}},
+		"no normalize": {Eval: models.EvalTransform{Resize: 9, Crop: 8}},
 	} {
 		tr, err := New(ctx, smallMLP(t), dev, SGD{LR: 0.1}, Config{Preprocess: pre})
 		if err == nil {
@@ -186,7 +187,7 @@ func TestPreprocessRefused(t *testing.T) {
 	f := newFixture(t, 64)
 	ck := filepath.Join(t.TempDir(), "ck")
 	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: ck,
-		Preprocess: &Preprocess{Eval: EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits}})
+		Preprocess: &Preprocess{Eval: models.EvalTransform{Mean: []float32{0}, Std: []float32{1}}, Classes: digits}})
 	c, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)

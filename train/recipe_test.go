@@ -3,7 +3,9 @@ package train
 import (
 	"context"
 	"errors"
+	"github.com/stoke-ml/stoke/models"
 	"math"
+	"slices"
 	"strings"
 	"testing"
 
@@ -18,7 +20,7 @@ func TestRecipesLearn(t *testing.T) {
 	imgs, labels := synthetic(800, 1)
 	timgs, tlabels := synthetic(300, 2)
 	for _, name := range []string{"mlp", "cnn", "resnet8"} {
-		r := RecipeFor(name)
+		r := models.RecipeFor(name)
 		if r.Batch < 1 || !(r.LabelSmoothing >= 0 && r.LabelSmoothing < 1) || !(r.WarmupEpochs >= 0) {
 			t.Fatalf("%s: recipe %v: want a batch >= 1, label smoothing in [0,1), a warm-up >= 0", name, r)
 		}
@@ -27,7 +29,11 @@ func TestRecipesLearn(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, test := newMemData(dev, imgs, labels, img8, r.Batch, true, 1), newMemData(dev, timgs, tlabels, img8, 100, false, 0)
-		tr, err := New(context.Background(), m, dev, r.NewOptimizer(r.Batch), Config{Epochs: 2, Seed: 1, Schedule: r.Schedule(), LabelSmoothing: r.LabelSmoothing})
+		opt, err := RecipeOptimizer(r, r.Batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		tr, err := New(context.Background(), m, dev, opt, Config{Epochs: 2, Seed: 1, Schedule: Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -46,48 +52,65 @@ func TestRecipesLearn(t *testing.T) {
 }
 
 // TestRecipeOptimizer: a recipe's rate given per batch scales linearly with the global batch
-// (DeiT's 5e-4*B/512); one without LRBatch keeps its rate; NewOptimizer is the recipe's
-// optimizer at that rate. RecipeFor finds a registered recipe by a name with arguments.
+// (DeiT's 5e-4*B/512); one without LRBatch keeps its rate; RecipeOptimizer is the recipe's
+// optimizer at that rate, and every registered model's recipe names one of Optimizers. RecipeFor
+// finds a registered recipe by a name with arguments.
 func TestRecipeOptimizer(t *testing.T) {
-	deit := Recipe{Optimizer: "adamw", LR: 5e-4, LRBatch: 512, WeightDecay: 0.05, Batch: 64}
-	if got := deit.NewOptimizer(1024); got != (AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05}) {
+	opt := func(r models.Recipe, batch int) Optimizer {
+		t.Helper()
+		o, err := RecipeOptimizer(r, batch)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return o
+	}
+	deit := models.Recipe{Optimizer: "adamw", LR: 5e-4, LRBatch: 512, WeightDecay: 0.05, Batch: 64}
+	if got := opt(deit, 1024); got != (AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05}) {
 		t.Errorf("DeiT's recipe at a batch of 1024: %v; want AdamW at lr 1e-3", got)
 	}
-	mnv3 := Recipe{Optimizer: "rmsprop", LR: 0.064, LRBatch: 1024, WeightDecay: 1e-5, Batch: 128}
-	if got := mnv3.NewOptimizer(1024); got != (RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}) {
+	mnv3 := models.Recipe{Optimizer: "rmsprop", LR: 0.064, LRBatch: 1024, WeightDecay: 1e-5, Batch: 128}
+	if got := opt(mnv3, 1024); got != (RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}) {
 		t.Errorf("torchvision's MobileNetV3 recipe at a batch of 1024: %v; want its train.py's RMSprop at lr 0.064", got)
 	}
-	if err := RegisterRecipe(mnv3, "recipe_test_rmsprop"); err != nil {
+	if err := models.RegisterRecipe(mnv3, "recipe_test_rmsprop"); err != nil {
 		t.Errorf("RegisterRecipe with rmsprop: %v", err)
 	}
-	if got := RecipeFor("resnet8").NewOptimizer(7); got != (SGD{LR: 0.2, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}) {
+	if got := opt(models.RecipeFor("resnet8"), 7); got != (SGD{LR: 0.2, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}) {
 		t.Errorf("resnet8's recipe at a batch of 7: %v; want its own rate, 0.2", got)
 	}
-	if err := RegisterRecipe(deit, "recipe_test_model"); err != nil {
+	for _, name := range models.Names() {
+		if r := models.RecipeFor(name); !slices.Contains(Optimizers, r.Optimizer) {
+			t.Errorf("%s's recipe names optimizer %q; want one of %v", name, r.Optimizer, Optimizers)
+		}
+	}
+	if _, err := RecipeOptimizer(models.Recipe{Optimizer: "lion", LR: 1, Batch: 1}, 1); !errors.Is(err, ErrConfig) {
+		t.Errorf("a recipe of optimizer lion: %v; want ErrConfig", err)
+	}
+	if err := models.RegisterRecipe(deit, "recipe_test_model"); err != nil {
 		t.Fatal(err)
 	}
-	if got := RecipeFor("recipe_test_model(a=1)"); got != deit {
+	if got := models.RecipeFor("recipe_test_model(a=1)"); got != deit {
 		t.Errorf("RecipeFor with arguments: %v; want the registered %v", got, deit)
 	}
-	for _, r := range []Recipe{{Optimizer: "lion", LR: 1, Batch: 1}, {Optimizer: "sgd", LR: 1}, {Optimizer: "sgd", Batch: 1}} {
-		if err := RegisterRecipe(r, "recipe_test_bad"); err == nil {
-			t.Errorf("RegisterRecipe(%v): no error", r)
+	for _, r := range []models.Recipe{{LR: 1, Batch: 1}, {Optimizer: "sgd", LR: 1}, {Optimizer: "sgd", Batch: 1}} {
+		if err := models.RegisterRecipe(r, "recipe_test_bad"); err == nil {
+			t.Errorf("models.RegisterRecipe(%v): no error", r)
 		}
 	}
 	for _, aug := range []string{"none", "randaugment:2", "randaugment:2:31", "mixup", "AutoAugment"} {
-		if err := RegisterRecipe(Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: aug}, "recipe_test_bad"); err == nil {
+		if err := models.RegisterRecipe(models.Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: aug}, "recipe_test_bad"); err == nil {
 			t.Errorf("RegisterRecipe with AutoAugment %q: no error", aug)
 		}
 	}
-	ta := Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: "trivialaugment", MixUp: 0.2}
-	if err := RegisterRecipe(ta, "recipe_test_trivialaugment"); err != nil {
+	ta := models.Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: "trivialaugment", MixUp: 0.2}
+	if err := models.RegisterRecipe(ta, "recipe_test_trivialaugment"); err != nil {
 		t.Errorf("RegisterRecipe with AutoAugment trivialaugment: %v", err)
 	}
-	if got, want := RecipeFor("recipe_test_trivialaugment").String(), "when asked (stoke train --augment recipe) trivialaugment, mixup 0.2"; !strings.HasSuffix(got, want) {
+	if got, want := models.RecipeFor("recipe_test_trivialaugment").String(), "when asked (stoke train --augment recipe) trivialaugment, mixup 0.2"; !strings.HasSuffix(got, want) {
 		t.Errorf("recipe %s; want it to end %q", got, want)
 	}
-	if err := RegisterRecipe(deit, "mlp"); !errors.Is(err, ErrRegistered) {
-		t.Errorf("RegisterRecipe of a built-in model: %v; want ErrRegistered", err)
+	if err := models.RegisterRecipe(deit, "mlp"); !errors.Is(err, models.ErrRegistered) {
+		t.Errorf("RegisterRecipe of a built-in model: %v; want models.ErrRegistered", err)
 	}
 }
 
@@ -160,45 +183,5 @@ func TestLayerDecay(t *testing.T) {
 	}
 	if err := (Config{LayerDecay: 1}).Validate(); err == nil {
 		t.Errorf("LayerDecay 1: no error")
-	}
-}
-
-// TestDecodeArgs: a builder's arguments decode into its struct from the name's key=value form or
-// JSON, keeping the defaults of what is not given; unknown, repeated and mistyped keys are
-// errors naming them.
-func TestDecodeArgs(t *testing.T) {
-	type args struct {
-		Heads int     `json:"heads"`
-		Width int     `json:"width"`
-		Drop  float64 `json:"drop"`
-		Norm  string  `json:"norm"`
-		Bias  bool    `json:"bias"`
-	}
-	for _, tc := range []struct {
-		in   string
-		want args
-	}{
-		{"", args{Heads: 4, Width: 24}},
-		{" heads = 3 , drop=0.1,norm=batch, bias=true", args{Heads: 3, Width: 24, Drop: 0.1, Norm: "batch", Bias: true}},
-		{`norm="layer"`, args{Heads: 4, Width: 24, Norm: "layer"}},
-		{`{"width": 32, "heads": 2}`, args{Heads: 2, Width: 32}},
-	} {
-		a := args{Heads: 4, Width: 24}
-		if err := DecodeArgs(tc.in, &a); err != nil || a != tc.want {
-			t.Errorf("DecodeArgs(%q) = %+v, %v; want %+v", tc.in, a, err, tc.want)
-		}
-	}
-	for in, want := range map[string]string{
-		"heads=3,heads=4": "heads given twice",
-		"hedas=3":         `unknown field "hedas"`,
-		"heads=four":      "heads",
-		"heads":           `argument "heads": want key=value`,
-		`{"heads": 1} {}`: "more than one JSON object",
-		`{"heads": "x"}`:  "heads",
-	} {
-		var a args
-		if err := DecodeArgs(in, &a); err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("DecodeArgs(%q) = %v; want an error naming %q", in, err, want)
-		}
 	}
 }

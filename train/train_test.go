@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/models"
 	"math"
 	"os"
 	"path/filepath"
@@ -34,11 +35,12 @@ var img8 = Shape{C: 1, H: 8, W: 8}
 // The small models are registered, so that CheckpointModel and OpenPredictor rebuild them.
 func init() {
 	for name, build := range map[string]func(testing.TB) *Model{"small-mlp": smallMLP, "small-resnet": smallResNet, "small-cnn": smallCNN} {
-		err := RegisterModel(name, func(args string, in Shape, classes int) (*Model, error) {
+		err := models.Register(name, func(args string, in Shape, classes int) (*models.Model, error) {
 			if args != "" || in != img8 || classes != 10 {
 				return nil, fmt.Errorf("%s takes no arguments, 1x8x8 images and 10 classes", name)
 			}
-			return build(panicTB{}), nil
+			m := build(panicTB{})
+			return &models.Model{Name: m.Name(), Module: m.Module()}, nil
 		})
 		if err != nil {
 			panic(err)

@@ -561,6 +561,17 @@ func (t jitter) Plan(p *Plan, r *rand.Rand) error {
 	return nil
 }
 
+// CheckNormalization reports the first channel whose mean is not finite or whose std is not
+// finite and positive; mean and std have a value per channel.
+func CheckNormalization(mean, std []float32) error {
+	for c, s := range std {
+		if !(s > 0) || math.IsInf(float64(s), 0) || math.IsNaN(float64(mean[c])) || math.IsInf(float64(mean[c]), 0) {
+			return fmt.Errorf("channel %d: mean %v, std %v; want finite, std > 0", c, mean[c], s)
+		}
+	}
+	return nil
+}
+
 // Normalize records the per-channel mean and standard deviation (of [0,1] values) that the
 // float path (ApplyFloat32) applies and that Normalization reports for the device. It does not
 // change the uint8 output. One value applies to every channel.

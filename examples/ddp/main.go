@@ -25,6 +25,7 @@ import (
 	"github.com/stoke-ml/stoke/datasets"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -62,8 +63,10 @@ func main() {
 	defer dev.Close()
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
-	recipe := train.RecipeFor("mlp")
-	tr, err := train.New(ctx, m, dev, recipe.NewOptimizer(*batch*g.Size()), train.Config{Epochs: *epochs, Seed: 1, Schedule: recipe.Schedule(), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
+	recipe := models.RecipeFor("mlp")
+	opt, err := train.RecipeOptimizer(recipe, *batch*g.Size())
+	check(err)
+	tr, err := train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: train.Cosine(recipe.WarmupEpochs), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
 	check(err)
 	defer tr.Close()
 

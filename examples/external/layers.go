@@ -11,7 +11,7 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 
-	"example.com/stoke-external/layers"
+	_ "example.com/stoke-external/layers" // registers se-net
 )
 
 // The layers of package layers (forward passes over package nn's ops, no backward code) trained
@@ -29,7 +29,7 @@ func forwardOnlyLayers(ctx context.Context) error {
 	}
 	defer dev.Close()
 	in := train.Shape{C: 1, H: 8, W: 8}
-	build := func() (*train.Model, error) { return layers.SENet("", in, 4) }
+	build := func() (*train.Model, error) { return train.NewModel("se-net", in, 4) }
 	dir, err := os.MkdirTemp("", "stoke-external-nn")
 	if err != nil {
 		return err

@@ -2,7 +2,7 @@
 // pass (nn derives the backward pass): a channels-first layer norm (ConvNeXt's LayerNorm2d), a
 // squeeze-and-excitation block (SENet's), a transformer encoder block and a low-rank linear
 // layer, and two small models of them, se-net and tiny-transformer(heads=N). Importing it
-// registers the models (train.RegisterModel), so that a program that imports it rebuilds their
+// registers the models (models.Register), so that a program that imports it rebuilds their
 // checkpoints by name, and a stoke built with it (../cmd/stoke) trains, predicts and exports
 // them:
 //
@@ -20,8 +20,8 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // LayerNorm2d normalizes each pixel's channel vector of x [N C H W] with its mean and biased
@@ -102,21 +102,21 @@ func (l *LowRank) Forward(x *nn.Tensor) *nn.Tensor {
 
 // SENet builds se-net for images of shape in: conv - LayerNorm2d - ReLU - SqueezeExcite - pool -
 // linear. It takes no arguments (stoke train --model se-net).
-func SENet(args string, in train.Shape, classes int) (*train.Model, error) {
+func SENet(args string, in models.Shape, classes int) (*models.Model, error) {
 	if args != "" {
 		return nil, fmt.Errorf("se-net takes no arguments, not %q", args)
 	}
-	return train.Net("se-net", in, classes, nn.Dict{
+	return &models.Model{Name: "se-net", Module: nn.Dict{
 		{Name: "conv", Module: nn.NewConv2d(in.C, 16, 3, nn.ConvOptions{Stride: 1, Padding: 1}, true)},
 		{Name: "norm", Module: NewLayerNorm2d(16)},
 		{Name: "relu", Module: nn.Fn(nn.ReLU)},
 		{Name: "se", Module: NewSqueezeExcite(16, 4)},
 		{Name: "pool", Module: nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Flatten(nn.GlobalAvgPool(x)) })},
 		{Name: "fc", Module: nn.NewLinear(16, classes, true)},
-	})
+	}}, nil
 }
 
-// TinyTransformerArgs are tiny-transformer's arguments, as train.DecodeArgs reads them from its
+// TinyTransformerArgs are tiny-transformer's arguments, as models.DecodeArgs reads them from its
 // name ("tiny-transformer(heads=4)").
 type TinyTransformerArgs struct {
 	Heads int `json:"heads"`
@@ -133,9 +133,9 @@ func (p *PositionEmbedding) Forward(x *nn.Tensor) *nn.Tensor { return nn.Add(x, 
 // TinyTransformer builds tiny-transformer for images of shape in: 4x4 patches embedded to the
 // width (24 unless given) with a position embedding, one TransformerBlock, the tokens' mean and
 // a linear head.
-func TinyTransformer(args string, in train.Shape, classes int) (*train.Model, error) {
+func TinyTransformer(args string, in models.Shape, classes int) (*models.Model, error) {
 	a := TinyTransformerArgs{Heads: 4, Width: 24}
-	if err := train.DecodeArgs(args, &a); err != nil {
+	if err := models.DecodeArgs(args, &a); err != nil {
 		return nil, err
 	}
 	if a.Heads < 1 || a.Width < 1 || a.Width > 1024 {
@@ -146,20 +146,20 @@ func TinyTransformer(args string, in train.Shape, classes int) (*train.Model, er
 		return nn.Permute(x.Reshape(x.Dim(0), x.Dim(1), -1), 0, 2, 1)
 	})
 	mean := nn.Fn(func(x *nn.Tensor) *nn.Tensor { return nn.Mean(x, []int{1}, false) })
-	return train.Net(fmt.Sprintf("tiny-transformer(heads=%d,width=%d)", a.Heads, a.Width), in, classes, nn.Dict{
+	return &models.Model{Name: fmt.Sprintf("tiny-transformer(heads=%d,width=%d)", a.Heads, a.Width), Module: nn.Dict{
 		{Name: "embed", Module: embed},
 		{Name: "tokens", Module: tokens},
 		{Name: "pos", Module: &PositionEmbedding{Pos: nn.Param([]int{1, (in.H / 4) * (in.W / 4), a.Width}, nn.Embedding)}},
 		{Name: "block", Module: NewTransformerBlock(a.Width, a.Heads)},
 		{Name: "mean", Module: mean},
 		{Name: "head", Module: nn.NewLinear(a.Width, classes, true)},
-	})
+	}}, nil
 }
 
 func init() {
-	err := train.RegisterModel("se-net", SENet)
+	err := models.Register("se-net", SENet)
 	if err == nil {
-		err = train.RegisterModel("tiny-transformer", TinyTransformer)
+		err = models.Register("tiny-transformer", TinyTransformer)
 	}
 	if err != nil {
 		panic(err) // a name taken twice: a programming error, found at start

@@ -1,4 +1,4 @@
-package train
+package models
 
 import (
 	"fmt"
@@ -7,11 +7,54 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// The package's own models (NewModel), each a module of package nn. Their tensors, their order
-// and their initialization are those of the layer-by-layer models they were before, so
-// checkpoints written then load, resume and predict the same.
+// Stoke's own models, first written with package train's layers before models were modules of
+// package nn; their tensors, their order and their initialization are those models', so
+// checkpoints written then load, resume and predict the same:
+//
+//   - "mlp": flatten - linear 512 - relu - linear 256 - relu - linear classes
+//   - "cnn": conv 32 5x5 pad 2 - relu - maxpool 2 - conv 64 5x5 pad 2 - relu - maxpool 2 -
+//     flatten - linear 128 - relu - linear classes (the PyTorch peer's network; each relu runs
+//     after the maxpool that follows it, on a quarter of the values: ReLU is monotone, so the
+//     values and gradients are the same)
+//   - "resnet8", "resnet20": the CIFAR ResNets of He et al. (2016) for 28-32 px images: a 3x3
+//     stem of 16 channels, then 1 (resnet8) or 3 (resnet20) basic blocks in each of three stages of
+//     16, 32 and 64 channels (stride 2 at the start of the last two), global average pooling and a
+//     linear layer. Shortcuts that change shape are 1x1 convolutions with BatchNorm (He et al.'s
+//     option B).
+//   - "resnet18", "resnet50": torchvision's resnet18 and resnet50 (basic and bottleneck blocks,
+//     stride on the 3x3 convolution), with one change for small images: when both sides of the
+//     input are at most 32 px, the stem is a 3x3 stride-1 convolution without the max pooling
+//     (a 7x7 stride-2 stem and a stride-2 pooling would leave a 32 px image 1x1 before the last
+//     stage). From 33 px up the layers are exactly torchvision's.
+//
+// The ResNets' tensors carry torchvision's state_dict names (conv1.weight,
+// layer1.0.bn1.running_mean, fc.bias, ...), so an exported model loads into
+// torchvision.models.resnet18(num_classes=classes); mlp's and cnn's are "1.linear.weight" and
+// so on. Weights that feed a ReLU start He uniform, the others Glorot uniform (the trainer's rule
+// for a weight without a distribution of its own).
 
-// builtinModule builds one of builtinModels for images of shape in.
+// maxInput bounds the values of one input image a built-in model is built for (3x2364x2364).
+const maxInput = 1 << 24
+
+func init() {
+	for _, name := range []string{"mlp", "cnn", "resnet8", "resnet20", "resnet18", "resnet50"} {
+		err := Register(name, func(args string, in Shape, classes int) (*Model, error) {
+			if args != "" {
+				return nil, fmt.Errorf("%s takes no arguments, not %q", name, args)
+			}
+			m, err := builtinModule(name, in, classes)
+			if err != nil {
+				return nil, err
+			}
+			return &Model{Name: name, Module: m}, nil
+		})
+		if err != nil {
+			panic(err)
+		}
+	}
+}
+
+// builtinModule builds the built-in model name for images of shape in.
 func builtinModule(name string, in Shape, classes int) (nn.Module, error) {
 	if in.C <= 0 || in.H <= 0 || in.W <= 0 || in.Len() > maxInput || classes <= 0 {
 		return nil, fmt.Errorf("input %v, %d classes", in, classes)
@@ -67,6 +110,14 @@ func heWeight(w *nn.Tensor) {
 	s := w.Shape()
 	fanIn := prod(s[1:])
 	w.SetDist(nn.Uniform(math.Sqrt(6 / float64(fanIn))))
+}
+
+func prod(s []int) int {
+	p := 1
+	for _, v := range s {
+		p *= v
+	}
+	return p
 }
 
 // he makes a linear or convolution layer's weight start He uniform and returns the layer.
