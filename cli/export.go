@@ -13,6 +13,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -146,7 +147,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	}
 	if *format == "onnx" {
 		in := m.Input()
-		what += fmt.Sprintf("; ONNX opset %d, input float32 [N %d %d %d] normalized with mean %v, std %v", train.ONNXOpset, in.C, in.H, in.W, mean, std)
+		what += fmt.Sprintf("; ONNX opset %d, input float32 [N %d %d %d] normalized with mean %v, std %v", onnx.Opset, in.C, in.H, in.W, mean, std)
 		if pre != nil {
 			what += ", the checkpoint's evaluation transform and class names in its metadata"
 		}

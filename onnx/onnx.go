@@ -10,6 +10,10 @@
 // Which operators exist and what their attributes mean is ONNX's operator specification
 // (https://onnx.ai/onnx/operators/); this package checks the graph's wiring, not the operators.
 //
+// FromModule writes a module of package nn down as such a graph, from the record of its forward
+// pass (nn.Trace): train.Trainer.ExportONNX (stoke export --format onnx) is it, with the trained
+// weights and the model's metadata.
+//
 // # Concurrency
 //
 // The functions are safe to call from several goroutines on different Models. A Model is a value

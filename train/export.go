@@ -25,23 +25,9 @@ import (
 // file is written atomically (a temporary file renamed over path), once the weights are read back
 // from the device: if ctx ends first, nothing is written.
 func (t *Trainer) Export(ctx context.Context, path string) error {
-	// The state_dict's order, a BatchNorm's step count after its running statistics.
-	var ordered []safetensors.Tensor
-	for _, p := range t.m.all {
-		host := make([]float32, p.W.Len)
-		if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
-			return fmt.Errorf("train: export %s: %w", path, err)
-		}
-		ordered = append(ordered, safetensors.Tensor{Name: p.Name, Shape: p.Shape, F32: host})
-		if n, ok := t.numBatchesTracked(p); ok {
-			ordered = append(ordered, n)
-		}
-	}
-	if err := t.wait(ctx); err != nil {
+	ordered, err := t.StateDict(ctx)
+	if err != nil {
 		return fmt.Errorf("train: export %s: %w", path, err)
-	}
-	for _, d := range t.m.derived() {
-		ordered = append(ordered, safetensors.Tensor{Name: d.Name, Shape: d.Shape, F32: d.F32, I64: d.I64})
 	}
 	meta := map[string]string{"format": "pt", "stoke_model": t.m.String()}
 	var buf bytes.Buffer
@@ -77,4 +63,31 @@ func (t *Trainer) numBatchesTracked(p *Param) (safetensors.Tensor, bool) {
 		return safetensors.Tensor{}, false
 	}
 	return safetensors.Tensor{Name: prefix + ".num_batches_tracked", Shape: []int{}, I64: []int64{t.state.Tracked[prefix]}}, true
+}
+
+// StateDict returns the model's state_dict as PyTorch's model.state_dict() gives it, read back
+// from the device: each tensor's values in state_dict order (float32), each BatchNorm's
+// num_batches_tracked after its running statistics and the module's derived buffers (int64). It
+// is what Export writes.
+func (t *Trainer) StateDict(ctx context.Context) ([]safetensors.Tensor, error) {
+	var sd []safetensors.Tensor
+	for _, p := range t.m.all {
+		host := make([]float32, p.W.Len)
+		if len(host) > 0 {
+			if err := t.s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), p.W.Buf, 4*p.W.Off); err != nil {
+				return nil, err
+			}
+		}
+		sd = append(sd, safetensors.Tensor{Name: p.Name, Shape: p.Shape, F32: host})
+		if n, ok := t.numBatchesTracked(p); ok {
+			sd = append(sd, n)
+		}
+	}
+	if err := t.wait(ctx); err != nil {
+		return nil, err
+	}
+	for _, d := range t.m.derived() {
+		sd = append(sd, safetensors.Tensor{Name: d.Name, Shape: d.Shape, F32: d.F32, I64: d.I64})
+	}
+	return sd, nil
 }

@@ -1,14 +1,107 @@
-package train
+package onnx
 
 import (
+	"errors"
 	"fmt"
 	"math"
 	"reflect"
 	"slices"
+	"strings"
 
 	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/onnx"
 )
+
+// Opset is the version of ONNX's default operator set that FromModule writes: 17 (ONNX 1.12,
+// 2022), which onnxruntime from 1.12 on, TensorRT 8.6 and OpenVINO 2022.3 read.
+const Opset = 17
+
+// ErrNoForm: a forward pass FromModule cannot write down (an op without an ONNX form, a step
+// that mixes the samples of a batch or whose shape does not follow the batch's).
+var ErrNoForm = errors.New("no ONNX form")
+
+// FromModule writes down the forward pass of module m, which takes a batch [N C H W] of inputs of
+// per-sample shape in ([C H W]) and gives [N classes] logits, as a graph of name whose input
+// "input" is float32 [batch C H W] (batch dynamic) and whose output "logits" is [batch classes]
+// (the module's output flattened when it has more dimensions). The pass is traced by nn.Trace in
+// evaluation mode: BatchNorm on its running statistics (BatchNormalization nodes), dropout and
+// drop path left out; its fused ops are ONNX's (Conv with its groups, Gemm or MatMul,
+// BatchNormalization, LayerNormalization, Softmax, MaxPool, GlobalAveragePool), GELU its erf
+// composition (opset 17 has no Gelu), and reshapes take -1 where the batch goes, so that any
+// batch size runs. The module's tensors (nn.StateDict) are initializers under their state_dict
+// names, of the values weights gives by name; a fused op's node is named after its module.
+// The Model has the opset Opset and producer "stoke"; its metadata and doc are the caller's.
+func FromModule(name string, m nn.Module, in []int, classes int, weights map[string][]float32) (*Model, error) {
+	src := &source{name: name, module: m, in: slices.Clone(in), weights: weights}
+	var err error
+	if src.state, err = nn.StateDict(m); err != nil {
+		return nil, fmt.Errorf("onnx: %s: %w", name, err)
+	}
+	e := &emitter{}
+	e.g.Name = name
+	batch := Dim{Param: "batch"}
+	dims := []Dim{batch}
+	for _, d := range in {
+		dims = append(dims, Dim{Size: int64(d)})
+	}
+	e.g.Inputs = []Value{{Name: "input", Shape: dims}}
+	x, shape, err := e.module(src, "input")
+	if err != nil {
+		return nil, err
+	}
+	if len(shape) != 1 {
+		x = e.node("flatten", "Flatten", []string{x}, Int("axis", 1))
+	}
+	// The last node's output is the graph's "logits" (an Identity when no node gives it: a model
+	// that only flattens).
+	if n := len(e.g.Nodes); n > 0 && e.g.Nodes[n-1].Outputs[0] == x {
+		e.g.Nodes[n-1].Outputs[0] = "logits"
+	} else {
+		e.node("logits", "Identity", []string{x})
+	}
+	e.g.Outputs = []Value{{Name: "logits", Shape: []Dim{batch, {Size: int64(classes)}}}}
+	return &Model{Opset: Opset, Producer: "stoke", Graph: e.g}, nil
+}
+
+// source is what FromModule writes down.
+type source struct {
+	name    string
+	module  nn.Module
+	in      []int // per sample
+	state   []nn.Named
+	weights map[string][]float32
+}
+
+// emitter appends a model's nodes and initializers to an ONNX graph.
+type emitter struct{ g Graph }
+
+// node appends a node named name (its output tensor has the same name) and returns its output.
+func (e *emitter) node(name, op string, inputs []string, attrs ...Attr) string {
+	e.g.Nodes = append(e.g.Nodes, Node{Name: name, Op: op, Inputs: inputs, Outputs: []string{name}, Attrs: attrs})
+	return name
+}
+
+// init adds values as the initializer name of shape shape.
+func (e *emitter) init(name string, shape []int, values []float32) error {
+	n := 1
+	dims := make([]int64, len(shape))
+	for i, d := range shape {
+		dims[i] = int64(d)
+		n *= d
+	}
+	if len(values) != n {
+		return fmt.Errorf("tensor %s: %d values for shape %v", name, len(values), shape)
+	}
+	e.g.Initializers = append(e.g.Initializers, Tensor{Name: name, Dims: dims, Data: values})
+	return nil
+}
+
+// splitLast splits a tensor's name at its last dot: "layer1.0.bn2" and "running_var".
+func splitLast(name string) (prefix, last string) {
+	if i := strings.LastIndexByte(name, '.'); i >= 0 {
+		return name[:i], name[i+1:]
+	}
+	return "", name
+}
 
 // ONNX export of a model's module: nn.Trace writes the module's forward pass in evaluation mode down as steps (dropout and drop
 // path are gone), and each step becomes ONNX operators.
@@ -36,14 +129,14 @@ const nnInputRef = -1
 
 func paramRef(i int) int { return -2 - i }
 
-func newNNTrace(m *Model, batch int) (*nnTrace, error) {
-	steps, x, y, err := nn.Trace(m.module, batch, m.in.C, m.in.H, m.in.W)
+func newNNTrace(src *source, batch int) (*nnTrace, error) {
+	steps, x, y, err := nn.Trace(src.module, append([]int{batch}, src.in...)...)
 	if err != nil {
 		return nil, err
 	}
 	t := &nnTrace{steps: steps, in: x, out: y, refs: make([][]int, len(steps))}
 	ref := map[*nn.Tensor]int{x: nnInputRef}
-	for i, n := range m.state {
+	for i, n := range src.state {
 		ref[n.Tensor] = paramRef(i)
 	}
 	for i, s := range steps {
@@ -85,8 +178,8 @@ func batchFactors(a, b []int) ([]int, error) {
 
 // nnExport writes one traced module into an onnxEmitter's graph.
 type nnExport struct {
-	e      *onnxEmitter
-	m      *Model
+	e      *emitter
+	src    *source
 	tr     *nnTrace
 	k      [][]int  // batch factors of each step's output
 	names  []string // ONNX name of each step's output
@@ -96,15 +189,15 @@ type nnExport struct {
 	params []string // ONNX names of the module's tensors
 }
 
-// module appends the nodes of m's forward pass applied to x. It returns the output and its
+// module appends the nodes of s's forward pass applied to x. It returns the output and its
 // per-sample shape.
-func (e *onnxEmitter) module(m *Model, x string) (string, []int, error) {
+func (e *emitter) module(src *source, x string) (string, []int, error) {
 	fail := func(err error) (string, []int, error) {
-		return "", nil, fmt.Errorf("%w: %s: %w", ErrModel, m.name, err)
+		return "", nil, fmt.Errorf("onnx: %w: %s: %w", ErrNoForm, src.name, err)
 	}
 	var tr [2]*nnTrace
 	for i, n := range nnTraceBatches {
-		t, err := newNNTrace(m, n)
+		t, err := newNNTrace(src, n)
 		if err != nil {
 			return fail(fmt.Errorf("trace at batch size %d: %w", n, err))
 		}
@@ -114,7 +207,7 @@ func (e *onnxEmitter) module(m *Model, x string) (string, []int, error) {
 	if len(a.steps) != len(b.steps) || a.outRef != b.outRef {
 		return fail(fmt.Errorf("the forward pass takes %d steps at batch size %d and %d at %d", len(a.steps), nnTraceBatches[0], len(b.steps), nnTraceBatches[1]))
 	}
-	w := &nnExport{e: e, m: m, tr: a, k: make([][]int, len(a.steps)), names: make([]string, len(a.steps)), x: x, used: map[string]bool{}}
+	w := &nnExport{e: e, src: src, tr: a, k: make([][]int, len(a.steps)), names: make([]string, len(a.steps)), x: x, used: map[string]bool{}}
 	for i, s := range a.steps {
 		t := b.steps[i]
 		if s.Op != t.Op || !slices.Equal(a.refs[i], b.refs[i]) || !sameAttrs(s.Attr, t.Attr) {
@@ -130,8 +223,11 @@ func (e *onnxEmitter) module(m *Model, x string) (string, []int, error) {
 	if out := a.out.Shape(); len(out) == 0 || outK[0] != 1 || slices.ContainsFunc(outK[1:], func(k int) bool { return k != 0 }) {
 		return fail(fmt.Errorf("output of shape %v at batch size %d does not keep the batch as its first dimension only", out, nnTraceBatches[0]))
 	}
-	for _, p := range m.all {
-		w.params = append(w.params, e.init(p))
+	for _, n := range src.state {
+		if err := e.init(n.Name, n.Tensor.Shape(), src.weights[n.Name]); err != nil {
+			return fail(err)
+		}
+		w.params = append(w.params, n.Name)
 	}
 	// Only the steps the output depends on.
 	live := make([]bool, len(a.steps))
@@ -192,7 +288,7 @@ func (x *nnExport) shape(r int) []int {
 	case r == nnInputRef:
 		return x.tr.in.Shape()
 	case r < nnInputRef:
-		return x.m.state[-2-r].Tensor.Shape()
+		return x.src.state[-2-r].Tensor.Shape()
 	}
 	return x.tr.steps[r].Out.Shape()
 }
@@ -205,7 +301,7 @@ func (x *nnExport) factors(r int) []int {
 		k[0] = 1
 		return k
 	case r < nnInputRef:
-		return make([]int, x.m.state[-2-r].Tensor.Rank())
+		return make([]int, x.src.state[-2-r].Tensor.Rank())
 	}
 	return x.k[r]
 }
@@ -226,7 +322,7 @@ func (x *nnExport) stepName(i int, s nn.Step) string {
 	return name
 }
 
-func (x *nnExport) node(name, op string, inputs []string, attrs ...onnx.Attr) string {
+func (x *nnExport) node(name, op string, inputs []string, attrs ...Attr) string {
 	return x.e.node(name, op, inputs, attrs...)
 }
 
@@ -236,18 +332,18 @@ func (x *nnExport) ints(name string, v ...int) string {
 	for i, d := range v {
 		w[i] = int64(d)
 	}
-	return x.node(name, "Constant", nil, onnx.Ints("value_ints", w...))
+	return x.node(name, "Constant", nil, Ints("value_ints", w...))
 }
 
 // scalar is a Constant float32 scalar.
 func (x *nnExport) scalar(name string, v float32) string {
-	return x.node(name, "Constant", nil, onnx.Float("value_float", v))
+	return x.node(name, "Constant", nil, Float("value_float", v))
 }
 
 // batchSize is the batch size of the module's input, an int64 [1] tensor.
 func (x *nnExport) batchSize() string {
 	if x.batch == "" {
-		x.batch = x.node("batch_size", "Shape", []string{x.x}, onnx.Int("start", 0), onnx.Int("end", 1))
+		x.batch = x.node("batch_size", "Shape", []string{x.x}, Int("start", 0), Int("end", 1))
 	}
 	return x.batch
 }
@@ -277,7 +373,7 @@ func (x *nnExport) dynamicShape(name string, dims, k []int) string {
 		parts = append(parts, n)
 		d++
 	}
-	return x.node(name, "Concat", parts, onnx.Int("axis", 0))
+	return x.node(name, "Concat", parts, Int("axis", 0))
 }
 
 // step appends the nodes of step i and returns its output's name.
@@ -317,14 +413,14 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 	case "hardswish":
 		return x.node(name, "HardSwish", in), nil
 	case "hardsigmoid":
-		return x.node(name, "HardSigmoid", in, onnx.Float("alpha", 1.0/6), onnx.Float("beta", 0.5)), nil
+		return x.node(name, "HardSigmoid", in, Float("alpha", 1.0/6), Float("beta", 0.5)), nil
 	case "relu6":
 		return x.node(name, "Clip", []string{in[0], x.scalar(name+"/min", 0), x.scalar(name+"/max", 6)}), nil
 	case "linear":
 		if len(x.shape(refs[0])) == 2 {
-			return x.node(name, "Gemm", in, onnx.Float("alpha", 1), onnx.Float("beta", 1), onnx.Int("transA", 0), onnx.Int("transB", 1)), nil
+			return x.node(name, "Gemm", in, Float("alpha", 1), Float("beta", 1), Int("transA", 0), Int("transB", 1)), nil
 		}
-		wt := x.node(name+"/weight_t", "Transpose", in[1:2], onnx.Ints("perm", 1, 0))
+		wt := x.node(name+"/weight_t", "Transpose", in[1:2], Ints("perm", 1, 0))
 		if len(in) == 2 {
 			return x.node(name, "MatMul", []string{in[0], wt}), nil
 		}
@@ -334,40 +430,40 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 	case "conv2d":
 		w := x.shape(refs[1])
 		st, p := int64(max(attrInt("stride"), 1)), int64(attrInt("padding")) // stride 0 is 1
-		return x.node(name, "Conv", in, onnx.Ints("kernel_shape", int64(w[2]), int64(w[3])), onnx.Ints("strides", st, st),
-			onnx.Ints("pads", p, p, p, p), onnx.Ints("dilations", 1, 1), onnx.Int("group", int64(max(attrInt("groups"), 1)))), nil
+		return x.node(name, "Conv", in, Ints("kernel_shape", int64(w[2]), int64(w[3])), Ints("strides", st, st),
+			Ints("pads", p, p, p, p), Ints("dilations", 1, 1), Int("group", int64(max(attrInt("groups"), 1)))), nil
 	case "batch_norm": // x, weight, bias, running mean, running variance: ONNX's order
-		return x.node(name, "BatchNormalization", in, onnx.Float("epsilon", attrF32("eps")), onnx.Float("momentum", 1-attrF32("momentum"))), nil
+		return x.node(name, "BatchNormalization", in, Float("epsilon", attrF32("eps")), Float("momentum", 1-attrF32("momentum"))), nil
 	case "layer_norm":
 		if len(in) == 1 { // no affine tensors: a scale of ones
 			c := out[len(out)-1]
 			in = append(in, x.node(name+"/ones", "Expand", []string{x.scalar(name+"/one", 1), x.ints(name+"/cols", c)}))
 		}
-		return x.node(name, "LayerNormalization", in, onnx.Int("axis", -1), onnx.Float("epsilon", attrF32("eps"))), nil
+		return x.node(name, "LayerNormalization", in, Int("axis", -1), Float("epsilon", attrF32("eps"))), nil
 	case "softmax":
-		return x.node(name, "Softmax", in, onnx.Int("axis", -1)), nil
+		return x.node(name, "Softmax", in, Int("axis", -1)), nil
 	case "scaled_dot_product_attention": // opset 17 has no attention: softmax(scale·q·kᵀ)·v
 		perm := make([]int64, len(out))
 		for j := range perm {
 			perm[j] = int64(j)
 		}
 		perm[len(out)-2], perm[len(out)-1] = perm[len(out)-1], perm[len(out)-2]
-		kt := x.node(name+"/key_t", "Transpose", in[1:2], onnx.Ints("perm", perm...))
+		kt := x.node(name+"/key_t", "Transpose", in[1:2], Ints("perm", perm...))
 		scores := x.node(name+"/scores", "Mul", []string{x.node(name+"/matmul", "MatMul", []string{in[0], kt}), x.scalar(name+"/scale", attrF32("scale"))})
-		return x.node(name, "MatMul", []string{x.node(name+"/softmax", "Softmax", []string{scores}, onnx.Int("axis", -1)), in[2]}), nil
+		return x.node(name, "MatMul", []string{x.node(name+"/softmax", "Softmax", []string{scores}, Int("axis", -1)), in[2]}), nil
 	case "max_pool2d":
 		k, st, p := int64(attrInt("kernel")), int64(attrInt("stride")), int64(attrInt("padding"))
 		if st == 0 { // the kernel's size
 			st = k
 		}
-		return x.node(name, "MaxPool", in, onnx.Ints("kernel_shape", k, k), onnx.Ints("strides", st, st),
-			onnx.Ints("pads", p, p, p, p), onnx.Int("ceil_mode", 0)), nil
+		return x.node(name, "MaxPool", in, Ints("kernel_shape", k, k), Ints("strides", st, st),
+			Ints("pads", p, p, p, p), Int("ceil_mode", 0)), nil
 	case "global_avg_pool":
 		return x.node(name, "GlobalAveragePool", in), nil
 	case "reshape":
 		if k := x.factors(refs[0]); len(out) == 2 && k[0] == 1 && !slices.ContainsFunc(k[1:], func(k int) bool { return k != 0 }) &&
 			slices.Equal(x.k[i], []int{1, 0}) {
-			return x.node(name, "Flatten", in, onnx.Int("axis", 1)), nil // [N ...] to [N rest]
+			return x.node(name, "Flatten", in, Int("axis", 1)), nil // [N ...] to [N rest]
 		}
 		return x.node(name, "Reshape", []string{in[0], x.reshapeTarget(name+"/shape", out, x.k[i])}), nil
 	case "permute":
@@ -376,7 +472,7 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		for j, v := range perm {
 			p[j] = int64(v)
 		}
-		return x.node(name, "Transpose", in, onnx.Ints("perm", p...)), nil
+		return x.node(name, "Transpose", in, Ints("perm", p...)), nil
 	case "narrow":
 		d, start := attrInt("dim"), attrInt("start")
 		if x.factors(refs[0])[d] != 0 {
@@ -385,7 +481,7 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		return x.node(name, "Slice", []string{in[0], x.ints(name+"/starts", start), x.ints(name+"/ends", start+attrInt("length")),
 			x.ints(name+"/axes", d)}), nil
 	case "concat":
-		return x.node(name, "Concat", in, onnx.Int("axis", int64(attrInt("dim")))), nil
+		return x.node(name, "Concat", in, Int("axis", int64(attrInt("dim")))), nil
 	case "sum":
 		shape := x.shape(refs[0])
 		var axes []int
@@ -397,7 +493,7 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		if len(axes) == 0 { // only dimensions of size 1: the values as they are
 			return x.node(name, "Identity", in), nil
 		}
-		return x.node(name, "ReduceSum", []string{in[0], x.ints(name+"/axes", axes...)}, onnx.Int("keepdims", 1)), nil
+		return x.node(name, "ReduceSum", []string{in[0], x.ints(name+"/axes", axes...)}, Int("keepdims", 1)), nil
 	case "full":
 		return x.node(name, "Expand", []string{x.scalar(name+"/value", attrF32("value")), x.dynamicShape(name+"/shape", out, x.k[i])}), nil
 	case "constant":
@@ -409,7 +505,7 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 		for j, d := range out {
 			dims[j] = int64(d)
 		}
-		x.e.g.Initializers = append(x.e.g.Initializers, onnx.Tensor{Name: name, Dims: dims, Data: slices.Clone(values)})
+		x.e.g.Initializers = append(x.e.g.Initializers, Tensor{Name: name, Dims: dims, Data: slices.Clone(values)})
 		return name, nil
 	}
 	return "", fmt.Errorf("operator %q has no ONNX form", s.Op)
