@@ -64,6 +64,10 @@ import (
 // checksum mismatch, lengths that do not fit).
 var ErrFormat = errors.New("corrupt checkpoint")
 
+// ErrNoTrainingState: the training state of a version 4 checkpoint (its PATH.train-ID: the
+// optimizer's state and the EMA) is not beside it. ReadWeights reads the weights alone.
+var ErrNoTrainingState = errors.New("training state missing")
+
 // Version is the version Write writes; Read reads versions 1 to Version.
 const Version = 4
 
@@ -122,8 +126,16 @@ type Tensor struct {
 // Read reads and decodes the checkpoint at path (any version), streamed: the file is not held in
 // memory beside the File it decodes to. Anything but a regular file (a FIFO would block the read
 // forever, a device never end it) is refused before it is opened for reading. An error of the
-// bytes wraps ErrFormat.
-func Read(path string) (*File, error) {
+// bytes wraps ErrFormat; a version 4 checkpoint's training state not beside it,
+// ErrNoTrainingState.
+func Read(path string) (*File, error) { return read(path, false) }
+
+// ReadWeights reads the checkpoint at path as Read does, but of a version 4 checkpoint only the
+// weights file: each tensor's Values hold its weights alone. Predicting and exporting need no
+// more than that, nor the training state beside it.
+func ReadWeights(path string) (*File, error) { return read(path, true) }
+
+func read(path string, weightsOnly bool) (*File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -137,13 +149,19 @@ func Read(path string) (*File, error) {
 	}
 	defer fh.Close()
 	b := make([]byte, len(magic))
-	if n, _ := io.ReadFull(fh, b); n == len(b) && string(b) == magic {
-		if _, err := fh.Seek(0, io.SeekStart); err != nil {
-			return nil, err
-		}
-		return decode(bufio.NewReaderSize(fh, 1<<16), st.Size())
+	if n, _ := io.ReadFull(fh, b); n != len(b) || string(b) != magic {
+		return read4(path, weightsOnly)
 	}
-	return read4(path)
+	if _, err := fh.Seek(0, io.SeekStart); err != nil {
+		return nil, err
+	}
+	f, err := decode(bufio.NewReaderSize(fh, 1<<16), st.Size())
+	if err == nil && weightsOnly {
+		for i := range f.Tensors {
+			f.Tensors[i].Values = f.Tensors[i].Values[:min(1, len(f.Tensors[i].Values))]
+		}
+	}
+	return f, err
 }
 
 // Fill gives a streamed write the values of a set that the File leaves nil: it writes set k of
@@ -154,9 +172,9 @@ type Fill func(i, k int, dst []float32) error
 // folder, renamed over its name, so that a crash never leaves a half-written checkpoint under
 // path (see the Format). It streams: a value set that is nil in f.Tensors is taken from fill when
 // the write reaches it, into one buffer reused for every such set, so that the write holds one
-// tensor's values beyond what f holds, whatever the model's size (each set is taken twice: once
-// for the checksum, which the header holds, once to write it). fill may be nil when f holds every
-// value. Every tensor needs a Shape and as many value sets as the others.
+// tensor's values beyond what f holds, whatever the model's size (the checksum, which the header
+// holds, is written as a placeholder and set once the data is written). fill may be nil when f
+// holds every value. Every tensor needs a Shape and as many value sets as the others.
 func Write(path string, f *File, fill Fill) error { return write4(path, f, fill) }
 
 // Sniff reports whether the regular file at path is empty or is a checkpoint (what may be

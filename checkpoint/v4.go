@@ -6,6 +6,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"hash"
 	"hash/crc32"
@@ -40,6 +41,7 @@ const (
 	metaSets      = MetaPrefix + "sets"
 	metaTraining  = MetaPrefix + "training"
 	metaCRC       = MetaPrefix + "crc32c"
+	metaID        = MetaPrefix + "id" // the training state's ID, in its own metadata
 )
 
 // sidecarName matches the name of a training-state file beside its checkpoint: the checkpoint's
@@ -108,7 +110,7 @@ func write4(path string, f *File, fill Fill) error {
 		var id [8]byte
 		rand.Read(id[:])
 		sidecar = base + ".train-" + hex.EncodeToString(id[:])
-		if err := writeFile(filepath.Join(dir, sidecar), training, map[string]string{metaVersion: "4"}); err != nil {
+		if err := writeFile(filepath.Join(dir, sidecar), training, map[string]string{metaVersion: "4", metaID: hex.EncodeToString(id[:])}); err != nil {
 			return err
 		}
 		meta[metaTraining] = sidecar
@@ -236,8 +238,13 @@ func openFile(path string) (*safetensors.File, *os.File, error) {
 	return f, fh, nil
 }
 
-// read4 reads the version 4 checkpoint at path (see the package doc's Format).
-func read4(path string) (*File, error) {
+// read4 reads the version 4 checkpoint at path (see the package doc's Format): the weights, and
+// unless weightsOnly the training state beside them.
+func read4(path string, weightsOnly bool) (*File, error) {
+	// Through a symbolic link (latest.ckpt), the training state lies beside the file itself.
+	if resolved, err := filepath.EvalSymlinks(path); err == nil {
+		path = resolved
+	}
 	sf, fh, err := openFile(path)
 	if err != nil {
 		return nil, err
@@ -288,14 +295,10 @@ func read4(path string) (*File, error) {
 		}
 	}
 	var training *safetensors.File
-	if more {
-		name := md[metaTraining]
-		if !isSidecar(filepath.Base(path), name) {
-			return bad("the training state's name %q is not %s.train-ID", name, filepath.Base(path))
-		}
-		tf, th, err := openFile(filepath.Join(filepath.Dir(path), name))
+	if more && !weightsOnly {
+		tf, th, err := openTraining(path, md[metaTraining])
 		if err != nil {
-			return nil, fmt.Errorf("checkpoint: %w: the training state beside it (%s, written with it; copy it with the checkpoint to resume): %w", ErrFormat, name, err)
+			return nil, err
 		}
 		defer th.Close()
 		training = tf
@@ -307,8 +310,12 @@ func read4(path string) (*File, error) {
 			return bad("tensor %q: missing, repeated or not F32", name)
 		}
 		seen[name] = true
-		t := Tensor{Name: name, Shape: slices.Clone(info.Shape), Values: make([][]float32, sets[i])}
-		for k := range sets[i] {
+		n := sets[i]
+		if weightsOnly {
+			n = 1
+		}
+		t := Tensor{Name: name, Shape: slices.Clone(info.Shape), Values: make([][]float32, n)}
+		for k := range n {
 			file, key := sf, name
 			if k > 0 {
 				file, key = training, fmt.Sprintf("%d:%s", k, name)
@@ -325,6 +332,33 @@ func read4(path string) (*File, error) {
 		f.Tensors = append(f.Tensors, t)
 	}
 	return f, nil
+}
+
+// openTraining opens the training state named name in the metadata of the checkpoint at path:
+// PATH.train-ID, ID name's, or name itself in the same folder when the pair was written under
+// another name; its own metadata must hold the same ID.
+func openTraining(path, name string) (*safetensors.File, *os.File, error) {
+	dir, base := filepath.Dir(path), filepath.Base(path)
+	id, ok := strings.CutPrefix(sidecarName.FindString(name), ".train-")
+	if !ok || strings.ContainsAny(name, `/\`) {
+		return nil, nil, fmt.Errorf("checkpoint: %w: the training state's name %q is not NAME.train-ID", ErrFormat, name)
+	}
+	p := filepath.Join(dir, base+".train-"+id)
+	if _, err := os.Stat(p); err != nil {
+		p = filepath.Join(dir, name)
+	}
+	f, fh, err := openFile(p)
+	switch {
+	case errors.Is(err, os.ErrNotExist):
+		return nil, nil, fmt.Errorf("checkpoint: %w: %s.train-%s, written beside %s with it (copy it with the checkpoint to resume it or serve its EMA)",
+			ErrNoTrainingState, base, id, base)
+	case err != nil:
+		return nil, nil, fmt.Errorf("checkpoint: %w: the training state beside it (%s): %w", ErrFormat, filepath.Base(p), err)
+	case f.Metadata()[metaID] != id:
+		fh.Close()
+		return nil, nil, fmt.Errorf("checkpoint: %w: %s is the training state of another checkpoint (ID %q; want %s)", ErrFormat, filepath.Base(p), f.Metadata()[metaID], id)
+	}
+	return f, fh, nil
 }
 
 // sniff4 reports whether the file at path is a safetensors file of this package's version 4.

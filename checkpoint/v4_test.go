@@ -125,8 +125,11 @@ func TestVersion4Damage(t *testing.T) {
 	}
 	undo()
 	os.Rename(side, side+".away")
-	if _, err := Read(path); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "copy it with the checkpoint") {
-		t.Errorf("a missing training state: %v; want ErrFormat saying to copy it", err)
+	if _, err := Read(path); !errors.Is(err, ErrNoTrainingState) || !strings.Contains(err.Error(), "copy it with the checkpoint") {
+		t.Errorf("a missing training state: %v; want ErrNoTrainingState saying to copy it", err)
+	}
+	if w, err := ReadWeights(path); err != nil || len(w.Tensors[0].Values) != 1 || w.Tensors[0].Values[0][1] != -2 {
+		t.Errorf("ReadWeights without the training state: %+v, %v; want the weights", w, err)
 	}
 	os.Rename(side+".away", side)
 	if _, err := Read(path); err != nil {
@@ -145,7 +148,41 @@ func TestVersion4Damage(t *testing.T) {
 	name := sidecars(t, evil)[0]
 	b = []byte(strings.Replace(string(b), `"`+name+`"`, `"../../etc/passwd"`+strings.Repeat(" ", len(name)-len("../../etc/passwd")), 1))
 	os.WriteFile(evil, b, 0o644)
-	if _, err := Read(evil); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"../../etc/passwd" is not evil.train-ID`) {
+	if _, err := Read(evil); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), `"../../etc/passwd" is not NAME.train-ID`) {
 		t.Errorf("a training state named outside the folder: %v; want ErrFormat", err)
+	}
+}
+
+// TestVersion4Moved: the pair renamed together, or read through a symbolic link, still reads;
+// the training state of another checkpoint put in place of this one's is refused.
+func TestVersion4Moved(t *testing.T) {
+	dir := t.TempDir()
+	path := filepath.Join(dir, "ck")
+	if err := Write(path, sample(), nil); err != nil {
+		t.Fatal(err)
+	}
+	side := sidecars(t, path)[0]
+	renamed := filepath.Join(dir, "renamed")
+	os.Rename(path, renamed)
+	os.Rename(filepath.Join(dir, side), filepath.Join(dir, "renamed"+strings.TrimPrefix(side, "ck")))
+	if _, err := Read(renamed); err != nil {
+		t.Errorf("the pair renamed together: %v", err)
+	}
+	link := filepath.Join(t.TempDir(), "latest")
+	if err := os.Symlink(renamed, link); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := Read(link); err != nil {
+		t.Errorf("through a symbolic link: %v", err)
+	}
+	other := filepath.Join(dir, "other")
+	if err := Write(other, sample(), nil); err != nil {
+		t.Fatal(err)
+	}
+	mine := sidecars(t, renamed)[0]
+	b, _ := os.ReadFile(filepath.Join(dir, sidecars(t, other)[0]))
+	os.WriteFile(filepath.Join(dir, mine), b, 0o644)
+	if _, err := Read(renamed); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "of another checkpoint") {
+		t.Errorf("another checkpoint's training state: %v; want ErrFormat saying so", err)
 	}
 }

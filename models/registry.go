@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"slices"
 	"strings"
 	"sync"
@@ -131,33 +132,64 @@ func DecodeArgs(args string, dst any) error {
 	if args == "" {
 		return nil
 	}
-	obj := []byte(args)
-	if !strings.HasPrefix(args, "{") {
-		fields := map[string]json.RawMessage{}
+	fields := map[string]json.RawMessage{}
+	seen := map[string]bool{} // keys in lower case: encoding/json matches field names regardless of case
+	add := func(k string, v json.RawMessage) error {
+		if seen[strings.ToLower(k)] {
+			return fmt.Errorf("argument %s given twice", k)
+		}
+		if string(v) == "null" {
+			return fmt.Errorf("argument %s: null; leave it out for the default", k)
+		}
+		seen[strings.ToLower(k)] = true
+		fields[k] = v
+		return nil
+	}
+	if strings.HasPrefix(args, "{") {
+		dec := json.NewDecoder(strings.NewReader(args))
+		if tok, err := dec.Token(); err != nil || tok != json.Delim('{') {
+			return fmt.Errorf("arguments %q: not a JSON object", args)
+		}
+		for dec.More() {
+			tok, err := dec.Token()
+			if err != nil {
+				return fmt.Errorf("arguments %q: %w", args, err)
+			}
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return fmt.Errorf("arguments %q: %w", args, err)
+			}
+			if err := add(tok.(string), v); err != nil {
+				return err
+			}
+		}
+		if _, err := dec.Token(); err != nil { // the closing brace
+			return fmt.Errorf("arguments %q: %w", args, err)
+		}
+		if _, err := dec.Token(); err != io.EOF {
+			return fmt.Errorf("arguments %q: more after the JSON object", args)
+		}
+	} else {
 		for _, kv := range strings.Split(args, ",") {
 			k, v, ok := strings.Cut(kv, "=")
 			k, v = strings.TrimSpace(k), strings.TrimSpace(v)
 			if !ok || k == "" {
 				return fmt.Errorf("argument %q: want key=value", strings.TrimSpace(kv))
 			}
-			if _, dup := fields[k]; dup {
-				return fmt.Errorf("argument %s given twice", k)
-			}
 			raw := json.RawMessage(v)
 			if !json.Valid(raw) { // a bare word: a string
 				raw, _ = json.Marshal(v)
 			}
-			fields[k] = raw
+			if err := add(k, raw); err != nil {
+				return err
+			}
 		}
-		obj, _ = json.Marshal(fields)
 	}
+	obj, _ := json.Marshal(fields)
 	dec := json.NewDecoder(bytes.NewReader(obj))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(dst); err != nil {
 		return fmt.Errorf("arguments %q: %w", args, err)
-	}
-	if dec.More() {
-		return fmt.Errorf("arguments %q: more than one JSON object", args)
 	}
 	return nil
 }

@@ -74,12 +74,16 @@ func TestDecodeArgs(t *testing.T) {
 		}
 	}
 	for in, want := range map[string]string{
-		"heads=3,heads=4": "heads given twice",
-		"hedas=3":         `unknown field "hedas"`,
-		"heads=four":      "heads",
-		"heads":           `argument "heads": want key=value`,
-		`{"heads": 1} {}`: "more than one JSON object",
-		`{"heads": "x"}`:  "heads",
+		"heads=3,heads=4":       "heads given twice",
+		"hedas=3":               `unknown field "hedas"`,
+		"heads=four":            "heads",
+		"heads":                 `argument "heads": want key=value`,
+		`{"heads": 1} {}`:       "more after the JSON object",
+		`{"heads":4,"heads":8}`: "heads given twice",
+		"heads=4,Heads=8":       "Heads given twice",
+		"heads=null":            "heads: null",
+		`{"heads":4}}`:          "more after the JSON object",
+		`{"heads": "x"}`:        "heads",
 	} {
 		var a args
 		if err := models.DecodeArgs(in, &a); err == nil || !strings.Contains(err.Error(), want) {

@@ -1,6 +1,7 @@
 package nn_test
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"testing"
@@ -9,14 +10,17 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// twoLayers is fc2(relu(fc1(x))), with a tensor the pass does not use and a frozen one.
+// twoLayers is fc2(relu(fc1(x))), with a tensor the pass does not use, a frozen one, and one
+// used in a product the output does not depend on.
 type twoLayers struct {
 	FC1, FC2 *nn.LinearLayer
 	Unused   *nn.Tensor
 	Frozen   *nn.Tensor
+	Side     *nn.Tensor
 }
 
 func (m *twoLayers) Forward(x *nn.Tensor) *nn.Tensor {
+	nn.Mul(x, m.Side) // a result nothing reads: Side's gradient is zero
 	return nn.Add(m.FC2.Forward(nn.ReLU(m.FC1.Forward(x))), m.Frozen)
 }
 
@@ -27,7 +31,7 @@ func (m *twoLayers) Forward(x *nn.Tensor) *nn.Tensor {
 func TestOnGradient(t *testing.T) {
 	e := newEnv(t)
 	m := &twoLayers{FC1: nn.NewLinear(3, 4, true), FC2: nn.NewLinear(4, 2, true),
-		Unused: nn.Param([]int{5}, nn.Weight), Frozen: nn.Param([]int{2}, nn.Zeros)}
+		Unused: nn.Param([]int{5}, nn.Weight), Frozen: nn.Param([]int{2}, nn.Zeros), Side: nn.Param([]int{3}, nn.Ones)}
 	if err := nn.Bind(m, e.a, e.s, 1); err != nil {
 		t.Fatal(err)
 	}
@@ -51,8 +55,17 @@ func TestOnGradient(t *testing.T) {
 		loss := nn.CrossEntropy(m.Forward(x), e.labels([]int32{1, 0}), 0)
 		var got []string
 		boom := errors.New("boom")
+		if err := e.ops.Fill(e.s, m.Side.GradData(), 42); err != nil { // stale memory
+			t.Fatal(err)
+		}
 		g.OnGradient(func(p *nn.Tensor) error {
 			got = append(got, name[p])
+			if p == m.Side {
+				v, err := g.Input(p.GradData(), 3).Host(context.Background(), nil)
+				if err != nil || !slices.Equal(v, []float32{0, 0, 0}) {
+					t.Errorf("side's gradient when its hook runs: %v, %v; want zeros", v, err)
+				}
+			}
 			if fail && len(got) == 2 {
 				return boom
 			}
@@ -68,7 +81,7 @@ func TestOnGradient(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := []string{"fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias", "unused"}
+		want := []string{"fc2.weight", "fc2.bias", "fc1.weight", "fc1.bias", "side", "unused"}
 		if !slices.Equal(got, want) {
 			t.Fatalf("hook calls %v; want %v", got, want)
 		}

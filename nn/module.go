@@ -91,6 +91,13 @@ func StateDict(m Module) ([]Named, error) {
 // order StateDict lists their tensors: torch.nn.Module.modules(), over which a model's
 // constructor initializes its layers (SetDist).
 func Apply(m Module, fn func(Module)) error {
+	return walk(reflect.ValueOf(m), "", visitor{module: func(_ string, m Module) { fn(m) }}, 0)
+}
+
+// Modules calls fn with m and each module in it, as Apply does, with the module's name: the
+// prefix of its tensors' StateDict names ("" for m; "encoder.layers.encoder_layer_0"),
+// torch.nn.Module.named_modules().
+func Modules(m Module, fn func(name string, m Module)) error {
 	return walk(reflect.ValueOf(m), "", visitor{module: fn}, 0)
 }
 
@@ -104,7 +111,7 @@ var (
 // be nil.
 type visitor struct {
 	tensor func(name string, t *Tensor)
-	module func(m Module)
+	module func(name string, m Module)
 }
 
 func walk(v reflect.Value, prefix string, vis visitor, depth int) error {
@@ -121,7 +128,7 @@ func walk(v reflect.Value, prefix string, vis visitor, depth int) error {
 		return nil
 	}
 	if vis.module != nil && v.Type().Implements(moduleType) {
-		vis.module(v.Interface().(Module))
+		vis.module(prefix, v.Interface().(Module))
 	}
 	for v.Kind() == reflect.Pointer && v.Type() != tensorType {
 		if v = v.Elem(); v.Kind() == reflect.Pointer && v.IsNil() {

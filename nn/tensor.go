@@ -552,18 +552,29 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 			}
 		}
 		for ; done < len(g.gradDone) && g.firstUse[g.gradDone[done]] == i && g.err == nil; done++ {
-			g.fail(g.onGrad(g.params[g.gradDone[done]]))
+			g.gradReady(g.params[g.gradDone[done]])
 		}
 	}
 	for _, p := range g.params {
 		if p.p.g.Len > 0 && !g.written[p.p] {
+			g.written[p.p] = true
 			g.run(func() error { return g.ops.Fill(g.s, p.p.g, 0) })
 		}
 	}
 	for ; done < len(g.gradDone) && g.err == nil; done++ {
-		g.fail(g.onGrad(g.params[g.gradDone[done]]))
+		g.gradReady(g.params[g.gradDone[done]])
 	}
 	return g.err
+}
+
+// gradReady hands p to OnGradient's hook, its gradient complete: zeros when no op gave it one
+// (a use whose result the loss does not depend on, a frozen batch norm's bias).
+func (g *Graph) gradReady(p *Tensor) {
+	if !g.written[p.p] {
+		g.written[p.p] = true
+		g.run(func() error { return g.ops.Fill(g.s, p.p.g, 0) })
+	}
+	g.fail(g.onGrad(p))
 }
 
 // OnGradient makes Backward call fn once for each attached parameter it writes a gradient for

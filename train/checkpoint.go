@@ -169,6 +169,13 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		what = "load checkpoint"
 	}
 	c, err := readSaved(path)
+	var missing error // a trainer without an optimizer takes the weights without the training state
+	if errors.Is(err, checkpoint.ErrNoTrainingState) && t.opt == nil {
+		missing = err
+		if c, err = readCheckpoint(path, checkpoint.ReadWeights); err == nil {
+			c.weightsOnly = true
+		}
+	}
 	if err != nil {
 		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
@@ -201,7 +208,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	}
 	// The EMA is loaded when the run keeps one, or to serve it (a trainer without an optimizer);
 	// a run with an EMA that resumes a checkpoint without one starts it from the weights (setup).
-	ema := c.state.EMA && (t.cfg.EMA > 0 || t.opt == nil)
+	ema := c.state.EMA && (t.cfg.EMA > 0 || t.opt == nil) && missing == nil
 	if ema && !t.hasEMA {
 		if err := t.allocEMA(); err != nil {
 			return err
@@ -232,6 +239,10 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	plateau := t.state.Plateau
 	t.state = c.state
 	t.state.EMA = false // t.hasEMA says whether the trainer has one
+	t.emaMissing = nil
+	if c.state.EMA && missing != nil {
+		t.emaMissing = fmt.Errorf("%w: its EMA lies in its training state: %w", ErrCheckpoint, missing)
+	}
 	t.state.Preprocess = nil
 	if t.cfg.Preprocess == nil { // the checkpoint's, also over an earlier Load's
 		t.pre = pre
@@ -268,7 +279,7 @@ func (t *Trainer) check(c *saved) error {
 		return fmt.Errorf("train: %w: %d parameters; model has %d", ErrMismatch, len(c.Tensors), len(all))
 	}
 	ema := 0
-	if c.state.EMA {
+	if c.state.EMA && !c.weightsOnly {
 		ema = 1
 	}
 	for i, p := range all {
@@ -328,14 +339,19 @@ func finite(v []float32) error {
 // saved is a checkpoint read back, its loop state and history decoded.
 type saved struct {
 	*checkpoint.File
-	state   loopState
-	history []EpochResult
+	state       loopState
+	history     []EpochResult
+	weightsOnly bool // read without the training state: each tensor's weights alone
 }
 
 // readSaved reads the checkpoint at path; an unreadable one gives an error wrapping
 // ErrCheckpoint.
-func readSaved(path string) (*saved, error) {
-	f, err := checkpoint.Read(path)
+func readSaved(path string) (*saved, error) { return readCheckpoint(path, checkpoint.Read) }
+
+// readCheckpoint is readSaved through read: checkpoint.Read, or ReadWeights for the weights
+// alone.
+func readCheckpoint(path string, read func(string) (*checkpoint.File, error)) (*saved, error) {
+	f, err := read(path)
 	if err != nil {
 		return nil, err
 	}

@@ -205,3 +205,34 @@ func TestResumeNothingLeft(t *testing.T) {
 		t.Errorf("resume to 3 epochs: %d done", tr.Epochs())
 	}
 }
+
+// TestCheckpointWithoutTrainingState: a checkpoint copied without its training state still
+// predicts (a trainer without an optimizer takes the weights), but does not resume, and its EMA
+// cannot be served: UseEMA says where it lies.
+func TestCheckpointWithoutTrainingState(t *testing.T) {
+	f := newFixture(t, 64)
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck, EMA: 0.9})
+	tr.UseEMA(t.Context()) // what a served trainer predicts is not the point: the weights are
+	entries, _ := os.ReadDir(dir)
+	for _, e := range entries {
+		if strings.HasPrefix(e.Name(), "ck.train-") {
+			os.Remove(filepath.Join(dir, e.Name()))
+		}
+	}
+	served, err := New(t.Context(), smallMLP(t), f.dev, nil, Config{Resume: ck})
+	if err != nil {
+		t.Fatalf("a trainer without an optimizer on a checkpoint without its training state: %v", err)
+	}
+	defer served.Close()
+	if _, err := served.Predict(t.Context(), f.test); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := served.UseEMA(t.Context()); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "training state") {
+		t.Errorf("UseEMA without the training state: %v; want ErrCheckpoint naming the training state", err)
+	}
+	if _, err := New(t.Context(), smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Resume: ck}); !errors.Is(err, checkpoint.ErrNoTrainingState) {
+		t.Errorf("resume without the training state: %v; want ErrNoTrainingState", err)
+	}
+}

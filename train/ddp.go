@@ -60,11 +60,13 @@ const (
 
 // ddp is a trainer's data-parallel state, PyTorch's DistributedDataParallel in its default
 // configuration: parameters and buffers broadcast from rank 0 before training, gradients
-// averaged over the ranks in buckets, each bucket's all-reduce started as soon as the layers that
-// produce it have finished their backward pass, so that communication overlaps the rest of it.
+// averaged over the ranks in buckets, each bucket's all-reduce started as soon as the backward
+// pass has completed its gradients and those of the buckets before it (nn.Graph.OnGradient), so
+// that communication overlaps the rest of the pass.
 //
-// A step's buckets are reduced in one fixed order (the reverse of the parameters' order, which is
-// the order backward produces them) by one communication goroutine per step, which the step joins
+// A step's buckets are reduced in one fixed order (the order the backward pass completes the
+// gradients, found from the model's trace: Model.order; a bucket complete before an earlier one
+// waits for it, as PyTorch's Reducer does) by one communication goroutine per step, which the step joins
 // before it enqueues the update. Every rank's gradients are then the same bits (the collective
 // guarantees it), so the updates, and the weights after them, are the same bits on every rank.
 // The model's gradients lie end to end in that order (Model.bind), so a bucket is one range of
@@ -134,7 +136,7 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 		cur = bucket{lo: n}
 	}
 	for _, p := range m.order {
-		if p.frozen { // no gradient to reduce (Config.FreezeBackbone)
+		if p.frozen || prod(p.Shape) == 0 { // no gradient to reduce (Config.FreezeBackbone), or an empty one
 			continue
 		}
 		cur.params = append(cur.params, p)
@@ -159,21 +161,26 @@ func newDDP(g Collective, m *Model, capBytes int) *ddp {
 	return d
 }
 
-// hook returns the backward pass's gradDone for a step: it calls reduce with each bucket once
-// the gradients of all its tensors are enqueued.
+// hook returns the backward pass's gradDone for a step: it calls reduce with each bucket, in
+// order, once the gradients of all its tensors and of the buckets before it are enqueued, so that
+// every rank's all-reduces come in the same order whatever order the pass completes them in.
 func (d *ddp) hook(reduce func(bi int) error) func(p *Param) error {
 	for i, b := range d.buckets {
 		d.pending[i] = len(b.params)
 	}
+	next := 0 // the first bucket not reduced yet
 	return func(p *Param) error {
 		bi, ok := d.bucketOf[p]
 		if !ok {
 			return nil
 		}
-		if d.pending[bi]--; d.pending[bi] > 0 {
-			return nil
+		d.pending[bi]--
+		for ; next < len(d.buckets) && d.pending[next] == 0; next++ {
+			if err := reduce(next); err != nil {
+				return err
+			}
 		}
-		return reduce(bi)
+		return nil
 	}
 }
 

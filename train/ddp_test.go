@@ -852,3 +852,43 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		}
 	}
 }
+
+// withEmpty is a linear layer and a tensor of no values (a [1 0 4] parameter).
+type withEmpty struct {
+	FC    *nn.LinearLayer
+	Empty *nn.Tensor
+}
+
+func (m *withEmpty) Forward(x *nn.Tensor) *nn.Tensor { return m.FC.Forward(nn.Flatten(x)) }
+
+// TestBucketsLaunchInOrder: a tensor of no values is in no bucket (its gradient never comes), and
+// buckets that complete out of order are handed over in order, each once the ones before it are
+// complete, so that every rank's all-reduces come in the same order.
+func TestBucketsLaunchInOrder(t *testing.T) {
+	m, err := Net("with-empty", img8, 10, &withEmpty{FC: nn.NewLinear(64, 10, true), Empty: nn.Param([]int{1, 0, 4}, nn.Weight)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	d := newDDP(nil, m, 1) // a bucket per tensor
+	if len(d.buckets) != 2 {
+		t.Fatalf("%d buckets; want 2 (fc.weight, fc.bias; none for the empty tensor)", len(d.buckets))
+	}
+	for i, b := range d.buckets {
+		if b.grad.Len == 0 || b.params[0].Name == "empty" {
+			t.Errorf("bucket %d holds %s with %d gradient values", i, b.params[0].Name, b.grad.Len)
+		}
+	}
+	var got []int
+	done := d.hook(func(bi int) error { got = append(got, bi); return nil })
+	if err := done(d.buckets[1].params[0]); err != nil || len(got) != 0 {
+		t.Fatalf("bucket 1 complete before bucket 0: handed over %v (%v); want none yet", got, err)
+	}
+	if err := done(d.buckets[0].params[0]); err != nil || !slices.Equal(got, []int{0, 1}) {
+		t.Fatalf("then bucket 0: handed over %v (%v); want [0 1]", got, err)
+	}
+}

@@ -9,7 +9,7 @@ import (
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
-// Derived is a module whose PyTorch twin keeps, as persistent buffers, tensors it derives from
+// Derived is a module (the model's, or one inside it) whose PyTorch twin keeps, as persistent buffers, tensors it derives from
 // its configuration (a Swin's relative_position_index and V2's relative_coords_table). Stoke
 // computes them in the forward pass, so they are neither trained nor loaded; but the twin's
 // state_dict holds them, so LoadWeights accepts a file's copy when it equals the module's (and
@@ -20,12 +20,20 @@ type Derived interface {
 	Derived() []nn.DerivedTensor
 }
 
-// derived returns the model's derived tensors (none when its module is not Derived).
+// derived returns the derived tensors of the model's Derived modules, named as in the model.
 func (m *Model) derived() []nn.DerivedTensor {
-	if d, ok := m.module.(Derived); ok {
-		return d.Derived()
-	}
-	return nil
+	var out []nn.DerivedTensor
+	nn.Modules(m.module, func(name string, mod nn.Module) { // StateDict walked the same tree: no error
+		if d, ok := mod.(Derived); ok {
+			for _, t := range d.Derived() {
+				if name != "" {
+					t.Name = name + "." + t.Name
+				}
+				out = append(out, t)
+			}
+		}
+	})
+	return out
 }
 
 // checkDerived reports why the tensor t of file f is not the derived tensor d, or nil when it

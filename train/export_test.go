@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/stoke-ml/stoke/checkpoint"
 	"math"
 	"os"
 	"path/filepath"
@@ -979,5 +980,40 @@ func TestExportONNXNNRefused(t *testing.T) {
 	}
 	if _, err := os.Stat(path); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("a refused export left %s: %v", path, err)
+	}
+}
+
+// derivedIndex is a module with a derived buffer "index" of its own and a scalar parameter.
+type derivedIndex struct {
+	FC    *nn.LinearLayer
+	Scale *nn.Tensor
+}
+
+func (m *derivedIndex) Forward(x *nn.Tensor) *nn.Tensor {
+	return nn.Mul(m.FC.Forward(nn.Flatten(x)), m.Scale)
+}
+func (m *derivedIndex) Derived() []nn.DerivedTensor {
+	return []nn.DerivedTensor{{Name: "index", Shape: []int{2}, I64: []int64{0, 1}}}
+}
+
+// TestDerivedNested: a Derived module inside another has its buffers named after its place, and
+// a scalar parameter (no shape) checkpoints.
+func TestDerivedNested(t *testing.T) {
+	m, err := Net("nested", img8, 10, nn.Dict{{Name: "inner", Module: &derivedIndex{FC: nn.NewLinear(64, 10, true), Scale: nn.Param(nil, nn.Ones)}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d := m.derived(); len(d) != 1 || d[0].Name != "inner.index" {
+		t.Errorf("derived tensors %+v; want inner.index", d)
+	}
+	f := newFixture(t, 32)
+	ck := filepath.Join(t.TempDir(), "ck")
+	fit(t, f, m, SGD{LR: 0.01}, Config{Epochs: 1, Checkpoint: ck})
+	c, err := checkpoint.Read(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(c.Tensors); n != 3 {
+		t.Errorf("the checkpoint holds %d tensors; want fc's two and the scalar", n)
 	}
 }

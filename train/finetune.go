@@ -64,6 +64,15 @@ func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 			return nil, fmt.Errorf("train: %w: FreezeUpTo %q names no layer of %s (its layers, two names deep: %s; "+
 				"any prefix of a tensor's name that ends before a dot is a layer)", ErrConfig, cfg.FreezeUpTo, m.name, layerNames(m.all, 2, 40))
 		}
+		// A tensor named whole freezes the rest of its module with it (a batch norm's bias with
+		// its weight: half of one would run in evaluation mode and leave the other untrained).
+		module, _ := splitLast(m.all[upTo].Name)
+		for upTo+1 < len(m.all) {
+			if next, _ := splitLast(m.all[upTo+1].Name); next != module {
+				break
+			}
+			upTo++
+		}
 	}
 	for i := 0; i <= upTo; i++ {
 		p := m.all[i]

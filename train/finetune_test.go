@@ -239,3 +239,22 @@ func TestLayerDecayScale(t *testing.T) {
 		}
 	}
 }
+
+// TestFreezeUpToTensor: FreezeUpTo naming one tensor freezes the rest of its module with it: a
+// batch norm's bias with its weight (frozen alone, the weight would put the norm in evaluation
+// mode and leave the bias without a gradient).
+func TestFreezeUpToTensor(t *testing.T) {
+	m := smallResNet(t)
+	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{FreezeUpTo: "1.batchnorm.weight"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var frozen []string
+	for _, p := range m.frozen {
+		frozen = append(frozen, p.Name)
+	}
+	if want := []string{"0.conv2d.weight", "1.batchnorm.weight", "1.batchnorm.bias"}; !slices.Equal(frozen, want) {
+		t.Errorf("frozen %v; want %v", frozen, want)
+	}
+}

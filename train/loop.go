@@ -327,10 +327,15 @@ func (t *Trainer) swapEMA() {
 // the model at the last evaluation (Fit's, or the checkpoint's: LastEpoch has both scores), as
 // an EMA that has not caught up with the training does on a run too short for its decay. A ctx
 // already done fails it, changing nothing; one that ends during its wait for the device gives
-// true with ctx's error (the copy completes on the stream).
+// true with ctx's error (the copy completes on the stream). A checkpoint keeps its EMA in its
+// training state (PATH.train-ID): loaded without it, by a trainer without an optimizer, its EMA
+// cannot be served, and UseEMA fails with an error wrapping ErrCheckpoint that says so.
 func (t *Trainer) UseEMA(ctx context.Context) (bool, error) {
 	if err := ctx.Err(); err != nil {
 		return false, fmt.Errorf("train: use EMA: %w", err)
+	}
+	if t.emaMissing != nil {
+		return false, fmt.Errorf("train: use EMA: %w (or serve the trained weights)", t.emaMissing)
 	}
 	if !t.hasEMA || t.state.EMABehind {
 		return false, nil

@@ -45,6 +45,9 @@ const (
 // distribution the module's.
 func newParam(name string, t *nn.Tensor) *Param {
 	shape := t.Shape()
+	if shape == nil {
+		shape = []int{} // a scalar
+	}
 	p := &Param{Name: name, Shape: shape, fanIn: 1, fanOut: 1, dist: t.Dist()}
 	switch init := t.InitKind(); {
 	case !t.Trained() && init == nn.Ones:

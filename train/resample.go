@@ -2,11 +2,13 @@ package train
 
 import (
 	"fmt"
+	"strings"
 
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
-// Resampler is a model's module some of whose tensors can take a weights file's values made for
+// Resampler is a module (the model's, or one inside it) some of whose tensors can take a weights file's values made for
 // another shape: a vision transformer's position embeddings, learned on one image size, resampled
 // to the model's grid as timm's resample_abs_pos_embed does. Without it, weights trained at 224 px
 // could not start a model of another image size. LoadWeights (and so Config.Init and stoke
@@ -24,12 +26,14 @@ type resampled struct {
 	values []float32
 }
 
-// resamplerOf is the model's module when it is a Resampler, and p's name in it; nil when not.
-func (m *Model) resamplerOf(p *Param) (Resampler, string) {
-	if r, ok := m.module.(Resampler); ok {
-		return r, p.Name
-	}
-	return nil, ""
+// resamplerOf is the innermost Resampler module holding p, and p's name in it; nil when none.
+func (m *Model) resamplerOf(p *Param) (r Resampler, name string) {
+	nn.Modules(m.module, func(prefix string, mod nn.Module) { // StateDict walked the same tree: no error
+		if rs, ok := mod.(Resampler); ok && (prefix == "" || strings.HasPrefix(p.Name, prefix+".")) {
+			r, name = rs, strings.TrimPrefix(strings.TrimPrefix(p.Name, prefix), ".")
+		}
+	})
+	return r, name
 }
 
 // resample reads the file tensors that match left for their module to resample (those whose

@@ -97,14 +97,15 @@ type Config struct {
 	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
 	// tensor (LoadOptions.AllowNonFinite).
 	AllowNonFinite bool
-	// FreezeBackbone freezes every tensor but the head's (the last layer with parameters; in a
-	// zoo model, its last linear layer: heads.head, fc, classifier.2); FreezeUpTo, if set,
-	// freezes the layers from the first up to the last one whose tensor names start with
-	// FreezeUpTo + "." ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3; in a zoo
-	// model, the tensors up to that one in state_dict order). A frozen tensor gets no gradient,
-	// no optimizer state and no update (the backward pass stops before a layer that trains
-	// nothing), and a BatchNorm frozen runs on its running statistics, which it keeps
-	// (torchvision's FrozenBatchNorm2d). At most one of the two may be set.
+	// FreezeBackbone freezes every tensor but the head's (the model's last linear layer:
+	// heads.head, fc, classifier.2); FreezeUpTo, if set, freezes the tensors in state_dict order
+	// from the first up to the last of the module FreezeUpTo names: a prefix of tensor names that
+	// ends before a dot ("layer3" in a resnet freezes conv1, bn1 and layer1 to layer3), or one
+	// tensor, whose module's other tensors freeze with it ("layer1.0.bn1.weight" freezes its bias
+	// too). A frozen tensor gets no gradient, no optimizer state and no update (the backward pass
+	// does no work only frozen tensors need), and a BatchNorm frozen runs on its running
+	// statistics, which it keeps (torchvision's FrozenBatchNorm2d). At most one of the two may be
+	// set.
 	FreezeBackbone bool
 	FreezeUpTo     string
 	// BackboneLRScale, if not 0, multiplies the learning rate of every layer but the head (a
@@ -395,8 +396,10 @@ type Trainer struct {
 	sq, norms kernels.F32
 	gradNorm  float64 // the last step's gradient norm, before clipping
 	hasEMA    bool
-	lr        float64 // the last step's learning rate
-	higher    bool    // the validation metric is better higher (an accuracy, not an MSE)
+	// emaMissing says why a checkpoint's EMA was not loaded: its training state was not beside it.
+	emaMissing error
+	lr         float64 // the last step's learning rate
+	higher     bool    // the validation metric is better higher (an accuracy, not an MSE)
 
 	host [4]byte // loss and count read-back
 }

@@ -19,7 +19,7 @@ func WriteFile(path string, b []byte, perm os.FileMode) error {
 }
 
 // Write is WriteFile with the content streamed by write, so that it need not be in memory at
-// once; an error of write leaves path as it was.
+// once; an error of write leaves path as it was. Once the file is renamed, the folder is synced.
 func Write(path string, perm os.FileMode, write func(w io.Writer) error) error {
 	fh, err := os.CreateTemp(filepath.Dir(path), TempPrefix(path)+"*")
 	if err != nil {
@@ -40,8 +40,22 @@ func Write(path string, perm os.FileMode, write func(w io.Writer) error) error {
 	}
 	if err != nil {
 		os.Remove(fh.Name())
+		return err
 	}
-	return err
+	return syncDir(filepath.Dir(path))
+}
+
+// syncDir makes the folder's entries durable (the rename), so that after a power loss the folder
+// holds the new file, and a later write's renames and removals come after this one's, on file
+// systems that do not keep them in order. A folder that cannot be synced (a file system without
+// it) is not an error.
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return nil
+	}
+	d.Sync()
+	return d.Close()
 }
 
 func TempPrefix(path string) string { return "." + filepath.Base(path) + ".tmp" }
