@@ -77,8 +77,8 @@ func TestResamplePosEmbed(t *testing.T) {
 	}
 }
 
-// TestBicubic: Stoke's models.Bicubic resize of a random [1 C H W] tensor equals torch's
-// F.interpolate(mode="models.Bicubic", align_corners=False, antialias=False) within 1e-5 of its
+// TestBicubic: Stoke's bicubic resize of a random [1 C H W] tensor equals torch's
+// F.interpolate(mode="bicubic", align_corners=False, antialias=False) within 1e-5 of its
 // largest value, upsampling, downsampling, to a non-square grid and to the same size.
 func TestBicubic(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy")
@@ -94,7 +94,7 @@ func TestBicubic(t *testing.T) {
 	script := `import json, sys, torch
 src = torch.tensor(json.loads(sys.argv[1])).reshape(1, ` + strconv.Itoa(h) + `, ` + strconv.Itoa(w) + `, ` + strconv.Itoa(c) + `).permute(0, 3, 1, 2)
 for oh, ow in json.loads(sys.argv[2]):
-    y = torch.nn.functional.interpolate(src, size=(oh, ow), mode="models.Bicubic", align_corners=False, antialias=False)
+    y = torch.nn.functional.interpolate(src, size=(oh, ow), mode="bicubic", align_corners=False, antialias=False)
     print(json.dumps(y.permute(0, 2, 3, 1).reshape(-1).tolist()))`
 	out, err := exec.Command(py, "-c", script, string(in), string(sz)).Output()
 	if err != nil {
