@@ -65,6 +65,7 @@ var commands = map[string]command{
 	"predict":   {"print a trained classifier's predictions (and accuracy) on a dataset", runPredict},
 	"export":    {"write a model as safetensors weights (torchvision names for resnets) or as an ONNX graph", runExport},
 	"devices":   {"list the backends built in and the devices found", runDevices},
+	"summary":   {"print a model's layers, output shapes, parameters and mult-adds (torchinfo's summary)", runSummary},
 	"allreduce": {"time the all-reduce of package collective across ranks (nccl-tests' all_reduce_perf)", runAllreduce},
 }
 
