@@ -3,6 +3,7 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -48,5 +49,28 @@ func TestSummary(t *testing.T) {
 		if _, _, code := stoke(t, append([]string{"summary"}, args...)...); code != 2 {
 			t.Errorf("summary %v: exit %d; want 2", args, code)
 		}
+	}
+}
+
+// TestLRFind: stoke train --lr-find runs the range test on the run's model and data, prints the
+// curve and a suggestion within the range, writes no checkpoint and trains no epoch.
+func TestLRFind(t *testing.T) {
+	root := photoFolder(t, 2, 8, nil)
+	ck := filepath.Join(t.TempDir(), "ck")
+	out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--eval-on-train",
+		"--checkpoint", ck, "--lr-find", "--json")
+	if code != 0 {
+		t.Fatalf("--lr-find: exit %d: %s", code, errOut)
+	}
+	var f lrFindJSON
+	lastJSON(t, out, &f)
+	if len(f.LRs) < 13 || len(f.LRs) != len(f.Losses) || f.LRs[0] != 1e-7 || !(f.SuggestedLR > 1e-7 && f.SuggestedLR < 10) {
+		t.Errorf("range test %+v", f)
+	}
+	if !strings.Contains(out, "suggested lr: ") || strings.Contains(out, "epoch 1/") {
+		t.Errorf("stdout %q; want the suggestion and no epoch", out)
+	}
+	if entries, err := os.ReadDir(filepath.Dir(ck)); err != nil || len(entries) != 0 {
+		t.Errorf("--lr-find left %v in the checkpoint's folder (%v); want nothing", entries, err)
 	}
 }

@@ -111,7 +111,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	defer logs.Close()
-	if err := checkRun(tf.resume, tf.checkpoint, runRecord{ValSplit: ef.valSplit, GlobalBatch: lf.batch * group.Size(), WorldSize: group.Size()}); err != nil {
+	record := tf.checkpoint
+	if tf.lrFind { // a range test writes no checkpoint, nor its record
+		record = ""
+	}
+	if err := checkRun(tf.resume, record, runRecord{ValSplit: ef.valSplit, GlobalBatch: lf.batch * group.Size(), WorldSize: group.Size()}); err != nil {
 		return err
 	}
 	if tf.lrFromRecipe {
@@ -227,6 +231,9 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		e.printf("evaluating on the training data (--eval-on-train): the accuracy below is not a test accuracy\n")
 	} else {
 		e.printf("evaluating each epoch on %s%s\n", sets.describe(false), sets.then())
+	}
+	if tf.lrFind {
+		return lrFind(ctx, e, tr, train.FromLoader(trainL))
 	}
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
@@ -460,4 +467,29 @@ func flagSet(fs *flag.FlagSet, name string) bool {
 	set := false
 	fs.Visit(func(f *flag.Flag) { set = set || f.Name == name })
 	return set
+}
+
+type lrFindJSON struct {
+	LRs         []float64 `json:"lrs"`
+	Losses      []float64 `json:"losses"`
+	SuggestedLR float64   `json:"suggested_lr"`
+	Diverged    bool      `json:"diverged"`
+}
+
+// lrFind runs the range test (--lr-find) and prints its curve and suggestion instead of training.
+func lrFind(ctx context.Context, e *env, tr *train.Trainer, data train.Data) error {
+	f, err := tr.FindLR(ctx, data, train.LRFind{})
+	if err != nil {
+		return err
+	}
+	e.printf("learning-rate range test: %d steps from lr %.3g, smoothed loss every 10:\n", len(f.LRs), f.LRs[0])
+	for i := 0; i < len(f.LRs); i += 10 {
+		e.printf("  lr %-10.3g loss %.4f\n", f.LRs[i], f.Losses[i])
+	}
+	if f.Diverged {
+		e.printf("the loss diverged at lr %.3g\n", f.LRs[len(f.LRs)-1])
+	}
+	e.printf("suggested lr: %.3g (the steepest descent of the smoothed loss, at most a tenth of the rate at its lowest): train with --lr %.3g\n",
+		f.Suggested, f.Suggested)
+	return e.emit(lrFindJSON{f.LRs, f.Losses, f.Suggested, f.Diverged})
 }

@@ -14,15 +14,15 @@ import (
 // trainFlags are stoke train's own flags, beside the loader's (loaderFlags), the evaluation's
 // (evalFlags), the loop's (loopFlags) and the augmentation's (augmentFlags).
 type trainFlags struct {
-	model, optimizer, precision, schedule string
-	checkpoint, resume, init, freezeUpTo  string
-	logDir                                string
-	epochs, classes, checkpointEvery      int
-	lr, momentum, wd, smoothing, warmup   float64
-	backboneLR, layerDecay                float64
-	allowNonFinite, freeze, syncBN        bool
-	lrFromRecipe                          bool // --lr was unset: the recipe's, scaled to the global batch once it is known
-	recipe                                models.Recipe
+	model, optimizer, precision, schedule  string
+	checkpoint, resume, init, freezeUpTo   string
+	logDir                                 string
+	epochs, classes, checkpointEvery       int
+	lr, momentum, wd, smoothing, warmup    float64
+	backboneLR, layerDecay                 float64
+	allowNonFinite, freeze, syncBN, lrFind bool
+	lrFromRecipe                           bool // --lr was unset: the recipe's, scaled to the global batch once it is known
+	recipe                                 models.Recipe
 }
 
 func (f *trainFlags) register(fs *flag.FlagSet) {
@@ -44,6 +44,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
 	fs.Float64Var(&f.warmup, "warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "write a checkpoint here after each epoch")
+	fs.BoolVar(&f.lrFind, "lr-find", false, "run the learning-rate range test (fastai's lr_find, Lightning's Tuner.lr_find): 100 steps "+
+		"from lr 1e-7 to 10, print the smoothed loss and the suggested --lr, and exit without training")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: write it also every N optimizer steps within an epoch, "+
 		"so that a run that dies loses at most N steps; --resume continues inside the epoch at the next batch (0: after each epoch only)")
 	fs.StringVar(&f.resume, "resume", "", "continue from this checkpoint up to --epochs in total")

@@ -7,7 +7,8 @@
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
 // validation metric), each model's recipe's optimizer (RecipeOptimizer of models.RecipeFor), a
 // Trainer that runs epochs, evaluates and
-// predicts (with fp16 loss scaling under reduced precision), checkpoints to resume from, and
+// predicts (with fp16 loss scaling under reduced precision), finds a learning rate (FindLR, the
+// range test), checkpoints to resume from, and
 // FromLoader, which adapts a loaders.Loader.
 //
 // The loop around the step is PyTorch's and timm's: Config.Accumulate accumulates the gradients

@@ -19,6 +19,9 @@ import (
 // ErrConfig: a Config or an argument the trainer cannot use.
 var ErrConfig = errors.New("bad configuration")
 
+// ErrDiverged: a training or validation loss (or score) that is not finite ended Fit.
+var ErrDiverged = errors.New("diverged")
+
 // Batch is one batch on the device, as a Data source hands it to the trainer.
 type Batch struct {
 	// Images are uint8 [N][C][H][W] pixels; Labels are int32 [N] in [0, classes), or, for data
@@ -745,7 +748,7 @@ func diverged(er EpochResult) error {
 		v    float64
 	}{{"validation loss", er.TestLoss}, {"EMA's validation loss", er.EMALoss}, {"validation score", er.TestAcc}, {"EMA's validation score", er.EMAAcc}} {
 		if math.IsNaN(f.v) || math.IsInf(f.v, 0) {
-			return fmt.Errorf("train: epoch %d: the %s is %v (diverged; lower the learning rate)", er.Epoch, f.name, f.v)
+			return fmt.Errorf("train: epoch %d: the %s is %v (%w; lower the learning rate)", er.Epoch, f.name, f.v, ErrDiverged)
 		}
 	}
 	return nil
@@ -914,13 +917,13 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 			return fmt.Errorf("train: epoch %d step %d: %w", epoch+1, stepInEpoch+1, err)
 		}
 		if math.IsNaN(loss) || math.IsInf(loss, 0) {
-			hint := "diverged; lower the learning rate"
+			hint := "lower the learning rate"
 			if t.scaler != nil {
 				// Loss scaling guards the backward pass only: a forward value past fp16's 65504
 				// reaches the loss as Inf or NaN whatever the scale.
 				hint += ", or train in bf16 or fp32: an activation may have overflowed fp16's range (65504) in the forward pass"
 			}
-			return fmt.Errorf("train: epoch %d step %d: loss is %v (%s)", epoch+1, stepInEpoch+1, loss, hint)
+			return fmt.Errorf("train: epoch %d step %d: loss is %v (%w; %s)", epoch+1, stepInEpoch+1, loss, ErrDiverged, hint)
 		}
 		lossSum += loss * float64(g.samples)
 		stepInEpoch++
