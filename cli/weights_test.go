@@ -33,11 +33,13 @@ func predictLines(t *testing.T, out string) []predictJSON {
 }
 
 // TestPredictTorchvisionWeights: stoke predict --weights on a torchvision resnet18 and resnet50
-// saved with safetensors (seeded in PyTorch, BatchNorm statistics set to non-trivial values, no
-// download) prints the logits torchvision computes on the same images, within 1e-4.
+// saved with safetensors, and resnet18 saved with torch.save as torchvision publishes its weights
+// (a .pth; seeded in PyTorch, BatchNorm statistics set to non-trivial values, no download),
+// prints the logits torchvision computes on the same images, within 1e-4.
 func TestPredictTorchvisionWeights(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "PIL")
-	for _, model := range []string{"resnet18", "resnet50"} {
+	for _, file := range []string{"resnet18.safetensors", "resnet50.safetensors", "resnet18.pth"} {
+		model, _, _ := strings.Cut(file, ".")
 		// Images at the side the model's evaluation transform resizes to (73 px for resnet18's
 		// Resize(64*256/224), 66 for resnet50's 64*232/224): it keeps them as they are and its
 		// CenterCrop(64) takes the same pixels as the script's crop.
@@ -48,7 +50,7 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 				paths = append(paths, filepath.Join(root, c, i+".png"))
 			}
 		}
-		st := filepath.Join(t.TempDir(), model+".safetensors")
+		st := filepath.Join(t.TempDir(), file)
 		cmd := exec.Command(py, append([]string{filepath.Join("..", "train", "testdata", "torchvision_weights.py"), model, "3", st, "64"}, paths...)...)
 		cmd.Stderr = os.Stderr
 		pyOut, err := cmd.Output()
@@ -81,7 +83,7 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 				worst = max(worst, math.Abs(v-float64(p.Logits[j])))
 			}
 		}
-		t.Logf("%s: largest logit difference from torchvision %.2g over %d images", model, worst, len(preds))
+		t.Logf("%s: largest logit difference from torchvision %.2g over %d images", file, worst, len(preds))
 		if worst > 1e-4 {
 			t.Errorf("%s: stoke predict --weights differs from torchvision by up to %.3g; want at most 1e-4", model, worst)
 		}

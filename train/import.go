@@ -1,9 +1,12 @@
 package train
 
 import (
+	"bytes"
 	"context"
 	"fmt"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/pth"
+	"io"
 	"maps"
 	"os"
 	"slices"
@@ -128,7 +131,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions
 	if !st.Mode().IsRegular() {
 		return nil, fmt.Errorf("train: weights: %s is not a regular file (%v)", path, st.Mode().Type())
 	}
-	f, err := safetensors.NewFile(fh, st.Size())
+	f, err := openWeightsFile(fh, st.Size())
 	if err != nil {
 		return nil, fmt.Errorf("train: weights %s: %w", path, err)
 	}
@@ -270,4 +273,22 @@ func int64Scalar(f *safetensors.File, t safetensors.TensorInfo) (int64, bool) {
 		return 0, false
 	}
 	return v[0], true
+}
+
+// openWeightsFile reads a weights file: safetensors, or torch.save's archive (package pth),
+// whose state_dict is rewritten as safetensors in memory.
+func openWeightsFile(r io.ReaderAt, size int64) (*safetensors.File, error) {
+	head := make([]byte, 4)
+	if n, _ := r.ReadAt(head, 0); n == 4 && pth.Zip(head) {
+		ts, err := pth.Read(r, size)
+		if err != nil {
+			return nil, fmt.Errorf("%w: %w", ErrSafetensors, err)
+		}
+		var b bytes.Buffer
+		if err := safetensors.Write(&b, ts, nil); err != nil {
+			return nil, err
+		}
+		return safetensors.NewFile(bytes.NewReader(b.Bytes()), int64(b.Len()))
+	}
+	return safetensors.NewFile(r, size)
 }

@@ -1,7 +1,6 @@
 package train
 
 import (
-	"bytes"
 	"fmt"
 	"io"
 	"os"
@@ -9,10 +8,10 @@ import (
 	"strings"
 )
 
-// CheckWeightsFile reports a PyTorch file named where safetensors weights are expected (a .pth or
-// .pt file: torch.save's zip archive, or a pickle as torch.save wrote before PyTorch 1.6 and
-// pickle.dump writes) with an error wrapping ErrSafetensors that says how to convert it, where
-// the safetensors reader would report a header of absurd length. Any other file, and one that
+// CheckWeightsFile reports a PyTorch file that LoadWeights cannot read (a pickle as torch.save
+// wrote before PyTorch 1.6 and pickle.dump writes; torch.save's zip archive, a .pth or .pt file,
+// it reads) with an error wrapping ErrSafetensors that says how to convert it, where the
+// safetensors reader would report a header of absurd length. Any other file, and one that
 // cannot be read, gives nil: LoadWeights and Config.Init check it and say what is wrong.
 func CheckWeightsFile(path string) error {
 	f, err := os.Open(path)
@@ -33,15 +32,13 @@ func CheckWeightsFile(path string) error {
 		path, ErrSafetensors, kind, out, path, out)
 }
 
-// pyTorchKind names the PyTorch format that a file starting with head is in, or "" when it is
-// not one. A safetensors file starts with its header's length, 8 bytes that may be anything,
+// pyTorchKind names the PyTorch format LoadWeights does not read that a file starting with head is
+// in, or "" when it is not one. A safetensors file starts with its header's length, 8 bytes that may be anything,
 // then its JSON header's '{': a 9th byte '{' is safetensors, whatever the first 8.
 func pyTorchKind(head []byte) string {
 	switch {
 	case len(head) > 8 && head[8] == '{':
 		return ""
-	case bytes.HasPrefix(head, []byte("PK\x03\x04")):
-		return "a zip archive (torch.save's format, a .pth or .pt file)"
 	case len(head) >= 2 && head[0] == 0x80 && head[1] >= 2 && head[1] <= 5:
 		return fmt.Sprintf("a pickle (protocol %d: torch.save's format before PyTorch 1.6, or pickle.dump's)", head[1])
 	}

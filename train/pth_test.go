@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
+	"github.com/stoke-ml/stoke/nn"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -32,7 +34,7 @@ func TestCheckWeightsFile(t *testing.T) {
 		data []byte
 		want string // in the error; "" for none
 	}{
-		{"resnet18.pth", []byte("PK\x03\x04\x00\x00\x08\x00\x00\x00archive/data.pkl"), "a zip archive"},
+		{"resnet18.pth", []byte("PK\x03\x04\x00\x00\x08\x00\x00\x00archive/data.pkl"), ""}, // torch.save's zip: LoadWeights reads it
 		// torch.save's legacy format: a protocol-2 pickle of its magic number first.
 		{"legacy.pt", []byte{0x80, 0x02, 0x8a, 0x0a, 0x6c, 0xfc, 0x9c, 0x46, 0xf9, 0x20, 0x6a, 0xa8}, "a pickle (protocol 2"},
 		{"dump.pkl", []byte{0x80, 0x04, 0x95, 0x10, 0, 0, 0, 0, 0, 0, 0, '}', '.'}, "a pickle (protocol 4"},
@@ -63,4 +65,37 @@ func TestCheckWeightsFile(t *testing.T) {
 	if _, err := safetensors.NewFile(bytes.NewReader(st), int64(len(st))); err != nil {
 		t.Errorf("the safetensors file does not parse: %v", err)
 	}
+}
+
+// TestLoadWeightsPth: a state_dict that torch.save wrote (package pth's testdata: float32,
+// float16, bfloat16 and float64 tensors, views, an int64 count) loads into a model of those
+// tensors as its safetensors twin would, the halves converted exactly.
+func TestLoadWeightsPth(t *testing.T) {
+	m, err := Net("pth-test", img8, 2, &pthModel{FC: nn.NewLinear(3, 2, true)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(t.Context(), m, openCPU(t), nil, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	rep, err := tr.LoadWeights(t.Context(), filepath.Join("..", "pth", "testdata", "small.pth"), LoadOptions{Partial: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(rep.Loaded, []string{"fc.weight", "fc.bias"}) {
+		t.Errorf("loaded %v; want fc.weight, fc.bias", rep.Loaded)
+	}
+	got := weights(t, tr)
+	if !slices.Equal(got[0], []float32{-2.5, -1.5, -0.5, 0.5, 1.5, 2.5}) || !slices.Equal(got[1], []float32{0.5, -1}) {
+		t.Errorf("weights %v; want the file's", got)
+	}
+}
+
+// pthModel is a linear layer fc over the first 3 values of each image.
+type pthModel struct{ FC *nn.LinearLayer }
+
+func (m *pthModel) Forward(x *nn.Tensor) *nn.Tensor {
+	return m.FC.Forward(nn.Narrow(nn.Flatten(x), 1, 0, 3))
 }

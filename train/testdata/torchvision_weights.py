@@ -10,7 +10,7 @@ evaluation mode), then every BatchNorm's weight, bias, running mean and running 
 perturbed by seeded random amounts (a bottleneck's last BatchNorm scaled down, so that resnet50's
 logits stay near 1 and a difference of 1e-4 is not float32's rounding of large values) and
 num_batches_tracked set to 7. The state_dict is written to
-OUT with safetensors.torch.save_file.
+OUT with safetensors.torch.save_file, or with torch.save when OUT ends in .pth.
 
 The inputs are either PIXELS.u8, N uint8 images [N][3][SIZE][SIZE], or image files, each
 center-cropped to SIZE with torchvision's CenterCrop offsets; both are normalized with the ImageNet
@@ -67,7 +67,10 @@ def main():
             m.running_var.mul_(torch.empty(c).uniform_(0.8, 1.25, generator=g))
             m.num_batches_tracked.fill_(7)
     model.eval()
-    save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out)
+    if out.endswith(".pth"):
+        torch.save(model.state_dict(), out)
+    else:
+        save_file({k: v.contiguous() for k, v in model.state_dict().items()}, out)
     x = (inputs(size, rest) - MEAN) / STD
     with torch.no_grad():
         logits = model(torch.from_numpy(np.ascontiguousarray(x, dtype=np.float32)))
