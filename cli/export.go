@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
@@ -30,7 +31,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		"for photos the checkpoint's input size, with --weights the crop of the weights' evaluation transform)")
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
-		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
+		"the "+weightsHelp+", for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(models.Names(), ", ")+")")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")
 	out := fs.String("out", "", "file to write (required); it must not be the input. An existing file there is replaced atomically: "+
@@ -248,7 +249,11 @@ func openWeights(ctx context.Context, lf *loaderFlags, ds loaders.Dataset, path,
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
-	if err := train.CheckWeightsFile(path); err != nil { // a .pth: say how to convert it
+	path, err := hub.Fetch(ctx, path)
+	if err != nil {
+		return nil, err
+	}
+	if err := train.CheckWeightsFile(path); err != nil { // an old pickle: say how to convert it
 		return nil, err
 	}
 	dev, err := gpu.Open(lf.device)

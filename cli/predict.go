@@ -62,7 +62,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		"224 for most models; efficientnet_b1 240, efficientnet_v2_s 384)"
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
-		"safetensors weights (stoke export's, or a torchvision resnet's state_dict) for the model --model, instead of --checkpoint")
+		"the "+weightsHelp+", for the model --model, instead of --checkpoint")
 	model := fs.String("model", "", "with --weights: the model ("+strings.Join(models.Names(), ", ")+")")
 	allowNonFinite := fs.Bool("allow-nonfinite", false, "load weights or a checkpoint holding NaN or Inf (refused by default, naming the file and tensor)")
 	classes := fs.Int("classes", 0, "with --weights: the model's number of classes (0: the data's)")

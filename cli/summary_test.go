@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"path/filepath"
 	"strings"
@@ -72,5 +74,50 @@ func TestLRFind(t *testing.T) {
 	}
 	if entries, err := os.ReadDir(filepath.Dir(ck)); err != nil || len(entries) != 0 {
 		t.Errorf("--lr-find left %v in the checkpoint's folder (%v); want nothing", entries, err)
+	}
+}
+
+// TestWeightsFromHub: --weights and --init take an hf-hub: name and a URL, downloaded once into
+// the cache: predict gives the logits of the same weights read from the file, and a run starts
+// from them.
+func TestWeightsFromHub(t *testing.T) {
+	root, ck := photoCheckpoint(t)
+	w := filepath.Join(t.TempDir(), "w.safetensors")
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", w); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/w.safetensors" {
+			http.NotFound(rw, r)
+			return
+		}
+		http.ServeFile(rw, r, w)
+	}))
+	defer srv.Close()
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("STOKE_CACHE", t.TempDir())
+	predict := func(weights string) string { // the per-sample lines, logits and all, not the summary's timing
+		out, errOut, code := stoke(t, "predict", "--weights", weights, "--model", "resnet8", "--size", "8", "--data", root, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict --weights %s: exit %d: %s", weights, code, errOut)
+		}
+		lines := predictLines(t, out)
+		if len(lines) == 0 {
+			t.Fatalf("predict --weights %s printed no sample", weights)
+		}
+		return fmt.Sprint(lines)
+	}
+	want := predict(w)
+	for _, name := range []string{"hf-hub:org/tiny", srv.URL + "/w.safetensors"} {
+		if got := predict(name); got != want {
+			t.Errorf("predict --weights %s differs from the file's", name)
+		}
+	}
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1",
+		"--eval-on-train", "--init", "hf-hub:org/tiny", "-q"); code != 0 {
+		t.Errorf("train --init hf-hub:org/tiny: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "predict", "--weights", "hf-hub:org/none", "--model", "resnet8", "--data", root); code == 0 || !strings.Contains(errOut, "404") {
+		t.Errorf("a repository without weights: exit %d: %s", code, errOut)
 	}
 }

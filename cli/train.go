@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
@@ -68,7 +69,12 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := validateConfig(fs, cfg); err != nil {
 		return err
 	}
-	if err := train.CheckWeightsFile(cfg.Init); err != nil { // a .pth as --init: say how to convert it
+	if cfg.Init != "" {
+		if cfg.Init, err = hub.Fetch(ctx, cfg.Init); err != nil {
+			return err
+		}
+	}
+	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
 		return err
 	}
 

@@ -52,8 +52,7 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.classes, "classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
 		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
 	fs.StringVar(&f.init, "init", "",
-		"start from these safetensors weights (stoke export's, or a torchvision resnet's state_dict); "+
-			"a classifier head of another class count is replaced and freshly initialized")
+		"start from these "+weightsHelp+"; a classifier head of another class count is replaced and freshly initialized")
 	fs.BoolVar(&f.allowNonFinite, "allow-nonfinite", false,
 		"load --init weights and a --resume checkpoint even when they hold NaN or infinite values (refused by default, naming the file and the tensor)")
 	fs.BoolVar(&f.freeze, "freeze", false,
@@ -141,3 +140,6 @@ func (f *trainFlags) config(seed uint64) (train.Config, error) {
 	}
 	return cfg, nil
 }
+
+// weightsHelp says what --init and --weights take (package hub's names).
+const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS for the ResNet family (resnet50.IMAGENET1K_V2), downloaded once into the cache"
