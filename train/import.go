@@ -109,9 +109,10 @@ func (m *Model) stemHint(f *safetensors.File) string {
 // other: otherwise the error, wrapping ErrMismatch, lists every missing, unexpected and
 // mis-shaped tensor at once, and nothing is loaded; a tensor of another shape that its module
 // resamples (a Resampler: a ViT's position embeddings) is loaded, and reported. opts relax that
-// (Partial, NewHead); the report says what was loaded and what was not. A file that is not a
+// (Partial, NewHead); the report says what was loaded and what was not. The file is safetensors
+// or torch.save's archive (a .pth: package pth reads its state_dict). A file that is not a
 // well-formed safetensors file gives an error wrapping ErrSafetensors, naming the tensor at
-// fault; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
+// fault, and a .pth that is not torch.save's state_dict one wrapping pth.ErrFormat; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
 // opts.AllowNonFinite). On error the trainer's weights are unchanged, but for one: ctx ending
 // during the final wait for the device, when the uploads are enqueued and complete on the stream
 // (the error then wraps ctx's). The optimizer's state is left as it is (zero on a fresh trainer).
@@ -282,7 +283,7 @@ func openWeightsFile(r io.ReaderAt, size int64) (*safetensors.File, error) {
 	if n, _ := r.ReadAt(head, 0); n == 4 && pth.Zip(head) {
 		ts, err := pth.Read(r, size)
 		if err != nil {
-			return nil, fmt.Errorf("%w: %w", ErrSafetensors, err)
+			return nil, err
 		}
 		var b bytes.Buffer
 		if err := safetensors.Write(&b, ts, nil); err != nil {
