@@ -18,6 +18,7 @@ type trainFlags struct {
 	checkpoint, resume, init, freezeUpTo   string
 	logDir                                 string
 	epochs, classes, checkpointEvery       int
+	maxSteps                               int
 	lr, momentum, wd, smoothing, warmup    float64
 	backboneLR, layerDecay                 float64
 	allowNonFinite, freeze, syncBN, lrFind bool
@@ -44,6 +45,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"plateau[:factor=0.1,patience=10,threshold=1e-4,cooldown=0,min_lr=0] (torch's ReduceLROnPlateau on the evaluation accuracy)")
 	fs.Float64Var(&f.warmup, "warmup-epochs", 0, "linear warm-up of the cosine schedule, in epochs (unset: the model's recipe)")
 	fs.StringVar(&f.checkpoint, "checkpoint", "", "write a checkpoint here after each epoch")
+	fs.IntVar(&f.maxSteps, "max-steps", 0, "end the run after this many optimizer steps in all (Lightning's max_steps), inside an epoch "+
+		"if need be, the schedule over them; --resume with more continues there")
 	fs.BoolVar(&f.lrFind, "lr-find", false, "run the learning-rate range test (fastai's lr_find, Lightning's Tuner.lr_find): 100 steps "+
 		"from lr 1e-7 to 10, print the smoothed loss and the suggested --lr, and exit without training")
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: write it also every N optimizer steps within an epoch, "+
@@ -121,7 +124,7 @@ func (f *trainFlags) check() error {
 // caller), with the seed of the loader's flags.
 func (f *trainFlags) config(seed uint64) (train.Config, error) {
 	cfg := train.Config{
-		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery,
+		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery, MaxSteps: f.maxSteps,
 		LabelSmoothing: f.smoothing, Precision: train.Precision(f.precision),
 		Init: f.init, AllowNonFinite: f.allowNonFinite, FreezeBackbone: f.freeze, FreezeUpTo: f.freezeUpTo, BackboneLRScale: f.backboneLR,
 		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN,

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"path/filepath"
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/checkpoint"
@@ -88,5 +90,64 @@ func TestCheckpointEvery(t *testing.T) {
 	defer tr.Close()
 	if _, err := tr.Fit(context.Background(), mem, nil); !errors.Is(err, ErrConfig) {
 		t.Errorf("resuming within the epoch from data that cannot seek: %v; want ErrConfig", err)
+	}
+}
+
+// TestMaxSteps: MaxSteps ends Fit inside an epoch, the schedule over its steps (a cosine's rate
+// at zero by the last), that part evaluated and recorded; a run resumed from its checkpoint with
+// no bound goes on at the next batch and ends with the weights of a run never stopped, bit for
+// bit (a constant rate, so that both take the same steps).
+func TestMaxSteps(t *testing.T) {
+	f := newFixture(t, 320) // 10 steps per epoch
+	ck := filepath.Join(t.TempDir(), "ck")
+	var lrs []float64
+	res, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 3, Seed: 1, MaxSteps: 15, Schedule: Cosine(0), Checkpoint: ck,
+		Progress: func(p *Progress) {
+			if !p.Done {
+				lrs = append(lrs, p.LR)
+			}
+		}})
+	if res.Steps != 15 || res.Epochs != 1 || len(res.History) != 2 || res.History[1].Epoch != 2 {
+		t.Fatalf("%d steps, %d epochs, %d epoch records; want 15 steps, 1 whole epoch and a part of the second", res.Steps, res.Epochs, len(res.History))
+	}
+	if len(lrs) != 15 || !(lrs[14] < 0.1*0.02) {
+		t.Errorf("%d steps' rates, the last %g; want 15, the cosine over them near 0 at the end", len(lrs), lrs[len(lrs)-1])
+	}
+	if _, err := tr.Fit(t.Context(), f.train, nil); !errors.Is(err, ErrConfig) || !strings.Contains(err.Error(), "MaxSteps") {
+		t.Errorf("Fit past MaxSteps: %v; want ErrConfig naming MaxSteps", err)
+	}
+	// The resume through a Loader, which starts an epoch at a batch (Seeker).
+	dev := openCPU(t)
+	ds := memDataset(200, 1) // 10 batches of 20
+	run := func(cfg Config) (Result, *Trainer) {
+		t.Helper()
+		tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { tr.Close() })
+		l, err := loaders.New(ds, loaders.Config{Batch: 20, Workers: 2, Shuffle: true, Seed: 9, Device: dev, Stream: tr.Stream()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer l.Close()
+		res, err := tr.Fit(context.Background(), FromLoader(l), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return res, tr
+	}
+	ck2 := filepath.Join(t.TempDir(), "ck2")
+	run(Config{Epochs: 2, Seed: 4, Checkpoint: ck2, MaxSteps: 15})
+	res2, tr2 := run(Config{Epochs: 2, Seed: 4, Checkpoint: ck2, Resume: ck2})
+	_, whole := run(Config{Epochs: 2, Seed: 4})
+	if res2.Steps != 20 || res2.Epochs != 2 {
+		t.Errorf("resumed: %d steps, %d epochs; want 20 and 2", res2.Steps, res2.Epochs)
+	}
+	got, want := weights(t, tr2), weights(t, whole)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("tensor %d after a stop at step 15 and a resume differs from the uninterrupted run's", i)
+		}
 	}
 }

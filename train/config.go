@@ -59,6 +59,8 @@ func (c Config) Validate() error {
 		return &FieldError{Field: "EMAWarmup", Value: true, With: "EMA", Want: "the warm-up needs an EMA decay"}
 	case c.EarlyStop < 0:
 		return bad("EarlyStop", c.EarlyStop, "a patience >= 1 (0: never)")
+	case c.MaxSteps < 0:
+		return bad("MaxSteps", c.MaxSteps, "a number of steps >= 1 (0: the epochs')")
 	case c.CheckpointEvery < 0:
 		return bad("CheckpointEvery", c.CheckpointEvery, "a number of steps >= 1 (0: after each epoch only)")
 	case c.CheckpointEvery > 0 && c.Checkpoint == "":

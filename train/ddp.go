@@ -524,7 +524,7 @@ func (t *Trainer) agreements(trainData Data) ([]agreement, error) {
 		{"completed steps", nil, fmt.Sprint(t.step)},
 		{"accumulation, clipping, EMA", []string{"Accumulate", "ClipGradNorm", "EMA", "EMAWarmup"},
 			fmt.Sprint(t.accumulate(), cfg.ClipGradNorm, cfg.EMA, cfg.EMAWarmup)},
-		{"plateau, early stop", []string{"Plateau", "EarlyStop"}, fmt.Sprintf("%+v %d", cfg.Plateau, cfg.EarlyStop)},
+		{"plateau, early stop, max steps", []string{"Plateau", "EarlyStop", "MaxSteps"}, fmt.Sprintf("%+v %d %d", cfg.Plateau, cfg.EarlyStop, cfg.MaxSteps)},
 		{"sync batch norm", []string{"SyncBatchNorm"}, fmt.Sprint(cfg.SyncBatchNorm)},
 		{"gradient buckets", []string{"BucketBytes", "DeviceReduce"},
 			fmt.Sprintf("%d buckets of %d bytes at most, on the device %v", buckets, cfg.BucketBytes, cfg.DeviceReduce != nil)},
@@ -542,7 +542,7 @@ func (t *Trainer) scheduleDigest(batches int) string {
 	if perEpoch <= 0 {
 		perEpoch = 100
 	}
-	total := perEpoch * t.cfg.Epochs
+	total := t.totalSteps(perEpoch)
 	h := sha256.New()
 	var b [8]byte
 	for s := range total {

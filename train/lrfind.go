@@ -79,7 +79,7 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 	t.cfg.Schedule = func(step, _, _ int) float64 {
 		return lf.Min / base * math.Pow(lf.Max/lf.Min, float64(min(step, lf.Steps-1))/float64(lf.Steps-1))
 	}
-	t.cfg.Checkpoint, t.cfg.KeepBest, t.cfg.CheckpointEvery, t.cfg.EarlyStop = "", "", 0, 0
+	t.cfg.Checkpoint, t.cfg.KeepBest, t.cfg.CheckpointEvery, t.cfg.EarlyStop, t.cfg.MaxSteps = "", "", 0, 0, 0
 	t.cfg.Progress = func(p *Progress) {
 		if p.Done || len(f.LRs) >= lf.Steps {
 			return

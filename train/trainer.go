@@ -211,6 +211,13 @@ type Config struct {
 	// validation metric than the best epoch's (the patience of Lightning's and Keras's
 	// EarlyStopping, min_delta 0): Fit returns normally, with Result.StoppedEarly and StoppedEpoch.
 	EarlyStop int
+	// MaxSteps, if positive, ends Fit once the model has taken that many optimizer steps in all
+	// (resumed ones included; Lightning's max_steps), inside an epoch if need be, and the schedule
+	// runs over min(MaxSteps, Epochs' steps). A stop inside an epoch evaluates the model and
+	// records that part as an epoch of its own (Result.Epochs does not count it), and its
+	// checkpoint records the place: a run resumed with more steps continues the epoch at its next
+	// batch.
+	MaxSteps int
 	// KeepBest, if set, is the path the checkpoint of the best epoch by the validation metric is
 	// written to (atomically, from rank 0 under Collective), as timm's CheckpointSaver keeps its best.
 	// It must be another file than Checkpoint (Validate).
@@ -324,8 +331,10 @@ type Result struct {
 	SamplesPerS float64 `json:"samples_per_s"`
 	// Seconds is the wall time of this Fit, evaluation included.
 	Seconds float64 `json:"seconds"`
-	// Epochs is the number of epochs the model has been trained for (resumed ones included).
+	// Epochs is the number of epochs the model has been trained for (resumed ones included), and
+	// Steps the optimizer steps.
 	Epochs int `json:"epochs"`
+	Steps  int `json:"steps"`
 	// DataWaitFraction is the fraction of training time spent waiting for the next batch.
 	DataWaitFraction float64 `json:"data_wait_fraction"`
 	// History has one record per epoch, resumed ones included.
@@ -673,6 +682,10 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: resume: %w: the checkpoint took %d steps in %d epochs and %d batches; this data takes %d per epoch "+
 			"(another batch size, accumulation, dataset or world size)", ErrMismatch, t.step, t.epochs, within, t.optSteps(trainData.Steps()))
 	}
+	if m := t.cfg.MaxSteps; m > 0 && t.step >= m {
+		return t.result(res, start, 0, 0, 0), fmt.Errorf("train: %w: %d steps are done and MaxSteps is %d: nothing to train "+
+			"(set MaxSteps, --max-steps, above %d to continue)", ErrConfig, t.step, m, t.step)
+	}
 	if t.epochs > 0 && t.epochs >= t.cfg.Epochs {
 		// A run with nothing left to train (a resumed checkpoint's, or a second Fit) would report
 		// the epochs done before as its own (0 samples/s) and end as if it had trained.
@@ -691,7 +704,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			return Result{}, err
 		}
 	}
-	for t.epochs < t.cfg.Epochs && (t.state.Stopped == 0 || t.cfg.EarlyStop == 0) {
+	for t.epochs < t.cfg.Epochs && (t.state.Stopped == 0 || t.cfg.EarlyStop == 0) && (t.cfg.MaxSteps == 0 || t.step < t.cfg.MaxSteps) {
 		er, n, busy, wait, err := t.trainEpoch(ctx, trainData)
 		samples += n
 		trainTime += busy
@@ -716,7 +729,9 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 			improved = t.decide(er)
 		}
 		t.history = append(t.history, er)
-		t.epochs++
+		if t.state.EpochBatches == 0 { // MaxSteps within the epoch leaves its place there
+			t.epochs++
+		}
 		if t.dist == nil || t.dist.g.Rank() == 0 {
 			paths := []string{t.cfg.Checkpoint}
 			if improved {
@@ -812,7 +827,7 @@ func (t *Trainer) result(r Result, start time.Time, samples int, busy, wait time
 		r.SamplesPerS = float64(samples) / busy.Seconds()
 		r.DataWaitFraction = wait.Seconds() / busy.Seconds()
 	}
-	r.Epochs = t.epochs
+	r.Epochs, r.Steps = t.epochs, t.step
 	r.History = append([]EpochResult(nil), t.history...)
 	if t.dist != nil {
 		r.AllReduceSeconds, r.ExposedAllReduceSeconds = t.dist.comm.Seconds(), t.dist.exposed.Seconds()
@@ -893,7 +908,7 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		}()
 	}
 	steps := t.optSteps(batches)
-	total := steps * t.cfg.Epochs
+	total := t.totalSteps(steps)
 	var lossSum float64
 	start := time.Now()
 	prev := start
@@ -931,6 +946,9 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		if t.cfg.Progress != nil {
 			t.cfg.Progress(&Progress{Epoch: epoch + 1, Epochs: t.cfg.Epochs, Step: stepInEpoch, Steps: steps, Loss: loss, LR: t.lr})
 		}
+		if m := t.cfg.MaxSteps; m > 0 && t.step >= m {
+			return errMaxSteps
+		}
 		if every := t.cfg.CheckpointEvery; every > 0 && t.step%every == 0 && stepInEpoch < steps && (t.dist == nil || t.dist.g.Rank() == 0) {
 			t.state.EpochBatches = seen
 			err := t.Save(ctx, t.cfg.Checkpoint)
@@ -961,7 +979,14 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		seen++
 		samples += b.N
 		if last {
-			if err := finish(); err != nil {
+			err := finish()
+			if errors.Is(err, errMaxSteps) {
+				if seen < batches || batches == 0 {
+					t.state.EpochBatches = seen // the epoch continues here
+				}
+				break
+			}
+			if err != nil {
 				return er, samples, busy, wait, err
 			}
 		}
@@ -987,6 +1012,18 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 		samples = int(all)
 	}
 	return er, samples, busy, wait, nil
+}
+
+// errMaxSteps ends an epoch at Config.MaxSteps.
+var errMaxSteps = errors.New("MaxSteps reached")
+
+// totalSteps is the schedule's length: the epochs' steps, or MaxSteps when fewer.
+func (t *Trainer) totalSteps(perEpoch int) int {
+	total := perEpoch * t.cfg.Epochs
+	if m := t.cfg.MaxSteps; m > 0 && (m < total || total == 0) {
+		total = m
+	}
+	return total
 }
 
 // stepGroup is the batches of one optimizer step enqueued so far: their number and samples.
