@@ -29,9 +29,11 @@ const (
 
 func runProfile(ctx context.Context, e *env, args []string) error {
 	var lf loaderFlags
-	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]",
-		true)
+	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W|auto] [--device D] [--augment P] [--random-erasing P] [--mixup A] [--cutmix A] "+
+		"[--batches N] [--train --model M] [--trace FILE] [--svg FILE] [--json]", true)
 	lf.register(fs, 64)
+	lf.augment = &augmentFlags{} // the training loader's augmentation, as stoke train's
+	lf.augment.register(fs)
 	lf.registerRanks(fs)
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
 	withTrain := fs.Bool("train", false, "profile the training step too: the trainer consumes the batches")
@@ -46,6 +48,15 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 	}
 	if *batches < 1 {
 		return fmt.Errorf("%w: --batches %d; want >= 1", errUsage, *batches)
+	}
+	if lf.augment.policy == "recipe" {
+		lf.augment.useRecipe(fs, models.RecipeFor(*model))
+	}
+	if _, err := lf.augment.transforms(nil); err != nil {
+		return err
+	}
+	if _, err := lf.augment.mix(); err != nil {
+		return err
 	}
 
 	dev, err := gpu.Open(lf.device)

@@ -27,6 +27,9 @@ func TestProfile(t *testing.T) {
 		{"loader", []string{"--workers", "2"}, "step", []string{"consumer", "compute stream"}},
 		{"train", []string{"--workers", "2", "--train", "--model", "mlp"}, "train step", []string{"consumer"}},
 		{"auto workers", []string{"--workers", "auto"}, "step", []string{"consumer", "compute stream"}},
+		{"augmented", []string{"--workers", "2", "--augment", "trivialaugment", "--random-erasing", "0.25", "--mixup", "0.2"}, "step",
+			[]string{"consumer", "compute stream"}},
+		{"the recipe's augmentation", []string{"--workers", "2", "--train", "--model", "mlp", "--augment", "recipe"}, "train step", []string{"consumer"}},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
@@ -188,6 +191,8 @@ func TestProfileUsage(t *testing.T) {
 	}{
 		{[]string{"profile"}, 2, "--data is required"},
 		{[]string{"profile", "--data", "x", "--batches", "0"}, 2, "--batches 0"},
+		{[]string{"profile", "--data", "x", "--augment", "sharpen"}, 2, "--augment"},
+		{[]string{"profile", "--data", "x", "--mixup", "-1"}, 2, "--mixup -1"},
 		{[]string{"profile", "--data", "x", "--workers", "many"}, 2, `"many": want a number >= 0 or auto`},
 		{[]string{"profile", "--data", "/nonexistent/folder"}, 1, "stoke profile: "},
 		{[]string{"profile", "--help"}, 0, "--trace"},
