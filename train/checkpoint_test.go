@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"github.com/stoke-ml/stoke/checkpoint"
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/nn"
 	"hash/crc32"
 	"math"
 	"os"
@@ -235,4 +237,39 @@ func TestCheckpointWithoutTrainingState(t *testing.T) {
 	if _, err := New(t.Context(), smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Resume: ck}); !errors.Is(err, checkpoint.ErrNoTrainingState) {
 		t.Errorf("resume without the training state: %v; want ErrNoTrainingState", err)
 	}
+}
+
+// TestActivationsTooLarge: a batch whose activations, estimated from the model's trace, would not
+// fit beside the model in the device's memory is refused before anything is allocated, with the
+// figures and the largest activation; a batch that fits is not.
+func TestActivationsTooLarge(t *testing.T) {
+	dev := openCPU(t)
+	m, err := NewModel("resnet18", Shape{C: 3, H: 1024, W: 1024}, 10)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr, err := New(t.Context(), m, dev, SGD{LR: 0.1}, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	n := int(dev.Info().Memory/(8*m.acts1Estimate(t))) + 1 // one image more than fits
+	err = tr.reserve(t.Context(), n)
+	if !errors.Is(err, gpu.ErrOutOfMemory) || !strings.Contains(err.Error(), "lower the batch size or the image size") ||
+		!strings.Contains(err.Error(), "the largest, a conv2d's output") || m.capN != 0 {
+		t.Fatalf("a batch of %d 1024 px images: %v (capacity %d); want ErrOutOfMemory naming the figures, nothing allocated", n, err, m.capN)
+	}
+	if err := tr.reserve(t.Context(), 2); err != nil {
+		t.Errorf("a batch of 2: %v", err)
+	}
+}
+
+// acts1Estimate is the activations of one sample, as checkActivations counts them.
+func (m *Model) acts1Estimate(t *testing.T) int64 {
+	t.Helper()
+	s, err := nn.Summarize(m.module, 1, m.in.C, m.in.H, m.in.W)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.Activations
 }

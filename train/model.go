@@ -63,6 +63,13 @@ type Model struct {
 	x, y           *nn.Tensor
 	xShape, yShape []int
 	world          int // the ranks a synchronized batch norm spans (Config.SyncBatchNorm); 0: none
+	// The activations of one sample (the values every op of the pass outputs) and the largest
+	// op's, found from the trace at the first batch (Trainer.checkActivations).
+	acts1   int64
+	largest struct {
+		op     string
+		values int64
+	}
 }
 
 // NewModel builds a model by name, "name" or "name(key=value,...)", for images of shape in and

@@ -13,6 +13,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/bytesize"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -856,11 +857,52 @@ func (t *Trainer) checkBatch(ctx context.Context, b Batch) error {
 // reserve makes room for n samples in the model's activations.
 func (t *Trainer) reserve(ctx context.Context, n int) error {
 	if n > t.m.capN {
+		if err := t.checkActivations(n); err != nil {
+			return err
+		}
 		// The activations are about to be reallocated: no queued work may still use them.
 		if err := t.wait(ctx); err != nil {
 			return err
 		}
 		return t.m.reserve(n)
+	}
+	return nil
+}
+
+// checkActivations refuses a batch of n samples whose activations, estimated from the model's
+// trace (every op's output, and as much again for their gradients when training), would not fit
+// in the device's memory beside the model's tensors: an error naming the figures and the largest
+// activation, before anything is allocated, where the allocation would fail inside the step.
+func (t *Trainer) checkActivations(n int) error {
+	mem := t.dev.Info().Memory
+	if mem <= 0 {
+		return nil
+	}
+	if t.m.acts1 == 0 {
+		steps, _, _, err := nn.Trace(t.m.module, 1, t.m.in.C, t.m.in.H, t.m.in.W)
+		if err != nil {
+			return fmt.Errorf("train: %s: %w", t.m.name, err)
+		}
+		for _, s := range steps {
+			t.m.acts1 += int64(s.Out.Len())
+			if l := int64(s.Out.Len()); l > t.m.largest.values {
+				t.m.largest.values, t.m.largest.op = l, s.Op
+			}
+		}
+	}
+	perValue := int64(4)
+	if t.opt != nil {
+		perValue = 8 // and its gradient
+	}
+	acts := perValue * int64(n) * t.m.acts1
+	weights := int64(0)
+	for _, b := range t.m.weights.bufs {
+		weights += int64(b.Len())
+	}
+	if acts+weights > mem {
+		return fmt.Errorf("train: a batch of %d %v images: its activations need about %s (%d values an image; the largest, a %s's output, %d), "+
+			"beside the model's %s, over the %s of %s: lower the batch size or the image size: %w", n, t.m.in, bytesize.Format(acts),
+			t.m.acts1, t.m.largest.op, t.m.largest.values, bytesize.Format(weights), bytesize.Format(mem), t.dev.Info().Name, gpu.ErrOutOfMemory)
 	}
 	return nil
 }
