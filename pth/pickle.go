@@ -12,35 +12,48 @@ import (
 // objects a state_dict is made of. Nothing it reads can run code: a global it does not know is an
 // error.
 
-// dict is a dict or OrderedDict, its keys in insertion order.
+// dict is a dict or OrderedDict, its keys in insertion order, the comparable ones indexed.
 type dict struct {
 	keys, vals []any
+	index      map[any]int
 }
 
 func (d *dict) get(key string) any {
 	if d == nil {
 		return nil
 	}
-	for i, k := range d.keys {
-		if k == key {
-			return d.vals[i]
-		}
+	if i, ok := d.index[key]; ok {
+		return d.vals[i]
 	}
 	return nil
 }
 
 func (d *dict) set(k, v any) {
-	for i, old := range d.keys {
-		if old == k {
+	switch k.(type) {
+	case string, int64, float64, bool, nil, global, *dict, *list, *tensor, *storage, *opaque:
+		if d.index == nil {
+			d.index = map[any]int{}
+		}
+		if i, ok := d.index[k]; ok {
 			d.vals[i] = v
 			return
 		}
+		d.index[k] = len(d.keys)
 	}
+	// A tuple key is another key each time (a state_dict has none).
 	d.keys, d.vals = append(d.keys, k), append(d.vals, v)
 }
 
-// tuple is a pickled tuple; a list is []any.
+// tuple is a pickled tuple.
 type tuple []any
+
+// list is a pickled list, one object however many times the memo hands it out.
+type list struct{ items []any }
+
+// opaque is an object of a class a state_dict does not hold (an argparse.Namespace beside a
+// checkpoint's weights, a set): kept as inert, never called, and refused where a tensor is
+// wanted.
+type opaque struct{ class string }
 
 // global is a class or function a GLOBAL names.
 type global struct{ module, name string }
@@ -129,7 +142,7 @@ func (u *unpickler) run() (any, error) {
 		case ')': // EMPTY_TUPLE
 			err = u.push(tuple{})
 		case ']': // EMPTY_LIST
-			err = u.push([]any{})
+			err = u.push(&list{})
 		case '}': // EMPTY_DICT
 			err = u.push(&dict{})
 		case 'N':
@@ -234,6 +247,14 @@ func (u *unpickler) run() (any, error) {
 			}
 		case 'b': // BUILD: an object's state (an OrderedDict's _metadata): kept out of the state_dict
 			_, err = u.pop()
+		case 0x8f: // EMPTY_SET
+			err = u.push(&opaque{"builtins.set"})
+		case 0x90: // ADDITEMS
+			_, err = u.popMark()
+		case 0x91: // FROZENSET
+			if _, err = u.popMark(); err == nil {
+				err = u.push(&opaque{"builtins.frozenset"})
+			}
 		default:
 			return nil, fmt.Errorf("pickle opcode 0x%02x at byte %d, which a state_dict does not use", op[0], u.pos-1)
 		}
@@ -417,11 +438,14 @@ func (u *unpickler) appendTo(vs []any) error {
 	if len(u.stack) == 0 {
 		return errors.New("pickle stack underflow")
 	}
-	l, ok := u.stack[len(u.stack)-1].([]any)
+	l, ok := u.stack[len(u.stack)-1].(*list)
 	if !ok {
 		return fmt.Errorf("APPEND to %s", describe(u.stack[len(u.stack)-1]))
 	}
-	u.stack[len(u.stack)-1] = append(l, vs...)
+	if len(l.items)+len(vs) > maxStack {
+		return errors.New("pickle list too long")
+	}
+	l.items = append(l.items, vs...)
 	return nil
 }
 
@@ -448,13 +472,13 @@ func (u *unpickler) setItems(kv []any) error {
 func persistent(pid any) (*storage, error) {
 	t, ok := pid.(tuple)
 	if !ok || len(t) < 5 || t[0] != "storage" {
-		return nil, fmt.Errorf("persistent id %v is not a storage", pid)
+		return nil, fmt.Errorf("persistent id %s is not a storage", describe(pid))
 	}
 	g, ok1 := t[1].(global)
 	key, ok2 := t[2].(string)
 	numel, ok3 := t[4].(int64)
 	if _, known := storageTypes[g.name]; !ok1 || !ok2 || !ok3 || g.module != "torch" || !known || numel < 0 || numel > math.MaxInt32 {
-		return nil, fmt.Errorf("persistent id %v is not a storage this reader knows (torch.FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage or an integer one)", pid)
+		return nil, fmt.Errorf("persistent id of a %s.%s storage, which this reader does not know (torch.FloatStorage, HalfStorage, BFloat16Storage, DoubleStorage or an integer one)", g.module, g.name)
 	}
 	return &storage{kind: g.name, key: key, numel: int(numel)}, nil
 }
@@ -462,8 +486,8 @@ func persistent(pid any) (*storage, error) {
 // reduce applies fn to args for the globals a state_dict is made of.
 func reduce(fn, args any) (any, error) {
 	g, ok := fn.(global)
-	if !ok {
-		return nil, fmt.Errorf("REDUCE of %s", describe(fn))
+	if !ok { // a call of an object an earlier call made: inert too
+		return &opaque{"an object's call"}, nil
 	}
 	a, _ := args.(tuple)
 	switch g.module + "." + g.name {
@@ -478,7 +502,7 @@ func reduce(fn, args any) (any, error) {
 		shape, ok3 := ints(a[2])
 		stride, ok4 := ints(a[3])
 		if !ok1 || !ok2 || !ok3 || !ok4 || len(shape) != len(stride) || off < 0 || off > math.MaxInt32 {
-			return nil, fmt.Errorf("%s(%v)", g.name, a)
+			return nil, fmt.Errorf("%s of arguments that are not a storage, an offset, a shape and a stride", g.name)
 		}
 		return &tensor{storage: s, offset: int(off), shape: shape, stride: stride}, nil
 	case "torch._utils._rebuild_parameter":
@@ -490,7 +514,9 @@ func reduce(fn, args any) (any, error) {
 		}
 		return nil, fmt.Errorf("_rebuild_parameter of %s", describe(a[0]))
 	}
-	return nil, fmt.Errorf("%s.%s, which a state_dict does not hold", g.module, g.name)
+	// Another class (an argparse.Namespace, Lightning's AttributeDict, a set, bytes): inert,
+	// refused only where the state_dict would hold it.
+	return &opaque{g.module + "." + g.name}, nil
 }
 
 // ints is a tuple of ints (a shape, a stride).

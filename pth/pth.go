@@ -88,11 +88,17 @@ func Read(r io.ReaderAt, size int64) ([]safetensors.Tensor, error) {
 	}
 	storages := map[string][]byte{}
 	var out []safetensors.Tensor
+	var read, made int64 // storage elements read, tensor elements made: views of one storage are bounded
+
 	for i, k := range sd.keys {
 		name, isName := k.(string)
 		t, isTensor := sd.vals[i].(*tensor)
 		if !isName || !isTensor {
 			return nil, fmt.Errorf("pth: %w: the state_dict holds %s under %s, not a tensor", ErrFormat, describe(sd.vals[i]), describe(k))
+		}
+		if n := t.len(); n > t.storage.numel && n > 1 {
+			return nil, fmt.Errorf("pth: %w: tensor %s of shape %v has more elements than its storage of %d (an expanded view: save it contiguous)",
+				ErrFormat, name, t.shape, t.storage.numel)
 		}
 		data, ok := storages[t.storage.key]
 		if !ok {
@@ -100,10 +106,17 @@ func Read(r io.ReaderAt, size int64) ([]safetensors.Tensor, error) {
 			if f == nil {
 				return nil, fmt.Errorf("pth: %w: tensor %s: no storage %s in the archive", ErrFormat, name, t.storage.key)
 			}
+			if f.Method != zip.Store { // torch.save stores its records: a compressed one could be a bomb
+				return nil, fmt.Errorf("pth: %w: storage %s is compressed; torch.save writes storages stored", ErrFormat, t.storage.key)
+			}
 			if data, err = readAll(f, int64(t.storage.numel)*int64(storageTypes[t.storage.kind].size)); err != nil {
 				return nil, err
 			}
 			storages[t.storage.key] = data
+			read += int64(t.storage.numel)
+		}
+		if made += int64(t.len()); made > 4*read+1<<20 {
+			return nil, fmt.Errorf("pth: %w: its tensors view %d elements of storages of %d: views that repeat their storages", ErrFormat, made, read)
 		}
 		st, err := t.values(name, data)
 		if err != nil {
@@ -143,6 +156,18 @@ type tensor struct {
 	storage       *storage
 	offset        int
 	shape, stride []int
+}
+
+// len is the number of t's elements, 0 for a shape too large (values refuses it).
+func (t *tensor) len() int {
+	n := 1
+	for _, d := range t.shape {
+		if d > 0 && n > math.MaxInt32/d {
+			return 0
+		}
+		n *= d
+	}
+	return n
 }
 
 // values reads t's elements from its storage's bytes, in row-major order.
@@ -217,6 +242,12 @@ func describe(v any) string {
 		return fmt.Sprintf("a dict of %d entries", len(v.keys))
 	case *tensor:
 		return "a tensor"
+	case *opaque:
+		return "a " + v.class + ", which a state_dict does not hold"
+	case *list:
+		return fmt.Sprintf("a list of %d", len(v.items))
+	case tuple:
+		return fmt.Sprintf("a tuple of %d", len(v))
 	case nil:
 		return "None"
 	}

@@ -67,7 +67,7 @@ func archive(t *testing.T, pkl []byte, storages map[string][]byte) []byte {
 	var b bytes.Buffer
 	z := zip.NewWriter(&b)
 	add := func(name string, data []byte) {
-		w, err := z.Create(name)
+		w, err := z.CreateHeader(&zip.FileHeader{Name: name, Method: zip.Store})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,10 +83,33 @@ func archive(t *testing.T, pkl []byte, storages map[string][]byte) []byte {
 	return b.Bytes()
 }
 
-// tensorPickle is a pickle of {"w": a FloatStorage tensor of numel elements, offset, shape [n]}.
-func tensorPickle(numel, offset, n byte) []byte {
-	return []byte("\x80\x02}(X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK" +
-		string(numel) + "tQK" + string(offset) + "K" + string(n) + "\x85K\x01\x85\x89)tRu.")
+// TestReadCompressed: a storage compressed in the archive (torch.save stores its records) is
+// refused: a few kB of deflated zeros could claim gigabytes.
+func TestReadCompressed(t *testing.T) {
+	var b bytes.Buffer
+	z := zip.NewWriter(&b)
+	for name, data := range map[string][]byte{"archive/data.pkl": tensorPickle(4, 0, 4), "archive/data/0": make([]byte, 16)} {
+		w, _ := z.Create(name) // deflated
+		w.Write(data)
+	}
+	z.Close()
+	if _, err := Read(bytes.NewReader(b.Bytes()), int64(b.Len())); !errors.Is(err, ErrFormat) || !strings.Contains(err.Error(), "compressed") {
+		t.Errorf("a compressed storage: %v; want ErrFormat saying so", err)
+	}
+}
+
+// tensorPickle is a pickle of {"w": a FloatStorage tensor of numel elements, offset, shape [n],
+// stride [1]}.
+func tensorPickle(numel, offset, n byte) []byte { return stridedPickle(numel, offset, n, 1) }
+
+func stridedPickle(numel, offset, n, stride byte) []byte {
+	return []byte("\x80\x02" + dictOfTensor(numel, offset, n, stride) + ".")
+}
+
+// dictOfTensor is the pickle opcodes of {"w": the tensor}.
+func dictOfTensor(numel, offset, n, stride byte) string {
+	return "}(X\x01\x00\x00\x00wctorch._utils\n_rebuild_tensor_v2\n((X\x07\x00\x00\x00storagectorch\nFloatStorage\nX\x01\x00\x00\x000X\x03\x00\x00\x00cpuK" +
+		string([]byte{numel}) + "tQK" + string([]byte{offset}) + "K" + string([]byte{n}) + "\x85K" + string([]byte{stride}) + "\x85\x89)tRu"
 }
 
 // TestReadRefuses: what is not a state_dict, or would run code, or lies outside its storage, is
@@ -112,6 +135,15 @@ func TestReadRefuses(t *testing.T) {
 		{"no storage", archive(t, tensorPickle(4, 0, 4), nil), "no storage 0"},
 		{"truncated pickle", archive(t, tensorPickle(4, 0, 4)[:30], map[string][]byte{"0": four}), "truncated pickle"},
 		{"an unknown opcode", archive(t, []byte("\x80\x02\xff."), nil), "opcode 0xff"},
+		{"an expanded view", archive(t, stridedPickle(1, 0, 200, 0), map[string][]byte{"0": four[:4]}), "more elements than its storage"},
+		{"two tuple keys", archive(t, []byte("\x80\x02}(K\x01\x85K\x01K\x02\x85K\x02u."), nil), "not a tensor"},
+		{"two list keys", archive(t, []byte("\x80\x02}(]K\x01]K\x02u."), nil), "not a tensor"},
+		{"a list in itself", archive(t, []byte("\x80\x02](NNNNeNaq\x00Naq\x01h\x00h\x01aQ."), nil), "not a storage"},
+		// A checkpoint's other objects (an argparse.Namespace of its arguments) are inert.
+		{"beside an argparse.Namespace", archive(t, []byte("\x80\x02}(X\x04\x00\x00\x00argscargparse\nNamespace\n)R}X\x02\x00\x00\x00lrK\x01sb"+
+			"X\x0a\x00\x00\x00state_dict"+dictOfTensor(4, 0, 4, 1)+"u."), map[string][]byte{"0": four}), ""},
+		{"an argparse.Namespace for a tensor", archive(t, []byte("\x80\x02}(X\x01\x00\x00\x00wcargparse\nNamespace\n)Ru."), nil),
+			"argparse.Namespace, which a state_dict does not hold"},
 	} {
 		_, err := Read(bytes.NewReader(tc.b), int64(len(tc.b)))
 		if tc.want == "" {
