@@ -16,18 +16,22 @@
 package hub
 
 import (
+	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
+	"net"
 	"net/http"
+	"net/url"
 	"os"
 	"path"
 	"path/filepath"
 	"regexp"
 	"strings"
+	"time"
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 )
@@ -58,6 +62,18 @@ var torchvision = map[string]string{
 	"wide_resnet101_2.IMAGENET1K_V1": "wide_resnet101_2-32ee1156.pth",
 	"wide_resnet101_2.IMAGENET1K_V2": "wide_resnet101_2-d733dc28.pth",
 }
+
+// client gives up on a server that does not answer: a dial, a TLS handshake or the response's
+// header that takes over a minute. A body that stops is caught by idle in download.
+var client = &http.Client{Transport: &http.Transport{
+	Proxy:                 http.ProxyFromEnvironment,
+	DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
+	TLSHandshakeTimeout:   30 * time.Second,
+	ResponseHeaderTimeout: time.Minute,
+}}
+
+// idle is how long a download may receive nothing before it is abandoned.
+var idle = time.Minute
 
 // hashName is torchvision's file name, NAME-HASH.pth, HASH a prefix of the file's SHA-256.
 var hashName = regexp.MustCompile(`-([0-9a-f]{8,64})\.pth$`)
@@ -113,9 +129,9 @@ func Fetch(ctx context.Context, name string) (string, error) {
 		// A repository of PyTorch weights alone has pytorch_model.bin, torch.save's archive.
 		urls = append(urls, strings.TrimSuffix(url, "model.safetensors")+"pytorch_model.bin")
 	}
-	cached := func(url string) string {
-		sum := sha256.Sum256([]byte(url))
-		return filepath.Join(dir, hex.EncodeToString(sum[:6])+"-"+path.Base(url))
+	cached := func(u string) string {
+		sum := sha256.Sum256([]byte(u))
+		return filepath.Join(dir, hex.EncodeToString(sum[:6])+"-"+baseName(u))
 	}
 	for _, u := range urls {
 		if _, err := os.Stat(cached(u)); err == nil {
@@ -151,17 +167,31 @@ func Dir() (string, error) {
 
 var errNotFound = errors.New("not found (404)")
 
-// download writes url's body to local atomically, checking a torchvision name's hash.
+// baseName is the file name of u's path, without its query ("model.safetensors?download=true").
+func baseName(u string) string {
+	if p, err := url.Parse(u); err == nil && path.Base(p.Path) != "/" && path.Base(p.Path) != "." {
+		return path.Base(p.Path)
+	}
+	return "weights"
+}
+
+// download writes url's body to local atomically, checking a torchvision name's hash and that
+// the body is a weights file (a login or error page served with 200 is not cached).
 func download(ctx context.Context, url, local string) error {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
 	if err != nil {
 		return err
 	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
+	stalled := fmt.Errorf("%s: nothing received for %v", url, idle)
+	watchdog := time.AfterFunc(idle, func() { cancel(stalled) })
+	defer watchdog.Stop()
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%s: %w", url, errNotFound)
@@ -171,13 +201,22 @@ func download(ctx context.Context, url, local string) error {
 		return fmt.Errorf("%s: %d bytes, over the %d a weights file may have", url, resp.ContentLength, int64(maxDownload))
 	}
 	want := ""
-	if m := hashName.FindStringSubmatch(path.Base(url)); m != nil {
+	if m := hashName.FindStringSubmatch(baseName(url)); m != nil {
 		want = m[1]
 	}
 	return atomicfile.Write(local, 0o644, func(w io.Writer) error {
+		body := bufio.NewReader(&progress{resp.Body, watchdog})
+		if head, _ := body.Peek(9); !weightsFile(head) {
+			if context.Cause(ctx) == stalled {
+				return stalled
+			}
+			return fmt.Errorf("%s: not a weights file: neither safetensors nor PyTorch's (it begins %q)", url, head)
+		}
 		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(resp.Body, maxDownload+1))
+		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(body, maxDownload+1))
 		switch {
+		case context.Cause(ctx) == stalled:
+			return stalled
 		case err != nil:
 			return fmt.Errorf("%s: %w", url, err)
 		case n > maxDownload:
@@ -187,4 +226,32 @@ func download(ctx context.Context, url, local string) error {
 		}
 		return nil
 	})
+}
+
+// progress restarts the watchdog on every read that brings bytes.
+type progress struct {
+	r        io.Reader
+	watchdog *time.Timer
+}
+
+func (p *progress) Read(b []byte) (int, error) {
+	n, err := p.r.Read(b)
+	if n > 0 {
+		p.watchdog.Reset(idle)
+	}
+	return n, err
+}
+
+// weightsFile: head begins safetensors (a little-endian header length, then '{'), a zip archive
+// (torch.save's) or a pickle (torch.save's legacy format, which the loaders name).
+func weightsFile(head []byte) bool {
+	switch {
+	case len(head) >= 9 && head[8] == '{':
+		return true
+	case len(head) >= 4 && string(head[:4]) == "PK\x03\x04":
+		return true
+	case len(head) >= 2 && head[0] == 0x80 && head[1] <= 5:
+		return true
+	}
+	return false
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 )
 
 // TestFetch: a URL and an hf-hub: name are downloaded once into the cache and read from it
@@ -18,12 +19,14 @@ import (
 // file whose hash does not match is refused and not cached; a local file is itself; an unknown
 // name is ErrName.
 func TestFetch(t *testing.T) {
-	body := []byte("weights")
+	body := []byte("\x02\x00\x00\x00\x00\x00\x00\x00{}") // an empty safetensors file
 	sum := sha256.Sum256(body)
 	var requests atomic.Int32
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		switch r.URL.Path {
+		case "/login.safetensors":
+			w.Write([]byte("<!DOCTYPE html><html>sign in</html>"))
 		case "/w.safetensors", "/timm/convnext_atto.d2_in1k/resolve/main/model.safetensors",
 			"/org/old/resolve/v1/pytorch_model.bin", "/m-" + hex.EncodeToString(sum[:4]) + ".pth", "/m-00000000.pth":
 			w.Write(body)
@@ -34,12 +37,15 @@ func TestFetch(t *testing.T) {
 	defer srv.Close()
 	t.Setenv("STOKE_CACHE", t.TempDir())
 	t.Setenv("HF_ENDPOINT", srv.URL)
-	for _, name := range []string{srv.URL + "/w.safetensors", "hf-hub:timm/convnext_atto.d2_in1k", "hf-hub:org/old@v1",
+	for _, name := range []string{srv.URL + "/w.safetensors?download=true", "hf-hub:timm/convnext_atto.d2_in1k", "hf-hub:org/old@v1",
 		srv.URL + "/m-" + hex.EncodeToString(sum[:4]) + ".pth"} {
 		before := requests.Load()
 		p, err := Fetch(t.Context(), name)
 		if err != nil {
 			t.Fatalf("%s: %v", name, err)
+		}
+		if strings.Contains(p, "?") {
+			t.Errorf("%s: cached as %s, with the query in its name", name, p)
 		}
 		if b, _ := os.ReadFile(p); string(b) != string(body) {
 			t.Errorf("%s: %s holds %q", name, p, b)
@@ -54,6 +60,9 @@ func TestFetch(t *testing.T) {
 	}
 	if _, err := Fetch(t.Context(), srv.URL+"/m-00000000.pth"); err == nil || !strings.Contains(err.Error(), "does not start with its name's 00000000") {
 		t.Errorf("a hash mismatch: %v", err)
+	}
+	if _, err := Fetch(t.Context(), srv.URL+"/login.safetensors"); err == nil || !strings.Contains(err.Error(), "not a weights file") {
+		t.Errorf("an HTML page: %v", err)
 	}
 	if entries, _ := os.ReadDir(filepath.Join(os.Getenv("STOKE_CACHE"), "weights")); len(entries) != 4 {
 		t.Errorf("the cache holds %d files; want the 4 good downloads", len(entries))
@@ -85,5 +94,40 @@ func TestURL(t *testing.T) {
 	t.Setenv("HF_ENDPOINT", "")
 	if got, _ := URL("hf-hub:timm/vit_tiny_patch16_224.augreg_in21k"); got != "https://huggingface.co/timm/vit_tiny_patch16_224.augreg_in21k/resolve/main/model.safetensors" {
 		t.Errorf("hf-hub: %s", got)
+	}
+}
+
+// TestFetchStalled: a server that sends the header and part of the body, then nothing, is
+// abandoned after the idle time, and nothing is cached.
+func TestFetchStalled(t *testing.T) {
+	defer func(d time.Duration) { idle = d }(idle)
+	idle = 200 * time.Millisecond
+	release := make(chan struct{})
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Write([]byte("\x02\x00\x00\x00\x00\x00\x00\x00{"))
+		w.(http.Flusher).Flush()
+		select {
+		case <-release:
+		case <-r.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(release)
+	t.Setenv("STOKE_CACHE", t.TempDir())
+	done := make(chan error, 1)
+	go func() {
+		_, err := Fetch(t.Context(), srv.URL+"/w.safetensors")
+		done <- err
+	}()
+	select {
+	case err := <-done:
+		if err == nil || !strings.Contains(err.Error(), "nothing received for 200ms") {
+			t.Errorf("a stalled download: %v", err)
+		}
+	case <-time.After(20 * time.Second):
+		t.Fatal("a stalled download still waits after 20 s")
+	}
+	if entries, _ := os.ReadDir(filepath.Join(os.Getenv("STOKE_CACHE"), "weights")); len(entries) != 0 {
+		t.Errorf("the cache holds %d files after a stalled download", len(entries))
 	}
 }
