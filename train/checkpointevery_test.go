@@ -110,6 +110,9 @@ func TestMaxSteps(t *testing.T) {
 	if res.Steps != 15 || res.Epochs != 1 || len(res.History) != 2 || res.History[1].Epoch != 2 {
 		t.Fatalf("%d steps, %d epochs, %d epoch records; want 15 steps, 1 whole epoch and a part of the second", res.Steps, res.Epochs, len(res.History))
 	}
+	if res.History[0].Partial || !res.History[1].Partial {
+		t.Errorf("epochs partial %v, %v; want the second only", res.History[0].Partial, res.History[1].Partial)
+	}
 	if len(lrs) != 15 || !(lrs[14] < 0.1*0.02) {
 		t.Errorf("%d steps' rates, the last %g; want 15, the cosine over them near 0 at the end", len(lrs), lrs[len(lrs)-1])
 	}
@@ -119,35 +122,54 @@ func TestMaxSteps(t *testing.T) {
 	// The resume through a Loader, which starts an epoch at a batch (Seeker).
 	dev := openCPU(t)
 	ds := memDataset(200, 1) // 10 batches of 20
-	run := func(cfg Config) (Result, *Trainer) {
+	// With test data, each epoch is evaluated; a plateau whose threshold no epoch beats reduces
+	// the rate after each epoch but the first, and a part of an epoch must not count as one.
+	run := func(cfg Config, evaluate bool) (Result, *Trainer) {
 		t.Helper()
 		tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tr.Close() })
-		l, err := loaders.New(ds, loaders.Config{Batch: 20, Workers: 2, Shuffle: true, Seed: 9, Device: dev, Stream: tr.Stream()})
-		if err != nil {
-			t.Fatal(err)
+		open := func(ds loaders.Dataset, shuffle bool) Data {
+			l, err := loaders.New(ds, loaders.Config{Batch: 20, Workers: 2, Shuffle: shuffle, Seed: 9, Device: dev, Stream: tr.Stream()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { l.Close() })
+			return FromLoader(l)
 		}
-		defer l.Close()
-		res, err := tr.Fit(context.Background(), FromLoader(l), nil)
+		var test Data
+		if evaluate {
+			test = open(memDataset(60, 2), false)
+		}
+		res, err := tr.Fit(context.Background(), open(ds, true), test)
 		if err != nil {
 			t.Fatal(err)
 		}
 		return res, tr
 	}
-	ck2 := filepath.Join(t.TempDir(), "ck2")
-	run(Config{Epochs: 2, Seed: 4, Checkpoint: ck2, MaxSteps: 15})
-	res2, tr2 := run(Config{Epochs: 2, Seed: 4, Checkpoint: ck2, Resume: ck2})
-	_, whole := run(Config{Epochs: 2, Seed: 4})
-	if res2.Steps != 20 || res2.Epochs != 2 {
-		t.Errorf("resumed: %d steps, %d epochs; want 20 and 2", res2.Steps, res2.Epochs)
-	}
-	got, want := weights(t, tr2), weights(t, whole)
-	for i := range want {
-		if !slices.Equal(got[i], want[i]) {
-			t.Fatalf("tensor %d after a stop at step 15 and a resume differs from the uninterrupted run's", i)
+	plateau := &Plateau{Factor: 0.5, Threshold: 10}
+	for _, evaluate := range []bool{false, true} {
+		cfg := Config{Epochs: 2, Seed: 4}
+		if evaluate {
+			cfg.Plateau = plateau
+		}
+		ck2 := filepath.Join(t.TempDir(), "ck2")
+		first, second := cfg, cfg
+		first.Checkpoint, first.MaxSteps = ck2, 15
+		second.Checkpoint, second.Resume = ck2, ck2
+		run(first, evaluate)
+		res2, tr2 := run(second, evaluate)
+		_, whole := run(cfg, evaluate)
+		if res2.Steps != 20 || res2.Epochs != 2 {
+			t.Errorf("resumed (evaluated %v): %d steps, %d epochs; want 20 and 2", evaluate, res2.Steps, res2.Epochs)
+		}
+		got, want := weights(t, tr2), weights(t, whole)
+		for i := range want {
+			if !slices.Equal(got[i], want[i]) {
+				t.Fatalf("evaluated %v: tensor %d after a stop at step 15 and a resume differs from the uninterrupted run's", evaluate, i)
+			}
 		}
 	}
 }

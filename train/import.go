@@ -112,13 +112,15 @@ func (m *Model) stemHint(f *safetensors.File) string {
 // (Partial, NewHead); the report says what was loaded and what was not. The file is safetensors
 // or torch.save's archive (a .pth: package pth reads its state_dict). A file that is not a
 // well-formed safetensors file gives an error wrapping ErrSafetensors, naming the tensor at
-// fault, and a .pth that is not torch.save's state_dict one wrapping pth.ErrFormat; a tensor with a NaN or an infinite value, one wrapping ErrNonFinite (unless
-// opts.AllowNonFinite). On error the trainer's weights are unchanged, but for one: ctx ending
+// fault, and a .pth that is not torch.save's state_dict one wrapping pth.ErrFormat; a tensor
+// with a NaN or an infinite value, one wrapping ErrNonFinite (unless opts.AllowNonFinite). On error the trainer's weights are unchanged, but for one: ctx ending
 // during the final wait for the device, when the uploads are enqueued and complete on the stream
 // (the error then wraps ctx's). The optimizer's state is left as it is (zero on a fresh trainer).
 //
-// Memory: the file's header (at most its size and 100 MB) and one host copy of the model's
-// tensors, whatever the file claims, and of each file tensor a Resampler resamples.
+// Memory: from safetensors, the file's header (at most its size and 100 MB) and one host copy
+// of the model's tensors, whatever the file claims, and of each file tensor a Resampler
+// resamples; from a .pth, which is read whole, its storages and their float32 values besides
+// (about three times the model's size for float32 weights, bounded by the file's size).
 func (t *Trainer) LoadWeights(ctx context.Context, path string, opts LoadOptions) (*WeightsReport, error) {
 	fh, err := os.Open(path)
 	if err != nil {

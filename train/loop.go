@@ -3,6 +3,7 @@ package train
 import (
 	"context"
 	"fmt"
+	"maps"
 	"math"
 	"unsafe"
 
@@ -108,6 +109,20 @@ type loopState struct {
 	// EpochBatches, in a checkpoint written within an epoch (Config.CheckpointEvery), is the
 	// batches of the next epoch already trained (per rank), where a resumed run starts it.
 	EpochBatches int `json:"epoch_batches,omitempty"`
+}
+
+// clone is a copy of st that shares nothing the loop changes in place.
+func (st loopState) clone() loopState {
+	st.Tracked = maps.Clone(st.Tracked)
+	if st.Plateau != nil {
+		p := *st.Plateau
+		if p.Best != nil {
+			b := *p.Best
+			p.Best = &b
+		}
+		st.Plateau = &p
+	}
+	return st
 }
 
 // improves reports whether metric beats the best epoch's (any epoch beats none; NaN never does).

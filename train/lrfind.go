@@ -53,6 +53,8 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 		return nil, fmt.Errorf("train: %w: FindLR needs an optimizer with a positive rate", ErrConfig)
 	case t.step != 0 || t.epochs != 0:
 		return nil, fmt.Errorf("train: %w: FindLR runs before Fit, on a trainer that has not trained (this one is at step %d)", ErrConfig, t.step)
+	case t.dist != nil:
+		return nil, fmt.Errorf("train: %w: FindLR runs in one process (run it before launching the data-parallel job)", ErrConfig)
 	}
 	// The starting point: the weights and buffers, in memory of the test's own.
 	snap := arena{dev: t.dev}
@@ -73,13 +75,15 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 	ctx, stop := context.WithCancel(ctx)
 	defer stop()
 	var avg, best float64
-	cfg := t.cfg
+	cfg, state, learned := t.cfg, t.state.clone(), t.learned
 	base := t.opt.BaseLR()
 	t.cfg.Epochs = max(t.cfg.Epochs, lf.Steps) // enough: the test stops after Steps steps
 	t.cfg.Schedule = func(step, _, _ int) float64 {
 		return lf.Min / base * math.Pow(lf.Max/lf.Min, float64(min(step, lf.Steps-1))/float64(lf.Steps-1))
 	}
-	t.cfg.Checkpoint, t.cfg.KeepBest, t.cfg.CheckpointEvery, t.cfg.EarlyStop, t.cfg.MaxSteps = "", "", 0, 0, 0
+	// Nothing of the loop's own moves the rate or ends the test: no plateau, no early stop.
+	t.cfg.Checkpoint, t.cfg.KeepBest, t.cfg.CheckpointEvery, t.cfg.EarlyStop, t.cfg.MaxSteps, t.cfg.Plateau = "", "", 0, 0, 0, nil
+	t.state.Plateau = nil
 	t.cfg.Progress = func(p *Progress) {
 		if p.Done || len(f.LRs) >= lf.Steps {
 			return
@@ -98,21 +102,21 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 			stop()
 		}
 	}
-	plateau := t.state.Plateau
 	_, err := t.Fit(ctx, data, nil)
 	t.cfg = cfg
+	// Whatever ended the test, the trainer is put back as it was.
+	if rerr := t.restart(start, state, learned); rerr != nil {
+		return nil, fmt.Errorf("train: FindLR: %w", rerr)
+	}
+	if werr := t.wait(parent); werr != nil && err == nil {
+		err = werr
+	}
 	switch {
 	case errors.Is(err, ErrDiverged): // a loss that is not finite: the end of the range
 		f.Diverged = true
 	case errors.Is(err, context.Canceled) && parent.Err() == nil && (f.Diverged || len(f.LRs) == lf.Steps):
 		// stopped by the test itself
 	case err != nil:
-		return nil, err
-	}
-	if err := t.restart(start, plateau); err != nil {
-		return nil, fmt.Errorf("train: FindLR: %w", err)
-	}
-	if err := t.wait(parent); err != nil {
 		return nil, err
 	}
 	if len(f.LRs) < 13 {
@@ -129,9 +133,9 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 }
 
 // restart puts the trainer back at its start: the weights and buffers start held, the optimizer's
-// state zero, the EMA the weights, no step, epoch or history, the loop's state afresh (plateau
-// its state then).
-func (t *Trainer) restart(start []kernels.F32, plateau *plateauState) error {
+// state zero, the EMA the weights, no step, epoch or history, the loop's state and the learned
+// epoch length those given.
+func (t *Trainer) restart(start []kernels.F32, state loopState, learned int) error {
 	for i, p := range t.m.tensors() {
 		if err := t.ops.Copy(t.s, p.W, start[i]); err != nil {
 			return err
@@ -147,11 +151,7 @@ func (t *Trainer) restart(start []kernels.F32, plateau *plateauState) error {
 			return err
 		}
 	}
-	t.step, t.epochs, t.history = 0, 0, nil
-	t.state = loopState{Tracked: t.m.batchNormCounts(0), Plateau: plateau}
-	if plateau != nil {
-		t.state.Plateau = &plateauState{LR: t.opt.BaseLR()}
-	}
+	t.step, t.epochs, t.history, t.state, t.learned = 0, 0, nil, state, learned
 	if t.scaler != nil {
 		t.scaler = newLossScale()
 	}

@@ -1,7 +1,9 @@
 package train
 
 import (
+	"context"
 	"errors"
+	"iter"
 	"math"
 	"slices"
 	"testing"
@@ -64,5 +66,62 @@ func TestFindLR(t *testing.T) {
 	defer tr2.Close()
 	if _, err := tr2.FindLR(t.Context(), f.train, LRFind{Min: 1, Max: 0.5}); !errors.Is(err, ErrConfig) {
 		t.Errorf("a range from 1 to 0.5: %v; want ErrConfig", err)
+	}
+}
+
+// cancelAfter is data that cancels its context after n batches.
+type cancelAfter struct {
+	Data
+	n      int
+	cancel context.CancelFunc
+}
+
+func (c *cancelAfter) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error] {
+	return func(yield func(Batch, error) bool) {
+		for b, err := range c.Data.Batches(ctx, epoch) {
+			if c.n--; c.n == 0 {
+				c.cancel()
+			}
+			if !yield(b, err) {
+				return
+			}
+		}
+	}
+}
+
+// TestFindLRInterrupted: a range test cancelled halfway returns the cancellation and leaves the
+// trainer as it was (Fit after it trains to a fresh trainer's weights); a trainer with
+// ReduceLROnPlateau runs the test at the test's rates, its plateau neither stepped nor needing
+// validation data.
+func TestFindLRInterrupted(t *testing.T) {
+	f := newFixture(t, 640)
+	opt := SGD{LR: 0.1, Momentum: 0.9}
+	cfg := Config{Epochs: 2, Seed: 1, Plateau: &Plateau{Factor: 0.1, Patience: 0}}
+	tr, err := New(t.Context(), smallResNet(t), f.dev, opt, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	ctx, cancel := context.WithCancel(t.Context())
+	defer cancel()
+	if _, err := tr.FindLR(ctx, &cancelAfter{f.train, 7, cancel}, LRFind{Min: 1e-5, Max: 1e-4, Steps: 40}); !errors.Is(err, context.Canceled) {
+		t.Fatalf("a cancelled range test: %v; want context.Canceled", err)
+	}
+	found, err := tr.FindLR(t.Context(), f.train, LRFind{Min: 1e-5, Max: 1e-4, Steps: 40})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n := len(found.LRs); n != 40 || math.Abs(found.LRs[n-1]/1e-4-1) > 1e-6 {
+		t.Fatalf("%d rates up to %g; want 40 up to 1e-4 (more steps than an epoch has, at the test's rates)", n, found.LRs[n-1])
+	}
+	if _, err := tr.Fit(t.Context(), f.train, f.test); err != nil {
+		t.Fatal(err)
+	}
+	_, fresh := fit(t, f, smallResNet(t), opt, cfg)
+	got, want := weights(t, tr), weights(t, fresh)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("tensor %d after two range tests and Fit differs from a fresh trainer's", i)
+		}
 	}
 }

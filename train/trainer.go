@@ -319,6 +319,10 @@ type EpochResult struct {
 	EMALoss  float64 `json:"ema_loss,omitempty"`
 	// LR is the learning rate of the epoch's last step.
 	LR float64 `json:"lr"`
+	// Partial says that the epoch stopped at Config.MaxSteps before its last batch: it is
+	// evaluated, but steps neither ReduceLROnPlateau nor early stopping's patience, which count
+	// whole epochs; a run resumed with more steps finishes it.
+	Partial bool `json:"partial,omitempty"`
 }
 
 // Result is what Fit returns.
@@ -713,6 +717,7 @@ func (t *Trainer) Fit(ctx context.Context, trainData, test Data) (Result, error)
 		if err != nil {
 			return t.result(res, start, samples, trainTime, waitTime), err
 		}
+		er.Partial = t.state.EpochBatches > 0
 		// Every rank evaluates rank 0's running statistics.
 		if err := t.syncBuffers(ctx); err != nil {
 			return t.result(res, start, samples, trainTime, waitTime), err
@@ -810,13 +815,13 @@ func (t *Trainer) decide(er EpochResult) (improved bool) {
 	if t.hasEMA && !t.state.EMABehind {
 		metric = er.EMAAcc
 	}
-	if t.cfg.Plateau != nil {
+	if t.cfg.Plateau != nil && !er.Partial {
 		t.state.Plateau.step(*t.cfg.Plateau, metric, t.higher)
 	}
 	if improved = t.state.improves(metric, t.higher); improved {
 		t.state.BestEpoch, t.state.Best = er.Epoch, metric
 	}
-	if t.cfg.EarlyStop > 0 && er.Epoch-t.state.BestEpoch >= t.cfg.EarlyStop {
+	if t.cfg.EarlyStop > 0 && !er.Partial && er.Epoch-t.state.BestEpoch >= t.cfg.EarlyStop {
 		t.state.Stopped = er.Epoch
 	}
 	return improved
@@ -944,7 +949,7 @@ func (t *Trainer) trainEpoch(ctx context.Context, data Data) (er EpochResult, sa
 	if batches == 0 {
 		batches = t.learned
 		defer func() {
-			if err == nil && t.learned == 0 {
+			if err == nil && t.learned == 0 && t.state.EpochBatches == 0 { // a whole epoch, not one MaxSteps cut
 				t.learned = seen
 			}
 		}()
