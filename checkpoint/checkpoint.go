@@ -40,8 +40,8 @@
 // Reading treats the files as outside bytes: every length is checked against what remains before
 // anything is allocated, so a corrupt or hostile file costs no more memory than its own size, and
 // the checksums catch damage. Both ways stream: Write takes the values of a set at a time from
-// the caller (Fill) and Read decodes them straight from the file, so neither holds the file's
-// bytes beside the values.
+// the caller (Fill), Open leaves them in the file for ReadValues to read a set at a time, and
+// Read decodes them straight from the file, so none holds the file's bytes beside the values.
 package checkpoint
 
 import (
@@ -105,6 +105,16 @@ type File struct {
 	// Meta is metadata of the caller's own, written with the weights and read back (version 4):
 	// keys that do not start with MetaPrefix and are not "format".
 	Meta map[string]string
+
+	sources [][]source // of a File that Open opened: where each value set that is nil lies
+	files   []*os.File // what Close closes
+}
+
+// source is where a value set lies: tensor key of file.
+type source struct {
+	file *safetensors.File
+	key  string
+	len  int
 }
 
 // Epoch1 is one epoch's record in a version 1 file.
@@ -128,14 +138,19 @@ type Tensor struct {
 // forever, a device never end it) is refused before it is opened for reading. An error of the
 // bytes wraps ErrFormat; a version 4 checkpoint's training state not beside it,
 // ErrNoTrainingState.
-func Read(path string) (*File, error) { return read(path, false) }
+func Read(path string) (*File, error) { return readAll(Open(path, false)) }
 
 // ReadWeights reads the checkpoint at path as Read does, but of a version 4 checkpoint only the
 // weights file: each tensor's Values hold its weights alone. Predicting and exporting need no
 // more than that, nor the training state beside it.
-func ReadWeights(path string) (*File, error) { return read(path, true) }
+func ReadWeights(path string) (*File, error) { return readAll(Open(path, true)) }
 
-func read(path string, weightsOnly bool) (*File, error) {
+// Open is Read, or ReadWeights with weightsOnly, that leaves the values of a version 4
+// checkpoint in its files: each tensor's Values holds as many value sets as Read's would, nil,
+// and ReadValues reads one set at a time, so that a reader that checks and uploads a set at a time
+// holds one tensor's values, whatever the model's size. The files' checksums are checked here.
+// Close the File when done. Versions 1 to 3 are read whole.
+func Open(path string, weightsOnly bool) (*File, error) {
 	st, err := os.Stat(path)
 	if err != nil {
 		return nil, err
@@ -150,7 +165,7 @@ func read(path string, weightsOnly bool) (*File, error) {
 	defer fh.Close()
 	b := make([]byte, len(magic))
 	if n, _ := io.ReadFull(fh, b); n != len(b) || string(b) != magic {
-		return read4(path, weightsOnly)
+		return open4(path, weightsOnly)
 	}
 	if _, err := fh.Seek(0, io.SeekStart); err != nil {
 		return nil, err
@@ -162,6 +177,54 @@ func read(path string, weightsOnly bool) (*File, error) {
 		}
 	}
 	return f, err
+}
+
+// ReadValues writes value set k of tensor i (the weights, an optimizer slot, the EMA) into dst,
+// of the tensor's element count: from memory, or from the file for a set Open left nil.
+func (f *File) ReadValues(i, k int, dst []float32) error {
+	t := f.Tensors[i]
+	if v := t.Values[k]; v != nil {
+		if len(v) != len(dst) {
+			return fmt.Errorf("checkpoint: tensor %q: %d values into %d", t.Name, len(v), len(dst))
+		}
+		copy(dst, v)
+		return nil
+	}
+	src := f.sources[i][k]
+	if err := src.file.Float32s(src.key, dst); err != nil {
+		return fmt.Errorf("checkpoint: %w: tensor %q: %w", ErrFormat, t.Name, err)
+	}
+	return nil
+}
+
+// Close closes the files Open left open; a File read whole has none.
+func (f *File) Close() error {
+	var err error
+	for _, fh := range f.files {
+		err = errors.Join(err, fh.Close())
+	}
+	f.files, f.sources = nil, nil
+	return err
+}
+
+// readAll reads every value set f leaves in its files, and closes them.
+func readAll(f *File, err error) (*File, error) {
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	for i := range f.Tensors {
+		for k, v := range f.Tensors[i].Values {
+			if v == nil {
+				v = make([]float32, f.sources[i][k].len)
+				if err := f.ReadValues(i, k, v); err != nil {
+					return nil, err
+				}
+				f.Tensors[i].Values[k] = v
+			}
+		}
+	}
+	return f, nil
 }
 
 // Fill gives a streamed write the values of a set that the File leaves nil: it writes set k of

@@ -238,9 +238,9 @@ func openFile(path string) (*safetensors.File, *os.File, error) {
 	return f, fh, nil
 }
 
-// read4 reads the version 4 checkpoint at path (see the package doc's Format): the weights, and
-// unless weightsOnly the training state beside them.
-func read4(path string, weightsOnly bool) (*File, error) {
+// open4 opens the version 4 checkpoint at path (see the package doc's Format): the weights, and
+// unless weightsOnly the training state beside them, their values left in the files (Open).
+func open4(path string, weightsOnly bool) (_ *File, err error) {
 	// Through a symbolic link (latest.ckpt), the training state lies beside the file itself.
 	if resolved, err := filepath.EvalSymlinks(path); err == nil {
 		path = resolved
@@ -249,12 +249,16 @@ func read4(path string, weightsOnly bool) (*File, error) {
 	if err != nil {
 		return nil, err
 	}
-	defer fh.Close()
 	md := sf.Metadata()
 	bad := func(format string, args ...any) (*File, error) {
 		return nil, fmt.Errorf("checkpoint: %w: %s", ErrFormat, fmt.Sprintf(format, args...))
 	}
-	f := &File{Model: md[metaModel], Builder: md[metaBuilder], Optimizer: md[metaOptimizer]}
+	f := &File{Model: md[metaModel], Builder: md[metaBuilder], Optimizer: md[metaOptimizer], files: []*os.File{fh}}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	var err1, err2, err3 error
 	f.Seed, err1 = strconv.ParseUint(md[metaSeed], 10, 64)
 	f.Epochs, err2 = strconv.Atoi(md[metaEpochs])
@@ -300,7 +304,7 @@ func read4(path string, weightsOnly bool) (*File, error) {
 		if err != nil {
 			return nil, err
 		}
-		defer th.Close()
+		f.files = append(f.files, th)
 		training = tf
 	}
 	seen := map[string]bool{}
@@ -315,6 +319,7 @@ func read4(path string, weightsOnly bool) (*File, error) {
 			n = 1
 		}
 		t := Tensor{Name: name, Shape: slices.Clone(info.Shape), Values: make([][]float32, n)}
+		srcs := make([]source, n)
 		for k := range n {
 			file, key := sf, name
 			if k > 0 {
@@ -324,12 +329,10 @@ func read4(path string, weightsOnly bool) (*File, error) {
 			if !ok || ti.DType != "F32" || !slices.Equal(ti.Shape, info.Shape) {
 				return bad("tensor %q: value set %d missing or of another shape", name, k)
 			}
-			t.Values[k] = make([]float32, info.Len())
-			if err := file.Float32s(key, t.Values[k]); err != nil {
-				return nil, fmt.Errorf("checkpoint: %w: tensor %q: %w", ErrFormat, name, err)
-			}
+			srcs[k] = source{file, key, info.Len()}
 		}
 		f.Tensors = append(f.Tensors, t)
+		f.sources = append(f.sources, srcs)
 	}
 	return f, nil
 }

@@ -158,10 +158,15 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 
 // Load restores weights, optimizer state, seed, step, epoch count, history and the loop's state
 // (the EMA, ReduceLROnPlateau's, the best epoch and early stopping's: Config's settings decide
-// which of them the run uses) from the checkpoint at path. A file that is not a valid checkpoint gives an error wrapping ErrCheckpoint; one written
-// for another model (layers, shapes) or optimizer kind, ErrMismatch. On error the trainer's state
-// is unchanged, but for one: ctx ending during the final wait for the device, when the uploads are
-// enqueued and the load completes on the stream (the error then wraps ctx's).
+// which of them the run uses) from the checkpoint at path. A file that is not a valid checkpoint
+// gives an error wrapping ErrCheckpoint; one written for another model (layers, shapes) or
+// optimizer kind, ErrMismatch. On error the trainer's state is unchanged, but for two: ctx ending
+// during the final wait for the device, when the uploads are enqueued and the load completes on
+// the stream (the error then wraps ctx's), and the disk failing a read during the uploads.
+//
+// Memory: one host copy of the largest tensor. The values stream from the file a set at a time,
+// read twice: checked for NaN and infinite values first (unless Config.AllowNonFinite), then
+// uploaded; the file's checksum is checked when it is opened.
 func (t *Trainer) Load(ctx context.Context, path string) error {
 	// A trainer without an optimizer (predict, export) loads weights; it resumes no run.
 	what := "resume from checkpoint"
@@ -172,13 +177,14 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	var missing error // a trainer without an optimizer takes the weights without the training state
 	if errors.Is(err, checkpoint.ErrNoTrainingState) && t.opt == nil {
 		missing = err
-		if c, err = readCheckpoint(path, checkpoint.ReadWeights); err == nil {
+		if c, err = readCheckpoint(path, true); err == nil {
 			c.weightsOnly = true
 		}
 	}
 	if err != nil {
 		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
+	defer c.Close()
 	if t.opt == nil {
 		// A trainer without an optimizer continues no run: it takes the checkpoint's seed.
 		t.seed = c.Seed
@@ -198,8 +204,9 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 				strings.Join(pre.Classes, ", "), strings.Join(mine.Classes, ", "))
 		}
 	}
+	scratch := make([]float32, c.largest()) // a set at a time, checked, then uploaded
 	if !t.cfg.AllowNonFinite {
-		if err := c.finite(); err != nil {
+		if err := c.finite(scratch); err != nil {
 			return fmt.Errorf("train: %s %s: %w", what, path, err)
 		}
 	}
@@ -214,16 +221,28 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 			return err
 		}
 	}
+	// The values stream from the file a set at a time through one host buffer, each upload
+	// complete before the next set is read: a load costs one tensor's host memory, not the
+	// model's and its optimizer state's. The uploads run to the end whatever ctx does.
+	load := func(i, k int, dst kernels.F32) error {
+		host := scratch[:dst.Len]
+		if err := c.ReadValues(i, k, host); err != nil {
+			return fmt.Errorf("train: %s %s: %w: %w", what, path, ErrCheckpoint, err)
+		}
+		if err := upload(t.s, dst, host); err != nil {
+			return err
+		}
+		return t.s.Synchronize(context.WithoutCancel(ctx))
+	}
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (OptimizerState is empty).
-		ts := c.Tensors[i].Values
-		for j, v := range append([]kernels.F32{p.W}, t.OptimizerState(p)...) {
-			if err := upload(t.s, v, ts[j]); err != nil {
+		for k, dst := range append([]kernels.F32{p.W}, t.OptimizerState(p)...) {
+			if err := load(i, k, dst); err != nil {
 				return err
 			}
 		}
 		if ema {
-			if err := upload(t.s, t.ema[i], ts[len(ts)-1]); err != nil {
+			if err := load(i, len(c.Tensors[i].Values)-1, t.ema[i]); err != nil {
 				return err
 			}
 		}
@@ -291,7 +310,7 @@ func (t *Trainer) check(c *saved) error {
 			return fmt.Errorf("train: %w: parameter %s has shape %v; want %v", ErrMismatch, p.Name, cp.Shape, p.Shape)
 		}
 		for _, v := range cp.Values {
-			if len(v) != p.Len() {
+			if v != nil && len(v) != p.Len() { // in the file (version 4), its shape says its length
 				return fmt.Errorf("train: %w: parameter %s has %d values; want %d", ErrMismatch, p.Name, len(v), p.Len())
 			}
 		}
@@ -300,10 +319,15 @@ func (t *Trainer) check(c *saved) error {
 }
 
 // finite checks every tensor of the checkpoint (weights, optimizer state, EMA) for NaN and
-// infinite values; the error names the first tensor that holds one.
-func (c *saved) finite() error {
-	for _, cp := range c.Tensors {
-		for j, v := range cp.Values {
+// infinite values, reading a set at a time into scratch, of the largest tensor's length; the error
+// names the first tensor that holds one.
+func (c *saved) finite(scratch []float32) error {
+	for i, cp := range c.Tensors {
+		for j := range cp.Values {
+			v := scratch[:c.setLen(i)]
+			if err := c.ReadValues(i, j, v); err != nil {
+				return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+			}
 			if err := finite(v); err != nil {
 				what := "weights"
 				switch {
@@ -344,17 +368,38 @@ type saved struct {
 	weightsOnly bool // read without the training state: each tensor's weights alone
 }
 
-// readSaved reads the checkpoint at path; an unreadable one gives an error wrapping
-// ErrCheckpoint.
-func readSaved(path string) (*saved, error) { return readCheckpoint(path, checkpoint.Read) }
+// setLen is the number of values of each set of tensor i.
+func (c *saved) setLen(i int) int {
+	if v := c.Tensors[i].Values[0]; v != nil || c.Tensors[i].Shape == nil {
+		return len(v)
+	}
+	return prod(c.Tensors[i].Shape)
+}
 
-// readCheckpoint is readSaved through read: checkpoint.Read, or ReadWeights for the weights
-// alone.
-func readCheckpoint(path string, read func(string) (*checkpoint.File, error)) (*saved, error) {
-	f, err := read(path)
+// largest is the number of values of the largest tensor.
+func (c *saved) largest() int {
+	n := 0
+	for i := range c.Tensors {
+		n = max(n, c.setLen(i))
+	}
+	return n
+}
+
+// readSaved opens the checkpoint at path, its values left in its files until read (ReadValues;
+// Close it); an unreadable one gives an error wrapping ErrCheckpoint.
+func readSaved(path string) (*saved, error) { return readCheckpoint(path, false) }
+
+// readCheckpoint is readSaved, of the weights alone with weightsOnly.
+func readCheckpoint(path string, weightsOnly bool) (_ *saved, err error) {
+	f, err := checkpoint.Open(path, weightsOnly)
 	if err != nil {
 		return nil, err
 	}
+	defer func() {
+		if err != nil {
+			f.Close()
+		}
+	}()
 	c := &saved{File: f}
 	if f.State == nil && f.History == nil { // version 1
 		for _, e := range f.History1 {
@@ -386,10 +431,11 @@ func readCheckpoint(path string, read func(string) (*checkpoint.File, error)) (*
 // same way. The model's tensors must have the names and sizes of the checkpoint's (so a corrupt
 // record cannot ask for more memory than the file holds).
 func CheckpointModel(path string) (*Model, error) {
-	c, err := readSaved(path)
+	c, err := readCheckpoint(path, true) // what the model is needs no training state
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w", path, err)
 	}
+	defer c.Close()
 	m, err := checkpointModel(c)
 	if err != nil {
 		return nil, fmt.Errorf("train: %s: %w: %w", path, ErrMismatch, err)
@@ -448,7 +494,7 @@ func (m *Model) sameTensors(c *saved) error {
 	}
 	for i, p := range all {
 		cp := c.Tensors[i]
-		if len(cp.Values) == 0 || len(cp.Values[0]) != prod(p.Shape) || cp.Name != p.Name || cp.Shape != nil && !slices.Equal(cp.Shape, p.Shape) {
+		if len(cp.Values) == 0 || c.setLen(i) != prod(p.Shape) || cp.Name != p.Name || cp.Shape != nil && !slices.Equal(cp.Shape, p.Shape) {
 			return fmt.Errorf("tensor %d of model %q is %s of shape %v; the checkpoint's %q does not match", i, m.name, p.Name, p.Shape, cp.Name)
 		}
 	}

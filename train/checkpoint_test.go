@@ -7,11 +7,13 @@ import (
 	"fmt"
 	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/nn"
 	"hash/crc32"
 	"math"
 	"os"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strings"
 	"syscall"
@@ -272,4 +274,53 @@ func (m *Model) acts1Estimate(t *testing.T) int64 {
 		t.Fatal(err)
 	}
 	return s.Activations
+}
+
+// TestLoadStreams: Load reads a checkpoint a value set at a time, allocating about its largest
+// tensor (twice: checked, then uploaded), not the weights and optimizer state whole; the loaded
+// weights and optimizer state are the saved ones.
+func TestLoadStreams(t *testing.T) {
+	f := newFixture(t, 64)
+	wide := func() *Model {
+		m, err := tSequential("wide-mlp", img8, 10, tFlatten(), tLinear(64, 1024), tReLU(), tLinear(1024, 1024), tReLU(), tLinear(1024, 10))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return m
+	}
+	ck := filepath.Join(t.TempDir(), "ck")
+	_, saved := fit(t, f, wide(), AdamW{LR: 1e-3}, Config{Seed: 1, Checkpoint: ck})
+	tr, err := New(t.Context(), wide(), f.dev, AdamW{LR: 1e-3}, Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	if err := tr.Load(t.Context(), ck); err != nil {
+		t.Fatal(err)
+	}
+	runtime.ReadMemStats(&after)
+	var all, largest int
+	for _, p := range tr.m.tensors() {
+		all += 3 * 4 * p.Len() // the weights and AdamW's two slots
+		largest = max(largest, 4*p.Len())
+	}
+	if a := int(after.TotalAlloc - before.TotalAlloc); a > largest+1<<20 {
+		t.Errorf("Load of %d KiB of values allocated %d KiB; want the largest tensor's %d KiB and buffers", all>>10, a>>10, largest>>10)
+	}
+	state := func(tr *Trainer) [][]float32 {
+		var vs []kernels.F32
+		for _, p := range tr.m.tensors() {
+			vs = append(append(vs, p.W), tr.OptimizerState(p)...)
+		}
+		return readBack(t, tr, vs)
+	}
+	got, want := state(tr), state(saved)
+	for i := range want {
+		if !slices.Equal(got[i], want[i]) {
+			t.Fatalf("value set %d differs from the saved trainer's", i)
+		}
+	}
 }

@@ -522,6 +522,7 @@ func readCkpt(t *testing.T, path string) *saved {
 	if err != nil {
 		t.Fatal(err)
 	}
+	t.Cleanup(func() { c.Close() })
 	return c
 }
 
