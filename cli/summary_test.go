@@ -1,6 +1,8 @@
 package cli
 
 import (
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"net/http"
@@ -86,15 +88,25 @@ func TestWeightsFromHub(t *testing.T) {
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", w); code != 0 {
 		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
+	body, err := os.ReadFile(w)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sum := sha256.Sum256(body)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
 		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/w.safetensors" {
 			http.NotFound(rw, r)
 			return
 		}
+		// The hub's headers: the commit, and a large file's SHA-256 as its ETag.
+		rw.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
+		rw.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 		http.ServeFile(rw, r, w)
 	}))
 	defer srv.Close()
 	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
 	t.Setenv("STOKE_CACHE", t.TempDir())
 	predict := func(weights string) string { // the per-sample lines, logits and all, not the summary's timing
 		out, errOut, code := stoke(t, "predict", "--weights", weights, "--model", "resnet8", "--size", "8", "--data", root, "--json", "-q")

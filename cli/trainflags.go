@@ -145,4 +145,4 @@ func (f *trainFlags) config(seed uint64) (train.Config, error) {
 }
 
 // weightsHelp says what --init and --weights take (package hub's names).
-const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS for the ResNet family (resnet50.IMAGENET1K_V2), downloaded once into the cache"
+const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] or timm's NAME.TAG (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS for the ResNet family (resnet50.IMAGENET1K_V2), downloaded once into huggingface_hub's and torch.hub's caches"

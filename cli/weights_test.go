@@ -2,13 +2,21 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
+	"fmt"
 	"math"
+	"net/http"
+	"net/http/httptest"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/models"
@@ -35,9 +43,35 @@ func predictLines(t *testing.T, out string) []predictJSON {
 // TestPredictTorchvisionWeights: stoke predict --weights on a torchvision resnet18 and resnet50
 // saved with safetensors, and resnet18 saved with torch.save as torchvision publishes its weights
 // (a .pth; seeded in PyTorch, BatchNorm statistics set to non-trivial values, no download),
-// prints the logits torchvision computes on the same images, within 1e-4.
+// prints the logits torchvision computes on the same images, within 1e-4. The resnet18 files come
+// as a user names them, from a local server: the safetensors from a hub repository
+// (hf-hub:torchvision/resnet18, the hub's headers), the .pth from a URL named as torchvision's,
+// resnet18-HASH.pth; a second predict downloads nothing.
 func TestPredictTorchvisionWeights(t *testing.T) {
 	py := pyoracle.Python(t, "torch", "torchvision", "safetensors", "numpy", "PIL")
+	var mu sync.Mutex
+	served, gets := map[string][]byte{}, map[string]int{}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		body, ok := served[r.URL.Path]
+		if r.Method == http.MethodGet {
+			gets[r.URL.Path]++
+		}
+		mu.Unlock()
+		if !ok {
+			http.NotFound(w, r)
+			return
+		}
+		sum := sha256.Sum256(body)
+		w.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
+		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	}))
+	defer srv.Close()
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	t.Setenv("HF_HOME", t.TempDir())
+	t.Setenv("HF_HUB_CACHE", "")
+	t.Setenv("TORCH_HOME", t.TempDir())
 	for _, file := range []string{"resnet18.safetensors", "resnet50.safetensors", "resnet18.pth"} {
 		model, _, _ := strings.Cut(file, ".")
 		// Images at the side the model's evaluation transform resizes to (73 px for resnet18's
@@ -65,9 +99,35 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 			}
 			want[paths[i]] = row
 		}
-		out, errOut, code := stoke(t, "predict", "--weights", st, "--model", model, "--size", "64", "--data", root, "--json", "-q")
+		weights, path := st, ""
+		if model == "resnet18" {
+			body, err := os.ReadFile(st)
+			if err != nil {
+				t.Fatal(err)
+			}
+			sum := sha256.Sum256(body)
+			weights, path = "hf-hub:torchvision/resnet18", "/torchvision/resnet18/resolve/main/model.safetensors"
+			if strings.HasSuffix(file, ".pth") {
+				path = "/models/resnet18-" + hex.EncodeToString(sum[:4]) + ".pth"
+				weights = srv.URL + path
+			}
+			mu.Lock()
+			served[path] = body
+			mu.Unlock()
+		}
+		out, errOut, code := stoke(t, "predict", "--weights", weights, "--model", model, "--size", "64", "--data", root, "--json", "-q")
 		if code != 0 {
-			t.Fatalf("predict --weights %s: exit %d: %s", model, code, errOut)
+			t.Fatalf("predict --weights %s: exit %d: %s", weights, code, errOut)
+		}
+		if path != "" {
+			if again, errOut, code := stoke(t, "predict", "--weights", weights, "--model", model, "--size", "64", "--data", root, "--json", "-q"); code != 0 || fmt.Sprint(predictLines(t, again)) != fmt.Sprint(predictLines(t, out)) {
+				t.Errorf("predict --weights %s again: exit %d (%s), or other predictions", weights, code, errOut)
+			}
+			mu.Lock()
+			if gets[path] != 1 {
+				t.Errorf("%s: downloaded %d times by two predicts; want once", weights, gets[path])
+			}
+			mu.Unlock()
 		}
 		preds := predictLines(t, out)
 		if len(preds) != len(paths) {

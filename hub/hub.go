@@ -1,22 +1,32 @@
 // Package hub finds weights files by the names PyTorch, torchvision, timm and Hugging Face users
-// give them, downloading each once into a cache as torch.hub and huggingface_hub do:
+// give them, downloading each once into the caches Python's libraries use, so that a file one has
+// fetched the other reads:
 //
 //   - a path to a file: the file itself;
-//   - an http:// or https:// URL;
 //   - "hf-hub:ORG/NAME" or "hf-hub:ORG/NAME@REVISION" (timm's names for the Hugging Face hub,
-//     "hf-hub:timm/convnext_atto.d2_in1k"): the repository's model.safetensors, or its
-//     pytorch_model.bin where it has none, from $HF_ENDPOINT (https://huggingface.co by default);
+//     "hf-hub:timm/convnext_atto.d2_in1k"), and timm's "NAME.TAG" ("convnext_atto.d2_in1k", the
+//     repository timm/NAME.TAG): the repository's model.safetensors, or its pytorch_model.bin
+//     where it has none, from $HF_ENDPOINT (https://huggingface.co by default), kept in
+//     huggingface_hub's cache as it keeps it ($HF_HUB_CACHE, $HF_HOME/hub or
+//     ~/.cache/huggingface/hub: models--ORG--NAME/blobs, snapshots and refs);
 //   - torchvision's weight names for the ResNet family, "resnet50.IMAGENET1K_V2" (the model, a
-//     dot and the member of its Weights enum; DEFAULT is the newest).
+//     dot and the member of its Weights enum; DEFAULT is the newest), and any http:// or https://
+//     URL whose file is named as torchvision's are, NAME-HASH.pth: kept where torch.hub keeps
+//     them ($TORCH_HOME/hub/checkpoints, ~/.cache/torch by default);
+//   - any other http:// or https:// URL: kept in stoke's cache ($STOKE_CACHE/weights, or the
+//     user's cache folder's stoke/weights) under a hash of the URL, since two URLs may share a
+//     file name.
 //
-// A file whose name ends as torchvision's do, NAME-HASH.pth, is checked against the HASH prefix of
-// its SHA-256, as torch.hub's check_hash does. The cache is $STOKE_CACHE/weights, or the user's
-// cache folder's stoke/weights ($XDG_CACHE_HOME, ~/.cache): a file there is used without asking
-// the network again.
+// A download is checked before it is kept: against the hash prefix in a torchvision name (as
+// torch.hub's check_hash), against the hub's SHA-256 (its ETag of a large file), and its first
+// bytes must be those of safetensors or of torch.save's formats. It is written under a temporary
+// name and renamed, one process at a time (a lock; another waits, then finds the file), and an
+// interrupted download whose whole can be checked resumes where it stopped (an HTTP Range).
+// $HF_HUB_OFFLINE set to 1 uses the cache alone; $HF_TOKEN (or $HF_HOME/token) is sent to the
+// hub's host and to no other.
 package hub
 
 import (
-	"bufio"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -30,14 +40,19 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/internal/filelock"
 )
 
-// ErrName: a name that is no file, URL, hf-hub: repository or torchvision weights name.
+// ErrName: a name that is no file, URL, hf-hub: repository, timm or torchvision weights name.
 var ErrName = errors.New("no weights of that name")
+
+// ErrOffline: $HF_HUB_OFFLINE is set and the cache does not hold the file.
+var ErrOffline = errors.New("offline (HF_HUB_OFFLINE) and not in the cache")
 
 // maxDownload bounds a download (vit_h_14's weights are 2.5 GB).
 const maxDownload = 16 << 30
@@ -63,8 +78,21 @@ var torchvision = map[string]string{
 	"wide_resnet101_2.IMAGENET1K_V2": "wide_resnet101_2-d733dc28.pth",
 }
 
+var (
+	// hashName is torchvision's file name, NAME-HASH.pth, HASH a prefix of the file's SHA-256.
+	hashName = regexp.MustCompile(`-([0-9a-f]{8,64})\.pth$`)
+	// timmName is timm's NAME.TAG of a pretrained model, "convnext_atto.d2_in1k".
+	timmName = regexp.MustCompile(`^[a-z0-9_]+\.[a-z0-9_]+$`)
+	// hubRepo is an ORG/NAME repository of the hub.
+	hubRepo = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9_.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*$`)
+	// commitHash is a git commit's full hash; etagForm the hub's ETag of a file, a git blob's hash
+	// or (of a large file) its SHA-256.
+	commitHash = regexp.MustCompile(`^[0-9a-f]{40}$`)
+	etagForm   = regexp.MustCompile(`^[0-9a-f]{40}$|^[0-9a-f]{64}$`)
+)
+
 // client gives up on a server that does not answer: a dial, a TLS handshake or the response's
-// header that takes over a minute. A body that stops is caught by idle in download.
+// header that takes over a minute. A body that stops is caught by idle in get.
 var client = &http.Client{Transport: &http.Transport{
 	Proxy:                 http.ProxyFromEnvironment,
 	DialContext:           (&net.Dialer{Timeout: 30 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
@@ -75,26 +103,23 @@ var client = &http.Client{Transport: &http.Transport{
 // idle is how long a download may receive nothing before it is abandoned.
 var idle = time.Minute
 
-// hashName is torchvision's file name, NAME-HASH.pth, HASH a prefix of the file's SHA-256.
-var hashName = regexp.MustCompile(`-([0-9a-f]{8,64})\.pth$`)
-
-// URL is where name's weights are downloaded from, and false for a name that is a local file or
-// none of the forms above.
+// URL is where name's weights are downloaded from (a hub repository's model.safetensors), and
+// false for a name that is a local file or none of the forms above.
 func URL(name string) (string, bool) {
-	switch {
-	case strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://"):
+	if strings.HasPrefix(name, "http://") || strings.HasPrefix(name, "https://") {
 		return name, true
-	case strings.HasPrefix(name, "hf-hub:"):
-		repo, rev, ok := strings.Cut(strings.TrimPrefix(name, "hf-hub:"), "@")
-		if !ok {
-			rev = "main"
-		}
-		endpoint := strings.TrimSuffix(os.Getenv("HF_ENDPOINT"), "/")
-		if endpoint == "" {
-			endpoint = "https://huggingface.co"
-		}
-		return fmt.Sprintf("%s/%s/resolve/%s/model.safetensors", endpoint, repo, rev), true
 	}
+	if repo, rev, ok := hubName(name); ok {
+		return resolveURL(repo, rev, "model.safetensors"), true
+	}
+	if file, ok := torchvisionFile(name); ok {
+		return "https://download.pytorch.org/models/" + file, true
+	}
+	return "", false
+}
+
+// torchvisionFile is the file of torchvision's weights name, MODEL.MEMBER.
+func torchvisionFile(name string) (string, bool) {
 	model, member, ok := strings.Cut(name, ".")
 	if member == "DEFAULT" {
 		member = "IMAGENET1K_V2"
@@ -102,67 +127,290 @@ func URL(name string) (string, bool) {
 			member = "IMAGENET1K_V1"
 		}
 	}
-	if file, known := torchvision[model+"."+member]; ok && known {
-		return "https://download.pytorch.org/models/" + file, true
+	file, known := torchvision[model+"."+member]
+	return file, ok && known
+}
+
+// hubName is the repository and revision of "hf-hub:ORG/NAME[@REV]" or of timm's NAME.TAG (not a
+// file's name: "weights.safetensors" is a missing file, not a model).
+func hubName(name string) (repo, rev string, ok bool) {
+	if rest, isHub := strings.CutPrefix(name, "hf-hub:"); isHub {
+		repo, rev, _ = strings.Cut(rest, "@")
+		if rev == "" {
+			rev = "main"
+		}
+		return repo, rev, true
 	}
-	return "", false
+	switch path.Ext(name) {
+	case ".safetensors", ".pth", ".pt", ".bin", ".ckpt":
+		return "", "", false
+	}
+	if timmName.MatchString(name) {
+		return "timm/" + name, "main", true
+	}
+	return "", "", false
+}
+
+// endpoint is the hub's address, $HF_ENDPOINT or https://huggingface.co.
+func endpoint() string {
+	if e := strings.TrimSuffix(os.Getenv("HF_ENDPOINT"), "/"); e != "" {
+		return e
+	}
+	return "https://huggingface.co"
+}
+
+func resolveURL(repo, rev, file string) string {
+	return fmt.Sprintf("%s/%s/resolve/%s/%s", endpoint(), repo, url.PathEscape(rev), file)
 }
 
 // Fetch returns the path of the weights name gives: the file itself, or the cached download of
 // the file it names, downloaded now if the cache does not hold it. An unknown name gives an error
-// wrapping ErrName.
+// wrapping ErrName; a hub file not in the cache while $HF_HUB_OFFLINE is set, ErrOffline.
 func Fetch(ctx context.Context, name string) (string, error) {
 	if _, err := os.Stat(name); err == nil {
 		return name, nil
 	}
-	url, ok := URL(name)
-	if !ok {
-		return "", fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME nor torchvision's MODEL.WEIGHTS "+
-			"(the ResNet family's: resnet50.IMAGENET1K_V2, resnet18.DEFAULT)", ErrName, name)
+	if repo, rev, ok := hubName(name); ok {
+		p, err := fetchHub(ctx, repo, rev)
+		if err != nil {
+			return "", fmt.Errorf("hub: %s: %w", name, err)
+		}
+		return p, nil
 	}
-	dir, err := Dir()
+	u, ok := URL(name)
+	if !ok {
+		return "", fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME, timm's NAME.TAG nor torchvision's "+
+			"MODEL.WEIGHTS (the ResNet family's: resnet50.IMAGENET1K_V2, resnet18.DEFAULT)", ErrName, name)
+	}
+	p, err := fetchURL(ctx, u)
+	if err != nil {
+		return "", fmt.Errorf("hub: %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// fetchURL fetches a URL's file into torch.hub's cache (a torchvision name) or stoke's.
+func fetchURL(ctx context.Context, u string) (string, error) {
+	base := baseName(u)
+	var dst, sum string
+	if m := hashName.FindStringSubmatch(base); m != nil {
+		dir, err := torchCache()
+		if err != nil {
+			return "", err
+		}
+		dst, sum = filepath.Join(dir, base), m[1]
+	} else {
+		dir, err := stokeDir()
+		if err != nil {
+			return "", err
+		}
+		h := sha256.Sum256([]byte(u))
+		dst = filepath.Join(dir, hex.EncodeToString(h[:6])+"-"+base)
+	}
+	if _, err := os.Stat(dst); err == nil {
+		return dst, nil
+	}
+	locks, err := stokeDir()
 	if err != nil {
 		return "", err
 	}
-	urls := []string{url}
-	if strings.HasPrefix(name, "hf-hub:") {
-		// A repository of PyTorch weights alone has pytorch_model.bin, torch.save's archive.
-		urls = append(urls, strings.TrimSuffix(url, "model.safetensors")+"pytorch_model.bin")
-	}
-	cached := func(u string) string {
-		sum := sha256.Sum256([]byte(u))
-		return filepath.Join(dir, hex.EncodeToString(sum[:6])+"-"+baseName(u))
-	}
-	for _, u := range urls {
-		if _, err := os.Stat(cached(u)); err == nil {
-			return cached(u), nil
-		}
-	}
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		return "", fmt.Errorf("hub: %w", err)
-	}
-	for _, u := range urls {
-		err = download(ctx, u, cached(u))
-		if err == nil {
-			return cached(u), nil
-		}
-		if !errors.Is(err, errNotFound) {
-			break
-		}
-	}
-	return "", fmt.Errorf("hub: %s: %w", name, err)
+	h := sha256.Sum256([]byte(dst))
+	return dst, fetchTo(ctx, u, dst, filepath.Join(locks, ".locks", hex.EncodeToString(h[:8])+".lock"), sum, nil)
 }
 
-// Dir is the cache's folder: $STOKE_CACHE/weights, or the user's cache folder's stoke/weights.
-func Dir() (string, error) {
+// fetchHub fetches repo's weights at rev into huggingface_hub's cache.
+func fetchHub(ctx context.Context, repo, rev string) (string, error) {
+	if !hubRepo.MatchString(repo) || strings.Contains(repo, "..") || strings.ContainsAny(rev, `/\`) || strings.Contains(rev, "..") {
+		return "", fmt.Errorf("%w: the hub's repositories are ORG/NAME, a revision a branch, tag or commit", ErrName)
+	}
+	cache, err := hubCache()
+	if err != nil {
+		return "", err
+	}
+	folder := "models--" + strings.ReplaceAll(repo, "/", "--")
+	repoDir := filepath.Join(cache, folder)
+	files := []string{"model.safetensors", "pytorch_model.bin"} // a repository of PyTorch weights alone has the second
+	commit := rev
+	if !commitHash.MatchString(rev) {
+		b, _ := os.ReadFile(filepath.Join(repoDir, "refs", rev))
+		commit = strings.TrimSpace(string(b))
+	}
+	for _, f := range files {
+		if p := filepath.Join(repoDir, "snapshots", commit, f); commit != "" {
+			if _, err := os.Stat(p); err == nil {
+				return p, nil
+			}
+		}
+	}
+	if offline() {
+		return "", ErrOffline
+	}
+	p, err := fetchHubFile(ctx, cache, folder, repo, rev, files[0])
+	if errors.Is(err, errNotFound) {
+		p, err = fetchHubFile(ctx, cache, folder, repo, rev, files[1])
+	}
+	return p, err
+}
+
+// fetchHubFile fetches file of repo at rev as huggingface_hub does: the commit and the blob's
+// ETag from the resolve URL's headers, the blob into blobs/ETAG (unless it is there already), a
+// link to it in snapshots/COMMIT/file, and the commit in refs/rev.
+func fetchHubFile(ctx context.Context, cache, folder, repo, rev, file string) (string, error) {
+	u := resolveURL(repo, rev, file)
+	commit, etag, err := describe(ctx, u)
+	if err != nil {
+		return "", err
+	}
+	repoDir := filepath.Join(cache, folder)
+	blob := filepath.Join(repoDir, "blobs", etag)
+	if _, err := os.Stat(blob); err != nil {
+		sum := ""
+		if len(etag) == 64 { // a large (LFS) file's ETag is its SHA-256
+			sum = etag
+		}
+		if err := fetchTo(ctx, u, blob, filepath.Join(cache, ".locks", folder, etag+".lock"), sum, authFor(u)); err != nil {
+			return "", err
+		}
+	}
+	snap := filepath.Join(repoDir, "snapshots", commit, file)
+	if err := os.MkdirAll(filepath.Dir(snap), 0o755); err != nil {
+		return "", err
+	}
+	if _, err := os.Lstat(snap); err != nil {
+		// A relative link, as huggingface_hub makes: the cache may be moved. Where links are
+		// refused, the snapshot holds the blob's path itself.
+		rel := filepath.Join("..", "..", "blobs", etag)
+		if err := os.Symlink(rel, snap); err != nil && !errors.Is(err, os.ErrExist) {
+			if err := os.Link(blob, snap); err != nil && !errors.Is(err, os.ErrExist) {
+				return "", err
+			}
+		}
+	}
+	if rev != commit {
+		ref := filepath.Join(repoDir, "refs", rev)
+		if err := os.MkdirAll(filepath.Dir(ref), 0o755); err != nil {
+			return "", err
+		}
+		if err := atomicfile.Write(ref, 0o644, func(w io.Writer) error { _, err := io.WriteString(w, commit); return err }); err != nil {
+			return "", err
+		}
+	}
+	return snap, nil
+}
+
+// describe asks the hub for the commit a resolve URL is at and its file's ETag (a HEAD, following
+// redirects within the hub's host only: a large file's redirect to its storage carries both).
+func describe(ctx context.Context, u string) (commit, etag string, err error) {
+	req, err := http.NewRequestWithContext(ctx, http.MethodHead, u, nil)
+	if err != nil {
+		return "", "", err
+	}
+	req.Header = authFor(u)
+	c := *client
+	c.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if r.URL.Host != via[0].URL.Host || len(via) > 5 {
+			return http.ErrUseLastResponse
+		}
+		return nil
+	}
+	resp, err := c.Do(req)
+	if err != nil {
+		return "", "", err
+	}
+	resp.Body.Close()
+	switch {
+	case resp.StatusCode == http.StatusNotFound:
+		return "", "", fmt.Errorf("%s: %w", u, errNotFound)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		return "", "", fmt.Errorf("%s: %s: a gated or private repository (set HF_TOKEN)", u, resp.Status)
+	case resp.StatusCode >= 400:
+		return "", "", fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	commit = resp.Header.Get("X-Repo-Commit")
+	etag = resp.Header.Get("X-Linked-Etag")
+	if etag == "" {
+		etag = resp.Header.Get("ETag")
+	}
+	etag = strings.Trim(strings.TrimPrefix(etag, "W/"), `"`)
+	if !commitHash.MatchString(commit) || !etagForm.MatchString(etag) {
+		return "", "", fmt.Errorf("%s: no commit (X-Repo-Commit %q) or ETag (%q) in its answer: not a Hugging Face hub", u, commit, etag)
+	}
+	return commit, etag, nil
+}
+
+// authFor is the header of a request to u: the hub's token for the hub's host.
+func authFor(u string) http.Header {
+	h := http.Header{}
+	tok := os.Getenv("HF_TOKEN")
+	if tok == "" {
+		if home, err := hfHome(); err == nil {
+			b, _ := os.ReadFile(filepath.Join(home, "token"))
+			tok = strings.TrimSpace(string(b))
+		}
+	}
+	pu, err1 := url.Parse(u)
+	pe, err2 := url.Parse(endpoint())
+	if tok != "" && err1 == nil && err2 == nil && pu.Host == pe.Host {
+		h.Set("Authorization", "Bearer "+tok)
+	}
+	return h
+}
+
+// offline reports whether $HF_HUB_OFFLINE says to use the cache alone.
+func offline() bool {
+	switch strings.ToUpper(os.Getenv("HF_HUB_OFFLINE")) {
+	case "1", "ON", "YES", "TRUE":
+		return true
+	}
+	return false
+}
+
+// hfHome is $HF_HOME, or the user's cache folder's huggingface.
+func hfHome() (string, error) {
+	if h := os.Getenv("HF_HOME"); h != "" {
+		return h, nil
+	}
+	return userCache("huggingface")
+}
+
+// hubCache is huggingface_hub's cache: $HF_HUB_CACHE, or $HF_HOME's hub.
+func hubCache() (string, error) {
+	if d := os.Getenv("HF_HUB_CACHE"); d != "" {
+		return d, nil
+	}
+	home, err := hfHome()
+	return filepath.Join(home, "hub"), err
+}
+
+// torchCache is torch.hub's cache of weights: $TORCH_HOME/hub/checkpoints, TORCH_HOME the user's
+// cache folder's torch by default.
+func torchCache() (string, error) {
+	home := os.Getenv("TORCH_HOME")
+	if home == "" {
+		var err error
+		if home, err = userCache("torch"); err != nil {
+			return "", err
+		}
+	}
+	return filepath.Join(home, "hub", "checkpoints"), nil
+}
+
+// userCache is sub in the user's cache folder ($XDG_CACHE_HOME, ~/.cache).
+func userCache(sub ...string) (string, error) {
+	d, err := os.UserCacheDir()
+	if err != nil {
+		return "", fmt.Errorf("no cache folder (set HF_HOME, TORCH_HOME and STOKE_CACHE): %w", err)
+	}
+	return filepath.Join(append([]string{d}, sub...)...), nil
+}
+
+// stokeDir is stoke's cache of weights: $STOKE_CACHE/weights, or the user's cache folder's
+// stoke/weights.
+func stokeDir() (string, error) {
 	if d := os.Getenv("STOKE_CACHE"); d != "" {
 		return filepath.Join(d, "weights"), nil
 	}
-	d, err := os.UserCacheDir()
-	if err != nil {
-		return "", fmt.Errorf("hub: no cache folder (set STOKE_CACHE): %w", err)
-	}
-	return filepath.Join(d, "stoke", "weights"), nil
+	return userCache("stoke", "weights")
 }
 
 var errNotFound = errors.New("not found (404)")
@@ -175,57 +423,139 @@ func baseName(u string) string {
 	return "weights"
 }
 
-// download writes url's body to local atomically, checking a torchvision name's hash and that
-// the body is a weights file (a login or error page served with 200 is not cached).
-func download(ctx context.Context, url, local string) error {
-	ctx, cancel := context.WithCancelCause(ctx)
-	defer cancel(nil)
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// fetchTo downloads u into dst unless another process has meanwhile (under the lock at lock): to
+// dst.incomplete, resumed where an interrupted download stopped when sum (a hex SHA-256 or a
+// prefix of it) can check the whole, then checked (sum, and the first bytes those of a weights
+// file) and renamed to dst.
+func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header) error {
+	for _, d := range []string{filepath.Dir(dst), filepath.Dir(lock)} {
+		if err := os.MkdirAll(d, 0o755); err != nil {
+			return err
+		}
+	}
+	unlock, err := filelock.Lock(ctx, lock)
 	if err != nil {
 		return err
+	}
+	defer unlock()
+	if _, err := os.Stat(dst); err == nil {
+		return nil // fetched by another process while this one waited
+	}
+	part := dst + ".incomplete"
+	if sum == "" {
+		os.Remove(part) // nothing could tell a spliced file from a whole one
+	}
+	f, err := os.OpenFile(part, os.O_RDWR|os.O_CREATE, 0o644)
+	if err != nil {
+		return err
+	}
+	defer f.Close()
+	if err := get(ctx, u, f, header); err != nil {
+		return err
+	}
+	if err := check(f, u, sum); err != nil {
+		f.Close()
+		os.Remove(part)
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		return err
+	}
+	return os.Rename(part, dst)
+}
+
+// get appends u's body to f from f's size on (a Range), or writes it whole where the server
+// sends it whole.
+func get(ctx context.Context, u string, f *os.File, header http.Header) error {
+	have, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, u, nil)
+	if err != nil {
+		return err
+	}
+	for k, v := range header {
+		req.Header[k] = v
+	}
+	if have > 0 {
+		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
 	}
 	resp, err := client.Do(req)
 	if err != nil {
 		return err
 	}
 	defer resp.Body.Close()
-	stalled := fmt.Errorf("%s: nothing received for %v", url, idle)
-	watchdog := time.AfterFunc(idle, func() { cancel(stalled) })
-	defer watchdog.Stop()
 	switch {
 	case resp.StatusCode == http.StatusNotFound:
-		return fmt.Errorf("%s: %w", url, errNotFound)
-	case resp.StatusCode != http.StatusOK:
-		return fmt.Errorf("%s: %s", url, resp.Status)
-	case resp.ContentLength > maxDownload:
-		return fmt.Errorf("%s: %d bytes, over the %d a weights file may have", url, resp.ContentLength, int64(maxDownload))
-	}
-	want := ""
-	if m := hashName.FindStringSubmatch(baseName(url)); m != nil {
-		want = m[1]
-	}
-	return atomicfile.Write(local, 0o644, func(w io.Writer) error {
-		body := bufio.NewReader(&progress{resp.Body, watchdog})
-		if head, _ := body.Peek(9); !weightsFile(head) {
-			if context.Cause(ctx) == stalled {
-				return stalled
-			}
-			return fmt.Errorf("%s: not a weights file: neither safetensors nor PyTorch's (it begins %q)", url, head)
+		return fmt.Errorf("%s: %w", u, errNotFound)
+	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0:
+		return nil // whole already: check says whether it is right
+	case resp.StatusCode == http.StatusPartialContent && have > 0:
+		if first, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || first != have {
+			return fmt.Errorf("%s: asked for bytes from %d, sent %q", u, have, resp.Header.Get("Content-Range"))
 		}
-		h := sha256.New()
-		n, err := io.Copy(io.MultiWriter(w, h), io.LimitReader(body, maxDownload+1))
-		switch {
-		case context.Cause(ctx) == stalled:
-			return stalled
-		case err != nil:
-			return fmt.Errorf("%s: %w", url, err)
-		case n > maxDownload:
-			return fmt.Errorf("%s: over the %d bytes a weights file may have", url, int64(maxDownload))
-		case want != "" && !strings.HasPrefix(hex.EncodeToString(h.Sum(nil)), want):
-			return fmt.Errorf("%s: its SHA-256 %x does not start with its name's %s (a damaged download)", url, h.Sum(nil), want)
+	case resp.StatusCode == http.StatusOK:
+		if err := f.Truncate(0); err != nil {
+			return err
 		}
+		if _, err := f.Seek(0, io.SeekStart); err != nil {
+			return err
+		}
+		have = 0
+	default:
+		return fmt.Errorf("%s: %s", u, resp.Status)
+	}
+	if resp.ContentLength > maxDownload-have {
+		return fmt.Errorf("%s: %d bytes, over the %d a weights file may have", u, have+resp.ContentLength, int64(maxDownload))
+	}
+	stalled := fmt.Errorf("%s: nothing received for %v", u, idle)
+	watchdog := time.AfterFunc(idle, func() { cancel(stalled) })
+	defer watchdog.Stop()
+	n, err := io.Copy(f, io.LimitReader(&progress{resp.Body, watchdog}, maxDownload-have+1))
+	switch {
+	case context.Cause(ctx) == stalled:
+		return stalled
+	case err != nil:
+		return fmt.Errorf("%s: %w", u, err)
+	case have+n > maxDownload:
+		return fmt.Errorf("%s: over the %d bytes a weights file may have", u, int64(maxDownload))
+	}
+	return nil
+}
+
+// rangeStart is the first byte of a Content-Range, "bytes FIRST-LAST/SIZE".
+func rangeStart(cr string) (int64, bool) {
+	rest, ok := strings.CutPrefix(cr, "bytes ")
+	first, _, ok2 := strings.Cut(rest, "-")
+	n, err := strconv.ParseInt(first, 10, 64)
+	return n, ok && ok2 && err == nil
+}
+
+// check reads f whole: its SHA-256 must start with sum, its first bytes be a weights file's.
+func check(f *os.File, u, sum string) error {
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	head := make([]byte, 9)
+	n, _ := io.ReadFull(f, head)
+	if !weightsFile(head[:n]) {
+		return fmt.Errorf("%s: not a weights file: neither safetensors nor PyTorch's (it begins %q)", u, head[:n])
+	}
+	if sum == "" {
 		return nil
-	})
+	}
+	h := sha256.New()
+	h.Write(head[:n])
+	if _, err := io.Copy(h, f); err != nil {
+		return err
+	}
+	if got := hex.EncodeToString(h.Sum(nil)); !strings.HasPrefix(got, sum) {
+		return fmt.Errorf("%s: its SHA-256 %s does not start with %s, which its name or the hub gives (a damaged download)", u, got, sum)
+	}
+	return nil
 }
 
 // progress restarts the watchdog on every read that brings bytes.

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/internal/filelock"
 	"golang.org/x/sync/singleflight"
 )
 
@@ -285,7 +286,7 @@ func (c *Cache) name(obj Object, variant string) string {
 }
 
 func (c *Cache) download(obj Object, name string, decode Decoder) (err error) {
-	unlock, err := lockFile(c.ctx, filepath.Join(c.dir, lockPrefix+filepath.Base(name)))
+	unlock, err := filelock.Lock(c.ctx, filepath.Join(c.dir, lockPrefix+filepath.Base(name)))
 	if err != nil {
 		return fmt.Errorf("cache: %w", err)
 	}

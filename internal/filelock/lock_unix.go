@@ -1,6 +1,6 @@
 //go:build unix
 
-package remote
+package filelock
 
 import (
 	"context"
@@ -10,9 +10,9 @@ import (
 	"time"
 )
 
-// lockFile takes an exclusive advisory lock (flock) on path, created if needed, waiting for it until
+// Lock takes an exclusive advisory lock (flock) on path, created if needed, waiting for it until
 // ctx ends; the system releases it when the holder exits, however it exits. unlock releases it.
-func lockFile(ctx context.Context, path string) (unlock func(), err error) {
+func Lock(ctx context.Context, path string) (unlock func(), err error) {
 	fh, err := os.OpenFile(path, os.O_RDWR|os.O_CREATE, 0o644)
 	if err != nil {
 		return nil, err
