@@ -734,6 +734,9 @@ type Stats struct {
 	// Read is the time the transform workers spent in Dataset.Sample, reading samples (all
 	// epochs); the rest of the transform stage's busy time is decoding and augmenting them.
 	Read time.Duration
+	// Transform is where that rest went, summed over the workers (all epochs): decoding, the
+	// resampling of the geometry and each transform's pixel steps (transforms.Worker.Times).
+	Transform []transforms.Time
 	// Wait is the time the consumer spent waiting for the next batch inside the iterator;
 	// Elapsed is the time spent iterating epochs, including the running one. Wait/Elapsed is
 	// the consumer's stall fraction.
@@ -772,6 +775,17 @@ func (l *Loader) Stats() Stats {
 		st.Stages = pl.Stats()
 	}
 	st.Read = time.Duration(l.read.Load())
+	at := map[string]int{} // by name: a worker leaves out the transforms that took it no time
+	for _, ws := range l.workers {
+		for _, t := range ws.w.Times() {
+			i, ok := at[t.Name]
+			if !ok {
+				i, at[t.Name] = len(st.Transform), len(st.Transform)
+				st.Transform = append(st.Transform, transforms.Time{Name: t.Name})
+			}
+			st.Transform[i].Time += t.Time
+		}
+	}
 	if l.pool != nil {
 		st.Pool = l.pool.Stats()
 	}

@@ -58,7 +58,29 @@ type Report struct {
 	// ReadShare is the share of the parallel stage's busy time spent reading samples (the rest is
 	// decoding and augmenting them); 0 when not measured.
 	ReadShare float64 `json:"read_share"`
-	Verdict   Verdict `json:"verdict"`
+	// Parts are where the parallel stage's busy time went: "read" (Dataset.Sample), "decode",
+	// "resample" and each transform's pixel steps by name (loaders.Stats.Transform); empty when
+	// not measured.
+	Parts   []Part  `json:"parts,omitempty"`
+	Verdict Verdict `json:"verdict"`
+}
+
+// Part is a part of the parallel stage's busy time, and its share of it.
+type Part struct {
+	Name    string  `json:"name"`
+	Seconds float64 `json:"seconds"`
+	Share   float64 `json:"share"`
+}
+
+// costliest is the largest part but reading, nil when none was measured.
+func (r *Report) costliest() *Part {
+	var top *Part
+	for i := range r.Parts {
+		if p := &r.Parts[i]; p.Name != "read" && (top == nil || p.Seconds > top.Seconds) {
+			top = p
+		}
+	}
+	return top
 }
 
 // Accumulator sums the statistics of several runs of the same pipeline (a Loader runs one pipeline
@@ -139,7 +161,14 @@ func (r *Report) WriteTable(w io.Writer) error {
 	}
 	tw.Flush()
 	b.WriteString("\n")
-	if r.ReadShare > 0 {
+	switch {
+	case len(r.Parts) > 0:
+		parts := make([]string, len(r.Parts))
+		for i, p := range r.Parts {
+			parts[i] = p.Name + " " + pct(p.Share)
+		}
+		fmt.Fprintf(&b, "%s time: %s\n", r.Parallel, strings.Join(parts, ", "))
+	case r.ReadShare > 0:
 		fmt.Fprintf(&b, "%s time: %s reading samples, %s decoding and augmenting them\n", r.Parallel, pct(r.ReadShare), pct(1-r.ReadShare))
 	}
 	fmt.Fprintf(&b, "device: %.1f MB copied in %.3f s of copy time (%.2f GB/s, copy engine %s busy), host slots %s; the consumer stalled %s of the time\n",

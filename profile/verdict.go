@@ -89,16 +89,25 @@ func Diagnose(r *Report) Verdict {
 	case top.Name == r.Parallel && r.ReadShare >= ReadBound:
 		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise --workers beyond the %d cores "+
 			"(reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.Cores)
-	case top.Name == r.Parallel && top.Workers < r.Cores:
-		n := r.AutoWorkers
-		if n <= top.Workers {
-			n = r.Cores
-		}
-		advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256), "+
-			"or lower --size", n, r.Cores)
 	case top.Name == r.Parallel:
-		advice = fmt.Sprintf("all %d cores are at work: pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a "+
-			"copy, or lower --size", r.Cores)
+		// What to make cheaper follows from where the workers' time went.
+		fix := "pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower --size"
+		switch part := r.costliest(); {
+		case part == nil || part.Name == "decode":
+		case part.Name == "resample":
+			fix = fmt.Sprintf("resampling takes %s of their time: lower --size, or pack at a smaller --max-side so that less is read and resampled", pct0(part.Share))
+		default:
+			fix = fmt.Sprintf("%s takes %s of their time: make it cheaper, or apply it to fewer samples", part.Name, pct0(part.Share))
+		}
+		if top.Workers < r.Cores {
+			n := r.AutoWorkers
+			if n <= top.Workers {
+				n = r.Cores
+			}
+			advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), or %s", n, r.Cores, fix)
+		} else {
+			advice = fmt.Sprintf("all %d cores are at work: %s", r.Cores, fix)
+		}
 	default:
 		advice = "it runs on one goroutine: raise --prefetch so that it overlaps with the others, or use a larger --batch to amortise its per-batch work"
 	}

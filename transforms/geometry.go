@@ -44,6 +44,8 @@ type pixelOp struct {
 	m    [8]float64  // opAffine's inverse affine matrix (6), opPerspective's coefficients
 	n    [4]int      // integer parameters (opPosterize's bits, opErase's box, opBlur's kernel size)
 	v    [3]byte     // opErase's value per channel
+	// owner is the index in the Chain of the transform that planned the step (Worker.Times).
+	owner int
 }
 
 const (

@@ -316,9 +316,13 @@ func outChannels(c int) (int, error) {
 }
 
 func (p *Chain) planAll(pl *Plan, r *rand.Rand) error {
-	for _, t := range p.transforms() {
+	for i, t := range p.transforms() {
+		before := len(pl.post)
 		if err := t.Plan(pl, r); err != nil {
 			return err
+		}
+		for k := before; k < len(pl.post); k++ {
+			pl.post[k].owner = i
 		}
 		if pl.late {
 			return fmt.Errorf("transforms: %v: geometry after a step that works on the output pixels (RandomRotation, an augmentation "+

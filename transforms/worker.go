@@ -9,6 +9,8 @@ import (
 	"image/jpeg"
 	"math"
 	"math/rand/v2"
+	"sync/atomic"
+	"time"
 
 	ijpeg "github.com/stoke-ml/stoke/transforms/internal/jpeg"
 )
@@ -31,11 +33,35 @@ type Worker struct {
 	rot  []byte    // RandomRotation's (and the affine and sharpness steps') copy of the output
 	fbuf []float64 // GaussianBlur's horizontal pass
 	lut  [][256]float32
+	// times are the nanoseconds spent decoding, resampling and in each transform's pixel steps
+	// (by its index in the Chain), read by Times from other goroutines.
+	times []atomic.Int64
+}
+
+// Time is a part of a Worker's time: Name is "decode" (reading the input's header, planning and
+// decoding it), "resample" (the fused pass of the geometry, from the decoded image into the
+// output) or a transform of the Chain (its String) that works on the output's pixels.
+type Time struct {
+	Name string        `json:"name"`
+	Time time.Duration `json:"ns"`
+}
+
+// Times is where w's time went over the samples it applied: decode, resample, then each transform
+// with pixel steps that took time, in Chain order. A transform that plans geometry alone has its
+// share in resample, which does every crop, resize and flip in one pass.
+func (w *Worker) Times() []Time {
+	out := []Time{{"decode", time.Duration(w.times[0].Load())}, {"resample", time.Duration(w.times[1].Load())}}
+	for i, t := range w.p.transforms() {
+		if d := time.Duration(w.times[2+i].Load()); d > 0 {
+			out = append(out, Time{fmt.Sprint(t), d})
+		}
+	}
+	return out
 }
 
 // NewWorker returns a Worker for p with empty scratch; the first samples grow it.
 func (p *Chain) NewWorker() *Worker {
-	w := &Worker{p: p}
+	w := &Worker{p: p, times: make([]atomic.Int64, 2+len(p.transforms()))}
 	if p != nil && p.mean != nil {
 		w.lut = make([][256]float32, len(p.mean))
 		for c := range p.mean {
@@ -100,6 +126,7 @@ func (w *Worker) ApplyFloat32(dst []float32, l Layout, in Input, r *rand.Rand) e
 
 func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 	p := w.p
+	t0 := time.Now()
 	encoded := in.Encoded != nil
 	if encoded == (in.Pixels != nil) {
 		return fmt.Errorf("transforms: input must have exactly one of Encoded and Pixels: %w", ErrShape)
@@ -170,6 +197,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 		}
 	}
 
+	t1 := time.Now()
+	w.times[0].Add(int64(t1.Sub(t0)))
 	if m.padded {
 		clear(dst)
 	}
@@ -194,6 +223,8 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 			w.writeRow(dst, &m, k, nc, chanStride)
 		}
 	}
+	t0 = time.Now()
+	w.times[1].Add(int64(t0.Sub(t1)))
 	for i := range pl.post {
 		op := &pl.post[i]
 		switch op.kind {
@@ -208,6 +239,9 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 		default:
 			w.runAug(dst, op, view{nc: nc, w: ow, h: oh, pix: pix, row: row, cs: chanStride})
 		}
+		t1 = time.Now()
+		w.times[2+op.owner].Add(int64(t1.Sub(t0)))
+		t0 = t1
 	}
 	return nil
 }
