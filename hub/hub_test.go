@@ -117,7 +117,7 @@ func TestFetch(t *testing.T) {
 	t.Setenv("HF_ENDPOINT", srv.URL)
 	for _, c := range []struct {
 		name, path, want string
-		body               []byte
+		body             []byte
 	}{
 		{"hf-hub:timm/convnext_atto.d2_in1k", "/timm/convnext_atto.d2_in1k/resolve/main/model.safetensors",
 			filepath.Join(hfHome, "hub/models--timm--convnext_atto.d2_in1k/snapshots", commit, "model.safetensors"), atto},
@@ -283,9 +283,9 @@ func TestFetchConcurrent(t *testing.T) {
 func TestURL(t *testing.T) {
 	t.Setenv("HF_ENDPOINT", "")
 	for name, want := range map[string]string{
-		"resnet50.IMAGENET1K_V2": "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
-		"resnet50.DEFAULT":       "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
-		"resnet18.DEFAULT":       "https://download.pytorch.org/models/resnet18-f37072fd.pth",
+		"resnet50.IMAGENET1K_V2":                        "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
+		"resnet50.DEFAULT":                              "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
+		"resnet18.DEFAULT":                              "https://download.pytorch.org/models/resnet18-f37072fd.pth",
 		"hf-hub:timm/vit_tiny_patch16_224.augreg_in21k": "https://huggingface.co/timm/vit_tiny_patch16_224.augreg_in21k/resolve/main/model.safetensors",
 		"convnext_atto.d2_in1k":                         "https://huggingface.co/timm/convnext_atto.d2_in1k/resolve/main/model.safetensors",
 	} {
