@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
@@ -106,7 +105,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		if *classes == 0 {
 			*classes = loaders.Describe(ds).NumClasses
 		}
-		tr, err = openWeights(ctx, &lf, ds, *weights, *model, *classes, false)
+		tr, err = openWeights(ctx, e, &lf, ds, *weights, *model, *classes, false)
 	}
 	if err != nil {
 		return err
@@ -245,11 +244,11 @@ func openCheckpoint(ctx context.Context, ck, device string, allowNonFinite bool)
 // openWeights opens lf's device and builds the named model for the images lf's evaluation loader
 // gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
 // safetensors weights at path; closing the trainer also closes the device.
-func openWeights(ctx context.Context, lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
+func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
-	path, err := hub.Fetch(ctx, path)
+	path, err := e.fetchWeights(ctx, path)
 	if err != nil {
 		return nil, err
 	}

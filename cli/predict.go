@@ -168,7 +168,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		if *classes == 0 {
 			*classes = info.NumClasses
 		}
-		tr, err = openWeights(ctx, &lf, ds, *weights, *model, *classes, *allowNonFinite)
+		tr, err = openWeights(ctx, e, &lf, ds, *weights, *model, *classes, *allowNonFinite)
 	}
 	if err != nil {
 		return err

@@ -11,7 +11,6 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/loaders"
@@ -70,7 +69,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		return err
 	}
 	if cfg.Init != "" {
-		if cfg.Init, err = hub.Fetch(ctx, cfg.Init); err != nil {
+		if cfg.Init, err = e.fetchWeights(ctx, cfg.Init); err != nil {
 			return err
 		}
 	}

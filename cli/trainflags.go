@@ -1,12 +1,15 @@
 package cli
 
 import (
+	"context"
 	"flag"
 	"fmt"
 	"math"
 	"slices"
 	"strings"
 
+	"github.com/stoke-ml/stoke/hub"
+	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
@@ -142,6 +145,26 @@ func (f *trainFlags) config(seed uint64) (train.Config, error) {
 		}
 	}
 	return cfg, nil
+}
+
+// fetchWeights is hub.Fetch with a bar on stderr, in MB, while a download of a megabyte or more
+// runs.
+func (e *env) fetchWeights(ctx context.Context, name string) (string, error) {
+	var bar *progress.Bar
+	var shown int64 // the MB the bar has
+	p, err := hub.Fetch(ctx, name, func(done, total int64) {
+		if bar == nil && total >= 1e6 { // a file of a known size from a megabyte up
+			bar = progress.New(e.stderr, e.progressMode(), "downloading "+name, "MB", total/1e6)
+		}
+		if mb := done / 1e6; bar != nil && mb > shown {
+			bar.Add(int(mb - shown))
+			shown = mb
+		}
+	})
+	if bar != nil {
+		bar.Finish()
+	}
+	return p, err
 }
 
 // weightsHelp says what --init and --weights take (package hub's names).

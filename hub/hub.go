@@ -163,15 +163,20 @@ func resolveURL(repo, rev, file string) string {
 	return fmt.Sprintf("%s/%s/resolve/%s/%s", endpoint(), repo, url.PathEscape(rev), file)
 }
 
+// Progress is told how a download goes: done of total bytes (total -1 when the server does not
+// say), from the download's goroutine, as its bytes arrive.
+type Progress func(done, total int64)
+
 // Fetch returns the path of the weights name gives: the file itself, or the cached download of
-// the file it names, downloaded now if the cache does not hold it. An unknown name gives an error
-// wrapping ErrName; a hub file not in the cache while $HF_HUB_OFFLINE is set, ErrOffline.
-func Fetch(ctx context.Context, name string) (string, error) {
+// the file it names, downloaded now if the cache does not hold it, reported to progress (which
+// may be nil). An unknown name gives an error wrapping ErrName; a hub file not in the cache while
+// $HF_HUB_OFFLINE is set, ErrOffline.
+func Fetch(ctx context.Context, name string, progress Progress) (string, error) {
 	if _, err := os.Stat(name); err == nil {
 		return name, nil
 	}
 	if repo, rev, ok := hubName(name); ok {
-		p, err := fetchHub(ctx, repo, rev)
+		p, err := fetchHub(ctx, repo, rev, progress)
 		if err != nil {
 			return "", fmt.Errorf("hub: %s: %w", name, err)
 		}
@@ -182,7 +187,7 @@ func Fetch(ctx context.Context, name string) (string, error) {
 		return "", fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME, timm's NAME.TAG nor torchvision's "+
 			"MODEL.WEIGHTS (the ResNet family's: resnet50.IMAGENET1K_V2, resnet18.DEFAULT)", ErrName, name)
 	}
-	p, err := fetchURL(ctx, u)
+	p, err := fetchURL(ctx, u, progress)
 	if err != nil {
 		return "", fmt.Errorf("hub: %s: %w", name, err)
 	}
@@ -190,7 +195,7 @@ func Fetch(ctx context.Context, name string) (string, error) {
 }
 
 // fetchURL fetches a URL's file into torch.hub's cache (a torchvision name) or stoke's.
-func fetchURL(ctx context.Context, u string) (string, error) {
+func fetchURL(ctx context.Context, u string, progress Progress) (string, error) {
 	base := baseName(u)
 	var dst, sum string
 	if m := hashName.FindStringSubmatch(base); m != nil {
@@ -215,11 +220,11 @@ func fetchURL(ctx context.Context, u string) (string, error) {
 		return "", err
 	}
 	h := sha256.Sum256([]byte(dst))
-	return dst, fetchTo(ctx, u, dst, filepath.Join(locks, ".locks", hex.EncodeToString(h[:8])+".lock"), sum, nil)
+	return dst, fetchTo(ctx, u, dst, filepath.Join(locks, ".locks", hex.EncodeToString(h[:8])+".lock"), sum, nil, progress)
 }
 
 // fetchHub fetches repo's weights at rev into huggingface_hub's cache.
-func fetchHub(ctx context.Context, repo, rev string) (string, error) {
+func fetchHub(ctx context.Context, repo, rev string, progress Progress) (string, error) {
 	if !hubRepo.MatchString(repo) || strings.Contains(repo, "..") || strings.ContainsAny(rev, `/\`) || strings.Contains(rev, "..") {
 		return "", fmt.Errorf("%w: the hub's repositories are ORG/NAME, a revision a branch, tag or commit", ErrName)
 	}
@@ -245,9 +250,9 @@ func fetchHub(ctx context.Context, repo, rev string) (string, error) {
 	if offline() {
 		return "", ErrOffline
 	}
-	p, err := fetchHubFile(ctx, cache, folder, repo, rev, files[0])
+	p, err := fetchHubFile(ctx, cache, folder, repo, rev, files[0], progress)
 	if errors.Is(err, errNotFound) {
-		p, err = fetchHubFile(ctx, cache, folder, repo, rev, files[1])
+		p, err = fetchHubFile(ctx, cache, folder, repo, rev, files[1], progress)
 	}
 	return p, err
 }
@@ -255,7 +260,7 @@ func fetchHub(ctx context.Context, repo, rev string) (string, error) {
 // fetchHubFile fetches file of repo at rev as huggingface_hub does: the commit and the blob's
 // ETag from the resolve URL's headers, the blob into blobs/ETAG (unless it is there already), a
 // link to it in snapshots/COMMIT/file, and the commit in refs/rev.
-func fetchHubFile(ctx context.Context, cache, folder, repo, rev, file string) (string, error) {
+func fetchHubFile(ctx context.Context, cache, folder, repo, rev, file string, progress Progress) (string, error) {
 	u := resolveURL(repo, rev, file)
 	commit, etag, err := describe(ctx, u)
 	if err != nil {
@@ -268,7 +273,7 @@ func fetchHubFile(ctx context.Context, cache, folder, repo, rev, file string) (s
 		if len(etag) == 64 { // a large (LFS) file's ETag is its SHA-256
 			sum = etag
 		}
-		if err := fetchTo(ctx, u, blob, filepath.Join(cache, ".locks", folder, etag+".lock"), sum, authFor(u)); err != nil {
+		if err := fetchTo(ctx, u, blob, filepath.Join(cache, ".locks", folder, etag+".lock"), sum, authFor(u), progress); err != nil {
 			return "", err
 		}
 	}
@@ -427,7 +432,7 @@ func baseName(u string) string {
 // dst.incomplete, resumed where an interrupted download stopped when sum (a hex SHA-256 or a
 // prefix of it) can check the whole, then checked (sum, and the first bytes those of a weights
 // file) and renamed to dst.
-func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header) error {
+func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header, progress Progress) error {
 	for _, d := range []string{filepath.Dir(dst), filepath.Dir(lock)} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			return err
@@ -450,7 +455,7 @@ func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header) 
 		return err
 	}
 	defer f.Close()
-	if err := get(ctx, u, f, header); err != nil {
+	if err := get(ctx, u, f, header, progress); err != nil {
 		return err
 	}
 	if err := check(f, u, sum); err != nil {
@@ -466,7 +471,7 @@ func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header) 
 
 // get appends u's body to f from f's size on (a Range), or writes it whole where the server
 // sends it whole.
-func get(ctx context.Context, u string, f *os.File, header http.Header) error {
+func get(ctx context.Context, u string, f *os.File, header http.Header, progress Progress) error {
 	have, err := f.Seek(0, io.SeekEnd)
 	if err != nil {
 		return err
@@ -514,7 +519,11 @@ func get(ctx context.Context, u string, f *os.File, header http.Header) error {
 	stalled := fmt.Errorf("%s: nothing received for %v", u, idle)
 	watchdog := time.AfterFunc(idle, func() { cancel(stalled) })
 	defer watchdog.Stop()
-	n, err := io.Copy(f, io.LimitReader(&progress{resp.Body, watchdog}, maxDownload-have+1))
+	total := int64(-1)
+	if resp.ContentLength >= 0 {
+		total = have + resp.ContentLength
+	}
+	n, err := io.Copy(f, io.LimitReader(&reader{resp.Body, watchdog, progress, have, total}, maxDownload-have+1))
 	switch {
 	case context.Cause(ctx) == stalled:
 		return stalled
@@ -558,16 +567,21 @@ func check(f *os.File, u, sum string) error {
 	return nil
 }
 
-// progress restarts the watchdog on every read that brings bytes.
-type progress struct {
-	r        io.Reader
-	watchdog *time.Timer
+// reader restarts the watchdog on every read that brings bytes, and reports them.
+type reader struct {
+	r           io.Reader
+	watchdog    *time.Timer
+	progress    Progress
+	done, total int64
 }
 
-func (p *progress) Read(b []byte) (int, error) {
-	n, err := p.r.Read(b)
+func (r *reader) Read(b []byte) (int, error) {
+	n, err := r.r.Read(b)
 	if n > 0 {
-		p.watchdog.Reset(idle)
+		r.watchdog.Reset(idle)
+		if r.done += int64(n); r.progress != nil {
+			r.progress(r.done, r.total)
+		}
 	}
 	return n, err
 }

@@ -128,7 +128,7 @@ func TestFetch(t *testing.T) {
 		{srv.URL + "/models/" + tvName, "/models/" + tvName, filepath.Join(torchHome, "hub/checkpoints", tvName), plain},
 		{srv.URL + "/w.safetensors?download=true", "/w.safetensors", "", plain},
 	} {
-		p, err := Fetch(t.Context(), c.name)
+		p, err := Fetch(t.Context(), c.name, nil)
 		if err != nil {
 			t.Fatalf("%s: %v", c.name, err)
 		}
@@ -141,7 +141,7 @@ func TestFetch(t *testing.T) {
 		if b, _ := os.ReadFile(p); !bytes.Equal(b, c.body) {
 			t.Errorf("%s: %s holds %d bytes, not the served %d", c.name, p, len(b), len(c.body))
 		}
-		if again, err := Fetch(t.Context(), c.name); err != nil || again != p {
+		if again, err := Fetch(t.Context(), c.name, nil); err != nil || again != p {
 			t.Errorf("%s again: %s, %v; want the cached %s", c.name, again, err, p)
 		}
 		if n := srv.getsOf(c.path); n != 1 {
@@ -157,10 +157,10 @@ func TestFetch(t *testing.T) {
 	if ref, err := os.ReadFile(filepath.Join(repo, "refs", "main")); err != nil || string(ref) != commit {
 		t.Errorf("refs/main holds %q (%v); want the commit %s", ref, err, commit)
 	}
-	if _, err := Fetch(t.Context(), srv.URL+"/models/m-00000000.pth"); err == nil || !strings.Contains(err.Error(), "does not start with 00000000") {
+	if _, err := Fetch(t.Context(), srv.URL+"/models/m-00000000.pth", nil); err == nil || !strings.Contains(err.Error(), "does not start with 00000000") {
 		t.Errorf("a hash mismatch: %v", err)
 	}
-	if _, err := Fetch(t.Context(), srv.URL+"/login.safetensors"); err == nil || !strings.Contains(err.Error(), "not a weights file") {
+	if _, err := Fetch(t.Context(), srv.URL+"/login.safetensors", nil); err == nil || !strings.Contains(err.Error(), "not a weights file") {
 		t.Errorf("an HTML page: %v", err)
 	}
 	for _, bad := range []string{filepath.Join(torchHome, "hub/checkpoints/m-00000000.pth")} {
@@ -168,19 +168,19 @@ func TestFetch(t *testing.T) {
 			t.Errorf("%s was kept", bad)
 		}
 	}
-	if _, err := Fetch(t.Context(), srv.URL+"/missing.safetensors"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := Fetch(t.Context(), srv.URL+"/missing.safetensors", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a missing file: %v", err)
 	}
-	if _, err := Fetch(t.Context(), "hf-hub:org/none"); err == nil || !strings.Contains(err.Error(), "404") {
+	if _, err := Fetch(t.Context(), "hf-hub:org/none", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a repository without weights: %v", err)
 	}
 	local := filepath.Join(t.TempDir(), "mine.safetensors")
 	os.WriteFile(local, plain, 0o644)
-	if p, err := Fetch(t.Context(), local); err != nil || p != local {
+	if p, err := Fetch(t.Context(), local, nil); err != nil || p != local {
 		t.Errorf("a local file: %s, %v", p, err)
 	}
 	for _, name := range []string{"resnet50.IMAGENET9K", "missing.safetensors", "hf-hub:../etc"} {
-		if _, err := Fetch(t.Context(), name); !errors.Is(err, ErrName) {
+		if _, err := Fetch(t.Context(), name, nil); !errors.Is(err, ErrName) {
 			t.Errorf("%s: %v; want ErrName", name, err)
 		}
 	}
@@ -195,15 +195,15 @@ func TestFetchOffline(t *testing.T) {
 		"/timm/c.d/resolve/main/model.safetensors": weights(100),
 	})
 	t.Setenv("HF_ENDPOINT", srv.URL)
-	cached, err := Fetch(t.Context(), "hf-hub:timm/a.b")
+	cached, err := Fetch(t.Context(), "hf-hub:timm/a.b", nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Setenv("HF_HUB_OFFLINE", "1")
-	if p, err := Fetch(t.Context(), "hf-hub:timm/a.b"); err != nil || p != cached {
+	if p, err := Fetch(t.Context(), "hf-hub:timm/a.b", nil); err != nil || p != cached {
 		t.Errorf("offline, cached: %s, %v; want %s", p, err, cached)
 	}
-	if _, err := Fetch(t.Context(), "hf-hub:timm/c.d"); !errors.Is(err, ErrOffline) {
+	if _, err := Fetch(t.Context(), "hf-hub:timm/c.d", nil); !errors.Is(err, ErrOffline) {
 		t.Errorf("offline, not cached: %v; want ErrOffline", err)
 	}
 	if n := srv.getsOf("/timm/c.d/resolve/main/model.safetensors"); n != 0 {
@@ -217,14 +217,14 @@ func TestFetchToken(t *testing.T) {
 	srv := newHubServer(t, map[string][]byte{"/org/private/resolve/main/model.safetensors": weights(100)})
 	other := newHubServer(t, map[string][]byte{"/w.safetensors": weights(100)})
 	t.Setenv("HF_ENDPOINT", srv.URL)
-	if _, err := Fetch(t.Context(), "hf-hub:org/private"); err == nil || !strings.Contains(err.Error(), "HF_TOKEN") {
+	if _, err := Fetch(t.Context(), "hf-hub:org/private", nil); err == nil || !strings.Contains(err.Error(), "HF_TOKEN") {
 		t.Errorf("a gated repository without a token: %v; want a hint to set HF_TOKEN", err)
 	}
 	t.Setenv("HF_TOKEN", "secret")
-	if _, err := Fetch(t.Context(), "hf-hub:org/private"); err != nil {
+	if _, err := Fetch(t.Context(), "hf-hub:org/private", nil); err != nil {
 		t.Errorf("a gated repository with its token: %v", err)
 	}
-	if _, err := Fetch(t.Context(), other.URL+"/w.safetensors"); err != nil {
+	if _, err := Fetch(t.Context(), other.URL+"/w.safetensors", nil); err != nil {
 		t.Fatal(err)
 	}
 	if a, _ := other.auth.Load("/w.safetensors"); a != "" {
@@ -233,7 +233,7 @@ func TestFetchToken(t *testing.T) {
 }
 
 // TestFetchResumes: a hub download cut off halfway is resumed from where it stopped (a Range
-// request), and the file is whole.
+// request), its progress counted from there, and the file is whole.
 func TestFetchResumes(t *testing.T) {
 	caches(t)
 	body := weights(1 << 20)
@@ -241,12 +241,16 @@ func TestFetchResumes(t *testing.T) {
 	srv := newHubServer(t, map[string][]byte{path: body})
 	t.Setenv("HF_ENDPOINT", srv.URL)
 	srv.cut.Store(600 << 10)
-	if _, err := Fetch(t.Context(), "hf-hub:timm/big.x"); err == nil {
+	if _, err := Fetch(t.Context(), "hf-hub:timm/big.x", nil); err == nil {
 		t.Fatal("a download cut off halfway succeeded")
 	}
-	p, err := Fetch(t.Context(), "hf-hub:timm/big.x")
+	var reports [][2]int64
+	p, err := Fetch(t.Context(), "hf-hub:timm/big.x", func(done, total int64) { reports = append(reports, [2]int64{done, total}) })
 	if err != nil {
 		t.Fatal(err)
+	}
+	if n := len(reports); n == 0 || reports[0][0] <= 600<<10 || reports[n-1] != [2]int64{1 << 20, 1 << 20} {
+		t.Errorf("progress reported %v; want from past the %d bytes already there to %d of %d", reports, 600<<10, 1<<20, 1<<20)
 	}
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, body) {
 		t.Errorf("the resumed file differs from the served one")
@@ -267,7 +271,7 @@ func TestFetchConcurrent(t *testing.T) {
 	var wg sync.WaitGroup
 	errs := make([]error, 4)
 	for i := range errs {
-		wg.Go(func() { _, errs[i] = Fetch(t.Context(), "hf-hub:timm/c.d") })
+		wg.Go(func() { _, errs[i] = Fetch(t.Context(), "hf-hub:timm/c.d", nil) })
 	}
 	wg.Wait()
 	if err := errors.Join(errs...); err != nil {
@@ -314,7 +318,7 @@ func TestFetchStalled(t *testing.T) {
 	defer close(release)
 	done := make(chan error, 1)
 	go func() {
-		_, err := Fetch(t.Context(), srv.URL+"/w.safetensors")
+		_, err := Fetch(t.Context(), srv.URL+"/w.safetensors", nil)
 		done <- err
 	}()
 	select {
