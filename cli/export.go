@@ -46,6 +46,9 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}
+	if *model == "" {
+		*model = weightsModel(*weights)
+	}
 	if *format == "" {
 		*format = "safetensors"
 		if strings.EqualFold(filepath.Ext(*out), ".onnx") {

@@ -79,6 +79,9 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	if err != nil {
 		return err
 	}
+	if *model == "" {
+		*model = weightsModel(*weights)
+	}
 	if len(images) > 0 {
 		var other []string // flags of the dataset mode
 		fs.Visit(func(f *flag.Flag) {
@@ -104,7 +107,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	case *ck != "" && *weights != "":
 		return fmt.Errorf("%w: --checkpoint and --weights: choose one", errUsage)
 	case *weights != "" && *model == "":
-		return fmt.Errorf("%w: --weights needs --model", errUsage)
+		return fmt.Errorf("%w: --weights needs --model (a weights name such as resnet50.IMAGENET1K_V2 or hf-hub:timm/NAME.TAG names its own)", errUsage)
 	case *ck != "" && (*model != "" || *classes != 0):
 		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
 	case *classes < 0 || *classes > maxDeclaredClasses:

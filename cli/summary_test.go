@@ -94,7 +94,8 @@ func TestWeightsFromHub(t *testing.T) {
 	}
 	sum := sha256.Sum256(body)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/w.safetensors" {
+		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/timm/resnet8.tiny/resolve/main/model.safetensors" &&
+			r.URL.Path != "/w.safetensors" {
 			http.NotFound(rw, r)
 			return
 		}
@@ -124,6 +125,11 @@ func TestWeightsFromHub(t *testing.T) {
 		if got := predict(name); got != want {
 			t.Errorf("predict --weights %s differs from the file's", name)
 		}
+	}
+	// timm's NAME.TAG names its model: no --model needed.
+	out, errOut, code := stoke(t, "predict", "--weights", "resnet8.tiny", "--size", "8", "--data", root, "--json", "-q")
+	if code != 0 || fmt.Sprint(predictLines(t, out)) != want {
+		t.Errorf("predict --weights resnet8.tiny without --model: exit %d (%s), or other predictions", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "1",
 		"--eval-on-train", "--init", "hf-hub:org/tiny", "-q"); code != 0 {

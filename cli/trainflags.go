@@ -167,5 +167,14 @@ func (e *env) fetchWeights(ctx context.Context, name string) (string, error) {
 	return p, err
 }
 
+// weightsModel is the zoo model a weights name names (resnet50.IMAGENET1K_V2,
+// convnext_atto.d2_in1k, hf-hub:timm/NAME.TAG: hub.Model), "" for none.
+func weightsModel(name string) string {
+	if m, ok := hub.Model(name); ok && slices.Contains(models.Names(), m) {
+		return m
+	}
+	return ""
+}
+
 // weightsHelp says what --init and --weights take (package hub's names).
 const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] or timm's NAME.TAG (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS for the ResNet family (resnet50.IMAGENET1K_V2), downloaded once into huggingface_hub's and torch.hub's caches"

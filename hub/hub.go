@@ -118,6 +118,22 @@ func URL(name string) (string, bool) {
 	return "", false
 }
 
+// Model is the model a weights name names, as timm's create_model and torchvision's get_model
+// take it from one name: MODEL of torchvision's MODEL.WEIGHTS, NAME of timm's NAME.TAG and of
+// hf-hub:timm/NAME.TAG; false for other names (a file, a URL, another organization's repository).
+func Model(name string) (string, bool) {
+	if _, ok := torchvisionFile(name); ok {
+		model, _, _ := strings.Cut(name, ".")
+		return model, true
+	}
+	if repo, _, ok := hubName(name); ok {
+		if model, tag, ok := strings.Cut(strings.TrimPrefix(repo, "timm/"), "."); strings.HasPrefix(repo, "timm/") && ok && tag != "" {
+			return model, true
+		}
+	}
+	return "", false
+}
+
 // torchvisionFile is the file of torchvision's weights name, MODEL.MEMBER.
 func torchvisionFile(name string) (string, bool) {
 	model, member, ok := strings.Cut(name, ".")
