@@ -119,15 +119,16 @@ func URL(name string) (string, bool) {
 }
 
 // Model is the model a weights name names, as timm's create_model and torchvision's get_model
-// take it from one name: MODEL of torchvision's MODEL.WEIGHTS, NAME of timm's NAME.TAG and of
-// hf-hub:timm/NAME.TAG; false for other names (a file, a URL, another organization's repository).
+// take it from one name, in the zoo's names: MODEL of torchvision's MODEL.WEIGHTS, "timm/NAME" of
+// timm's NAME.TAG and of hf-hub:timm/NAME.TAG; false for other names (a file, a URL, another
+// organization's repository).
 func Model(name string) (string, bool) {
 	if _, ok := torchvisionFile(name); ok {
 		model, _, _ := strings.Cut(name, ".")
 		return model, true
 	}
 	if repo, _, ok := hubName(name); ok {
-		if model, tag, ok := strings.Cut(strings.TrimPrefix(repo, "timm/"), "."); strings.HasPrefix(repo, "timm/") && ok && tag != "" {
+		if model, tag, ok := strings.Cut(repo, "."); strings.HasPrefix(repo, "timm/") && ok && tag != "" {
 			return model, true
 		}
 	}

@@ -338,8 +338,8 @@ func TestFetchStalled(t *testing.T) {
 // TestModel: the names that name a model give it; files, URLs and other repositories do not.
 func TestModel(t *testing.T) {
 	for name, want := range map[string]string{
-		"resnet50.IMAGENET1K_V2": "resnet50", "resnet18.DEFAULT": "resnet18", "convnext_atto.d2_in1k": "convnext_atto",
-		"hf-hub:timm/convnext_atto.d2_in1k": "convnext_atto", "hf-hub:timm/vit_base_patch16_224.augreg_in21k@main": "vit_base_patch16_224",
+		"resnet50.IMAGENET1K_V2": "resnet50", "resnet18.DEFAULT": "resnet18", "convnext_atto.d2_in1k": "timm/convnext_atto",
+		"hf-hub:timm/convnext_atto.d2_in1k": "timm/convnext_atto", "hf-hub:timm/vit_base_patch16_224.augreg_in21k@main": "timm/vit_base_patch16_224",
 		"hf-hub:org/tiny": "", "hf-hub:timm/tiny": "", "w.safetensors": "", "https://x/resnet18-f37072fd.pth": "", "resnet50.IMAGENET9K": "",
 	} {
 		if got, ok := Model(name); got != want || ok != (want != "") {
