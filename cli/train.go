@@ -169,11 +169,24 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if emaWarning != "" {
 		fmt.Fprintf(e.stderr, "stoke train: warning: %s\n", emaWarning)
 	}
-	m, err := train.NewModel(tf.model, shape, nclasses)
-	if err != nil {
-		return err
+	var (
+		m             *train.Model
+		tr            *train.Trainer
+		trainL, evalL *loaders.Loader
+	)
+	closeAll := func() { // what build made
+		if evalL != nil {
+			evalL.Close()
+		}
+		if trainL != nil {
+			trainL.Close()
+		}
+		if tr != nil {
+			tr.Close()
+		}
+		tr, trainL, evalL = nil, nil, nil
 	}
-	cfg.Preprocess = lf.preprocess(sets.train, shape, nclasses, mean, std)
+	defer closeAll()
 
 	var bar *progress.Bar
 	cfg.Resume, cfg.Collective, cfg.DeviceReduce = tf.resume, group, onDevice
@@ -195,34 +208,38 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		bar.SetSuffix(fmt.Sprintf("loss %.4f", p.Loss))
 		bar.Add(1)
 	}
-	tr, err := train.New(ctx, m, dev, opt, cfg)
-	if err != nil {
-		return err
-	}
-	defer tr.Close()
-	if rep := tr.InitReport(); rep != nil {
-		e.printf("initialized from %s: %d tensors loaded", tf.init, len(rep.Loaded))
-		if len(rep.NewHead) > 0 {
-			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
+	// build makes the model, its trainer with opt and their loaders: once, or twice with --lr
+	// find (the range test on the first, the run on the second).
+	build := func() error {
+		if m, err = train.NewModel(tf.model, shape, nclasses); err != nil {
+			return err
 		}
-		if len(rep.Resampled) > 0 {
-			e.printf("; resampled: %s", strings.Join(rep.Resampled, ", "))
+		cfg.Preprocess = lf.preprocess(sets.train, shape, nclasses, mean, std)
+		if tr, err = train.New(ctx, m, dev, opt, cfg); err != nil {
+			return err
 		}
-		e.printf("\n")
-	}
-	if n := m.NumParams() - trainable(m); n > 0 {
-		e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
-	}
-	trainL, err := lf.loader(sets.train, "train", true, dev, tr.Stream())
-	if err != nil {
+		if rep := tr.InitReport(); rep != nil {
+			e.printf("initialized from %s: %d tensors loaded", tf.init, len(rep.Loaded))
+			if len(rep.NewHead) > 0 {
+				e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
+			}
+			if len(rep.Resampled) > 0 {
+				e.printf("; resampled: %s", strings.Join(rep.Resampled, ", "))
+			}
+			e.printf("\n")
+		}
+		if n := m.NumParams() - trainable(m); n > 0 {
+			e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
+		}
+		if trainL, err = lf.loader(sets.train, "train", true, dev, tr.Stream()); err != nil {
+			return err
+		}
+		evalL, err = lf.loader(sets.eval, "test", false, dev, tr.Stream())
 		return err
 	}
-	defer trainL.Close()
-	evalL, err := lf.loader(sets.eval, "test", false, dev, tr.Stream())
-	if err != nil {
+	if err := build(); err != nil {
 		return err
 	}
-	defer evalL.Close()
 
 	batch := fmt.Sprintf("batch %d", lf.batch)
 	if n := group.Size(); n > 1 {
@@ -239,6 +256,22 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if tf.lrFind {
 		return lrFind(ctx, e, tr, train.FromLoader(trainL))
+	}
+	if tf.lrThenTrain {
+		found, err := tr.FindLR(ctx, train.FromLoader(trainL), train.LRFind{})
+		if err != nil {
+			return fmt.Errorf("--lr find: %w", err)
+		}
+		e.printf("--lr find: the range test (%d steps from lr %.3g) suggests lr %.3g; training at it\n", len(found.LRs), found.LRs[0], found.Suggested)
+		// The rate is the optimizer's, which the trainer holds: build them again at the suggestion.
+		closeAll()
+		tf.lr = found.Suggested
+		if opt, err = train.NewOptimizer(tf.optimizer, tf.lr, tf.momentum, tf.wd); err != nil {
+			return err
+		}
+		if err := build(); err != nil {
+			return err
+		}
 	}
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {

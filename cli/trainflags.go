@@ -2,10 +2,12 @@ package cli
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
 	"math"
 	"slices"
+	"strconv"
 	"strings"
 
 	"github.com/stoke-ml/stoke/hub"
@@ -26,6 +28,7 @@ type trainFlags struct {
 	backboneLR, layerDecay                 float64
 	allowNonFinite, freeze, syncBN, lrFind bool
 	lrFromRecipe                           bool // --lr was unset: the recipe's, scaled to the global batch once it is known
+	lrThenTrain                            bool // --lr find: the range test's suggestion, found first
 	recipe                                 models.Recipe
 }
 
@@ -34,7 +37,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"which --optimizer, --lr, --wd, --batch, --label-smoothing, --warmup-epochs, --augment, --mixup, --cutmix, --random-erasing and --ema override "+
 		"(a learning rate given per batch scales with the global batch): "+recipes())
 	fs.IntVar(&f.epochs, "epochs", 3, "total epochs (a resumed run continues up to this many)")
-	fs.Float64Var(&f.lr, "lr", 0, "peak learning rate (0: the model's recipe's, scaled to the global batch)")
+	fs.Var(lrValue{&f.lr, &f.lrThenTrain}, "lr", "peak learning rate (0: the model's recipe's, scaled to the global batch; find: what the "+
+		"range test of --lr-find suggests, found first on the same data, then trained at)")
 	fs.StringVar(&f.optimizer, "optimizer", "", "sgd (momentum 0.9, Nesterov), adam (torch's: --wd added to the gradient), adamw (decoupled --wd), "+
 		"or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
 	fs.Float64Var(&f.momentum, "momentum", 0.9, "momentum of sgd and rmsprop")
@@ -111,6 +115,8 @@ func (f *trainFlags) check() error {
 	switch {
 	case f.epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, f.epochs)
+	case f.lrThenTrain && f.resume != "":
+		return fmt.Errorf("%w: --lr find with --resume: a resumed run keeps its rate", errUsage)
 	case !(f.lr >= 0) || math.IsInf(f.lr, 0) || !(f.momentum >= 0 && f.momentum < 1) || !(f.wd >= 0) || math.IsInf(f.wd, 0):
 		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, f.lr, f.momentum, f.wd)
 	case !(f.warmup >= 0) || f.warmup > float64(f.epochs):
@@ -165,6 +171,35 @@ func (e *env) fetchWeights(ctx context.Context, name string) (string, error) {
 		bar.Finish()
 	}
 	return p, err
+}
+
+// lrValue is --lr: a rate, or find.
+type lrValue struct {
+	lr   *float64
+	find *bool
+}
+
+func (v lrValue) String() string {
+	switch {
+	case v.lr == nil:
+		return "0"
+	case *v.find:
+		return "find"
+	}
+	return strconv.FormatFloat(*v.lr, 'g', -1, 64)
+}
+
+func (v lrValue) Set(s string) error {
+	if *v.find = s == "find"; *v.find {
+		*v.lr = 0
+		return nil
+	}
+	x, err := strconv.ParseFloat(s, 64)
+	if err != nil {
+		return errors.New("want a rate or find")
+	}
+	*v.lr = x
+	return nil
 }
 
 // weightsModel is the zoo model a weights name names (resnet50.IMAGENET1K_V2,
