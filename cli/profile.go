@@ -295,6 +295,8 @@ func (p *profiler) report(lf loaderFlags, dev gpu.Device) *profile.Report {
 	r := profile.FromLoader(st, p.consumer)
 	r.Device, r.Batch = dev.Info().String(), lf.batch
 	r.Batches, r.Samples, r.Seconds = p.batches, p.samples, p.elapsed.Seconds()
+	r.Flags = true // the advice names stoke's flags
+	r.Conclude()
 	return r
 }
 

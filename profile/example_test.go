@@ -29,7 +29,7 @@ func ExampleDiagnose() {
 	fmt.Println(strings.ReplaceAll(r.Verdict.Text, "; ", ";\n")) // the diagnosis, then the remedies
 	// Output:
 	// transform is the bottleneck: 2 workers 95% busy, and the device waits 40% of each step for data;
-	// add workers (--workers auto would use 4 of 8 cores), or pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower --size
+	// add workers (Workers: loaders.AutoWorkers would use 4 of 8 cores), or pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower the transform's output size
 }
 
 // A Recorder collects spans (a pipeline gives it one per item and worker through

@@ -63,6 +63,23 @@ type Report struct {
 	// not measured.
 	Parts   []Part  `json:"parts,omitempty"`
 	Verdict Verdict `json:"verdict"`
+	// Flags says that the advice names stoke's command-line flags (--workers, --size, ...), as
+	// `stoke profile` reports; otherwise it names loaders.Config's fields, as a program of its own
+	// sets them. Set it before Conclude.
+	Flags bool `json:"-"`
+}
+
+// knob is the name of a setting in the advice: the flag, or loaders.Config's field.
+func (r *Report) knob(flag, field string) string {
+	if r.Flags {
+		return flag
+	}
+	return field
+}
+
+// autoWorkers names the setting that sizes the workers by measurement.
+func (r *Report) autoWorkers() string {
+	return r.knob("--workers auto", "Workers: loaders.AutoWorkers")
 }
 
 // Part is a part of the parallel stage's busy time, and its share of it.
@@ -175,7 +192,7 @@ func (r *Report) WriteTable(w io.Writer) error {
 		float64(r.Copy.Bytes)/1e6, r.Copy.Seconds, r.Copy.GBps, pct(r.Copy.Busy), pinnedWord(r.Pinned), pct(r.Stall))
 	fmt.Fprintf(&b, "verdict: %s\n", r.Verdict.Text)
 	if r.AutoWorkers > 0 && r.AutoWorkers != r.Workers {
-		fmt.Fprintf(&b, "workers: --workers auto would run %d %s workers instead of %d\n", r.AutoWorkers, r.Parallel, r.Workers)
+		fmt.Fprintf(&b, "workers: %s would run %d %s workers instead of %d\n", r.autoWorkers(), r.AutoWorkers, r.Parallel, r.Workers)
 	}
 	_, err := io.WriteString(w, b.String())
 	return err

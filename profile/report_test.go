@@ -34,6 +34,7 @@ func synthetic(cores, workers int, tBusy, cBusy, stall, copyBusy float64, pinned
 	const batch, samples = 64, 6400
 	el := 4 * time.Second
 	r := &Report{
+		Flags:  true, // as stoke profile reports
 		Device: "cpu:0 (test)", Cores: cores, Batch: batch, Batches: samples / batch, Samples: samples, Seconds: el.Seconds(),
 		Stages: append(FromPipeline(loaderStats(el, workers, tBusy, cBusy, samples, batch)),
 			Consumer("step", samples/batch, time.Duration(stall*float64(el)), el)),
@@ -64,6 +65,16 @@ var cases = []struct {
 	{"serial copy stage", synthetic(8, 4, 0.40, 0.80, 0.30, 0.10, true), "copy", "it runs on one goroutine"},
 	{"latency-bound", synthetic(8, 4, 0.40, 0.20, 0.30, 0.10, true), "latency", "raise --prefetch"},
 	{"read-bound", readBound(synthetic(2, 2, 0.99, 0.05, 0.50, 0.02, true)), "transform", "spend 90% of their time reading"},
+	{"decode-bound, a program of its own", library(synthetic(8, 2, 0.97, 0.05, 0.41, 0.02, true)), "transform",
+		"add workers (Workers: loaders.AutoWorkers would use 4 of 8 cores), or pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) " +
+			"so that decoding becomes a copy, or lower the transform's output size"},
+}
+
+// library is r as a program of its own gets it: its advice names loaders.Config's fields.
+func library(r *Report) *Report {
+	r.Flags = false
+	r.Conclude()
+	return r
 }
 
 // readBound is r with its parallel stage reading 90% of the time.

@@ -46,9 +46,9 @@ func Diagnose(r *Report) Verdict {
 		text := fmt.Sprintf("the pipeline outpaces the step: loading is not the problem (the consumer waited %s of the time for data); %s is the bottleneck", stall,
 			consumer.Name)
 		if r.AutoWorkers > 0 && r.AutoWorkers < r.Workers {
-			text += fmt.Sprintf(", so speed it up (a larger batch, a faster model or device); %d %s workers would keep up (--workers auto) "+
+			text += fmt.Sprintf(", so speed it up (a larger batch, a faster model or device); %d %s workers would keep up (%s) "+
 				"and leave %d cores to it",
-				r.AutoWorkers, r.Parallel, r.Workers-r.AutoWorkers)
+				r.AutoWorkers, r.Parallel, r.autoWorkers(), r.Workers-r.AutoWorkers)
 		} else {
 			text += "; speed the step up (a larger batch, a faster model or device) before the loader"
 		}
@@ -67,7 +67,7 @@ func Diagnose(r *Report) Verdict {
 	}
 	waits := fmt.Sprintf("the device waits %s of each step for data", stall)
 	if r.Copy.Busy >= Saturated && (top == nil || r.Copy.Busy >= top.Busy) {
-		advice := "send fewer bytes: lower --size, or keep images uint8 until they are on the device"
+		advice := "send fewer bytes: lower " + r.knob("--size", "the transform's output size") + ", or keep images uint8 until they are on the device"
 		if !r.Pinned {
 			advice = "the host slots are not pinned, so copies are staged: allow page-locked memory (ulimit -l) for DMA transfers"
 		}
@@ -80,22 +80,24 @@ func Diagnose(r *Report) Verdict {
 			busiest = fmt.Sprintf("%s %s busy", top.Name, pct0(top.Busy))
 		}
 		return Verdict{Limit: "latency",
-			Text: fmt.Sprintf("no stage is saturated (busiest: %s) yet %s: the bottleneck is latency, not throughput; raise --prefetch so that more batches are "+
-				"under way, or --workers", busiest, waits)}
+			Text: fmt.Sprintf("no stage is saturated (busiest: %s) yet %s: the bottleneck is latency, not throughput; raise %s so that more batches are "+
+				"under way, or %s", busiest, waits, r.knob("--prefetch", "Prefetch"), r.knob("--workers", "Workers"))}
 	}
 	head := fmt.Sprintf("%s is the bottleneck: %d %s %s busy, and %s", top.Name, top.Workers, plural(top.Workers, "worker", "workers"), pct0(top.Busy), waits)
 	var advice string
 	switch {
 	case top.Name == r.Parallel && r.ReadShare >= ReadBound:
-		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise --workers beyond the %d cores "+
-			"(reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.Cores)
+		advice = fmt.Sprintf("its workers spend %s of their time reading samples, waiting on storage rather than computing: raise %s beyond the %d cores "+
+			"(reads overlap), or pack the dataset into shards read front to back (stoke pack)", pct0(r.ReadShare), r.knob("--workers", "Workers"), r.Cores)
 	case top.Name == r.Parallel:
 		// What to make cheaper follows from where the workers' time went.
-		fix := "pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower --size"
+		size := r.knob("--size", "the transform's output size")
+		fix := "pack to raw+zstd (stoke pack --format raw --compress zstd --max-side 256) so that decoding becomes a copy, or lower " + size
 		switch part := r.costliest(); {
 		case part == nil || part.Name == "decode":
 		case part.Name == "resample":
-			fix = fmt.Sprintf("resampling takes %s of their time: lower --size, or pack at a smaller --max-side so that less is read and resampled", pct0(part.Share))
+			fix = fmt.Sprintf("resampling takes %s of their time: lower %s, or pack at a smaller --max-side (stoke pack) so that less is read and resampled",
+				pct0(part.Share), size)
 		default:
 			fix = fmt.Sprintf("%s takes %s of their time: make it cheaper, or apply it to fewer samples", part.Name, pct0(part.Share))
 		}
@@ -104,12 +106,13 @@ func Diagnose(r *Report) Verdict {
 			if n <= top.Workers {
 				n = r.Cores
 			}
-			advice = fmt.Sprintf("add workers (--workers auto would use %d of %d cores), or %s", n, r.Cores, fix)
+			advice = fmt.Sprintf("add workers (%s would use %d of %d cores), or %s", r.autoWorkers(), n, r.Cores, fix)
 		} else {
 			advice = fmt.Sprintf("all %d cores are at work: %s", r.Cores, fix)
 		}
 	default:
-		advice = "it runs on one goroutine: raise --prefetch so that it overlaps with the others, or use a larger --batch to amortise its per-batch work"
+		advice = fmt.Sprintf("it runs on one goroutine: raise %s so that it overlaps with the others, or use a larger %s to amortise its per-batch work",
+			r.knob("--prefetch", "Prefetch"), r.knob("--batch", "Batch"))
 	}
 	return Verdict{Limit: top.Name, Text: head + "; " + advice}
 }
