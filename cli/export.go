@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
@@ -251,12 +252,29 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if classes <= 0 {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
+	name := path
 	path, err := e.fetchWeights(ctx, path)
 	if err != nil {
 		return nil, err
 	}
 	if err := train.CheckWeightsFile(path); err != nil { // an old pickle: say how to convert it
 		return nil, err
+	}
+	// A hub repository's config.json (timm's pretrained_cfg) says how its weights evaluate: the
+	// loader takes its transform, at its input size unless --size says otherwise.
+	config, err := hubConfig(ctx, e, name)
+	if err != nil {
+		return nil, err
+	}
+	if config != nil {
+		pre, err := train.PreprocessOf(config, train.Shape{}, 0)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		if lf.size == 0 {
+			lf.size = pre.Eval.Crop
+		}
+		lf.pre = pre
 	}
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
@@ -273,7 +291,13 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	tr, err := train.New(ctx, m, dev, nil, train.Config{})
+	var pre *train.Preprocess
+	if config != nil {
+		if pre, err = train.PreprocessOf(config, shape, classes); err != nil {
+			return nil, errors.Join(fmt.Errorf("%s: %w", name, err), dev.Close())
+		}
+	}
+	tr, err := train.New(ctx, m, dev, nil, train.Config{Preprocess: pre})
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
@@ -281,6 +305,20 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil
+}
+
+// hubConfig is the config.json of the hub repository name names (hub.Config), nil when there is
+// none; offline, a config the cache lacks is noted and done without.
+func hubConfig(ctx context.Context, e *env, name string) ([]byte, error) {
+	p, err := hub.Config(ctx, name)
+	switch {
+	case errors.Is(err, hub.ErrOffline):
+		fmt.Fprintf(e.stderr, "stoke %s: note: %s: no config.json in the cache (offline): evaluating with the model's own transform\n", e.name, name)
+		return nil, nil
+	case err != nil || p == "":
+		return nil, err
+	}
+	return os.ReadFile(p)
 }
 
 // checkpointTrainer is a trainer that owns its device.

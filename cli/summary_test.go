@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -12,6 +13,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/stoke-ml/stoke/safetensors"
 )
 
 // TestSummary: stoke summary counts the parameters and mult-adds torchvision's model pages give
@@ -114,9 +118,35 @@ func TestWeightsFromHub(t *testing.T) {
 		t.Fatal(err)
 	}
 	sum := sha256.Sum256(body)
+	// The repository with a config.json, as timm's have: the checkpoint's own pretrained_cfg (its
+	// evaluation transform and class names), which predict then applies.
+	ckBody, err := os.ReadFile(ck)
+	if err != nil {
+		t.Fatal(err)
+	}
+	sf, err := safetensors.NewFile(bytes.NewReader(ckBody), int64(len(ckBody)))
+	if err != nil || sf.Metadata()["pretrained_cfg"] == "" {
+		t.Fatalf("the checkpoint's pretrained_cfg: %v", err)
+	}
+	// Its class names in the other order: the folder's a and b are then the model's classes 1 and 0.
+	var cfg map[string]any
+	if err := json.Unmarshal([]byte(sf.Metadata()["pretrained_cfg"]), &cfg); err != nil {
+		t.Fatal(err)
+	}
+	cfg["label_names"] = []string{"b", "a"}
+	config, err := json.Marshal(map[string]any{"architecture": "resnet8", "pretrained_cfg": cfg})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/timm/convnext_atto.tiny/resolve/main/model.safetensors" &&
-			r.URL.Path != "/w.safetensors" {
+		if r.URL.Path == "/cfg/tiny/resolve/main/config.json" {
+			rw.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
+			rw.Header().Set("ETag", `"0123456789abcdef0123456789abcdef01234567"`)
+			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(config))
+			return
+		}
+		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/cfg/tiny/resolve/main/model.safetensors" &&
+			r.URL.Path != "/timm/convnext_atto.tiny/resolve/main/model.safetensors" && r.URL.Path != "/w.safetensors" {
 			http.NotFound(rw, r)
 			return
 		}
@@ -145,6 +175,20 @@ func TestWeightsFromHub(t *testing.T) {
 	for _, name := range []string{"hf-hub:org/tiny", srv.URL + "/w.safetensors"} {
 		if got := predict(name); got != want {
 			t.Errorf("predict --weights %s differs from the file's", name)
+		}
+	}
+	lines := func(weights string) []predictJSON {
+		out, errOut, code := stoke(t, "predict", "--weights", weights, "--model", "resnet8", "--size", "8", "--data", root, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("predict --weights %s: exit %d: %s", weights, code, errOut)
+		}
+		return predictLines(t, out)
+	}
+	plain, named := lines(w), lines("hf-hub:cfg/tiny")
+	for i, p := range named {
+		if q := plain[i]; len(named) != len(plain) || p.Label != 1-q.Label || p.ClassName != []string{"b", "a"}[p.Class] ||
+			fmt.Sprint(p.Logits) != fmt.Sprint(q.Logits) {
+			t.Fatalf("predict --weights hf-hub:cfg/tiny (its config.json names the classes b, a): %+v; without it %+v", p, q)
 		}
 	}
 	// timm's NAME.TAG names its model, the zoo's timm/NAME: no --model needed (here it is built

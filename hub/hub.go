@@ -27,6 +27,7 @@
 package hub
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -242,6 +243,32 @@ func fetchURL(ctx context.Context, u string, progress Progress) (string, error) 
 
 // fetchHub fetches repo's weights at rev into huggingface_hub's cache.
 func fetchHub(ctx context.Context, repo, rev string, progress Progress) (string, error) {
+	// A repository of PyTorch weights alone has the second.
+	return fetchHubFirst(ctx, repo, rev, []string{"model.safetensors", "pytorch_model.bin"}, progress)
+}
+
+// Config returns the path of the config.json of the hub repository that name names (timm keeps a
+// model's pretrained_cfg there: input size, interpolation, crop_pct, mean, std, classes), fetched
+// into huggingface_hub's cache as Fetch fetches weights; "" and no error when name names no hub
+// repository or the repository has no config.json.
+func Config(ctx context.Context, name string) (string, error) {
+	repo, rev, ok := hubName(name)
+	if !ok {
+		return "", nil
+	}
+	p, err := fetchHubFirst(ctx, repo, rev, []string{"config.json"}, nil)
+	if errors.Is(err, errNotFound) {
+		return "", nil
+	}
+	if err != nil {
+		return "", fmt.Errorf("hub: %s: %w", name, err)
+	}
+	return p, nil
+}
+
+// fetchHubFirst fetches the first of files that repo has at rev: from the cache when it holds
+// one, else the first that the hub does not answer 404.
+func fetchHubFirst(ctx context.Context, repo, rev string, files []string, progress Progress) (string, error) {
 	if !hubRepo.MatchString(repo) || strings.Contains(repo, "..") || strings.ContainsAny(rev, `/\`) || strings.Contains(rev, "..") {
 		return "", fmt.Errorf("%w: the hub's repositories are ORG/NAME, a revision a branch, tag or commit", ErrName)
 	}
@@ -251,7 +278,6 @@ func fetchHub(ctx context.Context, repo, rev string, progress Progress) (string,
 	}
 	folder := "models--" + strings.ReplaceAll(repo, "/", "--")
 	repoDir := filepath.Join(cache, folder)
-	files := []string{"model.safetensors", "pytorch_model.bin"} // a repository of PyTorch weights alone has the second
 	commit := rev
 	if !commitHash.MatchString(rev) {
 		b, _ := os.ReadFile(filepath.Join(repoDir, "refs", rev))
@@ -267,11 +293,13 @@ func fetchHub(ctx context.Context, repo, rev string, progress Progress) (string,
 	if offline() {
 		return "", ErrOffline
 	}
-	p, err := fetchHubFile(ctx, cache, folder, repo, rev, files[0], progress)
-	if errors.Is(err, errNotFound) {
-		p, err = fetchHubFile(ctx, cache, folder, repo, rev, files[1], progress)
+	for _, f := range files {
+		p, err := fetchHubFile(ctx, cache, folder, repo, rev, f, progress)
+		if !errors.Is(err, errNotFound) || f == files[len(files)-1] {
+			return p, err
+		}
 	}
-	return p, err
+	return "", errNotFound // no files
 }
 
 // fetchHubFile fetches file of repo at rev as huggingface_hub does: the commit and the blob's
@@ -560,14 +588,18 @@ func rangeStart(cr string) (int64, bool) {
 	return n, ok && ok2 && err == nil
 }
 
-// check reads f whole: its SHA-256 must start with sum, its first bytes be a weights file's.
+// check reads f whole: its SHA-256 must start with sum, its first bytes be those of a weights
+// file, or of a JSON object for a .json.
 func check(f *os.File, u, sum string) error {
 	if _, err := f.Seek(0, io.SeekStart); err != nil {
 		return err
 	}
 	head := make([]byte, 9)
 	n, _ := io.ReadFull(f, head)
-	if !weightsFile(head[:n]) {
+	switch json := path.Ext(baseName(u)) == ".json"; {
+	case json && !bytes.HasPrefix(bytes.TrimSpace(head[:n]), []byte("{")):
+		return fmt.Errorf("%s: not a JSON object (it begins %q)", u, head[:n])
+	case !json && !weightsFile(head[:n]):
 		return fmt.Errorf("%s: not a weights file: neither safetensors nor PyTorch's (it begins %q)", u, head[:n])
 	}
 	if sum == "" {

@@ -347,3 +347,37 @@ func TestModel(t *testing.T) {
 		}
 	}
 }
+
+// TestConfig: a hub repository's config.json is fetched beside its weights, once; a repository
+// without one, or a name of no repository, gives none; a page that is no JSON is refused.
+func TestConfig(t *testing.T) {
+	hfHome, _ := caches(t)
+	cfg := []byte(`{"architecture": "convnext_atto", "pretrained_cfg": {"crop_pct": 0.95}}`)
+	srv := newHubServer(t, map[string][]byte{
+		"/timm/a.b/resolve/main/model.safetensors": weights(100),
+		"/timm/a.b/resolve/main/config.json":       cfg,
+		"/timm/c.d/resolve/main/model.safetensors": weights(100),
+		"/timm/e.f/resolve/main/config.json":       []byte("<html>"),
+	})
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	for range 2 {
+		p, err := Config(t.Context(), "a.b")
+		if err != nil || p != filepath.Join(hfHome, "hub/models--timm--a.b/snapshots", commit, "config.json") {
+			t.Fatalf("Config(a.b) = %s, %v", p, err)
+		}
+		if b, _ := os.ReadFile(p); !bytes.Equal(b, cfg) {
+			t.Errorf("config.json holds %q", b)
+		}
+	}
+	if n := srv.getsOf("/timm/a.b/resolve/main/config.json"); n != 1 {
+		t.Errorf("config.json downloaded %d times; want once", n)
+	}
+	for _, name := range []string{"hf-hub:timm/c.d", "w.safetensors", srv.URL + "/w.safetensors"} {
+		if p, err := Config(t.Context(), name); p != "" || err != nil {
+			t.Errorf("Config(%s) = %q, %v; want none", name, p, err)
+		}
+	}
+	if _, err := Config(t.Context(), "e.f"); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
+		t.Errorf("an HTML config.json: %v", err)
+	}
+}

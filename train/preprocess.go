@@ -1,10 +1,12 @@
 package train
 
 import (
+	"encoding/json"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
+	"math"
 	"slices"
 
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -124,4 +126,53 @@ func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
 		return nil, fmt.Errorf("preprocess: input_size %v and %d classes for a model of input %v and %d classes", c.InputSize, c.NumClasses, in, classes)
 	}
 	return p, p.check(in, classes)
+}
+
+// PreprocessOf reads the config.json that timm keeps beside a model's weights on the Hugging Face
+// hub: its pretrained_cfg (input_size, interpolation, crop_pct, crop_mode, mean, std) and the
+// class count and label_names (there or at the top). For a model whose input is in with classes
+// outputs, the model's input decides the crop (as timm's test_input_size or stoke's --size may
+// differ from input_size) and the resize is floor(crop/crop_pct), as timm computes it; a zero in
+// gives the config's own input_size and class count. A config of another class count, or of
+// settings stoke does not apply, is an error.
+func PreprocessOf(config []byte, in Shape, classes int) (*Preprocess, error) {
+	var file struct {
+		Cfg        pretrainedCfg `json:"pretrained_cfg"`
+		NumClasses int           `json:"num_classes"`
+		LabelNames []string      `json:"label_names"`
+	}
+	if err := json.Unmarshal(config, &file); err != nil {
+		return nil, fmt.Errorf("train: config.json: %w", err)
+	}
+	c := file.Cfg
+	if c.NumClasses == 0 {
+		c.NumClasses = file.NumClasses
+	}
+	if c.LabelNames == nil {
+		c.LabelNames = file.LabelNames
+	}
+	if c.CropMode == "" {
+		c.CropMode = "center" // timm's default
+	}
+	if in == (Shape{}) {
+		if len(c.InputSize) != 3 {
+			return nil, fmt.Errorf("train: config.json: input_size %v; want [C, H, W]", c.InputSize)
+		}
+		in, classes = Shape{C: c.InputSize[0], H: c.InputSize[1], W: c.InputSize[2]}, c.NumClasses
+	}
+	c.InputSize = []int{in.C, in.H, in.W}
+	if c.NumClasses != classes {
+		return nil, fmt.Errorf("train: config.json: %d classes; the model has %d", c.NumClasses, classes)
+	}
+	if c.CropMode == "center" && c.Resize == 0 {
+		if !(c.CropPct > 0 && c.CropPct <= 1) {
+			return nil, fmt.Errorf("train: config.json: crop_pct %v; want in (0, 1]", c.CropPct)
+		}
+		c.Resize = int(math.Floor(float64(in.H) / c.CropPct))
+	}
+	p, err := c.preprocess(in, classes)
+	if err != nil {
+		return nil, fmt.Errorf("train: config.json: %w", err)
+	}
+	return p, nil
 }
