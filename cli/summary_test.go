@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -104,6 +105,9 @@ func TestLRFind(t *testing.T) {
 	}
 }
 
+// hubCommit is the commit the tests' local hubs say their branches are at.
+const hubCommit = "0123456789abcdef0123456789abcdef01234567"
+
 // TestWeightsFromHub: --weights and --init take an hf-hub: name and a URL, downloaded once into
 // the cache: predict gives the logits of the same weights read from the file, and a run starts
 // from them.
@@ -138,20 +142,23 @@ func TestWeightsFromHub(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	configBlob := sha1.New() // the hub's ETag of a small file: its git blob hash
+	fmt.Fprintf(configBlob, "blob %d\x00%s", len(config), config)
 	srv := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
-		if r.URL.Path == "/cfg/tiny/resolve/main/config.json" {
-			rw.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
-			rw.Header().Set("ETag", `"0123456789abcdef0123456789abcdef01234567"`)
+		path := strings.Replace(r.URL.Path, "/resolve/"+hubCommit+"/", "/resolve/main/", 1) // the hub serves a commit as its branch
+		if path == "/cfg/tiny/resolve/main/config.json" {
+			rw.Header().Set("X-Repo-Commit", hubCommit)
+			rw.Header().Set("ETag", `"`+hex.EncodeToString(configBlob.Sum(nil))+`"`)
 			http.ServeContent(rw, r, "", time.Time{}, bytes.NewReader(config))
 			return
 		}
-		if r.URL.Path != "/org/tiny/resolve/main/model.safetensors" && r.URL.Path != "/cfg/tiny/resolve/main/model.safetensors" &&
-			r.URL.Path != "/timm/convnext_atto.tiny/resolve/main/model.safetensors" && r.URL.Path != "/w.safetensors" {
+		if path != "/org/tiny/resolve/main/model.safetensors" && path != "/cfg/tiny/resolve/main/model.safetensors" &&
+			path != "/timm/convnext_atto.tiny/resolve/main/model.safetensors" && path != "/w.safetensors" {
 			http.NotFound(rw, r)
 			return
 		}
 		// The hub's headers: the commit, and a large file's SHA-256 as its ETag.
-		rw.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
+		rw.Header().Set("X-Repo-Commit", hubCommit)
 		rw.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 		http.ServeFile(rw, r, w)
 	}))

@@ -52,10 +52,11 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 	var mu sync.Mutex
 	served, gets := map[string][]byte{}, map[string]int{}
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		path := strings.Replace(r.URL.Path, "/resolve/"+hubCommit+"/", "/resolve/main/", 1) // the hub serves a commit as its branch
 		mu.Lock()
-		body, ok := served[r.URL.Path]
+		body, ok := served[path]
 		if r.Method == http.MethodGet {
-			gets[r.URL.Path]++
+			gets[path]++
 		}
 		mu.Unlock()
 		if !ok {
@@ -63,7 +64,7 @@ func TestPredictTorchvisionWeights(t *testing.T) {
 			return
 		}
 		sum := sha256.Sum256(body)
-		w.Header().Set("X-Repo-Commit", "0123456789abcdef0123456789abcdef01234567")
+		w.Header().Set("X-Repo-Commit", hubCommit)
 		w.Header().Set("ETag", `"`+hex.EncodeToString(sum[:])+`"`)
 		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
 	}))

@@ -22,17 +22,20 @@
 // bytes must be those of safetensors or of torch.save's formats. It is written under a temporary
 // name and renamed, one process at a time (a lock; another waits, then finds the file), and an
 // interrupted download whose whole can be checked resumes where it stopped (an HTTP Range).
-// $HF_HUB_OFFLINE set to 1 uses the cache alone; $HF_TOKEN (or $HF_HOME/token) is sent to the
-// hub's host and to no other.
+// $HF_HUB_OFFLINE set to 1 takes hub files from the cache alone (URLs still download);
+// $HF_TOKEN (or $HF_HOME/token) is sent to the hub's host and to no other, not even on its
+// redirects to its storage.
 package hub
 
 import (
 	"bytes"
 	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"hash"
 	"io"
 	"net"
 	"net/http"
@@ -160,8 +163,8 @@ func hubName(name string) (repo, rev string, ok bool) {
 		return repo, rev, true
 	}
 	switch path.Ext(name) {
-	case ".safetensors", ".pth", ".pt", ".bin", ".ckpt":
-		return "", "", false
+	case ".safetensors", ".pth", ".pt", ".bin", ".ckpt", ".onnx", ".json", ".npz", ".h5", ".gguf", ".msgpack":
+		return "", "", false // a missing file, not a model
 	}
 	if timmName.MatchString(name) {
 		return "timm/" + name, "main", true
@@ -216,12 +219,18 @@ func Fetch(ctx context.Context, name string, progress Progress) (string, error) 
 func fetchURL(ctx context.Context, u string, progress Progress) (string, error) {
 	base := baseName(u)
 	var dst, sum string
-	if m := hashName.FindStringSubmatch(base); m != nil {
+	m := hashName.FindStringSubmatch(base)
+	if m != nil {
+		sum = m[1]
+	}
+	// torchvision's own files go where torch.hub keeps them; a file of another host that is named
+	// as one of them could otherwise take its place there, checked against 32 bits of hash alone.
+	if pu, err := url.Parse(u); err == nil && m != nil && pu.Scheme == "https" && pu.Host == "download.pytorch.org" {
 		dir, err := torchCache()
 		if err != nil {
 			return "", err
 		}
-		dst, sum = filepath.Join(dir, base), m[1]
+		dst = filepath.Join(dir, base)
 	} else {
 		dir, err := stokeDir()
 		if err != nil {
@@ -306,17 +315,19 @@ func fetchHubFirst(ctx context.Context, repo, rev string, files []string, progre
 // ETag from the resolve URL's headers, the blob into blobs/ETAG (unless it is there already), a
 // link to it in snapshots/COMMIT/file, and the commit in refs/rev.
 func fetchHubFile(ctx context.Context, cache, folder, repo, rev, file string, progress Progress) (string, error) {
-	u := resolveURL(repo, rev, file)
-	commit, etag, err := describe(ctx, u)
+	commit, etag, err := describe(ctx, resolveURL(repo, rev, file))
 	if err != nil {
 		return "", err
 	}
 	repoDir := filepath.Join(cache, folder)
 	blob := filepath.Join(repoDir, "blobs", etag)
 	if _, err := os.Stat(blob); err != nil {
-		sum := ""
-		if len(etag) == 64 { // a large (LFS) file's ETag is its SHA-256
-			sum = etag
+		// The file at the commit described, whatever the revision has moved to since; its ETag
+		// checks it: a large (LFS) file's is its SHA-256, a small one's its git blob hash.
+		u := resolveURL(repo, commit, file)
+		sum := etag
+		if len(etag) == 40 {
+			sum = gitBlob + etag
 		}
 		if err := fetchTo(ctx, u, blob, filepath.Join(cache, ".locks", folder, etag+".lock"), sum, authFor(u), progress); err != nil {
 			return "", err
@@ -467,7 +478,8 @@ var errNotFound = errors.New("not found (404)")
 
 // baseName is the file name of u's path, without its query ("model.safetensors?download=true").
 func baseName(u string) string {
-	if p, err := url.Parse(u); err == nil && path.Base(p.Path) != "/" && path.Base(p.Path) != "." {
+	// A \ or : (an escaped one, %5C) would be a separator or a drive in a Windows path.
+	if p, err := url.Parse(u); err == nil && path.Base(p.Path) != "/" && path.Base(p.Path) != "." && !strings.ContainsAny(path.Base(p.Path), `\:`) {
 		return path.Base(p.Path)
 	}
 	return "weights"
@@ -500,10 +512,27 @@ func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header, 
 		return err
 	}
 	defer f.Close()
-	if err := get(ctx, u, f, header, progress); err != nil {
+	resumed, err := f.Seek(0, io.SeekEnd)
+	if err != nil {
 		return err
 	}
-	if err := check(f, u, sum); err != nil {
+	err = get(ctx, u, f, header, progress)
+	if err == nil {
+		err = check(f, u, sum)
+	}
+	if resumed > 0 && (errors.Is(err, errDamaged) || errors.Is(err, errRange)) {
+		// What an interrupted download left may not be the start of this file (another object
+		// then, a longer one): once more from the first byte.
+		if err = f.Truncate(0); err == nil {
+			if err = get(ctx, u, f, header, progress); err == nil {
+				err = check(f, u, sum)
+			}
+		}
+	}
+	if err != nil {
+		if sum != "" && !errors.Is(err, errDamaged) {
+			return err // kept to resume from, the whole checked once it is there
+		}
 		f.Close()
 		os.Remove(part)
 		return err
@@ -513,6 +542,13 @@ func fetchTo(ctx context.Context, u, dst, lock, sum string, header http.Header, 
 	}
 	return os.Rename(part, dst)
 }
+
+var (
+	// errDamaged: a download whose whole does not match its hash.
+	errDamaged = errors.New("a damaged download")
+	// errRange: the server's answer to a Range does not continue what is there.
+	errRange = errors.New("the rest does not continue what is there")
+)
 
 // get appends u's body to f from f's size on (a Range), or writes it whole where the server
 // sends it whole.
@@ -533,7 +569,17 @@ func get(ctx context.Context, u string, f *os.File, header http.Header, progress
 	if have > 0 {
 		req.Header.Set("Range", fmt.Sprintf("bytes=%d-", have))
 	}
-	resp, err := client.Do(req)
+	c := *client
+	c.CheckRedirect = func(r *http.Request, via []*http.Request) error {
+		if len(via) >= 10 {
+			return errors.New("stopped after 10 redirects")
+		}
+		if r.URL.Host != via[0].URL.Host || r.URL.Scheme != via[0].URL.Scheme {
+			r.Header.Del("Authorization") // the token is the hub's, not its storage's (Go keeps it for a subdomain)
+		}
+		return nil
+	}
+	resp, err := c.Do(req)
 	if err != nil {
 		return err
 	}
@@ -542,10 +588,13 @@ func get(ctx context.Context, u string, f *os.File, header http.Header, progress
 	case resp.StatusCode == http.StatusNotFound:
 		return fmt.Errorf("%s: %w", u, errNotFound)
 	case resp.StatusCode == http.StatusRequestedRangeNotSatisfiable && have > 0:
-		return nil // whole already: check says whether it is right
+		if size, ok := strings.CutPrefix(resp.Header.Get("Content-Range"), "bytes */"); ok && size == strconv.FormatInt(have, 10) {
+			return nil // whole already: check says whether it is right
+		}
+		return fmt.Errorf("%s: bytes from %d asked for, of a file of %q: %w", u, have, resp.Header.Get("Content-Range"), errRange)
 	case resp.StatusCode == http.StatusPartialContent && have > 0:
 		if first, ok := rangeStart(resp.Header.Get("Content-Range")); !ok || first != have {
-			return fmt.Errorf("%s: asked for bytes from %d, sent %q", u, have, resp.Header.Get("Content-Range"))
+			return fmt.Errorf("%s: asked for bytes from %d, sent %q: %w", u, have, resp.Header.Get("Content-Range"), errRange)
 		}
 	case resp.StatusCode == http.StatusOK:
 		if err := f.Truncate(0); err != nil {
@@ -605,16 +654,33 @@ func check(f *os.File, u, sum string) error {
 	if sum == "" {
 		return nil
 	}
-	h := sha256.New()
-	h.Write(head[:n])
+	var h hash.Hash
+	kind, want := "SHA-256", sum
+	if rest, git := strings.CutPrefix(sum, gitBlob); git {
+		size, err := f.Seek(0, io.SeekEnd)
+		if err != nil {
+			return err
+		}
+		h, kind, want = sha1.New(), "git blob hash", rest
+		fmt.Fprintf(h, "blob %d\x00", size)
+	} else {
+		h = sha256.New()
+	}
+	if _, err := f.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
 	if _, err := io.Copy(h, f); err != nil {
 		return err
 	}
-	if got := hex.EncodeToString(h.Sum(nil)); !strings.HasPrefix(got, sum) {
-		return fmt.Errorf("%s: its SHA-256 %s does not start with %s, which its name or the hub gives (a damaged download)", u, got, sum)
+	if got := hex.EncodeToString(h.Sum(nil)); !strings.HasPrefix(got, want) {
+		return fmt.Errorf("%s: its %s %s does not start with %s, which its name or the hub gives (%w)", u, kind, got, want, errDamaged)
 	}
 	return nil
 }
+
+// gitBlob marks a sum that is a git blob's hash (SHA-1 of "blob SIZE\0" and the bytes), the hub's
+// ETag of a small file.
+const gitBlob = "git:"
 
 // reader restarts the watchdog on every read that brings bytes, and reports them.
 type reader struct {

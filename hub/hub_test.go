@@ -2,12 +2,16 @@ package hub
 
 import (
 	"bytes"
+	"context"
+	"crypto/sha1"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strings"
@@ -37,8 +41,24 @@ type hubServer struct {
 	// cut, when positive, is the bytes the next GET sends before the connection drops.
 	cut atomic.Int64
 
-	mu     sync.Mutex
-	ranges []string // the Range header of each GET
+	mu       sync.Mutex
+	ranges   []string     // the Range header of each GET
+	requests atomic.Int32 // of any method
+}
+
+// lookup is the served path that p asks for: itself, or the same repository's file at the
+// commit the hub names (the revision the files are registered under may be a branch).
+func (s *hubServer) lookup(p string) (string, bool) {
+	if _, ok := s.files[p]; ok {
+		return p, true
+	}
+	repo, rest, ok := strings.Cut(p, "/resolve/"+commit+"/")
+	for k := range s.files {
+		if kr, krest, kok := strings.Cut(k, "/resolve/"); ok && kok && kr == repo && strings.HasSuffix(krest, "/"+rest) {
+			return k, true
+		}
+	}
+	return p, false
 }
 
 const commit = "0123456789abcdef0123456789abcdef01234567"
@@ -46,8 +66,9 @@ const commit = "0123456789abcdef0123456789abcdef01234567"
 func newHubServer(t *testing.T, files map[string][]byte) *hubServer {
 	s := &hubServer{files: files}
 	s.Server = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		s.auth.Store(r.URL.Path, r.Header.Get("Authorization"))
-		body, ok := s.files[r.URL.Path]
+		path, ok := s.lookup(r.URL.Path)
+		s.auth.Store(path, r.Header.Get("Authorization"))
+		body := s.files[path]
 		if strings.HasPrefix(r.URL.Path, "/org/private/") && r.Header.Get("Authorization") != "Bearer secret" {
 			http.Error(w, "gated", http.StatusUnauthorized)
 			return
@@ -60,8 +81,9 @@ func newHubServer(t *testing.T, files map[string][]byte) *hubServer {
 			w.Header().Set("X-Repo-Commit", commit)
 			w.Header().Set("ETag", `"`+sum(body)+`"`)
 		}
+		s.requests.Add(1)
 		if r.Method == http.MethodGet {
-			n, _ := s.gets.LoadOrStore(r.URL.Path, new(atomic.Int32))
+			n, _ := s.gets.LoadOrStore(path, new(atomic.Int32))
 			n.(*atomic.Int32).Add(1)
 			s.mu.Lock()
 			s.ranges = append(s.ranges, r.Header.Get("Range"))
@@ -99,7 +121,7 @@ func caches(t *testing.T) (hfHome, torchHome string) {
 
 // TestFetch: hub names, timm's NAME.TAG, a torchvision-named URL and another URL are downloaded
 // once each into the cache Python's libraries use (huggingface_hub's snapshots linked to their
-// blobs, its refs; torch.hub's checkpoints) and read from it after; a repository without
+// blobs, its refs) or stoke's, and read from it after; a repository without
 // model.safetensors gives its pytorch_model.bin; a file whose hash does not match, or that is no
 // weights file, is refused and not kept; a local file is itself; an unknown name is ErrName.
 func TestFetch(t *testing.T) {
@@ -125,7 +147,7 @@ func TestFetch(t *testing.T) {
 			filepath.Join(hfHome, "hub/models--timm--convnext_atto.d2_in1k/snapshots", commit, "model.safetensors"), atto},
 		{"hf-hub:org/old@v1", "/org/old/resolve/v1/pytorch_model.bin",
 			filepath.Join(hfHome, "hub/models--org--old/snapshots", commit, "pytorch_model.bin"), old},
-		{srv.URL + "/models/" + tvName, "/models/" + tvName, filepath.Join(torchHome, "hub/checkpoints", tvName), plain},
+		{srv.URL + "/models/" + tvName, "/models/" + tvName, "", plain}, // not torchvision's host: stoke's cache, its hash checked
 		{srv.URL + "/w.safetensors?download=true", "/w.safetensors", "", plain},
 	} {
 		p, err := Fetch(t.Context(), c.name, nil)
@@ -163,10 +185,11 @@ func TestFetch(t *testing.T) {
 	if _, err := Fetch(t.Context(), srv.URL+"/login.safetensors", nil); err == nil || !strings.Contains(err.Error(), "not a weights file") {
 		t.Errorf("an HTML page: %v", err)
 	}
-	for _, bad := range []string{filepath.Join(torchHome, "hub/checkpoints/m-00000000.pth")} {
-		if _, err := os.Stat(bad); err == nil {
-			t.Errorf("%s was kept", bad)
-		}
+	if kept, _ := filepath.Glob(filepath.Join(os.Getenv("STOKE_CACHE"), "weights", "*m-00000000.pth*")); len(kept) != 0 {
+		t.Errorf("%v kept", kept)
+	}
+	if kept, _ := os.ReadDir(filepath.Join(torchHome, "hub/checkpoints")); len(kept) != 0 {
+		t.Errorf("torch.hub's cache holds %v, from another host than torchvision's", kept)
 	}
 	if _, err := Fetch(t.Context(), srv.URL+"/missing.safetensors", nil); err == nil || !strings.Contains(err.Error(), "404") {
 		t.Errorf("a missing file: %v", err)
@@ -200,14 +223,15 @@ func TestFetchOffline(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Setenv("HF_HUB_OFFLINE", "1")
+	before := srv.requests.Load()
 	if p, err := Fetch(t.Context(), "hf-hub:timm/a.b", nil); err != nil || p != cached {
 		t.Errorf("offline, cached: %s, %v; want %s", p, err, cached)
 	}
 	if _, err := Fetch(t.Context(), "hf-hub:timm/c.d", nil); !errors.Is(err, ErrOffline) {
 		t.Errorf("offline, not cached: %v; want ErrOffline", err)
 	}
-	if n := srv.getsOf("/timm/c.d/resolve/main/model.safetensors"); n != 0 {
-		t.Errorf("offline: %d requests", n)
+	if n := srv.requests.Load(); n != before {
+		t.Errorf("offline: %d requests", n-before)
 	}
 }
 
@@ -379,5 +403,142 @@ func TestConfig(t *testing.T) {
 	}
 	if _, err := Config(t.Context(), "e.f"); err == nil || !strings.Contains(err.Error(), "not a JSON object") {
 		t.Errorf("an HTML config.json: %v", err)
+	}
+}
+
+// TestFetchTorchvision: a file of torchvision's host goes where torch.hub keeps it, checked
+// against the hash in its name; the package's client reaches a local server for that host.
+func TestFetchTorchvision(t *testing.T) {
+	_, torchHome := caches(t)
+	body := weights(300)
+	name := "m-" + sum(body)[:8] + ".pth"
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != "/models/"+name {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	}))
+	defer srv.Close()
+	defer func(c http.Client) { *client = c }(*client)
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.InsecureSkipVerify = true // its certificate is not download.pytorch.org's
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+	client.Transport = tr
+	p, err := Fetch(t.Context(), "https://download.pytorch.org/models/"+name, nil)
+	if err != nil || p != filepath.Join(torchHome, "hub/checkpoints", name) {
+		t.Fatalf("Fetch = %s, %v; want torch.hub's %s", p, err, filepath.Join(torchHome, "hub/checkpoints", name))
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, body) {
+		t.Errorf("%s holds %d bytes, not the served %d", p, len(b), len(body))
+	}
+}
+
+// TestFetchTokenOnRedirect: the hub's redirect of a large file to its storage, a subdomain of
+// its own, does not carry the token (Go's client would keep it for a subdomain).
+func TestFetchTokenOnRedirect(t *testing.T) {
+	caches(t)
+	body := weights(1000)
+	var storageAuth atomic.Value
+	storageAuth.Store("")
+	storage := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		storageAuth.Store(r.Header.Get("Authorization"))
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	}))
+	defer storage.Close()
+	su, _ := url.Parse(storage.URL)
+	hub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("X-Repo-Commit", commit)
+		w.Header().Set("X-Linked-Etag", `"`+sum(body)+`"`)
+		w.Header().Set("Location", "http://cdn-lfs.hub.test:"+su.Port()+"/blob")
+		w.WriteHeader(http.StatusFound)
+	}))
+	defer hub.Close()
+	hu, _ := url.Parse(hub.URL)
+	defer func(c http.Client) { *client = c }(*client)
+	tr := client.Transport.(*http.Transport).Clone()
+	tr.DialContext = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		if strings.HasPrefix(addr, "cdn-lfs.hub.test:") {
+			addr = su.Host
+		} else if strings.HasPrefix(addr, "hub.test:") {
+			addr = hu.Host
+		}
+		return (&net.Dialer{}).DialContext(ctx, network, addr)
+	}
+	client.Transport = tr
+	t.Setenv("HF_ENDPOINT", "http://hub.test:"+hu.Port())
+	t.Setenv("HF_TOKEN", "hf_secret")
+	p, err := Fetch(t.Context(), "hf-hub:org/m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, body) {
+		t.Errorf("fetched %d bytes, not the stored %d", len(b), len(body))
+	}
+	if a := storageAuth.Load().(string); a != "" {
+		t.Errorf("the hub's storage, cdn-lfs.hub.test, received Authorization %q", a)
+	}
+}
+
+// TestFetchAtCommit: the file is fetched at the commit its revision was at when described, and
+// checked against its ETag, a git blob's hash for a small file: a revision that moves between
+// the two requests does not put another file under the first commit's snapshot.
+func TestFetchAtCommit(t *testing.T) {
+	caches(t)
+	v1, v2 := weights(100), weights(120)
+	blob := func(b []byte) string {
+		h := sha1.New()
+		fmt.Fprintf(h, "blob %d\x00", len(b))
+		h.Write(b)
+		return hex.EncodeToString(h.Sum(nil))
+	}
+	moved := strings.Repeat("f", 40)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		switch r.URL.Path {
+		case "/org/m/resolve/main/model.safetensors": // main, moved to another commit after the HEAD
+			if r.Method == http.MethodHead {
+				w.Header().Set("X-Repo-Commit", commit)
+				w.Header().Set("ETag", `"`+blob(v1)+`"`)
+				return
+			}
+			w.Header().Set("X-Repo-Commit", moved)
+			w.Header().Set("ETag", `"`+blob(v2)+`"`)
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(v2))
+		case "/org/m/resolve/" + commit + "/model.safetensors":
+			w.Header().Set("X-Repo-Commit", commit)
+			w.Header().Set("ETag", `"`+blob(v1)+`"`)
+			http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(v1))
+		default:
+			http.NotFound(w, r)
+		}
+	}))
+	defer srv.Close()
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	p, err := Fetch(t.Context(), "hf-hub:org/m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, v1) || !strings.Contains(p, commit) {
+		t.Errorf("%s holds %d bytes; want the %d of commit %s", p, len(b), len(v1), commit)
+	}
+}
+
+// TestFetchLongLeftover: a leftover longer than the file (a 416 to its Range) is started over.
+func TestFetchLongLeftover(t *testing.T) {
+	hfHome, _ := caches(t)
+	body := weights(500)
+	srv := newHubServer(t, map[string][]byte{"/org/m/resolve/main/model.safetensors": body})
+	t.Setenv("HF_ENDPOINT", srv.URL)
+	blobs := filepath.Join(hfHome, "hub/models--org--m/blobs")
+	os.MkdirAll(blobs, 0o755)
+	os.WriteFile(filepath.Join(blobs, sum(body)+".incomplete"), weights(800), 0o644)
+	p, err := Fetch(t.Context(), "hf-hub:org/m", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if b, _ := os.ReadFile(p); !bytes.Equal(b, body) {
+		t.Errorf("fetched %d bytes, not the served %d", len(b), len(body))
 	}
 }
