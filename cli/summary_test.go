@@ -64,7 +64,8 @@ func TestSummary(t *testing.T) {
 
 // TestLRFind: stoke train --lr-find runs the range test on the run's model and data, prints the
 // curve and a suggestion within the range, writes no checkpoint and trains no epoch; --lr find
-// runs it, then trains at its suggestion as --lr with that rate does.
+// runs it, then trains at its suggestion as --lr with that rate does, and a run it began, resumed,
+// goes on at that rate.
 func TestLRFind(t *testing.T) {
 	root := photoFolder(t, 2, 8, nil)
 	ck := filepath.Join(t.TempDir(), "ck")
@@ -85,20 +86,33 @@ func TestLRFind(t *testing.T) {
 		t.Errorf("--lr-find left %v in the checkpoint's folder (%v); want nothing", entries, err)
 	}
 	// --lr find: the same test, then the run at its suggestion, as --lr with it given.
-	run := func(lr string) trainResult {
-		out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--eval-on-train",
-			"--lr", lr, "--json")
+	run := func(lr string, more ...string) (trainResult, string) {
+		out, errOut, code := stoke(t, append([]string{"train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--eval-on-train",
+			"--lr", lr, "--json"}, more...)...)
 		if code != 0 {
-			t.Fatalf("--lr %s: exit %d: %s", lr, code, errOut)
+			t.Fatalf("--lr %s %v: exit %d: %s", lr, more, code, errOut)
 		}
 		var res trainResult
 		lastJSON(t, out, &res)
-		return res
+		return res, out
 	}
-	found, given := run("find"), run(strconv.FormatFloat(f.SuggestedLR, 'g', -1, 64))
+	found, _ := run("find")
+	given, _ := run(strconv.FormatFloat(f.SuggestedLR, 'g', -1, 64))
 	if found.LR != f.SuggestedLR || found.Epochs != given.Epochs || found.FinalLoss != given.FinalLoss || found.TestAcc != given.TestAcc {
 		t.Errorf("--lr find trained at lr %v to loss %v, accuracy %v; --lr-find suggested %v, at which --lr gives loss %v, accuracy %v",
 			found.LR, found.FinalLoss, found.TestAcc, f.SuggestedLR, given.FinalLoss, given.TestAcc)
+	}
+	// A run resumed (or restarted by torchrun) goes on at the rate its --lr find found.
+	constant := []string{"--schedule", "constant", "--warmup-epochs", "0"}
+	whole, _ := run("find", append([]string{"--epochs", "2"}, constant...)...)
+	ck2 := filepath.Join(t.TempDir(), "ck")
+	run("find", append([]string{"--epochs", "1", "--checkpoint", ck2}, constant...)...)
+	resumed, out := run("find", append([]string{"--epochs", "2", "--checkpoint", ck2, "--resume", ck2}, constant...)...)
+	if !strings.Contains(out, "resuming at lr") || resumed.LR != whole.LR || resumed.FinalLoss != whole.FinalLoss {
+		t.Errorf("--lr find resumed: lr %v, final loss %v; in one run: lr %v, final loss %v\n%s", resumed.LR, resumed.FinalLoss, whole.LR, whole.FinalLoss, out)
+	}
+	if _, errOut, code := stoke(t, "train", "--data", root, "--lr", "find", "--rank", "0", "--world-size", "2"); code != 2 || !strings.Contains(errOut, "in one process") {
+		t.Errorf("--lr find on 2 ranks: exit %d: %s", code, errOut)
 	}
 	if _, errOut, code := stoke(t, "train", "--data", root, "--lr", "fast"); code != 2 || !strings.Contains(errOut, "want a rate or find") {
 		t.Errorf("--lr fast: exit %d: %s", code, errOut)

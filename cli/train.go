@@ -68,15 +68,10 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if err := validateConfig(fs, cfg); err != nil {
 		return err
 	}
-	if cfg.Init != "" {
-		if cfg.Init, err = e.fetchWeights(ctx, cfg.Init); err != nil {
-			return err
-		}
-	}
-	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
-		return err
-	}
 
+	if tf.lrThenTrain && lf.worldSize > 1 {
+		return fmt.Errorf("%w: --lr find runs the range test in one process: run stoke train --lr-find there first and give its suggestion as --lr", errUsage)
+	}
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
 		return err
@@ -89,6 +84,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	defer group.Close()
 	if group.Rank() != 0 {
 		e.quiet, e.json = true, false // rank 0 reports for every rank
+	}
+	if cfg.Init != "" { // every rank fetches (one downloads, the others wait for it); rank 0 shows it
+		if cfg.Init, err = e.fetchWeights(ctx, cfg.Init); err != nil {
+			return err
+		}
+	}
+	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
+		return err
 	}
 	if resumeAfterRestart(tf.resume, tf.checkpoint, lf.env.RestartCount) {
 		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
@@ -106,6 +109,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		if err != nil {
 			return err
 		}
+		if tf.lrThenTrain { // the run being continued found its rate: it goes on at it
+			if !(was.LR > 0) {
+				return fmt.Errorf("%w: --lr find resuming %s: its run found no rate with --lr find; give --lr", errUsage, tf.resume)
+			}
+			tf.lr, tf.lrFromRecipe, tf.lrThenTrain = was.LR, false, false
+			e.printf("resuming at lr %.3g, which --lr find found for the run\n", tf.lr)
+		}
 		if changed {
 			e.printf("resuming on %d ranks a run of %d: batch %d per rank keeps its global batch of %d\n", group.Size(), was.WorldSize, batch, was.GlobalBatch)
 			lf.batch = batch
@@ -120,7 +130,13 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if tf.lrFind { // a range test writes no checkpoint, nor its record
 		record = ""
 	}
-	if err := checkRun(tf.resume, record, runRecord{ValSplit: ef.valSplit, GlobalBatch: lf.batch * group.Size(), WorldSize: group.Size()}); err != nil {
+	rec := runRecord{ValSplit: ef.valSplit, GlobalBatch: lf.batch * group.Size(), WorldSize: group.Size()}
+	if !tf.lrFromRecipe && !tf.lrThenTrain && tf.resume != "" {
+		if was, _, _ := readRun(tf.resume); was.LR == tf.lr {
+			rec.LR = was.LR // still the rate --lr find found
+		}
+	}
+	if err := checkRun(tf.resume, record, rec); err != nil {
 		return err
 	}
 	if tf.lrFromRecipe {
@@ -218,19 +234,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		if tr, err = train.New(ctx, m, dev, opt, cfg); err != nil {
 			return err
 		}
-		if rep := tr.InitReport(); rep != nil {
-			e.printf("initialized from %s: %d tensors loaded", tf.init, len(rep.Loaded))
-			if len(rep.NewHead) > 0 {
-				e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
-			}
-			if len(rep.Resampled) > 0 {
-				e.printf("; resampled: %s", strings.Join(rep.Resampled, ", "))
-			}
-			e.printf("\n")
-		}
-		if n := m.NumParams() - trainable(m); n > 0 {
-			e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
-		}
 		if trainL, err = lf.loader(sets.train, "train", true, dev, tr.Stream()); err != nil {
 			return err
 		}
@@ -239,6 +242,39 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := build(); err != nil {
 		return err
+	}
+	if tf.lrThenTrain {
+		found, err := tr.FindLR(ctx, train.FromLoader(trainL), train.LRFind{})
+		if err != nil {
+			return fmt.Errorf("--lr find: %w", err)
+		}
+		e.printf("--lr find: the range test (%d steps from lr %.3g) suggests lr %.3g; training at it\n", len(found.LRs), found.LRs[0], found.Suggested)
+		// The rate is the optimizer's, which the trainer holds: build them again at the suggestion.
+		closeAll()
+		tf.lr = found.Suggested
+		if opt, err = train.NewOptimizer(tf.optimizer, tf.lr, tf.momentum, tf.wd); err != nil {
+			return err
+		}
+		if err := build(); err != nil {
+			return err
+		}
+		rec.LR = tf.lr // a resumed run, or a restarted one, goes on at it
+		if err := checkRun("", record, rec); err != nil {
+			return err
+		}
+	}
+	if rep := tr.InitReport(); rep != nil {
+		e.printf("initialized from %s: %d tensors loaded", tf.init, len(rep.Loaded))
+		if len(rep.NewHead) > 0 {
+			e.printf("; new head (%d classes): %s", nclasses, strings.Join(rep.NewHead, ", "))
+		}
+		if len(rep.Resampled) > 0 {
+			e.printf("; resampled: %s", strings.Join(rep.Resampled, ", "))
+		}
+		e.printf("\n")
+	}
+	if n := m.NumParams() - trainable(m); n > 0 {
+		e.printf("frozen: %d of %d parameters\n", n, m.NumParams())
 	}
 
 	batch := fmt.Sprintf("batch %d", lf.batch)
@@ -256,22 +292,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if tf.lrFind {
 		return lrFind(ctx, e, tr, train.FromLoader(trainL))
-	}
-	if tf.lrThenTrain {
-		found, err := tr.FindLR(ctx, train.FromLoader(trainL), train.LRFind{})
-		if err != nil {
-			return fmt.Errorf("--lr find: %w", err)
-		}
-		e.printf("--lr find: the range test (%d steps from lr %.3g) suggests lr %.3g; training at it\n", len(found.LRs), found.LRs[0], found.Suggested)
-		// The rate is the optimizer's, which the trainer holds: build them again at the suggestion.
-		closeAll()
-		tf.lr = found.Suggested
-		if opt, err = train.NewOptimizer(tf.optimizer, tf.lr, tf.momentum, tf.wd); err != nil {
-			return err
-		}
-		if err := build(); err != nil {
-			return err
-		}
 	}
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
@@ -352,6 +372,8 @@ type runRecord struct {
 	ValSplit    float64 `json:"val_split"`
 	GlobalBatch int     `json:"global_batch,omitempty"`
 	WorldSize   int     `json:"world_size,omitempty"`
+	// LR is the rate --lr find found, at which a resumed (or restarted) --lr find run goes on.
+	LR float64 `json:"lr,omitempty"`
 }
 
 func splitPath(checkpoint string) string { return checkpoint + ".split.json" }

@@ -115,8 +115,6 @@ func (f *trainFlags) check() error {
 	switch {
 	case f.epochs < 1:
 		return fmt.Errorf("%w: --epochs %d; want >= 1", errUsage, f.epochs)
-	case f.lrThenTrain && f.resume != "":
-		return fmt.Errorf("%w: --lr find with --resume: a resumed run keeps its rate", errUsage)
 	case !(f.lr >= 0) || math.IsInf(f.lr, 0) || !(f.momentum >= 0 && f.momentum < 1) || !(f.wd >= 0) || math.IsInf(f.wd, 0):
 		return fmt.Errorf("%w: --lr %v --momentum %v --wd %v; want finite, >= 0, momentum below 1", errUsage, f.lr, f.momentum, f.wd)
 	case !(f.warmup >= 0) || f.warmup > float64(f.epochs):

@@ -14,7 +14,8 @@ import (
 // rest (decoding, resampling, each transform's pixel steps), the worker count
 // AutoWorkers suggests for this machine's cores, and the verdict. The Loader's Stats hold the
 // stages of its last epoch only: to profile several, sum each epoch's with an Accumulator and put
-// its Stats in st.Stages. Device is left empty (the table omits it); set it to name the device.
+// its Stats in st.Stages (st.Read and st.Transform count every epoch, so the shares of reading
+// and of the parts are right for a Loader that ran one epoch, or with an Accumulator's sum). Device is left empty (the table omits it); set it to name the device.
 func FromLoader(st loaders.Stats, consumer string) *Report {
 	r := &Report{
 		Cores: runtime.GOMAXPROCS(0), Batches: st.Batches, Samples: st.Samples, Seconds: st.Elapsed.Seconds(),

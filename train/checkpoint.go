@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"hash/crc32"
 	"os"
 	"path/filepath"
 	"slices"
@@ -162,11 +163,13 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 // gives an error wrapping ErrCheckpoint; one written for another model (layers, shapes) or
 // optimizer kind, ErrMismatch. On error the trainer's state is unchanged, but for two: ctx ending
 // during the final wait for the device, when the uploads are enqueued and the load completes on
-// the stream (the error then wraps ctx's), and the disk failing a read during the uploads.
+// the stream (the error then wraps ctx's), and the file failing its second read (the disk, or a
+// file written over in place meanwhile), after which the trainer holds some of its tensors.
 //
 // Memory: one host copy of the largest tensor. The values stream from the file a set at a time,
-// read twice: checked for NaN and infinite values first (unless Config.AllowNonFinite), then
-// uploaded; the file's checksum is checked when it is opened.
+// read twice: checked (the file's checksum when it is opened; NaN and infinite values, unless
+// Config.AllowNonFinite) and summed first, then uploaded, each set's second read checked against
+// its first, so that what is uploaded is what was checked.
 func (t *Trainer) Load(ctx context.Context, path string) error {
 	// A trainer without an optimizer (predict, export) loads weights; it resumes no run.
 	what := "resume from checkpoint"
@@ -205,10 +208,12 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		}
 	}
 	scratch := make([]float32, c.largest()) // a set at a time, checked, then uploaded
-	if !t.cfg.AllowNonFinite {
-		if err := c.finite(scratch); err != nil {
-			return fmt.Errorf("train: %s %s: %w", what, path, err)
-		}
+	sums, err := c.scan(scratch, !t.cfg.AllowNonFinite)
+	if err != nil {
+		return fmt.Errorf("train: %s %s: %w", what, path, err)
+	}
+	if afterScan != nil {
+		afterScan(path)
 	}
 	if err := ctx.Err(); err != nil { // before the first upload: a cancelled Load changes nothing
 		return fmt.Errorf("train: %s %s: %w", what, path, err)
@@ -228,6 +233,9 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		host := scratch[:dst.Len]
 		if err := c.ReadValues(i, k, host); err != nil {
 			return fmt.Errorf("train: %s %s: %w: %w", what, path, ErrCheckpoint, err)
+		}
+		if crc32.Checksum(f32Bytes(host), castagnoli) != sums[i][k] {
+			return fmt.Errorf("train: %s %s: %w: tensor %q changed while it was read (written over in place?)", what, path, ErrCheckpoint, c.Tensors[i].Name)
 		}
 		if err := upload(t.s, dst, host); err != nil {
 			return err
@@ -318,15 +326,22 @@ func (t *Trainer) check(c *saved) error {
 	return nil
 }
 
-// finite checks every tensor of the checkpoint (weights, optimizer state, EMA) for NaN and
-// infinite values, reading a set at a time into scratch, of the largest tensor's length; the error
-// names the first tensor that holds one.
-func (c *saved) finite(scratch []float32) error {
+// scan reads every value set of the checkpoint (weights, optimizer state, EMA) into scratch, of
+// the largest tensor's length, one at a time: it returns their CRC-32Cs, which the upload checks
+// its second read against, and with checkFinite, an error naming the first tensor that holds a NaN
+// or an infinite value.
+func (c *saved) scan(scratch []float32, checkFinite bool) ([][]uint32, error) {
+	sums := make([][]uint32, len(c.Tensors))
 	for i, cp := range c.Tensors {
+		sums[i] = make([]uint32, len(cp.Values))
 		for j := range cp.Values {
 			v := scratch[:c.setLen(i)]
 			if err := c.ReadValues(i, j, v); err != nil {
-				return fmt.Errorf("%w: %w", ErrCheckpoint, err)
+				return nil, fmt.Errorf("%w: %w", ErrCheckpoint, err)
+			}
+			sums[i][j] = crc32.Checksum(f32Bytes(v), castagnoli)
+			if !checkFinite {
+				continue
 			}
 			if err := finite(v); err != nil {
 				what := "weights"
@@ -336,12 +351,18 @@ func (c *saved) finite(scratch []float32) error {
 				case j > 0:
 					what = fmt.Sprintf("optimizer state %d", j)
 				}
-				return fmt.Errorf("tensor %q (%s): %w", cp.Name, what, err)
+				return nil, fmt.Errorf("tensor %q (%s): %w", cp.Name, what, err)
 			}
 		}
 	}
-	return nil
+	return sums, nil
 }
+
+// afterScan, when set (by a test), runs between Load's two reads of the checkpoint at path.
+var afterScan func(path string)
+
+// castagnoli is CRC-32C's table (the checkpoint files' own checksum).
+var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 // finite returns an error wrapping ErrNonFinite that counts the NaN and infinite values of v and
 // gives the first, or nil when there is none.

@@ -324,3 +324,30 @@ func TestLoadStreams(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadChangedMeanwhile: a checkpoint written over in place between Load's check and its
+// upload is an error wrapping ErrCheckpoint that names the tensor, not weights of two files.
+func TestLoadChangedMeanwhile(t *testing.T) {
+	f := newFixture(t, 64)
+	ck := filepath.Join(t.TempDir(), "ck")
+	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Seed: 1, Checkpoint: ck})
+	afterScan = func(path string) {
+		b, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b[len(b)-1] ^= 0x40 // the last tensor's last value, in place
+		if err := os.WriteFile(path, b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	defer func() { afterScan = nil }()
+	tr, err := New(t.Context(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Seed: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tr.Close()
+	if err := tr.Load(t.Context(), ck); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "changed while it was read") {
+		t.Errorf("Load of a file changed between its reads: %v; want ErrCheckpoint saying so", err)
+	}
+}
