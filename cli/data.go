@@ -45,6 +45,9 @@ type loaderFlags struct {
 	model           string
 	pre             *train.Preprocess
 	envErr, distErr error
+	// sampleLog, set by stoke train's --sample-log-dir, sees every batch the training loader
+	// delivers (its Collate).
+	sampleLog func(*loaders.HostBatch) error
 	// env is the launcher's placement; masterAddr, masterPort and distTimeout the rendezvous
 	// (registerDist).
 	env         collective.Config
@@ -377,6 +380,9 @@ func (lf *loaderFlags) config(ds loaders.Dataset, split string, shuffle bool, de
 	}
 	if split == "train" && lf.augment != nil {
 		cfg.Mix, _ = lf.augment.mix() // checked when the flags were parsed
+	}
+	if split == "train" {
+		cfg.Collate = lf.sampleLog
 	}
 	return cfg
 }

@@ -45,14 +45,14 @@ const (
 // (once the dead one's heartbeat has expired), and the worker, now rank 0 of 1, resumes the
 // checkpoint at its global batch (32 per rank on 1 rank) and finishes: exit 0.
 //
-// `stoke train` has no log of the sample indices it trains on (only `stoke bench --sample-log`
-// has), so the test checks what the logs show instead (--log-dir's per-step scalars): the resumed
+// The logs show the rest (--log-dir's per-step scalars, --sample-log-dir's samples): the resumed
 // run starts at the step after the checkpoint's, trains every later step once (no step lost or
 // repeated, 64 steps per epoch as on 2 ranks), at the learning rate an uninterrupted 2-rank run
-// has at that step, and each step's loss is that of the uninterrupted run's global batch at the
-// same step (the mean of its two ranks' losses), to within float32 rounding: a batch of other
-// samples would give another loss. The final validation accuracy is the uninterrupted run's within
-// a loose bound.
+// has at that step; each step's loss is that of the uninterrupted run's global batch at the same
+// step (the mean of its two ranks' losses), to within float32 rounding; each global batch holds
+// the uninterrupted run's samples, and each epoch every sample once (the first attempt's batches
+// up to the checkpoint, then the restarted worker's). The final validation accuracy is the
+// uninterrupted run's within 0.3 points.
 //
 // The agent that hosts the rendezvous store (is_host=1) is the one kept: torch's c10d rendezvous
 // lives in that agent's process: killed, it fails the other agent at once (RendezvousConnectionError).
@@ -88,7 +88,8 @@ func TestElasticTorchrunAgentKilled(t *testing.T) {
 	var cmds []*exec.Cmd
 	for r := range 2 {
 		cmd := exec.CommandContext(t.Context(), bin, append(slices.Clone(args), "--checkpoint", filepath.Join(refDir, "ck"),
-			"--log-dir", filepath.Join(refDir, fmt.Sprint("rank", r)), "--rank", fmt.Sprint(r), "--world-size", "2", "--master-port", port)...)
+			"--log-dir", filepath.Join(refDir, fmt.Sprint("rank", r)), "--rank", fmt.Sprint(r), "--world-size", "2", "--master-port", port,
+			"--sample-log-dir", filepath.Join(refDir, "samples"))...)
 		cmd.Env = withoutRankEnv()
 		cmds = append(cmds, cmd)
 	}
@@ -219,10 +220,65 @@ func TestElasticTorchrunAgentKilled(t *testing.T) {
 		"uninterrupted run %v, elastic run %v (restart: %v from the kill to the restarted worker's start)",
 		100*res.TestAcc, 100*ref.TestAcc, res.FinalLoss, ref.FinalLoss, refTook.Round(100*time.Millisecond),
 		run.took.Round(100*time.Millisecond), run.restart.Round(100*time.Millisecond))
-	if math.Abs(res.TestAcc-ref.TestAcc) > 0.02 || res.TestAcc < 0.9 {
-		t.Errorf("validation accuracy %.2f%% after the elastic restart, %.2f%% uninterrupted; want within 2 points, and over 90%%",
+	if math.Abs(res.TestAcc-ref.TestAcc) > 0.003 || res.TestAcc < 0.9 {
+		t.Errorf("validation accuracy %.2f%% after the elastic restart, %.2f%% uninterrupted; want within 0.3 points, and over 90%%",
 			100*res.TestAcc, 100*ref.TestAcc)
 	}
+
+	// Every sample of each epoch trained once, in the uninterrupted run's global batches: the
+	// first attempt's batches up to the checkpoint the restart read (both ranks'), then the
+	// restarted worker's, against the uninterrupted run's two ranks' batches.
+	want := readSampleLogs(t, filepath.Join(refDir, "samples"), func(string, int, int) bool { return true })
+	got := readSampleLogs(t, run.samples, func(file string, epoch, batch int) bool {
+		if strings.HasSuffix(file, ".restart0.log") { // the first attempt, on 2 ranks
+			return epoch < c.Epochs || epoch == c.Epochs && batch < c.batches
+		}
+		return true
+	})
+	for e := range elasticEpochs {
+		seen := map[int]int{}
+		for b := range elasticEpochStep {
+			g, w := got[[2]int{e, b}], want[[2]int{e, b}]
+			slices.Sort(g)
+			slices.Sort(w)
+			if len(w) != 2*elasticBatch || !slices.Equal(g, w) {
+				t.Fatalf("epoch %d, global batch %d: trained samples %v; the uninterrupted run's %v", e+1, b, g, w)
+			}
+			for _, i := range g {
+				seen[i]++
+			}
+		}
+		if len(seen) != elasticSamples {
+			t.Errorf("epoch %d trained %d distinct samples; want all %d, each once", e+1, len(seen), elasticSamples)
+		}
+	}
+}
+
+// readSampleLogs reads the --sample-log-dir files in dir: the samples of each (epoch, batch) over
+// the files, the lines keep says to.
+func readSampleLogs(t *testing.T, dir string, keep func(file string, epoch, batch int) bool) map[[2]int][]int {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join(dir, "rank*.log"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no sample logs in %s (%v)", dir, err)
+	}
+	out := map[[2]int][]int{}
+	for _, f := range files {
+		b, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+			var e, batch, i int
+			if _, err := fmt.Sscan(line, &e, &batch, &i); err != nil {
+				t.Fatalf("%s: line %q: %v", f, line, err)
+			}
+			if keep(filepath.Base(f), e, batch) {
+				out[[2]int{e, batch}] = append(out[[2]int{e, batch}], i)
+			}
+		}
+	}
+	return out
 }
 
 // elasticRun is what runElastic saw.
@@ -237,6 +293,8 @@ type elasticRun struct {
 	// the restart.
 	final string
 	logs  []scalarLog
+	// samples is the --sample-log-dir of every worker of both agents.
+	samples string
 	// took is the whole run; restart, from the kill to the restarted worker's start.
 	took, restart time.Duration
 }
@@ -307,7 +365,7 @@ func runElastic(t *testing.T, torchrun, bin string, args []string) elasticRun {
 			"--monitor_interval", "1", "--rdzv_backend", "c10d", "--rdzv_endpoint", "127.0.0.1:" + port, "--rdzv_id", runID,
 			"--rdzv_conf", fmt.Sprintf("is_host=%d,last_call_timeout=5", isHost), "--log_dir", filepath.Join(a.dir, "torchrun"),
 			"--no_python", bin}
-		ta = append(append(ta, args...), "--checkpoint", ck, "--log-dir", filepath.Join(a.dir, "scalars"))
+		ta = append(append(ta, args...), "--checkpoint", ck, "--log-dir", filepath.Join(a.dir, "scalars"), "--sample-log-dir", filepath.Join(dir, "samples"))
 		a.cmd = exec.Command(torchrun, ta...)
 		a.cmd.Env = append(withoutRankEnv(), "STOKE_SECRET=elastic-test-"+runID)
 		a.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
@@ -414,7 +472,8 @@ func runElastic(t *testing.T, torchrun, bin string, args []string) elasticRun {
 	if len(logs) != 2 {
 		fail("the survivor wrote %d scalar logs; want 2, one per attempt", len(logs))
 	}
-	return elasticRun{ck: ck, seen: seen.Steps, atRestart: atRestart, final: string(final), logs: logs, took: time.Since(start), restart: restart}
+	return elasticRun{ck: ck, seen: seen.Steps, atRestart: atRestart, final: string(final), logs: logs, samples: filepath.Join(dir, "samples"),
+		took: time.Since(start), restart: restart}
 }
 
 // tail is the end of a long output.

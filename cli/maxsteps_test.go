@@ -1,7 +1,10 @@
 package cli
 
 import (
+	"fmt"
+	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 )
 
@@ -33,4 +36,32 @@ func TestMaxSteps(t *testing.T) {
 type trainResultJSON struct {
 	Steps  int `json:"steps"`
 	Epochs int `json:"epochs"`
+}
+
+// TestSampleLog: --sample-log-dir writes, for the one rank of a run, each epoch's samples once,
+// a line each, in its batches.
+func TestSampleLog(t *testing.T) {
+	root := photoFolder(t, 2, 8, nil)
+	dir := t.TempDir()
+	if _, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "resnet8", "--batch", "4", "--epochs", "2",
+		"--eval-on-train", "--sample-log-dir", dir, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	b, err := os.ReadFile(filepath.Join(dir, "rank0-of-1.restart0.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	seen := map[[2]int]bool{}
+	batches := map[[2]int]int{}
+	for _, line := range strings.Split(strings.TrimSpace(string(b)), "\n") {
+		var e, batch, i int
+		if _, err := fmt.Sscan(line, &e, &batch, &i); err != nil || seen[[2]int{e, i}] || e > 1 || i < 0 || i >= 16 {
+			t.Fatalf("line %q (%v): want EPOCH BATCH INDEX, each sample once an epoch", line, err)
+		}
+		seen[[2]int{e, i}] = true
+		batches[[2]int{e, batch}]++
+	}
+	if len(seen) != 32 || len(batches) != 8 {
+		t.Errorf("%d samples in %d batches over 2 epochs; want 16 an epoch in 4 batches of 4", len(seen), len(batches))
+	}
 }

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io/fs"
 	"os"
+	"path/filepath"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -92,6 +93,14 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
 		return err
+	}
+	if tf.sampleLogDir != "" {
+		log, err := openSampleLog(tf.sampleLogDir, group.Rank(), group.Size(), lf.env.RestartCount)
+		if err != nil {
+			return err
+		}
+		defer log.Close()
+		lf.sampleLog = log.write
 	}
 	if resumeAfterRestart(tf.resume, tf.checkpoint, lf.env.RestartCount) {
 		// torchrun restarted the group (--max-restarts): continue from the last checkpoint.
@@ -553,3 +562,31 @@ func lrFind(ctx context.Context, e *env, tr *train.Trainer, data train.Data) err
 		f.Suggested, f.Suggested)
 	return e.emit(lrFindJSON{f.LRs, f.Losses, f.Suggested, f.Diverged})
 }
+
+// sampleLog is --sample-log-dir's file of this rank and attempt.
+type sampleLog struct{ f *os.File }
+
+func openSampleLog(dir string, rank, world, restart int) (*sampleLog, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("--sample-log-dir: %w", err)
+	}
+	f, err := os.Create(filepath.Join(dir, fmt.Sprintf("rank%d-of-%d.restart%d.log", rank, world, restart)))
+	if err != nil {
+		return nil, fmt.Errorf("--sample-log-dir: %w", err)
+	}
+	return &sampleLog{f}, nil
+}
+
+// write logs a batch's samples in one write, so that a process killed after it keeps them.
+func (l *sampleLog) write(b *loaders.HostBatch) error {
+	var line []byte
+	for _, i := range b.Indices {
+		line = fmt.Appendf(line, "%d %d %d\n", b.Epoch, b.Seq, i)
+	}
+	if _, err := l.f.Write(line); err != nil {
+		return fmt.Errorf("--sample-log-dir: %w", err)
+	}
+	return nil
+}
+
+func (l *sampleLog) Close() error { return l.f.Close() }

@@ -29,6 +29,7 @@ type trainFlags struct {
 	allowNonFinite, freeze, syncBN, lrFind bool
 	lrFromRecipe                           bool // --lr was unset: the recipe's, scaled to the global batch once it is known
 	lrThenTrain                            bool // --lr find: the range test's suggestion, found first
+	sampleLogDir                           string
 	recipe                                 models.Recipe
 }
 
@@ -59,6 +60,9 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.checkpointEvery, "checkpoint-every", 0, "with --checkpoint: write it also every N optimizer steps within an epoch, "+
 		"so that a run that dies loses at most N steps; --resume continues inside the epoch at the next batch (0: after each epoch only)")
 	fs.StringVar(&f.resume, "resume", "", "continue from this checkpoint up to --epochs in total")
+	fs.StringVar(&f.sampleLogDir, "sample-log-dir", "", "write the dataset index of every sample the training loader delivers to "+
+		"DIR/rankR-of-W.restartN.log, a line each: EPOCH BATCH INDEX (to check, across ranks and torchrun's restarts, that an epoch trains each sample once; "+
+		"with --lr find, the range test's batches come first)")
 	fs.IntVar(&f.classes, "classes", 0, fmt.Sprintf("number of classes, up to %d, when the labels' range should not decide it (labels outside are bad samples); "+
 		"without it a model takes at most %d", maxDeclaredClasses, maxClasses))
 	fs.StringVar(&f.init, "init", "",
