@@ -1,8 +1,10 @@
 package loaders_test
 
 import (
+	"context"
 	"errors"
 	"slices"
+	"sync"
 	"testing"
 
 	"github.com/stoke-ml/stoke/loaders"
@@ -16,7 +18,7 @@ import (
 // rank, or on 4, with the same remaining global batches, each loader placed at batch k by its
 // own State without reading the batches before.
 func TestResumeAtAnotherWorldSize(t *testing.T) {
-	ds := loaders.NewMemory(loaders.Info{Name: "mine", NumClasses: 3, Shape: transforms.Shape{C: 1, H: 1, W: 1}}, tinySamples(120))
+	ds := &countingDataset{Memory: loaders.NewMemory(loaders.Info{Name: "mine", NumClasses: 3, Shape: transforms.Shape{C: 1, H: 1, W: 1}}, tinySamples(120))}
 	const global, epoch, k = 12, 1, 4
 	// globalBatches runs the epoch from batch `from` on world ranks of batch global/world and
 	// returns each global batch's samples, sorted.
@@ -33,8 +35,12 @@ func TestResumeAtAnotherWorldSize(t *testing.T) {
 			if err := l.Restore(s); err != nil {
 				t.Fatal(err)
 			}
+			ds.reset()
 			got := read(t, l, epoch, -1)
 			l.Close()
+			if read := ds.indices(); !slices.Equal(read, sorted(got)) {
+				t.Fatalf("rank %d of %d from batch %d read samples %v; it delivers %v", r, world, from, read, sorted(got))
+			}
 			per := global / world
 			for b := 0; b*per < len(got); b++ {
 				if r == 0 {
@@ -84,4 +90,37 @@ func TestRandomSubset(t *testing.T) {
 			t.Errorf("RandomSubset of %d: %v; want ErrConfig", n, err)
 		}
 	}
+}
+
+// countingDataset records the samples read from it.
+type countingDataset struct {
+	*loaders.Memory
+	mu   sync.Mutex
+	read []int
+}
+
+func (d *countingDataset) Sample(ctx context.Context, i int) (loaders.Sample, error) {
+	d.mu.Lock()
+	d.read = append(d.read, i)
+	d.mu.Unlock()
+	return d.Memory.Sample(ctx, i)
+}
+
+func (d *countingDataset) reset() {
+	d.mu.Lock()
+	d.read = nil
+	d.mu.Unlock()
+}
+
+// indices is what was read since reset, sorted.
+func (d *countingDataset) indices() []int {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	return sorted(d.read)
+}
+
+func sorted(v []int) []int {
+	v = slices.Clone(v)
+	slices.Sort(v)
+	return v
 }
