@@ -260,21 +260,27 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err := train.CheckWeightsFile(path); err != nil { // an old pickle: say how to convert it
 		return nil, err
 	}
-	// A hub repository's config.json (timm's pretrained_cfg) says how its weights evaluate: the
-	// loader takes its transform, at its input size unless --size says otherwise.
+	// A hub repository's config.json (timm's pretrained_cfg) or torchvision's weights name (its
+	// Weights member's transforms(), which differ between the members of one model) says how the
+	// weights evaluate: the loader takes that transform, at its input size unless --size says
+	// otherwise, and the trainer records it at the model's.
 	config, err := hubConfig(ctx, e, name)
 	if err != nil {
 		return nil, err
 	}
-	if config != nil {
+	tv, isTorchvision := hub.TransformOf(name)
+	switch {
+	case config != nil:
 		pre, err := train.PreprocessOf(config, train.Shape{}, 0)
 		if err != nil {
 			return nil, fmt.Errorf("%s: %w", name, err)
 		}
-		if lf.size == 0 {
-			lf.size = pre.Eval.Crop
-		}
 		lf.pre = pre
+	case isTorchvision:
+		lf.pre = &train.Preprocess{Eval: models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}}
+	}
+	if lf.pre != nil && lf.size == 0 {
+		lf.size = lf.pre.Eval.Crop
 	}
 	dev, err := gpu.Open(lf.device)
 	if err != nil {
@@ -292,10 +298,13 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 		return nil, errors.Join(err, dev.Close())
 	}
 	var pre *train.Preprocess
-	if config != nil {
+	switch {
+	case config != nil:
 		if pre, err = train.PreprocessOf(config, shape, classes); err != nil {
 			return nil, errors.Join(fmt.Errorf("%s: %w", name, err), dev.Close())
 		}
+	case isTorchvision:
+		pre = &train.Preprocess{Eval: lf.pre.Eval.At(shape.H)}
 	}
 	tr, err := train.New(ctx, m, dev, nil, train.Config{Preprocess: pre})
 	if err != nil {

@@ -59,7 +59,7 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 	// predict sizes photos from the checkpoint, not 224 as the other commands do.
 	fs.Lookup("size").Usage = "output image side; 0 keeps a fixed-shape dataset's own size (MNIST, CIFAR) " +
 		"and means the checkpoint's input size for photos (with --weights: the crop of the weights' evaluation transform, " +
-		"224 for most models; efficientnet_b1 240, efficientnet_v2_s 384)"
+		"224 for most models; efficientnet_b1 240, efficientnet_v2_s and vit_b_16.IMAGENET1K_SWAG_E2E_V1 384)"
 	ck := fs.String("checkpoint", "", "checkpoint written by stoke train")
 	weights := fs.String("weights", "",
 		"the "+weightsHelp+", for the model --model, instead of --checkpoint")

@@ -214,4 +214,4 @@ func weightsModel(name string) string {
 }
 
 // weightsHelp says what --init and --weights take (package hub's names).
-const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] or timm's NAME.TAG (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS for the ResNet family (resnet50.IMAGENET1K_V2), downloaded once into huggingface_hub's and torch.hub's caches"
+const weightsHelp = "weights: a safetensors or torch.save .pth file (stoke export's, torchvision's, timm's state_dict), an http(s):// URL, hf-hub:ORG/NAME[@REV] or timm's NAME.TAG (the Hugging Face hub, $HF_ENDPOINT) or torchvision's MODEL.WEIGHTS (resnet50.IMAGENET1K_V2, vit_b_16.IMAGENET1K_SWAG_E2E_V1, efficientnet_b1.DEFAULT: its ResNets, ResNeXts, Wide ResNets, ConvNeXts, EfficientNets, MobileNets, RegNets, Swins and ViTs), downloaded once into huggingface_hub's and torch.hub's caches"

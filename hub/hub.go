@@ -9,10 +9,13 @@
 //     where it has none, from $HF_ENDPOINT (https://huggingface.co by default), kept in
 //     huggingface_hub's cache as it keeps it ($HF_HUB_CACHE, $HF_HOME/hub or
 //     ~/.cache/huggingface/hub: models--ORG--NAME/blobs, snapshots and refs);
-//   - torchvision's weight names for the ResNet family, "resnet50.IMAGENET1K_V2" (the model, a
-//     dot and the member of its Weights enum; DEFAULT is the newest), and any http:// or https://
-//     URL whose file is named as torchvision's are, NAME-HASH.pth: kept where torch.hub keeps
-//     them ($TORCH_HOME/hub/checkpoints, ~/.cache/torch by default);
+//   - torchvision's weight names, as its Weights enums name them: the model, a dot and the member
+//     ("resnet50.IMAGENET1K_V2", "vit_b_16.IMAGENET1K_SWAG_E2E_V1", "efficientnet_b1.DEFAULT":
+//     DEFAULT is the member torchvision's DEFAULT is), for its ImageNet classifiers of the
+//     families ResNet, ResNeXt and Wide ResNet, ConvNeXt, EfficientNet and EfficientNetV2,
+//     MobileNetV2 and V3, RegNet, Swin and Swin V2, and ViT; and any http:// or https:// URL whose
+//     file is named as torchvision's are, NAME-HASH.pth: kept where torch.hub keeps them
+//     ($TORCH_HOME/hub/checkpoints, ~/.cache/torch by default);
 //   - any other http:// or https:// URL: kept in stoke's cache ($STOKE_CACHE/weights, or the
 //     user's cache folder's stoke/weights) under a hash of the URL, since two URLs may share a
 //     file name.
@@ -25,6 +28,11 @@
 // $HF_HUB_OFFLINE set to 1 takes hub files from the cache alone (URLs still download);
 // $HF_TOKEN (or $HF_HOME/token) is sent to the hub's host and to no other, not even on its
 // redirects to its storage.
+//
+// A name also says how its weights evaluate: Config fetches a hub repository's config.json (timm's
+// pretrained_cfg), and TransformOf gives a torchvision name its member's own transform, which
+// differs between the members of one model (resnet50.IMAGENET1K_V1 resizes to 256, IMAGENET1K_V2
+// to 232, both crop 224; the SWAG_E2E members crop 384 and more).
 package hub
 
 import (
@@ -50,6 +58,7 @@ import (
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/filelock"
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 // ErrName: a name that is no file, URL, hf-hub: repository, timm or torchvision weights name.
@@ -61,25 +70,141 @@ var ErrOffline = errors.New("offline (HF_HUB_OFFLINE) and not in the cache")
 // maxDownload bounds a download (vit_h_14's weights are 2.5 GB).
 const maxDownload = 16 << 30
 
-// torchvision are torchvision's weights of the ResNet family, by model and Weights member.
-var torchvision = map[string]string{
-	"resnet18.IMAGENET1K_V1":         "resnet18-f37072fd.pth",
-	"resnet34.IMAGENET1K_V1":         "resnet34-b627a593.pth",
-	"resnet50.IMAGENET1K_V1":         "resnet50-0676ba61.pth",
-	"resnet50.IMAGENET1K_V2":         "resnet50-11ad3fa6.pth",
-	"resnet101.IMAGENET1K_V1":        "resnet101-63fe2227.pth",
-	"resnet101.IMAGENET1K_V2":        "resnet101-cd907fc2.pth",
-	"resnet152.IMAGENET1K_V1":        "resnet152-394f9c45.pth",
-	"resnet152.IMAGENET1K_V2":        "resnet152-f82ba261.pth",
-	"resnext50_32x4d.IMAGENET1K_V1":  "resnext50_32x4d-7cdf4587.pth",
-	"resnext50_32x4d.IMAGENET1K_V2":  "resnext50_32x4d-1a0047aa.pth",
-	"resnext101_32x8d.IMAGENET1K_V1": "resnext101_32x8d-8ba56ff5.pth",
-	"resnext101_32x8d.IMAGENET1K_V2": "resnext101_32x8d-110c445d.pth",
-	"resnext101_64x4d.IMAGENET1K_V1": "resnext101_64x4d-173b62eb.pth",
-	"wide_resnet50_2.IMAGENET1K_V1":  "wide_resnet50_2-95faca4d.pth",
-	"wide_resnet50_2.IMAGENET1K_V2":  "wide_resnet50_2-9ba9bcbe.pth",
-	"wide_resnet101_2.IMAGENET1K_V1": "wide_resnet101_2-32ee1156.pth",
-	"wide_resnet101_2.IMAGENET1K_V2": "wide_resnet101_2-d733dc28.pth",
+// Transform is the evaluation transform torchvision's weights were made with, as their
+// transforms() gives it (ImageClassification's resize_size, crop_size, interpolation, mean and
+// std): the shorter side resized to Resize with Filter (antialiased), the central Crop x Crop,
+// the RGB values on [0,1] normalized by Mean and Std.
+type Transform struct {
+	Resize, Crop int
+	Filter       transforms.Filter
+	Mean, Std    [3]float32
+}
+
+// tvWeights are the file of one member of a torchvision Weights enum, its transform (resize, crop,
+// filter and normalization), and "DEFAULT" when the enum's DEFAULT is this member.
+type tvWeights struct {
+	file         string
+	resize, crop int
+	filter       transforms.Filter
+	norm         normalization
+	alias        string
+}
+
+// normalization is a transform's mean and std.
+type normalization struct{ mean, std [3]float32 }
+
+var (
+	// imageNet is ImageNet's mean and std, torchvision's default; half is 0.5 for both, the
+	// normalization of efficientnet_v2_l's weights (ported from the paper's).
+	imageNet = normalization{[3]float32{0.485, 0.456, 0.406}, [3]float32{0.229, 0.224, 0.225}}
+	half     = normalization{[3]float32{0.5, 0.5, 0.5}, [3]float32{0.5, 0.5, 0.5}}
+)
+
+const bilinear, bicubic = transforms.Bilinear, transforms.Bicubic
+
+// torchvision are torchvision's weights of ImageNet classification for the models of the families
+// below, by model and Weights member, as torchvision's source names them (torchvision/models/*.py,
+// each member's url= and transforms=partial(ImageClassification, ...)), and the last column is
+// "DEFAULT" for the member its Weights enum's DEFAULT is. The SWAG weights are here too: the
+// SWAG_LINEAR members evaluate at 224, the SWAG_E2E members at their own size (384, vit_l_16's
+// 512, vit_h_14's 518), the crop of their transform, at which a model is built for them (a ViT's
+// position embedding has that grid, as torchvision's get_model(weights=) builds it).
+var torchvision = map[string]tvWeights{
+	// resnet.py: ResNet, ResNeXt, Wide ResNet
+	"resnet101.IMAGENET1K_V1":        {"resnet101-63fe2227.pth", 256, 224, bilinear, imageNet, ""},
+	"resnet101.IMAGENET1K_V2":        {"resnet101-cd907fc2.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"resnet152.IMAGENET1K_V1":        {"resnet152-394f9c45.pth", 256, 224, bilinear, imageNet, ""},
+	"resnet152.IMAGENET1K_V2":        {"resnet152-f82ba261.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"resnet18.IMAGENET1K_V1":         {"resnet18-f37072fd.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
+	"resnet34.IMAGENET1K_V1":         {"resnet34-b627a593.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
+	"resnet50.IMAGENET1K_V1":         {"resnet50-0676ba61.pth", 256, 224, bilinear, imageNet, ""},
+	"resnet50.IMAGENET1K_V2":         {"resnet50-11ad3fa6.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"resnext101_32x8d.IMAGENET1K_V1": {"resnext101_32x8d-8ba56ff5.pth", 256, 224, bilinear, imageNet, ""},
+	"resnext101_32x8d.IMAGENET1K_V2": {"resnext101_32x8d-110c445d.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"resnext101_64x4d.IMAGENET1K_V1": {"resnext101_64x4d-173b62eb.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"resnext50_32x4d.IMAGENET1K_V1":  {"resnext50_32x4d-7cdf4587.pth", 256, 224, bilinear, imageNet, ""},
+	"resnext50_32x4d.IMAGENET1K_V2":  {"resnext50_32x4d-1a0047aa.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"wide_resnet101_2.IMAGENET1K_V1": {"wide_resnet101_2-32ee1156.pth", 256, 224, bilinear, imageNet, ""},
+	"wide_resnet101_2.IMAGENET1K_V2": {"wide_resnet101_2-d733dc28.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"wide_resnet50_2.IMAGENET1K_V1":  {"wide_resnet50_2-95faca4d.pth", 256, 224, bilinear, imageNet, ""},
+	"wide_resnet50_2.IMAGENET1K_V2":  {"wide_resnet50_2-9ba9bcbe.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	// convnext.py
+	"convnext_base.IMAGENET1K_V1":  {"convnext_base-6075fbad.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"convnext_large.IMAGENET1K_V1": {"convnext_large-ea097f82.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"convnext_small.IMAGENET1K_V1": {"convnext_small-0c510722.pth", 230, 224, bilinear, imageNet, "DEFAULT"},
+	"convnext_tiny.IMAGENET1K_V1":  {"convnext_tiny-983f1562.pth", 236, 224, bilinear, imageNet, "DEFAULT"},
+	// efficientnet.py: EfficientNet (V1 ported from timm and from lukemelas, b1's IMAGENET1K_V2 retrained) and EfficientNetV2
+	"efficientnet_b0.IMAGENET1K_V1":   {"efficientnet_b0_rwightman-3dd342df.pth", 256, 224, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b1.IMAGENET1K_V1":   {"efficientnet_b1_rwightman-533bc792.pth", 256, 240, bicubic, imageNet, ""},
+	"efficientnet_b1.IMAGENET1K_V2":   {"efficientnet_b1-c27df63c.pth", 255, 240, bilinear, imageNet, "DEFAULT"},
+	"efficientnet_b2.IMAGENET1K_V1":   {"efficientnet_b2_rwightman-bcdf34b7.pth", 288, 288, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b3.IMAGENET1K_V1":   {"efficientnet_b3_rwightman-cf984f9c.pth", 320, 300, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b4.IMAGENET1K_V1":   {"efficientnet_b4_rwightman-7eb33cd5.pth", 384, 380, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b5.IMAGENET1K_V1":   {"efficientnet_b5_lukemelas-b6417697.pth", 456, 456, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b6.IMAGENET1K_V1":   {"efficientnet_b6_lukemelas-c76e70fd.pth", 528, 528, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_b7.IMAGENET1K_V1":   {"efficientnet_b7_lukemelas-dcc49843.pth", 600, 600, bicubic, imageNet, "DEFAULT"},
+	"efficientnet_v2_l.IMAGENET1K_V1": {"efficientnet_v2_l-59c71312.pth", 480, 480, bicubic, half, "DEFAULT"},
+	"efficientnet_v2_m.IMAGENET1K_V1": {"efficientnet_v2_m-dc08266a.pth", 480, 480, bilinear, imageNet, "DEFAULT"},
+	"efficientnet_v2_s.IMAGENET1K_V1": {"efficientnet_v2_s-dd5fe13b.pth", 384, 384, bilinear, imageNet, "DEFAULT"},
+	// mobilenetv2.py, mobilenetv3.py
+	"mobilenet_v2.IMAGENET1K_V1":       {"mobilenet_v2-b0353104.pth", 256, 224, bilinear, imageNet, ""},
+	"mobilenet_v2.IMAGENET1K_V2":       {"mobilenet_v2-7ebf99e0.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"mobilenet_v3_large.IMAGENET1K_V1": {"mobilenet_v3_large-8738ca79.pth", 256, 224, bilinear, imageNet, ""},
+	"mobilenet_v3_large.IMAGENET1K_V2": {"mobilenet_v3_large-5c1a4163.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"mobilenet_v3_small.IMAGENET1K_V1": {"mobilenet_v3_small-047dcff4.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
+	// regnet.py
+	"regnet_x_16gf.IMAGENET1K_V1":              {"regnet_x_16gf-2007eb11.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_16gf.IMAGENET1K_V2":              {"regnet_x_16gf-ba3796d7.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_1_6gf.IMAGENET1K_V1":             {"regnet_x_1_6gf-e3633e7f.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_1_6gf.IMAGENET1K_V2":             {"regnet_x_1_6gf-a12f2b72.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_32gf.IMAGENET1K_V1":              {"regnet_x_32gf-9d47f8d0.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_32gf.IMAGENET1K_V2":              {"regnet_x_32gf-6eb8fdc6.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_3_2gf.IMAGENET1K_V1":             {"regnet_x_3_2gf-f342aeae.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_3_2gf.IMAGENET1K_V2":             {"regnet_x_3_2gf-7071aa85.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_400mf.IMAGENET1K_V1":             {"regnet_x_400mf-adf1edd5.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_400mf.IMAGENET1K_V2":             {"regnet_x_400mf-62229a5f.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_800mf.IMAGENET1K_V1":             {"regnet_x_800mf-ad17e45c.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_800mf.IMAGENET1K_V2":             {"regnet_x_800mf-94a99ebd.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_x_8gf.IMAGENET1K_V1":               {"regnet_x_8gf-03ceed89.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_x_8gf.IMAGENET1K_V2":               {"regnet_x_8gf-2b70d774.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_128gf.IMAGENET1K_SWAG_E2E_V1":    {"regnet_y_128gf_swag-c8ce3e52.pth", 384, 384, bicubic, imageNet, "DEFAULT"},
+	"regnet_y_128gf.IMAGENET1K_SWAG_LINEAR_V1": {"regnet_y_128gf_lc_swag-cbe8ce12.pth", 224, 224, bicubic, imageNet, ""},
+	"regnet_y_16gf.IMAGENET1K_V1":              {"regnet_y_16gf-9e6ed7dd.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_16gf.IMAGENET1K_V2":              {"regnet_y_16gf-3e4a00f9.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_16gf.IMAGENET1K_SWAG_E2E_V1":     {"regnet_y_16gf_swag-43afe44d.pth", 384, 384, bicubic, imageNet, ""},
+	"regnet_y_16gf.IMAGENET1K_SWAG_LINEAR_V1":  {"regnet_y_16gf_lc_swag-f3ec0043.pth", 224, 224, bicubic, imageNet, ""},
+	"regnet_y_1_6gf.IMAGENET1K_V1":             {"regnet_y_1_6gf-b11a554e.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_1_6gf.IMAGENET1K_V2":             {"regnet_y_1_6gf-0d7bc02a.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_32gf.IMAGENET1K_V1":              {"regnet_y_32gf-4dee3f7a.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_32gf.IMAGENET1K_V2":              {"regnet_y_32gf-8db6d4b5.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_32gf.IMAGENET1K_SWAG_E2E_V1":     {"regnet_y_32gf_swag-04fdfa75.pth", 384, 384, bicubic, imageNet, ""},
+	"regnet_y_32gf.IMAGENET1K_SWAG_LINEAR_V1":  {"regnet_y_32gf_lc_swag-e1583746.pth", 224, 224, bicubic, imageNet, ""},
+	"regnet_y_3_2gf.IMAGENET1K_V1":             {"regnet_y_3_2gf-b5a9779c.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_3_2gf.IMAGENET1K_V2":             {"regnet_y_3_2gf-9180c971.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_400mf.IMAGENET1K_V1":             {"regnet_y_400mf-c65dace8.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_400mf.IMAGENET1K_V2":             {"regnet_y_400mf-e6988f5f.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_800mf.IMAGENET1K_V1":             {"regnet_y_800mf-1b27b58c.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_800mf.IMAGENET1K_V2":             {"regnet_y_800mf-58fc7688.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	"regnet_y_8gf.IMAGENET1K_V1":               {"regnet_y_8gf-d0d0e4a8.pth", 256, 224, bilinear, imageNet, ""},
+	"regnet_y_8gf.IMAGENET1K_V2":               {"regnet_y_8gf-dc2b1b54.pth", 232, 224, bilinear, imageNet, "DEFAULT"},
+	// swin_transformer.py: Swin and Swin V2
+	"swin_b.IMAGENET1K_V1":    {"swin_b-68c6b09e.pth", 238, 224, bicubic, imageNet, "DEFAULT"},
+	"swin_s.IMAGENET1K_V1":    {"swin_s-5e29d889.pth", 246, 224, bicubic, imageNet, "DEFAULT"},
+	"swin_t.IMAGENET1K_V1":    {"swin_t-704ceda3.pth", 232, 224, bicubic, imageNet, "DEFAULT"},
+	"swin_v2_b.IMAGENET1K_V1": {"swin_v2_b-781e5279.pth", 272, 256, bicubic, imageNet, "DEFAULT"},
+	"swin_v2_s.IMAGENET1K_V1": {"swin_v2_s-637d8ceb.pth", 260, 256, bicubic, imageNet, "DEFAULT"},
+	"swin_v2_t.IMAGENET1K_V1": {"swin_v2_t-b137f0e2.pth", 260, 256, bicubic, imageNet, "DEFAULT"},
+	// vision_transformer.py
+	"vit_b_16.IMAGENET1K_V1":             {"vit_b_16-c867db91.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
+	"vit_b_16.IMAGENET1K_SWAG_E2E_V1":    {"vit_b_16_swag-9ac1b537.pth", 384, 384, bicubic, imageNet, ""},
+	"vit_b_16.IMAGENET1K_SWAG_LINEAR_V1": {"vit_b_16_lc_swag-4e70ced5.pth", 224, 224, bicubic, imageNet, ""},
+	"vit_b_32.IMAGENET1K_V1":             {"vit_b_32-d86f8d99.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
+	"vit_h_14.IMAGENET1K_SWAG_E2E_V1":    {"vit_h_14_swag-80465313.pth", 518, 518, bicubic, imageNet, "DEFAULT"},
+	"vit_h_14.IMAGENET1K_SWAG_LINEAR_V1": {"vit_h_14_lc_swag-c1eb923e.pth", 224, 224, bicubic, imageNet, ""},
+	"vit_l_16.IMAGENET1K_V1":             {"vit_l_16-852ce7e3.pth", 242, 224, bilinear, imageNet, "DEFAULT"},
+	"vit_l_16.IMAGENET1K_SWAG_E2E_V1":    {"vit_l_16_swag-4f3808c9.pth", 512, 512, bicubic, imageNet, ""},
+	"vit_l_16.IMAGENET1K_SWAG_LINEAR_V1": {"vit_l_16_lc_swag-4d563306.pth", 224, 224, bicubic, imageNet, ""},
+	"vit_l_32.IMAGENET1K_V1":             {"vit_l_32-c7638314.pth", 256, 224, bilinear, imageNet, "DEFAULT"},
 }
 
 var (
@@ -116,8 +241,8 @@ func URL(name string) (string, bool) {
 	if repo, rev, ok := hubName(name); ok {
 		return resolveURL(repo, rev, "model.safetensors"), true
 	}
-	if file, ok := torchvisionFile(name); ok {
-		return "https://download.pytorch.org/models/" + file, true
+	if w, ok := torchvisionWeights(name); ok {
+		return "https://download.pytorch.org/models/" + w.file, true
 	}
 	return "", false
 }
@@ -127,7 +252,7 @@ func URL(name string) (string, bool) {
 // timm's NAME.TAG and of hf-hub:timm/NAME.TAG; false for other names (a file, a URL, another
 // organization's repository).
 func Model(name string) (string, bool) {
-	if _, ok := torchvisionFile(name); ok {
+	if _, ok := torchvisionWeights(name); ok {
 		model, _, _ := strings.Cut(name, ".")
 		return model, true
 	}
@@ -139,17 +264,35 @@ func Model(name string) (string, bool) {
 	return "", false
 }
 
-// torchvisionFile is the file of torchvision's weights name, MODEL.MEMBER.
-func torchvisionFile(name string) (string, bool) {
-	model, member, ok := strings.Cut(name, ".")
-	if member == "DEFAULT" {
-		member = "IMAGENET1K_V2"
-		if _, v2 := torchvision[model+"."+member]; !v2 {
-			member = "IMAGENET1K_V1"
-		}
+// TransformOf returns the evaluation transform of torchvision's weights name, MODEL.WEIGHTS or
+// MODEL.DEFAULT, which differs between the members of one model (resnet50.IMAGENET1K_V1 resizes
+// to 256, IMAGENET1K_V2 to 232; vit_b_16.IMAGENET1K_SWAG_E2E_V1 crops 384); false for any other
+// name.
+func TransformOf(name string) (Transform, bool) {
+	w, ok := torchvisionWeights(name)
+	if !ok {
+		return Transform{}, false
 	}
-	file, known := torchvision[model+"."+member]
-	return file, ok && known
+	return Transform{Resize: w.resize, Crop: w.crop, Filter: w.filter, Mean: w.norm.mean, Std: w.norm.std}, true
+}
+
+// torchvisionWeights are the weights of torchvision's weights name, MODEL.MEMBER, the member
+// DEFAULT the one its enum's DEFAULT is.
+func torchvisionWeights(name string) (tvWeights, bool) {
+	model, member, ok := strings.Cut(name, ".")
+	if !ok {
+		return tvWeights{}, false
+	}
+	if member == "DEFAULT" {
+		for k, w := range torchvision {
+			if w.alias == "DEFAULT" && strings.HasPrefix(k, model+".") {
+				return w, true
+			}
+		}
+		return tvWeights{}, false
+	}
+	w, ok := torchvision[name]
+	return w, ok
 }
 
 // hubName is the repository and revision of "hf-hub:ORG/NAME[@REV]" or of timm's NAME.TAG (not a
@@ -206,7 +349,7 @@ func Fetch(ctx context.Context, name string, progress Progress) (string, error) 
 	u, ok := URL(name)
 	if !ok {
 		return "", fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME, timm's NAME.TAG nor torchvision's "+
-			"MODEL.WEIGHTS (the ResNet family's: resnet50.IMAGENET1K_V2, resnet18.DEFAULT)", ErrName, name)
+			"MODEL.WEIGHTS (resnet50.IMAGENET1K_V2, vit_b_16.DEFAULT)", ErrName, name)
 	}
 	p, err := fetchURL(ctx, u, progress)
 	if err != nil {

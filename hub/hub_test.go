@@ -306,7 +306,7 @@ func TestFetchConcurrent(t *testing.T) {
 	}
 }
 
-// TestURL: torchvision's names give its download URLs, DEFAULT the newest weights; hub names
+// TestURL: torchvision's names give its download URLs, DEFAULT its enum's DEFAULT; hub names
 // their repository's model.safetensors.
 func TestURL(t *testing.T) {
 	t.Setenv("HF_ENDPOINT", "")
@@ -314,6 +314,8 @@ func TestURL(t *testing.T) {
 		"resnet50.IMAGENET1K_V2":                        "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
 		"resnet50.DEFAULT":                              "https://download.pytorch.org/models/resnet50-11ad3fa6.pth",
 		"resnet18.DEFAULT":                              "https://download.pytorch.org/models/resnet18-f37072fd.pth",
+		"vit_h_14.DEFAULT":                              "https://download.pytorch.org/models/vit_h_14_swag-80465313.pth",
+		"efficientnet_b0.IMAGENET1K_V1":                 "https://download.pytorch.org/models/efficientnet_b0_rwightman-3dd342df.pth",
 		"hf-hub:timm/vit_tiny_patch16_224.augreg_in21k": "https://huggingface.co/timm/vit_tiny_patch16_224.augreg_in21k/resolve/main/model.safetensors",
 		"convnext_atto.d2_in1k":                         "https://huggingface.co/timm/convnext_atto.d2_in1k/resolve/main/model.safetensors",
 	} {
@@ -365,6 +367,7 @@ func TestModel(t *testing.T) {
 		"resnet50.IMAGENET1K_V2": "resnet50", "resnet18.DEFAULT": "resnet18", "convnext_atto.d2_in1k": "timm/convnext_atto",
 		"hf-hub:timm/convnext_atto.d2_in1k": "timm/convnext_atto", "hf-hub:timm/vit_base_patch16_224.augreg_in21k@main": "timm/vit_base_patch16_224",
 		"hf-hub:org/tiny": "", "hf-hub:timm/tiny": "", "w.safetensors": "", "https://x/resnet18-f37072fd.pth": "", "resnet50.IMAGENET9K": "",
+		"swin_v2_b.IMAGENET1K_V1": "swin_v2_b", "regnet_y_128gf.DEFAULT": "regnet_y_128gf", "maxvit_t.IMAGENET1K_V1": "", "maxvit_t.DEFAULT": "",
 	} {
 		if got, ok := Model(name); got != want || ok != (want != "") {
 			t.Errorf("Model(%s) = %q, %v; want %q", name, got, ok, want)
@@ -412,21 +415,7 @@ func TestFetchTorchvision(t *testing.T) {
 	_, torchHome := caches(t)
 	body := weights(300)
 	name := "m-" + sum(body)[:8] + ".pth"
-	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if r.URL.Path != "/models/"+name {
-			http.NotFound(w, r)
-			return
-		}
-		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
-	}))
-	defer srv.Close()
-	defer func(c http.Client) { *client = c }(*client)
-	tr := srv.Client().Transport.(*http.Transport).Clone()
-	tr.TLSClientConfig.InsecureSkipVerify = true // its certificate is not download.pytorch.org's
-	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
-		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
-	}
-	client.Transport = tr
+	pytorchServer(t, "/models/"+name, body)
 	p, err := Fetch(t.Context(), "https://download.pytorch.org/models/"+name, nil)
 	if err != nil || p != filepath.Join(torchHome, "hub/checkpoints", name) {
 		t.Fatalf("Fetch = %s, %v; want torch.hub's %s", p, err, filepath.Join(torchHome, "hub/checkpoints", name))
@@ -434,6 +423,27 @@ func TestFetchTorchvision(t *testing.T) {
 	if b, _ := os.ReadFile(p); !bytes.Equal(b, body) {
 		t.Errorf("%s holds %d bytes, not the served %d", p, len(b), len(body))
 	}
+}
+
+// pytorchServer serves body at path, over TLS, to the package's client in place of every host
+// (download.pytorch.org's) until the test ends.
+func pytorchServer(t *testing.T, path string, body []byte) {
+	srv := httptest.NewTLSServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path != path {
+			http.NotFound(w, r)
+			return
+		}
+		http.ServeContent(w, r, "", time.Time{}, bytes.NewReader(body))
+	}))
+	t.Cleanup(srv.Close)
+	saved := *client
+	t.Cleanup(func() { *client = saved })
+	tr := srv.Client().Transport.(*http.Transport).Clone()
+	tr.TLSClientConfig.InsecureSkipVerify = true // its certificate is not download.pytorch.org's
+	tr.DialContext = func(ctx context.Context, network, _ string) (net.Conn, error) {
+		return (&net.Dialer{}).DialContext(ctx, network, srv.Listener.Addr().String())
+	}
+	client.Transport = tr
 }
 
 // TestFetchTokenOnRedirect: the hub's redirect of a large file to its storage, a subdomain of

@@ -13,7 +13,8 @@ import (
 // a resize of the shorter side, a central crop, a normalization. Each model with weights
 // registers its own beside its builder (RegisterEvalTransform); EvalTransformFor returns it, and
 // train.NewPredictor and stoke predict (and stoke train's evaluation) apply it when no transform
-// is given.
+// is given, nor one by the weights' name (a hub repository's config.json, a torchvision
+// member's own: hub.TransformOf).
 type EvalTransform struct {
 	// Resize is the side the shorter side of an image is resized to, for a model whose input is
 	// Crop x Crop; Crop is the side of the central crop.
@@ -38,9 +39,16 @@ var imageNetEval = EvalTransform{Resize: 256, Crop: 224, Filter: transforms.Bili
 // applies as floor(size/crop_pct), one pixel more at some sizes); torchvision's weights have one
 // size only.
 func (e EvalTransform) Chain(size int) *transforms.Chain {
-	r := int(int64(size) * int64(e.Resize) / int64(e.Crop))
-	return transforms.Compose(transforms.ResizeFilter(r, e.Filter), transforms.CenterCrop(size),
+	e = e.At(size)
+	return transforms.Compose(transforms.ResizeFilter(e.Resize, e.Filter), transforms.CenterCrop(e.Crop),
 		transforms.Normalize(e.Mean, e.Std)).WithDecode(transforms.ExactDecode)
+}
+
+// At returns e for a model of input size x size, as Chain applies it: Crop is size, and Resize
+// keeps the ratio of the two, floor(size*Resize/Crop). It shares e's Mean and Std.
+func (e EvalTransform) At(size int) EvalTransform {
+	e.Resize, e.Crop = int(int64(size)*int64(e.Resize)/int64(e.Crop)), size
+	return e
 }
 
 func (e EvalTransform) String() string {
@@ -93,7 +101,9 @@ func EvalTransformFor(model string) EvalTransform {
 // and timm 0.9's default pretrained tag (pretrained_cfg's crop_pct, interpolation, mean, std, as
 // timm.data.create_transform makes them: a resize of floor(crop/crop_pct)). The builders without
 // weights of their own (vit, swin, swin_v2, convnext, resnet, regnet) take transforms.Eval's.
-// TestEvalTransforms compares every one with torchvision's and timm's.
+// TestEvalTransforms compares every one with torchvision's and timm's, and
+// TestEvalTransformsTorchvisionDefault the torchvision ones with the DEFAULT weights' in package
+// hub's table, which gives each torchvision weights name its own (hub.TransformOf).
 var zooEvals = []struct {
 	e     EvalTransform
 	names []string

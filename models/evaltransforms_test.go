@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
@@ -58,6 +59,27 @@ func TestEvalTransforms(t *testing.T) {
 	if got, want := models.EvalTransformFor("swin_t(stochastic_depth_prob=0.1)"), models.EvalTransformFor("swin_t"); !slices.Equal(
 		[]int{got.Resize, got.Crop, int(got.Filter)}, []int{want.Resize, want.Crop, int(want.Filter)}) {
 		t.Errorf("swin_t with arguments: %v; without: %v", got, want)
+	}
+}
+
+// TestEvalTransformsTorchvisionDefault: the evaluation transform of every model with torchvision
+// weights is that of its DEFAULT weights in package hub's table, the one place that gives each
+// weights name its own (hub.TransformOf).
+func TestEvalTransformsTorchvisionDefault(t *testing.T) {
+	n := 0
+	for _, name := range models.Names() {
+		tv, ok := hub.TransformOf(name + ".DEFAULT")
+		if !ok {
+			continue
+		}
+		n++
+		want := models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}
+		if got := models.EvalTransformFor(name); got.String() != want.String() {
+			t.Errorf("EvalTransformFor(%q) = %v; its DEFAULT weights' (hub.TransformOf) is %v", name, got, want)
+		}
+	}
+	if n < 50 {
+		t.Errorf("%d models with torchvision weights; want the zoo's 50 and more", n)
 	}
 }
 
