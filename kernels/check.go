@@ -678,7 +678,7 @@ func (o checked) SGDStep(s gpu.Stream, w, g, v F32, p SGD) error {
 	return o.b.SGDStep(s, w, g, v, p)
 }
 
-func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
+func (o checked) AdamWStep(s gpu.Stream, w, g, m, v, vmax F32, p AdamW) error {
 	c := newCall("adamw", s)
 	if p.Step < 1 {
 		c.arg("step %d; want >= 1", p.Step)
@@ -687,10 +687,15 @@ func (o checked) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
 	c.view(in, "g", vf(g), w.Len)
 	c.view(out, "m", vf(m), w.Len)
 	c.view(out, "v", vf(v), w.Len)
+	wantVmax := w.Len
+	if !p.AMSGrad {
+		wantVmax = anyLen // vmax is not used
+	}
+	c.view(out, "vmax", vf(vmax), wantVmax)
 	if err := c.done(); err != nil {
 		return err
 	}
-	return o.b.AdamWStep(s, w, g, m, v, p)
+	return o.b.AdamWStep(s, w, g, m, v, vmax, p)
 }
 
 func (o checked) RMSpropStep(s gpu.Stream, w, g, sq, b, ga F32, p RMSprop) error {

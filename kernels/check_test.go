@@ -119,7 +119,7 @@ func (r *recorder) NormalizeU8(str, f32, kernels.U8, int, int, []float32, []floa
 	return r.called("NormalizeU8")
 }
 func (r *recorder) SGDStep(str, f32, f32, f32, kernels.SGD) error { return r.called("SGDStep") }
-func (r *recorder) AdamWStep(str, f32, f32, f32, f32, kernels.AdamW) error {
+func (r *recorder) AdamWStep(str, f32, f32, f32, f32, f32, kernels.AdamW) error {
 	return r.called("AdamWStep")
 }
 func (r *recorder) RMSpropStep(str, f32, f32, f32, f32, f32, kernels.RMSprop) error {

@@ -420,17 +420,21 @@ func (cpuOps) SGDStep(s gpu.Stream, w, g, v F32, p SGD) error {
 	return s.Host(func() error { cpu.SGD(ws, gs, vs, p.LR, p.Momentum, p.WeightDecay, p.Nesterov); return nil })
 }
 
-func (cpuOps) AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error {
+func (cpuOps) AdamWStep(s gpu.Stream, w, g, m, v, vmax F32, p AdamW) error {
 	const op = "adamw"
 	ws, e1 := hostF32(op, "w", w)
 	gs, e2 := hostF32(op, "g", g)
 	ms, e3 := hostF32(op, "m", m)
 	vs, e4 := hostF32(op, "v", v)
-	if err := firstErr(e1, e2, e3, e4); err != nil {
+	vms, e5 := hostF32(op, "vmax", vmax)
+	if err := firstErr(e1, e2, e3, e4, e5); err != nil {
 		return err
 	}
+	if !p.AMSGrad {
+		vms = nil
+	}
 	return s.Host(func() error {
-		cpu.AdamW(ws, gs, ms, vs, p.LR, p.Beta1, p.Beta2, p.Eps, p.WeightDecay, p.Step)
+		cpu.AdamW(ws, gs, ms, vs, vms, p.LR, p.Beta1, p.Beta2, p.Eps, p.WeightDecay, p.Step)
 		return nil
 	})
 }

@@ -298,10 +298,18 @@ type Loss struct {
 	Beta float32
 }
 
-// AdamW holds the hyper-parameters of one AdamW step; Step counts from 1 (bias correction).
+// AdamW holds the hyper-parameters of one step of torch.optim.AdamW, in torch's order of
+// operations (torch.optim.Adam's is one with WeightDecay 0, its decay added to the gradient
+// first): w *= 1 - LR*WeightDecay; m = Beta1*m + (1-Beta1)*g; v = Beta2*v + (1-Beta2)*g²; with
+// AMSGrad vmax = max(vmax, v) and d = √vmax/√c2 + Eps, otherwise d = √v/√c2 + Eps; w -= (LR/c1)*m/d,
+// where c1 = 1-Beta1^Step and c2 = 1-Beta2^Step (Step counts from 1). The betas are float64 so
+// that 1-β is rounded to float32 as torch's (from 0.999, float32 arithmetic gives a 1-β2 1.3e-5
+// off); the factors 1-LR*WeightDecay, LR/c1 and √c2 are computed in float64 and rounded once.
 type AdamW struct {
-	LR, Beta1, Beta2, Eps, WeightDecay float32
-	Step                               int
+	LR, Eps, WeightDecay float32
+	Beta1, Beta2         float64
+	Step                 int
+	AMSGrad              bool
 }
 
 // RMSprop holds the hyper-parameters of one RMSprop step, torch.optim.RMSprop's formulation (eps
@@ -588,8 +596,9 @@ type Ops interface {
 	// SGDStep updates w in place from g and the velocity v (v unused, may be empty, with
 	// Momentum 0).
 	SGDStep(s gpu.Stream, w, g, v F32, p SGD) error
-	// AdamWStep updates w in place from g and the moment estimates m and v.
-	AdamWStep(s gpu.Stream, w, g, m, v F32, p AdamW) error
+	// AdamWStep updates w in place from g, the moment estimates m and v and the largest v so far
+	// vmax (torch's max_exp_avg_sq; unused, may be empty, without AMSGrad).
+	AdamWStep(s gpu.Stream, w, g, m, v, vmax F32, p AdamW) error
 	// RMSpropStep updates w in place from g, the mean square sq, the momentum buffer b (unused,
 	// may be empty, with Momentum 0) and the mean gradient ga (unused, may be empty, unless
 	// Centered).

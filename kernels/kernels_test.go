@@ -141,7 +141,7 @@ func TestArgumentErrors(t *testing.T) {
 		{"conv no output", e.ops.Conv2D(e.s, x4, x4, x4, kernels.F32{}, x4, kernels.Conv2D{N: 1, InC: 1, InH: 2, InW: 2, OutC: 1, KH: 3, KW: 3}),
 			kernels.ErrArgument},
 		{"normalize std 0", e.ops.NormalizeU8(e.s, x4, kernels.U8{Buf: x4.Buf, Len: 4}, 1, 4, nil, []float32{0}), kernels.ErrArgument},
-		{"adamw step 0", e.ops.AdamWStep(e.s, x4, x4, x4, x4, kernels.AdamW{LR: 1}), kernels.ErrArgument},
+		{"adamw step 0", e.ops.AdamWStep(e.s, x4, x4, x4, x4, kernels.F32{}, kernels.AdamW{LR: 1}), kernels.ErrArgument},
 		{"ce labels", e.ops.SoftmaxCrossEntropy(e.s, x4.Slice(0, 1), x3, x3, lab, 1, 3), kernels.ErrShape},
 		{"nil stream", e.ops.Fill(nil, x4, 0), kernels.ErrArgument},
 	} {

@@ -297,8 +297,7 @@ func (t *Trainer) check(c *saved) error {
 		// on another sequence than the run being continued.
 		return fmt.Errorf("train: %w: it was trained with seed %d; this run has seed %d", ErrMismatch, c.Seed, t.seed)
 	}
-	kind := func(s string) string { return strings.Fields(s + " ")[0] }
-	if t.opt != nil && kind(c.Optimizer) != kind(t.opt.String()) {
+	if t.opt != nil && optimizerKind(c.Optimizer) != optimizerKind(t.opt.String()) {
 		return fmt.Errorf("train: %w: it holds optimizer %q; this is %q", ErrMismatch, c.Optimizer, t.opt.String())
 	}
 	all := t.m.tensors()
@@ -324,6 +323,20 @@ func (t *Trainer) check(c *saved) error {
 		}
 	}
 	return nil
+}
+
+// optimizerKind is what a resumed run's optimizer must share with the checkpoint's, from their
+// descriptions (Optimizer.String): the first word, and AMSGrad (Adam's and AdamW's amsgrad=true),
+// which adds a state tensor; the rates and decays may change.
+func optimizerKind(s string) string {
+	f := strings.Fields(s)
+	if len(f) == 0 { // a damaged checkpoint's
+		return ""
+	}
+	if slices.Contains(f, "amsgrad=true") {
+		return f[0] + " amsgrad"
+	}
+	return f[0]
 }
 
 // scan reads every value set of the checkpoint (weights, optimizer state, EMA) into scratch, of

@@ -16,7 +16,8 @@ import (
 // each parameter's to Update (Trainer.OptimizerState reads it).
 type Optimizer interface {
 	// String names the optimizer and its settings; checkpoints record it, and a resumed run
-	// must have an optimizer whose String starts with the same word.
+	// must have an optimizer whose String starts with the same word and holds amsgrad=true
+	// exactly when the checkpoint's does (the slot AMSGrad adds).
 	String() string
 	// BaseLR is the learning rate the schedule scales; it must be positive.
 	BaseLR() float64
@@ -37,9 +38,9 @@ var Optimizers = []string{"sgd", "adam", "adamw", "rmsprop"}
 
 // NewOptimizer returns the optimizer of that name with stoke's settings, the one place they are
 // stated: "sgd" with momentum (Nesterov when it is positive), "adam" and "adamw" with PyTorch's
-// betas and eps (momentum is their Beta1's business and not used), "rmsprop" with momentum and torchvision's
-// MobileNetV3 recipe's alpha 0.9 and eps 0.0316. weightDecay applies to weights only (see
-// Param.Decayed). An unknown name is an error wrapping ErrConfig.
+// betas and eps, without AMSGrad (momentum is their Beta1's business and not used), "rmsprop"
+// with momentum and torchvision's MobileNetV3 recipe's alpha 0.9 and eps 0.0316. weightDecay
+// applies to weights only (see Param.Decayed). An unknown name is an error wrapping ErrConfig.
 func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, error) {
 	switch name {
 	case "sgd":
@@ -105,9 +106,11 @@ func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32
 
 // AdamW is Adam with decoupled weight decay (Loshchilov & Hutter), as torch.optim.AdamW. Zero
 // Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8. Like SGD's, the weight decay
-// applies to weights only.
+// applies to weights only. Its state is torch's exp_avg and exp_avg_sq, and with AMSGrad (torch's
+// amsgrad, Reddi et al.: the denominator from the largest exp_avg_sq so far) max_exp_avg_sq.
 type AdamW struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
+	AMSGrad                            bool
 }
 
 var _ Optimizer = AdamW{}
@@ -127,44 +130,55 @@ func (o AdamW) withDefaults() AdamW {
 
 func (o AdamW) String() string {
 	o = o.withDefaults()
-	return fmt.Sprintf("adamw lr=%g betas=(%g,%g) eps=%g weight_decay=%g", o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay)
+	return fmt.Sprintf("adamw lr=%g betas=(%g,%g) eps=%g weight_decay=%g amsgrad=%v", o.LR, o.Beta1, o.Beta2, o.Eps, o.WeightDecay, o.AMSGrad)
 }
 
 // BaseLR returns LR.
 func (o AdamW) BaseLR() float64 { return o.LR }
 
-func (o AdamW) Slots() int { return 2 }
+func (o AdamW) Slots() int {
+	if o.AMSGrad {
+		return 3
+	}
+	return 2
+}
 
 func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error {
 	o = o.withDefaults()
-	return ops.AdamWStep(s, p.W, p.G, state[0], state[1], kernels.AdamW{LR: float32(lr), Beta1: float32(o.Beta1),
-		Beta2: float32(o.Beta2), Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step})
+	var vmax kernels.F32
+	if o.AMSGrad {
+		vmax = state[2]
+	}
+	return ops.AdamWStep(s, p.W, p.G, state[0], state[1], vmax, kernels.AdamW{LR: float32(lr), Beta1: o.Beta1, Beta2: o.Beta2,
+		Eps: float32(o.Eps), WeightDecay: decay(p, o.WeightDecay), Step: step, AMSGrad: o.AMSGrad})
 }
 
 // Adam is torch.optim.Adam: Adam (Kingma & Ba) with the weight decay added to the gradient, g +=
 // WeightDecay*w (L2, coupled, as torch's Adam; AdamW decouples it, and is what transformers are
 // trained with). Zero Beta1, Beta2 and Eps mean PyTorch's defaults 0.9, 0.999 and 1e-8. Like
-// SGD's, the weight decay applies to weights only. Its state is torch's exp_avg and exp_avg_sq.
+// SGD's, the weight decay applies to weights only. Its state is torch's exp_avg and exp_avg_sq,
+// and with AMSGrad (torch's amsgrad) max_exp_avg_sq.
 type Adam struct {
 	LR, Beta1, Beta2, Eps, WeightDecay float64
+	AMSGrad                            bool
 }
 
 var _ Optimizer = Adam{}
 
 // adamW is o's step without its decay: AdamW's with none.
 func (o Adam) adamW() AdamW {
-	return AdamW{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps}.withDefaults()
+	return AdamW{LR: o.LR, Beta1: o.Beta1, Beta2: o.Beta2, Eps: o.Eps, AMSGrad: o.AMSGrad}.withDefaults()
 }
 
 func (o Adam) String() string {
 	a := o.adamW()
-	return fmt.Sprintf("adam lr=%g betas=(%g,%g) eps=%g weight_decay=%g", a.LR, a.Beta1, a.Beta2, a.Eps, o.WeightDecay)
+	return fmt.Sprintf("adam lr=%g betas=(%g,%g) eps=%g weight_decay=%g amsgrad=%v", a.LR, a.Beta1, a.Beta2, a.Eps, o.WeightDecay, o.AMSGrad)
 }
 
 // BaseLR returns LR.
 func (o Adam) BaseLR() float64 { return o.LR }
 
-func (o Adam) Slots() int { return 2 }
+func (o Adam) Slots() int { return o.adamW().Slots() }
 
 // Update adds the decay to the gradient in place (the trainer's gradient is the step's scratch,
 // read by nothing after the update), then takes AdamW's step without decay.

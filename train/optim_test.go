@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"errors"
 	"github.com/stoke-ml/stoke/models"
+	"maps"
 	"math"
 	"math/rand/v2"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -190,34 +194,58 @@ func TestNewOptimizer(t *testing.T) {
 	}
 }
 
-// TestAdamTorch: Adam's steps match torch.optim.Adam's (run through $STOKE_PYTHON) within 1e-6
-// relative, weights and exp_avg, over five steps of given gradients: with torch's defaults, other
-// betas and eps, and an L2 weight decay added to the gradient of the weight, not of the bias (a
-// parameter group with weight_decay 0), which AdamW would decouple. exp_avg_sq is within 2e-5:
-// the kernels (AdamW's, shared) take the betas as float32 and compute 1-β2 from them, 0.00099998713
-// for 0.999 where torch rounds its float64 1-β2 to 0.001, 1.3e-5 relative (RMSprop's kernel takes
-// alpha in float64 for that reason; AdamW's CPU and CUDA kernels could too).
+// TestAdamTorch: Adam's and AdamW's steps match torch.optim.Adam's and torch.optim.AdamW's (run
+// through $STOKE_PYTHON) within 5e-7 relative (a few float32 roundings; 1.5e-7 measured), weights
+// and state (exp_avg, exp_avg_sq, and with AMSGrad max_exp_avg_sq), over six steps of given
+// gradients: with torch's defaults, other betas and eps, a weight decay of the weight and not of
+// the bias (a parameter group with weight_decay 0), Adam's added to the gradient (L2) and AdamW's
+// decoupled, and AMSGrad over a gradient that shrinks fourfold each step, so that max_exp_avg_sq
+// ends above exp_avg_sq everywhere and steers the last steps. The kernel takes the betas in
+// float64 so that 1-β rounds to float32 as torch's: from float32 betas, 1-0.999 was 0.00099998713
+// and 1-0.9 0.100000024, and exp_avg_sq was 1.3e-5 off torch's, exp_avg 3e-7.
 func TestAdamTorch(t *testing.T) {
 	py := pyoracle.Python(t, "torch")
-	const n, nb, steps = 24, 5, 5
-	cases := map[string]Adam{
-		"defaults":     {LR: 0.01},
-		"betas":        {LR: 0.003, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6},
-		"weight decay": {LR: 0.01, WeightDecay: 0.1},
+	const n, nb, steps = 24, 5, 6
+	cases := map[string]Optimizer{
+		"adam defaults":              Adam{LR: 0.01},
+		"adam betas":                 Adam{LR: 0.003, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6},
+		"adam weight decay":          Adam{LR: 0.01, WeightDecay: 0.1},
+		"adam amsgrad":               Adam{LR: 0.01, WeightDecay: 1e-4, AMSGrad: true},
+		"adam amsgrad betas":         Adam{LR: 0.003, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6, AMSGrad: true},
+		"adamw defaults":             AdamW{LR: 0.01},
+		"adamw weight decay":         AdamW{LR: 0.01, WeightDecay: 0.1},
+		"adamw amsgrad":              AdamW{LR: 0.01, AMSGrad: true},
+		"adamw amsgrad weight decay": AdamW{LR: 0.003, Beta1: 0.8, Beta2: 0.95, Eps: 1e-6, WeightDecay: 0.05, AMSGrad: true},
 	}
 	r := rand.New(rand.NewPCG(9, 10))
 	vec := func(k int, scale float32) []float32 { return normalVec(r, k, scale) }
 	type pcase struct {
+		Torch                              string // the torch.optim class
 		LR, Beta1, Beta2, Eps, WeightDecay float64
+		AMSGrad                            bool
 		W, B                               []float32
 		GW, GB                             [][]float32
 	}
 	in := map[string]pcase{}
-	for name, o := range cases {
-		a := o.adamW()
-		c := pcase{LR: o.LR, Beta1: a.Beta1, Beta2: a.Beta2, Eps: a.Eps, WeightDecay: o.WeightDecay, W: vec(n, 1), B: vec(nb, 0.1)}
+	for _, name := range slices.Sorted(maps.Keys(cases)) { // the same draws every run
+		o := cases[name]
+		c := pcase{W: vec(n, 1), B: vec(nb, 0.1)}
+		switch o := o.(type) {
+		case Adam:
+			a := o.adamW()
+			c.Torch, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, c.AMSGrad = "Adam", o.LR, a.Beta1, a.Beta2, a.Eps, o.WeightDecay, o.AMSGrad
+		case AdamW:
+			a := o.withDefaults()
+			c.Torch, c.LR, c.Beta1, c.Beta2, c.Eps, c.WeightDecay, c.AMSGrad = "AdamW", a.LR, a.Beta1, a.Beta2, a.Eps, a.WeightDecay, a.AMSGrad
+		}
+		gw, gb := vec(n, 0.5), vec(nb, 0.05)
 		for range steps {
-			c.GW, c.GB = append(c.GW, vec(n, 0.5)), append(c.GB, vec(nb, 0.05))
+			if c.AMSGrad { // the same gradient, a quarter of the last step's
+				c.GW, c.GB = append(c.GW, gw), append(c.GB, gb)
+				gw, gb = scaled(gw, 0.25), scaled(gb, 0.25)
+			} else {
+				c.GW, c.GB = append(c.GW, vec(n, 0.5)), append(c.GB, vec(nb, 0.05))
+			}
 		}
 		in[name] = c
 	}
@@ -227,13 +255,14 @@ out = {}
 for name, c in json.load(sys.stdin).items():
     w = torch.nn.Parameter(torch.tensor(c["W"], dtype=torch.float32))
     b = torch.nn.Parameter(torch.tensor(c["B"], dtype=torch.float32))
-    opt = torch.optim.Adam([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=c["LR"], betas=(c["Beta1"], c["Beta2"]),
-        eps=c["Eps"], weight_decay=c["WeightDecay"])
+    opt = getattr(torch.optim, c["Torch"])([{"params": [w]}, {"params": [b], "weight_decay": 0.0}], lr=c["LR"],
+        betas=(c["Beta1"], c["Beta2"]), eps=c["Eps"], weight_decay=c["WeightDecay"], amsgrad=c["AMSGrad"])
     for gw, gb in zip(c["GW"], c["GB"]):
         w.grad = torch.tensor(gw, dtype=torch.float32)
         b.grad = torch.tensor(gb, dtype=torch.float32)
         opt.step()
-    out[name] = {k: [p.detach().tolist(), opt.state[p]["exp_avg"].tolist(), opt.state[p]["exp_avg_sq"].tolist()] for k, p in (("W", w), ("B", b))}
+    keys = ["exp_avg", "exp_avg_sq"] + (["max_exp_avg_sq"] if c["AMSGrad"] else [])
+    out[name] = {k: [p.detach().tolist()] + [opt.state[p][s].tolist() for s in keys] for k, p in (("W", w), ("B", b))}
 print(json.dumps(out))
 `
 	var want map[string]map[string][][]float64
@@ -241,12 +270,28 @@ print(json.dumps(out))
 	dev, ops, s := optimDevice(t)
 	for name, o := range cases {
 		pc := in[name]
-		w, b := optimSteps(t, dev, ops, s, o, o.LR, pc.W, pc.B, pc.GW, pc.GB)
+		w, b := optimSteps(t, dev, ops, s, o, pc.LR, pc.W, pc.B, pc.GW, pc.GB)
 		for pname, p := range map[string]*testParam{"W": w, "B": b} {
-			for j, v := range append([]kernels.F32{p.W}, p.state...) {
-				tol := []float64{1e-6, 1e-6, 2e-5}[j]
-				if e := relErr(download(t, s, v), want[name][pname][j]); !(e <= tol) {
-					t.Errorf("%s: %s tensor %d (weights, exp_avg, exp_avg_sq): relative error %g against torch; want <= %g", name, pname, j, e, tol)
+			got := append([]kernels.F32{p.W}, p.state...)
+			if len(got) != len(want[name][pname]) {
+				t.Fatalf("%s: %s: %d tensors of weights and state; torch has %d", name, pname, len(got), len(want[name][pname]))
+			}
+			for j, v := range got {
+				if e := relErr(download(t, s, v), want[name][pname][j]); !(e <= 5e-7) {
+					t.Errorf("%s: %s tensor %d (weights, exp_avg, exp_avg_sq, max_exp_avg_sq): relative error %g against torch; want <= 5e-7",
+						name, pname, j, e)
+				}
+			}
+			if pc.AMSGrad {
+				above, v, vmax := 0, want[name][pname][2], want[name][pname][3]
+				for i := range v {
+					if vmax[i] > 1.001*v[i] {
+						above++
+					}
+				}
+				if above < len(v) {
+					t.Errorf("%s: %s: torch's max_exp_avg_sq is above exp_avg_sq in %d of %d values; the gradients should exercise AMSGrad in all",
+						name, pname, above, len(v))
 				}
 			}
 		}
@@ -289,6 +334,15 @@ func optimDevice(t *testing.T) (gpu.Device, kernels.Ops, gpu.Stream) {
 	return dev, ops, s
 }
 
+// scaled is v times a, a new slice.
+func scaled(v []float32, a float32) []float32 {
+	o := make([]float32, len(v))
+	for i, x := range v {
+		o[i] = a * x
+	}
+	return o
+}
+
 // normalVec is k normal values times scale.
 func normalVec(r *rand.Rand, k int, scale float32) []float32 {
 	v := make([]float32, k)
@@ -320,4 +374,70 @@ func optimSteps(t *testing.T, dev gpu.Device, ops kernels.Ops, s gpu.Stream, o O
 		}
 	}
 	return pw, pb
+}
+
+// TestAMSGradResume: Adam and AdamW with AMSGrad keep max_exp_avg_sq as a third slot, which the
+// checkpoint carries: a run of one epoch resumed for two more equals the uninterrupted run of
+// three bit for bit, and its max_exp_avg_sq is above exp_avg_sq somewhere, so the slot steered
+// the later steps. A checkpoint with AMSGrad does not resume without it, nor one without AMSGrad
+// with it.
+func TestAMSGradResume(t *testing.T) {
+	for _, opt := range []Optimizer{
+		Adam{LR: 3e-3, WeightDecay: 1e-4, AMSGrad: true},
+		AdamW{LR: 3e-3, WeightDecay: 1e-2, AMSGrad: true},
+	} {
+		t.Run(strings.Fields(opt.String())[0], func(t *testing.T) {
+			if opt.Slots() != 3 || !strings.HasSuffix(opt.String(), " amsgrad=true") {
+				t.Fatalf("%s: %d slots; want 3, and amsgrad=true in its description", opt, opt.Slots())
+			}
+			cfg := Config{Epochs: 3, Seed: 5}
+			full, trFull := fit(t, newFixture(t, 200), smallMLP(t), opt, cfg)
+			steered := false
+			for _, p := range trFull.m.tensors() {
+				st := readBack(t, trFull, trFull.OptimizerState(p))
+				for i := range st[1] {
+					steered = steered || st[2][i] > st[1][i]
+				}
+			}
+			if !steered {
+				t.Fatal("max_exp_avg_sq equals exp_avg_sq everywhere: the run does not exercise AMSGrad")
+			}
+
+			first := Config{Epochs: 1, Seed: 5, Checkpoint: filepath.Join(t.TempDir(), "ckpt")}
+			fit(t, newFixture(t, 200), smallMLP(t), opt, first)
+			resumed := cfg
+			resumed.Resume = first.Checkpoint
+			res, tr := fit(t, newFixture(t, 200), smallMLP(t), opt, resumed)
+			if res.FinalLoss != full.FinalLoss || res.Epochs != 3 {
+				t.Fatalf("resumed: final loss %v after %d epochs; want %v after 3", res.FinalLoss, res.Epochs, full.FinalLoss)
+			}
+			want := weights(t, trFull)
+			for i, w := range weights(t, tr) {
+				for j := range w {
+					if math.Float32bits(w[j]) != math.Float32bits(want[i][j]) {
+						t.Fatalf("param %d[%d] = %v resumed; want %v", i, j, w[j], want[i][j])
+					}
+				}
+			}
+
+			var plain Optimizer
+			switch o := opt.(type) {
+			case Adam:
+				o.AMSGrad = false
+				plain = o
+			case AdamW:
+				o.AMSGrad = false
+				plain = o
+			}
+			if _, err := New(context.Background(), smallMLP(t), openCPU(t), plain, Config{Seed: 5, Resume: first.Checkpoint}); !errors.Is(err, ErrMismatch) ||
+				!strings.Contains(err.Error(), "amsgrad=true") {
+				t.Errorf("resuming the AMSGrad checkpoint without AMSGrad: error %v; want ErrMismatch naming amsgrad=true", err)
+			}
+			plainCk := filepath.Join(t.TempDir(), "plain")
+			fit(t, newFixture(t, 64), smallMLP(t), plain, Config{Seed: 5, Checkpoint: plainCk})
+			if _, err := New(context.Background(), smallMLP(t), openCPU(t), opt, Config{Seed: 5, Resume: plainCk}); !errors.Is(err, ErrMismatch) {
+				t.Errorf("resuming a checkpoint without AMSGrad with it: error %v; want ErrMismatch", err)
+			}
+		})
+	}
 }

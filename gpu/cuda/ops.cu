@@ -345,20 +345,27 @@ extern "C" __global__ void sgd_f32(float *w, const float *g, float *v, i64 n, do
 	}
 }
 
-// c1, c2 are the bias corrections 1-beta^step, computed by the host.
-extern "C" __global__ void adamw_f32(float *w, const float *g, float *m, float *v, i64 n, double lr, double beta1,
-	double beta2, double eps, double wd, double c1, double c2) {
-	float l = (float)lr, b1 = (float)beta1, b2 = (float)beta2, e = (float)eps, d = (float)wd;
-	float k1 = (float)c1, k2 = (float)c2;
+// torch.optim.AdamW's step in torch's order (see kernels.AdamW). The host computes the scalars
+// as the CPU op set does and passes their float32 values: keep = 1-lr*wd, b1 and c1 = 1-b1, b2
+// and c2 = 1-b2, size = lr/(1-b1^step), root = sqrt(1-b2^step). vmax is read only with amsgrad;
+// its max keeps a NaN of either side, as torch.maximum (and Go's max).
+extern "C" __global__ void adamw_f32(float *w, const float *g, float *m, float *v, float *vmax, i64 n, double keep,
+	double beta1, double c1, double beta2, double c2, double size, double root, double eps, i64 amsgrad) {
+	float k = (float)keep, a1 = (float)beta1, k1 = (float)c1, a2 = (float)beta2, k2 = (float)c2;
+	float st = (float)size, r = (float)root, e = (float)eps;
 	GRID_STRIDE(i, n) {
-		float wi = w[i], gi = g[i];
-		wi -= l * d * wi;
-		float mi = b1 * m[i] + (1 - b1) * gi;
-		float vi = b2 * v[i] + (1 - b2) * gi * gi;
+		float gi = g[i];
+		float mi = a1 * m[i] + k1 * gi;
+		float vi = a2 * v[i] + k2 * gi * gi;
 		m[i] = mi;
 		v[i] = vi;
-		float mh = mi / k1, vh = vi / k2;
-		w[i] = wi - l * mh / ((float)sqrt((double)vh) + e);
+		if (amsgrad) {
+			float vm = vmax[i];
+			vi = (vm != vm || vi <= vm) ? vm : vi;
+			vmax[i] = vi;
+		}
+		float d = (float)sqrt((double)vi) / r + e;
+		w[i] = w[i] * k - st * mi / d;
 	}
 }
 

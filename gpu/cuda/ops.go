@@ -654,21 +654,28 @@ func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v kernels.F32, p kernels.SGD) err
 	return o.launchN(s, "sgd_f32", w.Len, parg(wp), parg(gp), parg(vp), iarg(w.Len), farg(p.LR), farg(p.Momentum), farg(p.WeightDecay), iarg(nesterov))
 }
 
-func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v kernels.F32, p kernels.AdamW) error {
+func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v, vmax kernels.F32, p kernels.AdamW) error {
 	const op = "adamw"
 	s, e0 := o.stream(op, gs)
 	wp, e1 := o.f32(op, "w", w)
 	gp, e2 := o.f32(op, "g", g)
 	mp, e3 := o.f32(op, "m", m)
 	vp, e4 := o.f32(op, "v", v)
-	if err := firstErr(e0, e1, e2, e3, e4); err != nil {
+	vmp, e5 := o.f32(op, "vmax", vmax)
+	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
 		return err
 	}
-	// The bias corrections exactly as the CPU op set computes them.
-	c1 := float32(1 - math.Pow(float64(p.Beta1), float64(p.Step)))
-	c2 := float32(1 - math.Pow(float64(p.Beta2), float64(p.Step)))
-	return o.launchN(s, "adamw_f32", w.Len, parg(wp), parg(gp), parg(mp), parg(vp), iarg(w.Len),
-		farg(p.LR), farg(p.Beta1), farg(p.Beta2), farg(p.Eps), farg(p.WeightDecay), farg(c1), farg(c2))
+	amsgrad := 0
+	if p.AMSGrad {
+		amsgrad = 1
+	}
+	// The step's scalars exactly as the CPU op set computes them: in float64, rounded once.
+	keep := float32(1 - float64(p.LR)*float64(p.WeightDecay))
+	size := float32(float64(p.LR) / (1 - math.Pow(p.Beta1, float64(p.Step))))
+	root := float32(math.Sqrt(1 - math.Pow(p.Beta2, float64(p.Step))))
+	return o.launchN(s, "adamw_f32", w.Len, parg(wp), parg(gp), parg(mp), parg(vp), parg(vmp), iarg(w.Len), farg(keep),
+		farg(float32(p.Beta1)), farg(float32(1-p.Beta1)), farg(float32(p.Beta2)), farg(float32(1-p.Beta2)), farg(size), farg(root),
+		farg(p.Eps), iarg(amsgrad))
 }
 
 func (o *cudaOps) RMSpropStep(gs gpu.Stream, w, g, sq, b, ga kernels.F32, p kernels.RMSprop) error {

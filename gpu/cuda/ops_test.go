@@ -323,9 +323,21 @@ func TestCUDAParity(t *testing.T) {
 			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))
 			m, v := sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n))
 			for step := 1; step <= 3; step++ {
-				check(t, sd.ops.AdamWStep(sd.s, w, g, m, v, kernels.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step}))
+				check(t, sd.ops.AdamWStep(sd.s, w, g, m, v, kernels.F32{}, kernels.AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.01, Step: step}))
 			}
 			return []any{w, m, v}
+		}},
+		{"adamw amsgrad", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
+			// A gradient that shrinks each step, so that vmax holds an earlier v where v decays.
+			gh := randF32(r, n)
+			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, gh)
+			m, v, vmax := sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n)), sd.f32(t, make([]float32, n))
+			for step := 1; step <= 4; step++ {
+				check(t, sd.ops.AdamWStep(sd.s, w, g, m, v, vmax, kernels.AdamW{LR: 1e-2, Beta1: 0.8, Beta2: 0.9, Eps: 1e-8, WeightDecay: 0.1,
+					Step: step, AMSGrad: true}))
+				check(t, sd.ops.Scale(sd.s, g, 0.25))
+			}
+			return []any{w, m, v, vmax}
 		}},
 		{"rmsprop", 1e-6, func(t *testing.T, sd *side, r *rand.Rand) []any {
 			w, g := sd.f32(t, randF32(r, n)), sd.f32(t, randF32(r, n))

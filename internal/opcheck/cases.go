@@ -394,11 +394,22 @@ func Cases(t testing.TB, dev gpu.Device, s gpu.Stream) []Case {
 			{"g length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error { return o.SGDStep(s, w4, x3, none, kernels.SGD{LR: 0.1}) }},
 		}},
 		{"AdamWStep", func(o kernels.Ops, s gpu.Stream) error {
-			return o.AdamWStep(s, w4, x4, y4, z4, kernels.AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, Step: 1})
+			return o.AdamWStep(s, w4, x4, y4, z4, none, kernels.AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Eps: 1e-8, Step: 1})
 		}, []Bad{
-			{"step 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.AdamWStep(s, w4, x4, y4, z4, kernels.AdamW{LR: 0.1}) }},
+			{"step 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.AdamWStep(s, w4, x4, y4, z4, none, kernels.AdamW{LR: 0.1})
+			}},
 			{"m length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
-				return o.AdamWStep(s, w4, x4, x3, z4, kernels.AdamW{LR: 0.1, Step: 1})
+				return o.AdamWStep(s, w4, x4, x3, z4, none, kernels.AdamW{LR: 0.1, Step: 1})
+			}},
+			{"amsgrad without vmax", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.AdamWStep(s, w4, x4, y4, z4, none, kernels.AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Step: 1, AMSGrad: true})
+			}},
+			{"vmax length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.AdamWStep(s, w4, x4, y4, z4, x3, kernels.AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Step: 1, AMSGrad: true})
+			}},
+			{"vmax overlaps v", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.AdamWStep(s, w4, x4, y4, z4, z4, kernels.AdamW{LR: 0.1, Beta1: 0.9, Beta2: 0.99, Step: 1, AMSGrad: true})
 			}},
 		}},
 		{"RMSpropStep", func(o kernels.Ops, s gpu.Stream) error {

@@ -708,25 +708,49 @@ func TestSGDSIMD(t *testing.T) {
 	}
 }
 
+// TestAdamW: AdamW's steps against torch.optim.AdamW's formula in float64, plain and with
+// AMSGrad, over a gradient that shrinks each step so that vmax holds an earlier, larger v.
 func TestAdamW(t *testing.T) {
-	r := rand.New(rand.NewPCG(19, 20))
-	w := randVec(r, 40)
-	m, v := make([]float32, 40), make([]float32, 40)
-	w64, m64, v64 := to64(w), make([]float64, 40), make([]float64, 40)
-	lr, b1, b2, eps, wd := 1e-2, 0.9, 0.999, 1e-8, 0.01
-	for step := 1; step <= 5; step++ {
-		g := randVec(r, 40)
-		AdamW(w, g, m, v, float32(lr), float32(b1), float32(b2), float32(eps), float32(wd), step)
-		for i := range w64 {
-			w64[i] -= lr * wd * w64[i]
-			m64[i] = b1*m64[i] + (1-b1)*float64(g[i])
-			v64[i] = b2*v64[i] + (1-b2)*float64(g[i])*float64(g[i])
-			mh := m64[i] / (1 - math.Pow(b1, float64(step)))
-			vh := v64[i] / (1 - math.Pow(b2, float64(step)))
-			w64[i] -= lr * mh / (math.Sqrt(vh) + eps)
+	for _, amsgrad := range []bool{false, true} {
+		r := rand.New(rand.NewPCG(19, 20))
+		const n = 40
+		w, g := randVec(r, n), randVec(r, n)
+		m, v := make([]float32, n), make([]float32, n)
+		var vmax []float32
+		if amsgrad {
+			vmax = make([]float32, n)
+		}
+		w64, m64, v64, vmax64 := to64(w), make([]float64, n), make([]float64, n), make([]float64, n)
+		lr, b1, b2, eps, wd := 1e-2, 0.9, 0.999, 1e-8, 0.01
+		for step := 1; step <= 6; step++ {
+			AdamW(w, g, m, v, vmax, float32(lr), b1, b2, float32(eps), float32(wd), step)
+			c1, c2 := 1-math.Pow(b1, float64(step)), 1-math.Pow(b2, float64(step))
+			for i := range w64 {
+				gi := float64(g[i])
+				w64[i] *= 1 - lr*wd
+				m64[i] = b1*m64[i] + (1-b1)*gi
+				v64[i] = b2*v64[i] + (1-b2)*gi*gi
+				d := v64[i]
+				if amsgrad {
+					vmax64[i] = max(vmax64[i], v64[i])
+					d = vmax64[i]
+				}
+				w64[i] -= lr / c1 * m64[i] / (math.Sqrt(d)/math.Sqrt(c2) + eps)
+			}
+			for i := range g {
+				g[i] *= 0.25
+			}
+		}
+		closeTo(t, "w", w, w64, 1e-6)
+		closeTo(t, "m", m, m64, 1e-6)
+		closeTo(t, "v", v, v64, 1e-6)
+		if amsgrad {
+			closeTo(t, "vmax", vmax, vmax64, 1e-6)
+			if v[0] >= vmax[0] {
+				t.Fatalf("amsgrad: v[0] %v, vmax[0] %v; the test's gradient should leave the max above v", v[0], vmax[0])
+			}
 		}
 	}
-	closeTo(t, "w", w, w64, 1e-5)
 }
 
 func TestRMSprop(t *testing.T) {

@@ -31,20 +31,28 @@ func SGD(w, g, v []float32, lr, momentum, wd float32, nesterov bool) {
 	})
 }
 
-// AdamW applies one step (step counts from 1) of Adam with decoupled weight decay
-// (Loshchilov & Hutter): w -= lr*wd*w; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g²;
-// w -= lr * (m/(1-b1^step)) / (sqrt(v/(1-b2^step)) + eps).
-func AdamW(w, g, m, v []float32, lr, b1, b2, eps, wd float32, step int) {
-	c1 := float32(1 - math.Pow(float64(b1), float64(step)))
-	c2 := float32(1 - math.Pow(float64(b2), float64(step)))
+// AdamW applies one step (step counts from 1) of torch.optim.AdamW, in torch's order of
+// operations: w *= 1 - lr*wd; m = b1*m + (1-b1)*g; v = b2*v + (1-b2)*g²; with vmax (AMSGrad; nil
+// without) vmax = max(vmax, v) and d = sqrt(vmax)/sqrt(c2) + eps, otherwise d = sqrt(v)/sqrt(c2) +
+// eps; w -= (lr/c1)*m/d, where c1 = 1-b1^step and c2 = 1-b2^step. b1, b2, 1-b1, 1-b2, 1-lr*wd,
+// lr/c1 and sqrt(c2) are rounded to float32 from float64, as torch's scalars.
+func AdamW(w, g, m, v, vmax []float32, lr float32, b1, b2 float64, eps, wd float32, step int) {
+	keep := float32(1 - float64(lr)*float64(wd))
+	a1, c1 := float32(b1), float32(1-b1)
+	a2, c2 := float32(b2), float32(1-b2)
+	size := float32(float64(lr) / (1 - math.Pow(b1, float64(step))))
+	root := float32(math.Sqrt(1 - math.Pow(b2, float64(step))))
 	For(len(w), 8, func(lo, hi int) {
 		for i := lo; i < hi; i++ {
-			w[i] -= lr * wd * w[i]
-			m[i] = b1*m[i] + (1-b1)*g[i]
-			v[i] = b2*v[i] + (1-b2)*g[i]*g[i]
-			mh := m[i] / c1
-			vh := v[i] / c2
-			w[i] -= lr * mh / (float32(math.Sqrt(float64(vh))) + eps)
+			mi := a1*m[i] + c1*g[i]
+			vi := a2*v[i] + c2*g[i]*g[i]
+			m[i], v[i] = mi, vi
+			if vmax != nil {
+				vi = max(vmax[i], vi) // NaN propagates, as torch.maximum's
+				vmax[i] = vi
+			}
+			d := float32(math.Sqrt(float64(vi)))/root + eps
+			w[i] = w[i]*keep - size*mi/d
 		}
 	})
 }
