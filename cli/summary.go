@@ -35,13 +35,14 @@ type summaryJSON struct {
 // runSummary prints a model's layers, parameters and multiply-adds, as torchinfo's summary():
 // a model by name at an input size, or a checkpoint's.
 func runSummary(_ context.Context, e *env, args []string) error {
-	fs := e.flags("(--model M [--size N] [--channels C] [--classes K] | --checkpoint PATH) [--batch B] [--optimizer O] [--json]", true)
+	fs := e.flags("(--model M [--size N] [--channels C] [--classes K] | --checkpoint PATH) [--batch B] [--optimizer O] [--grad-checkpointing] [--json]", true)
 	model := fs.String("model", "", "the model ("+strings.Join(models.Names(), ", ")+")")
 	size := fs.Int("size", 224, "with --model: the images' side")
 	channels := fs.Int("channels", 3, "with --model: the images' channels")
 	classes := fs.Int("classes", 1000, "with --model: the number of classes")
 	ck := fs.String("checkpoint", "", "a checkpoint: its model, input and classes")
 	batch := fs.Int("batch", 1, "the batch the mult-adds and the activations are counted for")
+	gradCheckpointing := fs.Bool("grad-checkpointing", false, "count the activations a training pass keeps with gradient checkpointing (train --grad-checkpointing)")
 	optimizer := fs.String("optimizer", "sgd", "the optimizer whose state the training memory counts: "+strings.Join(train.Optimizers, ", "))
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -64,6 +65,11 @@ func runSummary(_ context.Context, e *env, args []string) error {
 	}
 	if err != nil {
 		return err
+	}
+	if *gradCheckpointing {
+		if _, err := models.SetGradCheckpointing(m.Module(), true); err != nil {
+			return fmt.Errorf("%s: %w", m.Name(), err)
+		}
 	}
 	slots, err := optimizerSlots(*optimizer)
 	if err != nil {

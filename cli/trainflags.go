@@ -27,6 +27,7 @@ type trainFlags struct {
 	lr, momentum, wd, smoothing, warmup    float64
 	backboneLR, layerDecay                 float64
 	allowNonFinite, freeze, syncBN, lrFind bool
+	gradCheckpointing                      bool
 	lrFromRecipe                           bool // --lr was unset: the recipe's, scaled to the global batch once it is known
 	lrThenTrain                            bool // --lr find: the range test's suggestion, found first
 	sampleLogDir                           string
@@ -79,6 +80,9 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"(BEiT's and timm's layer_decay; vit; 0: none; unset with --init: the model's recipe)")
 	fs.BoolVar(&f.syncBN, "sync-bn", false,
 		"across ranks, normalize every BatchNorm with the global batch's statistics (torch.nn.SyncBatchNorm) instead of each rank's own (DDP's default)")
+	fs.BoolVar(&f.gradCheckpointing, "grad-checkpointing", false, "recompute each block's activations in the backward pass instead of keeping "+
+		"them (timm's --grad-checkpointing, torch.utils.checkpoint): one more forward pass of the blocks per step for the memory of all but one "+
+		"block's activations, the same gradients bit for bit (the zoo's models; not with --sync-bn)")
 	fs.StringVar(&f.logDir, "log-dir", "", "write the run's scalars (per step: loss, learning rate, samples/s; "+
 		"per epoch: losses, accuracy, samples/s, data-wait fraction) here as TensorBoard event files and CSV")
 }
@@ -125,6 +129,8 @@ func (f *trainFlags) check() error {
 		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, f.warmup)
 	case f.classes < 0 || f.classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, f.classes, maxDeclaredClasses)
+	case f.gradCheckpointing && f.syncBN:
+		return fmt.Errorf("%w: --grad-checkpointing with --sync-bn: synchronized batch norms' all-reduces cannot be repeated in the backward pass", errUsage)
 	case !slices.Contains(train.Optimizers, f.optimizer):
 		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, f.optimizer, strings.Join(train.Optimizers, ", "))
 	}
@@ -138,7 +144,7 @@ func (f *trainFlags) config(seed uint64) (train.Config, error) {
 		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery, MaxSteps: f.maxSteps,
 		LabelSmoothing: f.smoothing, Precision: train.Precision(f.precision),
 		Init: f.init, AllowNonFinite: f.allowNonFinite, FreezeBackbone: f.freeze, FreezeUpTo: f.freezeUpTo, BackboneLRScale: f.backboneLR,
-		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN,
+		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN, GradCheckpointing: f.gradCheckpointing,
 	}
 	switch f.schedule {
 	case "constant":

@@ -169,6 +169,7 @@ func newResNet(in Shape, classes, width, k, stride int, widths, blocks []int, bo
 // stride, 1x1 to 4x the width), each convolution followed by BatchNorm, with a 1x1 convolution
 // and BatchNorm as the shortcut when the shape changes, and the ReLU after the addition.
 type block struct {
+	gradCheckpoint
 	Conv1      *nn.Conv2dLayer
 	Bn1        *nn.BatchNorm2dLayer
 	Conv2      *nn.Conv2dLayer
@@ -199,7 +200,10 @@ func newBlock(in, width, stride int, bottleneck bool) *block {
 	return b
 }
 
-func (b *block) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *block) forward(x *nn.Tensor) *nn.Tensor {
 	h := nn.ReLU(b.Bn1.Forward(b.Conv1.Forward(x)))
 	h = b.Bn2.Forward(b.Conv2.Forward(h))
 	if b.Conv3 != nil {

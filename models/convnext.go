@@ -29,6 +29,7 @@ type ConvNeXt struct {
 
 // CNBlock is ConvNeXt's block: x + drop_path(layer_scale · block(x)).
 type CNBlock struct {
+	gradCheckpoint
 	LayerScale *nn.Tensor // [C 1 1]
 	Block      nn.Sequential
 	dropPath   float32
@@ -112,7 +113,10 @@ func (m *ConvNeXt) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *CNBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *CNBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *CNBlock) forward(x *nn.Tensor) *nn.Tensor {
 	return nn.Add(nn.DropPath(nn.Mul(b.LayerScale, b.Block.Forward(x)), b.dropPath), x)
 }
 

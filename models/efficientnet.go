@@ -22,13 +22,17 @@ type EfficientNet struct {
 // and depthwise, then the projection): Block, plus its input through stochastic depth when the
 // block keeps the shape.
 type MBConv struct {
+	gradCheckpoint
 	Block    nn.Sequential
 	residual bool
 	dropPath float32
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MBConv) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *MBConv) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *MBConv) forward(x *nn.Tensor) *nn.Tensor {
 	y := b.Block.Forward(x)
 	if b.residual {
 		return nn.Add(nn.DropPath(y, b.dropPath), x)

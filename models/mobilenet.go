@@ -17,6 +17,7 @@ type MobileNetV2 struct {
 // MobileNetV2Block is torchvision's mobilenetv2.InvertedResidual: Conv, plus its input when the
 // block keeps the shape.
 type MobileNetV2Block struct {
+	gradCheckpoint
 	Conv     nn.Sequential
 	residual bool
 }
@@ -32,6 +33,7 @@ type MobileNetV3 struct {
 // MobileNetV3Block is torchvision's mobilenetv3.InvertedResidual: Block, plus its input when the
 // block keeps the shape.
 type MobileNetV3Block struct {
+	gradCheckpoint
 	Block    nn.Sequential
 	residual bool
 }
@@ -127,7 +129,10 @@ func (m *MobileNetV2) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MobileNetV2Block) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *MobileNetV2Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *MobileNetV2Block) forward(x *nn.Tensor) *nn.Tensor {
 	if b.residual {
 		return nn.Add(x, b.Conv.Forward(x))
 	}
@@ -215,7 +220,10 @@ func (m *MobileNetV3) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MobileNetV3Block) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *MobileNetV3Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *MobileNetV3Block) forward(x *nn.Tensor) *nn.Tensor {
 	if b.residual {
 		return nn.Add(b.Block.Forward(x), x)
 	}

@@ -31,6 +31,7 @@ type RegNet struct {
 // RegNetBlock is torchvision's ResBottleneckBlock: relu(proj(x) + f(x)), proj the identity when
 // nil.
 type RegNetBlock struct {
+	gradCheckpoint
 	Proj nn.Sequential
 	F    nn.Dict `nn:"f"`
 }
@@ -117,7 +118,10 @@ func (m *RegNet) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *RegNetBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *RegNetBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *RegNetBlock) forward(x *nn.Tensor) *nn.Tensor {
 	y := b.F.Forward(x)
 	if b.Proj != nil {
 		x = b.Proj.Forward(x)

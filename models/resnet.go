@@ -32,6 +32,7 @@ type ResNet struct {
 // (1×1, grouped 3×3, 1×1 expanding 4 times), with a projection shortcut (Downsample: a strided
 // 1×1 convolution and a BatchNorm) where the shape changes.
 type ResBlock struct {
+	gradCheckpoint
 	Conv1      *nn.Conv2dLayer
 	BN1        *nn.BatchNorm2dLayer `nn:"bn1"`
 	Conv2      *nn.Conv2dLayer
@@ -113,7 +114,10 @@ func (m *ResNet) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *ResBlock) forward(x *nn.Tensor) *nn.Tensor {
 	y := b.BN2.Forward(b.Conv2.Forward(nn.ReLU(b.BN1.Forward(b.Conv1.Forward(x)))))
 	if b.Conv3 != nil {
 		y = b.BN3.Forward(b.Conv3.Forward(nn.ReLU(y)))

@@ -36,6 +36,7 @@ type SwinTransformer struct {
 // SwinBlock is torchvision's SwinTransformerBlock: x + drop_path(attn(norm1(x))), then
 // + drop_path(mlp(norm2(·))); V2 normalizes after the branch instead (x + drop_path(norm1(attn(x)))).
 type SwinBlock struct {
+	gradCheckpoint
 	Norm1    *nn.LayerNormLayer
 	Attn     *ShiftedWindowAttention
 	Norm2    *nn.LayerNormLayer
@@ -187,7 +188,10 @@ func (m *SwinTransformer) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N H W C].
-func (b *SwinBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *SwinBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *SwinBlock) forward(x *nn.Tensor) *nn.Tensor {
 	if b.v2 {
 		x = nn.Add(x, nn.DropPath(b.Norm1.Forward(b.Attn.Forward(x)), b.dropPath))
 		return nn.Add(x, nn.DropPath(b.Norm2.Forward(b.MLP.Forward(x)), b.dropPath))

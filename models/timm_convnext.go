@@ -37,6 +37,7 @@ type TimmConvNeXtStage struct {
 // TimmConvNeXtBlock is timm's ConvNeXtBlock: x + drop_path(gamma · mlp(norm(conv_dw(x)))), the
 // norm and MLP over channels-last tensors (or channels-first with conv_mlp).
 type TimmConvNeXtBlock struct {
+	gradCheckpoint
 	Gamma    *nn.Tensor      // [C]
 	ConvDW   *nn.Conv2dLayer `nn:"conv_dw"`
 	Norm     nn.Module
@@ -113,7 +114,10 @@ func (s *TimmConvNeXtStage) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *TimmConvNeXtBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *TimmConvNeXtBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *TimmConvNeXtBlock) forward(x *nn.Tensor) *nn.Tensor {
 	y := b.ConvDW.Forward(x)
 	if b.convMLP {
 		y = b.MLP.Forward(b.Norm.Forward(y))

@@ -27,6 +27,7 @@ type TimmEfficientNet struct {
 // ratio 1): conv_dw, bn1 and SiLU, squeeze-and-excitation, conv_pw and bn2, plus the input
 // through stochastic depth when the block keeps the shape.
 type TimmDepthwiseSeparable struct {
+	gradCheckpoint
 	ConvDW   *nn.Conv2dLayer
 	BN1      *nn.BatchNorm2dLayer
 	SE       *TimmSqueezeExcite
@@ -40,6 +41,7 @@ type TimmDepthwiseSeparable struct {
 // conv_dw, bn2 and SiLU, squeeze-and-excitation, conv_pwl and bn3 (projection), plus the input
 // through stochastic depth when the block keeps the shape.
 type TimmInvertedResidual struct {
+	gradCheckpoint
 	ConvPW   *nn.Conv2dLayer
 	BN1      *nn.BatchNorm2dLayer
 	ConvDW   *nn.Conv2dLayer
@@ -134,12 +136,20 @@ func (m *TimmEfficientNet) Forward(x *nn.Tensor) *nn.Tensor {
 
 // Forward runs the block on x [N C H W].
 func (b *TimmDepthwiseSeparable) Forward(x *nn.Tensor) *nn.Tensor {
+	return b.checkpointed(b.forward, x)
+}
+
+// forward is the block's pass.
+func (b *TimmDepthwiseSeparable) forward(x *nn.Tensor) *nn.Tensor {
 	y := b.SE.Forward(nn.SiLU(b.BN1.Forward(b.ConvDW.Forward(x))))
 	return timmResidual(b.BN2.Forward(b.ConvPW.Forward(y)), x, b.residual, b.dropPath)
 }
 
 // Forward runs the block on x [N C H W].
-func (b *TimmInvertedResidual) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *TimmInvertedResidual) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *TimmInvertedResidual) forward(x *nn.Tensor) *nn.Tensor {
 	y := nn.SiLU(b.BN1.Forward(b.ConvPW.Forward(x)))
 	y = b.SE.Forward(nn.SiLU(b.BN2.Forward(b.ConvDW.Forward(y))))
 	return timmResidual(b.BN3.Forward(b.ConvPWL.Forward(y)), x, b.residual, b.dropPath)

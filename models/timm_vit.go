@@ -62,6 +62,7 @@ type TimmPatchEmbed struct {
 
 // TimmBlock is timm's Block: x + drop_path(attn(norm1(x))), then + drop_path(mlp(norm2(·))).
 type TimmBlock struct {
+	gradCheckpoint
 	Norm1    *nn.LayerNormLayer
 	Attn     *TimmAttention
 	Norm2    *nn.LayerNormLayer
@@ -164,7 +165,10 @@ func (p *TimmPatchEmbed) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N S E].
-func (b *TimmBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *TimmBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *TimmBlock) forward(x *nn.Tensor) *nn.Tensor {
 	x = nn.Add(x, nn.DropPath(b.Attn.Forward(b.Norm1.Forward(x)), b.dropPath))
 	return nn.Add(x, nn.DropPath(b.MLP.Forward(b.Norm2.Forward(x)), b.dropPath))
 }

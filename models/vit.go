@@ -37,6 +37,7 @@ type Encoder struct {
 
 // EncoderBlock is x + attention(ln_1(x)), then + mlp(ln_2(·)).
 type EncoderBlock struct {
+	gradCheckpoint
 	LN1           *nn.LayerNormLayer `nn:"ln_1"`
 	SelfAttention *MultiheadAttention
 	LN2           *nn.LayerNormLayer `nn:"ln_2"`
@@ -138,7 +139,10 @@ func (enc *Encoder) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N S E].
-func (b *EncoderBlock) Forward(x *nn.Tensor) *nn.Tensor {
+func (b *EncoderBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+
+// forward is the block's pass.
+func (b *EncoderBlock) forward(x *nn.Tensor) *nn.Tensor {
 	x = nn.Add(nn.Dropout(b.SelfAttention.Forward(b.LN1.Forward(x)), b.dropout), x)
 	return nn.Add(x, b.MLP.Forward(b.LN2.Forward(x)))
 }

@@ -226,6 +226,10 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		})
 		return y
 	}
+	if g.recomputing {
+		// Checkpoint's second pass: the running statistics were updated by the first.
+		runMean, runVar = g.copyOf(runMean), g.copyOf(runVar)
+	}
 	mean, invStd := g.buf(c), g.buf(c)
 	sync := g.sync
 	if sync == nil {

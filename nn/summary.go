@@ -21,8 +21,8 @@ type Summary struct {
 	// layers, matrix products and attentions (the elementwise ops, norms and poolings are not
 	// counted, as torchinfo and fvcore do not).
 	MACs int64
-	// Activations is the number of values the forward pass's ops produce: what a training pass
-	// keeps for its backward pass, at most (the float32 bytes are 4 times as many).
+	// Activations is the number of values a training pass keeps for its backward pass (see
+	// Activations; the float32 bytes are 4 times as many).
 	Activations int64
 }
 
@@ -48,6 +48,9 @@ func Summarize(m Module, shape ...int) (*Summary, error) {
 		return nil, err
 	}
 	s := &Summary{Input: append([]int(nil), shape...)}
+	if s.Activations, _, err = Activations(m, shape...); err != nil {
+		return nil, err
+	}
 	name := map[*Tensor]string{}
 	for _, n := range named {
 		name[n.Tensor] = n.Name
@@ -60,7 +63,6 @@ func Summarize(m Module, shape ...int) (*Summary, error) {
 	s.Params = s.Trainable + s.Buffers
 	counted := map[*Tensor]bool{}
 	for _, st := range steps {
-		s.Activations += int64(st.Out.Len())
 		row := LayerSummary{Op: st.Op, Output: st.Out.Shape(), MACs: macs(st)}
 		for _, in := range st.In {
 			n, ok := name[in]

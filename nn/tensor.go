@@ -176,10 +176,16 @@ type Graph struct {
 	nodes    []node
 	grads    []*Tensor // Backward's gradient of each recorded tensor, by id-1
 	pieces   [][]piece // the gradients of its slices (Narrow) that Backward has for each, by id-1
-	backward bool      // Backward is running: ops are not recorded
+	backward bool      // Backward is running, or Checkpoint's first pass: ops are not recorded
 	draws    uint64    // random ops of this pass so far (their seeds)
 	pool     map[int][]kernels.F32
 	used     []kernels.F32
+	// Checkpoint's first pass gathers its module's parameters in seg; recomputing is set while
+	// Backward runs a checkpointed module again; segs are the record's ranges made by the
+	// outermost Checkpoints of Activations' pass.
+	seg         *segment
+	recomputing bool
+	segs        [][2]int
 	// The pass's tensor headers, shapes, operand lists and VJP results, kept from pass to pass
 	// (Reset) so that a pass whose ops repeat the last one's allocates no Go memory for them.
 	tensors slab[Tensor]
@@ -447,6 +453,9 @@ func (g *Graph) operands(ts ...*Tensor) []*Tensor {
 			list = append(list, t)
 		}
 	}
+	if g.seg != nil {
+		g.seg.note(list)
+	}
 	return list
 }
 
@@ -539,18 +548,7 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 	clear(g.written)
 	done := g.scheduleGradients()
 	for i := len(g.nodes) - 1; i >= 0 && g.err == nil; i-- {
-		g.gather(i)
-		n := g.nodes[i]
-		if gy := g.grads[i]; gy != nil && n.vjp != nil {
-			gx := g.lists.take(len(n.ins))
-			n.vjp(gy, gx)
-			for j, x := range n.ins {
-				if gx[j] == nil || !x.grad {
-					continue
-				}
-				g.accumulate(x, gx[j])
-			}
-		}
+		g.step(i)
 		for ; done < len(g.gradDone) && g.firstUse[g.gradDone[done]] == i && g.err == nil; done++ {
 			g.gradReady(g.params[g.gradDone[done]])
 		}
@@ -565,6 +563,23 @@ func (g *Graph) Backward(y, dy *Tensor) error {
 		g.gradReady(g.params[g.gradDone[done]])
 	}
 	return g.err
+}
+
+// step runs the VJP of the record's node i, once every gradient of its output is in, and adds
+// what it gives to its inputs' gradients.
+func (g *Graph) step(i int) {
+	g.gather(i)
+	n := g.nodes[i]
+	if gy := g.grads[i]; gy != nil && n.vjp != nil {
+		gx := g.lists.take(len(n.ins))
+		n.vjp(gy, gx)
+		for j, x := range n.ins {
+			if gx[j] == nil || !x.grad {
+				continue
+			}
+			g.accumulate(x, gx[j])
+		}
+	}
 }
 
 // gradReady hands p to OnGradient's hook, its gradient complete: zeros when no op gave it one

@@ -13,6 +13,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/bytesize"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -166,6 +167,13 @@ type Config struct {
 	// backward passes wait for. The running statistics are then the same on every rank.
 	// Evaluation, and a run without Collective, are plain BatchNorm.
 	SyncBatchNorm bool
+	// GradCheckpointing runs every block of a zoo model (models.SetGradCheckpointing) under
+	// nn.Checkpoint, as timm's set_grad_checkpointing: the backward pass computes each block's
+	// activations again, one more forward pass of the blocks per step for the memory of all but
+	// one block's activations, with the same gradients bit for bit. A model without blocks is
+	// refused, and so is SyncBatchNorm across ranks, whose collective calls cannot be repeated in
+	// the backward pass.
+	GradCheckpointing bool
 	// BucketBytes is the size of the gradient buckets a data-parallel step all-reduces as the
 	// backward pass produces them (a bucket closes at the first layer boundary past it); 0 means
 	// 25 MiB, DDP's bucket_cap_mb.
@@ -440,6 +448,14 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 	if cfg.Preprocess != nil {
 		if err := cfg.Preprocess.check(m.in, m.classes); err != nil {
 			return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
+		}
+	}
+	if cfg.GradCheckpointing {
+		if cfg.SyncBatchNorm && cfg.Collective != nil {
+			return nil, fmt.Errorf("train: %w: gradient checkpointing with synchronized batch norms: their all-reduces cannot be repeated in the backward pass", ErrConfig)
+		}
+		if _, err := models.SetGradCheckpointing(m.module, true); err != nil {
+			return nil, fmt.Errorf("train: %w: %s: %w", ErrConfig, m.name, err)
 		}
 	}
 	if cfg.Epochs == 0 {
@@ -875,25 +891,21 @@ func (t *Trainer) reserve(ctx context.Context, n int) error {
 }
 
 // checkActivations refuses a batch of n samples whose activations, estimated from the model's
-// trace (every op's output, and as much again for their gradients when training), would not fit
-// in the device's memory beside the model's tensors: an error naming the figures and the largest
-// activation, before anything is allocated, where the allocation would fail inside the step.
+// training pass (nn.Activations: what it keeps for the backward pass, and as much again for the
+// gradients when training), would not fit in the device's memory beside the model's tensors: an
+// error naming the figures and the largest activation, before anything is allocated, where the
+// allocation would fail inside the step.
 func (t *Trainer) checkActivations(n int) error {
 	mem := t.dev.Info().Memory
 	if mem <= 0 {
 		return nil
 	}
 	if t.m.acts1 == 0 {
-		steps, _, _, err := nn.Trace(t.m.module, 1, t.m.in.C, t.m.in.H, t.m.in.W)
+		values, largest, err := nn.Activations(t.m.module, 1, t.m.in.C, t.m.in.H, t.m.in.W)
 		if err != nil {
 			return fmt.Errorf("train: %s: %w", t.m.name, err)
 		}
-		for _, s := range steps {
-			t.m.acts1 += int64(s.Out.Len())
-			if l := int64(s.Out.Len()); l > t.m.largest.values {
-				t.m.largest.values, t.m.largest.op = l, s.Op
-			}
-		}
+		t.m.acts1, t.m.largest.values, t.m.largest.op = values, int64(largest.Out.Len()), largest.Op
 	}
 	perValue := int64(4)
 	if t.opt != nil {
