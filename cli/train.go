@@ -30,8 +30,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	lf.registerDecode(fs, "train")
 	var tf trainFlags
 	tf.register(fs)
-	amsgrad := fs.Bool("amsgrad", false, "with --optimizer adam or adamw: torch's amsgrad=True, the step's denominator from the largest "+
-		"second moment so far (a third state tensor per weight); a resumed run must give it as the run it continues did")
 	var ef evalFlags
 	ef.register(fs)
 	lf.augment = &augmentFlags{}
@@ -57,9 +55,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	if err := tf.check(); err != nil {
 		return err
-	}
-	if *amsgrad && tf.optimizer != "adam" && tf.optimizer != "adamw" {
-		return fmt.Errorf("%w: --amsgrad is Adam's and AdamW's; the optimizer is %s (--optimizer adam or adamw)", errUsage, tf.optimizer)
 	}
 	if err := ef.check(); err != nil {
 		return err
@@ -156,7 +151,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if tf.lrFromRecipe {
 		tf.lr = tf.recipe.ScaledLR(lf.batch * group.Size() * loop.accumulate)
 	}
-	opt, err := newOptimizer(&tf, *amsgrad) // the name was checked with the flags
+	opt, err := tf.newOptimizer() // the name was checked with the flags
 	if err != nil {
 		return err
 	}
@@ -266,7 +261,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		// The rate is the optimizer's, which the trainer holds: build them again at the suggestion.
 		closeAll()
 		tf.lr = found.Suggested
-		if opt, err = newOptimizer(&tf, *amsgrad); err != nil {
+		if opt, err = tf.newOptimizer(); err != nil {
 			return err
 		}
 		if err := build(); err != nil {
@@ -364,24 +359,6 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Optimizer: tf.optimizer, LR: tf.lr, WeightDecay: tf.wd, LabelSmoothing: tf.smoothing, WarmupEpochs: tf.warmup, Augment: lf.augment.policy,
 		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay,
 		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
-}
-
-// newOptimizer is the optimizer of the flags: train.NewOptimizer's, with AMSGrad when amsgrad
-// (--amsgrad, which the flags' check allows only for adam and adamw).
-func newOptimizer(tf *trainFlags, amsgrad bool) (train.Optimizer, error) {
-	opt, err := train.NewOptimizer(tf.optimizer, tf.lr, tf.momentum, tf.wd)
-	if err != nil || !amsgrad {
-		return opt, err
-	}
-	switch o := opt.(type) {
-	case train.Adam:
-		o.AMSGrad = true
-		return o, nil
-	case train.AdamW:
-		o.AMSGrad = true
-		return o, nil
-	}
-	return nil, fmt.Errorf("%w: --amsgrad is Adam's and AdamW's; the optimizer is %s", errUsage, opt)
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its

@@ -27,7 +27,7 @@ type trainFlags struct {
 	lr, momentum, wd, smoothing, warmup    float64
 	backboneLR, layerDecay                 float64
 	allowNonFinite, freeze, syncBN, lrFind bool
-	gradCheckpointing                      bool
+	gradCheckpointing, amsgrad             bool
 	lrFromRecipe                           bool // --lr was unset: the recipe's, scaled to the global batch once it is known
 	lrThenTrain                            bool // --lr find: the range test's suggestion, found first
 	sampleLogDir                           string
@@ -43,6 +43,8 @@ func (f *trainFlags) register(fs *flag.FlagSet) {
 		"range test of --lr-find suggests, found first on the same data, then trained at)")
 	fs.StringVar(&f.optimizer, "optimizer", "", "sgd (momentum 0.9, Nesterov), adam (torch's: --wd added to the gradient), adamw (decoupled --wd), "+
 		"or rmsprop (momentum 0.9, alpha 0.9, eps 0.0316: torchvision's MobileNetV3 recipe) (unset: the model's recipe)")
+	fs.BoolVar(&f.amsgrad, "amsgrad", false, "with --optimizer adam or adamw: torch's amsgrad=True, the step's denominator from the largest "+
+		"second moment so far (a third state tensor per weight); a resumed run must give it as the run it continues did")
 	fs.Float64Var(&f.momentum, "momentum", 0.9, "momentum of sgd and rmsprop")
 	fs.Float64Var(&f.wd, "wd", 0,
 		"weight decay (decoupled for adamw; never on biases, norms, position embeddings and class tokens; unset: the model's recipe)")
@@ -129,12 +131,32 @@ func (f *trainFlags) check() error {
 		return fmt.Errorf("%w: --warmup-epochs %v; want 0 to --epochs", errUsage, f.warmup)
 	case f.classes < 0 || f.classes > maxDeclaredClasses:
 		return fmt.Errorf("%w: --classes %d; want 1 to %d", errUsage, f.classes, maxDeclaredClasses)
+	case f.amsgrad && f.optimizer != "adam" && f.optimizer != "adamw":
+		return fmt.Errorf("%w: --amsgrad is Adam's and AdamW's; the optimizer is %s (--optimizer adam or adamw)", errUsage, f.optimizer)
 	case f.gradCheckpointing && f.syncBN:
 		return fmt.Errorf("%w: --grad-checkpointing with --sync-bn: synchronized batch norms' all-reduces cannot be repeated in the backward pass", errUsage)
 	case !slices.Contains(train.Optimizers, f.optimizer):
 		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, f.optimizer, strings.Join(train.Optimizers, ", "))
 	}
 	return nil
+}
+
+// newOptimizer is the optimizer of the flags: train.NewOptimizer's, with AMSGrad for --amsgrad
+// (which check allows for adam and adamw alone).
+func (f *trainFlags) newOptimizer() (train.Optimizer, error) {
+	opt, err := train.NewOptimizer(f.optimizer, f.lr, f.momentum, f.wd)
+	if err != nil || !f.amsgrad {
+		return opt, err
+	}
+	switch o := opt.(type) {
+	case train.Adam:
+		o.AMSGrad = true
+		return o, nil
+	case train.AdamW:
+		o.AMSGrad = true
+		return o, nil
+	}
+	return nil, fmt.Errorf("%w: --amsgrad is Adam's and AdamW's; the optimizer is %s", errUsage, opt)
 }
 
 // config is the trainer's configuration the flags describe (the loop's flags applied by the

@@ -3,7 +3,7 @@
 // "cnn" and ResNets, the zoo's, and those you register with models.Register), the losses (softmax cross-entropy on class ids with label smoothing; on
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
-// optimizers SGD (momentum, Nesterov, weight decay), AdamW and RMSprop (Optimizer takes your own),
+// optimizers SGD (momentum, Nesterov, weight decay), Adam and AdamW (with AMSGrad) and RMSprop (Optimizer takes your own),
 // learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
 // validation metric), each model's recipe's optimizer (RecipeOptimizer of models.RecipeFor), a
 // Trainer that runs epochs, evaluates and

@@ -634,9 +634,10 @@ func (t *Trainer) setupOptim(lrScale map[*Param]float64) error {
 }
 
 // OptimizerState returns the optimizer's state tensors of p (Optimizer.Slots of them: SGD's
-// momentum, AdamW's moments, RMSprop's mean square and buffers), as torch's optimizer.state[p]:
-// none for a tensor that does not train (a frozen one, running statistics), one of another model, or without an optimizer. They
-// live on the trainer's device until Close; read them after the stream's work (Stream).
+// momentum, Adam's and AdamW's moments (and AMSGrad's maximum), RMSprop's mean square and buffers),
+// as torch's optimizer.state[p]: none for a tensor that does not train (a frozen one, running
+// statistics), one of another model, or without an optimizer. They live on the trainer's device
+// until Close; read them after the stream's work (Stream).
 func (t *Trainer) OptimizerState(p *Param) []kernels.F32 {
 	if i, ok := t.index[p]; ok && t.optim.slots != nil {
 		return t.optim.slots[i]
