@@ -60,7 +60,7 @@ cuda-bin:
 
 ## cuda-test: the CUDA tests (parity with the CPU ops, feeder ordering, NCCL's all-reduce); needs a GPU
 cuda-test:
-	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./collective/... ./train/
+	$(CUDA_ENV) $(GO) test -tags cuda ./gpu/... ./pinned/... ./collective/... ./train/ ./predict/
 
 ## cuda-check: compile the cuda build against CUDA 12 and 13 headers from PyPI, without a GPU
 cuda-check:

@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/datasets"
-	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/predict"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -69,7 +69,7 @@ func predictImages(ctx context.Context, e *env, stdin io.Reader, ck string, args
 			return err
 		}
 	}
-	p, err := train.NewPredictor(tr.Trainer, train.PredictorConfig{Batch: batch, TopK: topK})
+	p, err := predict.New(tr.Trainer, predict.Config{Batch: batch, TopK: topK})
 	if err != nil {
 		return err
 	}
@@ -86,7 +86,7 @@ func predictImages(ctx context.Context, e *env, stdin io.Reader, ck string, args
 			inputs[i] = transforms.Input{Encoded: b}
 		}
 		preds, err := p.Predict(ctx, inputs)
-		var bad *train.ImageError
+		var bad *predict.ImageError
 		if errors.As(err, &bad) {
 			return fmt.Errorf("%s: %w", part[bad.Index], bad.Err)
 		}

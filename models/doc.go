@@ -71,7 +71,7 @@
 //
 // Each model with weights registers their evaluation transform (RegisterEvalTransform:
 // torchvision 0.14's DEFAULT weights' transforms(), timm's default pretrained_cfg; see
-// evaltransforms.go), which train.NewPredictor and stoke predict apply to photos by default.
+// evaltransforms.go), which predict.New and stoke predict apply to photos by default.
 //
 // Each family registers its training recipe (RegisterRecipe, from its paper and timm's or
 // torchvision's recipes: see recipes.go), which RecipeFor returns and stoke train uses by default.

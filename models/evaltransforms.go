@@ -12,7 +12,7 @@ import (
 // and std) and timm's pretrained_cfg (a resize of crop/crop_pct, its interpolation, mean and std):
 // a resize of the shorter side, a central crop, a normalization. Each model with weights
 // registers its own beside its builder (RegisterEvalTransform); EvalTransformFor returns it, and
-// train.NewPredictor and stoke predict (and stoke train's evaluation) apply it when no transform
+// predict.New and stoke predict (and stoke train's evaluation) apply it when no transform
 // is given, nor one by the weights' name (a hub repository's config.json, a torchvision
 // member's own: hub.TransformOf).
 type EvalTransform struct {

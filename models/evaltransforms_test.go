@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/predict"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -109,8 +110,8 @@ func TestPredictorEvalTransform(t *testing.T) {
 	}
 	in := []transforms.Input{{Pixels: pix, H: 23, W: 29, C: 3}}
 	half := []float32{0.5, 0.5, 0.5}
-	logits := func(cfg train.PredictorConfig) []float32 {
-		p, err := train.NewPredictor(tr, cfg)
+	logits := func(cfg predict.Config) []float32 {
+		p, err := predict.New(tr, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,10 +125,10 @@ func TestPredictorEvalTransform(t *testing.T) {
 		}
 		return out[0].Logits
 	}
-	got := logits(train.PredictorConfig{})
-	want := logits(train.PredictorConfig{Transform: transforms.Compose(transforms.ResizeFilter(17, transforms.Bicubic), transforms.CenterCrop(16),
+	got := logits(predict.Config{})
+	want := logits(predict.Config{Transform: transforms.Compose(transforms.ResizeFilter(17, transforms.Bicubic), transforms.CenterCrop(16),
 		transforms.Normalize(half, half))})
-	eval := logits(train.PredictorConfig{Transform: transforms.Eval(16)})
+	eval := logits(predict.Config{Transform: transforms.Eval(16)})
 	for c := range got {
 		if math.Float32bits(got[c]) != math.Float32bits(want[c]) {
 			t.Fatalf("default transform's logits %v; the weights' transform's %v", got, want)

@@ -6,11 +6,8 @@ import (
 	"math"
 	"os"
 	"path/filepath"
-	"slices"
 	"testing"
 	"time"
-
-	"github.com/stoke-ml/stoke/transforms"
 )
 
 // sameWeights fails t unless a and b are the same bit for bit.
@@ -97,13 +94,6 @@ func TestContextCancelled(t *testing.T) {
 			}
 			return err
 		}},
-		{"OpenPredictor", func() error {
-			p, err := OpenPredictor(ctx, ckPath, f.dev, true, PredictorConfig{Mean: []float32{0}, Std: []float32{1}})
-			if err == nil {
-				p.Close()
-			}
-			return err
-		}},
 	} {
 		if err := tc.call(); !errors.Is(err, context.Canceled) {
 			t.Errorf("%s(cancelled ctx) = %v; want an error wrapping context.Canceled", tc.name, err)
@@ -164,44 +154,5 @@ func TestContextDeadlineWhileWaiting(t *testing.T) {
 	released = true
 	if err := tr.Save(context.Background(), filepath.Join(out, "ckpt")); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// TestPredictorContext checks that a Predict on a cancelled context fails with its error and that
-// the next call, on a live one, predicts as before (it waits for what the cancelled call left
-// queued before reusing the buffers).
-func TestPredictorContext(t *testing.T) {
-	f := newFixture(t, 64)
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Seed: 1})
-	p, err := NewPredictor(tr, PredictorConfig{Mean: []float32{0.5}, Std: []float32{0.25}, Batch: 2})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer p.Close()
-	var inputs []transforms.Input
-	for i := range 3 {
-		px := make([]byte, 64)
-		for j := range px {
-			px[j] = byte(j * (i + 1))
-		}
-		inputs = append(inputs, transforms.Input{Pixels: px, H: 8, W: 8, C: 1})
-	}
-	want, err := p.Predict(context.Background(), inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	if _, err := p.Predict(ctx, inputs); !errors.Is(err, context.Canceled) {
-		t.Fatalf("Predict(cancelled ctx) = %v; want an error wrapping context.Canceled", err)
-	}
-	got, err := p.Predict(context.Background(), inputs)
-	if err != nil {
-		t.Fatal(err)
-	}
-	for i := range want {
-		if !slices.Equal(got[i].Logits, want[i].Logits) {
-			t.Errorf("image %d after a cancelled Predict: logits %v; want %v", i, got[i].Logits, want[i].Logits)
-		}
 	}
 }

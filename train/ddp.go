@@ -473,6 +473,9 @@ var rankLocalConfig = map[string]string{
 	"Progress":        "each rank's own reports",
 	"Preprocess":      "what rank 0's checkpoints record of the data; it changes no weight",
 	"Collective":      "each rank's own handle of the one group",
+	// The gradients with and without are the same, bit for bit: a rank short of memory may
+	// checkpoint alone.
+	"GradCheckpointing": "it changes the memory a step takes, not its gradients",
 }
 
 // agreements lists what the ranks check at start, in order: everything that changes the weights

@@ -55,7 +55,7 @@
 //
 // Every method that can wait for the device takes a context first (New, Fit, Evaluate,
 // EvaluateClasses, Metrics, Predict, PredictBatch, Save, Load, Export, ExportONNX, LoadWeights,
-// UseEMA; OpenPredictor and Predictor.Predict), and each of its waits ends when ctx does: the call
+// UseEMA; package predict's Open and Predict too), and each of its waits ends when ctx does: the call
 // then returns an error wrapping ctx's (errors.Is(err, context.Canceled)). A ctx already done fails
 // the call before it changes the trainer or writes a file. Work enqueued before ctx ended still
 // runs on the stream, and the next call waits for it; Close, an io.Closer, waits for it without a

@@ -94,7 +94,7 @@ func (t *Trainer) Predict(ctx context.Context, data Data) (*Predictions, error) 
 // PredictBatch returns the logits of one batch, its pixels normalized with mean and std (as
 // Data.Normalization gives them), in evaluation mode. The caller keeps ownership of b. The batch
 // needs only its images: Labels and Targets may be empty (the Predictions then have no labels).
-// Predictor does this from image files or decoded images.
+// Package predict does this from image files or decoded images.
 func (t *Trainer) PredictBatch(ctx context.Context, b Batch, mean, std []float32) (*Predictions, error) {
 	p := &Predictions{Classes: t.m.classes}
 	if err := t.predictInto(ctx, p, b, mean, std); err != nil {

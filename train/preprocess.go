@@ -14,7 +14,7 @@ import (
 // model is served without them, as timm keeps a model's pretrained_cfg: the evaluation transform
 // that makes an image the model's input, and the names of the classes. Config.Preprocess gives
 // it to the trainer and Save records it; a trainer that loads the checkpoint has it back
-// (Trainer.Preprocess), and its Predictor applies it and ExportONNX records it.
+// (Trainer.Preprocess), and package predict applies it and ExportONNX records it.
 type Preprocess struct {
 	// Eval is the evaluation transform at the model's input size: Crop is the input's side. A
 	// zero Resize and Crop mean that an image is resized to the input's height and width

@@ -21,7 +21,7 @@ var digits = []string{"zero", "one", "two", "three", "four", "five", "six", "sev
 
 // TestPreprocessRecorded: the Preprocess a trainer is given is what its checkpoint records, and a
 // trainer that loads the checkpoint (to resume, predict or export) has it back, unchanged through
-// a resume that gives none; the Predictor applies it and names the classes; ExportONNX records
+// a resume that gives none (package predict applies it and names the classes); ExportONNX records
 // its normalization and the whole transform; a checkpoint written without one has none.
 func TestPreprocessRecorded(t *testing.T) {
 	ctx := context.Background()
@@ -52,34 +52,6 @@ func TestPreprocessRecorded(t *testing.T) {
 		if got := tr.Preprocess(); !reflect.DeepEqual(got, pre) {
 			t.Errorf("%s: Preprocess %+v; want %+v", path, got, pre)
 		}
-		p, err := NewPredictor(tr, PredictorConfig{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		mean, std := p.Normalization()
-		if !reflect.DeepEqual(mean, pre.Eval.Mean) || !reflect.DeepEqual(std, pre.Eval.Std) || !reflect.DeepEqual(p.Classes(), digits) {
-			t.Errorf("%s: the predictor normalizes with %v %v and names %v; want the checkpoint's", path, mean, std, p.Classes())
-		}
-		// Its transform (a resize to the input's size, at that size) leaves the pixels as they
-		// are: the logits are Trainer.Predict's, bit for bit.
-		want, err := tr.Predict(ctx, f.test)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var raw []transforms.Input
-		for i := range 5 {
-			raw = append(raw, transforms.Input{Pixels: f.test.images[i*64 : (i+1)*64], H: 8, W: 8, C: 1})
-		}
-		got, err := p.Predict(ctx, raw)
-		if err != nil {
-			t.Fatal(err)
-		}
-		for i, g := range got {
-			if !reflect.DeepEqual(g.Logits, want.Logits[i*10:(i+1)*10]) {
-				t.Fatalf("%s: image %d: the predictor's logits %v; Trainer.Predict's %v", path, i, g.Logits, want.Logits[i*10:(i+1)*10])
-			}
-		}
-		p.Close()
 	}
 
 	// ONNX: the normalization and the transform from the checkpoint, no mean or std given.

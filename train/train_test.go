@@ -32,7 +32,7 @@ func openCPU(t testing.TB) gpu.Device {
 
 var img8 = Shape{C: 1, H: 8, W: 8}
 
-// The small models are registered, so that CheckpointModel and OpenPredictor rebuild them.
+// The small models are registered, so that CheckpointModel rebuilds them.
 func init() {
 	for name, build := range map[string]func(testing.TB) *Model{"small-mlp": smallMLP, "small-resnet": smallResNet, "small-cnn": smallCNN} {
 		err := models.Register(name, func(args string, in Shape, classes int) (*models.Model, error) {

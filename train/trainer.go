@@ -655,6 +655,9 @@ func (t *Trainer) wait(ctx context.Context) error {
 // Stream is the trainer's compute stream.
 func (t *Trainer) Stream() gpu.Stream { return t.s }
 
+// Device is the device the trainer runs on.
+func (t *Trainer) Device() gpu.Device { return t.dev }
+
 // Model is the model being trained.
 func (t *Trainer) Model() *Model { return t.m }
 

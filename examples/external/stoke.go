@@ -15,6 +15,7 @@ import (
 
 	"github.com/stoke-ml/stoke/cli"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/predict"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -123,7 +124,7 @@ func ownStoke(ctx context.Context) error {
 		return err
 	}
 	defer dev.Close()
-	p, err := train.OpenPredictor(ctx, ck, dev, false, train.PredictorConfig{})
+	p, err := predict.Open(ctx, ck, dev, false, predict.Config{})
 	if err != nil {
 		return err
 	}

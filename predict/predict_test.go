@@ -1,10 +1,9 @@
-package train
+package predict
 
 import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"image"
 	"image/color"
 	"image/png"
@@ -12,28 +11,60 @@ import (
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// tinyPredictTrainer is an optimizer-less trainer of a small 1x8x8 network with seeded weights.
-func tinyPredictTrainer(t *testing.T, dev gpu.Device) *Trainer {
+var gray8 = train.Shape{C: 1, H: 8, W: 8}
+
+// tinyPredictTrainer is a trainer of an mlp for 1x8x8 images, its weights seeded, with opt
+// (nil: none) and the Preprocess pre (nil: none).
+func tinyPredictTrainer(t *testing.T, dev gpu.Device, opt train.Optimizer, pre *train.Preprocess) *train.Trainer {
 	t.Helper()
-	m, err := tSequential("tiny", Shape{C: 1, H: 8, W: 8}, 10, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 10))
+	m, err := train.NewModel("mlp", gray8, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, dev, nil, Config{Seed: 3})
+	tr, err := train.New(context.Background(), m, dev, opt, train.Config{Seed: 3, Preprocess: pre})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { tr.Close() })
 	return tr
+}
+
+// grayImages are n random 8x8 gray images, one after the other.
+func grayImages(n int, seed uint64) []byte {
+	r := rand.New(rand.NewPCG(seed, 99))
+	pix := make([]byte, 64*n)
+	for i := range pix {
+		pix[i] = byte(r.IntN(256))
+	}
+	return pix
+}
+
+// grayLoader is a loader of the 8x8 gray images imgs, with labels 0, 1, ..., in order, in
+// batches of batch, normalized by a mean of 0.5 and a std of 0.25.
+func grayLoader(t *testing.T, dev gpu.Device, imgs []byte, batch int) *loaders.Loader {
+	t.Helper()
+	samples := make([]loaders.Sample, len(imgs)/64)
+	for i := range samples {
+		samples[i] = loaders.Sample{Input: transforms.Input{Pixels: imgs[i*64 : (i+1)*64], H: 8, W: 8, C: 1}, Label: i % 10}
+	}
+	info := loaders.Info{Name: "gray", NumClasses: 10, Shape: gray8, Mean: []float32{0.5}, Std: []float32{0.25}}
+	ld, err := loaders.New(loaders.NewMemory(info, samples), loaders.Config{Batch: batch, Workers: 1, Device: dev})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ld.Close() })
+	return ld
 }
 
 func grayPNG(t *testing.T, pix []byte) []byte {
@@ -55,16 +86,15 @@ func TestPredictorMatchesPredict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tr := tinyPredictTrainer(t, dev)
-	imgs, labels := synthetic(7, 5)
-	data := newMemData(dev, imgs, labels, Shape{C: 1, H: 8, W: 8}, 4, false, 0)
-	defer data.close()
-	want, err := tr.Predict(context.Background(), data)
+	tr := tinyPredictTrainer(t, dev, nil, nil)
+	imgs := grayImages(7, 5)
+	data := grayLoader(t, dev, imgs, 4)
+	want, err := tr.Predict(context.Background(), train.FromLoader(data))
 	if err != nil {
 		t.Fatal(err)
 	}
 	mean, std := data.Normalization()
-	p, err := NewPredictor(tr, PredictorConfig{Mean: mean, Std: std, Batch: 3, TopK: 4})
+	p, err := New(tr, Config{Mean: mean, Std: std, Batch: 3, TopK: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -138,15 +168,15 @@ func TestPredictorErrors(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tr := tinyPredictTrainer(t, dev)
-	if _, err := NewPredictor(tr, PredictorConfig{}); err == nil || !strings.Contains(err.Error(), "0 means and 0 stds for a model of 1 channels") {
+	tr := tinyPredictTrainer(t, dev, nil, nil)
+	if _, err := New(tr, Config{}); err == nil || !strings.Contains(err.Error(), "0 means and 0 stds for a model of 1 channels") {
 		t.Fatalf("no normalization for a gray model: %v", err)
 	}
 	norm := transforms.Compose(transforms.Normalize([]float32{0.5}, []float32{0.25}))
-	if _, err := NewPredictor(tr, PredictorConfig{Transform: norm, Mean: []float32{0.5}, Std: []float32{0.25}}); err == nil {
+	if _, err := New(tr, Config{Transform: norm, Mean: []float32{0.5}, Std: []float32{0.25}}); err == nil {
 		t.Fatal("normalization given twice accepted")
 	}
-	p, err := NewPredictor(tr, PredictorConfig{Transform: norm, Batch: 2})
+	p, err := New(tr, Config{Transform: norm, Batch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -154,7 +184,7 @@ func TestPredictorErrors(t *testing.T) {
 	good := transforms.Input{Encoded: grayPNG(t, make([]byte, 64))}
 	bad := transforms.Input{Encoded: []byte("\x89PNG\r\n\x1a\nnot really")}
 	_, err = p.Predict(context.Background(), []transforms.Input{good, good, good, bad})
-	if err == nil || !strings.Contains(err.Error(), "train: predict: image 3: ") {
+	if err == nil || !strings.Contains(err.Error(), "predict: image 3: ") {
 		t.Fatalf("corrupt image 3: %v", err)
 	}
 	big := transforms.Input{Pixels: make([]byte, 81), H: 9, W: 9, C: 1}
@@ -166,7 +196,7 @@ func TestPredictorErrors(t *testing.T) {
 	}
 	// An image over the pixel limit is refused from its bounds, before a pixel is read (a
 	// 40000x40000 image was copied whole first: 6.4 GB).
-	small, err := NewPredictor(tr, PredictorConfig{Transform: norm.WithMaxPixels(100), Batch: 2})
+	small, err := New(tr, Config{Transform: norm.WithMaxPixels(100), Batch: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,43 +214,6 @@ func (u untouchable) ColorModel() color.Model { return color.GrayModel }
 func (u untouchable) Bounds() image.Rectangle { return u.r }
 func (u untouchable) At(x, y int) color.Color { panic("a pixel of an image over the limit was read") }
 
-// TestPredictBatchWithoutLabels: a batch of images alone gives the logits a labelled batch of the
-// same images gives, and no labels.
-func TestPredictBatchWithoutLabels(t *testing.T) {
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	tr := tinyPredictTrainer(t, dev)
-	imgs, labels := synthetic(5, 9)
-	data := newMemData(dev, imgs, labels, Shape{C: 1, H: 8, W: 8}, 5, false, 0)
-	defer data.close()
-	mean, std := data.Normalization()
-	for b, err := range data.Batches(context.Background(), 0) {
-		if err != nil {
-			t.Fatal(err)
-		}
-		want, err := tr.PredictBatch(context.Background(), b, mean, std)
-		if err != nil {
-			t.Fatal(err)
-		}
-		b.Labels.Len = 0
-		got, err := tr.PredictBatch(context.Background(), b, mean, std)
-		if err != nil {
-			t.Fatalf("batch without labels: %v", err)
-		}
-		if len(got.Labels) != 0 || got.Len() != 5 {
-			t.Fatalf("unlabelled batch: %d labels, %d samples", len(got.Labels), got.Len())
-		}
-		for i, v := range got.Logits {
-			if v != want.Logits[i] {
-				t.Fatalf("logit %d: %v unlabelled, %v labelled", i, v, want.Logits[i])
-			}
-		}
-	}
-}
-
 // pngSet is an in-memory dataset of encoded images, all of class 0.
 type pngSet [][]byte
 
@@ -229,26 +222,29 @@ func (d pngSet) Sample(_ context.Context, i int) (loaders.Sample, error) {
 	return loaders.Sample{Input: transforms.Input{Encoded: d[i]}}, nil
 }
 
-// evalTestTransform is the evaluation transform of the model "evaltf_test", a bicubic resize to 19
-// of a 16-pixel input and a mean and std of 0.5.
+// evalTestTransform is the evaluation transform of the model "predict_evaltf_test", a bicubic
+// resize to 19 of a 16-pixel input and a mean and std of 0.5.
 var evalTestTransform = models.EvalTransform{Resize: 19, Crop: 16, Filter: transforms.Bicubic, Mean: half3, Std: half3}
 
+var half3 = []float32{0.5, 0.5, 0.5}
+
 func init() {
-	build := func(_ string, in Shape, classes int) (*models.Model, error) {
-		return &models.Model{Name: "evaltf_test", Module: tNet(tConv(in.C, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*in.H*in.W, classes))}, nil
+	build := func(_ string, in train.Shape, classes int) (*models.Model, error) {
+		return &models.Model{Name: "predict_evaltf_test", Module: nn.Sequential{nn.NewConv2d(in.C, 4, 3, nn.ConvOptions{Stride: 1, Padding: 1}, true),
+			nn.Fn(nn.ReLU), nn.Fn(nn.Flatten), nn.NewLinear(4*in.H*in.W, classes, true)}}, nil
 	}
-	if err := errors.Join(models.Register("evaltf_test", build), models.RegisterEvalTransform(evalTestTransform, "evaltf_test")); err != nil {
+	if err := errors.Join(models.Register("predict_evaltf_test", build), models.RegisterEvalTransform(evalTestTransform, "predict_evaltf_test")); err != nil {
 		panic(err)
 	}
 }
 
-// TestOpenPredictorMatchesEvalLoader: a Predictor opened from a checkpoint with the default
+// TestOpenMatchesEvalLoader: a Predictor opened from a checkpoint with the default
 // configuration gives, bit for bit, the logits Trainer.Predict gives over a loader with the
 // model's evaluation transform at its size (what stoke predict runs on photos: exact decode) for
 // RGB PNGs of other sizes than the model's: transforms.Eval (ImageNet's normalization) for a
 // model without one of its own, and a registered model's own (RegisterEvalTransform: bicubic,
 // another normalization), not Eval.
-func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
+func TestOpenMatchesEvalLoader(t *testing.T) {
 	dev, err := gpu.Open("cpu")
 	if err != nil {
 		t.Fatal(err)
@@ -260,15 +256,15 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 		mean, std []float32
 	}{
 		{"cnn", transforms.Eval(16), transforms.ImageNetMean, transforms.ImageNetStd},
-		{"evaltf_test", transforms.Compose(transforms.ResizeFilter(19, transforms.Bicubic), transforms.CenterCrop(16),
+		{"predict_evaltf_test", transforms.Compose(transforms.ResizeFilter(19, transforms.Bicubic), transforms.CenterCrop(16),
 			transforms.Normalize(half3, half3)).WithDecode(transforms.ExactDecode), half3, half3},
 	} {
 		t.Run(tc.model, func(t *testing.T) {
-			m, err := NewModel(tc.model, Shape{C: 3, H: 16, W: 16}, 4)
+			m, err := train.NewModel(tc.model, train.Shape{C: 3, H: 16, W: 16}, 4)
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{Seed: 5})
+			tr, err := train.New(context.Background(), m, dev, train.SGD{LR: 0.1}, train.Config{Seed: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -297,11 +293,11 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer ld.Close()
-			want, err := tr.Predict(context.Background(), FromLoader(ld))
+			want, err := tr.Predict(context.Background(), train.FromLoader(ld))
 			if err != nil {
 				t.Fatal(err)
 			}
-			p, err := OpenPredictor(context.Background(), ck, dev, true, PredictorConfig{})
+			p, err := Open(context.Background(), ck, dev, true, Config{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -324,46 +320,96 @@ func TestOpenPredictorMatchesEvalLoader(t *testing.T) {
 	}
 }
 
-// TestEvalTransformChain: models.EvalTransform.Chain is the weights' transform at their crop size and
-// keeps the ratio of resize to crop at another; the default is transforms.Eval at every size; a
-// registered transform is checked and registered once.
-func TestEvalTransformChain(t *testing.T) {
-	swin := models.EvalTransform{Resize: 232, Crop: 224, Filter: transforms.Bicubic, Mean: transforms.ImageNetMean, Std: transforms.ImageNetStd}
-	for size, want := range map[int]string{224: "Resize(232, bicubic)", 28: "Resize(29, bicubic)", 384: "Resize(397, bicubic)"} {
-		if got := swin.Chain(size).String(); !strings.Contains(got, want+", CenterCrop("+strconv.Itoa(size)+")") {
-			t.Errorf("swin_t's Chain(%d) = %s; want %s", size, got, want)
+// TestPredictorContext: a Predict on a cancelled context fails with its error, and
+// the next call, on a live one, predicts as before (it waits for what the cancelled call left
+// queued before reusing the buffers).
+func TestPredictorContext(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	tr := tinyPredictTrainer(t, dev, train.SGD{LR: 0.1}, nil) // an optimizer, to Save
+	p, err := New(tr, Config{Mean: []float32{0.5}, Std: []float32{0.25}, Batch: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	var inputs []transforms.Input
+	for i := range 3 {
+		px := make([]byte, 64)
+		for j := range px {
+			px[j] = byte(j * (i + 1))
+		}
+		inputs = append(inputs, transforms.Input{Pixels: px, H: 8, W: 8, C: 1})
+	}
+	want, err := p.Predict(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := p.Predict(ctx, inputs); !errors.Is(err, context.Canceled) {
+		t.Fatalf("Predict(cancelled ctx) = %v; want an error wrapping context.Canceled", err)
+	}
+	got, err := p.Predict(context.Background(), inputs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i := range want {
+		if !slices.Equal(got[i].Logits, want[i].Logits) {
+			t.Errorf("image %d after a cancelled Predict: logits %v; want %v", i, got[i].Logits, want[i].Logits)
 		}
 	}
-	for _, size := range []int{8, 28, 32, 224, 384} {
-		if got, want := models.EvalTransformFor("no_such_model").Chain(size), transforms.Eval(size); got.String() != want.String() || got.DecodeMode() != want.DecodeMode() {
-			t.Errorf("default Chain(%d) = %v (%v); transforms.Eval's %v (%v)", size, got, got.DecodeMode(), want, want.DecodeMode())
+	ck := filepath.Join(t.TempDir(), "tiny.ckpt")
+	if err := tr.Save(context.Background(), ck); err != nil {
+		t.Fatal(err)
+	}
+	if p, err := Open(ctx, ck, dev, true, Config{Mean: []float32{0}, Std: []float32{1}}); !errors.Is(err, context.Canceled) {
+		if err == nil {
+			p.Close()
 		}
-	}
-	if got := models.EvalTransformFor("resnet50(x=1)"); got.Resize != 232 || got.Crop != 224 {
-		t.Errorf("resnet50's = %v; want torchvision's IMAGENET1K_V2 resize 232", got)
-	}
-	e := models.EvalTransformFor("evaltf_test")
-	e.Mean[0] = 9 // the caller's copy
-	if got := models.EvalTransformFor("evaltf_test"); got.String() != evalTestTransform.String() {
-		t.Errorf("models.EvalTransformFor(evaltf_test) = %v after the caller changed its copy; want %v", got, evalTestTransform)
-	}
-	for _, bad := range []models.EvalTransform{
-		{Resize: 10, Crop: 16, Mean: half3, Std: half3},
-		{Resize: 16, Crop: 0, Mean: half3, Std: half3},
-		{Resize: 16, Crop: 16, Filter: transforms.Lanczos + 1, Mean: half3, Std: half3},
-		{Resize: 16, Crop: 16, Mean: half3, Std: []float32{0.5, 0, 0.5}},
-		{Resize: 16, Crop: 16, Mean: half3, Std: half3[:2]},
-	} {
-		if err := models.RegisterEvalTransform(bad, "evaltf_bad"); err == nil {
-			t.Errorf("models.RegisterEvalTransform(%v): no error", bad)
-		}
-	}
-	if err := models.RegisterEvalTransform(evalTestTransform, "evaltf_test"); !errors.Is(err, models.ErrRegistered) {
-		t.Errorf("RegisterEvalTransform twice: %v; want models.ErrRegistered", err)
-	}
-	if err := models.RegisterEvalTransform(evalTestTransform, "resnet50"); !errors.Is(err, models.ErrRegistered) {
-		t.Errorf("RegisterEvalTransform of a built-in model: %v; want models.ErrRegistered", err)
+		t.Errorf("Open(cancelled ctx) = %v; want an error wrapping context.Canceled", err)
 	}
 }
 
-var half3 = []float32{0.5, 0.5, 0.5}
+// TestPredictorPreprocess: a trainer's Preprocess (a checkpoint's) is the Predictor's default:
+// its normalization, its class names, and its transform (a resize to the input's size, which
+// leaves 8x8 images as they are: the logits are Trainer.Predict's, bit for bit).
+func TestPredictorPreprocess(t *testing.T) {
+	ctx := context.Background()
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	names := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
+	pre := &train.Preprocess{Eval: models.EvalTransform{Mean: []float32{0.5}, Std: []float32{0.25}}, Classes: names}
+	tr := tinyPredictTrainer(t, dev, nil, pre)
+	p, err := New(tr, Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer p.Close()
+	if mean, std := p.Normalization(); !slices.Equal(mean, pre.Eval.Mean) || !slices.Equal(std, pre.Eval.Std) || !slices.Equal(p.Classes(), names) {
+		t.Errorf("the predictor normalizes with %v %v and names %v; want the trainer's", mean, std, p.Classes())
+	}
+	imgs := grayImages(5, 8)
+	want, err := tr.Predict(ctx, train.FromLoader(grayLoader(t, dev, imgs, 5)))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var raw []transforms.Input
+	for i := range 5 {
+		raw = append(raw, transforms.Input{Pixels: imgs[i*64 : (i+1)*64], H: 8, W: 8, C: 1})
+	}
+	got, err := p.Predict(ctx, raw)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, g := range got {
+		if !slices.Equal(g.Logits, want.Logits[i*10:(i+1)*10]) {
+			t.Fatalf("image %d: the predictor's logits %v; Trainer.Predict's %v", i, g.Logits, want.Logits[i*10:(i+1)*10])
+		}
+	}
+}

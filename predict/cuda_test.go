@@ -1,15 +1,31 @@
 //go:build cuda
 
-package train
+package predict
 
 import (
 	"context"
+	"errors"
 	"math"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
+
+// openCUDA opens the CUDA device, skipping the test where there is none.
+func openCUDA(t *testing.T) gpu.Device {
+	t.Helper()
+	dev, err := gpu.Open("cuda")
+	if errors.Is(err, gpu.ErrUnknownBackend) {
+		t.Fatal(err)
+	}
+	if err != nil {
+		t.Skip(err)
+	}
+	return dev
+}
 
 // TestCUDAPredictorMatchesCPU: a Predictor on CUDA gives the CPU's logits (same seeded weights,
 // same PNG files, the default Eval transform) to 1e-4 of the largest logit, and the same top-1.
@@ -30,16 +46,17 @@ func TestCUDAPredictorMatchesCPU(t *testing.T) {
 		inputs = append(inputs, transforms.Input{Pixels: px, H: 24, W: 20 + i, C: 3})
 	}
 	logits := func(dev gpu.Device) []Prediction {
-		m, err := tSequential("rgb", Shape{C: 3, H: 16, W: 16}, 4, tConv(3, 4, 3, 1), tReLU(), tFlatten(), tLinear(4*16*16, 4))
+		m, err := train.Net("rgb", train.Shape{C: 3, H: 16, W: 16}, 4, nn.Sequential{nn.NewConv2d(3, 4, 3, nn.ConvOptions{Stride: 1, Padding: 1}, true),
+			nn.Fn(nn.ReLU), nn.Fn(nn.Flatten), nn.NewLinear(4*16*16, 4, true)})
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(context.Background(), m, dev, nil, Config{Seed: 5})
+		tr, err := train.New(context.Background(), m, dev, nil, train.Config{Seed: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		p, err := NewPredictor(tr, PredictorConfig{Batch: 2})
+		p, err := New(tr, Config{Batch: 2})
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -1,10 +1,9 @@
-package train
+package predict
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
 	"image"
 	"image/draw"
 	"math"
@@ -12,15 +11,17 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// PredictorConfig configures a Predictor.
+// Config configures a Predictor.
 //
-// The default transform is the one the trainer's checkpoint records (Trainer.Preprocess: the
+// The default transform is the one the trainer's checkpoint records (train.Trainer.Preprocess: the
 // evaluation transform and normalization of the data the model was trained on, as stoke train
 // writes it). A checkpoint without one (written before stoke recorded it, or by a trainer
-// without Config.Preprocess) records the model and its input size only: the default transform
+// without train.Config.Preprocess) records the model and its input size only: the default transform
 // of a 3-channel model is then the evaluation transform of its weights
 // (models.EvalTransformFor(model).Chain at the model's input size: swin_t's Resize(232, bicubic),
 // CenterCrop(224) and ImageNet's Normalize, timm's ViTs' mean and std of 0.5; transforms.Eval
@@ -28,7 +29,7 @@ import (
 // Mean and Std. Give Transform (or Mean and Std) when the model was trained with other
 // statistics: loaders.Loader.Normalization of the training loader says which, as do the
 // datasets' Info.Mean and Info.Std.
-type PredictorConfig struct {
+type Config struct {
 	// Transform turns one image into the model's input pixels (uint8 CHW of Model.Input's shape);
 	// it must be deterministic (no random transform). nil: the trainer's Preprocess's Chain, else
 	// the model's models.EvalTransformFor(name).Chain(H)
@@ -69,10 +70,10 @@ type Prediction struct {
 //
 // # Ownership
 //
-// A Predictor from NewPredictor uses the caller's Trainer, which must outlive it; one from
-// OpenPredictor owns its trainer. Close frees the device buffer (and an owned trainer).
+// A Predictor from New uses the caller's Trainer, which must outlive it; one from
+// Open owns its trainer. Close frees the device buffer (and an owned trainer).
 type Predictor struct {
-	t         *Trainer
+	t         *train.Trainer
 	own       bool
 	chain     *transforms.Chain // its pixel limit is checked before an image.Image is copied
 	w         *transforms.Worker
@@ -86,24 +87,25 @@ type Predictor struct {
 	pending bool
 }
 
-// NewPredictor returns a Predictor running t's model. t may hold a checkpoint (New with
-// Config{Resume}, an optimizer-less trainer) or loaded weights (NewModel, New, LoadWeights);
+// New returns a Predictor running t's model. t may hold a checkpoint (train.New with
+// train.Config{Resume}, an optimizer-less trainer) or loaded weights (train.NewModel, train.New,
+// Trainer.LoadWeights);
 // for a checkpoint with an EMA, call t.UseEMA first to predict with the averaged weights.
-func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
+func New(t *train.Trainer, cfg Config) (*Predictor, error) {
 	if t == nil {
-		return nil, fmt.Errorf("train: %w: predictor: nil trainer", ErrConfig)
+		return nil, fmt.Errorf("predict: %w: nil trainer", train.ErrConfig)
 	}
-	in := t.m.in
+	in := t.Model().Input()
 	if cfg.Batch < 0 || cfg.TopK < 0 {
-		return nil, fmt.Errorf("train: %w: predictor: batch %d, top-k %d; want >= 0", ErrConfig, cfg.Batch, cfg.TopK)
+		return nil, fmt.Errorf("predict: %w: batch %d, top-k %d; want >= 0", train.ErrConfig, cfg.Batch, cfg.TopK)
 	}
-	chain := cfg.Transform
+	chain, pre := cfg.Transform, t.Preprocess()
 	if chain == nil {
 		switch {
-		case t.pre != nil && cfg.Mean == nil && cfg.Std == nil:
-			chain = t.pre.Chain(in)
+		case pre != nil && cfg.Mean == nil && cfg.Std == nil:
+			chain = pre.Chain(in)
 		case in.C == 3 && in.H == in.W:
-			chain = models.EvalTransformFor(t.m.name).Chain(in.H)
+			chain = models.EvalTransformFor(t.Model().Name()).Chain(in.H)
 		default:
 			chain = transforms.Compose(transforms.ResizeTo(in.H, in.W))
 		}
@@ -111,17 +113,17 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 	mean, std, ok := chain.Normalization()
 	switch {
 	case ok && (cfg.Mean != nil || cfg.Std != nil):
-		return nil, fmt.Errorf("train: %w: predictor: Mean and Std given and the transform normalizes too: choose one", ErrConfig)
+		return nil, fmt.Errorf("predict: %w: Mean and Std given and the transform normalizes too: choose one", train.ErrConfig)
 	case !ok:
 		mean, std = cfg.Mean, cfg.Std
 	}
 	if len(mean) != in.C || len(std) != in.C {
-		return nil, fmt.Errorf("train: %w: predictor: normalization of %d means and %d stds for a model of %d channels "+
-			"(a checkpoint does not record its data's normalization: set PredictorConfig.Transform's Normalize or Mean and Std)",
-			ErrConfig, len(mean), len(std), in.C)
+		return nil, fmt.Errorf("predict: %w: normalization of %d means and %d stds for a model of %d channels "+
+			"(a checkpoint does not record its data's normalization: set Config.Transform's Normalize or Mean and Std)",
+			train.ErrConfig, len(mean), len(std), in.C)
 	}
 	if err := transforms.CheckNormalization(mean, std); err != nil {
-		return nil, fmt.Errorf("train: %w: predictor: %w", ErrConfig, err)
+		return nil, fmt.Errorf("predict: %w: %w", train.ErrConfig, err)
 	}
 	p := &Predictor{t: t, chain: chain, w: chain.NewWorker(), mean: mean, std: std, batch: cfg.Batch, topK: cfg.TopK}
 	if p.batch == 0 {
@@ -130,20 +132,20 @@ func NewPredictor(t *Trainer, cfg PredictorConfig) (*Predictor, error) {
 	if p.topK == 0 {
 		p.topK = 5
 	}
-	p.topK = min(p.topK, t.m.classes)
+	p.topK = min(p.topK, t.Model().Classes())
 	return p, nil
 }
 
-// OpenPredictor opens the checkpoint at path (written by Trainer.Save or stoke train) on dev and
+// Open opens the checkpoint at path (written by Trainer.Save or stoke train) on dev and
 // returns a Predictor that owns the trainer holding it; useEMA predicts with the checkpoint's EMA
 // of the weights when it has one; ctx bounds the waits for the device while it loads. dev stays
 // the caller's.
-func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool, cfg PredictorConfig) (*Predictor, error) {
-	m, err := CheckpointModel(path)
+func Open(ctx context.Context, path string, dev gpu.Device, useEMA bool, cfg Config) (*Predictor, error) {
+	m, err := train.CheckpointModel(path)
 	if err != nil {
 		return nil, err
 	}
-	t, err := New(ctx, m, dev, nil, Config{Resume: path})
+	t, err := train.New(ctx, m, dev, nil, train.Config{Resume: path})
 	if err != nil {
 		return nil, err
 	}
@@ -152,7 +154,7 @@ func OpenPredictor(ctx context.Context, path string, dev gpu.Device, useEMA bool
 			return nil, errors.Join(err, t.Close())
 		}
 	}
-	p, err := NewPredictor(t, cfg)
+	p, err := New(t, cfg)
 	if err != nil {
 		return nil, errors.Join(err, t.Close())
 	}
@@ -168,17 +170,17 @@ type ImageError struct {
 }
 
 func (e *ImageError) Error() string {
-	return fmt.Sprintf("train: predict: image %d: %v", e.Index, e.Err)
+	return fmt.Sprintf("predict: image %d: %v", e.Index, e.Err)
 }
 
 func (e *ImageError) Unwrap() error { return e.Err }
 
 // Model is the model the Predictor runs.
-func (p *Predictor) Model() *Model { return p.t.m }
+func (p *Predictor) Model() *train.Model { return p.t.Model() }
 
 // Classes names the classes of Prediction.Top, as the trainer's Preprocess records them, or is
 // nil when they are unnamed. The slice is a copy.
-func (p *Predictor) Classes() []string { return slices.Clone(p.t.pre.classes()) }
+func (p *Predictor) Classes() []string { return classNames(p.t.Preprocess()) }
 
 // Normalization is the per-channel mean and std the Predictor applies (copies).
 func (p *Predictor) Normalization() (mean, std []float32) {
@@ -189,12 +191,12 @@ func (p *Predictor) Normalization() (mean, std []float32) {
 // (Encoded) or raw HWC pixels (Pixels); a bad one fails the call with an error naming its index.
 func (p *Predictor) Predict(ctx context.Context, inputs []transforms.Input) ([]Prediction, error) {
 	if p.pending { // the host and device buffers are about to be rewritten
-		if err := p.t.wait(ctx); err != nil {
-			return nil, fmt.Errorf("train: predict: %w", err)
+		if err := wait(ctx, p.t.Stream()); err != nil {
+			return nil, fmt.Errorf("predict: %w", err)
 		}
 		p.pending = false
 	}
-	per := p.t.m.in.Len()
+	per := p.t.Model().Input().Len()
 	out := make([]Prediction, 0, len(inputs))
 	for lo := 0; lo < len(inputs); lo += p.batch {
 		n := min(p.batch, len(inputs)-lo)
@@ -221,7 +223,7 @@ func (p *Predictor) PredictImages(ctx context.Context, images []image.Image) ([]
 	inputs := make([]transforms.Input, len(images))
 	for i, im := range images {
 		if im == nil {
-			return nil, fmt.Errorf("train: predict: image %d: nil image", i)
+			return nil, fmt.Errorf("predict: image %d: nil image", i)
 		}
 		// The pixel limit first: copying a 40000x40000 image to learn that it is too large took
 		// 6.4 GB and the process.
@@ -252,21 +254,21 @@ func imageInput(im image.Image) transforms.Input {
 
 // forward uploads the n staged images and returns their logits.
 func (p *Predictor) forward(ctx context.Context, n int) ([]float32, error) {
-	per := p.t.m.in.Len()
+	per := p.t.Model().Input().Len()
 	if p.buf == nil || p.buf.Len() < n*per {
 		if p.buf != nil {
 			p.buf.Free() // PredictBatch synchronized: no queued work reads it
 		}
 		var err error
-		if p.buf, err = p.t.dev.Alloc(p.batch * per); err != nil {
+		if p.buf, err = p.t.Device().Alloc(p.batch * per); err != nil {
 			p.buf = nil
-			return nil, fmt.Errorf("train: predict: %w", err)
+			return nil, fmt.Errorf("predict: %w", err)
 		}
 	}
-	if err := p.t.s.CopyH2D(p.buf, 0, p.host); err != nil {
-		return nil, fmt.Errorf("train: predict: %w", err)
+	if err := p.t.Stream().CopyH2D(p.buf, 0, p.host); err != nil {
+		return nil, fmt.Errorf("predict: %w", err)
 	}
-	pr, err := p.t.PredictBatch(ctx, Batch{Images: kernels.U8{Buf: p.buf, Len: n * per}, N: n, Shape: p.t.m.in}, p.mean, p.std)
+	pr, err := p.t.PredictBatch(ctx, train.Batch{Images: kernels.U8{Buf: p.buf, Len: n * per}, N: n, Shape: p.t.Model().Input()}, p.mean, p.std)
 	if err != nil {
 		p.pending = true
 		return nil, err
@@ -276,7 +278,7 @@ func (p *Predictor) forward(ctx context.Context, n int) ([]float32, error) {
 
 // appendPredictions appends the Prediction of each row of logits to out.
 func (p *Predictor) appendPredictions(out []Prediction, logits []float32) []Prediction {
-	nc := p.t.m.classes
+	nc := p.t.Model().Classes()
 	for lo := 0; lo < len(logits); lo += nc {
 		row := slices.Clone(logits[lo : lo+nc])
 		out = append(out, Prediction{Logits: row, Probs: softmax(row), Top: topK(row, p.topK)})
@@ -321,13 +323,13 @@ func topK(v []float32, k int) []int {
 	return idx[:k]
 }
 
-// Close frees the Predictor's device buffer, and the trainer of OpenPredictor. Like Trainer.Close
+// Close frees the Predictor's device buffer, and the trainer of Open. Like Trainer.Close
 // it takes no context: when a cancelled Predict left work queued, it waits for it without a
 // deadline.
 func (p *Predictor) Close() error {
 	var err error
 	if p.pending {
-		err = p.t.s.Synchronize(context.Background())
+		err = p.t.Stream().Synchronize(context.Background())
 		p.pending = false
 	}
 	if p.buf != nil {
@@ -338,4 +340,20 @@ func (p *Predictor) Close() error {
 		err = errors.Join(err, p.t.Close())
 	}
 	return err
+}
+
+// classNames is pre's class names; nil for a nil pre.
+func classNames(pre *train.Preprocess) []string {
+	if pre == nil {
+		return nil
+	}
+	return pre.Classes
+}
+
+// wait waits for the work enqueued on s, unless ctx is done already.
+func wait(ctx context.Context, s gpu.Stream) error {
+	if err := ctx.Err(); err != nil {
+		return err
+	}
+	return s.Synchronize(ctx)
 }
