@@ -24,7 +24,9 @@ import (
 // graph fails with ErrGraph.
 //
 // m must compute the same function of x both times: it may use the graph's parameters and its
-// ops, but no tensor of the graph made outside it other than x.
+// ops, but no tensor of the graph made outside it other than x. No tensor it makes but its result
+// may be used after it: its memory is given back, and an op that reads it fails the graph with
+// ErrGraph.
 func Checkpoint(m Module, x *Tensor) *Tensor {
 	g := x.g
 	if g == nil {
@@ -59,6 +61,7 @@ func Checkpoint(m Module, x *Tensor) *Tensor {
 		g.fail(fmt.Errorf("nn: checkpoint: the module returned no tensor of the graph: %w", ErrGraph))
 		return &Tensor{g: g}
 	}
+	seg.note([]*Tensor{y}) // a parameter returned as it is
 	out := g.keep(y, mark)
 	ins := append(g.lists.take(1 + len(seg.params))[:0], x)
 	ins = append(ins, seg.params...)
@@ -119,8 +122,19 @@ func (g *Graph) recompute(m Module, x, dy *Tensor, draws uint64) *Tensor {
 	if g.err != nil {
 		return nil
 	}
-	if y == nil || y.id <= n0 || !slices.Equal(y.shape, dy.shape) {
-		g.fail(fmt.Errorf("nn: checkpoint: the module's second pass gave another result (of shape %v for %v): %w", shapeOf(y), dy.shape, ErrGraph))
+	if y == nil || !slices.Equal(y.shape, dy.shape) {
+		g.fail(fmt.Errorf("nn: checkpoint: the module's second pass gave a result of shape %v, its first %v: %w", shapeOf(y), dy.shape, ErrGraph))
+		return nil
+	}
+	defer func() { // forget the second pass's part of the record
+		clear(g.nodes[n0:])
+		g.nodes, g.grads, g.pieces = g.nodes[:n0], g.grads[:n0], g.pieces[:n0]
+	}()
+	if y.id <= n0 { // not made by the second pass: a parameter returned as it is
+		if y.p != nil && y.grad {
+			g.accumulate(y, dy)
+		}
+		g.release(mark, len(g.used))
 		return nil
 	}
 	// The recorded part's flags and gradients, as Backward sets them for the whole record.
@@ -137,15 +151,13 @@ func (g *Graph) recompute(m Module, x, dy *Tensor, draws uint64) *Tensor {
 	for i := n - 1; i >= n0 && g.err == nil; i-- {
 		g.step(i)
 	}
-	var dx *Tensor
 	if gx := g.grads[in.id-1]; gx != nil && g.err == nil {
-		dx = g.keep(gx, mark)
-	} else if g.err == nil {
+		return g.keep(gx, mark)
+	}
+	if g.err == nil {
 		g.release(mark, len(g.used))
 	}
-	clear(g.nodes[n0:])
-	g.nodes, g.grads, g.pieces = g.nodes[:n0], g.grads[:n0], g.pieces[:n0]
-	return dx
+	return nil
 }
 
 // copyOf is a tensor of the graph holding t's values as they are now (a buffer's, which the pass

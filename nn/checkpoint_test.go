@@ -5,6 +5,7 @@ import (
 	"errors"
 	"math"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/kernels"
@@ -167,5 +168,65 @@ func TestCheckpointOutsideTraining(t *testing.T) {
 	m.Forward(g.Full(1, 1, 4, 4, 4))
 	if err := g.Err(); !errors.Is(err, nn.ErrGraph) {
 		t.Errorf("checkpoint with synchronized batch norms: %v; want ErrGraph", err)
+	}
+}
+
+// stash is a block that keeps a tensor it made (T) beside its result, or returns its parameter
+// as it is (param).
+type stash struct {
+	W     *nn.Tensor
+	T     *nn.Tensor `nn:"-"`
+	param bool
+}
+
+func (s *stash) Forward(x *nn.Tensor) *nn.Tensor {
+	if s.param {
+		return s.W
+	}
+	s.T = nn.GELU(nn.Mul(x, s.W))
+	return nn.Add(x, s.T)
+}
+
+// TestCheckpointEscapes: a tensor made inside a checkpointed module and used after it (its memory
+// given back) fails the graph with ErrGraph, naming it, where it would hold another tensor's
+// values; a module that returns its parameter as it is gives it the gradient it has without
+// Checkpoint.
+func TestCheckpointEscapes(t *testing.T) {
+	ctx := context.Background()
+	e := newEnv(t)
+	s := &stash{W: nn.Param([]int{4}, nn.Ones)}
+	if err := nn.Bind(s, e.a, e.s, 3); err != nil {
+		t.Fatal(err)
+	}
+	g := e.graph(true)
+	g.Attach(s.W)
+	x := g.Full(0.5, 2, 4)
+	y := nn.Checkpoint(s, x)
+	nn.Add(y, s.T)
+	if err := g.Err(); !errors.Is(err, nn.ErrGraph) || !strings.Contains(err.Error(), "made inside a Checkpoint's module") {
+		t.Errorf("a tensor made inside a checkpointed module, used after it: %v; want ErrGraph naming it", err)
+	}
+	s.param = true
+	var grads [][]float32
+	for _, ck := range []bool{false, true} {
+		g.Reset(true, 1)
+		x := g.Full(0.5, 2, 4)
+		var w *nn.Tensor
+		if ck {
+			w = nn.Checkpoint(s, x)
+		} else {
+			w = s.Forward(x)
+		}
+		if err := g.Backward(nn.Sum(nn.Mul(w, x), nil, false), nil); err != nil {
+			t.Fatalf("checkpoint %v: %v", ck, err)
+		}
+		v, err := g.Input(s.W.GradData(), 4).Host(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		grads = append(grads, v)
+	}
+	if !slices.Equal(grads[0], grads[1]) || grads[0][0] != 1 {
+		t.Errorf("a returned parameter's gradient: %v with Checkpoint, %v without; want 1s", grads[1], grads[0])
 	}
 }

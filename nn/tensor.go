@@ -23,7 +23,7 @@ var (
 	// ErrGraph: tensors used where they do not belong: operands of two graphs (or of two
 	// devices), a parameter attached to another graph, Backward of a loss that reaches nothing
 	// with a gradient.
-	ErrGraph = errors.New("tensor of another graph")
+	ErrGraph = errors.New("tensor used where it does not belong")
 )
 
 // Tensor is a float32 tensor: a shape and a packed row-major view of device memory. A tensor made
@@ -36,6 +36,8 @@ type Tensor struct {
 	id    int  // 1 + the tensor's index in g's record; 0 for a tensor outside the record
 	grad  bool // Backward computes the tensor's gradient
 	p     *param
+	// gone: made in a Checkpoint's first pass, its memory given back once the pass ended.
+	gone bool
 }
 
 // param is what a parameter or buffer carries beyond its values.
@@ -455,6 +457,9 @@ func (g *Graph) operands(ts ...*Tensor) []*Tensor {
 	}
 	if g.seg != nil {
 		g.seg.note(list)
+	} else if i := slices.IndexFunc(list, func(t *Tensor) bool { return t.gone }); i >= 0 {
+		g.fail(fmt.Errorf("nn: a tensor of shape %v made inside a Checkpoint's module is used after it, where its memory is "+
+			"another tensor's: return it from the module, or compute it outside: %w", list[i].shape, ErrGraph))
 	}
 	return list
 }
@@ -464,7 +469,7 @@ func (g *Graph) operands(ts ...*Tensor) []*Tensor {
 // no maps).
 func (g *Graph) record(t *Tensor, op string, attr func() Attr, ins []*Tensor, vjp func(dy *Tensor, dx []*Tensor)) {
 	if g.backward {
-		t.grad = false
+		t.grad, t.gone = false, g.seg != nil
 		return
 	}
 	n := node{out: t, ins: ins, vjp: vjp, op: op}
