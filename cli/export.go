@@ -56,6 +56,9 @@ func runExport(ctx context.Context, e *env, args []string) error {
 			*format = "onnx"
 		}
 	}
+	if err := checkWeightsName(*weights); err != nil {
+		return err
+	}
 	switch {
 	case *out == "":
 		return fmt.Errorf("%w: --out is required", errUsage)

@@ -40,3 +40,24 @@ func TestGradCheckpointing(t *testing.T) {
 		}
 	}
 }
+
+// TestSummaryOptimizerSlots: stoke summary counts the optimizer's slots per weight: AMSGrad's
+// third with --amsgrad, which sgd refuses as train does.
+func TestSummaryOptimizerSlots(t *testing.T) {
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"--optimizer", "adam"}, "2 optimizer slot(s)"},
+		{[]string{"--optimizer", "adamw", "--amsgrad"}, "3 optimizer slot(s)"},
+		{[]string{"--grad-checkpointing"}, "1 optimizer slot(s)"},
+	} {
+		out, errOut, code := stoke(t, append([]string{"summary", "--model", "resnet8", "--size", "32"}, c.args...)...)
+		if code != 0 || !strings.Contains(out, c.want) {
+			t.Errorf("summary %v: exit %d, %s%s; want %q", c.args, code, out, errOut, c.want)
+		}
+	}
+	if _, errOut, code := stoke(t, "summary", "--model", "resnet8", "--optimizer", "sgd", "--amsgrad"); code != 2 || !strings.Contains(errOut, "Adam's and AdamW's") {
+		t.Errorf("summary --optimizer sgd --amsgrad: exit %d, %s; want a usage error", code, errOut)
+	}
+}

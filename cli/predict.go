@@ -101,6 +101,9 @@ func runPredict(ctx context.Context, e *env, args []string) error {
 		}
 		return predictImages(ctx, e, os.Stdin, *ck, images, lf.device, lf.batch, *top, *useEMA)
 	}
+	if err := checkWeightsName(*weights); err != nil {
+		return err
+	}
 	switch {
 	case *ck == "" && *weights == "":
 		return fmt.Errorf("%w: --checkpoint is required (or --weights and --model)", errUsage)

@@ -35,7 +35,7 @@ type summaryJSON struct {
 // runSummary prints a model's layers, parameters and multiply-adds, as torchinfo's summary():
 // a model by name at an input size, or a checkpoint's.
 func runSummary(_ context.Context, e *env, args []string) error {
-	fs := e.flags("(--model M [--size N] [--channels C] [--classes K] | --checkpoint PATH) [--batch B] [--optimizer O] [--grad-checkpointing] [--json]", true)
+	fs := e.flags("(--model M [--size N] [--channels C] [--classes K] | --checkpoint PATH) [--batch B] [--optimizer O [--amsgrad]] [--grad-checkpointing] [--json]", true)
 	model := fs.String("model", "", "the model ("+strings.Join(models.Names(), ", ")+")")
 	size := fs.Int("size", 224, "with --model: the images' side")
 	channels := fs.Int("channels", 3, "with --model: the images' channels")
@@ -43,6 +43,7 @@ func runSummary(_ context.Context, e *env, args []string) error {
 	ck := fs.String("checkpoint", "", "a checkpoint: its model, input and classes")
 	batch := fs.Int("batch", 1, "the batch the mult-adds and the activations are counted for")
 	gradCheckpointing := fs.Bool("grad-checkpointing", false, "count the activations a training pass keeps with gradient checkpointing (train --grad-checkpointing)")
+	amsgrad := fs.Bool("amsgrad", false, "with --optimizer adam or adamw: count AMSGrad's third slot (train --amsgrad)")
 	optimizer := fs.String("optimizer", "sgd", "the optimizer whose state the training memory counts: "+strings.Join(train.Optimizers, ", "))
 	if err := e.parse(fs, args); err != nil {
 		return err
@@ -71,7 +72,7 @@ func runSummary(_ context.Context, e *env, args []string) error {
 			return fmt.Errorf("%s: %w", m.Name(), err)
 		}
 	}
-	slots, err := optimizerSlots(*optimizer)
+	slots, err := optimizerSlots(*optimizer, *amsgrad)
 	if err != nil {
 		return err
 	}
@@ -93,11 +94,16 @@ func runSummary(_ context.Context, e *env, args []string) error {
 	return e.emit(out)
 }
 
-// optimizerSlots is the number of values the optimizer keeps per trained value.
-func optimizerSlots(name string) (int, error) {
-	opt, err := train.NewOptimizer(name, 0.1, 0.9, 0)
+// optimizerSlots is the number of values the optimizer keeps per trained value, with AMSGrad's
+// (--amsgrad) for adam and adamw.
+func optimizerSlots(name string, amsgrad bool) (int, error) {
+	f := trainFlags{optimizer: name, epochs: 1, lr: 0.1, momentum: 0.9, amsgrad: amsgrad} // what train checks of them
+	if err := f.check(); err != nil {
+		return 0, err
+	}
+	opt, err := f.newOptimizer()
 	if err != nil {
-		return 0, fmt.Errorf("%w: --optimizer: %v", errUsage, err)
+		return 0, err
 	}
 	return opt.Slots(), nil
 }

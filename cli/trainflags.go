@@ -232,6 +232,19 @@ func (v lrValue) Set(s string) error {
 	return nil
 }
 
+// checkWeightsName refuses a --weights or --init name that names no weights (hub.Check: a missing
+// file, an unknown torchvision member, which it lists the model's of) before the flags that
+// depend on it are checked; "" is none.
+func checkWeightsName(name string) error {
+	if name == "" {
+		return nil
+	}
+	if err := hub.Check(name); err != nil {
+		return fmt.Errorf("%w: %w", errUsage, err)
+	}
+	return nil
+}
+
 // weightsModel is the zoo model a weights name names (resnet50.IMAGENET1K_V2,
 // convnext_atto.d2_in1k, hf-hub:timm/NAME.TAG: hub.Model), "" for none.
 func weightsModel(name string) string {

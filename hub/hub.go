@@ -52,6 +52,7 @@ import (
 	"path"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -276,6 +277,38 @@ func TransformOf(name string) (Transform, bool) {
 	return Transform{Resize: w.resize, Crop: w.crop, Filter: w.filter, Mean: w.norm.mean, Std: w.norm.std}, true
 }
 
+// Check reports, without fetching anything, why name names no weights: an error wrapping ErrName
+// for a name that is no file, URL, hub repository, timm or torchvision weights name, which for
+// MODEL.MEMBER of a model with torchvision weights lists the members it has (as torchvision's
+// get_weight does); nil for a name Fetch takes.
+func Check(name string) error {
+	if _, err := os.Stat(name); err == nil {
+		return nil
+	}
+	if _, ok := URL(name); ok {
+		return nil
+	}
+	if _, _, ok := hubName(name); ok {
+		return nil
+	}
+	model, _, _ := strings.Cut(name, ".")
+	var members []string
+	for k, w := range torchvision {
+		if m, member, _ := strings.Cut(k, "."); m == model {
+			members = append(members, member)
+			if w.alias != "" {
+				members = append(members, w.alias)
+			}
+		}
+	}
+	if len(members) > 0 {
+		slices.Sort(members)
+		return fmt.Errorf("hub: %w %q: torchvision's weights of %s are %s", ErrName, name, model, strings.Join(members, ", "))
+	}
+	return fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME, timm's NAME.TAG nor torchvision's "+
+		"MODEL.WEIGHTS (resnet50.IMAGENET1K_V2, vit_b_16.DEFAULT)", ErrName, name)
+}
+
 // torchvisionWeights are the weights of torchvision's weights name, MODEL.MEMBER, the member
 // DEFAULT the one its enum's DEFAULT is.
 func torchvisionWeights(name string) (tvWeights, bool) {
@@ -348,8 +381,7 @@ func Fetch(ctx context.Context, name string, progress Progress) (string, error) 
 	}
 	u, ok := URL(name)
 	if !ok {
-		return "", fmt.Errorf("hub: %w %q: not a file, an http(s):// URL, hf-hub:ORG/NAME, timm's NAME.TAG nor torchvision's "+
-			"MODEL.WEIGHTS (resnet50.IMAGENET1K_V2, vit_b_16.DEFAULT)", ErrName, name)
+		return "", Check(name)
 	}
 	p, err := fetchURL(ctx, u, progress)
 	if err != nil {

@@ -552,3 +552,27 @@ func TestFetchLongLeftover(t *testing.T) {
 		t.Errorf("fetched %d bytes, not the served %d", len(b), len(body))
 	}
 }
+
+// TestCheck: a name Fetch takes passes; a missing file and an unknown name fail with ErrName; a
+// torchvision model's unknown member lists the members it has, as torchvision's get_weight does.
+func TestCheck(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "w.safetensors")
+	if err := os.WriteFile(file, nil, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	for _, ok := range []string{file, "resnet50.IMAGENET1K_V2", "efficientnet_b1.DEFAULT", "convnext_atto.d2_in1k", "hf-hub:timm/vit_tiny", "https://example.com/w.pth"} {
+		if err := Check(ok); err != nil {
+			t.Errorf("Check(%q) = %v", ok, err)
+		}
+	}
+	for name, want := range map[string]string{
+		"resnet50.IMAGENET1K_V3": "torchvision's weights of resnet50 are DEFAULT, IMAGENET1K_V1, IMAGENET1K_V2",
+		"vit_h_14.IMAGENET1K_V1": "IMAGENET1K_SWAG_E2E_V1, IMAGENET1K_SWAG_LINEAR_V1",
+		file + ".missing":        "not a file",
+		"vgg16.DEFAULT":          "not a file",
+	} {
+		if err := Check(name); !errors.Is(err, ErrName) || !strings.Contains(err.Error(), want) {
+			t.Errorf("Check(%q) = %v; want ErrName saying %q", name, err, want)
+		}
+	}
+}
