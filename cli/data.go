@@ -333,8 +333,7 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *train.Preprocess {
 	p := &train.Preprocess{Eval: models.EvalTransform{Mean: mean, Std: std}}
 	if info := loaders.Describe(ds); info.Shape.C == 0 || (lf.size != 0 && info.Shape.C != 1) {
-		p.Eval = models.EvalTransformFor(lf.model)
-		p.Eval.Resize, p.Eval.Crop = int(int64(in.H)*int64(p.Eval.Resize)/int64(p.Eval.Crop)), in.H // as EvalTransform.Chain
+		p.Eval = models.EvalTransformFor(lf.model).At(in.H)
 	}
 	if names := classNames(ds); len(names) == classes {
 		p.Classes = names
