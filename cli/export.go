@@ -66,8 +66,8 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --checkpoint is required (or --weights and --model)", errUsage)
 	case *ck != "" && *weights != "":
 		return fmt.Errorf("%w: --checkpoint and --weights: choose one", errUsage)
-	case *weights != "" && (*model == "" || lf.data == ""):
-		return fmt.Errorf("%w: --weights needs --model and --data (the input shape and classes)", errUsage)
+	case *weights != "" && *model == "":
+		return fmt.Errorf("%w: --weights needs --model (a weights name such as resnet50.IMAGENET1K_V2 or hf-hub:timm/NAME.TAG names its own)", errUsage)
 	case *ck != "" && (*model != "" || *classes != 0):
 		return fmt.Errorf("%w: --model and --classes go with --weights; a checkpoint names its model", errUsage)
 	case *classes < 0 || *classes > maxClasses:
@@ -78,9 +78,6 @@ func runExport(ctx context.Context, e *env, args []string) error {
 		return fmt.Errorf("%w: --mean and --std go together", errUsage)
 	case mean != nil && *format != "onnx":
 		return fmt.Errorf("%w: --mean and --std go with --format onnx (a safetensors file holds only the weights)", errUsage)
-	case *format == "onnx" && mean == nil && lf.data == "" && *weights != "":
-		return fmt.Errorf("%w: --format onnx records the input normalization: give --data SPEC (the data the model was trained on) "+
-			"or --mean and --std", errUsage)
 	}
 	src := *ck
 	if *weights != "" {
@@ -109,7 +106,7 @@ func runExport(ctx context.Context, e *env, args []string) error {
 	if *ck != "" {
 		tr, err = openCheckpoint(ctx, *ck, "cpu", false)
 	} else {
-		if *classes == 0 {
+		if *classes == 0 && ds != nil {
 			*classes = loaders.Describe(ds).NumClasses
 		}
 		tr, err = openWeights(ctx, e, &lf, ds, *weights, *model, *classes, false)
@@ -250,9 +247,11 @@ func openCheckpoint(ctx context.Context, ck, device string, allowNonFinite bool)
 
 // openWeights opens lf's device and builds the named model for the images lf's evaluation loader
 // gives from ds, with classes outputs, in an optimizer-less trainer loaded strictly with the
-// safetensors weights at path; closing the trainer also closes the device.
+// safetensors weights at path; closing the trainer also closes the device. Without ds (export
+// without --data), a hub repository's config.json or a torchvision name gives the input and the
+// classes (0: its own count).
 func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Dataset, path, model string, classes int, allowNonFinite bool) (*checkpointTrainer, error) {
-	if classes <= 0 {
+	if classes <= 0 && ds != nil {
 		return nil, fmt.Errorf("%w: the data does not say how many classes it has: set --classes", errUsage)
 	}
 	name := path
@@ -290,12 +289,10 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 		return nil, err
 	}
 	lf.model = model
-	probe, err := lf.loader(ds, "test", false, dev, nil)
+	shape, classes, err := weightsInput(lf, ds, dev, config, isTorchvision, classes)
 	if err != nil {
-		return nil, errors.Join(err, dev.Close())
+		return nil, errors.Join(fmt.Errorf("%s: %w", name, err), dev.Close())
 	}
-	shape := probe.Shape()
-	probe.Close()
 	m, err := train.NewModel(model, shape, classes)
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
@@ -317,6 +314,39 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil
+}
+
+// weightsInput is the input shape and the class count of a model for weights: the images lf's
+// evaluation loader gives from ds; without ds, those of the hub repository's config.json (its
+// input_size, at --size when given), or of a torchvision name's ImageNet weights (3 channels at
+// its crop, or --size; 1,000 classes). classes, when positive, is kept.
+func weightsInput(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device, config []byte, isTorchvision bool, classes int) (train.Shape, int, error) {
+	if ds != nil {
+		probe, err := lf.loader(ds, "test", false, dev, nil)
+		if err != nil {
+			return train.Shape{}, 0, err
+		}
+		defer probe.Close()
+		return probe.Shape(), classes, nil
+	}
+	var shape train.Shape
+	var own int
+	switch {
+	case config != nil:
+		var err error
+		if shape, own, err = train.ConfigInput(config); err != nil {
+			return train.Shape{}, 0, err
+		}
+	case isTorchvision:
+		shape, own = train.Shape{C: 3}, 1000 // every torchvision name is an ImageNet-1k classifier's
+	default:
+		return train.Shape{}, 0, fmt.Errorf("%w: give --data (the input shape and classes): only a hub repository's or torchvision's weights name says them", errUsage)
+	}
+	shape.H, shape.W = lf.size, lf.size // the config's crop, or --size
+	if classes <= 0 {
+		classes = own
+	}
+	return shape, classes, nil
 }
 
 // hubConfig is the config.json of the hub repository name names (hub.Config), nil when there is

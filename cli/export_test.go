@@ -413,8 +413,8 @@ func TestExportONNXFlags(t *testing.T) {
 			t.Errorf("stoke %v: exit %d, stderr %q; want %d and %q", args, code, errOut, tc.code, tc.want)
 		}
 	}
-	if _, errOut, code := stoke(t, "export", "--weights", st, "--model", "resnet8", "--out", c); code != 2 || !strings.Contains(errOut, "--weights needs --model and --data") {
-		t.Errorf("--weights without --data: exit %d, stderr %q", code, errOut)
+	if _, errOut, code := stoke(t, "export", "--weights", st, "--model", "resnet8", "--out", c); code != 2 || !strings.Contains(errOut, "give --data (the input shape and classes)") {
+		t.Errorf("--weights of a file without --data: exit %d, stderr %q", code, errOut)
 	}
 }
 

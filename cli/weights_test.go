@@ -20,6 +20,7 @@ import (
 
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/train"
 )
 
 // predictLines parses stoke predict --json's per-sample lines.
@@ -208,5 +209,49 @@ func TestPredictWeightsErrors(t *testing.T) {
 		if code != tc.code || !strings.Contains(errOut, tc.want) {
 			t.Errorf("stoke %v: exit %d, stderr %q; want %d and %q", tc.args, code, errOut, tc.code, tc.want)
 		}
+	}
+}
+
+// TestExportWeightsNameWithoutData: stoke export --weights of a torchvision name needs no --model
+// and no --data: the name gives the model, ImageNet's 1,000 classes, the input at its crop
+// (3x224x224 for resnet18.IMAGENET1K_V1) and its transform, which the ONNX file records. A file
+// name says none of it and is refused without --data (TestExportONNXFlags). The weights are of
+// resnet18's shape, in torch.hub's cache where a download would have put them.
+func TestExportWeightsNameWithoutData(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	dir := t.TempDir()
+	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
+	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--classes", "1000", "--size", "40", "--batch", "4",
+		"--max-steps", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
+	}
+	torchHome := t.TempDir()
+	t.Setenv("TORCH_HOME", torchHome)
+	cached := filepath.Join(torchHome, "hub", "checkpoints", "resnet18-f37072fd.pth")
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	b, err := os.ReadFile(st)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cached, b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(dir, "r18.onnx")
+	if _, errOut, code := stoke(t, "export", "--weights", "resnet18.IMAGENET1K_V1", "--out", out); code != 0 {
+		t.Fatalf("export --weights resnet18.IMAGENET1K_V1: exit %d: %s", code, errOut)
+	}
+	m := readONNX(t, out)
+	for key, want := range map[string]string{train.ONNXMetaInputShape: "3,224,224", train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaModel: "resnet18 3x224x224->1000"} {
+		if got, _ := m.Meta(key); got != want {
+			t.Errorf("ONNX %s = %q; want %q", key, got, want)
+		}
+	}
+	if cfg, _ := m.Meta(train.ONNXMetaPretrainedCfg); !strings.Contains(cfg, `"resize":256`) || !strings.Contains(cfg, `"interpolation":"bilinear"`) {
+		t.Errorf("ONNX %s = %s; want IMAGENET1K_V1's Resize(256), bilinear", train.ONNXMetaPretrainedCfg, cfg)
 	}
 }

@@ -128,21 +128,29 @@ func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
 	return p, p.check(in, classes)
 }
 
-// PreprocessOf reads the config.json that timm keeps beside a model's weights on the Hugging Face
-// hub: its pretrained_cfg (input_size, interpolation, crop_pct, crop_mode, mean, std) and the
-// class count and label_names (there or at the top). For a model whose input is in with classes
-// outputs, the model's input decides the crop (as timm's test_input_size or stoke's --size may
-// differ from input_size) and the resize is floor(crop/crop_pct), as timm computes it; a zero in
-// gives the config's own input_size and class count. A config of another class count, or of
-// settings stoke does not apply, is an error.
-func PreprocessOf(config []byte, in Shape, classes int) (*Preprocess, error) {
+// ConfigInput is the input shape and the class count of a model's config.json on the Hugging Face
+// hub (timm's pretrained_cfg: input_size, num_classes), as PreprocessOf reads it.
+func ConfigInput(config []byte) (Shape, int, error) {
+	c, err := readPretrainedCfg(config)
+	if err != nil {
+		return Shape{}, 0, err
+	}
+	if len(c.InputSize) != 3 {
+		return Shape{}, 0, fmt.Errorf("train: config.json: input_size %v; want [C, H, W]", c.InputSize)
+	}
+	return Shape{C: c.InputSize[0], H: c.InputSize[1], W: c.InputSize[2]}, c.NumClasses, nil
+}
+
+// readPretrainedCfg reads config.json's pretrained_cfg, with the class count and label names at
+// the top when it has none, and timm's default crop mode.
+func readPretrainedCfg(config []byte) (pretrainedCfg, error) {
 	var file struct {
 		Cfg        pretrainedCfg `json:"pretrained_cfg"`
 		NumClasses int           `json:"num_classes"`
 		LabelNames []string      `json:"label_names"`
 	}
 	if err := json.Unmarshal(config, &file); err != nil {
-		return nil, fmt.Errorf("train: config.json: %w", err)
+		return pretrainedCfg{}, fmt.Errorf("train: config.json: %w", err)
 	}
 	c := file.Cfg
 	if c.NumClasses == 0 {
@@ -154,11 +162,25 @@ func PreprocessOf(config []byte, in Shape, classes int) (*Preprocess, error) {
 	if c.CropMode == "" {
 		c.CropMode = "center" // timm's default
 	}
+	return c, nil
+}
+
+// PreprocessOf reads the config.json that timm keeps beside a model's weights on the Hugging Face
+// hub: its pretrained_cfg (input_size, interpolation, crop_pct, crop_mode, mean, std) and the
+// class count and label_names (there or at the top). For a model whose input is in with classes
+// outputs, the model's input decides the crop (as timm's test_input_size or stoke's --size may
+// differ from input_size) and the resize is floor(crop/crop_pct), as timm computes it; a zero in
+// gives the config's own input_size and class count. A config of another class count, or of
+// settings stoke does not apply, is an error.
+func PreprocessOf(config []byte, in Shape, classes int) (*Preprocess, error) {
+	c, err := readPretrainedCfg(config)
+	if err != nil {
+		return nil, err
+	}
 	if in == (Shape{}) {
-		if len(c.InputSize) != 3 {
-			return nil, fmt.Errorf("train: config.json: input_size %v; want [C, H, W]", c.InputSize)
+		if in, classes, err = ConfigInput(config); err != nil {
+			return nil, err
 		}
-		in, classes = Shape{C: c.InputSize[0], H: c.InputSize[1], W: c.InputSize[2]}, c.NumClasses
 	}
 	c.InputSize = []int{in.C, in.H, in.W}
 	if c.NumClasses != classes {
