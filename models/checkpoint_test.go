@@ -15,8 +15,9 @@ import (
 
 // TestGradCheckpointing: a small model of every family of the zoo, torchvision's and timm's with
 // their dropout and stochastic depth on, trains two steps of SGD with gradient checkpointing to
-// the same losses, weights and running statistics, bit for bit, as without; a training pass
-// keeps fewer activations (nn.Activations). The mlp has no blocks and is refused.
+// the same losses, weights and running statistics, bit for bit, as without (a ResNet and a ViT in
+// bf16 and fp16 too); a training pass keeps fewer activations (nn.Activations). The mlp has no
+// blocks and is refused.
 func TestGradCheckpointing(t *testing.T) {
 	type model struct {
 		spec string
@@ -40,8 +41,8 @@ func TestGradCheckpointing(t *testing.T) {
 			if raceEnabled && slowUnderRace[name] {
 				t.Skip("10x slower under the race detector; make test runs it without")
 			}
-			plain, plainActs := checkpointRun(t, spec, in, samples, batch, false)
-			ck, ckActs := checkpointRun(t, spec, in, samples, batch, true)
+			plain, plainActs := checkpointRun(t, spec, in, samples, batch, "", false)
+			ck, ckActs := checkpointRun(t, spec, in, samples, batch, "", true)
 			for i := range plain {
 				if !equalBits(plain[i], ck[i]) {
 					t.Fatalf("record %d differs with gradient checkpointing", i)
@@ -53,6 +54,24 @@ func TestGradCheckpointing(t *testing.T) {
 			t.Logf("activations of one image: %d values, %d with checkpointing", plainActs, ckActs)
 		})
 	}
+	// The reduced precisions (fp16 with its loss scaling) on a ResNet and a ViT.
+	for _, c := range cases[:7] {
+		if !strings.HasPrefix(c.spec, "resnet8") && !strings.HasPrefix(c.spec, "vit") {
+			continue
+		}
+		for _, precision := range []string{"bf16", "fp16"} {
+			in := train.Shape{C: 3, H: c.size, W: c.size}
+			samples := randomSamples(2*batch, c.size)
+			plain, _ := checkpointRun(t, c.spec, in, samples, batch, precision, false)
+			ck, _ := checkpointRun(t, c.spec, in, samples, batch, precision, true)
+			for i := range plain {
+				if !equalBits(plain[i], ck[i]) {
+					t.Errorf("%s in %s: record %d differs with gradient checkpointing", c.spec, precision, i)
+					break
+				}
+			}
+		}
+	}
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 5)
 	if err != nil {
 		t.Fatal(err)
@@ -62,10 +81,10 @@ func TestGradCheckpointing(t *testing.T) {
 	}
 }
 
-// checkpointRun trains spec on samples in order for two steps and returns each step's loss, the
-// weights after each step and the state_dict at the end (running statistics included), with the
-// activations a training pass of one image keeps.
-func checkpointRun(t *testing.T, spec string, in train.Shape, samples []loaders.Sample, batch int, ck bool) ([][][]float32, int64) {
+// checkpointRun trains spec on samples in order for two steps at precision ("": fp32) and returns
+// each step's loss, the weights after each step and the state_dict at the end (running statistics
+// included), with the activations a training pass of one image keeps.
+func checkpointRun(t *testing.T, spec string, in train.Shape, samples []loaders.Sample, batch int, precision string, ck bool) ([][][]float32, int64) {
 	t.Helper()
 	m, err := train.NewModel(spec, in, 5)
 	if err != nil {
@@ -78,7 +97,7 @@ func checkpointRun(t *testing.T, spec string, in train.Shape, samples []loaders.
 	t.Cleanup(func() { dev.Close() })
 	var tr *train.Trainer
 	var out [][][]float32
-	cfg := train.Config{Epochs: 1, Seed: 1, GradCheckpointing: ck, Progress: func(p *train.Progress) {
+	cfg := train.Config{Epochs: 1, Seed: 1, GradCheckpointing: ck, Precision: train.Precision(precision), Progress: func(p *train.Progress) {
 		if !p.Done {
 			out = append(out, [][]float32{{float32(p.Loss)}}, hostParams(t, tr))
 		}

@@ -143,9 +143,9 @@ func (d *rankMem) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, error
 // ddpOpts are a data-parallel test run's settings: the bucket size, whether the gradients are
 // all-reduced on the device (streamReducer), whether the BatchNorms are synchronized.
 type ddpOpts struct {
-	bucket, accumulate int
-	onDevice, syncBN   bool
-	precision          Precision
+	bucket, accumulate         int
+	onDevice, syncBN, ckBlocks bool // ckBlocks: Config.GradCheckpointing
+	precision                  Precision
 	// wire, if set, counts the bytes each rank's gradient all-reduces send per step; grads, if
 	// set, records rank 0's gradients after each step.
 	wire  *[]int64
@@ -177,7 +177,8 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 		data := newRankMem(t, dev, imgs, labels, global, r, world, true, 7)
 		data.std = o.std
 		test := newRankMem(t, dev, timgs, tlabels, 50, r, world, false, 0)
-		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision, Accumulate: o.accumulate}
+		cfg := Config{Epochs: 1, Seed: 3, BucketBytes: o.bucket, SyncBatchNorm: o.syncBN, Precision: o.precision, Accumulate: o.accumulate,
+			GradCheckpointing: o.ckBlocks}
 		var sent atomic.Int64
 		if world > 1 {
 			g := countingGroup{groups[r], &sent}
@@ -890,5 +891,34 @@ func TestBucketsLaunchInOrder(t *testing.T) {
 	}
 	if err := done(d.buckets[0].params[0]); err != nil || !slices.Equal(got, []int{0, 1}) {
 		t.Fatalf("then bucket 0: handed over %v (%v); want [0 1]", got, err)
+	}
+}
+
+// TestDataParallelGradCheckpointing: 2 ranks training resnet8 with gradient checkpointing hold,
+// after every step, the bits they hold without it, with the gradients all-reduced in many small
+// buckets (whose order follows the backward pass, which recomputes each block) on the host and
+// on the device.
+func TestDataParallelGradCheckpointing(t *testing.T) {
+	const global, steps = 16, 4
+	mk := func(tb testing.TB) *Model {
+		m, err := NewModel("resnet8", img8, 10)
+		if err != nil {
+			tb.Fatal(err)
+		}
+		return m
+	}
+	for _, o := range []ddpOpts{{bucket: 512}, {bucket: 512, onDevice: true}, {bucket: 512, accumulate: 2}} {
+		plain, _ := ddpRun(t, mk, 2, global, steps, o)
+		o.ckBlocks = true
+		ck, _ := ddpRun(t, mk, 2, global, steps, o)
+		for r := range plain {
+			for s := range plain[r] {
+				for i := range plain[r][s] {
+					if !slices.Equal(plain[r][s][i], ck[r][s][i]) {
+						t.Fatalf("%+v: rank %d, step %d, tensor %d differs with gradient checkpointing", o, r, s+1, i)
+					}
+				}
+			}
+		}
 	}
 }
