@@ -41,7 +41,8 @@ type loaderFlags struct {
 	augment *augmentFlags
 	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
 	// (models.EvalTransformFor) evaluates, and its normalization trains; pre, if set, is what a
-	// checkpoint records of its data (train.Preprocess), whose transform evaluates photos instead.
+	// checkpoint records of its data, or how weights named by --weights or --init evaluate
+	// (train.Preprocess), whose transform and normalization serve instead (evalTransform).
 	model           string
 	pre             *train.Preprocess
 	envErr, distErr error
@@ -311,18 +312,27 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 	if info.Shape.C == 1 {
 		return transforms.Compose(transforms.ResizeTo(lf.size, lf.size))
 	}
-	e := models.EvalTransformFor(lf.model)
+	e := lf.evalTransform()
 	size := lf.size
 	if size == 0 {
 		size = e.Crop // the size its weights were evaluated at
 	}
 	if split == "test" {
-		if lf.pre != nil { // the checkpoint's own: a resize and central crop, or a resize to the input
+		if lf.pre != nil { // the checkpoint's or the weights' own: a resize and central crop, or a resize to the input
 			return lf.pre.Chain(transforms.Shape{H: size, W: size})
 		}
 		return e.Chain(size)
 	}
 	return transforms.Compose(transforms.RandomResizedCrop(size), transforms.HorizontalFlip(0.5), transforms.Normalize(e.Mean, e.Std))
+}
+
+// evalTransform is the evaluation transform of photos: the checkpoint's or the weights' own
+// (lf.pre, unless it resizes without a crop), else the model's (models.EvalTransformFor).
+func (lf *loaderFlags) evalTransform() models.EvalTransform {
+	if lf.pre != nil && lf.pre.Eval.Crop > 0 {
+		return lf.pre.Eval
+	}
+	return models.EvalTransformFor(lf.model)
 }
 
 // preprocess is what stoke train's checkpoints record of ds (train.Preprocess): the evaluation
@@ -333,7 +343,7 @@ func (lf *loaderFlags) baseTransform(info loaders.Info, split string) *transform
 func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *train.Preprocess {
 	p := &train.Preprocess{Eval: models.EvalTransform{Mean: mean, Std: std}}
 	if info := loaders.Describe(ds); info.Shape.C == 0 || (lf.size != 0 && info.Shape.C != 1) {
-		p.Eval = models.EvalTransformFor(lf.model).At(in.H)
+		p.Eval = lf.evalTransform().At(in.H)
 	}
 	if names := classNames(ds); len(names) == classes {
 		p.Classes = names

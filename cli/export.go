@@ -262,25 +262,13 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err := train.CheckWeightsFile(path); err != nil { // an old pickle: say how to convert it
 		return nil, err
 	}
-	// A hub repository's config.json (timm's pretrained_cfg) or torchvision's weights name (its
-	// Weights member's transforms(), which differ between the members of one model) says how the
-	// weights evaluate: the loader takes that transform, at its input size unless --size says
+	// The loader takes the weights' own transform, at their input size unless --size says
 	// otherwise, and the trainer records it at the model's.
-	config, err := hubConfig(ctx, e, name)
-	if err != nil {
+	var config []byte
+	if lf.pre, config, err = weightsPreprocess(ctx, e, name); err != nil {
 		return nil, err
 	}
-	tv, isTorchvision := hub.TransformOf(name)
-	switch {
-	case config != nil:
-		pre, err := train.PreprocessOf(config, train.Shape{}, 0)
-		if err != nil {
-			return nil, fmt.Errorf("%s: %w", name, err)
-		}
-		lf.pre = pre
-	case isTorchvision:
-		lf.pre = &train.Preprocess{Eval: models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}}
-	}
+	_, isTorchvision := hub.TransformOf(name)
 	if lf.pre != nil && lf.size == 0 {
 		lf.size = lf.pre.Eval.Crop
 	}
@@ -314,6 +302,28 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil
+}
+
+// weightsPreprocess is how the weights a name names evaluate, at their own input size: as its hub
+// repository's config.json says (timm's pretrained_cfg, returned too), or its torchvision
+// Weights member's transforms() (which differ between the members of one model); nil for a name
+// that says neither (a file, a URL).
+func weightsPreprocess(ctx context.Context, e *env, name string) (*train.Preprocess, []byte, error) {
+	config, err := hubConfig(ctx, e, name)
+	if err != nil {
+		return nil, nil, err
+	}
+	if config != nil {
+		pre, err := train.PreprocessOf(config, train.Shape{}, 0)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return pre, config, nil
+	}
+	if tv, ok := hub.TransformOf(name); ok {
+		return &train.Preprocess{Eval: models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}}, nil, nil
+	}
+	return nil, nil, nil
 }
 
 // weightsInput is the input shape and the class count of a model for weights: the images lf's

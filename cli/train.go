@@ -90,6 +90,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		if cfg.Init, err = e.fetchWeights(ctx, cfg.Init); err != nil {
 			return err
 		}
+		// Photos are transformed as the weights were made (timm's resolve_data_config of a
+		// pretrained model): the name's resize, crop, interpolation and normalization.
+		if lf.pre, _, err = weightsPreprocess(ctx, e, tf.init); err != nil {
+			return err
+		}
 	}
 	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
 		return err

@@ -18,6 +18,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
@@ -218,30 +219,8 @@ func TestPredictWeightsErrors(t *testing.T) {
 // name says none of it and is refused without --data (TestExportONNXFlags). The weights are of
 // resnet18's shape, in torch.hub's cache where a download would have put them.
 func TestExportWeightsNameWithoutData(t *testing.T) {
-	root := photoFolder(t, 2, 4, nil)
-	dir := t.TempDir()
-	ck, st := filepath.Join(dir, "ck"), filepath.Join(dir, "w.safetensors")
-	if _, errOut, code := stoke(t, "train", "--data", root, "--model", "resnet18", "--classes", "1000", "--size", "40", "--batch", "4",
-		"--max-steps", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
-		t.Fatalf("train: exit %d: %s", code, errOut)
-	}
-	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", st); code != 0 {
-		t.Fatalf("export: exit %d: %s", code, errOut)
-	}
-	torchHome := t.TempDir()
-	t.Setenv("TORCH_HOME", torchHome)
-	cached := filepath.Join(torchHome, "hub", "checkpoints", "resnet18-f37072fd.pth")
-	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
-		t.Fatal(err)
-	}
-	b, err := os.ReadFile(st)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := os.WriteFile(cached, b, 0o644); err != nil {
-		t.Fatal(err)
-	}
-	out := filepath.Join(dir, "r18.onnx")
+	cacheTorchvision(t, "resnet18", "resnet18-f37072fd.pth")
+	out := filepath.Join(t.TempDir(), "r18.onnx")
 	if _, errOut, code := stoke(t, "export", "--weights", "resnet18.IMAGENET1K_V1", "--out", out); code != 0 {
 		t.Fatalf("export --weights resnet18.IMAGENET1K_V1: exit %d: %s", code, errOut)
 	}
@@ -253,5 +232,66 @@ func TestExportWeightsNameWithoutData(t *testing.T) {
 	}
 	if cfg, _ := m.Meta(train.ONNXMetaPretrainedCfg); !strings.Contains(cfg, `"resize":256`) || !strings.Contains(cfg, `"interpolation":"bilinear"`) {
 		t.Errorf("ONNX %s = %s; want IMAGENET1K_V1's Resize(256), bilinear", train.ONNXMetaPretrainedCfg, cfg)
+	}
+}
+
+// TestInitWeightsNameTransform: stoke train --init of a torchvision name evaluates photos, and its
+// checkpoint records, the name's own transform (timm's resolve_data_config of a pretrained
+// model): resnet50.IMAGENET1K_V1's Resize(256) for CenterCrop(224), kept at 40 px as floor(40 *
+// 256 / 224) = 45, where the model's default (IMAGENET1K_V2's Resize(232)) gives 41.
+func TestInitWeightsNameTransform(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	common := []string{"train", "--data", root, "--model", "resnet50", "--size", "40", "--batch", "4", "--max-steps", "1", "--eval-on-train", "-q"}
+	cacheTorchvision(t, "resnet50", "resnet50-0676ba61.pth")
+	resize := func(args ...string) int {
+		t.Helper()
+		out := filepath.Join(t.TempDir(), "ck")
+		if _, errOut, code := stoke(t, append(append(common, "--checkpoint", out), args...)...); code != 0 {
+			t.Fatalf("train %v: exit %d: %s", args, code, errOut)
+		}
+		m, err := train.CheckpointModel(out)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dev, err := gpu.Open("cpu")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dev.Close()
+		tr, err := train.New(t.Context(), m, dev, nil, train.Config{Resume: out})
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer tr.Close()
+		return tr.Preprocess().Eval.Resize
+	}
+	if got := resize("--init", "resnet50.IMAGENET1K_V1"); got != 45 {
+		t.Errorf("--init resnet50.IMAGENET1K_V1 at 40 px: the checkpoint records Resize(%d); want its weights' 45", got)
+	}
+	if got := resize(); got != 41 {
+		t.Errorf("no --init at 40 px: the checkpoint records Resize(%d); want the model's default 41", got)
+	}
+}
+
+// cacheTorchvision sets $TORCH_HOME to a folder of the test's whose torch.hub cache holds file, a
+// safetensors file of the weights of model (1,000 classes, trained one step on 40 px photos),
+// where torch.hub would keep the download of a torchvision name (whose hash the cache is not
+// checked against, as torch.hub does not check it).
+func cacheTorchvision(t *testing.T, model, file string) {
+	t.Helper()
+	dir := t.TempDir()
+	ck := filepath.Join(dir, "ck")
+	if _, errOut, code := stoke(t, "train", "--data", photoFolder(t, 2, 4, nil), "--model", model, "--classes", "1000", "--size", "40",
+		"--batch", "4", "--max-steps", "1", "--eval-on-train", "--checkpoint", ck, "-q"); code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	torchHome := t.TempDir()
+	t.Setenv("TORCH_HOME", torchHome)
+	cached := filepath.Join(torchHome, "hub", "checkpoints", file)
+	if err := os.MkdirAll(filepath.Dir(cached), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", cached); code != 0 {
+		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
 }
