@@ -16,7 +16,6 @@ import (
 	"github.com/stoke-ml/stoke/cli"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/predict"
-	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
