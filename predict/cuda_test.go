@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	_ "github.com/stoke-ml/stoke/gpu/cuda" // the backend this test opens
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
