@@ -347,6 +347,10 @@ func weightsInput(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device, config []
 		if shape, own, err = train.ConfigInput(config); err != nil {
 			return train.Shape{}, 0, err
 		}
+		// Outside bytes, which size the model: bounded as --channels and --classes are.
+		if shape.C < 1 || shape.C > 64 || own < 1 || own > maxClasses {
+			return train.Shape{}, 0, fmt.Errorf("config.json: input_size %v and %d classes; want 1 to 64 channels and 1 to %d classes", shape, own, maxClasses)
+		}
 	case isTorchvision:
 		shape, own = train.Shape{C: 3}, 1000 // every torchvision name is an ImageNet-1k classifier's
 	default:

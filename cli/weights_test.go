@@ -295,3 +295,22 @@ func cacheTorchvision(t *testing.T, model, file string) {
 		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
 }
+
+// TestWeightsInputBounded: the input and class count a hub config.json gives export without
+// --data are checked before a model is built from them.
+func TestWeightsInputBounded(t *testing.T) {
+	lf := &loaderFlags{size: 224}
+	for _, cfg := range []string{
+		`{"pretrained_cfg": {"input_size": [3, 224, 224], "num_classes": 1000000000}}`,
+		`{"pretrained_cfg": {"input_size": [100000, 224, 224], "num_classes": 10}}`,
+		`{"pretrained_cfg": {"input_size": [3, 224, 224], "num_classes": 0}}`,
+	} {
+		if _, _, err := weightsInput(lf, nil, nil, []byte(cfg), false, 0); err == nil || !strings.Contains(err.Error(), "want 1 to 64 channels") {
+			t.Errorf("config %s: %v; want a refusal of its sizes", cfg, err)
+		}
+	}
+	shape, classes, err := weightsInput(lf, nil, nil, []byte(`{"pretrained_cfg": {"input_size": [3, 288, 288], "num_classes": 7}}`), false, 0)
+	if err != nil || shape != (train.Shape{C: 3, H: 224, W: 224}) || classes != 7 {
+		t.Errorf("a good config at --size 224: %v, %d, %v; want 3x224x224, 7 classes", shape, classes, err)
+	}
+}

@@ -200,7 +200,7 @@ func newBlock(in, width, stride int, bottleneck bool) *block {
 	return b
 }
 
-func (b *block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *block) forward(x *nn.Tensor) *nn.Tensor {

@@ -31,10 +31,14 @@ type gradCheckpoint struct{ on bool }
 
 func (c *gradCheckpoint) setGradCheckpointing(on bool) { c.on = on }
 
-// checkpointed runs a block's pass on x, under nn.Checkpoint when checkpointing is on.
-func (c *gradCheckpoint) checkpointed(forward func(*nn.Tensor) *nn.Tensor, x *nn.Tensor) *nn.Tensor {
+// blockPass is a zoo block's own pass, which its Forward runs through checkpointed.
+type blockPass interface{ forward(x *nn.Tensor) *nn.Tensor }
+
+// checkpointed runs b's pass on x, under nn.Checkpoint when checkpointing is on. (b is taken, not
+// its method value b.forward, so that a pass without checkpointing allocates no closure.)
+func (c *gradCheckpoint) checkpointed(b blockPass, x *nn.Tensor) *nn.Tensor {
 	if c.on {
-		return nn.Checkpoint(nn.Fn(forward), x)
+		return nn.Checkpoint(nn.Fn(b.forward), x)
 	}
-	return forward(x)
+	return b.forward(x)
 }

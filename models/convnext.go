@@ -113,7 +113,7 @@ func (m *ConvNeXt) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *CNBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *CNBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *CNBlock) forward(x *nn.Tensor) *nn.Tensor {

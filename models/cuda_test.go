@@ -3,13 +3,11 @@
 package models_test
 
 import (
-	"errors"
 	"math"
 	"strings"
 	"testing"
 
-	"github.com/stoke-ml/stoke/gpu"
-	_ "github.com/stoke-ml/stoke/gpu/cuda" // the backend this test opens
+	"github.com/stoke-ml/stoke/internal/gputest"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -25,13 +23,7 @@ import (
 // whole size. Where the steps lead, a training run of each family checks (scripts/cuda-sim.sh
 // --train).
 func TestFamiliesCUDA(t *testing.T) {
-	if dev, err := gpu.Open("cuda"); errors.Is(err, gpu.ErrUnknownBackend) {
-		t.Fatal(err)
-	} else if err != nil {
-		t.Skip(err)
-	} else {
-		dev.Close()
-	}
+	gputest.CUDA(t).Close()
 	const batch, steps = 8, 2
 	for _, c := range torchvisionCases {
 		spec, random := deterministic(c.spec)

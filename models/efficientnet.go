@@ -29,7 +29,7 @@ type MBConv struct {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MBConv) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *MBConv) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *MBConv) forward(x *nn.Tensor) *nn.Tensor {

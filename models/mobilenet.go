@@ -129,7 +129,7 @@ func (m *MobileNetV2) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MobileNetV2Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *MobileNetV2Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *MobileNetV2Block) forward(x *nn.Tensor) *nn.Tensor {
@@ -220,7 +220,7 @@ func (m *MobileNetV3) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *MobileNetV3Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *MobileNetV3Block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *MobileNetV3Block) forward(x *nn.Tensor) *nn.Tensor {

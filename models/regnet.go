@@ -118,7 +118,7 @@ func (m *RegNet) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *RegNetBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *RegNetBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *RegNetBlock) forward(x *nn.Tensor) *nn.Tensor {

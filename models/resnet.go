@@ -114,7 +114,7 @@ func (m *ResNet) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *ResBlock) forward(x *nn.Tensor) *nn.Tensor {

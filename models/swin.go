@@ -188,7 +188,7 @@ func (m *SwinTransformer) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N H W C].
-func (b *SwinBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *SwinBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *SwinBlock) forward(x *nn.Tensor) *nn.Tensor {

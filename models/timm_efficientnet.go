@@ -136,7 +136,7 @@ func (m *TimmEfficientNet) Forward(x *nn.Tensor) *nn.Tensor {
 
 // Forward runs the block on x [N C H W].
 func (b *TimmDepthwiseSeparable) Forward(x *nn.Tensor) *nn.Tensor {
-	return b.checkpointed(b.forward, x)
+	return b.checkpointed(b, x)
 }
 
 // forward is the block's pass.
@@ -146,7 +146,7 @@ func (b *TimmDepthwiseSeparable) forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N C H W].
-func (b *TimmInvertedResidual) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *TimmInvertedResidual) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *TimmInvertedResidual) forward(x *nn.Tensor) *nn.Tensor {

@@ -165,7 +165,7 @@ func (p *TimmPatchEmbed) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N S E].
-func (b *TimmBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *TimmBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *TimmBlock) forward(x *nn.Tensor) *nn.Tensor {

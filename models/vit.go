@@ -139,7 +139,7 @@ func (enc *Encoder) Forward(x *nn.Tensor) *nn.Tensor {
 }
 
 // Forward runs the block on x [N S E].
-func (b *EncoderBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b.forward, x) }
+func (b *EncoderBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *EncoderBlock) forward(x *nn.Tensor) *nn.Tensor {

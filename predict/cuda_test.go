@@ -4,34 +4,20 @@ package predict
 
 import (
 	"context"
-	"errors"
 	"math"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
-	_ "github.com/stoke-ml/stoke/gpu/cuda" // the backend this test opens
+	"github.com/stoke-ml/stoke/internal/gputest"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// openCUDA opens the CUDA device, skipping the test where there is none.
-func openCUDA(t *testing.T) gpu.Device {
-	t.Helper()
-	dev, err := gpu.Open("cuda")
-	if errors.Is(err, gpu.ErrUnknownBackend) {
-		t.Fatal(err)
-	}
-	if err != nil {
-		t.Skip(err)
-	}
-	return dev
-}
-
 // TestCUDAPredictorMatchesCPU: a Predictor on CUDA gives the CPU's logits (same seeded weights,
 // same PNG files, the default Eval transform) to 1e-4 of the largest logit, and the same top-1.
 func TestCUDAPredictorMatchesCPU(t *testing.T) {
-	gdev := openCUDA(t)
+	gdev := gputest.CUDA(t)
 	defer gdev.Close()
 	cdev, err := gpu.Open("cpu")
 	if err != nil {

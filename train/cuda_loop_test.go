@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/gputest"
 )
 
 // TestCUDALoop runs the loop around the step on the CUDA op set (on the stand-in in CI) next to
@@ -23,7 +24,7 @@ func TestCUDALoop(t *testing.T) {
 		per, ema, res := stepWeights(t, dev, smallCNN(t), data, test, SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		return per[len(per)-1], ema, res
 	}
-	cuda := openCUDA(t)
+	cuda := gputest.CUDA(t)
 	t.Cleanup(func() { cuda.Close() })
 	w, ema, res := run(cuda)
 	wc, emac, resc := run(openCPU(t))

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/gputest"
 )
 
 // TestCUDAFP16LossScaling runs TestFP16SkippedStepKeepsAdamWStep's steps on the CUDA op set (on
@@ -54,7 +55,7 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 		}
 		return before, after, *tr.scaler
 	}
-	cdev := openCUDA(t)
+	cdev := gputest.CUDA(t)
 	defer cdev.Close()
 	gb, ga, gl := run(cdev)
 	cb, ca, cl := run(openCPU(t))

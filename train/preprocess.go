@@ -66,14 +66,6 @@ func (p *Preprocess) check(in Shape, classes int) error {
 	return nil
 }
 
-// classes is p's class names; nil for a nil p.
-func (p *Preprocess) classes() []string {
-	if p == nil {
-		return nil
-	}
-	return p.Classes
-}
-
 // clone returns a copy of p that shares no slice with it.
 func (p *Preprocess) clone() *Preprocess {
 	if p == nil {
