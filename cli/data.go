@@ -15,7 +15,6 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
-	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -42,9 +41,9 @@ type loaderFlags struct {
 	// model is the model the photos are for (--model, a checkpoint's): its evaluation transform
 	// (models.EvalTransformFor) evaluates, and its normalization trains; pre, if set, is what a
 	// checkpoint records of its data, or how weights named by --weights or --init evaluate
-	// (train.Preprocess), whose transform and normalization serve instead (evalTransform).
+	// (models.Preprocess), whose transform and normalization serve instead (evalTransform).
 	model           string
-	pre             *train.Preprocess
+	pre             *models.Preprocess
 	envErr, distErr error
 	// sampleLog, set by stoke train's --sample-log-dir, sees every batch the training loader
 	// delivers (its Collate).
@@ -335,13 +334,13 @@ func (lf *loaderFlags) evalTransform() models.EvalTransform {
 	return models.EvalTransformFor(lf.model)
 }
 
-// preprocess is what stoke train's checkpoints record of ds (train.Preprocess): the evaluation
+// preprocess is what stoke train's checkpoints record of ds (models.Preprocess): the evaluation
 // transform baseTransform gives its test split, for a model of input shape in (a resize to the
 // input for fixed-shape and one-channel data, the weights' resize and central crop for photos),
 // the normalization mean and std of its loaders, and its class names when it names as many as
 // the model has.
-func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *train.Preprocess {
-	p := &train.Preprocess{Eval: models.EvalTransform{Mean: mean, Std: std}}
+func (lf *loaderFlags) preprocess(ds loaders.Dataset, in transforms.Shape, classes int, mean, std []float32) *models.Preprocess {
+	p := &models.Preprocess{Eval: models.EvalTransform{Mean: mean, Std: std}}
 	if info := loaders.Describe(ds); info.Shape.C == 0 || (lf.size != 0 && info.Shape.C != 1) {
 		p.Eval = lf.evalTransform().At(in.H)
 	}

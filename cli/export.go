@@ -285,14 +285,14 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	var pre *train.Preprocess
+	var pre *models.Preprocess
 	switch {
 	case config != nil:
-		if pre, err = train.PreprocessOf(config, shape, classes); err != nil {
+		if pre, err = models.PreprocessOf(config, shape, classes); err != nil {
 			return nil, errors.Join(fmt.Errorf("%s: %w", name, err), dev.Close())
 		}
 	case isTorchvision:
-		pre = &train.Preprocess{Eval: lf.pre.Eval.At(shape.H)}
+		pre = &models.Preprocess{Eval: lf.pre.Eval.At(shape.H)}
 	}
 	tr, err := train.New(ctx, m, dev, nil, train.Config{Preprocess: pre})
 	if err != nil {
@@ -308,20 +308,20 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 // repository's config.json says (timm's pretrained_cfg, returned too), or its torchvision
 // Weights member's transforms() (which differ between the members of one model); nil for a name
 // that says neither (a file, a URL).
-func weightsPreprocess(ctx context.Context, e *env, name string) (*train.Preprocess, []byte, error) {
+func weightsPreprocess(ctx context.Context, e *env, name string) (*models.Preprocess, []byte, error) {
 	config, err := hubConfig(ctx, e, name)
 	if err != nil {
 		return nil, nil, err
 	}
 	if config != nil {
-		pre, err := train.PreprocessOf(config, train.Shape{}, 0)
+		pre, err := models.PreprocessOf(config, train.Shape{}, 0)
 		if err != nil {
 			return nil, nil, fmt.Errorf("%s: %w", name, err)
 		}
 		return pre, config, nil
 	}
 	if tv, ok := hub.TransformOf(name); ok {
-		return &train.Preprocess{Eval: models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}}, nil, nil
+		return &models.Preprocess{Eval: models.EvalTransform{Resize: tv.Resize, Crop: tv.Crop, Filter: tv.Filter, Mean: tv.Mean[:], Std: tv.Std[:]}}, nil, nil
 	}
 	return nil, nil, nil
 }
@@ -344,7 +344,7 @@ func weightsInput(lf *loaderFlags, ds loaders.Dataset, dev gpu.Device, config []
 	switch {
 	case config != nil:
 		var err error
-		if shape, own, err = train.ConfigInput(config); err != nil {
+		if shape, own, err = models.ConfigInput(config); err != nil {
 			return train.Shape{}, 0, err
 		}
 		// Outside bytes, which size the model: bounded as --channels and --classes are.

@@ -21,7 +21,6 @@ import (
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
-	"github.com/stoke-ml/stoke/train"
 )
 
 // noisyFolder writes classes x perClass RGB PNGs of side x side: a class colour with noise, so
@@ -343,13 +342,13 @@ func TestExportONNXFlags(t *testing.T) {
 		t.Fatalf("export: exit %d, stdout %q, stderr %s", code, out, errOut)
 	}
 	m := readONNX(t, a)
-	for key, want := range map[string]string{train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaStd: "0.229,0.224,0.225",
-		train.ONNXMetaInputShape: "3,8,8"} {
+	for key, want := range map[string]string{onnx.MetaMean: "0.485,0.456,0.406", onnx.MetaStd: "0.229,0.224,0.225",
+		onnx.MetaInputShape: "3,8,8"} {
 		if got, _ := m.Meta(key); got != want {
 			t.Errorf("metadata %s = %q; want %q (the evaluation transform's)", key, got, want)
 		}
 	}
-	if desc, _ := m.Meta(train.ONNXMetaModel); desc != "resnet8 3x8x8->2" {
+	if desc, _ := m.Meta(onnx.MetaModel); desc != "resnet8 3x8x8->2" {
 		t.Errorf("model description %q", desc)
 	}
 
@@ -362,9 +361,9 @@ func TestExportONNXFlags(t *testing.T) {
 	}
 	// The same file but for the checkpoint's record of its data, which weights do not have.
 	fromCk := readONNX(t, a)
-	fromCk.Metadata = slices.DeleteFunc(fromCk.Metadata, func(p onnx.Property) bool { return p.Key == train.ONNXMetaPretrainedCfg })
+	fromCk.Metadata = slices.DeleteFunc(fromCk.Metadata, func(p onnx.Property) bool { return p.Key == onnx.MetaPretrainedCfg })
 	if ab, err := onnx.Marshal(fromCk); err != nil || string(ab) != string(readFile(t, c)) {
-		t.Errorf("the ONNX file from --weights differs from the checkpoint's but for %s (%v)", train.ONNXMetaPretrainedCfg, err)
+		t.Errorf("the ONNX file from --weights differs from the checkpoint's but for %s (%v)", onnx.MetaPretrainedCfg, err)
 	}
 
 	// Without --data: the checkpoint's own normalization, transform and class names.
@@ -372,8 +371,8 @@ func TestExportONNXFlags(t *testing.T) {
 	if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--out", b); code != 0 {
 		t.Fatalf("export without --data: exit %d: %s", code, errOut)
 	}
-	for key, want := range map[string]string{train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaStd: "0.229,0.224,0.225",
-		train.ONNXMetaPretrainedCfg: `{"input_size":[3,8,8],"interpolation":"bilinear","crop_pct":0.8888888888888888,"crop_mode":"center","resize":9,` +
+	for key, want := range map[string]string{onnx.MetaMean: "0.485,0.456,0.406", onnx.MetaStd: "0.229,0.224,0.225",
+		onnx.MetaPretrainedCfg: `{"input_size":[3,8,8],"interpolation":"bilinear","crop_pct":0.8888888888888888,"crop_mode":"center","resize":9,` +
 			`"mean":[0.485,0.456,0.406],"std":[0.229,0.224,0.225],"num_classes":2,"label_names":["a","b"]}`} {
 		if got, _ := readONNX(t, b).Meta(key); got != want {
 			t.Errorf("export without --data: metadata %s = %q; want %q", key, got, want)
@@ -392,7 +391,7 @@ func TestExportONNXFlags(t *testing.T) {
 		if _, errOut, code := stoke(t, args...); code != 0 {
 			t.Fatalf("export %v: exit %d: %s", args, code, errOut)
 		}
-		if got, _ := readONNX(t, d).Meta(train.ONNXMetaStd); got != "0.25,0.25,0.25" {
+		if got, _ := readONNX(t, d).Meta(onnx.MetaStd); got != "0.25,0.25,0.25" {
 			t.Errorf("export %v: metadata std %q", args, got)
 		}
 	}
@@ -566,7 +565,7 @@ func TestFashionMNIST(t *testing.T) {
 			if _, errOut, code := stoke(t, "export", "--checkpoint", ck, "--data", data, "--out", o); code != 0 {
 				t.Fatalf("export: exit %d: %s", code, errOut)
 			}
-			if got, _ := readONNX(t, o).Meta(train.ONNXMetaMean); got != tc.meanMeta {
+			if got, _ := readONNX(t, o).Meta(onnx.MetaMean); got != tc.meanMeta {
 				t.Errorf("ONNX metadata mean %q; want %q", got, tc.meanMeta)
 			}
 		})
@@ -588,8 +587,8 @@ func TestDigitsCheckpointRecordsItsData(t *testing.T) {
 		t.Fatalf("export: exit %d: %s", code, errOut)
 	}
 	want := `{"input_size":[1,8,8],"interpolation":"bilinear","crop_pct":1,"crop_mode":"squash","mean":[0.1307],"std":[0.3081],"num_classes":10}`
-	if got, _ := readONNX(t, out).Meta(train.ONNXMetaPretrainedCfg); got != want {
-		t.Errorf("metadata %s = %s; want %s", train.ONNXMetaPretrainedCfg, got, want)
+	if got, _ := readONNX(t, out).Meta(onnx.MetaPretrainedCfg); got != want {
+		t.Errorf("metadata %s = %s; want %s", onnx.MetaPretrainedCfg, got, want)
 	}
 }
 

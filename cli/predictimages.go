@@ -40,7 +40,7 @@ type imagesSummary struct {
 }
 
 // predictImages classifies image files with the checkpoint ck (stoke predict --checkpoint CK
-// IMAGE...): each with the checkpoint's own evaluation transform (train.Preprocess), gray or colour
+// IMAGE...): each with the checkpoint's own evaluation transform (models.Preprocess), gray or colour
 // converted to the channels the model takes, top classes by name when the checkpoint names them.
 // A checkpoint written before stoke recorded its data is refused: its normalization is not known.
 // args are files, folders (their image files, not recursively), globs, or "-" for paths on stdin,

@@ -15,6 +15,7 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/pipeline"
 	"github.com/stoke-ml/stoke/profile"
 	"github.com/stoke-ml/stoke/train"
@@ -87,11 +88,11 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 		r := models.RecipeFor(*model)
-		opt, err := train.RecipeOptimizer(r, lf.batch)
+		opt, err := optim.ForRecipe(r, lf.batch)
 		if err != nil {
 			return err
 		}
-		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: 1, Schedule: train.Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
+		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: 1, Schedule: optim.Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing, Seed: lf.seed})
 		if err != nil {
 			return err
 		}

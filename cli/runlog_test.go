@@ -13,7 +13,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/internal/pyoracle"
-	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestTrainLogDir trains 2 epochs of 3 steps with --log-dir and checks the CSV: every tag at its
@@ -93,7 +93,7 @@ func TestTrainLogDir(t *testing.T) {
 			}
 		}
 	}
-	sched := train.Cosine(0.2)
+	sched := optim.Cosine(0.2)
 	for s, v := range got["train/learning_rate"] {
 		if want := 0.05 * sched(int(s)-1, steps, total); math.Abs(v-want) > 1e-12 {
 			t.Errorf("learning rate at step %d = %v; want %v", s, v, want)

@@ -7,6 +7,7 @@ import (
 
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -44,7 +45,7 @@ func runSummary(_ context.Context, e *env, args []string) error {
 	batch := fs.Int("batch", 1, "the batch the mult-adds and the activations are counted for")
 	gradCheckpointing := fs.Bool("grad-checkpointing", false, "count the activations a training pass keeps with gradient checkpointing (train --grad-checkpointing)")
 	amsgrad := fs.Bool("amsgrad", false, "with --optimizer adam or adamw: count AMSGrad's third slot (train --amsgrad)")
-	optimizer := fs.String("optimizer", "sgd", "the optimizer whose state the training memory counts: "+strings.Join(train.Optimizers, ", "))
+	optimizer := fs.String("optimizer", "sgd", "the optimizer whose state the training memory counts: "+strings.Join(optim.Names, ", "))
 	if err := e.parse(fs, args); err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/internal/progress"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -135,24 +136,24 @@ func (f *trainFlags) check() error {
 		return fmt.Errorf("%w: --amsgrad is Adam's and AdamW's; the optimizer is %s (--optimizer adam or adamw)", errUsage, f.optimizer)
 	case f.gradCheckpointing && f.syncBN:
 		return fmt.Errorf("%w: --grad-checkpointing with --sync-bn: synchronized batch norms' all-reduces cannot be repeated in the backward pass", errUsage)
-	case !slices.Contains(train.Optimizers, f.optimizer):
-		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, f.optimizer, strings.Join(train.Optimizers, ", "))
+	case !slices.Contains(optim.Names, f.optimizer):
+		return fmt.Errorf("%w: --optimizer %q; want %s", errUsage, f.optimizer, strings.Join(optim.Names, ", "))
 	}
 	return nil
 }
 
-// newOptimizer is the optimizer of the flags: train.NewOptimizer's, with AMSGrad for --amsgrad
+// newOptimizer is the optimizer of the flags: optim.New's, with AMSGrad for --amsgrad
 // (which check allows for adam and adamw alone).
-func (f *trainFlags) newOptimizer() (train.Optimizer, error) {
-	opt, err := train.NewOptimizer(f.optimizer, f.lr, f.momentum, f.wd)
+func (f *trainFlags) newOptimizer() (optim.Optimizer, error) {
+	opt, err := optim.New(f.optimizer, f.lr, f.momentum, f.wd)
 	if err != nil || !f.amsgrad {
 		return opt, err
 	}
 	switch o := opt.(type) {
-	case train.Adam:
+	case optim.Adam:
 		o.AMSGrad = true
 		return o, nil
-	case train.AdamW:
+	case optim.AdamW:
 		o.AMSGrad = true
 		return o, nil
 	}
@@ -163,7 +164,7 @@ func (f *trainFlags) newOptimizer() (train.Optimizer, error) {
 // caller), with the seed of the loader's flags.
 func (f *trainFlags) config(seed uint64) (train.Config, error) {
 	cfg := train.Config{
-		Epochs: f.epochs, Schedule: train.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery, MaxSteps: f.maxSteps,
+		Epochs: f.epochs, Schedule: optim.Constant(), Seed: seed, Checkpoint: f.checkpoint, CheckpointEvery: f.checkpointEvery, MaxSteps: f.maxSteps,
 		LabelSmoothing: f.smoothing, Precision: train.Precision(f.precision),
 		Init: f.init, AllowNonFinite: f.allowNonFinite, FreezeBackbone: f.freeze, FreezeUpTo: f.freezeUpTo, BackboneLRScale: f.backboneLR,
 		LayerDecay: f.layerDecay, SyncBatchNorm: f.syncBN, GradCheckpointing: f.gradCheckpointing,
@@ -171,9 +172,9 @@ func (f *trainFlags) config(seed uint64) (train.Config, error) {
 	switch f.schedule {
 	case "constant":
 	case "cosine":
-		cfg.Schedule = train.Cosine(f.warmup)
+		cfg.Schedule = optim.Cosine(f.warmup)
 	case "step":
-		cfg.Schedule = train.StepDecay(1, 0.1)
+		cfg.Schedule = optim.StepDecay(1, 0.1)
 	default:
 		var err error
 		if cfg.Plateau, err = plateauSchedule(f.schedule); err != nil {

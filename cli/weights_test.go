@@ -21,6 +21,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -225,13 +226,13 @@ func TestExportWeightsNameWithoutData(t *testing.T) {
 		t.Fatalf("export --weights resnet18.IMAGENET1K_V1: exit %d: %s", code, errOut)
 	}
 	m := readONNX(t, out)
-	for key, want := range map[string]string{train.ONNXMetaInputShape: "3,224,224", train.ONNXMetaMean: "0.485,0.456,0.406", train.ONNXMetaModel: "resnet18 3x224x224->1000"} {
+	for key, want := range map[string]string{onnx.MetaInputShape: "3,224,224", onnx.MetaMean: "0.485,0.456,0.406", onnx.MetaModel: "resnet18 3x224x224->1000"} {
 		if got, _ := m.Meta(key); got != want {
 			t.Errorf("ONNX %s = %q; want %q", key, got, want)
 		}
 	}
-	if cfg, _ := m.Meta(train.ONNXMetaPretrainedCfg); !strings.Contains(cfg, `"resize":256`) || !strings.Contains(cfg, `"interpolation":"bilinear"`) {
-		t.Errorf("ONNX %s = %s; want IMAGENET1K_V1's Resize(256), bilinear", train.ONNXMetaPretrainedCfg, cfg)
+	if cfg, _ := m.Meta(onnx.MetaPretrainedCfg); !strings.Contains(cfg, `"resize":256`) || !strings.Contains(cfg, `"interpolation":"bilinear"`) {
+		t.Errorf("ONNX %s = %s; want IMAGENET1K_V1's Resize(256), bilinear", onnx.MetaPretrainedCfg, cfg)
 	}
 }
 

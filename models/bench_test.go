@@ -8,6 +8,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/cputime"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -22,13 +23,13 @@ func BenchmarkTrainStep(b *testing.B) {
 	for _, bc := range []struct {
 		name, spec string
 		size, n    int
-		opt        train.Optimizer
+		opt        optim.Optimizer
 	}{
-		{"vit", "vit(image_size=28,patch_size=7,num_layers=2,num_heads=4,hidden_dim=32,mlp_dim=64)", 28, 64, train.AdamW{LR: 1e-3}},
-		{"vit_p4", "vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)", 28, 64, train.AdamW{LR: 1e-3}},
-		{"convnext_tiny", "convnext_tiny", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
-		{"efficientnet_b0", "efficientnet_b0", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
-		{"swin_t", "swin_t", 64, 16, train.SGD{LR: 0.01, Momentum: 0.9}},
+		{"vit", "vit(image_size=28,patch_size=7,num_layers=2,num_heads=4,hidden_dim=32,mlp_dim=64)", 28, 64, optim.AdamW{LR: 1e-3}},
+		{"vit_p4", "vit(image_size=28,patch_size=4,num_layers=4,num_heads=4,hidden_dim=64,mlp_dim=256)", 28, 64, optim.AdamW{LR: 1e-3}},
+		{"convnext_tiny", "convnext_tiny", 64, 16, optim.SGD{LR: 0.01, Momentum: 0.9}},
+		{"efficientnet_b0", "efficientnet_b0", 64, 16, optim.SGD{LR: 0.01, Momentum: 0.9}},
+		{"swin_t", "swin_t", 64, 16, optim.SGD{LR: 0.01, Momentum: 0.9}},
 	} {
 		b.Run(bc.name, func(b *testing.B) {
 			in := train.Shape{C: 3, H: bc.size, W: bc.size}

@@ -10,6 +10,7 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -102,7 +103,7 @@ func checkpointRun(t *testing.T, spec string, in train.Shape, samples []loaders.
 			out = append(out, [][]float32{{float32(p.Loss)}}, hostParams(t, tr))
 		}
 	}}
-	tr, err = train.New(context.Background(), m, dev, train.SGD{LR: 0.02, Momentum: 0.9}, cfg)
+	tr, err = train.New(context.Background(), m, dev, optim.SGD{LR: 0.02, Momentum: 0.9}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -91,7 +92,7 @@ func TestConvNeXtTrains(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
+	tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -5,8 +5,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"github.com/stoke-ml/stoke/models"
-	"github.com/stoke-ml/stoke/predict"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -15,6 +13,8 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/hub"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
+	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/predict"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )

@@ -3,7 +3,6 @@ package models_test
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/internal/grouptest"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -14,7 +13,9 @@ import (
 
 	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/internal/grouptest"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -165,7 +166,7 @@ func familyRun(t *testing.T, device, spec string, in train.Shape, samples []load
 				runs[r].weights = append(runs[r].weights, hostParams(t, tr))
 			}
 		}
-		tr, err = train.New(context.Background(), m, dev, train.SGD{LR: 0.02, Momentum: 0.9}, cfg)
+		tr, err = train.New(context.Background(), m, dev, optim.SGD{LR: 0.02, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,13 +3,14 @@ package models_test
 import (
 	"context"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
 	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -127,7 +128,7 @@ func TestLayerDecayZoo(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-3}, train.Config{LayerDecay: 0.8})
+		tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 1e-3}, train.Config{LayerDecay: 0.8})
 		if err != nil {
 			t.Errorf("%s: LayerDecay 0.8: %v", spec, err)
 			continue

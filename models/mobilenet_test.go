@@ -3,7 +3,6 @@ package models_test
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"slices"
@@ -13,7 +12,9 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -77,7 +78,7 @@ func trainEpoch(t *testing.T, spec string, n, batch int) []float64 {
 	}
 	defer dev.Close()
 	var losses []float64
-	tr, err := train.New(context.Background(), m, dev, train.SGD{LR: 0.05, Momentum: 0.9}, train.Config{Epochs: 1, Seed: 1, Progress: func(p *train.Progress) {
+	tr, err := train.New(context.Background(), m, dev, optim.SGD{LR: 0.05, Momentum: 0.9}, train.Config{Epochs: 1, Seed: 1, Progress: func(p *train.Progress) {
 		if !p.Done {
 			losses = append(losses, p.Loss)
 		}

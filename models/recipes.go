@@ -10,8 +10,8 @@ import (
 )
 
 // Recipe is how a model trains by default: what `stoke train --model M` uses when no other flag
-// says otherwise, and what a library user passes to the optimizer (train.RecipeOptimizer), the
-// schedule (train.Cosine(WarmupEpochs)), the loader and train.Config. Each family registers its
+// says otherwise, and what a library user passes to the optimizer (optim.ForRecipe), the
+// schedule (optim.Cosine(WarmupEpochs)), the loader and train.Config. Each family registers its
 // own beside its builders (RegisterRecipe); RecipeFor returns it.
 //
 // Weight decay applies to the tensors train.Param.Decayed reports, whatever the optimizer: weights of
@@ -35,7 +35,7 @@ type Recipe struct {
 	// WeightDecay is the optimizer's (decoupled for AdamW, added to the gradient for SGD and
 	// RMSprop).
 	WeightDecay float64
-	// WarmupEpochs is the linear warm-up of the cosine schedule (train.Cosine).
+	// WarmupEpochs is the linear warm-up of the cosine schedule (optim.Cosine).
 	WarmupEpochs float64
 	// Batch is the batch size (of each rank, in a data-parallel run).
 	Batch int
@@ -108,7 +108,7 @@ func (r Recipe) String() string {
 var recipes nameRegistry[Recipe]
 
 // RegisterRecipe makes r the recipe of the registered models names (RecipeFor), as each family
-// does beside Register. The optimizer must be named (one of train.Optimizers: a test of package
+// does beside Register. The optimizer must be named (one of optim.Names: a test of package
 // train holds every registered recipe to them), the batch and the learning rate positive, the AutoAugment policy one transforms.ParseAugment knows. Register in an init
 // function; it is safe for concurrent use.
 func RegisterRecipe(r Recipe, names ...string) error {

@@ -3,7 +3,6 @@ package models_test
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"math/rand/v2"
 	"path/filepath"
 	"slices"
@@ -12,7 +11,9 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -36,7 +37,7 @@ func TestZooRecipes(t *testing.T) {
 	}
 	// MobileNetV3 trains with torchvision's RMSprop, V2 with SGD.
 	v3 := models.RecipeFor("mobilenet_v3_small(width_mult=0.5)")
-	if got, want := must(train.RecipeOptimizer(v3, 1024)), (train.RMSprop{LR: 0.512, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}); v3.Optimizer != "rmsprop" ||
+	if got, want := must(optim.ForRecipe(v3, 1024)), (optim.RMSprop{LR: 0.512, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}); v3.Optimizer != "rmsprop" ||
 		got != want || v3 != models.RecipeFor("mobilenet_v3_large") {
 		t.Errorf("mobilenet_v3_small(...)'s recipe %v, optimizer %v at a batch of 1024; want torchvision's RMSprop %v, mobilenet_v3_large's", v3, got, want)
 	}
@@ -141,7 +142,7 @@ func TestFineTuneZoo(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-2}, train.Config{Epochs: 2, Seed: 1, Init: path, FreezeBackbone: true})
+			tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 1e-2}, train.Config{Epochs: 2, Seed: 1, Init: path, FreezeBackbone: true})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -255,7 +256,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "encoder.layers.encoder_layer_0"})
+	tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "encoder.layers.encoder_layer_0"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -271,7 +272,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := train.New(context.Background(), m2, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
+	if _, err := train.New(context.Background(), m2, dev, optim.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "heads"}); err == nil || !strings.Contains(err.Error(), "its head too") {
 		t.Errorf("FreezeUpTo heads: %v; want a refusal to freeze the head", err)
 	}
 	// A name of no layer lists the model's layers two names deep, as they are accepted (the list
@@ -280,7 +281,7 @@ func TestFreezeUpToZoo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = train.New(context.Background(), atto, dev, train.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "stages.9"})
+	_, err = train.New(context.Background(), atto, dev, optim.AdamW{LR: 1e-3}, train.Config{FreezeUpTo: "stages.9"})
 	if !errors.Is(err, train.ErrConfig) || !strings.Contains(err.Error(), "its layers, two names deep: stem.0, stem.1, stages.0, stages.1, stages.2, stages.3, head.norm, head.fc;") {
 		t.Errorf("FreezeUpTo stages.9 of convnext_atto: %v; want the layers listed", err)
 	}

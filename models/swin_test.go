@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"os"
@@ -21,7 +20,9 @@ import (
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -105,7 +106,7 @@ func TestSwinTrains(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer dev.Close()
-			tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
+			tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 2e-3, WeightDecay: 0.05}, train.Config{Epochs: 2, Seed: 1})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"math"
 	"math/rand/v2"
 	"os/exec"
@@ -16,6 +15,8 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
+	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -169,7 +170,7 @@ func TestLoadResampled(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := train.New(context.Background(), m, dev, train.AdamW{LR: 1e-3}, train.Config{Seed: 1, Init: init})
+		tr, err := train.New(context.Background(), m, dev, optim.AdamW{LR: 1e-3}, train.Config{Seed: 1, Init: init})
 		if err != nil {
 			t.Fatal(err)
 		}

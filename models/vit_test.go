@@ -2,12 +2,12 @@ package models_test
 
 import (
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"math"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
 )
 

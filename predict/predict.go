@@ -343,7 +343,7 @@ func (p *Predictor) Close() error {
 }
 
 // classNames is pre's class names; nil for a nil pre.
-func classNames(pre *train.Preprocess) []string {
+func classNames(pre *models.Preprocess) []string {
 	if pre == nil {
 		return nil
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -26,7 +27,7 @@ var gray8 = train.Shape{C: 1, H: 8, W: 8}
 
 // tinyPredictTrainer is a trainer of an mlp for 1x8x8 images, its weights seeded, with opt
 // (nil: none) and the Preprocess pre (nil: none).
-func tinyPredictTrainer(t *testing.T, dev gpu.Device, opt train.Optimizer, pre *train.Preprocess) *train.Trainer {
+func tinyPredictTrainer(t *testing.T, dev gpu.Device, opt optim.Optimizer, pre *models.Preprocess) *train.Trainer {
 	t.Helper()
 	m, err := train.NewModel("mlp", gray8, 10)
 	if err != nil {
@@ -264,7 +265,7 @@ func TestOpenMatchesEvalLoader(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			tr, err := train.New(context.Background(), m, dev, train.SGD{LR: 0.1}, train.Config{Seed: 5})
+			tr, err := train.New(context.Background(), m, dev, optim.SGD{LR: 0.1}, train.Config{Seed: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -329,7 +330,7 @@ func TestPredictorContext(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer dev.Close()
-	tr := tinyPredictTrainer(t, dev, train.SGD{LR: 0.1}, nil) // an optimizer, to Save
+	tr := tinyPredictTrainer(t, dev, optim.SGD{LR: 0.1}, nil) // an optimizer, to Save
 	p, err := New(tr, Config{Mean: []float32{0.5}, Std: []float32{0.25}, Batch: 2})
 	if err != nil {
 		t.Fatal(err)
@@ -384,7 +385,7 @@ func TestPredictorPreprocess(t *testing.T) {
 	}
 	defer dev.Close()
 	names := []string{"zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine"}
-	pre := &train.Preprocess{Eval: models.EvalTransform{Mean: []float32{0.5}, Std: []float32{0.25}}, Classes: names}
+	pre := &models.Preprocess{Eval: models.EvalTransform{Mean: []float32{0.5}, Std: []float32{0.25}}, Classes: names}
 	tr := tinyPredictTrainer(t, dev, nil, pre)
 	p, err := New(tr, Config{})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/internal/cputime"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // cpuTime is the process's user+system CPU time (0 where the system does not report it).
@@ -33,7 +34,7 @@ func BenchmarkStep(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			tr, err := New(context.Background(), m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{Seed: 1})
+			tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.01, Momentum: 0.9}, Config{Seed: 1})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -99,7 +100,7 @@ func BenchmarkDataParallelStep(b *testing.B) {
 					if groups != nil {
 						cfg.Collective = groups[r]
 					}
-					if trs[r], err = New(context.Background(), m, dev, SGD{LR: 0.01, Momentum: 0.9}, cfg); err != nil {
+					if trs[r], err = New(context.Background(), m, dev, optim.SGD{LR: 0.01, Momentum: 0.9}, cfg); err != nil {
 						b.Fatal(err)
 					}
 					defer trs[r].Close() // the same seed, the same weights: no broadcast needed

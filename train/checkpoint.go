@@ -15,6 +15,7 @@ import (
 	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
 )
 
 // Checkpoint errors, checked with errors.Is.
@@ -115,7 +116,7 @@ func (t *Trainer) Save(ctx context.Context, path string) error {
 		Extra: t.extraTensors()}
 	var err error
 	if t.pre != nil { // timm's key, beside the weights, where Python finds it
-		b, err := json.Marshal(t.pre.cfg(t.m.in, t.m.classes))
+		b, err := json.Marshal(t.pre.Cfg(t.m.in, t.m.classes))
 		if err != nil {
 			return fmt.Errorf("train: checkpoint %s: %w", path, err)
 		}
@@ -195,9 +196,9 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 	if err := t.check(c); err != nil {
 		return fmt.Errorf("train: %s %s: %w", what, path, err)
 	}
-	var pre *Preprocess
+	var pre *models.Preprocess
 	if c.state.Preprocess != nil {
-		if pre, err = c.state.Preprocess.preprocess(t.m.in, t.m.classes); err != nil {
+		if pre, err = c.state.Preprocess.Preprocess(t.m.in, t.m.classes); err != nil {
 			return fmt.Errorf("train: %s %s: %w: %w", what, path, ErrCheckpoint, err)
 		}
 		// A run resumed on data whose classes have other names would train its outputs as other

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // BenchmarkCheckpoint50M writes and reads the checkpoint of a 50M-parameter ViT (8 layers of
@@ -20,7 +22,7 @@ func BenchmarkCheckpoint50M(b *testing.B) {
 	if err != nil {
 		b.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, openCPU(b), AdamW{LR: 1e-3}, Config{})
+	tr, err := New(context.Background(), m, openCPU(b), optim.AdamW{LR: 1e-3}, Config{})
 	if err != nil {
 		b.Fatal(err)
 	}

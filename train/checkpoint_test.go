@@ -5,10 +5,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/checkpoint"
-	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/kernels"
-	"github.com/stoke-ml/stoke/nn"
 	"hash/crc32"
 	"math"
 	"os"
@@ -18,6 +14,12 @@ import (
 	"strings"
 	"syscall"
 	"testing"
+
+	"github.com/stoke-ml/stoke/checkpoint"
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestCheckpointTarget: Config.Checkpoint never replaces something that is not a checkpoint (a
@@ -34,7 +36,7 @@ func TestCheckpointTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, path := range []string{text, fifo, dir} {
-		tr, err := New(context.Background(), smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
+		tr, err := New(context.Background(), smallMLP(t), openCPU(t), optim.SGD{LR: 0.1}, Config{Checkpoint: path})
 		if err == nil {
 			tr.Close()
 		}
@@ -53,9 +55,9 @@ func TestCheckpointTarget(t *testing.T) {
 		t.Fatal(err)
 	}
 	good := filepath.Join(dir, "good")
-	fit(t, newFixture(t, 64), smallMLP(t), SGD{LR: 0.1}, Config{Checkpoint: good})
+	fit(t, newFixture(t, 64), smallMLP(t), optim.SGD{LR: 0.1}, Config{Checkpoint: good})
 	for _, path := range []string{empty, good} {
-		tr, err := New(context.Background(), smallMLP(t), openCPU(t), SGD{LR: 0.1}, Config{Checkpoint: path})
+		tr, err := New(context.Background(), smallMLP(t), openCPU(t), optim.SGD{LR: 0.1}, Config{Checkpoint: path})
 		if err != nil {
 			t.Errorf("New with Checkpoint %s = %v; want it accepted", path, err)
 			continue
@@ -80,7 +82,7 @@ func TestCheckpointIdentity(t *testing.T) {
 		return m
 	}
 	ck := filepath.Join(dir, "mlp.ck")
-	_, tr := fit(t, f, mlp(t), SGD{LR: 0.1}, Config{Seed: 2, Checkpoint: ck})
+	_, tr := fit(t, f, mlp(t), optim.SGD{LR: 0.1}, Config{Seed: 2, Checkpoint: ck})
 	want := weights(t, tr)
 	c, err := checkpoint.Read(ck)
 	if err != nil {
@@ -97,7 +99,7 @@ func TestCheckpointIdentity(t *testing.T) {
 		return p
 	}
 	resume := func(m *Model, path string) ([][]float32, error) {
-		tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{Seed: 2, Resume: path})
+		tr, err := New(context.Background(), m, f.dev, optim.SGD{LR: 0.1}, Config{Seed: 2, Resume: path})
 		if err != nil {
 			return nil, err
 		}
@@ -192,9 +194,9 @@ func encodeV2(t *testing.T, c *checkpoint.File) []byte {
 func TestResumeNothingLeft(t *testing.T) {
 	f := newFixture(t, 64)
 	path := filepath.Join(t.TempDir(), "ck")
-	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Epochs: 2, Checkpoint: path})
+	fit(t, f, smallMLP(t), optim.SGD{LR: 0.1}, Config{Epochs: 2, Checkpoint: path})
 	for _, epochs := range []int{1, 2} {
-		tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: epochs, Resume: path})
+		tr, err := New(context.Background(), smallMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{Epochs: epochs, Resume: path})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -204,7 +206,7 @@ func TestResumeNothingLeft(t *testing.T) {
 			t.Errorf("resume of 2 epochs with Epochs %d: %v; want ErrConfig saying nothing is left", epochs, err)
 		}
 	}
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Epochs: 3, Resume: path})
+	_, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1}, Config{Epochs: 3, Resume: path})
 	if tr.Epochs() != 3 {
 		t.Errorf("resume to 3 epochs: %d done", tr.Epochs())
 	}
@@ -217,7 +219,7 @@ func TestCheckpointWithoutTrainingState(t *testing.T) {
 	f := newFixture(t, 64)
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck")
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck, EMA: 0.9})
+	_, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck, EMA: 0.9})
 	tr.UseEMA(t.Context()) // what a served trainer predicts is not the point: the weights are
 	entries, _ := os.ReadDir(dir)
 	for _, e := range entries {
@@ -236,7 +238,7 @@ func TestCheckpointWithoutTrainingState(t *testing.T) {
 	if _, err := served.UseEMA(t.Context()); !errors.Is(err, ErrCheckpoint) || !strings.Contains(err.Error(), "training state") {
 		t.Errorf("UseEMA without the training state: %v; want ErrCheckpoint naming the training state", err)
 	}
-	if _, err := New(t.Context(), smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Resume: ck}); !errors.Is(err, checkpoint.ErrNoTrainingState) {
+	if _, err := New(t.Context(), smallMLP(t), f.dev, optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Resume: ck}); !errors.Is(err, checkpoint.ErrNoTrainingState) {
 		t.Errorf("resume without the training state: %v; want ErrNoTrainingState", err)
 	}
 }
@@ -250,7 +252,7 @@ func TestActivationsTooLarge(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(t.Context(), m, dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(t.Context(), m, dev, optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -289,8 +291,8 @@ func TestLoadStreams(t *testing.T) {
 		return m
 	}
 	ck := filepath.Join(t.TempDir(), "ck")
-	_, saved := fit(t, f, wide(), AdamW{LR: 1e-3}, Config{Seed: 1, Checkpoint: ck})
-	tr, err := New(t.Context(), wide(), f.dev, AdamW{LR: 1e-3}, Config{Seed: 1})
+	_, saved := fit(t, f, wide(), optim.AdamW{LR: 1e-3}, Config{Seed: 1, Checkpoint: ck})
+	tr, err := New(t.Context(), wide(), f.dev, optim.AdamW{LR: 1e-3}, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -330,7 +332,7 @@ func TestLoadStreams(t *testing.T) {
 func TestLoadChangedMeanwhile(t *testing.T) {
 	f := newFixture(t, 64)
 	ck := filepath.Join(t.TempDir(), "ck")
-	fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Seed: 1, Checkpoint: ck})
+	fit(t, f, smallMLP(t), optim.SGD{LR: 0.1}, Config{Seed: 1, Checkpoint: ck})
 	afterScan = func(path string) {
 		b, err := os.ReadFile(path)
 		if err != nil {
@@ -342,7 +344,7 @@ func TestLoadChangedMeanwhile(t *testing.T) {
 		}
 	}
 	defer func() { afterScan = nil }()
-	tr, err := New(t.Context(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Seed: 1})
+	tr, err := New(t.Context(), smallMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

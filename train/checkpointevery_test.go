@@ -12,6 +12,7 @@ import (
 
 	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestCheckpointEvery: with CheckpointEvery a run writes its checkpoint within the epoch, and a
@@ -24,7 +25,7 @@ func TestCheckpointEvery(t *testing.T) {
 	trainDS, testDS := memDataset(200, 1), memDataset(60, 2)
 	run := func(cfg Config, stopAt int) (*Trainer, error) {
 		t.Helper()
-		tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), smallMLP(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -83,7 +84,7 @@ func TestCheckpointEvery(t *testing.T) {
 	imgs, labels := synthetic(200, 1)
 	mem := newMemData(dev, imgs, labels, img8, 20, true, 7) // 10 batches an epoch, as the loader's
 	defer mem.close()
-	tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 3, Seed: 4, Resume: ck})
+	tr, err := New(context.Background(), smallMLP(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 3, Seed: 4, Resume: ck})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -101,7 +102,7 @@ func TestMaxSteps(t *testing.T) {
 	f := newFixture(t, 320) // 10 steps per epoch
 	ck := filepath.Join(t.TempDir(), "ck")
 	var lrs []float64
-	res, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 3, Seed: 1, MaxSteps: 15, Schedule: Cosine(0), Checkpoint: ck,
+	res, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 3, Seed: 1, MaxSteps: 15, Schedule: optim.Cosine(0), Checkpoint: ck,
 		Progress: func(p *Progress) {
 			if !p.Done {
 				lrs = append(lrs, p.LR)
@@ -126,7 +127,7 @@ func TestMaxSteps(t *testing.T) {
 	// the rate after each epoch but the first, and a part of an epoch must not count as one.
 	run := func(cfg Config, evaluate bool) (Result, *Trainer) {
 		t.Helper()
-		tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), smallMLP(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

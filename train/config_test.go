@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestConfigValidate: Validate refuses each bad setting with a *FieldError naming its field,
@@ -71,7 +72,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("Validate changed %+v to %+v", tc.c, c)
 		}
 		// New refuses it with the same error.
-		tr, nerr := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, tc.c)
+		tr, nerr := New(context.Background(), plainMLP(t), dev, optim.SGD{LR: 0.1}, tc.c)
 		if nerr == nil {
 			tr.Close()
 		}

@@ -8,6 +8,8 @@ import (
 	"path/filepath"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // sameWeights fails t unless a and b are the same bit for bit.
@@ -42,9 +44,9 @@ func emptyDir(t *testing.T, what, dir string) {
 // wrapping context.Canceled, writing no file and leaving the trainer's weights as they were.
 func TestContextCancelled(t *testing.T) {
 	f := newFixture(t, 128)
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 1, EMA: 0.5})
+	_, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 1, EMA: 0.5})
 	// A second model's weights and checkpoint, for LoadWeights and Load to (not) read.
-	_, other := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 1, Epochs: 2})
+	_, other := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 1, Epochs: 2})
 	src := t.TempDir()
 	stPath, ckPath := filepath.Join(src, "other.safetensors"), filepath.Join(src, "other.ckpt")
 	if err := other.Export(context.Background(), stPath); err != nil {
@@ -115,7 +117,7 @@ func TestContextCancelled(t *testing.T) {
 // written nothing, and the trainer works again once the stream moves on.
 func TestContextDeadlineWhileWaiting(t *testing.T) {
 	f := newFixture(t, 64)
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1}, Config{Seed: 1})
+	_, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1}, Config{Seed: 1})
 	out := t.TempDir()
 	hold := make(chan struct{})
 	if err := tr.Stream().Host(func() error { <-hold; return nil }); err != nil {

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/gputest"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestCUDALoop runs the loop around the step on the CUDA op set (on the stand-in in CI) next to
@@ -21,7 +22,7 @@ func TestCUDALoop(t *testing.T) {
 		test := newMemData(dev, timgs, tlabels, img8, 50, false, 0)
 		t.Cleanup(func() { data.close(); test.close() })
 		cfg := Config{Epochs: 2, Seed: 3, Accumulate: 3, ClipGradNorm: 0.5, EMA: 0.8, Plateau: &Plateau{Factor: 0.5}}
-		per, ema, res := stepWeights(t, dev, smallCNN(t), data, test, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		per, ema, res := stepWeights(t, dev, smallCNN(t), data, test, optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		return per[len(per)-1], ema, res
 	}
 	cuda := gputest.CUDA(t)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/gputest"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestCUDAFP16LossScaling runs TestFP16SkippedStepKeepsAdamWStep's steps on the CUDA op set (on
@@ -24,7 +25,7 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 		d := newMemData(dev, imgs, labels, img8, 32, true, 7)
 		defer d.close()
 		mean, std := d.Normalization()
-		tr, err := New(context.Background(), smallCNN(t), dev, AdamW{LR: 0.01}, Config{Precision: FP16, Seed: 1})
+		tr, err := New(context.Background(), smallCNN(t), dev, optim.AdamW{LR: 0.01}, Config{Precision: FP16, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}

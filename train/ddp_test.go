@@ -3,8 +3,6 @@ package train
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/internal/grouptest"
-	"github.com/stoke-ml/stoke/nn"
 	"iter"
 	"math"
 	"os"
@@ -18,8 +16,11 @@ import (
 	"github.com/stoke-ml/stoke/collective"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
+	"github.com/stoke-ml/stoke/internal/grouptest"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // rankMem is rank's part of an in-memory data set split for world ranks the way the loaders split
@@ -205,7 +206,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 				*o.scales = append(*o.scales, *tr.scaler)
 			}
 		}
-		tr, err := New(context.Background(), mk(t), dev, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
+		tr, err := New(context.Background(), mk(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -466,7 +467,7 @@ func TestBucketLayout(t *testing.T) {
 		}
 	}
 	// The backward pass completes the gradients in that order, each once.
-	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{})
+	tr, err := New(t.Context(), m, openCPU(t), optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -520,7 +521,7 @@ func TestFitRankSplitNeedsDist(t *testing.T) {
 	dev := openCPU(t)
 	imgs, labels := synthetic(64, 1)
 	data := newRankMem(t, dev, imgs, labels, 32, 1, 2, true, 7)
-	tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05}, Config{})
+	tr, err := New(context.Background(), smallMLP(t), dev, optim.SGD{LR: 0.05}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -542,7 +543,7 @@ func TestDataParallelMismatch(t *testing.T) {
 		if r == 1 {
 			m = smallCNN(t)
 		}
-		tr, err := New(context.Background(), m, dev, SGD{LR: 0.05}, Config{Collective: groups[r]})
+		tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.05}, Config{Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -831,7 +832,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		saving = append(saving, fh.Name())
 	}
 	cfg := Config{Collective: gs[1], Checkpoint: ck, KeepBest: best, EarlyStop: 1}
-	tr, err := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	tr, err := New(context.Background(), plainMLP(t), dev, optim.SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -842,7 +843,7 @@ func TestCheckpointPreparedByRankZeroOnly(t *testing.T) {
 		}
 	}
 	cfg.Collective = gs[0]
-	tr, err = New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1}, cfg)
+	tr, err = New(context.Background(), plainMLP(t), dev, optim.SGD{LR: 0.1}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -870,7 +871,7 @@ func TestBucketsLaunchInOrder(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{})
+	tr, err := New(t.Context(), m, openCPU(t), optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}

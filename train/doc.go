@@ -3,10 +3,9 @@
 // "cnn" and ResNets, the zoo's, and those you register with models.Register), the losses (softmax cross-entropy on class ids with label smoothing; on
 // float targets soft-target cross-entropy, BCEWithLogits with pos_weight for multi-hot targets,
 // MSE and smooth L1 for vectors: Config.Loss, picked from the data's targets by default), the
-// optimizers SGD (momentum, Nesterov, weight decay), Adam and AdamW (with AMSGrad) and RMSprop (Optimizer takes your own),
-// learning-rate schedules (Constant, StepDecay, Cosine, and ReduceLROnPlateau's Plateau on the
-// validation metric), each model's recipe's optimizer (RecipeOptimizer of models.RecipeFor), a
-// Trainer that runs epochs, evaluates and
+// optimizer of package optim (SGD, Adam, AdamW, RMSprop or your own optim.Optimizer) and its
+// learning-rate schedule (Config.Schedule; and ReduceLROnPlateau's Plateau on the validation
+// metric), a Trainer that runs epochs, evaluates and
 // predicts (with fp16 loss scaling under reduced precision), finds a learning rate (FindLR, the
 // range test), checkpoints to resume from, and
 // FromLoader, which adapts a loaders.Loader.

@@ -6,6 +6,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 func ExampleNewModel() {
@@ -29,7 +30,7 @@ func ExampleTrainer_Fit() {
 	defer dev.Close()
 	m, _ := Net("tiny", Shape{C: 1, H: 8, W: 8}, 10,
 		nn.Sequential{nn.Fn(nn.Flatten), nn.NewLinear(64, 32, true), nn.Fn(nn.ReLU), nn.NewLinear(32, 10, true)})
-	tr, err := New(ctx, m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: Cosine(0)})
+	tr, err := New(ctx, m, dev, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Schedule: optim.Cosine(0)})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/checkpoint"
 	"math"
 	"os"
 	"path/filepath"
@@ -14,8 +13,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/onnx"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // stEntry is a tensor read back from a safetensors file.
@@ -89,7 +90,7 @@ func readSafetensors(t *testing.T, b []byte) (map[string]stEntry, []string, map[
 // shapes, values bit for bit, the state_dict order, and num_batches_tracked = training steps.
 func TestExportRoundTrip(t *testing.T) {
 	f := newFixture(t, 100)
-	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
+	_, tr := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
 	path := filepath.Join(t.TempDir(), "m.safetensors")
 	if err := tr.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
@@ -142,7 +143,7 @@ func TestCheckpointModel(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := filepath.Join(t.TempDir(), "ck")
-	_, tr := fit(t, f, m, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3, Checkpoint: ck})
+	_, tr := fit(t, f, m, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3, Checkpoint: ck})
 	want, err := tr.Predict(t.Context(), f.test)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +179,7 @@ func TestCheckpointModel(t *testing.T) {
 	for _, build := range []func(testing.TB) *Model{handMade} {
 		hand := build(t)
 		ck2 := filepath.Join(t.TempDir(), "ck2")
-		_, tr := fit(t, f, hand, SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck2})
+		_, tr := fit(t, f, hand, optim.SGD{LR: 0.05}, Config{Epochs: 1, Checkpoint: ck2})
 		want, err := tr.Predict(t.Context(), f.test)
 		if err != nil {
 			t.Fatal(err)
@@ -688,7 +689,7 @@ func TestExportONNX(t *testing.T) {
 		{pooled, []string{"Conv", "Relu", "MaxPool", "Conv", "Relu", "Flatten", "Gemm", "Relu", "Gemm"}},
 	} {
 		t.Run(tc.m.name, func(t *testing.T) {
-			_, tr := fit(t, f, tc.m, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
+			_, tr := fit(t, f, tc.m, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
 			mean, std := f.test.Normalization()
 			m := exportONNX(t, tr, mean, std)
 			if m.Opset != 17 || m.IRVersion != onnx.IRVersion || m.Producer != "stoke" {
@@ -720,13 +721,13 @@ func TestExportONNX(t *testing.T) {
 					t.Fatalf("initializer %s: %v; want the tensor's %v and values", p.Name, init.Dims, p.Shape)
 				}
 			}
-			for key, v := range map[string]string{ONNXMetaModel: tr.m.String(), ONNXMetaInputShape: "1,8,8", ONNXMetaMean: "0.3", ONNXMetaStd: "0.3"} {
+			for key, v := range map[string]string{onnx.MetaModel: tr.m.String(), onnx.MetaInputShape: "1,8,8", onnx.MetaMean: "0.3", onnx.MetaStd: "0.3"} {
 				if got, _ := m.Meta(key); got != v {
 					t.Errorf("metadata %s = %q; want %q", key, got, v)
 				}
 			}
-			if in, _ := m.Meta(ONNXMetaInput); !strings.Contains(in, "(x - mean[c]) / std[c]") || !strings.Contains(in, "NCHW") {
-				t.Errorf("metadata %s = %q; want the input described", ONNXMetaInput, in)
+			if in, _ := m.Meta(onnx.MetaInput); !strings.Contains(in, "(x - mean[c]) / std[c]") || !strings.Contains(in, "NCHW") {
+				t.Errorf("metadata %s = %q; want the input described", onnx.MetaInput, in)
 			}
 
 			p, err := tr.Predict(context.Background(), f.test)
@@ -800,7 +801,7 @@ func TestExportONNXTorchvision(t *testing.T) {
 			t.Errorf("no initializer %s", name)
 		}
 	}
-	if got, _ := om.Meta(ONNXMetaMean); got != "0.485,0.456,0.406" {
+	if got, _ := om.Meta(onnx.MetaMean); got != "0.485,0.456,0.406" {
 		t.Errorf("mean %q", got)
 	}
 	imgs := make([]uint8, in.Len())
@@ -828,17 +829,17 @@ func TestExportONNXTorchvision(t *testing.T) {
 func TestExportONNXRefused(t *testing.T) {
 	f := newFixture(t, 10)
 	path := filepath.Join(t.TempDir(), "m.onnx")
-	_, tr2 := fit(t, f, smallMLP(t), SGD{LR: 0.05}, Config{Epochs: 1})
+	_, tr2 := fit(t, f, smallMLP(t), optim.SGD{LR: 0.05}, Config{Epochs: 1})
 	for _, norm := range [][2][]float32{{{0.5, 0.5}, {1, 1}}, {{0.5}, {0}}, {{float32(math.NaN())}, {1}}} {
 		if err := tr2.ExportONNX(context.Background(), path, norm[0], norm[1]); !errors.Is(err, ErrConfig) {
 			t.Errorf("mean %v, std %v: %v; want ErrConfig", norm[0], norm[1], err)
 		}
 	}
 	om := exportONNX(t, tr2, nil, nil)
-	if mean, _ := om.Meta(ONNXMetaMean); mean != "0" {
+	if mean, _ := om.Meta(onnx.MetaMean); mean != "0" {
 		t.Errorf("no normalization: mean %q; want 0", mean)
 	}
-	if std, _ := om.Meta(ONNXMetaStd); std != "1" {
+	if std, _ := om.Meta(onnx.MetaStd); std != "1" {
 		t.Errorf("no normalization: std %q; want 1", std)
 	}
 }
@@ -902,7 +903,7 @@ func TestExportONNXNN(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, tr := fit(t, f, m, AdamW{LR: 3e-3}, Config{Epochs: 1, Seed: 5})
+	_, tr := fit(t, f, m, optim.AdamW{LR: 3e-3}, Config{Epochs: 1, Seed: 5})
 	mean, std := f.test.Normalization()
 	om := exportONNX(t, tr, mean, std)
 	g := &om.Graph
@@ -1008,7 +1009,7 @@ func TestDerivedNested(t *testing.T) {
 	}
 	f := newFixture(t, 32)
 	ck := filepath.Join(t.TempDir(), "ck")
-	fit(t, f, m, SGD{LR: 0.01}, Config{Epochs: 1, Checkpoint: ck})
+	fit(t, f, m, optim.SGD{LR: 0.01}, Config{Epochs: 1, Checkpoint: ck})
 	c, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)

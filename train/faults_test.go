@@ -6,7 +6,6 @@ import (
 	"encoding/binary"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/checkpoint"
 	"math"
 	"os"
 	"path/filepath"
@@ -15,6 +14,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/stoke-ml/stoke/checkpoint"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/safetensors"
 )
 
@@ -25,7 +26,7 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 	f := newFixture(t, 64)
 	dir := t.TempDir()
 	ck := filepath.Join(dir, "ck")
-	_, tr := fit(t, f, smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck})
+	_, tr := fit(t, f, smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 1, Checkpoint: ck})
 	st := filepath.Join(dir, "w.safetensors")
 	if err := tr.Export(context.Background(), st); err != nil {
 		t.Fatal(err)
@@ -93,7 +94,7 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 			t.Fatalf("LoadWeights(AllowNonFinite) = %v", err)
 		}
 	})
-	opt := SGD{LR: 0.1, Momentum: 0.9}
+	opt := optim.SGD{LR: 0.1, Momentum: 0.9}
 	for _, tc := range []struct {
 		name, tensor string
 		cfg          Config
@@ -174,7 +175,7 @@ func TestKeepBestIsNotCheckpoint(t *testing.T) {
 // names it) or declared rank-local, once: a field added without either fails here.
 func TestConfigAgreement(t *testing.T) {
 	f := newFixture(t, 64)
-	tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(context.Background(), smallMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -232,8 +233,8 @@ func TestDataParallelDisagree(t *testing.T) {
 		zero, one  Config
 		wantValues []string
 	}{
-		{"schedule", Config{Schedule: Cosine(0)}, Config{Schedule: Constant()}, []string{"rank 0 has x1 x0.5 ", "rank 1 has x1 x1 "}},
-		{"schedule", Config{Schedule: Cosine(0), Epochs: 2}, Config{Schedule: Cosine(1), Epochs: 2}, []string{"rank 0 has x1 ", "rank 1 has x0.5 "}},
+		{"schedule", Config{Schedule: optim.Cosine(0)}, Config{Schedule: optim.Constant()}, []string{"rank 0 has x1 x0.5 ", "rank 1 has x1 x1 "}},
+		{"schedule", Config{Schedule: optim.Cosine(0), Epochs: 2}, Config{Schedule: optim.Cosine(1), Epochs: 2}, []string{"rank 0 has x1 ", "rank 1 has x0.5 "}},
 		{"init", Config{Init: initA}, Config{Init: initB}, []string{"sha256"}},
 		{"freezing", Config{}, Config{FreezeBackbone: true}, []string{"backbone false", "backbone true"}},
 		{"gradient buckets", Config{}, Config{BucketBytes: 64}, []string{"1 buckets", "3 buckets"}},
@@ -245,7 +246,7 @@ func TestDataParallelDisagree(t *testing.T) {
 			for r, cfg := range []Config{tc.zero, tc.one} {
 				dev := openCPU(t)
 				cfg.Collective = groups[r]
-				tr, err := New(context.Background(), smallMLP(t), dev, SGD{LR: 0.05}, cfg)
+				tr, err := New(context.Background(), smallMLP(t), dev, optim.SGD{LR: 0.05}, cfg)
 				if err != nil {
 					t.Fatal(err)
 				}

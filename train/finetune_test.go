@@ -8,6 +8,8 @@ import (
 	"strings"
 	"sync"
 	"testing"
+
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // columns relabels synthetic's 10 classes by the column of their bright square: 5 classes, a
@@ -33,7 +35,7 @@ func fiveClassResNet(t testing.TB) *Model {
 // the same head trained on a frozen random backbone.
 func TestFineTuneFrozenBackbone(t *testing.T) {
 	f := newFixture(t, 1000)
-	_, pre := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
+	_, pre := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 	path := filepath.Join(t.TempDir(), "pre.safetensors")
 	if err := pre.Export(context.Background(), path); err != nil {
 		t.Fatal(err)
@@ -50,7 +52,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 	defer train5.close()
 	defer test5.close()
 	run := func(cfg Config) (*Trainer, [][]float32, float64) {
-		tr, err := New(context.Background(), fiveClassResNet(t), f.dev, SGD{LR: 0.05, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), fiveClassResNet(t), f.dev, optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -96,7 +98,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 // refused.
 func TestFreezeUpToAndLRGroups(t *testing.T) {
 	f := newFixture(t, 200)
-	tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, FreezeUpTo: "3.residual"})
+	tr, err := New(context.Background(), smallResNet(t), f.dev, optim.SGD{LR: 0.05}, Config{Seed: 1, FreezeUpTo: "3.residual"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -116,9 +118,9 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 	// A frozen run resumes from its checkpoint (frozen tensors carry no optimizer state) to the
 	// weights of an uninterrupted run.
 	ck := filepath.Join(t.TempDir(), "ck")
-	_, whole := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual"})
-	fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 1, FreezeUpTo: "3.residual", Checkpoint: ck})
-	_, resumed := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual", Resume: ck})
+	_, whole := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual"})
+	fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 1, FreezeUpTo: "3.residual", Checkpoint: ck})
+	_, resumed := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual", Resume: ck})
 	if !slices.EqualFunc(weights(t, whole), weights(t, resumed), slices.Equal) {
 		t.Error("a resumed frozen run differs from an uninterrupted one")
 	}
@@ -126,7 +128,7 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 	// With the backbone's rate scaled by 1e-9, a step moves it by almost nothing, while the head
 	// moves as without the scale.
 	step := func(scale float64) (backbone, head float64) {
-		tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, Config{Seed: 1, BackboneLRScale: scale})
+		tr, err := New(context.Background(), smallResNet(t), f.dev, optim.SGD{LR: 0.05}, Config{Seed: 1, BackboneLRScale: scale})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -160,7 +162,7 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 		{FreezeUpTo: "3.residual", FreezeBackbone: true},
 		{BackboneLRScale: -1},
 	} {
-		tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.05}, cfg)
+		tr, err := New(context.Background(), smallResNet(t), f.dev, optim.SGD{LR: 0.05}, cfg)
 		if err == nil {
 			tr.Close()
 		}
@@ -189,7 +191,7 @@ func TestDataParallelFrozen(t *testing.T) {
 	for r := range 2 {
 		dev := openCPU(t)
 		data := newRankMem(t, dev, imgs, labels, 32, r, 2, true, 7)
-		tr, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Collective: groups[r]})
+		tr, err := New(context.Background(), smallResNet(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Seed: 3, FreezeUpTo: "3.residual", Collective: groups[r]})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -245,7 +247,7 @@ func TestLayerDecayScale(t *testing.T) {
 // mode and leave the bias without a gradient).
 func TestFreezeUpToTensor(t *testing.T) {
 	m := smallResNet(t)
-	tr, err := New(t.Context(), m, openCPU(t), SGD{LR: 0.1}, Config{FreezeUpTo: "1.batchnorm.weight"})
+	tr, err := New(t.Context(), m, openCPU(t), optim.SGD{LR: 0.1}, Config{FreezeUpTo: "1.batchnorm.weight"})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -4,14 +4,14 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"github.com/stoke-ml/stoke/nn"
-	"github.com/stoke-ml/stoke/pth"
 	"io"
 	"maps"
 	"os"
 	"slices"
 	"strings"
 
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/pth"
 	"github.com/stoke-ml/stoke/safetensors"
 )
 

@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // stBytes assembles a safetensors file from its JSON header and data, unchecked.
@@ -36,7 +37,7 @@ func writeFile(t testing.TB, b []byte) string {
 // (num_batches_tracked included).
 func TestLoadWeightsRoundTrip(t *testing.T) {
 	f := newFixture(t, 100)
-	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
+	_, tr := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 3})
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "a.safetensors"), filepath.Join(dir, "b.safetensors")
 	if err := tr.Export(context.Background(), first); err != nil {
@@ -208,7 +209,7 @@ func ExampleTrainer_LoadWeights() {
 	trPre.Close()
 
 	m, _ := tSequential("tiny", Shape{C: 1, H: 8, W: 8}, 3, tFlatten(), tLinear(64, 32), tReLU(), tLinear(32, 3))
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.01, Momentum: 0.9}, Config{})
+	tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.01, Momentum: 0.9}, Config{})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -9,6 +9,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/mnistfetch"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -26,7 +27,7 @@ func memDataset(n int, seed uint64) *loaders.Memory {
 // The training loader mixes batches with mix (the zero value: none).
 func fitLoader(t *testing.T, dev gpu.Device, m *Model, trainDS, testDS loaders.Dataset, workers, epochs, batch int, mix transforms.Mix) Result {
 	t.Helper()
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: epochs, Seed: 1, Schedule: Cosine(0.1)})
+	tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: epochs, Seed: 1, Schedule: optim.Cosine(0.1)})
 	if err != nil {
 		t.Fatal(err)
 	}

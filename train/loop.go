@@ -8,6 +8,7 @@ import (
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
 )
 
 // This file holds what a training loop does around the step: gradient accumulation, gradient
@@ -105,7 +106,7 @@ type loopState struct {
 	EMABehind bool `json:"ema_behind,omitempty"`
 	// Preprocess is the trainer's Preprocess in a checkpoint of version 3; since version 4 it is
 	// the checkpoint's "pretrained_cfg" metadata, beside the weights (the trainer keeps its own).
-	Preprocess *pretrainedCfg `json:"pretrained_cfg,omitempty"`
+	Preprocess *models.PretrainedCfg `json:"pretrained_cfg,omitempty"`
 	// EpochBatches, in a checkpoint written within an epoch (Config.CheckpointEvery), is the
 	// batches of the next epoch already trained (per rank), where a resumed run starts it.
 	EpochBatches int `json:"epoch_batches,omitempty"`

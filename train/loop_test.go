@@ -15,6 +15,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // trainStep runs one optimizer step on the one batch b, as Fit does without accumulation, and
@@ -33,7 +34,7 @@ func (t *Trainer) trainStep(ctx context.Context, b Batch, mean, std []float32, t
 
 // stepWeights trains mk's model for epochs over data with cfg and returns the weights after every
 // optimizer step, the EMA's after the last (nil without one) and the result.
-func stepWeights(t *testing.T, dev gpu.Device, m *Model, data, test Data, opt Optimizer, cfg Config) ([][][]float32, [][]float32, Result) {
+func stepWeights(t *testing.T, dev gpu.Device, m *Model, data, test Data, opt optim.Optimizer, cfg Config) ([][][]float32, [][]float32, Result) {
 	t.Helper()
 	var tr *Trainer
 	var per [][][]float32
@@ -75,8 +76,8 @@ func TestAccumulateEquivalence(t *testing.T) {
 		run := func(batch, accumulate int) ([][][]float32, Result) {
 			data := newMemData(dev, imgs, labels, img8, batch, true, 7)
 			defer data.close()
-			per, _, res := stepWeights(t, dev, mk(t), data, test, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4},
-				Config{Epochs: 2, Seed: 3, Schedule: Cosine(0.5), Accumulate: accumulate})
+			per, _, res := stepWeights(t, dev, mk(t), data, test, optim.SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 1e-4},
+				Config{Epochs: 2, Seed: 3, Schedule: optim.Cosine(0.5), Accumulate: accumulate})
 			return per, res
 		}
 		big, rb := run(128, 1)
@@ -124,7 +125,7 @@ func TestAccumulateDataParallel(t *testing.T) {
 	const n = 128 * 4
 	imgs, labels := synthetic(n, 1)
 	timgs, tlabels := synthetic(203, 2)
-	opt := SGD{LR: 0.05, Momentum: 0.9}
+	opt := optim.SGD{LR: 0.05, Momentum: 0.9}
 	loop := Config{Epochs: 2, Seed: 3, ClipGradNorm: 0.5, EMA: 0.9, Plateau: &Plateau{Factor: 0.5, Patience: 0}, EarlyStop: 5}
 	dev := openCPU(t)
 	one, oneEMA, oneRes := stepWeights(t, dev, plainMLP(t), newRankMem(t, dev, imgs, labels, 128, 0, 1, true, 7),
@@ -204,7 +205,7 @@ func TestClipGradNorm(t *testing.T) {
 	f := newFixture(t, 32) // one step
 	const lr = 0.1
 	step := func(clip float64) (w0, w1 [][]float32, norm float64) {
-		tr, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: lr}, Config{Seed: 5, ClipGradNorm: clip})
+		tr, err := New(context.Background(), plainMLP(t), f.dev, optim.SGD{LR: lr}, Config{Seed: 5, ClipGradNorm: clip})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -265,7 +266,7 @@ func TestEMA(t *testing.T) {
 				per = append(per, weights(t, tr))
 			}
 		}
-		tr, err := New(context.Background(), smallCNN(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), smallCNN(t), f.dev, optim.SGD{LR: 0.1, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -320,13 +321,13 @@ func TestEMAResume(t *testing.T) {
 	f := newFixture(t, 96)
 	dir := t.TempDir()
 	cfg := Config{Epochs: 2, Seed: 5, EMA: 0.7, EMAWarmup: true, Accumulate: 2, Plateau: &Plateau{Factor: 0.5}}
-	_, emaStraight, straight := stepWeights(t, f.dev, smallCNN(t), f.train, f.test, SGD{LR: 0.1, Momentum: 0.9}, cfg)
+	_, emaStraight, straight := stepWeights(t, f.dev, smallCNN(t), f.train, f.test, optim.SGD{LR: 0.1, Momentum: 0.9}, cfg)
 	first := cfg
 	first.Epochs, first.Checkpoint = 1, filepath.Join(dir, "ck")
-	stepWeights(t, f.dev, smallCNN(t), f.train, f.test, SGD{LR: 0.1, Momentum: 0.9}, first)
+	stepWeights(t, f.dev, smallCNN(t), f.train, f.test, optim.SGD{LR: 0.1, Momentum: 0.9}, first)
 	second := cfg
 	second.Resume = first.Checkpoint
-	per, emaResumed, resumed := stepWeights(t, f.dev, smallCNN(t), f.train, f.test, SGD{LR: 0.1, Momentum: 0.9}, second)
+	per, emaResumed, resumed := stepWeights(t, f.dev, smallCNN(t), f.train, f.test, optim.SGD{LR: 0.1, Momentum: 0.9}, second)
 	if !sameTensors(emaStraight, emaResumed) {
 		t.Error("the resumed run's EMA differs from the straight run's")
 	}
@@ -356,7 +357,7 @@ func TestEMAResume(t *testing.T) {
 func TestEMABehindNotServed(t *testing.T) {
 	f := newFixture(t, 128)
 	best := filepath.Join(t.TempDir(), "best")
-	res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 2, Seed: 5, EMA: 0.999, KeepBest: best})
+	res, tr := fit(t, f, smallCNN(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 2, Seed: 5, EMA: 0.999, KeepBest: best})
 	if !(res.EMAAcc < res.TestAcc) {
 		t.Fatalf("EMA %v, model %v: the case shows nothing", res.EMAAcc, res.TestAcc)
 	}
@@ -442,7 +443,7 @@ for c in json.load(sys.stdin):
 print(json.dumps(out))
 `
 	var want [][]float64
-	runTorch(t, py, script, cases, &want)
+	pyoracle.Run(t, py, script, cases, &want)
 	reductions := 0
 	for i, c := range cases {
 		s := plateauState{LR: 0.1}
@@ -471,7 +472,7 @@ func TestEarlyStopKeepBest(t *testing.T) {
 	dir := t.TempDir()
 	best, ck := filepath.Join(dir, "best"), filepath.Join(dir, "ck")
 	cfg := Config{Epochs: 10, Seed: 5, Plateau: &Plateau{Factor: 0.5, Patience: 1}, EarlyStop: 3, KeepBest: best, Checkpoint: ck}
-	_, _, res := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, SGD{LR: 1e-6}, cfg)
+	_, _, res := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, optim.SGD{LR: 1e-6}, cfg)
 	if !res.StoppedEarly || res.StoppedEpoch != 4 || res.Epochs != 4 || res.BestEpoch != 1 {
 		t.Fatalf("result: stopped %v after epoch %d, %d epochs, best %d; want stopped after 4, best 1", res.StoppedEarly, res.StoppedEpoch, res.Epochs, res.BestEpoch)
 	}
@@ -487,13 +488,13 @@ func TestEarlyStopKeepBest(t *testing.T) {
 	}
 	again := cfg
 	again.Resume = ck
-	_, _, res2 := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, SGD{LR: 1e-6}, again)
+	_, _, res2 := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, optim.SGD{LR: 1e-6}, again)
 	if !res2.StoppedEarly || res2.Epochs != 4 || len(res2.History) != 4 {
 		t.Errorf("resumed stopped run: stopped %v, %d epochs; want stopped, 4", res2.StoppedEarly, res2.Epochs)
 	}
 
 	live := Config{Epochs: 4, Seed: 5, KeepBest: best}
-	_, _, res3 := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, SGD{LR: 0.1, Momentum: 0.9}, live)
+	_, _, res3 := stepWeights(t, f.dev, plainMLP(t), f.train, f.test, optim.SGD{LR: 0.1, Momentum: 0.9}, live)
 	c := readCkpt(t, best)
 	if c.Epochs != res3.BestEpoch || c.history[c.Epochs-1].TestAcc != res3.BestMetric || res3.StoppedEarly {
 		t.Errorf("best checkpoint of epoch %d (accuracy %v); the run's best epoch %d (%v)", c.Epochs, c.history[c.Epochs-1].TestAcc, res3.BestEpoch, res3.BestMetric)
@@ -503,10 +504,10 @@ func TestEarlyStopKeepBest(t *testing.T) {
 			t.Errorf("epoch %d scored %v, above the best %v", h.Epoch, h.TestAcc, res3.BestMetric)
 		}
 	}
-	if _, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: -1}); !errors.Is(err, ErrConfig) {
+	if _, err := New(context.Background(), plainMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{EarlyStop: -1}); !errors.Is(err, ErrConfig) {
 		t.Errorf("EarlyStop -1: error %v; want ErrConfig", err)
 	}
-	tr, err := New(context.Background(), plainMLP(t), f.dev, SGD{LR: 0.1}, Config{EarlyStop: 2})
+	tr, err := New(context.Background(), plainMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{EarlyStop: 2})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -563,7 +564,7 @@ func TestTopKAndPerClass(t *testing.T) {
 	}
 
 	f := newFixture(t, 128)
-	res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 5})
+	res, tr := fit(t, f, smallCNN(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Seed: 5})
 	got, err := tr.EvaluateClasses(context.Background(), f.test)
 	if err != nil {
 		t.Fatal(err)

@@ -11,6 +11,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // floatData is an in-memory Data source of 1x8x8 images with float targets [n][dim], shuffled
@@ -134,7 +135,7 @@ func TestMultiLabel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(context.Background(), m, dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 3, Seed: 1, Loss: loss})
+		tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Epochs: 3, Seed: 1, Loss: loss})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -175,7 +176,7 @@ func TestSoftLabels(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Loss: Loss{Kind: SoftCrossEntropy}})
+	tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, Loss: Loss{Kind: SoftCrossEntropy}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -210,7 +211,7 @@ func TestRegression(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(context.Background(), m, dev, AdamW{LR: 0.02}, Config{Epochs: 8, Seed: 1, Loss: loss})
+		tr, err := New(context.Background(), m, dev, optim.AdamW{LR: 0.02}, Config{Epochs: 8, Seed: 1, Loss: loss})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -225,7 +226,7 @@ func TestRegression(t *testing.T) {
 		}
 	}
 	m, _ := tSequential("reg", img8, 2, tFlatten(), tLinear(64, 2))
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.01}, Config{Loss: Loss{Kind: CrossEntropy}})
+	tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.01}, Config{Loss: Loss{Kind: CrossEntropy}})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"slices"
 	"testing"
+
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestFindLR: the range test's rates grow exponentially from Min, each step's smoothed loss is
@@ -15,7 +17,7 @@ import (
 // trainer that never ran it, bit for bit.
 func TestFindLR(t *testing.T) {
 	f := newFixture(t, 640)
-	opt := SGD{LR: 0.1, Momentum: 0.9}
+	opt := optim.SGD{LR: 0.1, Momentum: 0.9}
 	tr, err := New(t.Context(), smallResNet(t), f.dev, opt, Config{Epochs: 2, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
@@ -55,7 +57,7 @@ func TestFindLR(t *testing.T) {
 	if _, err := tr.FindLR(t.Context(), f.train, LRFind{}); !errors.Is(err, ErrConfig) {
 		t.Errorf("FindLR after Fit: %v; want ErrConfig", err)
 	}
-	res, _ := fit(t, f, smallResNet(t), SGD{LR: found.Suggested, Momentum: 0.9}, Config{Epochs: 2, Seed: 1})
+	res, _ := fit(t, f, smallResNet(t), optim.SGD{LR: found.Suggested, Momentum: 0.9}, Config{Epochs: 2, Seed: 1})
 	if res.TestAcc < 0.9 {
 		t.Errorf("two epochs at the suggested lr %.3g: test accuracy %.3f; want >= 0.9", found.Suggested, res.TestAcc)
 	}
@@ -95,7 +97,7 @@ func (c *cancelAfter) Batches(ctx context.Context, epoch int) iter.Seq2[Batch, e
 // validation data.
 func TestFindLRInterrupted(t *testing.T) {
 	f := newFixture(t, 640)
-	opt := SGD{LR: 0.1, Momentum: 0.9}
+	opt := optim.SGD{LR: 0.1, Momentum: 0.9}
 	cfg := Config{Epochs: 2, Seed: 1, Plateau: &Plateau{Factor: 0.1, Patience: 0}}
 	tr, err := New(t.Context(), smallResNet(t), f.dev, opt, cfg)
 	if err != nil {

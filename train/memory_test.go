@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // budgetDevice is a device whose memory ends after budget bytes of allocations.
@@ -27,7 +28,7 @@ func (d *budgetDevice) Alloc(n int) (gpu.Buffer, error) {
 func TestBatchOutOfMemory(t *testing.T) {
 	f := newFixture(t, 64)
 	dev := &budgetDevice{Device: f.dev, budget: 64 << 10}
-	tr, err := New(context.Background(), smallCNN(t), dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(context.Background(), smallCNN(t), dev, optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatalf("New within the budget: %v", err)
 	}
@@ -62,17 +63,17 @@ func TestModelOverDeviceMemory(t *testing.T) {
 	// Weights, gradients and AdamW's two slots: 4 values each; the EMA a fifth.
 	dev := smallDevice{Device: openCPU(t), memory: 4 * (4*values + values/2)}
 	ctx := context.Background()
-	tr, err := New(ctx, smallMLP(t), dev, AdamW{LR: 1e-3}, Config{})
+	tr, err := New(ctx, smallMLP(t), dev, optim.AdamW{LR: 1e-3}, Config{})
 	if err != nil {
 		t.Fatalf("weights, gradients and two slots in memory for them and a half: %v", err)
 	}
 	tr.Close()
-	_, err = New(ctx, smallMLP(t), dev, AdamW{LR: 1e-3}, Config{EMA: 0.99})
+	_, err = New(ctx, smallMLP(t), dev, optim.AdamW{LR: 1e-3}, Config{EMA: 0.99})
 	if !errors.Is(err, gpu.ErrOutOfMemory) || !strings.Contains(err.Error(), "choose a smaller model") || !strings.Contains(err.Error(), "EMA") {
 		t.Fatalf("with an EMA = %v; want ErrOutOfMemory naming the EMA", err)
 	}
 	dev.memory = 4 * 2 * values
-	if _, err := New(ctx, smallMLP(t), dev, AdamW{LR: 1e-3}, Config{}); !errors.Is(err, gpu.ErrOutOfMemory) {
+	if _, err := New(ctx, smallMLP(t), dev, optim.AdamW{LR: 1e-3}, Config{}); !errors.Is(err, gpu.ErrOutOfMemory) {
 		t.Fatalf("AdamW in memory for weights and gradients = %v; want ErrOutOfMemory", err)
 	}
 	tr, err = New(ctx, smallMLP(t), dev, nil, Config{})

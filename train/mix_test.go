@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/internal/rng"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -63,7 +64,7 @@ func TestMixedLossIsSoftTargets(t *testing.T) {
 	target.batch = batch
 	run := func(data Data, cfg Config) (Result, [][]float32, *Trainer) {
 		cfg.Seed, cfg.Epochs = 3, 1
-		tr, err := New(context.Background(), plainMLP(t), dev, SGD{LR: 0.1, Momentum: 0.9}, cfg)
+		tr, err := New(context.Background(), plainMLP(t), dev, optim.SGD{LR: 0.1, Momentum: 0.9}, cfg)
 		if err != nil {
 			t.Fatal(err)
 		}

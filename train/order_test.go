@@ -10,6 +10,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestBuiltinNames: the built-in cnn and resnet18 keep the tensor names checkpoints and exports
@@ -156,7 +157,7 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 	}
 	runModel := func(written bool) result {
 		m, probes := poolNet(t, written)
-		tr, err := New(context.Background(), m, dev, SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
+		tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 		if err != nil {
 			t.Fatal(err)
 		}

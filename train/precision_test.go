@@ -6,6 +6,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/stoke-ml/stoke/optim"
 )
 
 func TestLossScaleUpdate(t *testing.T) {
@@ -44,7 +46,7 @@ func TestFP16LossScaling(t *testing.T) {
 	ctx := context.Background()
 	mean, std := f.train.Normalization()
 	newTrainer := func(p Precision) *Trainer {
-		tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1, Momentum: 0.9}, Config{Precision: p, Seed: 1})
+		tr, err := New(context.Background(), smallMLP(t), f.dev, optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Precision: p, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -124,12 +126,12 @@ func TestMixedPrecisionFit(t *testing.T) {
 	}{{"mlp", smallMLP}, {"cnn", smallCNN}} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 1000)
-			cfg := Config{Epochs: 2, Seed: 1, Schedule: Cosine(0.2)}
-			res32, tr32 := fit(t, f, tc.model(t), SGD{LR: 0.05, Momentum: 0.9}, cfg)
+			cfg := Config{Epochs: 2, Seed: 1, Schedule: optim.Cosine(0.2)}
+			res32, tr32 := fit(t, f, tc.model(t), optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 			w32 := weights(t, tr32)
 			for _, p := range []Precision{BF16, FP16} {
 				cfg.Precision = p
-				res, tr := fit(t, f, tc.model(t), SGD{LR: 0.05, Momentum: 0.9}, cfg)
+				res, tr := fit(t, f, tc.model(t), optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
 				t.Logf("%s %s: test accuracy %.3f (fp32 %.3f)", tc.name, p, res.TestAcc, res32.TestAcc)
 				if res.TestAcc < 0.9 || math.Abs(res.TestAcc-res32.TestAcc) > 0.05 {
 					t.Errorf("%s: test accuracy %v; want >= 0.9 and within 0.05 of fp32's %v", p, res.TestAcc, res32.TestAcc)
@@ -157,7 +159,7 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 	ctx := context.Background()
 	mean, std := f.train.Normalization()
 	newTrainer := func(p Precision) *Trainer {
-		tr, err := New(context.Background(), smallCNN(t), f.dev, AdamW{LR: 0.01}, Config{Precision: p, Seed: 1})
+		tr, err := New(context.Background(), smallCNN(t), f.dev, optim.AdamW{LR: 0.01}, Config{Precision: p, Seed: 1})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -197,9 +199,9 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 			moved32 += math.Abs(float64(want[j][k] - before[j][k]))
 		}
 	}
-	t.Logf("fp16 first applied AdamW update after a skipped step moved the weights %g; fp32 first step %g", moved16, moved32)
+	t.Logf("fp16 first applied optim.AdamW update after a skipped step moved the weights %g; fp32 first step %g", moved16, moved32)
 	if r := moved16 / moved32; !(r > 0.95 && r < 1.05) {
-		t.Fatalf("fp16 update after a skipped step is %.3f times the fp32 first step's; want 1 (the skipped step counted as an AdamW step?)", r)
+		t.Fatalf("fp16 update after a skipped step is %.3f times the fp32 first step's; want 1 (the skipped step counted as an optim.AdamW step?)", r)
 	}
 }
 
@@ -218,7 +220,7 @@ func TestFP16ForwardOverflowNamed(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.01}, Config{Precision: FP16, Seed: 1})
+	tr, err := New(context.Background(), m, f.dev, optim.SGD{LR: 0.01}, Config{Precision: FP16, Seed: 1})
 	if err != nil {
 		t.Fatal(err)
 	}

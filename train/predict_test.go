@@ -3,12 +3,12 @@ package train
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"strconv"
 	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/transforms"
 )
 

@@ -4,13 +4,13 @@ import (
 	"bytes"
 	"encoding/binary"
 	"errors"
-	"github.com/stoke-ml/stoke/nn"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/safetensors"
 )
 

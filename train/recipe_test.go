@@ -3,13 +3,13 @@ package train
 import (
 	"context"
 	"errors"
-	"github.com/stoke-ml/stoke/models"
 	"math"
-	"slices"
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // TestRecipesLearn: mlp, cnn and resnet8 (the resnets share a recipe), each trained with its recipe (optimizer, schedule, batch,
@@ -29,11 +29,11 @@ func TestRecipesLearn(t *testing.T) {
 			t.Fatal(err)
 		}
 		data, test := newMemData(dev, imgs, labels, img8, r.Batch, true, 1), newMemData(dev, timgs, tlabels, img8, 100, false, 0)
-		opt, err := RecipeOptimizer(r, r.Batch)
+		opt, err := optim.ForRecipe(r, r.Batch)
 		if err != nil {
 			t.Fatal(err)
 		}
-		tr, err := New(context.Background(), m, dev, opt, Config{Epochs: 2, Seed: 1, Schedule: Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing})
+		tr, err := New(context.Background(), m, dev, opt, Config{Epochs: 2, Seed: 1, Schedule: optim.Cosine(r.WarmupEpochs), LabelSmoothing: r.LabelSmoothing})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -48,69 +48,6 @@ func TestRecipesLearn(t *testing.T) {
 		if res.TestAcc < 0.9 {
 			t.Errorf("%s with its recipe (%v): test accuracy %.3f; want >= 0.9", name, r, res.TestAcc)
 		}
-	}
-}
-
-// TestRecipeOptimizer: a recipe's rate given per batch scales linearly with the global batch
-// (DeiT's 5e-4*B/512); one without LRBatch keeps its rate; RecipeOptimizer is the recipe's
-// optimizer at that rate, and every registered model's recipe names one of Optimizers. RecipeFor
-// finds a registered recipe by a name with arguments.
-func TestRecipeOptimizer(t *testing.T) {
-	opt := func(r models.Recipe, batch int) Optimizer {
-		t.Helper()
-		o, err := RecipeOptimizer(r, batch)
-		if err != nil {
-			t.Fatal(err)
-		}
-		return o
-	}
-	deit := models.Recipe{Optimizer: "adamw", LR: 5e-4, LRBatch: 512, WeightDecay: 0.05, Batch: 64}
-	if got := opt(deit, 1024); got != (AdamW{LR: 1e-3, Beta1: 0.9, Beta2: 0.999, Eps: 1e-8, WeightDecay: 0.05}) {
-		t.Errorf("DeiT's recipe at a batch of 1024: %v; want AdamW at lr 1e-3", got)
-	}
-	mnv3 := models.Recipe{Optimizer: "rmsprop", LR: 0.064, LRBatch: 1024, WeightDecay: 1e-5, Batch: 128}
-	if got := opt(mnv3, 1024); got != (RMSprop{LR: 0.064, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}) {
-		t.Errorf("torchvision's MobileNetV3 recipe at a batch of 1024: %v; want its train.py's RMSprop at lr 0.064", got)
-	}
-	if err := models.RegisterRecipe(mnv3, "recipe_test_rmsprop"); err != nil {
-		t.Errorf("RegisterRecipe with rmsprop: %v", err)
-	}
-	if got := opt(models.RecipeFor("resnet8"), 7); got != (SGD{LR: 0.2, Momentum: 0.9, Nesterov: true, WeightDecay: 5e-4}) {
-		t.Errorf("resnet8's recipe at a batch of 7: %v; want its own rate, 0.2", got)
-	}
-	for _, name := range models.Names() {
-		if r := models.RecipeFor(name); !slices.Contains(Optimizers, r.Optimizer) {
-			t.Errorf("%s's recipe names optimizer %q; want one of %v", name, r.Optimizer, Optimizers)
-		}
-	}
-	if _, err := RecipeOptimizer(models.Recipe{Optimizer: "lion", LR: 1, Batch: 1}, 1); !errors.Is(err, ErrConfig) {
-		t.Errorf("a recipe of optimizer lion: %v; want ErrConfig", err)
-	}
-	if err := models.RegisterRecipe(deit, "recipe_test_model"); err != nil {
-		t.Fatal(err)
-	}
-	if got := models.RecipeFor("recipe_test_model(a=1)"); got != deit {
-		t.Errorf("RecipeFor with arguments: %v; want the registered %v", got, deit)
-	}
-	for _, r := range []models.Recipe{{LR: 1, Batch: 1}, {Optimizer: "sgd", LR: 1}, {Optimizer: "sgd", Batch: 1}} {
-		if err := models.RegisterRecipe(r, "recipe_test_bad"); err == nil {
-			t.Errorf("models.RegisterRecipe(%v): no error", r)
-		}
-	}
-	for _, aug := range []string{"none", "randaugment:2", "randaugment:2:31", "mixup", "AutoAugment"} {
-		if err := models.RegisterRecipe(models.Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: aug}, "recipe_test_bad"); err == nil {
-			t.Errorf("RegisterRecipe with AutoAugment %q: no error", aug)
-		}
-	}
-	ta := models.Recipe{Optimizer: "sgd", LR: 1, Batch: 1, AutoAugment: "trivialaugment", MixUp: 0.2}
-	if err := models.RegisterRecipe(ta, "recipe_test_trivialaugment"); err != nil {
-		t.Errorf("RegisterRecipe with AutoAugment trivialaugment: %v", err)
-	}
-	if got, want := models.RecipeFor("recipe_test_trivialaugment").String(), "when asked (stoke train --augment recipe) trivialaugment, mixup 0.2"; !strings.HasSuffix(got, want) {
-		t.Errorf("recipe %s; want it to end %q", got, want)
-	}
-	if err := models.RegisterRecipe(deit, "mlp"); !errors.Is(err, models.ErrRegistered) {
-		t.Errorf("RegisterRecipe of a built-in model: %v; want models.ErrRegistered", err)
 	}
 }
 
@@ -153,7 +90,7 @@ func TestLayerDecay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5, BackboneLRScale: 0.1})
+	tr, err := New(context.Background(), m, dev, optim.SGD{LR: 0.1}, Config{LayerDecay: 0.5, BackboneLRScale: 0.1})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -165,7 +102,7 @@ func TestLayerDecay(t *testing.T) {
 		}
 	}
 	tr.Close()
-	if tr, err = New(context.Background(), m, dev, SGD{LR: 0.1}, Config{}); err != nil {
+	if tr, err = New(context.Background(), m, dev, optim.SGD{LR: 0.1}, Config{}); err != nil {
 		t.Fatal(err)
 	}
 	for i, p := range m.Params() {
@@ -178,7 +115,7 @@ func TestLayerDecay(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := New(context.Background(), mlp, dev, SGD{LR: 0.1}, Config{LayerDecay: 0.5}); !errors.Is(err, ErrConfig) {
+	if _, err := New(context.Background(), mlp, dev, optim.SGD{LR: 0.1}, Config{LayerDecay: 0.5}); !errors.Is(err, ErrConfig) {
 		t.Errorf("LayerDecay on an mlp: %v; want ErrConfig", err)
 	}
 	if err := (Config{LayerDecay: 1}).Validate(); err == nil {

@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/nn"
 	"math"
 	"slices"
 	"strings"
@@ -12,6 +11,8 @@ import (
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // smallResNet has every new piece: BatchNorm, a strided block with a projection shortcut, an
@@ -76,7 +77,7 @@ func lossAndGrad(t testing.TB, tr *Trainer, b Batch, mean, std []float32) float6
 // convolutions against central differences of the loss, for a sample of every parameter.
 func TestModelGradients(t *testing.T) {
 	f := newFixture(t, 16)
-	tr, err := New(context.Background(), smallResNet(t), f.dev, SGD{LR: 0.1}, Config{Seed: 4})
+	tr, err := New(context.Background(), smallResNet(t), f.dev, optim.SGD{LR: 0.1}, Config{Seed: 4})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +161,7 @@ func TestResNets(t *testing.T) {
 // at evaluation), and PredictBatch agrees with Predict.
 func TestPredict(t *testing.T) {
 	f := newFixture(t, 600)
-	_, tr := fit(t, f, smallResNet(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 2, LabelSmoothing: 0.1})
+	_, tr := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 2, LabelSmoothing: 0.1})
 	ctx := context.Background()
 	acc, err := tr.Evaluate(ctx, f.test)
 	if err != nil {
@@ -203,7 +204,7 @@ func TestPredict(t *testing.T) {
 func TestConfigRefused(t *testing.T) {
 	dev := openCPU(t)
 	for _, cfg := range []Config{{LabelSmoothing: 1}, {LabelSmoothing: -0.1}, {Precision: "fp8"}, {Precision: "BF16"}} {
-		tr, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.1}, cfg)
+		tr, err := New(context.Background(), smallResNet(t), dev, optim.SGD{LR: 0.1}, cfg)
 		if !errors.Is(err, ErrConfig) {
 			if tr != nil {
 				tr.Close()
@@ -211,7 +212,7 @@ func TestConfigRefused(t *testing.T) {
 			t.Fatalf("New with %+v: error %v; want ErrConfig", cfg, err)
 		}
 	}
-	if _, err := New(context.Background(), smallResNet(t), dev, SGD{LR: 0.1}, Config{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), "want fp32, bf16 or fp16") {
+	if _, err := New(context.Background(), smallResNet(t), dev, optim.SGD{LR: 0.1}, Config{Precision: "fp8"}); err == nil || !strings.Contains(err.Error(), "want fp32, bf16 or fp16") {
 		t.Fatalf("precision fp8: error %v; want it to name the precisions", err)
 	}
 }

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 )
 
 // memoryStream is a StreamSource of one part over a Memory dataset, read front to back.
@@ -46,7 +47,7 @@ func TestFitStream(t *testing.T) {
 		calls = append(calls, call{perEpoch, total})
 		return 1
 	}
-	tr, err := New(context.Background(), smallCNN(t), dev, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: 2, Seed: 1, Schedule: sched})
+	tr, err := New(context.Background(), smallCNN(t), dev, optim.SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}, Config{Epochs: 2, Seed: 1, Schedule: sched})
 	if err != nil {
 		t.Fatal(err)
 	}

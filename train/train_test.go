@@ -5,17 +5,17 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
 	"math"
 	"os"
 	"path/filepath"
 	"testing"
 	"unsafe"
 
-	"go.uber.org/goleak"
-
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
+	"go.uber.org/goleak"
 )
 
 func TestMain(m *testing.M) { goleak.VerifyTestMain(m) }
@@ -115,7 +115,7 @@ func newFixture(t testing.TB, n int) *fixture {
 	return f
 }
 
-func fit(t testing.TB, f *fixture, m *Model, opt Optimizer, cfg Config) (Result, *Trainer) {
+func fit(t testing.TB, f *fixture, m *Model, opt optim.Optimizer, cfg Config) (Result, *Trainer) {
 	t.Helper()
 	tr, err := New(context.Background(), m, f.dev, opt, cfg)
 	if err != nil {
@@ -163,47 +163,22 @@ func TestNewModel(t *testing.T) {
 	}
 }
 
-func TestSchedules(t *testing.T) {
-	for _, tc := range []struct {
-		name                  string
-		s                     Schedule
-		step, perEpoch, total int
-		want                  float64
-	}{
-		{"constant", Constant(), 50, 10, 100, 1},
-		{"step before", StepDecay(2, 0.1), 19, 10, 100, 1},
-		{"step after", StepDecay(2, 0.1), 20, 10, 100, 0.1},
-		{"step twice", StepDecay(2, 0.1), 45, 10, 100, 0.01},
-		{"cosine warmup start", Cosine(1), 0, 10, 100, 0.1},
-		{"cosine warmup end", Cosine(1), 9, 10, 100, 1},
-		{"cosine top", Cosine(1), 10, 10, 100, 1},
-		{"cosine middle", Cosine(1), 55, 10, 100, 0.5},
-		{"cosine end", Cosine(0), 100, 10, 100, 0},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := tc.s(tc.step, tc.perEpoch, tc.total); math.Abs(got-tc.want) > 1e-12 {
-				t.Fatalf("schedule(%d, %d, %d) = %v; want %v", tc.step, tc.perEpoch, tc.total, got, tc.want)
-			}
-		})
-	}
-}
-
 func TestFitLearns(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		model func(testing.TB) *Model
-		opt   Optimizer
+		opt   optim.Optimizer
 	}{
-		{"mlp sgd nesterov", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4}},
-		{"cnn sgd", smallCNN, SGD{LR: 0.05, Momentum: 0.9}},
-		{"mlp adamw", smallMLP, AdamW{LR: 3e-3, WeightDecay: 1e-2}},
-		{"cnn rmsprop", smallCNN, RMSprop{LR: 2e-3, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}},
-		{"resnet sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 5e-4}},
+		{"mlp sgd nesterov", smallMLP, optim.SGD{LR: 0.05, Momentum: 0.9, Nesterov: true, WeightDecay: 1e-4}},
+		{"cnn sgd", smallCNN, optim.SGD{LR: 0.05, Momentum: 0.9}},
+		{"mlp adamw", smallMLP, optim.AdamW{LR: 3e-3, WeightDecay: 1e-2}},
+		{"cnn rmsprop", smallCNN, optim.RMSprop{LR: 2e-3, Alpha: 0.9, Eps: 0.0316, Momentum: 0.9, WeightDecay: 1e-5}},
+		{"resnet sgd", smallResNet, optim.SGD{LR: 0.05, Momentum: 0.9, WeightDecay: 5e-4}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			f := newFixture(t, 1000)
 			var steps, epochsSeen int
-			res, tr := fit(t, f, tc.model(t), tc.opt, Config{Epochs: 3, Seed: 1, Schedule: Cosine(0.2), Progress: func(p *Progress) {
+			res, tr := fit(t, f, tc.model(t), tc.opt, Config{Epochs: 3, Seed: 1, Schedule: optim.Cosine(0.2), Progress: func(p *Progress) {
 				if p.Done {
 					epochsSeen++
 				} else {
@@ -235,7 +210,7 @@ func TestFitLearns(t *testing.T) {
 func TestDeterministic(t *testing.T) {
 	run := func() (Result, [][]float32) {
 		f := newFixture(t, 300)
-		res, tr := fit(t, f, smallCNN(t), SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
+		res, tr := fit(t, f, smallCNN(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
 		return res, weights(t, tr)
 	}
 	r1, w1 := run()
@@ -256,16 +231,16 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 	for _, tc := range []struct {
 		name  string
 		model func(testing.TB) *Model
-		opt   Optimizer
+		opt   optim.Optimizer
 	}{
-		{"mlp with dropout, sgd", smallMLP, SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}},
-		{"cnn adamw", smallCNN, AdamW{LR: 1e-3}},
-		{"mlp centered rmsprop", smallMLP, RMSprop{LR: 1e-3, Momentum: 0.9, WeightDecay: 1e-4, Centered: true}},
-		{"resnet with batch norm, sgd", smallResNet, SGD{LR: 0.05, Momentum: 0.9}},
+		{"mlp with dropout, sgd", smallMLP, optim.SGD{LR: 0.05, Momentum: 0.9, Nesterov: true}},
+		{"cnn adamw", smallCNN, optim.AdamW{LR: 1e-3}},
+		{"mlp centered rmsprop", smallMLP, optim.RMSprop{LR: 1e-3, Momentum: 0.9, WeightDecay: 1e-4, Centered: true}},
+		{"resnet with batch norm, sgd", smallResNet, optim.SGD{LR: 0.05, Momentum: 0.9}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			dir := t.TempDir()
-			cfg := Config{Epochs: 3, Seed: 5, Schedule: Cosine(0.5)}
+			cfg := Config{Epochs: 3, Seed: 5, Schedule: optim.Cosine(0.5)}
 			full, trFull := fit(t, newFixture(t, 200), tc.model(t), tc.opt, cfg)
 			want := weights(t, trFull)
 
@@ -312,7 +287,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 func TestCheckpointRefused(t *testing.T) {
 	dir := t.TempDir()
 	path := filepath.Join(dir, "good")
-	fit(t, newFixture(t, 64), smallMLP(t), SGD{LR: 0.1, Momentum: 0.9}, Config{Checkpoint: path})
+	fit(t, newFixture(t, 64), smallMLP(t), optim.SGD{LR: 0.1, Momentum: 0.9}, Config{Checkpoint: path})
 	good, err := os.ReadFile(path)
 	if err != nil {
 		t.Fatal(err)
@@ -330,16 +305,16 @@ func TestCheckpointRefused(t *testing.T) {
 		name  string
 		path  string
 		model func(testing.TB) *Model
-		opt   Optimizer
+		opt   optim.Optimizer
 		want  error
 	}{
-		{"truncated", write("trunc", good[:len(good)-10]), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
-		{"bit flip", write("flip", flipped), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
-		{"not a checkpoint", write("text", []byte("hello, world; this is not a checkpoint")), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
-		{"wrong model", path, smallCNN, SGD{LR: 0.1, Momentum: 0.9}, ErrMismatch},
-		{"wrong optimizer", path, smallMLP, AdamW{LR: 0.1}, ErrMismatch},
-		{"sgd's checkpoint for rmsprop", path, smallMLP, RMSprop{LR: 0.1, Momentum: 0.9}, ErrMismatch},
-		{"missing file", filepath.Join(dir, "none"), smallMLP, SGD{LR: 0.1, Momentum: 0.9}, os.ErrNotExist},
+		{"truncated", write("trunc", good[:len(good)-10]), smallMLP, optim.SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"bit flip", write("flip", flipped), smallMLP, optim.SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"not a checkpoint", write("text", []byte("hello, world; this is not a checkpoint")), smallMLP, optim.SGD{LR: 0.1, Momentum: 0.9}, ErrCheckpoint},
+		{"wrong model", path, smallCNN, optim.SGD{LR: 0.1, Momentum: 0.9}, ErrMismatch},
+		{"wrong optimizer", path, smallMLP, optim.AdamW{LR: 0.1}, ErrMismatch},
+		{"sgd's checkpoint for rmsprop", path, smallMLP, optim.RMSprop{LR: 0.1, Momentum: 0.9}, ErrMismatch},
+		{"missing file", filepath.Join(dir, "none"), smallMLP, optim.SGD{LR: 0.1, Momentum: 0.9}, os.ErrNotExist},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := New(context.Background(), tc.model(t), openCPU(t), tc.opt, Config{Resume: tc.path})
@@ -356,7 +331,7 @@ func TestBadBatch(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	tr, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{})
+	tr, err := New(context.Background(), m, f.dev, optim.SGD{LR: 0.1}, Config{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -370,7 +345,7 @@ func TestCancel(t *testing.T) {
 	f := newFixture(t, 640)
 	ctx, cancel := context.WithCancel(context.Background())
 	steps := 0
-	tr, err := New(context.Background(), smallMLP(t), f.dev, SGD{LR: 0.1}, Config{Epochs: 5, Progress: func(p *Progress) {
+	tr, err := New(context.Background(), smallMLP(t), f.dev, optim.SGD{LR: 0.1}, Config{Epochs: 5, Progress: func(p *Progress) {
 		if steps++; steps == 3 {
 			cancel()
 		}
@@ -390,10 +365,10 @@ func TestCancel(t *testing.T) {
 func TestModelReusableAfterClose(t *testing.T) {
 	f := newFixture(t, 64)
 	m := smallMLP(t)
-	if _, err := New(context.Background(), m, f.dev, SGD{LR: 0.1}, Config{Resume: filepath.Join(t.TempDir(), "missing")}); err == nil {
+	if _, err := New(context.Background(), m, f.dev, optim.SGD{LR: 0.1}, Config{Resume: filepath.Join(t.TempDir(), "missing")}); err == nil {
 		t.Fatal("New with a missing checkpoint: error = nil; want one")
 	}
-	res, _ := fit(t, f, m, SGD{LR: 0.1}, Config{})
+	res, _ := fit(t, f, m, optim.SGD{LR: 0.1}, Config{})
 	if res.Epochs != 1 {
 		t.Fatalf("model reused after a failed New: %d epochs trained; want 1", res.Epochs)
 	}

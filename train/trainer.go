@@ -15,6 +15,7 @@ import (
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
@@ -72,7 +73,7 @@ type Config struct {
 	// holds); 0 means 1.
 	Epochs int
 	// Schedule scales the optimizer's rate per step; nil means Constant.
-	Schedule Schedule
+	Schedule optim.Schedule
 	// Seed fixes the initial weights and the dropout masks.
 	Seed uint64
 	// Checkpoint, if set, is the path a checkpoint is written to after each epoch (atomically:
@@ -236,7 +237,7 @@ type Config struct {
 	// fits the model, and Resume that its class names are the checkpoint's (ErrMismatch). A
 	// trainer without one has that of the checkpoint it last loaded (none, for one written
 	// before checkpoints recorded it).
-	Preprocess *Preprocess
+	Preprocess *models.Preprocess
 }
 
 // Precision names the arithmetic of GEMMs and convolutions: kernels.Precision.
@@ -384,7 +385,7 @@ type Trainer struct {
 	dev  gpu.Device
 	ops  kernels.Ops
 	s    gpu.Stream
-	opt  Optimizer
+	opt  optim.Optimizer
 	cfg  Config
 	seed uint64
 
@@ -397,7 +398,7 @@ type Trainer struct {
 	learned    int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
 	history    []EpochResult
 	initReport *WeightsReport
-	pre        *Preprocess // Config.Preprocess, or the loaded checkpoint's
+	pre        *models.Preprocess // Config.Preprocess, or the loaded checkpoint's
 	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
 	loss      Loss
 	targets   TargetKind
@@ -435,7 +436,7 @@ type Trainer struct {
 //
 // A nil opt makes a trainer that only evaluates, predicts and exports: cfg.Resume then loads a
 // checkpoint's weights and running statistics whatever its optimizer, and Fit and Save refuse.
-func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Config) (*Trainer, error) {
+func New(ctx context.Context, m *Model, dev gpu.Device, opt optim.Optimizer, cfg Config) (*Trainer, error) {
 	if m == nil || dev == nil {
 		return nil, fmt.Errorf("train: %w: nil model or device", ErrConfig)
 	}
@@ -446,7 +447,7 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 		return nil, err
 	}
 	if cfg.Preprocess != nil {
-		if err := cfg.Preprocess.check(m.in, m.classes); err != nil {
+		if err := cfg.Preprocess.Check(m.in, m.classes); err != nil {
 			return nil, fmt.Errorf("train: %w: %w", ErrConfig, err)
 		}
 	}
@@ -462,7 +463,7 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 		cfg.Epochs = 1
 	}
 	if cfg.Schedule == nil {
-		cfg.Schedule = Constant()
+		cfg.Schedule = optim.Constant()
 	}
 	if cfg.Precision == "" {
 		cfg.Precision = FP32
@@ -478,7 +479,7 @@ func New(ctx context.Context, m *Model, dev gpu.Device, opt Optimizer, cfg Confi
 	if err != nil {
 		return nil, fmt.Errorf("train: compute stream: %w", err)
 	}
-	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed, pre: cfg.Preprocess.clone()}
+	t := &Trainer{m: m, dev: dev, ops: ops, s: s, opt: opt, cfg: cfg, seed: cfg.Seed, pre: cfg.Preprocess.Clone()}
 	if cfg.Plateau != nil && opt != nil {
 		t.state.Plateau = &plateauState{LR: opt.BaseLR()}
 	}
@@ -608,6 +609,14 @@ func (t *Trainer) checkMemory() error {
 	return nil
 }
 
+// optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and
+// param_groups: each trained parameter's Optimizer.Slots tensors, allocated by the trainer in the
+// model's weights arena, and its learning-rate factor. Both are indexed as Model.params.
+type optimState struct {
+	slots   [][]kernels.F32
+	lrScale []float64 // the parameter group's factor (Config.BackboneLRScale, LayerDecay); 0 means 1
+}
+
 // wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
 // stream has nothing left to run, so that a cancelled call fails whatever the device's timing.
 // setupOptim allocates the optimizer's state, Slots zeroed tensors for each trained parameter, and
@@ -664,7 +673,7 @@ func (t *Trainer) Model() *Model { return t.m }
 // Preprocess is what the trainer's checkpoints record of the data (Config.Preprocess, or the
 // loaded checkpoint's), or nil when nothing said it (a checkpoint written before stoke recorded
 // it). The value is a copy.
-func (t *Trainer) Preprocess() *Preprocess { return t.pre.clone() }
+func (t *Trainer) Preprocess() *models.Preprocess { return t.pre.Clone() }
 
 // Epochs is the number of completed epochs (resumed ones included).
 func (t *Trainer) Epochs() int { return t.epochs }
@@ -1250,7 +1259,7 @@ func (t *Trainer) finishStep(ctx context.Context, g stepGroup, perEpoch, total i
 			if f := t.optim.lrScale[i]; f != 0 { // a parameter group's factor
 				lr *= f
 			}
-			if err := t.opt.Update(t.ops, t.s, p, t.optim.slots[i], lr, applied+1); err != nil {
+			if err := t.opt.Update(t.ops, t.s, optim.Param{W: p.W, G: p.G, Decay: p.Decayed()}, t.optim.slots[i], lr, applied+1); err != nil {
 				return 0, fmt.Errorf("train: update %s: %w", p.Name, err)
 			}
 		}

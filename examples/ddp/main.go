@@ -26,6 +26,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -64,9 +65,9 @@ func main() {
 	m, err := train.NewModel("mlp", train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := models.RecipeFor("mlp")
-	opt, err := train.RecipeOptimizer(recipe, *batch*g.Size())
+	opt, err := optim.ForRecipe(recipe, *batch*g.Size())
 	check(err)
-	tr, err := train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: train.Cosine(recipe.WarmupEpochs), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
+	tr, err := train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: optim.Cosine(recipe.WarmupEpochs), LabelSmoothing: recipe.LabelSmoothing, Collective: g})
 	check(err)
 	defer tr.Close()
 

@@ -7,11 +7,11 @@ import (
 	"path/filepath"
 	"slices"
 
+	_ "example.com/stoke-external/layers" // registers se-net
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
-
-	_ "example.com/stoke-external/layers" // registers se-net
 )
 
 // The layers of package layers (forward passes over package nn's ops, no backward code) trained
@@ -41,7 +41,7 @@ func forwardOnlyLayers(ctx context.Context) error {
 		if err != nil {
 			return nil, train.Result{}, nil, err
 		}
-		tr, err := train.New(ctx, m, dev, train.AdamW{LR: 1e-2}, cfg)
+		tr, err := train.New(ctx, m, dev, optim.AdamW{LR: 1e-2}, cfg)
 		if err != nil {
 			return nil, train.Result{}, nil, err
 		}

@@ -10,18 +10,18 @@ import (
 	"slices"
 	"strings"
 
+	"example.com/stoke-external/layers"
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/nn"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
-
-	"example.com/stoke-external/layers"
 )
 
 // The model side's extension points: a model of one's own made of the layers of package layers
-// (a LowRank layer, a module of package nn), a user optimizer (HeavyBall, a train.Optimizer),
+// (a LowRank layer, a module of package nn), a user optimizer (HeavyBall, an optim.Optimizer),
 // training it through a Loader, and its checkpoint loaded into the same model built again, as a
 // PyTorch state_dict is; and a registered model whose arguments are a Go struct
 // (tiny-transformer), rebuilt from its checkpoint by name, whose misfit arguments are an error
@@ -31,7 +31,7 @@ import (
 // v = Momentum*v + g; w -= LR*(v + WeightDecay*w) (weight decay where the parameter takes it).
 type HeavyBall struct{ LR, Momentum, WeightDecay float64 }
 
-var _ train.Optimizer = HeavyBall{}
+var _ optim.Optimizer = HeavyBall{}
 
 func (o HeavyBall) String() string {
 	return fmt.Sprintf("heavyball lr=%g momentum=%g weight_decay=%g", o.LR, o.Momentum, o.WeightDecay)
@@ -39,9 +39,9 @@ func (o HeavyBall) String() string {
 func (o HeavyBall) BaseLR() float64 { return o.LR }
 func (o HeavyBall) Slots() int      { return 1 }
 
-func (o HeavyBall) Update(ops kernels.Ops, s gpu.Stream, p *train.Param, state []kernels.F32, lr float64, _ int) error {
+func (o HeavyBall) Update(ops kernels.Ops, s gpu.Stream, p optim.Param, state []kernels.F32, lr float64, _ int) error {
 	v := state[0]
-	if p.Decayed() && o.WeightDecay != 0 {
+	if p.Decay && o.WeightDecay != 0 {
 		if err := ops.Scale(s, p.W, float32(1-lr*o.WeightDecay)); err != nil {
 			return err
 		}
@@ -87,7 +87,7 @@ func lowRankNet() (*train.Model, error) {
 
 // fitQuadrants trains m with opt for 3 epochs on quadrants through Loaders, checkpointing to ck,
 // and checks a test accuracy of at least 90%. done releases the trainer and the test Loader.
-func fitQuadrants(ctx context.Context, dev gpu.Device, m *train.Model, opt train.Optimizer, ck string) (tr *train.Trainer, testL *loaders.Loader, res train.Result, done func(), err error) {
+func fitQuadrants(ctx context.Context, dev gpu.Device, m *train.Model, opt optim.Optimizer, ck string) (tr *train.Trainer, testL *loaders.Loader, res train.Result, done func(), err error) {
 	tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: 3, Seed: 1, Checkpoint: ck})
 	if err != nil {
 		return nil, nil, res, nil, err
@@ -192,7 +192,7 @@ func transformerModel(ctx context.Context) error {
 	}
 	defer os.RemoveAll(dir)
 	ck := filepath.Join(dir, "ck")
-	_, _, res, done, err := fitQuadrants(ctx, dev, m, train.AdamW{LR: 3e-3}, ck)
+	_, _, res, done, err := fitQuadrants(ctx, dev, m, optim.AdamW{LR: 3e-3}, ck)
 	if err != nil {
 		return err
 	}

@@ -22,6 +22,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	_ "github.com/stoke-ml/stoke/gpu/cuda" // --device cuda, in a -tags cuda build
 	"github.com/stoke-ml/stoke/loaders"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
 )
@@ -56,8 +57,8 @@ func main() {
 		classes := loaders.Describe(ds).NumClasses
 		m, err := train.NewModel("cnn", train.Shape{C: 3, H: *size, W: *size}, classes)
 		check(err)
-		opt := train.SGD{LR: *lr, Momentum: 0.9, Nesterov: true}
-		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Schedule: train.Cosine(0.2), Seed: 1,
+		opt := optim.SGD{LR: *lr, Momentum: 0.9, Nesterov: true}
+		tr, err = train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Schedule: optim.Cosine(0.2), Seed: 1,
 			Progress: func(p *train.Progress) {
 				if p.Done {
 					fmt.Printf("epoch %d: loss %.4f, test accuracy %.3f, %.0f images/s, waited for data %.0f%% of the time\n",

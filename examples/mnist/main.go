@@ -14,6 +14,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
 )
 
@@ -38,9 +39,9 @@ func main() {
 	m, err := train.NewModel(*model, train.Shape{C: 1, H: 28, W: 28}, 10)
 	check(err)
 	recipe := models.RecipeFor(*model) // the settings that reach the MNIST targets
-	opt, err := train.RecipeOptimizer(recipe, recipe.Batch)
+	opt, err := optim.ForRecipe(recipe, recipe.Batch)
 	check(err)
-	tr, err := train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: train.Cosine(recipe.WarmupEpochs), LabelSmoothing: recipe.LabelSmoothing,
+	tr, err := train.New(ctx, m, dev, opt, train.Config{Epochs: *epochs, Seed: 1, Schedule: optim.Cosine(recipe.WarmupEpochs), LabelSmoothing: recipe.LabelSmoothing,
 		Progress: func(p *train.Progress) {
 			if p.Done {
 				fmt.Printf("epoch %d: loss %.4f, test accuracy %.4f, %.0f samples/s\n", p.Epoch, p.Result.TrainLoss, p.Result.TestAcc, p.Result.SamplesPerS)

@@ -4,6 +4,8 @@
 package pyoracle
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"os/exec"
 	"strings"
@@ -55,4 +57,25 @@ type importError struct {
 func (e *importError) Error() string {
 	lines := strings.Split(e.out, "\n")
 	return e.err.Error() + ": " + lines[len(lines)-1] // the exception, not the traceback
+}
+
+// Run runs script with py, in as JSON on its stdin, and decodes its stdout into out; the script's
+// stderr is in the failure.
+func Run(t testing.TB, py, script string, in, out any) {
+	t.Helper()
+	inb, err := json.Marshal(in)
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd := exec.Command(py, "-c", script)
+	cmd.Stdin = bytes.NewReader(inb)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	outb, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s: %v: %s", py, err, stderr.Bytes())
+	}
+	if err := json.Unmarshal(outb, out); err != nil {
+		t.Fatal(err)
+	}
 }

@@ -1,4 +1,4 @@
-package train
+package models
 
 import (
 	"encoding/json"
@@ -6,21 +6,21 @@ import (
 	"math"
 	"slices"
 
-	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/transforms"
 )
 
 // Preprocess is what a checkpoint records of the images its model was trained on, so that the
 // model is served without them, as timm keeps a model's pretrained_cfg: the evaluation transform
 // that makes an image the model's input, and the names of the classes. Config.Preprocess gives
-// it to the trainer and Save records it; a trainer that loads the checkpoint has it back
-// (Trainer.Preprocess), and package predict applies it and ExportONNX records it.
+// it to the trainer (train.Config.Preprocess) and its checkpoint records it; a trainer that loads
+// the checkpoint has it back (train.Trainer.Preprocess), package predict applies it and the ONNX
+// export records it.
 type Preprocess struct {
 	// Eval is the evaluation transform at the model's input size: Crop is the input's side. A
 	// zero Resize and Crop mean that an image is resized to the input's height and width
 	// (bilinear) without a crop, as stoke does to digits and other fixed-shape data (timm's
 	// crop_mode "squash"); Mean and Std are the normalization either way.
-	Eval models.EvalTransform
+	Eval EvalTransform
 	// Classes names the classes in the order of the model's outputs; nil when the data named
 	// none (MNIST's digits).
 	Classes []string
@@ -40,8 +40,8 @@ func (p *Preprocess) Chain(in Shape) *transforms.Chain {
 	return p.Eval.Chain(in.H)
 }
 
-// check reports whether p fits a model whose input is in, with classes outputs.
-func (p *Preprocess) check(in Shape, classes int) error {
+// Check reports whether p fits a model whose input is in, with classes outputs.
+func (p *Preprocess) Check(in Shape, classes int) error {
 	e := p.Eval
 	switch {
 	case p.squash():
@@ -66,8 +66,8 @@ func (p *Preprocess) check(in Shape, classes int) error {
 	return nil
 }
 
-// clone returns a copy of p that shares no slice with it.
-func (p *Preprocess) clone() *Preprocess {
+// Clone returns a copy of p that shares no slice with it (nil for nil).
+func (p *Preprocess) Clone() *Preprocess {
 	if p == nil {
 		return nil
 	}
@@ -76,9 +76,10 @@ func (p *Preprocess) clone() *Preprocess {
 	return &c
 }
 
-// pretrainedCfg is a Preprocess as a checkpoint holds it, under timm's pretrained_cfg keys, and
-// "resize", the exact side crop_pct rounds (timm resizes to floor(crop/crop_pct)).
-type pretrainedCfg struct {
+// PretrainedCfg is a Preprocess as a checkpoint and an ONNX export hold it, under timm's
+// pretrained_cfg keys, and "resize", the exact side crop_pct rounds (timm resizes to
+// floor(crop/crop_pct)).
+type PretrainedCfg struct {
 	InputSize     []int     `json:"input_size"`
 	Interpolation string    `json:"interpolation"`
 	CropPct       float64   `json:"crop_pct"`
@@ -90,8 +91,9 @@ type pretrainedCfg struct {
 	LabelNames    []string  `json:"label_names,omitempty"`
 }
 
-func (p *Preprocess) cfg(in Shape, classes int) *pretrainedCfg {
-	c := &pretrainedCfg{InputSize: []int{in.C, in.H, in.W}, Interpolation: p.Eval.Filter.String(), CropPct: 1, CropMode: "squash",
+// Cfg is p as the PretrainedCfg of a model whose input is in, with classes outputs.
+func (p *Preprocess) Cfg(in Shape, classes int) *PretrainedCfg {
+	c := &PretrainedCfg{InputSize: []int{in.C, in.H, in.W}, Interpolation: p.Eval.Filter.String(), CropPct: 1, CropMode: "squash",
 		Mean: p.Eval.Mean, Std: p.Eval.Std, NumClasses: classes, LabelNames: p.Classes}
 	if !p.squash() {
 		c.CropPct, c.CropMode, c.Resize = float64(p.Eval.Crop)/float64(p.Eval.Resize), "center", p.Eval.Resize
@@ -99,9 +101,10 @@ func (p *Preprocess) cfg(in Shape, classes int) *pretrainedCfg {
 	return c
 }
 
-// preprocess is the Preprocess c describes, checked against the model.
-func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
-	p := &Preprocess{Eval: models.EvalTransform{Mean: c.Mean, Std: c.Std}, Classes: c.LabelNames}
+// Preprocess is the Preprocess c describes, checked against a model whose input is in, with
+// classes outputs.
+func (c *PretrainedCfg) Preprocess(in Shape, classes int) (*Preprocess, error) {
+	p := &Preprocess{Eval: EvalTransform{Mean: c.Mean, Std: c.Std}, Classes: c.LabelNames}
 	switch c.CropMode {
 	case "squash":
 	case "center":
@@ -117,7 +120,7 @@ func (c *pretrainedCfg) preprocess(in Shape, classes int) (*Preprocess, error) {
 	if len(c.InputSize) != 3 || c.InputSize[0] != in.C || c.InputSize[1] != in.H || c.InputSize[2] != in.W || c.NumClasses != classes {
 		return nil, fmt.Errorf("preprocess: input_size %v and %d classes for a model of input %v and %d classes", c.InputSize, c.NumClasses, in, classes)
 	}
-	return p, p.check(in, classes)
+	return p, p.Check(in, classes)
 }
 
 // ConfigInput is the input shape and the class count of a model's config.json on the Hugging Face
@@ -128,21 +131,21 @@ func ConfigInput(config []byte) (Shape, int, error) {
 		return Shape{}, 0, err
 	}
 	if len(c.InputSize) != 3 {
-		return Shape{}, 0, fmt.Errorf("train: config.json: input_size %v; want [C, H, W]", c.InputSize)
+		return Shape{}, 0, fmt.Errorf("models: config.json: input_size %v; want [C, H, W]", c.InputSize)
 	}
 	return Shape{C: c.InputSize[0], H: c.InputSize[1], W: c.InputSize[2]}, c.NumClasses, nil
 }
 
 // readPretrainedCfg reads config.json's pretrained_cfg, with the class count and label names at
 // the top when it has none, and timm's default crop mode.
-func readPretrainedCfg(config []byte) (pretrainedCfg, error) {
+func readPretrainedCfg(config []byte) (PretrainedCfg, error) {
 	var file struct {
-		Cfg        pretrainedCfg `json:"pretrained_cfg"`
+		Cfg        PretrainedCfg `json:"pretrained_cfg"`
 		NumClasses int           `json:"num_classes"`
 		LabelNames []string      `json:"label_names"`
 	}
 	if err := json.Unmarshal(config, &file); err != nil {
-		return pretrainedCfg{}, fmt.Errorf("train: config.json: %w", err)
+		return PretrainedCfg{}, fmt.Errorf("models: config.json: %w", err)
 	}
 	c := file.Cfg
 	if c.NumClasses == 0 {
@@ -176,17 +179,17 @@ func PreprocessOf(config []byte, in Shape, classes int) (*Preprocess, error) {
 	}
 	c.InputSize = []int{in.C, in.H, in.W}
 	if c.NumClasses != classes {
-		return nil, fmt.Errorf("train: config.json: %d classes; the model has %d", c.NumClasses, classes)
+		return nil, fmt.Errorf("models: config.json: %d classes; the model has %d", c.NumClasses, classes)
 	}
 	if c.CropMode == "center" && c.Resize == 0 {
 		if !(c.CropPct > 0 && c.CropPct <= 1) {
-			return nil, fmt.Errorf("train: config.json: crop_pct %v; want in (0, 1]", c.CropPct)
+			return nil, fmt.Errorf("models: config.json: crop_pct %v; want in (0, 1]", c.CropPct)
 		}
 		c.Resize = int(math.Floor(float64(in.H) / c.CropPct))
 	}
-	p, err := c.preprocess(in, classes)
+	p, err := c.Preprocess(in, classes)
 	if err != nil {
-		return nil, fmt.Errorf("train: config.json: %w", err)
+		return nil, fmt.Errorf("models: config.json: %w", err)
 	}
 	return p, nil
 }

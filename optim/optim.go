@@ -1,19 +1,35 @@
-package train
+// Package optim holds the optimizers and learning-rate schedules of training, as torch.optim and
+// torch.optim.lr_scheduler: SGD, Adam, AdamW and RMSprop, each its settings and its update of one
+// tensor through a backend's op set; Constant, StepDecay and Cosine. The state an optimizer
+// keeps per tensor (momentum, moments) is allocated, checkpointed and handed to Update by the
+// trainer (package train), which knows where the model's tensors live.
+package optim
 
 import (
+	"errors"
 	"fmt"
-	"github.com/stoke-ml/stoke/models"
-	"math"
 	"strings"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/models"
 )
 
-// Optimizer updates parameters from their gradients. SGD, AdamW and RMSprop implement it; so can a user's
-// (examples/external has HeavyBall). An Optimizer is its settings: its per-parameter state
-// (torch.optim.Optimizer.state) is the trainer's, which allocates it, checkpoints it and hands
-// each parameter's to Update (Trainer.OptimizerState reads it).
+// ErrUnknown is the error of an optimizer name New does not know.
+var ErrUnknown = errors.New("unknown optimizer")
+
+// Param is a trained tensor as an optimizer sees it: its weights W, updated in place, its
+// gradient G (same length) and whether weight decay applies to it (weights of linear and
+// convolution layers; not biases, norms' scales and shifts or embeddings).
+type Param struct {
+	W, G  kernels.F32
+	Decay bool
+}
+
+// Optimizer updates parameters from their gradients. SGD, Adam, AdamW and RMSprop implement it;
+// so can a user's (examples/external has HeavyBall). An Optimizer is its settings: its
+// per-parameter state (torch.optim.Optimizer.state) is the trainer's, which allocates it,
+// checkpoints it and hands each parameter's to Update (train.Trainer.OptimizerState reads it).
 type Optimizer interface {
 	// String names the optimizer and its settings; checkpoints record it, and a resumed run
 	// must have an optimizer whose String starts with the same word and holds amsgrad=true
@@ -28,20 +44,20 @@ type Optimizer interface {
 	// Update enqueues on s, through ops, one step of p: p.W from the gradient p.G (the mean over
 	// the batch, already unscaled under fp16 loss scaling) and state, p's Slots tensors, which it
 	// updates in place. lr is this step's rate, the schedule's and the parameter group's factors
-	// applied (Config.BackboneLRScale, LayerDecay); step counts the updates made, from 1. Apply
-	// weight decay only where p.Decayed(). Frozen parameters are never passed.
-	Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error
+	// applied (train.Config.BackboneLRScale, LayerDecay); step counts the updates made, from 1.
+	// Apply weight decay only where p.Decay. Frozen parameters are never passed.
+	Update(ops kernels.Ops, s gpu.Stream, p Param, state []kernels.F32, lr float64, step int) error
 }
 
-// Optimizers are the names NewOptimizer knows.
-var Optimizers = []string{"sgd", "adam", "adamw", "rmsprop"}
+// Names are the optimizers New knows.
+var Names = []string{"sgd", "adam", "adamw", "rmsprop"}
 
-// NewOptimizer returns the optimizer of that name with stoke's settings, the one place they are
+// New returns the optimizer of that name with stoke's settings, the one place they are
 // stated: "sgd" with momentum (Nesterov when it is positive), "adam" and "adamw" with PyTorch's
 // betas and eps, without AMSGrad (momentum is their Beta1's business and not used), "rmsprop"
 // with momentum and torchvision's MobileNetV3 recipe's alpha 0.9 and eps 0.0316. weightDecay
-// applies to weights only (see Param.Decayed). An unknown name is an error wrapping ErrConfig.
-func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, error) {
+// applies to weights only (see Param.Decay). An unknown name is an error wrapping ErrUnknown.
+func New(name string, lr, momentum, weightDecay float64) (Optimizer, error) {
 	switch name {
 	case "sgd":
 		return SGD{LR: lr, Momentum: momentum, Nesterov: momentum > 0, WeightDecay: weightDecay}, nil
@@ -53,28 +69,20 @@ func NewOptimizer(name string, lr, momentum, weightDecay float64) (Optimizer, er
 	case "rmsprop":
 		return RMSprop{LR: lr, Alpha: 0.9, Eps: 0.0316, Momentum: momentum, WeightDecay: weightDecay}, nil
 	}
-	return nil, fmt.Errorf("train: %w: optimizer %q; want %s", ErrConfig, name, strings.Join(Optimizers, ", "))
+	return nil, fmt.Errorf("optim: %w %q; want %s", ErrUnknown, name, strings.Join(Names, ", "))
 }
 
-// RecipeOptimizer is the optimizer of a model's recipe (models.RecipeFor) for a global batch of
-// batch samples: NewOptimizer of its Optimizer at its ScaledLR(batch), momentum 0.9 and its
+// ForRecipe is the optimizer of a model's recipe (models.RecipeFor) for a global batch of batch
+// samples: New of its Optimizer at its ScaledLR(batch), momentum 0.9 and its
 // weight decay. Its schedule is Cosine(r.WarmupEpochs).
-func RecipeOptimizer(r models.Recipe, batch int) (Optimizer, error) {
-	return NewOptimizer(r.Optimizer, r.ScaledLR(batch), 0.9, r.WeightDecay)
-}
-
-// optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and
-// param_groups: each trained parameter's Optimizer.Slots tensors, allocated by the trainer in the
-// model's weights arena, and its learning-rate factor. Both are indexed as Model.params.
-type optimState struct {
-	slots   [][]kernels.F32
-	lrScale []float64 // the parameter group's factor (Config.BackboneLRScale, LayerDecay); 0 means 1
+func ForRecipe(r models.Recipe, batch int) (Optimizer, error) {
+	return New(r.Optimizer, r.ScaledLR(batch), 0.9, r.WeightDecay)
 }
 
 // SGD is stochastic gradient descent with momentum, as PyTorch's torch.optim.SGD without
 // dampening: g += WeightDecay*w; v = Momentum*v + g; w -= LR*(Nesterov ? g + Momentum*v : v).
 // Weight decay applies to weights only, not to biases or BatchNorm parameters (see
-// Param.Decayed), as in torchvision's training recipes.
+// Param.Decay), as in torchvision's training recipes.
 type SGD struct {
 	LR, Momentum, WeightDecay float64
 	Nesterov                  bool
@@ -96,7 +104,7 @@ func (o SGD) Slots() int {
 	return 1
 }
 
-func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, _ int) error {
+func (o SGD) Update(ops kernels.Ops, s gpu.Stream, p Param, state []kernels.F32, lr float64, _ int) error {
 	var v kernels.F32
 	if len(state) > 0 {
 		v = state[0]
@@ -143,7 +151,7 @@ func (o AdamW) Slots() int {
 	return 2
 }
 
-func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error {
+func (o AdamW) Update(ops kernels.Ops, s gpu.Stream, p Param, state []kernels.F32, lr float64, step int) error {
 	o = o.withDefaults()
 	var vmax kernels.F32
 	if o.AMSGrad {
@@ -182,7 +190,7 @@ func (o Adam) Slots() int { return o.adamW().Slots() }
 
 // Update adds the decay to the gradient in place (the trainer's gradient is the step's scratch,
 // read by nothing after the update), then takes AdamW's step without decay.
-func (o Adam) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, step int) error {
+func (o Adam) Update(ops kernels.Ops, s gpu.Stream, p Param, state []kernels.F32, lr float64, step int) error {
 	if wd := decay(p, o.WeightDecay); wd != 0 {
 		if err := ops.Axpy(s, p.G, wd, p.W); err != nil {
 			return err
@@ -195,7 +203,7 @@ func (o Adam) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F3
 // (1-Alpha)*g²; d = √sq + Eps (Centered: ga = Alpha*ga + (1-Alpha)*g, d = √(sq - ga²) + Eps, eps
 // outside the root as torch's); without momentum w -= LR*g/d, with it b = Momentum*b + g/d and
 // w -= LR*b. Zero Alpha and Eps mean PyTorch's defaults 0.99 and 1e-8; torchvision's MobileNetV3
-// recipe (Recipe.NewOptimizer's "rmsprop") takes 0.9 and 0.0316. Like SGD's, the weight decay
+// recipe (New's "rmsprop") takes 0.9 and 0.0316. Like SGD's, the weight decay
 // applies to weights only. Its state is the mean square, then the momentum buffer (with
 // Momentum), then the mean gradient (Centered): torch's square_avg, momentum_buffer, grad_avg.
 type RMSprop struct {
@@ -235,7 +243,7 @@ func (o RMSprop) Slots() int {
 	return n
 }
 
-func (o RMSprop) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels.F32, lr float64, _ int) error {
+func (o RMSprop) Update(ops kernels.Ops, s gpu.Stream, p Param, state []kernels.F32, lr float64, _ int) error {
 	o = o.withDefaults()
 	sq, rest := state[0], state[1:]
 	var b, ga kernels.F32
@@ -250,46 +258,9 @@ func (o RMSprop) Update(ops kernels.Ops, s gpu.Stream, p *Param, state []kernels
 }
 
 // decay is the weight decay for p: wd for weights, 0 for biases and BatchNorm parameters.
-func decay(p *Param, wd float64) float32 {
-	if !p.Decayed() {
+func decay(p Param, wd float64) float32 {
+	if !p.Decay {
 		return 0
 	}
 	return float32(wd)
-}
-
-// Schedule maps the global step (from 0), the steps per epoch and the total number of steps of the
-// run to a factor of the optimizer's base learning rate. perEpoch and total are 0 while the length
-// of an epoch is not known (the first epoch over a stream, see Data.Steps); the schedules here then
-// keep the base rate.
-type Schedule func(step, perEpoch, total int) float64
-
-// Constant keeps the base learning rate.
-func Constant() Schedule { return func(int, int, int) float64 { return 1 } }
-
-// StepDecay multiplies the rate by gamma every `every` epochs (PyTorch's StepLR counted in
-// epochs). every < 1 is treated as 1.
-func StepDecay(every int, gamma float64) Schedule {
-	every = max(every, 1)
-	return func(step, perEpoch, _ int) float64 {
-		if perEpoch == 0 {
-			return 1
-		}
-		return math.Pow(gamma, float64(step/(perEpoch*every)))
-	}
-}
-
-// Cosine warms the rate up linearly over the first warmupEpochs (a fraction is allowed) and then
-// follows a half cosine from the base rate down to zero at the last step.
-func Cosine(warmupEpochs float64) Schedule {
-	return func(step, perEpoch, total int) float64 {
-		warm := int(warmupEpochs * float64(perEpoch))
-		if step < warm {
-			return float64(step+1) / float64(warm)
-		}
-		span := total - warm
-		if span <= 0 {
-			return 1
-		}
-		return 0.5 * (1 + math.Cos(math.Pi*float64(step-warm)/float64(span)))
-	}
 }
