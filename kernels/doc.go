@@ -40,3 +40,5 @@
 // fixed number of parts that does not depend on the number of cores, and reductions add in a fixed
 // order.
 package kernels
+
+//go:generate go run ./internal/opdef/gen

@@ -65,7 +65,7 @@ func Checkpoint(m Module, x *Tensor) *Tensor {
 	out := g.keep(y, mark)
 	ins := append(g.lists.take(1 + len(seg.params))[:0], x)
 	ins = append(ins, seg.params...)
-	g.record(out, "checkpoint", nil, ins, func(dy *Tensor, dx []*Tensor) {
+	g.record(out, OpCheckpoint, nil, ins, func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.recompute(m, x, dy, draws)
 	})
 	return out
@@ -115,7 +115,7 @@ func (g *Graph) recompute(m Module, x, dy *Tensor, draws uint64) *Tensor {
 	n0, mark, after := len(g.nodes), len(g.used), g.draws
 	g.draws, g.backward, g.recomputing = draws, false, true
 	in := g.tensor(x.shape, x.data)
-	g.record(in, "input", nil, nil, nil)
+	g.record(in, OpInput, nil, nil, nil)
 	in.grad = x.grad
 	y := m.Forward(in)
 	g.draws, g.backward, g.recomputing = after, true, false

@@ -30,7 +30,7 @@ func Linear(x, w, b *Tensor) *Tensor {
 		}
 		return g.ops.BiasAdd(g.s, y.data, b.data, rows, 1)
 	})
-	g.record(y, "linear", nil, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
+	g.record(y, OpLinear, nil, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		if x.grad {
 			dx := g.newTensor(x.shape)
 			g.run(func() error { return g.ops.Gemm(g.s, false, false, rows, in, out, 1, dy.data, w.data, 0, dx.data) })
@@ -125,7 +125,7 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 		bias = b.data
 	}
 	g.run(func() error { return g.ops.Conv2D(g.s, y.data, x.data, w.data, bias, ws, geo) })
-	g.record(y, "conv2d", attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
+	g.record(y, OpConv2D, attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		var dx, db kernels.F32
 		if x.grad {
 			grads[0] = g.newTensor(x.shape)
@@ -163,7 +163,7 @@ func depthwiseConv2d(g *Graph, x, w, b *Tensor, o ConvOptions) *Tensor {
 	}
 	g.run(func() error { return g.ops.DepthwiseConv2D(g.s, y.data, x.data, w.data, bias, geo) })
 	attr := func() Attr { return Attr{"stride": geo.Stride, "padding": geo.Pad, "groups": geo.C} }
-	g.record(y, "conv2d", attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
+	g.record(y, OpConv2D, attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		var dx, db kernels.F32
 		if x.grad {
 			grads[0] = g.newTensor(x.shape)
@@ -218,7 +218,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 		g.run(func() error {
 			return g.ops.BatchNormEval(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, geo)
 		})
-		g.record(y, "batch_norm", attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, dx []*Tensor) {
+		g.record(y, OpBatchNorm, attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, dx []*Tensor) {
 			// y = x·s + t per channel, s = weight/√(runVar+eps): dx = dy·s. The affine tensors
 			// of a batch norm in evaluation (frozen) get no gradient.
 			scale := Mul(weight, Rsqrt(AddScalar(runVar, eps)))
@@ -255,7 +255,7 @@ func BatchNorm(x, runMean, runVar, weight, bias *Tensor, momentum, eps float32) 
 			return g.ops.BatchNormTrainStats(g.s, y.data, x.data, weight.data, bias.data, runMean.data, runVar.data, mean, invStd, stats, geo)
 		})
 	}
-	g.record(y, "batch_norm", attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, grads []*Tensor) {
+	g.record(y, OpBatchNorm, attr, g.operands(x, weight, bias, runMean, runVar), func(dy *Tensor, grads []*Tensor) {
 		var dx kernels.F32
 		grads[1], grads[2] = g.gradFor(weight), g.gradFor(bias)
 		if x.grad {
@@ -315,7 +315,7 @@ func LayerNorm(x, weight, bias *Tensor, eps float32) *Tensor {
 	y := g.newTensor(x.shape)
 	mean, rstd := g.buf(rows), g.buf(rows)
 	g.run(func() error { return g.ops.LayerNorm(g.s, y.data, mean, rstd, x.data, gamma, beta, rows, cols, eps) })
-	g.record(y, "layer_norm", func() Attr { return Attr{"eps": eps} }, g.operands(x, weight, bias), func(dy *Tensor, grads []*Tensor) {
+	g.record(y, OpLayerNorm, func() Attr { return Attr{"eps": eps} }, g.operands(x, weight, bias), func(dy *Tensor, grads []*Tensor) {
 		dx := g.newTensor(x.shape)
 		grads[0] = dx
 		var dgamma, dbeta kernels.F32
@@ -345,7 +345,7 @@ func Softmax(x *Tensor) *Tensor {
 	rows := x.Len() / max(cols, 1)
 	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Softmax(g.s, y.data, x.data, rows, cols) })
-	g.record(y, "softmax", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpSoftmax, nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.newTensor(x.shape)
 		g.run(func() error { return g.ops.SoftmaxBackward(g.s, dx[0].data, dy.data, y.data, rows, cols) })
 	})
@@ -376,7 +376,7 @@ func ScaledDotProductAttention(q, k, v *Tensor, scale float32) *Tensor {
 	lse := g.buf(geo.Rows()) // each query's log-sum-exp, for the backward pass
 	g.run(func() error { return g.ops.Attention(g.s, y.data, lse, q.data, k.data, v.data, geo) })
 	attr := func() Attr { return Attr{"scale": scale} }
-	g.record(y, "scaled_dot_product_attention", attr, g.operands(q, k, v), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpScaledDotProductAttention, attr, g.operands(q, k, v), func(dy *Tensor, dx []*Tensor) {
 		dq, dk, dv := g.newTensor(q.shape), g.newTensor(k.shape), g.newTensor(v.shape)
 		g.run(func() error {
 			return g.ops.AttentionBackward(g.s, dq.data, dk.data, dv.data, dy.data, q.data, k.data, v.data, y.data, lse, geo)
@@ -406,7 +406,7 @@ func MaxPool2d(x *Tensor, k, stride, pad int) *Tensor {
 	arg := kernels.I32(g.buf(geo.OutLen()))
 	g.run(func() error { return g.ops.MaxPool2D(g.s, y.data, arg, x.data, geo) })
 	attr := func() Attr { return Attr{"kernel": k, "stride": geo.Stride, "padding": pad} }
-	g.record(y, "max_pool2d", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpMaxPool2D, attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.newTensor(x.shape)
 		g.run(func() error { return g.ops.MaxPool2DBackward(g.s, dx[0].data, dy.data, arg, geo) })
 	})
@@ -427,7 +427,7 @@ func GlobalAvgPool(x *Tensor) *Tensor {
 	inner := x.shape[2] * x.shape[3]
 	y := g.newTensor(g.shape(nil, x.shape[0], x.shape[1], 1, 1))
 	g.run(func() error { return g.ops.GlobalAvgPool(g.s, y.data, x.data, inner) })
-	g.record(y, "global_avg_pool", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpGlobalAvgPool, nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.newTensor(x.shape)
 		g.run(func() error { return g.ops.GlobalAvgPoolBackward(g.s, dx[0].data, dy.data, inner) })
 	})
@@ -450,7 +450,7 @@ func Dropout(x *Tensor, p float32) *Tensor {
 	y := g.newTensor(x.shape)
 	mask := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Dropout(g.s, y.data, mask.data, x.data, p, seed) })
-	g.record(y, "dropout", func() Attr { return Attr{"p": p} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dy, mask) })
+	g.record(y, OpDropout, func() Attr { return Attr{"p": p} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dy, mask) })
 	return y
 }
 
@@ -472,7 +472,7 @@ func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor
 		return g.ops.SoftmaxCrossEntropySmooth(g.s, loss.data, dl.data, logits.data, labels, n, classes, smoothing)
 	})
 	attr := func() Attr { return Attr{"smoothing": smoothing} }
-	g.record(loss, "cross_entropy", attr, g.operands(logits), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dl, dy) })
+	g.record(loss, OpCrossEntropy, attr, g.operands(logits), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dl, dy) })
 	return loss
 }
 

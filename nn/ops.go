@@ -11,20 +11,21 @@ import (
 // and a dimension of size 1 (or a missing one) stretches to the other's.
 
 // Add returns x + y.
-func Add(x, y *Tensor) *Tensor { return binary(kernels.BinaryAdd, "add", x, y) }
+func Add(x, y *Tensor) *Tensor { return binary(kernels.BinaryAdd, OpAdd, x, y) }
 
 // Sub returns x − y.
-func Sub(x, y *Tensor) *Tensor { return binary(kernels.BinarySub, "sub", x, y) }
+func Sub(x, y *Tensor) *Tensor { return binary(kernels.BinarySub, OpSub, x, y) }
 
 // Mul returns x · y elementwise.
-func Mul(x, y *Tensor) *Tensor { return binary(kernels.BinaryMul, "mul", x, y) }
+func Mul(x, y *Tensor) *Tensor { return binary(kernels.BinaryMul, OpMul, x, y) }
 
 // Div returns x / y elementwise.
-func Div(x, y *Tensor) *Tensor { return binary(kernels.BinaryDiv, "div", x, y) }
+func Div(x, y *Tensor) *Tensor { return binary(kernels.BinaryDiv, OpDiv, x, y) }
 
 // binary runs f over the broadcast of x and y. Its VJP gives the gradients of x and y of the
 // broadcast shape: Backward reduces them.
-func binary(f kernels.BinaryFunc, name string, x, y *Tensor) *Tensor {
+func binary(f kernels.BinaryFunc, op Op, x, y *Tensor) *Tensor {
+	name := string(op)
 	g := graphOf(name, x, y)
 	if g == nil {
 		return orphan(name)
@@ -37,7 +38,7 @@ func binary(f kernels.BinaryFunc, name string, x, y *Tensor) *Tensor {
 	z := g.newTensor(shape)
 	xs, ys := stridesIn(g.dims.take(len(shape)), x.shape, shape), stridesIn(g.dims.take(len(shape)), y.shape, shape)
 	g.run(func() error { return g.ops.Binary(g.s, f, z.data, x.data, y.data, shape, xs, ys) })
-	g.record(z, name, nil, g.operands(x, y), func(dz *Tensor, dx []*Tensor) {
+	g.record(z, op, nil, g.operands(x, y), func(dz *Tensor, dx []*Tensor) {
 		switch f {
 		case kernels.BinaryAdd:
 			dx[0], dx[1] = dz, dz
@@ -72,7 +73,7 @@ func Scale(x *Tensor, a float32) *Tensor {
 		}
 		return g.ops.Scale(g.s, y.data, a)
 	})
-	g.record(y, "scale", func() Attr { return Attr{"alpha": a} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Scale(dy, a) })
+	g.record(y, OpScale, func() Attr { return Attr{"alpha": a} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = Scale(dy, a) })
 	return y
 }
 
@@ -129,7 +130,7 @@ func unary(f kernels.UnaryFunc, x *Tensor) *Tensor {
 	}
 	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.Unary(g.s, f, y.data, x.data) })
-	g.record(y, f.String(), nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, Op(f.String()), nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.newTensor(x.shape)
 		g.run(func() error { return g.ops.UnaryGrad(g.s, f, dx[0].data, dy.data, x.data) })
 	})
@@ -144,7 +145,7 @@ func ReLU(x *Tensor) *Tensor {
 	}
 	y := g.newTensor(x.shape)
 	g.run(func() error { return g.ops.ReLU(g.s, y.data, x.data) })
-	g.record(y, "relu", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpReLU, nil, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		dx[0] = g.newTensor(x.shape)
 		g.run(func() error { return g.ops.ReLUGrad(g.s, dx[0].data, dy.data, y.data) })
 	})
@@ -173,7 +174,7 @@ func Sum(x *Tensor, axes []int, keepDim bool) *Tensor {
 	y := x
 	if !slices.Equal(keep, x.shape) {
 		y = reduce(x, keep)
-		g.record(y, "sum", func() Attr { return Attr{"keep": slices.Clone(keep)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = expand(dy, x.shape) })
+		g.record(y, OpSum, func() Attr { return Attr{"keep": slices.Clone(keep)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = expand(dy, x.shape) })
 	}
 	if keepDim {
 		return y
@@ -254,7 +255,7 @@ func (x *Tensor) Reshape(shape ...int) *Tensor {
 		return &Tensor{g: g}
 	}
 	y := g.tensor(to, x.data)
-	g.record(y, "reshape", nil, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = dy.Reshape(x.shape...) })
+	g.record(y, OpReshape, nil, g.operands(x), func(dy *Tensor, dx []*Tensor) { dx[0] = dy.Reshape(x.shape...) })
 	return y
 }
 
@@ -290,7 +291,7 @@ func Permute(x *Tensor, perm ...int) *Tensor {
 	dstStrides := packedStrides(g.dims.take(len(shape)), shape)
 	g.run(func() error { return g.ops.CopyStrided(g.s, y.data, dstStrides, x.data, srcStrides, shape) })
 	perm = g.shape(perm)
-	g.record(y, "permute", func() Attr { return Attr{"perm": slices.Clone(perm)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpPermute, func() Attr { return Attr{"perm": slices.Clone(perm)} }, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		inv := g.dims.take(len(perm))
 		for d, p := range perm {
 			inv[p] = d
@@ -354,7 +355,7 @@ func Narrow(x *Tensor, dim, start, n int) *Tensor {
 		}
 	}
 	attr := func() Attr { return Attr{"dim": dim, "start": start, "length": n} }
-	g.record(y, "narrow", attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
+	g.record(y, OpNarrow, attr, g.operands(x), func(dy *Tensor, dx []*Tensor) {
 		if x.p == nil && x.id > 0 {
 			if x.grad {
 				g.pieces[x.id-1] = append(g.pieces[x.id-1], piece{dy, dim, start})
@@ -418,7 +419,7 @@ func Concat(dim int, xs ...*Tensor) *Tensor {
 		at += x.shape[dim]
 	}
 	xs = g.operands(xs...)
-	g.record(y, "concat", func() Attr { return Attr{"dim": dim} }, xs, func(dy *Tensor, dxs []*Tensor) {
+	g.record(y, OpConcat, func() Attr { return Attr{"dim": dim} }, xs, func(dy *Tensor, dxs []*Tensor) {
 		at := 0
 		for i, x := range xs {
 			dxs[i] = Narrow(dy, dim, at, x.shape[dim])
@@ -461,7 +462,7 @@ func MatMul(a, b *Tensor) *Tensor {
 	}
 	c := g.newTensor(g.shape(batchShape, m, n))
 	gemm(g, false, false, a, b, c, m, n, k, 0)
-	g.record(c, "matmul", nil, g.operands(a, b), func(dc *Tensor, dx []*Tensor) {
+	g.record(c, OpMatMul, nil, g.operands(a, b), func(dc *Tensor, dx []*Tensor) {
 		// The gradients over c's batch; Backward sums a shared operand's over it.
 		da := g.newTensor(g.shape(batchShape, m, k))
 		db := g.newTensor(g.shape(batchShape, k, n))

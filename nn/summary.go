@@ -63,7 +63,7 @@ func Summarize(m Module, shape ...int) (*Summary, error) {
 	s.Params = s.Trainable + s.Buffers
 	counted := map[*Tensor]bool{}
 	for _, st := range steps {
-		row := LayerSummary{Op: st.Op, Output: st.Out.Shape(), MACs: macs(st)}
+		row := LayerSummary{Op: string(st.Op), Output: st.Out.Shape(), MACs: macs(st)}
 		for _, in := range st.In {
 			n, ok := name[in]
 			if !ok {
@@ -85,7 +85,7 @@ func Summarize(m Module, shape ...int) (*Summary, error) {
 			continue // an elementwise op, a view, a pooling: in the totals only
 		}
 		if row.Name == "" {
-			row.Name = st.Op
+			row.Name = string(st.Op)
 		}
 		s.Layers = append(s.Layers, row)
 	}
@@ -97,15 +97,15 @@ func Summarize(m Module, shape ...int) (*Summary, error) {
 func macs(st Step) int64 {
 	out := int64(st.Out.Len())
 	switch st.Op {
-	case "conv2d": // weight [out, in/groups, kh, kw]: each output value sums in/groups*kh*kw products
+	case OpConv2D: // weight [out, in/groups, kh, kw]: each output value sums in/groups*kh*kw products
 		w := st.In[1]
 		return out * int64(w.Dim(1)*w.Dim(2)*w.Dim(3))
-	case "linear": // weight [out, in]
+	case OpLinear: // weight [out, in]
 		return out * int64(st.In[1].Dim(1))
-	case "matmul": // [..., M, K] x [..., K, N]
+	case OpMatMul: // [..., M, K] x [..., K, N]
 		a := st.In[0]
 		return out * int64(a.Dim(a.Rank()-1))
-	case "scaled_dot_product_attention": // q [..., Lq, D], k [..., Lk, D]: scores and their average
+	case OpScaledDotProductAttention: // q [..., Lq, D], k [..., Lk, D]: scores and their average
 		q, k := st.In[0], st.In[1]
 		return 2 * int64(q.Len()) * int64(k.Dim(k.Rank()-2))
 	}

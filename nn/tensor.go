@@ -224,7 +224,7 @@ type node struct {
 	out  *Tensor
 	ins  []*Tensor
 	vjp  func(dy *Tensor, dx []*Tensor)
-	op   string
+	op   Op
 	attr Attr // only in a graph that infers shapes (Trace reads it)
 }
 
@@ -328,7 +328,7 @@ func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 	} else if !g.meta && g.err == nil && data.Len != prod(shape) {
 		g.fail(fmt.Errorf("nn: input of shape %v over %d values: %w", shape, data.Len, ErrShape))
 	}
-	g.record(t, "input", nil, nil, nil)
+	g.record(t, OpInput, nil, nil, nil)
 	return t
 }
 
@@ -337,7 +337,7 @@ func (g *Graph) Input(data kernels.F32, shape ...int) *Tensor {
 func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
 	t := g.newTensor(g.shape(shape))
 	t.grad = false
-	g.record(t, "constant", func() Attr { return Attr{"values": slices.Clone(values)} }, nil, nil)
+	g.record(t, OpConstant, func() Attr { return Attr{"values": slices.Clone(values)} }, nil, nil)
 	if g.meta || g.err != nil {
 		return t
 	}
@@ -357,7 +357,7 @@ func (g *Graph) Constant(values []float32, shape ...int) *Tensor {
 func (g *Graph) Full(v float32, shape ...int) *Tensor {
 	t := g.newTensor(g.shape(shape))
 	t.grad = false
-	g.record(t, "full", func() Attr { return Attr{"value": v} }, nil, nil)
+	g.record(t, OpFull, func() Attr { return Attr{"value": v} }, nil, nil)
 	g.run(func() error { return g.ops.Fill(g.s, t.data, v) })
 	return t
 }
@@ -467,7 +467,7 @@ func (g *Graph) operands(ts ...*Tensor) []*Tensor {
 // record adds t to the record as made by op from ins, with its VJP. attr gives the op's settings;
 // it is called only in a graph that infers shapes, where Trace reads them (a training pass makes
 // no maps).
-func (g *Graph) record(t *Tensor, op string, attr func() Attr, ins []*Tensor, vjp func(dy *Tensor, dx []*Tensor)) {
+func (g *Graph) record(t *Tensor, op Op, attr func() Attr, ins []*Tensor, vjp func(dy *Tensor, dx []*Tensor)) {
 	if g.backward {
 		t.grad, t.gone = false, g.seg != nil
 		return

@@ -13,12 +13,12 @@ import (
 // of a constant, "p" of a dropout.
 type Attr map[string]any
 
-// Step is one op of a traced forward pass: its name ("add", "linear", "conv2d", "gelu", ...; the
-// elementwise functions by kernels.UnaryFunc's names), its operands (tensors of the trace, or
+// Step is one op of a traced forward pass: its name (an Op's: "add", "linear", "conv2d", "gelu",
+// ...; the elementwise functions by kernels.UnaryFunc's names), its operands (tensors of the trace, or
 // parameters and buffers, which StateDict names), its result and its settings. The steps are
 // what another format (ONNX) needs to write the pass down.
 type Step struct {
-	Op   string
+	Op   Op
 	In   []*Tensor
 	Out  *Tensor
 	Attr Attr

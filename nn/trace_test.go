@@ -14,11 +14,11 @@ func TestTrace(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ops []string
+	var ops []nn.Op
 	for _, s := range steps {
 		ops = append(ops, s.Op)
 	}
-	if want := []string{"linear", "gelu", "full", "add", "softmax"}; !slices.Equal(ops, want) {
+	if want := []nn.Op{nn.OpLinear, nn.OpGELU, nn.OpFull, nn.OpAdd, nn.OpSoftmax}; !slices.Equal(ops, want) {
 		t.Fatalf("ops %v; want %v", ops, want)
 	}
 	if lin.Weight.Graph() != nil {

@@ -311,7 +311,7 @@ func (x *nnExport) factors(r int) []int {
 func (x *nnExport) stepName(i int, s nn.Step) string {
 	name := fmt.Sprintf("%d.%s", i, s.Op)
 	switch s.Op {
-	case "linear", "conv2d", "batch_norm", "layer_norm":
+	case nn.OpLinear, nn.OpConv2D, nn.OpBatchNorm, nn.OpLayerNorm:
 		if r := x.tr.refs[i]; len(r) > 1 && r[1] < nnInputRef {
 			if prefix, _ := splitLast(x.params[-2-r[1]]); prefix != "" && !x.used[prefix] {
 				name = prefix
@@ -378,46 +378,89 @@ func (x *nnExport) dynamicShape(name string, dims, k []int) string {
 
 // step appends the nodes of step i and returns its output's name.
 func (x *nnExport) step(i int, s nn.Step) (string, error) {
-	name := x.stepName(i, s)
-	refs := x.tr.refs[i]
-	in := make([]string, len(refs))
-	for j, r := range refs {
-		in[j] = x.name(r)
+	form := nnForms[s.Op]
+	if form == nil {
+		return "", fmt.Errorf("operator %q has no ONNX form", s.Op)
 	}
-	out := s.Out.Shape()
-	attrInt := func(key string) int { v, _ := s.Attr[key].(int); return v }
-	attrF32 := func(key string) float32 { v, _ := s.Attr[key].(float32); return v }
-	switch s.Op {
-	case "add", "sub", "mul", "div":
-		op := map[string]string{"add": "Add", "sub": "Sub", "mul": "Mul", "div": "Div"}[s.Op]
-		return x.node(name, op, in), nil
-	case "scale":
-		return x.node(name, "Mul", []string{in[0], x.scalar(name+"/alpha", attrF32("alpha"))}), nil
-	case "exp", "log", "sqrt", "sigmoid", "tanh", "relu":
-		op := map[string]string{"exp": "Exp", "log": "Log", "sqrt": "Sqrt", "sigmoid": "Sigmoid", "tanh": "Tanh", "relu": "Relu"}[s.Op]
-		return x.node(name, op, in), nil
-	case "rsqrt":
-		return x.node(name, "Reciprocal", []string{x.node(name+"/sqrt", "Sqrt", in)}), nil
-	case "gelu": // x·½(1 + erf(x/√2)): opset 17 has no Gelu
+	st := nnStep{Step: s, i: i, name: x.stepName(i, s), refs: x.tr.refs[i], out: s.Out.Shape()}
+	st.in = make([]string, len(st.refs))
+	for j, r := range st.refs {
+		st.in[j] = x.name(r)
+	}
+	return form(x, st)
+}
+
+// nnStep is what an op's ONNX form is written from: step i, its node's name, its operands'
+// references and names and its output's shape.
+type nnStep struct {
+	nn.Step
+	i    int
+	name string
+	refs []int
+	in   []string
+	out  []int
+}
+
+func (st nnStep) attrInt(key string) int             { v, _ := st.Attr[key].(int); return v }
+func (st nnStep) attrF32(key string) float32         { v, _ := st.Attr[key].(float32); return v }
+func (st nnStep) node(x *nnExport, op string) string { return x.node(st.name, op, st.in) }
+
+// nnForm appends the nodes of a step and returns its output's name.
+type nnForm func(x *nnExport, st nnStep) (string, error)
+
+// onnxOp is the form of an op that is one ONNX operator of the step's operands.
+func onnxOp(op string) nnForm {
+	return func(x *nnExport, st nnStep) (string, error) { return st.node(x, op), nil }
+}
+
+// trainingOnly is the form of an op that a trace (a forward pass in evaluation mode) never
+// records: the graph's input, a checkpointed segment, dropout in training, a loss.
+func trainingOnly(_ *nnExport, st nnStep) (string, error) {
+	return "", fmt.Errorf("operator %q only runs in training", st.Op)
+}
+
+// nnForms are the ONNX forms of the ops of package nn, keyed by nn's constants; every op of nn
+// has one (TestNNFormsEveryOp), training-only ones the form saying so.
+var nnForms = map[nn.Op]nnForm{
+	nn.OpInput: trainingOnly, nn.OpCheckpoint: trainingOnly, nn.OpDropout: trainingOnly, nn.OpCrossEntropy: trainingOnly,
+
+	nn.OpAdd: onnxOp("Add"), nn.OpSub: onnxOp("Sub"), nn.OpMul: onnxOp("Mul"), nn.OpDiv: onnxOp("Div"),
+	nn.OpExp: onnxOp("Exp"), nn.OpLog: onnxOp("Log"), nn.OpSqrt: onnxOp("Sqrt"), nn.OpSigmoid: onnxOp("Sigmoid"),
+	nn.OpTanh: onnxOp("Tanh"), nn.OpReLU: onnxOp("Relu"), nn.OpHardswish: onnxOp("HardSwish"), nn.OpMatMul: onnxOp("MatMul"),
+	nn.OpGlobalAvgPool: onnxOp("GlobalAveragePool"),
+
+	nn.OpScale: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Mul", []string{st.in[0], x.scalar(st.name+"/alpha", st.attrF32("alpha"))}), nil
+	},
+	nn.OpRsqrt: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Reciprocal", []string{x.node(st.name+"/sqrt", "Sqrt", st.in)}), nil
+	},
+	nn.OpGELU: func(x *nnExport, st nnStep) (string, error) { // x·½(1 + erf(x/√2)): opset 17 has no Gelu
+		name, in := st.name, st.in
 		erf := x.node(name+"/erf", "Erf", []string{x.node(name+"/div", "Div", []string{in[0], x.scalar(name+"/sqrt2", math.Sqrt2)})})
 		h := x.node(name+"/mul", "Mul", []string{in[0], x.node(name+"/add", "Add", []string{erf, x.scalar(name+"/one", 1)})})
 		return x.node(name, "Mul", []string{h, x.scalar(name+"/half", 0.5)}), nil
-	case "gelu_tanh": // x·½(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+	},
+	nn.OpGELUTanh: func(x *nnExport, st nnStep) (string, error) { // x·½(1 + tanh(√(2/π)·(x + 0.044715·x³)))
+		name, in := st.name, st.in
 		x3 := x.node(name+"/cube", "Mul", []string{x.node(name+"/square", "Mul", []string{in[0], in[0]}), in[0]})
 		inner := x.node(name+"/inner", "Add", []string{in[0], x.node(name+"/cubic", "Mul", []string{x3, x.scalar(name+"/c", 0.044715)})})
 		th := x.node(name+"/tanh", "Tanh", []string{x.node(name+"/scaled", "Mul", []string{inner, x.scalar(name+"/k", float32(math.Sqrt(2/math.Pi)))})})
 		h := x.node(name+"/mul", "Mul", []string{in[0], x.node(name+"/add", "Add", []string{th, x.scalar(name+"/one", 1)})})
 		return x.node(name, "Mul", []string{h, x.scalar(name+"/half", 0.5)}), nil
-	case "silu":
-		return x.node(name, "Mul", []string{in[0], x.node(name+"/sigmoid", "Sigmoid", in)}), nil
-	case "hardswish":
-		return x.node(name, "HardSwish", in), nil
-	case "hardsigmoid":
-		return x.node(name, "HardSigmoid", in, Float("alpha", 1.0/6), Float("beta", 0.5)), nil
-	case "relu6":
-		return x.node(name, "Clip", []string{in[0], x.scalar(name+"/min", 0), x.scalar(name+"/max", 6)}), nil
-	case "linear":
-		if len(x.shape(refs[0])) == 2 {
+	},
+	nn.OpSiLU: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Mul", []string{st.in[0], x.node(st.name+"/sigmoid", "Sigmoid", st.in)}), nil
+	},
+	nn.OpHardsigmoid: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "HardSigmoid", st.in, Float("alpha", 1.0/6), Float("beta", 0.5)), nil
+	},
+	nn.OpReLU6: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Clip", []string{st.in[0], x.scalar(st.name+"/min", 0), x.scalar(st.name+"/max", 6)}), nil
+	},
+	nn.OpLinear: func(x *nnExport, st nnStep) (string, error) {
+		name, in := st.name, st.in
+		if len(x.shape(st.refs[0])) == 2 {
 			return x.node(name, "Gemm", in, Float("alpha", 1), Float("beta", 1), Int("transA", 0), Int("transB", 1)), nil
 		}
 		wt := x.node(name+"/weight_t", "Transpose", in[1:2], Ints("perm", 1, 0))
@@ -425,90 +468,100 @@ func (x *nnExport) step(i int, s nn.Step) (string, error) {
 			return x.node(name, "MatMul", []string{in[0], wt}), nil
 		}
 		return x.node(name, "Add", []string{x.node(name+"/matmul", "MatMul", []string{in[0], wt}), in[2]}), nil
-	case "matmul":
-		return x.node(name, "MatMul", in), nil
-	case "conv2d":
-		w := x.shape(refs[1])
-		st, p := int64(max(attrInt("stride"), 1)), int64(attrInt("padding")) // stride 0 is 1
-		return x.node(name, "Conv", in, Ints("kernel_shape", int64(w[2]), int64(w[3])), Ints("strides", st, st),
-			Ints("pads", p, p, p, p), Ints("dilations", 1, 1), Int("group", int64(max(attrInt("groups"), 1)))), nil
-	case "batch_norm": // x, weight, bias, running mean, running variance: ONNX's order
-		return x.node(name, "BatchNormalization", in, Float("epsilon", attrF32("eps")), Float("momentum", 1-attrF32("momentum"))), nil
-	case "layer_norm":
+	},
+	nn.OpConv2D: func(x *nnExport, st nnStep) (string, error) {
+		w := x.shape(st.refs[1])
+		s, p := int64(max(st.attrInt("stride"), 1)), int64(st.attrInt("padding")) // stride 0 is 1
+		return x.node(st.name, "Conv", st.in, Ints("kernel_shape", int64(w[2]), int64(w[3])), Ints("strides", s, s),
+			Ints("pads", p, p, p, p), Ints("dilations", 1, 1), Int("group", int64(max(st.attrInt("groups"), 1)))), nil
+	},
+	nn.OpBatchNorm: func(x *nnExport, st nnStep) (string, error) { // x, weight, bias, running mean, running variance: ONNX's order
+		return x.node(st.name, "BatchNormalization", st.in, Float("epsilon", st.attrF32("eps")), Float("momentum", 1-st.attrF32("momentum"))), nil
+	},
+	nn.OpLayerNorm: func(x *nnExport, st nnStep) (string, error) {
+		name, in := st.name, st.in
 		if len(in) == 1 { // no affine tensors: a scale of ones
-			c := out[len(out)-1]
+			c := st.out[len(st.out)-1]
 			in = append(in, x.node(name+"/ones", "Expand", []string{x.scalar(name+"/one", 1), x.ints(name+"/cols", c)}))
 		}
-		return x.node(name, "LayerNormalization", in, Int("axis", -1), Float("epsilon", attrF32("eps"))), nil
-	case "softmax":
-		return x.node(name, "Softmax", in, Int("axis", -1)), nil
-	case "scaled_dot_product_attention": // opset 17 has no attention: softmax(scale·q·kᵀ)·v
-		perm := make([]int64, len(out))
+		return x.node(name, "LayerNormalization", in, Int("axis", -1), Float("epsilon", st.attrF32("eps"))), nil
+	},
+	nn.OpSoftmax: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Softmax", st.in, Int("axis", -1)), nil
+	},
+	nn.OpScaledDotProductAttention: func(x *nnExport, st nnStep) (string, error) { // opset 17 has no attention: softmax(scale·q·kᵀ)·v
+		name, in := st.name, st.in
+		perm := make([]int64, len(st.out))
 		for j := range perm {
 			perm[j] = int64(j)
 		}
-		perm[len(out)-2], perm[len(out)-1] = perm[len(out)-1], perm[len(out)-2]
+		perm[len(st.out)-2], perm[len(st.out)-1] = perm[len(st.out)-1], perm[len(st.out)-2]
 		kt := x.node(name+"/key_t", "Transpose", in[1:2], Ints("perm", perm...))
-		scores := x.node(name+"/scores", "Mul", []string{x.node(name+"/matmul", "MatMul", []string{in[0], kt}), x.scalar(name+"/scale", attrF32("scale"))})
+		scores := x.node(name+"/scores", "Mul", []string{x.node(name+"/matmul", "MatMul", []string{in[0], kt}), x.scalar(name+"/scale", st.attrF32("scale"))})
 		return x.node(name, "MatMul", []string{x.node(name+"/softmax", "Softmax", []string{scores}, Int("axis", -1)), in[2]}), nil
-	case "max_pool2d":
-		k, st, p := int64(attrInt("kernel")), int64(attrInt("stride")), int64(attrInt("padding"))
-		if st == 0 { // the kernel's size
-			st = k
+	},
+	nn.OpMaxPool2D: func(x *nnExport, st nnStep) (string, error) {
+		k, s, p := int64(st.attrInt("kernel")), int64(st.attrInt("stride")), int64(st.attrInt("padding"))
+		if s == 0 { // the kernel's size
+			s = k
 		}
-		return x.node(name, "MaxPool", in, Ints("kernel_shape", k, k), Ints("strides", st, st),
+		return x.node(st.name, "MaxPool", st.in, Ints("kernel_shape", k, k), Ints("strides", s, s),
 			Ints("pads", p, p, p, p), Int("ceil_mode", 0)), nil
-	case "global_avg_pool":
-		return x.node(name, "GlobalAveragePool", in), nil
-	case "reshape":
-		if k := x.factors(refs[0]); len(out) == 2 && k[0] == 1 && !slices.ContainsFunc(k[1:], func(k int) bool { return k != 0 }) &&
-			slices.Equal(x.k[i], []int{1, 0}) {
-			return x.node(name, "Flatten", in, Int("axis", 1)), nil // [N ...] to [N rest]
+	},
+	nn.OpReshape: func(x *nnExport, st nnStep) (string, error) {
+		if k := x.factors(st.refs[0]); len(st.out) == 2 && k[0] == 1 && !slices.ContainsFunc(k[1:], func(k int) bool { return k != 0 }) &&
+			slices.Equal(x.k[st.i], []int{1, 0}) {
+			return x.node(st.name, "Flatten", st.in, Int("axis", 1)), nil // [N ...] to [N rest]
 		}
-		return x.node(name, "Reshape", []string{in[0], x.reshapeTarget(name+"/shape", out, x.k[i])}), nil
-	case "permute":
-		perm, _ := s.Attr["perm"].([]int)
+		return x.node(st.name, "Reshape", []string{st.in[0], x.reshapeTarget(st.name+"/shape", st.out, x.k[st.i])}), nil
+	},
+	nn.OpPermute: func(x *nnExport, st nnStep) (string, error) {
+		perm, _ := st.Attr["perm"].([]int)
 		p := make([]int64, len(perm))
 		for j, v := range perm {
 			p[j] = int64(v)
 		}
-		return x.node(name, "Transpose", in, Ints("perm", p...)), nil
-	case "narrow":
-		d, start := attrInt("dim"), attrInt("start")
-		if x.factors(refs[0])[d] != 0 {
+		return x.node(st.name, "Transpose", st.in, Ints("perm", p...)), nil
+	},
+	nn.OpNarrow: func(x *nnExport, st nnStep) (string, error) {
+		name, d, start := st.name, st.attrInt("dim"), st.attrInt("start")
+		if x.factors(st.refs[0])[d] != 0 {
 			return "", fmt.Errorf("narrows dimension %d, which holds the batch", d)
 		}
-		return x.node(name, "Slice", []string{in[0], x.ints(name+"/starts", start), x.ints(name+"/ends", start+attrInt("length")),
+		return x.node(name, "Slice", []string{st.in[0], x.ints(name+"/starts", start), x.ints(name+"/ends", start+st.attrInt("length")),
 			x.ints(name+"/axes", d)}), nil
-	case "concat":
-		return x.node(name, "Concat", in, Int("axis", int64(attrInt("dim")))), nil
-	case "sum":
-		shape := x.shape(refs[0])
+	},
+	nn.OpConcat: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Concat", st.in, Int("axis", int64(st.attrInt("dim")))), nil
+	},
+	nn.OpSum: func(x *nnExport, st nnStep) (string, error) {
+		shape := x.shape(st.refs[0])
 		var axes []int
-		for d, n := range out {
+		for d, n := range st.out {
 			if n == 1 && shape[d] != 1 {
 				axes = append(axes, d)
 			}
 		}
 		if len(axes) == 0 { // only dimensions of size 1: the values as they are
-			return x.node(name, "Identity", in), nil
+			return x.node(st.name, "Identity", st.in), nil
 		}
-		return x.node(name, "ReduceSum", []string{in[0], x.ints(name+"/axes", axes...)}, Int("keepdims", 1)), nil
-	case "full":
-		return x.node(name, "Expand", []string{x.scalar(name+"/value", attrF32("value")), x.dynamicShape(name+"/shape", out, x.k[i])}), nil
-	case "constant":
-		if slices.ContainsFunc(x.k[i], func(k int) bool { return k != 0 }) {
-			return "", fmt.Errorf("a constant of shape %v grows with the batch", out)
+		return x.node(st.name, "ReduceSum", []string{st.in[0], x.ints(st.name+"/axes", axes...)}, Int("keepdims", 1)), nil
+	},
+	nn.OpFull: func(x *nnExport, st nnStep) (string, error) {
+		return x.node(st.name, "Expand", []string{x.scalar(st.name+"/value", st.attrF32("value")), x.dynamicShape(st.name+"/shape", st.out, x.k[st.i])}), nil
+	},
+	nn.OpConstant: func(x *nnExport, st nnStep) (string, error) {
+		if slices.ContainsFunc(x.k[st.i], func(k int) bool { return k != 0 }) {
+			return "", fmt.Errorf("a constant of shape %v grows with the batch", st.out)
 		}
-		values, _ := s.Attr["values"].([]float32)
-		dims := make([]int64, len(out))
-		for j, d := range out {
+		values, _ := st.Attr["values"].([]float32)
+		dims := make([]int64, len(st.out))
+		for j, d := range st.out {
 			dims[j] = int64(d)
 		}
-		x.e.g.Initializers = append(x.e.g.Initializers, Tensor{Name: name, Dims: dims, Data: slices.Clone(values)})
-		return name, nil
-	}
-	return "", fmt.Errorf("operator %q has no ONNX form", s.Op)
+		x.e.g.Initializers = append(x.e.g.Initializers, Tensor{Name: st.name, Dims: dims, Data: slices.Clone(values)})
+		return st.name, nil
+	},
 }
 
 // reshapeTarget is the shape tensor of a Reshape to dims (the first trace's) with batch factors k:

@@ -918,7 +918,7 @@ func (t *Trainer) checkActivations(n int) error {
 		if err != nil {
 			return fmt.Errorf("train: %s: %w", t.m.name, err)
 		}
-		t.m.acts1, t.m.largest.values, t.m.largest.op = values, int64(largest.Out.Len()), largest.Op
+		t.m.acts1, t.m.largest.values, t.m.largest.op = values, int64(largest.Out.Len()), string(largest.Op)
 	}
 	perValue := int64(4)
 	if t.opt != nil {

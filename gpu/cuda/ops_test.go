@@ -83,7 +83,7 @@ func (sd *side) i32(t *testing.T, v []int32) kernels.I32 {
 }
 func (sd *side) u8(t *testing.T, v []uint8) kernels.U8 { return kernels.Bytes(sd.upload(t, v)) }
 
-// read returns the contents of views (F32 or I32) after the stream has run everything before.
+// read returns the contents of views (F32, I32 or U8) after the stream has run everything before.
 func (sd *side) read(t *testing.T, views ...any) [][]float64 {
 	t.Helper()
 	var out [][]float64
@@ -105,6 +105,18 @@ func (sd *side) read(t *testing.T, views ...any) [][]float64 {
 		case kernels.I32:
 			h := make([]int32, v.Len)
 			if err := sd.s.CopyD2H(bytesOf(h), v.Buf, 4*v.Off); err != nil {
+				t.Fatal(err)
+			}
+			i := len(out)
+			out = append(out, nil)
+			pending = append(pending, func() {
+				for _, x := range h {
+					out[i] = append(out[i], float64(x))
+				}
+			})
+		case kernels.U8:
+			h := make([]uint8, v.Len)
+			if err := sd.s.CopyD2H(h, v.Buf, v.Off); err != nil {
 				t.Fatal(err)
 			}
 			i := len(out)
