@@ -16,6 +16,7 @@ import (
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 func runExport(ctx context.Context, e *env, args []string) error {
@@ -259,7 +260,7 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err != nil {
 		return nil, err
 	}
-	if err := train.CheckWeightsFile(path); err != nil { // an old pickle: say how to convert it
+	if err := weights.CheckFile(path); err != nil { // an old pickle: say how to convert it
 		return nil, err
 	}
 	// The loader takes the weights' own transform, at their input size unless --size says
@@ -298,7 +299,7 @@ func openWeights(ctx context.Context, e *env, lf *loaderFlags, ds loaders.Datase
 	if err != nil {
 		return nil, errors.Join(err, dev.Close())
 	}
-	if _, err := tr.LoadWeights(ctx, path, train.LoadOptions{AllowNonFinite: allowNonFinite}); err != nil {
+	if _, err := tr.LoadWeights(ctx, path, weights.Options{AllowNonFinite: allowNonFinite}); err != nil {
 		return nil, errors.Join(err, tr.Close(), dev.Close())
 	}
 	return &checkpointTrainer{tr, dev}, nil

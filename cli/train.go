@@ -17,6 +17,7 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 func runTrain(ctx context.Context, e *env, args []string) error {
@@ -96,7 +97,7 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 			return err
 		}
 	}
-	if err := train.CheckWeightsFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
+	if err := weights.CheckFile(cfg.Init); err != nil { // an old pickle as --init: say how to convert it
 		return err
 	}
 	if tf.sampleLogDir != "" {

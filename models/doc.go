@@ -31,7 +31,7 @@
 //     swin_v2_b (stochastic_depth_prob only). Any image of at least one patch (maps padded to
 //     whole windows, as torchvision's). torchvision's buffers relative_position_index and
 //     relative_coords_table are constants of the forward pass, not tensors of the model: loads
-//     check them, exports write them (train.Derived).
+//     check them, exports write them (weights.Derived).
 //   - convnext(width_1, ..., width_4, depth_1, ..., depth_4, stochastic_depth_prob):
 //     torchvision's ConvNeXt with block_setting [CNBlockConfig(width_i, width_i+1, depth_i)];
 //     convnext_tiny, convnext_small, convnext_base and convnext_large (stochastic_depth_prob
@@ -62,7 +62,7 @@
 //     EfficientNet.
 //
 // A ViT of either layout takes weights made for another image size or patch size: LoadWeights
-// resamples their position embeddings to its grid (train.Resampler), bicubic as timm's
+// resamples their position embeddings to its grid (weights.Resampler), bicubic as timm's
 // resample_abs_pos_embed.
 //
 // Depthwise convolutions (ConvNeXt's, MobileNet's, EfficientNet's) run kernels of their own
@@ -75,7 +75,7 @@
 //
 // Each family registers its training recipe (RegisterRecipe, from its paper and timm's or
 // torchvision's recipes: see recipes.go), which RecipeFor returns and stoke train uses by default.
-// The ViTs, Swins and ConvNeXts of both namings are train.Layered models, for layer-wise
+// The ViTs, Swins and ConvNeXts of both namings are optim.Layered models, for layer-wise
 // learning-rate decay (train.Config.LayerDecay), at timm's layer ids (layerdecay.go maps
 // torchvision's names onto timm's layout).
 //

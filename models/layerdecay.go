@@ -7,7 +7,7 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// Layer ids of the hierarchical models (train.Layered), timm 0.9.16's rule: the layer_map that
+// Layer ids of the hierarchical models (optim.Layered), timm 0.9.16's rule: the layer_map that
 // param_groups_layer_decay builds from the model's group_matcher(coarse=False). ConvNeXt's and
 // Swin's matchers number the stem 0, then block j of stage i one after another from 1 (stage i's
 // downsampling, at its start, shares the id of its first block), and whatever they do not match
@@ -70,7 +70,7 @@ func featuresID(depths []int, name string) (id int, ok bool) {
 	return 0, false
 }
 
-// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered), timm's
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (optim.Layered), timm's
 // ConvNeXt group_matcher through the mapping above: features.0 (the stem) at 0, features.2i+1.j
 // (stage i's block j) and the downsampling before it at 1 + the blocks before, the classifier
 // at the number of blocks + 1.
@@ -83,7 +83,7 @@ func (m *ConvNeXt) LayerID(name string) (id, last int) {
 	return last, last
 }
 
-// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered), timm's
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (optim.Layered), timm's
 // SwinTransformer and SwinTransformerV2 group_matcher through the mapping above: features.0 (the
 // patch embedding) at 0, features.2i+1.j (stage i's block j) and the patch merging before it at
 // 1 + the blocks before, the final norm at the last block's, the head at the number of blocks + 1.
@@ -99,7 +99,7 @@ func (m *SwinTransformer) LayerID(name string) (id, last int) {
 	return last, last
 }
 
-// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered), timm's
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (optim.Layered), timm's
 // ConvNeXt group_matcher: stem at 0, stages.i.blocks.j and stages.i.downsample (with the
 // stage's first block) at 1 + the blocks before, the head at the number of blocks + 1.
 func (m *TimmConvNeXt) LayerID(name string) (id, last int) {

@@ -54,7 +54,7 @@ func TestLayerDecayTimm(t *testing.T) {
 	cases := []struct {
 		python string
 		model  interface {
-			train.Layered
+			optim.Layered
 			nn.Module
 		}
 		swin, torchvision bool

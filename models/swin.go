@@ -149,7 +149,7 @@ func NewSwin(cfg SwinConfig, c, classes int, name string) (*SwinTransformer, err
 
 func (m *SwinTransformer) String() string { return m.name }
 
-// Derived implements train.Derived: each attention block's relative_position_index (and V2's
+// Derived implements weights.Derived: each attention block's relative_position_index (and V2's
 // relative_coords_table), as torchvision's state_dict holds them.
 func (m *SwinTransformer) Derived() []nn.DerivedTensor {
 	var out []nn.DerivedTensor

@@ -18,6 +18,7 @@ import (
 	"github.com/stoke-ml/stoke/models"
 	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/train"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // timmCases are the zoo's timm builders next to timm.create_model with the same arguments: small
@@ -182,7 +183,7 @@ func TestLoadResampled(t *testing.T) {
 		t.Fatal(err)
 	}
 	const at48 = "timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=16,depth=1,num_heads=2)"
-	rep, err := trainer(at48, 48, 5, "").LoadWeights(context.Background(), file, train.LoadOptions{})
+	rep, err := trainer(at48, 48, 5, "").LoadWeights(context.Background(), file, weights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestLoadResampled(t *testing.T) {
 	if !slices.Equal(rep.Resampled, want) || len(rep.NewHead) > 0 {
 		t.Errorf("Config.Init's report: resampled %q, new head %q; want %q and no new head", rep.Resampled, rep.NewHead, want)
 	}
-	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48, 5, "").LoadWeights(context.Background(), file, train.LoadOptions{})
+	_, err = trainer("timm/vit_tiny_patch16_224(img_size=48,patch_size=8,embed_dim=8,depth=1,num_heads=2)", 48, 5, "").LoadWeights(context.Background(), file, weights.Options{})
 	if !errors.Is(err, train.ErrMismatch) || !strings.Contains(err.Error(), "pos_embed: file [1 17 16], model [1 37 8] (position embeddings of shape [1 17 16]: want [1 1+n*n 8]") {
 		t.Errorf("loading a ViT of another width: %v; want ErrMismatch naming pos_embed and why", err)
 	}

@@ -38,7 +38,7 @@ type TimmViT struct {
 	name       string
 }
 
-// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered, timm's
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (optim.Layered, timm's
 // get_layer_id_for_vit): 0 for the patch embedding, the class token and the position
 // embedding, i+1 for blocks.i's tensors, depth+1 for the final norm and the head.
 func (v *TimmViT) LayerID(name string) (id, last int) {

@@ -20,6 +20,7 @@ import (
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/transforms"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // runPython runs testdata/script with args under py and returns what it printed; its standard
@@ -96,7 +97,7 @@ func compareTorchvision(t *testing.T, py, spec, python string, size int) {
 // safetensors, and the logits of exprs[1] with them when given) and checks that spec, loading
 // those weights strictly, predicts the same logits on the same size×size pixels within tol of the
 // largest. It returns LoadWeights's report.
-func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs ...string) *train.WeightsReport {
+func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs ...string) *weights.Report {
 	t.Helper()
 	const n, classes = 3, 5
 	r := rand.New(rand.NewPCG(3, 4))
@@ -134,7 +135,7 @@ func compareParity(t *testing.T, py, spec string, size int, tol float64, exprs .
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	rep, err := tr.LoadWeights(context.Background(), st, train.LoadOptions{})
+	rep, err := tr.LoadWeights(context.Background(), st, weights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}

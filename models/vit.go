@@ -169,7 +169,7 @@ func (a *MultiheadAttention) Forward(x *nn.Tensor) *nn.Tensor {
 	return a.OutProj.Forward(out)
 }
 
-// LayerID is the depth of a tensor for layer-wise learning-rate decay (train.Layered, timm's
+// LayerID is the depth of a tensor for layer-wise learning-rate decay (optim.Layered, timm's
 // get_layer_id_for_vit): 0 for the patch projection, the class token and the position
 // embedding, i+1 for encoder_layer_i's tensors, num_layers+1 for the final norm and the head.
 func (v *VisionTransformer) LayerID(name string) (id, last int) {

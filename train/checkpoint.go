@@ -16,6 +16,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // Checkpoint errors, checked with errors.Is.
@@ -25,15 +26,15 @@ var (
 	ErrCheckpoint = checkpoint.ErrFormat
 	// ErrMismatch: the checkpoint is sound but belongs to another model, optimizer, seed or batch
 	// size; or a weights file (LoadWeights) lacks tensors of the model, holds others, or holds
-	// them in other shapes.
-	ErrMismatch = errors.New("file does not match")
+	// them in other shapes: weights.ErrMismatch.
+	ErrMismatch = weights.ErrMismatch
 	// ErrNoData: an epoch or an evaluation had no sample (all skipped, or empty data).
 	ErrNoData = errors.New("no data")
 	// ErrNonFinite: a weights file (LoadWeights, Config.Init) or a checkpoint (Config.Resume) holds
 	// a NaN or an infinite value, which no trained model has: such weights predict one class for
-	// every input and train to a NaN loss. LoadOptions.AllowNonFinite and Config.AllowNonFinite
-	// load them anyway.
-	ErrNonFinite = errors.New("non-finite weights")
+	// every input and train to a NaN loss. weights.Options.AllowNonFinite and
+	// Config.AllowNonFinite load them anyway: weights.ErrNonFinite.
+	ErrNonFinite = weights.ErrNonFinite
 )
 
 // prepareCheckpoint checks that a checkpoint can be written at path (its folder exists and takes a
@@ -357,7 +358,7 @@ func (c *saved) scan(scratch []float32, checkFinite bool) ([][]uint32, error) {
 			if !checkFinite {
 				continue
 			}
-			if err := finite(v); err != nil {
+			if err := weights.Finite(v); err != nil {
 				what := "weights"
 				switch {
 				case c.state.EMA && j == len(cp.Values)-1:
@@ -377,23 +378,6 @@ var afterScan func(path string)
 
 // castagnoli is CRC-32C's table (the checkpoint files' own checksum).
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
-
-// finite returns an error wrapping ErrNonFinite that counts the NaN and infinite values of v and
-// gives the first, or nil when there is none.
-func finite(v []float32) error {
-	n, first := 0, -1
-	for i, x := range v {
-		if x-x != 0 { // NaN or ±Inf
-			if n++; first < 0 {
-				first = i
-			}
-		}
-	}
-	if n == 0 {
-		return nil
-	}
-	return fmt.Errorf("%w: %d of %d values are NaN or infinite (the first, at index %d, is %v)", ErrNonFinite, n, len(v), first, v[first])
-}
 
 // saved is a checkpoint read back, its loop state and history decoded.
 type saved struct {

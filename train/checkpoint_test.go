@@ -83,7 +83,7 @@ func TestCheckpointIdentity(t *testing.T) {
 	}
 	ck := filepath.Join(dir, "mlp.ck")
 	_, tr := fit(t, f, mlp(t), optim.SGD{LR: 0.1}, Config{Seed: 2, Checkpoint: ck})
-	want := weights(t, tr)
+	want := modelWeights(t, tr)
 	c, err := checkpoint.Read(ck)
 	if err != nil {
 		t.Fatal(err)
@@ -104,7 +104,7 @@ func TestCheckpointIdentity(t *testing.T) {
 			return nil, err
 		}
 		defer tr.Close()
-		return weights(t, tr), nil
+		return modelWeights(t, tr), nil
 	}
 
 	// Version 2, the layers described in other words: read as the built-in mlp.

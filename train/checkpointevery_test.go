@@ -76,7 +76,7 @@ func TestCheckpointEvery(t *testing.T) {
 	if resumed.step != 30 || resumed.epochs != 3 {
 		t.Fatalf("resumed run ended at step %d, epoch %d; want 30 and 3", resumed.step, resumed.epochs)
 	}
-	if got, want := weights(t, resumed), weights(t, whole); !reflect.DeepEqual(got, want) {
+	if got, want := modelWeights(t, resumed), modelWeights(t, whole); !reflect.DeepEqual(got, want) {
 		t.Error("the run resumed within its epoch ends with other weights than the uninterrupted run")
 	}
 
@@ -166,7 +166,7 @@ func TestMaxSteps(t *testing.T) {
 		if res2.Steps != 20 || res2.Epochs != 2 {
 			t.Errorf("resumed (evaluated %v): %d steps, %d epochs; want 20 and 2", evaluate, res2.Steps, res2.Epochs)
 		}
-		got, want := weights(t, tr2), weights(t, whole)
+		got, want := modelWeights(t, tr2), modelWeights(t, whole)
 		for i := range want {
 			if !slices.Equal(got[i], want[i]) {
 				t.Fatalf("evaluated %v: tensor %d after a stop at step 15 and a resume differs from the uninterrupted run's", evaluate, i)

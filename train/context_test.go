@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/stoke-ml/stoke/optim"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // sameWeights fails t unless a and b are the same bit for bit.
@@ -58,8 +59,8 @@ func TestContextCancelled(t *testing.T) {
 
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	want := weights(t, tr)
-	if ow := weights(t, other); math.Float32bits(ow[0][0]) == math.Float32bits(want[0][0]) {
+	want := modelWeights(t, tr)
+	if ow := modelWeights(t, other); math.Float32bits(ow[0][0]) == math.Float32bits(want[0][0]) {
 		t.Fatalf("the other model's weights equal these (%v): LoadWeights' test would not see a change", ow[0][0])
 	}
 	if ema := readBack(t, tr, tr.ema); math.Float32bits(ema[0][0]) == math.Float32bits(want[0][0]) {
@@ -75,7 +76,7 @@ func TestContextCancelled(t *testing.T) {
 		{"Save", func() error { return tr.Save(ctx, filepath.Join(out, "ckpt")) }},
 		{"Export", func() error { return tr.Export(ctx, filepath.Join(out, "w.safetensors")) }},
 		{"ExportONNX", func() error { return tr.ExportONNX(ctx, filepath.Join(out, "m.onnx"), nil, nil) }},
-		{"LoadWeights", func() error { _, err := tr.LoadWeights(ctx, stPath, LoadOptions{}); return err }},
+		{"LoadWeights", func() error { _, err := tr.LoadWeights(ctx, stPath, weights.Options{}); return err }},
 		{"Load", func() error { return tr.Load(ctx, ckPath) }},
 		{"UseEMA", func() error { _, err := tr.UseEMA(ctx); return err }},
 		{"Fit", func() error { _, err := tr.Fit(ctx, f.train, f.test); return err }},
@@ -101,7 +102,7 @@ func TestContextCancelled(t *testing.T) {
 			t.Errorf("%s(cancelled ctx) = %v; want an error wrapping context.Canceled", tc.name, err)
 		}
 		emptyDir(t, tc.name, out)
-		sameWeights(t, tc.name, want, weights(t, tr))
+		sameWeights(t, tc.name, want, modelWeights(t, tr))
 	}
 	if tr.Epochs() != epochs {
 		t.Errorf("epochs = %d after the cancelled calls; want %d", tr.Epochs(), epochs)

@@ -36,12 +36,12 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 			}
 			keep := b
 			keep.Release = nil
-			w0 := weights(t, tr)
+			w0 := modelWeights(t, tr)
 			tr.scaler.scale = 1 << 40
 			if _, err := tr.trainStep(ctx, keep, mean, std, 0, 0); err != nil {
 				t.Fatal(err)
 			}
-			before = weights(t, tr)
+			before = modelWeights(t, tr)
 			for j := range w0 {
 				if !slices.Equal(w0[j], before[j]) {
 					t.Fatalf("%s: the skipped step changed parameter %d", dev.Info(), j)
@@ -51,7 +51,7 @@ func TestCUDAFP16LossScaling(t *testing.T) {
 			if _, err := tr.trainStep(ctx, b, mean, std, 0, 0); err != nil {
 				t.Fatal(err)
 			}
-			after = weights(t, tr)
+			after = modelWeights(t, tr)
 			break
 		}
 		return before, after, *tr.scaler

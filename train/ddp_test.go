@@ -194,7 +194,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 			if p.Done {
 				return
 			}
-			perStep[r] = append(perStep[r], weights(t, tr))
+			perStep[r] = append(perStep[r], modelWeights(t, tr))
 			if r == 0 && o.wire != nil {
 				*o.wire = append(*o.wire, sent.Load()-last)
 				last = sent.Load()
@@ -214,7 +214,7 @@ func ddpRun(t *testing.T, mk func(testing.TB) *Model, world, global, steps int, 
 			tr.dist.wire = FP32
 		}
 		if r == 0 && o.init != nil {
-			*o.init = weights(t, tr)
+			*o.init = modelWeights(t, tr)
 		}
 		t.Cleanup(func() { tr.Close() })
 		wg.Add(1)

@@ -24,7 +24,7 @@
 // under Collective it comes from the evaluation summed over the ranks, so that every rank decides alike.
 //
 // Weights go out as safetensors (Trainer.Export, torchvision's names for the resnets) and come
-// back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless LoadOptions say
+// back in (Trainer.LoadWeights, strict like PyTorch's load_state_dict unless weights.Options say
 // otherwise), so a torchvision resnet18 or resnet50 runs here as it does in PyTorch. Fine-tuning
 // starts from such a file (Config.Init: a head of another class count is replaced), freezes the
 // backbone or a prefix of the layers (Config.FreezeBackbone, FreezeUpTo: no gradient, no

@@ -8,6 +8,7 @@ import (
 
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/safetensors"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // Export writes the model's weights and BatchNorm running statistics to path in the safetensors
@@ -50,7 +51,7 @@ func (t *Trainer) extraTensors() []safetensors.Tensor {
 			out = append(out, n)
 		}
 	}
-	for _, d := range t.m.derived() {
+	for _, d := range weights.DerivedTensors(t.m.module) {
 		out = append(out, safetensors.Tensor{Name: d.Name, Shape: d.Shape, F32: d.F32, I64: d.I64})
 	}
 	return out
@@ -86,7 +87,7 @@ func (t *Trainer) StateDict(ctx context.Context) ([]safetensors.Tensor, error) {
 	if err := t.wait(ctx); err != nil {
 		return nil, err
 	}
-	for _, d := range t.m.derived() {
+	for _, d := range weights.DerivedTensors(t.m.module) {
 		sd = append(sd, safetensors.Tensor{Name: d.Name, Shape: d.Shape, F32: d.F32, I64: d.I64})
 	}
 	return sd, nil

@@ -17,6 +17,7 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/onnx"
 	"github.com/stoke-ml/stoke/optim"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // stEntry is a tensor read back from a safetensors file.
@@ -103,7 +104,7 @@ func TestExportRoundTrip(t *testing.T) {
 	if meta["format"] != "pt" || meta["stoke_model"] != tr.m.String() {
 		t.Errorf("metadata %v", meta)
 	}
-	want := weights(t, tr)
+	want := modelWeights(t, tr)
 	for i, p := range tr.m.tensors() {
 		e, ok := got[p.Name]
 		if !ok {
@@ -707,7 +708,7 @@ func TestExportONNX(t *testing.T) {
 			if !slices.Equal(ops, tc.ops) {
 				t.Errorf("operators %v; want %v", ops, tc.ops)
 			}
-			want := weights(t, tr)
+			want := modelWeights(t, tr)
 			all := tr.m.tensors()
 			if len(g.Initializers) != len(all) {
 				t.Errorf("%d initializers; want the model's %d tensors", len(g.Initializers), len(all))
@@ -926,7 +927,7 @@ func TestExportONNXNN(t *testing.T) {
 			t.Errorf("no node %s (named after its module)", name)
 		}
 	}
-	want := weights(t, tr)
+	want := modelWeights(t, tr)
 	all := tr.m.tensors()
 	if len(g.Initializers) != len(all)+1 {
 		t.Errorf("%d initializers; want the model's %d tensors and the constant", len(g.Initializers), len(all))
@@ -1004,7 +1005,7 @@ func TestDerivedNested(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := m.derived(); len(d) != 1 || d[0].Name != "inner.index" {
+	if d := weights.DerivedTensors(m.module); len(d) != 1 || d[0].Name != "inner.index" {
 		t.Errorf("derived tensors %+v; want inner.index", d)
 	}
 	f := newFixture(t, 32)

@@ -17,6 +17,7 @@ import (
 	"github.com/stoke-ml/stoke/checkpoint"
 	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/safetensors"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // TestNonFiniteWeightsRefused: a safetensors file or a checkpoint with a NaN or an infinite value
@@ -81,16 +82,16 @@ func TestNonFiniteWeightsRefused(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr2.Close()
-		before := weights(t, tr2)
-		_, err = tr2.LoadWeights(context.Background(), badST, LoadOptions{})
+		before := modelWeights(t, tr2)
+		_, err = tr2.LoadWeights(context.Background(), badST, weights.Options{})
 		if !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), badST) || !strings.Contains(err.Error(), `"`+victim+`"`) ||
 			!strings.Contains(err.Error(), "1 of") || !strings.Contains(err.Error(), "index 1, is NaN") {
 			t.Fatalf("LoadWeights(NaN) = %v; want ErrNonFinite naming %s and %s", err, badST, victim)
 		}
-		if after := weights(t, tr2); !equalAll(before, after) {
+		if after := modelWeights(t, tr2); !equalAll(before, after) {
 			t.Fatal("a refused file changed the weights")
 		}
-		if _, err := tr2.LoadWeights(context.Background(), badST, LoadOptions{AllowNonFinite: true}); err != nil {
+		if _, err := tr2.LoadWeights(context.Background(), badST, weights.Options{AllowNonFinite: true}); err != nil {
 			t.Fatalf("LoadWeights(AllowNonFinite) = %v", err)
 		}
 	})
@@ -287,7 +288,7 @@ func TestLoadWeightsErrorBounded(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
+	_, err = tr.LoadWeights(context.Background(), path, weights.Options{})
 	if !errors.Is(err, ErrMismatch) || len(err.Error()) > 1000 ||
 		!strings.Contains(err.Error(), "200000 unexpected (stray.000000, stray.000001,") || !strings.Contains(err.Error(), "stray.000009 and 199990 more)") {
 		t.Fatalf("LoadWeights(200,000 stray tensors) = %.2000s (%d bytes); want ErrMismatch listing 10 and counting the rest", err, len(err.Error()))
@@ -308,7 +309,7 @@ func TestLoadWeightsStemHint(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
+	_, err = tr.LoadWeights(context.Background(), path, weights.Options{})
 	if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), "conv1.weight: file [64 3 7 7], model [64 3 3 3]") ||
 		!strings.Contains(err.Error(), "conv1: the model takes 32x32 images") || !strings.Contains(err.Error(), "larger than 32 px a side") {
 		t.Fatalf("LoadWeights(7x7 conv1 into a 32 px resnet18) = %v; want the small-image stem explained", err)

@@ -3,9 +3,11 @@ package train
 import (
 	"cmp"
 	"fmt"
-	"math/big"
 	"slices"
 	"strings"
+
+	"github.com/stoke-ml/stoke/optim"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // Fine-tuning: Config.Init, Config.FreezeBackbone, Config.FreezeUpTo, Config.BackboneLRScale.
@@ -106,44 +108,21 @@ func (m *Model) freeze(cfg Config) (lrScale map[*Param]float64, err error) {
 	return lrScale, nil
 }
 
-// Layered is a module of package nn whose tensors lie in a stack of blocks, which
-// Config.LayerDecay needs: LayerID is the depth of the tensor named name (its nn.StateDict name)
-// and last the depth of the head, timm's layer ids: 0 for the embeddings before the first block,
-// i+1 for block i's tensors (counted through every stage of a hierarchical model), last =
-// blocks+1 for the head (timm's get_layer_id_for_vit for a ViT, its group_matcher for the others).
-type Layered interface {
-	LayerID(name string) (id, last int)
-}
-
-// decayLayers multiplies the learning-rate factor in lrScale of every tensor of the model by
-// decay^(last-id), its module being Layered (Config.LayerDecay).
+// decayLayers multiplies the learning-rate factor in lrScale of every tensor of the model by its
+// optim.LayerDecay factor (Config.LayerDecay).
 func (m *Model) decayLayers(decay float64, lrScale map[*Param]float64) error {
-	lm, ok := m.module.(Layered)
-	if !ok {
-		return fmt.Errorf("train: %w: LayerDecay %g: %s has no stack of blocks to decay the rate over (a ViT, Swin or ConvNeXt has)", ErrConfig, decay, m.name)
+	names := make([]string, len(m.all))
+	for i, p := range m.all {
+		names[i] = p.Name
 	}
-	for _, p := range m.all {
-		id, last := lm.LayerID(p.Name)
-		lrScale[p] = cmp.Or(lrScale[p], 1) * powRounded(decay, last-id)
+	scale, err := optim.LayerDecay(m.module, names, decay)
+	if err != nil {
+		return fmt.Errorf("train: %w: %s: %w", ErrConfig, m.name, err)
+	}
+	for i, p := range m.all {
+		lrScale[p] = cmp.Or(lrScale[p], 1) * scale[i]
 	}
 	return nil
-}
-
-// powRounded is x^n rounded once to the nearest float64, as timm's layer_decay ** n is
-// (Python's float power, the C library's pow, correctly rounded but for exact halfway cases,
-// which this rounds to even): math.Pow multiplies rounded squares and misses it by a few ulp.
-func powRounded(x float64, n int) float64 {
-	k := max(n, -n)
-	r := new(big.Float).SetPrec(uint(53 * (k + 1))).SetFloat64(1) // wide enough to be exact
-	b := new(big.Float).SetFloat64(x)
-	for range k {
-		r.Mul(r, b)
-	}
-	if n < 0 {
-		r = new(big.Float).SetPrec(53).Quo(big.NewFloat(1), r) // rounded once, to 53 bits
-	}
-	f, _ := r.Float64()
-	return f
 }
 
 // unfreeze undoes freeze, when the model is freed.
@@ -175,7 +154,7 @@ func (m *Model) head() map[*Param]bool {
 }
 
 // InitReport is what loading Config.Init did (nil without Init, or when Resume was set).
-func (t *Trainer) InitReport() *WeightsReport { return t.initReport }
+func (t *Trainer) InitReport() *weights.Report { return t.initReport }
 
 // batchNormCounts returns a count of n for each of the model's BatchNorms (named by the prefix of
 // their PREFIX.running_var), for loopState.Tracked.

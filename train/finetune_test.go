@@ -42,7 +42,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 	}
 	preW := map[string][]float32{}
 	for i, p := range pre.m.tensors() {
-		preW[p.Name] = weights(t, pre)[i]
+		preW[p.Name] = modelWeights(t, pre)[i]
 	}
 
 	imgs, labels := synthetic(600, 11)
@@ -57,7 +57,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { tr.Close() })
-		before := weights(t, tr)
+		before := modelWeights(t, tr)
 		res, err := tr.Fit(t.Context(), train5, test5)
 		if err != nil {
 			t.Fatal(err)
@@ -71,7 +71,7 @@ func TestFineTuneFrozenBackbone(t *testing.T) {
 	if len(tr.m.Params()) != 2 {
 		t.Fatalf("%d trained tensors; want the head's 2", len(tr.m.Params()))
 	}
-	after := weights(t, tr)
+	after := modelWeights(t, tr)
 	for i, p := range tr.m.tensors() {
 		head := strings.HasPrefix(p.Name, "8.linear")
 		if !head {
@@ -103,11 +103,11 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	before := weights(t, tr)
+	before := modelWeights(t, tr)
 	if _, err := tr.Fit(t.Context(), f.train, nil); err != nil {
 		t.Fatal(err)
 	}
-	after := weights(t, tr)
+	after := modelWeights(t, tr)
 	for i, p := range tr.m.tensors() {
 		frozen := strings.HasPrefix(p.Name, "0.") || strings.HasPrefix(p.Name, "1.") || strings.HasPrefix(p.Name, "3.")
 		if changed := !slices.Equal(before[i], after[i]); changed == frozen && (p.kind == kindWeight || p.buffer()) {
@@ -121,7 +121,7 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 	_, whole := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual"})
 	fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 1, Seed: 1, FreezeUpTo: "3.residual", Checkpoint: ck})
 	_, resumed := fit(t, f, smallResNet(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 1, FreezeUpTo: "3.residual", Resume: ck})
-	if !slices.EqualFunc(weights(t, whole), weights(t, resumed), slices.Equal) {
+	if !slices.EqualFunc(modelWeights(t, whole), modelWeights(t, resumed), slices.Equal) {
 		t.Error("a resumed frozen run differs from an uninterrupted one")
 	}
 
@@ -133,11 +133,11 @@ func TestFreezeUpToAndLRGroups(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		before := weights(t, tr)
+		before := modelWeights(t, tr)
 		if _, err := tr.Fit(t.Context(), f.train, nil); err != nil {
 			t.Fatal(err)
 		}
-		for i, v := range weights(t, tr) {
+		for i, v := range modelWeights(t, tr) {
 			d := 0.0
 			for j := range v {
 				d = max(d, float64(abs32(v[j]-before[i][j])))
@@ -198,7 +198,7 @@ func TestDataParallelFrozen(t *testing.T) {
 		t.Cleanup(func() { tr.Close() })
 		trs[r] = tr
 		if r == 0 {
-			before = weights(t, tr)
+			before = modelWeights(t, tr)
 		}
 		wg.Add(1)
 		go func() {
@@ -210,7 +210,7 @@ func TestDataParallelFrozen(t *testing.T) {
 	if err := errors.Join(errs...); err != nil {
 		t.Fatal(err)
 	}
-	a, b := weights(t, trs[0]), weights(t, trs[1])
+	a, b := modelWeights(t, trs[0]), modelWeights(t, trs[1])
 	for i, p := range trs[0].m.tensors() {
 		if !slices.Equal(a[i], b[i]) {
 			t.Errorf("%s differs between the ranks", p.Name)
@@ -218,26 +218,6 @@ func TestDataParallelFrozen(t *testing.T) {
 		frozen := strings.HasPrefix(p.Name, "0.") || strings.HasPrefix(p.Name, "1.") || strings.HasPrefix(p.Name, "3.")
 		if frozen != slices.Equal(a[i], before[i]) && (p.kind == kindWeight || p.buffer()) {
 			t.Errorf("%s: unchanged %v; frozen %v", p.Name, !frozen, frozen)
-		}
-	}
-}
-
-// TestLayerDecayScale: the learning-rate factor decay^n is rounded once, as timm's
-// layer_decay ** n (Python 3.11 on glibc printed these; math.Pow misses each by 1 to 6 ulp).
-func TestLayerDecayScale(t *testing.T) {
-	for _, c := range []struct {
-		decay float64
-		n     int
-		want  float64
-	}{
-		{0.9, 0, 1}, {0.8, 1, 0.8}, {0.9, 4, 0.6561}, {0.9, 13, 0.2541865828329001}, {0.9, 40, 0.014780882941434608},
-		{0.8, 12, 0.06871947673600004}, {0.8, 13, 0.054975581388800036}, {0.8, 21, 0.009223372036854787},
-		{0.8, 39, 0.00016615349947311485}, {0.75, 12, 0.03167635202407837}, {0.7, 11, 0.019773267429999988},
-		{0.7, 29, 3.219905755813174e-05}, {0.65, 13, 0.003697205891018715}, {0.65, 32, 1.0309258098174845e-06},
-		{0.8, -2, 1.5624999999999998},
-	} {
-		if got := powRounded(c.decay, c.n); got != c.want {
-			t.Errorf("%g^%d = %v; want %v", c.decay, c.n, got, c.want)
 		}
 	}
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/optim"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // stBytes assembles a safetensors file from its JSON header and data, unchecked.
@@ -52,11 +53,11 @@ func TestLoadWeightsRoundTrip(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr2.Close()
-	rep, err := tr2.LoadWeights(context.Background(), first, LoadOptions{})
+	rep, err := tr2.LoadWeights(context.Background(), first, weights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(rep.Loaded) != len(tr2.m.tensors()) || rep.problems() != "" {
+	if len(rep.Loaded) != len(tr2.m.tensors()) || len(rep.Missing)+len(rep.Unexpected)+len(rep.Mismatched) != 0 {
 		t.Fatalf("report %+v", rep)
 	}
 	got, err := tr2.Predict(t.Context(), f.test)
@@ -97,23 +98,23 @@ func TestLoadWeightsStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	before := weights(t, tr)
-	_, err = tr.LoadWeights(context.Background(), path, LoadOptions{})
+	before := modelWeights(t, tr)
+	_, err = tr.LoadWeights(context.Background(), path, weights.Options{})
 	if !errors.Is(err, ErrMismatch) ||
 		!strings.Contains(err.Error(), "2 mis-shaped (8.linear.weight: file [5 8], model [10 8], 8.linear.bias: file [5], model [10])") {
 		t.Fatalf("strict load of a 5-class file into a 10-class model: %v", err)
 	}
-	if !slices.EqualFunc(weights(t, tr), before, slices.Equal) {
+	if !slices.EqualFunc(modelWeights(t, tr), before, slices.Equal) {
 		t.Fatal("a refused load changed the weights")
 	}
 	for _, tc := range []struct {
-		opts     LoadOptions
+		opts     weights.Options
 		loaded   int
 		newHead  int
 		mismatch int
 	}{
-		{LoadOptions{Partial: true}, len(before) - 2, 0, 2},
-		{LoadOptions{NewHead: true}, len(before) - 2, 2, 0},
+		{weights.Options{Partial: true}, len(before) - 2, 0, 2},
+		{weights.Options{NewHead: true}, len(before) - 2, 2, 0},
 	} {
 		tr, err := New(context.Background(), smallResNet(t), f.dev, nil, Config{Seed: 1})
 		if err != nil {
@@ -126,7 +127,7 @@ func TestLoadWeightsStrict(t *testing.T) {
 		if len(rep.Loaded) != tc.loaded || len(rep.NewHead) != tc.newHead || len(rep.Mismatched) != tc.mismatch || len(rep.Missing)+len(rep.Unexpected) != 0 {
 			t.Errorf("%+v: report %+v", tc.opts, rep)
 		}
-		got := weights(t, tr)
+		got := modelWeights(t, tr)
 		for i, p := range tr.m.tensors() {
 			fromFile := !strings.HasPrefix(p.Name, "8.linear")
 			if slices.Equal(got[i], before[i]) == fromFile && p.kind == kindWeight {
@@ -142,7 +143,7 @@ func TestLoadWeightsStrict(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr3.Close()
-	_, err = tr3.LoadWeights(context.Background(), path, LoadOptions{})
+	_, err = tr3.LoadWeights(context.Background(), path, weights.Options{})
 	for _, want := range []string{
 		"4 missing (1.linear.weight, 1.linear.bias, 4.linear.weight, 4.linear.bias)",
 		"unexpected (0.conv2d.weight, 1.batchnorm.bias",
@@ -177,10 +178,10 @@ func TestLoadWeightsDTypes(t *testing.T) {
 	}
 	header := `{"1.linear.weight":{"dtype":"F16","shape":[2,3],"data_offsets":[0,12]},"1.linear.bias":{"dtype":"BF16","shape":[2],"data_offsets":[12,16]}}`
 	// The +Inf is allowed here to check its conversion (TestNonFiniteWeightsRefused: refused by default).
-	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, data)), LoadOptions{AllowNonFinite: true}); err != nil {
+	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, data)), weights.Options{AllowNonFinite: true}); err != nil {
 		t.Fatal(err)
 	}
-	got := weights(t, tr)
+	got := modelWeights(t, tr)
 	for i, want := range [][]float32{wantW, wantB} {
 		for j := range want {
 			if math.Float32bits(got[i][j]) != math.Float32bits(want[j]) {
@@ -189,7 +190,7 @@ func TestLoadWeightsDTypes(t *testing.T) {
 		}
 	}
 	header = `{"1.linear.weight":{"dtype":"F64","shape":[2,3],"data_offsets":[0,48]},"1.linear.bias":{"dtype":"F32","shape":[2],"data_offsets":[48,56]}}`
-	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, make([]byte, 56))), LoadOptions{}); !errors.Is(err, ErrSafetensors) ||
+	if _, err := tr.LoadWeights(context.Background(), writeFile(t, stBytes(header, make([]byte, 56))), weights.Options{}); !errors.Is(err, ErrSafetensors) ||
 		!strings.Contains(err.Error(), `"1.linear.weight": dtype F64`) {
 		t.Errorf("F64 weights: %v; want ErrSafetensors naming the tensor", err)
 	}
@@ -215,7 +216,7 @@ func ExampleTrainer_LoadWeights() {
 		return
 	}
 	defer tr.Close()
-	rep, err := tr.LoadWeights(context.Background(), path, LoadOptions{NewHead: true})
+	rep, err := tr.LoadWeights(context.Background(), path, weights.Options{NewHead: true})
 	if err != nil {
 		fmt.Println(err)
 		return

@@ -40,7 +40,7 @@ func stepWeights(t *testing.T, dev gpu.Device, m *Model, data, test Data, opt op
 	var per [][][]float32
 	cfg.Progress = func(p *Progress) {
 		if !p.Done {
-			per = append(per, weights(t, tr))
+			per = append(per, modelWeights(t, tr))
 		}
 	}
 	tr, err := New(context.Background(), m, dev, opt, cfg)
@@ -55,7 +55,7 @@ func stepWeights(t *testing.T, dev gpu.Device, m *Model, data, test Data, opt op
 	var ema [][]float32
 	if tr.hasEMA {
 		tr.swapEMA()
-		ema = weights(t, tr)
+		ema = modelWeights(t, tr)
 		tr.swapEMA()
 	}
 	return per, ema, res
@@ -210,11 +210,11 @@ func TestClipGradNorm(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer tr.Close()
-		w0 = weights(t, tr)
+		w0 = modelWeights(t, tr)
 		if _, err := tr.Fit(context.Background(), f.train, nil); err != nil {
 			t.Fatal(err)
 		}
-		return w0, weights(t, tr), tr.gradNorm
+		return w0, modelWeights(t, tr), tr.gradNorm
 	}
 	w0, free, _ := step(0)
 	var sum float64
@@ -263,7 +263,7 @@ func TestEMA(t *testing.T) {
 		var per [][][]float32
 		cfg.Progress = func(p *Progress) {
 			if !p.Done {
-				per = append(per, weights(t, tr))
+				per = append(per, modelWeights(t, tr))
 			}
 		}
 		tr, err := New(context.Background(), smallCNN(t), f.dev, optim.SGD{LR: 0.1, Momentum: 0.9}, cfg)
@@ -272,7 +272,7 @@ func TestEMA(t *testing.T) {
 		}
 		defer tr.Close()
 		want := make([][]float64, 0)
-		for _, w := range weights(t, tr) {
+		for _, w := range modelWeights(t, tr) {
 			row := make([]float64, len(w))
 			for j, v := range w {
 				row[j] = float64(v)
@@ -295,7 +295,7 @@ func TestEMA(t *testing.T) {
 			}
 		}
 		tr.swapEMA()
-		got := weights(t, tr)
+		got := modelWeights(t, tr)
 		tr.swapEMA()
 		worst, largest := 0.0, 0.0
 		for i := range got {
@@ -339,14 +339,14 @@ func TestEMAResume(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tr.Close()
-	trained := weights(t, tr)
+	trained := modelWeights(t, tr)
 	tr.swapEMA()
-	ema := weights(t, tr)
+	ema := modelWeights(t, tr)
 	tr.swapEMA()
 	if ok, err := tr.UseEMA(context.Background()); !ok || err != nil {
 		t.Fatalf("UseEMA on a checkpoint with an EMA = %v, %v", ok, err)
 	}
-	if !sameTensors(weights(t, tr), ema) || sameTensors(trained, ema) || len(per) == 0 {
+	if !sameTensors(modelWeights(t, tr), ema) || sameTensors(trained, ema) || len(per) == 0 {
 		t.Error("UseEMA did not put the checkpoint's EMA in the weights' place")
 	}
 }

@@ -48,7 +48,7 @@ func TestFindLR(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, fresh := fit(t, f, smallResNet(t), opt, Config{Epochs: 2, Seed: 1})
-	got, want := weights(t, tr), weights(t, fresh)
+	got, want := modelWeights(t, tr), modelWeights(t, fresh)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Fatalf("tensor %d after FindLR and Fit differs from a fresh trainer's", i)
@@ -120,7 +120,7 @@ func TestFindLRInterrupted(t *testing.T) {
 		t.Fatal(err)
 	}
 	_, fresh := fit(t, f, smallResNet(t), opt, cfg)
-	got, want := weights(t, tr), weights(t, fresh)
+	got, want := modelWeights(t, tr), modelWeights(t, fresh)
 	for i := range want {
 		if !slices.Equal(got[i], want[i]) {
 			t.Fatalf("tensor %d after two range tests and Fit differs from a fresh trainer's", i)

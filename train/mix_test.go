@@ -73,7 +73,7 @@ func TestMixedLossIsSoftTargets(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		return res, weights(t, tr), tr
+		return res, modelWeights(t, tr), tr
 	}
 	mres, mw, mtr := run(mixedData{mem, p}, Config{LabelSmoothing: smoothing})
 	sres, sw, _ := run(target, Config{Loss: Loss{Kind: SoftCrossEntropy}})

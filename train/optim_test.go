@@ -46,8 +46,8 @@ func TestAMSGradResume(t *testing.T) {
 			if res.FinalLoss != full.FinalLoss || res.Epochs != 3 {
 				t.Fatalf("resumed: final loss %v after %d epochs; want %v after 3", res.FinalLoss, res.Epochs, full.FinalLoss)
 			}
-			want := weights(t, trFull)
-			for i, w := range weights(t, tr) {
+			want := modelWeights(t, trFull)
+			for i, w := range modelWeights(t, tr) {
 				for j := range w {
 					if math.Float32bits(w[j]) != math.Float32bits(want[i][j]) {
 						t.Fatalf("param %d[%d] = %v resumed; want %v", i, j, w[j], want[i][j])

@@ -200,7 +200,7 @@ func poolBeforeReLUExact(t *testing.T, dev gpu.Device) {
 		if _, err := tr.Fit(context.Background(), train, test); err != nil {
 			t.Fatal(err)
 		}
-		res.after = weights(t, tr)
+		res.after = modelWeights(t, tr)
 		p, err := tr.Predict(context.Background(), test)
 		if err != nil {
 			t.Fatal(err)

@@ -62,7 +62,7 @@ func TestFP16LossScaling(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		before := weights(t, tr)
+		before := modelWeights(t, tr)
 		switch i {
 		case 0:
 			tr.scaler.scale = 1 << 40
@@ -72,7 +72,7 @@ func TestFP16LossScaling(t *testing.T) {
 		if _, err := tr.trainStep(ctx, b, mean, std, 0, 0); err != nil {
 			t.Fatal(err)
 		}
-		after := weights(t, tr)
+		after := modelWeights(t, tr)
 		switch i {
 		case 0:
 			for j := range before {
@@ -90,7 +90,7 @@ func TestFP16LossScaling(t *testing.T) {
 			if _, err := ref.trainStep(ctx, b, mean, std, 0, 0); err != nil {
 				t.Fatal(err)
 			}
-			want := weights(t, ref)
+			want := modelWeights(t, ref)
 			var diff, size float64
 			for j := range before {
 				for k := range before[j] {
@@ -128,7 +128,7 @@ func TestMixedPrecisionFit(t *testing.T) {
 			f := newFixture(t, 1000)
 			cfg := Config{Epochs: 2, Seed: 1, Schedule: optim.Cosine(0.2)}
 			res32, tr32 := fit(t, f, tc.model(t), optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
-			w32 := weights(t, tr32)
+			w32 := modelWeights(t, tr32)
 			for _, p := range []Precision{BF16, FP16} {
 				cfg.Precision = p
 				res, tr := fit(t, f, tc.model(t), optim.SGD{LR: 0.05, Momentum: 0.9}, cfg)
@@ -136,7 +136,7 @@ func TestMixedPrecisionFit(t *testing.T) {
 				if res.TestAcc < 0.9 || math.Abs(res.TestAcc-res32.TestAcc) > 0.05 {
 					t.Errorf("%s: test accuracy %v; want >= 0.9 and within 0.05 of fp32's %v", p, res.TestAcc, res32.TestAcc)
 				}
-				w := weights(t, tr)
+				w := modelWeights(t, tr)
 				same := true
 				for j := range w {
 					same = same && slices.Equal(w[j], w32[j])
@@ -182,7 +182,7 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 			t.Fatalf("loss scale %+v; want the step skipped", *tr.scaler)
 		}
 		tr.scaler.scale = 1024
-		before = weights(t, tr)
+		before = modelWeights(t, tr)
 		if _, err := tr.trainStep(ctx, keep, mean, std, 0, 0); err != nil {
 			t.Fatal(err)
 		}
@@ -191,7 +191,7 @@ func TestFP16SkippedStepKeepsAdamWStep(t *testing.T) {
 		}
 		break
 	}
-	after, want := weights(t, tr), weights(t, ref)
+	after, want := modelWeights(t, tr), modelWeights(t, ref)
 	var moved16, moved32 float64
 	for j := range before {
 		for k := range before[j] {

@@ -81,7 +81,7 @@ func (s *stack) LayerID(name string) (id, last int) {
 }
 
 // TestLayerDecay: Config.LayerDecay scales each tensor's learning rate by decay^(last-depth) as
-// the model's Layered module places it (BEiT's layer_decay), times BackboneLRScale; a model
+// the model's optim.Layered module places it (BEiT's layer_decay), times BackboneLRScale; a model
 // without blocks is refused; the next trainer of the model starts without them.
 func TestLayerDecay(t *testing.T) {
 	dev := openCPU(t)

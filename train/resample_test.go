@@ -15,6 +15,7 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/safetensors"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // repeating is y = dense(x + offset), whose offset a file's offset of another length fills by
@@ -95,7 +96,7 @@ func TestResampler(t *testing.T) {
 		return v
 	}
 
-	rep, err := tr.LoadWeights(context.Background(), file(1, 2), LoadOptions{})
+	rep, err := tr.LoadWeights(context.Background(), file(1, 2), weights.Options{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -113,7 +114,7 @@ func TestResampler(t *testing.T) {
 		{[]float32{5, 5, 5}, "offset: file [3], model [4] (three values do not repeat into four)"},
 		{[]float32{5}, "offset: file [1], model [4] (resampled to 1 values; the model's tensor has 4)"},
 	} {
-		_, err := tr.LoadWeights(context.Background(), file(tc.offset...), LoadOptions{})
+		_, err := tr.LoadWeights(context.Background(), file(tc.offset...), weights.Options{})
 		if !errors.Is(err, ErrMismatch) || !strings.Contains(err.Error(), tc.want) {
 			t.Errorf("offset %v: error %v; want ErrMismatch saying %q", tc.offset, err, tc.want)
 		}
@@ -121,11 +122,11 @@ func TestResampler(t *testing.T) {
 			t.Errorf("offset %v: a refused file changed the offset to %v", tc.offset, got)
 		}
 	}
-	rep, err = tr.LoadWeights(context.Background(), file(5, 5, 5), LoadOptions{Partial: true})
+	rep, err = tr.LoadWeights(context.Background(), file(5, 5, 5), weights.Options{Partial: true})
 	if err != nil || len(rep.Mismatched) != 1 || len(rep.Loaded) != 2 || len(rep.Resampled) != 0 {
 		t.Errorf("Partial: report %+v, %v; want offset mis-shaped and the rest loaded", rep, err)
 	}
-	if _, err := tr.LoadWeights(context.Background(), file(float32(math.NaN()), 1), LoadOptions{}); !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), `"offset"`) {
+	if _, err := tr.LoadWeights(context.Background(), file(float32(math.NaN()), 1), weights.Options{}); !errors.Is(err, ErrNonFinite) || !strings.Contains(err.Error(), `"offset"`) {
 		t.Errorf("a NaN in a resampled tensor: %v; want ErrNonFinite naming offset", err)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/stoke-ml/stoke/internal/pyoracle"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // normData is a memData with a per-channel mean and std of its own.
@@ -80,7 +81,7 @@ func TestTorchvisionWeights(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer tr.Close()
-			rep, err := tr.LoadWeights(context.Background(), st, LoadOptions{})
+			rep, err := tr.LoadWeights(context.Background(), st, weights.Options{})
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -72,8 +72,8 @@ func smallCNN(t testing.TB) *Model {
 	return m
 }
 
-// weights reads every parameter's values back from the device.
-func weights(t testing.TB, tr *Trainer) [][]float32 {
+// modelWeights reads every parameter's values back from the device.
+func modelWeights(t testing.TB, tr *Trainer) [][]float32 {
 	t.Helper()
 	var vs []kernels.F32
 	for _, p := range tr.m.tensors() {
@@ -211,7 +211,7 @@ func TestDeterministic(t *testing.T) {
 	run := func() (Result, [][]float32) {
 		f := newFixture(t, 300)
 		res, tr := fit(t, f, smallCNN(t), optim.SGD{LR: 0.05, Momentum: 0.9}, Config{Epochs: 2, Seed: 3})
-		return res, weights(t, tr)
+		return res, modelWeights(t, tr)
 	}
 	r1, w1 := run()
 	r2, w2 := run()
@@ -242,7 +242,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			dir := t.TempDir()
 			cfg := Config{Epochs: 3, Seed: 5, Schedule: optim.Cosine(0.5)}
 			full, trFull := fit(t, newFixture(t, 200), tc.model(t), tc.opt, cfg)
-			want := weights(t, trFull)
+			want := modelWeights(t, trFull)
 
 			// The interrupted run is the same run, killed after its first epoch's checkpoint.
 			part := cfg
@@ -272,7 +272,7 @@ func TestResumeEqualsUninterrupted(t *testing.T) {
 			if res.FinalLoss != full.FinalLoss || res.Epochs != 3 || len(res.History) != 3 {
 				t.Fatalf("resumed: final loss %v after %d epochs; want %v after 3", res.FinalLoss, res.Epochs, full.FinalLoss)
 			}
-			got := weights(t, tr)
+			got := modelWeights(t, tr)
 			for i := range want {
 				for j := range want[i] {
 					if math.Float32bits(got[i][j]) != math.Float32bits(want[i][j]) {

@@ -17,6 +17,7 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/optim"
 	"github.com/stoke-ml/stoke/transforms"
+	"github.com/stoke-ml/stoke/weights"
 )
 
 // ErrConfig: a Config or an argument the trainer cannot use.
@@ -96,12 +97,12 @@ type Config struct {
 	// Init, if set, is a safetensors file (Export's, or torchvision's state_dict saved with
 	// safetensors) to start from: New loads it over the fresh weights with LoadWeights, strictly
 	// but for the classifier head, which stays freshly initialized when the file's has another
-	// shape (another number of classes: LoadOptions.NewHead); InitReport says what it did. With
+	// shape (another number of classes: weights.Options.NewHead); InitReport says what it did. With
 	// Resume, Init is not read: the checkpoint holds the weights trained from it.
 	Init string
 	// AllowNonFinite loads Init and Resume even when their weights hold NaN or infinite values,
 	// which New otherwise refuses with an error wrapping ErrNonFinite that names the file and the
-	// tensor (LoadOptions.AllowNonFinite).
+	// tensor (weights.Options.AllowNonFinite).
 	AllowNonFinite bool
 	// FreezeBackbone freezes every tensor but the head's (the model's last linear layer:
 	// heads.head, fc, classifier.2); FreezeUpTo, if set, freezes the tensors in state_dict order
@@ -122,7 +123,7 @@ type Config struct {
 	// BEiT's and timm's layer_decay for fine-tuning transformers: a tensor at depth d of a model of
 	// n blocks trains at LayerDecay^(n+1-d) times the rate, where d is 0 for the embeddings before
 	// the first block, i+1 for block i's tensors (through every stage of a Swin or ConvNeXt) and
-	// n+1 for the head (the model's Layered module says which, as timm's param_groups_layer_decay:
+	// n+1 for the head (the model's optim.Layered module says which, as timm's param_groups_layer_decay:
 	// a ViT's final norm at n+1, a Swin's at n). It multiplies BackboneLRScale.
 	LayerDecay float64
 	// Loss is the training loss; the zero value picks it from the data's targets (Targeted):
@@ -397,7 +398,7 @@ type Trainer struct {
 	step       int // completed steps over all epochs
 	learned    int // batches of an epoch of unknown length, counted by the first such epoch (0 before)
 	history    []EpochResult
-	initReport *WeightsReport
+	initReport *weights.Report
 	pre        *models.Preprocess // Config.Preprocess, or the loaded checkpoint's
 	// The loss Fit resolved from Config.Loss and the data's targets, and its pos_weight.
 	loss      Loss
@@ -537,7 +538,7 @@ func (t *Trainer) setup(ctx context.Context) error {
 	}
 	if t.cfg.Init != "" && t.cfg.Resume == "" {
 		var err error
-		if t.initReport, err = t.LoadWeights(ctx, t.cfg.Init, LoadOptions{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
+		if t.initReport, err = t.LoadWeights(ctx, t.cfg.Init, weights.Options{NewHead: true, AllowNonFinite: t.cfg.AllowNonFinite}); err != nil {
 			return err
 		}
 	}
