@@ -43,7 +43,9 @@ func cudaFor(d gpu.Device) (kernels.Ops, error) {
 }
 
 // cudaOps is the CUDA op set: the kernels of ops.cu compiled for the device's architecture,
-// and GEMM through cuBLAS. Every launch goes through the device's context thread (cudaDevice.th).
+// and GEMM through cuBLAS. The methods that are a plain launch are generated from the op table
+// (ops_gen.go, from the entries' CUDA code); those that do more are written here and in
+// ops_nn.go. Every launch goes through the device's context thread (cudaDevice.th).
 // Its arguments passed package kernels' checks (kernels.For puts them in front); it checks only that
 // streams and buffers are its device's.
 // The op sets of one device's precisions (precision.go) share all but prec.
@@ -117,6 +119,24 @@ func firstErr(errs ...error) error {
 func iarg(v int) uint64          { return uint64(int64(v)) }
 func farg(v float32) uint64      { return math.Float64bits(float64(v)) }
 func parg(p cu.DevicePtr) uint64 { return uint64(p) }
+
+// barg is a flag argument: 1 for true, 0 for false.
+func barg(v bool) uint64 {
+	if v {
+		return 1
+	}
+	return 0
+}
+
+// adamwArgs are adamw_f32's arguments after the element count: the step's scalars exactly as the
+// CPU op set computes them (in float64, rounded once), then eps and the AMSGrad flag.
+func adamwArgs(p kernels.AdamW) []uint64 {
+	keep := float32(1 - float64(p.LR)*float64(p.WeightDecay))
+	size := float32(float64(p.LR) / (1 - math.Pow(p.Beta1, float64(p.Step))))
+	root := float32(math.Sqrt(1 - math.Pow(p.Beta2, float64(p.Step))))
+	return []uint64{farg(keep), farg(float32(p.Beta1)), farg(float32(1 - p.Beta1)), farg(float32(p.Beta2)), farg(float32(1 - p.Beta2)),
+		farg(size), farg(root), farg(p.Eps), barg(p.AMSGrad)}
+}
 
 // stream resolves s to the driver stream; it must be a stream of this op set's device.
 func (o *cudaOps) stream(op string, s gpu.Stream) (cu.Stream, error) {
@@ -214,15 +234,6 @@ func (o *cudaOps) launchChecked(gs gpu.Stream, s cu.Stream, op, name string, n, 
 	})
 }
 
-func (o *cudaOps) Fill(gs gpu.Stream, x kernels.F32, v float32) error {
-	s, e1 := o.stream("fill", gs)
-	xp, e2 := o.f32("fill", "x", x)
-	if err := firstErr(e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "fill_f32", x.Len, parg(xp), iarg(x.Len), farg(v))
-}
-
 func (o *cudaOps) Copy(gs gpu.Stream, dst, src kernels.F32) error {
 	s, e1 := o.stream("copy", gs)
 	dp, e2 := o.f32("copy", "dst", dst)
@@ -238,36 +249,6 @@ func (o *cudaOps) Copy(gs gpu.Stream, dst, src kernels.F32) error {
 		return fmt.Errorf("cuda: copy on %s: %w", o.dev.Info(), err)
 	}
 	return nil
-}
-
-func (o *cudaOps) Axpy(gs gpu.Stream, y kernels.F32, alpha float32, x kernels.F32) error {
-	s, e1 := o.stream("axpy", gs)
-	yp, e2 := o.f32("axpy", "y", y)
-	xp, e3 := o.f32("axpy", "x", x)
-	if err := firstErr(e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "axpy_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), farg(alpha))
-}
-
-func (o *cudaOps) Scale(gs gpu.Stream, x kernels.F32, alpha float32) error {
-	s, e1 := o.stream("scale", gs)
-	xp, e2 := o.f32("scale", "x", x)
-	if err := firstErr(e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "scale_f32", x.Len, parg(xp), iarg(x.Len), farg(alpha))
-}
-
-func (o *cudaOps) Mul(gs gpu.Stream, z, x, y kernels.F32) error {
-	s, e1 := o.stream("mul", gs)
-	zp, e2 := o.f32("mul", "z", z)
-	xp, e3 := o.f32("mul", "x", x)
-	yp, e4 := o.f32("mul", "y", y)
-	if err := firstErr(e1, e2, e3, e4); err != nil {
-		return err
-	}
-	return o.launchN(s, "mul_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
 }
 
 func (o *cudaOps) Gemm(gs gpu.Stream, transA, transB bool, m, n, k int, alpha float32, a, b kernels.F32, beta float32, c kernels.F32) error {
@@ -338,37 +319,6 @@ func span(batch, stride, size int) int {
 	return (batch-1)*stride + size
 }
 
-func (o *cudaOps) CountNonFinite(gs gpu.Stream, count kernels.I32, x kernels.F32) error {
-	const op = "count non-finite"
-	s, e0 := o.stream(op, gs)
-	cp, e1 := o.i32(op, "count", count)
-	xp, e2 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "count_nonfinite_f32", x.Len, parg(cp), parg(xp), iarg(x.Len))
-}
-
-func (o *cudaOps) BiasAdd(gs gpu.Stream, x, bias kernels.F32, outer, inner int) error {
-	s, e1 := o.stream("bias add", gs)
-	xp, e2 := o.f32("bias add", "x", x)
-	bp, e3 := o.f32("bias add", "bias", bias)
-	if err := firstErr(e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "bias_add_f32", x.Len, parg(xp), parg(bp), iarg(outer), iarg(bias.Len), iarg(inner))
-}
-
-func (o *cudaOps) BiasGrad(gs gpu.Stream, dbias, dy kernels.F32, outer, inner int) error {
-	s, e1 := o.stream("bias grad", gs)
-	dbp, e2 := o.f32("bias grad", "dbias", dbias)
-	dyp, e3 := o.f32("bias grad", "dy", dy)
-	if err := firstErr(e1, e2, e3); err != nil {
-		return err
-	}
-	return o.biasGrad(s, dbp, dyp, outer, dbias.Len, inner)
-}
-
 func (o *cudaOps) biasGrad(s cu.Stream, dbias, dy cu.DevicePtr, outer, channels, inner int) error {
 	if channels == 0 {
 		return nil
@@ -376,39 +326,8 @@ func (o *cudaOps) biasGrad(s cu.Stream, dbias, dy cu.DevicePtr, outer, channels,
 	return o.launch(s, "bias_grad_f32", channels, rowBlock(outer*inner), parg(dbias), parg(dy), iarg(outer), iarg(channels), iarg(inner))
 }
 
-func (o *cudaOps) ReLU(gs gpu.Stream, y, x kernels.F32) error {
-	s, e1 := o.stream("relu", gs)
-	yp, e2 := o.f32("relu", "y", y)
-	xp, e3 := o.f32("relu", "x", x)
-	if err := firstErr(e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "relu_f32", x.Len, parg(yp), parg(xp), iarg(x.Len))
-}
-
-func (o *cudaOps) ReLUGrad(gs gpu.Stream, dx, dy, y kernels.F32) error {
-	s, e1 := o.stream("relu grad", gs)
-	dxp, e2 := o.f32("relu grad", "dx", dx)
-	dyp, e3 := o.f32("relu grad", "dy", dy)
-	yp, e4 := o.f32("relu grad", "y", y)
-	if err := firstErr(e1, e2, e3, e4); err != nil {
-		return err
-	}
-	return o.launchN(s, "relu_grad_f32", dx.Len, parg(dxp), parg(dyp), parg(yp), iarg(dx.Len))
-}
-
 func (o *cudaOps) SoftmaxCrossEntropy(gs gpu.Stream, loss, dlogits, logits kernels.F32, labels kernels.I32, n, classes int) error {
 	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, 0)
-}
-
-func (o *cudaOps) Argmax(gs gpu.Stream, dst kernels.I32, logits kernels.F32, n, classes int) error {
-	s, e0 := o.stream("argmax", gs)
-	dp, e1 := o.i32("argmax", "dst", dst)
-	xp, e2 := o.f32("argmax", "logits", logits)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "argmax_f32", n, parg(dp), parg(xp), iarg(n), iarg(classes))
 }
 
 func (o *cudaOps) CountCorrect(gs gpu.Stream, count kernels.I32, logits kernels.F32, labels kernels.I32, n, classes int) error {
@@ -583,18 +502,6 @@ func (o *cudaOps) MaxPool2DBackward(gs gpu.Stream, dx, dy kernels.F32, arg kerne
 	return o.launchN(s, "maxpool_grad_f32", dx.Len, append([]uint64{parg(dxp), parg(dyp), parg(ap)}, poolArgs(g)...)...)
 }
 
-func (o *cudaOps) Dropout(gs gpu.Stream, y, mask, x kernels.F32, p float32, seed uint64) error {
-	const op = "dropout"
-	s, e0 := o.stream(op, gs)
-	yp, e1 := o.f32(op, "y", y)
-	mp, e2 := o.f32(op, "mask", mask)
-	xp, e3 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "dropout_f32", x.Len, parg(yp), parg(mp), parg(xp), iarg(x.Len), farg(p), seed)
-}
-
 // NormalizeU8 reads its per-channel table from a mapped host slot, filled here and handed back by
 // a host function after the kernel; per-channel statistics are limited to maxNormChannels.
 func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst kernels.F32, src kernels.U8, channels, inner int, mean, std []float32) error {
@@ -636,63 +543,4 @@ func (o *cudaOps) NormalizeU8(gs gpu.Stream, dst kernels.F32, src kernels.U8, ch
 		return err
 	}
 	return gs.Host(func() error { o.host.put(slot); return nil })
-}
-
-func (o *cudaOps) SGDStep(gs gpu.Stream, w, g, v kernels.F32, p kernels.SGD) error {
-	const op = "sgd"
-	s, e0 := o.stream(op, gs)
-	wp, e1 := o.f32(op, "w", w)
-	gp, e2 := o.f32(op, "g", g)
-	vp, e3 := o.f32(op, "v", v)
-	if err := firstErr(e0, e1, e2, e3); err != nil {
-		return err
-	}
-	nesterov := 0
-	if p.Nesterov {
-		nesterov = 1
-	}
-	return o.launchN(s, "sgd_f32", w.Len, parg(wp), parg(gp), parg(vp), iarg(w.Len), farg(p.LR), farg(p.Momentum), farg(p.WeightDecay), iarg(nesterov))
-}
-
-func (o *cudaOps) AdamWStep(gs gpu.Stream, w, g, m, v, vmax kernels.F32, p kernels.AdamW) error {
-	const op = "adamw"
-	s, e0 := o.stream(op, gs)
-	wp, e1 := o.f32(op, "w", w)
-	gp, e2 := o.f32(op, "g", g)
-	mp, e3 := o.f32(op, "m", m)
-	vp, e4 := o.f32(op, "v", v)
-	vmp, e5 := o.f32(op, "vmax", vmax)
-	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
-		return err
-	}
-	amsgrad := 0
-	if p.AMSGrad {
-		amsgrad = 1
-	}
-	// The step's scalars exactly as the CPU op set computes them: in float64, rounded once.
-	keep := float32(1 - float64(p.LR)*float64(p.WeightDecay))
-	size := float32(float64(p.LR) / (1 - math.Pow(p.Beta1, float64(p.Step))))
-	root := float32(math.Sqrt(1 - math.Pow(p.Beta2, float64(p.Step))))
-	return o.launchN(s, "adamw_f32", w.Len, parg(wp), parg(gp), parg(mp), parg(vp), parg(vmp), iarg(w.Len), farg(keep),
-		farg(float32(p.Beta1)), farg(float32(1-p.Beta1)), farg(float32(p.Beta2)), farg(float32(1-p.Beta2)), farg(size), farg(root),
-		farg(p.Eps), iarg(amsgrad))
-}
-
-func (o *cudaOps) RMSpropStep(gs gpu.Stream, w, g, sq, b, ga kernels.F32, p kernels.RMSprop) error {
-	const op = "rmsprop"
-	s, e0 := o.stream(op, gs)
-	wp, e1 := o.f32(op, "w", w)
-	gp, e2 := o.f32(op, "g", g)
-	sqp, e3 := o.f32(op, "sq", sq)
-	bp, e4 := o.f32(op, "b", b)
-	gap, e5 := o.f32(op, "ga", ga)
-	if err := firstErr(e0, e1, e2, e3, e4, e5); err != nil {
-		return err
-	}
-	centered := 0
-	if p.Centered {
-		centered = 1
-	}
-	return o.launchN(s, "rmsprop_f32", w.Len, parg(wp), parg(gp), parg(sqp), parg(bp), parg(gap), iarg(w.Len),
-		farg(p.LR), math.Float64bits(p.Alpha), farg(p.Eps), farg(p.WeightDecay), farg(p.Momentum), iarg(centered))
 }

@@ -11,17 +11,6 @@ import (
 
 // The classifier ops of the CUDA op set (kernels at the end of ops.cu).
 
-func (o *cudaOps) Add(gs gpu.Stream, z, x, y kernels.F32) error {
-	s, e0 := o.stream("add", gs)
-	zp, e1 := o.f32("add", "z", z)
-	xp, e2 := o.f32("add", "x", x)
-	yp, e3 := o.f32("add", "y", y)
-	if err := firstErr(e0, e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "add_f32", z.Len, parg(zp), parg(xp), parg(yp), iarg(z.Len))
-}
-
 func (o *cudaOps) SoftmaxCrossEntropySmooth(gs gpu.Stream, loss, dlogits, logits kernels.F32, labels kernels.I32, n, classes int, smoothing float32) error {
 	return o.softmaxCrossEntropy(gs, loss, dlogits, logits, labels, n, classes, smoothing)
 }
@@ -75,153 +64,6 @@ func (o *cudaOps) bnPtrs(op string, names []string, views ...kernels.F32) ([]uin
 	return out, nil
 }
 
-func bnArgs(g kernels.BatchNorm) []uint64 { return []uint64{iarg(g.N), iarg(g.C), iarg(g.HW)} }
-
-func (o *cudaOps) BatchNormTrain(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std"},
-		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd)
-	if err != nil || g.N == 0 {
-		return err
-	}
-	return o.launch(s, "bn_train_f32", g.C, rowBlock(g.N*g.HW), append(append(p, bnArgs(g)...), farg(g.Momentum), farg(g.Eps))...)
-}
-
-func (o *cudaOps) BatchNormEval(gs gpu.Stream, y, x, gamma, beta, runMean, runVar kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm eval"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"y", "x", "gamma", "beta", "running mean", "running var"}, y, x, gamma, beta, runMean, runVar)
-	if err != nil {
-		return err
-	}
-	return o.launchN(s, "bn_eval_f32", g.Len(), append(append(p, bnArgs(g)...), farg(g.Eps))...)
-}
-
-func (o *cudaOps) BatchNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, saveMean, saveInvStd kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm backward"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"dx", "dy", "x", "dgamma", "dbeta", "gamma", "saved mean", "saved inverse std"},
-		dx, dy, x, dgamma, dbeta, gamma, saveMean, saveInvStd)
-	if err != nil || g.N == 0 {
-		return err
-	}
-	// The kernel takes dx, dgamma, dbeta, dy, x, gamma, saved mean, saved inverse std.
-	args := []uint64{p[0], p[3], p[4], p[1], p[2], p[5], p[6], p[7]}
-	return o.launch(s, "bn_backward_f32", g.C, rowBlock(g.N*g.HW), append(args, bnArgs(g)...)...)
-}
-
-func (o *cudaOps) BatchNormStats(gs gpu.Stream, stats, x kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm stats"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"stats", "x"}, stats, x)
-	if err != nil {
-		return err
-	}
-	return o.launch(s, "bn_stats_f32", g.C, rowBlock(g.N*g.HW), append(p, bnArgs(g)...)...)
-}
-
-func (o *cudaOps) BatchNormTrainStats(gs gpu.Stream, y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm over gathered stats"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"y", "x", "gamma", "beta", "running mean", "running var", "saved mean", "saved inverse std", "stats"},
-		y, x, gamma, beta, runMean, runVar, saveMean, saveInvStd, stats)
-	if err != nil {
-		return err
-	}
-	args := append(append(p, iarg(stats.Len/(2*g.C+1))), bnArgs(g)...)
-	return o.launch(s, "bn_train_stats_f32", g.C, blockSize, append(args, farg(g.Momentum), farg(g.Eps))...)
-}
-
-func (o *cudaOps) BatchNormBackwardInput(gs gpu.Stream, dx, dy, x, gamma, saveMean, saveInvStd, sums kernels.F32, g kernels.BatchNorm) error {
-	const op = "batch norm input gradient"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"dx", "dy", "x", "gamma", "saved mean", "saved inverse std", "sums"}, dx, dy, x, gamma, saveMean, saveInvStd, sums)
-	if err != nil {
-		return err
-	}
-	return o.launchN(s, "bn_backward_input_f32", g.Len(), append(p, bnArgs(g)...)...)
-}
-
-func (o *cudaOps) ToBF16(gs gpu.Stream, dst kernels.U8, src kernels.F32) error {
-	return o.to16(gs, "to bf16", dst, src, 0)
-}
-
-func (o *cudaOps) FromBF16(gs gpu.Stream, dst kernels.F32, src kernels.U8) error {
-	return o.from16(gs, "from bf16", dst, src, 0)
-}
-
-func (o *cudaOps) ToFP16(gs gpu.Stream, dst kernels.U8, src kernels.F32) error {
-	return o.to16(gs, "to fp16", dst, src, 1)
-}
-
-func (o *cudaOps) FromFP16(gs gpu.Stream, dst kernels.F32, src kernels.U8) error {
-	return o.from16(gs, "from fp16", dst, src, 1)
-}
-
-// to16 rounds src into dst's bf16 (fp16 0) or fp16 (fp16 1) values: to_x16, the products'
-// operand conversion.
-func (o *cudaOps) to16(gs gpu.Stream, op string, dst kernels.U8, src kernels.F32, fp16 uint64) error {
-	s, e0 := o.stream(op, gs)
-	dp, e1 := o.u8(op, "dst", dst)
-	sp, e2 := o.f32(op, "src", src)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "to_x16", src.Len, parg(dp), parg(sp), iarg(src.Len), fp16)
-}
-
-// from16 widens src's bf16 (fp16 0) or fp16 (fp16 1) values into dst.
-func (o *cudaOps) from16(gs gpu.Stream, op string, dst kernels.F32, src kernels.U8, fp16 uint64) error {
-	s, e0 := o.stream(op, gs)
-	dp, e1 := o.f32(op, "dst", dst)
-	sp, e2 := o.u8(op, "src", src)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "x16_to_f32", dst.Len, parg(dp), parg(sp), iarg(dst.Len), fp16)
-}
-
-func (o *cudaOps) GlobalAvgPool(gs gpu.Stream, y, x kernels.F32, inner int) error {
-	const op = "global average pool"
-	s, e0 := o.stream(op, gs)
-	yp, e1 := o.f32(op, "y", y)
-	xp, e2 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "gap_f32", y.Len, parg(yp), parg(xp), iarg(y.Len), iarg(inner))
-}
-
-func (o *cudaOps) GlobalAvgPoolBackward(gs gpu.Stream, dx, dy kernels.F32, inner int) error {
-	const op = "global average pool backward"
-	s, e0 := o.stream(op, gs)
-	dxp, e1 := o.f32(op, "dx", dx)
-	dyp, e2 := o.f32(op, "dy", dy)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "gap_grad_f32", dx.Len, parg(dxp), parg(dyp), iarg(dy.Len), iarg(inner))
-}
-
 // maxPoolPad runs the padded pooling kernels (MaxPool2D and its backward pass hand over here when
 // g.Pad > 0); name is "maxpool_pad_f32" or "maxpool_pad_grad_f32", ptrs their three pointers.
 func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g kernels.Pool2D, ptrs ...uint64) error {
@@ -233,29 +75,6 @@ func (o *cudaOps) maxPoolPad(gs gpu.Stream, name string, n int, g kernels.Pool2D
 }
 
 // The differentiable core's ops (package nn): their kernels end ops.cu.
-
-func (o *cudaOps) Unary(gs gpu.Stream, f kernels.UnaryFunc, y, x kernels.F32) error {
-	const op = "unary"
-	s, e0 := o.stream(op, gs)
-	yp, e1 := o.f32(op, "y", y)
-	xp, e2 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	return o.launchN(s, "unary_f32", x.Len, parg(yp), parg(xp), iarg(x.Len), iarg(int(f)))
-}
-
-func (o *cudaOps) UnaryGrad(gs gpu.Stream, f kernels.UnaryFunc, dx, dy, x kernels.F32) error {
-	const op = "unary grad"
-	s, e0 := o.stream(op, gs)
-	dxp, e1 := o.f32(op, "dx", dx)
-	dyp, e2 := o.f32(op, "dy", dy)
-	xp, e3 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchN(s, "unary_grad_f32", x.Len, parg(dxp), parg(dyp), parg(xp), iarg(x.Len), iarg(int(f)))
-}
 
 // dims is ops.cu's struct dims, the last parameter of the strided kernels, passed by value: an
 // index space of up to kernels.MaxRank dimensions (MAX_RANK there) and the element strides s0 and
@@ -312,39 +131,21 @@ func (d *dims) words() []uint64 {
 	return w
 }
 
+// numel is the number of elements of shape (the checks bound the product).
+func numel(shape []int) int {
+	n := 1
+	for _, v := range shape {
+		n *= v
+	}
+	return n
+}
+
 // launchDims launches a grid-stride kernel over n elements whose last parameter is d.
 func (o *cudaOps) launchDims(s cu.Stream, name string, n int, d *dims, args ...uint64) error {
 	if n == 0 {
 		return nil
 	}
 	return o.launchByValue(s, name, min((n+blockSize-1)/blockSize, maxBlocks), blockSize, d.words(), args...)
-}
-
-func (o *cudaOps) Binary(gs gpu.Stream, f kernels.BinaryFunc, z, x, y kernels.F32, shape, xStrides, yStrides []int) error {
-	const op = "binary"
-	s, e0 := o.stream(op, gs)
-	zp, e1 := o.f32(op, "z", z)
-	xp, e2 := o.f32(op, "x", x)
-	yp, e3 := o.f32(op, "y", y)
-	if err := firstErr(e0, e1, e2, e3); err != nil {
-		return err
-	}
-	return o.launchDims(s, "binary_f32", z.Len, newDims(shape, xStrides, yStrides), parg(zp), parg(xp), parg(yp), iarg(z.Len), iarg(int(f)))
-}
-
-func (o *cudaOps) CopyStrided(gs gpu.Stream, dst kernels.F32, dstStrides []int, src kernels.F32, srcStrides []int, shape []int) error {
-	const op = "copy strided"
-	s, e0 := o.stream(op, gs)
-	dp, e1 := o.f32(op, "dst", dst)
-	sp, e2 := o.f32(op, "src", src)
-	if err := firstErr(e0, e1, e2); err != nil {
-		return err
-	}
-	n := 1
-	for _, v := range shape {
-		n *= v // the checks bound the product
-	}
-	return o.launchDims(s, "copy_strided_f32", n, newDims(shape, dstStrides, srcStrides), parg(dp), parg(sp), iarg(n))
 }
 
 // rowBlock is the block size of the kernels that reduce n values per block (block_sum's limits):
@@ -386,42 +187,6 @@ func (o *cudaOps) SumTo(gs gpu.Stream, y, x kernels.F32, shape, keep []int) erro
 	return o.launchByValue(s, "sum_to_f32", min(y.Len, maxBlocks), rowBlock(r), d.words(), parg(yp), parg(xp), iarg(y.Len), iarg(r))
 }
 
-func (o *cudaOps) Softmax(gs gpu.Stream, y, x kernels.F32, rows, cols int) error {
-	const op = "softmax"
-	s, e0 := o.stream(op, gs)
-	yp, e1 := o.f32(op, "y", y)
-	xp, e2 := o.f32(op, "x", x)
-	if err := firstErr(e0, e1, e2); err != nil || x.Len == 0 {
-		return err
-	}
-	return o.launch(s, "softmax_f32", min(rows, maxBlocks), rowBlock(cols), parg(yp), parg(xp), iarg(rows), iarg(cols))
-}
-
-func (o *cudaOps) SoftmaxBackward(gs gpu.Stream, dx, dy, y kernels.F32, rows, cols int) error {
-	const op = "softmax backward"
-	s, e0 := o.stream(op, gs)
-	dxp, e1 := o.f32(op, "dx", dx)
-	dyp, e2 := o.f32(op, "dy", dy)
-	yp, e3 := o.f32(op, "y", y)
-	if err := firstErr(e0, e1, e2, e3); err != nil || y.Len == 0 {
-		return err
-	}
-	return o.launch(s, "softmax_grad_f32", min(rows, maxBlocks), rowBlock(cols), parg(dxp), parg(dyp), parg(yp), iarg(rows), iarg(cols))
-}
-
-func (o *cudaOps) LayerNorm(gs gpu.Stream, y, mean, rstd, x, gamma, beta kernels.F32, rows, cols int, eps float32) error {
-	const op = "layer norm"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"y", "mean", "rstd", "x", "gamma", "beta"}, y, mean, rstd, x, gamma, beta)
-	if err != nil || rows == 0 {
-		return err
-	}
-	return o.launch(s, "layer_norm_f32", min(rows, maxBlocks), rowBlock(cols), append(p, iarg(rows), iarg(cols), farg(eps))...)
-}
-
 // LayerNormBackward launches layer_norm_grad_f32 for dx, one block of rowBlock(cols) threads per
 // row, and again for dgamma and dbeta, one block of 256 threads per 32 columns.
 func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gamma, mean, rstd kernels.F32, rows, cols int) error {
@@ -448,21 +213,6 @@ func (o *cudaOps) LayerNormBackward(gs gpu.Stream, dx, dgamma, dbeta, dy, x, gam
 
 func dwArgs(g kernels.Depthwise2D) []uint64 {
 	return []uint64{iarg(g.N), iarg(g.C), iarg(g.H), iarg(g.W), iarg(g.K), iarg(max(g.Stride, 1)), iarg(g.Pad), iarg(g.OutH()), iarg(g.OutW())}
-}
-
-// DepthwiseConv2D runs dwconv_f32, one thread per output (float32 throughout, under reduced
-// precision too).
-func (o *cudaOps) DepthwiseConv2D(gs gpu.Stream, y, x, w, bias kernels.F32, g kernels.Depthwise2D) error {
-	const op = "depthwise conv2d"
-	s, e0 := o.stream(op, gs)
-	yp, e1 := o.f32(op, "y", y)
-	xp, e2 := o.f32(op, "x", x)
-	wp, e3 := o.f32(op, "w", w)
-	bp, e4 := o.f32(op, "bias", bias) // 0 when empty: no bias
-	if err := firstErr(e0, e1, e2, e3, e4); err != nil {
-		return err
-	}
-	return o.launchN(s, "dwconv_f32", y.Len, append([]uint64{parg(yp), parg(xp), parg(wp), parg(bp)}, dwArgs(g)...)...)
 }
 
 // DepthwiseConv2DBackward runs dwconv_grad_x_f32 for dx (one thread per input), dwconv_grad_w_f32
@@ -497,22 +247,6 @@ const attRows = 64
 
 func attArgs(g kernels.Attention) []uint64 {
 	return []uint64{iarg(g.Batch), iarg(g.LQ), iarg(g.LK), iarg(g.D), farg(g.Scale)}
-}
-
-// Attention runs attention_f32, one block per problem and attRows queries (float32 throughout,
-// under reduced precision too).
-func (o *cudaOps) Attention(gs gpu.Stream, y, lse, q, k, v kernels.F32, g kernels.Attention) error {
-	const op = "attention"
-	s, err := o.stream(op, gs)
-	if err != nil {
-		return err
-	}
-	p, err := o.bnPtrs(op, []string{"y", "lse", "q", "k", "v"}, y, lse, q, k, v)
-	if err != nil || g.Rows() == 0 {
-		return err
-	}
-	blocks := g.Batch * ((g.LQ + attRows - 1) / attRows)
-	return o.launch(s, "attention_f32", min(blocks, maxBlocks), attRows, append(p, attArgs(g)...)...)
 }
 
 // AttentionBackward runs attention_grad_q_f32 for dq (one block per problem and attRows queries)

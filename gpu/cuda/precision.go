@@ -27,12 +27,18 @@ var _ kernels.MixedPrecision = (*cudaOps)(nil)
 // reduced reports whether the products' operands are converted to 16 bits.
 func (o *cudaOps) reduced() bool { return o.prec == kernels.BF16 || o.prec == kernels.FP16 }
 
-// fp16Arg is the fp16 argument of the conversion kernels: 1 for fp16, 0 for bf16.
+// The fp16 argument of the conversion kernels (to_x16, x16_to_f32, im2col_x16): which 16 bits.
+const (
+	x16BF16 uint64 = 0
+	x16FP16 uint64 = 1
+)
+
+// fp16Arg is the fp16 argument of the conversion kernels for the op set's precision.
 func (o *cudaOps) fp16Arg() uint64 {
 	if o.prec == kernels.FP16 {
-		return 1
+		return x16FP16
 	}
-	return 0
+	return x16BF16
 }
 
 // align16 rounds a count of 16-bit elements up to 16 bytes, where cuBLAS's fastest 16-bit paths

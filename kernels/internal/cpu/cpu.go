@@ -332,3 +332,14 @@ func NormalizeU8(dst []float32, src []uint8, channels, inner int, mean, std []fl
 		}
 	})
 }
+
+// NonFinite is the number of elements of x that are ±Inf or NaN.
+func NonFinite(x []float32) int32 {
+	var n int32
+	for _, v := range x {
+		if v-v != 0 { // Inf - Inf and NaN - NaN are NaN
+			n++
+		}
+	}
+	return n
+}

@@ -7,6 +7,8 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -17,6 +19,8 @@ var Files = map[string]func() ([]byte, error){
 	"ops_gen.go":                          opsFile,
 	"recorder_gen_test.go":                recorderFile,
 	"../internal/opcheck/examples_gen.go": examplesFile,
+	"cpu_gen.go":                          cpuBackend.file,
+	"../gpu/cuda/ops_gen.go":              cudaBackend.file,
 }
 
 // Generate returns the generated files' contents, by their paths from the kernels directory.
@@ -67,10 +71,10 @@ func local(name string) string {
 	return name
 }
 
-// signature writes "s gpu.Stream, <params>" with the parameters named by rename and their types
-// by typ, grouped as Sig groups them.
-func signature(ps []param, rename func(string) string, typ func(string) string) string {
-	parts := []string{"s gpu.Stream,"}
+// signature writes "<stream> gpu.Stream, <params>" with the parameters named by rename and their
+// types by typ, grouped as Sig groups them.
+func signature(stream string, ps []param, rename func(string) string, typ func(string) string) string {
+	parts := []string{stream + " gpu.Stream,"}
 	for i, p := range ps {
 		if i+1 < len(ps) && ps[i+1].field == p.field {
 			parts = append(parts, rename(p.name)+",")
@@ -120,7 +124,7 @@ func opsFile() ([]byte, error) {
 			if i > 0 || g.Doc == "" {
 				comment(&b, "\t", op.Doc)
 			}
-			fmt.Fprintf(&b, "\t%s(%s) error\n", op.Method, signature(ps, same, same))
+			fmt.Fprintf(&b, "\t%s(%s) error\n", op.Method, signature("s", ps, same, same))
 		}
 	}
 	b.WriteString("}\n")
@@ -140,7 +144,7 @@ func wrapper(b *strings.Builder, op Op) error {
 		types[p.name] = p.typ
 		args = append(args, local(p.name))
 	}
-	fmt.Fprintf(b, "\nfunc (o checked) %s(%s) error {\n", op.Method, signature(ps, local, same))
+	fmt.Fprintf(b, "\nfunc (o checked) %s(%s) error {\n", op.Method, signature("s", ps, local, same))
 	fmt.Fprintf(b, "c := newCall(%q, s)\n", op.Name)
 	for _, ch := range op.Checks {
 		switch ch.kind {
@@ -212,7 +216,7 @@ func recorderFile() ([]byte, error) {
 		}
 		blank := func(string) string { return "_" }
 		fmt.Fprintf(&b, "\nfunc (r *recorder) %s(%s) error { return r.called(%q) }\n", op.Method,
-			signature(ps, blank, qualified), op.Method)
+			signature("s", ps, blank, qualified), op.Method)
 	}
 	return gofmt(b.String())
 }
@@ -305,6 +309,214 @@ func exampleArgs(op Op, ps []param) ([]string, error) {
 		args = append(args, s)
 	}
 	return args, nil
+}
+
+// errName is the name of a resolution's error in a backend's method.
+var errName = regexp.MustCompile(`^e[0-9]+$`)
+
+// A viewParam is a view parameter as a backend's method resolves it.
+type viewParam struct {
+	name, label string // the parameter, its name in messages
+	typ         string // F32, I32 or U8
+	local       string // the variable it resolves to
+}
+
+// views are op's view parameters in Sig's order, each resolving to its name and suffix; reserved
+// are the method's own names, which no parameter or resolved view may take, nor the errors' e0,
+// e1...
+func (op Op) views(ps []param, suffix string, reserved ...string) ([]viewParam, error) {
+	taken := map[string]string{}
+	for _, r := range reserved {
+		taken[r] = "the method's own"
+	}
+	for _, p := range ps {
+		if errName.MatchString(p.name) {
+			taken[p.name] = "an error's"
+		}
+		if what, ok := taken[p.name]; ok {
+			return nil, fmt.Errorf("%s: parameter %s is %s name", op.Method, p.name, what)
+		}
+		taken[p.name] = "a parameter's"
+	}
+	var vs []viewParam
+	for _, p := range ps {
+		if p.typ != "F32" && p.typ != "I32" && p.typ != "U8" {
+			continue
+		}
+		v := viewParam{name: p.name, label: p.name, typ: p.typ, local: p.name + suffix}
+		for _, ch := range op.Checks {
+			if ch.kind == viewCheck && ch.name == p.name {
+				v.label = ch.operandName()
+			}
+		}
+		if what, ok := taken[v.local]; ok {
+			return nil, fmt.Errorf("%s: view %s resolves to %s, %s name: write the method by hand", op.Method, p.name, v.local, what)
+		}
+		taken[v.local] = "a resolved view's"
+		vs = append(vs, v)
+	}
+	return vs, nil
+}
+
+// code parses a backend's code of op (field CPU or CUDA) as a function body, its statements, and
+// adds the packages of imports (by their names) that it names to used.
+func code(op Op, field, src string, imports map[string]string, used map[string]bool) ([]ast.Stmt, error) {
+	f, err := parser.ParseFile(token.NewFileSet(), "", "package p\nfunc _() error {\n"+src+"\n}\n", parser.ParseComments)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %s: %w", op.Method, field, err)
+	}
+	body := f.Decls[0].(*ast.FuncDecl).Body
+	if len(body.List) == 0 {
+		return nil, fmt.Errorf("%s: %s has no statement", op.Method, field)
+	}
+	ast.Inspect(body, func(n ast.Node) bool {
+		if sel, ok := n.(*ast.SelectorExpr); ok {
+			if id, ok := sel.X.(*ast.Ident); ok && imports[id.Name] != "" {
+				used[id.Name] = true
+			}
+		}
+		return true
+	})
+	return body.List, nil
+}
+
+// importBlock writes the imports: those always needed, then those of known the code uses.
+func importBlock(always []string, known map[string]string, used map[string]bool) string {
+	var std, other []string
+	for _, path := range always {
+		other = append(other, strconv.Quote(path))
+	}
+	for name, path := range known {
+		if !used[name] {
+			continue
+		}
+		if strings.Contains(path, ".") {
+			other = append(other, strconv.Quote(path))
+		} else {
+			std = append(std, strconv.Quote(path))
+		}
+	}
+	slices.Sort(std)
+	slices.Sort(other)
+	if len(std) > 0 {
+		std = append(std, "")
+	}
+	return "import (\n" + strings.Join(append(std, other...), "\n") + "\n)\n"
+}
+
+// resolve writes first (the stream's resolution to e0, if any) and each view's resolution by the
+// function fn names for its type (F32: hostF32, o.f32), to e1..., then the return of the first
+// error.
+func resolve(b *strings.Builder, op Op, first string, vs []viewParam, fn func(typ string) string) {
+	var errs []string
+	if first != "" {
+		b.WriteString(first)
+		errs = append(errs, "e0")
+	}
+	for i, v := range vs {
+		e := fmt.Sprintf("e%d", i+1)
+		if first == "" && len(vs) == 1 {
+			e = "err"
+		}
+		fmt.Fprintf(b, "%s, %s := %s(%q, %q, %s)\n", v.local, e, fn(v.typ), op.Name, v.label, v.name)
+		errs = append(errs, e)
+	}
+	switch len(errs) {
+	case 0:
+		return
+	case 1:
+		fmt.Fprintf(b, "if %s != nil {\nreturn %s\n}\n", errs[0], errs[0])
+	default:
+		fmt.Fprintf(b, "if err := firstErr(%s); err != nil {\nreturn err\n}\n", strings.Join(errs, ", "))
+	}
+}
+
+// A backend is an op set whose methods the table's entries may declare (Op.CPU, Op.CUDA).
+type backend struct {
+	field    string            // the Op field: "CPU" or "CUDA"
+	code     func(Op) string   // its value
+	suffix   string            // a view x resolves to x+suffix
+	reserved []string          // the method's own names
+	imports  map[string]string // the packages the code may name, by name
+	always   []string          // the packages every method needs
+	head     string            // the file before its imports
+	// method writes op's method around its code, once the code is parsed as stmts.
+	method func(b *strings.Builder, op Op, ps []param, vs []viewParam, stmts []ast.Stmt)
+}
+
+// cpuBackend writes kernels/cpu_gen.go.
+var cpuBackend = backend{
+	field: "CPU", code: func(op Op) string { return op.CPU }, suffix: "s", reserved: []string{"s", "o", "err"},
+	imports: map[string]string{
+		"cpu":  "github.com/stoke-ml/stoke/kernels/internal/cpu",
+		"half": "github.com/stoke-ml/stoke/internal/half",
+		"math": "math",
+	},
+	always: []string{"github.com/stoke-ml/stoke/gpu"},
+	head:   header + "package kernels\n\n",
+	method: func(b *strings.Builder, op Op, ps []param, vs []viewParam, stmts []ast.Stmt) {
+		fmt.Fprintf(b, "\nfunc (o cpuOps) %s(%s) error {\n", op.Method, signature("s", ps, same, same))
+		resolve(b, op, "", vs, func(typ string) string { return "host" + typ })
+		_, returns := stmts[len(stmts)-1].(*ast.ReturnStmt)
+		switch {
+		case !returns && !strings.Contains(op.CPU, "\n") && !strings.Contains(op.CPU, "//"): // one line, as a hand would write it
+			b.WriteString("return s.Host(func() error { " + op.CPU + "; return nil })\n}\n")
+		case !returns:
+			b.WriteString("return s.Host(func() error {\n" + op.CPU + "\nreturn nil\n})\n}\n")
+		default:
+			b.WriteString("return s.Host(func() error {\n" + op.CPU + "\n})\n}\n")
+		}
+	},
+}
+
+// cudaBackend writes gpu/cuda/ops_gen.go.
+var cudaBackend = backend{
+	field: "CUDA", code: func(op Op) string { return op.CUDA }, suffix: "p", reserved: []string{"s", "gs", "o", "err"},
+	imports: map[string]string{"cmp": "cmp", "cu": "gorgonia.org/cu", "math": "math"},
+	always:  []string{"github.com/stoke-ml/stoke/gpu", "github.com/stoke-ml/stoke/kernels"},
+	head:    "//go:build cuda\n\n" + header + "package cuda\n\n",
+	method: func(b *strings.Builder, op Op, ps []param, vs []viewParam, _ []ast.Stmt) {
+		fmt.Fprintf(b, "\nfunc (o *cudaOps) %s(%s) error {\n", op.Method, signature("gs", ps, same, qualified))
+		resolve(b, op, fmt.Sprintf("s, e0 := o.stream(%q, gs)\n", op.Name), vs, func(typ string) string { return "o." + strings.ToLower(typ) })
+		b.WriteString(op.CUDA + "\n}\n")
+	},
+}
+
+// file is the backend's generated file: the methods of the ops whose entries declare its code.
+func (bk backend) file() ([]byte, error) {
+	var methods strings.Builder
+	used := map[string]bool{}
+	for _, op := range Ops() {
+		if bk.code(op) == "" {
+			continue
+		}
+		if err := bk.write(&methods, op, used); err != nil {
+			return nil, err
+		}
+	}
+	return gofmt(bk.head + importBlock(bk.always, bk.imports, used) + "\n// The " + bk.field +
+		" op set's methods of the ops whose table entries declare their " + bk.field + " code.\n" + methods.String())
+}
+
+// write writes op's method, adding the packages its code names to used.
+func (bk backend) write(b *strings.Builder, op Op, used map[string]bool) error {
+	ps, err := op.params()
+	if err != nil {
+		return err
+	}
+	vs, err := op.views(ps, bk.suffix, bk.reserved...)
+	if err != nil {
+		return err
+	}
+	stmts, err := code(op, bk.field, bk.code(op), bk.imports, used)
+	if err != nil {
+		return err
+	}
+	if _, ok := stmts[len(stmts)-1].(*ast.ReturnStmt); !ok && bk.field == "CUDA" {
+		return fmt.Errorf("%s: CUDA must end with the method's return", op.Method)
+	}
+	bk.method(b, op, ps, vs, stmts)
+	return nil
 }
 
 func gofmt(src string) ([]byte, error) {

@@ -2,8 +2,10 @@
 // argument checks and a good call. `go generate ./kernels` writes from it the Ops interface and
 // the checked wrappers that put the checks in front of every backend (kernels/ops_gen.go), the
 // method set of the kernels tests' recorder backend (kernels/recorder_gen_test.go) and the ops'
-// good calls with what the generic bad calls are derived from (internal/opcheck/examples_gen.go).
-// A test of kernels (TestGeneratedFresh) regenerates them in memory and fails when a file on
+// good calls with what the generic bad calls are derived from (internal/opcheck/examples_gen.go);
+// and, for the ops whose entries declare their dispatch (CPU, CUDA), the backends' methods: the
+// CPU op set's (kernels/cpu_gen.go) and the CUDA op set's (gpu/cuda/ops_gen.go, build tag cuda),
+// as PyTorch's native_functions.yaml declares `dispatch: CPU: fn, CUDA: fn`. A test of kernels (TestGeneratedFresh) regenerates them in memory and fails when a file on
 // disk differs, so the table is the single source.
 //
 // The package imports nothing of kernels: it must build when the generated code does not.
@@ -35,6 +37,31 @@ type Op struct {
 	// of v, u(n) a uint8 view of n zeros, none the empty F32; named kernels values are qualified
 	// ("kernels.GELU"). The generic bad calls are derived from it (see internal/opcheck).
 	Example string
+
+	// CPU, when set, is the CPU op set's method (kernels/cpu_gen.go), for an op that is a plain
+	// call of its kernel: the body of the host function the method enqueues on its stream s
+	// (`cpu.Axpy(ys, alpha, xs)`). Before it, each view parameter x is resolved to its Go memory
+	// xs (hostF32, hostI32 or hostU8 of kernels/cpu.go, naming the op by Name and the view by its
+	// check's name; an empty view is nil, unchecked), and a buffer that is not CPU memory is the
+	// method's error. The code sees the parameters, the views' xs, the receiver o (cpuOps:
+	// o.operands rounds a product's operands under reduced precision), package kernels' names and
+	// the packages cpu (kernels/internal/cpu), half and math; the generator appends
+	// `return nil` unless the code ends with a return. Empty: the method is written by hand in
+	// kernels/cpu.go, as an op that does more is (a label check, work done at enqueue on the
+	// caller's slices, a precision branch).
+	CPU string
+	// CUDA, when set, is the CUDA op set's method (gpu/cuda/ops_gen.go), for an op that is a plain
+	// launch: the method's last statements, returning its error (`return o.launchN(s, "axpy_f32",
+	// y.Len, parg(yp), parg(xp), iarg(y.Len), farg(alpha))`). Before them, the method's stream gs
+	// is resolved to the driver stream s (o.stream) and each view parameter x to its device
+	// address xp (o.f32, o.i32 or o.u8, naming the op and the view as the CPU's do; an empty view
+	// is 0, unchecked); a foreign stream or buffer is the method's error. The code sees the
+	// parameters (views and scalars), gs, s, the views' xp, the receiver o (*cudaOps), package
+	// cuda's names (launchN, parg, iarg, farg...) and the packages cmp, cu and math. Only the
+	// cuda build compiles it: scripts/cuda-check.sh. Empty: the method is written by hand in
+	// gpu/cuda, as an op that does more is (cuBLAS, several launches, staging for reduced
+	// precision, a label check through launchChecked, a host slot, a special case).
+	CUDA string
 }
 
 // Check is one argument check of an op; make it with In, Out, InOpt, OutOpt, Arg, Valid, Do, Let
