@@ -454,28 +454,6 @@ func Dropout(x *Tensor, p float32) *Tensor {
 	return y
 }
 
-// CrossEntropy returns the mean softmax cross-entropy of logits [N classes] against labels [N]
-// (class ids on the device), with label smoothing s in [0, 1): a tensor of shape [1].
-func CrossEntropy(logits *Tensor, labels kernels.I32, smoothing float32) *Tensor {
-	g := graphOf("cross-entropy", logits)
-	if g == nil {
-		return orphan("cross-entropy")
-	}
-	if len(logits.shape) != 2 {
-		g.fail(fmt.Errorf("nn: cross-entropy of logits of shape %v: %w", logits.shape, ErrShape))
-		return &Tensor{g: g}
-	}
-	n, classes := logits.shape[0], logits.shape[1]
-	loss := g.newTensor(g.shape(nil, 1))
-	dl := g.newTensor(logits.shape)
-	g.run(func() error {
-		return g.ops.SoftmaxCrossEntropySmooth(g.s, loss.data, dl.data, logits.data, labels, n, classes, smoothing)
-	})
-	attr := func() Attr { return Attr{"smoothing": smoothing} }
-	g.record(loss, OpCrossEntropy, attr, g.operands(logits), func(dy *Tensor, dx []*Tensor) { dx[0] = Mul(dl, dy) })
-	return loss
-}
-
 // DropPath drops each sample's x with probability p in training and scales the others by
 // 1/(1−p) (stochastic depth: timm's drop_path, torchvision's StochasticDepth in "row" mode); in
 // evaluation it returns x.

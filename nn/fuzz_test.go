@@ -81,7 +81,7 @@ func (p *program) run() error {
 		return ts[i%len(ts)]
 	}
 	for steps := 0; len(p.b) > 0 && steps < 12; steps++ {
-		op := p.byte() % 44
+		op := p.byte() % 48
 		a, b, c := pick(), pick(), pick()
 		i, j, k := p.small(), p.small(), p.small()
 		p.log = append(p.log, fmt.Sprintf("op %d on %v %v %v args %d %d %d", op, a.Shape(), b.Shape(), c.Shape(), i, j, k))
@@ -176,6 +176,14 @@ func (p *program) run() error {
 			y = nn.Tanh(nn.Sqrt(a))
 		case 43:
 			y = nn.Conv2d(a, b, nil, nn.ConvOptions{Stride: 1, Groups: a.Dim(1)})
+		case 44:
+			y = nn.SoftCrossEntropy(a, b.Data())
+		case 45:
+			y = nn.BCEWithLogits(a, b.Data(), c.Data())
+		case 46:
+			y = nn.MSE(a, b.Data())
+		case 47:
+			y = nn.SmoothL1(a, b.Data(), float32(i))
 		}
 		ts = append(ts, y)
 	}

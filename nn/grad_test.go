@@ -66,6 +66,20 @@ func (e *env) labels(ids []int32) kernels.I32 {
 	return kernels.I32(v)
 }
 
+// floats uploads float targets.
+func (e *env) floats(v []float32) kernels.F32 {
+	t := e.t
+	t.Helper()
+	d, err := e.a.F32(len(v))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := e.s.CopyH2D(d.Buf, 4*d.Off, unsafe.Slice((*byte)(unsafe.Pointer(&v[0])), 4*len(v))); err != nil {
+		t.Fatal(err)
+	}
+	return d
+}
+
 // gradCase is one op's gradient check: f maps the inputs (of the given shapes) to a tensor.
 type gradCase struct {
 	name   string
@@ -168,6 +182,18 @@ func gradCases() []gradCase {
 		{name: "drop path", train: true, shapes: [][]int{{8, 2, 3}}, f: func(_ *env, x []*nn.Tensor) *nn.Tensor { return nn.DropPath(x[0], 0.5) }},
 		{name: "cross-entropy", shapes: [][]int{{3, 5}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
 			return nn.CrossEntropy(x[0], e.labels([]int32{4, 0, 2}), 0.1)
+		}},
+		{name: "soft cross-entropy", shapes: [][]int{{2, 3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.SoftCrossEntropy(x[0], e.floats([]float32{0.2, 0.5, 0.3, 1, 0, 0}))
+		}},
+		{name: "bce with logits", shapes: [][]int{{2, 3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.BCEWithLogits(x[0], e.floats([]float32{1, 0, 1, 0, 0, 1}), e.floats([]float32{2, 1, 0.5}))
+		}},
+		{name: "mse", shapes: [][]int{{2, 3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.MSE(x[0], e.floats([]float32{0.5, -0.5, 0, 1, 0.25, -1}))
+		}},
+		{name: "smooth l1", shapes: [][]int{{2, 3}}, f: func(e *env, x []*nn.Tensor) *nn.Tensor {
+			return nn.SmoothL1(x[0], e.floats([]float32{0.5, -0.5, 0, 1, 0.25, -1}), 0.5)
 		}},
 	}
 }

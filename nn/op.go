@@ -45,4 +45,8 @@ const (
 	OpGlobalAvgPool             Op = "global_avg_pool"
 	OpDropout                   Op = "dropout"
 	OpCrossEntropy              Op = "cross_entropy"
+	OpSoftCrossEntropy          Op = "soft_cross_entropy"
+	OpBCEWithLogits             Op = "binary_cross_entropy_with_logits"
+	OpMSE                       Op = "mse_loss"
+	OpSmoothL1                  Op = "smooth_l1_loss"
 )

@@ -423,6 +423,7 @@ func trainingOnly(_ *nnExport, st nnStep) (string, error) {
 // has one (TestNNFormsEveryOp), training-only ones the form saying so.
 var nnForms = map[nn.Op]nnForm{
 	nn.OpInput: trainingOnly, nn.OpCheckpoint: trainingOnly, nn.OpDropout: trainingOnly, nn.OpCrossEntropy: trainingOnly,
+	nn.OpSoftCrossEntropy: trainingOnly, nn.OpBCEWithLogits: trainingOnly, nn.OpMSE: trainingOnly, nn.OpSmoothL1: trainingOnly,
 
 	nn.OpAdd: onnxOp("Add"), nn.OpSub: onnxOp("Sub"), nn.OpMul: onnxOp("Mul"), nn.OpDiv: onnxOp("Div"),
 	nn.OpExp: onnxOp("Exp"), nn.OpLog: onnxOp("Log"), nn.OpSqrt: onnxOp("Sqrt"), nn.OpSigmoid: onnxOp("Sigmoid"),

@@ -18,10 +18,11 @@ import (
 // ErrUnknown is the error of an optimizer name New does not know.
 var ErrUnknown = errors.New("unknown optimizer")
 
-// Param is a trained tensor as an optimizer sees it: its weights W, updated in place, its
-// gradient G (same length) and whether weight decay applies to it (weights of linear and
+// Param is a trained tensor as an optimizer sees it: its name, its weights W, updated in place,
+// its gradient G (same length) and whether weight decay applies to it (weights of linear and
 // convolution layers; not biases, norms' scales and shifts or embeddings).
 type Param struct {
+	Name  string // in errors: the tensor's state_dict name
 	W, G  kernels.F32
 	Decay bool
 }

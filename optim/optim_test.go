@@ -7,6 +7,7 @@ import (
 	"math"
 	"math/rand/v2"
 	"slices"
+	"strings"
 	"testing"
 	"unsafe"
 
@@ -353,4 +354,46 @@ func optimSteps(t *testing.T, dev gpu.Device, ops kernels.Ops, s gpu.Stream, o O
 		}
 	}
 	return pw, pb
+}
+
+// TestState: a State steps every parameter at its group's rate (SGD: w -= lr·factor·g), keeps
+// each parameter's momentum in its own zeroed slot, counts none for an optimizer without state,
+// and names the parameter whose update fails.
+func TestState(t *testing.T) {
+	dev, ops, s := optimDevice(t)
+	alloc := func(n int) (kernels.F32, error) { return deviceF32(t, dev, s, make([]float32, n)), nil }
+	w1, w2 := deviceF32(t, dev, s, []float32{1, 2}), deviceF32(t, dev, s, []float32{3})
+	g1, g2 := deviceF32(t, dev, s, []float32{1, -1}), deviceF32(t, dev, s, []float32{2})
+	params := []Param{{Name: "a", W: w1, G: g1}, {Name: "b", W: w2, G: g2}}
+	st, err := NewState(SGD{LR: 1, Momentum: 0.5}, ops, s, params, []float64{1, 0.25}, alloc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for step := 1; step <= 2; step++ {
+		if err := st.Step(ops, s, 0.1, step); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Two steps of momentum 0.5: v1 = g, v2 = 1.5g; w -= lr·factor·(v1 + v2) = 2.5·lr·factor·g.
+	if got, want := download(t, s, w1), []float32{1 - 0.25, 2 + 0.25}; !slices.Equal(got, want) {
+		t.Errorf("a: %v; want %v", got, want)
+	}
+	if got, want := download(t, s, w2), []float32{3 - 0.125}; !slices.Equal(got, want) {
+		t.Errorf("b at a quarter of the rate: %v; want %v", got, want)
+	}
+	if st.Factor(1) != 0.25 {
+		t.Errorf("b's factor %g; want 0.25", st.Factor(1))
+	}
+	if v := st.Slots(1); len(v) != 1 || !slices.Equal(download(t, s, v[0]), []float32{3}) {
+		t.Errorf("b's momentum: %d slots; want one holding 1.5·2", len(v))
+	}
+	if plain, err := NewState(SGD{LR: 1}, ops, s, params, nil, alloc); err != nil || len(plain.Slots(0)) != 0 {
+		t.Errorf("SGD without momentum: %v, %d slots; want none", err, len(plain.Slots(0)))
+	}
+	bad := []Param{{Name: "short", W: w1, G: g2}}
+	if st, err := NewState(SGD{LR: 1}, ops, s, bad, nil, alloc); err != nil {
+		t.Fatal(err)
+	} else if err := st.Step(ops, s, 0.1, 1); err == nil || !strings.Contains(err.Error(), "short") {
+		t.Errorf("a gradient shorter than its weights: %v; want an error naming the parameter", err)
+	}
 }

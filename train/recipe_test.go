@@ -97,7 +97,7 @@ func TestLayerDecay(t *testing.T) {
 	want := map[string]float64{"embed": 0.125 * 0.1, "blocks.0.weight": 0.25 * 0.1, "blocks.0.bias": 0.25 * 0.1,
 		"blocks.1.weight": 0.5 * 0.1, "blocks.1.bias": 0.5 * 0.1, "head.weight": 1, "head.bias": 1}
 	for i, p := range m.Params() {
-		if f := tr.optim.lrScale[i]; math.Abs(f-want[p.Name]) > 1e-15 {
+		if f := tr.optState.Factor(i); math.Abs(f-want[p.Name]) > 1e-15 {
 			t.Errorf("%s: learning-rate scale %g; want %g", p.Name, f, want[p.Name])
 		}
 	}
@@ -106,8 +106,8 @@ func TestLayerDecay(t *testing.T) {
 		t.Fatal(err)
 	}
 	for i, p := range m.Params() {
-		if f := tr.optim.lrScale[i]; f != 0 {
-			t.Errorf("%s: learning-rate scale %g in the next trainer; want none", p.Name, f)
+		if f := tr.optState.Factor(i); f != 1 {
+			t.Errorf("%s: learning-rate scale %g in the next trainer; want 1", p.Name, f)
 		}
 	}
 	tr.Close()

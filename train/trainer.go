@@ -1,6 +1,7 @@
 package train
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -409,8 +410,8 @@ type Trainer struct {
 
 	// The optimizer's state of each trained parameter, and a parameter's index in Model.params,
 	// which indexes optim and acc.
-	optim optimState
-	index map[*Param]int
+	optState *optim.State // nil without an optimizer
+	index    map[*Param]int
 
 	// The loop's state (checkpointed) and buffers: each trained parameter's gradients of the
 	// step's earlier batches and the step's loss sum over its batches (Accumulate), each tensor's
@@ -610,37 +611,21 @@ func (t *Trainer) checkMemory() error {
 	return nil
 }
 
-// optimState is the optimizer's per-parameter state, as torch.optim.Optimizer's state and
-// param_groups: each trained parameter's Optimizer.Slots tensors, allocated by the trainer in the
-// model's weights arena, and its learning-rate factor. Both are indexed as Model.params.
-type optimState struct {
-	slots   [][]kernels.F32
-	lrScale []float64 // the parameter group's factor (Config.BackboneLRScale, LayerDecay); 0 means 1
-}
-
-// wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
-// stream has nothing left to run, so that a cancelled call fails whatever the device's timing.
-// setupOptim allocates the optimizer's state, Slots zeroed tensors for each trained parameter, and
-// sets the parameters' learning-rate factors.
+// setupOptim makes the optimizer's state over the trained parameters (Model.params), its slots
+// in the model's weights arena, each parameter with its learning-rate factor (lrScale's; 1 for
+// the others).
 func (t *Trainer) setupOptim(lrScale map[*Param]float64) error {
 	if t.opt == nil {
 		return nil
 	}
-	t.optim = optimState{slots: make([][]kernels.F32, len(t.m.params)), lrScale: make([]float64, len(t.m.params))}
+	params, scale := make([]optim.Param, len(t.m.params)), make([]float64, len(t.m.params))
 	for i, p := range t.m.params {
-		t.optim.lrScale[i] = lrScale[p]
-		for range t.opt.Slots() {
-			v, err := t.m.weights.f32(p.Len())
-			if err != nil {
-				return err
-			}
-			if err := t.ops.Fill(t.s, v, 0); err != nil {
-				return err
-			}
-			t.optim.slots[i] = append(t.optim.slots[i], v)
-		}
+		params[i] = optim.Param{Name: p.Name, W: p.W, G: p.G, Decay: p.Decayed()}
+		scale[i] = cmp.Or(lrScale[p], 1)
 	}
-	return nil
+	var err error
+	t.optState, err = optim.NewState(t.opt, t.ops, t.s, params, scale, t.m.weights.f32)
+	return err
 }
 
 // OptimizerState returns the optimizer's state tensors of p (Optimizer.Slots of them: SGD's
@@ -649,12 +634,14 @@ func (t *Trainer) setupOptim(lrScale map[*Param]float64) error {
 // statistics), one of another model, or without an optimizer. They live on the trainer's device
 // until Close; read them after the stream's work (Stream).
 func (t *Trainer) OptimizerState(p *Param) []kernels.F32 {
-	if i, ok := t.index[p]; ok && t.optim.slots != nil {
-		return t.optim.slots[i]
+	if i, ok := t.index[p]; ok && t.optState != nil {
+		return t.optState.Slots(i)
 	}
 	return nil
 }
 
+// wait waits for the trainer's stream, or until ctx ends. A ctx already done fails it even when the
+// stream has nothing left to run, so that a cancelled call fails whatever the device's timing.
 func (t *Trainer) wait(ctx context.Context) error {
 	if err := ctx.Err(); err != nil {
 		return err
@@ -684,7 +671,7 @@ func (t *Trainer) Epochs() int { return t.epochs }
 // that queued work still uses.
 func (t *Trainer) Close() error {
 	err := t.s.Synchronize(context.Background())
-	t.optim, t.index, t.acc, t.ema, t.hasEMA = optimState{}, nil, nil, nil, false
+	t.optState, t.index, t.acc, t.ema, t.hasEMA = nil, nil, nil, nil, false
 	return errors.Join(err, t.m.free(), t.s.Close())
 }
 
@@ -1255,14 +1242,8 @@ func (t *Trainer) finishStep(ctx context.Context, g stepGroup, perEpoch, total i
 		if t.scaler != nil {
 			applied -= t.scaler.skipped
 		}
-		for i, p := range t.m.params {
-			lr := t.lr
-			if f := t.optim.lrScale[i]; f != 0 { // a parameter group's factor
-				lr *= f
-			}
-			if err := t.opt.Update(t.ops, t.s, optim.Param{W: p.W, G: p.G, Decay: p.Decayed()}, t.optim.slots[i], lr, applied+1); err != nil {
-				return 0, fmt.Errorf("train: update %s: %w", p.Name, err)
-			}
+		if err := t.optState.Step(t.ops, t.s, t.lr, applied+1); err != nil {
+			return 0, fmt.Errorf("train: %w", err)
 		}
 	}
 	if t.cfg.EMA > 0 {
