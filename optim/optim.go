@@ -1,8 +1,9 @@
 // Package optim holds the optimizers and learning-rate schedules of training, as torch.optim and
 // torch.optim.lr_scheduler: SGD, Adam, AdamW and RMSprop, each its settings and its update of one
-// tensor through a backend's op set; Constant, StepDecay and Cosine. The state an optimizer
-// keeps per tensor (momentum, moments) is allocated, checkpointed and handed to Update by the
-// trainer (package train), which knows where the model's tensors live.
+// tensor through a backend's op set; State, an optimizer over a set of parameters (Params of a
+// module of package nn) with each one's state tensors (momentum, moments) and learning-rate
+// factor, which package train keeps for the model and checkpoints; the schedules Constant,
+// StepDecay and Cosine; and LayerDecay, timm's layer-wise rate factors.
 package optim
 
 import (

@@ -3,6 +3,7 @@ package optim
 import (
 	"context"
 	"errors"
+	"fmt"
 	"maps"
 	"math"
 	"math/rand/v2"
@@ -15,6 +16,7 @@ import (
 	"github.com/stoke-ml/stoke/internal/pyoracle"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/nn"
 )
 
 // TestRMSpropTorch: RMSprop's steps match torch.optim.RMSprop's (torch's own implementation, run
@@ -395,5 +397,32 @@ func TestState(t *testing.T) {
 		t.Fatal(err)
 	} else if err := st.Step(ops, s, 0.1, 1); err == nil || !strings.Contains(err.Error(), "short") {
 		t.Errorf("a gradient shorter than its weights: %v; want an error naming the parameter", err)
+	}
+}
+
+// TestParams: a bound module's trained tensors in state_dict order, the weights decayed and the
+// bias not; a frozen tensor (bound without gradient memory) left out.
+func TestParams(t *testing.T) {
+	dev, _, s := optimDevice(t)
+	mem := nn.NewArena(dev)
+	t.Cleanup(func() { mem.Free() })
+	m := nn.Sequential{nn.NewLinear(3, 2, true), nn.NewLinear(2, 1, true)}
+	if err := nn.Bind(m, mem, s, 1); err != nil {
+		t.Fatal(err)
+	}
+	frozen := m[1].(*nn.LinearLayer).Bias
+	if err := frozen.Bind(frozen.Data(), kernels.F32{}); err != nil { // no gradient memory: frozen
+		t.Fatal(err)
+	}
+	ps, err := Params(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got []string
+	for _, p := range ps {
+		got = append(got, fmt.Sprintf("%s %d %v", p.Name, p.W.Len, p.Decay))
+	}
+	if want := []string{"0.weight 6 true", "0.bias 2 false", "1.weight 2 true"}; !slices.Equal(got, want) {
+		t.Errorf("Params = %q; want %q", got, want)
 	}
 }

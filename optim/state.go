@@ -5,6 +5,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
 )
 
 // State is an optimizer over a set of parameters with what it keeps for each, as a
@@ -67,4 +68,22 @@ func (st *State) Step(ops kernels.Ops, s gpu.Stream, lr float64, step int) error
 		}
 	}
 	return nil
+}
+
+// Params are the trained tensors of module, bound (nn.Bind), in nn.StateDict's order, as an
+// optimizer sees them (torch's model.parameters()): their values, their gradient memory, and
+// weight decay for the weights of linear and convolution layers (nn.Weight), not for biases,
+// norms' scales and shifts or embeddings. Frozen tensors and buffers are left out.
+func Params(module nn.Module) ([]Param, error) {
+	named, err := nn.StateDict(module)
+	if err != nil {
+		return nil, err
+	}
+	var ps []Param
+	for _, n := range named {
+		if t := n.Tensor; t.Trained() && t.GradData().Len > 0 {
+			ps = append(ps, Param{Name: n.Name, W: t.Data(), G: t.GradData(), Decay: t.InitKind() == nn.Weight})
+		}
+	}
+	return ps, nil
 }
