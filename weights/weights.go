@@ -126,7 +126,7 @@ func Open(path string) (*safetensors.File, io.Closer, error) {
 	}
 	st, err := fh.Stat()
 	if err == nil && !st.Mode().IsRegular() {
-		err = fmt.Errorf("%s is not a regular file (%v)", path, st.Mode().Type())
+		err = fmt.Errorf("open %s: not a regular file (%v)", path, st.Mode().Type())
 	}
 	if err != nil {
 		fh.Close()

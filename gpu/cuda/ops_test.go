@@ -86,49 +86,21 @@ func (sd *side) u8(t *testing.T, v []uint8) kernels.U8 { return kernels.Bytes(sd
 // read returns the contents of views (F32, I32 or U8) after the stream has run everything before.
 func (sd *side) read(t *testing.T, views ...any) [][]float64 {
 	t.Helper()
-	var out [][]float64
+	out := make([][]float64, len(views))
 	var pending []func()
-	for _, v := range views {
+	for i, v := range views {
+		var f func()
 		switch v := v.(type) {
 		case kernels.F32:
-			h := make([]float32, v.Len)
-			if err := sd.s.CopyD2H(bytesOf(h), v.Buf, 4*v.Off); err != nil {
-				t.Fatal(err)
-			}
-			i := len(out)
-			out = append(out, nil)
-			pending = append(pending, func() {
-				for _, x := range h {
-					out[i] = append(out[i], float64(x))
-				}
-			})
+			f = readAs[float32](t, sd, v.Buf, v.Off, v.Len, &out[i])
 		case kernels.I32:
-			h := make([]int32, v.Len)
-			if err := sd.s.CopyD2H(bytesOf(h), v.Buf, 4*v.Off); err != nil {
-				t.Fatal(err)
-			}
-			i := len(out)
-			out = append(out, nil)
-			pending = append(pending, func() {
-				for _, x := range h {
-					out[i] = append(out[i], float64(x))
-				}
-			})
+			f = readAs[int32](t, sd, v.Buf, v.Off, v.Len, &out[i])
 		case kernels.U8:
-			h := make([]uint8, v.Len)
-			if err := sd.s.CopyD2H(h, v.Buf, v.Off); err != nil {
-				t.Fatal(err)
-			}
-			i := len(out)
-			out = append(out, nil)
-			pending = append(pending, func() {
-				for _, x := range h {
-					out[i] = append(out[i], float64(x))
-				}
-			})
+			f = readAs[uint8](t, sd, v.Buf, v.Off, v.Len, &out[i])
 		default:
 			t.Fatalf("read: view %T", v)
 		}
+		pending = append(pending, f)
 	}
 	if err := sd.s.Synchronize(context.Background()); err != nil {
 		t.Fatalf("Synchronize() = %v", err)
@@ -137,6 +109,22 @@ func (sd *side) read(t *testing.T, views ...any) [][]float64 {
 		f()
 	}
 	return out
+}
+
+// readAs enqueues the copy of n elements of type T at element off of buf to the host and returns
+// the function that, once the stream has run it, converts them into *dst.
+func readAs[T float32 | int32 | uint8](t *testing.T, sd *side, buf gpu.Buffer, off, n int, dst *[]float64) func() {
+	t.Helper()
+	var zero T
+	h := make([]T, n)
+	if err := sd.s.CopyD2H(bytesOf(h), buf, off*int(unsafe.Sizeof(zero))); err != nil {
+		t.Fatal(err)
+	}
+	return func() {
+		for _, x := range h {
+			*dst = append(*dst, float64(x))
+		}
+	}
 }
 
 func randF32(r *rand.Rand, n int) []float32 {
