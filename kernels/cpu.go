@@ -268,3 +268,46 @@ func (cpuOps) CopyStrided(s gpu.Stream, dst F32, dstStrides []int, src F32, srcS
 func attnGeom(g Attention) cpu.AttnGeom {
 	return cpu.AttnGeom{Batch: g.Batch, LQ: g.LQ, LK: g.LK, D: g.D, Scale: g.Scale}
 }
+
+var _ ConvPreparer = cpuOps{}
+
+// PrepareConv2D returns the convolution over w's plan (cpu.ConvPlan), which makes each form of
+// the weights once; in a reduced precision, whose operands are rounded at every call, it is
+// Conv2D over w.
+func (o cpuOps) PrepareConv2D(w F32, g Conv2D) (PreparedConv2D, error) {
+	const op = "prepare conv2d"
+	wv, err := hostF32(op, "w", w)
+	if err != nil {
+		return nil, err
+	}
+	if o.prec.reduced() {
+		return unprepared{o, w}, nil
+	}
+	return cpuPlan{cpu.NewConvPlan(wv)}, nil
+}
+
+// unprepared is a convolution over weights as they are.
+type unprepared struct {
+	o Ops
+	w F32
+}
+
+func (u unprepared) Conv2D(s gpu.Stream, y, x, bias, ws F32, g Conv2D) error {
+	return u.o.Conv2D(s, y, x, u.w, bias, ws, g)
+}
+
+// cpuPlan is the CPU op set's prepared convolution.
+type cpuPlan struct{ p *cpu.ConvPlan }
+
+func (c cpuPlan) Conv2D(s gpu.Stream, y, x, bias, ws F32, g Conv2D) error {
+	const op = "conv2d"
+	ys, e1 := hostF32(op, "y", y)
+	xs, e2 := hostF32(op, "x", x)
+	bs, e3 := hostF32(op, "bias", bias)
+	wsv, e4 := hostF32(op, "workspace", ws)
+	if err := firstErr(e1, e2, e3, e4); err != nil {
+		return err
+	}
+	cg := convGeom(g)
+	return s.Host(func() error { c.p.Conv2D(ys, xs, bs, wsv, cg); return nil })
+}

@@ -124,7 +124,13 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 	if b != nil {
 		bias = b.data
 	}
-	g.run(func() error { return g.ops.Conv2D(g.s, y.data, x.data, w.data, bias, ws, geo) })
+	pc := g.preparedConv(w, geo)
+	g.run(func() error {
+		if pc != nil {
+			return pc.Conv2D(g.s, y.data, x.data, bias, ws, geo)
+		}
+		return g.ops.Conv2D(g.s, y.data, x.data, w.data, bias, ws, geo)
+	})
 	g.record(y, OpConv2D, attr, g.operands(x, w, b), func(dy *Tensor, grads []*Tensor) {
 		var dx, db kernels.F32
 		if x.grad {

@@ -197,6 +197,9 @@ type Graph struct {
 	reach   []bool          // Backward: whether each recorded tensor depends on a parameter
 	written map[*param]bool // parameters whose gradient Backward has written
 	sync    *bnSync         // set by SyncBatchNorm
+	// Freeze's promise, and the convolutions it let evaluation passes prepare, by their weights.
+	frozen   bool
+	prepared map[kernels.F32]kernels.PreparedConv2D
 	// OnGradient's hook, and Backward's schedule of it: each attached parameter's first use in
 	// the record (-1: none), and the parameters' indices in the order their gradients complete.
 	onGrad   func(p *Tensor) error
@@ -316,6 +319,43 @@ func (g *Graph) Reset(train bool, seed uint64) {
 	g.dims.reset()
 	g.lists.reset()
 	g.err, g.train, g.seed, g.draws, g.backward = nil, train, seed, 0, false
+	if train {
+		g.Thaw()
+	}
+}
+
+// Freeze declares that the values of the parameters and buffers the graph's passes read do not
+// change from now on, as torch.jit.freeze does of a module for inference: its evaluation passes
+// then prepare each convolution's weights once for the op set (kernels.PrepareConv2D: the CPU op
+// set transforms and packs them, which it otherwise does at every call) and keep them across
+// Reset. The promise holds until Thaw, or until a training pass (Reset with train), which
+// updates the parameters after it: call Thaw when they change otherwise (weights loaded, an
+// average swapped in). The results are those of a graph that was not frozen, bit for bit.
+func (g *Graph) Freeze() { g.frozen = true }
+
+// Thaw ends Freeze's promise and drops what it let the graph prepare.
+func (g *Graph) Thaw() { g.frozen, g.prepared = false, nil }
+
+// preparedConv returns the convolution over w's values prepared for geo, or nil where the graph
+// does not prepare them: unless frozen, in a training pass or for weights that are not a
+// parameter's own tensor.
+func (g *Graph) preparedConv(w *Tensor, geo kernels.Conv2D) kernels.PreparedConv2D {
+	if !g.frozen || g.train || g.meta || g.err != nil || w.p == nil {
+		return nil
+	}
+	if p := g.prepared[w.data]; p != nil {
+		return p
+	}
+	p, err := kernels.PrepareConv2D(g.ops, w.data, geo)
+	if err != nil {
+		g.fail(fmt.Errorf("nn: conv2d of weight %v: %w", w.shape, err))
+		return nil
+	}
+	if g.prepared == nil {
+		g.prepared = map[kernels.F32]kernels.PreparedConv2D{}
+	}
+	g.prepared[w.data] = p
+	return p
 }
 
 // Input makes a tensor of the graph from memory the caller owns (a batch), of the given shape.

@@ -244,6 +244,7 @@ func (t *Trainer) Load(ctx context.Context, path string) error {
 		}
 		return t.s.Synchronize(context.WithoutCancel(ctx))
 	}
+	t.m.thaw()
 	for i, p := range t.m.tensors() {
 		// Without an optimizer only the weights are loaded (OptimizerState is empty).
 		for k, dst := range append([]kernels.F32{p.W}, t.OptimizerState(p)...) {

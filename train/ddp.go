@@ -598,6 +598,7 @@ func (t *Trainer) distStart(ctx context.Context, trainData Data) error {
 			vs = append(vs, t.ema[i])
 		}
 	}
+	t.m.thaw()
 	if err := t.broadcast(ctx, vs); err != nil {
 		return fmt.Errorf("train: data-parallel start: broadcast of rank 0's weights: %w", err)
 	}
@@ -622,6 +623,7 @@ func (t *Trainer) syncBuffers(ctx context.Context) error {
 			vs = append(vs, t.ema[first+j])
 		}
 	}
+	t.m.thaw()
 	if err := t.broadcast(ctx, vs); err != nil {
 		return fmt.Errorf("train: broadcast of rank 0's running statistics: %w", err)
 	}

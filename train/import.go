@@ -54,6 +54,7 @@ func (t *Trainer) LoadWeights(ctx context.Context, path string, opts weights.Opt
 	if err := ctx.Err(); err != nil { // before the first upload: a cancelled call changes nothing
 		return got.Report, fmt.Errorf("train: weights %s: %w", path, err)
 	}
+	t.m.thaw()
 	for i, v := range got.Values {
 		if v != nil {
 			if err := upload(t.s, all[i].W, v); err != nil {

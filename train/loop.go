@@ -334,6 +334,7 @@ func (t *Trainer) swapEMA() {
 	for i, p := range t.m.tensors() {
 		p.W, t.ema[i] = t.ema[i], p.W
 	}
+	t.m.thaw()
 }
 
 // UseEMA replaces the model's weights and running statistics by their exponential moving average
@@ -356,6 +357,7 @@ func (t *Trainer) UseEMA(ctx context.Context) (bool, error) {
 	if !t.hasEMA || t.state.EMABehind {
 		return false, nil
 	}
+	t.m.thaw()
 	for i, p := range t.m.tensors() {
 		if err := t.ops.Copy(t.s, p.W, t.ema[i]); err != nil {
 			return false, fmt.Errorf("train: use EMA: %w", err)

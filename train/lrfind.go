@@ -136,6 +136,7 @@ func (t *Trainer) FindLR(ctx context.Context, data Data, lf LRFind) (*LRFinding,
 // state zero, the EMA the weights, no step, epoch or history, the loop's state and the learned
 // epoch length those given.
 func (t *Trainer) restart(start []kernels.F32, state loopState, learned int) error {
+	t.m.thaw()
 	for i, p := range t.m.tensors() {
 		if err := t.ops.Copy(t.s, p.W, start[i]); err != nil {
 			return err

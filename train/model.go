@@ -298,6 +298,9 @@ func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 	} else {
 		m.g.Reset(r.train, seed)
 	}
+	if !r.train {
+		m.g.Freeze() // until the weights change: a training pass, or thaw
+	}
 	if r.sync != nil && m.world > 1 {
 		m.g.SyncBatchNorm(r.sync.rank, m.world, r.sync.sum)
 	} else {
@@ -320,6 +323,14 @@ func (m *Model) forward(r *run, n int, seed uint64) (kernels.F32, error) {
 	}
 	m.yShape = append(m.yShape[:0], m.y.Shape()...)
 	return m.y.Data(), nil
+}
+
+// thaw tells the evaluation graph that the weights or buffers changed outside a training pass
+// (loaded, broadcast, swapped): it drops what it prepared of the old ones (nn.Graph.Freeze).
+func (m *Model) thaw() {
+	if m.g != nil {
+		m.g.Thaw()
+	}
 }
 
 func shapeOf(t *nn.Tensor) []int {

@@ -222,6 +222,11 @@ func (g ConvGeom) split(ws []float32) (xpad, scratch []float32) {
 // Conv2D computes y [N][OutC][OutH][OutW] = conv(x, w) + bias, leaving a zero-padded copy of x in
 // ws for Conv2DBackward. bias may be nil.
 func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
+	conv2D(y, x, w, bias, ws, g, nil)
+}
+
+// conv2D is Conv2D with the weights' prepared forms from plan (nil: none).
+func conv2D(y, x, w, bias, ws []float32, g ConvGeom, plan *ConvPlan) {
 	if g.N == 0 {
 		return
 	}
@@ -229,17 +234,21 @@ func Conv2D(y, x, w, bias, ws []float32, g ConvGeom) {
 	padInput(xpad, x, g)
 	gp := g.padded()
 	if winograd(gp) {
-		winogradConv(y, xpad, w, bias, gp, false, scratch)
+		winogradConvU(y, xpad, w, bias, gp, false, scratch, plan.winograd(gp))
 		return
 	}
 	rows, nc := g.ColRows(), g.N*g.ColCols()
 	if patches(gp) {
 		toPatches(scratch[:rows*nc], xpad, gp)
-		gemm.Sgemm(false, true, g.OutC, nc, rows, 1, w, rows, scratch[:rows*nc], rows, 0, scratch[rows*nc:], nc)
+		if a := plan.packed(g); a != nil {
+			a.Sgemm(true, nc, 1, scratch[:rows*nc], rows, 0, scratch[rows*nc:], nc)
+		} else {
+			gemm.Sgemm(false, true, g.OutC, nc, rows, 1, w, rows, scratch[:rows*nc], rows, 0, scratch[rows*nc:], nc)
+		}
 		fromColumns(y, scratch[rows*nc:], bias, gp)
 		return
 	}
-	convolve(y, xpad, w, bias, scratch[rows*nc:], gp)
+	convolvePlanned(y, xpad, w, bias, scratch[rows*nc:], gp, plan)
 }
 
 // patches reports whether a padded geometry's kernels tile the input without overlap with a
@@ -279,11 +288,21 @@ func toPatches(col, xpad []float32, g ConvGeom) {
 // took the CNN's first convolution from 3.1 to 1.6 ms a batch and its second from 25.7 to 21-22
 // ms.
 func convolve(y, xpad, w, bias, yt []float32, g ConvGeom) {
-	if convDirect(y, xpad, w, bias, g) {
+	convolvePlanned(y, xpad, w, bias, yt, g, nil)
+}
+
+// convolvePlanned is convolve with the weights' prepared forms from plan (nil: none).
+func convolvePlanned(y, xpad, w, bias, yt []float32, g ConvGeom, plan *ConvPlan) {
+	if convDirectBlocked(y, xpad, w, bias, g, plan.blocked(g)) {
 		return
 	}
 	src := newColSource(xpad, g)
-	gemmConv(y, src, w, bias, yt, g)
+	if a := plan.packed(g); a != nil {
+		a.SgemmSource(false, g.N*g.ColCols(), 1, src, 0, yt, g.N*g.ColCols())
+		fromColumns(y, yt, bias, g)
+	} else {
+		gemmConv(y, src, w, bias, yt, g)
+	}
 	src.free()
 }
 

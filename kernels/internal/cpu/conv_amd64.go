@@ -125,6 +125,12 @@ func direct(g ConvGeom) bool {
 // the implicit GEMM's bit for bit: the same passes over the kernel offsets (gemm.PassDepth),
 // each summed by FMA from zero in offset order, and the bias added last.
 func convDirect(y, xpad, w, bias []float32, g ConvGeom) bool {
+	return convDirectBlocked(y, xpad, w, bias, g, nil)
+}
+
+// convDirectBlocked is convDirect with the weights in the kernel's blocks already (a ConvPlan's,
+// from directBlocks), or blocked by the call when blocked is nil.
+func convDirectBlocked(y, xpad, w, bias []float32, g ConvGeom, blocked []float32) bool {
 	ks := directKernels
 	in, k := g.InC*g.InH*g.InW, g.ColRows()
 	if !direct(g) || g.Pad != 0 || cap(xpad) < g.N*in+ks.slack {
@@ -138,22 +144,17 @@ func convDirect(y, xpad, w, bias []float32, g ConvGeom) bool {
 	}
 	d := directScratches.Get().(*directScratch)
 	defer directScratches.Put(d)
-	// Input p's offset from a run's first input, and the weights in blocks of chans channels,
-	// input-major within a block (channel i's weight of input p at [p*chans+i]).
+	// Input p's offset from a run's first input, and the weights in blocks (blockWeights).
 	d.offs = grow(d.offs, k)
 	for p := range k {
 		c, ki, kj := p/(g.KH*g.KW), (p/g.KW)%g.KH, p%g.KW
 		d.offs[p] = int32(c*g.InH*g.InW + ki*g.InW + kj)
 	}
 	ch := ks.chans
-	d.w = grow(d.w, g.OutC*k)
-	for b := 0; b < g.OutC; b += ch {
-		blk := d.w[b*k : (b+ch)*k]
-		for i := range ch {
-			for p, v := range w[(b+i)*k : (b+i+1)*k] {
-				blk[p*ch+i] = v
-			}
-		}
+	if blocked == nil {
+		d.w = grow(d.w, g.OutC*k)
+		blockWeights(d.w, w, g)
+		blocked = d.w
 	}
 	// Runs of lanes outputs along each output row, three to a tile; the last tile's missing
 	// runs have no lanes.
@@ -187,12 +188,37 @@ func convDirect(y, xpad, w, bias []float32, g ConvGeom) bool {
 					if p0+depth == k && bias != nil {
 						bs = &bias[b]
 					}
-					ks.tile(depth, &d.w[b*k+p0*ch], &d.offs[p0], &t, cols, add, bs)
+					ks.tile(depth, &blocked[b*k+p0*ch], &d.offs[p0], &t, cols, add, bs)
 				}
 			}
 		}
 	})
 	return true
+}
+
+// blockWeights writes w [OutC][k] to dst in the direct kernel's blocks of chans channels,
+// input-major within a block (channel i's weight of input p at [p*chans+i]).
+func blockWeights(dst, w []float32, g ConvGeom) {
+	ch, k := directKernels.chans, g.ColRows()
+	for b := 0; b < g.OutC; b += ch {
+		blk := dst[b*k : (b+ch)*k]
+		for i := range ch {
+			for p, v := range w[(b+i)*k : (b+i+1)*k] {
+				blk[p*ch+i] = v
+			}
+		}
+	}
+}
+
+// directBlocks returns w in the direct kernel's blocks for g (a ConvPlan's), or nil where the
+// direct kernel does not compute g.
+func directBlocks(w []float32, g ConvGeom) []float32 {
+	if !direct(g) {
+		return nil
+	}
+	dst := make([]float32, g.OutC*g.ColRows())
+	blockWeights(dst, w, g)
+	return dst
 }
 
 // directWeightGrad reports whether weightGradDirect computes g's weight gradient with scratch

@@ -77,8 +77,14 @@ func winoStride(n int) int { return (n+15)/16*16 + 16 }
 // V and M go in the pooled scratch, which always holds U, up to winoPooled floats, else in
 // scratch (the caller's free workspace) where it is long enough.
 func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32) {
+	winogradConvU(y, xpad, w, bias, g, flip, scratch, nil)
+}
+
+// winogradConvU is winogradConv with the transformed filters packed already (a ConvPlan's: not
+// flipped), or transformed and packed by the call when pu is nil.
+func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32, pu *[16]*gemm.Packed) {
 	if e := winoEven(g); e != g && winoTilesAsm(g) {
-		winoOdd(y, xpad, w, bias, g, e, flip, scratch)
+		winoOdd(y, xpad, w, bias, g, e, flip, scratch, pu)
 		return
 	}
 	_, _, per := winoTiles(g)
@@ -87,7 +93,9 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []f
 	defer winoScratches.Put(s)
 	s.su, s.sv, s.sm = winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
 	nu, nv, nm := 16*s.su, 16*s.sv, 16*s.sm
-	s.buf = grow(s.buf, nu)
+	if pu == nil {
+		s.buf = grow(s.buf, nu)
+	}
 	vm := scratch
 	if len(vm) < nv+nm || nv+nm <= winoPooled {
 		s.vm = grow(s.vm, nv+nm)
@@ -99,9 +107,15 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []f
 		s.offs = grow(s.offs, 2*p)
 		winoOffsets(s.offs[:p], s.offs[p:], g)
 	}
-	For(g.OutC*g.InC, 64, s.filters)
+	if pu == nil {
+		For(g.OutC*g.InC, 64, s.filters)
+	}
 	For(g.InC, 40*p, s.inputs)
 	for xi := range 16 {
+		if pu != nil {
+			pu[xi].Sgemm(false, p, 1, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
+			continue
+		}
 		a, lda := s.u[xi*s.su:], max(g.InC, 1)
 		if flip {
 			swap := [4]int{3, 1, 2, 0}
@@ -141,14 +155,14 @@ func winoEven(g ConvGeom) ConvGeom {
 
 // winoOdd computes g, of odd output size, by the AVX-512 transforms (which take whole tiles)
 // over e = winoEven(g): xpad extended by zeros, then e's output cropped to y.
-func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, scratch []float32) {
+func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, scratch []float32, pu *[16]*gemm.Packed) {
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
 	s.xe = grow(s.xe, e.N*e.InC*e.InH*e.InW)
 	s.ye = grow(s.ye, e.N*e.OutC*e.ColCols())
 	s.x, s.y, s.g = xpad, y, g
 	For(g.N*g.InC, e.InH*e.InW, s.extend)
-	winogradConv(s.ye, s.xe, w, bias, e, flip, scratch)
+	winogradConvU(s.ye, s.xe, w, bias, e, flip, scratch, pu)
 	For(g.N*g.OutC, g.ColCols(), s.crop)
 	s.clearCall()
 }
@@ -221,6 +235,23 @@ func winoOffsets(in, out []int32, g ConvGeom) {
 			}
 		}
 	}
+}
+
+// winoPack returns the transformed filters of w (OutC x InC 3x3 kernels), each of the 16
+// matrices packed as the GEMMs of winogradConv read them: a ConvPlan's, made once.
+func winoPack(w []float32, g ConvGeom) *[16]*gemm.Packed {
+	su := winoStride(g.OutC * g.InC)
+	u := make([]float32, 16*su)
+	For(g.OutC*g.InC, 64, func(lo, hi int) {
+		if !winoFiltersAsm(u, su, w, lo, hi) {
+			winoFiltersGo(u, su, w, lo, hi)
+		}
+	})
+	var pu [16]*gemm.Packed
+	for xi := range pu {
+		pu[xi] = gemm.Pack(false, g.OutC, g.InC, u[xi*su:], max(g.InC, 1))
+	}
+	return &pu
 }
 
 // winoFiltersGo transforms the kernels [lo, hi) of w into U (matrices su apart).

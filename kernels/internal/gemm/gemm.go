@@ -96,16 +96,31 @@ func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, 
 	if m < 0 || n < 0 || k < 0 {
 		panic(fmt.Sprintf("gemm: negative dimension m=%d n=%d k=%d", m, n, k))
 	}
+	checkA(transA, m, k, a, lda, false)
+	checkBC(transB, m, n, k, b, ldb, c, ldc)
+	checkA(transA, m, k, a, lda, m > 0 && n > 0)
+}
+
+// checkA is check's part for A (dimensions not negative): its leading dimension, and its length
+// when length is set.
+func checkA(transA bool, m, k int, a []float32, lda int, length bool) {
 	aRows, aCols := m, k
 	if transA {
 		aRows, aCols = k, m
 	}
+	if lda < max(1, aCols) {
+		panic(fmt.Sprintf("gemm: lda=%d < max(1, %d)", lda, aCols))
+	}
+	if length && aRows > 0 && aCols > 0 && len(a) < (aRows-1)*lda+aCols {
+		panic(fmt.Sprintf("gemm: len(a)=%d < %d for a %dx%d matrix with lda=%d", len(a), (aRows-1)*lda+aCols, aRows, aCols, lda))
+	}
+}
+
+// checkBC is check's part for B and C (dimensions not negative).
+func checkBC(transB bool, m, n, k int, b []float32, ldb int, c []float32, ldc int) {
 	bRows, bCols := k, n
 	if transB {
 		bRows, bCols = n, k
-	}
-	if lda < max(1, aCols) {
-		panic(fmt.Sprintf("gemm: lda=%d < max(1, %d)", lda, aCols))
 	}
 	if ldb != 0 && ldb < max(1, bCols) {
 		panic(fmt.Sprintf("gemm: ldb=%d < max(1, %d)", ldb, bCols))
@@ -115,9 +130,6 @@ func check(transA, transB bool, m, n, k int, a []float32, lda int, b []float32, 
 	}
 	if m == 0 || n == 0 {
 		return
-	}
-	if aRows > 0 && aCols > 0 && len(a) < (aRows-1)*lda+aCols {
-		panic(fmt.Sprintf("gemm: len(a)=%d < %d for a %dx%d matrix with lda=%d", len(a), (aRows-1)*lda+aCols, aRows, aCols, lda))
 	}
 	if ldb != 0 && bRows > 0 && bCols > 0 && len(b) < (bRows-1)*ldb+bCols {
 		panic(fmt.Sprintf("gemm: len(b)=%d < %d for a %dx%d matrix with ldb=%d", len(b), (bRows-1)*ldb+bCols, bRows, bCols, ldb))
@@ -180,7 +192,8 @@ type part struct {
 	k              int
 	alpha, beta    float32
 	a, b, c        []float32
-	src            Source // B, when b is nil
+	src            Source  // B, when b is nil
+	packed         *Packed // A, when a is nil
 	lda, ldb, ldc  int
 	wg             *sync.WaitGroup
 }
@@ -343,7 +356,9 @@ func (p *part) run() {
 	nc0 := min(ncMax, tiles(p.n1-p.n0, nr)*nr)
 	mc0 := min(mcMax/mr*mr, tiles(p.m1-p.m0, mr)*mr)
 	ws := getWorkspace()
-	ws.pa = grow(ws.pa, mc0*kc0)
+	if p.packed == nil {
+		ws.pa = grow(ws.pa, mc0*kc0)
+	}
 	ws.pb = grow(ws.pb, nc0*kc0)
 	ws.tile = grow(ws.tile, mr*nr)
 	if p.src != nil {
@@ -364,6 +379,10 @@ func (p *part) run() {
 			}
 			for ic := p.m0; ic < p.m1; ic += mc0 {
 				mc := min(mc0, p.m1-ic)
+				if p.packed != nil { // parts and blocks start at whole slivers
+					p.macro(ws, p.packed.data[pc*p.packed.mpad+ic*kc:], ic, mc, 0, jc, nc, pc, kc, beta)
+					continue
+				}
 				// Full slivers of row-major A are packed by the kernel's own packer or, if it
 				// has none, read in place; the generic packA does the rest (a partial last
 				// sliver, whose missing rows must read as zeros, or all of A^T).
@@ -378,7 +397,7 @@ func (p *part) run() {
 					}
 				}
 				packA(ws.pa[full*kc:], kern, p.transA, p.a, p.lda, ic+full, mc-full, pc, kc)
-				p.macro(ws, ic, mc, direct, jc, nc, pc, kc, beta)
+				p.macro(ws, ws.pa, ic, mc, direct, jc, nc, pc, kc, beta)
 			}
 		}
 	}
@@ -386,10 +405,10 @@ func (p *part) run() {
 }
 
 // macro multiplies the mc x kc block of A at (ic, pc) by the packed kc x nc block of B into C at
-// (ic, jc); its first direct rows are read from A in place, the rest from ws.pa. Tiles that
+// (ic, jc); its first direct rows are read from A in place, the rest from pa, the block packed. Tiles that
 // stick out of C run the same kernel on a padded copy, so that every element sees the same
 // arithmetic wherever it lies.
-func (p *part) macro(ws *workspace, ic, mc, direct, jc, nc, pc, kc int, beta float32) {
+func (p *part) macro(ws *workspace, pa []float32, ic, mc, direct, jc, nc, pc, kc int, beta float32) {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
 	c, ldc := p.c, p.ldc
@@ -397,7 +416,7 @@ func (p *part) macro(ws *workspace, ic, mc, direct, jc, nc, pc, kc int, beta flo
 		bp := ws.pb[jr*kc : (jr+nr)*kc]
 		w := min(nr, nc-jr)
 		for ir := 0; ir < mc; ir += mr {
-			ap, rs, ps := ws.pa[ir*kc:(ir+mr)*kc], 1, mr
+			ap, rs, ps := pa[ir*kc:(ir+mr)*kc], 1, mr
 			if ir < direct {
 				ap, rs, ps = p.a[(ic+ir)*p.lda+pc:], p.lda, 1
 			}

@@ -1,0 +1,97 @@
+package nn_test
+
+import (
+	"context"
+	"math"
+	"testing"
+
+	"github.com/stoke-ml/stoke/gpu"
+	"github.com/stoke-ml/stoke/kernels"
+	"github.com/stoke-ml/stoke/nn"
+)
+
+// TestFreeze holds a frozen graph's evaluation passes, whose convolutions run over weights
+// prepared once, to the bits of a graph that is not frozen, pass after pass, and checks that Thaw
+// and a training pass let a change of the weights through.
+func TestFreeze(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mem := nn.NewArena(dev)
+	defer mem.Free()
+	m := nn.Sequential{
+		nn.NewConv2d(64, 64, 3, nn.ConvOptions{Padding: 1}, true), // Winograd on the CPU
+		nn.NewBatchNorm2d(64),
+		nn.NewConv2d(64, 32, 1, nn.ConvOptions{Stride: 2}, false), // the implicit GEMM
+	}
+	if err := nn.Bind(m, mem, s, 7); err != nil {
+		t.Fatal(err)
+	}
+	x, err := mem.F32(2 * 64 * 9 * 9)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.Fill(s, x, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	pass := func(g *nn.Graph) []float32 {
+		t.Helper()
+		y := m.Forward(g.Input(x, 2, 64, 9, 9))
+		v, err := y.Host(ctx, g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return v
+	}
+	same := func(what string, got, want []float32) {
+		t.Helper()
+		for i := range want {
+			if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+				t.Fatalf("%s: y[%d] = %v; want %v", what, i, got[i], want[i])
+			}
+		}
+	}
+	plain := nn.NewGraph(ops, s, mem, false, 1)
+	want := pass(plain)
+	frozen := nn.NewGraph(ops, s, mem, false, 1)
+	frozen.Freeze()
+	for i := range 3 {
+		frozen.Reset(false, 1)
+		same("frozen pass "+string(rune('1'+i)), pass(frozen), want)
+	}
+
+	// New weights: seen after Thaw, and after a training pass.
+	w := m[0].(*nn.Conv2dLayer).Weight.Data()
+	if err := ops.Scale(s, w, -2); err != nil {
+		t.Fatal(err)
+	}
+	plain.Reset(false, 1)
+	want = pass(plain)
+	frozen.Thaw()
+	frozen.Freeze()
+	frozen.Reset(false, 1)
+	same("after Thaw", pass(frozen), want)
+
+	if err := ops.Scale(s, w, 0.5); err != nil {
+		t.Fatal(err)
+	}
+	frozen.Reset(true, 1) // which updates the batch norm's statistics too
+	pass(frozen)
+	plain.Reset(false, 1)
+	want = pass(plain)
+	frozen.Reset(false, 1)
+	frozen.Freeze()
+	same("after a training pass", pass(frozen), want)
+}
