@@ -269,7 +269,7 @@ func attnGeom(g Attention) cpu.AttnGeom {
 	return cpu.AttnGeom{Batch: g.Batch, LQ: g.LQ, LK: g.LK, D: g.D, Scale: g.Scale}
 }
 
-var _ ConvPreparer = cpuOps{}
+var _ Preparer = cpuOps{}
 
 // PrepareConv2D returns the convolution over w's plan (cpu.ConvPlan), which makes each form of
 // the weights once; in a reduced precision, whose operands are rounded at every call, it is
@@ -310,4 +310,41 @@ func (c cpuPlan) Conv2D(s gpu.Stream, y, x, bias, ws F32, g Conv2D) error {
 	}
 	cg := convGeom(g)
 	return s.Host(func() error { c.p.Conv2D(ys, xs, bs, wsv, cg); return nil })
+}
+
+// PrepareGemm returns the products by b's plan (cpu.GemmPlan), which packs it once; in a reduced
+// precision, whose operands are rounded at every call, they are Gemm over b.
+func (o cpuOps) PrepareGemm(transB bool, n, k int, b F32) (PreparedGemm, error) {
+	bs, err := hostF32("prepare gemm", "b", b)
+	if err != nil {
+		return nil, err
+	}
+	if o.prec.reduced() {
+		return unpreparedGemm{o, b, transB, n, k}, nil
+	}
+	return cpuGemmPlan{cpu.NewGemmPlan(transB, n, k, bs)}, nil
+}
+
+// unpreparedGemm is a product by B as it is.
+type unpreparedGemm struct {
+	o      Ops
+	b      F32
+	transB bool
+	n, k   int
+}
+
+func (u unpreparedGemm) Gemm(s gpu.Stream, transA bool, m int, alpha float32, a F32, beta float32, c F32) error {
+	return u.o.Gemm(s, transA, u.transB, m, u.n, u.k, alpha, a, u.b, beta, c)
+}
+
+// cpuGemmPlan is the CPU op set's prepared product.
+type cpuGemmPlan struct{ p *cpu.GemmPlan }
+
+func (g cpuGemmPlan) Gemm(s gpu.Stream, transA bool, m int, alpha float32, a F32, beta float32, c F32) error {
+	as, e1 := hostF32("gemm", "a", a)
+	cs, e2 := hostF32("gemm", "c", c)
+	if err := firstErr(e1, e2); err != nil {
+		return err
+	}
+	return s.Host(func() error { g.p.Gemm(transA, m, alpha, as, beta, cs); return nil })
 }

@@ -64,3 +64,54 @@ func TestPrepareConv2D(t *testing.T) {
 		t.Errorf("no output channels: %v; want ErrArgument", err)
 	}
 }
+
+// TestPrepareGemm holds a prepared product to Gemm's bits on the CPU op set, prepared (fp32) and
+// not (bf16), with A transposed or not and rows that change from call to call, and to Gemm's
+// argument checks.
+func TestPrepareGemm(t *testing.T) {
+	e := newEnv(t)
+	bf16, err := kernels.ForPrecision(e.dev, kernels.BF16)
+	if err != nil {
+		t.Fatal(err)
+	}
+	const n, k = 70, 300
+	b := e.f32(t, randoms(n*k, 3, -1, 1)...)
+	for name, ops := range map[string]kernels.Ops{"fp32": e.ops, "bf16": bf16} {
+		for _, transB := range []bool{false, true} {
+			p, err := kernels.PrepareGemm(ops, transB, n, k, b)
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range []int{1, 37, 200} {
+				for _, transA := range []bool{false, true} {
+					a := e.f32(t, randoms(m*k, uint64(m), -1, 1)...)
+					want, got := e.f32(t, make([]float32, m*n)...), e.f32(t, make([]float32, m*n)...)
+					if err := ops.Gemm(e.s, transA, transB, m, n, k, 1, a, b, 0, want); err != nil {
+						t.Fatal(err)
+					}
+					if err := p.Gemm(e.s, transA, m, 1, a, 0, got); err != nil {
+						t.Fatal(err)
+					}
+					wv, gv := e.read(t, want), e.read(t, got)
+					for i := range wv {
+						if math.Float32bits(wv[i]) != math.Float32bits(gv[i]) {
+							t.Fatalf("%s transA %v transB %v m %d: c[%d] = %v prepared, %v from Gemm", name, transA, transB, m, i, gv[i], wv[i])
+						}
+					}
+					if err := p.Gemm(e.s, transA, m, 1, a, 0, got.Slice(0, 5)); !errors.Is(err, kernels.ErrShape) {
+						t.Errorf("short c: %v; want ErrShape", err)
+					}
+					if err := p.Gemm(e.s, transA, m, 1, a, 0, b.Slice(0, m*n)); !errors.Is(err, kernels.ErrArgument) {
+						t.Errorf("c over B: %v; want ErrArgument", err)
+					}
+				}
+			}
+		}
+	}
+	if _, err := kernels.PrepareGemm(e.ops, false, n, k, b.Slice(0, 10)); !errors.Is(err, kernels.ErrShape) {
+		t.Errorf("short B: %v; want ErrShape", err)
+	}
+	if _, err := kernels.PrepareGemm(e.ops, false, 0, k, b); !errors.Is(err, kernels.ErrArgument) {
+		t.Errorf("no columns: %v; want ErrArgument", err)
+	}
+}

@@ -10,8 +10,8 @@ import (
 	"github.com/stoke-ml/stoke/nn"
 )
 
-// TestFreeze holds a frozen graph's evaluation passes, whose convolutions run over weights
-// prepared once, to the bits of a graph that is not frozen, pass after pass, and checks that Thaw
+// TestFreeze holds a frozen graph's evaluation passes, whose convolutions and linear layers run
+// over weights prepared once, to the bits of a graph that is not frozen, pass after pass, and checks that Thaw
 // and a training pass let a change of the weights through.
 func TestFreeze(t *testing.T) {
 	dev, err := gpu.Open("cpu")
@@ -34,6 +34,7 @@ func TestFreeze(t *testing.T) {
 		nn.NewConv2d(64, 64, 3, nn.ConvOptions{Padding: 1}, true), // Winograd on the CPU
 		nn.NewBatchNorm2d(64),
 		nn.NewConv2d(64, 32, 1, nn.ConvOptions{Stride: 2}, false), // the implicit GEMM
+		nn.NewLinear(5, 7, true),                                  // over the last dimension
 	}
 	if err := nn.Bind(m, mem, s, 7); err != nil {
 		t.Fatal(err)
@@ -75,6 +76,9 @@ func TestFreeze(t *testing.T) {
 	// New weights: seen after Thaw, and after a training pass.
 	w := m[0].(*nn.Conv2dLayer).Weight.Data()
 	if err := ops.Scale(s, w, -2); err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.Scale(s, m[3].(*nn.LinearLayer).Weight.Data(), 3); err != nil {
 		t.Fatal(err)
 	}
 	plain.Reset(false, 1)

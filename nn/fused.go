@@ -21,8 +21,15 @@ func Linear(x, w, b *Tensor) *Tensor {
 	}
 	rows, in, out := x.Len()/max(x.shape[len(x.shape)-1], 1), w.shape[1], w.shape[0]
 	y := g.newTensor(g.shape(x.shape[:len(x.shape)-1], out))
+	pg := g.preparedLinear(w)
 	g.run(func() error {
-		if err := g.ops.Gemm(g.s, false, true, rows, out, in, 1, x.data, w.data, 0, y.data); err != nil {
+		var err error
+		if pg != nil {
+			err = pg.Gemm(g.s, false, rows, 1, x.data, 0, y.data)
+		} else {
+			err = g.ops.Gemm(g.s, false, true, rows, out, in, 1, x.data, w.data, 0, y.data)
+		}
+		if err != nil {
 			return err
 		}
 		if b == nil {

@@ -197,9 +197,10 @@ type Graph struct {
 	reach   []bool          // Backward: whether each recorded tensor depends on a parameter
 	written map[*param]bool // parameters whose gradient Backward has written
 	sync    *bnSync         // set by SyncBatchNorm
-	// Freeze's promise, and the convolutions it let evaluation passes prepare, by their weights.
+	// Freeze's promise, and the convolutions and products it let evaluation passes prepare, by
+	// their weights.
 	frozen   bool
-	prepared map[kernels.F32]kernels.PreparedConv2D
+	prepared map[kernels.F32]prepared
 	// OnGradient's hook, and Backward's schedule of it: each attached parameter's first use in
 	// the record (-1: none), and the parameters' indices in the order their gradients complete.
 	onGrad   func(p *Tensor) error
@@ -326,9 +327,9 @@ func (g *Graph) Reset(train bool, seed uint64) {
 
 // Freeze declares that the values of the parameters and buffers the graph's passes read do not
 // change from now on, as torch.jit.freeze does of a module for inference: its evaluation passes
-// then prepare each convolution's weights once for the op set (kernels.PrepareConv2D: the CPU op
-// set transforms and packs them, which it otherwise does at every call) and keep them across
-// Reset. The promise holds until Thaw, or until a training pass (Reset with train), which
+// then prepare the weights of each convolution and linear layer once for the op set
+// (kernels.PrepareConv2D, PrepareGemm: the CPU op set transforms and packs them, which it
+// otherwise does at every call) and keep them across Reset. The promise holds until Thaw, or until a training pass (Reset with train), which
 // updates the parameters after it: call Thaw when they change otherwise (weights loaded, an
 // average swapped in). The results are those of a graph that was not frozen, bit for bit.
 func (g *Graph) Freeze() { g.frozen = true }
@@ -336,26 +337,61 @@ func (g *Graph) Freeze() { g.frozen = true }
 // Thaw ends Freeze's promise and drops what it let the graph prepare.
 func (g *Graph) Thaw() { g.frozen, g.prepared = false, nil }
 
-// preparedConv returns the convolution over w's values prepared for geo, or nil where the graph
-// does not prepare them: unless frozen, in a training pass or for weights that are not a
+// prepared is what a frozen graph prepared of a parameter: its convolution, or its product as
+// a linear layer's weights.
+type prepared struct {
+	conv kernels.PreparedConv2D
+	gemm kernels.PreparedGemm
+}
+
+// preparing reports whether the graph prepares w: frozen, in an evaluation pass, and w a
 // parameter's own tensor.
+func (g *Graph) preparing(w *Tensor) bool {
+	return g.frozen && !g.train && !g.meta && g.err == nil && w.p != nil
+}
+
+// preparedConv returns the convolution over w's values prepared for geo, or nil where the graph
+// does not prepare them (see preparing).
 func (g *Graph) preparedConv(w *Tensor, geo kernels.Conv2D) kernels.PreparedConv2D {
-	if !g.frozen || g.train || g.meta || g.err != nil || w.p == nil {
+	if !g.preparing(w) {
 		return nil
 	}
-	if p := g.prepared[w.data]; p != nil {
-		return p
+	p := g.prepared[w.data]
+	if p.conv == nil {
+		var err error
+		if p.conv, err = kernels.PrepareConv2D(g.ops, w.data, geo); err != nil {
+			g.fail(fmt.Errorf("nn: conv2d of weight %v: %w", w.shape, err))
+			return nil
+		}
+		g.keepPrepared(w, p)
 	}
-	p, err := kernels.PrepareConv2D(g.ops, w.data, geo)
-	if err != nil {
-		g.fail(fmt.Errorf("nn: conv2d of weight %v: %w", w.shape, err))
+	return p.conv
+}
+
+// preparedLinear returns the products x·wᵀ by w [out in] prepared, or nil where the graph does
+// not prepare them (see preparing).
+func (g *Graph) preparedLinear(w *Tensor) kernels.PreparedGemm {
+	if !g.preparing(w) {
 		return nil
 	}
+	p := g.prepared[w.data]
+	if p.gemm == nil {
+		var err error
+		if p.gemm, err = kernels.PrepareGemm(g.ops, true, w.shape[0], w.shape[1], w.data); err != nil {
+			g.fail(fmt.Errorf("nn: linear of weight %v: %w", w.shape, err))
+			return nil
+		}
+		g.keepPrepared(w, p)
+	}
+	return p.gemm
+}
+
+// keepPrepared records what the graph prepared of w.
+func (g *Graph) keepPrepared(w *Tensor, p prepared) {
 	if g.prepared == nil {
-		g.prepared = map[kernels.F32]kernels.PreparedConv2D{}
+		g.prepared = map[kernels.F32]prepared{}
 	}
 	g.prepared[w.data] = p
-	return p
 }
 
 // Input makes a tensor of the graph from memory the caller owns (a batch), of the given shape.

@@ -73,3 +73,40 @@ func (p *ConvPlan) blocked(g ConvGeom) []float32 {
 	}
 	return p.blocks
 }
+
+// GemmPlan is a matrix product's B operand (a linear layer's weights, transposed) packed for the
+// GEMM at its first call and kept, for inference. Its products are Gemm's bit for bit. It is
+// safe for concurrent use; b must not change once a call has read it.
+type GemmPlan struct {
+	b      []float32
+	transB bool
+	n, k   int
+
+	once   sync.Once
+	packed *gemm.PackedB
+}
+
+// NewGemmPlan returns the plan of the products by B = b (k x n, n x k when transB), which it
+// reads at its first call, not now.
+func NewGemmPlan(transB bool, n, k int, b []float32) *GemmPlan {
+	return &GemmPlan{b: b, transB: transB, n: n, k: k}
+}
+
+// Gemm is Gemm(transA, transB, m, n, k, alpha, a, b, beta, c) by the plan's B.
+func (p *GemmPlan) Gemm(transA bool, m int, alpha float32, a []float32, beta float32, c []float32) {
+	if m == 0 {
+		return
+	}
+	p.once.Do(func() {
+		ldb := p.n
+		if p.transB {
+			ldb = p.k
+		}
+		p.packed = gemm.PackB(p.transB, p.n, p.k, p.b, max(ldb, 1))
+	})
+	lda := p.k
+	if transA {
+		lda = m
+	}
+	p.packed.Sgemm(transA, m, alpha, a, max(lda, 1), beta, c, p.n)
+}

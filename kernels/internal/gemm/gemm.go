@@ -192,8 +192,9 @@ type part struct {
 	k              int
 	alpha, beta    float32
 	a, b, c        []float32
-	src            Source  // B, when b is nil
-	packed         *Packed // A, when a is nil
+	src            Source   // B, when b is nil
+	packed         *Packed  // A, when a is nil
+	packedB        *PackedB // B, when b is nil and src too
 	lda, ldb, ldc  int
 	wg             *sync.WaitGroup
 }
@@ -359,7 +360,9 @@ func (p *part) run() {
 	if p.packed == nil {
 		ws.pa = grow(ws.pa, mc0*kc0)
 	}
-	ws.pb = grow(ws.pb, nc0*kc0)
+	if p.packedB == nil {
+		ws.pb = grow(ws.pb, nc0*kc0)
+	}
 	ws.tile = grow(ws.tile, mr*nr)
 	if p.src != nil {
 		ws.rows = grow(ws.rows, max(nc0, nr*kc0))
@@ -372,15 +375,19 @@ func (p *part) run() {
 			if pc > 0 {
 				beta = 1 // later passes add to what the first pass stored
 			}
-			if p.src != nil {
+			pb := ws.pb
+			switch {
+			case p.packedB != nil: // parts and blocks start at whole slivers
+				pb = p.packedB.data[pc*p.packedB.npad+jc*kc:]
+			case p.src != nil:
 				packSource(ws.pb, ws.rows, kern, p.transB, p.src, pc, kc, jc, nc)
-			} else {
+			default:
 				packB(ws.pb, kern, p.transB, p.b, p.ldb, pc, kc, jc, nc)
 			}
 			for ic := p.m0; ic < p.m1; ic += mc0 {
 				mc := min(mc0, p.m1-ic)
 				if p.packed != nil { // parts and blocks start at whole slivers
-					p.macro(ws, p.packed.data[pc*p.packed.mpad+ic*kc:], ic, mc, 0, jc, nc, pc, kc, beta)
+					p.macro(ws, p.packed.data[pc*p.packed.mpad+ic*kc:], pb, ic, mc, 0, jc, nc, pc, kc, beta)
 					continue
 				}
 				// Full slivers of row-major A are packed by the kernel's own packer or, if it
@@ -397,7 +404,7 @@ func (p *part) run() {
 					}
 				}
 				packA(ws.pa[full*kc:], kern, p.transA, p.a, p.lda, ic+full, mc-full, pc, kc)
-				p.macro(ws, ws.pa, ic, mc, direct, jc, nc, pc, kc, beta)
+				p.macro(ws, ws.pa, pb, ic, mc, direct, jc, nc, pc, kc, beta)
 			}
 		}
 	}
@@ -405,15 +412,16 @@ func (p *part) run() {
 }
 
 // macro multiplies the mc x kc block of A at (ic, pc) by the packed kc x nc block of B into C at
-// (ic, jc); its first direct rows are read from A in place, the rest from pa, the block packed. Tiles that
+// (ic, jc); its first direct rows are read from A in place, the rest from pa, the block packed
+// (pb is B's block, packed). Tiles that
 // stick out of C run the same kernel on a padded copy, so that every element sees the same
 // arithmetic wherever it lies.
-func (p *part) macro(ws *workspace, pa []float32, ic, mc, direct, jc, nc, pc, kc int, beta float32) {
+func (p *part) macro(ws *workspace, pa, pb []float32, ic, mc, direct, jc, nc, pc, kc int, beta float32) {
 	kern := p.kern
 	mr, nr := kern.mr, kern.nr
 	c, ldc := p.c, p.ldc
 	for jr := 0; jr < nc; jr += nr {
-		bp := ws.pb[jr*kc : (jr+nr)*kc]
+		bp := pb[jr*kc : (jr+nr)*kc]
 		w := min(nr, nc-jr)
 		for ir := 0; ir < mc; ir += mr {
 			ap, rs, ps := pa[ir*kc:(ir+mr)*kc], 1, mr
