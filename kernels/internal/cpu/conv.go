@@ -234,7 +234,7 @@ func conv2D(y, x, w, bias, ws []float32, g ConvGeom, plan *ConvPlan) {
 	padInput(xpad, x, g)
 	gp := g.padded()
 	if winograd(gp) {
-		winogradConvU(y, xpad, w, bias, gp, false, scratch, plan.winograd(gp))
+		winogradConvU(y, xpad, w, bias, gp, false, plan.winograd(gp))
 		return
 	}
 	rows, nc := g.ColRows(), g.N*g.ColCols()
@@ -443,7 +443,7 @@ func convBackData(dx, dy, w, scratch []float32, g, dg ConvGeom) {
 		// Winograd reads w turned and transposed as it is; its V and M may go after dypad.
 		dypad := scratch[:dg.PaddedLen()]
 		padInput(dypad, dy, dg)
-		winogradConv(dx, dypad, w, nil, dg.padded(), true, scratch[len(dypad):])
+		winogradConv(dx, dypad, w, nil, dg.padded(), true)
 		return
 	}
 	kk := g.KH * g.KW

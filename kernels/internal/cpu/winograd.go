@@ -1,6 +1,7 @@
 package cpu
 
 import (
+	"runtime"
 	"sync"
 
 	"github.com/stoke-ml/stoke/kernels/internal/gemm"
@@ -20,35 +21,55 @@ import (
 // tiles), which gemm.Sgemm computes: 16 multiplies of 16*OutC*InC*P multiply-adds in all,
 // against 36*OutC*InC*P for the direct sum (2.25 times fewer).
 
-// winoScratch holds a Winograd convolution's U (V and M too when the caller's scratch is too
-// short for them) and tile offsets, and the call in
-// progress for its parts, which For runs: bound once (when the pool makes it) and reading the
-// call from the scratch, so that a convolution allocates nothing in steady state.
+// winoScratch holds a Winograd convolution's U and tile offsets, and the call in progress for
+// its parts, which For runs: bound once (when the pool makes it) and reading the call from the
+// scratch, so that a convolution allocates nothing in steady state.
 type winoScratch struct {
-	buf, vm []float32 // U; V and M when the caller's scratch is short
-	xe, ye  []float32 // an odd-sized convolution's extended input and output (see winoOdd)
-	offs    []int32
+	buf    []float32 // U
+	xe, ye []float32 // an odd-sized convolution's extended input and output (see winoOdd)
+	offs   []int32
 
-	y, x, w, bias, u, v, m   []float32
-	g                        ConvGeom
-	su, sv, sm               int
-	asm                      bool
-	filters, inputs, outputs func(lo, hi int)
-	extend, crop             func(lo, hi int)
+	y, x, w, bias, u []float32
+	pu               *[16]*gemm.Packed
+	g                ConvGeom
+	su, p, pb        int
+	asm, flip        bool
+	// The block in progress when the blocks run one after the other (see winogradConvU).
+	v, m            []float32
+	t0, t1, sv, sm  int
+	filters, blocks func(lo, hi int)
+	inputs, outputs func(lo, hi int)
+	extend, crop    func(lo, hi int)
 }
 
-// winoPooled is the most floats of V and M that go in the pooled scratch rather than the
-// caller's workspace: 32 MiB. One buffer that every layer reuses stays in the cache, where each
-// layer's own workspace did not: with resnet18's (up to 17 MB) in the workspaces its step took
-// 10.6-10.7 CPU ms a sample instead of 10.2-10.4.
+// winoPooled is the most floats of an odd convolution's extended copies that stay in the pool.
 const winoPooled = 1 << 23
 
 var winoScratches = sync.Pool{New: func() any {
 	s := new(winoScratch)
-	s.filters, s.inputs, s.outputs = s.filterPart, s.inputPart, s.outputPart
+	s.filters, s.blocks = s.filterPart, s.blocksPart
+	s.inputs, s.outputs = s.inputPart, s.outputPart
 	s.extend, s.crop = s.extendPart, s.cropPart
 	return s
 }}
+
+// winoVM is one block's V and M (see winoBlock), pooled.
+type winoVM struct{ vm []float32 }
+
+var winoVMs = sync.Pool{New: func() any { return new(winoVM) }}
+
+// winoBlockFloats is the most floats of V and M a block of tiles takes: 1 MiB, a core's L2. The
+// whole batch's V and M at once (resnet18's first layers at batch 32: 200 MB) went through
+// memory at every transform and product: its inference ran at 18.6 images/s at batch 32, slower
+// than at batch 1.
+const winoBlockFloats = 1 << 18
+
+// winoBlock is the tiles of a block of g's p tiles: what fits winoBlockFloats, in whole slivers
+// of the GEMM (32 columns), at least one.
+func winoBlock(g ConvGeom, p int) int {
+	pb := winoBlockFloats / (16 * (g.InC + g.OutC)) / 32 * 32
+	return min(max(pb, 32), p)
+}
 
 // winoTiles returns the tile grid of g (padded, Pad 0): tiles down, across, and per sample.
 func winoTiles(g ConvGeom) (th, tw, per int) {
@@ -74,66 +95,126 @@ func winoStride(n int) int { return (n+15)/16*16 + 16 }
 // which are never written out: turning a kernel swaps rows 0 and 3 of G (G J = P G), so the
 // transformed turned kernels are U[P xi P]^T of w's, which the GEMMs read transposed.
 //
-// V and M go in the pooled scratch, which always holds U, up to winoPooled floats, else in
-// scratch (the caller's free workspace) where it is long enough.
-func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32) {
-	winogradConvU(y, xpad, w, bias, g, flip, scratch, nil)
+// The tiles are taken a block at a time (winoBlock), the blocks in parallel: each block's input
+// transform, 16 products and output transform run over its V and M in the cache. The products
+// of a column of M do not depend on the other columns (gemm's passes over k depend on k alone),
+// so the blocks give the bits of the whole batch at once.
+func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
+	winogradConvU(y, xpad, w, bias, g, flip, nil)
 }
 
 // winogradConvU is winogradConv with the transformed filters packed already (a ConvPlan's: not
 // flipped), or transformed and packed by the call when pu is nil.
-func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, scratch []float32, pu *[16]*gemm.Packed) {
+func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, pu *[16]*gemm.Packed) {
 	if e := winoEven(g); e != g && winoTilesAsm(g) {
-		winoOdd(y, xpad, w, bias, g, e, flip, scratch, pu)
+		winoOdd(y, xpad, w, bias, g, e, flip, pu)
 		return
 	}
 	_, _, per := winoTiles(g)
-	p := g.N * per
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
-	s.su, s.sv, s.sm = winoStride(g.OutC*g.InC), winoStride(g.InC*p), winoStride(g.OutC*p)
-	nu, nv, nm := 16*s.su, 16*s.sv, 16*s.sm
+	s.y, s.x, s.w, s.bias, s.g, s.flip, s.pu = y, xpad, w, bias, g, flip, pu
+	s.p = g.N * per
+	s.pb = winoBlock(g, s.p)
 	if pu == nil {
-		s.buf = grow(s.buf, nu)
-	}
-	vm := scratch
-	if len(vm) < nv+nm || nv+nm <= winoPooled {
-		s.vm = grow(s.vm, nv+nm)
-		vm = s.vm
-	}
-	s.y, s.x, s.w, s.bias, s.g = y, xpad, w, bias, g
-	s.u, s.v, s.m = s.buf, vm[:nv], vm[nv:nv+nm]
-	if s.asm = winoTilesAsm(g); s.asm {
-		s.offs = grow(s.offs, 2*p)
-		winoOffsets(s.offs[:p], s.offs[p:], g)
-	}
-	if pu == nil {
+		s.su = winoStride(g.OutC * g.InC)
+		s.buf = grow(s.buf, 16*s.su)
+		s.u = s.buf
 		For(g.OutC*g.InC, 64, s.filters)
 	}
-	For(g.InC, 40*p, s.inputs)
-	for xi := range 16 {
-		if pu != nil {
-			pu[xi].Sgemm(false, p, 1, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
-			continue
-		}
-		a, lda := s.u[xi*s.su:], max(g.InC, 1)
-		if flip {
-			swap := [4]int{3, 1, 2, 0}
-			a, lda = s.u[(4*swap[xi/4]+swap[xi%4])*s.su:], max(g.OutC, 1)
-		}
-		gemm.Sgemm(flip, false, g.OutC, p, g.InC, 1, a, lda, s.v[xi*s.sv:], p, 0, s.m[xi*s.sm:], p)
+	if s.asm = winoTilesAsm(g); s.asm {
+		s.offs = grow(s.offs, 2*s.p)
+		winoOffsets(s.offs[:s.p], s.offs[s.p:], g)
 	}
-	For(g.OutC, 40*p, s.outputs)
+	nb := (s.p + s.pb - 1) / s.pb
+	if nb >= 4*runtime.GOMAXPROCS(0) {
+		For(nb, 16*s.pb*(g.InC+g.OutC), s.blocks)
+	} else {
+		// Too few blocks to share evenly: one at a time, each over every core.
+		b := winoVMs.Get().(*winoVM)
+		for blk := range nb {
+			s.block(b, blk, true)
+		}
+		winoVMs.Put(b)
+	}
 	s.clearCall()
 }
 
+// blocksPart computes the blocks of tiles [lo, hi) of the call, each through a V and M of its
+// own, on this goroutine.
+func (s *winoScratch) blocksPart(lo, hi int) {
+	b := winoVMs.Get().(*winoVM)
+	defer winoVMs.Put(b)
+	for blk := lo; blk < hi; blk++ {
+		s.block(b, blk, false)
+	}
+}
+
+// block computes block blk of the call's tiles through b's V and M, its transforms split over
+// the cores when shared (the blocks then run one at a time: the call's fields hold the block).
+func (s *winoScratch) block(b *winoVM, blk int, shared bool) {
+	g := s.g
+	t0 := blk * s.pb
+	t1 := min(t0+s.pb, s.p)
+	n := t1 - t0
+	sv, sm := winoStride(g.InC*n), winoStride(g.OutC*n)
+	b.vm = grow(b.vm, 16*(sv+sm))
+	v, m := b.vm[:16*sv], b.vm[16*sv:]
+	if shared {
+		s.v, s.m, s.t0, s.t1, s.sv, s.sm = v, m, t0, t1, sv, sm
+		For(g.InC, 40*n, s.inputs)
+	} else {
+		winoInput(v, sv, s, t0, t1, 0, g.InC)
+	}
+	for xi := range 16 {
+		if s.pu != nil {
+			s.pu[xi].Sgemm(false, n, 1, v[xi*sv:], n, 0, m[xi*sm:], n)
+			continue
+		}
+		a, lda := s.u[xi*s.su:], max(g.InC, 1)
+		if s.flip {
+			swap := [4]int{3, 1, 2, 0}
+			a, lda = s.u[(4*swap[xi/4]+swap[xi%4])*s.su:], max(g.OutC, 1)
+		}
+		gemm.Sgemm(s.flip, false, g.OutC, n, g.InC, 1, a, lda, v[xi*sv:], n, 0, m[xi*sm:], n)
+	}
+	if shared {
+		For(g.OutC, 40*n, s.outputs)
+	} else {
+		winoOutput(m, sm, s, t0, t1, 0, g.OutC)
+	}
+}
+
+// inputPart transforms input channels [lo, hi) of the block in progress.
+func (s *winoScratch) inputPart(lo, hi int) { winoInput(s.v, s.sv, s, s.t0, s.t1, lo, hi) }
+
+// outputPart writes output channels [lo, hi) of the block in progress.
+func (s *winoScratch) outputPart(lo, hi int) { winoOutput(s.m, s.sm, s, s.t0, s.t1, lo, hi) }
+
+// winoInput writes V of the call's tiles [t0, t1) for input channels [lo, hi).
+func winoInput(v []float32, sv int, s *winoScratch, t0, t1, lo, hi int) {
+	if s.asm {
+		winoInputAsm(v, sv, s.x, s.g, s.offs[t0:t1], lo, hi)
+		return
+	}
+	winoInputGo(v, sv, s.x, s.g, t0, t1, lo, hi)
+}
+
+// winoOutput writes output channels [lo, hi) of the call's tiles [t0, t1) from M.
+func winoOutput(m []float32, sm int, s *winoScratch, t0, t1, lo, hi int) {
+	if s.asm {
+		winoOutputAsm(s.y, m, sm, s.bias, s.g, s.offs[s.p+t0:s.p+t1], lo, hi)
+		return
+	}
+	winoOutputGo(s.y, m, sm, s.bias, s.g, t0, t1, lo, hi)
+}
+
 // clearCall drops the references of the call in progress, keeping the buffers and the bound
-// parts. Buffers past winoPooled floats (V and M that the caller's scratch could not hold, an odd
-// convolution's extended copies) are dropped too, so that the pool never keeps more than
-// winoPooled floats of them, whatever the layer.
+// parts. An odd convolution's extended copies past winoPooled floats are dropped too, so that
+// the pool never keeps more than winoPooled floats of them, whatever the layer.
 func (s *winoScratch) clearCall() {
-	*s = winoScratch{buf: s.buf, vm: pooled(s.vm), xe: pooled(s.xe), ye: pooled(s.ye), offs: s.offs,
-		filters: s.filters, inputs: s.inputs, outputs: s.outputs, extend: s.extend, crop: s.crop}
+	*s = winoScratch{buf: s.buf, xe: pooled(s.xe), ye: pooled(s.ye), offs: s.offs,
+		filters: s.filters, blocks: s.blocks, inputs: s.inputs, outputs: s.outputs, extend: s.extend, crop: s.crop}
 }
 
 // pooled is b if it may stay in the pool (at most winoPooled floats), else nil.
@@ -155,14 +236,14 @@ func winoEven(g ConvGeom) ConvGeom {
 
 // winoOdd computes g, of odd output size, by the AVX-512 transforms (which take whole tiles)
 // over e = winoEven(g): xpad extended by zeros, then e's output cropped to y.
-func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, scratch []float32, pu *[16]*gemm.Packed) {
+func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, pu *[16]*gemm.Packed) {
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
 	s.xe = grow(s.xe, e.N*e.InC*e.InH*e.InW)
 	s.ye = grow(s.ye, e.N*e.OutC*e.ColCols())
 	s.x, s.y, s.g = xpad, y, g
 	For(g.N*g.InC, e.InH*e.InW, s.extend)
-	winogradConvU(s.ye, s.xe, w, bias, e, flip, scratch, pu)
+	winogradConvU(s.ye, s.xe, w, bias, e, flip, pu)
 	For(g.N*g.OutC, g.ColCols(), s.crop)
 	s.clearCall()
 }
@@ -201,24 +282,6 @@ func (s *winoScratch) filterPart(lo, hi int) {
 	if !winoFiltersAsm(s.u, s.su, s.w, lo, hi) {
 		winoFiltersGo(s.u, s.su, s.w, lo, hi)
 	}
-}
-
-// inputPart transforms input channels [lo, hi) of the call's samples into V.
-func (s *winoScratch) inputPart(lo, hi int) {
-	if s.asm {
-		winoInputAsm(s.v, s.sv, s.x, s.g, s.offs[:len(s.offs)/2], lo, hi)
-		return
-	}
-	winoInputGo(s.v, s.sv, s.x, s.g, lo, hi)
-}
-
-// outputPart writes output channels [lo, hi) of the call's samples from M.
-func (s *winoScratch) outputPart(lo, hi int) {
-	if s.asm {
-		winoOutputAsm(s.y, s.m, s.sm, s.bias, s.g, s.offs[len(s.offs)/2:], lo, hi)
-		return
-	}
-	winoOutputGo(s.y, s.m, s.sm, s.bias, s.g, lo, hi)
 }
 
 // winoOffsets writes, for each tile p = n*tiles + t, the index of its first input in sample n's
@@ -284,108 +347,89 @@ func winoFiltersGo(u []float32, su int, w []float32, lo, hi int) {
 	}
 }
 
-// winoInputGo writes V [16][InC][N*tiles] (matrices cp apart) for input channels [lo, hi):
-// V[xi][c][n*tiles+t] = (B^T d B)[xi] for the 4x4 tile d of tile t of sample n's channel c,
-// zeros beyond the input's edges.
-func winoInputGo(v []float32, cp int, xpad []float32, g ConvGeom, lo, hi int) {
-	th, tw, per := winoTiles(g)
-	p := g.N * per
-	hw := g.InH * g.InW
-	var vs [16][]float32
+// winoInputGo writes V [16][InC][t1-t0] (matrices cp apart), input channels [lo, hi), for the
+// tiles [t0, t1) of the batch (tile n*tiles+t is tile t of sample n): V[xi][c][i] = (B^T d B)[xi]
+// for the 4x4 tile d of tile t0+i in channel c, zeros beyond the input's edges.
+func winoInputGo(v []float32, cp int, xpad []float32, g ConvGeom, t0, t1, lo, hi int) {
+	_, tw, per := winoTiles(g)
+	n, hw := t1-t0, g.InH*g.InW
 	for c := lo; c < hi; c++ {
-		for n := range g.N {
-			nc := n*g.InC + c
+		for i := range n {
+			smp, t := (t0+i)/per, (t0+i)%per
+			nc := smp*g.InC + c
 			plane := xpad[nc*hw : (nc+1)*hw]
-			at := c*p + n*per
-			for xi := range vs {
-				vs[xi] = v[xi*cp+at:][:per]
-			}
-			t := 0
-			for ty := range th {
-				for tx := range tw {
-					var d [16]float32
-					y0, x0 := 2*ty, 2*tx
-					if y0+4 <= g.InH && x0+4 <= g.InW {
-						for r := range 4 {
-							copy(d[4*r:4*r+4], plane[(y0+r)*g.InW+x0:])
-						}
-					} else {
-						for r := range min(4, g.InH-y0) {
-							copy(d[4*r:4*r+min(4, g.InW-x0)], plane[(y0+r)*g.InW+x0:])
-						}
-					}
-					// b = B^T d (rows), then each row of b B.
-					for j := range 4 {
-						d0, d1, d2, d3 := d[j], d[4+j], d[8+j], d[12+j]
-						d[j], d[4+j], d[8+j], d[12+j] = d0-d2, d1+d2, d2-d1, d1-d3
-					}
-					for r := range 4 {
-						b0, b1, b2, b3 := d[4*r], d[4*r+1], d[4*r+2], d[4*r+3]
-						vs[4*r][t] = b0 - b2
-						vs[4*r+1][t] = b1 + b2
-						vs[4*r+2][t] = b2 - b1
-						vs[4*r+3][t] = b1 - b3
-					}
-					t++
+			var d [16]float32
+			y0, x0 := 2*(t/tw), 2*(t%tw)
+			if y0+4 <= g.InH && x0+4 <= g.InW {
+				for r := range 4 {
+					copy(d[4*r:4*r+4], plane[(y0+r)*g.InW+x0:])
 				}
+			} else {
+				for r := range min(4, g.InH-y0) {
+					copy(d[4*r:4*r+min(4, g.InW-x0)], plane[(y0+r)*g.InW+x0:])
+				}
+			}
+			// b = B^T d (rows), then each row of b B.
+			for j := range 4 {
+				d0, d1, d2, d3 := d[j], d[4+j], d[8+j], d[12+j]
+				d[j], d[4+j], d[8+j], d[12+j] = d0-d2, d1+d2, d2-d1, d1-d3
+			}
+			at := c*n + i
+			for r := range 4 {
+				b0, b1, b2, b3 := d[4*r], d[4*r+1], d[4*r+2], d[4*r+3]
+				v[(4*r)*cp+at] = b0 - b2
+				v[(4*r+1)*cp+at] = b1 + b2
+				v[(4*r+2)*cp+at] = b2 - b1
+				v[(4*r+3)*cp+at] = b1 - b3
 			}
 		}
 	}
 }
 
-// winoOutputGo writes output channels [lo, hi) of y [N][OutC][OutH][OutW] = A^T M A + bias
-// from M [16][OutC][N*tiles] (matrices op apart), dropping the outputs of edge tiles beyond
-// the output's edges.
-func winoOutputGo(y, m []float32, op int, bias []float32, g ConvGeom, lo, hi int) {
-	th, tw, per := winoTiles(g)
-	p := g.N * per
+// winoOutputGo writes output channels [lo, hi) of the tiles [t0, t1) of the batch into y
+// [N][OutC][OutH][OutW] = A^T M A + bias from M [16][OutC][t1-t0] (matrices op apart), dropping
+// the outputs of edge tiles beyond the output's edges.
+func winoOutputGo(y, m []float32, op int, bias []float32, g ConvGeom, t0, t1, lo, hi int) {
+	_, tw, per := winoTiles(g)
+	n := t1 - t0
 	oh, ow := g.OutH(), g.OutW()
 	cols := oh * ow
-	var ms [16][]float32
 	for o := lo; o < hi; o++ {
-		for n := range g.N {
-			no := n*g.OutC + o
-			bs := negZero
-			if bias != nil {
-				bs = bias[o]
-			}
+		bs := negZero
+		if bias != nil {
+			bs = bias[o]
+		}
+		for i := range n {
+			smp, t := (t0+i)/per, (t0+i)%per
+			no := smp*g.OutC + o
 			plane := y[no*cols : (no+1)*cols]
-			at := o*p + n*per
-			for xi := range ms {
-				ms[xi] = m[xi*op+at:][:per]
+			at := o*n + i
+			// s = A^T M (2x4), then s A (2x2).
+			var s0, s1 [4]float32
+			for j := range 4 {
+				a, b, c, d := m[j*op+at], m[(4+j)*op+at], m[(8+j)*op+at], m[(12+j)*op+at]
+				s0[j] = a + b + c
+				s1[j] = b - c - d
 			}
-			t := 0
-			for ty := range th {
-				for tx := range tw {
-					// s = A^T M (2x4), then s A (2x2).
-					var s0, s1 [4]float32
-					for j := range 4 {
-						a, b, c, d := ms[j][t], ms[4+j][t], ms[8+j][t], ms[12+j][t]
-						s0[j] = a + b + c
-						s1[j] = b - c - d
-					}
-					t++
-					y0, x0 := 2*ty, 2*tx
-					z00 := s0[0] + s0[1] + s0[2] + bs
-					z01 := s0[1] - s0[2] - s0[3] + bs
-					z10 := s1[0] + s1[1] + s1[2] + bs
-					z11 := s1[1] - s1[2] - s1[3] + bs
-					if y0+2 <= oh && x0+2 <= ow {
-						r0 := plane[y0*ow+x0 : y0*ow+x0+2]
-						r1 := plane[(y0+1)*ow+x0 : (y0+1)*ow+x0+2]
-						r0[0], r0[1], r1[0], r1[1] = z00, z01, z10, z11
-						continue
-					}
-					plane[y0*ow+x0] = z00
-					if x0+1 < ow {
-						plane[y0*ow+x0+1] = z01
-					}
-					if y0+1 < oh {
-						plane[(y0+1)*ow+x0] = z10
-						if x0+1 < ow {
-							plane[(y0+1)*ow+x0+1] = z11
-						}
-					}
+			y0, x0 := 2*(t/tw), 2*(t%tw)
+			z00 := s0[0] + s0[1] + s0[2] + bs
+			z01 := s0[1] - s0[2] - s0[3] + bs
+			z10 := s1[0] + s1[1] + s1[2] + bs
+			z11 := s1[1] - s1[2] - s1[3] + bs
+			if y0+2 <= oh && x0+2 <= ow {
+				r0 := plane[y0*ow+x0 : y0*ow+x0+2]
+				r1 := plane[(y0+1)*ow+x0 : (y0+1)*ow+x0+2]
+				r0[0], r0[1], r1[0], r1[1] = z00, z01, z10, z11
+				continue
+			}
+			plane[y0*ow+x0] = z00
+			if x0+1 < ow {
+				plane[y0*ow+x0+1] = z01
+			}
+			if y0+1 < oh {
+				plane[(y0+1)*ow+x0] = z10
+				if x0+1 < ow {
+					plane[(y0+1)*ow+x0+1] = z11
 				}
 			}
 		}

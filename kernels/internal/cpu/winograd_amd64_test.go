@@ -32,7 +32,7 @@ func TestWinogradAsmParity(t *testing.T) {
 		_, _, per := winoTiles(g)
 		p := g.N * per
 		oc := g.OutC * g.InC
-		su, sv, sm := winoStride(oc), winoStride(g.InC*p), winoStride(g.OutC*p)
+		su := winoStride(oc)
 		w := randVec(r, oc*9)
 		ua, ug := make([]float32, 16*su), make([]float32, 16*su)
 		winoFiltersAsm(ua, su, w, 0, oc)
@@ -42,17 +42,22 @@ func TestWinogradAsmParity(t *testing.T) {
 		x := randVec(r, g.N*g.InC*g.InH*g.InW)
 		offs := make([]int32, 2*p)
 		winoOffsets(offs[:p], offs[p:], g)
-		va, vg := make([]float32, 16*sv), make([]float32, 16*sv)
-		winoInputAsm(va, sv, x, g, offs[:p], 0, g.InC)
-		winoInputGo(vg, sv, x, g, 0, g.InC)
-		same("V", va, vg)
+		for _, tiles := range [][2]int{{0, p}, {1, p - 1}} { // all, and a block inside the batch
+			t0, t1 := tiles[0], tiles[1]
+			n := t1 - t0
+			sv, sm := winoStride(g.InC*n), winoStride(g.OutC*n)
+			va, vg := make([]float32, 16*sv), make([]float32, 16*sv)
+			winoInputAsm(va, sv, x, g, offs[t0:t1], 0, g.InC)
+			winoInputGo(vg, sv, x, g, t0, t1, 0, g.InC)
+			same("V", va, vg)
 
-		m, b := randVec(r, 16*sm), randVec(r, g.OutC)
-		for _, bias := range [][]float32{b, nil} {
-			ya, yg := make([]float32, g.N*g.OutC*g.ColCols()), make([]float32, g.N*g.OutC*g.ColCols())
-			winoOutputAsm(ya, m, sm, bias, g, offs[p:], 0, g.OutC)
-			winoOutputGo(yg, m, sm, bias, g, 0, g.OutC)
-			same("y", ya, yg)
+			m, b := randVec(r, 16*sm), randVec(r, g.OutC)
+			for _, bias := range [][]float32{b, nil} {
+				ya, yg := make([]float32, g.N*g.OutC*g.ColCols()), make([]float32, g.N*g.OutC*g.ColCols())
+				winoOutputAsm(ya, m, sm, bias, g, offs[p+t0:p+t1], 0, g.OutC)
+				winoOutputGo(yg, m, sm, bias, g, t0, t1, 0, g.OutC)
+				same("y", ya, yg)
+			}
 		}
 	}
 }

@@ -2,6 +2,7 @@ package cpu
 
 import (
 	"fmt"
+	"math"
 	"math/rand/v2"
 	"runtime"
 	"testing"
@@ -37,7 +38,7 @@ func TestWinogradConv(t *testing.T) {
 			xpad := make([]float32, g.PaddedLen())
 			padInput(xpad, x, g)
 			y := make([]float32, g.N*g.OutC*g.ColCols())
-			winogradConv(y, xpad, w, b, g.padded(), false, nil)
+			winogradConv(y, xpad, w, b, g.padded(), false)
 			closeTo(t, fmt.Sprintf("%+v bias %v", g, withBias), y, conv64(to64(x), to64(w), b64, g), 1e-4)
 		}
 	}
@@ -67,7 +68,7 @@ func BenchmarkWinograd(b *testing.B) {
 		})
 		b.Run(name+"/winograd", func(b *testing.B) {
 			for range b.N {
-				winogradConv(y, xpad, w, bias, gp, false, nil)
+				winogradConv(y, xpad, w, bias, gp, false)
 			}
 		})
 	}
@@ -144,31 +145,49 @@ func TestWinogradNoAllocs(t *testing.T) {
 		g.KH, g.KW, g.Stride = 3, 3, 1
 		x, w := randVec(r, g.PaddedLen()), randVec(r, g.OutC*g.ColRows())
 		y := make([]float32, g.N*g.OutC*g.ColCols())
-		if a := testing.AllocsPerRun(20, func() { winogradConv(y, x, w, nil, g, false, nil) }); a > 0 {
+		if a := testing.AllocsPerRun(20, func() { winogradConv(y, x, w, nil, g, false) }); a > 0 {
 			t.Errorf("%+v: %v allocations a call", g, a)
 		}
 	}
 }
 
-// TestWinogradWorkspace runs winogradConv on a batch whose V and M exceed winoPooled, so that
-// they go in the caller's scratch, and holds the result to the float64 convolution.
-func TestWinogradWorkspace(t *testing.T) {
+// TestWinogradBlocks runs winogradConv on a batch of several blocks of tiles, the last partial
+// and a block boundary inside a sample, holds it to the float64 convolution, and to the bits of
+// each sample alone (other blocks) and of the blocks run in parallel rather than one at a time:
+// the blocks must not change a sum.
+func TestWinogradBlocks(t *testing.T) {
 	r := rand.New(rand.NewPCG(99, 100))
-	g := ConvGeom{N: 2, InC: 8, InH: 258, InW: 256, OutC: 8, KH: 3, KW: 3, Stride: 1, Pad: 1}
+	g := ConvGeom{N: 3, InC: 64, InH: 22, InW: 20, OutC: 72, KH: 3, KW: 3, Stride: 1, Pad: 1}
 	_, _, per := winoTiles(g.padded())
-	p := g.N * per
-	vm := 16 * (winoStride(g.InC*p) + winoStride(g.OutC*p))
-	if vm <= winoPooled {
-		t.Fatalf("V and M take %d floats, not more than winoPooled", vm)
+	if pb := winoBlock(g, g.N*per); g.N*per <= 2*pb || per%pb == 0 {
+		t.Fatalf("%d tiles in blocks of %d: want more than two blocks, one across samples", g.N*per, pb)
 	}
 	x, w, b := randVec(r, g.N*g.InC*g.InH*g.InW), randVec(r, g.OutC*g.ColRows()), randVec(r, g.OutC)
 	xpad := make([]float32, g.PaddedLen())
 	padInput(xpad, x, g)
-	scratch := make([]float32, vm)
 	y := make([]float32, g.N*g.OutC*g.ColCols())
-	winogradConv(y, xpad, w, b, g.padded(), false, scratch)
-	if scratch[0] == 0 && scratch[vm/2] == 0 {
-		t.Fatal("winogradConv did not use the scratch it was given")
-	}
+	winogradConv(y, xpad, w, b, g.padded(), false)
 	closeTo(t, "y", y, conv64(to64(x), to64(w), to64(b), g), 1e-4)
+	// With one core the blocks are the parallel loop's parts (blocksPart); with more, too few for
+	// that, each is shared by the cores.
+	defer runtime.GOMAXPROCS(runtime.GOMAXPROCS(1))
+	y1 := make([]float32, len(y))
+	winogradConv(y1, xpad, w, b, g.padded(), false)
+	for i := range y {
+		if math.Float32bits(y1[i]) != math.Float32bits(y[i]) {
+			t.Fatalf("y[%d] = %v on one core, %v on %d", i, y1[i], y[i], runtime.NumCPU())
+		}
+	}
+	one := g
+	one.N = 1
+	in, out := one.PaddedLen(), g.OutC*g.ColCols()
+	for n := range g.N {
+		yn := make([]float32, out)
+		winogradConv(yn, xpad[n*in:(n+1)*in], w, b, one.padded(), false)
+		for i, v := range yn {
+			if math.Float32bits(v) != math.Float32bits(y[n*out+i]) {
+				t.Fatalf("sample %d: y[%d] = %v alone, %v in the batch", n, i, v, y[n*out+i])
+			}
+		}
+	}
 }
