@@ -13,6 +13,10 @@
 //     idct_gen.py) that computes exactly what dct.go computes; -tags noasm leaves it out;
 //   - planes and coefficient buffers belong to the Decoder and are reused, so a warm Decoder
 //     allocates nothing per image;
+//   - DecodeCoefficients (coeffs.go) stops before the inverse DCT: it entropy-decodes the same
+//     blocks and keeps, for each, its non-zero quantized coefficients (those the Scale uses) with
+//     the quantization tables, a compact form for a device to reconstruct from; the
+//     Coefficients' Reconstruct is the reference of that stage, equal to Decode byte for byte;
 //   - the result stays in Y, Cb, Cr (or gray) planes: no colour conversion happens here, except
 //     with Options.Exact (exact.go), which decodes as libjpeg-turbo with its default parameters
 //     (the decoder behind PIL and torchvision): its integer IDCT, fancy upsampling and colour
@@ -24,12 +28,15 @@
 //
 // # Concurrency
 //
-// A Decoder is not safe for concurrent use.
+// A Decoder is not safe for concurrent use; the Reconstruct of its Coefficients is a use of it.
 //
 // # Ownership
 //
 // The Image returned by Decode, and its planes, belong to the Decoder and are overwritten by its
-// next Decode.
+// next Decode. The Coefficients returned by DecodeCoefficients belong to the Decoder too and are
+// overwritten by its next DecodeCoefficients, and so are the Image and planes of their
+// Reconstruct, also by the next Reconstruct. Decode leaves them alone, and DecodeCoefficients
+// Decode's planes.
 package jpeg
 
 import "image"
@@ -43,6 +50,7 @@ type Decoder struct {
 	up   [maxComponents][]byte // Exact: full-resolution copies of subsampled planes
 	// colsum is Exact's scratch row of vertical sums (h2v2 upsampling).
 	colsum []int32
+	co     Coefficients // DecodeCoefficients' result
 }
 
 // Options say what part of an image to decode and at what scale.
@@ -92,29 +100,8 @@ type Image struct {
 // handled here: 4-component without Exact, lossless, arithmetic-coded, 12-bit; Exact with a
 // reduced Scale) or io.ErrUnexpectedEOF.
 func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
-	scale := opt.Scale
-	switch scale {
-	case 0:
-		scale = 1
-	case 1, 2, 4, 8:
-	default:
-		return nil, UnsupportedError("scale")
-	}
-	if opt.Exact && scale != 1 {
-		return nil, UnsupportedError("exact decoding at a reduced scale")
-	}
 	d := &dec.d
-	*d = decoder{src: data, all: data, pool: dec, scale: scale, bs: 8 / scale, exact: opt.Exact}
-	if err := d.readFull(d.tmp[:2]); err != nil {
-		return nil, err
-	}
-	if d.tmp[0] != 0xff || d.tmp[1] != soiMarker {
-		return nil, FormatError("missing SOI marker")
-	}
-	// The region in MCUs is known once the frame header gives the sampling factors (setRegion).
-	d.rx0, d.ry0, d.rx1, d.ry1 = 0, 0, 1<<30, 1<<30
-	d.region, d.maxPixels = opt.Region, opt.MaxPixels
-	if err := d.decode(); err != nil {
+	if err := dec.decode(data, opt, nil); err != nil {
 		return nil, err
 	}
 	m := &dec.img
@@ -122,22 +109,55 @@ func (dec *Decoder) Decode(data []byte, opt Options) (*Image, error) {
 		dec.finishExact(m)
 		return m, nil
 	}
-	*m = Image{Width: d.width, Height: d.height, Comps: d.nComp, Scale: scale}
+	*m = Image{Width: d.width, Height: d.height, Comps: d.nComp, Scale: d.scale}
 	m.RGB = d.nComp == 3 && d.isRGB()
-	h0, v0 := d.comp[0].h, d.comp[0].v
 	for i := range d.nComp {
-		c := d.comp[i]
-		sx, sy := h0/c.h, v0/c.v
-		x0, y0 := d.rx0*c.h*d.bs, d.ry0*c.v*d.bs
-		m.Planes[i] = Plane{
-			Pix: d.pix[i], Stride: d.stride[i],
-			X0: x0, Y0: y0,
-			W:    min((d.width+sx*scale-1)/(sx*scale), (d.rx1*c.h*d.bs)) - x0,
-			H:    min((d.height+sy*scale-1)/(sy*scale), (d.ry1*c.v*d.bs)) - y0,
-			SubX: sx, SubY: sy,
-		}
+		m.Planes[i] = d.plane(i)
+		m.Planes[i].Pix = d.pix[i]
 	}
 	return m, nil
+}
+
+// decode checks opt and decodes data, into the Decoder's planes, or into co when it is set.
+func (dec *Decoder) decode(data []byte, opt Options, co *Coefficients) error {
+	scale := opt.Scale
+	switch scale {
+	case 0:
+		scale = 1
+	case 1, 2, 4, 8:
+	default:
+		return UnsupportedError("scale")
+	}
+	if opt.Exact && scale != 1 {
+		return UnsupportedError("exact decoding at a reduced scale")
+	}
+	d := &dec.d
+	*d = decoder{src: data, all: data, pool: dec, scale: scale, bs: 8 / scale, exact: opt.Exact, co: co}
+	if err := d.readFull(d.tmp[:2]); err != nil {
+		return err
+	}
+	if d.tmp[0] != 0xff || d.tmp[1] != soiMarker {
+		return FormatError("missing SOI marker")
+	}
+	// The region in MCUs is known once the frame header gives the sampling factors (setRegion).
+	d.rx0, d.ry0, d.rx1, d.ry1 = 0, 0, 1<<30, 1<<30
+	d.region, d.maxPixels = opt.Region, opt.MaxPixels
+	return d.decode()
+}
+
+// plane returns component i's plane without its samples (Pix): the region's blocks at the
+// decoder's scale, cut at the image's edge.
+func (d *decoder) plane(i int) Plane {
+	c, scale := d.comp[i], d.scale
+	sx, sy := d.comp[0].h/c.h, d.comp[0].v/c.v
+	x0, y0 := d.rx0*c.h*d.bs, d.ry0*c.v*d.bs
+	return Plane{
+		Stride: (d.rx1 - d.rx0) * c.h * d.bs,
+		X0:     x0, Y0: y0,
+		W:    min((d.width+sx*scale-1)/(sx*scale), (d.rx1*c.h*d.bs)) - x0,
+		H:    min((d.height+sy*scale-1)/(sy*scale), (d.ry1*c.v*d.bs)) - y0,
+		SubX: sx, SubY: sy,
+	}
 }
 
 // setRegion converts the requested pixel region to MCUs once the frame header is known.

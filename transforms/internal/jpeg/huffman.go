@@ -97,7 +97,7 @@ func fill32(s []int32, v int32) {
 
 // errShortHuffmanData means that an unexpected EOF occurred while decoding
 // Huffman data.
-var errShortHuffmanData = FormatError("short Huffman data")
+var errShortHuffmanData error = FormatError("short Huffman data")
 
 // ensureNBits reads bytes from the byte buffer to ensure that d.bits.n is at
 // least n. For best performance (avoiding function calls inside hot loops),

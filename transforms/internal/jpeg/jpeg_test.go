@@ -69,16 +69,18 @@ func stdStrides(t *testing.T, data []byte) []int {
 }
 
 // files are the decoder's test images: two made here, the rest made once from the same 40x24
-// picture by PIL (progressive.jpg: progressive=True; q90-444.jpg: subsampling=0) and by
-// libjpeg-turbo's cjpeg (restart*.jpg: -restart 1B or 2B, one also -grayscale), for the
-// features Go's encoder does not produce. (Progressive files with restart markers are not here:
-// image/jpeg, and so this fork, rejects cjpeg's with "missing 0xff00 sequence".)
+// picture by PIL (progressive.jpg: progressive=True; q90-444.jpg: subsampling=0; q85-422.jpg:
+// quality=85, subsampling=1; progressive-422-odd.jpg: its 37x21 top left, quality=85,
+// subsampling=1, progressive=True) and by libjpeg-turbo's cjpeg (restart*.jpg: -restart 1B or
+// 2B, one also -grayscale), for the features Go's encoder does not produce. (Progressive files
+// with restart markers are not here: image/jpeg, and so this fork, rejects cjpeg's with "missing
+// 0xff00 sequence".)
 func files(t testing.TB) map[string][]byte {
 	m := map[string][]byte{
 		"420 odd size": encode(t, photo(61, 37, false)),
 		"gray":         encode(t, photo(45, 30, true)),
 	}
-	for _, f := range []string{"progressive", "q90-444", "restart", "restart-gray"} {
+	for _, f := range []string{"progressive", "progressive-422-odd", "q90-444", "q85-422", "restart", "restart-gray"} {
 		b, err := os.ReadFile("testdata/" + f + ".jpg")
 		if err != nil {
 			t.Fatal(err)
@@ -208,6 +210,15 @@ func TestWarmDecoderAllocatesNothing(t *testing.T) {
 	})
 	if n != 0 {
 		t.Errorf("Decode allocs = %v; want 0", n)
+	}
+	// A progressive scan meets its end through readByteStuffedByte's error, which must not
+	// allocate either.
+	prog := files(t)["progressive"]
+	if _, err := dec.Decode(prog, Options{}); err != nil {
+		t.Fatal(err)
+	}
+	if n := testing.AllocsPerRun(20, func() { dec.Decode(prog, Options{}) }); n != 0 {
+		t.Errorf("Decode(progressive) allocs = %v; want 0", n)
 	}
 	if _, err := dec.Decode(data, Options{Exact: true}); err != nil {
 		t.Fatal(err)

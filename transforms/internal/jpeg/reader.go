@@ -128,6 +128,8 @@ type decoder struct {
 	pool               *Decoder
 	all                []byte    // the whole input
 	br                 bitReader // sequential scans' entropy decoder
+	// co, when set (DecodeCoefficients), receives the region's blocks instead of the planes.
+	co *Coefficients
 
 	ri    int // Restart Interval.
 	nComp int
@@ -206,7 +208,9 @@ func (d *decoder) readByte() (x byte, err error) {
 
 // errMissingFF00 means that readByteStuffedByte encountered an 0xff byte (a
 // marker byte) that wasn't the expected byte-stuffed sequence 0xff, 0x00.
-var errMissingFF00 = FormatError("missing 0xff00 sequence")
+// It is an error, not a FormatError, so that returning it does not allocate: a progressive scan
+// meets it at every marker.
+var errMissingFF00 error = FormatError("missing 0xff00 sequence")
 
 // readByteStuffedByte is like readByte but is for byte-stuffed Huffman data.
 func (d *decoder) readByteStuffedByte() (x byte, err error) {

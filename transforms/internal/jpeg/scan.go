@@ -6,8 +6,14 @@ package jpeg
 
 // makeImg sizes the component planes for the region's MCUs at the decoder's scale, reusing the
 // Decoder's buffers: a plane starts at the region's first block. Planes are cleared so that
-// blocks the scan never reaches read as zero, whatever the previous image held.
+// blocks the scan never reaches read as zero, whatever the previous image held. For
+// DecodeCoefficients it sizes the grids of blocks instead.
 func (d *decoder) makeImg() {
+	d.haveImg = true
+	if d.co != nil {
+		d.co.makeGrids(d)
+		return
+	}
 	for i := range d.nComp {
 		w, h := (d.rx1-d.rx0)*d.comp[i].h*d.bs, (d.ry1-d.ry0)*d.comp[i].v*d.bs
 		p := d.pool.pix[i]
@@ -20,7 +26,6 @@ func (d *decoder) makeImg() {
 		d.pool.pix[i] = p
 		d.pix[i], d.stride[i] = p, w
 	}
-	d.haveImg = true
 }
 
 // progBlocks returns n cleared coefficient blocks for component i, reusing the Decoder's.
@@ -157,6 +162,10 @@ func (d *decoder) processSOS(n int) error {
 			if d.huff[dcTable][scan[i].td].nCodes == 0 || d.huff[acTable][scan[i].ta].nCodes == 0 {
 				return FormatError("uninitialized Huffman table")
 			}
+			if d.co != nil { // Decode dequantizes a sequential scan with the tables in force now
+				c := int(scan[i].compIndex)
+				d.co.Grids[c].setQuant(&d.quant[d.comp[c].tq])
+			}
 		}
 		d.br = bitReader{data: d.all, pos: len(d.all) - len(d.src) - (d.bytes.j - d.bytes.i)}
 	}
@@ -226,6 +235,12 @@ func (d *decoder) processSOS(n int) error {
 						dcH, acH := &d.huff[dcTable][scan[i].td], &d.huff[acTable][scan[i].ta]
 						if !d.inRegion(bx, by, int(compIndex)) {
 							if _, err := d.br.decodeBlock(nil, dcH, acH, &dc[compIndex], nil, nil); err != nil {
+								return err
+							}
+							continue
+						}
+						if d.co != nil {
+							if err := d.storeSequential(bx, by, int(compIndex), dcH, acH, &dc[compIndex]); err != nil {
 								return err
 							}
 							continue
@@ -512,8 +527,12 @@ func (d *decoder) reconstructProgressiveImage() error {
 }
 
 // reconstructBlock dequantizes, performs the inverse DCT and stores the block to its plane, at
-// the decoder's scale. Blocks outside the region are skipped.
+// the decoder's scale (for DecodeCoefficients, stores its coefficients instead). Blocks outside
+// the region are skipped.
 func (d *decoder) reconstructBlock(b *block, bx, by, compIndex int) error {
+	if d.co != nil {
+		return d.storeProgressive(b, bx, by, compIndex)
+	}
 	qt := &d.quant[d.comp[compIndex].tq]
 	for zig := 0; zig < blockSize; zig++ {
 		b[unzig[zig]] *= qt[zig]
@@ -552,6 +571,8 @@ func (d *decoder) reconstructDequantized(b *block, bx, by, compIndex int, last i
 		idctIslow(dst, stride, b)
 		return
 	}
+	// The rest is idctStore's (coeffs.go), written out: the call costs Decode 1% of its
+	// instructions. TestReconstructMatchesDecode keeps the two in step.
 	if last == 0 || bs == 1 {
 		v := uint8(min(max((b[0]+4)>>3+128, 0), 255))
 		for y := range bs {
