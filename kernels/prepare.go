@@ -10,7 +10,8 @@ import (
 type PreparedConv2D interface {
 	// Conv2D is Ops.Conv2D over the prepared weights: g's OutC, InC, KH and KW must be those the
 	// weights were prepared for; its batch, input size, stride and padding may change from call to
-	// call.
+	// call. It is a forward pass only: what it leaves in ws is not for Conv2DBackward, which
+	// needs Ops.Conv2D's.
 	Conv2D(s gpu.Stream, y, x, bias, ws F32, g Conv2D) error
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"testing"
+	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels"
@@ -98,4 +99,81 @@ func TestFreeze(t *testing.T) {
 	frozen.Reset(false, 1)
 	frozen.Freeze()
 	same("after a training pass", pass(frozen), want)
+}
+
+// TestFreezeBackward: a backward pass through a frozen graph's evaluation pass (an input's
+// gradient, a saliency map) gives the gradients of a graph that is not frozen, though its
+// convolutions ran over prepared weights, which leave nothing for the backward pass.
+func TestFreezeBackward(t *testing.T) {
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.Close()
+	ops, err := kernels.For(dev)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	mem := nn.NewArena(dev)
+	defer mem.Free()
+	m := nn.Sequential{
+		nn.NewConv2d(3, 8, 1, nn.ConvOptions{}, true), // unpadded: read in place when prepared
+		nn.NewConv2d(8, 4, 3, nn.ConvOptions{Padding: 1}, false),
+	}
+	if err := nn.Bind(m, mem, s, 3); err != nil {
+		t.Fatal(err)
+	}
+	x, err := mem.F32(3 * 6 * 6)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := ops.Fill(s, x, 0.25); err != nil {
+		t.Fatal(err)
+	}
+	named, err := nn.StateDict(m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The gradients of the input and of every parameter (the weights' need the forward pass's
+	// workspace).
+	grad := func(frozen bool) []float32 {
+		g := nn.NewGraph(ops, s, mem, false, 1)
+		if frozen {
+			g.Freeze()
+		}
+		for _, n := range named {
+			g.Attach(n.Tensor)
+		}
+		in := g.Input(x, 1, 3, 6, 6)
+		if err := g.Backward(nn.Mean(m.Forward(in), nil, false), nil); err != nil {
+			t.Fatal(err)
+		}
+		v, err := g.Grad(in).Host(context.Background(), g)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, n := range named {
+			gv := n.Tensor.GradData()
+			host := make([]float32, gv.Len)
+			if err := s.CopyD2H(unsafe.Slice((*byte)(unsafe.Pointer(&host[0])), 4*len(host)), gv.Buf, 4*gv.Off); err != nil {
+				t.Fatal(err)
+			}
+			if err := s.Synchronize(context.Background()); err != nil {
+				t.Fatal(err)
+			}
+			v = append(v, host...)
+		}
+		return v
+	}
+	want, got := grad(false), grad(true)
+	for i := range want {
+		if math.Float32bits(got[i]) != math.Float32bits(want[i]) {
+			t.Fatalf("gradient value %d = %v frozen; want %v", i, got[i], want[i])
+		}
+	}
 }

@@ -149,6 +149,10 @@ func Conv2d(x, w, b *Tensor, o ConvOptions) *Tensor {
 			grads[2] = g.gradFor(b)
 			db = grads[2].data
 		}
+		if pc != nil { // the prepared forward pass left nothing in ws for the backward pass
+			again := g.newTensor(y.shape)
+			g.run(func() error { return g.ops.Conv2D(g.s, again.data, x.data, w.data, bias, ws, geo) })
+		}
 		g.run(func() error { return g.ops.Conv2DBackward(g.s, dx, grads[1].data, db, dy.data, w.data, ws, geo) })
 		if !w.grad {
 			grads[1] = nil

@@ -196,6 +196,14 @@ func convDirectBlocked(y, xpad, w, bias []float32, g ConvGeom, blocked []float32
 	return true
 }
 
+// directSlack is how many floats past its input's end the direct kernel in use may read.
+func directSlack() int {
+	if directKernels == nil {
+		return 0
+	}
+	return directKernels.slack
+}
+
 // blockWeights writes w [OutC][k] to dst in the direct kernel's blocks of chans channels,
 // input-major within a block (channel i's weight of input p at [p*chans+i]).
 func blockWeights(dst, w []float32, g ConvGeom) {

@@ -11,6 +11,9 @@ func convDirectBlocked(y, xpad, w, bias []float32, g ConvGeom, blocked []float32
 // directBlocks is nil: there is no direct kernel in this build.
 func directBlocks(w []float32, g ConvGeom) []float32 { return nil }
 
+// directSlack is 0: there is no direct kernel in this build.
+func directSlack() int { return 0 }
+
 // direct is false: there is no direct kernel in this build.
 func direct(g ConvGeom) bool { return false }
 

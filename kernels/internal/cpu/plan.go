@@ -28,7 +28,9 @@ type ConvPlan struct {
 func NewConvPlan(w []float32) *ConvPlan { return &ConvPlan{w: w} }
 
 // Conv2D is Conv2D over the plan's weights; g's weight geometry (OutC, InC, KH, KW) must be the
-// same at every call, its batch, input size, stride and padding may differ.
+// same at every call, its batch, input size, stride and padding may differ. It leaves nothing in
+// ws for Conv2DBackward (an unpadded input is read in place, not copied): a backward pass needs
+// Conv2D's forward pass.
 func (p *ConvPlan) Conv2D(y, x, bias, ws []float32, g ConvGeom) {
 	conv2D(y, x, p.w, bias, ws, g, p)
 }
