@@ -593,7 +593,7 @@ func TestMaxPool2x2Parity(t *testing.T) {
 		y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
 		wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
 		maxPool2x2(y, arg, plane, w, oh, ow)
-		maxPoolPlane(wantY, wantArg, plane, g, oh, ow)
+		maxPoolPlaneRef(wantY, wantArg, plane, g, oh, ow)
 		for i := range y {
 			if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
 				t.Fatalf("trial %d output %d: %v at %d; want %v at %d", trial, i, y[i], arg[i], wantY[i], wantArg[i])

@@ -5,13 +5,15 @@ import (
 	"testing"
 )
 
-// The CNN's two poolings (train's "cnn" model at batch 128): 32 planes of 28x28 and 64 of 14x14.
+// The CNN's two poolings (train's "cnn" model at batch 128): 32 planes of 28x28 and 64 of 14x14;
+// and a ResNet's stem at 224 px.
 var cnnPools = []struct {
 	name string
 	g    PoolGeom
 }{
 	{"28x28", PoolGeom{N: 128, C: 32, H: 28, W: 28, K: 2, Stride: 2}},
 	{"14x14", PoolGeom{N: 128, C: 64, H: 14, W: 14, K: 2, Stride: 2}},
+	{"stem", PoolGeom{N: 1, C: 64, H: 112, W: 112, K: 3, Stride: 2, Pad: 1}}, // resnet's, one image
 }
 
 func BenchmarkMaxPool2D(b *testing.B) {

@@ -32,11 +32,35 @@ func poolShapes() []PoolGeom {
 	return gs
 }
 
-// maxPoolRef is MaxPool2D by the general window loop, plane by plane.
+// maxPoolRef is MaxPool2D by the window loop, plane by plane.
 func maxPoolRef(y []float32, arg []int32, x []float32, g PoolGeom) {
 	oh, ow := g.OutH(), g.OutW()
 	for p := range g.N * g.C {
-		maxPoolPlane(y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow], x[p*g.H*g.W:(p+1)*g.H*g.W], g, oh, ow)
+		maxPoolPlaneRef(y[p*oh*ow:(p+1)*oh*ow], arg[p*oh*ow:(p+1)*oh*ow], x[p*g.H*g.W:(p+1)*g.H*g.W], g, oh, ow)
+	}
+}
+
+// maxPoolPlaneRef is MaxPool2D over one plane by the window loop: each value compared in turn,
+// in row order, with the maximum so far (ordered greater-than).
+func maxPoolPlaneRef(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow int) {
+	for oy := range oh {
+		y0 := oy*g.Stride - g.Pad
+		ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
+		for ox := range ow {
+			x0 := ox*g.Stride - g.Pad
+			kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
+			best := (y0+ky0)*g.W + x0 + kx0
+			for ky := ky0; ky < ky1; ky++ {
+				r := (y0+ky)*g.W + x0
+				for kx := kx0; kx < kx1; kx++ {
+					if plane[r+kx] > plane[best] {
+						best = r + kx
+					}
+				}
+			}
+			yp[oy*ow+ox] = plane[best]
+			ap[oy*ow+ox] = int32(best)
+		}
 	}
 }
 
@@ -114,5 +138,34 @@ func TestMaxPool2x2Paths(t *testing.T) {
 				})
 			}
 		})
+	}
+}
+
+// TestMaxPoolPlaneParity holds maxPoolPlane (rows reduced first, by masks) to the window loop,
+// maxima and argmax positions bit for bit, on windows full of ties, both zeros, infinities and
+// NaN, for overlapping, padded and strided windows of several sizes.
+func TestMaxPoolPlaneParity(t *testing.T) {
+	r := rand.New(rand.NewPCG(17, 18))
+	for _, g := range []PoolGeom{
+		{N: 1, C: 1, H: 112, W: 112, K: 3, Stride: 2, Pad: 1}, // resnet's stem
+		{N: 1, C: 1, H: 7, W: 6, K: 3, Stride: 2},
+		{N: 1, C: 1, H: 9, W: 11, K: 3, Stride: 1, Pad: 1},
+		{N: 1, C: 1, H: 3, W: 4, K: 2, Stride: 1, Pad: 1},
+		{N: 1, C: 1, H: 13, W: 10, K: 5, Stride: 3, Pad: 2},
+		{N: 1, C: 1, H: 1, W: 1, K: 1, Stride: 1},
+	} {
+		oh, ow := g.OutH(), g.OutW()
+		for trial := range 20 {
+			plane := tieValues(r, make([]float32, g.H*g.W))
+			y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
+			wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
+			maxPoolPlane(y, arg, plane, g, oh, ow)
+			maxPoolPlaneRef(wantY, wantArg, plane, g, oh, ow)
+			for i := range y {
+				if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
+					t.Fatalf("%+v trial %d output %d: %v at %d; want %v at %d", g, trial, i, y[i], arg[i], wantY[i], wantArg[i])
+				}
+			}
+		}
 	}
 }
