@@ -238,7 +238,7 @@ func conv2D(y, x, w, bias, ws []float32, g ConvGeom, plan *ConvPlan) {
 	}
 	gp := g.padded()
 	if winograd(gp) {
-		winogradConvU(y, xpad, w, bias, gp, false, plan.winograd(gp))
+		winogradConvU(y, xpad, w, bias, gp, false, plan)
 		return
 	}
 	rows, nc := g.ColRows(), g.N*g.ColCols()

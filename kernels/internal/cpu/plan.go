@@ -8,7 +8,7 @@ import (
 
 // ConvPlan is a convolution's weights prepared for forward passes that do not change them
 // (inference), in the forms Conv2D makes of them at every call: Winograd's transformed filters,
-// packed for its 16 GEMMs; the implicit GEMM's packed A; the direct kernel's blocks. Each form is
+// packed for its 16 GEMMs (as A for wide blocks of tiles, as B for narrow ones); the implicit GEMM's packed A; the direct kernel's blocks. Each form is
 // made from the weights the first time a call needs it, and kept: at resnet18's batch 1 the
 // filter transforms and the packing were 30% of the forward pass. Its Conv2D gives Conv2D's bits.
 //
@@ -18,6 +18,7 @@ type ConvPlan struct {
 
 	mu     sync.Mutex
 	wino   *[16]*gemm.Packed
+	winoT  *[16]*gemm.PackedB
 	gemm   *gemm.Packed
 	blocks []float32
 	direct bool // blocks was made (it stays nil where the direct kernel does not run)
@@ -35,17 +36,25 @@ func (p *ConvPlan) Conv2D(y, x, bias, ws []float32, g ConvGeom) {
 	conv2D(y, x, p.w, bias, ws, g, p)
 }
 
-// winograd returns the packed transformed filters for g (padded), or nil for a nil plan.
+// winograd returns the transformed filters for g (padded), packed for wide blocks' products.
 func (p *ConvPlan) winograd(g ConvGeom) *[16]*gemm.Packed {
-	if p == nil {
-		return nil
-	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if p.wino == nil {
 		p.wino = winoPack(p.w, g)
 	}
 	return p.wino
+}
+
+// winogradT returns the transformed filters for g (padded), packed for narrow blocks' products
+// (see productsT).
+func (p *ConvPlan) winogradT(g ConvGeom) *[16]*gemm.PackedB {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.winoT == nil {
+		p.winoT = winoPackT(p.w, g)
+	}
+	return p.winoT
 }
 
 // packed returns the weights packed as the implicit GEMM's A, or nil for a nil plan.

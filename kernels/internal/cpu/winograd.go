@@ -30,7 +30,10 @@ type winoScratch struct {
 	offs   []int32
 
 	y, x, w, bias, u []float32
-	pu               *[16]*gemm.Packed
+	plan             *ConvPlan // the filters' prepared forms, or nil: U made by the call
+	pa               *[16]*gemm.Packed  // plan's, for wide blocks
+	pt               *[16]*gemm.PackedB // plan's, for a narrow call's block
+	narrow           bool               // the call's one block is narrow (see winoNarrow)
 	g                ConvGeom
 	su, p, pb        int
 	asm, flip        bool
@@ -53,8 +56,9 @@ var winoScratches = sync.Pool{New: func() any {
 	return s
 }}
 
-// winoVM is one block's V and M (see winoBlock), pooled.
-type winoVM struct{ vm []float32 }
+// winoVM is one block's V and M (see winoBlock), and M^T for a narrow block's products
+// (productsT), pooled.
+type winoVM struct{ vm, mt []float32 }
 
 var winoVMs = sync.Pool{New: func() any { return new(winoVM) }}
 
@@ -103,20 +107,26 @@ func winogradConv(y, xpad, w, bias []float32, g ConvGeom, flip bool) {
 	winogradConvU(y, xpad, w, bias, g, flip, nil)
 }
 
-// winogradConvU is winogradConv with the transformed filters packed already (a ConvPlan's: not
-// flipped), or transformed and packed by the call when pu is nil.
-func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, pu *[16]*gemm.Packed) {
+// winogradConvU is winogradConv with the transformed filters prepared by plan (not flipped), or
+// transformed by the call when plan is nil.
+func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, plan *ConvPlan) {
 	if e := winoEven(g); e != g && winoTilesAsm(g) {
-		winoOdd(y, xpad, w, bias, g, e, flip, pu)
+		winoOdd(y, xpad, w, bias, g, e, flip, plan)
 		return
 	}
 	_, _, per := winoTiles(g)
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
-	s.y, s.x, s.w, s.bias, s.g, s.flip, s.pu = y, xpad, w, bias, g, flip, pu
+	s.y, s.x, s.w, s.bias, s.g, s.flip, s.plan = y, xpad, w, bias, g, flip, plan
 	s.p = g.N * per
 	s.pb = winoBlock(g, s.p)
-	if pu == nil {
+	s.narrow = s.p < winoNarrow
+	switch {
+	case plan != nil && s.narrow:
+		s.pt = plan.winogradT(g)
+	case plan != nil:
+		s.pa = plan.winograd(g)
+	default:
 		s.su = winoStride(g.OutC * g.InC)
 		s.buf = grow(s.buf, 16*s.su)
 		s.u = s.buf
@@ -166,22 +176,56 @@ func (s *winoScratch) block(b *winoVM, blk int, shared bool) {
 	} else {
 		winoInput(v, sv, s, t0, t1, 0, g.InC)
 	}
-	for xi := range 16 {
-		if s.pu != nil {
-			s.pu[xi].Sgemm(false, n, 1, v[xi*sv:], n, 0, m[xi*sm:], n)
-			continue
+	if s.narrow {
+		s.productsT(b, v, sv, m, sm, n)
+	} else {
+		for xi := range 16 {
+			if s.pa != nil {
+				s.pa[xi].Sgemm(false, n, 1, v[xi*sv:], n, 0, m[xi*sm:], n)
+				continue
+			}
+			a, lda := s.filter(xi)
+			gemm.Sgemm(s.flip, false, g.OutC, n, g.InC, 1, a, lda, v[xi*sv:], n, 0, m[xi*sm:], n)
 		}
-		a, lda := s.u[xi*s.su:], max(g.InC, 1)
-		if s.flip {
-			swap := [4]int{3, 1, 2, 0}
-			a, lda = s.u[(4*swap[xi/4]+swap[xi%4])*s.su:], max(g.OutC, 1)
-		}
-		gemm.Sgemm(s.flip, false, g.OutC, n, g.InC, 1, a, lda, v[xi*sv:], n, 0, m[xi*sm:], n)
 	}
 	if shared {
 		For(g.OutC, 40*n, s.outputs)
 	} else {
 		winoOutput(m, sm, s, t0, t1, 0, g.OutC)
+	}
+}
+
+// winoNarrow is the fewest tiles of a convolution whose products run as M = U V: fewer (the last
+// layers of a batch of one: resnet18's 7 px planes are 16 tiles, one block) would fill a
+// fraction of the GEMM kernel's 32-wide B slivers, so their products run transposed instead,
+// M^T = V^T U^T, the tiles then the kernel's rows (in slivers of 8), and M^T is transposed back.
+const winoNarrow = 32
+
+// filter returns U's matrix xi as the products' A, with its leading dimension: for flip, the
+// transposed turned kernels (see winogradConv).
+func (s *winoScratch) filter(xi int) ([]float32, int) {
+	if s.flip {
+		swap := [4]int{3, 1, 2, 0}
+		return s.u[(4*swap[xi/4]+swap[xi%4])*s.su:], max(s.g.OutC, 1)
+	}
+	return s.u[xi*s.su:], max(s.g.InC, 1)
+}
+
+// productsT computes a narrow block's M (winoNarrow) from V as M^T = V^T U^T, through b's room
+// for M^T. Each element is the same sum of the same products in the same order as U V's (gemm's
+// passes over k depend on k alone, and a product rounds the same whichever operand is A), so the
+// bits are those of the wide products.
+func (s *winoScratch) productsT(b *winoVM, v []float32, sv int, m []float32, sm, n int) {
+	g := s.g
+	b.mt = grow(b.mt, n*g.OutC)
+	for xi := range 16 {
+		if s.pt != nil {
+			s.pt[xi].Sgemm(true, n, 1, v[xi*sv:], n, 0, b.mt, g.OutC)
+		} else {
+			a, lda := s.filter(xi)
+			gemm.Sgemm(true, !s.flip, n, g.OutC, g.InC, 1, v[xi*sv:], n, a, lda, 0, b.mt, g.OutC)
+		}
+		gemm.Transpose(m[xi*sm:], n, b.mt, g.OutC, n, g.OutC)
 	}
 }
 
@@ -236,14 +280,14 @@ func winoEven(g ConvGeom) ConvGeom {
 
 // winoOdd computes g, of odd output size, by the AVX-512 transforms (which take whole tiles)
 // over e = winoEven(g): xpad extended by zeros, then e's output cropped to y.
-func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, pu *[16]*gemm.Packed) {
+func winoOdd(y, xpad, w, bias []float32, g, e ConvGeom, flip bool, plan *ConvPlan) {
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
 	s.xe = grow(s.xe, e.N*e.InC*e.InH*e.InW)
 	s.ye = grow(s.ye, e.N*e.OutC*e.ColCols())
 	s.x, s.y, s.g = xpad, y, g
 	For(g.N*g.InC, e.InH*e.InW, s.extend)
-	winogradConvU(s.ye, s.xe, w, bias, e, flip, pu)
+	winogradConvU(s.ye, s.xe, w, bias, e, flip, plan)
 	For(g.N*g.OutC, g.ColCols(), s.crop)
 	s.clearCall()
 }
@@ -300,19 +344,36 @@ func winoOffsets(in, out []int32, g ConvGeom) {
 	}
 }
 
-// winoPack returns the transformed filters of w (OutC x InC 3x3 kernels), each of the 16
-// matrices packed as the GEMMs of winogradConv read them: a ConvPlan's, made once.
-func winoPack(w []float32, g ConvGeom) *[16]*gemm.Packed {
-	su := winoStride(g.OutC * g.InC)
-	u := make([]float32, 16*su)
+// winoFilters returns the transformed filters U of w (OutC x InC 3x3 kernels), matrices su apart.
+func winoFilters(w []float32, g ConvGeom) (u []float32, su int) {
+	su = winoStride(g.OutC * g.InC)
+	u = make([]float32, 16*su)
 	For(g.OutC*g.InC, 64, func(lo, hi int) {
 		if !winoFiltersAsm(u, su, w, lo, hi) {
 			winoFiltersGo(u, su, w, lo, hi)
 		}
 	})
+	return u, su
+}
+
+// winoPack returns w's transformed filters, each of the 16 matrices packed as the products of
+// wide blocks read them (A): a ConvPlan's, made once.
+func winoPack(w []float32, g ConvGeom) *[16]*gemm.Packed {
+	u, su := winoFilters(w, g)
 	var pu [16]*gemm.Packed
 	for xi := range pu {
 		pu[xi] = gemm.Pack(false, g.OutC, g.InC, u[xi*su:], max(g.InC, 1))
+	}
+	return &pu
+}
+
+// winoPackT returns w's transformed filters packed as the products of narrow blocks read them
+// (U^T as B, see productsT): a ConvPlan's, made once.
+func winoPackT(w []float32, g ConvGeom) *[16]*gemm.PackedB {
+	u, su := winoFilters(w, g)
+	var pu [16]*gemm.PackedB
+	for xi := range pu {
+		pu[xi] = gemm.PackB(true, g.OutC, g.InC, u[xi*su:], max(g.InC, 1))
 	}
 	return &pu
 }

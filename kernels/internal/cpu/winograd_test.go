@@ -191,3 +191,43 @@ func TestWinogradBlocks(t *testing.T) {
 		}
 	}
 }
+
+// TestWinogradNarrow holds the products of a convolution of fewer tiles than winoNarrow, which
+// run transposed (productsT), to the bits of the same samples in a batch wide enough for the
+// plain products: forward, with a plan's filters and without, and flipped (an input gradient's,
+// w read as the weights [InC][OutC] of the convolution it is the gradient of).
+func TestWinogradNarrow(t *testing.T) {
+	r := rand.New(rand.NewPCG(103, 104))
+	w := randVec(r, 64*72*9)
+	plan := NewConvPlan(w)
+	for _, flip := range []bool{false, true} {
+		g := ConvGeom{N: 4, InC: 72, InH: 7, InW: 7, OutC: 64, KH: 3, KW: 3, Stride: 1} // padded: 16 tiles a sample
+		if flip {
+			g.InC, g.OutC = 64, 72
+		}
+		one := g
+		one.N = 1
+		if _, _, per := winoTiles(g); per >= winoNarrow || g.N*per < winoNarrow {
+			t.Fatalf("%d tiles a sample, %d in the batch: want the sample narrow, the batch not", per, g.N*per)
+		}
+		x := randVec(r, g.N*g.InC*g.InH*g.InW)
+		y := make([]float32, g.N*g.OutC*g.ColCols())
+		winogradConv(y, x, w, nil, g, flip)
+		in, out := g.InC*g.InH*g.InW, g.OutC*g.ColCols()
+		plans := []*ConvPlan{nil, plan}
+		if flip {
+			plans = plans[:1] // a plan holds a forward convolution's filters
+		}
+		for n := range g.N {
+			for _, p := range plans {
+				yn := make([]float32, out)
+				winogradConvU(yn, x[n*in:(n+1)*in], w, nil, one, flip, p)
+				for i, v := range yn {
+					if math.Float32bits(v) != math.Float32bits(y[n*out+i]) {
+						t.Fatalf("flip %v, plan %v, sample %d: y[%d] = %v alone (narrow), %v in the batch", flip, p != nil, n, i, v, y[n*out+i])
+					}
+				}
+			}
+		}
+	}
+}
