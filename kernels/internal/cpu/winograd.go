@@ -30,9 +30,8 @@ type winoScratch struct {
 	offs   []int32
 
 	y, x, w, bias, u []float32
-	plan             *ConvPlan // the filters' prepared forms, or nil: U made by the call
-	pa               *[16]*gemm.Packed  // plan's, for wide blocks
-	pt               *[16]*gemm.PackedB // plan's, for a narrow call's block
+	pa               *[16]*gemm.Packed  // a plan's filters for wide blocks (nil: U, made by the call)
+	pt               *[16]*gemm.PackedB // a plan's filters for a narrow call's block
 	narrow           bool               // the call's one block is narrow (see winoNarrow)
 	g                ConvGeom
 	su, p, pb        int
@@ -117,7 +116,7 @@ func winogradConvU(y, xpad, w, bias []float32, g ConvGeom, flip bool, plan *Conv
 	_, _, per := winoTiles(g)
 	s := winoScratches.Get().(*winoScratch)
 	defer winoScratches.Put(s)
-	s.y, s.x, s.w, s.bias, s.g, s.flip, s.plan = y, xpad, w, bias, g, flip, plan
+	s.y, s.x, s.w, s.bias, s.g, s.flip = y, xpad, w, bias, g, flip
 	s.p = g.N * per
 	s.pb = winoBlock(g, s.p)
 	s.narrow = s.p < winoNarrow
