@@ -204,10 +204,10 @@ func (b *block) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x) }
 
 // forward is the block's pass.
 func (b *block) forward(x *nn.Tensor) *nn.Tensor {
-	h := nn.ReLU(b.Bn1.Forward(b.Conv1.Forward(x)))
-	h = b.Bn2.Forward(b.Conv2.Forward(h))
+	h := nn.ReLU(nn.ConvBatchNorm(x, b.Conv1, b.Bn1))
+	h = nn.ConvBatchNorm(h, b.Conv2, b.Bn2)
 	if b.Conv3 != nil {
-		h = b.Bn3.Forward(b.Conv3.Forward(nn.ReLU(h)))
+		h = nn.ConvBatchNorm(nn.ReLU(h), b.Conv3, b.Bn3)
 	}
 	s := x
 	if b.Downsample != nil {

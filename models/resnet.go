@@ -108,7 +108,7 @@ func (m *ResNet) String() string { return m.name }
 
 // Forward maps images [N C H W] (normalized) to logits [N classes].
 func (m *ResNet) Forward(x *nn.Tensor) *nn.Tensor {
-	x = nn.MaxPool2d(nn.ReLU(m.BN1.Forward(m.Conv1.Forward(x))), 3, 2, 1)
+	x = nn.MaxPool2d(nn.ReLU(nn.ConvBatchNorm(x, m.Conv1, m.BN1)), 3, 2, 1)
 	x = m.Layer4.Forward(m.Layer3.Forward(m.Layer2.Forward(m.Layer1.Forward(x))))
 	return m.FC.Forward(nn.Flatten(nn.GlobalAvgPool(x)))
 }
@@ -118,9 +118,9 @@ func (b *ResBlock) Forward(x *nn.Tensor) *nn.Tensor { return b.checkpointed(b, x
 
 // forward is the block's pass.
 func (b *ResBlock) forward(x *nn.Tensor) *nn.Tensor {
-	y := b.BN2.Forward(b.Conv2.Forward(nn.ReLU(b.BN1.Forward(b.Conv1.Forward(x)))))
+	y := nn.ConvBatchNorm(nn.ReLU(nn.ConvBatchNorm(x, b.Conv1, b.BN1)), b.Conv2, b.BN2)
 	if b.Conv3 != nil {
-		y = b.BN3.Forward(b.Conv3.Forward(nn.ReLU(y)))
+		y = nn.ConvBatchNorm(nn.ReLU(y), b.Conv3, b.BN3)
 	}
 	if b.Downsample != nil {
 		x = b.Downsample.Forward(x)

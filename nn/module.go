@@ -29,12 +29,32 @@ func (f Fn) Forward(x *Tensor) *Tensor { return f(x) }
 // ("0.weight"), as torch.nn.Sequential's.
 type Sequential []Module
 
-// Forward runs the modules in order.
+// Forward runs the modules in order; a Conv2dLayer followed by a BatchNorm2dLayer runs as
+// ConvBatchNorm.
 func (s Sequential) Forward(x *Tensor) *Tensor {
-	for _, m := range s {
-		x = m.Forward(x)
+	for i := 0; i < len(s); i++ {
+		if c, b, ok := convBN(s[i], s, i); ok {
+			x = ConvBatchNorm(x, c, b)
+			i++
+			continue
+		}
+		x = s[i].Forward(x)
 	}
 	return x
+}
+
+// convBN returns m and the module after it, ms[i+1], when they are a convolution and a batch norm.
+func convBN[S ~[]E, E any](m Module, ms S, i int) (*Conv2dLayer, *BatchNorm2dLayer, bool) {
+	c, ok := m.(*Conv2dLayer)
+	if !ok || i+1 >= len(ms) {
+		return nil, nil, false
+	}
+	var next any = ms[i+1]
+	if e, ok := next.(Entry); ok {
+		next = e.Module
+	}
+	b, ok := next.(*BatchNorm2dLayer)
+	return c, b, ok
 }
 
 // Dict runs its modules in order, as Sequential does, and names their tensors by each entry's
@@ -47,10 +67,15 @@ type Entry struct {
 	Module Module
 }
 
-// Forward runs the modules in order.
+// Forward runs the modules in order, as Sequential does.
 func (d Dict) Forward(x *Tensor) *Tensor {
-	for _, e := range d {
-		x = e.Module.Forward(x)
+	for i := 0; i < len(d); i++ {
+		if c, b, ok := convBN(d[i].Module, d, i); ok {
+			x = ConvBatchNorm(x, c, b)
+			i++
+			continue
+		}
+		x = d[i].Module.Forward(x)
 	}
 	return x
 }

@@ -199,8 +199,10 @@ type Graph struct {
 	sync    *bnSync         // set by SyncBatchNorm
 	// Freeze's promise, and the convolutions and products it let evaluation passes prepare, by
 	// their weights.
-	frozen   bool
-	prepared map[kernels.F32]prepared
+	frozen      bool
+	prepared    map[kernels.F32]prepared
+	foldedConvs map[kernels.F32]*foldedConv // by the convolution's weights (ConvBatchNorm)
+	foldedPass  bool                        // this pass ran a folded convolution: no Backward
 	// OnGradient's hook, and Backward's schedule of it: each attached parameter's first use in
 	// the record (-1: none), and the parameters' indices in the order their gradients complete.
 	onGrad   func(p *Tensor) error
@@ -319,7 +321,7 @@ func (g *Graph) Reset(train bool, seed uint64) {
 	g.tensors.reset()
 	g.dims.reset()
 	g.lists.reset()
-	g.err, g.train, g.seed, g.draws, g.backward = nil, train, seed, 0, false
+	g.err, g.train, g.seed, g.draws, g.backward, g.foldedPass = nil, train, seed, 0, false, false
 	if train {
 		g.Thaw()
 	}
@@ -329,13 +331,20 @@ func (g *Graph) Reset(train bool, seed uint64) {
 // change from now on, as torch.jit.freeze does of a module for inference: its evaluation passes
 // then prepare the weights of each convolution and linear layer once for the op set
 // (kernels.PrepareConv2D, PrepareGemm: the CPU op set transforms and packs them, which it
-// otherwise does at every call) and keep them across Reset. The promise holds until Thaw, or until a training pass (Reset with train), which
-// updates the parameters after it: call Thaw when they change otherwise (weights loaded, an
-// average swapped in). The results are those of a graph that was not frozen, bit for bit.
+// otherwise does at every call), fold batch norms into the convolutions before them
+// (ConvBatchNorm), and keep what they made across Reset. The promise holds until Thaw, or until
+// a training pass (Reset with train), which updates the parameters after it: call Thaw when they
+// change otherwise (weights loaded, an average swapped in). The results are those of a graph
+// that was not frozen, bit for bit, but where batch norms were folded: within float32 rounding.
 func (g *Graph) Freeze() { g.frozen = true }
 
 // Thaw ends Freeze's promise and drops what it let the graph prepare.
-func (g *Graph) Thaw() { g.frozen, g.prepared = false, nil }
+func (g *Graph) Thaw() {
+	for _, f := range g.foldedConvs {
+		g.releaseFolded(f)
+	}
+	g.frozen, g.prepared, g.foldedConvs = false, nil, nil
+}
 
 // prepared is what a frozen graph prepared of a parameter: its convolution, or its product as
 // a linear layer's weights.
@@ -581,6 +590,10 @@ func graphOf(op string, ts ...*Tensor) *Graph {
 func (g *Graph) Backward(y, dy *Tensor) error {
 	if g.err != nil {
 		return g.err
+	}
+	if g.foldedPass {
+		return fmt.Errorf("nn: backward of a frozen graph's evaluation pass that folded batch norms into convolutions "+
+			"(ConvBatchNorm: the weights it ran over are not the parameters): Thaw the graph, or run the pass in training: %w", ErrGraph)
 	}
 	if y == nil || y.g != g || y.id == 0 {
 		if y != nil && y.g != nil && y.g != g && y.g.err != nil {
