@@ -537,13 +537,15 @@ extern "C" __global__ void bn_backward_input_f32(float *dx, const float *dy, con
 	}
 }
 
-// y[r] = mean of row r of x [rows][inner], summed in float in index order as on the CPU.
+// y[r] = mean of row r of x [rows][inner], summed as on the CPU (cpu.sums): in double, value j
+// into partial j%16, the partials added in order, the sum divided by inner and rounded once.
 extern "C" __global__ void gap_f32(float *y, const float *x, i64 rows, i64 inner) {
-	float inv = 1.0f / (float)inner;
 	GRID_STRIDE(r, rows) {
-		float s = 0;
-		for (i64 j = 0; j < inner; j++) s += x[r * inner + j];
-		y[r] = s * inv;
+		double p[16] = {0};
+		for (i64 j = 0; j < inner; j++) p[j & 15] += (double)x[r * inner + j];
+		double s = 0;
+		for (int k = 0; k < 16; k++) s += p[k];
+		y[r] = (float)(s / (double)inner);
 	}
 }
 
