@@ -62,6 +62,14 @@
 // A Graph and the tensors of it are used by one goroutine. Ops enqueue kernels on the graph's
 // stream and do not wait: reading a tensor (Tensor.Host) synchronizes the stream.
 //
+// # Inference
+//
+// Graph.Freeze makes a graph's evaluation passes an inference engine's: parameters and buffers
+// are taken as constants (as torch.jit.freeze takes them), so each convolution's and linear
+// layer's weights are prepared once for the op set (transformed and packed on the CPU) and batch
+// norms are folded into the convolutions before them (ConvBatchNorm), kept across Reset until
+// Thaw or a training pass. The trainer's evaluation passes, and so prediction, run frozen.
+//
 // # Determinism
 //
 // Every op is bit-for-bit repeatable on one backend; Backward visits the record in a fixed

@@ -9,8 +9,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/nn"
 )
 
@@ -19,22 +17,8 @@ import (
 // depthwise, in a Sequential and in a Dict), equal to the two ops within float32 rounding; a
 // grouped convolution is left alone (the same bits); such a pass refuses a backward pass.
 func TestConvBatchNormFolded(t *testing.T) {
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	ops, err := kernels.For(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mem := nn.NewArena(dev)
-	defer mem.Free()
+	e := newEnv(t)
+	ops, s, mem := e.ops, e.s, e.a
 	bn := func(c int) *nn.BatchNorm2dLayer { b := nn.NewBatchNorm2d(c); b.Eps = 1e-3; return b }
 	m := nn.Sequential{
 		nn.NewConv2d(6, 8, 3, nn.ConvOptions{Padding: 1}, true), bn(8),

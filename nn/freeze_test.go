@@ -6,8 +6,6 @@ import (
 	"testing"
 	"unsafe"
 
-	"github.com/stoke-ml/stoke/gpu"
-	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/nn"
 )
 
@@ -15,22 +13,8 @@ import (
 // over weights prepared once (a batch norm folded in), to a graph that is not frozen, pass after
 // pass, and checks that Thaw and a training pass let a change of the weights through.
 func TestFreeze(t *testing.T) {
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	ops, err := kernels.For(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mem := nn.NewArena(dev)
-	defer mem.Free()
+	e := newEnv(t)
+	ops, s, mem := e.ops, e.s, e.a
 	m := nn.Sequential{
 		nn.NewConv2d(64, 64, 3, nn.ConvOptions{Padding: 1}, true), // Winograd on the CPU
 		nn.NewBatchNorm2d(64),
@@ -116,22 +100,8 @@ func TestFreeze(t *testing.T) {
 // gradient, a saliency map) gives the gradients of a graph that is not frozen, though its
 // convolutions ran over prepared weights, which leave nothing for the backward pass.
 func TestFreezeBackward(t *testing.T) {
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	ops, err := kernels.For(dev)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	mem := nn.NewArena(dev)
-	defer mem.Free()
+	e := newEnv(t)
+	ops, s, mem := e.ops, e.s, e.a
 	m := nn.Sequential{
 		nn.NewConv2d(3, 8, 1, nn.ConvOptions{}, true), // unpadded: read in place when prepared
 		nn.NewConv2d(8, 4, 3, nn.ConvOptions{Padding: 1}, false),
