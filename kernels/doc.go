@@ -11,7 +11,10 @@
 // whichever op set it returns (a user's registered one too), so every backend refuses a bad call
 // with the same error before the call reaches it. ForPrecision(dev, BF16 or FP16) gives an op set
 // of dev whose products (Gemm, GemmStrided and Conv2D; DepthwiseConv2D stays fp32) take 16-bit operands with fp32 accumulation:
-// mixed precision, for every op set that implements MixedPrecision.
+// mixed precision, for every op set that implements MixedPrecision. PrepareConv2D and PrepareGemm
+// give a convolution or a product over weights that stay as they are (inference), prepared once
+// by an op set that implements Preparer (the CPU's transforms and packs them) and otherwise the
+// plain op over them.
 //
 // Operands are typed views (F32, I32, U8) into device buffers: a buffer, an element offset and a
 // length, so that one allocation can hold many tensors. Matrices are row-major and packed; images
@@ -27,9 +30,10 @@
 //
 // # Ownership
 //
-// Ops neither allocate nor free device memory, with one exception: the bf16/fp16 CUDA op sets
+// Ops neither allocate nor free device memory, with two exceptions: the bf16/fp16 CUDA op sets
 // (ForPrecision) keep a block of 16-bit memory per stream (for the last few streams) for the
-// converted operands of the products, until the device closes. The caller owns every buffer and
+// converted operands of the products, until the device closes; and the CPU op set's prepared
+// convolutions and products keep their forms of the weights (Go memory) while they are in use. The caller owns every buffer and
 // must keep it alive, and unchanged where an op reads it, until the stream has run the op. Host
 // slices given to an op (NormalizeU8's mean and std, the shapes and strides of Binary, SumTo and
 // CopyStrided) are copied when it is enqueued.

@@ -36,9 +36,10 @@ type Preparer interface {
 
 // PrepareConv2D returns the forward convolution of geometry g's weights (OutC, InC, KH and KW;
 // the rest of g is not read) over w, prepared by ops where it implements Preparer, else
-// ops.Conv2D over w: for inference, whose weights stay as they are. The convolution reads w when a call first needs a form of it (on the stream, in
-// order), and w must not change after that; its results are ops.Conv2D's. Its calls pass the
-// argument checks of ops.Conv2D, and their weight geometry must be g's.
+// ops.Conv2D over w: for inference, whose weights stay as they are. The convolution reads w when
+// a call first needs a form of it (on the stream, in order), and w must not change after that;
+// its results are ops.Conv2D's. Its calls pass the argument checks of ops.Conv2D, and their
+// weight geometry must be g's.
 func PrepareConv2D(ops Ops, w F32, g Conv2D) (PreparedConv2D, error) {
 	c := call{op: "prepare conv2d"}
 	if g.OutC <= 0 || g.InC <= 0 || g.KH <= 0 || g.KW <= 0 || !fits(g.OutC, g.InC, g.KH, g.KW) {
