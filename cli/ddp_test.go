@@ -13,6 +13,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/stoke-ml/stoke/gpu"
 )
 
 // freePort returns a TCP port on 127.0.0.1 that nothing listened on a moment ago.
@@ -100,6 +102,18 @@ func TestTrainDataParallel(t *testing.T) {
 	}
 	if !strings.Contains(outs[0].stdout, "batch 8 per rank x 2 ranks = 16") {
 		t.Errorf("rank 0's report does not state the global batch:\n%s", outs[0].stdout)
+	}
+	// The FLOP/s are of every rank's samples, against both ranks' peak (each started by hand takes
+	// every core: no launcher said it shares the host).
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := gpu.PeakFLOPS(dev)
+	dev.Close()
+	if res.FLOPsPerS != float64(res.TrainFLOPsPerSample)*res.SamplesPerS || peak > 0 && (res.PeakFLOPsPerS != 2*peak || res.MFU == nil) {
+		t.Errorf("rank 0 JSON: %g FLOP/s of %d a sample at %g samples/s, peak %g, mfu %v; want their product, and 2 x the cpu's peak %g with an mfu",
+			res.FLOPsPerS, res.TrainFLOPsPerSample, res.SamplesPerS, res.PeakFLOPsPerS, res.MFU, peak)
 	}
 	for _, split := range []struct {
 		name    string

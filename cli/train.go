@@ -14,8 +14,10 @@ import (
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/atomicfile"
 	"github.com/stoke-ml/stoke/internal/progress"
+	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/loaders"
 	"github.com/stoke-ml/stoke/models"
+	"github.com/stoke-ml/stoke/nn"
 	"github.com/stoke-ml/stoke/train"
 	"github.com/stoke-ml/stoke/weights"
 )
@@ -308,6 +310,11 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	if tf.lrFind {
 		return lrFind(ctx, e, tr, train.FromLoader(trainL))
 	}
+	// Counted before the run, so that a model whose forward pass cannot be traced fails now.
+	flopsPerSample, err := trainFLOPs(m)
+	if err != nil {
+		return err
+	}
 	res, err := tr.Fit(ctx, train.FromLoader(trainL), train.FromLoader(evalL))
 	if bar != nil {
 		bar.Finish()
@@ -331,6 +338,8 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 	}
 	e.printf("%s accuracy %.2f%% after %d epochs, final training loss %.6f, %.0f samples/s, %.1f s\n",
 		sets.evalName, 100*res.TestAcc, res.Epochs, res.FinalLoss, res.SamplesPerS, res.Seconds)
+	fl := runFLOPs(flopsPerSample, res.SamplesPerS, gpu.PeakFLOPS(dev), group.Size(), dev.Info().Backend == "cpu" || cfg.Precision == kernels.FP32)
+	e.printf("%s\n", fl.text(group.Size()))
 	if res.StoppedEarly {
 		e.printf("stopped early after epoch %d: no better %s accuracy than epoch %d's in %d epochs\n", res.StoppedEpoch, sets.evalName, res.BestEpoch, loop.earlyStop)
 	}
@@ -364,7 +373,60 @@ func runTrain(ctx context.Context, e *env, args []string) error {
 		Batch: lf.batch, GlobalBatch: group.Size() * lf.batch, WorldSize: group.Size(), SyncBN: tf.syncBN, Skipped: skipped,
 		Optimizer: tf.optimizer, LR: tf.lr, WeightDecay: tf.wd, LabelSmoothing: tf.smoothing, WarmupEpochs: tf.warmup, Augment: lf.augment.policy,
 		MixUp: mix.MixUpAlpha, CutMix: mix.CutMixAlpha, RandomErasing: lf.augment.erasing, EMA: cfg.EMA, LayerDecay: cfg.LayerDecay,
-		EMAWarmup: cfg.EMAWarmup, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
+		EMAWarmup: cfg.EMAWarmup, flopsJSON: fl, Warnings: append(warnings(emaWarning), logs.Warnings()...)})
+}
+
+// trainFLOPs is the FLOPs of training m on one sample: the multiply-adds of its forward pass
+// (nn.Summarize's, stoke summary's macs) at 2 FLOPs each, 3 times over (the backward pass computes
+// two products per forward one), as package models' benchmarks count them. It is the model's count,
+// not the run's: it leaves out the forward passes --grad-checkpointing recomputes, and counts the
+// weight gradients of frozen layers, which are not computed.
+func trainFLOPs(m *train.Model) (int64, error) {
+	in := m.Input()
+	s, err := nn.Summarize(m.Module(), 1, in.C, in.H, in.W)
+	if err != nil {
+		return 0, fmt.Errorf("%s: counting its FLOPs: %w", m.Name(), err)
+	}
+	return 6 * s.MACs, nil
+}
+
+// flopsJSON is the model FLOPs utilization of a run in stoke train's --json line. FLOPsPerS is
+// train_flops_per_sample x samples_per_s: over every rank, as samples_per_s is. PeakFLOPsPerS is
+// the float32 peak of the run's devices (gpu.PeakFLOPS of rank 0's, times world_size) and MFU
+// flops_per_s over it; both are omitted when the peak is unknown, and when the products run in 16
+// bits on a device other than the CPU (whose emulation computes in float32): their peak there, a
+// tensor core's, is not the float32 one.
+type flopsJSON struct {
+	TrainFLOPsPerSample int64    `json:"train_flops_per_sample"`
+	FLOPsPerS           float64  `json:"flops_per_s"`
+	PeakFLOPsPerS       float64  `json:"peak_flops_per_s,omitempty"`
+	MFU                 *float64 `json:"mfu,omitempty"`
+}
+
+// runFLOPs is the flopsJSON of a run of perSample FLOPs a sample at samplesPerS over world ranks
+// whose devices peak at peak each; atPeak says that the products run at that peak (in float32).
+func runFLOPs(perSample int64, samplesPerS, peak float64, world int, atPeak bool) flopsJSON {
+	f := flopsJSON{TrainFLOPsPerSample: perSample, FLOPsPerS: float64(perSample) * samplesPerS}
+	if peak > 0 && atPeak {
+		f.PeakFLOPsPerS = peak * float64(world)
+		mfu := f.FLOPsPerS / f.PeakFLOPsPerS
+		f.MFU = &mfu
+	}
+	return f
+}
+
+// text is the summary's line of f, for a run over world ranks.
+func (f flopsJSON) text(world int) string {
+	s := fmt.Sprintf("model FLOPs: %.3g GFLOP/s (%.3g MFLOP a training sample)", f.FLOPsPerS/1e9, float64(f.TrainFLOPsPerSample)/1e6)
+	devices := "device's"
+	if world > 1 {
+		s += fmt.Sprintf(" over %d ranks", world)
+		devices = "devices'"
+	}
+	if f.MFU == nil {
+		return s + ", the " + devices + " peak unknown"
+	}
+	return s + fmt.Sprintf(", %.1f%% of the %s float32 peak of %.4g GFLOP/s (MFU)", 100**f.MFU, devices, f.PeakFLOPsPerS/1e9)
 }
 
 // resumeAfterRestart reports whether a run restarted by its launcher should continue from its
@@ -484,6 +546,7 @@ type trainResult struct {
 	RandomErasing  float64 `json:"random_erasing"`
 	EMA            float64 `json:"ema"`
 	LayerDecay     float64 `json:"layer_decay"`
+	flopsJSON
 	// EMAWarmup says that the EMA's decay warmed up: --ema-warmup, or a run shorter than its
 	// decay needs (see loopFlags.emaDefault).
 	EMAWarmup bool `json:"ema_warmup,omitempty"`

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"math"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -8,6 +9,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/models"
 )
 
@@ -64,6 +66,92 @@ func TestTrainCheckpointResume(t *testing.T) {
 	_, errOut, code = stoke(t, append(args, "--epochs", "2", "--resume", ck)...)
 	if code != 1 || !strings.Contains(errOut, "checkpoint") {
 		t.Errorf("resume from a truncated checkpoint: exit %d, stderr %q; want 1 and a checkpoint error", code, errOut)
+	}
+}
+
+// TestTrainFLOPs: stoke train --json reports the model's training FLOPs a sample, 6 times the
+// multiply-adds stoke summary counts for it, the FLOP/s they make at samples_per_s, the CPU
+// device's peak and their share of it; the text summary says the same in one line.
+func TestTrainFLOPs(t *testing.T) {
+	root := photoFolder(t, 2, 4, nil)
+	out, errOut, code := stoke(t, "train", "--data", root, "--size", "8", "--model", "mlp", "--batch", "4", "--epochs", "1",
+		"--val-split", "0.25", "--json")
+	if code != 0 {
+		t.Fatalf("train: exit %d: %s", code, errOut)
+	}
+	var res struct {
+		trainJSON
+		PerSample *int64   `json:"train_flops_per_sample"`
+		FLOPsPerS *float64 `json:"flops_per_s"`
+		Peak      *float64 `json:"peak_flops_per_s"`
+		MFU       *float64 `json:"mfu"`
+	}
+	lastJSON(t, out, &res)
+	if res.PerSample == nil || res.FLOPsPerS == nil || res.SamplesPerS == nil || *res.PerSample <= 0 || *res.FLOPsPerS <= 0 {
+		t.Fatalf("train --json = %q; want positive train_flops_per_sample, flops_per_s and samples_per_s", out)
+	}
+	if want := float64(*res.PerSample) * *res.SamplesPerS; math.Abs(*res.FLOPsPerS-want) > 1e-9*want {
+		t.Errorf("flops_per_s = %g; want train_flops_per_sample x samples_per_s = %d x %g = %g", *res.FLOPsPerS, *res.PerSample, *res.SamplesPerS, want)
+	}
+
+	sumOut, errOut, code := stoke(t, "summary", "--model", "mlp", "--size", "8", "--channels", "3", "--classes", "2", "--json", "-q")
+	if code != 0 {
+		t.Fatalf("summary: exit %d: %s", code, errOut)
+	}
+	var sum summaryJSON
+	lastJSON(t, sumOut, &sum)
+	if sum.MACs <= 0 || *res.PerSample != 6*sum.MACs {
+		t.Errorf("train_flops_per_sample = %d; want 6 x the %d multiply-adds stoke summary counts", *res.PerSample, sum.MACs)
+	}
+
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	peak := gpu.PeakFLOPS(dev)
+	dev.Close()
+	if peak == 0 {
+		if res.Peak != nil || res.MFU != nil {
+			t.Errorf("train --json = %q; want no peak_flops_per_s nor mfu where the CPU's peak is unknown", out)
+		}
+		t.Skip("this host's CPU peak is unknown: no mfu to check")
+	}
+	if res.Peak == nil || *res.Peak != peak || res.MFU == nil {
+		t.Fatalf("train --json = %q; want peak_flops_per_s %g (gpu.PeakFLOPS of the cpu device) and mfu", out, peak)
+	}
+	if want := *res.FLOPsPerS / peak; *res.MFU <= 0 || *res.MFU > 1 || math.Abs(*res.MFU-want) > 1e-9*want {
+		t.Errorf("mfu = %g; want flops_per_s / peak_flops_per_s = %g, in (0, 1]", *res.MFU, want)
+	}
+	if !regexp.MustCompile(`model FLOPs: [0-9.e+]+ GFLOP/s \([0-9.e+]+ MFLOP a training sample\), [0-9.]+% of the device's float32 peak of [0-9.e+]+ GFLOP/s \(MFU\)\n`).MatchString(out) {
+		t.Errorf("train's summary %q has no line of its model FLOPs and MFU", out)
+	}
+}
+
+// TestRunFLOPs: over several ranks the peak is theirs together; without a known float32 peak
+// (unknown, or 16-bit products on a device other than the CPU) there is no peak nor mfu.
+func TestRunFLOPs(t *testing.T) {
+	f := runFLOPs(600, 1000, 1e9, 2, true)
+	if f.TrainFLOPsPerSample != 600 || f.FLOPsPerS != 6e5 || f.PeakFLOPsPerS != 2e9 || f.MFU == nil || *f.MFU != 3e-4 {
+		t.Errorf("runFLOPs(600, 1000, 1e9, 2 ranks) = %+v; want 6e5 FLOP/s of a 2e9 peak, mfu 3e-4", f)
+	}
+	if got, want := f.text(2), "model FLOPs: 0.0006 GFLOP/s (0.0006 MFLOP a training sample) over 2 ranks, 0.0% of the devices' float32 peak of 2 GFLOP/s (MFU)"; got != want {
+		t.Errorf("text = %q; want %q", got, want)
+	}
+	for _, c := range []struct {
+		peak   float64
+		atPeak bool
+	}{{0, true}, {1e9, false}} {
+		f := runFLOPs(600, 1000, c.peak, 1, c.atPeak)
+		if f.FLOPsPerS != 6e5 || f.PeakFLOPsPerS != 0 || f.MFU != nil {
+			t.Errorf("runFLOPs(peak %g, at peak %v) = %+v; want 6e5 FLOP/s, no peak, no mfu", c.peak, c.atPeak, f)
+		}
+		b, err := marshalJSON(f)
+		if err != nil || strings.Contains(string(b), "mfu") || strings.Contains(string(b), "peak") {
+			t.Errorf("marshalJSON(%+v) = %s, %v; want neither peak_flops_per_s nor mfu", f, b, err)
+		}
+		if got := f.text(1); !strings.HasSuffix(got, ", the device's peak unknown") {
+			t.Errorf("text = %q; want the peak said unknown", got)
+		}
 	}
 }
 

@@ -9,7 +9,10 @@
 // Kernels of the CPU backend are Host functions over HostBytes. Other backends live in packages of
 // their own and register themselves (Register) when imported: the CUDA backend is package
 // gpu/cuda, built with -tags cuda (import _ "github.com/stoke-ml/stoke/gpu/cuda"); a user's
-// backend registers the same way. This package exports no backend's internals.
+// backend registers the same way. This package exports no backend's internals. A device that
+// knows its peak float32 FLOP/s says so as a Peaker (PeakFLOPS): the CPU backend's from its cores,
+// clock and vector width, the CUDA backend's from its multiprocessors and clock; a run's model
+// FLOPs utilization is measured against it.
 //
 // The Feeder is the data path's last step. Per batch the producer (the loader) fills a
 // pinned.Slot and calls Feed, which enqueues the slot's regions on the feeder's copy stream

@@ -4,10 +4,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"os"
-	"runtime"
-	"strconv"
-	"strings"
 	"testing"
 
 	"github.com/stoke-ml/stoke/gpu"
@@ -27,7 +23,7 @@ import (
 // convnext_tiny, efficientnet_b0 and swin_t at 64 px, batch 16, with SGD. Beside samples/s it
 // reports the FLOP/s achieved (a step as 3 forward passes of 2 FLOPs per multiply-add of
 // nn.Summarize: the backward pass computes two products per forward one) and that as a share of
-// the machine's FMA peak (see fmaPeak). scripts/torch_zoo_step.py times the zoo's models,
+// the device's float32 peak (gpu.PeakFLOPS). scripts/torch_zoo_step.py times the zoo's models,
 // batches and optimizers in PyTorch: run the two alternately and compare samples/s
 // (docs/figures.md).
 func BenchmarkTrainStep(b *testing.B) {
@@ -59,7 +55,7 @@ func BenchmarkTrainStep(b *testing.B) {
 			// The process's CPU per step (the loader's workers' included), steadier than the wall
 			// time on a shared machine; torch_zoo_step.py prints its cpu_ms_per_step.
 			b.ReportMetric((cpu1-cpu0).Seconds()*1000/float64(max(b.N, 2)), "cpu-ms/step")
-			reportFLOPs(b, 6*float64(macs)*res.SamplesPerS)
+			reportFLOPs(b, tr.Device(), 6*float64(macs)*res.SamplesPerS)
 		})
 	}
 }
@@ -68,7 +64,8 @@ func BenchmarkTrainStep(b *testing.B) {
 // back, after one untimed pass) of the models issue 43 compares with onnxruntime, resnet18, convnext_tiny,
 // efficientnet_b0 and vit_b_16 at 224 px, at batch 1 and 32, over random images already in
 // memory (no decoding, no resize: what onnxruntime is timed on), with its FLOP/s and their share
-// of the FMA peak. Run one model at a time: vit_b_16 at batch 32 is a minute of this machine.
+// of the device's float32 peak. Run one model at a time: vit_b_16 at batch 32 is a minute of
+// this machine.
 func BenchmarkInfer(b *testing.B) {
 	for _, name := range []string{"resnet18", "convnext_tiny", "efficientnet_b0", "vit_b_16"} {
 		for _, n := range []int{1, 32} {
@@ -87,7 +84,7 @@ func BenchmarkInfer(b *testing.B) {
 				}
 				perS := float64(b.N*n) / b.Elapsed().Seconds()
 				b.ReportMetric(perS, "images/s")
-				reportFLOPs(b, 2*float64(macs)*perS)
+				reportFLOPs(b, tr.Device(), 2*float64(macs)*perS)
 			})
 		}
 	}
@@ -134,32 +131,11 @@ func benchTrainer(b *testing.B, spec string, in train.Shape, n, samples int, opt
 	return tr, data, sum.MACs
 }
 
-// reportFLOPs reports flops (FLOP/s) in GFLOP/s and as a percentage of fmaPeak, when known.
-func reportFLOPs(b *testing.B, flops float64) {
+// reportFLOPs reports flops (FLOP/s) in GFLOP/s and as a percentage of dev's peak
+// (gpu.PeakFLOPS), when known.
+func reportFLOPs(b *testing.B, dev gpu.Device, flops float64) {
 	b.ReportMetric(flops/1e9, "GFLOP/s")
-	if peak := fmaPeak(); peak > 0 {
+	if peak := gpu.PeakFLOPS(dev); peak > 0 {
 		b.ReportMetric(100*flops/peak, "%peak")
 	}
-}
-
-// fmaPeak is the float32 FLOP/s of GOMAXPROCS cores that each retire two 8-wide fused
-// multiply-adds a cycle (AVX2's peak on the AMD EPYC and Intel cores these benchmarks are run on;
-// a core with two full 512-bit FMA units peaks at twice it) at the clock /proc/cpuinfo gives its
-// first core, 0 where the file says none. A virtual machine's file often gives the base clock,
-// not the boost the cores run at, so the share can read high.
-func fmaPeak() float64 {
-	b, err := os.ReadFile("/proc/cpuinfo")
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(string(b), "\n") {
-		if k, v, ok := strings.Cut(line, ":"); ok && strings.TrimSpace(k) == "cpu MHz" {
-			mhz, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-			if err != nil || !(mhz > 0) {
-				return 0
-			}
-			return float64(runtime.GOMAXPROCS(0)) * mhz * 1e6 * 2 * 8 * 2
-		}
-	}
-	return 0
 }

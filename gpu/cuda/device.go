@@ -153,6 +153,7 @@ func (cudaBackend) Open(index int) (gpu.Device, error) {
 		info:    info,
 		dev:     cu.Device(index),
 		exact:   os.Getenv("STOKE_CUDA_EXACT_ALLOC") == "1",
+		peak:    peakFLOPS(cu.Device(index)),
 		streams: make(map[*cudaStream]struct{}),
 		cache:   make(map[int][]cu.DevicePtr),
 		live:    make(map[cu.DevicePtr]int),
@@ -255,7 +256,8 @@ type cudaDevice struct {
 	info  gpu.Info
 	dev   cu.Device
 	th    *cudaThread
-	exact bool // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
+	exact bool    // STOKE_CUDA_EXACT_ALLOC=1: blocks of the exact size asked for (see Alloc)
+	peak  float64 // PeakFLOPS, read when the device opened
 
 	opsMu sync.Mutex
 	ops   *cudaOps // the device's op set, made by the first kernels.For (cudaFor)
