@@ -42,7 +42,7 @@ func photos(b *testing.B) [][]byte {
 }
 
 // synthetic is a 500x375 photo-like JPEG (smooth gradients plus texture), made here.
-func synthetic(b *testing.B) []byte {
+func synthetic(b testing.TB) []byte {
 	in := hwc(375, 500, 3, func(y, x, c int) byte {
 		return byte((x*(c+1) + y*(3-c) + (x*y)%37 + (x^y)%13) / 2)
 	})
@@ -173,6 +173,51 @@ func BenchmarkDecodeModes(b *testing.B) {
 		for _, m := range []DecodeMode{FastDecode, ExactDecode} {
 			b.Run(c.name+"/"+m.String(), func(b *testing.B) { benchApply(b, c.chain.WithDecode(m), imgs, 1) })
 		}
+	}
+}
+
+// BenchmarkApplyCoefficients is the host's share of a device decode against the host path, per
+// image, one Worker: the photo set of $STOKE_PHOTOS (or, without it, the synthetic 500x375 JPEG)
+// through RandomResizedCrop(224) and a flip, by Apply ("apply": decode and resample into 3x224x224
+// pixels) and by ApplyCoefficients ("coefficients": entropy decode into the record; its mean
+// length in record-bytes/image, against the pixels' 150,528).
+func BenchmarkApplyCoefficients(b *testing.B) {
+	imgs := [][]byte{synthetic(b)}
+	if os.Getenv("STOKE_PHOTOS") != "" {
+		imgs = photos(b)
+	}
+	p, s := Compose(RandomResizedCrop(224), HorizontalFlip(0.5)), Shape{C: 3, H: 224, W: 224}
+	for _, device := range []bool{false, true} {
+		name := map[bool]string{false: "apply", true: "coefficients"}[device]
+		b.Run(name, func(b *testing.B) {
+			w, r := p.NewWorker(), rng.NewSample()
+			dst := make([]byte, 1<<20)
+			var recorded int64
+			i := 0
+			b.ReportAllocs()
+			cpu0 := cpuSeconds()
+			for b.Loop() {
+				r.Reset(1, 0, i)
+				in := Input{Encoded: imgs[i%len(imgs)]}
+				i++
+				var err error
+				if device {
+					var n int
+					n, err = w.ApplyCoefficients(dst, s, in, r.Rand)
+					recorded += int64(n)
+				} else {
+					err = w.Apply(dst[:s.Len()], in, r.Rand)
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(b.N)/b.Elapsed().Seconds(), "images/s")
+			b.ReportMetric((cpuSeconds()-cpu0)*1e6/float64(b.N), "cpu-µs/image")
+			if device {
+				b.ReportMetric(float64(recorded)/float64(b.N), "record-bytes/image")
+			}
+		})
 	}
 }
 

@@ -12,6 +12,8 @@ import (
 
 	_ "golang.org/x/image/bmp"  // registers BMP with image.Decode
 	_ "golang.org/x/image/webp" // registers WebP with image.Decode
+
+	ijpeg "github.com/stoke-ml/stoke/transforms/internal/jpeg"
 )
 
 // ImageInfo is what an encoded image's header says.
@@ -205,6 +207,22 @@ func (s *source) setInterleaved(pix []byte, stride, step, w, h int) {
 	*s = source{kind: kindRGB, w: w, h: h}
 	for c := range 3 {
 		s.planes[c] = plane{pix: pix[c:], stride: stride, step: step, w: w, h: h, rx: 1, ry: 1}
+	}
+}
+
+// setJPEG sets the source to the planes of the fork's decode (or of a Reconstruct).
+func (s *source) setJPEG(im *ijpeg.Image) {
+	*s = source{kind: kindYCbCr, w: im.Width, h: im.Height}
+	switch {
+	case im.Comps == 1:
+		s.kind = kindGray
+	case im.RGB:
+		s.kind = kindRGB
+	}
+	for i := range im.Comps {
+		p := &im.Planes[i]
+		s.planes[i] = plane{pix: p.Pix, stride: p.Stride, step: 1, w: p.W, h: p.H, x0: p.X0, y0: p.Y0,
+			rx: 1 / float64(p.SubX*im.Scale), ry: 1 / float64(p.SubY*im.Scale)}
 	}
 }
 

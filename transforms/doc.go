@@ -25,6 +25,13 @@
 // CenterCrop its output is torchvision's, byte for byte on the test corpus, where FastDecode's
 // differs by about 0.5/255 on average at 224 pixels and 1.4/255 at 32.
 //
+// For a device that decodes JPEG, ApplyCoefficients does the host's half
+// of a JPEG sample: the plan, and the entropy decode of the crop's blocks into a self-contained
+// record of their quantized coefficients and the resampling's geometry (about a third of the
+// bytes of 224x224 RGB pixels on photos); Render is the reference of the device's half, the
+// record to Apply's pixels byte for byte. Samples the device cannot take (other formats, pixel
+// steps, ExactDecode, ...) are ErrHostPath, for Apply.
+//
 // Randomness comes from the caller's *rand.Rand (math/rand/v2), the sample's own generator: a
 // Loader seeds one per (seed, epoch, sample index), so the output depends only on the sample and
 // never on the Worker that ran it. ApplyFloat32 computes

@@ -18,6 +18,9 @@ var (
 	ErrShape = errors.New("shape mismatch")
 	// ErrInvalid: a transform's parameters are invalid (reported by OutShape and Apply).
 	ErrInvalid = errors.New("invalid transform")
+	// ErrHostPath: the sample cannot leave its pixel work to the device (ApplyCoefficients); Apply
+	// transforms it on the host.
+	ErrHostPath = errors.New("sample needs the host path")
 )
 
 // DefaultMaxPixels is the pixel limit (width x height) of a Chain that did not set one: 100

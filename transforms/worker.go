@@ -26,6 +26,7 @@ type Worker struct {
 	pl   Plan
 	src  source
 	jd   ijpeg.Decoder
+	rc   ijpeg.Coefficients // Render's, read from a record
 	rs   [3]planeResampler
 	rows [3][]byte // one output row per plane, in the stored frame
 	conv []byte    // RGB conversion of rare image models
@@ -172,25 +173,10 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 		info.Width, info.Height = in.W, in.H
 	}
 
-	pl := &w.pl
-	pl.reset(info.Width, info.Height)
-	if err := p.planAll(pl, r); err != nil {
+	m, nc, err := w.plan(len(dst), l, info, o, stored, r)
+	if err != nil {
 		return err
 	}
-	ow, oh := pl.Size()
-	nc := len(dst) / (ow * oh)
-	if (nc != 1 && nc != 3) || nc*ow*oh != len(dst) {
-		return fmt.Errorf("transforms: dst of %d bytes for a %dx%d output (want 1 or 3 channels): %w", len(dst), ow, oh, ErrShape)
-	}
-	if err := p.checkNorm(nc); err != nil {
-		return err
-	}
-	pix, row, chanStride := 1, ow, ow*oh
-	if l == HWC {
-		pix, row, chanStride = nc, ow*nc, 1
-	}
-	m := mapPlan(pl, o, stored[0], stored[1], pix, row)
-
 	if jpegData {
 		if err := w.decodeJPEG(in.Encoded, &m, stored); err != nil {
 			return err
@@ -199,34 +185,13 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 
 	t1 := time.Now()
 	w.times[0].Add(int64(t1.Sub(t0)))
-	if m.padded {
-		clear(dst)
-	}
-	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
-	if nu > 0 && nv > 0 {
-		planes := 3
-		if w.src.kind == kindGray || (w.src.kind == kindYCbCr && nc == 1) {
-			planes = 1
-		}
-		for c := range planes {
-			var prev *planeResampler
-			if c > 0 {
-				prev = &w.rs[c-1]
-			}
-			w.rs[c].prepare(&w.src.planes[c], &m, prev)
-			w.rows[c] = growBytes(w.rows[c], nu)
-		}
-		for k := range nv {
-			for c := range planes {
-				w.rs[c].row(w.rows[c], k)
-			}
-			w.writeRow(dst, &m, k, nc, chanStride)
-		}
-	}
+	ow, oh := w.pl.Size()
+	pix, row, chanStride := strides(l, nc, ow, oh)
+	w.resample(dst, &m, nc, chanStride)
 	t0 = time.Now()
 	w.times[1].Add(int64(t0.Sub(t1)))
-	for i := range pl.post {
-		op := &pl.post[i]
+	for i := range w.pl.post {
+		op := &w.pl.post[i]
 		switch op.kind {
 		case opFunc:
 			op.fn(Image{Pix: dst, C: nc, H: oh, W: ow, Layout: l})
@@ -246,6 +211,66 @@ func (w *Worker) apply(dst []byte, l Layout, in Input, r *rand.Rand) error {
 	return nil
 }
 
+// plan plans the Chain for an image of info's displayed size, whose stored size is stored and
+// orientation o, and maps the plan onto the stored image for a dst of n bytes in layout l: the
+// mapping and the output's channel count, which n gives (1 or 3).
+func (w *Worker) plan(n int, l Layout, info ImageInfo, o orientation, stored [2]int, r *rand.Rand) (mapping, int, error) {
+	p, pl := w.p, &w.pl
+	pl.reset(info.Width, info.Height)
+	if err := p.planAll(pl, r); err != nil {
+		return mapping{}, 0, err
+	}
+	ow, oh := pl.Size()
+	nc := n / (ow * oh)
+	if (nc != 1 && nc != 3) || nc*ow*oh != n {
+		return mapping{}, 0, fmt.Errorf("transforms: dst of %d bytes for a %dx%d output (want 1 or 3 channels): %w", n, ow, oh, ErrShape)
+	}
+	if err := p.checkNorm(nc); err != nil {
+		return mapping{}, 0, err
+	}
+	pix, row, _ := strides(l, nc, ow, oh)
+	return mapPlan(pl, o, stored[0], stored[1], pix, row), nc, nil
+}
+
+// strides are the steps in dst between an output's pixels, its rows and its channels in layout
+// l, for nc channels of ow x oh pixels.
+func strides(l Layout, nc, ow, oh int) (pix, row, chanStride int) {
+	if l == HWC {
+		return nc, ow * nc, 1
+	}
+	return 1, ow, ow * oh
+}
+
+// resample runs mapping m's one pass from w.src into dst's nc channels, chanStride apart:
+// zeros where m pads, then each output row resampled, converted and stored.
+func (w *Worker) resample(dst []byte, m *mapping, nc, chanStride int) {
+	if m.padded {
+		clear(dst)
+	}
+	nu, nv := m.u.hi-m.u.lo, m.v.hi-m.v.lo
+	if nu <= 0 || nv <= 0 {
+		return
+	}
+	planes := 3
+	if w.src.kind == kindGray || (w.src.kind == kindYCbCr && nc == 1) {
+		planes = 1
+	}
+	for c := range planes {
+		var prev *planeResampler
+		if c > 0 {
+			prev = &w.rs[c-1]
+		}
+		w.rs[c].prepare(&w.src.planes[c], m, prev)
+		w.rows[c] = growBytes(w.rows[c], nu)
+	}
+	for k := range nv {
+		for c := range planes {
+			w.rs[c].row(w.rows[c], k)
+		}
+		w.writeRow(dst, m, k, nc, chanStride)
+	}
+}
+
 // decodeJPEG decodes only what mapping m reads: the blocks around the crop, at the largest
 // reduced scale (1/2, 1/4, 1/8) that still leaves at least one decoded sample per output pixel.
 // Images the fork does not handle (CMYK, unless exact) go through the standard library.
@@ -256,27 +281,7 @@ func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
 	if mode := w.p.DecodeMode(); mode != FastDecode && !exact {
 		return fmt.Errorf("transforms: decode mode %d: %w", mode, ErrInvalid)
 	}
-	s := min(m.u.scale, m.v.scale)
-	scale := 1
-	for _, d := range []int{8, 4, 2} {
-		if s >= float64(d) && !exact {
-			scale = d
-			break
-		}
-	}
-	// The taps reach support*max(plane scale, 1)+1 plane samples beyond the crop; in the
-	// coarsest plane (chroma subsampled up to 4x, at the decode scale) that is margin pixels.
-	fd := filters[m.filter]
-	coarse := float64(4 * scale)
-	margin := func(a axis) int { return int(math.Ceil((fd.support*max(a.scale/coarse, 1) + 2) * coarse)) }
-	mu, mv := margin(m.u), margin(m.v)
-	region := image.Rect(
-		int(math.Floor(m.u.off+float64(m.u.lo)*m.u.scale))-mu, int(math.Floor(m.v.off+float64(m.v.lo)*m.v.scale))-mv,
-		int(math.Ceil(m.u.off+float64(m.u.hi)*m.u.scale))+mu, int(math.Ceil(m.v.off+float64(m.v.hi)*m.v.scale))+mv,
-	).Intersect(image.Rect(0, 0, stored[0], stored[1]))
-	if region.Empty() {
-		region = image.Rect(0, 0, 1, 1) // a crop wholly in padding reads nothing; decode little
-	}
+	scale, region := decodeWindow(m, stored, exact)
 	im, err := w.jd.Decode(data, ijpeg.Options{Scale: scale, Region: region, MaxPixels: w.p.limit(), Exact: exact})
 	if err != nil && errors.As(err, new(ijpeg.UnsupportedError)) {
 		std, err := jpeg.Decode(bytes.NewReader(data))
@@ -292,20 +297,36 @@ func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
 	if err := checkSize(im.Width, im.Height, stored); err != nil {
 		return err
 	}
-	src := &w.src
-	*src = source{kind: kindYCbCr, w: im.Width, h: im.Height}
-	switch {
-	case im.Comps == 1:
-		src.kind = kindGray
-	case im.RGB:
-		src.kind = kindRGB
-	}
-	for i := range im.Comps {
-		p := &im.Planes[i]
-		src.planes[i] = plane{pix: p.Pix, stride: p.Stride, step: 1, w: p.W, h: p.H, x0: p.X0, y0: p.Y0,
-			rx: 1 / float64(p.SubX*im.Scale), ry: 1 / float64(p.SubY*im.Scale)}
-	}
+	w.src.setJPEG(im)
 	return nil
+}
+
+// decodeWindow is what a JPEG decode for mapping m reads of a stored image of stored pixels: the
+// largest reduced scale (1/2, 1/4, 1/8; none when exact) that still leaves at least one decoded
+// sample per output pixel, and the region of the crop with the filter's reach.
+func decodeWindow(m *mapping, stored [2]int, exact bool) (scale int, region image.Rectangle) {
+	s := min(m.u.scale, m.v.scale)
+	scale = 1
+	for _, d := range []int{8, 4, 2} {
+		if s >= float64(d) && !exact {
+			scale = d
+			break
+		}
+	}
+	// The taps reach support*max(plane scale, 1)+1 plane samples beyond the crop; in the
+	// coarsest plane (chroma subsampled up to 4x, at the decode scale) that is margin pixels.
+	fd := filters[m.filter]
+	coarse := float64(4 * scale)
+	margin := func(a axis) int { return int(math.Ceil((fd.support*max(a.scale/coarse, 1) + 2) * coarse)) }
+	mu, mv := margin(m.u), margin(m.v)
+	region = image.Rect(
+		int(math.Floor(m.u.off+float64(m.u.lo)*m.u.scale))-mu, int(math.Floor(m.v.off+float64(m.v.lo)*m.v.scale))-mv,
+		int(math.Ceil(m.u.off+float64(m.u.hi)*m.u.scale))+mu, int(math.Ceil(m.v.off+float64(m.v.hi)*m.v.scale))+mv,
+	).Intersect(image.Rect(0, 0, stored[0], stored[1]))
+	if region.Empty() {
+		region = image.Rect(0, 0, 1, 1) // a crop wholly in padding reads nothing; decode little
+	}
+	return scale, region
 }
 
 func checkSize(w, h int, stored [2]int) error {
