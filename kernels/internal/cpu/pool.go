@@ -41,6 +41,12 @@ func MaxPool2D(y []float32, arg []int32, x []float32, g PoolGeom) {
 // 112 px took 5.1 ms with the window loop's branches, 3.5 with the masks.
 func maxPoolPlane(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow int) {
 	negInf := math.Float32bits(float32(math.Inf(-1)))
+	// The outputs [in0, in1) of a 3-wide stride-2 window (resnet's stem) lie inside the rows, for
+	// maxPoolRow3SIMD.
+	in0, in1 := 0, 0
+	if g.K == 3 && g.Stride == 2 {
+		in0, in1 = (g.Pad+1)/2, min(ow, (g.W-3+g.Pad)/2+1)
+	}
 	for oy := range oh {
 		y0 := oy*g.Stride - g.Pad
 		ky0, ky1 := max(0, -y0), min(g.K, g.H-y0)
@@ -48,7 +54,15 @@ func maxPoolPlane(yp []float32, ap []int32, plane []float32, g PoolGeom, oh, ow 
 		for ky := ky0; ky < ky1; ky++ {
 			r0 := (y0 + ky) * g.W
 			row := plane[r0 : r0+g.W]
-			for ox := range ow {
+			done0, done1 := -1, -1 // the outputs the SIMD row did
+			if x0 := 2*in0 - g.Pad; in1 > in0 && maxPoolRow3SIMD(ys[in0:in1], as[in0:in1], row[x0:], r0+x0, ky == ky0) {
+				done0, done1 = in0, in1
+			}
+			for ox := 0; ox < ow; ox++ {
+				if ox == done0 {
+					ox = done1 - 1
+					continue
+				}
 				x0 := ox*g.Stride - g.Pad
 				kx0, kx1 := max(0, -x0), min(g.K, g.W-x0)
 				mb, mi := negInf, int32(r0+x0+kx0)

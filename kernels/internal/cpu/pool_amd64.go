@@ -70,3 +70,24 @@ func maxPoolRowSIMD(y []float32, arg []int32, row0, row1 []float32, w, base int)
 	}
 	return len(y)
 }
+
+//go:noescape
+func maxPoolRow3AVX2(y *float32, arg *int32, row *float32, n, base int, first bool)
+
+// maxPoolRow3SIMD is one input row's part in the outputs y of a 3-wide stride-2 pooling whose
+// windows lie inside row (output i reads row[2i:2i+3]; base is row's first index in the plane),
+// stored if first, else kept where greater (maxPoolPlane's steps), if it can; it reports whether
+// it did. A row of outputs not a multiple of 8 ends with a block that overlaps the one before,
+// which does the same again: a row's maximum never beats itself.
+func maxPoolRow3SIMD(y []float32, arg []int32, row []float32, base int, first bool) bool {
+	n := len(y) &^ 7
+	if !hasAVX2 || n == 0 {
+		return false
+	}
+	_, _ = arg[len(y)-1], row[2*len(y)]
+	maxPoolRow3AVX2(&y[0], &arg[0], &row[0], n, base, first)
+	if t := len(y) - 8; t > n-8 {
+		maxPoolRow3AVX2(&y[t], &arg[t], &row[2*t], 8, base+2*t, first)
+	}
+	return true
+}

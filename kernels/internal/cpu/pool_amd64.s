@@ -491,3 +491,77 @@ b2_rowdone:
 b2_done:
 	VZEROUPPER
 	RET
+
+// func maxPoolRow3AVX2(y *float32, arg *int32, row *float32, n, base int, first bool)
+//
+// One input row's part in n (a multiple of 8) outputs of a 3-wide stride-2 max pooling whose
+// windows lie inside the row: output i reads row[2i], row[2i+1], row[2i+2] (base is row's first
+// index in the plane). The row's maximum is found from -Inf with ordered greater-than compares
+// (the first maximum wins, NaN never wins), with its index; if first it is stored in y[i] and
+// arg[i], otherwise it replaces them only where it is greater than y[i], as maxPoolPlane does.
+TEXT ·maxPoolRow3AVX2(SB), NOSPLIT, $0-41
+	MOVQ y+0(FP), DI
+	MOVQ arg+8(FP), R8
+	MOVQ row+16(FP), SI
+	MOVQ n+24(FP), CX
+	MOVQ base+32(FP), BX
+	MOVBLZX first+40(FP), DX
+	SHRQ $3, CX
+	JZ   mp3_done
+	MOVL $0xff800000, AX
+	VMOVD AX, X13
+	VBROADCASTSS X13, Y13 // -Inf
+	MOVQ $1, R9
+	VMOVD R9, X11
+	VPBROADCASTD X11, Y11 // 1
+	VPADDD Y11, Y11, Y12  // 2
+	VMOVD BX, X15
+	VPBROADCASTD X15, Y15
+	VMOVDQU ramp<>(SB), Y14
+	VPADDD Y14, Y15, Y15 // the windows' first indices
+	MOVQ $16, R9
+	VMOVD R9, X14
+	VPBROADCASTD X14, Y14
+
+mp3_loop:
+	VMOVUPS (SI), Y0
+	VMOVUPS 32(SI), Y1
+	VMOVUPS 4(SI), Y2
+	VMOVUPS 36(SI), Y3
+	VSHUFPS $0x88, Y1, Y0, Y4
+	VSHUFPS $0xDD, Y1, Y0, Y5
+	VSHUFPS $0xDD, Y3, Y2, Y6
+	VPERMPD $0xD8, Y4, Y4 // each window's first value, in output order
+	VPERMPD $0xD8, Y5, Y5 // second
+	VPERMPD $0xD8, Y6, Y6 // third
+	VPXOR   Y9, Y9, Y9    // offsets from the first index
+	VCMPPS  $0x1e, Y13, Y4, Y10
+	VBLENDVPS Y10, Y4, Y13, Y4
+	VCMPPS  $0x1e, Y4, Y5, Y10
+	VBLENDVPS Y10, Y5, Y4, Y4
+	VBLENDVPS Y10, Y11, Y9, Y9
+	VCMPPS  $0x1e, Y4, Y6, Y10
+	VBLENDVPS Y10, Y6, Y4, Y4
+	VBLENDVPS Y10, Y12, Y9, Y9
+	VPADDD  Y15, Y9, Y9
+	TESTQ DX, DX
+	JNZ  mp3_store
+	VMOVUPS (DI), Y7
+	VMOVDQU (R8), Y8
+	VCMPPS  $0x1e, Y7, Y4, Y10
+	VBLENDVPS Y10, Y4, Y7, Y4
+	VBLENDVPS Y10, Y9, Y8, Y9
+
+mp3_store:
+	VMOVUPS Y4, (DI)
+	VMOVDQU Y9, (R8)
+	VPADDD  Y14, Y15, Y15
+	ADDQ $64, SI
+	ADDQ $32, DI
+	ADDQ $32, R8
+	DECQ CX
+	JNZ  mp3_loop
+
+mp3_done:
+	VZEROUPPER
+	RET

@@ -143,29 +143,40 @@ func TestMaxPool2x2Paths(t *testing.T) {
 
 // TestMaxPoolPlaneParity holds maxPoolPlane (rows reduced first, by masks) to the window loop,
 // maxima and argmax positions bit for bit, on windows full of ties, both zeros, infinities and
-// NaN, for overlapping, padded and strided windows of several sizes.
+// NaN, for overlapping, padded and strided windows of several sizes, on every path (the 3-wide
+// stride-2 windows' SIMD rows, at widths that leave every tail of a block of 8, and the Go loop).
 func TestMaxPoolPlaneParity(t *testing.T) {
-	r := rand.New(rand.NewPCG(17, 18))
-	for _, g := range []PoolGeom{
+	geoms := []PoolGeom{
 		{N: 1, C: 1, H: 112, W: 112, K: 3, Stride: 2, Pad: 1}, // resnet's stem
 		{N: 1, C: 1, H: 7, W: 6, K: 3, Stride: 2},
 		{N: 1, C: 1, H: 9, W: 11, K: 3, Stride: 1, Pad: 1},
 		{N: 1, C: 1, H: 3, W: 4, K: 2, Stride: 1, Pad: 1},
 		{N: 1, C: 1, H: 13, W: 10, K: 5, Stride: 3, Pad: 2},
 		{N: 1, C: 1, H: 1, W: 1, K: 1, Stride: 1},
-	} {
-		oh, ow := g.OutH(), g.OutW()
-		for trial := range 20 {
-			plane := tieValues(r, make([]float32, g.H*g.W))
-			y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
-			wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
-			maxPoolPlane(y, arg, plane, g, oh, ow)
-			maxPoolPlaneRef(wantY, wantArg, plane, g, oh, ow)
-			for i := range y {
-				if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
-					t.Fatalf("%+v trial %d output %d: %v at %d; want %v at %d", g, trial, i, y[i], arg[i], wantY[i], wantArg[i])
+	}
+	for w := 15; w <= 41; w++ {
+		geoms = append(geoms, PoolGeom{N: 1, C: 1, H: 5 + w%4, W: w, K: 3, Stride: 2, Pad: w % 2})
+	}
+	for _, path := range poolPaths(t) {
+		t.Run(path.name, func(t *testing.T) {
+			path.set()
+			r := rand.New(rand.NewPCG(17, 18))
+			for _, g := range geoms {
+				oh, ow := g.OutH(), g.OutW()
+				for trial := range 20 {
+					// The plane ends its slice's array, so that a read past it faults.
+					plane := tieValues(r, make([]float32, g.H*g.W))
+					y, arg := make([]float32, oh*ow), make([]int32, oh*ow)
+					wantY, wantArg := make([]float32, oh*ow), make([]int32, oh*ow)
+					maxPoolPlane(y, arg, plane, g, oh, ow)
+					maxPoolPlaneRef(wantY, wantArg, plane, g, oh, ow)
+					for i := range y {
+						if math.Float32bits(y[i]) != math.Float32bits(wantY[i]) || arg[i] != wantArg[i] {
+							t.Fatalf("%+v trial %d output %d: %v at %d; want %v at %d", g, trial, i, y[i], arg[i], wantY[i], wantArg[i])
+						}
+					}
 				}
 			}
-		}
+		})
 	}
 }
