@@ -18,7 +18,8 @@ import (
 	"math"
 	"runtime"
 	"sync"
-	"sync/atomic"
+
+	"github.com/stoke-ml/stoke/kernels/internal/par"
 )
 
 // negZero is the bias that adds nothing: x + -0 is x for every x, -0 included (+0 would turn -0
@@ -38,20 +39,19 @@ func grow[T any](s []T, n int) []T {
 const parts = 16
 
 // minWork is the amount of work (roughly, element operations) below which a loop runs serially:
-// starting goroutines costs more than it saves.
+// handing ranges to other goroutines costs more than it saves.
 const minWork = 1 << 15
 
 // For runs body over [0,n) split into at most parts contiguous ranges, in parallel when n*cost
 // (the approximate work per item) is large enough. body must only write state owned by its range.
-// The ranges depend only on n; up to GOMAXPROCS goroutines (the caller among them) take them in
-// turn, so the result never depends on which goroutine ran which range.
+// The ranges depend only on n; the caller and the workers of package par take them in turn, so
+// the result never depends on which goroutine ran which range.
 func For(n, cost int, body func(lo, hi int)) {
 	if n <= 0 {
 		return
 	}
 	p := min(parts, n)
-	procs := min(runtime.GOMAXPROCS(0), p)
-	if n*cost < minWork || procs == 1 {
+	if n*cost < minWork || runtime.GOMAXPROCS(0) == 1 {
 		// The same ranges as the parallel path.
 		for i := range p {
 			body(i*n/p, (i+1)*n/p)
@@ -60,41 +60,21 @@ func For(n, cost int, body func(lo, hi int)) {
 	}
 	j := jobs.Get().(*job)
 	j.body, j.n, j.p = body, n, p
-	j.next.Store(0)
-	j.wg.Add(procs - 1)
-	for range procs - 1 {
-		go j.helper()
-	}
-	j.work()
-	j.wg.Wait()
+	par.Run(j, p)
 	j.body = nil
 	jobs.Put(j)
 }
 
 // job is one parallel For; jobs are reused so that a For allocates nothing.
 type job struct {
-	body   func(lo, hi int)
-	n, p   int
-	next   atomic.Int32
-	wg     sync.WaitGroup
-	helper func() // j.work then j.wg.Done, made once per job
+	body func(lo, hi int)
+	n, p int
 }
 
-var jobs = sync.Pool{New: func() any {
-	j := &job{}
-	j.helper = func() {
-		j.work()
-		j.wg.Done()
-	}
-	return j
-}}
+var jobs = sync.Pool{New: func() any { return &job{} }}
 
-// work takes the job's ranges in turn until none is left.
-func (j *job) work() {
-	for i := int(j.next.Add(1)) - 1; i < j.p; i = int(j.next.Add(1)) - 1 {
-		j.body(i*j.n/j.p, (i+1)*j.n/j.p)
-	}
-}
+// Part runs range i of the job's p.
+func (j *job) Part(i int) { j.body(i*j.n/j.p, (i+1)*j.n/j.p) }
 
 // Fill sets every element of x to v.
 func Fill(x []float32, v float32) {

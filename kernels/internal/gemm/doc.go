@@ -30,8 +30,9 @@
 // Sgemm is safe for concurrent use (A and B may be shared; each call needs its own C). A problem
 // of at least about a million multiply-adds is split over runtime.GOMAXPROCS(0) goroutines,
 // divided by the number of Sgemm calls running at that moment, so that callers which already
-// run multiplies in parallel do not oversubscribe the cores. The calling goroutine computes one
-// part itself, and every goroutine it starts has finished its part before Sgemm returns.
+// run multiplies in parallel do not oversubscribe the cores. The parts run on the calling
+// goroutine and the workers of package par, which stay awake between calls; every part has
+// finished before Sgemm returns.
 //
 // # Ownership
 //

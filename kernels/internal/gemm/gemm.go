@@ -5,6 +5,8 @@ import (
 	"runtime"
 	"sync"
 	"sync/atomic"
+
+	"github.com/stoke-ml/stoke/kernels/internal/par"
 )
 
 // Sgemm computes C = alpha*op(A)*op(B) + beta*C for row-major matrices; op(X) is X or X^T.
@@ -196,28 +198,17 @@ type part struct {
 	packed         *Packed  // A, when a is nil
 	packedB        *PackedB // B, when b is nil and src too
 	lda, ldb, ldc  int
-	wg             *sync.WaitGroup
 }
 
 // call holds the parts of one parallel multiply; pooled so that Sgemm allocates nothing.
 type call struct {
 	parts []part
-	wg    sync.WaitGroup
 }
 
 var callPool = sync.Pool{New: func() any { return new(call) }}
 
-// work hands parts to helper goroutines. Every helper is started right before its part is sent and
-// takes exactly one part, so whichever helper receives a part (possibly one started by a
-// concurrent Sgemm call) runs it, and no helper outlives the calls that started it. Passing the
-// part through a channel rather than a closure keeps the go statement allocation-free.
-var work = make(chan *part, 64)
-
-func helper() {
-	p := <-work
-	p.run()
-	p.wg.Done()
-}
+// Part runs part i: the caller and the workers of package par take the parts in turn.
+func (cl *call) Part(i int) { cl.parts[i].run() }
 
 // multiply computes C = alpha*op(A)*op(B) + beta*C with kernel kern on up to threads goroutines.
 // Arguments must have passed check, with m, n > 0.
@@ -257,16 +248,9 @@ func (whole *part) multiply(threads int) {
 			*p = *whole
 			p.m0, p.m1 = split(i, pm, mt, kern.mr, m)
 			p.n0, p.n1 = split(j, pn, nt, kern.nr, n)
-			p.wg = &cl.wg
 		}
 	}
-	cl.wg.Add(len(cl.parts) - 1)
-	for i := 1; i < len(cl.parts); i++ {
-		go helper()
-		work <- &cl.parts[i]
-	}
-	cl.parts[0].run()
-	cl.wg.Wait()
+	par.Run(cl, len(cl.parts))
 	for i := range cl.parts {
 		cl.parts[i] = part{} // drop the references to the caller's matrices
 	}
