@@ -3,10 +3,12 @@ package kernels
 import (
 	"encoding/binary"
 	"fmt"
+	"sync"
 	"unsafe"
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/kernels/internal/cpu"
+	"github.com/stoke-ml/stoke/transforms"
 )
 
 func init() {
@@ -347,4 +349,67 @@ func (g cpuGemmPlan) Gemm(s gpu.Stream, transA bool, m int, alpha float32, a F32
 		return err
 	}
 	return s.Host(func() error { g.p.Gemm(transA, m, alpha, as, beta, cs); return nil })
+}
+
+// RenderRecords renders each sample with a transforms.Worker of renderWorkers (its scratch is Go
+// memory: ws is only measured against RecordScratch), the samples split among the parallel parts
+// of cpu.For; the error is the first failing sample's.
+func (cpuOps) RenderRecords(s gpu.Stream, dst, src U8, offsets I32, ws U8, n, channels, h, w int) error {
+	const op = "render records"
+	ds, e1 := hostU8(op, "dst", dst)
+	ss, e2 := hostU8(op, "src", src)
+	offs, e3 := hostI32(op, "offsets", offsets)
+	_, e4 := hostU8(op, "workspace", ws)
+	if err := firstErr(e1, e2, e3, e4); err != nil {
+		return err
+	}
+	if n == 0 {
+		return nil
+	}
+	size, slot := channels*h*w, ws.Len/n
+	return s.Host(func() error {
+		errs := make([]error, n)
+		cpu.For(n, 1<<20, func(lo, hi int) {
+			wk := renderWorkers.Get().(*transforms.Worker)
+			defer renderWorkers.Put(wk)
+			for i := lo; i < hi; i++ {
+				if errs[i] = renderSample(wk, ds[i*size:(i+1)*size], ss, offs[2*i], offs[2*i+1], slot); errs[i] != nil {
+					errs[i] = fmt.Errorf("kernels: %s: sample %d: %w", op, i, errs[i])
+				}
+			}
+		})
+		return firstErr(errs...)
+	})
+}
+
+// renderWorkers are the Workers of RenderRecords: a Worker of any Chain renders any record.
+var renderWorkers = sync.Pool{New: func() any { return transforms.Compose().NewWorker() }}
+
+// renderSample writes sample pixels dst from the src bytes at off, of kind (see RenderRecords), with
+// slot bytes of scratch.
+func renderSample(wk *transforms.Worker, dst, src []byte, off, kind int32, slot int) error {
+	if kind != 0 && kind != 1 {
+		return fmt.Errorf("kind %d; want 0 (pixels) or 1 (a record): %w", kind, ErrArgument)
+	}
+	if off < 0 || int(off) > len(src) || (kind == 0 && len(dst) > len(src)-int(off)) {
+		return fmt.Errorf("%d bytes at offset %d of src, %d bytes long: %w", len(dst), off, len(src), ErrShape)
+	}
+	if kind == 0 {
+		copy(dst, src[off:])
+		return nil
+	}
+	// The checks in the CUDA op set's order: the record's fixed part (RecordScratch's), then
+	// Render's (its pixels against dst, its blocks and pairs), then its scratch.
+	rec := src[off:]
+	need, err := wk.RecordScratch(rec)
+	if err != nil {
+		return err
+	}
+	if err := wk.Render(dst, rec); err != nil {
+		return err
+	}
+	if need > slot {
+		return fmt.Errorf("the record needs %d bytes of scratch, its slot of the workspace has %d: %w", need, slot, ErrShape)
+	}
+	return nil
 }

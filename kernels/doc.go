@@ -1,7 +1,9 @@
 // Package kernels is the operation set that training needs (GEMM and batched GEMM, elementwise
 // functions and their gradients, broadcast arithmetic, reductions, strided copies, softmax,
 // fused attention, layer and batch norm, convolution, pooling, losses, optimizer updates, uint8 ->
-// float32 normalization), enqueued on a gpu.Stream of the device it runs on.
+// float32 normalization, and the device half of a JPEG decode: RenderRecords, which turns the
+// records of transforms.Worker.ApplyCoefficients into pixels), enqueued on a gpu.Stream of the
+// device it runs on.
 //
 // An op set (Ops) exists per backend: For(dev) picks the one registered for dev's backend. The CPU
 // op set (registered as "cpu") runs each op as a host function over the Go memory behind CPU
@@ -32,8 +34,10 @@
 //
 // Ops neither allocate nor free device memory, with two exceptions: the bf16/fp16 CUDA op sets
 // (ForPrecision) keep a block of 16-bit memory per stream (for the last few streams) for the
-// converted operands of the products, until the device closes; and the CPU op set's prepared
-// convolutions and products keep their forms of the weights (Go memory) while they are in use. The caller owns every buffer and
+// converted operands of the products, until the device closes; the CPU op set's prepared
+// convolutions and products keep their forms of the weights (Go memory) while they are in use;
+// and the CPU op set's RenderRecords renders into the scratch of transforms Workers it keeps for
+// the next call (Go memory: it leaves ws alone). The caller owns every buffer and
 // must keep it alive, and unchanged where an op reads it, until the stream has run the op. Host
 // slices given to an op (NormalizeU8's mean and std, the shapes and strides of Binary, SumTo and
 // CopyStrided) are copied when it is enqueued.

@@ -145,6 +145,21 @@ type Ops interface {
 	// value for all; an empty mean is 0 and an empty std is 1. The values are copied at enqueue.
 	NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int, mean, std []float32) error
 
+	// RenderRecords is the device half of a device decode: it writes the uint8 pixels of n samples into
+	// dst [n][channels][h][w] (channels 1 or 3). offsets [n][2] holds each sample's byte offset in src
+	// and its kind: 1, a record of transforms.Worker.ApplyCoefficients there, which it renders as
+	// transforms.Worker.Render does, byte for byte (dequantization, the scaled IDCT, the resampling, the
+	// colour conversion and the orientation); 0, channels*h*w bytes of pixels that the host made
+	// (Apply's), which it copies. ws is its scratch, n slots of ws.Len/n bytes (ws.Len a multiple of n),
+	// sample i's the i-th: a record takes transforms.Worker.RecordScratch of it there (a caller that
+	// reserves ws once sends the samples whose records need more down the host path), pixels none; what
+	// ws holds afterwards is unspecified. A record is outside data, checked as Render checks it: a kind
+	// other than 0 and 1 (ErrArgument), an offset outside src or pixels past its end, a record that
+	// needs more than its slot (ErrShape), a record whose C*H*W pixels are not channels*h*w
+	// (transforms.ErrShape) or one that does not hold together (transforms.ErrCorrupt) makes the
+	// stream's error wrap that sentinel and name the first such sample; dst is then unspecified.
+	RenderRecords(s gpu.Stream, dst, src U8, offsets I32, ws U8, n, channels, h, w int) error
+
 	// ToBF16 rounds src to bfloat16 (to the nearest, ties to even; NaN stays NaN) into dst, 2
 	// bytes per value, little-endian (dst.Len = 2*src.Len, dst.Off even): gradients that travel
 	// as bf16 (a data-parallel step in bf16).
@@ -668,6 +683,24 @@ func (o checked) NormalizeU8(s gpu.Stream, dst F32, src U8, channels, inner int,
 		return err
 	}
 	return o.b.NormalizeU8(s, dst, src, channels, inner, mean, std)
+}
+
+func (o checked) RenderRecords(s gpu.Stream, dst, src U8, offsets I32, ws U8, n, channels, h, w int) error {
+	c := newCall("render records", s)
+	if n < 0 || (channels != 1 && channels != 3) || h <= 0 || w <= 0 {
+		c.arg("n = %d, channels = %d, h = %d, w = %d; want n >= 0, channels 1 or 3, h and w >= 1", n, channels, h, w)
+	}
+	c.view(out, "dst", vu(dst), c.mul(c.mul(c.mul(n, channels), h), w))
+	c.view(in, "src", vu(src), anyLen)
+	c.view(in, "offsets", vi(offsets), c.mul(n, 2))
+	c.view(out, "workspace", vu(ws), anyLen)
+	if n > 0 && ws.Len%n != 0 {
+		c.arg("workspace of %d bytes for %d samples; want a multiple of n", ws.Len, n)
+	}
+	if err := c.done(); err != nil {
+		return err
+	}
+	return o.b.RenderRecords(s, dst, src, offsets, ws, n, channels, h, w)
 }
 
 func (o checked) ToBF16(s gpu.Stream, dst U8, src F32) error {

@@ -125,6 +125,10 @@ func (r *recorder) NormalizeU8(s gpu.Stream, _ kernels.F32, _ kernels.U8, _, _ i
 	return r.called("NormalizeU8")
 }
 
+func (r *recorder) RenderRecords(s gpu.Stream, _, _ kernels.U8, _ kernels.I32, _ kernels.U8, _, _, _, _ int) error {
+	return r.called("RenderRecords")
+}
+
 func (r *recorder) ToBF16(s gpu.Stream, _ kernels.U8, _ kernels.F32) error { return r.called("ToBF16") }
 
 func (r *recorder) FromBF16(s gpu.Stream, _ kernels.F32, _ kernels.U8) error {

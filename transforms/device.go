@@ -265,7 +265,7 @@ func putPadded(b, s []byte) int {
 // size, and the horizontal pass's rows (the output's width by at most the image's height). A
 // warm Worker allocates nothing.
 func (w *Worker) Render(dst, record []byte) error {
-	m, nc, err := w.readRecord(record, len(dst))
+	m, nc, err := w.readRecord(record, len(dst), false)
 	if err != nil {
 		return err
 	}
@@ -274,9 +274,40 @@ func (w *Worker) Render(dst, record []byte) error {
 	return nil
 }
 
-// readRecord checks record b for a dst of n bytes, sets w.rc to its coefficients and returns its
-// mapping and channel count.
-func (w *Worker) readRecord(b []byte, n int) (mapping, int, error) {
+// RecordScratch checks the fixed part of record b (its header, axes and grids, not its blocks and
+// pairs) as Render does (an error wrapping ErrCorrupt) and returns the bytes of device memory that
+// a device stage needs to render it, besides the record and the output: the reconstructed planes,
+// Stride*Down*8/Scale bytes each, and the horizontal pass of each plane it resamples (the three, or
+// the first alone when the image is gray or when C is 1 and the image YCbCr), the plane's H rows of
+// the output's hi-lo samples of axis u. A device stage (kernels.Ops.RenderRecords) takes a record
+// only into that much scratch; a caller that reserves a fixed amount sends the samples whose
+// records need more down the host path. It reads the fixed part alone, so that a loader sizes a
+// record for a fraction of its rendering's time. A warm Worker allocates nothing.
+func (w *Worker) RecordScratch(b []byte) (int, error) {
+	m, nc, err := w.readRecord(b, -1, true)
+	if err != nil {
+		return 0, err
+	}
+	co := &w.rc
+	bs, need := 8/co.Scale, 0
+	for c := range co.Comps {
+		g := &co.Grids[c]
+		need += g.Plane.Stride * g.Down * bs
+	}
+	planes := 3
+	if co.Comps == 1 || (!co.RGB && nc == 1) {
+		planes = 1
+	}
+	for c := range planes {
+		need += co.Grids[c].Plane.H * (m.u.hi - m.u.lo)
+	}
+	return need, nil
+}
+
+// readRecord checks record b for a dst of n bytes (any, if n is negative), sets w.rc to its
+// coefficients and returns its mapping and channel count; with fixed, it checks and sets the
+// fixed part alone (the header, axes and grids), not the blocks and pairs.
+func (w *Worker) readRecord(b []byte, n int, fixed bool) (mapping, int, error) {
 	bad := func(format string, args ...any) (mapping, int, error) {
 		return mapping{}, 0, fmt.Errorf("transforms: record: %s: %w", fmt.Sprintf(format, args...), ErrCorrupt)
 	}
@@ -301,7 +332,7 @@ func (w *Worker) readRecord(b []byte, n int) (mapping, int, error) {
 	if ow == 0 || oh == 0 || ow > maxSide || oh > maxSide || width == 0 || height == 0 {
 		return bad("a %dx%d output of a %dx%d image", ow, oh, width, height)
 	}
-	if n != nc*oh*ow {
+	if n >= 0 && n != nc*oh*ow {
 		return mapping{}, 0, fmt.Errorf("transforms: dst of %d bytes for a record of %dx%dx%d pixels: %w", n, nc, oh, ow, ErrShape)
 	}
 	m := mapping{filter: filter, base: int(int32(le.Uint32(b[36:]))), du: int(int32(le.Uint32(b[40:]))), dv: int(int32(le.Uint32(b[44:])))}
@@ -342,6 +373,9 @@ func (w *Worker) readRecord(b []byte, n int) (mapping, int, error) {
 	}
 	if first != nb {
 		return bad("%d blocks in the grids, %d in the record", first, nb)
+	}
+	if fixed {
+		return m, nc, nil
 	}
 	o := recordHeader + comps*recordGrid
 	starts, counts := b[o:o+4*nb], b[o+4*nb:o+5*nb]

@@ -160,7 +160,7 @@ func TestRenderMatchesApply(t *testing.T) {
 					case du != 1:
 						seen["transposed"] = true
 					}
-					if m, _, err := w.readRecord(rec, s.Len()); err == nil && m.padded {
+					if m, _, err := w.readRecord(rec, s.Len(), false); err == nil && m.padded {
 						seen["padded"] = true
 					}
 				}
@@ -412,6 +412,62 @@ func TestRenderBadRecords(t *testing.T) {
 		tc.set(bad)
 		if err := w.Render(dst, bad); !errors.Is(err, ErrCorrupt) {
 			t.Errorf("%s: Render = %v; want ErrCorrupt", tc.name, err)
+		}
+	}
+}
+
+// TestRecordScratch: RecordScratch is the planes that Render reconstructs and the horizontal
+// passes' rows at the planes' full height (at least what Render's own passes hold), for records
+// of every scale and of 1 and 3 channels; it refuses a record cut short, as Render does, and
+// leaves the pairs to Render.
+func TestRecordScratch(t *testing.T) {
+	w, r := Compose().NewWorker(), rng.NewSample()
+	data := synthetic(t)
+	rec := make([]byte, 1<<20)
+	for _, p := range []*Chain{Compose(RandomResizedCrop(224)), Compose(Resize(80), CenterCrop(64)), Compose(Resize(160)), Compose(Resize(24))} {
+		for _, c := range []int{1, 3} {
+			s, err := p.OutShape(Shape{C: c, H: 375, W: 500})
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.Reset(1, 0, 0)
+			n, err := p.NewWorker().ApplyCoefficients(rec, s, Input{Encoded: data}, r.Rand)
+			if err != nil {
+				t.Fatal(err)
+			}
+			need, err := w.RecordScratch(rec[:n])
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := w.Render(make([]byte, s.Len()), rec[:n]); err != nil {
+				t.Fatal(err)
+			}
+			planes, passes := 0, 0
+			im := w.rc.Reconstruct()
+			for i := range im.Comps {
+				planes += len(im.Planes[i].Pix)
+			}
+			for i := range 3 {
+				if i == 0 || (c == 3 && im.Comps == 3) {
+					passes += im.Planes[i].H * s.W
+				}
+			}
+			if need != planes+passes || len(w.rs[0].tmp) > im.Planes[0].H*s.W {
+				t.Errorf("%v, %d channels, scale %d: RecordScratch = %d; want planes %d + passes %d (Render's first pass: %d)",
+					p, c, im.Scale, need, planes, passes, len(w.rs[0].tmp))
+			}
+			if _, err := w.RecordScratch(rec[:n-1]); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%v: a record cut short: RecordScratch = %v; want ErrCorrupt", p, err)
+			}
+			bad := bytes.Clone(rec[:n])
+			nb := int(binary.LittleEndian.Uint32(bad[12:]))
+			bad[recordHeader+im.Comps*recordGrid+5*nb+(-nb&3)] = 64 // pair 0's index
+			if _, err := w.RecordScratch(bad); err != nil {
+				t.Errorf("%v: a bad pair: RecordScratch = %v; want nil (Render checks it)", p, err)
+			}
+			if err := w.Render(make([]byte, s.Len()), bad); !errors.Is(err, ErrCorrupt) {
+				t.Errorf("%v: a bad pair: Render = %v; want ErrCorrupt", p, err)
+			}
 		}
 	}
 }

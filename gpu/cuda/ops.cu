@@ -1241,3 +1241,537 @@ extern "C" __global__ void attention_grad_kv_f32(float *dk, float *dv, const flo
 		}
 	}
 }
+
+// ---- RenderRecords: the device half of a device decode, transforms.Worker.Render on the device
+// (see transforms.Worker.ApplyCoefficients for the record's layout). Four launches over the batch,
+// their blocks taking the samples in turn (one block a sample for render_check, REC_BLOCKS for the
+// others): render_check checks every record as Render does and leaves the first bad sample in a
+// mapped host word (status); render_idct reconstructs each record's planes into its slot of ws, one
+// thread per 8x8 block, with the jpeg fork's integer IDCT (dct.go), its float32 reduced IDCTs
+// (reduced.go) and its flat fills; render_hpass and render_vpass resample them, the taps computed
+// per output in float64 as resample.go's weights.compute does (--fmad=false keeps its roundings),
+// then convert the colours and store each pixel at its oriented place. A sample's slot holds its
+// planes, then the horizontal pass of each plane it resamples ([H][hi-lo] of axis u:
+// transforms.Worker.RecordScratch). Every launch but render_check returns at once when status names
+// a bad sample. Integer arithmetic that Go does in int32 (and may wrap on outside data) is done in
+// unsigned 32 bits, which wrap the same way.
+
+typedef unsigned int u32;
+
+#define REC_HEADER 112
+#define REC_GRID 184
+#define REC_PREC 22 // fractional bits of the taps (resample.go's precBits)
+#define REC_BLOCKS 16 // blocks per sample of the render launches
+
+// The reasons of a bad sample, in the order of the checks (the CPU op set's; the status word
+// orders by them).
+enum {
+	REC_OK,
+	REC_KIND,      // a kind other than 0 and 1 (detail: the kind)
+	REC_SRC,       // an offset outside src or pixels past its end
+	REC_SHORT,     // shorter than its header
+	REC_MAGIC,     // magic or version
+	REC_FIELDS,    // channels, components, scale, flags or filter
+	REC_SIZE,      // size against the counts and the bytes left in src
+	REC_DIMS,      // output or image size
+	REC_AXIS,      // an axis (detail: 0 u, 1 v)
+	REC_ORIENT,    // base and steps
+	REC_GRIDS,     // a component's grid (detail: the component)
+	REC_BLOCKS_N,  // the grids' blocks against the record's
+	REC_PIXELS,    // C*H*W not the sample's (transforms.ErrShape)
+	REC_BLOCK,     // a block's pairs (detail: the block)
+	REC_PAIR,      // a pair's index (detail: the pair)
+	REC_SCRATCH,   // more scratch than the slot (detail: what it needs, at most 2^32-1)
+};
+
+__device__ __forceinline__ u32 rd16(const unsigned char *b) { return b[0] | (u32)b[1] << 8; }
+__device__ __forceinline__ u32 rd32(const unsigned char *b) { return b[0] | (u32)b[1] << 8 | (u32)b[2] << 16 | (u32)b[3] << 24; }
+__device__ __forceinline__ double rdf64(const unsigned char *b) {
+	return __longlong_as_double((long long)((u64)rd32(b) | (u64)rd32(b + 4) << 32));
+}
+
+struct rec_axis {
+	double off, scale;
+	i64 n, lo, hi;
+};
+
+// rec_grid is a component's BlockGrid, the plane's fields prefixed p.
+struct rec_grid {
+	i64 first, bx, by, across, down, h, v, px0, py0, pw, ph, subx, suby, stride;
+};
+
+// rec is a record's fixed part, read by rec_read (which checks nothing: rec_check does).
+struct rec {
+	const unsigned char *b;
+	i64 size, nb, np, nc, comps, scale, flags, filter, oh, ow, width, height, base, du, dv;
+	rec_axis ax[2];
+	rec_grid g[3];
+	i64 starts, counts, index, values; // the arrays' byte offsets
+};
+
+__device__ i64 rec_align4(i64 n) { return (n + 3) & ~(i64)3; }
+
+__device__ void rec_read(const unsigned char *b, rec *r) {
+	r->b = b;
+	r->size = rd32(b + 8), r->nb = rd32(b + 12), r->np = rd32(b + 16);
+	r->nc = b[20], r->comps = b[21], r->scale = b[22], r->flags = b[23], r->filter = b[24];
+	r->oh = rd16(b + 28), r->ow = rd16(b + 30), r->width = rd16(b + 32), r->height = rd16(b + 34);
+	r->base = (int)rd32(b + 36), r->du = (int)rd32(b + 40), r->dv = (int)rd32(b + 44);
+	for (int i = 0; i < 2; i++) {
+		const unsigned char *q = b + 48 + 32 * i;
+		r->ax[i].off = rdf64(q), r->ax[i].scale = rdf64(q + 8);
+		r->ax[i].n = (int)rd32(q + 16), r->ax[i].lo = (int)rd32(q + 20), r->ax[i].hi = (int)rd32(q + 24);
+	}
+	i64 comps = r->comps <= 3 ? r->comps : 0;
+	for (i64 c = 0; c < comps; c++) {
+		i64 f[14];
+		for (int i = 0; i < 14; i++) f[i] = (int)rd32(b + REC_HEADER + c * REC_GRID + 128 + 4 * i);
+		r->g[c] = rec_grid{f[0], f[1], f[2], f[3], f[4], f[5], f[6], f[7], f[8], f[9], f[10], f[11], f[12], f[13]};
+	}
+	r->starts = REC_HEADER + comps * REC_GRID;
+	r->counts = r->starts + 4 * r->nb;
+	r->index = r->counts + rec_align4(r->nb);
+	r->values = r->index + rec_align4(r->np);
+}
+
+// rec_bounded is axis.bounded of transforms: the outputs that are not padding read the image
+// (size pixels) within size pixels beyond its edges.
+__device__ bool rec_bounded(const rec_axis &a, i64 size) {
+	if (a.hi <= a.lo) return true;
+	double s = (double)size;
+	return a.off + (double)a.lo * a.scale >= -s && a.off + (double)a.hi * a.scale <= 2 * s;
+}
+
+__device__ i64 rec_corner(i64 d, i64 last, i64 step) { return d < 0 ? last * step : 0; }
+
+// rec_orients is mapping.orients of transforms.
+__device__ bool rec_orients(const rec *r) {
+	i64 ow = r->ow, oh = r->oh;
+	if ((r->du == 1 || r->du == -1) && (r->dv == ow || r->dv == -ow) && r->ax[0].n == ow && r->ax[1].n == oh &&
+		r->base == rec_corner(r->du, ow - 1, 1) + rec_corner(r->dv, oh - 1, ow))
+		return true;
+	return (r->du == ow || r->du == -ow) && (r->dv == 1 || r->dv == -1) && r->ax[0].n == oh && r->ax[1].n == ow &&
+		r->base == rec_corner(r->du, oh - 1, ow) + rec_corner(r->dv, ow - 1, 1);
+}
+
+// rec_grid_ok is checkGrid of transforms.
+__device__ bool rec_grid_ok(const rec_grid &g, i64 first, i64 bs, i64 width, i64 height, i64 scale) {
+	if (g.first != first || g.h < 1 || g.h > 4 || g.v < 1 || g.v > 4 || g.bx < 0 || g.by < 0 || g.across < 1 || g.down < 1 ||
+		g.bx + g.across > (width + 7) / 8 + 3 || g.by + g.down > (height + 7) / 8 + 3)
+		return false;
+	return !(g.subx < 1 || g.subx > 4 || g.suby < 1 || g.suby > 4 || g.stride != g.across * bs || g.px0 != g.bx * bs ||
+		g.py0 != g.by * bs || g.pw != min((width + g.subx * scale - 1) / (g.subx * scale), (g.bx + g.across) * bs) - g.px0 ||
+		g.ph != min((height + g.suby * scale - 1) / (g.suby * scale), (g.by + g.down) * bs) - g.py0 || g.pw < 1 || g.ph < 1);
+}
+
+// rec_check_fixed checks a record's fixed part (avail bytes from b), as readRecord does in its
+// order up to the blocks, and reads it into r; it returns a reason and sets *detail.
+__device__ int rec_check_fixed(const unsigned char *b, i64 avail, rec *r, i64 *detail) {
+	if (avail < REC_HEADER) return REC_SHORT;
+	if (b[0] != 'S' || b[1] != 'T' || b[2] != 'K' || b[3] != 'C' || rd32(b + 4) != 1) return REC_MAGIC;
+	i64 nc = b[20], comps = b[21], scale = b[22], flags = b[23], filter = b[24];
+	if ((nc != 1 && nc != 3) || (comps != 1 && comps != 3) || (scale != 1 && scale != 2 && scale != 4 && scale != 8) ||
+		(flags & ~3) != 0 || ((flags & 1) != 0 && comps != 3) || filter > 2)
+		return REC_FIELDS;
+	i64 nb = rd32(b + 12), np = rd32(b + 16), size = rd32(b + 8);
+	if (size != REC_HEADER + comps * REC_GRID + 4 * nb + rec_align4(nb) + rec_align4(np) + rec_align4(2 * np) || size > avail)
+		return REC_SIZE;
+	rec_read(b, r);
+	if (r->ow == 0 || r->oh == 0 || r->ow > 32768 || r->oh > 32768 || r->width == 0 || r->height == 0) return REC_DIMS;
+	for (int i = 0; i < 2; i++) {
+		const rec_axis &a = r->ax[i];
+		*detail = i;
+		if (a.lo < 0 || a.lo > a.hi || a.hi > a.n || isinf(a.off) || isnan(a.off) || !(a.scale > 0 && a.scale <= 1.7976931348623157e308) ||
+			!rec_bounded(a, i ? r->height : r->width))
+			return REC_AXIS;
+	}
+	if (!rec_orients(r)) return REC_ORIENT;
+	i64 bs = 8 / scale, first = 0;
+	for (i64 c = 0; c < comps; c++) {
+		*detail = c;
+		if (!rec_grid_ok(r->g[c], first, bs, r->width, r->height, scale)) return REC_GRIDS;
+		first += r->g[c].across * r->g[c].down;
+	}
+	if (first != nb) return REC_BLOCKS_N;
+	return REC_OK;
+}
+
+// rec_planes is the number of planes a record's resampling reads: 1 for gray, and for one
+// channel of YCbCr (luma alone); 3 otherwise.
+__device__ i64 rec_planes(const rec *r) { return r->comps == 1 || ((r->flags & 1) == 0 && r->nc == 1) ? 1 : 3; }
+
+// rec_plane is the byte offset of component c's plane in the sample's slot; rec_pass that of plane
+// p's horizontal pass.
+__device__ i64 rec_plane(const rec *r, i64 c) {
+	i64 o = 0, bs = 8 / r->scale;
+	for (i64 i = 0; i < c; i++) o += r->g[i].stride * r->g[i].down * bs;
+	return o;
+}
+
+__device__ i64 rec_pass(const rec *r, i64 p) {
+	i64 o = rec_plane(r, r->comps), nu = r->ax[0].hi - r->ax[0].lo;
+	for (i64 i = 0; i < p; i++) o += r->g[i].ph * nu;
+	return o;
+}
+
+// The status word: (sample << 40) | (reason << 32) | detail, the smallest over the batch; all
+// ones when every sample is good.
+__device__ u64 rec_key(i64 sample, int reason, i64 detail) {
+	return (u64)sample << 40 | (u64)reason << 32 | (u64)min(max(detail, (i64)0), (i64)0xffffffff);
+}
+
+// rec_stop reports, to every thread of the block, whether status names a bad sample.
+__device__ bool rec_stop(const u64 *status) {
+	__shared__ int stop;
+	if (threadIdx.x == 0) stop = *(volatile const u64 *)status != ~(u64)0;
+	__syncthreads();
+	bool r = stop;
+	__syncthreads();
+	return r;
+}
+
+// render_check checks sample s of each block in turn (offs[2s], offs[2s+1]: offset and kind): the
+// kind, the offset, the record's fixed part and its pixels against c*h*w (thread 0), then its
+// blocks and pairs (all threads) and its scratch against slot; a bad sample's key goes to
+// status. (The CPU op set checks in this order too.)
+extern "C" __global__ void render_check(const unsigned char *src, i64 srcLen, const int *offs, i64 n, i64 pixels, i64 slot, u64 *status) {
+	__shared__ int reason;
+	__shared__ i64 detail;
+	__shared__ rec r;
+	__shared__ u64 badBlock, badPair;
+	for (i64 s = blockIdx.x; s < n; s += gridDim.x) {
+		i64 off = offs[2 * s], kind = offs[2 * s + 1];
+		if (threadIdx.x == 0) {
+			reason = REC_OK, detail = 0, badBlock = badPair = ~(u64)0;
+			i64 d = 0;
+			if (kind != 0 && kind != 1) reason = REC_KIND, d = kind;
+			else if (off < 0 || off > srcLen || (kind == 0 && pixels > srcLen - off)) reason = REC_SRC;
+			else if (kind == 1 && (reason = rec_check_fixed(src + off, srcLen - off, &r, &d)) == REC_OK && r.nc * r.oh * r.ow != pixels)
+				reason = REC_PIXELS;
+			detail = d;
+		}
+		__syncthreads();
+		if (kind == 1 && reason == REC_OK) {
+			const unsigned char *b = r.b;
+			for (i64 i = threadIdx.x; i < r.nb; i += blockDim.x) {
+				u32 st = rd32(b + r.starts + 4 * i), k = b[r.counts + i];
+				if (k != 255 && (k > 64 || (i64)st + k > r.np)) atomicMin(&badBlock, (u64)i);
+			}
+			for (i64 i = threadIdx.x; i < r.np; i += blockDim.x)
+				if (b[r.index + i] >= 64) atomicMin(&badPair, (u64)i);
+		}
+		__syncthreads();
+		if (threadIdx.x == 0 && kind == 1 && reason == REC_OK) {
+			if (badBlock != ~(u64)0) reason = REC_BLOCK, detail = (i64)badBlock;
+			else if (badPair != ~(u64)0) reason = REC_PAIR, detail = (i64)badPair;
+			else {
+				i64 need = rec_pass(&r, rec_planes(&r));
+				if (need > slot) reason = REC_SCRATCH, detail = need;
+			}
+		}
+		if (threadIdx.x == 0 && reason != REC_OK) atomicMin(status, rec_key(s, reason, detail));
+		__syncthreads();
+	}
+}
+
+// The jpeg fork's IDCT (dct.go: idctRows, then idctColsStore), in unsigned arithmetic: Go's
+// int32 wraps as it does. rsh is Go's arithmetic shift of an int32.
+__device__ __forceinline__ u32 rsh(u32 x, int s) { return (u32)((int)x >> s); }
+
+__device__ __forceinline__ void dct_box(u32 x0, u32 x1, u32 kcos, u32 ksin, u32 &y0, u32 &y1) {
+	u32 ksum = kcos * (x0 + x1);
+	y0 = ksum + (ksin - kcos) * x1;
+	y1 = ksum - (kcos + ksin) * x0;
+}
+
+__device__ void idct_rows(u32 *b) {
+	for (int i = 0; i < 8; i++) {
+		u32 *x = b + 8 * i;
+		if ((x[1] | x[2] | x[3] | x[4] | x[5] | x[6] | x[7]) == 0) {
+			u32 d = x[0] << 17;
+			for (int k = 0; k < 8; k++) x[k] = d;
+			continue;
+		}
+		u32 x0 = x[0], x7 = x[1], x2 = x[2], x5 = x[3], x1 = x[4], x6 = x[5], x3 = x[6], x4 = x[7], t;
+		x0 <<= 17;
+		x1 <<= 17;
+		t = x0 + x1, x1 = x0 - x1, x0 = t;
+		dct_box(x2, x3, 70936, (u32)-171254, x2, x3);
+		t = x1 + x2, x2 = x1 - x2, x1 = t;
+		t = x0 + x3, x3 = x0 - x3, x0 = t;
+		x4 <<= 7;
+		x7 <<= 7;
+		t = x7 + x4, x4 = x7 - x4, x7 = t;
+		x6 = x6 * 181;
+		x5 = x5 * 181;
+		t = x7 + x5, x5 = x7 - x5, x7 = t;
+		t = x4 + x6, x6 = x4 - x6, x4 = t;
+		dct_box(rsh(x4, 2), rsh(x7, 2), 3406, (u32)-2276, x4, x7);
+		dct_box(rsh(x5, 2), rsh(x6, 2), 4017, (u32)-799, x5, x6);
+		x[0] = x0 + x7, x[7] = x0 - x7;
+		x[1] = x1 + x6, x[6] = x1 - x6;
+		x[2] = x2 + x5, x[5] = x2 - x5;
+		x[3] = x3 + x4, x[4] = x3 - x4;
+	}
+}
+
+__device__ __forceinline__ unsigned char idct_level(u32 c) {
+	c += 128;
+	return c > 255 ? ((int)c < 0 ? 0 : 255) : (unsigned char)c;
+}
+
+__device__ void idct_cols_store(unsigned char *dst, i64 stride, const u32 *b) {
+	for (int i = 0; i < 8; i++) {
+		u32 x0 = b[i], x7 = b[8 + i], x2 = b[16 + i], x5 = b[24 + i], x1 = b[32 + i], x6 = b[40 + i], x3 = b[48 + i], x4 = b[56 + i], t;
+		x0 += 1 << 19;
+		t = rsh(x0 + x1, 2), x1 = rsh(x0 - x1, 2), x0 = t;
+		dct_box(rsh(x2, 13), rsh(x3, 13), 1108, (u32)-2676, x2, x3);
+		t = x1 + x2, x2 = x1 - x2, x1 = t;
+		t = x0 + x3, x3 = x0 - x3, x0 = t;
+		t = x7 + x4, x4 = x7 - x4, x7 = t;
+		x5 = rsh(x5, 13) * 11585;
+		x6 = rsh(x6, 13) * 11585;
+		t = x7 + x5, x5 = x7 - x5, x7 = t;
+		t = x4 + x6, x6 = x4 - x6, x4 = t;
+		dct_box(rsh(x4, 14), rsh(x7, 14), 3406, (u32)-2276, x4, x7);
+		dct_box(rsh(x5, 14), rsh(x6, 14), 4017, (u32)-799, x5, x6);
+		u32 y[8] = {x0 + x7, x1 + x6, x2 + x5, x3 + x4, x3 - x4, x2 - x5, x1 - x6, x0 - x7};
+		for (int k = 0; k < 8; k++) dst[k * stride + i] = idct_level(rsh(y[k], 18));
+	}
+}
+
+// The reduced IDCTs' tables (reduced.go's idctTables, float32 bits): t[x*n+u].
+__device__ const u32 idct_t2[4] = {0x3eb504f3, 0x3eb504f3, 0x3eb504f3, 0xbeb504f3};
+__device__ const u32 idct_t4[16] = {0x3eb504f3, 0x3eec835e, 0x3eb504f3, 0x3e43ef15, 0x3eb504f3, 0x3e43ef15, 0xbeb504f3, 0xbeec835e,
+	0x3eb504f3, 0xbe43ef15, 0xbeb504f3, 0x3eec835e, 0x3eb504f3, 0xbeec835e, 0x3eb504f3, 0xbe43ef15};
+
+__device__ void idct_reduced(unsigned char *dst, i64 stride, const u32 *b, int n) {
+	const u32 *tb = n == 2 ? idct_t2 : idct_t4;
+	float tmp[16];
+	for (int v = 0; v < n; v++)
+		for (int x = 0; x < n; x++) {
+			float s = 0;
+			for (int u = 0; u < n; u++) s += __uint_as_float(tb[x * n + u]) * (float)(int)b[v * 8 + u];
+			tmp[v * n + x] = s;
+		}
+	for (int y = 0; y < n; y++)
+		for (int x = 0; x < n; x++) {
+			float s = 128.5f;
+			for (int v = 0; v < n; v++) s += __uint_as_float(tb[y * n + v]) * tmp[v * n + x];
+			dst[y * stride + x] = s <= 0 ? 0 : s >= 255 ? 255 : (unsigned char)(int)s;
+		}
+}
+
+// The zig-zag index of each natural-order position.
+__device__ const unsigned char idct_zigzag[64] = {0, 1, 5, 6, 14, 15, 27, 28, 2, 4, 7, 13, 16, 26, 29, 42, 3, 8, 12, 17, 25, 30, 41, 43,
+	9, 11, 18, 24, 31, 40, 44, 53, 10, 19, 23, 32, 39, 45, 52, 54, 20, 22, 33, 38, 46, 51, 55, 60, 21, 34, 37, 47, 50, 56, 59, 61,
+	35, 36, 48, 49, 57, 58, 62, 63};
+
+// render_idct reconstructs every block of every record (Coefficients.Reconstruct): REC_BLOCKS
+// blocks a sample, one thread a JPEG block.
+extern "C" __global__ void render_idct(const unsigned char *src, const int *offs, i64 n, unsigned char *ws, i64 slot, const u64 *status) {
+	if (rec_stop(status)) return;
+	for (i64 s = blockIdx.x / REC_BLOCKS; s < n; s += gridDim.x / REC_BLOCKS) {
+		if (offs[2 * s + 1] != 1) continue;
+		rec r;
+		rec_read(src + offs[2 * s], &r);
+		const unsigned char *b = r.b;
+		i64 bs = 8 / r.scale;
+		for (i64 i = (blockIdx.x % REC_BLOCKS) * blockDim.x + threadIdx.x; i < r.nb; i += REC_BLOCKS * blockDim.x) {
+			i64 c = 0;
+			while (c + 1 < r.comps && i >= r.g[c + 1].first) c++;
+			const rec_grid &g = r.g[c];
+			i64 row = (i - g.first) / g.across, col = (i - g.first) % g.across;
+			unsigned char *dst = ws + s * slot + rec_plane(&r, c) + row * bs * g.stride + col * bs;
+			u32 k = b[r.counts + i];
+			if (k == 255) { // absent: zero
+				for (i64 y = 0; y < bs; y++)
+					for (i64 x = 0; x < bs; x++) dst[y * g.stride + x] = 0;
+				continue;
+			}
+			u32 blk[64];
+			for (int j = 0; j < 64; j++) blk[j] = 0;
+			const unsigned char *quant = b + REC_HEADER + c * REC_GRID;
+			u32 st = rd32(b + r.starts + 4 * i), last = 0;
+			for (u32 j = st; j < st + k; j++) {
+				u32 x = b[r.index + j] & 63;
+				blk[x] = (u32)((int)(short)rd16(b + r.values + 2 * (i64)j) * (int)rd16(quant + 2 * x));
+				if (x != 0) last = max(last, (u32)idct_zigzag[x]);
+			}
+			if (r.flags & 2) last = 63;
+			if (last == 0 || bs == 1) {
+				int v = ((int)blk[0] + 4 >> 3) + 128;
+				unsigned char f = v < 0 ? 0 : v > 255 ? 255 : (unsigned char)v;
+				for (i64 y = 0; y < bs; y++)
+					for (i64 x = 0; x < bs; x++) dst[y * g.stride + x] = f;
+			} else if (bs != 8) {
+				idct_reduced(dst, g.stride, blk, (int)bs);
+			} else {
+				idct_rows(blk);
+				idct_cols_store(dst, g.stride, blk);
+			}
+		}
+	}
+}
+
+// Go's math.Sin (sin.go, below its reduceThreshold: Lanczos' arguments stay within 3π), for the
+// Lanczos taps to be Go's.
+__device__ double go_sin(double x) {
+	const double s[6] = {1.58962301576546568060e-10, -2.50507477628578072866e-8, 2.75573136213857245213e-6,
+		-1.98412698295895385996e-4, 8.33333333332211858878e-3, -1.66666666666666307295e-1};
+	const double c[6] = {-1.13585365213876817300e-11, 2.08757008419747316778e-9, -2.75573141792967388112e-7,
+		2.48015872888517045348e-5, -1.38888888888730564116e-3, 4.16666666666665929218e-2};
+	const double PI4A = 7.85398125648498535156e-1, PI4B = 3.77489470793079817668e-8, PI4C = 2.69515142907905952645e-15;
+	if (x == 0 || isnan(x)) return x;
+	bool sign = false;
+	if (x < 0) x = -x, sign = true;
+	u64 j = (u64)(x * 1.2732395447351628); // x * (4/Pi)
+	double y = (double)j;
+	if (j & 1) j++, y++;
+	j &= 7;
+	double z = ((x - y * PI4A) - y * PI4B) - y * PI4C;
+	if (j > 3) sign = !sign, j -= 4;
+	double zz = z * z;
+	if (j == 1 || j == 2)
+		y = 1.0 - 0.5 * zz + zz * zz * ((((((c[0] * zz) + c[1]) * zz + c[2]) * zz + c[3]) * zz + c[4]) * zz + c[5]);
+	else
+		y = z + z * zz * ((((((s[0] * zz) + s[1]) * zz + s[2]) * zz + s[3]) * zz + s[4]) * zz + s[5]);
+	return sign ? -y : y;
+}
+
+__device__ double go_sinc(double x) {
+	if (x == 0) return 1;
+	x *= 3.141592653589793;
+	return go_sin(x) / x;
+}
+
+// rec_filter is resample.go's filters[f].f (bilinear as weights.compute inlines it).
+__device__ double rec_filter(int f, double x) {
+	if (f == 0) {
+		double v = 1 - fabs(x);
+		return v > 0 ? v : 0;
+	}
+	if (f == 1) {
+		const double a = -0.5;
+		x = fabs(x);
+		if (x < 1) return ((1.5 * x - 2.5) * x) * x + 1;
+		if (x < 2) return (((x - 5) * x + 8) * x - 4) * a;
+		return 0;
+	}
+	if (x > -3 && x < 3) return go_sinc(x) * go_sinc(x / 3);
+	return 0;
+}
+
+// rec_taps are the taps of one output of an axis on a plane (weights.compute for one i): from
+// xmin, cnt taps; rec_weight gives tap t's fixed-point weight.
+struct rec_taps {
+	i64 xmin, cnt;
+	double center, ss, sum;
+	int filter;
+};
+
+// rec_tap computes the taps of output j of axis a on a plane of size samples, whose sample x
+// covers the full-resolution pixels of x+origin at ratio samples a pixel.
+__device__ rec_taps rec_tap(const rec_axis &a, double ratio, i64 origin, i64 size, int filter, i64 j) {
+	const double support[3] = {1, 2, 3};
+	double scale = a.scale * ratio, off = a.off * ratio - (double)origin;
+	double fscale = scale > 1 ? scale : 1;
+	double sup = support[filter] * fscale;
+	rec_taps t;
+	t.filter = filter, t.ss = 1 / fscale;
+	t.center = off + ((double)j + 0.5) * scale;
+	i64 xmin = max((i64)(t.center - sup + 0.5), (i64)0), xmax = min((i64)(t.center + sup + 0.5), size);
+	if (xmin >= size) xmin = size - 1, xmax = size;
+	if (xmax <= xmin) xmax = xmin + 1;
+	t.xmin = xmin, t.cnt = xmax - xmin, t.sum = 0;
+	for (i64 k = 0; k < t.cnt; k++) t.sum += rec_filter(filter, ((double)(k + xmin) - t.center + 0.5) * t.ss);
+	if (t.sum == 0) t.cnt = 1; // the box fell between taps: nearest pixel
+	return t;
+}
+
+// go_int32 is Go's int32 conversion of a float64 on amd64 (CVTTSD2SL): out of range is MinInt32.
+__device__ int go_int32(double v) { return v > -2147483649.0 && v < 2147483648.0 ? (int)v : (int)0x80000000; }
+
+__device__ u32 rec_weight(const rec_taps &t, i64 k) {
+	if (t.sum == 0) return 1u << REC_PREC;
+	double v = rec_filter(t.filter, ((double)(k + t.xmin) - t.center + 0.5) * t.ss) / t.sum * (double)(1 << REC_PREC);
+	return (u32)go_int32(v < 0 ? v - 0.5 : v + 0.5);
+}
+
+__device__ unsigned char rec_clip8(u32 acc) {
+	int v = (int)acc >> REC_PREC;
+	return (u32)v > 255 ? (v < 0 ? 0 : 255) : (unsigned char)v;
+}
+
+// render_hpass runs the horizontal pass of each plane a record resamples over every row of the
+// plane: pass[y][j-lo] for the outputs j in [lo, hi) of axis u.
+extern "C" __global__ void render_hpass(const unsigned char *src, const int *offs, i64 n, unsigned char *ws, i64 slot, const u64 *status) {
+	if (rec_stop(status)) return;
+	for (i64 s = blockIdx.x / REC_BLOCKS; s < n; s += gridDim.x / REC_BLOCKS) {
+		if (offs[2 * s + 1] != 1) continue;
+		rec r;
+		rec_read(src + offs[2 * s], &r);
+		i64 nu = r.ax[0].hi - r.ax[0].lo, planes = rec_planes(&r), rows = 0;
+		for (i64 p = 0; p < planes; p++) rows += r.g[p].ph;
+		unsigned char *slotp = ws + s * slot;
+		for (i64 i = (blockIdx.x % REC_BLOCKS) * blockDim.x + threadIdx.x; i < rows * nu; i += REC_BLOCKS * blockDim.x) {
+			i64 y = i / nu, jx = i % nu, p = 0;
+			while (y >= r.g[p].ph) y -= r.g[p].ph, p++;
+			const rec_grid &g = r.g[p];
+			rec_taps t = rec_tap(r.ax[0], 1 / (double)(g.subx * r.scale), g.px0, g.pw, (int)r.filter, r.ax[0].lo + jx);
+			const unsigned char *row = slotp + rec_plane(&r, p) + y * g.stride + t.xmin;
+			u32 acc = 1u << (REC_PREC - 1);
+			for (i64 k = 0; k < t.cnt; k++) acc += (u32)row[k] * rec_weight(t, k);
+			slotp[rec_pass(&r, p) + y * nu + jx] = rec_clip8(acc);
+		}
+	}
+}
+
+// ycbcr_clamp is clampShift of transforms (image/color's YCbCr to RGB).
+__device__ unsigned char ycbcr_clamp(u32 v) { return (v & 0xff000000) == 0 ? (unsigned char)(v >> 16) : (unsigned char)~((int)v >> 31); }
+
+// render_vpass writes each sample's pixels: a record's outputs of axes u, v through the vertical
+// pass of each plane, converted (writeRow of transforms) and stored at base + j*du + k*dv, zero
+// where the axes pad; the host's pixels copied.
+extern "C" __global__ void render_vpass(unsigned char *dst, const unsigned char *src, const int *offs, i64 n, i64 pixels, const unsigned char *ws, i64 slot, const u64 *status) {
+	if (rec_stop(status)) return;
+	for (i64 s = blockIdx.x / REC_BLOCKS; s < n; s += gridDim.x / REC_BLOCKS) {
+		unsigned char *out = dst + s * pixels;
+		i64 first = (blockIdx.x % REC_BLOCKS) * blockDim.x + threadIdx.x, step = REC_BLOCKS * blockDim.x;
+		if (offs[2 * s + 1] == 0) {
+			const unsigned char *in = src + offs[2 * s];
+			for (i64 i = first; i < pixels; i += step) out[i] = in[i];
+			continue;
+		}
+		rec r;
+		rec_read(src + offs[2 * s], &r);
+		const rec_axis &u = r.ax[0], &v = r.ax[1];
+		i64 nu = u.hi - u.lo, chan = r.oh * r.ow, planes = rec_planes(&r);
+		const unsigned char *slotp = ws + s * slot;
+		for (i64 i = first; i < chan; i += step) {
+			i64 k = i / u.n, j = i % u.n, o = r.base + j * r.du + k * r.dv;
+			unsigned char px[3] = {0, 0, 0};
+			if (j >= u.lo && j < u.hi && k >= v.lo && k < v.hi) {
+				for (i64 p = 0; p < planes; p++) {
+					const rec_grid &g = r.g[p];
+					rec_taps t = rec_tap(v, 1 / (double)(g.suby * r.scale), g.py0, g.ph, (int)r.filter, k);
+					const unsigned char *col = slotp + rec_pass(&r, p) + t.xmin * nu + (j - u.lo);
+					u32 acc = 1u << (REC_PREC - 1);
+					for (i64 q = 0; q < t.cnt; q++) acc += (u32)col[q * nu] * rec_weight(t, q);
+					px[p] = rec_clip8(acc);
+				}
+				if (r.nc == 1 && (r.flags & 1))
+					px[0] = (unsigned char)(((u32)px[0] * 19595 + (u32)px[1] * 38470 + (u32)px[2] * 7471 + (1u << 15)) >> 16);
+				else if (planes == 1)
+					px[1] = px[2] = px[0];
+				else if (!(r.flags & 1)) {
+					u32 yy = (u32)px[0] * 0x10101, cb = (u32)px[1] - 128, cr = (u32)px[2] - 128;
+					px[0] = ycbcr_clamp(yy + 91881 * cr);
+					px[1] = ycbcr_clamp(yy - 22554 * cb - 46802 * cr);
+					px[2] = ycbcr_clamp(yy + 116130 * cb);
+				}
+			}
+			for (i64 c = 0; c < r.nc; c++) out[o + c * chan] = px[c];
+		}
+	}
+}

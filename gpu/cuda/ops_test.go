@@ -352,6 +352,7 @@ func TestCUDAParity(t *testing.T) {
 	}
 	cases = append(cases, nnParityCases()...)
 	cases = append(cases, coreParityCases()...)
+	cases = append(cases, renderParityCase())
 	checkParityCovers(t, cases)
 	gp := openSide(t, "cuda")
 	cp := openSide(t, "cpu")
@@ -389,7 +390,7 @@ var parityCovers = map[string]string{
 	"Softmax": "softmax and backward", "SoftmaxBackward": "softmax and backward", "LayerNorm": "layer norm",
 	"LayerNormBackward": "layer norm", "GemmStrided": "gemm strided",
 	"DepthwiseConv2D": "depthwise conv2d", "DepthwiseConv2DBackward": "depthwise conv2d",
-	"Attention": "attention", "AttentionBackward": "attention",
+	"Attention": "attention", "AttentionBackward": "attention", "RenderRecords": "render records",
 }
 
 func checkParityCovers(t *testing.T, cases []parityCase) {

@@ -103,6 +103,8 @@ func badCalls(e env, f func(int) kernels.F32) map[string][]Bad {
 	g2a, g2b, g2c, g2d, g2e, g2f := f(2), f(2), f(2), f(2), f(2), f(2)
 	rec5, rec10 := f(5), f(10)               // one and two records of BatchNormStats for bn
 	bf8 := kernels.U8{Buf: f(2).Buf, Len: 8} // four bf16 or fp16 values
+	// RenderRecords' pixels [1][3][2][2] and one sample of kind 0 at offset 0.
+	pix12, pix12b, off2 := kernels.U8{Buf: f(3).Buf, Len: 12}, kernels.U8{Buf: f(3).Buf, Len: 12}, e.i32(0, 0)
 	bad := map[string][]Bad{
 		"Fill": {
 			{"nil stream", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error { return o.Fill(nil, x4, 1) }},
@@ -389,6 +391,29 @@ func badCalls(e env, f func(int) kernels.F32) map[string][]Bad {
 			}},
 			{"dst overlaps src", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
 				return o.NormalizeU8(s, x4, kernels.U8{Buf: x4.Buf, Off: 4, Len: 4}, 1, 4, nil, nil)
+			}},
+		},
+		"RenderRecords": {
+			{"2 channels", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, off2, bytes4, 1, 2, 2, 3)
+			}},
+			{"height 0", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, off2, bytes4, 1, 3, 0, 4)
+			}},
+			{"negative n", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, off2, bytes4, -1, 3, 2, 2)
+			}},
+			{"dst length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, off2, bytes4, 1, 1, 2, 2)
+			}},
+			{"offsets length", kernels.ErrShape, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, cnt, bytes4, 1, 3, 2, 2)
+			}},
+			{"workspace not n slots", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, kernels.U8{Buf: f(6).Buf, Len: 24}, pix12b, arg4, bytes4.Slice(0, 3), 2, 3, 2, 2)
+			}},
+			{"dst overlaps the workspace", kernels.ErrArgument, func(o kernels.Ops, s gpu.Stream) error {
+				return o.RenderRecords(s, pix12, pix12b, off2, pix12.Slice(8, 12), 1, 3, 2, 2)
 			}},
 		},
 		"SGDStep": {

@@ -330,6 +330,29 @@ value for all; an empty mean is 0 and an empty std is 1. The values are copied a
 			Example: "f(4), u(4), 2, 2, []float32{0.5}, []float32{0.2, 0.3}"},
 	}},
 	{Ops: []Op{
+		{Method: "RenderRecords", Name: "render records", Sig: "dst, src U8, offsets I32, ws U8, n, channels, h, w int",
+			Doc: `RenderRecords is the device half of a device decode: it writes the uint8 pixels of n samples into
+dst [n][channels][h][w] (channels 1 or 3). offsets [n][2] holds each sample's byte offset in src
+and its kind: 1, a record of transforms.Worker.ApplyCoefficients there, which it renders as
+transforms.Worker.Render does, byte for byte (dequantization, the scaled IDCT, the resampling, the
+colour conversion and the orientation); 0, channels*h*w bytes of pixels that the host made
+(Apply's), which it copies. ws is its scratch, n slots of ws.Len/n bytes (ws.Len a multiple of n),
+sample i's the i-th: a record takes transforms.Worker.RecordScratch of it there (a caller that
+reserves ws once sends the samples whose records need more down the host path), pixels none; what
+ws holds afterwards is unspecified. A record is outside data, checked as Render checks it: a kind
+other than 0 and 1 (ErrArgument), an offset outside src or pixels past its end, a record that
+needs more than its slot (ErrShape), a record whose C*H*W pixels are not channels*h*w
+(transforms.ErrShape) or one that does not hold together (transforms.ErrCorrupt) makes the
+stream's error wrap that sentinel and name the first such sample; dst is then unspecified.`,
+			Checks: []Check{
+				Arg("n < 0 || (channels != 1 && channels != 3) || h <= 0 || w <= 0",
+					"n = %d, channels = %d, h = %d, w = %d; want n >= 0, channels 1 or 3, h and w >= 1", "n", "channels", "h", "w"),
+				Out("dst", "n", "channels", "h", "w"), In("src"), In("offsets", "n", "2"), Out("ws").As("workspace"),
+				Arg("n > 0 && ws.Len%n != 0", "workspace of %d bytes for %d samples; want a multiple of n", "ws.Len", "n"),
+			},
+			Example: "u(12), u(12), i(0, 0), u(4), 1, 3, 2, 2"},
+	}},
+	{Ops: []Op{
 		{Method: "ToBF16", Name: "to bf16", Sig: "dst U8, src F32",
 			Doc: `ToBF16 rounds src to bfloat16 (to the nearest, ties to even; NaN stays NaN) into dst, 2
 bytes per value, little-endian (dst.Len = 2*src.Len, dst.Off even): gradients that travel
