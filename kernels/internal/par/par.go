@@ -177,7 +177,10 @@ func (p *workers) worker() {
 				}
 				t.refs.Add(-1)
 			}
-			if i%64 == 0 && time.Since(idle) > spin {
+			if i%32 != 0 {
+				continue // a load of gen, again: cheaper than yielding, which takes the scheduler's lock
+			}
+			if time.Since(idle) > spin {
 				p.sleeping.Add(1)
 				if p.gen.Load() == seen { // no Run began since: park (Run wakes after counting)
 					if timer == nil {
