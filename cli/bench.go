@@ -37,6 +37,16 @@ type benchResult struct {
 	// thread's work (reading, decoding, augmenting, collating, copying, and on the cpu device
 	// the normalization too).
 	CPUMsPerImage float64 `json:"cpu_ms_per_image"`
+	// HostCPUMsPerImage is the CPU time of the loader's host stages per image (loaders.Stats.HostCPU:
+	// reading, decoding, augmenting, packing the copies), without the device's work, which
+	// cpu_ms_per_image includes on the cpu device: the figure --decode device lowers.
+	HostCPUMsPerImage float64 `json:"host_cpu_ms_per_image"`
+	// With --decode device: the samples the device decoded, those that took the host path, and
+	// the mean bytes over the bus of a device decoded sample's record (against the image's
+	// channels*size*size bytes of pixels).
+	DeviceDecoded       int64   `json:"device_decoded,omitempty"`
+	HostPath            int64   `json:"host_path,omitempty"`
+	RecordBytesPerImage float64 `json:"record_bytes_per_image,omitempty"`
 }
 
 func runBench(ctx context.Context, e *env, args []string) error {
@@ -44,6 +54,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	fs := e.flags("--data SPEC [--size S] [--batch B] [--workers W] [--epochs E] [--device D] [--on-error skip] [--json]", true)
 	lf.register(fs, 64)
 	lf.registerRanks(fs)
+	lf.registerDecode(fs, "train")
 	epochs := fs.Int("epochs", 1, "timed epochs")
 	warmup := fs.Int("warmup", 0, "untimed epochs first (warms the page cache and the workers' scratch memory)")
 	sampleLog := fs.String("sample-log", "",
@@ -101,7 +112,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 			if err := stream.Synchronize(ctx); err != nil {
 				return err
 			}
-			start, cpu0, before = time.Now(), cpuNow(), accounted(ld)
+			start, cpu0, before = time.Now(), cpuNow(), ld.Stats()
 		}
 		desc := fmt.Sprintf("epoch %d/%d", epoch+1-*warmup, *epochs)
 		if epoch < *warmup {
@@ -142,7 +153,7 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	secs := time.Since(start).Seconds()
 	cpu := (cpuNow() - cpu0).Seconds()
-	after := accounted(ld)
+	after := ld.Stats() // the epochs' iterators have returned: every copy is counted
 	r := benchResult{
 		Data: lf.data, Device: dev.Info().String(), Workers: lf.workers, Batch: lf.batch, Epochs: *epochs,
 		Images: images, Seconds: secs, ImagesPerS: float64(images) / secs,
@@ -154,6 +165,11 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	if images > 0 {
 		r.CPUMsPerImage = cpu * 1e3 / float64(images)
+		r.HostCPUMsPerImage = (after.HostCPU - before.HostCPU).Seconds() * 1e3 / float64(images)
+	}
+	r.DeviceDecoded, r.HostPath = after.DeviceDecoded-before.DeviceDecoded, after.HostPath-before.HostPath
+	if r.DeviceDecoded > 0 {
+		r.RecordBytesPerImage = float64(after.RecordBytes-before.RecordBytes) / float64(r.DeviceDecoded)
 	}
 	if r.H2DSeconds > 0 {
 		r.H2DGBps = float64(r.H2DBytes) / r.H2DSeconds / 1e9
@@ -161,8 +177,12 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	if el := after.Elapsed - before.Elapsed; el > 0 {
 		r.StallFraction = float64(after.Wait-before.Wait) / float64(el)
 	}
-	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS, r.CPUMsPerImage,
-		r.Device, r.Batch, workersString(lf.workers))
+	e.printf("%d images in %.2f s: %.0f images/s, %.2f ms of CPU per image, %.2f of it the host's (%s, batch %d, workers %s)\n", r.Images, r.Seconds, r.ImagesPerS,
+		r.CPUMsPerImage, r.HostCPUMsPerImage, r.Device, r.Batch, workersString(lf.workers))
+	if r.DeviceDecoded+r.HostPath > 0 {
+		e.printf("device decode: %d samples decoded on the device (records of %.1f KB on average), %d on the host\n",
+			r.DeviceDecoded, r.RecordBytesPerImage/1e3, r.HostPath)
+	}
 	e.printf("host to device: %.1f MB in %.3f s of copy time (%.2f GB/s), consumer stalled %.1f%% of the time\n",
 		float64(r.H2DBytes)/1e6, r.H2DSeconds, r.H2DGBps, 100*r.StallFraction)
 	if !r.Pinned {
@@ -170,22 +190,6 @@ func runBench(ctx context.Context, e *env, args []string) error {
 	}
 	lf.reportSkipped(e, r.Skipped, after.LastSkipped)
 	return e.emit(r)
-}
-
-// accounted returns the loader's statistics once they count the copies of every batch yielded so
-// far: the feeder accounts a copy on its own goroutine after it saw the copy complete, so figures
-// read at once could miss the last ones. It waits at most a few seconds (a copy stuck that long
-// shows in the figures instead).
-func accounted(ld *loaders.Loader) loaders.Stats {
-	perSample := int64(ld.Shape().Len() + 4) // the image and its int32 label
-	deadline := time.Now().Add(5 * time.Second)
-	for {
-		st := ld.Stats()
-		if st.CopyBytes >= st.Samples*perSample || time.Now().After(deadline) {
-			return st
-		}
-		time.Sleep(200 * time.Microsecond)
-	}
 }
 
 func workersString(n int) string {

@@ -94,3 +94,37 @@ func TestBenchBadSamples(t *testing.T) {
 		t.Errorf("past the limit: exit %d, stderr %q; want 1 and a too-many-skipped error", code, errOut)
 	}
 }
+
+// TestBenchDeviceDecode: stoke bench --decode device sends the JPEGs of a folder to the device
+// and its PNG down the host path, reports both counts, the records' bytes (fewer than the
+// pixels', and so the bytes over the bus) and the host's share of the CPU.
+func TestBenchDeviceDecode(t *testing.T) {
+	root := jpegFolder(t, 2, 4)
+	f, err := os.Create(filepath.Join(root, "a", "x.png"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := png.Encode(f, image.NewGray(image.Rect(0, 0, 50, 40))); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	out, errOut, code := stoke(t, "bench", "--data", root, "--size", "32", "--batch", "4", "--epochs", "2", "--decode", "device", "--json", "-q")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var r benchResult
+	lastJSON(t, out, &r)
+	if r.Images != 18 || r.DeviceDecoded+r.HostPath != r.Images || r.HostPath < 2 || r.DeviceDecoded < 12 {
+		t.Errorf("images %d, device decoded %d, host path %d; want 18, the PNG's 2 on the host, the JPEGs (but a few) on the device",
+			r.Images, r.DeviceDecoded, r.HostPath)
+	}
+	if px := float64(3 * 32 * 32); r.RecordBytesPerImage <= 0 || r.RecordBytesPerImage >= px {
+		t.Errorf("record_bytes_per_image = %v; want in (0, %v)", r.RecordBytesPerImage, px)
+	}
+	if pixels := r.Images * (3*32*32 + 4 + 8); r.H2DBytes >= pixels {
+		t.Errorf("h2d_bytes = %d; want fewer than the pixels' %d", r.H2DBytes, pixels)
+	}
+	if runtime.GOOS == "linux" && (r.HostCPUMsPerImage <= 0 || r.HostCPUMsPerImage > r.CPUMsPerImage) {
+		t.Errorf("host_cpu_ms_per_image = %v; want in (0, cpu_ms_per_image %v]", r.HostCPUMsPerImage, r.CPUMsPerImage)
+	}
+}

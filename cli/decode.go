@@ -6,7 +6,7 @@ import (
 	"github.com/stoke-ml/stoke/transforms"
 )
 
-// decodeFlag is --decode: a transforms.DecodeMode by name (fast or exact).
+// decodeFlag is --decode: a transforms.DecodeMode by name (fast, exact or device).
 type decodeFlag struct{ m *transforms.DecodeMode }
 
 func (f decodeFlag) String() string {
@@ -32,11 +32,11 @@ func (lf *loaderFlags) registerDecode(fs *flag.FlagSet, split string) {
 	if lf.decode == nil {
 		lf.decode = map[string]*transforms.DecodeMode{}
 	}
-	m, usage := transforms.FastDecode, "JPEG decode of the training data: fast (reduced scale) or exact "+
-		"(as PIL and torchvision decode; slower); evaluation decodes exact"
+	m, usage := transforms.FastDecode, "JPEG decode of the training data: fast (reduced scale), exact "+
+		"(as PIL and torchvision decode; slower) or device (fast's pixels, the host entropy-decoding and the device doing the rest); evaluation decodes exact"
 	if split == "test" {
-		m, usage = transforms.ExactDecode, "JPEG decode: exact (as PIL and torchvision decode, what a model trained or served there sees) "+
-			"or fast (reduced scale, stoke train's default)"
+		m, usage = transforms.ExactDecode, "JPEG decode: exact (as PIL and torchvision decode, what a model trained or served there sees), "+
+			"fast (reduced scale, stoke train's default) or device (fast's pixels, the device doing the pixel work)"
 	}
 	lf.decode[split] = &m
 	fs.Var(decodeFlag{&m}, "decode", usage)

@@ -36,6 +36,7 @@ func runProfile(ctx context.Context, e *env, args []string) error {
 	lf.augment = &augmentFlags{} // the training loader's augmentation, as stoke train's
 	lf.augment.register(fs)
 	lf.registerRanks(fs)
+	lf.registerDecode(fs, "train")
 	batches := fs.Int("batches", 50, "batches to profile (the loader runs as many epochs as that takes)")
 	withTrain := fs.Bool("train", false, "profile the training step too: the trainer consumes the batches")
 	model := fs.String("model", "mlp", "model trained with --train: "+strings.Join(models.Names(), ", "))

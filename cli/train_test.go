@@ -291,3 +291,27 @@ func TestTrainRecipeDefaults(t *testing.T) {
 		}
 	}
 }
+
+// TestTrainDeviceDecode: training with --decode device is the same run as with --decode fast, loss
+// and accuracy bit for bit: the device renders the fast decode's pixels byte for byte (JPEGs of
+// two classes; the trainer, the model and the order are deterministic).
+func TestTrainDeviceDecode(t *testing.T) {
+	root := jpegFolder(t, 2, 6)
+	run := func(decode string) trainJSON {
+		out, errOut, code := stoke(t, "train", "--data", root, "--size", "32", "--model", "cnn", "--batch", "4", "--workers", "2",
+			"--val-split", "0.25", "--epochs", "2", "--decode", decode, "--json", "-q")
+		if code != 0 {
+			t.Fatalf("--decode %s: exit %d: %s", decode, code, errOut)
+		}
+		var r trainJSON
+		lastJSON(t, out, &r)
+		if r.FinalLoss == nil || r.TestAcc == nil {
+			t.Fatalf("--decode %s: %q lacks final_loss or test_acc", decode, out)
+		}
+		return r
+	}
+	fast, dev := run("fast"), run("device")
+	if *dev.FinalLoss != *fast.FinalLoss || *dev.TestAcc != *fast.TestAcc {
+		t.Errorf("--decode device: loss %v, accuracy %v; --decode fast: %v, %v (want the same run)", *dev.FinalLoss, *dev.TestAcc, *fast.FinalLoss, *fast.TestAcc)
+	}
+}

@@ -32,10 +32,13 @@ type job struct {
 	smp   *Sample // the sample, read already from a stream; nil for a dataset
 }
 
-// result is a loaded sample; err is set when the Skip policy let a bad sample through.
+// result is a loaded sample; err is set when the Skip policy let a bad sample through. With a
+// device decode, kind is the sample's (kindRecord or kindPixels) and n its bytes in its place.
 type result struct {
 	job
-	err error
+	err  error
+	kind int
+	n    int
 }
 
 // epochRun is the state of one epoch's iteration.
@@ -316,6 +319,11 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 
 // load reads, decodes and augments one sample into its place in the slot.
 func (e *epochRun) load(ctx context.Context, j job) (result, error) {
+	defer e.l.hostCPU()()
+	return e.loadSample(ctx, j)
+}
+
+func (e *epochRun) loadSample(ctx context.Context, j job) (result, error) {
 	l := e.l
 	w := pipeline.WorkerIndex(ctx)
 	ws := &l.workers[w]
@@ -333,12 +341,18 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 			tr.Span(ReadStage, w, int64(i), start, end)
 		}
 	}
+	kind, n := kindPixels, l.sample
 	if err == nil {
 		tgt := j.sb.mem[l.labOff+l.tsize*j.pos : l.labOff+l.tsize*(j.pos+1)]
 		if err = l.cfg.Target.Put(tgt, s); err == nil {
-			ws.r.Reset(l.cfg.Seed, e.epoch, i)
+			reset := func() { ws.r.Reset(l.cfg.Seed, e.epoch, i) }
+			reset()
 			dst := j.sb.mem[j.pos*l.sample : (j.pos+1)*l.sample]
-			err = ws.w.Apply(dst, s.Input, ws.r.Rand)
+			if l.dd != nil {
+				kind, n, err = l.applyDevice(ws, dst, s.Input, reset)
+			} else {
+				err = ws.w.Apply(dst, s.Input, ws.r.Rand)
+			}
 		}
 		if err != nil {
 			err = &SampleError{l.info.Name, i, s.Key, err}
@@ -358,13 +372,14 @@ func (e *epochRun) load(ctx context.Context, j job) (result, error) {
 		}
 		return result{job: j, err: err}, nil
 	}
-	return result{job: j}, nil
+	return result{job: j, kind: kind, n: n}, nil
 }
 
 // copyBatch takes a full slot, counts and compacts away skipped samples, and hands the slot to the
 // feeder, which copies it into a free set of device buffers. It returns nil when nothing is left of
 // the batch.
 func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
+	defer e.l.hostCPU()()
 	l := e.l
 	sb := rs[0].sb
 	b := &Batch{Shape: l.shape, Epoch: e.epoch, Seq: sb.seq, l: l, Indices: make([]int, 0, len(rs)), read: sb.read, buffer: sb.buffer}
@@ -373,6 +388,7 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 		e.releaseOpen(sb)
 		return nil, sb.slot.Release()
 	}
+	kept := rs[:0:0]
 	for _, r := range rs {
 		if r.sb != sb {
 			return nil, fmt.Errorf("loaders: internal error: batch %d mixes slots", sb.seq)
@@ -390,10 +406,15 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 			continue
 		}
 		if k := len(b.Indices); k != r.pos {
-			copy(sb.mem[k*l.sample:(k+1)*l.sample], sb.mem[r.pos*l.sample:(r.pos+1)*l.sample])
+			if l.dd == nil { // packDevice moves a device decode's samples
+				copy(sb.mem[k*l.sample:(k+1)*l.sample], sb.mem[r.pos*l.sample:(r.pos+1)*l.sample])
+			}
 			copy(sb.mem[l.labOff+l.tsize*k:l.labOff+l.tsize*(k+1)], sb.mem[l.labOff+l.tsize*r.pos:])
 		}
 		b.Indices = append(b.Indices, r.index)
+		if l.dd != nil {
+			kept = append(kept, r)
+		}
 	}
 	b.N = len(b.Indices)
 	if b.N == 0 {
@@ -419,6 +440,9 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	}
 	e.releaseOpen(sb) // the feeder takes the slot over, whatever the outcome
 	l.fed(sb.seq)
+	if l.dd != nil {
+		return e.feedDevice(ctx, b, sb, kept)
+	}
 	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: b.N * l.sample}, gpu.Region{Off: l.labOff, Len: l.tsize * b.N})
 	if err != nil {
 		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err)
@@ -427,6 +451,40 @@ func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
 	e.produced[db] = true
 	e.mu.Unlock()
 	b.dev, b.Images, b.Labels, b.Ready = db, db.Buffers[0], db.Buffers[1], db.Ready
+	return b, nil
+}
+
+// feedDevice packs a device decode's batch (the kept samples' results, in order), copies it and
+// enqueues its rendering into the batch's images.
+func (e *epochRun) feedDevice(ctx context.Context, b *Batch, sb *slotBatch, kept []result) (*Batch, error) {
+	l := e.l
+	used := l.packDevice(sb.mem, kept)
+	records, bytes := 0, 0
+	for _, r := range kept {
+		if r.kind == kindRecord {
+			records++
+			bytes += r.n
+		}
+	}
+	db, err := l.feeder.Feed(ctx, sb.slot, gpu.Region{Off: 0, Len: used}, gpu.Region{Off: l.offOff, Len: 8 * b.N},
+		gpu.Region{Off: l.labOff, Len: l.tsize * b.N}, gpu.Region{})
+	if err != nil {
+		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: %w", l.info.Name, e.epoch, sb.seq, err)
+	}
+	e.mu.Lock()
+	e.produced[db] = true
+	e.mu.Unlock()
+	b.dev, b.Images, b.Labels = db, db.Buffers[3], db.Buffers[2]
+	if b.Ready, err = l.render(db, b.N); err != nil {
+		return nil, fmt.Errorf("loaders: %s epoch %d batch %d: device decode: %w", l.info.Name, e.epoch, sb.seq, err)
+	}
+	db.Ready = b.Ready // what Deliver has the consumer's stream wait for: the images, not the copy
+
+	l.mu.Lock()
+	l.stats.DeviceDecoded += int64(records)
+	l.stats.HostPath += int64(b.N - records)
+	l.stats.RecordBytes += int64(bytes)
+	l.mu.Unlock()
 	return b, nil
 }
 

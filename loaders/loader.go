@@ -10,6 +10,7 @@ import (
 
 	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/bytesize"
+	"github.com/stoke-ml/stoke/internal/cputime"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/pinned"
 	"github.com/stoke-ml/stoke/pipeline"
@@ -276,6 +277,13 @@ func checkBudget(name string, c Config, shape transforms.Shape) error {
 	if err != nil {
 		return err
 	}
+	if deviceDecodes(c) {
+		// Each slot's table of samples; each buffer set's images besides the records, and the
+		// table; the decode stream's scratch.
+		table := 8 * int64(c.Batch)
+		f.Host += int64(f.Slots) * table
+		f.Device += int64(f.Sets)*(int64(c.Batch)*int64(shape.Len())+table) + int64(c.Batch)*int64(deviceScratch(shape))
+	}
 	if c.MemoryBudget > 0 && f.total() > c.MemoryBudget {
 		return fmt.Errorf("loaders: %s: batches of %d images of %v need %s (%d host slots and %d device buffer sets of %s), over the memory budget of %s "+
 			"(Config.MemoryBudget, stoke --memory); lower the batch size, the image size or the prefetch: %w",
@@ -384,6 +392,8 @@ type Loader struct {
 	sample  int // bytes of one output image
 	tsize   int // bytes of one target
 	labOff  int // offset of the targets in a slot
+	offOff  int // offset of a device decode's table of samples (offset, kind) in a slot
+	dd      *deviceDecode
 
 	streamLen int // a SizedSource's number of samples (0: unknown)
 
@@ -397,6 +407,7 @@ type Loader struct {
 	feedSeq map[int64]int
 	workers []workerState // one per transform worker, indexed by pipeline.WorkerIndex
 	read    atomic.Int64  // nanoseconds in Dataset.Sample
+	cpu     atomic.Int64  // nanoseconds of thread CPU in the transform and copy stages (Stats.HostCPU)
 
 	mu         sync.Mutex
 	running    bool
@@ -524,11 +535,18 @@ func (l *Loader) setup() error {
 	if l.cfg.Target == nil {
 		l.cfg.Target = Class(l.info.NumClasses)
 	}
+	if err := checkDeviceDecode(l.info.Name, cfg); err != nil {
+		return err
+	}
 	if err := checkBudget(l.info.Name, l.cfg, shape); err != nil {
 		return err
 	}
 	l.shape, l.sample, l.tsize = shape, shape.Len(), l.cfg.Target.Size()
 	l.labOff = cfg.Batch * l.sample
+	if deviceDecodes(cfg) {
+		l.offOff = l.labOff
+		l.labOff += 8 * cfg.Batch
+	}
 	l.state = l.position(0, 0)
 
 	l.dev = cfg.Device
@@ -584,7 +602,15 @@ func (l *Loader) alloc() error {
 		return fmt.Errorf("loaders: host slots: %w", err)
 	}
 	// One buffer set being copied into, one held by the consumer, Prefetch waiting between them.
-	fc := gpu.FeederConfig{Device: l.dev, Compute: l.cfg.Stream, Sizes: []int{l.labOff, l.tsize * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2}
+	fc := gpu.FeederConfig{Device: l.dev, Compute: l.cfg.Stream, Sizes: []int{l.cfg.Batch * l.sample, l.tsize * l.cfg.Batch}, Ring: l.cfg.Prefetch + 2}
+	if deviceDecodes(l.cfg) {
+		// The records (and host pixels), the samples' table, the targets, and the images
+		// RenderRecords makes of them.
+		fc.Sizes = []int{l.cfg.Batch * l.sample, 8 * l.cfg.Batch, l.tsize * l.cfg.Batch, l.cfg.Batch * l.sample}
+		if err := l.openDeviceDecode(); err != nil {
+			return err
+		}
+	}
 	if l.cfg.Tracer != nil {
 		l.feedSeq = map[int64]int{}
 		fc.Copied = l.copied
@@ -602,6 +628,9 @@ func (l *Loader) free() error {
 	var errs []error
 	if l.feeder != nil {
 		errs = append(errs, l.feeder.Close())
+	}
+	if l.dd != nil {
+		errs = append(errs, l.dd.close())
 	}
 	if l.pool != nil {
 		errs = append(errs, l.pool.Close())
@@ -743,6 +772,30 @@ type Stats struct {
 	Wait, Elapsed time.Duration
 	// Pool describes the host slots, including whether they are pinned and why not.
 	Pool pinned.Stats
+	// With transforms.DeviceDecode: DeviceDecoded counts the samples the device decoded (all
+	// epochs), HostPath those that took the host path (another format, pixel steps, a record
+	// too long or needing more device scratch than a sample has: transforms.ErrHostPath), and
+	// RecordBytes the bytes of the device decoded samples' records.
+	DeviceDecoded, HostPath, RecordBytes int64
+	// HostCPU is the CPU time of the transform and copy stages' work (all epochs): reading,
+	// decoding, augmenting, packing and enqueuing each batch's copy, on the threads that ran it
+	// (Linux; 0 elsewhere). It leaves out what the device does, also on the CPU backend, whose
+	// streams run on threads of their own: the host's cost of the data, which a device decode
+	// lowers.
+	HostCPU time.Duration
+}
+
+// hostCPU starts counting the calling goroutine's CPU time into Stats.HostCPU, locking it to its
+// thread; the function it returns stops.
+func (l *Loader) hostCPU() func() {
+	runtime.LockOSThread()
+	c0, ok := cputime.Thread()
+	return func() {
+		if c1, ok1 := cputime.Thread(); ok && ok1 {
+			l.cpu.Add(int64(c1 - c0))
+		}
+		runtime.UnlockOSThread()
+	}
 }
 
 // CopyGBps is the copy bandwidth in GB/s (0 before the first copy has been timed).
@@ -775,6 +828,7 @@ func (l *Loader) Stats() Stats {
 		st.Stages = pl.Stats()
 	}
 	st.Read = time.Duration(l.read.Load())
+	st.HostCPU = time.Duration(l.cpu.Load())
 	at := map[string]int{} // by name: a worker leaves out the transforms that took it no time
 	for _, ws := range l.workers {
 		for _, t := range ws.w.Times() {

@@ -69,6 +69,23 @@ func newLoader(t testing.TB, ds Dataset, cfg Config) *Loader {
 	return loadertest.CloseAtEnd[*Loader](t)(New(ds, cfg))
 }
 
+// cpuStream opens a CPU device and a stream on it, which the test's cleanup closes (after the
+// Loaders of cleanups registered later).
+func cpuStream(t testing.TB) (gpu.Device, gpu.Stream) {
+	t.Helper()
+	dev, err := gpu.Open("cpu")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { dev.Close() })
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { s.Close() })
+	return dev, s
+}
+
 // epoch collects every batch of one epoch; stopAfter >= 0 breaks after that many batches.
 func epoch(t testing.TB, l *Loader, e, stopAfter int) []got {
 	t.Helper()
@@ -289,16 +306,7 @@ func TestLoaderCancel(t *testing.T) {
 // buffers are reused only after that work.
 func TestLoaderComputeStream(t *testing.T) {
 	loadertest.NoLeaks(t)
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	compute, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer compute.Close()
+	dev, compute := cpuStream(t)
 	ds := rawDataset(30, 2, 2, 1)
 	l := newLoader(t, ds, Config{Batch: 3, Workers: 2, Device: dev, Stream: compute, Prefetch: 1})
 	sums := make([]int, l.BatchesPerEpoch()) // written by the compute stream only

@@ -14,16 +14,7 @@ import (
 // short last batch.
 func TestStatsCompleteAfterEpoch(t *testing.T) {
 	loadertest.NoLeaks(t)
-	dev, err := gpu.Open("cpu")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dev.Close()
-	compute, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer compute.Close()
+	dev, compute := cpuStream(t)
 	for _, stream := range []gpu.Stream{nil, compute} {
 		ds := rawDataset(50, 3, 4, 1) // 12-byte images; batches of 8: six of 8 and one of 2
 		l := newLoader(t, ds, Config{Batch: 8, Workers: 3, Device: dev, Stream: stream})

@@ -11,7 +11,7 @@
 #                           libcuda.so.1, also under LD_BIND_NOW=1; stoke train --device cpu trains
 #                           the MLP on 6000 digits; --device cuda fails naming libcuda.so.1); then
 #                           that binary on the stand-in: stoke bench --device cuda on a generated
-#                           photo folder, and stoke train
+#                           photo folder (--decode fast, then device), and stoke train
 #                           --device cuda on MNIST: the MLP for 1 epoch of the whole set, the CNN
 #                           (whose convolutions cost the stand-in ~25x the MLP's work per sample)
 #                           for 1 epoch of the first 6000 training digits, tested on the first 2000
@@ -201,6 +201,11 @@ train_check() {
 	echo "$out"
 	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r["h2d_bytes"] > 0 else 1)' "$out" ||
 		{ echo "cuda-sim: bench moved no images to the device" >&2; return 1; }
+	echo "-- stoke bench --device cuda --decode device (the JPEGs rendered by the device's RenderRecords)"
+	out=$("$bin" bench --data "$tmp/photos" --size 64 --batch 16 --workers 2 --device cuda --decode device --json -q | tail -1) || return 1
+	echo "$out"
+	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r.get("device_decoded", 0) > 0 else 1)' "$out" ||
+		{ echo "cuda-sim: bench --decode device decoded nothing on the device" >&2; return 1; }
 	# Subsets of MNIST as IDX files: mnist6k (the CNN's and the vit's) the first 6000 training and
 	# 2000 test digits, mnist1k (the other families') the first 1000 of each.
 	local mnist

@@ -36,7 +36,7 @@ func TestDecodeMode(t *testing.T) {
 	if got, want := Compose(CenterCrop(4)).String(), "Compose(CenterCrop(4))"; got != want {
 		t.Errorf("String() = %q; want %q", got, want)
 	}
-	for _, m := range []DecodeMode{FastDecode, ExactDecode} {
+	for _, m := range []DecodeMode{FastDecode, ExactDecode, DeviceDecode} {
 		if got, err := ParseDecodeMode(m.String()); got != m || err != nil {
 			t.Errorf("ParseDecodeMode(%q) = %v, %v; want %v", m.String(), got, err, m)
 		}
@@ -49,5 +49,16 @@ func TestDecodeMode(t *testing.T) {
 	jpg := encodeJPEG(t, toImage(in), 90)
 	if err := Compose().WithDecode(7).NewWorker().Apply(make([]byte, 3*16*16), Input{Encoded: jpg}, nil); !errors.Is(err, ErrInvalid) {
 		t.Errorf("Apply with DecodeMode(7) = %v; want ErrInvalid", err)
+	}
+	// Apply decodes as FastDecode under DeviceDecode: the host path of its samples.
+	fast, dev := make([]byte, 3*8*8), make([]byte, 3*8*8)
+	if err := Compose(Resize(8)).NewWorker().Apply(fast, Input{Encoded: jpg}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if err := Compose(Resize(8)).WithDecode(DeviceDecode).NewWorker().Apply(dev, Input{Encoded: jpg}, nil); err != nil {
+		t.Fatal(err)
+	}
+	if string(fast) != string(dev) {
+		t.Error("Apply under DeviceDecode differs from FastDecode")
 	}
 }

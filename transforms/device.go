@@ -117,7 +117,7 @@ func (w *Worker) ApplyCoefficients(dst []byte, out Shape, in Input, r *rand.Rand
 		return 0, fmt.Errorf("transforms: a %s image: %w", info.Format, ErrHostPath)
 	}
 	switch mode := p.DecodeMode(); mode {
-	case FastDecode:
+	case FastDecode, DeviceDecode:
 	case ExactDecode:
 		return 0, fmt.Errorf("transforms: %v decode, as libjpeg-turbo: %w", mode, ErrHostPath)
 	default:

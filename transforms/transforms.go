@@ -170,33 +170,44 @@ const (
 	// needs; it costs more than FastDecode (the full-scale IDCT and the colour conversion of the
 	// whole crop).
 	ExactDecode
+	// DeviceDecode splits FastDecode between the host and the device: a Loader whose Chain has it
+	// entropy-decodes a JPEG sample on the host (Worker.ApplyCoefficients) and has the device
+	// reconstruct, resample and colour-convert it (kernels' RenderRecords), the same pixels as
+	// FastDecode's; the samples the device cannot take (ErrHostPath) take FastDecode's host path
+	// in the same batch. Apply, which runs on the host, decodes as FastDecode.
+	DeviceDecode
 )
 
-// String is "fast" or "exact" (ParseDecodeMode's names), or the number of another mode.
+// String is "fast", "exact" or "device" (ParseDecodeMode's names), or the number of another
+// mode.
 func (m DecodeMode) String() string {
 	switch m {
 	case FastDecode:
 		return "fast"
 	case ExactDecode:
 		return "exact"
+	case DeviceDecode:
+		return "device"
 	}
 	return fmt.Sprintf("DecodeMode(%d)", uint8(m))
 }
 
-// ParseDecodeMode returns the mode named "fast" or "exact" (as String writes them), or an error
-// wrapping ErrInvalid.
+// ParseDecodeMode returns the mode named "fast", "exact" or "device" (as String writes them), or
+// an error wrapping ErrInvalid.
 func ParseDecodeMode(s string) (DecodeMode, error) {
 	switch s {
 	case "fast":
 		return FastDecode, nil
 	case "exact":
 		return ExactDecode, nil
+	case "device":
+		return DeviceDecode, nil
 	}
-	return 0, fmt.Errorf("transforms: decode mode %q (want fast or exact): %w", s, ErrInvalid)
+	return 0, fmt.Errorf("transforms: decode mode %q (want fast, exact or device): %w", s, ErrInvalid)
 }
 
 // WithDecode returns a copy of p that decodes JPEG images in mode m. A mode other than
-// FastDecode and ExactDecode makes Apply fail with ErrInvalid.
+// FastDecode, ExactDecode and DeviceDecode makes Apply fail with ErrInvalid.
 func (p *Chain) WithDecode(m DecodeMode) *Chain {
 	q := Chain{maxPixels: DefaultMaxPixels}
 	if p != nil {

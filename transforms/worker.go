@@ -278,7 +278,7 @@ func (w *Worker) resample(dst []byte, m *mapping, nc, chanStride int) {
 // With ExactDecode the decode is at full scale and as libjpeg-turbo's, into R, G, B planes.
 func (w *Worker) decodeJPEG(data []byte, m *mapping, stored [2]int) error {
 	exact := w.p.DecodeMode() == ExactDecode
-	if mode := w.p.DecodeMode(); mode != FastDecode && !exact {
+	if mode := w.p.DecodeMode(); mode != FastDecode && mode != DeviceDecode && !exact {
 		return fmt.Errorf("transforms: decode mode %d: %w", mode, ErrInvalid)
 	}
 	scale, region := decodeWindow(m, stored, exact)

@@ -1,7 +1,7 @@
 //go:build unix
 
-// Package cputime reads the CPU time of the process, the figure benchmarks quote on a shared
-// machine, where wall time measures the neighbours as much as the code.
+// Package cputime reads the CPU time of the process or of a thread, the figure benchmarks quote
+// on a shared machine, where wall time measures the neighbours as much as the code.
 package cputime
 
 import (
