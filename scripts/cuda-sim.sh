@@ -201,8 +201,8 @@ train_check() {
 	echo "$out"
 	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r["h2d_bytes"] > 0 else 1)' "$out" ||
 		{ echo "cuda-sim: bench moved no images to the device" >&2; return 1; }
-	echo "-- stoke bench --device cuda --decode device (the JPEGs rendered by the device's RenderRecords)"
-	out=$("$bin" bench --data "$tmp/photos" --size 64 --batch 16 --workers 2 --device cuda --decode device --json -q | tail -1) || return 1
+	echo "-- stoke bench --device cuda --decode device (160 px: records shorter than the pixels, rendered by the device's RenderRecords)"
+	out=$("$bin" bench --data "$tmp/photos" --size 160 --batch 16 --workers 2 --device cuda --decode device --json -q | tail -1) || return 1
 	echo "$out"
 	python3 -c 'import json,sys; r=json.loads(sys.argv[1]); sys.exit(0 if r["images"] == 64 and r.get("device_decoded", 0) > 0 else 1)' "$out" ||
 		{ echo "cuda-sim: bench --decode device decoded nothing on the device" >&2; return 1; }
