@@ -19,17 +19,10 @@ type bitReader struct {
 	fake   uint // zero bits fed after the marker, the lowest of the unread bits
 }
 
-// fill tops the accumulator up to at least 56 bits. The caller ensures br.n < 64.
+// fill tops the accumulator up to at least 56 bits. The caller ensures br.n < 32.
 func (br *bitReader) fill() {
-	// Fast path: the next 8 bytes hold no 0xff (no stuffing, no marker), so they go in with one
-	// shift; the whole bytes that fit are consumed, and the part of the next one that also went
-	// in is that byte's own leading bits, which the next fill ORs in again unchanged.
-	if p := br.pos; p+8 <= len(br.data) && !br.marker {
-		v := binary.BigEndian.Uint64(br.data[p:])
-		if (^v-0x0101010101010101)&v&0x8080808080808080 == 0 { // no byte of ^v is zero
-			br.acc |= v >> (br.n & 63)
-			br.pos += int((63 - br.n) >> 3)
-			br.n |= 56
+	if p := br.pos; !br.marker {
+		if br.acc, br.n, br.pos = refill8(br.data, p, br.acc, br.n); br.pos != p {
 			return
 		}
 	}
@@ -92,50 +85,57 @@ func extend(acc uint64, s uint8) int32 {
 // decodeBlock decodes one block of a sequential scan into b (coefficient zig at b[zz[zig]]:
 // natural order with unzig, transposed with unzigT; dequantized by qt), updating the
 // component's DC predictor. It returns the zig-zag index of the last coefficient
-// decoded (0: DC only). A nil b decodes and discards (a block outside the region).
+// decoded (0: DC only).
 func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *block, zz *[blockSize]int) (int32, error) {
-	if br.n < 32 {
-		br.fill()
+	// The block keeps the accumulator in locals (registers), writing them back to br around
+	// the calls that use it; refills take 8 bytes inline (refill8). Shift counts are masked to
+	// 63 (they are below 64 already) so that the compiler emits a bare shift. In the AC loop,
+	// a lookup in pair decodes one or two coefficients without a call; the end of the block,
+	// runs of 16 zeros and coefficients pair does not hold go to fast, in an inner loop while
+	// it decodes them, and codes longer than fastBits to the slow path. k is the zig-zag index
+	// of the next coefficient.
+	acc, n := br.acc, br.n
+	if n < 32 {
+		if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+			acc, n = br.refill(acc, n)
+		}
 	}
-	if f := dcH.fast[br.acc>>(64-fastBits)]; f != 0 {
-		br.acc <<= uint(f) & 63 // f&0xff, masked further
-		br.n -= uint(f & 0xff)
+	if f := dcH.fast[acc>>(64-fastBits)]; f != 0 {
+		acc <<= uint32(f) & 63 // f&0xff, masked further
+		n -= uint(f & 0xff)
 		*dc += f >> 16
 	} else {
-		t, err := br.decodeHuffman(dcH)
-		if err != nil {
+		br.acc, br.n = acc, n
+		if err := br.decodeDC(dcH, dc); err != nil {
 			return 0, err
 		}
-		if t > 16 {
-			return 0, UnsupportedError("excessive DC component")
-		}
-		if br.n < 32 {
-			br.fill()
-		}
-		if t != 0 {
-			*dc += extend(br.acc, t)
-			br.acc <<= t & 63 // t = 16 when masked stays 16
-			br.n -= uint(t)
-		}
-	}
-	if b == nil {
-		return 0, br.skipAC(acH)
+		acc, n = br.acc, br.n
 	}
 	b[0] = *dc * qt[0]
-	// The AC loop keeps the accumulator in locals (registers), writing them back to br around
-	// the calls that use it. Shift counts are masked to 63 (they are below 64 already) so that
-	// the compiler emits a bare shift. Codes that the fast table decodes run in an inner loop
-	// without calls, so that nothing is spilled per coefficient; refills and longer codes go
-	// round the outer loop. k is the zig-zag index of the next coefficient.
-	fast := &acH.fast
+	if !acH.pairReady {
+		acH.buildPair()
+	}
+	fast, pair := &acH.fast, acH.pair
 	_, _ = fast[0], zz[0] // nil checks here, not in the loop
 	last := int32(0)
-	acc, n := br.acc, br.n
 	for k := int32(1); k < blockSize; {
 		if n < 32 {
-			br.acc, br.n = acc, n
-			br.fill()
-			acc, n = br.acc, br.n
+			if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+				acc, n = br.refill(acc, n)
+			}
+		}
+		// Mostly, one lookup decodes one or two coefficients (see huffman.pair); without a
+		// second, the first is written twice.
+		p := pair[acc>>(64-fastBits)]
+		if z1 := k + int32(p>>8)&0xff; z1+int32(p>>32)&0xff < blockSize {
+			z2 := (z1 + int32(p>>32)&0xff) & (blockSize - 1)
+			z1 &= blockSize - 1
+			acc <<= uint32(p) & 63
+			n -= uint(p & 0xff)
+			b[zz[z1]&(blockSize-1)] = int32(int16(p>>16)) * qt[z1]
+			b[zz[z2]&(blockSize-1)] = int32(int16(p>>48)) * qt[z2]
+			last, k = z2, z2+1
+			continue
 		}
 		f := fast[acc>>(64-fastBits)]
 		if f == 0 {
@@ -165,7 +165,7 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 			continue
 		}
 		for { // f != 0 and n >= 16: f's code and extra bits are there
-			acc <<= uint(f) & 63
+			acc <<= uint32(f) & 63
 			n -= uint(f & 0xff)
 			switch r := (f >> 8) & 0xff; r {
 			case fastEOB:
@@ -195,15 +195,67 @@ func (br *bitReader) decodeBlock(b *block, dcH, acH *huffman, dc *int32, qt *blo
 	return last, nil
 }
 
-// skipAC reads past a block's AC coefficients (loops as in decodeBlock).
-func (br *bitReader) skipAC(acH *huffman) error {
-	fast := &acH.fast
+// decodeDC decodes a DC difference into *dc as decodeBlock does, for a code that its fast
+// table does not hold. The caller ensures br.n >= 32.
+func (br *bitReader) decodeDC(dcH *huffman, dc *int32) error {
+	t, err := br.decodeHuffman(dcH)
+	if err != nil {
+		return err
+	}
+	if t > 16 {
+		return UnsupportedError("excessive DC component")
+	}
+	if br.n < 32 {
+		br.fill()
+	}
+	if t != 0 {
+		*dc += extend(br.acc, t)
+		br.acc <<= t & 63 // t = 16 when masked stays 16
+		br.n -= uint(t)
+	}
+	return nil
+}
+
+// skipBlock reads past a block outside the region, updating the component's DC predictor
+// (loops as in decodeBlock, with skip in place of pair once it is built).
+func (br *bitReader) skipBlock(dcH, acH *huffman, dc *int32) error {
 	acc, n := br.acc, br.n
+	if n < 32 {
+		if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+			acc, n = br.refill(acc, n)
+		}
+	}
+	if f := dcH.fast[acc>>(64-fastBits)]; f != 0 {
+		acc <<= uint32(f) & 63
+		n -= uint(f & 0xff)
+		*dc += f >> 16
+	} else {
+		br.acc, br.n = acc, n
+		if err := br.decodeDC(dcH, dc); err != nil {
+			return err
+		}
+		acc, n = br.acc, br.n
+	}
+	fast, skip, multi := &acH.fast, acH.skip, acH.skipReady
 	for k := int32(1); k < blockSize; {
 		if n < 32 {
-			br.acc, br.n = acc, n
-			br.fill()
-			acc, n = br.acc, br.n
+			if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+				acc, n = br.refill(acc, n)
+			}
+		}
+		// Mostly, one lookup reads past several codes, when they leave the block unfinished or
+		// end it with an end of block (see huffman.skip). The rest goes one code at a time.
+		if multi {
+			if e := skip[acc>>(64-skipBits)]; k+int32(e>>8&0x7f) < blockSize {
+				acc <<= uint32(e) & 63
+				n -= uint(e & 0xff)
+				if e&skipEOB != 0 {
+					br.acc, br.n = acc, n
+					return nil
+				}
+				k += int32(e >> 8 & 0x7f)
+				continue
+			}
 		}
 		f := fast[acc>>(64-fastBits)]
 		if f == 0 {
@@ -226,28 +278,42 @@ func (br *bitReader) skipAC(acH *huffman) error {
 			n -= uint(s)
 			continue
 		}
-		for {
-			acc <<= uint(f) & 63
-			n -= uint(f & 0xff)
-			switch r := (f >> 8) & 0xff; r {
-			case fastEOB:
-				br.acc, br.n = acc, n
-				return nil
-			case fastZRL:
-				k += 16
-			default:
-				k += r + 1
-			}
-			if k >= blockSize || n < 16 {
-				break
-			}
-			if f = fast[acc>>(64-fastBits)]; f == 0 {
-				break
-			}
+		acc <<= uint32(f) & 63
+		n -= uint(f & 0xff)
+		switch r := (f >> 8) & 0xff; r {
+		case fastEOB:
+			br.acc, br.n = acc, n
+			return nil
+		case fastZRL:
+			k += 16
+		default:
+			k += r + 1
 		}
 	}
 	br.acc, br.n = acc, n
 	return nil
+}
+
+// refill8 is fill's fast path, which the decode loops inline on the accumulator they keep in
+// locals (acc, n; pos is the next byte to read): when the 8 bytes at pos hold no 0xff (no
+// stuffing, no marker), they go in with one shift, the whole bytes that fit are consumed, and
+// the part of the next one that also went in is that byte's own leading bits, which the next
+// refill ORs in again unchanged. Otherwise it returns its arguments, for fill. n < 56.
+func refill8(data []byte, pos int, acc uint64, n uint) (uint64, uint, int) {
+	if pos >= 0 && pos <= len(data)-8 {
+		v := binary.BigEndian.Uint64(data[pos:])
+		if (^v-0x0101010101010101)&v&0x8080808080808080 == 0 { // no byte of ^v is zero
+			return acc | v>>(n&63), n | 56, pos + int((63-n)>>3)
+		}
+	}
+	return acc, n, pos
+}
+
+// refill is fill for the decode loops when refill8 cannot: it takes and returns their locals.
+func (br *bitReader) refill(acc uint64, n uint) (uint64, uint) {
+	br.acc, br.n = acc, n
+	br.fill()
+	return br.acc, br.n
 }
 
 // restart consumes the restart marker expected after the current interval, which must follow

@@ -264,7 +264,7 @@ func (d *decoder) storeSequential(bx, by, ci int, dcH, acH *huffman, dc *int32) 
 	}
 	start, n := len(co.Index), 0
 	if co.window == 1 { // Scale 8 needs the DC term alone: skip the AC terms as outside the region
-		if _, err := d.br.decodeBlock(nil, dcH, acH, dc, nil, nil); err != nil {
+		if err := d.br.skipBlock(dcH, acH, dc); err != nil {
 			return err
 		}
 		if *dc != 0 {
@@ -302,48 +302,58 @@ var keep = func() (t [9][blockSize]uint8) {
 // decodeBlockPairs is decodeBlock writing the block's coefficients as pairs instead of into a
 // block: the DC term (the component's predictor, if not zero) then the AC terms that keep
 // marks, in zig-zag order, at idx[j] and val[j] (natural-order index and quantized value) for j
-// below the count it returns. idx and val hold 64 entries. Only its stores differ from
-// decodeBlock's (see there): each pair is written whether kept or not, and the count advanced
-// by keep, so that a kept pair costs no branch.
+// below the count it returns. idx and val hold 64 entries. It decodes as decodeBlock does
+// (see there); its stores differ: each pair is written whether kept or not, and the count
+// advanced by keep, so that a kept pair costs no branch; so is a pair lookup's second
+// (huffman.pair), a copy of the first when there is none, counted only when there is one.
 func (br *bitReader) decodeBlockPairs(idx []uint8, val []int16, dcH, acH *huffman, dc *int32, keep *[blockSize]uint8) (int, error) {
 	idx, val = idx[:blockSize], val[:blockSize]
-	if br.n < 32 {
-		br.fill()
+	acc, n := br.acc, br.n
+	if n < 32 {
+		if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+			acc, n = br.refill(acc, n)
+		}
 	}
-	if f := dcH.fast[br.acc>>(64-fastBits)]; f != 0 {
-		br.acc <<= uint(f) & 63
-		br.n -= uint(f & 0xff)
+	if f := dcH.fast[acc>>(64-fastBits)]; f != 0 {
+		acc <<= uint32(f) & 63
+		n -= uint(f & 0xff)
 		*dc += f >> 16
 	} else {
-		t, err := br.decodeHuffman(dcH)
-		if err != nil {
+		br.acc, br.n = acc, n
+		if err := br.decodeDC(dcH, dc); err != nil {
 			return 0, err
 		}
-		if t > 16 {
-			return 0, UnsupportedError("excessive DC component")
-		}
-		if br.n < 32 {
-			br.fill()
-		}
-		if t != 0 {
-			*dc += extend(br.acc, t)
-			br.acc <<= t & 63
-			br.n -= uint(t)
-		}
+		acc, n = br.acc, br.n
 	}
-	idx[0], val[0] = 0, int16(*dc)
 	j := 0
 	if *dc != 0 {
 		j = 1
 	}
-	fast := &acH.fast
+	if !acH.pairReady {
+		acH.buildPair()
+	}
+	fast, pair := &acH.fast, acH.pair
 	_, _ = fast[0], keep[0]
-	acc, n := br.acc, br.n
 	for k := int32(1); k < blockSize; {
 		if n < 32 {
-			br.acc, br.n = acc, n
-			br.fill()
-			acc, n = br.acc, br.n
+			if acc, n, br.pos = refill8(br.data, br.pos, acc, n); n < 32 {
+				acc, n = br.refill(acc, n)
+			}
+		}
+		// Mostly, one lookup decodes one or two coefficients (see huffman.pair); the second
+		// is written, and counted only if there is one. The rest goes one code at a time.
+		p := pair[acc>>(64-fastBits)]
+		if z1 := k + int32(p>>8)&0xff; z1+int32(p>>32)&0xff < blockSize {
+			z2 := (z1 + int32(p>>32)&0xff) & (blockSize - 1)
+			z1 &= blockSize - 1
+			acc <<= uint32(p) & 63
+			n -= uint(p & 0xff)
+			idx[j&(blockSize-1)], val[j&(blockSize-1)] = uint8(unzig[z1]), int16(p>>16)
+			j += int(keep[z1])
+			idx[j&(blockSize-1)], val[j&(blockSize-1)] = uint8(unzig[z2]), int16(p>>48)
+			j += int(keep[z2] & uint8(p>>40))
+			k = z2 + 1
+			continue
 		}
 		f := fast[acc>>(64-fastBits)]
 		if f == 0 {
@@ -374,33 +384,21 @@ func (br *bitReader) decodeBlockPairs(idx []uint8, val []int16, dcH, acH *huffma
 			k = z + 1
 			continue
 		}
-		for {
-			acc <<= uint(f) & 63
-			n -= uint(f & 0xff)
-			switch r := (f >> 8) & 0xff; r {
-			case fastEOB:
-				br.acc, br.n = acc, n
-				return j, nil
-			case fastZRL:
-				k += 16
-			default:
-				z := k + r
-				if z >= blockSize {
-					br.acc, br.n = acc, n
-					return j, nil
-				}
-				z &= blockSize - 1
-				idx[j&(blockSize-1)], val[j&(blockSize-1)] = uint8(unzig[z]), int16(f>>16)
-				j += int(keep[z])
-				k = z + 1
-			}
-			if k >= blockSize || n < 16 {
-				break
-			}
-			if f = fast[acc>>(64-fastBits)]; f == 0 {
-				break
-			}
+		acc <<= uint32(f) & 63
+		n -= uint(f & 0xff)
+		if z := k + (f>>8)&0xff; z < blockSize {
+			z &= blockSize - 1
+			idx[j&(blockSize-1)], val[j&(blockSize-1)] = uint8(unzig[z]), int16(f>>16)
+			j += int(keep[z])
+			k = z + 1
+		} else if (f>>8)&0xff == fastZRL {
+			k += 16
+		} else { // the end of the block, or a run past it
+			break
 		}
+	}
+	if *dc != 0 { // last: a block of 64 pairs wrote the copy of its last at j&63 = 0
+		idx[0], val[0] = 0, int16(*dc)
 	}
 	br.acc, br.n = acc, n
 	return j, nil

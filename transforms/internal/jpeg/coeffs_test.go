@@ -5,8 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"image"
+	stdjpeg "image/jpeg"
 	"io"
 	"math"
+	"math/rand/v2"
 	"os"
 	"path/filepath"
 	"testing"
@@ -113,12 +115,22 @@ func errClass(err error) string {
 	return fmt.Sprintf("%T", err)
 }
 
-// coefficientFiles are files(t) and two larger images from Go's encoder, whose blocks hold
-// more AC terms than the small ones'.
+// coefficientFiles are files(t) and three larger images from Go's encoder, whose blocks hold
+// more AC terms than the small ones': noise at quality 100 fills whole blocks (64 terms).
 func coefficientFiles(t testing.TB) map[string][]byte {
 	m := files(t)
 	m["420 200x150"] = encode(t, photo(200, 150, false))
 	m["gray 75x50"] = encode(t, photo(75, 50, true))
+	noise := image.NewGray(image.Rect(0, 0, 64, 48))
+	r := rand.New(rand.NewPCG(5, 5))
+	for i := range noise.Pix {
+		noise.Pix[i] = byte(r.Uint32())
+	}
+	var b bytes.Buffer
+	if err := stdjpeg.Encode(&b, noise, &stdjpeg.Options{Quality: 100}); err != nil {
+		t.Fatal(err)
+	}
+	m["noise q100"] = b.Bytes()
 	return m
 }
 

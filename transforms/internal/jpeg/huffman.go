@@ -36,16 +36,106 @@ type huffman struct {
 	maxCodes [maxCodeLength]int32
 	// valsIndices[i] is the index into vals of minCodes[i].
 	valsIndices [maxCodeLength]int32
+	// Fork: counts[i] is the number of codes of length i+1: with vals, the table's definition.
+	counts [maxCodeLength]uint8
 	// Fork: fast decodes a code and its extra bits together when both fit in the next fastBits
-	// bits, 0 when they do not. AC tables: value<<16 | run<<8 | bits used, where run 16 is the
-	// end of the block and run 17 a run of 16 zeros. DC tables: difference<<16 | bits used.
+	// bits, 0 when they do not. AC tables: value<<16 | run<<8 | bits used, where the runs of
+	// the end of the block (fastEOB) and of a run of 16 zeros (fastZRL) are past the block's
+	// end, so that the AC loops' test of a coefficient's position, k+run < blockSize, also keeps
+	// them off a coefficient's path. DC tables: difference<<16 | bits used.
 	fast [1 << fastBits]int32
+	// Fork: skip reads past a block's AC codes without their values (skipBlock): for the next
+	// skipBits bits, the codes with their extra bits that lie whole in them, one after the
+	// other up to an end of block, as skipEOB (ending with an end of block) | advance<<8 |
+	// bits used, the advance being what they add to the zig-zag index (a run of 16 zeros 16,
+	// a coefficient its run plus one). When the first does not fit, the advance is skipNone,
+	// past any block's end. AC tables only. Building it costs what it saves on some 700
+	// skipped blocks, so it is built (skipReady, allocated the first time) when a second image
+	// defines the same table, and kept: an image's own table (an optimizing encoder's) skips
+	// one code at a time.
+	skip      *[1 << skipBits]uint16
+	skipReady bool
+	// Fork: pair decodes up to two AC coefficients at once (decodeBlock, decodeBlockPairs):
+	// for the next fastBits bits, the first code's fast entry (bits used, run, value) with,
+	// when a second coefficient's code and extra bits lie whole in the bits left, the bits of
+	// both as the bits used, and the second's run plus one at bit 32, 0xff at bit 40 and its
+	// value at bit 48; without a second, 0, 0 and the first's value. An entry that is not a
+	// coefficient in fast has run 0xff, or fast's run of the end of block or of 16 zeros: past
+	// any block's end. AC tables only, built at the first use (pairReady, allocated the first
+	// time).
+	pair      *[1 << fastBits]int64
+	pairReady bool
+}
+
+// buildPair fills h.pair from h.fast, as buildSkip does h.skip.
+func (h *huffman) buildPair() {
+	if h.pair == nil {
+		h.pair = new([1 << fastBits]int64)
+	}
+	for i := range int32(1 << fastBits) {
+		f := h.fast[i]
+		e := int64(uint32(f)) | int64(uint16(f>>16))<<48
+		if f == 0 { // the slow path: a run past any block's end
+			e = 0xff << 8
+		}
+		if run := (f >> 8) & 0xff; f != 0 && run < fastEOB {
+			l := f & 0xff
+			g := h.fast[(i<<l)&(1<<fastBits-1)]
+			if l2 := g & 0xff; g != 0 && (g>>8)&0xff < fastEOB && l+l2 <= fastBits {
+				e = int64(l+l2) | int64(run)<<8 | int64(uint16(f>>16))<<16 |
+					int64((g>>8)&0xff+1)<<32 | 0xff<<40 | int64(uint16(g>>16))<<48
+			}
+		}
+		h.pair[i] = e
+	}
+	h.pairReady = true
+}
+
+const (
+	skipBits = 12
+	skipEOB  = 1 << 15
+	skipNone = 0x7f
+)
+
+// buildSkip fills h.skip from h.fast: the entry of each bit string is its first code's fast
+// entry followed by the entry, again from fast, of what is left of the string padded with
+// zero bits, as long as that entry's bits lie in the string (a code is known from its own
+// bits alone).
+func (h *huffman) buildSkip() {
+	if h.skip == nil {
+		h.skip = new([1 << skipBits]uint16)
+	}
+	for i := range int32(1 << skipBits) {
+		e, bits, adv := uint16(skipNone<<8), int32(0), int32(0)
+		for {
+			f := h.fast[(i<<bits)&(1<<skipBits-1)>>(skipBits-fastBits)]
+			l := f & 0xff
+			if f == 0 || bits+l > skipBits {
+				break
+			}
+			bits += l
+			r := (f >> 8) & 0xff
+			if r == fastEOB {
+				e = skipEOB | uint16(adv<<8|bits)
+				break
+			}
+			if r == fastZRL {
+				r = 15
+			}
+			if adv += r + 1; adv >= blockSize { // past any block's end: the entry before is as good
+				break
+			}
+			e = uint16(adv<<8 | bits)
+		}
+		h.skip[i] = e
+	}
+	h.skipReady = true
 }
 
 const (
 	fastBits = 10
-	fastEOB  = 16
-	fastZRL  = 17
+	fastEOB  = blockSize
+	fastZRL  = blockSize + 1
 )
 
 // buildFast fills h.fast from the canonical code (minCodes, maxCodes, valsIndices) of a DC or
@@ -162,30 +252,44 @@ func (d *decoder) processDHT(n int) error {
 		if th > maxTh || (d.baseline && th > 1) {
 			return FormatError("bad Th value")
 		}
-		h := &d.huff[tc][th]
+		// Fork: the table lives in the Decoder, and a definition equal to the one it holds
+		// (an image's encoder mostly writes the same tables as the last one's) keeps the
+		// tables derived from it.
+		h := &d.pool.huff[tc][th]
 
-		// Read nCodes and h.vals (and derive h.nCodes).
+		// Read nCodes and vals (and derive total).
 		// nCodes[i] is the number of codes with code length i.
-		// h.nCodes is the total number of codes.
-		h.nCodes = 0
+		// total is the total number of codes.
 		var nCodes [maxCodeLength]int32
+		var counts [maxCodeLength]uint8
+		total := int32(0)
 		for i := range nCodes {
-			nCodes[i] = int32(d.tmp[i+1])
-			h.nCodes += nCodes[i]
+			counts[i] = d.tmp[i+1]
+			nCodes[i] = int32(counts[i])
+			total += nCodes[i]
 		}
-		if h.nCodes == 0 {
+		if total == 0 {
 			return FormatError("Huffman table has zero length")
 		}
-		if h.nCodes > maxNCodes {
+		if total > maxNCodes {
 			return FormatError("Huffman table has excessive length")
 		}
-		n -= int(h.nCodes) + 17
+		n -= int(total) + 17
 		if n < 0 {
 			return FormatError("DHT has wrong length")
 		}
-		if err := d.readFull(h.vals[:h.nCodes]); err != nil {
+		var vals [maxNCodes]uint8
+		if err := d.readFull(vals[:total]); err != nil {
 			return err
 		}
+		d.huff[tc][th] = h
+		if h.nCodes == total && h.counts == counts && h.vals == vals {
+			if tc == acTable && !h.skipReady {
+				h.buildSkip()
+			}
+			continue
+		}
+		h.nCodes, h.counts, h.vals, h.skipReady, h.pairReady = total, counts, vals, false, false
 
 		// Derive the look-up table.
 		clear(h.lut[:])

@@ -149,9 +149,11 @@ type decoder struct {
 
 	comp       [maxComponents]component
 	progCoeffs [maxComponents][]block // Saved state between progressive-mode scans.
-	huff       [maxTc + 1][maxTh + 1]huffman
-	quant      [maxTq + 1]block // Quantization tables, in zig-zag order.
-	tmp        [2 * blockSize]byte
+	// huff is the image's Huffman tables, in the Decoder (processDHT); those the image has not
+	// defined point at noHuffman, whose zero nCodes marks it uninitialized.
+	huff  [maxTc + 1][maxTh + 1]*huffman
+	quant [maxTq + 1]block // Quantization tables, in zig-zag order.
+	tmp   [2 * blockSize]byte
 }
 
 // fill fills up the d.bytes.buf buffer from the underlying io.Reader. It

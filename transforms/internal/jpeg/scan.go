@@ -154,26 +154,36 @@ func (d *decoder) processSOS(n int) error {
 		}
 	}
 
-	d.bits = bits{}
-	mcu, expectedRST := 0, uint8(rst0Marker)
 	if !d.progressive {
 		// Fork: sequential scans read their entropy-coded bytes straight from the input.
+		var comps [maxComponents]seqComp
 		for i := 0; i < nComp; i++ {
-			if d.huff[dcTable][scan[i].td].nCodes == 0 || d.huff[acTable][scan[i].ta].nCodes == 0 {
+			ci := int(scan[i].compIndex)
+			c := &d.comp[ci]
+			comps[i] = seqComp{
+				ci: ci, h: c.h, v: c.v,
+				dcH: d.huff[dcTable][scan[i].td], acH: d.huff[acTable][scan[i].ta], qt: &d.quant[c.tq],
+				bx0: d.rx0 * c.h, bx1: d.rx1 * c.h, by0: d.ry0 * c.v, by1: d.ry1 * c.v,
+			}
+			if comps[i].dcH.nCodes == 0 || comps[i].acH.nCodes == 0 {
 				return FormatError("uninitialized Huffman table")
 			}
 			if d.co != nil { // Decode dequantizes a sequential scan with the tables in force now
-				c := int(scan[i].compIndex)
-				d.co.Grids[c].setQuant(&d.quant[d.comp[c].tq])
+				d.co.Grids[ci].setQuant(&d.quant[c.tq])
 			}
 		}
 		d.br = bitReader{data: d.all, pos: len(d.all) - len(d.src) - (d.bytes.j - d.bytes.i)}
+		if err := d.decodeSequential(comps[:nComp], mxx, myy); err != nil {
+			return err
+		}
+		// Hand the bytes after the scan back to the marker reader.
+		d.src = d.all[d.br.pos:]
+		d.bytes.i, d.bytes.j, d.bytes.nUnreadable = 0, 0, 0
+		return nil
 	}
-	// Full-size blocks for the AVX2 IDCT are stored transposed: it then skips one transpose.
-	transposed, zz := avx2 && d.bs == 8 && !d.exact, &unzig
-	if transposed {
-		zz = &unzigT
-	}
+
+	d.bits = bits{}
+	mcu, expectedRST := 0, uint8(rst0Marker)
 	var (
 		// b is the decoded coefficients, in natural (not zig-zag) order.
 		b  block
@@ -231,37 +241,11 @@ func (d *decoder) processSOS(n int) error {
 						}
 					}
 
-					if !d.progressive {
-						dcH, acH := &d.huff[dcTable][scan[i].td], &d.huff[acTable][scan[i].ta]
-						if !d.inRegion(bx, by, int(compIndex)) {
-							if _, err := d.br.decodeBlock(nil, dcH, acH, &dc[compIndex], nil, nil); err != nil {
-								return err
-							}
-							continue
-						}
-						if d.co != nil {
-							if err := d.storeSequential(bx, by, int(compIndex), dcH, acH, &dc[compIndex]); err != nil {
-								return err
-							}
-							continue
-						}
-						b = block{}
-						last, err := d.br.decodeBlock(&b, dcH, acH, &dc[compIndex], &d.quant[d.comp[compIndex].tq], zz)
-						if err != nil {
-							return err
-						}
-						d.reconstructDequantized(&b, bx, by, int(compIndex), last, transposed)
-						continue
-					}
-					// Load the previous partially decoded coefficients, if applicable.
-					if d.progressive {
-						b = d.progCoeffs[compIndex][by*mxx*hi+bx]
-					} else {
-						b = block{}
-					}
+					// Load the previous partially decoded coefficients.
+					b = d.progCoeffs[compIndex][by*mxx*hi+bx]
 
 					if ah != 0 {
-						if err := d.refine(&b, &d.huff[acTable][scan[i].ta], zigStart, zigEnd, 1<<al); err != nil {
+						if err := d.refine(&b, d.huff[acTable][scan[i].ta], zigStart, zigEnd, 1<<al); err != nil {
 							return err
 						}
 					} else {
@@ -269,7 +253,7 @@ func (d *decoder) processSOS(n int) error {
 						if zig == 0 {
 							zig++
 							// Decode the DC coefficient, as specified in section F.2.2.1.
-							value, err := d.decodeHuffman(&d.huff[dcTable][scan[i].td])
+							value, err := d.decodeHuffman(d.huff[dcTable][scan[i].td])
 							if err != nil {
 								return err
 							}
@@ -288,7 +272,7 @@ func (d *decoder) processSOS(n int) error {
 							d.eobRun--
 						} else {
 							// Decode the AC coefficients, as specified in section F.2.2.2.
-							huff := &d.huff[acTable][scan[i].ta]
+							huff := d.huff[acTable][scan[i].ta]
 							for ; zig <= zigEnd; zig++ {
 								value, err := d.decodeHuffman(huff)
 								if err != nil {
@@ -325,45 +309,18 @@ func (d *decoder) processSOS(n int) error {
 						}
 					}
 
-					if d.progressive {
-						// Save the coefficients.
-						d.progCoeffs[compIndex][by*mxx*hi+bx] = b
-						// At this point, we could call reconstructBlock to dequantize and perform the
-						// inverse DCT, to save early stages of a progressive image to the *image.YCbCr
-						// buffers (the whole point of progressive encoding), but in Go, the jpeg.Decode
-						// function does not return until the entire image is decoded, so we "continue"
-						// here to avoid wasted computation. Instead, reconstructBlock is called on each
-						// accumulated block by the reconstructProgressiveImage method after all of the
-						// SOS markers are processed.
-						continue
-					}
-					if err := d.reconstructBlock(&b, bx, by, int(compIndex)); err != nil {
-						return err
-					}
+					// Save the coefficients.
+					d.progCoeffs[compIndex][by*mxx*hi+bx] = b
+					// At this point, we could call reconstructBlock to dequantize and perform the
+					// inverse DCT, to save early stages of a progressive image to the *image.YCbCr
+					// buffers (the whole point of progressive encoding), but in Go, the jpeg.Decode
+					// function does not return until the entire image is decoded, so we "continue"
+					// here to avoid wasted computation. Instead, reconstructBlock is called on each
+					// accumulated block by the reconstructProgressiveImage method after all of the
+					// SOS markers are processed.
 				} // for j
 			} // for i
 			mcu++
-			if !d.progressive {
-				if d.br.short() {
-					return errShortHuffmanData
-				}
-				// Fork: the region's last MCU ends what a scan of every component must read.
-				if nComp == d.nComp && my+1 >= d.ry1 && mx+1 >= d.rx1 {
-					d.done = true
-					return nil
-				}
-				if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
-					if err := d.br.restart(expectedRST); err != nil {
-						return err
-					}
-					expectedRST++
-					if expectedRST == rst7Marker+1 {
-						expectedRST = rst0Marker
-					}
-					dc = [maxComponents]int32{}
-				}
-				continue
-			}
 			if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
 				// For well-formed input, the RST[0-7] restart marker follows
 				// immediately. For corrupt input, call findRST to try to
@@ -388,11 +345,91 @@ func (d *decoder) processSOS(n int) error {
 			}
 		} // for mx
 	} // for my
+	return nil
+}
 
-	if !d.progressive {
-		// Hand the bytes after the scan back to the marker reader.
-		d.src = d.all[d.br.pos:]
-		d.bytes.i, d.bytes.j, d.bytes.nUnreadable = 0, 0, 0
+// seqComp is a component of a sequential scan as decodeSequential needs it, looked up once per
+// scan instead of once per block: its index, sampling factors and tables, and the region's
+// blocks of it, [bx0, bx1) x [by0, by1).
+type seqComp struct {
+	ci                 int
+	h, v               int
+	dcH, acH           *huffman
+	qt                 *block
+	bx0, bx1, by0, by1 int
+}
+
+// decodeSequential is processSOS's MCU loop for a sequential scan of comps, whose
+// entropy-coded bytes d.br reads (the block order is processSOS's): blocks outside the region
+// are read past, the others stored (DecodeCoefficients) or reconstructed. It returns at the
+// end of the scan, or after the region's last MCU when the scan holds every component.
+func (d *decoder) decodeSequential(comps []seqComp, mxx, myy int) error {
+	// Full-size blocks for the AVX2 IDCT are stored transposed: it then skips one transpose.
+	transposed, zz := avx2 && d.bs == 8 && !d.exact, &unzig
+	if transposed {
+		zz = &unzigT
+	}
+	var (
+		b          block
+		dc         [maxComponents]int32
+		err        error
+		blockCount int
+	)
+	mcu, expectedRST := 0, uint8(rst0Marker)
+	for my := 0; my < myy; my++ {
+		for mx := 0; mx < mxx; mx++ {
+			for i := range comps {
+				c := &comps[i]
+				for j, jx, jy := 0, -1, 0; j < c.h*c.v; j++ {
+					if jx++; jx == c.h { // jx, jy = j%h, j/h, without a division
+						jx, jy = 0, jy+1
+					}
+					bx, by := c.h*mx+jx, c.v*my+jy
+					if len(comps) == 1 { // a non-interleaved scan: blocks in raster order
+						q := mxx * c.h
+						bx, by = blockCount%q, blockCount/q
+						blockCount++
+						if bx*8 >= d.width || by*8 >= d.height {
+							continue
+						}
+					}
+					switch {
+					case bx < c.bx0 || bx >= c.bx1 || by < c.by0 || by >= c.by1:
+						err = d.br.skipBlock(c.dcH, c.acH, &dc[c.ci])
+					case d.co != nil:
+						err = d.storeSequential(bx, by, c.ci, c.dcH, c.acH, &dc[c.ci])
+					default:
+						b = block{}
+						var last int32
+						if last, err = d.br.decodeBlock(&b, c.dcH, c.acH, &dc[c.ci], c.qt, zz); err == nil {
+							d.reconstructDequantized(&b, bx, by, c.ci, last, transposed)
+						}
+					}
+					if err != nil {
+						return err
+					}
+				}
+			}
+			mcu++
+			if d.br.short() {
+				return errShortHuffmanData
+			}
+			// Fork: the region's last MCU ends what a scan of every component must read.
+			if len(comps) == d.nComp && my+1 >= d.ry1 && mx+1 >= d.rx1 {
+				d.done = true
+				return nil
+			}
+			if d.ri > 0 && mcu%d.ri == 0 && mcu < mxx*myy {
+				if err := d.br.restart(expectedRST); err != nil {
+					return err
+				}
+				expectedRST++
+				if expectedRST == rst7Marker+1 {
+					expectedRST = rst0Marker
+				}
+				dc = [maxComponents]int32{}
+			}
+		}
 	}
 	return nil
 }
