@@ -1,6 +1,7 @@
 package loaders
 
 import (
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -91,7 +92,8 @@ func (l *Loader) openDeviceDecode() error {
 func (d *deviceDecode) close() error {
 	var errs []error
 	if d.s != nil {
-		errs = append(errs, d.s.Close())
+		// The renders of batches the consumer has not waited for still read the scratch.
+		errs = append(errs, d.s.Synchronize(context.Background()), d.s.Close())
 	}
 	if d.ws != nil {
 		errs = append(errs, d.ws.Free())
@@ -102,9 +104,9 @@ func (d *deviceDecode) close() error {
 // applyDevice writes sample in's record into dst (the sample's place), or Apply's pixels where
 // the device cannot take it, and returns the kind and the bytes written. A record leaves the
 // place's last 3 bytes free, so that aligning its start (packDevice) never moves a sample past
-// its place. reset reseeds the sample's generator, which ApplyCoefficients may have drawn from
-// before it found the host path.
-func (l *Loader) applyDevice(ws *workerState, dst []byte, in transforms.Input, reset func()) (kind, n int, err error) {
+// its place. Before Apply it reseeds the generator of the sample (index i of epoch), which
+// ApplyCoefficients may have drawn from before it found the host path.
+func (l *Loader) applyDevice(ws *workerState, dst []byte, in transforms.Input, epoch, i int) (kind, n int, err error) {
 	n, err = ws.w.ApplyCoefficients(dst[:max(len(dst)-3, 0)], l.shape, in, ws.r.Rand)
 	if err == nil {
 		var need int
@@ -117,7 +119,7 @@ func (l *Loader) applyDevice(ws *workerState, dst []byte, in transforms.Input, r
 	} else if !errors.Is(err, transforms.ErrHostPath) {
 		return 0, 0, err
 	}
-	reset()
+	ws.r.Reset(l.cfg.Seed, epoch, i)
 	return kindPixels, len(dst), ws.w.Apply(dst, in, ws.r.Rand)
 }
 

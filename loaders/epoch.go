@@ -319,7 +319,7 @@ func (e *epochRun) issue(ctx context.Context) (job, bool, error) {
 
 // load reads, decodes and augments one sample into its place in the slot.
 func (e *epochRun) load(ctx context.Context, j job) (result, error) {
-	defer e.l.hostCPU()()
+	defer e.l.stopHostCPU(startHostCPU())
 	return e.loadSample(ctx, j)
 }
 
@@ -345,11 +345,10 @@ func (e *epochRun) loadSample(ctx context.Context, j job) (result, error) {
 	if err == nil {
 		tgt := j.sb.mem[l.labOff+l.tsize*j.pos : l.labOff+l.tsize*(j.pos+1)]
 		if err = l.cfg.Target.Put(tgt, s); err == nil {
-			reset := func() { ws.r.Reset(l.cfg.Seed, e.epoch, i) }
-			reset()
+			ws.r.Reset(l.cfg.Seed, e.epoch, i)
 			dst := j.sb.mem[j.pos*l.sample : (j.pos+1)*l.sample]
 			if l.dd != nil {
-				kind, n, err = l.applyDevice(ws, dst, s.Input, reset)
+				kind, n, err = l.applyDevice(ws, dst, s.Input, e.epoch, i)
 			} else {
 				err = ws.w.Apply(dst, s.Input, ws.r.Rand)
 			}
@@ -379,7 +378,7 @@ func (e *epochRun) loadSample(ctx context.Context, j job) (result, error) {
 // feeder, which copies it into a free set of device buffers. It returns nil when nothing is left of
 // the batch.
 func (e *epochRun) copyBatch(ctx context.Context, rs []result) (*Batch, error) {
-	defer e.l.hostCPU()()
+	defer e.l.stopHostCPU(startHostCPU())
 	l := e.l
 	sb := rs[0].sb
 	b := &Batch{Shape: l.shape, Epoch: e.epoch, Seq: sb.seq, l: l, Indices: make([]int, 0, len(rs)), read: sb.read, buffer: sb.buffer}

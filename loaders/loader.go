@@ -785,17 +785,28 @@ type Stats struct {
 	HostCPU time.Duration
 }
 
-// hostCPU starts counting the calling goroutine's CPU time into Stats.HostCPU, locking it to its
-// thread; the function it returns stops.
-func (l *Loader) hostCPU() func() {
+// hostCPUStart is a thread's CPU time when a stage's work began (ok: the system reports it).
+type hostCPUStart struct {
+	t  time.Duration
+	ok bool
+}
+
+// startHostCPU locks the calling goroutine to its thread and reads the thread's CPU time, for
+// stopHostCPU, which counts what the work took into Stats.HostCPU. (Values, not a closure: the
+// pair runs once a sample.)
+func startHostCPU() hostCPUStart {
 	runtime.LockOSThread()
-	c0, ok := cputime.Thread()
-	return func() {
-		if c1, ok1 := cputime.Thread(); ok && ok1 {
-			l.cpu.Add(int64(c1 - c0))
-		}
-		runtime.UnlockOSThread()
+	t, ok := cputime.Thread()
+	return hostCPUStart{t, ok}
+}
+
+// stopHostCPU counts the calling thread's CPU time since s into Stats.HostCPU and unlocks the
+// goroutine from its thread.
+func (l *Loader) stopHostCPU(s hostCPUStart) {
+	if t, ok := cputime.Thread(); ok && s.ok {
+		l.cpu.Add(int64(t - s.t))
 	}
+	runtime.UnlockOSThread()
 }
 
 // CopyGBps is the copy bandwidth in GB/s (0 before the first copy has been timed).
