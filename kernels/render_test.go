@@ -29,52 +29,13 @@ func renderEnv(t testing.TB) (gpu.Device, kernels.Ops) {
 	return dev, ops
 }
 
-// upload copies b into a new buffer of dev through s.
-func upload(t testing.TB, dev gpu.Device, s gpu.Stream, b []byte) gpu.Buffer {
-	t.Helper()
-	buf, err := dev.Alloc(max(len(b), 1))
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(b) > 0 {
-		if err := s.CopyH2D(buf, 0, b); err != nil {
-			t.Fatal(err)
-		}
-	}
-	return buf
-}
-
-// renderRun runs RenderRecords over batch b with slot bytes of workspace a sample on a new stream
-// of dev, and returns the pixels and the stream's error.
-func renderRun(t testing.TB, dev gpu.Device, ops kernels.Ops, b opcheck.RenderBatch, slot int) ([]byte, error) {
-	t.Helper()
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	size := b.C * b.H * b.W
-	dst := kernels.Bytes(upload(t, dev, s, make([]byte, b.N*size)))
-	src := kernels.Bytes(upload(t, dev, s, b.Src))
-	offs := kernels.Int32s(upload(t, dev, s, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.Offsets))), 4*len(b.Offsets))))
-	ws := kernels.Bytes(upload(t, dev, s, make([]byte, b.N*slot)))
-	if err := ops.RenderRecords(s, dst, src, offs, ws, b.N, b.C, b.H, b.W); err != nil {
-		t.Fatalf("%s: RenderRecords = %v", b.Name, err)
-	}
-	got := make([]byte, dst.Len)
-	if err := s.CopyD2H(got, dst.Buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	return got, s.Synchronize(context.Background())
-}
-
 // TestRenderRecords: the CPU op set's RenderRecords writes Render's pixels (which are Apply's) for
 // every record and copies the host's pixels, in mixed batches of real JPEGs, with a workspace
 // of exactly the largest record's scratch.
 func TestRenderRecords(t *testing.T) {
 	dev, ops := renderEnv(t)
 	for _, b := range opcheck.RenderBatches(t) {
-		got, err := renderRun(t, dev, ops, b, b.Slot)
+		got, err := opcheck.RenderOn(t, dev, ops, b, b.Slot)
 		if err != nil {
 			t.Fatalf("%s: %v", b.Name, err)
 		}
@@ -100,7 +61,7 @@ func firstDiff(a, b []byte) int {
 func TestRenderRecordsBadSamples(t *testing.T) {
 	dev, ops := renderEnv(t)
 	for _, tc := range opcheck.RenderBadCalls(t, opcheck.RenderBatches(t)) {
-		_, err := renderRun(t, dev, ops, tc.Batch, tc.Slot)
+		_, err := opcheck.RenderOn(t, dev, ops, tc.Batch, tc.Slot)
 		if !errors.Is(err, tc.Want) || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("sample %d:", tc.Sample)) {
 			t.Errorf("%s: the stream's error is %v; want %v naming sample %d", tc.Name, err, tc.Want, tc.Sample)
 		}
@@ -124,10 +85,10 @@ func BenchmarkRenderRecords(b *testing.B) {
 		}
 		defer s.Close()
 		size := batch.C * batch.H * batch.W
-		dst := kernels.Bytes(upload(b, dev, s, make([]byte, batch.N*size)))
-		src := kernels.Bytes(upload(b, dev, s, batch.Src))
-		offs := kernels.Int32s(upload(b, dev, s, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(batch.Offsets))), 4*len(batch.Offsets))))
-		ws := kernels.Bytes(upload(b, dev, s, make([]byte, batch.N*batch.Slot)))
+		dst := kernels.Bytes(opcheck.Upload(b, dev, s, make([]byte, batch.N*size)))
+		src := kernels.Bytes(opcheck.Upload(b, dev, s, batch.Src))
+		offs := kernels.Int32s(opcheck.Upload(b, dev, s, unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(batch.Offsets))), 4*len(batch.Offsets))))
+		ws := kernels.Bytes(opcheck.Upload(b, dev, s, make([]byte, batch.N*batch.Slot)))
 		for b.Loop() {
 			if err := ops.RenderRecords(s, dst, src, offs, ws, batch.N, batch.C, batch.H, batch.W); err != nil {
 				b.Fatal(err)

@@ -3,7 +3,6 @@
 package cuda
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -33,29 +32,6 @@ func renderSide(t *testing.T, name string) (gpu.Device, kernels.Ops) {
 	return dev, ops
 }
 
-// renderOn runs RenderRecords over batch b with slot bytes of workspace a sample on a new stream
-// of dev, and returns the pixels and the stream's error.
-func renderOn(t *testing.T, dev gpu.Device, ops kernels.Ops, b opcheck.RenderBatch, slot int) ([]byte, error) {
-	t.Helper()
-	s, err := dev.NewStream()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
-	sd := &side{dev, s, ops}
-	dst := sd.u8(t, make([]byte, b.N*b.C*b.H*b.W))
-	src, offs := sd.u8(t, b.Src), sd.i32(t, b.Offsets)
-	ws := sd.u8(t, make([]byte, max(b.N*slot, 1))).Slice(0, b.N*slot)
-	if err := ops.RenderRecords(s, dst, src, offs, ws, b.N, b.C, b.H, b.W); err != nil {
-		t.Fatalf("%s: RenderRecords = %v", b.Name, err)
-	}
-	got := make([]byte, dst.Len)
-	if err := s.CopyD2H(got, dst.Buf, 0); err != nil {
-		t.Fatal(err)
-	}
-	return got, s.Synchronize(context.Background())
-}
-
 // TestCUDARenderRecords: the CUDA op set's RenderRecords writes the CPU op set's pixels (Render's,
 // which are Apply's) byte for byte, on every batch of opcheck.RenderBatches: records of real
 // JPEGs (every scale, sequential and progressive, gray, YCbCr and RGB, EXIF orientations,
@@ -66,11 +42,11 @@ func TestCUDARenderRecords(t *testing.T) {
 	gdev, gops := renderSide(t, "cuda")
 	cdev, cops := renderSide(t, "cpu")
 	for _, b := range opcheck.RenderBatches(t) {
-		want, err := renderOn(t, cdev, cops, b, b.Slot)
+		want, err := opcheck.RenderOn(t, cdev, cops, b, b.Slot)
 		if err != nil {
 			t.Fatalf("%s on the CPU op set: %v", b.Name, err)
 		}
-		got, err := renderOn(t, gdev, gops, b, b.Slot)
+		got, err := opcheck.RenderOn(t, gdev, gops, b, b.Slot)
 		if err != nil {
 			t.Fatalf("%s on the CUDA op set: %v", b.Name, err)
 		}
@@ -96,7 +72,7 @@ func TestCUDARenderRecords(t *testing.T) {
 func TestCUDARenderRecordsBadSamples(t *testing.T) {
 	dev, ops := renderSide(t, "cuda")
 	for _, tc := range opcheck.RenderBadCalls(t, opcheck.RenderBatches(t)) {
-		_, err := renderOn(t, dev, ops, tc.Batch, tc.Slot)
+		_, err := opcheck.RenderOn(t, dev, ops, tc.Batch, tc.Slot)
 		if !errors.Is(err, tc.Want) || !strings.Contains(fmt.Sprint(err), fmt.Sprintf("sample %d:", tc.Sample)) {
 			t.Errorf("%s: the stream's error is %v; want %v naming sample %d", tc.Name, err, tc.Want, tc.Sample)
 		}

@@ -2,6 +2,7 @@ package opcheck
 
 import (
 	"bytes"
+	"context"
 	"encoding/binary"
 	"errors"
 	"fmt"
@@ -14,7 +15,9 @@ import (
 	"runtime"
 	"strings"
 	"testing"
+	"unsafe"
 
+	"github.com/stoke-ml/stoke/gpu"
 	"github.com/stoke-ml/stoke/internal/rng"
 	"github.com/stoke-ml/stoke/kernels"
 	"github.com/stoke-ml/stoke/transforms"
@@ -251,4 +254,44 @@ func RenderBadCalls(t testing.TB, batches []RenderBatch) []RenderBad {
 		{"negative offset", with(func(c *RenderBatch) { c.Offsets[2] = -4 }), b.Slot, 1, kernels.ErrShape},
 		{"kind", with(func(c *RenderBatch) { c.Offsets[3] = 2 }), b.Slot, 1, kernels.ErrArgument},
 	}
+}
+
+// RenderOn runs ops.RenderRecords over batch b on a new stream of dev, with slot bytes of
+// workspace a sample, and returns the pixels and the stream's error: the one run of the CPU op
+// set's tests and of the CUDA parity tests.
+func RenderOn(t testing.TB, dev gpu.Device, ops kernels.Ops, b RenderBatch, slot int) ([]byte, error) {
+	t.Helper()
+	s, err := dev.NewStream()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer s.Close()
+	upload := func(data []byte) gpu.Buffer { return Upload(t, dev, s, data) }
+	dst := kernels.Bytes(upload(make([]byte, b.N*b.C*b.H*b.W))).Slice(0, b.N*b.C*b.H*b.W)
+	src := kernels.Bytes(upload(b.Src))
+	offs := kernels.Int32s(upload(unsafe.Slice((*byte)(unsafe.Pointer(unsafe.SliceData(b.Offsets))), 4*len(b.Offsets)))).Slice(0, len(b.Offsets))
+	ws := kernels.Bytes(upload(make([]byte, b.N*slot))).Slice(0, b.N*slot)
+	if err := ops.RenderRecords(s, dst, src, offs, ws, b.N, b.C, b.H, b.W); err != nil {
+		t.Fatalf("%s: RenderRecords = %v", b.Name, err)
+	}
+	got := make([]byte, dst.Len)
+	if err := s.CopyD2H(got, dst.Buf, 0); err != nil {
+		t.Fatal(err)
+	}
+	return got, s.Synchronize(context.Background())
+}
+
+// Upload copies b into a new buffer of dev (at least a byte) through s.
+func Upload(t testing.TB, dev gpu.Device, s gpu.Stream, b []byte) gpu.Buffer {
+	t.Helper()
+	buf, err := dev.Alloc(max(len(b), 1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(b) > 0 {
+		if err := s.CopyH2D(buf, 0, b); err != nil {
+			t.Fatal(err)
+		}
+	}
+	return buf
 }
